@@ -1,0 +1,29 @@
+"""Names of the PDDeployment API and of the labels the operator puts on its children."""
+
+GROUP = "pdd-operator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "PDDeployment"
+PLURAL = "pddeployments"
+SINGULAR = "pddeployment"
+SHORT_NAME = "pdd"
+
+#: Field manager used for every server-side apply the operator makes.
+FIELD_MANAGER = "pdd-operator"
+
+#: Roles of a P/D deployment, in the order the operator renders them.
+ROLES = ("prefill", "decode")
+
+# Labels: app.kubernetes.io conventions plus the project's own role and revision labels.
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_VERSION = "app.kubernetes.io/version"
+LABEL_ROLE = f"{GROUP}/role"
+#: Hash of every setting that must match between prefill and decode; the router pairs only pods
+#: whose values are equal, so a rollout never sends KV between incompatible pods.
+LABEL_COMPAT_HASH = f"{GROUP}/compat-hash"
+#: Generation of the PDDeployment that the child was rendered from.
+ANNOTATION_GENERATION = f"{GROUP}/generation"

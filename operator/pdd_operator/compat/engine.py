@@ -1,0 +1,87 @@
+"""Evaluate the rules for one spec: which fired, which could not be evaluated, the verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.api.status import Finding
+from pdd_operator.compat.context import Context
+from pdd_operator.compat.rules import RULES, Rule
+from pdd_operator.compat.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
+
+VERSION_UNKNOWN = "vllm-version-unknown"
+VERSION_UNVERIFIED = "vllm-version-unverified"
+
+
+@dataclass(frozen=True)
+class CompatReport:
+    """The outcome of :func:`evaluate`.
+
+    Attributes:
+        version: the vLLM version the rules were evaluated for, ``"unknown"`` if none.
+        findings: errors first, then warnings, each in rule order (deterministic).
+        not_evaluated: ids of version-bounded rules skipped because the version is unknown.
+    """
+
+    version: str
+    findings: list[Finding] = field(default_factory=list)
+    not_evaluated: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def compatible(self) -> bool:
+        """True when no error-severity rule fired."""
+        return not self.errors
+
+
+def _finding(rule: Rule, message: str, fix: str) -> Finding:
+    return Finding(
+        rule=rule.id, severity=rule.severity, fields=list(rule.fields), message=message,
+        fix=fix, source=rule.source,
+    )
+
+
+def evaluate(spec: PDDeploymentSpec, rules: tuple[Rule, ...] = RULES) -> CompatReport:
+    """Check ``spec`` against every rule for the vLLM version it will run.
+
+    A rule bounded to versions (``since``/``until``) runs only when the version is known and inside
+    its bounds; with an unknown version such rules are listed in a ``vllm-version-unknown`` warning
+    instead of passing silently. Never raises for a schema-valid spec.
+    """
+    ctx = Context.of(spec)
+    findings: list[Finding] = []
+    skipped: list[str] = []
+    for rule in rules:
+        if rule.version_bounded and ctx.version is None:
+            skipped.append(rule.id)
+            continue
+        if not rule.applies_to(ctx.version):
+            continue
+        for message, fix in rule.check(ctx):
+            findings.append(_finding(rule, message, fix))
+    if ctx.version is None:
+        findings.append(Finding(
+            rule=VERSION_UNKNOWN, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
+            message=f"The vLLM version cannot be determined from image {spec.engine.image!r}; these "
+            f"version-dependent rules were not evaluated: {', '.join(skipped)}.",
+            fix="Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version.",
+            source="vllm-nixl-facts.md section 7 (version timeline)",
+        ))
+    elif not (OLDEST_KNOWN <= ctx.version <= NEWEST_KNOWN):
+        findings.append(Finding(
+            rule=VERSION_UNVERIFIED, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
+            message=f"vLLM {fmt(ctx.version)} is outside the versions whose NIXL code these rules were "
+            f"built from ({fmt(OLDEST_KNOWN)} to 0.33.x); rules were applied as for the nearest known version.",
+            fix="Use a vLLM release between 0.20 and 0.33, or review the deployment by hand.",
+            source="vllm-nixl-facts.md section 0",
+        ))
+    findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
+    return CompatReport(version=fmt(ctx.version), findings=findings, not_evaluated=skipped)

@@ -1,0 +1,62 @@
+"""vLLM versions: parsing, and finding the version a deployment will run.
+
+A version is handled as a ``(major, minor, patch)`` tuple; pre-release and local suffixes
+(``0.20.2rc1.dev265+gdd6b3a5ef``) are dropped, since the NIXL code of a release candidate is the
+release's (vllm-nixl-facts.md section 0 dates changes to the first release containing them).
+"""
+
+from __future__ import annotations
+
+import re
+
+Version = tuple[int, int, int]
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+#: Oldest and newest vLLM releases whose NIXL code the rules were built from (vllm-nixl-facts.md).
+OLDEST_KNOWN: Version = (0, 9, 0)
+NEWEST_KNOWN: Version = (0, 33, 99)
+#: The seed documents' version (NixlConnector hybrid SSM support).
+SEED_VERSION: Version = (0, 20, 0)
+
+
+def parse_version(text: str | None) -> Version | None:
+    """Parse ``"0.20.2"``, ``"v0.20.2"``, ``"0.20"`` or ``"0.20.2rc1.dev265+g..."`` into a tuple.
+
+    Returns ``None`` when ``text`` is empty or does not start with ``MAJOR.MINOR``.
+    """
+    if not text:
+        return None
+    match = _VERSION_RE.match(text.strip())
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def version_from_image(image: str) -> Version | None:
+    """Return the vLLM version in an image reference's tag, e.g. ``vllm/vllm-openai:v0.20.2-cu129``.
+
+    Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``) and tags without a
+    leading version (``latest``, ``nightly``) give ``None``.
+    """
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    return parse_version(last.split(":", 1)[1])
+
+
+def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, str]:
+    """Return the version the rules use and where it came from (``"spec.engine.vllmVersion"``,
+    ``"image tag"`` or ``"unknown"``)."""
+    if explicit:
+        return parse_version(explicit), "spec.engine.vllmVersion"
+    from_image = version_from_image(image)
+    if from_image is not None:
+        return from_image, "image tag"
+    return None, "unknown"
+
+
+def fmt(version: Version | None) -> str:
+    """Format a version tuple as ``"0.20.2"`` (``"unknown"`` for ``None``)."""
+    return "unknown" if version is None else ".".join(map(str, version))

@@ -1,0 +1,92 @@
+"""kopf handlers: thin edges that route events to :func:`~pdd_operator.controller.reconcile.reconcile`.
+
+- every event of a PDDeployment reconciles it (level-based: the handler does not look at the diff);
+- every event of a Deployment or Service the operator manages reconciles its owner, so a child
+  deleted by hand comes back and status follows the pods;
+- a resync loop reconciles every PDDeployment periodically, retrying what failed.
+
+Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers on the
+objects, so the only writes are the operator's own (children it changed, status when it changed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+
+from pdd_operator.api.constants import GROUP, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.reconcile import reconcile
+
+log = logging.getLogger("pdd_operator")
+
+RESYNC_SECONDS = float(os.environ.get("PDD_RESYNC_SECONDS", "60"))
+_MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
+
+_state: dict = {}
+
+
+def _kube() -> Kube:
+    if "kube" not in _state:
+        _state["kube"] = Kube()
+    return _state["kube"]
+
+
+def _reconcile_logged(namespace: str, name: str) -> None:
+    try:
+        reconcile(_kube(), namespace, name)
+    except ApiException as exc:
+        # Conflicts (409) and transient API errors: the next event or the resync retries.
+        log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status, exc.reason)
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_) -> None:
+    """Operator-wide settings, and the periodic resync."""
+    settings.peering.standalone = True
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    settings.networking.error_backoffs = [1, 2, 5, 10]
+    _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
+
+
+@kopf.on.cleanup()
+async def stop(**_) -> None:
+    task = _state.pop("resync", None)
+    if task is not None:
+        task.cancel()
+
+
+async def _resync_forever() -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        try:
+            items = await loop.run_in_executor(None, _kube().list_pdds)
+        except ApiException as exc:
+            log.warning("resync list failed: %s %s", exc.status, exc.reason)
+            continue
+        for item in items:
+            meta = item["metadata"]
+            await loop.run_in_executor(None, _reconcile_logged, meta["namespace"], meta["name"])
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def pddeployment_event(type: str | None, name: str, namespace: str, **_) -> None:
+    """Any change of a PDDeployment (and the initial listing at startup): reconcile it."""
+    if type == "DELETED":
+        return  # children go with it through garbage collection (ownerReferences)
+    _reconcile_logged(namespace, name)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
+@kopf.on.event("", "v1", "services", labels=_MANAGED)
+def child_event(labels: dict, namespace: str, **_) -> None:
+    """A managed Deployment or Service changed or was deleted: reconcile its PDDeployment."""
+    owner = labels.get(LABEL_INSTANCE)
+    if owner:
+        _reconcile_logged(namespace, owner)

@@ -1,0 +1,113 @@
+"""Reconcile one PDDeployment: check, render, apply, observe, report. Idempotent and level-based.
+
+Called for every event of a PDDeployment or of one of its children and by the periodic resync, so it
+must be cheap when nothing changed: it then sends no write at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from pdd_operator.api.constants import ROLES
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.api.status import Finding
+from pdd_operator.compat.engine import CompatReport, evaluate
+from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.status import RoleObservation, fold_status
+from pdd_operator.render.workloads import Owner, child_name, render_children
+
+log = logging.getLogger(__name__)
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+def now_rfc3339() -> str:
+    """Current UTC time as RFC 3339 with seconds precision (``metav1.Time``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def invalid_spec_report(exc: ValidationError) -> CompatReport:
+    """Turn a spec that the models refuse into an error report naming each bad field.
+
+    The CRD schema refuses most of these at admission; this covers objects that predate a schema
+    change or got in another way, so the operator reports them instead of crashing.
+    """
+    findings = []
+    for err in exc.errors():
+        field = "spec." + ".".join(str(p) for p in err["loc"])
+        findings.append(Finding(
+            rule="spec-invalid", severity="error", fields=[field],
+            message=f"{field}: {err['msg']}.", fix=f"Correct {field} (see `kubectl explain pdd.{field}`).",
+            source="PDDeployment API (operator/pdd_operator/api/spec.py)",
+        ))
+    return CompatReport(version="unknown", findings=findings)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reconcile did: child applies sent, whether status was written, and the verdict."""
+
+    applied: int = 0
+    status_written: bool = False
+    compatible: bool = True
+    found: bool = True
+
+
+def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
+    """Bring one PDDeployment's children and status in line with its spec.
+
+    Compatible spec: render the children and apply those that differ from the live objects.
+    Incompatible spec: touch no child (they keep running the last compatible generation) and report
+    why. Either way the status is recomputed and written only when it differs. Raises the client's
+    ``ApiException`` on API errors (callers retry); never raises for a bad spec.
+    """
+    with _lock(namespace, name):
+        obj = kube.get_pdd(namespace, name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return Outcome(found=False)
+        meta = obj["metadata"]
+        generation = int(meta.get("generation") or 1)
+        previous = obj.get("status") or {}
+        applied_generation = previous.get("appliedGeneration")
+        try:
+            spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
+            report = evaluate(spec)
+        except ValidationError as exc:
+            spec, report = None, invalid_spec_report(exc)
+
+        applied = 0
+        if spec is not None and report.compatible:
+            owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=generation)
+            for child in render_children(owner, spec):
+                applied += kube.apply(child)
+            applied_generation = generation
+
+        observations = {
+            role: RoleObservation.from_deployment(kube.get("Deployment", namespace, child_name(name, role)))
+            for role in ROLES
+        }
+        status = fold_status(
+            generation=generation, previous=previous, report=report,
+            applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
+        )
+        written = False
+        if status != previous:
+            removed = {k: None for k in previous if k not in status}
+            kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
+            written = True
+            log.info(
+                "status of %s/%s: %s", namespace, name,
+                ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
+            )
+        return Outcome(applied=applied, status_written=written, compatible=report.compatible)

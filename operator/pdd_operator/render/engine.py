@@ -1,0 +1,146 @@
+"""The vLLM engine of one role: ``vllm serve`` arguments and environment, derived from the spec.
+
+Everything that must match between prefill and decode is taken from the spec's top-level sections,
+so the two roles' arguments differ only in what the role sections say (and in ``kv_role``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
+from pdd_operator.compat.context import Context
+
+#: Container port names, used by the Services and the probes.
+HTTP_PORT_NAME = "http"
+NIXL_PORT_NAME = "nixl"
+
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
+
+
+def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
+    """Return the ``--kv-transfer-config`` object for ``role`` (``prefill`` or ``decode``).
+
+    ``kv_role`` is ``kv_producer`` on prefill and ``kv_consumer`` on decode (vLLM >= 0.23 deprecates
+    ``kv_both``; 0.33 reads the role for PP and deferred block freeing). User ``extraConfig`` keys are
+    merged into ``kv_connector_extra_config``; ``backends`` comes from ``spec.kvTransfer.backends``.
+    """
+    kt = spec.kv_transfer
+    extra = {"backends": list(kt.backends)}
+    extra.update(kt.extra_config or {})
+    return {
+        "kv_connector": str(kt.connector),
+        "kv_role": KV_ROLE[role],
+        "kv_buffer_device": str(kt.buffer_device),
+        "kv_connector_extra_config": extra,
+    }
+
+
+def _json(obj: dict) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def speculative_config(spec: PDDeploymentSpec, role: RoleSpec) -> dict | None:
+    """Return the ``--speculative-config`` object of ``role``, or ``None`` without speculation."""
+    sp = spec.speculative
+    if sp is None:
+        return None
+    cfg: dict = {"method": str(sp.method)}
+    if sp.draft_model:
+        cfg["model"] = sp.draft_model
+    if sp.draft_revision:
+        cfg["revision"] = sp.draft_revision
+    if role.num_speculative_tokens is not None:
+        cfg["num_speculative_tokens"] = role.num_speculative_tokens
+    return cfg
+
+
+def vllm_args(spec: PDDeploymentSpec, role: str) -> list[str]:
+    """Return the arguments after ``vllm serve`` for ``role``.
+
+    Shape: ``[model, --flag, value, ...]``; the role's ``extraArgs`` come last so they can add flags.
+    Hybrid SSM models get ``--no-disable-hybrid-kv-cache-manager``: up to vLLM 0.21 any
+    ``--kv-transfer-config`` otherwise turns the hybrid KV cache manager off, and vLLM asserts it is on
+    for Mamba layers (vllm-nixl-facts.md sections 1.5 and 4.2; seed 001 section 7).
+    """
+    ctx = Context.of(spec)
+    r = spec.role(role)
+    m = spec.model
+    args = [
+        m.name,
+        "--host", "0.0.0.0",
+        "--port", str(spec.port),
+        "--tensor-parallel-size", str(r.tensor_parallel_size),
+        "--pipeline-parallel-size", str(r.pipeline_parallel_size),
+        "--gpu-memory-utilization", f"{r.gpu_memory_utilization:g}",
+        "--dtype", str(m.dtype),
+        "--kv-cache-dtype", str(spec.kv_cache.dtype),
+    ]
+    if r.block_size is not None:
+        args += ["--block-size", str(r.block_size)]
+    if m.max_model_len is not None:
+        args += ["--max-model-len", str(m.max_model_len)]
+    if m.revision:
+        args += ["--revision", m.revision]
+    if m.served_model_name:
+        args += ["--served-model-name", m.served_model_name]
+    if m.trust_remote_code:
+        args.append("--trust-remote-code")
+    if ctx.model.needs_hma:
+        args.append("--no-disable-hybrid-kv-cache-manager")
+    spec_cfg = speculative_config(spec, r)
+    if spec_cfg is not None:
+        args += ["--speculative-config", _json(spec_cfg)]
+    args += ["--kv-transfer-config", _json(kv_transfer_config(spec, role))]
+    args += list(r.extra_args)
+    return args
+
+
+def engine_env(spec: PDDeploymentSpec, role: str) -> list[dict]:
+    """Return the engine container's environment for ``role``, as Pod ``env`` entries.
+
+    The NIXL side-channel host is the pod IP from the downward API (never ``localhost`` or
+    ``0.0.0.0``: it is both the bind and the advertised address) and the port is explicit. Hybrid SSM
+    models get ``VLLM_SSM_CONV_STATE_LAYOUT`` (DS unless the spec says otherwise; required from vLLM
+    0.20). User env (engine, then role) is appended and wins on a name clash.
+    """
+    ctx = Context.of(spec)
+    r = spec.role(role)
+    env: list[dict] = [
+        {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(spec.kv_transfer.side_channel_port)},
+    ]
+    if ctx.hybrid_ssm:
+        layout = spec.kv_cache.ssm_conv_state_layout or "DS"
+        env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": str(layout)})
+    if spec.kv_cache.layout:
+        env.append({"name": "VLLM_KV_CACHE_LAYOUT", "value": str(spec.kv_cache.layout)})
+    if spec.model.hf_token_secret_ref:
+        ref = spec.model.hf_token_secret_ref
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    merged: dict[str, dict] = {e["name"]: e for e in env}
+    for var in [*spec.engine.env, *r.env]:
+        merged[var.name] = var.wire()
+    return list(merged.values())
+
+
+def compat_hash(spec: PDDeploymentSpec) -> str:
+    """Hash of every setting that must match between prefill and decode (10 hex characters).
+
+    Covers the model, engine image and version, KV cache format, connector settings and speculative
+    method: what vLLM's NIXL handshake hashes or assumes equal. Pods with equal hashes may exchange KV.
+    """
+    must_match = {
+        "model": spec.model.wire(),
+        "engine": {"image": spec.engine.image, "vllmVersion": spec.engine.vllm_version},
+        "kvCache": spec.kv_cache.wire(),
+        "kvTransfer": spec.kv_transfer.wire(),
+        "speculative": spec.speculative.wire() if spec.speculative else None,
+    }
+    return hashlib.sha256(_json(must_match).encode()).hexdigest()[:10]
+
+
+def uses_push(spec: PDDeploymentSpec) -> bool:
+    """True when the deployment uses the push connector."""
+    return spec.kv_transfer.connector == Connector.PUSH

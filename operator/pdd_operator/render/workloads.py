@@ -1,0 +1,195 @@
+"""Child objects of a PDDeployment: one Deployment and one headless Service per role.
+
+Each builder returns a whole object from the spec (no cluster reads), so ``pdd render``, the
+operator and the tests see exactly the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pdd_operator.api.constants import (
+    ANNOTATION_GENERATION,
+    API_VERSION,
+    KIND,
+    LABEL_COMPAT_HASH,
+    LABEL_COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LABEL_PART_OF,
+    LABEL_ROLE,
+    LABEL_VERSION,
+    ROLES,
+)
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.compat.context import Context
+from pdd_operator.compat.versions import fmt
+from pdd_operator.render.engine import HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, vllm_args
+
+ENGINE_CONTAINER = "vllm"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The PDDeployment that owns the children: its name, namespace and (in a cluster) uid/generation."""
+
+    name: str
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+
+    def reference(self) -> dict:
+        """Return the controller ownerReference (garbage collection deletes children with the owner)."""
+        return {
+            "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
+            "controller": True, "blockOwnerDeletion": True,
+        }
+
+
+def child_name(owner: str, role: str) -> str:
+    """Name of a role's Deployment and Service: ``<pdd>-<role>``."""
+    return f"{owner}-{role}"
+
+
+def selector_labels(owner: str, role: str) -> dict[str, str]:
+    """Labels that select one role's pods (stable across spec changes: a Deployment selector is immutable)."""
+    return {LABEL_NAME: "vllm", LABEL_INSTANCE: owner, LABEL_COMPONENT: role}
+
+
+def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
+    """All labels of a role's objects and pods."""
+    ctx = Context.of(spec)
+    out = {
+        **selector_labels(owner, role),
+        LABEL_PART_OF: owner,
+        LABEL_MANAGED_BY: "pdd-operator",
+        LABEL_ROLE: role,
+        LABEL_COMPAT_HASH: compat_hash(spec),
+    }
+    if ctx.version is not None:
+        out[LABEL_VERSION] = fmt(ctx.version)
+    return out
+
+
+def _metadata(owner: Owner, name: str, obj_labels: dict[str, str]) -> dict:
+    meta: dict = {"name": name, "namespace": owner.namespace, "labels": obj_labels}
+    if owner.generation is not None:
+        meta["annotations"] = {ANNOTATION_GENERATION: str(owner.generation)}
+    if owner.uid:
+        meta["ownerReferences"] = [owner.reference()]
+    return meta
+
+
+def _resources(spec: PDDeploymentSpec, role: str) -> dict:
+    r = spec.role(role)
+    requests = {k: v for k, v in r.resources.requests.items()}
+    limits = {k: v for k, v in r.resources.limits.items()}
+    gpu = spec.engine.gpu_resource_name
+    if gpu:
+        limits[gpu] = r.gpus_per_pod
+        requests[gpu] = r.gpus_per_pod
+    rdma = spec.network.rdma
+    if rdma is not None:
+        limits[rdma.resource_name] = rdma.count
+        requests[rdma.resource_name] = rdma.count
+    out: dict = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
+    """Pod template of a role: the vLLM engine with GPUs, RDMA, IPC_LOCK, /dev/shm and /health probes."""
+    r = spec.role(role)
+    container = {
+        "name": ENGINE_CONTAINER,
+        "image": spec.engine.image,
+        "imagePullPolicy": spec.engine.image_pull_policy,
+        "command": ["vllm", "serve"],
+        "args": vllm_args(spec, role),
+        "env": engine_env(spec, role),
+        "ports": [
+            {"name": HTTP_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"},
+            {"name": NIXL_PORT_NAME, "containerPort": spec.kv_transfer.side_channel_port, "protocol": "TCP"},
+        ],
+        "resources": _resources(spec, role),
+        "securityContext": {
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            # Pinning (registering) KV memory with the RDMA NIC needs IPC_LOCK, nothing more.
+            "capabilities": {"add": ["IPC_LOCK"]},
+        },
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        # Model loading can take many minutes; the startup probe allows up to 30 minutes.
+        "startupProbe": {
+            "httpGet": {"path": "/health", "port": HTTP_PORT_NAME},
+            "periodSeconds": 10, "failureThreshold": 180, "timeoutSeconds": 5,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": HTTP_PORT_NAME},
+            "periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 5,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": HTTP_PORT_NAME},
+            "periodSeconds": 15, "failureThreshold": 8, "timeoutSeconds": 10,
+        },
+    }
+    pod_spec: dict = {
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        "terminationGracePeriodSeconds": 60,
+        "enableServiceLinks": False,
+    }
+    if r.node_selector:
+        pod_spec["nodeSelector"] = dict(r.node_selector)
+    if r.tolerations:
+        pod_spec["tolerations"] = [t.wire() for t in r.tolerations]
+    if spec.engine.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.engine.image_pull_secrets]
+    return {"metadata": {"labels": labels(owner.name, role, spec)}, "spec": pod_spec}
+
+
+def deployment(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
+    """The role's Deployment. Rolling updates surge one pod and keep every serving pod until it is replaced."""
+    r = spec.role(role)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
+        "spec": {
+            "replicas": r.replicas,
+            "selector": {"matchLabels": selector_labels(owner.name, role)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": pod_template(owner, role, spec),
+        },
+    }
+
+
+def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
+    """The role's headless Service: DNS records of ready pods for the HTTP and NIXL side-channel ports."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(owner.name, role),
+            "ports": [
+                {"name": HTTP_PORT_NAME, "port": spec.port, "targetPort": HTTP_PORT_NAME, "protocol": "TCP"},
+                {"name": NIXL_PORT_NAME, "port": spec.kv_transfer.side_channel_port,
+                 "targetPort": NIXL_PORT_NAME, "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def render_children(owner: Owner, spec: PDDeploymentSpec) -> list[dict]:
+    """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment."""
+    out: list[dict] = []
+    for role in ROLES:
+        out.append(service(owner, role, spec))
+        out.append(deployment(owner, role, spec))
+    return out
