@@ -1,0 +1,54 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from pdd_operator.api.spec import PDDeploymentSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def load_example(name: str) -> dict:
+    """The whole PDDeployment document of ``examples/<name>.yaml``."""
+    return yaml.safe_load((ROOT / "examples" / f"{name}.yaml").read_text())
+
+
+def spec_of(doc: dict) -> PDDeploymentSpec:
+    return PDDeploymentSpec.model_validate(doc["spec"])
+
+
+def merge(base: dict, patch: dict) -> dict:
+    """Deep-merge ``patch`` into a copy of ``base`` (dicts merge, everything else replaces)."""
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def make_spec(**patch) -> PDDeploymentSpec:
+    """A dense Llama spec on vLLM 0.20.2 with ``patch`` deep-merged into its spec dict (camelCase)."""
+    base = {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "hfArchitecture": "LlamaForCausalLM", "numKvHeads": 8},
+        "engine": {"image": "vllm/vllm-openai:v0.20.2"},
+    }
+    return PDDeploymentSpec.model_validate(merge(base, patch))
+
+
+def hybrid(**patch) -> PDDeploymentSpec:
+    """A NemotronH (hybrid Mamba2) spec on vLLM 0.20.2, TP 2 / 2, block 128, with ``patch`` merged."""
+    base = {
+        "model": {"name": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "hfArchitecture": "NemotronHForCausalLM",
+                  "trustRemoteCode": True, "maxModelLen": 8192},
+        "engine": {"image": "vllm/vllm-openai:v0.20.2"},
+        "prefill": {"tensorParallelSize": 2, "blockSize": 128},
+        "decode": {"tensorParallelSize": 2, "blockSize": 128},
+    }
+    return PDDeploymentSpec.model_validate(merge(base, patch))

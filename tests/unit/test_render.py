@@ -1,0 +1,173 @@
+"""Spec -> child objects: arguments, environment, resources, security, probes, labels."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pdd_operator.api.constants import LABEL_COMPAT_HASH, LABEL_ROLE
+from pdd_operator.render.engine import compat_hash, engine_env, vllm_args
+from pdd_operator.render.workloads import Owner, deployment, render_children, service
+from tests.helpers import hybrid, load_example, make_spec, spec_of
+
+OWNER = Owner(name="demo", namespace="serving", uid="1234", generation=3)
+
+
+def _flag(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def _container(dep: dict) -> dict:
+    return dep["spec"]["template"]["spec"]["containers"][0]
+
+
+def _env(env: list[dict]) -> dict[str, dict]:
+    return {e["name"]: e for e in env}
+
+
+# Table over the examples: what each role's pod must carry.
+CASES = [
+    ("nemotron-nano-pd", "prefill", {"tp": "2", "block": "128", "gpus": 2, "hybrid": True, "kv_role": "kv_producer"}),
+    ("nemotron-nano-pd", "decode", {"tp": "2", "block": "128", "gpus": 2, "hybrid": True, "kv_role": "kv_consumer"}),
+    ("llama-dense-pd", "prefill", {"tp": "1", "block": "16", "gpus": 1, "hybrid": False, "kv_role": "kv_producer"}),
+    ("llama-dense-pd", "decode", {"tp": "2", "block": "16", "gpus": 2, "hybrid": False, "kv_role": "kv_consumer"}),
+]
+
+
+@pytest.mark.parametrize("example, role, want", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_example_pods(example, role, want):
+    doc = load_example(example)
+    spec = spec_of(doc)
+    dep = deployment(OWNER, role, spec)
+    c = _container(dep)
+    args = c["args"]
+    assert c["command"] == ["vllm", "serve"] and args[0] == doc["spec"]["model"]["name"]
+    assert _flag(args, "--tensor-parallel-size") == want["tp"]
+    assert _flag(args, "--block-size") == want["block"]
+    kv = json.loads(_flag(args, "--kv-transfer-config"))
+    assert kv["kv_connector"] == "NixlConnector" and kv["kv_role"] == want["kv_role"]
+    assert kv["kv_buffer_device"] == "cuda" and kv["kv_connector_extra_config"]["backends"] == ["UCX"]
+    assert ("--no-disable-hybrid-kv-cache-manager" in args) is want["hybrid"]
+    env = _env(c["env"])
+    assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {
+        "name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}
+    }
+    assert env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5600"
+    assert ("VLLM_SSM_CONV_STATE_LAYOUT" in env) is want["hybrid"]
+    res = c["resources"]
+    assert res["limits"]["nvidia.com/gpu"] == want["gpus"] == res["requests"]["nvidia.com/gpu"]
+    assert res["limits"]["rdma/ib"] == 1
+    assert dep["spec"]["replicas"] == doc["spec"][role]["replicas"]
+
+
+def test_nemotron_example_carries_the_seed_settings():
+    args = vllm_args(spec_of(load_example("nemotron-nano-pd")), "decode")
+    assert _flag(args, "--gpu-memory-utilization") == "0.85"
+    assert _flag(args, "--max-model-len") == "8192"
+    assert "--trust-remote-code" in args
+    env = _env(engine_env(spec_of(load_example("nemotron-nano-pd")), "decode"))
+    assert env["VLLM_SSM_CONV_STATE_LAYOUT"]["value"] == "DS"
+
+
+def test_gpus_per_pod_are_tp_times_pp():
+    spec = make_spec(kvTransfer={"connector": "NixlPushConnector"}, engine={"image": "vllm/vllm-openai:v0.31.0"},
+                     prefill={"tensorParallelSize": 4, "pipelineParallelSize": 2})
+    c = _container(deployment(OWNER, "prefill", spec))
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert _flag(c["args"], "--pipeline-parallel-size") == "2"
+
+
+def test_cpu_engine_requests_no_gpu():
+    spec = make_spec(engine={"gpuResourceName": ""}, kvTransfer={"bufferDevice": "cpu"})
+    c = _container(deployment(OWNER, "decode", spec))
+    assert "nvidia.com/gpu" not in json.dumps(c["resources"])
+    assert json.loads(_flag(c["args"], "--kv-transfer-config"))["kv_buffer_device"] == "cpu"
+
+
+def test_pod_security_shm_and_probes():
+    dep = deployment(OWNER, "prefill", make_spec())
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    sc = c["securityContext"]
+    assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["add"] == ["IPC_LOCK"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/health", "port": "http"}
+
+
+def test_services_are_headless_with_http_and_nixl_ports():
+    svc = service(OWNER, "decode", make_spec(port=8080, kvTransfer={"sideChannelPort": 5700}))
+    assert svc["spec"]["clusterIP"] == "None"
+    assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {("http", 8080), ("nixl", 5700)}
+    assert svc["spec"]["selector"]["app.kubernetes.io/component"] == "decode"
+
+
+def test_children_are_owned_labelled_and_deterministic():
+    spec = make_spec()
+    children = render_children(OWNER, spec)
+    assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
+        ("Service", "demo-prefill"), ("Deployment", "demo-prefill"),
+        ("Service", "demo-decode"), ("Deployment", "demo-decode"),
+    ]
+    for child in children:
+        meta = child["metadata"]
+        assert meta["namespace"] == "serving"
+        assert meta["ownerReferences"] == [{
+            "apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "name": "demo", "uid": "1234",
+            "controller": True, "blockOwnerDeletion": True,
+        }]
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "pdd-operator"
+        assert meta["labels"]["app.kubernetes.io/instance"] == "demo"
+        assert meta["labels"][LABEL_ROLE] in ("prefill", "decode")
+    assert children == render_children(OWNER, make_spec())
+    assert "ownerReferences" not in render_children(Owner("demo"), spec)[0]["metadata"]
+
+
+def test_compat_hash_follows_must_match_settings_only():
+    base = compat_hash(make_spec())
+    assert compat_hash(make_spec(decode={"replicas": 5, "tensorParallelSize": 2})) == base
+    assert compat_hash(make_spec(kvCache={"dtype": "fp8"})) != base
+    assert compat_hash(make_spec(engine={"image": "vllm/vllm-openai:v0.20.1"})) != base
+    p = deployment(OWNER, "prefill", make_spec())["spec"]["template"]["metadata"]["labels"][LABEL_COMPAT_HASH]
+    d = deployment(OWNER, "decode", make_spec())["spec"]["template"]["metadata"]["labels"][LABEL_COMPAT_HASH]
+    assert p == d == base
+
+
+def test_user_env_wins_and_shared_settings_reach_both_roles():
+    spec = make_spec(
+        engine={"env": [{"name": "UCX_TLS", "value": "rc,cuda_copy"}]},
+        decode={"env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5700"}], "extraArgs": ["--enable-prefix-caching"]},
+        kvCache={"dtype": "fp8", "layout": "LBHNC"},
+        model={"revision": "abc123", "servedModelName": "llama"},
+        speculative={"method": "eagle3", "draftModel": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"},
+        prefill={"numSpeculativeTokens": 3},
+    )
+    p_env, d_env = _env(engine_env(spec, "prefill")), _env(engine_env(spec, "decode"))
+    assert p_env["UCX_TLS"]["value"] == d_env["UCX_TLS"]["value"] == "rc,cuda_copy"
+    assert p_env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5600"
+    assert d_env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5700"
+    assert p_env["VLLM_KV_CACHE_LAYOUT"]["value"] == "LBHNC"
+    p_args, d_args = vllm_args(spec, "prefill"), vllm_args(spec, "decode")
+    for args in (p_args, d_args):
+        assert _flag(args, "--kv-cache-dtype") == "fp8" and _flag(args, "--revision") == "abc123"
+        assert _flag(args, "--served-model-name") == "llama"
+    assert d_args[-1] == "--enable-prefix-caching" and "--enable-prefix-caching" not in p_args
+    assert json.loads(_flag(p_args, "--speculative-config")) == {
+        "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3,
+    }
+
+
+def test_hybrid_conv_layout_and_hf_token_secret_reference():
+    spec = hybrid(model={"hfTokenSecretRef": {"name": "hf", "key": "token"}})
+    env = _env(engine_env(spec, "prefill"))
+    assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    assert "value" not in env["HF_TOKEN"]
+
+
+def test_extra_config_is_merged_into_the_connector_config():
+    spec = make_spec(kvTransfer={"extraConfig": {"num_threads": 8}, "backends": ["LIBFABRIC"]})
+    kv = json.loads(_flag(vllm_args(spec, "decode"), "--kv-transfer-config"))
+    assert kv["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"], "num_threads": 8}
