@@ -103,15 +103,15 @@ def cmd_crd(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the operator against the current kubeconfig (or in-cluster service account)."""
-    import logging
-
     import kopf
 
     import pdd_operator.controller.handlers  # noqa: F401  (registers the handlers)
 
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kopf.configure(verbose=args.verbose)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=args.metrics_address)
     kopf.run(
         clusterwide=not args.namespace, namespaces=args.namespace or [], standalone=True,
         liveness_endpoint=args.liveness,
@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the operator")
     run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable)")
     run.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port (0: off)")
+    run.add_argument("--metrics-address", default="0.0.0.0", help="address for the metrics server")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=cmd_run)
 

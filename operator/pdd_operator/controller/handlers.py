@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import GROUP, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.metrics import RECONCILE_ERRORS
 from pdd_operator.controller.reconcile import reconcile
 
 log = logging.getLogger("pdd_operator")
@@ -40,6 +41,7 @@ def _reconcile_logged(namespace: str, name: str) -> None:
     try:
         reconcile(_kube(), namespace, name)
     except ApiException as exc:
+        RECONCILE_ERRORS.inc()
         # Conflicts (409) and transient API errors: the next event or the resync retries.
         log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status, exc.reason)
 

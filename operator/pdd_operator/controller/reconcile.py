@@ -18,6 +18,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.status import RoleObservation, fold_status
 from pdd_operator.render.workloads import Owner, child_name, render_children
 
@@ -75,6 +76,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     with _lock(namespace, name):
         obj = kube.get_pdd(namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
+            RECONCILES.labels("gone").inc()
             return Outcome(found=False)
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 1)
@@ -110,4 +112,12 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
                 "status of %s/%s: %s", namespace, name,
                 ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
             )
+        CHILD_APPLIES.inc(applied)
+        STATUS_WRITES.inc(int(written))
+        if not report.compatible:
+            RECONCILES.labels("incompatible").inc()
+        elif applied or written:
+            RECONCILES.labels("changed").inc()
+        else:
+            RECONCILES.labels("unchanged").inc()
         return Outcome(applied=applied, status_written=written, compatible=report.compatible)

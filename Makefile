@@ -1,0 +1,23 @@
+# pdd-operator: the README's commands.
+.PHONY: demo test unit e2e down crd bootstrap
+
+demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
+	bash scripts/demo.sh
+
+test:        ## the whole test suite: unit tests, then end-to-end tests on the local control plane
+	bash scripts/test.sh
+
+unit: bootstrap
+	.venv/bin/pytest -q tests/unit
+
+e2e: bootstrap
+	.venv/bin/pytest -q tests/e2e
+
+down:
+	bash scripts/down.sh
+
+crd: bootstrap  ## regenerate crds/ from the API models
+	.venv/bin/pdd crd --write crds/pddeployment.yaml
+
+bootstrap:
+	bash scripts/bootstrap.sh

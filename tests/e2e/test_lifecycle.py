@@ -1,0 +1,189 @@
+"""End to end on the real control plane: apply -> children -> pods on GPU nodes -> Ready; edit;
+child deleted; incompatible spec; delete; operator restart without writes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT, audit_writes, condition, pdd_status, wait_for
+
+pytestmark = pytest.mark.cluster
+
+NEMOTRON = (ROOT / "examples" / "nemotron-nano-pd.yaml").read_text()
+LLAMA = (ROOT / "examples" / "llama-dense-pd.yaml").read_text()
+
+
+def ready(cluster, ns, name, generation=None):
+    def check():
+        st = pdd_status(cluster, ns, name)
+        ok = condition(st, "Ready").get("status") == "True"
+        return ok and (generation is None or st.get("observedGeneration") == generation) and st
+    return check
+
+
+def gpu_nodes(cluster) -> set[str]:
+    return {n.metadata.name for n in cluster.core.list_node().items
+            if int((n.status.allocatable or {}).get("nvidia.com/gpu", "0")) > 0}
+
+
+def pods(cluster, ns, role):
+    return cluster.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/component={role}").items
+
+
+def test_apply_becomes_ready_on_gpu_nodes(cluster, operator, namespace):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "--timeout=120s", "pdd/nemotron-nano")
+    st = pdd_status(cluster, namespace, "nemotron-nano")
+    assert st["prefill"]["ready"] == "1/1" and st["decode"]["ready"] == "1/1"
+    assert st["observedGeneration"] == 1 and st["appliedGeneration"] == 1
+    assert condition(st, "Compatible")["status"] == "True"
+    for role in ("prefill", "decode"):
+        dep = cluster.apps.read_namespaced_deployment(f"nemotron-nano-{role}", namespace)
+        owner = dep.metadata.owner_references[0]
+        assert (owner.kind, owner.name, owner.controller) == ("PDDeployment", "nemotron-nano", True)
+        svc = cluster.core.read_namespaced_service(f"nemotron-nano-{role}", namespace)
+        assert svc.spec.cluster_ip == "None"
+        role_pods = pods(cluster, namespace, role)
+        assert len(role_pods) == 1
+        pod = role_pods[0]
+        assert pod.status.phase == "Running" and pod.spec.node_name in gpu_nodes(cluster)
+        c = pod.spec.containers[0]
+        assert c.resources.limits["nvidia.com/gpu"] == "2" and c.resources.limits["rdma/ib"] == "1"
+        assert "--no-disable-hybrid-kv-cache-manager" in c.args
+        env = {e.name: e for e in c.env}
+        assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"].value_from.field_ref.field_path == "status.podIP"
+        assert env["VLLM_SSM_CONV_STATE_LAYOUT"].value == "DS"
+        assert c.security_context.capabilities.add == ["IPC_LOCK"] and not c.security_context.privileged
+    table = cluster.kubectl("get", "pdd", "-n", namespace).stdout.split("\n")
+    assert table[0].split()[:5] == ["NAME", "READY", "PREFILL", "DECODE", "COMPATIBLE"]
+    assert table[1].split()[:5] == ["nemotron-nano", "True", "1/1", "1/1", "True"]
+
+
+def test_pods_never_land_on_cpu_nodes_and_oversized_pods_stay_pending(cluster, operator, namespace):
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["prefill"]["replicas"] = 4
+    doc["spec"]["decode"]["tensorParallelSize"] = 16  # no node has 16 GPUs
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+    wait_for(lambda: len([p for p in pods(cluster, namespace, "prefill") if p.status.phase == "Running"]) == 4,
+             120, what="4 running prefill pods")
+    assert {p.spec.node_name for p in pods(cluster, namespace, "prefill")} <= gpu_nodes(cluster)
+
+    def unschedulable():
+        for p in pods(cluster, namespace, "decode"):
+            for c in p.status.conditions or []:
+                if c.type == "PodScheduled" and c.reason == "Unschedulable":
+                    return c.message
+        return None
+    message = wait_for(unschedulable, 120, what="decode pod unschedulable")
+    assert "nvidia.com/gpu" in message
+    st = pdd_status(cluster, namespace, "llama-8b")
+    assert condition(st, "Ready")["status"] == "False" and st["decode"]["ready"] == "0/1"
+
+
+def test_edit_rolls_out_and_advances_observed_generation(cluster, operator, namespace):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=LLAMA)
+    wait_for(ready(cluster, namespace, "llama-8b", 1), 120, what="Ready at generation 1")
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["decode"].update(replicas=2, tensorParallelSize=4)
+    doc["spec"]["engine"]["image"] = "vllm/vllm-openai:v0.20.1"
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+    st = wait_for(ready(cluster, namespace, "llama-8b", 2), 180, what="Ready at generation 2")
+    assert st["decode"]["ready"] == "2/2" and st["appliedGeneration"] == 2
+    dep = cluster.apps.read_namespaced_deployment("llama-8b-decode", namespace)
+    c = dep.spec.template.spec.containers[0]
+    assert dep.spec.replicas == 2 and c.image == "vllm/vllm-openai:v0.20.1"
+    assert c.resources.limits["nvidia.com/gpu"] == "4"
+    running = [p for p in pods(cluster, namespace, "decode") if p.metadata.deletion_timestamp is None]
+    assert all(p.spec.containers[0].image == "vllm/vllm-openai:v0.20.1" for p in running)
+
+
+def test_child_deleted_by_hand_comes_back(cluster, operator, namespace):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=LLAMA)
+    wait_for(ready(cluster, namespace, "llama-8b"), 120, what="Ready")
+    old_dep = cluster.apps.read_namespaced_deployment("llama-8b-decode", namespace).metadata.uid
+    old_svc = cluster.core.read_namespaced_service("llama-8b-prefill", namespace).metadata.uid
+    cluster.kubectl("delete", "-n", namespace, "deployment/llama-8b-decode", "service/llama-8b-prefill")
+    wait_for(lambda: cluster.apps.read_namespaced_deployment("llama-8b-decode", namespace).metadata.uid != old_dep,
+             60, what="decode Deployment recreated")
+    wait_for(lambda: cluster.core.read_namespaced_service("llama-8b-prefill", namespace).metadata.uid != old_svc,
+             60, what="prefill Service recreated")
+    wait_for(ready(cluster, namespace, "llama-8b"), 120, what="Ready again")
+
+
+def test_incompatible_edit_touches_nothing_and_says_why(cluster, operator, namespace):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
+    wait_for(ready(cluster, namespace, "nemotron-nano", 1), 120, what="Ready")
+    before = {r: cluster.apps.read_namespaced_deployment(f"nemotron-nano-{r}", namespace).metadata
+              for r in ("prefill", "decode")}
+    doc = yaml.safe_load(NEMOTRON)
+    doc["spec"]["decode"]["tensorParallelSize"] = 3        # neither TP divides the other
+    doc["spec"]["prefill"]["pipelineParallelSize"] = 2     # pull + PP on a hybrid (HMA) model
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+    def refused():
+        st = pdd_status(cluster, namespace, "nemotron-nano")
+        return st.get("observedGeneration") == 2 and condition(st, "Compatible").get("status") == "False" and st
+    st = wait_for(refused, 60, what="Compatible=False at generation 2")
+    message = condition(st, "Compatible")["message"]
+    assert "[tp-divisibility]" in message and "[pp-pull-hma]" in message and "Fix:" in message
+    assert condition(st, "Degraded")["reason"] == "IncompatibleSpec"
+    assert "keep running generation 1" in condition(st, "Degraded")["message"]
+    assert st["appliedGeneration"] == 1 and st["prefill"]["ready"] == "1/1"
+    assert {f["rule"] for f in st["compatibility"]} >= {"tp-divisibility", "pp-pull-hma"}
+    for r in ("prefill", "decode"):
+        after = cluster.apps.read_namespaced_deployment(f"nemotron-nano-{r}", namespace).metadata
+        assert after.generation == before[r].generation
+        assert after.annotations["pdd-operator.dev/generation"] == "1"
+    # Going back to a compatible spec applies it again.
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
+    st = wait_for(ready(cluster, namespace, "nemotron-nano", 3), 120, what="Ready at generation 3")
+    assert condition(st, "Compatible")["status"] == "True" and st["appliedGeneration"] == 3
+
+
+def test_incompatible_from_the_start_creates_nothing(cluster, operator, namespace):
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["model"] = {"name": "openai/whisper-large-v3", "hfArchitecture": "WhisperForConditionalGeneration"}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+    st = wait_for(lambda: condition(pdd_status(cluster, namespace, "llama-8b"), "Compatible").get("status") == "False"
+                  and pdd_status(cluster, namespace, "llama-8b"), 60, what="Compatible=False")
+    assert "[architecture-unsupported]" in condition(st, "Compatible")["message"]
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Degraded", "--timeout=10s", "pdd/llama-8b")
+    assert cluster.apps.list_namespaced_deployment(namespace).items == []
+    assert cluster.core.list_namespaced_service(namespace).items == []
+
+
+def test_delete_garbage_collects_children(cluster, operator, namespace):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=LLAMA)
+    wait_for(ready(cluster, namespace, "llama-8b"), 120, what="Ready")
+    cluster.kubectl("delete", "-n", namespace, "pdd/llama-8b", "--wait=true")
+    wait_for(lambda: not cluster.apps.list_namespaced_deployment(namespace).items
+             and not cluster.core.list_namespaced_service(namespace).items, 120, what="children garbage-collected")
+    wait_for(lambda: not pods(cluster, namespace, "prefill") and not pods(cluster, namespace, "decode"),
+             120, what="pods gone")
+
+
+def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, namespace):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
+    wait_for(ready(cluster, namespace, "nemotron-nano"), 120, what="Ready")
+    # Let the first resyncs after Ready pass, then restart the operator and watch the idle window.
+    operator.stop()
+    since = time.time()
+    rv_before = cluster.custom.get_namespaced_custom_object(
+        "pdd-operator.dev", "v1alpha1", namespace, "pddeployments", "nemotron-nano")["metadata"]["resourceVersion"]
+    operator.start()
+    start = operator.reconciles()
+    # The initial listing plus at least two resync rounds (PDD_RESYNC_SECONDS=2) reconcile it again.
+    wait_for(lambda: operator.reconciles() >= start + 3, 60, what="three reconciles after restart")
+    assert len(cluster.apps.list_namespaced_deployment(namespace).items) == 2
+    assert len(cluster.core.list_namespaced_service(namespace).items) == 2
+    assert len(pods(cluster, namespace, "prefill")) == 1 and len(pods(cluster, namespace, "decode")) == 1
+    rv_after = cluster.custom.get_namespaced_custom_object(
+        "pdd-operator.dev", "v1alpha1", namespace, "pddeployments", "nemotron-nano")["metadata"]["resourceVersion"]
+    assert rv_after == rv_before
+    writes = audit_writes(cluster, namespace, since)
+    assert writes == [], [(w["verb"], w["objectRef"], w["user"]["username"]) for w in writes]
+    m = operator.metrics()
+    assert m.get("pdd_child_applies_total", 0) == 0 and m.get("pdd_status_writes_total", 0) == 0
