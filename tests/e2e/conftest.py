@@ -166,8 +166,9 @@ def condition(status: dict, type_: str) -> dict:
 
 
 def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
-    """Write requests (create/update/patch/delete) by non-system users in ``namespace`` since ``since``
-    (epoch seconds), from the apiserver's audit log."""
+    """Write requests (create/update/patch/delete) to PDDeployments, Deployments and Services in
+    ``namespace`` since ``since`` (epoch seconds) by non-system users (the operator, kubectl), from the
+    apiserver's audit log."""
     out = []
     if not cluster.audit_log.exists():
         return out
@@ -179,7 +180,7 @@ def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
         if ev.get("stage") != "ResponseComplete" or ev.get("verb") not in ("create", "update", "patch", "delete"):
             continue
         ref = ev.get("objectRef") or {}
-        if ref.get("namespace") != namespace:
+        if ref.get("namespace") != namespace or ref.get("resource") not in ("pddeployments", "deployments", "services"):
             continue
         if (ev.get("user") or {}).get("username", "").startswith("system:"):
             continue

@@ -187,3 +187,10 @@ def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, n
     assert writes == [], [(w["verb"], w["objectRef"], w["user"]["username"]) for w in writes]
     m = operator.metrics()
     assert m.get("pdd_child_applies_total", 0) == 0 and m.get("pdd_status_writes_total", 0) == 0
+    # Control: the same audit query does see the operator's writes once there is something to do.
+    cluster.kubectl("patch", "-n", namespace, "pdd/nemotron-nano", "--type=merge", "-p", '{"spec":{"decode":{"replicas":2}}}')
+    wait_for(ready(cluster, namespace, "nemotron-nano", 2), 120, what="Ready at generation 2")
+    agents = {(w["userAgent"].split("/")[0], w["objectRef"]["resource"], w["objectRef"].get("subresource"))
+              for w in audit_writes(cluster, namespace, since)}
+    assert ("OpenAPI-Generator", "deployments", None) in agents
+    assert ("OpenAPI-Generator", "pddeployments", "status") in agents
