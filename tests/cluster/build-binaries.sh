@@ -20,7 +20,7 @@ mkdir -p "$BIN"
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 
-need() { for b in "$@"; do [[ -x "$BIN/$b" ]] || return 0; done; return 1; }
+need() { for b in "$@"; do [[ -x "$BIN/$b" || -f "$BIN/$b" ]] || return 0; done; return 1; }
 
 build_kubernetes() {
   need kube-apiserver kube-controller-manager kube-scheduler kubectl || { log "kubernetes $K8S_VERSION: cached"; return; }
@@ -78,7 +78,8 @@ build_etcd() {
 }
 
 build_kwok() {
-  need kwok || { log "kwok $KWOK_VERSION: cached"; return; }
+  # kwok-stages is checked too: a kwok binary without its stage files is useless to cluster.sh.
+  need kwok kwok-stages/pod/fast/pod-ready.yaml || { log "kwok $KWOK_VERSION: cached"; return; }
   log "kwok $KWOK_VERSION"
   GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   # kwok's stage definitions (node-initialize, pod-ready, ...) ship in its module source.
