@@ -66,10 +66,16 @@ def test_hybrid_ssm_without_ds_is_refused_from_0_20(where):
 def test_pull_pp_on_a_hybrid_model_is_refused_and_push_named_as_fix():
     spec = hybrid(prefill={"pipelineParallelSize": 2})
     report = evaluate(spec)
-    pp = [f for f in report.errors if f.rule == "pp-pull-hma"]
+    pp = [f for f in report.errors if f.rule == "pp-pull-unsupported"]
     assert pp and "NixlPushConnector" in pp[0].fix
-    assert "pp-pull-hma" not in rules_fired(make_spec(prefill={"pipelineParallelSize": 2},
-                                                      engine={"image": "vllm/vllm-openai:v0.31.0"}))
+    dense_pull = make_spec(prefill={"pipelineParallelSize": 2}, engine={"image": "vllm/vllm-openai:v0.31.0"})
+    assert "pp-pull-unsupported" in rules_fired(dense_pull, "error")
+    dense_push = make_spec(prefill={"pipelineParallelSize": 2}, decode={"tensorParallelSize": 2},
+                           kvTransfer={"connector": "NixlPushConnector"}, engine={"image": "vllm/vllm-openai:v0.31.0"})
+    assert evaluate(dense_push).compatible
+    hybrid_push = hybrid(prefill={"pipelineParallelSize": 2}, kvTransfer={"connector": "NixlPushConnector"},
+                         engine={"image": "vllm/vllm-openai:v0.31.0"})
+    assert "pp-hybrid-ssm" in rules_fired(hybrid_push, "error")
 
 
 @pytest.mark.parametrize("p, d, ok", [(1, 2, True), (2, 4, True), (8, 2, True), (2, 3, False), (4, 6, False)])
@@ -111,7 +117,7 @@ def test_prefill_tp_above_kv_heads_is_refused():
         ({"prefill": {"blockSize": 16}}, "block-size-partial"),
         ({"decode": {"pipelineParallelSize": 2}}, "pp-decode-unsupported"),
         ({"kvTransfer": {"extraConfig": {"enforce_handshake_compat": False}}}, "handshake-compat-disabled"),
-        ({"prefill": {"env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "0.0.0.0"}]}}, "side-channel-host-override"),
+        ({"prefill": {"env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "0.0.0.0"}]}}, "side-channel-host-not-routable"),
         ({"kvTransfer": {"connector": "NixlPushConnector"}}, "push-connector-unavailable"),
         ({"decode": {"tensorParallelSize": 2}, "kvCache": {"layout": "NHD"}}, "hetero-tp-kv-layout"),
     ],

@@ -155,6 +155,10 @@ class ModelSpec(APIModel):
     num_kv_heads: int | None = Field(
         None, ge=1, description="Total number of KV attention heads (config.json `num_key_value_heads`)."
     )
+    mamba_n_groups: int | None = Field(
+        None, ge=1,
+        description="Mamba2 `n_groups` (config.json); with heterogeneous TP both TP sizes must divide it.",
+    )
     dtype: ModelDType = Field(ModelDType.AUTO, description="Weights and activations dtype (`--dtype`).")
     trust_remote_code: bool = Field(False, description="Pass `--trust-remote-code` to vLLM.")
     max_model_len: int | None = Field(None, ge=1, description="Context length in tokens (`--max-model-len`).")
@@ -246,6 +250,12 @@ class KVTransferSpec(APIModel):
         KVBufferDevice.CUDA,
         description="`kv_buffer_device`: `cuda` registers GPU memory with NIXL; `cpu` stages KV in host "
         "memory (host buffer; the only choice for CPU engines).",
+    )
+    enable_permute_local_kv: bool = Field(
+        False,
+        description="Experimental (vLLM >= 0.11.1): let a decode engine with a token-major (LBNHC/NHD) KV "
+        "cache receive a head-major (LBHNC/HND) prefill cache (`enable_permute_local_kv`). Not with "
+        "the hybrid KV cache manager.",
     )
     side_channel_port: int = Field(
         5600,

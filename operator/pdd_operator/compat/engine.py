@@ -1,4 +1,4 @@
-"""Evaluate the rules for one spec: which fired, which could not be evaluated, the verdict."""
+"""Evaluate the rules for one P/D pair: which fired, which could not be evaluated, the verdict."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
-from pdd_operator.compat.context import Context
+from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import RULES, Rule
 from pdd_operator.compat.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
 
@@ -43,45 +43,44 @@ class CompatReport:
 
 
 def _finding(rule: Rule, message: str, fix: str) -> Finding:
-    return Finding(
-        rule=rule.id, severity=rule.severity, fields=list(rule.fields), message=message,
-        fix=fix, source=rule.source,
-    )
+    return Finding(rule=rule.id, severity=rule.severity, fields=list(rule.fields), message=message,
+                   fix=fix, source=rule.source)
 
 
-def evaluate(spec: PDDeploymentSpec, rules: tuple[Rule, ...] = RULES) -> CompatReport:
-    """Check ``spec`` against every rule for the vLLM version it will run.
+def evaluate(target: PDDeploymentSpec | PDPair, rules: tuple[Rule, ...] = RULES) -> CompatReport:
+    """Check a PDDeployment spec (or an already extracted :class:`PDPair`) against every rule.
 
     A rule bounded to versions (``since``/``until``) runs only when the version is known and inside
-    its bounds; with an unknown version such rules are listed in a ``vllm-version-unknown`` warning
+    its bounds; with an unknown version such rules are named in a ``vllm-version-unknown`` warning
     instead of passing silently. Never raises for a schema-valid spec.
     """
-    ctx = Context.of(spec)
+    pair = from_pddeployment(target) if isinstance(target, PDDeploymentSpec) else target
+    version = pair.version
     findings: list[Finding] = []
     skipped: list[str] = []
     for rule in rules:
-        if rule.version_bounded and ctx.version is None:
+        if rule.version_bounded and version is None:
             skipped.append(rule.id)
             continue
-        if not rule.applies_to(ctx.version):
+        if not rule.applies_to(version):
             continue
-        for message, fix in rule.check(ctx):
+        for message, fix in rule.check(pair):
             findings.append(_finding(rule, message, fix))
-    if ctx.version is None:
+    if version is None:
+        what = "; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles"
         findings.append(Finding(
             rule=VERSION_UNKNOWN, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
-            message=f"The vLLM version cannot be determined from image {spec.engine.image!r}; these "
-            f"version-dependent rules were not evaluated: {', '.join(skipped)}.",
+            message=f"{what[0].upper()}{what[1:]}; these version-dependent rules were not evaluated: {', '.join(skipped)}.",
             fix="Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version.",
             source="vllm-nixl-facts.md section 7 (version timeline)",
         ))
-    elif not (OLDEST_KNOWN <= ctx.version <= NEWEST_KNOWN):
+    elif not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):
         findings.append(Finding(
             rule=VERSION_UNVERIFIED, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
-            message=f"vLLM {fmt(ctx.version)} is outside the versions whose NIXL code these rules were "
-            f"built from ({fmt(OLDEST_KNOWN)} to 0.33.x); rules were applied as for the nearest known version.",
+            message=f"vLLM {fmt(version)} is outside the versions whose NIXL code these rules were built from "
+            f"({fmt(OLDEST_KNOWN)} to 0.33.x); rules were applied as for the nearest known version.",
             fix="Use a vLLM release between 0.20 and 0.33, or review the deployment by hand.",
             source="vllm-nixl-facts.md section 0",
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
-    return CompatReport(version=fmt(ctx.version), findings=findings, not_evaluated=skipped)
+    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped)

@@ -1,9 +1,10 @@
 """The compatibility rules: one :class:`Rule` record each, checked by a small pure function.
 
-Each check takes a :class:`~pdd_operator.compat.context.Context` and returns the violations it
-found as ``(message, fix)`` pairs (empty when the rule holds). A rule's ``since``/``until`` bound the
-vLLM versions it applies to (``until`` exclusive); ``source`` names the seed section or vLLM file.
-Rule ids are stable: users silence, grep and document them.
+Each check takes a :class:`~pdd_operator.compat.pair.PDPair` (the prefill and decode engines as they
+will be started) and returns its violations as ``(message, fix)`` pairs (empty when the rule holds).
+A rule's ``since``/``until`` bound the vLLM versions it applies to (``until`` exclusive); ``source``
+names the seed section or vLLM file. Rule ids are stable: users grep, document and discuss them;
+``family`` groups rules that guard the same kind of fault.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pdd_operator.api.spec import Architecture, KVBufferDevice, SSMKind
-from pdd_operator.compat.context import Context
 from pdd_operator.compat.matrix import Capability, Cell, cell, overridden
+from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.versions import Version, fmt
+from pdd_operator.compat.vllm_args import HOST_IP, POD_IP
 
 Violation = tuple[str, str]
-Check = Callable[[Context], list[Violation]]
+Check = Callable[[PDPair], list[Violation]]
 
 
 @dataclass(frozen=True)
@@ -27,16 +28,19 @@ class Rule:
 
     Attributes:
         id: stable kebab-case id.
-        severity: ``error`` refuses the spec; ``warning`` allows it and says why to look.
-        summary: one line: what the rule checks.
-        fields: spec fields the rule reads (dotted, camelCase).
+        family: the kind of fault it guards against (several rules may share one).
+        severity: ``error`` refuses the deployment; ``warning`` allows it and says why to look.
+        summary: one line: what must hold.
+        fields: PDDeployment fields the rule reads (dotted, camelCase).
         source: seed section, or vLLM file and versions.
         check: the pure check function.
-        since: first vLLM version the rule applies to (inclusive), ``None`` for all.
-        until: first vLLM version it no longer applies to (exclusive), ``None`` for all later ones.
+        since: first vLLM version the rule applies to (inclusive); ``None``: all earlier ones too.
+        until: first vLLM version it no longer applies to (exclusive); ``None``: all later ones.
+        example: a spec fragment that breaks the rule (for docs/rules.md).
     """
 
     id: str
+    family: str
     severity: Literal["error", "warning"]
     summary: str
     fields: tuple[str, ...]
@@ -44,6 +48,7 @@ class Rule:
     check: Check
     since: Version | None = None
     until: Version | None = None
+    example: str = ""
 
     @property
     def version_bounded(self) -> bool:
@@ -59,7 +64,7 @@ class Rule:
 
     @property
     def versions(self) -> str:
-        """Human form of the version bounds, e.g. ``">= 0.20.0"`` or ``"0.18.0 - 0.19.x"``."""
+        """Human form of the version bounds, e.g. ``>= 0.20.0`` or ``0.18.0 <= v < 0.20.0``."""
         if self.since and self.until:
             return f"{fmt(self.since)} <= v < {fmt(self.until)}"
         if self.since:
@@ -69,509 +74,747 @@ class Rule:
         return "all"
 
 
-def _tp(ctx: Context) -> tuple[int, int]:
-    return ctx.prefill.tensor_parallel_size, ctx.decode.tensor_parallel_size
+def _both(pair: PDPair) -> tuple[RoleConfig, RoleConfig]:
+    return pair.prefill, pair.decode
 
 
-def _pp(ctx: Context) -> tuple[int, int]:
-    return ctx.prefill.pipeline_parallel_size, ctx.decode.pipeline_parallel_size
+# --- engine arguments ---------------------------------------------------------------------------
 
 
-# --- architecture x capability matrix ---------------------------------------------------------
+def check_engine_args(pair: PDPair) -> list[Violation]:
+    return [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
 
 
-def _capabilities_used(ctx: Context) -> list[Capability]:
+def check_connector_present(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        if r.connector not in ("NixlConnector", "NixlPullConnector", "NixlPushConnector"):
+            out.append((
+                f"{r.role}: kv_connector is {r.connector!r}, not a NIXL connector; these rules are for NixlConnector P/D.",
+                "Set --kv-transfer-config with kv_connector NixlConnector (or NixlPushConnector) on both roles.",
+            ))
+    return out
+
+
+# --- architecture x capability matrix ------------------------------------------------------------
+
+
+def _capabilities_used(pair: PDPair) -> list[Capability]:
     used = [Capability.BASIC]
-    if ctx.spec.speculative is not None:
+    if any(r.speculative for r in pair.roles):
         used.append(Capability.SPEC_DECODE)
-    if ctx.hetero_tp:
+    if pair.hetero_tp:
         used.append(Capability.HETERO_TP)
-    if ctx.spec.kv_transfer.buffer_device == KVBufferDevice.CPU:
+    if any(r.buffer_device == "cpu" for r in pair.roles) and any(r.resources.get("nvidia.com/gpu") for r in pair.roles):
         used.append(Capability.HOST_BUFFER)
-    bp, bd = ctx.prefill.block_size, ctx.decode.block_size
-    if bp is not None and bd is not None and bp != bd:
+    if _block_pair(pair) is not None:
         used.append(Capability.HETERO_BLOCK)
+    if any(r.kv_layout and r.kv_layout.startswith("B") for r in pair.roles):
+        used.append(Capability.CROSS_LAYER)
     return used
 
 
-def _matrix_cells(ctx: Context, wanted: set[Cell]) -> list[tuple[Capability, Cell]]:
-    arch = ctx.model.architecture
+def _matrix_cells(pair: PDPair, wanted: set[Cell]) -> list[tuple[Capability, Cell]]:
+    arch = pair.model.architecture
     if arch is None:
         return []
     return [
-        (cap, cell(arch, cap))
-        for cap in _capabilities_used(ctx)
-        if cell(arch, cap) in wanted and not overridden(arch, cap, ctx.version)
+        (cap, cell(arch, cap)) for cap in _capabilities_used(pair)
+        if cell(arch, cap) in wanted and not overridden(arch, cap, pair.version)
     ]
 
 
-def check_matrix_unsupported(ctx: Context) -> list[Violation]:
+def check_matrix_unsupported(pair: PDPair) -> list[Violation]:
     return [
-        (
-            f"{ctx.model.architecture} models do not support {cap} with NixlConnector "
-            f"(compatibility matrix: no).",
-            "Serve this model without P/D disaggregation, or drop the feature."
-            if cap == Capability.BASIC
-            else f"Do not use {cap} with this model.",
-        )
-        for cap, _ in _matrix_cells(ctx, {Cell.NO})
+        (f"{pair.model.architecture} models do not support {cap} with NixlConnector (compatibility matrix: no).",
+         "Serve this model without P/D disaggregation." if cap == Capability.BASIC else f"Do not use {cap} with this model.")
+        for cap, _ in _matrix_cells(pair, {Cell.NO})
     ]
 
 
-def check_matrix_unverified(ctx: Context) -> list[Violation]:
+def check_matrix_unverified(pair: PDPair) -> list[Violation]:
     return [
-        (
-            f"{cap} for {ctx.model.architecture} models is marked '{value}' in the compatibility "
-            f"matrix: it is not verified to work with NixlConnector.",
-            "Test this combination before production traffic, or avoid the feature.",
-        )
-        for cap, value in _matrix_cells(ctx, {Cell.UNKNOWN, Cell.IN_PROGRESS})
+        (f"{cap} for {pair.model.architecture} models is '{value}' in the compatibility matrix: not verified "
+         "to work with NixlConnector.", "Test this combination before production traffic, or avoid the feature.")
+        for cap, value in _matrix_cells(pair, {Cell.UNKNOWN, Cell.IN_PROGRESS})
     ]
 
 
-def check_architecture_known(ctx: Context) -> list[Violation]:
-    if ctx.model.architecture is not None:
+def check_architecture_known(pair: PDPair) -> list[Violation]:
+    if pair.model.architecture is not None:
         return []
     return [(
-        f"The architecture of model {ctx.spec.model.name!r} is not known, so the architecture rules "
-        "(heterogeneous TP, block size, pipeline parallel, hybrid SSM) were not all evaluated.",
+        f"The architecture of model {pair.prefill.model!r} is not known, so the architecture rules (heterogeneous "
+        "TP, block size, pipeline parallel, hybrid SSM) were not all evaluated.",
         "Set spec.model.architecture (and ssmKind for hybrid SSM models) or spec.model.hfArchitecture.",
     )]
 
 
-# --- connector availability -------------------------------------------------------------------
-
-
-def check_nixl_available(ctx: Context) -> list[Violation]:
-    return [(
-        f"vLLM {fmt(ctx.version)} has no NixlConnector (it first ships in 0.9.0).",
-        "Use a vLLM >= 0.20 engine image.",
-    )]
-
-
-def check_push_available(ctx: Context) -> list[Violation]:
-    if not ctx.push:
+def check_hybrid_hetero_tp_matrix(pair: PDPair) -> list[Violation]:
+    if not (pair.hybrid_ssm and pair.hetero_tp and pair.at_least((0, 20, 0))):
+        return []
+    if pair.at_least((0, 33, 0)):
         return []
     return [(
-        f"NixlPushConnector does not exist in vLLM {fmt(ctx.version)} (first in 0.24.0).",
-        "Use connector NixlConnector (pull), or a vLLM >= 0.24 engine image.",
+        f"The compatibility matrix of vLLM {fmt(pair.version)} still calls hybrid SSM heterogeneous TP 'in "
+        "progress', but this version's code supports it (3-read conv transfer; Mamba2 from 0.20, GDN from 0.22, "
+        "Mamba1 from 0.25). The check follows the code.",
+        "No change needed; validate output quality once, as the upstream docs do not yet cover this.",
     )]
 
 
-# --- tensor parallel ----------------------------------------------------------------------------
+# --- must match between prefill and decode -------------------------------------------------------
 
 
-def check_tp_divisible(ctx: Context) -> list[Violation]:
-    p, d = _tp(ctx)
+def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix: str) -> list[Violation]:
+    p, d = value(pair.prefill), value(pair.decode)
+    if p == d:
+        return []
+    return [(f"{what} differs: prefill {p!r}, decode {d!r}.", fix)]
+
+
+def check_version_match(pair: PDPair) -> list[Violation]:
+    p, d = pair.prefill.version_text, pair.decode.version_text
+    if p is None or d is None or p == d:
+        return []
+    return [(
+        f"vLLM versions differ: prefill {p}, decode {d}. The NIXL handshake hashes the exact version string "
+        "and refuses the pair (0.13+); older versions fail in less obvious ways.",
+        "Run the same engine image on both roles.",
+    )]
+
+
+def check_model_match(pair: PDPair) -> list[Violation]:
+    return _differ(pair, lambda r: r.model, "The --model string",
+                   "Pass the identical --model string on both roles (the handshake hashes it as written).")
+
+
+def check_dtype_match(pair: PDPair) -> list[Violation]:
+    return _differ(pair, lambda r: r.dtype or "auto", "--dtype", "Use the same --dtype on both roles.")
+
+
+def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
+    return _differ(
+        pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)",
+        "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair).",
+    )
+
+
+def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
+    p, d = pair.prefill.push, pair.decode.push
+    if p == d:
+        return []
+    caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
+        "vLLM before 0.28 does not hash the transfer mode, so the handshake passes and transfers fail later")
+    return [(
+        f"Transfer modes differ: prefill {pair.prefill.connector}, decode {pair.decode.connector}; push and pull "
+        f"never pair ({caught}).",
+        "Use NixlConnector on both roles, or NixlPushConnector on both.",
+    )]
+
+
+def check_hma_flag_match(pair: PDPair) -> list[Violation]:
+    p, d = bool(pair.prefill.hma), bool(pair.decode.hma)
+    if p == d:
+        return []
+    return [(
+        "--no-disable-hybrid-kv-cache-manager is given on one role only; up to vLLM 0.21 a kv-transfer-config "
+        "turns HMA off unless it is given, and the HMA flag is part of the handshake hash.",
+        "Pass --no-disable-hybrid-kv-cache-manager on both roles or on neither.",
+    )]
+
+
+_EAGLE = {"eagle", "eagle3", "mtp", "dflash", "dspark"}
+
+
+def _eagle_settings(r: RoleConfig) -> tuple | None:
+    spec = r.speculative or {}
+    if spec.get("method") not in _EAGLE:
+        return None
+    return spec.get("method"), spec.get("model"), spec.get("revision")
+
+
+def check_spec_decode_match(pair: PDPair) -> list[Violation]:
+    p, d = _eagle_settings(pair.prefill), _eagle_settings(pair.decode)
+    if p == d:
+        return []
+    caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
+        "vLLM before 0.28 does not check this: long prompts crash decode with illegal memory accesses")
+    return [(
+        f"EAGLE-family speculative settings differ: prefill {p}, decode {d}; the draft model's KV must match ({caught}).",
+        "Use the same speculative method and draft model on both roles (ngram and suffix may differ).",
+    )]
+
+
+def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
+    if not pair.hybrid_ssm or not any(r.speculative for r in pair.roles):
+        return []
+    p, d = pair.prefill.num_spec_tokens, pair.decode.num_spec_tokens
+    if p == d:
+        return []
+    return [(
+        f"num_speculative_tokens differ (prefill {p}, decode {d}); for hybrid SSM models it changes the conv-state "
+        "shape (conv_kernel - 1 + num_spec rows), which NIXL assumes equal on both sides.",
+        "Use the same numSpeculativeTokens on prefill and decode.",
+    )]
+
+
+def check_kv_layout_match(pair: PDPair) -> list[Violation]:
+    if pair.mla:
+        return []
+    p = pair.prefill.kv_layout or "LBHNC"
+    d = pair.decode.kv_layout or "LBHNC"
+    if p == d:
+        return []
+    permute = bool(pair.decode.kv_transfer.get("enable_permute_local_kv"))
+    if p == "LBHNC" and d == "LBNHC" and permute and not pair.model.needs_hma:
+        return []
+    fix = ("Use the same VLLM_KV_CACHE_LAYOUT on both roles, or (non-hybrid models, prefill LBHNC/HND, decode "
+           "LBNHC/NHD) set spec.kvTransfer.enablePermuteLocalKv.")
+    return [(f"KV cache layouts differ: prefill {p}, decode {d}.", fix)]
+
+
+def check_handshake_compat(pair: PDPair) -> list[Violation]:
+    for r in pair.roles:
+        value = r.extra.get("enforce_handshake_compat", True)
+        if value is False or str(value).lower() == "false":
+            return [(
+                "enforce_handshake_compat is false: prefill and decode pair even when their compatibility hashes "
+                "differ, and mismatches show up as wrong output or crashes instead of a handshake error.",
+                "Remove enforce_handshake_compat from the kv_connector_extra_config.",
+            )]
+    return []
+
+
+# --- connector availability ------------------------------------------------------------------------
+
+
+def check_nixl_available(pair: PDPair) -> list[Violation]:
+    return [(f"vLLM {fmt(pair.version)} has no NixlConnector (first in 0.9.0).", "Use a vLLM >= 0.20 engine image.")]
+
+
+def check_push_available(pair: PDPair) -> list[Violation]:
+    if not any(r.push for r in pair.roles):
+        return []
+    return [(f"NixlPushConnector does not exist in vLLM {fmt(pair.version)} (first in 0.24.0).",
+             "Use NixlConnector (pull), or a vLLM >= 0.24 engine image.")]
+
+
+# --- tensor parallel --------------------------------------------------------------------------------
+
+
+def check_tp_divisible(pair: PDPair) -> list[Violation]:
+    if pair.tps is None:
+        return []
+    p, d = pair.tps
     if max(p, d) % min(p, d) == 0:
         return []
     return [(
-        f"Prefill TP {p} and decode TP {d}: neither divides the other, so decode cannot map its ranks "
-        "onto prefill's (TransferTopology.tp_ratio asserts at the first request).",
+        f"Prefill TP {p} and decode TP {d}: neither divides the other, so decode cannot map its ranks onto "
+        "prefill's (TransferTopology.tp_ratio asserts at the first request).",
         "Choose tensor parallel sizes where one is a multiple of the other, e.g. 1/2, 2/4, 4/4, 8/2.",
     )]
 
 
-def check_tp_kv_heads(ctx: Context) -> list[Violation]:
-    p, d = _tp(ctx)
-    heads = ctx.spec.model.num_kv_heads
-    if p <= d or ctx.mla or ctx.hybrid_ssm or heads is None or p <= heads:
+def check_tp_kv_heads(pair: PDPair) -> list[Violation]:
+    if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is None:
+        return []
+    p, d = pair.tps
+    if p <= d or p <= pair.num_kv_heads:
         return []
     return [(
-        f"Prefill TP {p} > decode TP {d} needs prefill TP <= the model's {heads} KV heads; beyond that "
-        "prefill replicates KV heads and decode cannot read them (bare assert at the first request).",
-        f"Use prefill TP <= {heads}, or decode TP >= prefill TP.",
+        f"Prefill TP {p} > decode TP {d} needs prefill TP <= the model's {pair.num_kv_heads} KV heads; beyond that "
+        "prefill replicates KV heads and decode cannot read them (assert at the first request).",
+        f"Use prefill TP <= {pair.num_kv_heads}, or decode TP >= prefill TP.",
     )]
 
 
-def check_tp_kv_heads_unknown(ctx: Context) -> list[Violation]:
-    p, d = _tp(ctx)
-    if p <= d or ctx.mla or ctx.hybrid_ssm or ctx.spec.model.num_kv_heads is not None:
+def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
+    if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is not None:
         return []
-    if ctx.model.architecture is None:
+    if pair.model.architecture is None or pair.tps[0] <= pair.tps[1]:
         return []
     return [(
-        f"Prefill TP {p} > decode TP {d} is valid only while prefill TP <= the model's KV heads, "
+        f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} is valid only while prefill TP <= the model's KV heads, "
         "which are not given.",
         "Set spec.model.numKvHeads (config.json num_key_value_heads) so this can be checked.",
     )]
 
 
-def check_hetero_tp_layout(ctx: Context) -> list[Violation]:
-    layout = ctx.spec.kv_cache.layout
-    if not ctx.hetero_tp or ctx.mla or layout not in ("NHD", "LBNHC"):
+def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
+    if pair.tps is None or pair.tps[0] <= pair.tps[1]:
         return []
     return [(
-        f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout; {layout} is not.",
-        "Leave spec.kvCache.layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC.",
+        f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} is not supported by vLLM {fmt(pair.version)}: "
+        "KV transfer crashes (support landed after 0.11.0).",
+        "Use decode TP >= prefill TP, or a vLLM >= 0.20 engine image.",
     )]
 
 
-# --- hybrid SSM ---------------------------------------------------------------------------------
-
-
-def check_hybrid_before_hma(ctx: Context) -> list[Violation]:
-    if not ctx.hybrid_ssm:
+def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
+    layout = pair.prefill.kv_layout
+    if not pair.hetero_tp or pair.mla or layout is None or layout in ("LBHNC", "BLHNC", "LHBNC", "BHLNC"):
         return []
     return [(
-        f"NixlConnector supports hybrid SSM (Mamba) models only from vLLM 0.18.0 (SupportsHMA); this "
-        f"deployment runs {fmt(ctx.version)}.",
-        "Use a vLLM >= 0.20 engine image.",
+        f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not.",
+        "Leave the KV layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC.",
     )]
 
 
-def check_hybrid_hetero_tp_old(ctx: Context) -> list[Violation]:
-    if not (ctx.hybrid_ssm and ctx.hetero_tp):
+# --- hybrid SSM -------------------------------------------------------------------------------------
+
+
+def check_hybrid_before_hma(pair: PDPair) -> list[Violation]:
+    if not pair.hybrid_ssm:
         return []
-    p, d = _tp(ctx)
+    return [(f"NixlConnector supports hybrid SSM (Mamba) models only from vLLM 0.18.0; this runs {fmt(pair.version)}.",
+             "Use a vLLM >= 0.20 engine image.")]
+
+
+def check_hybrid_hetero_tp_old(pair: PDPair) -> list[Violation]:
+    if not (pair.hybrid_ssm and pair.hetero_tp):
+        return []
+    p, d = pair.tps
     return [(
-        f"vLLM {fmt(ctx.version)} refuses heterogeneous TP for hybrid SSM models (prefill TP {p}, decode "
-        f"TP {d}): 'Mamba does not support heterogeneous TP yet'.",
+        f"vLLM {fmt(pair.version)} refuses heterogeneous TP for hybrid SSM models (prefill TP {p}, decode TP {d}): "
+        "'Mamba does not support heterogeneous TP yet'.",
         "Use equal prefill and decode TP, or vLLM >= 0.20 (Mamba2), 0.22 (GDN), 0.25 (Mamba1).",
     )]
 
 
-_SSM_SINCE: dict[str, Version] = {SSMKind.MAMBA2: (0, 20, 0), SSMKind.GDN: (0, 22, 0), SSMKind.MAMBA1: (0, 25, 0)}
+_SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
 
 
-def check_ssm_kind_supported(ctx: Context) -> list[Violation]:
-    kind = ctx.model.ssm_kind
-    if not ctx.hybrid_ssm or kind is None:
+def check_ssm_kind_supported(pair: PDPair) -> list[Violation]:
+    kind = pair.model.ssm_kind
+    if not pair.hybrid_ssm or kind is None or pair.at_least(_SSM_SINCE[kind]):
         return []
     since = _SSM_SINCE[kind]
-    if ctx.at_least(since):
-        return []
     return [(
-        f"vLLM {fmt(ctx.version)}'s NIXL conv-state transfer does not support {kind} layers "
-        f"(derive_mamba_conv_split; {kind} from {fmt(since)}); the engine fails at startup.",
+        f"vLLM {fmt(pair.version)}'s NIXL conv-state transfer does not support {kind} layers "
+        f"(derive_mamba_conv_split; {kind} from {fmt(since)}): the engine fails at startup.",
         f"Use a vLLM >= {fmt(since)} engine image.",
     )]
 
 
-def check_ssm_kind_known(ctx: Context) -> list[Violation]:
-    if not ctx.hybrid_ssm or ctx.model.ssm_kind is not None:
+def check_ssm_kind_known(pair: PDPair) -> list[Violation]:
+    if not pair.hybrid_ssm or pair.model.ssm_kind is not None:
         return []
     return [(
-        f"Hybrid SSM model without a known SSM kind: vLLM {fmt(ctx.version)} supports only some kinds "
+        f"Hybrid SSM model without a known SSM kind: vLLM {fmt(pair.version)} supports only some kinds "
         "(Mamba2 from 0.20, GDN from 0.22, Mamba1 from 0.25).",
         "Set spec.model.ssmKind to Mamba1, Mamba2 or GDN.",
     )]
 
 
-def check_conv_layout_ds(ctx: Context) -> list[Violation]:
-    if not ctx.hybrid_ssm:
+def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
+    if not pair.hybrid_ssm:
         return []
     out = []
-    for name, role in (("prefill", ctx.prefill), ("decode", ctx.decode)):
-        layout = ctx.conv_state_layout(role)
+    for r in pair.roles:
+        layout = r.env.get("VLLM_SSM_CONV_STATE_LAYOUT")
         if layout != "DS":
+            shown = "unset (vLLM's default SD)" if layout is None else repr(layout)
             out.append((
-                f"{name}: VLLM_SSM_CONV_STATE_LAYOUT is {layout!r}, but vLLM >= 0.20 asserts DS for every "
-                "NIXL deployment of a model with Mamba layers, equal TP or not (startup failure).",
-                "Remove the override: leave spec.kvCache.ssmConvStateLayout unset or set it to DS, and drop "
-                "any VLLM_SSM_CONV_STATE_LAYOUT env var.",
+                f"{r.role}: VLLM_SSM_CONV_STATE_LAYOUT is {shown}, but vLLM >= 0.20 asserts DS at startup for every "
+                "NIXL deployment of a model with Mamba layers, equal TP or not.",
+                "Set VLLM_SSM_CONV_STATE_LAYOUT=DS on both roles: leave spec.kvCache.ssmConvStateLayout unset or DS, "
+                "and drop any env override.",
             ))
     return out
 
 
-def check_hybrid_spec_tokens(ctx: Context) -> list[Violation]:
-    if not ctx.hybrid_ssm or ctx.spec.speculative is None:
-        return []
-    p, d = ctx.prefill.num_speculative_tokens, ctx.decode.num_speculative_tokens
-    if p == d:
+def check_hybrid_hma(pair: PDPair) -> list[Violation]:
+    if not pair.hybrid_ssm:
         return []
     return [(
-        f"numSpeculativeTokens differ (prefill {p}, decode {d}); for hybrid SSM models it changes the "
-        "conv-state shape (conv_kernel - 1 + num_spec rows), which NIXL assumes equal on both sides.",
-        "Use the same numSpeculativeTokens on prefill and decode.",
+        f"{r.role}: hybrid SSM models need the hybrid KV cache manager, which a kv-transfer-config turns off in "
+        "vLLM <= 0.21 unless --no-disable-hybrid-kv-cache-manager is given (startup assert).",
+        "Pass --no-disable-hybrid-kv-cache-manager on both roles.",
+    ) for r in pair.roles if r.hma is not True]
+
+
+def check_hybrid_hma_disabled(pair: PDPair) -> list[Violation]:
+    if not pair.hybrid_ssm:
+        return []
+    return [(
+        f"{r.role}: --disable-hybrid-kv-cache-manager is set, but NIXL asserts HMA is on for models with Mamba layers.",
+        "Remove --disable-hybrid-kv-cache-manager.",
+    ) for r in pair.roles if r.hma is False]
+
+
+def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
+    if not (pair.hybrid_ssm and pair.hetero_tp and pair.n_groups) or pair.model.ssm_kind not in (None, "Mamba2"):
+        return []
+    bad = [tp for tp in pair.tps if pair.n_groups % tp]
+    if not bad:
+        return []
+    return [(
+        f"Mamba2 n_groups {pair.n_groups} is not divisible by TP {bad[0]}: with heterogeneous TP the conv state is "
+        "corrupted (vLLM issue #55208; fix not released).",
+        f"Use equal prefill and decode TP, or TP sizes that divide n_groups ({pair.n_groups}).",
     )]
 
 
-# --- pipeline parallel --------------------------------------------------------------------------
+# --- pipeline parallel -------------------------------------------------------------------------------
 
 
-def check_pp_decode(ctx: Context) -> list[Violation]:
-    _, d = _pp(ctx)
-    if d == 1:
+def check_pp_decode(pair: PDPair) -> list[Violation]:
+    if (pair.decode.pp or 1) == 1:
         return []
+    return [(f"Decode pipeline parallel size {pair.decode.pp}: only the prefill side may be pipeline-split.",
+             "Set decode pipelineParallelSize to 1 (use tensor parallel on decode).")]
+
+
+def check_pp_pull(pair: PDPair) -> list[Violation]:
+    if (pair.prefill.pp or 1) == 1 or pair.push:
+        return []
+    why = ("the model needs the hybrid KV cache manager, which pull refuses with PP" if pair.model.needs_hma
+           else "the pull connector does not support PP-disaggregated transfer")
     return [(
-        f"Decode pipeline parallel size {d}: only the prefill side may be pipeline-split.",
-        "Set spec.decode.pipelineParallelSize to 1 (use tensor parallel on decode).",
+        f"Prefill pipeline parallel size {pair.prefill.pp} with the pull NixlConnector: {why}.",
+        "Use prefill pipelineParallelSize 1, or NixlPushConnector (vLLM >= 0.26; non-hybrid models).",
     )]
 
 
-def check_pp_pull_hma(ctx: Context) -> list[Violation]:
-    p, _ = _pp(ctx)
-    if p == 1 or ctx.push or not ctx.model.needs_hma:
+def check_pp_version(pair: PDPair) -> list[Violation]:
+    if (pair.prefill.pp or 1) == 1:
         return []
-    return [(
-        f"Prefill pipeline parallel size {p} with the pull NixlConnector on a model that needs the "
-        "hybrid KV cache manager: refused (vLLM >= 0.31 at startup; earlier PP stages overwrite each "
-        "other's handshake metadata).",
-        "Use spec.prefill.pipelineParallelSize 1, or connector NixlPushConnector on vLLM >= 0.31 "
-        "(not for hybrid SSM models).",
-    )]
+    return [(f"vLLM {fmt(pair.version)} has no pipeline-parallel handling in the NIXL connector (first in 0.26.0).",
+             "Use pipelineParallelSize 1, or vLLM >= 0.26 with NixlPushConnector.")]
 
 
-def check_pp_push_version(ctx: Context) -> list[Violation]:
-    p, _ = _pp(ctx)
-    if p == 1:
+def check_pp_push_hma_version(pair: PDPair) -> list[Violation]:
+    if (pair.prefill.pp or 1) == 1 or not pair.push or not pair.model.needs_hma:
         return []
-    return [(
-        f"vLLM {fmt(ctx.version)} has no pipeline-parallel handling in the NIXL connector (first in "
-        "0.26.0, push producer only); prefill PP > 1 breaks KV transfer.",
-        "Use pipelineParallelSize 1, or vLLM >= 0.26 with NixlPushConnector.",
-    )]
+    return [(f"NixlPushConnector in vLLM {fmt(pair.version)} does not support pipeline_parallel_size > 1 with "
+             "hybrid KV cache layouts (startup error; allowed from 0.31.0).",
+             "Use prefill pipelineParallelSize 1, or vLLM >= 0.31.")]
 
 
-def check_pp_push_hma_version(ctx: Context) -> list[Violation]:
-    p, _ = _pp(ctx)
-    if p == 1 or not ctx.push or not ctx.model.needs_hma:
+def check_pp_hybrid_ssm(pair: PDPair) -> list[Violation]:
+    if (pair.prefill.pp or 1) == 1 or not pair.hybrid_ssm or not pair.push:
         return []
-    return [(
-        f"NixlPushConnector in vLLM {fmt(ctx.version)} does not support pipeline_parallel_size > 1 with "
-        "hybrid KV cache layouts (HMA) (startup error; allowed from 0.31.0).",
-        "Use prefill pipelineParallelSize 1, or vLLM >= 0.31.",
-    )]
+    return [("NixlPushConnector does not support pipeline_parallel_size > 1 with Mamba/SSM hybrid KV cache "
+             "layouts (startup error).", "Use prefill pipelineParallelSize 1 for hybrid SSM models.")]
 
 
-def check_pp_hybrid_ssm(ctx: Context) -> list[Violation]:
-    p, _ = _pp(ctx)
-    if p == 1 or not ctx.hybrid_ssm or not ctx.push:
-        return []
-    return [(
-        "NixlPushConnector does not support pipeline_parallel_size > 1 with Mamba/SSM hybrid KV cache "
-        "layouts (startup error).",
-        "Use prefill pipelineParallelSize 1 for hybrid SSM models; scale with tensor parallel instead.",
-    )]
+# --- block size -----------------------------------------------------------------------------------------
 
 
-# --- block size ---------------------------------------------------------------------------------
-
-
-def _blocks(ctx: Context) -> tuple[int, int] | None:
-    bp, bd = ctx.prefill.block_size, ctx.decode.block_size
-    if bp is None or bd is None or bp == bd:
+def _block_pair(pair: PDPair) -> tuple[int, int] | None:
+    p, d = pair.prefill.block_size, pair.decode.block_size
+    if p is None or d is None or p == d:
         return None
-    return bp, bd
+    return p, d
 
 
-def check_block_partial(ctx: Context) -> list[Violation]:
-    bp, bd = ctx.prefill.block_size, ctx.decode.block_size
-    if (bp is None) == (bd is None):
+def check_block_partial(pair: PDPair) -> list[Violation]:
+    p, d = pair.prefill.block_size, pair.decode.block_size
+    if (p is None) == (d is None):
         return []
-    return [(
-        f"blockSize is set on one role only (prefill {bp}, decode {bd}); vLLM picks the other's block "
-        "size itself, which may not pair with it.",
-        "Set spec.prefill.blockSize and spec.decode.blockSize, equal unless you need them to differ.",
-    )]
+    return [(f"--block-size is set on one role only (prefill {p}, decode {d}); vLLM picks the other's itself, "
+             "which may not pair with it.", "Set blockSize on both roles, equal unless you need them to differ.")]
 
 
-def check_block_pull_direction(ctx: Context) -> list[Violation]:
-    pair = _blocks(ctx)
-    if pair is None or ctx.push:
+def check_block_pull_direction(pair: PDPair) -> list[Violation]:
+    bp = _block_pair(pair)
+    if bp is None or pair.push or bp[1] % bp[0] == 0:
         return []
-    bp, bd = pair
-    if bd % bp == 0:
+    return [(f"Pull mode needs the decode block size to be a multiple of the prefill one (prefill {bp[0]}, decode "
+             f"{bp[1]}); otherwise every request fails at the first KV read.",
+             f"Use equal block sizes, or a decode block size that is a multiple of {bp[0]}.")]
+
+
+def check_block_push_equal(pair: PDPair) -> list[Violation]:
+    bp = _block_pair(pair)
+    if bp is None or not pair.push:
         return []
-    return [(
-        f"Pull mode needs the decode block size to be a multiple of the prefill one (prefill {bp}, decode "
-        f"{bd}); otherwise every request fails at the first KV read.",
-        f"Use equal block sizes, or a decode block size that is a multiple of {bp}.",
-    )]
+    return [(f"NixlPushConnector needs equal block sizes (prefill {bp[0]}, decode {bp[1]}).",
+             "Use the same blockSize on both roles.")]
 
 
-def check_block_push_equal(ctx: Context) -> list[Violation]:
-    pair = _blocks(ctx)
-    if pair is None or not ctx.push:
+def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
+    bp = _block_pair(pair)
+    if bp is None or pair.tps is None or pair.tps[0] <= pair.tps[1] or pair.mla:
         return []
-    return [(
-        f"NixlPushConnector needs equal block sizes on prefill and decode (prefill {pair[0]}, decode {pair[1]}).",
-        "Use the same blockSize on both roles.",
-    )]
+    return [(f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} needs equal block sizes (prefill {bp[0]}, decode {bp[1]}).",
+             "Use the same blockSize on both roles.")]
 
 
-def check_block_tp_shrink(ctx: Context) -> list[Violation]:
-    pair = _blocks(ctx)
-    p, d = _tp(ctx)
-    if pair is None or p <= d or ctx.mla:
+def check_block_hma_old(pair: PDPair) -> list[Violation]:
+    bp = _block_pair(pair)
+    if bp is None or not pair.model.needs_hma:
         return []
-    return [(
-        f"Prefill TP {p} > decode TP {d} needs equal block sizes (prefill {pair[0]}, decode {pair[1]}): "
-        "'Different local/remote block sizes are not supported when P TP > D TP'.",
-        "Use the same blockSize on both roles.",
-    )]
+    return [(f"vLLM {fmt(pair.version)} does not support different block sizes with the hybrid KV cache manager "
+             f"(prefill {bp[0]}, decode {bp[1]}): 'HMA does not support different remote block size yet'.",
+             "Use the same blockSize on both roles, or vLLM >= 0.27.")]
 
 
-def check_block_hma_old(ctx: Context) -> list[Violation]:
-    pair = _blocks(ctx)
-    if pair is None or not ctx.model.needs_hma:
+def check_block_host_buffer(pair: PDPair) -> list[Violation]:
+    bp = _block_pair(pair)
+    if bp is None or not any(r.buffer_device == "cpu" for r in pair.roles):
         return []
-    return [(
-        f"vLLM {fmt(ctx.version)} does not support different block sizes with the hybrid KV cache manager "
-        f"(prefill {pair[0]}, decode {pair[1]}): 'HMA does not support different remote block size yet' "
-        "(allowed from 0.27.0).",
-        "Use the same blockSize on both roles, or vLLM >= 0.27.",
-    )]
+    return [(f"Different block sizes (prefill {bp[0]}, decode {bp[1]}) are not supported with a host buffer "
+             "(kv_buffer_device cpu).", "Use the same blockSize on both roles.")]
 
 
-def check_block_host_buffer(ctx: Context) -> list[Violation]:
-    pair = _blocks(ctx)
-    if pair is None or ctx.spec.kv_transfer.buffer_device != KVBufferDevice.CPU:
-        return []
-    return [(
-        f"Different block sizes (prefill {pair[0]}, decode {pair[1]}) are not supported with a host buffer "
-        "(kv_buffer_device cpu).",
-        "Use the same blockSize on both roles.",
-    )]
+# --- pods, networking, memory -----------------------------------------------------------------------------
+
+_UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
 
 
-# --- handshake and networking -------------------------------------------------------------------
-
-
-def check_handshake_compat(ctx: Context) -> list[Violation]:
-    extra = ctx.spec.kv_transfer.extra_config or {}
-    value = extra.get("enforce_handshake_compat", True)
-    if value is not False and str(value).lower() != "false":
-        return []
-    return [(
-        "enforce_handshake_compat is false: prefill and decode will pair even when their compatibility "
-        "hashes differ, and mismatches show up as wrong output or crashes instead of a handshake error.",
-        "Remove enforce_handshake_compat from spec.kvTransfer.extraConfig.",
-    )]
-
-
-def check_side_channel_host(ctx: Context) -> list[Violation]:
+def check_side_channel_host(pair: PDPair) -> list[Violation]:
     out = []
-    for name, role in (("prefill", ctx.prefill), ("decode", ctx.decode)):
-        value = ctx.env(role, "VLLM_NIXL_SIDE_CHANNEL_HOST")
-        if value is not None:
-            out.append((
-                f"{name}: env VLLM_NIXL_SIDE_CHANNEL_HOST={value!r} overrides the pod IP the operator sets; "
-                "the side channel binds and advertises this address, so peers dial the wrong host.",
-                "Remove VLLM_NIXL_SIDE_CHANNEL_HOST from the env lists; the operator sets it to the pod IP.",
-            ))
-    return out
-
-
-def check_spec_decode_method(ctx: Context) -> list[Violation]:
-    spec = ctx.spec.speculative
-    if spec is None:
-        return []
-    out = []
-    needs_draft = spec.method in ("eagle", "eagle3", "draft_model", "dflash", "dspark")
-    if needs_draft and not spec.draft_model:
+    for r in pair.roles:
+        host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if host == POD_IP or (host == HOST_IP and r.host_network):
+            continue
+        if host is None:
+            what = "is unset (vLLM's default localhost)"
+        elif host in _UNROUTABLE or host.startswith("127."):
+            what = f"is {host!r}"
+        elif host == HOST_IP:
+            what = "is the node IP but the pod does not use the host network"
+        else:
+            continue  # a literal address: may be right (static setups); not judged
         out.append((
-            f"Speculative method {spec.method} needs a draft model.",
-            "Set spec.speculative.draftModel.",
+            f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. It is both the bind address and the address advertised "
+            "to the peer, so the peer dials the wrong host and the first request fails.",
+            "Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork).",
         ))
-    for name, role in (("prefill", ctx.prefill), ("decode", ctx.decode)):
-        if role.num_speculative_tokens is None:
+    return out
+
+
+def _ports(r: RoleConfig) -> set[int]:
+    raw = r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    base = int(raw) if raw and raw.isdigit() else (5600 if r.version is None or r.version >= (0, 11, 1) else 5557)
+    dp = r.dp or 1
+    if r.version is not None and r.version < (0, 11, 1):
+        return set(range(base, base + dp * (r.tp or 1)))
+    return set(range(base, base + dp))
+
+
+def check_side_channel_ports(pair: PDPair) -> list[Violation]:
+    shared = pair.shared_network or (pair.prefill.host_network and pair.decode.host_network)
+    if not shared:
+        return []
+    clash = sorted(_ports(pair.prefill) & _ports(pair.decode))
+    if not clash:
+        return []
+    return [(
+        f"Prefill and decode share a network namespace and their NIXL side-channel ports overlap ({clash[0]}...): "
+        "the second engine fails with 'Address already in use'.",
+        "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not overlap).",
+    )]
+
+
+def check_expandable_segments(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        conf = r.env.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+        if "expandable_segments:true" in conf:
             out.append((
-                f"spec.speculative is set but {name}.numSpeculativeTokens is not.",
-                f"Set spec.{name}.numSpeculativeTokens.",
+                f"{r.role}: PYTORCH_CUDA_ALLOC_CONF enables expandable_segments; memory NIXL registered for RDMA is "
+                "later remapped, and transfers fail with remote access errors (vLLM 0.33 refuses it at startup).",
+                "Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF.",
             ))
     return out
 
 
-_SEED_MATRIX = "seed 000 section 1 (architecture x capability matrix)"
+_EFA = "vpc.amazonaws.com/efa"
+
+
+def check_efa_backend(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        if _EFA in r.resources and "LIBFABRIC" not in r.backends:
+            out.append((
+                f"{r.role}: the pod gets AWS EFA devices but NIXL uses backends {r.backends}; UCX cannot drive EFA's SRD "
+                "transport and stalls or falls back to software emulation.",
+                "Set spec.kvTransfer.backends to [LIBFABRIC] (kv_connector_extra_config.backends).",
+            ))
+    return out
+
+
+def check_memlock(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        if "IPC_LOCK" in r.capabilities and r.run_as_non_root:
+            out.append((
+                f"{r.role}: the engine runs as non-root with IPC_LOCK; the capability only lifts the memlock limit for "
+                "root, so NIXL may fail to register KV memory.",
+                "Run the engine as root (the default for vLLM images) or raise LimitMEMLOCK on the nodes' container runtime.",
+            ))
+        elif "IPC_LOCK" not in r.capabilities and r.connector and not pair.managed:
+            out.append((
+                f"{r.role}: the engine container lacks the IPC_LOCK capability; NIXL pins KV memory for RDMA and may hit "
+                "the memlock limit.",
+                "Add securityContext.capabilities.add: [IPC_LOCK] (no privileged mode needed).",
+            ))
+    return out
+
+
+_SEED = "seed 000 section 1 (architecture x capability matrix)"
 _V020 = (0, 20, 0)
 
 #: Every rule, in evaluation order.
 RULES: tuple[Rule, ...] = (
-    Rule("nixl-connector-unavailable", "error", "The vLLM version ships a NixlConnector.",
-         ("spec.engine",), "vllm-nixl-facts.md section 7: NixlConnector first in 0.9.0",
-         check_nixl_available, until=(0, 9, 0)),
-    Rule("push-connector-unavailable", "error", "NixlPushConnector exists in the vLLM version.",
-         ("spec.kvTransfer.connector", "spec.engine"),
-         "vllm-nixl-facts.md section 7: kv_connector/factory.py registers NixlPushConnector from 0.24.0",
-         check_push_available, until=(0, 24, 0)),
-    Rule("architecture-unknown", "warning", "The model's architecture family is known.",
-         ("spec.model.architecture", "spec.model.hfArchitecture", "spec.model.name"), _SEED_MATRIX,
-         check_architecture_known),
-    Rule("architecture-unsupported", "error", "No feature used is a 'no' cell of the matrix.",
-         ("spec.model.architecture",), _SEED_MATRIX, check_matrix_unsupported),
-    Rule("architecture-unverified", "warning", "No feature used is an 'unknown' or 'in progress' cell.",
-         ("spec.model.architecture",), _SEED_MATRIX, check_matrix_unverified),
-    Rule("tp-divisibility", "error", "One TP size is a multiple of the other.",
+    Rule("engine-args-invalid", "engine-args", "error", "The engine arguments can be read.",
+         ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "vLLM argument parser", check_engine_args),
+    Rule("kv-connector-missing", "connector", "error", "Both roles use a NIXL KV connector.",
+         ("spec.kvTransfer.connector",), "seed 000 (NixlConnector P/D)", check_connector_present),
+    Rule("nixl-connector-unavailable", "connector", "error", "The vLLM version ships a NixlConnector.",
+         ("spec.engine",), "vllm-nixl-facts.md section 7: NixlConnector first in 0.9.0", check_nixl_available,
+         until=(0, 9, 0)),
+    Rule("push-connector-unavailable", "connector", "error", "NixlPushConnector exists in the vLLM version.",
+         ("spec.kvTransfer.connector", "spec.engine"), "vllm kv_connector/factory.py (NixlPushConnector from 0.24.0)",
+         check_push_available, until=(0, 24, 0), example="kvTransfer: {connector: NixlPushConnector} on v0.20.2"),
+    # must match
+    Rule("vllm-version-mismatch", "vllm-version-mismatch", "error", "Prefill and decode run the same vLLM version.",
+         ("spec.engine.image", "spec.engine.vllmVersion"), "seed 000 section 2; vllm nixl metadata.py hash (0.13+)",
+         check_version_match),
+    Rule("model-mismatch", "model-mismatch", "error", "Prefill and decode serve the identical --model string.",
+         ("spec.model.name",), "seed 000 section 2; vllm nixl metadata.py hash", check_model_match),
+    Rule("dtype-mismatch", "model-mismatch", "error", "Prefill and decode use the same --dtype.",
+         ("spec.model.dtype",), "seed 000 section 2; vllm nixl metadata.py hash", check_dtype_match),
+    Rule("kv-cache-dtype-mismatch", "kv-cache-dtype-mismatch", "error", "Prefill and decode use the same --kv-cache-dtype.",
+         ("spec.kvCache.dtype",), "seed 000 sections 2 and 6; vllm nixl metadata.py hash (raw string)",
+         check_kv_cache_dtype_match),
+    Rule("transfer-mode-mismatch", "transfer-mode-mismatch", "error", "Push and pull connectors never pair.",
+         ("spec.kvTransfer.connector",), "seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
+         check_transfer_mode_match),
+    Rule("hma-flag-mismatch", "hma-flag-mismatch", "error", "Both roles agree on the hybrid KV cache manager flag.",
+         ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "vllm/config/vllm.py (HMA off with a kv-transfer-config, <= 0.21)",
+         check_hma_flag_match, until=(0, 22, 0)),
+    Rule("spec-decode-mismatch", "spec-decode-mismatch", "error", "EAGLE-family speculative settings are equal on P and D.",
+         ("spec.speculative",), "seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+)",
+         check_spec_decode_match),
+    Rule("hybrid-spec-tokens-mismatch", "spec-decode-mismatch", "error", "Hybrid SSM P and D use equal numSpeculativeTokens.",
+         ("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
+         "vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)", check_hybrid_spec_tokens),
+    Rule("kv-layout-mismatch", "kv-layout-mismatch", "error", "KV cache layouts match, or the permute path applies.",
+         ("spec.kvCache.layout", "spec.kvTransfer.enablePermuteLocalKv", "spec.decode.env"),
+         "seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute)", check_kv_layout_match),
+    Rule("handshake-compat-disabled", "handshake", "warning", "The handshake compatibility check stays on.",
+         ("spec.kvTransfer.extraConfig",), "seed 000 section 2; vllm nixl _nixl_handshake (0.13+)", check_handshake_compat),
+    # architecture
+    Rule("architecture-unknown", "architecture", "warning", "The model's architecture family is known.",
+         ("spec.model.architecture", "spec.model.hfArchitecture", "spec.model.name"), _SEED, check_architecture_known),
+    Rule("architecture-unsupported", "architecture", "error", "No feature used is a 'no' cell of the matrix.",
+         ("spec.model.architecture",), _SEED, check_matrix_unsupported,
+         example="model: {hfArchitecture: WhisperForConditionalGeneration}"),
+    Rule("architecture-unverified", "architecture", "warning", "No feature used is an 'unknown' or 'in progress' cell.",
+         ("spec.model.architecture",), _SEED, check_matrix_unverified),
+    Rule("matrix-overridden-by-code", "architecture", "warning",
+         "Says where the check follows vLLM's code instead of the matrix (hybrid SSM heterogeneous TP).",
          ("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
-         "vllm kv_connector/utils.py TransferTopology.tp_ratio (0.20-0.33)", check_tp_divisible),
-    Rule("tp-exceeds-kv-heads", "error", "Prefill TP > decode TP only while prefill TP <= KV heads.",
+         "seed 000 footnote (e) vs vllm nixl add_remote_agent (0.20-0.32)", check_hybrid_hetero_tp_matrix,
+         since=_V020),
+    # tensor parallel
+    Rule("tp-divisibility", "hetero-tp", "error", "One TP size is a multiple of the other.",
+         ("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
+         "vllm kv_connector/utils.py TransferTopology.tp_ratio (0.20-0.33)", check_tp_divisible,
+         example="prefill: {tensorParallelSize: 2}, decode: {tensorParallelSize: 3}"),
+    Rule("tp-exceeds-kv-heads", "hetero-tp", "error", "Prefill TP > decode TP only while prefill TP <= KV heads.",
          ("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.model.numKvHeads"),
-         "vllm nixl worker _validate_remote_agent_handshake, is_kv_replicated assert (0.20-0.33)",
-         check_tp_kv_heads),
-    Rule("tp-kv-heads-unknown", "warning", "KV heads are known when prefill TP > decode TP.",
+         "vllm nixl _validate_remote_agent_handshake is_kv_replicated assert (0.20-0.33)", check_tp_kv_heads),
+    Rule("tp-kv-heads-unknown", "hetero-tp", "warning", "KV heads are known when prefill TP > decode TP.",
          ("spec.model.numKvHeads",), "compat-rules.md section 9", check_tp_kv_heads_unknown),
-    Rule("hetero-tp-kv-layout", "error", "Heterogeneous TP uses a block-contiguous KV layout.",
+    Rule("hetero-tp-p-gt-d-unsupported", "hetero-tp-unsupported-for-version", "error",
+         "Prefill TP > decode TP needs a vLLM that supports it.",
+         ("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
+         "vLLM PR #27274 (P TP > D TP), not in releases up to 0.11.0 [issue]", check_p_gt_d_version,
+         until=(0, 11, 1)),
+    Rule("hetero-tp-kv-layout", "hetero-tp", "error", "Heterogeneous TP uses a block-contiguous layout on prefill.",
          ("spec.kvCache.layout",), "seed 000 section 4; nixl worker head-splitting check (0.20-0.33)",
          check_hetero_tp_layout),
-    Rule("hybrid-ssm-unsupported", "error", "NixlConnector supports hybrid SSM in the vLLM version.",
+    # hybrid SSM
+    Rule("hybrid-ssm-unsupported", "hybrid-ssm", "error", "NixlConnector supports hybrid SSM in the vLLM version.",
          ("spec.model.architecture", "spec.engine"), "vllm-nixl-facts.md section 7: SupportsHMA from 0.18.0",
          check_hybrid_before_hma, until=(0, 18, 0)),
-    Rule("hybrid-ssm-hetero-tp", "error", "Hybrid SSM heterogeneous TP is supported by the vLLM version.",
+    Rule("hybrid-ssm-hetero-tp", "hetero-tp-unsupported-for-version", "error",
+         "Hybrid SSM heterogeneous TP is supported by the vLLM version.",
          ("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
          "vllm nixl_connector.py 'Mamba does not support heterogeneous TP yet' (0.18.0-0.19.1)",
          check_hybrid_hetero_tp_old, since=(0, 18, 0), until=_V020),
-    Rule("ssm-kind-unsupported", "error", "The SSM layer kind is supported by the vLLM version.",
+    Rule("ssm-kind-unsupported", "hybrid-ssm", "error", "The SSM layer kind is supported by the vLLM version.",
          ("spec.model.ssmKind", "spec.engine"),
          "vllm ssm_conv_transfer_utils.derive_mamba_conv_split (Mamba2 0.20, GDN 0.22, Mamba1 0.25)",
          check_ssm_kind_supported, since=_V020, until=(0, 25, 0)),
-    Rule("ssm-kind-unknown", "warning", "The SSM kind of a hybrid model is known.",
+    Rule("ssm-kind-unknown", "hybrid-ssm", "warning", "The SSM kind of a hybrid model is known.",
          ("spec.model.ssmKind",), "vllm ssm_conv_transfer_utils.derive_mamba_conv_split (0.20-0.24)",
          check_ssm_kind_known, since=_V020, until=(0, 25, 0)),
-    Rule("ssm-conv-layout-ds", "error", "Hybrid SSM engines use the DS conv-state layout.",
+    Rule("ssm-conv-layout-ds", "ssm-conv-state-layout", "error", "Hybrid SSM engines use the DS conv-state layout.",
          ("spec.kvCache.ssmConvStateLayout", "spec.engine.env", "spec.prefill.env", "spec.decode.env"),
          "seed 001 section 7; vllm nixl worker.__init__ assert is_conv_state_dim_first() (0.20.0+)",
-         check_conv_layout_ds, since=_V020),
-    Rule("hybrid-spec-tokens-mismatch", "error", "Hybrid SSM P and D use equal numSpeculativeTokens.",
-         ("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
-         "vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)", check_hybrid_spec_tokens),
-    Rule("speculative-incomplete", "error", "Speculative decoding names its draft and token counts.",
-         ("spec.speculative", "spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
-         "vllm/config/speculative.py", check_spec_decode_method),
-    Rule("pp-decode-unsupported", "error", "Only prefill may be pipeline-parallel.",
-         ("spec.decode.pipelineParallelSize",),
-         "seed 000 section 5; vllm nixl base_worker consumer PP check (0.26+)", check_pp_decode),
-    Rule("pp-pull-hma", "error", "Pull connector with prefill PP > 1 only when the model needs no HMA.",
-         ("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector", "spec.model.architecture"),
-         "seed 000 section 5; vllm nixl base_worker (0.31+)", check_pp_pull_hma),
-    Rule("pp-unsupported-version", "error", "Prefill PP > 1 needs vLLM's NIXL PP handling.",
-         ("spec.prefill.pipelineParallelSize", "spec.engine"),
-         "vllm-nixl-facts.md section 4.4 (no PP handling before 0.26.0)", check_pp_push_version, until=(0, 26, 0)),
-    Rule("pp-push-hma-version", "error", "Push with PP > 1 and HMA needs vLLM >= 0.31.",
+         check_conv_layout_ds, since=_V020, example="kvCache: {ssmConvStateLayout: SD}"),
+    Rule("hybrid-hma-required", "hybrid-ssm", "error", "Hybrid SSM engines enable the hybrid KV cache manager.",
+         ("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+         "seed 001 section 7; vllm/config/vllm.py HMA off with a kv-transfer-config (<= 0.21)",
+         check_hybrid_hma, since=(0, 18, 0), until=(0, 22, 0)),
+    Rule("hybrid-hma-disabled", "hybrid-ssm", "error", "HMA is not disabled for hybrid SSM models.",
+         ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "vllm nixl worker assert _is_hma_required (0.18+)",
+         check_hybrid_hma_disabled),
+    Rule("mamba2-n-groups-tp", "hetero-tp", "error", "Mamba2 heterogeneous TP: both TP sizes divide n_groups.",
+         ("spec.model.mambaNGroups", "spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
+         "vLLM issue #55208 (open) [issue]", check_mamba_n_groups, since=_V020),
+    # pipeline parallel
+    Rule("pp-decode-unsupported", "pipeline-parallel-unsupported", "error", "Only prefill may be pipeline-parallel.",
+         ("spec.decode.pipelineParallelSize",), "seed 000 section 5; vllm nixl consumer PP check (0.26+)", check_pp_decode),
+    Rule("pp-pull-unsupported", "pipeline-parallel-unsupported", "error", "Prefill PP > 1 only with the push connector.",
+         ("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector"),
+         "seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata)",
+         check_pp_pull, example="prefill: {pipelineParallelSize: 2} with NixlConnector"),
+    Rule("pp-unsupported-version", "pipeline-parallel-unsupported", "error", "Prefill PP > 1 needs vLLM's NIXL PP handling.",
+         ("spec.prefill.pipelineParallelSize", "spec.engine"), "vllm-nixl-facts.md section 4.4 (none before 0.26.0)",
+         check_pp_version, until=(0, 26, 0)),
+    Rule("pp-push-hma-version", "pipeline-parallel-unsupported", "error", "Push with PP > 1 and HMA needs vLLM >= 0.31.",
          ("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector", "spec.engine"),
-         "vllm nixl base_worker.__init__ (0.26.0-0.30.x)", check_pp_push_hma_version,
-         since=(0, 26, 0), until=(0, 31, 0)),
-    Rule("pp-hybrid-ssm", "error", "No prefill PP > 1 with push for hybrid SSM models.",
-         ("spec.prefill.pipelineParallelSize", "spec.model.architecture"),
-         "seed 000 section 5; vllm nixl push worker (0.31+)", check_pp_hybrid_ssm),
-    Rule("block-size-partial", "warning", "Block size is set on both roles or neither.",
+         "vllm nixl base_worker.__init__ (0.26.0-0.30.x)", check_pp_push_hma_version, since=(0, 26, 0), until=(0, 31, 0)),
+    Rule("pp-hybrid-ssm", "pipeline-parallel-unsupported", "error", "No prefill PP > 1 with push for hybrid SSM models.",
+         ("spec.prefill.pipelineParallelSize", "spec.model.architecture"), "seed 000 section 5; vllm nixl push worker (0.31+)",
+         check_pp_hybrid_ssm),
+    # block size
+    Rule("block-size-partial", "block-size-mismatch", "warning", "Block size is set on both roles or neither.",
          ("spec.prefill.blockSize", "spec.decode.blockSize"), "compat-rules.md section 9", check_block_partial),
-    Rule("block-size-direction", "error", "Pull: decode block size is a multiple of prefill's.",
-         ("spec.prefill.blockSize", "spec.decode.blockSize"),
-         "seed 000 footnote (c); vllm TransferTopology.block_size_ratio", check_block_pull_direction),
-    Rule("block-size-push-equal", "error", "Push: equal block sizes.",
+    Rule("block-size-direction", "block-size-mismatch", "error", "Pull: decode block size is a multiple of prefill's.",
+         ("spec.prefill.blockSize", "spec.decode.blockSize"), "seed 000 footnote (c); vllm TransferTopology.block_size_ratio",
+         check_block_pull_direction, example="prefill: {blockSize: 32}, decode: {blockSize: 16}"),
+    Rule("block-size-push-equal", "block-size-mismatch", "error", "Push: equal block sizes.",
          ("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
-         "vllm-nixl-facts.md section 4.3 (push)", check_block_push_equal),
-    Rule("block-size-tp-shrink", "error", "Prefill TP > decode TP: equal block sizes.",
+         "vllm-nixl-facts.md section 4.3 (push) [inference]", check_block_push_equal),
+    Rule("block-size-tp-shrink", "block-size-mismatch", "error", "Prefill TP > decode TP: equal block sizes.",
          ("spec.prefill.blockSize", "spec.decode.blockSize", "spec.prefill.tensorParallelSize"),
-         "vllm nixl worker _validate_remote_agent_handshake (0.20-0.33)", check_block_tp_shrink),
-    Rule("block-size-hma", "error", "HMA models: equal block sizes before vLLM 0.27.",
+         "vllm nixl _validate_remote_agent_handshake (0.20-0.33)", check_block_tp_shrink),
+    Rule("block-size-hma", "block-size-mismatch", "error", "HMA models: equal block sizes before vLLM 0.27.",
          ("spec.prefill.blockSize", "spec.decode.blockSize", "spec.model.architecture"),
-         "seed 000 footnote (f); vllm nixl worker 'HMA does not support different remote block size yet' "
-         "(0.18.0-0.26.x)", check_block_hma_old, until=(0, 27, 0)),
-    Rule("block-size-host-buffer", "error", "Host buffer: equal block sizes.",
+         "seed 000 footnote (f); vllm nixl 'HMA does not support different remote block size yet' (0.18.0-0.26.x)",
+         check_block_hma_old, until=(0, 27, 0)),
+    Rule("block-size-host-buffer", "block-size-mismatch", "error", "Host buffer: equal block sizes.",
          ("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.bufferDevice"),
          "vllm nixl base_worker (0.27.0+)", check_block_host_buffer, since=(0, 27, 0)),
-    Rule("handshake-compat-disabled", "warning", "The handshake compatibility check stays on.",
-         ("spec.kvTransfer.extraConfig",), "seed 000 section 2; vllm nixl _nixl_handshake (0.13+)",
-         check_handshake_compat),
-    Rule("side-channel-host-override", "error", "The NIXL side channel uses the pod IP.",
+    # pods
+    Rule("side-channel-host-not-routable", "side-channel-host-not-routable", "error",
+         "The NIXL side channel binds and advertises the pod IP.",
          ("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
-         "vllm envs.py VLLM_NIXL_SIDE_CHANNEL_HOST (bind and advertised address)", check_side_channel_host),
+         "vllm envs.py VLLM_NIXL_SIDE_CHANNEL_HOST (bind and advertised address)", check_side_channel_host,
+         example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}"),
+    Rule("side-channel-port-conflict", "side-channel-port-conflict", "error",
+         "Engines sharing a network namespace use disjoint side-channel ports.",
+         ("spec.kvTransfer.sideChannelPort",), "vllm nixl scheduler listener: port = base + DP index (0.11.1+)",
+         check_side_channel_ports),
+    Rule("expandable-segments-with-nixl", "expandable-segments-with-nixl", "error",
+         "No expandable_segments CUDA allocator with NIXL.",
+         ("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
+         "vllm/config/vllm.py _verify_kv_transfer_compat (0.33 refuses it at startup)", check_expandable_segments),
+    Rule("nixl-backend-fabric-mismatch", "nixl-backend-fabric-mismatch", "error", "AWS EFA uses the LIBFABRIC backend.",
+         ("spec.kvTransfer.backends", "spec.network.rdma.resourceName"),
+         "vllm nixl base_worker backends; NIXL LIBFABRIC plugin", check_efa_backend),
+    Rule("memlock-insufficient", "memlock-insufficient", "warning", "KV memory can be pinned (memlock).",
+         ("spec.engine",), "NIXL memory registration; IPC_LOCK semantics for non-root", check_memlock),
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
-assert len(RULES_BY_ID) == len(RULES), "duplicate rule id"
-
-__all__ = ["RULES", "RULES_BY_ID", "Rule", "Architecture"]
+if len(RULES_BY_ID) != len(RULES):
+    raise RuntimeError("duplicate rule id")

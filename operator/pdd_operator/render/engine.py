@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
-from pdd_operator.compat.context import Context
+from pdd_operator.compat.architectures import traits
 
 #: Container port names, used by the Services and the probes.
 HTTP_PORT_NAME = "http"
@@ -29,12 +29,20 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     kt = spec.kv_transfer
     extra = {"backends": list(kt.backends)}
     extra.update(kt.extra_config or {})
-    return {
+    out = {
         "kv_connector": str(kt.connector),
         "kv_role": KV_ROLE[role],
         "kv_buffer_device": str(kt.buffer_device),
         "kv_connector_extra_config": extra,
     }
+    if kt.enable_permute_local_kv:
+        out["enable_permute_local_kv"] = True
+    return out
+
+
+def _traits(spec: PDDeploymentSpec):
+    m = spec.model
+    return traits(m.architecture, m.ssm_kind, m.hf_architecture, m.name)
 
 
 def _json(obj: dict) -> str:
@@ -64,7 +72,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str) -> list[str]:
     ``--kv-transfer-config`` otherwise turns the hybrid KV cache manager off, and vLLM asserts it is on
     for Mamba layers (vllm-nixl-facts.md sections 1.5 and 4.2; seed 001 section 7).
     """
-    ctx = Context.of(spec)
+    model = _traits(spec)
     r = spec.role(role)
     m = spec.model
     args = [
@@ -87,7 +95,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str) -> list[str]:
         args += ["--served-model-name", m.served_model_name]
     if m.trust_remote_code:
         args.append("--trust-remote-code")
-    if ctx.model.needs_hma:
+    if model.needs_hma:
         args.append("--no-disable-hybrid-kv-cache-manager")
     spec_cfg = speculative_config(spec, r)
     if spec_cfg is not None:
@@ -105,13 +113,12 @@ def engine_env(spec: PDDeploymentSpec, role: str) -> list[dict]:
     models get ``VLLM_SSM_CONV_STATE_LAYOUT`` (DS unless the spec says otherwise; required from vLLM
     0.20). User env (engine, then role) is appended and wins on a name clash.
     """
-    ctx = Context.of(spec)
     r = spec.role(role)
     env: list[dict] = [
         {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(spec.kv_transfer.side_channel_port)},
     ]
-    if ctx.hybrid_ssm:
+    if _traits(spec).needs_hma:
         layout = spec.kv_cache.ssm_conv_state_layout or "DS"
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": str(layout)})
     if spec.kv_cache.layout:

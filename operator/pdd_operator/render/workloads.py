@@ -23,8 +23,7 @@ from pdd_operator.api.constants import (
     ROLES,
 )
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.context import Context
-from pdd_operator.compat.versions import fmt
+from pdd_operator.compat.versions import fmt, resolve_version
 from pdd_operator.render.engine import HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, vllm_args
 
 ENGINE_CONTAINER = "vllm"
@@ -59,7 +58,7 @@ def selector_labels(owner: str, role: str) -> dict[str, str]:
 
 def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
     """All labels of a role's objects and pods."""
-    ctx = Context.of(spec)
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
     out = {
         **selector_labels(owner, role),
         LABEL_PART_OF: owner,
@@ -67,8 +66,8 @@ def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
         LABEL_ROLE: role,
         LABEL_COMPAT_HASH: compat_hash(spec),
     }
-    if ctx.version is not None:
-        out[LABEL_VERSION] = fmt(ctx.version)
+    if version is not None:
+        out[LABEL_VERSION] = fmt(version)
     return out
 
 

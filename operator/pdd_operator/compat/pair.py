@@ -1,0 +1,241 @@
+"""The form the rules work on: a prefill/decode pair of vLLM engines, each as it will be started.
+
+A :class:`PDPair` comes from a PDDeployment (:func:`from_pddeployment`, through the arguments and
+environment the operator renders) or from a foreign manifest (``compat.manifests``, through the
+arguments people wrote). Rules never look at the source format, so both share one code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pdd_operator.compat.architectures import ModelTraits, traits
+from pdd_operator.compat.versions import Version, parse_version, resolve_version
+from pdd_operator.compat.vllm_args import env_values, int_flag, json_flag, parse_flags
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """One role's vLLM engine settings. ``None`` means "not given" (vLLM's default applies).
+
+    Attributes:
+        role: ``prefill`` or ``decode``.
+        version: vLLM version ``(major, minor, patch)`` or ``None`` if unknown.
+        version_text: the version as written (``0.20.2``, ``v0.20.2-cu129``), for messages.
+        model: the exact ``--model`` string (hashed raw by the NIXL handshake).
+        tp, pp, dp: tensor, pipeline and data parallel sizes (``None``: not a literal integer).
+        block_size: ``--block-size`` in tokens.
+        kv_cache_dtype, dtype: raw strings of ``--kv-cache-dtype`` and ``--dtype``.
+        kv_transfer: the ``--kv-transfer-config`` object (``{}`` if absent).
+        speculative: the ``--speculative-config`` object or ``None``.
+        hma: ``--no-disable-hybrid-kv-cache-manager`` given (True), ``--disable-...`` (False), neither (None).
+        prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None.
+        env: literal environment (downward-API IPs as ``fieldRef:...`` sentinels).
+        host_network: the pod uses the host network.
+        resources: the container's resource limits (requests where no limit), as strings.
+        capabilities: Linux capabilities added to the container.
+        run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
+        errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
+    """
+
+    role: str
+    version: Version | None = None
+    version_text: str | None = None
+    model: str | None = None
+    dtype: str | None = None
+    tp: int | None = 1
+    pp: int | None = 1
+    dp: int | None = 1
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    kv_transfer: dict = field(default_factory=dict)
+    speculative: dict | None = None
+    hma: bool | None = None
+    prefix_caching: bool | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    host_network: bool = False
+    resources: dict[str, str] = field(default_factory=dict)
+    capabilities: tuple[str, ...] = ()
+    run_as_non_root: bool = False
+    errors: tuple[str, ...] = ()
+
+    @property
+    def connector(self) -> str | None:
+        return self.kv_transfer.get("kv_connector")
+
+    @property
+    def push(self) -> bool:
+        return self.connector == "NixlPushConnector"
+
+    @property
+    def extra(self) -> dict:
+        return self.kv_transfer.get("kv_connector_extra_config") or {}
+
+    @property
+    def backends(self) -> list[str]:
+        return list(self.extra.get("backends") or ["UCX"])
+
+    @property
+    def buffer_device(self) -> str | None:
+        return self.kv_transfer.get("kv_buffer_device")
+
+    @property
+    def spec_method(self) -> str | None:
+        return (self.speculative or {}).get("method")
+
+    @property
+    def num_spec_tokens(self) -> int | None:
+        return (self.speculative or {}).get("num_speculative_tokens")
+
+    @property
+    def kv_layout(self) -> str | None:
+        """``VLLM_KV_CACHE_LAYOUT`` with the pre-0.29 aliases resolved (HND -> LBHNC, NHD -> LBNHC)."""
+        value = self.env.get("VLLM_KV_CACHE_LAYOUT")
+        return {"HND": "LBHNC", "NHD": "LBNHC"}.get(value, value) if value else None
+
+
+@dataclass(frozen=True)
+class PDPair:
+    """A prefill/decode pair and what is known about its model.
+
+    Attributes:
+        source: what the pair was read from, for messages (``PDDeployment serving/llama``).
+        prefill, decode: the two engines.
+        model: the model's family and SSM kind.
+        num_kv_heads: total KV heads, if known.
+        n_groups: Mamba2 ``n_groups``, if known.
+        managed: True for a PDDeployment (the operator sets the side channel and ports itself).
+        shared_network: prefill and decode share one network namespace (containers of one pod).
+        notes: facts the source could not provide (e.g. "vLLM version not found"), reported as warnings.
+    """
+
+    source: str
+    prefill: RoleConfig
+    decode: RoleConfig
+    model: ModelTraits
+    num_kv_heads: int | None = None
+    n_groups: int | None = None
+    managed: bool = False
+    shared_network: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def roles(self) -> tuple[RoleConfig, RoleConfig]:
+        return self.prefill, self.decode
+
+    @property
+    def version(self) -> Version | None:
+        """The version the rules assume: the older of the two when both are known and differ."""
+        known = [r.version for r in self.roles if r.version is not None]
+        if len(known) < 2:
+            return None
+        return min(known)
+
+    @property
+    def push(self) -> bool:
+        return self.prefill.push and self.decode.push
+
+    @property
+    def hybrid_ssm(self) -> bool:
+        return self.model.architecture == "hybrid-ssm"
+
+    @property
+    def mla(self) -> bool:
+        return self.model.architecture in ("mla", "sparse-mla")
+
+    @property
+    def tps(self) -> tuple[int, int] | None:
+        if self.prefill.tp is None or self.decode.tp is None:
+            return None
+        return self.prefill.tp, self.decode.tp
+
+    @property
+    def hetero_tp(self) -> bool:
+        return self.tps is not None and self.tps[0] != self.tps[1]
+
+    def at_least(self, version: Version) -> bool:
+        return self.version is not None and self.version >= version
+
+
+def role_from_container(role: str, container: dict, pod_spec: dict | None, *, version_text: str | None) -> RoleConfig:
+    """Build a :class:`RoleConfig` from a Pod's container (camelCase dicts, as in a manifest).
+
+    The vLLM argv is found with :func:`~pdd_operator.compat.vllm_args.split_command`; the env,
+    resources and security context come from the container and its pod spec.
+    """
+    from pdd_operator.compat.vllm_args import split_command
+
+    pod_spec = pod_spec or {}
+    argv = split_command(container.get("command"), container.get("args"))
+    model, flags = parse_flags(argv) if argv else (None, {})
+    errors = []
+    kv_transfer, speculative = {}, None
+    try:
+        kv_transfer = json_flag(flags, "--kv-transfer-config") or {}
+    except ValueError as exc:
+        errors.append(str(exc))
+    try:
+        speculative = json_flag(flags, "--speculative-config")
+    except ValueError as exc:
+        errors.append(str(exc))
+    disable_hma = flags.get("--disable-hybrid-kv-cache-manager")
+    res = container.get("resources") or {}
+    resources = {k: str(v) for k, v in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items()}
+    sc = container.get("securityContext") or {}
+    pod_sc = pod_spec.get("securityContext") or {}
+    run_as_user = sc.get("runAsUser", pod_sc.get("runAsUser"))
+    non_root = bool(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))) or (run_as_user not in (None, 0))
+
+    def text(name: str) -> str | None:
+        value = flags.get(name)
+        return value if isinstance(value, str) else None
+
+    return RoleConfig(
+        role=role,
+        version=parse_version(version_text) if version_text else None,
+        version_text=version_text,
+        model=model,
+        dtype=text("--dtype"),
+        tp=int_flag(flags, "--tensor-parallel-size", 1),
+        pp=int_flag(flags, "--pipeline-parallel-size", 1),
+        dp=int_flag(flags, "--data-parallel-size", 1),
+        block_size=int_flag(flags, "--block-size", None),
+        kv_cache_dtype=text("--kv-cache-dtype"),
+        kv_transfer=kv_transfer,
+        speculative=speculative,
+        hma=None if disable_hma is None else not disable_hma,
+        prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
+        env=env_values(container.get("env")),
+        host_network=bool(pod_spec.get("hostNetwork")),
+        resources=resources,
+        capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
+        run_as_non_root=non_root,
+        errors=tuple(errors),
+    )
+
+
+def from_pddeployment(spec, name: str = "", namespace: str = "default") -> PDPair:
+    """The pair a PDDeployment spec will run, read back from the pods the operator renders for it.
+
+    ``spec`` is a :class:`~pdd_operator.api.spec.PDDeploymentSpec`. Going through the rendered pod
+    templates means the rules judge exactly what would be started.
+    """
+    from pdd_operator.render.workloads import Owner, pod_template
+
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None)
+    owner = Owner(name=name or "pdd", namespace=namespace)
+    roles = {}
+    for role in ("prefill", "decode"):
+        pod = pod_template(owner, role, spec)["spec"]
+        roles[role] = role_from_container(role, pod["containers"][0], pod, version_text=version_text)
+    m = spec.model
+    notes = () if version is not None else (
+        f"the vLLM version cannot be determined from image {spec.engine.image!r}",
+    )
+    return PDPair(
+        source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
+        prefill=roles["prefill"], decode=roles["decode"],
+        model=traits(m.architecture, m.ssm_kind, m.hf_architecture, m.name),
+        num_kv_heads=m.num_kv_heads, n_groups=m.mamba_n_groups, managed=True, notes=notes,
+    )

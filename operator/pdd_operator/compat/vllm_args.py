@@ -1,0 +1,134 @@
+"""Read a vLLM engine's settings from its command line and environment.
+
+This is the one place that understands ``vllm serve`` arguments; both PDDeployments (through the
+arguments the operator renders) and foreign manifests (the arguments people wrote) go through it, so
+the rules always judge what the engine will actually be started with.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable
+
+#: Sentinel values of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` set from the downward API.
+POD_IP = "fieldRef:status.podIP"
+HOST_IP = "fieldRef:status.hostIP"
+
+_ALIASES = {
+    "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+    "-O": "--compilation-config",
+}
+#: Boolean flags (``--x`` / ``--no-x``) the rules care about.
+_BOOL_FLAGS = {
+    "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
+    "--enforce-eager", "--enable-expert-parallel",
+}
+
+
+def split_command(command: Iterable[str] | None, args: Iterable[str] | None) -> list[str]:
+    """Join a container's ``command`` and ``args`` into one argv, unwrapping ``sh -c "..."`` scripts.
+
+    Returns the tokens from the vLLM entry point on (``vllm serve ...`` or
+    ``python -m vllm.entrypoints.openai.api_server ...``), or ``[]`` when no vLLM server is started.
+    """
+    argv = [*(command or []), *(args or [])]
+    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
+        script = " ".join(argv[2:])
+        try:
+            argv = shlex.split(script.replace("\\\n", " "), comments=True)
+        except ValueError:
+            argv = script.split()
+    for i, tok in enumerate(argv):
+        base = tok.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
+            return argv[i:]
+        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main"):
+            return argv[i:]
+    return []
+
+
+def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
+    """Parse a vLLM server argv into ``(model, flags)``.
+
+    ``flags`` maps long flag names (``--tensor-parallel-size``) to their string value, or to
+    ``True``/``False`` for boolean flags (``--no-x`` gives ``{"--x": False}``). The model is the
+    positional argument of ``vllm serve`` or ``--model``. Tokens after a shell separator (``&&``,
+    ``;``, ``|``) are ignored.
+    """
+    model: str | None = None
+    flags: dict[str, str | bool] = {}
+    tokens = argv[2:] if argv[:2] == ["vllm", "serve"] or argv[0].endswith("vllm") else argv[1:]
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in ("&&", ";", "|", "||"):
+            break
+        if tok.startswith("-"):
+            name, eq, value = tok.partition("=")
+            name = _ALIASES.get(name, name)
+            if name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS:
+                flags[f"--{name[5:]}"] = False
+            elif name in _BOOL_FLAGS:
+                flags[name] = True if not eq else value.lower() not in ("false", "0")
+            elif eq:
+                flags[name] = value
+            elif i + 1 < len(tokens) and not (tokens[i + 1].startswith("--") or tokens[i + 1] in ("&&", ";")):
+                flags[name] = tokens[i + 1]
+                i += 1
+            else:
+                flags[name] = True
+        elif model is None:
+            model = tok
+        i += 1
+    if isinstance(flags.get("--model"), str):
+        model = str(flags["--model"])
+    return model, flags
+
+
+def json_flag(flags: dict[str, str | bool], name: str) -> dict | None:
+    """The JSON object given to a flag such as ``--kv-transfer-config``; ``None`` if absent.
+
+    Raises ``ValueError`` naming the flag when the value is not a JSON object.
+    """
+    raw = flags.get(name)
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is not valid JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object")
+    return value
+
+
+def int_flag(flags: dict[str, str | bool], name: str, default: int | None) -> int | None:
+    """An integer flag's value; ``default`` when absent; ``None`` when not a literal integer."""
+    raw = flags.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(str(raw))
+    except ValueError:
+        return None
+
+
+def env_values(env: Iterable[dict] | None) -> dict[str, str]:
+    """Literal values of a container's ``env`` list; downward-API pod/host IPs become sentinels."""
+    out: dict[str, str] = {}
+    for var in env or []:
+        name = var.get("name")
+        if not name:
+            continue
+        if "value" in var and var["value"] is not None:
+            out[name] = str(var["value"])
+            continue
+        field = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if field == "status.podIP":
+            out[name] = POD_IP
+        elif field == "status.hostIP":
+            out[name] = HOST_IP
+        elif field:
+            out[name] = f"fieldRef:{field}"
+    return out
