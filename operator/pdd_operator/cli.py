@@ -101,21 +101,58 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rules(args: argparse.Namespace) -> int:
+    """List the compatibility rules (or print docs/rules.md with --markdown)."""
+    from pdd_operator.compat.docs import rules_markdown
+    from pdd_operator.compat.rules import RULES
+
+    if args.markdown:
+        sys.stdout.write(rules_markdown())
+        return 0
+    for r in RULES:
+        print(f"{r.id:34} {r.severity:8} {r.versions:22} {r.summary}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run the operator against the current kubeconfig (or in-cluster service account)."""
+    """Run the operator against the current kubeconfig (or in-cluster service account).
+
+    With ``--webhook-port`` it also serves the validating admission webhook over HTTPS and keeps the
+    ValidatingWebhookConfiguration ``pdd-operator.dev`` pointing at it (see
+    :mod:`pdd_operator.controller.webhook`).
+    """
+    import tempfile
+
     import kopf
 
     import pdd_operator.controller.handlers  # noqa: F401  (registers the handlers)
 
+    if not 0 <= args.webhook_port <= 65535:
+        raise InputError(f"--webhook-port must be between 0 and 65535, got {args.webhook_port}")
     kopf.configure(verbose=args.verbose)
+    cert_tmp: tempfile.TemporaryDirectory | None = None
+    if args.webhook_port:
+        from pdd_operator.controller import webhook
+
+        cert_dir = args.webhook_cert_dir
+        if not cert_dir:
+            cert_tmp = tempfile.TemporaryDirectory(prefix="pdd-webhook-")
+            cert_dir = cert_tmp.name
+        webhook.enable(webhook.build_server(
+            port=args.webhook_port, host=args.webhook_host, listen=args.webhook_listen, cert_dir=Path(cert_dir),
+        ))
     if args.metrics_port:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=args.metrics_address)
-    kopf.run(
-        clusterwide=not args.namespace, namespaces=args.namespace or [], standalone=True,
-        liveness_endpoint=args.liveness,
-    )
+    try:
+        kopf.run(
+            clusterwide=not args.namespace, namespaces=args.namespace or [], standalone=True,
+            liveness_endpoint=args.liveness,
+        )
+    finally:
+        if cert_tmp is not None:
+            cert_tmp.cleanup()
     return 0
 
 
@@ -128,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port (0: off)")
     run.add_argument("--metrics-address", default="0.0.0.0", help="address for the metrics server")
+    run.add_argument("--webhook-port", type=int, default=0,
+                     help="serve the validating admission webhook (HTTPS) on this port (0: no webhook)")
+    run.add_argument("--webhook-host", default="127.0.0.1",
+                     help="address the apiserver dials for the webhook, and the serving certificate's SAN: "
+                     "an IP or a DNS name such as <service>.<namespace>.svc (default 127.0.0.1, the local cluster)")
+    run.add_argument("--webhook-listen", default="127.0.0.1", help="address the webhook server binds to")
+    run.add_argument("--webhook-cert-dir", default=None,
+                     help="directory with tls.crt, tls.key (and ca.crt) to serve, e.g. a mounted Secret; "
+                     "generated there when absent (default: a temporary directory)")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=cmd_run)
 
@@ -141,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", help="YAML files (multi-document), or - for stdin")
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")
     check.set_defaults(func=cmd_check)
+
+    rules = sub.add_parser("rules", help="list the compatibility rules")
+    rules.add_argument("--markdown", action="store_true", help="print the rules reference (docs/rules.md)")
+    rules.set_defaults(func=cmd_rules)
 
     crd = sub.add_parser("crd", help="print the CRD generated from the API models")
     crd.add_argument("--write", metavar="FILE", help="write to FILE instead of stdout")

@@ -100,3 +100,10 @@ def test_must_match_settings_are_written_once():
     for shared in ("model", "engine", "kv_cache", "kv_transfer", "speculative", "image", "vllm_version",
                    "dtype", "kv_cache_dtype", "connector", "trust_remote_code", "max_model_len"):
         assert shared not in role_fields
+
+
+def test_rules_reference_is_in_sync():
+    from pdd_operator.compat.docs import rules_markdown
+
+    committed = (ROOT / "docs" / "rules.md").read_text()
+    assert committed == rules_markdown(), "docs/rules.md drifted: run `pdd rules --markdown > docs/rules.md`"

@@ -259,6 +259,21 @@ def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
     )]
 
 
+def check_speculative_complete(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        spec = r.speculative
+        if not spec:
+            continue
+        if spec.get("method") in ("eagle", "eagle3", "draft_model", "dflash", "dspark") and not spec.get("model"):
+            out.append((f"{r.role}: speculative method {spec.get('method')} needs a draft model.",
+                        "Set spec.speculative.draftModel."))
+        if spec.get("num_speculative_tokens") is None:
+            out.append((f"{r.role}: speculative decoding without num_speculative_tokens.",
+                        f"Set spec.{r.role}.numSpeculativeTokens."))
+    return out
+
+
 def check_kv_layout_match(pair: PDPair) -> list[Violation]:
     if pair.mla:
         return []
@@ -637,6 +652,10 @@ def check_efa_backend(pair: PDPair) -> list[Violation]:
     return out
 
 
+def _has_rdma(r: RoleConfig) -> bool:
+    return any(k.startswith("rdma/") or k == _EFA or "sriov" in k or "hca" in k for k in r.resources)
+
+
 def check_memlock(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
@@ -646,7 +665,7 @@ def check_memlock(pair: PDPair) -> list[Violation]:
                 "root, so NIXL may fail to register KV memory.",
                 "Run the engine as root (the default for vLLM images) or raise LimitMEMLOCK on the nodes' container runtime.",
             ))
-        elif "IPC_LOCK" not in r.capabilities and r.connector and not pair.managed:
+        elif "IPC_LOCK" not in r.capabilities and r.connector and not pair.managed and _has_rdma(r):
             out.append((
                 f"{r.role}: the engine container lacks the IPC_LOCK capability; NIXL pins KV memory for RDMA and may hit "
                 "the memlock limit.",
@@ -693,6 +712,10 @@ RULES: tuple[Rule, ...] = (
     Rule("hybrid-spec-tokens-mismatch", "spec-decode-mismatch", "error", "Hybrid SSM P and D use equal numSpeculativeTokens.",
          ("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
          "vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)", check_hybrid_spec_tokens),
+    Rule("speculative-incomplete", "spec-decode-mismatch", "error",
+         "Speculative decoding names its draft model and token count.",
+         ("spec.speculative", "spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
+         "vllm/config/speculative.py", check_speculative_complete),
     Rule("kv-layout-mismatch", "kv-layout-mismatch", "error", "KV cache layouts match, or the permute path applies.",
          ("spec.kvCache.layout", "spec.kvTransfer.enablePermuteLocalKv", "spec.decode.env"),
          "seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute)", check_kv_layout_match),

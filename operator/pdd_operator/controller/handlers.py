@@ -22,6 +22,7 @@ from pdd_operator.api.constants import GROUP, LABEL_INSTANCE, LABEL_MANAGED_BY, 
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import RECONCILE_ERRORS
 from pdd_operator.controller.reconcile import reconcile
+from pdd_operator.controller.webhook import configure_admission
 
 log = logging.getLogger("pdd_operator")
 
@@ -53,6 +54,7 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
+    configure_admission(settings)  # the validating webhook, when `pdd run --webhook-port` enabled it
     _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
 
 
