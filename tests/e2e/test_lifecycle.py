@@ -119,8 +119,8 @@ def test_incompatible_edit_touches_nothing_and_says_why(cluster, operator, names
     before = {r: cluster.apps.read_namespaced_deployment(f"nemotron-nano-{r}", namespace).metadata
               for r in ("prefill", "decode")}
     doc = yaml.safe_load(NEMOTRON)
-    doc["spec"]["decode"]["tensorParallelSize"] = 3        # neither TP divides the other
-    doc["spec"]["prefill"]["pipelineParallelSize"] = 2     # pull + PP on a hybrid (HMA) model
+    doc["spec"]["kvCache"] = {"ssmConvStateLayout": "SD"}  # vLLM >= 0.20 asserts DS for Mamba layers
+    doc["spec"]["decode"]["blockSize"] = 256               # HMA needs equal block sizes before 0.27
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
 
     def refused():
@@ -128,11 +128,11 @@ def test_incompatible_edit_touches_nothing_and_says_why(cluster, operator, names
         return st.get("observedGeneration") == 2 and condition(st, "Compatible").get("status") == "False" and st
     st = wait_for(refused, 60, what="Compatible=False at generation 2")
     message = condition(st, "Compatible")["message"]
-    assert "[tp-divisibility]" in message and "[pp-pull-hma]" in message and "Fix:" in message
+    assert "[ssm-conv-layout-ds]" in message and "[block-size-hma]" in message and "Fix:" in message
     assert condition(st, "Degraded")["reason"] == "IncompatibleSpec"
     assert "keep running generation 1" in condition(st, "Degraded")["message"]
     assert st["appliedGeneration"] == 1 and st["prefill"]["ready"] == "1/1"
-    assert {f["rule"] for f in st["compatibility"]} >= {"tp-divisibility", "pp-pull-hma"}
+    assert {f["rule"] for f in st["compatibility"]} >= {"ssm-conv-layout-ds", "block-size-hma"}
     for r in ("prefill", "decode"):
         after = cluster.apps.read_namespaced_deployment(f"nemotron-nano-{r}", namespace).metadata
         assert after.generation == before[r].generation
@@ -194,3 +194,22 @@ def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, n
               for w in audit_writes(cluster, namespace, since)}
     assert ("OpenAPI-Generator", "deployments", None) in agents
     assert ("OpenAPI-Generator", "pddeployments", "status") in agents
+
+
+@pytest.mark.parametrize(
+    "patch, rule",
+    [
+        ({"prefill": {"tensorParallelSize": 2}, "decode": {"tensorParallelSize": 3}}, "tp-divisibility"),
+        ({"decode": {"pipelineParallelSize": 2}}, "pp-decode-unsupported"),
+        ({"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}, "block-size-direction"),
+    ],
+)
+def test_api_server_refuses_version_independent_faults(cluster, namespace, patch, rule):
+    """CEL rules in the CRD: refused by the API server itself, even with no operator running."""
+    doc = yaml.safe_load(LLAMA)
+    for role, values in patch.items():
+        doc["spec"][role].update(values)
+    proc = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert proc.returncode != 0 and f"[{rule}]" in proc.stderr, proc.stderr
+    assert cluster.custom.list_namespaced_custom_object(
+        "pdd-operator.dev", "v1alpha1", namespace, "pddeployments")["items"] == []

@@ -107,3 +107,16 @@ def test_rules_reference_is_in_sync():
 
     committed = (ROOT / "docs" / "rules.md").read_text()
     assert committed == rules_markdown(), "docs/rules.md drifted: run `pdd rules --markdown > docs/rules.md`"
+
+
+def test_cel_rules_name_existing_compatibility_rules():
+    import re
+
+    from pdd_operator.compat.rules import RULES_BY_ID
+
+    spec = _root_schema()["properties"]["spec"]
+    rules = spec["x-kubernetes-validations"]
+    assert len(rules) >= 5
+    for rule in rules:
+        rule_id = re.match(r"\[([a-z0-9-]+)\]", rule["message"]).group(1)
+        assert rule_id in RULES_BY_ID and RULES_BY_ID[rule_id].severity == "error"

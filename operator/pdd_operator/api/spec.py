@@ -358,8 +358,38 @@ class NetworkSpec(APIModel):
     )
 
 
+#: Invariants that need no knowledge of the vLLM version, enforced by the API server itself (CEL),
+#: so they hold even while the operator and its webhook are down. Each message starts with the id of
+#: the compatibility rule that says the same (operator/pdd_operator/compat/rules.py).
+CEL_RULES = [
+    {"rule": "self.prefill.tensorParallelSize % self.decode.tensorParallelSize == 0 || "
+             "self.decode.tensorParallelSize % self.prefill.tensorParallelSize == 0",
+     "message": "[tp-divisibility] one of prefill.tensorParallelSize and decode.tensorParallelSize must be a "
+                "multiple of the other", "fieldPath": ".decode.tensorParallelSize"},
+    {"rule": "self.decode.pipelineParallelSize == 1",
+     "message": "[pp-decode-unsupported] only prefill may be pipeline parallel: set decode.pipelineParallelSize to 1",
+     "fieldPath": ".decode.pipelineParallelSize"},
+    {"rule": "self.kvTransfer.connector == 'NixlPushConnector' || self.prefill.pipelineParallelSize == 1",
+     "message": "[pp-pull-unsupported] prefill.pipelineParallelSize > 1 needs kvTransfer.connector NixlPushConnector",
+     "fieldPath": ".prefill.pipelineParallelSize"},
+    {"rule": "!has(self.prefill.blockSize) || !has(self.decode.blockSize) || "
+             "self.kvTransfer.connector == 'NixlPushConnector' || self.decode.blockSize % self.prefill.blockSize == 0",
+     "message": "[block-size-direction] with the pull connector decode.blockSize must be a multiple of prefill.blockSize",
+     "fieldPath": ".decode.blockSize"},
+    {"rule": "!has(self.prefill.blockSize) || !has(self.decode.blockSize) || "
+             "self.kvTransfer.connector != 'NixlPushConnector' || self.decode.blockSize == self.prefill.blockSize",
+     "message": "[block-size-push-equal] with NixlPushConnector prefill and decode blockSize must be equal",
+     "fieldPath": ".decode.blockSize"},
+    {"rule": "!has(self.speculative) || (has(self.prefill.numSpeculativeTokens) && has(self.decode.numSpeculativeTokens))",
+     "message": "[speculative-incomplete] with speculative set, prefill and decode need numSpeculativeTokens",
+     "fieldPath": ".speculative"},
+]
+
+
 class PDDeploymentSpec(APIModel):
     """Desired state of a disaggregated prefill/decode deployment."""
+
+    model_config = {**APIModel.model_config, "json_schema_extra": {"x-kubernetes-validations": CEL_RULES}}
 
     model: ModelSpec = Field(description="The model; identical on prefill and decode by construction.")
     engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM engine image and version.", json_schema_extra=OBJECT_DEFAULT)
