@@ -63,29 +63,62 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_docs(path: str) -> list[dict]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from exc
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    """Print the compatibility findings of each PDDeployment; exit 1 if any has an error."""
+    """Print the compatibility findings of each P/D deployment in the files; exit 1 if any has an error.
+
+    PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
+    LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
+    for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
+    """
+    from pdd_operator.compat.manifests import find_engines, pair_engines
+
     results = []
-    failed = False
+    engines = []
     for path in args.files:
-        for meta, spec in load_pdds(path):
-            report = evaluate(spec)
-            failed |= not report.compatible
-            results.append({
-                "file": path, "name": meta.get("name"), "namespace": meta.get("namespace", "default"),
-                "vllmVersion": report.version, "compatible": report.compatible,
-                "findings": [f.wire() for f in report.findings],
-            })
+        docs = _load_docs(path)
+        for doc in docs:
+            if doc.get("kind") == KIND:
+                continue
+            engines.extend(find_engines(doc))
+        if any(d.get("kind") == KIND for d in docs):
+            for meta, spec in load_pdds(path):
+                report = evaluate(spec)
+                results.append({
+                    "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
+                    "vllmVersion": report.version, "compatible": report.compatible,
+                    "findings": [f.wire() for f in report.findings],
+                })
+    pairs, unpaired = pair_engines(engines)
+    for pair, _, _ in pairs:
+        report = evaluate(pair)
+        results.append({
+            "file": ", ".join(args.files), "object": pair.source, "vllmVersion": report.version,
+            "compatible": report.compatible, "findings": [f.wire() for f in report.findings],
+        })
+    skipped = [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
+    failed = any(not r["compatible"] for r in results)
     if args.output == "json":
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"results": results, "notChecked": skipped}, indent=2))
     else:
         for r in results:
             verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
-            print(f"{r['file']}: {KIND} {r['name']} (vLLM {r['vllmVersion']}): {verdict}")
+            print(f"{r['object']} (vLLM {r['vllmVersion']}): {verdict}")
             for f in r["findings"]:
-                print(f"  {f['severity']}: [{f['rule']}] {', '.join(f['fields'])}: {f['message']}")
+                print(f"  {f['severity']}: [{f['rule']}] {f['message']}")
                 if f.get("fix"):
                     print(f"    fix: {f['fix']}")
+        for s_ in skipped:
+            print(f"not checked: {s_['object']}: {s_['reason']}")
+        if not results and not skipped:
+            print("no PDDeployment and no vLLM engine with a KV connector found")
     return 1 if failed else 0
 
 
@@ -119,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     With ``--webhook-port`` it also serves the validating admission webhook over HTTPS and keeps the
     ValidatingWebhookConfiguration ``pdd-operator.dev`` pointing at it (see
-    :mod:`pdd_operator.controller.webhook`).
+    :mod:`pdd_operator.controller.webhook`), which it leaves in place on exit.
     """
     import tempfile
 
@@ -138,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not cert_dir:
             cert_tmp = tempfile.TemporaryDirectory(prefix="pdd-webhook-")
             cert_dir = cert_tmp.name
-        webhook.enable(webhook.build_server(
+        webhook.enable(webhook.prepare(
             port=args.webhook_port, host=args.webhook_host, listen=args.webhook_listen, cert_dir=Path(cert_dir),
         ))
     if args.metrics_port:

@@ -45,7 +45,7 @@ def test_invalid_field_is_named(tmp_path, capsys):
 def test_check_json_and_exit_code(tmp_path, capsys):
     bad = _bad(tmp_path, "  decode: {pipelineParallelSize: 2}\n")
     assert main(["check", NEMOTRON, bad, "-o", "json"]) == 1
-    results = json.loads(capsys.readouterr().out)
+    results = json.loads(capsys.readouterr().out)["results"]
     assert [r["compatible"] for r in results] == [True, False]
     assert results[1]["findings"][0]["rule"] == "pp-decode-unsupported"
     assert main(["check", NEMOTRON]) == 0

@@ -43,7 +43,7 @@ def split_command(command: Iterable[str] | None, args: Iterable[str] | None) -> 
         base = tok.rsplit("/", 1)[-1]
         if base == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
             return argv[i:]
-        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main"):
+        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm"):
             return argv[i:]
     return []
 

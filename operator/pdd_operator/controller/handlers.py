@@ -7,6 +7,9 @@
 
 Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers on the
 objects, so the only writes are the operator's own (children it changed, status when it changed).
+
+The validating admission webhook is in :mod:`pdd_operator.controller.webhook`; ``pdd run
+--webhook-port`` registers it (:func:`~pdd_operator.controller.webhook.enable`) next to these.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from pdd_operator.api.constants import GROUP, LABEL_INSTANCE, LABEL_MANAGED_BY, 
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import RECONCILE_ERRORS
 from pdd_operator.controller.reconcile import reconcile
-from pdd_operator.controller.webhook import configure_admission
 
 log = logging.getLogger("pdd_operator")
 
@@ -54,7 +56,6 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
-    configure_admission(settings)  # the validating webhook, when `pdd run --webhook-port` enabled it
     _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
 
 

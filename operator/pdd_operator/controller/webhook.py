@@ -1,27 +1,40 @@
 """Validating admission webhook for PDDeployments: refuse at ``kubectl apply`` what the operator would
 refuse later, and print its warnings there too.
 
-:func:`review` is the whole decision, a pure function of the admission request's operation and the
-old and new objects; :func:`enable` registers it with kopf (``@kopf.on.validate``) and
-:func:`configure_admission` points kopf's admission settings at the webhook server made by
-:func:`build_server` (real TLS, certificates from :mod:`pdd_operator.controller.tls`).
+- :func:`review` is the whole decision, a pure function of the admission request's operation and
+  the new and old objects (unit-tested without a cluster).
+- :func:`prepare` makes the HTTPS endpoint: certificates from :mod:`pdd_operator.controller.tls`
+  (a directory with ``tls.crt``/``tls.key``/``ca.crt``, generated when absent) and a
+  ``kopf.WebhookServer`` that serves them.
+- :func:`enable` registers everything with kopf: the ``@kopf.on.validate`` handler, and startup and
+  cleanup handlers that point ``settings.admission.server`` at the endpoint and keep the
+  ValidatingWebhookConfiguration :data:`CONFIGURATION_NAME` in place (:func:`webhook_configuration`).
 
-What the webhook configuration (kopf manages it, named ``pdd-operator.dev``) covers:
+The operator writes the ValidatingWebhookConfiguration itself (server-side apply) instead of using
+kopf's ``settings.admission.managed``, for three reasons:
 
-- CREATE and UPDATE of ``pddeployments`` only: DELETE never reaches the webhook, and neither do
-  writes to the ``status`` subresource (a separate resource, ``pddeployments/status``), so the
-  operator's status patches never depend on the webhook;
-- ``failurePolicy: Fail``: while the webhook is unreachable (operator restarting), creates and updates
-  are refused rather than let through unchecked. The webhook is registered as *persistent*, so kopf
-  leaves it in place when the operator stops.
+- kopf cannot express ``matchConditions``. Ours send only CREATEs and spec-changing UPDATEs of
+  objects not being deleted. With ``failurePolicy: Fail`` every request that reaches the webhook is
+  refused while the operator is down, and that must not include the garbage collector's removal of
+  the ``foregroundDeletion`` finalizer (``kubectl delete --cascade=foreground`` would hang until the
+  operator is back: measured with kopf's configuration) nor label, annotation or finalizer edits;
+- kopf removes non-persistent webhooks on exit, so bad objects slip in while the operator restarts,
+  and it creates an empty MutatingWebhookConfiguration of the same name as well;
+- kopf re-patches the whole ``webhooks`` list on every start.
 
-An UPDATE that leaves the spec as it is (labels, annotations, finalizers, an object being deleted)
-is always allowed, even when the stored spec breaks a rule (it may predate the webhook): removing a
-finalizer must never be blocked.
+What the configuration covers: CREATE and UPDATE of ``pddeployments`` only. DELETE never reaches the
+webhook, and neither do writes to the status subresource (``pddeployments/status`` is a separate
+resource in the rules), so the operator's status patches never depend on it. The configuration is
+left in place when the operator stops (creates and updates are then refused: fail closed); delete it
+by hand (``kubectl delete validatingwebhookconfiguration pdd-operator.dev``) when uninstalling.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import ipaddress
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,24 +44,37 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from pdd_operator.api.constants import GROUP, KIND, PLURAL, VERSION
+from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat import evaluate
 
 log = logging.getLogger(__name__)
 
-#: Name of the ValidatingWebhookConfiguration kopf creates and keeps up to date.
+#: Name of the ValidatingWebhookConfiguration the operator keeps in place.
 CONFIGURATION_NAME = GROUP
-#: kopf handler id: the webhook is ``validate-pddeployment.pdd-operator.dev``, its URL path ``/validate-pddeployment``.
+#: kopf handler id, and the URL path of the webhook (kopf routes ``/<id>`` to that handler).
 HANDLER_ID = "validate-pddeployment"
 WEBHOOK_NAME = f"{HANDLER_ID}.{CONFIGURATION_NAME}"
 OPERATIONS = ("CREATE", "UPDATE")
+#: The apiserver waits this long for an answer before applying the failure policy (max 30).
+TIMEOUT_SECONDS = 10
+#: How often the operator checks that the configuration (and its caBundle) is still in place.
+KEEP_INTERVAL = 60.0
 
 #: Rule id of the warning for an in-place change of a setting that must match between P and D.
 ROLLOUT_RULE = "rollout-incompatible-change"
-#: Rule id used for fields the API models refuse (the same one the operator puts in status).
+#: Rule id for fields the API models refuse (the one the operator puts in status for them).
 INVALID_RULE = "spec-invalid"
+
+#: CEL conditions, all of which must hold for the apiserver to call the webhook: not for objects
+#: being deleted, and UPDATEs only when the spec changes (status is a separate resource anyway).
+MATCH_CONDITIONS = (
+    {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
+    {"name": "spec-changed",
+     "expression": "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) "
+                   "|| object.spec != oldObject.spec"},
+)
 
 #: Settings that must match between prefill and decode, as (path in the spec, getter).
 MUST_MATCH: tuple[tuple[str, Callable[[PDDeploymentSpec], Any]], ...] = (
@@ -62,6 +88,9 @@ MUST_MATCH: tuple[tuple[str, Callable[[PDDeploymentSpec], Any]], ...] = (
     ("spec.kvTransfer.bufferDevice", lambda s: s.kv_transfer.buffer_device),
     ("spec.speculative", lambda s: s.speculative.wire() if s.speculative else None),
 )
+
+
+# --- the decision -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -85,7 +114,7 @@ def invalid_fields(exc: ValidationError) -> list[str]:
     for err in exc.errors():
         path = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
         lines.append(f"[{INVALID_RULE}] {path}: {err['msg']}")
-    return lines
+    return list(dict.fromkeys(lines))
 
 
 def parse_spec(obj: Mapping | None) -> PDDeploymentSpec:
@@ -118,18 +147,21 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
     """Decide an admission request for a PDDeployment (``new``/``old``: the objects as dicts).
 
     - not a CREATE or UPDATE: allowed (the webhook is not registered for others);
-    - UPDATE that does not change the spec, or of an object being deleted: allowed; findings of the
-      stored spec are passed on as warnings only;
+    - UPDATE of an object being deleted, or that leaves the spec as it is: allowed, whatever the
+      stored spec (it may predate the webhook); its errors come back as one warning. The
+      configuration's ``matchConditions`` already keep these away from the webhook; this is the
+      same rule for an apiserver without them;
     - a spec the API models refuse: refused, naming every bad field (``[spec-invalid] spec.x: ...``);
     - compatibility errors: refused with all of them, one ``[rule-id] message Fix: fix`` per line;
     - compatibility warnings: allowed, each as an admission warning (``kubectl`` prints ``Warning:``);
-    - UPDATE changing a setting that must match between prefill and decode: an extra warning.
+    - UPDATE changing a setting that must match between prefill and decode: one more warning
+      (:data:`ROLLOUT_RULE`).
     """
     if operation not in OPERATIONS or new is None:
         return Verdict(True)
     what = _describe(new)
     if operation == "UPDATE" and old is not None:
-        deleting = bool(((new.get("metadata") or {}).get("deletionTimestamp")))
+        deleting = bool((new.get("metadata") or {}).get("deletionTimestamp"))
         if deleting or old.get("spec") == new.get("spec"):
             return Verdict(True, warnings=_unchanged_warnings(new))
 
@@ -140,15 +172,15 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
         return Verdict(False, f"{what}: invalid spec ({len(lines)} field(s)):\n" + "\n".join(lines))
 
     report = evaluate(spec)
+    warnings = list(dict.fromkeys(finding_text(f) for f in report.warnings))
     if report.errors:
-        lines = [finding_text(f) for f in report.errors]
+        lines = list(dict.fromkeys(finding_text(f) for f in report.errors))
         return Verdict(
             False,
             f"{what} cannot work with vLLM {report.version}: {len(lines)} compatibility error(s):\n"
             + "\n".join(lines),
-            warnings=[finding_text(f) for f in report.warnings],
+            warnings=warnings,
         )
-    warnings = [finding_text(f) for f in report.warnings]
     if operation == "UPDATE" and old is not None:
         try:
             old_spec = parse_spec(old)
@@ -169,85 +201,181 @@ def _unchanged_warnings(obj: Mapping) -> list[str]:
     else:
         if report.compatible:
             return []
-        rules = [f.rule for f in report.errors]
-        detail = "; ".join(finding_text(f) for f in report.errors)
+        rules = list(dict.fromkeys(f.rule for f in report.errors))
+        detail = "; ".join(dict.fromkeys(finding_text(f) for f in report.errors))
     return [
-        f"{_describe(obj)}: this update leaves the spec unchanged and is allowed, but the spec is "
+        f"{_describe(obj)}: allowed because this update leaves the spec unchanged, but the spec is "
         f"refused by {', '.join(f'[{r}]' for r in rules)}; the operator keeps it on its last good spec. {detail}"
     ]
 
 
+# --- the webhook configuration ----------------------------------------------------------------------
+
+
+def webhook_url(host: str, port: int) -> str:
+    """``https://host:port/<handler id>``, with brackets around an IPv6 literal."""
+    try:
+        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            host = f"[{host}]"
+    except ValueError:
+        pass  # a DNS name
+    return f"https://{host}:{port}/{HANDLER_ID}"
+
+
+def webhook_configuration(url: str, ca_bundle: bytes) -> dict:
+    """The ValidatingWebhookConfiguration for the webhook at ``url`` whose certificate ``ca_bundle``
+    (PEM) verifies.
+
+    ``failurePolicy: Fail`` for CREATE/UPDATE of ``pddeployments`` (not ``pddeployments/status``),
+    narrowed by :data:`MATCH_CONDITIONS`; ``sideEffects: None`` so dry runs are validated too.
+    """
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION_NAME, "labels": {LABEL_MANAGED_BY: "pdd-operator"}},
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_bundle).decode("ascii")},
+            "rules": [{
+                "apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
+                "operations": list(OPERATIONS), "scope": "Namespaced",
+            }],
+            "matchPolicy": "Equivalent",
+            "matchConditions": [dict(c) for c in MATCH_CONDITIONS],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "timeoutSeconds": TIMEOUT_SECONDS,
+            "admissionReviewVersions": ["v1"],
+        }],
+    }
+
+
+def ensure_configuration(api: Any, desired: dict) -> bool:
+    """Server-side apply ``desired`` (a ValidatingWebhookConfiguration) unless it is already in place.
+
+    ``api``: a ``kubernetes.client.AdmissionregistrationV1Api``. Returns True when a write was sent.
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    from pdd_operator.controller.kube import contains
+
+    name = desired["metadata"]["name"]
+    try:
+        resp = api.read_validating_webhook_configuration(name, _preload_content=False)
+        live = json.loads(resp.data)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        live = None
+    if live is not None and contains(live, desired):
+        return False
+    api.patch_validating_webhook_configuration(
+        name, desired, field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml",
+    )
+    log.info("webhook: applied ValidatingWebhookConfiguration %s (%s)", name,
+             desired["webhooks"][0]["clientConfig"]["url"])
+    return True
+
+
 # --- kopf wiring ------------------------------------------------------------------------------------
 
-_state: dict[str, Any] = {}
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The webhook as served (``server``) and as the apiserver reaches it (``url``, ``ca_file``)."""
+
+    server: kopf.WebhookServer
+    url: str
+    #: PEM bundle the apiserver verifies the serving certificate with (``ca.crt``, else ``tls.crt``).
+    ca_file: Path
+
+
+def prepare(*, port: int, host: str, listen: str, cert_dir: Path) -> Endpoint:
+    """The HTTPS webhook endpoint: kopf server on ``listen:port``, reached at ``https://host:port``.
+
+    Certificates come from ``cert_dir`` (``tls.crt``/``tls.key``/``ca.crt``, used when present) or
+    are generated there for ``host`` (:func:`pdd_operator.controller.tls.ensure_serving_files`).
+    kopf re-reads the files every 60 s and restarts its listener when they changed (a renewed
+    Secret); the configuration keeper then applies the new ``caBundle``.
+    """
+    from pdd_operator.controller.tls import covers, ensure_serving_files, load_cert
+
+    files = ensure_serving_files(cert_dir, [host])
+    if files.generated:
+        log.info("webhook: generated a CA and a serving certificate for %s in %s", host, cert_dir)
+    elif not covers(load_cert(files.certfile), host):
+        log.warning("webhook: %s does not name %s among its SANs; the apiserver will refuse the TLS "
+                    "handshake", files.certfile, host)
+    server = kopf.WebhookServer(
+        addr=listen, port=port, host=host,
+        certfile=str(files.certfile), pkeyfile=str(files.keyfile),
+        cafile=str(files.cafile) if files.cafile is not None else None,
+    )
+    return Endpoint(server=server, url=webhook_url(host, port), ca_file=files.cafile or files.certfile)
 
 
 def validate_pddeployment(operation: str | None, body: Mapping, old: Mapping | None, warnings: list[str],
                           **_: Any) -> None:
     """kopf validating handler: apply :func:`review`; raise ``kopf.AdmissionError`` to refuse.
 
-    ``warnings`` is kopf's list for admission warnings (``response.warnings``); ``body`` is the new
-    object (the old one for a DELETE, which is not registered), ``old`` the stored one on UPDATE.
+    ``warnings`` is kopf's list for the response's admission warnings; ``body`` is the new object
+    (the old one on DELETE, which is not registered), ``old`` the stored one on UPDATE.
     """
-    new = body if operation != "DELETE" else None
-    verdict = review(operation, dict(new) if new is not None else None, dict(old) if old is not None else None)
+    new = _plain(body) if operation != "DELETE" else None
+    verdict = review(operation, new, _plain(old) if old is not None else None)
     warnings.extend(verdict.warnings)
     if not verdict.allowed:
         raise kopf.AdmissionError(verdict.message, code=422)
 
 
-def enable(server: kopf.WebhookServer, *, registry: kopf.OperatorRegistry | None = None) -> None:
-    """Register the validating handler and remember ``server`` for :func:`configure_admission`.
+def _plain(body: Mapping) -> dict:
+    """A kopf body view as a plain JSON dict."""
+    return json.loads(json.dumps(dict(body)))
 
-    Call before ``kopf.run``. Only when a server is configured: kopf refuses to start with admission
-    handlers but no server. Idempotent per registry.
+
+_state: dict[str, Any] = {}
+
+
+def enable(endpoint: Endpoint, *, registry: kopf.OperatorRegistry | None = None) -> None:
+    """Register the webhook with kopf (before ``kopf.run``): the validating handler, and startup and
+    cleanup handlers that configure kopf's admission server and keep the configuration in place.
     """
-    _state["server"] = server
-    key = id(registry) if registry is not None else "default"
-    if key in _state.setdefault("registered", set()):
-        return
+    _state["endpoint"] = endpoint
     kopf.on.validate(
         GROUP, VERSION, PLURAL, id=HANDLER_ID, operations=list(OPERATIONS),
-        persistent=True,        # kopf keeps it in the configuration on exit -> Fail while we are down
-        side_effects=False,     # sideEffects: None -> dry-run requests are validated too
-        ignore_failures=False,  # failurePolicy: Fail
-        registry=registry,
+        side_effects=False, ignore_failures=False, registry=registry,
     )(validate_pddeployment)
-    _state["registered"].add(key)
+    kopf.on.startup(id="webhook-startup", registry=registry)(_startup)
+    kopf.on.cleanup(id="webhook-cleanup", registry=registry)(_cleanup)
 
 
-def configure_admission(settings: kopf.OperatorSettings) -> None:
-    """Point kopf at the webhook server given to :func:`enable` and let it manage the configuration.
-
-    Called from the operator's startup handler; does nothing when the webhook is not enabled.
-    """
-    server = _state.get("server")
-    if server is None:
-        return
-    settings.admission.server = server
-    settings.admission.managed = CONFIGURATION_NAME
+async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    endpoint: Endpoint = _state["endpoint"]
+    settings.admission.server = endpoint.server
+    settings.admission.managed = None  # the keeper below writes the configuration
+    _state["keeper"] = asyncio.get_running_loop().create_task(_keep_configuration(endpoint))
 
 
-def build_server(*, port: int, host: str, listen: str, cert_dir: Path) -> kopf.WebhookServer:
-    """A kopf HTTPS webhook server on ``listen:port`` that the apiserver reaches at ``host:port``.
+async def _cleanup(**_: Any) -> None:
+    task = _state.pop("keeper", None)
+    if task is not None:
+        task.cancel()  # the configuration stays: fail closed while the operator is away
 
-    Certificates come from ``cert_dir`` (``tls.crt``/``tls.key``/``ca.crt``, used when present) or
-    are generated there for ``host``. ``ca.crt`` goes to kopf as ``cafile`` and so into the
-    configuration's ``caBundle``; without one, kopf uses the serving certificate itself. kopf re-reads
-    the three files every 60 s and, when they changed (a renewed Secret), restarts its listener and
-    patches the new ``caBundle`` in.
-    """
-    from pdd_operator.controller.tls import covers, ensure_serving_files, load_cert
 
-    files = ensure_serving_files(cert_dir, [host])
-    cert = load_cert(files.certfile)
-    if files.generated:
-        log.info("webhook: generated a CA and a serving certificate for %s in %s", host, cert_dir)
-    elif not covers(cert, host):
-        log.warning("webhook: %s does not name %s among its SANs; the apiserver will refuse the TLS "
-                    "handshake", files.certfile, host)
-    return kopf.WebhookServer(
-        addr=listen, port=port, host=host,
-        certfile=str(files.certfile), pkeyfile=str(files.keyfile),
-        cafile=str(files.cafile) if files.cafile is not None else None,
-    )
+async def _keep_configuration(endpoint: Endpoint) -> None:
+    """Apply the configuration now and whenever it or the CA bundle changed (checked periodically)."""
+    from kubernetes import client
+
+    from pdd_operator.controller.kube import load_config
+
+    loop = asyncio.get_running_loop()
+    api = client.AdmissionregistrationV1Api(load_config())
+    while True:
+        delay = KEEP_INTERVAL
+        try:
+            desired = webhook_configuration(endpoint.url, endpoint.ca_file.read_bytes())
+            await loop.run_in_executor(None, ensure_configuration, api, desired)
+        except Exception as exc:  # noqa: BLE001  (API errors, connection errors, an unreadable file)
+            log.warning("webhook: cannot apply ValidatingWebhookConfiguration %s: %s", CONFIGURATION_NAME, exc)
+            delay = 5.0
+        await asyncio.sleep(delay)
