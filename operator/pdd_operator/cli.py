@@ -82,15 +82,26 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     results = []
     engines = []
+    all_docs = {path: _load_docs(path) for path in args.files}
+    config_maps = {
+        (d.get("metadata", {}).get("namespace", "default"), d.get("metadata", {}).get("name")): d.get("data") or {}
+        for docs in all_docs.values() for d in docs if d.get("kind") == "ConfigMap"
+    }
+    forced_config = json.loads(Path(args.model_config).read_text()) if args.model_config else None
     for path in args.files:
-        docs = _load_docs(path)
+        docs = all_docs[path]
         for doc in docs:
             if doc.get("kind") == KIND:
                 continue
             engines.extend(find_engines(doc))
         if any(d.get("kind") == KIND for d in docs):
             for meta, spec in load_pdds(path):
-                report = evaluate(spec)
+                model_config = forced_config
+                ref = spec.model.config_map_ref
+                if model_config is None and ref is not None:
+                    raw = config_maps.get((meta.get("namespace", "default"), ref.name), {}).get(ref.key)
+                    model_config = json.loads(raw) if raw else None
+                report = evaluate(spec, model_config=model_config)
                 results.append({
                     "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
                     "vllmVersion": report.version, "compatible": report.compatible,
@@ -219,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check PDDeployments against the compatibility rules")
     check.add_argument("files", nargs="+", help="YAML files (multi-document), or - for stdin")
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    check.add_argument("--model-config", metavar="FILE",
+                       help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")
     check.set_defaults(func=cmd_check)
 
     rules = sub.add_parser("rules", help="list the compatibility rules")

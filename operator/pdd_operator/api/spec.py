@@ -159,6 +159,11 @@ class ModelSpec(APIModel):
         None, ge=1,
         description="Mamba2 `n_groups` (config.json); with heterogeneous TP both TP sizes must divide it.",
     )
+    config_map_ref: ConfigMapKeyRef | None = Field(
+        None,
+        description="ConfigMap key holding the model's config.json; gives the compatibility rules the "
+        "architecture, KV heads and Mamba n_groups. Fields set here in spec.model win over it.",
+    )
     dtype: ModelDType = Field(ModelDType.AUTO, description="Weights and activations dtype (`--dtype`).")
     trust_remote_code: bool = Field(False, description="Pass `--trust-remote-code` to vLLM.")
     max_model_len: int | None = Field(None, ge=1, description="Context length in tokens (`--max-model-len`).")
@@ -172,6 +177,13 @@ class SecretKeyRef(APIModel):
 
     name: str = Field(min_length=1, description="Secret name.")
     key: str = Field(min_length=1, description="Key within the Secret.")
+
+
+class ConfigMapKeyRef(APIModel):
+    """A key of a ConfigMap in the PDDeployment's namespace."""
+
+    name: str = Field(min_length=1, description="ConfigMap name.")
+    key: str = Field("config.json", min_length=1, description="Key within the ConfigMap.")
 
 
 class EnvVar(APIModel):

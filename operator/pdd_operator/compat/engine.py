@@ -47,14 +47,17 @@ def _finding(rule: Rule, message: str, fix: str) -> Finding:
                    fix=fix, source=rule.source)
 
 
-def evaluate(target: PDDeploymentSpec | PDPair, rules: tuple[Rule, ...] = RULES) -> CompatReport:
+def evaluate(
+    target: PDDeploymentSpec | PDPair, rules: tuple[Rule, ...] = RULES, model_config: dict | None = None
+) -> CompatReport:
     """Check a PDDeployment spec (or an already extracted :class:`PDPair`) against every rule.
 
     A rule bounded to versions (``since``/``until``) runs only when the version is known and inside
     its bounds; with an unknown version such rules are named in a ``vllm-version-unknown`` warning
-    instead of passing silently. Never raises for a schema-valid spec.
+    instead of passing silently. ``model_config`` is the model's parsed config.json, if known.
+    Never raises for a schema-valid spec.
     """
-    pair = from_pddeployment(target) if isinstance(target, PDDeploymentSpec) else target
+    pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     version = pair.version
     findings: list[Finding] = []
     skipped: list[str] = []

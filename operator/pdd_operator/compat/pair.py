@@ -214,12 +214,15 @@ def role_from_container(role: str, container: dict, pod_spec: dict | None, *, ve
     )
 
 
-def from_pddeployment(spec, name: str = "", namespace: str = "default") -> PDPair:
+def from_pddeployment(spec, name: str = "", namespace: str = "default", model_config: dict | None = None) -> PDPair:
     """The pair a PDDeployment spec will run, read back from the pods the operator renders for it.
 
-    ``spec`` is a :class:`~pdd_operator.api.spec.PDDeploymentSpec`. Going through the rendered pod
-    templates means the rules judge exactly what would be started.
+    ``spec`` is a :class:`~pdd_operator.api.spec.PDDeploymentSpec`; ``model_config`` the model's
+    parsed config.json, if the user supplied one. Going through the rendered pod templates means the
+    rules judge exactly what would be started. Explicit ``spec.model`` fields win over config.json,
+    which wins over the name tables.
     """
+    from pdd_operator.compat.model_config import resolve_model
     from pdd_operator.render.workloads import Owner, pod_template
 
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
@@ -227,15 +230,14 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default") -> PDPai
     owner = Owner(name=name or "pdd", namespace=namespace)
     roles = {}
     for role in ("prefill", "decode"):
-        pod = pod_template(owner, role, spec)["spec"]
+        pod = pod_template(owner, role, spec, model_config)["spec"]
         roles[role] = role_from_container(role, pod["containers"][0], pod, version_text=version_text)
-    m = spec.model
+    resolved = resolve_model(spec.model, model_config)
     notes = () if version is not None else (
         f"the vLLM version cannot be determined from image {spec.engine.image!r}",
     )
     return PDPair(
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
-        prefill=roles["prefill"], decode=roles["decode"],
-        model=traits(m.architecture, m.ssm_kind, m.hf_architecture, m.name),
-        num_kv_heads=m.num_kv_heads, n_groups=m.mamba_n_groups, managed=True, notes=notes,
+        prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,
+        num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups, managed=True, notes=notes,
     )

@@ -102,6 +102,16 @@ class Kube:
             raise
         return self.api_client.sanitize_for_serialization(obj)
 
+    def config_map_value(self, namespace: str, name: str, key: str) -> str | None:
+        """The value of one key of a ConfigMap, or ``None`` when the ConfigMap or key is missing."""
+        try:
+            cm = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return (cm.data or {}).get(key)
+
     # --- writes ------------------------------------------------------------------------------
 
     def apply(self, desired: dict) -> bool:

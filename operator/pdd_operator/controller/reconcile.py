@@ -6,6 +6,7 @@ must be cheap when nothing changed: it then sends no write at all.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -55,6 +56,35 @@ def invalid_spec_report(exc: ValidationError) -> CompatReport:
     return CompatReport(version="unknown", findings=findings)
 
 
+def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tuple[dict | None, Finding | None]:
+    """Read the model's config.json from ``spec.model.configMapRef``.
+
+    Returns ``(config, None)``, or ``(None, warning)`` when the ConfigMap, the key or the JSON is
+    missing or bad: rules that need it then fall back to the spec fields and the name tables.
+    """
+    ref = spec.model.config_map_ref
+    if ref is None:
+        return None, None
+    text = kube.config_map_value(namespace, ref.name, ref.key)
+    problem = None
+    if text is None:
+        problem = f"ConfigMap {ref.name!r} or its key {ref.key!r} does not exist"
+    else:
+        try:
+            config = json.loads(text)
+            if isinstance(config, dict):
+                return config, None
+            problem = f"ConfigMap {ref.name!r} key {ref.key!r} is not a JSON object"
+        except json.JSONDecodeError as exc:
+            problem = f"ConfigMap {ref.name!r} key {ref.key!r} is not valid JSON ({exc.msg})"
+    return None, Finding(
+        rule="model-config-unavailable", severity="warning", fields=["spec.model.configMapRef"],
+        message=f"{problem}; rules that need the model's config.json used spec.model and the name tables instead.",
+        fix="Create the ConfigMap with the model's config.json under that key, or fix spec.model.configMapRef.",
+        source="PDDeployment API (spec.model.configMapRef)",
+    )
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one reconcile did: child applies sent, whether status was written, and the verdict."""
@@ -82,16 +112,21 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         generation = int(meta.get("generation") or 1)
         previous = obj.get("status") or {}
         applied_generation = previous.get("appliedGeneration")
+        model_config = None
         try:
             spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
-            report = evaluate(spec)
         except ValidationError as exc:
             spec, report = None, invalid_spec_report(exc)
+        else:
+            model_config, problem = load_model_config(kube, namespace, spec)
+            report = evaluate(spec, model_config=model_config)
+            if problem is not None:
+                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
 
         applied = 0
         if spec is not None and report.compatible:
             owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=generation)
-            for child in render_children(owner, spec):
+            for child in render_children(owner, spec, model_config):
                 applied += kube.apply(child)
             applied_generation = generation
 

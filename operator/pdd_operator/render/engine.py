@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
-from pdd_operator.compat.architectures import traits
+from pdd_operator.compat.model_config import resolve_model
 
 #: Container port names, used by the Services and the probes.
 HTTP_PORT_NAME = "http"
@@ -40,9 +40,8 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     return out
 
 
-def _traits(spec: PDDeploymentSpec):
-    m = spec.model
-    return traits(m.architecture, m.ssm_kind, m.hf_architecture, m.name)
+def _traits(spec: PDDeploymentSpec, model_config: dict | None = None):
+    return resolve_model(spec.model, model_config).traits
 
 
 def _json(obj: dict) -> str:
@@ -64,7 +63,7 @@ def speculative_config(spec: PDDeploymentSpec, role: RoleSpec) -> dict | None:
     return cfg
 
 
-def vllm_args(spec: PDDeploymentSpec, role: str) -> list[str]:
+def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = None) -> list[str]:
     """Return the arguments after ``vllm serve`` for ``role``.
 
     Shape: ``[model, --flag, value, ...]``; the role's ``extraArgs`` come last so they can add flags.
@@ -72,7 +71,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str) -> list[str]:
     ``--kv-transfer-config`` otherwise turns the hybrid KV cache manager off, and vLLM asserts it is on
     for Mamba layers (vllm-nixl-facts.md sections 1.5 and 4.2; seed 001 section 7).
     """
-    model = _traits(spec)
+    model = _traits(spec, model_config)
     r = spec.role(role)
     m = spec.model
     args = [
@@ -105,7 +104,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str) -> list[str]:
     return args
 
 
-def engine_env(spec: PDDeploymentSpec, role: str) -> list[dict]:
+def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = None) -> list[dict]:
     """Return the engine container's environment for ``role``, as Pod ``env`` entries.
 
     The NIXL side-channel host is the pod IP from the downward API (never ``localhost`` or
@@ -118,7 +117,7 @@ def engine_env(spec: PDDeploymentSpec, role: str) -> list[dict]:
         {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(spec.kv_transfer.side_channel_port)},
     ]
-    if _traits(spec).needs_hma:
+    if _traits(spec, model_config).needs_hma:
         layout = spec.kv_cache.ssm_conv_state_layout or "DS"
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": str(layout)})
     if spec.kv_cache.layout:

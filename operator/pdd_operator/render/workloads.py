@@ -100,7 +100,7 @@ def _resources(spec: PDDeploymentSpec, role: str) -> dict:
     return out
 
 
-def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
+def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
     """Pod template of a role: the vLLM engine with GPUs, RDMA, IPC_LOCK, /dev/shm and /health probes."""
     r = spec.role(role)
     container = {
@@ -108,8 +108,8 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
         "image": spec.engine.image,
         "imagePullPolicy": spec.engine.image_pull_policy,
         "command": ["vllm", "serve"],
-        "args": vllm_args(spec, role),
-        "env": engine_env(spec, role),
+        "args": vllm_args(spec, role, model_config),
+        "env": engine_env(spec, role, model_config),
         "ports": [
             {"name": HTTP_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"},
             {"name": NIXL_PORT_NAME, "containerPort": spec.kv_transfer.side_channel_port, "protocol": "TCP"},
@@ -151,7 +151,7 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     return {"metadata": {"labels": labels(owner.name, role, spec)}, "spec": pod_spec}
 
 
-def deployment(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
+def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
     """The role's Deployment. Rolling updates surge one pod and keep every serving pod until it is replaced."""
     r = spec.role(role)
     return {
@@ -162,7 +162,7 @@ def deployment(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
             "replicas": r.replicas,
             "selector": {"matchLabels": selector_labels(owner.name, role)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": pod_template(owner, role, spec),
+            "template": pod_template(owner, role, spec, model_config),
         },
     }
 
@@ -185,10 +185,14 @@ def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     }
 
 
-def render_children(owner: Owner, spec: PDDeploymentSpec) -> list[dict]:
-    """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment."""
+def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None = None) -> list[dict]:
+    """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment.
+
+    ``model_config`` is the model's config.json (from ``spec.model.configMapRef``), if any: it decides
+    model-dependent flags such as the hybrid KV cache manager and the conv-state layout.
+    """
     out: list[dict] = []
     for role in ROLES:
         out.append(service(owner, role, spec))
-        out.append(deployment(owner, role, spec))
+        out.append(deployment(owner, role, spec, model_config))
     return out

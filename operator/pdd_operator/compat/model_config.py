@@ -1,0 +1,106 @@
+"""Facts the rules need, read from a model's Hugging Face ``config.json``.
+
+A user can hand the operator the model's config.json (``spec.model.configMapRef``, a ConfigMap key)
+or ``pdd check --model-config FILE``; it then knows the architecture family, the SSM kind, the
+number of KV heads and Mamba2 ``n_groups`` without relying on name tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pdd_operator.api.spec import Architecture, SSMKind
+from pdd_operator.compat.architectures import HF_ARCHITECTURES, ModelTraits
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a config.json says. Every field is ``None`` when the config does not tell."""
+
+    hf_architecture: str | None = None
+    architecture: Architecture | None = None
+    ssm_kind: SSMKind | None = None
+    num_kv_heads: int | None = None
+    n_groups: int | None = None
+
+
+def _text_config(config: dict) -> dict:
+    # Multimodal configs nest the language model's settings.
+    for key in ("text_config", "llm_config", "language_config"):
+        if isinstance(config.get(key), dict):
+            return {**config[key], **{k: v for k, v in config.items() if k not in (key,)}}
+    return config
+
+
+def facts_from_config(config: dict) -> ModelFacts:
+    """Derive :class:`ModelFacts` from a parsed config.json.
+
+    Signals used: ``architectures[0]`` (through the well-known table), ``is_encoder_decoder``;
+    vision settings (multimodal); ``kv_lora_rank`` (MLA) and ``index_topk`` (sparse MLA);
+    ``hybrid_override_pattern`` with ``M`` (NemotronH: Mamba2), ``layer_types`` with
+    ``linear_attention`` (Qwen3-Next / Qwen3.5: GDN), ``layers_block_type`` with ``mamba``
+    (Jamba: Mamba1), ``mamba_n_groups``/``n_groups``; expert counts (MoE); ``num_key_value_heads``.
+    """
+    archs = config.get("architectures") or []
+    hf_arch = archs[0] if archs and isinstance(archs[0], str) else None
+    text = _text_config(config)
+    table = HF_ARCHITECTURES.get(hf_arch or "")
+    arch, kind = (table if table else (None, None))
+    layer_types = [str(t).lower() for t in (text.get("layer_types") or text.get("layers_block_type") or [])]
+    pattern = str(text.get("hybrid_override_pattern") or "")
+    if config.get("is_encoder_decoder"):
+        arch, kind = Architecture.ENCODER_DECODER, None
+    elif "M" in pattern or any("mamba" in t for t in layer_types) or "mamba_d_ssm" in text or "ssm_state_size" in text:
+        arch = Architecture.HYBRID_SSM
+        if kind is None:
+            kind = SSMKind.MAMBA1 if any(t == "mamba" for t in layer_types) and "n_groups" not in text else SSMKind.MAMBA2
+    elif any("linear_attention" in t for t in layer_types):
+        arch, kind = Architecture.HYBRID_SSM, SSMKind.GDN
+    elif text.get("index_topk"):
+        arch = Architecture.SPARSE_MLA
+    elif text.get("kv_lora_rank"):
+        arch = Architecture.MLA
+    elif arch is None and (config.get("vision_config") or config.get("vision_tower")):
+        arch = Architecture.MULTIMODAL
+    elif arch is None and any(text.get(k) for k in ("num_local_experts", "num_experts", "n_routed_experts")):
+        arch = Architecture.MOE
+    elif arch is None and hf_arch and hf_arch.endswith("ForCausalLM"):
+        arch = Architecture.DENSE
+    heads = text.get("num_key_value_heads", text.get("num_attention_heads"))
+    groups = text.get("mamba_n_groups", text.get("n_groups"))
+    return ModelFacts(
+        hf_architecture=hf_arch, architecture=arch, ssm_kind=kind,
+        num_kv_heads=int(heads) if isinstance(heads, int) else None,
+        n_groups=int(groups) if isinstance(groups, int) else None,
+    )
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """The model as the operator and the rules see it: family, SSM kind, KV heads, Mamba2 n_groups."""
+
+    traits: ModelTraits
+    num_kv_heads: int | None
+    n_groups: int | None
+
+
+def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
+    """Combine ``spec.model`` (a :class:`~pdd_operator.api.spec.ModelSpec`) with the model's config.json.
+
+    Precedence per fact: the explicit spec field, then config.json, then the name tables
+    (:func:`~pdd_operator.compat.architectures.traits`). Rendering and the rules both call this, so
+    the flags the operator renders always match what the rules assume.
+    """
+    from pdd_operator.compat.architectures import traits
+
+    facts = facts_from_config(model_config) if model_config else None
+    if facts is not None and model.architecture is None and facts.architecture is not None:
+        model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, "config.json")
+    else:
+        hf = model.hf_architecture or (facts.hf_architecture if facts else None)
+        model_traits = traits(model.architecture, model.ssm_kind, hf, model.name)
+    return ResolvedModel(
+        traits=model_traits,
+        num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),
+        n_groups=model.mamba_n_groups or (facts.n_groups if facts else None),
+    )
