@@ -79,7 +79,9 @@ def test_pods_never_land_on_cpu_nodes_and_oversized_pods_stay_pending(cluster, o
         return None
     message = wait_for(unschedulable, 120, what="decode pod unschedulable")
     assert "nvidia.com/gpu" in message
-    st = pdd_status(cluster, namespace, "llama-8b")
+    st = wait_for(lambda: (s := pdd_status(cluster, namespace, "llama-8b")) and
+                  condition(s, "Degraded").get("reason") == "Unschedulable" and s, 90, what="Degraded=Unschedulable")
+    assert "Insufficient nvidia.com/gpu" in condition(st, "Degraded")["message"]
     assert condition(st, "Ready")["status"] == "False" and st["decode"]["ready"] == "0/1"
 
 
@@ -137,6 +139,17 @@ def test_incompatible_edit_touches_nothing_and_says_why(cluster, operator, names
         after = cluster.apps.read_namespaced_deployment(f"nemotron-nano-{r}", namespace).metadata
         assert after.generation == before[r].generation
         assert after.annotations["pdd-operator.dev/generation"] == "1"
+    # A child deleted while the spec is incompatible comes back on the last compatible spec.
+    old_uid = cluster.apps.read_namespaced_deployment("nemotron-nano-prefill", namespace).metadata.uid
+    cluster.kubectl("delete", "-n", namespace, "deployment/nemotron-nano-prefill")
+    restored = wait_for(lambda: (d := cluster.apps.read_namespaced_deployment("nemotron-nano-prefill", namespace))
+                        .metadata.uid != old_uid and d, 60, what="prefill restored")
+    assert restored.metadata.annotations["pdd-operator.dev/generation"] == "1"
+    assert "VLLM_SSM_CONV_STATE_LAYOUT" in {e.name for e in restored.spec.template.spec.containers[0].env}
+    assert {e.value for e in restored.spec.template.spec.containers[0].env
+            if e.name == "VLLM_SSM_CONV_STATE_LAYOUT"} == {"DS"}
+    wait_for(lambda: pdd_status(cluster, namespace, "nemotron-nano")["prefill"]["ready"] == "1/1", 60,
+             what="restored prefill ready")
     # Going back to a compatible spec applies it again.
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
     st = wait_for(ready(cluster, namespace, "nemotron-nano", 3), 120, what="Ready at generation 3")
@@ -151,6 +164,7 @@ def test_incompatible_from_the_start_creates_nothing(cluster, operator, namespac
                   and pdd_status(cluster, namespace, "llama-8b"), 60, what="Compatible=False")
     assert "[architecture-unsupported]" in condition(st, "Compatible")["message"]
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Degraded", "--timeout=10s", "pdd/llama-8b")
+    assert st["prefill"]["ready"] == "0/2" and st["decode"]["ready"] == "0/1"  # desired, though nothing exists
     assert cluster.apps.list_namespaced_deployment(namespace).items == []
     assert cluster.core.list_namespaced_service(namespace).items == []
 

@@ -103,3 +103,23 @@ def test_warnings_are_reported_on_a_compatible_spec():
     c = conds(fold(report=report))
     assert c["Compatible"]["status"] == "True" and c["Compatible"]["reason"] == "CompatibleWithWarnings"
     assert "[block-size-partial]" in c["Compatible"]["message"]
+
+
+def test_unschedulable_pods_make_it_degraded_with_the_schedulers_words():
+    pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                      "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."}]}}
+    decode = RoleObservation.from_deployment(dep(replicas=1, ready=0, updated=1), pods=[pod])
+    c = conds(fold(decode=decode))
+    assert c["Degraded"]["reason"] == "Unschedulable" and "Insufficient nvidia.com/gpu" in c["Degraded"]["message"]
+    assert c["Progressing"]["status"] == "True"
+
+
+def test_missing_deployment_reports_the_desired_replicas():
+    status = fold(report=BAD, applied=None, prefill=RoleObservation.from_deployment(None, desired=2),
+                  decode=RoleObservation.from_deployment(None, desired=1))
+    assert (status["prefill"]["ready"], status["decode"]["ready"]) == ("0/2", "0/1")
+
+
+def test_incompatible_with_a_missing_child_does_not_claim_it_keeps_running():
+    status = fold(report=BAD, generation=2, applied=1, decode=RoleObservation())
+    assert "cannot be restored" in conds(status)["Degraded"]["message"]

@@ -27,3 +27,6 @@ LABEL_ROLE = f"{GROUP}/role"
 LABEL_COMPAT_HASH = f"{GROUP}/compat-hash"
 #: Generation of the PDDeployment that the child was rendered from.
 ANNOTATION_GENERATION = f"{GROUP}/generation"
+#: The spec (JSON) a child was rendered from: lets the operator restore a deleted child, or revert
+#: drift, from the last compatible spec while the current spec is incompatible.
+ANNOTATION_APPLIED_SPEC = f"{GROUP}/applied-spec"

@@ -112,6 +112,12 @@ class Kube:
             raise
         return (cm.data or {}).get(key)
 
+    def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict]:
+        """Pods matching the label selector, as camelCase dicts."""
+        label_selector = ",".join(f"{k}={v}" for k, v in selector.items())
+        pods = self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
+        return [self.api_client.sanitize_for_serialization(p) for p in pods]
+
     # --- writes ------------------------------------------------------------------------------
 
     def apply(self, desired: dict) -> bool:

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from pdd_operator.api.constants import ROLES
+from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC, ROLES
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.status import RoleObservation, fold_status
-from pdd_operator.render.workloads import Owner, child_name, render_children
+from pdd_operator.render.workloads import Owner, child_name, render_children, selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,20 @@ def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tup
     )
 
 
+def last_applied_spec(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> PDDeploymentSpec | None:
+    """The spec the children were last rendered from, read from any surviving child's annotation."""
+    children = [*deployments.values()] + [kube.get("Service", namespace, child_name(name, r)) for r in ROLES]
+    for child in children:
+        raw = ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC)
+        if not raw:
+            continue
+        try:
+            return PDDeploymentSpec.model_validate(json.loads(raw))
+        except (ValueError, ValidationError):
+            continue
+    return None
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one reconcile did: child applies sent, whether status was written, and the verdict."""
@@ -124,14 +138,28 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
                 report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
 
         applied = 0
+        deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
         if spec is not None and report.compatible:
             owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=generation)
             for child in render_children(owner, spec, model_config):
                 applied += kube.apply(child)
             applied_generation = generation
-
+            target = spec
+        else:
+            # Keep the children on the last compatible spec: restore deleted ones, revert drift.
+            target = last_applied_spec(kube, namespace, name, deployments)
+            if target is not None and applied_generation is not None:
+                owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=applied_generation)
+                for child in render_children(owner, target, model_config):
+                    applied += kube.apply(child)
+        if applied:
+            deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
+        desired = spec or target
         observations = {
-            role: RoleObservation.from_deployment(kube.get("Deployment", namespace, child_name(name, role)))
+            role: RoleObservation.from_deployment(
+                deployments[role], kube.list_pods(namespace, selector_labels(name, role)),
+                desired=desired.role(role).replicas if desired is not None else 0,
+            )
             for role in ROLES
         }
         status = fold_status(

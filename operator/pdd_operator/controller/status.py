@@ -27,6 +27,7 @@ class RoleObservation:
         observed: whether the Deployment controller has seen its latest spec.
         deadline_exceeded: the Deployment's Progressing condition says ProgressDeadlineExceeded.
         replica_failure: message of a ReplicaFailure condition (e.g. quota), or ``""``.
+        unschedulable: the scheduler's message for a pod of the role it cannot place, or ``""``.
     """
 
     exists: bool = False
@@ -37,12 +38,22 @@ class RoleObservation:
     observed: bool = False
     deadline_exceeded: bool = False
     replica_failure: str = ""
+    unschedulable: str = ""
 
     @classmethod
-    def from_deployment(cls, dep: dict | None) -> RoleObservation:
-        """Build from a Deployment object (as returned by the API, camelCase) or ``None``."""
+    def from_deployment(cls, dep: dict | None, pods: list[dict] | None = None, desired: int = 0) -> RoleObservation:
+        """Build from a Deployment object (as returned by the API, camelCase) or ``None``.
+
+        ``pods`` are the role's pods (for the scheduler's verdict); ``desired`` is the replica count
+        the spec asks for, reported when the Deployment does not exist.
+        """
+        unschedulable = ""
+        for pod in pods or []:
+            for cond in (pod.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                    unschedulable = unschedulable or cond.get("message", "Unschedulable")
         if not dep:
-            return cls()
+            return cls(replicas=desired)
         spec, status = dep.get("spec") or {}, dep.get("status") or {}
         conditions = {c.get("type"): c for c in status.get("conditions") or []}
         progressing = conditions.get("Progressing") or {}
@@ -56,6 +67,7 @@ class RoleObservation:
             observed=int(status.get("observedGeneration") or 0) >= int(dep["metadata"].get("generation") or 0),
             deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
             replica_failure=failure.get("message", "") if failure.get("status") == "True" else "",
+            unschedulable=unschedulable,
         )
 
     @property
@@ -135,6 +147,7 @@ def fold_status(
     scaled_to_zero = any(observations[r].exists and observations[r].replicas == 0 for r in ROLES)
     stuck = [r for r in ROLES if observations[r].deadline_exceeded]
     failures = [f"{r}: {observations[r].replica_failure}" for r in ROLES if observations[r].replica_failure]
+    unschedulable = [f"{r}: {observations[r].unschedulable}" for r in ROLES if observations[r].unschedulable]
 
     if compatible:
         warn = report.warnings
@@ -149,6 +162,9 @@ def fold_status(
     if not compatible:
         if applied_generation is None:
             keeping = "No child objects were created."
+        elif missing:
+            keeping = (f"Generation {applied_generation}, the last compatible spec, cannot be restored: "
+                       f"Deployment of {', '.join(missing)} is missing.")
         else:
             keeping = f"Children keep running generation {applied_generation}, the last compatible spec."
         degraded = condition(
@@ -160,6 +176,9 @@ def fold_status(
         degraded = condition("Degraded", True, "ChildMissing", f"Deployment of {', '.join(missing)} is missing.", generation)
     elif failures:
         degraded = condition("Degraded", True, "ReplicaFailure", "; ".join(failures), generation)
+    elif unschedulable:
+        degraded = condition("Degraded", True, "Unschedulable", "Pods cannot be scheduled: " + "; ".join(unschedulable),
+                             generation)
     elif stuck:
         degraded = condition(
             "Degraded", True, "ProgressDeadlineExceeded",

@@ -6,9 +6,11 @@ operator and the tests see exactly the same thing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import (
+    ANNOTATION_APPLIED_SPEC,
     ANNOTATION_GENERATION,
     API_VERSION,
     KIND,
@@ -71,10 +73,12 @@ def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
     return out
 
 
-def _metadata(owner: Owner, name: str, obj_labels: dict[str, str]) -> dict:
+def _metadata(owner: Owner, name: str, obj_labels: dict[str, str], spec: PDDeploymentSpec | None = None) -> dict:
     meta: dict = {"name": name, "namespace": owner.namespace, "labels": obj_labels}
     if owner.generation is not None:
         meta["annotations"] = {ANNOTATION_GENERATION: str(owner.generation)}
+        if spec is not None:
+            meta["annotations"][ANNOTATION_APPLIED_SPEC] = json.dumps(spec.wire(), sort_keys=True, separators=(",", ":"))
     if owner.uid:
         meta["ownerReferences"] = [owner.reference()]
     return meta
@@ -157,7 +161,7 @@ def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: di
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec), spec),
         "spec": {
             "replicas": r.replicas,
             "selector": {"matchLabels": selector_labels(owner.name, role)},
@@ -172,7 +176,7 @@ def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec), spec),
         "spec": {
             "clusterIP": "None",
             "selector": selector_labels(owner.name, role),
