@@ -38,6 +38,7 @@ def make_spec(**patch) -> PDDeploymentSpec:
     base = {
         "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "hfArchitecture": "LlamaForCausalLM", "numKvHeads": 8},
         "engine": {"image": "vllm/vllm-openai:v0.20.2"},
+        "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}},
     }
     return PDDeploymentSpec.model_validate(merge(base, patch))
 
@@ -50,5 +51,6 @@ def hybrid(**patch) -> PDDeploymentSpec:
         "engine": {"image": "vllm/vllm-openai:v0.20.2"},
         "prefill": {"tensorParallelSize": 2, "blockSize": 128},
         "decode": {"tensorParallelSize": 2, "blockSize": 128},
+        "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}},
     }
     return PDDeploymentSpec.model_validate(merge(base, patch))

@@ -38,7 +38,8 @@ def families(report, severity=None) -> set[str]:
 
 
 def pdd(**spec) -> PDDeploymentSpec:
-    base = {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "engine": {"image": "vllm/vllm-openai:v0.20.2"}}
+    base = {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "engine": {"image": "vllm/vllm-openai:v0.20.2"},
+            "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}}}
     return PDDeploymentSpec.model_validate(merge(base, spec))
 
 

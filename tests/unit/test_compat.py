@@ -196,3 +196,47 @@ def test_checker_never_crashes_and_is_deterministic(raw):
     first, second = evaluate(spec), evaluate(PDDeploymentSpec.model_validate(raw))
     assert first == second
     assert first.compatible == (not any(f.severity == "error" for f in first.findings))
+
+
+def test_extra_args_cannot_override_rendered_flags():
+    spec = hybrid(prefill={"extraArgs": ["--disable-hybrid-kv-cache-manager", "--kv-cache-dtype", "fp8"]})
+    fired = rules_fired(spec, "error")
+    assert {"extra-args-managed-flag", "hybrid-hma-disabled", "kv-cache-dtype-mismatch"} <= fired
+
+
+@pytest.mark.parametrize("layout, version, ok", [("LBHNC", "0.20.2", True), ("BLHNC", "0.20.2", False),
+                                                 ("BLHNC", "0.29.0", True), ("LHBNC", "0.33.0", True)])
+def test_kv_layout_names_by_version(layout, version, ok):
+    spec = make_spec(kvCache={"layout": layout}, engine={"image": f"vllm/vllm-openai:v{version}"})
+    assert ("kv-layout-version" not in rules_fired(spec)) is ok
+
+
+@pytest.mark.parametrize("layout, ok", [("LBHNC", True), ("BLHNC", True), ("LHBNC", False), ("BLNHC", False),
+                                        ("BHLNC", False), ("LBNHC", False)])
+def test_hetero_tp_needs_a_block_contiguous_prefill_layout(layout, ok):
+    spec = make_spec(kvCache={"layout": layout}, engine={"image": "vllm/vllm-openai:v0.33.0"},
+                     decode={"tensorParallelSize": 2})
+    assert ("hetero-tp-kv-layout" not in rules_fired(spec)) is ok
+
+
+def test_hybrid_hetero_tp_gets_prefix_caching_off_on_decode_and_n_groups_warning():
+    from pdd_operator.render.engine import vllm_args
+    spec = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, model={"name": "Qwen/Qwen3-Next-80B-A3B",
+                  "hfArchitecture": "Qwen3NextForCausalLM"}, prefill={"tensorParallelSize": 4})
+    assert "--no-enable-prefix-caching" in vllm_args(spec, "decode")
+    assert "--no-enable-prefix-caching" not in vllm_args(spec, "prefill")
+    assert evaluate(spec).compatible
+    forced_on = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
+                       decode={"extraArgs": ["--enable-prefix-caching"]})
+    assert "hybrid-prefix-caching" in rules_fired(forced_on, "error")
+    falcon = hybrid(model={"name": "tiiuae/Falcon-H1-0.5B-Instruct", "hfArchitecture": "FalconH1ForCausalLM"},
+                    prefill={"tensorParallelSize": 1})
+    assert "mamba2-n-groups-unknown" in rules_fired(falcon, "warning")
+    assert "mamba2-n-groups-tp" in rules_fired(hybrid(model={"mambaNGroups": 1}, prefill={"tensorParallelSize": 1}), "error")
+
+
+def test_missing_rdma_is_a_warning_for_gpu_engines_only():
+    no_rdma = make_spec(network={"rdma": None})
+    assert "rdma-missing" in rules_fired(no_rdma, "warning")
+    cpu = make_spec(network={"rdma": None}, engine={"gpuResourceName": ""}, kvTransfer={"bufferDevice": "cpu"})
+    assert "rdma-missing" not in rules_fired(cpu)

@@ -149,7 +149,7 @@ def test_user_env_wins_and_shared_settings_reach_both_roles():
     assert p_env["UCX_TLS"]["value"] == d_env["UCX_TLS"]["value"] == "rc,cuda_copy"
     assert p_env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5600"
     assert d_env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5700"
-    assert p_env["VLLM_KV_CACHE_LAYOUT"]["value"] == "LBHNC"
+    assert p_env["VLLM_KV_CACHE_LAYOUT"]["value"] == "HND"  # the 0.20 name of LBHNC
     p_args, d_args = vllm_args(spec, "prefill"), vllm_args(spec, "decode")
     for args in (p_args, d_args):
         assert _flag(args, "--kv-cache-dtype") == "fp8" and _flag(args, "--revision") == "abc123"

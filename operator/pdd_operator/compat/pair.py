@@ -35,6 +35,7 @@ class RoleConfig:
         resources: the container's resource limits (requests where no limit), as strings.
         capabilities: Linux capabilities added to the container.
         run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
+        extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
     """
 
@@ -57,6 +58,7 @@ class RoleConfig:
     resources: dict[str, str] = field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
     run_as_non_root: bool = False
+    extra_args: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
 
     @property
@@ -231,7 +233,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     roles = {}
     for role in ("prefill", "decode"):
         pod = pod_template(owner, role, spec, model_config)["spec"]
-        roles[role] = role_from_container(role, pod["containers"][0], pod, version_text=version_text)
+        config = role_from_container(role, pod["containers"][0], pod, version_text=version_text)
+        roles[role] = RoleConfig(**{**config.__dict__, "extra_args": tuple(spec.role(role).extra_args)})
     resolved = resolve_model(spec.model, model_config)
     notes = () if version is not None else (
         f"the vLLM version cannot be determined from image {spec.engine.image!r}",

@@ -366,9 +366,13 @@ def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
     )]
 
 
+#: Layouts whose last three strides are (H, N, C): ``KVCacheLayout.is_block_contiguous`` (vllm 0.29+).
+BLOCK_CONTIGUOUS = ("LBHNC", "BLHNC")
+
+
 def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
     layout = pair.prefill.kv_layout
-    if not pair.hetero_tp or pair.mla or layout is None or layout in ("LBHNC", "BLHNC", "LHBNC", "BHLNC"):
+    if not pair.hetero_tp or pair.mla or layout is None or layout in BLOCK_CONTIGUOUS:
         return []
     return [(
         f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not.",
@@ -468,6 +472,27 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
         f"Mamba2 n_groups {pair.n_groups} is not divisible by TP {bad[0]}: with heterogeneous TP the conv state is "
         "corrupted (vLLM issue #55208; fix not released).",
         f"Use equal prefill and decode TP, or TP sizes that divide n_groups ({pair.n_groups}).",
+    )]
+
+
+def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
+    if not (pair.hybrid_ssm and pair.hetero_tp) or pair.n_groups or pair.model.ssm_kind not in (None, "Mamba2"):
+        return []
+    return [(
+        "Mamba2 heterogeneous TP corrupts the conv state when n_groups is not divisible by both TP sizes "
+        "(vLLM issue #55208, e.g. Falcon-H1 with n_groups 1), and n_groups is not known here.",
+        "Set spec.model.mambaNGroups or spec.model.configMapRef (config.json) so this can be checked, or use equal TP.",
+    )]
+
+
+def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
+    if not (pair.hybrid_ssm and pair.hetero_tp) or pair.decode.prefix_caching is False:
+        return []
+    return [(
+        "Hybrid SSM with heterogeneous TP usually gives prefill and decode different physical-per-logical block "
+        "ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with heterogeneous "
+        "physical_blocks_per_logical is not supported for Mamba hybrid models').",
+        "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless extraArgs override it.",
     )]
 
 
@@ -572,6 +597,59 @@ def check_block_host_buffer(pair: PDPair) -> list[Violation]:
         return []
     return [(f"Different block sizes (prefill {bp[0]}, decode {bp[1]}) are not supported with a host buffer "
              "(kv_buffer_device cpu).", "Use the same blockSize on both roles.")]
+
+
+def check_layout_version(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        raw = r.env.get("VLLM_KV_CACHE_LAYOUT")
+        if raw and raw not in ("NHD", "HND"):
+            out.append((f"{r.role}: VLLM_KV_CACHE_LAYOUT={raw} does not exist before vLLM 0.29 (choices NHD, HND).",
+                        "Use HND (= LBHNC) or NHD (= LBNHC), or vLLM >= 0.29 for the other layouts."))
+    return out
+
+
+_MANAGED_FLAGS = {
+    "--tensor-parallel-size": "tensorParallelSize", "-tp": "tensorParallelSize",
+    "--pipeline-parallel-size": "pipelineParallelSize", "-pp": "pipelineParallelSize",
+    "--block-size": "blockSize", "--gpu-memory-utilization": "gpuMemoryUtilization",
+    "--kv-transfer-config": "spec.kvTransfer", "--kv-cache-dtype": "spec.kvCache.dtype",
+    "--dtype": "spec.model.dtype", "--model": "spec.model.name", "--max-model-len": "spec.model.maxModelLen",
+    "--revision": "spec.model.revision", "--served-model-name": "spec.model.servedModelName",
+    "--trust-remote-code": "spec.model.trustRemoteCode", "--speculative-config": "spec.speculative",
+    "--port": "spec.port", "--host": "(the operator's)",
+    "--disable-hybrid-kv-cache-manager": "(set by the operator for the model)",
+    "--no-disable-hybrid-kv-cache-manager": "(set by the operator for the model)",
+}
+
+
+def check_extra_args(pair: PDPair) -> list[Violation]:
+    if not pair.managed:
+        return []
+    out = []
+    for r in pair.roles:
+        for arg in r.extra_args:
+            flag = arg.split("=", 1)[0]
+            if flag in _MANAGED_FLAGS:
+                out.append((
+                    f"{r.role}: extraArgs sets {flag}, which the operator renders from the spec; a second value "
+                    "overrides it on one role only and can break what must match between prefill and decode.",
+                    f"Remove {flag} from extraArgs and set {_MANAGED_FLAGS[flag]} instead.",
+                ))
+    return out
+
+
+def check_rdma_present(pair: PDPair) -> list[Violation]:
+    if not pair.managed:
+        return []
+    roles = [r for r in pair.roles if any(k.endswith("/gpu") for k in r.resources)]
+    if not roles or any(_has_rdma(r) for r in roles) or any(r.buffer_device == "cpu" for r in roles):
+        return []
+    return [(
+        "No RDMA device is requested (spec.network.rdma is unset): unless prefill and decode share NVLink on one node, "
+        "UCX falls back to TCP and time to first token grows 10-40x.",
+        "Set spec.network.rdma.resourceName to the cluster's RDMA resource (e.g. rdma/ib, rdma/rdma_shared_device_a).",
+    )]
 
 
 # --- pods, networking, memory -----------------------------------------------------------------------------
@@ -719,6 +797,10 @@ RULES: tuple[Rule, ...] = (
     Rule("kv-layout-mismatch", "kv-layout-mismatch", "error", "KV cache layouts match, or the permute path applies.",
          ("spec.kvCache.layout", "spec.kvTransfer.enablePermuteLocalKv", "spec.decode.env"),
          "seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute)", check_kv_layout_match),
+    Rule("extra-args-managed-flag", "engine-args", "error", "extraArgs do not set flags the operator renders.",
+         ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "PDDeployment API", check_extra_args),
+    Rule("rdma-missing", "kv-transport", "warning", "GPU engines request an RDMA device for KV transfer.",
+         ("spec.network.rdma",), "NIXL/UCX transport selection (TCP fallback)", check_rdma_present),
     Rule("handshake-compat-disabled", "handshake", "warning", "The handshake compatibility check stays on.",
          ("spec.kvTransfer.extraConfig",), "seed 000 section 2; vllm nixl _nixl_handshake (0.13+)", check_handshake_compat),
     # architecture
@@ -749,6 +831,9 @@ RULES: tuple[Rule, ...] = (
          ("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
          "vLLM PR #27274 (P TP > D TP), not in releases up to 0.11.0 [issue]", check_p_gt_d_version,
          until=(0, 11, 1)),
+    Rule("kv-layout-version", "kv-layout-mismatch", "error", "The KV layout name exists in the vLLM version.",
+         ("spec.kvCache.layout", "spec.engine.env"), "vllm envs.py VLLM_KV_CACHE_LAYOUT choices (NHD/HND before 0.29.0)",
+         check_layout_version, until=(0, 29, 0)),
     Rule("hetero-tp-kv-layout", "hetero-tp", "error", "Heterogeneous TP uses a block-contiguous layout on prefill.",
          ("spec.kvCache.layout",), "seed 000 section 4; nixl worker head-splitting check (0.20-0.33)",
          check_hetero_tp_layout),
@@ -779,6 +864,13 @@ RULES: tuple[Rule, ...] = (
     Rule("hybrid-hma-disabled", "hybrid-ssm", "error", "HMA is not disabled for hybrid SSM models.",
          ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "vllm nixl worker assert _is_hma_required (0.18+)",
          check_hybrid_hma_disabled),
+    Rule("mamba2-n-groups-unknown", "hetero-tp", "warning", "Mamba2 heterogeneous TP: n_groups is known.",
+         ("spec.model.mambaNGroups", "spec.model.configMapRef"), "vLLM issue #55208 (open) [issue]",
+         check_mamba_n_groups_unknown, since=_V020),
+    Rule("hybrid-prefix-caching", "hybrid-ssm", "error",
+         "Hybrid SSM with heterogeneous TP: prefix caching off on decode.",
+         ("spec.decode.extraArgs",), "vllm nixl _validate_remote_agent_handshake (0.22.0+)",
+         check_hybrid_prefix_caching, since=(0, 22, 0)),
     Rule("mamba2-n-groups-tp", "hetero-tp", "error", "Mamba2 heterogeneous TP: both TP sizes divide n_groups.",
          ("spec.model.mambaNGroups", "spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
          "vLLM issue #55208 (open) [issue]", check_mamba_n_groups, since=_V020),

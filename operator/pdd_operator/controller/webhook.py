@@ -333,6 +333,21 @@ def _plain(body: Mapping) -> dict:
     return json.loads(json.dumps(dict(body)))
 
 
+class RefusalLogLevel(logging.Filter):
+    """Log kopf's "Webhook 'validate-pddeployment' failed permanently: ..." at INFO, not ERROR.
+
+    kopf logs every refusal (a handler raising ``AdmissionError``) as a handler failure; here a
+    refusal is the webhook working, and an ERROR per refused ``kubectl apply`` would trip log alerts.
+    """
+
+    PREFIX = f"Webhook {HANDLER_ID!r} failed permanently"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and str(record.msg).startswith(self.PREFIX):
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        return True
+
+
 _state: dict[str, Any] = {}
 
 
@@ -347,6 +362,9 @@ def enable(endpoint: Endpoint, *, registry: kopf.OperatorRegistry | None = None)
     )(validate_pddeployment)
     kopf.on.startup(id="webhook-startup", registry=registry)(_startup)
     kopf.on.cleanup(id="webhook-cleanup", registry=registry)(_cleanup)
+    objects_log = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, RefusalLogLevel) for f in objects_log.filters):
+        objects_log.addFilter(RefusalLogLevel())
 
 
 async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:

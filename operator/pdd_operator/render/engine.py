@@ -99,6 +99,11 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     spec_cfg = speculative_config(spec, r)
     if spec_cfg is not None:
         args += ["--speculative-config", _json(spec_cfg)]
+    if (role == "decode" and model.needs_hma
+            and spec.prefill.tensor_parallel_size != spec.decode.tensor_parallel_size):
+        # Hybrid SSM with heterogeneous TP: P and D differ in physical blocks per logical block, and
+        # vLLM >= 0.22 refuses prefix caching on decode then (vllm-nixl-facts.md section 4.2).
+        args.append("--no-enable-prefix-caching")
     args += ["--kv-transfer-config", _json(kv_transfer_config(spec, role))]
     args += list(r.extra_args)
     return args
@@ -121,7 +126,7 @@ def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = No
         layout = spec.kv_cache.ssm_conv_state_layout or "DS"
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": str(layout)})
     if spec.kv_cache.layout:
-        env.append({"name": "VLLM_KV_CACHE_LAYOUT", "value": str(spec.kv_cache.layout)})
+        env.append({"name": "VLLM_KV_CACHE_LAYOUT", "value": kv_layout_name(spec)})
     if spec.model.hf_token_secret_ref:
         ref = spec.model.hf_token_secret_ref
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
@@ -129,6 +134,18 @@ def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = No
     for var in [*spec.engine.env, *r.env]:
         merged[var.name] = var.wire()
     return list(merged.values())
+
+
+def kv_layout_name(spec: PDDeploymentSpec) -> str:
+    """``VLLM_KV_CACHE_LAYOUT`` for the engine's version: vLLM < 0.29 knows only HND/NHD, the old
+    names of LBHNC/LBNHC (``vllm/config/cache.py`` aliases)."""
+    from pdd_operator.compat.versions import resolve_version
+
+    layout = str(spec.kv_cache.layout)
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+    if version is not None and version < (0, 29, 0):
+        return {"LBHNC": "HND", "LBNHC": "NHD"}.get(layout, layout)
+    return layout
 
 
 def compat_hash(spec: PDDeploymentSpec) -> str:
