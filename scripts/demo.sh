@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 EXAMPLE="${1:-examples/nemotron-nano-pd.yaml}"
 
 bash scripts/bootstrap.sh
-bash tests/cluster/cluster.sh up
+bash tests/cluster/cluster.sh up >/dev/null
 eval "$(bash tests/cluster/cluster.sh env)"
 STATE="$(dirname "$KUBECONFIG")"
 
@@ -28,8 +28,7 @@ else
 fi
 
 step "Nodes: GPU nodes with nvidia.com/gpu and rdma/ib, one CPU-only node"
-kubectl get nodes -L nvidia.com/gpu.product -L network.topology.kubernetes.io/block \
-  -o custom-columns='NAME:.metadata.name,GPU:.status.allocatable.nvidia\.com/gpu,RDMA:.status.allocatable.rdma/ib,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product'
+kubectl get nodes -o custom-columns='NAME:.metadata.name,GPU:.status.allocatable.nvidia\.com/gpu,RDMA:.status.allocatable.rdma/ib,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product,RACK:.metadata.labels.network\.topology\.kubernetes\.io/block'
 
 step "kubectl apply -f $EXAMPLE"
 kubectl apply -f "$EXAMPLE"

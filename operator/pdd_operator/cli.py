@@ -71,53 +71,76 @@ def _load_docs(path: str) -> list[dict]:
         raise InputError(f"{path}: not valid YAML: {exc}") from exc
 
 
+def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
+    meta = doc.get("metadata") or {}
+    if doc.get("apiVersion") != API_VERSION:
+        raise InputError(f"{path}: {KIND} {meta.get('name', '?')} must have apiVersion {API_VERSION}, "
+                         f"got {doc.get('apiVersion')!r}")
+    try:
+        return PDDeploymentSpec.model_validate(doc.get("spec") or {})
+    except ValidationError as exc:
+        lines = [f"  spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec:\n" + "\n".join(lines)) from exc
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    """Print the compatibility findings of each P/D deployment in the files; exit 1 if any has an error.
+    """Print the compatibility findings of each P/D deployment in the files.
 
     PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
+    A file or object that cannot be read is reported and the others are still checked. Exit code:
+    2 if any input could not be read, else 1 if any deployment is incompatible, else 0.
     """
     from pdd_operator.compat.manifests import find_engines, pair_engines
 
-    results = []
+    results: list[dict] = []
+    input_errors: list[str] = []
     engines = []
-    all_docs = {path: _load_docs(path) for path in args.files}
+    all_docs: dict[str, list[dict]] = {}
+    for path in args.files:
+        try:
+            all_docs[path] = _load_docs(path)
+        except (InputError, OSError) as exc:
+            input_errors.append(str(exc) if isinstance(exc, InputError) else f"{path}: {exc.strerror}")
     config_maps = {
-        (d.get("metadata", {}).get("namespace", "default"), d.get("metadata", {}).get("name")): d.get("data") or {}
+        ((d.get("metadata") or {}).get("namespace", "default"), (d.get("metadata") or {}).get("name")): d.get("data") or {}
         for docs in all_docs.values() for d in docs if d.get("kind") == "ConfigMap"
     }
     forced_config = json.loads(Path(args.model_config).read_text()) if args.model_config else None
-    for path in args.files:
-        docs = all_docs[path]
+    for path, docs in all_docs.items():
         for doc in docs:
-            if doc.get("kind") == KIND:
+            if doc.get("kind") != KIND:
+                engines.extend(find_engines(doc))
                 continue
-            engines.extend(find_engines(doc))
-        if any(d.get("kind") == KIND for d in docs):
-            for meta, spec in load_pdds(path):
-                model_config = forced_config
-                ref = spec.model.config_map_ref
-                if model_config is None and ref is not None:
-                    raw = config_maps.get((meta.get("namespace", "default"), ref.name), {}).get(ref.key)
-                    model_config = json.loads(raw) if raw else None
-                report = evaluate(spec, model_config=model_config)
-                results.append({
-                    "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
-                    "vllmVersion": report.version, "compatible": report.compatible,
-                    "findings": [f.wire() for f in report.findings],
-                })
+            meta = doc.get("metadata") or {}
+            try:
+                spec = _spec_of(path, doc)
+            except InputError as exc:
+                input_errors.append(str(exc))
+                continue
+            model_config = forced_config
+            ref = spec.model.config_map_ref
+            if model_config is None and ref is not None:
+                raw = config_maps.get((meta.get("namespace", "default"), ref.name), {}).get(ref.key)
+                model_config = json.loads(raw) if raw else None
+            report = evaluate(spec, model_config=model_config)
+            results.append({
+                "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
+                "vllmVersion": report.version, "compatible": report.compatible,
+                "findings": [f.wire() for f in report.findings],
+            })
     pairs, unpaired = pair_engines(engines)
     for pair, _, _ in pairs:
         report = evaluate(pair)
         results.append({
-            "file": ", ".join(args.files), "object": pair.source, "vllmVersion": report.version,
+            "file": ", ".join(all_docs), "object": pair.source, "vllmVersion": report.version,
             "compatible": report.compatible, "findings": [f.wire() for f in report.findings],
         })
     skipped = [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
     failed = any(not r["compatible"] for r in results)
     if args.output == "json":
-        print(json.dumps({"results": results, "notChecked": skipped}, indent=2))
+        print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))
     else:
         for r in results:
             verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
@@ -128,8 +151,12 @@ def cmd_check(args: argparse.Namespace) -> int:
                     print(f"    fix: {f['fix']}")
         for s_ in skipped:
             print(f"not checked: {s_['object']}: {s_['reason']}")
-        if not results and not skipped:
+        for err in input_errors:
+            print(f"error: {err}", file=sys.stderr)
+        if not results and not skipped and not input_errors:
             print("no PDDeployment and no vLLM engine with a KV connector found")
+    if input_errors:
+        return 2
     return 1 if failed else 0
 
 

@@ -49,3 +49,18 @@ def test_check_json_and_exit_code(tmp_path, capsys):
     assert [r["compatible"] for r in results] == [True, False]
     assert results[1]["findings"][0]["rule"] == "pp-decode-unsupported"
     assert main(["check", NEMOTRON]) == 0
+
+
+def test_check_reports_every_file_even_after_a_bad_one(tmp_path, capsys):
+    typo = _bad(tmp_path, "  prefill: {tensorParalelSize: 2}\n")
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        "apiVersion: pdd-operator.dev/v1alpha1\nkind: PDDeployment\nmetadata: {name: other}\n"
+        "spec:\n  model: {name: meta-llama/Llama-3.1-8B}\n  decode: {pipelineParallelSize: 2}\n"
+    )
+    assert main(["check", typo, str(other), str(tmp_path / "missing.yaml"), "-o", "json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert [r["object"] for r in out["results"]] == ["PDDeployment/other"]
+    assert out["results"][0]["findings"][0]["rule"] == "pp-decode-unsupported"
+    assert any("tensorParalelSize" in e for e in out["inputErrors"])
+    assert any("missing.yaml" in e for e in out["inputErrors"])
