@@ -1,5 +1,5 @@
 # pdd-operator: the README's commands.
-.PHONY: demo test unit e2e down crd bootstrap
+.PHONY: demo test unit e2e down crd bootstrap bench
 
 demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
 	bash scripts/demo.sh
@@ -21,3 +21,7 @@ crd: bootstrap  ## regenerate crds/ from the API models
 
 bootstrap:
 	bash scripts/bootstrap.sh
+
+bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a baseline from the same run
+	.venv/bin/python bench/bench_check.py
+	@if [ -f bench/bench_webhook.py ]; then .venv/bin/python bench/bench_webhook.py; fi
