@@ -362,11 +362,69 @@ class RDMASpec(APIModel):
     count: int = Field(1, ge=1, le=64, description="Devices of that resource per pod.")
 
 
+class UCXSpec(APIModel):
+    """UCX settings of the NIXL UCX backend, rendered as environment variables of both roles."""
+
+    transports: str | None = Field(
+        None, description="`UCX_TLS`, e.g. `rc,cuda_copy,cuda_ipc` or `all`. Unset: UCX's own choice.",
+    )
+    net_devices: str | None = Field(
+        None, description="`UCX_NET_DEVICES`, e.g. `mlx5_0:1,mlx5_1:1`. Unset: all devices UCX finds (a warning: "
+        "UCX may pick a slow or wrong NIC).",
+    )
+    gid_index: int | None = Field(None, ge=0, le=255, description="`UCX_IB_GID_INDEX` (RoCE: usually 3).")
+
+
+class DRASpec(APIModel):
+    """Devices through Dynamic Resource Allocation: one ResourceClaim per pod from each template."""
+
+    gpu_claim_template: str | None = Field(
+        None, description="ResourceClaimTemplate for the pod's GPUs; when set, no GPU extended resource is requested.",
+    )
+    nic_claim_template: str | None = Field(
+        None, description="ResourceClaimTemplate for the pod's RDMA NICs; when set, `rdma` is not requested.",
+    )
+
+
 class NetworkSpec(APIModel):
     """Networking of the engine pods."""
 
     rdma: RDMASpec | None = Field(
         None, description="RDMA devices per pod. Unset: no RDMA resource is requested (UCX may fall back to TCP)."
+    )
+    dra: DRASpec | None = Field(None, description="GPUs and/or NICs through DRA ResourceClaimTemplates.")
+    networks: list[str] = Field(
+        default_factory=list,
+        description="Multus secondary networks (NetworkAttachmentDefinition names, `[namespace/]name`), set as "
+        "the `k8s.v1.cni.cncf.io/networks` pod annotation.",
+    )
+    ucx: UCXSpec = Field(default_factory=UCXSpec, description="UCX transports and devices.",
+                         json_schema_extra=OBJECT_DEFAULT)
+    host_network: bool = Field(
+        False,
+        description="Run engines in the host network namespace. The side channel then binds the node IP; decode "
+        "uses port and sideChannelPort + 1 so a prefill and a decode pod can share a node, and replicas of a role "
+        "never share one.",
+    )
+
+
+class PlacementSpec(APIModel):
+    """Where the engine pods run."""
+
+    topology_key: str | None = Field(
+        None,
+        description="Node label whose value is a topology domain (rack, NVLink domain, ...), e.g. "
+        "`network.topology.kubernetes.io/block`; all prefill and decode pods of this deployment are kept in one "
+        "domain, so KV moves over the fastest links.",
+    )
+    topology_policy: Literal["Required", "Preferred"] = Field(
+        "Required", description="Required: pods stay Pending rather than leave the domain. Preferred: best effort.",
+    )
+    gpu_product: str | None = Field(
+        None, description="Value of the `nvidia.com/gpu.product` node label the pods require, e.g. `NVIDIA-H200`.",
+    )
+    spread_replicas: bool = Field(
+        True, description="Spread the replicas of a role across nodes (preferred, by hostname).",
     )
 
 
@@ -413,6 +471,8 @@ class PDDeploymentSpec(APIModel):
     prefill: RoleSpec = Field(default_factory=RoleSpec, description="Prefill role.", json_schema_extra=OBJECT_DEFAULT)
     decode: RoleSpec = Field(default_factory=RoleSpec, description="Decode role.", json_schema_extra=OBJECT_DEFAULT)
     network: NetworkSpec = Field(default_factory=NetworkSpec, description="RDMA and networking.", json_schema_extra=OBJECT_DEFAULT)
+    placement: PlacementSpec = Field(default_factory=PlacementSpec, description="Topology, GPU product, spreading.",
+                                     json_schema_extra=OBJECT_DEFAULT)
     port: int = Field(8000, ge=1, le=65535, description="HTTP port of vLLM's OpenAI-compatible server.")
 
     def role(self, name: str) -> RoleSpec:

@@ -36,6 +36,9 @@ class RoleConfig:
         capabilities: Linux capabilities added to the container.
         run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
+        dra_claims: names of DRA resource claims the container uses.
+        networks: Multus secondary networks of the pod.
+        other_ports: other ports the engine listens on (HTTP, KV events), to compare with the side channel.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
     """
 
@@ -59,6 +62,9 @@ class RoleConfig:
     capabilities: tuple[str, ...] = ()
     run_as_non_root: bool = False
     extra_args: tuple[str, ...] = ()
+    dra_claims: tuple[str, ...] = ()
+    networks: tuple[str, ...] = ()
+    other_ports: tuple[int, ...] = ()
     errors: tuple[str, ...] = ()
 
     @property
@@ -159,7 +165,9 @@ class PDPair:
         return self.version is not None and self.version >= version
 
 
-def role_from_container(role: str, container: dict, pod_spec: dict | None, *, version_text: str | None) -> RoleConfig:
+def role_from_container(
+    role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None
+) -> RoleConfig:
     """Build a :class:`RoleConfig` from a Pod's container (camelCase dicts, as in a manifest).
 
     The vLLM argv is found with :func:`~pdd_operator.compat.vllm_args.split_command`; the env,
@@ -192,6 +200,23 @@ def role_from_container(role: str, container: dict, pod_spec: dict | None, *, ve
         value = flags.get(name)
         return value if isinstance(value, str) else None
 
+    other_ports = []
+    port = int_flag(flags, "--port", 8000)
+    if port is not None:
+        other_ports.append(port)
+    try:
+        events = json_flag(flags, "--kv-events-config") or {}
+    except ValueError as exc:
+        errors.append(str(exc))
+        events = {}
+    if events.get("enable_kv_cache_events") or events.get("publisher"):
+        endpoint = str(events.get("endpoint", "tcp://*:5557"))
+        tail = endpoint.rsplit(":", 1)[-1]
+        if tail.isdigit():
+            other_ports.append(int(tail))
+    annotations = (pod_meta or {}).get("annotations") or {}
+    networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
+
     return RoleConfig(
         role=role,
         version=parse_version(version_text) if version_text else None,
@@ -212,6 +237,9 @@ def role_from_container(role: str, container: dict, pod_spec: dict | None, *, ve
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
         run_as_non_root=non_root,
+        dra_claims=tuple(c.get("name", "") for c in (res.get("claims") or [])),
+        networks=networks,
+        other_ports=tuple(other_ports),
         errors=tuple(errors),
     )
 
@@ -232,8 +260,10 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     owner = Owner(name=name or "pdd", namespace=namespace)
     roles = {}
     for role in ("prefill", "decode"):
-        pod = pod_template(owner, role, spec, model_config)["spec"]
-        config = role_from_container(role, pod["containers"][0], pod, version_text=version_text)
+        template = pod_template(owner, role, spec, model_config)
+        pod = template["spec"]
+        config = role_from_container(role, pod["containers"][0], pod, version_text=version_text,
+                                     pod_meta=template["metadata"])
         roles[role] = RoleConfig(**{**config.__dict__, "extra_args": tuple(spec.role(role).extra_args)})
     resolved = resolve_model(spec.model, model_config)
     notes = () if version is not None else (

@@ -642,8 +642,8 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
 def check_rdma_present(pair: PDPair) -> list[Violation]:
     if not pair.managed:
         return []
-    roles = [r for r in pair.roles if any(k.endswith("/gpu") for k in r.resources)]
-    if not roles or any(_has_rdma(r) for r in roles) or any(r.buffer_device == "cpu" for r in roles):
+    roles = [r for r in pair.roles if any(k.endswith("/gpu") for k in r.resources) or r.dra_claims]
+    if not roles or any(_has_rdma(r) or r.networks for r in roles) or any(r.buffer_device == "cpu" for r in roles):
         return []
     return [(
         "No RDMA device is requested (spec.network.rdma is unset): unless prefill and decode share NVLink on one node, "
@@ -702,6 +702,32 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     )]
 
 
+def check_side_channel_vs_listeners(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        clash = sorted(_ports(r) & set(r.other_ports))
+        if clash:
+            out.append((
+                f"{r.role}: the NIXL side-channel port {clash[0]} is also used by another listener of the engine "
+                "(HTTP or KV events).",
+                "Choose a side-channel port (spec.kvTransfer.sideChannelPort) that no other listener uses.",
+            ))
+    return out
+
+
+def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
+    out = []
+    for r in pair.roles:
+        devices = r.env.get("UCX_NET_DEVICES")
+        if r.host_network and _has_rdma(r) and devices in (None, "all"):
+            out.append((
+                f"{r.role}: the engine uses the host network, so UCX sees every NIC of the node and UCX_NET_DEVICES is "
+                f"{'unset' if devices is None else 'all'}: it may pick a NIC far from the GPU, or an Ethernet port.",
+                "Set spec.network.ucx.netDevices to the GPU-local RDMA devices, e.g. mlx5_0:1.",
+            ))
+    return out
+
+
 def check_expandable_segments(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
@@ -731,7 +757,8 @@ def check_efa_backend(pair: PDPair) -> list[Violation]:
 
 
 def _has_rdma(r: RoleConfig) -> bool:
-    return any(k.startswith("rdma/") or k == _EFA or "sriov" in k or "hca" in k for k in r.resources)
+    return (any(k.startswith("rdma/") or k == _EFA or "sriov" in k or "hca" in k for k in r.resources)
+            or any("nic" in c or "rdma" in c for c in r.dra_claims))
 
 
 def check_memlock(pair: PDPair) -> list[Violation]:
@@ -919,6 +946,13 @@ RULES: tuple[Rule, ...] = (
          "Engines sharing a network namespace use disjoint side-channel ports.",
          ("spec.kvTransfer.sideChannelPort",), "vllm nixl scheduler listener: port = base + DP index (0.11.1+)",
          check_side_channel_ports),
+    Rule("side-channel-listener-conflict", "side-channel-port-conflict", "error",
+         "The side-channel port is not used by the engine's HTTP or KV events listener.",
+         ("spec.kvTransfer.sideChannelPort", "spec.port"), "vllm nixl side-channel listener; --kv-events-config endpoint",
+         check_side_channel_vs_listeners),
+    Rule("ucx-net-devices-unscoped", "kv-transport", "warning", "With the host network, UCX is told which NICs to use.",
+         ("spec.network.ucx.netDevices", "spec.network.hostNetwork"),
+         "vLLM docs/features/nixl_connector_usage.md (UCX_NET_DEVICES)", check_ucx_net_devices),
     Rule("expandable-segments-with-nixl", "expandable-segments-with-nixl", "error",
          "No expandable_segments CUDA allocator with NIXL.",
          ("spec.engine.env", "spec.prefill.env", "spec.decode.env"),

@@ -19,6 +19,16 @@ NIXL_PORT_NAME = "nixl"
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 
 
+def role_ports(spec: PDDeploymentSpec, role: str) -> tuple[int, int]:
+    """``(http_port, side_channel_port)`` of a role's engine.
+
+    Pods have their own IPs, so both roles use ``spec.port`` and ``spec.kvTransfer.sideChannelPort``;
+    with the host network a prefill and a decode engine may share a node, so decode uses both + 1.
+    """
+    shift = 1 if spec.network.host_network and role == "decode" else 0
+    return spec.port + shift, spec.kv_transfer.side_channel_port + shift
+
+
 def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     """Return the ``--kv-transfer-config`` object for ``role`` (``prefill`` or ``decode``).
 
@@ -77,7 +87,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     args = [
         m.name,
         "--host", "0.0.0.0",
-        "--port", str(spec.port),
+        "--port", str(role_ports(spec, role)[0]),
         "--tensor-parallel-size", str(r.tensor_parallel_size),
         "--pipeline-parallel-size", str(r.pipeline_parallel_size),
         "--gpu-memory-utilization", f"{r.gpu_memory_utilization:g}",
@@ -112,16 +122,23 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
 def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = None) -> list[dict]:
     """Return the engine container's environment for ``role``, as Pod ``env`` entries.
 
-    The NIXL side-channel host is the pod IP from the downward API (never ``localhost`` or
-    ``0.0.0.0``: it is both the bind and the advertised address) and the port is explicit. Hybrid SSM
+    The NIXL side-channel host is the pod IP from the downward API (the node IP with the host
+    network; never ``localhost`` or ``0.0.0.0``: it is both the bind and the advertised address) and
+    the port is explicit. ``spec.network.ucx`` becomes ``UCX_TLS``, ``UCX_NET_DEVICES``, ``UCX_IB_GID_INDEX``. Hybrid SSM
     models get ``VLLM_SSM_CONV_STATE_LAYOUT`` (DS unless the spec says otherwise; required from vLLM
     0.20). User env (engine, then role) is appended and wins on a name clash.
     """
     r = spec.role(role)
+    ip_field = "status.hostIP" if spec.network.host_network else "status.podIP"
     env: list[dict] = [
-        {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(spec.kv_transfer.side_channel_port)},
+        {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": ip_field}}},
+        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(role_ports(spec, role)[1])},
     ]
+    ucx = spec.network.ucx
+    for name, value in (("UCX_TLS", ucx.transports), ("UCX_NET_DEVICES", ucx.net_devices),
+                        ("UCX_IB_GID_INDEX", ucx.gid_index)):
+        if value is not None:
+            env.append({"name": name, "value": str(value)})
     if _traits(spec, model_config).needs_hma:
         layout = spec.kv_cache.ssm_conv_state_layout or "DS"
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": str(layout)})

@@ -26,7 +26,7 @@ from pdd_operator.api.constants import (
 )
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat.versions import fmt, resolve_version
-from pdd_operator.render.engine import HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, vllm_args
+from pdd_operator.render.engine import HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, role_ports, vllm_args
 
 ENGINE_CONTAINER = "vllm"
 
@@ -88,12 +88,13 @@ def _resources(spec: PDDeploymentSpec, role: str) -> dict:
     r = spec.role(role)
     requests = {k: v for k, v in r.resources.requests.items()}
     limits = {k: v for k, v in r.resources.limits.items()}
+    dra = spec.network.dra
     gpu = spec.engine.gpu_resource_name
-    if gpu:
+    if gpu and not (dra and dra.gpu_claim_template):
         limits[gpu] = r.gpus_per_pod
         requests[gpu] = r.gpus_per_pod
     rdma = spec.network.rdma
-    if rdma is not None:
+    if rdma is not None and not (dra and dra.nic_claim_template):
         limits[rdma.resource_name] = rdma.count
         requests[rdma.resource_name] = rdma.count
     out: dict = {}
@@ -101,7 +102,38 @@ def _resources(spec: PDDeploymentSpec, role: str) -> dict:
         out["requests"] = requests
     if limits:
         out["limits"] = limits
+    claims = [{"name": name} for name, _ in _claims(spec)]
+    if claims:
+        out["claims"] = claims
     return out
+
+
+def _claims(spec: PDDeploymentSpec) -> list[tuple[str, str]]:
+    """``(claim name, ResourceClaimTemplate)`` pairs of a pod (DRA)."""
+    dra = spec.network.dra
+    if dra is None:
+        return []
+    return [(name, tpl) for name, tpl in (("gpus", dra.gpu_claim_template), ("nics", dra.nic_claim_template)) if tpl]
+
+
+def _affinity(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
+    """Keep all pods of the deployment in one topology domain; with the host network, never two pods
+    of one role on a node (their ports would clash)."""
+    affinity: dict = {}
+    pl = spec.placement
+    if pl.topology_key:
+        term = {"labelSelector": {"matchLabels": {LABEL_INSTANCE: owner.name, LABEL_MANAGED_BY: "pdd-operator"}},
+                "topologyKey": pl.topology_key}
+        if pl.topology_policy == "Required":
+            affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        else:
+            affinity["podAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": term}]}
+    if spec.network.host_network:
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": selector_labels(owner.name, role)},
+             "topologyKey": "kubernetes.io/hostname"}]}
+    return affinity
 
 
 def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
@@ -115,8 +147,8 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
         "args": vllm_args(spec, role, model_config),
         "env": engine_env(spec, role, model_config),
         "ports": [
-            {"name": HTTP_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"},
-            {"name": NIXL_PORT_NAME, "containerPort": spec.kv_transfer.side_channel_port, "protocol": "TCP"},
+            {"name": HTTP_PORT_NAME, "containerPort": role_ports(spec, role)[0], "protocol": "TCP"},
+            {"name": NIXL_PORT_NAME, "containerPort": role_ports(spec, role)[1], "protocol": "TCP"},
         ],
         "resources": _resources(spec, role),
         "securityContext": {
@@ -146,13 +178,33 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
         "terminationGracePeriodSeconds": 60,
         "enableServiceLinks": False,
     }
-    if r.node_selector:
-        pod_spec["nodeSelector"] = dict(r.node_selector)
+    node_selector = dict(r.node_selector)
+    if spec.placement.gpu_product:
+        node_selector.setdefault("nvidia.com/gpu.product", spec.placement.gpu_product)
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    affinity = _affinity(owner, role, spec)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    if spec.placement.spread_replicas and r.replicas > 1:
+        pod_spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector_labels(owner.name, role)},
+        }]
+    if spec.network.host_network:
+        pod_spec["hostNetwork"] = True
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    claims = _claims(spec)
+    if claims:
+        pod_spec["resourceClaims"] = [{"name": n, "resourceClaimTemplateName": t} for n, t in claims]
     if r.tolerations:
         pod_spec["tolerations"] = [t.wire() for t in r.tolerations]
     if spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.engine.image_pull_secrets]
-    return {"metadata": {"labels": labels(owner.name, role, spec)}, "spec": pod_spec}
+    metadata: dict = {"labels": labels(owner.name, role, spec)}
+    if spec.network.networks:
+        metadata["annotations"] = {"k8s.v1.cni.cncf.io/networks": ",".join(spec.network.networks)}
+    return {"metadata": metadata, "spec": pod_spec}
 
 
 def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
@@ -181,8 +233,9 @@ def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
             "clusterIP": "None",
             "selector": selector_labels(owner.name, role),
             "ports": [
-                {"name": HTTP_PORT_NAME, "port": spec.port, "targetPort": HTTP_PORT_NAME, "protocol": "TCP"},
-                {"name": NIXL_PORT_NAME, "port": spec.kv_transfer.side_channel_port,
+                {"name": HTTP_PORT_NAME, "port": role_ports(spec, role)[0], "targetPort": HTTP_PORT_NAME,
+                 "protocol": "TCP"},
+                {"name": NIXL_PORT_NAME, "port": role_ports(spec, role)[1],
                  "targetPort": NIXL_PORT_NAME, "protocol": "TCP"},
             ],
         },

@@ -1,0 +1,46 @@
+"""Placement on the kwok cluster: one topology domain for the whole P/D pair, and honest Pending."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT, condition, pdd_status, wait_for
+
+pytestmark = pytest.mark.cluster
+
+LLAMA = yaml.safe_load((ROOT / "examples" / "llama-dense-pd.yaml").read_text())
+RACK = "network.topology.kubernetes.io/block"
+
+
+def running_pods(cluster, ns):
+    return [p for p in cluster.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=llama-8b").items
+            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+
+
+def test_prefill_and_decode_stay_in_one_rack(cluster, operator, namespace):
+    doc = yaml.safe_load(yaml.safe_dump(LLAMA))
+    doc["spec"]["placement"] = {"topologyKey": RACK, "gpuProduct": "NVIDIA-H200"}
+    doc["spec"]["prefill"]["replicas"] = 3
+    doc["spec"]["decode"]["replicas"] = 2
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+    pods = wait_for(lambda: (p := running_pods(cluster, namespace)) and len(p) == 5 and p, 120, what="5 running pods")
+    racks = {cluster.core.read_node(p.spec.node_name).metadata.labels[RACK] for p in pods}
+    assert len(racks) == 1, racks
+    prefill_nodes = {p.spec.node_name for p in pods if p.metadata.labels["app.kubernetes.io/component"] == "prefill"}
+    assert len(prefill_nodes) == 2  # spread over both nodes of the rack
+    wait_for(lambda: condition(pdd_status(cluster, namespace, "llama-8b"), "Ready").get("status") == "True", 60,
+             what="Ready")
+
+
+def test_a_deployment_that_cannot_fit_says_why(cluster, operator, namespace):
+    doc = yaml.safe_load(yaml.safe_dump(LLAMA))
+    doc["spec"]["placement"] = {"gpuProduct": "NVIDIA-B200"}  # no such nodes
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+    def degraded():
+        st = pdd_status(cluster, namespace, "llama-8b")
+        return condition(st, "Degraded").get("reason") == "Unschedulable" and st
+    st = wait_for(degraded, 120, what="Degraded=Unschedulable")
+    assert "node affinity/selector" in condition(st, "Degraded")["message"]
+    assert condition(st, "Ready")["status"] == "False"
