@@ -240,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve the validating admission webhook (HTTPS) on this port (0: no webhook)")
     run.add_argument("--webhook-host", default="127.0.0.1",
                      help="address the apiserver dials for the webhook, and the serving certificate's SAN: "
-                     "an IP or a DNS name such as <service>.<namespace>.svc (default 127.0.0.1, the local cluster)")
+                     "an IP, or <service>.<namespace>.svc to be reached through that Service on --webhook-port "
+                     "(default 127.0.0.1, the local cluster)")
     run.add_argument("--webhook-listen", default="127.0.0.1", help="address the webhook server binds to")
     run.add_argument("--webhook-cert-dir", default=None,
                      help="directory with tls.crt, tls.key (and ca.crt) to serve, e.g. a mounted Secret; "

@@ -7,22 +7,26 @@ nodes) is started once per test session and left running for reuse; the operator
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from datetime import datetime
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = ROOT / "tests" / "cluster" / "cluster.sh"
@@ -55,6 +59,7 @@ class Cluster:
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
+        self.admission = client.AdmissionregistrationV1Api(self.api)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         """Run the real kubectl against the cluster; returns the completed process (text output)."""
@@ -81,6 +86,9 @@ def _cluster_env() -> dict[str, str]:
 def cluster() -> Cluster:
     subprocess.run(["bash", str(CLUSTER_SH), "up"], check=True, timeout=3600)
     c = Cluster(_cluster_env())
+    # A webhook configuration left by a killed run (failurePolicy Fail, nobody serving) would refuse
+    # every PDDeployment create/update; the webhook tests start their own operator that re-creates it.
+    c.kubectl("delete", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "--ignore-not-found")
     c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "pddeployment.yaml"))
     c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/pddeployments.pdd-operator.dev")
     return c
@@ -95,10 +103,11 @@ def _free_port() -> int:
 class OperatorProcess:
     """A real ``pdd run`` process against the cluster, with its Prometheus metrics on loopback."""
 
-    def __init__(self, cluster: Cluster, log_path: Path) -> None:
+    def __init__(self, cluster: Cluster, log_path: Path, extra_args: Sequence[str] = ()) -> None:
         self.cluster = cluster
         self.log_path = log_path
         self.port = _free_port()
+        self.extra_args = list(extra_args)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -106,7 +115,7 @@ class OperatorProcess:
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pdd_operator.cli", "run", "--metrics-port", str(self.port),
-             "--metrics-address", "127.0.0.1"],
+             "--metrics-address", "127.0.0.1", *self.extra_args],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )
         wait_for(lambda: self.metrics() is not None, 60, what="operator metrics endpoint")
@@ -146,6 +155,96 @@ def operator(cluster: Cluster, tmp_path_factory) -> Iterator[OperatorProcess]:
     op.start()
     yield op
     op.stop()
+
+
+WEBHOOK_CONFIGURATION = "pdd-operator.dev"
+WEBHOOK_NAME = "validate-pddeployment.pdd-operator.dev"
+#: A spec that only the webhook refuses (a version-dependent rule, out of reach of the CRD's CEL
+#: rules): the Nemotron example with the SD conv-state layout, which vLLM >= 0.20 asserts against.
+WEBHOOK_PROBE_RULE = "ssm-conv-layout-ds"
+
+
+def webhook_probe(name: str = "webhook-probe") -> str:
+    """A PDDeployment manifest that only the webhook refuses, with ``[ssm-conv-layout-ds]``."""
+    doc = yaml.safe_load((ROOT / "examples" / "nemotron-nano-pd.yaml").read_text())
+    doc["metadata"] = {"name": name}
+    doc["spec"]["kvCache"] = {"ssmConvStateLayout": "SD"}
+    return yaml.safe_dump(doc)
+
+
+class WebhookOperator(OperatorProcess):
+    """``pdd run`` with the validating admission webhook on 127.0.0.1 (real TLS, certificates
+    generated into ``cert_dir`` on the first start and reused on restarts)."""
+
+    def __init__(self, cluster: Cluster, log_path: Path, cert_dir: Path) -> None:
+        self.webhook_port = _free_port()
+        self.cert_dir = cert_dir
+        super().__init__(cluster, log_path, [
+            "--webhook-port", str(self.webhook_port), "--webhook-host", "127.0.0.1",
+            "--webhook-listen", "127.0.0.1", "--webhook-cert-dir", str(cert_dir),
+        ])
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}/validate-pddeployment"
+
+    def start(self) -> None:
+        super().start()
+        wait_for(self.refuses_probe, 60, what="the webhook refusing a bad object (server-side dry run)")
+
+    def refuses_probe(self) -> bool:
+        """True when a server-side dry run of :func:`webhook_probe` is refused by the webhook itself."""
+        proc = self.cluster.kubectl("apply", "--dry-run=server", "-n", "default", "-f", "-",
+                                    input=webhook_probe(), check=False)
+        return proc.returncode != 0 and f"[{WEBHOOK_PROBE_RULE}]" in proc.stderr
+
+    def configuration(self) -> dict | None:
+        """The ValidatingWebhookConfiguration as JSON, or None when absent."""
+        try:
+            resp = self.cluster.admission.read_validating_webhook_configuration(
+                WEBHOOK_CONFIGURATION, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return json.loads(resp.data)
+
+    def peer_certificate(self) -> bytes:
+        """DER certificate the webhook serves, over a TLS connection that trusts only ``ca.crt`` and
+        checks the 127.0.0.1 SAN (raises ``ssl.SSLError`` otherwise)."""
+        ctx = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+        with socket.create_connection(("127.0.0.1", self.webhook_port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                return s.getpeercert(binary_form=True)
+
+    def ca_bundle(self) -> bytes:
+        conf = self.configuration() or {}
+        hook = next(h for h in conf.get("webhooks", []) if h["name"] == WEBHOOK_NAME)
+        return base64.b64decode(hook["clientConfig"]["caBundle"])
+
+    def remove_configuration(self) -> None:
+        self.cluster.kubectl("delete", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "--ignore-not-found")
+        wait_for(lambda: self.configuration() is None, 30, what="webhook configuration gone")
+
+
+@pytest.fixture(scope="module")
+def webhook_operator(cluster: Cluster, tmp_path_factory) -> Iterator[WebhookOperator]:
+    """An operator serving the webhook, for one test module.
+
+    Module-scoped rather than session-scoped: while its configuration exists, the apiserver sends
+    every PDDeployment create/update to it, and other modules (test_lifecycle.py) apply incompatible
+    specs on purpose to see the operator refuse them. Teardown stops the process and deletes the
+    configuration (it outlives the process by design: fail closed), so later applies do not fail
+    against a webhook that is gone.
+    """
+    base = tmp_path_factory.mktemp("webhook-operator")
+    op = WebhookOperator(cluster, base / "operator.log", base / "certs")
+    try:
+        op.start()
+        yield op
+    finally:
+        op.stop()
+        op.remove_configuration()
 
 
 @pytest.fixture()

@@ -21,6 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.cli import build_parser
+from pdd_operator.compat import evaluate
 from pdd_operator.controller import tls, webhook
 from pdd_operator.controller.webhook import review
 from tests.helpers import merge
@@ -50,9 +51,16 @@ def obj(spec: dict, name: str = "x", **meta) -> dict:
 # --- the decision -----------------------------------------------------------------------------------
 
 
-def test_compatible_spec_is_allowed_without_warnings():
+def rollout_warnings(verdict: webhook.Verdict) -> list[str]:
+    return [w for w in verdict.warnings if w.startswith(f"[{webhook.ROLLOUT_RULE}]")]
+
+
+def test_compatible_spec_is_allowed_with_exactly_the_rule_warnings():
     verdict = review("CREATE", obj(LLAMA))
-    assert verdict.allowed and verdict.warnings == [] and verdict.message == ""
+    assert verdict.allowed and verdict.message == ""
+    expected = [webhook.finding_text(f) for f in evaluate(webhook.parse_spec(obj(LLAMA))).warnings]
+    assert verdict.warnings == expected
+    assert not [w for w in verdict.warnings if w.startswith("[block-size-partial]")]
 
 
 def test_error_is_refused_with_rule_id_message_and_fix():
@@ -137,11 +145,11 @@ def test_in_place_change_of_must_match_setting_warns_about_the_rollout():
 
 def test_scaling_is_not_a_must_match_change():
     verdict = review("UPDATE", obj(merge(LLAMA, {"prefill": {"replicas": 4}})), obj(LLAMA))
-    assert verdict.allowed and verdict.warnings == []
+    assert verdict.allowed and rollout_warnings(verdict) == []
 
 
 def test_create_never_gets_the_rollout_warning():
-    assert review("CREATE", obj(LLAMA), None).warnings == []
+    assert rollout_warnings(review("CREATE", obj(LLAMA), None)) == []
 
 
 def test_update_to_an_incompatible_spec_is_refused():
@@ -152,7 +160,7 @@ def test_update_to_an_incompatible_spec_is_refused():
 
 def test_update_from_an_invalid_old_spec_skips_the_comparison():
     verdict = review("UPDATE", obj(LLAMA), obj({"model": {}}))
-    assert verdict.allowed and verdict.warnings == []
+    assert verdict.allowed and rollout_warnings(verdict) == []
 
 
 def test_metadata_only_update_of_a_stored_bad_spec_is_allowed_with_a_warning():
@@ -195,7 +203,8 @@ def test_handler_raises_admission_error_and_fills_kopf_warnings():
 
 def test_enable_registers_handler_for_create_and_update_of_the_main_resource():
     registry = kopf.OperatorRegistry()
-    endpoint = webhook.Endpoint(server=kopf.WebhookServer(port=1), url="https://127.0.0.1:1/x", ca_file=None)
+    endpoint = webhook.Endpoint(server=kopf.WebhookServer(port=1), target={"url": "https://127.0.0.1:1/x"},
+                                ca_file=None)
     webhook.enable(endpoint, registry=registry)
     (handler,) = registry._webhooks.get_all_handlers()
     assert handler.id == webhook.HANDLER_ID
@@ -221,7 +230,7 @@ def test_refusals_are_logged_at_info_not_error():
 
 
 def test_configuration_fails_closed_for_create_update_of_pddeployments_only():
-    conf = webhook.webhook_configuration("https://127.0.0.1:9443/validate-pddeployment", b"PEM")
+    conf = webhook.webhook_configuration({"url": "https://127.0.0.1:9443/validate-pddeployment"}, b"PEM")
     assert conf["metadata"]["name"] == "pdd-operator.dev"
     (hook,) = conf["webhooks"]
     assert hook["name"] == "validate-pddeployment.pdd-operator.dev"
@@ -244,6 +253,27 @@ def test_webhook_url(host, url):
     assert webhook.webhook_url(host, 9443) == url
 
 
+@pytest.mark.parametrize("host, config", [
+    ("127.0.0.1", {"url": "https://127.0.0.1:9443/validate-pddeployment"}),
+    ("webhooks.example.com", {"url": "https://webhooks.example.com:9443/validate-pddeployment"}),
+    ("pdd-operator.pdd-system.svc", {"service": {"name": "pdd-operator", "namespace": "pdd-system", "port": 9443,
+                                                 "path": "/validate-pddeployment"}}),
+])
+def test_client_config_uses_a_service_reference_for_service_names(host, config):
+    assert webhook.client_config(host, 9443) == config
+    conf = webhook.webhook_configuration(config, b"PEM")
+    assert conf["webhooks"][0]["clientConfig"] == {**config, "caBundle": base64.b64encode(b"PEM").decode()}
+    assert "caBundle" not in config  # not mutated
+
+
+def test_prepare_for_a_service_name(tmp_path):
+    endpoint = webhook.prepare(port=9443, host="pdd-operator.pdd-system.svc", listen="0.0.0.0", cert_dir=tmp_path)
+    assert endpoint.target["service"]["namespace"] == "pdd-system"
+    assert tls.covers(tls.load_cert(tmp_path / "tls.crt"), "pdd-operator.pdd-system.svc")
+    assert webhook.describe_client_config(endpoint.target) == \
+        "service pdd-system/pdd-operator:9443/validate-pddeployment"
+
+
 class FakeAdmissionApi:
     def __init__(self, live: dict | None) -> None:
         self.live = live
@@ -259,7 +289,7 @@ class FakeAdmissionApi:
 
 
 def test_ensure_configuration_writes_only_when_missing_or_different():
-    desired = webhook.webhook_configuration("https://127.0.0.1:9443/validate-pddeployment", b"PEM")
+    desired = webhook.webhook_configuration({"url": "https://127.0.0.1:9443/validate-pddeployment"}, b"PEM")
     api = FakeAdmissionApi(None)
     assert webhook.ensure_configuration(api, desired)
     name, body, kwargs = api.patches[0]
@@ -271,7 +301,7 @@ def test_ensure_configuration_writes_only_when_missing_or_different():
     api = FakeAdmissionApi(live)
     assert not webhook.ensure_configuration(api, desired) and api.patches == []
 
-    rotated = webhook.webhook_configuration("https://127.0.0.1:9443/validate-pddeployment", b"NEW")
+    rotated = webhook.webhook_configuration({"url": "https://127.0.0.1:9443/validate-pddeployment"}, b"NEW")
     assert webhook.ensure_configuration(api, rotated) and len(api.patches) == 1
 
 
@@ -290,7 +320,7 @@ def test_run_webhook_options():
 
 def test_prepare_generates_certificates_for_the_host(tmp_path):
     endpoint = webhook.prepare(port=9443, host="127.0.0.1", listen="127.0.0.1", cert_dir=tmp_path)
-    assert endpoint.url == "https://127.0.0.1:9443/validate-pddeployment"
+    assert endpoint.target == {"url": "https://127.0.0.1:9443/validate-pddeployment"}
     assert endpoint.ca_file == tmp_path / "ca.crt"
     server = endpoint.server
     assert (server.addr, server.port, server.host) == ("127.0.0.1", 9443, "127.0.0.1")

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import ipaddress
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,9 +224,33 @@ def webhook_url(host: str, port: int) -> str:
     return f"https://{host}:{port}/{HANDLER_ID}"
 
 
-def webhook_configuration(url: str, ca_bundle: bytes) -> dict:
-    """The ValidatingWebhookConfiguration for the webhook at ``url`` whose certificate ``ca_bundle``
-    (PEM) verifies.
+#: ``<service>.<namespace>.svc``: the apiserver reaches such a host through the Service (it may not
+#: resolve cluster DNS names itself) and checks the certificate for exactly this name.
+SERVICE_HOST = re.compile(r"^(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc$")
+
+
+def client_config(host: str, port: int) -> dict:
+    """The webhook's ``clientConfig`` without ``caBundle``.
+
+    ``<service>.<namespace>.svc`` becomes a Service reference (port ``port``, which the Service must
+    expose); anything else (an IP such as 127.0.0.1, an external name) a ``url``.
+    """
+    if m := SERVICE_HOST.match(host):
+        return {"service": {"name": m["name"], "namespace": m["namespace"], "port": port, "path": f"/{HANDLER_ID}"}}
+    return {"url": webhook_url(host, port)}
+
+
+def describe_client_config(config: Mapping) -> str:
+    """``https://...`` for a URL, ``service <namespace>/<name>:<port><path>`` for a Service."""
+    if "url" in config:
+        return str(config["url"])
+    svc = config["service"]
+    return f"service {svc['namespace']}/{svc['name']}:{svc['port']}{svc['path']}"
+
+
+def webhook_configuration(target: Mapping, ca_bundle: bytes) -> dict:
+    """The ValidatingWebhookConfiguration for the webhook at ``target`` (a :func:`client_config`)
+    whose serving certificate ``ca_bundle`` (PEM) verifies.
 
     ``failurePolicy: Fail`` for CREATE/UPDATE of ``pddeployments`` (not ``pddeployments/status``),
     narrowed by :data:`MATCH_CONDITIONS`; ``sideEffects: None`` so dry runs are validated too.
@@ -235,7 +261,7 @@ def webhook_configuration(url: str, ca_bundle: bytes) -> dict:
         "metadata": {"name": CONFIGURATION_NAME, "labels": {LABEL_MANAGED_BY: "pdd-operator"}},
         "webhooks": [{
             "name": WEBHOOK_NAME,
-            "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_bundle).decode("ascii")},
+            "clientConfig": {**copy.deepcopy(dict(target)), "caBundle": base64.b64encode(ca_bundle).decode("ascii")},
             "rules": [{
                 "apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
                 "operations": list(OPERATIONS), "scope": "Namespaced",
@@ -273,7 +299,7 @@ def ensure_configuration(api: Any, desired: dict) -> bool:
         name, desired, field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml",
     )
     log.info("webhook: applied ValidatingWebhookConfiguration %s (%s)", name,
-             desired["webhooks"][0]["clientConfig"]["url"])
+             describe_client_config(desired["webhooks"][0]["clientConfig"]))
     return True
 
 
@@ -282,16 +308,18 @@ def ensure_configuration(api: Any, desired: dict) -> bool:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """The webhook as served (``server``) and as the apiserver reaches it (``url``, ``ca_file``)."""
+    """The webhook as served (``server``) and as the apiserver reaches it (``target``, ``ca_file``)."""
 
     server: kopf.WebhookServer
-    url: str
+    #: ``clientConfig`` without ``caBundle`` (:func:`client_config`).
+    target: dict
     #: PEM bundle the apiserver verifies the serving certificate with (``ca.crt``, else ``tls.crt``).
     ca_file: Path
 
 
 def prepare(*, port: int, host: str, listen: str, cert_dir: Path) -> Endpoint:
-    """The HTTPS webhook endpoint: kopf server on ``listen:port``, reached at ``https://host:port``.
+    """The HTTPS webhook endpoint: kopf server on ``listen:port``, which the apiserver reaches at
+    ``https://host:port`` (or through the Service, for ``<service>.<namespace>.svc``: :func:`client_config`).
 
     Certificates come from ``cert_dir`` (``tls.crt``/``tls.key``/``ca.crt``, used when present) or
     are generated there for ``host`` (:func:`pdd_operator.controller.tls.ensure_serving_files`).
@@ -311,7 +339,7 @@ def prepare(*, port: int, host: str, listen: str, cert_dir: Path) -> Endpoint:
         certfile=str(files.certfile), pkeyfile=str(files.keyfile),
         cafile=str(files.cafile) if files.cafile is not None else None,
     )
-    return Endpoint(server=server, url=webhook_url(host, port), ca_file=files.cafile or files.certfile)
+    return Endpoint(server=server, target=client_config(host, port), ca_file=files.cafile or files.certfile)
 
 
 def validate_pddeployment(operation: str | None, body: Mapping, old: Mapping | None, warnings: list[str],
@@ -391,7 +419,7 @@ async def _keep_configuration(endpoint: Endpoint) -> None:
     while True:
         delay = KEEP_INTERVAL
         try:
-            desired = webhook_configuration(endpoint.url, endpoint.ca_file.read_bytes())
+            desired = webhook_configuration(endpoint.target, endpoint.ca_file.read_bytes())
             await loop.run_in_executor(None, ensure_configuration, api, desired)
         except Exception as exc:  # noqa: BLE001  (API errors, connection errors, an unreadable file)
             log.warning("webhook: cannot apply ValidatingWebhookConfiguration %s: %s", CONFIGURATION_NAME, exc)
