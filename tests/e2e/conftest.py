@@ -148,6 +148,18 @@ class OperatorProcess:
         m = self.metrics() or {}
         return sum(v for k, v in m.items() if k.startswith("pdd_reconcile_total"))
 
+    def writes(self) -> float:
+        m = self.metrics() or {}
+        return m.get("pdd_status_writes_total", 0) + m.get("pdd_child_applies_total", 0)
+
+    def wait_quiet(self, timeout: float = 60) -> None:
+        """Wait until two full resync rounds pass without the operator writing anything."""
+        def quiet() -> bool:
+            writes, seen = self.writes(), self.reconciles()
+            wait_for(lambda: self.reconciles() >= seen + 2, timeout, what="two reconciles")
+            return self.writes() == writes
+        wait_for(quiet, timeout, interval=0, what="an operator with nothing left to write")
+
 
 @pytest.fixture(scope="session")
 def operator(cluster: Cluster, tmp_path_factory) -> Iterator[OperatorProcess]:

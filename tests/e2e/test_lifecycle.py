@@ -182,7 +182,8 @@ def test_delete_garbage_collects_children(cluster, operator, namespace):
 def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, namespace):
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
     wait_for(ready(cluster, namespace, "nemotron-nano"), 120, what="Ready")
-    # Let the first resyncs after Ready pass, then restart the operator and watch the idle window.
+    # Once the operator has nothing left to write, restart it and watch the idle window.
+    operator.wait_quiet()
     operator.stop()
     since = time.time()
     rv_before = cluster.custom.get_namespaced_custom_object(
