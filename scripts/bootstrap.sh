@@ -8,9 +8,13 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 stamp=".venv/.pdd-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   .venv/bin/pip install --quiet --upgrade pip
   .venv/bin/pip install --quiet -e '.[test]'
+  # NIXL (with its bundled UCX) for the KV transport preflight tests on the CPU. --no-deps: the wheel
+  # declares torch, which the preflight does not need; numpy it does.
+  .venv/bin/pip install --quiet numpy
+  .venv/bin/pip install --quiet --no-deps nixl-cu12==1.5.1
   echo "$want" > "$stamp"
 fi

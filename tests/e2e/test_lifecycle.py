@@ -228,3 +228,27 @@ def test_api_server_refuses_version_independent_faults(cluster, namespace, patch
     assert proc.returncode != 0 and f"[{rule}]" in proc.stderr, proc.stderr
     assert cluster.custom.list_namespaced_custom_object(
         "pdd-operator.dev", "v1alpha1", namespace, "pddeployments")["items"] == []
+
+
+def test_preflight_verdicts_become_the_kv_transport_condition(cluster, operator, namespace):
+    """The kubelet would put the preflight's JSON in the init container's termination message; here
+    the test writes it into the pod status (kwok runs no containers) and the operator folds it."""
+    import json
+
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
+    wait_for(ready(cluster, namespace, "nemotron-nano"), 120, what="Ready")
+    st = pdd_status(cluster, namespace, "nemotron-nano")
+    assert condition(st, "KVTransportReady")["reason"] == "NoPreflightResult"
+    verdict = {"reason": "TCPFallback", "ready": False, "transport": "tcp", "message": "No RDMA port is ACTIVE."}
+    pod = pods(cluster, namespace, "decode")[0]
+    init = pod.status.init_container_statuses[0]
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {"initContainerStatuses": [{
+        "name": "preflight", "image": init.image, "imageID": init.image_id or "", "ready": True, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": json.dumps(verdict),
+                                 "startedAt": "2026-11-29T10:00:00Z", "finishedAt": "2026-11-29T10:00:01Z"}}}]}})
+
+    def folded():
+        c = condition(pdd_status(cluster, namespace, "nemotron-nano"), "KVTransportReady")
+        return c.get("reason") == "TCPFallback" and c
+    c = wait_for(folded, 60, what="KVTransportReady=False TCPFallback")
+    assert c["status"] == "False" and pod.metadata.name in c["message"]

@@ -386,6 +386,20 @@ class DRASpec(APIModel):
     )
 
 
+class PreflightSpec(APIModel):
+    """The KV transport preflight: an init container that proves RDMA works before vLLM starts."""
+
+    policy: Literal["Warn", "Fail", "Disabled"] = Field(
+        "Warn",
+        description="Warn: report the result in the KVTransportReady condition and start vLLM anyway. Fail: the pod "
+        "does not start unless RDMA is ready. Disabled: no preflight. Needs an engine image with the "
+        "`pdd_operator.preflight` module (images/engine); with another image Warn reports PreflightUnavailable.",
+    )
+    min_memlock_mib: int = Field(
+        1024, ge=0, description="Smallest acceptable memlock limit in MiB (an unlimited limit always passes).",
+    )
+
+
 class NetworkSpec(APIModel):
     """Networking of the engine pods."""
 
@@ -400,6 +414,8 @@ class NetworkSpec(APIModel):
     )
     ucx: UCXSpec = Field(default_factory=UCXSpec, description="UCX transports and devices.",
                          json_schema_extra=OBJECT_DEFAULT)
+    preflight: PreflightSpec = Field(default_factory=PreflightSpec, json_schema_extra=OBJECT_DEFAULT,
+                                     description="KV transport preflight (init container).")
     host_network: bool = Field(
         False,
         description="Run engines in the host network namespace. The side channel then binds the node IP; decode "

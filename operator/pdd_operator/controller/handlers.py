@@ -1,7 +1,7 @@
 """kopf handlers: thin edges that route events to :func:`~pdd_operator.controller.reconcile.reconcile`.
 
 - every event of a PDDeployment reconciles it (level-based: the handler does not look at the diff);
-- every event of a Deployment or Service the operator manages reconciles its owner, so a child
+- every event of a Deployment, Service or pod the operator manages reconciles its owner, so a child
   deleted by hand comes back and status follows the pods;
 - a resync loop reconciles every PDDeployment periodically, retrying what failed.
 
@@ -90,8 +90,13 @@ def pddeployment_event(type: str | None, name: str, namespace: str, **_) -> None
 
 @kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
 @kopf.on.event("", "v1", "services", labels=_MANAGED)
+@kopf.on.event("", "v1", "pods", labels=_MANAGED)
 def child_event(labels: dict, namespace: str, **_) -> None:
-    """A managed Deployment or Service changed or was deleted: reconcile its PDDeployment."""
+    """A managed Deployment, Service or pod changed or was deleted: reconcile its PDDeployment.
+
+    Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
+    preflight verdicts (KVTransportReady).
+    """
     owner = labels.get(LABEL_INSTANCE)
     if owner:
         _reconcile_logged(namespace, owner)

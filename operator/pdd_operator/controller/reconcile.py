@@ -20,7 +20,7 @@ from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
-from pdd_operator.controller.status import RoleObservation, fold_status
+from pdd_operator.controller.status import RoleObservation, fold_status, preflight_results
 from pdd_operator.render.workloads import Owner, child_name, render_children, selector_labels
 
 log = logging.getLogger(__name__)
@@ -155,16 +155,20 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         if applied:
             deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
         desired = spec or target
+        pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
         observations = {
             role: RoleObservation.from_deployment(
-                deployments[role], kube.list_pods(namespace, selector_labels(name, role)),
-                desired=desired.role(role).replicas if desired is not None else 0,
+                deployments[role], pods[role], desired=desired.role(role).replicas if desired is not None else 0,
             )
             for role in ROLES
         }
+        preflight = None
+        if desired is not None and desired.network.preflight.policy != "Disabled":
+            preflight = preflight_results([p for role in ROLES for p in pods[role]])
         status = fold_status(
             generation=generation, previous=previous, report=report,
             applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
+            preflight=preflight,
         )
         written = False
         if status != previous:

@@ -7,6 +7,7 @@ the condition was computed for.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import ROLES
@@ -79,6 +80,47 @@ class RoleObservation:
         )
 
 
+#: Preflight reasons from worst to best (pdd_operator.preflight); the worst one seen is reported.
+_PREFLIGHT_ORDER = ["NIXLUnavailable", "GPURegistrationFailed", "NoRDMADevice", "MemlockTooLow", "TCPFallback",
+                    "PreflightUnavailable", "RDMAReady"]
+
+
+def preflight_results(pods: list[dict]) -> list[tuple[str, dict]]:
+    """``(pod name, verdict)`` for every pod whose preflight init container has finished with a JSON message."""
+    out = []
+    for pod in pods:
+        for st in (pod.get("status") or {}).get("initContainerStatuses") or []:
+            if st.get("name") != "preflight":
+                continue
+            for key in ("state", "lastState"):
+                msg = ((st.get(key) or {}).get("terminated") or {}).get("message")
+                if msg:
+                    try:
+                        verdict = json.loads(msg)
+                    except ValueError:
+                        continue
+                    if isinstance(verdict, dict) and "reason" in verdict:
+                        out.append((pod["metadata"]["name"], verdict))
+                        break
+    return out
+
+
+def kv_transport_condition(results: list[tuple[str, dict]], generation: int) -> dict:
+    """The ``KVTransportReady`` condition from the preflight verdicts of all engine pods."""
+    if not results:
+        return condition("KVTransportReady", None, "NoPreflightResult",
+                         "No engine pod has reported a preflight result yet.", generation)
+    bad = [(pod, v) for pod, v in results if not v.get("ready")]
+    if not bad:
+        transports = sorted({v.get("transport", "?") for _, v in results})
+        return condition("KVTransportReady", True, "RDMAReady",
+                         f"{len(results)} pod(s) verified KV transport over {', '.join(transports)}.", generation)
+    rank = {r: i for i, r in enumerate(_PREFLIGHT_ORDER)}
+    pod, worst = min(bad, key=lambda pv: rank.get(pv[1]["reason"], 0))
+    return condition("KVTransportReady", False, str(worst["reason"]),
+                     f"{pod}: {worst.get('message', '')} ({len(bad)} of {len(results)} pod(s) not ready)", generation)
+
+
 def role_status(obs: RoleObservation) -> dict:
     """Status of one role (``status.prefill`` / ``status.decode``)."""
     return {
@@ -125,6 +167,7 @@ def fold_status(
     applied_generation: int | None,
     observations: dict[str, RoleObservation],
     now: str,
+    preflight: list[tuple[str, dict]] | None = None,
 ) -> dict:
     """Return the whole new status of a PDDeployment.
 
@@ -135,6 +178,7 @@ def fold_status(
         applied_generation: generation the children were last rendered from (``None``: never).
         observations: per role (``prefill``, ``decode``) what its Deployment says.
         now: current time, RFC 3339, used for conditions that transition.
+        preflight: preflight verdicts of the engine pods (``None``: preflight disabled, no condition).
 
     Ready is True only when the current spec was applied and every role is rolled out with at least
     one ready pod. An incompatible spec makes Compatible=False and Degraded=True; the children keep
@@ -211,7 +255,10 @@ def fold_status(
     else:
         ready = condition("Ready", False, "ReplicasNotReady", _waiting(), generation)
 
-    conditions = merge_conditions(previous.get("conditions") or [], [ready, progressing, degraded, compat], now)
+    new = [ready, progressing, degraded, compat]
+    if preflight is not None:
+        new.append(kv_transport_condition(preflight, generation))
+    conditions = merge_conditions(previous.get("conditions") or [], new, now)
     out = {
         "observedGeneration": generation,
         "appliedGeneration": applied_generation,

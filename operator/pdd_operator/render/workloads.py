@@ -174,6 +174,8 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
     }
     pod_spec: dict = {
         "containers": [container],
+        **({"initContainers": [preflight_container(spec, container)]}
+           if spec.network.preflight.policy != "Disabled" else {}),
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
         "terminationGracePeriodSeconds": 60,
         "enableServiceLinks": False,
@@ -205,6 +207,37 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
     if spec.network.networks:
         metadata["annotations"] = {"k8s.v1.cni.cncf.io/networks": ",".join(spec.network.networks)}
     return {"metadata": metadata, "spec": pod_spec}
+
+
+PREFLIGHT_CONTAINER = "preflight"
+
+
+def preflight_container(spec: PDDeploymentSpec, engine: dict) -> dict:
+    """The KV transport preflight init container (``python -m pdd_operator.preflight``).
+
+    Same image, resources, environment and security context as the engine, so it sees the same RDMA
+    devices, memlock limit and UCX settings. Its verdict is its termination message (JSON). With the
+    Warn policy a missing preflight module (an engine image without it) is reported, not fatal.
+    """
+    pf = spec.network.preflight
+    cmd = ["python3", "-m", "pdd_operator.preflight", "--policy", pf.policy.lower(),
+           "--min-memlock", str(pf.min_memlock_mib * 1024 * 1024)]
+    if pf.policy == "Warn":
+        unavailable = ('{"reason":"PreflightUnavailable","ready":false,"transport":"unknown",'
+                       '"message":"the engine image has no pdd_operator.preflight module"}')
+        command = ["sh", "-c", " ".join(cmd) + f" || echo '{unavailable}' > /dev/termination-log"]
+    else:
+        command = cmd
+    return {
+        "name": PREFLIGHT_CONTAINER,
+        "image": engine["image"],
+        "imagePullPolicy": engine["imagePullPolicy"],
+        "command": command,
+        "env": engine["env"],
+        "resources": engine["resources"],
+        "securityContext": engine["securityContext"],
+        "terminationMessagePolicy": "File",
+    }
 
 
 def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
