@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from pdd_operator.api.base import APIModel
+from pdd_operator.pins import engine_image
 
 PRESERVE = {"x-kubernetes-preserve-unknown-fields": True}
 INT_OR_STRING = {"x-kubernetes-int-or-string": True}
@@ -201,9 +202,10 @@ class EngineSpec(APIModel):
     """The vLLM engine both roles run. P and D must run the identical vLLM version string."""
 
     image: str = Field(
-        "vllm/vllm-openai:v0.20.2",
+        engine_image(),
         min_length=1,
-        description="Engine container image with vLLM and NIXL.",
+        description="Engine container image with vLLM and NIXL. The default is the project's engine image "
+        "(images/engine: vLLM, one NIXL build, rdma-core, the KV transport preflight).",
     )
     vllm_version: VersionString | None = Field(
         None,

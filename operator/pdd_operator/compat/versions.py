@@ -60,3 +60,22 @@ def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, s
 def fmt(version: Version | None) -> str:
     """Format a version tuple as ``"0.20.2"`` (``"unknown"`` for ``None``)."""
     return "unknown" if version is None else ".".join(map(str, version))
+
+
+#: NIXL releases each vLLM release line accepts (``requirements/kv_connectors.txt``;
+#: vllm-nixl-facts.md section 7): first vLLM version of the line -> (lowest, highest) NIXL version.
+NIXL_REQUIREMENTS: list[tuple[Version, tuple[Version, Version]]] = [
+    ((0, 20, 0), ((0, 7, 1), (0, 10, 1))),
+    ((0, 24, 0), ((1, 2, 0), (1, 2, 0))),
+    ((0, 28, 0), ((1, 3, 2), (1, 3, 2))),
+    ((0, 33, 0), ((1, 5, 0), (1, 5, 99))),
+]
+
+
+def nixl_range(vllm: Version) -> tuple[Version, Version] | None:
+    """The NIXL versions vLLM ``vllm`` accepts, or ``None`` before the first known line (0.20)."""
+    found = None
+    for since, bounds in NIXL_REQUIREMENTS:
+        if vllm >= since:
+            found = bounds
+    return found
