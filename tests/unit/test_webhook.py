@@ -5,6 +5,7 @@ handshake on loopback)."""
 from __future__ import annotations
 
 import base64
+import asyncio
 import copy
 import ipaddress
 import json
@@ -191,13 +192,13 @@ def test_handler_raises_admission_error_and_fills_kopf_warnings():
     warnings: list[str] = []
     bad = obj(merge(LLAMA, {"prefill": {"tensorParallelSize": 2}, "decode": {"tensorParallelSize": 3}}))
     with pytest.raises(kopf.AdmissionError) as err:
-        webhook.validate_pddeployment(operation="CREATE", body=kopf.Body(bad), old=None, warnings=warnings)
+        asyncio.run(webhook.validate_pddeployment(operation="CREATE", body=kopf.Body(bad), old=None, warnings=warnings))
     assert err.value.code == 422 and "[tp-divisibility]" in str(err.value)
 
     spec = copy.deepcopy(LLAMA)
     del spec["decode"]["blockSize"]
-    webhook.validate_pddeployment(operation="UPDATE", body=kopf.Body(obj(spec)), old=kopf.Body(obj(LLAMA)),
-                                  warnings=warnings)
+    asyncio.run(webhook.validate_pddeployment(operation="UPDATE", body=kopf.Body(obj(spec)),
+                                              old=kopf.Body(obj(LLAMA)), warnings=warnings))
     assert any(w.startswith("[block-size-partial]") for w in warnings)
 
 

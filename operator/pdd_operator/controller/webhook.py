@@ -342,9 +342,12 @@ def prepare(*, port: int, host: str, listen: str, cert_dir: Path) -> Endpoint:
     return Endpoint(server=server, target=client_config(host, port), ca_file=files.cafile or files.certfile)
 
 
-def validate_pddeployment(operation: str | None, body: Mapping, old: Mapping | None, warnings: list[str],
-                          **_: Any) -> None:
+async def validate_pddeployment(operation: str | None, body: Mapping, old: Mapping | None, warnings: list[str],
+                                **_: Any) -> None:
     """kopf validating handler: apply :func:`review`; raise ``kopf.AdmissionError`` to refuse.
+
+    Async on purpose: :func:`review` is pure CPU work of well under a millisecond, and running it on
+    the event loop saves the thread-pool hop kopf makes for synchronous handlers.
 
     ``warnings`` is kopf's list for the response's admission warnings; ``body`` is the new object
     (the old one on DELETE, which is not registered), ``old`` the stored one on UPDATE.
