@@ -92,3 +92,23 @@ def test_side_channel_port_may_not_collide_with_http_or_kv_events():
     events = make_spec(kvTransfer={"sideChannelPort": 5557},
                        decode={"extraArgs": ["--kv-events-config", '{"enable_kv_cache_events":true,"publisher":"zmq"}']})
     assert "side-channel-listener-conflict" in rules(events, "error")
+
+
+def test_flavour_examples_render_what_their_clusters_need():
+    import yaml
+
+    from tests.helpers import ROOT
+    from pdd_operator.api.spec import PDDeploymentSpec
+
+    flavours = {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "examples" / "flavours").glob("*.yaml")}
+    assert set(flavours) == {"multus-rdma", "dra", "efa", "host-network"}
+    specs = {k: PDDeploymentSpec.model_validate(v["spec"]) for k, v in flavours.items()}
+    for name, spec in specs.items():
+        assert evaluate(spec).findings == [], name
+    roce = pod(specs["multus-rdma"])
+    assert roce["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "roce-net-a"
+    assert roce["spec"]["affinity"]["podAffinity"]
+    assert "resourceClaims" in pod(specs["dra"])["spec"]
+    efa = pod(specs["efa"])["spec"]["containers"][0]
+    assert efa["resources"]["limits"]["vpc.amazonaws.com/efa"] == 32 and "LIBFABRIC" in efa["args"][-1]
+    assert pod(specs["host-network"])["spec"]["hostNetwork"] is True
