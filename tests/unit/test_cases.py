@@ -5,6 +5,7 @@ form (two engines as people write them), which ``pdd check`` reads from plain ma
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,11 @@ from pdd_operator.compat.pair import PDPair, from_pddeployment, role_from_contai
 from pdd_operator.compat.rules import RULES_BY_ID
 from tests.helpers import merge
 
-CASES_FILE = Path(__file__).resolve().parents[3] / "shared" / "cases" / "pd-misconfig-cases.yaml"
+# The shared case collection lives beside the checkout (../shared), as on every developer machine and in CI.
+CASES_FILE = Path(os.environ.get("PDD_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared")) / "cases" / (
+    "pd-misconfig-cases.yaml")
+if not CASES_FILE.exists() and os.environ.get("CI"):
+    raise RuntimeError(f"{CASES_FILE} is missing: CI must run with ../shared beside the checkout")
 CASES = {c["id"]: c for c in yaml.safe_load(CASES_FILE.read_text())["cases"]} if CASES_FILE.exists() else {}
 
 
