@@ -240,3 +240,26 @@ def test_missing_rdma_is_a_warning_for_gpu_engines_only():
     assert "rdma-missing" in rules_fired(no_rdma, "warning")
     cpu = make_spec(network={"rdma": None}, engine={"gpuResourceName": ""}, kvTransfer={"bufferDevice": "cpu"})
     assert "rdma-missing" not in rules_fired(cpu)
+
+
+@pytest.mark.parametrize(
+    "hf_arch, version, patch, rule",
+    [
+        ("Gemma3ForCausalLM", "0.30.0", {"kvTransfer": {"connector": "NixlPushConnector"},
+                                         "prefill": {"pipelineParallelSize": 2}}, "pp-push-hma-version"),
+        ("GptOssForCausalLM", "0.24.0", {"prefill": {"blockSize": 16}, "decode": {"blockSize": 32}}, "block-size-hma"),
+    ],
+)
+def test_sliding_window_models_use_hma_from_0_22(hf_arch, version, patch, rule):
+    spec = make_spec(model={"name": "x", "hfArchitecture": hf_arch, "numKvHeads": 8},
+                     engine={"image": f"vllm/vllm-openai:v{version}"}, **patch)
+    assert rule in rules_fired(spec, "error")
+    before = make_spec(model={"name": "x", "hfArchitecture": hf_arch, "numKvHeads": 8},
+                       engine={"image": "vllm/vllm-openai:v0.21.0"}, **patch)
+    assert "block-size-hma" not in rules_fired(before)  # HMA is off with a kv-transfer-config before 0.22
+
+
+def test_conv_layout_env_only_where_vllm_has_it():
+    from pdd_operator.render.engine import engine_env
+    assert "VLLM_SSM_CONV_STATE_LAYOUT" not in {e["name"] for e in engine_env(hybrid(engine={"image": "vllm/vllm-openai:v0.19.1"}), "decode")}
+    assert "VLLM_SSM_CONV_STATE_LAYOUT" in {e["name"] for e in engine_env(hybrid(), "decode")}

@@ -91,3 +91,26 @@ def test_command_lines(command, args, model, tp):
 def test_non_vllm_containers_are_ignored():
     assert split_command(["python3", "-m", "dynamo.frontend"], None) == []
     assert split_command(["nginx"], ["-g", "daemon off;"]) == []
+
+
+def test_versions_are_read_only_from_vllm_image_tags():
+    from pdd_operator.compat.versions import version_from_image
+    assert version_from_image("vllm/vllm-openai:v0.28.0") == (0, 28, 0)
+    assert version_from_image("registry.local/team/vllm:0.30.1") == (0, 30, 1)
+    assert version_from_image("ghcr.io/llm-d/llm-d-cuda:v0.4.0") is None
+    assert version_from_image("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0") is None
+
+
+def test_kserve_preset_style_args_in_env_and_underscore_flags():
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    doc = {"kind": "LLMInferenceService", "metadata": {"name": "x"}, "spec": {
+        "template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0", "args": ["--model", "m"],
+                                     "env": [{"name": "VLLM_ADDITIONAL_ARGS",
+                                              "value": f"--kv_transfer_config '{kv}' --kv-cache-dtype fp8"}]}]},
+        "prefill": {"template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0",
+                                                 "args": ["--model", "m", "--kv_transfer_config", kv]}]}}}}
+    engines = find_engines(doc)
+    assert sorted(e.role for e in engines) == ["decode", "prefill"]
+    (pair, _, _), = pair_engines(engines)[0]
+    assert pair.decode.kv_cache_dtype == "fp8" and pair.prefill.connector == "NixlConnector"
+    assert "kv-cache-dtype-mismatch" in errors(evaluate(pair))

@@ -21,10 +21,15 @@ class ModelTraits:
     architecture: Architecture | None
     ssm_kind: SSMKind | None = None
     source: str = "unknown"
+    sliding_window: bool = False
 
     @property
     def needs_hma(self) -> bool:
-        """True when vLLM needs the hybrid KV cache manager (HMA): models with SSM layers."""
+        """True when vLLM always needs the hybrid KV cache manager (HMA): models with SSM layers.
+
+        Sliding-window or chunked-attention models use HMA too, but only where vLLM keeps it on with a
+        KV connector (0.22+); :attr:`pdd_operator.compat.pair.PDPair.hma_required` decides that.
+        """
         return self.architecture == Architecture.HYBRID_SSM
 
 
@@ -83,6 +88,14 @@ HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
     "MllamaForConditionalGeneration": (A.ENCODER_DECODER, None),
 }
 
+#: Architectures with sliding-window or chunked attention layers (vLLM gives them a non-full
+#: attention KV spec, so the hybrid KV cache manager manages them when it is on).
+SLIDING_WINDOW_ARCHITECTURES = {
+    "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "GptOssForCausalLM",
+    "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Cohere2ForCausalLM",
+}
+_SLIDING_NAMES = re.compile(r"gemma-?[23]|gpt-oss|llama-?4|command-a|command-r7b", re.I)
+
 #: Patterns over Hugging Face model ids for well-known families, tried when no architecture is given.
 MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] = [
     (re.compile(r"nemotron-(h|3-nano|3-super|nano-\d|.*-h-)", re.I), A.HYBRID_SSM, S.MAMBA2),
@@ -120,11 +133,13 @@ def traits(
             if pattern.search(model_name):
                 derived, source = (arch, kind), f"model name {model_name!r}"
                 break
+    sliding = (hf_architecture in SLIDING_WINDOW_ARCHITECTURES if hf_architecture
+               else bool(_SLIDING_NAMES.search(model_name)))
     if explicit_arch is not None:
         kind = explicit_kind
         if kind is None and derived is not None and derived[0] == explicit_arch:
             kind = derived[1]
-        return ModelTraits(explicit_arch, kind, "spec.model.architecture")
+        return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding)
     if derived is not None:
-        return ModelTraits(derived[0], explicit_kind or derived[1], source)
-    return ModelTraits(None, explicit_kind, "unknown")
+        return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding)
+    return ModelTraits(None, explicit_kind, "unknown", sliding)

@@ -80,10 +80,14 @@ def _classify(argv: list[str], kv_role: str | None, context: list[str], labels_r
 
 
 def _engine(container: dict, pod_spec: dict, where: str, context: list[str], labels_role: str | None) -> Engine | None:
-    argv = split_command(container.get("command"), container.get("args"))
+    from pdd_operator.compat.versions import is_vllm_image
+    from pdd_operator.compat.vllm_args import env_values
+
+    image = str(container.get("image") or "")
+    argv = split_command(container.get("command"), container.get("args"), image_runs_vllm=is_vllm_image(image),
+                         extra=env_values(container.get("env")).get("VLLM_ADDITIONAL_ARGS"))
     if not argv:
         return None
-    image = str(container.get("image") or "")
     version = version_from_image(image)
     config = role_from_container("?", container, pod_spec, version_text=fmt(version) if version else None)
     if "dynamo.vllm" in argv and not config.kv_transfer:

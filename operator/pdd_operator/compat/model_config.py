@@ -22,6 +22,7 @@ class ModelFacts:
     ssm_kind: SSMKind | None = None
     num_kv_heads: int | None = None
     n_groups: int | None = None
+    sliding_window: bool = False
 
 
 def _text_config(config: dict) -> dict:
@@ -68,8 +69,10 @@ def facts_from_config(config: dict) -> ModelFacts:
         arch = Architecture.DENSE
     heads = text.get("num_key_value_heads", text.get("num_attention_heads"))
     groups = text.get("mamba_n_groups", text.get("n_groups"))
+    sliding = bool(text.get("sliding_window") or text.get("attention_chunk_size")
+                   or any("sliding" in t or "chunked" in t for t in layer_types))
     return ModelFacts(
-        hf_architecture=hf_arch, architecture=arch, ssm_kind=kind,
+        hf_architecture=hf_arch, architecture=arch, ssm_kind=kind, sliding_window=sliding,
         num_kv_heads=int(heads) if isinstance(heads, int) else None,
         n_groups=int(groups) if isinstance(groups, int) else None,
     )
@@ -95,10 +98,13 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
 
     facts = facts_from_config(model_config) if model_config else None
     if facts is not None and model.architecture is None and facts.architecture is not None:
-        model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, "config.json")
+        model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, "config.json",
+                                   facts.sliding_window)
     else:
         hf = model.hf_architecture or (facts.hf_architecture if facts else None)
         model_traits = traits(model.architecture, model.ssm_kind, hf, model.name)
+        if facts is not None and facts.sliding_window and not model_traits.sliding_window:
+            model_traits = ModelTraits(model_traits.architecture, model_traits.ssm_kind, model_traits.source, True)
     return ResolvedModel(
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),

@@ -152,6 +152,19 @@ class PDPair:
         return self.model.architecture in ("mla", "sparse-mla")
 
     @property
+    def hma_required(self) -> bool:
+        """Whether the engines run with the hybrid KV cache manager, which NIXL then has to follow.
+
+        Hybrid SSM models: always (vLLM asserts it). Sliding-window or chunked-attention models: from
+        vLLM 0.22, where HMA stays on with a NIXL connector, unless disabled on the command line
+        (vllm-nixl-facts.md sections 1.5 and 4.2: ``_is_hma_required = any(non-FullAttentionSpec)``).
+        """
+        if self.model.needs_hma:
+            return True
+        return (self.model.sliding_window and self.at_least((0, 22, 0))
+                and self.prefill.hma is not False and self.decode.hma is not False)
+
+    @property
     def tps(self) -> tuple[int, int] | None:
         if self.prefill.tp is None or self.decode.tp is None:
             return None
@@ -175,8 +188,13 @@ def role_from_container(
     """
     from pdd_operator.compat.vllm_args import split_command
 
+    from pdd_operator.compat.versions import is_vllm_image
+
     pod_spec = pod_spec or {}
-    argv = split_command(container.get("command"), container.get("args"))
+    literal_env = env_values(container.get("env"))
+    argv = split_command(container.get("command"), container.get("args"),
+                         image_runs_vllm=is_vllm_image(str(container.get("image") or "")),
+                         extra=literal_env.get("VLLM_ADDITIONAL_ARGS"))
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     kv_transfer, speculative = {}, None

@@ -105,6 +105,8 @@ def _capabilities_used(pair: PDPair) -> list[Capability]:
         used.append(Capability.SPEC_DECODE)
     if pair.hetero_tp:
         used.append(Capability.HETERO_TP)
+    if pair.model.sliding_window:
+        used.append(Capability.SLIDING_WINDOW)
     if any(r.buffer_device == "cpu" for r in pair.roles) and any(r.resources.get("nvidia.com/gpu") for r in pair.roles):
         used.append(Capability.HOST_BUFFER)
     if _block_pair(pair) is not None:
@@ -282,7 +284,7 @@ def check_kv_layout_match(pair: PDPair) -> list[Violation]:
     if p == d:
         return []
     permute = bool(pair.decode.kv_transfer.get("enable_permute_local_kv"))
-    if p == "LBHNC" and d == "LBNHC" and permute and not pair.model.needs_hma:
+    if p == "LBHNC" and d == "LBNHC" and permute and not pair.hma_required:
         return []
     fix = ("Use the same VLLM_KV_CACHE_LAYOUT on both roles, or (non-hybrid models, prefill LBHNC/HND, decode "
            "LBNHC/NHD) set spec.kvTransfer.enablePermuteLocalKv.")
@@ -509,7 +511,7 @@ def check_pp_decode(pair: PDPair) -> list[Violation]:
 def check_pp_pull(pair: PDPair) -> list[Violation]:
     if (pair.prefill.pp or 1) == 1 or pair.push:
         return []
-    why = ("the model needs the hybrid KV cache manager, which pull refuses with PP" if pair.model.needs_hma
+    why = ("the model needs the hybrid KV cache manager, which pull refuses with PP" if pair.hma_required
            else "the pull connector does not support PP-disaggregated transfer")
     return [(
         f"Prefill pipeline parallel size {pair.prefill.pp} with the pull NixlConnector: {why}.",
@@ -525,7 +527,7 @@ def check_pp_version(pair: PDPair) -> list[Violation]:
 
 
 def check_pp_push_hma_version(pair: PDPair) -> list[Violation]:
-    if (pair.prefill.pp or 1) == 1 or not pair.push or not pair.model.needs_hma:
+    if (pair.prefill.pp or 1) == 1 or not pair.push or not pair.hma_required:
         return []
     return [(f"NixlPushConnector in vLLM {fmt(pair.version)} does not support pipeline_parallel_size > 1 with "
              "hybrid KV cache layouts (startup error; allowed from 0.31.0).",
@@ -584,7 +586,7 @@ def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
 
 def check_block_hma_old(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
-    if bp is None or not pair.model.needs_hma:
+    if bp is None or not pair.hma_required:
         return []
     return [(f"vLLM {fmt(pair.version)} does not support different block sizes with the hybrid KV cache manager "
              f"(prefill {bp[0]}, decode {bp[1]}): 'HMA does not support different remote block size yet'.",

@@ -33,12 +33,26 @@ def parse_version(text: str | None) -> Version | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-def version_from_image(image: str) -> Version | None:
-    """Return the vLLM version in an image reference's tag, e.g. ``vllm/vllm-openai:v0.20.2-cu129``.
+#: Image repositories (last path component) whose tag is the vLLM version: vLLM's own images and
+#: this project's engine image. Other images (llm-d's, Dynamo's runtime, ...) version themselves.
+VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-cpu", "vllm-tpu", "vllm-nixl"}
 
-    Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``) and tags without a
-    leading version (``latest``, ``nightly``) give ``None``.
+
+def is_vllm_image(image: str) -> bool:
+    """True when ``image`` is a vLLM image whose tag names the vLLM version."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    return name in VLLM_IMAGE_NAMES
+
+
+def version_from_image(image: str) -> Version | None:
+    """Return the vLLM version in a vLLM image's tag, e.g. ``vllm/vllm-openai:v0.20.2-cu129``.
+
+    Only images in :data:`VLLM_IMAGE_NAMES` count (``ghcr.io/llm-d/llm-d-cuda:v0.4.0`` is llm-d's
+    version, not vLLM's). Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``)
+    and tags without a leading version (``latest``, ``nightly``) give ``None``.
     """
+    if not is_vllm_image(image):
+        return None
     ref = image.split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]
     if ":" not in last:

@@ -26,13 +26,26 @@ _BOOL_FLAGS = {
 }
 
 
-def split_command(command: Iterable[str] | None, args: Iterable[str] | None) -> list[str]:
+def split_command(
+    command: Iterable[str] | None, args: Iterable[str] | None, *, image_runs_vllm: bool = False,
+    extra: str | None = None,
+) -> list[str]:
     """Join a container's ``command`` and ``args`` into one argv, unwrapping ``sh -c "..."`` scripts.
 
     Returns the tokens from the vLLM entry point on (``vllm serve ...`` or
     ``python -m vllm.entrypoints.openai.api_server ...``), or ``[]`` when no vLLM server is started.
+    ``image_runs_vllm``: the image's own entrypoint is ``vllm serve`` (vLLM's images), so a
+    container with ``args`` only runs it. ``extra``: more arguments from the environment
+    (``VLLM_ADDITIONAL_ARGS``, as KServe and llm-d presets pass them), appended.
     """
+    if not command and image_runs_vllm and (args or extra):
+        command = ["vllm", "serve"]
     argv = [*(command or []), *(args or [])]
+    if extra:
+        try:
+            argv += shlex.split(extra)
+        except ValueError:
+            argv += extra.split()
     if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
         script = " ".join(argv[2:])
         try:
@@ -66,6 +79,8 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
             break
         if tok.startswith("-"):
             name, eq, value = tok.partition("=")
+            if name.startswith("--"):
+                name = "--" + name[2:].replace("_", "-")  # vLLM accepts --kv_transfer_config too
             name = _ALIASES.get(name, name)
             if name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS:
                 flags[f"--{name[5:]}"] = False

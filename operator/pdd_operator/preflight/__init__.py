@@ -179,8 +179,10 @@ def decide(
     if gpu[0] is False:
         return result(GPU_REGISTRATION_FAILED, False, "none", gpu[1])
     if not ports:
+        low = "" if memlock is None or memlock >= min_memlock else (
+            f" The memlock limit ({memlock} bytes) is also below {min_memlock}.")
         return result(NO_RDMA_DEVICE, False, "tcp",
-                      "No RDMA device is visible in the pod (/sys/class/infiniband is empty); NIXL/UCX will use TCP.")
+                      "No RDMA device is visible in the pod (/sys/class/infiniband is empty); NIXL/UCX will use TCP." + low)
     if memlock is not None and memlock < min_memlock:
         return result(MEMLOCK_TOO_LOW, False, "tcp",
                       f"The memlock limit is {memlock} bytes (< {min_memlock}); RDMA memory registration will fail. "

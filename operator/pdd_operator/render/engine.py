@@ -11,6 +11,7 @@ import json
 
 from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
 from pdd_operator.compat.model_config import resolve_model
+from pdd_operator.compat.versions import resolve_version
 
 #: Container port names, used by the Services and the probes.
 HTTP_PORT_NAME = "http"
@@ -139,7 +140,9 @@ def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = No
                         ("UCX_IB_GID_INDEX", ucx.gid_index)):
         if value is not None:
             env.append({"name": name, "value": str(value)})
-    if _traits(spec, model_config).needs_hma:
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+    if _traits(spec, model_config).needs_hma and (version is None or version >= (0, 20, 0)):
+        # VLLM_SSM_CONV_STATE_LAYOUT exists from vLLM 0.20 (and is required there with NIXL).
         layout = spec.kv_cache.ssm_conv_state_layout or "DS"
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": str(layout)})
     if spec.kv_cache.layout:
@@ -156,7 +159,6 @@ def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = No
 def kv_layout_name(spec: PDDeploymentSpec) -> str:
     """``VLLM_KV_CACHE_LAYOUT`` for the engine's version: vLLM < 0.29 knows only HND/NHD, the old
     names of LBHNC/LBNHC (``vllm/config/cache.py`` aliases)."""
-    from pdd_operator.compat.versions import resolve_version
 
     layout = str(spec.kv_cache.layout)
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
@@ -184,3 +186,32 @@ def compat_hash(spec: PDDeploymentSpec) -> str:
 def uses_push(spec: PDDeploymentSpec) -> bool:
     """True when the deployment uses the push connector."""
     return spec.kv_transfer.connector == Connector.PUSH
+
+
+#: Pod annotations the router reads in push mode (``pdd_operator.router.discovery``).
+ANNOTATION_ENGINE_ID = "pdd-operator.dev/engine-id"
+ANNOTATION_SIDE_CHANNEL_PORT = "pdd-operator.dev/side-channel-port"
+ANNOTATION_TP = "pdd-operator.dev/tensor-parallel-size"
+ANNOTATION_PP = "pdd-operator.dev/pipeline-parallel-size"
+#: A per-pod NIXL engine id: Kubernetes expands ``$(POD_NAME)`` in container args when the container
+#: has a ``POD_NAME`` env var (downward API ``metadata.name``); the router does the same substitution.
+POD_ENGINE_ID = "$(POD_NAME)"
+
+
+def router_pod_annotations(spec: PDDeploymentSpec, role: str) -> dict[str, str]:
+    """Annotations a prefill pod needs so the router can drive the push protocol (empty otherwise).
+
+    Push mode tells decode prefill's engine id, side-channel port, TP and PP in advance
+    (vllm-nixl-facts.md section 6.2). For that to work the prefill engine must also run with
+    ``kv_transfer_config.engine_id`` = :data:`POD_ENGINE_ID` and a ``POD_NAME`` env var from the
+    downward API; not wired into the pod template yet.
+    """
+    if role != "prefill" or not uses_push(spec):
+        return {}
+    r = spec.role(role)
+    return {
+        ANNOTATION_ENGINE_ID: POD_ENGINE_ID,
+        ANNOTATION_SIDE_CHANNEL_PORT: str(role_ports(spec, role)[1]),
+        ANNOTATION_TP: str(r.tensor_parallel_size),
+        ANNOTATION_PP: str(r.pipeline_parallel_size),
+    }
