@@ -1,4 +1,5 @@
-"""The ``pdd`` command: ``run`` (operator), ``render`` (children of a spec), ``check`` (rules), ``crd``."""
+"""The ``pdd`` command: ``run`` (operator), ``render`` (children of a spec), ``check`` (rules), ``crd``,
+``router`` (the P/D router)."""
 
 from __future__ import annotations
 
@@ -227,6 +228,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_router(args: argparse.Namespace) -> int:
+    """Run the P/D router (:mod:`pdd_operator.router`)."""
+    from pdd_operator.router.server import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pdd", description="pdd-operator: disaggregated prefill/decode vLLM on Kubernetes")
     sub = p.add_subparsers(dest="command", required=True)
@@ -265,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list the compatibility rules")
     rules.add_argument("--markdown", action="store_true", help="print the rules reference (docs/rules.md)")
     rules.set_defaults(func=cmd_rules)
+
+    router = sub.add_parser("router", help="run the P/D router (OpenAI-compatible endpoint of a PDDeployment)")
+    from pdd_operator.router.server import add_arguments as router_arguments
+
+    router_arguments(router)
+    router.set_defaults(func=cmd_router)
 
     crd = sub.add_parser("crd", help="print the CRD generated from the API models")
     crd.add_argument("--write", metavar="FILE", help="write to FILE instead of stdout")

@@ -25,7 +25,7 @@ def test_demo_reaches_ready_on_gpu_nodes(cluster):
         row = next(line.split() for line in lines if line.startswith("nemotron-nano "))
         assert row[1:5] == ["True", "1/1", "1/1", "True"]
         pods = [line.split() for line in lines if line.startswith("nemotron-nano-")
-                and "Running" in line]
+                and "Running" in line and not line.startswith("nemotron-nano-router-")]
         assert len(pods) == 2 and all(p[6].startswith("gpu-") for p in pods)
         assert "--no-disable-hybrid-kv-cache-manager" in proc.stdout
     finally:

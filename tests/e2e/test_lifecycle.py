@@ -192,8 +192,8 @@ def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, n
     start = operator.reconciles()
     # The initial listing plus at least two resync rounds (PDD_RESYNC_SECONDS=2) reconcile it again.
     wait_for(lambda: operator.reconciles() >= start + 3, 60, what="three reconciles after restart")
-    assert len(cluster.apps.list_namespaced_deployment(namespace).items) == 2
-    assert len(cluster.core.list_namespaced_service(namespace).items) == 2
+    assert len(cluster.apps.list_namespaced_deployment(namespace).items) == 3  # prefill, decode, router
+    assert len(cluster.core.list_namespaced_service(namespace).items) == 3
     assert len(pods(cluster, namespace, "prefill")) == 1 and len(pods(cluster, namespace, "decode")) == 1
     rv_after = cluster.custom.get_namespaced_custom_object(
         "pdd-operator.dev", "v1alpha1", namespace, "pddeployments", "nemotron-nano")["metadata"]["resourceVersion"]

@@ -114,7 +114,7 @@ def test_in_place_change_of_must_match_setting_warns(cluster, webhook_operator, 
 def test_operator_restart_lets_no_bad_object_through(cluster, webhook_operator, namespace):
     assert apply(cluster, namespace, llama("keep")).returncode == 0
     assert apply(cluster, namespace, llama("goner")).returncode == 0
-    wait_for(lambda: len(cluster.apps.list_namespaced_deployment(namespace).items) == 4, 60,
+    wait_for(lambda: len(cluster.apps.list_namespaced_deployment(namespace).items) == 6, 60,
              what="children of both objects")
     webhook_operator.stop()
     try:

@@ -111,6 +111,7 @@ def test_children_are_owned_labelled_and_deterministic():
     assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
         ("Service", "demo-prefill"), ("Deployment", "demo-prefill"),
         ("Service", "demo-decode"), ("Deployment", "demo-decode"),
+        ("Service", "demo-router"), ("Deployment", "demo-router"),
     ]
     for child in children:
         meta = child["metadata"]
@@ -121,7 +122,7 @@ def test_children_are_owned_labelled_and_deterministic():
         }]
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "pdd-operator"
         assert meta["labels"]["app.kubernetes.io/instance"] == "demo"
-        assert meta["labels"][LABEL_ROLE] in ("prefill", "decode")
+        assert meta["labels"][LABEL_ROLE] in ("prefill", "decode", "router")
     assert children == render_children(OWNER, make_spec())
     assert "ownerReferences" not in render_children(Owner("demo"), spec)[0]["metadata"]
 

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from pdd_operator.api.base import APIModel
-from pdd_operator.pins import engine_image
+from pdd_operator.pins import engine_image, operator_image
 
 PRESERVE = {"x-kubernetes-preserve-unknown-fields": True}
 INT_OR_STRING = {"x-kubernetes-int-or-string": True}
@@ -446,6 +446,31 @@ class PlacementSpec(APIModel):
     )
 
 
+class RouterSpec(APIModel):
+    """The P/D router in front of the engines: the deployment's one OpenAI-compatible endpoint.
+
+    It runs ``pdd router`` from the operator image, discovers the ready prefill and decode pods, pairs
+    them by compat hash and speaks vLLM's P/D request protocol. ``status.endpoint`` is its URL.
+    """
+
+    replicas: int = Field(1, ge=0, le=64, description="Router pods (stateless; 0 turns the router off).")
+    image: str = Field(
+        operator_image(), min_length=1,
+        description="Router image (runs `pdd router`). The default is the operator image of this release.",
+    )
+    port: int = Field(8000, ge=1, le=65535, description="Port of the router's Service and container.")
+    resources: ResourceRequirements = Field(
+        default_factory=ResourceRequirements,
+        description="CPU and memory per router pod. Empty: requests cpu 250m, memory 256Mi; limit memory 1Gi.",
+        json_schema_extra=OBJECT_DEFAULT,
+    )
+    service_account_name: str | None = Field(
+        None,
+        description="ServiceAccount of the router pods. It needs get, list and watch on pods in this namespace "
+        "(discovery of the engine pods). Unset: the namespace's default ServiceAccount.",
+    )
+
+
 #: Invariants that need no knowledge of the vLLM version, enforced by the API server itself (CEL),
 #: so they hold even while the operator and its webhook are down. Each message starts with the id of
 #: the compatibility rule that says the same (operator/pdd_operator/compat/rules.py).
@@ -492,6 +517,8 @@ class PDDeploymentSpec(APIModel):
     placement: PlacementSpec = Field(default_factory=PlacementSpec, description="Topology, GPU product, spreading.",
                                      json_schema_extra=OBJECT_DEFAULT)
     port: int = Field(8000, ge=1, le=65535, description="HTTP port of vLLM's OpenAI-compatible server.")
+    router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra=OBJECT_DEFAULT,
+                               description="The P/D router: the deployment's OpenAI-compatible endpoint.")
 
     def role(self, name: str) -> RoleSpec:
         """Return the ``prefill`` or ``decode`` role spec. Raises ``KeyError`` for another name."""

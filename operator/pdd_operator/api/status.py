@@ -52,3 +52,7 @@ class PDDeploymentStatus(APIModel):
     decode: RoleStatus = Field(default_factory=RoleStatus, description="Decode replicas.")
     compatibility: list[Finding] = Field(default_factory=list, description="Compatibility findings.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, Compatible.")
+    endpoint: str | None = Field(
+        None, description="URL of the deployment's OpenAI-compatible endpoint (the router's Service), e.g. "
+        "`http://<name>-router.<namespace>.svc:8000`.",
+    )

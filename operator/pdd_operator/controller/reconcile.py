@@ -21,7 +21,7 @@ from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.status import RoleObservation, fold_status, preflight_results
-from pdd_operator.render.workloads import Owner, child_name, render_children, selector_labels
+from pdd_operator.render.workloads import Owner, child_name, render_children, router_endpoint, selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,8 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             generation=generation, previous=previous, report=report,
             applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
             preflight=preflight,
+            endpoint=(router_endpoint(Owner(name=name, namespace=namespace), desired)
+                      if desired is not None and desired.router.replicas > 0 else None),
         )
         written = False
         if status != previous:

@@ -168,6 +168,7 @@ def fold_status(
     observations: dict[str, RoleObservation],
     now: str,
     preflight: list[tuple[str, dict]] | None = None,
+    endpoint: str | None = None,
 ) -> dict:
     """Return the whole new status of a PDDeployment.
 
@@ -179,6 +180,7 @@ def fold_status(
         observations: per role (``prefill``, ``decode``) what its Deployment says.
         now: current time, RFC 3339, used for conditions that transition.
         preflight: preflight verdicts of the engine pods (``None``: preflight disabled, no condition).
+        endpoint: URL of the router's Service (``status.endpoint``); ``None``: no router.
 
     Ready is True only when the current spec was applied and every role is rolled out with at least
     one ready pod. An incompatible spec makes Compatible=False and Degraded=True; the children keep
@@ -267,5 +269,6 @@ def fold_status(
         "decode": role_status(observations["decode"]),
         "compatibility": [f.wire() for f in report.findings],
         "conditions": conditions,
+        "endpoint": endpoint,
     }
     return {k: v for k, v in out.items() if v is not None}

@@ -1,4 +1,5 @@
-"""Child objects of a PDDeployment: one Deployment and one headless Service per role.
+"""Child objects of a PDDeployment: one Deployment and one headless Service per role, and the router
+(a Deployment and a ClusterIP Service).
 
 Each builder returns a whole object from the spec (no cluster reads), so ``pdd render``, the
 operator and the tests see exactly the same thing.
@@ -6,6 +7,7 @@ operator and the tests see exactly the same thing.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 
@@ -275,8 +277,92 @@ def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     }
 
 
+ROUTER = "router"
+ROUTER_CONTAINER = "router"
+ROUTER_PORT_NAME = "http"
+#: Router pod resources when ``spec.router.resources`` is empty.
+ROUTER_DEFAULT_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+
+
+def router_selector_labels(owner: str) -> dict[str, str]:
+    """Labels that select a PDDeployment's router pods (not matched by the engine selectors)."""
+    return {LABEL_NAME: "pdd-router", LABEL_INSTANCE: owner, LABEL_COMPONENT: ROUTER}
+
+
+def router_labels(owner: str) -> dict[str, str]:
+    """All labels of the router's objects and pods. No compat hash: the router serves every revision."""
+    return {**router_selector_labels(owner), LABEL_PART_OF: owner, LABEL_MANAGED_BY: "pdd-operator",
+            LABEL_ROLE: ROUTER}
+
+
+def router_endpoint(owner: Owner, spec: PDDeploymentSpec) -> str:
+    """URL of the deployment's OpenAI-compatible endpoint: ``http://<name>-router.<ns>.svc:<port>``."""
+    return f"http://{child_name(owner.name, ROUTER)}.{owner.namespace}.svc:{spec.router.port}"
+
+
+def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
+    """The router Deployment: ``pdd router --pddeployment <name> --namespace <ns>`` from the operator image,
+    non-root, read-only root filesystem, no capabilities. It discovers the engine pods itself."""
+    r = spec.router
+    resources = ({k: v for k, v in r.resources.wire().items() if v}
+                 if (r.resources.requests or r.resources.limits) else copy.deepcopy(ROUTER_DEFAULT_RESOURCES))
+    mode = "push" if spec.kv_transfer.connector == "NixlPushConnector" else "pull"
+    container = {
+        "name": ROUTER_CONTAINER,
+        "image": r.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["pdd", "router", "--pddeployment", owner.name, "--namespace", owner.namespace,
+                    "--port", str(r.port), "--kv-mode", mode],
+        "ports": [{"name": ROUTER_PORT_NAME, "containerPort": r.port, "protocol": "TCP"}],
+        "resources": resources,
+        "securityContext": {
+            "runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "readinessProbe": {"httpGet": {"path": "/health", "port": ROUTER_PORT_NAME},
+                           "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": ROUTER_PORT_NAME},
+                          "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6},
+    }
+    pod_spec: dict = {
+        "containers": [container],
+        "enableServiceLinks": False,
+        # Streams in flight get this long to finish after the pod leaves the Service.
+        "terminationGracePeriodSeconds": 30,
+    }
+    if r.service_account_name:
+        pod_spec["serviceAccountName"] = r.service_account_name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(owner, child_name(owner.name, ROUTER), router_labels(owner.name), spec),
+        "spec": {
+            "replicas": r.replicas,
+            "selector": {"matchLabels": router_selector_labels(owner.name)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": router_labels(owner.name)}, "spec": pod_spec},
+        },
+    }
+
+
+def router_service(owner: Owner, spec: PDDeploymentSpec) -> dict:
+    """The router's ClusterIP Service: the deployment's endpoint (``status.endpoint``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner, child_name(owner.name, ROUTER), router_labels(owner.name), spec),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": router_selector_labels(owner.name),
+            "ports": [{"name": ROUTER_PORT_NAME, "port": spec.router.port, "targetPort": ROUTER_PORT_NAME,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
 def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None = None) -> list[dict]:
-    """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment.
+    """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment, then
+    the router's Service and Deployment.
 
     ``model_config`` is the model's config.json (from ``spec.model.configMapRef``), if any: it decides
     model-dependent flags such as the hybrid KV cache manager and the conv-state layout.
@@ -285,4 +371,6 @@ def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | N
     for role in ROLES:
         out.append(service(owner, role, spec))
         out.append(deployment(owner, role, spec, model_config))
+    out.append(router_service(owner, spec))
+    out.append(router_deployment(owner, spec))
     return out

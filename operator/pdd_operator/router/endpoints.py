@@ -1,0 +1,170 @@
+"""Engine endpoints, the registry of the ready ones, and load-aware choice between them.
+
+Prefill and decode endpoints are paired only when their compat hash (the ``pdd-operator.dev/compat-hash``
+pod label: a hash of every setting that must match between P and D) is equal, so during a rollout KV
+never moves between pods of incompatible revisions. Static endpoints have the empty hash and all pair.
+
+Choice is "power of two choices" on the number of requests each endpoint has in flight through this
+router: two random candidates, the less loaded one wins (ties: the first drawn, itself random).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
+
+from yarl import URL
+
+ROLES = ("prefill", "decode")
+
+
+@dataclass(eq=False)
+class Endpoint:
+    """One vLLM engine (a pod, or a static URL).
+
+    Attributes:
+        url: base URL, ``http://host:port`` (no trailing slash).
+        role: ``prefill`` or ``decode``.
+        compat_hash: value of the pod's compat-hash label; ``""`` for static endpoints.
+        name: pod name (or the URL), for logs and metrics.
+        engine_id: the engine's NIXL ``engine_id`` (push mode; prefill only).
+        kv_host: the engine's NIXL side-channel host (push mode).
+        kv_port: the engine's NIXL side-channel port (push mode).
+        tp_size: tensor parallel size (push mode: decode is told prefill's).
+        pp_size: pipeline parallel size (push mode).
+        outstanding: requests in flight to this endpoint through this router.
+    """
+
+    url: str
+    role: str
+    compat_hash: str = ""
+    name: str = ""
+    engine_id: str | None = None
+    kv_host: str | None = None
+    kv_port: int | None = None
+    tp_size: int = 1
+    pp_size: int = 1
+    outstanding: int = field(default=0, compare=False)
+    _targets: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def target(self, path: str) -> URL:
+        """``url + path`` as a parsed URL, cached (parsing a URL per request costs measurable CPU)."""
+        target = self._targets.get(path)
+        if target is None:
+            target = self._targets[path] = URL(self.url + path)
+        return target
+
+    @property
+    def push_ready(self) -> bool:
+        """Whether decode can be told this prefill endpoint's coordinates in advance (push mode)."""
+        return bool(self.engine_id and self.kv_host and self.kv_port)
+
+    def update_from(self, other: Endpoint) -> None:
+        """Take ``other``'s metadata, keeping this endpoint's in-flight count."""
+        for name in ("compat_hash", "name", "engine_id", "kv_host", "kv_port", "tp_size", "pp_size"):
+            setattr(self, name, getattr(other, name))
+
+
+def parse_static(role: str, spec: str) -> Endpoint:
+    """An endpoint from ``--static-prefill``/``--static-decode``: ``http://host:port`` with optional
+    push metadata as query parameters: ``?engine_id=ID&kv_host=H&kv_port=P&tp=N&pp=N``."""
+    parts = urlsplit(spec.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+        raise ValueError(f"{role} endpoint {spec!r}: expected http://HOST:PORT")
+    q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    url = f"{parts.scheme}://{parts.netloc}"
+    return Endpoint(
+        url=url, role=role, name=url, engine_id=q.get("engine_id"), kv_host=q.get("kv_host"),
+        kv_port=int(q["kv_port"]) if "kv_port" in q else None,
+        tp_size=int(q.get("tp", 1)), pp_size=int(q.get("pp", 1)),
+    )
+
+
+class NoEndpoint(Exception):
+    """No ready endpoint (pair) can serve the request; the message says which is missing."""
+
+
+def choose(candidates: list[Endpoint], rng: random.Random | None = None) -> Endpoint:
+    """Power of two choices on ``outstanding``. ``candidates`` must not be empty."""
+    if len(candidates) == 1:
+        return candidates[0]
+    r = rng or random
+    a, b = r.sample(candidates, 2)
+    return b if b.outstanding < a.outstanding else a
+
+
+class Registry:
+    """The ready endpoints of each role. Replaced wholesale by discovery; chosen from per request.
+
+    Endpoint objects are kept across updates (keyed by URL), so in-flight counts survive a refresh.
+    """
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._by_role: dict[str, dict[str, Endpoint]] = {r: {} for r in ROLES}
+        self._rng = rng or random.Random()
+        self.generation = 0
+
+    def replace(self, role: str, endpoints: list[Endpoint]) -> None:
+        """Set the ready endpoints of ``role`` (those not listed are dropped; requests in flight finish)."""
+        old = self._by_role[role]
+        new: dict[str, Endpoint] = {}
+        for ep in endpoints:
+            kept = old.get(ep.url)
+            if kept is not None:
+                kept.update_from(ep)
+                ep = kept
+            new[ep.url] = ep
+        self._by_role[role] = new
+        self.generation += 1
+
+    def endpoints(self, role: str) -> list[Endpoint]:
+        """The ready endpoints of ``role``."""
+        return list(self._by_role[role].values())
+
+    def pairs(self) -> int:
+        """Number of (prefill, decode) pairs with equal compat hash."""
+        decode: dict[str, int] = {}
+        for d in self._by_role["decode"].values():
+            decode[d.compat_hash] = decode.get(d.compat_hash, 0) + 1
+        return sum(decode.get(p.compat_hash, 0) for p in self._by_role["prefill"].values())
+
+    def pick_prefill(self, exclude: set[str] = frozenset(), push: bool = False) -> Endpoint:
+        """Choose a prefill endpoint that has at least one decode endpoint of its compat hash.
+
+        ``exclude``: URLs already tried for this request. ``push``: only endpoints whose engine id and
+        side channel are known. Raises :class:`NoEndpoint` saying what is missing.
+        """
+        prefill = self._by_role["prefill"]
+        decode_hashes = {d.compat_hash for d in self._by_role["decode"].values()}
+        if not prefill:
+            raise NoEndpoint("no ready prefill endpoint")
+        if not decode_hashes:
+            raise NoEndpoint("no ready decode endpoint")
+        candidates = [p for p in prefill.values() if p.compat_hash in decode_hashes]
+        if not candidates:
+            raise NoEndpoint("no ready prefill and decode endpoints with the same compat hash "
+                             f"(prefill: {sorted({p.compat_hash for p in prefill.values()})}, "
+                             f"decode: {sorted(decode_hashes)})")
+        if push:
+            candidates = [p for p in candidates if p.push_ready]
+            if not candidates:
+                raise NoEndpoint("no ready prefill endpoint publishes its engine id and side channel (push mode)")
+        candidates = [p for p in candidates if p.url not in exclude]
+        if not candidates:
+            raise NoEndpoint("every ready prefill endpoint failed for this request")
+        return choose(candidates, self._rng)
+
+    def pick_decode(self, compat_hash: str) -> Endpoint:
+        """Choose a decode endpoint with ``compat_hash``. Raises :class:`NoEndpoint`."""
+        candidates = [d for d in self._by_role["decode"].values() if d.compat_hash == compat_hash]
+        if not candidates:
+            raise NoEndpoint(f"no ready decode endpoint with compat hash {compat_hash!r}")
+        return choose(candidates, self._rng)
+
+    def any_decode(self) -> Endpoint:
+        """Any decode endpoint (for ``/v1/models``). Raises :class:`NoEndpoint`."""
+        candidates = self.endpoints("decode")
+        if not candidates:
+            raise NoEndpoint("no ready decode endpoint")
+        return choose(candidates, self._rng)

@@ -1,0 +1,194 @@
+"""A fake vLLM engine that speaks the P/D request protocol, for the router's tests and benchmark.
+
+Not a model: a prefill fake answers a ``max_tokens`` 1 request with ``kv_transfer_params`` as vLLM's
+NixlConnector does (``remote_engine_id``, ``remote_block_ids``, ``remote_request_id``,
+``remote_host``, ``remote_port``, ``tp_size``, ...); a decode fake streams (SSE) or returns a fixed
+number of tokens. When the fakes share an ``issued`` dict (one process), decode checks that it got
+exactly the parameters prefill issued for the same ``X-Request-Id`` and answers 400 otherwise.
+
+``python -m pdd_operator.router.fake_engine --role decode --port 8200 --tokens 16`` runs one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+
+@dataclass
+class FakeEngine:
+    """Behaviour and observations of one fake engine.
+
+    Attributes:
+        role: ``prefill`` or ``decode``.
+        engine_id: the NIXL engine id it reports (prefill).
+        kv_port: the side-channel port it reports (prefill).
+        tp_size: TP size it reports (prefill).
+        prefill_delay: seconds a prefill takes.
+        tokens: tokens a decode produces (unless the request's ``max_tokens`` is smaller).
+        inter_token_delay: seconds between two streamed tokens.
+        fail_status: answer every completion with this HTTP status (0: don't).
+        drop_after: a streaming decode drops its connection after this many tokens (0: never).
+        issued: shared dict ``X-Request-Id -> kv_transfer_params`` prefill issued (checks on decode).
+        requests: ``(headers, body)`` of every completion request received.
+        cancelled: ``X-Request-Id`` of every request whose client (the router) went away.
+        push: decode in push mode: it checks it was told prefill's coordinates and, like vLLM's push
+            decode, finishes only once that prefill (in ``issued``) has completed the same request id.
+    """
+
+    role: str
+    engine_id: str = "prefill-engine-0"
+    kv_port: int = 5600
+    tp_size: int = 1
+    prefill_delay: float = 0.0
+    tokens: int = 8
+    inter_token_delay: float = 0.0
+    fail_status: int = 0
+    drop_after: int = 0
+    issued: dict | None = None
+    push: bool = False
+    record: bool = True
+    requests: list = field(default_factory=list)
+    cancelled: list = field(default_factory=list)
+    changed: asyncio.Event | None = None
+    _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/completions", self.handle)
+        app.router.add_post("/v1/chat/completions", self.handle)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        return app
+
+    def _notify(self) -> None:
+        if self.changed is not None:
+            self.changed.set()
+
+    async def health(self, _r: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def models(self, request: web.Request) -> web.Response:
+        if self.record:
+            self.requests.append((request.headers.copy(), None))
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        rid = request.headers.get("X-Request-Id", "")
+        if self.record:
+            self.requests.append((request.headers.copy(), body))
+            self._notify()
+        try:
+            if self.fail_status:
+                return web.json_response({"error": {"message": "injected failure"}}, status=self.fail_status)
+            if self.role == "prefill":
+                return await self._prefill(request, body, rid)
+            return await self._decode(request, body, rid)
+        except asyncio.CancelledError:
+            self.cancelled.append(rid)
+            self._notify()
+            raise
+
+    async def _prefill(self, request: web.Request, body: dict, rid: str) -> web.Response:
+        kv = body.get("kv_transfer_params") or {}
+        if not kv.get("do_remote_decode") or body.get("stream") or body.get("max_tokens") != 1:
+            return web.json_response({"error": {"message": f"not a prefill leg: {body}"}}, status=400)
+        if self.prefill_delay:
+            await asyncio.sleep(self.prefill_delay)
+        n = next(self._blocks)
+        params = {
+            "do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [[n, n + 1, n + 2]],
+            "remote_engine_id": self.engine_id, "remote_request_id": f"cmpl-{rid}-0-abcdef12",
+            "remote_host": request.transport.get_extra_info("sockname")[0] if request.transport else "127.0.0.1",
+            "remote_port": self.kv_port, "tp_size": self.tp_size, "pp_size": 1, "remote_num_tokens": 5,
+        }
+        if self.issued is not None:
+            self.issued[rid] = params
+            self._notify()
+        return web.json_response({"id": f"cmpl-{rid}", "object": "text_completion", "model": body.get("model"),
+                                  "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+                                  "kv_transfer_params": params})
+
+    async def _decode(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
+        if self.push:
+            kv = body.get("kv_transfer_params") or {}
+            if not (kv.get("do_remote_prefill") and kv.get("remote_engine_id") and kv.get("remote_host")
+                    and kv.get("remote_port") and "tp_size" in kv and kv.get("remote_request_id") == rid):
+                return web.json_response({"error": {"message": f"not a push decode leg: {kv!r}"}}, status=400)
+            while rid not in self.issued:  # the KV arrives when prefill has run
+                self.changed.clear()
+                await self.changed.wait()
+            if self.issued[rid]["remote_engine_id"] != kv["remote_engine_id"]:
+                return web.json_response({"error": {"message": "told the wrong prefill engine"}}, status=400)
+        elif self.issued is not None:
+            got = body.get("kv_transfer_params")
+            want = self.issued.get(rid)
+            if got != want:
+                return web.json_response({"error": {"message": f"kv_transfer_params {got!r} != issued {want!r} "
+                                                               f"for X-Request-Id {rid!r}"}}, status=400)
+        n = min(self.tokens, int(body.get("max_tokens") or self.tokens))
+        chat = request.path.endswith("/chat/completions")
+        created = int(time.time())
+        if not body.get("stream"):
+            if self.inter_token_delay:
+                await asyncio.sleep(self.inter_token_delay * n)
+            text = "tok " * n
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+                      if chat else {"index": 0, "text": text, "finish_reason": "length"})
+            return web.json_response({"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
+                                      "created": created, "model": body.get("model"), "choices": [choice],
+                                      "usage": {"completion_tokens": n}})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        await resp.prepare(request)
+        for i in range(n):
+            if self.drop_after and i == self.drop_after:
+                request.transport.abort()  # the engine dies mid-stream
+                return resp
+            if self.inter_token_delay:
+                await asyncio.sleep(self.inter_token_delay)
+            delta = ({"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None} if chat
+                     else {"index": 0, "text": f"tok{i} ", "finish_reason": None})
+            chunk = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"), "choices": [delta]}
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+
+async def serve(engine: FakeEngine, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
+    """Serve ``engine``; returns the runner and the port it listens on (``port`` 0: a free one)."""
+    runner = web.AppRunner(engine.app(), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--role", choices=["prefill", "decode"], required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--prefill-delay", type=float, default=0.0, help="seconds")
+    p.add_argument("--tokens", type=int, default=8)
+    p.add_argument("--inter-token-delay", type=float, default=0.0, help="seconds")
+    a = p.parse_args()
+    engine = FakeEngine(role=a.role, prefill_delay=a.prefill_delay, tokens=a.tokens,
+                        inter_token_delay=a.inter_token_delay, record=False)
+
+    async def run() -> None:
+        await serve(engine, a.host, a.port)
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+"""The router's HTTP server (aiohttp) and the P/D request protocols.
+
+Pull mode (``NixlConnector``; vllm-nixl-facts.md section 6.1, cpu-pd.md "The request protocol"):
+
+1. prefill leg: the client's body with ``max_tokens`` 1 (and ``max_completion_tokens`` 1 when
+   present), ``stream`` false, no ``stream_options``/``min_tokens``/``min_completion_tokens``, and
+   ``kv_transfer_params`` = ``{do_remote_decode: true, do_remote_prefill: false, remote_*: null}``;
+2. decode leg: the client's body unchanged plus the ``kv_transfer_params`` prefill returned, unchanged
+   (``tp_size``, ``dcp_size``, ``pp_size`` and every other key kept); its answer, streamed or not, goes
+   back to the client byte for byte.
+
+Push mode (``NixlPushConnector``, vLLM >= 0.24; section 6.2): both legs at once; decode is told
+prefill's engine id, side-channel host and port, TP and PP (from discovery, see
+:mod:`pdd_operator.router.discovery`) and ``remote_request_id`` = the shared ``X-Request-Id``.
+
+Both legs carry the same ``X-Request-Id`` (generated here) and the client's ``Authorization``. A
+prefill leg that fails (connection error, timeout, 5xx, 429) is retried on another prefill endpoint
+(bounded); any other failure before the first byte reaches the client is an OpenAI-shaped JSON error.
+When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
+aborts a request whose connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
+
+log = logging.getLogger("pdd_operator.router")
+
+PULL_PREFILL_PARAMS = {
+    "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+    "remote_block_ids": None, "remote_host": None, "remote_port": None,
+}
+#: Fields the prefill leg must not carry (vLLM's toy proxy: "not supported for P").
+PREFILL_DROPPED = ("stream_options", "min_tokens", "min_completion_tokens")
+#: Prefill statuses worth another prefill endpoint: overload and server-side failures.
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
+                        "upgrade", "proxy-authenticate", "proxy-authorization", "server", "date"})
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """Router settings (``pdd router`` flags).
+
+    Attributes:
+        mode: ``pull`` (NixlConnector) or ``push`` (NixlPushConnector).
+        prefill_retries: extra prefill endpoints to try when a prefill leg fails.
+        max_body_bytes: largest accepted request body.
+        connect_timeout: seconds to open a connection to an engine.
+        prefill_timeout: seconds for a whole prefill leg.
+        decode_timeout: seconds without a byte from decode (between stream chunks, or for a whole
+            non-streaming answer) before the request fails.
+    """
+
+    mode: str = "pull"
+    prefill_retries: int = 2
+    max_body_bytes: int = 16 * 1024 * 1024
+    connect_timeout: float = 5.0
+    prefill_timeout: float = 600.0
+    decode_timeout: float = 600.0
+
+
+class Metrics:
+    """Prometheus metrics of one router (own registry, so several routers can live in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("pdd_router_requests", "Client requests by route and HTTP status.",
+                                ["route", "code"], registry=self.registry)
+        self.latency = Histogram("pdd_router_request_seconds", "Client request duration (to the last byte).",
+                                 ["route"], registry=self.registry,
+                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+        self.upstream_errors = Counter("pdd_router_upstream_errors", "Failed legs by role.", ["role"],
+                                       registry=self.registry)
+        self.prefill_retries = Counter("pdd_router_prefill_retries", "Prefill legs retried on another endpoint.",
+                                       registry=self.registry)
+        self.no_kv_params = Counter("pdd_router_prefill_without_kv_params",
+                                    "Prefill answers without kv_transfer_params (decode recomputes the prompt).",
+                                    registry=self.registry)
+        self.disconnects = Counter("pdd_router_client_disconnects", "Requests cancelled by the client going away.",
+                                   registry=self.registry)
+        self.endpoints = Gauge("pdd_router_endpoints", "Ready endpoints by role.", ["role"], registry=self.registry)
+        self.in_flight = Gauge("pdd_router_in_flight", "Requests in flight by role.", ["role"], registry=self.registry)
+        # Label children resolved once: labels() costs tens of microseconds per call.
+        self.prefill_errors, self.decode_errors = (self.upstream_errors.labels(r) for r in ("prefill", "decode"))
+        self.prefill_in_flight, self.decode_in_flight = (self.in_flight.labels(r) for r in ("prefill", "decode"))
+        self._requests: dict[tuple[str, int], Counter] = {}
+        self._latency: dict[str, Histogram] = {}
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        """Count one client request and its duration."""
+        key = (route, status)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.requests.labels(route, str(status))
+        child.inc()
+        hist = self._latency.get(route)
+        if hist is None:
+            hist = self._latency[route] = self.latency.labels(route)
+        hist.observe(seconds)
+
+
+def openai_error(status: int, message: str, type_: str = "server_error", code: str | None = None,
+                 headers: dict | None = None) -> web.Response:
+    """An OpenAI-shaped error response: ``{"error": {"message", "type", "param", "code"}}``."""
+    body = {"error": {"message": message, "type": type_, "param": None, "code": code or status}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+class _LegFailed(Exception):
+    """A leg failed; ``response`` is what the client should get if nothing else is tried."""
+
+    def __init__(self, message: str, response: web.Response, retryable: bool) -> None:
+        super().__init__(message)
+        self.response = response
+        self.retryable = retryable
+
+
+class Router:
+    """The router: a :class:`Registry` of endpoints, a pooled client session and the request handlers."""
+
+    def __init__(self, registry: Registry, config: RouterConfig | None = None) -> None:
+        self.registry = registry
+        self.config = config or RouterConfig()
+        self.metrics = Metrics()
+        self.session: aiohttp.ClientSession | None = None
+        c = self.config
+        self._prefill_timeout = aiohttp.ClientTimeout(total=c.prefill_timeout, connect=c.connect_timeout)
+        self._decode_timeout = aiohttp.ClientTimeout(total=None, connect=c.connect_timeout, sock_read=c.decode_timeout)
+        self._models_timeout = aiohttp.ClientTimeout(total=30, connect=c.connect_timeout)
+
+    # -- application -------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        """The aiohttp application (run it with ``handler_cancellation=True``, see :func:`serve`)."""
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app.router.add_post("/v1/completions", self.handle_completion)
+        app.router.add_post("/v1/chat/completions", self.handle_completion)
+        app.router.add_get("/v1/models", self.handle_models)
+        app.router.add_get("/health", self.handle_health)
+        app.router.add_get("/metrics", self.handle_metrics)
+        app.cleanup_ctx.append(self._session_ctx)
+        return app
+
+    async def _session_ctx(self, _app: web.Application):
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, enable_cleanup_closed=True)
+        self.session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent",),
+            timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout),
+        )
+        yield
+        await self.session.close()
+
+    # -- small handlers ------------------------------------------------------------------------
+
+    async def handle_health(self, _request: web.Request) -> web.Response:
+        """Liveness: the process serves. Says how many endpoints and pairs are ready."""
+        return web.json_response({
+            "status": "ok", "mode": self.config.mode,
+            "prefill": len(self.registry.endpoints("prefill")), "decode": len(self.registry.endpoints("decode")),
+            "pairs": self.registry.pairs(),
+        })
+
+    async def handle_metrics(self, _request: web.Request) -> web.Response:
+        for role in ("prefill", "decode"):
+            self.metrics.endpoints.labels(role).set(len(self.registry.endpoints(role)))
+        return web.Response(body=generate_latest(self.metrics.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def handle_models(self, request: web.Request) -> web.Response:
+        """``/v1/models`` from a decode endpoint (both roles serve the same model)."""
+        try:
+            ep = self.registry.any_decode()
+        except NoEndpoint as exc:
+            return openai_error(503, str(exc), code="no_endpoint")
+        try:
+            async with self.session.get(ep.target("/v1/models"), headers=self._forward_headers(request, None),
+                                        timeout=self._models_timeout) as r:
+                raw = await r.read()
+                return web.Response(body=raw, status=r.status, headers=self._response_headers(r, None))
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.metrics.decode_errors.inc()
+            return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error")
+
+    # -- completions -----------------------------------------------------------------------------
+
+    async def handle_completion(self, request: web.Request) -> web.StreamResponse:
+        """``/v1/completions`` and ``/v1/chat/completions``: the P/D protocol of the configured mode."""
+        start = time.perf_counter()
+        route = request.path
+        response: web.StreamResponse | None = None
+        try:
+            response = await self._completion(request)
+            return response
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.metrics.disconnects.inc()  # the client went away (the legs are closed on the way out)
+            raise
+        finally:
+            self.metrics.observe(route, response.status if response is not None else 499, time.perf_counter() - start)
+
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json(loads=json.loads)
+        except web.HTTPRequestEntityTooLarge:
+            return openai_error(413, f"request body larger than {self.config.max_body_bytes} bytes",
+                                "invalid_request_error", "request_too_large")
+        except ValueError as exc:
+            return openai_error(400, f"request body is not valid JSON: {exc}", "invalid_request_error", "invalid_json")
+        if not isinstance(body, dict):
+            return openai_error(400, "request body must be a JSON object", "invalid_request_error", "invalid_json")
+        request_id = str(uuid.uuid4())
+        headers = self._forward_headers(request, request_id)
+        if self.config.mode == "push":
+            return await self._push(request, body, headers, request_id)
+        return await self._pull(request, body, headers, request_id)
+
+    def _prefill_body(self, body: dict) -> bytes:
+        leg = {k: v for k, v in body.items() if k not in PREFILL_DROPPED}
+        leg["kv_transfer_params"] = dict(PULL_PREFILL_PARAMS)
+        leg["stream"] = False
+        leg["max_tokens"] = 1
+        if "max_completion_tokens" in leg:
+            leg["max_completion_tokens"] = 1
+        return json.dumps(leg).encode()
+
+    async def _prefill_leg(self, ep: Endpoint, path: str, data: bytes, headers: dict) -> dict:
+        """Run one prefill leg; return prefill's JSON answer. Raises :class:`_LegFailed`."""
+        ep.outstanding += 1
+        self.metrics.prefill_in_flight.inc()
+        try:
+            async with self.session.post(
+                ep.target(path), data=data, headers=headers, timeout=self._prefill_timeout,
+            ) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    self.metrics.prefill_errors.inc()
+                    if resp.status in RETRYABLE_STATUS:
+                        raise _LegFailed(f"prefill {ep.name} answered {resp.status}",
+                                         openai_error(502, f"prefill endpoint {ep.name} answered HTTP {resp.status}: "
+                                                      f"{_snippet(raw)}", code="upstream_error"), True)
+                    # The client's request is wrong (4xx): give the client prefill's own answer.
+                    raise _LegFailed(f"prefill {ep.name} refused the request ({resp.status})",
+                                     web.Response(body=raw, status=resp.status,
+                                                  headers=self._response_headers(resp, None)),
+                                     False)
+                try:
+                    answer = json.loads(raw)
+                except ValueError:
+                    answer = None
+                if not isinstance(answer, dict):
+                    self.metrics.prefill_errors.inc()
+                    raise _LegFailed(f"prefill {ep.name} answered no JSON object",
+                                     openai_error(502, f"prefill endpoint {ep.name} answered no JSON object",
+                                                  code="upstream_error"), True)
+                return answer
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.metrics.prefill_errors.inc()
+            raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
+                             openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
+                                          f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
+                             True) from exc
+        finally:
+            ep.outstanding -= 1
+            self.metrics.prefill_in_flight.dec()
+
+    async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
+        path = request.path
+        prefill_data = self._prefill_body(body)
+        tried: set[str] = set()
+        failure: _LegFailed | None = None
+        answer: dict | None = None
+        prefill: Endpoint | None = None
+        for attempt in range(1 + max(0, self.config.prefill_retries)):
+            try:
+                prefill = self.registry.pick_prefill(exclude=tried)
+            except NoEndpoint as exc:
+                if failure is not None:
+                    break
+                return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+            tried.add(prefill.url)
+            if attempt:
+                self.metrics.prefill_retries.inc()
+            try:
+                answer = await self._prefill_leg(prefill, path, prefill_data, headers)
+                break
+            except _LegFailed as exc:
+                log.warning("request %s: %s", request_id, exc)
+                failure = exc
+                if not exc.retryable:
+                    break
+        if answer is None:
+            return failure.response
+        kv = answer.get("kv_transfer_params")
+        decode_body = dict(body)
+        if kv:
+            decode_body["kv_transfer_params"] = kv
+        else:
+            # A prefill that ended before max_tokens (EOS) hands no blocks off (facts 4.12): decode
+            # then computes the prompt itself.
+            self.metrics.no_kv_params.inc()
+            decode_body.pop("kv_transfer_params", None)
+        try:
+            decode = self.registry.pick_decode(prefill.compat_hash)
+        except NoEndpoint as exc:
+            return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+        return await self._decode_leg(request, decode, json.dumps(decode_body).encode(), headers, request_id,
+                                      stream=bool(body.get("stream")))
+
+    async def _decode_leg(self, request: web.Request, ep: Endpoint, data: bytes, headers: dict, request_id: str,
+                          stream: bool, started: list | None = None) -> web.StreamResponse:
+        """Send the decode leg and relay its answer. ``started`` (a list) gets ``True`` appended once
+        the client has been sent the response head."""
+        ep.outstanding += 1
+        self.metrics.decode_in_flight.inc()
+        out: web.StreamResponse | None = None
+        try:
+            try:
+                resp = await self.session.post(
+                    ep.target(request.path), data=data, headers=headers, timeout=self._decode_timeout,
+                )
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                self.metrics.decode_errors.inc()
+                return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
+                                    headers={"X-Request-Id": request_id})
+            try:
+                ctype = resp.headers.get("Content-Type", "")
+                if not stream or resp.status != 200 or not ctype.startswith("text/event-stream"):
+                    try:
+                        raw = await resp.read()
+                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                        self.metrics.decode_errors.inc()
+                        return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}",
+                                            code="upstream_error", headers={"X-Request-Id": request_id})
+                    if resp.status >= 500:
+                        self.metrics.decode_errors.inc()
+                    return web.Response(body=raw, status=resp.status, headers=self._response_headers(resp, request_id))
+                out = web.StreamResponse(status=resp.status, headers=self._response_headers(resp, request_id))
+                await out.prepare(request)
+                if started is not None:
+                    started.append(True)
+                content = resp.content
+                while True:
+                    try:
+                        chunk = await content.readany()
+                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                        # The head is sent: the only way left to tell the client is an error event.
+                        self.metrics.decode_errors.inc()
+                        err = {"error": {"message": f"decode endpoint {ep.name}: {_describe(exc)}",
+                                         "type": "server_error", "param": None, "code": 502}}
+                        await out.write(b"data: " + json.dumps(err).encode() + b"\n\n")
+                        break
+                    if not chunk:
+                        break
+                    # A client that went away makes this raise (ConnectionResetError): not a decode error.
+                    await out.write(chunk)
+                await out.write_eof()
+                return out
+            finally:
+                resp.close()  # a no-op when fully read; otherwise drops the connection: decode aborts
+        finally:
+            ep.outstanding -= 1
+            self.metrics.decode_in_flight.dec()
+
+    async def _push(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
+        """Push mode: prefill and decode legs at once; decode is told prefill's coordinates."""
+        path = request.path
+        prefill_data = self._prefill_body(body)
+        tried: set[str] = set()
+        failure: _LegFailed | None = None
+        for attempt in range(1 + max(0, self.config.prefill_retries)):
+            try:
+                prefill = self.registry.pick_prefill(exclude=tried, push=True)
+                decode = self.registry.pick_decode(prefill.compat_hash)
+            except NoEndpoint as exc:
+                if failure is not None:
+                    break
+                return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+            tried.add(prefill.url)
+            if attempt:
+                self.metrics.prefill_retries.inc()
+            decode_body = dict(body)
+            decode_body["kv_transfer_params"] = push_decode_params(prefill, request_id)
+            started: list = []
+            p_task = asyncio.ensure_future(self._prefill_leg(prefill, path, prefill_data, headers))
+            d_task = asyncio.ensure_future(self._decode_leg(request, decode, json.dumps(decode_body).encode(), headers,
+                                                            request_id, stream=bool(body.get("stream")),
+                                                            started=started))
+            try:
+                done, _ = await asyncio.wait({p_task, d_task}, return_when=asyncio.FIRST_COMPLETED)
+                if p_task in done and p_task.exception() is not None:
+                    d_task.cancel()
+                    await asyncio.gather(d_task, return_exceptions=True)
+                    exc = p_task.exception()
+                    if not isinstance(exc, _LegFailed):
+                        raise exc
+                    log.warning("request %s: %s", request_id, exc)
+                    if started:
+                        # The client has decode's response head, and decode will never get the KV:
+                        # drop the connection rather than leave the stream hanging.
+                        raise ConnectionAbortedError(f"request {request_id}: {exc} after the response started")
+                    failure = exc
+                    if not exc.retryable:
+                        break
+                    continue
+                result = await d_task
+                if not p_task.done():
+                    p_task.cancel()
+                await asyncio.gather(p_task, return_exceptions=True)
+                return result
+            except asyncio.CancelledError:
+                for t in (p_task, d_task):
+                    t.cancel()
+                await asyncio.gather(p_task, d_task, return_exceptions=True)
+                raise
+        return failure.response
+
+    # -- headers --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _forward_headers(request: web.Request, request_id: str | None) -> dict:
+        headers = {"Content-Type": "application/json"}
+        auth = request.headers.get("Authorization")
+        if auth:
+            headers["Authorization"] = auth
+        if request_id:
+            headers["X-Request-Id"] = request_id
+        return headers
+
+    @staticmethod
+    def _response_headers(resp: aiohttp.ClientResponse, request_id: str | None) -> dict:
+        out = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
+        if request_id:
+            out["X-Request-Id"] = request_id
+        return out
+
+
+def push_decode_params(prefill: Endpoint, request_id: str) -> dict:
+    """``kv_transfer_params`` of the decode leg in push mode (vllm-nixl-facts.md section 6.2)."""
+    return {
+        "do_remote_decode": False, "do_remote_prefill": True, "remote_engine_id": prefill.engine_id,
+        "remote_host": prefill.kv_host, "remote_port": prefill.kv_port, "tp_size": prefill.tp_size,
+        "pp_size": prefill.pp_size, "remote_request_id": request_id,
+    }
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _snippet(raw: bytes, limit: int = 300) -> str:
+    text = raw[:limit].decode("utf-8", "replace")
+    return text + ("..." if len(raw) > limit else "")
+
+
+async def start(router: Router, host: str, port: int) -> web.AppRunner:
+    """Start serving ``router`` on ``host:port``; returns the runner (``await runner.cleanup()`` stops it).
+
+    ``handler_cancellation`` makes a client disconnect cancel the handler, and so both legs.
+    """
+    runner = web.AppRunner(router.app(), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    await site.start()
+    return runner

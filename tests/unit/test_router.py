@@ -1,0 +1,494 @@
+"""The P/D router against real aiohttp fake engines on 127.0.0.1 that speak vLLM's P/D protocol.
+
+The fake decode checks that it receives exactly the ``kv_transfer_params`` the fake prefill issued for
+the same ``X-Request-Id`` (and answers 400 otherwise), so every 200 below proves the pull protocol.
+Waits are on conditions (events set by the fakes), never on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import socket
+
+import aiohttp
+import pytest
+
+from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry, parse_static
+from pdd_operator.router.fake_engine import FakeEngine, serve
+from pdd_operator.router.proxy import PULL_PREFILL_PARAMS, Router, RouterConfig, push_decode_params, start
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """Fake engines + a router on 127.0.0.1; ``url`` is the router's base URL."""
+
+    def __init__(self) -> None:
+        self.engines: dict[str, FakeEngine] = {}
+        self.urls: dict[str, str] = {}
+        self.issued: dict = {}
+        self.changed = asyncio.Event()
+        self.runners = []
+        self.registry = Registry(rng=random.Random(7))
+        self.router: Router | None = None
+        self.url = ""
+
+    async def engine(self, name: str, role: str, **kw) -> FakeEngine:
+        eng = FakeEngine(role=role, issued=kw.pop("issued", self.issued), changed=self.changed, **kw)
+        runner, port = await serve(eng)
+        self.runners.append(runner)
+        self.engines[name] = eng
+        self.urls[name] = f"http://127.0.0.1:{port}"
+        return eng
+
+    async def start_router(self, config: RouterConfig | None = None, **endpoints: list) -> None:
+        """``endpoints``: ``prefill=[(name, hash), ...]``, ``decode=[...]``; a name not started is a dead URL."""
+        for role, items in endpoints.items():
+            eps = []
+            for name, chash in items:
+                url = self.urls.get(name) or f"http://127.0.0.1:{free_port()}"
+                eng = self.engines.get(name)
+                eps.append(Endpoint(url=url, role=role, compat_hash=chash, name=name,
+                                    engine_id=eng.engine_id if eng else None, kv_host="127.0.0.1",
+                                    kv_port=eng.kv_port if eng else None, tp_size=eng.tp_size if eng else 1))
+            self.registry.replace(role, eps)
+        self.router = Router(self.registry, config or RouterConfig())
+        port = free_port()
+        self.runners.append(await start(self.router, "127.0.0.1", port))
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def wait_for(self, predicate, timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds; re-checked whenever a fake engine records something."""
+        async def loop():
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+        await asyncio.wait_for(loop(), timeout)
+
+    async def close(self) -> None:
+        for runner in reversed(self.runners):
+            await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def stack():
+    s = Stack()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def bodies(engine: FakeEngine) -> list[dict]:
+    return [b for _, b in engine.requests if b is not None]
+
+
+def rid(engine: FakeEngine, i: int = -1) -> str:
+    return engine.requests[i][0]["X-Request-Id"]
+
+
+# -- pull mode -----------------------------------------------------------------------------------
+
+
+def test_pull_non_streaming_completion_hands_kv_params_over_unchanged():
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill", tp_size=2)
+            d = await s.engine("d0", "decode", tokens=4)
+            await s.start_router(prefill=[("p0", "h")], decode=[("d0", "h")])
+            req = {"model": "m", "prompt": "hello", "max_tokens": 5, "min_tokens": 2,
+                   "stream_options": {"include_usage": True}, "temperature": 0}
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json=req,
+                                  headers={"Authorization": "Bearer sk-test"}) as r:
+                    assert r.status == 200, await r.text()
+                    answer = await r.json()
+                    router_rid = r.headers["X-Request-Id"]
+            assert answer["choices"][0]["text"] == "tok " * 4
+            (pb,), (db,) = bodies(p), bodies(d)
+            # prefill leg: max_tokens 1, no stream, the pull params, no min_tokens/stream_options
+            assert pb["max_tokens"] == 1 and pb["stream"] is False
+            assert pb["kv_transfer_params"] == PULL_PREFILL_PARAMS
+            assert "min_tokens" not in pb and "stream_options" not in pb
+            assert pb["prompt"] == "hello" and pb["temperature"] == 0
+            # decode leg: the original request plus prefill's params, unchanged (tp_size included)
+            issued = s.issued[rid(p)]
+            assert issued["tp_size"] == 2
+            assert db == {**req, "kv_transfer_params": issued}
+            # one X-Request-Id for both legs (and for the client), Authorization forwarded to both
+            assert rid(p) == rid(d) == router_rid
+            for eng in (p, d):
+                assert eng.requests[0][0]["Authorization"] == "Bearer sk-test"
+    run(go())
+
+
+def test_pull_streaming_chat_passes_sse_through():
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill")
+            await s.engine("d0", "decode", tokens=6)
+            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            req = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+                   "max_completion_tokens": 6}
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/chat/completions", json=req) as r:
+                    assert r.status == 200
+                    assert r.headers["Content-Type"].startswith("text/event-stream")
+                    raw = await r.read()
+            events = [e for e in raw.decode().split("\n\n") if e]
+            assert events[-1] == "data: [DONE]"
+            deltas = [json.loads(e[len("data: "):])["choices"][0]["delta"]["content"] for e in events[:-1]]
+            assert deltas == [f"tok{i} " for i in range(6)]
+            (pb,) = bodies(p)
+            assert pb["max_tokens"] == 1 and pb["max_completion_tokens"] == 1 and pb["stream"] is False
+    run(go())
+
+
+def test_streaming_bytes_are_identical_to_decode_direct():
+    """The router relays decode's stream byte for byte (compared with decode answering the same request id)."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            d = await s.engine("d0", "decode", tokens=5)
+            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            req = {"model": "m", "prompt": "x", "stream": True}
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json=req) as r:
+                    via_router = await r.read()
+                # Same request straight to decode, replaying what the router sent (same id and params).
+                headers, body = d.requests[-1]
+                async with c.post(s.urls["d0"] + "/v1/completions", json=body,
+                                  headers={"X-Request-Id": headers["X-Request-Id"]}) as r:
+                    direct = await r.read()
+            strip = lambda b: [json.loads(e[6:]) | {"created": 0} if e != "data: [DONE]" else e  # noqa: E731
+                               for e in b.decode().split("\n\n") if e]
+            assert strip(via_router) == strip(direct)
+            assert via_router.count(b"\n\n") == direct.count(b"\n\n")
+    run(go())
+
+
+def test_prefill_failure_is_retried_on_another_prefill_endpoint():
+    async def go():
+        async with stack() as s:
+            bad = await s.engine("bad", "prefill", fail_status=503)
+            good = await s.engine("good", "prefill")
+            await s.engine("d0", "decode")
+            # "dead" is a port nobody listens on: connection refused.
+            await s.start_router(prefill=[("bad", ""), ("dead", ""), ("good", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                for _ in range(12):
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == 200, await r.text()
+            assert len(bad.requests) > 0, "the seeded choice should have tried the failing endpoint"
+            assert len(good.requests) == 12
+            metrics = s.router.metrics
+            assert metrics.prefill_retries._value.get() >= len(bad.requests)
+    run(go())
+
+
+def test_all_prefills_failing_gives_an_openai_error():
+    async def go():
+        async with stack() as s:
+            await s.engine("bad1", "prefill", fail_status=500)
+            await s.engine("bad2", "prefill", fail_status=503)
+            d = await s.engine("d0", "decode")
+            await s.start_router(RouterConfig(prefill_retries=5), prefill=[("bad1", ""), ("bad2", "")],
+                                 decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 502
+                    err = (await r.json())["error"]
+            assert set(err) == {"message", "type", "param", "code"}
+            assert "answered HTTP 50" in err["message"]
+            assert len(s.engines["bad1"].requests) == len(s.engines["bad2"].requests) == 1  # each tried once
+            assert d.requests == []
+    run(go())
+
+
+def test_prefill_client_error_is_passed_through_not_retried():
+    async def go():
+        async with stack() as s:
+            p1 = await s.engine("p1", "prefill", fail_status=400)
+            p2 = await s.engine("p2", "prefill", fail_status=400)
+            await s.engine("d0", "decode")
+            await s.start_router(prefill=[("p1", ""), ("p2", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 400
+                    assert (await r.json())["error"]["message"] == "injected failure"
+            assert len(p1.requests) + len(p2.requests) == 1
+    run(go())
+
+
+def test_pairs_only_endpoints_with_the_same_compat_hash():
+    async def go():
+        async with stack() as s:
+            for name, role in (("pa", "prefill"), ("pb", "prefill"), ("pc", "prefill"),
+                               ("da", "decode"), ("db", "decode")):
+                await s.engine(name, role)
+            hashes = {"pa": "old", "pb": "new", "pc": "orphan", "da": "old", "db": "new"}
+            await s.start_router(prefill=[(n, hashes[n]) for n in ("pa", "pb", "pc")],
+                                 decode=[(n, hashes[n]) for n in ("da", "db")])
+            async with aiohttp.ClientSession() as c:
+                for _ in range(20):
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == 200
+            seen = {}
+            for name in ("pa", "pb", "da", "db"):
+                for headers, _ in s.engines[name].requests:
+                    seen.setdefault(headers["X-Request-Id"], []).append(hashes[name])
+            assert len(seen) == 20
+            assert all(len(v) == 2 and v[0] == v[1] for v in seen.values())
+            assert {v[0] for v in seen.values()} == {"old", "new"}
+            assert s.engines["pc"].requests == []  # no decode of its hash: never chosen
+    run(go())
+
+
+def test_registry_explains_why_nothing_pairs():
+    reg = Registry()
+    with pytest.raises(NoEndpoint, match="no ready prefill"):
+        reg.pick_prefill()
+    reg.replace("prefill", [Endpoint("http://a:1", "prefill", "h1")])
+    with pytest.raises(NoEndpoint, match="no ready decode"):
+        reg.pick_prefill()
+    reg.replace("decode", [Endpoint("http://b:1", "decode", "h2")])
+    with pytest.raises(NoEndpoint, match="same compat hash"):
+        reg.pick_prefill()
+    assert reg.pairs() == 0
+    reg.replace("decode", [Endpoint("http://b:1", "decode", "h1")])
+    assert reg.pick_prefill().url == "http://a:1" and reg.pairs() == 1
+    with pytest.raises(NoEndpoint, match="engine id"):
+        reg.pick_prefill(push=True)
+
+
+def test_power_of_two_choices_prefers_the_less_loaded_endpoint():
+    reg = Registry(rng=random.Random(1))
+    eps = [Endpoint(f"http://e{i}:1", "decode") for i in range(2)]
+    eps[0].outstanding = 5
+    reg.replace("decode", eps)
+    assert all(reg.pick_decode("") is eps[1] for _ in range(20))
+    # A refresh keeps the in-flight counts of endpoints that stay.
+    reg.replace("decode", [Endpoint("http://e0:1", "decode", name="renamed")])
+    (kept,) = reg.endpoints("decode")
+    assert kept is eps[0] and kept.outstanding == 5 and kept.name == "renamed"
+
+
+def test_least_loaded_spread_under_concurrency():
+    """Slow decode requests in flight steer new requests to the other decode endpoint."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            d_slow = await s.engine("d_slow", "decode", tokens=1000, inter_token_delay=0.5)
+            d_fast = await s.engine("d_fast", "decode", tokens=2)
+            await s.start_router(prefill=[("p0", "")], decode=[("d_slow", ""), ("d_fast", "")])
+            slow_ep, fast_ep = s.registry.endpoints("decode")
+            s.registry.replace("decode", [slow_ep])  # first only d_slow is ready
+            async with aiohttp.ClientSession() as c:
+                streams = [await c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True})
+                           for _ in range(2)]
+                assert len(d_slow.requests) == 2 and slow_ep.outstanding == 2
+                s.registry.replace("decode", [slow_ep, fast_ep])  # d_fast becomes ready
+                for _ in range(10):
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == 200
+                assert len(d_slow.requests) == 2 and len(d_fast.requests) == 10
+                for r in streams:
+                    r.close()
+    run(go())
+
+
+# -- failures, limits, disconnects -----------------------------------------------------------------
+
+
+def test_client_disconnect_during_decode_cancels_the_decode_leg():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            d = await s.engine("d0", "decode", tokens=10_000, inter_token_delay=0.05)
+            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                r = await c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True})
+                assert r.status == 200
+                await r.content.readuntil(b"\n\n")  # the first token arrived
+                r.close()  # the client goes away
+            await s.wait_for(lambda: len(d.cancelled) == 1)
+            assert d.cancelled == [rid(d)]
+            await s.wait_for(lambda: s.router.metrics.disconnects._value.get() == 1)
+    run(go())
+
+
+def test_client_disconnect_during_prefill_cancels_the_prefill_leg_and_skips_decode():
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill", prefill_delay=3600)
+            d = await s.engine("d0", "decode")
+            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                task = asyncio.ensure_future(c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}))
+                await s.wait_for(lambda: len(p.requests) == 1)
+                task.cancel()  # closes the client's connection
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await s.wait_for(lambda: len(p.cancelled) == 1)
+            assert d.requests == []
+    run(go())
+
+
+def test_decode_unreachable_gives_an_openai_error():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            await s.start_router(prefill=[("p0", "")], decode=[("dead", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True}) as r:
+                    assert r.status == 502
+                    err = (await r.json())["error"]
+            assert "decode endpoint" in err["message"] and err["type"] == "server_error"
+    run(go())
+
+
+def test_decode_dying_mid_stream_ends_the_stream_with_an_error_event():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            await s.engine("d0", "decode", tokens=10, drop_after=3)
+            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True}) as r:
+                    assert r.status == 200
+                    raw = await r.read()
+            events = [e for e in raw.decode().split("\n\n") if e]
+            assert len(events) == 4 and "[DONE]" not in raw.decode()
+            err = json.loads(events[-1][len("data: "):])["error"]
+            assert "decode endpoint d0" in err["message"] and err["code"] == 502
+            assert s.router.metrics.decode_errors._value.get() == 1
+    run(go())
+
+
+def test_prefill_timeout_is_retried_then_reported():
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill", prefill_delay=3600)
+            await s.engine("d0", "decode")
+            await s.start_router(RouterConfig(prefill_timeout=0.2, prefill_retries=1),
+                                 prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 504
+                    assert "timed out" in (await r.json())["error"]["message"]
+            await s.wait_for(lambda: len(p.cancelled) == 1)  # the timed-out leg was closed
+    run(go())
+
+
+def test_body_limit_bad_json_and_no_endpoints():
+    async def go():
+        async with stack() as s:
+            await s.start_router(RouterConfig(max_body_bytes=1000))
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"prompt": "x" * 2000}) as r:
+                    assert r.status == 413
+                    assert (await r.json())["error"]["code"] == "request_too_large"
+                async with c.post(s.url + "/v1/completions", data=b"{not json",
+                                  headers={"Content-Type": "application/json"}) as r:
+                    assert r.status == 400 and (await r.json())["error"]["type"] == "invalid_request_error"
+                async with c.post(s.url + "/v1/completions", json=[1, 2]) as r:
+                    assert r.status == 400
+                async with c.post(s.url + "/v1/completions", json={"prompt": "x"}) as r:
+                    assert r.status == 503
+                    assert "no ready prefill endpoint" in (await r.json())["error"]["message"]
+                async with c.get(s.url + "/v1/models") as r:
+                    assert r.status == 503
+    run(go())
+
+
+def test_models_health_and_metrics():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            d = await s.engine("d0", "decode")
+            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.get(s.url + "/v1/models", headers={"Authorization": "Bearer k"}) as r:
+                    assert r.status == 200 and (await r.json())["data"][0]["id"] == "fake-model"
+                assert d.requests[-1][0]["Authorization"] == "Bearer k"
+                async with c.get(s.url + "/health") as r:
+                    assert await r.json() == {"status": "ok", "mode": "pull", "prefill": 1, "decode": 1, "pairs": 1}
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 200
+                async with c.get(s.url + "/metrics") as r:
+                    text = await r.text()
+            assert 'pdd_router_requests_total{code="200",route="/v1/completions"} 1.0' in text
+            assert 'pdd_router_endpoints{role="decode"} 1.0' in text
+    run(go())
+
+
+# -- push mode -------------------------------------------------------------------------------------
+
+
+def test_push_mode_sends_both_legs_with_prefill_coordinates():
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601, tp_size=4)
+            d = await s.engine("d0", "decode", push=True, tokens=3)
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True}) as r:
+                    assert r.status == 200
+                    assert (await r.read()).endswith(b"data: [DONE]\n\n")
+            (pb,), (db,) = bodies(p), bodies(d)
+            assert pb["kv_transfer_params"] == PULL_PREFILL_PARAMS and pb["max_tokens"] == 1
+            request_id = rid(p)
+            assert rid(d) == request_id
+            assert db["kv_transfer_params"] == {
+                "do_remote_decode": False, "do_remote_prefill": True, "remote_engine_id": "engine-p0",
+                "remote_host": "127.0.0.1", "remote_port": 5601, "tp_size": 4, "pp_size": 1,
+                "remote_request_id": request_id,
+            }
+    run(go())
+
+
+def test_push_mode_prefill_failure_cancels_decode_and_retries():
+    async def go():
+        async with stack() as s:
+            bad = await s.engine("bad", "prefill", engine_id="bad", fail_status=503)
+            good = await s.engine("good", "prefill", engine_id="good")
+            # like vLLM's push decode, the fake decode answers only after its prefill has succeeded
+            d = await s.engine("d0", "decode", push=True, tokens=2)
+            await s.start_router(RouterConfig(mode="push"), prefill=[("bad", ""), ("good", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                for _ in range(6):
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == 200
+                        assert (await r.json())["choices"][0]["text"] == "tok tok "
+            assert bad.requests, "the seeded choice should have tried the failing prefill"
+            await s.wait_for(lambda: len(d.cancelled) == len(bad.requests))
+            ok = [b["kv_transfer_params"]["remote_engine_id"] for b in bodies(d)]
+            assert ok.count("good") == 6 and ok.count("bad") == len(bad.requests)
+            assert len(good.requests) == 6
+    run(go())
+
+
+# -- static endpoints --------------------------------------------------------------------------------
+
+
+def test_parse_static_endpoints():
+    ep = parse_static("prefill", "http://10.0.0.1:8100?engine_id=p0&kv_host=10.0.0.1&kv_port=5600&tp=2&pp=2")
+    assert (ep.url, ep.engine_id, ep.kv_host, ep.kv_port, ep.tp_size, ep.pp_size) == (
+        "http://10.0.0.1:8100", "p0", "10.0.0.1", 5600, 2, 2)
+    assert parse_static("decode", " http://[::1]:8200 ").url == "http://[::1]:8200"
+    with pytest.raises(ValueError):
+        parse_static("decode", "10.0.0.1:8200")
+    assert push_decode_params(ep, "r")["pp_size"] == 2

@@ -1,0 +1,140 @@
+"""Kubernetes discovery of the router: which pods become endpoints, and with what metadata."""
+
+from __future__ import annotations
+
+from pdd_operator.api.constants import LABEL_COMPAT_HASH, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY
+from pdd_operator.router.discovery import (
+    ANNOTATION_ENGINE_ID,
+    ANNOTATION_PP,
+    ANNOTATION_TP,
+    apply_pods,
+    endpoint_of_pod,
+    endpoints_of_pods,
+    pod_selector,
+)
+from pdd_operator.router.endpoints import Registry
+
+
+def pod(name, role, ip="10.1.0.5", ready=True, phase="Running", chash="abc", annotations=None, deleting=False):
+    meta = {"name": name, "labels": {LABEL_INSTANCE: "demo", LABEL_COMPONENT: role, LABEL_COMPAT_HASH: chash,
+                                     LABEL_MANAGED_BY: "pdd-operator"},
+            "annotations": annotations or {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    return {
+        "metadata": meta,
+        "spec": {"containers": [{"name": "vllm", "ports": [{"name": "http", "containerPort": 8000},
+                                                          {"name": "nixl", "containerPort": 5600}]}]},
+        "status": {"phase": phase, "podIP": ip,
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def test_only_running_ready_not_terminating_pods_with_an_ip_are_endpoints():
+    assert endpoint_of_pod(pod("a", "prefill")).url == "http://10.1.0.5:8000"
+    assert endpoint_of_pod(pod("a", "prefill", ready=False)) is None
+    assert endpoint_of_pod(pod("a", "prefill", phase="Pending")) is None
+    assert endpoint_of_pod(pod("a", "prefill", ip=None)) is None
+    assert endpoint_of_pod(pod("a", "prefill", deleting=True)) is None
+    assert endpoint_of_pod(pod("a", "router")) is None
+    assert endpoint_of_pod(pod("a", "decode", ip="fd00::5")).url == "http://[fd00::5]:8000"
+
+
+def test_push_metadata_comes_from_annotations_and_ports():
+    ep = endpoint_of_pod(pod("p-1", "prefill", annotations={ANNOTATION_ENGINE_ID: "demo-prefill-x",
+                                                             ANNOTATION_TP: "4", ANNOTATION_PP: "2"}))
+    assert (ep.engine_id, ep.kv_host, ep.kv_port, ep.tp_size, ep.pp_size, ep.compat_hash, ep.name) == (
+        "demo-prefill-x", "10.1.0.5", 5600, 4, 2, "abc", "p-1")
+    assert ep.push_ready
+    assert not endpoint_of_pod(pod("p-2", "prefill")).push_ready  # no engine id published
+    assert endpoint_of_pod(pod("demo-prefill-7f9", "prefill", annotations={
+        ANNOTATION_ENGINE_ID: "$(POD_NAME)"})).engine_id == "demo-prefill-7f9"
+
+
+def test_render_helper_publishes_what_discovery_reads():
+    from pdd_operator.render.engine import router_pod_annotations
+    from tests.helpers import make_spec
+
+    push = make_spec(engine={"image": "vllm/vllm-openai:v0.24.0"}, kvTransfer={"connector": "NixlPushConnector"},
+                     prefill={"tensorParallelSize": 2})
+    ann = router_pod_annotations(push, "prefill")
+    ep = endpoint_of_pod(pod("demo-prefill-abc", "prefill", annotations=ann))
+    assert (ep.engine_id, ep.kv_port, ep.tp_size, ep.pp_size) == ("demo-prefill-abc", 5600, 2, 1)
+    assert router_pod_annotations(push, "decode") == {} and router_pod_annotations(make_spec(), "prefill") == {}
+
+
+def test_pod_changes_replace_the_registry_endpoints_without_restart():
+    reg = Registry()
+    pods = [pod("p1", "prefill", ip="10.0.0.1"), pod("d1", "decode", ip="10.0.0.2")]
+    apply_pods(reg, pods)
+    assert reg.pairs() == 1
+    d1 = reg.endpoints("decode")[0]
+    d1.outstanding = 3
+    # a new revision rolls out: new pods with a new hash, the old decode becomes unready
+    pods += [pod("p2", "prefill", ip="10.0.0.3", chash="new"), pod("d2", "decode", ip="10.0.0.4", chash="new")]
+    apply_pods(reg, pods)
+    assert reg.pairs() == 2 and reg.endpoints("decode")[0] is d1 and d1.outstanding == 3
+    pods[1] = pod("d1", "decode", ip="10.0.0.2", ready=False)
+    apply_pods(reg, pods)
+    assert [e.url for e in reg.endpoints("decode")] == ["http://10.0.0.4:8000"]
+    # old prefill has no decode of its hash any more: only the new one is chosen
+    assert {reg.pick_prefill().url for _ in range(20)} == {"http://10.0.0.3:8000"}
+    assert endpoints_of_pods([])["prefill"] == []
+
+
+def test_selector_names_the_pddeployment_engine_pods():
+    assert pod_selector("demo") == ("app.kubernetes.io/instance=demo,app.kubernetes.io/managed-by=pdd-operator,"
+                                    "app.kubernetes.io/component in (prefill,decode)")
+
+
+def test_registry_generation_counts_updates():
+    reg = Registry()
+    apply_pods(reg, [])
+    assert reg.generation == 2
+
+
+# -- what the operator renders for the router ------------------------------------------------------
+
+def test_router_deployment_and_service_are_rendered_per_pddeployment():
+    from pdd_operator.controller.status import RoleObservation, fold_status
+    from pdd_operator.compat import evaluate
+    from pdd_operator.pins import operator_image
+    from pdd_operator.render.workloads import Owner, render_children, router_endpoint
+    from tests.helpers import make_spec
+
+    owner = Owner("demo", "serving", uid="u1", generation=3)
+    spec = make_spec()
+    by_key = {(c["kind"], c["metadata"]["name"]): c for c in render_children(owner, spec)}
+    dep, svc = by_key[("Deployment", "demo-router")], by_key[("Service", "demo-router")]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == operator_image()
+    assert c["command"] == ["pdd", "router", "--pddeployment", "demo", "--namespace", "serving",
+                            "--port", "8000", "--kv-mode", "pull"]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert c["resources"]["requests"] == {"cpu": "250m", "memory": "256Mi"}
+    assert "serviceAccountName" not in pod
+    assert dep["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    # the router's pods are not engine pods: the discovery selector never matches them
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/component"] == "router" and "pdd-operator.dev/compat-hash" not in labels
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["ports"][0]["port"] == 8000
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert router_endpoint(owner, spec) == "http://demo-router.serving.svc:8000"
+
+    push = make_spec(engine={"image": "vllm/vllm-openai:v0.24.0"}, kvTransfer={"connector": "NixlPushConnector"},
+                     router={"replicas": 2, "port": 9000, "serviceAccountName": "pdd-router",
+                             "resources": {"requests": {"cpu": 2}}})
+    dep = {(c["kind"], c["metadata"]["name"]): c for c in render_children(owner, push)}[("Deployment", "demo-router")]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert dep["spec"]["replicas"] == 2 and c["command"][-3:] == ["9000", "--kv-mode", "push"]
+    assert c["resources"] == {"requests": {"cpu": 2}}
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "pdd-router"
+
+    obs = {r: RoleObservation() for r in ("prefill", "decode")}
+    status = fold_status(generation=1, previous={}, report=evaluate(spec), applied_generation=1,
+                         observations=obs, now="2026-11-29T10:00:00Z", endpoint=router_endpoint(owner, spec))
+    assert status["endpoint"] == "http://demo-router.serving.svc:8000"
+    assert "endpoint" not in fold_status(generation=1, previous={}, report=evaluate(spec), applied_generation=1,
+                                         observations=obs, now="2026-11-29T10:00:00Z")
