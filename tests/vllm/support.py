@@ -1,0 +1,618 @@
+"""Support for the real-vLLM prefill/decode tests: tiny models, rendered engines run as local
+processes, a minimal P/D client and decode's metrics.
+
+Split on purpose:
+
+- what the operator RENDERS (``pod_template``: command, args, env) is taken as is; ``localize``
+  changes exactly the values that only make sense in a pod (the downward-API pod IP, the bind
+  address, the ports: both engines share this machine's loopback) and returns the list of changes,
+  which the tests assert;
+- what only this CPU test machine needs (``CPU_TEST_SUPPORT``) is added beside it and never
+  overrides a rendered variable: the launcher standing in for the ``vllm`` command (launcher.py),
+  one core per engine (``VLLM_CPU_OMP_THREADS_BIND``), offline Hugging Face libraries.
+
+Pod IPs of the kwok cluster are fake private addresses: nothing here dials anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.render.workloads import ENGINE_CONTAINER, Owner, pod_template, render_children
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+LAUNCHER = HERE / "launcher.py"
+EXAMPLE = ROOT / "examples" / "cpu-tiny-pd.yaml"
+LOOPBACK = "127.0.0.1"
+
+# ---------------------------------------------------------------------------------------------
+# Tiny models (random weights with --load-format dummy: only config.json and a tokenizer are read)
+# ---------------------------------------------------------------------------------------------
+
+LLAMA_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "torch_dtype": "bfloat16",
+}
+
+NEMOTRON_H_CONFIG = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "hybrid_override_pattern": "M-*-",  # Mamba2, MLP, attention, MLP
+    "num_hidden_layers": 4,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 64,
+    "n_groups": 1,
+    "ssm_state_size": 64,
+    "conv_kernel": 4,
+    "expand": 2,
+    "chunk_size": 128,
+    "mamba_hidden_act": "silu",
+    "mlp_hidden_act": "relu2",
+    "use_bias": False,
+    "mlp_bias": False,
+    "use_conv_bias": True,
+    "layer_norm_epsilon": 1e-5,
+    "residual_in_fp32": False,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+    "torch_dtype": "bfloat16",
+}
+
+MODELS = {"llama": LLAMA_CONFIG, "nemotron_h": NEMOTRON_H_CONFIG}
+
+
+def tokenizer_model(venv: Path) -> Path:
+    """mistral_common's sentencepiece model (a vLLM dependency), usable as a Llama tokenizer."""
+    found = sorted(venv.glob("lib/python3*/site-packages/mistral_common/data/tokenizer.model.v1"))
+    if not found:
+        raise FileNotFoundError(f"mistral_common/data/tokenizer.model.v1 not found in {venv}")
+    return found[0]
+
+
+def write_model(directory: Path, kind: str, venv: Path) -> Path:
+    """Write a tiny model (config.json + LlamaTokenizer files) into ``directory``; return it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(MODELS[kind], indent=1))
+    shutil.copyfile(tokenizer_model(venv), directory / "tokenizer.model")
+    (directory / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer",
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "add_bos_token": True, "add_eos_token": False,
+        "model_max_length": 4096, "legacy": True,
+    }))
+    (directory / "special_tokens_map.json").write_text(json.dumps(
+        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))
+    (directory / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+    return directory
+
+
+# ---------------------------------------------------------------------------------------------
+# The rendered engines, and the only changes made to run them on loopback
+# ---------------------------------------------------------------------------------------------
+
+def example_spec(model_dir: Path, kind: str) -> tuple[str, PDDeploymentSpec]:
+    """The CPU example with ``model.name`` pointed at the tiny model (and its architecture)."""
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["spec"]["model"]["name"] = str(model_dir)
+    doc["spec"]["model"]["hfArchitecture"] = MODELS[kind]["architectures"][0]
+    return doc["metadata"]["name"], PDDeploymentSpec.model_validate(doc["spec"])
+
+
+def rendered_containers(name: str, spec: PDDeploymentSpec, model_config: dict) -> tuple[dict[str, dict], dict | None]:
+    """``({role: engine container}, router container or None)`` of the rendered Deployments.
+
+    Checks each engine pod template equals ``pod_template``'s. The router Deployment is there when
+    this checkout's operator renders one (issue 5).
+    """
+    owner = Owner(name)
+    engines: dict[str, dict] = {}
+    router: dict | None = None
+    for obj in render_children(owner, spec, model_config):
+        if obj["kind"] != "Deployment":
+            continue
+        role = obj["metadata"]["labels"].get("pdd-operator.dev/role")
+        template = obj["spec"]["template"]
+        if role not in ("prefill", "decode"):
+            if role == "router" or obj["metadata"]["name"].endswith("-router"):
+                [router] = template["spec"]["containers"]
+                router = copy.deepcopy(router)
+            continue
+        assert template == pod_template(owner, role, spec, model_config), "render_children != pod_template"
+        [container] = [c for c in template["spec"]["containers"] if c["name"] == ENGINE_CONTAINER]
+        assert "initContainers" not in template["spec"], "preflight is Disabled in the CPU example"
+        engines[role] = copy.deepcopy(container)
+    assert set(engines) == {"prefill", "decode"}, engines.keys()
+    return engines, router
+
+
+def rendered_engines(name: str, spec: PDDeploymentSpec, model_config: dict) -> dict[str, dict]:
+    """``{role: engine container}`` of the rendered Deployments."""
+    return rendered_containers(name, spec, model_config)[0]
+
+
+@dataclass
+class LocalEngine:
+    """One rendered engine as a local process: argv and env, plus what was changed and why."""
+
+    role: str
+    argv: list[str]                     # rendered command + args, with the changes below
+    env: dict[str, str]                 # rendered env, with the changes below (support env not included)
+    http_port: int
+    side_channel_port: int
+    changes: list[str] = field(default_factory=list)
+
+
+# The rendered values a local process may differ in, and nothing else (asserted by the tests).
+ALLOWED_ARG_CHANGES = {"--host", "--port"}
+ALLOWED_ENV_CHANGES = {"VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT"}
+
+
+def localize(container: dict, role: str, http_port: int, side_channel_port: int) -> LocalEngine:
+    """Turn a rendered engine container into a local process on 127.0.0.1.
+
+    Changes: ``--host`` (the pod binds 0.0.0.0; here only loopback), ``--port`` and
+    ``VLLM_NIXL_SIDE_CHANNEL_PORT`` (prefill and decode share one loopback), and the downward-API
+    pod IP of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` -> 127.0.0.1. Any other ``valueFrom`` fails.
+    """
+    argv = list(container["command"]) + list(container["args"])
+    changes: list[str] = []
+    for i, arg in enumerate(argv[:-1]):
+        new = {"--host": LOOPBACK, "--port": str(http_port)}.get(arg)
+        if new is not None and argv[i + 1] != new:
+            changes.append(f"{arg} {argv[i + 1]} -> {new}")
+            argv[i + 1] = new
+    env: dict[str, str] = {}
+    for var in container["env"]:
+        name = var["name"]
+        if "valueFrom" in var:
+            ref = var["valueFrom"].get("fieldRef", {}).get("fieldPath")
+            if name == "VLLM_NIXL_SIDE_CHANNEL_HOST" and ref in ("status.podIP", "status.hostIP"):
+                env[name] = LOOPBACK
+                changes.append(f"{name} <{ref}> -> {LOOPBACK}")
+                continue
+            raise AssertionError(f"{role}: cannot run {name} from {var['valueFrom']} locally")
+        env[name] = var["value"]
+    if env.get("VLLM_NIXL_SIDE_CHANNEL_PORT") != str(side_channel_port):
+        changes.append(f"VLLM_NIXL_SIDE_CHANNEL_PORT {env.get('VLLM_NIXL_SIDE_CHANNEL_PORT')} -> {side_channel_port}")
+        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(side_channel_port)
+    return LocalEngine(role, argv, env, http_port, side_channel_port, changes)
+
+
+def diff_against_rendered(container: dict, local: LocalEngine) -> tuple[set[str], set[str]]:
+    """``(changed flags, changed env names)`` between a rendered container and its local process.
+
+    Fails if anything beyond a value changed (a flag or variable added, removed or moved).
+    """
+    rendered = list(container["command"]) + list(container["args"])
+    assert len(rendered) == len(local.argv), (rendered, local.argv)
+    flags: set[str] = set()
+    for i, (a, b) in enumerate(zip(rendered, local.argv)):
+        if a != b:
+            assert i > 0 and rendered[i - 1].startswith("--"), f"argument {i} changed: {a!r} -> {b!r}"
+            flags.add(rendered[i - 1])
+    names = [v["name"] for v in container["env"]]
+    assert names == list(local.env), (names, list(local.env))
+    changed_env = {v["name"] for v in container["env"] if v.get("value") != local.env[v["name"]]}
+    return flags, changed_env
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU test support (never rendered by the operator)
+# ---------------------------------------------------------------------------------------------
+
+def core_sets(n: int = 2) -> list[str]:
+    """Split this process's cores into ``n`` disjoint ``VLLM_CPU_OMP_THREADS_BIND`` values."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < n:
+        return [",".join(map(str, cores))] * n
+    size = len(cores) // n
+    return [",".join(map(str, cores[i * size:(i + 1) * size])) for i in range(n)]
+
+
+def support_env(venv: Path, omp_bind: str) -> dict[str, str]:
+    """Environment only this CPU test needs, beside the rendered one (must not override it)."""
+    keep = {k: os.environ[k] for k in ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER") if k in os.environ}
+    return {
+        **keep,
+        "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "VIRTUAL_ENV": str(venv),
+        "VLLM_CPU_OMP_THREADS_BIND": omp_bind,  # one core (set) per engine
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def free_port(avoid: set[int] = frozenset()) -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind((LOOPBACK, 0))
+            port = s.getsockname()[1]
+        if port not in avoid and port + 1 not in avoid:
+            return port
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the test process dies (even by SIGKILL)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Server:
+    """A running engine: its process group, log and URL."""
+
+    def __init__(self, engine: LocalEngine, venv: Path, omp_bind: str, log_path: Path) -> None:
+        self.engine = engine
+        self.url = f"http://{LOOPBACK}:{engine.http_port}"
+        self.log_path = log_path
+        extra = support_env(venv, omp_bind)
+        clash = set(extra) & set(engine.env)
+        assert not clash, f"test support env would override rendered env: {clash}"
+        env = {**extra, **engine.env}
+        assert engine.argv[0] == "vllm", engine.argv
+        self.argv = [str(venv / "bin" / "python"), str(LAUNCHER), *engine.argv[1:]]
+        self._log = open(log_path, "wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=str(log_path.parent), start_new_session=True,
+                                     preexec_fn=_die_with_parent)
+        self.ready_after: float | None = None
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        """Kill the whole process group (vLLM's engine core and workers are children)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left in the group
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
+def wait_healthy(servers: list[Server], timeout: float) -> None:
+    """Wait until every server answers /health 200; fail early (with its log) when one exits."""
+    deadline = time.monotonic() + timeout
+    pending = list(servers)
+    while pending:
+        for s in list(pending):
+            code = s.proc.poll()
+            if code is not None:
+                raise AssertionError(f"{s.engine.role} engine exited with {code} before it was healthy; "
+                                     f"argv: {s.argv}\n--- log tail ---\n{s.log_tail(80)}")
+            if s.healthy():
+                s.ready_after = time.monotonic() - s.started
+                pending.remove(s)
+        if pending and time.monotonic() > deadline:
+            raise AssertionError(f"not healthy after {timeout}s: {[s.engine.role for s in pending]}\n" +
+                                 "\n".join(f"--- {s.engine.role} log tail ---\n{s.log_tail(40)}" for s in pending))
+        if pending:
+            time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def run_pair(locals_: dict[str, LocalEngine], venv: Path, log_dir: Path, timeout: float = 600) -> Iterator[dict[str, Server]]:
+    """Start prefill and decode (one core set each), wait until both are healthy, always kill both."""
+    binds = core_sets(2)
+    servers: dict[str, Server] = {}
+    try:
+        for i, role in enumerate(("prefill", "decode")):
+            servers[role] = Server(locals_[role], venv, binds[i], log_dir / f"{role}.log")
+        wait_healthy(list(servers.values()), timeout)
+        yield servers
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Minimal P/D client (pull mode, vllm-nixl-facts.md section 6.1) and decode's metrics
+# ---------------------------------------------------------------------------------------------
+
+PREFILL_KV_PARAMS = {
+    "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+    "remote_block_ids": None, "remote_host": None, "remote_port": None,
+}
+
+
+@dataclass
+class Result:
+    request_id: str
+    prompt_tokens: int
+    text: str
+    completion_tokens: int
+    kv_transfer_params: dict
+    chunks: int = 0
+
+
+async def pd_completion(session, prefill_url: str, decode_url: str, model: str, prompt: str,
+                        max_tokens: int = 16, stream: bool = False) -> Result:
+    """One completion through P then D: prefill with max_tokens 1 and do_remote_decode, then decode
+    with prefill's kv_transfer_params unchanged, one X-Request-Id for both legs."""
+    rid = f"pdd-test-{uuid.uuid4()}"
+    headers = {"X-Request-Id": rid}
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "ignore_eos": True}
+    p_body = {**body, "max_tokens": 1, "stream": False, "kv_transfer_params": dict(PREFILL_KV_PARAMS)}
+    p_body.pop("ignore_eos")
+    async with session.post(f"{prefill_url}/v1/completions", json=p_body, headers=headers) as r:
+        text = await r.text()
+        assert r.status == 200, f"prefill leg {r.status}: {text}"
+        p = json.loads(text)
+    kv = p.get("kv_transfer_params")
+    assert kv and kv.get("do_remote_prefill") and kv.get("remote_block_ids"), f"prefill returned {kv!r}"
+    prompt_tokens = p["usage"]["prompt_tokens"]
+    d_body = {**body, "kv_transfer_params": kv, "stream": stream}
+    if stream:
+        d_body["stream_options"] = {"include_usage": True}
+    async with session.post(f"{decode_url}/v1/completions", json=d_body, headers=headers) as r:
+        if not stream:
+            text = await r.text()
+            assert r.status == 200, f"decode leg {r.status}: {text}"
+            d = json.loads(text)
+            return Result(rid, prompt_tokens, d["choices"][0]["text"], d["usage"]["completion_tokens"], kv)
+        assert r.status == 200, f"decode leg {r.status}: {await r.text()}"
+        out, chunks, usage, done = [], 0, None, False
+        async for raw in r.content:
+            line = raw.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            ev = json.loads(data)
+            if ev.get("usage"):
+                usage = ev["usage"]
+            for c in ev.get("choices", []):
+                out.append(c.get("text") or "")
+                chunks += 1
+        assert done, "stream ended without [DONE]"
+        assert usage, "no usage in the stream"
+        return Result(rid, prompt_tokens, "".join(out), usage["completion_tokens"], kv, chunks)
+
+
+async def run_requests(prefill_url: str, decode_url: str, model: str, prompts: list[str],
+                       concurrency: int, max_tokens: int, stream: bool) -> list[Result]:
+    import aiohttp
+
+    sem = asyncio.Semaphore(concurrency)
+    timeout = aiohttp.ClientTimeout(total=180)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        async def one(prompt: str) -> Result:
+            async with sem:
+                return await pd_completion(session, prefill_url, decode_url, model, prompt, max_tokens, stream)
+        return await asyncio.gather(*(one(p) for p in prompts))
+
+
+_METRIC = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def metrics(url: str) -> dict[str, float]:
+    """Prometheus text of ``url``/metrics, summed over label sets per metric name."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _METRIC.match(line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
+
+
+def delta(after: dict[str, float], before: dict[str, float], name: str) -> float:
+    return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The project's router (operator/pdd_operator/router), when present, in front of the pair
+# ---------------------------------------------------------------------------------------------
+
+def router_available() -> bool:
+    """True when this checkout has ``pdd router`` (and PDD_VLLM_VIA is not ``client``)."""
+    if os.environ.get("PDD_VLLM_VIA", "") == "client":
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("pdd_operator.router.server") is not None
+
+
+def router_argv(rendered: dict | None, prefill_url: str, decode_url: str, port: int) -> tuple[list[str], list[str]]:
+    """``pdd router`` argv for loopback: the rendered router container's command and args when the
+    operator renders one, with Kubernetes discovery (``--pddeployment``/``--namespace``) replaced by
+    static endpoints, ``--port`` by a free port and ``--host`` by 127.0.0.1; else a plain pull-mode router."""
+    if rendered is None:
+        return (["pdd", "router", "--host", LOOPBACK, "--port", str(port), "--kv-mode", "pull",
+                 "--static-prefill", prefill_url, "--static-decode", decode_url], ["no rendered router"])
+    src = list(rendered.get("command") or []) + list(rendered.get("args") or [])
+    argv: list[str] = []
+    changes: list[str] = []
+    i = 0
+    while i < len(src):
+        arg = src[i]
+        if arg in ("--pddeployment", "--namespace", "--host", "--port", "--static-prefill", "--static-decode"):
+            changes.append(f"dropped {arg} {src[i + 1]}")
+            i += 2
+            continue
+        argv.append(arg)
+        i += 1
+    argv += ["--host", LOOPBACK, "--port", str(port), "--static-prefill", prefill_url, "--static-decode", decode_url]
+    return argv, changes
+
+
+class Router:
+    """``pdd router`` with static endpoints on 127.0.0.1 (a process group, always killed)."""
+
+    def __init__(self, prefill_url: str, decode_url: str, log_path: Path, rendered: dict | None = None) -> None:
+        import sys
+
+        self.port = free_port()
+        self.url = f"http://{LOOPBACK}:{self.port}"
+        self.log_path = log_path
+        self.argv, self.changes = router_argv(rendered, prefill_url, decode_url, self.port)
+        assert self.argv[0] == "pdd", self.argv
+        self.argv[0] = str(Path(sys.executable).parent / "pdd")
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise AssertionError(f"pdd router exited with {code}: {self.argv}\n{self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pdd router not healthy after {timeout}s\n{self.log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
+async def router_completion(session, router_url: str, model: str, prompt: str, max_tokens: int = 16,
+                            stream: bool = False) -> Result:
+    """One ordinary OpenAI completion sent to the router, which runs both legs."""
+    rid = f"pdd-test-{uuid.uuid4()}"
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    async with session.post(f"{router_url}/v1/completions", json=body, headers={"X-Request-Id": rid}) as r:
+        if not stream:
+            text = await r.text()
+            assert r.status == 200, f"router {r.status}: {text}"
+            d = json.loads(text)
+            return Result(rid, d["usage"]["prompt_tokens"], d["choices"][0]["text"], d["usage"]["completion_tokens"], {})
+        assert r.status == 200, f"router {r.status}: {await r.text()}"
+        assert r.headers.get("Content-Type", "").startswith("text/event-stream"), r.headers
+        out, chunks, usage, done = [], 0, None, False
+        async for raw in r.content:
+            line = raw.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            ev = json.loads(data)
+            if ev.get("usage"):
+                usage = ev["usage"]
+            for c in ev.get("choices", []):
+                out.append(c.get("text") or "")
+                chunks += 1
+        assert done, "stream ended without [DONE]"
+        assert usage, "no usage in the stream"
+        return Result(rid, usage["prompt_tokens"], "".join(out), usage["completion_tokens"], {}, chunks)
+
+
+async def run_via_router(router_url: str, model: str, prompts: list[str], concurrency: int, max_tokens: int,
+                         stream: bool) -> list[Result]:
+    import aiohttp
+
+    sem = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=180)) as session:
+        async def one(prompt: str) -> Result:
+            async with sem:
+                return await router_completion(session, router_url, model, prompt, max_tokens, stream)
+        return await asyncio.gather(*(one(p) for p in prompts))
+
+
+def prompt_of(i: int, words: int = 100) -> str:
+    """A distinct prompt per request (no prefix shared with another request's prompt)."""
+    return f"Request {i} {uuid.uuid4().hex}: " + " ".join(f"word{(i * 7 + k) % 97}" for k in range(words))
