@@ -172,3 +172,20 @@ def test_extra_config_is_merged_into_the_connector_config():
     spec = make_spec(kvTransfer={"extraConfig": {"num_threads": 8}, "backends": ["LIBFABRIC"]})
     kv = json.loads(_flag(vllm_args(spec, "decode"), "--kv-transfer-config"))
     assert kv["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"], "num_threads": 8}
+
+
+def test_push_prefill_pods_carry_what_the_router_tells_decode():
+    spec = make_spec(kvTransfer={"connector": "NixlPushConnector"}, engine={"image": "vllm/vllm-openai:v0.28.0"},
+                     prefill={"tensorParallelSize": 2})
+    template = deployment(OWNER, "prefill", spec)["spec"]["template"]
+    c = template["spec"]["containers"][0]
+    kv = json.loads(_flag(c["args"], "--kv-transfer-config"))
+    assert kv["engine_id"] == "$(POD_NAME)"  # expanded by the kubelet from the env var below
+    assert _env(c["env"])["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    ann = template["metadata"]["annotations"]
+    assert ann["pdd-operator.dev/engine-id"] == "$(POD_NAME)"
+    assert ann["pdd-operator.dev/tensor-parallel-size"] == "2"
+    decode = deployment(OWNER, "decode", spec)["spec"]["template"]
+    assert "engine_id" not in json.loads(_flag(decode["spec"]["containers"][0]["args"], "--kv-transfer-config"))
+    pull = deployment(OWNER, "prefill", make_spec())["spec"]["template"]
+    assert "engine_id" not in json.loads(_flag(pull["spec"]["containers"][0]["args"], "--kv-transfer-config"))

@@ -48,6 +48,10 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     }
     if kt.enable_permute_local_kv:
         out["enable_permute_local_kv"] = True
+    if role == "prefill" and kt.connector == Connector.PUSH:
+        # Push: decode must be told prefill's engine id in advance; the pod name (expanded by the
+        # kubelet from the POD_NAME env var) is unique and the router reads it back from the pod.
+        out["engine_id"] = POD_ENGINE_ID
     return out
 
 
@@ -135,6 +139,8 @@ def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = No
         {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": ip_field}}},
         {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(role_ports(spec, role)[1])},
     ]
+    if role == "prefill" and uses_push(spec):
+        env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     ucx = spec.network.ucx
     for name, value in (("UCX_TLS", ucx.transports), ("UCX_NET_DEVICES", ucx.net_devices),
                         ("UCX_IB_GID_INDEX", ucx.gid_index)):
@@ -204,7 +210,7 @@ def router_pod_annotations(spec: PDDeploymentSpec, role: str) -> dict[str, str]:
     Push mode tells decode prefill's engine id, side-channel port, TP and PP in advance
     (vllm-nixl-facts.md section 6.2). For that to work the prefill engine must also run with
     ``kv_transfer_config.engine_id`` = :data:`POD_ENGINE_ID` and a ``POD_NAME`` env var from the
-    downward API; not wired into the pod template yet.
+    downward API, which :func:`kv_transfer_config` and :func:`engine_env` render.
     """
     if role != "prefill" or not uses_push(spec):
         return {}

@@ -28,7 +28,9 @@ from pdd_operator.api.constants import (
 )
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat.versions import fmt, resolve_version
-from pdd_operator.render.engine import HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, role_ports, vllm_args
+from pdd_operator.render.engine import (
+    HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args,
+)
 
 ENGINE_CONTAINER = "vllm"
 
@@ -206,8 +208,11 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
     if spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.engine.image_pull_secrets]
     metadata: dict = {"labels": labels(owner.name, role, spec)}
+    annotations = dict(router_pod_annotations(spec, role))
     if spec.network.networks:
-        metadata["annotations"] = {"k8s.v1.cni.cncf.io/networks": ",".join(spec.network.networks)}
+        annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(spec.network.networks)
+    if annotations:
+        metadata["annotations"] = annotations
     return {"metadata": metadata, "spec": pod_spec}
 
 
