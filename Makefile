@@ -24,4 +24,5 @@ bootstrap:
 
 bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a baseline from the same run
 	.venv/bin/python bench/bench_check.py
-	@if [ -f bench/bench_webhook.py ]; then .venv/bin/python bench/bench_webhook.py; fi
+	.venv/bin/python bench/bench_webhook.py
+	.venv/bin/python bench/bench_router.py
