@@ -430,23 +430,7 @@ async def pd_completion(session, prefill_url: str, decode_url: str, model: str, 
             d = json.loads(text)
             return Result(rid, prompt_tokens, d["choices"][0]["text"], d["usage"]["completion_tokens"], kv)
         assert r.status == 200, f"decode leg {r.status}: {await r.text()}"
-        out, chunks, usage, done = [], 0, None, False
-        async for raw in r.content:
-            line = raw.decode().strip()
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            ev = json.loads(data)
-            if ev.get("usage"):
-                usage = ev["usage"]
-            for c in ev.get("choices", []):
-                out.append(c.get("text") or "")
-                chunks += 1
-        assert done, "stream ended without [DONE]"
-        assert usage, "no usage in the stream"
+        out, chunks, usage = await read_sse(r)
         return Result(rid, prompt_tokens, "".join(out), usage["completion_tokens"], kv, chunks)
 
 
@@ -581,23 +565,7 @@ async def router_completion(session, router_url: str, model: str, prompt: str, m
             return Result(rid, d["usage"]["prompt_tokens"], d["choices"][0]["text"], d["usage"]["completion_tokens"], {})
         assert r.status == 200, f"router {r.status}: {await r.text()}"
         assert r.headers.get("Content-Type", "").startswith("text/event-stream"), r.headers
-        out, chunks, usage, done = [], 0, None, False
-        async for raw in r.content:
-            line = raw.decode().strip()
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            ev = json.loads(data)
-            if ev.get("usage"):
-                usage = ev["usage"]
-            for c in ev.get("choices", []):
-                out.append(c.get("text") or "")
-                chunks += 1
-        assert done, "stream ended without [DONE]"
-        assert usage, "no usage in the stream"
+        out, chunks, usage = await read_sse(r)
         return Result(rid, usage["prompt_tokens"], "".join(out), usage["completion_tokens"], {}, chunks)
 
 
@@ -616,3 +584,26 @@ async def run_via_router(router_url: str, model: str, prompts: list[str], concur
 def prompt_of(i: int, words: int = 100) -> str:
     """A distinct prompt per request (no prefix shared with another request's prompt)."""
     return f"Request {i} {uuid.uuid4().hex}: " + " ".join(f"word{(i * 7 + k) % 97}" for k in range(words))
+
+
+async def read_sse(r) -> tuple[list[str], int, dict]:
+    """Read an OpenAI SSE completion stream: (text pieces, choice events, usage). Asserts it ends
+    with ``[DONE]`` and carries usage."""
+    out, chunks, usage, done = [], 0, None, False
+    async for raw in r.content:
+        line = raw.decode().strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        ev = json.loads(data)
+        if ev.get("usage"):
+            usage = ev["usage"]
+        for c in ev.get("choices", []):
+            out.append(c.get("text") or "")
+            chunks += 1
+    assert done, "stream ended without [DONE]"
+    assert usage, "no usage in the stream"
+    return out, chunks, usage
