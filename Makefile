@@ -1,5 +1,5 @@
 # pdd-operator: the README's commands.
-.PHONY: demo test unit e2e down crd bootstrap bench
+.PHONY: demo test unit e2e down crd bootstrap bench cpu-example
 
 demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
 	bash scripts/demo.sh
@@ -26,3 +26,6 @@ bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a
 	.venv/bin/python bench/bench_check.py
 	.venv/bin/python bench/bench_webhook.py
 	.venv/bin/python bench/bench_router.py
+
+cpu-example: bootstrap  ## real vLLM P/D on this CPU: the rendered CPU example's engines and router on 127.0.0.1 (Ctrl-C stops)
+	.venv/bin/python -m tests.vllm.local

