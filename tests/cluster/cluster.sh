@@ -74,8 +74,9 @@ pid_of() { [[ -s "$PIDS/$1.pid" ]] && cat "$PIDS/$1.pid" || true; }
 alive() {
   local pid; pid="$(pid_of "$1")"
   [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-  local argv0; argv0="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1)"
-  [[ "$argv0" == "$BIN/$1" ]]
+  local argv; argv="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n2)"
+  # Right after `start`, the process may still be `setsid BIN/NAME ...`, before setsid execs it.
+  [[ "${argv%%$'\n'*}" == "$BIN/$1" || "$argv" == *"setsid"$'\n'"$BIN/$1" ]]
 }
 
 # start NAME ARGS...: run $BIN/NAME in its own session (so its process group is its pid and it
