@@ -11,7 +11,7 @@ stamp=".venv/.pdd-installed"
 want="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test]'
+  .venv/bin/pip install --quiet -e '.[test,router]'
   # NIXL (with its bundled UCX) for the KV transport preflight tests on the CPU. --no-deps: the wheel
   # declares torch, which the preflight does not need; numpy it does.
   .venv/bin/pip install --quiet numpy
