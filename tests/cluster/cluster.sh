@@ -74,9 +74,8 @@ pid_of() { [[ -s "$PIDS/$1.pid" ]] && cat "$PIDS/$1.pid" || true; }
 alive() {
   local pid; pid="$(pid_of "$1")"
   [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-  local argv; argv="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n2)"
-  # Right after `start`, the process may still be `setsid BIN/NAME ...`, before setsid execs it.
-  [[ "${argv%%$'\n'*}" == "$BIN/$1" || "$argv" == *"setsid"$'\n'"$BIN/$1" ]]
+  local argv0; argv0="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1)"
+  [[ "$argv0" == "$BIN/$1" ]]
 }
 
 # start NAME ARGS...: run $BIN/NAME in its own session (so its process group is its pid and it
@@ -87,7 +86,16 @@ start() {
   # 9>&-: the daemon must not inherit the lock (fd 9) held by `up`, or the lock stays taken
   # for as long as the cluster runs.
   setsid "$BIN/$name" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 9>&- &
-  echo $! >"$PIDS/$name.pid"
+  local pid=$!
+  echo "$pid" >"$PIDS/$name.pid"
+  # Until bash's fork has exec'd setsid and setsid has exec'd the binary, /proc/PID/cmdline is not
+  # the component's: wait (bounded) so that `alive` never mistakes a starting process for a dead one.
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ "$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1)" == "$BIN/$name" ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
 }
 
 # stop NAME...: SIGTERM each process group, wait up to $STOP_GRACE seconds (default 15), then
