@@ -28,25 +28,9 @@ def load_pdds(path: str) -> Iterator[tuple[dict, PDDeploymentSpec]]:
     ``-`` reads standard input. Documents of other kinds are skipped. Raises :class:`InputError` for
     unreadable YAML or a spec the API refuses, naming each bad field.
     """
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from exc
-    for doc in docs:
-        if not isinstance(doc, dict) or doc.get("kind") != KIND:
-            continue
-        if doc.get("apiVersion") != API_VERSION:
-            raise InputError(f"{path}: {KIND} must have apiVersion {API_VERSION}, got {doc.get('apiVersion')!r}")
-        meta = doc.get("metadata") or {}
-        try:
-            spec = PDDeploymentSpec.model_validate(doc.get("spec") or {})
-        except ValidationError as exc:
-            lines = [
-                f"  spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            ]
-            raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec:\n" + "\n".join(lines)) from exc
-        yield meta, spec
+    for doc in _load_docs(path):
+        if doc.get("kind") == KIND:
+            yield doc.get("metadata") or {}, _spec_of(path, doc)
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -290,6 +290,19 @@ def port_free(port: int) -> bool:
     return True
 
 
+def stop_group(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM ``proc``'s process group, wait up to ``grace`` seconds, then SIGKILL what is left."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # anything left in the group
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the test process dies (even by SIGKILL)."""
     import ctypes
@@ -337,17 +350,7 @@ class Server:
 
     def stop(self) -> None:
         """Kill the whole process group (vLLM's engine core and workers are children)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left in the group
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
+        stop_group(self.proc, grace=15)
         self._log.close()
 
 
@@ -538,17 +541,7 @@ class Router:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
+        stop_group(self.proc, grace=10)
         self._log.close()
 
 

@@ -23,10 +23,12 @@ aborts a request whose connection closes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import aiohttp
@@ -116,6 +118,18 @@ def openai_error(status: int, message: str, type_: str = "server_error", code: s
     """An OpenAI-shaped error response: ``{"error": {"message", "type", "param", "code"}}``."""
     body = {"error": {"message": message, "type": type_, "param": None, "code": code or status}}
     return web.json_response(body, status=status, headers=headers)
+
+
+@contextlib.contextmanager
+def _in_flight(ep: Endpoint, gauge) -> Iterator[None]:
+    """Count a leg on its endpoint (for the load-aware choice) and in the role's in-flight gauge."""
+    ep.outstanding += 1
+    gauge.inc()
+    try:
+        yield
+    finally:
+        ep.outstanding -= 1
+        gauge.dec()
 
 
 class _LegFailed(Exception):
@@ -236,43 +250,39 @@ class Router:
 
     async def _prefill_leg(self, ep: Endpoint, path: str, data: bytes, headers: dict) -> dict:
         """Run one prefill leg; return prefill's JSON answer. Raises :class:`_LegFailed`."""
-        ep.outstanding += 1
-        self.metrics.prefill_in_flight.inc()
-        try:
-            async with self.session.post(
-                ep.target(path), data=data, headers=headers, timeout=self._prefill_timeout,
-            ) as resp:
-                raw = await resp.read()
-                if resp.status != 200:
-                    self.metrics.prefill_errors.inc()
-                    if resp.status in RETRYABLE_STATUS:
-                        raise _LegFailed(f"prefill {ep.name} answered {resp.status}",
-                                         openai_error(502, f"prefill endpoint {ep.name} answered HTTP {resp.status}: "
-                                                      f"{_snippet(raw)}", code="upstream_error"), True)
-                    # The client's request is wrong (4xx): give the client prefill's own answer.
-                    raise _LegFailed(f"prefill {ep.name} refused the request ({resp.status})",
-                                     web.Response(body=raw, status=resp.status,
-                                                  headers=self._response_headers(resp, None)),
-                                     False)
-                try:
-                    answer = json.loads(raw)
-                except ValueError:
-                    answer = None
-                if not isinstance(answer, dict):
-                    self.metrics.prefill_errors.inc()
-                    raise _LegFailed(f"prefill {ep.name} answered no JSON object",
-                                     openai_error(502, f"prefill endpoint {ep.name} answered no JSON object",
-                                                  code="upstream_error"), True)
-                return answer
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.metrics.prefill_errors.inc()
-            raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
-                             openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
-                                          f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
-                             True) from exc
-        finally:
-            ep.outstanding -= 1
-            self.metrics.prefill_in_flight.dec()
+        with _in_flight(ep, self.metrics.prefill_in_flight):
+            try:
+                async with self.session.post(
+                    ep.target(path), data=data, headers=headers, timeout=self._prefill_timeout,
+                ) as resp:
+                    raw = await resp.read()
+                    if resp.status != 200:
+                        self.metrics.prefill_errors.inc()
+                        if resp.status in RETRYABLE_STATUS:
+                            raise _LegFailed(f"prefill {ep.name} answered {resp.status}",
+                                             openai_error(502, f"prefill endpoint {ep.name} answered HTTP {resp.status}: "
+                                                          f"{_snippet(raw)}", code="upstream_error"), True)
+                        # The client's request is wrong (4xx): give the client prefill's own answer.
+                        raise _LegFailed(f"prefill {ep.name} refused the request ({resp.status})",
+                                         web.Response(body=raw, status=resp.status,
+                                                      headers=self._response_headers(resp, None)),
+                                         False)
+                    try:
+                        answer = json.loads(raw)
+                    except ValueError:
+                        answer = None
+                    if not isinstance(answer, dict):
+                        self.metrics.prefill_errors.inc()
+                        raise _LegFailed(f"prefill {ep.name} answered no JSON object",
+                                         openai_error(502, f"prefill endpoint {ep.name} answered no JSON object",
+                                                      code="upstream_error"), True)
+                    return answer
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                self.metrics.prefill_errors.inc()
+                raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
+                                 openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
+                                              f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
+                                 True) from exc
 
     async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
         path = request.path
@@ -321,10 +331,8 @@ class Router:
                           stream: bool, started: list | None = None) -> web.StreamResponse:
         """Send the decode leg and relay its answer. ``started`` (a list) gets ``True`` appended once
         the client has been sent the response head."""
-        ep.outstanding += 1
-        self.metrics.decode_in_flight.inc()
         out: web.StreamResponse | None = None
-        try:
+        with _in_flight(ep, self.metrics.decode_in_flight):
             try:
                 resp = await self.session.post(
                     ep.target(request.path), data=data, headers=headers, timeout=self._decode_timeout,
@@ -368,9 +376,6 @@ class Router:
                 return out
             finally:
                 resp.close()  # a no-op when fully read; otherwise drops the connection: decode aborts
-        finally:
-            ep.outstanding -= 1
-            self.metrics.decode_in_flight.dec()
 
     async def _push(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
         """Push mode: prefill and decode legs at once; decode is told prefill's coordinates."""
