@@ -18,7 +18,7 @@ import pytest
 
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry, parse_static
 from pdd_operator.router.fake_engine import FakeEngine, serve
-from pdd_operator.router.proxy import PULL_PREFILL_PARAMS, Router, RouterConfig, push_decode_params, start
+from pdd_operator.router.proxy import PULL_PREFILL_PARAMS, Router, RouterConfig, dumps, loads, push_decode_params, start
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -411,6 +411,32 @@ def test_body_limit_bad_json_and_no_endpoints():
                     assert "no ready prefill endpoint" in (await r.json())["error"]["message"]
                 async with c.get(s.url + "/v1/models") as r:
                     assert r.status == 503
+    run(go())
+
+
+def test_json_bodies_keep_wide_integers_and_refuse_nan():
+    wide = {"prompt": "x", "seed": 2**70, "logit_bias": {"7": -100}, "temperature": 0.5, "text": "é ✓"}
+    raw = json.dumps(wide).encode()
+    assert loads(raw) == wide  # beyond orjson's 64-bit integers: the standard library takes over
+    assert json.loads(dumps(loads(raw))) == wide
+    assert json.loads(dumps({"a": [1, 2.5, None, True]})) == {"a": [1, 2.5, None, True]}
+    for bad in (b'{"temperature": NaN}', b'{"x": Infinity}', b"{not json", b""):
+        with pytest.raises(ValueError):
+            loads(bad)
+
+
+def test_wide_integer_fields_reach_both_legs_unchanged():
+    async def go():
+        async with stack() as s:
+            p0 = await s.engine("p0", "prefill")
+            d0 = await s.engine("d0", "decode")
+            await s.start_router(prefill=[("p0", "h")], decode=[("d0", "h")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", data=json.dumps(
+                        {"prompt": "x", "max_tokens": 2, "seed": 2**70}).encode(),
+                        headers={"Content-Type": "application/json"}) as r:
+                    assert r.status == 200, await r.text()
+            assert bodies(p0)[-1]["seed"] == 2**70 and bodies(d0)[-1]["seed"] == 2**70
     run(go())
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import aiohttp
+import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -113,6 +114,29 @@ class Metrics:
         hist.observe(seconds)
 
 
+def loads(raw: bytes) -> object:
+    """Parse a JSON body (orjson; the standard library only for integers wider than 64 bits).
+
+    Raises ``ValueError`` for anything that is not JSON, ``NaN`` and ``Infinity`` included.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw, parse_constant=_reject_constant)
+
+
+def dumps(obj: object) -> bytes:
+    """Serialize a JSON body (orjson; the standard library for integers wider than 64 bits)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(obj).encode()
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def openai_error(status: int, message: str, type_: str = "server_error", code: str | None = None,
                  headers: dict | None = None) -> web.Response:
     """An OpenAI-shaped error response: ``{"error": {"message", "type", "param", "code"}}``."""
@@ -171,6 +195,7 @@ class Router:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, enable_cleanup_closed=True)
         self.session = aiohttp.ClientSession(
             connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),  # never carry one client's cookies into another's request
             timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout),
         )
         yield
@@ -225,7 +250,7 @@ class Router:
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
         try:
-            body = await request.json(loads=json.loads)
+            body = loads(await request.read())
         except web.HTTPRequestEntityTooLarge:
             return openai_error(413, f"request body larger than {self.config.max_body_bytes} bytes",
                                 "invalid_request_error", "request_too_large")
@@ -246,7 +271,7 @@ class Router:
         leg["max_tokens"] = 1
         if "max_completion_tokens" in leg:
             leg["max_completion_tokens"] = 1
-        return json.dumps(leg).encode()
+        return dumps(leg)
 
     async def _prefill_leg(self, ep: Endpoint, path: str, data: bytes, headers: dict) -> dict:
         """Run one prefill leg; return prefill's JSON answer. Raises :class:`_LegFailed`."""
@@ -268,7 +293,7 @@ class Router:
                                                       headers=self._response_headers(resp, None)),
                                          False)
                     try:
-                        answer = json.loads(raw)
+                        answer = loads(raw)
                     except ValueError:
                         answer = None
                     if not isinstance(answer, dict):
@@ -324,7 +349,7 @@ class Router:
             decode = self.registry.pick_decode(prefill.compat_hash)
         except NoEndpoint as exc:
             return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
-        return await self._decode_leg(request, decode, json.dumps(decode_body).encode(), headers, request_id,
+        return await self._decode_leg(request, decode, dumps(decode_body), headers, request_id,
                                       stream=bool(body.get("stream")))
 
     async def _decode_leg(self, request: web.Request, ep: Endpoint, data: bytes, headers: dict, request_id: str,
@@ -366,9 +391,13 @@ class Router:
                         self.metrics.decode_errors.inc()
                         err = {"error": {"message": f"decode endpoint {ep.name}: {_describe(exc)}",
                                          "type": "server_error", "param": None, "code": 502}}
-                        await out.write(b"data: " + json.dumps(err).encode() + b"\n\n")
+                        await out.write(b"data: " + dumps(err) + b"\n\n")
                         break
                     if not chunk:
+                        break
+                    if content.at_eof():
+                        # decode's last chunk and its end came in together: one write for both.
+                        await out.write_eof(chunk)
                         break
                     # A client that went away makes this raise (ConnectionResetError): not a decode error.
                     await out.write(chunk)
@@ -398,7 +427,7 @@ class Router:
             decode_body["kv_transfer_params"] = push_decode_params(prefill, request_id)
             started: list = []
             p_task = asyncio.ensure_future(self._prefill_leg(prefill, path, prefill_data, headers))
-            d_task = asyncio.ensure_future(self._decode_leg(request, decode, json.dumps(decode_body).encode(), headers,
+            d_task = asyncio.ensure_future(self._decode_leg(request, decode, dumps(decode_body), headers,
                                                             request_id, stream=bool(body.get("stream")),
                                                             started=started))
             try:
