@@ -8,12 +8,14 @@ One run, loopback only, the same load on every path:
 - ``router``: client -> ``pdd router`` (a separate process) -> fake prefill, fake decode;
 - ``toy-proxy``: client -> vLLM's ``toy_proxy_server.py`` -> the same fakes.
 
-The fakes (:mod:`pdd_operator.router.fake_engine`, one process per role) speak the vLLM P/D protocol:
-configurable prefill delay, tokens and inter-token delay. Each request is a streaming completion read to
-its last byte. Per concurrency level (default 1, 16, 64, 256 streams) each path runs for a fixed time
-after a warm-up; reported: p50/p99 latency, added latency against ``direct`` (and ``direct-pd``),
-requests/s and its ratio to ``direct``, the router's throughput against the toy proxy's, and the CPU
-seconds per 1,000 requests of the router process (and of the toy proxy process).
+The fakes (:mod:`pdd_operator.router.fake_engine`, one process per role, on uvloop like vLLM's own
+uvicorn server) speak the vLLM P/D protocol: configurable prefill delay, tokens and inter-token delay.
+Each request is a streaming completion read to its last byte. Per concurrency level (default 1, 16, 64,
+256 streams) every path runs for the same total time, split into interleaved rounds (so that a slow
+moment of a shared machine does not land on one path only); reported: p50/p99 latency to the last byte
+and to the first chunk (TTFT), added latency against ``direct-pd`` (the goal's baseline) and ``direct``,
+requests/s and its ratio to ``direct``, the router's throughput against the toy proxy's, the CPU seconds
+per 1,000 requests of the router process (and of the toy proxy process), and a met/missed line per goal.
 
 The toy proxy is fetched at run time from the vLLM source distribution on PyPI (file list from the
 PyPI simple index, PEP 691; sha256 checked) and cached under ``~/.cache/pdd-operator/bench``, never
@@ -22,7 +24,7 @@ building the package's metadata, which needs torch, so the index is read directl
 fastapi, uvicorn and httpx: they are installed into a separate virtualenv in that cache (the project's
 ``.venv`` is not touched), or give ``--toy-python`` an interpreter that has them.
 
-    .venv/bin/python bench/bench_router.py [--duration 3] [--concurrency 1,16,64,256] [--json out.json]
+    .venv/bin/python bench/bench_router.py [--duration 6] [--rounds 6] [--concurrency 1,16,64,256] [--json out.json]
 """
 
 from __future__ import annotations
@@ -121,9 +123,15 @@ async def wait_http(url: str, timeout: float = 60.0) -> None:
 
 
 class Proc:
-    def __init__(self, name: str, cmd: list[str]) -> None:
+    """A server process of the benchmark, optionally pinned to ``cpus``; its stderr goes to ``log``."""
+
+    def __init__(self, name: str, cmd: list[str], cpus: set[int] | None = None) -> None:
         self.name = name
-        self.p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.log = CACHE / "logs" / f"{name}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("wb") as err:
+            self.p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
+                                      preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
 
     def stop(self) -> None:
         self.p.terminate()
@@ -134,7 +142,19 @@ class Proc:
             self.p.wait()
 
 
-async def one_request(session: aiohttp.ClientSession, url: str, body: bytes, prefill: str | None) -> None:
+def cpu_split(pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """(CPUs of the proxy under test, CPUs of everything else): the proxy gets the last CPU of its own,
+    as a router pod has its own CPU in a cluster, so that what it adds is its own work rather than
+    queueing behind the load generator and the fake engines. ``(None, None)``: no pinning."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not pin or len(cpus) < 2:
+        return None, None
+    return {cpus[-1]}, set(cpus[:-1])
+
+
+async def one_request(session: aiohttp.ClientSession, url: str, body: bytes, prefill: str | None) -> tuple[float, float]:
+    """One streaming completion read to its last byte; returns (time to first chunk, total) in seconds."""
+    t0 = time.perf_counter()
     headers = {"Content-Type": "application/json"}
     if prefill is not None:  # direct-pd: the client runs the prefill leg itself
         req = json.loads(body)
@@ -147,53 +167,88 @@ async def one_request(session: aiohttp.ClientSession, url: str, body: bytes, pre
     async with session.post(url, data=body, headers=headers) as r:
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status}: {(await r.read())[:200]!r}")
-        data = await r.read()
+        first = await r.content.readany()
+        t_first = time.perf_counter()
+        data = first + await r.read()
     if not data.endswith(b"data: [DONE]\n\n"):
         raise RuntimeError(f"stream did not end with [DONE]: {data[-80:]!r}")
+    return t_first - t0, time.perf_counter() - t0
 
 
-async def run_level(url: str, prefill: str | None, concurrency: int, duration: float, warmup: float,
-                    body: bytes) -> dict:
-    """``concurrency`` closed-loop streams: warm-up, then a ``duration`` window. Latency: requests started in
-    the window (each waited for to its end); throughput: requests completed in the window."""
-    latencies: list[float] = []
-    errors = [0]
-    done = [0]
-    in_window = [0]
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
-        t_start = time.perf_counter()
-        t_measure, t_end = t_start + warmup, t_start + warmup + duration
+class PathStats:
+    """What one path measured over all rounds of one concurrency level."""
 
-        async def worker() -> None:
-            while True:
-                t0 = time.perf_counter()
-                if t0 >= t_end:
-                    return
-                try:
-                    await one_request(session, url, body, prefill)
-                except Exception as exc:  # noqa: BLE001 - count and keep going
-                    errors[0] += 1
-                    if errors[0] <= 3:
+    def __init__(self) -> None:
+        self.total: list[float] = []
+        self.ttft: list[float] = []
+        self.seconds = 0.0
+        self.errors = 0
+        self.cpu = 0.0
+
+    def summary(self) -> dict:
+        def pct(xs: list[float], q: int) -> float:
+            if len(xs) < 2:
+                return xs[0] * 1e3 if xs else float("nan")
+            return statistics.quantiles(xs, n=100, method="inclusive")[q - 1] * 1e3
+
+        n = len(self.total)
+        out = {"requests": n, "errors": self.errors, "rps": n / self.seconds if self.seconds else 0.0,
+               "p50_ms": pct(self.total, 50), "p99_ms": pct(self.total, 99),
+               "ttft_p50_ms": pct(self.ttft, 50), "ttft_p99_ms": pct(self.ttft, 99)}
+        if self.cpu:
+            out["cpu_s_per_1k"] = self.cpu / max(n, 1) * 1000
+        return out
+
+
+async def run_window(session: aiohttp.ClientSession, url: str, prefill: str | None, concurrency: int,
+                     seconds: float, body: bytes, stats: PathStats | None) -> None:
+    """``concurrency`` closed-loop streams for ``seconds``; each starts no request after that and the window
+    ends when the last one is answered. Every request of the window is counted (``stats`` None: warm-up)."""
+    t_end = time.perf_counter() + seconds
+    t_start = time.perf_counter()
+
+    async def worker() -> None:
+        while time.perf_counter() < t_end:
+            try:
+                ttft, total = await one_request(session, url, body, prefill)
+            except Exception as exc:  # noqa: BLE001 - count and keep going
+                if stats is not None:
+                    stats.errors += 1
+                    if stats.errors <= 3:
                         print(f"  error: {exc}", file=sys.stderr)
-                    continue
-                t1 = time.perf_counter()
-                done[0] += 1
-                if t_measure <= t1 < t_end:
-                    in_window[0] += 1
-                if t0 >= t_measure:
-                    latencies.append(t1 - t0)
+                continue
+            if stats is not None:
+                stats.total.append(total)
+                stats.ttft.append(ttft)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - t_start
-    latencies.sort()
-    if len(latencies) > 1:
-        q = statistics.quantiles(latencies, n=100, method="inclusive")
-        p50, p99 = q[49], q[98]
-    else:
-        p50 = p99 = latencies[0] if latencies else float("nan")
-    return {"requests": done[0], "errors": errors[0], "measured": len(latencies),
-            "rps": in_window[0] / duration, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "elapsed": elapsed}
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    if stats is not None:
+        stats.seconds += time.perf_counter() - t_start
+
+
+async def run_level(paths: dict, concurrency: int, args: argparse.Namespace, body: bytes) -> dict:
+    """All paths at one concurrency level, interleaved: ``rounds`` rounds, each running every path for
+    ``duration / rounds`` seconds in a rotated order, so that a slow moment of the machine falls on
+    every path alike rather than on whichever ran then."""
+    names = list(paths)
+    stats = {name: PathStats() for name in names}
+    sessions = {name: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                            timeout=aiohttp.ClientTimeout(total=120)) for name in names}
+    try:
+        for name, (url, prefill, _proc) in paths.items():
+            await run_window(sessions[name], url, prefill, concurrency, args.warmup, body, None)
+        window = args.duration / args.rounds
+        for rnd in range(args.rounds):
+            for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+                url, prefill, proc = paths[name]
+                cpu0 = cpu_seconds(proc.p.pid) if proc else 0.0
+                await run_window(sessions[name], url, prefill, concurrency, window, body, stats[name])
+                if proc:
+                    stats[name].cpu += cpu_seconds(proc.p.pid) - cpu0
+    finally:
+        for session in sessions.values():
+            await session.close()
+    return {name: st.summary() for name, st in stats.items()}
 
 
 async def bench(args: argparse.Namespace) -> dict:
@@ -209,19 +264,24 @@ async def bench(args: argparse.Namespace) -> dict:
             toy = (toy_python(args.toy_python), fetch_toy_proxy(args.vllm_version))
         except Exception as exc:  # noqa: BLE001 - the rest of the benchmark still runs
             print(f"toy proxy unavailable, skipped: {exc}", file=sys.stderr)
+    proxy_cpus, load_cpus = cpu_split(args.pin)
+    if load_cpus:
+        os.sched_setaffinity(0, load_cpus)  # the load generator (this process)
     try:
-        procs.append(Proc("prefill", fake + ["--role", "prefill", "--port", str(ports["prefill"])]))
-        procs.append(Proc("decode", fake + ["--role", "decode", "--port", str(ports["decode"])]))
+        procs.append(Proc("prefill", fake + ["--role", "prefill", "--port", str(ports["prefill"])], load_cpus))
+        procs.append(Proc("decode", fake + ["--role", "decode", "--port", str(ports["decode"])], load_cpus))
         pdd = str(Path(py).parent / "pdd")
         router = Proc("router", [pdd, "router", "--host", "127.0.0.1", "--port", str(ports["router"]),
                                  "--static-prefill", f"http://127.0.0.1:{ports['prefill']}",
-                                 "--static-decode", f"http://127.0.0.1:{ports['decode']}", "--log-level", "WARNING"])
+                                 "--static-decode", f"http://127.0.0.1:{ports['decode']}", "--log-level", "WARNING"],
+                      proxy_cpus)
         procs.append(router)
         toy_proc = None
         if toy:
             toy_proc = Proc("toy-proxy", [toy[0], str(toy[1]), "--host", "127.0.0.1", "--port", str(ports["toy"]),
                                           "--prefiller-hosts", "127.0.0.1", "--prefiller-ports", str(ports["prefill"]),
-                                          "--decoder-hosts", "127.0.0.1", "--decoder-ports", str(ports["decode"])])
+                                          "--decoder-hosts", "127.0.0.1", "--decoder-ports", str(ports["decode"])],
+                            proxy_cpus)
             procs.append(toy_proc)
         await wait_http(f"http://127.0.0.1:{ports['prefill']}/health")
         await wait_http(f"http://127.0.0.1:{ports['decode']}/health")
@@ -240,50 +300,80 @@ async def bench(args: argparse.Namespace) -> dict:
                            "stream": True}).encode()
         results: dict = {}
         for c in levels:
-            results[c] = {}
-            for name, (url, prefill, proc) in paths.items():
-                cpu0 = cpu_seconds(proc.p.pid) if proc else 0.0
-                r = await run_level(url, prefill, c, args.duration, args.warmup, body)
-                if proc:
-                    r["cpu_s_per_1k"] = (cpu_seconds(proc.p.pid) - cpu0) / max(r["requests"], 1) * 1000
-                results[c][name] = r
+            results[c] = await run_level(paths, c, args, body)
+            for name, r in results[c].items():
                 print(f"c={c:<4} {name:<10} {r['rps']:8.1f} req/s  p50 {r['p50_ms']:8.2f} ms  p99 {r['p99_ms']:8.2f} ms"
-                      f"  errors {r['errors']}" + (f"  cpu {r['cpu_s_per_1k']:.2f} s/1k" if proc else ""), flush=True)
+                      f"  ttft p50 {r['ttft_p50_ms']:7.2f} ms  errors {r['errors']}"
+                      + (f"  cpu {r['cpu_s_per_1k']:.2f} s/1k" if "cpu_s_per_1k" in r else ""), flush=True)
         return results
     finally:
         for p in reversed(procs):
             p.stop()
 
 
+#: The issue's goals for the router (issue 5): added latency against the P/D protocol run by the client
+#: itself (``direct-pd``), and throughput against vLLM's toy proxy.
+GOALS = {"added_p50_ms": 1.0, "added_p99_ms": 3.0, "toy_ratio": 2.0}
+
+
+def verdicts(results: dict) -> list[str]:
+    """One line per concurrency level: each goal, what was measured, met or missed."""
+    lines = []
+    for c, paths in results.items():
+        pd, router = paths["direct-pd"], paths["router"]
+        a50, a99 = router["p50_ms"] - pd["p50_ms"], router["p99_ms"] - pd["p99_ms"]
+        parts = [f"added p50 {a50:+.2f} ms ({'met' if a50 < GOALS['added_p50_ms'] else 'MISSED'}, goal < "
+                 f"{GOALS['added_p50_ms']:g})",
+                 f"added p99 {a99:+.2f} ms ({'met' if a99 < GOALS['added_p99_ms'] else 'MISSED'}, goal < "
+                 f"{GOALS['added_p99_ms']:g})"]
+        if "toy-proxy" in paths and paths["toy-proxy"]["rps"]:
+            ratio = router["rps"] / paths["toy-proxy"]["rps"]
+            parts.append(f"{ratio:.2f}x the toy proxy's req/s ({'met' if ratio >= GOALS['toy_ratio'] else 'MISSED'}, "
+                         f"goal >= {GOALS['toy_ratio']:g}x)")
+        lines.append(f"- {c} streams: " + "; ".join(parts))
+    return lines
+
+
 def report(results: dict, args: argparse.Namespace) -> str:
     lines = [
         f"load: streaming completions, {args.tokens} tokens, inter-token {args.inter_token_ms} ms, prefill delay "
-        f"{args.prefill_ms} ms, {args.duration} s per point after {args.warmup} s warm-up; {os.cpu_count()} CPUs",
+        f"{args.prefill_ms} ms; per level {args.duration} s per path in {args.rounds} interleaved rounds after "
+        f"{args.warmup} s warm-up; {os.cpu_count()} CPUs, "
+        + ("the proxy under test pinned to a CPU of its own" if args.pin and os.cpu_count() > 1 else "no pinning"),
         "",
-        "| streams | path | req/s | x direct | p50 ms | p99 ms | added p50 / p99 vs direct | "
-        "added p50 / p99 vs direct-pd | CPU s / 1k req |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| streams | path | req/s | x direct | p50 ms | p99 ms | TTFT p50 ms | added p50 / p99 vs direct-pd | "
+        "added TTFT p50 vs direct-pd | added p50 / p99 vs direct | CPU s / 1k req |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c, paths in results.items():
         base, pd = paths["direct"], paths["direct-pd"]
         for name, r in paths.items():
             added = f"{r['p50_ms'] - base['p50_ms']:+.2f} / {r['p99_ms'] - base['p99_ms']:+.2f}"
             added_pd = f"{r['p50_ms'] - pd['p50_ms']:+.2f} / {r['p99_ms'] - pd['p99_ms']:+.2f}"
+            ttft_pd = f"{r['ttft_p50_ms'] - pd['ttft_p50_ms']:+.2f}"
             cpu = f"{r['cpu_s_per_1k']:.2f}" if "cpu_s_per_1k" in r else ""
             x_direct = r["rps"] / max(base["rps"], 1e-9)
-            lines.append(f"| {c} | {name} | {r['rps']:.0f} | {x_direct:.2f} | {r['p50_ms']:.2f} | "
-                         f"{r['p99_ms']:.2f} | {added} | {added_pd} | {cpu} |")
-        if "toy-proxy" in paths:
-            ratio = paths["router"]["rps"] / paths["toy-proxy"]["rps"] if paths["toy-proxy"]["rps"] else float("inf")
-            lines.append(f"| {c} | router / toy-proxy throughput | {ratio:.2f}x"
-                         " | | | | | | |")
+            lines.append(f"| {c} | {name} | {r['rps']:.0f} | {x_direct:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                         f"{r['ttft_p50_ms']:.2f} | {added_pd} | {ttft_pd} | {added} | {cpu} |")
+    lines += ["", "Goals (issue 5; added latency is against direct-pd, the client running both legs itself):",
+              *verdicts(results)]
     return "\n".join(lines)
+
+
+def run_async(coro):
+    """Run the client on uvloop when installed (less client CPU per request: more of both cores for the paths)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", default="1,16,64,256", help="comma-separated concurrent streams")
-    p.add_argument("--duration", type=float, default=3.0, help="measured seconds per path and level")
+    p.add_argument("--duration", type=float, default=6.0, help="measured seconds per path and level")
+    p.add_argument("--rounds", type=int, default=6, help="interleaved rounds the duration is split into")
     p.add_argument("--warmup", type=float, default=0.5, help="warm-up seconds per path and level")
     p.add_argument("--tokens", type=int, default=16, help="tokens per answer")
     p.add_argument("--inter-token-ms", type=float, default=0.0,
@@ -294,9 +384,12 @@ def main() -> int:
     p.add_argument("--vllm-version", default="0.20.2", help="vLLM sdist to take the toy proxy from")
     p.add_argument("--toy-python", help="interpreter with fastapi, uvicorn and httpx for the toy proxy")
     p.add_argument("--no-toy", action="store_true", help="skip vLLM's toy proxy")
+    p.add_argument("--no-pin", dest="pin", action="store_false",
+                   help="do not give the proxy under test a CPU of its own (default: the last CPU is the proxy's, "
+                   "the client and the fake engines share the others)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     args = p.parse_args()
-    results = asyncio.run(bench(args))
+    results = run_async(bench(args))
     text = report(results, args)
     print()
     print(text)

@@ -187,7 +187,12 @@ def main() -> None:
         await serve(engine, a.host, a.port)
         await asyncio.Event().wait()
 
-    asyncio.run(run())
+    try:
+        import uvloop  # as vLLM's uvicorn server runs
+    except ImportError:
+        asyncio.run(run())
+    else:
+        uvloop.run(run())
 
 
 if __name__ == "__main__":
