@@ -31,8 +31,11 @@ def main(kind: str = "llama") -> int:
     model_dir = s.write_model(base / "model", kind, venv)
     name, spec = s.example_spec(model_dir, kind)
     rendered, rendered_router = s.rendered_containers(name, spec, json.loads((model_dir / "config.json").read_text()))
-    ports = {"prefill": (s.free_port(), s.free_port())}
-    ports["decode"] = (s.free_port(set(ports["prefill"])), s.free_port(set(ports["prefill"])))
+    used: set[int] = set()
+    for _ in range(4):  # below the ephemeral range, where vLLM's own bind(0) ports cannot take them first
+        used.add(s.free_fixed_port(used))
+    http_p, side_p, http_d, side_d = sorted(used)
+    ports = {"prefill": (http_p, side_p), "decode": (http_d, side_d)}
     local = {role: s.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
     print(f"starting prefill and decode engines (logs in {base}); this takes a minute or two ...", flush=True)
     with s.run_pair(local, venv, base, timeout=600) as servers:

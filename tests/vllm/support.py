@@ -21,6 +21,7 @@ import contextlib
 import copy
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -137,11 +138,14 @@ def write_model(directory: Path, kind: str, venv: Path) -> Path:
 # The rendered engines, and the only changes made to run them on loopback
 # ---------------------------------------------------------------------------------------------
 
-def example_spec(model_dir: Path, kind: str) -> tuple[str, PDDeploymentSpec]:
-    """The CPU example with ``model.name`` pointed at the tiny model (and its architecture)."""
+def example_spec(model_dir: Path, kind: str, connector: str | None = None) -> tuple[str, PDDeploymentSpec]:
+    """The CPU example with ``model.name`` pointed at the tiny model (and its architecture); with
+    ``connector``, ``kvTransfer.connector`` set to it (e.g. ``NixlPushConnector``), nothing else changed."""
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["spec"]["model"]["name"] = str(model_dir)
     doc["spec"]["model"]["hfArchitecture"] = MODELS[kind]["architectures"][0]
+    if connector is not None:
+        doc["spec"]["kvTransfer"]["connector"] = connector
     return doc["metadata"]["name"], PDDeploymentSpec.model_validate(doc["spec"])
 
 
@@ -172,6 +176,17 @@ def rendered_containers(name: str, spec: PDDeploymentSpec, model_config: dict) -
     return engines, router
 
 
+def rendered_pod_templates(name: str, spec: PDDeploymentSpec, model_config: dict) -> dict[str, dict]:
+    """``{role: pod template}`` of the rendered prefill and decode Deployments (metadata included)."""
+    out: dict[str, dict] = {}
+    for obj in render_children(Owner(name), spec, model_config):
+        role = obj["metadata"]["labels"].get("pdd-operator.dev/role")
+        if obj["kind"] == "Deployment" and role in ("prefill", "decode"):
+            out[role] = copy.deepcopy(obj["spec"]["template"])
+    assert set(out) == {"prefill", "decode"}, out.keys()
+    return out
+
+
 def rendered_engines(name: str, spec: PDDeploymentSpec, model_config: dict) -> dict[str, dict]:
     """``{role: engine container}`` of the rendered Deployments."""
     return rendered_containers(name, spec, model_config)[0]
@@ -194,12 +209,29 @@ ALLOWED_ARG_CHANGES = {"--host", "--port"}
 ALLOWED_ENV_CHANGES = {"VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT"}
 
 
-def localize(container: dict, role: str, http_port: int, side_channel_port: int) -> LocalEngine:
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """Expand ``$(VAR)`` in a container command/arg as the kubelet does: defined variables of the
+    container's env are substituted, ``$$`` is a literal ``$``, undefined references stay as they are."""
+    def sub(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return _VAR_REF.sub(sub, text)
+
+
+def localize(container: dict, role: str, http_port: int, side_channel_port: int,
+             pod_name: str | None = None) -> LocalEngine:
     """Turn a rendered engine container into a local process on 127.0.0.1.
 
     Changes: ``--host`` (the pod binds 0.0.0.0; here only loopback), ``--port`` and
     ``VLLM_NIXL_SIDE_CHANNEL_PORT`` (prefill and decode share one loopback), and the downward-API
-    pod IP of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` -> 127.0.0.1. Any other ``valueFrom`` fails.
+    pod IP of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` -> 127.0.0.1. With ``pod_name``, a downward-API
+    ``metadata.name`` variable gets that name and ``$(VAR)`` references in the command and args are
+    expanded the way the kubelet expands them (push mode: prefill's ``engine_id`` is ``$(POD_NAME)``).
+    Any other ``valueFrom`` fails.
     """
     argv = list(container["command"]) + list(container["args"])
     changes: list[str] = []
@@ -217,20 +249,34 @@ def localize(container: dict, role: str, http_port: int, side_channel_port: int)
                 env[name] = LOOPBACK
                 changes.append(f"{name} <{ref}> -> {LOOPBACK}")
                 continue
+            if pod_name is not None and ref == "metadata.name":
+                env[name] = pod_name
+                changes.append(f"{name} <{ref}> -> {pod_name}")
+                continue
             raise AssertionError(f"{role}: cannot run {name} from {var['valueFrom']} locally")
         env[name] = var["value"]
+    if pod_name is not None:
+        for i, arg in enumerate(argv):
+            expanded = kubelet_expand(arg, env)
+            if expanded != arg:
+                changes.append(f"argument {i} {arg!r} -> {expanded!r} (kubelet $(VAR) expansion)")
+                argv[i] = expanded
     if env.get("VLLM_NIXL_SIDE_CHANNEL_PORT") != str(side_channel_port):
         changes.append(f"VLLM_NIXL_SIDE_CHANNEL_PORT {env.get('VLLM_NIXL_SIDE_CHANNEL_PORT')} -> {side_channel_port}")
         env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(side_channel_port)
     return LocalEngine(role, argv, env, http_port, side_channel_port, changes)
 
 
-def diff_against_rendered(container: dict, local: LocalEngine) -> tuple[set[str], set[str]]:
+def diff_against_rendered(container: dict, local: LocalEngine, expand: bool = False) -> tuple[set[str], set[str]]:
     """``(changed flags, changed env names)`` between a rendered container and its local process.
 
-    Fails if anything beyond a value changed (a flag or variable added, removed or moved).
+    Fails if anything beyond a value changed (a flag or variable added, removed or moved). With
+    ``expand``, the rendered command and args are first expanded with the local env the way the
+    kubelet expands ``$(VAR)``, so a value that only differs by that expansion is not a change.
     """
     rendered = list(container["command"]) + list(container["args"])
+    if expand:
+        rendered = [kubelet_expand(a, local.env) for a in rendered]
     assert len(rendered) == len(local.argv), (rendered, local.argv)
     flags: set[str] = set()
     for i, (a, b) in enumerate(zip(rendered, local.argv)):
@@ -272,13 +318,31 @@ def support_env(venv: Path, omp_bind: str) -> dict[str, str]:
     }
 
 
-def free_port(avoid: set[int] = frozenset()) -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind((LOOPBACK, 0))
-            port = s.getsockname()[1]
-        if port not in avoid and port + 1 not in avoid:
+def free_fixed_port(avoid: set[int] = frozenset(), low: int = 20000, high: int = 32000) -> int:
+    """A free loopback port below the kernel's ephemeral range (32768+ here), so that nothing that picks
+    ports with ``bind(0)`` (vLLM's own internal ZMQ/RPC ports) can take it between this choice and the
+    engine's bind; random within ``[low, high)`` so concurrent runs rarely collide."""
+    for _ in range(1000):
+        port = random.randrange(low, high)
+        if not {port - 1, port, port + 1} & set(avoid) and port_free(port):  # no neighbours: rank offsets
             return port
+    raise RuntimeError(f"no free port in [{low}, {high})")
+
+
+def local_ports(rendered: dict[str, dict]) -> dict[str, tuple[int, int]]:
+    """``{role: (http port, side-channel port)}`` for a pair on one loopback: prefill keeps its rendered
+    ports when they are free here, decode gets others. Fallbacks lie below the ephemeral range: vLLM
+    picks its internal ports with bind(0), and a side-channel port chosen that way was once taken by
+    the other engine before its NIXL listener bound it (the listener thread died, the engine hung)."""
+    ports = rendered["prefill"]["ports"]
+    http, side = int(ports[0]["containerPort"]), int(ports[1]["containerPort"])
+    used: set[int] = set()
+    if not (port_free(http) and port_free(side)):
+        http = free_fixed_port(used)
+        side = free_fixed_port(used | {http})
+    used |= {http, side}
+    decode_http = free_fixed_port(used)
+    return {"prefill": (http, side), "decode": (decode_http, free_fixed_port(used | {decode_http}))}
 
 
 def port_free(port: int) -> bool:
@@ -354,6 +418,9 @@ class Server:
         self._log.close()
 
 
+_DEAD_LISTENER = "Exception in thread nixl_handshake_listener"
+
+
 def wait_healthy(servers: list[Server], timeout: float) -> None:
     """Wait until every server answers /health 200; fail early (with its log) when one exits."""
     deadline = time.monotonic() + timeout
@@ -367,6 +434,12 @@ def wait_healthy(servers: list[Server], timeout: float) -> None:
             if s.healthy():
                 s.ready_after = time.monotonic() - s.started
                 pending.remove(s)
+                continue
+            # The NIXL side-channel listener is a thread: when it dies (e.g. its port was taken) the
+            # engine never becomes healthy but does not exit either. Fail now, not at the timeout.
+            if _DEAD_LISTENER in s.log_text():
+                raise AssertionError(f"{s.engine.role} engine's NIXL handshake listener died; "
+                                     f"argv: {s.argv}\n--- log tail ---\n{s.log_tail(40)}")
         if pending and time.monotonic() > deadline:
             raise AssertionError(f"not healthy after {timeout}s: {[s.engine.role for s in pending]}\n" +
                                  "\n".join(f"--- {s.engine.role} log tail ---\n{s.log_tail(40)}" for s in pending))
@@ -514,7 +587,7 @@ class Router:
     def __init__(self, prefill_url: str, decode_url: str, log_path: Path, rendered: dict | None = None) -> None:
         import sys
 
-        self.port = free_port()
+        self.port = free_fixed_port()
         self.url = f"http://{LOOPBACK}:{self.port}"
         self.log_path = log_path
         self.argv, self.changes = router_argv(rendered, prefill_url, decode_url, self.port)

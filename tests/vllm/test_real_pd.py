@@ -38,16 +38,7 @@ def pair(request, vllm_venv: Path, tmp_path_factory):
     model_config = json.loads((model_dir / "config.json").read_text())
     rendered, rendered_router = s.rendered_containers(name, spec, model_config)
 
-    # Prefill keeps its rendered ports when they are free here; decode, on the same loopback, gets others.
-    ports: dict[str, tuple[int, int]] = {}
-    http, side = int(rendered["prefill"]["ports"][0]["containerPort"]), int(rendered["prefill"]["ports"][1]["containerPort"])
-    if not (s.port_free(http) and s.port_free(side)):
-        http, side = s.free_port(), s.free_port()
-    ports["prefill"] = (http, side)
-    used = {http, side}
-    dh = s.free_port(used)
-    used.add(dh)
-    ports["decode"] = (dh, s.free_port(used))
+    ports = s.local_ports(rendered)
     local = {role: s.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
 
     started = time.monotonic()
