@@ -384,9 +384,10 @@ def main() -> int:
     p.add_argument("--vllm-version", default="0.20.2", help="vLLM sdist to take the toy proxy from")
     p.add_argument("--toy-python", help="interpreter with fastapi, uvicorn and httpx for the toy proxy")
     p.add_argument("--no-toy", action="store_true", help="skip vLLM's toy proxy")
-    p.add_argument("--no-pin", dest="pin", action="store_false",
-                   help="do not give the proxy under test a CPU of its own (default: the last CPU is the proxy's, "
-                   "the client and the fake engines share the others)")
+    p.add_argument("--pin", action="store_true",
+                   help="give the proxy under test the last CPU of its own, the client and the fake engines the "
+                   "others (for machines with cores to spare: on a 2-vCPU VM an idle pinned CPU wakes slowly and "
+                   "the router then measured 3x slower)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     args = p.parse_args()
     results = run_async(bench(args))

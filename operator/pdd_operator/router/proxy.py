@@ -165,6 +165,16 @@ class _LegFailed(Exception):
         self.retryable = retryable
 
 
+class _RelayResponse(web.StreamResponse):
+    """The streamed answer to the client, its head sent together with the first chunk (one send, so one
+    wake-up of the client instead of two), as aiohttp's own ``web.Response`` does.
+
+    Decode's response head has already arrived when this is prepared; only its first chunk is awaited
+    before anything reaches the client, which gets both at once."""
+
+    _send_headers_immediately = False
+
+
 class Router:
     """The router: a :class:`Registry` of endpoints, a pooled client session and the request handlers."""
 
@@ -378,7 +388,7 @@ class Router:
                     if resp.status >= 500:
                         self.metrics.decode_errors.inc()
                     return web.Response(body=raw, status=resp.status, headers=self._response_headers(resp, request_id))
-                out = web.StreamResponse(status=resp.status, headers=self._response_headers(resp, request_id))
+                out = _RelayResponse(status=resp.status, headers=self._response_headers(resp, request_id))
                 await out.prepare(request)
                 if started is not None:
                     started.append(True)
