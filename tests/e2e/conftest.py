@@ -276,8 +276,12 @@ def condition(status: dict, type_: str) -> dict:
     return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
 
 
+#: What the operator writes: PDDeployments (status) and their children.
+WRITTEN_RESOURCES = ("pddeployments", "deployments", "services", "serviceaccounts", "roles", "rolebindings")
+
+
 def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
-    """Write requests (create/update/patch/delete) to PDDeployments, Deployments and Services in
+    """Write requests (create/update/patch/delete) to PDDeployments and their children in
     ``namespace`` since ``since`` (epoch seconds) by non-system users (the operator, kubectl), from the
     apiserver's audit log."""
     out = []
@@ -291,7 +295,7 @@ def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
         if ev.get("stage") != "ResponseComplete" or ev.get("verb") not in ("create", "update", "patch", "delete"):
             continue
         ref = ev.get("objectRef") or {}
-        if ref.get("namespace") != namespace or ref.get("resource") not in ("pddeployments", "deployments", "services"):
+        if ref.get("namespace") != namespace or ref.get("resource") not in WRITTEN_RESOURCES:
             continue
         if (ev.get("user") or {}).get("username", "").startswith("system:"):
             continue

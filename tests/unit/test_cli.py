@@ -18,6 +18,8 @@ def test_render_prints_the_children(capsys):
     assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in docs] == [
         ("Service", "nemotron-nano-prefill", "serving"), ("Deployment", "nemotron-nano-prefill", "serving"),
         ("Service", "nemotron-nano-decode", "serving"), ("Deployment", "nemotron-nano-decode", "serving"),
+        ("ServiceAccount", "nemotron-nano-router", "serving"), ("Role", "nemotron-nano-router", "serving"),
+        ("RoleBinding", "nemotron-nano-router", "serving"),
         ("Service", "nemotron-nano-router", "serving"), ("Deployment", "nemotron-nano-router", "serving"),
     ]
 

@@ -111,6 +111,7 @@ def test_children_are_owned_labelled_and_deterministic():
     assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
         ("Service", "demo-prefill"), ("Deployment", "demo-prefill"),
         ("Service", "demo-decode"), ("Deployment", "demo-decode"),
+        ("ServiceAccount", "demo-router"), ("Role", "demo-router"), ("RoleBinding", "demo-router"),
         ("Service", "demo-router"), ("Deployment", "demo-router"),
     ]
     for child in children:

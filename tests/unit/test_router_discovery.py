@@ -114,7 +114,14 @@ def test_router_deployment_and_service_are_rendered_per_pddeployment():
     sc = c["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
     assert c["resources"]["requests"] == {"cpu": "250m", "memory": "256Mi"}
-    assert "serviceAccountName" not in pod
+    # its own ServiceAccount, allowed to get/list/watch pods in its namespace and nothing else
+    assert pod["serviceAccountName"] == "demo-router"
+    sa, role, binding = (by_key[(k, "demo-router")] for k in ("ServiceAccount", "Role", "RoleBinding"))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "demo-router"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "demo-router", "namespace": "serving"}]
+    for obj in (sa, role, binding):
+        assert obj["metadata"]["namespace"] == "serving" and obj["metadata"]["ownerReferences"][0]["uid"] == "u1"
     assert dep["metadata"]["ownerReferences"][0]["uid"] == "u1"
     # the router's pods are not engine pods: the discovery selector never matches them
     labels = dep["spec"]["template"]["metadata"]["labels"]
@@ -126,7 +133,10 @@ def test_router_deployment_and_service_are_rendered_per_pddeployment():
     push = make_spec(engine={"image": "vllm/vllm-openai:v0.24.0"}, kvTransfer={"connector": "NixlPushConnector"},
                      router={"replicas": 2, "port": 9000, "serviceAccountName": "pdd-router",
                              "resources": {"requests": {"cpu": 2}}})
-    dep = {(c["kind"], c["metadata"]["name"]): c for c in render_children(owner, push)}[("Deployment", "demo-router")]
+    by_key = {(c["kind"], c["metadata"]["name"]): c for c in render_children(owner, push)}
+    dep = by_key[("Deployment", "demo-router")]
+    # a ServiceAccount the user manages: no RBAC objects of ours
+    assert not {k for k, _ in by_key} & {"ServiceAccount", "Role", "RoleBinding"}
     c = dep["spec"]["template"]["spec"]["containers"][0]
     assert dep["spec"]["replicas"] == 2 and c["command"][-3:] == ["9000", "--kv-mode", "push"]
     assert c["resources"] == {"requests": {"cpu": 2}}

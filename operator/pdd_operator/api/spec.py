@@ -466,8 +466,9 @@ class RouterSpec(APIModel):
     )
     service_account_name: str | None = Field(
         None,
-        description="ServiceAccount of the router pods. It needs get, list and watch on pods in this namespace "
-        "(discovery of the engine pods). Unset: the namespace's default ServiceAccount.",
+        description="ServiceAccount of the router pods, managed by you; it needs get, list and watch on pods in "
+        "this namespace (discovery of the engine pods). Unset: `<name>-router`, which the operator creates with a "
+        "Role granting exactly that.",
     )
 
 

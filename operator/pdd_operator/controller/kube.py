@@ -70,6 +70,22 @@ class Kube:
         self.apps = client.AppsV1Api(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
+        self.rbac = client.RbacAuthorizationV1Api(self.api_client)
+        # The kinds of child objects: how to read one and how to server-side apply one.
+        self._read = {
+            "Deployment": self.apps.read_namespaced_deployment,
+            "Service": self.core.read_namespaced_service,
+            "ServiceAccount": self.core.read_namespaced_service_account,
+            "Role": self.rbac.read_namespaced_role,
+            "RoleBinding": self.rbac.read_namespaced_role_binding,
+        }
+        self._patch = {
+            "Deployment": self.apps.patch_namespaced_deployment,
+            "Service": self.core.patch_namespaced_service,
+            "ServiceAccount": self.core.patch_namespaced_service_account,
+            "Role": self.rbac.patch_namespaced_role,
+            "RoleBinding": self.rbac.patch_namespaced_role_binding,
+        }
         self.writes = 0
 
     # --- reads -------------------------------------------------------------------------------
@@ -88,14 +104,12 @@ class Kube:
         return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
-        """Return a child (``Deployment`` or ``Service``) as a camelCase dict, or ``None``."""
+        """Return a child (``Deployment``, ``Service``, ``ServiceAccount``, ``Role``, ``RoleBinding``) as a
+        camelCase dict, or ``None``. Raises ``ValueError`` for another kind."""
+        if kind not in self._read:
+            raise ValueError(f"unsupported kind {kind}")
         try:
-            if kind == "Deployment":
-                obj = self.apps.read_namespaced_deployment(name, namespace)
-            elif kind == "Service":
-                obj = self.core.read_namespaced_service(name, namespace)
-            else:
-                raise ValueError(f"unsupported kind {kind}")
+            obj = self._read[kind](name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -127,6 +141,8 @@ class Kube:
         owns its children's rendered fields (a hand edit of them is reverted).
         """
         kind, meta = desired["kind"], desired["metadata"]
+        if kind not in self._patch:
+            raise ValueError(f"unsupported kind {kind}")
         digest = applied_hash(desired)
         body = {**desired, "metadata": {**meta, "annotations": {**meta.get("annotations", {}),
                                                                 ANNOTATION_APPLIED_HASH: digest}}}
@@ -134,12 +150,7 @@ class Kube:
         if live is not None and contains(live, body):
             return False
         kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
-        if kind == "Deployment":
-            self.apps.patch_namespaced_deployment(meta["name"], meta["namespace"], body, **kwargs)
-        elif kind == "Service":
-            self.core.patch_namespaced_service(meta["name"], meta["namespace"], body, **kwargs)
-        else:
-            raise ValueError(f"unsupported kind {kind}")
+        self._patch[kind](meta["name"], meta["namespace"], body, **kwargs)
         self.writes += 1
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
         return True

@@ -305,6 +305,36 @@ def router_endpoint(owner: Owner, spec: PDDeploymentSpec) -> str:
     return f"http://{child_name(owner.name, ROUTER)}.{owner.namespace}.svc:{spec.router.port}"
 
 
+#: What the router's discovery calls (:mod:`pdd_operator.router.discovery`): list and watch the engine
+#: pods of its PDDeployment, in its namespace. Nothing else.
+ROUTER_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+
+
+def router_service_account(owner_name: str, spec: PDDeploymentSpec) -> str:
+    """The router pods' ServiceAccount: ``spec.router.serviceAccountName``, else ``<name>-router``
+    (rendered by :func:`router_rbac`)."""
+    return spec.router.service_account_name or child_name(owner_name, ROUTER)
+
+
+def router_rbac(owner: Owner, spec: PDDeploymentSpec) -> list[dict]:
+    """ServiceAccount, Role and RoleBinding ``<name>-router``: the router's discovery may get, list and
+    watch pods in the PDDeployment's namespace and do nothing else. Empty when
+    ``spec.router.serviceAccountName`` names an account the user manages."""
+    if spec.router.service_account_name:
+        return []
+    name = child_name(owner.name, ROUTER)
+    labels = router_labels(owner.name)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(owner, name, labels)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(owner, name, labels),
+         "rules": copy.deepcopy(ROUTER_RULES)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _metadata(owner, name, labels),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": owner.namespace}]},
+    ]
+
+
 def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
     """The router Deployment: ``pdd router --pddeployment <name> --namespace <ns>`` from the operator image,
     non-root, read-only root filesystem, no capabilities. It discovers the engine pods itself."""
@@ -335,8 +365,7 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
         # Streams in flight get this long to finish after the pod leaves the Service.
         "terminationGracePeriodSeconds": 30,
     }
-    if r.service_account_name:
-        pod_spec["serviceAccountName"] = r.service_account_name
+    pod_spec["serviceAccountName"] = router_service_account(owner.name, spec)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -367,7 +396,7 @@ def router_service(owner: Owner, spec: PDDeploymentSpec) -> dict:
 
 def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None = None) -> list[dict]:
     """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment, then
-    the router's Service and Deployment.
+    the router's ServiceAccount, Role and RoleBinding (:func:`router_rbac`), Service and Deployment.
 
     ``model_config`` is the model's config.json (from ``spec.model.configMapRef``), if any: it decides
     model-dependent flags such as the hybrid KV cache manager and the conv-state layout.
@@ -376,6 +405,7 @@ def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | N
     for role in ROLES:
         out.append(service(owner, role, spec))
         out.append(deployment(owner, role, spec, model_config))
+    out.extend(router_rbac(owner, spec))
     out.append(router_service(owner, spec))
     out.append(router_deployment(owner, spec))
     return out
