@@ -365,7 +365,7 @@ class Router:
     async def _decode_leg(self, request: web.Request, ep: Endpoint, data: bytes, headers: dict, request_id: str,
                           stream: bool, started: list | None = None) -> web.StreamResponse:
         """Send the decode leg and relay its answer. ``started`` (a list) gets ``True`` appended once
-        the client has been sent the response head."""
+        the client's response is committed (prepared: no other answer can be sent any more)."""
         out: web.StreamResponse | None = None
         with _in_flight(ep, self.metrics.decode_in_flight):
             try:
