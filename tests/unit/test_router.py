@@ -451,13 +451,43 @@ def test_models_health_and_metrics():
                     assert r.status == 200 and (await r.json())["data"][0]["id"] == "fake-model"
                 assert d.requests[-1][0]["Authorization"] == "Bearer k"
                 async with c.get(s.url + "/health") as r:
-                    assert await r.json() == {"status": "ok", "mode": "pull", "prefill": 1, "decode": 1, "pairs": 1}
+                    assert await r.json() == {"status": "ok", "mode": "pull", "synced": True, "prefill": 1,
+                                              "decode": 1, "pairs": 1}
+                async with c.get(s.url + "/ready") as r:
+                    assert r.status == 200 and await r.json() == {"ready": True, "pairs": 1}
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
                     assert r.status == 200
                 async with c.get(s.url + "/metrics") as r:
                     text = await r.text()
             assert 'pdd_router_requests_total{code="200",route="/v1/completions"} 1.0' in text
             assert 'pdd_router_endpoints{role="decode"} 1.0' in text
+    run(go())
+
+
+def test_ready_only_when_a_request_could_be_routed():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill", engine_id="")  # publishes no engine id: unusable for push
+            await s.engine("d0", "decode")
+            synced = [False]
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "h1")], decode=[("d0", "h2")])
+            s.router.synced = lambda: synced[0]
+
+            async def ready() -> tuple[int, dict]:
+                async with aiohttp.ClientSession() as c, c.get(s.url + "/ready") as r:
+                    return r.status, await r.json()
+
+            assert await ready() == (503, {"ready": False, "reason": "the engine pods have not been listed yet"})
+            synced[0] = True
+            status, body = await ready()
+            assert status == 503 and "same compat hash" in body["reason"]  # h1 vs h2: nothing pairs
+            s.registry.replace("decode", [Endpoint(url=s.urls["d0"], role="decode", compat_hash="h1", name="d0")])
+            status, body = await ready()
+            assert status == 503 and "engine id and side channel" in body["reason"]  # pairs, but not for push
+            s.router.config = RouterConfig(mode="pull")
+            assert await ready() == (200, {"ready": True, "pairs": 1})
+            s.registry.replace("prefill", [])
+            assert await ready() == (503, {"ready": False, "reason": "no ready prefill endpoint"})
     run(go())
 
 

@@ -114,6 +114,9 @@ def test_router_deployment_and_service_are_rendered_per_pddeployment():
     sc = c["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
     assert c["resources"]["requests"] == {"cpu": "250m", "memory": "256Mi"}
+    # ready only when it can route (GET /ready), alive while it serves (GET /health)
+    assert c["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     # its own ServiceAccount, allowed to get/list/watch pods in its namespace and nothing else
     assert pod["serviceAccountName"] == "demo-router"
     sa, role, binding = (by_key[(k, "demo-router")] for k in ("ServiceAccount", "Role", "RoleBinding"))

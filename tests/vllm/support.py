@@ -604,13 +604,14 @@ class Router:
             if code is not None:
                 raise AssertionError(f"pdd router exited with {code}: {self.argv}\n{self.log_path.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                # /ready, the rendered readiness probe: 200 only when a request could be routed
+                with urllib.request.urlopen(self.url + "/ready", timeout=2) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"pdd router not healthy after {timeout}s\n{self.log_path.read_text()[-3000:]}")
+                raise AssertionError(f"pdd router not ready after {timeout}s\n{self.log_path.read_text()[-3000:]}")
             time.sleep(0.2)
 
     def stop(self) -> None:

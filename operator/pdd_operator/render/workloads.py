@@ -354,7 +354,8 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
             "runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "readinessProbe": {"httpGet": {"path": "/health", "port": ROUTER_PORT_NAME},
+        # Ready only when it can route a request (pods listed, a compatible pair); alive while it serves.
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": ROUTER_PORT_NAME},
                            "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
         "livenessProbe": {"httpGet": {"path": "/health", "port": ROUTER_PORT_NAME},
                           "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6},

@@ -135,6 +135,17 @@ class Registry:
         ``exclude``: URLs already tried for this request. ``push``: only endpoints whose engine id and
         side channel are known. Raises :class:`NoEndpoint` saying what is missing.
         """
+        return choose(self._prefill_candidates(exclude, push), self._rng)
+
+    def unservable(self, push: bool = False) -> str | None:
+        """Why no request could be routed now (the :class:`NoEndpoint` message), or ``None`` when one could."""
+        try:
+            self._prefill_candidates(frozenset(), push)
+        except NoEndpoint as exc:
+            return str(exc)
+        return None
+
+    def _prefill_candidates(self, exclude: set[str], push: bool) -> list[Endpoint]:
         prefill = self._by_role["prefill"]
         decode_hashes = {d.compat_hash for d in self._by_role["decode"].values()}
         if not prefill:
@@ -153,7 +164,7 @@ class Registry:
         candidates = [p for p in candidates if p.url not in exclude]
         if not candidates:
             raise NoEndpoint("every ready prefill endpoint failed for this request")
-        return choose(candidates, self._rng)
+        return candidates
 
     def pick_decode(self, compat_hash: str) -> Endpoint:
         """Choose a decode endpoint with ``compat_hash``. Raises :class:`NoEndpoint`."""

@@ -28,7 +28,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import aiohttp
@@ -178,9 +178,12 @@ class _RelayResponse(web.StreamResponse):
 class Router:
     """The router: a :class:`Registry` of endpoints, a pooled client session and the request handlers."""
 
-    def __init__(self, registry: Registry, config: RouterConfig | None = None) -> None:
+    def __init__(self, registry: Registry, config: RouterConfig | None = None,
+                 synced: Callable[[], bool] = lambda: True) -> None:
         self.registry = registry
         self.config = config or RouterConfig()
+        #: Whether the registry holds the endpoints' current state (discovery's first list is in).
+        self.synced = synced
         self.metrics = Metrics()
         self.session: aiohttp.ClientSession | None = None
         c = self.config
@@ -197,6 +200,7 @@ class Router:
         app.router.add_post("/v1/chat/completions", self.handle_completion)
         app.router.add_get("/v1/models", self.handle_models)
         app.router.add_get("/health", self.handle_health)
+        app.router.add_get("/ready", self.handle_ready)
         app.router.add_get("/metrics", self.handle_metrics)
         app.cleanup_ctx.append(self._session_ctx)
         return app
@@ -216,10 +220,21 @@ class Router:
     async def handle_health(self, _request: web.Request) -> web.Response:
         """Liveness: the process serves. Says how many endpoints and pairs are ready."""
         return web.json_response({
-            "status": "ok", "mode": self.config.mode,
+            "status": "ok", "mode": self.config.mode, "synced": self.synced(),
             "prefill": len(self.registry.endpoints("prefill")), "decode": len(self.registry.endpoints("decode")),
             "pairs": self.registry.pairs(),
         })
+
+    async def handle_ready(self, _request: web.Request) -> web.Response:
+        """Readiness: 200 when a request could be routed now (discovery has listed the pods, and a prefill
+        endpoint has a decode endpoint of its compat hash and, in push mode, publishes its coordinates);
+        otherwise 503 with the reason, so a router that cannot serve (no pairs, no permission to list
+        pods) takes no traffic from its Service and does not replace a working one in a rollout."""
+        reason = ("the engine pods have not been listed yet" if not self.synced()
+                  else self.registry.unservable(push=self.config.mode == "push"))
+        if reason is None:
+            return web.json_response({"ready": True, "pairs": self.registry.pairs()})
+        return web.json_response({"ready": False, "reason": reason}, status=503)
 
     async def handle_metrics(self, _request: web.Request) -> web.Response:
         for role in ("prefill", "decode"):

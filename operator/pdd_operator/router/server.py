@@ -76,6 +76,7 @@ async def serve(args: argparse.Namespace) -> None:
                      len(registry.endpoints("decode")), registry.pairs())
 
         discovery = KubeDiscovery(registry, args.pddeployment, args.namespace, loop, on_change=changed)
+        router.synced = discovery.synced.is_set
         discovery.start()
     runner = await start(router, args.host, args.port)
     log.info("router (%s mode) listening on %s:%d", args.kv_mode, args.host, args.port)
