@@ -44,3 +44,30 @@ def test_a_deployment_that_cannot_fit_says_why(cluster, operator, namespace):
     st = wait_for(degraded, 120, what="Degraded=Unschedulable")
     assert "node affinity/selector" in condition(st, "Degraded")["message"]
     assert condition(st, "Ready")["status"] == "False"
+
+
+def test_engines_tolerate_gpu_taints_by_default(cluster, operator, namespace):
+    """GPU nodes tainted nvidia.com/gpu=present:NoSchedule (as GKE taints them): the real scheduler
+    still places the engines there, because the operator adds the toleration for what they request."""
+    nodes = [n.metadata.name for n in cluster.core.list_node().items
+             if int((n.status.allocatable or {}).get("nvidia.com/gpu", "0")) > 0]
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+    def set_taints(name, add):
+        node = cluster.core.read_node(name)
+        kept = [cluster.api.sanitize_for_serialization(t) for t in node.spec.taints or [] if t.key != taint["key"]]
+        cluster.core.patch_node(name, {"spec": {"taints": kept + ([taint] if add else [])}})
+
+    try:
+        for n in nodes:
+            set_taints(n, True)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(LLAMA))
+        pods = wait_for(lambda: (p := running_pods(cluster, namespace)) and len(p) == 2 and p, 120,
+                        what="prefill and decode running on tainted GPU nodes")
+        assert {p.spec.node_name for p in pods} <= set(nodes)
+        for p in pods:
+            assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in [
+                cluster.api.sanitize_for_serialization(t) for t in p.spec.tolerations]
+    finally:
+        for n in nodes:
+            set_taints(n, False)

@@ -190,3 +190,23 @@ def test_push_prefill_pods_carry_what_the_router_tells_decode():
     assert "engine_id" not in json.loads(_flag(decode["spec"]["containers"][0]["args"], "--kv-transfer-config"))
     pull = deployment(OWNER, "prefill", make_spec())["spec"]["template"]
     assert "engine_id" not in json.loads(_flag(pull["spec"]["containers"][0]["args"], "--kv-transfer-config"))
+
+
+def test_gpu_and_rdma_taints_are_tolerated_by_default_and_only_where_requested():
+    def tolerations(spec, role="prefill"):
+        return deployment(OWNER, role, spec)["spec"]["template"]["spec"].get("tolerations", [])
+
+    assert tolerations(make_spec()) == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "rdma/ib", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    # a toleration of the user's that already covers the GPU key is kept and not doubled
+    own = {"key": "nvidia.com/gpu", "operator": "Exists"}
+    assert tolerations(make_spec(prefill={"tolerations": [own]})) == [
+        own, {"key": "rdma/ib", "operator": "Exists", "effect": "NoSchedule"}]
+    # one with a value only tolerates that value: the default is still added
+    equal = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "h200", "effect": "NoSchedule"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations(
+        make_spec(decode={"tolerations": [equal]}), "decode")
+    # CPU engines request no extended resource: nothing to tolerate
+    assert tolerations(make_spec(engine={"gpuResourceName": ""}, network={"rdma": None})) == []

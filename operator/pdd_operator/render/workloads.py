@@ -112,6 +112,23 @@ def _resources(spec: PDDeploymentSpec, role: str) -> dict:
     return out
 
 
+def _tolerations(given: list, resources: dict) -> list[dict]:
+    """``spec.<role>.tolerations`` plus, for each extended resource the engine requests (the GPU, RDMA
+    devices), ``{key: <resource name>, operator: Exists, effect: NoSchedule}`` unless a given toleration
+    already covers that key. GPU nodes are commonly tainted so that only pods asking for GPUs land
+    there (GKE: ``nvidia.com/gpu=present:NoSchedule``); this is what Kubernetes' ExtendedResourceToleration
+    admission plugin adds where it is enabled, so the pods schedule the same way where it is not."""
+    out = [t.wire() for t in given]
+    requested = {*resources.get("requests", {}), *resources.get("limits", {})}
+    extended = sorted(n for n in requested if "/" in n and not n.split("/")[0].endswith("kubernetes.io")
+                      and not n.startswith("hugepages-"))
+    for name in extended:
+        if not any(t.key in (None, name) and (t.operator == "Exists" or t.key is None)
+                   and t.effect in (None, "NoSchedule") for t in given):
+            out.append({"key": name, "operator": "Exists", "effect": "NoSchedule"})
+    return out
+
+
 def _claims(spec: PDDeploymentSpec) -> list[tuple[str, str]]:
     """``(claim name, ResourceClaimTemplate)`` pairs of a pod (DRA)."""
     dra = spec.network.dra
@@ -203,8 +220,9 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
     claims = _claims(spec)
     if claims:
         pod_spec["resourceClaims"] = [{"name": n, "resourceClaimTemplateName": t} for n, t in claims]
-    if r.tolerations:
-        pod_spec["tolerations"] = [t.wire() for t in r.tolerations]
+    tolerations = _tolerations(r.tolerations, container["resources"])
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     if spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.engine.image_pull_secrets]
     metadata: dict = {"labels": labels(owner.name, role, spec)}
