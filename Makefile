@@ -27,5 +27,7 @@ bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a
 	.venv/bin/python bench/bench_webhook.py
 	.venv/bin/python bench/bench_router.py
 
-cpu-example: bootstrap  ## real vLLM P/D on this CPU: the rendered CPU example's engines and router on 127.0.0.1 (Ctrl-C stops)
-	.venv/bin/python -m tests.vllm.local
+MODEL ?= llama
+CONNECTOR ?= NixlConnector
+cpu-example: bootstrap  ## real vLLM P/D on this CPU: the rendered CPU example's engines and router on 127.0.0.1 (Ctrl-C stops); MODEL=nemotron_h, CONNECTOR=NixlPushConnector
+	.venv/bin/python -m tests.vllm.local --model $(MODEL) --connector $(CONNECTOR)

