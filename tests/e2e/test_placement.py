@@ -62,8 +62,20 @@ def test_engines_tolerate_gpu_taints_by_default(cluster, operator, namespace):
         for n in nodes:
             set_taints(n, True)
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(LLAMA))
-        pods = wait_for(lambda: (p := running_pods(cluster, namespace)) and len(p) == 2 and p, 120,
-                        what="prefill and decode running on tainted GPU nodes")
+        def why() -> str:
+            out = []
+            for p in cluster.core.list_namespaced_pod(namespace).items:
+                conds = [f"{c.type}={c.status} {c.reason or ''} {c.message or ''}" for c in p.status.conditions or []]
+                out.append(f"{p.metadata.name} {p.status.phase} on {p.spec.node_name}: {conds}")
+            return "; ".join(out) or "no pods"
+
+        try:
+            want = LLAMA["spec"]["prefill"]["replicas"] + LLAMA["spec"]["decode"]["replicas"]
+            pods = wait_for(lambda: (p := running_pods(cluster, namespace)) and len(p) == want and p, 120,
+                            what=f"all {want} engine pods running on tainted GPU nodes")
+        except BaseException:
+            print("pods:", why())
+            raise
         assert {p.spec.node_name for p in pods} <= set(nodes)
         for p in pods:
             assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in [
