@@ -210,3 +210,11 @@ def test_gpu_and_rdma_taints_are_tolerated_by_default_and_only_where_requested()
         make_spec(decode={"tolerations": [equal]}), "decode")
     # CPU engines request no extended resource: nothing to tolerate
     assert tolerations(make_spec(engine={"gpuResourceName": ""}, network={"rdma": None})) == []
+
+
+def test_engine_pods_get_no_kubernetes_api_token_and_the_router_does():
+    children = {(c["kind"], c["metadata"]["name"]): c for c in render_children(OWNER, make_spec())}
+    for role in ("prefill", "decode"):
+        assert children[("Deployment", f"demo-{role}")]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    router = children[("Deployment", "demo-router")]["spec"]["template"]["spec"]
+    assert router.get("automountServiceAccountToken", True) is True  # its discovery lists pods

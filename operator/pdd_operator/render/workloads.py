@@ -198,6 +198,9 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
         **({"initContainers": [preflight_container(spec, container)]}
            if spec.network.preflight.policy != "Disabled" else {}),
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        # vLLM and the preflight never call the Kubernetes API; no token for model code
+        # (trustRemoteCode) to find.
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 60,
         "enableServiceLinks": False,
     }
