@@ -24,6 +24,10 @@ from pathlib import Path
 from tests.vllm import support as s
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The metric lines that show where the prompt's KV came from, and that nothing failed.
+DECODE_METRICS = ("^vllm:(prompt_tokens_total|external_prefix_cache_hits_total|nixl_xfer_time_seconds_count"
+                  "|nixl_num_failed_transfers_total)")
+PREFILL_METRICS = "^vllm:(nixl_xfer_time_seconds_count|nixl_bytes_transferred_sum|nixl_num_failed_transfers_total)"
 
 
 def main(kind: str = "llama", connector: str = "NixlConnector") -> int:
@@ -60,9 +64,9 @@ def main(kind: str = "llama", connector: str = "NixlConnector") -> int:
                   f"  curl -N {router.url}/v1/chat/completions -H 'Content-Type: application/json' -d '"
                   + json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
                                 "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
-                  + f"'\n  curl -s {servers['decode'].url}/metrics | grep -E 'external_prefix_cache|nixl'   # decode"
-                  + (f"\n  curl -s {servers['prefill'].url}/metrics | grep nixl   # prefill (push: it counts the transfers)"
-                     if push else "") + "\n\n"
+                  + f"'\n  curl -s {servers['decode'].url}/metrics | grep -E '{DECODE_METRICS}'   # decode"
+                  + (f"\n  curl -s {servers['prefill'].url}/metrics | grep -E '{PREFILL_METRICS}'   # prefill "
+                     "(in push mode it counts the transfers)" if push else "") + "\n\n"
                   "(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
                   "Ctrl-C stops everything.", flush=True)
             stop = threading.Event()
@@ -71,6 +75,7 @@ def main(kind: str = "llama", connector: str = "NixlConnector") -> int:
             stop.wait()
         finally:
             router.stop()
+    print(f"stopped; the engines' logs and the tiny model stay in {base} (remove it when done)", flush=True)
     return 0
 
 
