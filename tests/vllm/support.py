@@ -49,6 +49,15 @@ LAUNCHER = HERE / "launcher.py"
 EXAMPLE = ROOT / "examples" / "cpu-tiny-pd.yaml"
 LOOPBACK = "127.0.0.1"
 
+STARTUP_TIMEOUT = 420  # both engines healthy (measured 75-95 s on 2 cores, started in parallel)
+METRICS_TIMEOUT = 30  # engine metrics are published with the next stats update
+# Per prompt, the tokens decode gets from prefill: all of them for a dense model; a hybrid model
+# recomputes the last prompt token on decode by design (vllm-nixl-facts.md section 4.2).
+EXTERNAL_SHORTFALL = {"llama": 0, "nemotron_h": 1}
+#: NIXL counters that must stay 0 on a healthy pair.
+NIXL_FAILURES = ("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total",
+                 "vllm:nixl_num_kv_expired_reqs_total")
+
 # ---------------------------------------------------------------------------------------------
 # Tiny models (random weights with --load-format dummy: only config.json and a tokenizer are read)
 # ---------------------------------------------------------------------------------------------

