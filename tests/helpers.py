@@ -43,14 +43,17 @@ def make_spec(**patch) -> PDDeploymentSpec:
     return PDDeploymentSpec.model_validate(merge(base, patch))
 
 
+#: A compatible NemotronH (hybrid Mamba2) spec on vLLM 0.20.2, TP 2 / 2, block 128 (camelCase dict).
+HYBRID = {
+    "model": {"name": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "hfArchitecture": "NemotronHForCausalLM",
+              "trustRemoteCode": True, "maxModelLen": 8192},
+    "engine": {"image": "vllm/vllm-openai:v0.20.2"},
+    "prefill": {"tensorParallelSize": 2, "blockSize": 128},
+    "decode": {"tensorParallelSize": 2, "blockSize": 128},
+    "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}},
+}
+
+
 def hybrid(**patch) -> PDDeploymentSpec:
-    """A NemotronH (hybrid Mamba2) spec on vLLM 0.20.2, TP 2 / 2, block 128, with ``patch`` merged."""
-    base = {
-        "model": {"name": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "hfArchitecture": "NemotronHForCausalLM",
-                  "trustRemoteCode": True, "maxModelLen": 8192},
-        "engine": {"image": "vllm/vllm-openai:v0.20.2"},
-        "prefill": {"tensorParallelSize": 2, "blockSize": 128},
-        "decode": {"tensorParallelSize": 2, "blockSize": 128},
-        "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}},
-    }
-    return PDDeploymentSpec.model_validate(merge(base, patch))
+    """:data:`HYBRID` with ``patch`` deep-merged into it."""
+    return PDDeploymentSpec.model_validate(merge(HYBRID, patch))

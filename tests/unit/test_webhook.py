@@ -25,7 +25,7 @@ from pdd_operator.cli import build_parser
 from pdd_operator.compat import evaluate
 from pdd_operator.controller import tls, webhook
 from pdd_operator.controller.webhook import review
-from tests.helpers import merge
+from tests.helpers import HYBRID, merge
 
 LLAMA = {
     "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "hfArchitecture": "LlamaForCausalLM", "numKvHeads": 8},
@@ -34,14 +34,7 @@ LLAMA = {
     "decode": {"tensorParallelSize": 2, "blockSize": 16},
     "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}},
 }
-NEMOTRON = {
-    "model": {"name": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "hfArchitecture": "NemotronHForCausalLM",
-              "trustRemoteCode": True, "maxModelLen": 8192},
-    "engine": {"image": "vllm/vllm-openai:v0.20.2"},
-    "prefill": {"tensorParallelSize": 2, "blockSize": 128},
-    "decode": {"tensorParallelSize": 2, "blockSize": 128},
-    "network": {"rdma": {"resourceName": "rdma/ib", "count": 1}},
-}
+NEMOTRON = HYBRID
 
 
 def obj(spec: dict, name: str = "x", **meta) -> dict:
