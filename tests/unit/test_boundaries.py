@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pdd_operator.compat import evaluate
-from pdd_operator.compat.architectures import traits
+from pdd_operator.vllm.architectures import traits
 from pdd_operator.compat.pair import PDPair, role_from_container
 from tests.helpers import hybrid, make_spec
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
-from pdd_operator.compat.architectures import traits
+from pdd_operator.vllm.architectures import traits
 from pdd_operator.compat.pair import PDPair, from_pddeployment, role_from_container
 from pdd_operator.compat.rules import RULES_BY_ID
 from tests.helpers import merge

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
-from pdd_operator.compat.architectures import traits
+from pdd_operator.vllm.architectures import traits
 from pdd_operator.compat.rules import RULES
-from pdd_operator.compat.versions import parse_version, version_from_image
+from pdd_operator.vllm.versions import parse_version, version_from_image
 from tests.helpers import hybrid, load_example, make_spec, spec_of
 
 

@@ -10,7 +10,7 @@ import yaml
 from pdd_operator.cli import main
 from pdd_operator.compat import evaluate
 from pdd_operator.compat.manifests import find_engines, pair_engines
-from pdd_operator.compat.vllm_args import parse_flags, split_command
+from pdd_operator.vllm.args import parse_flags, split_command
 from tests.helpers import ROOT
 
 MANIFESTS = ROOT / "tests" / "unit" / "manifests"
@@ -94,7 +94,7 @@ def test_non_vllm_containers_are_ignored():
 
 
 def test_versions_are_read_only_from_vllm_image_tags():
-    from pdd_operator.compat.versions import version_from_image
+    from pdd_operator.vllm.versions import version_from_image
     assert version_from_image("vllm/vllm-openai:v0.28.0") == (0, 28, 0)
     assert version_from_image("registry.local/team/vllm:0.30.1") == (0, 30, 1)
     assert version_from_image("ghcr.io/llm-d/llm-d-cuda:v0.4.0") is None

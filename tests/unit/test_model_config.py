@@ -8,7 +8,7 @@ import pytest
 
 from pdd_operator.cli import main
 from pdd_operator.compat import evaluate
-from pdd_operator.compat.model_config import facts_from_config
+from pdd_operator.vllm.model_config import facts_from_config
 from tests.helpers import make_spec
 
 NEMOTRON_H = {"architectures": ["NemotronHForCausalLM"], "hybrid_override_pattern": "M-M-M*-", "n_groups": 8,

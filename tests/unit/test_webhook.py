@@ -112,7 +112,9 @@ MUST_MATCH_CHANGES = [
     ("spec.model.revision", {"model": {"revision": "main"}}),
     ("spec.engine.image", {"engine": {"image": "vllm/vllm-openai:v0.21.0"}}),
     ("spec.engine.vllmVersion", {"engine": {"vllmVersion": "0.20.2"}}),
-    ("spec.kvCache", {"kvCache": {"dtype": "fp8"}}),
+    ("spec.model.dtype", {"model": {"dtype": "bfloat16"}}),
+    ("spec.kvCache.dtype", {"kvCache": {"dtype": "fp8"}}),
+    ("spec.kvCache.layout", {"kvCache": {"layout": "LBNHC"}}),
     ("spec.kvTransfer.connector", {"kvTransfer": {"connector": "NixlPushConnector"}}),
     ("spec.kvTransfer.backends", {"kvTransfer": {"backends": ["LIBFABRIC"]}}),
     ("spec.kvTransfer.bufferDevice", {"kvTransfer": {"bufferDevice": "cpu"}}),
@@ -133,7 +135,7 @@ def test_in_place_change_of_must_match_setting_warns_about_the_rollout():
     verdict = review("UPDATE", new, old)
     assert verdict.allowed
     warning = next(w for w in verdict.warnings if w.startswith(f"[{webhook.ROLLOUT_RULE}]"))
-    assert "spec.model.revision, spec.engine.image changed in place" in warning
+    assert "spec.engine.image, spec.model.revision changed in place" in warning
     assert "roll out independently" in warning and "KV transfers" in warning and "new PDDeployment" in warning
 
 

@@ -39,7 +39,7 @@ from urllib.parse import urlencode
 import yaml
 
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.render.engine import ANNOTATION_SIDE_CHANNEL_PORT, HTTP_PORT_NAME, NIXL_PORT_NAME
+from pdd_operator.api.constants import ANNOTATION_SIDE_CHANNEL_PORT, HTTP_PORT_NAME, NIXL_PORT_NAME
 from pdd_operator.render.workloads import ENGINE_CONTAINER, Owner, pod_template, render_children
 from pdd_operator.router.discovery import endpoint_of_pod
 

@@ -30,3 +30,19 @@ ANNOTATION_GENERATION = f"{GROUP}/generation"
 #: The spec (JSON) a child was rendered from: lets the operator restore a deleted child, or revert
 #: drift, from the last compatible spec while the current spec is incompatible.
 ANNOTATION_APPLIED_SPEC = f"{GROUP}/applied-spec"
+
+# --- The operator-router contract: what the operator renders on engine pods and the router reads
+# back (pdd_operator.router.discovery). Change both sides together.
+
+#: Container port names, used by the Services, the probes and the router's discovery.
+HTTP_PORT_NAME = "http"
+NIXL_PORT_NAME = "nixl"
+#: Pod annotations the router reads in push mode: prefill's NIXL engine id, side-channel port and
+#: parallel sizes, which decode must be told in advance (vllm-nixl-facts.md section 6.2).
+ANNOTATION_ENGINE_ID = f"{GROUP}/engine-id"
+ANNOTATION_SIDE_CHANNEL_PORT = f"{GROUP}/side-channel-port"
+ANNOTATION_TP = f"{GROUP}/tensor-parallel-size"
+ANNOTATION_PP = f"{GROUP}/pipeline-parallel-size"
+#: A per-pod NIXL engine id: Kubernetes expands ``$(POD_NAME)`` in container args when the container
+#: has a ``POD_NAME`` env var (downward API ``metadata.name``); the router does the same substitution.
+POD_ENGINE_ID = "$(POD_NAME)"

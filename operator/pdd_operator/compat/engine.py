@@ -8,7 +8,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import RULES, Rule
-from pdd_operator.compat.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
+from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
 
 VERSION_UNKNOWN = "vllm-version-unknown"
 VERSION_UNVERIFIED = "vllm-version-unverified"

@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pdd_operator.compat.architectures import traits
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
-from pdd_operator.compat.versions import fmt, version_from_image
-from pdd_operator.compat.vllm_args import POD_IP, parse_flags, split_command
+from pdd_operator.vllm.architectures import traits
+from pdd_operator.vllm.args import POD_IP, env_values, parse_flags, split_command
+from pdd_operator.vllm.versions import fmt, is_vllm_image, version_from_image
 
 _ROLE_WORDS = {"prefill": "prefill", "prefiller": "prefill", "decode": "decode", "decoder": "decode"}
 _ROLE_LABELS = ("llm-d.ai/role", "pdd-operator.dev/role", "app.kubernetes.io/component", "role",
@@ -80,9 +80,6 @@ def _classify(argv: list[str], kv_role: str | None, context: list[str], labels_r
 
 
 def _engine(container: dict, pod_spec: dict, where: str, context: list[str], labels_role: str | None) -> Engine | None:
-    from pdd_operator.compat.versions import is_vllm_image
-    from pdd_operator.compat.vllm_args import env_values
-
     image = str(container.get("image") or "")
     argv = split_command(container.get("command"), container.get("args"), image_runs_vllm=is_vllm_image(image),
                          extra=env_values(container.get("env")).get("VLLM_ADDITIONAL_ARGS"))

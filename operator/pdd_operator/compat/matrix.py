@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from pdd_operator.api.spec import Architecture
-from pdd_operator.compat.versions import Version
+from pdd_operator.vllm.versions import Version
 
 
 class Capability(StrEnum):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pdd_operator.compat.architectures import ModelTraits, traits
-from pdd_operator.compat.versions import Version, parse_version, resolve_version
-from pdd_operator.compat.vllm_args import env_values, int_flag, json_flag, parse_flags
+from pdd_operator.render.workloads import Owner, pod_template
+from pdd_operator.vllm.architectures import ModelTraits, traits
+from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
+from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.versions import Version, is_vllm_image, parse_version, resolve_version
 
 
 @dataclass(frozen=True)
@@ -183,13 +185,9 @@ def role_from_container(
 ) -> RoleConfig:
     """Build a :class:`RoleConfig` from a Pod's container (camelCase dicts, as in a manifest).
 
-    The vLLM argv is found with :func:`~pdd_operator.compat.vllm_args.split_command`; the env,
+    The vLLM argv is found with :func:`~pdd_operator.vllm.args.split_command`; the env,
     resources and security context come from the container and its pod spec.
     """
-    from pdd_operator.compat.vllm_args import split_command
-
-    from pdd_operator.compat.versions import is_vllm_image
-
     pod_spec = pod_spec or {}
     literal_env = env_values(container.get("env"))
     argv = split_command(container.get("command"), container.get("args"),
@@ -270,9 +268,6 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     rules judge exactly what would be started. Explicit ``spec.model`` fields win over config.json,
     which wins over the name tables.
     """
-    from pdd_operator.compat.model_config import resolve_model
-    from pdd_operator.render.workloads import Owner, pod_template
-
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
     version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None)
     owner = Owner(name=name or "pdd", namespace=namespace)

@@ -15,8 +15,9 @@ from typing import Literal
 
 from pdd_operator.compat.matrix import Capability, Cell, cell, overridden
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.versions import Version, fmt
-from pdd_operator.compat.vllm_args import HOST_IP, POD_IP
+from pdd_operator.vllm.must_match import fields_of
+from pdd_operator.vllm.versions import Version, fmt
+from pdd_operator.vllm.args import HOST_IP, POD_IP
 
 Violation = tuple[str, str]
 Check = Callable[[PDPair], list[Violation]]
@@ -798,23 +799,23 @@ RULES: tuple[Rule, ...] = (
          check_push_available, until=(0, 24, 0), example="kvTransfer: {connector: NixlPushConnector} on v0.20.2"),
     # must match
     Rule("vllm-version-mismatch", "vllm-version-mismatch", "error", "Prefill and decode run the same vLLM version.",
-         ("spec.engine.image", "spec.engine.vllmVersion"), "seed 000 section 2; vllm nixl metadata.py hash (0.13+)",
+         fields_of("vllm_version"), "seed 000 section 2; vllm nixl metadata.py hash (0.13+)",
          check_version_match),
     Rule("model-mismatch", "model-mismatch", "error", "Prefill and decode serve the identical --model string.",
-         ("spec.model.name",), "seed 000 section 2; vllm nixl metadata.py hash", check_model_match),
+         fields_of("model"), "seed 000 section 2; vllm nixl metadata.py hash", check_model_match),
     Rule("dtype-mismatch", "model-mismatch", "error", "Prefill and decode use the same --dtype.",
-         ("spec.model.dtype",), "seed 000 section 2; vllm nixl metadata.py hash", check_dtype_match),
+         fields_of("dtype"), "seed 000 section 2; vllm nixl metadata.py hash", check_dtype_match),
     Rule("kv-cache-dtype-mismatch", "kv-cache-dtype-mismatch", "error", "Prefill and decode use the same --kv-cache-dtype.",
-         ("spec.kvCache.dtype",), "seed 000 sections 2 and 6; vllm nixl metadata.py hash (raw string)",
+         fields_of("cache_dtype"), "seed 000 sections 2 and 6; vllm nixl metadata.py hash (raw string)",
          check_kv_cache_dtype_match),
     Rule("transfer-mode-mismatch", "transfer-mode-mismatch", "error", "Push and pull connectors never pair.",
-         ("spec.kvTransfer.connector",), "seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
+         fields_of("transfer_mode"), "seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
          check_transfer_mode_match),
     Rule("hma-flag-mismatch", "hma-flag-mismatch", "error", "Both roles agree on the hybrid KV cache manager flag.",
-         ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "vllm/config/vllm.py (HMA off with a kv-transfer-config, <= 0.21)",
+         fields_of("is_hma_enabled"), "vllm/config/vllm.py (HMA off with a kv-transfer-config, <= 0.21)",
          check_hma_flag_match, until=(0, 22, 0)),
     Rule("spec-decode-mismatch", "spec-decode-mismatch", "error", "EAGLE-family speculative settings are equal on P and D.",
-         ("spec.speculative",), "seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+)",
+         fields_of("speculative_config")[:1], "seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+)",
          check_spec_decode_match),
     Rule("hybrid-spec-tokens-mismatch", "spec-decode-mismatch", "error", "Hybrid SSM P and D use equal numSpeculativeTokens.",
          ("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
@@ -824,7 +825,7 @@ RULES: tuple[Rule, ...] = (
          ("spec.speculative", "spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
          "vllm/config/speculative.py", check_speculative_complete),
     Rule("kv-layout-mismatch", "kv-layout-mismatch", "error", "KV cache layouts match, or the permute path applies.",
-         ("spec.kvCache.layout", "spec.kvTransfer.enablePermuteLocalKv", "spec.decode.env"),
+         fields_of("kv_cache_layout"),
          "seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute)", check_kv_layout_match),
     Rule("extra-args-managed-flag", "engine-args", "error", "extraArgs do not set flags the operator renders.",
          ("spec.prefill.extraArgs", "spec.decode.extraArgs"), "PDDeployment API", check_extra_args),

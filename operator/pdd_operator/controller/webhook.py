@@ -38,7 +38,7 @@ import ipaddress
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, LABEL_MANAGED
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat import evaluate
+from pdd_operator.vllm import must_match
 
 log = logging.getLogger(__name__)
 
@@ -77,20 +78,6 @@ MATCH_CONDITIONS = (
      "expression": "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) "
                    "|| object.spec != oldObject.spec"},
 )
-
-#: Settings that must match between prefill and decode, as (path in the spec, getter).
-MUST_MATCH: tuple[tuple[str, Callable[[PDDeploymentSpec], Any]], ...] = (
-    ("spec.model.name", lambda s: s.model.name),
-    ("spec.model.revision", lambda s: s.model.revision),
-    ("spec.engine.image", lambda s: s.engine.image),
-    ("spec.engine.vllmVersion", lambda s: s.engine.vllm_version),
-    ("spec.kvCache", lambda s: s.kv_cache.wire()),
-    ("spec.kvTransfer.connector", lambda s: s.kv_transfer.connector),
-    ("spec.kvTransfer.backends", lambda s: list(s.kv_transfer.backends)),
-    ("spec.kvTransfer.bufferDevice", lambda s: s.kv_transfer.buffer_device),
-    ("spec.speculative", lambda s: s.speculative.wire() if s.speculative else None),
-)
-
 
 # --- the decision -----------------------------------------------------------------------------------
 
@@ -125,8 +112,9 @@ def parse_spec(obj: Mapping | None) -> PDDeploymentSpec:
 
 
 def changed_must_match(old: PDDeploymentSpec, new: PDDeploymentSpec) -> list[str]:
-    """Paths of the :data:`MUST_MATCH` settings whose value differs between ``old`` and ``new``."""
-    return [path for path, get in MUST_MATCH if get(old) != get(new)]
+    """Fields of the settings prefill and decode must share (:data:`~pdd_operator.vllm.must_match.MUST_MATCH`)
+    that differ between ``old`` and ``new``."""
+    return must_match.changed_fields(old, new)
 
 
 def rollout_warning(paths: list[str]) -> str:

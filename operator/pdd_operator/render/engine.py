@@ -6,16 +6,19 @@ so the two roles' arguments differ only in what the role sections say (and in ``
 
 from __future__ import annotations
 
-import hashlib
 import json
 
+from pdd_operator.api.constants import (
+    ANNOTATION_ENGINE_ID,
+    ANNOTATION_PP,
+    ANNOTATION_SIDE_CHANNEL_PORT,
+    ANNOTATION_TP,
+    POD_ENGINE_ID,
+)
 from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
-from pdd_operator.compat.model_config import resolve_model
-from pdd_operator.compat.versions import resolve_version
-
-#: Container port names, used by the Services and the probes.
-HTTP_PORT_NAME = "http"
-NIXL_PORT_NAME = "nixl"
+from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.must_match import compat_hash  # noqa: F401  (rendered as a pod label)
+from pdd_operator.vllm.versions import resolve_version
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 
@@ -173,35 +176,9 @@ def kv_layout_name(spec: PDDeploymentSpec) -> str:
     return layout
 
 
-def compat_hash(spec: PDDeploymentSpec) -> str:
-    """Hash of every setting that must match between prefill and decode (10 hex characters).
-
-    Covers the model, engine image and version, KV cache format, connector settings and speculative
-    method: what vLLM's NIXL handshake hashes or assumes equal. Pods with equal hashes may exchange KV.
-    """
-    must_match = {
-        "model": spec.model.wire(),
-        "engine": {"image": spec.engine.image, "vllmVersion": spec.engine.vllm_version},
-        "kvCache": spec.kv_cache.wire(),
-        "kvTransfer": spec.kv_transfer.wire(),
-        "speculative": spec.speculative.wire() if spec.speculative else None,
-    }
-    return hashlib.sha256(_json(must_match).encode()).hexdigest()[:10]
-
-
 def uses_push(spec: PDDeploymentSpec) -> bool:
     """True when the deployment uses the push connector."""
     return spec.kv_transfer.connector == Connector.PUSH
-
-
-#: Pod annotations the router reads in push mode (``pdd_operator.router.discovery``).
-ANNOTATION_ENGINE_ID = "pdd-operator.dev/engine-id"
-ANNOTATION_SIDE_CHANNEL_PORT = "pdd-operator.dev/side-channel-port"
-ANNOTATION_TP = "pdd-operator.dev/tensor-parallel-size"
-ANNOTATION_PP = "pdd-operator.dev/pipeline-parallel-size"
-#: A per-pod NIXL engine id: Kubernetes expands ``$(POD_NAME)`` in container args when the container
-#: has a ``POD_NAME`` env var (downward API ``metadata.name``); the router does the same substitution.
-POD_ENGINE_ID = "$(POD_NAME)"
 
 
 def router_pod_annotations(spec: PDDeploymentSpec, role: str) -> dict[str, str]:

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import (
+    HTTP_PORT_NAME,
+    NIXL_PORT_NAME,
     ANNOTATION_APPLIED_SPEC,
     ANNOTATION_GENERATION,
     API_VERSION,
@@ -27,10 +29,8 @@ from pdd_operator.api.constants import (
     ROLES,
 )
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.versions import fmt, resolve_version
-from pdd_operator.render.engine import (
-    HTTP_PORT_NAME, NIXL_PORT_NAME, compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args,
-)
+from pdd_operator.vllm.versions import fmt, resolve_version
+from pdd_operator.render.engine import compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args
 
 ENGINE_CONTAINER = "vllm"
 

@@ -29,13 +29,16 @@ import threading
 import time
 from collections.abc import Callable
 
-from pdd_operator.api.constants import LABEL_COMPAT_HASH, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY
-from pdd_operator.render.engine import (  # what the operator renders is what the router reads
+from pdd_operator.api.constants import (  # the operator-router contract: what the operator renders
     ANNOTATION_ENGINE_ID,
     ANNOTATION_PP,
     ANNOTATION_SIDE_CHANNEL_PORT,
     ANNOTATION_TP,
     HTTP_PORT_NAME,
+    LABEL_COMPAT_HASH,
+    LABEL_COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
     NIXL_PORT_NAME,
 )
 from pdd_operator.router.endpoints import ROLES, Endpoint, Registry

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pdd_operator.api.spec import Architecture, SSMKind
-from pdd_operator.compat.architectures import HF_ARCHITECTURES, ModelTraits
+from pdd_operator.vllm.architectures import HF_ARCHITECTURES, ModelTraits, traits
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,9 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
     """Combine ``spec.model`` (a :class:`~pdd_operator.api.spec.ModelSpec`) with the model's config.json.
 
     Precedence per fact: the explicit spec field, then config.json, then the name tables
-    (:func:`~pdd_operator.compat.architectures.traits`). Rendering and the rules both call this, so
+    (:func:`~pdd_operator.vllm.architectures.traits`). Rendering and the rules both call this, so
     the flags the operator renders always match what the rules assume.
     """
-    from pdd_operator.compat.architectures import traits
-
     facts = facts_from_config(model_config) if model_config else None
     if facts is not None and model.architecture is None and facts.architecture is not None:
         model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, "config.json",
