@@ -18,8 +18,8 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import datetime
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float 
         except Exception as exc:  # noqa: BLE001  (API not ready yet, object not there yet)
             last_exc = exc
         time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}" + (f" (last error: {last_exc})" if last_exc else ""))
+    last = f" (last error: {last_exc})" if last_exc else ""
+    pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}{last}")
 
 
 class Cluster:

@@ -14,7 +14,8 @@ RACK = "network.topology.kubernetes.io/block"
 
 
 def running_pods(cluster, ns):
-    return [p for p in cluster.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=llama-8b,app.kubernetes.io/name=vllm").items
+    selector = "app.kubernetes.io/instance=llama-8b,app.kubernetes.io/name=vllm"
+    return [p for p in cluster.core.list_namespaced_pod(ns, label_selector=selector).items
             if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
 

@@ -13,7 +13,14 @@ import yaml
 from cryptography import x509
 
 from tests.e2e.conftest import (
-    ROOT, WEBHOOK_CONFIGURATION, WEBHOOK_NAME, WEBHOOK_PROBE_RULE, condition, pdd_status, wait_for, webhook_probe,
+    ROOT,
+    WEBHOOK_CONFIGURATION,
+    WEBHOOK_NAME,
+    WEBHOOK_PROBE_RULE,
+    condition,
+    pdd_status,
+    wait_for,
+    webhook_probe,
 )
 
 pytestmark = pytest.mark.cluster

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from pdd_operator.compat import evaluate
-from pdd_operator.vllm.architectures import traits
 from pdd_operator.compat.pair import PDPair, role_from_container
+from pdd_operator.vllm.architectures import traits
 from tests.helpers import hybrid, make_spec
 
 POD_IP = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 
 def engine(*args: str, env: list[dict] | None = None, connector: str = "NixlConnector") -> dict:
-    kv = '{"kv_connector":"%s","kv_role":"kv_both"}' % connector
+    kv = f'{{"kv_connector":"{connector}","kv_role":"kv_both"}}'
     return {"name": "vllm", "command": ["vllm", "serve", *args, "--kv-transfer-config", kv],
             "env": [POD_IP, *(env or [])]}
 
@@ -36,7 +36,8 @@ MUST_MATCH = [
     ("transfer-mode-mismatch", pair(engine("m", connector="NixlPushConnector"), engine("m"))),
     ("hma-flag-mismatch", pair(engine("m", "--no-disable-hybrid-kv-cache-manager"), engine("m"), "0.21.0")),
     ("spec-decode-mismatch", pair(engine("m", "--speculative-config", '{"method":"mtp","num_speculative_tokens":1}'),
-                                  engine("m", "--speculative-config", '{"method":"eagle3","model":"d","num_speculative_tokens":1}'))),
+                                  engine("m", "--speculative-config",
+                                         '{"method":"eagle3","model":"d","num_speculative_tokens":1}'))),
     ("kv-layout-mismatch", pair(engine("m", env=[{"name": "VLLM_KV_CACHE_LAYOUT", "value": "NHD"}]), engine("m"))),
 ]
 

@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
-from pdd_operator.vllm.architectures import traits
 from pdd_operator.compat.pair import PDPair, from_pddeployment, role_from_container
 from pdd_operator.compat.rules import RULES_BY_ID
+from pdd_operator.vllm.architectures import traits
 from tests.helpers import merge
 
 # The shared case collection lives beside the checkout (../shared), as on every developer machine and in CI.

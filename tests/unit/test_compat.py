@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
-from pdd_operator.vllm.architectures import traits
 from pdd_operator.compat.rules import RULES
+from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.versions import parse_version, version_from_image
 from tests.helpers import hybrid, load_example, make_spec, spec_of
 
@@ -261,5 +261,6 @@ def test_sliding_window_models_use_hma_from_0_22(hf_arch, version, patch, rule):
 
 def test_conv_layout_env_only_where_vllm_has_it():
     from pdd_operator.render.engine import engine_env
-    assert "VLLM_SSM_CONV_STATE_LAYOUT" not in {e["name"] for e in engine_env(hybrid(engine={"image": "vllm/vllm-openai:v0.19.1"}), "decode")}
+    env = engine_env(hybrid(engine={"image": "vllm/vllm-openai:v0.19.1"}), "decode")
+    assert "VLLM_SSM_CONV_STATE_LAYOUT" not in {e["name"] for e in env}
     assert "VLLM_SSM_CONV_STATE_LAYOUT" in {e["name"] for e in engine_env(hybrid(), "decode")}

@@ -11,8 +11,8 @@ import pytest
 
 from pdd_operator.api.spec import EngineSpec
 from pdd_operator.compat import evaluate
-from pdd_operator.vllm.versions import NEWEST_KNOWN, SEED_VERSION, nixl_range, parse_version
 from pdd_operator.pins import engine_image, pins
+from pdd_operator.vllm.versions import NEWEST_KNOWN, SEED_VERSION, nixl_range, parse_version
 from tests.helpers import ROOT, make_spec
 
 DOCKERFILES = sorted((ROOT / "images").glob("*/Dockerfile"))

@@ -97,8 +97,8 @@ def test_side_channel_port_may_not_collide_with_http_or_kv_events():
 def test_flavour_examples_render_what_their_clusters_need():
     import yaml
 
-    from tests.helpers import ROOT
     from pdd_operator.api.spec import PDDeploymentSpec
+    from tests.helpers import ROOT
 
     flavours = {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "examples" / "flavours").glob("*.yaml")}
     assert set(flavours) == {"multus-rdma", "dra", "efa", "host-network"}

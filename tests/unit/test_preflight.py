@@ -12,8 +12,16 @@ import pytest
 
 from pdd_operator.controller.status import kv_transport_condition, preflight_results
 from pdd_operator.preflight import (
-    MEMLOCK_TOO_LOW, NIXL_UNAVAILABLE, NO_RDMA_DEVICE, RDMA_READY, TCP_FALLBACK, PortState, decide, nixl_ucx_check,
-    rdma_ports, ucx_allows_rdma,
+    MEMLOCK_TOO_LOW,
+    NIXL_UNAVAILABLE,
+    NO_RDMA_DEVICE,
+    RDMA_READY,
+    TCP_FALLBACK,
+    PortState,
+    decide,
+    nixl_ucx_check,
+    rdma_ports,
+    ucx_allows_rdma,
 )
 from pdd_operator.render.workloads import Owner, deployment
 from tests.helpers import ROOT, make_spec

@@ -96,8 +96,8 @@ def test_registry_generation_counts_updates():
 # -- what the operator renders for the router ------------------------------------------------------
 
 def test_router_deployment_and_service_are_rendered_per_pddeployment():
-    from pdd_operator.controller.status import RoleObservation, fold_status
     from pdd_operator.compat import evaluate
+    from pdd_operator.controller.status import RoleObservation, fold_status
     from pdd_operator.pins import operator_image
     from pdd_operator.render.workloads import Owner, render_children, router_endpoint
     from tests.helpers import make_spec

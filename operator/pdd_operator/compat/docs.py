@@ -26,8 +26,10 @@ def rules_markdown() -> str:
     for r in RULES:
         lines.append(f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.family} | {r.versions} | {r.summary} |")
     lines += [
-        f"| `{VERSION_UNKNOWN}` | warning | version | all | The vLLM version is known (spec.engine.vllmVersion or the image tag). |",
-        f"| `{VERSION_UNVERIFIED}` | warning | version | all | The vLLM version is one the rules were built from (0.9 to 0.33). |",
+        f"| `{VERSION_UNKNOWN}` | warning | version | all "
+        "| The vLLM version is known (spec.engine.vllmVersion or the image tag). |",
+        f"| `{VERSION_UNVERIFIED}` | warning | version | all "
+        "| The vLLM version is one the rules were built from (0.9 to 0.33). |",
         "",
     ]
     for r in RULES:

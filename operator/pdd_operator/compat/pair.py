@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pdd_operator.render.workloads import Owner, pod_template
-from pdd_operator.vllm.architectures import ModelTraits, traits
+from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import Version, is_vllm_image, parse_version, resolve_version

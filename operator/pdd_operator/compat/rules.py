@@ -15,9 +15,9 @@ from typing import Literal
 
 from pdd_operator.compat.matrix import Capability, Cell, cell, overridden
 from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import Version, fmt
-from pdd_operator.vllm.args import HOST_IP, POD_IP
 
 Violation = tuple[str, str]
 Check = Callable[[PDPair], list[Violation]]

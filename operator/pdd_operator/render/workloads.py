@@ -12,11 +12,10 @@ import json
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import (
-    HTTP_PORT_NAME,
-    NIXL_PORT_NAME,
     ANNOTATION_APPLIED_SPEC,
     ANNOTATION_GENERATION,
     API_VERSION,
+    HTTP_PORT_NAME,
     KIND,
     LABEL_COMPAT_HASH,
     LABEL_COMPONENT,
@@ -26,11 +25,12 @@ from pdd_operator.api.constants import (
     LABEL_PART_OF,
     LABEL_ROLE,
     LABEL_VERSION,
+    NIXL_PORT_NAME,
     ROLES,
 )
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.vllm.versions import fmt, resolve_version
 from pdd_operator.render.engine import compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args
+from pdd_operator.vllm.versions import fmt, resolve_version
 
 ENGINE_CONTAINER = "vllm"
 

@@ -253,7 +253,7 @@ class Router:
                                         timeout=self._models_timeout) as r:
                 raw = await r.read()
                 return web.Response(body=raw, status=r.status, headers=self._response_headers(r, None))
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             self.metrics.decode_errors.inc()
             return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error")
 
@@ -327,7 +327,7 @@ class Router:
                                          openai_error(502, f"prefill endpoint {ep.name} answered no JSON object",
                                                       code="upstream_error"), True)
                     return answer
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.prefill_errors.inc()
                 raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
                                  openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
@@ -387,7 +387,7 @@ class Router:
                 resp = await self.session.post(
                     ep.target(request.path), data=data, headers=headers, timeout=self._decode_timeout,
                 )
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.decode_errors.inc()
                 return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
                                     headers={"X-Request-Id": request_id})
@@ -396,7 +396,7 @@ class Router:
                 if not stream or resp.status != 200 or not ctype.startswith("text/event-stream"):
                     try:
                         raw = await resp.read()
-                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    except (TimeoutError, aiohttp.ClientError) as exc:
                         self.metrics.decode_errors.inc()
                         return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}",
                                             code="upstream_error", headers={"X-Request-Id": request_id})
@@ -411,7 +411,7 @@ class Router:
                 while True:
                     try:
                         chunk = await content.readany()
-                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    except (TimeoutError, aiohttp.ClientError) as exc:
                         # The head is sent: the only way left to tell the client is an error event.
                         self.metrics.decode_errors.inc()
                         err = {"error": {"message": f"decode endpoint {ep.name}: {_describe(exc)}",

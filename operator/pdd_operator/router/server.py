@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import signal
-
 from typing import TYPE_CHECKING
 
 from pdd_operator.router.endpoints import Registry, parse_static
