@@ -7,11 +7,9 @@ from dataclasses import dataclass, field
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
-from pdd_operator.compat.rules import RULES, Rule
+from pdd_operator.compat.rules import CHECKS, Rule
+from pdd_operator.compat.rules.records import VERSION_UNKNOWN, VERSION_UNVERIFIED
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
-
-VERSION_UNKNOWN = "vllm-version-unknown"
-VERSION_UNVERIFIED = "vllm-version-unverified"
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def _finding(rule: Rule, message: str, fix: str) -> Finding:
 
 
 def evaluate(
-    target: PDDeploymentSpec | PDPair, rules: tuple[Rule, ...] = RULES, model_config: dict | None = None
+    target: PDDeploymentSpec | PDPair, rules: tuple[Rule, ...] = CHECKS, model_config: dict | None = None
 ) -> CompatReport:
     """Check a PDDeployment spec (or an already extracted :class:`PDPair`) against every rule.
 
@@ -62,6 +60,8 @@ def evaluate(
     findings: list[Finding] = []
     skipped: list[str] = []
     for rule in rules:
+        if rule.check is None:
+            continue
         if rule.version_bounded and version is None:
             skipped.append(rule.id)
             continue

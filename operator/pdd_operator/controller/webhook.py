@@ -50,6 +50,10 @@ from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, LABEL_MANAGED
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat import evaluate
+
+# Rule ids of the warning for an in-place change of a must-match setting, and of fields the API models
+# refuse; registered (and listed by `pdd rules`) in compat/rules/records.py.
+from pdd_operator.compat.rules.records import INVALID_RULE, ROLLOUT_RULE
 from pdd_operator.vllm import must_match
 
 log = logging.getLogger(__name__)
@@ -65,10 +69,6 @@ TIMEOUT_SECONDS = 10
 #: How often the operator checks that the configuration (and its caBundle) is still in place.
 KEEP_INTERVAL = 60.0
 
-#: Rule id of the warning for an in-place change of a setting that must match between P and D.
-ROLLOUT_RULE = "rollout-incompatible-change"
-#: Rule id for fields the API models refuse (the one the operator puts in status for them).
-INVALID_RULE = "spec-invalid"
 
 #: CEL conditions, all of which must hold for the apiserver to call the webhook: not for objects
 #: being deleted, and UPDATEs only when the spec changes (status is a separate resource anyway).

@@ -1,0 +1,35 @@
+"""The compatibility rules, one module per family, each rule defined where its check is.
+
+Each check takes a :class:`~pdd_operator.compat.pair.PDPair` (the prefill and decode engines as they
+will be started) and returns its violations as ``(message, fix)`` pairs (empty when the rule holds);
+the :func:`~pdd_operator.compat.rules.base.rule` decorator on it carries the id, severity, version
+bounds, fields and source. Importing this package registers every rule; :data:`RULES` lists them in
+evaluation order (the order of the modules below), :data:`RULES_BY_ID` by id. Ids are stable.
+"""
+
+from __future__ import annotations
+
+# The import order is the evaluation order of the rules.
+from pdd_operator.compat.rules import (  # noqa: F401  (each module registers its rules)
+    architecture,
+    block_size,
+    connector,
+    engine_args,
+    hetero_tp,
+    hybrid_ssm,
+    kv_layout,
+    memory,
+    must_match,
+    network,
+    pipeline_parallel,
+    records,
+)
+from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule
+
+#: Every registered rule id, in evaluation order (records without a check included).
+RULES: tuple[Rule, ...] = tuple(REGISTRY)
+#: The rules with a check function, which :func:`pdd_operator.compat.engine.evaluate` runs.
+CHECKS: tuple[Rule, ...] = tuple(r for r in RULES if r.check is not None)
+RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+__all__ = ["CHECKS", "RULES", "RULES_BY_ID", "Rule", "Violation", "record", "rule"]

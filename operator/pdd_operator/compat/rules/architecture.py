@@ -1,0 +1,105 @@
+"""The model architecture x capability matrix (seed 000 section 1) and where vLLM's code overrides it."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.matrix import Capability, Cell, cell, overridden
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.block_size import _block_pair
+from pdd_operator.vllm.versions import fmt
+
+_SEED = "seed 000 section 1 (architecture x capability matrix)"
+
+
+_V020 = (0, 20, 0)
+
+
+def _capabilities_used(pair: PDPair) -> list[Capability]:
+    used = [Capability.BASIC]
+    if any(r.speculative for r in pair.roles):
+        used.append(Capability.SPEC_DECODE)
+    if pair.hetero_tp:
+        used.append(Capability.HETERO_TP)
+    if pair.model.sliding_window:
+        used.append(Capability.SLIDING_WINDOW)
+    if any(r.buffer_device == "cpu" for r in pair.roles) and any(r.resources.get("nvidia.com/gpu") for r in pair.roles):
+        used.append(Capability.HOST_BUFFER)
+    if _block_pair(pair) is not None:
+        used.append(Capability.HETERO_BLOCK)
+    if any(r.kv_layout and r.kv_layout.startswith("B") for r in pair.roles):
+        used.append(Capability.CROSS_LAYER)
+    return used
+
+
+def _matrix_cells(pair: PDPair, wanted: set[Cell]) -> list[tuple[Capability, Cell]]:
+    arch = pair.model.architecture
+    if arch is None:
+        return []
+    return [
+        (cap, cell(arch, cap)) for cap in _capabilities_used(pair)
+        if cell(arch, cap) in wanted and not overridden(arch, cap, pair.version)
+    ]
+
+@rule(
+    id="architecture-unknown", family="architecture", severity="warning",
+    fields=("spec.model.architecture", "spec.model.hfArchitecture", "spec.model.name"),
+    source=_SEED,
+)
+def check_architecture_known(pair: PDPair) -> list[Violation]:
+    """The model's architecture family is known."""
+    if pair.model.architecture is not None:
+        return []
+    return [(
+        f"The architecture of model {pair.prefill.model!r} is not known, so the architecture rules (heterogeneous "
+        "TP, block size, pipeline parallel, hybrid SSM) were not all evaluated.",
+        "Set spec.model.architecture (and ssmKind for hybrid SSM models) or spec.model.hfArchitecture.",
+    )]
+
+
+@rule(
+    id="architecture-unsupported", family="architecture", severity="error",
+    fields=("spec.model.architecture",),
+    source=_SEED,
+    example="model: {hfArchitecture: WhisperForConditionalGeneration}",
+)
+def check_matrix_unsupported(pair: PDPair) -> list[Violation]:
+    """No feature used is a 'no' cell of the matrix."""
+    return [
+        (f"{pair.model.architecture} models do not support {cap} with NixlConnector (compatibility matrix: no).",
+         "Serve this model without P/D disaggregation." if cap == Capability.BASIC else f"Do not use {cap} with this model.")
+        for cap, _ in _matrix_cells(pair, {Cell.NO})
+    ]
+
+
+@rule(
+    id="architecture-unverified", family="architecture", severity="warning",
+    fields=("spec.model.architecture",),
+    source=_SEED,
+)
+def check_matrix_unverified(pair: PDPair) -> list[Violation]:
+    """No feature used is an 'unknown' or 'in progress' cell."""
+    return [
+        (f"{cap} for {pair.model.architecture} models is '{value}' in the compatibility matrix: not verified "
+         "to work with NixlConnector.", "Test this combination before production traffic, or avoid the feature.")
+        for cap, value in _matrix_cells(pair, {Cell.UNKNOWN, Cell.IN_PROGRESS})
+    ]
+
+
+@rule(
+    id="matrix-overridden-by-code", family="architecture", severity="warning",
+    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
+    source="seed 000 footnote (e) vs vllm nixl add_remote_agent (0.20-0.32)",
+    since=_V020,
+)
+def check_hybrid_hetero_tp_matrix(pair: PDPair) -> list[Violation]:
+    """Says where the check follows vLLM's code instead of the matrix (hybrid SSM heterogeneous TP)."""
+    if not (pair.hybrid_ssm and pair.hetero_tp and pair.at_least((0, 20, 0))):
+        return []
+    if pair.at_least((0, 33, 0)):
+        return []
+    return [(
+        f"The compatibility matrix of vLLM {fmt(pair.version)} still calls hybrid SSM heterogeneous TP 'in "
+        "progress', but this version's code supports it (3-read conv transfer; Mamba2 from 0.20, GDN from 0.22, "
+        "Mamba1 from 0.25). The check follows the code.",
+        "No change needed; validate output quality once, as the upstream docs do not yet cover this.",
+    )]

@@ -1,0 +1,115 @@
+"""What a compatibility rule is, and the registry every rule id lives in.
+
+A rule is defined in one place: its check function, decorated with :func:`rule`, which carries the
+id, severity, version bounds, fields and source beside the code; the summary is the function's
+docstring. Ids a user can see that no check function reports (the webhook's, the engine's version
+warnings) are registered with :func:`record`, so ``pdd rules`` and docs/rules.md list every id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.vllm.versions import Version, fmt
+
+#: One violation: ``(message, fix)``; the fix speaks of the fields the user wrote.
+Violation = tuple[str, str]
+Check = Callable[[PDPair], list[Violation]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A compatibility rule.
+
+    Attributes:
+        id: stable kebab-case id (users grep it; never renamed).
+        family: the kind of fault it guards against (several rules may share one).
+        severity: ``error`` refuses the deployment; ``warning`` allows it and says why to look.
+        summary: one line: what must hold (the check function's docstring).
+        fields: PDDeployment fields the rule reads (dotted, camelCase).
+        source: the vLLM file and versions (or seed section) the rule follows.
+        check: the pure check function; ``None`` for an id reported elsewhere (webhook, engine, controller).
+        since: first vLLM version the rule applies to (inclusive); ``None``: all earlier ones too.
+        until: first vLLM version it no longer applies to (exclusive); ``None``: all later ones.
+        example: a spec fragment that breaks the rule (for docs/rules.md).
+        reported_by: for a record without a check, the module that reports the id.
+    """
+
+    id: str
+    family: str
+    severity: Literal["error", "warning"]
+    summary: str
+    fields: tuple[str, ...]
+    source: str
+    check: Check | None = None
+    since: Version | None = None
+    until: Version | None = None
+    example: str = ""
+    reported_by: str = ""
+
+    @property
+    def version_bounded(self) -> bool:
+        return self.since is not None or self.until is not None
+
+    def applies_to(self, version: Version | None) -> bool:
+        """True when the rule applies to ``version`` (always for an unbounded rule)."""
+        if not self.version_bounded:
+            return True
+        if version is None:
+            return False
+        return (self.since is None or version >= self.since) and (self.until is None or version < self.until)
+
+    @property
+    def versions(self) -> str:
+        """Human form of the version bounds, e.g. ``>= 0.20.0`` or ``0.18.0 <= v < 0.20.0``."""
+        if self.since and self.until:
+            return f"{fmt(self.since)} <= v < {fmt(self.until)}"
+        if self.since:
+            return f">= {fmt(self.since)}"
+        if self.until:
+            return f"< {fmt(self.until)}"
+        return "all"
+
+
+#: Every registered rule, in registration (= evaluation) order.
+REGISTRY: list[Rule] = []
+
+
+def _register(r: Rule) -> Rule:
+    if any(old.id == r.id for old in REGISTRY):
+        raise RuntimeError(f"duplicate rule id {r.id!r}")
+    if not r.summary:
+        raise RuntimeError(f"rule {r.id!r} has no summary (docstring)")
+    REGISTRY.append(r)
+    return r
+
+
+def rule(
+    *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
+    since: Version | None = None, until: Version | None = None, example: str = "",
+) -> Callable[[Check], Check]:
+    """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
+
+    Raises ``RuntimeError`` at import for a duplicate id or a missing docstring.
+    """
+
+    def wrap(check: Check) -> Check:
+        summary = (check.__doc__ or "").strip().splitlines()[0] if check.__doc__ else ""
+        _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
+                       source=source, check=check, since=since, until=until, example=example))
+        return check
+
+    return wrap
+
+
+def record(
+    *, id: str, family: str, severity: Literal["error", "warning"], summary: str, fields: tuple[str, ...],
+    source: str, reported_by: str,
+) -> str:
+    """Register an id that no check function reports (``reported_by`` does); returns the id."""
+    _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields), source=source,
+                   reported_by=reported_by))
+    return id

@@ -1,0 +1,102 @@
+"""Block sizes: which prefill/decode block sizes the NIXL transfer supports."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.versions import fmt
+
+
+def _block_pair(pair: PDPair) -> tuple[int, int] | None:
+    p, d = pair.prefill.block_size, pair.decode.block_size
+    if p is None or d is None or p == d:
+        return None
+    return p, d
+
+@rule(
+    id="block-size-partial", family="block-size-mismatch", severity="warning",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
+    source="compat-rules.md section 9",
+)
+def check_block_partial(pair: PDPair) -> list[Violation]:
+    """Block size is set on both roles or neither."""
+    p, d = pair.prefill.block_size, pair.decode.block_size
+    if (p is None) == (d is None):
+        return []
+    return [(f"--block-size is set on one role only (prefill {p}, decode {d}); vLLM picks the other's itself, "
+             "which may not pair with it.", "Set blockSize on both roles, equal unless you need them to differ.")]
+
+
+@rule(
+    id="block-size-direction", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
+    source="seed 000 footnote (c); vllm TransferTopology.block_size_ratio",
+    example="prefill: {blockSize: 32}, decode: {blockSize: 16}",
+)
+def check_block_pull_direction(pair: PDPair) -> list[Violation]:
+    """Pull: decode block size is a multiple of prefill's."""
+    bp = _block_pair(pair)
+    if bp is None or pair.push or bp[1] % bp[0] == 0:
+        return []
+    return [(f"Pull mode needs the decode block size to be a multiple of the prefill one (prefill {bp[0]}, decode "
+             f"{bp[1]}); otherwise every request fails at the first KV read.",
+             f"Use equal block sizes, or a decode block size that is a multiple of {bp[0]}.")]
+
+
+@rule(
+    id="block-size-push-equal", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
+    source="vllm-nixl-facts.md section 4.3 (push) [inference]",
+)
+def check_block_push_equal(pair: PDPair) -> list[Violation]:
+    """Push: equal block sizes."""
+    bp = _block_pair(pair)
+    if bp is None or not pair.push:
+        return []
+    return [(f"NixlPushConnector needs equal block sizes (prefill {bp[0]}, decode {bp[1]}).",
+             "Use the same blockSize on both roles.")]
+
+
+@rule(
+    id="block-size-tp-shrink", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.prefill.tensorParallelSize"),
+    source="vllm nixl _validate_remote_agent_handshake (0.20-0.33)",
+)
+def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
+    """Prefill TP > decode TP: equal block sizes."""
+    bp = _block_pair(pair)
+    if bp is None or pair.tps is None or pair.tps[0] <= pair.tps[1] or pair.mla:
+        return []
+    return [(f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} needs equal block sizes (prefill {bp[0]}, decode {bp[1]}).",
+             "Use the same blockSize on both roles.")]
+
+
+@rule(
+    id="block-size-hma", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.model.architecture"),
+    source="seed 000 footnote (f); vllm nixl 'HMA does not support different remote block size yet' (0.18.0-0.26.x)",
+    until=(0, 27, 0),
+)
+def check_block_hma_old(pair: PDPair) -> list[Violation]:
+    """HMA models: equal block sizes before vLLM 0.27."""
+    bp = _block_pair(pair)
+    if bp is None or not pair.hma_required:
+        return []
+    return [(f"vLLM {fmt(pair.version)} does not support different block sizes with the hybrid KV cache manager "
+             f"(prefill {bp[0]}, decode {bp[1]}): 'HMA does not support different remote block size yet'.",
+             "Use the same blockSize on both roles, or vLLM >= 0.27.")]
+
+
+@rule(
+    id="block-size-host-buffer", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.bufferDevice"),
+    source="vllm nixl base_worker (0.27.0+)",
+    since=(0, 27, 0),
+)
+def check_block_host_buffer(pair: PDPair) -> list[Violation]:
+    """Host buffer: equal block sizes."""
+    bp = _block_pair(pair)
+    if bp is None or not any(r.buffer_device == "cpu" for r in pair.roles):
+        return []
+    return [(f"Different block sizes (prefill {bp[0]}, decode {bp[1]}) are not supported with a host buffer "
+             "(kv_buffer_device cpu).", "Use the same blockSize on both roles.")]

@@ -1,0 +1,190 @@
+"""Hybrid SSM (Mamba) models: HMA, conv-state layout, SSM kinds and heterogeneous TP per vLLM version."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.versions import Version, fmt
+
+_V020 = (0, 20, 0)
+
+
+_SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
+
+@rule(
+    id="hybrid-ssm-unsupported", family="hybrid-ssm", severity="error",
+    fields=("spec.model.architecture", "spec.engine"),
+    source="vllm-nixl-facts.md section 7: SupportsHMA from 0.18.0",
+    until=(0, 18, 0),
+)
+def check_hybrid_before_hma(pair: PDPair) -> list[Violation]:
+    """NixlConnector supports hybrid SSM in the vLLM version."""
+    if not pair.hybrid_ssm:
+        return []
+    return [(f"NixlConnector supports hybrid SSM (Mamba) models only from vLLM 0.18.0; this runs {fmt(pair.version)}.",
+             "Use a vLLM >= 0.20 engine image.")]
+
+
+@rule(
+    id="hybrid-ssm-hetero-tp", family="hetero-tp-unsupported-for-version", severity="error",
+    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
+    source="vllm nixl_connector.py 'Mamba does not support heterogeneous TP yet' (0.18.0-0.19.1)",
+    since=(0, 18, 0), until=_V020,
+)
+def check_hybrid_hetero_tp_old(pair: PDPair) -> list[Violation]:
+    """Hybrid SSM heterogeneous TP is supported by the vLLM version."""
+    if not (pair.hybrid_ssm and pair.hetero_tp):
+        return []
+    p, d = pair.tps
+    return [(
+        f"vLLM {fmt(pair.version)} refuses heterogeneous TP for hybrid SSM models (prefill TP {p}, decode TP {d}): "
+        "'Mamba does not support heterogeneous TP yet'.",
+        "Use equal prefill and decode TP, or vLLM >= 0.20 (Mamba2), 0.22 (GDN), 0.25 (Mamba1).",
+    )]
+
+
+@rule(
+    id="ssm-kind-unsupported", family="hybrid-ssm", severity="error",
+    fields=("spec.model.ssmKind", "spec.engine"),
+    source="vllm ssm_conv_transfer_utils.derive_mamba_conv_split (Mamba2 0.20, GDN 0.22, Mamba1 0.25)",
+    since=_V020, until=(0, 25, 0),
+)
+def check_ssm_kind_supported(pair: PDPair) -> list[Violation]:
+    """The SSM layer kind is supported by the vLLM version."""
+    kind = pair.model.ssm_kind
+    if not pair.hybrid_ssm or kind is None or pair.at_least(_SSM_SINCE[kind]):
+        return []
+    since = _SSM_SINCE[kind]
+    return [(
+        f"vLLM {fmt(pair.version)}'s NIXL conv-state transfer does not support {kind} layers "
+        f"(derive_mamba_conv_split; {kind} from {fmt(since)}): the engine fails at startup.",
+        f"Use a vLLM >= {fmt(since)} engine image.",
+    )]
+
+
+@rule(
+    id="ssm-kind-unknown", family="hybrid-ssm", severity="warning",
+    fields=("spec.model.ssmKind",),
+    source="vllm ssm_conv_transfer_utils.derive_mamba_conv_split (0.20-0.24)",
+    since=_V020, until=(0, 25, 0),
+)
+def check_ssm_kind_known(pair: PDPair) -> list[Violation]:
+    """The SSM kind of a hybrid model is known."""
+    if not pair.hybrid_ssm or pair.model.ssm_kind is not None:
+        return []
+    return [(
+        f"Hybrid SSM model without a known SSM kind: vLLM {fmt(pair.version)} supports only some kinds "
+        "(Mamba2 from 0.20, GDN from 0.22, Mamba1 from 0.25).",
+        "Set spec.model.ssmKind to Mamba1, Mamba2 or GDN.",
+    )]
+
+
+@rule(
+    id="ssm-conv-layout-ds", family="ssm-conv-state-layout", severity="error",
+    fields=("spec.kvCache.ssmConvStateLayout", "spec.engine.env", "spec.prefill.env", "spec.decode.env"),
+    source="seed 001 section 7; vllm nixl worker.__init__ assert is_conv_state_dim_first() (0.20.0+)",
+    since=_V020, example="kvCache: {ssmConvStateLayout: SD}",
+)
+def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
+    """Hybrid SSM engines use the DS conv-state layout."""
+    if not pair.hybrid_ssm:
+        return []
+    out = []
+    for r in pair.roles:
+        layout = r.env.get("VLLM_SSM_CONV_STATE_LAYOUT")
+        if layout != "DS":
+            shown = "unset (vLLM's default SD)" if layout is None else repr(layout)
+            out.append((
+                f"{r.role}: VLLM_SSM_CONV_STATE_LAYOUT is {shown}, but vLLM >= 0.20 asserts DS at startup for every "
+                "NIXL deployment of a model with Mamba layers, equal TP or not.",
+                "Set VLLM_SSM_CONV_STATE_LAYOUT=DS on both roles: leave spec.kvCache.ssmConvStateLayout unset or DS, "
+                "and drop any env override.",
+            ))
+    return out
+
+
+@rule(
+    id="hybrid-hma-required", family="hybrid-ssm", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source="seed 001 section 7; vllm/config/vllm.py HMA off with a kv-transfer-config (<= 0.21)",
+    since=(0, 18, 0), until=(0, 22, 0),
+)
+def check_hybrid_hma(pair: PDPair) -> list[Violation]:
+    """Hybrid SSM engines enable the hybrid KV cache manager."""
+    if not pair.hybrid_ssm:
+        return []
+    return [(
+        f"{r.role}: hybrid SSM models need the hybrid KV cache manager, which a kv-transfer-config turns off in "
+        "vLLM <= 0.21 unless --no-disable-hybrid-kv-cache-manager is given (startup assert).",
+        "Pass --no-disable-hybrid-kv-cache-manager on both roles.",
+    ) for r in pair.roles if r.hma is not True]
+
+
+@rule(
+    id="hybrid-hma-disabled", family="hybrid-ssm", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source="vllm nixl worker assert _is_hma_required (0.18+)",
+)
+def check_hybrid_hma_disabled(pair: PDPair) -> list[Violation]:
+    """HMA is not disabled for hybrid SSM models."""
+    if not pair.hybrid_ssm:
+        return []
+    return [(
+        f"{r.role}: --disable-hybrid-kv-cache-manager is set, but NIXL asserts HMA is on for models with Mamba layers.",
+        "Remove --disable-hybrid-kv-cache-manager.",
+    ) for r in pair.roles if r.hma is False]
+
+
+@rule(
+    id="mamba2-n-groups-unknown", family="hetero-tp", severity="warning",
+    fields=("spec.model.mambaNGroups", "spec.model.configMapRef"),
+    source="vLLM issue #55208 (open) [issue]",
+    since=_V020,
+)
+def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
+    """Mamba2 heterogeneous TP: n_groups is known."""
+    if not (pair.hybrid_ssm and pair.hetero_tp) or pair.n_groups or pair.model.ssm_kind not in (None, "Mamba2"):
+        return []
+    return [(
+        "Mamba2 heterogeneous TP corrupts the conv state when n_groups is not divisible by both TP sizes "
+        "(vLLM issue #55208, e.g. Falcon-H1 with n_groups 1), and n_groups is not known here.",
+        "Set spec.model.mambaNGroups or spec.model.configMapRef (config.json) so this can be checked, or use equal TP.",
+    )]
+
+
+@rule(
+    id="hybrid-prefix-caching", family="hybrid-ssm", severity="error",
+    fields=("spec.decode.extraArgs",),
+    source="vllm nixl _validate_remote_agent_handshake (0.22.0+)",
+    since=(0, 22, 0),
+)
+def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
+    """Hybrid SSM with heterogeneous TP: prefix caching off on decode."""
+    if not (pair.hybrid_ssm and pair.hetero_tp) or pair.decode.prefix_caching is False:
+        return []
+    return [(
+        "Hybrid SSM with heterogeneous TP usually gives prefill and decode different physical-per-logical block "
+        "ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with heterogeneous "
+        "physical_blocks_per_logical is not supported for Mamba hybrid models').",
+        "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless extraArgs override it.",
+    )]
+
+
+@rule(
+    id="mamba2-n-groups-tp", family="hetero-tp", severity="error",
+    fields=("spec.model.mambaNGroups", "spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
+    source="vLLM issue #55208 (open) [issue]",
+    since=_V020,
+)
+def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
+    """Mamba2 heterogeneous TP: both TP sizes divide n_groups."""
+    if not (pair.hybrid_ssm and pair.hetero_tp and pair.n_groups) or pair.model.ssm_kind not in (None, "Mamba2"):
+        return []
+    bad = [tp for tp in pair.tps if pair.n_groups % tp]
+    if not bad:
+        return []
+    return [(
+        f"Mamba2 n_groups {pair.n_groups} is not divisible by TP {bad[0]}: with heterogeneous TP the conv state is "
+        "corrupted (vLLM issue #55208; fix not released).",
+        f"Use equal prefill and decode TP, or TP sizes that divide n_groups ({pair.n_groups}).",
+    )]

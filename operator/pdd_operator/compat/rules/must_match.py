@@ -1,0 +1,171 @@
+"""Settings prefill and decode must share (the NIXL compatibility hash); fields come from vllm/must_match.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.must_match import fields_of
+
+
+def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix: str) -> list[Violation]:
+    p, d = value(pair.prefill), value(pair.decode)
+    if p == d:
+        return []
+    return [(f"{what} differs: prefill {p!r}, decode {d!r}.", fix)]
+
+
+_EAGLE = {"eagle", "eagle3", "mtp", "dflash", "dspark"}
+
+
+def _eagle_settings(r: RoleConfig) -> tuple | None:
+    spec = r.speculative or {}
+    if spec.get("method") not in _EAGLE:
+        return None
+    return spec.get("method"), spec.get("model"), spec.get("revision")
+
+@rule(
+    id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
+    fields=fields_of("vllm_version"),
+    source="seed 000 section 2; vllm nixl metadata.py hash (0.13+)",
+)
+def check_version_match(pair: PDPair) -> list[Violation]:
+    """Prefill and decode run the same vLLM version."""
+    p, d = pair.prefill.version_text, pair.decode.version_text
+    if p is None or d is None or p == d:
+        return []
+    return [(
+        f"vLLM versions differ: prefill {p}, decode {d}. The NIXL handshake hashes the exact version string "
+        "and refuses the pair (0.13+); older versions fail in less obvious ways.",
+        "Run the same engine image on both roles.",
+    )]
+
+
+@rule(
+    id="model-mismatch", family="model-mismatch", severity="error",
+    fields=fields_of("model"),
+    source="seed 000 section 2; vllm nixl metadata.py hash",
+)
+def check_model_match(pair: PDPair) -> list[Violation]:
+    """Prefill and decode serve the identical --model string."""
+    return _differ(pair, lambda r: r.model, "The --model string",
+                   "Pass the identical --model string on both roles (the handshake hashes it as written).")
+
+
+@rule(
+    id="dtype-mismatch", family="model-mismatch", severity="error",
+    fields=fields_of("dtype"),
+    source="seed 000 section 2; vllm nixl metadata.py hash",
+)
+def check_dtype_match(pair: PDPair) -> list[Violation]:
+    """Prefill and decode use the same --dtype."""
+    return _differ(pair, lambda r: r.dtype or "auto", "--dtype", "Use the same --dtype on both roles.")
+
+
+@rule(
+    id="kv-cache-dtype-mismatch", family="kv-cache-dtype-mismatch", severity="error",
+    fields=fields_of("cache_dtype"),
+    source="seed 000 sections 2 and 6; vllm nixl metadata.py hash (raw string)",
+)
+def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
+    """Prefill and decode use the same --kv-cache-dtype."""
+    return _differ(
+        pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)",
+        "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair).",
+    )
+
+
+@rule(
+    id="transfer-mode-mismatch", family="transfer-mode-mismatch", severity="error",
+    fields=fields_of("transfer_mode"),
+    source="seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
+)
+def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
+    """Push and pull connectors never pair."""
+    p, d = pair.prefill.push, pair.decode.push
+    if p == d:
+        return []
+    caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
+        "vLLM before 0.28 does not hash the transfer mode, so the handshake passes and transfers fail later")
+    return [(
+        f"Transfer modes differ: prefill {pair.prefill.connector}, decode {pair.decode.connector}; push and pull "
+        f"never pair ({caught}).",
+        "Use NixlConnector on both roles, or NixlPushConnector on both.",
+    )]
+
+
+@rule(
+    id="hma-flag-mismatch", family="hma-flag-mismatch", severity="error",
+    fields=fields_of("is_hma_enabled"),
+    source="vllm/config/vllm.py (HMA off with a kv-transfer-config, <= 0.21)",
+    until=(0, 22, 0),
+)
+def check_hma_flag_match(pair: PDPair) -> list[Violation]:
+    """Both roles agree on the hybrid KV cache manager flag."""
+    p, d = bool(pair.prefill.hma), bool(pair.decode.hma)
+    if p == d:
+        return []
+    return [(
+        "--no-disable-hybrid-kv-cache-manager is given on one role only; up to vLLM 0.21 a kv-transfer-config "
+        "turns HMA off unless it is given, and the HMA flag is part of the handshake hash.",
+        "Pass --no-disable-hybrid-kv-cache-manager on both roles or on neither.",
+    )]
+
+
+@rule(
+    id="spec-decode-mismatch", family="spec-decode-mismatch", severity="error",
+    fields=fields_of("speculative_config")[:1],
+    source="seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+)",
+)
+def check_spec_decode_match(pair: PDPair) -> list[Violation]:
+    """EAGLE-family speculative settings are equal on P and D."""
+    p, d = _eagle_settings(pair.prefill), _eagle_settings(pair.decode)
+    if p == d:
+        return []
+    caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
+        "vLLM before 0.28 does not check this: long prompts crash decode with illegal memory accesses")
+    return [(
+        f"EAGLE-family speculative settings differ: prefill {p}, decode {d}; the draft model's KV must match ({caught}).",
+        "Use the same speculative method and draft model on both roles (ngram and suffix may differ).",
+    )]
+
+
+@rule(
+    id="hybrid-spec-tokens-mismatch", family="spec-decode-mismatch", severity="error",
+    fields=("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
+    source="vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)",
+)
+def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
+    """Hybrid SSM P and D use equal numSpeculativeTokens."""
+    if not pair.hybrid_ssm or not any(r.speculative for r in pair.roles):
+        return []
+    p, d = pair.prefill.num_spec_tokens, pair.decode.num_spec_tokens
+    if p == d:
+        return []
+    return [(
+        f"num_speculative_tokens differ (prefill {p}, decode {d}); for hybrid SSM models it changes the conv-state "
+        "shape (conv_kernel - 1 + num_spec rows), which NIXL assumes equal on both sides.",
+        "Use the same numSpeculativeTokens on prefill and decode.",
+    )]
+
+
+@rule(
+    id="speculative-incomplete", family="spec-decode-mismatch", severity="error",
+    fields=("spec.speculative", "spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
+    source="vllm/config/speculative.py",
+)
+def check_speculative_complete(pair: PDPair) -> list[Violation]:
+    """Speculative decoding names its draft model and token count."""
+    out = []
+    for r in pair.roles:
+        spec = r.speculative
+        if not spec:
+            continue
+        if spec.get("method") in ("eagle", "eagle3", "draft_model", "dflash", "dspark") and not spec.get("model"):
+            out.append((f"{r.role}: speculative method {spec.get('method')} needs a draft model.",
+                        "Set spec.speculative.draftModel."))
+        if spec.get("num_speculative_tokens") is None:
+            out.append((f"{r.role}: speculative decoding without num_speculative_tokens.",
+                        f"Set spec.{r.role}.numSpeculativeTokens."))
+    return out

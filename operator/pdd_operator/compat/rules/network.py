@@ -1,0 +1,149 @@
+"""KV transport and networking: the side channel, its ports, UCX devices, RDMA and fabrics."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.args import HOST_IP, POD_IP
+
+_UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
+
+
+def _ports(r: RoleConfig) -> set[int]:
+    raw = r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    base = int(raw) if raw and raw.isdigit() else (5600 if r.version is None or r.version >= (0, 11, 1) else 5557)
+    dp = r.dp or 1
+    if r.version is not None and r.version < (0, 11, 1):
+        return set(range(base, base + dp * (r.tp or 1)))
+    return set(range(base, base + dp))
+
+
+_EFA = "vpc.amazonaws.com/efa"
+
+
+def _has_rdma(r: RoleConfig) -> bool:
+    return (any(k.startswith("rdma/") or k == _EFA or "sriov" in k or "hca" in k for k in r.resources)
+            or any("nic" in c or "rdma" in c for c in r.dra_claims))
+
+@rule(
+    id="rdma-missing", family="kv-transport", severity="warning",
+    fields=("spec.network.rdma",),
+    source="NIXL/UCX transport selection (TCP fallback)",
+)
+def check_rdma_present(pair: PDPair) -> list[Violation]:
+    """GPU engines request an RDMA device for KV transfer."""
+    if not pair.managed:
+        return []
+    roles = [r for r in pair.roles if any(k.endswith("/gpu") for k in r.resources) or r.dra_claims]
+    if not roles or any(_has_rdma(r) or r.networks for r in roles) or any(r.buffer_device == "cpu" for r in roles):
+        return []
+    return [(
+        "No RDMA device is requested (spec.network.rdma is unset): unless prefill and decode share NVLink on one node, "
+        "UCX falls back to TCP and time to first token grows 10-40x.",
+        "Set spec.network.rdma.resourceName to the cluster's RDMA resource (e.g. rdma/ib, rdma/rdma_shared_device_a).",
+    )]
+
+
+@rule(
+    id="side-channel-host-not-routable", family="side-channel-host-not-routable", severity="error",
+    fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
+    source="vllm envs.py VLLM_NIXL_SIDE_CHANNEL_HOST (bind and advertised address)",
+    example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
+)
+def check_side_channel_host(pair: PDPair) -> list[Violation]:
+    """The NIXL side channel binds and advertises the pod IP."""
+    out = []
+    for r in pair.roles:
+        host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if host == POD_IP or (host == HOST_IP and r.host_network):
+            continue
+        if host is None:
+            what = "is unset (vLLM's default localhost)"
+        elif host in _UNROUTABLE or host.startswith("127."):
+            what = f"is {host!r}"
+        elif host == HOST_IP:
+            what = "is the node IP but the pod does not use the host network"
+        else:
+            continue  # a literal address: may be right (static setups); not judged
+        out.append((
+            f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. It is both the bind address and the address advertised "
+            "to the peer, so the peer dials the wrong host and the first request fails.",
+            "Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork).",
+        ))
+    return out
+
+
+@rule(
+    id="side-channel-port-conflict", family="side-channel-port-conflict", severity="error",
+    fields=("spec.kvTransfer.sideChannelPort",),
+    source="vllm nixl scheduler listener: port = base + DP index (0.11.1+)",
+)
+def check_side_channel_ports(pair: PDPair) -> list[Violation]:
+    """Engines sharing a network namespace use disjoint side-channel ports."""
+    shared = pair.shared_network or (pair.prefill.host_network and pair.decode.host_network)
+    if not shared:
+        return []
+    clash = sorted(_ports(pair.prefill) & _ports(pair.decode))
+    if not clash:
+        return []
+    return [(
+        f"Prefill and decode share a network namespace and their NIXL side-channel ports overlap ({clash[0]}...): "
+        "the second engine fails with 'Address already in use'.",
+        "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not overlap).",
+    )]
+
+
+@rule(
+    id="side-channel-listener-conflict", family="side-channel-port-conflict", severity="error",
+    fields=("spec.kvTransfer.sideChannelPort", "spec.port"),
+    source="vllm nixl side-channel listener; --kv-events-config endpoint",
+)
+def check_side_channel_vs_listeners(pair: PDPair) -> list[Violation]:
+    """The side-channel port is not used by the engine's HTTP or KV events listener."""
+    out = []
+    for r in pair.roles:
+        clash = sorted(_ports(r) & set(r.other_ports))
+        if clash:
+            out.append((
+                f"{r.role}: the NIXL side-channel port {clash[0]} is also used by another listener of the engine "
+                "(HTTP or KV events).",
+                "Choose a side-channel port (spec.kvTransfer.sideChannelPort) that no other listener uses.",
+            ))
+    return out
+
+
+@rule(
+    id="ucx-net-devices-unscoped", family="kv-transport", severity="warning",
+    fields=("spec.network.ucx.netDevices", "spec.network.hostNetwork"),
+    source="vLLM docs/features/nixl_connector_usage.md (UCX_NET_DEVICES)",
+)
+def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
+    """With the host network, UCX is told which NICs to use."""
+    out = []
+    for r in pair.roles:
+        devices = r.env.get("UCX_NET_DEVICES")
+        if r.host_network and _has_rdma(r) and devices in (None, "all"):
+            out.append((
+                f"{r.role}: the engine uses the host network, so UCX sees every NIC of the node and UCX_NET_DEVICES is "
+                f"{'unset' if devices is None else 'all'}: it may pick a NIC far from the GPU, or an Ethernet port.",
+                "Set spec.network.ucx.netDevices to the GPU-local RDMA devices, e.g. mlx5_0:1.",
+            ))
+    return out
+
+
+@rule(
+    id="nixl-backend-fabric-mismatch", family="nixl-backend-fabric-mismatch", severity="error",
+    fields=("spec.kvTransfer.backends", "spec.network.rdma.resourceName"),
+    source="vllm nixl base_worker backends; NIXL LIBFABRIC plugin",
+)
+def check_efa_backend(pair: PDPair) -> list[Violation]:
+    """AWS EFA uses the LIBFABRIC backend."""
+    out = []
+    for r in pair.roles:
+        if _EFA in r.resources and "LIBFABRIC" not in r.backends:
+            out.append((
+                f"{r.role}: the pod gets AWS EFA devices but NIXL uses backends {r.backends}; UCX cannot drive EFA's SRD "
+                "transport and stalls or falls back to software emulation.",
+                "Set spec.kvTransfer.backends to [LIBFABRIC] (kv_connector_extra_config.backends).",
+            ))
+    return out

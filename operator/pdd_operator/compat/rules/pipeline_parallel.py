@@ -1,0 +1,80 @@
+"""Pipeline parallelism across the NIXL transfer (prefill PP only, push connector, versions)."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.versions import fmt
+
+
+@rule(
+    id="pp-decode-unsupported", family="pipeline-parallel-unsupported", severity="error",
+    fields=("spec.decode.pipelineParallelSize",),
+    source="seed 000 section 5; vllm nixl consumer PP check (0.26+)",
+)
+def check_pp_decode(pair: PDPair) -> list[Violation]:
+    """Only prefill may be pipeline-parallel."""
+    if (pair.decode.pp or 1) == 1:
+        return []
+    return [(f"Decode pipeline parallel size {pair.decode.pp}: only the prefill side may be pipeline-split.",
+             "Set decode pipelineParallelSize to 1 (use tensor parallel on decode).")]
+
+
+@rule(
+    id="pp-pull-unsupported", family="pipeline-parallel-unsupported", severity="error",
+    fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector"),
+    source="seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata)",
+    example="prefill: {pipelineParallelSize: 2} with NixlConnector",
+)
+def check_pp_pull(pair: PDPair) -> list[Violation]:
+    """Prefill PP > 1 only with the push connector."""
+    if (pair.prefill.pp or 1) == 1 or pair.push:
+        return []
+    why = ("the model needs the hybrid KV cache manager, which pull refuses with PP" if pair.hma_required
+           else "the pull connector does not support PP-disaggregated transfer")
+    return [(
+        f"Prefill pipeline parallel size {pair.prefill.pp} with the pull NixlConnector: {why}.",
+        "Use prefill pipelineParallelSize 1, or NixlPushConnector (vLLM >= 0.26; non-hybrid models).",
+    )]
+
+
+@rule(
+    id="pp-unsupported-version", family="pipeline-parallel-unsupported", severity="error",
+    fields=("spec.prefill.pipelineParallelSize", "spec.engine"),
+    source="vllm-nixl-facts.md section 4.4 (none before 0.26.0)",
+    until=(0, 26, 0),
+)
+def check_pp_version(pair: PDPair) -> list[Violation]:
+    """Prefill PP > 1 needs vLLM's NIXL PP handling."""
+    if (pair.prefill.pp or 1) == 1:
+        return []
+    return [(f"vLLM {fmt(pair.version)} has no pipeline-parallel handling in the NIXL connector (first in 0.26.0).",
+             "Use pipelineParallelSize 1, or vLLM >= 0.26 with NixlPushConnector.")]
+
+
+@rule(
+    id="pp-push-hma-version", family="pipeline-parallel-unsupported", severity="error",
+    fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector", "spec.engine"),
+    source="vllm nixl base_worker.__init__ (0.26.0-0.30.x)",
+    since=(0, 26, 0), until=(0, 31, 0),
+)
+def check_pp_push_hma_version(pair: PDPair) -> list[Violation]:
+    """Push with PP > 1 and HMA needs vLLM >= 0.31."""
+    if (pair.prefill.pp or 1) == 1 or not pair.push or not pair.hma_required:
+        return []
+    return [(f"NixlPushConnector in vLLM {fmt(pair.version)} does not support pipeline_parallel_size > 1 with "
+             "hybrid KV cache layouts (startup error; allowed from 0.31.0).",
+             "Use prefill pipelineParallelSize 1, or vLLM >= 0.31.")]
+
+
+@rule(
+    id="pp-hybrid-ssm", family="pipeline-parallel-unsupported", severity="error",
+    fields=("spec.prefill.pipelineParallelSize", "spec.model.architecture"),
+    source="seed 000 section 5; vllm nixl push worker (0.31+)",
+)
+def check_pp_hybrid_ssm(pair: PDPair) -> list[Violation]:
+    """No prefill PP > 1 with push for hybrid SSM models."""
+    if (pair.prefill.pp or 1) == 1 or not pair.hybrid_ssm or not pair.push:
+        return []
+    return [("NixlPushConnector does not support pipeline_parallel_size > 1 with Mamba/SSM hybrid KV cache "
+             "layouts (startup error).", "Use prefill pipelineParallelSize 1 for hybrid SSM models.")]

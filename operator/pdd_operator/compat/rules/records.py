@@ -1,0 +1,40 @@
+"""Ids users see that no check function reports: the admission webhook's, the controller's and the
+engine's version warnings. They are registered here so ``pdd rules`` and docs/rules.md list them; the
+code that reports each one imports its constant from here (or, in the controller, names it literally
+and a unit test keeps the two equal)."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.rules.base import record
+
+INVALID_RULE = record(
+    id="spec-invalid", family="api", severity="error",
+    summary="The spec is accepted by the PDDeployment API models (every bad field is named).",
+    fields=("spec",), source="PDDeployment API (operator/pdd_operator/api/spec.py)",
+    reported_by="controller/webhook.py (admission), controller/reconcile.py (status)",
+)
+MODEL_CONFIG_UNAVAILABLE = record(
+    id="model-config-unavailable", family="api", severity="warning",
+    summary="The ConfigMap named by spec.model.configMapRef holds the model's config.json.",
+    fields=("spec.model.configMapRef",), source="PDDeployment API (spec.model.configMapRef)",
+    reported_by="controller/reconcile.py load_model_config",
+)
+ROLLOUT_RULE = record(
+    id="rollout-incompatible-change", family="rollout", severity="warning",
+    summary="An in-place change of a must-match setting replaces every pod of both roles.",
+    fields=("spec",), source="vllm/must_match.py MUST_MATCH (the compat hash)",
+    reported_by="controller/webhook.py (admission warning on UPDATE)",
+)
+VERSION_UNKNOWN = record(
+    id="vllm-version-unknown", family="version", severity="warning",
+    summary=("The vLLM version is known (spec.engine.vllmVersion or the image tag); else the version-bounded "
+             "rules are named as not evaluated."),
+    fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 7 (version timeline)",
+    reported_by="compat/engine.py evaluate",
+)
+VERSION_UNVERIFIED = record(
+    id="vllm-version-unverified", family="version", severity="warning",
+    summary="The vLLM version is one the rules were built from (0.9 to 0.33).",
+    fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 0",
+    reported_by="compat/engine.py evaluate",
+)
