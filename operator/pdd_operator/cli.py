@@ -74,14 +74,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
-    A file or object that cannot be read is reported and the others are still checked. Exit code:
-    2 if any input could not be read, else 1 if any deployment is incompatible, else 0.
+    A file or object that cannot be read is reported and the others are still checked. Exit codes:
+    see :data:`CHECK_EXIT_CODES`.
     """
-    from pdd_operator.compat.manifests import find_engines, pair_engines
+    from pdd_operator.compat.manifests import pair_engines
 
     results: list[dict] = []
     input_errors: list[str] = []
     engines = []
+    unreadable: list[dict] = []
     all_docs: dict[str, list[dict]] = {}
     for path in args.files:
         try:
@@ -96,7 +97,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
-                engines.extend(find_engines(doc))
+                engines.extend(_scan_foreign(doc, unreadable))
                 continue
             meta = doc.get("metadata") or {}
             try:
@@ -116,13 +117,18 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "findings": [f.wire() for f in report.findings],
             })
     pairs, unpaired = pair_engines(engines)
+    skipped = list(unreadable)
     for pair, _, _ in pairs:
         report = evaluate(pair)
+        if report.not_checked:
+            skipped.append({"object": pair.source, "reason": report.not_checked})
+            continue
         results.append({
-            "file": ", ".join(all_docs), "object": pair.source, "vllmVersion": report.version,
-            "compatible": report.compatible, "findings": [f.wire() for f in report.findings],
+            "file": ", ".join(all_docs), "object": pair.source, "pairedBy": pair.paired_by,
+            "vllmVersion": report.version, "compatible": report.compatible,
+            "findings": [f.wire() for f in report.findings],
         })
-    skipped = [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
+    skipped += [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
     failed = any(not r["compatible"] for r in results)
     if args.output == "json":
         print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))
@@ -130,19 +136,45 @@ def cmd_check(args: argparse.Namespace) -> int:
         for r in results:
             verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
             print(f"{r['object']} (vLLM {r['vllmVersion']}): {verdict}")
+            if r.get("pairedBy"):
+                print(f"  paired because {r['pairedBy']}")
             for f in r["findings"]:
                 print(f"  {f['severity']}: [{f['rule']}] {f['message']}")
                 if f.get("fix"):
                     print(f"    fix: {f['fix']}")
         for s_ in skipped:
-            print(f"not checked: {s_['object']}: {s_['reason']}")
+            print(f"not checked: {s_['object']}: because {s_['reason']}")
         for err in input_errors:
             print(f"error: {err}", file=sys.stderr)
         if not results and not skipped and not input_errors:
             print("no PDDeployment and no vLLM engine with a KV connector found")
+    return _check_exit_code(input_errors, failed, bool(skipped) and not args.allow_unchecked)
+
+
+#: ``pdd check`` exit codes, most severe first.
+CHECK_EXIT_CODES = {
+    2: "a file or object could not be read",
+    1: "a deployment is incompatible (an error finding)",
+    3: "a prefill/decode engine or pair was not checked (see 'not checked'; --allow-unchecked makes this 0)",
+    0: "every deployment found was checked and is compatible (warnings allowed)",
+}
+
+
+def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool) -> int:
     if input_errors:
         return 2
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return 3 if unchecked else 0
+
+
+def _scan_foreign(doc: dict, unreadable: list[dict]) -> list:
+    """The P/D engines of a non-PDDeployment document; those it cannot read go to ``unreadable``."""
+    from pdd_operator.compat.manifests import scan
+
+    engines, cannot = scan(doc)
+    unreadable.extend({"object": u.where, "reason": u.reason} for u in cannot)
+    return engines
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
@@ -247,11 +279,15 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--force", action="store_true", help="render even when compatibility errors are found")
     render.set_defaults(func=cmd_render)
 
-    check = sub.add_parser("check", help="check PDDeployments against the compatibility rules")
+    check = sub.add_parser(
+        "check", help="check PDDeployments against the compatibility rules",
+        epilog="exit codes: " + "; ".join(f"{code}: {what}" for code, what in CHECK_EXIT_CODES.items()))
     check.add_argument("files", nargs="+", help="YAML files (multi-document), or - for stdin")
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")
     check.add_argument("--model-config", metavar="FILE",
                        help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")
+    check.add_argument("--allow-unchecked", action="store_true",
+                       help="exit 0 even when a prefill/decode engine or pair could not be checked")
     check.set_defaults(func=cmd_check)
 
     rules = sub.add_parser("rules", help="list the compatibility rules")

@@ -141,12 +141,24 @@ def test_every_case_is_translated():
     assert set(TRANSLATIONS) == set(CASES)
 
 
+#: Cases whose expected verdict a later, better-sourced case overrides: (verdict, why).
+SUPERSEDED = {
+    # Its build called itself 0.1.dev1+g2b51d23f6: setuptools-scm's version for a checkout without tags, which
+    # says nothing about the code (turn2 literal-dev-version-0.1.dev1: reading it as 0.1.0 refused valid
+    # deployments). Whether it predates vLLM PR #27274 cannot be told, so the version-bounded rule is named
+    # as not evaluated (a warning) instead of refusing.
+    "hetero-tp-p-gt-d-unsupported-version": ("warn", "version"),  # the vllm-version-unknown warning
+}
+
+
 @pytest.mark.parametrize("case_id", sorted(TRANSLATIONS))
 def test_case_as_pddeployment(case_id):
     case = CASES.get(case_id)
     if case is None:
         pytest.skip("cases file not present")
     expected = case["expected"]
+    if case_id in SUPERSEDED:
+        expected = {"verdict": SUPERSEDED[case_id][0], "rule": SUPERSEDED[case_id][1]}
     spec = TRANSLATIONS[case_id]
     if spec is None:
         # Inexpressible: the fault needs P and D to differ in a setting written once, or needs a pod

@@ -62,9 +62,10 @@ def test_engines_without_a_counterpart_are_reported_not_checked(tmp_path, capsys
     only_prefill = next(docs)
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump(only_prefill))
-    assert main(["check", str(path), "-o", "json"]) == 0
+    assert main(["check", str(path), "-o", "json"]) == 3  # not checked is not a pass
     out = json.loads(capsys.readouterr().out)
     assert out["results"] == [] and "no decode engine" in out["notChecked"][0]["reason"]
+    assert main(["check", str(path), "--allow-unchecked"]) == 0
 
 
 def test_check_mixes_pddeployments_and_foreign_manifests(capsys):

@@ -20,11 +20,15 @@ class CompatReport:
         version: the vLLM version the rules were evaluated for, ``"unknown"`` if none.
         findings: errors first, then warnings, each in rule order (deterministic).
         not_evaluated: ids of version-bounded rules skipped because the version is unknown.
+        not_checked: why no rule was evaluated at all (the pair uses a KV connector these rules do not
+            describe), or ``""``. Such a pair is neither compatible nor incompatible: ``pdd check`` reports
+            it as "not checked" and exits non-zero unless told to allow it.
     """
 
     version: str
     findings: list[Finding] = field(default_factory=list)
     not_evaluated: list[str] = field(default_factory=list)
+    not_checked: str = ""
 
     @property
     def errors(self) -> list[Finding]:
@@ -38,6 +42,10 @@ class CompatReport:
     def compatible(self) -> bool:
         """True when no error-severity rule fired."""
         return not self.errors
+
+
+def _sentence(text: str) -> str:
+    return text if text.startswith("vLLM") else text[0].upper() + text[1:]
 
 
 def _finding(rule: Rule, message: str, fix: str) -> Finding:
@@ -57,6 +65,11 @@ def evaluate(
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     version = pair.version
+    foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
+    if foreign:
+        return CompatReport(version=fmt(version), not_checked=(
+            f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
+            "these rules describe NixlConnector prefill/decode only"))
     findings: list[Finding] = []
     skipped: list[str] = []
     for rule in rules:
@@ -73,7 +86,7 @@ def evaluate(
         what = "; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles"
         findings.append(Finding(
             rule=VERSION_UNKNOWN, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
-            message=f"{what[0].upper()}{what[1:]}; these version-dependent rules were not evaluated: {', '.join(skipped)}.",
+            message=f"{_sentence(what)}; these version-dependent rules were not evaluated: {', '.join(skipped)}.",
             fix="Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version.",
             source="vllm-nixl-facts.md section 7 (version timeline)",
         ))

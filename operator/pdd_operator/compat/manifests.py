@@ -8,8 +8,19 @@ NVIDIA Dynamo DynamoGraphDeployments (``extraPodSpec.mainContainer`` running ``d
 Rather than one parser per CRD, every document is walked for pod specs (a mapping with a
 ``containers`` list) and Dynamo main containers; each vLLM engine found becomes a candidate whose role
 comes, in order, from ``kv_role`` in its ``--kv-transfer-config``, Dynamo's ``--is-prefill-worker``
-/ ``subComponentType``, a role label, or the words prefill/decode in the path or names around it.
-Prefill and decode candidates serving the same model are then paired.
+/ ``--disaggregation-mode`` / ``subComponentType`` / v1beta1 ``type``, a role label, or the words
+prefill/decode in the path or names around it. An engine without any KV connector is kept when its
+role comes from such a structural hint (not from a name alone): it sits in a P/D topology and
+``kv-connector-missing`` reports it.
+
+Pairing (:func:`pair_engines`) joins only roles of one deployment: same namespace and model, and one
+object, the same owner, the same labels once the role label is set aside, or the same name once the
+role word is removed; failing those, the only prefill and the only decode engine of a model in a
+namespace. Each pair says how it was formed (``PDPair.paired_by``).
+
+P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang engines; a KServe
+LLMInferenceService whose engine command comes from KServe's templates), so that they are reported
+as "not checked" instead of passing silently.
 """
 
 from __future__ import annotations
@@ -21,7 +32,15 @@ from typing import Any
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, env_values, parse_flags, split_command
-from pdd_operator.vllm.versions import fmt, is_vllm_image, version_from_image
+from pdd_operator.vllm.versions import (
+    dev_build,
+    dev_build_note,
+    fmt,
+    image_tag,
+    is_vllm_image,
+    parse_version,
+    version_from_image,
+)
 
 _ROLE_WORDS = {"prefill": "prefill", "prefiller": "prefill", "decode": "decode", "decoder": "decode"}
 _ROLE_LABELS = ("llm-d.ai/role", "pdd-operator.dev/role", "app.kubernetes.io/component", "role",
@@ -37,12 +56,32 @@ class Engine:
         role: ``prefill``, ``decode``, ``both`` (kv_both with no other hint) or ``None`` (unknown).
         config: its settings.
         pod_id: identity of the pod spec it sits in (engines in one pod share a network namespace).
+        namespace: the object's namespace (``default`` when not written).
+        doc_id: identity of the top-level object it was found in.
+        group: the pod's and object's labels without role labels or values naming a role (sorted pairs).
+        stem: the object's name with the role word removed (``llama-prefill`` -> ``llama``).
+        owners: ``Kind/name`` of the object's ownerReferences.
+        role_from: what told the role: ``kv_role``, ``flag``, ``type``, ``label`` or ``name``.
     """
 
     where: str
     role: str | None
     config: RoleConfig
     pod_id: int
+    namespace: str = "default"
+    doc_id: int = 0
+    group: tuple[tuple[str, str], ...] = ()
+    stem: str = ""
+    owners: tuple[str, ...] = ()
+    role_from: str = ""
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A prefill/decode engine this checker cannot read, and why (reported as "not checked")."""
+
+    where: str
+    reason: str
 
 
 def _role_hint(text: str) -> str | None:
@@ -60,87 +99,161 @@ def _labels_role(labels: dict | None) -> str | None:
     return None
 
 
-def _classify(argv: list[str], kv_role: str | None, context: list[str], labels_role: str | None) -> str | None:
+def _classify(
+    argv: list[str], kv_role: str | None, context: list[str], labels_role: tuple[str, str] | None
+) -> tuple[str | None, str]:
     if kv_role == "kv_producer":
-        return "prefill"
+        return "prefill", "kv_role"
     if kv_role == "kv_consumer":
-        return "decode"
+        return "decode", "kv_role"
     _, flags = parse_flags(argv)
     if flags.get("--is-prefill-worker") is True or "--is-prefill-worker" in argv:
-        return "prefill"
+        return "prefill", "flag"
     if "--is-decode-worker" in argv:
-        return "decode"
+        return "decode", "flag"
+    mode = flags.get("--disaggregation-mode")
+    if isinstance(mode, str) and mode in ("prefill", "decode"):
+        return mode, "flag"
     if labels_role:
         return labels_role
     for text in reversed(context):
         hint = _role_hint(text)
         if hint:
-            return hint
-    return "both" if kv_role == "kv_both" else None
+            return hint, "name"
+    return ("both" if kv_role == "kv_both" else None), ""
 
 
-def _engine(container: dict, pod_spec: dict, where: str, context: list[str], labels_role: str | None) -> Engine | None:
+#: Dynamo runtime releases from which the vLLM worker no longer picks a connector itself: from
+#: vllm-runtime 1.0.0rc5 ``--connector`` is deprecated and ``--kv-transfer-config`` must be explicit
+#: (ai-dynamo/aiconfigurator#519); before, the worker configured NixlConnector unless told otherwise.
+DYNAMO_EXPLICIT_CONNECTOR_SINCE = (1, 0, 0)
+_SGLANG = re.compile(r"\bsglang\b")
+
+
+def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
+    name, _, tag = image.split("@", 1)[0].rpartition(":")
+    if "ai-dynamo" not in name or not tag:
+        return None
+    return parse_version(tag)
+
+
+def _engine(
+    container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
+    pod_meta: dict | None,
+) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
+    command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+    if any(_SGLANG.search(x) for x in command) or "sglang" in image.rsplit("/", 1)[-1]:
+        if "--disaggregation-mode" in " ".join(command):
+            return Unreadable(where, "an SGLang prefill/decode engine (--disaggregation-mode): these rules describe "
+                              "vLLM's NixlConnector, not SGLang's disaggregation")
+        return None
     argv = split_command(container.get("command"), container.get("args"), image_runs_vllm=is_vllm_image(image),
                          extra=env_values(container.get("env")).get("VLLM_ADDITIONAL_ARGS"))
     if not argv:
         return None
+    tag = image_tag(image)
     version = version_from_image(image)
-    config = role_from_container("?", container, pod_spec, version_text=fmt(version) if version else None)
-    if "dynamo.vllm" in argv and not config.kv_transfer:
-        # Dynamo's vLLM worker configures NixlConnector itself unless told otherwise.
+    version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
+    config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta)
+    runtime = _dynamo_runtime(image)
+    implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
+    if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
+        # Dynamo's vLLM worker (before runtime 1.0) configures NixlConnector itself unless told otherwise.
         config = RoleConfig(**{**config.__dict__, "kv_transfer": {"kv_connector": "NixlConnector"}})
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
-    if not config.kv_transfer:
+    role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
+    if not config.kv_transfer and (role not in ("prefill", "decode") or role_from == "name"):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
-    role = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
-    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec))
+    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from)
 
 
-def _walk(node: Any, path: list[str], context: list[str], labels_role: str | None, out: list[Engine], origin: str) -> None:
+def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
+          out: list, origin: str, pod_meta: dict | None) -> None:
     if isinstance(node, dict):
         meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
         ctx = context + [str(meta.get("name", ""))] if meta.get("name") else list(context)
-        role_from_labels = _labels_role(meta.get("labels")) or labels_role
-        for key in ("subComponentType", "componentType", "role"):
+        label_role = _labels_role(meta.get("labels"))
+        role_from_labels = (label_role, "label") if label_role else labels_role
+        if meta:
+            pod_meta = meta
+        for key in ("subComponentType", "componentType", "role", "type"):
             if isinstance(node.get(key), str) and _role_hint(node[key]):
-                role_from_labels = _role_hint(node[key])
+                role_from_labels = (_role_hint(node[key]), "type")
         containers = node.get("containers")
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
-                engine = _engine(c, node, where, ctx + path, role_from_labels)
-                if engine:
-                    out.append(engine)
+                found = _engine(c, node, where, ctx + path, role_from_labels, pod_meta)
+                if found:
+                    out.append(found)
         main = node.get("mainContainer")
         if isinstance(main, dict):
-            pod = dict(node)
-            engine = _engine(main, pod, f"{origin} {'.'.join(path)}.mainContainer", ctx + path, role_from_labels)
-            if engine:
-                out.append(engine)
+            found = _engine(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
+                            role_from_labels, pod_meta)
+            if found:
+                out.append(found)
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta)
 
 
-def find_engines(doc: dict) -> list[Engine]:
-    """Every vLLM engine with a KV connector in one manifest document."""
+def _stem(name: str) -> str:
+    return re.sub(r"(^|[-_.])(prefill|prefiller|decode|decoder)(?=$|[-_.])", "", name.lower()).strip("-_.")
+
+
+def _group(*label_sets: dict | None) -> tuple[tuple[str, str], ...]:
+    out = {}
+    for labels in label_sets:
+        for k, v in (labels or {}).items():
+            if k in _ROLE_LABELS or (isinstance(v, str) and _role_hint(v)) or k == "pod-template-hash":
+                continue
+            out[str(k)] = str(v)
+    return tuple(sorted(out.items()))
+
+
+def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
+    """Every vLLM engine of a P/D topology in one manifest document, and the P/D engines it cannot read."""
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
-    out: list[Engine] = []
-    _walk(doc, [], [str(doc.get("kind", ""))], None, out, origin)
+    found: list = []
+    _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
+    unreadable = [u for u in found if isinstance(u, Unreadable)]
+    out = [e for e in found if isinstance(e, Engine)]
     # One object holding a prefill engine and otherwise unlabelled engines (KServe's spec.template
     # beside spec.prefill): the others are its decode side.
     roles = [e.role for e in out]
     if roles.count("prefill") >= 1 and "decode" not in roles:
-        out = [Engine(e.where, "decode", e.config, e.pod_id) if e.role in (None, "both") else e for e in out]
-    return out
+        out = [Engine(**{**e.__dict__, "role": "decode", "role_from": "type"}) if e.role in (None, "both") else e
+               for e in out]
+    owners = tuple(f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [])
+    out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
+                     "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
+                     "owners": owners}) for e in out]
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
+        for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
+                                     ("spec.template", "decode", spec.get("template"))):
+            for c in (template or {}).get("containers") or []:
+                if c.get("name") == "main" and not c.get("command") and not c.get("args"):
+                    unreadable.append(Unreadable(
+                        f"{origin} {path}.containers(main)",
+                        f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates, "
+                        "which are not in these files, so its KV connector and flags cannot be read (before "
+                        "kserve#6027 the templates set no --kv-transfer-config at all); give the container an "
+                        "explicit command/args to have it checked"))
+    return out, unreadable
+
+
+def find_engines(doc: dict) -> list[Engine]:
+    """Every vLLM engine of a P/D topology in one manifest document (see :func:`scan`)."""
+    return scan(doc)[0]
 
 
 @dataclass(frozen=True)
@@ -151,10 +264,27 @@ class Unpaired:
     reason: str
 
 
-def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engine]], list[Unpaired]]:
-    """Pair prefill with decode engines of the same model.
+def _same_deployment(p: Engine, d: Engine) -> str | None:
+    """How ``p`` and ``d`` are known to be roles of one deployment, or ``None``."""
+    if p.namespace != d.namespace:
+        return None
+    if p.doc_id == d.doc_id:
+        return "both roles are in one object"
+    shared_owner = set(p.owners) & set(d.owners)
+    if shared_owner:
+        return f"both are owned by {sorted(shared_owner)[0]}"
+    if p.group and p.group == d.group:
+        return "their labels match once the role label is set aside (" + ", ".join(f"{k}={v}" for k, v in p.group) + ")"
+    if p.stem and p.stem == d.stem:
+        return f"their names differ only in the role word ({p.stem})"
+    return None
 
-    Returns ``(pairs, unpaired)``; each pair comes with the two engines it was built from.
+
+def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engine]], list[Unpaired]]:
+    """Pair each prefill engine with the decode engines of the same deployment (see the module docstring).
+
+    Returns ``(pairs, unpaired)``; each pair comes with the two engines it was built from, and its
+    ``paired_by`` says how the two were joined.
     """
     prefills = [e for e in engines if e.role == "prefill"]
     decodes = [e for e in engines if e.role == "decode"]
@@ -163,25 +293,39 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     pairs = []
     used: set[int] = set()
     for p in prefills:
-        same_model = [d for d in decodes if d.config.model == p.config.model]
-        candidates = same_model or (decodes if len(prefills) == 1 and len(decodes) == 1 else [])
-        if not candidates:
-            unpaired.append(Unpaired(p, "no decode engine serving the same model"))
+        matched = [(d, how) for d in decodes if d.config.model == p.config.model
+                   for how in [_same_deployment(p, d)] if how]
+        if not matched:
+            same = [d for d in decodes if d.config.model == p.config.model and d.namespace == p.namespace]
+            rivals = [q for q in prefills if q.config.model == p.config.model and q.namespace == p.namespace]
+            if len(same) == 1 and len(rivals) == 1:
+                matched = [(same[0], f"the only prefill and decode engines of model {p.config.model} in namespace "
+                            f"{p.namespace}")]
+            elif len(prefills) == 1 and len(decodes) == 1 and p.namespace == decodes[0].namespace:
+                matched = [(decodes[0], "the only prefill and decode engines in the files")]
+        if not matched:
+            unpaired.append(Unpaired(p, "no decode engine of the same deployment (namespace, owner, labels or name) "
+                                     "serving the same model"))
             continue
-        for d in candidates:
+        for d, how in matched:
             used.add(id(d))
             notes = []
-            if p.config.version is None or d.config.version is None:
+            for e in (p, d):
+                text = e.config.version_text
+                if text and dev_build(text):
+                    notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
+            if (p.config.version is None or d.config.version is None) and not notes:
                 notes.append("the vLLM version cannot be read from the engine image tags")
             pair = PDPair(
                 source=f"{p.where} + {d.where}",
                 prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
                 decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
                 model=traits(None, None, None, p.config.model or ""),
-                shared_network=p.pod_id == d.pod_id, notes=tuple(notes),
+                shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
             )
             pairs.append((pair, p, d))
     for d in decodes:
         if id(d) not in used:
-            unpaired.append(Unpaired(d, "no prefill engine serving the same model"))
+            unpaired.append(Unpaired(d, "no prefill engine of the same deployment (namespace, owner, labels or name) "
+                                     "serving the same model"))
     return pairs, unpaired

@@ -13,7 +13,33 @@ from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
 from pdd_operator.vllm.model_config import resolve_model
-from pdd_operator.vllm.versions import Version, is_vllm_image, parse_version, resolve_version
+from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
+
+#: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
+NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
+#: Connectors that run child connectors listed in ``kv_connector_extra_config.connectors``: vLLM's
+#: MultiConnector (``kv_connector/v1/multi_connector.py``: each child gets its own KVTransferConfig built
+#: from its dict) and Dynamo KVBM's PdConnector (``kvbm.vllm_integration.connector``), same shape.
+WRAPPER_CONNECTORS = ("MultiConnector", "PdConnector")
+
+
+def unwrap_connector(kv_transfer: dict) -> tuple[dict, str | None]:
+    """``(config, wrapper)``: for a wrapper connector with a NIXL child, the child's config (the parent's
+    ``kv_role`` where the child has none) and the wrapper's description, e.g.
+    ``MultiConnector[OffloadingConnector, NixlConnector]``; otherwise ``(kv_transfer, None)``."""
+    name = kv_transfer.get("kv_connector")
+    children = (kv_transfer.get("kv_connector_extra_config") or {}).get("connectors")
+    if name not in WRAPPER_CONNECTORS or not isinstance(children, list):
+        return kv_transfer, None
+    children = [c for c in children if isinstance(c, dict)]
+    described = f"{name}[{', '.join(str(c.get('kv_connector')) for c in children)}]"
+    for child in children:
+        inner, _ = unwrap_connector(child)
+        if inner.get("kv_connector") in NIXL_CONNECTORS:
+            merged = {**inner}
+            merged.setdefault("kv_role", kv_transfer.get("kv_role"))
+            return merged, described
+    return kv_transfer, described
 
 
 @dataclass(frozen=True)
@@ -42,6 +68,14 @@ class RoleConfig:
         networks: Multus secondary networks of the pod.
         other_ports: other ports the engine listens on (HTTP, KV events), to compare with the side channel.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
+        wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
+            whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
+        revision: ``--revision`` (the model's weights revision), if given.
+        pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
+        node_selector: the pod's ``nodeSelector``.
+        anti_affinity: the pod's required anti-affinity terms as ``(matchLabels, topologyKey)``;
+            a term with ``matchExpressions`` is left out (it cannot be judged here).
+        container: the container name, for fixes that speak of the user's manifest.
     """
 
     role: str
@@ -68,10 +102,21 @@ class RoleConfig:
     networks: tuple[str, ...] = ()
     other_ports: tuple[int, ...] = ()
     errors: tuple[str, ...] = ()
+    wrapper: str | None = None
+    revision: str | None = None
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    anti_affinity: tuple[tuple[tuple[tuple[str, str], ...], str], ...] = ()
+    container: str | None = None
 
     @property
     def connector(self) -> str | None:
         return self.kv_transfer.get("kv_connector")
+
+    @property
+    def nixl(self) -> bool:
+        """The engine transfers KV with vLLM's NIXL connector (directly or inside a wrapper)."""
+        return self.connector in NIXL_CONNECTORS
 
     @property
     def push(self) -> bool:
@@ -117,6 +162,7 @@ class PDPair:
         managed: True for a PDDeployment (the operator sets the side channel and ports itself).
         shared_network: prefill and decode share one network namespace (containers of one pod).
         notes: facts the source could not provide (e.g. "vLLM version not found"), reported as warnings.
+        paired_by: for engines read from manifests, how prefill and decode were joined into this pair.
     """
 
     source: str
@@ -128,6 +174,7 @@ class PDPair:
     managed: bool = False
     shared_network: bool = False
     notes: tuple[str, ...] = ()
+    paired_by: str = ""
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:
@@ -195,9 +242,9 @@ def role_from_container(
                          extra=literal_env.get("VLLM_ADDITIONAL_ARGS"))
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
-    kv_transfer, speculative = {}, None
+    kv_transfer, speculative, wrapper = {}, None, None
     try:
-        kv_transfer = json_flag(flags, "--kv-transfer-config") or {}
+        kv_transfer, wrapper = unwrap_connector(json_flag(flags, "--kv-transfer-config") or {})
     except ValueError as exc:
         errors.append(str(exc))
     try:
@@ -231,11 +278,19 @@ def role_from_container(
         if tail.isdigit():
             other_ports.append(int(tail))
     annotations = (pod_meta or {}).get("annotations") or {}
+    anti = []
+    for term in (((pod_spec.get("affinity") or {}).get("podAntiAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+        selector = term.get("labelSelector") or {}
+        if selector.get("matchExpressions") or not selector.get("matchLabels"):
+            continue
+        anti.append((tuple(sorted((str(k), str(v)) for k, v in selector["matchLabels"].items())),
+                     str(term.get("topologyKey", ""))))
     networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
 
     return RoleConfig(
         role=role,
-        version=parse_version(version_text) if version_text else None,
+        version=parse_version(version_text) if version_text and not dev_build(version_text) else None,
         version_text=version_text,
         model=model,
         dtype=text("--dtype"),
@@ -257,7 +312,24 @@ def role_from_container(
         networks=networks,
         other_ports=tuple(other_ports),
         errors=tuple(errors),
+        wrapper=wrapper,
+        revision=text("--revision"),
+        pod_labels={str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()},
+        node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
+        anti_affinity=tuple(anti),
+        container=container.get("name"),
     )
+
+
+def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
+    """False when the pods of ``a`` and ``b`` can never run on one node: a required pod anti-affinity term
+    of either selects the other's labels (any topology key: pods apart per zone are apart per node), or
+    their ``nodeSelector`` s want different values of one label. True otherwise (including unknown)."""
+    for x, y in ((a, b), (b, a)):
+        for match, _key in x.anti_affinity:
+            if all(y.pod_labels.get(k) == v for k, v in match):
+                return False
+    return not any(k in b.node_selector and b.node_selector[k] != v for k, v in a.node_selector.items())
 
 
 def from_pddeployment(spec, name: str = "", namespace: str = "default", model_config: dict | None = None) -> PDPair:
@@ -279,9 +351,12 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
                                      pod_meta=template["metadata"])
         roles[role] = RoleConfig(**{**config.__dict__, "extra_args": tuple(spec.role(role).extra_args)})
     resolved = resolve_model(spec.model, model_config)
-    notes = () if version is not None else (
-        f"the vLLM version cannot be determined from image {spec.engine.image!r}",
-    )
+    if version is not None:
+        notes: tuple[str, ...] = ()
+    elif version_text and dev_build(version_text):
+        notes = (dev_build_note(version_text) + " (spec.engine.vllmVersion)",)
+    else:
+        notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",)
     return PDPair(
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
         prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,

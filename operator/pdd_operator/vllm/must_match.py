@@ -91,6 +91,15 @@ def _env(spec: PDDeploymentSpec, name: str) -> str | None:
     return None
 
 
+_HMA_FLAGS = ("--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager")
+
+
+def _hma_extra_args(spec: PDDeploymentSpec) -> list[str | None] | None:
+    """The last HMA flag in each role's extraArgs; ``None`` when neither role has one (hash unchanged)."""
+    flags = [next((a for a in reversed(spec.role(r).extra_args) if a in _HMA_FLAGS), None) for r in ("prefill", "decode")]
+    return flags if any(flags) else None
+
+
 def _speculative(spec: PDDeploymentSpec) -> dict | None:
     sp = spec.speculative
     if sp is None:
@@ -118,7 +127,7 @@ MUST_MATCH: tuple[MustMatch, ...] = (
         "model_revision", ("spec.model.revision",), lambda s: s.model.revision,
         "not compared by vLLM up to 0.33 (vllm PR #55776 proposes hashing it): different weights pass the "
         "handshake and decode continues from KV computed by other weights, giving wrong output",
-        "nixl/metadata.py (target revision absent from the hash), 0.13-0.33"),
+        "nixl/metadata.py (target revision absent from the hash), 0.13-0.33", rule="model-revision-mismatch"),
     MustMatch(
         "dtype", ("spec.model.dtype",), lambda s: str(s.model.dtype),
         f"{HASH}: factor dtype (str(model_config.dtype))", "nixl/metadata.py, 0.13-0.33", rule="dtype-mismatch"),
@@ -153,9 +162,9 @@ MUST_MATCH: tuple[MustMatch, ...] = (
         f"{HASH}: factor transfer_mode (pull/push, 0.28+); before 0.28 push and pull hash alike and fail later",
         "nixl/metadata.py, 0.28-0.33; push connector 0.24+", rule="transfer-mode-mismatch"),
     MustMatch(
-        "is_hma_enabled", ("spec.prefill.extraArgs", "spec.decode.extraArgs"), lambda s: None,
-        f"{HASH}: factor is_hma_enabled (0.18+); the operator renders the same HMA flag on both roles, so only "
-        "extraArgs can make them differ (nothing shared to hash)",
+        "is_hma_enabled", ("spec.prefill.extraArgs", "spec.decode.extraArgs"), _hma_extra_args,
+        f"{HASH}: factor is_hma_enabled (0.18+); the operator renders the same HMA flag on both roles, and an "
+        "HMA flag in extraArgs (allowed when both roles give the same one) enters the compat hash",
         "nixl/metadata.py 0.18-0.33; vllm/config/vllm.py (HMA off with a kv-transfer-config, <= 0.21)",
         rule="hma-flag-mismatch"),
     MustMatch(

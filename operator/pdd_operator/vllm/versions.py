@@ -1,8 +1,12 @@
 """vLLM versions: parsing, and finding the version a deployment will run.
 
-A version is handled as a ``(major, minor, patch)`` tuple; pre-release and local suffixes
-(``0.20.2rc1.dev265+gdd6b3a5ef``) are dropped, since the NIXL code of a release candidate is the
-release's (vllm-nixl-facts.md section 0 dates changes to the first release containing them).
+A version is handled as a ``(major, minor, patch)`` tuple; release-candidate suffixes (``0.20.2rc1``)
+are dropped, since the NIXL code of a release candidate is the release's (vllm-nixl-facts.md section 0
+dates changes to the first release containing them). Source and development builds are different: vLLM
+versions them with setuptools-scm (``0.20.2rc1.dev265+gdd6b3a5ef`` is 265 commits after the tag
+v0.20.2rc0, on whatever branch; ``0.1.dev1+g51f799c1a`` is a checkout without any reachable tag), so
+their number says little about which NIXL code they hold: :func:`dev_build` recognises them and the
+rules treat their version as unknown (:func:`resolve_version`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,24 @@ def parse_version(text: str | None) -> Version | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
+_DEV_RE = re.compile(r"\.dev\d+|\+g[0-9a-f]{6,}")
+
+
+def dev_build(text: str | None) -> bool:
+    """True for a setuptools-scm source/development build string (``.devN`` or ``+g<sha>``)."""
+    return bool(text and _DEV_RE.search(text))
+
+
+def dev_build_note(text: str) -> str:
+    """Explain what a development build version string says (for a ``vllm-version-unknown`` warning)."""
+    base = parse_version(text)
+    if base is None or base < OLDEST_KNOWN:
+        return (f"vLLM {text} is a source build without a reachable release tag (setuptools-scm's fallback "
+                "version), so which release's NIXL code it holds is unknown")
+    return (f"vLLM {text} is an unreleased development build (commits after the last tag before "
+            f"{fmt(base)}), so it may hold NIXL code of no release; it is not treated as {fmt(base)}")
+
+
 #: Image repositories (last path component) whose tag is the vLLM version: vLLM's own images and
 #: this project's engine image. Other images (llm-d's, Dynamo's runtime, ...) version themselves.
 VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-cpu", "vllm-tpu", "vllm-nixl"}
@@ -51,19 +73,30 @@ def version_from_image(image: str) -> Version | None:
     version, not vLLM's). Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``)
     and tags without a leading version (``latest``, ``nightly``) give ``None``.
     """
+    tag = image_tag(image)
+    if tag is None or dev_build(tag):
+        return None
+    return parse_version(tag)
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of a vLLM image (see :func:`version_from_image`), or ``None``."""
     if not is_vllm_image(image):
         return None
     ref = image.split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]
     if ":" not in last:
         return None
-    return parse_version(last.split(":", 1)[1])
+    return last.split(":", 1)[1]
 
 
 def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, str]:
     """Return the version the rules use and where it came from (``"spec.engine.vllmVersion"``,
-    ``"image tag"`` or ``"unknown"``)."""
+    ``"image tag"``, ``"dev build"`` or ``"unknown"``). A development build (:func:`dev_build`) gives
+    ``None``: its code is not any release's."""
     if explicit:
+        if dev_build(explicit):
+            return None, "dev build"
         return parse_version(explicit), "spec.engine.vllmVersion"
     from_image = version_from_image(image)
     if from_image is not None:

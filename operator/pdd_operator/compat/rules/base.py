@@ -74,6 +74,12 @@ class Rule:
         return "all"
 
 
+def fix_for(pair: PDPair, pddeployment: str, manifest: str) -> str:
+    """The fix in the user's own format: ``pddeployment`` (speaks of spec fields) for a PDDeployment,
+    ``manifest`` (speaks of the container's flags and env) for a manifest written by hand."""
+    return pddeployment if pair.managed else manifest
+
+
 #: Every registered rule, in registration (= evaluation) order.
 REGISTRY: list[Rule] = []
 

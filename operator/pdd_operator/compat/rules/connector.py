@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.versions import fmt
 
 
 @rule(
     id="kv-connector-missing", family="connector", severity="error",
     fields=("spec.kvTransfer.connector",),
-    source="seed 000 (NixlConnector P/D)",
+    source=("vllm v1 core: without --kv-transfer-config no KV connector is created, and kv_transfer_params in a "
+            "request are ignored ('Got kv_transfer_params, but no KVConnector found'), so decode recomputes every "
+            "prompt (kserve#5987, dynamo#11467)"),
 )
 def check_connector_present(pair: PDPair) -> list[Violation]:
-    """Both roles use a NIXL KV connector."""
+    """Every engine of a prefill/decode topology has a KV connector."""
     out = []
     for r in pair.roles:
-        if r.connector not in ("NixlConnector", "NixlPullConnector", "NixlPushConnector"):
+        if r.connector is None:
+            kv_role = "kv_producer" if r.role == "prefill" else "kv_consumer"
             out.append((
-                f"{r.role}: kv_connector is {r.connector!r}, not a NIXL connector; these rules are for NixlConnector P/D.",
-                "Set --kv-transfer-config with kv_connector NixlConnector (or NixlPushConnector) on both roles.",
+                f"{r.role}: the engine runs in a prefill/decode topology but has no KV connector (no "
+                "--kv-transfer-config): it never receives KV from the other role, so decode recomputes every "
+                "prompt (or prefill never hands KV over) while every request still succeeds.",
+                fix_for(pair, "Set spec.kvTransfer.connector (the operator renders it on both roles).",
+                        f"Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{kv_role}\"}}' "
+                        f"to the {r.role} container{_named(r)}."),
             ))
     return out
+
+
+def _named(r) -> str:
+    return f" ({r.container})" if r.container else ""
 
 
 @rule(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
 
@@ -13,10 +15,33 @@ _MANAGED_FLAGS = {
     "--dtype": "spec.model.dtype", "--model": "spec.model.name", "--max-model-len": "spec.model.maxModelLen",
     "--revision": "spec.model.revision", "--served-model-name": "spec.model.servedModelName",
     "--trust-remote-code": "spec.model.trustRemoteCode", "--speculative-config": "spec.speculative",
-    "--port": "spec.port", "--host": "(the operator's)",
-    "--disable-hybrid-kv-cache-manager": "(set by the operator for the model)",
-    "--no-disable-hybrid-kv-cache-manager": "(set by the operator for the model)",
+    "--port": "spec.port",
 }
+#: HMA flags: allowed in extraArgs when both roles give the same one (vLLM hashes is_hma_enabled from 0.18,
+#: and the compat hash reads these flags from extraArgs, so a rollout never pairs old and new values);
+#: a hybrid SSM model with HMA disabled is refused by ``hybrid-hma-disabled`` on the rendered argv.
+_HMA_FLAGS = ("--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager")
+#: Speculative methods without a draft model: they add no KV cache group, so vLLM leaves them out of the
+#: NIXL compatibility factors (nixl/metadata.py _get_speculative_compatibility_factors, 0.28+; vllm#49230)
+#: and they may differ between roles, or be set on decode only.
+DRAFT_FREE_METHODS = ("ngram", "ngram_gpu", "suffix")
+
+
+def _speculative_method(args: tuple[str, ...]) -> str | None:
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--speculative-config=") else (
+            args[i + 1] if arg == "--speculative-config" and i + 1 < len(args) else None)
+        if value is not None:
+            try:
+                return str((json.loads(value) or {}).get("method"))
+            except (ValueError, AttributeError):
+                return None
+    return None
+
+
+def _hma_flag(args: tuple[str, ...]) -> str | None:
+    flags = [a for a in args if a in _HMA_FLAGS]
+    return flags[-1] if flags else None
 
 @rule(
     id="engine-args-invalid", family="engine-args", severity="error",
@@ -31,17 +56,27 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
 @rule(
     id="extra-args-managed-flag", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
-    source="PDDeployment API",
+    source=("PDDeployment API; vllm nixl/metadata.py compute_nixl_compatibility_hash (is_hma_enabled 0.18+; "
+            "speculative factors only for draft-model methods, 0.28+)"),
 )
 def check_extra_args(pair: PDPair) -> list[Violation]:
-    """extraArgs do not set flags the operator renders."""
+    """extraArgs do not set flags the operator renders (draft-free speculation and HMA on both roles may)."""
     if not pair.managed:
         return []
     out = []
+    hma = {r.role: _hma_flag(r.extra_args) for r in pair.roles}
     for r in pair.roles:
         for arg in r.extra_args:
             flag = arg.split("=", 1)[0]
-            if flag in _MANAGED_FLAGS:
+            if flag in _HMA_FLAGS and hma["prefill"] != hma["decode"]:
+                out.append((
+                    f"{r.role}: extraArgs sets {flag} on this role only; vLLM hashes whether HMA is on "
+                    "(is_hma_enabled, 0.18+), so the handshake refuses the pair.",
+                    f"Pass {flag} in the extraArgs of both roles, or of neither.",
+                ))
+            elif flag == "--speculative-config" and _speculative_method(r.extra_args) in DRAFT_FREE_METHODS:
+                continue  # draft-free methods are not compared between the roles
+            elif flag in _MANAGED_FLAGS:
                 out.append((
                     f"{r.role}: extraArgs sets {flag}, which the operator renders from the spec; a second value "
                     "overrides it on one role only and can break what must match between prefill and decode.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.must_match import fields_of
 
 
@@ -169,3 +169,23 @@ def check_speculative_complete(pair: PDPair) -> list[Violation]:
             out.append((f"{r.role}: speculative decoding without num_speculative_tokens.",
                         f"Set spec.{r.role}.numSpeculativeTokens."))
     return out
+
+
+@rule(
+    id="model-revision-mismatch", family="model-mismatch", severity="warning",
+    fields=fields_of("model_revision"),
+    source=("vllm nixl/metadata.py compute_nixl_compatibility_hash hashes no revision (0.13-0.33; vllm PR #55776, "
+            "open, proposes it): the handshake passes and decode continues from KV of other weights"),
+)
+def check_model_revision_match(pair: PDPair) -> list[Violation]:
+    """Prefill and decode load the same model revision (vLLM does not compare it)."""
+    p, d = pair.prefill.revision, pair.decode.revision
+    if p == d:
+        return []
+    return [(
+        f"Model revisions differ: prefill {p or 'default (main)'}, decode {d or 'default (main)'}. vLLM does not "
+        "compare revisions, so the pair starts and decode continues from KV computed by other weights: wrong "
+        "output, no error (typical mid rolling update).",
+        fix_for(pair, "Set spec.model.revision (one value for both roles).",
+                "Pass the same --revision to the prefill and decode containers, and roll them out together."),
+    )]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.pair import PDPair, RoleConfig, may_share_node
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 
 _UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
@@ -80,16 +80,23 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
 )
 def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     """Engines sharing a network namespace use disjoint side-channel ports."""
-    shared = pair.shared_network or (pair.prefill.host_network and pair.decode.host_network)
-    if not shared:
+    # Two hostNetwork pods share the node's namespace only when they land on one node: anti-affinity or
+    # conflicting nodeSelectors that keep them apart make equal ports harmless.
+    host_shared = (pair.prefill.host_network and pair.decode.host_network
+                   and may_share_node(pair.prefill, pair.decode))
+    if not (pair.shared_network or host_shared):
         return []
     clash = sorted(_ports(pair.prefill) & _ports(pair.decode))
     if not clash:
         return []
+    where = "containers of one pod" if pair.shared_network else "hostNetwork pods that may be scheduled on one node"
     return [(
-        f"Prefill and decode share a network namespace and their NIXL side-channel ports overlap ({clash[0]}...): "
+        f"Prefill and decode are {where} and their NIXL side-channel ports overlap ({clash[0]}...): "
         "the second engine fails with 'Address already in use'.",
-        "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not overlap).",
+        fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
+                "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
+                "overlap), or keep the pods on different nodes (required pod anti-affinity on "
+                "kubernetes.io/hostname)."),
     )]
 
 
