@@ -76,6 +76,10 @@ class RoleConfig:
         anti_affinity: the pod's required anti-affinity terms as ``(matchLabels, topologyKey)``;
             a term with ``matchExpressions`` is left out (it cannot be judged here).
         container: the container name, for fixes that speak of the user's manifest.
+        executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
+        dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
+        spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
+            ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
     """
 
     role: str
@@ -108,6 +112,9 @@ class RoleConfig:
     node_selector: dict[str, str] = field(default_factory=dict)
     anti_affinity: tuple[tuple[tuple[tuple[str, str], ...], str], ...] = ()
     container: str | None = None
+    executor: str | None = None
+    dp_local: int | None = None
+    spans_nodes: bool = False
 
     @property
     def connector(self) -> str | None:
@@ -143,6 +150,15 @@ class RoleConfig:
         return (self.speculative or {}).get("num_speculative_tokens")
 
     @property
+    def gpus(self) -> int | None:
+        """Accelerators the container requests (``*/gpu`` resources, e.g. nvidia.com/gpu, amd.com/gpu), if a
+        literal integer; ``None`` when none is requested or the count cannot be read."""
+        counts = [v for k, v in self.resources.items() if k.endswith("/gpu")]
+        if len(counts) != 1 or not str(counts[0]).isdigit():
+            return None
+        return int(counts[0])
+
+    @property
     def kv_layout(self) -> str | None:
         """``VLLM_KV_CACHE_LAYOUT`` with the pre-0.29 aliases resolved (HND -> LBHNC, NHD -> LBNHC)."""
         value = self.env.get("VLLM_KV_CACHE_LAYOUT")
@@ -163,6 +179,7 @@ class PDPair:
         shared_network: prefill and decode share one network namespace (containers of one pod).
         notes: facts the source could not provide (e.g. "vLLM version not found"), reported as warnings.
         paired_by: for engines read from manifests, how prefill and decode were joined into this pair.
+        preflight: for a PDDeployment, ``spec.network.preflight.policy`` (``Warn``, ``Fail``, ``Disabled``).
     """
 
     source: str
@@ -175,6 +192,7 @@ class PDPair:
     shared_network: bool = False
     notes: tuple[str, ...] = ()
     paired_by: str = ""
+    preflight: str | None = None
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:
@@ -318,6 +336,10 @@ def role_from_container(
         node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
         anti_affinity=tuple(anti),
         container=container.get("name"),
+        executor=text("--distributed-executor-backend"),
+        dp_local=int_flag(flags, "--data-parallel-size-local", None),
+        spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
+                     or any(f in flags for f in ("--data-parallel-address", "--data-parallel-start-rank"))),
     )
 
 
@@ -361,4 +383,5 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
         prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,
         num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups, managed=True, notes=notes,
+        preflight=str(spec.network.preflight.policy),
     )

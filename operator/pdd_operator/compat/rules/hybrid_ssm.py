@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.versions import Version, fmt
 
 _V020 = (0, 20, 0)
@@ -187,4 +187,26 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
         f"Mamba2 n_groups {pair.n_groups} is not divisible by TP {bad[0]}: with heterogeneous TP the conv state is "
         "corrupted (vLLM issue #55208; fix not released).",
         f"Use equal prefill and decode TP, or TP sizes that divide n_groups ({pair.n_groups}).",
+    )]
+
+
+@rule(
+    id="hybrid-ssm-prefix-caching", family="hybrid-ssm", severity="error",
+    fields=("spec.decode.extraArgs",),
+    source=("vllm nixl/base_worker.py _apply_prefix_caching: assert num_local_blocks == 1, 'SSM can only have one "
+            "local block' when a transferred request hits decode's prefix cache (seen on 0.26; the assert is gone by "
+            "0.29.0, where a 3-read conv transfer replaced it); ai-dynamo/dynamo#12197"),
+    since=_V020, until=(0, 29, 0),
+)
+def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
+    """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
+    if not pair.hybrid_ssm or pair.decode.prefix_caching is not True:
+        return []
+    return [(
+        f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
+        "KV arrives over NIXL also hits decode's local prefix cache, decode asserts 'SSM can only have one local "
+        "block' and the engine dies (startup is fine; the first long shared prefix kills it).",
+        fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.29).",
+                "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
+                "(or use vLLM >= 0.29)."),
     )]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.network import _has_rdma
 
 
@@ -29,7 +29,8 @@ def check_expandable_segments(pair: PDPair) -> list[Violation]:
 @rule(
     id="memlock-insufficient", family="memlock-insufficient", severity="warning",
     fields=("spec.engine",),
-    source="NIXL memory registration; IPC_LOCK semantics for non-root",
+    source=("NIXL memory registration (ibv_reg_mr pins pages against RLIMIT_MEMLOCK unless CAP_IPC_LOCK is "
+            "effective, i.e. for root); NVIDIA/nvcf#1354; NVIDIA container toolkit #2037"),
 )
 def check_memlock(pair: PDPair) -> list[Violation]:
     """KV memory can be pinned (memlock)."""
@@ -46,5 +47,18 @@ def check_memlock(pair: PDPair) -> list[Violation]:
                 f"{r.role}: the engine container lacks the IPC_LOCK capability; NIXL pins KV memory for RDMA and may hit "
                 "the memlock limit.",
                 "Add securityContext.capabilities.add: [IPC_LOCK] (no privileged mode needed).",
+            ))
+        elif "IPC_LOCK" in r.capabilities and _has_rdma(r) and pair.preflight in (None, "Disabled"):
+            # IPC_LOCK is there, but the ceiling it lifts comes from the node's container runtime (LimitMEMLOCK),
+            # which no manifest shows: say what was not checked and how to check it. A PDDeployment's preflight
+            # (policy Warn or Fail) measures it in the pod and reports MemlockTooLow in KVTransportReady.
+            out.append((
+                f"{r.role}: the memlock ceiling is not checked: it comes from the node's container runtime "
+                "(LimitMEMLOCK), not from any manifest, and NVIDIA/nvcf#1354 saw NIXL fail to register memory with "
+                "IPC_LOCK added while that ceiling stayed low.",
+                fix_for(pair, "Enable the preflight (spec.network.preflight.policy Warn or Fail): it measures the "
+                        "memlock limit in the pod; or make sure the nodes run containerd with LimitMEMLOCK=infinity.",
+                        "Check 'Max locked memory' in /proc/self/limits of a running engine, or set "
+                        "LimitMEMLOCK=infinity for the nodes' containerd."),
             ))
     return out

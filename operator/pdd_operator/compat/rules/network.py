@@ -21,9 +21,26 @@ def _ports(r: RoleConfig) -> set[int]:
 _EFA = "vpc.amazonaws.com/efa"
 
 
+#: Words in extended-resource names of RDMA devices: the k8s-rdma-shared-dev-plugin's ``rdma/*``, NVIDIA
+#: network operator's host devices (``nvidia.com/hostdev``), SR-IOV VFs (``*sriov*``, ``*_vf``), vendor plugins
+#: (``vke.volcengine.com/rdma``, ``mellanox.com/*``, ``*/hca``, ``*/roce``, ``*/ib``) and AWS EFA.
+_RDMA_WORDS = ("rdma", "hostdev", "sriov", "hca", "roce", "mellanox", "infiniband")
+
+
+def _rdma_resources(r: RoleConfig) -> list[str]:
+    return [k for k in r.resources
+            if k == _EFA or any(w in k.lower() for w in _RDMA_WORDS) or k.endswith("/ib") or k.endswith("_vf")]
+
+
 def _has_rdma(r: RoleConfig) -> bool:
-    return (any(k.startswith("rdma/") or k == _EFA or "sriov" in k or "hca" in k for k in r.resources)
-            or any("nic" in c or "rdma" in c for c in r.dra_claims))
+    return bool(_rdma_resources(r)) or any("nic" in c or "rdma" in c for c in r.dra_claims)
+
+
+#: Resources whose device plugin hands the pod an RDMA device but no network interface of its own: SR-IOV VFs,
+#: host devices and vendor VF plugins need a pod network attachment (Multus) for RoCE GIDs / addresses; the
+#: shared-device plugin (rdma/*) and EFA work in the pod's namespace as they are.
+def _needs_attachment(resource: str) -> bool:
+    return not (resource.startswith("rdma/") or resource == _EFA)
 
 @rule(
     id="rdma-missing", family="kv-transport", severity="warning",
@@ -122,19 +139,55 @@ def check_side_channel_vs_listeners(pair: PDPair) -> list[Violation]:
 @rule(
     id="ucx-net-devices-unscoped", family="kv-transport", severity="warning",
     fields=("spec.network.ucx.netDevices", "spec.network.hostNetwork"),
-    source="vLLM docs/features/nixl_connector_usage.md (UCX_NET_DEVICES)",
+    source=("vLLM docs/features/nixl_connector_usage.md (UCX_NET_DEVICES); ai-dynamo/dynamo#10852 ('all' bound "
+            "management NICs, NIXL_ERR_BACKEND)"),
 )
 def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
-    """With the host network, UCX is told which NICs to use."""
+    """UCX is told which NICs to use where it can see more than the pod's own (host network, 'all', shared HCAs)."""
     out = []
     for r in pair.roles:
         devices = r.env.get("UCX_NET_DEVICES")
-        if r.host_network and _has_rdma(r) and devices in (None, "all"):
-            out.append((
-                f"{r.role}: the engine uses the host network, so UCX sees every NIC of the node and UCX_NET_DEVICES is "
-                f"{'unset' if devices is None else 'all'}: it may pick a NIC far from the GPU, or an Ethernet port.",
-                "Set spec.network.ucx.netDevices to the GPU-local RDMA devices, e.g. mlx5_0:1.",
-            ))
+        if not _has_rdma(r):
+            continue
+        if r.host_network and devices in (None, "all"):
+            why = (f"the engine uses the host network, so UCX sees every NIC of the node and UCX_NET_DEVICES is "
+                   f"{'unset' if devices is None else 'all'}")
+        elif devices == "all":
+            why = ("UCX_NET_DEVICES is 'all': UCX opens every device the pod can see, including management or "
+                   "BlueField ports and NICs without RoCE GIDs (backend init fails with NIXL_ERR_BACKEND)")
+        else:
+            continue
+        out.append((
+            f"{r.role}: {why}; it may pick a NIC far from the GPU, one without RDMA, or an Ethernet port.",
+            fix_for(pair, "Set spec.network.ucx.netDevices to the GPU-local RDMA devices, e.g. mlx5_0:1.",
+                    f"Set UCX_NET_DEVICES on the {r.role} container to the GPU-local RDMA devices, e.g. mlx5_0:1."),
+        ))
+    return out
+
+
+@rule(
+    id="rdma-device-visibility", family="kv-transport", severity="warning",
+    fields=("spec.network.rdma.resourceName", "spec.network.networks", "spec.network.ucx.netDevices"),
+    source=("UCX/NIXL register_memory and QP setup on a device without a usable port in the pod: 'ibv_modify_qp "
+            "... failed to modify to RTR: No such device', NIXL_ERR_BACKEND (vllm-project/aibrix#1433, #1783)"),
+)
+def check_rdma_visibility(pair: PDPair) -> list[Violation]:
+    """An RDMA device from an SR-IOV or vendor plugin comes with a network attachment or a UCX device list."""
+    out = []
+    for r in pair.roles:
+        needing = [k for k in _rdma_resources(r) if _needs_attachment(k)]
+        if not needing or r.host_network or r.networks or r.env.get("UCX_NET_DEVICES") not in (None, "all"):
+            continue
+        out.append((
+            f"{r.role}: the pod gets an RDMA device from {needing[0]} but no pod network attachment "
+            "(k8s.v1.cni.cncf.io/networks) and no UCX_NET_DEVICES: such devices usually have no RoCE GID or address "
+            "in the pod, and UCX fails to bring up its queue pairs (NIXL_ERR_BACKEND at register_memory or the "
+            "first transfer).",
+            fix_for(pair, "Set spec.network.networks to the RDMA NetworkAttachmentDefinition and "
+                    "spec.network.ucx.netDevices to its device.",
+                    f"Add the RDMA network annotation (k8s.v1.cni.cncf.io/networks) to the {r.role} pod and set "
+                    "UCX_NET_DEVICES to that device."),
+        ))
     return out
 
 

@@ -1,0 +1,69 @@
+"""Parallel sizes against what the pod provides: GPUs for TP x PP x DP, and instances spanning nodes."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.args import HOST_IP, POD_IP
+from pdd_operator.vllm.versions import fmt
+
+
+def _ranks(r: RoleConfig) -> int | None:
+    if r.tp is None or r.pp is None:
+        return None
+    dp = r.dp_local if r.dp_local is not None else r.dp
+    return None if dp is None else r.tp * r.pp * dp
+
+
+@rule(
+    id="parallelism-gpu-count", family="parallelism", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.prefill.tensorParallelSize",
+            "spec.decode.tensorParallelSize"),
+    source=("vllm v1 engine: one GPU per rank, TP x PP per engine core and one engine core per local DP rank "
+            "(vllm/v1/engine/utils.py launch_core_engines; NIXL gives each DP rank its own engine id and "
+            "side-channel port, vllm#18903)"),
+)
+def check_gpu_count(pair: PDPair) -> list[Violation]:
+    """An engine confined to one pod gets a GPU per rank (TP x PP x local DP)."""
+    out = []
+    for r in pair.roles:
+        need, have = _ranks(r), r.gpus
+        if need is None or have is None or need <= have or r.spans_nodes or r.executor == "ray":
+            continue
+        out.append((
+            f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP {r.dp_local or r.dp}) but its pod "
+            f"requests {have} GPU(s): the ranks beyond {have} find no device and the engine fails at startup.",
+            fix_for(pair, f"Remove --data-parallel-size from spec.{r.role}.extraArgs and scale with "
+                    f"spec.{r.role}.replicas (each replica is its own NIXL engine).",
+                    f"Request {need} GPUs in the {r.role} container's resources.limits, or lower the parallel sizes."),
+        ))
+    return out
+
+
+@rule(
+    id="side-channel-host-per-node", family="side-channel-host-not-routable", severity="error",
+    fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
+    source=("vllm nixl_connector.py before 0.11.1: every worker rank binds its own handshake listener on "
+            "VLLM_NIXL_SIDE_CHANNEL_HOST (port + rank); the Ray executor copies the driver's VLLM_* environment to "
+            "workers on other nodes, which then bind the leader's address (ZMQError 'Cannot assign requested "
+            "address', ai-dynamo/dynamo#2706). From 0.11.1 one listener runs in the scheduler process."),
+    until=(0, 11, 1),
+)
+def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
+    """An instance spanning nodes resolves the side-channel host on every node."""
+    out = []
+    for r in pair.roles:
+        ranks, gpus = _ranks(r), r.gpus
+        spans = r.executor == "ray" and ranks is not None and gpus is not None and ranks > gpus
+        host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if not (spans or r.spans_nodes) or host is None:
+            continue
+        what = "the pod IP of the leader" if host in (POD_IP, HOST_IP) else repr(host)
+        out.append((
+            f"{r.role}: the engine spreads {ranks} ranks over several nodes and sets VLLM_NIXL_SIDE_CHANNEL_HOST, which "
+            f"vLLM {fmt(pair.version)} hands from the leader to every worker ({what}); each rank binds its own "
+            "listener there, so ranks on the other nodes fail with 'Cannot assign requested address'.",
+            fix_for(pair, "Use an engine image with vLLM >= 0.11.1.",
+                    "Use vLLM >= 0.11.1 (one listener per engine), or keep each instance on one node."),
+        ))
+    return out
