@@ -41,3 +41,13 @@ def test_pdd_rules_lists_every_id(capsys):
     docs = (ROOT / "docs" / "rules.md").read_text()
     for r in RULES:
         assert f"## {r.id}\n" in docs
+
+
+def test_every_rules_module_is_imported_by_the_package():
+    import pkgutil
+
+    import pdd_operator.compat.rules as package
+
+    names = {m.name for m in pkgutil.iter_modules(package.__path__)}
+    registered = {r.check.__module__.rsplit(".", 1)[1] for r in CHECKS} | {"base", "records"}
+    assert names == registered, f"modules whose rules are not registered: {sorted(names - registered)}"

@@ -4,23 +4,26 @@ Each check takes a :class:`~pdd_operator.compat.pair.PDPair` (the prefill and de
 will be started) and returns its violations as ``(message, fix)`` pairs (empty when the rule holds);
 the :func:`~pdd_operator.compat.rules.base.rule` decorator on it carries the id, severity, version
 bounds, fields and source. Importing this package registers every rule; :data:`RULES` lists them in
-evaluation order (the order of the modules below), :data:`RULES_BY_ID` by id. Ids are stable.
+evaluation order (registration order), :data:`RULES_BY_ID` by id. Ids are stable.
 """
 
 from __future__ import annotations
 
-# The import order is the evaluation order of the rules.
+# Registration order (these modules in this order, rules in file order) is the evaluation order; a unit
+# test fails when a module of this package is missing here.
 from pdd_operator.compat.rules import (  # noqa: F401  (each module registers its rules)
     architecture,
     block_size,
     connector,
     engine_args,
     hetero_tp,
+    hma,
     hybrid_ssm,
     kv_layout,
     memory,
     must_match,
     network,
+    parallelism,
     pipeline_parallel,
     records,
 )
