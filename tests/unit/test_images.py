@@ -64,3 +64,15 @@ def test_dockerfile_defaults_match_the_pins():
 def test_operator_entrypoint_runs():
     proc = subprocess.run([str(ROOT / ".venv" / "bin" / "pdd"), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "render" in proc.stdout
+
+
+def test_engine_image_pins_are_not_known_bad():
+    from pdd_operator.vllm.known_bad import KNOWN_BAD, known_bad
+
+    p = pins()
+    assert known_bad("vllm", parse_version(p["vllm"])) == []
+    assert known_bad("nixl", parse_version(p["nixl"])) == [], "pins.json pins a NIXL with a known P/D fault"
+    # the table is read by the rule: a row covering the pinned version would refuse the default image
+    assert all(k.since < k.until and k.source and k.where and k.what for k in KNOWN_BAD)
+    default = make_spec(engine={"image": engine_image()})
+    assert "nixl-version-known-bad" not in {f.rule for f in evaluate(default).findings}

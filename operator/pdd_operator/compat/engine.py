@@ -48,8 +48,10 @@ def _sentence(text: str) -> str:
     return text if text.startswith("vLLM") else text[0].upper() + text[1:]
 
 
-def _finding(rule: Rule, message: str, fix: str) -> Finding:
-    return Finding(rule=rule.id, severity=rule.severity, fields=list(rule.fields), message=message,
+def _finding(rule: Rule, message: str, fix: str, severity: str | None = None) -> Finding:
+    if severity not in (None, rule.severity, "warning"):
+        raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
+    return Finding(rule=rule.id, severity=severity or rule.severity, fields=list(rule.fields), message=message,
                    fix=fix, source=rule.source)
 
 
@@ -80,8 +82,8 @@ def evaluate(
             continue
         if not rule.applies_to(version):
             continue
-        for message, fix in rule.check(pair):
-            findings.append(_finding(rule, message, fix))
+        for message, fix, *severity in rule.check(pair):
+            findings.append(_finding(rule, message, fix, *severity))
     if version is None:
         what = "; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles"
         findings.append(Finding(

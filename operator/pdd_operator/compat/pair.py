@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
+from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
@@ -80,6 +81,9 @@ class RoleConfig:
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
             ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
+        image: the container image.
+        nixl_version, nixl_from: the NIXL version the engine loads and where that was read
+            (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
     """
 
     role: str
@@ -115,6 +119,9 @@ class RoleConfig:
     executor: str | None = None
     dp_local: int | None = None
     spans_nodes: bool = False
+    image: str = ""
+    nixl_version: Version | None = None
+    nixl_from: str = ""
 
     @property
     def connector(self) -> str | None:
@@ -306,9 +313,14 @@ def role_from_container(
                      str(term.get("topologyKey", ""))))
     networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
 
+    version = parse_version(version_text) if version_text and not dev_build(version_text) else None
+    image = str(container.get("image") or "")
+    command_text = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
+    nixl, nixl_from = nixl_version(command_text, image, version)
     return RoleConfig(
         role=role,
-        version=parse_version(version_text) if version_text and not dev_build(version_text) else None,
+        image=image, nixl_version=nixl, nixl_from=nixl_from,
+        version=version,
         version_text=version_text,
         model=model,
         dtype=text("--dtype"),

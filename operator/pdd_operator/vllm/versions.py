@@ -114,6 +114,8 @@ def fmt(version: Version | None) -> str:
 NIXL_REQUIREMENTS: list[tuple[Version, tuple[Version, Version]]] = [
     ((0, 20, 0), ((0, 7, 1), (0, 10, 1))),
     ((0, 24, 0), ((1, 2, 0), (1, 2, 0))),
+    # v0.26 and v0.27.1 requirements/kv_connectors.txt: nixl == 1.3.1 (ai-dynamo/dynamo#12952 pairs 0.26.0 with it).
+    ((0, 26, 0), ((1, 3, 1), (1, 3, 1))),
     ((0, 28, 0), ((1, 3, 2), (1, 3, 2))),
     ((0, 33, 0), ((1, 5, 0), (1, 5, 99))),
 ]

@@ -19,6 +19,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     hetero_tp,
     hma,
     hybrid_ssm,
+    known_bad,
     kv_layout,
     memory,
     must_match,

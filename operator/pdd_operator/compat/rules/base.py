@@ -15,8 +15,9 @@ from typing import Literal
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.vllm.versions import Version, fmt
 
-#: One violation: ``(message, fix)``; the fix speaks of the fields the user wrote.
-Violation = tuple[str, str]
+#: One violation: ``(message, fix)``, or ``(message, fix, "warning")`` where an error rule is not certain for
+#: this pair (a rule may lower its severity, never raise it); the fix speaks of the fields the user wrote.
+Violation = tuple[str, str] | tuple[str, str, str]
 Check = Callable[[PDPair], list[Violation]]
 
 

@@ -1,0 +1,42 @@
+"""Known-bad versions: engines that load a vLLM or NIXL release with a known P/D fault (the table is
+:data:`pdd_operator.vllm.known_bad.KNOWN_BAD`)."""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.known_bad import KNOWN_BAD, known_bad
+from pdd_operator.vllm.versions import fmt
+
+
+def _mixed_hardware(pair: PDPair) -> bool:
+    p, d = pair.prefill, pair.decode
+    accelerators = [tuple(sorted(k for k in r.resources if k.endswith("/gpu"))) for r in (p, d)]
+    images = [r.image.split("@", 1)[0].rsplit(":", 1)[0] for r in (p, d)]
+    return accelerators[0] != accelerators[1] or (bool(images[0]) and images[0] != images[1])
+
+
+@rule(
+    id="nixl-version-known-bad", family="known-bad-version", severity="error",
+    fields=("spec.engine.image",),
+    source="pdd_operator/vllm/known_bad.py KNOWN_BAD: " + "; ".join(k.source for k in KNOWN_BAD),
+)
+def check_nixl_known_bad(pair: PDPair) -> list[Violation]:
+    """No engine loads a NIXL release with a known P/D fault (a warning where only other setups showed it)."""
+    out = []
+    mixed = _mixed_hardware(pair)
+    for r in pair.roles:
+        for bad in known_bad("nixl", r.nixl_version):
+            certain = bad.severity == "error" and (mixed or not bad.mixed_hardware)
+            seen = "" if not bad.mixed_hardware else (
+                " (seen with prefill and decode on different hardware, as here)" if mixed else
+                " (seen with prefill and decode on different hardware; this pair looks alike, so not certain here)")
+            out.append((
+                f"{r.role}: loads NIXL {fmt(r.nixl_version)} ({r.nixl_from}), a release with a known P/D fault{seen}: "
+                f"{bad.what}. Where: {bad.where}. Source: {bad.source}.",
+                fix_for(pair, f"Use an engine image with NIXL >= {bad.fixed_in} (spec.engine.image).",
+                        f"Use NIXL >= {bad.fixed_in} in the {r.role} container's image (or pip install "
+                        f"nixl=={bad.fixed_in}), on both roles."),
+                "error" if certain else "warning",
+            ))
+    return out

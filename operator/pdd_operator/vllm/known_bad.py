@@ -1,0 +1,86 @@
+"""Known-bad versions: vLLM and NIXL releases with a known prefill/decode fault, as data.
+
+Each :class:`KnownBad` row names the component and versions, what breaks and where, the public source
+and a severity. ``mixed_hardware`` rows were seen only when prefill and decode run on different hardware
+(images or accelerator resources differ); elsewhere the checker reports them as a warning. The
+``nixl-version-known-bad`` rule reads the NIXL version each engine will load from (in order) a
+``pip install nixl==X`` in its command, the pins of this project's engine image (``pins.json``), or the
+exact NIXL pin of the vLLM release in its image tag (:data:`~pdd_operator.vllm.versions.NIXL_REQUIREMENTS`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pdd_operator.pins import pins
+from pdd_operator.vllm.versions import Version, fmt, nixl_range, parse_version
+
+
+@dataclass(frozen=True)
+class KnownBad:
+    """One known-bad version range.
+
+    Attributes:
+        component: ``nixl`` or ``vllm``.
+        since: first bad version (inclusive). until: first good version (exclusive).
+        what: what breaks, as users see it.
+        where: the code path that breaks.
+        source: public report or fix.
+        severity: ``error`` where the fault is certain for the setup, ``warning`` where it was seen in a narrower one.
+        mixed_hardware: the fault was seen only with prefill and decode on different hardware; an error there,
+            a warning otherwise.
+        fixed_in: the release that fixes it (for the fix text).
+    """
+
+    component: Literal["nixl", "vllm"]
+    since: Version
+    until: Version
+    what: str
+    where: str
+    source: str
+    severity: Literal["error", "warning"]
+    fixed_in: str
+    mixed_hardware: bool = False
+
+    def covers(self, version: Version | None) -> bool:
+        return version is not None and self.since <= version < self.until
+
+    @property
+    def versions(self) -> str:
+        return f"{fmt(self.since)} <= v < {fmt(self.until)}"
+
+
+KNOWN_BAD: tuple[KnownBad, ...] = (
+    KnownBad(
+        "nixl", (1, 3, 1), (1, 3, 2),
+        "decode logs 'getXferTelemetry: cannot return values when telemetry is not enabled' and marks the "
+        "transferred blocks invalid (transfer_exception): every request is recomputed or fails",
+        "NIXL 1.3.1 nixl_agent.get_xfer_telemetry, called by vLLM's NIXL worker after each transfer",
+        "ai-dynamo/dynamo#12952 (fixed in NIXL 1.3.2; vLLM 0.28.0 pins nixl == 1.3.2)",
+        "error", "1.3.2", mixed_hardware=True,
+    ),
+)
+
+_PIP_NIXL = re.compile(r"\bnixl(?:-cu1[23])?(?:\[[a-z0-9,]+\])?\s*==\s*([0-9][0-9a-z.]*)", re.IGNORECASE)
+
+
+def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[Version | None, str]:
+    """The NIXL version an engine loads and where that came from; ``(None, "")`` when unknown."""
+    match = _PIP_NIXL.search(command_text or "")
+    if match:
+        return parse_version(match.group(1)), f"pip install nixl=={match.group(1)} in the command"
+    p = pins()
+    if image.split("@", 1)[0].rsplit(":", 1)[0] == p["engineImage"]:
+        return parse_version(p["nixl"]), f"this project's engine image pins NIXL {p['nixl']} (pins.json)"
+    if vllm is not None:
+        bounds = nixl_range(vllm)
+        if bounds and bounds[0] == bounds[1]:
+            return bounds[0], f"vLLM {fmt(vllm)} pins nixl == {fmt(bounds[0])} (requirements/kv_connectors.txt)"
+    return None, ""
+
+
+def known_bad(component: str, version: Version | None) -> list[KnownBad]:
+    """The :data:`KNOWN_BAD` rows of ``component`` that cover ``version``."""
+    return [k for k in KNOWN_BAD if k.component == component and k.covers(version)]
