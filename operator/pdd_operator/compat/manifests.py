@@ -171,8 +171,11 @@ def _engine(
 
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
-          out: list, origin: str, pod_meta: dict | None) -> None:
+          out: list, origin: str, pod_meta: dict | None, envs: tuple = ()) -> None:
     if isinstance(node, dict):
+        if isinstance(node.get("envs"), list):
+            # Dynamo services: ``envs`` beside extraPodSpec is added to the main container's environment.
+            envs = envs + tuple(e for e in node["envs"] if isinstance(e, dict))
         meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
         ctx = context + [str(meta.get("name", ""))] if meta.get("name") else list(context)
         label_role = _labels_role(meta.get("labels"))
@@ -191,6 +194,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                     out.append(found)
         main = node.get("mainContainer")
         if isinstance(main, dict):
+            main = {**main, "env": list(envs) + list(main.get("env") or [])}
             found = _engine(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                             role_from_labels, pod_meta)
             if found:
@@ -198,10 +202,10 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs)
 
 
 def _stem(name: str) -> str:
