@@ -270,3 +270,29 @@ def test_model_revisions_differ_in_a_leaderworkerset_pair(tmp_path, capsys):
     assert code == 0 and "model-revision-mismatch" in rules(out, "warning")
     _, out = check(tmp_path, capsys, lws("prefill", "aaa"), lws("decode", "aaa"))
     assert "model-revision-mismatch" not in rules(out)
+
+
+@pytest.mark.parametrize("image, p_flags, d_flags, refused", [
+    ("vllm/vllm-openai:v0.24.0", ["--disable-hybrid-kv-cache-manager"], [], True),    # 0.22+: HMA on by default
+    ("vllm/vllm-openai:v0.24.0", ["--disable-hybrid-kv-cache-manager"], ["--disable-hybrid-kv-cache-manager"], False),
+    ("vllm/vllm-openai:v0.20.2", ["--disable-hybrid-kv-cache-manager"], [], False),   # <= 0.21: off on both anyway
+    ("vllm/vllm-openai:v0.20.2", ["--no-disable-hybrid-kv-cache-manager"], [], True),
+    ("vllm/vllm-openai:v0.17.1", ["--no-disable-hybrid-kv-cache-manager"], [], False),  # not hashed before 0.18
+])
+def test_dense_model_hma_state_is_hashed_per_version(tmp_path, capsys, image, p_flags, d_flags, refused):
+    docs = pd("h", ["--kv-transfer-config", KV, *p_flags], ["--kv-transfer-config", KV, *d_flags], image=image)
+    _, out = check(tmp_path, capsys, *docs)
+    assert ("hma-flag-mismatch" in rules(out, "error")) == refused
+
+
+@pytest.mark.parametrize("image, flags, refused", [
+    ("vllm/vllm-openai:v0.20.2", ["--no-disable-hybrid-kv-cache-manager"], True),   # HMA on both: equal sizes needed
+    ("vllm/vllm-openai:v0.20.2", [], False),                                        # connector turned HMA off
+    ("vllm/vllm-openai:v0.24.0", [], True),                                         # HMA stays on from 0.22
+    ("vllm/vllm-openai:v0.27.0", [], False),                                        # HMA + hetero block size from 0.27
+])
+def test_sliding_window_block_sizes_follow_the_hma_state(tmp_path, capsys, image, flags, refused):
+    docs = pd("g", ["--block-size", "16", "--kv-transfer-config", KV, *flags],
+              ["--block-size", "32", "--kv-transfer-config", KV, *flags], model="google/gemma-3-27b-it", image=image)
+    _, out = check(tmp_path, capsys, *docs)
+    assert ("block-size-hma" in rules(out, "error")) == refused

@@ -230,13 +230,19 @@ class PDPair:
         """Whether the engines run with the hybrid KV cache manager, which NIXL then has to follow.
 
         Hybrid SSM models: always (vLLM asserts it). Sliding-window or chunked-attention models: from
-        vLLM 0.22, where HMA stays on with a NIXL connector, unless disabled on the command line
-        (vllm-nixl-facts.md sections 1.5 and 4.2: ``_is_hma_required = any(non-FullAttentionSpec)``).
+        vLLM 0.22, where HMA stays on with a NIXL connector, unless disabled on the command line; in
+        0.18-0.21 only when both roles pass --no-disable-hybrid-kv-cache-manager (vllm-nixl-facts.md
+        sections 1.5 and 4.2: ``_is_hma_required = not disable_hybrid_kv_cache_manager and
+        any(non-FullAttentionSpec)``).
         """
         if self.model.needs_hma:
             return True
-        return (self.model.sliding_window and self.at_least((0, 22, 0))
-                and self.prefill.hma is not False and self.decode.hma is not False)
+        if not self.model.sliding_window or self.version is None:
+            return False
+        if self.at_least((0, 22, 0)):
+            return self.prefill.hma is not False and self.decode.hma is not False
+        # Up to 0.21 a connector turns HMA off unless both roles ask for it (--no-disable-...).
+        return self.at_least((0, 18, 0)) and self.prefill.hma is True and self.decode.hma is True
 
     @property
     def tps(self) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.must_match import fields_of
+from pdd_operator.vllm.versions import fmt
 
 
 def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix: str) -> list[Violation]:
@@ -95,21 +96,35 @@ def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
     )]
 
 
+def hma_disabled(r: RoleConfig, version) -> bool:
+    """The engine's effective ``disable_hybrid_kv_cache_manager`` under a KV connector (vllm/config/vllm.py):
+    up to 0.21 a kv-transfer-config turns HMA off unless --no-disable-hybrid-kv-cache-manager is given; from
+    0.22 HMA stays on for connectors that support it (NixlConnector) unless --disable-... is given."""
+    return r.hma is not True if version < (0, 22, 0) else r.hma is False
+
+
 @rule(
     id="hma-flag-mismatch", family="hma-flag-mismatch", severity="error",
     fields=fields_of("is_hma_enabled"),
-    source="vllm/config/vllm.py (HMA off with a kv-transfer-config, <= 0.21)",
-    until=(0, 22, 0),
+    source=("vllm nixl/metadata.py compute_nixl_compatibility_hash: is_hma_enabled = not "
+            "scheduler_config.disable_hybrid_kv_cache_manager (0.18+, every model); vllm/config/vllm.py decides the "
+            "effective value (connector turns HMA off up to 0.21, keeps it on from 0.22)"),
+    since=(0, 18, 0),
 )
 def check_hma_flag_match(pair: PDPair) -> list[Violation]:
-    """Both roles agree on the hybrid KV cache manager flag."""
-    p, d = bool(pair.prefill.hma), bool(pair.decode.hma)
+    """Both roles run with the same effective hybrid KV cache manager setting (it is hashed)."""
+    p, d = (hma_disabled(r, pair.version) for r in pair.roles)
     if p == d:
         return []
+    off = "prefill" if p else "decode"
+    on = "decode" if p else "prefill"
+    flag = ("--no-disable-hybrid-kv-cache-manager is given only on the " + on
+            if pair.version < (0, 22, 0) else "--disable-hybrid-kv-cache-manager is given only on the " + off)
     return [(
-        "--no-disable-hybrid-kv-cache-manager is given on one role only; up to vLLM 0.21 a kv-transfer-config "
-        "turns HMA off unless it is given, and the HMA flag is part of the handshake hash.",
-        "Pass --no-disable-hybrid-kv-cache-manager on both roles or on neither.",
+        f"The hybrid KV cache manager is off on {off} and on on {on} ({flag}); vLLM {fmt(pair.version)} hashes "
+        "is_hma_enabled for every model, so the NIXL handshake refuses the pair.",
+        fix_for(pair, "Give the same HMA flag in spec.prefill.extraArgs and spec.decode.extraArgs.",
+                "Give the prefill and decode containers the same HMA flag (both or neither)."),
     )]
 
 
