@@ -177,3 +177,23 @@ def test_cross_file_pairs_say_how_they_were_formed(capsys):
         assert "labels match" in r["pairedBy"]
         prefill, decode = (side.split()[0].split("/")[1] for side in r["object"].split(" + "))
         assert prefill.removesuffix("-prefill") == decode.removesuffix("-decode")
+
+
+def test_fixes_for_hand_written_manifests_speak_of_flags_not_spec_fields(capsys):
+    if not TURN2.exists():
+        pytest.skip(f"{TURN2} not present")
+    fixes = []
+    for name in EXPECTED:
+        if ".pdd." in name:
+            continue
+        _, out = run_check(_inputs(name), capsys)
+        fixes += [f["fix"] for r in out["results"] if not r["object"].startswith("PDDeployment/") for f in r["findings"]]
+    assert fixes
+    assert not [f for f in fixes if "spec." in f], [f for f in fixes if "spec." in f]
+
+
+def test_in_manifest_terms_rewrites_block_size_fixes():
+    from pdd_operator.compat.rules.base import in_manifest_terms
+
+    assert in_manifest_terms("Use the same blockSize on both roles.") == (
+        "Use the same --block-size on the prefill and decode containers.")

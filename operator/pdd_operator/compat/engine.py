@@ -8,6 +8,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
+from pdd_operator.compat.rules.base import in_manifest_terms
 from pdd_operator.compat.rules.records import VERSION_UNKNOWN, VERSION_UNVERIFIED
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
 
@@ -42,6 +43,10 @@ class CompatReport:
     def compatible(self) -> bool:
         """True when no error-severity rule fired."""
         return not self.errors
+
+
+def _in_terms(pair: PDPair, fix: str) -> str:
+    return fix if pair.managed else in_manifest_terms(fix)
 
 
 def _sentence(text: str) -> str:
@@ -83,13 +88,13 @@ def evaluate(
         if not rule.applies_to(version):
             continue
         for message, fix, *severity in rule.check(pair):
-            findings.append(_finding(rule, message, fix, *severity))
+            findings.append(_finding(rule, message, _in_terms(pair, fix), *severity))
     if version is None:
         what = "; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles"
         findings.append(Finding(
             rule=VERSION_UNKNOWN, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
             message=f"{_sentence(what)}; these version-dependent rules were not evaluated: {', '.join(skipped)}.",
-            fix="Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version.",
+            fix=_in_terms(pair, "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."),
             source="vllm-nixl-facts.md section 7 (version timeline)",
         ))
     elif not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):

@@ -81,6 +81,43 @@ def fix_for(pair: PDPair, pddeployment: str, manifest: str) -> str:
     return pddeployment if pair.managed else manifest
 
 
+#: PDDeployment wording -> the words of a hand-written manifest (container flags and env), longest first.
+#: Fixes written for a PDDeployment are put in these terms when the pair came from another manifest, so a
+#: user of a Deployment or a Dynamo graph reads ``--block-size on the decode container``, not spec fields.
+MANIFEST_TERMS: tuple[tuple[str, str], ...] = (
+    ("spec.model.architecture (and ssmKind for hybrid SSM models) or spec.model.hfArchitecture",
+     "the model's config.json (pdd check --model-config)"),
+    ("spec.model.mambaNGroups or spec.model.configMapRef (config.json)", "the model's config.json (pdd check --model-config)"),
+    ("spec.model.numKvHeads (config.json num_key_value_heads)", "the model's config.json (pdd check --model-config)"),
+    ("Set spec.model.ssmKind to Mamba1, Mamba2 or GDN", "Give the model's config.json (pdd check --model-config)"),
+    ("leave spec.kvCache.ssmConvStateLayout unset or DS, and drop any env override", "in each container's env"),
+    ("spec.kvTransfer.enablePermuteLocalKv", '"enable_permute_local_kv": true in decode\'s --kv-transfer-config'),
+    ("spec.kvTransfer.backends", "kv_connector_extra_config.backends in --kv-transfer-config"),
+    ("spec.kvTransfer.sideChannelPort", "VLLM_NIXL_SIDE_CHANNEL_PORT"),
+    ("spec.network.ucx.netDevices", "UCX_NET_DEVICES in each container's env"),
+    ("spec.network.rdma.resourceName", "an RDMA resource limit on each container"),
+    ("spec.speculative.draftModel", '"model" in --speculative-config'),
+    ("spec.prefill.numSpeculativeTokens", "num_speculative_tokens in prefill's --speculative-config"),
+    ("spec.decode.numSpeculativeTokens", "num_speculative_tokens in decode's --speculative-config"),
+    ("numSpeculativeTokens", "num_speculative_tokens (--speculative-config)"),
+    ("spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version",
+     "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers"),
+    ("prefill pipelineParallelSize", "--pipeline-parallel-size on the prefill container"),
+    ("decode pipelineParallelSize", "--pipeline-parallel-size on the decode container"),
+    ("pipelineParallelSize", "--pipeline-parallel-size"),
+    ("blockSize on both roles", "--block-size on the prefill and decode containers"),
+    ("blockSize", "--block-size"),
+    ("on both roles", "on the prefill and decode containers"),
+)
+
+
+def in_manifest_terms(text: str) -> str:
+    """``text`` (a fix written in PDDeployment terms) in the terms of a hand-written manifest."""
+    for pdd, manifest in MANIFEST_TERMS:
+        text = text.replace(pdd, manifest)
+    return text
+
+
 #: Every registered rule, in registration (= evaluation) order.
 REGISTRY: list[Rule] = []
 
