@@ -296,3 +296,16 @@ def test_sliding_window_block_sizes_follow_the_hma_state(tmp_path, capsys, image
               ["--block-size", "32", "--kv-transfer-config", KV, *flags], model="google/gemma-3-27b-it", image=image)
     _, out = check(tmp_path, capsys, *docs)
     assert ("block-size-hma" in rules(out, "error")) == refused
+
+
+def test_kserve_with_explicit_commands_and_a_decode_without_connector(tmp_path, capsys):
+    def main_container(args):
+        return {"name": "main", "image": "vllm/vllm-openai:v0.24.0", "command": ["vllm", "serve", "Qwen/Qwen3-8B", *args]}
+    doc = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService", "metadata": {"name": "q"},
+           "spec": {"template": {"containers": [main_container([])]},
+                    "prefill": {"template": {"containers": [main_container(["--kv-transfer-config", KV])]}}}}
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 1 and "kv-connector-missing" in rules(out, "error")
+    doc["spec"]["template"]["containers"][0]["command"] += ["--kv-transfer-config", KV]
+    code, out = check(tmp_path, capsys, doc)
+    assert "kv-connector-missing" not in rules(out) and len(out["results"]) == 1

@@ -227,7 +227,16 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
-    _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
+        # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
+        # side, by the resource's structure, whatever the engines' flags say.
+        ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
+        _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None)
+        rest = {k: v for k, v in spec.items() if k != "prefill"}
+        _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None)
+    else:
+        _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
     # One object holding a prefill engine and otherwise unlabelled engines (KServe's spec.template
@@ -240,7 +249,6 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
     if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
         for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
                                      ("spec.template", "decode", spec.get("template"))):
