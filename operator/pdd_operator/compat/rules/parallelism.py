@@ -45,7 +45,8 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
     source=("vllm nixl_connector.py before 0.11.1: every worker rank binds its own handshake listener on "
             "VLLM_NIXL_SIDE_CHANNEL_HOST (port + rank); the Ray executor copies the driver's VLLM_* environment to "
-            "workers on other nodes, which then bind the leader's address (ZMQError 'Cannot assign requested "
+            "workers on other nodes (vllm/ray/ray_env.py get_env_vars_to_copy: every set VLLM_* variable but a "
+            "deny list), which then bind the leader's address (ZMQError 'Cannot assign requested "
             "address', ai-dynamo/dynamo#2706). From 0.11.1 one listener runs in the scheduler process."),
     until=(0, 11, 1),
 )
