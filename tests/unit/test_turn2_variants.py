@@ -309,3 +309,13 @@ def test_kserve_with_explicit_commands_and_a_decode_without_connector(tmp_path, 
     doc["spec"]["template"]["containers"][0]["command"] += ["--kv-transfer-config", KV]
     code, out = check(tmp_path, capsys, doc)
     assert "kv-connector-missing" not in rules(out) and len(out["results"]) == 1
+
+
+@pytest.mark.parametrize("text, dev", [("0.1.dev1+g51f799c1a", True), ("0.20.2rc1.dev265+gdd6b3a5ef", True),
+                                       ("0.20.2.dev3", True), ("0.20.2rc1", False), ("v0.20.2-cu129", False)])
+def test_dev_builds_are_recognised_and_have_no_release_version(text, dev):
+    from pdd_operator.vllm.versions import dev_build, resolve_version
+
+    assert dev_build(text) == dev
+    version, origin = resolve_version(text, "vllm/vllm-openai:v0.24.0")
+    assert (version is None and origin == "dev build") if dev else version is not None
