@@ -319,3 +319,17 @@ def test_dev_builds_are_recognised_and_have_no_release_version(text, dev):
     assert dev_build(text) == dev
     version, origin = resolve_version(text, "vllm/vllm-openai:v0.24.0")
     assert (version is None and origin == "dev build") if dev else version is not None
+
+
+def test_a_shared_helm_label_alone_does_not_pair_two_apps(tmp_path, capsys):
+    docs = []
+    for app, image in (("x", "vllm/vllm-openai:v0.20.2"), ("y", "vllm/vllm-openai:v0.22.0")):
+        for role, other in (("prefill", "p"), ("decode", "d")):
+            doc = workload(f"{app}{other}", role, container(["m", "--kv-transfer-config", KV], image=image), app=app)
+            for labels in (doc["metadata"]["labels"], doc["spec"]["template"]["metadata"]["labels"]):
+                labels.pop("app", None)
+                labels["app.kubernetes.io/managed-by"] = "Helm"
+            docs.append(doc)
+    code, out = check(tmp_path, capsys, *docs)
+    # nothing ties the four engines into deployments: none is paired (so none is cross-paired), all are reported
+    assert code == 3 and not out["results"] and len(out["notChecked"]) == 4

@@ -212,11 +212,16 @@ def _stem(name: str) -> str:
     return re.sub(r"(^|[-_.])(prefill|prefiller|decode|decoder)(?=$|[-_.])", "", name.lower()).strip("-_.")
 
 
+#: Labels many unrelated workloads share (tooling, not identity): never a reason to pair two engines.
+_GENERIC_LABELS = {"pod-template-hash", "app.kubernetes.io/managed-by", "app.kubernetes.io/version", "helm.sh/chart",
+                   "app.kubernetes.io/part-of", "controller-revision-hash", "statefulset.kubernetes.io/pod-name"}
+
+
 def _group(*label_sets: dict | None) -> tuple[tuple[str, str], ...]:
     out = {}
     for labels in label_sets:
         for k, v in (labels or {}).items():
-            if k in _ROLE_LABELS or (isinstance(v, str) and _role_hint(v)) or k == "pod-template-hash":
+            if k in _ROLE_LABELS or k in _GENERIC_LABELS or (isinstance(v, str) and _role_hint(v)):
                 continue
             out[str(k)] = str(v)
     return tuple(sorted(out.items()))
