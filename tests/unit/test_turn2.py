@@ -59,9 +59,7 @@ EXPECTED: dict[str, Expect] = {
     "hma-silently-disabled-by-connector.pdd.yaml": Expect(
         "hma-silently-disabled-by-connector", 0, warnings={"hma-implicitly-disabled"}),
     "model-revision-mismatch-rolling-update.foreign.yaml": Expect(
-        "model-revision-mismatch-rolling-update", 0, warnings={"model-revision-mismatch"},
-        deviation="vLLM up to 0.33 does not compare revisions (PR #55776 is open): the pair starts and gives "
-        "wrong output, which is a warning, not a promise that vLLM fails"),
+        "model-revision-mismatch-rolling-update", 1, errors={"model-revision-mismatch"}),
     "model-revision-mismatch-rolling-update.pdd.yaml": Expect(
         "model-revision-mismatch-rolling-update", 0, deviation=PREVENTED, absent={"model-revision-mismatch"}),
     "engines-missing-kv-transfer-config.foreign.yaml": Expect(

@@ -267,9 +267,12 @@ def test_model_revisions_differ_in_a_leaderworkerset_pair(tmp_path, capsys):
                 "spec": {"leaderWorkerTemplate": {"size": 1, "workerTemplate": {
                     "metadata": {"labels": {"app": "phi", "role": role}}, "spec": {"containers": [c]}}}}}
     code, out = check(tmp_path, capsys, lws("prefill", "aaa"), lws("decode", "bbb"))
-    assert code == 0 and "model-revision-mismatch" in rules(out, "warning")
+    assert code == 1 and "model-revision-mismatch" in rules(out, "error")
     _, out = check(tmp_path, capsys, lws("prefill", "aaa"), lws("decode", "aaa"))
     assert "model-revision-mismatch" not in rules(out)
+    # A branch on one side may resolve to the other side's commit: a warning, never a refusal.
+    code, out = check(tmp_path, capsys, lws("prefill", "main"), lws("decode", "aaa"))
+    assert code == 0 and "model-revision-mismatch" in rules(out, "warning")
 
 
 @pytest.mark.parametrize("image, p_flags, d_flags, refused", [

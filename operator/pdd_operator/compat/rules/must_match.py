@@ -186,21 +186,33 @@ def check_speculative_complete(pair: PDPair) -> list[Violation]:
     return out
 
 
+#: Revisions that move (a branch): the same name may resolve to either pinned commit of the other role.
+_MOVING_REVISIONS = {"main", "master", "head"}
+
+
 @rule(
-    id="model-revision-mismatch", family="model-mismatch", severity="warning",
+    id="model-revision-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("model_revision"),
     source=("vllm nixl/metadata.py compute_nixl_compatibility_hash hashes no revision (0.13-0.33; vllm PR #55776, "
             "open, proposes it): the handshake passes and decode continues from KV of other weights"),
 )
 def check_model_revision_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode load the same model revision (vLLM does not compare it)."""
+    """Prefill and decode load the same model revision (vLLM does not compare it).
+
+    Two pinned revisions that differ load different weights: an error (wrong output on every request).
+    When one side is unset or a branch (``main``) it may resolve to the other's commit: a warning.
+    """
     p, d = pair.prefill.revision, pair.decode.revision
     if p == d:
         return []
-    return [(
+    pinned = all(r and r.lower() not in _MOVING_REVISIONS for r in (p, d))
+    message = (
         f"Model revisions differ: prefill {p or 'default (main)'}, decode {d or 'default (main)'}. vLLM does not "
         "compare revisions, so the pair starts and decode continues from KV computed by other weights: wrong "
-        "output, no error (typical mid rolling update).",
-        fix_for(pair, "Set spec.model.revision (one value for both roles).",
-                "Pass the same --revision to the prefill and decode containers, and roll them out together."),
-    )]
+        "output, no error (typical mid rolling update)."
+    )
+    if not pinned:
+        message += " One side follows a branch, which may resolve to the other side's commit."
+    fix = fix_for(pair, "Set spec.model.revision (one value for both roles).",
+                  "Pass the same --revision to the prefill and decode containers, and roll them out together.")
+    return [(message, fix) if pinned else (message, fix, "warning")]
