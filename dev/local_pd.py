@@ -203,7 +203,6 @@ class LocalEngine:
     changes: list[str] = field(default_factory=list)
 
 
-
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -316,7 +315,6 @@ def prefill_pod(template: dict, pod_name: str, http: int, side: int) -> tuple[di
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
     return pod, changes
-
 
 
 def push_static_prefill(template: dict, pod_name: str, http: int, side: int) -> tuple[str, object, list[str]]:
