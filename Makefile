@@ -30,4 +30,4 @@ bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a
 MODEL ?= llama
 CONNECTOR ?= NixlConnector
 cpu-example: bootstrap  ## real vLLM P/D on this CPU: the rendered CPU example's engines and router on 127.0.0.1 (Ctrl-C stops); MODEL=nemotron_h, CONNECTOR=NixlPushConnector
-	.venv/bin/python -m tests.vllm.local --model $(MODEL) --connector $(CONNECTOR)
+	.venv/bin/python -m dev.cpu_example --model $(MODEL) --connector $(CONNECTOR)

@@ -8,7 +8,7 @@ One run, loopback only, the same load on every path:
 - ``router``: client -> ``pdd router`` (a separate process) -> fake prefill, fake decode;
 - ``toy-proxy``: client -> vLLM's ``toy_proxy_server.py`` -> the same fakes.
 
-The fakes (:mod:`pdd_operator.router.fake_engine`, one process per role, on uvloop like vLLM's own
+The fakes (``tests/fakes/fake_engine.py``, the router tests' fake engine, one process per role, on uvloop like vLLM's own
 uvicorn server) speak the vLLM P/D protocol: configurable prefill delay, tokens and inter-token delay.
 Each request is a streaming completion read to its last byte. Per concurrency level (default 1, 16, 64,
 256 streams) every path runs for the same total time, split into interleaved rounds (so that a slow
@@ -256,7 +256,7 @@ async def bench(args: argparse.Namespace) -> dict:
     py = sys.executable
     procs: list[Proc] = []
     ports = {k: free_port() for k in ("prefill", "decode", "router", "toy")}
-    fake = [py, "-m", "pdd_operator.router.fake_engine", "--tokens", str(args.tokens),
+    fake = [py, str(ROOT / "tests" / "fakes" / "fake_engine.py"), "--tokens", str(args.tokens),
             "--inter-token-delay", str(args.inter_token_ms / 1e3), "--prefill-delay", str(args.prefill_ms / 1e3)]
     toy = None
     if not args.no_toy:

@@ -1,6 +1,6 @@
 """Admission latency of PDDeployment creates with and without the validating webhook.
 
-Runs on its own local control plane (tests/cluster/cluster.sh with a separate state dir and ports,
+Runs on its own local control plane (dev/cluster/cluster.sh with a separate state dir and ports,
 started and stopped here). Load: server-side dry-run creates of compatible PDDeployments from 50
 concurrent clients (nothing is stored, so every request does the same work), N per mode.
 Baseline: the same load with no webhook registered: the API server's own schema and CEL
@@ -37,7 +37,7 @@ GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
 
 
 def cluster_env() -> dict[str, str]:
-    out = subprocess.run(["bash", "tests/cluster/cluster.sh", "env"], cwd=ROOT, env=ENV, capture_output=True,
+    out = subprocess.run(["bash", "dev/cluster/cluster.sh", "env"], cwd=ROOT, env=ENV, capture_output=True,
                          text=True, check=True).stdout
     env = dict(ENV)
     for line in out.splitlines():
@@ -74,7 +74,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> int:
-    subprocess.run(["bash", "tests/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     env = cluster_env()
     operator = None
     try:
@@ -122,7 +122,7 @@ def main() -> int:
             operator.wait(30)
         subprocess.run(["kubectl", "delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found"],
                        cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-        subprocess.run(["bash", "tests/cluster/cluster.sh", "down", "--purge"], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL)
+        subprocess.run(["bash", "dev/cluster/cluster.sh", "down", "--purge"], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL)
 
     for title, base, hook, n, c in (("concurrent", baseline, webhook, REQUESTS, CONCURRENCY),
                                      ("one at a time", baseline1, webhook1, SERIAL, 1)):

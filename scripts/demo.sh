@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 EXAMPLE="${1:-examples/nemotron-nano-pd.yaml}"
 
 bash scripts/bootstrap.sh
-bash tests/cluster/cluster.sh up >/dev/null
-eval "$(bash tests/cluster/cluster.sh env)"
+bash dev/cluster/cluster.sh up >/dev/null
+eval "$(bash dev/cluster/cluster.sh env)"
 STATE="$(dirname "$KUBECONFIG")"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -49,7 +49,7 @@ kubectl get pods -l "app.kubernetes.io/instance=$name,app.kubernetes.io/componen
 cat <<MSG
 
 The cluster and the operator are still running. Try:
-  eval "\$(bash tests/cluster/cluster.sh env)"
+  eval "\$(bash dev/cluster/cluster.sh env)"
   kubectl get pdd $name -o yaml        # status: conditions, replicas, compatibility findings
   kubectl explain pdd.spec.prefill
   make down                             # stop the operator and the cluster

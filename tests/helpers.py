@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pdd_operator.api.spec import PDDeploymentSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+#: The team's shared, read-only material (cases/, docs/): ``PDD_SHARED_DIR``, else ``../shared`` beside
+#: the checkout, as on every developer machine and in CI.
+SHARED_DIR = Path(os.environ.get("PDD_SHARED_DIR") or ROOT.parent / "shared")
+
+
+def shared_file(relative: str) -> Path:
+    """``SHARED_DIR / relative``; fails the calling test (never skips it) when that file is missing,
+    naming the path and how to point the tests at the shared material."""
+    path = SHARED_DIR / relative
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: the tests need the shared material ({relative}); put it at "
+                    f"../shared beside the checkout or set PDD_SHARED_DIR to the folder that holds {relative}",
+                    pytrace=False)
+    return path
 
 
 def load_example(name: str) -> dict:

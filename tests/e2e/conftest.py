@@ -1,4 +1,4 @@
-"""Fixtures for end-to-end tests on the real local control plane (tests/cluster/cluster.sh).
+"""Fixtures for end-to-end tests on the real local control plane (dev/cluster/cluster.sh).
 
 The cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok with fake GPU
 nodes) is started once per test session and left running for reuse; the operator runs as a real
@@ -29,7 +29,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_SH = ROOT / "tests" / "cluster" / "cluster.sh"
+CLUSTER_SH = ROOT / "dev" / "cluster" / "cluster.sh"
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.25, what: str = "") -> Any:

@@ -1,12 +1,12 @@
-"""Every real-world case of ../shared/cases/pd-misconfig-cases.yaml, translated into a PDDeployment
+"""Every real-world case of the shared collection cases/pd-misconfig-cases.yaml (``PDD_SHARED_DIR``, else
+../shared beside the checkout; a missing file fails these tests), translated into a PDDeployment
 (or shown to be inexpressible by the API, which counts as prevented), gets the verdict and the rule
 family the case gives. Faults that a PDDeployment cannot express are also checked on the foreign
 form (two engines as people write them), which ``pdd check`` reads from plain manifests."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import functools
 
 import pytest
 import yaml
@@ -17,14 +17,22 @@ from pdd_operator.compat import evaluate
 from pdd_operator.compat.pair import PDPair, from_pddeployment, role_from_container
 from pdd_operator.compat.rules import RULES_BY_ID
 from pdd_operator.vllm.architectures import traits
-from tests.helpers import merge
+from tests.helpers import SHARED_DIR, merge, shared_file
 
-# The shared case collection lives beside the checkout (../shared), as on every developer machine and in CI.
-CASES_FILE = Path(os.environ.get("PDD_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared")) / "cases" / (
-    "pd-misconfig-cases.yaml")
-if not CASES_FILE.exists() and os.environ.get("CI"):
-    raise RuntimeError(f"{CASES_FILE} is missing: CI must run with ../shared beside the checkout")
-CASES = {c["id"]: c for c in yaml.safe_load(CASES_FILE.read_text())["cases"]} if CASES_FILE.exists() else {}
+CASES_FILE = "cases/pd-misconfig-cases.yaml"
+
+
+@functools.cache
+def _cases() -> dict[str, dict]:
+    return {c["id"]: c for c in yaml.safe_load(shared_file(CASES_FILE).read_text())["cases"]}
+
+
+def shared_case(case_id: str) -> dict:
+    """The case ``case_id`` of the shared collection; fails the test when the file or the case is missing."""
+    cases = _cases()
+    if case_id not in cases:
+        pytest.fail(f"case {case_id!r} is not in {SHARED_DIR / CASES_FILE}", pytrace=False)
+    return cases[case_id]
 
 
 def verdict(report) -> str:
@@ -136,9 +144,7 @@ FOREIGN: dict[str, PDPair] = {
 
 
 def test_every_case_is_translated():
-    if not CASES:
-        pytest.skip(f"{CASES_FILE} not present")
-    assert set(TRANSLATIONS) == set(CASES)
+    assert set(TRANSLATIONS) == set(_cases())
 
 
 #: Cases whose expected verdict a later, better-sourced case overrides: (verdict, why).
@@ -153,9 +159,7 @@ SUPERSEDED = {
 
 @pytest.mark.parametrize("case_id", sorted(TRANSLATIONS))
 def test_case_as_pddeployment(case_id):
-    case = CASES.get(case_id)
-    if case is None:
-        pytest.skip("cases file not present")
+    case = shared_case(case_id)
     expected = case["expected"]
     if case_id in SUPERSEDED:
         expected = {"verdict": SUPERSEDED[case_id][0], "rule": SUPERSEDED[case_id][1]}
@@ -175,9 +179,7 @@ def test_case_as_pddeployment(case_id):
 
 @pytest.mark.parametrize("case_id", sorted(FOREIGN))
 def test_case_in_foreign_form(case_id):
-    case = CASES.get(case_id)
-    if case is None:
-        pytest.skip("cases file not present")
+    case = shared_case(case_id)
     expected = case["expected"]
     report = evaluate(FOREIGN[case_id])
     assert verdict(report) == expected["verdict"], [(f.rule, f.message) for f in report.findings]

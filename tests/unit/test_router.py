@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry, parse_static
-from pdd_operator.router.fake_engine import FakeEngine, serve
 from pdd_operator.router.proxy import PULL_PREFILL_PARAMS, Router, RouterConfig, dumps, loads, push_decode_params, start
+from tests.fakes.fake_engine import FakeEngine, serve
 
 pytestmark = pytest.mark.timeout(60)
 

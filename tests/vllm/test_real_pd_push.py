@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from dev import local_pd as lp
 from pdd_operator.router.endpoints import parse_static
 from tests.vllm import support as s
 
@@ -37,29 +38,29 @@ def push_pair(request, vllm_venv: Path, tmp_path_factory):
     """A rendered push-mode prefill/decode pair of one tiny model and the rendered router, running."""
     kind = request.param
     base = tmp_path_factory.mktemp(f"vllm-push-{kind}")
-    model_dir = s.write_model(base / "model", kind, vllm_venv)
-    name, spec = s.example_spec(model_dir, kind, connector=PUSH)
+    model_dir = lp.write_model(base / "model", kind, vllm_venv)
+    name, spec = lp.example_spec(model_dir, kind, connector=PUSH)
     model_config = json.loads((model_dir / "config.json").read_text())
-    rendered, rendered_router = s.rendered_containers(name, spec, model_config)
-    templates = s.rendered_pod_templates(name, spec, model_config)
+    rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
+    templates = lp.rendered_pod_templates(name, spec, model_config)
     pod_name = f"{name}-prefill-5f7b9c8d4-q2x7m"  # a Deployment pod's name: <deployment>-<hash>-<suffix>
 
-    ports = s.local_ports(rendered)
-    local = {role: s.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
+    ports = lp.local_ports(rendered)
+    local = {role: lp.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
              for role in ("prefill", "decode")}
 
     # What Kubernetes discovery would make of the prefill pod, as a static endpoint for the router.
-    static_prefill, endpoint, pod_changes = s.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
+    static_prefill, endpoint, pod_changes = lp.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
     parsed = parse_static("prefill", static_prefill)
     for field in ("url", "engine_id", "kv_host", "kv_port", "tp_size", "pp_size"):
         assert getattr(parsed, field) == getattr(endpoint, field), (field, parsed, endpoint)
 
     started = time.monotonic()
-    with s.run_pair(local, vllm_venv, base, timeout=s.STARTUP_TIMEOUT) as servers:
+    with lp.run_pair(local, vllm_venv, base, timeout=s.STARTUP_TIMEOUT) as servers:
         print(f"\n[push {kind}] both engines healthy after {time.monotonic() - started:.1f}s "
               f"({ {r: f'{v.ready_after:.1f}s' for r, v in servers.items()} })")
         assert rendered_router is not None, "the operator renders no router"
-        router = s.Router(static_prefill, servers["decode"].url, base / "router.log", rendered_router)
+        router = lp.Router(static_prefill, servers["decode"].url, base / "router.log", rendered_router)
         try:
             router.wait_healthy()
             print(f"[push {kind}] pdd router {router.url}: {router.argv[1:]} ({router.changes}; pod: {pod_changes})")
@@ -94,7 +95,7 @@ def test_rendered_push_settings(push_pair):
     ep = push_pair["endpoint"]
     p = push_pair["local"]["prefill"]
     assert (ep.engine_id, ep.kv_host, ep.kv_port, ep.tp_size, ep.pp_size) == (
-        pod_name, s.LOOPBACK, p.side_channel_port, 1, 1)
+        pod_name, lp.LOOPBACK, p.side_channel_port, 1, 1)
     argv = push_pair["router"].argv
     assert argv[argv.index("--kv-mode") + 1] == "push", argv
 

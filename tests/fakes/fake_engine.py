@@ -6,7 +6,8 @@ NixlConnector does (``remote_engine_id``, ``remote_block_ids``, ``remote_request
 number of tokens. When the fakes share an ``issued`` dict (one process), decode checks that it got
 exactly the parameters prefill issued for the same ``X-Request-Id`` and answers 400 otherwise.
 
-``python -m pdd_operator.router.fake_engine --role decode --port 8200 --tokens 16`` runs one.
+``.venv/bin/python -m tests.fakes.fake_engine --role decode --port 8200 --tokens 16`` (from the repository
+root) runs one. Test code only: the shipped package never imports it.
 """
 
 from __future__ import annotations

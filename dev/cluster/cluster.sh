@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A real local Kubernetes control plane for pdd-operator's cluster tests, with no container engine:
+# A real local Kubernetes control plane (a developer tool: make demo, the e2e tests, the webhook
+# benchmark), with no container engine:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the standalone kwok controller
 # run as background processes on 127.0.0.1 only; kwok plays the kubelet for the fake nodes in
 # nodes.yaml (4 H200 GPU nodes in two racks, 1 CPU-only node).
 #
-# Usage: tests/cluster/cluster.sh up|down|status|env|smoke
+# Usage: dev/cluster/cluster.sh up|down|status|env|smoke
 #   up      build the binaries if missing (build-binaries.sh), start everything, wait until the
 #           apiserver is ready, the controller-manager works (default ServiceAccount exists) and
 #           all fake nodes are Ready and untainted; print the kubeconfig path on stdout.
@@ -16,7 +17,7 @@
 #           component logs are KEPT (the next `up` reuses the PKI; logs are for post-mortems).
 #           `down --purge` (or PDD_CLUSTER_PURGE=1) removes the whole state directory instead.
 #   status  one line per component; exit 0 when everything is up and healthy, 3 otherwise.
-#   env     print shell exports: eval "$(tests/cluster/cluster.sh env)"
+#   env     print shell exports: eval "$(dev/cluster/cluster.sh env)"
 #   smoke   a quick placement check: a pod asking for 2 GPUs becomes Ready on a GPU node, one
 #           asking for 16 stays Pending with FailedScheduling "Insufficient nvidia.com/gpu".
 #

