@@ -14,8 +14,9 @@ from pydantic import ValidationError
 
 from pdd_operator.api.constants import API_VERSION, KIND
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.engine import evaluate
+from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
 from pdd_operator.render.workloads import Owner, render_children
+from pdd_operator.vllm.model_config import MAX_CONFIG_JSON_BYTES, ModelConfigError, parse_config_json
 
 
 class InputError(Exception):
@@ -68,17 +69,34 @@ def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
         raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec:\n" + "\n".join(lines)) from exc
 
 
+def _read_model_config(path: str) -> dict:
+    """``--model-config``: the file's config.json (:func:`parse_config_json`); :class:`InputError` if unusable."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_JSON_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from exc
+    try:
+        return parse_config_json(data)
+    except ModelConfigError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Print the compatibility findings of each P/D deployment in the files.
 
     PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
-    A file or object that cannot be read is reported and the others are still checked. Exit code:
-    2 if any input could not be read, else 1 if any deployment is incompatible, else 0.
+    A file or object that cannot be read is reported and the others are still checked; a
+    ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
+    of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
+    in the operator. Exit code: 2 if any input could not be read, else 1 if any deployment is
+    incompatible, else 0.
     """
     from pdd_operator.compat.manifests import find_engines, pair_engines
 
+    forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
     input_errors: list[str] = []
     engines = []
@@ -92,7 +110,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         ((d.get("metadata") or {}).get("namespace", "default"), (d.get("metadata") or {}).get("name")): d.get("data") or {}
         for docs in all_docs.values() for d in docs if d.get("kind") == "ConfigMap"
     }
-    forced_config = json.loads(Path(args.model_config).read_text()) if args.model_config else None
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
@@ -104,12 +121,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             except InputError as exc:
                 input_errors.append(str(exc))
                 continue
-            model_config = forced_config
+            model_config, problem = forced_config, None
             ref = spec.model.config_map_ref
             if model_config is None and ref is not None:
                 raw = config_maps.get((meta.get("namespace", "default"), ref.name), {}).get(ref.key)
-                model_config = json.loads(raw) if raw else None
+                if raw is not None:  # a ConfigMap not among the files may still exist in the cluster
+                    model_config, problem = model_config_from_configmap(raw, ref.name, ref.key)
             report = evaluate(spec, model_config=model_config)
+            if problem is not None:
+                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
             results.append({
                 "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
                 "vllmVersion": report.version, "compatible": report.compatible,
