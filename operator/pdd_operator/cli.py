@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import API_VERSION, KIND
+from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
 from pdd_operator.render.workloads import Owner, render_children
@@ -41,7 +42,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         report = evaluate(spec)
         if not report.compatible and not args.force:
             for f in report.errors:
-                print(f"error: {meta.get('name')}: [{f.rule}] {f.message} Fix: {f.fix}", file=sys.stderr)
+                print(f"error: {meta.get('name')}: {finding_text(f)}", file=sys.stderr)
             return 1
         owner = Owner(name=meta.get("name", "example"), namespace=args.namespace or meta.get("namespace", "default"))
         out.extend(render_children(owner, spec))
@@ -65,8 +66,9 @@ def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
     try:
         return PDDeploymentSpec.model_validate(doc.get("spec") or {})
     except ValidationError as exc:
-        lines = [f"  spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec:\n" + "\n".join(lines)) from exc
+        lines = [f"  {finding_text(f)}" for f in invalid_spec_findings(exc)]
+        raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec ({len(lines)} field(s)):\n"
+                         + "\n".join(lines)) from exc
 
 
 def _read_model_config(path: str) -> dict:
@@ -91,13 +93,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
-    in the operator. Exit code: 2 if any input could not be read, else 1 if any deployment is
-    incompatible, else 0.
+    in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
+    Exit code: 2 if any input could not be read, else 1 if any deployment is incompatible, else 0.
     """
     from pdd_operator.compat.manifests import find_engines, pair_engines
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
+    reports: list[CompatReport] = []
     input_errors: list[str] = []
     engines = []
     all_docs: dict[str, list[dict]] = {}
@@ -130,6 +133,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             report = evaluate(spec, model_config=model_config)
             if problem is not None:
                 report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
+            reports.append(report)
             results.append({
                 "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
                 "vllmVersion": report.version, "compatible": report.compatible,
@@ -138,6 +142,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     pairs, unpaired = pair_engines(engines)
     for pair, _, _ in pairs:
         report = evaluate(pair)
+        reports.append(report)
         results.append({
             "file": ", ".join(all_docs), "object": pair.source, "vllmVersion": report.version,
             "compatible": report.compatible, "findings": [f.wire() for f in report.findings],
@@ -147,13 +152,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))
     else:
-        for r in results:
+        for r, report in zip(results, reports, strict=True):
             verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
             print(f"{r['object']} (vLLM {r['vllmVersion']}): {verdict}")
-            for f in r["findings"]:
-                print(f"  {f['severity']}: [{f['rule']}] {f['message']}")
-                if f.get("fix"):
-                    print(f"    fix: {f['fix']}")
+            for f in report.findings:
+                print(f"  {f.severity}: {finding_text(f)}")
         for s_ in skipped:
             print(f"not checked: {s_['object']}: {s_['reason']}")
         for err in input_errors:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC, ROLES
+from pdd_operator.api.messages import invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
@@ -43,17 +44,11 @@ def invalid_spec_report(exc: ValidationError) -> CompatReport:
     """Turn a spec that the models refuse into an error report naming each bad field.
 
     The CRD schema refuses most of these at admission; this covers objects that predate a schema
-    change or got in another way, so the operator reports them instead of crashing.
+    change or got in another way, so the operator reports them instead of crashing. The findings
+    are :func:`~pdd_operator.api.messages.invalid_spec_findings`, the ones the webhook and
+    ``pdd check`` print.
     """
-    findings = []
-    for err in exc.errors():
-        field = "spec." + ".".join(str(p) for p in err["loc"])
-        findings.append(Finding(
-            rule="spec-invalid", severity="error", fields=[field],
-            message=f"{field}: {err['msg']}.", fix=f"Correct {field} (see `kubectl explain pdd.{field}`).",
-            source="PDDeployment API (operator/pdd_operator/api/spec.py)",
-        ))
-    return CompatReport(version="unknown", findings=findings)
+    return CompatReport(version="unknown", findings=invalid_spec_findings(exc))
 
 
 def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tuple[dict | None, Finding | None]:

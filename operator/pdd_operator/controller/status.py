@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import ROLES
+from pdd_operator.api.messages import finding_text
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport
 
@@ -132,7 +133,8 @@ def role_status(obs: RoleObservation) -> dict:
 
 
 def _findings_text(findings: list[Finding]) -> str:
-    return " ".join(f"[{f.rule}] {f.message} Fix: {f.fix}" for f in findings)
+    """Findings in a condition message: each :func:`~pdd_operator.api.messages.finding_text`, space-separated."""
+    return " ".join(finding_text(f) for f in findings)
 
 
 def condition(type_: str, status: bool | None, reason: str, message: str, generation: int | None) -> dict:
