@@ -93,6 +93,7 @@ def test_a_bad_field_reads_the_same_in_check_render_webhook_and_status(tmp_path,
         PDDeploymentSpec.model_validate(spec)
     c = _status_conditions(invalid_spec_report(info.value))
     assert c["Compatible"]["message"] == text
+    assert c["Stalled"]["message"].endswith(": " + text)
 
 
 def test_a_finding_reads_the_same_in_check_render_webhook_and_status(tmp_path, capsys):
@@ -111,4 +112,4 @@ def test_a_finding_reads_the_same_in_check_render_webhook_and_status(tmp_path, c
     assert not verdict.allowed and text in verdict.message.splitlines()
 
     c = _status_conditions(report)
-    assert text in c["Compatible"]["message"]
+    assert text in c["Compatible"]["message"] and text in c["Stalled"]["message"]
