@@ -13,9 +13,11 @@ import yaml
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import API_VERSION, KIND
+from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.engine import evaluate
+from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
 from pdd_operator.render.workloads import Owner, render_children
+from pdd_operator.vllm.model_config import MAX_CONFIG_JSON_BYTES, ModelConfigError, parse_config_json
 
 
 class InputError(Exception):
@@ -40,7 +42,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         report = evaluate(spec)
         if not report.compatible and not args.force:
             for f in report.errors:
-                print(f"error: {meta.get('name')}: [{f.rule}] {f.message} Fix: {f.fix}", file=sys.stderr)
+                print(f"error: {meta.get('name')}: {finding_text(f)}", file=sys.stderr)
             return 1
         owner = Owner(name=meta.get("name", "example"), namespace=args.namespace or meta.get("namespace", "default"))
         out.extend(render_children(owner, spec))
@@ -64,8 +66,22 @@ def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
     try:
         return PDDeploymentSpec.model_validate(doc.get("spec") or {})
     except ValidationError as exc:
-        lines = [f"  spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec:\n" + "\n".join(lines)) from exc
+        lines = [f"  {finding_text(f)}" for f in invalid_spec_findings(exc)]
+        raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec ({len(lines)} field(s)):\n"
+                         + "\n".join(lines)) from exc
+
+
+def _read_model_config(path: str) -> dict:
+    """``--model-config``: the file's config.json (:func:`parse_config_json`); :class:`InputError` if unusable."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_JSON_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from exc
+    try:
+        return parse_config_json(data)
+    except ModelConfigError as exc:
+        raise InputError(f"{path}: {exc}") from exc
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -74,12 +90,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
-    A file or object that cannot be read is reported and the others are still checked. Exit codes:
-    see :data:`CHECK_EXIT_CODES`.
+    A file or object that cannot be read is reported and the others are still checked; a
+    ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
+    of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
+    in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
+    Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
     from pdd_operator.compat.manifests import pair_engines
 
+    forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
+    reports: list[CompatReport] = []
     input_errors: list[str] = []
     engines = []
     unreadable: list[dict] = []
@@ -93,7 +114,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         ((d.get("metadata") or {}).get("namespace", "default"), (d.get("metadata") or {}).get("name")): d.get("data") or {}
         for docs in all_docs.values() for d in docs if d.get("kind") == "ConfigMap"
     }
-    forced_config = json.loads(Path(args.model_config).read_text()) if args.model_config else None
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
@@ -105,12 +125,16 @@ def cmd_check(args: argparse.Namespace) -> int:
             except InputError as exc:
                 input_errors.append(str(exc))
                 continue
-            model_config = forced_config
+            model_config, problem = forced_config, None
             ref = spec.model.config_map_ref
             if model_config is None and ref is not None:
                 raw = config_maps.get((meta.get("namespace", "default"), ref.name), {}).get(ref.key)
-                model_config = json.loads(raw) if raw else None
+                if raw is not None:  # a ConfigMap not among the files may still exist in the cluster
+                    model_config, problem = model_config_from_configmap(raw, ref.name, ref.key)
             report = evaluate(spec, model_config=model_config)
+            if problem is not None:
+                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
+            reports.append(report)
             results.append({
                 "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
                 "vllmVersion": report.version, "compatible": report.compatible,
@@ -123,6 +147,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if report.not_checked:
             skipped.append({"object": pair.source, "reason": report.not_checked})
             continue
+        reports.append(report)
         results.append({
             "file": ", ".join(all_docs), "object": pair.source, "pairedBy": pair.paired_by,
             "vllmVersion": report.version, "compatible": report.compatible,
@@ -133,15 +158,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))
     else:
-        for r in results:
+        for r, report in zip(results, reports, strict=True):
             verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
             print(f"{r['object']} (vLLM {r['vllmVersion']}): {verdict}")
             if r.get("pairedBy"):
                 print(f"  paired because {r['pairedBy']}")
-            for f in r["findings"]:
-                print(f"  {f['severity']}: [{f['rule']}] {f['message']}")
-                if f.get("fix"):
-                    print(f"    fix: {f['fix']}")
+            for f in report.findings:
+                print(f"  {f.severity}: {finding_text(f)}")
         for s_ in skipped:
             print(f"not checked: {s_['object']}: because {s_['reason']}")
         for err in input_errors:

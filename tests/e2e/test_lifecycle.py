@@ -40,6 +40,7 @@ def test_apply_becomes_ready_on_gpu_nodes(cluster, operator, namespace):
     assert st["prefill"]["ready"] == "1/1" and st["decode"]["ready"] == "1/1"
     assert st["observedGeneration"] == 1 and st["appliedGeneration"] == 1
     assert condition(st, "Compatible")["status"] == "True"
+    assert (condition(st, "Reconciling")["status"], condition(st, "Stalled")["status"]) == ("False", "False")
     for role in ("prefill", "decode"):
         dep = cluster.apps.read_namespaced_deployment(f"nemotron-nano-{role}", namespace)
         owner = dep.metadata.owner_references[0]
@@ -133,6 +134,9 @@ def test_incompatible_edit_touches_nothing_and_says_why(cluster, operator, names
     assert "[ssm-conv-layout-ds]" in message and "[block-size-hma]" in message and "Fix:" in message
     assert condition(st, "Degraded")["reason"] == "IncompatibleSpec"
     assert "keep running generation 1" in condition(st, "Degraded")["message"]
+    stalled = condition(st, "Stalled")
+    assert (stalled["status"], stalled["reason"], stalled["observedGeneration"]) == ("True", "Incompatible", 2)
+    assert "[ssm-conv-layout-ds]" in stalled["message"] and condition(st, "Reconciling")["status"] == "False"
     assert st["appliedGeneration"] == 1 and st["prefill"]["ready"] == "1/1"
     assert {f["rule"] for f in st["compatibility"]} >= {"ssm-conv-layout-ds", "block-size-hma"}
     for r in ("prefill", "decode"):
@@ -164,9 +168,24 @@ def test_incompatible_from_the_start_creates_nothing(cluster, operator, namespac
                   and pdd_status(cluster, namespace, "llama-8b"), 60, what="Compatible=False")
     assert "[architecture-unsupported]" in condition(st, "Compatible")["message"]
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Degraded", "--timeout=10s", "pdd/llama-8b")
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Stalled", "--timeout=10s", "pdd/llama-8b")
     assert st["prefill"]["ready"] == "0/2" and st["decode"]["ready"] == "0/1"  # desired, though nothing exists
     assert cluster.apps.list_namespaced_deployment(namespace).items == []
     assert cluster.core.list_namespaced_service(namespace).items == []
+
+
+def test_malformed_model_config_map_is_a_warning_not_a_crash(cluster, operator, namespace):
+    cluster.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "llama-config"}, "data": {"config.json": "[" * 100_000}})
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["model"]["configMapRef"] = {"name": "llama-config"}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+    st = wait_for(ready(cluster, namespace, "llama-8b", 1), 120, what="Ready despite the bad config.json")
+    (finding,) = [f for f in st["compatibility"] if f["rule"] == "model-config-unavailable"]
+    assert finding["severity"] == "warning"
+    assert finding["message"].startswith("ConfigMap 'llama-config' key 'config.json': JSON nested too deeply")
+    assert condition(st, "Compatible")["reason"] == "CompatibleWithWarnings"
+    assert "[model-config-unavailable]" in condition(st, "Compatible")["message"]
 
 
 def test_delete_garbage_collects_children(cluster, operator, namespace):

@@ -116,7 +116,8 @@ def test_kv_transport_condition_folds_the_worst_pod():
     ready = {"reason": RDMA_READY, "ready": True, "transport": "rdma", "message": "ok"}
     tcp = {"reason": TCP_FALLBACK, "ready": False, "transport": "tcp", "message": "port DOWN"}
     none = {"reason": NO_RDMA_DEVICE, "ready": False, "transport": "tcp", "message": "no device"}
-    assert kv_transport_condition(preflight_results([_pod("a", ready)]), 1)["reason"] == "RDMAReady"
-    c = kv_transport_condition(preflight_results([_pod("a", ready), _pod("b", tcp), _pod("c", none)]), 1)
-    assert (c["status"], c["reason"]) == ("False", NO_RDMA_DEVICE) and c["message"].startswith("c:")
-    assert kv_transport_condition(preflight_results([_pod("a", None)]), 1)["status"] == "Unknown"
+    now = "2026-11-29T10:00:00Z"
+    assert kv_transport_condition(preflight_results([_pod("a", ready)]), 1, now).reason == "RDMAReady"
+    c = kv_transport_condition(preflight_results([_pod("a", ready), _pod("b", tcp), _pod("c", none)]), 1, now)
+    assert (c.status, c.reason) == ("False", NO_RDMA_DEVICE) and c.message.startswith("c:")
+    assert kv_transport_condition(preflight_results([_pod("a", None)]), 1, now).status == "Unknown"

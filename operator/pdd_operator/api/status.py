@@ -8,11 +8,18 @@ from pydantic import Field
 
 from pdd_operator.api.base import APIModel
 
+#: The condition types the operator writes, in the order it writes them (README, "Status").
+#: ``Reconciling`` and ``Stalled`` are the abnormal-true conditions of kstatus
+#: (sigs.k8s.io/cli-utils ``pkg/kstatus/status``: ``Reconciling=True`` reads InProgress,
+#: ``Stalled=True`` reads Failed); GitOps health checks read these names.
+CONDITION_TYPES = ("Ready", "Reconciling", "Stalled", "Progressing", "Degraded", "Compatible", "KVTransportReady")
+
 
 class Condition(APIModel):
     """A condition as in the Kubernetes API conventions (``metav1.Condition``)."""
 
-    type: str = Field(description="Ready, Progressing, Degraded or Compatible.")
+    type: str = Field(description="Ready, Reconciling, Stalled, Progressing, Degraded, Compatible or "
+                      "KVTransportReady.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="CamelCase reason for the last transition.")
     message: str = Field("", description="Human-readable details.")
@@ -51,7 +58,11 @@ class PDDeploymentStatus(APIModel):
     prefill: RoleStatus = Field(default_factory=RoleStatus, description="Prefill replicas.")
     decode: RoleStatus = Field(default_factory=RoleStatus, description="Decode replicas.")
     compatibility: list[Finding] = Field(default_factory=list, description="Compatibility findings.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, Compatible.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Reconciling, Stalled, Progressing, Degraded, Compatible and (with the preflight) "
+        "KVTransportReady.",
+    )
     endpoint: str | None = Field(
         None, description="URL of the deployment's OpenAI-compatible endpoint (the router's Service), e.g. "
         "`http://<name>-router.<namespace>.svc:8000`.",

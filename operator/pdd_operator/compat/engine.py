@@ -9,7 +9,8 @@ from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import in_manifest_terms
-from pdd_operator.compat.rules.records import VERSION_UNKNOWN, VERSION_UNVERIFIED
+from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
+from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
 
 
@@ -107,3 +108,32 @@ def evaluate(
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped)
+
+
+def model_config_unavailable(problem: str) -> Finding:
+    """The :data:`MODEL_CONFIG_UNAVAILABLE` warning: the model's config.json from
+    ``spec.model.configMapRef`` could not be used, for the reason ``problem`` (a sentence fragment
+    naming the ConfigMap and key). The rules then ran on ``spec.model`` and the name tables, so the
+    deployment is still checked, with less to go on.
+    """
+    return Finding(
+        rule=MODEL_CONFIG_UNAVAILABLE, severity="warning", fields=["spec.model.configMapRef"],
+        message=f"{problem}; rules that need the model's config.json used spec.model and the name tables instead.",
+        fix="Create the ConfigMap with the model's config.json under that key, or fix spec.model.configMapRef.",
+        source="PDDeployment API (spec.model.configMapRef)",
+    )
+
+
+def model_config_from_configmap(text: str | None, name: str, key: str) -> tuple[dict | None, Finding | None]:
+    """The model's config.json from the value of key ``key`` of ConfigMap ``name`` (``None``: the
+    ConfigMap or key does not exist), as the operator and ``pdd check`` read ``spec.model.configMapRef``.
+
+    Returns ``(config, None)``, or ``(None, model_config_unavailable(...))`` naming the ConfigMap, the
+    key and what is wrong (:func:`~pdd_operator.vllm.model_config.parse_config_json`). Never raises.
+    """
+    if text is None:
+        return None, model_config_unavailable(f"ConfigMap {name!r} or its key {key!r} does not exist")
+    try:
+        return parse_config_json(text), None
+    except ModelConfigError as exc:
+        return None, model_config_unavailable(f"ConfigMap {name!r} key {key!r}: {exc}")

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC, ROLES
+from pdd_operator.api.messages import invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
-from pdd_operator.compat.engine import CompatReport, evaluate
+from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.status import RoleObservation, fold_status, preflight_results
@@ -43,46 +44,25 @@ def invalid_spec_report(exc: ValidationError) -> CompatReport:
     """Turn a spec that the models refuse into an error report naming each bad field.
 
     The CRD schema refuses most of these at admission; this covers objects that predate a schema
-    change or got in another way, so the operator reports them instead of crashing.
+    change or got in another way, so the operator reports them instead of crashing. The findings
+    are :func:`~pdd_operator.api.messages.invalid_spec_findings`, the ones the webhook and
+    ``pdd check`` print.
     """
-    findings = []
-    for err in exc.errors():
-        field = "spec." + ".".join(str(p) for p in err["loc"])
-        findings.append(Finding(
-            rule="spec-invalid", severity="error", fields=[field],
-            message=f"{field}: {err['msg']}.", fix=f"Correct {field} (see `kubectl explain pdd.{field}`).",
-            source="PDDeployment API (operator/pdd_operator/api/spec.py)",
-        ))
-    return CompatReport(version="unknown", findings=findings)
+    return CompatReport(version="unknown", findings=invalid_spec_findings(exc))
 
 
 def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tuple[dict | None, Finding | None]:
     """Read the model's config.json from ``spec.model.configMapRef``.
 
-    Returns ``(config, None)``, or ``(None, warning)`` when the ConfigMap, the key or the JSON is
-    missing or bad: rules that need it then fall back to the spec fields and the name tables.
+    Returns ``(config, None)``, or ``(None, warning)`` when the ConfigMap or the key is missing or
+    its text is not a usable config.json (:func:`~pdd_operator.compat.engine.model_config_from_configmap`):
+    rules that need it then fall back to the spec fields and the name tables. Never raises for the
+    ConfigMap's content; API errors other than 404 propagate (callers retry).
     """
     ref = spec.model.config_map_ref
     if ref is None:
         return None, None
-    text = kube.config_map_value(namespace, ref.name, ref.key)
-    problem = None
-    if text is None:
-        problem = f"ConfigMap {ref.name!r} or its key {ref.key!r} does not exist"
-    else:
-        try:
-            config = json.loads(text)
-            if isinstance(config, dict):
-                return config, None
-            problem = f"ConfigMap {ref.name!r} key {ref.key!r} is not a JSON object"
-        except json.JSONDecodeError as exc:
-            problem = f"ConfigMap {ref.name!r} key {ref.key!r} is not valid JSON ({exc.msg})"
-    return None, Finding(
-        rule="model-config-unavailable", severity="warning", fields=["spec.model.configMapRef"],
-        message=f"{problem}; rules that need the model's config.json used spec.model and the name tables instead.",
-        fix="Create the ConfigMap with the model's config.json under that key, or fix spec.model.configMapRef.",
-        source="PDDeployment API (spec.model.configMapRef)",
-    )
+    return model_config_from_configmap(kube.config_map_value(namespace, ref.name, ref.key), ref.name, ref.key)
 
 
 def last_applied_spec(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> PDDeploymentSpec | None:

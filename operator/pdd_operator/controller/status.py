@@ -2,16 +2,24 @@
 
 Conditions follow the Kubernetes API conventions: ``lastTransitionTime`` changes only when a
 condition's status changes, ``reason`` is CamelCase, ``observedGeneration`` names the spec generation
-the condition was computed for.
+the condition was computed for. Each condition is one small function of :class:`Observed` returning
+the :class:`~pdd_operator.api.status.Condition` model; :func:`fold_status` assembles the
+:class:`~pdd_operator.api.status.PDDeploymentStatus` model and returns its wire form.
+
+``Reconciling`` and ``Stalled`` are kstatus's abnormal-true conditions (sigs.k8s.io/cli-utils
+``pkg/kstatus``), so Flux, kpt and ``kstatus``-based tools read a rolling-out PDDeployment as
+InProgress and a refused one as Failed instead of waiting for a timeout.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import ROLES
-from pdd_operator.api.status import Finding
+from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
+from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
 
 
@@ -105,57 +113,270 @@ def preflight_results(pods: list[dict]) -> list[tuple[str, dict]]:
     return out
 
 
-def kv_transport_condition(results: list[tuple[str, dict]], generation: int) -> dict:
-    """The ``KVTransportReady`` condition from the preflight verdicts of all engine pods."""
+@dataclass(frozen=True)
+class Observed:
+    """Everything one status is folded from, and the facts the conditions share (defined once here).
+
+    Attributes:
+        generation: ``metadata.generation`` of the PDDeployment.
+        report: compatibility report of the current spec (for a spec the API models refuse, the
+            :data:`~pdd_operator.api.messages.SPEC_INVALID_RULE` findings of
+            :func:`pdd_operator.controller.reconcile.invalid_spec_report`).
+        applied_generation: generation the children were last rendered from (``None``: never).
+        observations: per role (``prefill``, ``decode``) what its Deployment says.
+        now: current time, RFC 3339; the ``lastTransitionTime`` of a condition that transitions.
+    """
+
+    generation: int
+    report: CompatReport
+    applied_generation: int | None
+    observations: Mapping[str, RoleObservation]
+    now: str
+
+    @property
+    def compatible(self) -> bool:
+        """No error finding: the current spec may be applied."""
+        return self.report.compatible
+
+    @property
+    def spec_invalid(self) -> bool:
+        """The API models refuse the current spec (its findings are ``spec-invalid`` errors)."""
+        return any(f.rule == SPEC_INVALID_RULE for f in self.report.errors)
+
+    @property
+    def applied_current(self) -> bool:
+        """The children are rendered from the current generation."""
+        return self.compatible and self.applied_generation == self.generation
+
+    @property
+    def missing(self) -> list[str]:
+        """Roles whose Deployment does not exist."""
+        return [r for r in ROLES if not self.observations[r].exists]
+
+    @property
+    def rolled_out(self) -> bool:
+        """Every role's Deployment is rolled out (:attr:`RoleObservation.rolled_out`)."""
+        return all(self.observations[r].rolled_out for r in ROLES)
+
+    @property
+    def scaled_to_zero(self) -> bool:
+        """A role's Deployment exists with 0 replicas."""
+        return any(self.observations[r].exists and self.observations[r].replicas == 0 for r in ROLES)
+
+    @property
+    def stuck(self) -> list[str]:
+        """Roles whose Deployment reports ProgressDeadlineExceeded."""
+        return [r for r in ROLES if self.observations[r].deadline_exceeded]
+
+    @property
+    def failures(self) -> list[str]:
+        """``role: message`` of each ReplicaFailure (quota, admission)."""
+        return [f"{r}: {self.observations[r].replica_failure}" for r in ROLES if self.observations[r].replica_failure]
+
+    @property
+    def unschedulable(self) -> list[str]:
+        """``role: scheduler message`` for each role with a pod the scheduler cannot place."""
+        return [f"{r}: {self.observations[r].unschedulable}" for r in ROLES if self.observations[r].unschedulable]
+
+    @property
+    def stalled_reason(self) -> str | None:
+        """Why the operator cannot make progress without a spec change, or ``None``.
+
+        ``InvalidSpec`` (the API models refuse the spec), ``Incompatible`` (compatibility errors), or
+        ``ProgressDeadlineExceeded`` (a role's Deployment says so).
+        """
+        if self.spec_invalid:
+            return "InvalidSpec"
+        if not self.compatible:
+            return "Incompatible"
+        if self.stuck:
+            return "ProgressDeadlineExceeded"
+        return None
+
+    def waiting(self) -> str:
+        """``prefill: 1/2 ready, 2 updated; decode: ...`` for the conditions' messages."""
+        return "; ".join(
+            f"{r}: {self.observations[r].ready}/{self.observations[r].replicas} ready, "
+            f"{self.observations[r].updated} updated" for r in ROLES
+        )
+
+
+def _condition(type_: str, status: bool | None, reason: str, message: str, generation: int | None,
+               now: str) -> Condition:
+    """A :class:`Condition` with ``lastTransitionTime`` ``now`` (:func:`merge_conditions` keeps the old one)."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    return Condition(type=type_, status=value, reason=reason, message=message, observed_generation=generation,
+                     last_transition_time=now)
+
+
+def findings_text(findings: list[Finding]) -> str:
+    """Findings in a condition message: each :func:`~pdd_operator.api.messages.finding_text`, space-separated."""
+    return " ".join(finding_text(f) for f in findings)
+
+
+def kv_transport_condition(results: list[tuple[str, dict]], generation: int, now: str) -> Condition:
+    """The ``KVTransportReady`` condition from the preflight verdicts of all engine pods.
+
+    ``results`` as :func:`preflight_results` returns them. Unknown (``NoPreflightResult``) until a pod
+    reported; True when every pod is ready; else False with the worst reason of
+    :data:`_PREFLIGHT_ORDER` and the pod that reported it.
+    """
     if not results:
-        return condition("KVTransportReady", None, "NoPreflightResult",
-                         "No engine pod has reported a preflight result yet.", generation)
+        return _condition("KVTransportReady", None, "NoPreflightResult",
+                          "No engine pod has reported a preflight result yet.", generation, now)
     bad = [(pod, v) for pod, v in results if not v.get("ready")]
     if not bad:
-        transports = sorted({v.get("transport", "?") for _, v in results})
-        return condition("KVTransportReady", True, "RDMAReady",
-                         f"{len(results)} pod(s) verified KV transport over {', '.join(transports)}.", generation)
+        transports = sorted({str(v.get("transport", "?")) for _, v in results})
+        return _condition("KVTransportReady", True, "RDMAReady",
+                          f"{len(results)} pod(s) verified KV transport over {', '.join(transports)}.", generation, now)
     rank = {r: i for i, r in enumerate(_PREFLIGHT_ORDER)}
     pod, worst = min(bad, key=lambda pv: rank.get(pv[1]["reason"], 0))
-    return condition("KVTransportReady", False, str(worst["reason"]),
-                     f"{pod}: {worst.get('message', '')} ({len(bad)} of {len(results)} pod(s) not ready)", generation)
+    return _condition("KVTransportReady", False, str(worst["reason"]),
+                      f"{pod}: {worst.get('message', '')} ({len(bad)} of {len(results)} pod(s) not ready)",
+                      generation, now)
 
 
-def role_status(obs: RoleObservation) -> dict:
+def compatible_condition(o: Observed) -> Condition:
+    """``Compatible``: True (``Compatible``, or ``CompatibleWithWarnings`` naming them) when no rule error
+    fired; False with every error (``Incompatible``), or every refused field (``InvalidSpec``)."""
+    report = o.report
+    if o.spec_invalid:
+        return _condition("Compatible", False, "InvalidSpec", findings_text(report.errors), o.generation, o.now)
+    if not o.compatible:
+        return _condition("Compatible", False, "Incompatible", findings_text(report.errors), o.generation, o.now)
+    if report.warnings:
+        return _condition("Compatible", True, "CompatibleWithWarnings", findings_text(report.warnings),
+                          o.generation, o.now)
+    return _condition("Compatible", True, "Compatible",
+                      f"No compatibility rule is violated for vLLM {report.version}.", o.generation, o.now)
+
+
+def degraded_condition(o: Observed) -> Condition:
+    """``Degraded``: True when the spec is refused (the children keep the last compatible generation,
+    which the message names), a child is missing, a ReplicaFailure, unschedulable pods, or a rollout
+    past its deadline; else False (``AsExpected``)."""
+    if not o.compatible:
+        if o.applied_generation is None:
+            keeping = "No child objects were created."
+        elif o.missing:
+            keeping = (f"Generation {o.applied_generation}, the last compatible spec, cannot be restored: "
+                       f"Deployment of {', '.join(o.missing)} is missing.")
+        else:
+            keeping = f"Children keep running generation {o.applied_generation}, the last compatible spec."
+        if o.spec_invalid:
+            return _condition(
+                "Degraded", True, "InvalidSpec",
+                f"Generation {o.generation} has {len(o.report.errors)} invalid field(s) and was not applied. {keeping}",
+                o.generation, o.now,
+            )
+        return _condition(
+            "Degraded", True, "IncompatibleSpec",
+            f"Generation {o.generation} breaks {len(o.report.errors)} compatibility rule(s) and was not applied. "
+            f"{keeping}",
+            o.generation, o.now,
+        )
+    if o.missing:
+        return _condition("Degraded", True, "ChildMissing", f"Deployment of {', '.join(o.missing)} is missing.",
+                          o.generation, o.now)
+    if o.failures:
+        return _condition("Degraded", True, "ReplicaFailure", "; ".join(o.failures), o.generation, o.now)
+    if o.unschedulable:
+        return _condition("Degraded", True, "Unschedulable", "Pods cannot be scheduled: " + "; ".join(o.unschedulable),
+                          o.generation, o.now)
+    if o.stuck:
+        return _condition("Degraded", True, "ProgressDeadlineExceeded",
+                          f"Rollout of {', '.join(o.stuck)} made no progress within its deadline.", o.generation, o.now)
+    return _condition("Degraded", False, "AsExpected", "", o.generation, o.now)
+
+
+def progressing_condition(o: Observed) -> Condition:
+    """``Progressing``: True (``RollingOut``) until the current spec is applied and rolled out; False
+    when it is (``RolloutComplete``) or when the spec is refused (``Incompatible``)."""
+    if not o.compatible:
+        return _condition("Progressing", False, "Incompatible", "The current spec is not applied.", o.generation, o.now)
+    if not o.applied_current or not o.rolled_out:
+        return _condition("Progressing", True, "RollingOut", o.waiting(), o.generation, o.now)
+    return _condition("Progressing", False, "RolloutComplete", "All replicas are updated and ready.", o.generation, o.now)
+
+
+def ready_condition(o: Observed) -> Condition:
+    """``Ready``: True only when the current spec is applied and every role is rolled out with at least
+    one pod; else False with why (``Incompatible``/``InvalidSpec``, ``ChildMissing``, ``ScaledToZero``,
+    ``ReplicasNotReady``)."""
+    if o.spec_invalid:
+        return _condition("Ready", False, "InvalidSpec", "The current spec has invalid fields.", o.generation, o.now)
+    if not o.compatible:
+        return _condition("Ready", False, "Incompatible", "The current spec breaks compatibility rules.",
+                          o.generation, o.now)
+    if o.missing:
+        return _condition("Ready", False, "ChildMissing", f"Deployment of {', '.join(o.missing)} is missing.",
+                          o.generation, o.now)
+    if o.scaled_to_zero:
+        return _condition("Ready", False, "ScaledToZero", "A role has 0 replicas.", o.generation, o.now)
+    if o.applied_current and o.rolled_out:
+        return _condition("Ready", True, "AllReplicasReady", o.waiting(), o.generation, o.now)
+    return _condition("Ready", False, "ReplicasNotReady", o.waiting(), o.generation, o.now)
+
+
+def stalled_condition(o: Observed) -> Condition:
+    """kstatus ``Stalled`` (abnormal-true; True reads Failed): True when the operator cannot make progress
+    without a spec change: ``InvalidSpec``, ``Incompatible`` (the findings follow), or
+    ``ProgressDeadlineExceeded``; else False (``AsExpected``). Source: sigs.k8s.io/cli-utils
+    ``pkg/kstatus/status/generic.go`` (``checkGenericProperties``)."""
+    reason = o.stalled_reason
+    if reason == "InvalidSpec":
+        message = (f"Generation {o.generation} has invalid fields and is not applied until the spec changes: "
+                   + findings_text(o.report.errors))
+    elif reason == "Incompatible":
+        message = (f"Generation {o.generation} cannot work with vLLM {o.report.version} and is not applied until "
+                   "the spec changes: " + findings_text(o.report.errors))
+    elif reason == "ProgressDeadlineExceeded":
+        message = f"Rollout of {', '.join(o.stuck)} made no progress within its deadline."
+    else:
+        return _condition("Stalled", False, "AsExpected", "", o.generation, o.now)
+    return _condition("Stalled", True, reason, message, o.generation, o.now)
+
+
+def reconciling_condition(o: Observed) -> Condition:
+    """kstatus ``Reconciling`` (abnormal-true; True reads InProgress): True while the current generation
+    is not yet applied and rolled out (``Applying``, ``ChildMissing``, ``RollingOut``); False once it is
+    (``Reconciled``) and while :func:`stalled_condition` is True (its reason), so the two never
+    both hold. Source: sigs.k8s.io/cli-utils ``pkg/kstatus/status/generic.go``."""
+    stalled = o.stalled_reason
+    if stalled is not None:
+        return _condition("Reconciling", False, stalled, "Stalled: no progress without a change; see the Stalled "
+                          "condition.", o.generation, o.now)
+    if not o.applied_current:
+        return _condition("Reconciling", True, "Applying", f"Generation {o.generation} is not applied yet.",
+                          o.generation, o.now)
+    if o.missing:
+        return _condition("Reconciling", True, "ChildMissing", f"Deployment of {', '.join(o.missing)} is missing.",
+                          o.generation, o.now)
+    if not o.rolled_out:
+        return _condition("Reconciling", True, "RollingOut", o.waiting(), o.generation, o.now)
+    return _condition("Reconciling", False, "Reconciled", f"Generation {o.generation} is applied and rolled out.",
+                      o.generation, o.now)
+
+
+def role_status(obs: RoleObservation) -> RoleStatus:
     """Status of one role (``status.prefill`` / ``status.decode``)."""
-    return {
-        "replicas": obs.replicas,
-        "readyReplicas": obs.ready,
-        "updatedReplicas": obs.updated,
-        "ready": f"{obs.ready}/{obs.replicas}",
-    }
+    return RoleStatus(replicas=obs.replicas, ready_replicas=obs.ready, updated_replicas=obs.updated,
+                      ready=f"{obs.ready}/{obs.replicas}")
 
 
-def _findings_text(findings: list[Finding]) -> str:
-    return " ".join(f"[{f.rule}] {f.message} Fix: {f.fix}" for f in findings)
+def merge_conditions(previous: list[dict], new: list[Condition]) -> list[Condition]:
+    """Keep the previous ``lastTransitionTime`` of each new condition whose status is unchanged.
 
-
-def condition(type_: str, status: bool | None, reason: str, message: str, generation: int | None) -> dict:
-    """A condition dict without ``lastTransitionTime`` (filled in by :func:`merge_conditions`)."""
-    value = "Unknown" if status is None else ("True" if status else "False")
-    out = {"type": type_, "status": value, "reason": reason, "message": message}
-    if generation is not None:
-        out["observedGeneration"] = generation
-    return out
-
-
-def merge_conditions(previous: list[dict], new: list[dict], now: str) -> list[dict]:
-    """Give each new condition its ``lastTransitionTime``: the previous one's if the status is unchanged,
-    else ``now`` (RFC 3339)."""
+    ``previous``: the conditions of the stored status (wire form); ``new``: conditions stamped with
+    the current time. Kubernetes API conventions: the time changes only when the status does.
+    """
     before = {c.get("type"): c for c in previous or []}
     out = []
     for cond in new:
-        old = before.get(cond["type"])
-        if old is not None and old.get("status") == cond["status"] and old.get("lastTransitionTime"):
-            ltt = old["lastTransitionTime"]
-        else:
-            ltt = now
-        out.append({**cond, "lastTransitionTime": ltt})
+        old = before.get(cond.type)
+        if old is not None and old.get("status") == cond.status and old.get("lastTransitionTime"):
+            cond = cond.model_copy(update={"last_transition_time": old["lastTransitionTime"]})
+        out.append(cond)
     return out
 
 
@@ -170,7 +391,7 @@ def fold_status(
     preflight: list[tuple[str, dict]] | None = None,
     endpoint: str | None = None,
 ) -> dict:
-    """Return the whole new status of a PDDeployment.
+    """Return the whole new status of a PDDeployment, in wire form (:class:`PDDeploymentStatus` ``.wire()``).
 
     Args:
         generation: ``metadata.generation`` of the PDDeployment.
@@ -182,93 +403,27 @@ def fold_status(
         preflight: preflight verdicts of the engine pods (``None``: preflight disabled, no condition).
         endpoint: URL of the router's Service (``status.endpoint``); ``None``: no router.
 
-    Ready is True only when the current spec was applied and every role is rolled out with at least
-    one ready pod. An incompatible spec makes Compatible=False and Degraded=True; the children keep
-    running the last compatible generation, which the Degraded message names.
+    The status is built from the same models the CRD's status schema is generated from
+    (:mod:`pdd_operator.api.status`), so it never holds a field the apiserver would prune. Equal
+    inputs give an equal result (only transitions take ``now``), so the caller can skip the write.
+    Conditions: :func:`ready_condition`, :func:`reconciling_condition`, :func:`stalled_condition`,
+    :func:`progressing_condition`, :func:`degraded_condition`, :func:`compatible_condition` and, with
+    ``preflight``, :func:`kv_transport_condition`.
     """
-    compatible = report.compatible
-    applied_current = compatible and applied_generation == generation
-    missing = [r for r in ROLES if not observations[r].exists]
-    rolled_out = all(observations[r].rolled_out for r in ROLES)
-    scaled_to_zero = any(observations[r].exists and observations[r].replicas == 0 for r in ROLES)
-    stuck = [r for r in ROLES if observations[r].deadline_exceeded]
-    failures = [f"{r}: {observations[r].replica_failure}" for r in ROLES if observations[r].replica_failure]
-    unschedulable = [f"{r}: {observations[r].unschedulable}" for r in ROLES if observations[r].unschedulable]
-
-    if compatible:
-        warn = report.warnings
-        compat = condition(
-            "Compatible", True, "CompatibleWithWarnings" if warn else "Compatible",
-            _findings_text(warn) if warn else f"No compatibility rule is violated for vLLM {report.version}.",
-            generation,
-        )
-    else:
-        compat = condition("Compatible", False, "Incompatible", _findings_text(report.errors), generation)
-
-    if not compatible:
-        if applied_generation is None:
-            keeping = "No child objects were created."
-        elif missing:
-            keeping = (f"Generation {applied_generation}, the last compatible spec, cannot be restored: "
-                       f"Deployment of {', '.join(missing)} is missing.")
-        else:
-            keeping = f"Children keep running generation {applied_generation}, the last compatible spec."
-        degraded = condition(
-            "Degraded", True, "IncompatibleSpec",
-            f"Generation {generation} breaks {len(report.errors)} compatibility rule(s) and was not applied. {keeping}",
-            generation,
-        )
-    elif missing:
-        degraded = condition("Degraded", True, "ChildMissing", f"Deployment of {', '.join(missing)} is missing.", generation)
-    elif failures:
-        degraded = condition("Degraded", True, "ReplicaFailure", "; ".join(failures), generation)
-    elif unschedulable:
-        degraded = condition("Degraded", True, "Unschedulable", "Pods cannot be scheduled: " + "; ".join(unschedulable),
-                             generation)
-    elif stuck:
-        degraded = condition(
-            "Degraded", True, "ProgressDeadlineExceeded",
-            f"Rollout of {', '.join(stuck)} made no progress within its deadline.", generation,
-        )
-    else:
-        degraded = condition("Degraded", False, "AsExpected", "", generation)
-
-    def _waiting() -> str:
-        return "; ".join(
-            f"{r}: {observations[r].ready}/{observations[r].replicas} ready, "
-            f"{observations[r].updated} updated" for r in ROLES
-        )
-
-    if not compatible:
-        progressing = condition("Progressing", False, "Incompatible", "The current spec is not applied.", generation)
-    elif not applied_current or not rolled_out:
-        progressing = condition("Progressing", True, "RollingOut", _waiting(), generation)
-    else:
-        progressing = condition("Progressing", False, "RolloutComplete", "All replicas are updated and ready.", generation)
-
-    if not compatible:
-        ready = condition("Ready", False, "Incompatible", "The current spec breaks compatibility rules.", generation)
-    elif missing:
-        ready = condition("Ready", False, "ChildMissing", f"Deployment of {', '.join(missing)} is missing.", generation)
-    elif scaled_to_zero:
-        ready = condition("Ready", False, "ScaledToZero", "A role has 0 replicas.", generation)
-    elif applied_current and rolled_out:
-        ready = condition("Ready", True, "AllReplicasReady", _waiting(), generation)
-    else:
-        ready = condition("Ready", False, "ReplicasNotReady", _waiting(), generation)
-
-    new = [ready, progressing, degraded, compat]
+    o = Observed(generation=generation, report=report, applied_generation=applied_generation,
+                 observations=observations, now=now)
+    new = [ready_condition(o), reconciling_condition(o), stalled_condition(o), progressing_condition(o),
+           degraded_condition(o), compatible_condition(o)]
     if preflight is not None:
-        new.append(kv_transport_condition(preflight, generation))
-    conditions = merge_conditions(previous.get("conditions") or [], new, now)
-    out = {
-        "observedGeneration": generation,
-        "appliedGeneration": applied_generation,
-        "vllmVersion": report.version,
-        "prefill": role_status(observations["prefill"]),
-        "decode": role_status(observations["decode"]),
-        "compatibility": [f.wire() for f in report.findings],
-        "conditions": conditions,
-        "endpoint": endpoint,
-    }
-    return {k: v for k, v in out.items() if v is not None}
+        new.append(kv_transport_condition(preflight, generation, now))
+    status = PDDeploymentStatus(
+        observed_generation=generation,
+        applied_generation=applied_generation,
+        vllm_version=report.version,
+        prefill=role_status(observations["prefill"]),
+        decode=role_status(observations["decode"]),
+        compatibility=list(report.findings),
+        conditions=merge_conditions(previous.get("conditions") or [], new),
+        endpoint=endpoint,
+    )
+    return status.wire()

@@ -47,8 +47,8 @@ import kopf
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.api.status import Finding
 from pdd_operator.compat import evaluate
 
 # Rule ids of the warning for an in-place change of a must-match setting, and of fields the API models
@@ -91,19 +91,10 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
 
 
-def finding_text(f: Finding) -> str:
-    """One finding as one line: ``[rule-id] message Fix: fix``."""
-    text = f"[{f.rule}] {f.message}"
-    return f"{text} Fix: {f.fix}" if f.fix else text
-
-
 def invalid_fields(exc: ValidationError) -> list[str]:
-    """One ``[spec-invalid] spec.<field>: <reason>`` line per field the API models refuse."""
-    lines = []
-    for err in exc.errors():
-        path = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        lines.append(f"[{INVALID_RULE}] {path}: {err['msg']}")
-    return list(dict.fromkeys(lines))
+    """One ``[spec-invalid] spec.<field>: <reason>. Fix: ...`` line per field the API models refuse
+    (:func:`~pdd_operator.api.messages.invalid_spec_findings`, printed as ``pdd check`` and status do)."""
+    return [finding_text(f) for f in invalid_spec_findings(exc)]
 
 
 def parse_spec(obj: Mapping | None) -> PDDeploymentSpec:

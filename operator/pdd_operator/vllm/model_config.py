@@ -7,10 +7,59 @@ number of KV heads and Mamba2 ``n_groups`` without relying on name tables.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.architectures import HF_ARCHITECTURES, ModelTraits, traits
+
+#: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
+#: "ConfigMaps": "The data stored in a ConfigMap cannot exceed 1 MiB"). Real config.json files are
+#: a few KiB; the cap keeps a wrong file (weights, a tarball) from being read whole and parsed.
+MAX_CONFIG_JSON_BYTES = 1024 * 1024
+
+_JSON_TYPE = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+              type(None): "null"}
+
+
+class ModelConfigError(ValueError):
+    """A model's config.json text that cannot be used: too large, not UTF-8, not valid JSON, nested
+    too deeply to parse, or not a JSON object. The message is a fragment that reads after a
+    ``<where>: `` prefix, e.g. ``not valid JSON: Expecting value at line 1 column 1``."""
+
+
+def parse_config_json(text: str | bytes) -> dict:
+    """Parse a model's Hugging Face ``config.json`` text (``str``, or UTF-8 ``bytes``) into a dict.
+
+    The one loader of config.json: ``pdd check --model-config``, ConfigMaps given to ``pdd check``
+    and the operator's ``spec.model.configMapRef`` all read through it. Raises
+    :class:`ModelConfigError` for input over :data:`MAX_CONFIG_JSON_BYTES`, bytes that are not UTF-8,
+    malformed JSON, nesting deeper than the parser's recursion limit (``json.loads`` raises
+    ``RecursionError``; the limit is about a thousand levels), or a top level that is not an object.
+    """
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONFIG_JSON_BYTES:
+        raise ModelConfigError(
+            f"{size} bytes, over the {MAX_CONFIG_JSON_BYTES} byte limit for a config.json (a ConfigMap holds "
+            "at most 1 MiB; a model's config.json is a few KiB)"
+        )
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModelConfigError(f"not UTF-8 text (byte {exc.start}); a config.json is JSON text") from exc
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelConfigError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise ModelConfigError(
+            "JSON nested too deeply to parse (over about a thousand levels); a model's config.json is a few "
+            "levels deep"
+        ) from exc
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"not a JSON object: the top level is {_JSON_TYPE.get(type(config), 'not an object')}")
+    return config
 
 
 @dataclass(frozen=True)
@@ -42,12 +91,13 @@ def facts_from_config(config: dict) -> ModelFacts:
     ``linear_attention`` (Qwen3-Next / Qwen3.5: GDN), ``layers_block_type`` with ``mamba``
     (Jamba: Mamba1), ``mamba_n_groups``/``n_groups``; expert counts (MoE); ``num_key_value_heads``.
     """
-    archs = config.get("architectures") or []
-    hf_arch = archs[0] if archs and isinstance(archs[0], str) else None
+    archs = config.get("architectures")
+    hf_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     text = _text_config(config)
     table = HF_ARCHITECTURES.get(hf_arch or "")
     arch, kind = (table if table else (None, None))
-    layer_types = [str(t).lower() for t in (text.get("layer_types") or text.get("layers_block_type") or [])]
+    types = text.get("layer_types") or text.get("layers_block_type")
+    layer_types = [str(t).lower() for t in types] if isinstance(types, list) else []
     pattern = str(text.get("hybrid_override_pattern") or "")
     if config.get("is_encoder_decoder"):
         arch, kind = Architecture.ENCODER_DECODER, None

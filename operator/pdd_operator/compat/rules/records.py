@@ -5,10 +5,11 @@ and a unit test keeps the two equal)."""
 
 from __future__ import annotations
 
+from pdd_operator.api.messages import SPEC_INVALID_RULE
 from pdd_operator.compat.rules.base import record
 
 INVALID_RULE = record(
-    id="spec-invalid", family="api", severity="error",
+    id=SPEC_INVALID_RULE, family="api", severity="error",
     summary="The spec is accepted by the PDDeployment API models (every bad field is named).",
     fields=("spec",), source="PDDeployment API (operator/pdd_operator/api/spec.py)",
     reported_by="controller/webhook.py (admission), controller/reconcile.py (status)",
