@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from pdd_operator.api.constants import API_VERSION, KIND
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.engine import evaluate
+from pdd_operator.compat.engine import CompatReport, evaluate
+from pdd_operator.render.admission import admission_findings_of
 from pdd_operator.render.workloads import Owner, render_children
 
 
@@ -71,7 +72,9 @@ def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
 def cmd_check(args: argparse.Namespace) -> int:
     """Print the compatibility findings of each P/D deployment in the files.
 
-    PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
+    PDDeployments are checked as the operator and its webhook would: the compatibility rules and
+    what the apiserver would refuse in the objects rendered from them
+    (:func:`~pdd_operator.render.admission.admission_findings`); other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     A file or object that cannot be read is reported and the others are still checked. Exit code:
@@ -110,6 +113,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 raw = config_maps.get((meta.get("namespace", "default"), ref.name), {}).get(ref.key)
                 model_config = json.loads(raw) if raw else None
             report = evaluate(spec, model_config=model_config)
+            report = CompatReport(report.version, [*admission_findings_of(doc, spec, model_config), *report.findings],
+                                  report.not_evaluated)
             results.append({
                 "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
                 "vllmVersion": report.version, "compatible": report.compatible,

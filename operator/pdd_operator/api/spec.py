@@ -423,7 +423,8 @@ class NetworkSpec(APIModel):
     host_network: bool = Field(
         False,
         description="Run engines in the host network namespace. The side channel then binds the node IP; decode "
-        "uses port and sideChannelPort + 1 so a prefill and a decode pod can share a node, and replicas of a role "
+        "uses port and sideChannelPort shifted by the smallest offset (usually 1) that keeps every decode port off "
+        "prefill's, so a prefill and a decode pod can share a node, and replicas of a role "
         "never share one.",
     )
 

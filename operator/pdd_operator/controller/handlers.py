@@ -21,7 +21,8 @@ import os
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from pdd_operator.api.constants import GROUP, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.api.names import label_value
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import RECONCILE_ERRORS
 from pdd_operator.controller.reconcile import reconcile
@@ -91,12 +92,32 @@ def pddeployment_event(type: str | None, name: str, namespace: str, **_) -> None
 @kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
 @kopf.on.event("", "v1", "services", labels=_MANAGED)
 @kopf.on.event("", "v1", "pods", labels=_MANAGED)
-def child_event(labels: dict, namespace: str, **_) -> None:
+def child_event(labels: dict, meta: dict, namespace: str, **_) -> None:
     """A managed Deployment, Service or pod changed or was deleted: reconcile its PDDeployment.
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
-    owner = labels.get(LABEL_INSTANCE)
-    if owner:
-        _reconcile_logged(namespace, owner)
+    for name in owner_names(namespace, labels, meta.get("ownerReferences") or []):
+        _reconcile_logged(namespace, name)
+
+
+def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> list[str]:
+    """The PDDeployment(s) a managed object belongs to.
+
+    A child's controller ownerReference names its PDDeployment. A pod's owner is a ReplicaSet, so its
+    instance label is used: the PDDeployment name itself, or for names that are not valid label
+    values its :func:`~pdd_operator.api.names.label_value`, which is resolved by listing the
+    namespace's PDDeployments (only when no PDDeployment has the label as its name).
+    """
+    for ref in owner_references:
+        if ref.get("kind") == KIND and ref.get("apiVersion", "").startswith(GROUP + "/") and ref.get("name"):
+            return [ref["name"]]
+    value = labels.get(LABEL_INSTANCE)
+    if not value:
+        return []
+    kube = _kube()
+    if kube.get_pdd(namespace, value) is not None:
+        return [value]
+    return [item["metadata"]["name"] for item in kube.list_pdds(namespace)
+            if label_value(item["metadata"]["name"]) == value]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from typing import Any
 
 from kubernetes import client, config
@@ -35,6 +36,26 @@ def load_config() -> client.ApiClient:
 def applied_hash(obj: dict) -> str:
     """Stable hash of an object as rendered (16 hex characters)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def apply_body(obj: dict) -> bytes:
+    """``obj`` as the body of a server-side apply (``application/apply-patch+yaml``): JSON, which is YAML.
+
+    Python's JSON encoder writes a character outside the Basic Multilingual Plane (an emoji) as a
+    UTF-16 surrogate pair of escapes (``\\ud83d\\ude00``); the apiserver's YAML decoder refuses
+    escaped surrogates ("found invalid Unicode character escape code") and the apply fails with 400.
+    Such pairs are written as the UTF-8 character itself; every other escape is valid YAML.
+    """
+    text = json.dumps(obj, separators=(",", ":"))
+
+    def join(m: re.Match) -> str:
+        high, low = int(m[2], 16), int(m[3], 16)
+        return m[1] + chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+
+    return _SURROGATE_PAIR.sub(join, text).encode()
 
 
 def _same_scalar(want: Any, have: Any) -> bool:
@@ -99,8 +120,10 @@ class Kube:
                 return None
             raise
 
-    def list_pdds(self) -> list[dict]:
-        """Every PDDeployment in the cluster."""
+    def list_pdds(self, namespace: str | None = None) -> list[dict]:
+        """Every PDDeployment in ``namespace``, or in the cluster when ``namespace`` is ``None``."""
+        if namespace is not None:
+            return self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL).get("items", [])
         return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
@@ -150,7 +173,7 @@ class Kube:
         if live is not None and contains(live, body):
             return False
         kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
-        self._patch[kind](meta["name"], meta["namespace"], body, **kwargs)
+        self._patch[kind](meta["name"], meta["namespace"], apply_body(body), **kwargs)
         self.writes += 1
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
         return True

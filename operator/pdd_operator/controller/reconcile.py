@@ -14,13 +14,14 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC, ROLES
+from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC_LEGACY, ROLES
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.api.status import Finding
+from pdd_operator.api.status import Finding, decode_spec, encode_spec
 from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.status import RoleObservation, fold_status, preflight_results
+from pdd_operator.render.admission import admission_findings
 from pdd_operator.render.workloads import Owner, child_name, render_children, router_endpoint, selector_labels
 
 log = logging.getLogger(__name__)
@@ -85,11 +86,20 @@ def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tup
     )
 
 
-def last_applied_spec(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> PDDeploymentSpec | None:
-    """The spec the children were last rendered from, read from any surviving child's annotation."""
+def last_applied_spec(kube: Kube, namespace: str, name: str, previous_status: dict,
+                      deployments: dict[str, dict | None]) -> PDDeploymentSpec | None:
+    """The spec the children were last rendered from: ``status.appliedSpec``; for objects not
+    reconciled since that field exists, the legacy annotation of any surviving child. ``None`` when
+    neither is readable."""
+    applied = previous_status.get("appliedSpec")
+    if applied:
+        try:
+            return PDDeploymentSpec.model_validate(decode_spec(applied))
+        except (ValueError, ValidationError) as exc:
+            log.warning("%s/%s: %s", namespace, name, exc)
     children = [*deployments.values()] + [kube.get("Service", namespace, child_name(name, r)) for r in ROLES]
     for child in children:
-        raw = ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC)
+        raw = ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY)
         if not raw:
             continue
         try:
@@ -134,8 +144,10 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         else:
             model_config, problem = load_model_config(kube, namespace, spec)
             report = evaluate(spec, model_config=model_config)
-            if problem is not None:
-                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
+            # What the apiserver would refuse in the children (the webhook may be off): report, not apply.
+            refused = admission_findings(name, namespace, spec, model_config)
+            report = CompatReport(report.version, [*refused, *report.findings, *([problem] if problem else [])],
+                                  report.not_evaluated)
 
         applied = 0
         deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
@@ -147,7 +159,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             target = spec
         else:
             # Keep the children on the last compatible spec: restore deleted ones, revert drift.
-            target = last_applied_spec(kube, namespace, name, deployments)
+            target = last_applied_spec(kube, namespace, name, previous, deployments)
             if target is not None and applied_generation is not None:
                 owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=applied_generation)
                 for child in render_children(owner, target, model_config):
@@ -172,6 +184,10 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             endpoint=(router_endpoint(Owner(name=name, namespace=namespace), desired)
                       if desired is not None and desired.router.replicas > 0 else None),
         )
+        if spec is not None and report.compatible:
+            status["appliedSpec"] = encode_spec(spec.wire(), generation)
+        elif previous.get("appliedSpec"):
+            status["appliedSpec"] = previous["appliedSpec"]
         written = False
         if status != previous:
             removed = {k: None for k in previous if k not in status}
