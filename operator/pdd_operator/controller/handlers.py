@@ -19,13 +19,14 @@ import logging
 import os
 
 import kopf
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.api.names import label_value
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import RECONCILE_ERRORS
-from pdd_operator.controller.reconcile import reconcile
+from pdd_operator.controller.reconcile import reconcile, record_failure
 
 log = logging.getLogger("pdd_operator")
 
@@ -42,12 +43,25 @@ def _kube() -> Kube:
 
 
 def _reconcile_logged(namespace: str, name: str) -> None:
+    """Reconcile one PDDeployment; no exception leaves (the next event or the resync retries).
+
+    API errors (conflicts, the apiserver away) are logged. Anything else is a bug or an input the
+    operator does not handle yet: logged with its traceback and reported in the object's status
+    (Degraded, reason ReconcileError) so it is visible where the user looks.
+    """
     try:
         reconcile(_kube(), namespace, name)
     except ApiException as exc:
         RECONCILE_ERRORS.inc()
-        # Conflicts (409) and transient API errors: the next event or the resync retries.
         log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status, exc.reason)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        RECONCILE_ERRORS.inc()
+        log.warning("reconcile of %s/%s failed: the apiserver cannot be reached (%s)", namespace, name, exc)
+    except Exception as exc:  # noqa: BLE001  (see the docstring)
+        RECONCILE_ERRORS.inc()
+        log.exception("reconcile of %s/%s failed", namespace, name)
+        record_failure(_kube(), namespace, name, f"The operator failed to reconcile this object: "
+                       f"{type(exc).__name__}: {exc}. It retries on every change and resync.")
 
 
 @kopf.on.startup()

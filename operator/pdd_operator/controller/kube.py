@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, config
@@ -176,6 +177,32 @@ class Kube:
         self._patch[kind](meta["name"], meta["namespace"], apply_body(body), **kwargs)
         self.writes += 1
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
+        return True
+
+    def event(self, obj: dict, type_: str, reason: str, message: str) -> bool:
+        """Record a core/v1 Event about ``obj`` (a PDDeployment as a dict) from the operator.
+
+        ``type_``: ``Normal`` or ``Warning``; ``message`` is cut to 1024 characters (the apiserver's
+        limit for events.k8s.io notes). Best effort: returns False, and logs, when the Event cannot
+        be written (the condition in status says the same).
+        """
+        meta = obj["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", f"{GROUP}/{VERSION}"), "kind": obj.get("kind"),
+                               "name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": FIELD_MANAGER}, "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": FIELD_MANAGER, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except Exception as exc:  # noqa: BLE001  (events are best effort; status carries the same)
+            log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+            return False
+        self.writes += 1
         return True
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:

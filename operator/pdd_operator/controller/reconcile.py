@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC_LEGACY, ROLES
@@ -20,7 +21,13 @@ from pdd_operator.api.status import Finding, decode_spec, encode_spec
 from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
-from pdd_operator.controller.status import RoleObservation, fold_status, preflight_results
+from pdd_operator.controller.status import (
+    RoleObservation,
+    condition,
+    fold_status,
+    merge_conditions,
+    preflight_results,
+)
 from pdd_operator.render.admission import admission_findings
 from pdd_operator.render.workloads import Owner, child_name, render_children, router_endpoint, selector_labels
 
@@ -57,33 +64,110 @@ def invalid_spec_report(exc: ValidationError) -> CompatReport:
     return CompatReport(version="unknown", findings=findings)
 
 
-def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tuple[dict | None, Finding | None]:
+#: An apply or read error is cut to this length in status (the apiserver's messages can list many fields).
+MAX_ERROR_CHARS = 1000
+
+
+def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec,
+                      read_errors: list[str] | None = None) -> tuple[dict | None, Finding | None]:
     """Read the model's config.json from ``spec.model.configMapRef``.
 
     Returns ``(config, None)``, or ``(None, warning)`` when the ConfigMap, the key or the JSON is
-    missing or bad: rules that need it then fall back to the spec fields and the name tables.
+    missing, bad or unreadable (nested too deeply for the parser, or an API error other than 404):
+    rules that need it then fall back to the spec fields and the name tables. An API error reading it
+    is also appended to ``read_errors``. Never raises for what the ConfigMap holds; raises
+    ``ApiException`` only for errors of the apiserver itself (5xx, unreachable).
     """
     ref = spec.model.config_map_ref
     if ref is None:
         return None, None
-    text = kube.config_map_value(namespace, ref.name, ref.key)
-    problem = None
+    try:
+        text = kube.config_map_value(namespace, ref.name, ref.key)
+    except ApiException as exc:
+        if not is_refusal(exc):
+            raise
+        error = f"ConfigMap {ref.name}: {api_error_text(exc)}"[:MAX_ERROR_CHARS]
+        if read_errors is not None:
+            read_errors.append(error)
+        return None, model_config_warning(f"{error}; it cannot be read")
     if text is None:
-        problem = f"ConfigMap {ref.name!r} or its key {ref.key!r} does not exist"
-    else:
-        try:
-            config = json.loads(text)
-            if isinstance(config, dict):
-                return config, None
-            problem = f"ConfigMap {ref.name!r} key {ref.key!r} is not a JSON object"
-        except json.JSONDecodeError as exc:
-            problem = f"ConfigMap {ref.name!r} key {ref.key!r} is not valid JSON ({exc.msg})"
-    return None, Finding(
+        return None, model_config_warning(f"ConfigMap {ref.name!r} or its key {ref.key!r} does not exist")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, model_config_warning(f"ConfigMap {ref.name!r} key {ref.key!r} is not valid JSON ({exc.msg})")
+    except RecursionError:
+        return None, model_config_warning(f"ConfigMap {ref.name!r} key {ref.key!r} nests JSON too deeply to parse")
+    if not isinstance(config, dict):
+        return None, model_config_warning(f"ConfigMap {ref.name!r} key {ref.key!r} is not a JSON object")
+    return config, None
+
+
+def is_refusal(exc: ApiException) -> bool:
+    """True for an answer of the apiserver about the request (4xx: invalid, forbidden, too large);
+    False for its own failures and unreachability (5xx, no HTTP status), which a later reconcile retries."""
+    return exc.status is not None and 400 <= exc.status < 500
+
+
+def model_config_warning(problem: str) -> Finding:
+    """The warning for a model config.json that cannot be used (``problem``: what is wrong)."""
+    return Finding(
         rule="model-config-unavailable", severity="warning", fields=["spec.model.configMapRef"],
         message=f"{problem}; rules that need the model's config.json used spec.model and the name tables instead.",
         fix="Create the ConfigMap with the model's config.json under that key, or fix spec.model.configMapRef.",
         source="PDDeployment API (spec.model.configMapRef)",
     )
+
+
+def api_error_text(exc: ApiException) -> str:
+    """``<code> <reason>: <the apiserver's message>`` of an API error (the message of its Status body)."""
+    message = ""
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+        message = body.get("message", "") if isinstance(body, dict) else ""
+    except (ValueError, TypeError):
+        message = str(exc.body or "")[:500]
+    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
+def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: dict | None,
+               problem: Finding | None) -> tuple[CompatReport, dict | None]:
+    """The report for ``spec``: what the apiserver would refuse in its children
+    (:func:`~pdd_operator.render.admission.admission_findings`; the webhook may be off), then the
+    compatibility rules. A config.json that makes the rules or the renderer fail (values of the wrong
+    type) is dropped with a warning and the spec is judged without it; returns the config used."""
+    try:
+        report = evaluate(spec, model_config=model_config)
+        refused = admission_findings(name, namespace, spec, model_config)
+    except Exception as exc:  # noqa: BLE001  (whatever a user's config.json makes the rules raise)
+        if model_config is None:
+            raise
+        log.warning("%s/%s: config.json from spec.model.configMapRef cannot be used: %r", namespace, name, exc)
+        problem = model_config_warning(f"The ConfigMap's config.json cannot be used ({type(exc).__name__}: {exc})")
+        model_config = None
+        report = evaluate(spec)
+        refused = admission_findings(name, namespace, spec)
+    extra = [problem] if problem is not None else []
+    return CompatReport(report.version, [*refused, *report.findings, *extra], report.not_evaluated), model_config
+
+
+def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str]]:
+    """Apply every child; one that the apiserver refuses does not stop the others.
+
+    Returns ``(requests sent, errors)``; each error is ``<Kind> <name>: <code> <reason>: <message>``.
+    Raises ``ApiException`` only for errors of the apiserver itself (5xx, no status: retried later).
+    """
+    sent, errors = 0, []
+    for child in children:
+        try:
+            sent += kube.apply(child)
+        except ApiException as exc:
+            if not is_refusal(exc):
+                raise
+            errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
+            log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
+                        child["metadata"]["name"], errors[-1])
+    return sent, errors
 
 
 def last_applied_spec(kube: Kube, namespace: str, name: str, previous_status: dict,
@@ -137,33 +221,29 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         previous = obj.get("status") or {}
         applied_generation = previous.get("appliedGeneration")
         model_config = None
+        read_errors: list[str] = []
         try:
             spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
         except ValidationError as exc:
             spec, report = None, invalid_spec_report(exc)
         else:
-            model_config, problem = load_model_config(kube, namespace, spec)
-            report = evaluate(spec, model_config=model_config)
-            # What the apiserver would refuse in the children (the webhook may be off): report, not apply.
-            refused = admission_findings(name, namespace, spec, model_config)
-            report = CompatReport(report.version, [*refused, *report.findings, *([problem] if problem else [])],
-                                  report.not_evaluated)
+            model_config, problem = load_model_config(kube, namespace, spec, read_errors)
+            report, model_config = check_spec(spec, name, namespace, model_config, problem)
 
-        applied = 0
+        applied, apply_errors = 0, []
         deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
         if spec is not None and report.compatible:
             owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=generation)
-            for child in render_children(owner, spec, model_config):
-                applied += kube.apply(child)
-            applied_generation = generation
+            applied, apply_errors = apply_all(kube, render_children(owner, spec, model_config))
+            if not apply_errors:
+                applied_generation = generation
             target = spec
         else:
             # Keep the children on the last compatible spec: restore deleted ones, revert drift.
             target = last_applied_spec(kube, namespace, name, previous, deployments)
             if target is not None and applied_generation is not None:
                 owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=applied_generation)
-                for child in render_children(owner, target, model_config):
-                    applied += kube.apply(child)
+                applied, apply_errors = apply_all(kube, render_children(owner, target, model_config))
         if applied:
             deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
         desired = spec or target
@@ -180,14 +260,18 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         status = fold_status(
             generation=generation, previous=previous, report=report,
             applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
-            preflight=preflight,
+            preflight=preflight, apply_errors=[*read_errors, *apply_errors],
             endpoint=(router_endpoint(Owner(name=name, namespace=namespace), desired)
                       if desired is not None and desired.router.replicas > 0 else None),
         )
-        if spec is not None and report.compatible:
+        if spec is not None and report.compatible and not apply_errors:
             status["appliedSpec"] = encode_spec(spec.wire(), generation)
         elif previous.get("appliedSpec"):
             status["appliedSpec"] = previous["appliedSpec"]
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        was = next((c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"), {})
+        if degraded["reason"] == "ApplyFailed" and degraded["message"] != was.get("message"):
+            kube.event(obj, "Warning", "ApplyFailed", degraded["message"])
         written = False
         if status != previous:
             removed = {k: None for k in previous if k not in status}
@@ -206,3 +290,26 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         else:
             RECONCILES.labels("unchanged").inc()
         return Outcome(applied=applied, status_written=written, compatible=report.compatible)
+
+
+def record_failure(kube: Kube, namespace: str, name: str, message: str) -> bool:
+    """Say in status that a reconcile failed unexpectedly: Degraded=True, reason ReconcileError, with
+    ``message``, and an Event. The other conditions stay as they are; the next successful reconcile
+    recomputes everything. Best effort: returns False when the status cannot be written either."""
+    try:
+        obj = kube.get_pdd(namespace, name)
+        if obj is None:
+            return False
+        previous = obj.get("status") or {}
+        generation = int(obj["metadata"].get("generation") or 1)
+        degraded = condition("Degraded", True, "ReconcileError", message[:MAX_ERROR_CHARS], generation)
+        others = [c for c in previous.get("conditions") or [] if c.get("type") != "Degraded"]
+        conditions = [*others, *merge_conditions(previous.get("conditions") or [], [degraded], now_rfc3339())]
+        if conditions == previous.get("conditions"):
+            return True
+        kube.patch_status(namespace, name, {**previous, "conditions": conditions}, obj["metadata"].get("resourceVersion"))
+        kube.event(obj, "Warning", "ReconcileError", message)
+        return True
+    except Exception as exc:  # noqa: BLE001  (reporting must not fail the caller)
+        log.warning("cannot record the failed reconcile of %s/%s: %s", namespace, name, exc)
+        return False

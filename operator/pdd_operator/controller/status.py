@@ -169,6 +169,7 @@ def fold_status(
     now: str,
     preflight: list[tuple[str, dict]] | None = None,
     endpoint: str | None = None,
+    apply_errors: list[str] | None = None,
 ) -> dict:
     """Return the whole new status of a PDDeployment.
 
@@ -181,6 +182,8 @@ def fold_status(
         now: current time, RFC 3339, used for conditions that transition.
         preflight: preflight verdicts of the engine pods (``None``: preflight disabled, no condition).
         endpoint: URL of the router's Service (``status.endpoint``); ``None``: no router.
+        apply_errors: children (or inputs) the apiserver refused this time, one
+            ``<Kind> <name>: <code> <reason>: <message>`` each: Degraded=True, reason ApplyFailed.
 
     Ready is True only when the current spec was applied and every role is rolled out with at least
     one ready pod. An incompatible spec makes Compatible=False and Degraded=True; the children keep
@@ -218,6 +221,8 @@ def fold_status(
             f"Generation {generation} breaks {len(report.errors)} compatibility rule(s) and was not applied. {keeping}",
             generation,
         )
+    elif apply_errors:
+        degraded = condition("Degraded", True, "ApplyFailed", "; ".join(apply_errors), generation)
     elif missing:
         degraded = condition("Degraded", True, "ChildMissing", f"Deployment of {', '.join(missing)} is missing.", generation)
     elif failures:
