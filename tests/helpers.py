@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import yaml
@@ -10,6 +11,8 @@ import yaml
 from pdd_operator.api.spec import PDDeploymentSpec
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The second batch of real-world inputs (../shared beside the checkout, or $PDD_SHARED_DIR).
+TURN2_INPUTS = Path(os.environ.get("PDD_SHARED_DIR", ROOT.parent / "shared")) / "cases" / "turn2" / "inputs"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 

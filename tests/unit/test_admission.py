@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -20,9 +19,9 @@ from pdd_operator.render.admission import MAX_OBJECT_BYTES, admission_findings, 
 from pdd_operator.render.engine import role_ports, vllm_args
 from pdd_operator.render.workloads import Owner, render_children
 from pdd_operator.router.discovery import pod_selector
-from tests.helpers import make_spec
+from tests.helpers import TURN2_INPUTS, make_spec
 
-INPUTS = Path("/work/shared/cases/turn2/inputs")
+INPUTS = TURN2_INPUTS
 
 # DNS-1123 subdomains: labels of [a-z0-9-] starting and ending alphanumeric, joined by dots, <= 253.
 _label = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
