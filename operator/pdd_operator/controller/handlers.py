@@ -1,8 +1,9 @@
 """kopf handlers: thin edges that route events to :func:`~pdd_operator.controller.reconcile.reconcile`.
 
 - every event of a PDDeployment reconciles it (level-based: the handler does not look at the diff);
-- every event of a Deployment, Service or pod the operator manages reconciles its owner, so a child
-  deleted by hand comes back and status follows the pods;
+- every event of a child the operator manages (Deployment, Service, the router's ServiceAccount,
+  Role and RoleBinding) or of its pods reconciles the owner, so a child deleted or edited by hand is
+  restored at once and status follows the pods;
 - a resync loop reconciles every PDDeployment periodically, retrying what failed; no error ends it;
 - kopf retries failed API requests and watches without limit (capped backoff), so an apiserver
   outage never ends the process; the liveness endpoint (``pdd run --liveness``) fails when the
@@ -149,9 +150,13 @@ def pddeployment_event(type: str | None, name: str, namespace: str, meta: dict, 
 
 @kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
 @kopf.on.event("", "v1", "services", labels=_MANAGED)
+@kopf.on.event("", "v1", "serviceaccounts", labels=_MANAGED)
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "roles", labels=_MANAGED)
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings", labels=_MANAGED)
 @kopf.on.event("", "v1", "pods", labels=_MANAGED)
 def child_event(labels: dict, meta: dict, namespace: str, **_) -> None:
-    """A managed Deployment, Service or pod changed or was deleted: reconcile its PDDeployment.
+    """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
+    changed or was deleted: reconcile its PDDeployment.
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).

@@ -65,20 +65,75 @@ def _same_scalar(want: Any, have: Any) -> bool:
     return want == have or str(want) == str(have)
 
 
-def contains(live: Any, desired: Any) -> bool:
-    """True when every field of ``desired`` is in ``live`` with an equal value.
+#: Lists that server-side apply merges item by item (``listType=map`` in the Kubernetes OpenAPI, by
+#: these keys), by the field name that holds them. Other managers may add items of their own (an env
+#: var injected by a mutating webhook, a sidecar); the operator owns only the items it applies.
+MAP_LIST_KEYS: dict[str, tuple[str, ...]] = {
+    "containers": ("name",), "initContainers": ("name",), "env": ("name",), "volumes": ("name",),
+    "volumeMounts": ("mountPath",), "imagePullSecrets": ("name",), "resourceClaims": ("name",),
+    "ownerReferences": ("uid",),
+}
+#: ``ports`` is keyed by ``containerPort`` in a container and by ``port`` in a Service (with ``protocol``).
+PORT_KEYS = (("containerPort", "protocol"), ("port", "protocol"))
 
-    Lists must have equal length and match element by element; scalars compare equal when their
-    string forms do (``16`` and ``"16"`` are the same quantity). Fields the apiserver defaulted into
-    ``live`` are ignored.
+
+def _list_key(field: str | None, items: list) -> tuple[str, ...] | None:
+    if not items or not all(isinstance(i, dict) for i in items):
+        return None
+    candidates = [MAP_LIST_KEYS[field]] if field in MAP_LIST_KEYS else list(PORT_KEYS) if field == "ports" else []
+    for key in candidates:
+        if all(key[0] in i for i in items):
+            return key
+    return None
+
+
+def _key_of(item: dict, key: tuple[str, ...]) -> tuple:
+    # ``protocol`` defaults to TCP: a desired item without it matches the defaulted live one.
+    return tuple(str(item.get(k, "TCP" if k == "protocol" else None)) for k in key)
+
+
+def contains(live: Any, desired: Any, field: str | None = None) -> bool:
+    """True when every field of ``desired`` is in ``live`` with an equal value: the operator's intent
+    is in place, whatever other field managers added.
+
+    Map lists (:data:`MAP_LIST_KEYS`, ``ports``) match item by item by their keys, and items only in
+    ``live`` (another manager's) are ignored, as server-side apply keeps them. Other lists are
+    atomic: equal length, element by element. Scalars compare equal when their string forms do
+    (``16`` and ``"16"`` are the same quantity). Fields the apiserver defaulted into ``live`` are ignored.
     """
     if isinstance(desired, dict):
-        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
+        return isinstance(live, dict) and all(k in live and contains(live[k], v, k) for k, v in desired.items())
     if isinstance(desired, list):
-        return isinstance(live, list) and len(live) == len(desired) and all(
-            contains(a, b) for a, b in zip(live, desired, strict=True)
-        )
+        if not isinstance(live, list):
+            return False
+        key = _list_key(field, desired)
+        if key is not None and _list_key(field, live) == key:
+            by_key = {_key_of(i, key): i for i in live}
+            return all(_key_of(d, key) in by_key and contains(by_key[_key_of(d, key)], d) for d in desired)
+        return len(live) == len(desired) and all(contains(a, b) for a, b in zip(live, desired, strict=True))
     return _same_scalar(desired, live)
+
+
+def foreign_items(live: dict, desired: dict, path: tuple[str, ...]) -> list:
+    """Items of the map list at ``path`` (e.g. ``("spec", "ports")``) in ``live`` whose keys ``desired``
+    does not have: what another field manager added (or left behind by editing a key)."""
+    def at(obj: dict) -> list:
+        for part in path:
+            obj = (obj or {}).get(part) or {}
+        return obj if isinstance(obj, list) else []
+
+    want, have = at(desired), at(live)
+    key = _list_key(path[-1], want)
+    if key is None:
+        return []
+    wanted = {_key_of(i, key) for i in want}
+    return [i for i in have if isinstance(i, dict) and _key_of(i, key) not in wanted]
+
+
+#: Map lists of a child that only the operator may fill: foreign items are removed before applying.
+#: A Service port edited by hand is such an item (editing ``port`` changes the key, so server-side
+#: apply would keep it next to the operator's and the apiserver refuses the duplicate port name).
+EXCLUSIVE_LISTS: dict[str, tuple[str, ...]] = {"Service": ("spec", "ports")}
 
 
 class Kube:
@@ -161,8 +216,11 @@ class Kube:
     def apply(self, desired: dict) -> bool:
         """Server-side apply ``desired`` under the operator's field manager unless already in place.
 
-        Returns True when a request was sent. Conflicts with other managers are forced: the operator
-        owns its children's rendered fields (a hand edit of them is reverted).
+        Returns True when a request was sent. "In place" compares only what the operator applies
+        (:func:`contains`): items other managers added to map lists (an injected env var) are
+        tolerated and never cause a write. Conflicts with other managers are forced: the operator owns
+        its children's rendered fields (a hand edit of them is reverted), and foreign items of
+        :data:`EXCLUSIVE_LISTS` (a Service port edited by hand) are removed first.
         """
         kind, meta = desired["kind"], desired["metadata"]
         if kind not in self._patch:
@@ -173,6 +231,22 @@ class Kube:
         live = self.get(kind, meta["namespace"], meta["name"])
         if live is not None and contains(live, body):
             return False
+        exclusive = EXCLUSIVE_LISTS.get(kind)
+        if live is not None and exclusive and (extra := foreign_items(live, body, exclusive)):
+            # Take the list back explicitly: a merge patch replaces a list as a whole.
+            patch: dict = {}
+            leaf = patch
+            for part in exclusive[:-1]:
+                leaf = leaf.setdefault(part, {})
+            want = body
+            for part in exclusive:
+                want = want[part]
+            leaf[exclusive[-1]] = want
+            self._patch[kind](meta["name"], meta["namespace"], patch, field_manager=FIELD_MANAGER,
+                              _content_type="application/merge-patch+json")
+            self.writes += 1
+            log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
+                     meta["namespace"], meta["name"], ".".join(exclusive), extra)
         kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
         self._patch[kind](meta["name"], meta["namespace"], apply_body(body), **kwargs)
         self.writes += 1
