@@ -19,7 +19,7 @@ from pdd_operator.render.admission import MAX_OBJECT_BYTES, admission_findings, 
 from pdd_operator.render.engine import role_ports, vllm_args
 from pdd_operator.render.workloads import Owner, render_children
 from pdd_operator.router.discovery import pod_selector
-from tests.helpers import TURN2_INPUTS, make_spec
+from tests.helpers import ROOT, TURN2_INPUTS, make_spec, spec_of
 
 INPUTS = TURN2_INPUTS
 
@@ -253,3 +253,15 @@ def test_pdd_check_reports_an_invalid_name(capsys):
     assert rc == 1
     assert results["PDDeployment/llama-3.1-8b"]["compatible"]
     assert [f["rule"] for f in results["PDDeployment/qwen2.5:32b"]["findings"]][:1] == ["name-invalid"]
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").rglob("*.yaml")), ids=lambda p: p.stem)
+def test_the_size_shortcut_holds_for_the_examples(example):
+    """check_sizes skips rendering when 3 x spec + RENDER_OVERHEAD_BYTES fits: each child must stay
+    within twice the spec plus a quarter of that overhead."""
+    from pdd_operator.render.admission import RENDER_OVERHEAD_BYTES, _size
+    doc = next(d for d in yaml.safe_load_all(example.read_text()) if d and d.get("kind") == "PDDeployment")
+    spec = spec_of(doc)
+    budget = 2 * _size(spec.wire()) + RENDER_OVERHEAD_BYTES // 4
+    for child in render_children(Owner(name="x" * 200, uid="u", generation=1), spec):
+        assert _size(child) <= budget, child["kind"]

@@ -28,6 +28,8 @@ MAX_ANNOTATIONS_BYTES = 256 * 1024
 #: refuses requests over ``--max-request-bytes`` (1.5 MiB by default); the stored object also holds
 #: ``managedFields`` and the apiserver's defaults, so 1 MiB leaves room for both.
 MAX_OBJECT_BYTES = 1024 * 1024
+#: More than the bytes of a rendered child that do not come from the spec (names, labels, probes, ...).
+RENDER_OVERHEAD_BYTES = 64 * 1024
 #: Largest TCP port.
 MAX_PORT = 65535
 
@@ -165,8 +167,17 @@ def _size(obj: dict) -> int:
 
 
 def check_sizes(name: str, namespace: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> list[Finding]:
-    """Every rendered object, and the PDDeployment with its ``status.appliedSpec``, within size limits."""
+    """Every rendered object, and the PDDeployment with its ``status.appliedSpec``, within size limits.
+
+    A child holds a spec value at most twice (the engine's env is copied into the preflight init
+    container) plus a fixed frame well under :data:`RENDER_OVERHEAD_BYTES`, and the compressed copy
+    is at most ~1.4 times the spec; so a spec under a third of the limit (less that frame) needs no
+    rendering to be known to fit, and only larger ones are rendered and measured.
+    """
     out: list[Finding] = []
+    wire = spec.wire()
+    if 3 * _size(wire) + RENDER_OVERHEAD_BYTES <= min(MAX_OBJECT_BYTES, MAX_ANNOTATIONS_BYTES * 3):
+        return out
     owner = Owner(name=name, namespace=namespace, uid="00000000-0000-0000-0000-000000000000", generation=1)
     for child in render_children(owner, spec, model_config):
         kind, child_name = child["kind"], child["metadata"]["name"]
@@ -187,7 +198,6 @@ def check_sizes(name: str, namespace: str, spec: PDDeploymentSpec, model_config:
                 "Move large values out of extraArgs and env (e.g. a chat template into a ConfigMap mounted as a "
                 "file, passed as a path).",
             ))
-    wire = spec.wire()
     kept = _size(wire) + len(encode_spec(wire, 1)["data"])
     if kept > MAX_OBJECT_BYTES:
         out.append(_error(
