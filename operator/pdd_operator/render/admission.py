@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 
 from pdd_operator.api.names import DNS1123_SUBDOMAIN, MAX_NAME, is_label_value, is_pddeployment_name
-from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.api.spec import ENV_NAME_PATTERN, PDDeploymentSpec
 from pdd_operator.api.status import Finding, encode_spec
 from pdd_operator.render.engine import role_ports
 from pdd_operator.render.workloads import Owner, render_children
@@ -37,7 +37,7 @@ SOURCE = "Kubernetes object validation (k8s.io/apimachinery/pkg/util/validation,
 QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
 _NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 #: Kubernetes >= 1.34 accepts any printable ASCII except ``=`` in an env var name (RelaxedEnvironmentVariableValidation).
-ENV_NAME = re.compile(r"^[ -<>-~]+$")
+ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
 
 def is_qualified_name(value: str) -> bool:
