@@ -17,10 +17,11 @@ from pydantic import ValidationError
 
 from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC_LEGACY, ROLES
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.api.status import Finding, decode_spec, encode_spec
+from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
+from pdd_operator.controller.plan import last_good_spec, plan_children
 from pdd_operator.controller.status import (
     RoleObservation,
     condition,
@@ -29,7 +30,7 @@ from pdd_operator.controller.status import (
     preflight_results,
 )
 from pdd_operator.render.admission import admission_findings
-from pdd_operator.render.workloads import Owner, child_name, render_children, router_endpoint, selector_labels
+from pdd_operator.render.workloads import Owner, child_name, router_endpoint, selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -170,27 +171,12 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str]]:
     return sent, errors
 
 
-def last_applied_spec(kube: Kube, namespace: str, name: str, previous_status: dict,
-                      deployments: dict[str, dict | None]) -> PDDeploymentSpec | None:
-    """The spec the children were last rendered from: ``status.appliedSpec``; for objects not
-    reconciled since that field exists, the legacy annotation of any surviving child. ``None`` when
-    neither is readable."""
-    applied = previous_status.get("appliedSpec")
-    if applied:
-        try:
-            return PDDeploymentSpec.model_validate(decode_spec(applied))
-        except (ValueError, ValidationError) as exc:
-            log.warning("%s/%s: %s", namespace, name, exc)
+def legacy_applied_specs(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> list[str]:
+    """The ``pdd-operator.dev/applied-spec`` annotations of the surviving children (written by
+    releases before ``status.appliedSpec``), for :func:`~pdd_operator.controller.plan.last_good_spec`."""
     children = [*deployments.values()] + [kube.get("Service", namespace, child_name(name, r)) for r in ROLES]
-    for child in children:
-        raw = ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY)
-        if not raw:
-            continue
-        try:
-            return PDDeploymentSpec.model_validate(json.loads(raw))
-        except (ValueError, ValidationError):
-            continue
-    return None
+    return [raw for child in children
+            if (raw := ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY))]
 
 
 @dataclass(frozen=True)
@@ -219,7 +205,6 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 1)
         previous = obj.get("status") or {}
-        applied_generation = previous.get("appliedGeneration")
         model_config = None
         read_errors: list[str] = []
         try:
@@ -230,20 +215,16 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             model_config, problem = load_model_config(kube, namespace, spec, read_errors)
             report, model_config = check_spec(spec, name, namespace, model_config, problem)
 
-        applied, apply_errors = 0, []
         deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
-        if spec is not None and report.compatible:
-            owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=generation)
-            applied, apply_errors = apply_all(kube, render_children(owner, spec, model_config))
-            if not apply_errors:
-                applied_generation = generation
-            target = spec
-        else:
-            # Keep the children on the last compatible spec: restore deleted ones, revert drift.
-            target = last_applied_spec(kube, namespace, name, previous, deployments)
-            if target is not None and applied_generation is not None:
-                owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=applied_generation)
-                applied, apply_errors = apply_all(kube, render_children(owner, target, model_config))
+        last_good = None
+        if spec is None or not report.compatible:
+            legacy = [] if previous.get("appliedSpec") else legacy_applied_specs(kube, namespace, name, deployments)
+            last_good = last_good_spec(previous, legacy)
+        plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
+                             report=report, previous_status=previous, last_good=last_good, model_config=model_config)
+        applied, apply_errors = apply_all(kube, plan.children)
+        applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
+        target = plan.target
         if applied:
             deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
         desired = spec or target
@@ -264,10 +245,8 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             endpoint=(router_endpoint(Owner(name=name, namespace=namespace), desired)
                       if desired is not None and desired.router.replicas > 0 else None),
         )
-        if spec is not None and report.compatible and not apply_errors:
-            status["appliedSpec"] = encode_spec(spec.wire(), generation)
-        elif previous.get("appliedSpec"):
-            status["appliedSpec"] = previous["appliedSpec"]
+        if applied_spec is not None:
+            status["appliedSpec"] = applied_spec
         degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
         was = next((c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"), {})
         if degraded["reason"] == "ApplyFailed" and degraded["message"] != was.get("message"):
