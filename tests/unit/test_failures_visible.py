@@ -99,3 +99,10 @@ def test_any_config_json_gives_a_report_never_an_exception(config):
     assert report.version
     if used is None:
         assert "model-config-unavailable" in {f.rule for f in report.findings}
+
+
+@pytest.mark.parametrize("code, refusal", [(400, True), (403, True), (422, True), (409, False), (429, False),
+                                           (500, False), (503, False), (0, False)])
+def test_only_answers_about_the_request_are_reported_as_refusals(code, refusal):
+    from pdd_operator.controller.reconcile import is_refusal
+    assert is_refusal(ApiException(status=code)) is refusal

@@ -105,9 +105,10 @@ def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec,
 
 
 def is_refusal(exc: ApiException) -> bool:
-    """True for an answer of the apiserver about the request (4xx: invalid, forbidden, too large);
-    False for its own failures and unreachability (5xx, no HTTP status), which a later reconcile retries."""
-    return exc.status is not None and 400 <= exc.status < 500
+    """True for an answer of the apiserver about the request itself (4xx: invalid, forbidden, too
+    large); False for conflicts and throttling (409, 429), its own failures and unreachability (5xx,
+    no HTTP status), which a later reconcile retries as they are."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (409, 429)
 
 
 def model_config_warning(problem: str) -> Finding:
