@@ -139,3 +139,28 @@ def test_resync_survives_any_error(monkeypatch, error):
 
     assert asyncio.run(main())
     assert calls["n"] >= 5
+
+
+def test_liveness_endpoint_fails_when_the_watch_is_stuck(monkeypatch):
+    """kopf's own liveness activity over our probe handler: results while live, ActivityError (HTTP
+    500 at ``--liveness``) once the resync has not run for longer than allowed."""
+    import time
+
+    import kopf
+    from kopf._core.actions import lifecycles
+    from kopf._core.engines import activities
+    from kopf._core.intents import causes
+
+    health = WatchHealth(stuck_after=100)
+    monkeypatch.setattr(handlers, "HEALTH", health)
+
+    async def probe():
+        return await activities.run_activity(
+            lifecycle=lifecycles.all_at_once, registry=kopf.get_default_registry(),
+            settings=kopf.OperatorSettings(), activity=causes.Activity.PROBE, indices={}, memo=kopf.Memo())
+
+    health.resync_ran(time.monotonic())
+    assert "ok" in asyncio.run(probe()).values()
+    health.resync_ran(time.monotonic() - 1000)
+    with pytest.raises(activities.ActivityError):
+        asyncio.run(probe())
