@@ -98,6 +98,7 @@ def test_router_selects_the_label_the_operator_renders():
     ({"placement": {"topologyKey": "rack id"}}, "spec.placement.topologyKey"),
     ({"prefill": {"resources": {"requests": {"memory": "lots"}}}}, "spec.prefill.resources.requests.memory"),
     ({"router": {"resources": {"limits": {"cpu": "1 core"}}}}, "spec.router.resources.limits.cpu"),
+    ({"decode": {"resources": {"limits": {"memory": "-1Gi"}}}}, "spec.decode.resources.limits.memory"),
     ({"decode": {"tolerations": [{"key": "a b", "operator": "Exists"}]}}, "spec.decode.tolerations[0].key"),
     ({"engine": {"env": [{"name": "A=B", "value": "1"}]}}, "spec.engine.env[0].name"),
     ({"engine": {"imagePullSecrets": ["My_Secret"]}}, "spec.engine.imagePullSecrets[0]"),
@@ -215,7 +216,7 @@ def test_ipv6_case_input_is_accepted():
         assert args[args.index("--host") + 1] == "::"
 
 
-def test_router_listens_on_every_family(tmp_path):
+def test_router_listens_on_every_family():
     import argparse
 
     from pdd_operator.router.server import add_arguments

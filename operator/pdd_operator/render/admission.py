@@ -91,8 +91,8 @@ def _resources(field: str, resources) -> Iterable[Finding]:
                 yield _error("resource-invalid", path, f"{path}: {key!r} is not a resource name.",
                              "Use a standard resource (cpu, memory, ephemeral-storage, hugepages-<size>) or "
                              "<domain>/<name>.")
-            if not QUANTITY.match(str(value)):
-                yield _error("resource-invalid", path, f"{path}: {value!r} is not a Kubernetes quantity.",
+            if not QUANTITY.match(str(value)) or str(value).startswith("-"):
+                yield _error("resource-invalid", path, f"{path}: {value!r} is not a non-negative Kubernetes quantity.",
                              "Write a quantity such as 16, 500m, 200Gi or 1e3.")
 
 
