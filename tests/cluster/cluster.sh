@@ -520,6 +520,8 @@ cmd_start_component() {
     log "$1 already up"
     return
   fi
+  make_pki
+  write_configs
   launch "$1"
 }
 

@@ -83,7 +83,7 @@ def test_refused_child_is_reported_and_the_others_still_applied(cluster, operato
     st_ = wait_for(lambda: (s := pdd_status(cluster, namespace, "blocked")) and
                    condition(s, "Degraded").get("reason") == "ApplyFailed" and s, 90, what="Degraded=ApplyFailed")
     message = condition(st_, "Degraded")["message"]
-    assert "Service blocked-prefill: 422" in message and "immutable" in message
+    assert "Service blocked-prefill: 422" in message and "may not change once set" in message
     for child in ("blocked-prefill", "blocked-decode", "blocked-router"):
         wait_for(lambda c=child: cluster.apps.read_namespaced_deployment(c, namespace), 60, what=f"Deployment {child}")
     events = wait_for(lambda: [e for e in cluster.core.list_namespaced_event(namespace).items

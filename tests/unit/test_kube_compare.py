@@ -58,3 +58,11 @@ def test_foreign_service_ports_are_found():
                                  {"name": "nixl", "port": 5600, "protocol": "TCP"}]}}
     assert foreign_items(edited, desired, ("spec", "ports")) == [{"name": "http", "port": 8001, "protocol": "TCP"}]
     assert foreign_items(desired, desired, ("spec", "ports")) == []
+
+
+def test_only_children_of_the_same_owner_are_taken_back():
+    from pdd_operator.controller.kube import _same_controller
+    ours = {"metadata": {"ownerReferences": [{"uid": "u1", "controller": True}]}}
+    assert _same_controller(ours, ours)
+    assert not _same_controller({"metadata": {}}, ours)  # someone else's Service of that name
+    assert not _same_controller({"metadata": {"ownerReferences": [{"uid": "u2", "controller": True}]}}, ours)

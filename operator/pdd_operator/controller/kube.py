@@ -130,10 +130,28 @@ def foreign_items(live: dict, desired: dict, path: tuple[str, ...]) -> list:
     return [i for i in have if isinstance(i, dict) and _key_of(i, key) not in wanted]
 
 
+def _same_controller(live: dict, desired: dict) -> bool:
+    """True when ``live`` already has ``desired``'s controller ownerReference (uid): an object this
+    operator created for this owner, not one of the same name that someone else made."""
+    want = {r.get("uid") for r in desired["metadata"].get("ownerReferences") or [] if r.get("controller")}
+    have = {r.get("uid") for r in (live.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")}
+    return bool(want) and want <= have
+
+
 #: Map lists of a child that only the operator may fill: foreign items are removed before applying.
 #: A Service port edited by hand is such an item (editing ``port`` changes the key, so server-side
 #: apply would keep it next to the operator's and the apiserver refuses the duplicate port name).
 EXCLUSIVE_LISTS: dict[str, tuple[str, ...]] = {"Service": ("spec", "ports")}
+
+
+#: REST paths of the child kinds, for server-side apply (:meth:`Kube._server_side_apply`).
+_RESOURCE_PATHS = {
+    "Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+    "Service": "/api/v1/namespaces/{namespace}/services/{name}",
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{name}",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/{name}",
+}
 
 
 class Kube:
@@ -220,7 +238,8 @@ class Kube:
         (:func:`contains`): items other managers added to map lists (an injected env var) are
         tolerated and never cause a write. Conflicts with other managers are forced: the operator owns
         its children's rendered fields (a hand edit of them is reverted), and foreign items of
-        :data:`EXCLUSIVE_LISTS` (a Service port edited by hand) are removed first.
+        :data:`EXCLUSIVE_LISTS` (a Service port edited by hand) are removed first, from children this
+        owner controls only (never from an object of the same name that someone else created).
         """
         kind, meta = desired["kind"], desired["metadata"]
         if kind not in self._patch:
@@ -232,7 +251,8 @@ class Kube:
         if live is not None and contains(live, body):
             return False
         exclusive = EXCLUSIVE_LISTS.get(kind)
-        if live is not None and exclusive and (extra := foreign_items(live, body, exclusive)):
+        if live is not None and exclusive and _same_controller(live, body) and (
+                extra := foreign_items(live, body, exclusive)):
             # Take the list back explicitly: a merge patch replaces a list as a whole.
             patch: dict = {}
             leaf = patch
@@ -247,8 +267,7 @@ class Kube:
             self.writes += 1
             log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
                      meta["namespace"], meta["name"], ".".join(exclusive), extra)
-        kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
-        self._patch[kind](meta["name"], meta["namespace"], apply_body(body), **kwargs)
+        self._server_side_apply(kind, meta["namespace"], meta["name"], apply_body(body))
         self.writes += 1
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
         return True
@@ -278,6 +297,26 @@ class Kube:
             return False
         self.writes += 1
         return True
+
+    def _server_side_apply(self, kind: str, namespace: str, name: str, body: bytes) -> None:
+        """PATCH ``body`` (serialized by :func:`apply_body`) as a forced server-side apply.
+
+        The generated ``patch_namespaced_*`` methods accept only dicts and serialize them with
+        Python's escaping JSON encoder, so the request is built here from the same client pieces
+        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer.
+        """
+        method, url, headers, data, post = self.api_client.param_serialize(
+            method="PATCH", resource_path=_RESOURCE_PATHS[kind],
+            path_params={"namespace": namespace, "name": name},
+            query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=body, auth_settings=["BearerToken"],
+        )
+        response = self.api_client.call_api(method, url, header_params=headers, body=data, post_params=post)
+        response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
+                                             data=None)
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:
         """Replace the PDDeployment's status (merge patch of the status subresource).
