@@ -12,6 +12,8 @@ import yaml
 from pdd_operator.api.spec import PDDeploymentSpec
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The second batch of real-world inputs (../shared beside the checkout, or $PDD_SHARED_DIR).
+TURN2_INPUTS = Path(os.environ.get("PDD_SHARED_DIR", ROOT.parent / "shared")) / "cases" / "turn2" / "inputs"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 #: The team's shared, read-only material (cases/, docs/): ``PDD_SHARED_DIR``, else ``../shared`` beside
 #: the checkout, as on every developer machine and in CI.

@@ -498,6 +498,34 @@ EOF
 }
 
 # up and down hold a lock (next to the state dir, so `down --purge` can remove the dir), so that
+# stop-component NAME / start-component NAME: take one component away and bring it back on the same
+# state (etcd data kept), to test how clients live through an outage. start-component waits until it
+# is healthy; it is a no-op for a component that is already up.
+known_component() {
+  local c
+  for c in "${COMPONENTS[@]}"; do [[ "$c" == "${1:-}" ]] && return 0; done
+  die "unknown component '${1:-}' (one of: ${COMPONENTS[*]})"
+}
+
+cmd_stop_component() {
+  known_component "$1"
+  mkdir -p "$PIDS"
+  STOP_GRACE="${STOP_GRACE:-5}" stop "$1"
+  log "$1 stopped"
+}
+
+cmd_start_component() {
+  known_component "$1"
+  mkdir -p "$LOGS" "$PIDS"
+  if alive "$1" && healthy "$1"; then
+    log "$1 already up"
+    return
+  fi
+  make_pki
+  write_configs
+  launch "$1"
+}
+
 # parallel callers (e.g. several test workers running `up`) wait for each other instead of racing.
 lock() {
   mkdir -p "$(dirname "$STATE")"
@@ -511,5 +539,7 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   smoke) cmd_smoke ;;
-  *) echo "usage: $0 up|down [--purge]|status|env|smoke" >&2; exit 2 ;;
+  stop-component) shift; lock; cmd_stop_component "${1:-}" ;;
+  start-component) shift; lock; cmd_start_component "${1:-}" ;;
+  *) echo "usage: $0 up|down [--purge]|status|env|smoke|stop-component NAME|start-component NAME" >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@ from pdd_operator.api.constants import API_VERSION, KIND
 from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
+from pdd_operator.render.admission import admission_findings_of
 from pdd_operator.render.workloads import Owner, render_children
 from pdd_operator.vllm.model_config import MAX_CONFIG_JSON_BYTES, ModelConfigError, parse_config_json
 
@@ -87,7 +88,9 @@ def _read_model_config(path: str) -> dict:
 def cmd_check(args: argparse.Namespace) -> int:
     """Print the compatibility findings of each P/D deployment in the files.
 
-    PDDeployments are checked as the operator would; other manifests (Deployments, StatefulSets,
+    PDDeployments are checked as the operator and its webhook would: the compatibility rules and
+    what the apiserver would refuse in the objects rendered from them
+    (:func:`~pdd_operator.render.admission.admission_findings`); other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     A file or object that cannot be read is reported and the others are still checked; a
@@ -132,6 +135,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if raw is not None:  # a ConfigMap not among the files may still exist in the cluster
                     model_config, problem = model_config_from_configmap(raw, ref.name, ref.key)
             report = evaluate(spec, model_config=model_config)
+            report = CompatReport(report.version, [*admission_findings_of(doc, spec, model_config), *report.findings],
+                                  report.not_evaluated)
             if problem is not None:
                 report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
             reports.append(report)

@@ -104,15 +104,17 @@ def _free_port() -> int:
 class OperatorProcess:
     """A real ``pdd run`` process against the cluster, with its Prometheus metrics on loopback."""
 
-    def __init__(self, cluster: Cluster, log_path: Path, extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, cluster: Cluster, log_path: Path, extra_args: Sequence[str] = (),
+                 resync_seconds: float = 2) -> None:
         self.cluster = cluster
         self.log_path = log_path
         self.port = _free_port()
         self.extra_args = list(extra_args)
+        self.resync_seconds = resync_seconds
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = {**self.cluster.env, "PDD_RESYNC_SECONDS": "2"}
+        env = {**self.cluster.env, "PDD_RESYNC_SECONDS": str(self.resync_seconds)}
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pdd_operator.cli", "run", "--metrics-port", str(self.port),

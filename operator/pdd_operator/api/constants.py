@@ -27,9 +27,9 @@ LABEL_ROLE = f"{GROUP}/role"
 LABEL_COMPAT_HASH = f"{GROUP}/compat-hash"
 #: Generation of the PDDeployment that the child was rendered from.
 ANNOTATION_GENERATION = f"{GROUP}/generation"
-#: The spec (JSON) a child was rendered from: lets the operator restore a deleted child, or revert
-#: drift, from the last compatible spec while the current spec is incompatible.
-ANNOTATION_APPLIED_SPEC = f"{GROUP}/applied-spec"
+#: The spec (JSON) a child was rendered from, as releases before ``status.appliedSpec`` wrote it on
+#: every child. Only read, to restore children of objects the operator has not reconciled since.
+ANNOTATION_APPLIED_SPEC_LEGACY = f"{GROUP}/applied-spec"
 
 # --- The operator-router contract: what the operator renders on engine pods and the router reads
 # back (pdd_operator.router.discovery). Change both sides together.

@@ -17,9 +17,14 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from pdd_operator.api.base import APIModel
+from pdd_operator.api.names import LABEL_VALUE, MAX_LABEL
 from pdd_operator.pins import engine_image, operator_image
 
 PRESERVE = {"x-kubernetes-preserve-unknown-fields": True}
+#: Schema of a Kubernetes label value, checked by the apiserver (the CRD) without the operator.
+LABEL_VALUE_SCHEMA = {"type": "string", "maxLength": MAX_LABEL, "pattern": LABEL_VALUE.pattern}
+#: Environment variable names Kubernetes accepts (>= 1.34: printable ASCII except ``=``).
+ENV_NAME_PATTERN = r"^[ -<>-~]+$"
 INT_OR_STRING = {"x-kubernetes-int-or-string": True}
 #: Object fields with a default: the apiserver fills the nested defaults in when the field is absent.
 OBJECT_DEFAULT = {"default": {}}
@@ -190,7 +195,8 @@ class ConfigMapKeyRef(APIModel):
 class EnvVar(APIModel):
     """A container environment variable, as in a Pod spec."""
 
-    name: str = Field(min_length=1, description="Variable name.")
+    name: str = Field(min_length=1, description="Variable name (printable ASCII other than `=`).",
+                      json_schema_extra={"pattern": ENV_NAME_PATTERN})
     value: str | None = Field(None, description="Literal value.")
     value_from: dict | None = Field(
         None, description="Source of the value (secretKeyRef, configMapKeyRef, fieldRef, ...).",
@@ -344,7 +350,11 @@ class RoleSpec(APIModel):
         description="CPU and memory per pod; `nvidia.com/gpu` (TP x PP) and RDMA are set by the operator.",
         json_schema_extra=OBJECT_DEFAULT,
     )
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pods require.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the pods require.",
+        # The apiserver checks label values even while the webhook is down (render.admission says why).
+        json_schema_extra={"additionalProperties": LABEL_VALUE_SCHEMA},
+    )
     tolerations: list[Toleration] = Field(default_factory=list, description="Pod tolerations.")
     extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments, appended.")
     env: list[EnvVar] = Field(default_factory=list, description="Extra environment for this role's engine.")
@@ -423,7 +433,8 @@ class NetworkSpec(APIModel):
     host_network: bool = Field(
         False,
         description="Run engines in the host network namespace. The side channel then binds the node IP; decode "
-        "uses port and sideChannelPort + 1 so a prefill and a decode pod can share a node, and replicas of a role "
+        "uses port and sideChannelPort shifted by the smallest offset (usually 1) that keeps every decode port off "
+        "prefill's, so a prefill and a decode pod can share a node, and replicas of a role "
         "never share one.",
     )
 
@@ -442,6 +453,7 @@ class PlacementSpec(APIModel):
     )
     gpu_product: str | None = Field(
         None, description="Value of the `nvidia.com/gpu.product` node label the pods require, e.g. `NVIDIA-H200`.",
+        json_schema_extra=LABEL_VALUE_SCHEMA,
     )
     spread_replicas: bool = Field(
         True, description="Spread the replicas of a role across nodes (preferred, by hostname).",

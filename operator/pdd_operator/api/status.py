@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
+import json
 from typing import Literal
 
 from pydantic import Field
@@ -47,6 +51,50 @@ class RoleStatus(APIModel):
     ready: str = Field("0/0", description="readyReplicas/replicas, for `kubectl get`.")
 
 
+class AppliedSpec(APIModel):
+    """The spec the children were last rendered from (the last compatible one), kept once, compactly.
+
+    The operator restores deleted children and reverts drift from it while the current spec is
+    refused. ``data`` is :func:`encode_spec` of the spec; ``sha256`` its digest, which
+    :func:`decode_spec` checks.
+    """
+
+    generation: int = Field(description="Generation of the PDDeployment the spec is from.")
+    sha256: str = Field(description="SHA-256 (hex) of the spec as canonical JSON.")
+    data: str = Field(description="The spec as canonical JSON, gzip-compressed, base64-encoded.")
+
+
+def spec_json(spec_wire: dict) -> bytes:
+    """Canonical JSON of a spec (sorted keys, no spaces, UTF-8): what :class:`AppliedSpec` hashes."""
+    return json.dumps(spec_wire, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode_spec(spec_wire: dict, generation: int) -> dict:
+    """An :class:`AppliedSpec` (camelCase dict) for ``spec_wire`` (a spec as the API writes it).
+
+    Deterministic (gzip ``mtime=0``), so an unchanged spec gives an unchanged status.
+    """
+    raw = spec_json(spec_wire)
+    data = base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
+    return {"generation": generation, "sha256": hashlib.sha256(raw).hexdigest(), "data": data}
+
+
+def decode_spec(applied: dict) -> dict:
+    """The spec (a dict) kept in an :class:`AppliedSpec`. Raises ``ValueError`` when ``applied`` is
+    malformed, cannot be decompressed, or its digest does not match."""
+    try:
+        raw = gzip.decompress(base64.b64decode(applied["data"], validate=True))
+        digest = applied["sha256"]
+    except (KeyError, TypeError, OSError, EOFError, ValueError) as exc:
+        raise ValueError(f"status.appliedSpec cannot be decoded: {exc}") from exc
+    if hashlib.sha256(raw).hexdigest() != digest:
+        raise ValueError("status.appliedSpec does not match its sha256")
+    spec = json.loads(raw)
+    if not isinstance(spec, dict):
+        raise ValueError("status.appliedSpec is not a JSON object")
+    return spec
+
+
 class PDDeploymentStatus(APIModel):
     """Observed state of a PDDeployment."""
 
@@ -66,4 +114,8 @@ class PDDeploymentStatus(APIModel):
     endpoint: str | None = Field(
         None, description="URL of the deployment's OpenAI-compatible endpoint (the router's Service), e.g. "
         "`http://<name>-router.<namespace>.svc:8000`.",
+    )
+    applied_spec: AppliedSpec | None = Field(
+        None, description="The last compatible spec, from which the children were rendered (compressed); the "
+        "operator restores deleted children from it while the current spec is refused.",
     )

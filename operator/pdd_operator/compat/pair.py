@@ -372,6 +372,26 @@ def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
     return not any(k in b.node_selector and b.node_selector[k] != v for k, v in a.node_selector.items())
 
 
+#: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when
+#: ``extraArgs`` does not (``--host``: :func:`pdd_operator.render.engine.user_bind_host`), so the
+#: managed-flag rule does not see them.
+USER_FLAGS = ("--host",)
+
+
+def _without_user_flags(extra_args: list[str]) -> list[str]:
+    """``extra_args`` without :data:`USER_FLAGS` and their values."""
+    out: list[str] = []
+    skip = False
+    for arg in extra_args:
+        if skip:
+            skip = False
+        elif arg in USER_FLAGS:
+            skip = True
+        elif arg.split("=", 1)[0] not in USER_FLAGS:
+            out.append(arg)
+    return out
+
+
 def from_pddeployment(spec, name: str = "", namespace: str = "default", model_config: dict | None = None) -> PDPair:
     """The pair a PDDeployment spec will run, read back from the pods the operator renders for it.
 
@@ -389,7 +409,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         pod = template["spec"]
         config = role_from_container(role, pod["containers"][0], pod, version_text=version_text,
                                      pod_meta=template["metadata"])
-        roles[role] = RoleConfig(**{**config.__dict__, "extra_args": tuple(spec.role(role).extra_args)})
+        extra_args = tuple(_without_user_flags(spec.role(role).extra_args))
+        roles[role] = RoleConfig(**{**config.__dict__, "extra_args": extra_args})
     resolved = resolve_model(spec.model, model_config)
     if version is not None:
         notes: tuple[str, ...] = ()

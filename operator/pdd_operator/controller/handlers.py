@@ -1,9 +1,13 @@
 """kopf handlers: thin edges that route events to :func:`~pdd_operator.controller.reconcile.reconcile`.
 
 - every event of a PDDeployment reconciles it (level-based: the handler does not look at the diff);
-- every event of a Deployment, Service or pod the operator manages reconciles its owner, so a child
-  deleted by hand comes back and status follows the pods;
-- a resync loop reconciles every PDDeployment periodically, retrying what failed.
+- every event of a child the operator manages (Deployment, Service, the router's ServiceAccount,
+  Role and RoleBinding) or of its pods reconciles the owner, so a child deleted or edited by hand is
+  restored at once and status follows the pods;
+- a resync loop reconciles every PDDeployment periodically, retrying what failed; no error ends it;
+- kopf retries failed API requests and watches without limit (capped backoff), so an apiserver
+  outage never ends the process; the liveness endpoint (``pdd run --liveness``) fails when the
+  watch has fallen behind or the resync stopped (:mod:`pdd_operator.controller.health`).
 
 Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers on the
 objects, so the only writes are the operator's own (children it changed, status when it changed).
@@ -17,18 +21,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 
 import kopf
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from pdd_operator.api.constants import GROUP, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.api.names import label_value
+from pdd_operator.controller.health import CappedBackoff, WatchHealth
 from pdd_operator.controller.kube import Kube
-from pdd_operator.controller.metrics import RECONCILE_ERRORS
-from pdd_operator.controller.reconcile import reconcile
+from pdd_operator.controller.metrics import RECONCILE_ERRORS, RESYNC_ERRORS
+from pdd_operator.controller.reconcile import reconcile, record_failure
 
 log = logging.getLogger("pdd_operator")
 
 RESYNC_SECONDS = float(os.environ.get("PDD_RESYNC_SECONDS", "60"))
+#: Longest wait between two attempts of a failing API request of kopf's (watches included).
+BACKOFF_CAP_SECONDS = float(os.environ.get("PDD_BACKOFF_CAP_SECONDS", "30"))
+#: How long the watch may lag behind the resync's listing (or the resync not run) before liveness fails.
+STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RESYNC_SECONDS))))
+HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
 
 _state: dict = {}
@@ -41,12 +54,25 @@ def _kube() -> Kube:
 
 
 def _reconcile_logged(namespace: str, name: str) -> None:
+    """Reconcile one PDDeployment; no exception leaves (the next event or the resync retries).
+
+    API errors (conflicts, the apiserver away) are logged. Anything else is a bug or an input the
+    operator does not handle yet: logged with its traceback and reported in the object's status
+    (Degraded, reason ReconcileError) so it is visible where the user looks.
+    """
     try:
         reconcile(_kube(), namespace, name)
     except ApiException as exc:
         RECONCILE_ERRORS.inc()
-        # Conflicts (409) and transient API errors: the next event or the resync retries.
         log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status, exc.reason)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        RECONCILE_ERRORS.inc()
+        log.warning("reconcile of %s/%s failed: the apiserver cannot be reached (%s)", namespace, name, exc)
+    except Exception as exc:  # noqa: BLE001  (see the docstring)
+        RECONCILE_ERRORS.inc()
+        log.exception("reconcile of %s/%s failed", namespace, name)
+        record_failure(_kube(), namespace, name, f"The operator failed to reconcile this object: "
+                       f"{type(exc).__name__}: {exc}. It retries on every change and resync.")
 
 
 @kopf.on.startup()
@@ -55,7 +81,10 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.peering.standalone = True
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
-    settings.networking.error_backoffs = [1, 2, 5, 10]
+    # kopf re-raises an API error once its backoff sequence is used up, and the operator then exits
+    # (a finite list such as [1, 2, 5, 10] gives up after ~18 s of apiserver errors). Unbounded,
+    # capped: every request and watch waits for the apiserver as long as it takes.
+    settings.networking.error_backoffs = CappedBackoff(first=1.0, cap=BACKOFF_CAP_SECONDS)
     _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
 
 
@@ -66,23 +95,54 @@ async def stop(**_) -> None:
         task.cancel()
 
 
+@kopf.on.probe(id="watch")
+def watch_probe(**_) -> str:
+    """The liveness endpoint's check (``pdd run --liveness``): fails (HTTP 500) when the resync loop
+    stopped running or the PDDeployment watch has fallen behind what the apiserver lists
+    (:class:`~pdd_operator.controller.health.WatchHealth`); restarting the operator is the cure for both."""
+    problem = HEALTH.problem(time.monotonic())
+    if problem:
+        raise kopf.PermanentError(problem)
+    return "ok"
+
+
 async def _resync_forever() -> None:
-    loop = asyncio.get_running_loop()
+    """Reconcile every PDDeployment each :data:`RESYNC_SECONDS`, whatever fails: no exception but
+    cancellation ends the loop (a failed list is logged and tried again next period)."""
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
+        HEALTH.resync_ran(time.monotonic())
         try:
-            items = await loop.run_in_executor(None, _kube().list_pdds)
-        except ApiException as exc:
-            log.warning("resync list failed: %s %s", exc.status, exc.reason)
-            continue
-        for item in items:
-            meta = item["metadata"]
-            await loop.run_in_executor(None, _reconcile_logged, meta["namespace"], meta["name"])
+            await resync_once()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (API errors, the apiserver away, anything else: retry)
+            RESYNC_ERRORS.inc()
+            log.warning("resync failed, retrying in %ss: %s", RESYNC_SECONDS, exc, exc_info=not _is_api_error(exc))
+
+
+async def resync_once() -> None:
+    """List every PDDeployment and reconcile each (one failing does not stop the others)."""
+    loop = asyncio.get_running_loop()
+    items = await loop.run_in_executor(None, _kube().list_pdds)
+    HEALTH.listed([(_key(item), item["metadata"].get("resourceVersion")) for item in items], time.monotonic())
+    for item in items:
+        meta = item["metadata"]
+        await loop.run_in_executor(None, _reconcile_logged, meta["namespace"], meta["name"])
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    return obj["metadata"]["namespace"], obj["metadata"]["name"]
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    return isinstance(exc, ApiException | urllib3.exceptions.HTTPError | OSError)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def pddeployment_event(type: str | None, name: str, namespace: str, **_) -> None:
+def pddeployment_event(type: str | None, name: str, namespace: str, meta: dict, **_) -> None:
     """Any change of a PDDeployment (and the initial listing at startup): reconcile it."""
+    HEALTH.watched((namespace, name), None if type == "DELETED" else meta.get("resourceVersion"), time.monotonic())
     if type == "DELETED":
         return  # children go with it through garbage collection (ownerReferences)
     _reconcile_logged(namespace, name)
@@ -90,13 +150,37 @@ def pddeployment_event(type: str | None, name: str, namespace: str, **_) -> None
 
 @kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
 @kopf.on.event("", "v1", "services", labels=_MANAGED)
+@kopf.on.event("", "v1", "serviceaccounts", labels=_MANAGED)
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "roles", labels=_MANAGED)
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings", labels=_MANAGED)
 @kopf.on.event("", "v1", "pods", labels=_MANAGED)
-def child_event(labels: dict, namespace: str, **_) -> None:
-    """A managed Deployment, Service or pod changed or was deleted: reconcile its PDDeployment.
+def child_event(labels: dict, meta: dict, namespace: str, **_) -> None:
+    """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
+    changed or was deleted: reconcile its PDDeployment.
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
-    owner = labels.get(LABEL_INSTANCE)
-    if owner:
-        _reconcile_logged(namespace, owner)
+    for name in owner_names(namespace, labels, meta.get("ownerReferences") or []):
+        _reconcile_logged(namespace, name)
+
+
+def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> list[str]:
+    """The PDDeployment(s) a managed object belongs to.
+
+    A child's controller ownerReference names its PDDeployment. A pod's owner is a ReplicaSet, so its
+    instance label is used: the PDDeployment name itself, or for names that are not valid label
+    values its :func:`~pdd_operator.api.names.label_value`, which is resolved by listing the
+    namespace's PDDeployments (only when no PDDeployment has the label as its name).
+    """
+    for ref in owner_references:
+        if ref.get("kind") == KIND and ref.get("apiVersion", "").startswith(GROUP + "/") and ref.get("name"):
+            return [ref["name"]]
+    value = labels.get(LABEL_INSTANCE)
+    if not value:
+        return []
+    kube = _kube()
+    if kube.get_pdd(namespace, value) is not None:
+        return [value]
+    return [item["metadata"]["name"] for item in kube.list_pdds(namespace)
+            if label_value(item["metadata"]["name"]) == value]

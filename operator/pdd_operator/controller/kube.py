@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, config
@@ -37,26 +39,119 @@ def applied_hash(obj: dict) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
+_SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def apply_body(obj: dict) -> bytes:
+    """``obj`` as the body of a server-side apply (``application/apply-patch+yaml``): JSON, which is YAML.
+
+    Python's JSON encoder writes a character outside the Basic Multilingual Plane (an emoji) as a
+    UTF-16 surrogate pair of escapes (``\\ud83d\\ude00``); the apiserver's YAML decoder refuses
+    escaped surrogates ("found invalid Unicode character escape code") and the apply fails with 400.
+    Such pairs are written as the UTF-8 character itself; every other escape is valid YAML.
+    """
+    text = json.dumps(obj, separators=(",", ":"))
+
+    def join(m: re.Match) -> str:
+        high, low = int(m[2], 16), int(m[3], 16)
+        return m[1] + chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+
+    return _SURROGATE_PAIR.sub(join, text).encode()
+
+
 def _same_scalar(want: Any, have: Any) -> bool:
     if isinstance(want, bool) or isinstance(have, bool):
         return want is have
     return want == have or str(want) == str(have)
 
 
-def contains(live: Any, desired: Any) -> bool:
-    """True when every field of ``desired`` is in ``live`` with an equal value.
+#: Lists that server-side apply merges item by item (``listType=map`` in the Kubernetes OpenAPI, by
+#: these keys), by the field name that holds them. Other managers may add items of their own (an env
+#: var injected by a mutating webhook, a sidecar); the operator owns only the items it applies.
+MAP_LIST_KEYS: dict[str, tuple[str, ...]] = {
+    "containers": ("name",), "initContainers": ("name",), "env": ("name",), "volumes": ("name",),
+    "volumeMounts": ("mountPath",), "imagePullSecrets": ("name",), "resourceClaims": ("name",),
+    "ownerReferences": ("uid",),
+}
+#: ``ports`` is keyed by ``containerPort`` in a container and by ``port`` in a Service (with ``protocol``).
+PORT_KEYS = (("containerPort", "protocol"), ("port", "protocol"))
 
-    Lists must have equal length and match element by element; scalars compare equal when their
-    string forms do (``16`` and ``"16"`` are the same quantity). Fields the apiserver defaulted into
-    ``live`` are ignored.
+
+def _list_key(field: str | None, items: list) -> tuple[str, ...] | None:
+    if not items or not all(isinstance(i, dict) for i in items):
+        return None
+    candidates = [MAP_LIST_KEYS[field]] if field in MAP_LIST_KEYS else list(PORT_KEYS) if field == "ports" else []
+    for key in candidates:
+        if all(key[0] in i for i in items):
+            return key
+    return None
+
+
+def _key_of(item: dict, key: tuple[str, ...]) -> tuple:
+    # ``protocol`` defaults to TCP: a desired item without it matches the defaulted live one.
+    return tuple(str(item.get(k, "TCP" if k == "protocol" else None)) for k in key)
+
+
+def contains(live: Any, desired: Any, field: str | None = None) -> bool:
+    """True when every field of ``desired`` is in ``live`` with an equal value: the operator's intent
+    is in place, whatever other field managers added.
+
+    Map lists (:data:`MAP_LIST_KEYS`, ``ports``) match item by item by their keys, and items only in
+    ``live`` (another manager's) are ignored, as server-side apply keeps them. Other lists are
+    atomic: equal length, element by element. Scalars compare equal when their string forms do
+    (``16`` and ``"16"`` are the same quantity). Fields the apiserver defaulted into ``live`` are ignored.
     """
     if isinstance(desired, dict):
-        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
+        return isinstance(live, dict) and all(k in live and contains(live[k], v, k) for k, v in desired.items())
     if isinstance(desired, list):
-        return isinstance(live, list) and len(live) == len(desired) and all(
-            contains(a, b) for a, b in zip(live, desired, strict=True)
-        )
+        if not isinstance(live, list):
+            return False
+        key = _list_key(field, desired)
+        if key is not None and _list_key(field, live) == key:
+            by_key = {_key_of(i, key): i for i in live}
+            return all(_key_of(d, key) in by_key and contains(by_key[_key_of(d, key)], d) for d in desired)
+        return len(live) == len(desired) and all(contains(a, b) for a, b in zip(live, desired, strict=True))
     return _same_scalar(desired, live)
+
+
+def foreign_items(live: dict, desired: dict, path: tuple[str, ...]) -> list:
+    """Items of the map list at ``path`` (e.g. ``("spec", "ports")``) in ``live`` whose keys ``desired``
+    does not have: what another field manager added (or left behind by editing a key)."""
+    def at(obj: dict) -> list:
+        for part in path:
+            obj = (obj or {}).get(part) or {}
+        return obj if isinstance(obj, list) else []
+
+    want, have = at(desired), at(live)
+    key = _list_key(path[-1], want)
+    if key is None:
+        return []
+    wanted = {_key_of(i, key) for i in want}
+    return [i for i in have if isinstance(i, dict) and _key_of(i, key) not in wanted]
+
+
+def _same_controller(live: dict, desired: dict) -> bool:
+    """True when ``live`` already has ``desired``'s controller ownerReference (uid): an object this
+    operator created for this owner, not one of the same name that someone else made."""
+    want = {r.get("uid") for r in desired["metadata"].get("ownerReferences") or [] if r.get("controller")}
+    have = {r.get("uid") for r in (live.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")}
+    return bool(want) and want <= have
+
+
+#: Map lists of a child that only the operator may fill: foreign items are removed before applying.
+#: A Service port edited by hand is such an item (editing ``port`` changes the key, so server-side
+#: apply would keep it next to the operator's and the apiserver refuses the duplicate port name).
+EXCLUSIVE_LISTS: dict[str, tuple[str, ...]] = {"Service": ("spec", "ports")}
+
+
+#: REST paths of the child kinds, for server-side apply (:meth:`Kube._server_side_apply`).
+_RESOURCE_PATHS = {
+    "Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+    "Service": "/api/v1/namespaces/{namespace}/services/{name}",
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{name}",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/{name}",
+}
 
 
 class Kube:
@@ -99,8 +194,10 @@ class Kube:
                 return None
             raise
 
-    def list_pdds(self) -> list[dict]:
-        """Every PDDeployment in the cluster."""
+    def list_pdds(self, namespace: str | None = None) -> list[dict]:
+        """Every PDDeployment in ``namespace``, or in the cluster when ``namespace`` is ``None``."""
+        if namespace is not None:
+            return self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL).get("items", [])
         return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
@@ -137,8 +234,12 @@ class Kube:
     def apply(self, desired: dict) -> bool:
         """Server-side apply ``desired`` under the operator's field manager unless already in place.
 
-        Returns True when a request was sent. Conflicts with other managers are forced: the operator
-        owns its children's rendered fields (a hand edit of them is reverted).
+        Returns True when a request was sent. "In place" compares only what the operator applies
+        (:func:`contains`): items other managers added to map lists (an injected env var) are
+        tolerated and never cause a write. Conflicts with other managers are forced: the operator owns
+        its children's rendered fields (a hand edit of them is reverted), and foreign items of
+        :data:`EXCLUSIVE_LISTS` (a Service port edited by hand) are removed first, from children this
+        owner controls only (never from an object of the same name that someone else created).
         """
         kind, meta = desired["kind"], desired["metadata"]
         if kind not in self._patch:
@@ -149,11 +250,73 @@ class Kube:
         live = self.get(kind, meta["namespace"], meta["name"])
         if live is not None and contains(live, body):
             return False
-        kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": "application/apply-patch+yaml"}
-        self._patch[kind](meta["name"], meta["namespace"], body, **kwargs)
+        exclusive = EXCLUSIVE_LISTS.get(kind)
+        if live is not None and exclusive and _same_controller(live, body) and (
+                extra := foreign_items(live, body, exclusive)):
+            # Take the list back explicitly: a merge patch replaces a list as a whole.
+            patch: dict = {}
+            leaf = patch
+            for part in exclusive[:-1]:
+                leaf = leaf.setdefault(part, {})
+            want = body
+            for part in exclusive:
+                want = want[part]
+            leaf[exclusive[-1]] = want
+            self._patch[kind](meta["name"], meta["namespace"], patch, field_manager=FIELD_MANAGER,
+                              _content_type="application/merge-patch+json")
+            self.writes += 1
+            log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
+                     meta["namespace"], meta["name"], ".".join(exclusive), extra)
+        self._server_side_apply(kind, meta["namespace"], meta["name"], apply_body(body))
         self.writes += 1
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
         return True
+
+    def event(self, obj: dict, type_: str, reason: str, message: str) -> bool:
+        """Record a core/v1 Event about ``obj`` (a PDDeployment as a dict) from the operator.
+
+        ``type_``: ``Normal`` or ``Warning``; ``message`` is cut to 1024 characters (the apiserver's
+        limit for events.k8s.io notes). Best effort: returns False, and logs, when the Event cannot
+        be written (the condition in status says the same).
+        """
+        meta = obj["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", f"{GROUP}/{VERSION}"), "kind": obj.get("kind"),
+                               "name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": FIELD_MANAGER}, "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": FIELD_MANAGER, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except Exception as exc:  # noqa: BLE001  (events are best effort; status carries the same)
+            log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+            return False
+        self.writes += 1
+        return True
+
+    def _server_side_apply(self, kind: str, namespace: str, name: str, body: bytes) -> None:
+        """PATCH ``body`` (serialized by :func:`apply_body`) as a forced server-side apply.
+
+        The generated ``patch_namespaced_*`` methods accept only dicts and serialize them with
+        Python's escaping JSON encoder, so the request is built here from the same client pieces
+        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer.
+        """
+        method, url, headers, data, post = self.api_client.param_serialize(
+            method="PATCH", resource_path=_RESOURCE_PATHS[kind],
+            path_params={"namespace": namespace, "name": name},
+            query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=body, auth_settings=["BearerToken"],
+        )
+        response = self.api_client.call_api(method, url, header_params=headers, body=data, post_params=post)
+        response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
+                                             data=None)
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:
         """Replace the PDDeployment's status (merge patch of the status subresource).

@@ -12,17 +12,25 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC, ROLES
+from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC_LEGACY, ROLES
 from pdd_operator.api.messages import invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
-from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
+from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
-from pdd_operator.controller.status import RoleObservation, fold_status, preflight_results
-from pdd_operator.render.workloads import Owner, child_name, render_children, router_endpoint, selector_labels
+from pdd_operator.controller.plan import last_good_spec, plan_children
+from pdd_operator.controller.status import (
+    RoleObservation,
+    fold_status,
+    preflight_results,
+    with_reconcile_error,
+)
+from pdd_operator.render.admission import admission_findings
+from pdd_operator.render.workloads import Owner, child_name, router_endpoint, selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -51,32 +59,99 @@ def invalid_spec_report(exc: ValidationError) -> CompatReport:
     return CompatReport(version="unknown", findings=invalid_spec_findings(exc))
 
 
-def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec) -> tuple[dict | None, Finding | None]:
+#: An apply or read error is cut to this length in status (the apiserver's messages can list many fields).
+MAX_ERROR_CHARS = 1000
+
+
+def load_model_config(kube: Kube, namespace: str, spec: PDDeploymentSpec,
+                      read_errors: list[str] | None = None) -> tuple[dict | None, Finding | None]:
     """Read the model's config.json from ``spec.model.configMapRef``.
 
-    Returns ``(config, None)``, or ``(None, warning)`` when the ConfigMap or the key is missing or
-    its text is not a usable config.json (:func:`~pdd_operator.compat.engine.model_config_from_configmap`):
-    rules that need it then fall back to the spec fields and the name tables. Never raises for the
-    ConfigMap's content; API errors other than 404 propagate (callers retry).
+    Returns ``(config, None)``, or ``(None, warning)`` when the ConfigMap or the key is missing, its
+    text is not a usable config.json (:func:`~pdd_operator.compat.engine.model_config_from_configmap`),
+    or the apiserver refuses the read (an API error other than 404, also appended to ``read_errors``):
+    rules that need it then fall back to the spec fields and the name tables. Never raises for what the
+    ConfigMap holds; raises ``ApiException`` only for errors of the apiserver itself (5xx, unreachable).
     """
     ref = spec.model.config_map_ref
     if ref is None:
         return None, None
-    return model_config_from_configmap(kube.config_map_value(namespace, ref.name, ref.key), ref.name, ref.key)
+    try:
+        text = kube.config_map_value(namespace, ref.name, ref.key)
+    except ApiException as exc:
+        if not is_refusal(exc):
+            raise
+        error = f"ConfigMap {ref.name}: {api_error_text(exc)}"[:MAX_ERROR_CHARS]
+        if read_errors is not None:
+            read_errors.append(error)
+        return None, model_config_unavailable(f"{error}; it cannot be read")
+    return model_config_from_configmap(text, ref.name, ref.key)
+
+def is_refusal(exc: ApiException) -> bool:
+    """True for an answer of the apiserver about the request itself (4xx: invalid, forbidden, too
+    large); False for conflicts and throttling (409, 429), its own failures and unreachability (5xx,
+    no HTTP status), which a later reconcile retries as they are."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (409, 429)
 
 
-def last_applied_spec(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> PDDeploymentSpec | None:
-    """The spec the children were last rendered from, read from any surviving child's annotation."""
-    children = [*deployments.values()] + [kube.get("Service", namespace, child_name(name, r)) for r in ROLES]
+
+def api_error_text(exc: ApiException) -> str:
+    """``<code> <reason>: <the apiserver's message>`` of an API error (the message of its Status body)."""
+    message = ""
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+        message = body.get("message", "") if isinstance(body, dict) else ""
+    except (ValueError, TypeError):
+        message = str(exc.body or "")[:500]
+    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
+def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: dict | None,
+               problem: Finding | None) -> tuple[CompatReport, dict | None]:
+    """The report for ``spec``: what the apiserver would refuse in its children
+    (:func:`~pdd_operator.render.admission.admission_findings`; the webhook may be off), then the
+    compatibility rules. A config.json that makes the rules or the renderer fail (values of the wrong
+    type) is dropped with a warning and the spec is judged without it; returns the config used."""
+    try:
+        report = evaluate(spec, model_config=model_config)
+        refused = admission_findings(name, namespace, spec, model_config)
+    except Exception as exc:  # noqa: BLE001  (whatever a user's config.json makes the rules raise)
+        if model_config is None:
+            raise
+        log.warning("%s/%s: config.json from spec.model.configMapRef cannot be used: %r", namespace, name, exc)
+        problem = model_config_unavailable(f"The ConfigMap's config.json cannot be used ({type(exc).__name__}: {exc})")
+        model_config = None
+        report = evaluate(spec)
+        refused = admission_findings(name, namespace, spec)
+    extra = [problem] if problem is not None else []
+    return CompatReport(report.version, [*refused, *report.findings, *extra], report.not_evaluated), model_config
+
+
+def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str]]:
+    """Apply every child; one that the apiserver refuses does not stop the others.
+
+    Returns ``(requests sent, errors)``; each error is ``<Kind> <name>: <code> <reason>: <message>``.
+    Raises ``ApiException`` only for errors of the apiserver itself (5xx, no status: retried later).
+    """
+    sent, errors = 0, []
     for child in children:
-        raw = ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC)
-        if not raw:
-            continue
         try:
-            return PDDeploymentSpec.model_validate(json.loads(raw))
-        except (ValueError, ValidationError):
-            continue
-    return None
+            sent += kube.apply(child)
+        except ApiException as exc:
+            if not is_refusal(exc):
+                raise
+            errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
+            log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
+                        child["metadata"]["name"], errors[-1])
+    return sent, errors
+
+
+def legacy_applied_specs(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> list[str]:
+    """The ``pdd-operator.dev/applied-spec`` annotations of the surviving children (written by
+    releases before ``status.appliedSpec``), for :func:`~pdd_operator.controller.plan.last_good_spec`."""
+    children = [*deployments.values()] + [kube.get("Service", namespace, child_name(name, r)) for r in ROLES]
+    return [raw for child in children
+            if (raw := ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY))]
 
 
 @dataclass(frozen=True)
@@ -105,33 +180,26 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 1)
         previous = obj.get("status") or {}
-        applied_generation = previous.get("appliedGeneration")
         model_config = None
+        read_errors: list[str] = []
         try:
             spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
         except ValidationError as exc:
             spec, report = None, invalid_spec_report(exc)
         else:
-            model_config, problem = load_model_config(kube, namespace, spec)
-            report = evaluate(spec, model_config=model_config)
-            if problem is not None:
-                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
+            model_config, problem = load_model_config(kube, namespace, spec, read_errors)
+            report, model_config = check_spec(spec, name, namespace, model_config, problem)
 
-        applied = 0
         deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
-        if spec is not None and report.compatible:
-            owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=generation)
-            for child in render_children(owner, spec, model_config):
-                applied += kube.apply(child)
-            applied_generation = generation
-            target = spec
-        else:
-            # Keep the children on the last compatible spec: restore deleted ones, revert drift.
-            target = last_applied_spec(kube, namespace, name, deployments)
-            if target is not None and applied_generation is not None:
-                owner = Owner(name=name, namespace=namespace, uid=meta["uid"], generation=applied_generation)
-                for child in render_children(owner, target, model_config):
-                    applied += kube.apply(child)
+        last_good = None
+        if spec is None or not report.compatible:
+            legacy = [] if previous.get("appliedSpec") else legacy_applied_specs(kube, namespace, name, deployments)
+            last_good = last_good_spec(previous, legacy)
+        plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
+                             report=report, previous_status=previous, last_good=last_good, model_config=model_config)
+        applied, apply_errors = apply_all(kube, plan.children)
+        applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
+        target = plan.target
         if applied:
             deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
         desired = spec or target
@@ -148,10 +216,16 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         status = fold_status(
             generation=generation, previous=previous, report=report,
             applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
-            preflight=preflight,
+            preflight=preflight, apply_errors=[*read_errors, *apply_errors],
             endpoint=(router_endpoint(Owner(name=name, namespace=namespace), desired)
                       if desired is not None and desired.router.replicas > 0 else None),
         )
+        if applied_spec is not None:
+            status["appliedSpec"] = applied_spec
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        was = next((c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"), {})
+        if degraded["reason"] == "ApplyFailed" and degraded["message"] != was.get("message"):
+            kube.event(obj, "Warning", "ApplyFailed", degraded["message"])
         written = False
         if status != previous:
             removed = {k: None for k in previous if k not in status}
@@ -170,3 +244,25 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         else:
             RECONCILES.labels("unchanged").inc()
         return Outcome(applied=applied, status_written=written, compatible=report.compatible)
+
+
+def record_failure(kube: Kube, namespace: str, name: str, message: str) -> bool:
+    """Say in status that a reconcile failed unexpectedly: Degraded=True, reason ReconcileError, with
+    ``message``, and an Event. The other conditions stay as they are; the next successful reconcile
+    recomputes everything. Best effort: returns False when the status cannot be written either."""
+    try:
+        obj = kube.get_pdd(namespace, name)
+        if obj is None:
+            return False
+        previous = obj.get("status") or {}
+        generation = int(obj["metadata"].get("generation") or 1)
+        conditions = with_reconcile_error(previous.get("conditions") or [], generation, message[:MAX_ERROR_CHARS],
+                                          now_rfc3339())
+        if conditions == previous.get("conditions"):
+            return True
+        kube.patch_status(namespace, name, {**previous, "conditions": conditions}, obj["metadata"].get("resourceVersion"))
+        kube.event(obj, "Warning", "ReconcileError", message)
+        return True
+    except Exception as exc:  # noqa: BLE001  (reporting must not fail the caller)
+        log.warning("cannot record the failed reconcile of %s/%s: %s", namespace, name, exc)
+        return False

@@ -125,6 +125,7 @@ class Observed:
         applied_generation: generation the children were last rendered from (``None``: never).
         observations: per role (``prefill``, ``decode``) what its Deployment says.
         now: current time, RFC 3339; the ``lastTransitionTime`` of a condition that transitions.
+        apply_errors: what the apiserver refused this time (children or inputs), one line each.
     """
 
     generation: int
@@ -132,6 +133,7 @@ class Observed:
     applied_generation: int | None
     observations: Mapping[str, RoleObservation]
     now: str
+    apply_errors: tuple[str, ...] = ()
 
     @property
     def compatible(self) -> bool:
@@ -183,12 +185,15 @@ class Observed:
         """Why the operator cannot make progress without a spec change, or ``None``.
 
         ``InvalidSpec`` (the API models refuse the spec), ``Incompatible`` (compatibility errors), or
+        ``ApplyFailed`` (the apiserver refused a child or an input: a retry alone does not help), or
         ``ProgressDeadlineExceeded`` (a role's Deployment says so).
         """
         if self.spec_invalid:
             return "InvalidSpec"
         if not self.compatible:
             return "Incompatible"
+        if self.apply_errors:
+            return "ApplyFailed"
         if self.stuck:
             return "ProgressDeadlineExceeded"
         return None
@@ -275,6 +280,8 @@ def degraded_condition(o: Observed) -> Condition:
             f"{keeping}",
             o.generation, o.now,
         )
+    if o.apply_errors:
+        return _condition("Degraded", True, "ApplyFailed", "; ".join(o.apply_errors), o.generation, o.now)
     if o.missing:
         return _condition("Degraded", True, "ChildMissing", f"Deployment of {', '.join(o.missing)} is missing.",
                           o.generation, o.now)
@@ -320,7 +327,7 @@ def ready_condition(o: Observed) -> Condition:
 
 def stalled_condition(o: Observed) -> Condition:
     """kstatus ``Stalled`` (abnormal-true; True reads Failed): True when the operator cannot make progress
-    without a spec change: ``InvalidSpec``, ``Incompatible`` (the findings follow), or
+    without a spec change: ``InvalidSpec``, ``Incompatible`` (the findings follow), ``ApplyFailed`` or
     ``ProgressDeadlineExceeded``; else False (``AsExpected``). Source: sigs.k8s.io/cli-utils
     ``pkg/kstatus/status/generic.go`` (``checkGenericProperties``)."""
     reason = o.stalled_reason
@@ -330,6 +337,8 @@ def stalled_condition(o: Observed) -> Condition:
     elif reason == "Incompatible":
         message = (f"Generation {o.generation} cannot work with vLLM {o.report.version} and is not applied until "
                    "the spec changes: " + findings_text(o.report.errors))
+    elif reason == "ApplyFailed":
+        message = "The apiserver refuses what the spec renders: " + "; ".join(o.apply_errors)
     elif reason == "ProgressDeadlineExceeded":
         message = f"Rollout of {', '.join(o.stuck)} made no progress within its deadline."
     else:
@@ -380,6 +389,15 @@ def merge_conditions(previous: list[dict], new: list[Condition]) -> list[Conditi
     return out
 
 
+def with_reconcile_error(previous: list[dict], generation: int, message: str, now: str) -> list[dict]:
+    """The stored conditions (wire form) with ``Degraded`` replaced by True, reason ``ReconcileError``,
+    ``message``: what the operator records when a reconcile failed unexpectedly. The other conditions
+    stay as they are until the next successful reconcile recomputes everything."""
+    degraded = merge_conditions(previous, [_condition("Degraded", True, "ReconcileError", message, generation, now)])
+    others = [c for c in previous or [] if c.get("type") != "Degraded"]
+    return [*others, *(c.wire() for c in degraded)]
+
+
 def fold_status(
     *,
     generation: int,
@@ -390,6 +408,7 @@ def fold_status(
     now: str,
     preflight: list[tuple[str, dict]] | None = None,
     endpoint: str | None = None,
+    apply_errors: list[str] | None = None,
 ) -> dict:
     """Return the whole new status of a PDDeployment, in wire form (:class:`PDDeploymentStatus` ``.wire()``).
 
@@ -402,6 +421,8 @@ def fold_status(
         now: current time, RFC 3339, used for conditions that transition.
         preflight: preflight verdicts of the engine pods (``None``: preflight disabled, no condition).
         endpoint: URL of the router's Service (``status.endpoint``); ``None``: no router.
+        apply_errors: children (or inputs) the apiserver refused this time, one
+            ``<Kind> <name>: <code> <reason>: <message>`` each: Degraded=True, reason ApplyFailed.
 
     The status is built from the same models the CRD's status schema is generated from
     (:mod:`pdd_operator.api.status`), so it never holds a field the apiserver would prune. Equal
@@ -411,7 +432,8 @@ def fold_status(
     ``preflight``, :func:`kv_transport_condition`.
     """
     o = Observed(generation=generation, report=report, applied_generation=applied_generation,
-                 observations=observations, now=now)
+                 observations=observations, now=now,
+                 apply_errors=tuple(apply_errors or ()))
     new = [ready_condition(o), reconciling_condition(o), stalled_condition(o), progressing_condition(o),
            degraded_condition(o), compatible_condition(o)]
     if preflight is not None:

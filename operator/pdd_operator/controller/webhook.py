@@ -50,10 +50,12 @@ from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, LABEL_MANAGED
 from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
+from pdd_operator.compat.engine import CompatReport
 
 # Rule ids of the warning for an in-place change of a must-match setting, and of fields the API models
 # refuse; registered (and listed by `pdd rules`) in compat/rules/records.py.
 from pdd_operator.compat.rules.records import INVALID_RULE, ROLLOUT_RULE
+from pdd_operator.render.admission import admission_findings_of
 from pdd_operator.vllm import must_match
 
 log = logging.getLogger(__name__)
@@ -133,7 +135,9 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
       configuration's ``matchConditions`` already keep these away from the webhook; this is the
       same rule for an apiserver without them;
     - a spec the API models refuse: refused, naming every bad field (``[spec-invalid] spec.x: ...``);
-    - compatibility errors: refused with all of them, one ``[rule-id] message Fix: fix`` per line;
+    - compatibility errors, and what the apiserver would refuse in the rendered children
+      (:func:`~pdd_operator.render.admission.admission_findings`): refused with all of them, one
+      ``[rule-id] message Fix: fix`` per line;
     - compatibility warnings: allowed, each as an admission warning (``kubectl`` prints ``Warning:``);
     - UPDATE changing a setting that must match between prefill and decode: one more warning
       (:data:`ROLLOUT_RULE`).
@@ -153,6 +157,7 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
         return Verdict(False, f"{what}: invalid spec ({len(lines)} field(s)):\n" + "\n".join(lines))
 
     report = evaluate(spec)
+    report = CompatReport(report.version, [*admission_findings_of(new, spec), *report.findings], report.not_evaluated)
     warnings = list(dict.fromkeys(finding_text(f) for f in report.warnings))
     if report.errors:
         lines = list(dict.fromkeys(finding_text(f) for f in report.errors))

@@ -16,6 +16,7 @@ from pdd_operator.api.constants import (
     POD_ENGINE_ID,
 )
 from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
+from pdd_operator.vllm.args import int_flag, parse_flags
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.must_match import compat_hash  # noqa: F401  (rendered as a pod label)
 from pdd_operator.vllm.versions import resolve_version
@@ -23,14 +24,70 @@ from pdd_operator.vllm.versions import resolve_version
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 
 
+#: What the engines bind when ``extraArgs`` does not say (``--host``). vLLM opens an ``AF_INET6``
+#: socket for an IPv6 literal and binds it as given (``create_server_socket`` in
+#: ``vllm/entrypoints/openai/api_server.py``, later ``vllm/utils/network_utils.py``), without
+#: ``IPV6_V6ONLY``: with Linux's default ``net.ipv6.bindv6only=0`` (the default in every pod's
+#: network namespace) ``::`` accepts IPv4 and IPv6, so one value serves IPv4-only, IPv6-only and
+#: dual-stack clusters. ``0.0.0.0`` (IPv4 only) or no ``--host`` (vLLM binds ``""``, also IPv4 only)
+#: leave an IPv6 pod unreachable. On nodes booted with IPv6 disabled in the kernel
+#: (``ipv6.disable=1``) vLLM cannot open the socket: set ``--host 0.0.0.0`` in the roles' extraArgs.
+DEFAULT_BIND_HOST = "::"
+
+
+def side_channel_span(spec: PDDeploymentSpec, role: str) -> int:
+    """How many consecutive ports from a role's side-channel port its engine listens on.
+
+    vLLM 0.11.1 and later: one listener per data-parallel rank (``VLLM_NIXL_SIDE_CHANNEL_PORT +
+    data_parallel_index``; ``--data-parallel-size`` in extraArgs, else 1). 0.9.1 to 0.11.0: one per
+    TP rank of each DP rank (``base + dp_rank * tp_size + tp_rank``); an unknown version counts as the
+    older, wider one (vllm-nixl-facts.md, ``VLLM_NIXL_SIDE_CHANNEL_PORT``).
+    """
+    r = spec.role(role)
+    dp = int_flag(parse_flags(["vllm", "serve", "model", *r.extra_args])[1], "--data-parallel-size", 1) or 1
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+    if version is not None and version >= (0, 11, 1):
+        return dp
+    return dp * r.tensor_parallel_size
+
+
+def _role_port_set(spec: PDDeploymentSpec, role: str, shift: int) -> set[int]:
+    side = spec.kv_transfer.side_channel_port + shift
+    return {spec.port + shift, *range(side, side + side_channel_span(spec, role))}
+
+
+def decode_port_shift(spec: PDDeploymentSpec) -> int:
+    """How far decode's HTTP and side-channel ports are moved from ``spec.port`` and
+    ``spec.kvTransfer.sideChannelPort``: 0 on the pod network (each pod has its own IP); with the host
+    network, where a prefill and a decode pod can share a node, the smallest shift >= 1 for which
+    none of decode's ports (:func:`side_channel_span`) is one of prefill's. Usually 1; 2 when the two
+    base ports are adjacent (``port: 5599``, ``sideChannelPort: 5600``).
+    """
+    if not spec.network.host_network:
+        return 0
+    prefill = _role_port_set(spec, "prefill", 0)
+    shift = 1
+    while _role_port_set(spec, "decode", shift) & prefill:
+        shift += 1
+    return shift
+
+
 def role_ports(spec: PDDeploymentSpec, role: str) -> tuple[int, int]:
     """``(http_port, side_channel_port)`` of a role's engine.
 
     Pods have their own IPs, so both roles use ``spec.port`` and ``spec.kvTransfer.sideChannelPort``;
-    with the host network a prefill and a decode engine may share a node, so decode uses both + 1.
+    with the host network decode's are shifted by :func:`decode_port_shift` so that a prefill and a
+    decode engine sharing a node never want the same port. The result can pass 65535 for base ports
+    near the top of the range; :func:`pdd_operator.render.admission.check_rendered` refuses such specs.
     """
-    shift = 1 if spec.network.host_network and role == "decode" else 0
+    shift = decode_port_shift(spec) if role == "decode" else 0
     return spec.port + shift, spec.kv_transfer.side_channel_port + shift
+
+
+def user_bind_host(extra_args: list[str]) -> str | None:
+    """The ``--host`` value a role's ``extraArgs`` sets (``--host X`` or ``--host=X``), or ``None``."""
+    host = parse_flags(["vllm", "serve", "model", *extra_args])[1].get("--host")
+    return host if isinstance(host, str) else None
 
 
 def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
@@ -85,6 +142,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     """Return the arguments after ``vllm serve`` for ``role``.
 
     Shape: ``[model, --flag, value, ...]``; the role's ``extraArgs`` come last so they can add flags.
+    ``--host`` is :data:`DEFAULT_BIND_HOST` unless ``extraArgs`` sets it (then only the user's is rendered).
     Hybrid SSM models get ``--no-disable-hybrid-kv-cache-manager``: up to vLLM 0.21 any
     ``--kv-transfer-config`` otherwise turns the hybrid KV cache manager off, and vLLM asserts it is on
     for Mamba layers (vllm-nixl-facts.md sections 1.5 and 4.2; seed 001 section 7).
@@ -94,7 +152,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     m = spec.model
     args = [
         m.name,
-        "--host", "0.0.0.0",
+        *(["--host", DEFAULT_BIND_HOST] if user_bind_host(r.extra_args) is None else []),
         "--port", str(role_ports(spec, role)[0]),
         "--tensor-parallel-size", str(r.tensor_parallel_size),
         "--pipeline-parallel-size", str(r.pipeline_parallel_size),

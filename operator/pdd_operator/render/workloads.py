@@ -8,11 +8,9 @@ operator and the tests see exactly the same thing.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 
 from pdd_operator.api.constants import (
-    ANNOTATION_APPLIED_SPEC,
     ANNOTATION_GENERATION,
     API_VERSION,
     HTTP_PORT_NAME,
@@ -28,6 +26,7 @@ from pdd_operator.api.constants import (
     NIXL_PORT_NAME,
     ROLES,
 )
+from pdd_operator.api.names import child_name, label_value
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.render.engine import compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args
 from pdd_operator.vllm.versions import fmt, resolve_version
@@ -52,14 +51,11 @@ class Owner:
         }
 
 
-def child_name(owner: str, role: str) -> str:
-    """Name of a role's Deployment and Service: ``<pdd>-<role>``."""
-    return f"{owner}-{role}"
-
-
 def selector_labels(owner: str, role: str) -> dict[str, str]:
-    """Labels that select one role's pods (stable across spec changes: a Deployment selector is immutable)."""
-    return {LABEL_NAME: "vllm", LABEL_INSTANCE: owner, LABEL_COMPONENT: role}
+    """Labels that select one role's pods (stable across spec changes: a Deployment selector is immutable).
+
+    The instance label is :func:`~pdd_operator.api.names.label_value` of the PDDeployment name."""
+    return {LABEL_NAME: "vllm", LABEL_INSTANCE: label_value(owner), LABEL_COMPONENT: role}
 
 
 def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
@@ -67,7 +63,7 @@ def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
     out = {
         **selector_labels(owner, role),
-        LABEL_PART_OF: owner,
+        LABEL_PART_OF: label_value(owner),
         LABEL_MANAGED_BY: "pdd-operator",
         LABEL_ROLE: role,
         LABEL_COMPAT_HASH: compat_hash(spec),
@@ -77,12 +73,12 @@ def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
     return out
 
 
-def _metadata(owner: Owner, name: str, obj_labels: dict[str, str], spec: PDDeploymentSpec | None = None) -> dict:
+def _metadata(owner: Owner, name: str, obj_labels: dict[str, str]) -> dict:
+    """A child's metadata. The spec it came from is not copied onto it: the PDDeployment keeps the last
+    applied spec once (``status.appliedSpec``), so a child's size does not grow with the spec."""
     meta: dict = {"name": name, "namespace": owner.namespace, "labels": obj_labels}
     if owner.generation is not None:
         meta["annotations"] = {ANNOTATION_GENERATION: str(owner.generation)}
-        if spec is not None:
-            meta["annotations"][ANNOTATION_APPLIED_SPEC] = json.dumps(spec.wire(), sort_keys=True, separators=(",", ":"))
     if owner.uid:
         meta["ownerReferences"] = [owner.reference()]
     return meta
@@ -143,7 +139,7 @@ def _affinity(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     affinity: dict = {}
     pl = spec.placement
     if pl.topology_key:
-        term = {"labelSelector": {"matchLabels": {LABEL_INSTANCE: owner.name, LABEL_MANAGED_BY: "pdd-operator"}},
+        term = {"labelSelector": {"matchLabels": {LABEL_INSTANCE: label_value(owner.name), LABEL_MANAGED_BY: "pdd-operator"}},
                 "topologyKey": pl.topology_key}
         if pl.topology_policy == "Required":
             affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
@@ -274,7 +270,7 @@ def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: di
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec), spec),
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
         "spec": {
             "replicas": r.replicas,
             "selector": {"matchLabels": selector_labels(owner.name, role)},
@@ -289,7 +285,7 @@ def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec), spec),
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
         "spec": {
             "clusterIP": "None",
             "selector": selector_labels(owner.name, role),
@@ -312,12 +308,12 @@ ROUTER_DEFAULT_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "lim
 
 def router_selector_labels(owner: str) -> dict[str, str]:
     """Labels that select a PDDeployment's router pods (not matched by the engine selectors)."""
-    return {LABEL_NAME: "pdd-router", LABEL_INSTANCE: owner, LABEL_COMPONENT: ROUTER}
+    return {LABEL_NAME: "pdd-router", LABEL_INSTANCE: label_value(owner), LABEL_COMPONENT: ROUTER}
 
 
 def router_labels(owner: str) -> dict[str, str]:
     """All labels of the router's objects and pods. No compat hash: the router serves every revision."""
-    return {**router_selector_labels(owner), LABEL_PART_OF: owner, LABEL_MANAGED_BY: "pdd-operator",
+    return {**router_selector_labels(owner), LABEL_PART_OF: label_value(owner), LABEL_MANAGED_BY: "pdd-operator",
             LABEL_ROLE: ROUTER}
 
 
@@ -391,7 +387,7 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(owner, child_name(owner.name, ROUTER), router_labels(owner.name), spec),
+        "metadata": _metadata(owner, child_name(owner.name, ROUTER), router_labels(owner.name)),
         "spec": {
             "replicas": r.replicas,
             "selector": {"matchLabels": router_selector_labels(owner.name)},
@@ -406,7 +402,7 @@ def router_service(owner: Owner, spec: PDDeploymentSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(owner, child_name(owner.name, ROUTER), router_labels(owner.name), spec),
+        "metadata": _metadata(owner, child_name(owner.name, ROUTER), router_labels(owner.name)),
         "spec": {
             "type": "ClusterIP",
             "selector": router_selector_labels(owner.name),

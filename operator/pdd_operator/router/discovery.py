@@ -41,6 +41,7 @@ from pdd_operator.api.constants import (  # the operator-router contract: what t
     LABEL_MANAGED_BY,
     NIXL_PORT_NAME,
 )
+from pdd_operator.api.names import label_value
 from pdd_operator.router.endpoints import ROLES, Endpoint, Registry
 
 log = logging.getLogger("pdd_operator.router.discovery")
@@ -48,8 +49,9 @@ log = logging.getLogger("pdd_operator.router.discovery")
 
 
 def pod_selector(name: str) -> str:
-    """Label selector of a PDDeployment's engine pods."""
-    return (f"{LABEL_INSTANCE}={name},{LABEL_MANAGED_BY}=pdd-operator,"
+    """Label selector of PDDeployment ``name``'s engine pods (its instance label value:
+    :func:`~pdd_operator.api.names.label_value`)."""
+    return (f"{LABEL_INSTANCE}={label_value(name)},{LABEL_MANAGED_BY}=pdd-operator,"
             f"{LABEL_COMPONENT} in ({','.join(ROLES)})")
 
 

@@ -524,13 +524,15 @@ def _snippet(raw: bytes, limit: int = 300) -> str:
     return text + ("..." if len(raw) > limit else "")
 
 
-async def start(router: Router, host: str, port: int) -> web.AppRunner:
+async def start(router: Router, host: str | None, port: int) -> web.AppRunner:
     """Start serving ``router`` on ``host:port``; returns the runner (``await runner.cleanup()`` stops it).
+
+    ``host`` ``None`` (or ``""``): every address, one socket per address family the kernel supports.
 
     ``handler_cancellation`` makes a client disconnect cancel the handler, and so both legs.
     """
     runner = web.AppRunner(router.app(), handler_cancellation=True, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
+    site = web.TCPSite(runner, host or None, port, backlog=1024)
     await site.start()
     return runner

@@ -18,7 +18,10 @@ log = logging.getLogger("pdd_operator.router")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``pdd router`` flags."""
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--host", default=None,
+                   help="address to listen on (default: every address of the pod, IPv4 and IPv6: asyncio opens one "
+                   "socket per family the kernel supports, so the router serves IPv4-only, IPv6-only and "
+                   "dual-stack clusters alike)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--static-prefill", metavar="URL,...", default="",
                    help="prefill endpoints, comma separated: http://HOST:PORT (push mode: "
@@ -78,7 +81,7 @@ async def serve(args: argparse.Namespace) -> None:
         router.synced = discovery.synced.is_set
         discovery.start()
     runner = await start(router, args.host, args.port)
-    log.info("router (%s mode) listening on %s:%d", args.kv_mode, args.host, args.port)
+    log.info("router (%s mode) listening on %s:%d", args.kv_mode, args.host or "*", args.port)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

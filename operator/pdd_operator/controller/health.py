@@ -1,0 +1,83 @@
+"""Liveness of the operator and kopf's retry policy (pure: no kopf, no cluster access).
+
+- :class:`CappedBackoff`: kopf's ``settings.networking.error_backoffs`` as an unbounded sequence, so
+  no API outage makes kopf give up (and the operator exit); kopf iterates it afresh for every request.
+- :class:`WatchHealth`: whether the PDDeployment watch still delivers. The periodic resync lists
+  every PDDeployment straight from the apiserver; an object whose listed ``resourceVersion`` the
+  watch has not delivered for longer than ``stuck_after`` means the watch is stuck (connected but
+  silent, or dead without kopf noticing). The resync loop not running for that long is reported too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+
+class CappedBackoff:
+    """Delays in seconds: ``first``, doubling, up to ``cap``, then ``cap`` forever.
+
+    Re-iterable and not sized: kopf (``kopf/_cogs/clients/api.py``) takes a sized sequence as a retry
+    limit and re-raises after its last element; an unsized iterable is retried for as long as it
+    yields. Raises ``ValueError`` unless ``0 < first <= cap``.
+    """
+
+    def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
+        if not 0 < first <= cap:
+            raise ValueError(f"backoff needs 0 < first <= cap, got first={first}, cap={cap}")
+        self.first, self.cap = first, cap
+
+    def __iter__(self) -> Iterator[float]:
+        delay = self.first
+        while True:
+            yield delay
+            delay = min(self.cap, delay * 2)
+
+
+class WatchHealth:
+    """Compares what the watch delivered with what the resync listed. Times are monotonic seconds."""
+
+    def __init__(self, stuck_after: float) -> None:
+        self.stuck_after = stuck_after
+        self._delivered: dict[tuple[str, str], str | None] = {}
+        self._behind_since: dict[tuple[str, str], float] = {}
+        self._resync_at: float | None = None
+        self._started: float | None = None
+
+    def watched(self, key: tuple[str, str], resource_version: str | None, now: float) -> None:
+        """The watch delivered ``key`` at ``resource_version`` (``None``: deleted)."""
+        self._started = self._started if self._started is not None else now
+        if resource_version is None:
+            self._delivered.pop(key, None)
+            self._behind_since.pop(key, None)
+        else:
+            self._delivered[key] = resource_version
+            self._behind_since.pop(key, None)
+
+    def resync_ran(self, now: float) -> None:
+        """A resync round started (whether or not the apiserver answered)."""
+        self._resync_at = now
+        self._started = self._started if self._started is not None else now
+
+    def listed(self, items: Iterable[tuple[tuple[str, str], str | None]], now: float) -> None:
+        """The resync listed these ``(key, resourceVersion)`` pairs from the apiserver at ``now``."""
+        seen = set()
+        for key, version in items:
+            seen.add(key)
+            if self._delivered.get(key) == version:
+                self._behind_since.pop(key, None)
+            else:
+                self._behind_since.setdefault(key, now)
+        for key in list(self._behind_since):
+            if key not in seen:
+                del self._behind_since[key]
+
+    def problem(self, now: float) -> str | None:
+        """Why the operator is not live (a message), or ``None``."""
+        if self._resync_at is not None and now - self._resync_at > self.stuck_after:
+            return f"the periodic resync has not run for {now - self._resync_at:.0f}s"
+        if self._behind_since:
+            key, since = min(self._behind_since.items(), key=lambda kv: kv[1])
+            if now - since > self.stuck_after:
+                return (f"the PDDeployment watch has not delivered {key[0]}/{key[1]} as listed {now - since:.0f}s "
+                        f"ago ({len(self._behind_since)} object(s) behind)")
+        return None

@@ -1,0 +1,90 @@
+"""What one reconcile applies and what it records: a pure planner, separate from the executor
+(:func:`pdd_operator.controller.reconcile.reconcile`, which reads, applies and writes status).
+
+Given what was read (the PDDeployment's generation, its parsed spec and report, the last good spec
+kept in ``status.appliedSpec``), :func:`plan_children` decides:
+
+- which children to apply: the current spec's when it is compatible; else the last good spec's, so
+  deleted children come back and drift is reverted while the current spec is refused; else none;
+- which spec the children run afterwards (status reports its replicas and endpoint);
+- what ``status.appliedGeneration`` and ``status.appliedSpec`` become (:meth:`Plan.recorded`): they
+  advance to the current generation only when every child of a compatible spec was applied.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.api.status import decode_spec, encode_spec
+from pdd_operator.compat.engine import CompatReport
+from pdd_operator.render.workloads import Owner, render_children
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decision of :func:`plan_children`.
+
+    Attributes:
+        children: objects to apply, in order (``[]``: touch nothing).
+        target: the spec the children run after this reconcile, or ``None`` when there is none.
+        target_generation: the generation rendered into the children (``None``: never applied).
+        advances: whether a fully successful apply makes the current spec the last good one.
+        generation: the PDDeployment's current generation.
+        spec: the current spec when it advances (what ``status.appliedSpec`` then keeps).
+        previous_applied: ``status.appliedSpec`` as read (kept when the plan does not advance).
+    """
+
+    children: list[dict]
+    target: PDDeploymentSpec | None
+    target_generation: int | None
+    advances: bool
+    generation: int
+    spec: PDDeploymentSpec | None = None
+    previous_applied: dict | None = field(default=None, repr=False)
+
+    def recorded(self, applied_ok: bool) -> tuple[int | None, dict | None]:
+        """``(status.appliedGeneration, status.appliedSpec)`` after the apply (``applied_ok``: every
+        child was accepted)."""
+        if self.advances and applied_ok and self.spec is not None:
+            return self.generation, encode_spec(self.spec.wire(), self.generation)
+        return self.target_generation, self.previous_applied
+
+
+def last_good_spec(previous_status: dict, legacy_annotations: list[str] = ()) -> PDDeploymentSpec | None:
+    """The last compatible spec: ``status.appliedSpec``, else the first readable legacy
+    ``pdd-operator.dev/applied-spec`` annotation (children written by releases before
+    ``status.appliedSpec``). ``None`` when neither is readable (a tampered or truncated copy is not used)."""
+    applied = previous_status.get("appliedSpec")
+    if applied:
+        try:
+            return PDDeploymentSpec.model_validate(decode_spec(applied))
+        except (ValueError, ValidationError):
+            pass
+    for raw in legacy_annotations:
+        try:
+            return PDDeploymentSpec.model_validate(json.loads(raw))
+        except (ValueError, ValidationError):
+            continue
+    return None
+
+
+def plan_children(*, name: str, namespace: str, uid: str | None, generation: int, spec: PDDeploymentSpec | None,
+                  report: CompatReport, previous_status: dict, last_good: PDDeploymentSpec | None,
+                  model_config: dict | None = None) -> Plan:
+    """Decide what to apply (see the module docstring). ``last_good`` is :func:`last_good_spec`,
+    needed only when the current spec is not applied. Never raises for a bad spec."""
+    applied_generation = previous_status.get("appliedGeneration")
+    previous_applied = previous_status.get("appliedSpec")
+    if spec is not None and report.compatible:
+        owner = Owner(name=name, namespace=namespace, uid=uid, generation=generation)
+        return Plan(render_children(owner, spec, model_config), spec, applied_generation, True, generation, spec,
+                    previous_applied)
+    if last_good is not None and applied_generation is not None:
+        owner = Owner(name=name, namespace=namespace, uid=uid, generation=applied_generation)
+        return Plan(render_children(owner, last_good, model_config), last_good, applied_generation, False,
+                    generation, None, previous_applied)
+    return Plan([], last_good, applied_generation, False, generation, None, previous_applied)
