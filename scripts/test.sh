@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
 # Lint and the import contract (pyproject.toml [tool.importlinter]) before any test: a new import cycle,
 # a forbidden dependency or a lint error fails the run.
-.venv/bin/ruff check operator tests bench || exit 1
+.venv/bin/ruff check operator tests bench dev || exit 1
 .venv/bin/lint-imports --no-cache || exit 1
 started_here=0
 if ! bash tests/cluster/cluster.sh status >/dev/null 2>&1; then started_here=1; fi
