@@ -4,8 +4,8 @@ Starts (or reuses) the local control plane, installs the CRD, starts the operato
 dev node agent (dev/node_agent: the kubelet of one node, running pods as local processes), then
 ``kubectl apply``s examples/cpu-tiny-pd.yaml with the changes this machine needs (:func:`manifest`):
 the scheduler puts the rendered prefill and decode engines (real vLLM for the CPU) and the router on
-the agent's node. Waits until the PDDeployment is Ready, resolves its ``status.endpoint`` through the
-router Service's EndpointSlice (there is no kube-proxy or cluster DNS here), prints the commands to
+the agent's node. Waits until the PDDeployment is Ready, resolves its ``status.endpoint`` to the router
+pod's address as kube-proxy would (there is no kube-proxy or cluster DNS here: :func:`service_url`), prints the commands to
 try, and runs until Ctrl-C; then deletes the PDDeployment and stops what it started.
 
 Test support, not product: nothing here is used by the operator.
@@ -68,8 +68,14 @@ def manifest(model_dir: Path, kind: str = "llama", connector: str = "NixlConnect
 
 
 def service_url(core, endpoint: str) -> str | None:
-    """``status.endpoint`` (``http://<svc>.<ns>.svc:<port>``) resolved as kube-proxy would: the address
-    and target port of a ready endpoint in the Service's EndpointSlices; ``None`` while there is none."""
+    """``status.endpoint`` (``http://<svc>.<ns>.svc:<port>``) resolved as kube-proxy would: the address and
+    target port of a ready endpoint of the Service; ``None`` while there is none.
+
+    Endpoints come from the Service's EndpointSlices when they have any. Pods of the node agent have
+    loopback addresses, which the API refuses in EndpointSlices ("may not be in the loopback range"), so
+    for them the Service is resolved the way the EndpointSlice controller would: the Running, Ready, not
+    terminating pods its selector matches, and the container port its ``targetPort`` names.
+    """
     from kubernetes import client
 
     u = urlparse(endpoint)
@@ -83,6 +89,17 @@ def service_url(core, endpoint: str) -> str | None:
         for ep in sl.endpoints or []:
             if target and (ep.conditions is None or ep.conditions.ready):
                 return f"http://{ep.addresses[0]}:{target}"
+    selector = ",".join(f"{k}={v}" for k, v in (svc.spec.selector or {}).items())
+    for pod in core.list_namespaced_pod(ns, label_selector=selector).items:
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        if not ready or pod.metadata.deletion_timestamp or pod.status.phase != "Running" or not pod.status.pod_ip:
+            continue
+        target = port.target_port
+        if isinstance(target, str) and not target.isdigit():
+            target = next((cp.container_port for c in pod.spec.containers for cp in c.ports or [] if cp.name == target),
+                          None)
+        if target:
+            return f"http://{pod.status.pod_ip}:{target}"
     return None
 
 
@@ -156,7 +173,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
         body = json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
                            "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
         print(f"\nPDDeployment {name} ({connector}) is Ready; status.endpoint {endpoint} is the router pod at {url}\n"
-              f"(the router Service's EndpointSlice: no kube-proxy here). Try:\n\n"
+              f"(the router Service resolved as kube-proxy would: none runs here). Try:\n\n"
               f"  curl -N {url}/v1/chat/completions -H 'Content-Type: application/json' -d '{body}'\n"
               f"  curl -s http://{pods.get('decode')}:8000/metrics | grep -E '{DECODE_METRICS}'   # decode\n"
               f"  curl -s http://{pods.get('prefill')}:8000/metrics | grep -E '{PREFILL_METRICS}'   # prefill\n"

@@ -2,9 +2,15 @@
 to fake engines (pods too) while a role is scaled and while a must-match setting changes (every pod of
 both roles is replaced, with a new compat hash). Each phase reports how many requests failed and why.
 
-What is asserted is only what was measured to hold (see the numbers printed with ``-s``): scaling up
+What is asserted is only what holds by construction (see the numbers printed with ``-s``): scaling up
 loses no request. Losses on scale-down and on a must-match rollout are reported, not hidden; the fake
 engines die at SIGTERM at once (no drain), so they measure the worst case of the engine's shutdown.
+
+Measured on the 2-core test machine (2026-11-30, concurrency 4, 16-token streams): decode 2 -> 3:
+0 of 277 failed; decode 3 -> 1: 0 of 337; prefill 2 -> 1: 0 of 317; a must-match change (model.dtype)
+with one pod per role: 50 of 366 failed, all 503 "no ready prefill and decode endpoints with the same
+compat hash": each role's Deployment rolls on its own (maxSurge 1, maxUnavailable 0), so the old
+prefill is gone before the new decode is Ready and for a while no pair shares a hash.
 """
 
 from __future__ import annotations

