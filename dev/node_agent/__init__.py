@@ -15,7 +15,9 @@ control plane whose kwok nodes run nothing; this agent registers one more Node (
   and its container status says why;
 - volumes (emptyDir, configMap, secret, downwardAPI, projected service account tokens from the
   TokenRequest API) are directories bind-mounted at their mountPaths in a private mount namespace
-  per container; an emptyDir of medium Memory at ``/dev/shm`` is the host's /dev/shm;
+  per container (a mountPath missing on the host is created there as an empty directory, e.g.
+  ``/var/run/secrets/kubernetes.io/serviceaccount``; the mounts themselves are private); an emptyDir
+  of medium Memory at ``/dev/shm`` is the host's /dev/shm;
 - init containers run first, in order; startup, readiness and liveness probes (httpGet, tcpSocket,
   exec) run as the kubelet runs them; exited containers restart with the kubelet's back-off;
 - a deleted pod gets its preStop hooks, SIGTERM, SIGKILL after the grace period, then its object is
