@@ -125,3 +125,31 @@ def test_unrunnable_pods_are_refused_with_a_reason(cluster, namespace, node_agen
     assert "no local runtime stands for image 'example.invalid/thing:1'" in waiting.message
     p = cluster.core.read_namespaced_pod("other-image", namespace)
     assert p.status.phase == "Pending" and not p.status.pod_ip
+
+
+def test_liveness_failure_restarts_and_the_node_heartbeats(cluster, namespace, node_agent):  # noqa: F811
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unhealthy"},
+           "spec": {**PLACEMENT, "terminationGracePeriodSeconds": 2, "containers": [{
+               "name": "web", "image": IMAGE, "command": ["python", "-m", "http.server", "8000"],
+               "livenessProbe": {"httpGet": {"path": "/no-such-file", "port": 8000}, "periodSeconds": 1,
+                                 "failureThreshold": 2}}]}}
+    cluster.core.create_namespaced_pod(namespace, pod)
+
+    def restarted():
+        st = cluster.core.read_namespaced_pod("unhealthy", namespace).status.container_statuses
+        return st[0] if st and st[0].restart_count >= 1 else None
+
+    cs = wait_for(restarted, 60, what="unhealthy restarted after failing its liveness probe")
+    assert cs.last_state.terminated is not None, cs  # it was killed (SIGTERM), then restarted
+    assert "failed its liveness probe" in node_agent.log_tail(20000)
+
+    lease = client_lease(cluster, node_agent.node)
+    assert lease.spec.holder_identity == node_agent.node and lease.spec.lease_duration_seconds == 40
+    wait_for(lambda: client_lease(cluster, node_agent.node).spec.renew_time > lease.spec.renew_time, 30,
+             what="the node's Lease renewed (every 10 s)")
+
+
+def client_lease(cluster, node: str):
+    from kubernetes import client
+
+    return client.CoordinationV1Api(cluster.api).read_namespaced_lease(node, "kube-node-lease")
