@@ -1,5 +1,5 @@
 # pdd-operator: the README's commands.
-.PHONY: demo test unit e2e down crd bootstrap bench cpu-example
+.PHONY: demo test unit e2e down crd bootstrap bench cpu-example cluster-example
 
 demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
 	bash scripts/demo.sh
@@ -31,3 +31,6 @@ MODEL ?= llama
 CONNECTOR ?= NixlConnector
 cpu-example: bootstrap  ## real vLLM P/D on this CPU: the rendered CPU example's engines and router on 127.0.0.1 (Ctrl-C stops); MODEL=nemotron_h, CONNECTOR=NixlPushConnector
 	.venv/bin/python -m dev.cpu_example --model $(MODEL) --connector $(CONNECTOR)
+
+cluster-example: bootstrap  ## the CPU example through the local cluster: kubectl apply, the scheduler, real vLLM engines and the router as pods of the dev node agent's node (Ctrl-C stops); MODEL=, CONNECTOR= as above
+	.venv/bin/python -m dev.cluster_example --model $(MODEL) --connector $(CONNECTOR)

@@ -218,3 +218,15 @@ def test_engine_pods_get_no_kubernetes_api_token_and_the_router_does():
         assert children[("Deployment", f"demo-{role}")]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     router = children[("Deployment", "demo-router")]["spec"]["template"]["spec"]
     assert router.get("automountServiceAccountToken", True) is True  # its discovery lists pods
+
+
+def test_router_placement_comes_from_spec_router():
+    def router_pod(**router):
+        children = {(c["kind"], c["metadata"]["name"]): c for c in render_children(OWNER, make_spec(router=router))}
+        return children[("Deployment", "demo-router")]["spec"]["template"]["spec"]
+
+    assert "nodeSelector" not in router_pod() and "tolerations" not in router_pod()
+    pod = router_pod(nodeSelector={"node-role.example/cpu": "true"},
+                     tolerations=[{"key": "dedicated", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}])
+    assert pod["nodeSelector"] == {"node-role.example/cpu": "true"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}]

