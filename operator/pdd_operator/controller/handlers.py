@@ -34,6 +34,11 @@ _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
 _state: dict = {}
 
 
+def watch_namespaces(namespaces: list[str]) -> None:
+    """Serve only ``namespaces`` (``pdd run -n``); empty: all. Call before ``kopf.run``."""
+    _state["namespaces"] = tuple(namespaces)
+
+
 def _kube() -> Kube:
     if "kube" not in _state:
         _state["kube"] = Kube()
@@ -53,7 +58,10 @@ def _reconcile_logged(namespace: str, name: str) -> None:
 async def configure(settings: kopf.OperatorSettings, **_) -> None:
     """Operator-wide settings, and the periodic resync."""
     settings.peering.standalone = True
+    # No Events, and no watching of CRDs and Namespaces: the RBAC (controller/rbac.py) grants neither.
+    # Without scanning kopf serves exactly the namespaces it was given and the kinds found at startup.
     settings.posting.enabled = False
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
     _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
@@ -71,7 +79,7 @@ async def _resync_forever() -> None:
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         try:
-            items = await loop.run_in_executor(None, _kube().list_pdds)
+            items = await loop.run_in_executor(None, _kube().list_pdds, _state.get("namespaces", ()))
         except ApiException as exc:
             log.warning("resync list failed: %s %s", exc.status, exc.reason)
             continue
