@@ -198,6 +198,7 @@ def run_options(args: argparse.Namespace):
             namespace=args.operator_namespace, watch_namespaces=tuple(args.namespace or ()),
             webhook_configuration=args.webhook_configuration_name if args.webhook_port else None,
             webhook_configuration_mode=args.webhook_configuration_mode,
+            webhook_secret=args.webhook_cert_secret if args.webhook_port else None,
         )
     except ValueError as exc:
         raise InputError(f"--namespace: {exc}") from exc
@@ -250,9 +251,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not cert_dir:
             cert_tmp = tempfile.TemporaryDirectory(prefix="pdd-webhook-")
             cert_dir = cert_tmp.name
+        refresh = None
+        if args.webhook_cert_secret:
+            from pdd_operator.controller import webhook_certs
+
+            ref = webhook_certs.SecretRef(args.operator_namespace, args.webhook_cert_secret,
+                                          webhook_certs.hosts_of(args.webhook_host))
+            core = client.CoreV1Api(load_config())
+            try:
+                webhook_certs.sync(core, ref, Path(cert_dir))
+            except webhook_certs.SecretMissing as exc:
+                raise InputError(str(exc)) from exc
+
+            def refresh() -> object:
+                return webhook_certs.sync(core, ref, Path(cert_dir))
         endpoint = webhook.prepare(
             port=args.webhook_port, host=args.webhook_host, listen=args.webhook_listen, cert_dir=Path(cert_dir),
-            configuration=args.webhook_configuration_name, mode=args.webhook_configuration_mode,
+            configuration=args.webhook_configuration_name, mode=args.webhook_configuration_mode, refresh=refresh,
         )
         try:
             webhook.keep_once(client.AdmissionregistrationV1Api(load_config()), endpoint)
@@ -331,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--webhook-cert-dir", default=None,
                      help="directory with tls.crt, tls.key (and ca.crt) to serve, e.g. a mounted Secret; "
                      "generated there when absent (default: a temporary directory)")
+    run.add_argument("--webhook-cert-secret", default=None, metavar="NAME",
+                     help="keep the webhook's CA and serving certificate in this Secret of --operator-namespace "
+                     "(created empty by the Helm chart): made once, the serving certificate renewed before expiry "
+                     "under the same CA, shared by replicas; copied to --webhook-cert-dir")
     run.add_argument("--webhook-configuration-name", default=GROUP,
                      help=f"the ValidatingWebhookConfiguration to keep (default {GROUP})")
     run.add_argument("--webhook-configuration-mode", choices=WEBHOOK_CONFIGURATION_MODES, default="apply",

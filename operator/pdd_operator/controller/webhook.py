@@ -38,7 +38,7 @@ import ipaddress
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -359,10 +359,12 @@ class Endpoint:
     ca_file: Path
     configuration: str = CONFIGURATION_NAME
     mode: str = "apply"
+    #: Called by the keeper before each check (e.g. renew certificates kept in a Secret: webhook_certs).
+    refresh: Callable[[], object] | None = None
 
 
 def prepare(*, port: int, host: str, listen: str, cert_dir: Path, configuration: str = CONFIGURATION_NAME,
-            mode: str = "apply") -> Endpoint:
+            mode: str = "apply", refresh: Callable[[], object] | None = None) -> Endpoint:
     """The HTTPS webhook endpoint: kopf server on ``listen:port``, which the apiserver reaches at
     ``https://host:port`` (or through the Service, for ``<service>.<namespace>.svc``: :func:`client_config`).
 
@@ -384,8 +386,13 @@ def prepare(*, port: int, host: str, listen: str, cert_dir: Path, configuration:
         certfile=str(files.certfile), pkeyfile=str(files.keyfile),
         cafile=str(files.cafile) if files.cafile is not None else None,
     )
+    from pdd_operator.controller.metrics import WEBHOOK_CERT_EXPIRY
+
+    WEBHOOK_CERT_EXPIRY.labels(certificate="serving").set(load_cert(files.certfile).not_valid_after_utc.timestamp())
+    if files.cafile is not None:
+        WEBHOOK_CERT_EXPIRY.labels(certificate="ca").set(load_cert(files.cafile).not_valid_after_utc.timestamp())
     return Endpoint(server=server, target=client_config(host, port), ca_file=files.cafile or files.certfile,
-                    configuration=configuration, mode=mode)
+                    configuration=configuration, mode=mode, refresh=refresh)
 
 
 async def validate_pddeployment(operation: str | None, body: Mapping, old: Mapping | None, warnings: list[str],
@@ -497,6 +504,8 @@ async def _keep_configuration(endpoint: Endpoint) -> None:
     while True:
         delay = KEEP_INTERVAL
         try:
+            if endpoint.refresh is not None:
+                await loop.run_in_executor(None, endpoint.refresh)
             await loop.run_in_executor(None, keep_once, api, endpoint)
             _state["configured"] = True
         except Exception as exc:  # noqa: BLE001  (API errors, connection errors, an unreadable file)
