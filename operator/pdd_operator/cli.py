@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,6 +200,7 @@ def run_options(args: argparse.Namespace):
             webhook_configuration=args.webhook_configuration_name if args.webhook_port else None,
             webhook_configuration_mode=args.webhook_configuration_mode,
             webhook_secret=args.webhook_cert_secret if args.webhook_port else None,
+            leader_election_lease=args.leader_election_lease,
         )
     except ValueError as exc:
         raise InputError(f"--namespace: {exc}") from exc
@@ -239,6 +241,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     kopf.configure(verbose=args.verbose)
     check_access(options)
     handlers.watch_namespaces(list(options.watch_namespaces))
+    if args.leader_election_lease:
+        from kubernetes import client as k8s_client
+
+        from pdd_operator.controller.kube import load_config
+        from pdd_operator.controller.leader import LeaderElector
+
+        handlers.elect_leader(LeaderElector(k8s_client.CoordinationV1Api(load_config()), args.operator_namespace,
+                                            args.leader_election_lease, args.leader_election_identity))
     cert_tmp: tempfile.TemporaryDirectory | None = None
     checks = []
     if args.webhook_port:
@@ -312,6 +322,7 @@ def cmd_rbac(args: argparse.Namespace) -> int:
             namespace=args.namespace, watch_namespaces=tuple(args.watch_namespace or ()),
             webhook_configuration=None if args.no_webhook else args.webhook_configuration_name,
             webhook_configuration_mode=args.webhook_configuration_mode, webhook_secret=args.webhook_secret,
+            leader_election_lease=args.leader_election_lease,
         )
     except ValueError as exc:
         raise InputError(f"--watch-namespace: {exc}") from exc
@@ -357,6 +368,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "existing one (the Helm chart's); none: leave it alone (cert-manager injects caBundle)")
     run.add_argument("--operator-namespace", default=os.environ.get("POD_NAMESPACE", "pdd-system"),
                      help="the namespace the operator runs in (default $POD_NAMESPACE, else pdd-system)")
+    run.add_argument("--leader-election-lease", default=None, metavar="NAME",
+                     help="reconcile only while holding this coordination.k8s.io Lease in --operator-namespace "
+                     "(replicas > 1: every replica serves the webhook, the leader reconciles)")
+    run.add_argument("--leader-election-identity",
+                     default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+                     help="this replica's name in the Lease (default $POD_NAME, else host-pid)")
     run.add_argument("--readiness-port", type=int, default=0,
                      help="serve GET /readyz on this port: 200 once started and, with the webhook, once it can "
                      "answer (0: off)")
@@ -374,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     rbac_p.add_argument("--webhook-configuration-name", default=GROUP)
     rbac_p.add_argument("--webhook-configuration-mode", choices=WEBHOOK_CONFIGURATION_MODES, default="ca-bundle")
     rbac_p.add_argument("--webhook-secret", default=None, help="the Secret holding the webhook's certificates")
+    rbac_p.add_argument("--leader-election-lease", default=None, help="the Lease replicas elect their leader with")
     rbac_p.add_argument("--chart-rules", action="store_true", help="print charts/pdd-operator/files/rbac-rules.yaml")
     rbac_p.add_argument("--markdown", action="store_true", help="print docs/rbac.md")
     rbac_p.set_defaults(func=cmd_rbac)

@@ -71,12 +71,15 @@ def rbac_docs(docs):
 
 @pytest.mark.parametrize("sets, options", [
     ((), rbac.Options(namespace="ops", webhook_configuration="pdd-operator.pdd-operator.dev",
-                      webhook_configuration_mode="ca-bundle", webhook_secret="pdd-operator-webhook-certs")),
+                      webhook_configuration_mode="ca-bundle", webhook_secret="pdd-operator-webhook-certs",
+                      leader_election_lease="pdd-operator")),
     (("watchNamespaces={team-a,ops}",),
      rbac.Options(namespace="ops", watch_namespaces=("team-a", "ops"), webhook_configuration="pdd-operator.pdd-operator.dev",
-                  webhook_configuration_mode="ca-bundle", webhook_secret="pdd-operator-webhook-certs")),
-    (("watchNamespaces={team-a}", "webhook.enabled=false"), rbac.Options(namespace="ops", watch_namespaces=("team-a",))),
-    (("webhook.certManager.enabled=true",), rbac.Options(namespace="ops")),
+                  webhook_configuration_mode="ca-bundle", webhook_secret="pdd-operator-webhook-certs",
+                  leader_election_lease="pdd-operator")),
+    (("watchNamespaces={team-a}", "webhook.enabled=false"),
+     rbac.Options(namespace="ops", watch_namespaces=("team-a",), leader_election_lease="pdd-operator")),
+    (("webhook.certManager.enabled=true", "leaderElection.enabled=false"), rbac.Options(namespace="ops")),
 ])
 def test_chart_rbac_is_the_operators_definition(helm, sets, options):
     docs = template(helm, *sets)
@@ -119,7 +122,8 @@ def test_the_operators_flags_exist(helm):
     """Every flag the chart passes to `pdd run` is one the command line accepts."""
     from pdd_operator.cli import build_parser
 
-    for sets in [(), ("webhook.certManager.enabled=true", "watchNamespaces={a}", "extraArgs={--verbose}")]:
+    for sets in [(), ("webhook.certManager.enabled=true", "watchNamespaces={a}", "extraArgs={--verbose}",
+                      "leaderElection.enabled=false")]:
         (dep,) = find(template(helm, *sets), "Deployment")
         args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
         build_parser().parse_args(args)
@@ -156,6 +160,15 @@ def test_no_webhook_no_webhook_objects(helm):
     assert not find(docs, "ValidatingWebhookConfiguration") and not find(docs, "Secret")
     (dep,) = find(docs, "Deployment")
     assert not any(a.startswith("--webhook") for a in dep["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_leader_election_lease_and_identity(helm):
+    (dep,) = find(template(helm, "replicaCount=2"), "Deployment")
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert "--leader-election-lease=pdd-operator" in c["args"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
+    (dep,) = find(template(helm, "leaderElection.enabled=false"), "Deployment")
+    assert not any(a.startswith("--leader-election") for a in dep["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
 def test_pdb_only_with_more_than_one_replica(helm):

@@ -52,3 +52,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.image.digest -}}{{- $ref = printf "%s@%s" .Values.image.repository .Values.image.digest -}}{{- end -}}
 {{- if $registry -}}{{ printf "%s/%s" $registry $ref }}{{- else -}}{{ $ref }}{{- end -}}
 {{- end -}}
+
+{{- define "pdd-operator.leaseName" -}}
+{{- include "pdd-operator.fullname" . -}}
+{{- end -}}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 
 import kopf
 from kubernetes.client.exceptions import ApiException
@@ -39,6 +40,19 @@ def watch_namespaces(namespaces: list[str]) -> None:
     _state["namespaces"] = tuple(namespaces)
 
 
+def elect_leader(elector) -> None:
+    """Reconcile only while ``elector`` (a :class:`~pdd_operator.controller.leader.LeaderElector`) leads;
+    it runs in a thread from startup, and becoming the leader starts a full resync at once. Call
+    before ``kopf.run``."""
+    _state["elector"] = elector
+
+
+def leading() -> bool:
+    """Whether this replica may reconcile: always without leader election."""
+    elector = _state.get("elector")
+    return elector is None or elector.leading
+
+
 def _kube() -> Kube:
     if "kube" not in _state:
         _state["kube"] = Kube()
@@ -46,6 +60,8 @@ def _kube() -> Kube:
 
 
 def _reconcile_logged(namespace: str, name: str) -> None:
+    if not leading():
+        return  # the leader reconciles; this replica only serves the webhook
     try:
         reconcile(_kube(), namespace, name)
     except ApiException as exc:
@@ -64,7 +80,15 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
-    _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
+    loop = asyncio.get_running_loop()
+    _state["wake"] = asyncio.Event()
+    elector = _state.get("elector")
+    if elector is not None:
+        wake = _state["wake"]
+        elector.on_start_leading = lambda: loop.call_soon_threadsafe(wake.set)
+        _state["elector_thread"] = threading.Thread(target=elector.run, name="leader-election", daemon=True)
+        _state["elector_thread"].start()
+    _state["resync"] = loop.create_task(_resync_forever())
 
 
 @kopf.on.cleanup()
@@ -72,12 +96,22 @@ async def stop(**_) -> None:
     task = _state.pop("resync", None)
     if task is not None:
         task.cancel()
+    elector = _state.get("elector")
+    if elector is not None:
+        elector.stop()
 
 
 async def _resync_forever() -> None:
     loop = asyncio.get_running_loop()
+    wake: asyncio.Event = _state["wake"]
     while True:
-        await asyncio.sleep(RESYNC_SECONDS)
+        try:
+            await asyncio.wait_for(wake.wait(), RESYNC_SECONDS)
+        except TimeoutError:
+            pass
+        wake.clear()
+        if not leading():
+            continue
         try:
             items = await loop.run_in_executor(None, _kube().list_pdds, _state.get("namespaces", ()))
         except ApiException as exc:

@@ -46,6 +46,7 @@ Scope = Literal["watched", "cluster", "operator-namespace"]
 #: Placeholders of :func:`chart_rules` for names the chart chooses; the chart's template replaces them.
 WEBHOOK_CONFIGURATION_PLACEHOLDER = "WEBHOOK_CONFIGURATION_NAME"
 WEBHOOK_SECRET_PLACEHOLDER = "WEBHOOK_SECRET_NAME"
+LEASE_PLACEHOLDER = "LEADER_ELECTION_LEASE_NAME"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ class Options:
     - ``webhook_configuration``: the ValidatingWebhookConfiguration's name, or ``None`` when the
       operator serves no webhook; ``webhook_configuration_mode`` how it writes it;
     - ``webhook_secret``: the Secret in ``namespace`` holding the webhook's CA and serving certificate
-      (``None``: certificates live on local disk only).
+      (``None``: certificates live on local disk only);
+    - ``leader_election_lease``: the Lease in ``namespace`` replicas elect their leader with (``None``:
+      no leader election, a single replica).
     """
 
     namespace: str = "pdd-system"
@@ -89,6 +92,7 @@ class Options:
     webhook_configuration: str | None = None
     webhook_configuration_mode: WebhookConfigurationMode = "apply"
     webhook_secret: str | None = None
+    leader_election_lease: str | None = None
 
     def __post_init__(self) -> None:
         if self.webhook_configuration_mode not in WEBHOOK_CONFIGURATION_MODES:
@@ -148,6 +152,12 @@ def rules(options: Options) -> list[Rule]:
                         "the webhook's CA and serving certificate live in this one Secret, which the chart "
                         "creates empty (update with resourceVersion, so replicas never overwrite each other)",
                         resource_names=(options.webhook_secret,)))
+    if options.leader_election_lease:
+        out.append(Rule("coordination.k8s.io", ("leases",), ("get", "update"), "operator-namespace",
+                        "leader election: read and renew or take over the Lease (controller/leader.py)",
+                        resource_names=(options.leader_election_lease,)))
+        out.append(Rule("coordination.k8s.io", ("leases",), ("create",), "operator-namespace",
+                        "leader election: create the Lease the first time (a create cannot be limited to a name)"))
     return out
 
 
@@ -213,7 +223,8 @@ def chart_rules() -> dict[str, list[dict]]:
     chooses as placeholders (:data:`WEBHOOK_CONFIGURATION_PLACEHOLDER`, :data:`WEBHOOK_SECRET_PLACEHOLDER`).
 
     ``cluster-ca-bundle`` and ``cluster-apply`` are the webhook configuration rule of each mode; the
-    chart uses ``ca-bundle`` (or none with cert-manager).
+    chart uses ``ca-bundle`` (or none with cert-manager). In the operator's namespace,
+    ``operator-namespace-webhook`` (the certificate Secret) comes before ``operator-namespace-leader-election``.
     """
     def scoped(opts: Options, scope: Scope) -> list[dict]:
         return [r.policy_rule() for r in rules(opts) if r.scope == scope]
@@ -225,7 +236,9 @@ def chart_rules() -> dict[str, list[dict]]:
         "watched": scoped(ca, "watched"),
         "cluster-ca-bundle": scoped(ca, "cluster"),
         "cluster-apply": scoped(apply, "cluster"),
-        "operator-namespace": scoped(ca, "operator-namespace"),
+        "operator-namespace-webhook": scoped(ca, "operator-namespace"),
+        "operator-namespace-leader-election": scoped(Options(leader_election_lease=LEASE_PLACEHOLDER),
+                                                     "operator-namespace"),
     }
 
 
@@ -292,7 +305,7 @@ _SCOPE_TEXT = {
 def markdown() -> str:
     """``docs/rbac.md``: the rules, why each is needed, and how the chart grants them."""
     opts = Options(webhook_configuration="<webhook configuration>", webhook_configuration_mode="ca-bundle",
-                   webhook_secret="<webhook secret>")
+                   webhook_secret="<webhook secret>", leader_election_lease="<lease>")
     apply_rule = next(r for r in rules(Options(webhook_configuration="pdd-operator.dev")) if r.scope == "cluster")
     rows = []
     for r in rules(opts):
