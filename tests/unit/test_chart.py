@@ -208,6 +208,11 @@ def test_values_schema_refuses_unknown_keys_and_wrong_types(helm, tmp_path, valu
     assert complaint in proc.stderr
 
 
+def test_values_schema_allows_a_parent_charts_globals(helm):
+    """As a subchart it receives every global of its parent: those must not fail the strict schema."""
+    assert find(template(helm, "global.storageClass=fast"), "Deployment")
+
+
 def test_values_schema_accepts_the_defaults():
     import jsonschema
 
