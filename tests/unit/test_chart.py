@@ -5,6 +5,7 @@ operator's own definition, and the Deployment's hardening. tests/e2e/test_chart.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -17,10 +18,15 @@ CHART = ROOT / "charts" / "pdd-operator"
 KUBE_VERSION = "1.37.2"  # without it, helm template assumes v1.20.0
 
 
-@pytest.fixture(scope="session")
-def helm() -> str:
+#: The chart supports Helm 3 and Helm 4 (which installs with server-side apply): every test runs with both.
+HELM_VERSIONS = ("v3.22.0", "v4.3.1")
+
+
+@pytest.fixture(scope="session", params=HELM_VERSIONS)
+def helm(request) -> str:
+    """Path of helm ``request.param``, built by scripts/install-helm.sh on first use (minutes, cached)."""
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "install-helm.sh")], capture_output=True, text=True,
-                          timeout=3600)
+                          env={**os.environ, "HELM_VERSION": request.param}, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
