@@ -7,6 +7,8 @@ Shown: the chart installs (adopting the CRD), the operator fills the chart's Sec
 restart keeps the CA, the audit log has no 403 and no verb outside the role, ``kubectl auth can-i``
 denies what the role leaves out, a missing permission stops ``pdd run`` at startup, and ``helm
 uninstall`` leaves no fail-closed webhook behind (the CRD stays).
+
+Runs with Helm 3 (v3.22.0); ``HELM_VERSION=v4.3.1`` runs the same with Helm 4 (server-side apply).
 """
 
 from __future__ import annotations
@@ -153,6 +155,10 @@ def installed(cluster, tmp_path_factory) -> Iterator[tuple[Chart, ChartOperator]
     helm = helm_bin()
     base = tmp_path_factory.mktemp("chart")
     chart = Chart(cluster, helm, _free_port())
+    # A run killed before its teardown leaves the release, and with it a fail-closed webhook
+    # configuration pointing at a dead port: remove both first.
+    chart.run("uninstall", RELEASE, "--wait", check=False)
+    cluster.kubectl("delete", "validatingwebhookconfiguration", CONFIGURATION, "--ignore-not-found")
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     # The session applied the CRD already (conftest): let the release adopt it, as an upgrade from a
     # plain `kubectl apply` install would.

@@ -44,6 +44,7 @@ def namespaced(cluster, tmp_path_factory) -> Iterator[NamespacedOperator]:
     for ns in (NAMESPACE, WATCHED):
         cluster.kubectl("create", "namespace", ns, check=False)
     run = [helm, "--namespace", NAMESPACE]
+    subprocess.run([*run, "uninstall", RELEASE, "--wait"], capture_output=True, env=cluster.env, timeout=300)
     proc = subprocess.run([*run, "install", RELEASE, str(CHART), "--set", f"watchNamespaces={{{WATCHED}}}",
                            "--set", "crds.install=false", "--set", "webhook.enabled=false"],
                           capture_output=True, text=True, env=cluster.env, timeout=300)
