@@ -290,9 +290,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         start_http_server(args.metrics_port, addr=args.metrics_address)
     if args.readiness_port:
-        from pdd_operator.controller import health
+        from pdd_operator.controller import readiness
 
-        health.enable(args.readiness_address, args.readiness_port, checks)
+        readiness.enable(args.readiness_address, args.readiness_port, checks)
     try:
         kopf.run(
             clusterwide=not options.watch_namespaces, namespaces=list(options.watch_namespaces), standalone=True,

@@ -452,10 +452,10 @@ def enable(endpoint: Endpoint, *, registry: kopf.OperatorRegistry | None = None)
 
 
 async def readiness() -> str | None:
-    """Readiness check of the webhook (:mod:`pdd_operator.controller.health`): ``None`` when the
+    """Readiness check of the webhook (:mod:`pdd_operator.controller.readiness`): ``None`` when the
     configuration was brought in line at least once and the listener completes a verified TLS
     handshake for the host the apiserver dials; else the reason."""
-    from pdd_operator.controller.health import tls_handshake
+    from pdd_operator.controller.readiness import tls_handshake
 
     endpoint: Endpoint | None = _state.get("endpoint")
     if endpoint is None:

@@ -1,4 +1,4 @@
-"""The readiness endpoint (controller/health.py) and the webhook's readiness check: a real HTTP server,
+"""The readiness endpoint (controller/readiness.py) and the webhook's readiness check: a real HTTP server,
 a real TLS listener with certificates from controller/tls.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from pdd_operator.controller import health, tls, webhook
+from pdd_operator.controller import readiness, tls, webhook
 
 
 def free_port() -> int:
@@ -36,12 +36,12 @@ def test_tls_handshake_verifies_ca_and_name(tmp_path):
     async def main():
         server, port, files = await tls_server(tmp_path, "127.0.0.1")
         async with server:
-            assert await health.tls_handshake("127.0.0.1", port, "127.0.0.1", str(files.cafile)) is None
+            assert await readiness.tls_handshake("127.0.0.1", port, "127.0.0.1", str(files.cafile)) is None
             other = tls.generate_ca()
             (tmp_path / "other.crt").write_bytes(other.cert_pem())
-            wrong_ca = await health.tls_handshake("127.0.0.1", port, "127.0.0.1", str(tmp_path / "other.crt"))
-            wrong_name = await health.tls_handshake("127.0.0.1", port, "pdd.ops.svc", str(files.cafile))
-            closed = await health.tls_handshake("127.0.0.1", free_port(), "127.0.0.1", str(files.cafile))
+            wrong_ca = await readiness.tls_handshake("127.0.0.1", port, "127.0.0.1", str(tmp_path / "other.crt"))
+            wrong_name = await readiness.tls_handshake("127.0.0.1", port, "pdd.ops.svc", str(files.cafile))
+            closed = await readiness.tls_handshake("127.0.0.1", free_port(), "127.0.0.1", str(files.cafile))
         return wrong_ca, wrong_name, closed
 
     wrong_ca, wrong_name, closed = asyncio.run(main())
@@ -58,7 +58,7 @@ def test_readyz_is_503_with_reasons_until_every_check_passes():
 
     async def main():
         port = free_port()
-        runner = await health.serve("127.0.0.1", port, [check])
+        runner = await readiness.serve("127.0.0.1", port, [check])
         loop = asyncio.get_running_loop()
 
         def get():
