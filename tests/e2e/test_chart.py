@@ -239,8 +239,19 @@ def test_helm_upgrade_keeps_ca_bundle_and_secret(cluster, installed):
     assert op.ready()
 
 
-def test_audit_log_no_403_and_no_verb_outside_the_role(cluster, installed):
+def test_audit_log_no_403_and_no_verb_outside_the_role(cluster, installed, namespace):
     _, op = installed
+    # Work of every kind first (independent of the other tests): a deployment to create and report on,
+    # and a Lease renewal.
+    doc = yaml.safe_load((ROOT / "examples" / "llama-dense-pd.yaml").read_text())
+    doc["metadata"] = {"name": "audited"}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+    wait_for(lambda: condition(pdd_status(cluster, namespace, "audited"), "Ready").get("status") == "True",
+             120, what="Ready")
+    coordination = client.CoordinationV1Api(cluster.api)
+    renewed = coordination.read_namespaced_lease(FULLNAME, NAMESPACE).spec.renew_time
+    wait_for(lambda: coordination.read_namespaced_lease(FULLNAME, NAMESPACE).spec.renew_time != renewed, 30,
+             what="a Lease renewal")
     granted = set()
     options = rbac.Options(namespace=NAMESPACE, webhook_configuration=CONFIGURATION,
                            webhook_configuration_mode="ca-bundle", webhook_secret=SECRET, leader_election_lease=FULLNAME)
@@ -333,6 +344,7 @@ def test_second_replica_takes_over_when_the_leader_dies(cluster, installed, tmp_
         killed = time.monotonic()
         wait_for(lambda: lease_holder(cluster) == identity(second), 40, what="the second replica taking the Lease")
         took = time.monotonic() - killed
+        print(f"leader takeover {took:.1f}s after the leader stopped")
         assert took <= 15 + 2 + 5, took  # lease duration + retry period + slack for a loaded machine
         # It reconciles now: a deleted child comes back.
         deps = cluster.apps.list_namespaced_deployment(namespace, label_selector="app.kubernetes.io/instance=failover")
