@@ -1,5 +1,5 @@
 # pdd-operator: the README's commands.
-.PHONY: demo test unit e2e down crd bootstrap bench cpu-example cluster-example
+.PHONY: demo test unit e2e down crd chart helm bootstrap bench cpu-example cluster-example
 
 demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
 	bash scripts/demo.sh
@@ -18,6 +18,13 @@ down:
 
 crd: bootstrap  ## regenerate crds/ from the API models
 	.venv/bin/pdd crd --write crds/pddeployment.yaml
+
+chart: bootstrap  ## regenerate the chart's generated files (CRD, RBAC rules, webhook entry) and docs/rbac.md
+	.venv/bin/pdd chart-files charts/pdd-operator
+	.venv/bin/pdd rbac --markdown > docs/rbac.md
+
+helm:  ## build helm into ~/.cache/pdd-operator/bin (prints its path)
+	bash scripts/install-helm.sh
 
 bootstrap:
 	bash scripts/bootstrap.sh

@@ -263,6 +263,11 @@ rules:
     resources: ["leases"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+# Every request, reads included, of the ServiceAccounts in namespaces pdd-chart-e2e and
+# pdd-chart-e2e-ns: the operators that tests/e2e/test_chart*.py run as the Helm chart's ServiceAccount,
+# to show no 403 and no verb outside their role.
+- level: Metadata
+  userGroups: ["system:serviceaccounts:pdd-chart-e2e", "system:serviceaccounts:pdd-chart-e2e-ns"]
 - level: None
 EOF
 

@@ -1,10 +1,12 @@
 """The ``pdd`` command: ``run`` (operator), ``render`` (children of a spec), ``check`` (rules), ``crd``,
-``router`` (the P/D router)."""
+``rbac`` (the operator's permissions), ``router`` (the P/D router)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,10 +14,11 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from pdd_operator.api.constants import API_VERSION, KIND
+from pdd_operator.api.constants import API_VERSION, GROUP, KIND
 from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
+from pdd_operator.controller.rbac import WEBHOOK_CONFIGURATION_MODES
 from pdd_operator.render.admission import admission_findings_of
 from pdd_operator.render.workloads import Owner, render_children
 from pdd_operator.vllm.model_config import MAX_CONFIG_JSON_BYTES, ModelConfigError, parse_config_json
@@ -217,6 +220,20 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chart_files(args: argparse.Namespace) -> int:
+    """Write the chart's generated files (:mod:`pdd_operator.controller.chart`) under ``args.chart``."""
+    from pdd_operator.controller.chart import chart_files
+
+    root = Path(args.chart)
+    if not (root / "Chart.yaml").is_file():
+        raise InputError(f"{root}: not a chart directory (no Chart.yaml)")
+    for rel, text in chart_files().items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+        print(root / rel)
+    return 0
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
     """List the compatibility rules (or print docs/rules.md with --markdown)."""
     from pdd_operator.compat.docs import rules_markdown
@@ -230,45 +247,147 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_options(args: argparse.Namespace):
+    """The :class:`pdd_operator.controller.rbac.Options` of a ``pdd run`` command line. Raises
+    :class:`InputError` for a bad combination, naming the flag."""
+    from pdd_operator.controller import rbac
+
+    if not 0 <= args.webhook_port <= 65535:
+        raise InputError(f"--webhook-port must be between 0 and 65535, got {args.webhook_port}")
+    try:
+        return rbac.Options(
+            namespace=args.operator_namespace, watch_namespaces=tuple(args.namespace or ()),
+            webhook_configuration=args.webhook_configuration_name if args.webhook_port else None,
+            webhook_configuration_mode=args.webhook_configuration_mode,
+            webhook_secret=args.webhook_cert_secret if args.webhook_port else None,
+            leader_election_lease=args.leader_election_lease,
+        )
+    except ValueError as exc:
+        raise InputError(f"--namespace: {exc}") from exc
+
+
+def check_access(options, kube=None) -> None:
+    """Refuse to start (``InputError``) when the apiserver denies a permission the operator needs with
+    ``options`` (:func:`pdd_operator.controller.rbac.access_checks`), naming each one."""
+    from pdd_operator.controller import rbac
+    from pdd_operator.controller.kube import Kube
+
+    kube = kube or Kube()
+    missing = kube.missing_access(rbac.access_checks(options))
+    if missing:
+        raise InputError(rbac.missing_message(missing))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the operator against the current kubeconfig (or in-cluster service account).
 
+    Before it starts, it checks with the apiserver that it holds every permission it needs
+    (:func:`check_access`) and exits with code 2 naming the missing ones otherwise.
+
     With ``--webhook-port`` it also serves the validating admission webhook over HTTPS and keeps the
-    ValidatingWebhookConfiguration ``pdd-operator.dev`` pointing at it (see
-    :mod:`pdd_operator.controller.webhook`), which it leaves in place on exit.
+    ValidatingWebhookConfiguration ``--webhook-configuration-name`` in line (see
+    :mod:`pdd_operator.controller.webhook`): the whole object (``--webhook-configuration-mode=apply``,
+    left in place on exit), only its ``caBundle`` (``ca-bundle``: the Helm chart owns the object), or
+    nothing (``none``: cert-manager injects ``caBundle``). The first sync happens before the operator
+    starts, so a missing configuration or permission stops it there.
     """
     import tempfile
 
     import kopf
 
-    import pdd_operator.controller.handlers  # noqa: F401  (registers the handlers)
+    from pdd_operator.controller import handlers
 
-    if not 0 <= args.webhook_port <= 65535:
-        raise InputError(f"--webhook-port must be between 0 and 65535, got {args.webhook_port}")
+    options = run_options(args)
     kopf.configure(verbose=args.verbose)
+    check_access(options)
+    handlers.watch_namespaces(list(options.watch_namespaces))
+    if args.leader_election_lease:
+        from kubernetes import client as k8s_client
+
+        from pdd_operator.controller.kube import load_config
+        from pdd_operator.controller.leader import LeaderElector
+
+        handlers.elect_leader(LeaderElector(k8s_client.CoordinationV1Api(load_config()), args.operator_namespace,
+                                            args.leader_election_lease, args.leader_election_identity))
     cert_tmp: tempfile.TemporaryDirectory | None = None
+    checks = []
     if args.webhook_port:
+        from kubernetes import client
+
         from pdd_operator.controller import webhook
+        from pdd_operator.controller.kube import load_config
 
         cert_dir = args.webhook_cert_dir
         if not cert_dir:
             cert_tmp = tempfile.TemporaryDirectory(prefix="pdd-webhook-")
             cert_dir = cert_tmp.name
-        webhook.enable(webhook.prepare(
+        refresh = None
+        if args.webhook_cert_secret:
+            from pdd_operator.controller import webhook_certs
+
+            ref = webhook_certs.SecretRef(args.operator_namespace, args.webhook_cert_secret,
+                                          webhook_certs.hosts_of(args.webhook_host))
+            core = client.CoreV1Api(load_config())
+            try:
+                webhook_certs.sync(core, ref, Path(cert_dir))
+            except webhook_certs.SecretMissing as exc:
+                raise InputError(str(exc)) from exc
+
+            def refresh() -> object:
+                return webhook_certs.sync(core, ref, Path(cert_dir))
+        endpoint = webhook.prepare(
             port=args.webhook_port, host=args.webhook_host, listen=args.webhook_listen, cert_dir=Path(cert_dir),
-        ))
+            configuration=args.webhook_configuration_name, mode=args.webhook_configuration_mode, refresh=refresh,
+        )
+        try:
+            webhook.keep_once(client.AdmissionregistrationV1Api(load_config()), endpoint)
+        except webhook.ConfigurationMissing as exc:
+            raise InputError(str(exc)) from exc
+        webhook.enable(endpoint)
+        checks.append(webhook.readiness)
     if args.metrics_port:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=args.metrics_address)
+    if args.readiness_port:
+        from pdd_operator.controller import readiness
+
+        readiness.enable(args.readiness_address, args.readiness_port, checks)
     try:
         kopf.run(
-            clusterwide=not args.namespace, namespaces=args.namespace or [], standalone=True,
+            clusterwide=not options.watch_namespaces, namespaces=list(options.watch_namespaces), standalone=True,
             liveness_endpoint=args.liveness,
         )
     finally:
         if cert_tmp is not None:
             cert_tmp.cleanup()
+    return 0
+
+
+def cmd_rbac(args: argparse.Namespace) -> int:
+    """Print the RBAC objects the operator needs (``--chart-rules``: the chart's rules file;
+    ``--markdown``: docs/rbac.md)."""
+    from pdd_operator.controller import rbac
+
+    if args.markdown:
+        sys.stdout.write(rbac.markdown())
+        return 0
+    if args.chart_rules:
+        sys.stdout.write("# Generated by `pdd rbac --chart-rules` (operator/pdd_operator/controller/rbac.py): "
+                         "do not edit.\n")
+        sys.stdout.write(yaml.safe_dump(rbac.chart_rules(), sort_keys=False, width=120))
+        return 0
+    try:
+        options = rbac.Options(
+            namespace=args.namespace, watch_namespaces=tuple(args.watch_namespace or ()),
+            webhook_configuration=None if args.no_webhook else args.webhook_configuration_name,
+            webhook_configuration_mode=args.webhook_configuration_mode, webhook_secret=args.webhook_secret,
+            leader_election_lease=args.leader_election_lease,
+        )
+    except ValueError as exc:
+        raise InputError(f"--watch-namespace: {exc}") from exc
+    docs = rbac.manifests(options, name=args.name, service_account=args.service_account)
+    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=120))
     return 0
 
 
@@ -298,8 +417,44 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--webhook-cert-dir", default=None,
                      help="directory with tls.crt, tls.key (and ca.crt) to serve, e.g. a mounted Secret; "
                      "generated there when absent (default: a temporary directory)")
+    run.add_argument("--webhook-cert-secret", default=None, metavar="NAME",
+                     help="keep the webhook's CA and serving certificate in this Secret of --operator-namespace "
+                     "(created empty by the Helm chart): made once, the serving certificate renewed before expiry "
+                     "under the same CA, shared by replicas; copied to --webhook-cert-dir")
+    run.add_argument("--webhook-configuration-name", default=GROUP,
+                     help=f"the ValidatingWebhookConfiguration to keep (default {GROUP})")
+    run.add_argument("--webhook-configuration-mode", choices=WEBHOOK_CONFIGURATION_MODES, default="apply",
+                     help="apply: write the whole configuration (default); ca-bundle: only patch caBundle of an "
+                     "existing one (the Helm chart's); none: leave it alone (cert-manager injects caBundle)")
+    run.add_argument("--operator-namespace", default=os.environ.get("POD_NAMESPACE", "pdd-system"),
+                     help="the namespace the operator runs in (default $POD_NAMESPACE, else pdd-system)")
+    run.add_argument("--leader-election-lease", default=None, metavar="NAME",
+                     help="reconcile only while holding this coordination.k8s.io Lease in --operator-namespace "
+                     "(replicas > 1: every replica serves the webhook, the leader reconciles)")
+    run.add_argument("--leader-election-identity",
+                     default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+                     help="this replica's name in the Lease (default $POD_NAME, else host-pid)")
+    run.add_argument("--readiness-port", type=int, default=0,
+                     help="serve GET /readyz on this port: 200 once started and, with the webhook, once it can "
+                     "answer (0: off)")
+    run.add_argument("--readiness-address", default="0.0.0.0", help="address for the readiness endpoint")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=cmd_run)
+
+    rbac_p = sub.add_parser("rbac", help="print the RBAC objects the operator needs (ClusterRole/Roles, bindings)")
+    rbac_p.add_argument("--namespace", default="pdd-system", help="the operator's namespace (default pdd-system)")
+    rbac_p.add_argument("-w", "--watch-namespace", action="append",
+                        help="a namespace the operator serves (repeatable; default: all namespaces)")
+    rbac_p.add_argument("--name", default="pdd-operator", help="name of the roles and bindings")
+    rbac_p.add_argument("--service-account", default="pdd-operator", help="the operator's ServiceAccount")
+    rbac_p.add_argument("--no-webhook", action="store_true", help="the operator serves no admission webhook")
+    rbac_p.add_argument("--webhook-configuration-name", default=GROUP)
+    rbac_p.add_argument("--webhook-configuration-mode", choices=WEBHOOK_CONFIGURATION_MODES, default="ca-bundle")
+    rbac_p.add_argument("--webhook-secret", default=None, help="the Secret holding the webhook's certificates")
+    rbac_p.add_argument("--leader-election-lease", default=None, help="the Lease replicas elect their leader with")
+    rbac_p.add_argument("--chart-rules", action="store_true", help="print charts/pdd-operator/files/rbac-rules.yaml")
+    rbac_p.add_argument("--markdown", action="store_true", help="print docs/rbac.md")
+    rbac_p.set_defaults(func=cmd_rbac)
 
     render = sub.add_parser("render", help="print the child objects for a PDDeployment file (no cluster needed)")
     render.add_argument("file", help="YAML file with PDDeployment documents, or - for stdin")
@@ -327,6 +482,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     router_arguments(router)
     router.set_defaults(func=cmd_router)
+
+    chart = sub.add_parser("chart-files", help="write the Helm chart's generated files (CRD, RBAC rules, webhook)")
+    chart.add_argument("chart", nargs="?", default="charts/pdd-operator", help="the chart directory")
+    chart.set_defaults(func=cmd_chart_files)
 
     crd = sub.add_parser("crd", help="print the CRD generated from the API models")
     crd.add_argument("--write", metavar="FILE", help="write to FILE instead of stdout")

@@ -119,7 +119,7 @@ def test_resync_survives_any_error(monkeypatch, error):
     calls = {"n": 0}
 
     class Kube:
-        def list_pdds(self):
+        def list_pdds(self, namespaces=()):
             calls["n"] += 1
             if calls["n"] == 2:
                 raise error
@@ -129,6 +129,7 @@ def test_resync_survives_any_error(monkeypatch, error):
     monkeypatch.setattr(handlers, "RESYNC_SECONDS", 0.01)
 
     async def main():
+        monkeypatch.setitem(handlers._state, "wake", asyncio.Event())
         task = asyncio.create_task(handlers._resync_forever())
         deadline = asyncio.get_running_loop().time() + 30
         while calls["n"] < 5 and asyncio.get_running_loop().time() < deadline:

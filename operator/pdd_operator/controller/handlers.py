@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 
 import kopf
@@ -47,6 +48,24 @@ _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
 _state: dict = {}
 
 
+def watch_namespaces(namespaces: list[str]) -> None:
+    """Serve only ``namespaces`` (``pdd run -n``); empty: all. Call before ``kopf.run``."""
+    _state["namespaces"] = tuple(namespaces)
+
+
+def elect_leader(elector) -> None:
+    """Reconcile only while ``elector`` (a :class:`~pdd_operator.controller.leader.LeaderElector`) leads;
+    it runs in a thread from startup, and becoming the leader starts a full resync at once. Call
+    before ``kopf.run``."""
+    _state["elector"] = elector
+
+
+def leading() -> bool:
+    """Whether this replica may reconcile: always without leader election."""
+    elector = _state.get("elector")
+    return elector is None or elector.leading
+
+
 def _kube() -> Kube:
     if "kube" not in _state:
         _state["kube"] = Kube()
@@ -60,6 +79,8 @@ def _reconcile_logged(namespace: str, name: str) -> None:
     operator does not handle yet: logged with its traceback and reported in the object's status
     (Degraded, reason ReconcileError) so it is visible where the user looks.
     """
+    if not leading():
+        return  # the leader reconciles; this replica only serves the webhook
     try:
         reconcile(_kube(), namespace, name)
     except ApiException as exc:
@@ -79,13 +100,24 @@ def _reconcile_logged(namespace: str, name: str) -> None:
 async def configure(settings: kopf.OperatorSettings, **_) -> None:
     """Operator-wide settings, and the periodic resync."""
     settings.peering.standalone = True
+    # No Events, and no watching of CRDs and Namespaces: the RBAC (controller/rbac.py) grants neither.
+    # Without scanning kopf serves exactly the namespaces it was given and the kinds found at startup.
     settings.posting.enabled = False
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     # kopf re-raises an API error once its backoff sequence is used up, and the operator then exits
     # (a finite list such as [1, 2, 5, 10] gives up after ~18 s of apiserver errors). Unbounded,
     # capped: every request and watch waits for the apiserver as long as it takes.
     settings.networking.error_backoffs = CappedBackoff(first=1.0, cap=BACKOFF_CAP_SECONDS)
-    _state["resync"] = asyncio.get_running_loop().create_task(_resync_forever())
+    loop = asyncio.get_running_loop()
+    _state["wake"] = asyncio.Event()
+    elector = _state.get("elector")
+    if elector is not None:
+        wake = _state["wake"]
+        elector.on_start_leading = lambda: loop.call_soon_threadsafe(wake.set)
+        _state["elector_thread"] = threading.Thread(target=elector.run, name="leader-election", daemon=True)
+        _state["elector_thread"].start()
+    _state["resync"] = loop.create_task(_resync_forever())
 
 
 @kopf.on.cleanup()
@@ -93,6 +125,9 @@ async def stop(**_) -> None:
     task = _state.pop("resync", None)
     if task is not None:
         task.cancel()
+    elector = _state.get("elector")
+    if elector is not None:
+        elector.stop()
 
 
 @kopf.on.probe(id="watch")
@@ -107,11 +142,19 @@ def watch_probe(**_) -> str:
 
 
 async def _resync_forever() -> None:
-    """Reconcile every PDDeployment each :data:`RESYNC_SECONDS`, whatever fails: no exception but
-    cancellation ends the loop (a failed list is logged and tried again next period)."""
+    """Reconcile every PDDeployment each :data:`RESYNC_SECONDS` (at once when this replica starts leading),
+    whatever fails: no exception but cancellation ends the loop (a failed list is logged and tried again
+    next period). A replica that does not lead only serves the webhook and skips the round."""
+    wake: asyncio.Event = _state["wake"]
     while True:
-        await asyncio.sleep(RESYNC_SECONDS)
+        try:
+            await asyncio.wait_for(wake.wait(), RESYNC_SECONDS)
+        except TimeoutError:
+            pass
+        wake.clear()
         HEALTH.resync_ran(time.monotonic())
+        if not leading():
+            continue
         try:
             await resync_once()
         except asyncio.CancelledError:
@@ -122,9 +165,9 @@ async def _resync_forever() -> None:
 
 
 async def resync_once() -> None:
-    """List every PDDeployment and reconcile each (one failing does not stop the others)."""
+    """List every watched PDDeployment and reconcile each (one failing does not stop the others)."""
     loop = asyncio.get_running_loop()
-    items = await loop.run_in_executor(None, _kube().list_pdds)
+    items = await loop.run_in_executor(None, _kube().list_pdds, _state.get("namespaces", ()))
     HEALTH.listed([(_key(item), item["metadata"].get("resourceVersion")) for item in items], time.monotonic())
     for item in items:
         meta = item["metadata"]
@@ -182,5 +225,5 @@ def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> l
     kube = _kube()
     if kube.get_pdd(namespace, value) is not None:
         return [value]
-    return [item["metadata"]["name"] for item in kube.list_pdds(namespace)
+    return [item["metadata"]["name"] for item in kube.list_pdds((namespace,))
             if label_value(item["metadata"]["name"]) == value]

@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import FIELD_MANAGER, GROUP, PLURAL, VERSION
+from pdd_operator.controller.rbac import AccessCheck
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +196,37 @@ class Kube:
                 return None
             raise
 
-    def list_pdds(self, namespace: str | None = None) -> list[dict]:
-        """Every PDDeployment in ``namespace``, or in the cluster when ``namespace`` is ``None``."""
-        if namespace is not None:
-            return self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL).get("items", [])
-        return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
+    def list_pdds(self, namespaces: Sequence[str] = ()) -> list[dict]:
+        """Every PDDeployment in ``namespaces`` (one list per namespace), or in the cluster when empty.
+
+        A namespaced operator may list only in its namespaces: its Roles grant nothing cluster-wide.
+        """
+        if not namespaces:
+            return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
+        return [item for ns in namespaces
+                for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL).get("items", [])]
+
+    def missing_access(self, checks: Sequence[AccessCheck]) -> list[AccessCheck]:
+        """The ``checks`` the apiserver denies this client's identity (one SelfSubjectAccessReview each).
+
+        Raises ``ApiException`` when a review itself fails (every authenticated user may create them:
+        the ``system:basic-user`` ClusterRole).
+        """
+        authz = client.AuthorizationV1Api(self.api_client)
+        missing = []
+        for c in checks:
+            resource, _, subresource = c.resource.partition("/")
+            attrs = {"group": c.group, "resource": resource, "verb": c.verb}
+            if subresource:
+                attrs["subresource"] = subresource
+            if c.namespace:
+                attrs["namespace"] = c.namespace
+            if c.name:
+                attrs["name"] = c.name
+            review = authz.create_self_subject_access_review({"spec": {"resourceAttributes": attrs}})
+            if not review.status.allowed:
+                missing.append(c)
+        return missing
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
         """Return a child (``Deployment``, ``Service``, ``ServiceAccount``, ``Role``, ``RoleBinding``) as a

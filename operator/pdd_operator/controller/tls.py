@@ -215,3 +215,90 @@ def ensure_serving_files(cert_dir: Path, hosts: Sequence[str]) -> ServingFiles:
 def load_cert(path: Path) -> x509.Certificate:
     """The first certificate of a PEM file."""
     return x509.load_pem_x509_certificate(Path(path).read_bytes())
+
+
+# --- certificates kept in a Secret ------------------------------------------------------------------
+
+#: Keys of the webhook Secret: the CA (its key too, so the serving certificate can be renewed under the
+#: same CA and ``caBundle`` never changes) and the serving certificate, as cert-manager names them.
+CA_KEY_FILE = "ca.key"
+SECRET_KEYS = (CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
+#: Renew the serving certificate when less than this part of its lifetime is left (cert-manager's
+#: default is a third as well), and the CA when less than this part of its lifetime is left.
+RENEW_FRACTION = 1 / 3
+
+
+def load_cert_key(cert_pem: bytes, key_pem: bytes) -> CertKey:
+    """A :class:`CertKey` from PEM. Raises ``ValueError`` when either does not parse, is not ECDSA, or
+    the key does not belong to the certificate."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the private key is not an ECDSA key")
+    if cert.public_key().public_numbers() != key.public_key().public_numbers():
+        raise ValueError("the private key does not belong to the certificate")
+    return CertKey(cert=cert, key=key)
+
+
+def _fresh(cert: x509.Certificate, now: datetime) -> bool:
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    return start <= now and (end - now) > (end - start) * RENEW_FRACTION
+
+
+def plan_certificates(data: dict[str, bytes], hosts: Sequence[str], *, now: datetime | None = None,
+                      serving_days: int = SERVING_DAYS, ca_days: int = CA_DAYS) -> tuple[dict[str, bytes], list[str]]:
+    """What the webhook Secret should hold, given what it holds (``data``: key -> PEM bytes).
+
+    Returns ``(data, changes)``; ``changes`` is empty when ``data`` is already right. Rules:
+
+    - the CA is kept while it parses, matches its key and has more than :data:`RENEW_FRACTION` of its
+      lifetime left; else a new one is made (then ``caBundle`` changes once);
+    - the serving certificate is kept while it parses, matches its key, was signed by that CA, names
+      every one of ``hosts`` and has more than :data:`RENEW_FRACTION` of its lifetime left; else a new
+      one is issued under the (same) CA.
+    """
+    now = now or datetime.now(UTC)
+    changes: list[str] = []
+    try:
+        ca = load_cert_key(data[CA_FILE], data[CA_KEY_FILE])
+        if not _fresh(ca.cert, now):
+            raise ValueError("the CA is close to expiry")
+    except (KeyError, ValueError) as exc:
+        ca = generate_ca(days=ca_days, now=now)
+        changes.append(f"new CA ({'missing' if isinstance(exc, KeyError) else exc})")
+    serving = None
+    if not changes:
+        try:
+            serving = load_cert_key(data[CERT_FILE], data[KEY_FILE])
+            serving.cert.verify_directly_issued_by(ca.cert)
+            missing = [h for h in hosts if not covers(serving.cert, h)]
+            if missing:
+                raise ValueError(f"it does not name {', '.join(missing)}")
+            if not _fresh(serving.cert, now):
+                raise ValueError(f"it expires at {serving.cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}")
+        except KeyError:
+            serving, reason = None, "missing"
+        except Exception as exc:  # noqa: BLE001  (ValueError, InvalidSignature, TypeError from verify)
+            serving, reason = None, str(exc) or type(exc).__name__
+        if serving is None:
+            changes.append(f"new serving certificate ({reason})")
+    if serving is None:
+        serving = issue_serving_cert(ca, hosts, days=serving_days, now=now)
+        if not changes:
+            changes.append("new serving certificate")
+    if not changes:
+        return dict(data), []
+    return {CA_FILE: ca.cert_pem(), CA_KEY_FILE: ca.key_pem(), CERT_FILE: serving.cert_pem(),
+            KEY_FILE: serving.key_pem()}, changes
+
+
+def write_serving_files(cert_dir: Path, data: dict[str, bytes]) -> ServingFiles:
+    """Write ``ca.crt``, ``tls.key`` and ``tls.crt`` of ``data`` into ``cert_dir`` (atomically, the key
+    mode 0600; only files whose content changed), never the CA key. Returns the files."""
+    cert_dir = Path(cert_dir)
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    for name, private in ((CA_FILE, False), (KEY_FILE, True), (CERT_FILE, False)):
+        path = cert_dir / name
+        if not path.exists() or path.read_bytes() != data[name]:
+            write_pem(path, data[name], private=private)
+    return ServingFiles(cert_dir / CERT_FILE, cert_dir / KEY_FILE, cert_dir / CA_FILE, generated=False)

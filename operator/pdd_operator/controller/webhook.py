@@ -38,7 +38,7 @@ import ipaddress
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,9 +232,9 @@ def describe_client_config(config: Mapping) -> str:
     return f"service {svc['namespace']}/{svc['name']}:{svc['port']}{svc['path']}"
 
 
-def webhook_configuration(target: Mapping, ca_bundle: bytes) -> dict:
+def webhook_configuration(target: Mapping, ca_bundle: bytes, name: str = CONFIGURATION_NAME) -> dict:
     """The ValidatingWebhookConfiguration for the webhook at ``target`` (a :func:`client_config`)
-    whose serving certificate ``ca_bundle`` (PEM) verifies.
+    whose serving certificate ``ca_bundle`` (PEM) verifies, named ``name``.
 
     ``failurePolicy: Fail`` for CREATE/UPDATE of ``pddeployments`` (not ``pddeployments/status``),
     narrowed by :data:`MATCH_CONDITIONS`; ``sideEffects: None`` so dry runs are validated too.
@@ -242,7 +242,7 @@ def webhook_configuration(target: Mapping, ca_bundle: bytes) -> dict:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION_NAME, "labels": {LABEL_MANAGED_BY: "pdd-operator"}},
+        "metadata": {"name": name, "labels": {LABEL_MANAGED_BY: "pdd-operator"}},
         "webhooks": [{
             "name": WEBHOOK_NAME,
             "clientConfig": {**copy.deepcopy(dict(target)), "caBundle": base64.b64encode(ca_bundle).decode("ascii")},
@@ -287,21 +287,80 @@ def ensure_configuration(api: Any, desired: dict) -> bool:
     return True
 
 
+class ConfigurationMissing(Exception):
+    """The ValidatingWebhookConfiguration the operator must only patch (``ca-bundle`` mode) is absent,
+    or has no webhook named :data:`WEBHOOK_NAME`."""
+
+
+def ca_bundle_patch(name: str, ca_bundle: bytes) -> dict:
+    """The server-side apply body that sets only ``caBundle`` of webhook :data:`WEBHOOK_NAME` in the
+    ValidatingWebhookConfiguration ``name`` (``webhooks`` is a list map keyed by ``name``, so the
+    apiserver merges this into the object's other fields, which stay with their owner: the chart)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{"name": WEBHOOK_NAME,
+                      "clientConfig": {"caBundle": base64.b64encode(ca_bundle).decode("ascii")}}],
+    }
+
+
+def ensure_ca_bundle(api: Any, name: str, ca_bundle: bytes) -> bool:
+    """Make ``caBundle`` of webhook :data:`WEBHOOK_NAME` in the existing configuration ``name`` equal
+    ``ca_bundle`` (PEM), with a server-side apply of that one field under the operator's field manager.
+
+    ``api``: a ``kubernetes.client.AdmissionregistrationV1Api``. Returns True when a write was sent.
+    Raises :class:`ConfigurationMissing` when the configuration or its webhook is absent (the Helm
+    chart creates it; the operator never creates it in this mode), ``ApiException`` for API errors.
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        live = json.loads(api.read_validating_webhook_configuration(name, _preload_content=False).data)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise ConfigurationMissing(
+                f"ValidatingWebhookConfiguration {name} does not exist; it is the Helm chart's (templates/"
+                f"webhook.yaml). Fix: install or upgrade the chart, or pass --webhook-configuration-mode=apply "
+                f"to let the operator write it") from exc
+        raise
+    hook = next((h for h in live.get("webhooks") or [] if h.get("name") == WEBHOOK_NAME), None)
+    if hook is None:
+        raise ConfigurationMissing(f"ValidatingWebhookConfiguration {name} has no webhook named {WEBHOOK_NAME}. "
+                                   "Fix: reinstall the chart's templates/webhook.yaml")
+    want = base64.b64encode(ca_bundle).decode("ascii")
+    if (hook.get("clientConfig") or {}).get("caBundle") == want:
+        return False
+    api.patch_validating_webhook_configuration(
+        name, ca_bundle_patch(name, ca_bundle), field_manager=FIELD_MANAGER, force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    log.info("webhook: set caBundle of ValidatingWebhookConfiguration %s", name)
+    return True
+
+
 # --- kopf wiring ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """The webhook as served (``server``) and as the apiserver reaches it (``target``, ``ca_file``)."""
+    """The webhook as served (``server``) and as the apiserver reaches it (``target``, ``ca_file``),
+    and how the operator keeps the ValidatingWebhookConfiguration ``configuration`` (``mode``: see
+    :data:`pdd_operator.controller.rbac.WebhookConfigurationMode`)."""
 
     server: kopf.WebhookServer
     #: ``clientConfig`` without ``caBundle`` (:func:`client_config`).
     target: dict
     #: PEM bundle the apiserver verifies the serving certificate with (``ca.crt``, else ``tls.crt``).
     ca_file: Path
+    configuration: str = CONFIGURATION_NAME
+    mode: str = "apply"
+    #: Called by the keeper before each check (e.g. renew certificates kept in a Secret: webhook_certs).
+    refresh: Callable[[], object] | None = None
 
 
-def prepare(*, port: int, host: str, listen: str, cert_dir: Path) -> Endpoint:
+def prepare(*, port: int, host: str, listen: str, cert_dir: Path, configuration: str = CONFIGURATION_NAME,
+            mode: str = "apply", refresh: Callable[[], object] | None = None) -> Endpoint:
     """The HTTPS webhook endpoint: kopf server on ``listen:port``, which the apiserver reaches at
     ``https://host:port`` (or through the Service, for ``<service>.<namespace>.svc``: :func:`client_config`).
 
@@ -323,7 +382,13 @@ def prepare(*, port: int, host: str, listen: str, cert_dir: Path) -> Endpoint:
         certfile=str(files.certfile), pkeyfile=str(files.keyfile),
         cafile=str(files.cafile) if files.cafile is not None else None,
     )
-    return Endpoint(server=server, target=client_config(host, port), ca_file=files.cafile or files.certfile)
+    from pdd_operator.controller.metrics import WEBHOOK_CERT_EXPIRY
+
+    WEBHOOK_CERT_EXPIRY.labels(certificate="serving").set(load_cert(files.certfile).not_valid_after_utc.timestamp())
+    if files.cafile is not None:
+        WEBHOOK_CERT_EXPIRY.labels(certificate="ca").set(load_cert(files.cafile).not_valid_after_utc.timestamp())
+    return Endpoint(server=server, target=client_config(host, port), ca_file=files.cafile or files.certfile,
+                    configuration=configuration, mode=mode, refresh=refresh)
 
 
 async def validate_pddeployment(operation: str | None, body: Mapping, old: Mapping | None, warnings: list[str],
@@ -382,6 +447,22 @@ def enable(endpoint: Endpoint, *, registry: kopf.OperatorRegistry | None = None)
         objects_log.addFilter(RefusalLogLevel())
 
 
+async def readiness() -> str | None:
+    """Readiness check of the webhook (:mod:`pdd_operator.controller.readiness`): ``None`` when the
+    configuration was brought in line at least once and the listener completes a verified TLS
+    handshake for the host the apiserver dials; else the reason."""
+    from pdd_operator.controller.readiness import tls_handshake
+
+    endpoint: Endpoint | None = _state.get("endpoint")
+    if endpoint is None:
+        return "the webhook is not enabled"
+    if not _state.get("configured"):
+        return f"ValidatingWebhookConfiguration {endpoint.configuration} not yet in line (see the log)"
+    server = endpoint.server
+    address = "127.0.0.1" if server.addr in (None, "", "0.0.0.0", "::") else server.addr
+    return await tls_handshake(address, int(server.port or 0), server.host or address, str(endpoint.ca_file))
+
+
 async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     endpoint: Endpoint = _state["endpoint"]
     settings.admission.server = endpoint.server
@@ -395,8 +476,21 @@ async def _cleanup(**_: Any) -> None:
         task.cancel()  # the configuration stays: fail closed while the operator is away
 
 
+def keep_once(api: Any, endpoint: Endpoint) -> bool:
+    """Bring the configuration in line with ``endpoint`` once, as its mode says (``apply``: the whole
+    object; ``ca-bundle``: its ``caBundle`` only; ``none``: nothing). Returns True when a write was sent.
+    Raises what :func:`ensure_configuration` and :func:`ensure_ca_bundle` raise."""
+    if endpoint.mode == "none":
+        return False
+    ca_bundle = endpoint.ca_file.read_bytes()
+    if endpoint.mode == "ca-bundle":
+        return ensure_ca_bundle(api, endpoint.configuration, ca_bundle)
+    return ensure_configuration(api, webhook_configuration(endpoint.target, ca_bundle, endpoint.configuration))
+
+
 async def _keep_configuration(endpoint: Endpoint) -> None:
-    """Apply the configuration now and whenever it or the CA bundle changed (checked periodically)."""
+    """Keep the configuration in line (:func:`keep_once`) now and periodically (the CA bundle may
+    change: a renewed or remounted certificate)."""
     from kubernetes import client
 
     from pdd_operator.controller.kube import load_config
@@ -406,9 +500,11 @@ async def _keep_configuration(endpoint: Endpoint) -> None:
     while True:
         delay = KEEP_INTERVAL
         try:
-            desired = webhook_configuration(endpoint.target, endpoint.ca_file.read_bytes())
-            await loop.run_in_executor(None, ensure_configuration, api, desired)
+            if endpoint.refresh is not None:
+                await loop.run_in_executor(None, endpoint.refresh)
+            await loop.run_in_executor(None, keep_once, api, endpoint)
+            _state["configured"] = True
         except Exception as exc:  # noqa: BLE001  (API errors, connection errors, an unreadable file)
-            log.warning("webhook: cannot apply ValidatingWebhookConfiguration %s: %s", CONFIGURATION_NAME, exc)
+            log.warning("webhook: cannot keep ValidatingWebhookConfiguration %s: %s", endpoint.configuration, exc)
             delay = 5.0
         await asyncio.sleep(delay)
