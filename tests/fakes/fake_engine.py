@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -164,10 +165,21 @@ class FakeEngine:
 
 
 async def serve(engine: FakeEngine, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
-    """Serve ``engine``; returns the runner and the port it listens on (``port`` 0: a free one)."""
+    """Serve ``engine``; returns the runner and the port it listens on (``port`` 0: a free one).
+
+    ``host`` ``::`` opens one dual-stack socket (IPV6_V6ONLY off), as vLLM's ``--host ::`` does
+    (``vllm/entrypoints/openai/api_server.py`` ``create_server_socket``), so IPv4 clients reach it too.
+    """
     runner = web.AppRunner(engine.app(), handler_cancellation=True, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
+    if host == "::":
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(("::", port))
+        site: web.BaseSite = web.SockSite(runner, sock, backlog=1024)
+    else:
+        site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]
 
