@@ -7,6 +7,15 @@ from pdd_operator.compat.rules import RULES
 from pdd_operator.compat.rules.records import VERSION_UNKNOWN
 
 
+def defined_in(rule) -> str:
+    """The repository path of the module that defines ``rule``: its check's module, or for an id without
+    a check the first module its ``reported_by`` names (``compat/rules/records.py`` registers those)."""
+    if rule.check is not None:
+        return "operator/" + rule.check.__module__.replace(".", "/") + ".py"
+    first = next((w.strip("(),;") for w in rule.reported_by.split() if w.strip("(),;").endswith(".py")), "")
+    return f"operator/pdd_operator/{first}" if first else "operator/pdd_operator/compat/rules/records.py"
+
+
 def rules_markdown() -> str:
     """Return the Markdown text of docs/rules.md."""
     lines = [
@@ -37,6 +46,7 @@ def rules_markdown() -> str:
             f"- **Checks:** {r.summary}",
             f"- **Fields:** {', '.join(f'`{f}`' for f in r.fields)}",
             f"- **Source:** {r.source}",
+            f"- **Defined in:** `{defined_in(r)}`",
         ]
         if r.reported_by:
             lines.append(f"- **Reported by:** {r.reported_by} (no check function)")

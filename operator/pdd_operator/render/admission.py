@@ -53,7 +53,24 @@ def is_dns_subdomain(value: str) -> bool:
     return 0 < len(value) <= MAX_NAME and bool(DNS1123_SUBDOMAIN.match(value))
 
 
+#: Every id these checks report, with what must hold (registered by ``compat/rules/records.py`` so that
+#: ``pdd rules`` and docs/rules.md list them; :func:`_error` refuses an id not listed here).
+ADMISSION_RULES: dict[str, str] = {
+    "name-invalid": "metadata.name is a DNS-1123 subdomain from which valid child names and label values follow.",
+    "label-invalid": "Node selector keys/values and the topology key are valid label keys and values.",
+    "resource-invalid": "Resource names and quantities in requests and limits are valid Kubernetes quantities.",
+    "reference-invalid": "Names of referenced objects (ConfigMap, Secret, ServiceAccount, claims) are DNS-1123 names.",
+    "toleration-invalid": "Toleration keys are valid label keys.",
+    "image-invalid": "Image references have no leading or trailing whitespace.",
+    "env-invalid": "Environment variable names are names the apiserver accepts.",
+    "port-out-of-range": "Rendered ports (shifted for the host network) stay within 1-65535.",
+    "object-too-large": "Every rendered object stays under the apiserver's and etcd's size limits.",
+}
+
+
 def _error(rule: str, field: str, message: str, fix: str) -> Finding:
+    if rule not in ADMISSION_RULES:
+        raise KeyError(f"admission rule {rule!r} is not in ADMISSION_RULES")
     return Finding(rule=rule, severity="error", fields=[field], message=message, fix=fix, source=SOURCE)
 
 

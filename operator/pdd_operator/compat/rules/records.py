@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pdd_operator.api.messages import SPEC_INVALID_RULE
 from pdd_operator.compat.rules.base import record
+from pdd_operator.render.admission import ADMISSION_RULES
+from pdd_operator.render.admission import SOURCE as ADMISSION_SOURCE
 
 INVALID_RULE = record(
     id=SPEC_INVALID_RULE, family="api", severity="error",
@@ -18,7 +20,7 @@ MODEL_CONFIG_UNAVAILABLE = record(
     id="model-config-unavailable", family="api", severity="warning",
     summary="The ConfigMap named by spec.model.configMapRef holds the model's config.json.",
     fields=("spec.model.configMapRef",), source="PDDeployment API (spec.model.configMapRef)",
-    reported_by="controller/reconcile.py load_model_config",
+    reported_by="compat/engine.py model_config_unavailable (pdd check; the operator's load_model_config)",
 )
 ROLLOUT_RULE = record(
     id="rollout-incompatible-change", family="rollout", severity="warning",
@@ -39,3 +41,9 @@ VERSION_UNVERIFIED = record(
     fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 0",
     reported_by="compat/engine.py evaluate",
 )
+
+#: What the apiserver would refuse in the rendered children (render/admission.py), reported by the
+#: webhook, ``pdd check`` and the operator's status.
+for _id, _summary in ADMISSION_RULES.items():
+    record(id=_id, family="kubernetes-objects", severity="error", summary=_summary, fields=("spec",),
+           source=ADMISSION_SOURCE, reported_by="render/admission.py (webhook, pdd check, reconcile)")
