@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.spec import PDDeploymentSpec
 
@@ -75,3 +77,20 @@ HYBRID = {
 def hybrid(**patch) -> PDDeploymentSpec:
     """:data:`HYBRID` with ``patch`` deep-merged into it."""
     return PDDeploymentSpec.model_validate(merge(HYBRID, patch))
+
+
+class FakeAdmissionApi:
+    """The two AdmissionregistrationV1Api calls the webhook makes: records patches; answers reads from
+    ``live`` (the ValidatingWebhookConfiguration as a dict; ``None``: 404)."""
+
+    def __init__(self, live: dict | None) -> None:
+        self.live = live
+        self.patches: list[tuple[str, dict, dict]] = []
+
+    def read_validating_webhook_configuration(self, name, _preload_content=True):
+        if self.live is None:
+            raise ApiException(status=404)
+        return type("Resp", (), {"data": json.dumps(self.live).encode()})()
+
+    def patch_validating_webhook_configuration(self, name, body, **kwargs):
+        self.patches.append((name, body, kwargs))

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import copy
 import ipaddress
-import json
 import socket
 import ssl
 import stat
@@ -19,13 +18,12 @@ import kopf
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
-from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.cli import build_parser
 from pdd_operator.compat import evaluate
 from pdd_operator.controller import tls, webhook
 from pdd_operator.controller.webhook import review
-from tests.helpers import HYBRID, merge
+from tests.helpers import HYBRID, FakeAdmissionApi, merge
 
 LLAMA = {
     "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "hfArchitecture": "LlamaForCausalLM", "numKvHeads": 8},
@@ -269,19 +267,6 @@ def test_prepare_for_a_service_name(tmp_path):
     assert webhook.describe_client_config(endpoint.target) == \
         "service pdd-system/pdd-operator:9443/validate-pddeployment"
 
-
-class FakeAdmissionApi:
-    def __init__(self, live: dict | None) -> None:
-        self.live = live
-        self.patches: list[tuple[str, dict, dict]] = []
-
-    def read_validating_webhook_configuration(self, name, _preload_content=True):
-        if self.live is None:
-            raise ApiException(status=404)
-        return type("Resp", (), {"data": json.dumps(self.live).encode()})()
-
-    def patch_validating_webhook_configuration(self, name, body, **kwargs):
-        self.patches.append((name, body, kwargs))
 
 
 def test_ensure_configuration_writes_only_when_missing_or_different():

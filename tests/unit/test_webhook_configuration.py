@@ -6,28 +6,11 @@ tests/e2e/test_chart.py shows it on a real one."""
 from __future__ import annotations
 
 import base64
-import json
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.controller import webhook
-
-
-class AdmissionApi:
-    """Records requests; answers reads from ``live`` (None: 404)."""
-
-    def __init__(self, live: dict | None) -> None:
-        self.live = live
-        self.patches: list[tuple[str, dict, dict]] = []
-
-    def read_validating_webhook_configuration(self, name, _preload_content=True):
-        if self.live is None:
-            raise ApiException(status=404)
-        return type("Resp", (), {"data": json.dumps(self.live).encode()})()
-
-    def patch_validating_webhook_configuration(self, name, body, **kwargs):
-        self.patches.append((name, body, kwargs))
+from tests.helpers import FakeAdmissionApi as AdmissionApi
 
 
 def chart_configuration(ca_bundle: bytes | None = None) -> dict:
