@@ -282,7 +282,7 @@ def test_audit_log_no_403_and_no_verb_outside_the_role(cluster, installed, names
     (["create", "validatingwebhookconfigurations"], False),
     (["get", "customresourcedefinitions"], False),
     (["list", "namespaces"], False),
-    (["create", "events"], True),  # the operator's own Warning Events (ApplyFailed, ReconcileError)
+    (["create", "events"], True),  # the operator's own Events, one per status transition (controller/events.py)
     (["patch", "events"], False),
     (["patch", "pddeployments", "--subresource=status"], True),
 ])

@@ -15,7 +15,7 @@ import yaml
 from pdd_operator.controller.status import RoleObservation, fold_status
 from tests.helpers import ROOT
 from tests.unit.test_argocd_health import CASES, CHECK_DIR, run_health
-from tests.unit.test_status import BAD, GOOD, INVALID, T0, T1, dep, obs
+from tests.unit.test_status import BAD, GOOD, INVALID, T0, dep, obs
 
 celpy = pytest.importorskip("celpy")
 
@@ -128,10 +128,10 @@ def test_an_object_without_status_is_never_current_or_failed():
     assert verdict in ("InProgress", "error")
 
 
-def test_the_expressions_are_what_a_wrong_one_would_fail():
-    """`all` over an empty list is true: the page's advice, shown on the folded statuses."""
+def test_all_over_no_matching_condition_is_true_so_the_page_uses_exists():
+    """The page's advice, shown: ``all`` over an empty list says True for a refused deployment's
+    missing condition; the page's expressions read the same deployment as Failed."""
     wrong = _program("has(status.conditions) && status.conditions.filter(c, c.type == 'Nope')"
                      ".all(c, c.status == 'True')")
     assert bool(wrong.evaluate({"status": celpy.json_to_cel(folded(report=BAD))}))
     assert flux_status(pdd(folded(report=BAD))) == "Failed"
-    assert T1 > T0
