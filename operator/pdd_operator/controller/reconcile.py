@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -20,6 +21,7 @@ from pdd_operator.api.messages import invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
+from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import last_good_spec, plan_children
@@ -154,6 +156,20 @@ def legacy_applied_specs(kube: Kube, namespace: str, name: str, deployments: dic
             if (raw := ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY))]
 
 
+#: Keeps a flapping PDDeployment from flooding its namespace with Events (one per operator process).
+EVENTS = EventFilter()
+
+
+def post_events(kube: Kube, obj: dict, events: list[Event]) -> int:
+    """Record ``events`` (from :func:`~pdd_operator.controller.events.transitions`) on the PDDeployment
+    ``obj``, each one that :data:`EVENTS` lets through; best effort. Returns how many were posted."""
+    posted = 0
+    for event in events:
+        if EVENTS.allow(obj["metadata"].get("uid", ""), event, time.monotonic()):
+            posted += int(kube.event(obj, event.type_, event.reason, event.message))
+    return posted
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one reconcile did: child applies sent, whether status was written, and the verdict."""
@@ -222,15 +238,12 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         )
         if applied_spec is not None:
             status["appliedSpec"] = applied_spec
-        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-        was = next((c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"), {})
-        if degraded["reason"] == "ApplyFailed" and degraded["message"] != was.get("message"):
-            kube.event(obj, "Warning", "ApplyFailed", degraded["message"])
         written = False
         if status != previous:
             removed = {k: None for k in previous if k not in status}
             kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
             written = True
+            post_events(kube, obj, transitions(previous, status))
             log.info(
                 "status of %s/%s: %s", namespace, name,
                 ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
