@@ -7,8 +7,8 @@ control plane (``PDD_CLUSTER_DIR`` / ``PDD_APISERVER_PORT`` when set, else
 running): the operator as a local process, the dev node agent running the router and fake engines as
 pods, 4 concurrent streaming clients (16 tokens, 10 ms apart). Per change kind it prints requests sent
 and failed, cross-revision P/D pairs, the p99 latency of requests started in the 5 s before the change
-(steady) and of those started during the rollout, their ratio, and the rollout time (change applied to
-every pod of the new state Ready and none terminating). Target: 0 failed, 0 cross-revision.
+(steady) and of those started during the rollout, their ratio, and the rollout time (from the change to
+the status saying Ready for the new generation, the pods' counts and hash agreeing). Target: 0 failed, 0 cross-revision.
 """
 
 from __future__ import annotations

@@ -16,78 +16,22 @@ expected replicas afterwards. Never timings; they are printed (``-s``) and, with
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
-from dev.cluster_example import manifest, service_url
-from tests.e2e.conftest import condition, pdd_status, wait_for
-from tests.e2e.node_agent import FAKE_ENGINE_IMAGE, FAKE_ENGINE_IMAGE_NEXT, node_agent  # noqa: F401 (fixture)
+from tests.e2e.conftest import audit_writes, condition, pdd_status, wait_for
+from tests.e2e.load import Load, deploy_fake_engines, p99
+from tests.e2e.node_agent import FAKE_ENGINE_IMAGE_NEXT, node_agent  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 
-CONCURRENCY = 4
 #: Seconds of load before each change: the steady-state latency of the same run.
 STEADY_SECONDS = 5
 CROSS = "cross-revision pair"
-
-
-class Load:
-    """Streaming completions through the router, ``CONCURRENCY`` at a time, in a thread, until stopped.
-
-    Every request is kept as ``(start, seconds, error or "")`` (``time.monotonic`` clock)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.done: list[tuple[float, float, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    async def _one(self, session) -> None:
-        body = {"model": "m", "prompt": "hello " * 20, "max_tokens": 16, "stream": True}
-        t0 = time.monotonic()
-        error = ""
-        try:
-            async with session.post(f"{self.url}/v1/completions", json=body,
-                                    headers={"X-Request-Id": f"load-{uuid.uuid4()}"}) as r:
-                text = await r.text()
-                if r.status != 200 or not text.rstrip().endswith("data: [DONE]"):
-                    error = f"{r.status}: {text[-200:]!r}"
-        except Exception as exc:  # noqa: BLE001 - every failure is counted and shown
-            error = f"{type(exc).__name__}: {exc}"
-        self.done.append((t0, time.monotonic() - t0, error))
-
-    async def _run(self) -> None:
-        import aiohttp
-
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-            async def worker() -> None:
-                while not self._stop.is_set():
-                    await self._one(session)
-            await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-
-    def __enter__(self) -> Load:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-
-def p99(latencies: list[float]) -> float | None:
-    """The 99th percentile (nearest rank) in milliseconds, or ``None`` without samples."""
-    if not latencies:
-        return None
-    ordered = sorted(latencies)
-    return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, 1)
 
 
 def summary(done: list[tuple[float, float, str]], changed_at: float, settled_at: float) -> dict:
@@ -141,25 +85,10 @@ PHASES = [
 
 def test_zero_failed_requests_through_every_kind_of_rollout(cluster, operator, namespace, node_agent,  # noqa: F811
                                                             tmp_path):
-    doc, _ = manifest(tmp_path / "model", "llama", "NixlConnector")
-    name = doc["metadata"]["name"]
-    spec = doc["spec"]
-    spec["engine"]["image"] = FAKE_ENGINE_IMAGE
-    # The fakes learn their revision from their pod's label, as the downward API gives it.
-    spec["engine"]["env"] = [*spec["engine"].get("env", []), {"name": "FAKE_REVISION", "valueFrom": {
-        "fieldRef": {"fieldPath": "metadata.labels['pdd-operator.dev/compat-hash']"}}}]
-    for role in ("prefill", "decode"):
-        spec[role]["replicas"] = 2
-        spec[role]["resources"] = {"requests": {"cpu": "100m", "memory": "64Mi"}}
-        spec[role]["extraArgs"] = []
-        spec[role]["drainSeconds"] = 10  # a fake request lasts well under a second
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
-    wait_for(lambda: condition(pdd_status(cluster, namespace, name), "Ready").get("status") == "True", 120,
-             interval=0.5, what=f"pdd/{name} Ready")
+    started = time.time()
+    name, url = deploy_fake_engines(cluster, namespace, tmp_path, prefill=2, decode=2)
     [current] = wait_for(lambda: settled(cluster, namespace, name, {"prefill": 2, "decode": 2, "router": 1}), 60,
                          what="2 prefill, 2 decode, 1 router Ready") - {None}
-    endpoint = pdd_status(cluster, namespace, name)["endpoint"]
-    url = wait_for(lambda: service_url(cluster.core, endpoint), 60, what=f"an endpoint of {endpoint}")
     results: dict[str, dict] = {}
 
     for label, patch, (prefill, decode), new_hash in PHASES:
@@ -168,30 +97,36 @@ def test_zero_failed_requests_through_every_kind_of_rollout(cluster, operator, n
             time.sleep(STEADY_SECONDS)
             changed_at = time.monotonic()
             cluster.kubectl("patch", "-n", namespace, "pdd", name, "--type", "merge", "-p", json.dumps({"spec": patch}))
+            generation = cluster.custom.get_namespaced_custom_object(
+                "pdd-operator.dev", "v1alpha1", namespace, "pddeployments", name)["metadata"]["generation"]
 
-            def done(old=current, new_hash=new_hash, replicas=replicas):
+            def done(old=current, new_hash=new_hash, replicas=replicas, generation=generation):
+                # The status says the new generation is rolled out (every Deployment's pods updated and
+                # Ready, the previous slot empty) and the pods agree: the counts, Ready, the hash.
+                st = pdd_status(cluster, namespace, name)
+                if st.get("observedGeneration") != generation or condition(st, "Ready").get("status") != "True":
+                    return None
+                if (st["prefill"]["readyReplicas"], st["decode"]["readyReplicas"]) != (
+                        replicas["prefill"], replicas["decode"]):
+                    return None
                 hashes = settled(cluster, namespace, name, replicas)
                 if not hashes or len(hashes) != 1 or (old in hashes) == new_hash:
                     return None
                 return hashes
 
-            [current] = wait_for(done, 300, interval=0.25, what=f"{label}: settled")
+            [current] = wait_for(done, 300, interval=0.25, what=f"{label}: rolled out, status Ready")
             settled_at = time.monotonic()
             time.sleep(2)  # and after it
         results[label] = summary(load.done, changed_at, settled_at)
         print(f"\n[rollout under load] {label}: {json.dumps(results[label])}")
-        generation = cluster.custom.get_namespaced_custom_object(
-            "pdd-operator.dev", "v1alpha1", namespace, "pddeployments", name)["metadata"]["generation"]
-
-        def truthful(generation=generation, prefill=prefill, decode=decode):
-            st = pdd_status(cluster, namespace, name)
-            return (st.get("observedGeneration") == generation and condition(st, "Ready").get("status") == "True"
-                    and st["prefill"]["readyReplicas"] == prefill and st["decode"]["readyReplicas"] == decode)
-
-        wait_for(truthful, 60, interval=0.5, what=f"{label}: status Ready with {prefill} prefill, {decode} decode")
     if os.environ.get("PDD_ROLLOUT_RESULTS"):
         Path(os.environ["PDD_ROLLOUT_RESULTS"]).write_text(json.dumps(results, indent=1))
     print(f"\n[rollout under load] summary: {json.dumps(results)}")
+    # Three hash changes went a -> b -> a -> b: slot b serves, slot a is kept at 0 replicas, nothing deleted.
+    replicas = {d.metadata.name: d.spec.replicas for d in cluster.apps.list_namespaced_deployment(
+        namespace, label_selector=f"app.kubernetes.io/instance={name},app.kubernetes.io/name=vllm").items}
+    assert replicas == {f"{name}-prefill": 0, f"{name}-decode": 0, f"{name}-prefill-b": 2, f"{name}-decode-b": 1}
+    assert [e["objectRef"] for e in audit_writes(cluster, namespace, started) if e["verb"] == "delete"] == []
     for label, r in results.items():
         assert r["sent"] > 0, (label, r)
         assert r["cross_revision"] == 0, (label, r)

@@ -213,12 +213,14 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             deployments = read_deployments(kube, namespace, name)
         desired = spec or target
         pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
-        active, previous_slot = plan.step.active, plan.step.previous
+        # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
+        active = plan.step.active
+        other = next(s for s in SLOTS if s != active)
         observations = {
             role: RoleObservation.from_deployment(
                 deployments[active][role], pods[role],
                 desired=desired.role(role).replicas if desired is not None else 0,
-            ).with_previous(deployments[previous_slot][role] if previous_slot else None)
+            ).with_previous(deployments[other][role])
             for role in ROLES
         }
         preflight = None
