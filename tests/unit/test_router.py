@@ -242,6 +242,23 @@ def test_no_reachable_decode_gives_the_502():
     run(go())
 
 
+def test_the_fakes_fail_a_cross_revision_pair():
+    """The rollout e2e counts cross-revision pairs with this check: pods labelled alike (one compat hash,
+    so the router pairs them) but running different revisions make the request fail with 409."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill", revision="rev-a")
+            await s.engine("other", "decode", revision="rev-b")
+            await s.engine("same", "decode", revision="rev-a")
+            for decode, status in (("other", 409), ("same", 200)):
+                await s.start_router(prefill=[("p0", "h")], decode=[(decode, "h")])
+                async with aiohttp.ClientSession() as c:
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == status, await r.text()
+                        assert ("cross-revision pair" in await r.text()) == (status == 409)
+    run(go())
+
+
 def test_all_prefills_failing_gives_an_openai_error():
     async def go():
         async with stack() as s:
