@@ -33,6 +33,7 @@ bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a
 	.venv/bin/python bench/bench_check.py
 	.venv/bin/python bench/bench_webhook.py
 	.venv/bin/python bench/bench_router.py
+	.venv/bin/python bench/bench_rollout.py
 
 MODEL ?= llama
 CONNECTOR ?= NixlConnector
