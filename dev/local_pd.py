@@ -396,7 +396,7 @@ class Server:
         self.url = f"http://{LOOPBACK}:{engine.http_port}"
         self.log_path = log_path
         extra = support_env(venv, omp_bind)
-        clash = set(extra) & set(engine.env)
+        clash = {k for k in set(extra) & set(engine.env) if extra[k] != engine.env[k]}
         assert not clash, f"CPU support env would override rendered env: {clash}"
         env = {**extra, **engine.env}
         assert engine.argv[0] == "vllm", engine.argv

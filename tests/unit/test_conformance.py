@@ -79,3 +79,36 @@ def test_first_error_picks_the_telling_line():
     assert c.first_error("Traceback (most recent call last):\n  File y\nAssertionError: SSM can only have one local "
                          "block\n") == "AssertionError: SSM can only have one local block"
     assert c.first_error("INFO all fine\n") is None
+
+
+def test_fp8_kv_cache_needs_avx512_or_amx():
+    assert c.fp8_kv_unsupported("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n") == ""
+    assert c.fp8_kv_unsupported("flags\t\t: fpu amx_tile amx_bf16\n") == ""
+    assert "AVX-512 or AMX" in c.fp8_kv_unsupported("flags\t\t: fpu sse avx2\n")
+    assert {v.id for v in c.VARIANTS if v.needs_fp8_kv} == {"kv-cache-dtype-refused", "kv-cache-dtype-accepted"}
+
+
+def test_revision_mismatch_offline_says_the_handshake_refuses(tmp_path: Path, capsys):
+    """With HF_HUB_OFFLINE=1 vLLM hashes the revision's snapshot path (what revision-refused showed);
+    online it hashes the model id only, and the message says the output is wrong instead."""
+    import json
+
+    import yaml
+
+    from pdd_operator.cli import main
+
+    docs = c.manifest(c.variant("revision-refused"), c.HUB_MODEL)
+    messages = {}
+    for offline in (True, False):
+        if not offline:
+            for d in docs:
+                env = d["spec"]["template"]["spec"]["containers"][0]["env"]
+                env[:] = [e for e in env if e["name"] != "HF_HUB_OFFLINE"]
+        path = tmp_path / f"rev-{offline}.yaml"
+        path.write_text(yaml.safe_dump_all(docs))
+        capsys.readouterr()
+        assert main(["check", "-o", "json", str(path)]) == 1
+        findings = json.loads(capsys.readouterr().out)["results"][0]["findings"]
+        [messages[offline]] = [f["message"] for f in findings if f["rule"] == "model-revision-mismatch"]
+    assert "handshake refuses" in messages[True]
+    assert "wrong output" in messages[False]
