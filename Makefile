@@ -1,5 +1,5 @@
 # pdd-operator: the README's commands.
-.PHONY: demo test unit e2e down crd chart helm bootstrap bench cpu-example cluster-example
+.PHONY: demo test unit e2e down crd chart helm bootstrap bench cpu-example cluster-example conformance
 
 demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
 	bash scripts/demo.sh
@@ -42,3 +42,6 @@ cpu-example: bootstrap  ## real vLLM P/D on this CPU: the rendered CPU example's
 
 cluster-example: bootstrap  ## the CPU example through the local cluster: kubectl apply, the scheduler, real vLLM engines and the router as pods of the dev node agent's node (Ctrl-C stops); MODEL=, CONNECTOR= as above
 	.venv/bin/python -m dev.cluster_example --model $(MODEL) --connector $(CONNECTOR)
+
+conformance: bootstrap  ## the compatibility rules against real vLLM on the CPU: a refused and an accepted P/D pair per rule family, docs/conformance.md (not part of make test; ~1 min per pair)
+	.venv/bin/python -m dev.conformance

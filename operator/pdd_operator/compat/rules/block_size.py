@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.versions import fmt, is_cpu_image
 
 
 def _block_pair(pair: PDPair) -> tuple[int, int] | None:
@@ -90,13 +90,16 @@ def check_block_hma_old(pair: PDPair) -> list[Violation]:
 @rule(
     id="block-size-host-buffer", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.bufferDevice"),
-    source="vllm nixl base_worker (0.27.0+)",
+    source=("vllm nixl/base_worker.py _validate_remote_agent_handshake: assert not self.use_host_buffer, "
+            "'Heterogeneous block sizes are not supported with host buffer' (0.27.0+); use_host_buffer is "
+            "kv_buffer_device == 'cpu' except on the CPU platform (device_type 'cpu': no host buffer), "
+            "which docs/conformance.md block-size-accepted shows transferring"),
     since=(0, 27, 0),
 )
 def check_block_host_buffer(pair: PDPair) -> list[Violation]:
-    """Host buffer: equal block sizes."""
+    """Host buffer (kv_buffer_device cpu on an accelerator): equal block sizes."""
     bp = _block_pair(pair)
-    if bp is None or not any(r.buffer_device == "cpu" for r in pair.roles):
+    if bp is None or not any(r.buffer_device == "cpu" and not is_cpu_image(r.image) for r in pair.roles):
         return []
     return [(f"Different block sizes (prefill {bp[0]}, decode {bp[1]}) are not supported with a host buffer "
              "(kv_buffer_device cpu).", "Use the same blockSize on both roles.")]

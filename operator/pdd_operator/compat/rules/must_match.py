@@ -194,7 +194,10 @@ _MOVING_REVISIONS = {"main", "master", "head"}
     id="model-revision-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("model_revision"),
     source=("vllm nixl/metadata.py compute_nixl_compatibility_hash hashes no revision (0.13-0.33; vllm PR #55776, "
-            "open, proposes it): the handshake passes and decode continues from KV of other weights"),
+            "open, proposes it): the handshake passes and decode continues from KV of other weights. With "
+            "HF_HUB_OFFLINE=1, vllm/engine/arg_utils.py (seen in 0.26.0 and 0.32.0) replaces the model id by the "
+            "revision's snapshot path, which the hash does include: the handshake refuses the pair "
+            "(docs/conformance.md revision-refused)"),
 )
 def check_model_revision_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the same model revision (vLLM does not compare it).
@@ -206,10 +209,13 @@ def check_model_revision_match(pair: PDPair) -> list[Violation]:
     if p == d:
         return []
     pinned = all(r and r.lower() not in _MOVING_REVISIONS for r in (p, d))
-    message = (
-        f"Model revisions differ: prefill {p or 'default (main)'}, decode {d or 'default (main)'}. vLLM does not "
-        "compare revisions, so the pair starts and decode continues from KV computed by other weights: wrong "
-        "output, no error (typical mid rolling update)."
+    offline = all(r.env.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") for r in pair.roles)
+    message = f"Model revisions differ: prefill {p or 'default (main)'}, decode {d or 'default (main)'}. " + (
+        "With HF_HUB_OFFLINE=1 vLLM serves the model from each revision's snapshot directory and hashes that path, "
+        "so the NIXL handshake refuses the pair and every request fails (typical mid rolling update)."
+        if offline else
+        "vLLM does not compare revisions, so the pair starts and decode continues from KV computed by other "
+        "weights: wrong output, no error (typical mid rolling update)."
     )
     if not pinned:
         message += " One side follows a branch, which may resolve to the other side's commit."
