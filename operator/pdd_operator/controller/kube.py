@@ -1,5 +1,10 @@
 """The operator's Kubernetes access: reads, server-side apply of children, status patches.
 
+With a :class:`~pdd_operator.controller.cache.ClusterCache` (``pdd run``), the reads of a reconcile
+come from the watch-fed caches once they are filled, and every write's answer is remembered there until
+the watch delivers it; without one (tools, tests) every read goes to the apiserver. Either way the
+interface is the same. Each request sent is counted in ``pdd_api_requests_total``.
+
 All writes go through :class:`Kube` so they can be counted and so a no-op never reaches the
 apiserver: :meth:`Kube.apply` skips an object whose live state already holds everything we would
 apply (same applied hash, and every desired field present with the same value).
@@ -18,7 +23,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from pdd_operator.api.constants import FIELD_MANAGER, GROUP, PLURAL, VERSION
+from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, PLURAL, VERSION
+from pdd_operator.controller.cache import ClusterCache
+from pdd_operator.controller.metrics import API_REQUESTS, CACHE_MISSES
 from pdd_operator.controller.rbac import AccessCheck
 
 log = logging.getLogger(__name__)
@@ -159,11 +166,13 @@ _RESOURCE_PATHS = {
 class Kube:
     """Thin wrapper over the kubernetes client for the calls the operator makes.
 
-    ``writes`` counts the write requests this instance sent (tests and logs use it).
+    ``writes`` counts the write requests this instance sent (tests and logs use it). ``cache``: read
+    from it once it is ready (see the module docstring).
     """
 
-    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient | None = None, cache: ClusterCache | None = None) -> None:
         self.api_client = api_client or load_config()
+        self.cache = cache
         self.apps = client.AppsV1Api(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
@@ -185,10 +194,16 @@ class Kube:
         }
         self.writes = 0
 
+    def _cached(self) -> ClusterCache | None:
+        return self.cache if self.cache is not None and self.cache.ready.is_set() else None
+
     # --- reads -------------------------------------------------------------------------------
 
     def get_pdd(self, namespace: str, name: str) -> dict | None:
         """Return the PDDeployment as a dict, or ``None`` if it does not exist."""
+        if (cache := self._cached()) is not None:
+            return cache.pdd(namespace, name)
+        API_REQUESTS.labels("get", KIND).inc()
         try:
             return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         except ApiException as exc:
@@ -201,6 +216,7 @@ class Kube:
 
         A namespaced operator may list only in its namespaces: its Roles grant nothing cluster-wide.
         """
+        API_REQUESTS.labels("list", KIND).inc(max(1, len(namespaces)))
         if not namespaces:
             return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
         return [item for ns in namespaces
@@ -233,6 +249,9 @@ class Kube:
         camelCase dict, or ``None``. Raises ``ValueError`` for another kind."""
         if kind not in self._read:
             raise ValueError(f"unsupported kind {kind}")
+        if (cache := self._cached()) is not None:
+            return cache.child(kind, namespace, name)
+        API_REQUESTS.labels("get", kind).inc()
         try:
             obj = self._read[kind](name, namespace)
         except ApiException as exc:
@@ -242,17 +261,34 @@ class Kube:
         return self.api_client.sanitize_for_serialization(obj)
 
     def config_map_value(self, namespace: str, name: str, key: str) -> str | None:
-        """The value of one key of a ConfigMap, or ``None`` when the ConfigMap or key is missing."""
+        """The value of one key of a ConfigMap, or ``None`` when the ConfigMap or key is missing.
+
+        From the cache when it knows the ConfigMap; else read (and remembered in the cache)."""
+        cache = self._cached()
+        if cache is not None:
+            known, obj = cache.config_map(namespace, name)
+            if known:
+                return None if obj is None else ((obj.get("data") or {}).get(key))
+            CACHE_MISSES.labels("ConfigMap").inc()
+        API_REQUESTS.labels("get", "ConfigMap").inc()
         try:
             cm = self.core.read_namespaced_config_map(name, namespace)
         except ApiException as exc:
             if exc.status == 404:
+                if cache is not None:
+                    cache.remember_absent("ConfigMap", namespace, name)
                 return None
             raise
+        if cache is not None:
+            cache.remember("ConfigMap", self.api_client.sanitize_for_serialization(cm))
         return (cm.data or {}).get(key)
 
     def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict]:
-        """Pods matching the label selector, as camelCase dicts."""
+        """Pods matching the label selector, as camelCase dicts (from the cache: it must hold the
+        instance label)."""
+        if (cache := self._cached()) is not None:
+            return cache.pods(namespace, selector)
+        API_REQUESTS.labels("list", "Pod").inc()
         label_selector = ",".join(f"{k}={v}" for k, v in selector.items())
         pods = self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
         return [self.api_client.sanitize_for_serialization(p) for p in pods]
@@ -292,6 +328,7 @@ class Kube:
             leaf[exclusive[-1]] = want
             self._patch[kind](meta["name"], meta["namespace"], patch, field_manager=FIELD_MANAGER,
                               _content_type="application/merge-patch+json")
+            API_REQUESTS.labels("patch", kind).inc()
             self.writes += 1
             log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
                      meta["namespace"], meta["name"], ".".join(exclusive), extra)
@@ -319,6 +356,7 @@ class Kube:
             "reportingInstance": FIELD_MANAGER, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
+            API_REQUESTS.labels("create", "Event").inc()
             self.core.create_namespaced_event(meta["namespace"], body)
         except Exception as exc:  # noqa: BLE001  (events are best effort; status carries the same)
             log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
@@ -331,8 +369,10 @@ class Kube:
 
         The generated ``patch_namespaced_*`` methods accept only dicts and serialize them with
         Python's escaping JSON encoder, so the request is built here from the same client pieces
-        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer.
+        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer. The answer (the
+        object as applied) is remembered in the cache.
         """
+        API_REQUESTS.labels("apply", kind).inc()
         method, url, headers, data, post = self.api_client.param_serialize(
             method="PATCH", resource_path=_RESOURCE_PATHS[kind],
             path_params={"namespace": namespace, "name": name},
@@ -345,6 +385,11 @@ class Kube:
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
                                              data=None)
+        if self.cache is not None:
+            try:
+                self.cache.remember(kind, json.loads(response.data))
+            except ValueError:
+                log.debug("the answer to the apply of %s %s/%s is not JSON", kind, namespace, name)
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:
         """Replace the PDDeployment's status (merge patch of the status subresource).
@@ -355,7 +400,10 @@ class Kube:
         body: dict = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        self.custom.patch_namespaced_custom_object_status(
+        API_REQUESTS.labels("patch", f"{KIND}/status").inc()
+        answer = self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json"
         )
         self.writes += 1
+        if self.cache is not None and isinstance(answer, dict):
+            self.cache.remember(KIND, answer)
