@@ -220,3 +220,46 @@ def test_kube_without_a_ready_cache_reads_the_api():
     kube.api_client = Client()
     kube._read = {"Deployment": Apps().read_namespaced_deployment}
     assert kube.get("Deployment", "ns", "d") == {"kind": "Deployment", "metadata": {"name": "d"}}
+
+
+def test_prune_hides_what_a_relist_missed_being_deleted_and_names_the_owners(filled):
+    """kopf's relist after a broken watch does not delete vanished objects from its indexes."""
+    cache, ix = filled
+    owner = {"ownerReferences": [{"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "name": "a"}]}
+    ix.put(obj("PDDeployment", "a", 1, spec={}))
+    ix.put(obj("Deployment", "a-decode", 5, meta=owner))
+    ix.put(obj("Deployment", "a-prefill", 6, meta=owner))
+    ix.put(obj("Deployment", "b-new", 30, meta=owner))  # created after the list below
+    ix.put(obj("Pod", "a-decode-x", 7, meta={"labels": {LABEL_INSTANCE: "a"}}))
+    listed = {("ns", "a-prefill"): "6"}
+    assert cache.prune("Deployment", listed, 20) == {("ns", "a")}
+    assert cache.child("Deployment", "ns", "a-decode") is None
+    assert cache.child("Deployment", "ns", "a-prefill") is not None
+    assert cache.child("Deployment", "ns", "b-new") is not None
+    assert cache.prune("Deployment", listed, 20) == set()  # marked once
+    assert cache.prune("Pod", {}, 20) == {("ns", "a")}
+    assert cache.pods("ns", {LABEL_INSTANCE: "a"}) == []
+    # the object comes back through the watch: the newer copy wins
+    ix.put(obj("Deployment", "a-decode", 25, meta=owner))
+    assert cache.child("Deployment", "ns", "a-decode")["metadata"]["resourceVersion"] == "25"
+    # a PDDeployment deleted while the watch was down reads as gone
+    assert cache.prune("PDDeployment", {}, 20) == set()
+    assert cache.pdd("ns", "a") is None
+
+
+def test_prune_drops_its_marks_once_kopf_forgets_the_object(filled):
+    cache, ix = filled
+    d = obj("Service", "s", 5)
+    ix.put(d)
+    cache.prune("Service", {}, 9)
+    assert cache.overlay_size() == 1
+    ix.delete(d)
+    cache.prune("Service", {}, 12)
+    assert cache.overlay_size() == 0
+
+
+def test_prune_needs_an_integer_list_version(filled):
+    cache, ix = filled
+    ix.put(obj("Service", "s", 5))
+    assert cache.prune("Service", {}, None) == set()
+    assert cache.child("Service", "ns", "s") is not None

@@ -30,6 +30,13 @@ the index (Kubernetes calls them opaque, so the watch then simply wins). The sam
 ConfigMap read directly because the index did not have it yet (newly referenced), and its absence
 (404), until the watch says more.
 
+**Relists.** kopf relists a kind after its watch broke (an apiserver outage, "410 Gone") but, unlike
+client-go's reflector, does not turn the objects missing from the new list into deletions: an index
+can keep an object deleted while the watch was down. The periodic resync therefore lists each kind's
+metadata (names and resourceVersions only, one request per kind and namespace) and
+:meth:`ClusterCache.prune` marks an indexed object that the list lacks, and that is older than the
+list, as deleted (a *tombstone* in the overlay, dropped once the watch delivers that object again).
+
 Thread safety: indexes are mutated by kopf's event loop and read by the reconcile threads; every read
 copies what it needs in one C-level step (``list(store)``, ``dict.get``) under the GIL, and the overlay
 has its own lock.
@@ -55,6 +62,11 @@ INDEX_NAMES = (PDD_INDEX, INSTANCE_INDEX, CHILD_INDEX, POD_INDEX, CONFIG_MAP_IND
 
 #: Marks a ConfigMap known to be absent (a 404 read) in the overlay; any indexed copy is newer.
 ABSENT = {"metadata": {"resourceVersion": "-1"}, "absent": True}
+
+
+def tombstone(list_version: int) -> dict:
+    """An overlay entry saying: deleted as of ``list_version``; an indexed copy at least as new wins."""
+    return {"metadata": {"resourceVersion": str(list_version)}, "absent": True}
 
 
 def strip(body: Mapping[str, Any]) -> dict:
@@ -230,7 +242,7 @@ class ClusterCache:
         have, seen = resource_version(mine), resource_version(indexed)
         if indexed is not None and (have is None or seen is None or seen >= have):
             return indexed
-        return None if mine is ABSENT else mine
+        return None if mine.get("absent") else mine
 
     def pdd(self, namespace: str, name: str) -> dict | None:
         """The PDDeployment, or ``None``."""
@@ -251,7 +263,51 @@ class ClusterCache:
         if not store:
             return []
         return [p for p in list(store)
-                if all((p.get("metadata") or {}).get("labels", {}).get(k) == v for k, v in selector.items())]
+                if all((p.get("metadata") or {}).get("labels", {}).get(k) == v for k, v in selector.items())
+                and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
+
+    def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:
+        """Mark as deleted what the index holds of ``kind`` (``PDDeployment``, a child kind or ``Pod``)
+        but a list at ``list_version`` did not: ``listed`` maps ``(namespace, name)`` to resourceVersion
+        for every object of the kind the list returned (see the module docstring). Indexed objects newer
+        than the list are kept (created after it). Returns the ``(namespace, PDDeployment)`` keys of the
+        owners whose cached state changed. Does nothing without an integer ``list_version``."""
+        if list_version is None or not self.ready.is_set():
+            return set()
+        if kind == KIND:
+            indexed = [((ns, name), self._first(PDD_INDEX, (ns, name))) for ns, name in list(self._indexes[PDD_INDEX])]
+        elif kind == "Pod":
+            indexed = [((p["metadata"].get("namespace"), p["metadata"].get("name")), p)
+                       for key in list(self._indexes[POD_INDEX]) for p in list(self._indexes[POD_INDEX].get(key) or ())]
+        else:
+            indexed = [((ns, name), self._first(CHILD_INDEX, (k, ns, name)))
+                       for k, ns, name in list(self._indexes[CHILD_INDEX]) if k == kind]
+        owners: set[tuple[str, str]] = set()
+        with self._lock:
+            for key, obj in indexed:
+                version = resource_version(obj)
+                if obj is None or key in listed or version is None or version >= list_version:
+                    continue
+                mine = self._overlay.get((kind, *key))
+                if mine is not None and mine.get("absent") and resource_version(mine) >= version:
+                    continue  # already marked
+                self._overlay[(kind, *key)] = tombstone(list_version)
+                owners.update(self._owners(kind, key, obj))
+            present = {key for key, _ in indexed}
+            for okey in [k for k, v in self._overlay.items() if k[0] == kind and v.get("absent") and v is not ABSENT]:
+                if okey[1:] not in present:
+                    del self._overlay[okey]  # kopf dropped the object too: nothing left to hide
+        return owners
+
+    def _owners(self, kind: str, key: tuple[str, str], obj: Mapping[str, Any]) -> set[tuple[str, str]]:
+        if kind == KIND:
+            return set()
+        if kind == "Pod":
+            instance = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_INSTANCE)
+            store = self._indexes[INSTANCE_INDEX].get((key[0], instance)) if instance else None
+            return {(key[0], name) for name in (store or ())}
+        owner = owner_of(obj)
+        return {(key[0], owner)} if owner else set()
 
     def config_map(self, namespace: str, name: str) -> tuple[bool, dict | None]:
         """``(known, ConfigMap)``: known is False when neither the index nor the overlay can say

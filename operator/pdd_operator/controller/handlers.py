@@ -73,6 +73,17 @@ MANAGED_RESOURCES = {
     ("", "v1", "pods"): "Pod",
 }
 CACHE = ClusterCache()
+#: The handlers whose every success kopf would log at INFO (one line per watch event: tens of
+#: thousands at scale); their failures are still logged.
+_QUIET_HANDLERS = ("pddeployment_event", "child_event", "config_map_event")
+
+
+class _QuietSuccesses(logging.Filter):
+    """Drops kopf's "Handler 'x' succeeded." lines of :data:`_QUIET_HANDLERS`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg if isinstance(record.msg, str) else ""
+        return not (msg.endswith("succeeded.") and any(f"Handler '{h}'" in msg for h in _QUIET_HANDLERS))
 
 _state: dict = {}
 
@@ -145,6 +156,9 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.posting.enabled = False
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
+    objects_log = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
+        objects_log.addFilter(_QuietSuccesses())
     for (group, version, plural) in MANAGED_RESOURCES:
         settings.watching.label_selectors[group, version, plural] = MANAGED_SELECTOR
     # kopf re-raises an API error once its backoff sequence is used up, and the operator then exits
@@ -213,13 +227,31 @@ async def _resync_forever() -> None:
 
 
 async def resync_once() -> None:
-    """List every watched PDDeployment (one request; the watch's health is judged by it) and queue
-    each for a reconcile from the caches (one failing does not stop the others)."""
+    """List the metadata of every watched PDDeployment (the watch's health is judged by it) and queue
+    each for a reconcile from the caches; first drop from the caches what the watches missed being
+    deleted (:func:`prune_caches`)."""
     loop = asyncio.get_running_loop()
-    items = await loop.run_in_executor(None, _kube().list_pdds, _state.get("namespaces", ()))
-    HEALTH.listed([(_key(item), item["metadata"].get("resourceVersion")) for item in items], time.monotonic())
-    for item in items:
-        enqueue(*_key(item))
+    namespaces = _state.get("namespaces", ())
+    listed, version = await loop.run_in_executor(None, _kube().list_metadata, KIND, namespaces)
+    HEALTH.listed(list(listed.items()), time.monotonic())
+    owners = set()
+    if CACHE.ready.is_set():
+        owners = CACHE.prune(KIND, listed, version) | await loop.run_in_executor(None, prune_caches, namespaces)
+    for key in sorted(set(listed) | owners):
+        enqueue(*key)
+
+
+def prune_caches(namespaces: tuple[str, ...]) -> set[tuple[str, str]]:
+    """List the metadata of each managed kind (one request per kind and namespace, with the managed
+    label selector) and mark what the caches hold but the apiserver no longer has as deleted
+    (:meth:`~pdd_operator.controller.cache.ClusterCache.prune`). Returns the owners to reconcile."""
+    owners: set[tuple[str, str]] = set()
+    for kind in MANAGED_RESOURCES.values():
+        listed, version = _kube().list_metadata(kind, namespaces, MANAGED_SELECTOR)
+        owners |= CACHE.prune(kind, listed, version)
+    if owners:
+        log.info("the watches missed the deletion of children of %d PDDeployment(s); reconciling them", len(owners))
+    return owners
 
 
 def _key(obj: dict) -> tuple[str, str]:
