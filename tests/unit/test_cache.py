@@ -4,7 +4,6 @@ operator's writes until the watch catches up; and Kube reading from them without
 from __future__ import annotations
 
 import pytest
-from kopf._core.engines.indexing import OperatorIndexer
 from kubernetes import client
 
 from pdd_operator.api.constants import LABEL_INSTANCE
@@ -22,50 +21,61 @@ def obj(kind, name, rv, ns="ns", **extra):
 
 
 class Indexes:
-    """kopf's indexers, fed as kopf feeds them (one result dict per object key)."""
+    """Feeds the cache as the kopf event handlers do."""
 
     def __init__(self, cache: ClusterCache):
         self.cache = cache
-        self.indexers = {name: OperatorIndexer() for name in caching.INDEX_NAMES}
 
     def put(self, body):
-        key = (body["metadata"]["namespace"], body["metadata"]["name"], body["metadata"]["uid"])
-        kind = body["kind"]
-        if kind == "PDDeployment":
-            self.cache.note_references(body)
-            self.indexers[caching.PDD_INDEX].replace(key, caching.index_pdd(body))
-            self.indexers[caching.INSTANCE_INDEX].replace(key, caching.index_instance(body))
-        elif kind == "Pod":
-            self.indexers[caching.POD_INDEX].replace(key, caching.index_pod(body))
-        elif kind == "ConfigMap":
-            self.indexers[caching.CONFIG_MAP_INDEX].replace(key, self.cache.index_config_map(body))
-        else:
-            self.indexers[caching.CHILD_INDEX].replace(key, caching.index_child(body))
+        self.cache.observe(body["kind"], body)
 
     def delete(self, body):
-        key = (body["metadata"]["namespace"], body["metadata"]["name"], body["metadata"]["uid"])
-        for indexer in self.indexers.values():
-            indexer.discard(key)
+        self.cache.observe(body["kind"], body, deleted=True)
 
     def kwargs(self):
-        return {name: ix.index for name, ix in self.indexers.items()}
+        return {}
 
 
 @pytest.fixture
 def filled():
     cache = ClusterCache()
-    ix = Indexes(cache)
-    cache.attach({**ix.kwargs(), "logger": None})
-    return cache, ix
+    cache.expect({})
+    return cache, Indexes(cache)
 
 
-def test_attach_needs_every_index_and_marks_ready():
+def test_ready_once_everything_listed_at_startup_was_delivered():
     cache = ClusterCache()
-    with pytest.raises(ValueError, match="pdd_pods"):
-        cache.attach({caching.PDD_INDEX: {}})
+    cache.observe("Service", obj("Service", "early", 1))  # delivered before the list: not waited for
+    cache.expect({"PDDeployment": {("ns", "a")}, "Service": {("ns", "early"), ("ns", "s")}})
+    assert cache.missing() == {"PDDeployment": 1, "Service": 1}
+    cache.observe("PDDeployment", obj("PDDeployment", "a", 2, spec={}))
     assert not cache.ready.is_set()
-    cache.attach(Indexes(cache).kwargs())
+    cache.expect({"PDDeployment": {("ns", "a")}, "Service": {("ns", "early")}})  # s was deleted meanwhile
     assert cache.ready.is_set()
+
+
+def test_reads_are_fresh_copies(filled):
+    cache, ix = filled
+    ix.put(obj("Deployment", "d", 1, spec={"replicas": 1}))
+    cache.child("Deployment", "ns", "d")["spec"]["replicas"] = 5
+    assert cache.child("Deployment", "ns", "d")["spec"] == {"replicas": 1}
+    cache.remember("Deployment", obj("Deployment", "d", 2, spec={"replicas": 2}))
+    cache.child("Deployment", "ns", "d")["spec"]["replicas"] = 5
+    assert cache.child("Deployment", "ns", "d")["spec"] == {"replicas": 2}
+
+
+def test_pods_keep_only_what_status_reads():
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}, "resourceVersion": "3",
+                                       "annotations": {"big": "x" * 1000}, "managedFields": [{}]},
+           "spec": {"containers": [{"name": "vllm", "args": ["--x"] * 50}]},
+           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "reason": "Unschedulable"}],
+                      "initContainerStatuses": [{"name": "preflight", "state": {"terminated": {"message": "{}"}}},
+                                                {"name": "other"}],
+                      "containerStatuses": [{"name": "vllm", "ready": False}]}}
+    view = caching.pod_view(pod)
+    assert view["metadata"] == {"name": "p", "namespace": "ns", "labels": {"a": "b"}, "resourceVersion": "3"}
+    assert "spec" not in view and view["status"]["conditions"] == pod["status"]["conditions"]
+    assert [s["name"] for s in view["status"]["initContainerStatuses"]] == ["preflight"]
 
 
 def test_children_are_kept_by_kind_and_name_without_managed_fields(filled):
@@ -236,7 +246,7 @@ def test_prune_hides_what_a_relist_missed_being_deleted_and_names_the_owners(fil
     assert cache.child("Deployment", "ns", "a-decode") is None
     assert cache.child("Deployment", "ns", "a-prefill") is not None
     assert cache.child("Deployment", "ns", "b-new") is not None
-    assert cache.prune("Deployment", listed, 20) == set()  # marked once
+    assert cache.prune("Deployment", listed, 20) == set()  # dropped once
     assert cache.prune("Pod", {}, 20) == {("ns", "a")}
     assert cache.pods("ns", {LABEL_INSTANCE: "a"}) == []
     # the object comes back through the watch: the newer copy wins
@@ -245,17 +255,6 @@ def test_prune_hides_what_a_relist_missed_being_deleted_and_names_the_owners(fil
     # a PDDeployment deleted while the watch was down reads as gone
     assert cache.prune("PDDeployment", {}, 20) == set()
     assert cache.pdd("ns", "a") is None
-
-
-def test_prune_drops_its_marks_once_kopf_forgets_the_object(filled):
-    cache, ix = filled
-    d = obj("Service", "s", 5)
-    ix.put(d)
-    cache.prune("Service", {}, 9)
-    assert cache.overlay_size() == 1
-    ix.delete(d)
-    cache.prune("Service", {}, 12)
-    assert cache.overlay_size() == 0
 
 
 def test_prune_needs_an_integer_list_version(filled):

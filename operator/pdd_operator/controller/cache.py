@@ -1,10 +1,11 @@
-"""The operator's reads from watch-fed caches: kopf indexes, overlaid with its own recent writes.
+"""The operator's reads from watch-fed caches: indexes of what kopf's watches deliver, overlaid with
+the operator's own recent writes.
 
 A reconcile reads the PDDeployment, its children, its pods and its model ConfigMap. Without caches
 that is about 14 API reads per reconcile, however little changed. kopf already watches these kinds
-(with a server-side label selector for the managed ones, see ``handlers.configure``) and keeps
-*indexes* of what each watch delivered; the index functions here decide what is kept and under
-which key:
+(with a server-side label selector for the managed ones, see ``handlers.configure``); its event
+handlers hand every object to :meth:`ClusterCache.observe`, and the index functions here decide what
+is kept and under which key:
 
 - :func:`index_pdd` — ``(namespace, name)`` -> the PDDeployment;
 - :func:`index_instance` — ``(namespace, instance label value)`` -> the PDDeployment's name (pods
@@ -16,10 +17,18 @@ which key:
   ``spec.model.configMapRef`` (ConfigMaps carry no label of ours, so the server cannot filter them;
   only the referenced ones are kept in memory).
 
-Objects are kept without ``metadata.managedFields`` (a third of a Deployment's size, never read).
+Objects are kept without ``metadata.managedFields`` (a third of a Deployment's size, never read), pods
+only with what status reads of them (:func:`pod_view`), and each as compact JSON bytes
+(:class:`Packed`): a parsed JSON object takes five to ten times its text's size in Python, and a read
+(a few per reconcile) decodes one object in tens of microseconds. Every read returns a fresh dict.
 
-kopf runs no other handler before every index was filled from its initial listing, so the first
-handler call hands the live index objects to :meth:`ClusterCache.attach`, which marks the cache ready.
+**Why not kopf's own indexes** (``@kopf.index``): kopf holds every handler until all indexes are
+filled, which is what a cache needs, but it does so with one toggle per indexed object that every
+object's worker waits on; with 3,000 objects a restart spent minutes there (measured with
+``bench/bench_scale.py`` at 200 PDDeployments: no handler ran 150 s after the start). The same
+index functions therefore fill a small store of our own (:class:`Index`), and the cache is *ready*
+once every object that a metadata list at startup returned has been delivered
+(:meth:`ClusterCache.expect`); reconciles wait for that, so a restart never acts on half a picture.
 
 **Own writes.** A watch delivers the answer to the operator's own apply or status patch some
 milliseconds later; a reconcile that starts in between would see the old object and apply again.
@@ -31,28 +40,26 @@ ConfigMap read directly because the index did not have it yet (newly referenced)
 (404), until the watch says more.
 
 **Relists.** kopf relists a kind after its watch broke (an apiserver outage, "410 Gone") but, unlike
-client-go's reflector, does not turn the objects missing from the new list into deletions: an index
-can keep an object deleted while the watch was down. The periodic resync therefore lists each kind's
-metadata (names and resourceVersions only, one request per kind and namespace) and
-:meth:`ClusterCache.prune` marks an indexed object that the list lacks, and that is older than the
-list, as deleted (a *tombstone* in the overlay, dropped once the watch delivers that object again).
+client-go's reflector, does not turn the objects missing from the new list into deletions: the cache
+could keep an object deleted while the watch was down. The periodic resync therefore lists each
+kind's metadata (names and resourceVersions only, one request per kind and namespace) and
+:meth:`ClusterCache.prune` drops a cached object that the list lacks and that is older than the list.
 
-Thread safety: indexes are mutated by kopf's event loop and read by the reconcile threads; every read
-copies what it needs in one C-level step (``list(store)``, ``dict.get``) under the GIL, and the overlay
-has its own lock.
+Thread safety: the store is filled from kopf's event loop and read by the reconcile threads, under one
+lock held only for dictionary operations.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE
 from pdd_operator.api.names import label_value
 
-#: Names of the kopf indexes (the index functions' ids in handlers.py); kopf passes each to every
-#: handler as a keyword argument of that name.
+#: Names of the indexes.
 PDD_INDEX = "pdd_objects"
 INSTANCE_INDEX = "pdd_instances"
 CHILD_INDEX = "pdd_children"
@@ -64,9 +71,15 @@ INDEX_NAMES = (PDD_INDEX, INSTANCE_INDEX, CHILD_INDEX, POD_INDEX, CONFIG_MAP_IND
 ABSENT = {"metadata": {"resourceVersion": "-1"}, "absent": True}
 
 
-def tombstone(list_version: int) -> dict:
-    """An overlay entry saying: deleted as of ``list_version``; an indexed copy at least as new wins."""
-    return {"metadata": {"resourceVersion": str(list_version)}, "absent": True}
+def _absent(entry: Packed | dict | None) -> bool:
+    return isinstance(entry, dict) and bool(entry.get("absent"))
+
+
+def _version(entry: Packed | dict | None) -> int | None:
+    """The resourceVersion of an overlay entry (an own write as :class:`Packed`, or a marker dict)."""
+    if isinstance(entry, Packed):
+        return resource_version({"metadata": {"resourceVersion": entry.version}})
+    return resource_version(entry)
 
 
 def strip(body: Mapping[str, Any]) -> dict:
@@ -78,6 +91,39 @@ def strip(body: Mapping[str, Any]) -> dict:
     return out
 
 
+class Packed(NamedTuple):
+    """What an index keeps of one object: its resourceVersion, its owner's name or instance label
+    (``None`` when it has none) and the object as compact JSON."""
+
+    version: str | None
+    owner: str | None
+    blob: bytes
+
+    def unpack(self) -> dict:
+        """The object (a new dict on every call)."""
+        return json.loads(self.blob)
+
+
+def pack(obj: Mapping[str, Any], owner: str | None = None) -> Packed:
+    """:class:`Packed` of ``obj`` without ``managedFields`` (:func:`strip`)."""
+    body = strip(obj)
+    return Packed(body["metadata"].get("resourceVersion"), owner,
+                  json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def pod_view(pod: Mapping[str, Any]) -> dict:
+    """The part of a pod that the operator reads: identity and labels, the conditions (the scheduler's
+    verdict) and the ``preflight`` init container's status
+    (:func:`~pdd_operator.controller.status.preflight_results`)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    keep = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp", "ownerReferences")
+    return {"kind": "Pod", "metadata": {k: meta[k] for k in keep if k in meta},
+            "status": {"phase": status.get("phase"), "conditions": status.get("conditions") or [],
+                       "initContainerStatuses": [s for s in status.get("initContainerStatuses") or []
+                                                 if isinstance(s, dict) and s.get("name") == "preflight"]}}
+
+
 def resource_version(obj: Mapping[str, Any] | None) -> int | None:
     """``metadata.resourceVersion`` as an integer, or ``None`` (no object, or not an integer)."""
     try:
@@ -87,29 +133,29 @@ def resource_version(obj: Mapping[str, Any] | None) -> int | None:
 
 
 def index_pdd(body: Mapping[str, Any]) -> dict:
-    """kopf index function: ``{(namespace, name): PDDeployment}``."""
+    """Index function: ``{(namespace, name): PDDeployment}``."""
     meta = body.get("metadata") or {}
-    return {(meta.get("namespace"), meta.get("name")): strip(body)}
+    return {(meta.get("namespace"), meta.get("name")): pack(body)}
 
 
 def index_instance(body: Mapping[str, Any]) -> dict:
-    """kopf index function: ``{(namespace, instance label value): name}`` of a PDDeployment
+    """Index function: ``{(namespace, instance label value): name}`` of a PDDeployment
     (:func:`~pdd_operator.api.names.label_value`)."""
     meta = body.get("metadata") or {}
     return {(meta.get("namespace"), label_value(meta.get("name") or "")): meta.get("name")}
 
 
 def index_child(body: Mapping[str, Any]) -> dict:
-    """kopf index function: ``{(kind, namespace, name): child}``."""
+    """Index function: ``{(kind, namespace, name): child}``."""
     meta = body.get("metadata") or {}
-    return {(body.get("kind"), meta.get("namespace"), meta.get("name")): strip(body)}
+    return {(body.get("kind"), meta.get("namespace"), meta.get("name")): pack(body, owner_of(body))}
 
 
 def index_pod(body: Mapping[str, Any]) -> dict:
-    """kopf index function: ``{(namespace, instance label value): pod}``; ``{}`` without the label."""
+    """Index function: ``{(namespace, instance label value): pod}``; ``{}`` without the label."""
     meta = body.get("metadata") or {}
     instance = (meta.get("labels") or {}).get(LABEL_INSTANCE)
-    return {(meta.get("namespace"), instance): strip(body)} if instance else {}
+    return {(meta.get("namespace"), instance): pack(pod_view(body), instance)} if instance else {}
 
 
 def config_map_ref(pdd: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -130,34 +176,121 @@ def owner_of(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+class Index:
+    """Keys -> the values that index functions returned for them, per object: an object's new results
+    replace its old ones (as kopf's indexes do). Not thread-safe: :class:`ClusterCache` locks."""
+
+    def __init__(self) -> None:
+        self._stores: dict[Any, dict[tuple, Any]] = {}
+        self._keys_of: dict[tuple, set] = {}
+
+    def replace(self, obj_key: tuple, results: Mapping[Any, Any]) -> None:
+        """Set ``obj_key``'s values to ``results`` (key -> value), dropping its other keys."""
+        for key in self._keys_of.get(obj_key, set()) - set(results):
+            self._drop(key, obj_key)
+        for key, value in results.items():
+            self._stores.setdefault(key, {})[obj_key] = value
+        if results:
+            self._keys_of[obj_key] = set(results)
+        else:
+            self._keys_of.pop(obj_key, None)
+
+    def discard(self, obj_key: tuple) -> None:
+        """Forget every value of ``obj_key``."""
+        for key in self._keys_of.pop(obj_key, set()):
+            self._drop(key, obj_key)
+
+    def _drop(self, key: Any, obj_key: tuple) -> None:
+        store = self._stores.get(key)
+        if store is not None:
+            store.pop(obj_key, None)
+            if not store:
+                del self._stores[key]
+
+    def get(self, key: Any) -> list:
+        """The values under ``key`` (a new list)."""
+        return list(self._stores.get(key, {}).values())
+
+    def value(self, key: Any, obj_key: tuple) -> Any:
+        """The value ``obj_key`` has under ``key``, or ``None``."""
+        return self._stores.get(key, {}).get(obj_key)
+
+    def keys(self) -> list:
+        """Every key (a new list)."""
+        return list(self._stores)
+
+    def objects(self) -> list[tuple]:
+        """Every object key with values."""
+        return list(self._keys_of)
+
+
+#: Which indexes an object of each kind goes into (ConfigMaps: :meth:`ClusterCache.index_config_map`).
+_CHILD_KINDS = ("Deployment", "Service", "ServiceAccount", "Role", "RoleBinding")
+
+
 class ClusterCache:
-    """Read access to the kopf indexes (once attached) and the overlay of the operator's own writes.
+    """The store of what the watches delivered, its readiness, and the overlay of the operator's own writes.
 
     Keys: ``kind`` is the object's kind (``PDDeployment``, ``Deployment``, ``Service``,
-    ``ServiceAccount``, ``Role``, ``RoleBinding``, ``ConfigMap``). Reads return the cached dict itself:
-    callers must not modify it.
+    ``ServiceAccount``, ``Role``, ``RoleBinding``, ``Pod``, ``ConfigMap``). Every read returns a new dict.
     """
 
     def __init__(self) -> None:
         self.ready = threading.Event()
-        self._indexes: dict[str, Mapping] = {}
-        self._overlay: dict[tuple[str, str, str], dict] = {}
-        self._lock = threading.Lock()
+        self._indexes: dict[str, Index] = {name: Index() for name in INDEX_NAMES}
+        self._expected: dict[str, set[tuple[str, str]]] | None = None
+        self._overlay: dict[tuple[str, str, str], Packed | dict] = {}
+        self._lock = threading.RLock()
         self._references: dict[tuple[str, str], set[str]] = {}  # (ns, ConfigMap) -> PDDeployment names
         self._referenced_by: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, PDDeployment) -> (ns, ConfigMap)
 
     # --- filling ----------------------------------------------------------------------------
 
-    def attach(self, indexes: Mapping[str, Any]) -> None:
-        """Take kopf's live index objects from a handler's keyword arguments (the first call marks
-        the cache ready: kopf calls no handler before every index was filled)."""
-        if self.ready.is_set():
-            return
-        missing = [name for name in INDEX_NAMES if name not in indexes]
-        if missing:
-            raise ValueError(f"kopf did not pass the indexes {', '.join(missing)}")
-        self._indexes = {name: indexes[name] for name in INDEX_NAMES}
-        self.ready.set()
+    def observe(self, kind: str, body: Mapping[str, Any], deleted: bool = False) -> None:
+        """A watch delivered ``body`` of ``kind`` (``deleted``: its deletion): update the indexes."""
+        meta = body.get("metadata") or {}
+        obj_key = (kind, meta.get("namespace"), meta.get("name"))
+        with self._lock:
+            if kind == KIND:
+                self.note_references(body, deleted)
+                updates = {PDD_INDEX: index_pdd, INSTANCE_INDEX: index_instance}
+            elif kind == "Pod":
+                updates = {POD_INDEX: index_pod}
+            elif kind == "ConfigMap":
+                updates = {CONFIG_MAP_INDEX: self.index_config_map}
+            elif kind in _CHILD_KINDS:
+                updates = {CHILD_INDEX: index_child}
+            else:
+                raise ValueError(f"unsupported kind {kind}")
+            for name, function in updates.items():
+                if deleted:
+                    self._indexes[name].discard(obj_key)
+                else:
+                    self._indexes[name].replace(obj_key, function(body))
+            if self._expected is not None and not self.ready.is_set():
+                self._expected.get(kind, set()).discard(obj_key[1:])
+                self._check_ready()
+
+    def expect(self, listed: Mapping[str, set[tuple[str, str]]]) -> None:
+        """Become ready once every ``(namespace, name)`` listed per kind (a metadata list at startup)
+        has been observed. Called again with a fresh list, it replaces the expectation (an object
+        deleted between that list and the watch's would otherwise be waited for forever)."""
+        with self._lock:
+            self._expected = {kind: {k for k in keys if (kind, *k) not in self._present()}
+                              for kind, keys in listed.items()}
+            self._check_ready()
+
+    def missing(self) -> dict[str, int]:
+        """Per kind, how many listed objects the watches have not delivered yet."""
+        with self._lock:
+            return {kind: len(keys) for kind, keys in (self._expected or {}).items() if keys}
+
+    def _present(self) -> set[tuple]:
+        return {obj_key for index in self._indexes.values() for obj_key in index.objects()}
+
+    def _check_ready(self) -> None:
+        if self._expected is not None and not any(self._expected.values()):
+            self.ready.set()
 
     def note_references(self, pdd: Mapping[str, Any], deleted: bool = False) -> None:
         """Record which ConfigMap a PDDeployment references (called for each of its watch events), so
@@ -182,10 +315,10 @@ class ClusterCache:
             return set(self._references.get((namespace, name), ()))
 
     def index_config_map(self, body: Mapping[str, Any]) -> dict:
-        """kopf index function: ``{(namespace, name): ConfigMap}`` for a referenced ConfigMap, else ``{}``."""
+        """Index function: ``{(namespace, name): ConfigMap}`` for a referenced ConfigMap, else ``{}``."""
         meta = body.get("metadata") or {}
         key = (meta.get("namespace"), meta.get("name"))
-        return {key: strip(body)} if self.referenced(*key) else {}
+        return {key: pack(body)} if self.referenced(*key) else {}
 
     def remember(self, kind: str, obj: Mapping[str, Any]) -> None:
         """Keep the apiserver's answer to a write (or a direct read) until the watch delivers it."""
@@ -193,7 +326,7 @@ class ClusterCache:
         if resource_version(obj) is None:
             return
         with self._lock:
-            self._overlay[(kind, meta.get("namespace"), meta.get("name"))] = strip(obj)
+            self._overlay[(kind, meta.get("namespace"), meta.get("name"))] = pack(obj)
 
     def remember_absent(self, kind: str, namespace: str, name: str) -> None:
         """Keep that a direct read found no such object, until the watch delivers one."""
@@ -214,7 +347,7 @@ class ClusterCache:
             if version is None:
                 del self._overlay[key]
                 return False
-            have = resource_version(mine)
+            have = _version(mine)
             try:
                 seen = int(version)
             except (TypeError, ValueError):
@@ -228,10 +361,12 @@ class ClusterCache:
     # --- reading ----------------------------------------------------------------------------
 
     def _first(self, index: str, key: tuple) -> dict | None:
-        store = self._indexes[index].get(key)
-        if not store:
-            return None
-        items = list(store)
+        packed = self._packed(index, key)
+        return packed.unpack() if packed is not None else None
+
+    def _packed(self, index: str, key: tuple) -> Packed | None:
+        with self._lock:
+            items = self._indexes[index].get(key)
         return items[0] if items else None
 
     def _newest(self, kind: str, key: tuple, indexed: dict | None) -> dict | None:
@@ -239,10 +374,10 @@ class ClusterCache:
             mine = self._overlay.get(key)
         if mine is None:
             return indexed
-        have, seen = resource_version(mine), resource_version(indexed)
+        have, seen = _version(mine), resource_version(indexed)
         if indexed is not None and (have is None or seen is None or seen >= have):
             return indexed
-        return None if mine.get("absent") else mine
+        return None if _absent(mine) else mine.unpack()
 
     def pdd(self, namespace: str, name: str) -> dict | None:
         """The PDDeployment, or ``None``."""
@@ -250,8 +385,8 @@ class ClusterCache:
 
     def pdd_names_by_instance(self, namespace: str, instance: str) -> list[str]:
         """Names of the PDDeployments whose instance label value is ``instance``."""
-        store = self._indexes[INSTANCE_INDEX].get((namespace, instance))
-        return sorted(set(store)) if store else []
+        with self._lock:
+            return sorted(set(self._indexes[INSTANCE_INDEX].get((namespace, instance))))
 
     def child(self, kind: str, namespace: str, name: str) -> dict | None:
         """A managed child of ``kind``, or ``None``."""
@@ -259,55 +394,52 @@ class ClusterCache:
 
     def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
         """The managed pods matching ``selector`` (which must hold the instance label)."""
-        store = self._indexes[POD_INDEX].get((namespace, selector.get(LABEL_INSTANCE)))
-        if not store:
-            return []
-        return [p for p in list(store)
+        with self._lock:
+            store = self._indexes[POD_INDEX].get((namespace, selector.get(LABEL_INSTANCE)))
+        pods = [packed.unpack() for packed in store]
+        return [p for p in pods
                 if all((p.get("metadata") or {}).get("labels", {}).get(k) == v for k, v in selector.items())
                 and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
 
     def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:
-        """Mark as deleted what the index holds of ``kind`` (``PDDeployment``, a child kind or ``Pod``)
-        but a list at ``list_version`` did not: ``listed`` maps ``(namespace, name)`` to resourceVersion
-        for every object of the kind the list returned (see the module docstring). Indexed objects newer
-        than the list are kept (created after it). Returns the ``(namespace, PDDeployment)`` keys of the
-        owners whose cached state changed. Does nothing without an integer ``list_version``."""
-        if list_version is None or not self.ready.is_set():
+        """Drop what the cache holds of ``kind`` (``PDDeployment``, a child kind or ``Pod``) but a list
+        at ``list_version`` did not return: ``listed`` maps ``(namespace, name)`` to resourceVersion for
+        every object of the kind in that list (see the module docstring). Cached objects newer than the
+        list are kept (created after it). Returns the ``(namespace, PDDeployment)`` keys of the owners
+        whose cached state changed. Does nothing without an integer ``list_version``."""
+        if list_version is None:
             return set()
-        if kind == KIND:
-            indexed = [((ns, name), self._first(PDD_INDEX, (ns, name))) for ns, name in list(self._indexes[PDD_INDEX])]
-        elif kind == "Pod":
-            indexed = [((p["metadata"].get("namespace"), p["metadata"].get("name")), p)
-                       for key in list(self._indexes[POD_INDEX]) for p in list(self._indexes[POD_INDEX].get(key) or ())]
-        else:
-            indexed = [((ns, name), self._first(CHILD_INDEX, (k, ns, name)))
-                       for k, ns, name in list(self._indexes[CHILD_INDEX]) if k == kind]
+        index = {KIND: PDD_INDEX, "Pod": POD_INDEX}.get(kind, CHILD_INDEX)
         owners: set[tuple[str, str]] = set()
         with self._lock:
-            for key, obj in indexed:
-                version = resource_version(obj)
-                if obj is None or key in listed or version is None or version >= list_version:
+            for obj_key in self._indexes[index].objects():
+                if obj_key[0] != kind or obj_key[1:] in listed:
                     continue
-                mine = self._overlay.get((kind, *key))
-                if mine is not None and mine.get("absent") and resource_version(mine) >= version:
-                    continue  # already marked
-                self._overlay[(kind, *key)] = tombstone(list_version)
-                owners.update(self._owners(kind, key, obj))
-            present = {key for key, _ in indexed}
-            for okey in [k for k, v in self._overlay.items() if k[0] == kind and v.get("absent") and v is not ABSENT]:
-                if okey[1:] not in present:
-                    del self._overlay[okey]  # kopf dropped the object too: nothing left to hide
+                packed = self._indexes[index].value(self._key_for(kind, obj_key), obj_key)
+                version = _version(packed)
+                if version is None or version >= list_version:
+                    continue
+                owners.update(self._owners(kind, obj_key[1:], packed))
+                for name in INDEX_NAMES:
+                    self._indexes[name].discard(obj_key)
         return owners
 
-    def _owners(self, kind: str, key: tuple[str, str], obj: Mapping[str, Any]) -> set[tuple[str, str]]:
+    def _key_for(self, kind: str, obj_key: tuple) -> tuple:
+        """The index key under which ``obj_key``'s value is found (for :meth:`prune`)."""
         if kind == KIND:
+            return obj_key[1:]
+        if kind == "Pod":
+            keys = self._indexes[POD_INDEX]._keys_of.get(obj_key) or set()
+            return next(iter(keys), None)
+        return obj_key
+
+    def _owners(self, kind: str, key: tuple[str, str], obj: Packed) -> set[tuple[str, str]]:
+        if kind == KIND or obj.owner is None:
             return set()
         if kind == "Pod":
-            instance = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_INSTANCE)
-            store = self._indexes[INSTANCE_INDEX].get((key[0], instance)) if instance else None
+            store = self._indexes[INSTANCE_INDEX].get((key[0], obj.owner))
             return {(key[0], name) for name in (store or ())}
-        owner = owner_of(obj)
-        return {(key[0], owner)} if owner else set()
+        return {(key[0], obj.owner)}
 
     def config_map(self, namespace: str, name: str) -> tuple[bool, dict | None]:
         """``(known, ConfigMap)``: known is False when neither the index nor the overlay can say

@@ -6,22 +6,21 @@
   (``settings.watching.label_selectors``), so the apiserver sends only the operator's own objects,
   never every pod of the cluster. ConfigMaps carry no label of ours and are streamed unfiltered, but
   only the ones some PDDeployment references are kept (:mod:`pdd_operator.controller.cache`);
-- what the watches deliver fills kopf *indexes* (the index functions in
-  :mod:`~pdd_operator.controller.cache`), from which every reconcile reads: a no-op reconcile sends no
-  request at all;
+- what the watches deliver fills the caches (:mod:`~pdd_operator.controller.cache`), from which every
+  reconcile reads: a no-op reconcile sends no request at all;
 - every event of a PDDeployment, or of a child, pod or referenced ConfigMap of one, adds the
   PDDeployment's key to a :class:`~pdd_operator.controller.workqueue.WorkQueue`: a burst of events
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
   thread that another object waits for. The watch event of the operator's own write (the
-  resourceVersion it just got back) queues nothing. Worker threads start once kopf has filled every
-  index (kopf calls no handler before that), so a restart never acts on half a picture;
+  resourceVersion it just got back) queues nothing. Worker threads start once the watches delivered
+  everything a metadata list at startup returned, so a restart never acts on half a picture;
 - a resync loop lists every PDDeployment each period (one request) and queues them all, retrying what
   failed; no error ends it;
 - kopf retries failed API requests and watches without limit (capped backoff), so an apiserver
   outage never ends the process; the liveness endpoint (``pdd run --liveness``) fails when the
   watch has fallen behind or the resync stopped (:mod:`pdd_operator.controller.health`).
 
-Only ``on.event`` handlers and indexes are used: kopf then keeps no progress annotations or finalizers
+Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers
 on the objects, so the only writes are the operator's own (children it changed, status when it changed).
 
 The validating admission webhook is in :mod:`pdd_operator.controller.webhook`; ``pdd run
@@ -175,15 +174,17 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
         _state["elector_thread"].start()
     _state["resync"] = loop.create_task(_resync_forever())
     queue = _queue()
-    queue.hold_until(CACHE.ready)  # set by the first handler call: kopf has filled every index by then
+    queue.hold_until(CACHE.ready)  # set once the watches delivered everything listed at startup
     queue.start()
+    _state["fill"] = loop.create_task(_fill_caches())
 
 
 @kopf.on.cleanup()
 async def stop(**_) -> None:
-    task = _state.pop("resync", None)
-    if task is not None:
-        task.cancel()
+    for name in ("resync", "fill"):
+        task = _state.pop(name, None)
+        if task is not None:
+            task.cancel()
     queue = _state.get("queue")
     if queue is not None:
         await asyncio.get_running_loop().run_in_executor(None, queue.stop)
@@ -226,6 +227,33 @@ async def _resync_forever() -> None:
             log.warning("resync failed, retrying in %ss: %s", RESYNC_SECONDS, exc, exc_info=not _is_api_error(exc))
 
 
+async def _fill_caches() -> None:
+    """List the metadata of PDDeployments and every managed kind, then wait until kopf's watches
+    delivered all of it (:meth:`~pdd_operator.controller.cache.ClusterCache.expect`); list again every
+    few seconds while something is missing (deleted in between), and retry a failed list."""
+    loop = asyncio.get_running_loop()
+    namespaces = _state.get("namespaces", ())
+    kinds = [KIND, *MANAGED_RESOURCES.values()]
+    started = time.monotonic()
+    while not CACHE.ready.is_set():
+        try:
+            listed = {}
+            for kind in kinds:
+                selector = None if kind == KIND else MANAGED_SELECTOR
+                items, _ = await loop.run_in_executor(None, _kube().list_metadata, kind, namespaces, selector)
+                listed[kind] = set(items)
+            CACHE.expect(listed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (the apiserver away: try again)
+            log.warning("cannot list what the caches must hold, retrying: %s", exc, exc_info=not _is_api_error(exc))
+        for _ in range(50):
+            if CACHE.ready.is_set():
+                break
+            await asyncio.sleep(0.1)
+    log.info("caches filled in %.1fs; reconciling", time.monotonic() - started)
+
+
 async def resync_once() -> None:
     """List the metadata of every watched PDDeployment (the watch's health is judged by it) and queue
     each for a reconcile from the caches; first drop from the caches what the watches missed being
@@ -234,7 +262,7 @@ async def resync_once() -> None:
     namespaces = _state.get("namespaces", ())
     listed, version = await loop.run_in_executor(None, _kube().list_metadata, KIND, namespaces)
     HEALTH.listed(list(listed.items()), time.monotonic())
-    owners = set()
+    owners: set[tuple[str, str]] = set()
     if CACHE.ready.is_set():
         owners = CACHE.prune(KIND, listed, version) | await loop.run_in_executor(None, prune_caches, namespaces)
     for key in sorted(set(listed) | owners):
@@ -262,43 +290,6 @@ def _is_api_error(exc: BaseException) -> bool:
     return isinstance(exc, ApiException | urllib3.exceptions.HTTPError | OSError)
 
 
-# --- indexes (what the caches keep; see controller/cache.py) ---------------------------------------
-
-@kopf.index(GROUP, VERSION, PLURAL, id=caching.PDD_INDEX)
-async def pdd_objects(body: kopf.Body, **_) -> dict:
-    """Index of PDDeployments by ``(namespace, name)``; also records the ConfigMap each references."""
-    CACHE.note_references(body)
-    return caching.index_pdd(body)
-
-
-@kopf.index(GROUP, VERSION, PLURAL, id=caching.INSTANCE_INDEX)
-async def pdd_instances(body: kopf.Body, **_) -> dict:
-    """Index of PDDeployment names by ``(namespace, instance label value)``."""
-    return caching.index_instance(body)
-
-
-@kopf.index("apps", "v1", "deployments", labels=_MANAGED, id=caching.CHILD_INDEX)
-@kopf.index("", "v1", "services", labels=_MANAGED, id=caching.CHILD_INDEX)
-@kopf.index("", "v1", "serviceaccounts", labels=_MANAGED, id=caching.CHILD_INDEX)
-@kopf.index("rbac.authorization.k8s.io", "v1", "roles", labels=_MANAGED, id=caching.CHILD_INDEX)
-@kopf.index("rbac.authorization.k8s.io", "v1", "rolebindings", labels=_MANAGED, id=caching.CHILD_INDEX)
-async def pdd_children(body: kopf.Body, **_) -> dict:
-    """Index of managed children by ``(kind, namespace, name)``."""
-    return caching.index_child(body)
-
-
-@kopf.index("", "v1", "pods", labels=_MANAGED, id=caching.POD_INDEX)
-async def pdd_pods(body: kopf.Body, **_) -> dict:
-    """Index of managed pods by ``(namespace, instance label value)``."""
-    return caching.index_pod(body)
-
-
-@kopf.index("", "v1", "configmaps", id=caching.CONFIG_MAP_INDEX)
-async def pdd_config_maps(body: kopf.Body, **_) -> dict:
-    """Index of the ConfigMaps some PDDeployment references, by ``(namespace, name)``."""
-    return CACHE.index_config_map(body)
-
-
 # --- events -> the reconcile queue ---------------------------------------------------------------
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -306,12 +297,11 @@ async def pddeployment_event(type: str | None, body: kopf.Body, name: str, names
                              **kwargs) -> None:
     """Any change of a PDDeployment (and the initial listing at startup): queue its reconcile, unless
     the change is the status the operator just wrote."""
-    CACHE.attach(kwargs)
+    CACHE.observe(KIND, body, deleted=type == "DELETED")
     version = None if type == "DELETED" else meta.get("resourceVersion")
     HEALTH.watched((namespace, name), version, time.monotonic())
     own = CACHE.settle(KIND, namespace, name, version)
     if type == "DELETED":
-        CACHE.note_references(body, deleted=True)
         return  # children go with it through garbage collection (ownerReferences)
     if not own:
         enqueue(namespace, name)
@@ -331,7 +321,7 @@ async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dic
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
-    CACHE.attach(kwargs)
+    CACHE.observe(body.get("kind"), body, deleted=type == "DELETED")
     if CACHE.settle(body.get("kind"), namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
         return
     for owner in owner_names(namespace, labels, meta.get("ownerReferences") or []):
@@ -339,9 +329,10 @@ async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dic
 
 
 @kopf.on.event("", "v1", "configmaps")
-async def config_map_event(type: str | None, namespace: str, name: str, meta: dict, **kwargs) -> None:
+async def config_map_event(type: str | None, body: kopf.Body, namespace: str, name: str, meta: dict,
+                           **kwargs) -> None:
     """A ConfigMap changed: queue the PDDeployments that read their model's config.json from it."""
-    CACHE.attach(kwargs)
+    CACHE.observe("ConfigMap", body, deleted=type == "DELETED")
     CACHE.settle("ConfigMap", namespace, name, None if type == "DELETED" else meta.get("resourceVersion"))
     for owner in sorted(CACHE.referenced(namespace, name)):
         enqueue(namespace, owner)
