@@ -33,6 +33,7 @@ bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a
 	.venv/bin/python bench/bench_check.py
 	.venv/bin/python bench/bench_webhook.py
 	.venv/bin/python bench/bench_router.py
+	.venv/bin/python bench/bench_rollout.py
 
 bench-scale: bootstrap  ## 1,000 PDDeployments on kwok against the same children applied directly (bench/README.md; 20-40 min on 2 cores, PDD_BENCH_N=200 for a shorter run)
 	.venv/bin/python bench/bench_scale.py

@@ -32,6 +32,10 @@
 #   PDD_SCHEDULER_PORT   scheduler port          (default apiserver+4, 16447)
 #   PDD_KWOK_PORT        kwok health/metrics     (default apiserver+5, 16448)
 #   PDD_CLUSTER_TIMEOUT  seconds `up` waits for each readiness step (default 180)
+#   PDD_APISERVER_ADMISSION_PLUGINS  admission plugins to enable beyond the apiserver's defaults, comma
+#                        separated (kube-apiserver --enable-admission-plugins), e.g.
+#                        OwnerReferencesPermissionEnforcement as OpenShift has it. `up` restarts a
+#                        running apiserver (etcd data kept) whose plugins differ; unset: the defaults.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -53,6 +57,7 @@ KCM_PORT="${PDD_KCM_PORT:-$((APISERVER_PORT + 3))}"
 SCHEDULER_PORT="${PDD_SCHEDULER_PORT:-$((APISERVER_PORT + 4))}"
 KWOK_PORT="${PDD_KWOK_PORT:-$((APISERVER_PORT + 5))}"
 TIMEOUT="${PDD_CLUSTER_TIMEOUT:-180}"
+ADMISSION_PLUGINS="${PDD_APISERVER_ADMISSION_PLUGINS:-}"
 
 SERVICE_CIDR="10.96.0.0/16"
 SERVICE_IP="10.96.0.1"
@@ -119,6 +124,13 @@ stop() {
     fi
   done
   for name in "$@"; do rm -f "$PIDS/$name.pid"; done
+}
+
+# running_admission_plugins: the --enable-admission-plugins value of the running apiserver ("": none).
+running_admission_plugins() {
+  local pid; pid="$(pid_of kube-apiserver)"
+  [[ -n "$pid" ]] || return 0
+  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | awk 'p {print; exit} $0 == "--enable-admission-plugins" {p = 1}'
 }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -305,7 +317,9 @@ start_component() {
       # nothing publishes an address in the `kubernetes` Service's endpoints.
       # --kubelet-preferred-address-types InternalIP: fake nodes' InternalIP is 127.0.0.1 (kwok
       # --node-ip), so `kubectl logs/exec` can never make the apiserver dial a private address.
-      start kube-apiserver \
+      local admission=()
+      [[ -n "$ADMISSION_PLUGINS" ]] && admission=(--enable-admission-plugins "$ADMISSION_PLUGINS")
+      start kube-apiserver "${admission[@]}" \
         --bind-address 127.0.0.1 --secure-port "$APISERVER_PORT" --advertise-address 127.0.0.1 \
         --endpoint-reconciler-type none \
         --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
@@ -386,7 +400,7 @@ cmd_up() {
   local t0=$SECONDS
   "$HERE/build-binaries.sh" >/dev/null
   mkdir -p "$LOGS" "$PIDS"
-  if all_healthy && nodes_ready 2>/dev/null; then
+  if all_healthy && nodes_ready 2>/dev/null && [[ "$(running_admission_plugins)" == "$ADMISSION_PLUGINS" ]]; then
     log "already up"
     echo "$KUBECONFIG_PATH"
     return
@@ -395,6 +409,12 @@ cmd_up() {
   write_configs
   local missing=() c
   if alive etcd && alive kube-apiserver && healthy etcd && healthy kube-apiserver; then
+    local running; running="$(running_admission_plugins)"
+    if [[ "$running" != "$ADMISSION_PLUGINS" ]]; then
+      log "restarting kube-apiserver: admission plugins '${running:-defaults}' -> '${ADMISSION_PLUGINS:-defaults}'"
+      stop kube-apiserver
+      launch kube-apiserver
+    fi
     for c in kube-controller-manager kube-scheduler kwok; do
       alive "$c" || missing+=("$c")
     done

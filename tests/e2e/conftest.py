@@ -283,10 +283,11 @@ def condition(status: dict, type_: str) -> dict:
 WRITTEN_RESOURCES = ("pddeployments", "deployments", "services", "serviceaccounts", "roles", "rolebindings")
 
 
-def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
-    """Write requests (create/update/patch/delete) to PDDeployments and their children in
-    ``namespace`` since ``since`` (epoch seconds) by non-system users (the operator, kubectl), from the
-    apiserver's audit log."""
+def audit_events(cluster: Cluster, since: float | None = None, user: str | None = None) -> list[dict]:
+    """The apiserver's audit log (dev/cluster/cluster.sh's policy: Metadata level, ResponseComplete
+    stage): every event received at or after ``since`` (epoch seconds; None: all), of ``user`` only
+    when given (e.g. ``system:serviceaccount:<ns>:<name>``). Lines that are not JSON (a line being
+    written) are skipped; no log yet is an empty list."""
     out = []
     if not cluster.audit_log.exists():
         return out
@@ -295,15 +296,29 @@ def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
             ev = json.loads(line)
         except ValueError:
             continue
-        if ev.get("stage") != "ResponseComplete" or ev.get("verb") not in ("create", "update", "patch", "delete"):
+        if ev.get("stage") != "ResponseComplete":
             continue
-        ref = ev.get("objectRef") or {}
-        if ref.get("namespace") != namespace or ref.get("resource") not in WRITTEN_RESOURCES:
-            continue
-        if (ev.get("user") or {}).get("username", "").startswith("system:"):
+        if user is not None and (ev.get("user") or {}).get("username") != user:
             continue
         ts = ev.get("requestReceivedTimestamp", "")
-        if ts and datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() < since:
+        if since is not None and ts and datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() < since:
             continue
         out.append(ev)
     return out
+
+
+def audit_denied(events: list[dict]) -> list[tuple[str, str]]:
+    """``(verb, requestURI)`` of each request in ``events`` that the apiserver answered 403."""
+    return [(ev["verb"], ev.get("requestURI", "")) for ev in events
+            if (ev.get("responseStatus") or {}).get("code") == 403]
+
+
+def audit_writes(cluster: Cluster, namespace: str, since: float) -> list[dict]:
+    """Write requests (create/update/patch/delete) to PDDeployments and their children in
+    ``namespace`` since ``since`` (epoch seconds) by non-system users (the operator, kubectl), from the
+    apiserver's audit log (:func:`audit_events`)."""
+    return [ev for ev in audit_events(cluster, since)
+            if ev.get("verb") in ("create", "update", "patch", "delete")
+            and (ev.get("objectRef") or {}).get("namespace") == namespace
+            and (ev.get("objectRef") or {}).get("resource") in WRITTEN_RESOURCES
+            and not (ev.get("user") or {}).get("username", "").startswith("system:")]

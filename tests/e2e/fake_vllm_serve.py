@@ -6,7 +6,9 @@ kv_consumer: decode), the address from ``--host``/``--port``, the advertised sid
 ``VLLM_NIXL_SIDE_CHANNEL_PORT``, the engine id from ``kv_transfer_config.engine_id`` (push mode) or
 ``POD_NAME``. Pull mode only: a push-mode fake decode needs prefill's fake in the same process. Every
 other flag is accepted and ignored: this is not vLLM and proves nothing about vLLM's arguments.
-``FAKE_TOKENS`` and ``FAKE_INTER_TOKEN_DELAY`` (seconds) set the decode answer.
+``FAKE_TOKENS`` and ``FAKE_INTER_TOKEN_DELAY`` (seconds) set the decode answer; ``FAKE_REVISION``
+(e.g. the pod's compat-hash label through the downward API) makes a decode refuse KV of another
+revision (:attr:`tests.fakes.fake_engine.FakeEngine.revision`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def main(argv: list[str]) -> None:
     engine = FakeEngine(role=role, engine_id=kv.get("engine_id") or os.environ.get("POD_NAME", "fake"),
                         kv_port=int(os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")),
                         tokens=int(os.environ.get("FAKE_TOKENS", "16")),
-                        inter_token_delay=float(os.environ.get("FAKE_INTER_TOKEN_DELAY", "0.01")), record=False)
+                        inter_token_delay=float(os.environ.get("FAKE_INTER_TOKEN_DELAY", "0.01")), record=False,
+                        revision=os.environ.get("FAKE_REVISION", ""))
 
     async def run() -> None:
         await serve(engine, args.host, args.port)

@@ -17,6 +17,8 @@ NODE_LABEL = "pdd-operator.dev/node-agent"
 POD_CIDR = "127.0.100.0/24"
 #: An engine image the agent runs as tests/e2e/fake_vllm_serve.py (the router tests' fake engine).
 FAKE_ENGINE_IMAGE = "pdd-test.invalid/fake-vllm:v0.32.0"
+#: Another image of the same fake engine (a new engine image is a must-match change: a new compat hash).
+FAKE_ENGINE_IMAGE_NEXT = "pdd-test.invalid/fake-vllm-next:v0.32.0"
 #: What a pod needs to land on the agent's node.
 PLACEMENT = {"nodeSelector": {NODE_LABEL: "true"},
              "tolerations": [{"key": NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]}
@@ -40,7 +42,7 @@ class NodeAgentProcess:
             (state_dir / "runtimes.yaml").write_text(
                 "runtimes:\n  - images: ['ghcr.io/pdd-operator/pdd-operator:*']\n    venv: ${PROJECT_VENV}\n"
                 "    env: {HOME: '${HOME}', PYTHONUNBUFFERED: '1'}\n"
-                f"  - images: ['{FAKE_ENGINE_IMAGE}']\n    venv: ${{PROJECT_VENV}}\n"
+                f"  - images: ['{FAKE_ENGINE_IMAGE}', '{FAKE_ENGINE_IMAGE_NEXT}']\n    venv: ${{PROJECT_VENV}}\n"
                 "    commands: {vllm: ['${PROJECT_VENV}/bin/python', '-m', 'tests.e2e.fake_vllm_serve']}\n"
                 "    env: {HOME: '${HOME}', PYTHONPATH: '${REPO}', PYTHONUNBUFFERED: '1'}\n")
         self._log = self.log_path.open("ab")

@@ -5,17 +5,24 @@ nothing cluster-wide), and may not even list PDDeployments elsewhere."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, OperatorProcess, _free_port, condition, pdd_status, wait_for
+from tests.e2e.conftest import (
+    ROOT,
+    OperatorProcess,
+    _free_port,
+    audit_denied,
+    audit_events,
+    condition,
+    pdd_status,
+    wait_for,
+)
 from tests.e2e.test_chart import CHART, helm_bin
 
 pytestmark = pytest.mark.cluster
@@ -91,18 +98,5 @@ def test_serves_its_namespace_without_a_403(cluster, namespaced):
     wait_for(lambda: condition(pdd_status(cluster, WATCHED, "team-llama"), "Ready").get("status") == "True",
              180, what="Ready in the watched namespace")
     wait_for(lambda: namespaced.reconciles() >= 3, 30, what="resync rounds")
-    denied, seen = [], 0
-    for line in cluster.audit_log.read_text().splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if (ev.get("user") or {}).get("username") != USER or ev.get("stage") != "ResponseComplete":
-            continue
-        ts = datetime.fromisoformat(ev["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
-        if ts < namespaced.started_at - 5:
-            continue
-        seen += 1
-        if (ev.get("responseStatus") or {}).get("code") == 403:
-            denied.append((ev["verb"], ev.get("requestURI")))
-    assert seen and denied == []
+    requests = audit_events(cluster, namespaced.started_at - 5, USER)
+    assert requests and audit_denied(requests) == []

@@ -95,10 +95,16 @@ def test_edit_rolls_out_and_advances_observed_generation(cluster, operator, name
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
     st = wait_for(ready(cluster, namespace, "llama-8b", 2), 180, what="Ready at generation 2")
     assert st["decode"]["ready"] == "2/2" and st["appliedGeneration"] == 2
-    dep = cluster.apps.read_namespaced_deployment("llama-8b-decode", namespace)
+    # A new image is a new compat hash: rolled out into revision slot b of both roles; slot a, which
+    # served meanwhile, is scaled to 0 (kept, not deleted).
+    dep = cluster.apps.read_namespaced_deployment("llama-8b-decode-b", namespace)
     c = dep.spec.template.spec.containers[0]
     assert dep.spec.replicas == 2 and c.image == "vllm/vllm-openai:v0.20.1"
     assert c.resources.limits["nvidia.com/gpu"] == "4"
+    prefill_b = cluster.apps.read_namespaced_deployment("llama-8b-prefill-b", namespace)
+    assert prefill_b.spec.replicas == doc["spec"]["prefill"].get("replicas", 1)
+    assert [cluster.apps.read_namespaced_deployment(f"llama-8b-{r}", namespace).spec.replicas
+            for r in ("prefill", "decode")] == [0, 0]
     running = [p for p in pods(cluster, namespace, "decode") if p.metadata.deletion_timestamp is None]
     assert all(p.spec.containers[0].image == "vllm/vllm-openai:v0.20.1" for p in running)
 

@@ -111,7 +111,7 @@ def test_in_place_change_of_must_match_setting_warns(cluster, webhook_operator, 
     proc = apply(cluster, namespace, yaml.safe_dump(doc))
     assert proc.returncode == 0, proc.stderr
     warning = next(line for line in proc.stderr.splitlines() if line.startswith("Warning: [rollout-incompatible-change]"))
-    assert "spec.engine.image" in warning and "new PDDeployment" in warning
+    assert "spec.engine.image" in warning and "coordinated rollout" in warning
     # Scaling changes nothing that must match: no warning.
     doc["spec"]["decode"]["replicas"] = 2
     proc = apply(cluster, namespace, yaml.safe_dump(doc))

@@ -40,6 +40,11 @@ class FakeEngine:
         issued: shared dict ``X-Request-Id -> kv_transfer_params`` prefill issued (checks on decode).
         requests: ``(headers, body)`` of every completion request received.
         cancelled: ``X-Request-Id`` of every request whose client (the router) went away.
+        revision: the compat hash of the pod it runs in (``""``: unknown). A prefill sends it along in
+            ``kv_transfer_params`` (``fake_revision``); a decode of another revision answers 409
+            "cross-revision pair", so a test counts pairs the router should never have made.
+        running: completion requests in progress, served on ``/metrics`` as vLLM's
+            ``vllm:num_requests_running`` gauge (what the engine pods' preStop drain waits on).
         push: decode in push mode: it checks it was told prefill's coordinates and, like vLLM's push
             decode, finishes only once that prefill (in ``issued``) has completed the same request id.
     """
@@ -59,6 +64,8 @@ class FakeEngine:
     requests: list = field(default_factory=list)
     cancelled: list = field(default_factory=list)
     changed: asyncio.Event | None = None
+    revision: str = ""
+    running: int = 0
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -67,6 +74,7 @@ class FakeEngine:
         app.router.add_post("/v1/chat/completions", self.handle)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
         return app
 
     def _notify(self) -> None:
@@ -75,6 +83,11 @@ class FakeEngine:
 
     async def health(self, _r: web.Request) -> web.Response:
         return web.Response(text="")
+
+    async def metrics(self, _r: web.Request) -> web.Response:
+        labels = '{engine="0",model_name="fake"}'
+        return web.Response(text=f"vllm:num_requests_running{labels} {float(self.running)}\n"
+                                 f"vllm:num_requests_waiting{labels} 0.0\n")
 
     async def models(self, request: web.Request) -> web.Response:
         if self.record:
@@ -87,6 +100,7 @@ class FakeEngine:
         if self.record:
             self.requests.append((request.headers.copy(), body))
             self._notify()
+        self.running += 1
         try:
             if self.fail_status:
                 return web.json_response({"error": {"message": "injected failure"}}, status=self.fail_status)
@@ -97,6 +111,8 @@ class FakeEngine:
             self.cancelled.append(rid)
             self._notify()
             raise
+        finally:
+            self.running -= 1
 
     async def _prefill(self, request: web.Request, body: dict, rid: str) -> web.Response:
         kv = body.get("kv_transfer_params") or {}
@@ -111,6 +127,8 @@ class FakeEngine:
             "remote_host": request.transport.get_extra_info("sockname")[0] if request.transport else "127.0.0.1",
             "remote_port": self.kv_port, "tp_size": self.tp_size, "pp_size": 1, "remote_num_tokens": 5,
         }
+        if self.revision:
+            params["fake_revision"] = self.revision
         if self.issued is not None:
             self.issued[rid] = params
             self._notify()
@@ -135,6 +153,10 @@ class FakeEngine:
             if got != want:
                 return web.json_response({"error": {"message": f"kv_transfer_params {got!r} != issued {want!r} "
                                                                f"for X-Request-Id {rid!r}"}}, status=400)
+        theirs = (body.get("kv_transfer_params") or {}).get("fake_revision")
+        if self.revision and theirs and theirs != self.revision:
+            return web.json_response({"error": {"message": f"cross-revision pair: KV of revision {theirs} on a "
+                                                           f"decode of revision {self.revision}"}}, status=409)
         n = min(self.tokens, int(body.get("max_tokens") or self.tokens))
         chat = request.path.endswith("/chat/completions")
         created = int(time.time())

@@ -224,3 +224,56 @@ def test_values_schema_accepts_the_defaults():
 
     schema = json.loads((CHART / "values.schema.json").read_text())
     jsonschema.validate(yaml.safe_load((CHART / "values.yaml").read_text()), schema)
+
+
+def test_cert_manager_mode_the_operator_writes_no_certificate_and_no_configuration(helm, tmp_path):
+    """The container arguments the chart renders in cert-manager mode, parsed by the real ``pdd run``
+    parser and run through the operator's webhook setup: the mounted certificates (as cert-manager
+    writes them: ca.crt, tls.crt, tls.key) are used as they are, no Secret is synced, the
+    ValidatingWebhookConfiguration is never written (cert-manager's CA injector fills ``caBundle``,
+    named by the annotation), and the RBAC holds neither Secrets nor webhook configurations."""
+    from pdd_operator import cli
+    from pdd_operator.controller import tls
+
+    docs = template(helm, "webhook.certManager.enabled=true")
+    (dep,) = find(docs, "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "run"
+    args = cli.build_parser().parse_args(container["args"])
+    assert args.webhook_configuration_mode == "none" and args.webhook_cert_secret is None
+    assert args.webhook_cert_dir == "/etc/pdd-operator/webhook-certs"
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == args.webhook_cert_dir)
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    (cert,) = find(docs, "Certificate", volume["secret"]["secretName"])
+    assert cert["spec"]["secretName"] == volume["secret"]["secretName"]
+    (conf,) = find(docs, "ValidatingWebhookConfiguration")
+    assert conf["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"ops/{cert['metadata']['name']}"
+    assert "caBundle" not in conf["webhooks"][0]["clientConfig"]
+
+    # What cert-manager mounts: the operator must use it as it is and write nothing there (compared
+    # byte for byte afterwards; the tests run as root, so a read-only mode would prove nothing).
+    ca = tls.generate_ca()
+    serving = tls.issue_serving_cert(ca, [args.webhook_host])
+    mounted = {"ca.crt": ca.cert_pem(), "tls.crt": serving.cert_pem(), "tls.key": serving.key_pem()}
+    for name, data in mounted.items():
+        (tmp_path / name).write_bytes(data)
+    endpoint = webhook.prepare(port=args.webhook_port, host=args.webhook_host, listen="127.0.0.1",
+                               cert_dir=tmp_path, configuration=args.webhook_configuration_name,
+                               mode=args.webhook_configuration_mode)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == mounted
+    assert endpoint.ca_file == tmp_path / "ca.crt"
+
+    class NoWrites:
+        def __getattr__(self, name):
+            raise AssertionError(f"the operator called {name} in cert-manager mode")
+
+    assert webhook.keep_once(NoWrites(), endpoint) is False
+    options = cli.run_options(args)
+    assert options.webhook_secret is None
+    granted = {(r.api_group, res) for r in rbac.rules(options) for res in r.resources}
+    assert ("", "secrets") not in granted
+    assert ("admissionregistration.k8s.io", "validatingwebhookconfigurations") not in granted
+    roles = find(docs, "ClusterRole") + find(docs, "Role")
+    assert not any(res in ("secrets", "validatingwebhookconfigurations")
+                   for role in roles for rule in role["rules"] for res in rule["resources"])

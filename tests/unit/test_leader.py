@@ -96,3 +96,56 @@ def test_two_replicas_creating_at_once_one_wins():
 
     leases.read_namespaced_lease = read_then_b_creates
     assert not a.step(T0) and b.leading and leases.writes == 1
+
+
+def test_release_clears_only_our_own_lease():
+    held = leader.decide(None, "a", T0).spec
+    released = leader.release(held, "a", T0 + timedelta(seconds=3))
+    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1
+    assert released["leaseTransitions"] == held["leaseTransitions"]
+    assert leader.release(held, "b", T0) is None          # another's: never touched
+    assert leader.release(None, "a", T0) is None
+    assert leader.release({"holderIdentity": ""}, "", T0) is None
+
+
+def test_a_released_lease_is_taken_at_the_next_retry_not_after_the_lease_duration():
+    leases = Leases()
+    a = leader.LeaderElector(leases, "ops", "pdd", "a")
+    b = leader.LeaderElector(leases, "ops", "pdd", "b")
+    assert a.step(T0) and not b.step(T0 + timedelta(seconds=1))
+    a.stop()
+    assert a.release(T0 + timedelta(seconds=2)) and not a.leading
+    assert leases.obj["spec"]["holderIdentity"] == ""
+    # b's next round (2 s later), far inside the 15 s the Lease would otherwise still be a's.
+    assert b.step(T0 + timedelta(seconds=3)) and leases.obj["spec"]["holderIdentity"] == "b"
+    # a released lease counts no transition, as client-go counts none from an empty holder
+    assert leases.obj["spec"]["leaseTransitions"] == 0
+
+
+def test_release_retries_a_conflict_and_leaves_a_lost_lease_alone():
+    leases = Leases()
+    a = leader.LeaderElector(leases, "ops", "pdd", "a")
+    assert a.step(T0)
+    replace = leases.replace_namespaced_lease
+    calls = []
+
+    def renewed_first(name, namespace, body):
+        calls.append(body)
+        if len(calls) == 1:  # a round of run() still in flight renews in between: 409 for the release
+            leases.rv += 1
+        return replace(name, namespace, body)
+
+    leases.replace_namespaced_lease = renewed_first
+    assert a.release(T0 + timedelta(seconds=1))
+    assert len(calls) == 2 and leases.obj["spec"]["holderIdentity"] == ""
+    b = leader.LeaderElector(leases, "ops", "pdd", "b")
+    assert b.step(T0 + timedelta(seconds=2))
+    writes = leases.writes
+    assert a.release(T0 + timedelta(seconds=3)) and leases.writes == writes  # b's now: untouched
+
+
+def test_a_round_in_flight_when_stopped_does_not_lead_again():
+    leases = Leases()
+    a = leader.LeaderElector(leases, "ops", "pdd", "a")
+    a.stop()
+    assert not a.step(T0) and not a.leading

@@ -199,6 +199,66 @@ def test_prefill_failure_is_retried_on_another_prefill_endpoint():
     run(go())
 
 
+def test_a_decode_that_refuses_the_connection_is_replaced_by_another_decode():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            good = await s.engine("good", "decode")
+            # "dead" is a port nobody listens on: a decode process that just died, still listed.
+            await s.start_router(prefill=[("p0", "")], decode=[("dead", ""), ("good", "")])
+            async with aiohttp.ClientSession() as c:
+                for _ in range(12):
+                    body = {"model": "m", "prompt": "x", "stream": True}
+                    async with c.post(s.url + "/v1/completions", json=body) as r:
+                        assert r.status == 200, await r.text()
+                        assert (await r.text()).rstrip().endswith("data: [DONE]")
+            assert len(good.requests) == 12
+            assert s.router.metrics.decode_retries._value.get() > 0  # the seeded choice tried "dead"
+    run(go())
+
+
+def test_a_decode_answering_an_error_is_not_retried():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            bad = await s.engine("bad", "decode", fail_status=503)
+            await s.start_router(prefill=[("p0", "")], decode=[("bad", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 503
+            assert len(bad.requests) == 1 and s.router.metrics.decode_retries._value.get() == 0
+    run(go())
+
+
+def test_no_reachable_decode_gives_the_502():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            await s.start_router(prefill=[("p0", "")], decode=[("dead", ""), ("dead2", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 502
+                    assert "decode endpoint" in (await r.json())["error"]["message"]
+    run(go())
+
+
+def test_the_fakes_fail_a_cross_revision_pair():
+    """The rollout e2e counts cross-revision pairs with this check: pods labelled alike (one compat hash,
+    so the router pairs them) but running different revisions make the request fail with 409."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill", revision="rev-a")
+            await s.engine("other", "decode", revision="rev-b")
+            await s.engine("same", "decode", revision="rev-a")
+            for decode, status in (("other", 409), ("same", 200)):
+                await s.start_router(prefill=[("p0", "h")], decode=[(decode, "h")])
+                async with aiohttp.ClientSession() as c:
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == status, await r.text()
+                        assert ("cross-revision pair" in await r.text()) == (status == 409)
+    run(go())
+
+
 def test_all_prefills_failing_gives_an_openai_error():
     async def go():
         async with stack() as s:

@@ -133,8 +133,8 @@ def test_in_place_change_of_must_match_setting_warns_about_the_rollout():
     verdict = review("UPDATE", new, old)
     assert verdict.allowed
     warning = next(w for w in verdict.warnings if w.startswith(f"[{webhook.ROLLOUT_RULE}]"))
-    assert "spec.engine.image, spec.model.revision changed in place" in warning
-    assert "roll out independently" in warning and "KV transfers" in warning and "new PDDeployment" in warning
+    assert "spec.engine.image, spec.model.revision changed" in warning
+    assert "coordinated rollout" in warning and "keeps serving" in warning and "room" in warning
 
 
 def test_scaling_is_not_a_must_match_change():

@@ -25,6 +25,13 @@ LABEL_ROLE = f"{GROUP}/role"
 #: Hash of every setting that must match between prefill and decode; the router pairs only pods
 #: whose values are equal, so a rollout never sends KV between incompatible pods.
 LABEL_COMPAT_HASH = f"{GROUP}/compat-hash"
+#: Which of a role's two revision slots a Deployment and its pods belong to (:data:`SLOTS`). A change
+#: of the compat hash is rolled out into the other slot while the serving one keeps serving
+#: (pdd_operator.controller.rollout); the inactive slot is scaled to 0, never deleted.
+LABEL_SLOT = f"{GROUP}/slot"
+#: The two revision slots of a role. Slot ``a``'s Deployment is ``<name>-<role>`` (the name releases
+#: before the slots used, so existing deployments keep theirs), slot ``b``'s ``<name>-<role>-b``.
+SLOTS = ("a", "b")
 #: Generation of the PDDeployment that the child was rendered from.
 ANNOTATION_GENERATION = f"{GROUP}/generation"
 #: The spec (JSON) a child was rendered from, as releases before ``status.appliedSpec`` wrote it on

@@ -76,6 +76,20 @@ def child_name(owner: str, suffix: str) -> str:
     return "-".join(p for p in (prefix, name_hash(owner), suffix) if p)
 
 
+def deployment_name(owner: str, role: str, slot: str) -> str:
+    """Name of the Deployment of ``role`` in revision slot ``slot`` (``a`` or ``b``) of PDDeployment ``owner``.
+
+    Slot ``a`` is :func:`child_name` ``(owner, role)``, the name releases before the slots gave the
+    role's one Deployment (so they upgrade in place); slot ``b`` is :func:`child_name`
+    ``(owner, "<role>-b")``. Raises ``ValueError`` for another slot.
+    """
+    if slot == "a":
+        return child_name(owner, role)
+    if slot == "b":
+        return child_name(owner, f"{role}-b")
+    raise ValueError(f"unknown revision slot {slot!r} (a or b)")
+
+
 def label_value(owner: str) -> str:
     """The value of the instance and part-of labels for PDDeployment ``owner``.
 

@@ -358,6 +358,12 @@ class RoleSpec(APIModel):
     tolerations: list[Toleration] = Field(default_factory=list, description="Pod tolerations.")
     extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments, appended.")
     env: list[EnvVar] = Field(default_factory=list, description="Extra environment for this role's engine.")
+    drain_seconds: int | None = Field(
+        None, ge=0, le=3600,
+        description="Longest a stopping pod waits for its running requests to finish (its preStop hook) "
+                    "before vLLM gets SIGTERM; terminationGracePeriodSeconds is this plus 30. Unset: "
+                    "derived from model.maxModelLen (docs/rollouts.md).",
+    )
 
     @property
     def gpus_per_pod(self) -> int:

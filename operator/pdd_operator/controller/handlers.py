@@ -99,6 +99,33 @@ def elect_leader(elector) -> None:
     _state["elector"] = elector
 
 
+class _InFlight:
+    """Counts the reconciles running now, so a stopping leader can wait for them to end before it
+    releases its Lease (another replica would otherwise reconcile the same object at once)."""
+
+    def __init__(self) -> None:
+        self._count, self._cond = 0, threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._cond:
+            self._count += 1
+
+    def __exit__(self, *_exc) -> None:
+        with self._cond:
+            self._count -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no reconcile runs; True when none does."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count == 0, timeout)
+
+
+_IN_FLIGHT = _InFlight()
+#: How long a stopping leader waits for its running reconciles before it releases the Lease anyway.
+RELEASE_WAIT_SECONDS = 10.0
+
+
 def leading() -> bool:
     """Whether this replica may reconcile: always without leader election."""
     elector = _state.get("elector")
@@ -132,7 +159,8 @@ def _reconcile_logged(namespace: str, name: str) -> None:
     if not leading():
         return  # the leader reconciles; this replica only serves the webhook
     try:
-        reconcile(_kube(), namespace, name)
+        with _IN_FLIGHT:
+            reconcile(_kube(), namespace, name)
     except ApiException as exc:
         RECONCILE_ERRORS.inc()
         log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status, exc.reason)
@@ -181,6 +209,8 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
 
 @kopf.on.cleanup()
 async def stop(**_) -> None:
+    """At shutdown: end the resync, the cache filling and the reconcile workers and, with leader election,
+    stop leading and release the Lease."""
     for name in ("resync", "fill"):
         task = _state.pop(name, None)
         if task is not None:
@@ -190,7 +220,16 @@ async def stop(**_) -> None:
         await asyncio.get_running_loop().run_in_executor(None, queue.stop)
     elector = _state.get("elector")
     if elector is not None:
+        # Stop leading, let the election thread and the running reconciles end, then release the
+        # Lease so the next replica takes over at once (client-go's ReleaseOnCancel).
         elector.stop()
+        thread = _state.get("elector_thread")
+        if thread is not None:
+            await asyncio.to_thread(thread.join, RELEASE_WAIT_SECONDS)
+        if not await asyncio.to_thread(_IN_FLIGHT.wait_idle, RELEASE_WAIT_SECONDS):
+            log.warning("leader election: a reconcile still runs after %ss; releasing the Lease anyway",
+                        RELEASE_WAIT_SECONDS)
+        await asyncio.to_thread(elector.release)
 
 
 @kopf.on.probe(id="watch")

@@ -10,7 +10,10 @@ concurrency on the Lease's ``resourceVersion``:
   ``leaseDurationSeconds`` (by this replica's clock);
 - the holder renews it every :data:`RETRY_SECONDS`; one that cannot renew for
   :data:`RENEW_DEADLINE_SECONDS` stops reconciling before the Lease can expire for others;
-- of two replicas writing at once, the apiserver accepts one update (409 for the other).
+- of two replicas writing at once, the apiserver accepts one update (409 for the other);
+- a leader that stops cleanly releases the Lease (client-go's ``ReleaseOnCancel``,
+  :func:`release`): it clears ``holderIdentity`` and sets ``leaseDurationSeconds`` to 1, so the next
+  replica takes over at its next retry instead of after the lease duration.
 
 kopf's own peering is not leader election: replicas of equal priority all pause.
 """
@@ -70,6 +73,23 @@ def decide(spec: dict | None, identity: str, now: datetime, lease_seconds: int =
     transitions = int(spec.get("leaseTransitions") or 0) + (1 if holder else 0)
     return Decision({"holderIdentity": identity, "leaseDurationSeconds": lease_seconds, "acquireTime": _fmt(now),
                      "renewTime": _fmt(now), "leaseTransitions": transitions}, True)
+
+
+def release(spec: dict | None, identity: str, now: datetime) -> dict | None:
+    """The pure step of a clean shutdown: the Lease ``spec`` to write so the others may take over at
+    once, or ``None`` when ``identity`` does not hold it (nothing to release; never touch another's).
+
+    As client-go's ``LeaderElector.release`` (k8s.io/client-go/tools/leaderelection): no holder,
+    ``leaseDurationSeconds`` 1, ``renewTime`` and ``acquireTime`` now, ``leaseTransitions`` kept (the
+    next holder counts no transition from an empty holder, as :func:`decide` does).
+    """
+    spec = dict(spec or {})
+    if not identity or spec.get("holderIdentity") != identity:
+        return None
+    out = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": _fmt(now), "renewTime": _fmt(now)}
+    if spec.get("leaseTransitions") is not None:
+        out["leaseTransitions"] = spec["leaseTransitions"]
+    return out
 
 
 class LeaderElector:
@@ -133,6 +153,8 @@ class LeaderElector:
             raise
 
     def _settle(self, won: bool | None, now: datetime) -> None:
+        if won and self._stop.is_set():
+            won = False  # stopped while this round was in flight: never lead again
         if won:
             self._last_renew = now
             if not self.leading:
@@ -153,6 +175,42 @@ class LeaderElector:
             self._stop.wait(self.retry)
 
     def stop(self) -> None:
-        """End :meth:`run` and stop leading (the Lease expires for the others)."""
+        """End :meth:`run` and stop leading at once. The Lease stays ours until it expires for the
+        others, unless :meth:`release` is called next."""
         self._stop.set()
         self.leading = False
+
+    def release(self, now: datetime | None = None, attempts: int = 3) -> bool:
+        """Give the Lease up (:func:`release`) after :meth:`stop`, once this replica's reconciles have
+        ended, so another replica takes over at its next retry. Best effort: returns True when the
+        Lease was released or is not ours, False when it could not be written (the others then take
+        over when it expires, as after a crash). A 409 (a round of :meth:`run` still in flight wrote
+        first) is retried up to ``attempts`` times."""
+        from kubernetes.client.exceptions import ApiException
+
+        self._stop.set()
+        self.leading = False
+        for _ in range(attempts):
+            try:
+                lease = self.api.read_namespaced_lease(self.name, self.namespace)
+                current = self.api.api_client.sanitize_for_serialization(lease.spec) if lease.spec else {}
+                spec = release(current, self.identity, now or datetime.now(UTC))
+                if spec is None:
+                    return True
+                self.api.replace_namespaced_lease(self.name, self.namespace, {
+                    "metadata": {"name": self.name, "namespace": self.namespace,
+                                 "resourceVersion": lease.metadata.resource_version},
+                    "spec": spec})
+                log.info("leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name)
+                return True
+            except ApiException as exc:
+                if exc.status == 404:
+                    return True
+                if exc.status != 409:
+                    log.warning("leader election: cannot release Lease %s/%s: %s %s", self.namespace, self.name,
+                                exc.status, exc.reason)
+                    return False
+            except Exception as exc:  # noqa: BLE001  (connection errors: the Lease expires instead)
+                log.warning("leader election: cannot release Lease %s/%s: %s", self.namespace, self.name, exc)
+                return False
+        return False

@@ -21,7 +21,9 @@ and kopf 1.45's watcher) and were confirmed on a kube-apiserver's audit log
 - CustomResourceDefinitions and Namespaces: kopf's scanning of them is switched off
   (``settings.scanning.disabled`` in :mod:`pdd_operator.controller.handlers`);
 - ``patch``/``update`` of Events: kopf's event posting is switched off (``settings.posting.enabled =
-  False``); the operator only creates its own Warning Events (ApplyFailed, ReconcileError);
+  False``); the operator only creates its own Events, one per status transition
+  (:mod:`pdd_operator.controller.events`: repeats are dropped in the operator, not aggregated by a patch
+  of ``count``), and ReconcileError;
 - wildcards of any kind.
 """
 
@@ -143,8 +145,9 @@ def rules(options: Options) -> list[Rule]:
         Rule("rbac.authorization.k8s.io", ("roles", "rolebindings"), ("get", "list", "watch", "create", "patch"),
              "watched", "the router's Role and RoleBinding (server-side apply); kopf watches them as children"),
         Rule("", ("events",), ("create",), "watched",
-             "a Warning Event on the PDDeployment when a child or an input is refused (ApplyFailed) or a "
-             "reconcile fails (ReconcileError), beside the status condition"),
+             "an Event on the PDDeployment for each status transition (Created, Scaled, RolledOut, Incompatible, "
+             "InvalidSpec, a Degraded reason such as ApplyFailed, Recovered; controller/events.py) and a failed "
+             "reconcile (ReconcileError); repeats are dropped in the operator, so no patch"),
     ]
     if options.webhook_configuration and options.webhook_configuration_mode != "none":
         verbs = ("get", "patch") if options.webhook_configuration_mode == "ca-bundle" else ("get", "create", "patch")
@@ -327,7 +330,8 @@ def markdown() -> str:
         "",
         "Exactly what pdd-operator calls, nothing more: no wildcards, no `delete` (children go by garbage "
         "collection), no write to PDDeployments other than their status, no Secret but the webhook's own, "
-        "no CustomResourceDefinitions or Namespaces (kopf's scanning is off), no Events (kopf's posting is off).",
+        "no CustomResourceDefinitions or Namespaces (kopf's scanning is off), no Event but the operator's own "
+        "(create only; kopf's posting is off).",
         "",
         "| API group | resources | verbs | names | granted in | why |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -9,17 +9,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC_LEGACY, ROLES
+from pdd_operator.api.constants import ANNOTATION_APPLIED_SPEC_LEGACY, ROLES, SLOTS
 from pdd_operator.api.messages import invalid_spec_findings
+from pdd_operator.api.names import deployment_name
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
+from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import last_good_spec, plan_children
@@ -146,12 +149,32 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str]]:
     return sent, errors
 
 
+def read_deployments(kube: Kube, namespace: str, name: str) -> dict[str, dict[str, dict | None]]:
+    """The live engine Deployments, ``[slot][role]`` (``None`` where one does not exist)."""
+    return {slot: {role: kube.get("Deployment", namespace, deployment_name(name, role, slot)) for role in ROLES}
+            for slot in SLOTS}
+
+
 def legacy_applied_specs(kube: Kube, namespace: str, name: str, deployments: dict[str, dict | None]) -> list[str]:
     """The ``pdd-operator.dev/applied-spec`` annotations of the surviving children (written by
     releases before ``status.appliedSpec``), for :func:`~pdd_operator.controller.plan.last_good_spec`."""
     children = [*deployments.values()] + [kube.get("Service", namespace, child_name(name, r)) for r in ROLES]
     return [raw for child in children
             if (raw := ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY))]
+
+
+#: Keeps a flapping PDDeployment from flooding its namespace with Events (one per operator process).
+EVENTS = EventFilter()
+
+
+def post_events(kube: Kube, obj: dict, events: list[Event]) -> int:
+    """Record ``events`` (from :func:`~pdd_operator.controller.events.transitions`) on the PDDeployment
+    ``obj``, each one that :data:`EVENTS` lets through; best effort. Returns how many were posted."""
+    posted = 0
+    for event in events:
+        if EVENTS.allow(obj["metadata"].get("uid", ""), event, time.monotonic()):
+            posted += int(kube.event(obj, event.type_, event.reason, event.message))
+    return posted
 
 
 @dataclass(frozen=True)
@@ -190,24 +213,30 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             model_config, problem = load_model_config(kube, namespace, spec, read_errors)
             report, model_config = check_spec(spec, name, namespace, model_config, problem)
 
-        deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
+        deployments = read_deployments(kube, namespace, name)
         last_good = None
         if spec is None or not report.compatible:
-            legacy = [] if previous.get("appliedSpec") else legacy_applied_specs(kube, namespace, name, deployments)
+            legacy = ([] if previous.get("appliedSpec")
+                      else legacy_applied_specs(kube, namespace, name, deployments[SLOTS[0]]))
             last_good = last_good_spec(previous, legacy)
         plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
-                             report=report, previous_status=previous, last_good=last_good, model_config=model_config)
+                             report=report, previous_status=previous, last_good=last_good, model_config=model_config,
+                             deployments=deployments)
         applied, apply_errors = apply_all(kube, plan.children)
         applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
         target = plan.target
         if applied:
-            deployments = {role: kube.get("Deployment", namespace, child_name(name, role)) for role in ROLES}
+            deployments = read_deployments(kube, namespace, name)
         desired = spec or target
         pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
+        # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
+        active = plan.step.active
+        other = next(s for s in SLOTS if s != active)
         observations = {
             role: RoleObservation.from_deployment(
-                deployments[role], pods[role], desired=desired.role(role).replicas if desired is not None else 0,
-            )
+                deployments[active][role], pods[role],
+                desired=desired.role(role).replicas if desired is not None else 0,
+            ).with_previous(deployments[other][role])
             for role in ROLES
         }
         preflight = None
@@ -222,15 +251,12 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         )
         if applied_spec is not None:
             status["appliedSpec"] = applied_spec
-        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-        was = next((c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"), {})
-        if degraded["reason"] == "ApplyFailed" and degraded["message"] != was.get("message"):
-            kube.event(obj, "Warning", "ApplyFailed", degraded["message"])
         written = False
         if status != previous:
             removed = {k: None for k in previous if k not in status}
             kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
             written = True
+            post_events(kube, obj, transitions(previous, status))
             log.info(
                 "status of %s/%s: %s", namespace, name,
                 ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),

@@ -37,6 +37,8 @@ class RoleObservation:
         deadline_exceeded: the Deployment's Progressing condition says ProgressDeadlineExceeded.
         replica_failure: message of a ReplicaFailure condition (e.g. quota), or ``""``.
         unschedulable: the scheduler's message for a pod of the role it cannot place, or ``""``.
+        previous: pods of the previous revision slot that still run while the active one rolls out
+            (a coordinated rollout, :mod:`pdd_operator.controller.rollout`); counted in ``current``.
     """
 
     exists: bool = False
@@ -48,6 +50,7 @@ class RoleObservation:
     deadline_exceeded: bool = False
     replica_failure: str = ""
     unschedulable: str = ""
+    previous: int = 0
 
     @classmethod
     def from_deployment(cls, dep: dict | None, pods: list[dict] | None = None, desired: int = 0) -> RoleObservation:
@@ -77,6 +80,20 @@ class RoleObservation:
             deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
             replica_failure=failure.get("message", "") if failure.get("status") == "True" else "",
             unschedulable=unschedulable,
+        )
+
+    def with_previous(self, dep: dict | None) -> RoleObservation:
+        """This observation of the active slot's Deployment plus the previous slot's Deployment ``dep``
+        (or ``None``): its ready pods count as ready, its pods as current (so the role is not rolled out
+        while they run) and as ``previous``; its ReplicaFailure is reported too."""
+        if not dep:
+            return self
+        other = RoleObservation.from_deployment(dep)
+        return RoleObservation(
+            exists=self.exists, replicas=self.replicas, ready=self.ready + other.ready, updated=self.updated,
+            current=self.current + other.current, observed=self.observed and other.observed,
+            deadline_exceeded=self.deadline_exceeded, replica_failure=self.replica_failure or other.replica_failure,
+            unschedulable=self.unschedulable, previous=self.previous + other.current,
         )
 
     @property
@@ -202,7 +219,9 @@ class Observed:
         """``prefill: 1/2 ready, 2 updated; decode: ...`` for the conditions' messages."""
         return "; ".join(
             f"{r}: {self.observations[r].ready}/{self.observations[r].replicas} ready, "
-            f"{self.observations[r].updated} updated" for r in ROLES
+            f"{self.observations[r].updated} updated"
+            + (f", {self.observations[r].previous} of the previous revision" if self.observations[r].previous else "")
+            for r in ROLES
         )
 
 

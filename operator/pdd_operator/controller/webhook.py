@@ -52,7 +52,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
 from pdd_operator.compat.engine import CompatReport
 
-# Rule ids of the warning for an in-place change of a must-match setting, and of fields the API models
+# Rule ids of the warning for a change of a must-match setting, and of fields the API models
 # refuse; registered (and listed by `pdd rules`) in compat/rules/records.py.
 from pdd_operator.compat.rules.records import INVALID_RULE, ROLLOUT_RULE
 from pdd_operator.render.admission import admission_findings_of
@@ -111,12 +111,14 @@ def changed_must_match(old: PDDeploymentSpec, new: PDDeploymentSpec) -> list[str
 
 
 def rollout_warning(paths: list[str]) -> str:
-    """The warning for an in-place change of settings that must match between prefill and decode."""
+    """The warning for a change of settings that must match between prefill and decode: a coordinated
+    rollout (:mod:`pdd_operator.controller.rollout`) that runs both revisions side by side for a while."""
     return (
-        f"[{ROLLOUT_RULE}] {', '.join(paths)} changed in place: prefill and decode roll out "
-        "independently, so during the rollout old and new pods are incompatible and KV transfers "
-        "between them fail. Fix: create a new PDDeployment with the new settings, switch traffic to "
-        "it, then delete this one."
+        f"[{ROLLOUT_RULE}] {', '.join(paths)} changed: this changes the compat hash, so every pod of "
+        "both roles is replaced by a coordinated rollout: a new revision of prefill and decode starts "
+        "beside the running one, which keeps serving until the new one is Ready in both roles "
+        "(docs/rollouts.md). Fix: make sure the cluster has room (GPUs) for the new revision's "
+        "prefill and decode pods next to the running ones, or scale the roles down first."
     )
 
 

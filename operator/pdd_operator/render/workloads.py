@@ -22,12 +22,14 @@ from pdd_operator.api.constants import (
     LABEL_NAME,
     LABEL_PART_OF,
     LABEL_ROLE,
+    LABEL_SLOT,
     LABEL_VERSION,
     NIXL_PORT_NAME,
     ROLES,
 )
-from pdd_operator.api.names import child_name, label_value
+from pdd_operator.api.names import child_name, deployment_name, label_value
 from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.render.drain import pre_stop, termination_grace_seconds
 from pdd_operator.render.engine import compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args
 from pdd_operator.vllm.versions import fmt, resolve_version
 
@@ -58,8 +60,19 @@ def selector_labels(owner: str, role: str) -> dict[str, str]:
     return {LABEL_NAME: "vllm", LABEL_INSTANCE: label_value(owner), LABEL_COMPONENT: role}
 
 
-def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
-    """All labels of a role's objects and pods."""
+def slot_selector_labels(owner: str, role: str, slot: str) -> dict[str, str]:
+    """The selector of a role's Deployment in revision ``slot``. Slot ``a`` keeps
+    :func:`selector_labels` (a Deployment's selector is immutable, and releases before the slots
+    created it so); slot ``b`` adds the :data:`~pdd_operator.api.constants.LABEL_SLOT` label. Slot
+    ``a``'s selector also matches slot ``b``'s pods; that is safe because each ReplicaSet selects by
+    its ``pod-template-hash`` too and a Deployment adopts only ReplicaSets no controller owns."""
+    base = selector_labels(owner, role)
+    return base if slot == "a" else {**base, LABEL_SLOT: slot}
+
+
+def labels(owner: str, role: str, spec: PDDeploymentSpec, slot: str | None = None) -> dict[str, str]:
+    """All labels of a role's objects and pods (with ``slot``: those of that revision slot's Deployment
+    and pods, which carry :data:`~pdd_operator.api.constants.LABEL_SLOT`)."""
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
     out = {
         **selector_labels(owner, role),
@@ -70,6 +83,8 @@ def labels(owner: str, role: str, spec: PDDeploymentSpec) -> dict[str, str]:
     }
     if version is not None:
         out[LABEL_VERSION] = fmt(version)
+    if slot is not None:
+        out[LABEL_SLOT] = slot
     return out
 
 
@@ -153,8 +168,10 @@ def _affinity(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
     return affinity
 
 
-def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
-    """Pod template of a role: the vLLM engine with GPUs, RDMA, IPC_LOCK, /dev/shm and /health probes."""
+def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None,
+                 slot: str = "a") -> dict:
+    """Pod template of a role in revision ``slot``: the vLLM engine with GPUs, RDMA, IPC_LOCK, /dev/shm,
+    /health probes and the drain before it stops (:mod:`pdd_operator.render.drain`)."""
     r = spec.role(role)
     container = {
         "name": ENGINE_CONTAINER,
@@ -189,6 +206,9 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
             "periodSeconds": 15, "failureThreshold": 8, "timeoutSeconds": 10,
         },
     }
+    hook = pre_stop(spec, role, role_ports(spec, role)[0])
+    if hook is not None:
+        container["lifecycle"] = {"preStop": hook}
     pod_spec: dict = {
         "containers": [container],
         **({"initContainers": [preflight_container(spec, container)]}
@@ -197,7 +217,7 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
         # vLLM and the preflight never call the Kubernetes API; no token for model code
         # (trustRemoteCode) to find.
         "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": termination_grace_seconds(spec, role),
         "enableServiceLinks": False,
     }
     node_selector = dict(r.node_selector)
@@ -224,7 +244,7 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
         pod_spec["tolerations"] = tolerations
     if spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.engine.image_pull_secrets]
-    metadata: dict = {"labels": labels(owner.name, role, spec)}
+    metadata: dict = {"labels": labels(owner.name, role, spec, slot)}
     annotations = dict(router_pod_annotations(spec, role))
     if spec.network.networks:
         annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(spec.network.networks)
@@ -264,18 +284,20 @@ def preflight_container(spec: PDDeploymentSpec, engine: dict) -> dict:
     }
 
 
-def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None) -> dict:
-    """The role's Deployment. Rolling updates surge one pod and keep every serving pod until it is replaced."""
+def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None,
+               slot: str = "a") -> dict:
+    """The role's Deployment in revision ``slot`` (:func:`~pdd_operator.api.names.deployment_name`).
+    Rolling updates surge one pod and keep every serving pod until it is replaced."""
     r = spec.role(role)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
+        "metadata": _metadata(owner, deployment_name(owner.name, role, slot), labels(owner.name, role, spec, slot)),
         "spec": {
             "replicas": r.replicas,
-            "selector": {"matchLabels": selector_labels(owner.name, role)},
+            "selector": {"matchLabels": slot_selector_labels(owner.name, role, slot)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": pod_template(owner, role, spec, model_config),
+            "template": pod_template(owner, role, spec, model_config, slot),
         },
     }
 
@@ -417,9 +439,12 @@ def router_service(owner: Owner, spec: PDDeploymentSpec) -> dict:
     }
 
 
-def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None = None) -> list[dict]:
-    """Every child object of a PDDeployment, in apply order: per role a Service then a Deployment, then
-    the router's ServiceAccount, Role and RoleBinding (:func:`router_rbac`), Service and Deployment.
+def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None = None,
+                    slot: str = "a") -> list[dict]:
+    """Every child object of a PDDeployment, in apply order: per role a Service then the Deployment of
+    revision ``slot``, then the router's ServiceAccount, Role and RoleBinding (:func:`router_rbac`),
+    Service and Deployment. (The other slot's Deployments are the rollout planner's:
+    :mod:`pdd_operator.controller.rollout`.)
 
     ``model_config`` is the model's config.json (from ``spec.model.configMapRef``), if any: it decides
     model-dependent flags such as the hybrid KV cache manager and the conv-state layout.
@@ -427,7 +452,7 @@ def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | N
     out: list[dict] = []
     for role in ROLES:
         out.append(service(owner, role, spec))
-        out.append(deployment(owner, role, spec, model_config))
+        out.append(deployment(owner, role, spec, model_config, slot))
     out.extend(router_rbac(owner, spec))
     out.append(router_service(owner, spec))
     out.append(router_deployment(owner, spec))

@@ -166,9 +166,11 @@ class Registry:
             raise NoEndpoint("every ready prefill endpoint failed for this request")
         return candidates
 
-    def pick_decode(self, compat_hash: str) -> Endpoint:
-        """Choose a decode endpoint with ``compat_hash``. Raises :class:`NoEndpoint`."""
-        candidates = [d for d in self._by_role["decode"].values() if d.compat_hash == compat_hash]
+    def pick_decode(self, compat_hash: str, exclude: set[str] = frozenset()) -> Endpoint:
+        """Choose a decode endpoint with ``compat_hash`` (``exclude``: URLs already tried for this
+        request). Raises :class:`NoEndpoint`."""
+        candidates = [d for d in self._by_role["decode"].values()
+                      if d.compat_hash == compat_hash and d.url not in exclude]
         if not candidates:
             raise NoEndpoint(f"no ready decode endpoint with compat hash {compat_hash!r}")
         return choose(candidates, self._rng)

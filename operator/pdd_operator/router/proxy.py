@@ -58,7 +58,10 @@ class RouterConfig:
 
     Attributes:
         mode: ``pull`` (NixlConnector) or ``push`` (NixlPushConnector).
-        prefill_retries: extra prefill endpoints to try when a prefill leg fails.
+        prefill_retries: extra prefill endpoints to try when a prefill leg fails; also, in pull
+            mode, extra decode endpoints (of the same compat hash) to try when a decode cannot be
+            connected to (it never got the request: a process that just died, before discovery
+            drops it).
         max_body_bytes: largest accepted request body.
         connect_timeout: seconds to open a connection to an engine.
         prefill_timeout: seconds for a whole prefill leg.
@@ -88,6 +91,9 @@ class Metrics:
                                        registry=self.registry)
         self.prefill_retries = Counter("pdd_router_prefill_retries", "Prefill legs retried on another endpoint.",
                                        registry=self.registry)
+        self.decode_retries = Counter("pdd_router_decode_retries",
+                                      "Decode legs sent to another endpoint after a refused connection.",
+                                      registry=self.registry)
         self.no_kv_params = Counter("pdd_router_prefill_without_kv_params",
                                     "Prefill answers without kv_transfer_params (decode recomputes the prompt).",
                                     registry=self.registry)
@@ -163,6 +169,15 @@ class _LegFailed(Exception):
         super().__init__(message)
         self.response = response
         self.retryable = retryable
+
+
+class _Unreachable(Exception):
+    """A decode endpoint could not be connected to (it never got the request); ``response`` is the 502
+    the client gets if no other decode is tried."""
+
+    def __init__(self, message: str, response: web.Response) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class _RelayResponse(web.StreamResponse):
@@ -370,17 +385,32 @@ class Router:
             # then computes the prompt itself.
             self.metrics.no_kv_params.inc()
             decode_body.pop("kv_transfer_params", None)
-        try:
-            decode = self.registry.pick_decode(prefill.compat_hash)
-        except NoEndpoint as exc:
-            return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
-        return await self._decode_leg(request, decode, dumps(decode_body), headers, request_id,
-                                      stream=bool(body.get("stream")))
+        data, tried, refused = dumps(decode_body), set(), None
+        for attempt in range(1 + max(0, self.config.prefill_retries)):
+            try:
+                decode = self.registry.pick_decode(prefill.compat_hash, exclude=tried)
+            except NoEndpoint as exc:
+                if refused is not None:
+                    return refused
+                return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+            tried.add(decode.url)
+            if attempt:
+                self.metrics.decode_retries.inc()
+            try:
+                return await self._decode_leg(request, decode, data, headers, request_id,
+                                              stream=bool(body.get("stream")), unreachable_raises=True)
+            except _Unreachable as exc:
+                log.warning("request %s: %s", request_id, exc)
+                refused = exc.response
+        return refused
 
     async def _decode_leg(self, request: web.Request, ep: Endpoint, data: bytes, headers: dict, request_id: str,
-                          stream: bool, started: list | None = None) -> web.StreamResponse:
+                          stream: bool, started: list | None = None,
+                          unreachable_raises: bool = False) -> web.StreamResponse:
         """Send the decode leg and relay its answer. ``started`` (a list) gets ``True`` appended once
-        the client's response is committed (prepared: no other answer can be sent any more)."""
+        the client's response is committed (prepared: no other answer can be sent any more). With
+        ``unreachable_raises``, a connection that cannot be opened (the request never reached decode)
+        raises :class:`_Unreachable` instead of answering 502, so the caller may try another decode."""
         out: web.StreamResponse | None = None
         with _in_flight(ep, self.metrics.decode_in_flight):
             try:
@@ -389,8 +419,11 @@ class Router:
                 )
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.decode_errors.inc()
-                return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
-                                    headers={"X-Request-Id": request_id})
+                response = openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
+                                        headers={"X-Request-Id": request_id})
+                if unreachable_raises and isinstance(exc, aiohttp.ClientConnectorError):
+                    raise _Unreachable(f"decode {ep.name}: {_describe(exc)}", response) from exc
+                return response
             try:
                 ctype = resp.headers.get("Content-Type", "")
                 if not stream or resp.status != 200 or not ctype.startswith("text/event-stream"):

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-mode", choices=["pull", "push"], default="pull",
                    help="pull: NixlConnector (default); push: NixlPushConnector")
     p.add_argument("--prefill-retries", type=int, default=2,
-                   help="other prefill endpoints to try when a prefill leg fails (default 2)")
+                   help="other prefill endpoints to try when a prefill leg fails, and (pull mode) other "
+                        "decode endpoints when a decode refuses the connection (default 2)")
     p.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (16 MiB)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to an engine")
     p.add_argument("--prefill-timeout", type=float, default=600.0, help="seconds for a whole prefill leg")

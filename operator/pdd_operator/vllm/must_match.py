@@ -6,9 +6,10 @@ that set it and the vLLM code that compares it. Everything else derives from :da
 
 - the compat hash (:func:`compat_hash`): the ``pdd-operator.dev/compat-hash`` label of every engine
   pod; the router pairs only pods with equal hashes, so a rollout never sends KV between pods that
-  disagree on any of these settings;
-- the webhook's ``rollout-incompatible-change`` warning (:func:`changed`): an in-place change of one of
-  these settings replaces every pod of both roles;
+  disagree on any of these settings, and a change of the hash is rolled out into the other revision
+  slot of both roles while the running one serves (``pdd_operator.controller.rollout``);
+- the webhook's ``rollout-incompatible-change`` warning (:func:`changed`): a change of one of these
+  settings replaces every pod of both roles (both revisions run side by side meanwhile);
 - the ``*-mismatch`` compatibility rules, which read foreign manifests where the two roles are written
   separately: each names its entry (``MustMatch.rule``), and a unit test fails when such a rule reads
   a field that is not in its entry.

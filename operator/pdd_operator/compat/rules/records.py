@@ -24,7 +24,8 @@ MODEL_CONFIG_UNAVAILABLE = record(
 )
 ROLLOUT_RULE = record(
     id="rollout-incompatible-change", family="rollout", severity="warning",
-    summary="An in-place change of a must-match setting replaces every pod of both roles.",
+    summary=("A change of a must-match setting replaces every pod of both roles (a coordinated rollout: both "
+             "revisions run side by side until the new one is Ready)."),
     fields=("spec",), source="vllm/must_match.py MUST_MATCH (the compat hash)",
     reported_by="controller/webhook.py (admission warning on UPDATE)",
 )
