@@ -1,5 +1,5 @@
 # pdd-operator: the README's commands.
-.PHONY: demo test unit e2e down crd chart helm bootstrap bench cpu-example cluster-example conformance
+.PHONY: demo test unit e2e down crd chart helm bootstrap bench bench-scale cpu-example cluster-example conformance
 
 demo:        ## the main job end to end on the embedded local cluster (left running; `make down` stops it)
 	bash scripts/demo.sh
@@ -34,6 +34,9 @@ bench: bootstrap  ## benchmarks (bench/README.md); each reports ratios against a
 	.venv/bin/python bench/bench_webhook.py
 	.venv/bin/python bench/bench_router.py
 	.venv/bin/python bench/bench_rollout.py
+
+bench-scale: bootstrap  ## 1,000 PDDeployments on kwok against the same children applied directly (bench/README.md; 20-40 min on 2 cores, PDD_BENCH_N=200 for a shorter run)
+	.venv/bin/python bench/bench_scale.py
 
 MODEL ?= llama
 CONNECTOR ?= NixlConnector

@@ -14,7 +14,8 @@ Package map (each subpackage has one job; the layers are enforced by import-lint
 - ``compat``: the NixlConnector compatibility rules as data plus small pure checks, the P/D pair
   they judge, foreign manifests (Deployments, LeaderWorkerSets, ...) read into pairs, ``evaluate``.
 - ``controller``: thin kopf handlers over a pure status folding and an idempotent reconcile
-  (server-side apply), the admission webhook, its TLS, the Kubernetes client calls, metrics.
+  (server-side apply), the watch-fed read caches (``cache``) and the reconcile work queue
+  (``workqueue``), the admission webhook, its TLS, the Kubernetes client calls, metrics.
 - ``router``: the P/D router (``pdd router``), one OpenAI-compatible endpoint per PDDeployment:
   endpoints and pairing, static and Kubernetes discovery, the pull/push proxy.
 - ``preflight``: the KV transport check run in each engine pod's init container

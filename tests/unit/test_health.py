@@ -119,11 +119,11 @@ def test_resync_survives_any_error(monkeypatch, error):
     calls = {"n": 0}
 
     class Kube:
-        def list_pdds(self, namespaces=()):
+        def list_metadata(self, kind, namespaces=(), label_selector=None):
             calls["n"] += 1
             if calls["n"] == 2:
                 raise error
-            return []
+            return {}, 1
 
     monkeypatch.setitem(handlers._state, "kube", Kube())
     monkeypatch.setattr(handlers, "RESYNC_SECONDS", 0.01)

@@ -1,16 +1,27 @@
-"""kopf handlers: thin edges that route events to :func:`~pdd_operator.controller.reconcile.reconcile`.
+"""kopf handlers: thin edges that feed the caches and the reconcile queue.
 
-- every event of a PDDeployment reconciles it (level-based: the handler does not look at the diff);
-- every event of a child the operator manages (Deployment, Service, the router's ServiceAccount,
-  Role and RoleBinding) or of its pods reconciles the owner, so a child deleted or edited by hand is
-  restored at once and status follows the pods;
-- a resync loop reconciles every PDDeployment periodically, retrying what failed; no error ends it;
+- kopf watches PDDeployments, the children the operator manages (Deployments, Services, the router's
+  ServiceAccount, Role and RoleBinding), their pods, and ConfigMaps; the managed kinds are watched
+  with the label selector ``app.kubernetes.io/managed-by=pdd-operator`` **in the watch request**
+  (``settings.watching.label_selectors``), so the apiserver sends only the operator's own objects,
+  never every pod of the cluster. ConfigMaps carry no label of ours and are streamed unfiltered, but
+  only the ones some PDDeployment references are kept (:mod:`pdd_operator.controller.cache`);
+- what the watches deliver fills the caches (:mod:`~pdd_operator.controller.cache`), from which every
+  reconcile reads: a no-op reconcile sends no request at all;
+- every event of a PDDeployment, or of a child, pod or referenced ConfigMap of one, adds the
+  PDDeployment's key to a :class:`~pdd_operator.controller.workqueue.WorkQueue`: a burst of events
+  becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
+  thread that another object waits for. The watch event of the operator's own write (the
+  resourceVersion it just got back) queues nothing. Worker threads start once the watches delivered
+  everything a metadata list at startup returned, so a restart never acts on half a picture;
+- a resync loop lists every PDDeployment each period (one request) and queues them all, retrying what
+  failed; no error ends it;
 - kopf retries failed API requests and watches without limit (capped backoff), so an apiserver
   outage never ends the process; the liveness endpoint (``pdd run --liveness``) fails when the
   watch has fallen behind or the resync stopped (:mod:`pdd_operator.controller.health`).
 
-Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers on the
-objects, so the only writes are the operator's own (children it changed, status when it changed).
+Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers
+on the objects, so the only writes are the operator's own (children it changed, status when it changed).
 
 The validating admission webhook is in :mod:`pdd_operator.controller.webhook`; ``pdd run
 --webhook-port`` registers it (:func:`~pdd_operator.controller.webhook.enable`) next to these.
@@ -29,11 +40,13 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
-from pdd_operator.api.names import label_value
+from pdd_operator.controller import cache as caching
+from pdd_operator.controller.cache import ClusterCache
 from pdd_operator.controller.health import CappedBackoff, WatchHealth
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import RECONCILE_ERRORS, RESYNC_ERRORS
 from pdd_operator.controller.reconcile import reconcile, record_failure
+from pdd_operator.controller.workqueue import WorkQueue
 
 log = logging.getLogger("pdd_operator")
 
@@ -43,7 +56,33 @@ BACKOFF_CAP_SECONDS = float(os.environ.get("PDD_BACKOFF_CAP_SECONDS", "30"))
 #: How long the watch may lag behind the resync's listing (or the resync not run) before liveness fails.
 STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RESYNC_SECONDS))))
 HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
+#: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
+#: threads than cores keep several requests in flight during a burst.
+WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
 _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
+#: The server-side label selector of every managed kind's watch (and kopf's initial list).
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}=pdd-operator"
+#: The managed kinds: (group, version, plural) -> kind.
+MANAGED_RESOURCES = {
+    ("apps", "v1", "deployments"): "Deployment",
+    ("", "v1", "services"): "Service",
+    ("", "v1", "serviceaccounts"): "ServiceAccount",
+    ("rbac.authorization.k8s.io", "v1", "roles"): "Role",
+    ("rbac.authorization.k8s.io", "v1", "rolebindings"): "RoleBinding",
+    ("", "v1", "pods"): "Pod",
+}
+CACHE = ClusterCache()
+#: The handlers whose every success kopf would log at INFO (one line per watch event: tens of
+#: thousands at scale); their failures are still logged.
+_QUIET_HANDLERS = ("pddeployment_event", "child_event", "config_map_event")
+
+
+class _QuietSuccesses(logging.Filter):
+    """Drops kopf's "Handler 'x' succeeded." lines of :data:`_QUIET_HANDLERS`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg if isinstance(record.msg, str) else ""
+        return not (msg.endswith("succeeded.") and any(f"Handler '{h}'" in msg for h in _QUIET_HANDLERS))
 
 _state: dict = {}
 
@@ -95,8 +134,19 @@ def leading() -> bool:
 
 def _kube() -> Kube:
     if "kube" not in _state:
-        _state["kube"] = Kube()
+        _state["kube"] = Kube(cache=CACHE)
     return _state["kube"]
+
+
+def _queue() -> WorkQueue:
+    if "queue" not in _state:
+        _state["queue"] = WorkQueue(lambda key: _reconcile_logged(*key), workers=WORKERS)
+    return _state["queue"]
+
+
+def enqueue(namespace: str, name: str) -> None:
+    """Queue a reconcile of one PDDeployment (coalesced with any already waiting)."""
+    _queue().add((namespace, name))
 
 
 def _reconcile_logged(namespace: str, name: str) -> None:
@@ -133,6 +183,11 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.posting.enabled = False
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
+    objects_log = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
+        objects_log.addFilter(_QuietSuccesses())
+    for (group, version, plural) in MANAGED_RESOURCES:
+        settings.watching.label_selectors[group, version, plural] = MANAGED_SELECTOR
     # kopf re-raises an API error once its backoff sequence is used up, and the operator then exits
     # (a finite list such as [1, 2, 5, 10] gives up after ~18 s of apiserver errors). Unbounded,
     # capped: every request and watch waits for the apiserver as long as it takes.
@@ -146,14 +201,23 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
         _state["elector_thread"] = threading.Thread(target=elector.run, name="leader-election", daemon=True)
         _state["elector_thread"].start()
     _state["resync"] = loop.create_task(_resync_forever())
+    queue = _queue()
+    queue.hold_until(CACHE.ready)  # set once the watches delivered everything listed at startup
+    queue.start()
+    _state["fill"] = loop.create_task(_fill_caches())
 
 
 @kopf.on.cleanup()
 async def stop(**_) -> None:
-    """At shutdown: end the resync and, with leader election, stop leading and release the Lease."""
-    task = _state.pop("resync", None)
-    if task is not None:
-        task.cancel()
+    """At shutdown: end the resync, the cache filling and the reconcile workers and, with leader election,
+    stop leading and release the Lease."""
+    for name in ("resync", "fill"):
+        task = _state.pop(name, None)
+        if task is not None:
+            task.cancel()
+    queue = _state.get("queue")
+    if queue is not None:
+        await asyncio.get_running_loop().run_in_executor(None, queue.stop)
     elector = _state.get("elector")
     if elector is not None:
         # Stop leading, let the election thread and the running reconciles end, then release the
@@ -202,14 +266,59 @@ async def _resync_forever() -> None:
             log.warning("resync failed, retrying in %ss: %s", RESYNC_SECONDS, exc, exc_info=not _is_api_error(exc))
 
 
-async def resync_once() -> None:
-    """List every watched PDDeployment and reconcile each (one failing does not stop the others)."""
+async def _fill_caches() -> None:
+    """List the metadata of PDDeployments and every managed kind, then wait until kopf's watches
+    delivered all of it (:meth:`~pdd_operator.controller.cache.ClusterCache.expect`); list again every
+    few seconds while something is missing (deleted in between), and retry a failed list."""
     loop = asyncio.get_running_loop()
-    items = await loop.run_in_executor(None, _kube().list_pdds, _state.get("namespaces", ()))
-    HEALTH.listed([(_key(item), item["metadata"].get("resourceVersion")) for item in items], time.monotonic())
-    for item in items:
-        meta = item["metadata"]
-        await loop.run_in_executor(None, _reconcile_logged, meta["namespace"], meta["name"])
+    namespaces = _state.get("namespaces", ())
+    kinds = [KIND, *MANAGED_RESOURCES.values()]
+    started = time.monotonic()
+    while not CACHE.ready.is_set():
+        try:
+            listed = {}
+            for kind in kinds:
+                selector = None if kind == KIND else MANAGED_SELECTOR
+                items, _ = await loop.run_in_executor(None, _kube().list_metadata, kind, namespaces, selector)
+                listed[kind] = set(items)
+            CACHE.expect(listed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (the apiserver away: try again)
+            log.warning("cannot list what the caches must hold, retrying: %s", exc, exc_info=not _is_api_error(exc))
+        for _ in range(50):
+            if CACHE.ready.is_set():
+                break
+            await asyncio.sleep(0.1)
+    log.info("caches filled in %.1fs; reconciling", time.monotonic() - started)
+
+
+async def resync_once() -> None:
+    """List the metadata of every watched PDDeployment (the watch's health is judged by it) and queue
+    each for a reconcile from the caches; first drop from the caches what the watches missed being
+    deleted (:func:`prune_caches`)."""
+    loop = asyncio.get_running_loop()
+    namespaces = _state.get("namespaces", ())
+    listed, version = await loop.run_in_executor(None, _kube().list_metadata, KIND, namespaces)
+    HEALTH.listed(list(listed.items()), time.monotonic())
+    owners: set[tuple[str, str]] = set()
+    if CACHE.ready.is_set():
+        owners = CACHE.prune(KIND, listed, version) | await loop.run_in_executor(None, prune_caches, namespaces)
+    for key in sorted(set(listed) | owners):
+        enqueue(*key)
+
+
+def prune_caches(namespaces: tuple[str, ...]) -> set[tuple[str, str]]:
+    """List the metadata of each managed kind (one request per kind and namespace, with the managed
+    label selector) and mark what the caches hold but the apiserver no longer has as deleted
+    (:meth:`~pdd_operator.controller.cache.ClusterCache.prune`). Returns the owners to reconcile."""
+    owners: set[tuple[str, str]] = set()
+    for kind in MANAGED_RESOURCES.values():
+        listed, version = _kube().list_metadata(kind, namespaces, MANAGED_SELECTOR)
+        owners |= CACHE.prune(kind, listed, version)
+    if owners:
+        log.info("the watches missed the deletion of children of %d PDDeployment(s); reconciling them", len(owners))
+    return owners
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -220,13 +329,21 @@ def _is_api_error(exc: BaseException) -> bool:
     return isinstance(exc, ApiException | urllib3.exceptions.HTTPError | OSError)
 
 
+# --- events -> the reconcile queue ---------------------------------------------------------------
+
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def pddeployment_event(type: str | None, name: str, namespace: str, meta: dict, **_) -> None:
-    """Any change of a PDDeployment (and the initial listing at startup): reconcile it."""
-    HEALTH.watched((namespace, name), None if type == "DELETED" else meta.get("resourceVersion"), time.monotonic())
+async def pddeployment_event(type: str | None, body: kopf.Body, name: str, namespace: str, meta: dict,
+                             **kwargs) -> None:
+    """Any change of a PDDeployment (and the initial listing at startup): queue its reconcile, unless
+    the change is the status the operator just wrote."""
+    CACHE.observe(KIND, body, deleted=type == "DELETED")
+    version = None if type == "DELETED" else meta.get("resourceVersion")
+    HEALTH.watched((namespace, name), version, time.monotonic())
+    own = CACHE.settle(KIND, namespace, name, version)
     if type == "DELETED":
         return  # children go with it through garbage collection (ownerReferences)
-    _reconcile_logged(namespace, name)
+    if not own:
+        enqueue(namespace, name)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
@@ -235,15 +352,29 @@ def pddeployment_event(type: str | None, name: str, namespace: str, meta: dict, 
 @kopf.on.event("rbac.authorization.k8s.io", "v1", "roles", labels=_MANAGED)
 @kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings", labels=_MANAGED)
 @kopf.on.event("", "v1", "pods", labels=_MANAGED)
-def child_event(labels: dict, meta: dict, namespace: str, **_) -> None:
+async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dict, namespace: str, name: str,
+                      **kwargs) -> None:
     """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
-    changed or was deleted: reconcile its PDDeployment.
+    changed or was deleted: queue its PDDeployment, unless this is the operator's own apply coming back.
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
-    for name in owner_names(namespace, labels, meta.get("ownerReferences") or []):
-        _reconcile_logged(namespace, name)
+    CACHE.observe(body.get("kind"), body, deleted=type == "DELETED")
+    if CACHE.settle(body.get("kind"), namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
+        return
+    for owner in owner_names(namespace, labels, meta.get("ownerReferences") or []):
+        enqueue(namespace, owner)
+
+
+@kopf.on.event("", "v1", "configmaps")
+async def config_map_event(type: str | None, body: kopf.Body, namespace: str, name: str, meta: dict,
+                           **kwargs) -> None:
+    """A ConfigMap changed: queue the PDDeployments that read their model's config.json from it."""
+    CACHE.observe("ConfigMap", body, deleted=type == "DELETED")
+    CACHE.settle("ConfigMap", namespace, name, None if type == "DELETED" else meta.get("resourceVersion"))
+    for owner in sorted(CACHE.referenced(namespace, name)):
+        enqueue(namespace, owner)
 
 
 def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> list[str]:
@@ -251,17 +382,12 @@ def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> l
 
     A child's controller ownerReference names its PDDeployment. A pod's owner is a ReplicaSet, so its
     instance label is used: the PDDeployment name itself, or for names that are not valid label
-    values its :func:`~pdd_operator.api.names.label_value`, which is resolved by listing the
-    namespace's PDDeployments (only when no PDDeployment has the label as its name).
+    values its :func:`~pdd_operator.api.names.label_value`, looked up in the cache.
     """
-    for ref in owner_references:
-        if ref.get("kind") == KIND and ref.get("apiVersion", "").startswith(GROUP + "/") and ref.get("name"):
-            return [ref["name"]]
+    owner = caching.owner_of({"metadata": {"ownerReferences": owner_references}})
+    if owner is not None:
+        return [owner]
     value = labels.get(LABEL_INSTANCE)
     if not value:
         return []
-    kube = _kube()
-    if kube.get_pdd(namespace, value) is not None:
-        return [value]
-    return [item["metadata"]["name"] for item in kube.list_pdds((namespace,))
-            if label_value(item["metadata"]["name"]) == value]
+    return CACHE.pdd_names_by_instance(namespace, value)

@@ -1,5 +1,10 @@
 """The operator's Kubernetes access: reads, server-side apply of children, status patches.
 
+With a :class:`~pdd_operator.controller.cache.ClusterCache` (``pdd run``), the reads of a reconcile
+come from the watch-fed caches once they are filled, and every write's answer is remembered there until
+the watch delivers it; without one (tools, tests) every read goes to the apiserver. Either way the
+interface is the same. Each request sent is counted in ``pdd_api_requests_total``.
+
 All writes go through :class:`Kube` so they can be counted and so a no-op never reaches the
 apiserver: :meth:`Kube.apply` skips an object whose live state already holds everything we would
 apply (same applied hash, and every desired field present with the same value).
@@ -18,7 +23,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from pdd_operator.api.constants import FIELD_MANAGER, GROUP, PLURAL, VERSION
+from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, PLURAL, VERSION
+from pdd_operator.controller.cache import ClusterCache
+from pdd_operator.controller.metrics import API_REQUESTS, CACHE_MISSES
 from pdd_operator.controller.rbac import AccessCheck
 
 log = logging.getLogger(__name__)
@@ -156,14 +163,28 @@ _RESOURCE_PATHS = {
 }
 
 
+#: Collection paths of the kinds the resync lists by metadata (:meth:`Kube.list_metadata`).
+_COLLECTION_PATHS = {
+    KIND: f"/apis/{GROUP}/{VERSION}", "Deployment": "/apis/apps/v1", "Service": "/api/v1",
+    "ServiceAccount": "/api/v1", "Pod": "/api/v1", "Role": "/apis/rbac.authorization.k8s.io/v1",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
+}
+_PLURALS = {KIND: PLURAL, "Deployment": "deployments", "Service": "services", "ServiceAccount": "serviceaccounts",
+            "Pod": "pods", "Role": "roles", "RoleBinding": "rolebindings"}
+#: Ask for PartialObjectMetadataList: names and resourceVersions without specs (a tenth of the bytes).
+_METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+
 class Kube:
     """Thin wrapper over the kubernetes client for the calls the operator makes.
 
-    ``writes`` counts the write requests this instance sent (tests and logs use it).
+    ``writes`` counts the write requests this instance sent (tests and logs use it). ``cache``: read
+    from it once it is ready (see the module docstring).
     """
 
-    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient | None = None, cache: ClusterCache | None = None) -> None:
         self.api_client = api_client or load_config()
+        self.cache = cache
         self.apps = client.AppsV1Api(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
@@ -185,10 +206,16 @@ class Kube:
         }
         self.writes = 0
 
+    def _cached(self) -> ClusterCache | None:
+        return self.cache if self.cache is not None and self.cache.ready.is_set() else None
+
     # --- reads -------------------------------------------------------------------------------
 
     def get_pdd(self, namespace: str, name: str) -> dict | None:
         """Return the PDDeployment as a dict, or ``None`` if it does not exist."""
+        if (cache := self._cached()) is not None:
+            return cache.pdd(namespace, name)
+        API_REQUESTS.labels("get", KIND).inc()
         try:
             return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         except ApiException as exc:
@@ -201,10 +228,49 @@ class Kube:
 
         A namespaced operator may list only in its namespaces: its Roles grant nothing cluster-wide.
         """
+        API_REQUESTS.labels("list", KIND).inc(max(1, len(namespaces)))
         if not namespaces:
             return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
         return [item for ns in namespaces
                 for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL).get("items", [])]
+
+    def list_metadata(self, kind: str, namespaces: Sequence[str] = (), label_selector: str | None = None,
+                      chunk: int = 1000) -> tuple[dict[tuple[str, str], str], int | None]:
+        """Metadata of every ``kind`` object (:data:`_COLLECTION_PATHS`) in ``namespaces`` (all when
+        empty) matching ``label_selector``, in chunks of ``chunk``: ``({(namespace, name):
+        resourceVersion}, the oldest list resourceVersion as an integer, or None when not an integer)``.
+        Raises ``ApiException`` for a non-2xx answer."""
+        items: dict[tuple[str, str], str] = {}
+        versions: list[int | None] = []
+        for ns in namespaces or (None,):
+            path = _COLLECTION_PATHS[kind] + (f"/namespaces/{ns}" if ns else "") + f"/{_PLURALS[kind]}"
+            token = None
+            while True:
+                query = [("limit", str(chunk))] + ([("labelSelector", label_selector)] if label_selector else [])
+                query += [("continue", token)] if token else []
+                API_REQUESTS.labels("list", kind).inc()
+                method, url, headers, body, post = self.api_client.param_serialize(
+                    method="GET", resource_path=path, query_params=query,
+                    header_params={"Accept": _METADATA_ACCEPT}, auth_settings=["BearerToken"])
+                response = self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post)
+                response.read()
+                if not 200 <= response.status <= 299:
+                    raise ApiException.from_response(
+                        http_resp=response, body=response.data.decode("utf-8", "replace"), data=None)
+                listing = json.loads(response.data)
+                for item in listing.get("items") or []:
+                    meta = item.get("metadata") or {}
+                    items[(meta.get("namespace"), meta.get("name"))] = meta.get("resourceVersion")
+                list_meta = listing.get("metadata") or {}
+                token = list_meta.get("continue")
+                if not token:
+                    try:
+                        versions.append(int(list_meta.get("resourceVersion")))
+                    except (TypeError, ValueError):
+                        versions.append(None)
+                    break
+        oldest = None if None in versions or not versions else min(versions)
+        return items, oldest
 
     def missing_access(self, checks: Sequence[AccessCheck]) -> list[AccessCheck]:
         """The ``checks`` the apiserver denies this client's identity (one SelfSubjectAccessReview each).
@@ -233,6 +299,9 @@ class Kube:
         camelCase dict, or ``None``. Raises ``ValueError`` for another kind."""
         if kind not in self._read:
             raise ValueError(f"unsupported kind {kind}")
+        if (cache := self._cached()) is not None:
+            return cache.child(kind, namespace, name)
+        API_REQUESTS.labels("get", kind).inc()
         try:
             obj = self._read[kind](name, namespace)
         except ApiException as exc:
@@ -242,17 +311,34 @@ class Kube:
         return self.api_client.sanitize_for_serialization(obj)
 
     def config_map_value(self, namespace: str, name: str, key: str) -> str | None:
-        """The value of one key of a ConfigMap, or ``None`` when the ConfigMap or key is missing."""
+        """The value of one key of a ConfigMap, or ``None`` when the ConfigMap or key is missing.
+
+        From the cache when it knows the ConfigMap; else read (and remembered in the cache)."""
+        cache = self._cached()
+        if cache is not None:
+            known, obj = cache.config_map(namespace, name)
+            if known:
+                return None if obj is None else ((obj.get("data") or {}).get(key))
+            CACHE_MISSES.labels("ConfigMap").inc()
+        API_REQUESTS.labels("get", "ConfigMap").inc()
         try:
             cm = self.core.read_namespaced_config_map(name, namespace)
         except ApiException as exc:
             if exc.status == 404:
+                if cache is not None:
+                    cache.remember_absent("ConfigMap", namespace, name)
                 return None
             raise
+        if cache is not None:
+            cache.remember("ConfigMap", self.api_client.sanitize_for_serialization(cm))
         return (cm.data or {}).get(key)
 
     def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict]:
-        """Pods matching the label selector, as camelCase dicts."""
+        """Pods matching the label selector, as camelCase dicts (from the cache: it must hold the
+        instance label)."""
+        if (cache := self._cached()) is not None:
+            return cache.pods(namespace, selector)
+        API_REQUESTS.labels("list", "Pod").inc()
         label_selector = ",".join(f"{k}={v}" for k, v in selector.items())
         pods = self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
         return [self.api_client.sanitize_for_serialization(p) for p in pods]
@@ -292,6 +378,7 @@ class Kube:
             leaf[exclusive[-1]] = want
             self._patch[kind](meta["name"], meta["namespace"], patch, field_manager=FIELD_MANAGER,
                               _content_type="application/merge-patch+json")
+            API_REQUESTS.labels("patch", kind).inc()
             self.writes += 1
             log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
                      meta["namespace"], meta["name"], ".".join(exclusive), extra)
@@ -319,6 +406,7 @@ class Kube:
             "reportingInstance": FIELD_MANAGER, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
+            API_REQUESTS.labels("create", "Event").inc()
             self.core.create_namespaced_event(meta["namespace"], body)
         except Exception as exc:  # noqa: BLE001  (events are best effort; status carries the same)
             log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
@@ -331,8 +419,10 @@ class Kube:
 
         The generated ``patch_namespaced_*`` methods accept only dicts and serialize them with
         Python's escaping JSON encoder, so the request is built here from the same client pieces
-        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer.
+        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer. The answer (the
+        object as applied) is remembered in the cache.
         """
+        API_REQUESTS.labels("apply", kind).inc()
         method, url, headers, data, post = self.api_client.param_serialize(
             method="PATCH", resource_path=_RESOURCE_PATHS[kind],
             path_params={"namespace": namespace, "name": name},
@@ -345,6 +435,11 @@ class Kube:
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
                                              data=None)
+        if self.cache is not None:
+            try:
+                self.cache.remember(kind, json.loads(response.data))
+            except ValueError:
+                log.debug("the answer to the apply of %s %s/%s is not JSON", kind, namespace, name)
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:
         """Replace the PDDeployment's status (merge patch of the status subresource).
@@ -355,7 +450,10 @@ class Kube:
         body: dict = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        self.custom.patch_namespaced_custom_object_status(
+        API_REQUESTS.labels("patch", f"{KIND}/status").inc()
+        answer = self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json"
         )
         self.writes += 1
+        if self.cache is not None and isinstance(answer, dict):
+            self.cache.remember(KIND, answer)

@@ -15,3 +15,15 @@ WEBHOOK_CERT_EXPIRY = Gauge(
     "the serving certificate when a third of its lifetime is left; alert when this is under 7 days away.",
     ["certificate"],
 )
+API_REQUESTS = Counter(
+    "pdd_api_requests_total",
+    "Requests the operator's reconciles sent to the apiserver, by verb (get, list, apply, patch, create) and "
+    "resource. kopf's own list and watch requests of the cached kinds are not counted here.",
+    ["verb", "resource"],
+)
+CACHE_MISSES = Counter(
+    "pdd_cache_fallback_reads_total",
+    "Reads that the caches could not answer and went to the apiserver, by resource.", ["resource"],
+)
+QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
+QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")

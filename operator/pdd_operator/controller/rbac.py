@@ -136,8 +136,10 @@ def rules(options: Options) -> list[Rule]:
         Rule("", ("pods",), _POD_VERBS, "watched",
              "kopf watches engine pods (scheduling reasons, preflight verdicts); get because the router "
              "Role the operator creates grants it"),
-        Rule("", ("configmaps",), ("get",), "watched",
-             "the model's config.json named by spec.model.configMapRef"),
+        Rule("", ("configmaps",), ("get", "list", "watch"), "watched",
+             "the model's config.json named by spec.model.configMapRef: kopf watches ConfigMaps (they carry "
+             "no label of the operator's to filter by) and keeps the referenced ones; get for one "
+             "referenced before its next watch event"),
         Rule("", ("serviceaccounts",), ("get", "list", "watch", "create", "patch"), "watched",
              "the router's ServiceAccount (server-side apply); kopf watches it to restore it when deleted"),
         Rule("rbac.authorization.k8s.io", ("roles", "rolebindings"), ("get", "list", "watch", "create", "patch"),

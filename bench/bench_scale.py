@@ -1,0 +1,507 @@
+"""1,000 PDDeployments on kwok: how fast and how cheaply the operator reconciles them at scale.
+
+Runs on its own local control plane (dev/cluster/cluster.sh, state in ``PDD_CLUSTER_DIR``, default
+``~/.cache/pdd-operator/cluster-bench-scale``, ports from ``PDD_BENCH_APISERVER_PORT``, default 19443;
+started here and purged at the end unless ``PDD_BENCH_KEEP=1``), with enough extra fake nodes for every
+pod. Specs are small and need no GPU: prefill and decode 1 replica each, 10m CPU, no router pods (the
+router's 5 objects are still rendered and applied: 9 children per PDDeployment).
+
+Phases, in one run:
+
+1. **baseline**: the same children of N PDDeployments (rendered by the operator's own renderer,
+   without ownerReferences and with another managed-by label, so the operator never sees them)
+   server-side applied straight to the apiserver from ``PDD_WORKERS`` threads (the operator's worker
+   count): the time the apiserver takes to accept them. Then that namespace is deleted.
+2. **burst**: N PDDeployments created at once (same client threads) with the operator running;
+   time until every one has all 9 children (a watch of the 5 child kinds), against the baseline.
+3. **steady creates**: ``PDD_BENCH_STEADY`` more at 20 per second with the N present: per object,
+   create -> all children present.
+4. **spec change**: ``PDD_BENCH_CHANGES`` objects, one at a time: ``spec.decode.replicas`` 1 -> 2,
+   until the watch shows the decode Deployment with 2 replicas.
+5. **steady state**: once quiet, one resync period (``PDD_RESYNC_SECONDS``, 30 here): requests the
+   operator sent (its ``pdd_api_requests_total``; kopf's own list/watch requests are not in it: one
+   list and one watch per watched kind per 300 s ``server_timeout``) and its writes.
+6. **restart**: the operator stopped and started with everything present: time until every object
+   was reconciled (the reconcile counter reached the number of objects and the queue is empty), and
+   the writes it sent meanwhile.
+7. **memory**: the operator's RSS (``VmRSS``, ``VmHWM`` peak) after the burst phases and after the restart.
+
+Each goal of issue 11 is printed as met or missed with its numbers. ``PDD_BENCH_N`` sets N (1000).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import json
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from pdd_operator.api.constants import LABEL_MANAGED_BY
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.controller.kube import Kube, apply_body
+from pdd_operator.render.workloads import Owner, render_children
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CACHE = Path(os.environ.get("PDD_CACHE", Path.home() / ".cache" / "pdd-operator"))
+ENV = {**os.environ, "PDD_CLUSTER_DIR": os.environ.get("PDD_CLUSTER_DIR", str(CACHE / "cluster-bench-scale")),
+       "PDD_APISERVER_PORT": os.environ.get("PDD_BENCH_APISERVER_PORT", os.environ.get("PDD_APISERVER_PORT", "19443"))}
+N = int(os.environ.get("PDD_BENCH_N", "1000"))
+STEADY = int(os.environ.get("PDD_BENCH_STEADY", "100"))
+RATE = 20.0
+CHANGES = int(os.environ.get("PDD_BENCH_CHANGES", "20"))
+WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
+RESYNC = float(os.environ.get("PDD_BENCH_RESYNC_SECONDS", "30"))
+PODS_PER_NODE = 250
+GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
+NS, BASELINE_NS = "bench-scale", "bench-baseline"
+CHILD_KINDS = {"deployments": ("apps/v1", "Deployment"), "services": ("v1", "Service"),
+               "serviceaccounts": ("v1", "ServiceAccount"),
+               "roles": ("rbac.authorization.k8s.io/v1", "Role"),
+               "rolebindings": ("rbac.authorization.k8s.io/v1", "RoleBinding")}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cluster_env() -> dict[str, str]:
+    out = subprocess.run(["bash", "dev/cluster/cluster.sh", "env"], cwd=ROOT, env=ENV, capture_output=True,
+                         text=True, check=True).stdout
+    env = dict(ENV)
+    for line in out.splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            env[key] = shlex.split(value)[0].replace("$PATH", os.environ["PATH"])
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def spec() -> dict:
+    """A small PDDeployment spec that needs no GPU (the CPU example, tiny requests, no router pods)."""
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    for role in ("prefill", "decode"):
+        doc[role]["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+    doc["router"] = {"replicas": 0}
+    return doc
+
+
+def pdd(name: str) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PDDeployment", "metadata": {"name": name}, "spec": spec()}
+
+
+def nodes(count: int) -> list[dict]:
+    """Fake kwok nodes with room for PODS_PER_NODE small pods each."""
+    out = []
+    for i in range(count):
+        name = f"bench-node-{i}"
+        capacity = {"cpu": "1000", "memory": "4Ti", "pods": str(PODS_PER_NODE)}
+        out.append({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                            "type": "kwok"}},
+                    "spec": {}, "status": {"capacity": capacity, "allocatable": capacity}})
+    return out
+
+
+class Operator:
+    """``pdd run`` as a process, its metrics on loopback."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env, self.log_path, self.port, self.proc = env, log_path, free_port(), None
+
+    def start(self) -> float:
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "pdd"), "run", "--metrics-port", str(self.port), "--metrics-address",
+             "127.0.0.1"], cwd=ROOT, stdout=self.log_path.open("a"), stderr=subprocess.STDOUT,
+            env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS)})
+        wait(lambda: self.metrics() is not None, 120, "operator metrics endpoint")
+        return started
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def metrics(self) -> dict[str, float] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return None
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("pdd_"):
+                key, _, value = line.rpartition(" ")
+                values[key] = float(value)
+        return values
+
+    def sums(self) -> dict[str, float]:
+        """reads (get/list requests), writes (applies, patches, status writes, Events), reconciles, queue."""
+        m = self.metrics() or {}
+        out = {"reads": 0.0, "writes": 0.0, "reconciles": 0.0, "queue": m.get("pdd_workqueue_depth", 0.0)}
+        for key, value in m.items():
+            if key.startswith("pdd_api_requests_total{"):
+                verb = key.split('verb="', 1)[1].split('"', 1)[0]
+                out["reads" if verb in ("get", "list") else "writes"] += value
+            elif key.startswith("pdd_reconcile_total{"):
+                out["reconciles"] += value
+        return out
+
+    def rss_mb(self) -> tuple[float, float]:
+        """(VmRSS, VmHWM) in MB of the operator process."""
+        fields = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def wait(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class ChildWatch:
+    """Watches the 5 child kinds in one namespace; records when each child was first seen, per owner,
+    and when each decode Deployment first showed a given replica count."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self.api_client, self.namespace = api_client, namespace
+        self.cond = threading.Condition()
+        self.first_seen: dict[str, dict[tuple[str, str], float]] = {}
+        self.replicas_seen: dict[tuple[str, int], float] = {}
+        self.stopping = False
+        self.threads = [threading.Thread(target=self._run, args=(plural,), daemon=True) for plural in CHILD_KINDS]
+        for t in self.threads:
+            t.start()
+
+    def _path(self, plural: str) -> str:
+        group_version = CHILD_KINDS[plural][0]
+        base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        return f"{base}/namespaces/{self.namespace}/{plural}"
+
+    def _request(self, plural: str, query: list[tuple[str, str]], timeout: float):
+        method, url, headers, body, post = self.api_client.param_serialize(
+            method="GET", resource_path=self._path(plural), query_params=query,
+            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        return self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                        _request_timeout=timeout)
+
+    def _record(self, obj: dict, now: float) -> None:
+        meta = obj.get("metadata") or {}
+        owners = [r["name"] for r in meta.get("ownerReferences") or [] if r.get("kind") == "PDDeployment"]
+        with self.cond:
+            for owner in owners:
+                self.first_seen.setdefault(owner, {}).setdefault((obj.get("kind"), meta.get("name")), now)
+            if obj.get("kind") == "Deployment":
+                key = (meta.get("name"), (obj.get("spec") or {}).get("replicas"))
+                self.replicas_seen.setdefault(key, now)
+            self.cond.notify_all()
+
+    def _run(self, plural: str) -> None:
+        kind = CHILD_KINDS[plural][1]
+        while not self.stopping:
+            try:
+                resp = self._request(plural, [], 60)
+                listing = json.loads(resp.read())
+                now = time.monotonic()
+                for item in listing.get("items", []):
+                    item["kind"] = kind
+                    self._record(item, now)
+                version = listing["metadata"]["resourceVersion"]
+                while not self.stopping:
+                    resp = self._request(plural, [("watch", "true"), ("resourceVersion", version),
+                                                  ("timeoutSeconds", "120"), ("allowWatchBookmarks", "true")], 150)
+                    resp = resp.response if hasattr(resp, "response") else resp
+                    buffer = b""
+                    for chunk in resp.stream(65536, decode_content=True):
+                        buffer += chunk
+                        *lines, buffer = buffer.split(b"\n")
+                        for line in lines:
+                            if not line.strip():
+                                continue
+                            event = json.loads(line)
+                            obj = event.get("object") or {}
+                            if event.get("type") == "ERROR":
+                                raise RuntimeError(str(obj))
+                            version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                            if event.get("type") in ("ADDED", "MODIFIED"):
+                                self._record(obj, time.monotonic())
+            except Exception as exc:  # noqa: BLE001  (relist and rewatch; the bench reports timeouts)
+                if not self.stopping:
+                    log(f"child watch of {plural} restarts: {exc}")
+                    time.sleep(0.5)
+
+    def complete_at(self, owner: str, count: int) -> float | None:
+        """When ``owner`` had ``count`` children, or None."""
+        with self.cond:
+            seen = self.first_seen.get(owner, {})
+            return max(seen.values()) if len(seen) >= count else None
+
+    def wait_complete(self, owners: list[str], count: int, timeout: float) -> dict[str, float]:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                done = {o: max(self.first_seen[o].values()) for o in owners
+                        if len(self.first_seen.get(o, {})) >= count}
+                if len(done) == len(owners):
+                    return done
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(owners) - len(done)} of {len(owners)} objects lack children "
+                                       f"after {timeout:.0f}s")
+                self.cond.wait(min(left, 1.0))
+
+    def wait_replicas(self, deployment: str, replicas: int, timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while (deployment, replicas) not in self.replicas_seen:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{deployment} never showed {replicas} replicas")
+                self.cond.wait(min(left, 1.0))
+            return self.replicas_seen[(deployment, replicas)]
+
+
+def baseline_children(i: int) -> list[dict]:
+    """The children of PDDeployment ``i`` as the operator renders them, but owned by nobody and labelled
+    so that the operator never watches them."""
+    out = []
+    for child in render_children(Owner(name=f"pdd-{i}", namespace=BASELINE_NS), PDDeploymentSpec.model_validate(spec())):
+        child = copy.deepcopy(child)
+        child["metadata"]["labels"][LABEL_MANAGED_BY] = "pdd-bench-baseline"
+        template = (child.get("spec") or {}).get("template")
+        if template:
+            template["metadata"]["labels"][LABEL_MANAGED_BY] = "pdd-bench-baseline"
+        out.append(child)
+    return out
+
+
+def apply_baseline(kube: Kube) -> tuple[float, list[float]]:
+    """Server-side apply every baseline child from WORKERS threads; (seconds for all, per-object seconds)."""
+    bodies = [baseline_children(i) for i in range(N)]
+
+    def one(children: list[dict]) -> float:
+        start = time.monotonic()
+        for child in children:
+            meta = child["metadata"]
+            kube._server_side_apply(child["kind"], meta["namespace"], meta["name"], apply_body(child))
+        return time.monotonic() - start
+
+    start = time.monotonic()
+    with cf.ThreadPoolExecutor(WORKERS) as pool:
+        per_object = list(pool.map(one, bodies))
+    return time.monotonic() - start, per_object
+
+
+def create(custom: client.CustomObjectsApi, name: str) -> float:
+    """Create one PDDeployment; returns when the request was sent (monotonic)."""
+    sent = time.monotonic()
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, pdd(name))
+    return sent
+
+
+def wait_quiet(op: Operator, settle: float, timeout: float) -> None:
+    """Until the operator has sent no write for ``settle`` seconds and its queue is empty."""
+    deadline = time.monotonic() + timeout
+    last, since = op.sums()["writes"], time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = op.sums()
+        if now["writes"] != last or now["queue"] > 0:
+            last, since = now["writes"], time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return
+    raise TimeoutError("the operator did not become quiet")
+
+
+def goal(text: str, met: bool, numbers: str) -> bool:
+    print(f"  [{'met' if met else 'MISSED'}] {text}: {numbers}")
+    return met
+
+
+def main() -> int:
+    log(f"N={N}, steady creates {STEADY} at {RATE:.0f}/s, {CHANGES} spec changes, {WORKERS} workers, "
+        f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
+    subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
+    env = cluster_env()
+    workdir = Path(ENV["PDD_CLUSTER_DIR"]) / "bench-scale"
+    workdir.mkdir(parents=True, exist_ok=True)
+    op = Operator(env, workdir / "operator.log")
+    results: dict = {}
+    try:
+        kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
+        run = lambda *args, **kw: subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True,  # noqa: E731
+                                                 stdout=subprocess.DEVNULL, **kw)
+        run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
+        run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
+        run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
+        node_count = -(-(2 * (N + STEADY) + 2 * CHANGES) // (PODS_PER_NODE - 20)) + 1
+        run("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(nodes(node_count)).encode())
+        for ns in (NS, BASELINE_NS):
+            subprocess.run([*kubectl, "create", "namespace", ns], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        cfg = client.Configuration()
+        config.load_kube_config(env["KUBECONFIG"], client_configuration=cfg)
+        cfg.connection_pool_maxsize = 64
+        api_client = client.ApiClient(cfg)
+        custom = client.CustomObjectsApi(api_client)
+        kube = Kube(api_client)
+        log(f"{node_count} extra fake nodes; baseline: applying {N} x 9 children directly")
+
+        # 1. baseline
+        baseline_s, baseline_per_object = apply_baseline(kube)
+        log(f"baseline: {baseline_s:.1f}s for {9 * N} children ({9 * N / baseline_s:.0f}/s)")
+        run("delete", "namespace", BASELINE_NS, "--wait=true", "--timeout=900s")
+        log("baseline namespace deleted")
+
+        # 2. burst with the operator
+        op.start()
+        watch = ChildWatch(api_client, NS)
+        names = [f"pdd-{i}" for i in range(N)]
+        burst_start = time.monotonic()
+        with cf.ThreadPoolExecutor(WORKERS) as pool:
+            sent = dict(zip(names, pool.map(lambda n: create(custom, n), names), strict=True))
+        created_s = time.monotonic() - burst_start
+        done = watch.wait_complete(names, 9, 1800)
+        burst_s = max(done.values()) - burst_start
+        burst_lat = [done[n] - sent[n] for n in names]
+        log(f"burst: {N} created in {created_s:.1f}s, all children after {burst_s:.1f}s")
+        wait_quiet(op, 10, 1800)
+        log(f"quiet after the burst: {op.sums()}")
+
+        # 3. steady creates at RATE/s with N present
+        steady_names = [f"steady-{i}" for i in range(STEADY)]
+        steady_sent: dict[str, float] = {}
+        with cf.ThreadPoolExecutor(8) as pool:
+            futures = {}
+            t0 = time.monotonic()
+            for i, name in enumerate(steady_names):
+                delay = t0 + i / RATE - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                futures[name] = pool.submit(create, custom, name)
+            steady_sent = {n: f.result() for n, f in futures.items()}
+        steady_done = watch.wait_complete(steady_names, 9, 600)
+        steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
+        wait_quiet(op, 10, 900)
+
+        # 4. spec change -> child updated
+        change_lat = []
+        for name in names[:CHANGES]:
+            sent_at = time.monotonic()
+            custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, {"spec": {"decode": {"replicas": 2}}})
+            change_lat.append(watch.wait_replicas(f"{name}-decode", 2, 120) - sent_at)
+            time.sleep(0.2)
+        wait_quiet(op, 10, 900)
+
+        # 5. steady state over one resync period
+        before = op.sums()
+        time.sleep(RESYNC * 1.2)
+        after = op.sums()
+        steady_reads, steady_writes = after["reads"] - before["reads"], after["writes"] - before["writes"]
+        steady_reconciles = after["reconciles"] - before["reconciles"]
+        rss_before = op.rss_mb()
+        log(f"steady state over {RESYNC * 1.2:.0f}s: {steady_reads:.0f} reads, {steady_writes:.0f} writes, "
+            f"{steady_reconciles:.0f} reconciles; RSS {rss_before[0]:.0f} MB (peak {rss_before[1]:.0f})")
+
+        # 6. restart with everything present
+        op.stop()
+        total = N + STEADY
+        started = op.start()
+        wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 600, "every object reconciled",
+             interval=0.1)
+        restart_s = time.monotonic() - started
+        restart_writes = op.sums()["writes"]
+        time.sleep(2)
+        restart_writes_later = op.sums()["writes"]
+        rss_after = op.rss_mb()
+        log(f"restart: {restart_s:.1f}s to reconcile {total}, {restart_writes:.0f} writes "
+            f"({restart_writes_later:.0f} 2 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f})")
+        watch.stopping = True
+        results = {
+            "baseline_s": baseline_s, "baseline_per_object": baseline_per_object, "burst_s": burst_s,
+            "burst_lat": burst_lat, "created_s": created_s, "steady_lat": steady_lat, "change_lat": change_lat,
+            "steady_reads": steady_reads, "steady_writes": steady_writes, "steady_reconciles": steady_reconciles,
+            "restart_s": restart_s, "restart_writes": restart_writes_later, "rss_before": rss_before,
+            "rss_after": rss_after, "total": total,
+        }
+    except (TimeoutError, ApiException, subprocess.CalledProcessError) as exc:
+        log(f"bench failed: {exc}; operator log: {op.log_path}")
+        return 1
+    finally:
+        op.stop()
+        if os.environ.get("PDD_BENCH_KEEP") != "1":
+            subprocess.run(["bash", "dev/cluster/cluster.sh", "down", "--purge"], cwd=ROOT, env=ENV,
+                           stdout=subprocess.DEVNULL)
+
+    r = results
+    print(f"\nbench_scale: N={N} PDDeployments (9 children each), {STEADY} steady creates, {CHANGES} spec changes, "
+          f"{WORKERS} workers, {os.cpu_count()} cores")
+    print(f"  baseline: {9 * N} children applied directly in {r['baseline_s']:.1f}s "
+          f"(per object p50 {pct(r['baseline_per_object'], 50) * 1000:.0f} ms)")
+    print(f"  burst: creates sent in {r['created_s']:.1f}s; create -> children p50 {pct(r['burst_lat'], 50):.1f}s "
+          f"p99 {pct(r['burst_lat'], 99):.1f}s")
+    ok = [
+        goal(f"create -> all children p99 < 0.5 s at {RATE:.0f} creates/s with {N} present",
+             pct(r["steady_lat"], 99) < 0.5,
+             f"p50 {pct(r['steady_lat'], 50) * 1000:.0f} ms, p99 {pct(r['steady_lat'], 99) * 1000:.0f} ms"),
+        goal(f"burst of {N}: all children within 1.5x the direct apply", r["burst_s"] <= 1.5 * r["baseline_s"],
+             f"{r['burst_s']:.1f}s vs {r['baseline_s']:.1f}s = {r['burst_s'] / r['baseline_s']:.2f}x"),
+        goal("spec change -> child updated p50 < 0.2 s", pct(r["change_lat"], 50) < 0.2,
+             f"p50 {pct(r['change_lat'], 50) * 1000:.0f} ms, max {max(r['change_lat']) * 1000:.0f} ms "
+             f"({len(r['change_lat'])} changes)"),
+        goal(f"restart with {r['total']} present: all reconciled < 30 s with 0 writes",
+             r["restart_s"] < 30 and r["restart_writes"] == 0,
+             f"{r['restart_s']:.1f}s, {r['restart_writes']:.0f} writes"),
+        goal("steady state: 0 writes and < 1 read per object per resync period",
+             r["steady_writes"] == 0 and r["steady_reads"] / r["total"] < 1,
+             f"{r['steady_writes']:.0f} writes, {r['steady_reads']:.0f} reads for {r['total']} objects "
+             f"({r['steady_reads'] / r['total']:.3f} per object) over {RESYNC * 1.2:.0f}s, "
+             f"{r['steady_reconciles']:.0f} reconciles"),
+        goal("operator RSS < 150 MB", max(r["rss_before"][0], r["rss_after"][0]) < 150,
+             f"{r['rss_before'][0]:.0f} MB after the burst phases (peak {r['rss_before'][1]:.0f}), "
+             f"{r['rss_after'][0]:.0f} MB after the restart (peak {r['rss_after'][1]:.0f})"),
+    ]
+    print(f"  {sum(ok)} of {len(ok)} goals met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

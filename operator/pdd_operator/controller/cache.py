@@ -1,0 +1,458 @@
+"""The operator's reads from watch-fed caches: indexes of what kopf's watches deliver, overlaid with
+the operator's own recent writes.
+
+A reconcile reads the PDDeployment, its children, its pods and its model ConfigMap. Without caches
+that is about 14 API reads per reconcile, however little changed. kopf already watches these kinds
+(with a server-side label selector for the managed ones, see ``handlers.configure``); its event
+handlers hand every object to :meth:`ClusterCache.observe`, and the index functions here decide what
+is kept and under which key:
+
+- :func:`index_pdd` — ``(namespace, name)`` -> the PDDeployment;
+- :func:`index_instance` — ``(namespace, instance label value)`` -> the PDDeployment's name (pods
+  carry the label, not an ownerReference to it; a long or dotted name is hashed in the label);
+- :func:`index_child` — ``(kind, namespace, name)`` -> a child (Deployment, Service, the router's
+  ServiceAccount, Role, RoleBinding);
+- :func:`index_pod` — ``(namespace, instance label value)`` -> the pods of that owner;
+- :func:`index_config_map` — ``(namespace, name)`` -> a ConfigMap that some PDDeployment names in
+  ``spec.model.configMapRef`` (ConfigMaps carry no label of ours, so the server cannot filter them;
+  only the referenced ones are kept in memory).
+
+Objects are kept without ``metadata.managedFields`` (a third of a Deployment's size, never read), pods
+only with what status reads of them (:func:`pod_view`), and each as compact JSON bytes
+(:class:`Packed`): a parsed JSON object takes five to ten times its text's size in Python, and a read
+(a few per reconcile) decodes one object in tens of microseconds. Every read returns a fresh dict.
+
+**Why not kopf's own indexes** (``@kopf.index``): kopf holds every handler until all indexes are
+filled, which is what a cache needs, but it does so with one toggle per indexed object that every
+object's worker waits on; with 3,000 objects a restart spent minutes there (measured with
+``bench/bench_scale.py`` at 200 PDDeployments: no handler ran 150 s after the start). The same
+index functions therefore fill a small store of our own (:class:`Index`), and the cache is *ready*
+once every object that a metadata list at startup returned has been delivered
+(:meth:`ClusterCache.expect`); reconciles wait for that, so a restart never acts on half a picture.
+
+**Own writes.** A watch delivers the answer to the operator's own apply or status patch some
+milliseconds later; a reconcile that starts in between would see the old object and apply again.
+:meth:`ClusterCache.remember` keeps the apiserver's answer until the watch delivers that
+``resourceVersion`` (or a later one): reads return whichever is newer. resourceVersions are compared
+as integers, which they are on etcd-backed apiservers; one that is not an integer never overrides
+the index (Kubernetes calls them opaque, so the watch then simply wins). The same overlay keeps a
+ConfigMap read directly because the index did not have it yet (newly referenced), and its absence
+(404), until the watch says more.
+
+**Relists.** kopf relists a kind after its watch broke (an apiserver outage, "410 Gone") but, unlike
+client-go's reflector, does not turn the objects missing from the new list into deletions: the cache
+could keep an object deleted while the watch was down. The periodic resync therefore lists each
+kind's metadata (names and resourceVersions only, one request per kind and namespace) and
+:meth:`ClusterCache.prune` drops a cached object that the list lacks and that is older than the list.
+
+Thread safety: the store is filled from kopf's event loop and read by the reconcile threads, under one
+lock held only for dictionary operations.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE
+from pdd_operator.api.names import label_value
+
+#: Names of the indexes.
+PDD_INDEX = "pdd_objects"
+INSTANCE_INDEX = "pdd_instances"
+CHILD_INDEX = "pdd_children"
+POD_INDEX = "pdd_pods"
+CONFIG_MAP_INDEX = "pdd_config_maps"
+INDEX_NAMES = (PDD_INDEX, INSTANCE_INDEX, CHILD_INDEX, POD_INDEX, CONFIG_MAP_INDEX)
+
+#: Marks a ConfigMap known to be absent (a 404 read) in the overlay; any indexed copy is newer.
+ABSENT = {"metadata": {"resourceVersion": "-1"}, "absent": True}
+
+
+def _absent(entry: Packed | dict | None) -> bool:
+    return isinstance(entry, dict) and bool(entry.get("absent"))
+
+
+def _version(entry: Packed | dict | None) -> int | None:
+    """The resourceVersion of an overlay entry (an own write as :class:`Packed`, or a marker dict)."""
+    if isinstance(entry, Packed):
+        return resource_version({"metadata": {"resourceVersion": entry.version}})
+    return resource_version(entry)
+
+
+def strip(body: Mapping[str, Any]) -> dict:
+    """A shallow copy of an object without ``metadata.managedFields`` (what the caches keep)."""
+    out = dict(body)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("managedFields", None)
+    out["metadata"] = meta
+    return out
+
+
+class Packed(NamedTuple):
+    """What an index keeps of one object: its resourceVersion, its owner's name or instance label
+    (``None`` when it has none) and the object as compact JSON."""
+
+    version: str | None
+    owner: str | None
+    blob: bytes
+
+    def unpack(self) -> dict:
+        """The object (a new dict on every call)."""
+        return json.loads(self.blob)
+
+
+def pack(obj: Mapping[str, Any], owner: str | None = None) -> Packed:
+    """:class:`Packed` of ``obj`` without ``managedFields`` (:func:`strip`)."""
+    body = strip(obj)
+    return Packed(body["metadata"].get("resourceVersion"), owner,
+                  json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def pod_view(pod: Mapping[str, Any]) -> dict:
+    """The part of a pod that the operator reads: identity and labels, the conditions (the scheduler's
+    verdict) and the ``preflight`` init container's status
+    (:func:`~pdd_operator.controller.status.preflight_results`)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    keep = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp", "ownerReferences")
+    return {"kind": "Pod", "metadata": {k: meta[k] for k in keep if k in meta},
+            "status": {"phase": status.get("phase"), "conditions": status.get("conditions") or [],
+                       "initContainerStatuses": [s for s in status.get("initContainerStatuses") or []
+                                                 if isinstance(s, dict) and s.get("name") == "preflight"]}}
+
+
+def resource_version(obj: Mapping[str, Any] | None) -> int | None:
+    """``metadata.resourceVersion`` as an integer, or ``None`` (no object, or not an integer)."""
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion"))
+    except (TypeError, ValueError):
+        return None
+
+
+def index_pdd(body: Mapping[str, Any]) -> dict:
+    """Index function: ``{(namespace, name): PDDeployment}``."""
+    meta = body.get("metadata") or {}
+    return {(meta.get("namespace"), meta.get("name")): pack(body)}
+
+
+def index_instance(body: Mapping[str, Any]) -> dict:
+    """Index function: ``{(namespace, instance label value): name}`` of a PDDeployment
+    (:func:`~pdd_operator.api.names.label_value`)."""
+    meta = body.get("metadata") or {}
+    return {(meta.get("namespace"), label_value(meta.get("name") or "")): meta.get("name")}
+
+
+def index_child(body: Mapping[str, Any]) -> dict:
+    """Index function: ``{(kind, namespace, name): child}``."""
+    meta = body.get("metadata") or {}
+    return {(body.get("kind"), meta.get("namespace"), meta.get("name")): pack(body, owner_of(body))}
+
+
+def index_pod(body: Mapping[str, Any]) -> dict:
+    """Index function: ``{(namespace, instance label value): pod}``; ``{}`` without the label."""
+    meta = body.get("metadata") or {}
+    instance = (meta.get("labels") or {}).get(LABEL_INSTANCE)
+    return {(meta.get("namespace"), instance): pack(pod_view(body), instance)} if instance else {}
+
+
+def config_map_ref(pdd: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(namespace, name)`` of the ConfigMap a PDDeployment's ``spec.model.configMapRef`` names, if any.
+    Never raises for a malformed spec (the reconcile reports that)."""
+    spec = pdd.get("spec")
+    model = spec.get("model") if isinstance(spec, dict) else None
+    ref = model.get("configMapRef") if isinstance(model, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return ((pdd.get("metadata") or {}).get("namespace"), name) if isinstance(name, str) and name else None
+
+
+def owner_of(obj: Mapping[str, Any]) -> str | None:
+    """The PDDeployment name in ``obj``'s controller ownerReference, or ``None``."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(GROUP + "/") and ref.get("name"):
+            return ref["name"]
+    return None
+
+
+class Index:
+    """Keys -> the values that index functions returned for them, per object: an object's new results
+    replace its old ones (as kopf's indexes do). Not thread-safe: :class:`ClusterCache` locks."""
+
+    def __init__(self) -> None:
+        self._stores: dict[Any, dict[tuple, Any]] = {}
+        self._keys_of: dict[tuple, set] = {}
+
+    def replace(self, obj_key: tuple, results: Mapping[Any, Any]) -> None:
+        """Set ``obj_key``'s values to ``results`` (key -> value), dropping its other keys."""
+        for key in self._keys_of.get(obj_key, set()) - set(results):
+            self._drop(key, obj_key)
+        for key, value in results.items():
+            self._stores.setdefault(key, {})[obj_key] = value
+        if results:
+            self._keys_of[obj_key] = set(results)
+        else:
+            self._keys_of.pop(obj_key, None)
+
+    def discard(self, obj_key: tuple) -> None:
+        """Forget every value of ``obj_key``."""
+        for key in self._keys_of.pop(obj_key, set()):
+            self._drop(key, obj_key)
+
+    def _drop(self, key: Any, obj_key: tuple) -> None:
+        store = self._stores.get(key)
+        if store is not None:
+            store.pop(obj_key, None)
+            if not store:
+                del self._stores[key]
+
+    def get(self, key: Any) -> list:
+        """The values under ``key`` (a new list)."""
+        return list(self._stores.get(key, {}).values())
+
+    def value(self, key: Any, obj_key: tuple) -> Any:
+        """The value ``obj_key`` has under ``key``, or ``None``."""
+        return self._stores.get(key, {}).get(obj_key)
+
+    def keys(self) -> list:
+        """Every key (a new list)."""
+        return list(self._stores)
+
+    def objects(self) -> list[tuple]:
+        """Every object key with values."""
+        return list(self._keys_of)
+
+
+#: Which indexes an object of each kind goes into (ConfigMaps: :meth:`ClusterCache.index_config_map`).
+_CHILD_KINDS = ("Deployment", "Service", "ServiceAccount", "Role", "RoleBinding")
+
+
+class ClusterCache:
+    """The store of what the watches delivered, its readiness, and the overlay of the operator's own writes.
+
+    Keys: ``kind`` is the object's kind (``PDDeployment``, ``Deployment``, ``Service``,
+    ``ServiceAccount``, ``Role``, ``RoleBinding``, ``Pod``, ``ConfigMap``). Every read returns a new dict.
+    """
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self._indexes: dict[str, Index] = {name: Index() for name in INDEX_NAMES}
+        self._expected: dict[str, set[tuple[str, str]]] | None = None
+        self._overlay: dict[tuple[str, str, str], Packed | dict] = {}
+        self._lock = threading.RLock()
+        self._references: dict[tuple[str, str], set[str]] = {}  # (ns, ConfigMap) -> PDDeployment names
+        self._referenced_by: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, PDDeployment) -> (ns, ConfigMap)
+
+    # --- filling ----------------------------------------------------------------------------
+
+    def observe(self, kind: str, body: Mapping[str, Any], deleted: bool = False) -> None:
+        """A watch delivered ``body`` of ``kind`` (``deleted``: its deletion): update the indexes."""
+        meta = body.get("metadata") or {}
+        obj_key = (kind, meta.get("namespace"), meta.get("name"))
+        with self._lock:
+            if kind == KIND:
+                self.note_references(body, deleted)
+                updates = {PDD_INDEX: index_pdd, INSTANCE_INDEX: index_instance}
+            elif kind == "Pod":
+                updates = {POD_INDEX: index_pod}
+            elif kind == "ConfigMap":
+                updates = {CONFIG_MAP_INDEX: self.index_config_map}
+            elif kind in _CHILD_KINDS:
+                updates = {CHILD_INDEX: index_child}
+            else:
+                raise ValueError(f"unsupported kind {kind}")
+            for name, function in updates.items():
+                if deleted:
+                    self._indexes[name].discard(obj_key)
+                else:
+                    self._indexes[name].replace(obj_key, function(body))
+            if self._expected is not None and not self.ready.is_set():
+                self._expected.get(kind, set()).discard(obj_key[1:])
+                self._check_ready()
+
+    def expect(self, listed: Mapping[str, set[tuple[str, str]]]) -> None:
+        """Become ready once every ``(namespace, name)`` listed per kind (a metadata list at startup)
+        has been observed. Called again with a fresh list, it replaces the expectation (an object
+        deleted between that list and the watch's would otherwise be waited for forever)."""
+        with self._lock:
+            self._expected = {kind: {k for k in keys if (kind, *k) not in self._present()}
+                              for kind, keys in listed.items()}
+            self._check_ready()
+
+    def missing(self) -> dict[str, int]:
+        """Per kind, how many listed objects the watches have not delivered yet."""
+        with self._lock:
+            return {kind: len(keys) for kind, keys in (self._expected or {}).items() if keys}
+
+    def _present(self) -> set[tuple]:
+        return {obj_key for index in self._indexes.values() for obj_key in index.objects()}
+
+    def _check_ready(self) -> None:
+        if self._expected is not None and not any(self._expected.values()):
+            self.ready.set()
+
+    def note_references(self, pdd: Mapping[str, Any], deleted: bool = False) -> None:
+        """Record which ConfigMap a PDDeployment references (called for each of its watch events), so
+        :meth:`referenced` tells :func:`index_config_map` which ConfigMaps to keep."""
+        meta = pdd.get("metadata") or {}
+        key = (meta.get("namespace"), meta.get("name"))
+        ref = None if deleted else config_map_ref(pdd)
+        with self._lock:
+            old = self._referenced_by.pop(key, None)
+            if old is not None:
+                names = self._references.get(old, set())
+                names.discard(key[1])
+                if not names:
+                    self._references.pop(old, None)
+            if ref is not None:
+                self._referenced_by[key] = ref
+                self._references.setdefault(ref, set()).add(key[1])
+
+    def referenced(self, namespace: str, name: str) -> set[str]:
+        """Names of the PDDeployments whose ``spec.model.configMapRef`` names this ConfigMap."""
+        with self._lock:
+            return set(self._references.get((namespace, name), ()))
+
+    def index_config_map(self, body: Mapping[str, Any]) -> dict:
+        """Index function: ``{(namespace, name): ConfigMap}`` for a referenced ConfigMap, else ``{}``."""
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace"), meta.get("name"))
+        return {key: pack(body)} if self.referenced(*key) else {}
+
+    def remember(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """Keep the apiserver's answer to a write (or a direct read) until the watch delivers it."""
+        meta = obj.get("metadata") or {}
+        if resource_version(obj) is None:
+            return
+        with self._lock:
+            self._overlay[(kind, meta.get("namespace"), meta.get("name"))] = pack(obj)
+
+    def remember_absent(self, kind: str, namespace: str, name: str) -> None:
+        """Keep that a direct read found no such object, until the watch delivers one."""
+        with self._lock:
+            self._overlay[(kind, namespace, name)] = ABSENT
+
+    def settle(self, kind: str, namespace: str, name: str, version: str | None) -> bool:
+        """The watch delivered ``(kind, namespace, name)`` at ``version`` (``None``: deleted).
+
+        Drops the overlay entry the watch has caught up with. Returns True when this is exactly the
+        operator's own write (the overlay held that version): nothing changed that it does not know.
+        """
+        key = (kind, namespace, name)
+        with self._lock:
+            mine = self._overlay.get(key)
+            if mine is None:
+                return False
+            if version is None:
+                del self._overlay[key]
+                return False
+            have = _version(mine)
+            try:
+                seen = int(version)
+            except (TypeError, ValueError):
+                del self._overlay[key]
+                return False
+            if have is not None and seen >= have:
+                del self._overlay[key]
+                return seen == have
+            return False
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def _first(self, index: str, key: tuple) -> dict | None:
+        packed = self._packed(index, key)
+        return packed.unpack() if packed is not None else None
+
+    def _packed(self, index: str, key: tuple) -> Packed | None:
+        with self._lock:
+            items = self._indexes[index].get(key)
+        return items[0] if items else None
+
+    def _newest(self, kind: str, key: tuple, indexed: dict | None) -> dict | None:
+        with self._lock:
+            mine = self._overlay.get(key)
+        if mine is None:
+            return indexed
+        have, seen = _version(mine), resource_version(indexed)
+        if indexed is not None and (have is None or seen is None or seen >= have):
+            return indexed
+        return None if _absent(mine) else mine.unpack()
+
+    def pdd(self, namespace: str, name: str) -> dict | None:
+        """The PDDeployment, or ``None``."""
+        return self._newest(KIND, (KIND, namespace, name), self._first(PDD_INDEX, (namespace, name)))
+
+    def pdd_names_by_instance(self, namespace: str, instance: str) -> list[str]:
+        """Names of the PDDeployments whose instance label value is ``instance``."""
+        with self._lock:
+            return sorted(set(self._indexes[INSTANCE_INDEX].get((namespace, instance))))
+
+    def child(self, kind: str, namespace: str, name: str) -> dict | None:
+        """A managed child of ``kind``, or ``None``."""
+        return self._newest(kind, (kind, namespace, name), self._first(CHILD_INDEX, (kind, namespace, name)))
+
+    def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        """The managed pods matching ``selector`` (which must hold the instance label)."""
+        with self._lock:
+            store = self._indexes[POD_INDEX].get((namespace, selector.get(LABEL_INSTANCE)))
+        pods = [packed.unpack() for packed in store]
+        return [p for p in pods
+                if all((p.get("metadata") or {}).get("labels", {}).get(k) == v for k, v in selector.items())
+                and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
+
+    def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:
+        """Drop what the cache holds of ``kind`` (``PDDeployment``, a child kind or ``Pod``) but a list
+        at ``list_version`` did not return: ``listed`` maps ``(namespace, name)`` to resourceVersion for
+        every object of the kind in that list (see the module docstring). Cached objects newer than the
+        list are kept (created after it). Returns the ``(namespace, PDDeployment)`` keys of the owners
+        whose cached state changed. Does nothing without an integer ``list_version``."""
+        if list_version is None:
+            return set()
+        index = {KIND: PDD_INDEX, "Pod": POD_INDEX}.get(kind, CHILD_INDEX)
+        owners: set[tuple[str, str]] = set()
+        with self._lock:
+            for obj_key in self._indexes[index].objects():
+                if obj_key[0] != kind or obj_key[1:] in listed:
+                    continue
+                packed = self._indexes[index].value(self._key_for(kind, obj_key), obj_key)
+                version = _version(packed)
+                if version is None or version >= list_version:
+                    continue
+                owners.update(self._owners(kind, obj_key[1:], packed))
+                for name in INDEX_NAMES:
+                    self._indexes[name].discard(obj_key)
+        return owners
+
+    def _key_for(self, kind: str, obj_key: tuple) -> tuple:
+        """The index key under which ``obj_key``'s value is found (for :meth:`prune`)."""
+        if kind == KIND:
+            return obj_key[1:]
+        if kind == "Pod":
+            keys = self._indexes[POD_INDEX]._keys_of.get(obj_key) or set()
+            return next(iter(keys), None)
+        return obj_key
+
+    def _owners(self, kind: str, key: tuple[str, str], obj: Packed) -> set[tuple[str, str]]:
+        if kind == KIND or obj.owner is None:
+            return set()
+        if kind == "Pod":
+            store = self._indexes[INSTANCE_INDEX].get((key[0], obj.owner))
+            return {(key[0], name) for name in (store or ())}
+        return {(key[0], obj.owner)}
+
+    def config_map(self, namespace: str, name: str) -> tuple[bool, dict | None]:
+        """``(known, ConfigMap)``: known is False when neither the index nor the overlay can say
+        (a ConfigMap referenced since its last watch event): read it directly and :meth:`remember` it."""
+        key = ("ConfigMap", namespace, name)
+        indexed = self._first(CONFIG_MAP_INDEX, (namespace, name))
+        with self._lock:
+            known = indexed is not None or key in self._overlay
+        if not known:
+            return False, None
+        return True, self._newest("ConfigMap", key, indexed)
+
+    def overlay_size(self) -> int:
+        """Entries kept in the overlay (tests, logs)."""
+        with self._lock:
+            return len(self._overlay)

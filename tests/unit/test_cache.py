@@ -1,0 +1,264 @@
+"""The watch-fed caches: kopf's own index classes filled by our index functions, overlaid with the
+operator's writes until the watch catches up; and Kube reading from them without any API request."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from pdd_operator.api.constants import LABEL_INSTANCE
+from pdd_operator.api.names import label_value
+from pdd_operator.controller import cache as caching
+from pdd_operator.controller.cache import ClusterCache
+from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.metrics import API_REQUESTS
+
+
+def obj(kind, name, rv, ns="ns", **extra):
+    meta = {"name": name, "namespace": ns, "uid": f"uid-{kind}-{name}", "resourceVersion": str(rv),
+            "managedFields": [{"manager": "x"}], **extra.pop("meta", {})}
+    return {"kind": kind, "metadata": meta, **extra}
+
+
+class Indexes:
+    """Feeds the cache as the kopf event handlers do."""
+
+    def __init__(self, cache: ClusterCache):
+        self.cache = cache
+
+    def put(self, body):
+        self.cache.observe(body["kind"], body)
+
+    def delete(self, body):
+        self.cache.observe(body["kind"], body, deleted=True)
+
+    def kwargs(self):
+        return {}
+
+
+@pytest.fixture
+def filled():
+    cache = ClusterCache()
+    cache.expect({})
+    return cache, Indexes(cache)
+
+
+def test_ready_once_everything_listed_at_startup_was_delivered():
+    cache = ClusterCache()
+    cache.observe("Service", obj("Service", "early", 1))  # delivered before the list: not waited for
+    cache.expect({"PDDeployment": {("ns", "a")}, "Service": {("ns", "early"), ("ns", "s")}})
+    assert cache.missing() == {"PDDeployment": 1, "Service": 1}
+    cache.observe("PDDeployment", obj("PDDeployment", "a", 2, spec={}))
+    assert not cache.ready.is_set()
+    cache.expect({"PDDeployment": {("ns", "a")}, "Service": {("ns", "early")}})  # s was deleted meanwhile
+    assert cache.ready.is_set()
+
+
+def test_reads_are_fresh_copies(filled):
+    cache, ix = filled
+    ix.put(obj("Deployment", "d", 1, spec={"replicas": 1}))
+    cache.child("Deployment", "ns", "d")["spec"]["replicas"] = 5
+    assert cache.child("Deployment", "ns", "d")["spec"] == {"replicas": 1}
+    cache.remember("Deployment", obj("Deployment", "d", 2, spec={"replicas": 2}))
+    cache.child("Deployment", "ns", "d")["spec"]["replicas"] = 5
+    assert cache.child("Deployment", "ns", "d")["spec"] == {"replicas": 2}
+
+
+def test_pods_keep_only_what_status_reads():
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}, "resourceVersion": "3",
+                                       "annotations": {"big": "x" * 1000}, "managedFields": [{}]},
+           "spec": {"containers": [{"name": "vllm", "args": ["--x"] * 50}]},
+           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "reason": "Unschedulable"}],
+                      "initContainerStatuses": [{"name": "preflight", "state": {"terminated": {"message": "{}"}}},
+                                                {"name": "other"}],
+                      "containerStatuses": [{"name": "vllm", "ready": False}]}}
+    view = caching.pod_view(pod)
+    assert view["metadata"] == {"name": "p", "namespace": "ns", "labels": {"a": "b"}, "resourceVersion": "3"}
+    assert "spec" not in view and view["status"]["conditions"] == pod["status"]["conditions"]
+    assert [s["name"] for s in view["status"]["initContainerStatuses"]] == ["preflight"]
+
+
+def test_children_are_kept_by_kind_and_name_without_managed_fields(filled):
+    cache, ix = filled
+    ix.put(obj("Deployment", "a-prefill", 5, spec={"replicas": 1}))
+    ix.put(obj("Service", "a-prefill", 6))
+    got = cache.child("Deployment", "ns", "a-prefill")
+    assert got["spec"] == {"replicas": 1} and "managedFields" not in got["metadata"]
+    assert cache.child("Service", "ns", "a-prefill")["kind"] == "Service"
+    assert cache.child("Deployment", "ns", "a-decode") is None
+    assert cache.child("Deployment", "other", "a-prefill") is None
+    ix.delete(obj("Deployment", "a-prefill", 7))
+    assert cache.child("Deployment", "ns", "a-prefill") is None
+
+
+def test_own_write_is_read_until_the_watch_delivers_it_or_a_later_version(filled):
+    cache, ix = filled
+    ix.put(obj("Deployment", "a-prefill", 5, spec={"replicas": 1}))
+    cache.remember("Deployment", obj("Deployment", "a-prefill", 9, spec={"replicas": 3}))
+    assert cache.child("Deployment", "ns", "a-prefill")["spec"] == {"replicas": 3}
+    # an older event still in flight does not hide the write
+    ix.put(obj("Deployment", "a-prefill", 8, spec={"replicas": 2}))
+    assert not cache.settle("Deployment", "ns", "a-prefill", "8")
+    assert cache.child("Deployment", "ns", "a-prefill")["spec"] == {"replicas": 3}
+    # the watch delivers the write itself: it is recognised as ours and the overlay is dropped
+    ix.put(obj("Deployment", "a-prefill", 9, spec={"replicas": 3}))
+    assert cache.settle("Deployment", "ns", "a-prefill", "9")
+    assert cache.overlay_size() == 0
+    # later changes by others are theirs
+    ix.put(obj("Deployment", "a-prefill", 12, spec={"replicas": 3}, status={"readyReplicas": 3}))
+    assert not cache.settle("Deployment", "ns", "a-prefill", "12")
+    assert cache.child("Deployment", "ns", "a-prefill")["status"] == {"readyReplicas": 3}
+
+
+def test_a_child_deleted_after_the_operator_wrote_it_reads_as_missing(filled):
+    cache, ix = filled
+    cache.remember("Service", obj("Service", "a-decode", 3))
+    ix.put(obj("Service", "a-decode", 3))
+    ix.delete(obj("Service", "a-decode", 3))
+    assert not cache.settle("Service", "ns", "a-decode", None)
+    assert cache.child("Service", "ns", "a-decode") is None
+
+
+def test_a_newer_indexed_version_wins_over_the_overlay(filled):
+    cache, ix = filled
+    cache.remember("Deployment", obj("Deployment", "x", 4, spec={"replicas": 1}))
+    ix.put(obj("Deployment", "x", 6, spec={"replicas": 7}))
+    assert cache.child("Deployment", "ns", "x")["spec"] == {"replicas": 7}
+
+
+def test_a_resource_version_that_is_not_an_integer_never_overrides_the_index(filled):
+    cache, ix = filled
+    ix.put(obj("Deployment", "x", 6, spec={"replicas": 7}))
+    cache.remember("Deployment", obj("Deployment", "x", "abc", spec={"replicas": 1}))
+    assert cache.child("Deployment", "ns", "x")["spec"] == {"replicas": 7}
+
+
+def test_pods_by_owner_and_selector_and_owners_by_instance_label(filled):
+    cache, ix = filled
+    long_name = "a" * 70
+    ix.put(obj("PDDeployment", long_name, 1, spec={}))
+    instance = label_value(long_name)
+    assert instance != long_name
+    for i, role in enumerate(("prefill", "decode", "decode")):
+        ix.put(obj("Pod", f"p{i}", 10 + i, meta={"labels": {LABEL_INSTANCE: instance, "role": role}}))
+    ix.put(obj("Pod", "other", 20, meta={"labels": {LABEL_INSTANCE: "other", "role": "decode"}}))
+    pods = cache.pods("ns", {LABEL_INSTANCE: instance, "role": "decode"})
+    assert sorted(p["metadata"]["name"] for p in pods) == ["p1", "p2"]
+    assert cache.pods("ns", {LABEL_INSTANCE: "nobody"}) == []
+    assert cache.pdd_names_by_instance("ns", instance) == [long_name]
+    assert cache.pdd_names_by_instance("ns", "nobody") == []
+
+
+def test_only_referenced_config_maps_are_kept_and_an_unknown_one_is_not_guessed(filled):
+    cache, ix = filled
+    cm = obj("ConfigMap", "cfg", 3, data={"config.json": "{}"})
+    ix.put(cm)  # listed before any PDDeployment references it: not kept
+    assert cache.config_map("ns", "cfg") == (False, None)
+    ix.put(obj("PDDeployment", "a", 1, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    assert cache.referenced("ns", "cfg") == {"a"}
+    assert cache.config_map("ns", "cfg") == (False, None)  # the caller reads it once ...
+    cache.remember("ConfigMap", cm)  # ... and remembers it
+    assert cache.config_map("ns", "cfg")[1]["data"] == {"config.json": "{}"}
+    ix.put(obj("ConfigMap", "cfg", 4, data={"config.json": '{"a": 1}'}))  # now kept by the index
+    assert cache.config_map("ns", "cfg")[1]["data"] == {"config.json": '{"a": 1}'}
+    ix.put(obj("ConfigMap", "unrelated", 5, data={"big": "x" * 1000}))
+    assert cache.config_map("ns", "unrelated") == (False, None)
+    # the reference goes away with the PDDeployment
+    cache.note_references(obj("PDDeployment", "a", 2, spec={}), deleted=True)
+    assert cache.referenced("ns", "cfg") == set()
+
+
+def test_a_missing_config_map_is_remembered_until_one_is_created(filled):
+    cache, ix = filled
+    ix.put(obj("PDDeployment", "a", 1, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    cache.remember_absent("ConfigMap", "ns", "cfg")
+    assert cache.config_map("ns", "cfg") == (True, None)
+    ix.put(obj("ConfigMap", "cfg", 3, data={"k": "v"}))
+    assert cache.settle("ConfigMap", "ns", "cfg", "3") is False
+    assert cache.config_map("ns", "cfg")[1]["data"] == {"k": "v"}
+
+
+@pytest.mark.parametrize("spec", [None, "x", {"model": "x"}, {"model": {"configMapRef": "x"}},
+                                  {"model": {"configMapRef": {"name": 3}}}, {"model": {"configMapRef": {}}}])
+def test_config_map_ref_never_raises_on_a_malformed_spec(spec):
+    assert caching.config_map_ref({"metadata": {"namespace": "ns"}, "spec": spec}) is None
+
+
+def requests_sent() -> float:
+    return sum(s.value for m in API_REQUESTS.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+def unreachable_client() -> client.ApiClient:
+    """A real API client for a port nothing listens on: any request it sent would fail."""
+    configuration = client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    configuration.retries = 0
+    return client.ApiClient(configuration)
+
+
+def test_kube_reads_everything_a_reconcile_needs_from_the_cache(filled):
+    cache, ix = filled
+    kube = Kube(unreachable_client(), cache=cache)
+    before = requests_sent()
+    pdd = obj("PDDeployment", "a", 1, spec={"model": {"configMapRef": {"name": "cfg"}}})
+    ix.put(pdd)
+    ix.put(obj("ConfigMap", "cfg", 2, data={"config.json": "{}"}))
+    ix.put(obj("Deployment", "a-prefill", 3))
+    ix.put(obj("Pod", "p", 4, meta={"labels": {LABEL_INSTANCE: "a"}}))
+    assert kube.get_pdd("ns", "a")["metadata"]["name"] == "a"
+    assert kube.get("Deployment", "ns", "a-prefill")["metadata"]["resourceVersion"] == "3"
+    assert kube.get("Service", "ns", "a-prefill") is None
+    assert kube.config_map_value("ns", "cfg", "config.json") == "{}"
+    assert len(kube.list_pods("ns", {LABEL_INSTANCE: "a"})) == 1
+    assert requests_sent() == before
+
+
+def test_kube_without_a_ready_cache_reads_the_api():
+    cache = ClusterCache()
+
+    class Apps:
+        def read_namespaced_deployment(self, name, namespace):
+            return {"kind": "Deployment", "metadata": {"name": name}}
+
+    kube = Kube.__new__(Kube)
+    kube.cache = cache
+
+    class Client:
+        def sanitize_for_serialization(self, o):
+            return o
+
+    kube.api_client = Client()
+    kube._read = {"Deployment": Apps().read_namespaced_deployment}
+    assert kube.get("Deployment", "ns", "d") == {"kind": "Deployment", "metadata": {"name": "d"}}
+
+
+def test_prune_hides_what_a_relist_missed_being_deleted_and_names_the_owners(filled):
+    """kopf's relist after a broken watch does not delete vanished objects from its indexes."""
+    cache, ix = filled
+    owner = {"ownerReferences": [{"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "name": "a"}]}
+    ix.put(obj("PDDeployment", "a", 1, spec={}))
+    ix.put(obj("Deployment", "a-decode", 5, meta=owner))
+    ix.put(obj("Deployment", "a-prefill", 6, meta=owner))
+    ix.put(obj("Deployment", "b-new", 30, meta=owner))  # created after the list below
+    ix.put(obj("Pod", "a-decode-x", 7, meta={"labels": {LABEL_INSTANCE: "a"}}))
+    listed = {("ns", "a-prefill"): "6"}
+    assert cache.prune("Deployment", listed, 20) == {("ns", "a")}
+    assert cache.child("Deployment", "ns", "a-decode") is None
+    assert cache.child("Deployment", "ns", "a-prefill") is not None
+    assert cache.child("Deployment", "ns", "b-new") is not None
+    assert cache.prune("Deployment", listed, 20) == set()  # dropped once
+    assert cache.prune("Pod", {}, 20) == {("ns", "a")}
+    assert cache.pods("ns", {LABEL_INSTANCE: "a"}) == []
+    # the object comes back through the watch: the newer copy wins
+    ix.put(obj("Deployment", "a-decode", 25, meta=owner))
+    assert cache.child("Deployment", "ns", "a-decode")["metadata"]["resourceVersion"] == "25"
+    # a PDDeployment deleted while the watch was down reads as gone
+    assert cache.prune("PDDeployment", {}, 20) == set()
+    assert cache.pdd("ns", "a") is None
+
+
+def test_prune_needs_an_integer_list_version(filled):
+    cache, ix = filled
+    ix.put(obj("Service", "s", 5))
+    assert cache.prune("Service", {}, None) == set()
+    assert cache.child("Service", "ns", "s") is not None

@@ -1,0 +1,91 @@
+"""kopf's events -> the caches and the reconcile queue: owners found from the caches, the operator's own writes
+coming back through the watch queue nothing, a referenced ConfigMap's change queues its readers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pdd_operator.api.constants import LABEL_INSTANCE
+from pdd_operator.api.names import label_value
+from pdd_operator.controller import handlers
+from pdd_operator.controller.cache import ClusterCache
+from pdd_operator.controller.workqueue import WorkQueue
+from tests.unit.test_cache import Indexes, obj
+
+OWNER = {"ownerReferences": [{"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "name": "a",
+                              "controller": True}]}
+
+
+@pytest.fixture
+def wired(monkeypatch):
+    cache = ClusterCache()
+    ix = Indexes(cache)
+    queue = WorkQueue(lambda key: None)  # never started: keys stay queued for the test to read
+    monkeypatch.setattr(handlers, "CACHE", cache)
+    monkeypatch.setitem(handlers._state, "queue", queue)
+    return cache, ix, queue
+
+
+def queued(queue: WorkQueue) -> list:
+    return list(queue._queue)
+
+
+def child(ix, body, type_="MODIFIED"):
+    meta = body["metadata"]
+    asyncio.run(handlers.child_event(type=type_, body=body, labels=meta.get("labels", {}), meta=meta,
+                                     namespace=meta["namespace"], name=meta["name"], **ix.kwargs()))
+
+
+def test_own_apply_coming_back_queues_nothing_and_later_changes_queue_the_owner(wired):
+    cache, ix, queue = wired
+    cache.expect({})
+    mine = obj("Deployment", "a-decode", 9, meta=OWNER)
+    cache.remember("Deployment", mine)
+    child(ix, mine)
+    assert queued(queue) == []
+    child(ix, obj("Deployment", "a-decode", 10, meta=OWNER))  # the controller-manager's status update
+    child(ix, obj("Deployment", "a-decode", 11, meta=OWNER))  # coalesced with the one waiting
+    assert queued(queue) == [("ns", "a")]
+
+
+def test_a_pod_is_routed_by_its_instance_label_also_for_a_hashed_name(wired):
+    cache, ix, queue = wired
+    name = "llama-3.1-8b." + "x" * 60
+    ix.put(obj("PDDeployment", name, 1, spec={}))
+    child(ix, obj("Pod", "p", 3, meta={"labels": {LABEL_INSTANCE: label_value(name)}}))
+    assert queued(queue) == [("ns", name)]
+    child(ix, obj("Pod", "q", 4, meta={"labels": {LABEL_INSTANCE: "nobody"}}))
+    assert queued(queue) == [("ns", name)]
+
+
+def test_a_deleted_child_queues_its_owner(wired):
+    cache, ix, queue = wired
+    child(ix, obj("Service", "a-prefill", 5, meta=OWNER), type_="DELETED")
+    assert queued(queue) == [("ns", "a")]
+
+
+def test_the_operator_s_own_status_write_queues_nothing(wired):
+    cache, ix, queue = wired
+    body = obj("PDDeployment", "a", 7, spec={})
+    cache.remember("PDDeployment", body)
+
+    def event(b):
+        asyncio.run(handlers.pddeployment_event(type="MODIFIED", body=b, name="a", namespace="ns", meta=b["metadata"],
+                                                **ix.kwargs()))
+    event(body)
+    assert queued(queue) == []
+    event(obj("PDDeployment", "a", 8, spec={"x": 1}))  # the user's edit
+    assert queued(queue) == [("ns", "a")]
+
+
+def test_a_config_map_change_queues_the_pddeployments_that_read_it(wired):
+    cache, ix, queue = wired
+    ix.put(obj("PDDeployment", "a", 1, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    ix.put(obj("PDDeployment", "b", 1, spec={}))
+    for name in ("cfg", "other"):
+        body = obj("ConfigMap", name, 5, data={})
+        asyncio.run(handlers.config_map_event(type="MODIFIED", body=body, namespace="ns", name=name,
+                                              meta=body["metadata"]))
+    assert queued(queue) == [("ns", "a")]
