@@ -178,6 +178,7 @@ def test_incompatible_from_the_start_creates_nothing(cluster, operator, namespac
     assert st["prefill"]["ready"] == "0/2" and st["decode"]["ready"] == "0/1"  # desired, though nothing exists
     assert cluster.apps.list_namespaced_deployment(namespace).items == []
     assert cluster.core.list_namespaced_service(namespace).items == []
+    assert "endpoint" not in st  # no router Service exists, so no endpoint is published
 
 
 def test_malformed_model_config_map_is_a_warning_not_a_crash(cluster, operator, namespace):

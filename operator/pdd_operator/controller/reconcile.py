@@ -246,8 +246,10 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
             generation=generation, previous=previous, report=report,
             applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
             preflight=preflight, apply_errors=[*read_errors, *apply_errors],
-            endpoint=(router_endpoint(Owner(name=name, namespace=namespace), desired)
-                      if desired is not None and desired.router.replicas > 0 else None),
+            # The router the children run, not the current spec's: a spec refused before anything was
+            # applied has no router Service, so it publishes no endpoint.
+            endpoint=(router_endpoint(Owner(name=name, namespace=namespace), target)
+                      if target is not None and target.router.replicas > 0 else None),
         )
         if applied_spec is not None:
             status["appliedSpec"] = applied_spec
