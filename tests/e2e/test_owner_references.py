@@ -85,6 +85,16 @@ def test_block_owner_deletion_needs_the_finalizers_grant(cluster, namespace):
                                check=False).returncode == 0
     wait_for(allowed, 30, what="the child allowed once finalizers may be updated")
     assert cluster.core.read_namespaced_config_map("with", namespace).metadata.owner_references[0].block_owner_deletion
+    # Gone before the chart's operator starts (next test): it would otherwise reconcile this owner while
+    # the namespace terminates, and the apiserver's 403 for a terminating namespace would count as denied.
+    cluster.kubectl("delete", "pdd", "owner", "-n", namespace, "--wait=true", "--timeout=60s")
+
+
+def _finalizers_allowed(cluster) -> bool:
+    """Whether the authorizer lets the chart's ServiceAccount update ``pddeployments/finalizers`` now
+    (RBAC changes reach it through its informers, not at once)."""
+    return cluster.kubectl("auth", "can-i", "update", "pddeployments.pdd-operator.dev/finalizers",
+                           f"--as={test_chart.USER}", "-A", check=False).stdout.strip() == "yes"
 
 
 def test_the_charts_service_account_creates_every_child_and_gets_ready(cluster, installed, namespace):
@@ -125,6 +135,7 @@ def test_without_the_finalizers_grant_the_operator_is_refused(cluster, installed
     assert len(kept) == len(original.rules) - 1
     rbac.patch_cluster_role(role_name, {"rules": [cluster.api.sanitize_for_serialization(r) for r in kept]})
     try:
+        wait_for(lambda: not _finalizers_allowed(cluster), 30, what="the authorizer without the finalizers grant")
         doc = yaml.safe_load((ROOT / "examples" / "llama-dense-pd.yaml").read_text())
         doc["metadata"] = {"name": "unguarded"}
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
