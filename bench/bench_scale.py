@@ -35,8 +35,6 @@ import concurrent.futures as cf
 import copy
 import json
 import os
-import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +44,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+from _cluster import cluster_env, free_port
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -76,23 +75,6 @@ CHILD_KINDS = {"deployments": ("apps/v1", "Deployment"), "services": ("v1", "Ser
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def cluster_env() -> dict[str, str]:
-    out = subprocess.run(["bash", "dev/cluster/cluster.sh", "env"], cwd=ROOT, env=ENV, capture_output=True,
-                         text=True, check=True).stdout
-    env = dict(ENV)
-    for line in out.splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export "):].partition("=")
-            env[key] = shlex.split(value)[0].replace("$PATH", os.environ["PATH"])
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -360,7 +342,7 @@ def main() -> int:
     log(f"N={N}, steady creates {STEADY} at {RATE:.0f}/s, {CHANGES} spec changes, {WORKERS} workers, "
         f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
     subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
-    env = cluster_env()
+    env = cluster_env(ENV)
     workdir = Path(ENV["PDD_CLUSTER_DIR"]) / "bench-scale"
     workdir.mkdir(parents=True, exist_ok=True)
     op = Operator(env, workdir / "operator.log")

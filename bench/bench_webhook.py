@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
-import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,6 +21,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _cluster import cluster_env, free_port
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -34,23 +33,6 @@ CONCURRENCY = 50
 REQUESTS = int(os.environ.get("PDD_BENCH_REQUESTS", "1000"))
 SERIAL = 200
 GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
-
-
-def cluster_env() -> dict[str, str]:
-    out = subprocess.run(["bash", "dev/cluster/cluster.sh", "env"], cwd=ROOT, env=ENV, capture_output=True,
-                         text=True, check=True).stdout
-    env = dict(ENV)
-    for line in out.splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export "):].partition("=")
-            env[key] = shlex.split(value)[0].replace("$PATH", os.environ["PATH"])
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def body(i: int) -> dict:
@@ -75,7 +57,7 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> int:
     subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
-    env = cluster_env()
+    env = cluster_env(ENV)
     operator = None
     try:
         subprocess.run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml"],
