@@ -208,6 +208,10 @@ def test_delete_garbage_collects_children(cluster, operator, namespace):
 def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, namespace):
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=NEMOTRON)
     wait_for(ready(cluster, namespace, "nemotron-nano"), 120, what="Ready")
+    # Earlier tests' namespaces may still be terminating: their PDDeployments' statuses follow the
+    # children being removed, writes that are no restart's doing (the write counter is operator-wide).
+    wait_for(lambda: not [n for n in cluster.core.list_namespace().items if n.status.phase == "Terminating"],
+             180, what="no namespace terminating")
     # Once the operator has nothing left to write, restart it and watch the idle window.
     operator.wait_quiet()
     operator.stop()
