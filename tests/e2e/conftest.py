@@ -8,6 +8,7 @@ nodes) is started once per test session and left running for reuse; the operator
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shlex
@@ -21,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -102,7 +103,14 @@ def _free_port() -> int:
 
 
 class OperatorProcess:
-    """A real ``pdd run`` process against the cluster, with its Prometheus metrics on loopback."""
+    """A real ``pdd run`` process against the cluster, with its Prometheus metrics on loopback.
+
+    :attr:`running` holds every started one, so a module that needs to be the only operator on the
+    cluster (a permission test: another operator with more rights would create what it must not) can
+    stop the others for its duration (:func:`other_operators_stopped`).
+    """
+
+    running: ClassVar[set[OperatorProcess]] = set()
 
     def __init__(self, cluster: Cluster, log_path: Path, extra_args: Sequence[str] = (),
                  resync_seconds: float = 2) -> None:
@@ -121,9 +129,11 @@ class OperatorProcess:
              "--metrics-address", "127.0.0.1", *self.extra_args],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )
+        OperatorProcess.running.add(self)
         wait_for(lambda: self.metrics() is not None, 60, what="operator metrics endpoint")
 
     def stop(self) -> None:
+        OperatorProcess.running.discard(self)
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -162,6 +172,20 @@ class OperatorProcess:
             wait_for(lambda: self.reconciles() >= seen + 2, timeout, what="two reconciles")
             return self.writes() == writes
         wait_for(quiet, timeout, interval=0, what="an operator with nothing left to write")
+
+
+@contextlib.contextmanager
+def other_operators_stopped() -> Iterator[None]:
+    """Stop every running :class:`OperatorProcess` (the session's ``operator`` fixture among them) for
+    the ``with`` block and start them again after it."""
+    stopped = list(OperatorProcess.running)
+    for op in stopped:
+        op.stop()
+    try:
+        yield
+    finally:
+        for op in stopped:
+            op.start()
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,16 @@ import yaml
 from kubernetes import client
 
 from tests.e2e import test_chart
-from tests.e2e.conftest import CLUSTER_SH, ROOT, audit_denied, audit_events, condition, pdd_status, wait_for
+from tests.e2e.conftest import (
+    CLUSTER_SH,
+    ROOT,
+    audit_denied,
+    audit_events,
+    condition,
+    other_operators_stopped,
+    pdd_status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -40,13 +49,16 @@ def _up(plugins: str | None) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def plugin_on(cluster) -> Iterator[None]:
-    """The apiserver with the plugin enabled, for this module (autouse: before the chart installs)."""
-    _up(PLUGIN)
-    wait_for(lambda: cluster.core.list_namespace(limit=1) is not None, 60, what="the restarted apiserver")
-    try:
-        yield
-    finally:
-        _up(os.environ.get("PDD_APISERVER_ADMISSION_PLUGINS"))
+    """The apiserver with the plugin enabled, for this module (autouse: before the chart installs), and
+    no other operator running meanwhile: the session's operator has every right, so it would create the
+    children the chart's ServiceAccount is refused."""
+    with other_operators_stopped():
+        _up(PLUGIN)
+        wait_for(lambda: cluster.core.list_namespace(limit=1) is not None, 60, what="the restarted apiserver")
+        try:
+            yield
+        finally:
+            _up(os.environ.get("PDD_APISERVER_ADMISSION_PLUGINS"))
 
 
 def _child(name: str, owner: dict) -> str:
