@@ -331,6 +331,13 @@ def audit_events(cluster: Cluster, since: float | None = None, user: str | None 
     return out
 
 
+def wait_no_namespace_terminating(cluster: Cluster, timeout: float = 180) -> None:
+    """Wait until no namespace is terminating: earlier tests' objects then no longer change (their
+    children being removed, a 403 for a namespace going away) under a test that counts writes or denials."""
+    wait_for(lambda: not [n for n in cluster.core.list_namespace().items if n.status.phase == "Terminating"],
+             timeout, what="no namespace terminating")
+
+
 def audit_denied(events: list[dict]) -> list[tuple[str, str]]:
     """``(verb, requestURI)`` of each request in ``events`` that the apiserver answered 403."""
     return [(ev["verb"], ev.get("requestURI", "")) for ev in events

@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, audit_writes, condition, pdd_status, wait_for
+from tests.e2e.conftest import ROOT, audit_writes, condition, pdd_status, wait_for, wait_no_namespace_terminating
 
 pytestmark = pytest.mark.cluster
 
@@ -210,8 +210,7 @@ def test_operator_restart_makes_no_duplicates_and_no_writes(cluster, operator, n
     wait_for(ready(cluster, namespace, "nemotron-nano"), 120, what="Ready")
     # Earlier tests' namespaces may still be terminating: their PDDeployments' statuses follow the
     # children being removed, writes that are no restart's doing (the write counter is operator-wide).
-    wait_for(lambda: not [n for n in cluster.core.list_namespace().items if n.status.phase == "Terminating"],
-             180, what="no namespace terminating")
+    wait_no_namespace_terminating(cluster)
     # Once the operator has nothing left to write, restart it and watch the idle window.
     operator.wait_quiet()
     operator.stop()

@@ -29,6 +29,7 @@ from tests.e2e.conftest import (
     other_operators_stopped,
     pdd_status,
     wait_for,
+    wait_no_namespace_terminating,
 )
 
 pytestmark = pytest.mark.cluster
@@ -57,8 +58,7 @@ def plugin_on(cluster) -> Iterator[None]:
         wait_for(lambda: cluster.core.list_namespace(limit=1) is not None, 60, what="the restarted apiserver")
         # Earlier modules' namespaces may still be terminating; the chart's operator (all namespaces)
         # would reconcile their PDDeployments into the apiserver's 403 for a terminating namespace.
-        wait_for(lambda: not [n for n in cluster.core.list_namespace().items if n.status.phase == "Terminating"],
-                 180, what="no namespace terminating")
+        wait_no_namespace_terminating(cluster)
         try:
             yield
         finally:
