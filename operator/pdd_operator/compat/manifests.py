@@ -26,12 +26,14 @@ as "not checked" instead of passing silently.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any
 
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, env_values, parse_flags, split_command
+from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
@@ -346,3 +348,13 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
             unpaired.append(Unpaired(d, "no prefill engine of the same deployment (namespace, owner, labels or name) "
                                      "serving the same model"))
     return pairs, unpaired
+
+
+def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
+    """``pair`` with what the model's config.json (``pdd check --model-config``) says: its architecture
+    traits, total KV heads and Mamba ``n_groups``, resolved exactly as for a PDDeployment
+    (:func:`~pdd_operator.vllm.model_config.resolve_model`, with no ``spec.model`` fields set)."""
+    model = SimpleNamespace(name=pair.prefill.model or "", architecture=None, ssm_kind=None, hf_architecture=None,
+                            num_kv_heads=None, mamba_n_groups=None)
+    resolved = resolve_model(model, model_config)
+    return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups)

@@ -372,6 +372,17 @@ def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
     return not any(k in b.node_selector and b.node_selector[k] != v for k, v in a.node_selector.items())
 
 
+#: The node label whose ``nodeSelector`` value names exactly one node.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def same_node(a: RoleConfig, b: RoleConfig) -> bool:
+    """True only when the pods of ``a`` and ``b`` must run on one node: both select the same
+    ``kubernetes.io/hostname`` value in their ``nodeSelector`` (unknown or unconstrained placement: False)."""
+    host = a.node_selector.get(HOSTNAME_LABEL)
+    return host is not None and b.node_selector.get(HOSTNAME_LABEL) == host
+
+
 #: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when
 #: ``extraArgs`` does not (``--host``: :func:`pdd_operator.render.engine.user_bind_host`), so the
 #: managed-flag rule does not see them.
