@@ -135,3 +135,34 @@ def test_known_bad_rows_need_their_vllm_range_and_backends():
     assert known_bad("nixl", (0, 4, 1), (0, 10, 1)) == []
     assert known_bad("nixl", (0, 4, 1), (0, 11, 0), ("LIBFABRIC",)) == []
     assert [k.fixed_in for k in known_bad("nixl", (1, 3, 1))] == ["1.3.2"]  # rows without a vLLM range
+
+
+# --- fields of findings on foreign manifests ------------------------------------------------------------------
+
+def test_manifest_fields_map_pddeployment_paths_to_the_containers():
+    from pdd_operator.compat.rules.base import manifest_fields
+
+    containers = (("Deployment/l-prefill spec.template.spec.containers[0]", "args"),
+                  ("DynamoGraphDeployment/g spec.services.D.extraPodSpec.mainContainer", "command"))
+    p, d = (c for c, _ in containers)
+    assert manifest_fields(("spec.prefill.blockSize", "spec.decode.blockSize"), containers) == [f"{p}.args", f"{d}.command"]
+    assert manifest_fields(("spec.engine.image",), containers) == [f"{p}.image", f"{d}.image"]
+    assert manifest_fields(("spec.kvTransfer.sideChannelPort",), containers) == [
+        f"{p}.env[VLLM_NIXL_SIDE_CHANNEL_PORT]", f"{d}.env[VLLM_NIXL_SIDE_CHANNEL_PORT]"]
+    assert manifest_fields(("spec.network.hostNetwork",), containers) == [
+        "Deployment/l-prefill spec.template.spec.hostNetwork", "DynamoGraphDeployment/g spec.services.D.extraPodSpec.hostNetwork"]
+    assert manifest_fields(("spec.model.numKvHeads", "spec.model.mambaNGroups"), containers) == [
+        "config.json (pdd check --model-config)"]
+    assert manifest_fields(("spec.engine",), containers, ("securityContext.capabilities",)) == [
+        f"{p}.securityContext.capabilities", f"{d}.securityContext.capabilities"]
+    # A PDDeployment (no containers) keeps its own paths: the webhook and status print them.
+    assert manifest_fields(("spec.prefill.blockSize",), ()) == ["spec.prefill.blockSize"]
+
+
+def test_pddeployment_findings_keep_pddeployment_fields(tmp_path, capsys):
+    doc = {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "l"},
+           "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"image": "vllm/vllm-openai:v0.24.0"},
+                    "prefill": {"replicas": 1, "blockSize": 32}, "decode": {"replicas": 1, "blockSize": 16}}}
+    code, out = check(tmp_path, capsys, doc)
+    fields = {f for r in out["results"] for finding in r["findings"] for f in finding["fields"]}
+    assert code == 1 and {"spec.prefill.blockSize", "spec.decode.blockSize"} <= fields

@@ -107,3 +107,14 @@ def test_the_set_scores_full_marks(capsys):
     totals = score(outcomes)
     assert totals == {"cases": len(INDEX), "verdict_right": len(INDEX), "rule_right": len(INDEX),
                       "false_refusals": 0, "silent_passes": 0, "crashes": 0}, [o for o in outcomes if not o.rule_right]
+
+
+@pytest.mark.parametrize("entry", [e for e in INDEX if e["expected"] in ("error", "warning", "ok")],
+                         ids=lambda e: e["id"])
+def test_findings_on_foreign_manifests_name_the_users_own_fields(entry, capsys):
+    _, report = run_entry(entry, capsys)
+    fields = [f for r in report["results"] for finding in r["findings"] for f in finding["fields"]]
+    objects = {part.split(" ", 1)[0] for r in report["results"] for part in r["object"].split(" + ")}
+    for field in fields:
+        assert field.split(" ", 1)[0] in objects or field == "config.json (pdd check --model-config)", field
+        assert not field.startswith("spec."), field

@@ -64,6 +64,8 @@ class Engine:
         stem: the object's name with the role word removed (``llama-prefill`` -> ``llama``).
         owners: ``Kind/name`` of the object's ownerReferences.
         role_from: what told the role: ``kv_role``, ``flag``, ``type``, ``label`` or ``name``.
+        container: the object and path of the container (``where`` without the container's name).
+        flags_key: the container field that holds vLLM's flags: ``args``, or ``command`` when it has no args.
     """
 
     where: str
@@ -76,6 +78,8 @@ class Engine:
     stem: str = ""
     owners: tuple[str, ...] = ()
     role_from: str = ""
+    container: str = ""
+    flags_key: str = "args"
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,9 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if not config.kv_transfer and (role not in ("prefill", "decode") or role_from == "name"):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
-    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from)
+    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
+                  container=re.sub(r"\([^)]*\)$", "", where),
+                  flags_key="args" if container.get("args") else "command")
 
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
@@ -341,6 +347,7 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
                 decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
                 model=traits(None, None, None, p.config.model or ""),
                 shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
+                containers=((p.container, p.flags_key), (d.container, d.flags_key)),
             )
             pairs.append((pair, p, d))
     for d in decodes:
