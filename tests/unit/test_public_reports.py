@@ -90,7 +90,7 @@ def test_index_is_well_formed():
     for e in INDEX:
         assert e["expected"] in VERDICTS, e["id"]
         assert e["source"].startswith("https://github.com/"), e["id"]
-        assert e["vllm_version"], e["id"]
+        assert e["vllm_version"] and e["filled"], e["id"]
         assert (e["expected"] in ("error", "warning")) == bool(e["rules"]), e["id"]
 
 
