@@ -166,3 +166,32 @@ def test_pddeployment_findings_keep_pddeployment_fields(tmp_path, capsys):
     code, out = check(tmp_path, capsys, doc)
     fields = {f for r in out["results"] for finding in r["findings"] for f in finding["fields"]}
     assert code == 1 and {"spec.prefill.blockSize", "spec.decode.blockSize"} <= fields
+
+
+def test_loopback_side_channel_host_in_statefulsets_pinned_to_one_node_is_accepted(tmp_path, capsys):
+    docs = _same_host(None)
+    for doc in docs:
+        doc["kind"] = "StatefulSet"
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and "side-channel-host-not-routable" not in rules(out)
+
+
+def test_decode_tp_past_the_kv_heads_in_a_dynamo_graph(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(CONFIG_8_HEADS))
+
+    def worker(sub, tp):
+        return {"componentType": "worker", "subComponentType": sub,
+                "extraPodSpec": {"mainContainer": {
+                    "image": "vllm/vllm-openai:v0.21.0", "command": ["python3", "-m", "dynamo.vllm"],
+                    "args": ["--model", L1B, "--tensor-parallel-size", str(tp), "--disaggregation-mode", sub,
+                             "--kv-transfer-config", KV],
+                    "resources": {"limits": {"nvidia.com/gpu": str(tp), "rdma/ib": "1"}}}}}
+
+    graph = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+             "spec": {"services": {"P": worker("prefill", 8), "D": worker("decode", 16)}}}
+    code, out = check(tmp_path, capsys, graph, extra=("--model-config", str(config)))
+    assert code == 1 and "hetero-tp-kv-replicated" in rules(out, "error")
+    fields = {f for r in out["results"] for finding in r["findings"] if finding["rule"] == "hetero-tp-kv-replicated"
+              for f in finding["fields"]}
+    assert "DynamoGraphDeployment/g spec.services.D.extraPodSpec.mainContainer.args" in fields
