@@ -102,7 +102,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
-    from pdd_operator.compat.manifests import pair_engines
+    from pdd_operator.compat.manifests import pair_engines, with_model_config
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
@@ -151,7 +151,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     pairs, unpaired = pair_engines(engines)
     skipped = list(unreadable)
     for pair, _, _ in pairs:
-        report = evaluate(pair)
+        report = evaluate(with_model_config(pair, forced_config) if forced_config is not None else pair)
         if report.not_checked:
             skipped.append({"object": pair.source, "reason": report.not_checked})
             continue

@@ -8,7 +8,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
-from pdd_operator.compat.rules.base import in_manifest_terms
+from pdd_operator.compat.rules.base import in_manifest_terms, manifest_fields
 from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
@@ -54,11 +54,12 @@ def _sentence(text: str) -> str:
     return text if text.startswith("vLLM") else text[0].upper() + text[1:]
 
 
-def _finding(rule: Rule, message: str, fix: str, severity: str | None = None) -> Finding:
+def _finding(pair: PDPair, rule: Rule, message: str, fix: str, severity: str | None = None) -> Finding:
     if severity not in (None, rule.severity, "warning"):
         raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
-    return Finding(rule=rule.id, severity=severity or rule.severity, fields=list(rule.fields), message=message,
-                   fix=fix, source=rule.source)
+    fields = manifest_fields(rule.fields, pair.containers, rule.in_manifest)
+    return Finding(rule=rule.id, severity=severity or rule.severity, fields=fields, message=message, fix=fix,
+                   source=rule.source)
 
 
 def evaluate(
@@ -89,18 +90,20 @@ def evaluate(
         if not rule.applies_to(version):
             continue
         for message, fix, *severity in rule.check(pair):
-            findings.append(_finding(rule, message, _in_terms(pair, fix), *severity))
+            findings.append(_finding(pair, rule, message, _in_terms(pair, fix), *severity))
     if version is None:
         what = "; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles"
         findings.append(Finding(
-            rule=VERSION_UNKNOWN, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
+            rule=VERSION_UNKNOWN, severity="warning",
+            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
             message=f"{_sentence(what)}; these version-dependent rules were not evaluated: {', '.join(skipped)}.",
             fix=_in_terms(pair, "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."),
             source="vllm-nixl-facts.md section 7 (version timeline)",
         ))
     elif not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):
         findings.append(Finding(
-            rule=VERSION_UNVERIFIED, severity="warning", fields=["spec.engine.vllmVersion", "spec.engine.image"],
+            rule=VERSION_UNVERIFIED, severity="warning",
+            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
             message=f"vLLM {fmt(version)} is outside the versions whose NIXL code these rules were built from "
             f"({fmt(OLDEST_KNOWN)} to 0.33.x); rules were applied as for the nearest known version.",
             fix="Use a vLLM release between 0.20 and 0.33, or review the deployment by hand.",

@@ -26,12 +26,14 @@ as "not checked" instead of passing silently.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any
 
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, env_values, parse_flags, split_command
+from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
@@ -62,6 +64,8 @@ class Engine:
         stem: the object's name with the role word removed (``llama-prefill`` -> ``llama``).
         owners: ``Kind/name`` of the object's ownerReferences.
         role_from: what told the role: ``kv_role``, ``flag``, ``type``, ``label`` or ``name``.
+        container: the object and path of the container (``where`` without the container's name).
+        flags_key: the container field that holds vLLM's flags: ``args``, or ``command`` when it has no args.
     """
 
     where: str
@@ -74,6 +78,8 @@ class Engine:
     stem: str = ""
     owners: tuple[str, ...] = ()
     role_from: str = ""
+    container: str = ""
+    flags_key: str = "args"
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,9 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if not config.kv_transfer and (role not in ("prefill", "decode") or role_from == "name"):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
-    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from)
+    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
+                  container=re.sub(r"\([^)]*\)$", "", where),
+                  flags_key="args" if container.get("args") else "command")
 
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
@@ -339,6 +347,7 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
                 decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
                 model=traits(None, None, None, p.config.model or ""),
                 shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
+                containers=((p.container, p.flags_key), (d.container, d.flags_key)),
             )
             pairs.append((pair, p, d))
     for d in decodes:
@@ -346,3 +355,13 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
             unpaired.append(Unpaired(d, "no prefill engine of the same deployment (namespace, owner, labels or name) "
                                      "serving the same model"))
     return pairs, unpaired
+
+
+def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
+    """``pair`` with what the model's config.json (``pdd check --model-config``) says: its architecture
+    traits, total KV heads and Mamba ``n_groups``, resolved exactly as for a PDDeployment
+    (:func:`~pdd_operator.vllm.model_config.resolve_model`, with no ``spec.model`` fields set)."""
+    model = SimpleNamespace(name=pair.prefill.model or "", architecture=None, ssm_kind=None, hf_architecture=None,
+                            num_kv_heads=None, mamba_n_groups=None)
+    resolved = resolve_model(model, model_config)
+    return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups)

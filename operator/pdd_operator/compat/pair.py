@@ -187,6 +187,11 @@ class PDPair:
         notes: facts the source could not provide (e.g. "vLLM version not found"), reported as warnings.
         paired_by: for engines read from manifests, how prefill and decode were joined into this pair.
         preflight: for a PDDeployment, ``spec.network.preflight.policy`` (``Warn``, ``Fail``, ``Disabled``).
+        containers: for engines read from manifests, where each role's container is, as ``(path, flags key)``
+            for prefill then decode: ``("Deployment/llama-prefill spec.template.spec.containers[0]", "args")``;
+            the flags key is the container field holding vLLM's flags (``args`` or ``command``). Empty for a
+            PDDeployment. Findings name these paths in ``fields``
+            (:func:`~pdd_operator.compat.rules.base.manifest_fields`).
     """
 
     source: str
@@ -200,6 +205,7 @@ class PDPair:
     notes: tuple[str, ...] = ()
     paired_by: str = ""
     preflight: str | None = None
+    containers: tuple[tuple[str, str], ...] = ()
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:
@@ -370,6 +376,17 @@ def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
             if all(y.pod_labels.get(k) == v for k, v in match):
                 return False
     return not any(k in b.node_selector and b.node_selector[k] != v for k, v in a.node_selector.items())
+
+
+#: The node label whose ``nodeSelector`` value names exactly one node.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def same_node(a: RoleConfig, b: RoleConfig) -> bool:
+    """True only when the pods of ``a`` and ``b`` must run on one node: both select the same
+    ``kubernetes.io/hostname`` value in their ``nodeSelector`` (unknown or unconstrained placement: False)."""
+    host = a.node_selector.get(HOSTNAME_LABEL)
+    return host is not None and b.node_selector.get(HOSTNAME_LABEL) == host
 
 
 #: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when

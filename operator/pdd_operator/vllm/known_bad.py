@@ -32,6 +32,9 @@ class KnownBad:
         mixed_hardware: the fault was seen only with prefill and decode on different hardware; an error there,
             a warning otherwise.
         fixed_in: the release that fixes it (for the fix text).
+        with_vllm: for a NIXL row, the vLLM releases ``(since, until)`` it breaks under (``None``: any); a row
+            whose vLLM version is unknown is then not reported.
+        ucx_only: the fault needs every NIXL backend to be UCX (vLLM's default).
     """
 
     component: Literal["nixl", "vllm"]
@@ -43,9 +46,17 @@ class KnownBad:
     severity: Literal["error", "warning"]
     fixed_in: str
     mixed_hardware: bool = False
+    with_vllm: tuple[Version, Version] | None = None
+    ucx_only: bool = False
 
-    def covers(self, version: Version | None) -> bool:
-        return version is not None and self.since <= version < self.until
+    def covers(self, version: Version | None, vllm: Version | None = None, backends: tuple[str, ...] = ("UCX",)) -> bool:
+        """True when ``version`` (of :attr:`component`) is in the range and, for a NIXL row, the engine's vLLM
+        version and NIXL backends are ones the fault needs."""
+        if version is None or not self.since <= version < self.until:
+            return False
+        if self.with_vllm is not None and (vllm is None or not self.with_vllm[0] <= vllm < self.with_vllm[1]):
+            return False
+        return not (self.ucx_only and any(b != "UCX" for b in backends))
 
     @property
     def versions(self) -> str:
@@ -60,6 +71,16 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
         "NIXL 1.3.1 nixl_agent.get_xfer_telemetry, called by vLLM's NIXL worker after each transfer",
         "ai-dynamo/dynamo#12952 (fixed in NIXL 1.3.2; vLLM 0.28.0 pins nixl == 1.3.2)",
         "error", "1.3.2", mixed_hardware=True,
+    ),
+    KnownBad(
+        "nixl", (0, 0, 0), (0, 6, 0),
+        "the engine does not start: \"TypeError: nixl_agent_config.__init__() got an unexpected keyword argument "
+        "'num_threads'\"",
+        "vLLM >= 0.11.0 NIXL worker builds nixl_agent_config(num_threads=...) when every backend is UCX "
+        "(kv_connector_extra_config num_threads, vllm-nixl-facts.md section 2); NIXL added that argument between "
+        "0.4.1 and 0.6.0 (ai-dynamo/nixl@9f77cc4)",
+        "ray-project/ray#57201 (vLLM 0.11.0 release tests with NIXL 0.4.1; fixed by moving to NIXL 0.6.0)",
+        "error", "0.6.0", with_vllm=((0, 11, 0), (99, 0, 0)), ucx_only=True,
     ),
 )
 
@@ -81,6 +102,8 @@ def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[V
     return None, ""
 
 
-def known_bad(component: str, version: Version | None) -> list[KnownBad]:
-    """The :data:`KNOWN_BAD` rows of ``component`` that cover ``version``."""
-    return [k for k in KNOWN_BAD if k.component == component and k.covers(version)]
+def known_bad(component: str, version: Version | None, vllm: Version | None = None,
+              backends: tuple[str, ...] = ("UCX",)) -> list[KnownBad]:
+    """The :data:`KNOWN_BAD` rows of ``component`` that cover ``version`` (for NIXL rows: under vLLM ``vllm``
+    with NIXL ``backends``)."""
+    return [k for k in KNOWN_BAD if k.component == component and k.covers(version, vllm, backends)]

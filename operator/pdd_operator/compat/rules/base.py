@@ -37,6 +37,8 @@ class Rule:
         until: first vLLM version it no longer applies to (exclusive); ``None``: all later ones.
         example: a spec fragment that breaks the rule (for docs/rules.md).
         reported_by: for a record without a check, the module that reports the id.
+        in_manifest: where the rule reads in a hand-written manifest, as paths inside each engine container
+            (``securityContext.capabilities``), when :data:`MANIFEST_FIELDS` cannot tell it from ``fields``.
     """
 
     id: str
@@ -50,6 +52,7 @@ class Rule:
     until: Version | None = None
     example: str = ""
     reported_by: str = ""
+    in_manifest: tuple[str, ...] = ()
 
     @property
     def version_bounded(self) -> bool:
@@ -118,6 +121,79 @@ def in_manifest_terms(text: str) -> str:
     return text
 
 
+#: Where a PDDeployment field lives in a hand-written manifest, longest prefix first: ``env`` (the container's
+#: env, with the variable's name where one variable carries it), ``image``, ``resources`` (the container's
+#: limits), ``pod`` (a field of the pod spec), ``config`` (the model's config.json, which the manifest does not
+#: hold) or ``flags`` (the container's vLLM flags: every other setting is a ``vllm serve`` flag).
+MANIFEST_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("spec.kvTransfer.sideChannelPort", "env", "VLLM_NIXL_SIDE_CHANNEL_PORT"),
+    ("spec.network.ucx.netDevices", "env", "UCX_NET_DEVICES"),
+    ("spec.network.ucx", "env", ""),
+    ("spec.kvCache.ssmConvStateLayout", "env", "VLLM_SSM_CONV_STATE_LAYOUT"),
+    ("spec.engine.env", "env", ""),
+    ("spec.prefill.env", "env", ""),
+    ("spec.decode.env", "env", ""),
+    ("spec.engine.vllmVersion", "image", ""),
+    ("spec.engine.image", "image", ""),
+    ("spec.network.rdma", "resources", ""),
+    ("spec.network.dra", "pod", "resourceClaims"),
+    ("spec.network.networks", "pod", "metadata.annotations[k8s.v1.cni.cncf.io/networks]"),
+    ("spec.network.hostNetwork", "pod", "hostNetwork"),
+    ("spec.network.preflight", "securityContext", ""),
+    ("spec.model.numKvHeads", "config", ""),
+    ("spec.model.mambaNGroups", "config", ""),
+    ("spec.model.architecture", "config", ""),
+    ("spec.model.hfArchitecture", "config", ""),
+    ("spec.model.ssmKind", "config", ""),
+    ("spec.model.configMapRef", "config", ""),
+)
+
+
+def _pod_path(container: str) -> str:
+    """The pod spec holding ``container`` (``... spec.template.spec.containers[0]`` -> ``... spec.template.spec``)."""
+    for marker in (".containers[", ".mainContainer"):
+        if marker in container:
+            return container.rsplit(marker, 1)[0]
+    return container
+
+
+def manifest_fields(fields: tuple[str, ...] | list[str], containers: tuple[tuple[str, str], ...],
+                    in_manifest: tuple[str, ...] = ()) -> list[str]:
+    """``fields`` (PDDeployment paths, as rules declare them) as paths of the user's own manifest.
+
+    ``containers`` is :attr:`PDPair.containers <pdd_operator.compat.pair.PDPair.containers>`: ``(path, flags
+    key)`` of the prefill and the decode container; empty for a PDDeployment, whose ``fields`` are returned
+    unchanged (the webhook and status speak of them). ``spec.prefill.*`` / ``spec.decode.*`` name that role's
+    container, every other field both; the place in the container follows :data:`MANIFEST_FIELDS` (e.g.
+    ``spec.prefill.tensorParallelSize`` -> ``Deployment/x-prefill spec.template.spec.containers[0].args``,
+    ``spec.network.ucx.netDevices`` -> ``... .env[UCX_NET_DEVICES]``). A rule's ``in_manifest`` paths, when
+    given, name the places in each container instead. Order kept, duplicates dropped.
+    """
+    if not containers:
+        return list(fields)
+    if in_manifest:
+        return [f"{container}.{p}" for container, _ in containers for p in in_manifest]
+    out: list[str] = []
+    for field in fields:
+        place, name = next(((k, n) for prefix, k, n in MANIFEST_FIELDS if field == prefix or field.startswith(prefix + ".")),
+                           ("image" if field == "spec.engine" else "flags", ""))
+        if place == "config":
+            paths = ["config.json (pdd check --model-config)"]
+        else:
+            roles = containers[:1] if field.startswith("spec.prefill.") else (
+                containers[1:] if field.startswith("spec.decode.") else containers)
+            paths = []
+            for container, flags_key in roles:
+                if place == "pod":
+                    paths.append(f"{_pod_path(container)}.{name}")
+                elif place == "flags":
+                    paths.append(f"{container}.{flags_key}")
+                else:
+                    paths.append(f"{container}.{place}" + (f"[{name}]" if name else ""))
+        out.extend(p for p in paths if p not in out)
+    return out
+
+
 #: Every registered rule, in registration (= evaluation) order.
 REGISTRY: list[Rule] = []
 
@@ -133,7 +209,7 @@ def _register(r: Rule) -> Rule:
 
 def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
-    since: Version | None = None, until: Version | None = None, example: str = "",
+    since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -143,7 +219,8 @@ def rule(
     def wrap(check: Check) -> Check:
         summary = (check.__doc__ or "").strip().splitlines()[0] if check.__doc__ else ""
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
-                       source=source, check=check, since=since, until=until, example=example))
+                       source=source, check=check, since=since, until=until, example=example,
+                       in_manifest=tuple(in_manifest)))
         return check
 
     return wrap

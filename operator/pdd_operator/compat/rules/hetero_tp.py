@@ -79,3 +79,40 @@ def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
         "KV transfer crashes (support landed after 0.11.0).",
         "Use decode TP >= prefill TP, or a vLLM >= 0.20 engine image.",
     )]
+
+
+#: vLLM releases whose handshake block_len check ignores GQA replication: 0.20.x (the code read for
+#: vllm-nixl-facts.md section 4) and 0.21.0 (vllm#45330) are known to assert; the fix (vllm#45879,
+#: merged 2026-06-17) is in the 0.26.0 wheel's nixl/base_worker.py; 0.22-0.25 were not read.
+_GQA_CHECK_KNOWN_BAD = ((0, 20, 0), (0, 22, 0))
+
+
+@rule(
+    id="hetero-tp-kv-replicated", family="hetero-tp", severity="error",
+    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.model.numKvHeads"),
+    source="vllm nixl _validate_remote_agent_handshake: 'Remote P worker KV layer cache must be of shape "
+    "[2, N, local_kv_heads*tp_ratio, page_size, head_dim]' asserts remote block_len == local * tp_ratio, but GQA "
+    "replication caps heads per rank at max(1, kv_heads // tp) (vllm#45330, seen on 0.21.0; same assert in 0.20.x); "
+    "fixed by vllm#45879, whose per-rank head ratio is in 0.26.0's nixl/base_worker.py. An error for 0.20-0.21, "
+    "a warning for 0.22-0.25 (not read)",
+    until=(0, 26, 0),
+    example="decode TP 16 > prefill TP 8 with an 8-KV-head model on vLLM 0.21",
+)
+def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
+    """Decode TP > prefill TP past the KV heads (GQA replication) needs the handshake fix of vLLM 0.26."""
+    if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is None or pair.version is None:
+        return []
+    p, d = pair.tps
+    heads = pair.num_kv_heads
+    if d <= p or max(1, heads // p) * p == max(1, heads // d) * d:
+        return []  # equal TP, P > D (other rules), or no capping: per-rank heads scale with the TP ratio
+    certain = _GQA_CHECK_KNOWN_BAD[0] <= pair.version < _GQA_CHECK_KNOWN_BAD[1]
+    return [(
+        f"Decode TP {d} > prefill TP {p} with {heads} KV heads: decode holds {max(1, heads // d)} KV head(s) per rank "
+        f"(replicated), prefill {max(1, heads // p)}, so the block lengths do not differ by the TP ratio {d // p} that "
+        f"vLLM {fmt(pair.version)}'s NIXL handshake asserts"
+        + (" (AssertionError at the first request, vllm#45330)." if certain else
+           "; the fix (vllm#45879) is in 0.26.0, and whether this release has it was not read."),
+        f"Use decode TP <= {heads} (the model's KV heads), equal TP on both roles, or a vLLM >= 0.26 engine image.",
+        "error" if certain else "warning",
+    )]

@@ -26,7 +26,7 @@ def check_nixl_known_bad(pair: PDPair) -> list[Violation]:
     out = []
     mixed = _mixed_hardware(pair)
     for r in pair.roles:
-        for bad in known_bad("nixl", r.nixl_version):
+        for bad in known_bad("nixl", r.nixl_version, r.version, tuple(r.backends)):
             certain = bad.severity == "error" and (mixed or not bad.mixed_hardware)
             seen = "" if not bad.mixed_hardware else (
                 " (seen with prefill and decode on different hardware, as here)" if mixed else

@@ -28,7 +28,7 @@ def check_expandable_segments(pair: PDPair) -> list[Violation]:
 
 @rule(
     id="memlock-insufficient", family="memlock-insufficient", severity="warning",
-    fields=("spec.engine",),
+    fields=("spec.engine",), in_manifest=("securityContext.capabilities", "securityContext.runAsNonRoot"),
     source=("NIXL memory registration (ibv_reg_mr pins pages against RLIMIT_MEMLOCK unless CAP_IPC_LOCK is "
             "effective, i.e. for root); NVIDIA/nvcf#1354; NVIDIA container toolkit #2037"),
 )

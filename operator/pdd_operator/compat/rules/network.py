@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair, RoleConfig, may_share_node
+from pdd_operator.compat.pair import PDPair, RoleConfig, may_share_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 
@@ -64,15 +64,24 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
 @rule(
     id="side-channel-host-not-routable", family="side-channel-host-not-routable", severity="error",
     fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
-    source="vllm envs.py VLLM_NIXL_SIDE_CHANNEL_HOST (bind and advertised address)",
+    source="vllm envs.py VLLM_NIXL_SIDE_CHANNEL_HOST (bind and advertised address, default 'localhost'); a "
+    "loopback host reaches the peer only inside one network namespace (one pod, or hostNetwork pods pinned to one "
+    "node: the single-host example of docs/features/nixl_connector_usage.md, vllm#24249)",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
     """The NIXL side channel binds and advertises the pod IP."""
+    # One network namespace for both engines (containers of one pod, or hostNetwork pods that must run on
+    # one node): the advertised loopback address reaches the peer's listener, as on a single host.
+    one_namespace = pair.shared_network or (
+        pair.prefill.host_network and pair.decode.host_network and same_node(pair.prefill, pair.decode))
     out = []
     for r in pair.roles:
         host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
         if host == POD_IP or (host == HOST_IP and r.host_network):
+            continue
+        loopback = host is None or host == "localhost" or host.startswith("127.") or host == "::1"
+        if loopback and one_namespace:
             continue
         if host is None:
             what = "is unset (vLLM's default localhost)"

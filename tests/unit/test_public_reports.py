@@ -1,0 +1,120 @@
+"""The held-out set: P/D deployments from public reports (tests/unit/data/public_reports), none of them in
+../shared/cases, each in the user's own manifest format with the verdict its report established.
+
+Every entry goes through ``pdd check -o json`` itself and must get its expected verdict and rule
+(:func:`judge`); :func:`score` sums the set up as the issue counts it (right verdict, right rule, false
+refusals, silent passes, crashes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pdd_operator.cli import main
+
+DATA = Path(__file__).parent / "data" / "public_reports"
+INDEX = yaml.safe_load((DATA / "index.yaml").read_text())["cases"]
+VERDICTS = {"error", "warning", "ok", "not-checked"}
+
+
+@dataclass
+class Outcome:
+    """What ``pdd check`` said of one entry and how that compares with the expected verdict.
+
+    verdict_right: the exit code and verdict class match. rule_right: also the expected rule (any of
+    ``rules``) with the expected severity, or for not-checked a reason. false_refusal: exit 1 where no
+    error was expected. silent_pass: exit 0 where an error or not-checked was expected. crash: exit 2 or
+    an exception.
+    """
+
+    id: str
+    verdict_right: bool
+    rule_right: bool
+    false_refusal: bool
+    silent_pass: bool
+    crash: bool
+    said: str
+
+
+def run_entry(entry: dict, capsys) -> tuple[int, dict]:
+    """Run ``pdd check`` on one entry's input (with its ``--model-config``, if any): (exit code, JSON)."""
+    argv = ["check", str(DATA / "inputs" / entry["file"]), "-o", "json"]
+    if entry.get("model_config"):
+        argv += ["--model-config", str(DATA / entry["model_config"])]
+    code = main(argv)
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if out.strip() else {})
+
+
+def judge(entry: dict, code: int, report: dict) -> Outcome:
+    """Compare one ``pdd check`` answer with the entry's expected verdict and rules."""
+    findings = [f for r in report.get("results", []) for f in r.get("findings", [])]
+    errors = {f["rule"] for f in findings if f["severity"] == "error"}
+    warnings = {f["rule"] for f in findings if f["severity"] == "warning"}
+    expected, rules = entry["expected"], set(entry.get("rules") or ())
+    said = f"exit {code}; errors {sorted(errors)}; warnings {sorted(warnings)}; not checked {len(report.get('notChecked', []))}"
+    crash = code == 2 or bool(report.get("inputErrors"))
+    if expected == "error":
+        verdict = code == 1
+        rule = verdict and bool(rules & errors)
+    elif expected == "warning":
+        verdict = code == 0 and not errors
+        rule = verdict and bool(rules & warnings)
+    elif expected == "ok":
+        verdict = rule = code == 0 and not errors
+    else:
+        verdict = rule = code == 3 and not errors and bool(report.get("notChecked"))
+    return Outcome(entry["id"], verdict, rule, code == 1 and expected != "error",
+                   code == 0 and expected in ("error", "not-checked"), crash, said)
+
+
+def score(outcomes: list[Outcome]) -> dict:
+    """The set's totals: counts and the share of right verdicts and right rules."""
+    n = len(outcomes)
+    return {"cases": n, "verdict_right": sum(o.verdict_right for o in outcomes),
+            "rule_right": sum(o.rule_right for o in outcomes),
+            "false_refusals": sum(o.false_refusal for o in outcomes),
+            "silent_passes": sum(o.silent_pass for o in outcomes), "crashes": sum(o.crash for o in outcomes)}
+
+
+def test_index_is_well_formed():
+    ids = [e["id"] for e in INDEX]
+    assert len(ids) == len(set(ids)) >= 30
+    files = {p.name for p in (DATA / "inputs").iterdir()}
+    assert {e["file"] for e in INDEX} == files
+    for e in INDEX:
+        assert e["expected"] in VERDICTS, e["id"]
+        assert e["source"].startswith("https://github.com/"), e["id"]
+        assert e["vllm_version"] and e["filled"], e["id"]
+        assert (e["expected"] in ("error", "warning")) == bool(e["rules"]), e["id"]
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
+def test_entry_gets_its_verdict_and_rule(entry, capsys):
+    code, report = run_entry(entry, capsys)
+    outcome = judge(entry, code, report)
+    assert not outcome.crash, outcome.said
+    assert outcome.verdict_right and outcome.rule_right, f"expected {entry['expected']} {entry['rules']}: {outcome.said}"
+
+
+def test_the_set_scores_full_marks(capsys):
+    outcomes = [judge(e, *run_entry(e, capsys)) for e in INDEX]
+    totals = score(outcomes)
+    assert totals == {"cases": len(INDEX), "verdict_right": len(INDEX), "rule_right": len(INDEX),
+                      "false_refusals": 0, "silent_passes": 0, "crashes": 0}, [o for o in outcomes if not o.rule_right]
+
+
+@pytest.mark.parametrize("entry", [e for e in INDEX if e["expected"] in ("error", "warning", "ok")],
+                         ids=lambda e: e["id"])
+def test_findings_on_foreign_manifests_name_the_users_own_fields(entry, capsys):
+    _, report = run_entry(entry, capsys)
+    fields = [f for r in report["results"] for finding in r["findings"] for f in finding["fields"]]
+    objects = {part.split(" ", 1)[0] for r in report["results"] for part in r["object"].split(" + ")}
+    for field in fields:
+        assert field.split(" ", 1)[0] in objects or field == "config.json (pdd check --model-config)", field
+        assert not field.startswith("spec."), field
