@@ -153,3 +153,14 @@ def test_cross_layer_blocks_do_not_apply_to_hybrid_ssm_models(tmp_path, capsys):
     docs = _cross(_nixl(cross=False), _nixl(), model="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8")
     _, out = check(tmp_path, capsys, *docs)
     assert "cross-layers-blocks-mismatch" not in rules(out), out
+
+
+def test_dynamo_tensorrt_llm_workers_are_not_checked(tmp_path, capsys):
+    docs = []
+    for role in ("prefill", "decode"):
+        c = {"name": "main", "image": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.5.0", "command": ["python3"],
+             "args": ["-m", "dynamo.trtllm", "--model-path", "Qwen/Qwen3-8B", "--disaggregation-mode", role],
+             "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        docs.append(workload(f"qwen-trt-{role}", role, c))
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and "TensorRT-LLM" in json.dumps(out["notChecked"]), out

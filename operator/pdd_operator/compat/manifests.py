@@ -143,7 +143,7 @@ DYNAMO_EXPLICIT_CONNECTOR_SINCE = (1, 0, 0)
 #: plain ``trtllm-serve`` with a cache transceiver in their options, ``trtllm-serve disaggregated`` the router).
 _OTHER_PD_ENGINES = (
     ("SGLang", re.compile(r"\bsglang\b"), "sglang", re.compile(r"--disaggregation-mode")),
-    ("TensorRT-LLM", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\b"), "tensorrt-llm",
+    ("TensorRT-LLM", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\b|\bdynamo\.trtllm\b"), "tensorrt",
      re.compile(r"\bdisaggregated\b|TRTLLM_USE_(NIXL|UCX|MPI)_KVCACHE|cache_transceiver")),
 )
 
@@ -155,7 +155,7 @@ def _other_pd_engine(command: list[str], image: str, env_names: list[str], role_
     names; role_label: a role label or type sits on the container's pod or object.
     """
     text = " ".join(command + env_names)
-    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    name = image.split("@", 1)[0].lower()
     for engine, in_command, in_image, pd_marker in _OTHER_PD_ENGINES:
         if any(in_command.search(x) for x in command) or in_image in name:
             return engine, role_label or bool(pd_marker.search(text))
