@@ -41,11 +41,14 @@ class Outcome:
     said: str
 
 
-def run_entry(entry: dict, capsys) -> tuple[int, dict]:
-    """Run ``pdd check`` on one entry's input (with its ``--model-config``, if any): (exit code, JSON)."""
-    argv = ["check", str(DATA / "inputs" / entry["file"]), "-o", "json"]
+def run_entry(entry: dict, capsys, data: Path = DATA) -> tuple[int, dict]:
+    """Run ``pdd check`` on one entry's input (with its ``--model-config``, if any): (exit code, JSON).
+
+    data: the set's directory (``inputs/`` and the index's relative ``model_config`` paths are under it).
+    """
+    argv = ["check", str(data / "inputs" / entry["file"]), "-o", "json"]
     if entry.get("model_config"):
-        argv += ["--model-config", str(DATA / entry["model_config"])]
+        argv += ["--model-config", str(data / entry["model_config"])]
     code = main(argv)
     out = capsys.readouterr().out
     return code, (json.loads(out) if out.strip() else {})

@@ -18,7 +18,7 @@ object, the same owner, the same labels once the role label is set aside, or the
 role word is removed; failing those, the only prefill and the only decode engine of a model in a
 namespace. Each pair says how it was formed (``PDPair.paired_by``).
 
-P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang engines; a KServe
+P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang and TensorRT-LLM engines; a KServe
 LLMInferenceService whose engine command comes from KServe's templates), so that they are reported
 as "not checked" instead of passing silently.
 """
@@ -91,10 +91,13 @@ class Unreadable:
 
 
 def _role_hint(text: str) -> str | None:
-    for word in re.split(r"[^a-z]+", text.lower()):
-        if word in _ROLE_WORDS:
-            return _ROLE_WORDS[word]
-    return None
+    """The role a name or label value names: ``prefill``, ``decode``, or ``None`` for neither or both.
+
+    A value naming both roles (``prefill-decode``, a pod running both engines) says nothing about which
+    role one engine has, so the hints around that engine (its container's name) decide instead.
+    """
+    roles = {_ROLE_WORDS[word] for word in re.split(r"[^a-z]+", text.lower()) if word in _ROLE_WORDS}
+    return roles.pop() if len(roles) == 1 else None
 
 
 def _labels_role(labels: dict | None) -> str | None:
@@ -133,7 +136,30 @@ def _classify(
 #: vllm-runtime 1.0.0rc5 ``--connector`` is deprecated and ``--kv-transfer-config`` must be explicit
 #: (ai-dynamo/aiconfigurator#519); before, the worker configured NixlConnector unless told otherwise.
 DYNAMO_EXPLICIT_CONNECTOR_SINCE = (1, 0, 0)
-_SGLANG = re.compile(r"\bsglang\b")
+
+#: Other engines' disaggregated servers, which these rules (vLLM's NixlConnector) do not describe: the name,
+#: what in the command or the image's name says the engine, and what says the container serves a P/D role
+#: besides a role label (SGLang's ``--disaggregation-mode``; TensorRT-LLM's context/generation servers are
+#: plain ``trtllm-serve`` with a cache transceiver in their options, ``trtllm-serve disaggregated`` the router).
+_OTHER_PD_ENGINES = (
+    ("SGLang", re.compile(r"\bsglang\b"), "sglang", re.compile(r"--disaggregation-mode")),
+    ("TensorRT-LLM", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\b|\bdynamo\.trtllm\b"), "tensorrt",
+     re.compile(r"\bdisaggregated\b|TRTLLM_USE_(NIXL|UCX|MPI)_KVCACHE|cache_transceiver")),
+)
+
+
+def _other_pd_engine(command: list[str], image: str, env_names: list[str], role_label: bool) -> tuple[str, bool] | None:
+    """``(engine, serves a P/D role)`` when the container runs another engine than vLLM, else ``None``.
+
+    command: the container's command and args; image: its image; env_names: its environment variables'
+    names; role_label: a role label or type sits on the container's pod or object.
+    """
+    text = " ".join(command + env_names)
+    name = image.split("@", 1)[0].lower()
+    for engine, in_command, in_image, pd_marker in _OTHER_PD_ENGINES:
+        if any(in_command.search(x) for x in command) or in_image in name:
+            return engine, role_label or bool(pd_marker.search(text))
+    return None
 
 
 def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
@@ -149,10 +175,13 @@ def _engine(
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
-    if any(_SGLANG.search(x) for x in command) or "sglang" in image.rsplit("/", 1)[-1]:
-        if "--disaggregation-mode" in " ".join(command):
-            return Unreadable(where, "an SGLang prefill/decode engine (--disaggregation-mode): these rules describe "
-                              "vLLM's NixlConnector, not SGLang's disaggregation")
+    env_names = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, dict)]
+    other = _other_pd_engine(command, image, env_names, labels_role is not None)
+    if other:
+        engine, serves_pd = other
+        if serves_pd:
+            return Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
+                              f"not {engine}'s disaggregation")
         return None
     argv = split_command(container.get("command"), container.get("args"), image_runs_vllm=is_vllm_image(image),
                          extra=env_values(container.get("env")).get("VLLM_ADDITIONAL_ARGS"))
@@ -197,7 +226,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
-                found = _engine(c, node, where, ctx + path, role_from_labels, pod_meta)
+                found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta)
                 if found:
                     out.append(found)
         main = node.get("mainContainer")

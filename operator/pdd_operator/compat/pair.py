@@ -55,6 +55,7 @@ class RoleConfig:
         tp, pp, dp: tensor, pipeline and data parallel sizes (``None``: not a literal integer).
         block_size: ``--block-size`` in tokens.
         kv_cache_dtype, dtype: raw strings of ``--kv-cache-dtype`` and ``--dtype``.
+        attention_backend: ``--attention-backend`` (or ``backend`` of ``--attention-config``), if given.
         kv_transfer: the ``--kv-transfer-config`` object (``{}`` if absent).
         speculative: the ``--speculative-config`` object or ``None``.
         hma: ``--no-disable-hybrid-kv-cache-manager`` given (True), ``--disable-...`` (False), neither (None).
@@ -96,6 +97,7 @@ class RoleConfig:
     dp: int | None = 1
     block_size: int | None = None
     kv_cache_dtype: str | None = None
+    attention_backend: str | None = None
     kv_transfer: dict = field(default_factory=dict)
     speculative: dict | None = None
     hma: bool | None = None
@@ -288,6 +290,11 @@ def role_from_container(
         speculative = json_flag(flags, "--speculative-config")
     except ValueError as exc:
         errors.append(str(exc))
+    attention_backend = flags.get("--attention-backend")
+    try:
+        attention_backend = attention_backend or (json_flag(flags, "--attention-config") or {}).get("backend")
+    except (ValueError, AttributeError) as exc:
+        errors.append(str(exc))
     disable_hma = flags.get("--disable-hybrid-kv-cache-manager")
     res = container.get("resources") or {}
     resources = {k: str(v) for k, v in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items()}
@@ -341,6 +348,7 @@ def role_from_container(
         dp=int_flag(flags, "--data-parallel-size", 1),
         block_size=int_flag(flags, "--block-size", None),
         kv_cache_dtype=text("--kv-cache-dtype"),
+        attention_backend=attention_backend if isinstance(attention_backend, str) else None,
         kv_transfer=kv_transfer,
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,

@@ -155,9 +155,11 @@ MUST_MATCH: tuple[MustMatch, ...] = (
         "NIXL transfers hybrid SSM conv state as raw bytes: VLLM_SSM_CONV_STATE_LAYOUT must be equal (DS from 0.20)",
         "vllm/model_executor/layers/mamba (conv state layout), 0.20+"),
     MustMatch(
-        "attn_backend_name", ("spec.engine.env",), lambda s: {n: _env(s, n) for n in ENV_MUST_MATCH},
+        "attn_backend_name", ("spec.engine.env", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
+        lambda s: {n: _env(s, n) for n in ENV_MUST_MATCH},
         f"{HASH}: factor attn_backend_name (the first layer's attention backend, chosen by VLLM_ATTENTION_BACKEND "
-        "among others)", "nixl/metadata.py, 0.13-0.33"),
+        "among others; from 0.26 by --attention-backend / --attention-config only, which a PDDeployment gives in "
+        "extraArgs: not hashed here, the attention-backend-mismatch rule compares them)", "nixl/metadata.py, 0.13-0.33"),
     MustMatch(
         "transfer_mode", ("spec.kvTransfer.connector",), lambda s: str(s.kv_transfer.connector),
         f"{HASH}: factor transfer_mode (pull/push, 0.28+); before 0.28 push and pull hash alike and fail later",
@@ -187,7 +189,9 @@ MUST_MATCH: tuple[MustMatch, ...] = (
 
 #: Rules that report a prefill/decode difference of a :data:`MUST_MATCH` setting beside the entry's own
 #: ``rule`` (several rules may guard one setting).
-EXTRA_RULES: dict[str, tuple[str, ...]] = {"speculative_config": ("hybrid-spec-tokens-mismatch",)}
+EXTRA_RULES: dict[str, tuple[str, ...]] = {"speculative_config": ("hybrid-spec-tokens-mismatch",),
+                                           "attn_backend_name": ("attention-backend-mismatch",),
+                                           "nixl_backends": ("cross-layers-blocks-mismatch",)}
 
 
 def entry(name: str) -> MustMatch:

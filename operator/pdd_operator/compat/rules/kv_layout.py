@@ -61,3 +61,66 @@ def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
         f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not.",
         "Leave the KV layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC.",
     )]
+
+
+#: The vLLM release line whose source shows cross-layer KV blocks as a NIXL compatibility-hash factor
+#: (nixl/metadata.py compute_nixl_compatibility_hash(vllm_config, attn_backend_name, cross_layers_blocks),
+#: 0.26.0), and the first release read without it (0.32.0: no cross-layer path in the NIXL connector).
+CROSS_LAYERS_HASHED = ((0, 26, 0), (0, 27, 0))
+CROSS_LAYERS_GONE = (0, 32, 0)
+#: In-tree connectors whose ``prefer_cross_layer_blocks`` is the base class's ``False`` in 0.26.0
+#: (vllm/distributed/kv_transfer/kv_connector/v1/base.py); OffloadingConnector returns ``True``.
+_NO_CROSS_LAYERS = {"LMCacheConnectorV1", "P2pNcclConnector", "SharedStorageConnector", "ExampleConnector",
+                    "MooncakeConnector"}
+_CROSS_LAYER_BACKENDS = {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"}
+
+
+def cross_layer_blocks(pair: PDPair, role) -> bool | None:
+    """Whether ``role`` registers its KV cache as cross-layer blocks, per vLLM 0.26.0's
+    ``NixlBaseConnector.prefer_cross_layer_blocks`` (nixl/connector.py): ``enable_cross_layers_blocks`` in
+    the NixlConnector's extra config, no Mamba layers, a FLASH_ATTN/FLASHINFER/TRITON_ATTN backend, the HND
+    layout; inside a MultiConnector only when every child prefers it (multi_connector.py ``all(...)``).
+    ``None`` when a child connector outside vLLM's tree (Dynamo's DynamoConnector, ...) decides it."""
+    extra = role.kv_transfer.get("kv_connector_extra_config") or {}
+    if str(extra.get("enable_cross_layers_blocks", "False")).lower() != "true" or pair.hybrid_ssm:
+        return False
+    backend = role.attention_backend or role.env.get("VLLM_ATTENTION_BACKEND")
+    if (backend and str(backend).upper() not in _CROSS_LAYER_BACKENDS) or (role.kv_layout or "HND").upper() == "NHD":
+        return False
+    if not role.wrapper:
+        return True
+    children = [c.strip() for c in role.wrapper.split("[", 1)[-1].rstrip("]").split(",")]
+    states = [True if c in ("NixlConnector", "OffloadingConnector") else False if c in _NO_CROSS_LAYERS else None
+              for c in children]
+    if False in states:
+        return False
+    return None if None in states else True
+
+
+@rule(
+    id="cross-layers-blocks-mismatch", family="kv-layout-mismatch", severity="error",
+    fields=("spec.kvTransfer.extraConfig",),
+    source=("vllm 0.26.0 nixl/metadata.py compute_nixl_compatibility_hash factor cross_layers_blocks and "
+            "nixl/connector.py prefer_cross_layer_blocks; multi_connector.py (every child must prefer it); "
+            "0.32.0 has no cross-layer path (no finding); other versions a warning (ai-dynamo/dynamo#10027)"),
+)
+def check_cross_layer_blocks_match(pair: PDPair) -> list[Violation]:
+    """Cross-layer KV blocks are in effect on both roles or on neither (the layout is hashed)."""
+    if pair.version is not None and pair.at_least(CROSS_LAYERS_GONE):
+        return []
+    p, d = (cross_layer_blocks(pair, r) for r in pair.roles)
+    if p == d or (p is not True and d is not True):
+        return []
+    on, other = ("prefill", pair.decode) if p else ("decode", pair.prefill)
+    state = cross_layer_blocks(pair, other)
+    how = "not" if state is False else "perhaps not (a connector outside vLLM decides it)"
+    certain = state is False and pair.version is not None and CROSS_LAYERS_HASHED[0] <= pair.version < CROSS_LAYERS_HASHED[1]
+    message = (f"Cross-layer KV blocks are in effect on {on} and {how} on the other role ({other.wrapper or other.connector}): "
+               "enable_cross_layers_blocks takes effect only for a NixlConnector whose every sibling connector prefers "
+               "it, and vLLM hashes the resulting layout, so the NIXL handshake refuses the pair "
+               "('NIXL compatibility hash mismatch').")
+    if not certain:
+        message += " Verified in vLLM 0.26's source only; for this version it is a warning."
+    fix = ("Set enable_cross_layers_blocks the same way where it takes effect: drop it from the standalone "
+           "NixlConnector, or give both roles the same connector stack.")
+    return [(message, fix) if certain else (message, fix, "warning")]

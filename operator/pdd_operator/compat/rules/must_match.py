@@ -77,6 +77,46 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     )
 
 
+#: vLLM releases whose source was read for the attention-backend rule: they choose the backend from
+#: --attention-backend / --attention-config only (no VLLM_ATTENTION_BACKEND in vllm/envs.py) and hash
+#: attn_backend_name into the NIXL compatibility hash (nixl/metadata.py compute_nixl_compatibility_hash).
+_BACKEND_FLAG_SINCE = (0, 26, 0)
+#: The last release line a report shows reading VLLM_ATTENTION_BACKEND and crashing on a FLASHINFER/FLASH_ATTN
+#: pair (vllm#23587, filed by a vLLM maintainer against 0.10.x; FlashInfer's block-first layout, vllm#19090).
+_BACKEND_ENV_UNTIL = (0, 11, 0)
+
+
+@rule(
+    id="attention-backend-mismatch", family="model-mismatch", severity="error",
+    fields=("spec.engine.env", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm nixl/metadata.py compute_nixl_compatibility_hash factor attn_backend_name, the backend chosen by "
+            "--attention-backend / --attention-config (0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
+            "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND FLASHINFER vs FLASH_ATTN crashes the pair in 0.10 "
+            "(vllm#23587); other versions: a warning"),
+)
+def check_attention_backend_match(pair: PDPair) -> list[Violation]:
+    """Prefill and decode name the same attention backend (it sets the KV layout and is hashed)."""
+    out: list[Violation] = []
+    for what, value, certain in (
+        ("--attention-backend", lambda r: r.attention_backend, pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)),
+        ("VLLM_ATTENTION_BACKEND", lambda r: r.env.get("VLLM_ATTENTION_BACKEND"),
+         pair.version is not None and pair.version < _BACKEND_ENV_UNTIL),
+    ):
+        p, d = value(pair.prefill), value(pair.decode)
+        if p is None or d is None or str(p).upper() == str(d).upper():
+            continue
+        where = "vLLM " + fmt(pair.version) if pair.version else "this vLLM (version unknown)"
+        message = (f"{what} differs: prefill {p!r}, decode {d!r}. The attention backend decides the KV cache layout "
+                   f"(FlashInfer keeps blocks first, FlashAttention K/V first) and is a factor of the NIXL "
+                   f"compatibility hash; with two backends the handshake refuses the pair or the server crashes.")
+        if not certain:
+            message += f" Whether {where} reads {what} was not verified, so this is a warning."
+        fix = fix_for(pair, "Set the same attention backend for both roles.",
+                      f"Give the prefill and decode containers the same {what} (or leave it unset on both).")
+        out.append((message, fix) if certain else (message, fix, "warning"))
+    return out
+
+
 @rule(
     id="transfer-mode-mismatch", family="transfer-mode-mismatch", severity="error",
     fields=fields_of("transfer_mode"),
