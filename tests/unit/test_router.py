@@ -597,6 +597,40 @@ def test_push_mode_prefill_failure_cancels_decode_and_retries():
     run(go())
 
 
+def test_push_mode_a_decode_that_refuses_the_connection_is_replaced_and_its_prefill_leg_cancelled():
+    async def go():
+        async with stack() as s:
+            # prefill answers after 0.3 s: its leg is still running when the refused decode is noticed
+            p = await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601, prefill_delay=0.3)
+            good = await s.engine("good", "decode", push=True, tokens=2)
+            # "dead" is a port nobody listens on: a decode process that just died, still listed.
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("dead", ""), ("good", "")])
+            async with aiohttp.ClientSession() as c:
+                for _ in range(12):
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == 200, await r.text()
+                        assert (await r.json())["choices"][0]["text"] == "tok tok "
+            retries = s.router.metrics.decode_retries._value.get()
+            assert retries > 0  # the seeded choice tried "dead"
+            assert len(good.requests) == 12
+            # Each prefill leg sent along with the dead decode was cancelled (vLLM aborts it), none answered twice.
+            assert len(p.requests) == 12 + retries
+            await s.wait_for(lambda: len(p.cancelled) == retries)
+    run(go())
+
+
+def test_push_mode_no_reachable_decode_gives_the_502():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601)
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("dead", ""), ("dead2", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 502
+                    assert "decode endpoint" in (await r.json())["error"]["message"]
+    run(go())
+
+
 # -- static endpoints --------------------------------------------------------------------------------
 
 

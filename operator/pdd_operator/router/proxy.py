@@ -58,10 +58,10 @@ class RouterConfig:
 
     Attributes:
         mode: ``pull`` (NixlConnector) or ``push`` (NixlPushConnector).
-        prefill_retries: extra prefill endpoints to try when a prefill leg fails; also, in pull
-            mode, extra decode endpoints (of the same compat hash) to try when a decode cannot be
-            connected to (it never got the request: a process that just died, before discovery
-            drops it).
+        prefill_retries: extra prefill endpoints to try when a prefill leg fails; also extra
+            decode endpoints (of the same compat hash) to try when a decode cannot be connected to
+            (it never got the request: a process that just died, before discovery drops it); in
+            push mode the prefill leg sent with that decode is cancelled and both legs sent again.
         max_body_bytes: largest accepted request body.
         connect_timeout: seconds to open a connection to an engine.
         prefill_timeout: seconds for a whole prefill leg.
@@ -465,21 +465,29 @@ class Router:
                 resp.close()  # a no-op when fully read; otherwise drops the connection: decode aborts
 
     async def _push(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
-        """Push mode: prefill and decode legs at once; decode is told prefill's coordinates."""
+        """Push mode: prefill and decode legs at once; decode is told prefill's coordinates.
+
+        A decode that cannot be connected to (it never got the request) is replaced by another decode of
+        the same compat hash: the prefill leg sent for it is cancelled (its connection closed: vLLM
+        aborts the request) and both legs are sent again."""
         path = request.path
         prefill_data = self._prefill_body(body)
         tried: set[str] = set()
+        tried_decodes: set[str] = set()
         failure: _LegFailed | None = None
+        refused: web.Response | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
             try:
                 prefill = self.registry.pick_prefill(exclude=tried, push=True)
-                decode = self.registry.pick_decode(prefill.compat_hash)
+                decode = self.registry.pick_decode(prefill.compat_hash, exclude=tried_decodes)
             except NoEndpoint as exc:
+                if refused is not None:
+                    return refused
                 if failure is not None:
                     break
                 return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
             tried.add(prefill.url)
-            if attempt:
+            if attempt and refused is None:
                 self.metrics.prefill_retries.inc()
             decode_body = dict(body)
             decode_body["kv_transfer_params"] = push_decode_params(prefill, request_id)
@@ -487,10 +495,11 @@ class Router:
             p_task = asyncio.ensure_future(self._prefill_leg(prefill, path, prefill_data, headers))
             d_task = asyncio.ensure_future(self._decode_leg(request, decode, dumps(decode_body), headers,
                                                             request_id, stream=bool(body.get("stream")),
-                                                            started=started))
+                                                            started=started, unreachable_raises=True))
             try:
                 done, _ = await asyncio.wait({p_task, d_task}, return_when=asyncio.FIRST_COMPLETED)
-                if p_task in done and p_task.exception() is not None:
+                if p_task in done and p_task.exception() is not None and not (
+                        d_task in done and isinstance(d_task.exception(), _Unreachable)):
                     d_task.cancel()
                     await asyncio.gather(d_task, return_exceptions=True)
                     exc = p_task.exception()
@@ -505,7 +514,18 @@ class Router:
                     if not exc.retryable:
                         break
                     continue
-                result = await d_task
+                try:
+                    result = await d_task
+                except _Unreachable as exc:
+                    # decode never got the request: drop this prefill leg, try another decode.
+                    p_task.cancel()
+                    await asyncio.gather(p_task, return_exceptions=True)
+                    log.warning("request %s: %s", request_id, exc)
+                    refused = exc.response
+                    tried_decodes.add(decode.url)
+                    tried.discard(prefill.url)
+                    self.metrics.decode_retries.inc()
+                    continue
                 if not p_task.done():
                     p_task.cancel()
                 await asyncio.gather(p_task, return_exceptions=True)
@@ -515,6 +535,8 @@ class Router:
                     t.cancel()
                 await asyncio.gather(p_task, d_task, return_exceptions=True)
                 raise
+        if refused is not None and failure is None:
+            return refused
         return failure.response
 
     # -- headers --------------------------------------------------------------------------------
