@@ -48,6 +48,8 @@ PULL_PREFILL_PARAMS = {
 PREFILL_DROPPED = ("stream_options", "min_tokens", "min_completion_tokens")
 #: Prefill statuses worth another prefill endpoint: overload and server-side failures.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Failures that mean the request never reached the engine: refused, unreachable, or the connect timed out.
+NOT_CONNECTED = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
                         "upgrade", "proxy-authenticate", "proxy-authorization", "server", "date"})
 
@@ -67,6 +69,8 @@ class RouterConfig:
         prefill_timeout: seconds for a whole prefill leg.
         decode_timeout: seconds without a byte from decode (between stream chunks, or for a whole
             non-streaming answer) before the request fails.
+        unreachable_seconds: how long an endpoint that could not be connected to is set aside
+            (:func:`pdd_operator.router.endpoints.reachable`).
     """
 
     mode: str = "pull"
@@ -75,6 +79,7 @@ class RouterConfig:
     connect_timeout: float = 5.0
     prefill_timeout: float = 600.0
     decode_timeout: float = 600.0
+    unreachable_seconds: float = 5.0
 
 
 class Metrics:
@@ -94,6 +99,9 @@ class Metrics:
         self.decode_retries = Counter("pdd_router_decode_retries",
                                       "Decode legs sent to another endpoint after a refused connection.",
                                       registry=self.registry)
+        self.set_aside = Counter("pdd_router_endpoints_set_aside",
+                                 "Endpoints set aside after a failed connection (chosen last for a few seconds).",
+                                 registry=self.registry)
         self.no_kv_params = Counter("pdd_router_prefill_without_kv_params",
                                     "Prefill answers without kv_transfer_params (decode recomputes the prompt).",
                                     registry=self.registry)
@@ -344,6 +352,8 @@ class Router:
                     return answer
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.prefill_errors.inc()
+                if isinstance(exc, NOT_CONNECTED):
+                    self._set_aside(ep)
                 raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
                                  openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
                                               f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
@@ -421,7 +431,9 @@ class Router:
                 self.metrics.decode_errors.inc()
                 response = openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
                                         headers={"X-Request-Id": request_id})
-                if unreachable_raises and isinstance(exc, aiohttp.ClientConnectorError):
+                if isinstance(exc, NOT_CONNECTED):
+                    self._set_aside(ep)
+                if unreachable_raises and isinstance(exc, NOT_CONNECTED):
                     raise _Unreachable(f"decode {ep.name}: {_describe(exc)}", response) from exc
                 return response
             try:
@@ -538,6 +550,11 @@ class Router:
         if refused is not None and failure is None:
             return refused
         return failure.response
+
+    def _set_aside(self, ep: Endpoint) -> None:
+        """An endpoint could not be connected to: choose others for ``unreachable_seconds``."""
+        ep.unreachable_until = time.monotonic() + self.config.unreachable_seconds
+        self.metrics.set_aside.inc()
 
     # -- headers --------------------------------------------------------------------------------
 
