@@ -25,7 +25,7 @@ class Load:
 
     Every request is kept as ``(start, seconds, error or "")`` (``time.monotonic`` clock). ``model`` is the
     served model name (the fakes take any). With ``unique_prompts`` every prompt starts with its own
-    number, so no two share a KV block: decode cannot serve one from its local prefix cache, and every
+    tag and number, so no two (of any Load) share a KV block: decode cannot serve one from its local prefix cache, and every
     prompt token it has must have come from prefill (decode's ``vllm:external_prefix_cache_hits_total``).
 
     ``url`` is one router address, or a function returning the Service's current endpoints
@@ -45,13 +45,14 @@ class Load:
         self._targets: list[str] = [] if callable(url) else [url]
         self.refused_retries = 0
         self._n = 0
+        self._tag = uuid.uuid4().hex[:8]  # unique prompts stay unique across Loads
         self.done: list[tuple[float, float, str]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
     async def _one(self, session) -> None:
         self._n += 1
-        prompt = (f"{self._n} " if self.unique_prompts else "") + "hello " * 20
+        prompt = (f"{self._tag}-{self._n} " if self.unique_prompts else "") + "hello " * 20
         body = {"model": self.model, "prompt": prompt, "max_tokens": 16, "stream": True}
         t0 = time.monotonic()
         error = ""
