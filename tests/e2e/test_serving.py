@@ -19,7 +19,7 @@ import yaml
 from dev import local_pd as lp
 from dev.cluster_example import manifest, service_url
 from tests.e2e.conftest import condition, pdd_status, wait_for
-from tests.e2e.node_agent import NodeAgentProcess
+from tests.e2e.node_agent import vllm_agent  # noqa: F401 (fixture)
 from tests.vllm import support as s
 from tests.vllm.conftest import vllm_venv  # noqa: F401 (fixture)
 
@@ -28,16 +28,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 # PDDeployment Ready: schedule, start both engines, router Ready. Measured 184-346 s after kubectl apply on
 # the shared 2-core machine (load average ~8); ~60-120 s when it is idle.
 READY_TIMEOUT = 600
-
-
-@pytest.fixture(scope="module")
-def vllm_agent(cluster, vllm_venv, tmp_path_factory):  # noqa: F811
-    agent = NodeAgentProcess(cluster, "e2e-vllm-agent", tmp_path_factory.mktemp("vllm-agent"), cpu=4,
-                             vllm_venv=vllm_venv)
-    try:
-        yield agent
-    finally:
-        agent.stop()
 
 
 @pytest.mark.parametrize("connector", ["NixlConnector", "NixlPushConnector"])

@@ -217,6 +217,44 @@ def test_a_decode_that_refuses_the_connection_is_replaced_by_another_decode():
     run(go())
 
 
+def test_an_endpoint_that_refused_a_connection_is_set_aside_then_tried_again():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            good = await s.engine("good", "decode")
+            await s.start_router(RouterConfig(unreachable_seconds=0.5), prefill=[("p0", "")],
+                                 decode=[("dead", ""), ("good", "")])
+            dead = next(e for e in s.registry.endpoints("decode") if e.name == "dead")
+            async with aiohttp.ClientSession() as c:
+                async def send(n: int) -> None:
+                    for _ in range(n):
+                        async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                            assert r.status == 200, await r.text()
+
+                while s.router.metrics.decode_retries._value.get() == 0:
+                    await send(1)  # until the seeded choice has tried "dead" once
+                await send(20)
+                # set aside: the 20 requests after it went to "good" without a retry
+                assert s.router.metrics.decode_retries._value.get() == 1
+                assert s.router.metrics.set_aside._value.get() == 1
+                # after unreachable_seconds it is a candidate again (a restarted process may be back)
+                await asyncio.sleep(0.6)
+                while s.router.metrics.decode_retries._value.get() == 1:
+                    await send(1)
+            assert dead.unreachable_until > 0 and len(good.requests) >= 22
+    run(go())
+
+
+def test_set_aside_endpoints_are_still_chosen_when_no_other_is_left():
+    from pdd_operator.router.endpoints import reachable
+
+    a, b = Endpoint(url="http://a", role="decode"), Endpoint(url="http://b", role="decode")
+    a.unreachable_until = 10.0
+    assert reachable([a, b], now=5.0) == [b]
+    assert reachable([a], now=5.0) == [a]
+    assert reachable([a, b], now=10.0) == [a, b]
+
+
 def test_a_decode_answering_an_error_is_not_retried():
     async def go():
         async with stack() as s:
@@ -594,6 +632,40 @@ def test_push_mode_prefill_failure_cancels_decode_and_retries():
             ok = [b["kv_transfer_params"]["remote_engine_id"] for b in bodies(d)]
             assert ok.count("good") == 6 and ok.count("bad") == len(bad.requests)
             assert len(good.requests) == 6
+    run(go())
+
+
+def test_push_mode_a_decode_that_refuses_the_connection_is_replaced_and_its_prefill_leg_cancelled():
+    async def go():
+        async with stack() as s:
+            # prefill answers after 0.3 s: its leg is still running when the refused decode is noticed
+            p = await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601, prefill_delay=0.3)
+            good = await s.engine("good", "decode", push=True, tokens=2)
+            # "dead" is a port nobody listens on: a decode process that just died, still listed.
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("dead", ""), ("good", "")])
+            async with aiohttp.ClientSession() as c:
+                for _ in range(12):
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        assert r.status == 200, await r.text()
+                        assert (await r.json())["choices"][0]["text"] == "tok tok "
+            retries = s.router.metrics.decode_retries._value.get()
+            assert retries > 0  # the seeded choice tried "dead"
+            assert len(good.requests) == 12
+            # Each prefill leg sent along with the dead decode was cancelled (vLLM aborts it), none answered twice.
+            assert len(p.requests) == 12 + retries
+            await s.wait_for(lambda: len(p.cancelled) == retries)
+    run(go())
+
+
+def test_push_mode_no_reachable_decode_gives_the_502():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601)
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("dead", ""), ("dead2", "")])
+            async with aiohttp.ClientSession() as c:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    assert r.status == 502
+                    assert "decode endpoint" in (await r.json())["error"]["message"]
     run(go())
 
 

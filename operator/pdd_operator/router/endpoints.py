@@ -6,11 +6,17 @@ never moves between pods of incompatible revisions. Static endpoints have the em
 
 Choice is "power of two choices" on the number of requests each endpoint has in flight through this
 router: two random candidates, the less loaded one wins (ties: the first drawn, itself random).
+
+An endpoint that could not be connected to is set aside for a few seconds (passive outlier ejection,
+as Envoy's): discovery only drops a pod once the cluster marks it not Ready, which for a lost node
+takes the node lifecycle controller's grace period (~40 s), and each try costs a refused connection
+or, on a real network, the connect timeout. Set-aside endpoints are still chosen when no other is left.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
@@ -34,6 +40,8 @@ class Endpoint:
         tp_size: tensor parallel size (push mode: decode is told prefill's).
         pp_size: pipeline parallel size (push mode).
         outstanding: requests in flight to this endpoint through this router.
+        unreachable_until: ``time.monotonic()`` until which the endpoint is set aside (a connection
+            to it failed); 0 when it is not.
     """
 
     url: str
@@ -46,6 +54,7 @@ class Endpoint:
     tp_size: int = 1
     pp_size: int = 1
     outstanding: int = field(default=0, compare=False)
+    unreachable_until: float = field(default=0.0, compare=False)
     _targets: dict = field(default_factory=dict, repr=False, compare=False)
 
     def target(self, path: str) -> URL:
@@ -83,6 +92,11 @@ def parse_static(role: str, spec: str) -> Endpoint:
 
 class NoEndpoint(Exception):
     """No ready endpoint (pair) can serve the request; the message says which is missing."""
+
+
+def reachable(candidates: list[Endpoint], now: float) -> list[Endpoint]:
+    """``candidates`` not set aside at ``now`` (``time.monotonic()``), or all of them when every one is."""
+    return [e for e in candidates if e.unreachable_until <= now] or candidates
 
 
 def choose(candidates: list[Endpoint], rng: random.Random | None = None) -> Endpoint:
@@ -135,7 +149,7 @@ class Registry:
         ``exclude``: URLs already tried for this request. ``push``: only endpoints whose engine id and
         side channel are known. Raises :class:`NoEndpoint` saying what is missing.
         """
-        return choose(self._prefill_candidates(exclude, push), self._rng)
+        return choose(reachable(self._prefill_candidates(exclude, push), time.monotonic()), self._rng)
 
     def unservable(self, push: bool = False) -> str | None:
         """Why no request could be routed now (the :class:`NoEndpoint` message), or ``None`` when one could."""
@@ -173,7 +187,7 @@ class Registry:
                       if d.compat_hash == compat_hash and d.url not in exclude]
         if not candidates:
             raise NoEndpoint(f"no ready decode endpoint with compat hash {compat_hash!r}")
-        return choose(candidates, self._rng)
+        return choose(reachable(candidates, time.monotonic()), self._rng)
 
     def any_decode(self) -> Endpoint:
         """Any decode endpoint (for ``/v1/models``). Raises :class:`NoEndpoint`."""

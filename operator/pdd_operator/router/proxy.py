@@ -48,6 +48,8 @@ PULL_PREFILL_PARAMS = {
 PREFILL_DROPPED = ("stream_options", "min_tokens", "min_completion_tokens")
 #: Prefill statuses worth another prefill endpoint: overload and server-side failures.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Failures that mean the request never reached the engine: refused, unreachable, or the connect timed out.
+NOT_CONNECTED = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
                         "upgrade", "proxy-authenticate", "proxy-authorization", "server", "date"})
 
@@ -58,15 +60,17 @@ class RouterConfig:
 
     Attributes:
         mode: ``pull`` (NixlConnector) or ``push`` (NixlPushConnector).
-        prefill_retries: extra prefill endpoints to try when a prefill leg fails; also, in pull
-            mode, extra decode endpoints (of the same compat hash) to try when a decode cannot be
-            connected to (it never got the request: a process that just died, before discovery
-            drops it).
+        prefill_retries: extra prefill endpoints to try when a prefill leg fails; also extra
+            decode endpoints (of the same compat hash) to try when a decode cannot be connected to
+            (it never got the request: a process that just died, before discovery drops it); in
+            push mode the prefill leg sent with that decode is cancelled and both legs sent again.
         max_body_bytes: largest accepted request body.
         connect_timeout: seconds to open a connection to an engine.
         prefill_timeout: seconds for a whole prefill leg.
         decode_timeout: seconds without a byte from decode (between stream chunks, or for a whole
             non-streaming answer) before the request fails.
+        unreachable_seconds: how long an endpoint that could not be connected to is set aside
+            (:func:`pdd_operator.router.endpoints.reachable`).
     """
 
     mode: str = "pull"
@@ -75,6 +79,7 @@ class RouterConfig:
     connect_timeout: float = 5.0
     prefill_timeout: float = 600.0
     decode_timeout: float = 600.0
+    unreachable_seconds: float = 5.0
 
 
 class Metrics:
@@ -94,6 +99,9 @@ class Metrics:
         self.decode_retries = Counter("pdd_router_decode_retries",
                                       "Decode legs sent to another endpoint after a refused connection.",
                                       registry=self.registry)
+        self.set_aside = Counter("pdd_router_endpoints_set_aside",
+                                 "Endpoints set aside after a failed connection (chosen last for a few seconds).",
+                                 registry=self.registry)
         self.no_kv_params = Counter("pdd_router_prefill_without_kv_params",
                                     "Prefill answers without kv_transfer_params (decode recomputes the prompt).",
                                     registry=self.registry)
@@ -344,6 +352,8 @@ class Router:
                     return answer
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.prefill_errors.inc()
+                if isinstance(exc, NOT_CONNECTED):
+                    self._set_aside(ep)
                 raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
                                  openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
                                               f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
@@ -421,7 +431,9 @@ class Router:
                 self.metrics.decode_errors.inc()
                 response = openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
                                         headers={"X-Request-Id": request_id})
-                if unreachable_raises and isinstance(exc, aiohttp.ClientConnectorError):
+                if isinstance(exc, NOT_CONNECTED):
+                    self._set_aside(ep)
+                if unreachable_raises and isinstance(exc, NOT_CONNECTED):
                     raise _Unreachable(f"decode {ep.name}: {_describe(exc)}", response) from exc
                 return response
             try:
@@ -465,21 +477,29 @@ class Router:
                 resp.close()  # a no-op when fully read; otherwise drops the connection: decode aborts
 
     async def _push(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
-        """Push mode: prefill and decode legs at once; decode is told prefill's coordinates."""
+        """Push mode: prefill and decode legs at once; decode is told prefill's coordinates.
+
+        A decode that cannot be connected to (it never got the request) is replaced by another decode of
+        the same compat hash: the prefill leg sent for it is cancelled (its connection closed: vLLM
+        aborts the request) and both legs are sent again."""
         path = request.path
         prefill_data = self._prefill_body(body)
         tried: set[str] = set()
+        tried_decodes: set[str] = set()
         failure: _LegFailed | None = None
+        refused: web.Response | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
             try:
                 prefill = self.registry.pick_prefill(exclude=tried, push=True)
-                decode = self.registry.pick_decode(prefill.compat_hash)
+                decode = self.registry.pick_decode(prefill.compat_hash, exclude=tried_decodes)
             except NoEndpoint as exc:
+                if refused is not None:
+                    return refused
                 if failure is not None:
                     break
                 return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
             tried.add(prefill.url)
-            if attempt:
+            if attempt and refused is None:
                 self.metrics.prefill_retries.inc()
             decode_body = dict(body)
             decode_body["kv_transfer_params"] = push_decode_params(prefill, request_id)
@@ -487,10 +507,11 @@ class Router:
             p_task = asyncio.ensure_future(self._prefill_leg(prefill, path, prefill_data, headers))
             d_task = asyncio.ensure_future(self._decode_leg(request, decode, dumps(decode_body), headers,
                                                             request_id, stream=bool(body.get("stream")),
-                                                            started=started))
+                                                            started=started, unreachable_raises=True))
             try:
                 done, _ = await asyncio.wait({p_task, d_task}, return_when=asyncio.FIRST_COMPLETED)
-                if p_task in done and p_task.exception() is not None:
+                if p_task in done and p_task.exception() is not None and not (
+                        d_task in done and isinstance(d_task.exception(), _Unreachable)):
                     d_task.cancel()
                     await asyncio.gather(d_task, return_exceptions=True)
                     exc = p_task.exception()
@@ -505,7 +526,18 @@ class Router:
                     if not exc.retryable:
                         break
                     continue
-                result = await d_task
+                try:
+                    result = await d_task
+                except _Unreachable as exc:
+                    # decode never got the request: drop this prefill leg, try another decode.
+                    p_task.cancel()
+                    await asyncio.gather(p_task, return_exceptions=True)
+                    log.warning("request %s: %s", request_id, exc)
+                    refused = exc.response
+                    tried_decodes.add(decode.url)
+                    tried.discard(prefill.url)
+                    self.metrics.decode_retries.inc()
+                    continue
                 if not p_task.done():
                     p_task.cancel()
                 await asyncio.gather(p_task, return_exceptions=True)
@@ -515,7 +547,14 @@ class Router:
                     t.cancel()
                 await asyncio.gather(p_task, d_task, return_exceptions=True)
                 raise
+        if refused is not None and failure is None:
+            return refused
         return failure.response
+
+    def _set_aside(self, ep: Endpoint) -> None:
+        """An endpoint could not be connected to: choose others for ``unreachable_seconds``."""
+        ep.unreachable_until = time.monotonic() + self.config.unreachable_seconds
+        self.metrics.set_aside.inc()
 
     # -- headers --------------------------------------------------------------------------------
 

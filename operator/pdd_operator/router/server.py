@@ -32,13 +32,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-mode", choices=["pull", "push"], default="pull",
                    help="pull: NixlConnector (default); push: NixlPushConnector")
     p.add_argument("--prefill-retries", type=int, default=2,
-                   help="other prefill endpoints to try when a prefill leg fails, and (pull mode) other "
-                        "decode endpoints when a decode refuses the connection (default 2)")
+                   help="other prefill endpoints to try when a prefill leg fails, and other decode "
+                        "endpoints when a decode cannot be connected to (default 2)")
     p.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (16 MiB)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to an engine")
     p.add_argument("--prefill-timeout", type=float, default=600.0, help="seconds for a whole prefill leg")
     p.add_argument("--decode-timeout", type=float, default=600.0,
                    help="seconds without a byte from decode before the request fails")
+    p.add_argument("--unreachable-seconds", type=float, default=5.0,
+                   help="seconds an endpoint that could not be connected to is chosen last (default 5)")
     p.add_argument("--log-level", default="INFO")
 
 
@@ -59,7 +61,7 @@ def build(args: argparse.Namespace) -> tuple[Router, Registry]:
     config = RouterConfig(
         mode=args.kv_mode, prefill_retries=args.prefill_retries, max_body_bytes=args.max_body_bytes,
         connect_timeout=args.connect_timeout, prefill_timeout=args.prefill_timeout,
-        decode_timeout=args.decode_timeout,
+        decode_timeout=args.decode_timeout, unreachable_seconds=args.unreachable_seconds,
     )
     return Router(registry, config), registry
 
