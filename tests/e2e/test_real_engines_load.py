@@ -22,8 +22,12 @@ and every stopped decode had drained. Failed requests while a single-replica eng
 measured, not asserted (one prefill and one decode here: memory and 2 shared cores). Timings are
 printed (``-s``) and, with ``PDD_REAL_LOAD_RESULTS=<file>``, written as JSON.
 
-Starts real vLLM (a pair, then one decode, then a second pair; ~10-20 minutes on 2 loaded cores);
-``PDD_SKIP_VLLM=1`` skips it.
+Starts real vLLM (a pair, then one decode, then a second pair; 20-30 minutes on 2 loaded cores), so
+it is not part of ``make test``: it runs only with ``PDD_REAL_LOAD=1``
+(``PDD_REAL_LOAD=1 .venv/bin/pytest -s tests/e2e/test_real_engines_load.py``); ``PDD_SKIP_VLLM=1``
+skips it too. Status on 2026-12-01: the kills and the role-only rollout were measured in pull mode,
+the must-match rollout has not completed a run yet, and the push pair served no request under load
+(xfail; docs/rollouts.md).
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ from tests.e2e.node_agent import vllm_agent  # noqa: F401 (fixture)
 from tests.vllm import support as s
 from tests.vllm.conftest import vllm_venv  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(2400),
+              pytest.mark.skipif(not os.environ.get("PDD_REAL_LOAD"),
+                                 reason="real engines under load take 20-30 minutes: set PDD_REAL_LOAD=1 to run")]
 
 #: PDDeployment Ready after kubectl apply, and a restarted or new engine Ready (real vLLM on loaded cores).
 READY_TIMEOUT = 600
