@@ -262,3 +262,20 @@ def test_prune_needs_an_integer_list_version(filled):
     ix.put(obj("Service", "s", 5))
     assert cache.prune("Service", {}, None) == set()
     assert cache.child("Service", "ns", "s") is not None
+
+
+def test_prune_drops_a_referenced_config_map_deleted_while_the_watch_was_down(filled):
+    """A ConfigMap deleted during a watch outage: the relist does not say so, the resync's list does;
+    the PDDeployments that read it are the owners to reconcile, and it then reads as absent."""
+    cache, ix = filled
+    ix.put(obj("PDDeployment", "a", 1, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    ix.put(obj("PDDeployment", "b", 2, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    ix.put(obj("ConfigMap", "cfg", 3, data={"config.json": "{}"}))
+    assert cache.has_config_maps()
+    assert cache.prune("ConfigMap", {("ns", "cfg"): "3"}, 20) == set()  # still there: kept
+    assert cache.config_map("ns", "cfg")[0] is True
+    assert cache.prune("ConfigMap", {}, 20) == {("ns", "a"), ("ns", "b")}
+    assert not cache.has_config_maps()
+    assert cache.config_map("ns", "cfg") == (False, None)  # unknown: the next read asks the apiserver
+    cache.remember_absent("ConfigMap", "ns", "cfg")  # what Kube.config_map_value does on its 404
+    assert cache.config_map("ns", "cfg") == (True, None)

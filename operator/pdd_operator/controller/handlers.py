@@ -327,12 +327,16 @@ async def resync_once() -> None:
 
 def prune_caches(namespaces: tuple[str, ...]) -> set[tuple[str, str]]:
     """List the metadata of each managed kind (one request per kind and namespace, with the managed
-    label selector) and mark what the caches hold but the apiserver no longer has as deleted
+    label selector), and of ConfigMaps while some are cached (unfiltered: they carry no label of
+    ours), and mark what the caches hold but the apiserver no longer has as deleted
     (:meth:`~pdd_operator.controller.cache.ClusterCache.prune`). Returns the owners to reconcile."""
     owners: set[tuple[str, str]] = set()
     for kind in MANAGED_RESOURCES.values():
         listed, version = _kube().list_metadata(kind, namespaces, MANAGED_SELECTOR)
         owners |= CACHE.prune(kind, listed, version)
+    if CACHE.has_config_maps():
+        listed, version = _kube().list_metadata("ConfigMap", namespaces)
+        owners |= CACHE.prune("ConfigMap", listed, version)
     if owners:
         log.info("the watches missed the deletion of children of %d PDDeployment(s); reconciling them", len(owners))
     return owners

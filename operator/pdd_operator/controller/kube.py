@@ -193,10 +193,10 @@ _RESOURCE_PATHS = {
 _COLLECTION_PATHS = {
     KIND: f"/apis/{GROUP}/{VERSION}", "Deployment": "/apis/apps/v1", "Service": "/api/v1",
     "ServiceAccount": "/api/v1", "Pod": "/api/v1", "Role": "/apis/rbac.authorization.k8s.io/v1",
-    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1", "ConfigMap": "/api/v1",
 }
 _PLURALS = {KIND: PLURAL, "Deployment": "deployments", "Service": "services", "ServiceAccount": "serviceaccounts",
-            "Pod": "pods", "Role": "roles", "RoleBinding": "rolebindings"}
+            "Pod": "pods", "Role": "roles", "RoleBinding": "rolebindings", "ConfigMap": "configmaps"}
 #: Ask for PartialObjectMetadataList: names and resourceVersions without specs (a tenth of the bytes).
 _METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
