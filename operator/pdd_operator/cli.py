@@ -290,7 +290,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     left in place on exit), only its ``caBundle`` (``ca-bundle``: the Helm chart owns the object), or
     nothing (``none``: cert-manager injects ``caBundle``). The first sync happens before the operator
     starts, so a missing configuration or permission stops it there.
+
+    ``PDD_TRACEMALLOC=<frames>`` traces its memory by package (:mod:`pdd_operator.controller.memory`).
     """
+    from pdd_operator.controller import memory
+
+    memory.start_from_env()  # before kopf and the kubernetes client are imported
+
     import tempfile
 
     import kopf
