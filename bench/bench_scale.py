@@ -25,7 +25,7 @@ Phases, in one run:
    was reconciled (the reconcile counter reached the number of objects and the queue is empty), and
    the writes it sent meanwhile.
 7. **memory**: the operator's RSS (``VmRSS``, ``VmHWM`` peak) after the burst phases and after the
-   restart; then one more restart under ``PDD_TRACEMALLOC`` (:mod:`pdd_operator.controller.memory`):
+   restart; then one more restart under ``PDD_TRACEMALLOC=12`` (:mod:`pdd_operator.controller.memory`):
    live Python memory by package (kopf's share) once every object was reconciled. Skipped with
    ``PDD_BENCH_TRACEMALLOC=0``.
 
@@ -440,7 +440,7 @@ def main() -> int:
         f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
     subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     env = cluster_env(ENV)
-    workdir = Path(ENV["PDD_CLUSTER_DIR"]) / "bench-scale"
+    workdir = Path(ENV["PDD_CLUSTER_DIR"] + "-bench")  # outside the cluster's state: kept after the purge
     workdir.mkdir(parents=True, exist_ok=True)
     op = Operator(env, workdir / "operator.log")
     results: dict = {}
@@ -565,16 +565,19 @@ def main() -> int:
             op.stop()
             out = workdir / "tracemalloc.json"
             out.unlink(missing_ok=True)
-            op.start({"PDD_TRACEMALLOC": "25", "PDD_TRACEMALLOC_OUT": str(out)})
-            wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 1800,
-                 "every object reconciled (traced)", interval=0.5)
-            op.proc.send_signal(signal.SIGUSR1)
-            traced = json.loads(wait(lambda: out.exists() and out.stat().st_size and out.read_text(), 300,
-                                     "the tracemalloc report"))
-            traced["rss"] = op.rss_mb()
-            log(f"traced restart: {traced['traced_bytes'] / 2**20:.1f} MiB traced, by package "
-                + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in traced["by_package"].items())
-                + f" MiB; RSS {traced['rss'][0]:.0f} MB")
+            try:
+                op.start({"PDD_TRACEMALLOC": "12", "PDD_TRACEMALLOC_OUT": str(out)})
+                wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 900,
+                     "every object reconciled (traced)", interval=0.5)
+                op.proc.send_signal(signal.SIGUSR1)
+                traced = json.loads(wait(lambda: out.exists() and out.stat().st_size and out.read_text(), 300,
+                                         "the tracemalloc report"))
+                traced["rss"] = op.rss_mb()
+                log(f"traced restart: {traced['traced_bytes'] / 2**20:.1f} MiB traced, by package "
+                    + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in traced["by_package"].items())
+                    + f" MiB; RSS {traced['rss'][0]:.0f} MB")
+            except TimeoutError as exc:  # the goals above are measured already; report them anyway
+                log(f"traced restart skipped: {exc}")
         results = {
             "baseline_s": baseline_s, "baseline_per_object": baseline_per_object, "burst_s": burst_s,
             "burst_lat": burst_lat, "created_s": created_s, "steady_lat": steady_lat, "change_lat": change_lat,

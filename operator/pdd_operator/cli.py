@@ -293,10 +293,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     ``PDD_TRACEMALLOC=<frames>`` traces its memory by package (:mod:`pdd_operator.controller.memory`).
     """
-    from pdd_operator.controller import memory
-
-    memory.start_from_env()  # before kopf and the kubernetes client are imported
-
     import tempfile
 
     import kopf
@@ -359,6 +355,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from pdd_operator.controller import readiness
 
         readiness.enable(args.readiness_address, args.readiness_port, checks)
+    from pdd_operator.controller import memory
+
+    memory.start_from_env()  # after the imports: tracing them takes minutes, and they are the fixed floor
     try:
         kopf.run(
             clusterwide=not options.watch_namespaces, namespaces=list(options.watch_namespaces), standalone=True,

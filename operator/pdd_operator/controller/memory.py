@@ -1,8 +1,9 @@
 """Where the operator's memory goes, by package: a tracemalloc report for ``pdd run`` (diagnostics).
 
-With ``PDD_TRACEMALLOC=<frames>`` in its environment, ``pdd run`` starts :mod:`tracemalloc` before
-anything is imported that allocates much, keeping ``<frames>`` frames per allocation (tracing slows
-Python down several times: a measurement, never a production setting). On ``SIGUSR1`` it writes
+With ``PDD_TRACEMALLOC=<frames>`` in its environment, ``pdd run`` starts :mod:`tracemalloc` once its
+modules are imported (the imports are a fixed floor, and tracing them takes minutes), keeping
+``<frames>`` frames per allocation (tracing slows Python down several times: a measurement, never a
+production setting). On ``SIGUSR1`` it writes
 :func:`report` of a snapshot to ``PDD_TRACEMALLOC_OUT`` (default ``pdd-tracemalloc.json`` in the
 working directory).
 
