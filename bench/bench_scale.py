@@ -584,7 +584,7 @@ def main() -> int:
             "steady_reads": steady_reads, "steady_writes": steady_writes, "steady_reconciles": steady_reconciles,
             "restart_s": restart_s, "restart_writes": restart_writes_later, "rss_before": rss_before,
             "rss_after": rss_after, "total": total, "loads": loads, "shares": shares, "traced": traced,
-            "facts": facts,
+            "facts": facts, "change_applies": applies,
         }
     except (TimeoutError, ApiException, subprocess.CalledProcessError) as exc:
         log(f"bench failed: {exc}; operator log: {op.log_path}")
@@ -603,6 +603,7 @@ def main() -> int:
     print(f"  burst: creates sent in {r['created_s']:.1f}s; create -> children p50 {pct(r['burst_lat'], 50):.1f}s "
           f"p99 {pct(r['burst_lat'], 99):.1f}s")
     print(f"  cluster: {r['facts']}")
+    print(f"  spec changes: {r['change_applies']:.0f} child applies for {len(r['change_lat'])} one-field changes")
     for phase, text in r["loads"].items():
         print(f"  {phase}: {text}")
     for phase, text in r["shares"].items():
