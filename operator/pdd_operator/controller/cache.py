@@ -424,6 +424,17 @@ class ClusterCache:
                 owners.update(self._owners(kind, obj_key[1:], packed))
                 for name in INDEX_NAMES:
                     self._indexes[name].discard(obj_key)
+            # The overlay too: a ConfigMap read directly (newly referenced) stays there until a watch
+            # event of it, which an unchanged ConfigMap never gets; an own write whose object went.
+            for key, entry in list(self._overlay.items()):
+                if key[0] != kind or key[1:] in listed or _absent(entry):
+                    continue
+                version = _version(entry)
+                if version is None or version >= list_version:
+                    continue
+                del self._overlay[key]
+                owner = owner_of(entry.unpack()) if isinstance(entry, Packed) and kind in _CHILD_KINDS else None
+                owners.update(self._owners(kind, key[1:], entry._replace(owner=owner)))
         return owners
 
     def _key_for(self, kind: str, obj_key: tuple) -> tuple:
@@ -457,9 +468,11 @@ class ClusterCache:
         return True, self._newest("ConfigMap", key, indexed)
 
     def has_config_maps(self) -> bool:
-        """Whether any ConfigMap is cached (the resync then checks them against a list)."""
+        """Whether any ConfigMap is cached, indexed or read directly (the resync then checks them
+        against a list)."""
         with self._lock:
-            return bool(self._indexes[CONFIG_MAP_INDEX].objects())
+            return bool(self._indexes[CONFIG_MAP_INDEX].objects()) or any(
+                key[0] == "ConfigMap" and not _absent(entry) for key, entry in self._overlay.items())
 
     def overlay_size(self) -> int:
         """Entries kept in the overlay (tests, logs)."""
