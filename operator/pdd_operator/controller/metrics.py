@@ -29,8 +29,9 @@ QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile qu
 QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")
 
 #: Buckets of the operator's own latencies, in seconds: from a millisecond (a reconcile from the
-#: caches) to a minute (a queue backed up behind a slow apiserver).
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: caches) to five minutes (a burst queued behind a slow apiserver).
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                   300.0)
 QUEUE_WAIT = Histogram(
     "pdd_workqueue_wait_seconds",
     "How long a PDDeployment waited in the reconcile queue: from the event (or resync) that queued it to "
