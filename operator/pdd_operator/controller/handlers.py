@@ -65,10 +65,6 @@ HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
 #: threads than cores keep several requests in flight during a burst.
 WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
-#: Objects per page of kopf's initial listing of each watched kind (``settings.watching.chunk_size``).
-LIST_CHUNK = 500
-#: How long kopf keeps an object's worker task after its last event (``settings.queueing.idle_timeout``).
-WORKER_IDLE_SECONDS = 0.5
 _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
 #: The server-side label selector of every managed kind's watch (and kopf's initial list).
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}=pdd-operator"
@@ -204,12 +200,6 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.posting.enabled = False
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
-    # Memory at a restart: kopf lists each kind in one response unless told a chunk size (thousands
-    # of Deployments parsed at once), and keeps a worker task per object for idle_timeout (5 s by
-    # default) after its last event, so the whole initial listing has live workers at once. Our
-    # handlers only feed the caches and the queue: a worker has nothing to wait for.
-    settings.watching.chunk_size = LIST_CHUNK
-    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
     objects_log = logging.getLogger("kopf.objects")
     if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
         objects_log.addFilter(_QuietSuccesses())
