@@ -24,7 +24,20 @@ Phases, in one run:
 6. **restart**: the operator stopped and started with everything present: time until every object
    was reconciled (the reconcile counter reached the number of objects and the queue is empty), and
    the writes it sent meanwhile.
-7. **memory**: the operator's RSS (``VmRSS``, ``VmHWM`` peak) after the burst phases and after the restart.
+7. **memory**: the operator's RSS (``VmRSS``, ``VmHWM`` peak) after the burst phases and after the
+   restart; then one more restart under ``PDD_TRACEMALLOC=12`` (:mod:`pdd_operator.controller.memory`):
+   live Python memory by package (kopf's share) once every object was reconciled. Skipped with
+   ``PDD_BENCH_TRACEMALLOC=0``.
+
+**The operator's share.** Each phase also prints what the operator's own metrics say: how long keys
+waited in its queue, a reconcile's wall and CPU time, the time from the event its handler saw to
+the first child apply sent, and how long the apiserver took to answer the applies, so the
+operator's latency can be told from the apiserver's queueing on a loaded machine.
+
+**A benchmark cluster.** etcd runs with ``--unsafe-no-fsync`` (dev/cluster/cluster.sh does that for
+every local cluster): it never waits for the disk, so the disk is not what limits the baseline; the
+run prints the flag as found on the running etcd, this disk's fsync latency, and the machine's load
+average per phase (the CPUs are shared with whatever else runs).
 
 Each goal of issue 11 is printed as met or missed with its numbers. ``PDD_BENCH_N`` sets N (1000).
 """
@@ -35,6 +48,7 @@ import concurrent.futures as cf
 import copy
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -67,6 +81,13 @@ RESYNC = float(os.environ.get("PDD_BENCH_RESYNC_SECONDS", "30"))
 PODS_PER_NODE = 250
 GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
 NS, BASELINE_NS = "bench-scale", "bench-baseline"
+TRACE = os.environ.get("PDD_BENCH_TRACEMALLOC", "1") != "0"
+#: The operator's latency histograms that the bench reports per phase (metric name, label filter).
+HISTOGRAMS = {"queue wait": ("pdd_workqueue_wait_seconds", ""),
+              "reconcile wall": ("pdd_reconcile_duration_seconds", ""),
+              "reconcile CPU": ("pdd_reconcile_cpu_seconds", ""),
+              "event -> first apply sent": ("pdd_event_to_apply_seconds", ""),
+              "apiserver answer to an apply": ("pdd_api_request_duration_seconds", 'verb="apply"')}
 CHILD_KINDS = {"deployments": ("apps/v1", "Deployment"), "services": ("v1", "Service"),
                "serviceaccounts": ("v1", "ServiceAccount"),
                "roles": ("rbac.authorization.k8s.io/v1", "Role"),
@@ -116,12 +137,12 @@ class Operator:
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.env, self.log_path, self.port, self.proc = env, log_path, free_port(), None
 
-    def start(self) -> float:
+    def start(self, extra_env: dict[str, str] | None = None) -> float:
         started = time.monotonic()
         self.proc = subprocess.Popen(
             [str(ROOT / ".venv" / "bin" / "pdd"), "run", "--metrics-port", str(self.port), "--metrics-address",
              "127.0.0.1"], cwd=ROOT, stdout=self.log_path.open("a"), stderr=subprocess.STDOUT,
-            env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS)})
+            env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS), **(extra_env or {})})
         wait(lambda: self.metrics() is not None, 120, "operator metrics endpoint")
         return started
 
@@ -166,6 +187,82 @@ class Operator:
             key, _, value = line.partition(":")
             fields[key] = value.strip()
         return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def histogram(metrics: dict[str, float], name: str, labels: str = "") -> dict[float, float]:
+    """The cumulative buckets ``{le: count}`` of a histogram in a metrics snapshot (``labels``: a
+    ``key="value"`` filter of its other labels)."""
+    out = {}
+    for key, value in metrics.items():
+        if key.startswith(name + "_bucket{") and labels in key:
+            text = key.split('le="', 1)[1].split('"', 1)[0]
+            le = float("inf") if text == "+Inf" else float(text)
+            out[le] = out.get(le, 0.0) + value
+    return out
+
+
+def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """The ``q`` quantile (0-1) of the observations between two snapshots of a histogram's buckets,
+    interpolated linearly inside a bucket (as Prometheus' ``histogram_quantile``); None without any."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return None
+    rank, lower, below = q * counts[-1], 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (count - below) if count > below else 0)
+        lower, below = bound, count
+    return lower
+
+
+def operator_share(before: dict[str, float], after: dict[str, float]) -> str:
+    """One line per latency histogram: count, mean, p50 and p99 of what was observed in between."""
+    lines = []
+    for what, (name, labels) in HISTOGRAMS.items():
+        b, a = histogram(before, name, labels), histogram(after, name, labels)
+        count = a.get(float("inf"), 0.0) - b.get(float("inf"), 0.0)
+        total = (sum(v for k, v in after.items() if k.startswith(name + "_sum") and labels in k)
+                 - sum(v for k, v in before.items() if k.startswith(name + "_sum") and labels in k))
+        if count <= 0:
+            lines.append(f"    {what}: none")
+            continue
+        p50, p99 = quantile(b, a, 0.5), quantile(b, a, 0.99)
+        lines.append(f"    {what}: {count:.0f}, mean {total / count * 1000:.1f} ms, p50 {p50 * 1000:.1f} ms, "
+                     f"p99 {p99 * 1000:.1f} ms")
+    return "\n".join(lines)
+
+
+def load() -> str:
+    """The load average (1, 5, 15 minutes) and the core count."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
+
+
+def etcd_facts(env: dict[str, str]) -> str:
+    """Whether the running etcd has ``--unsafe-no-fsync``, and this disk's fsync latency (200 x 4 KiB
+    in the cluster's state directory)."""
+    state = Path(env["PDD_CLUSTER_DIR"])
+    try:
+        pid = int((state / "pids" / "etcd.pid").read_text().split()[0])
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        flag = "--unsafe-no-fsync" if b"--unsafe-no-fsync" in args else "fsync on"
+    except (OSError, ValueError, IndexError):
+        flag = "etcd's command line not found"
+    probe = state / "fsync-probe"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        start = time.monotonic()
+        for _ in range(200):
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+        fsync_ms = (time.monotonic() - start) / 200 * 1000
+    finally:
+        os.close(fd)
+        probe.unlink()
+    return f"etcd {flag} (a benchmark cluster: etcd never waits for the disk); this disk's fsync {fsync_ms:.2f} ms"
 
 
 def wait(predicate, timeout: float, what: str, interval: float = 0.2):
@@ -295,6 +392,26 @@ def baseline_children(i: int) -> list[dict]:
     return out
 
 
+#: Server errors that a loaded apiserver answers (a 504 when a request waited over its 60 s, 429 from
+#: its priority and fairness): the bench's own requests retry them, as the operator's reconciles do.
+RETRIED = (429, 500, 502, 503, 504)
+RETRIES = {"count": 0}
+
+
+def retried(call, *args, **kwargs):
+    """``call(*args, **kwargs)``, again after a second on a :data:`RETRIED` answer (at most 30 times);
+    each retry is counted in :data:`RETRIES` and printed in the summary."""
+    for attempt in range(31):
+        try:
+            return call(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status not in RETRIED or attempt == 30:
+                raise
+            RETRIES["count"] += 1
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
 def apply_baseline(kube: Kube) -> tuple[float, list[float]]:
     """Server-side apply every baseline child from WORKERS threads; (seconds for all, per-object seconds)."""
     bodies = [baseline_children(i) for i in range(N)]
@@ -303,7 +420,7 @@ def apply_baseline(kube: Kube) -> tuple[float, list[float]]:
         start = time.monotonic()
         for child in children:
             meta = child["metadata"]
-            kube._server_side_apply(child["kind"], meta["namespace"], meta["name"], apply_body(child))
+            retried(kube._server_side_apply, child["kind"], meta["namespace"], meta["name"], apply_body(child))
         return time.monotonic() - start
 
     start = time.monotonic()
@@ -313,9 +430,13 @@ def apply_baseline(kube: Kube) -> tuple[float, list[float]]:
 
 
 def create(custom: client.CustomObjectsApi, name: str) -> float:
-    """Create one PDDeployment; returns when the request was sent (monotonic)."""
+    """Create one PDDeployment; returns when the request was first sent (monotonic)."""
     sent = time.monotonic()
-    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, pdd(name))
+    try:
+        retried(custom.create_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, pdd(name))
+    except ApiException as exc:
+        if exc.status != 409:  # a retried create that had gone through the first time
+            raise
     return sent
 
 
@@ -343,7 +464,7 @@ def main() -> int:
         f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
     subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     env = cluster_env(ENV)
-    workdir = Path(ENV["PDD_CLUSTER_DIR"]) / "bench-scale"
+    workdir = Path(ENV["PDD_CLUSTER_DIR"] + "-bench")  # outside the cluster's state: kept after the purge
     workdir.mkdir(parents=True, exist_ok=True)
     op = Operator(env, workdir / "operator.log")
     results: dict = {}
@@ -365,17 +486,23 @@ def main() -> int:
         api_client = client.ApiClient(cfg)
         custom = client.CustomObjectsApi(api_client)
         kube = Kube(api_client)
-        log(f"{node_count} extra fake nodes; baseline: applying {N} x 9 children directly")
+        facts = etcd_facts(ENV)
+        log(f"{node_count} extra fake nodes; {facts}; {load()}")
+        log(f"baseline: applying {N} x 9 children directly")
+        loads: dict[str, str] = {}
+        shares: dict[str, str] = {}
 
         # 1. baseline
         baseline_s, baseline_per_object = apply_baseline(kube)
-        log(f"baseline: {baseline_s:.1f}s for {9 * N} children ({9 * N / baseline_s:.0f}/s)")
+        loads["baseline"] = load()
+        log(f"baseline: {baseline_s:.1f}s for {9 * N} children ({9 * N / baseline_s:.0f}/s); {loads['baseline']}")
         run("delete", "namespace", BASELINE_NS, "--wait=true", "--timeout=900s")
         log("baseline namespace deleted")
 
         # 2. burst with the operator
         op.start()
         watch = ChildWatch(api_client, NS)
+        mark = op.metrics() or {}
         names = [f"pdd-{i}" for i in range(N)]
         burst_start = time.monotonic()
         with cf.ThreadPoolExecutor(WORKERS) as pool:
@@ -384,9 +511,12 @@ def main() -> int:
         done = watch.wait_complete(names, 9, 1800)
         burst_s = max(done.values()) - burst_start
         burst_lat = [done[n] - sent[n] for n in names]
-        log(f"burst: {N} created in {created_s:.1f}s, all children after {burst_s:.1f}s")
+        loads["burst"] = load()
+        log(f"burst: {N} created in {created_s:.1f}s, all children after {burst_s:.1f}s; {loads['burst']}")
         wait_quiet(op, 10, 1800)
         log(f"quiet after the burst: {op.sums()}")
+        shares["burst"], mark = operator_share(mark, now := op.metrics() or {}), now
+        print(shares["burst"], flush=True)
 
         # 3. steady creates at RATE/s with N present
         steady_names = [f"steady-{i}" for i in range(STEADY)]
@@ -402,16 +532,28 @@ def main() -> int:
             steady_sent = {n: f.result() for n, f in futures.items()}
         steady_done = watch.wait_complete(steady_names, 9, 600)
         steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
+        loads["steady creates"] = load()
         wait_quiet(op, 10, 900)
+        shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
+        log(f"steady creates: p50 {pct(steady_lat, 50):.2f}s p99 {pct(steady_lat, 99):.2f}s; {loads['steady creates']}")
+        print(shares["steady creates"], flush=True)
 
         # 4. spec change -> child updated
-        change_lat = []
+        change_lat, change_applies = [], op.sums()["writes"]
         for name in names[:CHANGES]:
             sent_at = time.monotonic()
-            custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, {"spec": {"decode": {"replicas": 2}}})
+            retried(custom.patch_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, name,
+                    {"spec": {"decode": {"replicas": 2}}})
             change_lat.append(watch.wait_replicas(f"{name}-decode", 2, 120) - sent_at)
             time.sleep(0.2)
+        loads["spec change"] = load()
         wait_quiet(op, 10, 900)
+        applies = (op.metrics() or {}).get("pdd_child_applies_total", 0.0) - mark.get("pdd_child_applies_total", 0.0)
+        change_applies = op.sums()["writes"] - change_applies
+        shares["spec change"], mark = operator_share(mark, now := op.metrics() or {}), now
+        log(f"spec changes: p50 {pct(change_lat, 50) * 1000:.0f} ms; {applies:.0f} child applies and "
+            f"{change_applies:.0f} writes in all for {CHANGES} changes; {loads['spec change']}")
+        print(shares["spec change"], flush=True)
 
         # 5. steady state over one resync period
         before = op.sums()
@@ -431,18 +573,43 @@ def main() -> int:
              interval=0.1)
         restart_s = time.monotonic() - started
         restart_writes = op.sums()["writes"]
+        loads["restart"] = load()
         time.sleep(2)
         restart_writes_later = op.sums()["writes"]
         rss_after = op.rss_mb()
         log(f"restart: {restart_s:.1f}s to reconcile {total}, {restart_writes:.0f} writes "
-            f"({restart_writes_later:.0f} 2 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f})")
+            f"({restart_writes_later:.0f} 2 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f}); "
+            f"{loads['restart']}")
+        shares["restart"] = operator_share({}, op.metrics() or {})
+        print(shares["restart"], flush=True)
         watch.stopping = True
+
+        # 8. where the memory goes: one more restart, traced
+        traced = None
+        if TRACE:
+            op.stop()
+            out = workdir / "tracemalloc.json"
+            out.unlink(missing_ok=True)
+            try:
+                op.start({"PDD_TRACEMALLOC": "12", "PDD_TRACEMALLOC_OUT": str(out)})
+                wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 900,
+                     "every object reconciled (traced)", interval=0.5)
+                op.proc.send_signal(signal.SIGUSR1)
+                traced = json.loads(wait(lambda: out.exists() and out.stat().st_size and out.read_text(), 300,
+                                         "the tracemalloc report"))
+                traced["rss"] = op.rss_mb()
+                log(f"traced restart: {traced['traced_bytes'] / 2**20:.1f} MiB traced, by package "
+                    + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in traced["by_package"].items())
+                    + f" MiB; RSS {traced['rss'][0]:.0f} MB")
+            except TimeoutError as exc:  # the goals above are measured already; report them anyway
+                log(f"traced restart skipped: {exc}")
         results = {
             "baseline_s": baseline_s, "baseline_per_object": baseline_per_object, "burst_s": burst_s,
             "burst_lat": burst_lat, "created_s": created_s, "steady_lat": steady_lat, "change_lat": change_lat,
             "steady_reads": steady_reads, "steady_writes": steady_writes, "steady_reconciles": steady_reconciles,
             "restart_s": restart_s, "restart_writes": restart_writes_later, "rss_before": rss_before,
-            "rss_after": rss_after, "total": total,
+            "rss_after": rss_after, "total": total, "loads": loads, "shares": shares, "traced": traced,
+            "facts": facts, "change_applies": applies,
         }
     except (TimeoutError, ApiException, subprocess.CalledProcessError) as exc:
         log(f"bench failed: {exc}; operator log: {op.log_path}")
@@ -460,6 +627,19 @@ def main() -> int:
           f"(per object p50 {pct(r['baseline_per_object'], 50) * 1000:.0f} ms)")
     print(f"  burst: creates sent in {r['created_s']:.1f}s; create -> children p50 {pct(r['burst_lat'], 50):.1f}s "
           f"p99 {pct(r['burst_lat'], 99):.1f}s")
+    print(f"  cluster: {r['facts']}; the bench's own requests retried {RETRIES['count']} server errors")
+    print(f"  spec changes: {r['change_applies']:.0f} child applies for {len(r['change_lat'])} one-field changes")
+    for phase, text in r["loads"].items():
+        print(f"  {phase}: {text}")
+    for phase, text in r["shares"].items():
+        print(f"  the operator's share, {phase}:\n{text}")
+    if r["traced"]:
+        top = "; ".join(f"{where.rsplit('/site-packages/', 1)[-1]} {size / 2**20:.1f} MiB"
+                        for where, size in r["traced"]["top"][:8])
+        print(f"  memory (tracemalloc, after a restart with {r['total']} present): "
+              f"{r['traced']['traced_bytes'] / 2**20:.1f} MiB of Python objects; "
+              + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in r["traced"]["by_package"].items())
+              + f" MiB; top sites: {top}")
     ok = [
         goal(f"create -> all children p99 < 0.5 s at {RATE:.0f} creates/s with {N} present",
              pct(r["steady_lat"], 99) < 0.5,

@@ -290,6 +290,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     left in place on exit), only its ``caBundle`` (``ca-bundle``: the Helm chart owns the object), or
     nothing (``none``: cert-manager injects ``caBundle``). The first sync happens before the operator
     starts, so a missing configuration or permission stops it there.
+
+    ``PDD_TRACEMALLOC=<frames>`` traces its memory by package (:mod:`pdd_operator.controller.memory`).
     """
     import tempfile
 
@@ -353,6 +355,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from pdd_operator.controller import readiness
 
         readiness.enable(args.readiness_address, args.readiness_port, checks)
+    from pdd_operator.controller import memory
+
+    memory.start_from_env()  # after the imports: tracing them takes minutes, and they are the fixed floor
     try:
         kopf.run(
             clusterwide=not options.watch_namespaces, namespaces=list(options.watch_namespaces), standalone=True,

@@ -1,11 +1,18 @@
-"""Nothing ends for good: the operator lives through an apiserver outage and picks up what changed.
+"""Nothing ends for good: the operator lives through an apiserver outage and an etcd outage, and
+picks up what changed.
 
-The apiserver is stopped for OUTAGE_SECONDS (longer than the ~18 s after which the operator used to
-exit) and started again on the same etcd data; then objects change, and the operator must act on them.
+The apiserver (or etcd, with the apiserver up and answering errors) is stopped for OUTAGE_SECONDS
+(``PDD_E2E_OUTAGE_SECONDS``, 30 by default: longer than the ~18 s after which the operator used to exit;
+set it to minutes for a longer run) and started again on the same etcd data; then objects change, and
+the operator must act on them. A ConfigMap deleted while the operator's watch was down (removed in
+etcd behind the stopped apiserver, so no watch ever reports it) must be seen missing by the resync.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import subprocess
 import time
 import urllib.error
@@ -18,7 +25,7 @@ from tests.e2e.conftest import CLUSTER_SH, ROOT, OperatorProcess, _free_port, co
 
 pytestmark = pytest.mark.cluster
 
-OUTAGE_SECONDS = 30
+OUTAGE_SECONDS = float(os.environ.get("PDD_E2E_OUTAGE_SECONDS", "30"))
 LLAMA = yaml.safe_load((ROOT / "examples" / "llama-dense-pd.yaml").read_text())
 
 
@@ -45,39 +52,118 @@ def _ready(cluster, ns, name):
     return lambda: condition(pdd_status(cluster, ns, name), "Ready").get("status") == "True"
 
 
-def test_operator_survives_an_apiserver_outage(cluster, namespace, tmp_path, monkeypatch):
+def _etcd_delete(cluster, key: str) -> int:
+    """Delete ``key`` in etcd itself (its v3 JSON gateway on loopback); returns how many keys went."""
+    port = int(cluster.env.get("PDD_ETCD_PORT") or int(cluster.env.get("PDD_APISERVER_PORT") or 16443) + 1)
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v3/kv/deleterange", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return int(json.loads(resp.read()).get("deleted", 0))
+
+
+def _outage(cluster, op, live_port: int, component: str) -> None:
+    """Stop ``component`` for OUTAGE_SECONDS; the operator must stay up and live throughout."""
+    _component(cluster, "stop", component)
+    try:
+        deadline = time.monotonic() + OUTAGE_SECONDS
+        while time.monotonic() < deadline:  # the outage itself, not a wait for a result
+            time.sleep(min(10.0, max(0.0, deadline - time.monotonic())))
+            assert op.proc.poll() is None, f"the operator exited during the {component} outage"
+        # The apiserver or etcd is away; restarting the operator would not help, so it stays live.
+        assert _live(live_port) == 200
+    finally:
+        _component(cluster, "start", component)
+
+
+def _operator(cluster, tmp_path, monkeypatch) -> tuple[OperatorProcess, int]:
     live_port = _free_port()
     monkeypatch.setitem(cluster.env, "PDD_BACKOFF_CAP_SECONDS", "4")
     op = OperatorProcess(cluster, tmp_path / "operator.log",
                          ["--liveness", f"http://127.0.0.1:{live_port}/healthz"])
     op.start()
+    return op, live_port
+
+
+def _changes_are_picked_up(cluster, namespace) -> None:
+    """After an outage: a deleted child comes back, a new PDDeployment gets Ready, and the object held
+    through the outage is reconciled again."""
+    old = cluster.apps.read_namespaced_deployment("before-decode", namespace).metadata.uid
+    cluster.kubectl("delete", "-n", namespace, "deployment/before-decode")
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_manifest("after"))
+    wait_for(lambda: cluster.apps.read_namespaced_deployment("before-decode", namespace).metadata.uid != old,
+             120, what="decode Deployment restored after the outage")
+    wait_for(_ready(cluster, namespace, "after"), 120, what="a PDDeployment created after the outage Ready")
+    desired = {role: LLAMA["spec"][role]["replicas"] for role in ("prefill", "decode")}
+    wait_for(lambda: all((pdd_status(cluster, namespace, "before").get(role) or {}).get("replicas") == n
+                         for role, n in desired.items()), 120, what="before's status follows its children again")
+
+
+def test_operator_survives_an_etcd_outage(cluster, namespace, tmp_path, monkeypatch):
+    """etcd away, the apiserver up: every request and watch of the operator's gets errors or hangs."""
+    op, live_port = _operator(cluster, tmp_path, monkeypatch)
     try:
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_manifest("before"))
         wait_for(_ready(cluster, namespace, "before"), 120, what="before Ready")
         wait_for(lambda: _live(live_port) == 200, 60, interval=1, what="liveness 200 (kopf's probe server is up)")
+        _outage(cluster, op, live_port, "etcd")
+        wait_for(lambda: cluster.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 120,
+                 interval=1, what="the apiserver ready again (etcd back)")
+        _changes_are_picked_up(cluster, namespace)
+        assert op.proc.poll() is None
+        assert _live(live_port) == 200
+    finally:
+        op.stop()
+    assert "escalating" not in (tmp_path / "operator.log").read_text(), "kopf gave up on a request"
+
+
+def test_a_config_map_deleted_while_the_watch_was_down_is_seen_missing(cluster, namespace, tmp_path, monkeypatch):
+    """The ConfigMap goes in etcd while the apiserver is stopped: no watch event ever says so, and
+    kopf's relist does not turn its absence into a deletion; the resync's list must."""
+    op, _ = _operator(cluster, tmp_path, monkeypatch)
+    try:
+        config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_attention_heads": 32,
+                  "num_key_value_heads": 8, "num_hidden_layers": 32, "hidden_size": 4096}
+        cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"},
+                                                              "data": {"config.json": json.dumps(config)}})
+        doc = {**LLAMA, "metadata": {"name": "held"}}
+        doc["spec"] = {**LLAMA["spec"], "model": {**LLAMA["spec"]["model"], "configMapRef": {"name": "cfg"}}}
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+        wait_for(_ready(cluster, namespace, "held"), 120, what="held Ready with its ConfigMap")
+        assert "model-config-unavailable" not in {f["rule"] for f in pdd_status(cluster, namespace, "held")
+                                                  .get("compatibility") or []}
 
         _component(cluster, "stop", "kube-apiserver")
         try:
-            time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a result
-            assert op.proc.poll() is None, "the operator exited during the outage"
-            assert _live(live_port) == 200  # the apiserver is away; restarting the operator would not help
+            assert _etcd_delete(cluster, f"/registry/configmaps/{namespace}/cfg") == 1
         finally:
             _component(cluster, "start", "kube-apiserver")
 
-        # Objects change after the outage: a child goes, a new PDDeployment comes.
-        old = cluster.apps.read_namespaced_deployment("before-decode", namespace).metadata.uid
-        cluster.kubectl("delete", "-n", namespace, "deployment/before-decode")
-        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_manifest("after"))
-        wait_for(lambda: cluster.apps.read_namespaced_deployment("before-decode", namespace).metadata.uid != old,
-                 120, what="decode Deployment restored after the outage")
-        wait_for(_ready(cluster, namespace, "after"), 120, what="a PDDeployment created after the outage Ready")
-        # The operator reconciles the object it held through the outage: its status follows the restored
-        # Deployment (desired replicas back for both roles). Whether the restored pods turn Ready also
-        # depends on kwok resuming its own watches after the apiserver restart, which once took longer
-        # than any timeout here, so it is not what this test asserts.
-        desired = {role: LLAMA["spec"][role]["replicas"] for role in ("prefill", "decode")}
-        wait_for(lambda: all((pdd_status(cluster, namespace, "before").get(role) or {}).get("replicas") == n
-                             for role, n in desired.items()), 120, what="before's status follows its children again")
+        def missing():
+            found = [f for f in pdd_status(cluster, namespace, "held").get("compatibility") or []
+                     if f["rule"] == "model-config-unavailable"]
+            return found and found[0]
+        finding = wait_for(missing, 120, interval=1, what="the deleted ConfigMap reported missing")
+        assert "does not exist" in finding["message"]
+        assert op.proc.poll() is None
+    finally:
+        op.stop()
+
+
+def test_operator_survives_an_apiserver_outage(cluster, namespace, tmp_path, monkeypatch):
+    op, live_port = _operator(cluster, tmp_path, monkeypatch)
+    try:
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_manifest("before"))
+        wait_for(_ready(cluster, namespace, "before"), 120, what="before Ready")
+        wait_for(lambda: _live(live_port) == 200, 60, interval=1, what="liveness 200 (kopf's probe server is up)")
+        _outage(cluster, op, live_port, "kube-apiserver")
+
+        # Objects change after the outage: a child goes, a new PDDeployment comes. The object held
+        # through the outage is reconciled again: its status follows the restored Deployment (desired
+        # replicas back for both roles). Whether the restored pods turn Ready also depends on kwok
+        # resuming its own watches after the apiserver restart, which once took longer than any timeout
+        # here, so it is not what this test asserts.
+        _changes_are_picked_up(cluster, namespace)
         assert op.proc.poll() is None
         assert _live(live_port) == 200
     finally:

@@ -262,3 +262,46 @@ def test_prune_needs_an_integer_list_version(filled):
     ix.put(obj("Service", "s", 5))
     assert cache.prune("Service", {}, None) == set()
     assert cache.child("Service", "ns", "s") is not None
+
+
+def test_prune_drops_a_referenced_config_map_deleted_while_the_watch_was_down(filled):
+    """A ConfigMap deleted during a watch outage: the relist does not say so, the resync's list does;
+    the PDDeployments that read it are the owners to reconcile, and it then reads as absent."""
+    cache, ix = filled
+    ix.put(obj("PDDeployment", "a", 1, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    ix.put(obj("PDDeployment", "b", 2, spec={"model": {"configMapRef": {"name": "cfg"}}}))
+    ix.put(obj("ConfigMap", "cfg", 3, data={"config.json": "{}"}))
+    assert cache.has_config_maps()
+    assert cache.prune("ConfigMap", {("ns", "cfg"): "3"}, 20) == set()  # still there: kept
+    assert cache.config_map("ns", "cfg")[0] is True
+    assert cache.prune("ConfigMap", {}, 20) == {("ns", "a"), ("ns", "b")}
+    assert not cache.has_config_maps()
+    assert cache.config_map("ns", "cfg") == (False, None)  # unknown: the next read asks the apiserver
+    cache.remember_absent("ConfigMap", "ns", "cfg")  # what Kube.config_map_value does on its 404
+    assert cache.config_map("ns", "cfg") == (True, None)
+
+
+def test_prune_drops_a_config_map_known_only_from_a_direct_read(filled):
+    """Referenced after it was created: the watch delivered it before anyone referenced it (not kept),
+    the reconcile read it directly (kept in the overlay), and an unchanged ConfigMap gets no further
+    watch event; its deletion during a watch outage must still be found by the resync's list."""
+    cache, ix = filled
+    ix.put(obj("ConfigMap", "late", 3, data={"config.json": "{}"}))  # nobody references it yet: not kept
+    ix.put(obj("PDDeployment", "a", 4, spec={"model": {"configMapRef": {"name": "late"}}}))
+    assert cache.config_map("ns", "late") == (False, None)
+    cache.remember("ConfigMap", obj("ConfigMap", "late", 3, data={"config.json": "{}"}))  # the direct read
+    assert cache.has_config_maps()
+    assert cache.prune("ConfigMap", {("ns", "late"): "3"}, 20) == set()
+    assert cache.config_map("ns", "late")[1]["data"] == {"config.json": "{}"}
+    assert cache.prune("ConfigMap", {}, 20) == {("ns", "a")}
+    assert cache.config_map("ns", "late") == (False, None)
+    assert not cache.has_config_maps()
+
+
+def test_prune_drops_an_own_write_whose_child_went(filled):
+    cache, ix = filled
+    owner = {"ownerReferences": [{"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "name": "a"}]}
+    cache.remember("Service", obj("Service", "a-decode", 5, meta=owner))
+    assert cache.child("Service", "ns", "a-decode") is not None
+    assert cache.prune("Service", {}, 20) == {("ns", "a")}
+    assert cache.child("Service", "ns", "a-decode") is None

@@ -22,7 +22,7 @@ OWNER = {"ownerReferences": [{"apiVersion": "pdd-operator.dev/v1alpha1", "kind":
 def wired(monkeypatch):
     cache = ClusterCache()
     ix = Indexes(cache)
-    queue = WorkQueue(lambda key: None)  # never started: keys stay queued for the test to read
+    queue = WorkQueue(lambda key, queued_at: None)  # never started: keys stay queued for the test to read
     monkeypatch.setattr(handlers, "CACHE", cache)
     monkeypatch.setitem(handlers._state, "queue", queue)
     return cache, ix, queue

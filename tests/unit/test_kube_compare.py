@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from pdd_operator.controller.kube import applied_hash, contains, foreign_items
+from pathlib import Path
+
+import urllib3
+import yaml
+from kubernetes import client
+
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.controller.cache import ClusterCache
+from pdd_operator.controller.kube import Kube, applied_hash, contains, foreign_items, restamped, with_applied_hash
+from pdd_operator.render.workloads import Owner, render_children
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_added_by_the_apiserver_are_ignored():
@@ -66,3 +77,42 @@ def test_only_children_of_the_same_owner_are_taken_back():
     assert _same_controller(ours, ours)
     assert not _same_controller({"metadata": {}}, ours)  # someone else's Service of that name
     assert not _same_controller({"metadata": {"ownerReferences": [{"uid": "u2", "controller": True}]}}, ours)
+
+
+def _live(child: dict, version: int) -> dict:
+    """``child`` as the apiserver holds it after the operator applied it (hash annotation, a version)."""
+    applied = with_applied_hash(child)
+    return {**applied, "metadata": {**applied["metadata"], "resourceVersion": str(version)}}
+
+
+def test_a_one_field_change_applies_only_the_child_it_changes():
+    """spec.decode.replicas 1 -> 2 bumps the generation stamped on every child; only the decode
+    Deployment differs otherwise, so only it is applied (with the new stamp); the others keep theirs."""
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    before = PDDeploymentSpec.model_validate(doc)
+    after = PDDeploymentSpec.model_validate({**doc, "decode": {**doc["decode"], "replicas": 2}})
+    cache = ClusterCache()
+    cache.expect({})
+    for i, child in enumerate(render_children(Owner("p", "ns", "uid-p", 1), before)):
+        cache.observe(child["kind"], _live(child, 10 + i))
+    configuration = client.Configuration()
+    configuration.host, configuration.retries = "http://127.0.0.1:9", 0  # nothing listens: a request fails
+    kube = Kube(client.ApiClient(configuration), cache=cache)
+    sent = []
+    for child in render_children(Owner("p", "ns", "uid-p", 2), after):
+        try:
+            assert kube.apply(child) is False
+        except urllib3.exceptions.HTTPError:
+            sent.append((child["kind"], child["metadata"]["name"]))
+    assert sent == [("Deployment", "p-decode")]
+    kept = cache.child("Service", "ns", "p-decode")["metadata"]["annotations"]
+    assert kept["pdd-operator.dev/generation"] == "1"
+
+
+def test_restamped_takes_only_the_stamp_from_live():
+    desired = {"metadata": {"name": "x", "annotations": {"pdd-operator.dev/generation": "2", "other": "a"}}}
+    live = {"metadata": {"annotations": {"pdd-operator.dev/generation": "1", "other": "b"}}}
+    assert restamped(desired, live)["metadata"]["annotations"] == {"pdd-operator.dev/generation": "1", "other": "a"}
+    assert desired["metadata"]["annotations"]["pdd-operator.dev/generation"] == "2"  # not changed in place
+    assert restamped(desired, {"metadata": {}}) is desired
+    assert restamped(desired, None) is desired

@@ -21,7 +21,7 @@ def wait_until(predicate, timeout=10.0):
 def test_a_burst_of_adds_while_waiting_is_one_run():
     runs: list = []
     gate = threading.Event()
-    q = WorkQueue(runs.append, workers=2)
+    q = WorkQueue(lambda key, _queued_at: runs.append(key), workers=2)
     q.hold_until(gate)
     q.start()
     try:
@@ -41,7 +41,7 @@ def test_a_key_added_while_processing_runs_once_more_after_never_concurrently():
     active, most, runs = [0], [0], []
     lock = threading.Lock()
 
-    def process(key):
+    def process(key, _queued_at):
         with lock:
             active[0] += 1
             most[0] = max(most[0], active[0])
@@ -73,7 +73,7 @@ def test_one_slow_key_does_not_hold_the_others():
     release = threading.Event()
     done: list = []
 
-    def process(key):
+    def process(key, _queued_at):
         if key == "slow":
             release.wait(10)
         done.append(key)
@@ -96,7 +96,7 @@ def test_one_slow_key_does_not_hold_the_others():
 def test_a_failing_key_does_not_end_the_worker():
     seen: list = []
 
-    def process(key):
+    def process(key, _queued_at):
         seen.append(key)
         if key == "bad":
             raise RuntimeError("boom")
@@ -113,4 +113,23 @@ def test_a_failing_key_does_not_end_the_worker():
 
 def test_needs_a_worker():
     with pytest.raises(ValueError):
-        WorkQueue(lambda k: None, workers=0)
+        WorkQueue(lambda k, t: None, workers=0)
+
+
+def test_each_key_comes_with_the_time_its_first_add_queued_it():
+    gate = threading.Event()
+    got: dict = {}
+    q = WorkQueue(lambda key, queued_at: got.setdefault(key, queued_at), workers=1)
+    q.hold_until(gate)
+    q.start()
+    try:
+        before = time.monotonic()
+        q.add("k")
+        first = time.monotonic()
+        wait_until(lambda: time.monotonic() > first)  # a later add of the waiting key keeps the first time
+        q.add("k")
+        gate.set()
+        wait_until(q.idle)
+        assert before <= got["k"] <= first
+    finally:
+        q.stop()

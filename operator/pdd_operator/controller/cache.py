@@ -42,8 +42,10 @@ ConfigMap read directly because the index did not have it yet (newly referenced)
 **Relists.** kopf relists a kind after its watch broke (an apiserver outage, "410 Gone") but, unlike
 client-go's reflector, does not turn the objects missing from the new list into deletions: the cache
 could keep an object deleted while the watch was down. The periodic resync therefore lists each
-kind's metadata (names and resourceVersions only, one request per kind and namespace) and
-:meth:`ClusterCache.prune` drops a cached object that the list lacks and that is older than the list.
+kind's metadata (names and resourceVersions only, one request per kind and namespace; ConfigMaps only
+while some are cached) and :meth:`ClusterCache.prune` drops a cached object that the list lacks and
+that is older than the list: a referenced ConfigMap deleted while the watch was down then reads as
+missing, and the PDDeployments that reference it are reconciled.
 
 Thread safety: the store is filled from kopf's event loop and read by the reconcile threads, under one
 lock held only for dictionary operations.
@@ -402,14 +404,14 @@ class ClusterCache:
                 and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
 
     def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:
-        """Drop what the cache holds of ``kind`` (``PDDeployment``, a child kind or ``Pod``) but a list
-        at ``list_version`` did not return: ``listed`` maps ``(namespace, name)`` to resourceVersion for
+        """Drop what the cache holds of ``kind`` (``PDDeployment``, a child kind, ``Pod`` or
+        ``ConfigMap``) but a list at ``list_version`` did not return: ``listed`` maps ``(namespace, name)`` to resourceVersion for
         every object of the kind in that list (see the module docstring). Cached objects newer than the
         list are kept (created after it). Returns the ``(namespace, PDDeployment)`` keys of the owners
         whose cached state changed. Does nothing without an integer ``list_version``."""
         if list_version is None:
             return set()
-        index = {KIND: PDD_INDEX, "Pod": POD_INDEX}.get(kind, CHILD_INDEX)
+        index = {KIND: PDD_INDEX, "Pod": POD_INDEX, "ConfigMap": CONFIG_MAP_INDEX}.get(kind, CHILD_INDEX)
         owners: set[tuple[str, str]] = set()
         with self._lock:
             for obj_key in self._indexes[index].objects():
@@ -422,11 +424,22 @@ class ClusterCache:
                 owners.update(self._owners(kind, obj_key[1:], packed))
                 for name in INDEX_NAMES:
                     self._indexes[name].discard(obj_key)
+            # The overlay too: a ConfigMap read directly (newly referenced) stays there until a watch
+            # event of it, which an unchanged ConfigMap never gets; an own write whose object went.
+            for key, entry in list(self._overlay.items()):
+                if key[0] != kind or key[1:] in listed or _absent(entry):
+                    continue
+                version = _version(entry)
+                if version is None or version >= list_version:
+                    continue
+                del self._overlay[key]
+                owner = owner_of(entry.unpack()) if isinstance(entry, Packed) and kind in _CHILD_KINDS else None
+                owners.update(self._owners(kind, key[1:], entry._replace(owner=owner)))
         return owners
 
     def _key_for(self, kind: str, obj_key: tuple) -> tuple:
         """The index key under which ``obj_key``'s value is found (for :meth:`prune`)."""
-        if kind == KIND:
+        if kind in (KIND, "ConfigMap"):
             return obj_key[1:]
         if kind == "Pod":
             keys = self._indexes[POD_INDEX]._keys_of.get(obj_key) or set()
@@ -434,6 +447,8 @@ class ClusterCache:
         return obj_key
 
     def _owners(self, kind: str, key: tuple[str, str], obj: Packed) -> set[tuple[str, str]]:
+        if kind == "ConfigMap":
+            return {(key[0], name) for name in self._references.get(key, ())}
         if kind == KIND or obj.owner is None:
             return set()
         if kind == "Pod":
@@ -451,6 +466,13 @@ class ClusterCache:
         if not known:
             return False, None
         return True, self._newest("ConfigMap", key, indexed)
+
+    def has_config_maps(self) -> bool:
+        """Whether any ConfigMap is cached, indexed or read directly (the resync then checks them
+        against a list)."""
+        with self._lock:
+            return bool(self._indexes[CONFIG_MAP_INDEX].objects()) or any(
+                key[0] == "ConfigMap" and not _absent(entry) for key, entry in self._overlay.items())
 
     def overlay_size(self) -> int:
         """Entries kept in the overlay (tests, logs)."""

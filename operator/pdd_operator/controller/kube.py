@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -23,9 +24,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, PLURAL, VERSION
+from pdd_operator.api.constants import ANNOTATION_GENERATION, FIELD_MANAGER, GROUP, KIND, PLURAL, VERSION
 from pdd_operator.controller.cache import ClusterCache
-from pdd_operator.controller.metrics import API_REQUESTS, CACHE_MISSES
+from pdd_operator.controller.metrics import API_REQUEST_DURATION, API_REQUESTS, CACHE_MISSES
 from pdd_operator.controller.rbac import AccessCheck
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,31 @@ def foreign_items(live: dict, desired: dict, path: tuple[str, ...]) -> list:
     return [i for i in have if isinstance(i, dict) and _key_of(i, key) not in wanted]
 
 
+#: Annotations that say where a child came from (the PDDeployment generation it was rendered at) and
+#: alone never make a write: a child whose other fields are in place keeps its stamp, so a change of
+#: one field of the spec applies only the children that field changes (:func:`restamped`).
+STAMP_ANNOTATIONS = (ANNOTATION_GENERATION,)
+
+
+def restamped(desired: dict, live: dict | None) -> dict:
+    """``desired`` with the :data:`STAMP_ANNOTATIONS` values that ``live`` carries (a new top-level and
+    metadata dict; ``desired`` is not changed). A stamp that ``live`` lacks is kept as desired."""
+    have = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    meta = desired["metadata"]
+    mine = meta.get("annotations") or {}
+    kept = {k: have[k] for k in STAMP_ANNOTATIONS if k in mine and k in have}
+    if not kept:
+        return desired
+    return {**desired, "metadata": {**meta, "annotations": {**mine, **kept}}}
+
+
+def with_applied_hash(desired: dict) -> dict:
+    """``desired`` with :data:`ANNOTATION_APPLIED_HASH` set to :func:`applied_hash` of ``desired``."""
+    meta = desired["metadata"]
+    return {**desired, "metadata": {**meta, "annotations": {**meta.get("annotations", {}),
+                                                            ANNOTATION_APPLIED_HASH: applied_hash(desired)}}}
+
+
 def _same_controller(live: dict, desired: dict) -> bool:
     """True when ``live`` already has ``desired``'s controller ownerReference (uid): an object this
     operator created for this owner, not one of the same name that someone else made."""
@@ -167,10 +193,10 @@ _RESOURCE_PATHS = {
 _COLLECTION_PATHS = {
     KIND: f"/apis/{GROUP}/{VERSION}", "Deployment": "/apis/apps/v1", "Service": "/api/v1",
     "ServiceAccount": "/api/v1", "Pod": "/api/v1", "Role": "/apis/rbac.authorization.k8s.io/v1",
-    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1", "ConfigMap": "/api/v1",
 }
 _PLURALS = {KIND: PLURAL, "Deployment": "deployments", "Service": "services", "ServiceAccount": "serviceaccounts",
-            "Pod": "pods", "Role": "roles", "RoleBinding": "rolebindings"}
+            "Pod": "pods", "Role": "roles", "RoleBinding": "rolebindings", "ConfigMap": "configmaps"}
 #: Ask for PartialObjectMetadataList: names and resourceVersions without specs (a tenth of the bytes).
 _METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
@@ -350,20 +376,20 @@ class Kube:
 
         Returns True when a request was sent. "In place" compares only what the operator applies
         (:func:`contains`): items other managers added to map lists (an injected env var) are
-        tolerated and never cause a write. Conflicts with other managers are forced: the operator owns
-        its children's rendered fields (a hand edit of them is reverted), and foreign items of
-        :data:`EXCLUSIVE_LISTS` (a Service port edited by hand) are removed first, from children this
-        owner controls only (never from an object of the same name that someone else created).
+        tolerated and never cause a write, and neither does a newer generation stamp alone
+        (:func:`restamped`: the child keeps the generation that last changed it). Conflicts with
+        other managers are forced: the operator owns its children's rendered fields (a hand edit of
+        them is reverted), and foreign items of :data:`EXCLUSIVE_LISTS` (a Service port edited by
+        hand) are removed first, from children this owner controls only (never from an object of
+        the same name that someone else created).
         """
         kind, meta = desired["kind"], desired["metadata"]
         if kind not in self._patch:
             raise ValueError(f"unsupported kind {kind}")
-        digest = applied_hash(desired)
-        body = {**desired, "metadata": {**meta, "annotations": {**meta.get("annotations", {}),
-                                                                ANNOTATION_APPLIED_HASH: digest}}}
         live = self.get(kind, meta["namespace"], meta["name"])
-        if live is not None and contains(live, body):
+        if live is not None and contains(live, with_applied_hash(restamped(desired, live))):
             return False
+        body = with_applied_hash(desired)
         exclusive = EXCLUSIVE_LISTS.get(kind)
         if live is not None and exclusive and _same_controller(live, body) and (
                 extra := foreign_items(live, body, exclusive)):
@@ -376,8 +402,10 @@ class Kube:
             for part in exclusive:
                 want = want[part]
             leaf[exclusive[-1]] = want
+            started = time.monotonic()
             self._patch[kind](meta["name"], meta["namespace"], patch, field_manager=FIELD_MANAGER,
                               _content_type="application/merge-patch+json")
+            API_REQUEST_DURATION.labels("patch").observe(time.monotonic() - started)
             API_REQUESTS.labels("patch", kind).inc()
             self.writes += 1
             log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
@@ -430,8 +458,10 @@ class Kube:
             header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
             body=body, auth_settings=["BearerToken"],
         )
+        started = time.monotonic()
         response = self.api_client.call_api(method, url, header_params=headers, body=data, post_params=post)
         response.read()
+        API_REQUEST_DURATION.labels("apply").observe(time.monotonic() - started)
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
                                              data=None)
@@ -451,9 +481,11 @@ class Kube:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         API_REQUESTS.labels("patch", f"{KIND}/status").inc()
+        started = time.monotonic()
         answer = self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json"
         )
+        API_REQUEST_DURATION.labels("patch").observe(time.monotonic() - started)
         self.writes += 1
         if self.cache is not None and isinstance(answer, dict):
             self.cache.remember(KIND, answer)

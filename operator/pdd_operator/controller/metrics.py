@@ -1,6 +1,6 @@
 """Prometheus metrics of the operator (served by ``pdd run --metrics-port``)."""
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 RECONCILES = Counter(
     "pdd_reconcile_total", "Reconciles of PDDeployments, by outcome.", ["outcome"],
@@ -27,3 +27,32 @@ CACHE_MISSES = Counter(
 )
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
 QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")
+
+#: Buckets of the operator's own latencies, in seconds: from a millisecond (a reconcile from the
+#: caches) to five minutes (a burst queued behind a slow apiserver).
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                   300.0)
+QUEUE_WAIT = Histogram(
+    "pdd_workqueue_wait_seconds",
+    "How long a PDDeployment waited in the reconcile queue: from the event (or resync) that queued it to "
+    "a worker taking it.", buckets=LATENCY_BUCKETS,
+)
+RECONCILE_DURATION = Histogram(
+    "pdd_reconcile_duration_seconds", "Wall time of one reconcile (its API requests included).",
+    buckets=LATENCY_BUCKETS,
+)
+RECONCILE_CPU = Histogram(
+    "pdd_reconcile_cpu_seconds",
+    "CPU time of one reconcile's thread (time.thread_time): checking, rendering, comparing with the caches, "
+    "encoding requests; not the time spent waiting for the apiserver or for the GIL.", buckets=LATENCY_BUCKETS,
+)
+EVENT_TO_APPLY = Histogram(
+    "pdd_event_to_apply_seconds",
+    "From the event that queued a PDDeployment (as the operator's handler saw it) to the first child apply "
+    "request its reconcile sent; reconciles that applied nothing are not counted.", buckets=LATENCY_BUCKETS,
+)
+API_REQUEST_DURATION = Histogram(
+    "pdd_api_request_duration_seconds",
+    "Time the apiserver took to answer the operator's reconcile requests, by verb (apply, patch).",
+    ["verb"], buckets=LATENCY_BUCKETS,
+)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,15 +35,6 @@ from pdd_operator.render.admission import admission_findings
 from pdd_operator.render.workloads import Owner, child_name, router_endpoint, selector_labels
 
 log = logging.getLogger(__name__)
-
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
-
 
 def now_rfc3339() -> str:
     """Current UTC time as RFC 3339 with seconds precision (``metav1.Time``)."""
@@ -130,23 +120,29 @@ def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: 
     return CompatReport(report.version, [*refused, *report.findings, *extra], report.not_evaluated), model_config
 
 
-def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str]]:
+def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float | None]:
     """Apply every child; one that the apiserver refuses does not stop the others.
 
-    Returns ``(requests sent, errors)``; each error is ``<Kind> <name>: <code> <reason>: <message>``.
-    Raises ``ApiException`` only for errors of the apiserver itself (5xx, no status: retried later).
+    Returns ``(requests sent, errors, first)``; each error is ``<Kind> <name>: <code> <reason>:
+    <message>``; ``first`` is when (``time.monotonic()``) the first apply that sent a request began
+    (its comparison with the cached child included), ``None`` when none did. Raises ``ApiException``
+    only for errors of the apiserver itself (5xx, no status: retried later).
     """
-    sent, errors = 0, []
+    sent, errors, first = 0, [], None
     for child in children:
+        started = time.monotonic()
         try:
-            sent += kube.apply(child)
+            if kube.apply(child):
+                sent += 1
+                first = started if first is None else first
         except ApiException as exc:
+            first = started if first is None else first
             if not is_refusal(exc):
                 raise
             errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
             log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
                         child["metadata"]["name"], errors[-1])
-    return sent, errors
+    return sent, errors, first
 
 
 def read_deployments(kube: Kube, namespace: str, name: str) -> dict[str, dict[str, dict | None]]:
@@ -179,12 +175,14 @@ def post_events(kube: Kube, obj: dict, events: list[Event]) -> int:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one reconcile did: child applies sent, whether status was written, and the verdict."""
+    """What one reconcile did: child applies sent, whether status was written, and the verdict;
+    ``first_apply_at``: when (``time.monotonic()``) the first child apply that sent a request began."""
 
     applied: int = 0
     status_written: bool = False
     compatible: bool = True
     found: bool = True
+    first_apply_at: float | None = None
 
 
 def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
@@ -194,84 +192,88 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     Incompatible spec: touch no child (they keep running the last compatible generation) and report
     why. Either way the status is recomputed and written only when it differs. Raises the client's
     ``ApiException`` on API errors (callers retry); never raises for a bad spec.
-    """
-    with _lock(namespace, name):
-        obj = kube.get_pdd(namespace, name)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
-            RECONCILES.labels("gone").inc()
-            return Outcome(found=False)
-        meta = obj["metadata"]
-        generation = int(meta.get("generation") or 1)
-        previous = obj.get("status") or {}
-        model_config = None
-        read_errors: list[str] = []
-        try:
-            spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
-        except ValidationError as exc:
-            spec, report = None, invalid_spec_report(exc)
-        else:
-            model_config, problem = load_model_config(kube, namespace, spec, read_errors)
-            report, model_config = check_spec(spec, name, namespace, model_config, problem)
 
+    Callers run at most one reconcile of an object at a time (the operator's
+    :class:`~pdd_operator.controller.workqueue.WorkQueue` guarantees it): two at once could both
+    apply and both write status from the same read.
+    """
+    obj = kube.get_pdd(namespace, name)
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        RECONCILES.labels("gone").inc()
+        return Outcome(found=False)
+    meta = obj["metadata"]
+    generation = int(meta.get("generation") or 1)
+    previous = obj.get("status") or {}
+    model_config = None
+    read_errors: list[str] = []
+    try:
+        spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        spec, report = None, invalid_spec_report(exc)
+    else:
+        model_config, problem = load_model_config(kube, namespace, spec, read_errors)
+        report, model_config = check_spec(spec, name, namespace, model_config, problem)
+
+    deployments = read_deployments(kube, namespace, name)
+    last_good = None
+    if spec is None or not report.compatible:
+        legacy = ([] if previous.get("appliedSpec")
+                  else legacy_applied_specs(kube, namespace, name, deployments[SLOTS[0]]))
+        last_good = last_good_spec(previous, legacy)
+    plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
+                         report=report, previous_status=previous, last_good=last_good, model_config=model_config,
+                         deployments=deployments)
+    applied, apply_errors, first_apply_at = apply_all(kube, plan.children)
+    applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
+    target = plan.target
+    if applied:
         deployments = read_deployments(kube, namespace, name)
-        last_good = None
-        if spec is None or not report.compatible:
-            legacy = ([] if previous.get("appliedSpec")
-                      else legacy_applied_specs(kube, namespace, name, deployments[SLOTS[0]]))
-            last_good = last_good_spec(previous, legacy)
-        plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
-                             report=report, previous_status=previous, last_good=last_good, model_config=model_config,
-                             deployments=deployments)
-        applied, apply_errors = apply_all(kube, plan.children)
-        applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
-        target = plan.target
-        if applied:
-            deployments = read_deployments(kube, namespace, name)
-        desired = spec or target
-        pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
-        # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
-        active = plan.step.active
-        other = next(s for s in SLOTS if s != active)
-        observations = {
-            role: RoleObservation.from_deployment(
-                deployments[active][role], pods[role],
-                desired=desired.role(role).replicas if desired is not None else 0,
-            ).with_previous(deployments[other][role])
-            for role in ROLES
-        }
-        preflight = None
-        if desired is not None and desired.network.preflight.policy != "Disabled":
-            preflight = preflight_results([p for role in ROLES for p in pods[role]])
-        status = fold_status(
-            generation=generation, previous=previous, report=report,
-            applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
-            preflight=preflight, apply_errors=[*read_errors, *apply_errors],
-            # The router the children run, not the current spec's: a spec refused before anything was
-            # applied has no router Service, so it publishes no endpoint.
-            endpoint=(router_endpoint(Owner(name=name, namespace=namespace), target)
-                      if target is not None and target.router.replicas > 0 else None),
+    desired = spec or target
+    pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
+    # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
+    active = plan.step.active
+    other = next(s for s in SLOTS if s != active)
+    observations = {
+        role: RoleObservation.from_deployment(
+            deployments[active][role], pods[role],
+            desired=desired.role(role).replicas if desired is not None else 0,
+        ).with_previous(deployments[other][role])
+        for role in ROLES
+    }
+    preflight = None
+    if desired is not None and desired.network.preflight.policy != "Disabled":
+        preflight = preflight_results([p for role in ROLES for p in pods[role]])
+    status = fold_status(
+        generation=generation, previous=previous, report=report,
+        applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
+        preflight=preflight, apply_errors=[*read_errors, *apply_errors],
+        # The router the children run, not the current spec's: a spec refused before anything was
+        # applied has no router Service, so it publishes no endpoint.
+        endpoint=(router_endpoint(Owner(name=name, namespace=namespace), target)
+                  if target is not None and target.router.replicas > 0 else None),
+    )
+    if applied_spec is not None:
+        status["appliedSpec"] = applied_spec
+    written = False
+    if status != previous:
+        removed = {k: None for k in previous if k not in status}
+        kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
+        written = True
+        post_events(kube, obj, transitions(previous, status))
+        log.info(
+            "status of %s/%s: %s", namespace, name,
+            ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
         )
-        if applied_spec is not None:
-            status["appliedSpec"] = applied_spec
-        written = False
-        if status != previous:
-            removed = {k: None for k in previous if k not in status}
-            kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
-            written = True
-            post_events(kube, obj, transitions(previous, status))
-            log.info(
-                "status of %s/%s: %s", namespace, name,
-                ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
-            )
-        CHILD_APPLIES.inc(applied)
-        STATUS_WRITES.inc(int(written))
-        if not report.compatible:
-            RECONCILES.labels("incompatible").inc()
-        elif applied or written:
-            RECONCILES.labels("changed").inc()
-        else:
-            RECONCILES.labels("unchanged").inc()
-        return Outcome(applied=applied, status_written=written, compatible=report.compatible)
+    CHILD_APPLIES.inc(applied)
+    STATUS_WRITES.inc(int(written))
+    if not report.compatible:
+        RECONCILES.labels("incompatible").inc()
+    elif applied or written:
+        RECONCILES.labels("changed").inc()
+    else:
+        RECONCILES.labels("unchanged").inc()
+    return Outcome(applied=applied, status_written=written, compatible=report.compatible,
+                   first_apply_at=first_apply_at)
 
 
 def record_failure(kube: Kube, namespace: str, name: str, message: str) -> bool:

@@ -9,6 +9,10 @@ The semantics are client-go's ``workqueue`` (what controller-runtime's reconcile
 - keys are served in the order they were first added, so one busy object never holds up the others:
   a worker that finished a key takes the next waiting one, whatever it is.
 
+Each key is handed to the worker with the time it was queued (its first add since a worker last took
+it), so the caller can measure from the event to what the work did; the wait itself is observed in
+``pdd_workqueue_wait_seconds``.
+
 :meth:`WorkQueue.add` never blocks for long (a lock held only for set operations), so kopf's event
 handlers can call it from the event loop.
 """
@@ -17,22 +21,25 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 
-from pdd_operator.controller.metrics import QUEUE_ADDS, QUEUE_DEPTH
+from pdd_operator.controller.metrics import QUEUE_ADDS, QUEUE_DEPTH, QUEUE_WAIT
 
 log = logging.getLogger(__name__)
 
 
 class WorkQueue:
-    """Keys waiting to be processed by ``workers`` threads calling ``process(key)``.
+    """Keys waiting to be processed by ``workers`` threads calling ``process(key, queued_at)``
+    (``queued_at``: ``time.monotonic()`` of the add that queued the key).
 
     ``process`` should not raise; an exception is logged and the key is dropped until it is added
     again (the next event or the periodic resync). Raises ``ValueError`` for ``workers < 1``.
     """
 
-    def __init__(self, process: Callable[[Hashable], None], workers: int = 8, name: str = "reconcile") -> None:
+    def __init__(self, process: Callable[[Hashable, float], None], workers: int = 8,
+                 name: str = "reconcile") -> None:
         if workers < 1:
             raise ValueError(f"a work queue needs at least one worker, got {workers}")
         self._process = process
@@ -42,6 +49,7 @@ class WorkQueue:
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
+        self._queued_at: dict[Hashable, float] = {}
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._gate = threading.Event()
@@ -54,6 +62,7 @@ class WorkQueue:
             if key in self._dirty:
                 return
             self._dirty.add(key)
+            self._queued_at[key] = time.monotonic()
             if key in self._processing:
                 return
             self._queue.append(key)
@@ -91,13 +100,14 @@ class WorkQueue:
             self._stopping = True
             self._queue.clear()
             self._dirty.clear()
+            self._queued_at.clear()
             self._cond.notify_all()
             threads, self._threads = self._threads, []
         self._gate.set()
         for thread in threads:
             thread.join(timeout)
 
-    def _get(self) -> Hashable | None:
+    def _get(self) -> tuple[Hashable, float] | None:
         with self._cond:
             while not self._queue and not self._stopping:
                 self._cond.wait()
@@ -107,7 +117,9 @@ class WorkQueue:
             QUEUE_DEPTH.set(len(self._queue))
             self._processing.add(key)
             self._dirty.discard(key)
-            return key
+            queued_at = self._queued_at.pop(key, time.monotonic())
+        QUEUE_WAIT.observe(time.monotonic() - queued_at)
+        return key, queued_at
 
     def _done(self, key: Hashable) -> None:
         with self._cond:
@@ -120,11 +132,12 @@ class WorkQueue:
     def _run(self) -> None:
         while True:
             self._gate.wait()
-            key = self._get()
-            if key is None:
+            taken = self._get()
+            if taken is None:
                 return
+            key, queued_at = taken
             try:
-                self._process(key)
+                self._process(key, queued_at)
             except Exception:  # noqa: BLE001  (a worker must survive whatever one key does)
                 log.exception("%s of %s failed", self._name, key)
             finally:

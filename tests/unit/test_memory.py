@@ -1,0 +1,34 @@
+"""The tracemalloc report of ``pdd run``: live memory charged to the package that allocated it."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from pdd_operator.controller import memory
+from pdd_operator.controller.cache import pack
+
+
+def test_an_allocation_is_charged_to_the_innermost_known_package():
+    assert memory.package_of(["/x/json/decoder.py", "/venv/kopf/_core/a.py", "/w/pdd_operator/cache.py"]) == "kopf"
+    assert memory.package_of(["/usr/lib/python3.11/json/decoder.py"]) == "other"
+
+
+def test_what_the_caches_keep_counts_for_pdd_operator():
+    tracemalloc.start(25)
+    try:
+        kept = [pack({"metadata": {"name": f"o-{i}", "resourceVersion": str(i)}, "data": "x" * 2000})
+                for i in range(500)]
+        report = memory.report(tracemalloc.take_snapshot())
+    finally:
+        tracemalloc.stop()
+    assert report["by_package"]["pdd_operator"] >= 500 * 2000
+    assert report["traced_bytes"] >= sum(report["by_package"].values()) * 0.99
+    assert len(kept) == 500
+
+
+def test_only_a_positive_frame_count_starts_tracing():
+    assert memory.start_from_env({}) is False
+    with pytest.raises(ValueError):
+        memory.start_from_env({"PDD_TRACEMALLOC": "0"})
