@@ -30,8 +30,6 @@ MISSED: dict[str, str] = {
     "nixl-0.10.0-b200-cross-numa": "no known-bad row for NIXL 0.10.0 (vllm#35799, pinned out by vllm#35495)",
     "hybrid-qwen35-p-tp4-d-dp8": "a hybrid GDN model with heterogeneous TP on a source build after 0.20.2 gets no "
                                  "hybrid finding (silent pass)",
-    "prefill-vram-decode-dram-buffer": "no rule compares kv_buffer_device between the roles (0.32.0 builds the remote "
-                                       "descriptors with the local NIXL memory type)",
 }
 
 
