@@ -62,3 +62,47 @@ def test_a_cpu_engine_registers_host_memory_with_or_without_the_flag():
     class Role:
         buffer_device, image, resources = None, "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.12.0", {"cpu": "16"}
     assert nixl_memory_type(Role) == "DRAM"
+
+
+# --- a vLLM release with a known P/D fault for one connector stack (known-bad vLLM rows) -------------------
+
+
+def _stack(*children):
+    return json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": c, "kv_role": "kv_both"} for c in children]}})
+
+
+def _stacked_pair(image, *children):
+    kv = _stack(*children)
+    return pd("qwen", ["--kv-transfer-config", kv], ["--kv-transfer-config", kv], model=Q8B, image=image)
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.19.0", "vllm/vllm-openai:v0.19.1"])
+def test_nixl_stacked_with_offloading_on_0_19_is_reported(tmp_path, capsys, image):
+    code, out = check(tmp_path, capsys, *_stacked_pair(image, "NixlConnector", "OffloadingConnector"))
+    assert "vllm-version-known-bad" in rules(out, "warning"), out
+    assert "vllm-version-known-bad" not in rules(out, "error")
+
+
+@pytest.mark.parametrize("image, children", [
+    ("vllm/vllm-openai:v0.20.0", ("NixlConnector", "OffloadingConnector")),   # the first fixed release
+    ("vllm/vllm-openai:v0.18.0", ("NixlConnector", "OffloadingConnector")),   # before the range read
+    ("vllm/vllm-openai:v0.19.0", ("NixlConnector", "LMCacheConnectorV1")),    # another stack
+])
+def test_other_releases_and_stacks_are_not_reported(tmp_path, capsys, image, children):
+    code, out = check(tmp_path, capsys, *_stacked_pair(image, *children))
+    assert "vllm-version-known-bad" not in rules(out), out
+
+
+def test_plain_nixl_on_0_19_is_not_reported(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(None, None, image="vllm/vllm-openai:v0.19.0"))
+    assert "vllm-version-known-bad" not in rules(out), out
+
+
+def test_the_vllm_row_names_its_first_fixed_release_and_needs_its_stack():
+    from pdd_operator.vllm.known_bad import known_bad
+    [row] = known_bad("vllm", (0, 19, 1))
+    assert row.fixed_in == "0.20.0" and row.until == (0, 20, 0)
+    assert row.stacked_with("MultiConnector[NixlConnector, OffloadingConnector]")
+    assert not row.stacked_with("MultiConnector[NixlConnector, LMCacheConnectorV1]") and not row.stacked_with(None)
+    assert known_bad("vllm", (0, 20, 0)) == []
