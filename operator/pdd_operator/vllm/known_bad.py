@@ -35,6 +35,8 @@ class KnownBad:
         with_vllm: for a NIXL row, the vLLM releases ``(since, until)`` it breaks under (``None``: any); a row
             whose vLLM version is unknown is then not reported.
         ucx_only: the fault needs every NIXL backend to be UCX (vLLM's default).
+        with_connector: the fault needs this connector stacked with NIXL in a wrapper (e.g. ``OffloadingConnector``
+            inside ``MultiConnector``); ``None``: any connector setup.
     """
 
     component: Literal["nixl", "vllm"]
@@ -48,6 +50,15 @@ class KnownBad:
     mixed_hardware: bool = False
     with_vllm: tuple[Version, Version] | None = None
     ucx_only: bool = False
+    with_connector: str | None = None
+
+    def stacked_with(self, wrapper: str | None) -> bool:
+        """True when the row needs no stacked connector, or ``wrapper`` (the role's wrapper description, e.g.
+        ``MultiConnector[NixlConnector, OffloadingConnector]``) names the one it needs."""
+        if self.with_connector is None:
+            return True
+        inner = (wrapper or "").partition("[")[2].rstrip("]")
+        return self.with_connector in {c.strip() for c in inner.split(",")}
 
     def covers(self, version: Version | None, vllm: Version | None = None, backends: tuple[str, ...] = ("UCX",)) -> bool:
         """True when ``version`` (of :attr:`component`) is in the range and, for a NIXL row, the engine's vLLM
@@ -81,6 +92,17 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
         "0.4.1 and 0.6.0 (ai-dynamo/nixl@9f77cc4)",
         "ray-project/ray#57201 (vLLM 0.11.0 release tests with NIXL 0.4.1; fixed by moving to NIXL 0.6.0)",
         "error", "0.6.0", with_vllm=((0, 11, 0), (99, 0, 0)), ucx_only=True,
+    ),
+    KnownBad(
+        "vllm", (0, 19, 0), (0, 20, 0),
+        "the decode engine segfaults in the OffloadingConnector when it is stacked with NixlConnector in a "
+        "MultiConnector",
+        "vllm/v1/kv_offload/cpu/spec.py CPUOffloadingSpec sized the CPU blocks as page_size_bytes x "
+        "len(kv_cache_tensors) x world_size, wrong for UniformTypeKVCacheSpecs (read in the 0.19.1 wheel); 0.20.0 "
+        "divides the KV tensors' total bytes by num_blocks (vllm#39617)",
+        "vllm-project/vllm#39500 (0.19.0; maintainer: vllm#39617 should solve it), fixed by vllm#39617, first in "
+        "the 0.20.0 release (its wheel's cpu/spec.py)",
+        "warning", "0.20.0", with_connector="OffloadingConnector",
     ),
 )
 

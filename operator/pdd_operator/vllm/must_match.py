@@ -191,7 +191,7 @@ MUST_MATCH: tuple[MustMatch, ...] = (
 #: ``rule`` (several rules may guard one setting).
 EXTRA_RULES: dict[str, tuple[str, ...]] = {"speculative_config": ("hybrid-spec-tokens-mismatch",),
                                            "attn_backend_name": ("attention-backend-mismatch",),
-                                           "nixl_backends": ("cross-layers-blocks-mismatch",)}
+                                           "nixl_backends": ("cross-layers-blocks-mismatch", "kv-buffer-device-mismatch")}
 
 
 def entry(name: str) -> MustMatch:

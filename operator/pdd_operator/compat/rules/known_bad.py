@@ -40,3 +40,27 @@ def check_nixl_known_bad(pair: PDPair) -> list[Violation]:
                 "error" if certain else "warning",
             ))
     return out
+
+
+@rule(
+    id="vllm-version-known-bad", family="known-bad-version", severity="error",
+    fields=("spec.engine.image",),
+    source="pdd_operator/vllm/known_bad.py KNOWN_BAD (vllm rows): " + "; ".join(
+        k.source for k in KNOWN_BAD if k.component == "vllm"),
+)
+def check_vllm_known_bad(pair: PDPair) -> list[Violation]:
+    """No engine runs a vLLM release with a known P/D fault for its connector setup (a warning where the
+    fault needs more than the manifest shows)."""
+    out = []
+    for r in pair.roles:
+        for bad in known_bad("vllm", r.version):
+            if not bad.stacked_with(r.wrapper):
+                continue
+            out.append((
+                f"{r.role}: runs vLLM {fmt(r.version)}, a release with a known P/D fault for this connector setup "
+                f"({r.wrapper or r.connector}): {bad.what}. Where: {bad.where}. Source: {bad.source}.",
+                fix_for(pair, f"Use vLLM >= {bad.fixed_in} (spec.engine.image).",
+                        f"Use vLLM >= {bad.fixed_in} in the {r.role} container's image"),
+                bad.severity,
+            ))
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.network import _has_rdma
+from pdd_operator.vllm.versions import is_cpu_image
 
 
 @rule(
@@ -62,3 +63,47 @@ def check_memlock(pair: PDPair) -> list[Violation]:
                         "LimitMEMLOCK=infinity for the nodes' containerd."),
             ))
     return out
+
+
+#: vLLM versions whose NIXL worker is read to build the remote transfer descriptors with its own memory type
+#: (0.26.0 nixl/base_worker.py add_remote_agent ``get_xfer_descs(blocks_data, self.nixl_memory_type)``; 0.32.0
+#: ``mem_type = self.nixl_memory_type``); vllm#53554 (open) adds the remote's type to the handshake metadata.
+LOCAL_MEMORY_TYPE_READ = ((0, 26, 0), (0, 33, 0))
+
+
+def nixl_memory_type(role) -> str | None:
+    """The NIXL memory type a role registers its KV under: ``DRAM``, ``VRAM`` or None (not known here).
+
+    DRAM: a host buffer (``kv_buffer_device`` cpu) or a CPU engine (vLLM's CPU image: KV is in host memory).
+    VRAM: an NVIDIA GPU engine with the default (cuda) buffer. Other accelerators (XPU, HPU, TPU) report their
+    own type through their platform, so None. Source: vLLM 0.26.0/0.32.0 nixl/base_worker.py (``use_host_buffer``
+    and ``current_platform.get_nixl_memory_type()``, VRAM unless a host buffer).
+    """
+    if role.buffer_device == "cpu" or is_cpu_image(role.image):
+        return "DRAM"
+    if role.buffer_device in (None, "cuda") and role.resources.get("nvidia.com/gpu"):
+        return "VRAM"
+    return None
+
+
+@rule(
+    id="kv-buffer-device-mismatch", family="kv-buffer-device-mismatch", severity="error",
+    fields=("spec.kvTransfer.bufferDevice",),
+    source=("vllm 0.26.0 and 0.32.0 nixl/base_worker.py: the decoder describes the remote's KV blocks with its own "
+            "nixl_memory_type (DRAM for kv_buffer_device cpu, else VRAM), so a prefill in VRAM read as DRAM (or the "
+            "reverse) fails; vllm#53554 (open) sends each side's type in the handshake. Other versions: a warning"),
+)
+def check_kv_buffer_device_match(pair: PDPair) -> list[Violation]:
+    """Both roles register their KV under the same NIXL memory type (both host buffers or both device memory)."""
+    types = [nixl_memory_type(r) for r in pair.roles]
+    if None in types or types[0] == types[1]:
+        return []
+    p, d = (r.buffer_device or "the default (cuda)" for r in pair.roles)
+    certain = pair.version is not None and LOCAL_MEMORY_TYPE_READ[0] <= pair.version < LOCAL_MEMORY_TYPE_READ[1]
+    message = (f"Prefill registers its KV as {types[0]} (kv_buffer_device {p}), decode as {types[1]} (kv_buffer_device "
+               f"{d}): vLLM's NIXL worker describes the remote's blocks with its own memory type, so the transfer "
+               "reads the wrong kind of memory.")
+    if not certain:
+        message += " Read in vLLM 0.26 and 0.32's source only; for this version it is a warning."
+    fix = "Use the same kv_buffer_device on both roles (both cpu, or both the device)."
+    return [(message, fix) if certain else (message, fix, "warning")]
