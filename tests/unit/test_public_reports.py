@@ -17,7 +17,8 @@ import yaml
 
 from pdd_operator.cli import main
 
-DATA = Path(__file__).parent / "data" / "public_reports"
+SETS = Path(__file__).parent / "data"
+DATA = SETS / "public_reports"
 INDEX = yaml.safe_load((DATA / "index.yaml").read_text())["cases"]
 VERDICTS = {"error", "warning", "ok", "not-checked"}
 
@@ -83,6 +84,56 @@ def score(outcomes: list[Outcome]) -> dict:
             "rule_right": sum(o.rule_right for o in outcomes),
             "false_refusals": sum(o.false_refusal for o in outcomes),
             "silent_passes": sum(o.silent_pass for o in outcomes), "crashes": sum(o.crash for o in outcomes)}
+
+
+def load_set(name: str) -> list[dict]:
+    """The ``cases`` of the set ``tests/unit/data/<name>/index.yaml``."""
+    return yaml.safe_load((SETS / name / "index.yaml").read_text())["cases"]
+
+
+def entry_params(index: list[dict], missed: dict[str, str]) -> list:
+    """One pytest param per entry; the ``missed`` ones (id -> why) are strict xfails."""
+    return [pytest.param(e, id=e["id"], marks=pytest.mark.xfail(strict=True, reason=missed[e["id"]]))
+            if e["id"] in missed else pytest.param(e, id=e["id"]) for e in index]
+
+
+def assert_held_out(index: list[dict], data: Path, earlier: list[str], min_cases: int, missed: dict[str, str]) -> None:
+    """A later set's index is well formed and held out: at least ``min_cases`` unique entries, one per
+    file of ``data/inputs``, no source that an ``earlier`` set (names under tests/unit/data) or
+    ../shared/cases already holds, and every ``missed`` id in the index."""
+    ids = [e["id"] for e in index]
+    assert len(ids) == len(set(ids)) >= min_cases
+    assert {e["file"] for e in index} == {p.name for p in (data / "inputs").iterdir()}
+    earlier_sources = {e["source"] for name in earlier for e in load_set(name)}
+    shared = Path(__file__).parents[2].parent / "shared" / "cases"
+    shared_text = "".join(p.read_text(errors="replace") for p in shared.rglob("*") if p.is_file()) if shared.is_dir() else ""
+    for e in index:
+        assert e["expected"] in VERDICTS, e["id"]
+        assert e["source"].startswith("https://github.com/"), e["id"]
+        assert e["source"] not in earlier_sources, e["id"]
+        owner_repo, _, number = e["source"].removeprefix("https://github.com/").rpartition("/")
+        repo = owner_repo.split("/")[1]
+        assert f"{repo}#{number}" not in shared_text and f"{owner_repo}/{number}" not in shared_text, e["id"]
+        assert e["vllm_version"] and e["filled"], e["id"]
+        assert (e["expected"] in ("error", "warning")) == bool(e["rules"]), e["id"]
+    assert set(missed) <= set(ids)
+
+
+def assert_entry(entry: dict, capsys, data: Path) -> None:
+    """One entry gets its expected verdict and rule, without a crash."""
+    outcome = judge(entry, *run_entry(entry, capsys, data))
+    assert not outcome.crash, outcome.said
+    assert outcome.verdict_right and outcome.rule_right, f"expected {entry['expected']} {entry['rules']}: {outcome.said}"
+
+
+def assert_scores(index: list[dict], data: Path, missed: dict[str, str], baseline: dict, capsys) -> None:
+    """The set scores every entry but the ``missed`` ones, no worse than its ``baseline`` (the score of
+    the code before the set was used to change it), with no false refusal and no crash."""
+    totals = score([judge(e, *run_entry(e, capsys, data)) for e in index])
+    assert totals["cases"] == len(index) == baseline["cases"]
+    assert totals["rule_right"] == len(index) - len(missed), totals
+    assert totals["verdict_right"] >= baseline["verdict_right"] and totals["rule_right"] >= baseline["rule_right"], totals
+    assert totals["false_refusals"] == 0 and totals["crashes"] == 0, totals
 
 
 def test_index_is_well_formed():
