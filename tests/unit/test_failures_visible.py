@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import urllib3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.compat import evaluate
-from pdd_operator.controller.reconcile import api_error_text, check_spec, load_model_config
+from pdd_operator.controller.reconcile import api_error_text, check_spec, is_transient, load_model_config
 from pdd_operator.controller.status import RoleObservation, fold_status
 from tests.helpers import make_spec
 
@@ -106,3 +107,22 @@ def test_any_config_json_gives_a_report_never_an_exception(config):
 def test_only_answers_about_the_request_are_reported_as_refusals(code, refusal):
     from pdd_operator.controller.reconcile import is_refusal
     assert is_refusal(ApiException(status=code)) is refusal
+
+
+@pytest.mark.parametrize("exc, transient", [
+    (ApiException(status=409), True),    # a conflict: the next read is newer
+    (ApiException(status=429), True),    # throttled (API priority and fairness)
+    (ApiException(status=500), True),    # e.g. a failing admission webhook, etcd away
+    (ApiException(status=503), True),
+    (ApiException(status=0), True),      # no HTTP answer
+    (ApiException(status=403), False),   # RBAC: a retry alone does not help
+    (ApiException(status=404), False),   # gone: its deletion event follows
+    (ApiException(status=422), False),   # refused input (reported as ApplyFailed, not raised)
+    (urllib3.exceptions.ProtocolError("Connection aborted."), True),
+    (urllib3.exceptions.ReadTimeoutError(None, "/apis", "read timed out"), True),
+    (ConnectionRefusedError(111, "Connection refused"), True),
+    (ValueError("a bug"), False),
+    (KeyError("spec"), False),
+])
+def test_transient_failures_are_the_ones_retried_with_backoff(exc, transient):
+    assert is_transient(exc) is transient

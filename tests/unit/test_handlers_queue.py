@@ -4,8 +4,11 @@ coming back through the watch queue nothing, a referenced ConfigMap's change que
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+import urllib3
+from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import LABEL_INSTANCE
 from pdd_operator.api.names import label_value
@@ -89,3 +92,30 @@ def test_a_config_map_change_queues_the_pddeployments_that_read_it(wired):
         asyncio.run(handlers.config_map_event(type="MODIFIED", body=body, namespace="ns", name=name,
                                               meta=body["metadata"]))
     assert queued(queue) == [("ns", "a")]
+
+
+@pytest.mark.parametrize("exc, retried", [
+    (ApiException(status=503, reason="Service Unavailable"), True),
+    (urllib3.exceptions.ProtocolError("Connection aborted."), True),
+    (ApiException(status=403, reason="Forbidden"), False),
+])
+def test_a_reconcile_failing_transiently_is_requeued_with_backoff_and_a_refusal_is_not(monkeypatch, exc, retried):
+    def failing(_kube, _namespace, _name):
+        raise exc
+
+    monkeypatch.setattr(handlers, "reconcile", failing)
+    monkeypatch.setattr(handlers, "_kube", lambda: None)
+    monkeypatch.setitem(handlers._state, "elector", None)
+    queue = WorkQueue(lambda key, queued_at: handlers._reconcile_logged(*key, queued_at=queued_at),
+                      workers=1, retry_base=3600.0, retry_cap=3600.0)
+    queue.start()
+    try:
+        queue.add(("ns", "a"))
+        deadline = time.monotonic() + 10
+        while queue.failures(("ns", "a")) == 0 and not (queue.idle() and not retried):
+            assert time.monotonic() < deadline, "the reconcile did not end"
+            time.sleep(0.005)
+        assert (queue.retry_due(("ns", "a")) is not None) is retried
+        assert queue.failures(("ns", "a")) == int(retried)
+    finally:
+        queue.stop()

@@ -6,8 +6,9 @@ import threading
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 
-from pdd_operator.controller.workqueue import WorkQueue
+from pdd_operator.controller.workqueue import WorkQueue, retry_delay
 
 
 def wait_until(predicate, timeout=10.0):
@@ -131,5 +132,143 @@ def test_each_key_comes_with_the_time_its_first_add_queued_it():
         gate.set()
         wait_until(q.idle)
         assert before <= got["k"] <= first
+    finally:
+        q.stop()
+
+
+# --- retries with per-key exponential backoff (client-go's ItemExponentialFailureRateLimiter) ----
+
+@pytest.mark.parametrize(("failures", "base", "cap", "delay"), [
+    (1, 0.005, 30.0, 0.005),            # the first retry waits the base (client-go: base x 2**0)
+    (2, 0.005, 30.0, 0.01),
+    (3, 0.005, 30.0, 0.02),
+    (13, 0.005, 30.0, 20.48),           # 5 ms x 2**12
+    (14, 0.005, 30.0, 30.0),            # 40.96 s capped
+    (10_000, 0.005, 30.0, 30.0),        # no float overflow after a long outage
+    (11, 0.005, 1000.0, 5.12),          # client-go's defaults
+    (1, 1.0, 1.0, 1.0),
+])
+def test_retry_delay_doubles_from_the_base_up_to_the_cap(failures, base, cap, delay):
+    assert retry_delay(failures, base, cap) == pytest.approx(delay)
+
+
+@pytest.mark.parametrize(("failures", "base", "cap"), [(0, 0.005, 30.0), (1, 0.0, 30.0), (1, 2.0, 1.0)])
+def test_retry_delay_refuses_what_is_not_a_backoff(failures, base, cap):
+    with pytest.raises(ValueError):
+        retry_delay(failures, base, cap)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _failing_queue(outcomes: list, clock: FakeClock, runs: list, **kwargs) -> WorkQueue:
+    """A queue whose ``process`` records each run and returns the next of ``outcomes`` (True: retry)."""
+    def process(key, _queued_at):
+        runs.append(key)
+        return outcomes.pop(0) if outcomes else None
+    return WorkQueue(process, workers=2, retry_base=1.0, retry_cap=8.0, clock=clock, **kwargs)
+
+
+def test_a_failed_key_waits_its_backoff_then_runs_and_a_success_forgets_its_failures():
+    clock, runs = FakeClock(), []
+    retries = REGISTRY.get_sample_value("pdd_workqueue_retries_total") or 0.0
+    q = _failing_queue([True, True, None, True], clock, runs)
+    q.start()
+    try:
+        q.add("k")
+        wait_until(lambda: q.retry_due("k") is not None)
+        assert (runs, q.retry_due("k"), q.failures("k")) == (["k"], 1001.0, 1)
+        assert not q.idle()  # a key waiting out its backoff is pending work
+        clock.now = 1000.999  # not yet due: the frozen clock never lets a worker take it
+        assert len(q) == 0 and runs == ["k"]
+        clock.now = 1001.0
+        wait_until(lambda: q.retry_due("k") == 1003.0)  # second failure: 2 s
+        assert runs == ["k", "k"] and q.failures("k") == 2
+        clock.now = 1003.0
+        wait_until(lambda: len(runs) == 3 and q.idle())  # succeeds: forgotten
+        assert q.failures("k") == 0 and q.retry_due("k") is None
+        q.add("k")  # fails again: back to the base delay, not 4 s
+        wait_until(lambda: q.retry_due("k") is not None)
+        assert q.retry_due("k") == 1004.0 and q.failures("k") == 1
+        assert REGISTRY.get_sample_value("pdd_workqueue_retries_total") - retries == 3
+    finally:
+        q.stop()
+
+
+def test_an_event_during_the_backoff_runs_the_key_now_and_keeps_its_failure_count():
+    clock, runs = FakeClock(), []
+    q = _failing_queue([True, True, True], clock, runs)
+    q.start()
+    try:
+        q.add("k")
+        wait_until(lambda: q.retry_due("k") is not None)
+        q.add("k")  # the event: runs at once, the clock still before the backoff's end
+        wait_until(lambda: len(runs) == 2 and q.retry_due("k") is not None)
+        assert q.failures("k") == 2 and q.retry_due("k") == 1002.0  # 2 s: the count was kept
+        clock.now = 1002.0
+        wait_until(lambda: len(runs) == 3 and q.retry_due("k") is not None)
+        assert q.retry_due("k") == 1006.0  # the timer the event cancelled did not run it twice
+        assert runs == ["k", "k", "k"]
+    finally:
+        q.stop()
+
+
+def test_a_key_added_while_its_failing_run_is_in_progress_runs_again_at_once_never_concurrently():
+    clock = FakeClock()
+    started, release = threading.Event(), threading.Event()
+    runs, active, most = [], [0], [0]
+    lock = threading.Lock()
+
+    def process(key, _queued_at):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        runs.append(key)
+        if len(runs) == 1:
+            started.set()
+            release.wait(10)
+        with lock:
+            active[0] -= 1
+        return len(runs) == 1  # the first run fails, the second succeeds
+
+    q = WorkQueue(process, workers=4, retry_base=1.0, retry_cap=8.0, clock=clock)
+    q.start()
+    try:
+        q.add("k")
+        assert started.wait(10)
+        q.add("k")
+        release.set()
+        wait_until(lambda: len(runs) == 2 and q.idle())  # the frozen clock: not the backoff's timer
+        assert most[0] == 1 and q.failures("k") == 0
+    finally:
+        q.stop()
+
+
+def test_one_key_in_backoff_does_not_hold_the_others_and_an_exception_is_not_retried():
+    clock, runs = FakeClock(), []
+
+    def process(key, _queued_at):
+        runs.append(key)
+        if key == "bug":
+            raise RuntimeError("a bug")
+        return key == "failing"
+
+    q = WorkQueue(process, workers=1, retry_base=1.0, retry_cap=8.0, clock=clock)
+    q.start()
+    try:
+        q.add("failing")
+        q.add("bug")
+        q.add("ok")
+        wait_until(lambda: len(runs) == 3)
+        wait_until(lambda: q.retry_due("failing") is not None)
+        assert q.retry_due("bug") is None and q.failures("bug") == 0
+        clock.now = 1001.0
+        wait_until(lambda: len(runs) == 4)
+        assert runs == ["failing", "bug", "ok", "failing"]
     finally:
         q.stop()

@@ -11,9 +11,10 @@
 - every event of a PDDeployment, or of a child, pod or referenced ConfigMap of one, adds the
   PDDeployment's key to a :class:`~pdd_operator.controller.workqueue.WorkQueue`: a burst of events
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
-  thread that another object waits for. The watch event of the operator's own write (the
-  resourceVersion it just got back) queues nothing. Worker threads start once the watches delivered
-  everything a metadata list at startup returned, so a restart never acts on half a picture;
+  thread that another object waits for. A reconcile that fails transiently (:func:`_reconcile_logged`)
+  is retried with the queue's per-object exponential backoff. The watch event of the operator's own
+  write (the resourceVersion it just got back) queues nothing. Worker threads start once the watches
+  delivered everything a metadata list at startup returned, so a restart never acts on half a picture;
 - a resync loop lists every PDDeployment each period (one request) and queues them all, retrying what
   failed; no error ends it;
 - kopf retries failed API requests and watches without limit (capped backoff), so an apiserver
@@ -51,7 +52,7 @@ from pdd_operator.controller.metrics import (
     RECONCILE_ERRORS,
     RESYNC_ERRORS,
 )
-from pdd_operator.controller.reconcile import reconcile, record_failure
+from pdd_operator.controller.reconcile import is_transient, reconcile, record_failure
 from pdd_operator.controller.workqueue import WorkQueue
 
 log = logging.getLogger("pdd_operator")
@@ -147,7 +148,7 @@ def _kube() -> Kube:
 def _queue() -> WorkQueue:
     if "queue" not in _state:
         _state["queue"] = WorkQueue(lambda key, queued_at: _reconcile_logged(*key, queued_at=queued_at),
-                                    workers=WORKERS)
+                                    workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS)
     return _state["queue"]
 
 
@@ -156,8 +157,13 @@ def enqueue(namespace: str, name: str) -> None:
     _queue().add((namespace, name))
 
 
-def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None) -> None:
-    """Reconcile one PDDeployment; no exception leaves (the next event or the resync retries).
+def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None) -> bool:
+    """Reconcile one PDDeployment; no exception leaves. Returns True when the reconcile should be
+    retried with the queue's per-object backoff: a transient API error (409 conflict, 429, 5xx, the
+    apiserver unreachable or timing out: :func:`~pdd_operator.controller.reconcile.is_transient`).
+    False otherwise: done, or a failure a retry alone does not cure (a 4xx refusal such as 403 or
+    404, or a bug), which waits for the next event or the periodic resync. A child the apiserver
+    refuses (422) never gets here: the reconcile reports it as Degraded/ApplyFailed and succeeds.
 
     Its wall and CPU time are observed in ``pdd_reconcile_duration_seconds`` and
     ``pdd_reconcile_cpu_seconds``, and, when it applied a child, the time from ``queued_at`` (the
@@ -168,7 +174,7 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
     (Degraded, reason ReconcileError) so it is visible where the user looks.
     """
     if not leading():
-        return  # the leader reconciles; this replica only serves the webhook
+        return False  # the leader reconciles; this replica only serves the webhook
     started, cpu = time.monotonic(), time.thread_time()
     try:
         with _IN_FLIGHT:
@@ -177,10 +183,15 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
             EVENT_TO_APPLY.observe(outcome.first_apply_at - queued_at)
     except ApiException as exc:
         RECONCILE_ERRORS.inc()
-        log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status, exc.reason)
+        retry = is_transient(exc)
+        log.warning("reconcile of %s/%s failed: %s %s%s", namespace, name, exc.status, exc.reason,
+                    "; retrying with backoff" if retry else "")
+        return retry
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         RECONCILE_ERRORS.inc()
-        log.warning("reconcile of %s/%s failed: the apiserver cannot be reached (%s)", namespace, name, exc)
+        log.warning("reconcile of %s/%s failed: the apiserver cannot be reached (%s); retrying with backoff",
+                    namespace, name, exc)
+        return is_transient(exc)
     except Exception as exc:  # noqa: BLE001  (see the docstring)
         RECONCILE_ERRORS.inc()
         log.exception("reconcile of %s/%s failed", namespace, name)
@@ -189,6 +200,7 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
     finally:
         RECONCILE_CPU.observe(time.thread_time() - cpu)
         RECONCILE_DURATION.observe(time.monotonic() - started)
+    return False
 
 
 @kopf.on.startup()

@@ -27,6 +27,11 @@ CACHE_MISSES = Counter(
 )
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
 QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")
+QUEUE_RETRIES = Counter(
+    "pdd_workqueue_retries_total",
+    "Reconciles requeued with per-object exponential backoff after a transient failure (an API error the "
+    "apiserver may not repeat: 409, 429, 5xx, no answer); client-go's workqueue_retries_total.",
+)
 
 #: Buckets of the operator's own latencies, in seconds: from a millisecond (a reconcile from the
 #: caches) to five minutes (a burst queued behind a slow apiserver).

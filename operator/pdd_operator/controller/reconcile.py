@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import urllib3
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
@@ -85,6 +86,16 @@ def is_refusal(exc: ApiException) -> bool:
     large); False for conflicts and throttling (409, 429), its own failures and unreachability (5xx,
     no HTTP status), which a later reconcile retries as they are."""
     return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (409, 429)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a failed reconcile that a retry alone may cure, which the work queue retries with
+    per-object backoff: an API error that is not :func:`is_refusal` (409, 429, 5xx, no status), or
+    the apiserver unreachable or not answering in time (urllib3's errors, ``OSError``). False for a
+    refusal (403, 404, 422: waits for the next change or the resync) and anything else (a bug)."""
+    if isinstance(exc, ApiException):
+        return not is_refusal(exc)
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
 
 
 
