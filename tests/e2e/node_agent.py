@@ -33,7 +33,8 @@ def pod_cidr(apiserver_port: int) -> str:
     return f"127.{apiserver_port // 256}.{apiserver_port % 256}.0/24"
 
 
-POD_CIDR = pod_cidr(int(os.environ.get("PDD_APISERVER_PORT") or 16443))
+#: ``PDD_E2E_POD_CIDR`` overrides it (a loopback range; the agent refuses one outside 127.0.0.0/8).
+POD_CIDR = os.environ.get("PDD_E2E_POD_CIDR") or pod_cidr(int(os.environ.get("PDD_APISERVER_PORT") or 16443))
 #: An engine image the agent runs as tests/e2e/fake_vllm_serve.py (the router tests' fake engine).
 FAKE_ENGINE_IMAGE = "pdd-test.invalid/fake-vllm:v0.32.0"
 #: Another image of the same fake engine (a new engine image is a must-match change: a new compat hash).
