@@ -25,7 +25,11 @@ printed (``-s``) and, with ``PDD_REAL_LOAD_RESULTS=<file>``, written as JSON.
 Starts real vLLM (a pair, then one decode, then a second pair; 20-30 minutes on 2 loaded cores), so
 it is not part of ``make test``: it runs only with ``PDD_REAL_LOAD=1``
 (``PDD_REAL_LOAD=1 .venv/bin/pytest -s tests/e2e/test_real_engines_load.py``); ``PDD_SKIP_VLLM=1``
-skips it too. Status on 2026-12-01: the kills and the role-only rollout were measured in pull mode,
+skips it too. ``PDD_REAL_LOAD_PHASES`` runs only the named phases, comma-separated, of
+``kill-prefill``, ``kill-decode``, ``role-only`` and ``must-match`` (all when unset; the deployment's start
+and the warm-up always run): ``PDD_REAL_LOAD_PHASES=must-match`` is meant to fit in about 10 minutes
+(not completed yet).
+Status on 2026-12-01: the kills and the role-only rollout were measured in pull mode,
 the must-match rollout has not completed a run yet, and the push pair served no request under load
 (xfail; docs/rollouts.md).
 """
@@ -66,6 +70,19 @@ CONCURRENCY = 2
 #: ``vllm:prompt_tokens_by_source_total{source}`` (read as ``source:<source>``), counted with the request's
 #: first output; ``vllm:external_prefix_cache_hits_total`` is a scheduler statistic that decode publishes
 #: one step late (seen: the last request of a window counted in the next), so it is reported, not compared.
+#: The phases, in the order they run; ``PDD_REAL_LOAD_PHASES`` selects some of them.
+PHASES = ("kill-prefill", "kill-decode", "role-only", "must-match")
+
+
+def selected_phases(value: str | None) -> tuple[str, ...]:
+    """The phases ``PDD_REAL_LOAD_PHASES`` names (comma-separated, in :data:`PHASES` order; every phase for
+    ``None`` or an empty value). Raises ``ValueError`` for a name not in :data:`PHASES`."""
+    names = {n.strip() for n in (value or "").split(",") if n.strip()}
+    if unknown := names - set(PHASES):
+        raise ValueError(f"PDD_REAL_LOAD_PHASES: unknown phase(s) {sorted(unknown)}; the phases are {', '.join(PHASES)}")
+    return tuple(p for p in PHASES if p in names) if names else PHASES
+
+
 SOURCES = ("source:local_compute", "source:local_cache_hit", "source:external_kv_transfer")
 READ = ("vllm:prompt_tokens_total", *SOURCES, "vllm:external_prefix_cache_hits_total", "vllm:request_prompt_tokens_count",
         "vllm:num_requests_running", *s.NIXL_FAILURES)
@@ -84,12 +101,15 @@ def decode_metrics(url: str) -> dict[str, float]:
 
 
 class DecodeScraper:
-    """Reads every decode pod's /metrics each ``interval`` seconds in a thread; keeps the last sample per
-    engine process (pod uid and restart count: a restarted process starts its counters at 0)."""
+    """Reads every ``component`` (decode) pod's /metrics each ``interval`` seconds in a thread; keeps the last
+    sample per engine process (pod uid and restart count: a restarted process starts its counters at 0) and
+    each process's ``pdd-operator.dev/compat-hash`` label (its revision)."""
 
-    def __init__(self, cluster, namespace: str, name: str, interval: float = 1.0) -> None:
+    def __init__(self, cluster, namespace: str, name: str, interval: float = 1.0, component: str = "decode") -> None:
         self.cluster, self.namespace, self.name, self.interval = cluster, namespace, name, interval
+        self.component = component
         self.last: dict[tuple[str, str, int], dict[str, float]] = {}
+        self.revision: dict[tuple[str, str, int], str] = {}
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -98,7 +118,7 @@ class DecodeScraper:
         while not self._stop.wait(self.interval):
             try:
                 pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector=(
-                    f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=decode")).items
+                    f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={self.component}")).items
             except Exception:  # noqa: BLE001 - the next round tries again
                 continue
             for p in pods:
@@ -109,8 +129,10 @@ class DecodeScraper:
                     m = decode_metrics(f"http://{p.status.pod_ip}:8000")
                 except Exception:  # noqa: BLE001 - starting or stopping
                     continue
+                key = (p.metadata.name, p.metadata.uid, cs.restart_count)
                 with self.lock:
-                    self.last[(p.metadata.name, p.metadata.uid, cs.restart_count)] = m
+                    self.last[key] = m
+                    self.revision[key] = (p.metadata.labels or {}).get("pdd-operator.dev/compat-hash", "")
 
     def snapshot(self) -> dict:
         with self.lock:
@@ -122,6 +144,16 @@ class DecodeScraper:
         now = self.snapshot()
         return {n: sum(v[n] - before.get(k, {}).get(n, 0.0) for k, v in now.items()) for n in READ
                 if n != "vllm:num_requests_running"}
+
+    def since_by_revision(self, before: dict, metric: str) -> dict[str, float]:
+        """Increase of ``metric`` since ``before`` per compat hash (revision), summed over its processes."""
+        now = self.snapshot()
+        with self.lock:
+            revision = dict(self.revision)
+        out: dict[str, float] = {}
+        for k, v in now.items():
+            out[revision[k]] = out.get(revision[k], 0.0) + v[metric] - before.get(k, {}).get(metric, 0.0)
+        return out
 
     def __enter__(self) -> DecodeScraper:
         self._thread.start()
@@ -181,6 +213,9 @@ def _reasons(errors: list[str]) -> dict[str, int]:
            "prefill never scheduled the prompts); not diagnosed: docs/rollouts.md", strict=False))])
 def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namespace, vllm_agent, vllm_venv,  # noqa: F811
                                                        tmp_path, connector):
+    phases = selected_phases(os.environ.get("PDD_REAL_LOAD_PHASES"))
+    if connector != "NixlConnector" and not {"kill-prefill", "kill-decode"} & set(phases):
+        pytest.skip(f"push mode runs only the kill phases; PDD_REAL_LOAD_PHASES selects {', '.join(phases)}")
     model_dir = lp.write_model(tmp_path / "model", "llama", vllm_venv)
     doc, _ = manifest(model_dir, "llama", connector)
     name = doc["metadata"]["name"]
@@ -212,7 +247,8 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
     def load() -> Load:
         return Load(url, model=str(model_dir), concurrency=CONCURRENCY, unique_prompts=True, timeout=180)
 
-    with DecodeScraper(cluster, namespace, name) as scraper:
+    with DecodeScraper(cluster, namespace, name) as scraper, \
+            DecodeScraper(cluster, namespace, name, component="prefill") as prefill_scraper:
         with load() as warmup:
             wait_for(lambda: len([e for *_, e in warmup.done if not e]) >= BEFORE, 300, interval=0.5,
                      what="the first requests through the router")
@@ -221,6 +257,7 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
             # Each phase has its own load, started after and stopped before decode's counters are read:
             # no request is half counted (hits are counted at admission, prompt tokens at the finish).
             before_metrics, before_router = scraper.snapshot(), router_counters(url)
+            before_prefill = prefill_scraper.snapshot()
             with load() as running:
                 wait_for(lambda: len(running.done) >= BEFORE, 300, interval=0.5, what=f"{label}: steady requests")
                 changed_at = time.monotonic()
@@ -256,7 +293,17 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
                 "stopped_decodes_running_at_last_read": {
                     k[0]: v["vllm:num_requests_running"] for k, v in scraper.snapshot().items() if k[1] in stopped_pods},
                 "reasons": _reasons([e for _, e in failed]),
+                # Per revision (compat hash): prompt tokens decode received over NIXL, prompt tokens prefill
+                # computed. A cross-revision pair moves a prompt's tokens from one revision's prefill to the
+                # other's decode, so some revision's decode would receive more than its prefill computed.
+                "decode_tokens_from_prefill_by_revision": scraper.since_by_revision(
+                    before_metrics, "source:external_kv_transfer"),
+                "prefill_prompt_tokens_by_revision": prefill_scraper.since_by_revision(
+                    before_prefill, "vllm:prompt_tokens_total"),
             }
+            r["cross_revision_revisions"] = sorted(
+                h for h, n in r["decode_tokens_from_prefill_by_revision"].items()
+                if n > r["prefill_prompt_tokens_by_revision"].get(h, 0.0))
             # Then, with nothing else running, AFTER requests: each succeeds with all its KV from prefill.
             check_metrics = scraper.snapshot()
             with load() as check:
@@ -278,6 +325,7 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
                 assert r["decode_prompt_tokens"] > 0, (label, r)
                 assert r["decode_tokens_from_prefill"] == r["decode_prompt_tokens"], (label, r)
                 assert all(v == 0 for v in r["stopped_decodes_running_at_last_read"].values()), (label, r)
+                assert r["cross_revision_revisions"] == [], (label, r)
 
         def kill(component: str):
             [pod] = [p for p in _pods(cluster, namespace, name, component) if _ready(p)]
@@ -286,7 +334,7 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
             os.kill(int(cs.container_id.removeprefix("pdd-agent://")), signal.SIGKILL)
             return state
 
-        for component in ("prefill", "decode"):
+        for component in [c for c in ("prefill", "decode") if f"kill-{c}" in phases]:
             killed: dict = {}
 
             def act(component=component, killed=killed):
@@ -301,9 +349,13 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
             phase(f"kill the {component} engine", act, restarted, expect_no_failure=False)
 
         # (label, patch, the roles whose pods it replaces); rollouts are measured in pull mode.
-        for label, patch, replaced in () if connector != "NixlConnector" else (
-                ("role-only change: decode.gpuMemoryUtilization", {"decode": {"gpuMemoryUtilization": 0.8}}, ("decode",)),
-                ("must-match change: model.dtype float32", {"model": {"dtype": "float32"}}, ("prefill", "decode"))):
+        for key, label, patch, replaced in () if connector != "NixlConnector" else (
+                ("role-only", "role-only change: decode.gpuMemoryUtilization", {"decode": {"gpuMemoryUtilization": 0.8}},
+                 ("decode",)),
+                ("must-match", "must-match change: model.dtype float32", {"model": {"dtype": "float32"}},
+                 ("prefill", "decode"))):
+            if key not in phases:
+                continue
             state: dict = {}
 
             def act(patch=patch, replaced=replaced, state=state):

@@ -9,6 +9,7 @@ Starts real vLLM (one pair at a time, ~1-2 minutes on 2 cores); ``PDD_SKIP_VLLM=
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import yaml
 from dev import local_pd as lp
 from dev.cluster_example import manifest, service_url
 from tests.e2e.conftest import condition, pdd_status, wait_for
-from tests.e2e.node_agent import vllm_agent  # noqa: F401 (fixture)
+from tests.e2e.node_agent import POD_CIDR, vllm_agent  # noqa: F401 (fixture)
 from tests.vllm import support as s
 from tests.vllm.conftest import vllm_venv  # noqa: F401 (fixture)
 
@@ -56,7 +57,8 @@ def test_cpu_example_serves_through_the_cluster(cluster, operator, namespace, vl
             for p in cluster.core.list_namespaced_pod(namespace, label_selector=selector).items}
     assert set(pods) == {"prefill", "decode", "router"}, pods
     for p in pods.values():
-        assert p.spec.node_name == "e2e-vllm-agent" and p.status.pod_ip.startswith("127.0.100."), p.status
+        assert p.spec.node_name == "e2e-vllm-agent", p.status
+        assert ipaddress.ip_address(p.status.pod_ip) in ipaddress.ip_network(POD_CIDR), p.status
 
     url = wait_for(lambda: service_url(cluster.core, status["endpoint"]), 60, what=f"an endpoint of {status['endpoint']}")
     assert url == f"http://{pods['router'].status.pod_ip}:8000", url
