@@ -31,7 +31,7 @@ def reasons(cluster, namespace: str) -> Counter:
 def apply(cluster, namespace: str, **spec_patch) -> None:
     doc = yaml.safe_load(yaml.safe_dump(LLAMA))
     for section, values in spec_patch.items():
-        doc["spec"][section].update(values)
+        doc["spec"].setdefault(section, {}).update(values)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
 
 
@@ -59,8 +59,10 @@ def test_each_transition_is_one_event_and_a_resync_posts_none(cluster, operator,
     has_events(cluster, namespace, {"Created": 1, "RolledOut": 2, "Scaled": 1})
     assert ("Normal", "Scaled", "Scaled prefill from 2 to 3 replicas.") in events(cluster, namespace)
 
-    # Degraded: no node has 16 GPUs, so a decode pod stays Pending; then back.
-    apply(cluster, namespace, prefill={"replicas": 3}, decode={"tensorParallelSize": 16})
+    # Degraded: no node has the GPU product asked for, so the new pods stay Pending; then back. (Not a
+    # decode TP past the node's 8 GPUs: TP 16 against prefill TP 1 is refused on 0.20.2 by
+    # hetero-tp-kv-replicated before any pod is made.)
+    apply(cluster, namespace, prefill={"replicas": 3}, placement={"gpuProduct": "NVIDIA-B200"})
     at(cluster, namespace, 3, "Degraded", "True", "Unschedulable")
     has_events(cluster, namespace, {"Created": 1, "RolledOut": 2, "Scaled": 1, "Unschedulable": 1})
     apply(cluster, namespace, prefill={"replicas": 3})
