@@ -37,10 +37,10 @@ def test_a_burst_of_adds_while_waiting_is_one_run():
         q.stop()
 
 
-def test_a_key_added_while_processing_runs_once_more_after_never_concurrently():
-    started, release = threading.Event(), threading.Event()
-    active, most, runs = [0], [0], []
-    lock = threading.Lock()
+def _first_run_blocks(runs: list, most: list, started: threading.Event, release: threading.Event, result):
+    """A queue ``process`` that records each key in ``runs``, the most runs at once in ``most[0]``, blocks
+    its first run until ``release`` (setting ``started``) and returns ``result()``."""
+    active, lock = [0], threading.Lock()
 
     def process(key, _queued_at):
         with lock:
@@ -52,6 +52,14 @@ def test_a_key_added_while_processing_runs_once_more_after_never_concurrently():
             release.wait(10)
         with lock:
             active[0] -= 1
+        return result()
+    return process
+
+
+def test_a_key_added_while_processing_runs_once_more_after_never_concurrently():
+    started, release = threading.Event(), threading.Event()
+    runs, most = [], [0]
+    process = _first_run_blocks(runs, most, started, release, lambda: None)
 
     q = WorkQueue(process, workers=4)
     q.start()
@@ -221,20 +229,9 @@ def test_an_event_during_the_backoff_runs_the_key_now_and_keeps_its_failure_coun
 def test_a_key_added_while_its_failing_run_is_in_progress_runs_again_at_once_never_concurrently():
     clock = FakeClock()
     started, release = threading.Event(), threading.Event()
-    runs, active, most = [], [0], [0]
-    lock = threading.Lock()
-
-    def process(key, _queued_at):
-        with lock:
-            active[0] += 1
-            most[0] = max(most[0], active[0])
-        runs.append(key)
-        if len(runs) == 1:
-            started.set()
-            release.wait(10)
-        with lock:
-            active[0] -= 1
-        return len(runs) == 1  # the first run fails, the second succeeds
+    runs, most = [], [0]
+    # the first run fails, the second succeeds
+    process = _first_run_blocks(runs, most, started, release, lambda: len(runs) == 1)
 
     q = WorkQueue(process, workers=4, retry_base=1.0, retry_cap=8.0, clock=clock)
     q.start()
