@@ -103,6 +103,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
     from pdd_operator.compat.manifests import pair_engines, with_model_config
+    from pdd_operator.compat.shapes import shape_errors
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
@@ -123,6 +124,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
+                problems = shape_errors(doc)
+                if problems:
+                    input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
+                    continue
                 engines.extend(_scan_foreign(doc, unreadable))
                 continue
             meta = doc.get("metadata") or {}
@@ -197,6 +202,12 @@ def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool) -> 
     if failed:
         return 1
     return 3 if unchecked else 0
+
+
+def _origin(doc: dict) -> str:
+    """``Kind/name`` of a manifest document for messages, whatever its fields hold."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
 
 
 def _scan_foreign(doc: dict, unreadable: list[dict]) -> list:

@@ -294,8 +294,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
         for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
                                      ("spec.template", "decode", spec.get("template"))):
-            for c in (template or {}).get("containers") or []:
-                if c.get("name") == "main" and not c.get("command") and not c.get("args"):
+            containers = template.get("containers") if isinstance(template, dict) else None
+            for c in containers if isinstance(containers, list) else []:
+                if isinstance(c, dict) and c.get("name") == "main" and not c.get("command") and not c.get("args"):
                     unreadable.append(Unreadable(
                         f"{origin} {path}.containers(main)",
                         f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates, "

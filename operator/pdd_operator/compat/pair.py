@@ -13,6 +13,7 @@ from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
 from pdd_operator.vllm.known_bad import nixl_version
+from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
@@ -32,7 +33,7 @@ def unwrap_connector(kv_transfer: dict) -> tuple[dict, str | None]:
     children = (kv_transfer.get("kv_connector_extra_config") or {}).get("connectors")
     if name not in WRAPPER_CONNECTORS or not isinstance(children, list):
         return kv_transfer, None
-    children = [c for c in children if isinstance(c, dict)]
+    children = [well_typed(c) for c in children if isinstance(c, dict)]
     described = f"{name}[{', '.join(str(c.get('kv_connector')) for c in children)}]"
     for child in children:
         inner, _ = unwrap_connector(child)
@@ -144,7 +145,9 @@ class RoleConfig:
 
     @property
     def backends(self) -> list[str]:
-        return list(self.extra.get("backends") or ["UCX"])
+        """NIXL backends of ``kv_connector_extra_config.backends`` (vLLM's default: ``["UCX"]``)."""
+        value = self.extra.get("backends") or ["UCX"]
+        return [value] if isinstance(value, str) else [str(b) for b in value] if isinstance(value, list) else ["UCX"]
 
     @property
     def buffer_device(self) -> str | None:
@@ -283,7 +286,9 @@ def role_from_container(
     errors = []
     kv_transfer, speculative, wrapper = {}, None, None
     try:
-        kv_transfer, wrapper = unwrap_connector(json_flag(flags, "--kv-transfer-config") or {})
+        raw_kv = json_flag(flags, "--kv-transfer-config") or {}
+        errors.extend(kv_transfer_config_errors(raw_kv))
+        kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))
     try:

@@ -1,0 +1,121 @@
+"""The shape of the Kubernetes fields ``pdd check`` reads from manifests in other formats.
+
+Manifests from the field (Deployments, StatefulSets, LeaderWorkerSets, Dynamo graphs, KServe
+services) reach :mod:`pdd_operator.compat.manifests` unvalidated. The apiserver would refuse a
+container whose ``args`` is one string, an ``env`` value that is a number, or ``labels`` that are a
+list (their Go types are ``[]string``, ``string`` and ``map[string]string``), so such a document is
+not a deployment anyone runs: :func:`shape_errors` names each such field and what it must be, and
+the document is reported as unreadable input instead of being guessed at.
+
+Only the fields the reader uses are checked, with the types of the Kubernetes API (core/v1
+``Container``, ``EnvVar``, ``PodSpec``, meta/v1 ``ObjectMeta``; Dynamo's ``extraPodSpec.mainContainer``
+is a core/v1 ``Container`` and its ``envs`` a list of ``EnvVar``): anything else in the document is
+left alone. The checks are JSON Schemas run by :mod:`jsonschema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+#: A resource quantity: a string or a number (``nvidia.com/gpu: 1``), as the apiserver accepts it.
+_QUANTITY_MAP = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+_ENV = {"type": "array", "items": {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "value": {"type": ["string", "null"]},
+                   "valueFrom": {"type": "object", "properties": {
+                       "fieldRef": {"type": "object", "properties": {"fieldPath": {"type": "string"}}}}}},
+}}
+_SECURITY_CONTEXT = {"type": "object", "properties": {
+    "runAsUser": {"type": "integer"}, "runAsNonRoot": {"type": "boolean"},
+    "capabilities": {"type": "object", "properties": {"add": _STRINGS, "drop": _STRINGS}},
+}}
+CONTAINER = {"type": "object", "properties": {
+    "name": {"type": "string"}, "image": {"type": "string"},
+    "command": _STRINGS, "args": _STRINGS, "env": _ENV,
+    "resources": {"type": "object", "properties": {
+        "requests": _QUANTITY_MAP, "limits": _QUANTITY_MAP,
+        "claims": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}},
+    "securityContext": _SECURITY_CONTEXT,
+}}
+POD_SPEC = {"type": "object", "properties": {
+    "containers": {"type": "array", "items": CONTAINER},
+    "initContainers": {"type": "array", "items": CONTAINER},
+    "hostNetwork": {"type": "boolean"},
+    "nodeSelector": _STRING_MAP,
+    "securityContext": _SECURITY_CONTEXT,
+    "affinity": {"type": "object", "properties": {"podAntiAffinity": {"type": "object", "properties": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"type": "array", "items": {
+            "type": "object", "properties": {
+                "topologyKey": {"type": "string"},
+                "labelSelector": {"type": "object", "properties": {"matchLabels": _STRING_MAP}}}}}}}}},
+}}
+OBJECT_META = {"type": "object", "properties": {
+    "name": {"type": "string"}, "namespace": {"type": "string"},
+    "labels": _STRING_MAP, "annotations": _STRING_MAP,
+    "ownerReferences": {"type": "array", "items": {"type": "object", "properties": {
+        "kind": {"type": "string"}, "name": {"type": "string"}}}},
+}}
+
+_VALIDATORS = {name: Draft202012Validator(schema) for name, schema in (
+    ("PodSpec", POD_SPEC), ("PodTemplateSpec or PodSpec", {"type": "object"}), ("Container", CONTAINER),
+    ("ObjectMeta", OBJECT_META), ("EnvVar list", _ENV))}
+
+
+def _where(path: list[str], extra) -> str:
+    parts = [*path, *(str(p) for p in extra)]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
+    return out or "(document)"
+
+
+def _nodes(node: Any, path: list[str]) -> Iterator[tuple[str, Any, list[str]]]:
+    """``(what it must be, value, path)`` for every place of ``node`` that the manifest reader reads."""
+    if isinstance(node, dict):
+        if "metadata" in node:
+            yield "ObjectMeta", node["metadata"], [*path, "metadata"]
+        if "containers" in node:
+            yield "PodSpec", node, path
+        if "template" in node:
+            yield "PodTemplateSpec or PodSpec", node["template"], [*path, "template"]
+        if "mainContainer" in node:
+            yield "Container", node["mainContainer"], [*path, "mainContainer"]
+        if "envs" in node and ("extraPodSpec" in node or "mainContainer" in node):
+            yield "EnvVar list", node["envs"], [*path, "envs"]
+        for key, value in node.items():
+            if key in ("metadata", "status"):
+                continue
+            yield from _nodes(value, [*path, str(key)])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _nodes(value, [*path, str(i)])
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def shape_errors(doc: dict) -> list[str]:
+    """Every field of ``doc`` (one manifest document, parsed YAML) that the manifest reader uses and
+    whose type the Kubernetes API would refuse, as ``"<path>: must be <type>, not <type> (<Go type>)"``
+    messages (``[]`` when all are well-formed). Never raises for any parsed YAML value."""
+    errors: list[str] = []
+    for what, value, path in _nodes(doc, []):
+        for error in sorted(_VALIDATORS[what].iter_errors(value), key=lambda e: list(e.absolute_path)):
+            if error.validator != "type":
+                continue
+            want = error.validator_value
+            want_text = " or ".join(want) if isinstance(want, list) else want
+            errors.append(f"{_where(path, error.absolute_path)}: must be {_ARTICLE.get(want_text, want_text)}, "
+                          f"not {_type_name(error.instance)} (Kubernetes {what})")
+    return errors
+
+
+_ARTICLE = {"string": "a string", "array": "a list", "object": "a mapping", "boolean": "a boolean",
+            "integer": "an integer", "string or null": "a string", "string or number": "a string or a number"}

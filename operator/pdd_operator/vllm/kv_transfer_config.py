@@ -1,0 +1,56 @@
+"""What vLLM accepts in ``--kv-transfer-config``: the fields of its ``KVTransferConfig`` and their types.
+
+vLLM builds ``KVTransferConfig`` (``vllm/config/kv_transfer.py``; ``vllm/config.py`` before 0.10) from
+the flag's JSON object. Its ``__post_init__`` refuses a ``kv_role`` other than ``kv_producer``,
+``kv_consumer`` and ``kv_both`` ("Unsupported kv_role") and a ``kv_connector`` without a ``kv_role``
+("Please specify kv_role when kv_connector is set"; "kv_disagg_role" in 0.9's wording); the class is a
+pydantic dataclass (``@config``), so a value of the wrong type fails validation at startup. Read in
+0.9.2 (``vllm/config.py``) and 0.32.0 (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``). So
+every problem reported here is one the engine stops on before it serves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: vLLM's KVRole literal values.
+KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+
+#: Field -> (Python types accepted, what the message calls it); ``None`` is accepted where the field is
+#: optional in vLLM (``str | None``).
+FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "kv_connector": ((str, type(None)), "a connector name (string)"),
+    "engine_id": ((str, type(None)), "a string"),
+    "kv_buffer_device": ((str,), "a device name (string: cuda, cpu, xpu)"),
+    "kv_role": ((str, type(None)), "one of kv_producer, kv_consumer, kv_both"),
+    "kv_connector_extra_config": ((dict,), "a JSON object"),
+    "kv_connector_module_path": ((str, type(None)), "a module path (string)"),
+}
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def kv_transfer_config_errors(config: dict) -> list[str]:
+    """Problems vLLM refuses at startup in one ``--kv-transfer-config`` object (a parsed JSON object),
+    as messages naming the key; ``[]`` when none. Never raises."""
+    errors = []
+    for key, (types, want) in FIELD_TYPES.items():
+        if key in config and not isinstance(config[key], types):
+            errors.append(f"--kv-transfer-config {key} must be {want}, not {_type_name(config[key])}")
+    role = config.get("kv_role")
+    if isinstance(role, str) and role not in KV_ROLES:
+        errors.append(f"--kv-transfer-config kv_role {role!r} is not one of {', '.join(KV_ROLES)} "
+                      "(vLLM: 'Unsupported kv_role')")
+    if isinstance(config.get("kv_connector"), str) and config.get("kv_role") is None:
+        errors.append("--kv-transfer-config sets kv_connector without kv_role (vLLM: 'Please specify kv_role "
+                      "when kv_connector is set')")
+    return errors
+
+
+def well_typed(config: dict) -> dict:
+    """``config`` without the keys whose values have a type vLLM refuses (reported by
+    :func:`kv_transfer_config_errors`), so that reading the rest never fails."""
+    return {k: v for k, v in config.items() if k not in FIELD_TYPES or isinstance(v, FIELD_TYPES[k][0])}
