@@ -287,7 +287,7 @@ def role_from_container(
     kv_transfer, speculative, wrapper = {}, None, None
     try:
         raw_kv = json_flag(flags, "--kv-transfer-config") or {}
-        errors.extend(kv_transfer_config_errors(raw_kv))
+        errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))

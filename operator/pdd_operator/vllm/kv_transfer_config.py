@@ -33,9 +33,10 @@ def _type_name(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def kv_transfer_config_errors(config: dict) -> list[str]:
+def kv_transfer_config_errors(config: dict, *, role_required: bool = True) -> list[str]:
     """Problems vLLM refuses at startup in one ``--kv-transfer-config`` object (a parsed JSON object),
-    as messages naming the key; ``[]`` when none. Never raises."""
+    as messages naming the key; ``[]`` when none. Never raises. ``role_required=False`` leaves out the
+    missing ``kv_role`` (a launcher that may set the role itself, such as Dynamo's ``dynamo.vllm``)."""
     errors = []
     for key, (types, want) in FIELD_TYPES.items():
         if key in config and not isinstance(config[key], types):
@@ -44,7 +45,7 @@ def kv_transfer_config_errors(config: dict) -> list[str]:
     if isinstance(role, str) and role not in KV_ROLES:
         errors.append(f"--kv-transfer-config kv_role {role!r} is not one of {', '.join(KV_ROLES)} "
                       "(vLLM: 'Unsupported kv_role')")
-    if isinstance(config.get("kv_connector"), str) and config.get("kv_role") is None:
+    if role_required and isinstance(config.get("kv_connector"), str) and config.get("kv_role") is None:
         errors.append("--kv-transfer-config sets kv_connector without kv_role (vLLM: 'Please specify kv_role "
                       "when kv_connector is set')")
     return errors
