@@ -23,9 +23,6 @@ BASELINE = {"cases": 20, "verdict_right": 16, "rule_right": 15, "false_refusals"
 
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {
-    "jamba2-mamba1-nixl-p-tp2-d-tp1": "hybrid-prefix-caching refuses every heterogeneous-TP hybrid pair with prefix "
-                                      "caching on, also where both TP sizes are within the KV heads (false refusal)",
-    "qwen35-gdn-nixl-p-tp1-d-tp2": "the same hybrid-prefix-caching false refusal (the PR's passing 1P2D)",
     "qwen36-gdn-1p1d-no-ds-layout": "Qwen3.6 is not known as a GDN hybrid (the name table has Qwen3.5 and "
                                     "Qwen3-Next only): silent pass",
     "kserve-gpt-oss-20b-pd-llmisvc-config": "a KServe LLMInferenceServiceConfig is not read at all (nothing found, "

@@ -1,0 +1,66 @@
+"""Variants of the kinds of fault the fourth public-report set (tests/unit/data/public_reports_4) found
+missed, each with negative controls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.test_turn2_variants import check, container, rules, workload
+
+DS = {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}
+HYBRID_FLAGS = ["--no-disable-hybrid-kv-cache-manager", "--no-async-scheduling"]
+
+
+def _kv(role="kv_both"):
+    return json.dumps({"kv_connector": "NixlConnector", "kv_role": role})
+
+
+def _config(tmp_path, heads, layer_types=("linear_attention", "full_attention"), arch="Qwen3_5ForConditionalGeneration"):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": [arch], "text_config": {
+        "num_key_value_heads": heads, "layer_types": list(layer_types)}}))
+    return ("--model-config", str(path))
+
+
+def _hybrid_pair(p_tp, d_tp, model="Qwen/Qwen3.5-0.8B", image="vllm/vllm-openai:v0.22.0", d_extra=()):
+    def role(name, tp, extra=()):
+        args = [model, "--tensor-parallel-size", str(tp), *HYBRID_FLAGS, "--kv-transfer-config", _kv(), *extra]
+        return workload(f"hyb-{name}", name, container(args, image=image, env=[DS], gpus=tp))
+    return [role("prefill", p_tp), role("decode", d_tp, d_extra)]
+
+
+# --- hybrid-prefix-caching: only past the KV heads do the roles' block ratios differ ----------------------
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.22.0", "vllm/vllm-openai:v0.26.0", "vllm/vllm-openai:v0.33.0"])
+@pytest.mark.parametrize("tps", [(1, 2), (2, 1), (2, 4), (4, 8)])
+def test_hetero_tp_within_the_kv_heads_keeps_prefix_caching(tmp_path, capsys, image, tps):
+    code, out = check(tmp_path, capsys, *_hybrid_pair(*tps, image=image), extra=_config(tmp_path, 8))
+    assert "hybrid-prefix-caching" not in rules(out), out
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("tps", [(1, 4), (4, 1), (2, 8)])
+def test_hetero_tp_past_the_kv_heads_with_prefix_caching_is_refused(tmp_path, capsys, tps):
+    code, out = check(tmp_path, capsys, *_hybrid_pair(*tps), extra=_config(tmp_path, 2))
+    assert code == 1 and "hybrid-prefix-caching" in rules(out, "error"), out
+
+
+def test_prefix_caching_off_on_decode_is_accepted_past_the_kv_heads(tmp_path, capsys):
+    pair = _hybrid_pair(1, 4, d_extra=["--no-enable-prefix-caching"])
+    code, out = check(tmp_path, capsys, *pair, extra=_config(tmp_path, 2))
+    assert "hybrid-prefix-caching" not in rules(out), out
+
+
+def test_unknown_kv_heads_are_a_warning_not_a_refusal(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_hybrid_pair(1, 2, model="ai21labs/AI21-Jamba2-Mini", image="vllm/vllm-openai:v0.26.0"))
+    assert "hybrid-prefix-caching" in rules(out, "warning") and "hybrid-prefix-caching" not in rules(out, "error"), out
+
+
+def test_equal_tp_and_versions_before_0_22_get_no_finding(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_hybrid_pair(4, 4), extra=_config(tmp_path, 2))
+    assert "hybrid-prefix-caching" not in rules(out), out
+    _, out = check(tmp_path, capsys, *_hybrid_pair(1, 4, image="vllm/vllm-openai:v0.21.0"), extra=_config(tmp_path, 2))
+    assert "hybrid-prefix-caching" not in rules(out), out
