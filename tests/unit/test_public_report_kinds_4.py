@@ -64,3 +64,38 @@ def test_equal_tp_and_versions_before_0_22_get_no_finding(tmp_path, capsys):
     assert "hybrid-prefix-caching" not in rules(out), out
     _, out = check(tmp_path, capsys, *_hybrid_pair(1, 4, image="vllm/vllm-openai:v0.21.0"), extra=_config(tmp_path, 2))
     assert "hybrid-prefix-caching" not in rules(out), out
+
+
+# --- Qwen3.6 is a Gated DeltaNet hybrid like Qwen3.5 --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, family, kind", [
+    ("Qwen/Qwen3.6-35B-A3B-FP8", "hybrid-ssm", "GDN"),
+    ("Qwen/Qwen3.6-27B", "hybrid-ssm", "GDN"),
+    ("Qwen/Qwen3.5-397B-A17B-W8A8", "hybrid-ssm", "GDN"),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", "hybrid-ssm", "GDN"),
+    ("Qwen/Qwen3-30B-A3B", "moe", None),      # Qwen3 without a point release: no linear attention
+    ("Qwen/Qwen3-8B", "dense", None),
+])
+def test_qwen_families_by_name(name, family, kind):
+    from pdd_operator.vllm.architectures import traits
+    t = traits(None, None, None, name)
+    assert (t.architecture.value, t.ssm_kind.value if t.ssm_kind else None) == (family, kind)
+
+
+def _qwen36_pair(env=()):
+    def role(name, port):
+        args = ["Qwen/Qwen3.6-35B-A3B-FP8", "--kv-transfer-config", _kv()]
+        port_env = {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": port}
+        return workload(f"q36-{name}", name, container(args, image="vllm/vllm-openai:v0.28.0", env=[port_env, *env]))
+    return [role("prefill", "5600"), role("decode", "5601")]
+
+
+def test_qwen36_without_the_ds_conv_layout_is_refused(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_qwen36_pair())
+    assert code == 1 and "ssm-conv-layout-ds" in rules(out, "error"), out
+
+
+def test_qwen36_with_the_ds_conv_layout_is_accepted(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_qwen36_pair(env=[DS]))
+    assert "ssm-conv-layout-ds" not in rules(out) and code == 0, out

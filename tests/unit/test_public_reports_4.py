@@ -23,8 +23,6 @@ BASELINE = {"cases": 20, "verdict_right": 16, "rule_right": 15, "false_refusals"
 
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {
-    "qwen36-gdn-1p1d-no-ds-layout": "Qwen3.6 is not known as a GDN hybrid (the name table has Qwen3.5 and "
-                                    "Qwen3-Next only): silent pass",
     "kserve-gpt-oss-20b-pd-llmisvc-config": "a KServe LLMInferenceServiceConfig is not read at all (nothing found, "
                                             "exit 0)",
     "lmcache-operator-pd-multiconnector-nixl": "the lmcache/vllm-openai tag (LMCache's release) is read as vLLM 0.4.4: "
