@@ -99,3 +99,36 @@ def test_qwen36_without_the_ds_conv_layout_is_refused(tmp_path, capsys):
 def test_qwen36_with_the_ds_conv_layout_is_accepted(tmp_path, capsys):
     code, out = check(tmp_path, capsys, *_qwen36_pair(env=[DS]))
     assert "ssm-conv-layout-ds" not in rules(out) and code == 0, out
+
+
+# --- images that reuse vLLM's image name but tag their own releases -------------------------------------
+
+
+def _nixl_pair(image, command=None):
+    def role(name):
+        return workload(f"lm-{name}", name, container(["Qwen/Qwen3-8B", "--kv-transfer-config", _kv()],
+                                                      image=image, command=command))
+    return [role("prefill"), role("decode")]
+
+
+@pytest.mark.parametrize("image", ["lmcache/vllm-openai:v0.4.4", "docker.io/lmcache/vllm-openai:v0.3.3",
+                                   "registry.local:5000/lmcache/vllm-openai:v0.3.10"])
+def test_an_lmcache_image_tag_is_not_read_as_the_vllm_version(tmp_path, capsys, image):
+    code, out = check(tmp_path, capsys, *_nixl_pair(image))
+    assert "nixl-connector-unavailable" not in rules(out), out
+    assert "vllm-version-unknown" in rules(out, "warning") and code == 0, out
+    assert out["results"][0]["vllmVersion"] == "unknown"
+
+
+def test_an_lmcache_image_still_runs_the_vllm_entrypoint():
+    from pdd_operator.vllm.versions import is_vllm_image, version_from_image
+    assert is_vllm_image("lmcache/vllm-openai:v0.4.4") and version_from_image("lmcache/vllm-openai:v0.4.4") is None
+
+
+@pytest.mark.parametrize("image, version", [("vllm/vllm-openai:v0.8.5", "0.8.5"),
+                                            ("docker.io/vllm/vllm-openai:v0.8.5", "0.8.5"),
+                                            ("localhost:5000/vllm/vllm-openai:v0.20.2", "0.20.2")])
+def test_vllms_own_images_keep_their_tag_as_the_version(tmp_path, capsys, image, version):
+    code, out = check(tmp_path, capsys, *_nixl_pair(image))
+    assert out["results"][0]["vllmVersion"] == version, out
+    assert ("nixl-connector-unavailable" in rules(out, "error")) is (version == "0.8.5")

@@ -25,8 +25,6 @@ BASELINE = {"cases": 20, "verdict_right": 16, "rule_right": 15, "false_refusals"
 MISSED: dict[str, str] = {
     "kserve-gpt-oss-20b-pd-llmisvc-config": "a KServe LLMInferenceServiceConfig is not read at all (nothing found, "
                                             "exit 0)",
-    "lmcache-operator-pd-multiconnector-nixl": "the lmcache/vllm-openai tag (LMCache's release) is read as vLLM 0.4.4: "
-                                               "nixl-connector-unavailable (false refusal)",
 }
 
 
