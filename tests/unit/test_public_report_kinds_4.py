@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.unit.test_turn2_variants import check, container, rules, workload
+from tests.unit.test_turn2_variants import POD_IP, check, container, rules, workload
 
 DS = {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}
 HYBRID_FLAGS = ["--no-disable-hybrid-kv-cache-manager", "--no-async-scheduling"]
@@ -132,3 +132,37 @@ def test_vllms_own_images_keep_their_tag_as_the_version(tmp_path, capsys, image,
     code, out = check(tmp_path, capsys, *_nixl_pair(image))
     assert out["results"][0]["vllmVersion"] == version, out
     assert ("nixl-connector-unavailable" in rules(out, "error")) is (version == "0.8.5")
+
+
+# --- a KServe LLMInferenceServiceConfig is read like the LLMInferenceService it configures -----------------
+
+
+def _llmisvc(kind, decode_main, prefill_main):
+    return {"apiVersion": "serving.kserve.io/v1alpha2", "kind": kind, "metadata": {"name": "gpt-oss-pd"},
+            "spec": {"model": {"name": "openai/gpt-oss-20b"}, "template": {"containers": [decode_main]},
+                     "prefill": {"replicas": 2, "template": {"containers": [prefill_main]}}}}
+
+
+def _main(command=None, image="vllm/vllm-openai:v0.24.0"):
+    additional = [] if command else [{"name": "VLLM_ADDITIONAL_ARGS", "value": f"--kv_transfer_config '{_kv()}'"}]
+    env = [POD_IP, *additional]
+    c = {"name": "main", "image": image, "env": env, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    return {**c, "command": command} if command else c
+
+
+@pytest.mark.parametrize("kind", ["LLMInferenceService", "LLMInferenceServiceConfig"])
+def test_templated_kserve_engines_are_not_checked_rather_than_passed(tmp_path, capsys, kind):
+    llm_d = "ghcr.io/llm-d/llm-d-cuda:v0.7.0"   # the sample's image: KServe's template supplies the command
+    code, out = check(tmp_path, capsys, _llmisvc(kind, _main(image=llm_d), _main(image=llm_d)))
+    assert code == 3 and len(out["notChecked"]) == 2 and not out["results"], out
+
+
+@pytest.mark.parametrize("kind", ["LLMInferenceService", "LLMInferenceServiceConfig"])
+def test_kserve_engines_with_explicit_commands_are_paired_by_the_spec_structure(tmp_path, capsys, kind):
+    def cmd(*extra):
+        return ["vllm", "serve", "openai/gpt-oss-20b", *extra]
+    code, out = check(tmp_path, capsys, _llmisvc(kind, _main(cmd()), _main(cmd("--kv-transfer-config", _kv()))))
+    assert code == 1 and "kv-connector-missing" in rules(out, "error"), out
+    code, out = check(tmp_path, capsys, _llmisvc(kind, _main(cmd("--kv-transfer-config", _kv())),
+                                                 _main(cmd("--kv-transfer-config", _kv()))))
+    assert "kv-connector-missing" not in rules(out) and len(out["results"]) == 1 and code == 0, out

@@ -2,8 +2,9 @@
 
 Supported: plain Deployments, StatefulSets, Pods and Jobs whose containers run ``vllm serve`` (or
 ``python -m vllm.entrypoints.openai.api_server``) with a ``--kv-transfer-config``; LeaderWorkerSets
-and LWS DisaggregatedSets; KServe LLMInferenceServices (``spec.template`` / ``spec.prefill.template``);
-NVIDIA Dynamo DynamoGraphDeployments (``extraPodSpec.mainContainer`` running ``dynamo.vllm``).
+and LWS DisaggregatedSets; KServe LLMInferenceServices and LLMInferenceServiceConfigs (``spec.template`` /
+``spec.prefill.template``); NVIDIA Dynamo DynamoGraphDeployments (``extraPodSpec.mainContainer`` running
+``dynamo.vllm``).
 
 Rather than one parser per CRD, every document is walked for pod specs (a mapping with a
 ``containers`` list) and Dynamo main containers; each vLLM engine found becomes a candidate whose role
@@ -264,13 +265,18 @@ def _group(*label_sets: dict | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
+#: KServe kinds with the LLMInferenceService spec shape: the service itself and the LLMInferenceServiceConfig
+#: it names in ``baseRefs`` (same ``spec.template`` / ``spec.prefill.template``; kserve config/llmisvcconfig).
+_KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
+
+
 def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     """Every vLLM engine of a P/D topology in one manifest document, and the P/D engines it cannot read."""
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
+    if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
         # side, by the resource's structure, whatever the engines' flags say.
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
@@ -291,7 +297,7 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
+    if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
                                      ("spec.template", "decode", spec.get("template"))):
             for c in (template or {}).get("containers") or []:
