@@ -5,7 +5,8 @@ its report, its maintainers or vLLM's source established.
 The same judge as the first set (:mod:`tests.unit.test_public_reports`: :func:`run_entry`, :func:`judge`,
 :func:`score`, and the checks of :func:`assert_held_out` and :func:`assert_scores`).
 ``BASELINE`` is the score of main at d4f609c, measured before any rule changed for this set (re-measured on
-d4f609c after one entry's verdict was corrected, see its note); entries in
+d4f609c, with main's code and judge, after one entry's verdict was corrected and two Helm-values entries were
+added); entries in
 ``MISSED`` are the ones the code still gets wrong (strict xfail: fixing one fails the test until it is taken
 off the list).
 """
@@ -20,10 +21,13 @@ DATA = SETS / "public_reports_4"
 INDEX = load_set("public_reports_4")
 
 #: main at d4f609c, before any change made for this set.
-BASELINE = {"cases": 20, "verdict_right": 15, "rule_right": 15, "false_refusals": 3, "silent_passes": 2, "crashes": 0}
+BASELINE = {"cases": 22, "verdict_right": 15, "rule_right": 15, "false_refusals": 3, "silent_passes": 4, "crashes": 0}
 
 #: Entries the checker still gets wrong, with why.
-MISSED: dict[str, str] = {}
+MISSED: dict[str, str] = {
+    "llmd-ms-pd-gpt-oss-120b-helm-values": "Helm values configuring P/D are 'nothing found' (exit 0), a silent pass",
+    "production-stack-values-pd-lmcache": "the same for production-stack's servingEngineSpec values",
+}
 
 
 def test_index_is_well_formed_and_held_out():
