@@ -166,3 +166,52 @@ def test_kserve_engines_with_explicit_commands_are_paired_by_the_spec_structure(
     code, out = check(tmp_path, capsys, _llmisvc(kind, _main(cmd("--kv-transfer-config", _kv())),
                                                  _main(cmd("--kv-transfer-config", _kv()))))
     assert "kv-connector-missing" not in rules(out) and len(out["results"]) == 1 and code == 0, out
+
+
+# --- Helm values that configure P/D are "not checked", not "nothing found" -------------------------------
+
+
+def _modelservice_values(kv=True):
+    def role(tp):
+        args = ["--block-size", "128", *(["--kv-transfer-config", _kv()] if kv else [])]
+        return {"parallelism": {"tensor": tp}, "replicas": 1,
+                "containers": [{"name": "vllm", "image": "ghcr.io/llm-d/llm-d-cuda:v0.4.0", "modelCommand": "vllmServe",
+                                "args": args}]}
+    return {"modelArtifacts": {"name": "openai/gpt-oss-120b"}, "routing": {"proxy": {"connector": "nixlv2"}},
+            "decode": role(4), "prefill": role(1)}
+
+
+def _production_stack_values(kv_role=True):
+    def spec(name, role):
+        lmcache = {"enabled": True, **({"kvRole": role} if kv_role else {})}
+        return {"name": name, "repository": "lmcache/vllm-openai", "tag": "2025-03-28",
+                "modelURL": "mistralai/Mistral-7B-Instruct-v0.2", "lmcacheConfig": lmcache}
+    return {"servingEngineSpec": {"modelSpec": [spec("m-prefill", "kv_producer"), spec("m-decode", "kv_consumer")]}}
+
+
+@pytest.mark.parametrize("values", [_modelservice_values(), _production_stack_values()], ids=["llm-d", "production-stack"])
+def test_pd_helm_values_are_not_checked(tmp_path, capsys, values):
+    code, out = check(tmp_path, capsys, values)
+    assert code == 3 and not out["results"] and len(out["notChecked"]) == 1, out
+    assert "helm template" in out["notChecked"][0]["reason"]
+
+
+@pytest.mark.parametrize("values", [_modelservice_values(kv=False), _production_stack_values(kv_role=False),
+                                    {"replicaCount": 2, "image": {"repository": "vllm/vllm-openai", "tag": "v0.20.2"}}],
+                         ids=["llm-d-no-connector", "production-stack-no-role", "plain"])
+def test_values_without_kv_transfer_are_nothing_to_check(tmp_path, capsys, values):
+    code, out = check(tmp_path, capsys, values)
+    assert code == 0 and not out["results"] and not out["notChecked"], out
+
+
+def test_a_kubernetes_object_mentioning_kv_role_is_not_taken_for_values(tmp_path, capsys):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes"},
+          "data": {"readme": "set kv_role to kv_producer on prefill"}}
+    code, out = check(tmp_path, capsys, cm)
+    assert code == 0 and not out["notChecked"], out
+
+
+def test_values_beside_readable_engines_do_not_hide_them(tmp_path, capsys):
+    pair = _hybrid_pair(1, 1, model="Qwen/Qwen3-8B")
+    code, out = check(tmp_path, capsys, *pair, _production_stack_values())
+    assert len(out["results"]) == 1 and len(out["notChecked"]) == 1 and code == 3, out

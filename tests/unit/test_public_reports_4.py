@@ -24,10 +24,7 @@ INDEX = load_set("public_reports_4")
 BASELINE = {"cases": 22, "verdict_right": 15, "rule_right": 15, "false_refusals": 3, "silent_passes": 4, "crashes": 0}
 
 #: Entries the checker still gets wrong, with why.
-MISSED: dict[str, str] = {
-    "llmd-ms-pd-gpt-oss-120b-helm-values": "Helm values configuring P/D are 'nothing found' (exit 0), a silent pass",
-    "production-stack-values-pd-lmcache": "the same for production-stack's servingEngineSpec values",
-}
+MISSED: dict[str, str] = {}
 
 
 def test_index_is_well_formed_and_held_out():

@@ -20,8 +20,8 @@ role word is removed; failing those, the only prefill and the only decode engine
 namespace. Each pair says how it was formed (``PDPair.paired_by``).
 
 P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang and TensorRT-LLM engines; a KServe
-LLMInferenceService whose engine command comes from KServe's templates), so that they are reported
-as "not checked" instead of passing silently.
+LLMInferenceService whose engine command comes from KServe's templates; Helm values that configure KV transfer),
+so that they are reported as "not checked" instead of passing silently.
 """
 
 from __future__ import annotations
@@ -270,6 +270,22 @@ def _group(*label_sets: dict | None) -> tuple[tuple[str, str], ...]:
 _KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
 
 
+#: What marks a document as configuring P/D KV transfer (a KV connector or role), in any key or value.
+_PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
+
+
+def _values_file(doc: dict) -> Unreadable | None:
+    """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
+    that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
+    ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``), so the values are not the
+    engines as they start."""
+    if doc.get("kind") or not _PD_MARKER.search(repr(doc)):
+        return None
+    return Unreadable("Helm values (a document with no kind)", (
+        "it configures prefill/decode KV transfer, but as chart values: the chart's templates build the engine "
+        "commands, which are not in this file; render it (helm template) and check the rendered manifests"))
+
+
 def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     """Every vLLM engine of a P/D topology in one manifest document, and the P/D engines it cannot read."""
     meta = doc.get("metadata") or {}
@@ -287,6 +303,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
+    values = None if out or unreadable else _values_file(doc)
+    if values is not None:
+        return [], [values]
     # One object holding a prefill engine and otherwise unlabelled engines (KServe's spec.template
     # beside spec.prefill): the others are its decode side.
     roles = [e.role for e in out]
