@@ -5,9 +5,9 @@ its report, its maintainers or vLLM's source established.
 The same judge as the first set (:mod:`tests.unit.test_public_reports`: :func:`run_entry`, :func:`judge`,
 :func:`score`, and the checks of :func:`assert_held_out` and :func:`assert_scores`).
 ``BASELINE`` is the score of main at d4f609c, measured before any rule changed for this set (re-measured on
-d4f609c, with main's code and judge, each time the set grew or an entry's verdict was corrected; the last time with 23 entries); entries in
-``MISSED`` are the ones the code still gets wrong (strict xfail: fixing one fails the test until it is taken
-off the list).
+d4f609c, with main's code and judge, each time the set grew or an entry's verdict was corrected; last with 23
+entries); entries in ``MISSED`` are the ones the code still gets wrong (strict xfail: fixing one fails the test
+until it is taken off the list).
 """
 
 from __future__ import annotations
