@@ -227,8 +227,14 @@ def test_hybrid_hetero_tp_gets_prefix_caching_off_on_decode_and_n_groups_warning
     assert "--no-enable-prefix-caching" not in vllm_args(spec, "prefill")
     assert evaluate(spec).compatible
     forced_on = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
-                       decode={"extraArgs": ["--enable-prefix-caching"]})
+                       decode={"extraArgs": ["--enable-prefix-caching"]}, model={"numKvHeads": 2})
     assert "hybrid-prefix-caching" in rules_fired(forced_on, "error")
+    heads_unknown = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
+                           decode={"extraArgs": ["--enable-prefix-caching"]})
+    assert "hybrid-prefix-caching" in rules_fired(heads_unknown, "warning")
+    within_heads = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
+                          decode={"extraArgs": ["--enable-prefix-caching"]}, model={"numKvHeads": 8})
+    assert "hybrid-prefix-caching" not in rules_fired(within_heads)
     falcon = hybrid(model={"name": "tiiuae/Falcon-H1-0.5B-Instruct", "hfArchitecture": "FalconH1ForCausalLM"},
                     prefill={"tensorParallelSize": 1})
     assert "mamba2-n-groups-unknown" in rules_fired(falcon, "warning")

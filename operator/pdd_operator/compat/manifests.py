@@ -2,8 +2,9 @@
 
 Supported: plain Deployments, StatefulSets, Pods and Jobs whose containers run ``vllm serve`` (or
 ``python -m vllm.entrypoints.openai.api_server``) with a ``--kv-transfer-config``; LeaderWorkerSets
-and LWS DisaggregatedSets; KServe LLMInferenceServices (``spec.template`` / ``spec.prefill.template``);
-NVIDIA Dynamo DynamoGraphDeployments (``extraPodSpec.mainContainer`` running ``dynamo.vllm``).
+and LWS DisaggregatedSets; KServe LLMInferenceServices and LLMInferenceServiceConfigs (``spec.template`` /
+``spec.prefill.template``); NVIDIA Dynamo DynamoGraphDeployments (``extraPodSpec.mainContainer`` running
+``dynamo.vllm``).
 
 Rather than one parser per CRD, every document is walked for pod specs (a mapping with a
 ``containers`` list) and Dynamo main containers; each vLLM engine found becomes a candidate whose role
@@ -19,8 +20,8 @@ role word is removed; failing those, the only prefill and the only decode engine
 namespace. Each pair says how it was formed (``PDPair.paired_by``).
 
 P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang and TensorRT-LLM engines; a KServe
-LLMInferenceService whose engine command comes from KServe's templates), so that they are reported
-as "not checked" instead of passing silently.
+LLMInferenceService whose engine command comes from KServe's templates; Helm values that configure KV transfer),
+so that they are reported as "not checked" instead of passing silently.
 """
 
 from __future__ import annotations
@@ -264,13 +265,34 @@ def _group(*label_sets: dict | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
+#: KServe kinds with the LLMInferenceService spec shape: the service itself and the LLMInferenceServiceConfig
+#: it names in ``baseRefs`` (same ``spec.template`` / ``spec.prefill.template``; kserve config/llmisvcconfig).
+_KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
+
+
+#: What marks a document as configuring P/D KV transfer (a KV connector or role), in any key or value.
+_PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
+
+
+def _values_file(doc: dict) -> Unreadable | None:
+    """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
+    that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
+    ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``), so the values are not the
+    engines as they start."""
+    if doc.get("kind") or not _PD_MARKER.search(repr(doc)):
+        return None
+    return Unreadable("Helm values (a document with no kind)", (
+        "it configures prefill/decode KV transfer, but as chart values: the chart's templates build the engine "
+        "commands, which are not in this file; render it (helm template) and check the rendered manifests"))
+
+
 def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     """Every vLLM engine of a P/D topology in one manifest document, and the P/D engines it cannot read."""
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
+    if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
         # side, by the resource's structure, whatever the engines' flags say.
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
@@ -281,6 +303,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
+    values = None if out or unreadable else _values_file(doc)
+    if values is not None:
+        return [], [values]
     # One object holding a prefill engine and otherwise unlabelled engines (KServe's spec.template
     # beside spec.prefill): the others are its decode side.
     roles = [e.role for e in out]
@@ -291,7 +316,7 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    if doc.get("kind") == "LLMInferenceService" and isinstance(spec.get("prefill"), dict):
+    if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
                                      ("spec.template", "decode", spec.get("template"))):
             containers = template.get("containers") if isinstance(template, dict) else None

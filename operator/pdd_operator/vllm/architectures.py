@@ -102,7 +102,9 @@ MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] 
     (re.compile(r"falcon-h1", re.I), A.HYBRID_SSM, S.MAMBA2),
     (re.compile(r"granite-4\.\d+-h", re.I), A.HYBRID_SSM, S.MAMBA2),
     (re.compile(r"jamba", re.I), A.HYBRID_SSM, S.MAMBA1),
-    (re.compile(r"qwen3(\.5|-next)", re.I), A.HYBRID_SSM, S.GDN),
+    # Qwen3.6 keeps Qwen3.5's Gated DeltaNet + gated attention layout (vllm#54387: "3x Gated DeltaNet + 1x Gated
+    # Attention"; vllm#44831).
+    (re.compile(r"qwen3(\.[56]|-next)", re.I), A.HYBRID_SSM, S.GDN),
     (re.compile(r"deepseek-v3\.2", re.I), A.SPARSE_MLA, None),
     (re.compile(r"deepseek-(v2|v3|r1)", re.I), A.MLA, None),
     (re.compile(r"kimi-k2", re.I), A.MLA, None),

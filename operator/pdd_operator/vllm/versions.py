@@ -64,8 +64,20 @@ CPU_IMAGE_NAMES = {"vllm-cpu", "vllm-cpu-release-repo", "vllm-arm64-cpu-release-
 VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-tpu", "vllm-nixl"} | CPU_IMAGE_NAMES
 
 
+#: Repositories (the path after any registry) that run vLLM's entrypoint under one of those names but tag
+#: their own releases: ``lmcache/vllm-openai:v0.3.3`` is LMCache 0.3.3 (on vLLM 0.10.0, LMCache#1251),
+#: ``lmcache/vllm-openai:v0.4.4`` LMCache 0.4.4.
+OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai"}
+
+
 def _image_name(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def _repository(image: str) -> str:
+    """``owner/name`` of an image reference (registry host and tag dropped)."""
+    *path, last = image.split("@", 1)[0].split("/")
+    return "/".join([*path[-1:], last.split(":", 1)[0]]).lower()
 
 
 def is_vllm_image(image: str) -> bool:
@@ -93,8 +105,9 @@ def version_from_image(image: str) -> Version | None:
 
 
 def image_tag(image: str) -> str | None:
-    """The tag of a vLLM image (see :func:`version_from_image`), or ``None``."""
-    if not is_vllm_image(image):
+    """The tag of a vLLM image (see :func:`version_from_image`), or ``None`` (also for the
+    :data:`OWN_TAGGED_REPOSITORIES`, whose tag is not vLLM's version)."""
+    if not is_vllm_image(image) or _repository(image) in OWN_TAGGED_REPOSITORIES:
         return None
     ref = image.split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]

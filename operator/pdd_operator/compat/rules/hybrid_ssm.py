@@ -154,19 +154,38 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
 
 @rule(
     id="hybrid-prefix-caching", family="hybrid-ssm", severity="error",
-    fields=("spec.decode.extraArgs",),
-    source="vllm nixl _validate_remote_agent_handshake (0.22.0+)",
+    fields=("spec.decode.extraArgs", "spec.model.numKvHeads"),
+    source=("vllm nixl _validate_remote_agent_handshake (0.22.0+): RuntimeError when the roles' "
+            "physical_blocks_per_logical differ and prefix caching is on (the default for hybrid models, "
+            "model_executor/models/config.py MambaModelConfig); the logical block comes from "
+            "platforms/interface.py _align_hybrid_block_size (mamba page / attention page per token, both 1/TP "
+            "until TP exceeds the KV heads); vllm#41886, vllm#45019"),
     since=(0, 22, 0),
 )
 def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
-    """Hybrid SSM with heterogeneous TP: prefix caching off on decode."""
+    """Hybrid SSM with heterogeneous TP past the KV heads: prefix caching off on decode."""
     if not (pair.hybrid_ssm and pair.hetero_tp) or pair.decode.prefix_caching is False:
         return []
+    heads = pair.num_kv_heads
+    if heads is not None and max(pair.tps) <= heads:
+        # Both roles shard the attention KV and the Mamba state by TP: the same logical block size on
+        # both, so the same physical blocks per logical block (the PRs' 1P2D/2P1D sweeps pass).
+        return []
+    fix = "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless extraArgs override it."
+    if heads is None:
+        return [(
+            "Hybrid SSM with heterogeneous TP: if either TP exceeds the model's KV heads, the roles get different "
+            "physical-per-logical block ratios and vLLM refuses prefix caching on decode ('Prefix caching with "
+            "heterogeneous physical_blocks_per_logical is not supported for Mamba hybrid models'); the KV heads "
+            "are not known here.",
+            fix + " Or give the model's KV heads (--model-config / spec.model.numKvHeads).", "warning",
+        )]
     return [(
-        "Hybrid SSM with heterogeneous TP usually gives prefill and decode different physical-per-logical block "
-        "ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with heterogeneous "
-        "physical_blocks_per_logical is not supported for Mamba hybrid models').",
-        "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless extraArgs override it.",
+        f"Hybrid SSM with heterogeneous TP {pair.tps[0]}/{pair.tps[1]} past the model's {heads} KV heads: the "
+        "replicated attention KV gives prefill and decode different physical-per-logical block ratios, and vLLM "
+        "refuses prefix caching on decode then ('Prefix caching with heterogeneous physical_blocks_per_logical "
+        "is not supported for Mamba hybrid models').",
+        fix,
     )]
 
 
