@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -110,6 +111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     input_errors: list[str] = []
     engines = []
     unreadable: list[dict] = []
+    skipped: list[dict] = []
     all_docs: dict[str, list[dict]] = {}
     for path in args.files:
         try:
@@ -138,10 +140,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if raw is not None:  # a ConfigMap not among the files may still exist in the cluster
                     model_config, problem = model_config_from_configmap(raw, ref.name, ref.key)
             report = evaluate(spec, model_config=model_config)
-            report = CompatReport(report.version, [*admission_findings_of(doc, spec, model_config), *report.findings],
-                                  report.not_evaluated)
-            if problem is not None:
-                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
+            report = replace(report, findings=[*admission_findings_of(doc, spec, model_config), *report.findings,
+                                               *([problem] if problem is not None else [])])
+            if report.unchecked:
+                skipped.append({"object": f"{KIND}/{meta.get('name')}", "reason": report.unchecked})
             reports.append(report)
             results.append({
                 "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
@@ -149,12 +151,14 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "findings": [f.wire() for f in report.findings],
             })
     pairs, unpaired = pair_engines(engines)
-    skipped = list(unreadable)
+    skipped += unreadable
     for pair, _, _ in pairs:
         report = evaluate(with_model_config(pair, forced_config) if forced_config is not None else pair)
         if report.not_checked:
             skipped.append({"object": pair.source, "reason": report.not_checked})
             continue
+        if report.unchecked:
+            skipped.append({"object": pair.source, "reason": report.unchecked})
         reports.append(report)
         results.append({
             "file": ", ".join(all_docs), "object": pair.source, "pairedBy": pair.paired_by,
