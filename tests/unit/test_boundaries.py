@@ -99,3 +99,18 @@ def test_version_boundary(rule, build, fires, clears):
 def test_matrix_override_note_until_the_docs_caught_up(version, fires):
     spec = hybrid(engine=image(version), prefill={"tensorParallelSize": 4})
     assert ("matrix-overridden-by-code" in {f.rule for f in evaluate(spec).findings}) is fires
+
+
+@pytest.mark.parametrize("rule, patch", [
+    ("model-mismatch", {"decode": {"extraArgs": ["--model", "/models/llama"]}}),
+    ("kv-cache-dtype-mismatch", {"prefill": {"extraArgs": ["--kv-cache-dtype", "bfloat16"]}}),
+])
+def test_hash_only_mismatches_refuse_from_0_13_and_warn_before(rule, patch):
+    """vLLM 0.12.0's v1/nixl_connector.py has no compute_nixl_compatibility_hash; 0.13.0's handshake checks it."""
+    from tests.helpers import merge
+
+    severities = {}
+    for version in ("0.12.0", "0.13.0"):
+        report = evaluate(make_spec(**merge({"engine": image(version)}, patch)))
+        severities[version] = {f.severity for f in report.findings if f.rule == rule}
+    assert severities == {"0.12.0": {"warning"}, "0.13.0": {"error"}}, severities
