@@ -169,7 +169,9 @@ def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
         "Hybrid SSM with heterogeneous TP usually gives prefill and decode different physical-per-logical block "
         "ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with heterogeneous "
         "physical_blocks_per_logical is not supported for Mamba hybrid models').",
-        "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless extraArgs override it.",
+        fix_for(pair, "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless "
+                "spec.decode.extraArgs override it.",
+                "Pass --no-enable-prefix-caching to the decode container (vLLM enables prefix caching by default)."),
     )]
 
 
