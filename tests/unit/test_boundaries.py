@@ -79,6 +79,8 @@ BOUNDARIES = [
     ("hybrid-hma-required", lambda v: hybrid(engine=image(v), prefill={"extraArgs": []}), None, None),
     ("hetero-tp-p-gt-d-unsupported", lambda v: make_spec(engine=image(v), prefill={"tensorParallelSize": 2}),
      "0.13.0", "0.14.0"),
+    ("block-size-hetero-unsupported", lambda v: make_spec(engine=image(v), prefill={"blockSize": 16},
+                                                          decode={"blockSize": 32}), "0.11.0", "0.11.1"),
     ("hetero-tp-kv-replicated", lambda v: make_spec(engine=image(v), prefill={"tensorParallelSize": 4},
                                                     decode={"tensorParallelSize": 16}), "0.23.0", "0.24.0"),
     ("hybrid-ssm-prefix-caching", lambda v: hybrid(engine=image(v), decode={"extraArgs": ["--enable-prefix-caching"]}),

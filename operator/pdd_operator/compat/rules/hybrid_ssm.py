@@ -9,8 +9,11 @@ from pdd_operator.vllm.versions import Version, fmt
 _V020 = (0, 20, 0)
 
 
-#: First release whose NIXL prefix-caching path asserts for SSM groups (0.22.0 nixl/worker.py _apply_prefix_caching).
-_PREFIX_ASSERT_SINCE: Version = (0, 22, 0)
+#: The release line whose NIXL read path asserts nothing when a transferred request of a hybrid SSM model hits
+#: decode's prefix cache: 0.21.0 nixl/worker.py _read_blocks trims the SSM group's remote blocks like any other.
+#: 0.20.0 does not trim them, and its ``assert len(local_block_descs_ids) == len(remote_block_descs_ids)`` fails;
+#: 0.22.0 asserts equal SSM block counts in _apply_prefix_caching, 0.23.0-0.26.0 'SSM can only have one local block'.
+_PREFIX_NO_ASSERT: tuple[Version, Version] = ((0, 21, 0), (0, 22, 0))
 
 _SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
 
@@ -201,7 +204,8 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
     source=("vllm nixl _apply_prefix_caching when a transferred request hits decode's prefix cache: assert "
             "num_local_blocks == 1, 'SSM can only have one local block' (0.23.0-0.26.0 nixl worker/base_worker.py; seen "
             "on 0.26, ai-dynamo/dynamo#12197), assert num_local_blocks == num_remote_blocks for SSM groups (0.22.0 "
-            "nixl/worker.py). 0.20.0 skips trimming SSM groups and 0.21.0 trims them, with no assert (a warning there); "
+            "nixl/worker.py), assert len(local_block_descs_ids) == len(remote_block_descs_ids) in _read_blocks, which "
+            "leaves SSM groups untrimmed (0.20.0). 0.21.0 trims them and asserts nothing (a warning there); "
             "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md)"),
     since=_V020, until=(0, 27, 0),
 )
@@ -209,7 +213,7 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
     if not pair.hybrid_ssm or pair.decode.prefix_caching is not True:
         return []
-    certain = pair.at_least(_PREFIX_ASSERT_SINCE)
+    certain = not (pair.version is not None and _PREFIX_NO_ASSERT[0] <= pair.version < _PREFIX_NO_ASSERT[1])
     fix = fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.27).",
                   "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
                   "(or use vLLM >= 0.27).")
@@ -217,8 +221,8 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
         return [(
             f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: NIXL has no prefix "
             "caching support for Mamba hybrids there; its code asserts nothing when a transferred request hits "
-            "decode's prefix cache (0.22-0.26 do, and the engine dies), so whether the SSM state arrives intact "
-            "was not established.", fix, "warning")]
+            "decode's prefix cache (0.20 and 0.22-0.26 do, and the engine dies), so whether the SSM state arrives "
+            "intact was not established.", fix, "warning")]
     return [(
         f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
         "KV arrives over NIXL also hits decode's local prefix cache, decode asserts ('SSM can only have one local "
