@@ -28,7 +28,8 @@ from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, Version, dev_
 def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> list[Version]:
     """The releases :func:`probe` tries, ascending: ``0.M.0`` for every release line from :data:`OLDEST_KNOWN`
     to :data:`NEWEST_KNOWN`, each rule's ``since`` and ``until`` and the release before each ``until``
-    (``0.27.0`` -> ``0.26.99``, ``0.11.1`` -> ``0.11.0``), all inside the known range and ``>= floor``.
+    (``0.27.0`` -> ``0.26.99``, ``0.11.1`` -> ``0.11.0``), all inside the known range and ``>= floor``
+    (a floor past :data:`NEWEST_KNOWN` gives just that release: newer code is judged as the newest known).
     Every rule's window, and every version threshold the checks compare with (release lines), then holds
     at least one probe."""
     points: set[Version] = {(0, minor, 0) for minor in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1)}
@@ -40,7 +41,7 @@ def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> lis
         if r.until is not None:
             a, b, c = r.until
             points.add((a, b, c - 1) if c else (a, b - 1, 99))
-    low = max(OLDEST_KNOWN, floor or OLDEST_KNOWN)
+    low = min(max(OLDEST_KNOWN, floor or OLDEST_KNOWN), NEWEST_KNOWN)  # a build after 0.33: judged as 0.33
     return sorted(v for v in points if low <= v <= NEWEST_KNOWN)
 
 
@@ -81,6 +82,7 @@ def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Pr
     the rules that report something on at least one, in ``rules`` order. Pure; never raises for a pair
     the rules accept."""
     out = []
+    pairs = {version: at_version(pair, version) for version in grid}  # built once: replace() is the costly part
     for rule in rules:
         if rule.check is None or not rule.version_bounded:
             continue
@@ -89,7 +91,7 @@ def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Pr
         for version in grid:
             if not rule.applies_to(version):
                 continue
-            found: list[Violation] = rule.check(at_version(pair, version))
+            found: list[Violation] = rule.check(pairs[version])
             if not found:
                 continue
             violations = tuple((v[0], v[1], v[2] if len(v) > 2 else rule.severity) for v in found)
