@@ -5,7 +5,9 @@ when every release refuses it, "not checked" (``pdd check`` exit 3) when some do
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from pdd_operator.cli import main
 from pdd_operator.compat import evaluate
 from pdd_operator.compat.rules import CHECKS
 from pdd_operator.compat.unknown_version import probe_versions, spans
@@ -19,6 +21,9 @@ from .test_webhook import LLAMA, obj
 
 GDN = "Qwen/Qwen3.5-397B-A17B-FP8"
 DS = [{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]
+#: A PDDeployment spec on ``latest`` with prefill TP 2 > decode TP 1 (refused by vLLM releases before 0.14).
+LATEST_P_GT_D = {**LLAMA, "engine": {"image": "vllm/vllm-openai:latest"},
+                 "prefill": {"tensorParallelSize": 2, "blockSize": 16}, "decode": {"tensorParallelSize": 1, "blockSize": 16}}
 
 
 @pytest.mark.parametrize("text, floor", [
@@ -101,8 +106,7 @@ def test_a_dev_build_is_judged_from_its_release_line_on_and_says_so(tmp_path, ca
 
 
 def test_pddeployment_on_latest_is_admitted_and_its_status_says_not_checked():
-    spec = {**LLAMA, "engine": {"image": "vllm/vllm-openai:latest"},
-            "prefill": {"tensorParallelSize": 2, "blockSize": 16}, "decode": {"tensorParallelSize": 1, "blockSize": 16}}
+    spec = LATEST_P_GT_D
     verdict = review("CREATE", obj(spec))
     assert verdict.allowed
     assert any("[vllm-version-unknown]" in w and "Not checked" in w and "hetero-tp-p-gt-d-unsupported" in w
@@ -114,12 +118,7 @@ def test_pddeployment_on_latest_is_admitted_and_its_status_says_not_checked():
 
 
 def test_pddeployment_unchecked_exits_3_in_pdd_check(tmp_path, capsys):
-    import yaml
-
-    from pdd_operator.cli import main
-
-    spec = {**LLAMA, "engine": {"image": "vllm/vllm-openai:latest"},
-            "prefill": {"tensorParallelSize": 2, "blockSize": 16}, "decode": {"tensorParallelSize": 1, "blockSize": 16}}
+    spec = LATEST_P_GT_D
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(obj(spec)))
     assert main(["check", str(path)]) == 3
