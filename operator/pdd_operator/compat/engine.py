@@ -150,10 +150,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
                      f"{', '.join(p.rule.id for p in refusing)}.")
     elif refusing:
         undecided = [p for p in refusing if p.rule.id in skipped]
-        unchecked = ("the vLLM version is unknown, and these rules refuse this deployment on some releases: "
-                     + ", ".join(f"{p.rule.id} (vLLM {spans(p.refuses, grid)})" for p in undecided)
-                     + ". " + _in_terms(pair, _PIN))
-        parts.append("Not checked, because " + unchecked)
+        why = ("the vLLM version is unknown, and these rules refuse this deployment on some releases: "
+               + ", ".join(f"{p.rule.id} (vLLM {spans(p.refuses, grid)})" for p in undecided) + ".")
+        unchecked = f"{why} {_in_terms(pair, _PIN)}"
+        parts.append(f"Not checked, because {why}")
     warn_only = [i for i in skipped if all(p.rule.id != i or not p.refuses for p in probed)]
     if warn_only:
         parts.append(f"These rules warn on some releases and were not evaluated: {', '.join(warn_only)}.")
