@@ -116,3 +116,14 @@ def test_hash_only_mismatches_refuse_from_0_13_and_warn_before(rule, patch):
         report = evaluate(make_spec(**merge({"engine": image(version)}, patch)))
         severities[version] = {f.severity for f in report.findings if f.rule == rule}
     assert severities == {"0.12.0": {"warning"}, "0.13.0": {"error"}}, severities
+
+
+@pytest.mark.parametrize("version, fires", [("0.25.0", False), ("0.26.0", True)])
+def test_hybrid_decode_prefix_caching_follows_vllms_default(version, fires):
+    """vllm/config/model.py is_prefix_caching_supported: off for hybrid models up to 0.25, on from 0.26; with
+    no prefix-caching flag on decode the rules follow that default (0.26 asserts 'SSM can only have one local
+    block' on a prefix hit)."""
+    fired = {f.rule: f.severity for f in evaluate(hybrid(engine=image(version))).findings}
+    assert (fired.get("hybrid-ssm-prefix-caching") == "error") is fires, fired
+    assert "hybrid-ssm-prefix-caching" not in {
+        f.rule for f in evaluate(hybrid(engine=image(version), decode={"extraArgs": ["--no-enable-prefix-caching"]})).findings}

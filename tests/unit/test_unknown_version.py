@@ -49,13 +49,26 @@ def test_spans_name_runs_of_releases():
     assert spans([(0, 18, 0), (0, 19, 0), (0, 21, 0), (0, 22, 0)], grid) == "0.18.0 <= v < 0.20.0, >= 0.21.0"
 
 
-def test_hybrid_hetero_tp_on_a_nightly_fails_whatever_the_release(tmp_path, capsys):
-    # vllm#42895: Qwen3.5 (GDN) prefill TP 4, decode TP 1 x DP 8, image nightly-<sha>.
+def test_hybrid_hetero_tp_on_a_nightly_is_not_checked(tmp_path, capsys):
+    # vllm#42895: Qwen3.5 (GDN) prefill TP 4, decode TP 1 x DP 8, image nightly-<sha>. 0.22-0.25 accept it
+    # (decode's prefix caching is off by default for hybrid models there), every other release refuses it.
     docs = pd("q", ["--tensor-parallel-size", "4", "--kv-transfer-config", KV],
               ["--tensor-parallel-size", "1", "--data-parallel-size", "8", "--kv-transfer-config", KV],
+              model=GDN, image="vllm/vllm-openai:nightly-dd6b3a5ef", env=DS, gpus=8)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and not rules(out, "error")
+    (entry,) = out["notChecked"]
+    for said in ("hybrid-ssm-hetero-tp (vLLM 0.18.0 <= v < 0.20.0)", "ssm-kind-unsupported (vLLM 0.20.0 <= v < 0.22.0)",
+                 "hybrid-prefix-caching (vLLM >= 0.26.0)"):
+        assert said in entry["reason"], entry["reason"]
+
+
+def test_hybrid_hetero_tp_with_decode_prefix_caching_fails_whatever_the_release(tmp_path, capsys):
+    docs = pd("q", ["--tensor-parallel-size", "4", "--kv-transfer-config", KV],
+              ["--tensor-parallel-size", "1", "--enable-prefix-caching", "--kv-transfer-config", KV],
               model=GDN, image="vllm/vllm-openai:nightly-dd6b3a5ef", env=DS, gpus=4)
     code, out = check(tmp_path, capsys, *docs)
-    assert code == 1
+    assert code == 1 and not out["notChecked"]
     errors = [f for r in out["results"] for f in r["findings"] if f["severity"] == "error"]
     assert {"hybrid-ssm-hetero-tp", "ssm-kind-unsupported", "hybrid-prefix-caching"} <= {f["rule"] for f in errors}
     bounded = {r.id for r in CHECKS if r.version_bounded}
@@ -124,3 +137,15 @@ def test_pddeployment_unchecked_exits_3_in_pdd_check(tmp_path, capsys):
     assert main(["check", str(path)]) == 3
     assert "not checked: PDDeployment/x: because the vLLM version is unknown" in capsys.readouterr().out
     assert evaluate(make_spec(**{**spec, "engine": {"image": "vllm/vllm-openai:v0.20.2"}})).unchecked == ""
+
+
+@pytest.mark.parametrize("image, code, rule", [
+    ("vllm/vllm-openai:v0.24.0", 0, None),                   # hybrid prefix caching is off by default up to 0.25
+    ("vllm/vllm-openai:v0.26.0", 1, "hybrid-prefix-caching"),  # on by default from 0.26: refused at the handshake
+])
+def test_hybrid_hetero_tp_without_a_prefix_caching_flag(tmp_path, capsys, image, code, rule):
+    docs = pd("q", ["--tensor-parallel-size", "4", "--kv-transfer-config", KV],
+              ["--tensor-parallel-size", "1", "--kv-transfer-config", KV], model=GDN, image=image, env=DS, gpus=4)
+    got, out = check(tmp_path, capsys, *docs)
+    assert got == code, rules(out)
+    assert rule is None or rule in rules(out, "error")

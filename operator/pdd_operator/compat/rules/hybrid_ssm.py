@@ -15,6 +15,23 @@ _V020 = (0, 20, 0)
 #: 0.22.0 asserts equal SSM block counts in _apply_prefix_caching, 0.23.0-0.26.0 'SSM can only have one local block'.
 _PREFIX_NO_ASSERT: tuple[Version, Version] = ((0, 21, 0), (0, 22, 0))
 
+#: First release that turns prefix caching on by default for hybrid models (vllm/config/model.py
+#: ModelConfig.is_prefix_caching_supported returns False for attn_type "hybrid" in the 0.20.0-0.25.0 wheels,
+#: True from 0.26.0; EngineArgs applies it when --enable-prefix-caching / --no-enable-prefix-caching is absent).
+_HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 26, 0)
+
+
+def _decode_prefix_caching(pair: PDPair) -> bool:
+    """Whether decode runs a hybrid model with prefix caching: its flag, else vLLM's default for the version."""
+    flag = pair.decode.prefix_caching
+    return flag if flag is not None else pair.at_least(_HYBRID_PREFIX_DEFAULT_SINCE)
+
+
+def _prefix_caching_how(pair: PDPair) -> str:
+    return ("--enable-prefix-caching" if pair.decode.prefix_caching else
+            f"prefix caching (vLLM's default for hybrid models from {fmt(_HYBRID_PREFIX_DEFAULT_SINCE)})")
+
+
 _SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
 
 @rule(
@@ -161,17 +178,20 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
 @rule(
     id="hybrid-prefix-caching", family="hybrid-ssm", severity="error",
     fields=("spec.decode.extraArgs",),
-    source="vllm nixl _validate_remote_agent_handshake (0.22.0+)",
+    source=("vllm nixl _validate_remote_agent_handshake: RuntimeError 'Prefix caching with heterogeneous "
+            "physical_blocks_per_logical is not supported for Mamba hybrid models' when decode's cache_config "
+            "enables prefix caching (0.22.0-0.33.0, absent in 0.21.0; read in the wheels); on for hybrid models "
+            "by default from 0.26.0 (vllm/config/model.py is_prefix_caching_supported)"),
     since=(0, 22, 0),
 )
 def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM with heterogeneous TP: prefix caching off on decode."""
-    if not (pair.hybrid_ssm and pair.hetero_tp) or pair.decode.prefix_caching is False:
+    if not (pair.hybrid_ssm and pair.hetero_tp) or not _decode_prefix_caching(pair):
         return []
     return [(
-        "Hybrid SSM with heterogeneous TP usually gives prefill and decode different physical-per-logical block "
-        "ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with heterogeneous "
-        "physical_blocks_per_logical is not supported for Mamba hybrid models').",
+        f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and heterogeneous TP: prefill and decode "
+        "usually differ in physical-per-logical block ratios, and vLLM refuses prefix caching on decode then "
+        "('Prefix caching with heterogeneous physical_blocks_per_logical is not supported for Mamba hybrid models').",
         fix_for(pair, "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless "
                 "spec.decode.extraArgs override it.",
                 "Pass --no-enable-prefix-caching to the decode container (vLLM enables prefix caching by default)."),
@@ -211,19 +231,20 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
-    if not pair.hybrid_ssm or pair.decode.prefix_caching is not True:
+    if not pair.hybrid_ssm or not _decode_prefix_caching(pair):
         return []
+    how = _prefix_caching_how(pair)
     certain = not (pair.version is not None and _PREFIX_NO_ASSERT[0] <= pair.version < _PREFIX_NO_ASSERT[1])
-    fix = fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.27).",
-                  "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
-                  "(or use vLLM >= 0.27).")
+    fix = fix_for(pair, ("Remove --enable-prefix-caching from spec.decode.extraArgs" if pair.decode.prefix_caching else
+                         "Add --no-enable-prefix-caching to spec.decode.extraArgs") + " (or use vLLM >= 0.27).",
+                  "Pass --no-enable-prefix-caching to the decode container instead (or use vLLM >= 0.27).")
     if not certain:
         return [(
-            f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: NIXL has no prefix "
+            f"decode: {how} with a hybrid SSM model on vLLM {fmt(pair.version)}: NIXL has no prefix "
             "caching support for Mamba hybrids there; its code asserts nothing when a transferred request hits "
             "decode's prefix cache (0.20 and 0.22-0.26 do, and the engine dies), so whether the SSM state arrives "
             "intact was not established.", fix, "warning")]
     return [(
-        f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
+        f"decode: {how} with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
         "KV arrives over NIXL also hits decode's local prefix cache, decode asserts ('SSM can only have one local "
         "block') and the engine dies (startup is fine; the first long shared prefix kills it).", fix)]
