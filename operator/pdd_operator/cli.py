@@ -103,7 +103,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
-    from pdd_operator.compat.manifests import pair_engines, with_model_config
+    from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
@@ -153,7 +153,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     pairs, unpaired = pair_engines(engines)
     skipped += unreadable
     for pair, _, _ in pairs:
-        report = evaluate(with_model_config(pair, forced_config) if forced_config is not None else pair)
+        if forced_config is not None:
+            pair = with_model_config(pair, forced_config)
+        if args.vllm_version and pair.version is None:
+            try:
+                pair = with_vllm_version(pair, args.vllm_version)
+            except ValueError as exc:
+                input_errors.append(str(exc))
+                break
+        report = evaluate(pair)
         if report.not_checked:
             skipped.append({"object": pair.source, "reason": report.not_checked})
             continue
@@ -480,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")
     check.add_argument("--allow-unchecked", action="store_true",
                        help="exit 0 even when a prefill/decode engine or pair could not be checked")
+    check.add_argument("--vllm-version", metavar="VERSION",
+                       help="the vLLM release (e.g. 0.26.0) of engines whose image tag names none (latest, nightly, "
+                       "llm-d's or Dynamo's images, digests); engines of PDDeployments use spec.engine.vllmVersion")
     check.set_defaults(func=cmd_check)
 
     rules = sub.add_parser("rules", help="list the compatibility rules")

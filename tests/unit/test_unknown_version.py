@@ -4,6 +4,8 @@ when every release refuses it, "not checked" (``pdd check`` exit 3) when some do
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -149,3 +151,23 @@ def test_hybrid_hetero_tp_without_a_prefix_caching_flag(tmp_path, capsys, image,
     got, out = check(tmp_path, capsys, *docs)
     assert got == code, rules(out)
     assert rule is None or rule in rules(out, "error")
+
+
+def test_vllm_version_option_judges_engines_whose_image_names_no_release(tmp_path, capsys):
+    # The turn2 Dynamo graph (vllm-runtime:1.3.0, a Mamba2 hybrid with --enable-prefix-caching on decode). Told the
+    # image holds vLLM 0.26.0, it is judged as that release; told 0.27.0 (SSM state paired by position), it is not
+    # refused for prefix caching, and the fix texts offer the option.
+    from .test_turn2 import _inputs
+
+    (path,) = _inputs("hybrid-ssm-prefix-caching.foreign.yaml")
+    code = main(["check", str(path), "-o", "json"])
+    fix = next(f["fix"] for r in json.loads(capsys.readouterr().out)["results"] for f in r["findings"]
+               if f["rule"] == "vllm-version-unknown")
+    assert "--vllm-version" in fix
+    for version, refused in (("0.26.0", True), ("0.27.0", False)):
+        code = main(["check", str(path), "-o", "json", "--vllm-version", version])
+        out = json.loads(capsys.readouterr().out)
+        assert {r["vllmVersion"] for r in out["results"]} == {version}
+        assert "vllm-version-unknown" not in rules(out)
+        assert ("hybrid-ssm-prefix-caching" in rules(out, "error")) is refused and code == 1  # DS is unset either way
+    assert main(["check", str(path), "--vllm-version", "nightly"]) == 2
