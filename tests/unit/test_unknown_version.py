@@ -19,6 +19,7 @@ from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, dev_build_flo
 from tests.helpers import make_spec
 
 from .test_turn2_variants import KV, check, pd, rules
+from .test_webhook import LLAMA, obj
 
 
 def _two_kv_heads(tmp_path) -> tuple[str, str]:
@@ -28,7 +29,7 @@ def _two_kv_heads(tmp_path) -> tuple[str, str]:
     path.write_text(json.dumps({"architectures": ["Qwen3_5MoeForConditionalGeneration"], "text_config": {
         "num_key_value_heads": 2, "layer_types": ["linear_attention", "full_attention"]}}))
     return ("--model-config", str(path))
-from .test_webhook import LLAMA, obj
+
 
 GDN = "Qwen/Qwen3.5-397B-A17B-FP8"
 DS = [{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]
