@@ -7,7 +7,9 @@ import pytest
 from pdd_operator.compat import evaluate
 from pdd_operator.compat.pair import PDPair, role_from_container
 from pdd_operator.vllm.architectures import traits
-from tests.helpers import hybrid, make_spec
+from tests.helpers import HYBRID, hybrid, make_spec
+
+HYBRID_MODEL = HYBRID["model"]["name"]
 
 POD_IP = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
@@ -119,11 +121,18 @@ def test_hash_only_mismatches_refuse_from_0_13_and_warn_before(rule, patch):
 
 
 @pytest.mark.parametrize("version, fires", [("0.25.0", False), ("0.26.0", True)])
-def test_hybrid_decode_prefix_caching_follows_vllms_default(version, fires):
+def test_hybrid_decode_prefix_caching_follows_vllms_default(tmp_path, capsys, version, fires):
     """vllm/config/model.py is_prefix_caching_supported: off for hybrid models up to 0.25, on from 0.26; with
-    no prefix-caching flag on decode the rules follow that default (0.26 asserts 'SSM can only have one local
-    block' on a prefix hit)."""
-    fired = {f.rule: f.severity for f in evaluate(hybrid(engine=image(version))).findings}
-    assert (fired.get("hybrid-ssm-prefix-caching") == "error") is fires, fired
-    assert "hybrid-ssm-prefix-caching" not in {
-        f.rule for f in evaluate(hybrid(engine=image(version), decode={"extraArgs": ["--no-enable-prefix-caching"]})).findings}
+    no prefix-caching flag on a hand-written decode the rules follow that default (0.26 asserts 'SSM can only
+    have one local block' on a prefix hit). A PDDeployment's decode gets --no-enable-prefix-caching rendered
+    (render/engine.py), so only a user's --enable-prefix-caching in extraArgs brings the rule back."""
+    from .test_turn2_variants import KV, check, pd, rules
+
+    ds = [{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]
+    docs = pd("h", ["--kv-transfer-config", KV], ["--kv-transfer-config", KV], model=HYBRID_MODEL,
+              image=f"vllm/vllm-openai:v{version}", env=ds)
+    _, out = check(tmp_path, capsys, *docs)
+    assert ("hybrid-ssm-prefix-caching" in rules(out, "error")) is fires, rules(out)
+    assert "hybrid-ssm-prefix-caching" not in {f.rule for f in evaluate(hybrid(engine=image(version))).findings}
+    forced = evaluate(hybrid(engine=image(version), decode={"extraArgs": ["--enable-prefix-caching"]}))
+    assert "hybrid-ssm-prefix-caching" in {f.rule for f in forced.errors}

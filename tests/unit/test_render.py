@@ -230,3 +230,20 @@ def test_router_placement_comes_from_spec_router():
                      tolerations=[{"key": "dedicated", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}])
     assert pod["nodeSelector"] == {"node-role.example/cpu": "true"}
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.20.2", "vllm/vllm-openai:v0.22.0", "vllm/vllm-openai:v0.26.0",
+                                   "vllm/vllm-openai:v0.27.0", "vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:latest"])
+@pytest.mark.parametrize("tps", [(2, 2), (1, 2)])
+def test_hybrid_decode_prefix_caching_is_off_where_nixl_cannot_keep_it(image, tps):
+    """The operator's own hybrid pairs pass the prefix-caching rules on every release: decode runs without prefix
+    caching before 0.27 (and on an unknown release) or with heterogeneous TP, and keeps it otherwise."""
+    from pdd_operator.compat import evaluate
+
+    spec = hybrid(engine={"image": image}, prefill={"tensorParallelSize": tps[0]},
+                  decode={"tensorParallelSize": tps[1]}, model={"numKvHeads": 2})
+    off = "--no-enable-prefix-caching" in vllm_args(spec, "decode")
+    assert off == (tps[0] != tps[1] or image.endswith((":v0.20.2", ":v0.22.0", ":v0.26.0", ":latest")))
+    assert "--no-enable-prefix-caching" not in vllm_args(spec, "prefill")
+    found = {f.rule for f in evaluate(spec).findings}
+    assert not found & {"hybrid-ssm-prefix-caching", "hybrid-prefix-caching"}, found

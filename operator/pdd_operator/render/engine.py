@@ -19,7 +19,7 @@ from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
 from pdd_operator.vllm.args import int_flag, parse_flags
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.must_match import compat_hash  # noqa: F401  (rendered as a pod label)
-from pdd_operator.vllm.versions import resolve_version
+from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, resolve_version
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 
@@ -175,11 +175,16 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     spec_cfg = speculative_config(spec, r)
     if spec_cfg is not None:
         args += ["--speculative-config", _json(spec_cfg)]
-    if (role == "decode" and model.needs_hma
-            and spec.prefill.tensor_parallel_size != spec.decode.tensor_parallel_size):
-        # Hybrid SSM with heterogeneous TP: P and D differ in physical blocks per logical block, and
-        # vLLM >= 0.22 refuses prefix caching on decode then (vllm-nixl-facts.md section 4.2).
-        args.append("--no-enable-prefix-caching")
+    if role == "decode" and model.needs_hma:
+        # Hybrid SSM: with heterogeneous TP, P and D may differ in physical blocks per logical block, and vLLM
+        # >= 0.22 refuses prefix caching on decode then (hybrid-prefix-caching); before 0.27 (or on an unknown
+        # release) decode's NIXL worker asserts when a transferred request hits its prefix cache, which vLLM
+        # turns on by default for hybrid models from 0.26 (hybrid-ssm-prefix-caching). Off costs decode only
+        # its local cache hits.
+        version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+        if (spec.prefill.tensor_parallel_size != spec.decode.tensor_parallel_size
+                or version is None or version < HYBRID_NIXL_PREFIX_CACHING_SINCE):
+            args.append("--no-enable-prefix-caching")
     args += ["--kv-transfer-config", _json(kv_transfer_config(spec, role))]
     args += list(r.extra_args)
     return args

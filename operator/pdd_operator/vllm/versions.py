@@ -150,6 +150,13 @@ def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, s
     return None, "unknown"
 
 
+#: First release whose NIXL connector lets decode keep prefix caching for hybrid SSM models: 0.20.0-0.26.0 assert
+#: when a transferred request hits decode's prefix cache (0.20 ``_read_blocks``, 0.22 ``_apply_prefix_caching``
+#: equal SSM block counts, 0.23-0.26 'SSM can only have one local block'; 0.21 trims without asserting),
+#: 0.27.0 pairs the SSM state slots by position (read in the released wheels; docs/vllm-source-audit.md).
+HYBRID_NIXL_PREFIX_CACHING_SINCE: Version = (0, 27, 0)
+
+
 def fmt(version: Version | None) -> str:
     """Format a version tuple as ``"0.20.2"`` (``"unknown"`` for ``None``)."""
     return "unknown" if version is None else ".".join(map(str, version))

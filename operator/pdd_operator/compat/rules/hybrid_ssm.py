@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.versions import Version, fmt
+from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt
 
 _V020 = (0, 20, 0)
 
@@ -245,7 +245,7 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
             "nixl/worker.py), assert len(local_block_descs_ids) == len(remote_block_descs_ids) in _read_blocks, which "
             "leaves SSM groups untrimmed (0.20.0). 0.21.0 trims them and asserts nothing (a warning there); "
             "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md)"),
-    since=_V020, until=(0, 27, 0),
+    since=_V020, until=HYBRID_NIXL_PREFIX_CACHING_SINCE,
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
