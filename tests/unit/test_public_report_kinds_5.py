@@ -1,6 +1,7 @@
 """Variants of the kinds of fault the fifth public-report set (tests/unit/data/public_reports_5) found missed,
 each with negative controls: block sizes before vLLM 0.11.1, P/D custom resources whose engines their controller
-builds, vLLM platform plugins (Neuron, Ascend), and a vllm-gaudi prefill that converts its own KV layout."""
+builds (not checked) and Kthena ModelBooster workers (read from their config maps), vLLM platform plugins (Neuron,
+Ascend), and a vllm-gaudi prefill that converts its own KV layout."""
 
 from __future__ import annotations
 
@@ -66,21 +67,56 @@ def _rayservice(kv=True):
             "spec": {"serveConfigV2": json.dumps(serve), "rayClusterConfig": {"headGroupSpec": head}}}
 
 
-def _modelbooster(connector="NixlConnector"):
-    def worker(kind):
-        return {"type": kind, "image": "vllm/vllm-openai:v0.20.0", "replicas": 1, "config": {
-            "tensor-parallel-size": 1, "kv-transfer-config": json.dumps({"kv_connector": connector, "kv_role": "kv_both"})}}
+def _modelbooster(connector="NixlConnector", backend_type="vLLMDisaggregated", env=(), image="vllm/vllm-openai:v0.20.0",
+                  p_config=None, d_config=None):
+    """A Kthena ModelBooster: ``*_config`` are the prefill/decode workers' config maps (Kthena's vLLM flags)."""
+    def worker(kind, config):
+        kv = json.dumps({"kv_connector": connector, "kv_role": "kv_both"})
+        return {"type": kind, "image": image, "replicas": 1, "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                "config": {"tensor-parallel-size": 1, "kv-transfer-config": kv, **(config or {})}}
     return {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelBooster", "metadata": {"name": "qwen-pd"},
-            "spec": {"backend": {"type": "vLLMDisaggregated", "modelURI": "hf://Qwen/Qwen3-0.6B",
-                                 "workers": [worker("prefill"), worker("decode")]}}}
+            "spec": {"backend": {"type": backend_type, "modelURI": "hf://Qwen/Qwen3-0.6B", "env": list(env),
+                                 "workers": [worker("prefill", p_config), worker("decode", d_config)]}}}
 
 
-@pytest.mark.parametrize("doc", [_rayservice(), _modelbooster(), _modelbooster("LMCacheConnectorV1")],
-                         ids=["RayService", "ModelBooster-nixl", "ModelBooster-lmcache"])
+@pytest.mark.parametrize("doc", [_rayservice(), _modelbooster(backend_type="SGLangDisaggregated")],
+                         ids=["RayService", "ModelBooster-other-backend"])
 def test_pd_custom_resources_without_engine_containers_are_not_checked(tmp_path, capsys, doc):
     code, out = check(tmp_path, capsys, doc)
     assert code == 3 and len(out["notChecked"]) == 1 and not out["results"], out
     assert out["notChecked"][0]["object"] == f"{doc['kind']}/{doc['metadata']['name']}", out
+
+
+# --- Kthena ModelBooster: the workers' config maps are the engines' flags (convert/model_serving.go) ------
+
+
+POD_IP = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
+def test_a_modelbooster_pair_is_read_from_its_worker_config_maps(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _modelbooster(env=[POD_IP], p_config={"enforce-eager": ""}))
+    assert len(out["results"]) == 1 and not out["notChecked"] and code == 0, out
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "localhost", None])
+def test_a_modelbooster_backend_env_reaches_both_workers(tmp_path, capsys, host):
+    env = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": host}] if host else []
+    code, out = check(tmp_path, capsys, _modelbooster(env=env))
+    assert code == 1 and "side-channel-host-not-routable" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("image,blocks,refused", [("vllm/vllm-openai:v0.11.0", (16, 64), True),
+                                                  ("vllm/vllm-openai:v0.11.1", (16, 64), False),
+                                                  ("vllm/vllm-openai:v0.11.0", (32, 32), False)])
+def test_modelbooster_config_values_become_flags(tmp_path, capsys, image, blocks, refused):
+    doc = _modelbooster(env=[POD_IP], image=image, p_config={"block_size": blocks[0]}, d_config={"block-size": blocks[1]})
+    code, out = check(tmp_path, capsys, doc)
+    assert ("block-size-version" in rules(out, "error")) == refused and (code == 1) == refused, out
+
+
+def test_an_lmcache_modelbooster_is_not_checked(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _modelbooster("LMCacheConnectorV1", env=[POD_IP]))
+    assert code == 3 and out["notChecked"] and not rules(out, "error"), out
 
 
 def test_a_custom_resource_without_kv_transfer_is_nothing_to_check(tmp_path, capsys):
@@ -152,3 +188,16 @@ def test_a_gaudi_prefill_converting_its_layout_is_a_warning(tmp_path, capsys, he
 def test_a_layout_mismatch_without_the_gaudi_conversion_is_refused(tmp_path, capsys, hetero, buffer):
     code, out = check(tmp_path, capsys, *_gaudi_cuda(hetero, buffer))
     assert code == 1 and "kv-layout-mismatch" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("path,value", [(("env",), [{"name": "X", "value": 7}]), (("env",), [3]), (("modelURI",), 7),
+                                        (("workers", 0, "image"), ["a"]), (("workers", 0, "config"), [1]),
+                                        (("workers", 1, "resources"), {"limits": [1]}), (("workers",), [5])])
+def test_a_malformed_modelbooster_backend_is_an_input_error_not_a_traceback(tmp_path, capsys, path, value):
+    doc = _modelbooster(env=[POD_IP])
+    node = doc["spec"]["backend"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 2 and any("spec.backend" in e for e in out["inputErrors"]), out

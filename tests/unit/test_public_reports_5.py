@@ -22,10 +22,6 @@ BASELINE = {"cases": 20, "verdict_right": 10, "rule_right": 10, "false_refusals"
 
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {
-    "kthena-modelbooster-qwen3-06b-nixl": "Kthena ModelBooster worker config maps are not read as vLLM flags: not checked "
-                                          "instead of the 0.0.0.0 side-channel host error",
-    "kthena-qwen3-coder-30b-nixl-expandable-segments": "Kthena ModelBooster worker config maps are not read as vLLM flags: "
-                                                       "not checked instead of the expandable_segments error",
     "rocm-vllm-openai-rocm-nixl-no-rixl": "which ROCm images lack RIXL is not known per version (Dockerfile.rocm stages "
                                           "not read): a version-unknown warning",
 }

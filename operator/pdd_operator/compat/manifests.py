@@ -301,6 +301,36 @@ _KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
 _PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
 
 
+def _modelbooster_pods(spec: dict) -> list[dict] | None:
+    """A Kthena ModelBooster ``vLLMDisaggregated`` backend's prefill/decode workers as the pod specs its controller
+    makes, or ``None`` for another backend. Source: volcano-sh/kthena pkg/model-booster-controller/convert
+    (model_serving.go buildCommands: ``python3 -m vllm.entrypoints.openai.api_server --model <downloaded model>``
+    then utils.ConvertVLLMArgsFromJson(worker.config): each key, sorted, as ``--key`` (``_`` to ``-``) followed by
+    its value unless that is empty; buildEngineEnvVars: the backend's ``env`` first; the worker's image and
+    resources). The model is named by its ``modelURI`` without the ``hf://`` scheme, as it was downloaded from."""
+    backend = spec.get("backend") if isinstance(spec.get("backend"), dict) else {}
+    workers = backend.get("workers")
+    if backend.get("type") != "vLLMDisaggregated" or not isinstance(workers, list):
+        return None
+    model = re.sub(r"^[a-z]+://", "", str(backend.get("modelURI") or ""))
+    env = [e for e in backend.get("env") or [] if isinstance(e, dict)]
+    pods = []
+    for w in workers:
+        if not isinstance(w, dict) or w.get("type") not in ("prefill", "decode"):
+            continue
+        config = w.get("config") if isinstance(w.get("config"), dict) else {}
+        args = []
+        for key in sorted(config, key=str):
+            value = config[key]
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            args += [f"--{str(key).replace('_', '-')}"] + ([text] if text != "" else [])
+        command = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model, *args]
+        pods.append({"type": w["type"], "containers": [
+            {"name": str(w["type"]), "image": str(w.get("image") or ""), "command": command, "env": env,
+             "resources": w.get("resources") if isinstance(w.get("resources"), dict) else {}}]})
+    return pods
+
+
 def _values_file(doc: dict) -> Unreadable | None:
     """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
     that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
@@ -342,6 +372,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None)
         rest = {k: v for k, v in spec.items() if k != "prefill"}
         _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None)
+    elif doc.get("kind") == "ModelBooster" and _modelbooster_pods(spec) is not None:
+        ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
+        _walk(_modelbooster_pods(spec), ["spec", "backend", "workers"], ctx, None, found, origin, None)
     else:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
