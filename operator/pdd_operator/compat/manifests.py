@@ -19,8 +19,9 @@ object, the same owner, the same labels once the role label is set aside, or the
 role word is removed; failing those, the only prefill and the only decode engine of a model in a
 namespace. Each pair says how it was formed (``PDPair.paired_by``).
 
-P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang and TensorRT-LLM engines; a KServe
-LLMInferenceService whose engine command comes from KServe's templates; Helm values that configure KV transfer),
+P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang and TensorRT-LLM engines; vLLM on
+the Neuron and Ascend platform plugins; a KServe LLMInferenceService whose engine command comes from KServe's
+templates; Helm values, or any object with no engine container, that configure KV transfer),
 so that they are reported as "not checked" instead of passing silently.
 """
 
@@ -164,6 +165,28 @@ def _other_pd_engine(command: list[str], image: str, env_names: list[str], role_
     return None
 
 
+#: vLLM platform plugins whose own worker lays out and registers the KV cache (the shapes, layouts and NIXL memory
+#: types these rules read in upstream vLLM's CUDA/ROCm source): the plugin, what in the image's name says it, and
+#: the device-plugin resource prefixes that do (vllm-project/vllm-neuron#26: the Neuron worker needed its own
+#: get_kv_cache_shape and KV staging for NixlConnector; vllm-project/vllm-ascend#1984: NIXL between Ascend NPUs).
+_PLATFORM_PLUGINS = (
+    ("vllm-neuron (AWS Trainium/Inferentia)", ("neuronx", "vllm-neuron"), ("aws.amazon.com/neuron",)),
+    ("vllm-ascend (Huawei Ascend NPU)", ("vllm-ascend",), ("huawei.com/ascend",)),
+)
+
+
+def _platform_plugin(container: dict, image: str) -> str | None:
+    """The vLLM platform plugin a container runs on (see ``_PLATFORM_PLUGINS``), or ``None`` for upstream vLLM."""
+    name = image.split("@", 1)[0].lower()
+    resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+    keys = [str(k).lower() for part in ("limits", "requests") if isinstance(resources.get(part), dict)
+            for k in resources[part]]
+    for plugin, in_image, prefixes in _PLATFORM_PLUGINS:
+        if any(x in name for x in in_image) or any(k.startswith(prefixes) for k in keys):
+            return plugin
+    return None
+
+
 def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
     name, _, tag = image.split("@", 1)[0].rpartition(":")
     if "ai-dynamo" not in name or not tag:
@@ -204,6 +227,10 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if not config.kv_transfer and (role not in ("prefill", "decode") or role_from == "name"):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
+    plugin = _platform_plugin(container, image)
+    if plugin:
+        return Unreadable(where, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
+                          "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe")
     return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
                   flags_key="args" if container.get("args") else "command")
@@ -275,6 +302,36 @@ _KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
 _PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
 
 
+def _modelbooster_pods(spec: dict) -> list[dict] | None:
+    """A Kthena ModelBooster ``vLLMDisaggregated`` backend's prefill/decode workers as the pod specs its controller
+    makes, or ``None`` for another backend. Source: volcano-sh/kthena pkg/model-booster-controller/convert
+    (model_serving.go buildCommands: ``python3 -m vllm.entrypoints.openai.api_server --model <downloaded model>``
+    then utils.ConvertVLLMArgsFromJson(worker.config): each key, sorted, as ``--key`` (``_`` to ``-``) followed by
+    its value unless that is empty; buildEngineEnvVars: the backend's ``env`` first; the worker's image and
+    resources). The model is named by its ``modelURI`` without the ``hf://`` scheme, as it was downloaded from."""
+    backend = spec.get("backend") if isinstance(spec.get("backend"), dict) else {}
+    workers = backend.get("workers")
+    if backend.get("type") != "vLLMDisaggregated" or not isinstance(workers, list):
+        return None
+    model = re.sub(r"^[a-z]+://", "", str(backend.get("modelURI") or ""))
+    env = [e for e in backend.get("env") or [] if isinstance(e, dict)]
+    pods = []
+    for w in workers:
+        if not isinstance(w, dict) or w.get("type") not in ("prefill", "decode"):
+            continue
+        config = w.get("config") if isinstance(w.get("config"), dict) else {}
+        args = []
+        for key in sorted(config, key=str):
+            value = config[key]
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            args += [f"--{str(key).replace('_', '-')}"] + ([text] if text != "" else [])
+        command = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model, *args]
+        pods.append({"type": w["type"], "containers": [
+            {"name": str(w["type"]), "image": str(w.get("image") or ""), "command": command, "env": env,
+             "resources": w.get("resources") if isinstance(w.get("resources"), dict) else {}}]})
+    return pods
+
+
 def _values_file(doc: dict) -> Unreadable | None:
     """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
     that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
@@ -285,6 +342,22 @@ def _values_file(doc: dict) -> Unreadable | None:
     return Unreadable("Helm values (a document with no kind)", (
         "it configures prefill/decode KV transfer, but as chart values: the chart's templates build the engine "
         "commands, which are not in this file; render it (helm template) and check the rendered manifests"))
+
+
+def _controller_input(doc: dict) -> Unreadable | None:
+    """A custom resource in which no engine container was found but that configures P/D KV transfer, or ``None``:
+    it holds the engines' settings in another shape than container commands (a RayService's ``serveConfigV2``
+    LLMConfigs, a Kthena ModelBooster's worker ``config`` maps), which its controller turns into engines. Built-in
+    kinds (``v1`` ConfigMaps, ``apps/v1``, ``*.k8s.io`` groups) run no such controller: text in them is not taken
+    for engines."""
+    group = str(doc.get("apiVersion") or "").rpartition("/")[0]
+    custom = "." in group and not group.endswith(".k8s.io")
+    if not doc.get("kind") or not custom or not _PD_MARKER.search(repr(doc)):
+        return None
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return Unreadable(f"{doc['kind']}/{meta.get('name', '?')}", (
+        "it configures prefill/decode KV transfer, but not as container commands: its controller builds the "
+        "engines from it, so they cannot be read here; check the pods it creates (kubectl get pod -o yaml)"))
 
 
 def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
@@ -300,6 +373,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None)
         rest = {k: v for k, v in spec.items() if k != "prefill"}
         _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None)
+    elif doc.get("kind") == "ModelBooster" and _modelbooster_pods(spec) is not None:
+        ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
+        _walk(_modelbooster_pods(spec), ["spec", "backend", "workers"], ctx, None, found, origin, None)
     else:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
@@ -329,7 +405,8 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
                         "which are not in these files, so its KV connector and flags cannot be read (before "
                         "kserve#6027 the templates set no --kv-transfer-config at all); give the container an "
                         "explicit command/args to have it checked"))
-    return out, unreadable
+    controller_input = None if out or unreadable else _controller_input(doc)
+    return out, unreadable + ([controller_input] if controller_input else [])
 
 
 def find_engines(doc: dict) -> list[Engine]:

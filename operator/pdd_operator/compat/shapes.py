@@ -9,8 +9,8 @@ the document is reported as unreadable input instead of being guessed at.
 
 Only the fields the reader uses are checked, with the types of the Kubernetes API (core/v1
 ``Container``, ``EnvVar``, ``PodSpec``, meta/v1 ``ObjectMeta``; Dynamo's ``extraPodSpec.mainContainer``
-is a core/v1 ``Container`` and its ``envs`` a list of ``EnvVar``): anything else in the document is
-left alone. The checks are JSON Schemas run by :mod:`jsonschema`.
+is a core/v1 ``Container`` and its ``envs`` a list of ``EnvVar``; a Kthena ModelBooster's ``spec.backend``): anything
+else in the document is left alone. The checks are JSON Schemas run by :mod:`jsonschema`.
 """
 
 from __future__ import annotations
@@ -61,9 +61,19 @@ OBJECT_META = {"type": "object", "properties": {
         "kind": {"type": "string"}, "name": {"type": "string"}}}},
 }}
 
+#: A Kthena ModelBooster ``spec.backend`` (volcano-sh/kthena pkg/apis/workload/v1alpha1/model_booster_types.go:
+#: ``ModelURI string``, ``Env []corev1.EnvVar``, ``Workers []ModelWorker`` with ``Type``/``Image string``,
+#: ``Resources corev1.ResourceRequirements`` and ``Config apiextensionsv1.JSON``, a JSON object of flags).
+MODEL_BOOSTER_BACKEND = {"type": "object", "properties": {
+    "modelURI": {"type": "string"}, "env": _ENV,
+    "workers": {"type": "array", "items": {"type": "object", "properties": {
+        "type": {"type": "string"}, "image": {"type": "string"}, "config": {"type": "object"},
+        "resources": CONTAINER["properties"]["resources"]}}},
+}}
+
 _VALIDATORS = {name: Draft202012Validator(schema) for name, schema in (
     ("PodSpec", POD_SPEC), ("PodTemplateSpec or PodSpec", {"type": "object"}), ("Container", CONTAINER),
-    ("ObjectMeta", OBJECT_META), ("EnvVar list", _ENV))}
+    ("ObjectMeta", OBJECT_META), ("EnvVar list", _ENV), ("ModelBooster backend", MODEL_BOOSTER_BACKEND))}
 
 
 def _where(path: list[str], extra) -> str:
@@ -87,6 +97,8 @@ def _nodes(node: Any, path: list[str]) -> Iterator[tuple[str, Any, list[str]]]:
             yield "Container", node["mainContainer"], [*path, "mainContainer"]
         if "envs" in node and ("extraPodSpec" in node or "mainContainer" in node):
             yield "EnvVar list", node["envs"], [*path, "envs"]
+        if node.get("kind") == "ModelBooster" and isinstance(node.get("spec"), dict) and "backend" in node["spec"]:
+            yield "ModelBooster backend", node["spec"]["backend"], [*path, "spec", "backend"]
         for key, value in node.items():
             if key in ("metadata", "status"):
                 continue

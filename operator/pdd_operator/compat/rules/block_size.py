@@ -63,6 +63,24 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
 
 
 @rule(
+    id="block-size-version", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.engine"),
+    source=("vllm 0.10.2 and 0.11.0 nixl_connector.py add_remote_agent: assert self.block_size == "
+            "remote_block_size ('Remote P worker with different (page/)block size is not supported'); vllm#26759 "
+            "(first in 0.11.1) added block_size_ratio"),
+    since=(0, 9, 0), until=(0, 11, 1), example="prefill: {blockSize: 16}, decode: {blockSize: 64} on v0.11.0",
+)
+def check_block_version(pair: PDPair) -> list[Violation]:
+    """Equal block sizes before vLLM 0.11.1, which first transfers between different ones."""
+    bp = _block_pair(pair)
+    if bp is None:
+        return []
+    return [(f"vLLM {fmt(pair.version)} needs equal block sizes (prefill {bp[0]}, decode {bp[1]}): the decode's "
+             "handshake asserts 'Remote P worker with different block size is not supported'.",
+             "Use the same blockSize on both roles, or vLLM >= 0.11.1.")]
+
+
+@rule(
     id="block-size-push-equal", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
     source="vllm-nixl-facts.md section 4.3 (push) [inference]",

@@ -9,10 +9,20 @@ from pdd_operator.vllm.must_match import fields_of
 #: Layouts whose last three strides are (H, N, C): ``KVCacheLayout.is_block_contiguous`` (vllm 0.29+).
 BLOCK_CONTIGUOUS = ("LBHNC", "BLHNC")
 
+def gaudi_hetero_layout(role) -> bool:
+    """The role is a vllm-gaudi (Intel Gaudi, HPU) engine that converts its NHD KV cache for a CUDA peer itself:
+    ``kv_buffer_device`` hpu with ``VLLM_HPU_HETERO_KV_LAYOUT`` true, which llm-d's heterogeneous Gaudi-to-CUDA guide
+    requires for that (guides/pd-disaggregation/README.hpu_cuda.md: "required for heterogeneous KV layout
+    compatibility with CUDA decode workers"); upstream vLLM's layout check does not describe the plugin's side."""
+    flag = str(role.env.get("VLLM_HPU_HETERO_KV_LAYOUT", "")).strip().lower()
+    return role.buffer_device == "hpu" and flag in ("1", "true")
+
+
 @rule(
     id="kv-layout-mismatch", family="kv-layout-mismatch", severity="error",
     fields=fields_of("kv_cache_layout"),
-    source="seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute)",
+    source=("seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute); a vllm-gaudi role with "
+            "VLLM_HPU_HETERO_KV_LAYOUT converts its own side (llm-d README.hpu_cuda.md): a warning"),
 )
 def check_kv_layout_match(pair: PDPair) -> list[Violation]:
     """KV cache layouts match, or the permute path applies."""
@@ -27,7 +37,11 @@ def check_kv_layout_match(pair: PDPair) -> list[Violation]:
         return []
     fix = ("Use the same VLLM_KV_CACHE_LAYOUT on both roles, or (non-hybrid models, prefill LBHNC/HND, decode "
            "LBNHC/NHD) set spec.kvTransfer.enablePermuteLocalKv.")
-    return [(f"KV cache layouts differ: prefill {p}, decode {d}.", fix)]
+    message = f"KV cache layouts differ: prefill {p}, decode {d}."
+    if any(gaudi_hetero_layout(r) for r in pair.roles):
+        return [(message + " One role is a vllm-gaudi engine with VLLM_HPU_HETERO_KV_LAYOUT, which converts its own "
+                 "layout for a CUDA peer; that conversion is the plugin's and is not checked here.", fix, "warning")]
+    return [(message, fix)]
 
 
 @rule(
