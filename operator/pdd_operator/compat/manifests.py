@@ -33,7 +33,7 @@ from typing import Any
 
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
-from pdd_operator.vllm.args import POD_IP, env_values, parse_flags, split_command
+from pdd_operator.vllm.args import POD_IP, container_argv, parse_flags
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import (
     dev_build,
@@ -184,8 +184,7 @@ def _engine(
             return Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
                               f"not {engine}'s disaggregation")
         return None
-    argv = split_command(container.get("command"), container.get("args"), image_runs_vllm=is_vllm_image(image),
-                         extra=env_values(container.get("env")).get("VLLM_ADDITIONAL_ARGS"))
+    argv = container_argv(container, image_runs_vllm=is_vllm_image(image))
     if not argv:
         return None
     tag = image_tag(image)

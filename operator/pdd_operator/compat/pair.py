@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
-from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
+from pdd_operator.vllm.args import container_argv, env_values, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
@@ -278,10 +278,7 @@ def role_from_container(
     resources and security context come from the container and its pod spec.
     """
     pod_spec = pod_spec or {}
-    literal_env = env_values(container.get("env"))
-    argv = split_command(container.get("command"), container.get("args"),
-                         image_runs_vllm=is_vllm_image(str(container.get("image") or "")),
-                         extra=literal_env.get("VLLM_ADDITIONAL_ARGS"))
+    argv = container_argv(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     kv_transfer, speculative, wrapper = {}, None, None
