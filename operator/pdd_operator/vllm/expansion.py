@@ -14,8 +14,7 @@ Two expansions happen before vLLM parses its flags, and the checker applies both
 Only literal values written in the manifest are known. A variable set through ``valueFrom`` (a ConfigMap,
 a Secret, a resource field) or possibly through ``envFrom`` has a value that is not in these files: it expands
 to :func:`unknown` (``<unknown:NAME>``, one shell word), so that what reads the result (the model name, an
-integer flag) can
-say "unknown because ..." instead of judging a model literally named ``${MODEL_PATH}``. Downward-API pod and
+integer flag) can say "unknown because ..." instead of judging a model literally named ``${MODEL_PATH}``. Downward-API pod and
 host IPs keep this package's sentinels (:data:`pdd_operator.vllm.args.POD_IP`), which the network rules read.
 """
 
