@@ -208,7 +208,7 @@ def _engine(
 
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
-          out: list, origin: str, pod_meta: dict | None, envs: tuple = ()) -> None:
+          out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset()) -> None:
     if isinstance(node, dict):
         if isinstance(node.get("envs"), list):
             # Dynamo services: ``envs`` beside extraPodSpec is added to the main container's environment.
@@ -225,6 +225,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         containers = node.get("containers")
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):
+                if id(c) in skip:
+                    continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
                 found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta)
                 if found:
@@ -239,10 +241,10 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip)
 
 
 def _stem(name: str) -> str:
@@ -273,6 +275,49 @@ _KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
 _PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
 
 
+#: Where an LLMInferenceService(Config) holds pod templates, and the role each serves when ``spec.prefill`` is set.
+_KSERVE_TEMPLATES = (("prefill", "template"), ("prefill", "worker"), ("template",), ("worker",))
+
+
+def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unreadable]]:
+    """The ``main`` containers whose command KServe supplies (their ``id``, for the walk to skip), and those of a
+    P/D service as Unreadable.
+
+    KServe merges an LLMInferenceService over its LLMInferenceServiceConfigs (the well-known
+    ``config/llmisvcconfig/config-llm-template.yaml``, ``config-llm-prefill-template.yaml``, ... and any
+    ``baseRefs``) by container name: a ``main`` container without ``command`` gets the template's command
+    (``vllm serve /mnt/models`` in some releases, a shell script over ``${KV_TRANSFER_ARGS}`` and
+    ``${VLLM_ADDITIONAL_ARGS}`` in others), not the image's entrypoint, and its own ``args`` replace the
+    template's. What the engine runs is therefore not in these files. Such a container is reported when the
+    service is P/D (``spec.prefill`` set, or KV transfer named in its args or env); otherwise it is left out
+    silently, as an aggregated server is.
+    """
+    pd = isinstance(spec.get("prefill"), dict)
+    skip: set[int] = set()
+    unreadable: list[Unreadable] = []
+    for keys in _KSERVE_TEMPLATES:
+        parent: Any = spec
+        for key in keys:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        containers = parent.get("containers") if isinstance(parent, dict) else None
+        if not isinstance(containers, list):
+            continue
+        for c in containers:
+            if not (isinstance(c, dict) and c.get("name") == "main" and not c.get("command")):
+                continue
+            skip.add(id(c))
+            if pd or _PD_MARKER.search(repr([c.get("args"), c.get("env")])):
+                role = "prefill" if keys[0] == "prefill" else ("decode" if pd else "P/D")
+                unreadable.append(Unreadable(
+                    f"{origin} spec.{'.'.join(keys)}.containers(main)",
+                    f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates (the "
+                    "container has no command, and KServe's template replaces the image's entrypoint), which are "
+                    "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
+                    "templates set no --kv-transfer-config at all); give the container an explicit command to "
+                    "have it checked"))
+    return frozenset(skip), unreadable
+
+
 def _values_file(doc: dict) -> Unreadable | None:
     """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
     that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
@@ -291,15 +336,19 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    skip: frozenset[int] = frozenset()
+    if doc.get("kind") in _KSERVE_LLM_KINDS:
+        skip, templated = _kserve_templated(spec, origin)
+        found.extend(templated)
     if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
         # side, by the resource's structure, whatever the engines' flags say.
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
-        _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None)
+        _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None, skip=skip)
         rest = {k: v for k, v in spec.items() if k != "prefill"}
-        _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None)
+        _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None, skip=skip)
     else:
-        _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
+        _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None, skip=skip)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
     values = None if out or unreadable else _values_file(doc)
@@ -315,18 +364,6 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
-        for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
-                                     ("spec.template", "decode", spec.get("template"))):
-            containers = template.get("containers") if isinstance(template, dict) else None
-            for c in containers if isinstance(containers, list) else []:
-                if isinstance(c, dict) and c.get("name") == "main" and not c.get("command") and not c.get("args"):
-                    unreadable.append(Unreadable(
-                        f"{origin} {path}.containers(main)",
-                        f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates, "
-                        "which are not in these files, so its KV connector and flags cannot be read (before "
-                        "kserve#6027 the templates set no --kv-transfer-config at all); give the container an "
-                        "explicit command/args to have it checked"))
     return out, unreadable
 
 
