@@ -172,7 +172,7 @@ def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
 
 def _engine(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
-    pod_meta: dict | None,
+    pod_meta: dict | None, pod_group: int = 1,
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
@@ -191,6 +191,8 @@ def _engine(
     version = version_from_image(image)
     version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta)
+    if pod_group > 1:
+        config = replace(config, pod_group=pod_group)
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
@@ -207,9 +209,23 @@ def _engine(
                   flags_key="args" if container.get("args") else "command")
 
 
+def _pod_group(node: dict) -> int | None:
+    """Pods one engine instance spans, when ``node`` declares a pod group: a LeaderWorkerSet's
+    ``leaderWorkerTemplate.size`` (leader + workers, LWS API ``LeaderWorkerTemplate.Size``; also inside llm-d
+    DisaggregatedSet and KServe worker specs) or an AIBrix StormService role's ``podGroupSize``
+    (orchestration.aibrix.ai/v1alpha1 ``RoleSpec.PodGroupSize``). ``None`` when it declares none."""
+    lwt = node.get("leaderWorkerTemplate")
+    for value in (lwt.get("size") if isinstance(lwt, dict) else None, node.get("podGroupSize")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            return value
+    return None
+
+
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
-          out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset()) -> None:
+          out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
+          group: int = 1) -> None:
     if isinstance(node, dict):
+        group = _pod_group(node) or group
         if isinstance(node.get("envs"), list):
             # Dynamo services: ``envs`` beside extraPodSpec is added to the main container's environment.
             envs = envs + tuple(e for e in node["envs"] if isinstance(e, dict))
@@ -228,23 +244,24 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                 if id(c) in skip:
                     continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
-                found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta)
+                found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta,
+                                group)
                 if found:
                     out.append(found)
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = {**main, "env": list(envs) + list(main.get("env") or [])}
             found = _engine(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
-                            role_from_labels, pod_meta)
+                            role_from_labels, pod_meta, group)
             if found:
                 out.append(found)
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group)
 
 
 def _stem(name: str) -> str:

@@ -7,6 +7,7 @@ arguments people wrote). Rules never look at the source format, so both share on
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pdd_operator.render.workloads import Owner, pod_template
@@ -83,6 +84,10 @@ class RoleConfig:
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
             ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
+        pod_group: pods one instance of this engine spans (LeaderWorkerSet size, StormService podGroupSize);
+            1 for a plain pod.
+        ray_cluster: the container starts or joins a Ray cluster (``ray start``, vLLM's
+            ``multi-node-serving.sh``), over which vLLM's Ray executor places ranks in other pods.
         image: the container image.
         nixl_version, nixl_from: the NIXL version the engine loads and where that was read
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
@@ -122,6 +127,8 @@ class RoleConfig:
     executor: str | None = None
     dp_local: int | None = None
     spans_nodes: bool = False
+    pod_group: int = 1
+    ray_cluster: bool = False
     image: str = ""
     nixl_version: Version | None = None
     nixl_from: str = ""
@@ -269,6 +276,11 @@ class PDPair:
         return self.version is not None and self.version >= version
 
 
+#: A container command that starts or joins a Ray cluster: ``ray start --head`` / ``ray start --address``, or
+#: vLLM's ``examples/online_serving/multi-node-serving.sh leader|worker`` (its LWS guide), which runs them.
+_RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|--ray_cluster_size")
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None
 ) -> RoleConfig:
@@ -372,6 +384,7 @@ def role_from_container(
         container=container.get("name"),
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
+        ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
                      or any(f in flags for f in ("--data-parallel-address", "--data-parallel-start-rank"))),
     )
