@@ -35,6 +35,13 @@ def test_kube_expand_follows_the_kubelet(text, values, want):
     assert kube_expand(text, _lookup(values)) == want
 
 
+@pytest.mark.parametrize("name", ["LWS_GROUP_SIZE", "LWS_LEADER_ADDRESS", "ETCD_SERVICE_HOST", "NATS_SERVICE_PORT_CLIENT",
+                                  "REDIS_PORT_6379_TCP_ADDR"])
+def test_platform_injected_variables_are_unknown_not_literal(name):
+    assert kube_expand(f"$({name})", ContainerEnv().kube) == unknown(name)
+    assert ContainerEnv().shell(f"x ${{{name}:-1}}") == f"x {unknown(name)}"
+
+
 def test_env_values_expand_from_earlier_variables_only():
     env = [{"name": "HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
            {"name": "SIDE", "value": "$(HOST)"},

@@ -71,6 +71,14 @@ def kube_expand(text: str, lookup: Callable[[str], str | None]) -> str:
     return "".join(out)
 
 
+#: Variables the platform adds to a container's environment beyond its manifest, so that a ``$(VAR)`` naming one is
+#: expanded at runtime to a value not in these files: the kubelet's service variables (``{SVC}_SERVICE_HOST``,
+#: ``{SVC}_SERVICE_PORT[_{PORT}]``, ``{SVC}_PORT[_{N}_{PROTO}[_PROTO|_PORT|_ADDR]]``; Kubernetes docs, "Service" >
+#: "Environment variables", with ``enableServiceLinks`` on by default) and LeaderWorkerSet's ``LWS_LEADER_ADDRESS``,
+#: ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX`` (LWS docs, "Environment variables"; injected into every pod of a group).
+_INJECTED = re.compile(r"^(LWS_[A-Z_]+|[A-Z0-9_]+_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?"
+                       r"|[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$")
+
 _SHELL_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
 _STATEMENT_END = re.compile(r"(&&|\|\||;|\n)")
@@ -122,7 +130,7 @@ class ContainerEnv:
         """A variable's value for the kubelet's ``$(VAR)``: literal, :func:`unknown`, or ``None`` (not defined)."""
         if name in self.values:
             return self.values[name]
-        if name in self.opaque or self.open:
+        if name in self.opaque or self.open or _INJECTED.match(name):
             return unknown(name)
         return None
 
@@ -148,7 +156,7 @@ class ContainerEnv:
         if name in values:
             return values[name]
         default = match.group(3)
-        if default is not None and name not in self.opaque and not self.open:
+        if default is not None and name not in self.opaque and not self.open and not _INJECTED.match(name):
             return default
         return unknown(name)
 
