@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -102,7 +103,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
-    from pdd_operator.compat.manifests import pair_engines, with_model_config
+    from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.shapes import shape_errors
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
@@ -111,6 +112,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     input_errors: list[str] = []
     engines = []
     unreadable: list[dict] = []
+    skipped: list[dict] = []
     all_docs: dict[str, list[dict]] = {}
     for path in args.files:
         try:
@@ -143,10 +145,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if raw is not None:  # a ConfigMap not among the files may still exist in the cluster
                     model_config, problem = model_config_from_configmap(raw, ref.name, ref.key)
             report = evaluate(spec, model_config=model_config)
-            report = CompatReport(report.version, [*admission_findings_of(doc, spec, model_config), *report.findings],
-                                  report.not_evaluated)
-            if problem is not None:
-                report = CompatReport(report.version, [*report.findings, problem], report.not_evaluated)
+            report = replace(report, findings=[*admission_findings_of(doc, spec, model_config), *report.findings,
+                                               *([problem] if problem is not None else [])])
+            if report.unchecked:
+                skipped.append({"object": f"{KIND}/{meta.get('name')}", "reason": report.unchecked})
             reports.append(report)
             results.append({
                 "file": path, "object": f"{KIND}/{meta.get('name')}", "namespace": meta.get("namespace", "default"),
@@ -154,12 +156,22 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "findings": [f.wire() for f in report.findings],
             })
     pairs, unpaired = pair_engines(engines)
-    skipped = list(unreadable)
+    skipped += unreadable
     for pair, _, _ in pairs:
-        report = evaluate(with_model_config(pair, forced_config) if forced_config is not None else pair)
+        if forced_config is not None:
+            pair = with_model_config(pair, forced_config)
+        if args.vllm_version and pair.version is None:
+            try:
+                pair = with_vllm_version(pair, args.vllm_version)
+            except ValueError as exc:
+                input_errors.append(str(exc))
+                break
+        report = evaluate(pair)
         if report.not_checked:
             skipped.append({"object": pair.source, "reason": report.not_checked})
             continue
+        if report.unchecked:
+            skipped.append({"object": pair.source, "reason": report.unchecked})
         reports.append(report)
         results.append({
             "file": ", ".join(all_docs), "object": pair.source, "pairedBy": pair.paired_by,
@@ -487,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")
     check.add_argument("--allow-unchecked", action="store_true",
                        help="exit 0 even when a prefill/decode engine or pair could not be checked")
+    check.add_argument("--vllm-version", metavar="VERSION",
+                       help="the vLLM release (e.g. 0.26.0) of engines whose image tag names none (latest, nightly, "
+                       "llm-d's or Dynamo's images, digests); engines of PDDeployments use spec.engine.vllmVersion")
     check.set_defaults(func=cmd_check)
 
     rules = sub.add_parser("rules", help="list the compatibility rules")

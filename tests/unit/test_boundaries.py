@@ -78,7 +78,13 @@ BOUNDARIES = [
                                                 prefill={"pipelineParallelSize": 2}), "0.30.1", "0.31.0"),
     ("hybrid-hma-required", lambda v: hybrid(engine=image(v), prefill={"extraArgs": []}), None, None),
     ("hetero-tp-p-gt-d-unsupported", lambda v: make_spec(engine=image(v), prefill={"tensorParallelSize": 2}),
-     "0.11.0", "0.11.1"),
+     "0.13.0", "0.14.0"),
+    ("block-size-hetero-unsupported", lambda v: make_spec(engine=image(v), prefill={"blockSize": 16},
+                                                          decode={"blockSize": 32}), "0.11.0", "0.11.1"),
+    ("hetero-tp-kv-replicated", lambda v: make_spec(engine=image(v), prefill={"tensorParallelSize": 4},
+                                                    decode={"tensorParallelSize": 16}), "0.23.0", "0.24.0"),
+    ("hybrid-ssm-prefix-caching", lambda v: hybrid(engine=image(v), decode={"extraArgs": ["--enable-prefix-caching"]}),
+     "0.26.0", "0.27.0"),
     ("kv-layout-version", lambda v: make_spec(engine=image(v), kvCache={"layout": "BLHNC"}), "0.28.1", "0.29.0"),
     ("nixl-connector-unavailable", lambda v: make_spec(engine=image(v)), "0.8.5", "0.9.0"),
 ]
@@ -95,3 +101,29 @@ def test_version_boundary(rule, build, fires, clears):
 def test_matrix_override_note_until_the_docs_caught_up(version, fires):
     spec = hybrid(engine=image(version), prefill={"tensorParallelSize": 4})
     assert ("matrix-overridden-by-code" in {f.rule for f in evaluate(spec).findings}) is fires
+
+
+@pytest.mark.parametrize("rule, patch", [
+    ("model-mismatch", {"decode": {"extraArgs": ["--model", "/models/llama"]}}),
+    ("kv-cache-dtype-mismatch", {"prefill": {"extraArgs": ["--kv-cache-dtype", "bfloat16"]}}),
+])
+def test_hash_only_mismatches_refuse_from_0_13_and_warn_before(rule, patch):
+    """vLLM 0.12.0's v1/nixl_connector.py has no compute_nixl_compatibility_hash; 0.13.0's handshake checks it."""
+    from tests.helpers import merge
+
+    severities = {}
+    for version in ("0.12.0", "0.13.0"):
+        report = evaluate(make_spec(**merge({"engine": image(version)}, patch)))
+        severities[version] = {f.severity for f in report.findings if f.rule == rule}
+    assert severities == {"0.12.0": {"warning"}, "0.13.0": {"error"}}, severities
+
+
+@pytest.mark.parametrize("version, fires", [("0.25.0", False), ("0.26.0", True)])
+def test_hybrid_decode_prefix_caching_follows_vllms_default(version, fires):
+    """vllm/config/model.py is_prefix_caching_supported: off for hybrid models up to 0.25, on from 0.26; with
+    no prefix-caching flag on decode the rules follow that default (0.26 asserts 'SSM can only have one local
+    block' on a prefix hit)."""
+    fired = {f.rule: f.severity for f in evaluate(hybrid(engine=image(version))).findings}
+    assert (fired.get("hybrid-ssm-prefix-caching") == "error") is fires, fired
+    assert "hybrid-ssm-prefix-caching" not in {
+        f.rule for f in evaluate(hybrid(engine=image(version), decode={"extraArgs": ["--no-enable-prefix-caching"]})).findings}

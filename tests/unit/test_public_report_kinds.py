@@ -77,8 +77,12 @@ def test_model_config_gives_a_deployment_pair_its_kv_heads(tmp_path, capsys):
 @pytest.mark.parametrize(("p", "d", "image", "severity"), [
     (8, 16, "vllm/vllm-openai:v0.21.0", "error"),   # the report
     (4, 16, "vllm/vllm-openai:v0.20.2", "error"),   # same assert in 0.20.x
-    (2, 16, "vllm/vllm-openai:v0.24.0", "warning"),  # 0.22-0.25 not read
-    (8, 16, "vllm/vllm-openai:v0.26.0", None),       # the fix is in 0.26.0
+    (2, 16, "vllm/vllm-openai:v0.23.0", "error"),   # same assert in 0.22.0 and 0.23.0 (read in the wheels)
+    (8, 16, "vllm/vllm-openai:v0.24.0", None),       # the fix (vllm#45879) is in 0.24.0
+    (16, 32, "vllm/vllm-openai:v0.21.0", None),      # prefill TP > KV heads: replicated, equal block lengths
+    (8, 16, "vllm/vllm-openai:v0.19.1", None),       # 0.14-0.19: a prefill at TP == KV heads counts as replicated
+    (4, 16, "vllm/vllm-openai:v0.19.1", "error"),    # ... one below them asserts
+    (4, 16, "vllm/vllm-openai:v0.13.0", "warning"),  # before 0.14: not read
     (4, 8, "vllm/vllm-openai:v0.21.0", None),        # decode TP == KV heads: no capping (the report's PASS row)
     (2, 4, "vllm/vllm-openai:v0.21.0", None),
 ])

@@ -130,7 +130,8 @@ def _cross(p_cfg, d_cfg, image="vllm/vllm-openai:v0.26.0", model=L8B):
 @pytest.mark.parametrize(("p_cfg", "image", "severity"), [
     (_multi("LMCacheConnectorV1"), "vllm/vllm-openai:v0.26.0", "error"),     # base class: no cross-layer blocks
     (_nixl(cross=False), "vllm/vllm-openai:v0.26.0", "error"),
-    (_multi("LMCacheConnectorV1"), "vllm/vllm-openai:v0.24.0", "warning"),   # source not read for 0.24
+    (_multi("LMCacheConnectorV1"), "vllm/vllm-openai:v0.24.0", "error"),     # hashed in 0.16-0.28 (read in the wheels)
+    (_multi("LMCacheConnectorV1"), "vllm/vllm-openai:v0.13.0", "warning"),   # no cross-layer factor before 0.16
     (_multi("DynamoConnector", name="PdConnector"), "vllm/vllm-openai:v0.26.0", "warning"),  # out-of-tree sibling
 ])
 def test_cross_layer_blocks_on_one_role_only(tmp_path, capsys, p_cfg, image, severity):

@@ -24,8 +24,10 @@ BASELINE = {"cases": 20, "verdict_right": 18, "rule_right": 17, "false_refusals"
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {
     "nixl-0.10.0-b200-cross-numa": "no known-bad row for NIXL 0.10.0 (vllm#35799, pinned out by vllm#35495)",
-    "hybrid-qwen35-p-tp4-d-dp8": "a hybrid GDN model with heterogeneous TP on a source build after 0.20.2 gets no "
-                                 "hybrid finding (silent pass)",
+    "hybrid-qwen35-p-tp4-d-dp8": "not checked (exit 3), no longer a silent pass: the nightly tag names no release, and "
+                                 "0.22-0.25 accept GDN heterogeneous TP with decode's prefix caching off (their "
+                                 "default for hybrid models; read in the wheels), so no release-wide error can be "
+                                 "promised; the report's failure was a development build's",
 }
 
 

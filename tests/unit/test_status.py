@@ -126,6 +126,17 @@ def test_warnings_are_reported_on_a_compatible_spec():
     assert "[block-size-partial]" in c["Compatible"]["message"]
 
 
+def test_a_spec_whose_version_is_unknown_is_not_checked_and_still_applied():
+    report = evaluate(make_spec(engine={"image": "vllm/vllm-openai:latest"}, prefill={"tensorParallelSize": 2}))
+    observed = fold(report=report)
+    c = conds(observed)
+    assert c["Compatible"]["status"] == "Unknown" and c["Compatible"]["reason"] == "NotChecked"
+    assert "[vllm-version-unknown]" in c["Compatible"]["message"] and "hetero-tp-p-gt-d-unsupported" in c["Compatible"]["message"]
+    assert c["Degraded"]["status"] == "False"  # nothing is refused: the children are applied as for a compatible spec
+    pinned = conds(fold(report=evaluate(make_spec(prefill={"tensorParallelSize": 2}))))
+    assert pinned["Compatible"]["status"] == "True"
+
+
 def test_unschedulable_pods_make_it_degraded_with_the_schedulers_words():
     pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                       "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."}]}}

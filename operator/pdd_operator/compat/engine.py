@@ -10,6 +10,7 @@ from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import in_manifest_terms, manifest_fields
 from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
+from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
 
@@ -25,12 +26,18 @@ class CompatReport:
         not_checked: why no rule was evaluated at all (the pair uses a KV connector these rules do not
             describe), or ``""``. Such a pair is neither compatible nor incompatible: ``pdd check`` reports
             it as "not checked" and exits non-zero unless told to allow it.
+        unchecked: why the pair was checked only in part, or ``""``: the vLLM version is unknown and rules
+            that refuse this pair on some vLLM releases could not be decided (:func:`_unknown_version`).
+            ``pdd check`` reports it as "not checked" beside the findings and exits non-zero unless told
+            to allow it; the webhook and the operator admit the pair and say so in the
+            ``vllm-version-unknown`` warning.
     """
 
     version: str
     findings: list[Finding] = field(default_factory=list)
     not_evaluated: list[str] = field(default_factory=list)
     not_checked: str = ""
+    unchecked: str = ""
 
     @property
     def errors(self) -> list[Finding]:
@@ -68,8 +75,8 @@ def evaluate(
     """Check a PDDeployment spec (or an already extracted :class:`PDPair`) against every rule.
 
     A rule bounded to versions (``since``/``until``) runs only when the version is known and inside
-    its bounds; with an unknown version such rules are named in a ``vllm-version-unknown`` warning
-    instead of passing silently. ``model_config`` is the model's parsed config.json, if known.
+    its bounds; with an unknown version :func:`_unknown_version` judges such rules on every release
+    instead of passing them silently. ``model_config`` is the model's parsed config.json, if known.
     Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
@@ -80,27 +87,17 @@ def evaluate(
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
             "these rules describe NixlConnector prefill/decode only"))
     findings: list[Finding] = []
-    skipped: list[str] = []
     for rule in rules:
-        if rule.check is None:
-            continue
-        if rule.version_bounded and version is None:
-            skipped.append(rule.id)
-            continue
-        if not rule.applies_to(version):
+        if rule.check is None or (rule.version_bounded and version is None) or not rule.applies_to(version):
             continue
         for message, fix, *severity in rule.check(pair):
             findings.append(_finding(pair, rule, message, _in_terms(pair, fix), *severity))
+    skipped: list[str] = []
+    unchecked = ""
     if version is None:
-        what = "; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles"
-        findings.append(Finding(
-            rule=VERSION_UNKNOWN, severity="warning",
-            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
-            message=f"{_sentence(what)}; these version-dependent rules were not evaluated: {', '.join(skipped)}.",
-            fix=_in_terms(pair, "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."),
-            source="vllm-nixl-facts.md section 7 (version timeline)",
-        ))
-    elif not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):
+        found, skipped, unchecked = _unknown_version(pair, rules)
+        findings += found
+    if version is not None and not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):
         findings.append(Finding(
             rule=VERSION_UNVERIFIED, severity="warning",
             fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
@@ -110,7 +107,64 @@ def evaluate(
             source="vllm-nixl-facts.md section 0",
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
-    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped)
+    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked)
+
+
+_PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."
+
+
+def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Finding], list[str], str]:
+    """The version-bounded rules for a pair whose vLLM version is unknown: ``(findings, not evaluated,
+    unchecked)`` (:class:`CompatReport`), the findings ending with the ``vllm-version-unknown`` warning.
+
+    Each rule is probed on every release (:mod:`~pdd_operator.compat.unknown_version`; from the floor on for
+    a development build). When every probed release is refused by at least one rule, the pair fails whatever
+    it runs: those rules' errors are reported, each with the releases it holds for. Otherwise the rules that
+    refuse the pair on some releases make it unchecked, and rules that warn on some releases only are named
+    as not evaluated; a rule that warns on every release is reported as a warning; a rule that reports
+    nothing on any release does not apply and passes.
+    """
+    floor = floor_of(pair)
+    grid = probe_versions(rules, floor)
+    probed = probe(pair, rules, grid)
+    refusing = [p for p in probed if p.refuses]
+    certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
+    lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
+    scope = (f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
+             else f"every release from {lowest} to 0.33")
+    findings: list[Finding] = []
+    skipped: list[str] = []
+    for p in probed:
+        everywhere = set(p.refuses or p.warns) == set(grid)
+        if certain and p.refuses or everywhere:
+            where = scope if everywhere else f"vLLM {spans(p.refuses, grid)}"
+            findings += [_finding(pair, p.rule, f"On {where} (the vLLM version is unknown): {_sentence(m)}",
+                                  _in_terms(pair, f), s) for m, f, s in p.violations]
+        else:
+            skipped.append(p.rule.id)
+    what = _sentence("; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles")
+    parts = [what + "."]
+    unchecked = ""
+    if certain:
+        parts.append(f"Whichever release it is, this deployment fails: {scope} is refused by at least one of "
+                     f"{', '.join(p.rule.id for p in refusing)}.")
+    elif refusing:
+        undecided = [p for p in refusing if p.rule.id in skipped]
+        why = ("the vLLM version is unknown, and these rules refuse this deployment on some releases: "
+               + ", ".join(f"{p.rule.id} (vLLM {spans(p.refuses, grid)})" for p in undecided) + ".")
+        unchecked = f"{why} {_in_terms(pair, _PIN)}"
+        parts.append(f"Not checked, because {why}")
+    warn_only = [i for i in skipped if all(p.rule.id != i or not p.refuses for p in probed)]
+    if warn_only:
+        parts.append(f"These rules warn on some releases and were not evaluated: {', '.join(warn_only)}.")
+    if not probed:
+        parts.append(f"No version-dependent rule applies to this deployment on {scope}.")
+    findings.append(Finding(
+        rule=VERSION_UNKNOWN, severity="warning",
+        fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
+        message=" ".join(parts), fix=_in_terms(pair, _PIN), source="vllm-nixl-facts.md section 7 (version timeline)",
+    ))
+    return findings, skipped, unchecked
 
 
 def model_config_unavailable(problem: str) -> Finding:

@@ -34,6 +34,7 @@ from typing import Any
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_argv, parse_flags
+from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import (
     dev_build,
@@ -473,3 +474,22 @@ def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
                             num_kv_heads=None, mamba_n_groups=None)
     resolved = resolve_model(model, model_config)
     return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups)
+
+
+def with_vllm_version(pair: PDPair, text: str) -> PDPair:
+    """``pair`` with vLLM ``text`` (``pdd check --vllm-version``, a release such as ``0.26.0``) for each engine
+    whose image names no release (``latest``, ``nightly-<sha>``, a digest, llm-d's tags, Dynamo tags its release table lacks, a
+    development build); an engine whose tag names a release keeps it. The NIXL version each such engine loads is
+    then read from that release's pin where its command pins none. Raises ``ValueError`` for a ``text`` that
+    is not a release version."""
+    version = parse_version(text)
+    if version is None or dev_build(text):
+        raise ValueError(f"--vllm-version {text!r} is not a vLLM release version (e.g. 0.26.0)")
+
+    def given(r: RoleConfig) -> RoleConfig:
+        if r.version is not None:
+            return r
+        nixl, nixl_from = (r.nixl_version, r.nixl_from) if r.nixl_version is not None else nixl_version("", r.image, version)
+        return replace(r, version=version, version_text=text, nixl_version=nixl, nixl_from=nixl_from)
+
+    return replace(pair, prefill=given(pair.prefill), decode=given(pair.decode), notes=())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import urllib3
@@ -128,7 +128,7 @@ def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: 
         report = evaluate(spec)
         refused = admission_findings(name, namespace, spec)
     extra = [problem] if problem is not None else []
-    return CompatReport(report.version, [*refused, *report.findings, *extra], report.not_evaluated), model_config
+    return replace(report, findings=[*refused, *report.findings, *extra]), model_config
 
 
 def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float | None]:

@@ -39,7 +39,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,6 @@ from pdd_operator.api.constants import FIELD_MANAGER, GROUP, KIND, LABEL_MANAGED
 from pdd_operator.api.messages import finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat import evaluate
-from pdd_operator.compat.engine import CompatReport
 
 # Rule ids of the warning for a change of a must-match setting, and of fields the API models
 # refuse; registered (and listed by `pdd rules`) in compat/rules/records.py.
@@ -159,7 +158,7 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
         return Verdict(False, f"{what}: invalid spec ({len(lines)} field(s)):\n" + "\n".join(lines))
 
     report = evaluate(spec)
-    report = CompatReport(report.version, [*admission_findings_of(new, spec), *report.findings], report.not_evaluated)
+    report = replace(report, findings=[*admission_findings_of(new, spec), *report.findings])
     warnings = list(dict.fromkeys(finding_text(f) for f in report.warnings))
     if report.errors:
         lines = list(dict.fromkeys(finding_text(f) for f in report.errors))

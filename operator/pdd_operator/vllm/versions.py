@@ -58,6 +58,26 @@ def dev_build_note(text: str) -> str:
             f"{fmt(base)}), so it may hold NIXL code of no release; it is not treated as {fmt(base)}")
 
 
+def dev_build_floor(text: str | None) -> Version | None:
+    """The release line a development build is known to come after, as ``(major, minor, 0)``; ``None``
+    when ``text`` is not a development build (:func:`dev_build`) or names no release line these rules know.
+
+    setuptools-scm's default scheme (``guess-next-dev``) numbers a build from the last tag reachable from its
+    commit, bumped: ``0.20.2rc1.dev265+g<sha>`` is 265 commits after the tag ``v0.20.2rc0``,
+    ``0.20.3.dev4+g<sha>`` 4 after ``v0.20.2``. The tag itself is on the 0.20 line (a release candidate
+    of it or a release), so the build holds the 0.20 line's code at least as far as its first tag: the
+    floor is ``(0, 20, 0)``. The patch is dropped because a release candidate tag comes before that
+    release's final fixes; the rules' version bounds are release lines (``0.27.0``), so little is lost.
+    ``0.1.dev1+g<sha>`` (no tag reachable: a shallow or tagless checkout) gives ``None``.
+    """
+    if not dev_build(text):
+        return None
+    base = parse_version(text)
+    if base is None or base < OLDEST_KNOWN:
+        return None
+    return base[0], base[1], 0
+
+
 #: vLLM's CPU images: its release images for x86_64 and Arm (``public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0``,
 #: ``.../vllm-arm64-cpu-release-repo``; vLLM docs, deployment/docker and installation/cpu) and ``vllm-cpu``.
 #: Engines of these images run vLLM's CPU platform (``vllm/platforms/cpu.py``).

@@ -104,7 +104,8 @@ MANIFEST_TERMS: tuple[tuple[str, str], ...] = (
     ("spec.decode.numSpeculativeTokens", "num_speculative_tokens in decode's --speculative-config"),
     ("numSpeculativeTokens", "num_speculative_tokens (--speculative-config)"),
     ("spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version",
-     "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers"),
+     "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers, or give pdd check "
+     "the release the image holds (--vllm-version 0.20.2)"),
     ("prefill pipelineParallelSize", "--pipeline-parallel-size on the prefill container"),
     ("decode pipelineParallelSize", "--pipeline-parallel-size on the decode container"),
     ("pipelineParallelSize", "--pipeline-parallel-size"),

@@ -28,6 +28,25 @@ def check_block_partial(pair: PDPair) -> list[Violation]:
 
 
 @rule(
+    id="block-size-hetero-unsupported", family="block-size-mismatch", severity="error",
+    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.engine"),
+    source=("vllm v1/nixl_connector.py _validate_remote_agent_handshake: assert self.block_size == remote_block_size "
+            "(0.10.2; 0.11.0: 'Remote P worker with different page/block size is not supported'), read in the wheels; "
+            "0.11.1 maps block sizes through block_size_ratio"),
+    until=(0, 11, 1),
+    example="prefill: {blockSize: 16}, decode: {blockSize: 32} on vLLM 0.11.0",
+)
+def check_block_equal_old(pair: PDPair) -> list[Violation]:
+    """Before vLLM 0.11.1: equal block sizes."""
+    bp = _block_pair(pair)
+    if bp is None:
+        return []
+    return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes (prefill {bp[0]}, decode "
+             f"{bp[1]}): the NIXL handshake asserts they are equal.",
+             "Use the same blockSize on both roles, or vLLM >= 0.11.1.")]
+
+
+@rule(
     id="block-size-direction", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
     source="seed 000 footnote (c); vllm TransferTopology.block_size_ratio",

@@ -67,24 +67,32 @@ def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
 @rule(
     id="hetero-tp-p-gt-d-unsupported", family="hetero-tp-unsupported-for-version", severity="error",
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
-    source="vLLM PR #27274 (P TP > D TP), not in releases up to 0.11.0 [issue]",
-    until=(0, 11, 1),
+    source=("vllm v1/nixl_connector.py _validate_remote_agent_handshake: assert tp_ratio > 0, 'Decode TP cannot be "
+            "smaller than prefill TP' (read in the 0.11.0, 0.11.1, 0.12.0 and 0.13.0 wheels); 0.14.0 maps P TP > D TP "
+            "(tp_ratio < 0 branches, vLLM PR #27274)"),
+    until=(0, 14, 0),
 )
 def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
     """Prefill TP > decode TP needs a vLLM that supports it."""
     if pair.tps is None or pair.tps[0] <= pair.tps[1]:
         return []
     return [(
-        f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} is not supported by vLLM {fmt(pair.version)}: "
-        "KV transfer crashes (support landed after 0.11.0).",
-        "Use decode TP >= prefill TP, or a vLLM >= 0.20 engine image.",
+        f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} is not supported by vLLM {fmt(pair.version)}: the NIXL "
+        "handshake asserts 'Decode TP cannot be smaller than prefill TP' (supported from 0.14.0).",
+        "Use decode TP >= prefill TP, or a vLLM >= 0.14 engine image.",
     )]
 
 
-#: vLLM releases whose handshake block_len check ignores GQA replication: 0.20.x (the code read for
-#: vllm-nixl-facts.md section 4) and 0.21.0 (vllm#45330) are known to assert; the fix (vllm#45879,
-#: merged 2026-06-17) is in the 0.26.0 wheel's nixl/base_worker.py; 0.22-0.25 were not read.
-_GQA_CHECK_KNOWN_BAD = ((0, 20, 0), (0, 22, 0))
+#: vLLM releases whose handshake block_len check ignores GQA replication and treats a prefill at TP ==
+#: KV heads as unreplicated (``is_kv_replicated``: ``remote_tp_size > total_num_kv_heads``; a prefill above
+#: the KV heads is replicated, and its block lengths, compared as equal, are): read in the
+#: 0.20.0, 0.21.0, 0.22.0 and 0.23.0 wheels (nixl/worker.py); the per-rank head ratio of the fix
+#: (vllm#45879) is in 0.24.0's nixl/base_worker.py.
+_GQA_CHECK_KNOWN_BAD = ((0, 20, 0), (0, 24, 0))
+#: 0.14.0-0.19.1 (v1/nixl_connector.py, read in the wheels): the same linear assert, but a prefill whose TP
+#: reaches the KV heads counts as replicated (``tp_size // total_num_kv_heads >= 1``) and only block counts
+#: are compared, which pass; a prefill below the KV heads asserts.
+_GQA_REPLICATED_AT_HEADS = ((0, 14, 0), (0, 20, 0))
 
 
 @rule(
@@ -92,10 +100,11 @@ _GQA_CHECK_KNOWN_BAD = ((0, 20, 0), (0, 22, 0))
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.model.numKvHeads"),
     source="vllm nixl _validate_remote_agent_handshake: 'Remote P worker KV layer cache must be of shape "
     "[2, N, local_kv_heads*tp_ratio, page_size, head_dim]' asserts remote block_len == local * tp_ratio, but GQA "
-    "replication caps heads per rank at max(1, kv_heads // tp) (vllm#45330, seen on 0.21.0; same assert in 0.20.x); "
-    "fixed by vllm#45879, whose per-rank head ratio is in 0.26.0's nixl/base_worker.py. An error for 0.20-0.21, "
-    "a warning for 0.22-0.25 (not read)",
-    until=(0, 26, 0),
+    "replication caps heads per rank at max(1, kv_heads // tp) (vllm#45330, seen on 0.21.0). Read in the wheels: "
+    "0.20.0-0.23.0 nixl/worker.py assert unless prefill TP > KV heads; 0.14.0-0.19.1 v1/nixl_connector.py assert "
+    "unless prefill TP >= KV heads; 0.24.0 nixl/base_worker.py compares per-rank heads (vllm#45879). A warning "
+    "before 0.14 (not read)",
+    until=(0, 24, 0),
     example="decode TP 16 > prefill TP 8 with an 8-KV-head model on vLLM 0.21",
 )
 def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
@@ -106,13 +115,16 @@ def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
     heads = pair.num_kv_heads
     if d <= p or max(1, heads // p) * p == max(1, heads // d) * d:
         return []  # equal TP, P > D (other rules), or no capping: per-rank heads scale with the TP ratio
-    certain = _GQA_CHECK_KNOWN_BAD[0] <= pair.version < _GQA_CHECK_KNOWN_BAD[1]
+    certain = pair.version >= _GQA_REPLICATED_AT_HEADS[0]
+    at_heads = _GQA_REPLICATED_AT_HEADS[0] <= pair.version < _GQA_REPLICATED_AT_HEADS[1]
+    if certain and (p > heads or (at_heads and p == heads)):
+        return []  # vLLM counts the prefill as replicated: it compares block lengths as equal, which they are
     return [(
         f"Decode TP {d} > prefill TP {p} with {heads} KV heads: decode holds {max(1, heads // d)} KV head(s) per rank "
         f"(replicated), prefill {max(1, heads // p)}, so the block lengths do not differ by the TP ratio {d // p} that "
         f"vLLM {fmt(pair.version)}'s NIXL handshake asserts"
         + (" (AssertionError at the first request, vllm#45330)." if certain else
-           "; the fix (vllm#45879) is in 0.26.0, and whether this release has it was not read."),
-        f"Use decode TP <= {heads} (the model's KV heads), equal TP on both roles, or a vLLM >= 0.26 engine image.",
+           "; the fix (vllm#45879) is in 0.24.0, and this release's code was not read."),
+        f"Use decode TP <= {heads} (the model's KV heads), equal TP on both roles, or a vLLM >= 0.24 engine image.",
         "error" if certain else "warning",
     )]

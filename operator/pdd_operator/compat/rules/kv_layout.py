@@ -63,11 +63,13 @@ def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
     )]
 
 
-#: The vLLM release line whose source shows cross-layer KV blocks as a NIXL compatibility-hash factor
-#: (nixl/metadata.py compute_nixl_compatibility_hash(vllm_config, attn_backend_name, cross_layers_blocks),
-#: 0.26.0), and the first release read without it (0.32.0: no cross-layer path in the NIXL connector).
-CROSS_LAYERS_HASHED = ((0, 26, 0), (0, 27, 0))
-CROSS_LAYERS_GONE = (0, 32, 0)
+#: The vLLM releases whose source shows cross-layer KV blocks as a NIXL compatibility-hash factor
+#: (compute_nixl_compatibility_hash(vllm_config, attn_backend_name, cross_layers_blocks) and
+#: kv_connector_extra_config enable_cross_layers_blocks: read in the 0.16.0, 0.17.1, 0.18.0 and 0.20.0-0.28.0
+#: wheels; 0.13.0-0.15.0 have neither), and the first release without it (0.29.0: no factor, no
+#: prefer_cross_layer_blocks in the NIXL connector; 0.30.0-0.32.0 the same).
+CROSS_LAYERS_HASHED = ((0, 16, 0), (0, 29, 0))
+CROSS_LAYERS_GONE = (0, 29, 0)
 #: In-tree connectors whose ``prefer_cross_layer_blocks`` is the base class's ``False`` in 0.26.0
 #: (vllm/distributed/kv_transfer/kv_connector/v1/base.py); OffloadingConnector returns ``True``.
 _NO_CROSS_LAYERS = {"LMCacheConnectorV1", "P2pNcclConnector", "SharedStorageConnector", "ExampleConnector",
@@ -100,9 +102,10 @@ def cross_layer_blocks(pair: PDPair, role) -> bool | None:
 @rule(
     id="cross-layers-blocks-mismatch", family="kv-layout-mismatch", severity="error",
     fields=("spec.kvTransfer.extraConfig",),
-    source=("vllm 0.26.0 nixl/metadata.py compute_nixl_compatibility_hash factor cross_layers_blocks and "
-            "nixl/connector.py prefer_cross_layer_blocks; multi_connector.py (every child must prefer it); "
-            "0.32.0 has no cross-layer path (no finding); other versions a warning (ai-dynamo/dynamo#10027)"),
+    source=("vllm nixl/metadata.py compute_nixl_compatibility_hash factor cross_layers_blocks and "
+            "nixl/connector.py prefer_cross_layer_blocks (0.16.0-0.28.x, read in the wheels); multi_connector.py "
+            "(every child must prefer it); 0.29.0+ has no cross-layer path (no finding); earlier versions a "
+            "warning (ai-dynamo/dynamo#10027)"),
 )
 def check_cross_layer_blocks_match(pair: PDPair) -> list[Violation]:
     """Cross-layer KV blocks are in effect on both roles or on neither (the layout is hashed)."""
@@ -120,7 +123,7 @@ def check_cross_layer_blocks_match(pair: PDPair) -> list[Violation]:
                "it, and vLLM hashes the resulting layout, so the NIXL handshake refuses the pair "
                "('NIXL compatibility hash mismatch').")
     if not certain:
-        message += " Verified in vLLM 0.26's source only; for this version it is a warning."
+        message += " vLLM hashes it in 0.16-0.28 only; for this version it is a warning."
     fix = ("Set enable_cross_layers_blocks the same way where it takes effect: drop it from the standalone "
            "NixlConnector, or give both roles the same connector stack.")
     return [(message, fix) if certain else (message, fix, "warning")]

@@ -9,11 +9,29 @@ from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
 
+#: The first release with the NIXL compatibility hash (``compute_nixl_compatibility_hash``, checked in
+#: ``_nixl_handshake``): absent from v1/nixl_connector.py in the 0.11.0, 0.11.1 and 0.12.0 wheels, present in 0.13.0.
+HASH_SINCE = (0, 13, 0)
 
-def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix: str) -> list[Violation]:
+
+def hashed(pair: PDPair) -> bool:
+    """False when the pair runs a known vLLM release before :data:`HASH_SINCE`, whose handshake compares no
+    hash: a setting that differs only in how it is written (the ``--model`` string, ``auto`` against
+    ``bfloat16``) then passes, so its rule can only warn."""
+    return pair.version is None or pair.version >= HASH_SINCE
+
+
+def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix: str,
+            hash_only: bool = False) -> list[Violation]:
+    """A finding when ``value`` differs between the roles; ``hash_only``: only the compatibility hash tells the
+    two apart (a warning before :data:`HASH_SINCE`)."""
     p, d = value(pair.prefill), value(pair.decode)
     if p == d:
         return []
+    if hash_only and not hashed(pair):
+        return [(f"{what} differs: prefill {p!r}, decode {d!r}. vLLM {fmt(pair.version)} has no NIXL compatibility "
+                 "hash (from 0.13.0), so the handshake does not refuse it; the transfer works only where both "
+                 "sides still lay out the same KV.", fix, "warning")]
     return [(f"{what} differs: prefill {p!r}, decode {d!r}.", fix)]
 
 
@@ -29,16 +47,21 @@ def _eagle_settings(r: RoleConfig) -> tuple | None:
 @rule(
     id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
     fields=fields_of("vllm_version"),
-    source="seed 000 section 2; vllm nixl metadata.py hash (0.13+)",
+    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor vllm_version (v1/nixl_connector.py "
+            "0.13.0-0.19.x, nixl/metadata.py 0.20.0-0.33.0, read in the wheels); no hash in 0.11.0-0.12.0: a warning"),
 )
 def check_version_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode run the same vLLM version."""
     p, d = pair.prefill.version_text, pair.decode.version_text
     if p is None or d is None or p == d:
         return []
+    if not hashed(pair):
+        return [(f"vLLM versions differ: prefill {p}, decode {d}. Before 0.13 the NIXL handshake hashes no version, "
+                 "so whether the two releases' agent metadata and KV layouts still agree was not established.",
+                 "Run the same engine image on both roles.", "warning")]
     return [(
         f"vLLM versions differ: prefill {p}, decode {d}. The NIXL handshake hashes the exact version string "
-        "and refuses the pair (0.13+); older versions fail in less obvious ways.",
+        "and refuses the pair (0.13+).",
         "Run the same engine image on both roles.",
     )]
 
@@ -46,12 +69,13 @@ def check_version_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="model-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("model"),
-    source="seed 000 section 2; vllm nixl metadata.py hash",
+    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor model (0.13.0-0.33.0, read in the "
+            "wheels); no hash in 0.11.0-0.12.0: a warning"),
 )
 def check_model_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode serve the identical --model string."""
     return _differ(pair, lambda r: r.model, "The --model string",
-                   "Pass the identical --model string on both roles (the handshake hashes it as written).")
+                   "Pass the identical --model string on both roles (the handshake hashes it as written).", True)
 
 
 @rule(
@@ -67,13 +91,14 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="kv-cache-dtype-mismatch", family="kv-cache-dtype-mismatch", severity="error",
     fields=fields_of("cache_dtype"),
-    source="seed 000 sections 2 and 6; vllm nixl metadata.py hash (raw string)",
+    source=("seed 000 sections 2 and 6; vllm nixl compute_nixl_compatibility_hash factor cache_dtype, the raw string "
+            "(0.13.0-0.33.0, read in the wheels); no hash in 0.11.0-0.12.0: a warning"),
 )
 def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode use the same --kv-cache-dtype."""
     return _differ(
         pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)",
-        "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair).",
+        "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair).", True,
     )
 
 

@@ -32,7 +32,7 @@ ROLLOUT_RULE = record(
 VERSION_UNKNOWN = record(
     id="vllm-version-unknown", family="version", severity="warning",
     summary=("The vLLM version is known (spec.engine.vllmVersion or the image tag); else the version-bounded "
-             "rules are named as not evaluated."),
+             "rules are judged on every release: an error where all refuse it, not checked where some do."),
     fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 7 (version timeline)",
     reported_by="compat/engine.py evaluate",
 )

@@ -1,0 +1,119 @@
+"""Version-bounded rules for a pair whose vLLM version is unknown: on which releases each would refuse it.
+
+A rule with ``since``/``until`` describes the code of some vLLM releases only. When the engines' version is
+unknown (an image tagged ``latest`` or ``nightly-<sha>``, no tag, a digest, a source build), :func:`probe`
+runs each such rule's check as if both engines ran each release of :func:`probe_versions` (every release
+line the rules were built from, and each rule bound), and records where it reports an error or a warning.
+A rule that reports nothing on any release does not apply to this pair whatever its version; one that
+refuses it on some releases is what the engine cannot be cleared of without the version.
+
+Releases before :data:`~pdd_operator.vllm.versions.OLDEST_KNOWN` (0.9.0) are not probed: they ship no
+NixlConnector at all, so an engine naming it fails at startup with an unknown connector, loudly.
+
+For a development build the floor is the release line it comes after
+(:func:`~pdd_operator.vllm.versions.dev_build_floor`): only releases from there on are probed, so a rule
+that holds for every version from the floor on is judged as for a release, on that assumption.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules import Rule, Violation
+from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, Version, dev_build_floor, fmt
+
+
+def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> list[Version]:
+    """The releases :func:`probe` tries, ascending: ``0.M.0`` for every release line from :data:`OLDEST_KNOWN`
+    to :data:`NEWEST_KNOWN`, each rule's ``since`` and ``until`` and the release before each ``until``
+    (``0.27.0`` -> ``0.26.99``, ``0.11.1`` -> ``0.11.0``), all inside the known range and ``>= floor``
+    (a floor past :data:`NEWEST_KNOWN` gives just that release: newer code is judged as the newest known).
+    Every rule's window, and every version threshold the checks compare with (release lines), then holds
+    at least one probe."""
+    points: set[Version] = {(0, minor, 0) for minor in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1)}
+    points.add(NEWEST_KNOWN)
+    for r in rules:
+        for bound in (r.since, r.until):
+            if bound is not None:
+                points.add(bound)
+        if r.until is not None:
+            a, b, c = r.until
+            points.add((a, b, c - 1) if c else (a, b - 1, 99))
+    low = min(max(OLDEST_KNOWN, floor or OLDEST_KNOWN), NEWEST_KNOWN)  # a build after 0.33: judged as 0.33
+    return sorted(v for v in points if low <= v <= NEWEST_KNOWN)
+
+
+def floor_of(pair: PDPair) -> Version | None:
+    """The oldest release both engines may run: each role's known version, or the release line its
+    development build comes after; ``None`` when either role gives no floor."""
+    floors = [r.version or dev_build_floor(r.version_text) for r in pair.roles]
+    return min(floors) if all(f is not None for f in floors) else None  # type: ignore[type-var]
+
+
+def at_version(pair: PDPair, version: Version) -> PDPair:
+    """``pair`` with both engines running vLLM ``version`` (everything else as it is)."""
+    return dataclasses.replace(pair, prefill=dataclasses.replace(pair.prefill, version=version),
+                               decode=dataclasses.replace(pair.decode, version=version))
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What one version-bounded rule reports for a pair across :func:`probe_versions`.
+
+    Attributes:
+        rule: the rule.
+        refuses: the probed releases where it reports an error (ascending).
+        warns: the probed releases where it reports only warnings.
+        version: the lowest release where it reports an error (else a warning).
+        violations: what it reports there, each ``(message, fix, severity)``.
+    """
+
+    rule: Rule
+    refuses: tuple[Version, ...]
+    warns: tuple[Version, ...]
+    version: Version
+    violations: tuple[tuple[str, str, str], ...]
+
+
+def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Probed]:
+    """Run every version-bounded rule of ``rules`` at each release of ``grid`` where its bounds hold;
+    the rules that report something on at least one, in ``rules`` order. Pure; never raises for a pair
+    the rules accept."""
+    out = []
+    pairs = {version: at_version(pair, version) for version in grid}  # built once: replace() is the costly part
+    for rule in rules:
+        if rule.check is None or not rule.version_bounded:
+            continue
+        refuses, warns = [], []
+        seen: dict[Version, tuple[tuple[str, str, str], ...]] = {}
+        for version in grid:
+            if not rule.applies_to(version):
+                continue
+            found: list[Violation] = rule.check(pairs[version])
+            if not found:
+                continue
+            violations = tuple((v[0], v[1], v[2] if len(v) > 2 else rule.severity) for v in found)
+            seen[version] = violations
+            (refuses if any(s == "error" for *_, s in violations) else warns).append(version)
+        if seen:
+            first = refuses[0] if refuses else warns[0]
+            out.append(Probed(rule, tuple(refuses), tuple(warns), first, seen[first]))
+    return out
+
+
+def spans(versions: tuple[Version, ...] | list[Version], grid: list[Version]) -> str:
+    """``versions`` (a subset of ``grid``) as ranges of releases: ``0.18.0 <= v < 0.20.0, >= 0.22.0``."""
+    runs: list[list[Version]] = []
+    index = {v: i for i, v in enumerate(grid)}
+    for v in versions:
+        if runs and index[v] == index[runs[-1][-1]] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    parts = []
+    for run in runs:
+        after = index[run[-1]] + 1
+        parts.append(f">= {fmt(run[0])}" if after >= len(grid) else f"{fmt(run[0])} <= v < {fmt(grid[after])}")
+    return ", ".join(parts)
