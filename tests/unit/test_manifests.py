@@ -99,16 +99,20 @@ def test_versions_are_read_only_from_vllm_image_tags():
     assert version_from_image("vllm/vllm-openai:v0.28.0") == (0, 28, 0)
     assert version_from_image("registry.local/team/vllm:0.30.1") == (0, 30, 1)
     assert version_from_image("ghcr.io/llm-d/llm-d-cuda:v0.4.0") is None
-    assert version_from_image("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0") is None
+    # Dynamo's runtime tags are Dynamo's: a documented tag maps to the vLLM it ships, any other stays unknown
+    assert version_from_image("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0") == (0, 11, 0)
+    assert version_from_image("nvcr.io/nvidia/ai-dynamo/vllm-runtime:9.9.9") is None
 
 
 def test_kserve_preset_style_args_in_env_and_underscore_flags():
     kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
     doc = {"kind": "LLMInferenceService", "metadata": {"name": "x"}, "spec": {
-        "template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0", "args": ["--model", "m"],
+        "template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0", "command": ["vllm", "serve"],
+                                     "args": ["--model", "m"],
                                      "env": [{"name": "VLLM_ADDITIONAL_ARGS",
                                               "value": f"--kv_transfer_config '{kv}' --kv-cache-dtype fp8"}]}]},
         "prefill": {"template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0",
+                                                 "command": ["vllm", "serve"],
                                                  "args": ["--model", "m", "--kv_transfer_config", kv]}]}}}}
     engines = find_engines(doc)
     assert sorted(e.role for e in engines) == ["decode", "prefill"]

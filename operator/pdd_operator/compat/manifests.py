@@ -34,7 +34,7 @@ from typing import Any
 
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
-from pdd_operator.vllm.args import POD_IP, env_values, parse_flags, split_command
+from pdd_operator.vllm.args import POD_IP, container_argv, parse_flags
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.versions import (
@@ -196,7 +196,7 @@ def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
 
 def _engine(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
-    pod_meta: dict | None,
+    pod_meta: dict | None, pod_group: int = 1,
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
@@ -208,14 +208,15 @@ def _engine(
             return Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
                               f"not {engine}'s disaggregation")
         return None
-    argv = split_command(container.get("command"), container.get("args"), image_runs_vllm=is_vllm_image(image),
-                         extra=env_values(container.get("env")).get("VLLM_ADDITIONAL_ARGS"))
+    argv = container_argv(container, image_runs_vllm=is_vllm_image(image))
     if not argv:
         return None
     tag = image_tag(image)
     version = version_from_image(image)
     version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta)
+    if pod_group > 1:
+        config = replace(config, pod_group=pod_group)
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
@@ -236,9 +237,23 @@ def _engine(
                   flags_key="args" if container.get("args") else "command")
 
 
+def _pod_group(node: dict) -> int | None:
+    """Pods one engine instance spans, when ``node`` declares a pod group: a LeaderWorkerSet's
+    ``leaderWorkerTemplate.size`` (leader + workers, LWS API ``LeaderWorkerTemplate.Size``; also inside llm-d
+    DisaggregatedSet and KServe worker specs) or an AIBrix StormService role's ``podGroupSize``
+    (orchestration.aibrix.ai/v1alpha1 ``RoleSpec.PodGroupSize``). ``None`` when it declares none."""
+    lwt = node.get("leaderWorkerTemplate")
+    for value in (lwt.get("size") if isinstance(lwt, dict) else None, node.get("podGroupSize")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            return value
+    return None
+
+
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
-          out: list, origin: str, pod_meta: dict | None, envs: tuple = ()) -> None:
+          out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
+          group: int = 1) -> None:
     if isinstance(node, dict):
+        group = _pod_group(node) or group
         if isinstance(node.get("envs"), list):
             # Dynamo services: ``envs`` beside extraPodSpec is added to the main container's environment.
             envs = envs + tuple(e for e in node["envs"] if isinstance(e, dict))
@@ -254,24 +269,27 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         containers = node.get("containers")
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):
+                if id(c) in skip:
+                    continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
-                found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta)
+                found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta,
+                                group)
                 if found:
                     out.append(found)
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = {**main, "env": list(envs) + list(main.get("env") or [])}
             found = _engine(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
-                            role_from_labels, pod_meta)
+                            role_from_labels, pod_meta, group)
             if found:
                 out.append(found)
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group)
 
 
 def _stem(name: str) -> str:
@@ -332,6 +350,49 @@ def _modelbooster_pods(spec: dict) -> list[dict] | None:
     return pods
 
 
+#: Where an LLMInferenceService(Config) holds pod templates, and the role each serves when ``spec.prefill`` is set.
+_KSERVE_TEMPLATES = (("prefill", "template"), ("prefill", "worker"), ("template",), ("worker",))
+
+
+def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unreadable]]:
+    """The ``main`` containers whose command KServe supplies (their ``id``, for the walk to skip), and those of a
+    P/D service as Unreadable.
+
+    KServe merges an LLMInferenceService over its LLMInferenceServiceConfigs (the well-known
+    ``config/llmisvcconfig/config-llm-template.yaml``, ``config-llm-prefill-template.yaml``, ... and any
+    ``baseRefs``) by container name: a ``main`` container without ``command`` gets the template's command
+    (``vllm serve /mnt/models`` in some releases, a shell script over ``${KV_TRANSFER_ARGS}`` and
+    ``${VLLM_ADDITIONAL_ARGS}`` in others), not the image's entrypoint, and its own ``args`` replace the
+    template's. What the engine runs is therefore not in these files. Such a container is reported when the
+    service is P/D (``spec.prefill`` set, or KV transfer named in its args or env); otherwise it is left out
+    silently, as an aggregated server is.
+    """
+    pd = isinstance(spec.get("prefill"), dict)
+    skip: set[int] = set()
+    unreadable: list[Unreadable] = []
+    for keys in _KSERVE_TEMPLATES:
+        parent: Any = spec
+        for key in keys:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        containers = parent.get("containers") if isinstance(parent, dict) else None
+        if not isinstance(containers, list):
+            continue
+        for c in containers:
+            if not (isinstance(c, dict) and c.get("name") == "main" and not c.get("command")):
+                continue
+            skip.add(id(c))
+            if pd or _PD_MARKER.search(repr([c.get("args"), c.get("env")])):
+                role = "prefill" if keys[0] == "prefill" else ("decode" if pd else "P/D")
+                unreadable.append(Unreadable(
+                    f"{origin} spec.{'.'.join(keys)}.containers(main)",
+                    f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates (the "
+                    "container has no command, and KServe's template replaces the image's entrypoint), which are "
+                    "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
+                    "templates set no --kv-transfer-config at all); give the container an explicit command to "
+                    "have it checked"))
+    return frozenset(skip), unreadable
+
+
 def _values_file(doc: dict) -> Unreadable | None:
     """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
     that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
@@ -366,18 +427,22 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    skip: frozenset[int] = frozenset()
+    if doc.get("kind") in _KSERVE_LLM_KINDS:
+        skip, templated = _kserve_templated(spec, origin)
+        found.extend(templated)
     if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
         # side, by the resource's structure, whatever the engines' flags say.
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
-        _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None)
+        _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None, skip=skip)
         rest = {k: v for k, v in spec.items() if k != "prefill"}
-        _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None)
+        _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None, skip=skip)
     elif doc.get("kind") == "ModelBooster" and _modelbooster_pods(spec) is not None:
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
         _walk(_modelbooster_pods(spec), ["spec", "backend", "workers"], ctx, None, found, origin, None)
     else:
-        _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None)
+        _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None, skip=skip)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
     values = None if out or unreadable else _values_file(doc)
@@ -393,18 +458,6 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
-        for path, role, template in (("spec.prefill.template", "prefill", spec["prefill"].get("template")),
-                                     ("spec.template", "decode", spec.get("template"))):
-            containers = template.get("containers") if isinstance(template, dict) else None
-            for c in containers if isinstance(containers, list) else []:
-                if isinstance(c, dict) and c.get("name") == "main" and not c.get("command") and not c.get("args"):
-                    unreadable.append(Unreadable(
-                        f"{origin} {path}.containers(main)",
-                        f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates, "
-                        "which are not in these files, so its KV connector and flags cannot be read (before "
-                        "kserve#6027 the templates set no --kv-transfer-config at all); give the container an "
-                        "explicit command/args to have it checked"))
     controller_input = None if out or unreadable else _controller_input(doc)
     return out, unreadable + ([controller_input] if controller_input else [])
 
@@ -502,7 +555,7 @@ def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
 
 def with_vllm_version(pair: PDPair, text: str) -> PDPair:
     """``pair`` with vLLM ``text`` (``pdd check --vllm-version``, a release such as ``0.26.0``) for each engine
-    whose image names no release (``latest``, ``nightly-<sha>``, a digest, llm-d's or Dynamo's own tags, a
+    whose image names no release (``latest``, ``nightly-<sha>``, a digest, llm-d's tags, Dynamo tags its release table lacks, a
     development build); an engine whose tag names a release keeps it. The NIXL version each such engine loads is
     then read from that release's pin where its command pins none. Raises ``ValueError`` for a ``text`` that
     is not a release version."""

@@ -7,11 +7,12 @@ arguments people wrote). Rules never look at the source format, so both share on
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
-from pdd_operator.vllm.args import env_values, int_flag, json_flag, parse_flags, split_command
+from pdd_operator.vllm.args import container_argv, env_values, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
@@ -83,6 +84,10 @@ class RoleConfig:
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
             ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
+        pod_group: pods one instance of this engine spans (LeaderWorkerSet size, StormService podGroupSize);
+            1 for a plain pod.
+        ray_cluster: the container starts or joins a Ray cluster (``ray start``, vLLM's
+            ``multi-node-serving.sh``), over which vLLM's Ray executor places ranks in other pods.
         image: the container image.
         nixl_version, nixl_from: the NIXL version the engine loads and where that was read
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
@@ -122,6 +127,8 @@ class RoleConfig:
     executor: str | None = None
     dp_local: int | None = None
     spans_nodes: bool = False
+    pod_group: int = 1
+    ray_cluster: bool = False
     image: str = ""
     nixl_version: Version | None = None
     nixl_from: str = ""
@@ -269,6 +276,11 @@ class PDPair:
         return self.version is not None and self.version >= version
 
 
+#: A container command that starts or joins a Ray cluster: ``ray start --head`` / ``ray start --address``, or
+#: vLLM's ``examples/online_serving/multi-node-serving.sh leader|worker`` (its LWS guide), which runs them.
+_RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|--ray_cluster_size")
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None
 ) -> RoleConfig:
@@ -278,10 +290,7 @@ def role_from_container(
     resources and security context come from the container and its pod spec.
     """
     pod_spec = pod_spec or {}
-    literal_env = env_values(container.get("env"))
-    argv = split_command(container.get("command"), container.get("args"),
-                         image_runs_vllm=is_vllm_image(str(container.get("image") or "")),
-                         extra=literal_env.get("VLLM_ADDITIONAL_ARGS"))
+    argv = container_argv(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     kv_transfer, speculative, wrapper = {}, None, None
@@ -375,6 +384,7 @@ def role_from_container(
         container=container.get("name"),
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
+        ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
                      or any(f in flags for f in ("--data-parallel-address", "--data-parallel-start-rank"))),
     )

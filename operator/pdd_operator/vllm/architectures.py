@@ -52,11 +52,25 @@ HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
     "Qwen3_5ForConditionalGeneration": (A.HYBRID_SSM, S.GDN),
     "Qwen3_5MoeForConditionalGeneration": (A.HYBRID_SSM, S.GDN),
     "KimiLinearForCausalLM": (A.HYBRID_SSM, S.GDN),
+    # MiniMax-Text-01 / MiniMax-M1: lightning (linear) attention layers beside softmax attention, a hybrid
+    # (vllm minimax_text_01.py, IsHybrid; registry.py of 0.10-0.2x, gone by 0.32) whose state is none of the
+    # SSM kinds the NIXL conv transfer knows, so its kind stays unknown (ssm-kind-unknown).
+    "MiniMaxText01ForCausalLM": (A.HYBRID_SSM, None),
+    "MiniMaxM1ForCausalLM": (A.HYBRID_SSM, None),
+    "MiniMaxForCausalLM": (A.HYBRID_SSM, None),
     # MLA
     "DeepseekV2ForCausalLM": (A.MLA, None),
     "DeepseekV3ForCausalLM": (A.MLA, None),
     "KimiK2ForCausalLM": (A.MLA, None),
+    # Kimi K2.5: a DeepSeek-V3 (MLA) text model with a vision tower (vllm kimi_k25.py).
+    "KimiK25ForConditionalGeneration": (A.MLA, None),
+    # GLM-4.7-Flash: MLA attention (vllm glm4_moe_lite.py, MLA layers of deepseek_v2).
+    "Glm4MoeLiteForCausalLM": (A.MLA, None),
     "DeepseekV32ForCausalLM": (A.SPARSE_MLA, None),
+    # DeepSeek-V4: sparse MLA with compressed KV and a sliding-window branch (vllm/models/deepseek_v4/
+    # sparse_mla.py, compressor.py, attention.py window_size = config.sliding_window; vLLM 0.32).
+    "DeepseekV4ForCausalLM": (A.SPARSE_MLA, None),
+    "DeepseekV4ForConditionalGeneration": (A.SPARSE_MLA, None),
     # MoE
     "MixtralForCausalLM": (A.MOE, None),
     "Qwen2MoeForCausalLM": (A.MOE, None),
@@ -64,6 +78,9 @@ HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
     "GptOssForCausalLM": (A.MOE, None),
     "DbrxForCausalLM": (A.MOE, None),
     "Llama4ForCausalLM": (A.MOE, None),
+    # GLM-4.5 / 4.6 (vllm glm4_moe.py: grouped-query attention, MoE MLP) and MiniMax-M2 (minimax_m2.py).
+    "Glm4MoeForCausalLM": (A.MOE, None),
+    "MiniMaxM2ForCausalLM": (A.MOE, None),
     # dense
     "LlamaForCausalLM": (A.DENSE, None),
     "MistralForCausalLM": (A.DENSE, None),
@@ -93,8 +110,9 @@ HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
 SLIDING_WINDOW_ARCHITECTURES = {
     "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "GptOssForCausalLM",
     "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Cohere2ForCausalLM",
+    "DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration",
 }
-_SLIDING_NAMES = re.compile(r"gemma-?[23]|gpt-oss|llama-?4|command-a|command-r7b", re.I)
+_SLIDING_NAMES = re.compile(r"gemma-?[23]|gpt-oss|llama-?4|command-a|command-r7b|deepseek-v4", re.I)
 
 #: Patterns over Hugging Face model ids for well-known families, tried when no architecture is given.
 MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] = [
@@ -105,10 +123,12 @@ MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] 
     # Qwen3.6 keeps Qwen3.5's Gated DeltaNet + gated attention layout (vllm#54387: "3x Gated DeltaNet + 1x Gated
     # Attention"; vllm#44831).
     (re.compile(r"qwen3(\.[56]|-next)", re.I), A.HYBRID_SSM, S.GDN),
-    (re.compile(r"deepseek-v3\.2", re.I), A.SPARSE_MLA, None),
+    (re.compile(r"minimax-(m1|text-01)", re.I), A.HYBRID_SSM, None),
+    (re.compile(r"deepseek-v(3\.2|4)", re.I), A.SPARSE_MLA, None),
+    (re.compile(r"glm-4\.7-flash", re.I), A.MLA, None),
     (re.compile(r"deepseek-(v2|v3|r1)", re.I), A.MLA, None),
     (re.compile(r"kimi-k2", re.I), A.MLA, None),
-    (re.compile(r"mixtral|qwen\d?(\.\d)?-.*a\d+b|gpt-oss", re.I), A.MOE, None),
+    (re.compile(r"mixtral|qwen\d?(\.\d)?-.*a\d+b|gpt-oss|glm-4\.[5-7]|minimax-m2|llama-?4", re.I), A.MOE, None),
     (re.compile(r"llava|-vl-|vision", re.I), A.MULTIMODAL, None),
     (re.compile(r"(^|/)(t5|flan-t5|bart|whisper)", re.I), A.ENCODER_DECODER, None),
     (re.compile(r"llama|mistral|gemma|qwen|phi-", re.I), A.DENSE, None),

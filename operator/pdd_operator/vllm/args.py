@@ -11,6 +11,8 @@ import json
 import shlex
 from collections.abc import Iterable
 
+from pdd_operator.vllm.expansion import ContainerEnv, kube_expand
+
 #: Sentinel values of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` set from the downward API.
 POD_IP = "fieldRef:status.podIP"
 HOST_IP = "fieldRef:status.hostIP"
@@ -28,7 +30,7 @@ _BOOL_FLAGS = {
 
 def split_command(
     command: Iterable[str] | None, args: Iterable[str] | None, *, image_runs_vllm: bool = False,
-    extra: str | None = None,
+    extra: str | None = None, env: ContainerEnv | None = None,
 ) -> list[str]:
     """Join a container's ``command`` and ``args`` into one argv, unwrapping ``sh -c "..."`` scripts.
 
@@ -36,8 +38,13 @@ def split_command(
     ``python -m vllm.entrypoints.openai.api_server ...``), or ``[]`` when no vLLM server is started.
     ``image_runs_vllm``: the image's own entrypoint is ``vllm serve`` (vLLM's images), so a
     container with ``args`` only runs it. ``extra``: more arguments from the environment
-    (``VLLM_ADDITIONAL_ARGS``, as KServe and llm-d presets pass them), appended.
+    (``VLLM_ADDITIONAL_ARGS``, as KServe and llm-d presets pass them), appended. ``env``: the
+    container's environment; when given, ``$(VAR)`` in command and args is expanded as the kubelet does and
+    ``$VAR``/``${VAR}`` in an ``sh -c`` script as the shell does (:mod:`pdd_operator.vllm.expansion`).
     """
+    if env is not None:
+        command = [kube_expand(str(x), env.kube) for x in command or []]
+        args = [kube_expand(str(x), env.kube) for x in args or []]
     if not command and image_runs_vllm and (args or extra):
         command = ["vllm", "serve"]
     argv = [*(command or []), *(args or [])]
@@ -48,6 +55,8 @@ def split_command(
             argv += extra.split()
     if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
         script = " ".join(argv[2:])
+        if env is not None:
+            script = env.shell(script)
         try:
             argv = shlex.split(script.replace("\\\n", " "), comments=True)
         except ValueError:
@@ -129,21 +138,25 @@ def int_flag(flags: dict[str, str | bool], name: str, default: int | None) -> in
         return None
 
 
+def container_env(container: dict) -> ContainerEnv:
+    """A container's environment (``env`` and ``envFrom``), its values expanded as the kubelet does;
+    downward-API pod/host IPs become the :data:`POD_IP` / :data:`HOST_IP` sentinels."""
+    return ContainerEnv.of(container.get("env"), container.get("envFrom"), _field_sentinel)
+
+
+def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
+    """The vLLM argv a container starts (:func:`split_command`), after the kubelet's and the shell's variable
+    expansion, with ``VLLM_ADDITIONAL_ARGS`` appended."""
+    env = container_env(container)
+    return split_command(container.get("command"), container.get("args"), image_runs_vllm=image_runs_vllm,
+                         extra=env.values.get("VLLM_ADDITIONAL_ARGS"), env=env)
+
+
+def _field_sentinel(path: str) -> str:
+    return {"status.podIP": POD_IP, "status.hostIP": HOST_IP}.get(path, f"fieldRef:{path}")
+
+
 def env_values(env: Iterable[dict] | None) -> dict[str, str]:
-    """Literal values of a container's ``env`` list; downward-API pod/host IPs become sentinels."""
-    out: dict[str, str] = {}
-    for var in env or []:
-        name = var.get("name")
-        if not name:
-            continue
-        if "value" in var and var["value"] is not None:
-            out[name] = str(var["value"])
-            continue
-        field = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-        if field == "status.podIP":
-            out[name] = POD_IP
-        elif field == "status.hostIP":
-            out[name] = HOST_IP
-        elif field:
-            out[name] = f"fieldRef:{field}"
-    return out
+    """Literal values of a container's ``env`` list (``$(VAR)`` expanded from the variables before it, as the
+    kubelet does); downward-API pod/host IPs become sentinels; ``valueFrom`` ConfigMaps/Secrets are left out."""
+    return dict(ContainerEnv.of(env, None, _field_sentinel).values)

@@ -11,7 +11,10 @@ rules treat their version as unknown (:func:`resolve_version`).
 
 from __future__ import annotations
 
+import json
 import re
+from functools import cache
+from pathlib import Path
 
 Version = tuple[int, int, int]
 
@@ -111,13 +114,43 @@ def is_cpu_image(image: str) -> bool:
     return _image_name(image) in CPU_IMAGE_NAMES
 
 
+@cache
+def _wrapped_table() -> dict:
+    return json.loads((Path(__file__).parent / "wrapped_vllm_versions.json").read_text())["repositories"]
+
+
+def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
+    """``(vLLM version, source)`` for an image that wraps vLLM under its own release tag, or ``None``.
+
+    Read from ``wrapped_vllm_versions.json``: NVIDIA Dynamo's ``vllm-runtime`` images
+    (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0`` ships vLLM 0.11.0, its ``-cuda13`` variant too), as
+    Dynamo's release-artifacts table documents them. A tag the table does not list (a newer release, a
+    ``-dev`` preview, ``latest``, a digest) gives ``None``: its vLLM is unknown, never guessed.
+    """
+    repo = _repository(image)
+    entry = _wrapped_table().get(repo)
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if entry is None or ":" not in last:
+        return None
+    tag = last.split(":", 1)[1].removeprefix("v")
+    for suffix in entry.get("variant_suffixes", []):
+        tag = tag.removesuffix(suffix)
+    shipped = entry["tags"].get(tag)
+    return (parse_version(shipped), f"{repo}:{tag} ships vLLM {shipped} ({entry['source']})") if shipped else None
+
+
 def version_from_image(image: str) -> Version | None:
     """Return the vLLM version in a vLLM image's tag, e.g. ``vllm/vllm-openai:v0.20.2-cu129``.
 
     Only images in :data:`VLLM_IMAGE_NAMES` count (``ghcr.io/llm-d/llm-d-cuda:v0.4.0`` is llm-d's
-    version, not vLLM's). Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``)
+    version, not vLLM's), and images wrapping vLLM whose tags a publisher maps to a vLLM release
+    (:func:`wrapped_vllm_version`). Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``)
     and tags without a leading version (``latest``, ``nightly``) give ``None``.
     """
+    wrapped = wrapped_vllm_version(image)
+    if wrapped is not None:
+        return wrapped[0]
     tag = image_tag(image)
     if tag is None or dev_build(tag):
         return None

@@ -6,6 +6,7 @@ from pdd_operator.compat.matrix import Capability, Cell, cell, overridden
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.compat.rules.block_size import _block_pair
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt
 
 _SEED = "seed 000 section 1 (architecture x capability matrix)"
@@ -49,6 +50,16 @@ def check_architecture_known(pair: PDPair) -> list[Violation]:
     """The model's architecture family is known."""
     if pair.model.architecture is not None:
         return []
+    hidden = unknown_names(pair.prefill.model) or unknown_names(pair.decode.model)
+    if hidden:
+        return [(
+            f"The model name comes from environment variable {hidden[0]}, whose value (valueFrom, a ConfigMap or "
+            "Secret, or the image's environment) is not in these files, so the model and its architecture are "
+            "unknown and the architecture rules (heterogeneous TP, block size, pipeline parallel, hybrid SSM) "
+            "were not evaluated.",
+            f"Give {hidden[0]} a literal value in the container's env, or pass --model-config with the model's "
+            "config.json.",
+        )]
     return [(
         f"The architecture of model {pair.prefill.model!r} is not known, so the architecture rules (heterogeneous "
         "TP, block size, pipeline parallel, hybrid SSM) were not all evaluated.",

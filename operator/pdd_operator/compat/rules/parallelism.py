@@ -24,18 +24,39 @@ def _ranks(r: RoleConfig) -> int | None:
             "side-channel port, vllm#18903)"),
 )
 def check_gpu_count(pair: PDPair) -> list[Violation]:
-    """An engine confined to one pod gets a GPU per rank (TP x PP x local DP)."""
+    """An engine gets a GPU per rank (TP x PP x local DP): from its pod, or from its whole pod group when a Ray
+    cluster spans the group (LeaderWorkerSet size, StormService podGroupSize; vLLM's Ray executor places the ranks
+    on the group's GPUs, vllm/v1/executor/ray_executor.py). Without Ray, vLLM's default executor starts every
+    rank in the engine's own pod, so a pod group does not add GPUs."""
     out = []
     for r in pair.roles:
         need, have = _ranks(r), r.gpus
-        if need is None or have is None or need <= have or r.spans_nodes or r.executor == "ray":
+        if need is None or have is None or r.spans_nodes:
             continue
+        ray = r.executor == "ray" or r.ray_cluster
+        if ray and r.pod_group > 1:
+            total = have * r.pod_group
+            if need <= total:
+                continue
+            out.append((
+                f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP {r.dp_local or r.dp}) over a "
+                f"Ray cluster of {r.pod_group} pods with {have} GPU(s) each ({total} in all): the ranks beyond "
+                f"{total} find no GPU and the engine fails at startup.",
+                f"Request {-(-need // r.pod_group)} GPUs in each {r.role} pod, raise the pod group size to "
+                f"{-(-need // have)}, or lower the parallel sizes."))
+            continue
+        if need <= have or ray:
+            continue  # with Ray but no pod group here, the Ray cluster may be outside these files
+        group = (f" (its pod group of {r.pod_group} pods adds none: no Ray cluster spans the group, and vLLM's "
+                 "default executor starts every rank in this pod)") if r.pod_group > 1 else ""
         out.append((
             f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP {r.dp_local or r.dp}) but its pod "
-            f"requests {have} GPU(s): the ranks beyond {have} find no device and the engine fails at startup.",
+            f"requests {have} GPU(s){group}: the ranks beyond {have} find no device and the engine fails at startup.",
             fix_for(pair, f"Remove --data-parallel-size from spec.{r.role}.extraArgs and scale with "
                     f"spec.{r.role}.replicas (each replica is its own NIXL engine).",
-                    f"Request {need} GPUs in the {r.role} container's resources.limits, or lower the parallel sizes."),
+                    f"Request {need} GPUs in the {r.role} container's resources.limits, or lower the parallel sizes"
+                    + (", or start a Ray cluster over the pod group (ray start on every pod, "
+                       "--distributed-executor-backend ray)." if r.pod_group > 1 else ".")),
         ))
     return out
 
@@ -55,7 +76,7 @@ def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
         ranks, gpus = _ranks(r), r.gpus
-        spans = r.executor == "ray" and ranks is not None and gpus is not None and ranks > gpus
+        spans = ((r.executor == "ray" or r.ray_cluster) and ranks is not None and gpus is not None and ranks > gpus)
         host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
         if not (spans or r.spans_nodes) or host is None:
             continue

@@ -1,0 +1,167 @@
+"""Variable expansion in a container's env, command and args, as the engine finally sees them.
+
+Two expansions happen before vLLM parses its flags, and the checker applies both:
+
+1. **The kubelet** expands ``$(VAR)`` in ``command``, ``args`` and ``env[].value`` (Kubernetes docs, "Define a
+   Command and Arguments for a Container", *Use environment variables to define arguments*; code:
+   ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` -> ``kubecontainer.ExpandContainerCommandAndArgs`` and
+   ``third_party/forked/golang/expansion/expand.go``). ``$$`` is an escaped ``$``; a reference to a variable
+   that is not defined stays literally ``$(VAR)``; an env value sees only the variables defined before it.
+2. **The shell** of an ``sh -c`` / ``bash -c`` script expands ``$VAR``, ``${VAR}`` and ``${VAR:-default}``
+   from the process environment (POSIX Shell Command Language 2.6.2 "Parameter Expansion"), outside single
+   quotes, including variables the script itself sets (``export MODEL=...; vllm serve $MODEL``).
+
+Only literal values written in the manifest are known. A variable set through ``valueFrom`` (a ConfigMap,
+a Secret, a resource field) or possibly through ``envFrom`` has a value that is not in these files: it expands
+to :func:`unknown` (``<unknown:NAME>``, one shell word), so that what reads the result (the model name, an
+integer flag) can say "unknown because ..." instead of judging a model literally named ``${MODEL_PATH}``. Downward-API pod and
+host IPs keep this package's sentinels (:data:`pdd_operator.vllm.args.POD_IP`), which the network rules read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+_UNKNOWN_RE = re.compile(r"<unknown:([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+def unknown(name: str) -> str:
+    """The text a variable whose value is not in the manifest expands to."""
+    return f"<unknown:{name}>"
+
+
+def unknown_names(text: str | None) -> list[str]:
+    """Names of the variables of unknown value ``text`` was expanded from (``[]`` when fully known)."""
+    return _UNKNOWN_RE.findall(text or "")
+
+
+def kube_expand(text: str, lookup: Callable[[str], str | None]) -> str:
+    """Expand ``$(VAR)`` the way the kubelet does (``expansion.Expand``).
+
+    ``lookup(name)`` gives a variable's value or ``None`` when it is not defined (the reference stays
+    ``$(VAR)``). ``$$`` gives ``$``; a ``$`` followed by anything else, or an unclosed ``$(``, stays as written.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "$" or i + 1 >= len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "$":
+            out.append("$")
+            i += 2
+        elif nxt == "(":
+            close = text.find(")", i + 2)
+            if close < 0:
+                out.append("$(")
+                i += 2
+                continue
+            name = text[i + 2:close]
+            value = lookup(name)
+            out.append(f"$({name})" if value is None else value)
+            i = close + 1
+        else:
+            out.append("$" + nxt)
+            i += 2
+    return "".join(out)
+
+
+#: Variables the platform adds to a container's environment beyond its manifest, so that a ``$(VAR)`` naming one is
+#: expanded at runtime to a value not in these files: the kubelet's service variables (``{SVC}_SERVICE_HOST``,
+#: ``{SVC}_SERVICE_PORT[_{PORT}]``, ``{SVC}_PORT[_{N}_{PROTO}[_PROTO|_PORT|_ADDR]]``; Kubernetes docs, "Service" >
+#: "Environment variables", with ``enableServiceLinks`` on by default) and LeaderWorkerSet's ``LWS_LEADER_ADDRESS``,
+#: ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX`` (LWS docs, "Environment variables"; injected into every pod of a group).
+_INJECTED = re.compile(r"^(LWS_[A-Z_]+|[A-Z0-9_]+_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?"
+                       r"|[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$")
+
+_SHELL_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
+_STATEMENT_END = re.compile(r"(&&|\|\||;|\n)")
+
+
+@dataclass(frozen=True)
+class ContainerEnv:
+    """What a container's environment tells about its variables.
+
+    Attributes:
+        values: literal values (after the kubelet's ``$(VAR)`` expansion, in order) and downward-API IP sentinels.
+        opaque: names set through ``valueFrom`` whose value is not in the manifest.
+        open: the container has ``envFrom``, so any other name may be set too (to a value not in the manifest).
+    """
+
+    values: dict[str, str] = field(default_factory=dict)
+    opaque: frozenset[str] = frozenset()
+    open: bool = False
+
+    @classmethod
+    def of(cls, env: Iterable[dict] | None, env_from: Iterable[dict] | None = None,
+           sentinels: Callable[[str], str | None] = lambda path: None) -> ContainerEnv:
+        """Read a container's ``env`` and ``envFrom`` lists. ``sentinels(fieldPath)`` gives the value kept for a
+        downward-API ``fieldRef`` (``None``: unknown)."""
+        values: dict[str, str] = {}
+        opaque: set[str] = set()
+        is_open = bool(list(env_from or []))
+        for var in env or []:
+            name = var.get("name") if isinstance(var, dict) else None
+            if not name:
+                continue
+            name = str(name)
+            if var.get("value") is not None:
+                partial = cls(dict(values), frozenset(opaque), is_open)
+                values[name] = kube_expand(str(var["value"]), partial.kube)
+                opaque.discard(name)
+                continue
+            path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            kept = sentinels(str(path)) if path else None
+            if kept is not None:
+                values[name] = kept
+                opaque.discard(name)
+            else:
+                values.pop(name, None)
+                opaque.add(name)
+        return cls(values, frozenset(opaque), is_open)
+
+    def kube(self, name: str) -> str | None:
+        """A variable's value for the kubelet's ``$(VAR)``: literal, :func:`unknown`, or ``None`` (not defined)."""
+        if name in self.values:
+            return self.values[name]
+        if name in self.opaque or self.open or _INJECTED.match(name):
+            return unknown(name)
+        return None
+
+    def shell(self, script: str) -> str:
+        """``script`` with its ``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` references expanded, outside single quotes.
+
+        Variables the script assigns (``NAME=value`` or ``export NAME=value`` as a statement) count from that
+        statement on. A variable the manifest does not define expands to its ``:-`` default when it has one and
+        no ``envFrom`` could set it, else to :func:`unknown` (the image's own ``ENV`` may define it).
+        """
+        values = dict(self.values)
+        out: list[str] = []
+        for part in _STATEMENT_END.split(script):
+            expanded = _outside_single_quotes(part, lambda m: self._shell_ref(m, values))
+            assign = _ASSIGN.match(expanded)
+            if assign:
+                values[assign.group(1)] = assign.group(2).strip("\"'")
+            out.append(expanded)
+        return "".join(out)
+
+    def _shell_ref(self, match: re.Match[str], values: dict[str, str]) -> str:
+        name = match.group(1) or match.group(4)
+        if name in values:
+            return values[name]
+        default = match.group(3)
+        if default is not None and name not in self.opaque and not self.open and not _INJECTED.match(name):
+            return default
+        return unknown(name)
+
+
+def _outside_single_quotes(text: str, replace: Callable[[re.Match[str]], str]) -> str:
+    pieces = re.split(r"('[^']*')", text)
+    return "".join(p if p.startswith("'") and p.endswith("'") and len(p) > 1 else _SHELL_REF.sub(replace, p)
+                   for p in pieces)
