@@ -36,16 +36,26 @@ CONCURRENT = 2
 EXPIRED = ("Releasing expired KV blocks", "Potentially invalid KV blocks")
 
 
-def test_concurrent_first_requests_on_a_shared_cpu_set(vllm_venv: Path, tmp_path):
+@pytest.mark.parametrize("connector", ["NixlConnector", "NixlPushConnector"])
+def test_concurrent_first_requests_on_a_shared_cpu_set(vllm_venv: Path, tmp_path, connector):
     model_dir = lp.write_model(tmp_path / "model", "llama", vllm_venv)
-    name, spec = lp.example_spec(model_dir, "llama")
-    rendered, rendered_router = lp.rendered_containers(name, spec, json.loads((model_dir / "config.json").read_text()))
+    name, spec = lp.example_spec(model_dir, "llama", connector=connector)
+    model_config = json.loads((model_dir / "config.json").read_text())
+    rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
     ports = lp.local_ports(rendered)
-    local = {role: lp.localize(rendered[role], role, *ports[role]) for role in ("prefill", "decode")}
+    push = connector == "NixlPushConnector"
+    pod_name = f"{name}-prefill-0" if push else None  # push mode: prefill's engine_id is $(POD_NAME)
+    local = {role: lp.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
+             for role in ("prefill", "decode")}
+    static_prefill = None
+    if push:
+        templates = lp.rendered_pod_templates(name, spec, model_config)
+        static_prefill, _, _ = lp.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
     shared = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     bind = os.environ.get("PDD_SHARED_OMP_BIND") or omp_bind(shared, exclusive=False)
     with lp.run_pair(local, vllm_venv, tmp_path, timeout=s.STARTUP_TIMEOUT, omp_binds=(bind, bind)) as servers:
-        router = lp.Router(servers["prefill"].url, servers["decode"].url, tmp_path / "router.log", rendered_router)
+        router = lp.Router(static_prefill or servers["prefill"].url, servers["decode"].url, tmp_path / "router.log",
+                           rendered_router)
         try:
             router.wait_healthy()
             before = s.metrics(servers["decode"].url)
@@ -67,7 +77,7 @@ def test_concurrent_first_requests_on_a_shared_cpu_set(vllm_venv: Path, tmp_path
             router.stop()
         prefill_log = servers["prefill"].log_text()
     expired = {line for line in prefill_log.splitlines() if any(e in line for e in EXPIRED)}
-    print(f"\n[shared cores] VLLM_CPU_OMP_THREADS_BIND={bind} for both engines; {CONCURRENT} concurrent requests, "
+    print(f"\n[shared cores] {connector}: VLLM_CPU_OMP_THREADS_BIND={bind} for both engines; {CONCURRENT} concurrent requests, "
           f"twice: {took} s; decode external hits {hits} of {expected} prompt tokens; expired leases {len(expired)}")
     assert all(r.completion_tokens == 16 for r in results), results
     assert not expired, sorted(expired)[:4]
