@@ -11,7 +11,9 @@ released the blocks at the lease's end (30 s): "Releasing expired KV blocks ... 
 worker(s)" in prefill's log, each request ~32 s instead of ~2 s, in 4 of 4 fresh pairs. Unbound
 (``nobind``, what the agent now gives a shared set: dev/node_agent/podspec.py ``omp_bind``) 0 of 2.
 
-``PDD_SHARED_OMP_BIND=0,1`` binds both engines to that set instead (the negative control: expected to fail).
+``PDD_SHARED_OMP_BIND=0,1`` binds both engines to that set instead, the negative control: it failed in pull
+and in push mode (the requests hit the client's 180 s timeout), the push pair's "served no request" of the
+cluster runs.
 """
 
 from __future__ import annotations
