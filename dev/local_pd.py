@@ -266,10 +266,12 @@ def localize(container: dict, role: str, http_port: int, side_channel_port: int,
 # ---------------------------------------------------------------------------------------------
 
 def core_sets(n: int = 2) -> list[str]:
-    """Split this process's cores into ``n`` disjoint ``VLLM_CPU_OMP_THREADS_BIND`` values."""
+    """Split this process's cores into ``n`` disjoint ``VLLM_CPU_OMP_THREADS_BIND`` values; ``nobind`` for
+    each when there are fewer cores than ``n`` (binding one set twice pins both engines' worker threads to
+    its first core: dev/node_agent/podspec.py ``omp_bind``)."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < n:
-        return [",".join(map(str, cores))] * n
+        return ["nobind"] * n
     size = len(cores) // n
     return [",".join(map(str, cores[i * size:(i + 1) * size])) for i in range(n)]
 
@@ -462,12 +464,13 @@ def wait_healthy(servers: list[Server], timeout: float) -> None:
 
 @contextlib.contextmanager
 def run_pair(locals_: dict[str, LocalEngine], venv: Path | dict[str, Path], log_dir: Path,
-             timeout: float = 600) -> Iterator[dict[str, Server]]:
+             timeout: float = 600, omp_binds: tuple[str, str] | None = None) -> Iterator[dict[str, Server]]:
     """Start prefill and decode (one core set each), wait until both are healthy, always kill both.
 
     ``venv`` is the vllm-cpu environment of both engines, or ``{role: venv}`` to run each role on its
-    own vLLM release (the conformance run's version-skew variant)."""
-    binds = core_sets(2)
+    own vLLM release (the conformance run's version-skew variant). ``omp_binds`` is the
+    ``VLLM_CPU_OMP_THREADS_BIND`` of (prefill, decode), default :func:`core_sets`."""
+    binds = omp_binds or core_sets(2)
     venvs = venv if isinstance(venv, dict) else {"prefill": venv, "decode": venv}
     servers: dict[str, Server] = {}
     try:

@@ -86,16 +86,25 @@ async def run_requests(prefill_url: str, decode_url: str, model: str, prompts: l
 _METRIC = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
-def metrics(url: str) -> dict[str, float]:
-    """Prometheus text of ``url``/metrics, summed over label sets per metric name."""
+def metrics_text(url: str) -> str:
+    """The Prometheus text of ``url``/metrics (one scrape)."""
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        text = r.read().decode()
+        return r.read().decode()
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text summed over label sets per metric name."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         m = _METRIC.match(line)
         if m:
             out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
     return out
+
+
+def metrics(url: str) -> dict[str, float]:
+    """``url``/metrics summed over label sets per metric name (:func:`parse_metrics` of one scrape)."""
+    return parse_metrics(metrics_text(url))
 
 
 def delta(after: dict[str, float], before: dict[str, float], name: str) -> float:

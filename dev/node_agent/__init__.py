@@ -18,6 +18,11 @@ control plane whose kwok nodes run nothing; this agent registers one more Node (
   per container (a mountPath missing on the host is created there as an empty directory, e.g.
   ``/var/run/secrets/kubernetes.io/serviceaccount``; the mounts themselves are private); an emptyDir
   of medium Memory at ``/dev/shm`` is the host's /dev/shm;
+- a pod whose CPU request is whole cores gets cores of its own while free ones last (as the kubelet's
+  static CPU manager gives them); the others share the rest (the process's affinity). vLLM's OpenMP
+  threads are bound (``VLLM_CPU_OMP_THREADS_BIND``, runtimes.yaml ``{omp_bind}``) to cores of the pod's
+  own only: bound to a shared set, every engine's worker thread sat on its first core and a
+  busy-waiting prefill starved decode (podspec.py ``omp_bind``);
 - init containers run first, in order; startup, readiness and liveness probes (httpGet, tcpSocket,
   exec) run as the kubelet runs them; exited containers restart with the kubelet's back-off;
 - a deleted pod gets its preStop hooks, SIGTERM, SIGKILL after the grace period, then its object is

@@ -229,7 +229,7 @@ class PodWorker(threading.Thread):
                             self.agent.cpu_capacity)
         argv = container_argv(c.spec, env, runtime)
         cpus = ",".join(map(str, self.cpus))
-        penv = runtime_env(runtime, env, cpus)
+        penv = runtime_env(runtime, env, cpus, exclusive=self.agent.has_exclusive_cores(self.uid))
         penv["LD_PRELOAD"] = str(self.agent.bind_shim)
         penv["PDD_AGENT_POD_IP"] = self.pod_ip
         mounts = self.mounts.get(c.name) or []
@@ -740,6 +740,11 @@ class NodeAgent:
             else:
                 cores = free or list(self.cores)
             return ip, cores
+
+    def has_exclusive_cores(self, uid: str) -> bool:
+        """Whether the pod ``uid`` was given cores of its own (:meth:`allocate`), not the shared ones."""
+        with self.lock:
+            return uid in self.exclusive
 
     def release(self, worker: PodWorker) -> None:
         with self.lock:

@@ -38,8 +38,9 @@ class Runtime:
         venv: the virtualenv whose ``bin`` comes first in ``PATH`` (the image's Python and console scripts).
         commands: argv prefixes that replace a command's first word (``vllm`` -> ``[python, launcher.py]``),
             for image entrypoints that do not work as-is from the virtualenv.
-        env: variables the image would set; never override the pod's. ``{cpus}`` in a value becomes the
-            container's CPU set (``0`` or ``0,1``).
+        env: variables the image would set; never override the pod's. In a value, ``{cpus}`` becomes the
+            container's CPU set (``0`` or ``0,1``) and ``{omp_bind}`` the value of vLLM's
+            ``VLLM_CPU_OMP_THREADS_BIND`` that fits it (:func:`omp_bind`).
         description: one line for logs and refusals.
     """
 
@@ -271,11 +272,28 @@ def container_argv(container: dict, env: dict[str, str], runtime: Runtime) -> li
     return argv
 
 
-def runtime_env(runtime: Runtime, env: dict[str, str], cpus: str) -> dict[str, str]:
-    """The process environment: the pod's ``env`` over the runtime's image variables and ``PATH``."""
+def omp_bind(cpus: str, exclusive: bool) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for a container whose CPU set is ``cpus`` (``"0,1"``): that set when
+    the cores are the pod's alone (``exclusive``), else ``nobind`` (vLLM leaves its OpenMP threads
+    unpinned: ``vllm/utils/ompmultiprocessing.py``, vLLM 0.32).
+
+    Binding a shared set is what stalled the real-engine loads (issue 13): with ``OMP_PROC_BIND`` each
+    engine's worker main thread (OpenMP thread 0) is pinned to the set's first core, so every engine of
+    the shared pool ran its worker on the same core; prefill's worker busy-waits for the next step
+    (``shm_broadcast`` ``SpinCondition``, ``sched_yield``) while its KV waits to be read, and decode's
+    worker, runnable on that core, got almost no CPU time (1 tick in 22 s) until prefill's KV lease
+    expired (30 s), so decode never started the NIXL read in time.
+    """
+    return cpus if exclusive else "nobind"
+
+
+def runtime_env(runtime: Runtime, env: dict[str, str], cpus: str, exclusive: bool = True) -> dict[str, str]:
+    """The process environment: the pod's ``env`` over the runtime's image variables and ``PATH``.
+    ``cpus`` is the container's CPU set (``"0,1"``), ``exclusive`` whether those cores are the pod's alone;
+    they fill ``{cpus}`` and ``{omp_bind}`` in the runtime's values (:class:`Runtime`)."""
     out = {"PATH": f"{runtime.venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": runtime.venv}
     for k, v in runtime.env.items():
-        out[k] = v.replace("{cpus}", cpus)
+        out[k] = v.replace("{cpus}", cpus).replace("{omp_bind}", omp_bind(cpus, exclusive))
     out.update(env)
     return out
 

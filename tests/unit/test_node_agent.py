@@ -14,6 +14,7 @@ from dev.node_agent.podspec import (
     container_env,
     cpu_millis,
     expand,
+    omp_bind,
     refusal,
     runtime_env,
 )
@@ -57,6 +58,18 @@ def test_env_downward_api_and_order():
     penv = runtime_env(RUNTIMES[0], {**env, "HOME": "/pod-home"}, "1")
     assert penv["VLLM_CPU_OMP_THREADS_BIND"] == "1" and penv["HOME"] == "/pod-home"  # the pod's env wins
     assert penv["PATH"].startswith("/opt/venv/bin:")
+
+
+def test_omp_threads_bound_only_to_cores_of_the_pods_own():
+    """A shared CPU set is not bound: pinned, every engine's worker thread sat on the set's first core (issue 13)."""
+    rt = Runtime(images=[ENGINE_IMAGE], venv="/opt/venv", env={"VLLM_CPU_OMP_THREADS_BIND": "{omp_bind}", "C": "{cpus}"})
+    own = runtime_env(rt, {}, "1", exclusive=True)
+    shared = runtime_env(rt, {}, "0,1", exclusive=False)
+    assert (own["VLLM_CPU_OMP_THREADS_BIND"], own["C"]) == ("1", "1")
+    assert (shared["VLLM_CPU_OMP_THREADS_BIND"], shared["C"]) == ("nobind", "0,1")
+    assert omp_bind("0,1", exclusive=False) == "nobind" and omp_bind("0", exclusive=True) == "0"
+    # The pod's own value wins over the image's, as for every runtime variable.
+    assert runtime_env(rt, {"VLLM_CPU_OMP_THREADS_BIND": "0"}, "0,1", exclusive=False)["VLLM_CPU_OMP_THREADS_BIND"] == "0"
 
 
 def test_env_references_missing_config_map_is_refused_unless_optional():

@@ -17,6 +17,8 @@ from dev.pd_client import (  # noqa: F401 (the tests use them as support.*)
     Result,
     delta,
     metrics,
+    metrics_text,
+    parse_metrics,
     pd_completion,
     prompt_of,
     read_sse,
