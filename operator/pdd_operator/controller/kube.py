@@ -12,6 +12,7 @@ apply (same applied hash, and every desired field present with the same value).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -297,6 +299,24 @@ class Kube:
                     break
         oldest = None if None in versions or not versions else min(versions)
         return items, oldest
+
+    def answers(self, timeout: float) -> bool:
+        """Whether the apiserver answers ``GET /version`` on a new connection within ``timeout``
+        seconds (any HTTP status counts); False when it cannot be reached or does not answer."""
+        conf = copy.copy(self.api_client.configuration)
+        conf.retries = False  # one attempt: ``timeout`` is the whole wait
+        fresh = client.ApiClient(conf)  # its own pool: no pooled connection that may be stuck
+        try:
+            method, url, headers, body, post = fresh.param_serialize(
+                method="GET", resource_path="/version", header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"])
+            fresh.call_api(method, url, header_params=headers, body=body, post_params=post,
+                           _request_timeout=timeout).read()
+        except (urllib3.exceptions.HTTPError, OSError):
+            return False
+        finally:
+            fresh.close()
+        return True
 
     def missing_access(self, checks: Sequence[AccessCheck]) -> list[AccessCheck]:
         """The ``checks`` the apiserver denies this client's identity (one SelfSubjectAccessReview each).
