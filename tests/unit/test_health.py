@@ -185,7 +185,8 @@ def test_liveness_fails_only_while_the_apiserver_answers():
 
 def test_the_apiserver_probe_gives_up_on_a_listener_that_never_answers():
     """A socket that accepts connections (the kernel's backlog) but never answers, as a SIGSTOPped
-    apiserver does: ``answers`` is False after its timeout, and True for a server that answers."""
+    apiserver does: ``ready`` is False after its timeout; an apiserver answering /readyz 500 (etcd
+    away) is not ready either; 200 is."""
     import socket
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -202,20 +203,24 @@ def test_the_apiserver_probe_gives_up_on_a_listener_that_never_answers():
     with socket.socket() as hung:
         hung.bind(("127.0.0.1", 0))
         hung.listen(8)
-        assert kube(hung.getsockname()[1]).answers(0.5) is False
+        assert kube(hung.getsockname()[1]).ready(0.5) is False
 
-    class Refusing(BaseHTTPRequestHandler):
+    codes = {"/readyz": 500}
+
+    class Readyz(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802  (http.server's name)
-            self.send_response(503)
+            self.send_response(codes.get(self.path, 404))
             self.end_headers()
 
         def log_message(self, *args):
             pass
 
-    server = HTTPServer(("127.0.0.1", 0), Refusing)
+    server = HTTPServer(("127.0.0.1", 0), Readyz)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        assert kube(server.server_address[1]).answers(5) is True  # a 503 is an answer
+        assert kube(server.server_address[1]).ready(5) is False  # etcd away: [-]etcd failed
+        codes["/readyz"] = 200
+        assert kube(server.server_address[1]).ready(5) is True
     finally:
         server.shutdown()

@@ -266,9 +266,9 @@ PROBE_TIMEOUT_SECONDS = 5.0
 
 
 def apiserver_answers() -> bool:
-    """Whether the apiserver answers ``GET /version`` on a fresh request within
-    :data:`PROBE_TIMEOUT_SECONDS` (any HTTP status counts as an answer)."""
-    return _kube().answers(PROBE_TIMEOUT_SECONDS)
+    """Whether the apiserver answers ``GET /readyz`` with 200 on a fresh request within
+    :data:`PROBE_TIMEOUT_SECONDS` (:meth:`~pdd_operator.controller.kube.Kube.ready`)."""
+    return _kube().ready(PROBE_TIMEOUT_SECONDS)
 
 
 @kopf.on.probe(id="watch")
@@ -276,7 +276,7 @@ def watch_probe(**_) -> str:
     """The liveness endpoint's check (``pdd run --liveness``): fails (HTTP 500) when the resync loop
     stopped running or the PDDeployment watch has fallen behind what the apiserver lists
     (:class:`~pdd_operator.controller.health.WatchHealth`) while the apiserver answers: restarting the
-    operator is the cure for both. While the apiserver does not answer either, it stays live
+    operator is the cure for both. While the apiserver is not ready either (hung, away, its etcd away), it stays live
     (:func:`~pdd_operator.controller.health.liveness_failure`)."""
     problem = HEALTH.problem(time.monotonic())
     failure = liveness_failure(problem, apiserver_answers)

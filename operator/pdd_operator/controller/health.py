@@ -7,7 +7,7 @@
   watch has not delivered for longer than ``stuck_after`` means the watch is stuck (connected but
   silent, or dead without kopf noticing). The resync loop not running for that long is reported too.
 - :func:`liveness_failure`: whether such a problem should fail liveness: only while the apiserver
-  answers a fresh request. With the apiserver hung or away (stopped, SIGSTOPped, etcd blocking it) a
+  answers a fresh request as ready. With the apiserver hung or away (stopped, SIGSTOPped, its etcd away) a
   restart cures nothing, and each restart the kubelet makes lengthens its CrashLoopBackOff (up to 5
   minutes), which would delay the recovery once the apiserver is back.
 """

@@ -300,23 +300,23 @@ class Kube:
         oldest = None if None in versions or not versions else min(versions)
         return items, oldest
 
-    def answers(self, timeout: float) -> bool:
-        """Whether the apiserver answers ``GET /version`` on a new connection within ``timeout``
-        seconds (any HTTP status counts); False when it cannot be reached or does not answer."""
+    def ready(self, timeout: float) -> bool:
+        """Whether the apiserver answers ``GET /readyz`` with 200 on a new connection within ``timeout``
+        seconds: False when it cannot be reached, does not answer, or is not ready (etcd away: 500)."""
         conf = copy.copy(self.api_client.configuration)
         conf.retries = False  # one attempt: ``timeout`` is the whole wait
         fresh = client.ApiClient(conf)  # its own pool: no pooled connection that may be stuck
         try:
             method, url, headers, body, post = fresh.param_serialize(
-                method="GET", resource_path="/version", header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"])
-            fresh.call_api(method, url, header_params=headers, body=body, post_params=post,
-                           _request_timeout=timeout).read()
+                method="GET", resource_path="/readyz", auth_settings=["BearerToken"])
+            response = fresh.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                      _request_timeout=timeout)
+            response.read()
         except (urllib3.exceptions.HTTPError, OSError):
             return False
         finally:
             fresh.close()
-        return True
+        return response.status == 200
 
     def missing_access(self, checks: Sequence[AccessCheck]) -> list[AccessCheck]:
         """The ``checks`` the apiserver denies this client's identity (one SelfSubjectAccessReview each).
