@@ -261,8 +261,10 @@ async def stop(**_) -> None:
         await asyncio.to_thread(elector.release)
 
 
-#: Seconds the liveness probe waits for the apiserver's answer to a fresh request.
-PROBE_TIMEOUT_SECONDS = 5.0
+#: Seconds the liveness probe waits for the apiserver's answer to a fresh request: well inside the
+#: chart's livenessProbe ``timeoutSeconds`` (5), or a hung apiserver would time the probe itself out
+#: and the kubelet would restart the operator anyway.
+PROBE_TIMEOUT_SECONDS = 2.0
 
 
 def apiserver_answers() -> bool:
