@@ -5,7 +5,7 @@
 # run as background processes on 127.0.0.1 only; kwok plays the kubelet for the fake nodes in
 # nodes.yaml (4 H200 GPU nodes in two racks, 1 CPU-only node).
 #
-# Usage: dev/cluster/cluster.sh up|down|status|env|smoke
+# Usage: dev/cluster/cluster.sh up|down|status|env|smoke|stop-component|start-component|pause-component|resume-component
 #   up      build the binaries if missing (build-binaries.sh), start everything, wait until the
 #           apiserver is ready, the controller-manager works (default ServiceAccount exists) and
 #           all fake nodes are Ready and untainted; print the kubeconfig path on stdout.
@@ -20,6 +20,8 @@
 #   env     print shell exports: eval "$(dev/cluster/cluster.sh env)"
 #   smoke   a quick placement check: a pod asking for 2 GPUs becomes Ready on a GPU node, one
 #           asking for 16 stays Pending with FailedScheduling "Insufficient nvidia.com/gpu".
+#   stop-component|start-component NAME    take one component away / bring it back (etcd data kept)
+#   pause-component|resume-component NAME  SIGSTOP / SIGCONT it: connections stay open, nothing answers
 #
 # Environment:
 #   PDD_CACHE            cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/pdd-operator)
@@ -551,6 +553,17 @@ cmd_start_component() {
   launch "$1"
 }
 
+# pause-component NAME / resume-component NAME: SIGSTOP / SIGCONT the component's process. Unlike a
+# stopped one, a paused component keeps its listening socket and its open connections: clients connect
+# (the kernel completes the handshake) and their requests and watches hang without an answer or an
+# error, as with a hung apiserver or etcd, until it is resumed.
+cmd_signal_component() {
+  known_component "$1"
+  alive "$1" || die "$1 is not running"
+  kill "-$2" "$(pid_of "$1")"
+  log "$1 sent SIG$2"
+}
+
 # parallel callers (e.g. several test workers running `up`) wait for each other instead of racing.
 lock() {
   mkdir -p "$(dirname "$STATE")"
@@ -566,5 +579,7 @@ case "${1:-}" in
   smoke) cmd_smoke ;;
   stop-component) shift; lock; cmd_stop_component "${1:-}" ;;
   start-component) shift; lock; cmd_start_component "${1:-}" ;;
-  *) echo "usage: $0 up|down [--purge]|status|env|smoke|stop-component NAME|start-component NAME" >&2; exit 2 ;;
+  pause-component) shift; cmd_signal_component "${1:-}" STOP ;;
+  resume-component) shift; cmd_signal_component "${1:-}" CONT ;;
+  *) echo "usage: $0 up|down [--purge]|status|env|smoke|stop-component NAME|start-component NAME|pause-component NAME|resume-component NAME" >&2; exit 2 ;;
 esac

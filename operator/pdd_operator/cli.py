@@ -56,11 +56,50 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def _load_docs(path: str) -> list[dict]:
+    """The mappings of the YAML (or JSON) file ``path`` (``-``: stdin), with each escaped UTF-16
+    surrogate pair (``"\\ud83e\\udd99"``, as JSON encoders write a character outside the BMP) read as
+    the one character it encodes, as JSON parsers do (PyYAML keeps the two halves). Raises
+    :class:`InputError` for text that is not YAML, or a lone surrogate (half a pair: no Unicode text;
+    the apiserver's JSON decoder stores U+FFFD in its place, Go's YAML decoder refuses it)."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     try:
-        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+        docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML: {exc}") from exc
+    try:
+        return [_joined_surrogates(doc) for doc in docs]
+    except _LoneSurrogate as exc:
+        raise InputError(f"{path}: {exc.at or 'a value'} holds a lone UTF-16 surrogate escape (half of a "
+                         "\\uD83D\\uDE00 pair), which is not Unicode text. Fix: write the character itself, or "
+                         "both halves of its surrogate pair.") from None
+
+
+class _LoneSurrogate(ValueError):
+    def __init__(self, at: str) -> None:
+        super().__init__(at)
+        self.at = at
+
+
+def _joined_surrogates(value, at: str = ""):
+    """``value`` with every string's surrogate pairs joined into characters; raises
+    :class:`_LoneSurrogate` with the path (``spec.model.servedModelName``) of a key or string holding
+    a surrogate that has no partner."""
+    if isinstance(value, str):
+        if not any("\ud800" <= c <= "\udfff" for c in value):
+            return value
+        try:
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
+            raise _LoneSurrogate(at) from None
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            here = f"{at}.{key}" if at else str(key)
+            out[_joined_surrogates(key, here) if isinstance(key, str) else key] = _joined_surrogates(item, here)
+        return out
+    if isinstance(value, list):
+        return [_joined_surrogates(item, f"{at}[{i}]") for i, item in enumerate(value)]
+    return value
 
 
 def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:

@@ -222,3 +222,49 @@ def test_a_reconcile_failed_in_an_outage_is_retried_with_backoff_not_at_the_resy
     finally:
         op.stop()
     assert "retrying with backoff" in (tmp_path / "operator.log").read_text()
+
+
+def _signal(cluster, verb: str, name: str) -> None:
+    subprocess.run(["bash", str(CLUSTER_SH), f"{verb}-component", name], env=cluster.env, check=True, timeout=60)
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+def test_operator_lives_through_a_paused_component(cluster, namespace, tmp_path, monkeypatch, component):
+    """The apiserver or etcd SIGSTOPped for OUTAGE_SECONDS: its sockets stay open and nothing answers,
+    so every request and watch of the operator's hangs (no error to retry on). The operator must not
+    exit, must stay live (its resync is stuck for longer than ``PDD_STUCK_SECONDS``, but the apiserver
+    is not ready either, so a restart would not help), and once the component is resumed it must act
+    on what changed and bring the held object's status up to date, without a restart. With the
+    apiserver paused, the held object's decode Deployment is deleted in etcd behind it: the change
+    arrives through the apiserver's watch of etcd when it resumes."""
+    monkeypatch.setitem(cluster.env, "PDD_STUCK_SECONDS", "10")
+    op, live_port = _operator(cluster, tmp_path, monkeypatch)
+    try:
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_manifest("before"))
+        wait_for(_ready(cluster, namespace, "before"), 120, what="before Ready")
+        wait_for(lambda: _live(live_port) == 200, 60, interval=1, what="liveness 200 (kopf's probe server is up)")
+        old = cluster.apps.read_namespaced_deployment("before-decode", namespace).metadata.uid
+        _signal(cluster, "pause", component)
+        codes = []
+        try:
+            if component == "kube-apiserver":
+                assert _etcd_delete(cluster, f"/registry/deployments/{namespace}/before-decode") == 1
+            deadline = time.monotonic() + OUTAGE_SECONDS
+            while time.monotonic() < deadline:  # the outage itself, not a wait for a result
+                codes.append(_live(live_port))
+                assert op.proc.poll() is None, f"the operator exited while {component} was paused"
+                time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+        finally:
+            _signal(cluster, "resume", component)
+        assert set(codes) == {200}, f"liveness answers while {component} was paused: {codes}"
+        wait_for(lambda: cluster.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 180,
+                 interval=1, what=f"the apiserver ready again ({component} resumed)")
+        if component == "kube-apiserver":
+            wait_for(lambda: cluster.apps.read_namespaced_deployment("before-decode", namespace).metadata.uid != old,
+                     120, what="the Deployment deleted behind the paused apiserver restored")
+        _changes_are_picked_up(cluster, namespace)
+        wait_for(lambda: _live(live_port) == 200, 120, interval=1, what="liveness 200 after the pause")
+        assert op.proc.poll() is None
+    finally:
+        op.stop()
+    assert "escalating" not in (tmp_path / "operator.log").read_text(), "kopf gave up on a request"

@@ -160,8 +160,67 @@ def test_liveness_endpoint_fails_when_the_watch_is_stuck(monkeypatch):
             lifecycle=lifecycles.all_at_once, registry=kopf.get_default_registry(),
             settings=kopf.OperatorSettings(), activity=causes.Activity.PROBE, indices={}, memo=kopf.Memo())
 
+    answers = {"now": True}
+    monkeypatch.setattr(handlers, "apiserver_answers", lambda: answers["now"])
     health.resync_ran(time.monotonic())
     assert "ok" in asyncio.run(probe()).values()
     health.resync_ran(time.monotonic() - 1000)
     with pytest.raises(activities.ActivityError):
         asyncio.run(probe())
+    # The apiserver hung or away: the same stuck resync stays live (a restart would not help).
+    answers["now"] = False
+    assert any(str(v).startswith("waiting for the apiserver: the periodic resync has not run")
+               for v in asyncio.run(probe()).values())
+
+
+def test_liveness_fails_only_while_the_apiserver_answers():
+    from pdd_operator.controller.health import liveness_failure
+
+    asked = []
+    assert liveness_failure(None, lambda: asked.append(1) or True) is None
+    assert asked == []  # no problem: the apiserver is not even asked
+    assert liveness_failure("the watch is behind", lambda: True) == "the watch is behind, though the apiserver answers"
+    assert liveness_failure("the watch is behind", lambda: False) is None
+
+
+def test_the_apiserver_probe_gives_up_on_a_listener_that_never_answers():
+    """A socket that accepts connections (the kernel's backlog) but never answers, as a SIGSTOPped
+    apiserver does: ``ready`` is False after its timeout; an apiserver answering /readyz 500 (etcd
+    away) is not ready either; 200 is."""
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from kubernetes import client
+
+    from pdd_operator.controller.kube import Kube
+
+    def kube(port: int) -> Kube:
+        conf = client.Configuration()
+        conf.host = f"http://127.0.0.1:{port}"
+        return Kube(client.ApiClient(conf))
+
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        assert kube(hung.getsockname()[1]).ready(0.5) is False
+
+    codes = {"/readyz": 500}
+
+    class Readyz(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  (http.server's name)
+            self.send_response(codes.get(self.path, 404))
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Readyz)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert kube(server.server_address[1]).ready(5) is False  # etcd away: [-]etcd failed
+        codes["/readyz"] = 200
+        assert kube(server.server_address[1]).ready(5) is True
+    finally:
+        server.shutdown()

@@ -10,7 +10,15 @@ from kubernetes import client
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.controller.cache import ClusterCache
-from pdd_operator.controller.kube import Kube, applied_hash, contains, foreign_items, restamped, with_applied_hash
+from pdd_operator.controller.kube import (
+    Kube,
+    applied_hash,
+    contains,
+    foreign_drift,
+    foreign_items,
+    restamped,
+    with_applied_hash,
+)
 from pdd_operator.render.workloads import Owner, render_children
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +77,22 @@ def test_foreign_service_ports_are_found():
                                  {"name": "nixl", "port": 5600, "protocol": "TCP"}]}}
     assert foreign_items(edited, desired, ("spec", "ports")) == [{"name": "http", "port": 8001, "protocol": "TCP"}]
     assert foreign_items(desired, desired, ("spec", "ports")) == []
+
+
+def test_a_port_or_selector_key_added_by_hand_is_drift_to_take_back():
+    """An added port and a key added to the (atomic) selector leave the operator's fields in place, so
+    :func:`contains` alone would never write; the Service then has a port the operator does not render,
+    or selects no engine pod at all. Another manager's annotation is no such drift."""
+    desired = {"spec": {"selector": {"app.kubernetes.io/instance": "a", "app.kubernetes.io/component": "prefill"},
+                        "ports": [{"name": "http", "port": 8000}]}}
+    added_port = {"spec": {**desired["spec"], "ports": [{"name": "http", "port": 8000, "protocol": "TCP"},
+                                                         {"name": "extra", "port": 9999, "protocol": "TCP"}]}}
+    narrowed = {"spec": {**desired["spec"], "selector": {**desired["spec"]["selector"], "extra": "x"}}}
+    annotated = {"metadata": {"annotations": {"x": "y"}}, **desired}
+    for live in (added_port, narrowed):
+        assert contains(live, desired) and foreign_drift("Service", live, desired)
+    assert foreign_drift("Service", annotated, desired) == []
+    assert foreign_drift("Deployment", narrowed, desired) == []
 
 
 def test_only_children_of_the_same_owner_are_taken_back():

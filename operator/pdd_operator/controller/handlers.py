@@ -43,7 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.controller import cache as caching
 from pdd_operator.controller.cache import ClusterCache
-from pdd_operator.controller.health import CappedBackoff, WatchHealth
+from pdd_operator.controller.health import CappedBackoff, WatchHealth, liveness_failure
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import (
     EVENT_TO_APPLY,
@@ -261,14 +261,32 @@ async def stop(**_) -> None:
         await asyncio.to_thread(elector.release)
 
 
+#: Seconds the liveness probe waits for the apiserver's answer to a fresh request: well inside the
+#: chart's livenessProbe ``timeoutSeconds`` (5), or a hung apiserver would time the probe itself out
+#: and the kubelet would restart the operator anyway.
+PROBE_TIMEOUT_SECONDS = 2.0
+
+
+def apiserver_answers() -> bool:
+    """Whether the apiserver answers ``GET /readyz`` with 200 on a fresh request within
+    :data:`PROBE_TIMEOUT_SECONDS` (:meth:`~pdd_operator.controller.kube.Kube.ready`)."""
+    return _kube().ready(PROBE_TIMEOUT_SECONDS)
+
+
 @kopf.on.probe(id="watch")
 def watch_probe(**_) -> str:
     """The liveness endpoint's check (``pdd run --liveness``): fails (HTTP 500) when the resync loop
     stopped running or the PDDeployment watch has fallen behind what the apiserver lists
-    (:class:`~pdd_operator.controller.health.WatchHealth`); restarting the operator is the cure for both."""
+    (:class:`~pdd_operator.controller.health.WatchHealth`) while the apiserver answers: restarting the
+    operator is the cure for both. While the apiserver is not ready either (hung, away, its etcd away), it stays live
+    (:func:`~pdd_operator.controller.health.liveness_failure`)."""
     problem = HEALTH.problem(time.monotonic())
+    failure = liveness_failure(problem, apiserver_answers)
+    if failure:
+        raise kopf.PermanentError(failure)
     if problem:
-        raise kopf.PermanentError(problem)
+        log.warning("liveness: %s; the apiserver does not answer either, so a restart would not help", problem)
+        return f"waiting for the apiserver: {problem}"
     return "ok"
 
 

@@ -6,11 +6,15 @@
   every PDDeployment straight from the apiserver; an object whose listed ``resourceVersion`` the
   watch has not delivered for longer than ``stuck_after`` means the watch is stuck (connected but
   silent, or dead without kopf noticing). The resync loop not running for that long is reported too.
+- :func:`liveness_failure`: whether such a problem should fail liveness: only while the apiserver
+  answers a fresh request as ready. With the apiserver hung or away (stopped, SIGSTOPped, its etcd away) a
+  restart cures nothing, and each restart the kubelet makes lengthens its CrashLoopBackOff (up to 5
+  minutes), which would delay the recovery once the apiserver is back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 
 class CappedBackoff:
@@ -81,3 +85,12 @@ class WatchHealth:
                 return (f"the PDDeployment watch has not delivered {key[0]}/{key[1]} as listed {now - since:.0f}s "
                         f"ago ({len(self._behind_since)} object(s) behind)")
         return None
+
+
+def liveness_failure(problem: str | None, apiserver_answers: Callable[[], bool]) -> str | None:
+    """The message to fail liveness with, or ``None`` to stay live: ``problem`` (from
+    :meth:`WatchHealth.problem`) when the apiserver answers a fresh request (``apiserver_answers()``,
+    called only when there is a problem), else ``None``: the watch is silent because the apiserver is."""
+    if problem is None or not apiserver_answers():
+        return None
+    return f"{problem}, though the apiserver answers"

@@ -12,6 +12,7 @@ apply (same applied hash, and every desired field present with the same value).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -177,6 +179,29 @@ def _same_controller(live: dict, desired: dict) -> bool:
 #: A Service port edited by hand is such an item (editing ``port`` changes the key, so server-side
 #: apply would keep it next to the operator's and the apiserver refuses the duplicate port name).
 EXCLUSIVE_LISTS: dict[str, tuple[str, ...]] = {"Service": ("spec", "ports")}
+#: Maps of a child that must equal the operator's exactly: a Service's ``selector`` (atomic in
+#: server-side apply, ``+mapType=atomic``): a key another manager adds narrows it, and the Service
+#: then selects no engine pod at all.
+EXACT_MAPS: dict[str, tuple[str, ...]] = {"Service": ("spec", "selector")}
+
+
+def _at(obj: dict, path: tuple[str, ...]):
+    for part in path:
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def foreign_drift(kind: str, live: dict, desired: dict) -> list:
+    """What other managers added to a child that :func:`contains` tolerates but the operator must take
+    back: items of its :data:`EXCLUSIVE_LISTS` list the operator does not render, and an
+    :data:`EXACT_MAPS` map that is not exactly the rendered one (as ``[(path, live value)]``)."""
+    drift: list = []
+    if (exclusive := EXCLUSIVE_LISTS.get(kind)) is not None:
+        drift += foreign_items(live, desired, exclusive)
+    if (exact := EXACT_MAPS.get(kind)) is not None and _at(desired, exact) is not None \
+            and _at(live, exact) != _at(desired, exact):
+        drift.append((".".join(exact), _at(live, exact)))
+    return drift
 
 
 #: REST paths of the child kinds, for server-side apply (:meth:`Kube._server_side_apply`).
@@ -298,6 +323,24 @@ class Kube:
         oldest = None if None in versions or not versions else min(versions)
         return items, oldest
 
+    def ready(self, timeout: float) -> bool:
+        """Whether the apiserver answers ``GET /readyz`` with 200 on a new connection within ``timeout``
+        seconds: False when it cannot be reached, does not answer, or is not ready (etcd away: 500)."""
+        conf = copy.copy(self.api_client.configuration)
+        conf.retries = False  # one attempt: ``timeout`` is the whole wait
+        fresh = client.ApiClient(conf)  # its own pool: no pooled connection that may be stuck
+        try:
+            method, url, headers, body, post = fresh.param_serialize(
+                method="GET", resource_path="/readyz", auth_settings=["BearerToken"])
+            response = fresh.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                      _request_timeout=timeout)
+            response.read()
+        except (urllib3.exceptions.HTTPError, OSError):
+            return False
+        finally:
+            fresh.close()
+        return response.status == 200
+
     def missing_access(self, checks: Sequence[AccessCheck]) -> list[AccessCheck]:
         """The ``checks`` the apiserver denies this client's identity (one SelfSubjectAccessReview each).
 
@@ -379,15 +422,17 @@ class Kube:
         tolerated and never cause a write, and neither does a newer generation stamp alone
         (:func:`restamped`: the child keeps the generation that last changed it). Conflicts with
         other managers are forced: the operator owns its children's rendered fields (a hand edit of
-        them is reverted), and foreign items of :data:`EXCLUSIVE_LISTS` (a Service port edited by
-        hand) are removed first, from children this owner controls only (never from an object of
-        the same name that someone else created).
+        them is reverted), and foreign items of :data:`EXCLUSIVE_LISTS` (a Service port edited or
+        added by hand) are removed first, from children this owner controls only (never from an object
+        of the same name that someone else created); an :data:`EXACT_MAPS` map with a key added by
+        hand (a Service selector) is applied again (:func:`foreign_drift`).
         """
         kind, meta = desired["kind"], desired["metadata"]
         if kind not in self._patch:
             raise ValueError(f"unsupported kind {kind}")
         live = self.get(kind, meta["namespace"], meta["name"])
-        if live is not None and contains(live, with_applied_hash(restamped(desired, live))):
+        if live is not None and contains(live, with_applied_hash(restamped(desired, live))) and not (
+                _same_controller(live, desired) and foreign_drift(kind, live, desired)):
             return False
         body = with_applied_hash(desired)
         exclusive = EXCLUSIVE_LISTS.get(kind)

@@ -40,6 +40,35 @@ _NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 ENV_NAME = re.compile(ENV_NAME_PATTERN)
 
 
+def _image_reference() -> re.Pattern:
+    """The grammar of an image reference, ``[domain[:port]/]path[:tag][@digest]``, as the kubelet
+    parses it before any pull (github.com/distribution/reference ``regexp.go``, ``ReferenceRegexp``;
+    k8s.io/kubernetes/pkg/kubelet/images/image_manager.go: a reference that does not parse is
+    ``InvalidImageName`` and the container never starts)."""
+    alnum = r"[a-z0-9]+"
+    path = rf"{alnum}(?:(?:[._]|__|-+){alnum})*"
+    domain_part = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+    host = rf"(?:{domain_part}(?:\.{domain_part})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+    tag = r"[\w][\w.-]{0,127}"
+    digest = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+    return re.compile(rf"(?:{host}/)?{path}(?:/{path})*(?::{tag})?(?:@{digest})?", re.ASCII)
+
+
+IMAGE_REFERENCE = _image_reference()
+#: Longest repository name of a reference (``reference.NameTotalLengthMax``).
+MAX_IMAGE_NAME = 255
+
+
+def is_image_reference(image: str) -> bool:
+    """Whether the kubelet can parse ``image`` (:data:`IMAGE_REFERENCE`, name at most 255 characters)."""
+    if not IMAGE_REFERENCE.fullmatch(image):
+        return False
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return len(name) <= MAX_IMAGE_NAME
+
+
 def is_qualified_name(value: str) -> bool:
     """``[prefix/]name`` as label keys, resource names and topology keys must be (``IsQualifiedName``)."""
     prefix, slash, name = value.rpartition("/")
@@ -60,8 +89,8 @@ ADMISSION_RULES: dict[str, str] = {
     "label-invalid": "Node selector keys/values and the topology key are valid label keys and values.",
     "resource-invalid": "Resource names and quantities in requests and limits are valid Kubernetes quantities.",
     "reference-invalid": "Names of referenced objects (ConfigMap, Secret, ServiceAccount, claims) are DNS-1123 names.",
-    "toleration-invalid": "Toleration keys are valid label keys.",
-    "image-invalid": "Image references have no leading or trailing whitespace.",
+    "toleration-invalid": "Tolerations are what the apiserver accepts: label keys and values, Exists for an empty key.",
+    "image-invalid": "Image references parse as the kubelet reads them, with no surrounding whitespace.",
     "env-invalid": "Environment variable names are names the apiserver accepts.",
     "port-out-of-range": "Rendered ports (shifted for the host network) stay within 1-65535.",
     "object-too-large": "Every rendered object stays under the apiserver's and etcd's size limits.",
@@ -113,6 +142,34 @@ def _resources(field: str, resources) -> Iterable[Finding]:
                              "Write a quantity such as 16, 500m, 200Gi or 1e3.")
 
 
+def _tolerations(field: str, tolerations) -> Iterable[Finding]:
+    """What the apiserver checks in each pod toleration (``ValidateTolerations`` in
+    k8s.io/kubernetes/pkg/apis/core/validation/validation.go): the key a label key, the value a label
+    value, no value with ``Exists``, ``Exists`` when the key is empty, ``tolerationSeconds`` only
+    with ``NoExecute``."""
+    for i, tol in enumerate(tolerations):
+        at = f"{field}[{i}]"
+        if tol.key and not is_qualified_name(tol.key):
+            yield _error("toleration-invalid", f"{at}.key", f"{at}.key {tol.key!r} is not a valid taint key.",
+                         "Use the taint's key exactly as `kubectl describe node` shows it.")
+        if not tol.key and tol.operator != "Exists":
+            yield _error("toleration-invalid", f"{at}.operator", f"{at}: an empty key tolerates every taint only "
+                         "with operator Exists; the apiserver refuses it with Equal.",
+                         f"Set {at}.key to the taint's key, or {at}.operator to Exists.")
+        if tol.value and tol.operator == "Exists":
+            yield _error("toleration-invalid", f"{at}.value", f"{at}.value must be empty with operator Exists.",
+                         f"Remove {at}.value, or set {at}.operator to Equal.")
+        elif tol.value and not is_label_value(tol.value):
+            yield _error("toleration-invalid", f"{at}.value",
+                         f"{at}.value {tol.value!r} is not a valid taint value (at most 63 characters of letters, "
+                         "digits, '-', '_', '.', starting and ending with a letter or digit).",
+                         "Use the taint's value exactly as `kubectl describe node` shows it.")
+        if tol.toleration_seconds is not None and tol.effect != "NoExecute":
+            yield _error("toleration-invalid", f"{at}.tolerationSeconds",
+                         f"{at}.tolerationSeconds is allowed only with effect NoExecute.",
+                         f"Set {at}.effect to NoExecute, or remove {at}.tolerationSeconds.")
+
+
 def _ref_name(field: str, value: str | None, what: str) -> Iterable[Finding]:
     if value is not None and not is_dns_subdomain(value):
         yield _error("reference-invalid", field, f"{field}: {value!r} is not a valid {what} name (DNS-1123 subdomain).",
@@ -125,17 +182,15 @@ def check_fields(spec: PDDeploymentSpec) -> list[Finding]:
     for role in ("prefill", "decode"):
         r = spec.role(role)
         out += _label_map(f"spec.{role}.nodeSelector", r.node_selector)
-        for i, tol in enumerate(r.tolerations):
-            if tol.key is not None and not is_qualified_name(tol.key):
-                out.append(_error("toleration-invalid", f"spec.{role}.tolerations[{i}].key",
-                                  f"spec.{role}.tolerations[{i}].key {tol.key!r} is not a valid taint key.",
-                                  "Use the taint's key exactly as `kubectl describe node` shows it."))
+        out += _tolerations(f"spec.{role}.tolerations", r.tolerations)
         out += _resources(f"spec.{role}.resources", r.resources)
         for i, var in enumerate(r.env):
             out += _env_name(f"spec.{role}.env[{i}].name", var.name)
     for i, var in enumerate(spec.engine.env):
         out += _env_name(f"spec.engine.env[{i}].name", var.name)
     out += _resources("spec.router.resources", spec.router.resources)
+    out += _label_map("spec.router.nodeSelector", spec.router.node_selector)
+    out += _tolerations("spec.router.tolerations", spec.router.tolerations)
     if spec.placement.gpu_product is not None:
         out += _label_map("spec.placement", {"gpuProduct": spec.placement.gpu_product})
     if spec.placement.topology_key is not None and not is_qualified_name(spec.placement.topology_key):
@@ -156,6 +211,12 @@ def check_fields(spec: PDDeploymentSpec) -> list[Finding]:
         if image != image.strip():
             out.append(_error("image-invalid", field, f"{field} has leading or trailing whitespace.",
                               f"Remove the whitespace around {field}."))
+        elif not is_image_reference(image):
+            out.append(_error("image-invalid", field,
+                              f"{field} {image!r} is not an image reference the kubelet can parse "
+                              "([registry[:port]/]repository[:tag][@digest], lower-case repository, tag of letters, "
+                              "digits, '_', '.', '-'): its pods would never start (InvalidImageName).",
+                              f"Correct {field}, e.g. vllm/vllm-openai:v0.24.0."))
     return out
 
 

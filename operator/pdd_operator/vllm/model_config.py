@@ -35,7 +35,8 @@ def parse_config_json(text: str | bytes) -> dict:
     and the operator's ``spec.model.configMapRef`` all read through it. Raises
     :class:`ModelConfigError` for input over :data:`MAX_CONFIG_JSON_BYTES`, bytes that are not UTF-8,
     malformed JSON, nesting deeper than the parser's recursion limit (``json.loads`` raises
-    ``RecursionError``; the limit is about a thousand levels), or a top level that is not an object.
+    ``RecursionError``; the limit is about a thousand levels), an integer longer than Python converts
+    (4,300 digits: ``json.loads`` raises a plain ``ValueError``), or a top level that is not an object.
     """
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_CONFIG_JSON_BYTES:
@@ -57,6 +58,8 @@ def parse_config_json(text: str | bytes) -> dict:
             "JSON nested too deeply to parse (over about a thousand levels); a model's config.json is a few "
             "levels deep"
         ) from exc
+    except ValueError as exc:  # an integer of more digits than int() converts (sys.get_int_max_str_digits)
+        raise ModelConfigError(f"a value JSON cannot be read as a number: {exc}") from exc
     if not isinstance(config, dict):
         raise ModelConfigError(f"not a JSON object: the top level is {_JSON_TYPE.get(type(config), 'not an object')}")
     return config

@@ -70,7 +70,7 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
             flag = arg.split("=", 1)[0]
             if flag in _HMA_FLAGS and hma["prefill"] != hma["decode"]:
                 out.append((
-                    f"{r.role}: extraArgs sets {flag} on this role only; vLLM hashes whether HMA is on "
+                    f"spec.{r.role}.extraArgs sets {flag} on this role only; vLLM hashes whether HMA is on "
                     "(is_hma_enabled, 0.18+), so the handshake refuses the pair.",
                     f"Pass {flag} in the extraArgs of both roles, or of neither.",
                 ))
@@ -78,7 +78,7 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
                 continue  # draft-free methods are not compared between the roles
             elif flag in _MANAGED_FLAGS:
                 out.append((
-                    f"{r.role}: extraArgs sets {flag}, which the operator renders from the spec; a second value "
+                    f"spec.{r.role}.extraArgs sets {flag}, which the operator renders from the spec; a second value "
                     "overrides it on one role only and can break what must match between prefill and decode.",
                     f"Remove {flag} from extraArgs and set {_MANAGED_FLAGS[flag]} instead.",
                 ))
