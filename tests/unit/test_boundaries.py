@@ -136,3 +136,15 @@ def test_hybrid_decode_prefix_caching_follows_vllms_default(tmp_path, capsys, ve
     assert "hybrid-ssm-prefix-caching" not in {f.rule for f in evaluate(hybrid(engine=image(version))).findings}
     forced = evaluate(hybrid(engine=image(version), decode={"extraArgs": ["--enable-prefix-caching"]}))
     assert "hybrid-ssm-prefix-caching" in {f.rule for f in forced.errors}
+
+
+def test_hetero_tp_kv_replicated_leaves_a_non_integer_tp_ratio_to_tp_divisibility():
+    """TP 2 / 3 is refused by tp-divisibility; the KV-replication check has no TP ratio to speak of there."""
+    found = {f.rule for f in evaluate(make_spec(engine=image("0.21.0"), prefill={"tensorParallelSize": 2},
+                                                decode={"tensorParallelSize": 3})).errors}
+    assert "tp-divisibility" in found and "hetero-tp-kv-replicated" not in found, found
+
+
+def test_block_size_partial_names_the_role_that_sets_none():
+    (finding,) = [f for f in evaluate(make_spec(prefill={"blockSize": 16})).findings if f.rule == "block-size-partial"]
+    assert "prefill 16, decode not set" in finding.message and "None" not in finding.message

@@ -27,7 +27,7 @@ def _pair(image="vllm/vllm-openai:v0.11.0", p_args=(), d_args=(), p_env=(), d_en
     return [role("prefill", p_args, p_env, p_kv, p_resources), role("decode", d_args, d_env, d_kv, None)]
 
 
-# --- block-size-version: different block sizes only from vLLM 0.11.1 (vllm#26759) ----------------------
+# --- block-size-hetero-unsupported: different block sizes only from vLLM 0.11.1 (vllm#26759) ----------------------
 
 
 @pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.9.2", "vllm/vllm-openai:v0.10.2", "vllm/vllm-openai:v0.11.0"])
@@ -35,7 +35,7 @@ def _pair(image="vllm/vllm-openai:v0.11.0", p_args=(), d_args=(), p_env=(), d_en
 def test_different_block_sizes_before_0_11_1_are_refused(tmp_path, capsys, image, blocks):
     pair = _pair(image, p_args=["--block-size", str(blocks[0])], d_args=["--block-size", str(blocks[1])])
     code, out = check(tmp_path, capsys, *pair)
-    assert code == 1 and "block-size-version" in rules(out, "error"), out
+    assert code == 1 and "block-size-hetero-unsupported" in rules(out, "error"), out
 
 
 @pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.11.1", "vllm/vllm-openai:v0.12.0", "vllm/vllm-openai:v0.20.0"])
@@ -111,7 +111,7 @@ def test_a_modelbooster_backend_env_reaches_both_workers(tmp_path, capsys, host)
 def test_modelbooster_config_values_become_flags(tmp_path, capsys, image, blocks, refused):
     doc = _modelbooster(env=[POD_IP], image=image, p_config={"block_size": blocks[0]}, d_config={"block-size": blocks[1]})
     code, out = check(tmp_path, capsys, doc)
-    assert ("block-size-version" in rules(out, "error")) == refused and (code == 1) == refused, out
+    assert ("block-size-hetero-unsupported" in rules(out, "error")) == refused and (code == 1) == refused, out
 
 
 def test_an_lmcache_modelbooster_is_not_checked(tmp_path, capsys):

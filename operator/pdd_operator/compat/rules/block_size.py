@@ -13,6 +13,7 @@ def _block_pair(pair: PDPair) -> tuple[int, int] | None:
         return None
     return p, d
 
+
 @rule(
     id="block-size-partial", family="block-size-mismatch", severity="warning",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
@@ -23,16 +24,18 @@ def check_block_partial(pair: PDPair) -> list[Violation]:
     p, d = pair.prefill.block_size, pair.decode.block_size
     if (p is None) == (d is None):
         return []
-    return [(f"--block-size is set on one role only (prefill {p}, decode {d}); vLLM picks the other's itself, "
-             "which may not pair with it.", "Set blockSize on both roles, equal unless you need them to differ.")]
+    given, unset = ("prefill", "decode") if d is None else ("decode", "prefill")
+    return [(f"--block-size is set on one role only ({given} {p if d is None else d}, {unset} not set); vLLM picks "
+             f"{unset}'s itself (the attention backend's default), which may not pair with it.",
+             "Set blockSize on both roles, equal unless you need them to differ.")]
 
 
 @rule(
     id="block-size-hetero-unsupported", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.engine"),
-    source=("vllm v1/nixl_connector.py _validate_remote_agent_handshake: assert self.block_size == remote_block_size "
-            "(0.10.2; 0.11.0: 'Remote P worker with different page/block size is not supported'), read in the wheels; "
-            "0.11.1 maps block sizes through block_size_ratio"),
+    source=("vllm v1/nixl_connector.py add_remote_agent: assert self.block_size == remote_block_size ('Remote P "
+            "worker with different block size is not supported', 0.10.2; 'different page/block size', 0.11.0), read "
+            "in the wheels; vllm#26759 (first in 0.11.1) maps block sizes through block_size_ratio"),
     until=(0, 11, 1),
     example="prefill: {blockSize: 16}, decode: {blockSize: 32} on vLLM 0.11.0",
 )
@@ -42,7 +45,8 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
     if bp is None:
         return []
     return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes (prefill {bp[0]}, decode "
-             f"{bp[1]}): the NIXL handshake asserts they are equal.",
+             f"{bp[1]}): decode's NIXL handshake asserts they are equal ('Remote P worker with different block size is "
+             "not supported').",
              "Use the same blockSize on both roles, or vLLM >= 0.11.1.")]
 
 
@@ -60,24 +64,6 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     return [(f"Pull mode needs the decode block size to be a multiple of the prefill one (prefill {bp[0]}, decode "
              f"{bp[1]}); otherwise every request fails at the first KV read.",
              f"Use equal block sizes, or a decode block size that is a multiple of {bp[0]}.")]
-
-
-@rule(
-    id="block-size-version", family="block-size-mismatch", severity="error",
-    fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.engine"),
-    source=("vllm 0.10.2 and 0.11.0 nixl_connector.py add_remote_agent: assert self.block_size == "
-            "remote_block_size ('Remote P worker with different (page/)block size is not supported'); vllm#26759 "
-            "(first in 0.11.1) added block_size_ratio"),
-    since=(0, 9, 0), until=(0, 11, 1), example="prefill: {blockSize: 16}, decode: {blockSize: 64} on v0.11.0",
-)
-def check_block_version(pair: PDPair) -> list[Violation]:
-    """Equal block sizes before vLLM 0.11.1, which first transfers between different ones."""
-    bp = _block_pair(pair)
-    if bp is None:
-        return []
-    return [(f"vLLM {fmt(pair.version)} needs equal block sizes (prefill {bp[0]}, decode {bp[1]}): the decode's "
-             "handshake asserts 'Remote P worker with different block size is not supported'.",
-             "Use the same blockSize on both roles, or vLLM >= 0.11.1.")]
 
 
 @rule(

@@ -113,7 +113,9 @@ def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
         return []
     p, d = pair.tps
     heads = pair.num_kv_heads
-    if d <= p or max(1, heads // p) * p == max(1, heads // d) * d:
+    if d <= p or d % p:
+        return []  # equal TP, P > D, or a TP ratio that is not an integer: tp-divisibility and other rules
+    if max(1, heads // p) * p == max(1, heads // d) * d:
         return []  # equal TP, P > D (other rules), or no capping: per-rank heads scale with the TP ratio
     certain = pair.version >= _GQA_REPLICATED_AT_HEADS[0]
     at_heads = _GQA_REPLICATED_AT_HEADS[0] <= pair.version < _GQA_REPLICATED_AT_HEADS[1]
