@@ -47,14 +47,8 @@ def main(kind: str = "llama", connector: str = "NixlConnector") -> int:
         used.add(lp.free_fixed_port(used))
     http_p, side_p, http_d, side_d = sorted(used)
     ports = {"prefill": (http_p, side_p), "decode": (http_d, side_d)}
-    push = connector == "NixlPushConnector"
-    pod_name = f"{name}-prefill-0" if push else None
-    local = {role: lp.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
-             for role in ("prefill", "decode")}
-    static_prefill = None
-    if push:
-        templates = lp.rendered_pod_templates(name, spec, model_config)
-        static_prefill, _, _ = lp.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
+    local, static_prefill = lp.local_engines(name, spec, model_config, rendered, ports)
+    push = static_prefill is not None
     print(f"starting prefill and decode engines (logs in {base}); this takes a minute or two ...", flush=True)
     with lp.run_pair(local, venv, base, timeout=600) as servers:
         router = lp.Router(static_prefill or servers["prefill"].url, servers["decode"].url, base / "router.log",

@@ -40,7 +40,7 @@ from urllib.parse import urlencode
 import yaml
 
 from pdd_operator.api.constants import ANNOTATION_SIDE_CHANNEL_PORT, HTTP_PORT_NAME, NIXL_PORT_NAME
-from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.api.spec import Connector, PDDeploymentSpec
 from pdd_operator.render.workloads import ENGINE_CONTAINER, Owner, pod_template, render_children
 from pdd_operator.router.discovery import endpoint_of_pod
 
@@ -331,6 +331,22 @@ def push_static_prefill(template: dict, pod_name: str, http: int, side: int) -> 
         "engine_id": endpoint.engine_id, "kv_host": endpoint.kv_host, "kv_port": endpoint.kv_port,
         "tp": endpoint.tp_size, "pp": endpoint.pp_size})
     return url, endpoint, changes
+
+
+def local_engines(name: str, spec: PDDeploymentSpec, model_config: dict, rendered: dict, ports: dict) -> tuple[dict, str | None]:
+    """``({role: LocalEngine}, static prefill URL or None)`` for the rendered engines on the loopback ``ports``
+    (``{role: (http, side channel)}``). In push mode prefill's ``engine_id`` is ``$(POD_NAME)``, so prefill runs
+    as pod ``<name>-prefill-0`` and the router is given it with :func:`push_static_prefill`; in pull mode the
+    router takes prefill's plain URL (``None`` here)."""
+    push = spec.kv_transfer.connector == Connector.PUSH
+    pod_name = f"{name}-prefill-0" if push else None
+    local = {role: localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
+             for role in ("prefill", "decode")}
+    if not push:
+        return local, None
+    templates = rendered_pod_templates(name, spec, model_config)
+    static_prefill, _, _ = push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
+    return local, static_prefill
 
 
 def free_fixed_port(avoid: set[int] = frozenset(), low: int = 20000, high: int = 32000) -> int:

@@ -11,20 +11,13 @@ import json
 import pytest
 
 from tests.e2e.conftest import OperatorProcess, condition, pdd_status, wait_for
+from tests.e2e.test_robustness import settled
 from tests.robustness_variants import LLAMA, VARIANTS, Variant, document
 
 pytestmark = pytest.mark.cluster
 
 #: Error conditions that mean the operator could not do its part (an apply refused, a reconcile crashed).
 FAILED_REASONS = ("ApplyFailed", "ReconcileError")
-
-
-def _settled(cluster, ns, name):
-    def check():
-        obj = cluster.custom.get_namespaced_custom_object("pdd-operator.dev", "v1alpha1", ns, "pddeployments", name)
-        status = obj.get("status") or {}
-        return status.get("observedGeneration") == obj["metadata"]["generation"] and status.get("conditions") and status
-    return check
 
 
 def _named_in_status(status: dict, field: str) -> bool:
@@ -45,7 +38,7 @@ def check_variant(cluster, op: OperatorProcess, ns: str, v: Variant, webhook: bo
         assert webhook or "denied the request" not in proc.stderr
         return
     assert not (webhook and v.verdict == "refuse"), f"the webhook admitted {v.id}"
-    status = wait_for(_settled(cluster, ns, v.name), 90, what=f"status of {v.id}")
+    status = wait_for(settled(cluster, ns, v.name), 90, what=f"status of {v.id}")
     if v.verdict == "refuse":
         assert condition(status, "Compatible")["status"] == "False", status["conditions"]
         assert _named_in_status(status, v.field), status

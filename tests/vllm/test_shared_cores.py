@@ -45,14 +45,7 @@ def test_concurrent_first_requests_on_a_shared_cpu_set(vllm_venv: Path, tmp_path
     model_config = json.loads((model_dir / "config.json").read_text())
     rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
     ports = lp.local_ports(rendered)
-    push = connector == "NixlPushConnector"
-    pod_name = f"{name}-prefill-0" if push else None  # push mode: prefill's engine_id is $(POD_NAME)
-    local = {role: lp.localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)
-             for role in ("prefill", "decode")}
-    static_prefill = None
-    if push:
-        templates = lp.rendered_pod_templates(name, spec, model_config)
-        static_prefill, _, _ = lp.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
+    local, static_prefill = lp.local_engines(name, spec, model_config, rendered, ports)
     shared = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     bind = os.environ.get("PDD_SHARED_OMP_BIND") or omp_bind(shared, exclusive=False)
     with lp.run_pair(local, vllm_venv, tmp_path, timeout=s.STARTUP_TIMEOUT, omp_binds=(bind, bind)) as servers:
