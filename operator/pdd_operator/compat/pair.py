@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
-from pdd_operator.vllm.args import container_argv, env_values, int_flag, json_flag, parse_flags
+from pdd_operator.vllm.args import container_launches, env_values, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.script import Launch
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -282,15 +283,21 @@ _RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|--ray_cluster
 
 
 def role_from_container(
-    role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None
+    role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
+    launch: Launch | None = None,
 ) -> RoleConfig:
     """Build a :class:`RoleConfig` from a Pod's container (camelCase dicts, as in a manifest).
 
-    The vLLM argv is found with :func:`~pdd_operator.vllm.args.split_command`; the env,
-    resources and security context come from the container and its pod spec.
+    ``launch``: which of the engines the container starts (:func:`~pdd_operator.vllm.args.container_launches`;
+    a script may start several) this role is; ``None``: the first. Its argv gives the flags; its env (what the
+    script sets for that process) overrides the container's; resources and security context come from the
+    container and its pod spec.
     """
     pod_spec = pod_spec or {}
-    argv = container_argv(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
+    if launch is None:
+        found = container_launches(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
+        launch = found[0] if found else Launch(())
+    argv = list(launch.argv)
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     kv_transfer, speculative, wrapper = {}, None, None
@@ -367,7 +374,7 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
-        env=env_values(container.get("env")),
+        env={**env_values(container.get("env")), **launch.env},
         host_network=bool(pod_spec.get("hostNetwork")),
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
