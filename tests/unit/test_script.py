@@ -137,6 +137,17 @@ def test_a_default_does_not_win_over_a_value_the_manifest_hides():
     assert _flags(opened)[1]["--block-size"] == unknown("BS")
 
 
+def test_positional_arguments_after_the_script_are_its_parameters():
+    (got,) = container_launches({"command": ["sh", "-c", 'exec vllm serve "$@"', "--"],
+                                 "args": ["Qwen/Qwen3-8B", "--port", "8100"]}, image_runs_vllm=False)
+    assert got.argv == ("vllm", "serve", "Qwen/Qwen3-8B", "--port", "8100")
+
+
+def test_a_retry_loop_around_the_engine_is_one_engine():
+    (got,) = launches("until vllm serve m --port 2; do echo restarting; sleep 5; done")
+    assert _flags(got) == ("m", {"--port": "2"})
+
+
 def test_a_plain_command_is_one_launch_and_non_engines_none():
     (one,) = container_launches({"command": ["vllm", "serve", "m"], "args": ["--port", "1"]}, image_runs_vllm=False)
     assert one.argv == ("vllm", "serve", "m", "--port", "1") and one.env == {}
@@ -205,3 +216,13 @@ def test_engines_of_one_pod_on_one_side_channel_port_conflict(tmp_path, capsys):
     code, report = _check(tmp_path, capsys, _two_engine_pod(ports=(5600, 5600)))
     errors = {f["rule"] for r in report["results"] for f in r["findings"] if f["severity"] == "error"}
     assert code == 1 and "side-channel-port-conflict" in errors, report
+
+
+def test_engines_of_different_models_in_one_script_are_one_broken_pair(tmp_path, capsys):
+    doc = _two_engine_pod()
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["command"][2] = container["command"][2].replace("vllm serve $M --port 8200",
+                                                              "vllm serve other/model --port 8200")
+    code, report = _check(tmp_path, capsys, doc)
+    errors = {f["rule"] for r in report["results"] for f in r["findings"] if f["severity"] == "error"}
+    assert code == 1 and "model-mismatch" in errors, report

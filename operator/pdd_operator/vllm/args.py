@@ -8,6 +8,7 @@ the rules always judge what the engine will actually be started with.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterable
 
@@ -51,6 +52,10 @@ def command_launches(
         command = ["vllm", "serve"]
     argv = [str(x) for x in [*(command or []), *(args or [])]]
     if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
+        script, rest = argv[2], argv[3:]
+        if rest and re.search(r"\$(\{)?[@*1-9]", script):  # sh -c SCRIPT NAME ARGS: ARGS are $1 ... ($@)
+            return script_launches(script + (f" {extra}" if extra else ""), env, rest[1:])
+        # Leniently, words after the script that it does not read are taken as more of it (as written by hand).
         return script_launches(" ".join(argv[2:]) + (f" {extra}" if extra else ""), env)
     if extra:
         try:

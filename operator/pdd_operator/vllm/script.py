@@ -78,12 +78,14 @@ def _parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def launches(script: str, env: ContainerEnv | None = None) -> list[Launch]:
+def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[str] = ()) -> list[Launch]:
     """Every engine process ``script`` starts, in order (see the module docstring).
 
     ``env``: the container's environment (what the script's variables start from); ``None``: nothing defined.
+    ``positional``: the script's ``$1``, ``$2``, ... (``sh -c SCRIPT NAME ARG1 ARG2``), which ``$@``/``$*`` give too.
     """
     shell = _Shell(env or ContainerEnv())
+    shell.positional = list(positional)
     shell.run(script)
     return shell.launches
 
@@ -141,10 +143,9 @@ class _Shell:
             body = node.child_by_field_name("body")
             if body is not None:
                 self.exec(body)
-        else:  # program, lists, pipelines, groups, subshells, while/until/C-style for bodies, ERROR nodes
-            for i, child in enumerate(node.named_children):
-                if node.field_name_for_named_child(i) != "condition":
-                    self.exec(child)
+        else:  # program, lists, pipelines, groups, subshells, while/until (condition and body), ERROR nodes
+            for child in node.named_children:
+                self.exec(child)
 
     def declare(self, node: tree_sitter.Node) -> None:
         export = bool(node.child_count) and _text(node.child(0)) == "export"
@@ -272,7 +273,8 @@ class _Shell:
         if kind == "string_content":
             return [(re.sub(r"\\([$`\"\\])", r"\1", _text(node)), False)]
         if kind in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
-            return [(self.expansion(node), not quoted and kind != "arithmetic_expansion")]
+            every = _text(node) in ("$@", "${@}")  # "$@": one field per positional parameter, even quoted
+            return [(self.expansion(node), (every or not quoted) and kind != "arithmetic_expansion")]
         return [(_text(node), False)]
 
     def spliced(self, node: tree_sitter.Node, *, quoted: bool) -> list[tuple[str, bool]]:
@@ -300,6 +302,8 @@ class _Shell:
             return self.arithmetic(text[3:-2])
         if node.type == "simple_expansion":
             return self.variable(text[1:], None, None)
+        if text in ("${@}", "${*}"):
+            return self.variable(text[2], None, None)
         braced = _BRACED.match(text)
         if not braced:
             return unknown(_first_name(text))
@@ -309,6 +313,8 @@ class _Shell:
         return self.variable(name, op, word)
 
     def variable(self, name: str, op: str | None, word: str | None) -> str:
+        if name in ("@", "*"):
+            return " ".join(self.positional)
         if name.isdigit():
             index = int(name) - 1
             value = self.positional[index] if 0 <= index < len(self.positional) else ""
