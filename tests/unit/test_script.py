@@ -226,3 +226,43 @@ def test_engines_of_different_models_in_one_script_are_one_broken_pair(tmp_path,
     code, report = _check(tmp_path, capsys, doc)
     errors = {f["rule"] for r in report["results"] for f in r["findings"] if f["severity"] == "error"}
     assert code == 1 and "model-mismatch" in errors, report
+
+
+def _one_container(lines, gpus="2"):
+    script = "\n".join(lines) + "\nwait\n"
+    container = {"name": "engines", "image": "vllm/vllm-openai:v0.28.0", "command": ["bash", "-c", script],
+                 "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd", "namespace": "ns"},
+            "spec": {"containers": [container]}}
+
+
+def _launch(role, prefix="", extra=""):
+    kv = PRODUCER if role == "prefill" else CONSUMER
+    port = 8100 if role == "prefill" else 8200
+    side = 5600 if role == "prefill" else 5601
+    return (f"{prefix} VLLM_NIXL_SIDE_CHANNEL_PORT={side} vllm serve Qwen/Qwen3-8B --port {port} {extra} "
+            f"--kv-transfer-config '{kv}' &")
+
+
+@pytest.mark.parametrize("prefill, decode, refused", [
+    (("", ""), ("", ""), True),                                        # both on GPU 0 at 0.9 each
+    (("CUDA_VISIBLE_DEVICES=1", ""), ("CUDA_VISIBLE_DEVICES=1", ""), True),
+    (("CUDA_VISIBLE_DEVICES=0,1", "-tp 2"), ("CUDA_VISIBLE_DEVICES=1", ""), True),  # TP 2 takes GPU 1 too
+    (("", "--gpu-memory-utilization 0.45"), ("", "--gpu-memory-utilization 0.5"), False),
+    (("CUDA_VISIBLE_DEVICES=0", ""), ("CUDA_VISIBLE_DEVICES=1", ""), False),
+    (("CUDA_VISIBLE_DEVICES=$(pick)", ""), ("", ""), False),               # not known: not judged
+])
+def test_engines_of_one_container_on_one_gpu_must_fit_its_memory(tmp_path, capsys, prefill, decode, refused):
+    doc = _one_container([_launch("prefill", *prefill), _launch("decode", *decode)])
+    code, report = _check(tmp_path, capsys, doc)
+    errors = {f["rule"] for r in report["results"] for f in r["findings"] if f["severity"] == "error"}
+    assert ("engines-share-gpu" in errors) is refused and code == (1 if refused else 0), report
+
+
+def test_engines_in_separate_containers_of_one_pod_are_not_judged_for_gpus(tmp_path, capsys):
+    doc = _one_container([_launch("prefill")])
+    second = json.loads(json.dumps(doc["spec"]["containers"][0]))
+    second["name"], second["command"][2] = "decode", _launch("decode") + "\nwait\n"
+    doc["spec"]["containers"].append(second)
+    code, report = _check(tmp_path, capsys, doc)
+    assert code == 0 and all(f["rule"] != "engines-share-gpu" for r in report["results"] for f in r["findings"])

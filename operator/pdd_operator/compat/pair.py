@@ -92,6 +92,8 @@ class RoleConfig:
         image: the container image.
         nixl_version, nixl_from: the NIXL version the engine loads and where that was read
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
+        gpu_memory_utilization: ``--gpu-memory-utilization`` (fraction of each GPU's memory the engine takes;
+            vLLM's default 0.9), ``None`` when not a literal number.
     """
 
     role: str
@@ -133,6 +135,7 @@ class RoleConfig:
     image: str = ""
     nixl_version: Version | None = None
     nixl_from: str = ""
+    gpu_memory_utilization: float | None = 0.9
 
     @property
     def connector(self) -> str | None:
@@ -392,9 +395,17 @@ def role_from_container(
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
+        gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
                      or any(f in flags for f in ("--data-parallel-address", "--data-parallel-start-rank"))),
     )
+
+
+def _fraction(raw: str | bool) -> float | None:
+    try:
+        return float(str(raw))
+    except ValueError:
+        return None
 
 
 def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
