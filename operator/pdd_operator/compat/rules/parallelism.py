@@ -79,7 +79,7 @@ def _devices(r: RoleConfig) -> tuple[str, ...] | None:
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm v1 gpu_worker.py init_device: each engine requests gpu_memory_utilization x the device's total "
             "memory and raises ValueError 'Free memory on device ... is less than desired GPU memory utilization' "
-            "when less is free (0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); two engines "
+            "when less is free (0.10.2 and 0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); two engines "
             "on one device can hold at most its total memory"),
 )
 def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
