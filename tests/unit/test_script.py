@@ -266,3 +266,19 @@ def test_engines_in_separate_containers_of_one_pod_are_not_judged_for_gpus(tmp_p
     doc["spec"]["containers"].append(second)
     code, report = _check(tmp_path, capsys, doc)
     assert code == 0 and all(f["rule"] != "engines-share-gpu" for r in report["results"] for f in r["findings"])
+
+
+@pytest.mark.parametrize("image", ["nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"])
+def test_two_dynamo_worker_lines_in_one_container_are_a_pair(tmp_path, capsys, image):
+    kv = "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
+    lines = ["python3 -m dynamo.frontend --http-port 8000 &"] + [
+        f"CUDA_VISIBLE_DEVICES={i} VLLM_NIXL_SIDE_CHANNEL_PORT={5600 + i} python3 -m dynamo.vllm --model "
+        f"meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode {mode} {kv} &" for i, mode in enumerate(["prefill", "decode"])]
+    doc = _one_container(lines)
+    doc["spec"]["containers"][0]["image"] = image
+    engines, _ = scan(doc)
+    assert [(e.role, e.role_from, e.config.env["CUDA_VISIBLE_DEVICES"]) for e in engines] == [
+        ("prefill", "flag", "0"), ("decode", "flag", "1")]
+    code, report = _check(tmp_path, capsys, doc)
+    assert len(report["results"]) == 1 and report["results"][0]["pairedBy"] == "both roles are in one object", report
+    assert not [f for r in report["results"] for f in r["findings"] if f["severity"] == "error"], report
