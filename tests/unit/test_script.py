@@ -282,3 +282,28 @@ def test_two_dynamo_worker_lines_in_one_container_are_a_pair(tmp_path, capsys, i
     code, report = _check(tmp_path, capsys, doc)
     assert len(report["results"]) == 1 and report["results"][0]["pairedBy"] == "both roles are in one object", report
     assert not [f for r in report["results"] for f in r["findings"] if f["severity"] == "error"], report
+
+
+@pytest.mark.parametrize("decode_port, refused", [("", True), ("--port 8000", True), ("--port 5600", True),
+                                                  ("--port 8200", False)])
+def test_engines_of_one_container_listen_on_their_own_ports(tmp_path, capsys, decode_port, refused):
+    kv = "'" + '{"kv_connector":"NixlConnector","kv_role":"%s"}' + "'"
+    lines = [f"CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve Qwen/Qwen3-8B --kv-transfer-config "
+             f"{kv % 'kv_producer'} &",
+             f"CUDA_VISIBLE_DEVICES=1 VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve Qwen/Qwen3-8B {decode_port} "
+             f"--kv-transfer-config {kv % 'kv_consumer'} &"]
+    code, report = _check(tmp_path, capsys, _one_container(lines))
+    found = [f for r in report["results"] for f in r["findings"] if f["rule"] == "listener-port-conflict"]
+    assert bool(found) is refused and code == (1 if refused else 0), report
+    if found:
+        assert "engines of one container" in found[0]["message"] and "line of the script" in found[0]["fix"]
+
+
+def test_two_containers_of_one_pod_on_the_default_http_port_conflict(tmp_path, capsys):
+    doc = _one_container([_launch("prefill").replace("--port 8100", "")])
+    second = json.loads(json.dumps(doc["spec"]["containers"][0]))
+    second["name"], second["command"][2] = "decode", _launch("decode").replace("--port 8200", "") + "\nwait\n"
+    doc["spec"]["containers"].append(second)
+    code, report = _check(tmp_path, capsys, doc)
+    found = [f for r in report["results"] for f in r["findings"] if f["rule"] == "listener-port-conflict"]
+    assert code == 1 and found and "containers of one pod" in found[0]["message"], report

@@ -71,7 +71,8 @@ class RoleConfig:
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         dra_claims: names of DRA resource claims the container uses.
         networks: Multus secondary networks of the pod.
-        other_ports: other ports the engine listens on (HTTP, KV events), to compare with the side channel.
+        other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
+            worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
@@ -333,7 +334,7 @@ def role_from_container(
 
     other_ports = []
     port = int_flag(flags, "--port", 8000)
-    if port is not None:
+    if port is not None and argv[:1] != ["dynamo.vllm"]:  # Dynamo's worker serves no HTTP (its frontend does)
         other_ports.append(port)
     try:
         events = json_flag(flags, "--kv-events-config") or {}
