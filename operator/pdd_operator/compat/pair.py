@@ -229,6 +229,11 @@ class PDPair:
         return self.prefill, self.decode
 
     @property
+    def one_container(self) -> bool:
+        """Both engines are processes of one container (a script that starts both), read from a manifest."""
+        return len(self.containers) == 2 and self.containers[0][0] == self.containers[1][0]
+
+    @property
     def version(self) -> Version | None:
         """The version the rules assume: the older of the two when both are known and differ."""
         known = [r.version for r in self.roles if r.version is not None]

@@ -115,10 +115,9 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     clash = sorted(_ports(pair.prefill) & _ports(pair.decode))
     if not clash:
         return []
-    one_container = len(pair.containers) == 2 and pair.containers[0][0] == pair.containers[1][0]
-    where = ("engines of one container" if one_container else "containers of one pod" if pair.shared_network
+    where = ("engines of one container" if pair.one_container else "containers of one pod" if pair.shared_network
              else "hostNetwork pods that may be scheduled on one node")
-    apart = (" on each engine's line of the script" if one_container else
+    apart = (" on each engine's line of the script" if pair.one_container else
              "" if pair.shared_network else ", or keep the pods on different nodes (required pod anti-affinity on "
              "kubernetes.io/hostname)")
     return [(
@@ -146,15 +145,14 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     clash = sorted((set(p.other_ports) & (set(d.other_ports) | _ports(d))) | (_ports(p) & set(d.other_ports)))
     if not clash:
         return []
-    one_container = len(pair.containers) == 2 and pair.containers[0][0] == pair.containers[1][0]
-    where = "engines of one container" if one_container else "containers of one pod"
+    where = "engines of one container" if pair.one_container else "containers of one pod"
     return [(
         f"Prefill and decode are {where} and both listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port "
         "defaults to 8000; KV events and the NIXL side channel have their own): the engine that starts second fails "
         "with 'Address already in use'.",
         fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort per role.",
                 "Give each engine its own --port (and VLLM_NIXL_SIDE_CHANNEL_PORT) in its "
-                + ("line of the script." if one_container else "container's command.")),
+                + ("line of the script." if pair.one_container else "container's command.")),
     )]
 
 

@@ -87,7 +87,7 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     together take at most each shared GPU's memory (the sum of their ``--gpu-memory-utilization``). Engines in
     different containers get their own devices from the device plugin and are not judged here; an unknown
     ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either."""
-    if len(pair.containers) != 2 or pair.containers[0][0] != pair.containers[1][0]:
+    if not pair.one_container:
         return []
     p, d = pair.roles
     if not p.gpus or p.gpu_memory_utilization is None or d.gpu_memory_utilization is None:
