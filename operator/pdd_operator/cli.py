@@ -234,8 +234,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         for err in input_errors:
             print(f"error: {err}", file=sys.stderr)
         if not results and not skipped and not input_errors:
-            print("no PDDeployment and no vLLM engine with a KV connector found")
-    return _check_exit_code(input_errors, failed, bool(skipped) and not args.allow_unchecked)
+            print(NOTHING_TO_CHECK + ("" if args.allow_empty else " (exit 4; --allow-empty makes this 0)"),
+                  file=sys.stdout if args.allow_empty else sys.stderr)
+    empty = not results and not skipped and not args.allow_empty
+    return _check_exit_code(input_errors, failed, bool(skipped) and not args.allow_unchecked, empty)
+
+
+#: What ``pdd check`` says of files in which it found nothing to check.
+NOTHING_TO_CHECK = ("nothing to check: no PDDeployment and no vLLM engine of a prefill/decode topology (a KV connector, "
+                    "a P/D role) found in the files")
 
 
 #: ``pdd check`` exit codes, most severe first.
@@ -243,16 +250,24 @@ CHECK_EXIT_CODES = {
     2: "a file or object could not be read",
     1: "a deployment is incompatible (an error finding)",
     3: "a prefill/decode engine or pair was not checked (see 'not checked'; --allow-unchecked makes this 0)",
+    4: "nothing to check: no PDDeployment and no prefill/decode vLLM engine in the files (a wrong path or glob, "
+       "or a format the checker does not read; --allow-empty makes this 0)",
     0: "every deployment found was checked and is compatible (warnings allowed)",
 }
 
 
-def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool) -> int:
+def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool, empty: bool = False) -> int:
+    """The exit code of :data:`CHECK_EXIT_CODES` for a check's outcome, the most severe that applies.
+
+    ``empty``: nothing was found to check and ``--allow-empty`` was not given; a CI gate run on the wrong files or
+    on a manifest format it cannot read must not pass in silence."""
     if input_errors:
         return 2
     if failed:
         return 1
-    return 3 if unchecked else 0
+    if unchecked:
+        return 3
+    return 4 if empty else 0
 
 
 def _origin(doc: dict) -> str:
@@ -538,6 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")
     check.add_argument("--allow-unchecked", action="store_true",
                        help="exit 0 even when a prefill/decode engine or pair could not be checked")
+    check.add_argument("--allow-empty", action="store_true",
+                       help="exit 0 when the files hold nothing to check (no PDDeployment, no P/D vLLM engine)")
     check.add_argument("--vllm-version", metavar="VERSION",
                        help="the vLLM release (e.g. 0.26.0) of engines whose image tag names none (latest, nightly, "
                        "llm-d's or Dynamo's images, digests); engines of PDDeployments use spec.engine.vllmVersion")

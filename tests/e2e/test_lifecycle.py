@@ -258,6 +258,9 @@ def test_api_server_refuses_version_independent_faults(cluster, namespace, patch
         doc["spec"][role].update(values)
     proc = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc), check=False)
     assert proc.returncode != 0 and f"[{rule}]" in proc.stderr, proc.stderr
+    # The refusal names the field and says what to do (api/spec.py CEL_RULES).
+    line = next(x for x in proc.stderr.splitlines() if f"[{rule}]" in x)
+    assert f"spec.{next(iter(patch))}." in line and " Fix: " in line, line
     assert cluster.custom.list_namespaced_custom_object(
         "pdd-operator.dev", "v1alpha1", namespace, "pddeployments")["items"] == []
 

@@ -67,3 +67,43 @@ def test_check_reports_every_file_even_after_a_bad_one(tmp_path, capsys):
     assert out["results"][0]["findings"][0]["rule"] == "pp-decode-unsupported"
     assert any("tensorParalelSize" in e for e in out["inputErrors"])
     assert any("missing.yaml" in e for e in out["inputErrors"])
+
+
+_AGGREGATED = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "plain"},
+               "spec": {"template": {"spec": {"containers": [
+                   {"name": "vllm", "image": "vllm/vllm-openai:v0.28.0", "args": ["Qwen/Qwen3-8B"]}]}}}}
+
+
+def test_check_of_files_with_nothing_to_check_is_a_distinct_failure(tmp_path, capsys):
+    """A CI gate on the wrong files (a ConfigMap, an aggregated vLLM server, an empty file) must not pass in
+    silence: exit 4, unless --allow-empty; a typo'd path is unreadable input (2)."""
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump_all([_AGGREGATED, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                       "metadata": {"name": "c"}, "data": {"a": "b"}}]))
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    for path in (plain, empty):
+        capsys.readouterr()
+        assert main(["check", str(path)]) == 4
+        err = capsys.readouterr().err
+        assert err.startswith("nothing to check:") and "--allow-empty" in err
+        assert main(["check", str(path), "--allow-empty"]) == 0
+        assert capsys.readouterr().out.startswith("nothing to check:")
+        assert main(["check", str(path), "-o", "json"]) == 4
+        assert json.loads(capsys.readouterr().out) == {"results": [], "notChecked": [], "inputErrors": []}
+    assert main(["check", str(tmp_path / "typo.yaml"), "--allow-empty"]) == 2
+    # Something checked beside the empty file: the check is not empty.
+    assert main(["check", str(empty), NEMOTRON]) == 0
+
+
+def test_check_help_lists_every_exit_code(capsys):
+    from pdd_operator.cli import CHECK_EXIT_CODES
+    try:
+        main(["check", "--help"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for code, what in CHECK_EXIT_CODES.items():
+        assert f"{code}: {' '.join(what.split())}" in text
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "4 nothing to check" in readme and "--allow-empty" in readme

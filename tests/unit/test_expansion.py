@@ -12,6 +12,7 @@ from pdd_operator.compat import evaluate
 from pdd_operator.compat.manifests import find_engines, pair_engines
 from pdd_operator.vllm.args import POD_IP, container_argv, env_values, parse_flags
 from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, unknown, unknown_names
+from pdd_operator.vllm.script import launches
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
@@ -39,7 +40,8 @@ def test_kube_expand_follows_the_kubelet(text, values, want):
                                   "REDIS_PORT_6379_TCP_ADDR"])
 def test_platform_injected_variables_are_unknown_not_literal(name):
     assert kube_expand(f"$({name})", ContainerEnv().kube) == unknown(name)
-    assert ContainerEnv().shell(f"x ${{{name}:-1}}") == f"x {unknown(name)}"
+    (launch,) = launches(f"vllm serve m --block-size ${{{name}:-1}}", ContainerEnv())
+    assert launch.argv[-1] == unknown(name)
 
 
 def test_env_values_expand_from_earlier_variables_only():

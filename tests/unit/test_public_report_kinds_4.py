@@ -207,14 +207,14 @@ def test_pd_helm_values_are_not_checked(tmp_path, capsys, values):
                          ids=["llm-d-no-connector", "production-stack-no-role", "plain"])
 def test_values_without_kv_transfer_are_nothing_to_check(tmp_path, capsys, values):
     code, out = check(tmp_path, capsys, values)
-    assert code == 0 and not out["results"] and not out["notChecked"], out
+    assert code == 4 and not out["results"] and not out["notChecked"], out  # nothing to check (exit 4)
 
 
 def test_a_kubernetes_object_mentioning_kv_role_is_not_taken_for_values(tmp_path, capsys):
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes"},
           "data": {"readme": "set kv_role to kv_producer on prefill"}}
     code, out = check(tmp_path, capsys, cm)
-    assert code == 0 and not out["notChecked"], out
+    assert code == 4 and not out["notChecked"], out  # nothing to check (exit 4)
 
 
 def test_values_beside_readable_engines_do_not_hide_them(tmp_path, capsys):

@@ -160,7 +160,7 @@ def test_two_plain_servers_named_prefill_and_decode_without_connectors_are_not_a
         d["metadata"]["labels"].pop("llm-d.ai/role", None)
         d["spec"]["template"]["metadata"]["labels"].pop("llm-d.ai/role", None)
     code, out = check(tmp_path, capsys, *docs)
-    assert code == 0 and not out["results"] and not out["notChecked"]
+    assert code == 4 and not out["results"] and not out["notChecked"]  # nothing to check (exit 4)
 
 
 def test_dynamo_v1beta1_graph_with_both_connectors_is_checked(tmp_path, capsys):

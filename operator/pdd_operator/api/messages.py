@@ -25,8 +25,18 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 def finding_text(finding: Finding) -> str:
-    """One finding as one line: ``[rule-id] message Fix: fix`` (without `` Fix: ...`` when it has no fix)."""
-    text = f"[{finding.rule}] {finding.message}"
+    """One finding as one line: ``[rule-id] message Fix: fix`` (without `` Fix: ...`` when it has no fix).
+
+    When neither the message nor the fix names any of the PDDeployment fields the finding looked at
+    (``Finding.fields`` starting ``spec.``), they come first, as a refused field does
+    (``[tp-divisibility] spec.prefill.tensorParallelSize, spec.decode.tensorParallelSize: Prefill TP 3 ...``), so
+    that every refusal names its fields. Fields of other manifests (``Deployment/x spec.template...``) are left to
+    the message and fix, which speak of that manifest.
+    """
+    said = f"{finding.message} {finding.fix}"
+    named = [f for f in finding.fields if f.startswith("spec.")]
+    prefix = f"{', '.join(named)}: " if named and not any(f in said for f in named) else ""
+    text = f"[{finding.rule}] {prefix}{finding.message}"
     return f"{text} Fix: {finding.fix}" if finding.fix else text
 
 

@@ -498,28 +498,42 @@ class RouterSpec(APIModel):
 
 #: Invariants that need no knowledge of the vLLM version, enforced by the API server itself (CEL),
 #: so they hold even while the operator and its webhook are down. Each message starts with the id of
-#: the compatibility rule that says the same (operator/pdd_operator/compat/rules.py).
+#: the compatibility rule that says the same (operator/pdd_operator/compat/rules/), names the fields with their
+#: ``spec.`` path, and ends with ``Fix: ...``, what to set (as the rule's own findings do; one line, as the
+#: apiserver's ``message`` must be). ``pdd crd`` / ``pdd chart-files`` write them into crds/ and the chart.
 CEL_RULES = [
     {"rule": "self.prefill.tensorParallelSize % self.decode.tensorParallelSize == 0 || "
              "self.decode.tensorParallelSize % self.prefill.tensorParallelSize == 0",
-     "message": "[tp-divisibility] one of prefill.tensorParallelSize and decode.tensorParallelSize must be a "
-                "multiple of the other", "fieldPath": ".decode.tensorParallelSize"},
+     "message": "[tp-divisibility] spec.prefill.tensorParallelSize and spec.decode.tensorParallelSize: neither is a "
+                "multiple of the other, so decode cannot map its ranks onto prefill's. Fix: set "
+                "spec.prefill.tensorParallelSize or spec.decode.tensorParallelSize to a multiple of the other, e.g. "
+                "1/2, 2/4, 4/4, 8/2.",
+     "fieldPath": ".decode.tensorParallelSize"},
     {"rule": "self.decode.pipelineParallelSize == 1",
-     "message": "[pp-decode-unsupported] only prefill may be pipeline parallel: set decode.pipelineParallelSize to 1",
+     "message": "[pp-decode-unsupported] spec.decode.pipelineParallelSize > 1: only the prefill side may be "
+                "pipeline parallel. Fix: set spec.decode.pipelineParallelSize to 1 (use tensorParallelSize on decode).",
      "fieldPath": ".decode.pipelineParallelSize"},
     {"rule": "self.kvTransfer.connector == 'NixlPushConnector' || self.prefill.pipelineParallelSize == 1",
-     "message": "[pp-pull-unsupported] prefill.pipelineParallelSize > 1 needs kvTransfer.connector NixlPushConnector",
+     "message": "[pp-pull-unsupported] spec.prefill.pipelineParallelSize > 1 with the pull NixlConnector. Fix: set "
+                "spec.prefill.pipelineParallelSize to 1, or spec.kvTransfer.connector to NixlPushConnector "
+                "(vLLM >= 0.26; non-hybrid models).",
      "fieldPath": ".prefill.pipelineParallelSize"},
     {"rule": "!has(self.prefill.blockSize) || !has(self.decode.blockSize) || "
              "self.kvTransfer.connector == 'NixlPushConnector' || self.decode.blockSize % self.prefill.blockSize == 0",
-     "message": "[block-size-direction] with the pull connector decode.blockSize must be a multiple of prefill.blockSize",
+     "message": "[block-size-direction] spec.decode.blockSize is not a multiple of spec.prefill.blockSize, which the "
+                "pull NixlConnector needs (every request fails at the first KV read). Fix: set both blockSize "
+                "fields equal, or spec.decode.blockSize to a multiple of spec.prefill.blockSize.",
      "fieldPath": ".decode.blockSize"},
     {"rule": "!has(self.prefill.blockSize) || !has(self.decode.blockSize) || "
              "self.kvTransfer.connector != 'NixlPushConnector' || self.decode.blockSize == self.prefill.blockSize",
-     "message": "[block-size-push-equal] with NixlPushConnector prefill and decode blockSize must be equal",
+     "message": "[block-size-push-equal] spec.prefill.blockSize and spec.decode.blockSize differ, and "
+                "NixlPushConnector needs equal block sizes. Fix: set spec.prefill.blockSize and spec.decode.blockSize "
+                "to the same value.",
      "fieldPath": ".decode.blockSize"},
     {"rule": "!has(self.speculative) || (has(self.prefill.numSpeculativeTokens) && has(self.decode.numSpeculativeTokens))",
-     "message": "[speculative-incomplete] with speculative set, prefill and decode need numSpeculativeTokens",
+     "message": "[speculative-incomplete] spec.speculative is set but spec.prefill.numSpeculativeTokens or "
+                "spec.decode.numSpeculativeTokens is not. Fix: set numSpeculativeTokens on both spec.prefill and "
+                "spec.decode (the same value), or remove spec.speculative.",
      "fieldPath": ".speculative"},
 ]
 

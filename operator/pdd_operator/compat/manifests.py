@@ -34,9 +34,10 @@ from typing import Any
 
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
-from pdd_operator.vllm.args import POD_IP, container_argv, parse_flags
+from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.script import Launch
 from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
@@ -194,10 +195,13 @@ def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
     return parse_version(tag)
 
 
-def _engine(
+def _engines(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
     pod_meta: dict | None, pod_group: int = 1,
-) -> Engine | Unreadable | None:
+) -> list[Engine | Unreadable]:
+    """The P/D engines one container starts: one per engine process of its command or script
+    (:func:`~pdd_operator.vllm.args.container_launches`), each with its own flags and the env its line sets; where
+    a script starts more than one, ``where`` names the script line of each (``... line 7``, 1-based)."""
     image = str(container.get("image") or "")
     command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
     env_names = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, dict)]
@@ -205,16 +209,31 @@ def _engine(
     if other:
         engine, serves_pd = other
         if serves_pd:
-            return Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
-                              f"not {engine}'s disaggregation")
-        return None
-    argv = container_argv(container, image_runs_vllm=is_vllm_image(image))
-    if not argv:
-        return None
+            return [Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
+                               f"not {engine}'s disaggregation")]
+        return []
+    found = container_launches(container, image_runs_vllm=is_vllm_image(image))
+    out = []
+    for i, launch in enumerate(found):
+        at = f"{where} line {launch.line}" if len(found) > 1 else where
+        if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
+            at += f" #{sum(x.line == launch.line for x in found[:i]) + 1}"  # a loop: the iteration
+        engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group)
+        if engine:
+            out.append(engine)
+    return out
+
+
+def _engine(
+    container: dict, pod_spec: dict, where: str, at: str, launch: Launch, context: list[str],
+    labels_role: tuple[str, str] | None, pod_meta: dict | None, pod_group: int,
+) -> Engine | Unreadable | None:
+    image = str(container.get("image") or "")
+    argv = list(launch.argv)
     tag = image_tag(image)
     version = version_from_image(image)
     version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
-    config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta)
+    config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)
     if pod_group > 1:
         config = replace(config, pod_group=pod_group)
     runtime = _dynamo_runtime(image)
@@ -230,9 +249,9 @@ def _engine(
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
     plugin = _platform_plugin(container, image)
     if plugin:
-        return Unreadable(where, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
+        return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
                           "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe")
-    return Engine(where=where, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
+    return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
                   flags_key="args" if container.get("args") else "command")
 
@@ -272,17 +291,13 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                 if id(c) in skip:
                     continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
-                found = _engine(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels, pod_meta,
-                                group)
-                if found:
-                    out.append(found)
+                out.extend(_engines(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels,
+                                    pod_meta, group))
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = {**main, "env": list(envs) + list(main.get("env") or [])}
-            found = _engine(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
-                            role_from_labels, pod_meta, group)
-            if found:
-                out.append(found)
+            out.extend(_engines(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
+                                role_from_labels, pod_meta, group))
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
-from pdd_operator.vllm.args import container_argv, env_values, int_flag, json_flag, parse_flags
+from pdd_operator.vllm.args import container_launches, env_values, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.script import Launch
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -70,7 +71,8 @@ class RoleConfig:
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         dra_claims: names of DRA resource claims the container uses.
         networks: Multus secondary networks of the pod.
-        other_ports: other ports the engine listens on (HTTP, KV events), to compare with the side channel.
+        other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
+            worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
@@ -91,6 +93,8 @@ class RoleConfig:
         image: the container image.
         nixl_version, nixl_from: the NIXL version the engine loads and where that was read
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
+        gpu_memory_utilization: ``--gpu-memory-utilization`` (fraction of each GPU's memory the engine takes;
+            vLLM's default 0.9), ``None`` when not a literal number.
     """
 
     role: str
@@ -132,6 +136,7 @@ class RoleConfig:
     image: str = ""
     nixl_version: Version | None = None
     nixl_from: str = ""
+    gpu_memory_utilization: float | None = 0.9
 
     @property
     def connector(self) -> str | None:
@@ -224,6 +229,11 @@ class PDPair:
         return self.prefill, self.decode
 
     @property
+    def one_container(self) -> bool:
+        """Both engines are processes of one container (a script that starts both), read from a manifest."""
+        return len(self.containers) == 2 and self.containers[0][0] == self.containers[1][0]
+
+    @property
     def version(self) -> Version | None:
         """The version the rules assume: the older of the two when both are known and differ."""
         known = [r.version for r in self.roles if r.version is not None]
@@ -282,15 +292,21 @@ _RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|--ray_cluster
 
 
 def role_from_container(
-    role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None
+    role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
+    launch: Launch | None = None,
 ) -> RoleConfig:
     """Build a :class:`RoleConfig` from a Pod's container (camelCase dicts, as in a manifest).
 
-    The vLLM argv is found with :func:`~pdd_operator.vllm.args.split_command`; the env,
-    resources and security context come from the container and its pod spec.
+    ``launch``: which of the engines the container starts (:func:`~pdd_operator.vllm.args.container_launches`;
+    a script may start several) this role is; ``None``: the first. Its argv gives the flags; its env (what the
+    script sets for that process) overrides the container's; resources and security context come from the
+    container and its pod spec.
     """
     pod_spec = pod_spec or {}
-    argv = container_argv(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
+    if launch is None:
+        found = container_launches(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
+        launch = found[0] if found else Launch(())
+    argv = list(launch.argv)
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     kv_transfer, speculative, wrapper = {}, None, None
@@ -323,7 +339,7 @@ def role_from_container(
 
     other_ports = []
     port = int_flag(flags, "--port", 8000)
-    if port is not None:
+    if port is not None and argv[:1] != ["dynamo.vllm"]:  # Dynamo's worker serves no HTTP (its frontend does)
         other_ports.append(port)
     try:
         events = json_flag(flags, "--kv-events-config") or {}
@@ -367,7 +383,7 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
-        env=env_values(container.get("env")),
+        env={**env_values(container.get("env")), **launch.env},
         host_network=bool(pod_spec.get("hostNetwork")),
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
@@ -385,9 +401,17 @@ def role_from_container(
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
+        gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
                      or any(f in flags for f in ("--data-parallel-address", "--data-parallel-start-rank"))),
     )
+
+
+def _fraction(raw: str | bool) -> float | None:
+    try:
+        return float(str(raw))
+    except ValueError:
+        return None
 
 
 def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:

@@ -8,10 +8,13 @@ the rules always judge what the engine will actually be started with.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterable
 
 from pdd_operator.vllm.expansion import ContainerEnv, kube_expand
+from pdd_operator.vllm.script import Launch, entry_point
+from pdd_operator.vllm.script import launches as script_launches
 
 #: Sentinel values of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` set from the downward API.
 POD_IP = "fieldRef:status.podIP"
@@ -28,46 +31,48 @@ _BOOL_FLAGS = {
 }
 
 
-def split_command(
+def command_launches(
     command: Iterable[str] | None, args: Iterable[str] | None, *, image_runs_vllm: bool = False,
     extra: str | None = None, env: ContainerEnv | None = None,
-) -> list[str]:
-    """Join a container's ``command`` and ``args`` into one argv, unwrapping ``sh -c "..."`` scripts.
+) -> list[Launch]:
+    """The vLLM engine processes a container's ``command`` and ``args`` start, one :class:`Launch` each.
 
-    Returns the tokens from the vLLM entry point on (``vllm serve ...`` or
-    ``python -m vllm.entrypoints.openai.api_server ...``), or ``[]`` when no vLLM server is started.
-    ``image_runs_vllm``: the image's own entrypoint is ``vllm serve`` (vLLM's images), so a
-    container with ``args`` only runs it. ``extra``: more arguments from the environment
-    (``VLLM_ADDITIONAL_ARGS``, as KServe and llm-d presets pass them), appended. ``env``: the
-    container's environment; when given, ``$(VAR)`` in command and args is expanded as the kubelet does and
-    ``$VAR``/``${VAR}`` in an ``sh -c`` script as the shell does (:mod:`pdd_operator.vllm.expansion`).
+    A plain command starts at most one (its argv from the vLLM entry point on: ``vllm serve ...`` or
+    ``python -m vllm.entrypoints.openai.api_server ...``); an ``sh -c "..."`` script may start several, each with
+    the variables it sets for that process (:func:`pdd_operator.vllm.script.launches`). ``image_runs_vllm``: the
+    image's own entrypoint is ``vllm serve`` (vLLM's images), so a container with ``args`` only runs it.
+    ``extra``: more arguments from the environment (``VLLM_ADDITIONAL_ARGS``, as KServe and llm-d presets pass
+    them), appended. ``env``: the container's environment; when given, ``$(VAR)`` in command and args is expanded
+    as the kubelet does and the script's ``$VAR``/``${VAR}`` from it (:mod:`pdd_operator.vllm.expansion`).
     """
     if env is not None:
         command = [kube_expand(str(x), env.kube) for x in command or []]
         args = [kube_expand(str(x), env.kube) for x in args or []]
     if not command and image_runs_vllm and (args or extra):
         command = ["vllm", "serve"]
-    argv = [*(command or []), *(args or [])]
+    argv = [str(x) for x in [*(command or []), *(args or [])]]
+    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
+        script, rest = argv[2], argv[3:]
+        if rest and re.search(r"\$(\{)?[@*1-9]", script):  # sh -c SCRIPT NAME ARGS: ARGS are $1 ... ($@)
+            return script_launches(script + (f" {extra}" if extra else ""), env, rest[1:])
+        # Leniently, words after the script that it does not read are taken as more of it (as written by hand).
+        return script_launches(" ".join(argv[2:]) + (f" {extra}" if extra else ""), env)
     if extra:
         try:
             argv += shlex.split(extra)
         except ValueError:
             argv += extra.split()
-    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
-        script = " ".join(argv[2:])
-        if env is not None:
-            script = env.shell(script)
-        try:
-            argv = shlex.split(script.replace("\\\n", " "), comments=True)
-        except ValueError:
-            argv = script.split()
-    for i, tok in enumerate(argv):
-        base = tok.rsplit("/", 1)[-1]
-        if base == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
-            return argv[i:]
-        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm"):
-            return argv[i:]
-    return []
+    entry = entry_point(argv)
+    return [Launch(tuple(entry))] if entry else []
+
+
+def split_command(
+    command: Iterable[str] | None, args: Iterable[str] | None, *, image_runs_vllm: bool = False,
+    extra: str | None = None, env: ContainerEnv | None = None,
+) -> list[str]:
+    """The argv of the first engine a container starts (:func:`command_launches`), or ``[]`` when it starts none."""
+    found = command_launches(command, args, image_runs_vllm=image_runs_vllm, extra=extra, env=env)
+    return list(found[0].argv) if found else []
 
 
 def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
@@ -144,12 +149,18 @@ def container_env(container: dict) -> ContainerEnv:
     return ContainerEnv.of(container.get("env"), container.get("envFrom"), _field_sentinel)
 
 
-def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
-    """The vLLM argv a container starts (:func:`split_command`), after the kubelet's and the shell's variable
-    expansion, with ``VLLM_ADDITIONAL_ARGS`` appended."""
+def container_launches(container: dict, *, image_runs_vllm: bool) -> list[Launch]:
+    """The vLLM engine processes a container starts (:func:`command_launches`), after the kubelet's and the
+    shell's variable expansion, with ``VLLM_ADDITIONAL_ARGS`` appended."""
     env = container_env(container)
-    return split_command(container.get("command"), container.get("args"), image_runs_vllm=image_runs_vllm,
-                         extra=env.values.get("VLLM_ADDITIONAL_ARGS"), env=env)
+    return command_launches(container.get("command"), container.get("args"), image_runs_vllm=image_runs_vllm,
+                            extra=env.values.get("VLLM_ADDITIONAL_ARGS"), env=env)
+
+
+def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
+    """The argv of the first vLLM engine a container starts (:func:`container_launches`); ``[]`` for none."""
+    found = container_launches(container, image_runs_vllm=image_runs_vllm)
+    return list(found[0].argv) if found else []
 
 
 def _field_sentinel(path: str) -> str:

@@ -9,7 +9,8 @@ Two expansions happen before vLLM parses its flags, and the checker applies both
    that is not defined stays literally ``$(VAR)``; an env value sees only the variables defined before it.
 2. **The shell** of an ``sh -c`` / ``bash -c`` script expands ``$VAR``, ``${VAR}`` and ``${VAR:-default}``
    from the process environment (POSIX Shell Command Language 2.6.2 "Parameter Expansion"), outside single
-   quotes, including variables the script itself sets (``export MODEL=...; vllm serve $MODEL``).
+   quotes, including variables the script itself sets (``export MODEL=...; vllm serve $MODEL``); the script is
+   run by :mod:`pdd_operator.vllm.script`, from the values :class:`ContainerEnv` gives it.
 
 Only literal values written in the manifest are known. A variable set through ``valueFrom`` (a ConfigMap,
 a Secret, a resource field) or possibly through ``envFrom`` has a value that is not in these files: it expands
@@ -79,9 +80,6 @@ def kube_expand(text: str, lookup: Callable[[str], str | None]) -> str:
 _INJECTED = re.compile(r"^(LWS_[A-Z_]+|[A-Z0-9_]+_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?"
                        r"|[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$")
 
-_SHELL_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
-_STATEMENT_END = re.compile(r"(&&|\|\||;|\n)")
 
 
 @dataclass(frozen=True)
@@ -134,34 +132,12 @@ class ContainerEnv:
             return unknown(name)
         return None
 
-    def shell(self, script: str) -> str:
-        """``script`` with its ``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` references expanded, outside single quotes.
+    def may_be_unset(self, name: str) -> bool:
+        """True when nothing in the manifest or the platform sets ``name``, so a shell default (``${NAME:-d}``)
+        applies; False for a name set through ``valueFrom``, possibly through ``envFrom``, or injected."""
+        return name not in self.values and name not in self.opaque and not self.open and not _INJECTED.match(name)
 
-        Variables the script assigns (``NAME=value`` or ``export NAME=value`` as a statement) count from that
-        statement on. A variable the manifest does not define expands to its ``:-`` default when it has one and
-        no ``envFrom`` could set it, else to :func:`unknown` (the image's own ``ENV`` may define it).
-        """
-        values = dict(self.values)
-        out: list[str] = []
-        for part in _STATEMENT_END.split(script):
-            expanded = _outside_single_quotes(part, lambda m: self._shell_ref(m, values))
-            assign = _ASSIGN.match(expanded)
-            if assign:
-                values[assign.group(1)] = assign.group(2).strip("\"'")
-            out.append(expanded)
-        return "".join(out)
-
-    def _shell_ref(self, match: re.Match[str], values: dict[str, str]) -> str:
-        name = match.group(1) or match.group(4)
-        if name in values:
-            return values[name]
-        default = match.group(3)
-        if default is not None and name not in self.opaque and not self.open and not _INJECTED.match(name):
-            return default
-        return unknown(name)
-
-
-def _outside_single_quotes(text: str, replace: Callable[[re.Match[str]], str]) -> str:
-    pieces = re.split(r"('[^']*')", text)
-    return "".join(p if p.startswith("'") and p.endswith("'") and len(p) > 1 else _SHELL_REF.sub(replace, p)
-                   for p in pieces)
+    def shell_value(self, name: str) -> str:
+        """A variable's value for the shell's ``$NAME`` (:mod:`pdd_operator.vllm.script` runs the scripts): its
+        literal value, else :func:`unknown` (``valueFrom``, ``envFrom``, or the image's own ``ENV`` may set it)."""
+        return self.values.get(name, unknown(name))

@@ -115,14 +115,44 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     clash = sorted(_ports(pair.prefill) & _ports(pair.decode))
     if not clash:
         return []
-    where = "containers of one pod" if pair.shared_network else "hostNetwork pods that may be scheduled on one node"
+    where = ("engines of one container" if pair.one_container else "containers of one pod" if pair.shared_network
+             else "hostNetwork pods that may be scheduled on one node")
+    apart = (" on each engine's line of the script" if pair.one_container else
+             "" if pair.shared_network else ", or keep the pods on different nodes (required pod anti-affinity on "
+             "kubernetes.io/hostname)")
     return [(
         f"Prefill and decode are {where} and their NIXL side-channel ports overlap ({clash[0]}...): "
         "the second engine fails with 'Address already in use'.",
         fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
                 "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
-                "overlap), or keep the pods on different nodes (required pod anti-affinity on "
-                "kubernetes.io/hostname)."),
+                f"overlap){apart}."),
+    )]
+
+
+@rule(
+    id="listener-port-conflict", family="side-channel-port-conflict", severity="error",
+    fields=("spec.kvTransfer.sideChannelPort", "spec.port"),
+    source=("vllm serve binds --port (vllm/entrypoints/openai/api_server.py, default 8000) and the NIXL side "
+            "channel its port; two processes of one network namespace cannot bind one port (EADDRINUSE)"),
+)
+def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
+    """Engines sharing a network namespace (containers of one pod, or a script's two engines in one container)
+    do not listen on the same port: one's HTTP or KV-events port against the other's HTTP, KV-events or
+    side-channel port (side channel against side channel is ``side-channel-port-conflict``)."""
+    if not pair.shared_network:
+        return []
+    p, d = pair.roles
+    clash = sorted((set(p.other_ports) & (set(d.other_ports) | _ports(d))) | (_ports(p) & set(d.other_ports)))
+    if not clash:
+        return []
+    where = "engines of one container" if pair.one_container else "containers of one pod"
+    return [(
+        f"Prefill and decode are {where} and both listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port "
+        "defaults to 8000; KV events and the NIXL side channel have their own): the engine that starts second fails "
+        "with 'Address already in use'.",
+        fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort per role.",
+                "Give each engine its own --port (and VLLM_NIXL_SIDE_CHANNEL_PORT) in its "
+                + ("line of the script." if pair.one_container else "container's command.")),
     )]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt
 
 
@@ -59,6 +60,53 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
                        "--distributed-executor-backend ray)." if r.pod_group > 1 else ".")),
         ))
     return out
+
+
+def _devices(r: RoleConfig) -> tuple[str, ...] | None:
+    """The container's GPUs the engine's ranks use, as CUDA device ids (its ``CUDA_VISIBLE_DEVICES`` entries in
+    order, or ``0, 1, ...`` when unset: vLLM's ranks take the visible devices from the first on); ``None`` when
+    unknown (parallel sizes or ``CUDA_VISIBLE_DEVICES`` not literal)."""
+    ranks = _ranks(r)
+    raw = r.env.get("CUDA_VISIBLE_DEVICES")
+    if ranks is None or (raw is not None and (unknown_names(raw) or "$" in raw or not raw.strip())):
+        return None
+    ids = [x.strip() for x in raw.split(",") if x.strip()] if raw is not None else [str(i) for i in range(ranks)]
+    return tuple(ids[:ranks])
+
+
+@rule(
+    id="engines-share-gpu", family="parallelism", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm v1 gpu_worker.py init_device: each engine requests gpu_memory_utilization x the device's total "
+            "memory and raises ValueError 'Free memory on device ... is less than desired GPU memory utilization' "
+            "when less is free (0.10.2 and 0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); two engines "
+            "on one device can hold at most its total memory"),
+)
+def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
+    """Prefill and decode engines started in one container (a script's two launches) use different GPUs, or
+    together take at most each shared GPU's memory (the sum of their ``--gpu-memory-utilization``). Engines in
+    different containers get their own devices from the device plugin and are not judged here; an unknown
+    ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either."""
+    if not pair.one_container:
+        return []
+    p, d = pair.roles
+    if not p.gpus or p.gpu_memory_utilization is None or d.gpu_memory_utilization is None:
+        return []
+    pdev, ddev = _devices(p), _devices(d)
+    shared = sorted(set(pdev or ()) & set(ddev or ()))
+    total = round(p.gpu_memory_utilization + d.gpu_memory_utilization, 3)
+    if pdev is None or ddev is None or not shared or total <= 1.0:
+        return []
+    where = ", ".join(f"{r.role} CUDA_VISIBLE_DEVICES={r.env.get('CUDA_VISIBLE_DEVICES', '(unset)')}" for r in (p, d))
+    return [(
+        f"prefill and decode start in one container ({pair.containers[0][0]}) and both use GPU {', '.join(shared)} "
+        f"({where}) with --gpu-memory-utilization {p.gpu_memory_utilization} + {d.gpu_memory_utilization} = {total} "
+        "of its memory: the engine that starts second finds less free memory than it requests and fails at startup "
+        "(or runs out of memory loading).",
+        "Give each engine its own GPUs with CUDA_VISIBLE_DEVICES on its line of the script (e.g. "
+        "CUDA_VISIBLE_DEVICES=0 for prefill and 1 for decode), or lower --gpu-memory-utilization so that the two sum "
+        "to at most 1.",
+    )]
 
 
 @rule(

@@ -1,0 +1,372 @@
+"""The vLLM engines a container's shell script starts, one :class:`Launch` per engine process.
+
+A container whose command is ``sh -c`` / ``bash -c`` may start several engines (``vllm serve A ... & vllm serve B
+...``, or a loop of ``python -m dynamo.vllm ... &`` lines, as Dynamo's one-pod gpt-oss recipes do). The script is
+parsed with tree-sitter-bash (``tree-sitter/tree-sitter-bash``, the grammar GitHub and editors use) and run
+symbolically, following the POSIX Shell Command Language (Issue 7, section 2) and bash's manual:
+
+* every simple command of a list runs, whatever separates it (``;``, ``&``, ``&&``, ``||``, a newline, a pipe);
+  ``wait``, ``set``, redirections and commands that are not an engine start nothing here;
+* ``NAME=value cmd`` puts ``NAME`` in that command's environment only (2.9.1 "Simple Commands"); ``NAME=value``
+  alone sets a shell variable, which reaches an engine's environment only once ``export``-ed or when the container's
+  env already defines it (2.9.1, 2.14 "export");
+* parameter expansion (2.6.2): ``$V``, ``${V}``, ``${V:-d}``, ``${V-d}``, ``${V:=d}``, ``${V:+a}``, positional
+  ``$1`` inside a function; an unquoted expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
+  vllm serve $M`` gives the engine both flags; ``$((...))`` integer arithmetic (2.6.4) on known integers;
+* ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
+  ``while``/``until``/C-style ``for`` body is read once; of ``if``/``elif``/``else`` and ``case`` branches only the
+  first that starts an engine is taken (the container runs one of them, and which one is decided at runtime);
+* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too.
+
+What is not known here expands to :func:`~pdd_operator.vllm.expansion.unknown` (``<unknown:NAME>``): a variable the
+manifest does not define (the image's ``ENV`` may), one set through ``valueFrom``/``envFrom``, the output of a command
+substitution ``$(cmd ...)`` (named after ``cmd``), and arithmetic on such values; readers then say "not checked"
+instead of guessing.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import tree_sitter
+import tree_sitter_bash
+
+from pdd_operator.vllm.expansion import ContainerEnv, unknown
+
+#: Loop iterations run in one script, all loops together (a bound on the work one manifest can cause).
+MAX_ITERATIONS = 64
+
+#: Modules whose ``python -m`` starts a vLLM engine.
+ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One engine process a container starts.
+
+    Attributes:
+        argv: the command's words after expansion, from the entry point on (``vllm serve ...`` or
+            ``python -m <module> ...`` from the module name on, see :func:`entry_point`).
+        env: variables the script sets for this process beyond the container's ``env``: its ``NAME=value`` prefixes,
+            ``env NAME=value`` words and the variables it ``export``-ed before (values expanded).
+        line: the 1-based line of the script it starts on (0: not from a script).
+    """
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    line: int = 0
+
+
+def entry_point(words: Sequence[str]) -> list[str]:
+    """``words`` from the vLLM entry point on (``vllm serve ...``, or a module of :data:`ENTRY_MODULES` on), or
+    ``[]`` when they start no engine. Wrappers before it (``exec``, ``numactl ...``, ``python3 -m``) are dropped."""
+    for i, word in enumerate(words):
+        if word.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
+            return list(words[i:])
+        if word in ENTRY_MODULES:
+            return list(words[i:])
+    return []
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tree_sitter.Parser:
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[str] = ()) -> list[Launch]:
+    """Every engine process ``script`` starts, in order (see the module docstring).
+
+    ``env``: the container's environment (what the script's variables start from); ``None``: nothing defined.
+    ``positional``: the script's ``$1``, ``$2``, ... (``sh -c SCRIPT NAME ARG1 ARG2``), which ``$@``/``$*`` give too.
+    """
+    shell = _Shell(env or ContainerEnv())
+    shell.positional = list(positional)
+    shell.run(script)
+    return shell.launches
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ASSIGN_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_BRACED = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?[-=+?])(.*))?\}$", re.S)
+_ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.floordiv,
+              ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+class _Shell:
+    """The state of one script's symbolic run: shell variables, exports, functions, and the launches found."""
+
+    def __init__(self, env: ContainerEnv) -> None:
+        self.env = env
+        self.values: dict[str, str] = dict(env.values)
+        self.exported: set[str] = set()
+        self.functions: dict[str, tree_sitter.Node] = {}
+        self.positional: list[str] = []
+        self.launches: list[Launch] = []
+        self.iterations = 0
+        self.depth = 0
+
+    def run(self, script: str) -> None:
+        if self.depth > 8:
+            return
+        self.depth += 1
+        self.exec(_parser().parse(script.encode()).root_node)
+        self.depth -= 1
+
+    # statements -------------------------------------------------------------------------------------------
+
+    def exec(self, node: tree_sitter.Node) -> None:
+        kind = node.type
+        if kind in ("comment", "file_redirect", "heredoc_redirect", "herestring_redirect", "test_command"):
+            return
+        if kind == "variable_assignment":
+            name, value = self.assignment(node)
+            self.values[name] = value
+        elif kind == "declaration_command":
+            self.declare(node)
+        elif kind == "function_definition":
+            name = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            if name is not None and body is not None:
+                self.functions[_text(name)] = body
+        elif kind == "command":
+            self.command(node)
+        elif kind == "for_statement":
+            self.for_loop(node)
+        elif kind in ("if_statement", "case_statement"):
+            self.first_branch(node)
+        elif kind == "redirected_statement":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                self.exec(body)
+        else:  # program, lists, pipelines, groups, subshells, while/until (condition and body), ERROR nodes
+            for child in node.named_children:
+                self.exec(child)
+
+    def declare(self, node: tree_sitter.Node) -> None:
+        export = bool(node.child_count) and _text(node.child(0)) == "export"
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                name, value = self.assignment(child)
+                self.values[name] = value
+            elif child.type == "variable_name":
+                name = _text(child)
+            else:
+                continue
+            if export:
+                self.exported.add(name)
+
+    def for_loop(self, node: tree_sitter.Node) -> None:
+        var = node.child_by_field_name("variable")
+        body = node.child_by_field_name("body")
+        if var is None or body is None:
+            return
+        words = [w for v in node.children_by_field_name("value") for w in self.fields(v)]
+        if not node.children_by_field_name("value"):
+            words = list(self.positional)
+        for word in words:
+            if self.iterations >= MAX_ITERATIONS:
+                return
+            self.iterations += 1
+            self.values[_text(var)] = word
+            self.exec(body)
+
+    def first_branch(self, node: tree_sitter.Node) -> None:
+        before = len(self.launches)
+        children = node.named_children
+        for i, child in enumerate(children):
+            if node.field_name_for_named_child(i) in ("condition", "value"):
+                continue
+            if child.type in ("elif_clause", "else_clause", "case_item") and len(self.launches) > before:
+                return
+            if child.type in ("elif_clause", "else_clause", "case_item"):
+                for j, sub in enumerate(child.named_children):
+                    if child.field_name_for_named_child(j) not in ("condition", "value"):
+                        self.exec(sub)
+            else:
+                self.exec(child)
+
+    def command(self, node: tree_sitter.Node) -> None:
+        prefix: dict[str, str] = {}
+        words: list[str] = []
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                name, value = self.assignment(child)
+                prefix[name] = value
+            elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                continue
+            elif child.type == "command_name":
+                words += [w for sub in child.named_children for w in self.fields(sub)]
+            else:
+                words += self.fields(child)
+        if not words:
+            self.values.update(prefix)
+            return
+        if words[0] in self.functions:
+            saved, self.positional = self.positional, words[1:]
+            saved_values = dict(self.values)
+            self.values.update(prefix)
+            self.exported |= set(prefix)
+            self.exec(self.functions[words[0]])
+            self.positional = saved
+            for name in prefix:  # prefix assignments last for the call only
+                if name in saved_values:
+                    self.values[name] = saved_values[name]
+                else:
+                    self.values.pop(name, None)
+            return
+        entry = entry_point(words)
+        if entry:
+            env = {name: self.values[name] for name in sorted(self.exported) if name in self.values}
+            start = len(words) - len(entry)
+            if words[0] == "env" or "env" in words[:start]:
+                env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
+            env.update(prefix)
+            self.launches.append(Launch(tuple(entry), env, node.start_point[0] + 1))
+            return
+        for i, word in enumerate(words[:-1]):
+            if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
+                self.run(words[i + 2])
+                return
+
+    # words ------------------------------------------------------------------------------------------------
+
+    def assignment(self, node: tree_sitter.Node) -> tuple[str, str]:
+        name = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        return (_text(name) if name is not None else "",
+                "".join(text for text, _ in self.segments(value)) if value is not None else "")
+
+    def fields(self, node: tree_sitter.Node) -> list[str]:
+        """The fields one argument expands to (unquoted expansions split on blanks, POSIX 2.6.5)."""
+        out: list[str] = []
+        current: str | None = None
+        for text, splittable in self.segments(node):
+            if not splittable:
+                current = (current or "") + text
+                continue
+            for j, piece in enumerate(re.split(r"[ \t\n]+", text)):
+                if j > 0 and current is not None:
+                    out.append(current)
+                    current = None
+                if piece:
+                    current = (current or "") + piece
+        if current is not None:
+            out.append(current)
+        return out
+
+    def segments(self, node: tree_sitter.Node, quoted: bool = False) -> list[tuple[str, bool]]:
+        """``node`` as ``(text, splittable)`` pieces: splittable ones are unquoted expansion results."""
+        kind = node.type
+        if kind in ("word", "number"):
+            return [(_unescape(_text(node)), False)]
+        if kind == "raw_string":
+            return [(_text(node)[1:-1], False)]
+        if kind == "ansi_c_string":
+            return [(_text(node)[2:-1], False)]
+        if kind in ("string", "translated_string", "concatenation"):
+            return self.spliced(node, quoted=quoted or kind != "concatenation")
+        if kind == "string_content":
+            return [(re.sub(r"\\([$`\"\\])", r"\1", _text(node)), False)]
+        if kind in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
+            every = _text(node) in ("$@", "${@}")  # "$@": one field per positional parameter, even quoted
+            return [(self.expansion(node), (every or not quoted) and kind != "arithmetic_expansion")]
+        return [(_text(node), False)]
+
+    def spliced(self, node: tree_sitter.Node, *, quoted: bool) -> list[tuple[str, bool]]:
+        """A string or concatenation: its children's pieces, with the source between them (quotes dropped)."""
+        src = node.text or b""
+        base = node.start_byte
+        out: list[tuple[str, bool]] = []
+        pos = base + (1 if node.type == "string" else 2 if node.type == "translated_string" else 0)
+        end = node.end_byte - (1 if node.type in ("string", "translated_string") else 0)
+        for child in node.named_children:
+            if child.start_byte > pos:
+                out.append((src[pos - base:child.start_byte - base].decode(errors="replace"), False))
+            out += self.segments(child, quoted=quoted)
+            pos = child.end_byte
+        if end > pos:
+            out.append((src[pos - base:end - base].decode(errors="replace"), False))
+        return out
+
+    def expansion(self, node: tree_sitter.Node) -> str:
+        text = _text(node)
+        if node.type == "command_substitution":
+            words = (text[2:-1] if text.startswith("$(") else text[1:-1]).split()
+            return unknown(words[0] if words and _NAME.match(words[0]) else "command")
+        if node.type == "arithmetic_expansion":
+            return self.arithmetic(text[3:-2])
+        if node.type == "simple_expansion":
+            return self.variable(text[1:], None, None)
+        if text in ("${@}", "${*}"):
+            return self.variable(text[2], None, None)
+        braced = _BRACED.match(text)
+        if not braced:
+            return unknown(_first_name(text))
+        name, op, _ = braced.groups()
+        rest = [c for c in node.named_children if c.type not in ("variable_name", "special_variable_name")]
+        word = "".join(t for c in rest for t, _ in self.segments(c, quoted=True)) if op else None
+        return self.variable(name, op, word)
+
+    def variable(self, name: str, op: str | None, word: str | None) -> str:
+        if name in ("@", "*"):
+            return " ".join(self.positional)
+        if name.isdigit():
+            index = int(name) - 1
+            value = self.positional[index] if 0 <= index < len(self.positional) else ""
+            return word if op in (":-", "-", ":=", "=") and value == "" else value
+        if name in self.values:
+            value = self.values[name]
+            if op in (":-", ":=") and value == "":
+                return word or ""
+            if op in (":+", "+"):
+                return word or "" if (value != "" or op == "+") else ""
+            return value
+        if op in (":+", "+"):
+            return "" if self.env.may_be_unset(name) else unknown(name)
+        if op in (":-", "-", ":=", "=") and self.env.may_be_unset(name):
+            if op in (":=", "="):
+                self.values[name] = word or ""
+            return word or ""
+        return self.env.shell_value(name)
+
+    def arithmetic(self, expr: str) -> str:
+        names: list[str] = []
+
+        def value(match: re.Match[str]) -> str:
+            got = self.variable(match.group(1), None, None) if match.group(1) in self.values else None
+            names.append(match.group(1))
+            return got if got is not None and re.fullmatch(r"-?\d+", got) else "x"
+
+        substituted = re.sub(r"\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?", value, expr)
+        try:
+            return str(_evaluate(ast.parse(substituted.strip(), mode="eval").body))
+        except (SyntaxError, ValueError, ZeroDivisionError):
+            return unknown(names[0] if names else "arithmetic")
+
+
+def _evaluate(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+        return _ARITH_OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    raise ValueError("not integer arithmetic")
+
+
+def _text(node: tree_sitter.Node | None) -> str:
+    return (node.text or b"").decode(errors="replace") if node is not None else ""
+
+
+def _unescape(word: str) -> str:
+    return re.sub(r"\\(.)", r"\1", word.replace("\\\n", ""))
+
+
+def _first_name(text: str) -> str:
+    match = re.search(r"[A-Za-z_][A-Za-z0-9_]*", text)
+    return match.group(0) if match else "expansion"
