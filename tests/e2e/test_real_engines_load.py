@@ -219,10 +219,7 @@ def _reasons(errors: list[str]) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("connector", ["NixlConnector", pytest.param("NixlPushConnector", marks=pytest.mark.xfail(
-    reason="push mode: after a prefill SIGKILL decode keeps registering with the dead NIXL agent "
-           "(NIXL_ERR_REMOTE_DISCONNECT) and the restarted prefill never writes the KV (vLLM 0.32 tracks replaced "
-           "engines in pull mode only; measured 2026-12-01): docs/rollouts.md", strict=False))])
+@pytest.mark.parametrize("connector", ["NixlConnector", "NixlPushConnector"])
 def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namespace, vllm_agent, vllm_venv,  # noqa: F811
                                                        tmp_path, connector):
     phases = selected_phases(os.environ.get("PDD_REAL_LOAD_PHASES"))
