@@ -118,7 +118,7 @@ class Metrics:
         self.engine_id_changes = Counter(
             "pdd_router_prefill_engine_id_changes",
             "Push mode: prefill answers naming another engine id than the one decode was told (the "
-            "process was replaced unseen; that request's decode waits for KV that never comes).",
+            "process was replaced unseen: that request's decode was told the old process's id).",
             registry=self.registry)
         self.disconnects = Counter("pdd_router_client_disconnects", "Requests cancelled by the client going away.",
                                    registry=self.registry)
