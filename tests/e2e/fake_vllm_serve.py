@@ -3,8 +3,8 @@
 
 The role comes from the rendered ``--kv-transfer-config`` (``kv_role`` kv_producer: prefill,
 kv_consumer: decode), the address from ``--host``/``--port``, the advertised side-channel port from
-``VLLM_NIXL_SIDE_CHANNEL_PORT``, the engine id from ``kv_transfer_config.engine_id`` (push mode) or
-``POD_NAME``. Pull mode only: a push-mode fake decode needs prefill's fake in the same process. Every
+``VLLM_NIXL_SIDE_CHANNEL_PORT``, the engine id from ``kv_transfer_config.engine_id``, else a new one per process (as vLLM
+draws one). Pull mode only: a push-mode fake decode needs prefill's fake in the same process. Every
 other flag is accepted and ignored: this is not vLLM and proves nothing about vLLM's arguments.
 ``FAKE_TOKENS`` and ``FAKE_INTER_TOKEN_DELAY`` (seconds) set the decode answer; ``FAKE_REVISION``
 (e.g. the pod's compat-hash label through the downward API) makes a decode refuse KV of another
@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 
 from tests.fakes.fake_engine import FakeEngine, serve
 
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> None:
     args, _ = p.parse_known_args(argv)
     kv = json.loads(args.kv_transfer_config)
     role = {"kv_producer": "prefill", "kv_consumer": "decode"}[kv["kv_role"]]
-    engine = FakeEngine(role=role, engine_id=kv.get("engine_id") or os.environ.get("POD_NAME", "fake"),
+    engine = FakeEngine(role=role, engine_id=kv.get("engine_id") or f"fake-{uuid.uuid4()}",
                         kv_port=int(os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")),
                         tokens=int(os.environ.get("FAKE_TOKENS", "16")),
                         inter_token_delay=float(os.environ.get("FAKE_INTER_TOKEN_DELAY", "0.01")), record=False,

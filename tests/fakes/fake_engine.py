@@ -139,8 +139,11 @@ class FakeEngine:
     async def _decode(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
         if self.push:
             kv = body.get("kv_transfer_params") or {}
+            # remote_request_id: the shared X-Request-Id (both legs at once), or prefill's own id when
+            # the router ran prefill first and passed its kv_transfer_params on (engine id unknown).
             if not (kv.get("do_remote_prefill") and kv.get("remote_engine_id") and kv.get("remote_host")
-                    and kv.get("remote_port") and "tp_size" in kv and kv.get("remote_request_id") == rid):
+                    and kv.get("remote_port") and "tp_size" in kv
+                    and kv.get("remote_request_id") in (rid, f"cmpl-{rid}-0-abcdef12")):
                 return web.json_response({"error": {"message": f"not a push decode leg: {kv!r}"}}, status=400)
             while rid not in self.issued:  # the KV arrives when prefill has run
                 self.changed.clear()

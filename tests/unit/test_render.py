@@ -181,11 +181,13 @@ def test_push_prefill_pods_carry_what_the_router_tells_decode():
     template = deployment(OWNER, "prefill", spec)["spec"]["template"]
     c = template["spec"]["containers"][0]
     kv = json.loads(_flag(c["args"], "--kv-transfer-config"))
-    assert kv["engine_id"] == "$(POD_NAME)"  # expanded by the kubelet from the env var below
-    assert _env(c["env"])["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # no fixed engine id: each prefill process draws its own (a restarted one is a new engine to
+    # decode); the router learns it from prefill's answers
+    assert "engine_id" not in kv and "POD_NAME" not in _env(c["env"])
     ann = template["metadata"]["annotations"]
-    assert ann["pdd-operator.dev/engine-id"] == "$(POD_NAME)"
+    assert "pdd-operator.dev/engine-id" not in ann
     assert ann["pdd-operator.dev/tensor-parallel-size"] == "2"
+    assert ann["pdd-operator.dev/side-channel-port"] == "5600"
     decode = deployment(OWNER, "decode", spec)["spec"]["template"]
     assert "engine_id" not in json.loads(_flag(decode["spec"]["containers"][0]["args"], "--kv-transfer-config"))
     pull = deployment(OWNER, "prefill", make_spec())["spec"]["template"]

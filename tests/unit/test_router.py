@@ -61,14 +61,18 @@ class Stack:
             for name, chash in items:
                 url = self.urls.get(name) or f"http://127.0.0.1:{free_port()}"
                 eng = self.engines.get(name)
-                eps.append(Endpoint(url=url, role=role, compat_hash=chash, name=name,
-                                    engine_id=eng.engine_id if eng else None, kv_host="127.0.0.1",
+                eps.append(Endpoint(url=url, role=role, compat_hash=chash, name=name, kv_host="127.0.0.1",
                                     kv_port=eng.kv_port if eng else None, tp_size=eng.tp_size if eng else 1))
             self.registry.replace(role, eps)
         self.router = Router(self.registry, config or RouterConfig())
         port = free_port()
         self.runners.append(await start(self.router, "127.0.0.1", port))
         self.url = f"http://127.0.0.1:{port}"
+
+    def learned(self) -> None:
+        """As if the router had learned every prefill fake's engine id from an answer already."""
+        for ep in self.registry.endpoints("prefill"):
+            ep.engine_id = self.engines[ep.name].engine_id
 
     async def wait_for(self, predicate, timeout: float = 10.0) -> None:
         """Wait until ``predicate()`` holds; re-checked whenever a fake engine records something."""
@@ -368,7 +372,7 @@ def test_registry_explains_why_nothing_pairs():
     assert reg.pairs() == 0
     reg.replace("decode", [Endpoint("http://b:1", "decode", "h1")])
     assert reg.pick_prefill().url == "http://a:1" and reg.pairs() == 1
-    with pytest.raises(NoEndpoint, match="engine id"):
+    with pytest.raises(NoEndpoint, match="side channel"):
         reg.pick_prefill(push=True)
 
 
@@ -565,7 +569,7 @@ def test_models_health_and_metrics():
 def test_ready_only_when_a_request_could_be_routed():
     async def go():
         async with stack() as s:
-            await s.engine("p0", "prefill", engine_id="")  # publishes no engine id: unusable for push
+            await s.engine("p0", "prefill", kv_port=0)  # publishes no side channel: unusable for push
             await s.engine("d0", "decode")
             synced = [False]
             await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "h1")], decode=[("d0", "h2")])
@@ -581,7 +585,7 @@ def test_ready_only_when_a_request_could_be_routed():
             assert status == 503 and "same compat hash" in body["reason"]  # h1 vs h2: nothing pairs
             s.registry.replace("decode", [Endpoint(url=s.urls["d0"], role="decode", compat_hash="h1", name="d0")])
             status, body = await ready()
-            assert status == 503 and "engine id and side channel" in body["reason"]  # pairs, but not for push
+            assert status == 503 and "side channel" in body["reason"]  # pairs, but not for push
             s.router.config = RouterConfig(mode="pull")
             assert await ready() == (200, {"ready": True, "pairs": 1})
             s.registry.replace("prefill", [])
@@ -592,21 +596,29 @@ def test_ready_only_when_a_request_could_be_routed():
 # -- push mode -------------------------------------------------------------------------------------
 
 
-def test_push_mode_sends_both_legs_with_prefill_coordinates():
+def test_push_mode_learns_the_engine_id_from_prefill_then_sends_both_legs_with_prefill_coordinates():
     async def go():
         async with stack() as s:
-            p = await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601, tp_size=4)
+            p = await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601, tp_size=4, prefill_delay=0.2)
             d = await s.engine("d0", "decode", push=True, tokens=3)
             await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("d0", "")])
             async with aiohttp.ClientSession() as c:
-                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True}) as r:
-                    assert r.status == 200
-                    assert (await r.read()).endswith(b"data: [DONE]\n\n")
-            (pb,), (db,) = bodies(p), bodies(d)
-            assert pb["kv_transfer_params"] == PULL_PREFILL_PARAMS and pb["max_tokens"] == 1
+                for _ in range(2):
+                    async with c.post(s.url + "/v1/completions",
+                                      json={"model": "m", "prompt": "x", "stream": True}) as r:
+                        assert r.status == 200
+                        assert (await r.read()).endswith(b"data: [DONE]\n\n")
+            (pb1, pb2), (db1, db2) = bodies(p), bodies(d)
+            assert pb1["kv_transfer_params"] == pb2["kv_transfer_params"] == PULL_PREFILL_PARAMS
+            assert pb2["max_tokens"] == 1
+            # First request: the engine id is unknown, so prefill ran first and decode got its answer's
+            # kv_transfer_params, as in pull mode (sent only after prefill answered).
+            assert db1["kv_transfer_params"] == s.issued[rid(p, 0)]
+            assert rid(d, 0) == rid(p, 0)
+            # Then both legs at once, decode told the engine id prefill reported.
             request_id = rid(p)
             assert rid(d) == request_id
-            assert db["kv_transfer_params"] == {
+            assert db2["kv_transfer_params"] == {
                 "do_remote_decode": False, "do_remote_prefill": True, "remote_engine_id": "engine-p0",
                 "remote_host": "127.0.0.1", "remote_port": 5601, "tp_size": 4, "pp_size": 1,
                 "remote_request_id": request_id,
@@ -622,6 +634,7 @@ def test_push_mode_prefill_failure_cancels_decode_and_retries():
             # like vLLM's push decode, the fake decode answers only after its prefill has succeeded
             d = await s.engine("d0", "decode", push=True, tokens=2)
             await s.start_router(RouterConfig(mode="push"), prefill=[("bad", ""), ("good", "")], decode=[("d0", "")])
+            s.learned()  # both legs at once from the first request on
             async with aiohttp.ClientSession() as c:
                 for _ in range(6):
                     async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
@@ -643,6 +656,7 @@ def test_push_mode_a_decode_that_refuses_the_connection_is_replaced_and_its_pref
             good = await s.engine("good", "decode", push=True, tokens=2)
             # "dead" is a port nobody listens on: a decode process that just died, still listed.
             await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("dead", ""), ("good", "")])
+            s.learned()
             async with aiohttp.ClientSession() as c:
                 for _ in range(12):
                     async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
@@ -654,6 +668,65 @@ def test_push_mode_a_decode_that_refuses_the_connection_is_replaced_and_its_pref
             # Each prefill leg sent along with the dead decode was cancelled (vLLM aborts it), none answered twice.
             assert len(p.requests) == 12 + retries
             await s.wait_for(lambda: len(p.cancelled) == retries)
+    run(go())
+
+
+def test_push_mode_a_restarted_prefill_is_used_only_once_its_new_engine_id_is_learned():
+    """A prefill process that died and came back on the same address draws a new engine id (vLLM's
+    default; the operator pins none). The connection failure makes the router forget the old id, and
+    decode is never told it again: the next request runs prefill first and learns the new one."""
+    async def go():
+        async with stack() as s:
+            old = await s.engine("p0", "prefill", engine_id="engine-old", kv_port=5601)
+            d = await s.engine("d0", "decode", push=True, tokens=2)
+            await s.start_router(RouterConfig(mode="push", prefill_retries=0), prefill=[("p0", "")],
+                                 decode=[("d0", "")])
+            (ep,) = s.registry.endpoints("prefill")
+            port = int(s.urls["p0"].rsplit(":", 1)[1])
+
+            async def post(c) -> int:
+                async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                    return r.status
+
+            async with aiohttp.ClientSession() as c:
+                assert [await post(c) for _ in range(3)] == [200, 200, 200]
+                assert ep.engine_id == "engine-old"
+                await s.runners.pop(0).cleanup()  # the prefill process dies
+                assert await post(c) == 502  # refused, and no other prefill
+                assert ep.engine_id is None
+                new = FakeEngine(role="prefill", engine_id="engine-new", kv_port=5601, issued=s.issued,
+                                 changed=s.changed)
+                runner, _ = await serve(new, port=port)  # it comes back on the same address
+                s.runners.append(runner)
+                assert [await post(c) for _ in range(3)] == [200, 200, 200]
+            # The decode leg sent along with the refused prefill leg was cancelled (vLLM aborts it).
+            await s.wait_for(lambda: len(d.cancelled) == 1)
+            told = [b["kv_transfer_params"]["remote_engine_id"] for h, b in d.requests
+                    if h["X-Request-Id"] not in d.cancelled]
+            assert told == ["engine-old"] * 3 + ["engine-new"] * 3, told
+            assert len(old.requests) == 3 and len(new.requests) == 3
+            assert ep.engine_id == "engine-new"
+            assert s.router.metrics.engine_id_changes._value.get() == 0
+    run(go())
+
+
+def test_push_mode_an_unseen_engine_id_change_costs_one_request_and_is_counted():
+    """A process replaced without the router seeing a failure (nor, in a cluster, a restart count):
+    decode was told the old id for that one request and fails it (the fake decode, like vLLM's, checks
+    the id against the engine that served prefill); the answer teaches the router the new id."""
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill", engine_id="engine-a", kv_port=5601)
+            await s.engine("d0", "decode", push=True, tokens=2)
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("d0", "")])
+            async with aiohttp.ClientSession() as c:
+                statuses = []
+                for engine_id in ("engine-a", "engine-a", "engine-b", "engine-b", "engine-b"):
+                    p.engine_id = engine_id
+                    async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
+                        statuses.append(r.status)
+            assert statuses == [200, 200, 400, 200, 200], statuses
+            assert s.router.metrics.engine_id_changes._value.get() == 1
     run(go())
 
 
@@ -673,9 +746,11 @@ def test_push_mode_no_reachable_decode_gives_the_502():
 
 
 def test_parse_static_endpoints():
+    # engine_id (needed by earlier releases) is ignored: the router learns it from the engine
     ep = parse_static("prefill", "http://10.0.0.1:8100?engine_id=p0&kv_host=10.0.0.1&kv_port=5600&tp=2&pp=2")
     assert (ep.url, ep.engine_id, ep.kv_host, ep.kv_port, ep.tp_size, ep.pp_size) == (
-        "http://10.0.0.1:8100", "p0", "10.0.0.1", 5600, 2, 2)
+        "http://10.0.0.1:8100", None, "10.0.0.1", 5600, 2, 2)
+    ep.engine_id = "p0"
     assert parse_static("decode", " http://[::1]:8200 ").url == "http://[::1]:8200"
     with pytest.raises(ValueError):
         parse_static("decode", "10.0.0.1:8200")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pdd_operator.api.constants import LABEL_COMPAT_HASH, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY
 from pdd_operator.router.discovery import (
-    ANNOTATION_ENGINE_ID,
     ANNOTATION_PP,
     ANNOTATION_TP,
     apply_pods,
@@ -15,8 +14,9 @@ from pdd_operator.router.discovery import (
 from pdd_operator.router.endpoints import Registry
 
 
-def pod(name, role, ip="10.1.0.5", ready=True, phase="Running", chash="abc", annotations=None, deleting=False):
-    meta = {"name": name, "labels": {LABEL_INSTANCE: "demo", LABEL_COMPONENT: role, LABEL_COMPAT_HASH: chash,
+def pod(name, role, ip="10.1.0.5", ready=True, phase="Running", chash="abc", annotations=None, deleting=False,
+        uid="uid-1", restarts=0):
+    meta = {"name": name, "uid": uid, "labels": {LABEL_INSTANCE: "demo", LABEL_COMPONENT: role, LABEL_COMPAT_HASH: chash,
                                      LABEL_MANAGED_BY: "pdd-operator"},
             "annotations": annotations or {}}
     if deleting:
@@ -26,7 +26,9 @@ def pod(name, role, ip="10.1.0.5", ready=True, phase="Running", chash="abc", ann
         "spec": {"containers": [{"name": "vllm", "ports": [{"name": "http", "containerPort": 8000},
                                                           {"name": "nixl", "containerPort": 5600}]}]},
         "status": {"phase": phase, "podIP": ip,
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                   "containerStatuses": [{"name": "preflight-sidecar", "restartCount": 7},
+                                         {"name": "vllm", "restartCount": restarts}]},
     }
 
 
@@ -41,14 +43,33 @@ def test_only_running_ready_not_terminating_pods_with_an_ip_are_endpoints():
 
 
 def test_push_metadata_comes_from_annotations_and_ports():
-    ep = endpoint_of_pod(pod("p-1", "prefill", annotations={ANNOTATION_ENGINE_ID: "demo-prefill-x",
-                                                             ANNOTATION_TP: "4", ANNOTATION_PP: "2"}))
+    ep = endpoint_of_pod(pod("p-1", "prefill", annotations={ANNOTATION_TP: "4", ANNOTATION_PP: "2"}))
     assert (ep.engine_id, ep.kv_host, ep.kv_port, ep.tp_size, ep.pp_size, ep.compat_hash, ep.name) == (
-        "demo-prefill-x", "10.1.0.5", 5600, 4, 2, "abc", "p-1")
+        None, "10.1.0.5", 5600, 4, 2, "abc", "p-1")  # the engine id is learned from the engine, never the pod
     assert ep.push_ready
-    assert not endpoint_of_pod(pod("p-2", "prefill")).push_ready  # no engine id published
-    assert endpoint_of_pod(pod("demo-prefill-7f9", "prefill", annotations={
-        ANNOTATION_ENGINE_ID: "$(POD_NAME)"})).engine_id == "demo-prefill-7f9"
+    # an old release's annotation is not believed: a restarted container reused that id
+    assert endpoint_of_pod(pod("p-1", "prefill", annotations={"pdd-operator.dev/engine-id": "p-1"})).engine_id is None
+
+
+def test_instance_is_the_pod_uid_and_the_engine_containers_restarts():
+    assert endpoint_of_pod(pod("p", "prefill")).instance == "uid-1/0"
+    assert endpoint_of_pod(pod("p", "prefill", restarts=2)).instance == "uid-1/2"  # not the sidecar's 7
+    assert endpoint_of_pod(pod("p", "prefill", uid="uid-2")).instance == "uid-2/0"
+
+
+def test_a_restarted_container_forgets_the_learned_engine_id_and_nothing_else_does():
+    reg = Registry()
+    apply_pods(reg, [pod("p", "prefill")])
+    (ep,) = reg.endpoints("prefill")
+    ep.engine_id = "engine-a"  # learned from an answer of the process now running
+    apply_pods(reg, [pod("p", "prefill", chash="abc")])  # any other update of the same process
+    assert reg.endpoints("prefill")[0] is ep and ep.engine_id == "engine-a"
+    apply_pods(reg, [pod("p", "prefill", restarts=1)])  # the container restarted: a new process
+    assert reg.endpoints("prefill")[0] is ep and ep.engine_id is None
+    ep.engine_id = "engine-b"
+    apply_pods(reg, [pod("p", "prefill", restarts=1, ready=False)])  # not Ready: dropped
+    apply_pods(reg, [pod("p", "prefill", restarts=1)])
+    assert reg.endpoints("prefill")[0].engine_id is None
 
 
 def test_render_helper_publishes_what_discovery_reads():
@@ -59,7 +80,8 @@ def test_render_helper_publishes_what_discovery_reads():
                      prefill={"tensorParallelSize": 2})
     ann = router_pod_annotations(push, "prefill")
     ep = endpoint_of_pod(pod("demo-prefill-abc", "prefill", annotations=ann))
-    assert (ep.engine_id, ep.kv_port, ep.tp_size, ep.pp_size) == ("demo-prefill-abc", 5600, 2, 1)
+    assert (ep.engine_id, ep.kv_port, ep.tp_size, ep.pp_size) == (None, 5600, 2, 1)
+    assert ep.push_ready
     assert router_pod_annotations(push, "decode") == {} and router_pod_annotations(make_spec(), "prefill") == {}
 
 

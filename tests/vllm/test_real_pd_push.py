@@ -2,10 +2,11 @@
 
 examples/cpu-tiny-pd.yaml with ``kvTransfer.connector: NixlPushConnector`` is rendered with the
 operator's own code; the rendered prefill and decode engines run as local processes on 127.0.0.1
-(prefill's ``engine_id`` is ``$(POD_NAME)``, expanded here the way the kubelet expands it), and the
-rendered router (``pdd router --kv-mode push``) runs in front with a static prefill endpoint that
-carries exactly what Kubernetes discovery would read from the prefill pod (engine id, side-channel
-host and port, TP, PP: ``discovery.endpoint_of_pod`` on the rendered pod template). The router sends
+(each draws its own NIXL engine id, as it does in a pod), and the rendered router (``pdd router
+--kv-mode push``) runs in front with a static prefill endpoint that carries exactly what Kubernetes
+discovery would read from the prefill pod (side-channel host and port, TP, PP:
+``discovery.endpoint_of_pod`` on the rendered pod template); the router learns prefill's engine id
+from its first answer. The router sends
 both legs at once and tells decode prefill's coordinates in advance; prefill WRITEs the prompt's KV
 into decode's blocks (vllm-nixl-facts.md section 6.2).
 
@@ -52,7 +53,7 @@ def push_pair(request, vllm_venv: Path, tmp_path_factory):
     # What Kubernetes discovery would make of the prefill pod, as a static endpoint for the router.
     static_prefill, endpoint, pod_changes = lp.push_static_prefill(templates["prefill"], pod_name, *ports["prefill"])
     parsed = parse_static("prefill", static_prefill)
-    for field in ("url", "engine_id", "kv_host", "kv_port", "tp_size", "pp_size"):
+    for field in ("url", "kv_host", "kv_port", "tp_size", "pp_size"):
         assert getattr(parsed, field) == getattr(endpoint, field), (field, parsed, endpoint)
 
     started = time.monotonic()
@@ -75,27 +76,21 @@ def push_pair(request, vllm_venv: Path, tmp_path_factory):
 
 
 def test_rendered_push_settings(push_pair):
-    """What runs is what the operator rendered for push mode, except loopback values and the
-    kubelet's expansion of prefill's ``$(POD_NAME)``; the router is the rendered push-mode router."""
-    pod_name = push_pair["pod_name"]
+    """What runs is what the operator rendered for push mode, except loopback values; no engine sets
+    an ``engine_id`` (each process draws its own); the router is the rendered push-mode router."""
     for role in ("prefill", "decode"):
         rendered, local = push_pair["rendered"][role], push_pair["local"][role]
         flags, env = s.diff_against_rendered(rendered, local, expand=True)
         assert flags <= s.ALLOWED_ARG_CHANGES, flags
-        assert env <= s.ALLOWED_ENV_CHANGES | {"POD_NAME"}, env
+        assert env <= s.ALLOWED_ENV_CHANGES, env
         kv = json.loads(local.argv[local.argv.index("--kv-transfer-config") + 1])
         assert kv["kv_connector"] == PUSH and kv["kv_buffer_device"] == "cpu"
         assert kv["kv_role"] == {"prefill": "kv_producer", "decode": "kv_consumer"}[role]
-        if role == "prefill":
-            raw = json.loads(rendered["args"][rendered["args"].index("--kv-transfer-config") + 1])
-            assert raw["engine_id"] == "$(POD_NAME)"
-            assert kv["engine_id"] == pod_name and local.env["POD_NAME"] == pod_name
-        else:
-            assert "engine_id" not in kv and "POD_NAME" not in local.env
+        assert "engine_id" not in kv and "POD_NAME" not in local.env
     ep = push_pair["endpoint"]
     p = push_pair["local"]["prefill"]
     assert (ep.engine_id, ep.kv_host, ep.kv_port, ep.tp_size, ep.pp_size) == (
-        pod_name, lp.LOOPBACK, p.side_channel_port, 1, 1)
+        None, lp.LOOPBACK, p.side_channel_port, 1, 1)
     argv = push_pair["router"].argv
     assert argv[argv.index("--kv-mode") + 1] == "push", argv
 

@@ -44,12 +44,10 @@ ANNOTATION_APPLIED_SPEC_LEGACY = f"{GROUP}/applied-spec"
 #: Container port names, used by the Services, the probes and the router's discovery.
 HTTP_PORT_NAME = "http"
 NIXL_PORT_NAME = "nixl"
-#: Pod annotations the router reads in push mode: prefill's NIXL engine id, side-channel port and
-#: parallel sizes, which decode must be told in advance (vllm-nixl-facts.md section 6.2).
-ANNOTATION_ENGINE_ID = f"{GROUP}/engine-id"
+#: Pod annotations the router reads in push mode: prefill's side-channel port and parallel sizes,
+#: which decode must be told in advance (vllm-nixl-facts.md section 6.2). Not its NIXL engine id: each
+#: engine process draws its own and the router learns it from the engine (docs/rollouts.md, "An
+#: engine restarted").
 ANNOTATION_SIDE_CHANNEL_PORT = f"{GROUP}/side-channel-port"
 ANNOTATION_TP = f"{GROUP}/tensor-parallel-size"
 ANNOTATION_PP = f"{GROUP}/pipeline-parallel-size"
-#: A per-pod NIXL engine id: Kubernetes expands ``$(POD_NAME)`` in container args when the container
-#: has a ``POD_NAME`` env var (downward API ``metadata.name``); the router does the same substitution.
-POD_ENGINE_ID = "$(POD_NAME)"

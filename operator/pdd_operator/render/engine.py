@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 
 from pdd_operator.api.constants import (
-    ANNOTATION_ENGINE_ID,
     ANNOTATION_PP,
     ANNOTATION_SIDE_CHANNEL_PORT,
     ANNOTATION_TP,
-    POD_ENGINE_ID,
 )
 from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
 from pdd_operator.vllm.args import int_flag, parse_flags
@@ -108,10 +106,12 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     }
     if kt.enable_permute_local_kv:
         out["enable_permute_local_kv"] = True
-    if role == "prefill" and kt.connector == Connector.PUSH:
-        # Push: decode must be told prefill's engine id in advance; the pod name (expanded by the
-        # kubelet from the POD_NAME env var) is unique and the router reads it back from the pod.
-        out["engine_id"] = POD_ENGINE_ID
+    # No engine_id, in push mode either: each vLLM process draws a new one (KVTransferConfig's
+    # default, uuid4), so a restarted prefill is a new engine to decode. A fixed id (the pod name,
+    # before) came back with a restarted container, and vLLM 0.32's push decode kept registering
+    # with the dead process's NIXL agent under it (push_worker.py _do_send_reg_notif; base_worker.py
+    # _track_remote_engine_replacement: "TODO: Also handle push mode"). The router learns the id
+    # from prefill's answers (pdd_operator.router.proxy).
     return out
 
 
@@ -205,8 +205,6 @@ def engine_env(spec: PDDeploymentSpec, role: str, model_config: dict | None = No
         {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": ip_field}}},
         {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(role_ports(spec, role)[1])},
     ]
-    if role == "prefill" and uses_push(spec):
-        env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     ucx = spec.network.ucx
     for name, value in (("UCX_TLS", ucx.transports), ("UCX_NET_DEVICES", ucx.net_devices),
                         ("UCX_IB_GID_INDEX", ucx.gid_index)):
@@ -247,16 +245,14 @@ def uses_push(spec: PDDeploymentSpec) -> bool:
 def router_pod_annotations(spec: PDDeploymentSpec, role: str) -> dict[str, str]:
     """Annotations a prefill pod needs so the router can drive the push protocol (empty otherwise).
 
-    Push mode tells decode prefill's engine id, side-channel port, TP and PP in advance
-    (vllm-nixl-facts.md section 6.2). For that to work the prefill engine must also run with
-    ``kv_transfer_config.engine_id`` = :data:`POD_ENGINE_ID` and a ``POD_NAME`` env var from the
-    downward API, which :func:`kv_transfer_config` and :func:`engine_env` render.
+    Push mode tells decode prefill's side-channel port, TP and PP in advance (vllm-nixl-facts.md
+    section 6.2), and its engine id, which the router learns from the engine process itself (a
+    restarted one draws a new id), so it is not published here.
     """
     if role != "prefill" or not uses_push(spec):
         return {}
     r = spec.role(role)
     return {
-        ANNOTATION_ENGINE_ID: POD_ENGINE_ID,
         ANNOTATION_SIDE_CHANNEL_PORT: str(role_ports(spec, role)[1]),
         ANNOTATION_TP: str(r.tensor_parallel_size),
         ANNOTATION_PP: str(r.pipeline_parallel_size),

@@ -12,13 +12,14 @@ What the router reads from each pod:
 
 - ``status.podIP`` and the engine container's port named ``http`` -> the endpoint URL;
 - label ``pdd-operator.dev/compat-hash`` -> pairing;
-- push mode, prefill pods (see :func:`pdd_operator.render.engine.router_pod_annotations`):
-  annotation ``pdd-operator.dev/engine-id`` (the engine's ``kv_transfer_config.engine_id``, where
-  ``$(POD_NAME)`` stands for the pod's name as in the engine's args; without it the pod cannot be
-  used in push mode), the side-channel host (``status.podIP``, the NIXL side
-  channel binds the pod IP) and port (container port named ``nixl``, or annotation
-  ``pdd-operator.dev/side-channel-port``), annotations ``pdd-operator.dev/tensor-parallel-size``
-  and ``pdd-operator.dev/pipeline-parallel-size`` (default 1).
+- push mode, prefill pods (see :func:`pdd_operator.render.engine.router_pod_annotations`): the
+  side-channel host (``status.podIP``, the NIXL side channel binds the pod IP) and port (container
+  port named ``nixl``, or annotation ``pdd-operator.dev/side-channel-port``), annotations
+  ``pdd-operator.dev/tensor-parallel-size`` and ``pdd-operator.dev/pipeline-parallel-size``
+  (default 1). Not the engine id: each engine process draws its own, and the router learns it from
+  the engine (:attr:`pdd_operator.router.endpoints.Endpoint.engine_id`);
+- ``metadata.uid`` and the engine container's ``restartCount`` -> ``Endpoint.instance``: a
+  restarted container is a new engine process, whose engine id the router must learn again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import time
 from collections.abc import Callable
 
 from pdd_operator.api.constants import (  # the operator-router contract: what the operator renders
-    ANNOTATION_ENGINE_ID,
     ANNOTATION_PP,
     ANNOTATION_SIDE_CHANNEL_PORT,
     ANNOTATION_TP,
@@ -62,12 +62,28 @@ def _ready(pod: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
-def _port(pod: dict, name: str) -> int | None:
+def _container_with_port(pod: dict, name: str) -> tuple[dict, int] | None:
     for container in (pod.get("spec") or {}).get("containers") or []:
         for port in container.get("ports") or []:
             if port.get("name") == name:
-                return int(port["containerPort"])
+                return container, int(port["containerPort"])
     return None
+
+
+def _port(pod: dict, name: str) -> int | None:
+    found = _container_with_port(pod, name)
+    return found[1] if found else None
+
+
+def instance_of_pod(pod: dict) -> str:
+    """``<metadata.uid>/<restartCount>`` of the pod's engine container (the one with the ``http``
+    port): which engine process serves the pod now. The kubelet counts every restart of the container,
+    so a killed engine that came back reads differently even if the router saw no failure."""
+    found = _container_with_port(pod, HTTP_PORT_NAME)
+    name = found[0].get("name") if found else None
+    restarts = next((s.get("restartCount", 0) for s in (pod.get("status") or {}).get("containerStatuses") or []
+                     if s.get("name") == name), 0)
+    return f"{(pod.get('metadata') or {}).get('uid', '')}/{restarts}"
 
 
 def _int(value, default: int) -> int:
@@ -91,11 +107,9 @@ def endpoint_of_pod(pod: dict) -> Endpoint | None:
     ip = pod["status"]["podIP"]
     host = f"[{ip}]" if ":" in ip else ip
     kv_port = _int(ann.get(ANNOTATION_SIDE_CHANNEL_PORT), 0) or _port(pod, NIXL_PORT_NAME)
-    # "$(POD_NAME)" mirrors the engine's kv_transfer_config.engine_id, which Kubernetes expands.
-    engine_id = (ann.get(ANNOTATION_ENGINE_ID) or "").replace("$(POD_NAME)", meta.get("name", ""))
     return Endpoint(
         url=f"http://{host}:{http}", role=role, compat_hash=labels.get(LABEL_COMPAT_HASH, ""),
-        name=meta.get("name", ip), engine_id=engine_id or None, kv_host=ip,
+        name=meta.get("name", ip), instance=instance_of_pod(pod), kv_host=ip,
         kv_port=kv_port, tp_size=_int(ann.get(ANNOTATION_TP), 1), pp_size=_int(ann.get(ANNOTATION_PP), 1),
     )
 

@@ -34,7 +34,13 @@ class Endpoint:
         role: ``prefill`` or ``decode``.
         compat_hash: value of the pod's compat-hash label; ``""`` for static endpoints.
         name: pod name (or the URL), for logs and metrics.
-        engine_id: the engine's NIXL ``engine_id`` (push mode; prefill only).
+        engine_id: the NIXL ``engine_id`` of the engine process now serving this endpoint, as that
+            engine itself reported it (``kv_transfer_params.remote_engine_id`` of a prefill answer;
+            push mode, prefill only), or ``None`` while it is not known: then the router runs the
+            request prefill first (:meth:`pdd_operator.router.proxy.Router._pull`) and learns it.
+            Never taken from configuration: a restarted process draws a new one.
+        instance: which process of the endpoint this is, as discovery sees it (pod UID and the engine
+            container's restart count); a change forgets ``engine_id``. ``""`` for static endpoints.
         kv_host: the engine's NIXL side-channel host (push mode).
         kv_port: the engine's NIXL side-channel port (push mode).
         tp_size: tensor parallel size (push mode: decode is told prefill's).
@@ -49,6 +55,7 @@ class Endpoint:
     compat_hash: str = ""
     name: str = ""
     engine_id: str | None = None
+    instance: str = ""
     kv_host: str | None = None
     kv_port: int | None = None
     tp_size: int = 1
@@ -66,25 +73,35 @@ class Endpoint:
 
     @property
     def push_ready(self) -> bool:
-        """Whether decode can be told this prefill endpoint's coordinates in advance (push mode)."""
-        return bool(self.engine_id and self.kv_host and self.kv_port)
+        """Whether the router can drive the push protocol with this prefill endpoint: its side channel
+        is known (the engine id is learned from the engine, see ``engine_id``)."""
+        return bool(self.kv_host and self.kv_port)
 
     def update_from(self, other: Endpoint) -> None:
-        """Take ``other``'s metadata, keeping this endpoint's in-flight count."""
-        for name in ("compat_hash", "name", "engine_id", "kv_host", "kv_port", "tp_size", "pp_size"):
+        """Take ``other``'s metadata, keeping this endpoint's in-flight count and, unless the process
+        changed (``instance``), the engine id learned from it."""
+        if other.instance != self.instance:
+            self.engine_id = None
+        for name in ("compat_hash", "name", "instance", "kv_host", "kv_port", "tp_size", "pp_size"):
             setattr(self, name, getattr(other, name))
+
+    def forget_engine_id(self) -> None:
+        """The process behind this endpoint may have been replaced (a connection to it failed): the
+        next request learns its engine id again before decode is told it."""
+        self.engine_id = None
 
 
 def parse_static(role: str, spec: str) -> Endpoint:
     """An endpoint from ``--static-prefill``/``--static-decode``: ``http://host:port`` with optional
-    push metadata as query parameters: ``?engine_id=ID&kv_host=H&kv_port=P&tp=N&pp=N``."""
+    push metadata as query parameters: ``?kv_host=H&kv_port=P&tp=N&pp=N``. An ``engine_id`` parameter
+    (needed before this release) is accepted and ignored: the engine id is learned from the engine."""
     parts = urlsplit(spec.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
         raise ValueError(f"{role} endpoint {spec!r}: expected http://HOST:PORT")
     q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     url = f"{parts.scheme}://{parts.netloc}"
     return Endpoint(
-        url=url, role=role, name=url, engine_id=q.get("engine_id"), kv_host=q.get("kv_host"),
+        url=url, role=role, name=url, kv_host=q.get("kv_host"),
         kv_port=int(q["kv_port"]) if "kv_port" in q else None,
         tp_size=int(q.get("tp", 1)), pp_size=int(q.get("pp", 1)),
     )
@@ -146,8 +163,8 @@ class Registry:
     def pick_prefill(self, exclude: set[str] = frozenset(), push: bool = False) -> Endpoint:
         """Choose a prefill endpoint that has at least one decode endpoint of its compat hash.
 
-        ``exclude``: URLs already tried for this request. ``push``: only endpoints whose engine id and
-        side channel are known. Raises :class:`NoEndpoint` saying what is missing.
+        ``exclude``: URLs already tried for this request. ``push``: only endpoints whose
+        side channel is known. Raises :class:`NoEndpoint` saying what is missing.
         """
         return choose(reachable(self._prefill_candidates(exclude, push), time.monotonic()), self._rng)
 
@@ -174,7 +191,7 @@ class Registry:
         if push:
             candidates = [p for p in candidates if p.push_ready]
             if not candidates:
-                raise NoEndpoint("no ready prefill endpoint publishes its engine id and side channel (push mode)")
+                raise NoEndpoint("no ready prefill endpoint publishes its side channel (push mode)")
         candidates = [p for p in candidates if p.url not in exclude]
         if not candidates:
             raise NoEndpoint("every ready prefill endpoint failed for this request")

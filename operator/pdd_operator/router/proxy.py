@@ -10,8 +10,18 @@ Pull mode (``NixlConnector``; vllm-nixl-facts.md section 6.1, cpu-pd.md "The req
    back to the client byte for byte.
 
 Push mode (``NixlPushConnector``, vLLM >= 0.24; section 6.2): both legs at once; decode is told
-prefill's engine id, side-channel host and port, TP and PP (from discovery, see
-:mod:`pdd_operator.router.discovery`) and ``remote_request_id`` = the shared ``X-Request-Id``.
+prefill's engine id, side-channel host and port, TP and PP and ``remote_request_id`` = the shared
+``X-Request-Id``. The host, port, TP and PP come from discovery (:mod:`pdd_operator.router.discovery`);
+the engine id only from the engine process itself: each vLLM process draws its own, and a prefill
+answer names it (``kv_transfer_params.remote_engine_id``, ``push_scheduler.py`` ``request_finished``,
+vLLM 0.24-0.33). A prefill endpoint whose engine id the router has not learned (new, restarted, or
+not connectable since) gets the pull order instead: prefill first, then decode with the
+``kv_transfer_params`` prefill returned, which vLLM's push decode accepts as well (it registers with
+the engine they name, and prefill matches the registration to the blocks it holds by request id,
+``push_worker.py`` ``_pop_matching_finished_blocks``). So decode is never told an engine id that no
+engine reported: vLLM 0.32 keeps the NIXL agent of an engine id it handshook with until
+``engine_ttl`` even after that process died (``base_worker.py`` ``_track_remote_engine_replacement``:
+"TODO: Also handle push mode"), so a reused id would send its registrations to the dead agent.
 
 Both legs carry the same ``X-Request-Id`` (generated here) and the client's ``Authorization``. A
 prefill leg that fails (connection error, timeout, 5xx, 429) is retried on another prefill endpoint
@@ -105,6 +115,11 @@ class Metrics:
         self.no_kv_params = Counter("pdd_router_prefill_without_kv_params",
                                     "Prefill answers without kv_transfer_params (decode recomputes the prompt).",
                                     registry=self.registry)
+        self.engine_id_changes = Counter(
+            "pdd_router_prefill_engine_id_changes",
+            "Push mode: prefill answers naming another engine id than the one decode was told (the "
+            "process was replaced unseen: that request's decode was told the old process's id).",
+            registry=self.registry)
         self.disconnects = Counter("pdd_router_client_disconnects", "Requests cancelled by the client going away.",
                                    registry=self.registry)
         self.endpoints = Gauge("pdd_router_endpoints", "Ready endpoints by role.", ["role"], registry=self.registry)
@@ -359,16 +374,20 @@ class Router:
                                               f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
                                  True) from exc
 
-    async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
+    async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str,
+                    push: bool = False, exclude: set[str] = frozenset()) -> web.StreamResponse:
+        """Prefill, then decode with the ``kv_transfer_params`` prefill returned. In push mode
+        (``push``) this is how a prefill endpoint of unknown engine id is used; its answer teaches
+        the router the engine id (:func:`learn_engine_id`). ``exclude``: prefill URLs already tried."""
         path = request.path
         prefill_data = self._prefill_body(body)
-        tried: set[str] = set()
+        tried: set[str] = set(exclude)
         failure: _LegFailed | None = None
         answer: dict | None = None
         prefill: Endpoint | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
             try:
-                prefill = self.registry.pick_prefill(exclude=tried)
+                prefill = self.registry.pick_prefill(exclude=tried, push=push)
             except NoEndpoint as exc:
                 if failure is not None:
                     break
@@ -376,8 +395,11 @@ class Router:
             tried.add(prefill.url)
             if attempt:
                 self.metrics.prefill_retries.inc()
+            instance = prefill.instance
             try:
                 answer = await self._prefill_leg(prefill, path, prefill_data, headers)
+                if push:
+                    learn_engine_id(prefill, instance, answer)
                 break
             except _LegFailed as exc:
                 log.warning("request %s: %s", request_id, exc)
@@ -498,7 +520,11 @@ class Router:
                 if failure is not None:
                     break
                 return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+            if prefill.engine_id is None:
+                # Its engine id is not known (yet, or any more): prefill first, which teaches it.
+                return await self._pull(request, body, headers, request_id, push=True, exclude=tried)
             tried.add(prefill.url)
+            instance, named = prefill.instance, prefill.engine_id
             if attempt and refused is None:
                 self.metrics.prefill_retries.inc()
             decode_body = dict(body)
@@ -541,6 +567,12 @@ class Router:
                 if not p_task.done():
                     p_task.cancel()
                 await asyncio.gather(p_task, return_exceptions=True)
+                if p_task.done() and not p_task.cancelled() and p_task.exception() is None:
+                    learned = learn_engine_id(prefill, instance, p_task.result())
+                    if learned is not None and learned != named:
+                        self.metrics.engine_id_changes.inc()
+                        log.warning("request %s: prefill %s answered as engine %s, decode was told %s",
+                                    request_id, prefill.name, learned, named)
                 return result
             except asyncio.CancelledError:
                 for t in (p_task, d_task):
@@ -554,6 +586,7 @@ class Router:
     def _set_aside(self, ep: Endpoint) -> None:
         """An endpoint could not be connected to: choose others for ``unreachable_seconds``."""
         ep.unreachable_until = time.monotonic() + self.config.unreachable_seconds
+        ep.forget_engine_id()  # what answers there next may be a new process
         self.metrics.set_aside.inc()
 
     # -- headers --------------------------------------------------------------------------------
@@ -576,8 +609,23 @@ class Router:
         return out
 
 
+def learn_engine_id(prefill: Endpoint, instance: str, answer: dict) -> str | None:
+    """Record the engine id a prefill answer names (``kv_transfer_params.remote_engine_id``) on
+    ``prefill``, unless discovery has seen another process there since the leg was sent (``instance``
+    then differs). Returns the id the answer names, ``None`` when it names none (no KV handed off)."""
+    kv = answer.get("kv_transfer_params")
+    engine_id = kv.get("remote_engine_id") if isinstance(kv, dict) else None
+    if not isinstance(engine_id, str) or not engine_id:
+        return None
+    if prefill.instance == instance and prefill.engine_id != engine_id:
+        log.info("prefill %s is NIXL engine %s (learned from its answer)", prefill.name, engine_id)
+        prefill.engine_id = engine_id
+    return engine_id
+
+
 def push_decode_params(prefill: Endpoint, request_id: str) -> dict:
-    """``kv_transfer_params`` of the decode leg in push mode (vllm-nixl-facts.md section 6.2)."""
+    """``kv_transfer_params`` of the decode leg in push mode (vllm-nixl-facts.md section 6.2);
+    ``prefill.engine_id`` must be known (learned from that engine's answers)."""
     return {
         "do_remote_decode": False, "do_remote_prefill": True, "remote_engine_id": prefill.engine_id,
         "remote_host": prefill.kv_host, "remote_port": prefill.kv_port, "tp_size": prefill.tp_size,

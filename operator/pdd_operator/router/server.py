@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--static-prefill", metavar="URL,...", default="",
                    help="prefill endpoints, comma separated: http://HOST:PORT (push mode: "
-                   "?engine_id=ID&kv_host=H&kv_port=P&tp=N&pp=N)")
+                   "?kv_host=H&kv_port=P&tp=N&pp=N; the engine id is learned from prefill's answers)")
     p.add_argument("--static-decode", metavar="URL,...", default="", help="decode endpoints, comma separated")
     p.add_argument("--pddeployment", metavar="NAME", help="discover the engine pods of this PDDeployment")
     p.add_argument("--namespace", default="default", help="namespace of --pddeployment (default: default)")
