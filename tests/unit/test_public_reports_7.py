@@ -37,14 +37,7 @@ INDEX = load_set("public_reports_7")
 BASELINE = {"cases": 20, "verdict_right": 17, "rule_right": 17, "false_refusals": 1, "silent_passes": 1, "crashes": 0}
 
 #: Entries the checker still gets wrong, with why.
-MISSED: dict[str, str] = {
-    "dynamo-dsv41-flash-b200-2p1d-tp4-worker-type": "the first argument after dynamo.vllm is dropped by the flag "
-                                                    "parser, so --disaggregation-mode is lost",
-    "awslabs-gb200-vllm-deployments-kv-config-from-file": "a --kv-transfer-config computed by $(...) is read as "
-                                                          "invalid JSON and as no connector (false refusal)",
-    "vllm-033-prefill-pcp2-kv-both-deployments": "no rule for prefill context parallelism on a NIXL consumer or "
-                                                 "kv_both (vLLM 0.33.0)",
-}
+MISSED: dict[str, str] = {}
 
 EARLIER = ["public_reports", "public_reports_2", "public_reports_3", "public_reports_4", "public_reports_5",
            "public_reports_6"]
