@@ -181,3 +181,15 @@ def test_pcp_with_kv_both_on_an_unknown_release_is_not_checked_not_refused(tmp_p
     code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:latest", p_args=["-pcp", "2"]))
     assert code == 3 and not rules(out, "error"), out
 
+
+
+# --- engines in different pods never share a network namespace by a recycled id() --------------------------------
+
+
+def test_dynamo_main_containers_are_identified_by_their_own_pod_spec():
+    from pdd_operator.compat.manifests import find_engines
+    dgd = _dgd(["--model", "m"], ["--model", "m"])
+    engines = find_engines(dgd)
+    services = dgd["spec"]["services"]
+    assert sorted(e.pod_id for e in engines) == sorted(id(services[s]["extraPodSpec"])
+                                                      for s in ("PrefillWorker", "DecodeWorker"))

@@ -20,6 +20,10 @@ right rule, 1 false refusal, 1 silent pass, 0 crashes. The three it got wrong:
 - ``vllm-033-prefill-pcp2-kv-both-deployments`` (silent pass): prefill context parallelism with kv_both, which vLLM
   0.33.0's NixlConnector refuses at start-up (no rule knew prefill context parallelism).
 
+Fixing the first exposed a fourth kind behind it: ``speculative-incomplete`` refused DSpark without a draft model,
+which vLLM 0.25-0.33 fills with the target model (vllm/config/speculative.py). After the four fixes (and their variants
+in tests/unit/test_public_report_kinds_7.py) the set scores 20/20 with the right rule, no false refusal, no silent pass.
+
 Entries in ``MISSED`` are the ones the code still gets wrong (strict xfail: fixing one fails the test until it is
 taken off the list).
 """

@@ -312,7 +312,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = {**main, "env": list(envs) + list(main.get("env") or [])}
-            found = _engine(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
+            # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
+            found = _engine(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                             role_from_labels, pod_meta, group)
             if found:
                 out.append(found)
