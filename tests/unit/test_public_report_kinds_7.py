@@ -193,3 +193,10 @@ def test_dynamo_main_containers_are_identified_by_their_own_pod_spec():
     services = dgd["spec"]["services"]
     assert sorted(e.pod_id for e in engines) == sorted(id(services[s]["extraPodSpec"])
                                                       for s in ("PrefillWorker", "DecodeWorker"))
+
+
+def test_an_aggregated_server_with_a_computed_kv_config_is_not_reported(tmp_path, capsys):
+    script = 'vllm serve Qwen/Qwen3-8B --kv-transfer-config "$(cat /etc/lmcache/kv.json)"'
+    doc = workload("qwen", "server", container([script], command=["sh", "-c"]), labels_key="app.kubernetes.io/part-of")
+    _, out = check(tmp_path, capsys, doc)  # the exit code when nothing is found is another change's
+    assert not out["results"] and not out.get("notChecked"), out

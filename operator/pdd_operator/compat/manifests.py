@@ -242,6 +242,8 @@ def _engine(
         return None
     opaque = _opaque_kv_transfer_config(argv, command)
     if opaque:
+        if _classify(argv, None, context, labels_role)[0] not in ("prefill", "decode"):
+            return None  # nothing says this engine serves a P/D role (an aggregated server with offloading, say)
         return Unreadable(where, f"its --kv-transfer-config is {opaque}, so its KV transfer settings (connector, "
                           "role, buffer device, backends) are not in these files")
     tag = image_tag(image)
