@@ -35,6 +35,7 @@ from typing import Any
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch
@@ -188,6 +189,34 @@ def _platform_plugin(container: dict, image: str) -> str | None:
     return None
 
 
+#: A shell script's command substitution (``$(...)`` or backquotes), which the shell runs when the container starts.
+_COMMAND_SUBSTITUTION = re.compile(r"\$\(|`")
+
+
+def _opaque_kv_transfer_config(argv: list[str], command: list[str]) -> str | None:
+    """Why the engine's ``--kv-transfer-config`` is not in the manifest, or ``None`` when it is written there.
+
+    argv: the engine's argv (:func:`~pdd_operator.vllm.args.container_launches`, after the kubelet's and the shell's
+    expansion); command: the container's command and args as written. The value is opaque when it came from a
+    variable whose value is not in these files (a ConfigMap, a Secret, ``envFrom`` or the image's ``ENV``:
+    :func:`~pdd_operator.vllm.expansion.unknown_names`), or when a shell script computes it with a command
+    substitution (``"$(python3 -c ...)"``, ``$(cat /etc/kv.json)``; POSIX Shell Command Language 2.6.3). Outside a
+    shell, an unexpanded ``$(NAME)`` reaches vLLM literally and is invalid JSON, which ``engine-args-invalid``
+    reports.
+    """
+    _, flags = parse_flags(argv)
+    raw = flags.get("--kv-transfer-config")
+    if not isinstance(raw, str):
+        return None
+    names = unknown_names(raw)
+    if names:
+        return f"the value of ${names[0]}, which is not in these files"
+    shell = len(command) >= 2 and command[0].rsplit("/", 1)[-1] in ("sh", "bash") and command[1].startswith("-")
+    if shell and _COMMAND_SUBSTITUTION.search(raw):
+        return "computed by a command when the container starts (a shell command substitution)"
+    return None
+
+
 def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
     name, _, tag = image.split("@", 1)[0].rpartition(":")
     if "ai-dynamo" not in name or not tag:
@@ -230,6 +259,13 @@ def _engine(
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     argv = list(launch.argv)
+    command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+    opaque = _opaque_kv_transfer_config(argv, command)
+    if opaque:
+        if _classify(argv, None, context, labels_role)[0] not in ("prefill", "decode"):
+            return None  # nothing says this engine serves a P/D role (an aggregated server with offloading, say)
+        return Unreadable(at, f"its --kv-transfer-config is {opaque}, so its KV transfer settings (connector, "
+                          "role, buffer device, backends) are not in these files")
     tag = image_tag(image)
     version = version_from_image(image)
     version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
@@ -296,7 +332,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = {**main, "env": list(envs) + list(main.get("env") or [])}
-            out.extend(_engines(main, dict(node), f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
+            # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
+            out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                                 role_from_labels, pod_meta, group))
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):

@@ -22,6 +22,7 @@ HOST_IP = "fieldRef:status.hostIP"
 
 _ALIASES = {
     "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
     "-O": "--compilation-config",
 }
 #: Boolean flags (``--x`` / ``--no-x``) the rules care about.
@@ -85,7 +86,7 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     """
     model: str | None = None
     flags: dict[str, str | bool] = {}
-    tokens = argv[2:] if argv[:2] == ["vllm", "serve"] or argv[0].endswith("vllm") else argv[1:]
+    tokens = argv[_entry_length(argv):]
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -113,6 +114,16 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     if isinstance(flags.get("--model"), str):
         model = str(flags["--model"])
     return model, flags
+
+
+def _entry_length(argv: list[str]) -> int:
+    """How many tokens of ``argv`` (as :func:`split_command` returns it) name the entry point: 2 for ``vllm serve``
+    (``/usr/local/bin/vllm serve``, ``vllm.entrypoints.cli.main serve``), 1 for a module run with ``python -m``
+    (``vllm.entrypoints.openai.api_server``, ``dynamo.vllm``), whose next token is already a flag or the model."""
+    if len(argv) >= 2 and argv[1] == "serve" and (argv[0].rsplit("/", 1)[-1] == "vllm"
+                                                   or argv[0] == "vllm.entrypoints.cli.main"):
+        return 2
+    return 1
 
 
 def json_flag(flags: dict[str, str | bool], name: str) -> dict | None:

@@ -233,16 +233,19 @@ def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
 @rule(
     id="speculative-incomplete", family="spec-decode-mismatch", severity="error",
     fields=("spec.speculative", "spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
-    source="vllm/config/speculative.py",
+    source=("vllm/config/speculative.py SpeculativeConfig.__post_init__: with num_speculative_tokens and no model, "
+            "mtp and dspark take the target model (dspark since 0.25.0: 'DeepSeek DSpark can ship the weights inside "
+            "the target checkpoint'), ngram/suffix need none, and every other method raises 'num_speculative_tokens "
+            "was provided but without speculative model' (0.25.0-0.33.0)"),
 )
 def check_speculative_complete(pair: PDPair) -> list[Violation]:
-    """Speculative decoding names its draft model and token count."""
+    """Speculative decoding names its draft model (unless the method takes the target's) and token count."""
     out = []
     for r in pair.roles:
         spec = r.speculative
         if not spec:
             continue
-        if spec.get("method") in ("eagle", "eagle3", "draft_model", "dflash", "dspark") and not spec.get("model"):
+        if spec.get("method") in ("eagle", "eagle3", "draft_model", "dflash") and not spec.get("model"):
             out.append((f"{r.role}: speculative method {spec.get('method')} needs a draft model.",
                         "Set spec.speculative.draftModel."))
         if spec.get("num_speculative_tokens") is None:

@@ -1,4 +1,5 @@
-"""Parallel sizes against what the pod provides: GPUs for TP x PP x DP, and instances spanning nodes."""
+"""Parallel sizes against what the pod provides (GPUs for TP x PP x DP, instances spanning nodes) and against what
+the NIXL connector supports (prefill context parallelism)."""
 
 from __future__ import annotations
 
@@ -135,5 +136,35 @@ def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
             "listener there, so ranks on the other nodes fail with 'Cannot assign requested address'.",
             fix_for(pair, "Use an engine image with vLLM >= 0.11.1.",
                     "Use vLLM >= 0.11.1 (one listener per engine), or keep each instance on one node."),
+        ))
+    return out
+
+
+@rule(
+    id="pcp-kv-role-unsupported", family="context-parallel", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm 0.33.0 distributed/kv_transfer/kv_connector/v1/nixl/connector.py NixlBaseConnector.__init__ (the "
+            "pull and the push connector, and a NIXL child of MultiConnector with its own kv_role): "
+            "prefill_context_parallel_size > 1 with kv_role kv_consumer or kv_both raises NotImplementedError "
+            "'NixlConnector PCP currently supports kv_producer only. Consumers and kv_both require "
+            "prefill_context_parallel_size=1.' (vllm#52779; 0.32.0 has no such check)"),
+    since=(0, 33, 0),
+)
+def check_pcp_kv_role(pair: PDPair) -> list[Violation]:
+    """Prefill context parallelism (-pcp > 1) runs only on a NIXL producer (kv_role kv_producer)."""
+    out = []
+    for r in pair.roles:
+        kv_role = r.kv_transfer.get("kv_role")
+        if not r.nixl or r.pcp is None or r.pcp <= 1 or kv_role not in ("kv_consumer", "kv_both"):
+            continue
+        fix = ("Set kv_role kv_producer in the prefill's --kv-transfer-config (kv_both is deprecated for NIXL) and "
+               "keep --prefill-context-parallel-size on prefill only." if r.role == "prefill" else
+               "Drop --prefill-context-parallel-size from the decode engine (it only parallelizes prefill).")
+        out.append((
+            f"{r.role}: --prefill-context-parallel-size {r.pcp} with kv_role {kv_role}: vLLM {fmt(pair.version)}'s "
+            "NixlConnector supports prefill context parallelism on a kv_producer only and raises NotImplementedError "
+            "at startup.",
+            fix_for(pair, f"Remove --prefill-context-parallel-size from spec.{r.role}.extraArgs"
+                    + (" (the operator renders kv_producer on prefill)." if r.role == "decode" else "."), fix),
         ))
     return out
