@@ -86,6 +86,7 @@ def evaluate(
         return CompatReport(version=fmt(version), not_checked=(
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
             "these rules describe NixlConnector prefill/decode only"))
+    rules, opaque = _runnable(pair, rules)
     findings: list[Finding] = []
     for rule in rules:
         if rule.check is None or (rule.version_bounded and version is None) or not rule.applies_to(version):
@@ -107,7 +108,22 @@ def evaluate(
             source="vllm-nixl-facts.md section 0",
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
+    unchecked = " ".join(x for x in (opaque, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked)
+
+
+def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], str]:
+    """``(rules to run, why the others are not checked)``: a rule that needs a flag's value (``Rule.needs``) is not
+    run where a role's value of that flag is not in the manifest (``RoleConfig.opaque``); ``""`` when all run."""
+    opaque = {(r.role, flag): why for r in pair.roles for flag, why in r.opaque}
+    held = [rule for rule in rules if rule.check and any((r.role, f) in opaque for r in pair.roles for f in rule.needs)]
+    if not held:
+        return rules, ""
+    flags = "; ".join(f"{role}'s {flag} is {why}" for (role, flag), why in opaque.items()
+                      if any(flag in rule.needs for rule in held))
+    why = (f"{_sentence(flags)}, so the rules that read it were not checked: {', '.join(r.id for r in held)}. "
+           "Write the value in the manifest to have them checked.")
+    return tuple(r for r in rules if r not in held), why
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."
