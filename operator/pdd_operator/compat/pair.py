@@ -89,6 +89,7 @@ class RoleConfig:
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
+        dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
         spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
             ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
         pod_group: pods one instance of this engine spans (LeaderWorkerSet size, StormService podGroupSize);
@@ -137,6 +138,7 @@ class RoleConfig:
     executor: str | None = None
     dp_local: int | None = None
     pcp: int | None = 1
+    dcp: int | None = 1
     spans_nodes: bool = False
     pod_group: int = 1
     ray_cluster: bool = False
@@ -412,6 +414,7 @@ def role_from_container(
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
+        dcp=int_flag(flags, "--decode-context-parallel-size", 1),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
