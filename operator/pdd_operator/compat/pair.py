@@ -17,7 +17,7 @@ from pdd_operator.vllm.expansion import opaque_value
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
-from pdd_operator.vllm.script import Launch
+from pdd_operator.vllm.script import Launch, memlock_ulimit
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -90,6 +90,8 @@ class RoleConfig:
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
         dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
+        memlock_ulimit: ``(soft, hard)`` memlock limits the container's script sets with ``ulimit -l`` before
+            this engine (:func:`~pdd_operator.vllm.script.memlock_ulimit`), or ``None``.
         spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
             ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
         pod_group: pods one instance of this engine spans (LeaderWorkerSet size, StormService podGroupSize);
@@ -139,6 +141,7 @@ class RoleConfig:
     dp_local: int | None = None
     pcp: int | None = 1
     dcp: int | None = 1
+    memlock_ulimit: tuple[str | None, str | None] | None = None
     spans_nodes: bool = False
     pod_group: int = 1
     ray_cluster: bool = False
@@ -415,6 +418,7 @@ def role_from_container(
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),
+        memlock_ulimit=memlock_ulimit(written, launch.line),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
