@@ -116,3 +116,13 @@ def test_a_kubelet_reference_to_a_secret_is_opaque():
 ])
 def test_opaque_value(raw, command, opaque):
     assert bool(opaque_value(raw, command)) is opaque
+
+
+def test_a_kubelet_reference_a_config_map_envfrom_may_define_is_opaque(tmp_path, capsys):
+    # exec form: $(SPEC) may come from the envFrom ConfigMap, so vLLM may get a valid JSON: not checked, not invalid
+    spec = ["--speculative-config", "$(SPEC)"]
+    docs = [workload(f"m-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV, *spec],
+                                                  envFrom=[{"configMapRef": {"name": "engine-flags"}}]))
+            for role in ("prefill", "decode")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and not rules(out, "error") and "--speculative-config" in _reasons(out), out
