@@ -30,7 +30,9 @@ class CompatReport:
             that refuse this pair on some vLLM releases could not be decided (:func:`_unknown_version`).
             ``pdd check`` reports it as "not checked" beside the findings and exits non-zero unless told
             to allow it; the webhook and the operator admit the pair and say so in the
-            ``vllm-version-unknown`` warning.
+            ``vllm-version-unknown`` warning. It also holds :attr:`opaque`.
+        opaque: why rules that need a flag's value were not run (a role's value of it is not in the manifest:
+            ``Rule.needs``, ``RoleConfig.opaque``), or ``""``; part of :attr:`unchecked` too.
     """
 
     version: str
@@ -38,6 +40,7 @@ class CompatReport:
     not_evaluated: list[str] = field(default_factory=list)
     not_checked: str = ""
     unchecked: str = ""
+    opaque: str = ""
 
     @property
     def errors(self) -> list[Finding]:
@@ -109,7 +112,8 @@ def evaluate(
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
     unchecked = " ".join(x for x in (opaque, unchecked) if x)
-    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked)
+    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
+                        opaque=opaque)
 
 
 def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], str]:
