@@ -489,7 +489,8 @@ class Router:
                 decode = self.registry.pick_decode(prefill.compat_hash, exclude=tried)
             except NoEndpoint as exc:
                 # The decodes went away (or refused) after prefill ran: prefill's blocks for this
-                # request stay held until vLLM's abort timeout; a prefill serves the whole request.
+                # request stay held until their KV lease expires (kv_lease_duration, 30 s: nixl/base_scheduler.py,
+                # vLLM 0.32); a prefill serves the whole request.
                 if refused is not None:
                     break
                 return (await self._alone(request, body, headers, request_id, "decode", "no_ready")
