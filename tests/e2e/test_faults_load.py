@@ -132,6 +132,16 @@ def test_killing_the_only_prefill_or_decode_with_and_without_fallback(
     _report(results)
     for label, r in results.items():
         assert r["sent"] > 0 and r["failed_after_recovery"] == 0, (label, r)
+    # The operator surfaced each outage: Degraded became True with the role's reason (a Warning Event,
+    # saying who served meanwhile), and False again (Recovered).
+    events = [e for e in cluster.core.list_namespaced_event(namespace).items if e.involved_object.name == name]
+    by_reason: dict[str, list[str]] = {}
+    for e in events:
+        by_reason.setdefault(e.reason, []).append(e.message)
+    assert any("decode engine alone" in m for m in by_reason.get("PrefillUnavailable", [])), by_reason
+    assert any("prefill engine alone" in m for m in by_reason.get("DecodeUnavailable", [])), by_reason
+    assert any("answers 503" in m for m in by_reason["PrefillUnavailable"] + by_reason["DecodeUnavailable"]), by_reason
+    assert "Recovered" in by_reason, by_reason
     for component, alone in (("prefill", "decode-only"), ("decode", "prefill-only")):
         on, off = results[f"fallback on: kill the only {component}"], results[f"fallback off: kill the only {component}"]
         # the streams in flight on the killed engine, no more; and the other role served alone meanwhile
