@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.api.constants import ROLES
+from pdd_operator.api.constants import ROLES, other_role
 from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
 from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
@@ -190,7 +190,7 @@ class Observed:
         the router serves the other role alone (fallback) or fails requests."""
         obs = self.observations
         return [r for r in ROLES if obs[r].exists and obs[r].replicas > 0 and obs[r].ready == 0
-                and obs[ROLES[1 - ROLES.index(r)]].ready > 0]
+                and obs[other_role(r)].ready > 0]
 
     @property
     def stuck(self) -> list[str]:
@@ -332,7 +332,7 @@ def degraded_condition(o: Observed) -> Condition:
                           f"Rollout of {', '.join(o.stuck)} made no progress within its deadline.", o.generation, o.now)
     if o.unavailable:
         role = o.unavailable[0]
-        other = ROLES[1 - ROLES.index(role)]
+        other = other_role(role)
         if o.fallback:
             serving = (f"the router serves each request with a {other} engine alone (no KV transfer; "
                        "spec.router.fallback) until one is Ready.")

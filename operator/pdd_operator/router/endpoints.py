@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from yarl import URL
 
-ROLES = ("prefill", "decode")
+from pdd_operator.api.constants import ROLES, other_role
 
 
 @dataclass(eq=False)
@@ -227,8 +227,7 @@ class Registry:
         role has none at all, any endpoint of ``role`` may serve. ``exclude``: URLs already tried.
         Raises :class:`NoEndpoint`.
         """
-        other = ROLES[1 - ROLES.index(role)]
-        hashes = {e.compat_hash for e in self._by_role[other].values()}
+        hashes = {e.compat_hash for e in self._by_role[other_role(role)].values()}
         candidates = [e for e in self._by_role[role].values()
                       if (not hashes or e.compat_hash in hashes) and e.url not in exclude]
         if not candidates:

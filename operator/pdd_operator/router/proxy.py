@@ -61,7 +61,8 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from pdd_operator.router.endpoints import ROLES, Endpoint, NoEndpoint, Registry
+from pdd_operator.api.constants import ROLES, other_role
+from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
 
 log = logging.getLogger("pdd_operator.router")
 
@@ -305,11 +306,10 @@ class Router:
         if not self.synced():
             return web.json_response({"ready": False, "reason": "the engine pods have not been listed yet"},
                                      status=503)
-        state = self._fallback_state()
-        if self.registry.unservable(push=self.config.mode == "push") is None or state is not None:
+        unservable, state = self.registry.unservable(push=self.config.mode == "push"), self._fallback_state()
+        if unservable is None or state is not None:
             return web.json_response({"ready": True, "pairs": self.registry.pairs(), "fallback": state})
-        return web.json_response({"ready": False, "reason": str(self.registry.unservable(
-            push=self.config.mode == "push"))}, status=503)
+        return web.json_response({"ready": False, "reason": str(unservable)}, status=503)
 
     def _fallback_state(self) -> dict | None:
         """``{"role", "reason"}`` when requests are (or would now be) served by one role alone, else ``None``.
@@ -320,14 +320,14 @@ class Router:
             return None
         exc = self.registry.unservable(push=self.config.mode == "push")
         if exc is not None and exc.missing is not None:
-            role = ROLES[1 - ROLES.index(exc.missing)]
+            role = other_role(exc.missing)
             try:
                 self.registry.pick_alone(role)
             except NoEndpoint:
                 return None
             return {"role": role, "reason": str(exc)}
         if self.serving_alone is not None and exc is None:
-            missing = ROLES[1 - ROLES.index(self.serving_alone)]
+            missing = other_role(self.serving_alone)
             return {"role": self.serving_alone, "reason": f"every {missing} endpoint refused the connection"}
         return None
 
@@ -521,7 +521,7 @@ class Router:
         refuse, their 502."""
         if not self.config.fallback or missing is None:
             return None
-        role = ROLES[1 - ROLES.index(missing)]
+        role = other_role(missing)
         data = dumps({k: v for k, v in body.items() if k != "kv_transfer_params"})
         tried: set[str] = set()
         refused: web.Response | None = None
