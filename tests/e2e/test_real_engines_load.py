@@ -35,7 +35,10 @@ one shared CPU set (the first-request stall of every earlier run: docs/rollouts.
 only) passes since prefill's engine id is no longer pinned (each process draws its own and the router
 learns it from prefill's answers; before, decode kept registering with the dead process's NIXL agent):
 21:29 and 21:40 runs, 0 failed requests after the recovery, every prompt token from prefill
-(docs/rollouts.md, bench/README.md).
+(docs/rollouts.md, bench/README.md). With the router's fallback (22:18, pull, kill phases): 1 of 228 and 2
+of 250 failed while the only prefill (decode) restarted, 209 and 231 served by the other role alone; those
+are reported as ``router_fallback`` and ``alone``, and their prompt tokens are not from prefill (decode's
+``decode_tokens_computed``), which the kill phases do not assert and the rollout phases assert never happens.
 """
 
 from __future__ import annotations
