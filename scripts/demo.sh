@@ -37,7 +37,7 @@ name="$(.venv/bin/python -c 'import sys,yaml; print(yaml.safe_load(open(sys.argv
 step "kubectl wait --for=condition=Ready pdd/$name"
 kubectl wait --for=condition=Ready --timeout=180s "pdd/$name"
 
-step "kubectl get pdd"
+step "kubectl get pdd -o wide"
 kubectl get pdd -o wide
 step "kubectl get deployments,services,pods -o wide"
 kubectl get deployments,services -l "app.kubernetes.io/instance=$name"

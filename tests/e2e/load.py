@@ -33,7 +33,10 @@ class Load:
     request goes to the next endpoint in turn. ``retry_refused`` resends a request whose connection was
     refused (it never reached a router: a client retrying, and kube-proxy choosing again), at most 3
     times, each to the next endpoint; ``self.refused_retries`` counts them. ``keepalive`` False opens a
-    connection per request (so a router's death only cuts the requests it was serving)."""
+    connection per request (so a router's death only cuts the requests it was serving).
+
+    ``self.alone`` counts the answers one engine served alone (the router's fallback) by their
+    ``X-PDD-Fallback`` header (``decode-only``, ``prefill-only``)."""
 
     def __init__(self, url: str | Callable[[], list[str]], model: str = "m", concurrency: int = CONCURRENCY,
                  unique_prompts: bool = False, timeout: float = 30, retry_refused: bool = False,
@@ -44,6 +47,7 @@ class Load:
         self._resolve = url if callable(url) else None
         self._targets: list[str] = [] if callable(url) else [url]
         self.refused_retries = 0
+        self.alone: dict[str, int] = {}
         self._n = 0
         self._tag = uuid.uuid4().hex[:8]  # unique prompts stay unique across Loads
         self.done: list[tuple[float, float, str]] = []
@@ -66,6 +70,8 @@ class Load:
                 async with session.post(f"{target}/v1/completions", json=body,
                                         headers={"X-Request-Id": f"load-{uuid.uuid4()}"}) as r:
                     text = await r.text()
+                    if alone := r.headers.get("X-PDD-Fallback"):
+                        self.alone[alone] = self.alone.get(alone, 0) + 1
                     if r.status != 200 or not text.rstrip().endswith("data: [DONE]") or '"error"' in text:
                         error = f"{r.status}: {text[-200:]!r}"
                 break

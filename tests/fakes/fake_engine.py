@@ -5,6 +5,9 @@ NixlConnector does (``remote_engine_id``, ``remote_block_ids``, ``remote_request
 ``remote_host``, ``remote_port``, ``tp_size``, ...); a decode fake streams (SSE) or returns a fixed
 number of tokens. When the fakes share an ``issued`` dict (one process), decode checks that it got
 exactly the parameters prefill issued for the same ``X-Request-Id`` and answers 400 otherwise.
+Either role also serves a plain request (no ``kv_transfer_params``: the router's fallback) as a whole
+engine does, computing the prompt itself, and counts it in ``plain``; a decode does so only when no
+prefill issued parameters for that ``X-Request-Id`` (a dropped hand-off still answers 400).
 
 ``.venv/bin/python -m tests.fakes.fake_engine --role decode --port 8200 --tokens 16`` (from the repository
 root) runs one. Test code only: the shipped package never imports it.
@@ -47,6 +50,7 @@ class FakeEngine:
             ``vllm:num_requests_running`` gauge (what the engine pods' preStop drain waits on).
         push: decode in push mode: it checks it was told prefill's coordinates and, like vLLM's push
             decode, finishes only once that prefill (in ``issued``) has completed the same request id.
+        plain: plain requests (no ``kv_transfer_params``) it served whole, prompt computed locally.
     """
 
     role: str
@@ -66,6 +70,7 @@ class FakeEngine:
     changed: asyncio.Event | None = None
     revision: str = ""
     running: int = 0
+    plain: int = 0
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -104,6 +109,10 @@ class FakeEngine:
         try:
             if self.fail_status:
                 return web.json_response({"error": {"message": "injected failure"}}, status=self.fail_status)
+            if body.get("kv_transfer_params") is None and not (
+                    self.role == "decode" and self.issued is not None and rid in self.issued):
+                self.plain += 1
+                return await self._generate(request, body, rid)
             if self.role == "prefill":
                 return await self._prefill(request, body, rid)
             return await self._decode(request, body, rid)
@@ -160,6 +169,10 @@ class FakeEngine:
         if self.revision and theirs and theirs != self.revision:
             return web.json_response({"error": {"message": f"cross-revision pair: KV of revision {theirs} on a "
                                                            f"decode of revision {self.revision}"}}, status=409)
+        return await self._generate(request, body, rid)
+
+    async def _generate(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
+        """Produce the tokens (streamed or not) of a request that may be answered."""
         n = min(self.tokens, int(body.get("max_tokens") or self.tokens))
         chat = request.path.endswith("/chat/completions")
         created = int(time.time())

@@ -276,7 +276,8 @@ def test_no_reachable_decode_gives_the_502():
     async def go():
         async with stack() as s:
             await s.engine("p0", "prefill")
-            await s.start_router(prefill=[("p0", "")], decode=[("dead", ""), ("dead2", "")])
+            await s.start_router(RouterConfig(fallback=False), prefill=[("p0", "")],
+                                 decode=[("dead", ""), ("dead2", "")])
             async with aiohttp.ClientSession() as c:
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
                     assert r.status == 502
@@ -453,7 +454,7 @@ def test_decode_unreachable_gives_an_openai_error():
     async def go():
         async with stack() as s:
             await s.engine("p0", "prefill")
-            await s.start_router(prefill=[("p0", "")], decode=[("dead", "")])
+            await s.start_router(RouterConfig(fallback=False), prefill=[("p0", "")], decode=[("dead", "")])
             async with aiohttp.ClientSession() as c:
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True}) as r:
                     assert r.status == 502
@@ -554,9 +555,9 @@ def test_models_health_and_metrics():
                 assert d.requests[-1][0]["Authorization"] == "Bearer k"
                 async with c.get(s.url + "/health") as r:
                     assert await r.json() == {"status": "ok", "mode": "pull", "synced": True, "prefill": 1,
-                                              "decode": 1, "pairs": 1}
+                                              "decode": 1, "pairs": 1, "fallback": None}
                 async with c.get(s.url + "/ready") as r:
-                    assert r.status == 200 and await r.json() == {"ready": True, "pairs": 1}
+                    assert r.status == 200 and await r.json() == {"ready": True, "pairs": 1, "fallback": None}
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
                     assert r.status == 200
                 async with c.get(s.url + "/metrics") as r:
@@ -587,8 +588,12 @@ def test_ready_only_when_a_request_could_be_routed():
             status, body = await ready()
             assert status == 503 and "side channel" in body["reason"]  # pairs, but not for push
             s.router.config = RouterConfig(mode="pull")
-            assert await ready() == (200, {"ready": True, "pairs": 1})
+            assert await ready() == (200, {"ready": True, "pairs": 1, "fallback": None})
             s.registry.replace("prefill", [])
+            # decode can serve alone (the default fallback) and says so; without fallback, nothing can.
+            assert await ready() == (200, {"ready": True, "pairs": 0, "fallback": {
+                "role": "decode", "reason": "no ready prefill endpoint"}})
+            s.router.config = RouterConfig(mode="pull", fallback=False)
             assert await ready() == (503, {"ready": False, "reason": "no ready prefill endpoint"})
     run(go())
 
@@ -679,7 +684,7 @@ def test_push_mode_a_restarted_prefill_is_used_only_once_its_new_engine_id_is_le
         async with stack() as s:
             old = await s.engine("p0", "prefill", engine_id="engine-old", kv_port=5601)
             d = await s.engine("d0", "decode", push=True, tokens=2)
-            await s.start_router(RouterConfig(mode="push", prefill_retries=0), prefill=[("p0", "")],
+            await s.start_router(RouterConfig(mode="push", prefill_retries=0, fallback=False), prefill=[("p0", "")],
                                  decode=[("d0", "")])
             (ep,) = s.registry.endpoints("prefill")
             port = int(s.urls["p0"].rsplit(":", 1)[1])
@@ -734,7 +739,8 @@ def test_push_mode_no_reachable_decode_gives_the_502():
     async def go():
         async with stack() as s:
             await s.engine("p0", "prefill", engine_id="engine-p0", kv_port=5601)
-            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "")], decode=[("dead", ""), ("dead2", "")])
+            await s.start_router(RouterConfig(mode="push", fallback=False), prefill=[("p0", "")],
+                                 decode=[("dead", ""), ("dead2", "")])
             async with aiohttp.ClientSession() as c:
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
                     assert r.status == 502

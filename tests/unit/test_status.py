@@ -37,10 +37,10 @@ def conds(status):
     return {c["type"]: c for c in status["conditions"]}
 
 
-def fold(report=GOOD, previous=None, applied=1, generation=1, now=T0, prefill=None, decode=None):
+def fold(report=GOOD, previous=None, applied=1, generation=1, now=T0, prefill=None, decode=None, fallback=True):
     return fold_status(
         generation=generation, previous=previous or {}, report=report, applied_generation=applied,
-        observations={"prefill": prefill or obs(), "decode": decode or obs()}, now=now,
+        observations={"prefill": prefill or obs(), "decode": decode or obs()}, now=now, fallback=fallback,
     )
 
 
@@ -87,7 +87,7 @@ def test_unchanged_inputs_give_an_identical_status_later():
 
 def test_transition_times_change_only_on_transition():
     first = fold(now=T0)
-    second = fold(previous=first, now=T1, decode=obs(ready=0))
+    second = fold(previous=first, now=T1, decode=obs(replicas=2, ready=1))
     c = conds(second)
     assert c["Ready"]["lastTransitionTime"] == T1
     assert c["Compatible"]["lastTransitionTime"] == T0 and c["Degraded"]["lastTransitionTime"] == T0
@@ -117,6 +117,20 @@ def test_missing_child_and_stuck_rollout_are_degraded():
     stuck = obs(ready=0, updated=1, conditions=[{"type": "Progressing", "status": "False",
                                                   "reason": "ProgressDeadlineExceeded"}])
     assert conds(fold(prefill=stuck))["Degraded"]["reason"] == "ProgressDeadlineExceeded"
+
+
+def test_a_role_with_no_ready_pod_is_degraded_and_says_who_serves():
+    """The router's fallback is surfaced: no Ready prefill while decode has one reads Degraded
+    PrefillUnavailable, naming decode serving alone (or, fallback off, the 503s); both down is only
+    not Ready (no role serves), and one of two ready is not Degraded."""
+    c = conds(fold(prefill=obs(ready=0)))
+    assert (c["Degraded"]["status"], c["Degraded"]["reason"]) == ("True", "PrefillUnavailable")
+    assert "decode engine alone" in c["Degraded"]["message"]
+    assert c["Ready"]["status"] == "False"
+    c = conds(fold(decode=obs(ready=0), fallback=False))
+    assert c["Degraded"]["reason"] == "DecodeUnavailable" and "answers 503" in c["Degraded"]["message"]
+    assert conds(fold(prefill=obs(ready=0), decode=obs(ready=0)))["Degraded"]["reason"] == "AsExpected"
+    assert conds(fold(prefill=obs(replicas=2, ready=1)))["Degraded"]["reason"] == "AsExpected"
 
 
 def test_warnings_are_reported_on_a_compatible_spec():

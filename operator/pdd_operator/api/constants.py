@@ -14,6 +14,11 @@ FIELD_MANAGER = "pdd-operator"
 #: Roles of a P/D deployment, in the order the operator renders them.
 ROLES = ("prefill", "decode")
 
+
+def other_role(role: str) -> str:
+    """``decode`` for ``prefill`` and ``prefill`` for ``decode``."""
+    return ROLES[1 - ROLES.index(role)]
+
 # Labels: app.kubernetes.io conventions plus the project's own role and revision labels.
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"

@@ -494,6 +494,14 @@ class RouterSpec(APIModel):
         default_factory=dict, description="Node labels the router pods require (e.g. CPU nodes, away from GPUs)."
     )
     tolerations: list[Toleration] = Field(default_factory=list, description="Router pod tolerations.")
+    fallback: bool = Field(
+        True,
+        description="When one role has no usable engine (no Ready prefill, or every prefill refuses connections; "
+        "likewise decode), the router sends each request to an engine of the other role alone, as a plain "
+        "request without KV transfer (it computes the prompt itself), instead of answering 503. Answers carry "
+        "X-PDD-Fallback and pdd_router_fallback_requests_total counts them. false: fail instead (e.g. for latency "
+        "SLOs that colocated serving would break).",
+    )
 
 
 #: Invariants that need no knowledge of the vLLM version, enforced by the API server itself (CEL),

@@ -250,6 +250,7 @@ def _engine(
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)
     if pod_group > 1:
         config = replace(config, pod_group=pod_group)
+    config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:

@@ -83,6 +83,7 @@ class RoleConfig:
         revision: ``--revision`` (the model's weights revision), if given.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         node_selector: the pod's ``nodeSelector``.
+        node_name: the pod's ``spec.nodeName`` (the node it is bound to without the scheduler), if set.
         anti_affinity: the pod's required anti-affinity terms as ``(matchLabels, topologyKey)``;
             a term with ``matchExpressions`` is left out (it cannot be judged here).
         container: the container name, for fixes that speak of the user's manifest.
@@ -99,6 +100,8 @@ class RoleConfig:
         ray_cluster: the container starts or joins a Ray cluster (``ray start``, vLLM's
             ``multi-node-serving.sh``), over which vLLM's Ray executor places ranks in other pods.
         image: the container image.
+        workload_kind: the kind of the object the engine was read from (``StormService``, ``Deployment``, ...;
+            ``""`` for a PDDeployment's rendered roles).
         nixl_version, nixl_from: the NIXL version the engine loads and where that was read
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
         gpu_memory_utilization: ``--gpu-memory-utilization`` (fraction of each GPU's memory the engine takes;
@@ -135,6 +138,7 @@ class RoleConfig:
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
+    node_name: str | None = None
     anti_affinity: tuple[tuple[tuple[tuple[str, str], ...], str], ...] = ()
     container: str | None = None
     executor: str | None = None
@@ -146,6 +150,7 @@ class RoleConfig:
     pod_group: int = 1
     ray_cluster: bool = False
     image: str = ""
+    workload_kind: str = ""
     nixl_version: Version | None = None
     nixl_from: str = ""
     gpu_memory_utilization: float | None = 0.9
@@ -412,6 +417,7 @@ def role_from_container(
         revision=text("--revision"),
         pod_labels={str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()},
         node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
+        node_name=str(pod_spec["nodeName"]) if pod_spec.get("nodeName") else None,
         anti_affinity=tuple(anti),
         container=container.get("name"),
         executor=text("--distributed-executor-backend"),
@@ -434,9 +440,12 @@ def _fraction(raw: str | bool) -> float | None:
 
 
 def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
-    """False when the pods of ``a`` and ``b`` can never run on one node: a required pod anti-affinity term
-    of either selects the other's labels (any topology key: pods apart per zone are apart per node), or
-    their ``nodeSelector`` s want different values of one label. True otherwise (including unknown)."""
+    """False when the pods of ``a`` and ``b`` can never run on one node: they are bound to two different nodes
+    by ``spec.nodeName`` (the kubelet of that node runs the pod, no scheduler involved), a required pod
+    anti-affinity term of either selects the other's labels (any topology key: pods apart per zone are apart per
+    node), or their ``nodeSelector`` s want different values of one label. True otherwise (including unknown)."""
+    if a.node_name and b.node_name and a.node_name != b.node_name:
+        return False
     for x, y in ((a, b), (b, a)):
         for match, _key in x.anti_affinity:
             if all(y.pod_labels.get(k) == v for k, v in match):
@@ -449,8 +458,11 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def same_node(a: RoleConfig, b: RoleConfig) -> bool:
-    """True only when the pods of ``a`` and ``b`` must run on one node: both select the same
-    ``kubernetes.io/hostname`` value in their ``nodeSelector`` (unknown or unconstrained placement: False)."""
+    """True only when the pods of ``a`` and ``b`` must run on one node: both are bound to the same
+    ``spec.nodeName``, or both select the same ``kubernetes.io/hostname`` value in their ``nodeSelector``
+    (unknown or unconstrained placement: False)."""
+    if a.node_name and a.node_name == b.node_name:
+        return True
     host = a.node_selector.get(HOSTNAME_LABEL)
     return host is not None and b.node_selector.get(HOSTNAME_LABEL) == host
 

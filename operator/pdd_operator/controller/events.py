@@ -17,7 +17,8 @@ spec refused                   Warning  ``Incompatible`` / ``InvalidSpec`` (the 
                                         per refused generation
 a role's replicas changed      Normal   ``Scaled``
 ``Degraded`` became True       Warning  the ``Degraded`` reason (``ChildMissing``, ``Unschedulable``,
-(or changed its reason)                 ``ReplicaFailure``, ``ProgressDeadlineExceeded``; ``ApplyFailed`` also
+(or changed its reason)                 ``ReplicaFailure``, ``ProgressDeadlineExceeded``,
+                                        ``PrefillUnavailable``, ``DecodeUnavailable``; ``ApplyFailed`` also
                                         when its message changes); not for a refused spec, whose
                                         ``Incompatible``/``InvalidSpec`` Event says it
 ``Degraded`` became False      Normal   ``Recovered`` (naming what it was)

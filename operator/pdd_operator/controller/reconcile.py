@@ -258,6 +258,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         generation=generation, previous=previous, report=report,
         applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
         preflight=preflight, apply_errors=[*read_errors, *apply_errors],
+        fallback=target.router.fallback if target is not None and target.router.replicas > 0 else None,
         # The router the children run, not the current spec's: a spec refused before anything was
         # applied has no router Service, so it publishes no endpoint.
         endpoint=(router_endpoint(Owner(name=name, namespace=namespace), target)

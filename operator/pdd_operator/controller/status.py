@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.api.constants import ROLES
+from pdd_operator.api.constants import ROLES, other_role
 from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
 from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
@@ -143,6 +143,7 @@ class Observed:
         observations: per role (``prefill``, ``decode``) what its Deployment says.
         now: current time, RFC 3339; the ``lastTransitionTime`` of a condition that transitions.
         apply_errors: what the apiserver refused this time (children or inputs), one line each.
+        fallback: ``spec.router.fallback`` of the router the children run (``None``: no router).
     """
 
     generation: int
@@ -151,6 +152,7 @@ class Observed:
     observations: Mapping[str, RoleObservation]
     now: str
     apply_errors: tuple[str, ...] = ()
+    fallback: bool | None = None
 
     @property
     def compatible(self) -> bool:
@@ -181,6 +183,14 @@ class Observed:
     def scaled_to_zero(self) -> bool:
         """A role's Deployment exists with 0 replicas."""
         return any(self.observations[r].exists and self.observations[r].replicas == 0 for r in ROLES)
+
+    @property
+    def unavailable(self) -> list[str]:
+        """Roles that should run pods but have none Ready (either slot) while the other role has one:
+        the router serves the other role alone (fallback) or fails requests."""
+        obs = self.observations
+        return [r for r in ROLES if obs[r].exists and obs[r].replicas > 0 and obs[r].ready == 0
+                and obs[other_role(r)].ready > 0]
 
     @property
     def stuck(self) -> list[str]:
@@ -285,8 +295,10 @@ def compatible_condition(o: Observed) -> Condition:
 
 def degraded_condition(o: Observed) -> Condition:
     """``Degraded``: True when the spec is refused (the children keep the last compatible generation,
-    which the message names), a child is missing, a ReplicaFailure, unschedulable pods, or a rollout
-    past its deadline; else False (``AsExpected``)."""
+    which the message names), a child is missing, a ReplicaFailure, unschedulable pods, a rollout
+    past its deadline, or a role has no Ready pod while the other has (``PrefillUnavailable``,
+    ``DecodeUnavailable``: the message says whether the router serves the other role alone); else
+    False (``AsExpected``)."""
     if not o.compatible:
         if o.applied_generation is None:
             keeping = "No child objects were created."
@@ -320,6 +332,18 @@ def degraded_condition(o: Observed) -> Condition:
     if o.stuck:
         return _condition("Degraded", True, "ProgressDeadlineExceeded",
                           f"Rollout of {', '.join(o.stuck)} made no progress within its deadline.", o.generation, o.now)
+    if o.unavailable:
+        role = o.unavailable[0]
+        other = other_role(role)
+        if o.fallback:
+            serving = (f"the router serves each request with a {other} engine alone (no KV transfer; "
+                       "spec.router.fallback) until one is Ready.")
+        elif o.fallback is None:
+            serving = "there is no router."
+        else:
+            serving = "spec.router.fallback is off: the router answers 503 until one is Ready."
+        return _condition("Degraded", True, f"{role.capitalize()}Unavailable",
+                          f"No {role} pod is Ready; {serving}", o.generation, o.now)
     return _condition("Degraded", False, "AsExpected", "", o.generation, o.now)
 
 
@@ -436,6 +460,7 @@ def fold_status(
     preflight: list[tuple[str, dict]] | None = None,
     endpoint: str | None = None,
     apply_errors: list[str] | None = None,
+    fallback: bool | None = None,
 ) -> dict:
     """Return the whole new status of a PDDeployment, in wire form (:class:`PDDeploymentStatus` ``.wire()``).
 
@@ -450,6 +475,7 @@ def fold_status(
         endpoint: URL of the router's Service (``status.endpoint``); ``None``: no router.
         apply_errors: children (or inputs) the apiserver refused this time, one
             ``<Kind> <name>: <code> <reason>: <message>`` each: Degraded=True, reason ApplyFailed.
+        fallback: ``spec.router.fallback`` of the router the children run; ``None``: no router.
 
     The status is built from the same models the CRD's status schema is generated from
     (:mod:`pdd_operator.api.status`), so it never holds a field the apiserver would prune. Equal
@@ -460,7 +486,7 @@ def fold_status(
     """
     o = Observed(generation=generation, report=report, applied_generation=applied_generation,
                  observations=observations, now=now,
-                 apply_errors=tuple(apply_errors or ()))
+                 apply_errors=tuple(apply_errors or ()), fallback=fallback)
     new = [ready_condition(o), reconciling_condition(o), stalled_condition(o), progressing_condition(o),
            degraded_condition(o), compatible_condition(o)]
     if preflight is not None:

@@ -387,7 +387,7 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
         "image": r.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["pdd", "router", "--pddeployment", owner.name, "--namespace", owner.namespace,
-                    "--port", str(r.port), "--kv-mode", mode],
+                    "--port", str(r.port), "--kv-mode", mode, *([] if r.fallback else ["--no-fallback"])],
         "ports": [{"name": ROUTER_PORT_NAME, "containerPort": r.port, "protocol": "TCP"}],
         "resources": resources,
         "securityContext": {

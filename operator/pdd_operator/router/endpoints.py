@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from yarl import URL
 
-ROLES = ("prefill", "decode")
+from pdd_operator.api.constants import ROLES, other_role
 
 
 @dataclass(eq=False)
@@ -108,7 +108,17 @@ def parse_static(role: str, spec: str) -> Endpoint:
 
 
 class NoEndpoint(Exception):
-    """No ready endpoint (pair) can serve the request; the message says which is missing."""
+    """No ready endpoint (pair) can serve the request; the message says which is missing.
+
+    Attributes:
+        missing: the role with no ready endpoint at all (``prefill`` or ``decode``), or ``None`` when
+            both roles have some but none can serve (no common compat hash, every one tried failed, push
+            metadata missing).
+    """
+
+    def __init__(self, message: str, missing: str | None = None) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 def reachable(candidates: list[Endpoint], now: float) -> list[Endpoint]:
@@ -168,21 +178,22 @@ class Registry:
         """
         return choose(reachable(self._prefill_candidates(exclude, push), time.monotonic()), self._rng)
 
-    def unservable(self, push: bool = False) -> str | None:
-        """Why no request could be routed now (the :class:`NoEndpoint` message), or ``None`` when one could."""
+    def unservable(self, push: bool = False) -> NoEndpoint | None:
+        """Why no P/D pair could serve a request now (its :class:`NoEndpoint`: message and missing
+        role), or ``None`` when one could."""
         try:
             self._prefill_candidates(frozenset(), push)
         except NoEndpoint as exc:
-            return str(exc)
+            return exc
         return None
 
     def _prefill_candidates(self, exclude: set[str], push: bool) -> list[Endpoint]:
         prefill = self._by_role["prefill"]
         decode_hashes = {d.compat_hash for d in self._by_role["decode"].values()}
         if not prefill:
-            raise NoEndpoint("no ready prefill endpoint")
+            raise NoEndpoint("no ready prefill endpoint", missing="prefill")
         if not decode_hashes:
-            raise NoEndpoint("no ready decode endpoint")
+            raise NoEndpoint("no ready decode endpoint", missing="decode")
         candidates = [p for p in prefill.values() if p.compat_hash in decode_hashes]
         if not candidates:
             raise NoEndpoint("no ready prefill and decode endpoints with the same compat hash "
@@ -205,6 +216,31 @@ class Registry:
         if not candidates:
             raise NoEndpoint(f"no ready decode endpoint with compat hash {compat_hash!r}")
         return choose(reachable(candidates, time.monotonic()), self._rng)
+
+    def pick_alone(self, role: str, exclude: set[str] = frozenset()) -> Endpoint:
+        """Choose an endpoint of ``role`` to serve a request alone, as a plain request (the other role
+        has no usable endpoint: :meth:`pdd_operator.router.proxy.Router._alone`).
+
+        Compat: the pairing rule still holds. While the other role has endpoints (Ready, but refusing
+        connections), only endpoints of ``role`` with one of their compat hashes are chosen, so a request
+        is not moved to an engine of another revision than the pairs it would have used; when the other
+        role has none at all, any endpoint of ``role`` may serve. ``exclude``: URLs already tried.
+        Raises :class:`NoEndpoint`.
+        """
+        hashes = {e.compat_hash for e in self._by_role[other_role(role)].values()}
+        candidates = [e for e in self._by_role[role].values()
+                      if (not hashes or e.compat_hash in hashes) and e.url not in exclude]
+        if not candidates:
+            raise NoEndpoint(f"no ready {role} endpoint can serve the request alone"
+                             + (f" (compat hash {sorted(hashes)})" if hashes else ""), missing=role)
+        return choose(reachable(candidates, time.monotonic()), self._rng)
+
+    def all_set_aside(self, role: str) -> bool:
+        """Whether every endpoint of ``role`` is set aside now (each refused a connection within the last
+        ``unreachable_seconds``: :func:`reachable`); ``False`` when there is none."""
+        eps = self._by_role[role].values()
+        now = time.monotonic()
+        return bool(eps) and all(e.unreachable_until > now for e in eps)
 
     def any_decode(self) -> Endpoint:
         """Any decode endpoint (for ``/v1/models``). Raises :class:`NoEndpoint`."""

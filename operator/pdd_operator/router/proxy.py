@@ -28,6 +28,21 @@ prefill leg that fails (connection error, timeout, 5xx, 429) is retried on anoth
 (bounded); any other failure before the first byte reaches the client is an OpenAI-shaped JSON error.
 When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
 aborts a request whose connection closes.
+
+Fallback (``RouterConfig.fallback``, on by default; ``spec.router.fallback``): when no prefill endpoint
+is usable (none Ready, or every one tried refused the connection), a decode endpoint serves the request
+alone, and when no decode endpoint is usable, a prefill endpoint does: the client's body as a plain
+request, without ``kv_transfer_params``. Both roles are full engines: with NixlConnector and
+NixlPushConnector (vLLM 0.32), a request without ``do_remote_prefill`` loads nothing from a remote
+engine (``nixl/pull_scheduler.py`` and ``nixl/push_scheduler.py`` ``get_num_new_matched_tokens``
+return 0 external tokens, so the scheduler computes the prompt locally and never waits for KV), and
+one without ``do_remote_decode`` holds no blocks for a decode (``request_finished`` returns
+``False, None`` for a request with no params): normal generation. The answer carries
+``X-PDD-Fallback: decode-only`` (or ``prefill-only``), ``pdd_router_fallback_requests_total{reason,role}``
+counts it, the router logs once when it starts and once when P/D serving resumes, and ``/ready`` stays
+200 with ``fallback`` saying which role serves alone (:meth:`Router.handle_ready`). Only a prefill leg
+that never reached an engine (refused, unreachable, connect timeout) counts as "refused": a prefill that
+answered 5xx is not replaced by decode. Compat: :meth:`~pdd_operator.router.endpoints.Registry.pick_alone`.
 """
 
 from __future__ import annotations
@@ -46,6 +61,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from pdd_operator.api.constants import ROLES, other_role
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
 
 log = logging.getLogger("pdd_operator.router")
@@ -60,6 +76,8 @@ PREFILL_DROPPED = ("stream_options", "min_tokens", "min_completion_tokens")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 #: Failures that mean the request never reached the engine: refused, unreachable, or the connect timed out.
 NOT_CONNECTED = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+#: Response header of a request served by one engine alone (fallback): ``decode-only`` or ``prefill-only``.
+FALLBACK_HEADER = "X-PDD-Fallback"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
                         "upgrade", "proxy-authenticate", "proxy-authorization", "server", "date"})
 
@@ -70,6 +88,8 @@ class RouterConfig:
 
     Attributes:
         mode: ``pull`` (NixlConnector) or ``push`` (NixlPushConnector).
+        fallback: when one role has no usable endpoint, the other serves requests alone (module
+            docstring); ``False``: answer 503 instead (e.g. for latency SLOs that colocated serving breaks).
         prefill_retries: extra prefill endpoints to try when a prefill leg fails; also extra
             decode endpoints (of the same compat hash) to try when a decode cannot be connected to
             (it never got the request: a process that just died, before discovery drops it); in
@@ -84,6 +104,7 @@ class RouterConfig:
     """
 
     mode: str = "pull"
+    fallback: bool = True
     prefill_retries: int = 2
     max_body_bytes: int = 16 * 1024 * 1024
     connect_timeout: float = 5.0
@@ -120,6 +141,11 @@ class Metrics:
             "Push mode: prefill answers naming another engine id than the one decode was told (the "
             "process was replaced unseen: that request's decode was told the old process's id).",
             registry=self.registry)
+        self.fallback = Counter(
+            "pdd_router_fallback_requests",
+            "Requests served by one engine alone, as plain requests, because the other role had no usable "
+            "endpoint; role: the role that served, reason: no_ready (none Ready) or refused (every one tried "
+            "refused the connection).", ["reason", "role"], registry=self.registry)
         self.disconnects = Counter("pdd_router_client_disconnects", "Requests cancelled by the client going away.",
                                    registry=self.registry)
         self.endpoints = Gauge("pdd_router_endpoints", "Ready endpoints by role.", ["role"], registry=self.registry)
@@ -188,10 +214,12 @@ def _in_flight(ep: Endpoint, gauge) -> Iterator[None]:
 class _LegFailed(Exception):
     """A leg failed; ``response`` is what the client should get if nothing else is tried."""
 
-    def __init__(self, message: str, response: web.Response, retryable: bool) -> None:
+    def __init__(self, message: str, response: web.Response, retryable: bool, refused: bool = False) -> None:
         super().__init__(message)
         self.response = response
         self.retryable = retryable
+        #: The leg never reached the engine (:data:`NOT_CONNECTED`).
+        self.refused = refused
 
 
 class _Unreachable(Exception):
@@ -223,6 +251,8 @@ class Router:
         #: Kubernetes discovery, :func:`pdd_operator.router.server.serve` points this at its first list.
         self.synced: Callable[[], bool] = lambda: True
         self.metrics = Metrics()
+        #: The role that served the last routed request alone (fallback), or ``None`` while pairs serve.
+        self.serving_alone: str | None = None
         self.session: aiohttp.ClientSession | None = None
         c = self.config
         self._prefill_timeout = aiohttp.ClientTimeout(total=c.prefill_timeout, connect=c.connect_timeout)
@@ -260,19 +290,46 @@ class Router:
         return web.json_response({
             "status": "ok", "mode": self.config.mode, "synced": self.synced(),
             "prefill": len(self.registry.endpoints("prefill")), "decode": len(self.registry.endpoints("decode")),
-            "pairs": self.registry.pairs(),
+            "pairs": self.registry.pairs(), "fallback": self._fallback_state(),
         })
 
     async def handle_ready(self, _request: web.Request) -> web.Response:
         """Readiness: 200 when a request could be routed now (discovery has listed the pods, and a prefill
-        endpoint has a decode endpoint of its compat hash and, in push mode, publishes its coordinates);
-        otherwise 503 with the reason, so a router that cannot serve (no pairs, no permission to list
-        pods) takes no traffic from its Service and does not replace a working one in a rollout."""
-        reason = ("the engine pods have not been listed yet" if not self.synced()
-                  else self.registry.unservable(push=self.config.mode == "push"))
-        if reason is None:
-            return web.json_response({"ready": True, "pairs": self.registry.pairs()})
-        return web.json_response({"ready": False, "reason": reason}, status=503)
+        endpoint has a decode endpoint of its compat hash and, in push mode, publishes its coordinates,
+        or, with fallback, an engine of one role could serve it alone); otherwise 503 with the reason, so
+        a router that cannot serve (no engines, no permission to list pods) takes no traffic from its
+        Service and does not replace a working one in a rollout.
+
+        Body: ``{"ready": true, "pairs": N, "fallback": null}``, or ``"fallback": {"role": "decode",
+        "reason": "..."}`` while one role serves alone (no Ready prefill, or the last request found every
+        prefill refusing connections); ``{"ready": false, "reason": "..."}`` with 503."""
+        if not self.synced():
+            return web.json_response({"ready": False, "reason": "the engine pods have not been listed yet"},
+                                     status=503)
+        unservable, state = self.registry.unservable(push=self.config.mode == "push"), self._fallback_state()
+        if unservable is None or state is not None:
+            return web.json_response({"ready": True, "pairs": self.registry.pairs(), "fallback": state})
+        return web.json_response({"ready": False, "reason": str(unservable)}, status=503)
+
+    def _fallback_state(self) -> dict | None:
+        """``{"role", "reason"}`` when requests are (or would now be) served by one role alone, else ``None``.
+
+        From the registry (a role has no Ready endpoint and the other could serve alone) or, failing
+        that, from the last routed request (:attr:`serving_alone`: every endpoint tried refused)."""
+        if not self.config.fallback:
+            return None
+        exc = self.registry.unservable(push=self.config.mode == "push")
+        if exc is not None and exc.missing is not None:
+            role = other_role(exc.missing)
+            try:
+                self.registry.pick_alone(role)
+            except NoEndpoint:
+                return None
+            return {"role": role, "reason": str(exc)}
+        if self.serving_alone is not None and exc is None:
+            missing = other_role(self.serving_alone)
+            return {"role": self.serving_alone, "reason": f"every {missing} endpoint refused the connection"}
+        return None
 
     async def handle_metrics(self, _request: web.Request) -> web.Response:
         for role in ("prefill", "decode"):
@@ -372,17 +429,21 @@ class Router:
                 raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
                                  openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
                                               f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
-                                 True) from exc
+                                 True, refused=isinstance(exc, NOT_CONNECTED)) from exc
 
     async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str,
                     push: bool = False, exclude: set[str] = frozenset()) -> web.StreamResponse:
         """Prefill, then decode with the ``kv_transfer_params`` prefill returned. In push mode
         (``push``) this is how a prefill endpoint of unknown engine id is used; its answer teaches
         the router the engine id (:func:`learn_engine_id`). ``exclude``: prefill URLs already tried."""
+        alone = await self._skip_set_aside(request, body, headers, request_id)
+        if alone is not None:
+            return alone
         path = request.path
         prefill_data = self._prefill_body(body)
         tried: set[str] = set(exclude)
         failure: _LegFailed | None = None
+        all_refused = True
         answer: dict | None = None
         prefill: Endpoint | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
@@ -391,7 +452,8 @@ class Router:
             except NoEndpoint as exc:
                 if failure is not None:
                     break
-                return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+                return (await self._alone(request, body, headers, request_id, exc.missing, "no_ready")
+                        or openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id}))
             tried.add(prefill.url)
             if attempt:
                 self.metrics.prefill_retries.inc()
@@ -404,9 +466,13 @@ class Router:
             except _LegFailed as exc:
                 log.warning("request %s: %s", request_id, exc)
                 failure = exc
+                all_refused = all_refused and exc.refused
                 if not exc.retryable:
                     break
         if answer is None:
+            if all_refused:
+                return (await self._alone(request, body, headers, request_id, "prefill", "refused")
+                        or failure.response)
             return failure.response
         kv = answer.get("kv_transfer_params")
         decode_body = dict(body)
@@ -422,55 +488,129 @@ class Router:
             try:
                 decode = self.registry.pick_decode(prefill.compat_hash, exclude=tried)
             except NoEndpoint as exc:
+                # The decodes went away (or refused) after prefill ran: prefill's blocks for this
+                # request stay held until their KV lease expires (kv_lease_duration, 30 s: nixl/base_scheduler.py,
+                # vLLM 0.32); a prefill serves the whole request.
                 if refused is not None:
-                    return refused
-                return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+                    break
+                return (await self._alone(request, body, headers, request_id, "decode", "no_ready")
+                        or openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id}))
             tried.add(decode.url)
             if attempt:
                 self.metrics.decode_retries.inc()
             try:
-                return await self._decode_leg(request, decode, data, headers, request_id,
-                                              stream=bool(body.get("stream")), unreachable_raises=True)
+                result = await self._decode_leg(request, decode, data, headers, request_id,
+                                                stream=bool(body.get("stream")), unreachable_raises=True)
+            except _Unreachable as exc:
+                log.warning("request %s: %s", request_id, exc)
+                refused = exc.response
+                continue
+            self._paired()
+            return result
+        return await self._alone(request, body, headers, request_id, "decode", "refused") or refused
+
+    async def _alone(self, request: web.Request, body: dict, headers: dict, request_id: str,
+                     missing: str | None, reason: str) -> web.StreamResponse | None:
+        """Fallback: serve the request with one engine of the other role than ``missing``, as a plain
+        request (the client's body without ``kv_transfer_params``; module docstring).
+
+        ``reason``: ``no_ready`` or ``refused`` (the metric's label). Returns ``None`` when fallback is
+        off, ``missing`` is ``None`` (both roles have endpoints, just no pair) or no engine of the other
+        role may serve (:meth:`~pdd_operator.router.endpoints.Registry.pick_alone`): the caller answers
+        its own error. Engines that refuse the connection are replaced (``prefill_retries``); when all
+        refuse, their 502."""
+        if not self.config.fallback or missing is None:
+            return None
+        role = other_role(missing)
+        data = dumps({k: v for k, v in body.items() if k != "kv_transfer_params"})
+        tried: set[str] = set()
+        refused: web.Response | None = None
+        for attempt in range(1 + max(0, self.config.prefill_retries)):
+            try:
+                ep = self.registry.pick_alone(role, exclude=tried)
+            except NoEndpoint:
+                break
+            tried.add(ep.url)
+            if not attempt:
+                self.metrics.fallback.labels(reason, role).inc()
+                if self.serving_alone != role:
+                    log.warning("no usable %s endpoint (%s): %s engines serve requests alone (plain requests, "
+                                "no KV transfer) until P/D pairs can serve again", missing, reason, role)
+                    self.serving_alone = role
+            try:
+                return await self._decode_leg(request, ep, data, headers, request_id, stream=bool(body.get("stream")),
+                                              unreachable_raises=True, alone=True)
             except _Unreachable as exc:
                 log.warning("request %s: %s", request_id, exc)
                 refused = exc.response
         return refused
 
+    async def _skip_set_aside(self, request: web.Request, body: dict, headers: dict,
+                              request_id: str) -> web.StreamResponse | None:
+        """With fallback, a role whose every endpoint is set aside (each refused a connection within
+        ``unreachable_seconds``) is not tried again for each request: the other role serves it alone
+        right away (reason ``refused``), and the first request after the set-aside time tries the pair
+        again. ``None``: route as usual."""
+        if not self.config.fallback:
+            return None
+        for missing in ROLES:
+            if self.registry.all_set_aside(missing):
+                return await self._alone(request, body, headers, request_id, missing, "refused")
+        return None
+
+    def _paired(self) -> None:
+        """A P/D pair served a request: end fallback (logged once)."""
+        if self.serving_alone is not None:
+            log.warning("P/D pairs serve again (fallback to %s alone ended)", self.serving_alone)
+            self.serving_alone = None
+
     async def _decode_leg(self, request: web.Request, ep: Endpoint, data: bytes, headers: dict, request_id: str,
                           stream: bool, started: list | None = None,
-                          unreachable_raises: bool = False) -> web.StreamResponse:
+                          unreachable_raises: bool = False, alone: bool = False) -> web.StreamResponse:
         """Send the decode leg and relay its answer. ``started`` (a list) gets ``True`` appended once
         the client's response is committed (prepared: no other answer can be sent any more). With
         ``unreachable_raises``, a connection that cannot be opened (the request never reached decode)
-        raises :class:`_Unreachable` instead of answering 502, so the caller may try another decode."""
+        raises :class:`_Unreachable` instead of answering 502, so the caller may try another decode.
+
+        ``alone``: ``ep`` (of either role) serves the whole request by itself (:meth:`_alone`): its
+        role's in-flight gauge and error counter are used, and every answer, errors too, carries
+        :data:`FALLBACK_HEADER` ``<role>-only``."""
         out: web.StreamResponse | None = None
-        with _in_flight(ep, self.metrics.decode_in_flight):
+        prefill = ep.role == "prefill"
+        errors = self.metrics.prefill_errors if prefill else self.metrics.decode_errors
+        extra = {"X-Request-Id": request_id}
+        if alone:
+            extra[FALLBACK_HEADER] = f"{ep.role}-only"
+        with _in_flight(ep, self.metrics.prefill_in_flight if prefill else self.metrics.decode_in_flight):
             try:
                 resp = await self.session.post(
                     ep.target(request.path), data=data, headers=headers, timeout=self._decode_timeout,
                 )
             except (TimeoutError, aiohttp.ClientError) as exc:
-                self.metrics.decode_errors.inc()
-                response = openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
-                                        headers={"X-Request-Id": request_id})
+                errors.inc()
+                response = openai_error(502, f"{ep.role} endpoint {ep.name}: {_describe(exc)}", code="upstream_error",
+                                        headers=extra)
                 if isinstance(exc, NOT_CONNECTED):
                     self._set_aside(ep)
                 if unreachable_raises and isinstance(exc, NOT_CONNECTED):
-                    raise _Unreachable(f"decode {ep.name}: {_describe(exc)}", response) from exc
+                    raise _Unreachable(f"{ep.role} {ep.name}: {_describe(exc)}", response) from exc
                 return response
             try:
                 ctype = resp.headers.get("Content-Type", "")
+                head = self._response_headers(resp, request_id)
+                if alone:
+                    head.update(extra)
                 if not stream or resp.status != 200 or not ctype.startswith("text/event-stream"):
                     try:
                         raw = await resp.read()
                     except (TimeoutError, aiohttp.ClientError) as exc:
-                        self.metrics.decode_errors.inc()
-                        return openai_error(502, f"decode endpoint {ep.name}: {_describe(exc)}",
-                                            code="upstream_error", headers={"X-Request-Id": request_id})
+                        errors.inc()
+                        return openai_error(502, f"{ep.role} endpoint {ep.name}: {_describe(exc)}",
+                                            code="upstream_error", headers=extra)
                     if resp.status >= 500:
-                        self.metrics.decode_errors.inc()
-                    return web.Response(body=raw, status=resp.status, headers=self._response_headers(resp, request_id))
-                out = _RelayResponse(status=resp.status, headers=self._response_headers(resp, request_id))
+                        errors.inc()
+                    return web.Response(body=raw, status=resp.status, headers=head)
+                out = _RelayResponse(status=resp.status, headers=head)
                 await out.prepare(request)
                 if started is not None:
                     started.append(True)
@@ -480,8 +620,8 @@ class Router:
                         chunk = await content.readany()
                     except (TimeoutError, aiohttp.ClientError) as exc:
                         # The head is sent: the only way left to tell the client is an error event.
-                        self.metrics.decode_errors.inc()
-                        err = {"error": {"message": f"decode endpoint {ep.name}: {_describe(exc)}",
+                        errors.inc()
+                        err = {"error": {"message": f"{ep.role} endpoint {ep.name}: {_describe(exc)}",
                                          "type": "server_error", "param": None, "code": 502}}
                         await out.write(b"data: " + dumps(err) + b"\n\n")
                         break
@@ -504,22 +644,25 @@ class Router:
         A decode that cannot be connected to (it never got the request) is replaced by another decode of
         the same compat hash: the prefill leg sent for it is cancelled (its connection closed: vLLM
         aborts the request) and both legs are sent again."""
+        alone = await self._skip_set_aside(request, body, headers, request_id)
+        if alone is not None:
+            return alone
         path = request.path
         prefill_data = self._prefill_body(body)
         tried: set[str] = set()
         tried_decodes: set[str] = set()
         failure: _LegFailed | None = None
+        all_refused = True
         refused: web.Response | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
             try:
                 prefill = self.registry.pick_prefill(exclude=tried, push=True)
                 decode = self.registry.pick_decode(prefill.compat_hash, exclude=tried_decodes)
             except NoEndpoint as exc:
-                if refused is not None:
-                    return refused
-                if failure is not None:
+                if refused is not None or failure is not None:
                     break
-                return openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id})
+                return (await self._alone(request, body, headers, request_id, exc.missing, "no_ready")
+                        or openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id}))
             if prefill.engine_id is None:
                 # Its engine id is not known (yet, or any more): prefill first, which teaches it.
                 return await self._pull(request, body, headers, request_id, push=True, exclude=tried)
@@ -549,6 +692,7 @@ class Router:
                         # drop the connection rather than leave the stream hanging.
                         raise ConnectionAbortedError(f"request {request_id}: {exc} after the response started")
                     failure = exc
+                    all_refused = all_refused and exc.refused
                     if not exc.retryable:
                         break
                     continue
@@ -573,6 +717,7 @@ class Router:
                         self.metrics.engine_id_changes.inc()
                         log.warning("request %s: prefill %s answered as engine %s, decode was told %s",
                                     request_id, prefill.name, learned, named)
+                self._paired()
                 return result
             except asyncio.CancelledError:
                 for t in (p_task, d_task):
@@ -580,7 +725,10 @@ class Router:
                 await asyncio.gather(p_task, d_task, return_exceptions=True)
                 raise
         if refused is not None and failure is None:
-            return refused
+            # Every decode tried refused the connection: a prefill serves the request alone.
+            return await self._alone(request, body, headers, request_id, "decode", "refused") or refused
+        if all_refused:
+            return await self._alone(request, body, headers, request_id, "prefill", "refused") or failure.response
         return failure.response
 
     def _set_aside(self, ep: Endpoint) -> None:

@@ -31,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", default="default", help="namespace of --pddeployment (default: default)")
     p.add_argument("--kv-mode", choices=["pull", "push"], default="pull",
                    help="pull: NixlConnector (default); push: NixlPushConnector")
+    p.add_argument("--fallback", action=argparse.BooleanOptionalAction, default=True,
+                   help="when one role has no usable endpoint (none Ready, or every one refuses connections), "
+                   "serve requests with an engine of the other role alone, as plain requests without KV "
+                   "transfer (default); --no-fallback answers 503 instead")
     p.add_argument("--prefill-retries", type=int, default=2,
                    help="other prefill endpoints to try when a prefill leg fails, and other decode "
                         "endpoints when a decode cannot be connected to (default 2)")
@@ -59,7 +63,7 @@ def build(args: argparse.Namespace) -> tuple[Router, Registry]:
                 raise ValueError(f"--static-{role}: no endpoint given")
             registry.replace(role, eps)
     config = RouterConfig(
-        mode=args.kv_mode, prefill_retries=args.prefill_retries, max_body_bytes=args.max_body_bytes,
+        mode=args.kv_mode, fallback=args.fallback, prefill_retries=args.prefill_retries, max_body_bytes=args.max_body_bytes,
         connect_timeout=args.connect_timeout, prefill_timeout=args.prefill_timeout,
         decode_timeout=args.decode_timeout, unreachable_seconds=args.unreachable_seconds,
     )

@@ -92,14 +92,45 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
     id="kv-cache-dtype-mismatch", family="kv-cache-dtype-mismatch", severity="error",
     fields=fields_of("cache_dtype"),
     source=("seed 000 sections 2 and 6; vllm nixl compute_nixl_compatibility_hash factor cache_dtype, the raw string "
-            "(0.13.0-0.33.0, read in the wheels); no hash in 0.11.0-0.12.0: a warning"),
+            "(0.13.0-0.33.0, read in the wheels); no hash in 0.10.2-0.12.0, whose handshake asserts equal KV block "
+            "bytes (v1/nixl_connector.py add_remote_agent, _validate_remote_agent_handshake in 0.12.0): an fp8 "
+            "cache against a 16/32-bit one at one block size is an error there, other differences a warning"),
 )
 def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode use the same --kv-cache-dtype."""
-    return _differ(
-        pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)",
-        "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair).", True,
-    )
+    """Prefill and decode use the same --kv-cache-dtype.
+
+    From 0.13.0 the raw string is hashed, so any difference is refused at the handshake. Before it, the
+    handshake compares the KV block length in bytes (:data:`BLOCK_BYTES_CHECKED_SINCE`): an fp8 cache on one
+    role and a 16/32-bit one on the other at equal block sizes fails there; other differences (``auto`` against
+    ``bfloat16``) may pass, hence a warning."""
+    fix = "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair)."
+    p, d = pair.prefill.kv_cache_dtype or "auto", pair.decode.kv_cache_dtype or "auto"
+    if p != d and not hashed(pair) and _kv_width(p) != _kv_width(d) \
+            and pair.prefill.block_size == pair.decode.block_size \
+            and pair.version is not None and pair.version >= BLOCK_BYTES_CHECKED_SINCE:
+        return [(f"--kv-cache-dtype differs: prefill {p!r}, decode {d!r}. vLLM {fmt(pair.version)} has no NIXL "
+                 f"compatibility hash, but its handshake asserts that prefill's KV block length in bytes equals "
+                 f"decode's ('... and same dtype'); {_kv_width(p)} against {_kv_width(d)} elements at one block "
+                 f"size differ, so decode fails on its first handshake with this prefill.", fix)]
+    return _differ(pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)", fix,
+                   True)
+
+
+#: The first release whose NIXL handshake was read to assert equal KV block lengths in bytes: v1/nixl_connector.py
+#: ``add_remote_agent`` (0.10.2, 0.11.0, 0.11.1: ``block_len == self.block_len * tp_ratio`` "... and same dtype", and
+#: ``block_len_per_layer == block_lens`` for MLA or replicated KV) and ``_validate_remote_agent_handshake`` (0.12.0);
+#: releases before it were not read, so a difference there stays a warning.
+BLOCK_BYTES_CHECKED_SINCE = (0, 10, 2)
+
+
+def _kv_width(kv_cache_dtype: str) -> str:
+    """The element width class of a ``--kv-cache-dtype`` value (``vllm/config/cache.py`` ``CacheDType``): "1-byte"
+    for the fp8 formats, "fp8_ds_mla" for DeepSeek's packed MLA format (its own per-token size), else "16/32-bit"
+    (``auto`` follows the model's --dtype, at least 2 bytes; ``bfloat16``)."""
+    value = kv_cache_dtype.lower()
+    if value == "fp8_ds_mla":
+        return "fp8_ds_mla"
+    return "1-byte" if value.startswith("fp8") else "16/32-bit"
 
 
 #: vLLM releases whose source was read for the attention-backend rule: they choose the backend from

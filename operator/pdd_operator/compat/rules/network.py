@@ -7,6 +7,13 @@ from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 
 _UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
+#: Bind-all addresses: a listener bound there is reachable at the pod IP (only the advertised host is wrong).
+_WILDCARD = {"0.0.0.0", "::"}
+
+
+def _behind_aibrix_gateway(pair: PDPair) -> bool:
+    """Both engines are roles of an AIBrix StormService, which the AIBrix gateway routes."""
+    return all(r.workload_kind == "StormService" for r in pair.roles)
 
 
 def _ports(r: RoleConfig) -> set[int]:
@@ -66,7 +73,11 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
     source="vllm envs.py VLLM_NIXL_SIDE_CHANNEL_HOST (bind and advertised address, default 'localhost'); a "
     "loopback host reaches the peer only inside one network namespace (one pod, or hostNetwork pods pinned to one "
-    "node: the single-host example of docs/features/nixl_connector_usage.md, vllm#24249)",
+    "node: the single-host example of docs/features/nixl_connector_usage.md, vllm#24249). A wildcard host "
+    "(0.0.0.0, ::) binds every interface, so the listener is reachable at the pod IP; behind the AIBrix gateway "
+    "of a StormService the advertised one is replaced by the prefill pod IP (vllm-project/aibrix "
+    "pkg/plugins/gateway/algorithms/pd/transfer/shfs.go MergePrefillResponse; its NIXL agent, nixl.go, does not "
+    "replace it), so there the verdict depends on a router the manifests do not show: a warning",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
@@ -91,10 +102,18 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             what = "is the node IP but the pod does not use the host network"
         else:
             continue  # a literal address: may be right (static setups); not judged
+        fix = "Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork)."
+        if host in _WILDCARD and _behind_aibrix_gateway(pair):
+            out.append((
+                f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}: the listener binds every interface, but the prefill "
+                "advertises this host as remote_host. The AIBrix gateway in front of a StormService replaces it with "
+                "the prefill pod IP (its default KV transfer agent); with any other router or agent the decode dials "
+                "itself and the first request fails. Not checked: the router is not in these files.", fix, "warning"))
+            continue
         out.append((
             f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. It is both the bind address and the address advertised "
             "to the peer, so the peer dials the wrong host and the first request fails.",
-            "Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork).",
+            fix,
         ))
     return out
 

@@ -117,17 +117,24 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
             "VLLM_NIXL_SIDE_CHANNEL_HOST (port + rank); the Ray executor copies the driver's VLLM_* environment to "
             "workers on other nodes (vllm/ray/ray_env.py get_env_vars_to_copy: every set VLLM_* variable but a "
             "deny list), which then bind the leader's address (ZMQError 'Cannot assign requested "
-            "address', ai-dynamo/dynamo#2706). From 0.11.1 one listener runs in the scheduler process."),
+            "address', ai-dynamo/dynamo#2706). From 0.11.1 one listener runs in the scheduler process. An instance "
+            "whose pods each start their own vllm serve (--data-parallel-address / --data-parallel-start-rank / "
+            "--headless with the mp executor: vllm/v1/engine/utils.py launches the local engine cores in that pod) "
+            "reads VLLM_NIXL_SIDE_CHANNEL_HOST from its own pod's environment and is not affected."),
     until=(0, 11, 1),
 )
 def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
-    """An instance spanning nodes resolves the side-channel host on every node."""
+    """An instance whose Ray workers span nodes resolves the side-channel host on every node."""
     out = []
     for r in pair.roles:
         ranks, gpus = _ranks(r), r.gpus
-        spans = ((r.executor == "ray" or r.ray_cluster) and ranks is not None and gpus is not None and ranks > gpus)
+        ray = r.executor == "ray" or r.ray_cluster
+        # Ranks over several nodes by Ray (more ranks than this pod's GPUs, or a multi-node launch over a Ray
+        # cluster): Ray copies the leader's VLLM_* environment to the workers. Pods that each run their own
+        # vllm serve (DP over pods with the mp executor) keep their own environment.
+        spans = ray and ((ranks is not None and gpus is not None and ranks > gpus) or r.spans_nodes)
         host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
-        if not (spans or r.spans_nodes) or host is None:
+        if not spans or host is None:
             continue
         what = "the pod IP of the leader" if host in (POD_IP, HOST_IP) else repr(host)
         out.append((
