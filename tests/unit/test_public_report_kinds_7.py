@@ -171,10 +171,17 @@ def test_pcp_on_a_producer_is_accepted(tmp_path, capsys):
     assert code == 0 and "pcp-kv-role-unsupported" not in rules(out), out
 
 
-@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.30.0", "vllm/vllm-openai:v0.32.0"])
-def test_pcp_with_kv_both_before_0_33_gets_no_pcp_finding(tmp_path, capsys, image):
-    code, out = check(tmp_path, capsys, *_pair(image, p_args=["-pcp", "2"]))
+def test_pcp_with_kv_both_before_0_29_gets_no_pcp_finding(tmp_path, capsys):
+    # vLLM 0.28.0's nixl/connector.py has no context-parallel check (the wheels read: tests/unit/test_context_parallel.py)
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.28.0", p_args=["-pcp", "2"]))
     assert "pcp-kv-role-unsupported" not in rules(out), out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.29.0", "vllm/vllm-openai:v0.30.0", "vllm/vllm-openai:v0.32.0"])
+def test_pcp_with_kv_both_from_0_29_is_refused(tmp_path, capsys, image):
+    # 0.29.0-0.32.0 raise the same NotImplementedError as 0.33.0 (an earlier reading said 0.33 only)
+    code, out = check(tmp_path, capsys, *_pair(image, p_args=["-pcp", "2"]))
+    assert code == 1 and "pcp-kv-role-unsupported" in rules(out, "error"), out
 
 
 def test_pcp_with_kv_both_on_an_unknown_release_is_not_checked_not_refused(tmp_path, capsys):

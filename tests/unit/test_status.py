@@ -338,3 +338,15 @@ def test_every_folded_status_fits_the_crd_schema_and_is_stable(before, after):
         before_cond = old.get(cond["type"])
         moved = before_cond is None or before_cond["status"] != cond["status"]
         assert cond["lastTransitionTime"] == (T1 if moved else T0)
+
+
+def test_a_spec_whose_flag_value_is_in_a_secret_is_not_checked_and_says_why():
+    # --kv-events-config from a Secret: the listener-port rules cannot read its endpoint
+    env = [{"name": "EVENTS", "valueFrom": {"secretKeyRef": {"name": "events", "key": "config.json"}}}]
+    spec = make_spec(engine={"image": "vllm/vllm-openai:v0.28.0", "env": env},
+                     prefill={"extraArgs": ["--kv-events-config", "$(EVENTS)"]})
+    report = evaluate(spec)
+    c = conds(fold(report=report))
+    assert c["Compatible"]["status"] == "Unknown" and c["Compatible"]["reason"] == "NotChecked", c
+    assert c["Compatible"]["message"].startswith("Prefill's --kv-events-config is the value of $EVENTS"), c
+    assert "listener-port-conflict" in c["Compatible"]["message"] and not report.errors

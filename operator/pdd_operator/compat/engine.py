@@ -30,7 +30,9 @@ class CompatReport:
             that refuse this pair on some vLLM releases could not be decided (:func:`_unknown_version`).
             ``pdd check`` reports it as "not checked" beside the findings and exits non-zero unless told
             to allow it; the webhook and the operator admit the pair and say so in the
-            ``vllm-version-unknown`` warning.
+            ``vllm-version-unknown`` warning. It also holds :attr:`opaque`.
+        opaque: why rules that need a flag's value were not run (a role's value of it is not in the manifest:
+            ``Rule.needs``, ``RoleConfig.opaque``), or ``""``; part of :attr:`unchecked` too.
     """
 
     version: str
@@ -38,6 +40,7 @@ class CompatReport:
     not_evaluated: list[str] = field(default_factory=list)
     not_checked: str = ""
     unchecked: str = ""
+    opaque: str = ""
 
     @property
     def errors(self) -> list[Finding]:
@@ -86,6 +89,7 @@ def evaluate(
         return CompatReport(version=fmt(version), not_checked=(
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
             "these rules describe NixlConnector prefill/decode only"))
+    rules, opaque = _runnable(pair, rules)
     findings: list[Finding] = []
     for rule in rules:
         if rule.check is None or (rule.version_bounded and version is None) or not rule.applies_to(version):
@@ -107,7 +111,23 @@ def evaluate(
             source="vllm-nixl-facts.md section 0",
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
-    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked)
+    unchecked = " ".join(x for x in (opaque, unchecked) if x)
+    return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
+                        opaque=opaque)
+
+
+def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], str]:
+    """``(rules to run, why the others are not checked)``: a rule that needs a flag's value (``Rule.needs``) is not
+    run where a role's value of that flag is not in the manifest (``RoleConfig.opaque``); ``""`` when all run."""
+    opaque = {(r.role, flag): why for r in pair.roles for flag, why in r.opaque}
+    held = [rule for rule in rules if rule.check and any((r.role, f) in opaque for r in pair.roles for f in rule.needs)]
+    if not held:
+        return rules, ""
+    flags = "; ".join(f"{role}'s {flag} is {why}" for (role, flag), why in opaque.items()
+                      if any(flag in rule.needs for rule in held))
+    why = (f"{_sentence(flags)}, so the rules that read it were not checked: {', '.join(r.id for r in held)}. "
+           "Write the value in the manifest to have them checked.")
+    return tuple(r for r in rules if r not in held), why
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."

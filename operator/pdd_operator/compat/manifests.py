@@ -35,7 +35,7 @@ from typing import Any
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
-from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.expansion import opaque_value
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch
@@ -189,32 +189,10 @@ def _platform_plugin(container: dict, image: str) -> str | None:
     return None
 
 
-#: A shell script's command substitution (``$(...)`` or backquotes), which the shell runs when the container starts.
-_COMMAND_SUBSTITUTION = re.compile(r"\$\(|`")
-
-
 def _opaque_kv_transfer_config(argv: list[str], command: list[str]) -> str | None:
-    """Why the engine's ``--kv-transfer-config`` is not in the manifest, or ``None`` when it is written there.
-
-    argv: the engine's argv (:func:`~pdd_operator.vllm.args.container_launches`, after the kubelet's and the shell's
-    expansion); command: the container's command and args as written. The value is opaque when it came from a
-    variable whose value is not in these files (a ConfigMap, a Secret, ``envFrom`` or the image's ``ENV``:
-    :func:`~pdd_operator.vllm.expansion.unknown_names`), or when a shell script computes it with a command
-    substitution (``"$(python3 -c ...)"``, ``$(cat /etc/kv.json)``; POSIX Shell Command Language 2.6.3). Outside a
-    shell, an unexpanded ``$(NAME)`` reaches vLLM literally and is invalid JSON, which ``engine-args-invalid``
-    reports.
-    """
-    _, flags = parse_flags(argv)
-    raw = flags.get("--kv-transfer-config")
-    if not isinstance(raw, str):
-        return None
-    names = unknown_names(raw)
-    if names:
-        return f"the value of ${names[0]}, which is not in these files"
-    shell = len(command) >= 2 and command[0].rsplit("/", 1)[-1] in ("sh", "bash") and command[1].startswith("-")
-    if shell and _COMMAND_SUBSTITUTION.search(raw):
-        return "computed by a command when the container starts (a shell command substitution)"
-    return None
+    """Why the engine's ``--kv-transfer-config`` is not in the manifest (:func:`~pdd_operator.vllm.expansion.
+    opaque_value`), or ``None``. Every other rule reads that value, so such an engine is not checked at all."""
+    return opaque_value(parse_flags(argv)[1].get("--kv-transfer-config"), command)
 
 
 def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_launches, env_values, int_flag, json_flag, parse_flags
+from pdd_operator.vllm.expansion import opaque_value
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
-from pdd_operator.vllm.script import Launch
+from pdd_operator.vllm.script import Launch, memlock_ulimit
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -74,6 +75,9 @@ class RoleConfig:
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
+        opaque: ``(flag, why)`` for each flag whose value is not in the manifest (a ConfigMap variable, a shell
+            command substitution: :func:`~pdd_operator.vllm.expansion.opaque_value`); such a value is not parsed
+            (never an ``errors`` entry) and the rules that need it (``Rule.needs``) are not checked.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
         revision: ``--revision`` (the model's weights revision), if given.
@@ -86,6 +90,9 @@ class RoleConfig:
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
+        dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
+        memlock_ulimit: ``(soft, hard)`` memlock limits the container's script sets with ``ulimit -l`` before
+            this engine (:func:`~pdd_operator.vllm.script.memlock_ulimit`), or ``None``.
         spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
             ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
         pod_group: pods one instance of this engine spans (LeaderWorkerSet size, StormService podGroupSize);
@@ -126,6 +133,7 @@ class RoleConfig:
     networks: tuple[str, ...] = ()
     other_ports: tuple[int, ...] = ()
     errors: tuple[str, ...] = ()
+    opaque: tuple[tuple[str, str], ...] = ()
     wrapper: str | None = None
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
@@ -136,6 +144,8 @@ class RoleConfig:
     executor: str | None = None
     dp_local: int | None = None
     pcp: int | None = 1
+    dcp: int | None = 1
+    memlock_ulimit: tuple[str | None, str | None] | None = None
     spans_nodes: bool = False
     pod_group: int = 1
     ray_cluster: bool = False
@@ -316,20 +326,23 @@ def role_from_container(
     argv = list(launch.argv)
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
+    written = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+    opaque = tuple((name, why) for name, value in flags.items() if (why := opaque_value(value, written)))
+    known = {name: value for name, value in flags.items() if name not in dict(opaque)}
     kv_transfer, speculative, wrapper = {}, None, None
     try:
-        raw_kv = json_flag(flags, "--kv-transfer-config") or {}
+        raw_kv = json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))
     try:
-        speculative = json_flag(flags, "--speculative-config")
+        speculative = json_flag(known, "--speculative-config")
     except ValueError as exc:
         errors.append(str(exc))
-    attention_backend = flags.get("--attention-backend")
+    attention_backend = known.get("--attention-backend")
     try:
-        attention_backend = attention_backend or (json_flag(flags, "--attention-config") or {}).get("backend")
+        attention_backend = attention_backend or (json_flag(known, "--attention-config") or {}).get("backend")
     except (ValueError, AttributeError) as exc:
         errors.append(str(exc))
     disable_hma = flags.get("--disable-hybrid-kv-cache-manager")
@@ -349,7 +362,7 @@ def role_from_container(
     if port is not None and argv[:1] != ["dynamo.vllm"]:  # Dynamo's worker serves no HTTP (its frontend does)
         other_ports.append(port)
     try:
-        events = json_flag(flags, "--kv-events-config") or {}
+        events = json_flag(known, "--kv-events-config") or {}
     except ValueError as exc:
         errors.append(str(exc))
         events = {}
@@ -399,6 +412,7 @@ def role_from_container(
         networks=networks,
         other_ports=tuple(other_ports),
         errors=tuple(errors),
+        opaque=opaque,
         wrapper=wrapper,
         revision=text("--revision"),
         pod_labels={str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()},
@@ -409,6 +423,8 @@ def role_from_container(
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
+        dcp=int_flag(flags, "--decode-context-parallel-size", 1),
+        memlock_ulimit=memlock_ulimit(written, launch.line),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True

@@ -273,17 +273,19 @@ def kv_transport_condition(results: list[tuple[str, dict]], generation: int, now
 def compatible_condition(o: Observed) -> Condition:
     """``Compatible``: True (``Compatible``, or ``CompatibleWithWarnings`` naming them) when no rule error
     fired; False with every error (``Incompatible``), or every refused field (``InvalidSpec``); Unknown
-    (``NotChecked``, with the warnings) when no error fired but rules that refuse the spec on some vLLM
-    releases could not be decided because its version is unknown (:attr:`CompatReport.unchecked
-    <pdd_operator.compat.engine.CompatReport.unchecked>`). The children are applied either way: only an error
-    holds them back."""
+    (``NotChecked``, with the warnings) when no error fired but rules could not be decided: rules that refuse the
+    spec on some vLLM releases because its version is unknown, or rules that need a flag whose value is not in the
+    spec (:attr:`CompatReport.opaque <pdd_operator.compat.engine.CompatReport.opaque>`, said first; both in
+    :attr:`CompatReport.unchecked <pdd_operator.compat.engine.CompatReport.unchecked>`). The children are applied
+    either way: only an error holds them back."""
     report = o.report
     if o.spec_invalid:
         return _condition("Compatible", False, "InvalidSpec", findings_text(report.errors), o.generation, o.now)
     if not o.compatible:
         return _condition("Compatible", False, "Incompatible", findings_text(report.errors), o.generation, o.now)
     if report.unchecked:
-        return _condition("Compatible", None, "NotChecked", findings_text(report.warnings), o.generation, o.now)
+        message = " ".join(x for x in (report.opaque, findings_text(report.warnings)) if x)
+        return _condition("Compatible", None, "NotChecked", message, o.generation, o.now)
     if report.warnings:
         return _condition("Compatible", True, "CompatibleWithWarnings", findings_text(report.warnings),
                           o.generation, o.now)

@@ -22,7 +22,7 @@ HOST_IP = "fieldRef:status.hostIP"
 
 _ALIASES = {
     "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
-    "-pcp": "--prefill-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size", "-dcp": "--decode-context-parallel-size",
     "-O": "--compilation-config",
 }
 #: Boolean flags (``--x`` / ``--no-x``) the rules care about.

@@ -38,6 +38,38 @@ def unknown_names(text: str | None) -> list[str]:
     return _UNKNOWN_RE.findall(text or "")
 
 
+#: A shell script's command substitution (``$(...)`` or backquotes), which the shell runs when the container starts.
+_COMMAND_SUBSTITUTION = re.compile(r"\$\(|`")
+
+
+def runs_shell(command: list[str]) -> bool:
+    """Whether ``command`` (a container's command and args as written) runs a ``sh``/``bash -c`` script."""
+    return len(command) >= 2 and command[0].rsplit("/", 1)[-1] in ("sh", "bash") and command[1].startswith("-")
+
+
+def opaque_value(raw: str | bool | None, command: list[str]) -> str | None:
+    """Why a flag's value is not in the manifest, or ``None`` when it is written there (or absent).
+
+    raw: the flag's value in the engine's argv, after the kubelet's and the shell's expansion (a bool or ``None``
+    is no value); command: the container's command and args as written. The value is opaque when it came from a
+    variable whose value is not in these files (a ConfigMap, a Secret, ``envFrom``, the image's ``ENV``:
+    :func:`unknown_names`), or when a shell script computes it with a command substitution (``"$(python3 -c
+    ...)"``, ``$(cat /etc/kv.json)``; POSIX Shell Command Language 2.6.3). Outside a shell an unexpanded
+    ``$(NAME)`` reaches vLLM literally (the kubelet leaves an undefined reference as written): that is the value
+    vLLM parses, so it is not opaque. This is the one test of opacity for every flag (the rules that need a
+    flag's value name it in ``needs``; ``compat.engine`` leaves them "not checked").
+    """
+    if not isinstance(raw, str):
+        return None
+    names = unknown_names(raw)
+    written = " ".join(command)
+    if names and re.search(rf"\$(\{{|\()?{re.escape(names[0])}\b(?!\s)", written):
+        return f"the value of ${names[0]}, which is not in these files"
+    if names or (runs_shell(command) and _COMMAND_SUBSTITUTION.search(raw)):
+        return "computed by a command when the container starts (a shell command substitution)"
+    return None
+
+
 def kube_expand(text: str, lookup: Callable[[str], str | None]) -> str:
     """Expand ``$(VAR)`` the way the kubelet does (``expansion.Expand``).
 

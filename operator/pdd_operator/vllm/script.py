@@ -370,3 +370,29 @@ def _unescape(word: str) -> str:
 def _first_name(text: str) -> str:
     match = re.search(r"[A-Za-z_][A-Za-z0-9_]*", text)
     return match.group(0) if match else "expansion"
+
+
+#: A ``ulimit`` that sets the locked-memory limit: ``ulimit -l N``, ``-Sl``, ``-Hl``, ``-lH`` ... (bash's builtin: ``-l``
+#: is RLIMIT_MEMLOCK in KiB; without ``-S``/``-H`` it sets both the soft and the hard limit).
+_ULIMIT_L = re.compile(r"(?:^|[;&|]\s*|\bthen\s+|\bdo\s+)ulimit\s+((?:-[A-Za-z]+\s+)*)-([SH]?l[SH]?)\s+([^\s;&|)]+)")
+
+
+def memlock_ulimit(command: Sequence[str], line: int) -> tuple[str | None, str | None] | None:
+    """``(soft, hard)``: the locked-memory limits the ``ulimit -l`` commands of an ``sh``/``bash -c`` script set before
+    ``line`` (1-based; 0: anywhere in the script), each as written (``unlimited``, a count of KiB) or ``None`` where
+    none sets it; ``None`` when the script runs no ``ulimit -l``. command: the container's command and args as
+    written. Commented lines are skipped.
+    """
+    if len(command) < 3 or command[0].rsplit("/", 1)[-1] not in ("sh", "bash") or not command[1].startswith("-"):
+        return None
+    lines = command[2].splitlines()
+    soft = hard = None
+    seen = False
+    for text in lines[: line - 1] if line > 0 else lines:
+        for match in _ULIMIT_L.finditer(text.split("#", 1)[0].strip()):
+            flags, value, seen = match.group(1) + match.group(2), match.group(3), True
+            if "H" in flags or "S" not in flags:
+                hard = value
+            if "S" in flags or "H" not in flags:
+                soft = value
+    return (soft, hard) if seen else None

@@ -72,6 +72,7 @@ def check_architecture_known(pair: PDPair) -> list[Violation]:
     fields=("spec.model.architecture",),
     source=_SEED,
     example="model: {hfArchitecture: WhisperForConditionalGeneration}",
+    needs=("--speculative-config",),
 )
 def check_matrix_unsupported(pair: PDPair) -> list[Violation]:
     """No feature used is a 'no' cell of the matrix."""
@@ -86,6 +87,7 @@ def check_matrix_unsupported(pair: PDPair) -> list[Violation]:
     id="architecture-unverified", family="architecture", severity="warning",
     fields=("spec.model.architecture",),
     source=_SEED,
+    needs=("--speculative-config",),
 )
 def check_matrix_unverified(pair: PDPair) -> list[Violation]:
     """No feature used is an 'unknown' or 'in progress' cell."""

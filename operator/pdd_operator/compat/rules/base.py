@@ -39,6 +39,9 @@ class Rule:
         reported_by: for a record without a check, the module that reports the id.
         in_manifest: where the rule reads in a hand-written manifest, as paths inside each engine container
             (``securityContext.capabilities``), when :data:`MANIFEST_FIELDS` cannot tell it from ``fields``.
+        needs: the ``vllm serve`` flags whose values the rule reads (``--speculative-config``); where a role's
+            value of one is not in the manifest (``RoleConfig.opaque``) the rule is not run and the pair is
+            reported "not checked" for it (``compat.engine``), never judged on a value nobody can read.
     """
 
     id: str
@@ -53,6 +56,7 @@ class Rule:
     example: str = ""
     reported_by: str = ""
     in_manifest: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
     @property
     def version_bounded(self) -> bool:
@@ -211,6 +215,7 @@ def _register(r: Rule) -> Rule:
 def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
     since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
+    needs: tuple[str, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -221,7 +226,7 @@ def rule(
         summary = (check.__doc__ or "").strip().splitlines()[0] if check.__doc__ else ""
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
                        source=source, check=check, since=since, until=until, example=example,
-                       in_manifest=tuple(in_manifest)))
+                       in_manifest=tuple(in_manifest), needs=tuple(needs)))
         return check
 
     return wrap

