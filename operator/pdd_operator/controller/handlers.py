@@ -40,6 +40,7 @@ import kopf
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from pdd_operator import kubeclient
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.controller import cache as caching
 from pdd_operator.controller.cache import ClusterCache
@@ -211,7 +212,15 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     # Without scanning kopf serves exactly the namespaces it was given and the kinds found at startup.
     settings.posting.enabled = False
     settings.scanning.disabled = True
-    settings.watching.server_timeout = 300
+    # Timeouts on kopf's own requests (aiohttp), as on the operator's (pdd_operator.kubeclient): a
+    # dead connection fails and is retried with the capped backoff below instead of hanging. A watch
+    # ends server-side after WATCH_SERVER_SECONDS, client-side after the margin; kopf also drops a
+    # watch silent for settings.watching.inactivity_timeout (70 s; bookmarks come every 60 s).
+    settings.networking.connect_timeout = kubeclient.CONNECT_SECONDS
+    settings.networking.request_timeout = kubeclient.READ_SECONDS
+    settings.watching.connect_timeout = kubeclient.CONNECT_SECONDS
+    settings.watching.server_timeout = kubeclient.WATCH_SERVER_SECONDS
+    settings.watching.client_timeout = kubeclient.WATCH_SERVER_SECONDS + kubeclient.WATCH_MARGIN_SECONDS
     objects_log = logging.getLogger("kopf.objects")
     if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
         objects_log.addFilter(_QuietSuccesses())
