@@ -22,10 +22,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import yaml
 from _cluster import cluster_env
-from bench_scale import ENV, NS, PODS_PER_NODE, ROOT, WORKERS, ChildWatch, Operator, create, log, nodes, wait
-from kubernetes import client, config
+from bench_scale import ENV, NS, ROOT, WORKERS, ChildWatch, Operator, create, log, prepare, wait
+from kubernetes import client
 
 N = int(os.environ.get("PDD_BENCH_N", "300"))
 #: (name, extra environment of ``pdd run``) per restart: Python's own small-object allocator or glibc
@@ -65,19 +64,7 @@ def main() -> int:
     env = cluster_env(ENV)
     workdir = Path(ENV["PDD_CLUSTER_DIR"] + "-bench")
     workdir.mkdir(parents=True, exist_ok=True)
-    kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
-    run = lambda *args, **kw: subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True,  # noqa: E731
-                                             stdout=subprocess.DEVNULL, **kw)
-    run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
-    run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
-    run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
-    run("apply", "--server-side", "-f", "-",
-        input=yaml.safe_dump_all(nodes(-(-2 * N // (PODS_PER_NODE - 20)) + 1)).encode())
-    subprocess.run([*kubectl, "create", "namespace", NS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cfg = client.Configuration()
-    config.load_kube_config(env["KUBECONFIG"], client_configuration=cfg)
-    cfg.connection_pool_maxsize = 64
-    api_client = client.ApiClient(cfg)
+    api_client, _, _ = prepare(env, 2 * N, (NS,))
     custom = client.CustomObjectsApi(api_client)
     op = Operator(env, workdir / "operator-memory.log")
     try:

@@ -461,6 +461,28 @@ def goal(text: str, met: bool, numbers: str) -> bool:
     return met
 
 
+def prepare(env: dict[str, str], pods: int, namespaces: tuple[str, ...]):
+    """The CRD (no webhook), enough fake nodes for ``pods`` and the ``namespaces`` on the cluster of
+    ``env`` (:func:`_cluster.cluster_env`); returns ``(an API client with a 64-connection pool, a
+    function running kubectl with its arguments that raises on failure, the number of nodes)``."""
+    kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
+
+    def run(*args, **kw):
+        return subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, **kw)
+    run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
+    run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
+    run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
+    node_count = -(-pods // (PODS_PER_NODE - 20)) + 1
+    run("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(nodes(node_count)).encode())
+    for ns in namespaces:
+        subprocess.run([*kubectl, "create", "namespace", ns], env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    cfg = client.Configuration()
+    config.load_kube_config(env["KUBECONFIG"], client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64
+    return client.ApiClient(cfg), run, node_count
+
+
 def main() -> int:
     log(f"N={N}, steady creates {STEADY} at {RATE:.0f}/s, {CHANGES} spec changes, {WORKERS} workers, "
         f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
@@ -471,21 +493,7 @@ def main() -> int:
     op = Operator(env, workdir / "operator.log")
     results: dict = {}
     try:
-        kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
-        run = lambda *args, **kw: subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True,  # noqa: E731
-                                                 stdout=subprocess.DEVNULL, **kw)
-        run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
-        run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
-        run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
-        node_count = -(-(2 * (N + STEADY) + 2 * CHANGES) // (PODS_PER_NODE - 20)) + 1
-        run("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(nodes(node_count)).encode())
-        for ns in (NS, BASELINE_NS):
-            subprocess.run([*kubectl, "create", "namespace", ns], env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-        cfg = client.Configuration()
-        config.load_kube_config(env["KUBECONFIG"], client_configuration=cfg)
-        cfg.connection_pool_maxsize = 64
-        api_client = client.ApiClient(cfg)
+        api_client, run, node_count = prepare(env, 2 * (N + STEADY) + 2 * CHANGES, (NS, BASELINE_NS))
         custom = client.CustomObjectsApi(api_client)
         kube = Kube(api_client)
         facts = etcd_facts(ENV)
