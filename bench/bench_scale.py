@@ -24,10 +24,11 @@ Phases, in one run:
 6. **restart**: the operator stopped and started with everything present: time until every object
    was reconciled (the reconcile counter reached the number of objects and the queue is empty), and
    the writes it sent meanwhile.
-7. **memory**: the operator's RSS (``VmRSS``, ``VmHWM`` peak) after the burst phases and after the
-   restart; then one more restart under ``PDD_TRACEMALLOC=12`` (:mod:`pdd_operator.controller.memory`):
-   live Python memory by package (kopf's share) once every object was reconciled. Skipped with
-   ``PDD_BENCH_TRACEMALLOC=0``.
+7. **memory**: the operator's RSS (``VmRSS``, ``VmHWM`` peak) after the burst phases and 15 s after
+   the restart's last reconcile (the operator releases a burst's freed heap after 10 s of an idle
+   queue, :func:`pdd_operator.controller.memory.release`); then one more restart under
+   ``PDD_TRACEMALLOC=12`` (:mod:`pdd_operator.controller.memory`): live Python memory by package
+   (kopf's share) once every object was reconciled. Skipped with ``PDD_BENCH_TRACEMALLOC=0``.
 
 **The operator's share.** Each phase also prints what the operator's own metrics say: how long keys
 waited in its queue, a reconcile's wall and CPU time, the time from the event its handler saw to
@@ -142,7 +143,8 @@ class Operator:
         self.proc = subprocess.Popen(
             [str(ROOT / ".venv" / "bin" / "pdd"), "run", "--metrics-port", str(self.port), "--metrics-address",
              "127.0.0.1"], cwd=ROOT, stdout=self.log_path.open("a"), stderr=subprocess.STDOUT,
-            env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS), **(extra_env or {})})
+            env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS),
+                 "PYTHONMALLOC": "malloc", **(extra_env or {})})  # as the chart runs it
         wait(lambda: self.metrics() is not None, 120, "operator metrics endpoint")
         return started
 
@@ -459,6 +461,28 @@ def goal(text: str, met: bool, numbers: str) -> bool:
     return met
 
 
+def prepare(env: dict[str, str], pods: int, namespaces: tuple[str, ...]):
+    """The CRD (no webhook), enough fake nodes for ``pods`` and the ``namespaces`` on the cluster of
+    ``env`` (:func:`_cluster.cluster_env`); returns ``(an API client with a 64-connection pool, a
+    function running kubectl with its arguments that raises on failure, the number of nodes)``."""
+    kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
+
+    def run(*args, **kw):
+        return subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, **kw)
+    run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
+    run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
+    run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
+    node_count = -(-pods // (PODS_PER_NODE - 20)) + 1
+    run("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(nodes(node_count)).encode())
+    for ns in namespaces:
+        subprocess.run([*kubectl, "create", "namespace", ns], env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    cfg = client.Configuration()
+    config.load_kube_config(env["KUBECONFIG"], client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64
+    return client.ApiClient(cfg), run, node_count
+
+
 def main() -> int:
     log(f"N={N}, steady creates {STEADY} at {RATE:.0f}/s, {CHANGES} spec changes, {WORKERS} workers, "
         f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
@@ -469,21 +493,7 @@ def main() -> int:
     op = Operator(env, workdir / "operator.log")
     results: dict = {}
     try:
-        kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
-        run = lambda *args, **kw: subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True,  # noqa: E731
-                                                 stdout=subprocess.DEVNULL, **kw)
-        run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
-        run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
-        run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
-        node_count = -(-(2 * (N + STEADY) + 2 * CHANGES) // (PODS_PER_NODE - 20)) + 1
-        run("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(nodes(node_count)).encode())
-        for ns in (NS, BASELINE_NS):
-            subprocess.run([*kubectl, "create", "namespace", ns], env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-        cfg = client.Configuration()
-        config.load_kube_config(env["KUBECONFIG"], client_configuration=cfg)
-        cfg.connection_pool_maxsize = 64
-        api_client = client.ApiClient(cfg)
+        api_client, run, node_count = prepare(env, 2 * (N + STEADY) + 2 * CHANGES, (NS, BASELINE_NS))
         custom = client.CustomObjectsApi(api_client)
         kube = Kube(api_client)
         facts = etcd_facts(ENV)
@@ -574,11 +584,13 @@ def main() -> int:
         restart_s = time.monotonic() - started
         restart_writes = op.sums()["writes"]
         loads["restart"] = load()
-        time.sleep(2)
+        # RSS once settled: the operator hands a burst's freed heap back after 10 s of an idle queue
+        # (controller/memory.py release); the peak (VmHWM) is printed beside it.
+        time.sleep(15)
         restart_writes_later = op.sums()["writes"]
         rss_after = op.rss_mb()
         log(f"restart: {restart_s:.1f}s to reconcile {total}, {restart_writes:.0f} writes "
-            f"({restart_writes_later:.0f} 2 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f}); "
+            f"({restart_writes_later:.0f} 15 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f}); "
             f"{loads['restart']}")
         shares["restart"] = operator_share({}, op.metrics() or {})
         print(shares["restart"], flush=True)

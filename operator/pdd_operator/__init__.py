@@ -21,6 +21,8 @@ Package map (each subpackage has one job; the layers are enforced by import-lint
 - ``preflight``: the KV transport check run in each engine pod's init container
   (``python -m pdd_operator.preflight``).
 - ``cli``: the ``pdd`` command (``run``, ``render``, ``check``, ``rules``, ``crd``, ``router``).
+- ``kubeclient``: the one place Kubernetes API clients are made (the operator's and the router's):
+  a (connect, read) timeout on every request, watch timeouts.
 - ``pins`` (``pins.json``): the default engine image and the versions baked into the images.
 
 Not shipped: the tests' fakes (tests/fakes/) and the developer tools (dev/) live outside this package

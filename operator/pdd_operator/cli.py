@@ -383,10 +383,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.leader_election_lease:
         from kubernetes import client as k8s_client
 
-        from pdd_operator.controller.kube import load_config
-        from pdd_operator.controller.leader import LeaderElector
+        from pdd_operator.controller.leader import REQUEST_TIMEOUT, LeaderElector
+        from pdd_operator.kubeclient import load_config
 
-        handlers.elect_leader(LeaderElector(k8s_client.CoordinationV1Api(load_config()), args.operator_namespace,
+        handlers.elect_leader(LeaderElector(k8s_client.CoordinationV1Api(load_config(REQUEST_TIMEOUT)),
+                                            args.operator_namespace,
                                             args.leader_election_lease, args.leader_election_identity))
     cert_tmp: tempfile.TemporaryDirectory | None = None
     checks = []
@@ -394,7 +395,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from kubernetes import client
 
         from pdd_operator.controller import webhook
-        from pdd_operator.controller.kube import load_config
+        from pdd_operator.kubeclient import load_config
 
         cert_dir = args.webhook_cert_dir
         if not cert_dir:

@@ -119,3 +119,37 @@ def test_a_reconcile_failing_transiently_is_requeued_with_backoff_and_a_refusal_
         assert queue.failures(("ns", "a")) == int(retried)
     finally:
         queue.stop()
+
+
+def test_freed_memory_is_released_once_after_each_burst(monkeypatch):
+    """Busy, then idle for RELEASE_AFTER_SECONDS: one release; idle on: none more; a new burst: one more."""
+    from pdd_operator.controller import memory
+
+    released = []
+    monkeypatch.setattr(memory, "release", lambda: released.append(time.monotonic()) or 0)
+    monkeypatch.setattr(handlers, "RELEASE_AFTER_SECONDS", 0.5)
+    cache = ClusterCache()
+    cache.expect({})
+    monkeypatch.setattr(handlers, "CACHE", cache)
+    queue = WorkQueue(lambda key, queued_at: None, workers=1)
+
+    async def scenario():
+        task = asyncio.create_task(handlers._release_memory_after_bursts(queue))
+        try:
+            async def until(predicate, what):
+                deadline = time.monotonic() + 30
+                while not predicate():
+                    assert time.monotonic() < deadline, what
+                    await asyncio.sleep(0.05)
+            await until(lambda: len(released) == 1, "no release after the start")
+            await asyncio.sleep(2.5)  # idle on: nothing new to give back
+            assert len(released) == 1
+            queue.add(("ns", "a"))  # a burst (never processed: the queue is not started) ...
+            await asyncio.sleep(1.5)
+            assert len(released) == 1  # ... while it is busy, nothing
+            queue._queue.clear()  # ... then idle again
+            await until(lambda: len(released) == 2, "no release after the burst")
+        finally:
+            task.cancel()
+
+    asyncio.run(scenario())

@@ -32,3 +32,23 @@ def test_only_a_positive_frame_count_starts_tracing():
     assert memory.start_from_env({}) is False
     with pytest.raises(ValueError):
         memory.start_from_env({"PDD_TRACEMALLOC": "0"})
+
+
+def test_release_hands_a_fragmented_heap_back_to_the_os(monkeypatch):
+    """The shape of a restart's peak: many objects freed, a few kept between them, so the heap cannot
+    shrink from its top. ``release`` gives the free pages back; with ``PDD_MALLOC_TRIM=0`` it does not."""
+    monkeypatch.setattr(memory, "TRIM", True)
+    if memory._malloc_trim() is None or memory.rss_bytes() is None:
+        pytest.skip("no glibc malloc_trim or no /proc here")
+    memory.release()  # start from a trimmed heap
+    chunks = [bytes(4000) + i.to_bytes(4, "little") for i in range(40_000)]  # ~160 MB, malloc'd (> 512 B)
+    kept = chunks[::50]  # every 50th stays: the heap's top is never free
+    peak = memory.rss_bytes()
+    del chunks
+    freed = memory.release()
+    assert freed is not None and freed > 0.5 * 160e6, (freed, peak)
+    assert memory.rss_bytes() < peak - 0.5 * 160e6
+    assert len(kept) == 800
+
+    monkeypatch.setattr(memory, "TRIM", False)
+    assert memory.release() is None

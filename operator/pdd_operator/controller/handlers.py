@@ -40,8 +40,10 @@ import kopf
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from pdd_operator import kubeclient
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.controller import cache as caching
+from pdd_operator.controller import memory
 from pdd_operator.controller.cache import ClusterCache
 from pdd_operator.controller.health import CappedBackoff, WatchHealth, liveness_failure
 from pdd_operator.controller.kube import Kube
@@ -211,7 +213,17 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     # Without scanning kopf serves exactly the namespaces it was given and the kinds found at startup.
     settings.posting.enabled = False
     settings.scanning.disabled = True
-    settings.watching.server_timeout = 300
+    # Timeouts on kopf's own requests (aiohttp), as on the operator's (pdd_operator.kubeclient): a
+    # dead connection fails and is retried with the capped backoff below instead of hanging. A watch
+    # ends server-side after WATCH_SERVER_SECONDS, client-side after the margin; kopf also drops a
+    # watch silent for settings.watching.inactivity_timeout (70 s; bookmarks come every 60 s).
+    # settings.networking.request_timeout stays kopf's 300 s: it bounds a request's whole duration,
+    # and kopf's initial list of thousands of pods on a loaded apiserver took longer than 65 s (the
+    # restart with 1,100 PDDeployments then relisted forever; bench/README.md).
+    settings.networking.connect_timeout = kubeclient.CONNECT_SECONDS
+    settings.watching.connect_timeout = kubeclient.CONNECT_SECONDS
+    settings.watching.server_timeout = kubeclient.WATCH_SERVER_SECONDS
+    settings.watching.client_timeout = kubeclient.WATCH_SERVER_SECONDS + kubeclient.WATCH_MARGIN_SECONDS
     objects_log = logging.getLogger("kopf.objects")
     if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
         objects_log.addFilter(_QuietSuccesses())
@@ -234,13 +246,14 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     queue.hold_until(CACHE.ready)  # set once the watches delivered everything listed at startup
     queue.start()
     _state["fill"] = loop.create_task(_fill_caches())
+    _state["release"] = loop.create_task(_release_memory_after_bursts(queue))
 
 
 @kopf.on.cleanup()
 async def stop(**_) -> None:
     """At shutdown: end the resync, the cache filling and the reconcile workers and, with leader election,
     stop leading and release the Lease."""
-    for name in ("resync", "fill"):
+    for name in ("resync", "fill", "release"):
         task = _state.pop(name, None)
         if task is not None:
             task.cancel()
@@ -311,6 +324,32 @@ async def _resync_forever() -> None:
         except Exception as exc:  # noqa: BLE001  (API errors, the apiserver away, anything else: retry)
             RESYNC_ERRORS.inc()
             log.warning("resync failed, retrying in %ss: %s", RESYNC_SECONDS, exc, exc_info=not _is_api_error(exc))
+
+
+#: Seconds the reconcile queue must stay idle after a burst before the freed heap is released: kopf's
+#: per-object workers of the burst end 5 s after their object's last event
+#: (``settings.queueing.idle_timeout``), and their memory is free only then.
+RELEASE_AFTER_SECONDS = 10.0
+
+
+async def _release_memory_after_bursts(queue: WorkQueue) -> None:
+    """Once the caches are filled, after each burst of reconciles (the queue busy, then idle for
+    :data:`RELEASE_AFTER_SECONDS`), hand the freed heap back to the OS (:func:`memory.release`): a
+    restart's peak would otherwise stay in the process's RSS. Runs until cancelled, whatever fails."""
+    loop = asyncio.get_running_loop()
+    busy, idle_since = True, None  # the start itself is the first burst
+    while True:
+        await asyncio.sleep(1.0)
+        if not queue.idle() or not CACHE.ready.is_set():
+            busy, idle_since = True, None
+            continue
+        idle_since = idle_since or time.monotonic()
+        if busy and time.monotonic() - idle_since >= RELEASE_AFTER_SECONDS:
+            busy = False
+            try:
+                await loop.run_in_executor(None, memory.release)
+            except Exception:  # noqa: BLE001  (a diagnostic nicety: never end the loop)
+                log.exception("releasing freed memory failed")
 
 
 async def _fill_caches() -> None:

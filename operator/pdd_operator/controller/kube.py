@@ -23,27 +23,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import ANNOTATION_GENERATION, FIELD_MANAGER, GROUP, KIND, PLURAL, VERSION
 from pdd_operator.controller.cache import ClusterCache
 from pdd_operator.controller.metrics import API_REQUEST_DURATION, API_REQUESTS, CACHE_MISSES
 from pdd_operator.controller.rbac import AccessCheck
+from pdd_operator.kubeclient import load_config
 
 log = logging.getLogger(__name__)
 
 #: Annotation on each child: hash of the object as the operator last applied it.
 ANNOTATION_APPLIED_HASH = f"{GROUP}/applied-hash"
-
-
-def load_config() -> client.ApiClient:
-    """Return an API client from the in-cluster service account, else the current kubeconfig."""
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
 
 
 def applied_hash(obj: dict) -> str:
@@ -229,6 +221,8 @@ _METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;
 class Kube:
     """Thin wrapper over the kubernetes client for the calls the operator makes.
 
+    ``api_client``: by default :func:`~pdd_operator.kubeclient.load_config`'s, whose every request
+    has a (connect, read) timeout (a dead connection raises a transient urllib3 error, never hangs).
     ``writes`` counts the write requests this instance sent (tests and logs use it). ``cache``: read
     from it once it is ready (see the module docstring).
     """

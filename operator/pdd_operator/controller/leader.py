@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10
 RETRY_SECONDS = 2.0
+#: ``(connect, read)`` seconds of each Lease request: a round's read and write end within the renew
+#: deadline, so a dead connection costs leadership no later than the deadline does anyway.
+REQUEST_TIMEOUT = (RENEW_DEADLINE_SECONDS / 4, RENEW_DEADLINE_SECONDS / 4)
 
 
 def _fmt(t: datetime) -> str:

@@ -494,7 +494,7 @@ async def _keep_configuration(endpoint: Endpoint) -> None:
     change: a renewed or remounted certificate)."""
     from kubernetes import client
 
-    from pdd_operator.controller.kube import load_config
+    from pdd_operator.kubeclient import load_config
 
     loop = asyncio.get_running_loop()
     api = client.AdmissionregistrationV1Api(load_config())

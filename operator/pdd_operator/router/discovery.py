@@ -144,7 +144,7 @@ class KubeDiscovery:
                  on_change: Callable[[], None] | None = None, api_client=None) -> None:
         self.registry, self.name, self.namespace, self.loop = registry, name, namespace, loop
         self.on_change = on_change
-        self.api_client = api_client  # a kubernetes.client.ApiClient; None: in-cluster config, else kubeconfig
+        self.api_client = api_client  # a kubernetes.client.ApiClient; None: kubeclient.load_config() (timeouts)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pdd-router-discovery", daemon=True)
         self.synced = threading.Event()
@@ -167,16 +167,12 @@ class KubeDiscovery:
         self.synced.set()
 
     def _run(self) -> None:
-        from kubernetes import client, config, watch
+        from kubernetes import client, watch
         from kubernetes.client.exceptions import ApiException
 
-        api_client = self.api_client
-        if api_client is None:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-            api_client = client.ApiClient()
+        from pdd_operator.kubeclient import load_config, watch_timeout
+
+        api_client = self.api_client if self.api_client is not None else load_config()
         api = client.CoreV1Api(api_client)
         serialize = api_client.sanitize_for_serialization
         selector = pod_selector(self.name)
@@ -188,8 +184,7 @@ class KubeDiscovery:
                 self._publish(pods)
                 w = watch.Watch()
                 for event in w.stream(api.list_namespaced_pod, self.namespace, label_selector=selector,
-                                      resource_version=listing.metadata.resource_version, timeout_seconds=300,
-                                      _request_timeout=330):
+                                      resource_version=listing.metadata.resource_version, **watch_timeout()):
                     if self._stop.is_set():
                         w.stop()
                         break

@@ -1,0 +1,105 @@
+"""The operator's memory after a restart with N PDDeployments present, per memory setting, in one run.
+
+The restart is where RSS peaks (bench/README.md): kopf lists every watched object at once and runs
+a worker per object. This creates ``PDD_BENCH_N`` (300) PDDeployments as ``bench_scale.py`` does (same
+spec, same cluster variables, namespace ``bench-scale``), lets the operator reconcile them, then
+restarts it once per variant of :data:`VARIANTS` (its environment) and prints, after every object was
+reconciled and the queue is empty, and ``SETTLE_SECONDS`` later: ``VmRSS`` and ``VmHWM`` (peak) in MB, the seconds it took, and,
+for the traced variant (``PDD_TRACEMALLOC``, :mod:`pdd_operator.controller.memory`), the live Python
+memory by package and the largest allocation sites.
+
+Cluster: ``PDD_CLUSTER_DIR`` / ``PDD_BENCH_APISERVER_PORT`` as for ``bench_scale.py``; left running
+(``cluster.sh down`` is yours) unless ``PDD_BENCH_PURGE=1``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from _cluster import cluster_env
+from bench_scale import ENV, GROUP, NS, PLURAL, ROOT, VERSION, WORKERS, ChildWatch, Operator, create, log, prepare, wait
+from kubernetes import client
+
+N = int(os.environ.get("PDD_BENCH_N", "300"))
+#: (name, extra environment of ``pdd run``) per restart: Python's own small-object allocator or glibc
+#: malloc (``PYTHONMALLOC``; bench_scale's Operator sets ``malloc`` as the chart does), without and
+#: with the release of freed heap (``PDD_MALLOC_TRIM``, :func:`pdd_operator.controller.memory.release`),
+#: and traced with
+#: ``PDD_BENCH_TRACE=1`` (several times slower).
+VARIANTS = [
+    ("before: pymalloc, no release", {"PYTHONMALLOC": "pymalloc", "PDD_MALLOC_TRIM": "0"}),
+    ("pymalloc, freed heap released", {"PYTHONMALLOC": "pymalloc"}),
+    ("after: PYTHONMALLOC=malloc (the chart's), freed heap released", {}),
+] + ([("traced (PDD_TRACEMALLOC=3)", {"PDD_TRACEMALLOC": "3"})] if os.environ.get("PDD_BENCH_TRACE") == "1" else [])
+#: Seconds after the last reconcile before RSS is read: the operator releases freed memory once its
+#: queue was idle for 10 s (``handlers.RELEASE_AFTER_SECONDS``).
+SETTLE_SECONDS = 15
+
+
+def restart(op: Operator, extra: dict[str, str], total: int, trace_out: Path | None) -> dict:
+    op.stop()
+    started = op.start(extra)
+    # Traced, reconciles are several times slower and the 30 s resync may keep the queue from emptying.
+    wait(lambda: (s := op.sums())["reconciles"] >= total and (trace_out is not None or s["queue"] == 0), 900,
+         "every object reconciled", interval=0.2)
+    seconds = time.monotonic() - started
+    time.sleep(SETTLE_SECONDS)
+    rss, peak = op.rss_mb()
+    out = {"seconds": seconds, "rss": rss, "peak": peak}
+    if trace_out is not None:
+        op.proc.send_signal(signal.SIGUSR1)
+        out["traced"] = json.loads(wait(lambda: trace_out.exists() and trace_out.stat().st_size
+                                        and trace_out.read_text(), 600, "the tracemalloc report"))
+    return out
+
+
+def main() -> int:
+    subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
+    env = cluster_env(ENV)
+    workdir = Path(ENV["PDD_CLUSTER_DIR"] + "-bench")
+    workdir.mkdir(parents=True, exist_ok=True)
+    api_client, _, _ = prepare(env, 2 * N, (NS,))
+    custom = client.CustomObjectsApi(api_client)
+    op = Operator(env, workdir / "operator-memory.log")
+    try:
+        op.start()
+        watch = ChildWatch(api_client, NS)
+        names = [f"pdd-{i}" for i in range(N)]
+        with cf.ThreadPoolExecutor(WORKERS) as pool:
+            list(pool.map(lambda n: create(custom, n), names))
+        watch.wait_complete(names, 9, 1800)
+        watch.stopping = True
+        time.sleep(5)
+        log(f"{N} PDDeployments with all children; RSS after creating them {op.rss_mb()[0]:.0f} MB")
+        total = len(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"])  # others left there
+        print(f"\nbench_memory: restart with {total} PDDeployments present ({9 * total} children, {2 * total} pods)")
+        for name, extra in VARIANTS:
+            trace_out = None
+            if "PDD_TRACEMALLOC" in extra:
+                trace_out = workdir / "tracemalloc.json"
+                trace_out.unlink(missing_ok=True)
+                extra = {**extra, "PDD_TRACEMALLOC_OUT": str(trace_out)}
+            r = restart(op, extra, total, trace_out)
+            print(f"  {name}: RSS {r['rss']:.0f} MB (peak {r['peak']:.0f}) after {r['seconds']:.1f}s", flush=True)
+            if "traced" in r:
+                t = r["traced"]
+                print(f"    traced {t['traced_bytes'] / 2**20:.1f} MiB: "
+                      + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in t["by_package"].items()))
+                for where, size in t["top"]:
+                    print(f"    {size / 2**20:6.2f} MiB {where}")
+    finally:
+        op.stop()
+        if os.environ.get("PDD_BENCH_PURGE") == "1":
+            subprocess.run(["bash", "dev/cluster/cluster.sh", "down", "--purge"], cwd=ROOT, env=ENV,
+                           stdout=subprocess.DEVNULL)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

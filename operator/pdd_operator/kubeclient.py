@@ -1,0 +1,79 @@
+"""The one place Kubernetes API clients are made (the operator's and the router's discovery): every
+request carries a (connect, read) timeout, so a silently dead connection fails instead of hanging.
+
+Without a timeout the kubernetes client waits on a socket forever: an apiserver that is SIGSTOPped,
+or any TCP peer that accepts and never answers (a half-open connection after a network partition),
+would hold the calling thread until liveness restarts the process. With :data:`REQUEST_TIMEOUT` the
+call raises urllib3's ``ReadTimeoutError`` (wrapped in ``MaxRetryError`` when retries are configured)
+or ``ConnectTimeoutError``; both are ``urllib3.exceptions.HTTPError``, which the operator's
+reconcile treats as transient (``controller.reconcile.is_transient``) and the work queue retries
+with its per-object backoff (``pdd_workqueue_retries_total``).
+
+The read timeout is longer than the apiserver's own limit for a non-long-running request
+(``kube-apiserver --request-timeout``, 60 s by default; past it the apiserver answers 504), so a live
+but slow apiserver always answers first and only a dead connection hits it. Watches are long-running
+requests and take :func:`watch_timeout` instead: a server-side ``timeoutSeconds`` and a client read
+timeout a little longer than it.
+
+urllib3 does not resend a request after a read timeout (``read=0``): the request may have reached
+the apiserver, and the caller's own backoff decides when to try again. Connection failures are
+retried as urllib3 does by default (3 times, at once).
+"""
+
+from __future__ import annotations
+
+from kubernetes import client, config
+from urllib3.util.retry import Retry
+
+#: Seconds to wait for a TCP connection (and TLS handshake) to the apiserver.
+CONNECT_SECONDS = 10.0
+#: Seconds to wait for an answer to a request (between bytes read): the apiserver's 60 s
+#: ``--request-timeout`` plus a margin.
+READ_SECONDS = 65.0
+#: ``(connect, read)`` timeout of every non-watch request, in seconds (the kubernetes client's
+#: ``_request_timeout`` tuple form).
+REQUEST_TIMEOUT = (CONNECT_SECONDS, READ_SECONDS)
+#: Seconds a watch request asks the apiserver to stream (``timeoutSeconds``) before it ends it.
+WATCH_SERVER_SECONDS = 300
+#: Seconds of silence past ``WATCH_SERVER_SECONDS`` after which the client gives a watch up.
+WATCH_MARGIN_SECONDS = 30.0
+
+
+class TimeoutApiClient(client.ApiClient):
+    """A ``kubernetes.client.ApiClient`` whose every request has ``request_timeout`` unless the
+    caller passes its own ``_request_timeout`` (a watch, a probe with a shorter wait).
+
+    ``request_timeout``: seconds, a number (total) or ``(connect, read)``. The generated API methods
+    and ``watch.Watch`` all send through :meth:`call_api`, so this is the one place it is set.
+    """
+
+    def __init__(self, configuration: client.Configuration | None = None,
+                 request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT) -> None:
+        configuration = configuration or client.Configuration.get_default_copy()
+        if configuration.retries is None:
+            configuration.retries = Retry(total=3, connect=3, read=0, redirect=3, status=0)
+        super().__init__(configuration)
+        self.request_timeout = request_timeout
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        return super().call_api(method, url, header_params=header_params, body=body, post_params=post_params,
+                                _request_timeout=self.request_timeout if _request_timeout is None else _request_timeout)
+
+
+def load_config(request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT) -> TimeoutApiClient:
+    """An API client from the in-cluster service account, else the current kubeconfig, with
+    ``request_timeout`` (seconds) on every request. Raises ``kubernetes.config.ConfigException`` when
+    neither is found."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return TimeoutApiClient(request_timeout=request_timeout)
+
+
+def watch_timeout(server_seconds: int = WATCH_SERVER_SECONDS) -> dict:
+    """Keyword arguments for a ``watch.Watch().stream`` call: the apiserver ends the watch after
+    ``server_seconds`` (``timeout_seconds``), and the client gives up on a connection silent for
+    :data:`WATCH_MARGIN_SECONDS` longer than that (``_request_timeout`` as ``(connect, read)``)."""
+    return {"timeout_seconds": server_seconds,
+            "_request_timeout": (CONNECT_SECONDS, server_seconds + WATCH_MARGIN_SECONDS)}
