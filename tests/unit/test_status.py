@@ -120,17 +120,31 @@ def test_missing_child_and_stuck_rollout_are_degraded():
 
 
 def test_a_role_with_no_ready_pod_is_degraded_and_says_who_serves():
-    """The router's fallback is surfaced: no Ready prefill while decode has one reads Degraded
-    PrefillUnavailable, naming decode serving alone (or, fallback off, the 503s); both down is only
-    not Ready (no role serves), and one of two ready is not Degraded."""
-    c = conds(fold(prefill=obs(ready=0)))
+    """The router's fallback is surfaced: once the pair has served, no Ready prefill while decode has
+    one reads Degraded PrefillUnavailable, naming decode serving alone (or, fallback off, the 503s);
+    both down is only not Ready (no role serves), and one of two ready is not Degraded."""
+    served = fold()
+    assert conds(served)["Ready"]["status"] == "True"
+    c = conds(fold(previous=served, prefill=obs(ready=0)))
     assert (c["Degraded"]["status"], c["Degraded"]["reason"]) == ("True", "PrefillUnavailable")
     assert "decode engine alone" in c["Degraded"]["message"]
     assert c["Ready"]["status"] == "False"
-    c = conds(fold(decode=obs(ready=0), fallback=False))
+    lost = fold(previous=served, decode=obs(ready=0), fallback=False)
+    c = conds(lost)
     assert c["Degraded"]["reason"] == "DecodeUnavailable" and "answers 503" in c["Degraded"]["message"]
-    assert conds(fold(prefill=obs(ready=0), decode=obs(ready=0)))["Degraded"]["reason"] == "AsExpected"
-    assert conds(fold(prefill=obs(replicas=2, ready=1)))["Degraded"]["reason"] == "AsExpected"
+    # the next reconcile, with Ready now False, still reads the role as lost
+    assert conds(fold(previous=lost, decode=obs(ready=0)))["Degraded"]["reason"] == "DecodeUnavailable"
+    assert conds(fold(previous=served, prefill=obs(ready=0), decode=obs(ready=0)))["Degraded"]["reason"] == \
+        "AsExpected"
+    assert conds(fold(previous=served, prefill=obs(replicas=2, ready=1)))["Degraded"]["reason"] == "AsExpected"
+
+
+def test_a_role_still_starting_for_the_first_time_is_not_degraded():
+    """A new PDDeployment whose prefill pods are Ready before its decode pods is progressing, not
+    degraded: no Warning event and no Degraded flap at every create."""
+    c = conds(fold(decode=obs(ready=0)))
+    assert (c["Degraded"]["status"], c["Degraded"]["reason"]) == ("False", "AsExpected")
+    assert c["Ready"]["status"] == "False" and c["Progressing"]["status"] == "True"
 
 
 def test_warnings_are_reported_on_a_compatible_spec():

@@ -144,6 +144,9 @@ class Observed:
         now: current time, RFC 3339; the ``lastTransitionTime`` of a condition that transitions.
         apply_errors: what the apiserver refused this time (children or inputs), one line each.
         fallback: ``spec.router.fallback`` of the router the children run (``None``: no router).
+        served_before: the stored status already says the pair served (``Ready=True``) or that it lost a
+            role (``Degraded`` ``PrefillUnavailable``/``DecodeUnavailable``): a role that has no Ready pod
+            then is lost, not still starting (:func:`served_before`).
     """
 
     generation: int
@@ -153,6 +156,7 @@ class Observed:
     now: str
     apply_errors: tuple[str, ...] = ()
     fallback: bool | None = None
+    served_before: bool = False
 
     @property
     def compatible(self) -> bool:
@@ -186,8 +190,11 @@ class Observed:
 
     @property
     def unavailable(self) -> list[str]:
-        """Roles that should run pods but have none Ready (either slot) while the other role has one:
-        the router serves the other role alone (fallback) or fails requests."""
+        """Roles that should run pods but have none Ready (either slot) while the other role has one,
+        once the pair has served (:attr:`served_before`): the router serves the other role alone
+        (fallback) or fails requests. A role still starting for the first time is progress, not a loss."""
+        if not self.served_before:
+            return []
         obs = self.observations
         return [r for r in ROLES if obs[r].exists and obs[r].replicas > 0 and obs[r].ready == 0
                 and obs[other_role(r)].ready > 0]
@@ -296,8 +303,9 @@ def compatible_condition(o: Observed) -> Condition:
 def degraded_condition(o: Observed) -> Condition:
     """``Degraded``: True when the spec is refused (the children keep the last compatible generation,
     which the message names), a child is missing, a ReplicaFailure, unschedulable pods, a rollout
-    past its deadline, or a role has no Ready pod while the other has (``PrefillUnavailable``,
-    ``DecodeUnavailable``: the message says whether the router serves the other role alone); else
+    past its deadline, or, once the pair has served, a role has no Ready pod while the other has
+    (``PrefillUnavailable``, ``DecodeUnavailable``: the message says whether the router serves the other
+    role alone); else
     False (``AsExpected``)."""
     if not o.compatible:
         if o.applied_generation is None:
@@ -424,6 +432,23 @@ def role_status(obs: RoleObservation) -> RoleStatus:
                       ready=f"{obs.ready}/{obs.replicas}")
 
 
+#: ``Degraded`` reasons that say a role was lost after the pair served (:attr:`Observed.unavailable`).
+ROLE_LOST_REASONS = frozenset(f"{r.capitalize()}Unavailable" for r in ROLES)
+
+
+def served_before(previous: dict) -> bool:
+    """Whether a stored status (wire form, ``{}`` if none) says the pair has served: ``Ready=True``, or
+    ``Degraded=True`` with a :data:`ROLE_LOST_REASONS` reason (a role lost since)."""
+    for c in previous.get("conditions") or []:
+        if not isinstance(c, dict):
+            continue
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return True
+        if c.get("type") == "Degraded" and c.get("status") == "True" and c.get("reason") in ROLE_LOST_REASONS:
+            return True
+    return False
+
+
 def merge_conditions(previous: list[dict], new: list[Condition]) -> list[Condition]:
     """Keep the previous ``lastTransitionTime`` of each new condition whose status is unchanged.
 
@@ -486,7 +511,8 @@ def fold_status(
     """
     o = Observed(generation=generation, report=report, applied_generation=applied_generation,
                  observations=observations, now=now,
-                 apply_errors=tuple(apply_errors or ()), fallback=fallback)
+                 apply_errors=tuple(apply_errors or ()), fallback=fallback,
+                 served_before=served_before(previous))
     new = [ready_condition(o), reconciling_condition(o), stalled_condition(o), progressing_condition(o),
            degraded_condition(o), compatible_condition(o)]
     if preflight is not None:
