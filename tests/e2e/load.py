@@ -124,16 +124,10 @@ def p99(latencies: list[float]) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, 1)
 
 
-def deploy_fake_engines(cluster, namespace: str, tmp_path, prefill: int, decode: int,
-                        routers: int = 1) -> tuple[str, str]:
-    """Apply the CPU example with the fake engine image, ``prefill``/``decode`` pods, ``routers`` router
-    pods and a 10 s drain; wait until it is Ready with every pod Ready; return ``(PDDeployment name, router
-    URL)`` (the first ready endpoint of ``status.endpoint``).
-
-    The fakes learn their revision (the pod's compat-hash label) from the downward API, so a decode
-    given KV of another revision fails the request (``cross-revision pair``)."""
+def fake_engines_doc(tmp_path, prefill: int, decode: int, routers: int = 1) -> dict:
+    """The CPU example PDDeployment with the fake engine image, ``prefill``/``decode`` pods, ``routers``
+    router pods, small requests and a 10 s drain (what :func:`deploy_fake_engines` applies)."""
     doc, _ = manifest(tmp_path / "model", "llama", "NixlConnector")
-    name = doc["metadata"]["name"]
     spec = doc["spec"]
     spec["engine"]["image"] = FAKE_ENGINE_IMAGE
     spec["engine"]["env"] = [*spec["engine"].get("env", []), {"name": "FAKE_REVISION", "valueFrom": {
@@ -144,6 +138,19 @@ def deploy_fake_engines(cluster, namespace: str, tmp_path, prefill: int, decode:
         spec[role]["extraArgs"] = []
         spec[role]["drainSeconds"] = 10  # a fake request lasts well under a second
     spec["router"]["replicas"] = routers
+    return doc
+
+
+def deploy_fake_engines(cluster, namespace: str, tmp_path, prefill: int, decode: int,
+                        routers: int = 1) -> tuple[str, str]:
+    """Apply the CPU example with the fake engine image, ``prefill``/``decode`` pods, ``routers`` router
+    pods and a 10 s drain; wait until it is Ready with every pod Ready; return ``(PDDeployment name, router
+    URL)`` (the first ready endpoint of ``status.endpoint``).
+
+    The fakes learn their revision (the pod's compat-hash label) from the downward API, so a decode
+    given KV of another revision fails the request (``cross-revision pair``)."""
+    doc = fake_engines_doc(tmp_path, prefill, decode, routers)
+    name = doc["metadata"]["name"]
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
 
     def ready():

@@ -56,3 +56,13 @@ NIXL_PORT_NAME = "nixl"
 ANNOTATION_SIDE_CHANNEL_PORT = f"{GROUP}/side-channel-port"
 ANNOTATION_TP = f"{GROUP}/tensor-parallel-size"
 ANNOTATION_PP = f"{GROUP}/pipeline-parallel-size"
+
+#: kubelet waiting reasons of a container that will not run without a change (a missing Secret or
+#: ConfigMap key, an image that cannot be pulled or named, a crash loop): Kubernetes
+#: pkg/kubelet/container/sync_result.go and images/types.go, kuberuntime_container.go. ``ContainerCreating``
+#: and ``PodInitializing`` are progress, not failures, and are not listed.
+CONTAINER_FAILURE_REASONS = frozenset({
+    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "PreCreateHookError",
+    "PostStartHookError",
+})

@@ -58,7 +58,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE
+from pdd_operator.api.constants import CONTAINER_FAILURE_REASONS, GROUP, KIND, LABEL_INSTANCE
 from pdd_operator.api.names import label_value
 
 #: Names of the indexes.
@@ -115,15 +115,23 @@ def pack(obj: Mapping[str, Any], owner: str | None = None) -> Packed:
 
 def pod_view(pod: Mapping[str, Any]) -> dict:
     """The part of a pod that the operator reads: identity and labels, the conditions (the scheduler's
-    verdict) and the ``preflight`` init container's status
-    (:func:`~pdd_operator.controller.status.preflight_results`)."""
+    verdict), the ``preflight`` init container's status
+    (:func:`~pdd_operator.controller.status.preflight_results`) and, of every container that cannot run,
+    its name, waiting state and last termination (:func:`~pdd_operator.controller.status.pod_problems`)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     keep = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp", "ownerReferences")
+    stuck = [{"name": s.get("name"), "state": {"waiting": s["state"]["waiting"]},
+              "lastState": s.get("lastState") or {}}
+             for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+             if isinstance(s, dict) and isinstance(s.get("state"), dict)
+             and isinstance(s["state"].get("waiting"), dict)
+             and s["state"]["waiting"].get("reason") in CONTAINER_FAILURE_REASONS]
     return {"kind": "Pod", "metadata": {k: meta[k] for k in keep if k in meta},
             "status": {"phase": status.get("phase"), "conditions": status.get("conditions") or [],
                        "initContainerStatuses": [s for s in status.get("initContainerStatuses") or []
-                                                 if isinstance(s, dict) and s.get("name") == "preflight"]}}
+                                                 if isinstance(s, dict) and s.get("name") == "preflight"],
+                       "containerStatuses": stuck}}
 
 
 def resource_version(obj: Mapping[str, Any] | None) -> int | None:

@@ -17,7 +17,7 @@ spec refused                   Warning  ``Incompatible`` / ``InvalidSpec`` (the 
                                         per refused generation
 a role's replicas changed      Normal   ``Scaled``
 ``Degraded`` became True       Warning  the ``Degraded`` reason (``ChildMissing``, ``Unschedulable``,
-(or changed its reason)                 ``ReplicaFailure``, ``ProgressDeadlineExceeded``,
+(or changed its reason)                 ``ReplicaFailure``, ``ContainersFailing``, ``ProgressDeadlineExceeded``,
                                         ``PrefillUnavailable``, ``DecodeUnavailable``; ``ApplyFailed`` also
                                         when its message changes); not for a refused spec, whose
                                         ``Incompatible``/``InvalidSpec`` Event says it

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.api.constants import ROLES, other_role
+from pdd_operator.api.constants import CONTAINER_FAILURE_REASONS, ROLES, other_role
 from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
 from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
@@ -37,6 +37,7 @@ class RoleObservation:
         deadline_exceeded: the Deployment's Progressing condition says ProgressDeadlineExceeded.
         replica_failure: message of a ReplicaFailure condition (e.g. quota), or ``""``.
         unschedulable: the scheduler's message for a pod of the role it cannot place, or ``""``.
+        failing: why a container of a pod of the role cannot run (:func:`pod_problems`), or ``""``.
         previous: pods of the previous revision slot that still run while the active one rolls out
             (a coordinated rollout, :mod:`pdd_operator.controller.rollout`); counted in ``current``.
     """
@@ -51,6 +52,7 @@ class RoleObservation:
     replica_failure: str = ""
     unschedulable: str = ""
     previous: int = 0
+    failing: str = ""
 
     @classmethod
     def from_deployment(cls, dep: dict | None, pods: list[dict] | None = None, desired: int = 0) -> RoleObservation:
@@ -64,6 +66,8 @@ class RoleObservation:
             for cond in (pod.get("status") or {}).get("conditions") or []:
                 if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
                     unschedulable = unschedulable or cond.get("message", "Unschedulable")
+        problems = pod_problems(pods or [])
+        failing = problems[0] if problems else ""
         if not dep:
             return cls(replicas=desired)
         spec, status = dep.get("spec") or {}, dep.get("status") or {}
@@ -79,7 +83,7 @@ class RoleObservation:
             observed=int(status.get("observedGeneration") or 0) >= int(dep["metadata"].get("generation") or 0),
             deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
             replica_failure=failure.get("message", "") if failure.get("status") == "True" else "",
-            unschedulable=unschedulable,
+            unschedulable=unschedulable, failing=failing,
         )
 
     def with_previous(self, dep: dict | None) -> RoleObservation:
@@ -93,7 +97,7 @@ class RoleObservation:
             exists=self.exists, replicas=self.replicas, ready=self.ready + other.ready, updated=self.updated,
             current=self.current + other.current, observed=self.observed and other.observed,
             deadline_exceeded=self.deadline_exceeded, replica_failure=self.replica_failure or other.replica_failure,
-            unschedulable=self.unschedulable, previous=self.previous + other.current,
+            unschedulable=self.unschedulable, previous=self.previous + other.current, failing=self.failing,
         )
 
     @property
@@ -103,6 +107,43 @@ class RoleObservation:
             self.exists and self.observed and self.updated == self.replicas
             and self.ready == self.replicas and self.current == self.replicas
         )
+
+
+#: The longest container message a condition quotes (a crash's last log line can be long).
+_MESSAGE_CHARS = 300
+
+
+def pod_problems(pods: list[dict]) -> list[str]:
+    """Why containers of ``pods`` cannot run, one line each, in pod order: ``pod P container C:
+    CreateContainerConfigError: secret "hf-token" not found``; for a crash loop, the last termination
+    instead of the kubelet's back-off text (which changes with every restart): ``CrashLoopBackOff (last
+    exit 137, OOMKilled)``. Only :data:`~pdd_operator.api.constants.CONTAINER_FAILURE_REASONS` count;
+    pods being deleted are skipped. Messages are cut at 300 characters."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        status = pod.get("status") or {}
+        for st in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            if not isinstance(st, dict):
+                continue
+            waiting = (st.get("state") or {}).get("waiting")
+            if not isinstance(waiting, dict) or waiting.get("reason") not in CONTAINER_FAILURE_REASONS:
+                continue
+            reason = waiting["reason"]
+            if reason == "CrashLoopBackOff":
+                last = ((st.get("lastState") or {}).get("terminated") or {})
+                detail = ", ".join(str(x) for x in (f"last exit {last.get('exitCode')}" if "exitCode" in last else None,
+                                                    last.get("reason"), last.get("message")) if x)
+                text = f"{reason} ({detail})" if detail else reason
+            else:
+                text = f"{reason}: {waiting['message']}" if waiting.get("message") else reason
+            line = f"pod {meta.get('name', '?')} container {st.get('name', '?')}: {' '.join(str(text).split())}"
+            line = line[:_MESSAGE_CHARS]
+            if line not in out:
+                out.append(line)
+    return out
 
 
 #: Preflight reasons from worst to best (pdd_operator.preflight); the worst one seen is reported.
@@ -198,6 +239,11 @@ class Observed:
         obs = self.observations
         return [r for r in ROLES if obs[r].exists and obs[r].replicas > 0 and obs[r].ready == 0
                 and obs[other_role(r)].ready > 0]
+
+    @property
+    def failing(self) -> list[str]:
+        """``role: pod P container C: Reason: message`` for each role with a container that cannot run."""
+        return [f"{r}: {self.observations[r].failing}" for r in ROLES if self.observations[r].failing]
 
     @property
     def stuck(self) -> list[str]:
@@ -302,7 +348,8 @@ def compatible_condition(o: Observed) -> Condition:
 
 def degraded_condition(o: Observed) -> Condition:
     """``Degraded``: True when the spec is refused (the children keep the last compatible generation,
-    which the message names), a child is missing, a ReplicaFailure, unschedulable pods, a rollout
+    which the message names), a child is missing, a ReplicaFailure, unschedulable pods, a container that
+    cannot run (``ContainersFailing``: a missing Secret, an image that cannot be pulled, a crash loop), a rollout
     past its deadline, or, once the pair has served, a role has no Ready pod while the other has
     (``PrefillUnavailable``, ``DecodeUnavailable``: the message says whether the router serves the other
     role alone); else
@@ -337,9 +384,6 @@ def degraded_condition(o: Observed) -> Condition:
     if o.unschedulable:
         return _condition("Degraded", True, "Unschedulable", "Pods cannot be scheduled: " + "; ".join(o.unschedulable),
                           o.generation, o.now)
-    if o.stuck:
-        return _condition("Degraded", True, "ProgressDeadlineExceeded",
-                          f"Rollout of {', '.join(o.stuck)} made no progress within its deadline.", o.generation, o.now)
     if o.unavailable:
         role = o.unavailable[0]
         other = other_role(role)
@@ -350,8 +394,15 @@ def degraded_condition(o: Observed) -> Condition:
             serving = "there is no router."
         else:
             serving = "spec.router.fallback is off: the router answers 503 until one is Ready."
+        why = f" {o.observations[role].failing}." if o.observations[role].failing else ""
         return _condition("Degraded", True, f"{role.capitalize()}Unavailable",
-                          f"No {role} pod is Ready; {serving}", o.generation, o.now)
+                          f"No {role} pod is Ready; {serving}{why}", o.generation, o.now)
+    if o.failing:
+        return _condition("Degraded", True, "ContainersFailing",
+                          "Containers cannot run: " + "; ".join(o.failing), o.generation, o.now)
+    if o.stuck:
+        return _condition("Degraded", True, "ProgressDeadlineExceeded",
+                          f"Rollout of {', '.join(o.stuck)} made no progress within its deadline.", o.generation, o.now)
     return _condition("Degraded", False, "AsExpected", "", o.generation, o.now)
 
 
