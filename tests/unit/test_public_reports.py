@@ -97,6 +97,16 @@ def entry_params(index: list[dict], missed: dict[str, str]) -> list:
             if e["id"] in missed else pytest.param(e, id=e["id"]) for e in index]
 
 
+#: Verdicts of a valid deployment (it runs; a warning is still a pass).
+VALID_VERDICTS = ("ok", "warning")
+
+
+def valid_share(index: list[dict]) -> float:
+    """The fraction of a set's entries (0.0-1.0) that are valid deployments (:data:`VALID_VERDICTS`): the
+    sets weigh valid setups so that a false refusal is as likely to be caught as a silent pass."""
+    return sum(e["expected"] in VALID_VERDICTS for e in index) / len(index)
+
+
 def assert_held_out(index: list[dict], data: Path, earlier: list[str], min_cases: int, missed: dict[str, str]) -> None:
     """A later set's index is well formed and held out: at least ``min_cases`` unique entries, one per
     file of ``data/inputs``, no source that an ``earlier`` set (names under tests/unit/data) or
