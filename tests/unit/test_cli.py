@@ -96,8 +96,11 @@ def test_check_of_files_with_nothing_to_check_is_a_distinct_failure(tmp_path, ca
     assert main(["check", str(empty), NEMOTRON]) == 0
 
 
-def test_check_help_lists_every_exit_code(capsys):
+def test_check_help_lists_every_exit_code(capsys, monkeypatch):
     from pdd_operator.cli import CHECK_EXIT_CODES
+    # argparse wraps at the terminal width and breaks at hyphens ("non-" / "zero"); a wide terminal keeps each
+    # entry on one line, so the test reads the text, not the wrapping.
+    monkeypatch.setenv("COLUMNS", "1000")
     try:
         main(["check", "--help"])
     except SystemExit as exc:
