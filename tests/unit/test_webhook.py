@@ -427,3 +427,18 @@ def _accept_and_fail(listener: socket.socket, ctx: ssl.SSLContext) -> None:
         ctx.wrap_socket(conn, server_side=True).close()
     except (ssl.SSLError, OSError):
         pass
+
+
+def test_refusal_head_names_rendered_object_errors_apart_from_compatibility_errors():
+    # A bad quantity is something the apiserver refuses in the rendered Deployment, not a vLLM incompatibility.
+    bad_quantity = merge(LLAMA, {"decode": {"resources": {"requests": {"memory": "lots"}}}})
+    verdict = review("CREATE", obj(bad_quantity, name="q"))
+    assert not verdict.allowed
+    head = verdict.message.splitlines()[0]
+    assert head == "PDDeployment q cannot be rendered into objects the apiserver accepts: 1 error(s):"
+    assert verdict.message.splitlines()[1].startswith("[resource-invalid]")
+    # Both kinds at once: each counted under its own name.
+    both = merge(bad_quantity, {"prefill": {"tensorParallelSize": 2}, "decode": {"tensorParallelSize": 3}})
+    head = review("CREATE", obj(both, name="q")).message.splitlines()[0]
+    assert "cannot work with vLLM 0.20.2: 1 compatibility error(s)" in head
+    assert "cannot be rendered into objects the apiserver accepts: 1 error(s)" in head

@@ -54,7 +54,7 @@ from pdd_operator.compat import evaluate
 # Rule ids of the warning for a change of a must-match setting, and of fields the API models
 # refuse; registered (and listed by `pdd rules`) in compat/rules/records.py.
 from pdd_operator.compat.rules.records import INVALID_RULE, ROLLOUT_RULE
-from pdd_operator.render.admission import admission_findings_of
+from pdd_operator.render.admission import ADMISSION_RULES, admission_findings_of
 from pdd_operator.vllm import must_match
 
 log = logging.getLogger(__name__)
@@ -162,12 +162,8 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
     warnings = list(dict.fromkeys(finding_text(f) for f in report.warnings))
     if report.errors:
         lines = list(dict.fromkeys(finding_text(f) for f in report.errors))
-        return Verdict(
-            False,
-            f"{what} cannot work with vLLM {report.version}: {len(lines)} compatibility error(s):\n"
-            + "\n".join(lines),
-            warnings=warnings,
-        )
+        return Verdict(False, f"{what} {refusal_summary(report.errors, report.version)}:\n" + "\n".join(lines),
+                       warnings=warnings)
     if operation == "UPDATE" and old is not None:
         try:
             old_spec = parse_spec(old)
@@ -176,6 +172,23 @@ def review(operation: str | None, new: Mapping | None, old: Mapping | None = Non
         if old_spec is not None and (paths := changed_must_match(old_spec, spec)):
             warnings.append(rollout_warning(paths))
     return Verdict(True, warnings=warnings)
+
+
+def refusal_summary(errors: list, version: str) -> str:
+    """The head of a refusal: what kind of errors follow, counted (``errors``: error findings, ``version``:
+    the vLLM version judged).
+
+    Compatibility errors (vLLM's code fails) and rendered-object errors (``ADMISSION_RULES``: the apiserver
+    would refuse a child) are named apart, so a bad resource quantity is not called a vLLM incompatibility.
+    """
+    rendered = len({finding_text(f) for f in errors if f.rule in ADMISSION_RULES})
+    compat = len({finding_text(f) for f in errors if f.rule not in ADMISSION_RULES})
+    parts = []
+    if compat:
+        parts.append(f"cannot work with vLLM {version}: {compat} compatibility error(s)")
+    if rendered:
+        parts.append(f"cannot be rendered into objects the apiserver accepts: {rendered} error(s)")
+    return "; ".join(parts)
 
 
 def _unchanged_warnings(obj: Mapping) -> list[str]:
