@@ -124,9 +124,12 @@ def test_hostnetwork_pair_kept_apart_by_node_selector_is_accepted(tmp_path, caps
     assert code == 0 and "side-channel-port-conflict" not in rules(out)
 
 
-def test_hostnetwork_pair_that_may_share_a_node_is_refused(tmp_path, capsys):
+def test_hostnetwork_pair_that_may_share_a_node_is_warned_not_refused(tmp_path, capsys):
+    # the scheduler decides whether the two land on one node: vLLM fails only there (set 9, see
+    # test_public_report_kinds_9); pods that must share a node are still refused
     code, out = check(tmp_path, capsys, *_hostnet({}, {}))
-    assert code == 1 and "side-channel-port-conflict" in rules(out, "error")
+    assert code == 0 and "side-channel-port-conflict" in rules(out, "warning")
+    assert "side-channel-port-conflict" not in rules(out, "error")
 
 
 # --- versions: dev builds ----------------------------------------------------------------------------------------

@@ -84,9 +84,14 @@ class RoleConfig:
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         node_selector: the pod's ``nodeSelector``.
         node_name: the pod's ``spec.nodeName`` (the node it is bound to without the scheduler), if set.
+        host_ports: TCP host ports the pod asks the scheduler for: ``hostPort`` of its containers' ``ports`` and,
+            on the host network, their ``containerPort`` (the API server defaults ``hostPort`` to it there,
+            k8s.io/api core/v1 ``ContainerPort.HostPort``); the scheduler's NodePorts filter never puts two pods
+            asking for one host port on one node.
         anti_affinity: the pod's required anti-affinity terms as ``(matchLabels, topologyKey)``;
             a term with ``matchExpressions`` is left out (it cannot be judged here).
         container: the container name, for fixes that speak of the user's manifest.
+        launcher: the module that starts vLLM when it is not vLLM itself (``dynamo.vllm``), else ``""``.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
@@ -139,8 +144,10 @@ class RoleConfig:
     pod_labels: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     node_name: str | None = None
+    host_ports: frozenset[int] = frozenset()
     anti_affinity: tuple[tuple[tuple[tuple[str, str], ...], str], ...] = ()
     container: str | None = None
+    launcher: str = ""
     executor: str | None = None
     dp_local: int | None = None
     pcp: int | None = 1
@@ -418,8 +425,10 @@ def role_from_container(
         pod_labels={str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()},
         node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
         node_name=str(pod_spec["nodeName"]) if pod_spec.get("nodeName") else None,
+        host_ports=host_ports(pod_spec),
         anti_affinity=tuple(anti),
         container=container.get("name"),
+        launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
         executor=text("--distributed-executor-backend"),
         dp_local=int_flag(flags, "--data-parallel-size-local", None),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
@@ -437,6 +446,22 @@ def _fraction(raw: str | bool) -> float | None:
         return float(str(raw))
     except ValueError:
         return None
+
+
+def host_ports(pod_spec: dict) -> frozenset[int]:
+    """The TCP host ports a pod spec (camelCase dict) asks the scheduler for (:attr:`RoleConfig.host_ports`):
+    every container's (init containers' too) ``ports[].hostPort``, and ``containerPort`` where the pod uses the
+    host network and no ``hostPort`` is written. Ports whose value is not a literal integer are left out."""
+    host_net = bool(pod_spec.get("hostNetwork"))
+    out = set()
+    for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
+        for port in (c.get("ports") or []) if isinstance(c, dict) else []:
+            if not isinstance(port, dict) or str(port.get("protocol", "TCP")).upper() != "TCP":
+                continue
+            value = port.get("hostPort", port.get("containerPort") if host_net else None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                out.add(value)
+    return frozenset(out)
 
 
 def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:

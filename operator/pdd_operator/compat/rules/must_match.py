@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
 
@@ -70,12 +71,24 @@ def check_version_match(pair: PDPair) -> list[Violation]:
     id="model-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("model"),
     source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor model (0.13.0-0.33.0, read in the "
-            "wheels); no hash in 0.11.0-0.12.0: a warning"),
+            "wheels); no hash in 0.11.0-0.12.0: a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
+            "path before vLLM reads it (components/src/dynamo/vllm/main.py fetch_llm): an id against that path is a "
+            "warning (equal at one revision)"),
 )
 def check_model_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode serve the identical --model string."""
-    return _differ(pair, lambda r: r.model, "The --model string",
-                   "Pass the identical --model string on both roles (the handshake hashes it as written).", True)
+    """Prefill and decode serve the identical --model string (as vLLM receives it)."""
+    fix = "Pass the identical --model string on both roles (the handshake hashes it as written)."
+    for a, b in ((pair.prefill, pair.decode), (pair.decode, pair.prefill)):
+        snap = snapshot(b.model)
+        cache = hub_cache(a.env)
+        if (snap and resolves_to_snapshot(a.launcher, a.model) and snap.repo_id == a.model
+                and cache in (None, snap.cache)):
+            return [(f"{a.role} passes the Hub id {a.model!r}, which {a.launcher} replaces by its snapshot in the Hub "
+                     f"cache before vLLM starts; {b.role} passes the snapshot path {b.model!r}. vLLM hashes the "
+                     f"path, so the two match only while the id's current revision is {snap.revision!r} (and the "
+                     "cache directory is the same); when the Hub moves on, the handshake refuses the pair.",
+                     f"Pass the snapshot path {b.model!r} on both roles (or the id on both).", "warning")]
+    return _differ(pair, lambda r: r.model, "The --model string", fix, True)
 
 
 @rule(

@@ -121,31 +121,44 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
 @rule(
     id="side-channel-port-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort",),
-    source="vllm nixl scheduler listener: port = base + DP index (0.11.1+)",
+    source=("vllm nixl scheduler listener: port = base + DP index (0.11.1+); two hostNetwork pods share a namespace "
+            "only on one node, which kube-scheduler decides (its NodePorts filter keeps pods asking for one host "
+            "port apart; a hostNetwork containerPort is a hostPort, k8s.io/api core/v1 ContainerPort)"),
 )
 def check_side_channel_ports(pair: PDPair) -> list[Violation]:
-    """Engines sharing a network namespace use disjoint side-channel ports."""
-    # Two hostNetwork pods share the node's namespace only when they land on one node: anti-affinity or
-    # conflicting nodeSelectors that keep them apart make equal ports harmless.
-    host_shared = (pair.prefill.host_network and pair.decode.host_network
-                   and may_share_node(pair.prefill, pair.decode))
+    """Engines sharing a network namespace use disjoint side-channel ports.
+
+    Containers of one pod (or a script's engines) always share it: an overlap is an error. Two hostNetwork
+    pods share the node's namespace only when they land on one node: an error where they must (one
+    ``spec.nodeName`` or ``kubernetes.io/hostname`` selector, :func:`same_node`), nothing where they never can
+    (:func:`may_share_node`, or both ask for the overlapping port as a host port, which the scheduler's NodePorts
+    filter keeps on different nodes), and a warning where the scheduler decides (the second engine on a shared
+    node fails, on different nodes both run)."""
+    p, d = pair.prefill, pair.decode
+    host_shared = p.host_network and d.host_network and may_share_node(p, d)
     if not (pair.shared_network or host_shared):
         return []
-    clash = sorted(_ports(pair.prefill) & _ports(pair.decode))
+    clash = sorted(_ports(p) & _ports(d))
+    if not pair.shared_network:
+        clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
     if not clash:
         return []
-    where = ("engines of one container" if pair.one_container else "containers of one pod" if pair.shared_network
-             else "hostNetwork pods that may be scheduled on one node")
-    apart = (" on each engine's line of the script" if pair.one_container else
-             "" if pair.shared_network else ", or keep the pods on different nodes (required pod anti-affinity on "
-             "kubernetes.io/hostname)")
-    return [(
-        f"Prefill and decode are {where} and their NIXL side-channel ports overlap ({clash[0]}...): "
-        "the second engine fails with 'Address already in use'.",
-        fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
-                "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
-                f"overlap){apart}."),
-    )]
+    fix = fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
+                  "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
+                  "overlap)" + (" on each engine's line of the script." if pair.one_container else "." if
+                                pair.shared_network else
+                                ", or keep the pods on different nodes (required pod anti-affinity on "
+                                "kubernetes.io/hostname, or the port as a containerPort of both: with hostNetwork it "
+                                "is a host port the scheduler never places twice on one node)."))
+    if pair.shared_network or same_node(p, d):
+        where = ("engines of one container" if pair.one_container else "containers of one pod"
+                 if pair.shared_network else "hostNetwork pods bound to one node")
+        return [(f"Prefill and decode are {where} and their NIXL side-channel ports overlap ({clash[0]}...): the "
+                 "second engine fails with 'Address already in use'.", fix)]
+    return [(f"Prefill and decode are hostNetwork pods and their NIXL side-channel ports overlap ({clash[0]}...); "
+             "nothing in these files keeps them on different nodes or puts them on one. If the scheduler places "
+             "both on one node the second engine fails with 'Address already in use'; on different nodes both run "
+             "(not checked: node capacity and the scheduler's choice are not in these files).", fix, "warning")]
 
 
 @rule(
