@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
@@ -83,6 +83,8 @@ def evaluate(
     Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
+    if pair.either_way:
+        return _either_way(evaluate(replace(pair, either_way=False), rules), evaluate(pair.mirrored(), rules), pair)
     version = pair.version
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign:
@@ -114,6 +116,36 @@ def evaluate(
     unchecked = " ".join(x for x in (opaque, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _either_way(first: CompatReport, second: CompatReport, pair: PDPair) -> CompatReport:
+    """One report for a pair of two ``kv_both`` engines whose roles nothing names (``PDPair.either_way``), from
+    ``first`` (the pair as read: its first engine prefills) and ``second`` (:meth:`PDPair.mirrored`).
+
+    Whichever engine the proxy makes prefill, a rule refusing both orientations refuses the deployment: its
+    errors stand (as ``first`` words them). A rule refusing one orientation only is a warning, said to hold only
+    with that engine as prefill, since the files do not say which it is. Warnings of either are kept once
+    each; ``not_checked`` and ``unchecked`` are the first's, else the second's.
+    """
+    both = {f.rule for f in first.errors} & {f.rule for f in second.errors}
+    findings = [f for f in first.errors if f.rule in both]
+    # The pair's source is "<first engine> + <second engine>" (script line included), the first read as prefill.
+    engines = pair.source.split(" + ")
+    engines = engines if len(engines) == 2 else ["the first engine", "the second engine"]
+    for report, where in ((first, engines[0]), (second, engines[1])):
+        who = f"the engine at {where}"
+        findings += [f.model_copy(update={"severity": "warning", "message": (
+            f"Only if {who} is the prefill (both run kv_both and the files do not say which one prefills): "
+            f"{f.message}")}) for f in report.errors if f.rule not in both]
+    seen: set[tuple[str, str]] = set()
+    for f in first.warnings + second.warnings:
+        if (f.rule, f.message) not in seen:
+            seen.add((f.rule, f.message))
+            findings.append(f)
+    return CompatReport(version=first.version, findings=findings,
+                        not_evaluated=sorted(set(first.not_evaluated) | set(second.not_evaluated)),
+                        not_checked=first.not_checked or second.not_checked,
+                        unchecked=first.unchecked or second.unchecked, opaque=first.opaque or second.opaque)
 
 
 def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], str]:

@@ -522,6 +522,54 @@ def _same_deployment(p: Engine, d: Engine) -> str | None:
     return None
 
 
+def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
+    """The :class:`PDPair` of prefill engine ``p`` and decode engine ``d``, joined as ``how`` says."""
+    notes = []
+    for e in (p, d):
+        text = e.config.version_text
+        if text and dev_build(text):
+            notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
+    if (p.config.version is None or d.config.version is None) and not notes:
+        notes.append("the vLLM version cannot be read from the engine image tags")
+    return PDPair(
+        source=f"{p.where} + {d.where}",
+        prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
+        decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
+        model=traits(None, None, None, p.config.model or ""),
+        shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
+        containers=((p.container, p.flags_key), (d.container, d.flags_key)), either_way=either_way,
+    )
+
+
+def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engine]], set[int]]:
+    """Pairs of two ``kv_both`` engines whose roles nothing names, and the ``id`` of each engine so paired.
+
+    vLLM's own NIXL tests start a prefill and a decode engine with the same ``kv_role`` ``kv_both`` from one
+    script (``tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh``); a proxy then sends each request's
+    prefill to one and its decode to the other, and a ``kv_both`` engine serves either side
+    (``KVTransferConfig.is_kv_producer`` and ``is_kv_consumer`` are both true). Exactly two such engines of one
+    deployment (:func:`_same_deployment`) serving one model, beside no prefill or decode engine of it, are
+    paired with ``either_way`` set, the first found taken as prefill; :func:`~pdd_operator.compat.engine.evaluate`
+    then judges both orientations. Three or more stay unpaired (which pairs the proxy forms is not in the files).
+    """
+    both = [e for e in engines if e.role == "both"]
+    named = [e for e in engines if e.role in ("prefill", "decode")]
+    pairs: list[tuple[PDPair, Engine, Engine]] = []
+    taken: set[int] = set()
+    for a in both:
+        group = [e for e in both if e.config.model == a.config.model and (e is a or _same_deployment(a, e))]
+        if id(a) in taken or len(group) != 2 or group[0] is not a:
+            continue
+        b = group[1]
+        if any(n.config.model == a.config.model and _same_deployment(a, n) for n in named):
+            continue
+        how = (f"{_same_deployment(a, b)}; both run kv_role kv_both and nothing names which one prefills, so the "
+               "pair was judged both ways round (an error only where both orientations fail)")
+        pairs.append((_pair(a, b, how, either_way=True), a, b))
+        taken |= {id(a), id(b)}
+    return pairs, taken
+
+
 def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engine]], list[Unpaired]]:
     """Pair each prefill engine with the decode engines of the same deployment (see the module docstring).
 
@@ -530,9 +578,9 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     """
     prefills = [e for e in engines if e.role == "prefill"]
     decodes = [e for e in engines if e.role == "decode"]
+    pairs, either = _either_way_pairs(engines)
     unpaired = [Unpaired(e, "its role (prefill or decode) cannot be told from kv_role, flags, labels or names")
-                for e in engines if e.role not in ("prefill", "decode")]
-    pairs = []
+                for e in engines if e.role not in ("prefill", "decode") and id(e) not in either]
     used: set[int] = set()
     for p in prefills:
         matched = [(d, how) for d in decodes if d.config.model == p.config.model
@@ -551,22 +599,7 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
             continue
         for d, how in matched:
             used.add(id(d))
-            notes = []
-            for e in (p, d):
-                text = e.config.version_text
-                if text and dev_build(text):
-                    notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
-            if (p.config.version is None or d.config.version is None) and not notes:
-                notes.append("the vLLM version cannot be read from the engine image tags")
-            pair = PDPair(
-                source=f"{p.where} + {d.where}",
-                prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
-                decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
-                model=traits(None, None, None, p.config.model or ""),
-                shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
-                containers=((p.container, p.flags_key), (d.container, d.flags_key)),
-            )
-            pairs.append((pair, p, d))
+            pairs.append((_pair(p, d, how), p, d))
     for d in decodes:
         if id(d) not in used:
             unpaired.append(Unpaired(d, "no prefill engine of the same deployment (namespace, owner, labels or name) "

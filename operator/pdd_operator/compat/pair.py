@@ -8,7 +8,7 @@ arguments people wrote). Rules never look at the source format, so both share on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
@@ -233,6 +233,10 @@ class PDPair:
             the flags key is the container field holding vLLM's flags (``args`` or ``command``). Empty for a
             PDDeployment. Findings name these paths in ``fields``
             (:func:`~pdd_operator.compat.rules.base.manifest_fields`).
+        either_way: the two engines both run ``kv_role`` ``kv_both`` and nothing in the manifest says which one
+            prefills (a launch script of vLLM's own NIXL tests: the proxy picks the roles per request), so
+            :func:`~pdd_operator.compat.engine.evaluate` judges the pair in both orientations
+            (:meth:`mirrored`): an error only where both refuse it.
     """
 
     source: str
@@ -247,10 +251,16 @@ class PDPair:
     paired_by: str = ""
     preflight: str | None = None
     containers: tuple[tuple[str, str], ...] = ()
+    either_way: bool = False
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:
         return self.prefill, self.decode
+
+    def mirrored(self) -> PDPair:
+        """The same two engines with the roles swapped (the decode engine as prefill), ``either_way`` off."""
+        return replace(self, prefill=replace(self.decode, role="prefill"), decode=replace(self.prefill, role="decode"),
+                       containers=self.containers[::-1], either_way=False)
 
     @property
     def one_container(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig, may_share_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
+from pdd_operator.vllm.expansion import unknown_names
 
 _UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
 #: Bind-all addresses: a listener bound there is reachable at the pod IP (only the advertised host is wrong).
@@ -16,8 +17,19 @@ def _behind_aibrix_gateway(pair: PDPair) -> bool:
     return all(r.workload_kind == "StormService" for r in pair.roles)
 
 
+def _port_unknown(r: RoleConfig) -> bool:
+    """The role sets VLLM_NIXL_SIDE_CHANNEL_PORT to a value that is not in the files (a variable from the image or a
+    ConfigMap, a shell command substitution such as ``$(get_next_tcp_port)``): vLLM listens on that value, not on
+    its default."""
+    return bool(unknown_names(r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")))
+
+
 def _ports(r: RoleConfig) -> set[int]:
+    """The side-channel ports the role's engine listens on (base + DP index, 0.11.1+; base + DP index x TP size
+    before), empty where the base is not in the files (:func:`_port_unknown`)."""
     raw = r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    if _port_unknown(r):
+        return set()
     base = int(raw) if raw and raw.isdigit() else (5600 if r.version is None or r.version >= (0, 11, 1) else 5557)
     dp = r.dp or 1
     if r.version is not None and r.version < (0, 11, 1):
@@ -77,7 +89,10 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     "(0.0.0.0, ::) binds every interface, so the listener is reachable at the pod IP; behind the AIBrix gateway "
     "of a StormService the advertised one is replaced by the prefill pod IP (vllm-project/aibrix "
     "pkg/plugins/gateway/algorithms/pd/transfer/shfs.go MergePrefillResponse; its NIXL agent, nixl.go, does not "
-    "replace it), so there the verdict depends on a router the manifests do not show: a warning",
+    "replace it), so there the verdict depends on a router the manifests do not show: a warning. In one network "
+    "namespace a wildcard host works: the decode dials the advertised 0.0.0.0 (vllm nixl request_finished "
+    "remote_host=side_channel_host; make_zmq_path), which Linux connects to the local host, where the listener "
+    "bound every interface (yeqcharlotte/router scripts/llama3.1, DP 2 on both roles on one host)",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
@@ -92,7 +107,10 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
         if host == POD_IP or (host == HOST_IP and r.host_network):
             continue
         loopback = host is None or host == "localhost" or host.startswith("127.") or host == "::1"
-        if loopback and one_namespace:
+        # A wildcard host advertised in one namespace: the decode dials 0.0.0.0 (or ::), which Linux connects to
+        # the local host (a destination of INADDR_ANY / in6addr_any is this host), where the listener bound every
+        # interface: it works as loopback does.
+        if (loopback or host in _WILDCARD) and one_namespace:
             continue
         if host is None:
             what = "is unset (vLLM's default localhost)"
@@ -138,6 +156,14 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     host_shared = p.host_network and d.host_network and may_share_node(p, d)
     if not (pair.shared_network or host_shared):
         return []
+    unknown = [r.role for r in (p, d) if _port_unknown(r)]
+    if unknown:
+        names = sorted({n for r in (p, d) for n in unknown_names(r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT"))})
+        return [(f"The {' and '.join(unknown)} VLLM_NIXL_SIDE_CHANNEL_PORT comes from "
+                 f"{', '.join('$' + n for n in names)}, whose value is not in these files, so whether the two "
+                 "engines' side-channel ports overlap in their shared network namespace was not checked.",
+                 fix_for(pair, "Set spec.kvTransfer.sideChannelPort.",
+                         "Write each role's VLLM_NIXL_SIDE_CHANNEL_PORT as a literal to have it checked."), "warning")]
     clash = sorted(_ports(p) & _ports(d))
     if not pair.shared_network:
         clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
