@@ -135,3 +135,44 @@ def test_one_known_default_port_on_both_is_still_refused(tmp_path, capsys):
         " VLLM_NIXL_SIDE_CHANNEL_PORT=5559", "").replace(" VLLM_NIXL_SIDE_CHANNEL_PORT=5659", "")
     code, out = check(tmp_path, capsys, pod)
     assert code == 1 and "side-channel-port-conflict" in rules(out, "error")
+
+
+# --- the script's own P/D proxy names the roles -----------------------------------------------------------------
+
+
+def _with_proxy(pod: dict, proxy_line: str) -> dict:
+    pod["spec"]["containers"][0]["args"][0] = pod["spec"]["containers"][0]["args"][0].replace(
+        "wait\n", proxy_line + " &\nwait\n")
+    return pod
+
+
+def test_a_toy_proxy_naming_the_prefiller_port_sets_the_roles(tmp_path, capsys):
+    # Prefill TP 2 to decode TP 1 on 0.13.0 fails (assert tp_ratio > 0); the proxy says the TP 2 engine prefills.
+    p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{KV}'"
+    d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 1 --kv-transfer-config '{KV}'"
+    pod = _with_proxy(_script_pod(p, d, image="vllm/vllm-openai:v0.13.0"),
+                      'PORT=8100\npython3 "${GIT_ROOT}/tests/v1/kv_connector/nixl_integration/toy_proxy_server.py" '
+                      "--port 8192 --prefiller-hosts localhost --prefiller-ports $PORT --decoder-hosts localhost "
+                      "--decoder-ports 8200")
+    code, out = check(tmp_path, capsys, pod)
+    assert code == 1 and "hetero-tp-p-gt-d-unsupported" in rules(out, "error")
+    assert "both ways round" not in out["results"][0]["pairedBy"]
+
+
+def test_a_disagg_proxy_demo_naming_host_ports_sets_the_roles_the_other_way(tmp_path, capsys):
+    # The same engines with the proxy sending prefills to the TP 1 engine (port 8200): the supported direction.
+    p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{KV}'"
+    d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 1 --kv-transfer-config '{KV}'"
+    pod = _with_proxy(_script_pod(p, d, image="vllm/vllm-openai:v0.13.0"),
+                      "python examples/online_serving/disaggregated_serving/disagg_proxy_demo.py --model "
+                      "Qwen/Qwen3-0.6B --prefill localhost:8200 --decode localhost:8100")
+    code, out = check(tmp_path, capsys, pod)
+    assert code == 0 and "hetero-tp-p-gt-d-unsupported" not in rules(out)
+
+
+def test_proxy_roles_reads_ports_and_refuses_a_port_with_both_roles():
+    from pdd_operator.vllm.script import proxy_roles
+    assert proxy_roles(["python3", "toy_proxy_server.py", "--port", "8192", "--prefiller-ports", "8100", "8101",
+                        "--decoder-ports", "8200"]) == {8100: "prefill", 8101: "prefill", 8200: "decode"}
+    assert proxy_roles(["p.py", "--prefill=h:1", "--decode", "h:1"]) == {}
+    assert proxy_roles(["curl", "-X", "POST"]) == {}

@@ -68,7 +68,8 @@ class Engine:
         group: the pod's and object's labels without role labels or values naming a role (sorted pairs).
         stem: the object's name with the role word removed (``llama-prefill`` -> ``llama``).
         owners: ``Kind/name`` of the object's ownerReferences.
-        role_from: what told the role: ``kv_role``, ``flag``, ``type``, ``label`` or ``name``.
+        role_from: what told the role: ``kv_role``, ``flag``, ``type``, ``label``, ``name`` or ``proxy`` (the
+            script's P/D proxy names the engine's ``--port``, :attr:`~pdd_operator.vllm.script.Launch.proxy_role`).
         container: the object and path of the container (``where`` without the container's name).
         flags_key: the container field that holds vLLM's flags: ``args``, or ``command`` when it has no args.
     """
@@ -260,6 +261,8 @@ def _engine(
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
+    if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
+        role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
     if not config.kv_transfer and (role not in ("prefill", "decode") or role_from == "name"):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
     plugin = _platform_plugin(container, image)
@@ -542,7 +545,8 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
 
 
 def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engine]], set[int]]:
-    """Pairs of two ``kv_both`` engines whose roles nothing names, and the ``id`` of each engine so paired.
+    """Pairs of two ``kv_both`` engines whose roles nothing names (no ``kv_role``, flag, label, name, or proxy of the
+    same script naming their ``--port``), and the ``id`` of each engine so paired.
 
     vLLM's own NIXL tests start a prefill and a decode engine with the same ``kv_role`` ``kv_both`` from one
     script (``tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh``); a proxy then sends each request's

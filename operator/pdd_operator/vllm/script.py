@@ -30,7 +30,7 @@ import ast
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import tree_sitter
@@ -55,11 +55,14 @@ class Launch:
         env: variables the script sets for this process beyond the container's ``env``: its ``NAME=value`` prefixes,
             ``env NAME=value`` words and the variables it ``export``-ed before (values expanded).
         line: the 1-based line of the script it starts on (0: not from a script).
+        proxy_role: ``prefill`` or ``decode`` where a P/D proxy the same script starts names this engine's
+            ``--port`` as a prefiller or decoder port (:func:`proxy_roles`), else ``None``.
     """
 
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     line: int = 0
+    proxy_role: str | None = None
 
 
 def entry_point(words: Sequence[str]) -> list[str]:
@@ -87,7 +90,47 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
     shell = _Shell(env or ContainerEnv())
     shell.positional = list(positional)
     shell.run(script)
-    return shell.launches
+    roles = shell.proxy_roles
+    return [replace(x, proxy_role=roles.get(_http_port(x.argv))) if roles else x for x in shell.launches]
+
+
+#: Flags of the P/D proxies vLLM's and LMCache's examples start beside the engines, and the role they name:
+#: ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` (``--prefiller-ports 8100 8101 --decoder-ports
+#: 8200``, ``--prefiller-port``), ``examples/online_serving/disaggregated_serving/disagg_proxy_demo.py``
+#: (``--prefill localhost:8100 --decode localhost:8200``), LMCache's ``disagg_proxy_server.py`` (``--prefiller-port``).
+PROXY_ROLE_FLAGS = {"--prefiller-ports": "prefill", "--prefiller-port": "prefill", "--prefill": "prefill",
+                    "--decoder-ports": "decode", "--decoder-port": "decode", "--decode": "decode"}
+
+
+def proxy_roles(words: Sequence[str]) -> dict[int, str]:
+    """The engine HTTP ports a proxy command's ``words`` name per role (:data:`PROXY_ROLE_FLAGS`): each value word
+    after such a flag up to the next flag, a ``host:port`` read as its port; ``{}`` for a command that is no such
+    proxy, or where a port would get both roles."""
+    out: dict[int, str] = {}
+    role = None
+    for word in words:
+        if word.startswith("-"):
+            flag, _, value = word.partition("=")
+            role = PROXY_ROLE_FLAGS.get(flag)
+            words_after = [value] if value else []
+        else:
+            words_after = [word]
+        for value in words_after if role else ():
+            port = value.rpartition(":")[2]
+            if port.isdigit():
+                if out.get(int(port), role) != role:
+                    return {}
+                out[int(port)] = role
+    return out
+
+
+def _http_port(argv: Sequence[str]) -> int:
+    """The engine's HTTP port: ``--port N`` / ``--port=N``, else vLLM's default 8000 (a value not in the files: 0)."""
+    for i, word in enumerate(argv):
+        value = argv[i + 1] if word == "--port" and i + 1 < len(argv) else word[7:] if word.startswith("--port=") else None
+        if value is not None:
+            return int(value) if value.isdigit() else 0
+    return 8000
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -107,6 +150,7 @@ class _Shell:
         self.functions: dict[str, tree_sitter.Node] = {}
         self.positional: list[str] = []
         self.launches: list[Launch] = []
+        self.proxy_roles: dict[int, str] = {}
         self.iterations = 0
         self.depth = 0
 
@@ -228,6 +272,9 @@ class _Shell:
             env.update(prefix)
             self.launches.append(Launch(tuple(entry), env, node.start_point[0] + 1))
             return
+        named = proxy_roles(words) if any("proxy" in w for w in words[:3]) else {}
+        if named and not set(named) & set(self.proxy_roles):
+            self.proxy_roles.update(named)
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
                 self.run(words[i + 2])
