@@ -259,16 +259,18 @@ def test_set_aside_endpoints_are_still_chosen_when_no_other_is_left():
     assert reachable([a, b], now=10.0) == [a, b]
 
 
-def test_a_decode_answering_an_error_is_not_retried():
+def test_a_decode_answering_an_error_about_the_request_is_not_retried():
+    """500 and 4xx are decode's verdict on the request (502-504 are retried: test_router_retry.py)."""
     async def go():
         async with stack() as s:
             await s.engine("p0", "prefill")
-            bad = await s.engine("bad", "decode", fail_status=503)
+            bad = await s.engine("bad", "decode", fail_status=500)
             await s.start_router(prefill=[("p0", "")], decode=[("bad", "")])
             async with aiohttp.ClientSession() as c:
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x"}) as r:
-                    assert r.status == 503
+                    assert r.status == 500 and "X-PDD-Retry" not in r.headers
             assert len(bad.requests) == 1 and s.router.metrics.decode_retries._value.get() == 0
+            assert not s.router.metrics.retries._metrics
     run(go())
 
 
