@@ -304,6 +304,9 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
                 - before_router.get("pdd_router_decode_retries_total", 0),
                 "router_prefill_retries": router.get("pdd_router_prefill_retries_total", 0)
                 - before_router.get("pdd_router_prefill_retries_total", 0),
+                # Every retry, of a leg or of a whole request (pdd_router_retries_total, all roles and reasons).
+                "router_retries": router.get("pdd_router_retries_total", 0)
+                - before_router.get("pdd_router_retries_total", 0),
                 # Requests one engine served alone (the router's fallback while the other role had no
                 # usable engine): their prompt tokens did not come from prefill, and are counted apart.
                 "router_fallback": router.get("pdd_router_fallback_requests_total", 0)

@@ -25,7 +25,10 @@ engine reported: vLLM 0.32 keeps the NIXL agent of an engine id it handshook wit
 
 Both legs carry the same ``X-Request-Id`` (generated here) and the client's ``Authorization``. A
 prefill leg that fails (connection error, timeout, 5xx, 429) is retried on another prefill endpoint
-(bounded); any other failure before the first byte reaches the client is an OpenAI-shaped JSON error.
+(bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504)
+makes the whole request run again once, under a new id (:mod:`pdd_operator.router.retry`,
+:meth:`Router._completion`); any other failure before the first byte reaches the client is an
+OpenAI-shaped JSON error.
 When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
 aborts a request whose connection closes.
 
@@ -64,11 +67,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from pdd_operator.api.constants import ROLES, other_role
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
 from pdd_operator.router.retry import (
+    BAD_ANSWER,
     CONNECT_FAILURE,
     GATEWAY_ERROR,
     GATEWAY_STATUS,
     NOT_CONNECTED,
     PREFILL_STATUS,
+    REASONS,
     RESET,
     RETRY_HEADER,
     failure_reason,
@@ -155,8 +160,8 @@ class Metrics:
         self.retries = Counter(
             "pdd_router_retries",
             "Requests and legs sent again after a failure before the client got a byte; role: the role of "
-            "the leg that failed, reason: connect_failure, reset, timeout, gateway_error, retriable_status "
-            "or bad_answer (Envoy retry_on terms).", ["role", "reason"], registry=self.registry)
+            "the leg that failed, reason: " + ", ".join(REASONS) + " (Envoy retry_on terms).",
+            ["role", "reason"], registry=self.registry)
         self.decode_retries = Counter("pdd_router_decode_retries",
                                       "Decode legs sent to another endpoint after a refused connection.",
                                       registry=self.registry)
@@ -502,7 +507,7 @@ class Router:
                         self.metrics.prefill_errors.inc()
                         raise _LegFailed(f"prefill {ep.name} answered no JSON object",
                                          openai_error(502, f"prefill endpoint {ep.name} answered no JSON object",
-                                                      code="upstream_error"), "bad_answer")
+                                                      code="upstream_error"), BAD_ANSWER)
                     return answer
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.prefill_errors.inc()

@@ -16,6 +16,8 @@ gateways configure the same way:
   server (or a proxy in front of it) that cannot serve now, not a verdict on the request.
 - ``retriable_status`` (Envoy ``retriable-status-codes``): a prefill leg answered 429 or 500 (its answer
   goes to no client: another prefill may serve it). A decode's 500 is its verdict, and is relayed.
+- ``bad_answer``: a prefill leg answered 200 without a JSON object (the router's own judgement, not a
+  :func:`failure_reason`); tried on another prefill.
 
 Safe means the client has received nothing: Envoy, too, never retries once response headers went
 downstream. The router holds the client's response head until decode's first chunk (a stream) or its
@@ -36,11 +38,11 @@ import aiohttp
 #: Response header of an answer the router got on a retry: ``<role>=<reason>`` of what failed first.
 RETRY_HEADER = "X-PDD-Retry"
 CONNECT_FAILURE, RESET, TIMEOUT = "connect_failure", "reset", "timeout"
-GATEWAY_ERROR, RETRIABLE_STATUS = "gateway_error", "retriable_status"
-#: Every reason :func:`failure_reason` gives, as the ``reason`` label of ``pdd_router_retries_total``.
-REASONS = (CONNECT_FAILURE, RESET, TIMEOUT, GATEWAY_ERROR, RETRIABLE_STATUS)
-#: The reasons a whole request is sent again for (:func:`may_retry`).
-RETRY_ON = frozenset(REASONS) - {TIMEOUT}
+GATEWAY_ERROR, RETRIABLE_STATUS, BAD_ANSWER = "gateway_error", "retriable_status", "bad_answer"
+#: Every reason, as the ``reason`` label of ``pdd_router_retries_total``.
+REASONS = (CONNECT_FAILURE, RESET, TIMEOUT, GATEWAY_ERROR, RETRIABLE_STATUS, BAD_ANSWER)
+#: The reasons a whole request is sent again for, or served by the fallback in its place (:func:`may_retry`).
+RETRY_ON = frozenset({CONNECT_FAILURE, RESET, GATEWAY_ERROR, RETRIABLE_STATUS})
 #: Statuses of an engine that is going away or overloaded (Envoy ``gateway-error``).
 GATEWAY_STATUS = frozenset({502, 503, 504})
 #: Further statuses a prefill leg is retried for (Envoy ``retriable-status-codes``): overload, server error.
