@@ -12,6 +12,7 @@ import contextlib
 import json
 import random
 import socket
+import time
 
 import aiohttp
 import pytest
@@ -226,7 +227,8 @@ def test_an_endpoint_that_refused_a_connection_is_set_aside_then_tried_again():
         async with stack() as s:
             await s.engine("p0", "prefill")
             good = await s.engine("good", "decode")
-            await s.start_router(RouterConfig(unreachable_seconds=0.5), prefill=[("p0", "")],
+            # long enough for 20 requests on a loaded machine (0.5 s was not: seen failing at load 18)
+            await s.start_router(RouterConfig(unreachable_seconds=3), prefill=[("p0", "")],
                                  decode=[("dead", ""), ("good", "")])
             dead = next(e for e in s.registry.endpoints("decode") if e.name == "dead")
             async with aiohttp.ClientSession() as c:
@@ -242,7 +244,8 @@ def test_an_endpoint_that_refused_a_connection_is_set_aside_then_tried_again():
                 assert s.router.metrics.decode_retries._value.get() == 1
                 assert s.router.metrics.set_aside._value.get() == 1
                 # after unreachable_seconds it is a candidate again (a restarted process may be back)
-                await asyncio.sleep(0.6)
+                while dead.unreachable_until > time.monotonic():
+                    await asyncio.sleep(0.05)
                 while s.router.metrics.decode_retries._value.get() == 1:
                     await send(1)
             assert dead.unreachable_until > 0 and len(good.requests) >= 22

@@ -649,7 +649,8 @@ class Router:
 
     async def _skip_set_aside(self, request: web.Request, body: dict, headers: dict,
                               request_id: str) -> web.StreamResponse | None:
-        """With fallback, a role whose every endpoint is set aside (each refused a connection within
+        """With fallback, a role whose every endpoint is set aside (each refused a connection, or failed
+        with a request in hand and was retried (:meth:`_completion`), within
         ``unreachable_seconds``) is not tried again for each request: the other role serves it alone
         right away (reason ``refused``), and the first request after the set-aside time tries the pair
         again. ``None``: route as usual."""
@@ -866,7 +867,8 @@ class Router:
         return await self._prefill_failed(request, body, headers, request_id, failure, all_refused, all_transport)
 
     def _set_aside(self, ep: Endpoint) -> None:
-        """An endpoint could not be connected to: choose others for ``unreachable_seconds``."""
+        """An endpoint could not be connected to (or failed with a request in hand, which was then sent
+        again): choose others for ``unreachable_seconds``."""
         ep.unreachable_until = time.monotonic() + self.config.unreachable_seconds
         ep.forget_engine_id()  # what answers there next may be a new process
         self.metrics.set_aside.inc()
