@@ -43,7 +43,10 @@ class FakeEngine:
         die_before: the engine drops the connection of every completion request it got before its
             answer begins: ``"head"`` (before the response head, as a process killed with the request
             in hand), ``"first_token"`` (a stream, after its head and before the first token, as a
-            decode killed while it loads the KV); ``""``: never.
+            decode killed while it loads the KV), ``"answer"`` (a prefill, after its KV is handed off
+            and ``answer_delay`` passed, as a push prefill killed before its request finished); ``""``:
+            never.
+        answer_delay: seconds a prefill waits between handing its KV off (``issued``) and its answer.
         first_token_delay: seconds a streaming answer waits between its head and the first token (as
             vLLM's decode sends its head, then waits for the prompt's KV).
         issued: shared dict ``X-Request-Id -> kv_transfer_params`` prefill issued (checks on decode).
@@ -70,6 +73,7 @@ class FakeEngine:
     drop_after: int = 0
     die_before: str = ""
     first_token_delay: float = 0.0
+    answer_delay: float = 0.0
     issued: dict | None = None
     push: bool = False
     record: bool = True
@@ -152,6 +156,11 @@ class FakeEngine:
         if self.issued is not None:
             self.issued[rid] = params
             self._notify()
+        if self.answer_delay:
+            await asyncio.sleep(self.answer_delay)
+        if self.die_before == "answer":
+            request.transport.abort()
+            return web.Response()
         return web.json_response({"id": f"cmpl-{rid}", "object": "text_completion", "model": body.get("model"),
                                   "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
                                   "kv_transfer_params": params})

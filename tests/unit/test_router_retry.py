@@ -78,7 +78,7 @@ def retries(router, role: str, reason: str) -> float:
 
 
 async def complete(s, c, stream: bool = False) -> tuple[int, dict, str]:
-    body = {"model": "m", "prompt": "hello", "max_tokens": 4, "stream": stream}
+    body = {"model": "m", "prompt": "hello", "max_tokens": 10, "stream": stream}
     async with c.post(s.url + "/v1/completions", json=body) as r:
         return r.status, r.headers.copy(), await r.text()
 
@@ -217,4 +217,21 @@ def test_push_mode_a_decode_dying_before_its_first_token_is_retried_with_both_le
             # both attempts told decode prefill's coordinates, each under its own request id
             assert [b["kv_transfer_params"]["remote_request_id"] for b in bodies(dead) + bodies(good)] == [
                 rid(dead), rid(good)]
+    run(go())
+
+
+def test_push_mode_a_prefill_dying_after_decode_had_the_kv_and_streamed_does_not_cut_the_stream():
+    """Push decode streams only once prefill's KV arrived; prefill's own HTTP answer failing after that
+    (its process killed before its request finished) costs the client nothing."""
+    async def go():
+        async with stack() as s:
+            p = await s.engine("p0", "prefill", die_before="answer", answer_delay=1.0)
+            d = await s.engine("d0", "decode", push=True, tokens=10, inter_token_delay=0.3)
+            await s.start_router(RouterConfig(mode="push"), prefill=[("p0", "h")], decode=[("d0", "h")])
+            s.learned()
+            async with aiohttp.ClientSession() as c:
+                status, headers, text = await complete(s, c, stream=True)
+            assert status == 200 and text.endswith("data: [DONE]\n\n") and '"error"' not in text, text
+            assert RETRY_HEADER not in headers and FALLBACK_HEADER not in headers
+            assert len(p.requests) == len(d.requests) == 1
     run(go())

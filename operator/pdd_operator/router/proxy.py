@@ -808,7 +808,14 @@ class Router:
                                                             started=started, unreachable_raises=True))
             try:
                 done, _ = await asyncio.wait({p_task, d_task}, return_when=asyncio.FIRST_COMPLETED)
-                if p_task in done and p_task.exception() is not None and not (
+                if started and p_task in done and isinstance(p_task.exception(), _LegFailed):
+                    # decode relays its first chunk only once it has a token, and in push mode its first
+                    # token comes after prefill's KV arrived (vLLM's push decode waits for the blocks:
+                    # nixl/push_scheduler.py get_num_new_matched_tokens): it needs nothing more from
+                    # prefill, whose HTTP answer (sent when its request finished) was all that failed.
+                    log.warning("request %s: %s, after decode had the KV and streamed: its stream goes on",
+                                request_id, p_task.exception())
+                elif p_task in done and p_task.exception() is not None and not (
                         d_task in done and isinstance(d_task.exception(), _Unreachable)):
                     d_task.cancel()
                     await asyncio.gather(d_task, return_exceptions=True)
@@ -817,8 +824,8 @@ class Router:
                         raise exc
                     log.warning("request %s: %s", request_id, exc)
                     if started:
-                        # The client has decode's response head, and decode will never get the KV:
-                        # drop the connection rather than leave the stream hanging.
+                        # decode began streaming just as prefill failed (and was cancelled): the client
+                        # has part of an answer; drop the connection rather than leave the stream hanging.
                         raise ConnectionAbortedError(f"request {request_id}: {exc} after the response started")
                     failure = exc
                     all_refused = all_refused and exc.refused
