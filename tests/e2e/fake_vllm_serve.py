@@ -6,7 +6,8 @@ kv_consumer: decode), the address from ``--host``/``--port``, the advertised sid
 ``VLLM_NIXL_SIDE_CHANNEL_PORT``, the engine id from ``kv_transfer_config.engine_id``, else a new one per process (as vLLM
 draws one). Pull mode only: a push-mode fake decode needs prefill's fake in the same process. Every
 other flag is accepted and ignored: this is not vLLM and proves nothing about vLLM's arguments.
-``FAKE_TOKENS`` and ``FAKE_INTER_TOKEN_DELAY`` (seconds) set the decode answer; ``FAKE_REVISION``
+``FAKE_TOKENS``, ``FAKE_INTER_TOKEN_DELAY`` and ``FAKE_FIRST_TOKEN_DELAY`` (seconds) set the decode answer,
+``FAKE_PREFILL_DELAY`` (seconds) the prefill leg; ``FAKE_REVISION``
 (e.g. the pod's compat-hash label through the downward API) makes a decode refuse KV of another
 revision (:attr:`tests.fakes.fake_engine.FakeEngine.revision`).
 """
@@ -36,7 +37,9 @@ def main(argv: list[str]) -> None:
     engine = FakeEngine(role=role, engine_id=kv.get("engine_id") or f"fake-{uuid.uuid4()}",
                         kv_port=int(os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")),
                         tokens=int(os.environ.get("FAKE_TOKENS", "16")),
-                        inter_token_delay=float(os.environ.get("FAKE_INTER_TOKEN_DELAY", "0.01")), record=False,
+                        inter_token_delay=float(os.environ.get("FAKE_INTER_TOKEN_DELAY", "0.01")),
+                        first_token_delay=float(os.environ.get("FAKE_FIRST_TOKEN_DELAY", "0")),
+                        prefill_delay=float(os.environ.get("FAKE_PREFILL_DELAY", "0")), record=False,
                         revision=os.environ.get("FAKE_REVISION", ""))
 
     async def run() -> None:

@@ -124,14 +124,16 @@ def p99(latencies: list[float]) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, 1)
 
 
-def fake_engines_doc(tmp_path, prefill: int, decode: int, routers: int = 1) -> dict:
+def fake_engines_doc(tmp_path, prefill: int, decode: int, routers: int = 1, env: dict[str, str] | None = None) -> dict:
     """The CPU example PDDeployment with the fake engine image, ``prefill``/``decode`` pods, ``routers``
-    router pods, small requests and a 10 s drain (what :func:`deploy_fake_engines` applies)."""
+    router pods, small requests and a 10 s drain (what :func:`deploy_fake_engines` applies); ``env``: more
+    environment for the engines (the fakes' ``FAKE_*`` settings, :mod:`tests.e2e.fake_vllm_serve`)."""
     doc, _ = manifest(tmp_path / "model", "llama", "NixlConnector")
     spec = doc["spec"]
     spec["engine"]["image"] = FAKE_ENGINE_IMAGE
     spec["engine"]["env"] = [*spec["engine"].get("env", []), {"name": "FAKE_REVISION", "valueFrom": {
-        "fieldRef": {"fieldPath": "metadata.labels['pdd-operator.dev/compat-hash']"}}}]
+        "fieldRef": {"fieldPath": "metadata.labels['pdd-operator.dev/compat-hash']"}}},
+        *({"name": k, "value": v} for k, v in (env or {}).items())]
     for role, n in (("prefill", prefill), ("decode", decode)):
         spec[role]["replicas"] = n
         spec[role]["resources"] = {"requests": {"cpu": "100m", "memory": "64Mi"}}
@@ -142,14 +144,14 @@ def fake_engines_doc(tmp_path, prefill: int, decode: int, routers: int = 1) -> d
 
 
 def deploy_fake_engines(cluster, namespace: str, tmp_path, prefill: int, decode: int,
-                        routers: int = 1) -> tuple[str, str]:
+                        routers: int = 1, env: dict[str, str] | None = None) -> tuple[str, str]:
     """Apply the CPU example with the fake engine image, ``prefill``/``decode`` pods, ``routers`` router
     pods and a 10 s drain; wait until it is Ready with every pod Ready; return ``(PDDeployment name, router
     URL)`` (the first ready endpoint of ``status.endpoint``).
 
     The fakes learn their revision (the pod's compat-hash label) from the downward API, so a decode
     given KV of another revision fails the request (``cross-revision pair``)."""
-    doc = fake_engines_doc(tmp_path, prefill, decode, routers)
+    doc = fake_engines_doc(tmp_path, prefill, decode, routers, env)
     name = doc["metadata"]["name"]
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
 

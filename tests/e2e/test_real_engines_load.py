@@ -39,6 +39,9 @@ learns it from prefill's answers; before, decode kept registering with the dead 
 of 250 failed while the only prefill (decode) restarted, 209 and 231 served by the other role alone; those
 are reported as ``router_fallback`` and ``alone``, and their prompt tokens are not from prefill (decode's
 ``decode_tokens_computed``), which the kill phases do not assert and the rollout phases assert never happens.
+Push mode with the router's retries (2026-12-02 01:35, kill phases): 0 of 310 and 0 of 280 requests failed
+(290 and 263 served alone, 2 decode legs that died before their first chunk sent again); before them, 1 of
+306 and 2 of 261 (docs/router.md "Measured with real engines").
 """
 
 from __future__ import annotations
@@ -304,6 +307,9 @@ def test_real_engines_serve_through_kills_and_rollouts(cluster, operator, namesp
                 - before_router.get("pdd_router_decode_retries_total", 0),
                 "router_prefill_retries": router.get("pdd_router_prefill_retries_total", 0)
                 - before_router.get("pdd_router_prefill_retries_total", 0),
+                # Every retry, of a leg or of a whole request (pdd_router_retries_total, all roles and reasons).
+                "router_retries": router.get("pdd_router_retries_total", 0)
+                - before_router.get("pdd_router_retries_total", 0),
                 # Requests one engine served alone (the router's fallback while the other role had no
                 # usable engine): their prompt tokens did not come from prefill, and are counted apart.
                 "router_fallback": router.get("pdd_router_fallback_requests_total", 0)

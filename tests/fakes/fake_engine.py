@@ -40,6 +40,15 @@ class FakeEngine:
         inter_token_delay: seconds between two streamed tokens.
         fail_status: answer every completion with this HTTP status (0: don't).
         drop_after: a streaming decode drops its connection after this many tokens (0: never).
+        die_before: the engine drops the connection of every completion request it got before its
+            answer begins: ``"head"`` (before the response head, as a process killed with the request
+            in hand), ``"first_token"`` (a stream, after its head and before the first token, as a
+            decode killed while it loads the KV), ``"answer"`` (a prefill, after its KV is handed off
+            and ``answer_delay`` passed, as a push prefill killed before its request finished); ``""``:
+            never.
+        answer_delay: seconds a prefill waits between handing its KV off (``issued``) and its answer.
+        first_token_delay: seconds a streaming answer waits between its head and the first token (as
+            vLLM's decode sends its head, then waits for the prompt's KV).
         issued: shared dict ``X-Request-Id -> kv_transfer_params`` prefill issued (checks on decode).
         requests: ``(headers, body)`` of every completion request received.
         cancelled: ``X-Request-Id`` of every request whose client (the router) went away.
@@ -62,6 +71,9 @@ class FakeEngine:
     inter_token_delay: float = 0.0
     fail_status: int = 0
     drop_after: int = 0
+    die_before: str = ""
+    first_token_delay: float = 0.0
+    answer_delay: float = 0.0
     issued: dict | None = None
     push: bool = False
     record: bool = True
@@ -109,6 +121,9 @@ class FakeEngine:
         try:
             if self.fail_status:
                 return web.json_response({"error": {"message": "injected failure"}}, status=self.fail_status)
+            if self.die_before == "head":
+                request.transport.abort()
+                return web.Response()
             if body.get("kv_transfer_params") is None and not (
                     self.role == "decode" and self.issued is not None and rid in self.issued):
                 self.plain += 1
@@ -141,6 +156,11 @@ class FakeEngine:
         if self.issued is not None:
             self.issued[rid] = params
             self._notify()
+        if self.answer_delay:
+            await asyncio.sleep(self.answer_delay)
+        if self.die_before == "answer":
+            request.transport.abort()
+            return web.Response()
         return web.json_response({"id": f"cmpl-{rid}", "object": "text_completion", "model": body.get("model"),
                                   "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
                                   "kv_transfer_params": params})
@@ -187,6 +207,11 @@ class FakeEngine:
                                       "usage": {"completion_tokens": n}})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(request)
+        if self.die_before == "first_token":
+            request.transport.abort()
+            return resp
+        if self.first_token_delay:
+            await asyncio.sleep(self.first_token_delay)
         for i in range(n):
             if self.drop_after and i == self.drop_after:
                 request.transport.abort()  # the engine dies mid-stream

@@ -25,7 +25,10 @@ engine reported: vLLM 0.32 keeps the NIXL agent of an engine id it handshook wit
 
 Both legs carry the same ``X-Request-Id`` (generated here) and the client's ``Authorization``. A
 prefill leg that fails (connection error, timeout, 5xx, 429) is retried on another prefill endpoint
-(bounded); any other failure before the first byte reaches the client is an OpenAI-shaped JSON error.
+(bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504)
+makes the whole request run again once, under a new id (:mod:`pdd_operator.router.retry`,
+:meth:`Router._completion`); any other failure before the first byte reaches the client is an
+OpenAI-shaped JSON error.
 When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
 aborts a request whose connection closes.
 
@@ -63,6 +66,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from pdd_operator.api.constants import ROLES, other_role
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
+from pdd_operator.router.retry import (
+    BAD_ANSWER,
+    CONNECT_FAILURE,
+    GATEWAY_ERROR,
+    GATEWAY_STATUS,
+    NOT_CONNECTED,
+    PREFILL_STATUS,
+    REASONS,
+    RESET,
+    RETRY_HEADER,
+    failure_reason,
+    may_retry,
+)
 
 log = logging.getLogger("pdd_operator.router")
 
@@ -73,9 +89,15 @@ PULL_PREFILL_PARAMS = {
 #: Fields the prefill leg must not carry (vLLM's toy proxy: "not supported for P").
 PREFILL_DROPPED = ("stream_options", "min_tokens", "min_completion_tokens")
 #: Prefill statuses worth another prefill endpoint: overload and server-side failures.
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-#: Failures that mean the request never reached the engine: refused, unreachable, or the connect timed out.
-NOT_CONNECTED = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+RETRYABLE_STATUS = GATEWAY_STATUS | PREFILL_STATUS
+#: Failures of a prefill leg after which decode may serve the request alone (the engine is gone or
+#: going away), as opposed to an answer about the request, or a slow engine.
+TRANSPORT_REASONS = frozenset({CONNECT_FAILURE, RESET, GATEWAY_ERROR})
+#: Request-scoped keys (``request[...]``): every retry made (``RETRY_HEADER`` values), the retries that
+#: count against ``RouterConfig.retries``, the arrival time (``time.monotonic()``).
+_RETRIED = web.RequestKey("pdd_retried", tuple)
+_WHOLE = web.RequestKey("pdd_retries", int)
+_STARTED = web.RequestKey("pdd_started", float)
 #: Response header of a request served by one engine alone (fallback): ``decode-only`` or ``prefill-only``.
 FALLBACK_HEADER = "X-PDD-Fallback"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
@@ -101,6 +123,12 @@ class RouterConfig:
             non-streaming answer) before the request fails.
         unreachable_seconds: how long an endpoint that could not be connected to is set aside
             (:func:`pdd_operator.router.endpoints.reachable`).
+        retries: how many times a request is sent again as a whole (a new prefill leg and request id)
+            after its decode, or the engine serving it alone, failed before the client got a byte
+            (:mod:`pdd_operator.router.retry`), and whether a prefill leg that failed so (reset,
+            502-504) with no other prefill left falls back to decode alone; 0 turns both off (the
+            retries on another endpoint of the same role, ``prefill_retries``, stay).
+        retry_deadline: no such retry starts later than this many seconds after the request arrived.
     """
 
     mode: str = "pull"
@@ -111,6 +139,8 @@ class RouterConfig:
     prefill_timeout: float = 600.0
     decode_timeout: float = 600.0
     unreachable_seconds: float = 5.0
+    retries: int = 1
+    retry_deadline: float = 30.0
 
 
 class Metrics:
@@ -127,6 +157,11 @@ class Metrics:
                                        registry=self.registry)
         self.prefill_retries = Counter("pdd_router_prefill_retries", "Prefill legs retried on another endpoint.",
                                        registry=self.registry)
+        self.retries = Counter(
+            "pdd_router_retries",
+            "Requests and legs sent again after a failure before the client got a byte; role: the role of "
+            "the leg that failed, reason: " + ", ".join(REASONS) + " (Envoy retry_on terms).",
+            ["role", "reason"], registry=self.registry)
         self.decode_retries = Counter("pdd_router_decode_retries",
                                       "Decode legs sent to another endpoint after a refused connection.",
                                       registry=self.registry)
@@ -144,8 +179,9 @@ class Metrics:
         self.fallback = Counter(
             "pdd_router_fallback_requests",
             "Requests served by one engine alone, as plain requests, because the other role had no usable "
-            "endpoint; role: the role that served, reason: no_ready (none Ready) or refused (every one tried "
-            "refused the connection).", ["reason", "role"], registry=self.registry)
+            "endpoint; role: the role that served, reason: no_ready (none Ready), refused (every one tried "
+            "refused the connection) or failed (the leg failed before answering: reset, 502-504).",
+            ["reason", "role"], registry=self.registry)
         self.disconnects = Counter("pdd_router_client_disconnects", "Requests cancelled by the client going away.",
                                    registry=self.registry)
         self.endpoints = Gauge("pdd_router_endpoints", "Ready endpoints by role.", ["role"], registry=self.registry)
@@ -212,14 +248,30 @@ def _in_flight(ep: Endpoint, gauge) -> Iterator[None]:
 
 
 class _LegFailed(Exception):
-    """A leg failed; ``response`` is what the client should get if nothing else is tried."""
+    """A prefill leg failed; ``response`` is what the client should get if nothing else is tried;
+    ``reason``: the retry condition it matched (:func:`~pdd_operator.router.retry.failure_reason`, or
+    ``bad_answer`` for a 200 without a JSON object), ``None`` for the client's own error (4xx)."""
 
-    def __init__(self, message: str, response: web.Response, retryable: bool, refused: bool = False) -> None:
+    def __init__(self, message: str, response: web.Response, reason: str | None) -> None:
         super().__init__(message)
         self.response = response
-        self.retryable = retryable
+        self.reason = reason
+        self.retryable = reason is not None
         #: The leg never reached the engine (:data:`NOT_CONNECTED`).
-        self.refused = refused
+        self.refused = reason == CONNECT_FAILURE
+
+
+class _DecodeFailed(Exception):
+    """A decode leg (or an engine serving a request alone) failed before the client got a byte of the
+    answer, for a reason worth a retry (``reason``: :func:`~pdd_operator.router.retry.failure_reason`;
+    the engine got the request, so its KV hand-off is spent). ``response``: the client's answer if the
+    request is not sent again; ``endpoint``: the engine that failed."""
+
+    def __init__(self, message: str, response: web.Response, reason: str, endpoint: Endpoint) -> None:
+        super().__init__(message)
+        self.response = response
+        self.reason = reason
+        self.endpoint = endpoint
 
 
 class _Unreachable(Exception):
@@ -378,11 +430,45 @@ class Router:
             return openai_error(400, f"request body is not valid JSON: {exc}", "invalid_request_error", "invalid_json")
         if not isinstance(body, dict):
             return openai_error(400, "request body must be a JSON object", "invalid_request_error", "invalid_json")
+        request[_STARTED] = time.monotonic()
         request_id = str(uuid.uuid4())
-        headers = self._forward_headers(request, request_id)
-        if self.config.mode == "push":
-            return await self._push(request, body, headers, request_id)
-        return await self._pull(request, body, headers, request_id)
+        route = self._push if self.config.mode == "push" else self._pull
+        while True:
+            try:
+                response = await route(request, body, self._forward_headers(request, request_id), request_id)
+            except _DecodeFailed as exc:
+                log.warning("request %s: %s", request_id, exc)
+                if not self._retry(request, exc.endpoint.role, exc.reason, exc.response.prepared):
+                    response = exc.response
+                else:
+                    # The engine had the request: its KV hand-off is spent. A whole new P/D request, under
+                    # a new id (the failed one may still hold blocks on prefill), chosen without the engine
+                    # that failed (set aside; with none of its role left, the fallback serves).
+                    self._set_aside(exc.endpoint)
+                    retry_id = str(uuid.uuid4())
+                    log.warning("request %s: sent again as %s", request_id, retry_id)
+                    request_id = retry_id
+                    continue
+            if request.get(_RETRIED) and not response.prepared:
+                response.headers[RETRY_HEADER] = ", ".join(request[_RETRIED])
+            return response
+
+    def _retry(self, request: web.Request, role: str, reason: str | None, client_got_bytes: bool = False) -> bool:
+        """Whether the request is sent again as a whole after a ``role`` leg failed for ``reason``
+        (:func:`~pdd_operator.router.retry.may_retry`: at most ``config.retries`` times, within
+        ``config.retry_deadline``); if so, the retry is counted and marked (:meth:`_retried`)."""
+        if not may_retry(reason, client_got_bytes=client_got_bytes, retries=request.get(_WHOLE, 0),
+                         max_retries=self.config.retries, elapsed=time.monotonic() - request[_STARTED],
+                         deadline=self.config.retry_deadline):
+            return False
+        request[_WHOLE] = request.get(_WHOLE, 0) + 1
+        self._retried(request, role, reason)
+        return True
+
+    def _retried(self, request: web.Request, role: str, reason: str) -> None:
+        """Count a retry (``pdd_router_retries_total{role,reason}``) and mark the answer (:data:`RETRY_HEADER`)."""
+        self.metrics.retries.labels(role, reason).inc()
+        request[_RETRIED] = (*request.get(_RETRIED, ()), f"{role}={reason}")
 
     def _prefill_body(self, body: dict) -> bytes:
         leg = {k: v for k, v in body.items() if k not in PREFILL_DROPPED}
@@ -406,12 +492,13 @@ class Router:
                         if resp.status in RETRYABLE_STATUS:
                             raise _LegFailed(f"prefill {ep.name} answered {resp.status}",
                                              openai_error(502, f"prefill endpoint {ep.name} answered HTTP {resp.status}: "
-                                                          f"{_snippet(raw)}", code="upstream_error"), True)
+                                                          f"{_snippet(raw)}", code="upstream_error"),
+                                             failure_reason("prefill", status=resp.status))
                         # The client's request is wrong (4xx): give the client prefill's own answer.
                         raise _LegFailed(f"prefill {ep.name} refused the request ({resp.status})",
                                          web.Response(body=raw, status=resp.status,
                                                       headers=self._response_headers(resp, None)),
-                                         False)
+                                         None)
                     try:
                         answer = loads(raw)
                     except ValueError:
@@ -420,7 +507,7 @@ class Router:
                         self.metrics.prefill_errors.inc()
                         raise _LegFailed(f"prefill {ep.name} answered no JSON object",
                                          openai_error(502, f"prefill endpoint {ep.name} answered no JSON object",
-                                                      code="upstream_error"), True)
+                                                      code="upstream_error"), BAD_ANSWER)
                     return answer
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.prefill_errors.inc()
@@ -429,7 +516,7 @@ class Router:
                 raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
                                  openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
                                               f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
-                                 True, refused=isinstance(exc, NOT_CONNECTED)) from exc
+                                 failure_reason("prefill", error=exc)) from exc
 
     async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str,
                     push: bool = False, exclude: set[str] = frozenset()) -> web.StreamResponse:
@@ -443,7 +530,7 @@ class Router:
         prefill_data = self._prefill_body(body)
         tried: set[str] = set(exclude)
         failure: _LegFailed | None = None
-        all_refused = True
+        all_refused = all_transport = True
         answer: dict | None = None
         prefill: Endpoint | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
@@ -457,6 +544,7 @@ class Router:
             tried.add(prefill.url)
             if attempt:
                 self.metrics.prefill_retries.inc()
+                self._retried(request, "prefill", failure.reason)
             instance = prefill.instance
             try:
                 answer = await self._prefill_leg(prefill, path, prefill_data, headers)
@@ -467,13 +555,11 @@ class Router:
                 log.warning("request %s: %s", request_id, exc)
                 failure = exc
                 all_refused = all_refused and exc.refused
+                all_transport = all_transport and exc.reason in TRANSPORT_REASONS
                 if not exc.retryable:
                     break
         if answer is None:
-            if all_refused:
-                return (await self._alone(request, body, headers, request_id, "prefill", "refused")
-                        or failure.response)
-            return failure.response
+            return await self._prefill_failed(request, body, headers, request_id, failure, all_refused, all_transport)
         kv = answer.get("kv_transfer_params")
         decode_body = dict(body)
         if kv:
@@ -498,6 +584,7 @@ class Router:
             tried.add(decode.url)
             if attempt:
                 self.metrics.decode_retries.inc()
+                self._retried(request, "decode", CONNECT_FAILURE)
             try:
                 result = await self._decode_leg(request, decode, data, headers, request_id,
                                                 stream=bool(body.get("stream")), unreachable_raises=True)
@@ -509,12 +596,25 @@ class Router:
             return result
         return await self._alone(request, body, headers, request_id, "decode", "refused") or refused
 
+    async def _prefill_failed(self, request: web.Request, body: dict, headers: dict, request_id: str,
+                              failure: _LegFailed, all_refused: bool, all_transport: bool) -> web.StreamResponse:
+        """No prefill leg succeeded (``failure``: the last one). When every one tried refused the
+        connection, a decode serves the request alone (fallback ``refused``); when every one failed
+        before answering or answered 502-504 (:data:`TRANSPORT_REASONS`: the engines are gone or going
+        away), so does a decode, as this request's one retry (:meth:`_retry`, fallback ``failed``);
+        else the client gets the failure."""
+        if all_refused:
+            return await self._alone(request, body, headers, request_id, "prefill", "refused") or failure.response
+        if all_transport and self.config.fallback and self._retry(request, "prefill", failure.reason):
+            return await self._alone(request, body, headers, request_id, "prefill", "failed") or failure.response
+        return failure.response
+
     async def _alone(self, request: web.Request, body: dict, headers: dict, request_id: str,
                      missing: str | None, reason: str) -> web.StreamResponse | None:
         """Fallback: serve the request with one engine of the other role than ``missing``, as a plain
         request (the client's body without ``kv_transfer_params``; module docstring).
 
-        ``reason``: ``no_ready`` or ``refused`` (the metric's label). Returns ``None`` when fallback is
+        ``reason``: ``no_ready``, ``refused`` or ``failed`` (the metric's label). Returns ``None`` when fallback is
         off, ``missing`` is ``None`` (both roles have endpoints, just no pair) or no engine of the other
         role may serve (:meth:`~pdd_operator.router.endpoints.Registry.pick_alone`): the caller answers
         its own error. Engines that refuse the connection are replaced (``prefill_retries``); when all
@@ -531,7 +631,9 @@ class Router:
             except NoEndpoint:
                 break
             tried.add(ep.url)
-            if not attempt:
+            if attempt:
+                self._retried(request, role, CONNECT_FAILURE)
+            else:
                 self.metrics.fallback.labels(reason, role).inc()
                 if self.serving_alone != role:
                     log.warning("no usable %s endpoint (%s): %s engines serve requests alone (plain requests, "
@@ -547,7 +649,8 @@ class Router:
 
     async def _skip_set_aside(self, request: web.Request, body: dict, headers: dict,
                               request_id: str) -> web.StreamResponse | None:
-        """With fallback, a role whose every endpoint is set aside (each refused a connection within
+        """With fallback, a role whose every endpoint is set aside (each refused a connection, or failed
+        with a request in hand and was retried (:meth:`_completion`), within
         ``unreachable_seconds``) is not tried again for each request: the other role serves it alone
         right away (reason ``refused``), and the first request after the set-aside time tries the pair
         again. ``None``: route as usual."""
@@ -572,15 +675,38 @@ class Router:
         ``unreachable_raises``, a connection that cannot be opened (the request never reached decode)
         raises :class:`_Unreachable` instead of answering 502, so the caller may try another decode.
 
+        Nothing reaches the client before decode's first chunk (a stream) or its whole answer. A
+        failure before that which a retry may cure (the connection closed or reset, no answer in time,
+        502-504: :func:`~pdd_operator.router.retry.failure_reason`) raises :class:`_DecodeFailed`
+        carrying the answer the client gets if the request is not sent again
+        (:meth:`_completion` decides). After it, a broken stream ends with an SSE error event.
+
         ``alone``: ``ep`` (of either role) serves the whole request by itself (:meth:`_alone`): its
         role's in-flight gauge and error counter are used, and every answer, errors too, carries
-        :data:`FALLBACK_HEADER` ``<role>-only``."""
-        out: web.StreamResponse | None = None
+        :data:`FALLBACK_HEADER` ``<role>-only``. Answers carry :data:`RETRY_HEADER` when the request
+        was retried."""
         prefill = ep.role == "prefill"
         errors = self.metrics.prefill_errors if prefill else self.metrics.decode_errors
         extra = {"X-Request-Id": request_id}
         if alone:
             extra[FALLBACK_HEADER] = f"{ep.role}-only"
+        if request.get(_RETRIED):
+            extra[RETRY_HEADER] = ", ".join(request[_RETRIED])
+
+        def failed(exc: BaseException | None = None, response: web.Response | None = None,
+                   status: int | None = None) -> web.Response:
+            """The answer for a failure before the client got a byte; raises :class:`_DecodeFailed`
+            when it is one to retry."""
+            if response is None:
+                response = openai_error(502, f"{ep.role} endpoint {ep.name}: {_describe(exc)}",
+                                        code="upstream_error", headers=extra)
+            reason = failure_reason(ep.role, status=status, error=exc)
+            if reason is not None:
+                what = _describe(exc) if exc is not None else f"answered HTTP {status}"
+                raise _DecodeFailed(f"{ep.role} {ep.name} failed before the client got a byte: {what}",
+                                    response, reason, ep)
+            return response
+
         with _in_flight(ep, self.metrics.prefill_in_flight if prefill else self.metrics.decode_in_flight):
             try:
                 resp = await self.session.post(
@@ -592,30 +718,40 @@ class Router:
                                         headers=extra)
                 if isinstance(exc, NOT_CONNECTED):
                     self._set_aside(ep)
-                if unreachable_raises and isinstance(exc, NOT_CONNECTED):
-                    raise _Unreachable(f"{ep.role} {ep.name}: {_describe(exc)}", response) from exc
-                return response
+                    if unreachable_raises:
+                        raise _Unreachable(f"{ep.role} {ep.name}: {_describe(exc)}", response) from exc
+                return failed(exc, response)
             try:
                 ctype = resp.headers.get("Content-Type", "")
                 head = self._response_headers(resp, request_id)
-                if alone:
-                    head.update(extra)
+                head.update(extra)
                 if not stream or resp.status != 200 or not ctype.startswith("text/event-stream"):
                     try:
                         raw = await resp.read()
                     except (TimeoutError, aiohttp.ClientError) as exc:
                         errors.inc()
-                        return openai_error(502, f"{ep.role} endpoint {ep.name}: {_describe(exc)}",
-                                            code="upstream_error", headers=extra)
+                        return failed(exc)
                     if resp.status >= 500:
                         errors.inc()
-                    return web.Response(body=raw, status=resp.status, headers=head)
+                    return failed(response=web.Response(body=raw, status=resp.status, headers=head),
+                                  status=resp.status)
+                content = resp.content
+                try:
+                    chunk = await content.readany()
+                except (TimeoutError, aiohttp.ClientError) as exc:
+                    errors.inc()
+                    return failed(exc)
                 out = _RelayResponse(status=resp.status, headers=head)
                 await out.prepare(request)
                 if started is not None:
                     started.append(True)
-                content = resp.content
-                while True:
+                while chunk:
+                    if content.at_eof():
+                        # decode's last chunk and its end came in together: one write for both.
+                        await out.write_eof(chunk)
+                        return out
+                    # A client that went away makes this raise (ConnectionResetError): not a decode error.
+                    await out.write(chunk)
                     try:
                         chunk = await content.readany()
                     except (TimeoutError, aiohttp.ClientError) as exc:
@@ -625,14 +761,6 @@ class Router:
                                          "type": "server_error", "param": None, "code": 502}}
                         await out.write(b"data: " + dumps(err) + b"\n\n")
                         break
-                    if not chunk:
-                        break
-                    if content.at_eof():
-                        # decode's last chunk and its end came in together: one write for both.
-                        await out.write_eof(chunk)
-                        break
-                    # A client that went away makes this raise (ConnectionResetError): not a decode error.
-                    await out.write(chunk)
                 await out.write_eof()
                 return out
             finally:
@@ -652,7 +780,7 @@ class Router:
         tried: set[str] = set()
         tried_decodes: set[str] = set()
         failure: _LegFailed | None = None
-        all_refused = True
+        all_refused = all_transport = True
         refused: web.Response | None = None
         for attempt in range(1 + max(0, self.config.prefill_retries)):
             try:
@@ -668,8 +796,9 @@ class Router:
                 return await self._pull(request, body, headers, request_id, push=True, exclude=tried)
             tried.add(prefill.url)
             instance, named = prefill.instance, prefill.engine_id
-            if attempt and refused is None:
+            if attempt and refused is None and failure is not None:
                 self.metrics.prefill_retries.inc()
+                self._retried(request, "prefill", failure.reason)
             decode_body = dict(body)
             decode_body["kv_transfer_params"] = push_decode_params(prefill, request_id)
             started: list = []
@@ -679,7 +808,14 @@ class Router:
                                                             started=started, unreachable_raises=True))
             try:
                 done, _ = await asyncio.wait({p_task, d_task}, return_when=asyncio.FIRST_COMPLETED)
-                if p_task in done and p_task.exception() is not None and not (
+                if started and p_task in done and isinstance(p_task.exception(), _LegFailed):
+                    # decode relays its first chunk only once it has a token, and in push mode its first
+                    # token comes after prefill's KV arrived (vLLM's push decode waits for the blocks:
+                    # nixl/push_scheduler.py get_num_new_matched_tokens): it needs nothing more from
+                    # prefill, whose HTTP answer (sent when its request finished) was all that failed.
+                    log.warning("request %s: %s, after decode had the KV and streamed: its stream goes on",
+                                request_id, p_task.exception())
+                elif p_task in done and p_task.exception() is not None and not (
                         d_task in done and isinstance(d_task.exception(), _Unreachable)):
                     d_task.cancel()
                     await asyncio.gather(d_task, return_exceptions=True)
@@ -688,11 +824,12 @@ class Router:
                         raise exc
                     log.warning("request %s: %s", request_id, exc)
                     if started:
-                        # The client has decode's response head, and decode will never get the KV:
-                        # drop the connection rather than leave the stream hanging.
+                        # decode began streaming just as prefill failed (and was cancelled): the client
+                        # has part of an answer; drop the connection rather than leave the stream hanging.
                         raise ConnectionAbortedError(f"request {request_id}: {exc} after the response started")
                     failure = exc
                     all_refused = all_refused and exc.refused
+                    all_transport = all_transport and exc.reason in TRANSPORT_REASONS
                     if not exc.retryable:
                         break
                     continue
@@ -707,7 +844,14 @@ class Router:
                     tried_decodes.add(decode.url)
                     tried.discard(prefill.url)
                     self.metrics.decode_retries.inc()
+                    self._retried(request, "decode", CONNECT_FAILURE)
                     continue
+                except _DecodeFailed:
+                    # decode had the request (its KV hand-off is spent): end this prefill leg; the
+                    # whole request may be sent again (_completion).
+                    p_task.cancel()
+                    await asyncio.gather(p_task, return_exceptions=True)
+                    raise
                 if not p_task.done():
                     p_task.cancel()
                 await asyncio.gather(p_task, return_exceptions=True)
@@ -727,12 +871,11 @@ class Router:
         if refused is not None and failure is None:
             # Every decode tried refused the connection: a prefill serves the request alone.
             return await self._alone(request, body, headers, request_id, "decode", "refused") or refused
-        if all_refused:
-            return await self._alone(request, body, headers, request_id, "prefill", "refused") or failure.response
-        return failure.response
+        return await self._prefill_failed(request, body, headers, request_id, failure, all_refused, all_transport)
 
     def _set_aside(self, ep: Endpoint) -> None:
-        """An endpoint could not be connected to: choose others for ``unreachable_seconds``."""
+        """An endpoint could not be connected to (or failed with a request in hand, which was then sent
+        again): choose others for ``unreachable_seconds``."""
         ep.unreachable_until = time.monotonic() + self.config.unreachable_seconds
         ep.forget_engine_id()  # what answers there next may be a new process
         self.metrics.set_aside.inc()

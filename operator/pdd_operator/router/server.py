@@ -38,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefill-retries", type=int, default=2,
                    help="other prefill endpoints to try when a prefill leg fails, and other decode "
                         "endpoints when a decode cannot be connected to (default 2)")
+    p.add_argument("--retries", type=int, default=1,
+                   help="times a request is sent again as a whole (a new prefill leg) when its decode failed before "
+                   "the client got a byte (connection reset or closed, 502-504), also whether a prefill that failed "
+                   "so with no other left falls back to decode alone (default 1; 0: off)")
+    p.add_argument("--retry-deadline", type=float, default=30.0,
+                   help="seconds after a request arrived past which it is not retried (default 30)")
     p.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (16 MiB)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to an engine")
     p.add_argument("--prefill-timeout", type=float, default=600.0, help="seconds for a whole prefill leg")
@@ -66,6 +72,7 @@ def build(args: argparse.Namespace) -> tuple[Router, Registry]:
         mode=args.kv_mode, fallback=args.fallback, prefill_retries=args.prefill_retries, max_body_bytes=args.max_body_bytes,
         connect_timeout=args.connect_timeout, prefill_timeout=args.prefill_timeout,
         decode_timeout=args.decode_timeout, unreachable_seconds=args.unreachable_seconds,
+        retries=args.retries, retry_deadline=args.retry_deadline,
     )
     return Router(registry, config), registry
 
