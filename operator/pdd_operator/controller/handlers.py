@@ -68,6 +68,12 @@ HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
 #: threads than cores keep several requests in flight during a burst.
 WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
+#: Objects per page of kopf's initial list of each watched kind (``limit``/``continue``); 0: one list
+#: of everything. One response of thousands of pods is tens of MB of JSON, read whole and parsed whole.
+LIST_CHUNK = int(os.environ.get("PDD_LIST_CHUNK", "0"))
+#: Seconds kopf keeps an object's worker task after its last event (``settings.queueing.idle_timeout``,
+#: kopf's default 5). The worker holds that event's whole body meanwhile.
+WORKER_IDLE_SECONDS = float(os.environ.get("PDD_WORKER_IDLE_SECONDS", "5"))
 _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
 #: The server-side label selector of every managed kind's watch (and kopf's initial list).
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}=pdd-operator"
@@ -224,6 +230,8 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.watching.connect_timeout = kubeclient.CONNECT_SECONDS
     settings.watching.server_timeout = kubeclient.WATCH_SERVER_SECONDS
     settings.watching.client_timeout = kubeclient.WATCH_SERVER_SECONDS + kubeclient.WATCH_MARGIN_SECONDS
+    settings.watching.chunk_size = LIST_CHUNK or None
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
     objects_log = logging.getLogger("kopf.objects")
     if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
         objects_log.addFilter(_QuietSuccesses())
