@@ -66,6 +66,9 @@ def restart(op: Operator, extra: dict[str, str], total: int, trace_out: Path | N
         op.proc.send_signal(signal.SIGUSR1)
         out["traced"] = json.loads(wait(lambda: trace_out.exists() and trace_out.stat().st_size
                                         and trace_out.read_text(), 600, "the tracemalloc report"))
+        peak_out = trace_out.with_suffix(".peak.json")
+        if peak_out.exists():
+            out["traced at the peak"] = json.loads(peak_out.read_text())
     return out
 
 
@@ -96,14 +99,18 @@ def main() -> int:
             if "PDD_TRACEMALLOC" in extra:
                 trace_out = workdir / "tracemalloc.json"
                 trace_out.unlink(missing_ok=True)
-                extra = {**extra, "PDD_TRACEMALLOC_OUT": str(trace_out)}
+                trace_out.with_suffix(".peak.json").unlink(missing_ok=True)
+                extra = {**extra, "PDD_TRACEMALLOC_OUT": str(trace_out),
+                         "PDD_TRACEMALLOC_PEAK_OUT": str(trace_out.with_suffix(".peak.json"))}
             r = restart(op, extra, total, trace_out)
             first = first or r
             print(f"  {name}: RSS {r['rss']:.0f} MB (peak {r['peak']:.0f}) after {r['seconds']:.1f}s; "
                   f"x {RUN[0]}: RSS {r['rss'] / first['rss']:.2f}, peak {r['peak'] / first['peak']:.2f}", flush=True)
-            if "traced" in r:
-                t = r["traced"]
-                print(f"    traced {t['traced_bytes'] / 2**20:.1f} MiB: "
+            for when in ("traced", "traced at the peak"):
+                if when not in r:
+                    continue
+                t = r[when]
+                print(f"    {when}: {t['traced_bytes'] / 2**20:.1f} MiB (peak {(t.get('peak_bytes') or 0) / 2**20:.1f}): "
                       + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in t["by_package"].items()))
                 for where, size in t["top"]:
                     print(f"    {size / 2**20:6.2f} MiB {where}")
