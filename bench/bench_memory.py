@@ -42,9 +42,17 @@ VARIANTS = {
     "pages": ("... + lists in pages of 200", {"PDD_LIST_CHUNK": "200", "PDD_WORKER_IDLE_SECONDS": "5"}),
     "idle": ("... + workers idle 0.5 s", {"PDD_LIST_CHUNK": "0", "PDD_WORKER_IDLE_SECONDS": "0.5"}),
     "pages-idle": ("... + both", {"PDD_LIST_CHUNK": "200", "PDD_WORKER_IDLE_SECONDS": "0.5"}),
+    "arenas-2": ("... + glibc malloc arenas at most 2 (MALLOC_ARENA_MAX)", {"MALLOC_ARENA_MAX": "2"}),
+    "idle-arenas-2": ("... + workers idle 0.5 s, at most 2 arenas",
+                      {"PDD_WORKER_IDLE_SECONDS": "0.5", "MALLOC_ARENA_MAX": "2"}),
     "operator": ("the operator's defaults", {}),
     "traced": ("traced (PDD_TRACEMALLOC=3)", {"PDD_TRACEMALLOC": "3"}),
 }
+#: ``PDD_BENCH_BEFORE_SRC``: the ``operator`` folder of another checkout (e.g. main's, from ``git worktree
+#: add``), run as variant ``before`` (its ``pdd_operator`` first on ``PYTHONPATH``): old code and new in one run.
+BEFORE_SRC = os.environ.get("PDD_BENCH_BEFORE_SRC")
+if BEFORE_SRC:
+    VARIANTS["before"] = (f"before: {BEFORE_SRC}", {"PYTHONPATH": BEFORE_SRC})
 #: The variants run, in order (``PDD_BENCH_VARIANTS``, comma-separated keys of :data:`VARIANTS`).
 RUN = os.environ.get("PDD_BENCH_VARIANTS", "kopf-defaults,operator").split(",")
 #: Seconds after the last reconcile before RSS is read: the operator releases freed memory once its
