@@ -1,8 +1,9 @@
 """The operator's memory: handing freed heap back to the OS after a burst (:func:`release`), and where
 it goes, by package: a tracemalloc report for ``pdd run`` (diagnostics).
 
-**Why release.** At a restart kopf lists every watched object at once and runs a worker per object;
-once they are processed, what stays live is small (a traced restart with 300 PDDeployments, 3,600
+**Why release.** At a restart kopf lists every watched object and runs a worker per object (in
+pages, with workers ended soon after, since 2026-12-02: ``handlers.memory_settings``, which lowered
+the peak itself); once they are processed, what stays live is small (a traced restart with 300 PDDeployments, 3,600
 watched objects: 17 MiB of Python allocations, 3 MiB of them kopf's) but glibc keeps the freed peak
 in the process (RSS 202-225 MB against 143 MB for the same objects created one by one; bench/README.md).
 :func:`release` runs the garbage collector and glibc's ``malloc_trim(0)``, which returns every free
