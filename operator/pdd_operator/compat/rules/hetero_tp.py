@@ -14,8 +14,8 @@ from pdd_operator.vllm.versions import fmt
     example="prefill: {tensorParallelSize: 2}, decode: {tensorParallelSize: 3}",
 )
 def check_tp_divisible(pair: PDPair) -> list[Violation]:
-    """One TP size is a multiple of the other (not judged for a size below 1: no TP to map)."""
-    if pair.tps is None or min(pair.tps) < 1:
+    """One TP size is a multiple of the other."""
+    if pair.tps is None or min(pair.tps) < 1:  # a size below 1 has no ranks to map: not judged here
         return []
     p, d = pair.tps
     if max(p, d) % min(p, d) == 0:
