@@ -27,16 +27,34 @@ from bench_scale import ENV, GROUP, NS, PLURAL, ROOT, VERSION, WORKERS, ChildWat
 from kubernetes import client
 
 N = int(os.environ.get("PDD_BENCH_N", "300"))
-#: (name, extra environment of ``pdd run``) per restart: Python's own small-object allocator or glibc
-#: malloc (``PYTHONMALLOC``; bench_scale's Operator sets ``malloc`` as the chart does), without and
-#: with the release of freed heap (``PDD_MALLOC_TRIM``, :func:`pdd_operator.controller.memory.release`),
-#: and traced with
-#: ``PDD_BENCH_TRACE=1`` (several times slower).
-VARIANTS = [
-    ("before: pymalloc, no release", {"PYTHONMALLOC": "pymalloc", "PDD_MALLOC_TRIM": "0"}),
-    ("pymalloc, freed heap released", {"PYTHONMALLOC": "pymalloc"}),
-    ("after: PYTHONMALLOC=malloc (the chart's), freed heap released", {}),
-] + ([("traced (PDD_TRACEMALLOC=3)", {"PDD_TRACEMALLOC": "3"})] if os.environ.get("PDD_BENCH_TRACE") == "1" else [])
+#: Restart variants by key: (name, extra environment of ``pdd run``). Python's own small-object
+#: allocator or glibc malloc (``PYTHONMALLOC``; bench_scale's Operator sets ``malloc`` as the chart
+#: does), without and with the release of freed heap (``PDD_MALLOC_TRIM``,
+#: :func:`pdd_operator.controller.memory.release`); kopf's initial list in one response or in pages
+#: (``PDD_LIST_CHUNK``) and its per-object workers kept 5 s or less after their last event
+#: (``PDD_WORKER_IDLE_SECONDS``, :mod:`pdd_operator.controller.handlers`); traced (``PDD_TRACEMALLOC``,
+#: several times slower).
+VARIANTS = {
+    "pymalloc": ("pymalloc, no release", {"PYTHONMALLOC": "pymalloc", "PDD_MALLOC_TRIM": "0"}),
+    "pymalloc-release": ("pymalloc, freed heap released", {"PYTHONMALLOC": "pymalloc"}),
+    "kopf-defaults": ("malloc, released, kopf's defaults (one list per kind, workers idle 5 s)",
+                      {"PDD_LIST_CHUNK": "0", "PDD_WORKER_IDLE_SECONDS": "5"}),
+    "pages": ("... + lists in pages of 200", {"PDD_LIST_CHUNK": "200", "PDD_WORKER_IDLE_SECONDS": "5"}),
+    "idle": ("... + workers idle 0.5 s", {"PDD_LIST_CHUNK": "0", "PDD_WORKER_IDLE_SECONDS": "0.5"}),
+    "pages-idle": ("... + both", {"PDD_LIST_CHUNK": "200", "PDD_WORKER_IDLE_SECONDS": "0.5"}),
+    "arenas-2": ("... + glibc malloc arenas at most 2 (MALLOC_ARENA_MAX)", {"MALLOC_ARENA_MAX": "2"}),
+    "idle-arenas-2": ("... + workers idle 0.5 s, at most 2 arenas",
+                      {"PDD_WORKER_IDLE_SECONDS": "0.5", "MALLOC_ARENA_MAX": "2"}),
+    "operator": ("the operator's defaults", {}),
+    "traced": ("traced (PDD_TRACEMALLOC=3)", {"PDD_TRACEMALLOC": "3"}),
+}
+#: ``PDD_BENCH_BEFORE_SRC``: the ``operator`` folder of another checkout (e.g. main's, from ``git worktree
+#: add``), run as variant ``before`` (its ``pdd_operator`` first on ``PYTHONPATH``): old code and new in one run.
+BEFORE_SRC = os.environ.get("PDD_BENCH_BEFORE_SRC")
+if BEFORE_SRC:
+    VARIANTS["before"] = (f"before: {BEFORE_SRC}", {"PYTHONPATH": BEFORE_SRC})
+#: The variants run, in order (``PDD_BENCH_VARIANTS``, comma-separated keys of :data:`VARIANTS`).
+RUN = os.environ.get("PDD_BENCH_VARIANTS", "kopf-defaults,operator").split(",")
 #: Seconds after the last reconcile before RSS is read: the operator releases freed memory once its
 #: queue was idle for 10 s (``handlers.RELEASE_AFTER_SECONDS``).
 SETTLE_SECONDS = 15
@@ -56,6 +74,9 @@ def restart(op: Operator, extra: dict[str, str], total: int, trace_out: Path | N
         op.proc.send_signal(signal.SIGUSR1)
         out["traced"] = json.loads(wait(lambda: trace_out.exists() and trace_out.stat().st_size
                                         and trace_out.read_text(), 600, "the tracemalloc report"))
+        peak_out = trace_out.with_suffix(".peak.json")
+        if peak_out.exists():
+            out["traced at the peak"] = json.loads(peak_out.read_text())
     return out
 
 
@@ -79,17 +100,25 @@ def main() -> int:
         log(f"{N} PDDeployments with all children; RSS after creating them {op.rss_mb()[0]:.0f} MB")
         total = len(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"])  # others left there
         print(f"\nbench_memory: restart with {total} PDDeployments present ({9 * total} children, {2 * total} pods)")
-        for name, extra in VARIANTS:
+        first = None
+        for key in RUN:
+            name, extra = VARIANTS[key]
             trace_out = None
             if "PDD_TRACEMALLOC" in extra:
                 trace_out = workdir / "tracemalloc.json"
                 trace_out.unlink(missing_ok=True)
-                extra = {**extra, "PDD_TRACEMALLOC_OUT": str(trace_out)}
+                trace_out.with_suffix(".peak.json").unlink(missing_ok=True)
+                extra = {**extra, "PDD_TRACEMALLOC_OUT": str(trace_out),
+                         "PDD_TRACEMALLOC_PEAK_OUT": str(trace_out.with_suffix(".peak.json"))}
             r = restart(op, extra, total, trace_out)
-            print(f"  {name}: RSS {r['rss']:.0f} MB (peak {r['peak']:.0f}) after {r['seconds']:.1f}s", flush=True)
-            if "traced" in r:
-                t = r["traced"]
-                print(f"    traced {t['traced_bytes'] / 2**20:.1f} MiB: "
+            first = first or r
+            print(f"  {name}: RSS {r['rss']:.0f} MB (peak {r['peak']:.0f}) after {r['seconds']:.1f}s; "
+                  f"x {RUN[0]}: RSS {r['rss'] / first['rss']:.2f}, peak {r['peak'] / first['peak']:.2f}", flush=True)
+            for when in ("traced", "traced at the peak"):
+                if when not in r:
+                    continue
+                t = r[when]
+                print(f"    {when}: {t['traced_bytes'] / 2**20:.1f} MiB (peak {(t.get('peak_bytes') or 0) / 2**20:.1f}): "
                       + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in t["by_package"].items()))
                 for where, size in t["top"]:
                     print(f"    {size / 2**20:6.2f} MiB {where}")

@@ -407,14 +407,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             ref = webhook_certs.SecretRef(args.operator_namespace, args.webhook_cert_secret,
                                           webhook_certs.hosts_of(args.webhook_host))
-            core = client.CoreV1Api(load_config())
+            secrets = webhook_certs.Secrets(load_config())
             try:
-                webhook_certs.sync(core, ref, Path(cert_dir))
+                webhook_certs.sync(secrets, ref, Path(cert_dir))
             except webhook_certs.SecretMissing as exc:
                 raise InputError(str(exc)) from exc
 
             def refresh() -> object:
-                return webhook_certs.sync(core, ref, Path(cert_dir))
+                return webhook_certs.sync(secrets, ref, Path(cert_dir))
         endpoint = webhook.prepare(
             port=args.webhook_port, host=args.webhook_host, listen=args.webhook_listen, cert_dir=Path(cert_dir),
             configuration=args.webhook_configuration_name, mode=args.webhook_configuration_mode, refresh=refresh,

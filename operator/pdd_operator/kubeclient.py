@@ -22,7 +22,12 @@ retried as urllib3 does by default (3 times, at once).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from typing import Any
+
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
 #: Seconds to wait for a TCP connection (and TLS handshake) to the apiserver.
@@ -77,3 +82,32 @@ def watch_timeout(server_seconds: int = WATCH_SERVER_SECONDS) -> dict:
     :data:`WATCH_MARGIN_SECONDS` longer than that (``_request_timeout`` as ``(connect, read)``)."""
     return {"timeout_seconds": server_seconds,
             "_request_timeout": (CONNECT_SECONDS, server_seconds + WATCH_MARGIN_SECONDS)}
+
+
+def request(api_client: client.ApiClient, method: str, path: str, *, path_params: dict[str, str] | None = None,
+            query: Sequence[tuple[str, str]] = (), body: Any = None, content_type: str | None = None,
+            accept: str = "application/json") -> Any:
+    """Send one request for ``path`` (``/api/v1/...``, ``/apis/<group>/<version>/...``; ``{namespace}``
+    and the like filled in from ``path_params``, quoted) through
+    ``api_client`` (its server, credentials, TLS and timeouts) and return the answer's JSON as dicts
+    and lists, or None for an empty answer.
+
+    ``body``: a dict (sent as JSON) or bytes (sent as they are); ``content_type``: e.g.
+    ``application/merge-patch+json`` (default JSON). Raises ``ApiException`` for a non-2xx answer, as
+    the generated methods do, and urllib3's errors (timeouts, refused connections) as they come.
+
+    The operator's own calls use this instead of the generated typed classes (``CoreV1Api``,
+    ``AppsV1Api``, ...): importing one builds the pydantic model of every kind it can return, 28 MB of
+    RSS for ``AppsV1Api``, ``CoreV1Api`` and ``RbacAuthorizationV1Api`` together (kubernetes 37;
+    bench/README.md), for answers the operator reads as dicts anyway.
+    """
+    headers = {"Accept": accept, **({"Content-Type": content_type} if content_type else {})}
+    method, url, headers, data, post = api_client.param_serialize(
+        method=method, resource_path=path, path_params=path_params, query_params=list(query), header_params=headers, body=body,
+        auth_settings=["BearerToken"])
+    response = api_client.call_api(method, url, header_params=headers, body=data, post_params=post)
+    response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
+                                         data=None)
+    return json.loads(response.data) if response.data else None

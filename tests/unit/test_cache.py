@@ -3,6 +3,11 @@ operator's writes until the watch catches up; and Kube reading from them without
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+import urllib.parse
+
 import pytest
 from kubernetes import client
 
@@ -213,23 +218,64 @@ def test_kube_reads_everything_a_reconcile_needs_from_the_cache(filled):
     assert requests_sent() == before
 
 
-def test_kube_without_a_ready_cache_reads_the_api():
-    cache = ClusterCache()
+class _Apiserver(http.server.BaseHTTPRequestHandler):
+    """Answers GETs from :data:`_Apiserver.objects` (path -> JSON object), 404 for any other path, and
+    records every request line."""
 
-    class Apps:
-        def read_namespaced_deployment(self, name, namespace):
-            return {"kind": "Deployment", "metadata": {"name": name}}
+    objects: dict[str, dict] = {}
+    seen: list[str] = []
 
-    kube = Kube.__new__(Kube)
-    kube.cache = cache
+    def do_GET(self):  # noqa: N802  (http.server's name)
+        type(self).seen.append(self.path)
+        found = self.objects.get(self.path.split("?", 1)[0])
+        body = json.dumps(found if found is not None else {"kind": "Status", "code": 404}).encode()
+        self.send_response(200 if found is not None else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    class Client:
-        def sanitize_for_serialization(self, o):
-            return o
+    def log_message(self, *args):
+        pass
 
-    kube.api_client = Client()
-    kube._read = {"Deployment": Apps().read_namespaced_deployment}
-    assert kube.get("Deployment", "ns", "d") == {"kind": "Deployment", "metadata": {"name": "d"}}
+
+@pytest.fixture
+def apiserver():
+    """A real HTTP server on loopback playing the apiserver's GETs; yields a client for it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Apiserver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    configuration = client.Configuration()
+    configuration.host, configuration.retries = f"http://127.0.0.1:{server.server_address[1]}", 0
+    _Apiserver.seen.clear()
+    try:
+        yield client.ApiClient(configuration)
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+def test_kube_without_a_ready_cache_reads_the_api(apiserver):
+    """Before the caches are filled every read is a request to the path of that kind; a 404 reads as None."""
+    deployment = {"kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"}, "spec": {"replicas": 2}}
+    pod = {"kind": "Pod", "metadata": {"name": "p", "labels": {LABEL_INSTANCE: "a"}}}
+    _Apiserver.objects = {
+        "/apis/apps/v1/namespaces/ns/deployments/d": deployment,
+        "/api/v1/namespaces/ns/configmaps/cfg": {"kind": "ConfigMap", "data": {"config.json": "{}"}},
+        "/api/v1/namespaces/ns/pods": {"kind": "PodList", "items": [pod]},
+        "/apis/pdd-operator.dev/v1alpha1/namespaces/ns/pddeployments/a": {"kind": "PDDeployment", "spec": {}},
+    }
+    kube = Kube(apiserver, cache=ClusterCache())
+    assert kube.get("Deployment", "ns", "d") == deployment
+    assert kube.get("Service", "ns", "d") is None
+    assert kube.config_map_value("ns", "cfg", "config.json") == "{}"
+    assert kube.config_map_value("ns", "other", "config.json") is None
+    assert kube.list_pods("ns", {LABEL_INSTANCE: "a"}) == [pod]
+    assert kube.get_pdd("ns", "a") == {"kind": "PDDeployment", "spec": {}}
+    assert kube.get_pdd("ns", "b") is None
+    queries = [urllib.parse.parse_qs(urllib.parse.urlsplit(p).query) for p in _Apiserver.seen if "/pods" in p]
+    assert queries == [{"labelSelector": [f"{LABEL_INSTANCE}=a"]}]
+    assert len(_Apiserver.seen) == 7
 
 
 def test_prune_hides_what_a_relist_missed_being_deleted_and_names_the_owners(filled):

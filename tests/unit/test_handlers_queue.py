@@ -153,3 +153,19 @@ def test_freed_memory_is_released_once_after_each_burst(monkeypatch):
             task.cancel()
 
     asyncio.run(scenario())
+
+
+def test_memory_settings_page_kopf_s_initial_lists_and_end_idle_workers_early():
+    """The two kopf settings that bound a restart's memory peak are kopf's own fields (a renamed one
+    would be set silently on the dataclass and do nothing) and carry the operator's values."""
+    import dataclasses
+
+    import kopf
+
+    settings = kopf.OperatorSettings()
+    assert settings.watching.chunk_size is None and settings.queueing.idle_timeout == 5.0  # kopf's defaults
+    handlers.memory_settings(settings)
+    assert "chunk_size" in {f.name for f in dataclasses.fields(settings.watching)}
+    assert "idle_timeout" in {f.name for f in dataclasses.fields(settings.queueing)}
+    assert settings.watching.chunk_size == handlers.LIST_CHUNK == 200
+    assert settings.queueing.idle_timeout == handlers.WORKER_IDLE_SECONDS == 0.5

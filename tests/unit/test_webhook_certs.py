@@ -8,7 +8,6 @@ import base64
 import copy
 import stat
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 from cryptography import x509
@@ -72,19 +71,19 @@ class SecretStore:
         self.exists, self.data, self.rv, self.replaces = exists, data, 1, 0
         self.before_replace = None
 
-    def read_namespaced_secret(self, name, namespace):
+    def read(self, namespace, name):
         if not self.exists:
             raise ApiException(status=404)
-        return SimpleNamespace(data=copy.deepcopy(self.data), type="Opaque",
-                               metadata=SimpleNamespace(resource_version=str(self.rv), labels={"a": "b"}, annotations=None))
+        return {"type": "Opaque", "metadata": {"resourceVersion": str(self.rv), "labels": {"a": "b"}},
+                **({"data": copy.deepcopy(self.data)} if self.data is not None else {})}
 
-    def replace_namespaced_secret(self, name, namespace, body, field_manager=None):
+    def replace(self, namespace, name, body):
         if self.before_replace is not None:
             hook, self.before_replace = self.before_replace, None
             hook()
         if body["metadata"]["resourceVersion"] != str(self.rv):
             raise ApiException(status=409)
-        assert field_manager == "pdd-operator" and body["metadata"]["labels"] == {"a": "b"}
+        assert body["metadata"]["labels"] == {"a": "b"}
         self.data, self.rv, self.replaces = body["data"], self.rv + 1, self.replaces + 1
 
 

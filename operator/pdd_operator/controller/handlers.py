@@ -68,6 +68,16 @@ HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
 #: threads than cores keep several requests in flight during a burst.
 WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
+#: Objects per page of kopf's initial list of each watched kind (``settings.watching.chunk_size``:
+#: ``limit``/``continue``); 0: one list of everything (kopf's default). A restart's memory peak is
+#: what is parsed and held at once: one response of every pod is tens of MB of JSON, parsed whole,
+#: for each of the 8 kinds listed at the same time (bench/README.md, memory).
+LIST_CHUNK = int(os.environ.get("PDD_LIST_CHUNK", "200"))
+#: Seconds kopf keeps an object's worker task after its last event (``settings.queueing.idle_timeout``;
+#: kopf's default is 5). The idle worker holds that event's whole body, ``managedFields`` included:
+#: at a restart every listed object's body for 5 s, all of them at once. Our handlers only copy
+#: the event into the caches and queue a reconcile, so a worker is cheap to start again.
+WORKER_IDLE_SECONDS = float(os.environ.get("PDD_WORKER_IDLE_SECONDS", "0.5"))
 _MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
 #: The server-side label selector of every managed kind's watch (and kopf's initial list).
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}=pdd-operator"
@@ -205,6 +215,13 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
     return False
 
 
+def memory_settings(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings that bound a restart's memory peak: the initial lists in pages of
+    :data:`LIST_CHUNK` and per-object workers ended :data:`WORKER_IDLE_SECONDS` after their last event."""
+    settings.watching.chunk_size = LIST_CHUNK or None
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
+
+
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_) -> None:
     """Operator-wide settings, and the periodic resync."""
@@ -224,6 +241,7 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.watching.connect_timeout = kubeclient.CONNECT_SECONDS
     settings.watching.server_timeout = kubeclient.WATCH_SERVER_SECONDS
     settings.watching.client_timeout = kubeclient.WATCH_SERVER_SECONDS + kubeclient.WATCH_MARGIN_SECONDS
+    memory_settings(settings)
     objects_log = logging.getLogger("kopf.objects")
     if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
         objects_log.addFilter(_QuietSuccesses())
@@ -327,8 +345,8 @@ async def _resync_forever() -> None:
 
 
 #: Seconds the reconcile queue must stay idle after a burst before the freed heap is released: kopf's
-#: per-object workers of the burst end 5 s after their object's last event
-#: (``settings.queueing.idle_timeout``), and their memory is free only then.
+#: per-object workers of the burst end :data:`WORKER_IDLE_SECONDS` after their object's last event
+#: (``settings.queueing.idle_timeout``; up to 5 s when set so), and their memory is free only then.
 RELEASE_AFTER_SECONDS = 10.0
 
 

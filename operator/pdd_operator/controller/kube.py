@@ -30,7 +30,7 @@ from pdd_operator.api.constants import ANNOTATION_GENERATION, FIELD_MANAGER, GRO
 from pdd_operator.controller.cache import ClusterCache
 from pdd_operator.controller.metrics import API_REQUEST_DURATION, API_REQUESTS, CACHE_MISSES
 from pdd_operator.controller.rbac import AccessCheck
-from pdd_operator.kubeclient import load_config
+from pdd_operator.kubeclient import load_config, request
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +212,9 @@ _COLLECTION_PATHS = {
     "ServiceAccount": "/api/v1", "Pod": "/api/v1", "Role": "/apis/rbac.authorization.k8s.io/v1",
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1", "ConfigMap": "/api/v1",
 }
+#: The path of one PDDeployment, and of one object of the other kinds the operator reads without a cache.
+_PDD_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
+_CONFIG_MAP_PATH = "/api/v1/namespaces/{namespace}/configmaps/{name}"
 _PLURALS = {KIND: PLURAL, "Deployment": "deployments", "Service": "services", "ServiceAccount": "serviceaccounts",
             "Pod": "pods", "Role": "roles", "RoleBinding": "rolebindings", "ConfigMap": "configmaps"}
 #: Ask for PartialObjectMetadataList: names and resourceVersions without specs (a tenth of the bytes).
@@ -230,26 +233,20 @@ class Kube:
     def __init__(self, api_client: client.ApiClient | None = None, cache: ClusterCache | None = None) -> None:
         self.api_client = api_client or load_config()
         self.cache = cache
-        self.apps = client.AppsV1Api(self.api_client)
-        self.core = client.CoreV1Api(self.api_client)
-        self.custom = client.CustomObjectsApi(self.api_client)
-        self.rbac = client.RbacAuthorizationV1Api(self.api_client)
-        # The kinds of child objects: how to read one and how to server-side apply one.
-        self._read = {
-            "Deployment": self.apps.read_namespaced_deployment,
-            "Service": self.core.read_namespaced_service,
-            "ServiceAccount": self.core.read_namespaced_service_account,
-            "Role": self.rbac.read_namespaced_role,
-            "RoleBinding": self.rbac.read_namespaced_role_binding,
-        }
-        self._patch = {
-            "Deployment": self.apps.patch_namespaced_deployment,
-            "Service": self.core.patch_namespaced_service,
-            "ServiceAccount": self.core.patch_namespaced_service_account,
-            "Role": self.rbac.patch_namespaced_role,
-            "RoleBinding": self.rbac.patch_namespaced_role_binding,
-        }
         self.writes = 0
+
+    def _request(self, method: str, path: str, **kwargs) -> Any:
+        """:func:`~pdd_operator.kubeclient.request` with this instance's client (no typed API classes)."""
+        return request(self.api_client, method, path, **kwargs)
+
+    def _get_or_none(self, path: str, namespace: str, name: str) -> dict | None:
+        """The object at ``path`` (with ``{namespace}`` and ``{name}``), or None for a 404."""
+        try:
+            return self._request("GET", path, path_params={"namespace": namespace, "name": name})
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def _cached(self) -> ClusterCache | None:
         return self.cache if self.cache is not None and self.cache.ready.is_set() else None
@@ -261,12 +258,7 @@ class Kube:
         if (cache := self._cached()) is not None:
             return cache.pdd(namespace, name)
         API_REQUESTS.labels("get", KIND).inc()
-        try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._get_or_none(_PDD_PATH, namespace, name)
 
     def list_pdds(self, namespaces: Sequence[str] = ()) -> list[dict]:
         """Every PDDeployment in ``namespaces`` (one list per namespace), or in the cluster when empty.
@@ -274,10 +266,9 @@ class Kube:
         A namespaced operator may list only in its namespaces: its Roles grant nothing cluster-wide.
         """
         API_REQUESTS.labels("list", KIND).inc(max(1, len(namespaces)))
-        if not namespaces:
-            return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items", [])
-        return [item for ns in namespaces
-                for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL).get("items", [])]
+        paths = [f"{_COLLECTION_PATHS[KIND]}/namespaces/{ns}/{PLURAL}" for ns in namespaces] or [
+            f"{_COLLECTION_PATHS[KIND]}/{PLURAL}"]
+        return [item for path in paths for item in self._request("GET", path).get("items") or []]
 
     def list_metadata(self, kind: str, namespaces: Sequence[str] = (), label_selector: str | None = None,
                       chunk: int = 1000) -> tuple[dict[tuple[str, str], str], int | None]:
@@ -294,15 +285,7 @@ class Kube:
                 query = [("limit", str(chunk))] + ([("labelSelector", label_selector)] if label_selector else [])
                 query += [("continue", token)] if token else []
                 API_REQUESTS.labels("list", kind).inc()
-                method, url, headers, body, post = self.api_client.param_serialize(
-                    method="GET", resource_path=path, query_params=query,
-                    header_params={"Accept": _METADATA_ACCEPT}, auth_settings=["BearerToken"])
-                response = self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post)
-                response.read()
-                if not 200 <= response.status <= 299:
-                    raise ApiException.from_response(
-                        http_resp=response, body=response.data.decode("utf-8", "replace"), data=None)
-                listing = json.loads(response.data)
+                listing = self._request("GET", path, query=query, accept=_METADATA_ACCEPT)
                 for item in listing.get("items") or []:
                     meta = item.get("metadata") or {}
                     items[(meta.get("namespace"), meta.get("name"))] = meta.get("resourceVersion")
@@ -341,7 +324,6 @@ class Kube:
         Raises ``ApiException`` when a review itself fails (every authenticated user may create them:
         the ``system:basic-user`` ClusterRole).
         """
-        authz = client.AuthorizationV1Api(self.api_client)
         missing = []
         for c in checks:
             resource, _, subresource = c.resource.partition("/")
@@ -352,26 +334,22 @@ class Kube:
                 attrs["namespace"] = c.namespace
             if c.name:
                 attrs["name"] = c.name
-            review = authz.create_self_subject_access_review({"spec": {"resourceAttributes": attrs}})
-            if not review.status.allowed:
+            review = self._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                                   body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                                         "spec": {"resourceAttributes": attrs}})
+            if not (review.get("status") or {}).get("allowed"):
                 missing.append(c)
         return missing
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
         """Return a child (``Deployment``, ``Service``, ``ServiceAccount``, ``Role``, ``RoleBinding``) as a
         camelCase dict, or ``None``. Raises ``ValueError`` for another kind."""
-        if kind not in self._read:
+        if kind not in _RESOURCE_PATHS:
             raise ValueError(f"unsupported kind {kind}")
         if (cache := self._cached()) is not None:
             return cache.child(kind, namespace, name)
         API_REQUESTS.labels("get", kind).inc()
-        try:
-            obj = self._read[kind](name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return self.api_client.sanitize_for_serialization(obj)
+        return self._get_or_none(_RESOURCE_PATHS[kind], namespace, name)
 
     def config_map_value(self, namespace: str, name: str, key: str) -> str | None:
         """The value of one key of a ConfigMap, or ``None`` when the ConfigMap or key is missing.
@@ -384,17 +362,14 @@ class Kube:
                 return None if obj is None else ((obj.get("data") or {}).get(key))
             CACHE_MISSES.labels("ConfigMap").inc()
         API_REQUESTS.labels("get", "ConfigMap").inc()
-        try:
-            cm = self.core.read_namespaced_config_map(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                if cache is not None:
-                    cache.remember_absent("ConfigMap", namespace, name)
-                return None
-            raise
+        cm = self._get_or_none(_CONFIG_MAP_PATH, namespace, name)
+        if cm is None:
+            if cache is not None:
+                cache.remember_absent("ConfigMap", namespace, name)
+            return None
         if cache is not None:
-            cache.remember("ConfigMap", self.api_client.sanitize_for_serialization(cm))
-        return (cm.data or {}).get(key)
+            cache.remember("ConfigMap", cm)
+        return (cm.get("data") or {}).get(key)
 
     def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict]:
         """Pods matching the label selector, as camelCase dicts (from the cache: it must hold the
@@ -403,8 +378,8 @@ class Kube:
             return cache.pods(namespace, selector)
         API_REQUESTS.labels("list", "Pod").inc()
         label_selector = ",".join(f"{k}={v}" for k, v in selector.items())
-        pods = self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
-        return [self.api_client.sanitize_for_serialization(p) for p in pods]
+        return self._request("GET", "/api/v1/namespaces/{namespace}/pods", path_params={"namespace": namespace},
+                             query=[("labelSelector", label_selector)]).get("items") or []
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -422,7 +397,7 @@ class Kube:
         hand (a Service selector) is applied again (:func:`foreign_drift`).
         """
         kind, meta = desired["kind"], desired["metadata"]
-        if kind not in self._patch:
+        if kind not in _RESOURCE_PATHS:
             raise ValueError(f"unsupported kind {kind}")
         live = self.get(kind, meta["namespace"], meta["name"])
         if live is not None and contains(live, with_applied_hash(restamped(desired, live))) and not (
@@ -442,8 +417,10 @@ class Kube:
                 want = want[part]
             leaf[exclusive[-1]] = want
             started = time.monotonic()
-            self._patch[kind](meta["name"], meta["namespace"], patch, field_manager=FIELD_MANAGER,
-                              _content_type="application/merge-patch+json")
+            self._request("PATCH", _RESOURCE_PATHS[kind], path_params={"namespace": meta["namespace"],
+                                                                      "name": meta["name"]},
+                          query=[("fieldManager", FIELD_MANAGER)], body=patch,
+                          content_type="application/merge-patch+json")
             API_REQUEST_DURATION.labels("patch").observe(time.monotonic() - started)
             API_REQUESTS.labels("patch", kind).inc()
             self.writes += 1
@@ -474,7 +451,8 @@ class Kube:
         }
         try:
             API_REQUESTS.labels("create", "Event").inc()
-            self.core.create_namespaced_event(meta["namespace"], body)
+            self._request("POST", "/api/v1/namespaces/{namespace}/events", path_params={"namespace": meta["namespace"]},
+                          body={"apiVersion": "v1", "kind": "Event", **body})
         except Exception as exc:  # noqa: BLE001  (events are best effort; status carries the same)
             log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
             return False
@@ -484,31 +462,23 @@ class Kube:
     def _server_side_apply(self, kind: str, namespace: str, name: str, body: bytes) -> None:
         """PATCH ``body`` (serialized by :func:`apply_body`) as a forced server-side apply.
 
-        The generated ``patch_namespaced_*`` methods accept only dicts and serialize them with
-        Python's escaping JSON encoder, so the request is built here from the same client pieces
-        (authentication, TLS, headers). Raises ``ApiException`` for a non-2xx answer. The answer (the
+        The body goes as the bytes :func:`apply_body` wrote (Python's JSON encoder would escape an
+        emoji as surrogates the apiserver's YAML decoder refuses). Raises ``ApiException`` for a non-2xx answer. The answer (the
         object as applied) is remembered in the cache.
         """
         API_REQUESTS.labels("apply", kind).inc()
-        method, url, headers, data, post = self.api_client.param_serialize(
-            method="PATCH", resource_path=_RESOURCE_PATHS[kind],
-            path_params={"namespace": namespace, "name": name},
-            query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-            body=body, auth_settings=["BearerToken"],
-        )
         started = time.monotonic()
-        response = self.api_client.call_api(method, url, header_params=headers, body=data, post_params=post)
-        response.read()
-        API_REQUEST_DURATION.labels("apply").observe(time.monotonic() - started)
-        if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
-                                             data=None)
-        if self.cache is not None:
-            try:
-                self.cache.remember(kind, json.loads(response.data))
-            except ValueError:
-                log.debug("the answer to the apply of %s %s/%s is not JSON", kind, namespace, name)
+        try:
+            answer = self._request("PATCH", _RESOURCE_PATHS[kind], path_params={"namespace": namespace, "name": name},
+                                   query=[("fieldManager", FIELD_MANAGER), ("force", "true")], body=body,
+                                   content_type="application/apply-patch+yaml")
+        except ValueError:
+            answer = None
+            log.debug("the answer to the apply of %s %s/%s is not JSON", kind, namespace, name)
+        finally:
+            API_REQUEST_DURATION.labels("apply").observe(time.monotonic() - started)
+        if self.cache is not None and isinstance(answer, dict):
+            self.cache.remember(kind, answer)
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:
         """Replace the PDDeployment's status (merge patch of the status subresource).
@@ -521,9 +491,8 @@ class Kube:
             body["metadata"] = {"resourceVersion": resource_version}
         API_REQUESTS.labels("patch", f"{KIND}/status").inc()
         started = time.monotonic()
-        answer = self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json"
-        )
+        answer = self._request("PATCH", _PDD_PATH + "/status", path_params={"namespace": namespace, "name": name},
+                               body=body, content_type="application/merge-patch+json")
         API_REQUEST_DURATION.labels("patch").observe(time.monotonic() - started)
         self.writes += 1
         if self.cache is not None and isinstance(answer, dict):

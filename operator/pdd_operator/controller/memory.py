@@ -1,8 +1,9 @@
 """The operator's memory: handing freed heap back to the OS after a burst (:func:`release`), and where
 it goes, by package: a tracemalloc report for ``pdd run`` (diagnostics).
 
-**Why release.** At a restart kopf lists every watched object at once and runs a worker per object;
-once they are processed, what stays live is small (a traced restart with 300 PDDeployments, 3,600
+**Why release.** At a restart kopf lists every watched object and runs a worker per object (in
+pages, with workers ended soon after, since 2026-12-02: ``handlers.memory_settings``, which lowered
+the peak itself); once they are processed, what stays live is small (a traced restart with 300 PDDeployments, 3,600
 watched objects: 17 MiB of Python allocations, 3 MiB of them kopf's) but glibc keeps the freed peak
 in the process (RSS 202-225 MB against 143 MB for the same objects created one by one; bench/README.md).
 :func:`release` runs the garbage collector and glibc's ``malloc_trim(0)``, which returns every free
@@ -16,7 +17,8 @@ modules are imported (the imports are a fixed floor, and tracing them takes minu
 ``<frames>`` frames per allocation (tracing slows Python down several times: a measurement, never a
 production setting). On ``SIGUSR1`` it writes
 :func:`report` of a snapshot to ``PDD_TRACEMALLOC_OUT`` (default ``pdd-tracemalloc.json`` in the
-working directory).
+working directory); with ``PDD_TRACEMALLOC_PEAK_OUT`` it also keeps the report of the largest traced
+memory seen there (polled twice a second).
 
 Each live allocation is charged to the innermost frame of its traceback that lies in a known
 package (:data:`PACKAGES`): a ``json.loads`` called from the caches counts for ``pdd_operator``, a
@@ -33,6 +35,8 @@ import json
 import logging
 import os
 import signal
+import threading
+import time
 import tracemalloc
 from collections.abc import Iterable
 from pathlib import Path
@@ -108,7 +112,9 @@ def report(snapshot: tracemalloc.Snapshot, top: int = 15) -> dict:
     """``{"traced_bytes", "by_package": {package: bytes}, "top": [[where, bytes], ...]}``: the totals and
     the ``top`` allocation sites (file:line of the innermost frame)."""
     sites = snapshot.statistics("lineno")[:top]
-    return {"traced_bytes": sum(s.size for s in snapshot.statistics("filename")), "by_package": shares(snapshot),
+    return {"traced_bytes": sum(s.size for s in snapshot.statistics("filename")),
+            "peak_bytes": tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else None,
+            "by_package": shares(snapshot),
             "top": [[f"{s.traceback[0].filename}:{s.traceback[0].lineno}", s.size] for s in sites]}
 
 
@@ -128,4 +134,20 @@ def start_from_env(environ: dict[str, str] | os._Environ = os.environ) -> bool:
         out.write_text(json.dumps(report(tracemalloc.take_snapshot()), indent=1))
 
     signal.signal(signal.SIGUSR1, dump)
+    peak_out = environ.get("PDD_TRACEMALLOC_PEAK_OUT")
+    if peak_out:
+        threading.Thread(target=_keep_peak, args=(Path(peak_out),), name="tracemalloc-peak", daemon=True).start()
     return True
+
+
+def _keep_peak(out: Path, interval: float = 0.5, margin: float = 1.05) -> None:
+    """Every ``interval`` seconds, when the traced memory is ``margin`` times the largest seen so far,
+    write :func:`report` of a snapshot to ``out``: what was live at (about) the peak
+    (``PDD_TRACEMALLOC_PEAK_OUT``)."""
+    best = 0
+    while True:
+        time.sleep(interval)
+        current, _ = tracemalloc.get_traced_memory()
+        if current > best * margin:
+            best = current
+            out.write_text(json.dumps(report(tracemalloc.take_snapshot()), indent=1))

@@ -48,8 +48,34 @@ class SecretRef:
     hosts: tuple[str, ...]
 
 
-def _decode(secret: Any) -> dict[str, bytes]:
-    return {k: base64.b64decode(v) for k, v in ((getattr(secret, "data", None) or {}).items()) if k in tls.SECRET_KEYS}
+class Secrets:
+    """Reads and replaces one namespace's Secrets as dicts (:func:`~pdd_operator.kubeclient.request`;
+    not the generated ``CoreV1Api``, whose import alone takes 22 MB of the operator's RSS).
+    ``api_client``: a ``kubernetes.client.ApiClient`` (:func:`~pdd_operator.kubeclient.load_config`)."""
+
+    PATH = "/api/v1/namespaces/{namespace}/secrets/{name}"
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+
+    def read(self, namespace: str, name: str) -> dict:
+        """The Secret. Raises ``ApiException`` (404 when absent)."""
+        from pdd_operator.kubeclient import request
+
+        return request(self.api_client, "GET", self.PATH, path_params={"namespace": namespace, "name": name})
+
+    def replace(self, namespace: str, name: str, body: dict) -> dict:
+        """``PUT`` ``body`` under the operator's field manager. Raises ``ApiException`` (409 when its
+        ``metadata.resourceVersion`` is not the stored one)."""
+        from pdd_operator.kubeclient import request
+
+        return request(self.api_client, "PUT", self.PATH, path_params={"namespace": namespace, "name": name},
+                       query=[("fieldManager", FIELD_MANAGER)],
+                       body={"apiVersion": "v1", "kind": "Secret", **body})
+
+
+def _decode(secret: dict) -> dict[str, bytes]:
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items() if k in tls.SECRET_KEYS}
 
 
 def _record_expiry(data: dict[str, bytes]) -> None:
@@ -58,19 +84,20 @@ def _record_expiry(data: dict[str, bytes]) -> None:
         WEBHOOK_CERT_EXPIRY.labels(certificate=label).set(cert.not_valid_after_utc.timestamp())
 
 
-def sync(core: Any, ref: SecretRef, cert_dir: Path, *, now: datetime | None = None,
+def sync(secrets: Secrets, ref: SecretRef, cert_dir: Path, *, now: datetime | None = None,
          serving_days: int = tls.SERVING_DAYS) -> tuple[tls.ServingFiles, list[str]]:
     """Bring the Secret up to date (:func:`~pdd_operator.controller.tls.plan_certificates`), then write
     its serving files into ``cert_dir``. Returns the files and the changes written (empty: none).
 
-    ``core``: a ``kubernetes.client.CoreV1Api``. Raises :class:`SecretMissing` when the Secret is absent,
+    ``secrets``: a :class:`Secrets` (or anything with its ``read`` and ``replace``). Raises
+    :class:`SecretMissing` when the Secret is absent,
     ``ApiException`` for other API errors (a 409 is retried :data:`ATTEMPTS` times, re-reading each time).
     """
     from kubernetes.client.exceptions import ApiException
 
     for attempt in range(ATTEMPTS):
         try:
-            secret = core.read_namespaced_secret(ref.name, ref.namespace)
+            secret = secrets.read(ref.namespace, ref.name)
         except ApiException as exc:
             if exc.status == 404:
                 raise SecretMissing(
@@ -81,13 +108,15 @@ def sync(core: Any, ref: SecretRef, cert_dir: Path, *, now: datetime | None = No
         have = _decode(secret)
         want, changes = tls.plan_certificates(have, ref.hosts, now=now, serving_days=serving_days)
         if changes:
+            meta = secret.get("metadata") or {}
             body = {"metadata": {"name": ref.name, "namespace": ref.namespace,
-                                 "resourceVersion": secret.metadata.resource_version,
-                                 "labels": secret.metadata.labels, "annotations": secret.metadata.annotations},
-                    "type": secret.type or "Opaque",
-                    "data": {**(secret.data or {}), **{k: base64.b64encode(v).decode() for k, v in want.items()}}}
+                                 "resourceVersion": meta.get("resourceVersion"),
+                                 "labels": meta.get("labels"), "annotations": meta.get("annotations")},
+                    "type": secret.get("type") or "Opaque",
+                    "data": {**(secret.get("data") or {}),
+                             **{k: base64.b64encode(v).decode() for k, v in want.items()}}}
             try:
-                core.replace_namespaced_secret(ref.name, ref.namespace, body, field_manager=FIELD_MANAGER)
+                secrets.replace(ref.namespace, ref.name, body)
             except ApiException as exc:
                 if exc.status == 409 and attempt + 1 < ATTEMPTS:
                     log.info("webhook: Secret %s/%s changed meanwhile (another replica); reading it again",

@@ -15,7 +15,7 @@ from pdd_operator.vllm.versions import fmt
 )
 def check_tp_divisible(pair: PDPair) -> list[Violation]:
     """One TP size is a multiple of the other."""
-    if pair.tps is None:
+    if pair.tps is None or min(pair.tps) < 1:  # a size below 1 has no ranks to map: not judged here
         return []
     p, d = pair.tps
     if max(p, d) % min(p, d) == 0:
