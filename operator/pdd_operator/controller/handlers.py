@@ -53,6 +53,7 @@ from pdd_operator.controller.metrics import (
     RECONCILE_DURATION,
     RECONCILE_ERRORS,
     RESYNC_ERRORS,
+    WATCH_EVENTS,
 )
 from pdd_operator.controller.reconcile import is_transient, reconcile, record_failure
 from pdd_operator.controller.workqueue import WorkQueue
@@ -432,6 +433,7 @@ async def pddeployment_event(type: str | None, body: kopf.Body, name: str, names
     own = CACHE.settle(KIND, namespace, name, version)
     if type == "DELETED":
         return  # children go with it through garbage collection (ownerReferences)
+    WATCH_EVENTS.labels(KIND, "own" if own else "queued").inc()
     if not own:
         enqueue(namespace, name)
 
@@ -450,9 +452,12 @@ async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dic
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
-    CACHE.observe(body.get("kind"), body, deleted=type == "DELETED")
-    if CACHE.settle(body.get("kind"), namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
+    kind = body.get("kind")
+    CACHE.observe(kind, body, deleted=type == "DELETED")
+    if CACHE.settle(kind, namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
+        WATCH_EVENTS.labels(kind, "own").inc()
         return
+    WATCH_EVENTS.labels(kind, "queued").inc()
     for owner in owner_names(namespace, labels, meta.get("ownerReferences") or []):
         enqueue(namespace, owner)
 
