@@ -169,7 +169,7 @@ class Operator:
             return None
         values: dict[str, float] = {}
         for line in text.splitlines():
-            if line.startswith("pdd_"):
+            if line.startswith(("pdd_", "process_cpu_seconds_total")):
                 key, _, value = line.rpartition(" ")
                 values[key] = float(value)
         return values
@@ -267,6 +267,9 @@ def request_table(before: dict[str, float], after: dict[str, float], objects: in
         total = sum(v for _, v in rows)
         lines.append(f"    {name}: {total / objects:.2f} per object [{total:.0f}]: "
                      + ", ".join(f"{'/'.join(k)} {v / objects:.2f} [{v:.0f}]" for k, v in rows))
+    cpu = after.get("process_cpu_seconds_total", 0.0) - before.get("process_cpu_seconds_total", 0.0)
+    lines.append(f"    the operator process's CPU (kopf and the reconciles): {cpu / objects * 1000:.0f} ms per object "
+                 f"[{cpu:.1f} s]")
     return "\n".join(lines)
 
 

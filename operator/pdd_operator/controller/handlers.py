@@ -426,15 +426,19 @@ def _is_api_error(exc: BaseException) -> bool:
 async def pddeployment_event(type: str | None, body: kopf.Body, name: str, namespace: str, meta: dict,
                              **kwargs) -> None:
     """Any change of a PDDeployment (and the initial listing at startup): queue its reconcile, unless
-    the change is the status the operator just wrote."""
+    the change is the status the operator just wrote (its echo, or any change of nothing but the status:
+    :func:`~pdd_operator.controller.cache.status_only`; the operator is the status's only writer, and a
+    status written by someone else is recomputed at the next reconcile or resync)."""
+    cached = CACHE.pdd(namespace, name) if type != "DELETED" else None
     CACHE.observe(KIND, body, deleted=type == "DELETED")
     version = None if type == "DELETED" else meta.get("resourceVersion")
     HEALTH.watched((namespace, name), version, time.monotonic())
     own = CACHE.settle(KIND, namespace, name, version)
     if type == "DELETED":
         return  # children go with it through garbage collection (ownerReferences)
-    WATCH_EVENTS.labels(KIND, "own" if own else "queued").inc()
-    if not own:
+    outcome = "own" if own else "unchanged" if caching.status_only(cached, body) else "queued"
+    WATCH_EVENTS.labels(KIND, outcome).inc()
+    if outcome == "queued":
         enqueue(namespace, name)
 
 
@@ -447,15 +451,20 @@ async def pddeployment_event(type: str | None, body: kopf.Body, name: str, names
 async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dict, namespace: str, name: str,
                       **kwargs) -> None:
     """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
-    changed or was deleted: queue its PDDeployment, unless this is the operator's own apply coming back.
+    changed or was deleted: queue its PDDeployment, unless this is the operator's own apply coming back
+    or nothing the cache keeps of it changed (:meth:`~pdd_operator.controller.cache.ClusterCache.observe`:
+    a pod that became Running or Ready, whose readiness its Deployment's status counts).
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
     kind = body.get("kind")
-    CACHE.observe(kind, body, deleted=type == "DELETED")
+    changed = CACHE.observe(kind, body, deleted=type == "DELETED")
     if CACHE.settle(kind, namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
         WATCH_EVENTS.labels(kind, "own").inc()
+        return
+    if not changed:
+        WATCH_EVENTS.labels(kind, "unchanged").inc()
         return
     WATCH_EVENTS.labels(kind, "queued").inc()
     for owner in owner_names(namespace, labels, meta.get("ownerReferences") or []):
