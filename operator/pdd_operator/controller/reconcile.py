@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -131,6 +133,55 @@ def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: 
     return replace(report, findings=[*refused, *report.findings, *extra]), model_config
 
 
+class CheckMemo:
+    """The recent results of :func:`check_spec`, so a reconcile of an unchanged spec (every child and
+    pod event's) does not evaluate the rules again: they are a third of a no-op reconcile's CPU.
+
+    Keyed by the PDDeployment's ``(namespace, name, uid, generation)``, the model's config.json and the
+    ConfigMap problem: the apiserver raises ``metadata.generation`` on every change of the spec, so one
+    generation of one object has one spec, and the rest of the check's inputs are in the key. At most
+    ``size`` entries, least recently used dropped first; thread-safe (the reconcile workers share it).
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        if size < 1:
+            raise ValueError(f"a memo needs room for at least one entry, got {size}")
+        self.size = size
+        self._entries: OrderedDict[tuple, tuple[CompatReport, dict | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(namespace: str, name: str, uid: str | None, generation: int, model_config: dict | None,
+            problem: Finding | None) -> tuple:
+        """The memo key of one check (see the class docstring)."""
+        config = None if model_config is None else json.dumps(model_config, sort_keys=True, default=str)
+        return (namespace, name, uid, generation, config, None if problem is None else problem.model_dump_json())
+
+    def check(self, key: tuple, spec: PDDeploymentSpec, name: str, namespace: str, model_config: dict | None,
+              problem: Finding | None) -> tuple[CompatReport, dict | None]:
+        """:func:`check_spec` of the arguments, from the memo when ``key`` is in it."""
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+        if hit is None:
+            hit = check_spec(spec, name, namespace, model_config, problem)
+            with self._lock:
+                self._entries[key] = hit
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        report, config = hit
+        return replace(report, findings=list(report.findings)), config
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+#: The operator's :class:`CheckMemo` (one process, every reconcile worker).
+CHECKS = CheckMemo()
+
+
 def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float | None]:
     """Apply every child; one that the apiserver refuses does not stop the others.
 
@@ -223,7 +274,8 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         spec, report = None, invalid_spec_report(exc)
     else:
         model_config, problem = load_model_config(kube, namespace, spec, read_errors)
-        report, model_config = check_spec(spec, name, namespace, model_config, problem)
+        key = CHECKS.key(namespace, name, meta.get("uid"), generation, model_config, problem)
+        report, model_config = CHECKS.check(key, spec, name, namespace, model_config, problem)
 
     deployments = read_deployments(kube, namespace, name)
     last_good = None
