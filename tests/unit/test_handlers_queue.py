@@ -48,8 +48,9 @@ def test_own_apply_coming_back_queues_nothing_and_later_changes_queue_the_owner(
     cache.remember("Deployment", mine)
     child(ix, mine)
     assert queued(queue) == []
-    child(ix, obj("Deployment", "a-decode", 10, meta=OWNER, status={"replicas": 1}))  # the controller-manager's
-    child(ix, obj("Deployment", "a-decode", 11, meta=OWNER, status={"replicas": 2}))  # coalesced with the one waiting
+    engine = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
+    child(ix, obj("Deployment", "a-decode", 10, meta=engine, status={"replicas": 1}))  # the controller-manager's
+    child(ix, obj("Deployment", "a-decode", 11, meta=engine, status={"replicas": 2}))  # coalesced with the one waiting
     assert queued(queue) == [("ns", "a")]
 
 
@@ -222,3 +223,25 @@ def test_freed_memory_is_released_once_after_each_burst(monkeypatch):
             task.cancel()
 
     asyncio.run(scenario())
+
+
+ROUTER = {**OWNER, "labels": {"pdd-operator.dev/role": "router"}}
+ENGINE = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
+
+
+@pytest.mark.parametrize("meta, name, update, queues", [
+    (ENGINE, "a-decode", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # what status counts
+    (ROUTER, "a-router", {"status": {"replicas": 1, "readyReplicas": 1}}, False),  # status never read
+    (ROUTER, "a-router", {"spec": {"replicas": 3}, "status": {}}, True),  # a hand edit to revert
+    (ROUTER, "a-router", {"status": {}, "meta": {"labels": {"pdd-operator.dev/role": "router", "x": "y"}}}, True),
+])
+def test_a_child_s_status_change_queues_its_owner_only_where_status_is_read(wired, meta, name, update, queues):
+    cache, ix, queue = wired
+    kind = "Deployment"
+    child(ix, obj(kind, name, 10, meta=meta, spec={"replicas": 1}, status={}))
+    queue._queue.clear()
+    queue._dirty.clear()
+    extra = dict(update)
+    meta2 = {**meta, **extra.pop("meta", {})}
+    child(ix, obj(kind, name, 11, meta=meta2, **{"spec": {"replicas": 1}, **extra}))
+    assert queued(queue) == ([("ns", "a")] if queues else [])

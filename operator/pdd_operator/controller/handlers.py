@@ -41,7 +41,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator import kubeclient
-from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
+from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_ROLE, PLURAL, ROLES, VERSION
 from pdd_operator.controller import cache as caching
 from pdd_operator.controller import memory
 from pdd_operator.controller.cache import ClusterCache
@@ -453,13 +453,17 @@ async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dic
     """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
     changed or was deleted: queue its PDDeployment, unless this is the operator's own apply coming back
     or nothing the cache keeps of it changed (:meth:`~pdd_operator.controller.cache.ClusterCache.observe`:
-    a pod that became Running or Ready, whose readiness its Deployment's status counts).
+    a pod that became Running or Ready, whose readiness its Deployment's status counts), or only the
+    status of a child whose status no reconcile reads (:func:`status_is_read`: the router's Deployment,
+    a Service).
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
     kind = body.get("kind")
-    changed = CACHE.observe(kind, body, deleted=type == "DELETED")
+    cached = (CACHE.child(kind, namespace, name)
+              if type != "DELETED" and kind != "Pod" and not status_is_read(kind, labels) else None)
+    changed = CACHE.observe(kind, body, deleted=type == "DELETED") and not caching.status_only(cached, body)
     if CACHE.settle(kind, namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
         WATCH_EVENTS.labels(kind, "own").inc()
         return
@@ -479,6 +483,15 @@ async def config_map_event(type: str | None, body: kopf.Body, namespace: str, na
     CACHE.settle("ConfigMap", namespace, name, None if type == "DELETED" else meta.get("resourceVersion"))
     for owner in sorted(CACHE.referenced(namespace, name)):
         enqueue(namespace, owner)
+
+
+def status_is_read(kind: str | None, labels: dict) -> bool:
+    """Whether a reconcile reads the status of a managed child of ``kind`` with ``labels``: only the
+    engine Deployments' (prefill and decode, :func:`~pdd_operator.controller.status.RoleObservation.from_deployment`
+    and the rollout's slots); a change of nothing but the status of any other child (the router's
+    Deployment, a Service) cannot change what the reconcile does. Pods are judged by their view
+    (:func:`~pdd_operator.controller.cache.pod_view`) instead."""
+    return kind == "Deployment" and (labels or {}).get(LABEL_ROLE) in ROLES
 
 
 def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> list[str]:
