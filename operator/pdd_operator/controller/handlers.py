@@ -184,6 +184,8 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
             outcome = reconcile(_kube(), namespace, name)
         if queued_at is not None and outcome.first_apply_at is not None:
             EVENT_TO_APPLY.observe(outcome.first_apply_at - queued_at)
+        if outcome.requeue_after is not None:  # a progress-only status update waits (reconcile.StatusPacer)
+            _queue().add_after((namespace, name), outcome.requeue_after)
     except ApiException as exc:
         RECONCILE_ERRORS.inc()
         retry = is_transient(exc)
