@@ -101,8 +101,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
     whole body, managedFields and status included: ``kopf._core.reactor.processing._detect_causes``,
     kopf 1.45) to diff it for ``on.create``/``on.update``/``on.resume`` handlers and daemons. The
     operator has none (only ``on.event``, ``on.validate`` and lifecycle handlers), so the diff is never
-    read; sampled with py-spy during a burst of 200 creates, building it took about a quarter of the
-    operator's CPU. Registering such a handler later would need kopf's default storage back.
+    read. Building it costs 0.34 ms of CPU per event of a 7.5 KB Deployment (timed alone; py-spy put
+    13% of the operator's samples in that deep copy during a burst of 200 creates), about 24 events per
+    new PDDeployment. Registering such a handler later would need kopf's default storage back.
     """
 
     def build(self, *, body: kopf.Body, extra_fields=None) -> None:  # noqa: ARG002  (kopf's signature)
