@@ -83,6 +83,10 @@ PODS_PER_NODE = 250
 GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
 NS, BASELINE_NS = "bench-scale", "bench-baseline"
 TRACE = os.environ.get("PDD_BENCH_TRACEMALLOC", "1") != "0"
+#: Phases after the baseline and the burst (which always run): ``PDD_BENCH_PHASES``, a comma list of
+#: ``steady`` (steady creates), ``change`` (spec changes), ``idle`` (steady state), ``restart``
+#: (restart, memory, the traced restart); all by default. A goal of a phase not run is printed as such.
+PHASES = set((os.environ.get("PDD_BENCH_PHASES") or "steady,change,idle,restart").split(","))
 #: The operator's latency histograms that the bench reports per phase (metric name, label filter).
 HISTOGRAMS = {"queue wait": ("pdd_workqueue_wait_seconds", ""),
               "reconcile wall": ("pdd_reconcile_duration_seconds", ""),
@@ -165,7 +169,7 @@ class Operator:
             return None
         values: dict[str, float] = {}
         for line in text.splitlines():
-            if line.startswith("pdd_"):
+            if line.startswith(("pdd_", "process_cpu_seconds_total")):
                 key, _, value = line.rpartition(" ")
                 values[key] = float(value)
         return values
@@ -235,6 +239,68 @@ def operator_share(before: dict[str, float], after: dict[str, float]) -> str:
         lines.append(f"    {what}: {count:.0f}, mean {total / count * 1000:.1f} ms, p50 {p50 * 1000:.1f} ms, "
                      f"p99 {p99 * 1000:.1f} ms")
     return "\n".join(lines)
+
+
+def counters(metrics: dict[str, float], name: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """``{label values: value}`` of the counter ``name`` in a metrics snapshot (``labels``: which labels)."""
+    out: dict[tuple[str, ...], float] = {}
+    for key, value in metrics.items():
+        if key.startswith(name + "{"):
+            out[tuple(key.split(f'{label}="', 1)[1].split('"', 1)[0] if f'{label}="' in key else ""
+                      for label in labels)] = value
+    return out
+
+
+#: The operator's counters in :func:`request_table`: (metric, its labels).
+COUNTERS = (("pdd_api_requests_total", ("verb", "resource")), ("pdd_reconcile_total", ("outcome",)),
+            ("pdd_watch_events_total", ("kind", "outcome")))
+
+
+def request_table(before: dict[str, float], after: dict[str, float], objects: int) -> str:
+    """Per new object between two snapshots of the operator's metrics: requests it sent by verb and
+    resource, reconciles by outcome, watch events by kind and outcome (one line each, totals in brackets)."""
+    lines = []
+    for name, labels in COUNTERS:
+        b, a = counters(before, name, labels), counters(after, name, labels)
+        rows = sorted(((k, a[k] - b.get(k, 0.0)) for k in a), key=lambda kv: -kv[1])
+        rows = [(k, v) for k, v in rows if v > 0]
+        total = sum(v for _, v in rows)
+        lines.append(f"    {name}: {total / objects:.2f} per object [{total:.0f}]: "
+                     + ", ".join(f"{'/'.join(k)} {v / objects:.2f} [{v:.0f}]" for k, v in rows))
+    cpu = after.get("process_cpu_seconds_total", 0.0) - before.get("process_cpu_seconds_total", 0.0)
+    lines.append(f"    the operator process's CPU (kopf and the reconciles): {cpu / objects * 1000:.0f} ms per object "
+                 f"[{cpu:.1f} s]")
+    return "\n".join(lines)
+
+
+def apiserver_requests(api_client: client.ApiClient) -> dict[tuple[str, str], float]:
+    """The apiserver's own ``apiserver_request_total`` summed by (verb, resource), from its /metrics
+    (every client: the operator, kopf's watches, the controllers, kwok, the bench)."""
+    method, url, headers, body, post = api_client.param_serialize(
+        method="GET", resource_path="/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
+    text = api_client.call_api(method, url, header_params=headers, body=body, post_params=post,
+                               _request_timeout=60).read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            key, _, value = line.rpartition(" ")
+            labels = dict(part.split("=", 1) for part in key[len("apiserver_request_total{"):-1].split(",")
+                          if "=" in part)
+            verb, resource = labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"')
+            if labels.get("subresource", '""').strip('"'):
+                resource += "/" + labels["subresource"].strip('"')
+            out[(verb, resource)] = out.get((verb, resource), 0.0) + float(value)
+    return out
+
+
+def apiserver_table(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], objects: int,
+                    top: int = 14) -> str:
+    """The apiserver's requests between two :func:`apiserver_requests` snapshots, per object, largest first."""
+    rows = sorted(((k, v - before.get(k, 0.0)) for k, v in after.items()), key=lambda kv: -kv[1])
+    rows = [(k, v) for k, v in rows if v > 0 and k[0] not in ("WATCH",)]
+    total = sum(v for _, v in rows)
+    return (f"    apiserver_request_total (all clients, watches not counted): {total / objects:.2f} per object "
+            f"[{total:.0f}]: " + ", ".join(f"{v_} {r} {n / objects:.2f}" for (v_, r), n in rows[:top]))
 
 
 def load() -> str:
@@ -503,9 +569,12 @@ def main() -> int:
         shares: dict[str, str] = {}
 
         # 1. baseline
+        served = apiserver_requests(api_client)
         baseline_s, baseline_per_object = apply_baseline(kube)
         loads["baseline"] = load()
         log(f"baseline: {baseline_s:.1f}s for {9 * N} children ({9 * N / baseline_s:.0f}/s); {loads['baseline']}")
+        tables: dict[str, str] = {"baseline": apiserver_table(served, served := apiserver_requests(api_client), N)}
+        print(tables["baseline"], flush=True)
         run("delete", "namespace", BASELINE_NS, "--wait=true", "--timeout=900s")
         log("baseline namespace deleted")
 
@@ -513,6 +582,7 @@ def main() -> int:
         op.start()
         watch = ChildWatch(api_client, NS)
         mark = op.metrics() or {}
+        served = apiserver_requests(api_client)
         names = [f"pdd-{i}" for i in range(N)]
         burst_start = time.monotonic()
         with cf.ThreadPoolExecutor(WORKERS) as pool:
@@ -525,98 +595,107 @@ def main() -> int:
         log(f"burst: {N} created in {created_s:.1f}s, all children after {burst_s:.1f}s; {loads['burst']}")
         wait_quiet(op, 10, 1800)
         log(f"quiet after the burst: {op.sums()}")
-        shares["burst"], mark = operator_share(mark, now := op.metrics() or {}), now
+        now = op.metrics() or {}
+        tables["burst"] = (request_table(mark, now, N) + "\n"
+                           + apiserver_table(served, served := apiserver_requests(api_client), N))
+        shares["burst"], mark = operator_share(mark, now), now
         print(shares["burst"], flush=True)
+        print(tables["burst"], flush=True)
+        steady_lat, change_lat, applies = [], [], 0.0
+        steady_reads = steady_writes = steady_reconciles = restart_s = restart_writes_later = None
+        rss_before = rss_after = op.rss_mb()
+        traced, total = None, N + (STEADY if "steady" in PHASES else 0)
 
-        # 3. steady creates at RATE/s with N present
-        steady_names = [f"steady-{i}" for i in range(STEADY)]
-        steady_sent: dict[str, float] = {}
-        with cf.ThreadPoolExecutor(8) as pool:
-            futures = {}
-            t0 = time.monotonic()
-            for i, name in enumerate(steady_names):
-                delay = t0 + i / RATE - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                futures[name] = pool.submit(create, custom, name)
-            steady_sent = {n: f.result() for n, f in futures.items()}
-        steady_done = watch.wait_complete(steady_names, 9, 600)
-        steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
-        loads["steady creates"] = load()
-        wait_quiet(op, 10, 900)
-        shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
-        log(f"steady creates: p50 {pct(steady_lat, 50):.2f}s p99 {pct(steady_lat, 99):.2f}s; {loads['steady creates']}")
-        print(shares["steady creates"], flush=True)
+        if "steady" in PHASES:  # 3. steady creates at RATE/s with N present
+            steady_names = [f"steady-{i}" for i in range(STEADY)]
+            steady_sent: dict[str, float] = {}
+            with cf.ThreadPoolExecutor(8) as pool:
+                futures = {}
+                t0 = time.monotonic()
+                for i, name in enumerate(steady_names):
+                    delay = t0 + i / RATE - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    futures[name] = pool.submit(create, custom, name)
+                steady_sent = {n: f.result() for n, f in futures.items()}
+            steady_done = watch.wait_complete(steady_names, 9, 600)
+            steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
+            loads["steady creates"] = load()
+            wait_quiet(op, 10, 900)
+            shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
+            log(f"steady creates: p50 {pct(steady_lat, 50):.2f}s p99 {pct(steady_lat, 99):.2f}s; {loads['steady creates']}")
+            print(shares["steady creates"], flush=True)
 
-        # 4. spec change -> child updated
-        change_lat, change_applies = [], op.sums()["writes"]
-        for name in names[:CHANGES]:
-            sent_at = time.monotonic()
-            retried(custom.patch_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, name,
-                    {"spec": {"decode": {"replicas": 2}}})
-            change_lat.append(watch.wait_replicas(f"{name}-decode", 2, 120) - sent_at)
-            time.sleep(0.2)
-        loads["spec change"] = load()
-        wait_quiet(op, 10, 900)
-        applies = (op.metrics() or {}).get("pdd_child_applies_total", 0.0) - mark.get("pdd_child_applies_total", 0.0)
-        change_applies = op.sums()["writes"] - change_applies
-        shares["spec change"], mark = operator_share(mark, now := op.metrics() or {}), now
-        log(f"spec changes: p50 {pct(change_lat, 50) * 1000:.0f} ms; {applies:.0f} child applies and "
-            f"{change_applies:.0f} writes in all for {CHANGES} changes; {loads['spec change']}")
-        print(shares["spec change"], flush=True)
+        if "change" in PHASES:  # 4. spec change -> child updated
+            change_lat, change_applies = [], op.sums()["writes"]
+            for name in names[:CHANGES]:
+                sent_at = time.monotonic()
+                retried(custom.patch_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, name,
+                        {"spec": {"decode": {"replicas": 2}}})
+                change_lat.append(watch.wait_replicas(f"{name}-decode", 2, 120) - sent_at)
+                time.sleep(0.2)
+            loads["spec change"] = load()
+            wait_quiet(op, 10, 900)
+            applies = (op.metrics() or {}).get("pdd_child_applies_total", 0.0) - mark.get("pdd_child_applies_total", 0.0)
+            change_applies = op.sums()["writes"] - change_applies
+            now = op.metrics() or {}
+            tables["spec change (per change)"] = request_table(mark, now, CHANGES)
+            shares["spec change"], mark = operator_share(mark, now), now
+            log(f"spec changes: p50 {pct(change_lat, 50) * 1000:.0f} ms; {applies:.0f} child applies and "
+                f"{change_applies:.0f} writes in all for {CHANGES} changes; {loads['spec change']}")
+            print(shares["spec change"], flush=True)
+            print(tables["spec change (per change)"], flush=True)
 
-        # 5. steady state over one resync period
-        before = op.sums()
-        time.sleep(RESYNC * 1.2)
-        after = op.sums()
-        steady_reads, steady_writes = after["reads"] - before["reads"], after["writes"] - before["writes"]
-        steady_reconciles = after["reconciles"] - before["reconciles"]
-        rss_before = op.rss_mb()
-        log(f"steady state over {RESYNC * 1.2:.0f}s: {steady_reads:.0f} reads, {steady_writes:.0f} writes, "
-            f"{steady_reconciles:.0f} reconciles; RSS {rss_before[0]:.0f} MB (peak {rss_before[1]:.0f})")
+        if "idle" in PHASES:  # 5. steady state over one resync period
+            before = op.sums()
+            time.sleep(RESYNC * 1.2)
+            after = op.sums()
+            steady_reads, steady_writes = after["reads"] - before["reads"], after["writes"] - before["writes"]
+            steady_reconciles = after["reconciles"] - before["reconciles"]
+            rss_before = op.rss_mb()
+            log(f"steady state over {RESYNC * 1.2:.0f}s: {steady_reads:.0f} reads, {steady_writes:.0f} writes, "
+                f"{steady_reconciles:.0f} reconciles; RSS {rss_before[0]:.0f} MB (peak {rss_before[1]:.0f})")
 
-        # 6. restart with everything present
-        op.stop()
-        total = N + STEADY
-        started = op.start()
-        wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 600, "every object reconciled",
-             interval=0.1)
-        restart_s = time.monotonic() - started
-        restart_writes = op.sums()["writes"]
-        loads["restart"] = load()
-        # RSS once settled: the operator hands a burst's freed heap back after 10 s of an idle queue
-        # (controller/memory.py release); the peak (VmHWM) is printed beside it.
-        time.sleep(15)
-        restart_writes_later = op.sums()["writes"]
-        rss_after = op.rss_mb()
-        log(f"restart: {restart_s:.1f}s to reconcile {total}, {restart_writes:.0f} writes "
-            f"({restart_writes_later:.0f} 15 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f}); "
-            f"{loads['restart']}")
-        shares["restart"] = operator_share({}, op.metrics() or {})
-        print(shares["restart"], flush=True)
-        watch.stopping = True
-
-        # 8. where the memory goes: one more restart, traced
-        traced = None
-        if TRACE:
+        if "restart" in PHASES:  # 6. restart with everything present
             op.stop()
-            out = workdir / "tracemalloc.json"
-            out.unlink(missing_ok=True)
-            try:
-                op.start({"PDD_TRACEMALLOC": "12", "PDD_TRACEMALLOC_OUT": str(out)})
-                wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 900,
-                     "every object reconciled (traced)", interval=0.5)
-                op.proc.send_signal(signal.SIGUSR1)
-                traced = json.loads(wait(lambda: out.exists() and out.stat().st_size and out.read_text(), 300,
-                                         "the tracemalloc report"))
-                traced["rss"] = op.rss_mb()
-                log(f"traced restart: {traced['traced_bytes'] / 2**20:.1f} MiB traced, by package "
-                    + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in traced["by_package"].items())
-                    + f" MiB; RSS {traced['rss'][0]:.0f} MB")
-            except TimeoutError as exc:  # the goals above are measured already; report them anyway
-                log(f"traced restart skipped: {exc}")
+            started = op.start()
+            wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 600, "every object reconciled",
+                 interval=0.1)
+            restart_s = time.monotonic() - started
+            restart_writes = op.sums()["writes"]
+            loads["restart"] = load()
+            # RSS once settled: the operator hands a burst's freed heap back after 10 s of an idle queue
+            # (controller/memory.py release); the peak (VmHWM) is printed beside it.
+            time.sleep(15)
+            restart_writes_later = op.sums()["writes"]
+            rss_after = op.rss_mb()
+            log(f"restart: {restart_s:.1f}s to reconcile {total}, {restart_writes:.0f} writes "
+                f"({restart_writes_later:.0f} 15 s later); RSS {rss_after[0]:.0f} MB (peak {rss_after[1]:.0f}); "
+                f"{loads['restart']}")
+            shares["restart"] = operator_share({}, op.metrics() or {})
+            print(shares["restart"], flush=True)
+
+            # 8. where the memory goes: one more restart, traced
+            if TRACE:
+                op.stop()
+                out = workdir / "tracemalloc.json"
+                out.unlink(missing_ok=True)
+                try:
+                    op.start({"PDD_TRACEMALLOC": "12", "PDD_TRACEMALLOC_OUT": str(out)})
+                    wait(lambda: (s := op.sums())["reconciles"] >= total and s["queue"] == 0, 900,
+                         "every object reconciled (traced)", interval=0.5)
+                    op.proc.send_signal(signal.SIGUSR1)
+                    traced = json.loads(wait(lambda: out.exists() and out.stat().st_size and out.read_text(), 300,
+                                             "the tracemalloc report"))
+                    traced["rss"] = op.rss_mb()
+                    log(f"traced restart: {traced['traced_bytes'] / 2**20:.1f} MiB traced, by package "
+                        + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in traced["by_package"].items())
+                        + f" MiB; RSS {traced['rss'][0]:.0f} MB")
+                except TimeoutError as exc:  # the goals above are measured already; report them anyway
+                    log(f"traced restart skipped: {exc}")
+        watch.stopping = True
         results = {
-            "baseline_s": baseline_s, "baseline_per_object": baseline_per_object, "burst_s": burst_s,
+            "tables": tables, "baseline_s": baseline_s, "baseline_per_object": baseline_per_object, "burst_s": burst_s,
             "burst_lat": burst_lat, "created_s": created_s, "steady_lat": steady_lat, "change_lat": change_lat,
             "steady_reads": steady_reads, "steady_writes": steady_writes, "steady_reconciles": steady_reconciles,
             "restart_s": restart_s, "restart_writes": restart_writes_later, "rss_before": rss_before,
@@ -645,6 +724,8 @@ def main() -> int:
         print(f"  {phase}: {text}")
     for phase, text in r["shares"].items():
         print(f"  the operator's share, {phase}:\n{text}")
+    for phase, text in r["tables"].items():
+        print(f"  requests per object, {phase}:\n{text}")
     if r["traced"]:
         top = "; ".join(f"{where.rsplit('/site-packages/', 1)[-1]} {size / 2**20:.1f} MiB"
                         for where, size in r["traced"]["top"][:8])
@@ -653,18 +734,19 @@ def main() -> int:
               + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in r["traced"]["by_package"].items())
               + f" MiB; top sites: {top}")
     ok = [
-        goal(f"create -> all children p99 < 0.5 s at {RATE:.0f} creates/s with {N} present",
-             pct(r["steady_lat"], 99) < 0.5,
-             f"p50 {pct(r['steady_lat'], 50) * 1000:.0f} ms, p99 {pct(r['steady_lat'], 99) * 1000:.0f} ms"),
+        r["steady_lat"] and goal(f"create -> all children p99 < 0.5 s at {RATE:.0f} creates/s with {N} present",
+                                 pct(r["steady_lat"], 99) < 0.5,
+                                 f"p50 {pct(r['steady_lat'], 50) * 1000:.0f} ms, "
+                                 f"p99 {pct(r['steady_lat'], 99) * 1000:.0f} ms"),
         goal(f"burst of {N}: all children within 1.5x the direct apply", r["burst_s"] <= 1.5 * r["baseline_s"],
              f"{r['burst_s']:.1f}s vs {r['baseline_s']:.1f}s = {r['burst_s'] / r['baseline_s']:.2f}x"),
-        goal("spec change -> child updated p50 < 0.2 s", pct(r["change_lat"], 50) < 0.2,
+        r["change_lat"] and goal("spec change -> child updated p50 < 0.2 s", pct(r["change_lat"], 50) < 0.2,
              f"p50 {pct(r['change_lat'], 50) * 1000:.0f} ms, max {max(r['change_lat']) * 1000:.0f} ms "
              f"({len(r['change_lat'])} changes)"),
-        goal(f"restart with {r['total']} present: all reconciled < 30 s with 0 writes",
+        r["restart_s"] is not None and goal(f"restart with {r['total']} present: all reconciled < 30 s with 0 writes",
              r["restart_s"] < 30 and r["restart_writes"] == 0,
              f"{r['restart_s']:.1f}s, {r['restart_writes']:.0f} writes"),
-        goal("steady state: 0 writes and < 1 read per object per resync period",
+        r["steady_writes"] is not None and goal("steady state: 0 writes and < 1 read per object per resync period",
              r["steady_writes"] == 0 and r["steady_reads"] / r["total"] < 1,
              f"{r['steady_writes']:.0f} writes, {r['steady_reads']:.0f} reads for {r['total']} objects "
              f"({r['steady_reads'] / r['total']:.3f} per object) over {RESYNC * 1.2:.0f}s, "
@@ -673,7 +755,9 @@ def main() -> int:
              f"{r['rss_before'][0]:.0f} MB after the burst phases (peak {r['rss_before'][1]:.0f}), "
              f"{r['rss_after'][0]:.0f} MB after the restart (peak {r['rss_after'][1]:.0f})"),
     ]
-    print(f"  {sum(ok)} of {len(ok)} goals met")
+    not_run = sum([not r["steady_lat"], not r["change_lat"], r["restart_s"] is None, r["steady_writes"] is None])
+    print(f"  {sum(1 for met in ok if met is True)} of {len(ok) - not_run} goals met"
+          + (f" ({not_run} not run: PDD_BENCH_PHASES)" if not_run else ""))
     return 0
 
 

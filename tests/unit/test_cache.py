@@ -351,3 +351,49 @@ def test_prune_drops_an_own_write_whose_child_went(filled):
     assert cache.child("Service", "ns", "a-decode") is not None
     assert cache.prune("Service", {}, 20) == {("ns", "a")}
     assert cache.child("Service", "ns", "a-decode") is None
+
+
+PDD = {"kind": "PDDeployment", "metadata": {"name": "a", "namespace": "ns", "generation": 1, "resourceVersion": "5",
+                                            "labels": {"team": "x"}, "managedFields": [{"manager": "kubectl"}]},
+       "spec": {"decode": {"replicas": 1}}, "status": {"observedGeneration": 1}}
+
+
+def edited(**parts):
+    out = {**PDD, "metadata": {**PDD["metadata"], "resourceVersion": "6"}}
+    for key, value in parts.items():
+        if key in ("labels", "annotations", "generation", "deletionTimestamp", "finalizers", "managedFields"):
+            out["metadata"] = {**out["metadata"], key: value}
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    (PDD, edited(status={"observedGeneration": 1, "conditions": [{"type": "Ready"}]}), True),
+    (PDD, edited(), True),  # a resourceVersion of its own (a no-op write)
+    (PDD, edited(managedFields=[{"manager": "pdd-operator"}]), True),
+    (PDD, edited(spec={"decode": {"replicas": 2}}, generation=2), False),
+    (PDD, edited(labels={"team": "y"}), False),
+    (PDD, edited(annotations={"a": "b"}), False),
+    (PDD, edited(deletionTimestamp="2026-12-02T00:00:00Z"), False),
+    (PDD, edited(finalizers=["x"]), False),
+    (None, PDD, False),  # nothing cached: a new object
+])
+def test_status_only_tells_a_status_write_from_every_other_change(old, new, expected):
+    assert caching.status_only(old, new) is expected
+
+
+def test_a_packed_object_keeps_its_resource_version_outside_the_blob():
+    a, b = caching.pack(obj("Deployment", "d", 7, spec={"replicas": 1})), caching.pack(obj("Deployment", "d", 8,
+                                                                                             spec={"replicas": 1}))
+    assert a.blob == b.blob and a.version == "7" and b"resourceVersion" not in a.blob
+    assert b.unpack()["metadata"]["resourceVersion"] == "8"
+
+
+def test_observe_says_whether_what_the_cache_keeps_changed(filled):
+    cache, _ = filled
+    assert cache.observe("Deployment", obj("Deployment", "d", 1, spec={"replicas": 1})) is True  # new
+    assert cache.observe("Deployment", obj("Deployment", "d", 2, spec={"replicas": 1})) is False  # version only
+    assert cache.observe("Deployment", obj("Deployment", "d", 3, spec={"replicas": 2})) is True
+    assert cache.observe("Deployment", obj("Deployment", "d", 4, spec={"replicas": 2}), deleted=True) is True
+    assert cache.child("Deployment", "ns", "d") is None

@@ -48,8 +48,63 @@ def test_own_apply_coming_back_queues_nothing_and_later_changes_queue_the_owner(
     cache.remember("Deployment", mine)
     child(ix, mine)
     assert queued(queue) == []
-    child(ix, obj("Deployment", "a-decode", 10, meta=OWNER))  # the controller-manager's status update
-    child(ix, obj("Deployment", "a-decode", 11, meta=OWNER))  # coalesced with the one waiting
+    engine = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
+    child(ix, obj("Deployment", "a-decode", 10, meta=engine, status={"replicas": 1}))  # the controller-manager's
+    child(ix, obj("Deployment", "a-decode", 11, meta=engine, status={"replicas": 2}))  # coalesced with the one waiting
+    assert queued(queue) == [("ns", "a")]
+
+
+POD_LABELS = {"labels": {LABEL_INSTANCE: "a"}}
+
+
+def pod(rv, phase="Pending", conditions=(), **status):
+    return obj("Pod", "a-decode-x", rv, meta=POD_LABELS,
+               status={"phase": phase, "conditions": list(conditions), "podIP": f"10.0.0.{rv}", **status})
+
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes",
+                 "lastTransitionTime": "2026-12-02T00:00:00Z"}
+SCHEDULED = {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-02T00:00:01Z"}
+READY = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-02T00:00:02Z"}
+
+
+@pytest.mark.parametrize("before, after, queues", [
+    # what status reads of a pod changed: its owner is reconciled
+    (pod(3), pod(4, conditions=[UNSCHEDULABLE]), True),
+    (pod(3, conditions=[UNSCHEDULABLE]), pod(4, conditions=[SCHEDULED]), True),
+    (pod(3), pod(4, initContainerStatuses=[{"name": "preflight", "state": {"terminated": {"message": "{}"}}}]),
+     True),
+    (pod(3), pod(4, containerStatuses=[{"name": "vllm", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]),
+     True),
+    (pod(3), obj("Pod", "a-decode-x", 4, meta={**POD_LABELS, "deletionTimestamp": "2026-12-02T00:00:03Z"}), True),
+    # nothing status reads changed: the pod started, became ready, got an IP, a time moved
+    (pod(3, conditions=[SCHEDULED]), pod(4, "Running", [SCHEDULED, READY]), False),
+    (pod(3, conditions=[SCHEDULED]), pod(4, conditions=[{**SCHEDULED, "lastTransitionTime": "later"}]), False),
+    (pod(3, conditions=[SCHEDULED]), pod(4, "Running", [SCHEDULED],
+                                         containerStatuses=[{"name": "vllm", "state": {"running": {}}}]), False),
+])
+def test_a_pod_update_queues_its_owner_only_when_what_status_reads_of_it_changed(wired, before, after, queues):
+    cache, ix, queue = wired
+    ix.put(obj("PDDeployment", "a", 1, spec={}))
+    child(ix, before)
+    queue._queue.clear()
+    queue._dirty.clear()
+    child(ix, after)
+    assert queued(queue) == ([("ns", "a")] if queues else [])
+
+
+def test_a_child_update_of_nothing_but_its_resource_version_queues_nothing(wired):
+    cache, ix, queue = wired
+    child(ix, obj("Deployment", "a-decode", 10, meta=OWNER, status={"replicas": 1}))
+    assert queued(queue) == [("ns", "a")]
+    queue._queue.clear()
+    queue._dirty.clear()
+    # another manager's no-op apply: only managedFields and the resourceVersion move
+    child(ix, obj("Deployment", "a-decode", 11, meta={**OWNER, "managedFields": [{"manager": "y"}]},
+                  status={"replicas": 1}))
+    assert queued(queue) == []
+    assert cache.child("Deployment", "ns", "a-decode")["metadata"]["resourceVersion"] == "11"
+    child(ix, obj("Deployment", "a-decode", 12, meta=OWNER, status={"replicas": 1}), type_="DELETED")
     assert queued(queue) == [("ns", "a")]
 
 
@@ -80,6 +135,21 @@ def test_the_operator_s_own_status_write_queues_nothing(wired):
     event(body)
     assert queued(queue) == []
     event(obj("PDDeployment", "a", 8, spec={"x": 1}))  # the user's edit
+    assert queued(queue) == [("ns", "a")]
+
+
+def test_a_status_write_whose_echo_comes_before_its_answer_queues_nothing(wired):
+    cache, ix, queue = wired
+    ix.put(obj("PDDeployment", "a", 7, spec={"x": 1}))
+
+    def event(b):
+        asyncio.run(handlers.pddeployment_event(type="MODIFIED", body=b, name="a", namespace="ns", meta=b["metadata"],
+                                                **ix.kwargs()))
+    # the watch delivers the operator's status patch before the patch's answer is remembered
+    event(obj("PDDeployment", "a", 8, spec={"x": 1}, status={"observedGeneration": 1}))
+    assert queued(queue) == []
+    assert cache.pdd("ns", "a")["status"] == {"observedGeneration": 1}
+    event(obj("PDDeployment", "a", 9, spec={"x": 2}, status={"observedGeneration": 1}))
     assert queued(queue) == [("ns", "a")]
 
 
@@ -169,3 +239,25 @@ def test_memory_settings_page_kopf_s_initial_lists_and_end_idle_workers_early():
     assert "idle_timeout" in {f.name for f in dataclasses.fields(settings.queueing)}
     assert settings.watching.chunk_size == handlers.LIST_CHUNK == 200
     assert settings.queueing.idle_timeout == handlers.WORKER_IDLE_SECONDS == 0.5
+
+
+ROUTER = {**OWNER, "labels": {"pdd-operator.dev/role": "router"}}
+ENGINE = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
+
+
+@pytest.mark.parametrize("meta, name, update, queues", [
+    (ENGINE, "a-decode", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # what status counts
+    (ROUTER, "a-router", {"status": {"replicas": 1, "readyReplicas": 1}}, False),  # status never read
+    (ROUTER, "a-router", {"spec": {"replicas": 3}, "status": {}}, True),  # a hand edit to revert
+    (ROUTER, "a-router", {"status": {}, "meta": {"labels": {"pdd-operator.dev/role": "router", "x": "y"}}}, True),
+])
+def test_a_child_s_status_change_queues_its_owner_only_where_status_is_read(wired, meta, name, update, queues):
+    cache, ix, queue = wired
+    kind = "Deployment"
+    child(ix, obj(kind, name, 10, meta=meta, spec={"replicas": 1}, status={}))
+    queue._queue.clear()
+    queue._dirty.clear()
+    extra = dict(update)
+    meta2 = {**meta, **extra.pop("meta", {})}
+    child(ix, obj(kind, name, 11, meta=meta2, **{"spec": {"replicas": 1}, **extra}))
+    assert queued(queue) == ([("ns", "a")] if queues else [])

@@ -93,31 +93,56 @@ def strip(body: Mapping[str, Any]) -> dict:
     return out
 
 
+def status_only(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether ``new`` differs from ``old`` (a cached copy of the same object, ``None``: none cached) in
+    nothing but its ``status``, resourceVersion and ``managedFields``: a status write, which for a
+    PDDeployment only the operator makes. controller-runtime's ``GenerationChangedPredicate`` drops
+    such updates likewise; here labels, annotations, a finalizer or a deletion still count."""
+    if old is None:
+        return False
+
+    def rest(obj: Mapping[str, Any]) -> dict:
+        body = strip(obj)
+        body.pop("status", None)
+        body["metadata"].pop("resourceVersion", None)
+        return body
+
+    return rest(old) == rest(new)
+
+
 class Packed(NamedTuple):
     """What an index keeps of one object: its resourceVersion, its owner's name or instance label
-    (``None`` when it has none) and the object as compact JSON."""
+    (``None`` when it has none) and the object as compact JSON without its resourceVersion, so two
+    versions of an object that differ in nothing the cache keeps have equal ``blob`` s
+    (:meth:`ClusterCache.observe` tells a resourceVersion-only update that way)."""
 
     version: str | None
     owner: str | None
     blob: bytes
 
     def unpack(self) -> dict:
-        """The object (a new dict on every call)."""
-        return json.loads(self.blob)
+        """The object with its resourceVersion (a new dict on every call)."""
+        body = json.loads(self.blob)
+        if self.version is not None:
+            body.setdefault("metadata", {})["resourceVersion"] = self.version
+        return body
 
 
 def pack(obj: Mapping[str, Any], owner: str | None = None) -> Packed:
     """:class:`Packed` of ``obj`` without ``managedFields`` (:func:`strip`)."""
     body = strip(obj)
-    return Packed(body["metadata"].get("resourceVersion"), owner,
-                  json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+    version = body["metadata"].pop("resourceVersion", None)
+    return Packed(version, owner, json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def pod_view(pod: Mapping[str, Any]) -> dict:
-    """The part of a pod that the operator reads: identity and labels, the conditions (the scheduler's
-    verdict), the ``preflight`` init container's status
-    (:func:`~pdd_operator.controller.status.preflight_results`) and, of every container that cannot run,
-    its name, waiting state and last termination (:func:`~pdd_operator.controller.status.pod_problems`)."""
+    """The part of a pod that the operator reads: identity and labels, the ``PodScheduled`` condition
+    without its times (the scheduler's verdict), the ``preflight`` init container's termination
+    messages (:func:`~pdd_operator.controller.status.preflight_results`) and, of every container that
+    cannot run, its name, waiting state and last termination
+    (:func:`~pdd_operator.controller.status.pod_problems`). Nothing else: a pod update that changes
+    none of it (it started, became ready, got an IP; readiness is counted from its Deployment) leaves
+    the view equal and queues no reconcile (:meth:`ClusterCache.observe`)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     keep = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp", "ownerReferences")
@@ -127,11 +152,16 @@ def pod_view(pod: Mapping[str, Any]) -> dict:
              if isinstance(s, dict) and isinstance(s.get("state"), dict)
              and isinstance(s["state"].get("waiting"), dict)
              and s["state"]["waiting"].get("reason") in CONTAINER_FAILURE_REASONS]
+    preflight = [{"name": "preflight", **{key: {"terminated": {"message": message}}
+                                          for key in ("state", "lastState")
+                                          if (message := (((s.get(key) or {}).get("terminated") or {})
+                                                          .get("message")))}}
+                 for s in status.get("initContainerStatuses") or []
+                 if isinstance(s, dict) and s.get("name") == "preflight"]
+    scheduled = [{k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+                 for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "PodScheduled"]
     return {"kind": "Pod", "metadata": {k: meta[k] for k in keep if k in meta},
-            "status": {"phase": status.get("phase"), "conditions": status.get("conditions") or [],
-                       "initContainerStatuses": [s for s in status.get("initContainerStatuses") or []
-                                                 if isinstance(s, dict) and s.get("name") == "preflight"],
-                       "containerStatuses": stuck}}
+            "status": {"conditions": scheduled, "initContainerStatuses": preflight, "containerStatuses": stuck}}
 
 
 def resource_version(obj: Mapping[str, Any] | None) -> int | None:
@@ -186,6 +216,14 @@ def owner_of(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _same_content(old: Any, new: Any) -> bool:
+    """Whether two index values hold the same object but for its resourceVersion (:class:`Packed`), or
+    are equal."""
+    if isinstance(old, Packed) and isinstance(new, Packed):
+        return old.owner == new.owner and old.blob == new.blob
+    return old == new
+
+
 class Index:
     """Keys -> the values that index functions returned for them, per object: an object's new results
     replace its old ones (as kopf's indexes do). Not thread-safe: :class:`ClusterCache` locks."""
@@ -194,16 +232,22 @@ class Index:
         self._stores: dict[Any, dict[tuple, Any]] = {}
         self._keys_of: dict[tuple, set] = {}
 
-    def replace(self, obj_key: tuple, results: Mapping[Any, Any]) -> None:
-        """Set ``obj_key``'s values to ``results`` (key -> value), dropping its other keys."""
-        for key in self._keys_of.get(obj_key, set()) - set(results):
+    def replace(self, obj_key: tuple, results: Mapping[Any, Any]) -> bool:
+        """Set ``obj_key``'s values to ``results`` (key -> value), dropping its other keys. Returns
+        whether anything changed: keys, or a value other than by its :class:`Packed` version alone."""
+        old_keys = self._keys_of.get(obj_key, set())
+        changed = old_keys != set(results)
+        for key in old_keys - set(results):
             self._drop(key, obj_key)
         for key, value in results.items():
-            self._stores.setdefault(key, {})[obj_key] = value
+            store = self._stores.setdefault(key, {})
+            changed = changed or not _same_content(store.get(obj_key), value)
+            store[obj_key] = value
         if results:
             self._keys_of[obj_key] = set(results)
         else:
             self._keys_of.pop(obj_key, None)
+        return changed
 
     def discard(self, obj_key: tuple) -> None:
         """Forget every value of ``obj_key``."""
@@ -256,8 +300,13 @@ class ClusterCache:
 
     # --- filling ----------------------------------------------------------------------------
 
-    def observe(self, kind: str, body: Mapping[str, Any], deleted: bool = False) -> None:
-        """A watch delivered ``body`` of ``kind`` (``deleted``: its deletion): update the indexes."""
+    def observe(self, kind: str, body: Mapping[str, Any], deleted: bool = False) -> bool:
+        """A watch delivered ``body`` of ``kind`` (``deleted``: its deletion): update the indexes.
+
+        Returns whether what the cache keeps of the object changed: False for an update of nothing
+        but its resourceVersion and of fields the cache does not keep (``managedFields``, of a pod
+        everything :func:`pod_view` leaves out), which no reconcile can see; True for a new object,
+        a deletion and every other change."""
         meta = body.get("metadata") or {}
         obj_key = (kind, meta.get("namespace"), meta.get("name"))
         with self._lock:
@@ -272,14 +321,16 @@ class ClusterCache:
                 updates = {CHILD_INDEX: index_child}
             else:
                 raise ValueError(f"unsupported kind {kind}")
+            changed = deleted
             for name, function in updates.items():
                 if deleted:
                     self._indexes[name].discard(obj_key)
                 else:
-                    self._indexes[name].replace(obj_key, function(body))
+                    changed = self._indexes[name].replace(obj_key, function(body)) or changed
             if self._expected is not None and not self.ready.is_set():
                 self._expected.get(kind, set()).discard(obj_key[1:])
                 self._check_ready()
+        return changed
 
     def expect(self, listed: Mapping[str, set[tuple[str, str]]]) -> None:
         """Become ready once every ``(namespace, name)`` listed per kind (a metadata list at startup)

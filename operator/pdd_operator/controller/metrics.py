@@ -25,6 +25,13 @@ CACHE_MISSES = Counter(
     "pdd_cache_fallback_reads_total",
     "Reads that the caches could not answer and went to the apiserver, by resource.", ["resource"],
 )
+WATCH_EVENTS = Counter(
+    "pdd_watch_events_total",
+    "Watch events the operator's handlers received, by kind and what they did: queued (a reconcile of the "
+    "owner), own (the echo of the operator's own write, already in the cache) or unchanged (nothing the "
+    "operator reads of the object changed: a resourceVersion-only update).",
+    ["kind", "outcome"],
+)
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
 QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")
 QUEUE_RETRIES = Counter(

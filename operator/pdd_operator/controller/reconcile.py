@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -30,6 +33,7 @@ from pdd_operator.controller.status import (
     RoleObservation,
     fold_status,
     preflight_results,
+    progress_only,
     with_reconcile_error,
 )
 from pdd_operator.render.admission import admission_findings
@@ -131,6 +135,55 @@ def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: 
     return replace(report, findings=[*refused, *report.findings, *extra]), model_config
 
 
+class CheckMemo:
+    """The recent results of :func:`check_spec`, so a reconcile of an unchanged spec (every child and
+    pod event's) does not evaluate the rules again: they are a third of a no-op reconcile's CPU.
+
+    Keyed by the PDDeployment's ``(namespace, name, uid, generation)``, the model's config.json and the
+    ConfigMap problem: the apiserver raises ``metadata.generation`` on every change of the spec, so one
+    generation of one object has one spec, and the rest of the check's inputs are in the key. At most
+    ``size`` entries, least recently used dropped first; thread-safe (the reconcile workers share it).
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        if size < 1:
+            raise ValueError(f"a memo needs room for at least one entry, got {size}")
+        self.size = size
+        self._entries: OrderedDict[tuple, tuple[CompatReport, dict | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(namespace: str, name: str, uid: str | None, generation: int, model_config: dict | None,
+            problem: Finding | None) -> tuple:
+        """The memo key of one check (see the class docstring)."""
+        config = None if model_config is None else json.dumps(model_config, sort_keys=True, default=str)
+        return (namespace, name, uid, generation, config, None if problem is None else problem.model_dump_json())
+
+    def check(self, key: tuple, spec: PDDeploymentSpec, name: str, namespace: str, model_config: dict | None,
+              problem: Finding | None) -> tuple[CompatReport, dict | None]:
+        """:func:`check_spec` of the arguments, from the memo when ``key`` is in it."""
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+        if hit is None:
+            hit = check_spec(spec, name, namespace, model_config, problem)
+            with self._lock:
+                self._entries[key] = hit
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        report, config = hit
+        return replace(report, findings=list(report.findings)), config
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+#: The operator's :class:`CheckMemo` (one process, every reconcile worker).
+CHECKS = CheckMemo()
+
+
 def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float | None]:
     """Apply every child; one that the apiserver refuses does not stop the others.
 
@@ -170,6 +223,53 @@ def legacy_applied_specs(kube: Kube, namespace: str, name: str, deployments: dic
             if (raw := ((child or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_APPLIED_SPEC_LEGACY))]
 
 
+#: Seconds a PDDeployment's :func:`~pdd_operator.controller.status.progress_only` status update waits after
+#: its last status write (``PDD_PROGRESS_WRITE_SECONDS``; 0 writes every update at once).
+PROGRESS_WRITE_SECONDS = float(os.environ.get("PDD_PROGRESS_WRITE_SECONDS", "1.0"))
+
+
+class StatusPacer:
+    """Paces a PDDeployment's status writes that are only a rollout's progress (ready and updated
+    counts: :func:`~pdd_operator.controller.status.progress_only`): such an update is written at once
+    when the object's last status write is ``window`` seconds old or more, otherwise it waits for the
+    rest of the window, and whatever the status is then (often Ready, a transition) is written in one
+    patch. Transitions, a new generation and errors are never held back. So a create writes its status
+    about twice (the children applied, then Ready) instead of once per pod count, and a burst of pod
+    events costs the apiserver one status write per window.
+
+    State is in memory per object key (``(namespace, name)``), with ``clock`` (monotonic seconds, tests
+    pass a fake one); thread-safe. Raises ``ValueError`` for a negative window.
+    """
+
+    def __init__(self, window: float = PROGRESS_WRITE_SECONDS, clock=time.monotonic) -> None:
+        if window < 0:
+            raise ValueError(f"the progress write window must be >= 0 seconds, got {window}")
+        self.window, self._clock = window, clock
+        self._written: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, key: tuple[str, str], previous: dict, status: dict) -> float | None:
+        """Seconds to wait before writing ``status`` over the stored ``previous``, or ``None``: write now."""
+        if not self.window or not progress_only(previous, status):
+            return None
+        with self._lock:
+            at = self._written.get(key)
+        left = None if at is None else at + self.window - self._clock()
+        return left if left is not None and left > 0 else None
+
+    def written(self, key: tuple[str, str]) -> None:
+        """A status write of ``key`` succeeded now; forgets objects idle for longer than the window."""
+        now = self._clock()
+        with self._lock:
+            self._written[key] = now
+            if len(self._written) > 4096:
+                self._written = {k: t for k, t in self._written.items() if now - t < self.window}
+
+
+#: The operator's :class:`StatusPacer`.
+PACER = StatusPacer()
+
+
 #: Keeps a flapping PDDeployment from flooding its namespace with Events (one per operator process).
 EVENTS = EventFilter()
 
@@ -187,13 +287,16 @@ def post_events(kube: Kube, obj: dict, events: list[Event]) -> int:
 @dataclass(frozen=True)
 class Outcome:
     """What one reconcile did: child applies sent, whether status was written, and the verdict;
-    ``first_apply_at``: when (``time.monotonic()``) the first child apply that sent a request began."""
+    ``first_apply_at``: when (``time.monotonic()``) the first child apply that sent a request began;
+    ``requeue_after``: seconds after which the object must be reconciled again (a status update that
+    :data:`PACER` held back), ``None`` when nothing waits."""
 
     applied: int = 0
     status_written: bool = False
     compatible: bool = True
     found: bool = True
     first_apply_at: float | None = None
+    requeue_after: float | None = None
 
 
 def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
@@ -201,7 +304,8 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
 
     Compatible spec: render the children and apply those that differ from the live objects.
     Incompatible spec: touch no child (they keep running the last compatible generation) and report
-    why. Either way the status is recomputed and written only when it differs. Raises the client's
+    why. Either way the status is recomputed and written only when it differs (an update that is only
+    a rollout's progress may wait for :data:`PACER`'s window: ``Outcome.requeue_after``). Raises the client's
     ``ApiException`` on API errors (callers retry); never raises for a bad spec.
 
     Callers run at most one reconcile of an object at a time (the operator's
@@ -223,7 +327,8 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         spec, report = None, invalid_spec_report(exc)
     else:
         model_config, problem = load_model_config(kube, namespace, spec, read_errors)
-        report, model_config = check_spec(spec, name, namespace, model_config, problem)
+        key = CHECKS.key(namespace, name, meta.get("uid"), generation, model_config, problem)
+        report, model_config = CHECKS.check(key, spec, name, namespace, model_config, problem)
 
     deployments = read_deployments(kube, namespace, name)
     last_good = None
@@ -266,10 +371,13 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     )
     if applied_spec is not None:
         status["appliedSpec"] = applied_spec
-    written = False
+    written, held = False, None
     if status != previous:
+        held = PACER.hold((namespace, name), previous, status)
+    if status != previous and held is None:
         removed = {k: None for k in previous if k not in status}
         kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
+        PACER.written((namespace, name))
         written = True
         post_events(kube, obj, transitions(previous, status))
         log.info(
@@ -285,7 +393,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     else:
         RECONCILES.labels("unchanged").inc()
     return Outcome(applied=applied, status_written=written, compatible=report.compatible,
-                   first_apply_at=first_apply_at)
+                   first_apply_at=first_apply_at, requeue_after=held)
 
 
 def record_failure(kube: Kube, namespace: str, name: str, message: str) -> bool:

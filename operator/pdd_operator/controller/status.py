@@ -579,3 +579,33 @@ def fold_status(
         endpoint=endpoint,
     )
     return status.wire()
+
+
+#: What a role's status may change by in a :func:`progress_only` update (its desired ``replicas`` may not).
+_PROGRESS_COUNTS = ("readyReplicas", "updatedReplicas", "ready")
+
+
+def progress_only(previous: dict, new: dict) -> bool:
+    """Whether the status ``new`` differs from the stored ``previous`` (both wire form) only in a rollout's
+    progress: the roles' ready and updated counts and the messages of conditions whose type, status,
+    reason and ``observedGeneration`` are unchanged (``prefill: 1/2 ready, 2 updated; ...``). Such an
+    update is no transition (:func:`~pdd_operator.controller.events.transitions` posts nothing for it) and
+    may wait a moment to be written with the next one (:class:`~pdd_operator.controller.reconcile.StatusPacer`).
+    False for equal statuses, for a status never written (``{}``) and for any other difference."""
+    if not previous or previous == new or set(previous) != set(new):
+        return False
+    for key, value in new.items():
+        old = previous[key]
+        if key in ROLES:
+            if not isinstance(old, dict) or not isinstance(value, dict) or set(old) != set(value) or any(
+                    old[k] != value[k] for k in value if k not in _PROGRESS_COUNTS):
+                return False
+        elif key == "conditions":
+            def shape(conditions: list) -> list:
+                return [{k: v for k, v in c.items() if k != "message"} if isinstance(c, dict) else c
+                        for c in conditions or []]
+            if shape(old) != shape(value):
+                return False
+        elif old != value:
+            return False
+    return True

@@ -100,6 +100,19 @@ class WorkQueue:
             self._retry_at.pop(key, None)
             self._enqueue(key, self._clock())
 
+    def add_after(self, key: Hashable, delay: float) -> None:
+        """Queue ``key`` once ``delay`` seconds have passed (client-go's ``AddAfter``), unless it waits
+        already (then nothing changes) or an earlier timer is set for it; an :meth:`add` meanwhile queues
+        it at once and cancels the timer. Its failure count is left as it is. Timers share the retry
+        backoff's (:meth:`retry_due`)."""
+        with self._cond:
+            if self._stopping or (key in self._dirty and key not in self._processing):
+                return
+            at = self._clock() + max(0.0, delay)
+            if key not in self._retry_at or at < self._retry_at[key]:
+                self._retry_at[key] = at
+            self._cond.notify()
+
     def _enqueue(self, key: Hashable, now: float) -> None:
         # Under self._cond.
         if key in self._dirty:
