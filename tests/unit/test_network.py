@@ -87,6 +87,13 @@ def test_placement_keeps_the_pair_in_one_domain_and_spreads_replicas():
     assert "preferredDuringSchedulingIgnoredDuringExecution" in pod(preferred)["spec"]["affinity"]["podAffinity"]
 
 
+def test_scaling_a_role_leaves_its_pod_template_as_it_is():
+    # A template that changed with the replica count would replace the running engines on a scale.
+    one, two = (pod(make_spec(decode={"replicas": n}), "decode") for n in (1, 2))
+    assert one == two
+    assert one["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
 def test_side_channel_port_may_not_collide_with_http_or_kv_events():
     assert "side-channel-listener-conflict" in rules(make_spec(port=5600), "error")
     events = make_spec(kvTransfer={"sideChannelPort": 5557},

@@ -228,7 +228,9 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
     affinity = _affinity(owner, role, spec)
     if affinity:
         pod_spec["affinity"] = affinity
-    if spec.placement.spread_replicas and r.replicas > 1:
+    # Whatever the replica count: a pod template that changed with it would replace the running pods
+    # (restart their engines) on every scale between 1 and 2. With one replica the constraint is a no-op.
+    if spec.placement.spread_replicas:
         pod_spec["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector_labels(owner.name, role)},
