@@ -245,15 +245,16 @@ ROUTER = {**OWNER, "labels": {"pdd-operator.dev/role": "router"}}
 ENGINE = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
 
 
-@pytest.mark.parametrize("meta, name, update, queues", [
-    (ENGINE, "a-decode", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # what status counts
-    (ROUTER, "a-router", {"status": {"replicas": 1, "readyReplicas": 1}}, False),  # status never read
-    (ROUTER, "a-router", {"spec": {"replicas": 3}, "status": {}}, True),  # a hand edit to revert
-    (ROUTER, "a-router", {"status": {}, "meta": {"labels": {"pdd-operator.dev/role": "router", "x": "y"}}}, True),
+@pytest.mark.parametrize("kind, meta, name, update, queues", [
+    ("Deployment", ENGINE, "a-decode", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # status counts
+    ("Deployment", ROUTER, "a-router", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # Ready waits for it
+    ("Service", ROUTER, "a-router", {"status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.9"}]}}}, False),  # unread
+    ("Deployment", ROUTER, "a-router", {"spec": {"replicas": 3}, "status": {}}, True),  # a hand edit to revert
+    ("Deployment", ROUTER, "a-router",
+     {"status": {}, "meta": {"labels": {"pdd-operator.dev/role": "router", "x": "y"}}}, True),
 ])
-def test_a_child_s_status_change_queues_its_owner_only_where_status_is_read(wired, meta, name, update, queues):
+def test_a_child_s_status_change_queues_its_owner_only_where_status_is_read(wired, kind, meta, name, update, queues):
     cache, ix, queue = wired
-    kind = "Deployment"
     child(ix, obj(kind, name, 10, meta=meta, spec={"replicas": 1}, status={}))
     queue._queue.clear()
     queue._dirty.clear()

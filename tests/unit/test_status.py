@@ -67,6 +67,21 @@ def test_all_ready():
     assert all(x["observedGeneration"] == 1 and x["lastTransitionTime"] == T0 for x in status["conditions"])
 
 
+def test_ready_waits_for_the_router_the_endpoint_is():
+    # status.endpoint is the router: engines alone that are Ready do not make the deployment Ready.
+    def with_router(router):
+        return fold_status(generation=1, previous={}, report=GOOD, applied_generation=1,
+                           observations={"prefill": obs(), "decode": obs()}, now=T0, fallback=True, router=router)
+    c = conds(with_router(obs(ready=0)))
+    assert c["Ready"]["status"] == "False" and c["Ready"]["reason"] == "ReplicasNotReady"
+    assert "router: 0/1 ready" in c["Ready"]["message"]
+    assert c["Reconciling"]["status"] == "True"
+    assert conds(with_router(RoleObservation(replicas=1)))["Ready"]["status"] == "False"  # not created yet
+    c = conds(with_router(obs()))
+    assert c["Ready"]["status"] == "True" and "router: 1/1 ready" in c["Ready"]["message"]
+    assert conds(with_router(None))["Ready"]["status"] == "True"  # no router: the engines decide
+
+
 def test_rolling_out_is_progressing_not_ready():
     status = fold(decode=obs(replicas=2, ready=1, updated=2))
     c = conds(status)

@@ -57,6 +57,7 @@ from pdd_operator.controller.metrics import (
 )
 from pdd_operator.controller.reconcile import is_transient, reconcile, record_failure
 from pdd_operator.controller.workqueue import WorkQueue
+from pdd_operator.render.workloads import ROUTER as ROUTER_ROLE
 
 log = logging.getLogger("pdd_operator")
 
@@ -530,11 +531,11 @@ async def config_map_event(type: str | None, body: kopf.Body, namespace: str, na
 
 def status_is_read(kind: str | None, labels: dict) -> bool:
     """Whether a reconcile reads the status of a managed child of ``kind`` with ``labels``: only the
-    engine Deployments' (prefill and decode, :func:`~pdd_operator.controller.status.RoleObservation.from_deployment`
-    and the rollout's slots); a change of nothing but the status of any other child (the router's
-    Deployment, a Service) cannot change what the reconcile does. Pods are judged by their view
-    (:func:`~pdd_operator.controller.cache.pod_view`) instead."""
-    return kind == "Deployment" and (labels or {}).get(LABEL_ROLE) in ROLES
+    Deployments' (prefill and decode, :func:`~pdd_operator.controller.status.RoleObservation.from_deployment`
+    and the rollout's slots; the router's, which ``Ready`` waits for); a change of nothing but the
+    status of any other child (a Service, the router's RBAC) cannot change what the reconcile does.
+    Pods are judged by their view (:func:`~pdd_operator.controller.cache.pod_view`) instead."""
+    return kind == "Deployment" and (labels or {}).get(LABEL_ROLE) in (*ROLES, ROUTER_ROLE)
 
 
 def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> list[str]:

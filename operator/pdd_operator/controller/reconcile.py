@@ -37,7 +37,14 @@ from pdd_operator.controller.status import (
     with_reconcile_error,
 )
 from pdd_operator.render.admission import admission_findings
-from pdd_operator.render.workloads import Owner, child_name, router_endpoint, selector_labels
+from pdd_operator.render.workloads import (
+    ROUTER,
+    Owner,
+    child_name,
+    router_endpoint,
+    router_selector_labels,
+    selector_labels,
+)
 
 log = logging.getLogger(__name__)
 
@@ -356,6 +363,12 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         ).with_previous(deployments[other][role])
         for role in ROLES
     }
+    has_router = target is not None and target.router.replicas > 0
+    router = None
+    if has_router:
+        router = RoleObservation.from_deployment(
+            kube.get("Deployment", namespace, child_name(name, ROUTER)),
+            kube.list_pods(namespace, router_selector_labels(name)), desired=target.router.replicas)
     preflight = None
     if desired is not None and desired.network.preflight.policy != "Disabled":
         preflight = preflight_results([p for role in ROLES for p in pods[role]])
@@ -363,11 +376,10 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         generation=generation, previous=previous, report=report,
         applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
         preflight=preflight, apply_errors=[*read_errors, *apply_errors],
-        fallback=target.router.fallback if target is not None and target.router.replicas > 0 else None,
+        fallback=target.router.fallback if has_router else None, router=router,
         # The router the children run, not the current spec's: a spec refused before anything was
         # applied has no router Service, so it publishes no endpoint.
-        endpoint=(router_endpoint(Owner(name=name, namespace=namespace), target)
-                  if target is not None and target.router.replicas > 0 else None),
+        endpoint=router_endpoint(Owner(name=name, namespace=namespace), target) if has_router else None,
     )
     if applied_spec is not None:
         status["appliedSpec"] = applied_spec

@@ -188,6 +188,9 @@ class Observed:
         served_before: the stored status already says the pair served (``Ready=True``) or that it lost a
             role (``Degraded`` ``PrefillUnavailable``/``DecodeUnavailable``): a role that has no Ready pod
             then is lost, not still starting (:func:`served_before`).
+        router: what the router's Deployment says (``None``: the children run no router). The router is
+            the deployment's one endpoint (``status.endpoint``), so the deployment is rolled out, and
+            Ready, only once it is too.
     """
 
     generation: int
@@ -198,6 +201,7 @@ class Observed:
     apply_errors: tuple[str, ...] = ()
     fallback: bool | None = None
     served_before: bool = False
+    router: RoleObservation | None = None
 
     @property
     def compatible(self) -> bool:
@@ -221,8 +225,10 @@ class Observed:
 
     @property
     def rolled_out(self) -> bool:
-        """Every role's Deployment is rolled out (:attr:`RoleObservation.rolled_out`)."""
-        return all(self.observations[r].rolled_out for r in ROLES)
+        """Every role's Deployment, and the router's where there is one, is rolled out
+        (:attr:`RoleObservation.rolled_out`)."""
+        return (all(self.observations[r].rolled_out for r in ROLES)
+                and (self.router is None or self.router.rolled_out))
 
     @property
     def scaled_to_zero(self) -> bool:
@@ -279,12 +285,15 @@ class Observed:
         return None
 
     def waiting(self) -> str:
-        """``prefill: 1/2 ready, 2 updated; decode: ...`` for the conditions' messages."""
+        """``prefill: 1/2 ready, 2 updated; decode: ...; router: 1/1 ready, 1 updated`` for the conditions'
+        messages (the router only where there is one)."""
+        seen = {r: self.observations[r] for r in ROLES}
+        if self.router is not None:
+            seen["router"] = self.router
         return "; ".join(
-            f"{r}: {self.observations[r].ready}/{self.observations[r].replicas} ready, "
-            f"{self.observations[r].updated} updated"
-            + (f", {self.observations[r].previous} of the previous revision" if self.observations[r].previous else "")
-            for r in ROLES
+            f"{r}: {o.ready}/{o.replicas} ready, {o.updated} updated"
+            + (f", {o.previous} of the previous revision" if o.previous else "")
+            for r, o in seen.items()
         )
 
 
@@ -537,6 +546,7 @@ def fold_status(
     endpoint: str | None = None,
     apply_errors: list[str] | None = None,
     fallback: bool | None = None,
+    router: RoleObservation | None = None,
 ) -> dict:
     """Return the whole new status of a PDDeployment, in wire form (:class:`PDDeploymentStatus` ``.wire()``).
 
@@ -552,6 +562,7 @@ def fold_status(
         apply_errors: children (or inputs) the apiserver refused this time, one
             ``<Kind> <name>: <code> <reason>: <message>`` each: Degraded=True, reason ApplyFailed.
         fallback: ``spec.router.fallback`` of the router the children run; ``None``: no router.
+        router: what the router's Deployment says (``None``: no router): ``Ready`` waits for it.
 
     The status is built from the same models the CRD's status schema is generated from
     (:mod:`pdd_operator.api.status`), so it never holds a field the apiserver would prune. Equal
@@ -563,7 +574,7 @@ def fold_status(
     o = Observed(generation=generation, report=report, applied_generation=applied_generation,
                  observations=observations, now=now,
                  apply_errors=tuple(apply_errors or ()), fallback=fallback,
-                 served_before=served_before(previous))
+                 served_before=served_before(previous), router=router)
     new = [ready_condition(o), reconciling_condition(o), stalled_condition(o), progressing_condition(o),
            degraded_condition(o), compatible_condition(o)]
     if preflight is not None:
