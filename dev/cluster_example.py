@@ -182,14 +182,21 @@ def main(kind: str, connector: str, timeout: float) -> int:
                 for p in core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items}
         body = json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
                            "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
+        # The cluster this run used, so the printed kubectl line reaches it and not the default one.
+        cluster_env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("PDD_CLUSTER_DIR", "PDD_APISERVER_PORT")
+                               if os.environ.get(k))
+        cluster_env = f"export {cluster_env}; " if cluster_env else ""
+        prefill_note = ("prefill (pull mode: decode reads the KV, so these transfer counts stay 0)"
+                        if connector == "NixlConnector" else "prefill (push mode: prefill writes the KV)")
         print(f"\nPDDeployment {name} ({connector}) is Ready; status.endpoint {endpoint} is the router pod at {url}\n"
               f"(the router Service resolved as kube-proxy would: none runs here). Try:\n\n"
               f"  curl -N {url}/v1/chat/completions -H 'Content-Type: application/json' -d '{body}'\n"
               f"  curl -s http://{pods.get('decode')}:8000/metrics | grep -E '{DECODE_METRICS}'   # decode\n"
-              f"  curl -s http://{pods.get('prefill')}:8000/metrics | grep -E '{PREFILL_METRICS}'   # prefill\n"
-              f"  eval \"$(bash dev/cluster/cluster.sh env)\"; kubectl get pdd,pods -o wide\n\n"
+              f"  curl -s http://{pods.get('prefill')}:8000/metrics | grep -E '{PREFILL_METRICS}'   # {prefill_note}\n"
+              f"  {cluster_env}eval \"$(bash dev/cluster/cluster.sh env)\"; kubectl get pdd,pods -o wide\n\n"
               f"(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
-              f"Container logs: {base / 'node' / 'pods'}. Ctrl-C stops everything.", flush=True)
+              f"Container logs: {base / 'node' / 'pods'}. Ctrl-C stops the example "
+              f"(the PDDeployment, the node agent and the operator); the cluster stays up until `make down`.", flush=True)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
