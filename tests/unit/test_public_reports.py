@@ -91,6 +91,16 @@ def load_set(name: str) -> list[dict]:
     return yaml.safe_load((SETS / name / "index.yaml").read_text())["cases"]
 
 
+def earlier_sets(number: int) -> list[str]:
+    """The names of the held-out sets before set ``number`` (``public_reports``, ``public_reports_2``, ...,
+    ``public_reports_<number - 1>``), each a folder under tests/unit/data; raises ``AssertionError`` if one is
+    missing."""
+    names = ["public_reports", *(f"public_reports_{i}" for i in range(2, number))]
+    missing = [n for n in names if not (SETS / n / "index.yaml").is_file()]
+    assert not missing, f"held-out sets missing under {SETS}: {missing}"
+    return names
+
+
 def entry_params(index: list[dict], missed: dict[str, str]) -> list:
     """One pytest param per entry; the ``missed`` ones (id -> why) are strict xfails."""
     return [pytest.param(e, id=e["id"], marks=pytest.mark.xfail(strict=True, reason=missed[e["id"]]))

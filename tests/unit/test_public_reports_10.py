@@ -32,7 +32,16 @@ from __future__ import annotations
 
 import pytest
 
-from .test_public_reports import SETS, assert_entry, assert_held_out, assert_scores, entry_params, load_set, valid_share
+from .test_public_reports import (
+    SETS,
+    assert_entry,
+    assert_held_out,
+    assert_scores,
+    earlier_sets,
+    entry_params,
+    load_set,
+    valid_share,
+)
 
 DATA = SETS / "public_reports_10"
 INDEX = load_set("public_reports_10")
@@ -43,8 +52,7 @@ BASELINE = {"cases": 14, "verdict_right": 4, "rule_right": 4, "false_refusals": 
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {}
 
-EARLIER = ["public_reports", "public_reports_2", "public_reports_3", "public_reports_4", "public_reports_5",
-           "public_reports_6", "public_reports_7", "public_reports_8", "public_reports_9"]
+EARLIER = earlier_sets(10)
 
 
 def test_index_is_well_formed_and_held_out():

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import pytest
 
-from .test_public_reports import SETS, assert_entry, assert_held_out, assert_scores, entry_params, load_set, valid_share
+from .test_public_reports import (
+    SETS,
+    assert_entry,
+    assert_held_out,
+    assert_scores,
+    earlier_sets,
+    entry_params,
+    load_set,
+    valid_share,
+)
 
 DATA = SETS / "public_reports_6"
 INDEX = load_set("public_reports_6")
@@ -26,7 +35,7 @@ BASELINE = {"cases": 12, "verdict_right": 10, "rule_right": 10, "false_refusals"
 #: pdd_operator.vllm.script, made each launch its own engine.)
 MISSED: dict[str, str] = {}
 
-EARLIER = ["public_reports", "public_reports_2", "public_reports_3", "public_reports_4", "public_reports_5"]
+EARLIER = earlier_sets(6)
 
 
 def test_index_is_well_formed_and_held_out():

@@ -32,7 +32,16 @@ from __future__ import annotations
 
 import pytest
 
-from .test_public_reports import SETS, assert_entry, assert_held_out, assert_scores, entry_params, load_set, valid_share
+from .test_public_reports import (
+    SETS,
+    assert_entry,
+    assert_held_out,
+    assert_scores,
+    earlier_sets,
+    entry_params,
+    load_set,
+    valid_share,
+)
 
 DATA = SETS / "public_reports_7"
 INDEX = load_set("public_reports_7")
@@ -43,8 +52,7 @@ BASELINE = {"cases": 20, "verdict_right": 17, "rule_right": 17, "false_refusals"
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {}
 
-EARLIER = ["public_reports", "public_reports_2", "public_reports_3", "public_reports_4", "public_reports_5",
-           "public_reports_6"]
+EARLIER = earlier_sets(7)
 
 
 def test_index_is_well_formed_and_held_out():

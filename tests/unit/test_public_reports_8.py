@@ -38,7 +38,16 @@ from __future__ import annotations
 
 import pytest
 
-from .test_public_reports import SETS, assert_entry, assert_held_out, assert_scores, entry_params, load_set, valid_share
+from .test_public_reports import (
+    SETS,
+    assert_entry,
+    assert_held_out,
+    assert_scores,
+    earlier_sets,
+    entry_params,
+    load_set,
+    valid_share,
+)
 
 DATA = SETS / "public_reports_8"
 INDEX = load_set("public_reports_8")
@@ -49,8 +58,7 @@ BASELINE = {"cases": 13, "verdict_right": 8, "rule_right": 8, "false_refusals": 
 #: Entries the checker still gets wrong, with why.
 MISSED: dict[str, str] = {}
 
-EARLIER = ["public_reports", "public_reports_2", "public_reports_3", "public_reports_4", "public_reports_5",
-           "public_reports_6", "public_reports_7"]
+EARLIER = earlier_sets(8)
 
 
 def test_index_is_well_formed_and_held_out():
