@@ -285,20 +285,27 @@ rules:
 - level: None
 EOF
 
+  kwok_config >"$STATE/config/kwok.yaml"
+}
+
+kwok_config() {
   # kwok: only the stage definitions (without them kwok exits "no stages found"). Its options are
   # all flags (see start_component): a KwokConfiguration document in this file would NOT get
   # kwok's defaults applied (v0.8.0 then fails: "node leases parallelism must be greater than 0").
-  local stages="$BIN/kwok-stages" f first=1
-  {
-    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-      pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-      [[ -s "$stages/$f" ]] || die "kwok stage $stages/$f is missing (rerun build-binaries.sh)"
-      ((first)) || printf -- '---\n'
-      first=0
-      cat "$stages/$f"
-    done
-  } >"$STATE/config/kwok.yaml"
+  local stages="$BIN/kwok-stages" f
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [[ -s "$stages/$f" ]] || die "kwok stage $stages/$f is missing (rerun build-binaries.sh)"
+    cat "$stages/$f"
+    printf -- '---\n'
+  done
+  # Ours: what kwok's stages leave out (see the file).
+  cat "$HERE/kwok-stages/pod-ready-again.yaml"
 }
+
+# The running kwok was started with the stages this checkout defines (a checkout that adds a stage
+# restarts kwok on the next `up`, instead of leaving the old stages running).
+kwok_config_current() { cmp -s <(kwok_config) "$STATE/config/kwok.yaml"; }
 
 # ---------------------------------------------------------------------------------------------
 # components
@@ -402,15 +409,22 @@ cmd_up() {
   local t0=$SECONDS
   "$HERE/build-binaries.sh" >/dev/null
   mkdir -p "$LOGS" "$PIDS"
-  if all_healthy && nodes_ready 2>/dev/null && [[ "$(running_admission_plugins)" == "$ADMISSION_PLUGINS" ]]; then
+  if all_healthy && nodes_ready 2>/dev/null && [[ "$(running_admission_plugins)" == "$ADMISSION_PLUGINS" ]] &&
+    kwok_config_current; then
     log "already up"
     echo "$KUBECONFIG_PATH"
     return
   fi
   make_pki
+  local kwok_changed=0
+  kwok_config_current || kwok_changed=1
   write_configs
   local missing=() c
   if alive etcd && alive kube-apiserver && healthy etcd && healthy kube-apiserver; then
+    if ((kwok_changed)) && alive kwok; then
+      log "restarting kwok: its stages changed"
+      stop kwok
+    fi
     local running; running="$(running_admission_plugins)"
     if [[ "$running" != "$ADMISSION_PLUGINS" ]]; then
       log "restarting kube-apiserver: admission plugins '${running:-defaults}' -> '${ADMISSION_PLUGINS:-defaults}'"

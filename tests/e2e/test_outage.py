@@ -23,12 +23,30 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.e2e.conftest import CLUSTER_SH, ROOT, OperatorProcess, _free_port, condition, pdd_status, wait_for
+from tests.e2e.conftest import (
+    CLUSTER_SH,
+    ROOT,
+    OperatorProcess,
+    _free_port,
+    condition,
+    other_operators_stopped,
+    pdd_status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
 OUTAGE_SECONDS = float(os.environ.get("PDD_E2E_OUTAGE_SECONDS", "30"))
 LLAMA = yaml.safe_load((ROOT / "examples" / "llama-dense-pd.yaml").read_text())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _the_only_operator():
+    """Each test's own operator is the only one: the session's operator would reconcile the same
+    objects through the same outage, and what a test then sees (a status write, a 409) could be
+    either's."""
+    with other_operators_stopped():
+        yield
 
 
 def _component(cluster, verb: str, name: str) -> None:

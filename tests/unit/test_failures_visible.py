@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.compat import evaluate
-from pdd_operator.controller.reconcile import api_error_text, check_spec, is_transient, load_model_config
+from pdd_operator.controller.kube import api_error_text
+from pdd_operator.controller.reconcile import check_spec, is_transient, load_model_config
 from pdd_operator.controller.status import RoleObservation, fold_status
 from tests.helpers import make_spec
 
@@ -48,6 +49,30 @@ def test_api_error_text_carries_the_apiservers_message():
     raw = ApiException(status=400, reason="Bad Request")
     raw.body = "yaml: invalid Unicode character escape code"
     assert api_error_text(raw) == "400 Bad Request: yaml: invalid Unicode character escape code"
+
+
+def test_an_event_the_apiserver_refuses_is_logged_on_one_line(monkeypatch, caplog):
+    """A terminating namespace refuses new Events with 403: the warning carries the apiserver's message,
+    not the client's multi-line dump of the response headers (hundreds of lines a minute when a
+    namespace with many PDDeployments goes)."""
+    from pdd_operator.controller.kube import Kube
+
+    refused = ApiException(status=403, reason="Forbidden")
+    refused.headers = {"Audit-Id": "x", "Content-Type": "application/json"}
+    refused.body = json.dumps({"kind": "Status", "message": 'events is forbidden: unable to create new content in '
+                                                            'namespace ns because it is being terminated'})
+
+    def refuse(*_args, **_kwargs):
+        raise refused
+    kube = Kube.__new__(Kube)
+    monkeypatch.setattr(kube, "_request", refuse, raising=False)
+    with caplog.at_level("WARNING", logger="pdd_operator.control"):
+        assert kube.event({"kind": "PDDeployment", "metadata": {"name": "a", "namespace": "ns"}},
+                          "Warning", "ApplyFailed", "m") is False
+    [record] = [r for r in caplog.records if "cannot record event" in r.getMessage()]
+    assert "\n" not in record.getMessage() and "Audit-Id" not in record.getMessage()
+    assert record.getMessage().endswith("403 Forbidden: events is forbidden: unable to create new content in "
+                                        "namespace ns because it is being terminated")
 
 
 class ConfigMaps:

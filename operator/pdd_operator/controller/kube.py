@@ -221,6 +221,17 @@ _PLURALS = {KIND: PLURAL, "Deployment": "deployments", "Service": "services", "S
 _METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
+def api_error_text(exc: ApiException) -> str:
+    """``<code> <reason>: <the apiserver's message>`` of an API error (the message of its Status body)."""
+    message = ""
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+        message = body.get("message", "") if isinstance(body, dict) else ""
+    except (ValueError, TypeError):
+        message = str(exc.body or "")[:500]
+    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
 class Kube:
     """Thin wrapper over the kubernetes client for the calls the operator makes.
 
@@ -454,7 +465,8 @@ class Kube:
             self._request("POST", "/api/v1/namespaces/{namespace}/events", path_params={"namespace": meta["namespace"]},
                           body={"apiVersion": "v1", "kind": "Event", **body})
         except Exception as exc:  # noqa: BLE001  (events are best effort; status carries the same)
-            log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+            text = api_error_text(exc) if isinstance(exc, ApiException) else repr(exc)
+            log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], text)
             return False
         self.writes += 1
         return True

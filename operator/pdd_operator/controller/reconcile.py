@@ -26,7 +26,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
 from pdd_operator.controller.events import Event, EventFilter, transitions
-from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.kube import Kube, api_error_text
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import last_good_spec, plan_children
 from pdd_operator.controller.status import (
@@ -108,17 +108,6 @@ def is_transient(exc: BaseException) -> bool:
         return not is_refusal(exc)
     return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
 
-
-
-def api_error_text(exc: ApiException) -> str:
-    """``<code> <reason>: <the apiserver's message>`` of an API error (the message of its Status body)."""
-    message = ""
-    try:
-        body = json.loads(exc.body) if exc.body else {}
-        message = body.get("message", "") if isinstance(body, dict) else ""
-    except (ValueError, TypeError):
-        message = str(exc.body or "")[:500]
-    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
 def check_spec(spec: PDDeploymentSpec, name: str, namespace: str, model_config: dict | None,
