@@ -78,14 +78,3 @@ def test_a_thousand_pending_pods_do_not_delay_other_objects_status(cluster, oper
     print(f"\nfirst status of {OTHERS} new PDDeployments: alone {_summary(baseline)}; beside {CROWD} Pending pods "
           f"{_summary(values)} (all: {[round(v, 2) for v in values]})")
     assert operator.proc.poll() is None
-    _crowd_gone(cluster, namespace)
-
-
-def _crowd_gone(cluster, namespace: str) -> None:
-    """Delete the crowd and wait for its pods to go, so the tests after this one do not run beside
-    the namespace's teardown (1,000 pod deletions keep the controller-manager, kwok and every
-    operator busy for minutes on a 2-core machine)."""
-    cluster.kubectl("delete", "-n", namespace, "pddeployment", "crowd", "--wait=false")
-    wait_for(lambda: not cluster.core.list_namespaced_pod(namespace, label_selector="pdd-operator.dev/role=prefill",
-                                                          limit=1).items,
-             600, interval=2, what=f"the crowd's {CROWD} pods deleted")
