@@ -132,7 +132,7 @@ def test_router_deployment_and_service_are_rendered_per_pddeployment():
     (c,) = pod["containers"]
     assert c["image"] == operator_image()
     assert c["command"] == ["pdd", "router", "--pddeployment", "demo", "--namespace", "serving",
-                            "--port", "8000", "--kv-mode", "pull"]
+                            "--port", "8000", "--kv-mode", "pull", "--retries", "1", "--retry-deadline", "30"]
     sc = c["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
     assert c["resources"]["requests"] == {"cpu": "250m", "memory": "256Mi"}
@@ -163,7 +163,7 @@ def test_router_deployment_and_service_are_rendered_per_pddeployment():
     # a ServiceAccount the user manages: no RBAC objects of ours
     assert not {k for k, _ in by_key} & {"ServiceAccount", "Role", "RoleBinding"}
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert dep["spec"]["replicas"] == 2 and c["command"][-3:] == ["9000", "--kv-mode", "push"]
+    assert dep["spec"]["replicas"] == 2 and c["command"][7:10] == ["9000", "--kv-mode", "push"]
     assert c["resources"] == {"requests": {"cpu": 2}}
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "pdd-router"
 

@@ -57,6 +57,12 @@ ANNOTATION_SIDE_CHANNEL_PORT = f"{GROUP}/side-channel-port"
 ANNOTATION_TP = f"{GROUP}/tensor-parallel-size"
 ANNOTATION_PP = f"{GROUP}/pipeline-parallel-size"
 
+#: The router's defaults for sending a failed request again as a whole (``pdd router --retries`` and
+#: ``--retry-deadline``, ``spec.router.retries.attempts`` and ``deadlineSeconds``;
+#: pdd_operator.router.retry): one retry, none that would start more than 30 s after the request arrived.
+ROUTER_RETRY_ATTEMPTS = 1
+ROUTER_RETRY_DEADLINE_SECONDS = 30
+
 #: kubelet waiting reasons of a container that will not run without a change (a missing Secret or
 #: ConfigMap key, an image that cannot be pulled or named, a crash loop): Kubernetes
 #: pkg/kubelet/container/sync_result.go and images/types.go, kuberuntime_container.go. ``ContainerCreating``

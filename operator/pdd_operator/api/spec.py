@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from pdd_operator.api.base import APIModel
+from pdd_operator.api.constants import ROUTER_RETRY_ATTEMPTS, ROUTER_RETRY_DEADLINE_SECONDS
 from pdd_operator.api.names import LABEL_VALUE, MAX_LABEL
 from pdd_operator.pins import engine_image, operator_image
 
@@ -466,6 +467,32 @@ class PlacementSpec(APIModel):
     )
 
 
+class RouterRetries(APIModel):
+    """When the router sends a failed request again as a whole (``pdd router --retries``, ``--retry-deadline``).
+
+    As Envoy's and Istio's route retries (``num_retries``/``attempts``): only before any byte of the
+    answer reached the client, and only for a decode (or an engine serving alone) whose connection was
+    reset or closed, or that answered 502, 503 or 504 (Envoy ``reset``, ``gateway-error``;
+    ``operator/pdd_operator/router/retry.py`` ``RETRY_ON``). Each retry is a new P/D request: a new
+    prefill leg (one prompt's prefill compute again) and a decode other than the one that failed. Not
+    here: trying a failed prefill leg on another prefill, which the router always does.
+    """
+
+    attempts: int = Field(
+        ROUTER_RETRY_ATTEMPTS, ge=0, le=5,
+        description="Most times one request is sent again as a whole after its decode failed before the client "
+        "got a byte (Istio `retries.attempts`, Envoy `num_retries`: retries, not counting the first try); also "
+        "whether the only prefill failing so lets decode serve the request alone. 0 turns both off. At most 5: "
+        "each retry costs another prefill of the prompt.",
+    )
+    deadline_seconds: int = Field(
+        ROUTER_RETRY_DEADLINE_SECONDS, ge=1, le=3600,
+        description="Seconds after a request arrived past which no retry of it starts, so a failing engine "
+        "cannot double the load for long. Not a timeout of a try: the router's own limits (600 s for a prefill "
+        "leg, 600 s without a byte from decode) end a try, and a try that timed out is not retried as a whole.",
+    )
+
+
 class RouterSpec(APIModel):
     """The P/D router in front of the engines: the deployment's one OpenAI-compatible endpoint.
 
@@ -501,6 +528,12 @@ class RouterSpec(APIModel):
         "request without KV transfer (it computes the prompt itself), instead of answering 503. Answers carry "
         "X-PDD-Fallback and pdd_router_fallback_requests_total counts them. false: fail instead (e.g. for latency "
         "SLOs that colocated serving would break).",
+    )
+    retries: RouterRetries = Field(
+        default_factory=RouterRetries, json_schema_extra=OBJECT_DEFAULT,
+        description="When a request whose decode failed before the client got a byte is sent again as a whole "
+        "(a new prefill leg and decode); rendered as the router's `--retries` and `--retry-deadline` flags. "
+        "A change rolls the router pods only, never the engines.",
     )
 
 

@@ -379,7 +379,9 @@ def router_rbac(owner: Owner, spec: PDDeploymentSpec) -> list[dict]:
 def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
     """The router Deployment: ``pdd router --pddeployment <name> --namespace <ns>`` from the operator image,
     non-root, read-only root filesystem, no capabilities, placed by ``spec.router.nodeSelector`` and
-    ``tolerations``. It discovers the engine pods itself."""
+    ``tolerations``. It discovers the engine pods itself. ``spec.router.retries`` is always written out
+    (``--retries N --retry-deadline S``), so the Deployment shows what the router does; only the router's
+    pod template reads ``spec.router``, so a change of it rolls the router and no engine."""
     r = spec.router
     resources = ({k: v for k, v in r.resources.wire().items() if v}
                  if (r.resources.requests or r.resources.limits) else copy.deepcopy(ROUTER_DEFAULT_RESOURCES))
@@ -389,7 +391,8 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
         "image": r.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["pdd", "router", "--pddeployment", owner.name, "--namespace", owner.namespace,
-                    "--port", str(r.port), "--kv-mode", mode, *([] if r.fallback else ["--no-fallback"])],
+                    "--port", str(r.port), "--kv-mode", mode, *([] if r.fallback else ["--no-fallback"]),
+                    "--retries", str(r.retries.attempts), "--retry-deadline", str(r.retries.deadline_seconds)],
         "ports": [{"name": ROUTER_PORT_NAME, "containerPort": r.port, "protocol": "TCP"}],
         "resources": resources,
         "securityContext": {

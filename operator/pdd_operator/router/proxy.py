@@ -64,7 +64,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from pdd_operator.api.constants import ROLES, other_role
+from pdd_operator.api.constants import ROLES, ROUTER_RETRY_ATTEMPTS, ROUTER_RETRY_DEADLINE_SECONDS, other_role
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
 from pdd_operator.router.retry import (
     BAD_ANSWER,
@@ -139,8 +139,8 @@ class RouterConfig:
     prefill_timeout: float = 600.0
     decode_timeout: float = 600.0
     unreachable_seconds: float = 5.0
-    retries: int = 1
-    retry_deadline: float = 30.0
+    retries: int = ROUTER_RETRY_ATTEMPTS
+    retry_deadline: float = float(ROUTER_RETRY_DEADLINE_SECONDS)
 
 
 class Metrics:

@@ -8,6 +8,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
+from pdd_operator.api.constants import ROUTER_RETRY_ATTEMPTS, ROUTER_RETRY_DEADLINE_SECONDS
 from pdd_operator.router.endpoints import Registry, parse_static
 
 if TYPE_CHECKING:
@@ -38,12 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefill-retries", type=int, default=2,
                    help="other prefill endpoints to try when a prefill leg fails, and other decode "
                         "endpoints when a decode cannot be connected to (default 2)")
-    p.add_argument("--retries", type=int, default=1,
+    p.add_argument("--retries", type=int, default=ROUTER_RETRY_ATTEMPTS,
                    help="times a request is sent again as a whole (a new prefill leg) when its decode failed before "
                    "the client got a byte (connection reset or closed, 502-504), also whether a prefill that failed "
-                   "so with no other left falls back to decode alone (default 1; 0: off)")
-    p.add_argument("--retry-deadline", type=float, default=30.0,
-                   help="seconds after a request arrived past which it is not retried (default 30)")
+                   f"so with no other left falls back to decode alone (default {ROUTER_RETRY_ATTEMPTS}; 0: off; "
+                   "spec.router.retries.attempts)")
+    p.add_argument("--retry-deadline", type=float, default=float(ROUTER_RETRY_DEADLINE_SECONDS),
+                   help="seconds after a request arrived past which it is not retried "
+                   f"(default {ROUTER_RETRY_DEADLINE_SECONDS}; spec.router.retries.deadlineSeconds)")
     p.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (16 MiB)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to an engine")
     p.add_argument("--prefill-timeout", type=float, default=600.0, help="seconds for a whole prefill leg")
