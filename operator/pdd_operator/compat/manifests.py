@@ -286,6 +286,25 @@ def _pod_group(node: dict) -> int | None:
     return None
 
 
+def _dynamo_main_container(main: dict) -> dict:
+    """A Dynamo service's ``mainContainer`` as its pod runs it.
+
+    Dynamo's DynamoComponentDeployment controller (ai-dynamo/dynamo
+    deploy/cloud/operator/internal/controller/dynamocomponentdeployment_controller.go, generatePodTemplateSpec, in
+    the 0.2/0.3 releases) builds the main container with ``Command: []string{"sh", "-c"}`` and one joined args
+    string, so a main container with no ``command`` and a single ``args`` string holding a whole line
+    (``python3 -m dynamo.vllm --model ... 2>&1 | tee /tmp/vllm.log``, as Dynamo 0.3.2's
+    components/backends/vllm/deploy graphs write it) runs that line under ``sh -c``; no exec-form entrypoint
+    could run such a string at all. Any other main container (with a command, or with args as separate words,
+    which the image's entrypoint takes) is returned as written.
+    """
+    args = main.get("args")
+    if main.get("command") or not (isinstance(args, list) and len(args) == 1 and isinstance(args[0], str)
+                                   and re.search(r"\s", args[0].strip())):
+        return main
+    return {**main, "command": ["sh", "-c"]}
+
+
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
           group: int = 1) -> None:
@@ -313,7 +332,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                                     pod_meta, group))
         main = node.get("mainContainer")
         if isinstance(main, dict):
-            main = {**main, "env": list(envs) + list(main.get("env") or [])}
+            main = {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                                 role_from_labels, pod_meta, group))
