@@ -122,3 +122,43 @@ def test_args_as_words_after_an_exec_form_command_are_flags(tmp_path, capsys):
     doc["spec"]["services"]["VllmDecodeWorker"]["extraPodSpec"]["mainContainer"]["args"] = ["--block-size", "32"]
     code, out = check(tmp_path, capsys, doc)
     assert code == 1 and "block-size-hetero-unsupported" in rules(out, "error")
+
+
+# --- kind-less P/D documents that are not Helm values: not checked, with a reason in their own terms -----------
+
+
+def _reason(tmp_path, capsys, doc: dict) -> str:
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 3 and len(out["notChecked"]) == 1 and not out["results"]
+    return out["notChecked"][0]["reason"]
+
+
+def test_a_ray_serve_config_is_not_checked_as_ray_serve_not_as_helm_values(tmp_path, capsys):
+    llm = {"model_loading_config": {"model_id": "Qwen/Qwen3-0.6B"},
+           "engine_kwargs": {"kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}}
+    doc = {"applications": [{"name": "pd", "import_path": "ray.serve.llm:build_pd_openai_app",
+                             "args": {"prefill_config": llm, "decode_config": llm}}]}
+    reason = _reason(tmp_path, capsys, doc)
+    assert "Ray Serve LLM" in reason and "helm" not in reason
+
+
+def test_a_dynamo_serve_config_is_not_checked_as_dynamo_serve(tmp_path, capsys):
+    doc = {"Common": {"model": "Qwen/Qwen3-0.6B", "kv-transfer-config": '{"kv_connector":"DynamoNixlConnector"}'},
+           "VllmWorker": {"remote-prefill": True, "common-configs": ["model", "kv-transfer-config"]},
+           "PrefillWorker": {"ServiceArgs": {"workers": 1}, "common-configs": ["model", "kv-transfer-config"]}}
+    reason = _reason(tmp_path, capsys, doc)
+    assert "dynamo serve" in reason and "helm" not in reason
+
+
+def test_a_compose_file_is_not_checked_as_compose(tmp_path, capsys):
+    cmd = f"vllm serve Qwen/Qwen3-0.6B --kv-transfer-config '{KV}'"
+    doc = {"services": {"prefill": {"image": "vllm/vllm-openai:v0.20.0", "command": cmd},
+                        "decode": {"image": "vllm/vllm-openai:v0.20.0", "command": cmd}}}
+    reason = _reason(tmp_path, capsys, doc)
+    assert "Compose" in reason and "helm" not in reason
+
+
+def test_helm_values_keep_the_helm_reason(tmp_path, capsys):
+    doc = {"servingEngineSpec": {"modelSpec": [{"name": "p", "lmcacheConfig": {"kvRole": "kv_producer"}},
+                                               {"name": "d", "lmcacheConfig": {"kvRole": "kv_consumer"}}]}}
+    assert "helm template" in _reason(tmp_path, capsys, doc)
