@@ -286,6 +286,25 @@ def _pod_group(node: dict) -> int | None:
     return None
 
 
+def _dynamo_main_container(main: dict) -> dict:
+    """A Dynamo service's ``mainContainer`` as its pod runs it.
+
+    Dynamo's DynamoComponentDeployment controller (ai-dynamo/dynamo
+    deploy/cloud/operator/internal/controller/dynamocomponentdeployment_controller.go, generatePodTemplateSpec, in
+    the 0.2/0.3 releases) builds the main container with ``Command: []string{"sh", "-c"}`` and one joined args
+    string, so a main container with no ``command`` and a single ``args`` string holding a whole line
+    (``python3 -m dynamo.vllm --model ... 2>&1 | tee /tmp/vllm.log``, as Dynamo 0.3.2's
+    components/backends/vllm/deploy graphs write it) runs that line under ``sh -c``; no exec-form entrypoint
+    could run such a string at all. Any other main container (with a command, or with args as separate words,
+    which the image's entrypoint takes) is returned as written.
+    """
+    args = main.get("args")
+    if main.get("command") or not (isinstance(args, list) and len(args) == 1 and isinstance(args[0], str)
+                                   and re.search(r"\s", args[0].strip())):
+        return main
+    return {**main, "command": ["sh", "-c"]}
+
+
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
           group: int = 1) -> None:
@@ -313,7 +332,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                                     pod_meta, group))
         main = node.get("mainContainer")
         if isinstance(main, dict):
-            main = {**main, "env": list(envs) + list(main.get("env") or [])}
+            main = {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                                 role_from_labels, pod_meta, group))
@@ -427,13 +446,54 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     return frozenset(skip), unreadable
 
 
+def _is_ray_serve_config(doc: dict) -> bool:
+    """A Ray Serve config file (``serve deploy`` / ``serve run``, Ray's ServeDeploySchema): ``applications``, a
+    list of objects each naming its ``import_path``."""
+    apps = doc.get("applications")
+    return isinstance(apps, list) and bool(apps) and all(isinstance(a, dict) and "import_path" in a for a in apps)
+
+
+def _is_dynamo_serve_config(doc: dict) -> bool:
+    """A Dynamo SDK service config (``dynamo serve graphs.<graph>:Frontend -f config.yaml``, Dynamo 0.1-0.3): one
+    section per service class, whose keys include ``ServiceArgs`` or ``common-configs`` (ai-dynamo/dynamo
+    examples/llm/configs)."""
+    return any(isinstance(v, dict) and ("ServiceArgs" in v or "common-configs" in v) for v in doc.values())
+
+
+def _is_compose_file(doc: dict) -> bool:
+    """A Compose file (docker compose): ``services``, a map of services each with an ``image`` or ``build``."""
+    services = doc.get("services")
+    return (isinstance(services, dict) and bool(services)
+            and all(isinstance(v, dict) and ("image" in v or "build" in v) for v in services.values()))
+
+
 def _values_file(doc: dict) -> Unreadable | None:
-    """A document with no ``kind`` (Helm values: llm-d-modelservice, production-stack ``servingEngineSpec``)
-    that configures P/D KV transfer, or ``None``. Its charts build the engine commands (llm-d's
-    ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``), so the values are not the
-    engines as they start."""
+    """A document with no ``kind`` that configures P/D KV transfer, or ``None``: Helm values (llm-d-modelservice,
+    production-stack ``servingEngineSpec``), whose charts build the engine commands (llm-d's
+    ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``); a Ray Serve config, whose
+    LLMConfigs Ray Serve LLM turns into engines (``engine_kwargs``) with the vLLM of Ray's image; a Dynamo SDK
+    ``dynamo serve`` config, whose service sections Dynamo's SDK turns into engines with its own vLLM build; or a
+    Compose file, whose services these rules do not read. None of them holds the engines as they start; the reason
+    says what to check instead, in the file's own terms."""
     if doc.get("kind") or not _PD_MARKER.search(repr(doc)):
         return None
+    if _is_ray_serve_config(doc):
+        return Unreadable("Ray Serve config (applications with import_path)", (
+            "it configures prefill/decode KV transfer in Ray Serve LLMConfigs: Ray Serve LLM builds the vLLM engines "
+            "from their engine_kwargs at deploy time, with the vLLM version of the Ray image, so neither the engines' "
+            "arguments as they start nor that version is in this file; check the engines Ray starts (the vLLM "
+            "arguments in the replicas' logs) against the same rules as a vllm serve command"))
+    if _is_dynamo_serve_config(doc):
+        return Unreadable("Dynamo serve config (service sections with ServiceArgs/common-configs)", (
+            "it configures prefill/decode KV transfer for `dynamo serve`: Dynamo's SDK (0.1-0.3) builds the workers' "
+            "engines from these sections with Dynamo's own vLLM build (its DynamoNixlConnector), which these rules "
+            "(upstream vLLM's NixlConnector) do not describe; move to a Dynamo release whose workers run upstream "
+            "vLLM (python3 -m dynamo.vllm in a DynamoGraphDeployment) to have it checked"))
+    if _is_compose_file(doc):
+        return Unreadable("Compose file (services)", (
+            "it configures prefill/decode KV transfer in Compose services, which these rules do not read; run the "
+            "same engines as Kubernetes workloads (or give their vllm serve commands as container commands) to have "
+            "them checked"))
     return Unreadable("Helm values (a document with no kind)", (
         "it configures prefill/decode KV transfer, but as chart values: the chart's templates build the engine "
         "commands, which are not in this file; render it (helm template) and check the rendered manifests"))

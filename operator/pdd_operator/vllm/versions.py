@@ -97,7 +97,7 @@ def _image_name(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
-def _repository(image: str) -> str:
+def image_repository(image: str) -> str:
     """``owner/name`` of an image reference (registry host and tag dropped)."""
     *path, last = image.split("@", 1)[0].split("/")
     return "/".join([*path[-1:], last.split(":", 1)[0]]).lower()
@@ -127,7 +127,7 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     Dynamo's release-artifacts table documents them. A tag the table does not list (a newer release, a
     ``-dev`` preview, ``latest``, a digest) gives ``None``: its vLLM is unknown, never guessed.
     """
-    repo = _repository(image)
+    repo = image_repository(image)
     entry = _wrapped_table().get(repo)
     ref = image.split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]
@@ -160,7 +160,7 @@ def version_from_image(image: str) -> Version | None:
 def image_tag(image: str) -> str | None:
     """The tag of a vLLM image (see :func:`version_from_image`), or ``None`` (also for the
     :data:`OWN_TAGGED_REPOSITORIES`, whose tag is not vLLM's version)."""
-    if not is_vllm_image(image) or _repository(image) in OWN_TAGGED_REPOSITORIES:
+    if not is_vllm_image(image) or image_repository(image) in OWN_TAGGED_REPOSITORIES:
         return None
     ref = image.split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.block_size import default_block_size
 from pdd_operator.vllm.versions import fmt, is_cpu_image
 
 
+def _default(pair: PDPair, role: RoleConfig) -> int | None:
+    """The block size vLLM gives ``role`` when it sets none (:func:`~pdd_operator.vllm.block_size.default_block_size`)."""
+    return default_block_size(role.version, role.image, role.resources, pair.model.architecture)
+
+
+def _sizes(pair: PDPair) -> tuple[int | None, int | None]:
+    """(prefill, decode) block sizes the engines run with: ``--block-size`` where given, else vLLM's default where
+    its code pins it for that engine, else ``None``."""
+    return tuple(r.block_size if r.block_size is not None else _default(pair, r) for r in pair.roles)
+
+
 def _block_pair(pair: PDPair) -> tuple[int, int] | None:
-    p, d = pair.prefill.block_size, pair.decode.block_size
+    p, d = _sizes(pair)
     if p is None or d is None or p == d:
         return None
     return p, d
+
+
+def _said(pair: PDPair, bp: tuple[int, int]) -> str:
+    """``prefill 16, decode 32``, with the size of a role that sets none marked as vLLM's default."""
+    return ", ".join(f"{r.role} {size}" + ("" if r.block_size is not None else " (vLLM's default: no --block-size)")
+                     for r, size in zip(pair.roles, bp, strict=True))
 
 
 @rule(
@@ -20,9 +38,9 @@ def _block_pair(pair: PDPair) -> tuple[int, int] | None:
     source="compat-rules.md section 9",
 )
 def check_block_partial(pair: PDPair) -> list[Violation]:
-    """Block size is set on both roles or neither."""
+    """Block size is set on both roles or neither, or vLLM's default for the unset one is known."""
     p, d = pair.prefill.block_size, pair.decode.block_size
-    if (p is None) == (d is None):
+    if (p is None) == (d is None) or None not in _sizes(pair):
         return []
     given, unset = ("prefill", "decode") if d is None else ("decode", "prefill")
     return [(f"--block-size is set on one role only ({given} {p if d is None else d}, {unset} not set); vLLM picks "
@@ -35,7 +53,9 @@ def check_block_partial(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.engine"),
     source=("vllm v1/nixl_connector.py add_remote_agent: assert self.block_size == remote_block_size ('Remote P "
             "worker with different block size is not supported', 0.10.2; 'different page/block size', 0.11.0), read "
-            "in the wheels; vllm#26759 (first in 0.11.1) maps block sizes through block_size_ratio"),
+            "in the wheels; vllm#26759 (first in 0.11.1) maps block sizes through block_size_ratio; a role without "
+            "--block-size runs the platform's default, 16 for a plain-attention model on CUDA/ROCm "
+            "(vllm/platforms/cuda.py, rocm.py check_and_update_config; pdd_operator.vllm.block_size)"),
     until=(0, 11, 1),
     example="prefill: {blockSize: 16}, decode: {blockSize: 32} on vLLM 0.11.0",
 )
@@ -44,8 +64,8 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None:
         return []
-    return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes (prefill {bp[0]}, decode "
-             f"{bp[1]}): decode's NIXL handshake asserts they are equal ('Remote P worker with different block size is "
+    return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes ({_said(pair, bp)}): "
+             f"decode's NIXL handshake asserts they are equal ('Remote P worker with different block size is "
              "not supported').",
              "Use the same blockSize on both roles, or vLLM >= 0.11.1.")]
 
@@ -61,8 +81,8 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None or pair.push or bp[1] % bp[0] == 0:
         return []
-    return [(f"Pull mode needs the decode block size to be a multiple of the prefill one (prefill {bp[0]}, decode "
-             f"{bp[1]}); otherwise every request fails at the first KV read.",
+    return [(f"Pull mode needs the decode block size to be a multiple of the prefill one ({_said(pair, bp)}); "
+             f"otherwise every request fails at the first KV read.",
              f"Use equal block sizes, or a decode block size that is a multiple of {bp[0]}.")]
 
 
@@ -76,7 +96,7 @@ def check_block_push_equal(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None or not pair.push:
         return []
-    return [(f"NixlPushConnector needs equal block sizes (prefill {bp[0]}, decode {bp[1]}).",
+    return [(f"NixlPushConnector needs equal block sizes ({_said(pair, bp)}).",
              "Use the same blockSize on both roles.")]
 
 
@@ -90,7 +110,7 @@ def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None or pair.tps is None or pair.tps[0] <= pair.tps[1] or pair.mla:
         return []
-    return [(f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} needs equal block sizes (prefill {bp[0]}, decode {bp[1]}).",
+    return [(f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} needs equal block sizes ({_said(pair, bp)}).",
              "Use the same blockSize on both roles.")]
 
 
@@ -106,7 +126,7 @@ def check_block_hma_old(pair: PDPair) -> list[Violation]:
     if bp is None or not pair.hma_required:
         return []
     return [(f"vLLM {fmt(pair.version)} does not support different block sizes with the hybrid KV cache manager "
-             f"(prefill {bp[0]}, decode {bp[1]}): 'HMA does not support different remote block size yet'.",
+             f"({_said(pair, bp)}): 'HMA does not support different remote block size yet'.",
              "Use the same blockSize on both roles, or vLLM >= 0.27.")]
 
 
@@ -124,5 +144,5 @@ def check_block_host_buffer(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None or not any(r.buffer_device == "cpu" and not is_cpu_image(r.image) for r in pair.roles):
         return []
-    return [(f"Different block sizes (prefill {bp[0]}, decode {bp[1]}) are not supported with a host buffer "
+    return [(f"Different block sizes ({_said(pair, bp)}) are not supported with a host buffer "
              "(kv_buffer_device cpu).", "Use the same blockSize on both roles.")]
