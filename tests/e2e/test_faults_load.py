@@ -37,6 +37,17 @@ def _pod(cluster, namespace: str, name: str, component: str):
     return sorted(pods, key=lambda p: p.metadata.name)[0]
 
 
+#: Requests in a row that must succeed after a recovery before the measured window starts.
+SETTLED = 10
+
+
+def _settled(load: Load, since: float) -> bool:
+    """The last :data:`SETTLED` requests of ``load`` that started at or after ``since`` (``time.monotonic()``)
+    have all finished, without an error."""
+    after = [e for t, _, e in list(load.done) if t >= since][-SETTLED:]
+    return len(after) == SETTLED and not any(after)
+
+
 def _ready(pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
@@ -51,7 +62,7 @@ def _kill_under_load(cluster, namespace: str, name: str, component: str, url: st
     [cs] = pod.status.container_statuses
     restarts, pid = cs.restart_count, int(cs.container_id.removeprefix("pdd-agent://"))
     with Load(url) as load:
-        time.sleep(STEADY_SECONDS)
+        time.sleep(STEADY_SECONDS)  # steady load before the fault: a measured window, not a wait for a result
         killed_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)  # the engine (or router) process the node agent started for this pod
 
@@ -62,10 +73,12 @@ def _kill_under_load(cluster, namespace: str, name: str, component: str, url: st
 
         wait_for(recovered, 120, interval=0.25, what=f"{component} pod restarted and Ready")
         recovered_at = time.monotonic()
-        # Discovery and readiness settle; then a window in which every request must succeed.
-        time.sleep(2)
+        # Discovery and readiness settle (the router sees the restarted pod: SETTLED requests in a row
+        # that started after the recovery succeed); then a window in which every request must succeed.
+        wait_for(lambda: _settled(load, recovered_at), 60, interval=0.1,
+                 what=f"{SETTLED} requests in a row served after the {component} recovered")
         window_start = time.monotonic()
-        time.sleep(AFTER_SECONDS)
+        time.sleep(AFTER_SECONDS)  # the measured window under load, not a wait for a result
     failures = [(t, e) for t, _, e in load.done if e]
     reasons: dict[str, int] = {}
     for _, e in failures:
