@@ -165,3 +165,14 @@ def test_dynamo_tensorrt_llm_workers_are_not_checked(tmp_path, capsys):
         docs.append(workload(f"qwen-trt-{role}", role, c))
     code, out = check(tmp_path, capsys, *docs)
     assert code == 3 and "TensorRT-LLM" in json.dumps(out["notChecked"]), out
+
+
+@pytest.mark.parametrize(("p_cfg", "image", "why"), [
+    (_multi("DynamoConnector", name="PdConnector"), "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.0", "not in these files"),
+    (_multi("LMCacheConnectorV1"), "vllm/vllm-openai:v0.13.0", "0.16-0.28 only"),
+])
+def test_a_cross_layer_warning_says_why_it_is_not_an_error(tmp_path, capsys, p_cfg, image, why):
+    # a version inside 0.16-0.28 (Dynamo 1.2.0 ships 0.20.1) is not what makes the out-of-tree stack a warning
+    _, out = check(tmp_path, capsys, *_cross(p_cfg, _nixl(), image))
+    (finding,) = [f for r in out["results"] for f in r["findings"] if f["rule"] == "cross-layers-blocks-mismatch"]
+    assert finding["severity"] == "warning" and why in finding["message"], finding

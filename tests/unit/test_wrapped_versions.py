@@ -19,6 +19,10 @@ RUNTIME = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
 @pytest.mark.parametrize(("tag", "vllm"), [
     ("0.6.0", "0.11.0"), ("0.7.0.post2", "0.11.2"), ("0.7.1", "0.11.0"), ("0.8.1", "0.12.0"),
     ("0.9.0-cuda13", "0.14.1"), ("1.0.0", "0.16.0"), ("1.0.2-efa-amd64", "0.16.0"), ("1.1.1", "0.19.0"),
+    ("1.2.0", "0.20.1"), ("1.2.0-cuda13", "0.20.1"), ("1.2.1", "0.20.1"), ("1.2.1-efa-amd64", "0.20.1"),
+    # pre-releases whose image rows name their vLLM
+    ("1.1.0-dev.1", "0.17.1"), ("1.1.0-dev.1-efa-amd64", "0.17.1"), ("1.2.0-deepseek-v4-cuda13-dev.2", "0.20.0"),
+    ("1.2.0-deepseek-v4-cuda13-dev.3", "0.20.1"), ("1.3.0-dev.1-cuda12", "0.22.0"), ("1.3.0-dev.1-efa", "0.22.0"),
 ])
 def test_documented_dynamo_tags_give_the_vllm_they_ship(tag, vllm):
     assert version_from_image(f"{RUNTIME}:{tag}") == parse_version(vllm)
@@ -26,7 +30,9 @@ def test_documented_dynamo_tags_give_the_vllm_they_ship(tag, vllm):
 
 
 @pytest.mark.parametrize("image", [
-    f"{RUNTIME}:1.3.1", f"{RUNTIME}:1.2.0-deepseek-v4-cuda13-dev.2", f"{RUNTIME}:latest", f"{RUNTIME}@sha256:" + "a" * 64,
+    f"{RUNTIME}:1.3.1", f"{RUNTIME}:1.2.2", f"{RUNTIME}:latest", f"{RUNTIME}@sha256:" + "a" * 64,
+    # no vllm-runtime image was published for these pre-releases (their "branch ToT" vLLM is no image's)
+    f"{RUNTIME}:1.1.0-dev.2", f"{RUNTIME}:1.1.0-dev.3", f"{RUNTIME}:1.2.0-deepseek-v4-cuda12-dev.2",
     f"{RUNTIME}:1.0.0rc5", "nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.7.0", "ghcr.io/llm-d/llm-d-cuda:v0.4.0",
     "lmcache/vllm-openai:v0.3.3",
 ])
@@ -34,11 +40,13 @@ def test_other_tags_and_images_stay_unknown(image):
     assert version_from_image(image) is None
 
 
-def test_every_table_row_parses_and_names_its_source():
+def test_every_table_row_parses_and_names_its_own_public_source():
     table = json.loads((Path(__file__).parents[2] / "operator/pdd_operator/vllm/wrapped_vllm_versions.json").read_text())
-    for repo in table["repositories"].values():
-        assert repo["source"]
-        assert all(parse_version(v) for v in repo["tags"].values())
+    for name, repo in table["repositories"].items():
+        for tag, row in repo["tags"].items():
+            assert parse_version(row["vllm"]), tag
+            assert "release-artifacts" in row["source"] and f"v{row['vllm']}" in row["source"], tag
+            assert wrapped_vllm_version(f"nvcr.io/nvidia/{name}:{tag}")[1].endswith(f"({row['source']})")
 
 
 def _dgd(prefill_tag: str, decode_tag: str) -> dict:

@@ -549,7 +549,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         out = [Engine(**{**e.__dict__, "role": "decode", "role_from": "type"}) if e.role in (None, "both") else e
                for e in out]
     owners = tuple(f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [])
-    out = [Engine(**{**e.__dict__, "namespace": str(meta.get("namespace") or "default"), "doc_id": id(doc),
+    written_ns = str(meta["namespace"]) if meta.get("namespace") else None
+    out = [Engine(**{**e.__dict__, "namespace": written_ns or "default", "doc_id": id(doc),
+                     "config": replace(e.config, namespace=written_ns),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
     controller_input = None if out or unreadable else _controller_input(doc)

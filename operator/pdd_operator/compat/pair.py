@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from pdd_operator.compat.placement import HOSTNAME_LABEL, AntiAffinityTerm, anti_affinity_terms, keeps_apart
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_launches, env_values, int_flag, json_flag, parse_flags
@@ -88,8 +89,10 @@ class RoleConfig:
             on the host network, their ``containerPort`` (the API server defaults ``hostPort`` to it there,
             k8s.io/api core/v1 ``ContainerPort.HostPort``); the scheduler's NodePorts filter never puts two pods
             asking for one host port on one node.
-        anti_affinity: the pod's required anti-affinity terms as ``(matchLabels, topologyKey)``;
-            a term with ``matchExpressions`` is left out (it cannot be judged here).
+        anti_affinity: the pod's required pod anti-affinity terms
+            (:func:`~pdd_operator.compat.placement.anti_affinity_terms`).
+        namespace: the namespace the manifest writes for the pod's object, ``None`` when it writes none (the
+            namespace scope of anti-affinity terms).
         container: the container name, for fixes that speak of the user's manifest.
         launcher: the module that starts vLLM when it is not vLLM itself (``dynamo.vllm``), else ``""``.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
@@ -145,7 +148,8 @@ class RoleConfig:
     node_selector: dict[str, str] = field(default_factory=dict)
     node_name: str | None = None
     host_ports: frozenset[int] = frozenset()
-    anti_affinity: tuple[tuple[tuple[tuple[str, str], ...], str], ...] = ()
+    anti_affinity: tuple[AntiAffinityTerm, ...] = ()
+    namespace: str | None = None
     container: str | None = None
     launcher: str = ""
     executor: str | None = None
@@ -389,14 +393,7 @@ def role_from_container(
         if tail.isdigit():
             other_ports.append(int(tail))
     annotations = (pod_meta or {}).get("annotations") or {}
-    anti = []
-    for term in (((pod_spec.get("affinity") or {}).get("podAntiAffinity") or {})
-                 .get("requiredDuringSchedulingIgnoredDuringExecution") or []):
-        selector = term.get("labelSelector") or {}
-        if selector.get("matchExpressions") or not selector.get("matchLabels"):
-            continue
-        anti.append((tuple(sorted((str(k), str(v)) for k, v in selector["matchLabels"].items())),
-                     str(term.get("topologyKey", ""))))
+    pod_labels = {str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()}
     networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
 
     version = parse_version(version_text) if version_text and not dev_build(version_text) else None
@@ -432,11 +429,11 @@ def role_from_container(
         opaque=opaque,
         wrapper=wrapper,
         revision=text("--revision"),
-        pod_labels={str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()},
+        pod_labels=pod_labels,
         node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
         node_name=str(pod_spec["nodeName"]) if pod_spec.get("nodeName") else None,
         host_ports=host_ports(pod_spec),
-        anti_affinity=tuple(anti),
+        anti_affinity=anti_affinity_terms(pod_spec, pod_labels),
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
         executor=text("--distributed-executor-backend"),
@@ -477,19 +474,17 @@ def host_ports(pod_spec: dict) -> frozenset[int]:
 def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
     """False when the pods of ``a`` and ``b`` can never run on one node: they are bound to two different nodes
     by ``spec.nodeName`` (the kubelet of that node runs the pod, no scheduler involved), a required pod
-    anti-affinity term of either selects the other's labels (any topology key: pods apart per zone are apart per
-    node), or their ``nodeSelector`` s want different values of one label. True otherwise (including unknown)."""
+    anti-affinity term of either certainly keeps it off the other's node
+    (:func:`~pdd_operator.compat.placement.keeps_apart`: topology key ``kubernetes.io/hostname``, a selector that
+    selects the other's labels, ``matchExpressions`` included), or their ``nodeSelector`` s want different values
+    of one label. True otherwise (including unknown, preferred anti-affinity, and zone or custom topology keys,
+    which nodes without that label do not enforce)."""
     if a.node_name and b.node_name and a.node_name != b.node_name:
         return False
     for x, y in ((a, b), (b, a)):
-        for match, _key in x.anti_affinity:
-            if all(y.pod_labels.get(k) == v for k, v in match):
-                return False
+        if any(keeps_apart(term, x.namespace, y.pod_labels, y.namespace) for term in x.anti_affinity):
+            return False
     return not any(k in b.node_selector and b.node_selector[k] != v for k, v in a.node_selector.items())
-
-
-#: The node label whose ``nodeSelector`` value names exactly one node.
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def same_node(a: RoleConfig, b: RoleConfig) -> bool:

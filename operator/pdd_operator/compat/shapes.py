@@ -42,6 +42,13 @@ CONTAINER = {"type": "object", "properties": {
         "claims": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}},
     "securityContext": _SECURITY_CONTEXT,
 }}
+#: A metav1 LabelSelector (its semantics: :mod:`pdd_operator.api.selectors`).
+_LABEL_SELECTOR = {"type": "object", "properties": {
+    "matchLabels": _STRING_MAP,
+    "matchExpressions": {"type": "array", "items": {"type": "object", "required": ["key", "operator"], "properties": {
+        "key": {"type": "string"}, "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+        "values": _STRINGS}}},
+}}
 POD_SPEC = {"type": "object", "properties": {
     "containers": {"type": "array", "items": CONTAINER},
     "initContainers": {"type": "array", "items": CONTAINER},
@@ -52,7 +59,8 @@ POD_SPEC = {"type": "object", "properties": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"type": "array", "items": {
             "type": "object", "properties": {
                 "topologyKey": {"type": "string"},
-                "labelSelector": {"type": "object", "properties": {"matchLabels": _STRING_MAP}}}}}}}}},
+                "labelSelector": _LABEL_SELECTOR, "namespaceSelector": _LABEL_SELECTOR,
+                "namespaces": _STRINGS, "matchLabelKeys": _STRINGS, "mismatchLabelKeys": _STRINGS}}}}}}},
 }}
 OBJECT_META = {"type": "object", "properties": {
     "name": {"type": "string"}, "namespace": {"type": "string"},

@@ -60,6 +60,7 @@ from typing import Any, NamedTuple
 
 from pdd_operator.api.constants import CONTAINER_FAILURE_REASONS, GROUP, KIND, LABEL_INSTANCE
 from pdd_operator.api.names import label_value
+from pdd_operator.api.selectors import selector_matches
 
 #: Names of the indexes.
 PDD_INDEX = "pdd_objects"
@@ -460,7 +461,7 @@ class ClusterCache:
             store = self._indexes[POD_INDEX].get((namespace, selector.get(LABEL_INSTANCE)))
         pods = [packed.unpack() for packed in store]
         return [p for p in pods
-                if all((p.get("metadata") or {}).get("labels", {}).get(k) == v for k, v in selector.items())
+                if selector_matches({"matchLabels": selector}, (p.get("metadata") or {}).get("labels") or {})
                 and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
 
     def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:

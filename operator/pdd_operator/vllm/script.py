@@ -16,7 +16,15 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once; of ``if``/``elif``/``else`` and ``case`` branches only the
   first that starts an engine is taken (the container runs one of them, and which one is decided at runtime);
-* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too.
+* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too;
+* indexed arrays, as bash's manual ("Arrays") describes them: ``A=(w1 w2)``, ``A+=(w3)``, ``A[N]=w``, ``declare -a``
+  / ``local -a`` / ``readonly -a``; ``"${A[@]}"`` gives one field per element (zero fields for an empty array),
+  ``"${A[*]}"`` one field of the elements joined by a space, unquoted both are split; ``${A[N]}`` (an integer or
+  arithmetic index, negative from the end), ``$A`` (element 0), ``${#A[@]}`` (the count), ``${!A[@]}`` (the
+  indices). Arrays are not exported to an engine's environment (bash exports no arrays). What the reader cannot
+  follow, an associative array (``declare -A``), an element assigned past the end or by ``[i]=`` inside ``(...)``,
+  an array filled by ``read -a`` / ``mapfile`` / ``readarray``, slices and defaults on arrays (``${A[@]:1}``),
+  expands to :func:`~pdd_operator.vllm.expansion.unknown` of the array's name.
 
 What is not known here expands to :func:`~pdd_operator.vllm.expansion.unknown` (``<unknown:NAME>``): a variable the
 manifest does not define (the image's ``ENV`` may), one set through ``valueFrom``/``envFrom``, the output of a command
@@ -134,6 +142,8 @@ def _http_port(argv: Sequence[str]) -> int:
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A segment that ends one field and starts the next (``"${A[@]}"`` between elements); a space when joined.
+_FIELD_BREAK = "\x00"
 _ASSIGN_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _BRACED = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?[-=+?])(.*))?\}$", re.S)
 _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.floordiv,
@@ -151,6 +161,8 @@ class _Shell:
         self.positional: list[str] = []
         self.launches: list[Launch] = []
         self.proxy_roles: dict[int, str] = {}
+        #: indexed arrays: their elements, ``None`` where they are not known (see the module docstring).
+        self.arrays: dict[str, list[str] | None] = {}
         self.iterations = 0
         self.depth = 0
 
@@ -168,8 +180,7 @@ class _Shell:
         if kind in ("comment", "file_redirect", "heredoc_redirect", "herestring_redirect", "test_command"):
             return
         if kind == "variable_assignment":
-            name, value = self.assignment(node)
-            self.values[name] = value
+            self.assign(node)
         elif kind == "declaration_command":
             self.declare(node)
         elif kind == "function_definition":
@@ -193,12 +204,16 @@ class _Shell:
 
     def declare(self, node: tree_sitter.Node) -> None:
         export = bool(node.child_count) and _text(node.child(0)) == "export"
+        options = "".join(_text(c)[1:] for c in node.named_children if c.type == "word" and _text(c).startswith("-"))
         for child in node.named_children:
             if child.type == "variable_assignment":
-                name, value = self.assignment(child)
-                self.values[name] = value
+                name = self.assign(child, options)
             elif child.type == "variable_name":
                 name = _text(child)
+                if "A" in options:
+                    self.set_array(name, None)
+                elif "a" in options and name not in self.arrays:
+                    self.set_array(name, [self.values[name]] if name in self.values else [])
             else:
                 continue
             if export:
@@ -250,6 +265,8 @@ class _Shell:
         if not words:
             self.values.update(prefix)
             return
+        if words[0] in ("read", "mapfile", "readarray"):
+            self.filled_arrays(words)
         if words[0] in self.functions:
             saved, self.positional = self.positional, words[1:]
             saved_values = dict(self.values)
@@ -265,7 +282,8 @@ class _Shell:
             return
         entry = entry_point(words)
         if entry:
-            env = {name: self.values[name] for name in sorted(self.exported) if name in self.values}
+            env = {name: self.values[name] for name in sorted(self.exported)
+                   if name in self.values and name not in self.arrays}
             start = len(words) - len(entry)
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
@@ -280,19 +298,125 @@ class _Shell:
                 self.run(words[i + 2])
                 return
 
+    def filled_arrays(self, words: list[str]) -> None:
+        """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are
+        not known (``mapfile`` without a name fills ``MAPFILE``). Options are read as bash's builtins do
+        (getopt: a letter that takes an argument takes the rest of its word or the next word)."""
+        takes = "adinNptu" if words[0] == "read" else "dnOsuCc"
+        options: dict[str, str] = {}
+        i = 1
+        while i < len(words) and words[i].startswith("-") and words[i] != "--":
+            word, i = words[i], i + 1
+            for j, letter in enumerate(word[1:], 1):
+                if letter in takes:
+                    options[letter] = word[j + 1:] or (words[i] if i < len(words) else "")
+                    i += 0 if word[j + 1:] else 1
+                    break
+        rest = words[i + (i < len(words) and words[i] == "--"):]
+        if words[0] == "read":
+            if "a" in options:
+                self.set_array(options["a"], None)
+            return
+        self.set_array(rest[0] if rest else "MAPFILE", None)
+
+    # arrays -----------------------------------------------------------------------------------------------
+
+    def set_array(self, name: str, elements: list[str] | None) -> None:
+        """Make ``name`` an indexed array (``None``: elements not known); ``$name`` is its element 0."""
+        self.arrays[name] = elements
+        self.values[name] = unknown(name) if elements is None else elements[0] if elements else ""
+
+    def assign(self, node: tree_sitter.Node, options: str = "") -> str:
+        """Run one assignment (``NAME=w``, ``NAME+=w``, ``NAME=(...)``, ``NAME[i]=w``; ``options``: the letters of a
+        ``declare``'s options, ``a`` or ``A``) and return the name it sets."""
+        target = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        append = any(c.type == "+=" for c in node.children)
+        if target is not None and target.type == "subscript":
+            name = _text(target.child_by_field_name("name"))
+            index = self.index(target.child_by_field_name("index"))
+            elements = self.arrays.get(name, [self.values[name]] if name in self.values else [])
+            text = _joined(self.segments(value)) if value is not None else ""
+            if elements is None or index is None or not -len(elements) <= index <= len(elements) or "A" in options:
+                self.set_array(name, None)  # a sparse or associative array: not followed
+            elif index == len(elements):
+                self.set_array(name, [*elements, text])
+            else:
+                old = elements[index] if append else ""
+                self.set_array(name, [*elements[:index], old + text, *elements[index + 1:]]
+                               if index >= 0 else [*elements[:index], old + text, *elements[index:][1:]])
+            return name
+        name = _text(target)
+        if "A" in options:
+            self.set_array(name, None)
+        elif value is not None and value.type == "array":
+            words = value.named_children
+            if any(re.match(r"^\[[^]]*\]\+?=", _text(w)) for w in words):
+                self.set_array(name, None)  # explicit indices inside (...): not followed
+            else:
+                old = self.arrays.get(name, [self.values[name]] if name in self.values else []) if append else []
+                new = [f for w in words for f in self.fields(w)]
+                self.set_array(name, None if old is None else [*old, *new])
+        else:
+            text = _joined(self.segments(value)) if value is not None else ""
+            if name in self.arrays or "a" in options:  # a scalar assigned to an array sets its element 0
+                elements = self.arrays.get(name, [self.values[name]] if name in self.values else [])
+                first = ((elements[0] if elements else "") + text) if append and elements is not None else text
+                self.set_array(name, None if elements is None else [first, *elements[1:]])
+            else:
+                self.values[name] = self.values.get(name, "") + text if append else text
+        return name
+
+    def index(self, node: tree_sitter.Node | None) -> int | None:
+        """An indexed array's subscript: arithmetic on known integers (bash evaluates it as ``$((...))``)."""
+        if node is None:
+            return None
+        text = _joined(self.segments(node))
+        value = self.arithmetic(text)
+        return int(value) if re.fullmatch(r"-?\d+", value) else None
+
+    def array_expansion(self, node: tree_sitter.Node) -> tuple[list[str], bool] | str | None:
+        """An ``expansion`` node that names an array element or all elements: ``(fields, all_at)`` for
+        ``${A[@]}``/``${!A[@]}`` (``all_at``: ``@``, whose quoted form keeps one field per element) or ``${A[*]}``;
+        the text of ``${A[N]}``/``${#A[@]}``/``${#A[N]}``; ``None`` when ``node`` has no subscript."""
+        subscript = next((c for c in node.named_children if c.type == "subscript"), None)
+        if subscript is None:
+            return None
+        name = _text(subscript.child_by_field_name("name"))
+        index_node = subscript.child_by_field_name("index")
+        index_text = _text(index_node)
+        prefix = _text(node.child(1)) if node.child_count > 1 and node.child(1).type in ("#", "!") else ""
+        rest = [c for c in node.children[node.children.index(subscript) + 1:] if c.type != "}"]
+        elements = self.arrays.get(name, [self.values[name]] if name in self.values else None)
+        if elements is None or rest:
+            return unknown(name)
+        if index_text in ("@", "*"):
+            if prefix == "#":
+                return str(len(elements))
+            fields = [str(i) for i in range(len(elements))] if prefix == "!" else elements
+            return fields, index_text == "@"
+        index = self.index(index_node)
+        if index is None or prefix == "!":
+            return unknown(name)
+        element = elements[index] if -len(elements) <= index < len(elements) else ""
+        return str(len(element)) if prefix == "#" else element
+
     # words ------------------------------------------------------------------------------------------------
 
     def assignment(self, node: tree_sitter.Node) -> tuple[str, str]:
         name = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
-        return (_text(name) if name is not None else "",
-                "".join(text for text, _ in self.segments(value)) if value is not None else "")
+        return (_text(name) if name is not None else "", _joined(self.segments(value)) if value is not None else "")
 
     def fields(self, node: tree_sitter.Node) -> list[str]:
         """The fields one argument expands to (unquoted expansions split on blanks, POSIX 2.6.5)."""
         out: list[str] = []
         current: str | None = None
         for text, splittable in self.segments(node):
+            if text == _FIELD_BREAK:
+                out.append(current or "")
+                current = ""
+                continue
             if not splittable:
                 current = (current or "") + text
                 continue
@@ -319,6 +443,15 @@ class _Shell:
             return self.spliced(node, quoted=quoted or kind != "concatenation")
         if kind == "string_content":
             return [(re.sub(r"\\([$`\"\\])", r"\1", _text(node)), False)]
+        if kind == "expansion" and isinstance(array := self.array_expansion(node), tuple):
+            fields, all_at = array
+            if not quoted:
+                return [(" ".join(fields), True)]
+            if not all_at:
+                return [(" ".join(fields), False)]
+            out = [(_FIELD_BREAK, False)] * (2 * len(fields) - 1)
+            out[::2] = [(f, False) for f in fields]
+            return out
         if kind in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
             every = _text(node) in ("$@", "${@}")  # "$@": one field per positional parameter, even quoted
             return [(self.expansion(node), (every or not quoted) and kind != "arithmetic_expansion")]
@@ -351,12 +484,15 @@ class _Shell:
             return self.variable(text[1:], None, None)
         if text in ("${@}", "${*}"):
             return self.variable(text[2], None, None)
+        array = self.array_expansion(node)
+        if array is not None:
+            return array if isinstance(array, str) else " ".join(array[0])
         braced = _BRACED.match(text)
         if not braced:
             return unknown(_first_name(text))
         name, op, _ = braced.groups()
         rest = [c for c in node.named_children if c.type not in ("variable_name", "special_variable_name")]
-        word = "".join(t for c in rest for t, _ in self.segments(c, quoted=True)) if op else None
+        word = _joined([t for c in rest for t in self.segments(c, quoted=True)]) if op else None
         return self.variable(name, op, word)
 
     def variable(self, name: str, op: str | None, word: str | None) -> str:
@@ -404,6 +540,12 @@ def _evaluate(node: ast.AST) -> int:
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
         return _ARITH_OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
     raise ValueError("not integer arithmetic")
+
+
+def _joined(segments: list[tuple[str, bool]]) -> str:
+    """The text of expanded segments where no field splitting happens (an assignment's value, a default word):
+    the elements of ``"${A[@]}"`` joined by a space, as bash does there."""
+    return "".join(" " if text == _FIELD_BREAK else text for text, _ in segments)
 
 
 def _text(node: tree_sitter.Node | None) -> str:

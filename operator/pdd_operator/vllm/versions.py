@@ -124,8 +124,9 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
 
     Read from ``wrapped_vllm_versions.json``: NVIDIA Dynamo's ``vllm-runtime`` images
     (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0`` ships vLLM 0.11.0, its ``-cuda13`` variant too), as
-    Dynamo's release-artifacts table documents them. A tag the table does not list (a newer release, a
-    ``-dev`` preview, ``latest``, a digest) gives ``None``: its vLLM is unknown, never guessed.
+    Dynamo's release-artifacts page documents them; each row names its source, which the returned text quotes.
+    A tag the table does not list (a newer release, an undocumented ``-dev`` preview, ``latest``, a digest) gives
+    ``None``: its vLLM is unknown, never guessed.
     """
     repo = image_repository(image)
     entry = _wrapped_table().get(repo)
@@ -136,8 +137,10 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     tag = last.split(":", 1)[1].removeprefix("v")
     for suffix in entry.get("variant_suffixes", []):
         tag = tag.removesuffix(suffix)
-    shipped = entry["tags"].get(tag)
-    return (parse_version(shipped), f"{repo}:{tag} ships vLLM {shipped} ({entry['source']})") if shipped else None
+    row = entry["tags"].get(tag)
+    if row is None:
+        return None
+    return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
 
 
 def version_from_image(image: str) -> Version | None:

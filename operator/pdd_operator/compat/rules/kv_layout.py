@@ -132,13 +132,16 @@ def check_cross_layer_blocks_match(pair: PDPair) -> list[Violation]:
     on, other = ("prefill", pair.decode) if p else ("decode", pair.prefill)
     state = cross_layer_blocks(pair, other)
     how = "not" if state is False else "perhaps not (a connector outside vLLM decides it)"
-    certain = state is False and pair.version is not None and CROSS_LAYERS_HASHED[0] <= pair.version < CROSS_LAYERS_HASHED[1]
+    hashed = pair.version is not None and CROSS_LAYERS_HASHED[0] <= pair.version < CROSS_LAYERS_HASHED[1]
+    certain = state is False and hashed
     message = (f"Cross-layer KV blocks are in effect on {on} and {how} on the other role ({other.wrapper or other.connector}): "
                "enable_cross_layers_blocks takes effect only for a NixlConnector whose every sibling connector prefers "
                "it, and vLLM hashes the resulting layout, so the NIXL handshake refuses the pair "
                "('NIXL compatibility hash mismatch').")
-    if not certain:
+    if not hashed:
         message += " vLLM hashes it in 0.16-0.28 only; for this version it is a warning."
+    elif not certain:
+        message += " Whether the other role's connector stack registers cross-layer blocks is not in these files, so a warning."
     fix = ("Set enable_cross_layers_blocks the same way where it takes effect: drop it from the standalone "
            "NixlConnector, or give both roles the same connector stack.")
     return [(message, fix) if certain else (message, fix, "warning")]

@@ -141,7 +141,9 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
     fields=("spec.kvTransfer.sideChannelPort",),
     source=("vllm nixl scheduler listener: port = base + DP index (0.11.1+); two hostNetwork pods share a namespace "
             "only on one node, which kube-scheduler decides (its NodePorts filter keeps pods asking for one host "
-            "port apart; a hostNetwork containerPort is a hostPort, k8s.io/api core/v1 ContainerPort)"),
+            "port apart; a hostNetwork containerPort is a hostPort, k8s.io/api core/v1 ContainerPort; its "
+            "InterPodAffinity filter keeps them apart when a required anti-affinity term of either on "
+            "kubernetes.io/hostname selects the other, pdd_operator.compat.placement)"),
 )
 def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     """Engines sharing a network namespace use disjoint side-channel ports.
