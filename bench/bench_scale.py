@@ -535,8 +535,7 @@ def prepare(env: dict[str, str], pods: int, namespaces: tuple[str, ...]):
 
     def run(*args, **kw):
         return subprocess.run([*kubectl, *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, **kw)
-    run("apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml")
-    run("wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev")
+    subprocess.run(["bash", "dev/cluster/cluster.sh", "crd"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
     run("delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found")
     node_count = -(-pods // (PODS_PER_NODE - 20)) + 1
     run("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(nodes(node_count)).encode())

@@ -60,10 +60,7 @@ def main() -> int:
     env = cluster_env(ENV)
     operator = None
     try:
-        subprocess.run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f", "crds/pddeployment.yaml"],
-                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["kubectl", "wait", "--for=condition=Established", "crd/pddeployments.pdd-operator.dev"],
-                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["bash", "dev/cluster/cluster.sh", "crd"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["kubectl", "delete", "validatingwebhookconfiguration", "pdd-operator.dev", "--ignore-not-found"],
                        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         cfg = client.Configuration()

