@@ -121,6 +121,28 @@ def test_a_router_no_node_can_take_is_degraded_naming_its_pod_until_the_spec_is_
     assert condition(st, "Degraded")["reason"] == "AsExpected"
 
 
+def test_a_router_service_account_that_does_not_exist_is_a_replica_failure_until_created(cluster, operator, namespace):
+    """The ServiceAccount admission plugin refuses a pod whose ServiceAccount is missing, so the router has
+    no pod to tell of: its Deployment's ReplicaFailure does (Degraded=True ReplicaFailure, the field to fix)."""
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["router"] = {"serviceAccountName": "my-router"}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+    def degraded():
+        c = condition(pdd_status(cluster, namespace, "llama-8b"), "Degraded")
+        return c if c.get("reason") == "ReplicaFailure" else None
+
+    c = wait_for(degraded, 120, interval=0.5, what="Degraded=ReplicaFailure for the router")
+    assert c["status"] == "True" and c["message"].startswith("router: "), c["message"]
+    assert 'serviceaccount "my-router" not found' in c["message"], c["message"]
+    assert c["message"].endswith("(fix: spec.router.serviceAccountName)"), c["message"]
+    assert condition(pdd_status(cluster, namespace, "llama-8b"), "Ready")["status"] == "False"
+
+    cluster.kubectl("create", "serviceaccount", "-n", namespace, "my-router")
+    st = wait_for(ready(cluster, namespace, "llama-8b"), 120, interval=0.5, what="Ready once the ServiceAccount exists")
+    assert condition(st, "Degraded")["reason"] == "AsExpected"
+
+
 def test_edit_rolls_out_and_advances_observed_generation(cluster, operator, namespace):
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=LLAMA)
     wait_for(ready(cluster, namespace, "llama-8b", 1), 120, what="Ready at generation 1")
