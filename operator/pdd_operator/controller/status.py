@@ -335,10 +335,11 @@ def degraded_condition(o: Observed) -> Condition:
     """``Degraded``: True when the spec is refused (the children keep the last compatible generation,
     which the message names), a child is missing, a ReplicaFailure, unschedulable pods, a container that
     cannot run (``ContainersFailing``: a missing Secret, an image that cannot be pulled, a crash loop), a rollout
-    past its deadline, or, once the pair has served, a role has no Ready pod while the other has
-    (``PrefillUnavailable``, ``DecodeUnavailable``: the message says whether the router serves the other
-    role alone); else
-    False (``AsExpected``)."""
+    past its deadline (the last four for the engines' pods and the router's alike, each entry
+    :func:`~pdd_operator.controller.pod_failures.with_fix`: the part, the pod, why, the spec fields to fix),
+    or, once the pair has served, a role has no Ready pod while the other has (``PrefillUnavailable``,
+    ``DecodeUnavailable``: the message says whether the router serves the other role alone); else False
+    (``AsExpected``)."""
     if not o.compatible:
         if o.applied_generation is None:
             keeping = "No child objects were created."
