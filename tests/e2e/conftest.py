@@ -289,6 +289,11 @@ def webhook_operator(cluster: Cluster, tmp_path_factory) -> Iterator[WebhookOper
 def namespace(cluster: Cluster) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     cluster.core.create_namespace({"metadata": {"name": name}})
+    # Until the controller-manager made the namespace's default ServiceAccount, the ServiceAccount admission
+    # plugin refuses every pod there (403 "serviceaccount "default" not found": a pod created directly
+    # fails, a ReplicaSet's reads as ReplicaFailure for a moment).
+    wait_for(lambda: cluster.core.read_namespaced_service_account("default", name), 30,
+             what=f"the default ServiceAccount of {name}")
     yield name
     cluster.core.delete_namespace(name)
 

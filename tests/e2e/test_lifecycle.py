@@ -89,6 +89,60 @@ def test_pods_never_land_on_cpu_nodes_and_oversized_pods_stay_pending(cluster, o
     assert condition(st, "Ready")["status"] == "False" and st["decode"]["ready"] == "0/1"
 
 
+def test_a_router_no_node_can_take_is_degraded_naming_its_pod_until_the_spec_is_fixed(cluster, operator, namespace):
+    """The router is the endpoint: when its pod cannot be scheduled, status says so as it does for an
+    engine pod (Degraded=True Unschedulable, the pod, the field to fix) and Ready=False names the router;
+    removing the nodeSelector makes it Ready."""
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["router"] = {"nodeSelector": {"pdd-operator.dev/test-pool": "no-such-node"}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+    def degraded():
+        c = condition(pdd_status(cluster, namespace, "llama-8b"), "Degraded")
+        return c if c.get("reason") == "Unschedulable" else None
+
+    c = wait_for(degraded, 120, interval=0.5, what="Degraded=Unschedulable for the router")
+    (router_pod,) = [p.metadata.name for p in pods(cluster, namespace, "router")]
+    assert c["status"] == "True"
+    assert f"router: pod {router_pod}: " in c["message"] and "node affinity/selector" in c["message"], c["message"]
+    assert "(fix: spec.router.nodeSelector)" in c["message"], c["message"]
+    assert "prefill:" not in c["message"] and "decode:" not in c["message"], c["message"]
+    # The engines roll out meanwhile; then the router is all that Ready waits for.
+    st = wait_for(lambda: (s := pdd_status(cluster, namespace, "llama-8b")) and
+                  condition(s, "Ready")["message"].startswith("Waiting for router: ") and s, 120, interval=0.5,
+                  what="Ready waiting for the router alone")
+    assert condition(st, "Ready")["status"] == "False"
+    assert (st["prefill"]["ready"], st["decode"]["ready"]) == ("2/2", "1/1")
+    assert condition(st, "Degraded")["reason"] == "Unschedulable"
+
+    cluster.kubectl("patch", "-n", namespace, "pdd/llama-8b", "--type=merge",
+                    "-p", '{"spec": {"router": {"nodeSelector": null}}}')
+    st = wait_for(ready(cluster, namespace, "llama-8b", 2), 120, interval=0.5, what="Ready once the router fits")
+    assert condition(st, "Degraded")["reason"] == "AsExpected"
+
+
+def test_a_router_service_account_that_does_not_exist_is_a_replica_failure_until_created(cluster, operator, namespace):
+    """The ServiceAccount admission plugin refuses a pod whose ServiceAccount is missing, so the router has
+    no pod to tell of: its Deployment's ReplicaFailure does (Degraded=True ReplicaFailure, the field to fix)."""
+    doc = yaml.safe_load(LLAMA)
+    doc["spec"]["router"] = {"serviceAccountName": "my-router"}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+    def degraded():
+        c = condition(pdd_status(cluster, namespace, "llama-8b"), "Degraded")
+        return c if c.get("reason") == "ReplicaFailure" else None
+
+    c = wait_for(degraded, 120, interval=0.5, what="Degraded=ReplicaFailure for the router")
+    assert c["status"] == "True" and c["message"].startswith("router: "), c["message"]
+    assert 'serviceaccount "my-router" not found' in c["message"], c["message"]
+    assert c["message"].endswith("(fix: spec.router.serviceAccountName)"), c["message"]
+    assert condition(pdd_status(cluster, namespace, "llama-8b"), "Ready")["status"] == "False"
+
+    cluster.kubectl("create", "serviceaccount", "-n", namespace, "my-router")
+    st = wait_for(ready(cluster, namespace, "llama-8b"), 120, interval=0.5, what="Ready once the ServiceAccount exists")
+    assert condition(st, "Degraded")["reason"] == "AsExpected"
+
+
 def test_edit_rolls_out_and_advances_observed_generation(cluster, operator, namespace):
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=LLAMA)
     wait_for(ready(cluster, namespace, "llama-8b", 1), 120, what="Ready at generation 1")

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from pdd_operator.controller import cache as caching
-from pdd_operator.controller.status import RoleObservation, fold_status, pod_problems
+from pdd_operator.controller.pod_failures import pod_problems
+from pdd_operator.controller.status import RoleObservation, fold_status
 from tests.unit.test_status import GOOD, T0, dep
 
 
@@ -37,7 +38,8 @@ def test_a_missing_secret_is_named_with_the_pod_and_container():
     c = degraded([pod("m-prefill-abc", waiting("vllm", "CreateContainerConfigError", 'secret "hf-token" not found'))])
     assert (c["status"], c["reason"]) == ("True", "ContainersFailing")
     assert c["message"] == ('Containers cannot run: prefill: pod m-prefill-abc container vllm: '
-                            'CreateContainerConfigError: secret "hf-token" not found')
+                            'CreateContainerConfigError: secret "hf-token" not found '
+                            '(fix: spec.model.hfTokenSecretRef, spec.prefill.env)')
 
 
 def test_a_crash_loop_reports_its_last_exit_not_the_changing_back_off_text():

@@ -141,7 +141,7 @@ def pod_view(pod: Mapping[str, Any]) -> dict:
     without its times (the scheduler's verdict), the ``preflight`` init container's termination
     messages (:func:`~pdd_operator.controller.status.preflight_results`) and, of every container that
     cannot run, its name, waiting state and last termination
-    (:func:`~pdd_operator.controller.status.pod_problems`). Nothing else: a pod update that changes
+    (:func:`~pdd_operator.controller.pod_failures.pod_problems`). Nothing else: a pod update that changes
     none of it (it started, became ready, got an IP; readiness is counted from its Deployment) leaves
     the view equal and queues no reconcile (:meth:`ClusterCache.observe`)."""
     meta = pod.get("metadata") or {}

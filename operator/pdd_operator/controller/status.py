@@ -17,10 +17,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.api.constants import CONTAINER_FAILURE_REASONS, ROLES, other_role
+from pdd_operator.api.constants import ROLES, other_role
 from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
 from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
+from pdd_operator.controller.pod_failures import ROUTER, pod_problems, unschedulable, with_fix
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,10 @@ class RoleObservation:
         observed: whether the Deployment controller has seen its latest spec.
         deadline_exceeded: the Deployment's Progressing condition says ProgressDeadlineExceeded.
         replica_failure: message of a ReplicaFailure condition (e.g. quota), or ``""``.
-        unschedulable: the scheduler's message for a pod of the role it cannot place, or ``""``.
-        failing: why a container of a pod of the role cannot run (:func:`pod_problems`), or ``""``.
+        unschedulable: ``pod P: <scheduler message>`` for a pod of the role the scheduler cannot place
+            (:func:`~pdd_operator.controller.pod_failures.unschedulable`), or ``""``.
+        failing: why a container of a pod of the role cannot run
+            (:func:`~pdd_operator.controller.pod_failures.pod_problems`), or ``""``.
         previous: pods of the previous revision slot that still run while the active one rolls out
             (a coordinated rollout, :mod:`pdd_operator.controller.rollout`); counted in ``current``.
     """
@@ -58,14 +61,11 @@ class RoleObservation:
     def from_deployment(cls, dep: dict | None, pods: list[dict] | None = None, desired: int = 0) -> RoleObservation:
         """Build from a Deployment object (as returned by the API, camelCase) or ``None``.
 
-        ``pods`` are the role's pods (for the scheduler's verdict); ``desired`` is the replica count
-        the spec asks for, reported when the Deployment does not exist.
+        ``pods`` are the pods of the role, or of the router (their cache views: the scheduler's verdict,
+        containers that cannot run); ``desired`` is the replica count the spec asks for, reported when
+        the Deployment does not exist.
         """
-        unschedulable = ""
-        for pod in pods or []:
-            for cond in (pod.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                    unschedulable = unschedulable or cond.get("message", "Unschedulable")
+        pending = unschedulable(pods or [])
         problems = pod_problems(pods or [])
         failing = problems[0] if problems else ""
         if not dep:
@@ -83,7 +83,7 @@ class RoleObservation:
             observed=int(status.get("observedGeneration") or 0) >= int(dep["metadata"].get("generation") or 0),
             deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
             replica_failure=failure.get("message", "") if failure.get("status") == "True" else "",
-            unschedulable=unschedulable, failing=failing,
+            unschedulable=pending, failing=failing,
         )
 
     def with_previous(self, dep: dict | None) -> RoleObservation:
@@ -107,43 +107,6 @@ class RoleObservation:
             self.exists and self.observed and self.updated == self.replicas
             and self.ready == self.replicas and self.current == self.replicas
         )
-
-
-#: The longest container message a condition quotes (a crash's last log line can be long).
-_MESSAGE_CHARS = 300
-
-
-def pod_problems(pods: list[dict]) -> list[str]:
-    """Why containers of ``pods`` cannot run, one line each, in pod order: ``pod P container C:
-    CreateContainerConfigError: secret "hf-token" not found``; for a crash loop, the last termination
-    instead of the kubelet's back-off text (which changes with every restart): ``CrashLoopBackOff (last
-    exit 137, OOMKilled)``. Only :data:`~pdd_operator.api.constants.CONTAINER_FAILURE_REASONS` count;
-    pods being deleted are skipped. Messages are cut at 300 characters."""
-    out = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        status = pod.get("status") or {}
-        for st in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-            if not isinstance(st, dict):
-                continue
-            waiting = (st.get("state") or {}).get("waiting")
-            if not isinstance(waiting, dict) or waiting.get("reason") not in CONTAINER_FAILURE_REASONS:
-                continue
-            reason = waiting["reason"]
-            if reason == "CrashLoopBackOff":
-                last = ((st.get("lastState") or {}).get("terminated") or {})
-                detail = ", ".join(str(x) for x in (f"last exit {last.get('exitCode')}" if "exitCode" in last else None,
-                                                    last.get("reason"), last.get("message")) if x)
-                text = f"{reason} ({detail})" if detail else reason
-            else:
-                text = f"{reason}: {waiting['message']}" if waiting.get("message") else reason
-            line = f"pod {meta.get('name', '?')} container {st.get('name', '?')}: {' '.join(str(text).split())}"
-            line = line[:_MESSAGE_CHARS]
-            if line not in out:
-                out.append(line)
-    return out
 
 
 #: Preflight reasons from worst to best (pdd_operator.preflight); the worst one seen is reported.
@@ -227,8 +190,7 @@ class Observed:
     def rolled_out(self) -> bool:
         """Every role's Deployment, and the router's where there is one, is rolled out
         (:attr:`RoleObservation.rolled_out`)."""
-        return (all(self.observations[r].rolled_out for r in ROLES)
-                and (self.router is None or self.router.rolled_out))
+        return not self.not_rolled_out
 
     @property
     def scaled_to_zero(self) -> bool:
@@ -247,24 +209,41 @@ class Observed:
                 and obs[other_role(r)].ready > 0]
 
     @property
+    def parts(self) -> dict[str, RoleObservation]:
+        """What runs pods, by name: ``prefill``, ``decode`` and, where the children run one, ``router``.
+        Each pod failure is told the same way for each of them (:func:`~pdd_operator.controller.pod_failures.with_fix`)."""
+        seen = {r: self.observations[r] for r in ROLES}
+        if self.router is not None:
+            seen[ROUTER] = self.router
+        return seen
+
+    @property
     def failing(self) -> list[str]:
-        """``role: pod P container C: Reason: message`` for each role with a container that cannot run."""
-        return [f"{r}: {self.observations[r].failing}" for r in ROLES if self.observations[r].failing]
+        """``part: pod P container C: Reason: message (fix: spec...)`` for each part (:attr:`parts`) with a
+        container that cannot run."""
+        return [with_fix(p, o.failing) for p, o in self.parts.items() if o.failing]
 
     @property
     def stuck(self) -> list[str]:
-        """Roles whose Deployment reports ProgressDeadlineExceeded."""
-        return [r for r in ROLES if self.observations[r].deadline_exceeded]
+        """Parts (:attr:`parts`) whose Deployment reports ProgressDeadlineExceeded."""
+        return [p for p, o in self.parts.items() if o.deadline_exceeded]
 
     @property
     def failures(self) -> list[str]:
-        """``role: message`` of each ReplicaFailure (quota, admission)."""
-        return [f"{r}: {self.observations[r].replica_failure}" for r in ROLES if self.observations[r].replica_failure]
+        """``part: message (fix: spec...)`` of each ReplicaFailure (quota, admission: a missing
+        ServiceAccount) of a part (:attr:`parts`)."""
+        return [with_fix(p, o.replica_failure) for p, o in self.parts.items() if o.replica_failure]
 
     @property
     def unschedulable(self) -> list[str]:
-        """``role: scheduler message`` for each role with a pod the scheduler cannot place."""
-        return [f"{r}: {self.observations[r].unschedulable}" for r in ROLES if self.observations[r].unschedulable]
+        """``part: pod P: scheduler message (fix: spec...)`` for each part (:attr:`parts`) with a pod the
+        scheduler cannot place."""
+        return [with_fix(p, o.unschedulable) for p, o in self.parts.items() if o.unschedulable]
+
+    @property
+    def not_rolled_out(self) -> list[str]:
+        """Parts (:attr:`parts`) not rolled out yet (:attr:`RoleObservation.rolled_out`): what ``Ready`` waits for."""
+        return [p for p, o in self.parts.items() if not o.rolled_out]
 
     @property
     def stalled_reason(self) -> str | None:
@@ -287,13 +266,10 @@ class Observed:
     def waiting(self) -> str:
         """``prefill: 1/2 ready, 2 updated; decode: ...; router: 1/1 ready, 1 updated`` for the conditions'
         messages (the router only where there is one)."""
-        seen = {r: self.observations[r] for r in ROLES}
-        if self.router is not None:
-            seen["router"] = self.router
         return "; ".join(
             f"{r}: {o.ready}/{o.replicas} ready, {o.updated} updated"
             + (f", {o.previous} of the previous revision" if o.previous else "")
-            for r, o in seen.items()
+            for r, o in self.parts.items()
         )
 
 
@@ -359,10 +335,11 @@ def degraded_condition(o: Observed) -> Condition:
     """``Degraded``: True when the spec is refused (the children keep the last compatible generation,
     which the message names), a child is missing, a ReplicaFailure, unschedulable pods, a container that
     cannot run (``ContainersFailing``: a missing Secret, an image that cannot be pulled, a crash loop), a rollout
-    past its deadline, or, once the pair has served, a role has no Ready pod while the other has
-    (``PrefillUnavailable``, ``DecodeUnavailable``: the message says whether the router serves the other
-    role alone); else
-    False (``AsExpected``)."""
+    past its deadline (the last four for the engines' pods and the router's alike, each entry
+    :func:`~pdd_operator.controller.pod_failures.with_fix`: the part, the pod, why, the spec fields to fix),
+    or, once the pair has served, a role has no Ready pod while the other has (``PrefillUnavailable``,
+    ``DecodeUnavailable``: the message says whether the router serves the other role alone); else False
+    (``AsExpected``)."""
     if not o.compatible:
         if o.applied_generation is None:
             keeping = "No child objects were created."
@@ -426,9 +403,10 @@ def progressing_condition(o: Observed) -> Condition:
 
 
 def ready_condition(o: Observed) -> Condition:
-    """``Ready``: True only when the current spec is applied and every role is rolled out with at least
-    one pod; else False with why (``Incompatible``/``InvalidSpec``, ``ChildMissing``, ``ScaledToZero``,
-    ``ReplicasNotReady``)."""
+    """``Ready``: True only when the current spec is applied and every role, and the router where there is
+    one, is rolled out with at least one pod; else False with why (``Incompatible``/``InvalidSpec``,
+    ``ChildMissing``, ``ScaledToZero``, ``ReplicasNotReady``: ``Waiting for router: prefill: 1/1 ready,
+    1 updated; decode: ...; router: 0/1 ready, 0 updated``, naming the parts not rolled out)."""
     if o.spec_invalid:
         return _condition("Ready", False, "InvalidSpec", "The current spec has invalid fields.", o.generation, o.now)
     if not o.compatible:
@@ -441,7 +419,9 @@ def ready_condition(o: Observed) -> Condition:
         return _condition("Ready", False, "ScaledToZero", "A role has 0 replicas.", o.generation, o.now)
     if o.applied_current and o.rolled_out:
         return _condition("Ready", True, "AllReplicasReady", o.waiting(), o.generation, o.now)
-    return _condition("Ready", False, "ReplicasNotReady", o.waiting(), o.generation, o.now)
+    waiting = o.not_rolled_out
+    prefix = f"Waiting for {', '.join(waiting)}: " if waiting else ""
+    return _condition("Ready", False, "ReplicasNotReady", prefix + o.waiting(), o.generation, o.now)
 
 
 def stalled_condition(o: Observed) -> Condition:
