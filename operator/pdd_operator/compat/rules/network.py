@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair, RoleConfig, may_share_node, same_node
+from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.placement import may_share_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
