@@ -163,6 +163,60 @@ def test_a_role_with_more_replicas_than_one_node_holds_is_refused(tmp_path, caps
     assert _host_verdict(tmp_path, capsys, replicas=(1, 1)) == "warning"
 
 
+@pytest.mark.parametrize(("replicas", "want"), [
+    (None, "warning"),          # no spec.replicas (an autoscaler's): 1 until scaled
+    ("{{ .Values.decodeReplicas }}", "warning"),  # a chart's template: not known
+    (2, "error"),
+])
+def test_replica_counts_as_written(tmp_path, capsys, replicas, want):
+    docs = _pair(None, None)
+    if replicas is None:
+        del docs[1]["spec"]["replicas"]
+    else:
+        docs[1]["spec"]["replicas"] = replicas
+    code, out = check(tmp_path, capsys, *docs)
+    assert ("error" if HOST_RULE in rules(out, "error") else "warning" if HOST_RULE in rules(out) else "ok") == want
+
+
+def test_replicas_of_nested_objects_multiply(tmp_path, capsys):
+    # an AIBrix StormService: spec.replicas copies of the role set, each with the role's replicas
+    def storm(total):
+        roles = [{"name": r, "replicas": 1, "template": {"metadata": {"labels": {"app": "s"}}, "spec": {
+            "hostNetwork": True, "containers": [doc["spec"]["template"]["spec"]["containers"][0]]}}}
+            for r, doc in zip(("prefill", "decode"), _pair(None, None), strict=True)]
+        return {"apiVersion": "orchestration.aibrix.ai/v1alpha1", "kind": "StormService", "metadata": {"name": "s"},
+                "spec": {"replicas": total, "template": {"spec": {"roles": roles}}}}
+    _, out = check(tmp_path, capsys, storm(1))
+    assert HOST_RULE in rules(out, "warning") and HOST_RULE not in rules(out, "error")
+    code, out = check(tmp_path, capsys, storm(2))
+    assert code == 1 and HOST_RULE in rules(out, "error")
+
+
+def _pddeployment(decode_replicas: int, placement: dict | None = None) -> dict:
+    return {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "q"}, "spec": {
+        "model": {"name": "Qwen/Qwen3-8B", "hfArchitecture": "Qwen3ForCausalLM", "numKvHeads": 8},
+        "engine": {"image": "vllm/vllm-openai:v0.24.0",
+                   "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "localhost"}]},
+        "network": {"hostNetwork": True, "rdma": {"resourceName": "rdma/ib"}, "ucx": {"netDevices": "mlx5_0:1"}},
+        **({"placement": placement} if placement else {}),
+        "prefill": {"replicas": 1}, "decode": {"replicas": decode_replicas}}}
+
+
+def test_a_pddeployment_reads_its_replicas_and_placement(tmp_path, capsys):
+    # a user's localhost on a hostNetwork PDDeployment: the rendered pods are judged like any others
+    _, out = check(tmp_path, capsys, _pddeployment(1))
+    finding = next(f for r in out["results"] for f in r["findings"] if f["rule"] == HOST_RULE)
+    assert finding["severity"] == "warning" and "spec.placement.topologyKey" in finding["fix"]
+    code, out = check(tmp_path, capsys, _pddeployment(2))
+    assert code == 1 and HOST_RULE in rules(out, "error")
+    # required pod affinity of the whole deployment on the hostname: every pod joins the first one's node
+    one_node = {"topologyKey": HOST, "topologyPolicy": "Required"}
+    _, out = check(tmp_path, capsys, _pddeployment(1, one_node))
+    assert HOST_RULE not in rules(out)
+    _, out = check(tmp_path, capsys, _pddeployment(1, {**one_node, "topologyPolicy": "Preferred"}))
+    assert HOST_RULE in rules(out, "warning")
+
+
 def test_pods_without_the_host_network_are_refused_wherever_they_run(tmp_path, capsys):
     # separate network namespaces: loopback never reaches the other pod, even on one node
     one = {"nodeSelector": {HOST: "a"}}
@@ -183,6 +237,10 @@ def test_pods_without_the_host_network_are_refused_wherever_they_run(tmp_path, c
      _node_affinity({"matchExpressions": [expr("pool", "DoesNotExist")]}), "apart"),
     (_node_affinity({"matchExpressions": [expr("gpus", "Gt", "4")]}),
      _node_affinity({"matchExpressions": [expr("gpus", "Lt", "6")]}), "warning"),  # 5 is both
+    (_node_affinity({"matchExpressions": [expr("pool", "DoesNotExist")]}),
+     _node_affinity({"matchExpressions": [expr("pool", "NotIn", "x")]}), "warning"),  # NotIn holds without the label
+    (_node_affinity({"matchExpressions": [expr("gpus", "In", "eight")]}),
+     _node_affinity({"matchExpressions": [expr("gpus", "Gt", "4")]}), "apart"),  # Gt needs an integer value
     (_node_affinity({"matchExpressions": [expr("pool", "In", "x")]}),
      _node_affinity({"matchExpressions": [expr("zone", "In", "y")]}), "warning"),  # one node may carry both
     (_node_affinity(_hosts("In", "a")), _node_affinity(_hosts("In", "a")), "error"),

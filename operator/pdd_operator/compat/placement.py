@@ -260,11 +260,13 @@ def node_terms(pod_spec: Mapping) -> tuple[NodeTerm, ...] | None:
 
 def _satisfiable(term: NodeTerm) -> bool:
     """Some node could meet every requirement of ``term``: False only when two requirements on one key certainly
-    contradict (values left by ``In`` and ``NotIn`` and ``Gt``/``Lt``, ``DoesNotExist`` against any other)."""
+    contradict (no value left by ``In``, ``NotIn`` and ``Gt``/``Lt``; ``DoesNotExist`` against ``In``, ``Exists``,
+    ``Gt`` or ``Lt``)."""
     for key in {k for k, _, _ in term}:
         ops = [(op, values) for k, op, values in term if k == key]
+        # NotIn holds for a node without the label (apimachinery labels.Requirement.Matches): only the others need it
         absent = any(op == "DoesNotExist" for op, _ in ops)
-        if absent and any(op != "DoesNotExist" for op, _ in ops):
+        if absent and any(op in ("In", "Exists", "Gt", "Lt") for op, _ in ops):
             return False
         lo = max((int(v[0]) for op, v in ops if op == "Gt"), default=None)
         hi = min((int(v[0]) for op, v in ops if op == "Lt"), default=None)

@@ -143,9 +143,12 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
                 "the node's network namespace only on one node, and nothing in these files puts them on one node or "
                 "keeps them apart: on one node this host reaches the peer; on two the decode dials its own node and "
                 "the first request fails. Not checked: the scheduler's choice is not in these files.",
-                "Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP, or pin both pods to one "
-                "node (the same kubernetes.io/hostname nodeSelector, or required pod affinity on "
-                "kubernetes.io/hostname).", "warning"))
+                fix_for(pair, "Remove VLLM_NIXL_SIDE_CHANNEL_HOST from spec.engine.env / spec.<role>.env (the "
+                        "operator sets the pod IP), or keep both roles on one node (spec.placement.topologyKey "
+                        "kubernetes.io/hostname with topologyPolicy Required).",
+                        "Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP, or pin both pods "
+                        "to one node (the same kubernetes.io/hostname nodeSelector, or required pod affinity on "
+                        "kubernetes.io/hostname)."), "warning"))
             continue
         why = f" Prefill and decode are hostNetwork pods that {apart}, so the decode dials its own node." if apart else ""
         out.append((
