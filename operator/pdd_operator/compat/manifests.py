@@ -205,7 +205,7 @@ def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
 
 def _engines(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
-    pod_meta: dict | None, pod_group: int = 1,
+    pod_meta: dict | None, pod_group: int = 1, replicas: int | None = 1,
 ) -> list[Engine | Unreadable]:
     """The P/D engines one container starts: one per engine process of its command or script
     (:func:`~pdd_operator.vllm.args.container_launches`), each with its own flags and the env its line sets; where
@@ -226,7 +226,7 @@ def _engines(
         at = f"{where} line {launch.line}" if len(found) > 1 else where
         if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
             at += f" #{sum(x.line == launch.line for x in found[:i]) + 1}"  # a loop: the iteration
-        engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group)
+        engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas)
         if engine:
             out.append(engine)
     return out
@@ -234,7 +234,7 @@ def _engines(
 
 def _engine(
     container: dict, pod_spec: dict, where: str, at: str, launch: Launch, context: list[str],
-    labels_role: tuple[str, str] | None, pod_meta: dict | None, pod_group: int,
+    labels_role: tuple[str, str] | None, pod_meta: dict | None, pod_group: int, replicas: int | None = 1,
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     argv = list(launch.argv)
@@ -251,6 +251,8 @@ def _engine(
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)
     if pod_group > 1:
         config = replace(config, pod_group=pod_group)
+    if replicas != 1:
+        config = replace(config, replicas=replicas)
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
@@ -307,9 +309,15 @@ def _dynamo_main_container(main: dict) -> dict:
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
-          group: int = 1) -> None:
+          group: int = 1, replicas: int | None = 1) -> None:
     if isinstance(node, dict):
         group = _pod_group(node) or group
+        if "replicas" in node:
+            # spec.replicas of the objects around the template (a StormService's times its role's); a templated
+            # or otherwise non-literal count is unknown
+            count = node["replicas"]
+            literal = isinstance(count, int) and not isinstance(count, bool)
+            replicas = replicas * count if literal and replicas is not None else None
         if isinstance(node.get("envs"), list):
             # Dynamo services: ``envs`` beside extraPodSpec is added to the main container's environment.
             envs = envs + tuple(e for e in node["envs"] if isinstance(e, dict))
@@ -329,20 +337,20 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                     continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
                 out.extend(_engines(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels,
-                                    pod_meta, group))
+                                    pod_meta, group, replicas))
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
-                                role_from_labels, pod_meta, group))
+                                role_from_labels, pod_meta, group, replicas))
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group, replicas)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas)
 
 
 def _stem(name: str) -> str:

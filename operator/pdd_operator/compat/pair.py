@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from pdd_operator.compat.placement import HOSTNAME_LABEL, AntiAffinityTerm, anti_affinity_terms, keeps_apart
+from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_launches, env_values, int_flag, json_flag, parse_flags
@@ -83,14 +83,16 @@ class RoleConfig:
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
         revision: ``--revision`` (the model's weights revision), if given.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
-        node_selector: the pod's ``nodeSelector``.
-        node_name: the pod's ``spec.nodeName`` (the node it is bound to without the scheduler), if set.
+        nodes: the nodes the pod may run on: its ``nodeSelector``, ``spec.nodeName`` and required node affinity as
+            ORed node selector terms (:func:`~pdd_operator.compat.placement.node_terms`), ``None`` when unreadable.
         host_ports: TCP host ports the pod asks the scheduler for: ``hostPort`` of its containers' ``ports`` and,
             on the host network, their ``containerPort`` (the API server defaults ``hostPort`` to it there,
             k8s.io/api core/v1 ``ContainerPort.HostPort``); the scheduler's NodePorts filter never puts two pods
             asking for one host port on one node.
-        anti_affinity: the pod's required pod anti-affinity terms
-            (:func:`~pdd_operator.compat.placement.anti_affinity_terms`).
+        anti_affinity, pod_affinity: the pod's required pod anti-affinity and affinity terms
+            (:func:`~pdd_operator.compat.placement.pod_affinity_terms`).
+        replicas: pods of this role the workload runs (``spec.replicas`` of the objects around the pod template,
+            multiplied: a StormService's replicas times its role's); ``None`` when not a literal integer.
         namespace: the namespace the manifest writes for the pod's object, ``None`` when it writes none (the
             namespace scope of anti-affinity terms).
         container: the container name, for fixes that speak of the user's manifest.
@@ -145,10 +147,11 @@ class RoleConfig:
     wrapper: str | None = None
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
-    node_selector: dict[str, str] = field(default_factory=dict)
-    node_name: str | None = None
+    nodes: tuple[NodeTerm, ...] | None = ((),)
     host_ports: frozenset[int] = frozenset()
-    anti_affinity: tuple[AntiAffinityTerm, ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    replicas: int | None = 1
     namespace: str | None = None
     container: str | None = None
     launcher: str = ""
@@ -430,10 +433,10 @@ def role_from_container(
         wrapper=wrapper,
         revision=text("--revision"),
         pod_labels=pod_labels,
-        node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
-        node_name=str(pod_spec["nodeName"]) if pod_spec.get("nodeName") else None,
+        nodes=node_terms(pod_spec),
         host_ports=host_ports(pod_spec),
-        anti_affinity=anti_affinity_terms(pod_spec, pod_labels),
+        anti_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAntiAffinity"),
+        pod_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAffinity"),
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
         executor=text("--distributed-executor-backend"),
@@ -469,32 +472,6 @@ def host_ports(pod_spec: dict) -> frozenset[int]:
             if isinstance(value, int) and not isinstance(value, bool):
                 out.add(value)
     return frozenset(out)
-
-
-def may_share_node(a: RoleConfig, b: RoleConfig) -> bool:
-    """False when the pods of ``a`` and ``b`` can never run on one node: they are bound to two different nodes
-    by ``spec.nodeName`` (the kubelet of that node runs the pod, no scheduler involved), a required pod
-    anti-affinity term of either certainly keeps it off the other's node
-    (:func:`~pdd_operator.compat.placement.keeps_apart`: topology key ``kubernetes.io/hostname``, a selector that
-    selects the other's labels, ``matchExpressions`` included), or their ``nodeSelector`` s want different values
-    of one label. True otherwise (including unknown, preferred anti-affinity, and zone or custom topology keys,
-    which nodes without that label do not enforce)."""
-    if a.node_name and b.node_name and a.node_name != b.node_name:
-        return False
-    for x, y in ((a, b), (b, a)):
-        if any(keeps_apart(term, x.namespace, y.pod_labels, y.namespace) for term in x.anti_affinity):
-            return False
-    return not any(k in b.node_selector and b.node_selector[k] != v for k, v in a.node_selector.items())
-
-
-def same_node(a: RoleConfig, b: RoleConfig) -> bool:
-    """True only when the pods of ``a`` and ``b`` must run on one node: both are bound to the same
-    ``spec.nodeName``, or both select the same ``kubernetes.io/hostname`` value in their ``nodeSelector``
-    (unknown or unconstrained placement: False)."""
-    if a.node_name and a.node_name == b.node_name:
-        return True
-    host = a.node_selector.get(HOSTNAME_LABEL)
-    return host is not None and b.node_selector.get(HOSTNAME_LABEL) == host
 
 
 #: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when
@@ -535,7 +512,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         config = role_from_container(role, pod["containers"][0], pod, version_text=version_text,
                                      pod_meta=template["metadata"])
         extra_args = tuple(_without_user_flags(spec.role(role).extra_args))
-        roles[role] = RoleConfig(**{**config.__dict__, "extra_args": extra_args})
+        roles[role] = RoleConfig(**{**config.__dict__, "extra_args": extra_args,
+                                    "replicas": spec.role(role).replicas})
     resolved = resolve_model(spec.model, model_config)
     if version is not None:
         notes: tuple[str, ...] = ()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair, RoleConfig, may_share_node, same_node
+from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.placement import may_share_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
@@ -92,15 +93,23 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     "replace it), so there the verdict depends on a router the manifests do not show: a warning. In one network "
     "namespace a wildcard host works: the decode dials the advertised 0.0.0.0 (vllm nixl request_finished "
     "remote_host=side_channel_host; make_zmq_path), which Linux connects to the local host, where the listener "
-    "bound every interface (yeqcharlotte/router scripts/llama3.1, DP 2 on both roles on one host)",
+    "bound every interface (yeqcharlotte/router scripts/llama3.1, DP 2 on both roles on one host). Two hostNetwork "
+    "pods share the node's namespace only on one node: the decode on another node dials its own node, where no "
+    "listener or another prefill's answers (vllm nixl _nixl_handshake: 'Remote NIXL agent engine ID mismatch', "
+    "0.11.0 nixl_connector.py, 0.33.0 nixl/base_worker.py); where kube-scheduler decides (nothing in the files "
+    "forces them together or apart, pdd_operator.compat.placement) that is a warning, an error only where they "
+    "can never share one (nodeName, node selectors or affinity that differ, required anti-affinity on "
+    "kubernetes.io/hostname) or a role has more replicas than one node holds (each binds the node's ports)",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
     """The NIXL side channel binds and advertises the pod IP."""
+    p, d = pair.prefill, pair.decode
+    host_network = p.host_network and d.host_network
     # One network namespace for both engines (containers of one pod, or hostNetwork pods that must run on
     # one node): the advertised loopback address reaches the peer's listener, as on a single host.
-    one_namespace = pair.shared_network or (
-        pair.prefill.host_network and pair.decode.host_network and same_node(pair.prefill, pair.decode))
+    one_namespace = pair.shared_network or (host_network and same_node(p, d))
+    apart = _kept_apart(pair) if host_network and not one_namespace else None
     out = []
     for r in pair.roles:
         host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
@@ -128,12 +137,41 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
                 "the prefill pod IP (its default KV transfer agent); with any other router or agent the decode dials "
                 "itself and the first request fails. Not checked: the router is not in these files.", fix, "warning"))
             continue
+        if host_network and host != HOST_IP and apart == "":
+            out.append((
+                f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. Prefill and decode are hostNetwork pods, which share "
+                "the node's network namespace only on one node, and nothing in these files puts them on one node or "
+                "keeps them apart: on one node this host reaches the peer; on two the decode dials its own node and "
+                "the first request fails. Not checked: the scheduler's choice is not in these files.",
+                fix_for(pair, "Remove VLLM_NIXL_SIDE_CHANNEL_HOST from spec.engine.env / spec.<role>.env (the "
+                        "operator sets the pod IP), or keep both roles on one node (spec.placement.topologyKey "
+                        "kubernetes.io/hostname with topologyPolicy Required).",
+                        "Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP, or pin both pods "
+                        "to one node (the same kubernetes.io/hostname nodeSelector, or required pod affinity on "
+                        "kubernetes.io/hostname)."), "warning"))
+            continue
+        why = f" Prefill and decode are hostNetwork pods that {apart}, so the decode dials its own node." if apart else ""
         out.append((
             f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. It is both the bind address and the address advertised "
-            "to the peer, so the peer dials the wrong host and the first request fails.",
+            f"to the peer, so the peer dials the wrong host and the first request fails.{why}",
             fix,
         ))
     return out
+
+
+def _kept_apart(pair: PDPair) -> str:
+    """Why hostNetwork prefill and decode pods never all share one node (a clause for a message), ``""`` when the
+    scheduler decides: their placements exclude each other (:func:`~pdd_operator.compat.placement.may_share_node`),
+    or a role runs more than one pod, and each binds the node's ports (its HTTP ``--port``, the side channel), so one
+    node holds one of them and some prefill/decode pair is on two nodes (or a replica fails to bind)."""
+    if not may_share_node(pair.prefill, pair.decode):
+        return "never run on one node (their node selection or required anti-affinity keeps them apart)"
+    many = [r for r in pair.roles if r.replicas is not None and r.replicas > 1]
+    if many:
+        r = many[0]
+        return (f"cannot all share a node ({r.replicas} {r.role} replicas bind the same node ports, one per node: "
+                "requests paired across nodes fail)")
+    return ""
 
 
 @rule(
