@@ -284,3 +284,31 @@ def test_a_pinned_node_needs_every_term_to_name_it():
     assert pinned_node(node_terms(_node_affinity(_hosts("In", "a", "b")))) is None
     assert pinned_node(node_terms({"nodeName": "n"})) == ("field:metadata.name", "n")
     assert pinned_node(node_terms({})) is None
+
+
+# --- whose side-channel host is dialed: the prefill's always, the decode's in push mode or bidirectional ---------
+
+_POD_IP = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
+@pytest.mark.parametrize(("kv", "want"), [
+    (KV, "ok"),  # pull: the decode handshakes with the prefill's listener; its own host goes nowhere
+    ('{"kv_connector":"NixlPushConnector","kv_role":"kv_both"}', "error"),  # push: the prefill dials the decode
+    ('{"kv_connector":"NixlConnector","kv_role":"kv_both",'
+     '"kv_connector_extra_config":{"bidirectional_kv_xfer":true}}', "error"),  # the prefill reads a later turn's KV
+])
+def test_the_decodes_host_matters_only_where_the_prefill_dials_it(tmp_path, capsys, kv, want):
+    """Pods in their own network namespaces, the prefill advertising its pod IP and the decode vLLM's default
+    localhost: a refusal only where something dials the decode (vllm nixl pull_scheduler.py / push_scheduler.py)."""
+    docs = _pair(None, None, host_network=False)
+    for doc in docs:
+        args = doc["spec"]["template"]["spec"]["containers"][0]["args"]
+        args[args.index("--kv-transfer-config") + 1] = kv
+    docs[0]["spec"]["template"]["spec"]["containers"][0]["env"].append(_POD_IP)
+    code, out = check(tmp_path, capsys, *docs)
+    errors = [f for r in out["results"] for f in r.get("findings", []) if f.get("rule") == HOST_RULE]
+    if want == "ok":
+        assert HOST_RULE not in rules(out), out
+    else:
+        assert code == 1 and HOST_RULE in rules(out, "error"), out
+        assert errors and all("decode" in f["message"] for f in errors), errors

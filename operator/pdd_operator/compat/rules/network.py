@@ -112,6 +112,8 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
     apart = _kept_apart(pair) if host_network and not one_namespace else None
     out = []
     for r in pair.roles:
+        if r.role == "decode" and not _decode_is_dialed(pair):
+            continue  # in pull mode only the prefill's listener is dialed: the decode's host is never used
         host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
         if host == POD_IP or (host == HOST_IP and r.host_network):
             continue
@@ -157,6 +159,18 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             fix,
         ))
     return out
+
+
+def _decode_is_dialed(pair: PDPair) -> bool:
+    """Whether the prefill dials the decode's side channel, so the decode's advertised host matters too.
+
+    In pull mode it does not: the decode reads the prefill's blocks after a handshake with the prefill's
+    listener at the ``remote_host``/``remote_port`` the prefill returned (``request_finished``, 0.11.0
+    nixl_connector.py, 0.33.0 nixl/pull_scheduler.py), and the decode's own host goes nowhere. It does in push
+    mode (``NixlPushConnector``: the decode advertises ``decode_host``, nixl/push_scheduler.py) and with
+    ``kv_connector_extra_config.bidirectional_kv_xfer`` (0.21+: the decode returns its ``remote_host`` so the
+    prefill can read a later turn's KV from it, nixl/pull_scheduler.py ``do_remote_decode``)."""
+    return any(r.push or bool(r.extra.get("bidirectional_kv_xfer")) for r in pair.roles)
 
 
 def _kept_apart(pair: PDPair) -> str:
