@@ -60,6 +60,12 @@ class FakeEngine:
         push: decode in push mode: it checks it was told prefill's coordinates and, like vLLM's push
             decode, finishes only once that prefill (in ``issued``) has completed the same request id.
         plain: plain requests (no ``kv_transfer_params``) it served whole, prompt computed locally.
+        role_chunk: a streamed chat answer opens with a role-only delta (``{"role": "assistant",
+            "content": ""}``), as vLLM's does.
+
+    Tokens are ``tok0 tok1 ...``; a continuation (a prompt, or with ``continue_final_message`` a final
+    assistant message, that ends in such tokens) goes on numbering after them, as a model continuing
+    that text would, so a resumed stream's text equals an uninterrupted one's.
     """
 
     role: str
@@ -83,6 +89,7 @@ class FakeEngine:
     revision: str = ""
     running: int = 0
     plain: int = 0
+    role_chunk: bool = False
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -193,8 +200,9 @@ class FakeEngine:
 
     async def _generate(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
         """Produce the tokens (streamed or not) of a request that may be answered."""
-        n = min(self.tokens, int(body.get("max_tokens") or self.tokens))
         chat = request.path.endswith("/chat/completions")
+        first = _generated(body, chat)
+        n = min(self.tokens - first, int(body.get("max_tokens") or body.get("max_completion_tokens") or self.tokens))
         created = int(time.time())
         if not body.get("stream"):
             if self.inter_token_delay:
@@ -212,19 +220,33 @@ class FakeEngine:
             return resp
         if self.first_token_delay:
             await asyncio.sleep(self.first_token_delay)
+        if chat and self.role_chunk:
+            role = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"),
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+            await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
         for i in range(n):
             if self.drop_after and i == self.drop_after:
                 request.transport.abort()  # the engine dies mid-stream
                 return resp
             if self.inter_token_delay:
                 await asyncio.sleep(self.inter_token_delay)
-            delta = ({"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None} if chat
-                     else {"index": 0, "text": f"tok{i} ", "finish_reason": None})
+            delta = ({"index": 0, "delta": {"content": f"tok{first + i} "}, "finish_reason": None} if chat
+                     else {"index": 0, "text": f"tok{first + i} ", "finish_reason": None})
             chunk = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"), "choices": [delta]}
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+def _generated(body: dict, chat: bool) -> int:
+    """How many of the fake's tokens (``tokN ``) a continuation's prompt already ends with."""
+    if chat:
+        messages = body.get("messages") or [{}]
+        text = messages[-1].get("content") if body.get("continue_final_message") else ""
+    else:
+        text = body.get("prompt")
+    return text.count("tok") if isinstance(text, str) else 0
 
 
 async def serve(engine: FakeEngine, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
