@@ -60,6 +60,10 @@ class FakeEngine:
         push: decode in push mode: it checks it was told prefill's coordinates and, like vLLM's push
             decode, finishes only once that prefill (in ``issued``) has completed the same request id.
         plain: plain requests (no ``kv_transfer_params``) it served whole, prompt computed locally.
+        tokens_per_chunk: streamed tokens per event (vLLM merges the tokens of a lagging reader).
+            With ``stream_options.continuous_usage_stats`` every event carries ``usage`` (a prompt of one
+            token plus the continued ones).
+        tokenized: bodies of ``/tokenize`` requests.
         role_chunk: a streamed chat answer opens with a role-only delta (``{"role": "assistant",
             "content": ""}``), as vLLM's does.
 
@@ -90,6 +94,8 @@ class FakeEngine:
     running: int = 0
     plain: int = 0
     role_chunk: bool = False
+    tokens_per_chunk: int = 1
+    tokenized: list = field(default_factory=list)
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -97,6 +103,7 @@ class FakeEngine:
         app.router.add_post("/v1/completions", self.handle)
         app.router.add_post("/v1/chat/completions", self.handle)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         return app
@@ -117,6 +124,13 @@ class FakeEngine:
         if self.record:
             self.requests.append((request.headers.copy(), None))
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``/tokenize`` for the fake's text: one token per word (``{"count", "tokens"}``)."""
+        body = await request.json()
+        self.tokenized.append(body)
+        words = str(body.get("prompt", "")).split()
+        return web.json_response({"count": len(words), "tokens": list(range(len(words))), "max_model_len": 1024})
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -224,15 +238,22 @@ class FakeEngine:
             role = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"),
                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
             await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+        pending = ""
         for i in range(n):
             if self.drop_after and i == self.drop_after:
                 request.transport.abort()  # the engine dies mid-stream
                 return resp
             if self.inter_token_delay:
                 await asyncio.sleep(self.inter_token_delay)
-            delta = ({"index": 0, "delta": {"content": f"tok{first + i} "}, "finish_reason": None} if chat
-                     else {"index": 0, "text": f"tok{first + i} ", "finish_reason": None})
+            pending += f"tok{first + i} "
+            if (i + 1) % self.tokens_per_chunk and i + 1 < n:
+                continue
+            delta = ({"index": 0, "delta": {"content": pending}, "finish_reason": None} if chat
+                     else {"index": 0, "text": pending, "finish_reason": None})
+            pending = ""
             chunk = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"), "choices": [delta]}
+            if (body.get("stream_options") or {}).get("continuous_usage_stats"):
+                chunk["usage"] = {"prompt_tokens": 1 + first, "completion_tokens": i + 1, "total_tokens": 2 + first + i}
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()

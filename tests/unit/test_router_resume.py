@@ -265,3 +265,45 @@ def test_excluded_requests_are_not_resumed(extra):
             assert b"pdd-resumed" not in raw and not bodies(good) and resumed(s.router) == 0
             assert FALLBACK_HEADER not in headers
     run(go())
+
+
+def test_tokens_sent_in_merged_chunks_are_counted_by_an_engine_tokenizing_the_text():
+    """vLLM merges the tokens of a lagging reader into one event: chunks undercount, /tokenize does not."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            dying = await s.engine("dying", "decode", tokens=10, drop_after=6, tokens_per_chunk=3)
+            good = await s.engine("good", "decode", tokens=10)
+            await s.start_router(prefill=[("p0", "h")], decode=[("dying", "h"), ("good", "h")])
+            _first_choice(s, "dying")
+            status, _headers, raw = await _stream(s, "/v1/completions",
+                                                  {"model": "m", "prompt": "x", "max_tokens": 10, "stream": True})
+            assert status == 200 and _events(raw)[-1] == "data: [DONE]"
+            assert "".join(c["choices"][0]["text"] for c in _data(_events(raw))) == "".join(
+                f"tok{i} " for i in range(10))
+            assert ": pdd-resumed attempt=1 tokens=6 reason=reset" in _events(raw)
+            (cont,) = bodies(good)
+            assert cont["max_tokens"] == 4  # 10 less the 6 tokens of two chunks
+            assert good.tokenized == [{"model": "m", "prompt": "tok0 tok1 tok2 tok3 tok4 tok5 ",
+                                       "add_special_tokens": False}] and not dying.tokenized
+    run(go())
+
+
+def test_continuous_usage_counts_exactly_without_tokenizing_and_spliced_usage_counts_from_the_start():
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            await s.engine("dying", "decode", tokens=10, drop_after=4, tokens_per_chunk=2)
+            good = await s.engine("good", "decode", tokens=10)
+            await s.start_router(prefill=[("p0", "h")], decode=[("dying", "h"), ("good", "h")])
+            _first_choice(s, "dying")
+            status, _headers, raw = await _stream(s, "/v1/completions", {
+                "model": "m", "prompt": "x", "max_tokens": 10, "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+            assert status == 200 and _events(raw)[-1] == "data: [DONE]"
+            assert ": pdd-resumed attempt=1 tokens=4 reason=reset" in _events(raw)
+            assert not good.tokenized and bodies(good)[0]["max_tokens"] == 6
+            # the client's usage counts from the stream's start, across the join
+            assert [c["usage"]["completion_tokens"] for c in _data(_events(raw))] == [2, 4, *range(5, 11)]
+            assert {c["usage"]["prompt_tokens"] for c in _data(_events(raw))} == {1}
+    run(go())

@@ -517,6 +517,8 @@ class Router:
             # the answer was complete (its finish_reason sent); only the end was lost
             await stream.out.write_eof(b"data: [DONE]\n\n")
             return None
+        if tracker.unsupported is None and not tracker.exact and tracker.text:
+            tracker.counted(await self._count_tokens(request, body, tracker.text, exc.endpoint))
         cont = tracker.continuation(request.path, body) if tracker.unsupported is None else None
         if cont is None or not self._retry(request, exc.endpoint.role, exc.reason):
             if cont is None:
@@ -533,6 +535,27 @@ class Router:
         await stream.out.write(f": pdd-resumed attempt={tracker.resumed} tokens={tracker.tokens} "
                                f"reason={exc.reason}\n\n".encode())
         return cont
+
+    async def _count_tokens(self, request: web.Request, body: dict, text: str, failed: Endpoint) -> int | None:
+        """How many tokens ``text`` is for the model, from vLLM's ``/tokenize`` (``{"count": N}``, vLLM
+        0.32 ``entrypoints/serve/tokenize``) on a live engine other than ``failed`` (a decode first, then
+        a prefill; at most two asked, each within ``connect_timeout``); ``None`` when none answers."""
+        now = time.monotonic()
+        candidates = [ep for role in ("decode", "prefill") for ep in self.registry.endpoints(role)
+                      if ep.url != failed.url and ep.unreachable_until <= now][:2]
+        ask = dumps({"model": body.get("model"), "prompt": text, "add_special_tokens": False})
+        timeout = aiohttp.ClientTimeout(total=self.config.connect_timeout)
+        for ep in candidates:
+            try:
+                async with self.session.post(ep.target("/tokenize"), data=ask, timeout=timeout,
+                                             headers=self._forward_headers(request, None)) as r:
+                    answer = loads(await r.read()) if r.status == 200 else None
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                log.info("tokenize on %s failed: %s", ep.name, _describe(exc))
+                continue
+            if isinstance(answer, dict) and isinstance(answer.get("count"), int):
+                return answer["count"]
+        return None
 
     def _retry(self, request: web.Request, role: str, reason: str | None, client_got_bytes: bool = False) -> bool:
         """Whether the request is sent again as a whole after a ``role`` leg failed for ``reason``

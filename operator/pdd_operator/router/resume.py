@@ -22,10 +22,12 @@ client reads one stream that ends in ``[DONE]``.
   ``max_tokens``/``max_completion_tokens``/``min_tokens`` are reduced like above when present.
 
 Tokens sent: the last ``usage.completion_tokens`` of a chunk when the client asked for
-``stream_options.continuous_usage_stats``; otherwise the number of chunks that carried text. vLLM sends
-one chunk per engine step with text (``completion/serving.py`` skips steps with no text and no tokens),
-one token per step unless speculative decoding or ``--stream-interval`` > 1 put several in one: then
-the count is low and a resumed stream may run a few tokens past ``max_tokens``.
+``stream_options.continuous_usage_stats`` (exact); otherwise the text sent, tokenized by an engine of the
+model (vLLM's ``/tokenize``, ``count``; the router asks at the join), and never fewer than the chunks that
+carried text (each carries at least one token: vLLM's ``completion/serving.py`` skips steps with no text
+and no tokens; several when the reader lags, under speculative decoding or with ``--stream-interval``).
+Tokenizing the text again is approximate at token boundaries, so a resumed stream may end a token or so
+off ``max_tokens``; with no engine answering ``/tokenize``, the chunk count (low) is used.
 
 What cannot be spliced is not resumed (:func:`excluded`): several choices (``n``, ``best_of``), beam
 search, logprobs (the continuation's would start at the join, not the stream's start), ``echo`` and
@@ -108,6 +110,7 @@ class StreamTracker:
         unsupported: why what was relayed cannot be continued (``None``: it can).
         base_tokens: tokens sent before the current continuation (added to its ``usage``).
         resumed: continuations started.
+        exact: ``tokens`` came from continuous usage stats (no need to tokenize the text).
     """
 
     chat: bool
@@ -121,6 +124,7 @@ class StreamTracker:
     unsupported: str | None = None
     base_tokens: int = 0
     resumed: int = 0
+    exact: bool = False
     _buffer: bytes = field(default=b"", repr=False)
 
     def feed(self, chunk: bytes, splice: bool = False) -> bytes:
@@ -189,7 +193,7 @@ class StreamTracker:
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             # continuous usage: exact (a spliced chunk's count already includes the tokens before the join)
             self.tokens = usage["completion_tokens"]
-            counted = True
+            self.exact = counted = True
         else:
             counted = False
         for choice in chunk.get("choices") or ():
@@ -212,6 +216,12 @@ class StreamTracker:
                     self.tokens += 1
             if choice.get("finish_reason") is not None:
                 self.finished = True
+
+    def counted(self, tokens: int | None) -> None:
+        """The text sent so far is ``tokens`` tokens (an engine's ``/tokenize``; ``None``: unknown): used
+        unless continuous usage counted exactly, and never below the chunks counted."""
+        if tokens is not None and not self.exact:
+            self.tokens = max(self.tokens, tokens)
 
     def continuation(self, path: str, body: dict) -> dict | None:
         """:func:`continuation_body` of what was sent so far."""
