@@ -307,3 +307,11 @@ def test_continuous_usage_counts_exactly_without_tokenizing_and_spliced_usage_co
             assert [c["usage"]["completion_tokens"] for c in _data(_events(raw))] == [2, 4, *range(5, 11)]
             assert {c["usage"]["prompt_tokens"] for c in _data(_events(raw))} == {1}
     run(go())
+
+
+def test_a_stream_without_event_boundaries_is_relayed_anyway_and_not_resumed():
+    from pdd_operator.router.resume import MAX_EVENT_BYTES
+
+    t = StreamTracker(chat=False)
+    assert t.feed(b"x" * MAX_EVENT_BYTES) == b""
+    assert t.feed(b"y") == b"x" * MAX_EVENT_BYTES + b"y" and t.unsupported == "no SSE event boundary"

@@ -16,7 +16,9 @@ client reads one stream that ends in ``[DONE]``.
   with ``continue_final_message: true, add_generation_prompt: false`` (vLLM 0.32
   ``ChatCompletionRequest``, ``entrypoints/openai/chat_completion/protocol.py``: the chat template leaves
   the final message open, without EOS, and the model continues it; setting both to true is refused
-  with 400). On a vLLM without ``continue_final_message`` the field is ignored as an unknown one and the
+  with 400). The field came with vllm-project/vllm#8942 (first in 0.6.3); 0.6.3 also echoed the
+  continued message in the answer (vllm-project/vllm#10111, fixed by #10180): every version this
+  project supports (0.8.5+) has both. On an older vLLM the field is ignored as an unknown one and the
   model would start a *new* assistant turn after the partial one: the joined text is then wrong
   (``RouterConfig.resume`` off for such engines).
   ``max_tokens``/``max_completion_tokens``/``min_tokens`` are reduced like above when present.
@@ -51,6 +53,9 @@ import orjson
 
 #: The SSE event that ends an OpenAI stream.
 DONE = b"data: [DONE]"
+#: Bytes held back waiting for the end of an SSE event before they are relayed anyway (and the stream is
+#: not resumed): vLLM ends every event with a blank line, so only another framing gets here.
+MAX_EVENT_BYTES = 1 << 20
 #: Delta keys that are plain text (anything else in a chat delta stops resumption).
 TEXT_DELTA_KEYS = frozenset({"role", "content"})
 #: Request fields whose presence (not ``None``/``False``/0/empty) keeps a request out of resumption.
@@ -134,7 +139,12 @@ class StreamTracker:
         self._buffer += chunk
         end = self._buffer.rfind(b"\n\n")
         if end < 0:
-            return b""
+            if len(self._buffer) <= MAX_EVENT_BYTES:
+                return b""
+            # not vLLM's framing (``data: ...\n\n``): relay as it comes, and do not resume it
+            self.unsupported = self.unsupported or "no SSE event boundary"
+            events, self._buffer = self._buffer, b""
+            return events
         events, self._buffer = self._buffer[:end + 2], self._buffer[end + 2:]
         if not splice:
             for event in events.split(b"\n\n")[:-1]:
