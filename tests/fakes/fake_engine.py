@@ -39,7 +39,8 @@ class FakeEngine:
         tokens: tokens a decode produces (unless the request's ``max_tokens`` is smaller).
         inter_token_delay: seconds between two streamed tokens.
         fail_status: answer every completion with this HTTP status (0: don't).
-        drop_after: a streaming decode drops its connection after this many tokens (0: never).
+        drop_after: a streaming decode drops its connection after this many tokens (0: never); a
+            non-streaming one after its head and half its answer.
         die_before: the engine drops the connection of every completion request it got before its
             answer begins: ``"head"`` (before the response head, as a process killed with the request
             in hand), ``"first_token"`` (a stream, after its head and before the first token, as a
@@ -224,9 +225,18 @@ class FakeEngine:
             text = "tok " * n
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})
-            return web.json_response({"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
-                                      "created": created, "model": body.get("model"), "choices": [choice],
-                                      "usage": {"completion_tokens": n}})
+            answer = {"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
+                      "created": created, "model": body.get("model"), "choices": [choice],
+                      "usage": {"completion_tokens": n}}
+            if self.drop_after:  # dies mid-answer: the head and half the body sent
+                raw = json.dumps(answer).encode()
+                resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+                resp.content_length = len(raw)
+                await resp.prepare(request)
+                await resp.write(raw[:len(raw) // 2])
+                request.transport.abort()
+                return resp
+            return web.json_response(answer)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(request)
         if self.die_before == "first_token":

@@ -315,3 +315,22 @@ def test_a_stream_without_event_boundaries_is_relayed_anyway_and_not_resumed():
     t = StreamTracker(chat=False)
     assert t.feed(b"x" * MAX_EVENT_BYTES) == b""
     assert t.feed(b"y") == b"x" * MAX_EVENT_BYTES + b"y" and t.unsupported == "no SSE event boundary"
+
+
+def test_a_non_streaming_answer_cut_mid_way_is_retried_as_a_whole():
+    """Nothing reached the client (the router holds the whole answer): a plain retry, not a resumption."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            await s.engine("dying", "decode", tokens=10, drop_after=3)
+            good = await s.engine("good", "decode", tokens=10)
+            await s.start_router(prefill=[("p0", "h")], decode=[("dying", "h"), ("good", "h")])
+            _first_choice(s, "dying")
+            async with aiohttp.ClientSession() as c, c.post(
+                    s.url + "/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 10}) as r:
+                assert r.status == 200, await r.text()
+                answer = await r.json()
+                assert r.headers["X-PDD-Retry"] == "decode=reset"
+            assert answer["choices"][0]["text"] == "tok " * 10 and bodies(good)[0]["prompt"] == "x"
+            assert resumed(s.router) == 0
+    run(go())
