@@ -482,8 +482,9 @@ class Router:
                     sent = await self._resume(request, body, stream, exc)
                     if sent is None:
                         return stream.out
-                    request_id = str(uuid.uuid4())
-                    log.warning("request %s: its stream goes on as %s", stream.tracker.id, request_id)
+                    retry_id = str(uuid.uuid4())
+                    log.warning("request %s: its stream (%s) goes on as %s", request_id, stream.tracker.id, retry_id)
+                    request_id = retry_id
                     continue
                 if not self._retry(request, exc.endpoint.role, exc.reason, exc.response.prepared):
                     response = exc.response
