@@ -108,7 +108,6 @@ class StreamTracker:
     Attributes:
         chat: the stream is a chat completion (``delta.content``) rather than a completion (``text``).
         id, created, model: the response's, from its first chunk (kept on spliced chunks).
-        text: the generated text the client got.
         tokens: tokens the client got (module docstring: exact with continuous usage, else chunks).
         finished: a chunk carried a ``finish_reason``: nothing is left to generate.
         done: ``data: [DONE]`` was relayed.
@@ -122,7 +121,6 @@ class StreamTracker:
     id: str | None = None
     created: int | None = None
     model: str | None = None
-    text: str = ""
     tokens: int = 0
     finished: bool = False
     done: bool = False
@@ -131,11 +129,19 @@ class StreamTracker:
     resumed: int = 0
     exact: bool = False
     _buffer: bytes = field(default=b"", repr=False)
+    _pieces: list = field(default_factory=list, repr=False)
 
     def feed(self, chunk: bytes, splice: bool = False) -> bytes:
         """Take bytes read from an engine's stream; return the bytes to write to the client now: whole
         events only (an event cut by a dying engine never reaches the client, so a continuation starts
         on an event boundary). ``splice``: the bytes come from a continuation (:meth:`splice`)."""
+        if not self._buffer and chunk.endswith(b"\n\n") and not splice:  # the usual case: whole events
+            if chunk.count(b"\n\n") == 1:
+                self._observe(chunk[:-2])
+            else:
+                for event in chunk.split(b"\n\n")[:-1]:
+                    self._observe(event)
+            return chunk
         self._buffer += chunk
         end = self._buffer.rfind(b"\n\n")
         if end < 0:
@@ -188,24 +194,32 @@ class StreamTracker:
         return event
 
     def _observe(self, event: bytes, spliced: bool = False) -> None:
-        if event.strip() == DONE:
+        """Take one whole event the client gets (the hot path: every event of every resumable stream)."""
+        if event.startswith(b"data: {") and b"\n" not in event:  # vLLM's one-line events
+            if self.unsupported is not None:
+                return  # nothing more to learn: it will not be resumed
+            try:
+                chunk = orjson.loads(event[6:])
+            except orjson.JSONDecodeError:
+                chunk = None
+        elif event.strip() == DONE:
             self.done = True
             return
-        chunk = _chunk(event)
-        if chunk is None:
-            return  # a comment, or not a data event
+        else:
+            chunk = _chunk(event)
+            if chunk is None:
+                return  # a comment, or not a data event
         if not isinstance(chunk, dict) or "error" in chunk:
             self.unsupported = self.unsupported or "an error event"
             return
         if self.id is None:
             self.id, self.created, self.model = chunk.get("id"), chunk.get("created"), chunk.get("model")
         usage = chunk.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        counted = isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int)
+        if counted:
             # continuous usage: exact (a spliced chunk's count already includes the tokens before the join)
             self.tokens = usage["completion_tokens"]
-            self.exact = counted = True
-        else:
-            counted = False
+            self.exact = True
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 self.unsupported = self.unsupported or "several choices"
@@ -214,18 +228,26 @@ class StreamTracker:
                 self.unsupported = self.unsupported or "logprobs"
             if self.chat:
                 delta = choice.get("delta") or {}
-                other = {k for k, v in delta.items() if v not in (None, "", []) and k not in TEXT_DELTA_KEYS}
-                if other:
-                    self.unsupported = self.unsupported or f"a delta with {sorted(other)}"
-                text = delta.get("content") or ""
+                if len(delta) > 2 or not delta.keys() <= TEXT_DELTA_KEYS:
+                    other = sorted(k for k, v in delta.items() if v not in (None, "", []) and k not in TEXT_DELTA_KEYS)
+                    if other:
+                        self.unsupported = self.unsupported or f"a delta with {other}"
+                text = delta.get("content")
             else:
-                text = choice.get("text") or ""
+                text = choice.get("text")
             if text:
-                self.text += text
+                self._pieces.append(text)
                 if not counted:
                     self.tokens += 1
             if choice.get("finish_reason") is not None:
                 self.finished = True
+
+    @property
+    def text(self) -> str:
+        """The generated text the client got."""
+        if len(self._pieces) > 1:
+            self._pieces[:] = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
 
     def counted(self, tokens: int | None) -> None:
         """The text sent so far is ``tokens`` tokens (an engine's ``/tokenize``; ``None``: unknown): used
