@@ -65,6 +65,8 @@ class FakeEngine:
             With ``stream_options.continuous_usage_stats`` every event carries ``usage`` (a prompt of one
             token plus the continued ones).
         tokenized: bodies of ``/tokenize`` requests.
+        eof_delay: seconds a stream's end (the last chunk of its chunked body) comes after ``[DONE]``.
+        peers: the client address of each completion request (a reused connection shows the same one).
         role_chunk: a streamed chat answer opens with a role-only delta (``{"role": "assistant",
             "content": ""}``), as vLLM's does.
 
@@ -97,6 +99,8 @@ class FakeEngine:
     role_chunk: bool = False
     tokens_per_chunk: int = 1
     tokenized: list = field(default_factory=list)
+    peers: list = field(default_factory=list)
+    eof_delay: float = 0.0
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -138,6 +142,7 @@ class FakeEngine:
         rid = request.headers.get("X-Request-Id", "")
         if self.record:
             self.requests.append((request.headers.copy(), body))
+            self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
             self._notify()
         self.running += 1
         try:
@@ -266,6 +271,8 @@ class FakeEngine:
                 chunk["usage"] = {"prompt_tokens": 1 + first, "completion_tokens": i + 1, "total_tokens": 2 + first + i}
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
+        if self.eof_delay:
+            await asyncio.sleep(self.eof_delay)
         await resp.write_eof()
         return resp
 

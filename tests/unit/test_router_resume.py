@@ -334,3 +334,20 @@ def test_a_non_streaming_answer_cut_mid_way_is_retried_as_a_whole():
             assert answer["choices"][0]["text"] == "tok " * 10 and bodies(good)[0]["prompt"] == "x"
             assert resumed(s.router) == 0
     run(go())
+
+
+def test_a_finished_resumable_stream_leaves_its_decode_connection_for_the_next_request():
+    """The router reads decode's answer to its end after [DONE], so the pooled connection is reused."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            # the end of the body comes apart from [DONE], as from vLLM (a separate write)
+            d = await s.engine("d0", "decode", tokens=4, eof_delay=0.05)
+            await s.start_router(prefill=[("p0", "h")], decode=[("d0", "h")])
+            for _ in range(3):
+                status, _headers, raw = await _stream(s, "/v1/completions",
+                                                      {"model": "m", "prompt": "x", "max_tokens": 4, "stream": True})
+                assert status == 200 and _events(raw)[-1] == "data: [DONE]"
+            assert len(d.peers) == 3 and len(set(d.peers)) == 1, d.peers
+            assert not d.cancelled
+    run(go())

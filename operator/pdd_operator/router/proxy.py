@@ -894,6 +894,15 @@ class Router:
         while chunk:
             data = tracker.feed(chunk, splice=splice)
             if tracker.done:
+                # the client's end follows decode's, as on the byte-for-byte path: decode's answer read to
+                # its end puts its connection back in the pool (closed unread, it would cost a new
+                # connection per request and tell decode to abort)
+                if not content.at_eof():
+                    await out.write(data)
+                    data = b""
+                    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                        while await content.readany():
+                            pass
                 await out.write_eof(data)
                 return out
             if data:
