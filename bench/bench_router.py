@@ -273,7 +273,8 @@ async def bench(args: argparse.Namespace) -> dict:
         pdd = str(Path(py).parent / "pdd")
         router = Proc("router", [pdd, "router", "--host", "127.0.0.1", "--port", str(ports["router"]),
                                  "--static-prefill", f"http://127.0.0.1:{ports['prefill']}",
-                                 "--static-decode", f"http://127.0.0.1:{ports['decode']}", "--log-level", "WARNING"],
+                                 "--static-decode", f"http://127.0.0.1:{ports['decode']}", "--log-level", "WARNING",
+                                 *args.router_arg],
                       proxy_cpus)
         procs.append(router)
         toy_proc = None
@@ -384,6 +385,8 @@ def main() -> int:
     p.add_argument("--vllm-version", default="0.20.2", help="vLLM sdist to take the toy proxy from")
     p.add_argument("--toy-python", help="interpreter with fastapi, uvicorn and httpx for the toy proxy")
     p.add_argument("--no-toy", action="store_true", help="skip vLLM's toy proxy")
+    p.add_argument("--router-arg", action="append", default=[],
+                   help="an extra `pdd router` argument (repeat it), e.g. --router-arg=--no-resume")
     p.add_argument("--pin", action="store_true",
                    help="give the proxy under test the last CPU of its own, the client and the fake engines the "
                    "others (for machines with cores to spare: on a 2-vCPU VM an idle pinned CPU wakes slowly and "

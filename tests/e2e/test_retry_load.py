@@ -12,8 +12,9 @@ engine holds have sent the client nothing yet.
 Reported per router and fault (``-s``; with ``PDD_RETRY_RESULTS=<file>`` as JSON): requests sent,
 failed, failed before the client got a byte (``before_first_byte``: not a 200) and after
 (``mid_stream``), the router's retries by role and reason, answers one role served alone. Asserted:
-with retries on, no request failed before its first byte (a decode killed mid-stream still cuts the
-streams it was sending); both recover and then serve every request.
+with retries on, no request failed before its first byte (a stream a killed decode was sending is
+resumed on the other decode within the same retry budget, docs/router.md "Stream resumption"; with
+``--retries 0`` it is cut); both recover and then serve every request.
 """
 
 from __future__ import annotations

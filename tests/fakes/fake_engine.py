@@ -39,7 +39,8 @@ class FakeEngine:
         tokens: tokens a decode produces (unless the request's ``max_tokens`` is smaller).
         inter_token_delay: seconds between two streamed tokens.
         fail_status: answer every completion with this HTTP status (0: don't).
-        drop_after: a streaming decode drops its connection after this many tokens (0: never).
+        drop_after: a streaming decode drops its connection after this many tokens (0: never); a
+            non-streaming one after its head and half its answer.
         die_before: the engine drops the connection of every completion request it got before its
             answer begins: ``"head"`` (before the response head, as a process killed with the request
             in hand), ``"first_token"`` (a stream, after its head and before the first token, as a
@@ -60,6 +61,18 @@ class FakeEngine:
         push: decode in push mode: it checks it was told prefill's coordinates and, like vLLM's push
             decode, finishes only once that prefill (in ``issued``) has completed the same request id.
         plain: plain requests (no ``kv_transfer_params``) it served whole, prompt computed locally.
+        tokens_per_chunk: streamed tokens per event (vLLM merges the tokens of a lagging reader).
+            With ``stream_options.continuous_usage_stats`` every event carries ``usage`` (a prompt of one
+            token plus the continued ones).
+        tokenized: bodies of ``/tokenize`` requests.
+        eof_delay: seconds a stream's end (the last chunk of its chunked body) comes after ``[DONE]``.
+        peers: the client address of each completion request (a reused connection shows the same one).
+        role_chunk: a streamed chat answer opens with a role-only delta (``{"role": "assistant",
+            "content": ""}``), as vLLM's does.
+
+    Tokens are ``tok0 tok1 ...``; a continuation (a prompt, or with ``continue_final_message`` a final
+    assistant message, that ends in such tokens) goes on numbering after them, as a model continuing
+    that text would, so a resumed stream's text equals an uninterrupted one's.
     """
 
     role: str
@@ -83,6 +96,11 @@ class FakeEngine:
     revision: str = ""
     running: int = 0
     plain: int = 0
+    role_chunk: bool = False
+    tokens_per_chunk: int = 1
+    tokenized: list = field(default_factory=list)
+    peers: list = field(default_factory=list)
+    eof_delay: float = 0.0
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -90,6 +108,7 @@ class FakeEngine:
         app.router.add_post("/v1/completions", self.handle)
         app.router.add_post("/v1/chat/completions", self.handle)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         return app
@@ -111,11 +130,19 @@ class FakeEngine:
             self.requests.append((request.headers.copy(), None))
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``/tokenize`` for the fake's text: one token per word (``{"count", "tokens"}``)."""
+        body = await request.json()
+        self.tokenized.append(body)
+        words = str(body.get("prompt", "")).split()
+        return web.json_response({"count": len(words), "tokens": list(range(len(words))), "max_model_len": 1024})
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         rid = request.headers.get("X-Request-Id", "")
         if self.record:
             self.requests.append((request.headers.copy(), body))
+            self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
             self._notify()
         self.running += 1
         try:
@@ -193,8 +220,9 @@ class FakeEngine:
 
     async def _generate(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
         """Produce the tokens (streamed or not) of a request that may be answered."""
-        n = min(self.tokens, int(body.get("max_tokens") or self.tokens))
         chat = request.path.endswith("/chat/completions")
+        first = _generated(body, chat)
+        n = min(self.tokens - first, int(body.get("max_tokens") or body.get("max_completion_tokens") or self.tokens))
         created = int(time.time())
         if not body.get("stream"):
             if self.inter_token_delay:
@@ -202,9 +230,18 @@ class FakeEngine:
             text = "tok " * n
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})
-            return web.json_response({"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
-                                      "created": created, "model": body.get("model"), "choices": [choice],
-                                      "usage": {"completion_tokens": n}})
+            answer = {"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
+                      "created": created, "model": body.get("model"), "choices": [choice],
+                      "usage": {"completion_tokens": n}}
+            if self.drop_after:  # dies mid-answer: the head and half the body sent
+                raw = json.dumps(answer).encode()
+                resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+                resp.content_length = len(raw)
+                await resp.prepare(request)
+                await resp.write(raw[:len(raw) // 2])
+                request.transport.abort()
+                return resp
+            return web.json_response(answer)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(request)
         if self.die_before == "first_token":
@@ -212,19 +249,42 @@ class FakeEngine:
             return resp
         if self.first_token_delay:
             await asyncio.sleep(self.first_token_delay)
+        if chat and self.role_chunk:
+            role = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"),
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+            await resp.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+        pending = ""
         for i in range(n):
             if self.drop_after and i == self.drop_after:
                 request.transport.abort()  # the engine dies mid-stream
                 return resp
             if self.inter_token_delay:
                 await asyncio.sleep(self.inter_token_delay)
-            delta = ({"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None} if chat
-                     else {"index": 0, "text": f"tok{i} ", "finish_reason": None})
+            pending += f"tok{first + i} "
+            if (i + 1) % self.tokens_per_chunk and i + 1 < n:
+                continue
+            delta = ({"index": 0, "delta": {"content": pending}, "finish_reason": None} if chat
+                     else {"index": 0, "text": pending, "finish_reason": None})
+            pending = ""
             chunk = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"), "choices": [delta]}
+            if (body.get("stream_options") or {}).get("continuous_usage_stats"):
+                chunk["usage"] = {"prompt_tokens": 1 + first, "completion_tokens": i + 1, "total_tokens": 2 + first + i}
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
+        if self.eof_delay:
+            await asyncio.sleep(self.eof_delay)
         await resp.write_eof()
         return resp
+
+
+def _generated(body: dict, chat: bool) -> int:
+    """How many of the fake's tokens (``tokN ``) a continuation's prompt already ends with."""
+    if chat:
+        messages = body.get("messages") or [{}]
+        text = messages[-1].get("content") if body.get("continue_final_message") else ""
+    else:
+        text = body.get("prompt")
+    return text.count("tok") if isinstance(text, str) else 0
 
 
 async def serve(engine: FakeEngine, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:

@@ -468,12 +468,12 @@ def test_decode_unreachable_gives_an_openai_error():
     run(go())
 
 
-def test_decode_dying_mid_stream_ends_the_stream_with_an_error_event():
+def test_decode_dying_mid_stream_with_resumption_off_ends_the_stream_with_an_error_event():
     async def go():
         async with stack() as s:
             await s.engine("p0", "prefill")
             await s.engine("d0", "decode", tokens=10, drop_after=3)
-            await s.start_router(prefill=[("p0", "")], decode=[("d0", "")])
+            await s.start_router(RouterConfig(resume=False), prefill=[("p0", "")], decode=[("d0", "")])
             async with aiohttp.ClientSession() as c:
                 async with c.post(s.url + "/v1/completions", json={"model": "m", "prompt": "x", "stream": True}) as r:
                     assert r.status == 200

@@ -128,13 +128,14 @@ def test_the_only_decode_answering_503_the_prefill_serves_alone_as_the_retry():
     run(go())
 
 
-def test_a_decode_dying_mid_stream_is_not_retried():
+def test_with_resumption_off_a_decode_dying_mid_stream_is_not_retried():
+    """(With resumption on, it is continued: tests/unit/test_router_resume.py.)"""
     async def go():
         async with stack() as s:
             await s.engine("p0", "prefill")
             await s.engine("d0", "decode", tokens=10, drop_after=3)
             await s.engine("d1", "decode")
-            await s.start_router(prefill=[("p0", "h")], decode=[("d0", "h")])
+            await s.start_router(RouterConfig(resume=False), prefill=[("p0", "h")], decode=[("d0", "h")])
             async with aiohttp.ClientSession() as c:
                 status, headers, text = await complete(s, c, stream=True)
             assert status == 200 and '"error"' in text and "[DONE]" not in text

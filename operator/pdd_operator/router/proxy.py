@@ -66,6 +66,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from pdd_operator.api.constants import ROLES, ROUTER_RETRY_ATTEMPTS, ROUTER_RETRY_DEADLINE_SECONDS, other_role
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
+from pdd_operator.router.resume import StreamTracker, excluded
 from pdd_operator.router.retry import (
     BAD_ANSWER,
     CONNECT_FAILURE,
@@ -76,6 +77,7 @@ from pdd_operator.router.retry import (
     REASONS,
     RESET,
     RETRY_HEADER,
+    RETRY_ON,
     failure_reason,
     may_retry,
 )
@@ -98,6 +100,8 @@ TRANSPORT_REASONS = frozenset({CONNECT_FAILURE, RESET, GATEWAY_ERROR})
 _RETRIED = web.RequestKey("pdd_retried", tuple)
 _WHOLE = web.RequestKey("pdd_retries", int)
 _STARTED = web.RequestKey("pdd_started", float)
+#: The client's stream, when it may be resumed (:mod:`pdd_operator.router.resume`): what it got so far.
+_STREAM = web.RequestKey("pdd_stream", object)
 #: Response header of a request served by one engine alone (fallback): ``decode-only`` or ``prefill-only``.
 FALLBACK_HEADER = "X-PDD-Fallback"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
@@ -129,6 +133,10 @@ class RouterConfig:
             502-504) with no other prefill left falls back to decode alone; 0 turns both off (the
             retries on another endpoint of the same role, ``prefill_retries``, stay).
         retry_deadline: no such retry starts later than this many seconds after the request arrived.
+        resume: a streamed answer whose decode failed after the client got tokens goes on from another
+            decode in the same response (:mod:`pdd_operator.router.resume`); each continuation is one of
+            the ``retries``, within ``retry_deadline``. ``False``: the stream ends with an error event
+            (for engines without ``continue_final_message``, or to keep answers byte for byte).
     """
 
     mode: str = "pull"
@@ -141,6 +149,7 @@ class RouterConfig:
     unreachable_seconds: float = 5.0
     retries: int = ROUTER_RETRY_ATTEMPTS
     retry_deadline: float = float(ROUTER_RETRY_DEADLINE_SECONDS)
+    resume: bool = True
 
 
 class Metrics:
@@ -176,6 +185,11 @@ class Metrics:
             "Push mode: prefill answers naming another engine id than the one decode was told (the "
             "process was replaced unseen: that request's decode was told the old process's id).",
             registry=self.registry)
+        self.resumed = Counter(
+            "pdd_router_resumed_streams",
+            "Streamed answers continued from another decode after theirs failed mid-stream (one per "
+            "continuation; reason: the failure, as in pdd_router_retries_total).",
+            ["reason"], registry=self.registry)
         self.fallback = Counter(
             "pdd_router_fallback_requests",
             "Requests served by one engine alone, as plain requests, because the other role had no usable "
@@ -274,6 +288,14 @@ class _DecodeFailed(Exception):
         self.endpoint = endpoint
 
 
+class _StreamBroken(_DecodeFailed):
+    """A resumable stream's decode failed after the client got part of the answer (the connection closed
+    or reset, or ended without ``[DONE]``): the client's response is open (``request[_STREAM]``)."""
+
+    def __init__(self, message: str, reason: str, endpoint: Endpoint) -> None:
+        super().__init__(message, None, reason, endpoint)
+
+
 class _Unreachable(Exception):
     """A decode endpoint could not be connected to (it never got the request); ``response`` is the 502
     the client gets if no other decode is tried."""
@@ -291,6 +313,20 @@ class _RelayResponse(web.StreamResponse):
     before anything reaches the client, which gets both at once."""
 
     _send_headers_immediately = False
+
+
+class _ClientStream:
+    """The client's streamed answer while it may be resumed: ``tracker`` (what it got), ``out`` (its
+    response once prepared: every continuation writes into it)."""
+
+    def __init__(self, tracker: StreamTracker) -> None:
+        self.tracker = tracker
+        self.out: web.StreamResponse | None = None
+
+    async def fail(self, message: str) -> None:
+        """End the stream with an OpenAI-shaped error event and no ``[DONE]`` (as an unresumed one ends)."""
+        err = {"error": {"message": message, "type": "server_error", "param": None, "code": 502}}
+        await self.out.write_eof(b"data: " + dumps(err) + b"\n\n")
 
 
 class Router:
@@ -433,11 +469,23 @@ class Router:
         request[_STARTED] = time.monotonic()
         request_id = str(uuid.uuid4())
         route = self._push if self.config.mode == "push" else self._pull
+        if self.config.resume and excluded(request.path, body) is None:
+            request[_STREAM] = _ClientStream(StreamTracker(chat=request.path.endswith("/chat/completions")))
+        sent = body
         while True:
+            stream = request.get(_STREAM)
             try:
-                response = await route(request, body, self._forward_headers(request, request_id), request_id)
+                response = await route(request, sent, self._forward_headers(request, request_id), request_id)
             except _DecodeFailed as exc:
                 log.warning("request %s: %s", request_id, exc)
+                if stream is not None and stream.out is not None:
+                    sent = await self._resume(request, body, stream, exc)
+                    if sent is None:
+                        return stream.out
+                    retry_id = str(uuid.uuid4())
+                    log.warning("request %s: its stream (%s) goes on as %s", request_id, stream.tracker.id, retry_id)
+                    request_id = retry_id
+                    continue
                 if not self._retry(request, exc.endpoint.role, exc.reason, exc.response.prepared):
                     response = exc.response
                 else:
@@ -449,9 +497,66 @@ class Router:
                     log.warning("request %s: sent again as %s", request_id, retry_id)
                     request_id = retry_id
                     continue
+            if stream is not None and stream.out is not None and response is not stream.out:
+                # a continuation was answered otherwise (no endpoint, the engine's verdict): end the stream
+                await stream.fail(f"the stream could not be resumed: HTTP {response.status} "
+                                  f"{_snippet(getattr(response, 'body', b'') or b'')}")
+                return stream.out
             if request.get(_RETRIED) and not response.prepared:
                 response.headers[RETRY_HEADER] = ", ".join(request[_RETRIED])
             return response
+
+    async def _resume(self, request: web.Request, body: dict, stream: _ClientStream,
+                      exc: _DecodeFailed) -> dict | None:
+        """The client's stream broke (``exc``) after it got part of the answer: the continuation to send
+        (:mod:`pdd_operator.router.resume`), counted as one of the request's retries and marked at the
+        join with an SSE comment; or ``None`` when it cannot go on (nothing left to generate, what was sent
+        cannot be continued, the retry budget is spent): the stream is then ended (``[DONE]`` when the
+        answer had finished, else an error event)."""
+        tracker = stream.tracker
+        if tracker.finished:
+            # the answer was complete (its finish_reason sent); only the end was lost
+            await stream.out.write_eof(b"data: [DONE]\n\n")
+            return None
+        if tracker.unsupported is None and not tracker.exact and tracker.text:
+            tracker.counted(await self._count_tokens(request, body, tracker.text, exc.endpoint))
+        cont = tracker.continuation(request.path, body) if tracker.unsupported is None else None
+        if cont is None or not self._retry(request, exc.endpoint.role, exc.reason):
+            if cont is None:
+                why = tracker.unsupported or "nothing left to continue"
+            elif exc.reason not in RETRY_ON:
+                why = f"a {exc.reason} is not retried"
+            else:
+                why = "the retry budget is spent"
+            await stream.fail(f"{exc} (not resumed: {why})")
+            return None
+        self._set_aside(exc.endpoint)
+        tracker.resume()
+        self.metrics.resumed.labels(exc.reason).inc()
+        await stream.out.write(f": pdd-resumed attempt={tracker.resumed} tokens={tracker.tokens} "
+                               f"reason={exc.reason}\n\n".encode())
+        return cont
+
+    async def _count_tokens(self, request: web.Request, body: dict, text: str, failed: Endpoint) -> int | None:
+        """How many tokens ``text`` is for the model, from vLLM's ``/tokenize`` (``{"count": N}``, vLLM
+        0.32 ``entrypoints/serve/tokenize``) on a live engine other than ``failed`` (a decode first, then
+        a prefill; at most two asked, each within ``connect_timeout``); ``None`` when none answers."""
+        now = time.monotonic()
+        candidates = [ep for role in ("decode", "prefill") for ep in self.registry.endpoints(role)
+                      if ep.url != failed.url and ep.unreachable_until <= now][:2]
+        ask = dumps({"model": body.get("model"), "prompt": text, "add_special_tokens": False})
+        timeout = aiohttp.ClientTimeout(total=self.config.connect_timeout)
+        for ep in candidates:
+            try:
+                async with self.session.post(ep.target("/tokenize"), data=ask, timeout=timeout,
+                                             headers=self._forward_headers(request, None)) as r:
+                    answer = loads(await r.read()) if r.status == 200 else None
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                log.info("tokenize on %s failed: %s", ep.name, _describe(exc))
+                continue
+            if isinstance(answer, dict) and isinstance(answer.get("count"), int):
+                return answer["count"]
+        return None
 
     def _retry(self, request: web.Request, role: str, reason: str | None, client_got_bytes: bool = False) -> bool:
         """Whether the request is sent again as a whole after a ``role`` leg failed for ``reason``
@@ -741,6 +846,9 @@ class Router:
                 except (TimeoutError, aiohttp.ClientError) as exc:
                     errors.inc()
                     return failed(exc)
+                client_stream = request.get(_STREAM)
+                if client_stream is not None:
+                    return await self._relay_resumable(request, ep, client_stream, resp, chunk, head, started)
                 out = _RelayResponse(status=resp.status, headers=head)
                 await out.prepare(request)
                 if started is not None:
@@ -765,6 +873,48 @@ class Router:
                 return out
             finally:
                 resp.close()  # a no-op when fully read; otherwise drops the connection: decode aborts
+
+    async def _relay_resumable(self, request: web.Request, ep: Endpoint, stream: _ClientStream,
+                               resp: aiohttp.ClientResponse, chunk: bytes, head: dict,
+                               started: list | None) -> web.StreamResponse:
+        """Relay a stream that may be resumed (:mod:`pdd_operator.router.resume`): whole SSE events only,
+        each seen by ``stream.tracker``; a continuation's events are spliced into the response already
+        open. A stream that breaks (read error, or its end without ``[DONE]``) raises
+        :class:`_StreamBroken` for :meth:`_completion` to resume or end; a read timeout (the engine may
+        still be working) too, which is not retried (:data:`~pdd_operator.router.retry.RETRY_ON`)."""
+        errors = self.metrics.prefill_errors if ep.role == "prefill" else self.metrics.decode_errors
+        tracker, content = stream.tracker, resp.content
+        splice = stream.out is not None
+        if stream.out is None:
+            stream.out = _RelayResponse(status=resp.status, headers=head)
+            await stream.out.prepare(request)
+        out = stream.out
+        if started is not None:
+            started.append(True)
+        while chunk:
+            data = tracker.feed(chunk, splice=splice)
+            if tracker.done:
+                # the client's end follows decode's, as on the byte-for-byte path: decode's answer read to
+                # its end puts its connection back in the pool (closed unread, it would cost a new
+                # connection per request and tell decode to abort)
+                if not content.at_eof():
+                    await out.write(data)
+                    data = b""
+                    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                        while await content.readany():
+                            pass
+                await out.write_eof(data)
+                return out
+            if data:
+                await out.write(data)  # a client that went away raises ConnectionResetError here
+            try:
+                chunk = await content.readany()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                errors.inc()
+                raise _StreamBroken(f"{ep.role} {ep.name} failed mid-stream: {_describe(exc)}",
+                                    failure_reason(ep.role, error=exc), ep) from exc
+        errors.inc()
+        raise _StreamBroken(f"{ep.role} {ep.name} ended its stream without [DONE]", RESET, ep)
 
     async def _push(self, request: web.Request, body: dict, headers: dict, request_id: str) -> web.StreamResponse:
         """Push mode: prefill and decode legs at once; decode is told prefill's coordinates.

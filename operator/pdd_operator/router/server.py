@@ -47,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retry-deadline", type=float, default=float(ROUTER_RETRY_DEADLINE_SECONDS),
                    help="seconds after a request arrived past which it is not retried "
                    f"(default {ROUTER_RETRY_DEADLINE_SECONDS}; spec.router.retries.deadlineSeconds)")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="continue a streamed answer whose decode failed after the client got tokens from another "
+                   "decode, in the same stream (prompt + generated text; one of the --retries; default); "
+                   "--no-resume ends such a stream with an error event (engines without continue_final_message)")
     p.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (16 MiB)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to an engine")
     p.add_argument("--prefill-timeout", type=float, default=600.0, help="seconds for a whole prefill leg")
@@ -75,7 +79,7 @@ def build(args: argparse.Namespace) -> tuple[Router, Registry]:
         mode=args.kv_mode, fallback=args.fallback, prefill_retries=args.prefill_retries, max_body_bytes=args.max_body_bytes,
         connect_timeout=args.connect_timeout, prefill_timeout=args.prefill_timeout,
         decode_timeout=args.decode_timeout, unreachable_seconds=args.unreachable_seconds,
-        retries=args.retries, retry_deadline=args.retry_deadline,
+        retries=args.retries, retry_deadline=args.retry_deadline, resume=args.resume,
     )
     return Router(registry, config), registry
 

