@@ -77,10 +77,12 @@ def evaluate(
 ) -> CompatReport:
     """Check a PDDeployment spec (or an already extracted :class:`PDPair`) against every rule.
 
-    A rule bounded to versions (``since``/``until``) runs only when the version is known and inside
-    its bounds; with an unknown version :func:`_unknown_version` judges such rules on every release
-    instead of passing them silently. ``model_config`` is the model's parsed config.json, if known.
-    Never raises for a schema-valid spec.
+    Where a role has no KV connector at all, only the rules that judge an engine on its own run
+    (``Rule.without_connector``, ``kv-connector-missing`` among them): no KV moves, so the NIXL rules promise
+    nothing until both roles have a connector. A rule bounded to versions (``since``/``until``) runs only when
+    the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
+    rules on every release instead of passing them silently. ``model_config`` is the model's parsed
+    config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     if pair.either_way:
@@ -91,6 +93,9 @@ def evaluate(
         return CompatReport(version=fmt(version), not_checked=(
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
             "these rules describe NixlConnector prefill/decode only"))
+    if any(r.connector is None for r in pair.roles):
+        # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
+        rules = tuple(rule for rule in rules if rule.without_connector)
     rules, opaque = _runnable(pair, rules)
     findings: list[Finding] = []
     for rule in rules:

@@ -42,6 +42,10 @@ class Rule:
         needs: the ``vllm serve`` flags whose values the rule reads (``--speculative-config``); where a role's
             value of one is not in the manifest (``RoleConfig.opaque``) the rule is not run and the pair is
             reported "not checked" for it (``compat.engine``), never judged on a value nobody can read.
+        without_connector: the rule judges an engine on its own, whether or not it has a KV connector (a flag vLLM
+            refuses at startup, a GPU per rank, two listeners in one network namespace). Only such rules run on a
+            pair where a role has no KV connector at all (``RoleConfig.connector`` ``None``): no KV moves there, so
+            the NIXL rules (handshake hash, block sizes, side channel, pipeline parallel transfer) promise nothing.
     """
 
     id: str
@@ -57,6 +61,7 @@ class Rule:
     reported_by: str = ""
     in_manifest: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    without_connector: bool = False
 
     @property
     def version_bounded(self) -> bool:
@@ -215,7 +220,7 @@ def _register(r: Rule) -> Rule:
 def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
     since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
-    needs: tuple[str, ...] = (),
+    needs: tuple[str, ...] = (), without_connector: bool = False,
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -226,7 +231,7 @@ def rule(
         summary = (check.__doc__ or "").strip().splitlines()[0] if check.__doc__ else ""
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
                        source=source, check=check, since=since, until=until, example=example,
-                       in_manifest=tuple(in_manifest), needs=tuple(needs)))
+                       in_manifest=tuple(in_manifest), needs=tuple(needs), without_connector=without_connector))
         return check
 
     return wrap

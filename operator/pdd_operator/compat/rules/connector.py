@@ -13,6 +13,7 @@ from pdd_operator.vllm.versions import fmt
     source=("vllm v1 core: without --kv-transfer-config no KV connector is created, and kv_transfer_params in a "
             "request are ignored ('Got kv_transfer_params, but no KVConnector found'), so decode recomputes every "
             "prompt (kserve#5987, dynamo#11467)"),
+    without_connector=True,
 )
 def check_connector_present(pair: PDPair) -> list[Violation]:
     """Every engine of a prefill/decode topology has a KV connector."""
@@ -23,7 +24,9 @@ def check_connector_present(pair: PDPair) -> list[Violation]:
             out.append((
                 f"{r.role}: the engine runs in a prefill/decode topology but has no KV connector (no "
                 "--kv-transfer-config): it never receives KV from the other role, so decode recomputes every "
-                "prompt (or prefill never hands KV over) while every request still succeeds.",
+                "prompt (or prefill never hands KV over) while every request still succeeds. The NIXL rules "
+                "(handshake, block sizes, side channel, parallelism across roles) are checked once both roles "
+                "have a connector.",
                 fix_for(pair, "Set spec.kvTransfer.connector (the operator renders it on both roles).",
                         f"Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{kv_role}\"}}' "
                         f"to the {r.role} container{_named(r)}."),

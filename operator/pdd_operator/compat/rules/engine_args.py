@@ -47,6 +47,7 @@ def _hma_flag(args: tuple[str, ...]) -> str | None:
     id="engine-args-invalid", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source="vLLM argument parser",
+    without_connector=True,
 )
 def check_engine_args(pair: PDPair) -> list[Violation]:
     """The engine arguments can be read."""
@@ -58,6 +59,7 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("PDDeployment API; vllm nixl/metadata.py compute_nixl_compatibility_hash (is_hma_enabled 0.18+; "
             "speculative factors only for draft-model methods, 0.28+)"),
+    without_connector=True,
 )
 def check_extra_args(pair: PDPair) -> list[Violation]:
     """extraArgs do not set flags the operator renders (draft-free speculation and HMA on both roles may)."""

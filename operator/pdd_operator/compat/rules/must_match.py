@@ -285,6 +285,7 @@ def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
             "the target checkpoint'), ngram/suffix need none, and every other method raises 'num_speculative_tokens "
             "was provided but without speculative model' (0.25.0-0.33.0)"),
     needs=("--speculative-config",),
+    without_connector=True,
 )
 def check_speculative_complete(pair: PDPair) -> list[Violation]:
     """Speculative decoding names its draft model (unless the method takes the target's) and token count."""

@@ -1,0 +1,108 @@
+"""Variants of the kind of fault the twelfth public-report set (tests/unit/data/public_reports_12) found, with negative
+controls: engines of a prefill/decode topology with no KV connector at all (llm-d-modelservice's multi-node
+LeaderWorkerSet pair: Ray, pipeline parallel 2, no ``--kv-transfer-config``) were also judged by the NIXL rules, which
+spoke of a "pull NixlConnector" that is not there (``pp-pull-unsupported``), refused the decode's pipeline parallelism
+and the unset side-channel host, and left the pair "not checked" for a NIXL-only version bound. Without a connector
+no KV moves, so only ``kv-connector-missing`` and the rules that fail an engine on its own
+(``Rule.without_connector``: a flag vLLM refuses or the operator renders itself, a GPU per rank, two engines on one
+GPU, an incomplete speculative config) are promises; once both roles have NixlConnector the NIXL rules apply
+again."""
+
+from __future__ import annotations
+
+import json
+
+from pdd_operator.compat.rules import CHECKS
+from tests.unit.test_turn2_variants import check, rules
+
+NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+
+
+def _deployment(role: str, args: list[str], gpus: int = 1, image: str = "vllm/vllm-openai:v0.33.0",
+                env: list[dict] | None = None) -> dict:
+    """One engine of a prefill/decode pair as a Deployment (labels ``app: t``, ``role: <role>``)."""
+    labels = {"app": "t", "role": role}
+    container = {"name": "vllm", "image": image, "command": ["vllm", "serve"], "args": args,
+                 "env": env if env is not None else [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST",
+                                                      "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"t-{role}", "labels": labels},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+
+
+def _lws(role: str, line: str, image: str = "ghcr.io/llm-d/llm-d-cuda:latest") -> dict:
+    """A LeaderWorkerSet of size 2 whose leader runs ``ray start --head && <line>`` (llm-d-modelservice multinode)."""
+    labels = {"llm-d.ai/model": "qwen", "llm-d.ai/role": role}
+    leader = {"name": "vllm", "image": image, "command": ["/bin/bash", "-c"],
+              "args": [f"ray start --head --port=6379 && {line}"],
+              "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    worker = {"name": "vllm", "image": image,
+              "command": ["/bin/bash", "-c", "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"],
+              "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": f"ms-{role}", "labels": labels},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                "size": 2,
+                "leaderTemplate": {"metadata": {"labels": labels}, "spec": {"containers": [leader]}},
+                "workerTemplate": {"metadata": {"labels": labels}, "spec": {"containers": [worker]}}}}}
+
+
+PP2 = ("vllm serve Qwen/Qwen3-0.6B --port {port} --tensor-parallel-size 1 --pipeline-parallel-size 2 "
+       "--distributed-executor-backend ray")
+
+
+def test_a_connectorless_multinode_pair_gets_only_the_missing_connector(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _lws("prefill", PP2.format(port=8100)), _lws("decode", PP2.format(port=8200)))
+    assert code == 1 and rules(out, "error") == {"kv-connector-missing"}, out
+    assert not any(r.startswith("pp-") or r.startswith("side-channel") for r in rules(out))
+    assert not out.get("notChecked"), out
+    (finding, *_) = [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert "checked once both roles have a connector" in finding["message"]
+
+
+def test_the_same_pair_with_nixl_on_both_is_judged_by_the_nixl_rules(tmp_path, capsys):
+    # Negative control: the connector given, decode's pipeline parallelism is refused again (pull NIXL, vLLM 0.33).
+    nixl = f" --kv-transfer-config '{NIXL}'"
+    code, out = check(tmp_path, capsys, _lws("prefill", PP2.format(port=8100) + nixl, "vllm/vllm-openai:v0.33.0"),
+                      _lws("decode", PP2.format(port=8200) + nixl, "vllm/vllm-openai:v0.33.0"))
+    assert code == 1 and "kv-connector-missing" not in rules(out)
+    assert {"pp-decode-unsupported", "pp-pull-unsupported"} <= rules(out, "error"), out
+
+
+def test_nixl_on_prefill_only_skips_the_pair_rules(tmp_path, capsys):
+    # vLLM 0.10.2 asserts equal block sizes at the handshake, but without a decode connector no handshake happens.
+    code, out = check(tmp_path, capsys,
+                      _deployment("prefill", ["Qwen/Qwen3-0.6B", "--block-size", "32", "--kv-transfer-config", NIXL],
+                                  image="vllm/vllm-openai:v0.10.2"),
+                      _deployment("decode", ["Qwen/Qwen3-0.6B", "--block-size", "16"], image="vllm/vllm-openai:v0.10.2",
+                                  env=[]))
+    assert code == 1 and rules(out, "error") == {"kv-connector-missing"}, out
+    messages = [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert len(messages) == 1 and messages[0].startswith("decode:")
+
+
+def test_with_both_connectors_the_block_size_rule_is_back(tmp_path, capsys):
+    # Negative control of the previous one.
+    code, out = check(tmp_path, capsys,
+                      _deployment("prefill", ["Qwen/Qwen3-0.6B", "--block-size", "32", "--kv-transfer-config", NIXL],
+                                  image="vllm/vllm-openai:v0.10.2"),
+                      _deployment("decode", ["Qwen/Qwen3-0.6B", "--block-size", "16", "--kv-transfer-config", NIXL],
+                                  image="vllm/vllm-openai:v0.10.2"))
+    assert code == 1 and "block-size-hetero-unsupported" in rules(out, "error")
+
+
+def test_what_fails_an_engine_on_its_own_is_still_refused_without_a_connector(tmp_path, capsys):
+    # TP 2 on one GPU fails at startup with or without KV transfer; so does EAGLE3 without its draft model.
+    eagle = json.dumps({"method": "eagle3", "num_speculative_tokens": 3})
+    code, out = check(tmp_path, capsys,
+                      _deployment("prefill", ["Qwen/Qwen3-8B", "--tensor-parallel-size", "2"], gpus=1),
+                      _deployment("decode", ["Qwen/Qwen3-8B", "--speculative-config", eagle]))
+    assert code == 1
+    assert {"kv-connector-missing", "parallelism-gpu-count", "speculative-incomplete"} <= rules(out, "error"), out
+
+
+def test_the_rules_run_without_a_connector_are_engine_rules():
+    bare = {r.id for r in CHECKS if r.without_connector}
+    assert bare == {"kv-connector-missing", "engine-args-invalid", "extra-args-managed-flag", "parallelism-gpu-count",
+                    "engines-share-gpu", "speculative-incomplete"}
