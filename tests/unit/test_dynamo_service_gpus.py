@@ -1,7 +1,8 @@
 """GPUs a Dynamo v1alpha1 service asks for in its own ``resources`` (``limits.gpu``, ``gpuType``, ``custom``), which
 Dynamo's operator puts on the main container (controller_common.GetResourcesConfig): the parallelism rules count
 them as they count a container's ``nvidia.com/gpu``. Where Dynamo's releases disagree (a ``requests.gpu`` only, or a
-main container that asks for another count) the count is not read, so nothing is judged on it."""
+main container that asks for another count, or a multinode service whose launch Dynamo rewrites to span its pods)
+the count is not read, so nothing is judged on it."""
 
 from __future__ import annotations
 
@@ -77,3 +78,17 @@ def test_service_resources_in_kubernetes_names():
     assert merged["resources"]["limits"]["rdma/ib"] == "1"
     assert merged["resources"]["limits"]["nvidia.com/gpu"].startswith(UNKNOWN_PREFIX)
     assert main["resources"]["limits"] == {"nvidia.com/gpu": "2"}  # the manifest is not changed
+
+
+@pytest.mark.parametrize("main", [None, {"limits": {"nvidia.com/gpu": "8"}}])
+def test_a_multinode_service_spreads_its_ranks_over_its_nodes(tmp_path, capsys, main):
+    # TP 16 over 2 nodes of 8 GPUs: Dynamo's operator rewrites the launch to span the pods (Ray or mp multi-node)
+    doc = _graph({"limits": {"gpu": "8"}}, ("--tensor-parallel-size", "16"), main_resources=main)
+    for service in doc["spec"]["services"].values():
+        service["multinode"] = {"nodeCount": 2}
+    code, out = check(tmp_path, capsys, doc)
+    assert not _gpu_errors(out)
+    # the control: one node of 8 GPUs cannot hold TP 16
+    del doc["spec"]["services"]["VllmDecodeWorker"]["multinode"]
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 1 and len(_gpu_errors(out)) == 1 and _gpu_errors(out)[0].startswith("decode")

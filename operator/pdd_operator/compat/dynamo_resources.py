@@ -65,11 +65,24 @@ def service_resources(resources: object) -> dict[str, dict[str, str]]:
     return {part: items for part, items in (("requests", requests), ("limits", limits)) if items}
 
 
-def with_service_resources(main: dict, service: Mapping[str, Mapping[str, str]]) -> dict:
+def multinode_count(service: Mapping) -> int:
+    """Pods one instance of a Dynamo service spans: ``multinode.nodeCount`` of a v1alpha1 service (1 when unset or
+    not a literal integer)."""
+    multinode = service.get("multinode")
+    count = multinode.get("nodeCount") if isinstance(multinode, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 1 else 1
+
+
+def with_service_resources(main: dict, service: Mapping[str, Mapping[str, str]], nodes: int = 1) -> dict:
     """``main`` (a main container) with the service's resources (:func:`service_resources`) merged in: a resource
     the container does not write is added; one it writes with the same value stays; one it writes with another
-    value becomes ``unknown: <container> in mainContainer, <service> in the service's resources``."""
-    if not service:
+    value becomes ``unknown: <container> in mainContainer, <service> in the service's resources``.
+
+    ``nodes``: :func:`multinode_count`. Over more than one node Dynamo's operator rewrites the engine's launch
+    (backend_vllm.go ``updateVLLMMultinodeArgs``: a Ray cluster, or vLLM's multi-node ``mp`` flags, or one DP rank
+    group per node) so the ranks spread over every pod's GPUs: the per-pod GPU count is then made unknown, as no
+    rule here sees the rewritten launch."""
+    if not service and nodes == 1:
         return main
     own = main.get("resources") if isinstance(main.get("resources"), Mapping) else {}
     merged: dict[str, dict] = {k: dict(v) for k, v in own.items() if isinstance(v, Mapping)}
@@ -80,4 +93,10 @@ def with_service_resources(main: dict, service: Mapping[str, Mapping[str, str]])
                 target[name] = value
             else:
                 target[name] = f"{UNKNOWN_PREFIX} {target[name]} in mainContainer, {value} in the service's resources"
+    if nodes > 1:
+        for items in merged.values():
+            for name, value in items.items():
+                if name.endswith("/gpu") and not str(value).startswith(UNKNOWN_PREFIX):
+                    items[name] = (f"{UNKNOWN_PREFIX} {value} per pod of a {nodes}-node Dynamo multinode service, "
+                                   "whose launch Dynamo's operator rewrites")
     return {**main, "resources": {**own, **merged}}

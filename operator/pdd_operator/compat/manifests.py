@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from pdd_operator.compat.dynamo_resources import service_resources, with_service_resources
+from pdd_operator.compat.dynamo_resources import multinode_count, service_resources, with_service_resources
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
@@ -310,12 +310,12 @@ def _dynamo_main_container(main: dict) -> dict:
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
-          group: int = 1, replicas: int | None = 1, service: dict | None = None) -> None:
+          group: int = 1, replicas: int | None = 1, service: tuple[dict, int] | None = None) -> None:
     if isinstance(node, dict):
         group = _pod_group(node) or group
-        if isinstance(node.get("extraPodSpec"), dict) and "resources" in node:
+        if isinstance(node.get("extraPodSpec"), dict):
             # a Dynamo v1alpha1 service: its ``resources`` (Dynamo's shape) go to the main container
-            service = service_resources(node["resources"])
+            service = (service_resources(node.get("resources")), multinode_count(node))
         if "replicas" in node:
             # spec.replicas of the objects around the template (a StormService's times its role's); a templated
             # or otherwise non-literal count is unknown
@@ -345,7 +345,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = with_service_resources(
-                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, service or {})
+                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, *(service or ({},)))
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                                 role_from_labels, pod_meta, group, replicas))
