@@ -1,9 +1,10 @@
 """``--block-size`` on one role only, judged at the size vLLM gives the other role per version
 (pdd_operator.vllm.block_size, read in the 0.11.1 ... 0.33.0 wheels): 16 for a plain-attention model on CUDA up to
 0.28 (platforms/cuda.py sets it before 0.18; from 0.18 every CUDA backend's get_preferred_block_size(16) keeps 16),
-on ROCm before 0.19 (64 with the AITER unified-attention env from 0.13); from 0.29 on CUDA (FlashAttention 4 with head
-size 256 prefers 128) and from 0.19 on ROCm (AITER's backend prefers 64) only likely, so a warning naming it. Through
-``pdd check`` on Deployment pairs, a PDDeployment, a Dynamo graph and LeaderWorkerSets, each with negative controls."""
+on ROCm before 0.19 (64 with the AITER unified-attention env from 0.13), 128 on the CPU from 0.11.1; from 0.29 on
+CUDA (FlashAttention 4 with head size 256 prefers 128) and from 0.19 on ROCm (AITER's backend prefers 64) only
+likely, so a warning naming it. Through ``pdd check`` on Deployment pairs, a PDDeployment, a Dynamo graph and
+LeaderWorkerSets, each with negative controls."""
 
 from __future__ import annotations
 
@@ -58,10 +59,19 @@ def test_rocm_pins_16_or_the_aiter_64_before_0_19_and_nothing_after():
     assert default_block_size((0, 19, 1), "rocm/vllm:v0.19.1", AMD, Architecture.DENSE) is None
 
 
+@pytest.mark.parametrize("version", [(0, 11, 1), (0, 20, 0), (0, 32, 0), (0, 33, 0)])
+def test_the_cpu_platform_pins_128(version):
+    # platforms/cpu.py: 128 when none is given; CPU_ATTN (multiples of 32) keeps it from 0.33
+    cpu = "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0"
+    assert default_block_size(version, cpu, {}, Architecture.DENSE) == 128
+    assert default_block_size(version, cpu, GPU, Architecture.MOE) == 128  # a CPU build whatever the pod asks for
+    assert default_block_size(version, cpu, {}, Architecture.MLA) is None
+    # 0.10.2/0.11.0: 128 with IPEX installed, else 16
+    assert default_block_size((0, 11, 0), cpu, {}, Architecture.DENSE) is None
+
+
 def test_no_size_where_the_platform_or_model_is_not_described():
     assert default_block_size((0, 20, 0), "vllm/vllm-tpu:v0.20.0", {}, Architecture.DENSE) is None
-    assert default_block_size((0, 20, 0), "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.20.0", {},
-                              Architecture.DENSE) is None
     # an NVIDIA GPU asked for by a ROCm image: which platform runs is not known
     assert default_block_size((0, 15, 0), "rocm/vllm:v0.15.0", GPU, Architecture.DENSE) is None
     for family in (Architecture.MLA, Architecture.HYBRID_SSM, Architecture.MULTIMODAL, None):
@@ -190,3 +200,12 @@ def test_leaderworkersets_on_vllm_0_26(tmp_path, capsys):
     assert code == 1 and "block-size-direction" in rules(out, "error")
     code, out = check(tmp_path, capsys, _lws("prefill", ["--block-size", "16"]), _lws("decode", []))
     assert code == 0 and not rules(out, "error") and "block-size-partial" not in rules(out)
+
+
+@pytest.mark.parametrize(("prefill", "want"), [("256", 1), ("64", 0), ("128", 0)])
+def test_cpu_images_judge_the_unset_role_at_128(tmp_path, capsys, prefill, want):
+    docs = pd("t", ["--block-size", prefill, "--kv-transfer-config", KV], ["--kv-transfer-config", KV], model=LLAMA,
+              image="public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0")
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == want and ("block-size-direction" in rules(out, "error")) == bool(want)
+    assert "block-size-partial" not in rules(out)

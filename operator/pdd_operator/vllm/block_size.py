@@ -24,8 +24,11 @@ state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS M
 - **From 0.19.0, ROCm**: rocm.py picks the backend by priority, and ROCM_AITER_UNIFIED_ATTN (preferred size 64) is
   among them when the AITER package is found and supports the GPU (``_aiter_ops.is_aiter_found_and_supported``), a
   fact of the image and hardware: 16 only likely.
-- Other platforms pick their own (``xpu.py`` 64, ``cpu.py`` 128 with IPEX else 16, ``tpu.py`` the Pallas page size):
-  not described.
+- **From 0.11.1, CPU** (vLLM's CPU images): ``platforms/cpu.py`` ``check_and_update_config`` sets 128 when none is
+  given (0.11.1 ... 0.32; 0.10.2's ``128 if ipex_available else 16`` is gone), and from 0.33.0
+  ``update_block_size_for_backend`` asks the backends for their preference from 128; a plain-attention model runs
+  CPU_ATTN on the CPU (``get_attn_backend_cls``), which accepts multiples of 32, so 128 stays.
+- Other platforms pick their own (``xpu.py`` 64, ``tpu.py`` the Pallas page size): not described.
 
 :func:`default_block_size` gives the pinned size (what an error may rest on), :func:`likely_block_size` the size most
 engines get and what else it depends on (what a warning says).
@@ -37,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pdd_operator.vllm.architectures import Architecture
-from pdd_operator.vllm.versions import Version, image_repository
+from pdd_operator.vllm.versions import Version, image_repository, is_cpu_image
 
 #: Device-plugin resources of the CUDA and ROCm platforms (NVIDIA's and AMD's GPU device plugins).
 CUDA_RESOURCES = ("nvidia.com/gpu",)
@@ -68,12 +71,15 @@ ROCM_AITER_ENV_SINCE: Version = (0, 13, 0)
 FA4_PAGE_SINCE: Version = (0, 29, 0)
 #: ROCm's AITER unified attention block size (platforms/rocm.py; rocm_aiter_unified_attn.py from 0.19).
 ROCM_AITER_UNIFIED = 64
+#: The CPU platform's default (platforms/cpu.py) and the first release read where it no longer depends on IPEX.
+CPU_DEFAULT = 128
+CPU_DEFAULT_SINCE: Version = (0, 11, 1)
 
 #: CUDA backends whose preferred size for a plain-attention model is 16 in every release read (no override of
 #: ``get_preferred_block_size`` and 16 among their supported kernel block sizes). FLASH_ATTN is one before 0.29.
 SIXTEEN_BACKENDS = frozenset({"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN", "TURBOQUANT"})
 
-_CUDA, _ROCM = "cuda", "rocm"
+_CUDA, _ROCM, _CPU = "cuda", "rocm", "cpu"
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,12 @@ def gpu_platform(image: str, resources: Mapping[str, str]) -> str | None:
     return None if asked else by_image
 
 
+def vllm_platform(image: str, resources: Mapping[str, str]) -> str | None:
+    """``"cpu"`` for vLLM's CPU images (:func:`~pdd_operator.vllm.versions.is_cpu_image`: built for the CPU platform
+    whatever the pod asks for), else :func:`gpu_platform`."""
+    return _CPU if is_cpu_image(image) else gpu_platform(image, resources)
+
+
 def on_gpu_platform(image: str, resources: Mapping[str, str]) -> bool:
     """True when the engine runs vLLM's CUDA or ROCm platform: the container asks for an NVIDIA or AMD GPU
     (:data:`GPU_RESOURCES`) or its image is one of :data:`GPU_IMAGE_REPOSITORIES`."""
@@ -126,9 +138,11 @@ def likely_block_size(
     attention_backend: ``--attention-backend`` (or ``backend`` of ``--attention-config``), if given.
     """
     env = env or {}
-    platform = gpu_platform(image, resources)
+    platform = vllm_platform(image, resources)
     if version is None or family not in PLAIN_ATTENTION or platform is None:
         return LikelyBlockSize(None)
+    if platform == _CPU:
+        return LikelyBlockSize(CPU_DEFAULT if version >= CPU_DEFAULT_SINCE else None)
     backend = attention_backend.upper() if attention_backend else None
     if platform == _ROCM:
         if version >= ROCM_BACKEND_SINCE:
