@@ -45,14 +45,12 @@ from pdd_operator.vllm.versions import Version, image_repository, is_cpu_image
 #: Device-plugin resources of the CUDA and ROCm platforms (NVIDIA's and AMD's GPU device plugins).
 CUDA_RESOURCES = ("nvidia.com/gpu",)
 ROCM_RESOURCES = ("amd.com/gpu",)
-GPU_RESOURCES = CUDA_RESOURCES + ROCM_RESOURCES
 
 #: Image repositories (``owner/name``) that run vLLM on CUDA: vLLM's CUDA image, LMCache's CUDA image and Dynamo's
 #: vLLM runtime (ai-dynamo/dynamo container/Dockerfile.vllm, CUDA).
 CUDA_IMAGE_REPOSITORIES = {"vllm/vllm-openai", "lmcache/vllm-openai", "ai-dynamo/vllm-runtime"}
 #: Image repositories that run vLLM on ROCm: vLLM's ROCm image and AMD's ROCm build.
 ROCM_IMAGE_REPOSITORIES = {"vllm/vllm-openai-rocm", "rocm/vllm"}
-GPU_IMAGE_REPOSITORIES = CUDA_IMAGE_REPOSITORIES | ROCM_IMAGE_REPOSITORIES
 
 #: Model families whose attention is plain (per-head K/V, no MLA latent, no Mamba state).
 PLAIN_ATTENTION = (Architecture.DENSE, Architecture.MOE)
@@ -60,9 +58,6 @@ PLAIN_ATTENTION = (Architecture.DENSE, Architecture.MOE)
 #: ``CacheConfig.DEFAULT_BLOCK_SIZE`` and the CUDA/ROCm platform default before it (platforms/cuda.py, rocm.py).
 GPU_DEFAULT = 16
 
-#: The first release where the CUDA/ROCm platform no longer sets the size and the attention backend prefers one
-#: (``Platform.update_block_size_for_backend``).
-BACKEND_PREFERS_SINCE: Version = (0, 18, 0)
 #: The first release whose ROCm platform chooses the size by backend priority (ROCM_AITER_UNIFIED_ATTN: 64).
 ROCM_BACKEND_SINCE: Version = (0, 19, 0)
 #: The first release where ROCm's AITER unified-attention env switches the default to 64 (platforms/rocm.py).
@@ -87,7 +82,7 @@ class LikelyBlockSize:
     """The block size an engine without ``--block-size`` most likely runs with, and what else decides it.
 
     Attributes:
-        size: the size in tokens (16), or ``None`` when not even a likely one is known (another platform, an MLA,
+        size: the size in tokens (16, 64 or 128), or ``None`` when not even a likely one is known (another platform, an MLA,
             hybrid, multimodal or unknown model, an unknown version).
         depends_on: what would make vLLM pick another size, for a warning; ``""`` when the size is pinned.
     """
@@ -113,12 +108,6 @@ def vllm_platform(image: str, resources: Mapping[str, str]) -> str | None:
     """``"cpu"`` for vLLM's CPU images (:func:`~pdd_operator.vllm.versions.is_cpu_image`: built for the CPU platform
     whatever the pod asks for), else :func:`gpu_platform`."""
     return _CPU if is_cpu_image(image) else gpu_platform(image, resources)
-
-
-def on_gpu_platform(image: str, resources: Mapping[str, str]) -> bool:
-    """True when the engine runs vLLM's CUDA or ROCm platform: the container asks for an NVIDIA or AMD GPU
-    (:data:`GPU_RESOURCES`) or its image is one of :data:`GPU_IMAGE_REPOSITORIES`."""
-    return any(resources.get(r) for r in GPU_RESOURCES) or image_repository(image) in GPU_IMAGE_REPOSITORIES
 
 
 def _env_on(env: Mapping[str, str], name: str) -> bool:
