@@ -1,7 +1,7 @@
 """Variants of the kinds of fault the eleventh public-report set (tests/unit/data/public_reports_11) found, each with
 negative controls: ``--block-size`` on one role only where vLLM's platform pins the other role's size (before 0.11.1,
 a plain-attention model on CUDA/ROCm: 16, so a different size on the other role fails the handshake assert; the same
-size passes; an MLA model, a CPU image or a later vLLM stays a warning that the size was not known), and a Dynamo
+size passes; an MLA model, a CPU image or a vLLM from 0.29 on stays a warning that the size was not known), and a Dynamo
 graph whose worker engine lines are one shell string in ``args`` with no ``command`` (read as the ``sh -c`` line
 Dynamo's operator runs; a main container with a command is read as written)."""
 
@@ -61,8 +61,9 @@ def test_an_mla_model_is_not_given_the_default(tmp_path, capsys):
 
 
 def test_a_later_vllm_keeps_the_warning(tmp_path, capsys):
-    # From 0.11.1 the default is left unknown here (later releases choose it per attention backend).
-    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.20.0", ["--block-size", "32"], []))
+    # From 0.29 the CUDA default depends on the GPU and head size (FlashAttention 4 prefers 128 for head size 256);
+    # up to 0.28 it is pinned at 16 (tests/unit/test_block_size_defaults.py).
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.30.0", ["--block-size", "32"], []))
     assert code == 0 and "block-size-partial" in rules(out, "warning")
 
 
@@ -75,7 +76,8 @@ def test_default_block_size_needs_a_gpu_platform_and_a_plain_attention_model():
                               Architecture.DENSE) is None
     assert default_block_size((0, 11, 0), "vllm/vllm-openai:v0.11.0", gpu, Architecture.HYBRID_SSM) is None
     assert default_block_size((0, 11, 0), "vllm/vllm-openai:v0.11.0", gpu, None) is None
-    assert default_block_size((0, 11, 1), "vllm/vllm-openai:v0.11.1", gpu, Architecture.DENSE) is None
+    assert default_block_size((0, 11, 1), "vllm/vllm-openai:v0.11.1", gpu, Architecture.DENSE) == 16
+    assert default_block_size((0, 29, 0), "vllm/vllm-openai:v0.29.0", gpu, Architecture.DENSE) is None
     assert default_block_size(None, "vllm/vllm-openai:latest", gpu, Architecture.DENSE) is None
 
 

@@ -163,7 +163,7 @@ def test_a_role_still_starting_for_the_first_time_is_not_degraded():
 
 
 def test_warnings_are_reported_on_a_compatible_spec():
-    report = evaluate(make_spec(prefill={"blockSize": 16}))
+    report = evaluate(make_spec(engine={"image": "vllm/vllm-openai:v0.30.0"}, prefill={"blockSize": 16}))
     c = conds(fold(report=report))
     assert c["Compatible"]["status"] == "True" and c["Compatible"]["reason"] == "CompatibleWithWarnings"
     assert "[block-size-partial]" in c["Compatible"]["message"]
@@ -322,7 +322,8 @@ def test_the_schema_check_catches_a_pruned_key_and_a_wrong_type():
 
 
 FINDINGS = [
-    *BAD.findings, *evaluate(make_spec(prefill={"blockSize": 16})).findings, *INVALID.findings,
+    *BAD.findings, *evaluate(make_spec(engine={"image": "vllm/vllm-openai:v0.30.0"}, prefill={"blockSize": 16})).findings,
+    *INVALID.findings,
     *invalid_report({"prefill": {"tolerations": [{"effect": "Sometimes"}]}}).findings,
     *evaluate(make_spec(engine={"image": "vllm/vllm-openai:latest"})).findings,
     model_config_from_configmap("{", "cm", "config.json")[1],

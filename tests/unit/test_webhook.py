@@ -73,8 +73,12 @@ def test_all_errors_are_reported_at_once():
     assert all("Fix:" in line for line in verdict.message.splitlines()[1:])
 
 
+#: LLAMA on a vLLM whose default block size depends on the GPU (0.29+): a role without blockSize is a warning.
+LLAMA_030 = merge(LLAMA, {"engine": {"image": "vllm/vllm-openai:v0.30.0"}})
+
+
 def test_warnings_are_admission_warnings_and_allowed():
-    spec = merge(LLAMA, {"decode": {"blockSize": None}})
+    spec = merge(LLAMA_030, {"decode": {"blockSize": None}})
     del spec["decode"]["blockSize"]
     verdict = review("CREATE", obj(spec))
     assert verdict.allowed
@@ -188,10 +192,10 @@ def test_handler_raises_admission_error_and_fills_kopf_warnings():
         asyncio.run(webhook.validate_pddeployment(operation="CREATE", body=kopf.Body(bad), old=None, warnings=warnings))
     assert err.value.code == 422 and "[tp-divisibility]" in str(err.value)
 
-    spec = copy.deepcopy(LLAMA)
+    spec = copy.deepcopy(LLAMA_030)
     del spec["decode"]["blockSize"]
     asyncio.run(webhook.validate_pddeployment(operation="UPDATE", body=kopf.Body(obj(spec)),
-                                              old=kopf.Body(obj(LLAMA)), warnings=warnings))
+                                              old=kopf.Body(obj(LLAMA_030)), warnings=warnings))
     assert any(w.startswith("[block-size-partial]") for w in warnings)
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
+from pdd_operator.compat.dynamo_resources import multinode_count, service_resources, with_service_resources
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
@@ -309,9 +310,12 @@ def _dynamo_main_container(main: dict) -> dict:
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
-          group: int = 1, replicas: int | None = 1) -> None:
+          group: int = 1, replicas: int | None = 1, service: tuple[dict, int] | None = None) -> None:
     if isinstance(node, dict):
         group = _pod_group(node) or group
+        if isinstance(node.get("extraPodSpec"), dict):
+            # a Dynamo v1alpha1 service: its ``resources`` (Dynamo's shape) go to the main container
+            service = (service_resources(node.get("resources")), multinode_count(node))
         if "replicas" in node:
             # spec.replicas of the objects around the template (a StormService's times its role's); a templated
             # or otherwise non-literal count is unknown
@@ -340,17 +344,20 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                                     pod_meta, group, replicas))
         main = node.get("mainContainer")
         if isinstance(main, dict):
-            main = {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}
+            main = with_service_resources(
+                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, *(service or ({},)))
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                                 role_from_labels, pod_meta, group, replicas))
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
-            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group, replicas)
+            _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group, replicas,
+                  service)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas)
+            _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas,
+                  service)
 
 
 def _stem(name: str) -> str:

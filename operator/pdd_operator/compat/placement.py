@@ -19,6 +19,13 @@ guarantee, and are not read):
   terms and the pod matches all of its own terms, any node passes. A pod whose term selects the peer and that does
   not match its own terms therefore waits for the peer and joins its domain (:func:`draws_together`).
 
+``spec.nodeName`` and the ``kubernetes.io/hostname`` label are two spellings of one node where the label's value is
+the node's name: the kubelet sets the label to its hostname, which is also the name it registers the node under
+unless ``--hostname-override`` or a cloud provider names the node otherwise; on kwok and most clusters the two are
+equal. :func:`may_share_node` and :func:`same_node` take them as one (``nodeName: a`` and a ``kubernetes.io/hostname:
+a`` selector are one node, ``nodeName: a`` and ``kubernetes.io/hostname: b`` two), and :func:`hostname_assumed` says
+when a verdict rests on that, so a rule reports what follows from it as a warning, never an error.
+
 A pod term counts only on nodes that carry its ``topologyKey`` label (a node without it satisfies an
 anti-affinity term), so only ``kubernetes.io/hostname``, which the kubelet sets on every node, guarantees two
 pods are on different nodes or on one; with ``topology.kubernetes.io/zone`` or a custom key, a domain holds
@@ -172,30 +179,46 @@ def _cannot_start_alone(x: Placed) -> bool:
                for t in x.pod_affinity)
 
 
-def may_share_node(a: Placed, b: Placed) -> bool:
+#: The assumption behind a verdict that takes ``spec.nodeName`` and the ``kubernetes.io/hostname`` label as one node
+#: (:func:`hostname_assumed`), for messages.
+HOSTNAME_ASSUMPTION = ("if each node's kubernetes.io/hostname label is its name, as the kubelet sets it unless "
+                       "--hostname-override or a cloud provider names the node otherwise")
+
+
+def may_share_node(a: Placed, b: Placed, assume_hostname_is_name: bool = True) -> bool:
     """False when the pods of ``a`` and ``b`` can never run on one node: no node meets both node placements
     (:func:`nodes_disjoint`: two ``spec.nodeName`` s, ``nodeSelector`` s or required node affinity terms that
-    contradict, e.g. ``kubernetes.io/hostname In [a]`` against ``NotIn [a]``), or a required pod anti-affinity term
+    contradict, e.g. ``kubernetes.io/hostname In [a]`` against ``NotIn [a]``, or ``nodeName: a`` against a
+    ``kubernetes.io/hostname: b`` selector while ``assume_hostname_is_name``), or a required pod anti-affinity term
     of either spans one node and certainly selects the other (:func:`selects_on_node`). True otherwise (unknown,
     preferred terms, zone or custom topology keys)."""
-    if nodes_disjoint(a.nodes, b.nodes):
+    if nodes_disjoint(a.nodes, b.nodes, assume_hostname_is_name):
         return False
     return not any(selects_on_node(t, x.namespace, y.pod_labels, y.namespace)
                    for x, y in ((a, b), (b, a)) for t in x.anti_affinity)
 
 
-def same_node(a: Placed, b: Placed) -> bool:
+def same_node(a: Placed, b: Placed, assume_hostname_is_name: bool = True) -> bool:
     """True only when the pods of ``a`` and ``b`` run on one node whenever both run: both placements admit one node
     only, the same (:func:`pinned_node`: ``spec.nodeName``, a ``kubernetes.io/hostname`` selector or required node
-    affinity term), or required pod affinity on ``kubernetes.io/hostname`` draws one to the other: its terms all
-    select the other and it cannot start alone (:func:`_cannot_start_alone`), or the other's terms select it back
-    (whichever is scheduled second joins the first). For one pod per role: replicas, or other pods a term selects,
-    may draw a pod to another node. Unknown or unconstrained placement: False."""
-    pin = pinned_node(a.nodes)
-    if pin is not None and pin == pinned_node(b.nodes):
+    affinity term; ``nodeName: a`` and ``kubernetes.io/hostname: a`` are one node while ``assume_hostname_is_name``),
+    or required pod affinity on ``kubernetes.io/hostname`` draws one to the other: its terms all select the other
+    and it cannot start alone (:func:`_cannot_start_alone`), or the other's terms select it back (whichever is
+    scheduled second joins the first). For one pod per role: replicas, or other pods a term selects, may draw a pod
+    to another node. Unknown or unconstrained placement: False."""
+    pin = pinned_node(a.nodes, assume_hostname_is_name)
+    if pin is not None and pin == pinned_node(b.nodes, assume_hostname_is_name):
         return True
     ab, ba = _follows(a, b), _follows(b, a)
     return (ab and ba) or (ab and _cannot_start_alone(a)) or (ba and _cannot_start_alone(b))
+
+
+def hostname_assumed(a: Placed, b: Placed) -> bool:
+    """True when :func:`may_share_node` or :func:`same_node` answers for ``a`` and ``b`` only because
+    ``spec.nodeName`` and the ``kubernetes.io/hostname`` label are taken as one node (:data:`HOSTNAME_ASSUMPTION`):
+    without that they would answer otherwise."""
+    return (may_share_node(a, b) != may_share_node(a, b, assume_hostname_is_name=False)
+            or same_node(a, b) != same_node(a, b, assume_hostname_is_name=False))
 
 
 def _node_requirement(expr: object, field: bool) -> Requirement | None:
@@ -283,19 +306,34 @@ def _satisfiable(term: NodeTerm) -> bool:
     return True
 
 
-def nodes_disjoint(a: tuple[NodeTerm, ...] | None, b: tuple[NodeTerm, ...] | None) -> bool:
+def _as_hostname(terms: tuple[NodeTerm, ...] | None) -> tuple[NodeTerm, ...] | None:
+    """``terms`` with :data:`NODE_NAME_FIELD` requirements read as :data:`HOSTNAME_LABEL` ones (the node's name as
+    its hostname label: :data:`HOSTNAME_ASSUMPTION`)."""
+    if terms is None:
+        return None
+    return tuple(tuple((HOSTNAME_LABEL if k == NODE_NAME_FIELD else k, op, v) for k, op, v in t) for t in terms)
+
+
+def nodes_disjoint(a: tuple[NodeTerm, ...] | None, b: tuple[NodeTerm, ...] | None,
+                   assume_hostname_is_name: bool = False) -> bool:
     """No node meets both placements (:func:`node_terms`): every term of ``a`` ANDed with every term of ``b``
-    certainly contradicts (:func:`_satisfiable`). Unknown placements (``None``): False."""
+    certainly contradicts (:func:`_satisfiable`), the node's name read as its hostname label where
+    ``assume_hostname_is_name``. Unknown placements (``None``): False."""
     if a is None or b is None:
         return False
+    if assume_hostname_is_name:
+        a, b = _as_hostname(a), _as_hostname(b)
     return all(not _satisfiable((*ta, *tb)) for ta in a for tb in b)
 
 
-def pinned_node(terms: tuple[NodeTerm, ...] | None) -> tuple[str, str] | None:
+def pinned_node(terms: tuple[NodeTerm, ...] | None, assume_hostname_is_name: bool = False) -> tuple[str, str] | None:
     """``(key, value)`` when the placement admits one node only: every term pins :data:`NODE_NAME_FIELD` (the
-    node's name) or :data:`HOSTNAME_LABEL` (its hostname label, one value per node) to the same single value."""
+    node's name) or :data:`HOSTNAME_LABEL` (its hostname label, one value per node) to the same single value; with
+    ``assume_hostname_is_name`` the name is read as the label, so the key is :data:`HOSTNAME_LABEL` either way."""
     if not terms:
         return None
+    if assume_hostname_is_name:
+        terms = _as_hostname(terms)
     for key in (NODE_NAME_FIELD, HOSTNAME_LABEL):
         values = set()
         for term in terms:

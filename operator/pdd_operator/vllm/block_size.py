@@ -1,57 +1,161 @@
 """The KV cache block size vLLM gives an engine that sets no ``--block-size``, where vLLM's code pins it.
 
-vLLM's ``CacheConfig.block_size`` defaults to ``None`` (config/cache.py) and the platform fills it in at startup
-(``check_and_update_config``). Read in the 0.8.5, 0.10.2 and 0.11.0 wheels: ``vllm/platforms/cuda.py`` and
-``vllm/platforms/rocm.py`` set ``cache_config.block_size = 16`` when it is ``None``; then only MLA backends
-(FlashMLA 64, CUTLASS MLA 128, FlashInfer MLA 64, sparse MLA 64, same file) and hybrid attention + Mamba models
-(``HybridAttentionMambaModelConfig`` in model_executor/models/config.py raises it to fit the Mamba page) change
-it. Other platforms pick their own (``xpu.py`` 64, ``cpu.py`` 128 with IPEX else 16, ``tpu.py`` the Pallas page
-size), so only a CUDA or ROCm engine of a plain-attention model is pinned. From 0.11.1 on this is left unset
-here: later releases choose the size per attention backend, which these files do not name.
+Read in the wheels of 0.8.5, 0.10.2, 0.11.0 ... 0.33.0 (``vllm/platforms``, ``vllm/config/cache.py``,
+``vllm/v1/attention/backends``). Only plain-attention models (dense or MoE: per-head K/V, no MLA latent, no Mamba
+state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS MLA 128, ... in
+``platforms/cuda.py``) and hybrid attention + Mamba models raise the size to fit the Mamba page
+(``HybridAttentionMambaModelConfig``, later ``Platform._align_hybrid_block_size``), both per GPU and model.
+
+- **Before 0.18.0, CUDA and ROCm**: ``CacheConfig.block_size`` defaults to ``None`` and the platform's
+  ``check_and_update_config`` sets 16 (``platforms/cuda.py``, ``platforms/rocm.py``). From 0.13.0 ROCm sets 64
+  instead when ``VLLM_ROCM_USE_AITER`` and ``VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION`` are both on (``"1"`` or
+  ``"true"``, vllm/envs.py), a choice the container's env makes (0.18.0's rocm.py still makes it).
+- **From 0.18.0, CUDA**: ``CacheConfig.DEFAULT_BLOCK_SIZE`` 16 is filled in at construction and
+  ``Platform.update_block_size_for_backend`` (called by the executors) replaces it with the attention backend's
+  ``get_preferred_block_size(16)``: the default of ``AttentionBackend`` keeps 16 when the backend supports it, and
+  every CUDA backend of a plain-attention model does (FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION, TREE_ATTN:
+  multiples of 16; FLASHINFER: 16, 32, 64, more on Blackwell; TURBOQUANT: 16 ... 128). Until 0.29 no CUDA backend
+  overrides it, so the size is 16 whatever backend is chosen.
+- **From 0.29.0, CUDA**: FLASH_ATTN's ``get_preferred_block_size`` returns 128 (``FA4_HD256_PAGE_SIZE``) for a head
+  size of 256 when FlashAttention 4 runs it, which ``fa_utils.uses_fa4_hd256_kernel`` allows on compute capability
+  10.x/11.x only; from 0.31.0 also 64 for an fp8 KV cache with head size 512 on 9.x. The GPU and the head size are
+  not in a manifest, so the size is pinned only where ``--attention-backend`` names a backend that keeps 16
+  (FLASHINFER, TRITON_ATTN, FLEX_ATTENTION, TREE_ATTN, TURBOQUANT); otherwise 16 is only the likely size.
+- **From 0.19.0, ROCm**: rocm.py picks the backend by priority, and ROCM_AITER_UNIFIED_ATTN (preferred size 64) is
+  among them when the AITER package is found and supports the GPU (``_aiter_ops.is_aiter_found_and_supported``), a
+  fact of the image and hardware: 16 only likely.
+- **From 0.11.1, CPU** (vLLM's CPU images): ``platforms/cpu.py`` ``check_and_update_config`` sets 128 when none is
+  given (0.11.1 ... 0.32; 0.10.2's ``128 if ipex_available else 16`` is gone), and from 0.33.0
+  ``update_block_size_for_backend`` asks the backends for their preference from 128; a plain-attention model runs
+  CPU_ATTN on the CPU (``get_attn_backend_cls``), which accepts multiples of 32, so 128 stays.
+- Other platforms pick their own (``xpu.py`` 64, ``tpu.py`` the Pallas page size): not described.
+
+:func:`default_block_size` gives the pinned size (what an error may rest on), :func:`likely_block_size` the size most
+engines get and what else it depends on (what a warning says).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pdd_operator.vllm.architectures import Architecture
-from pdd_operator.vllm.versions import Version, image_repository
+from pdd_operator.vllm.versions import Version, image_repository, is_cpu_image
 
 #: Device-plugin resources of the CUDA and ROCm platforms (NVIDIA's and AMD's GPU device plugins).
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+CUDA_RESOURCES = ("nvidia.com/gpu",)
+ROCM_RESOURCES = ("amd.com/gpu",)
 
-#: Image repositories (``owner/name``) that run vLLM on CUDA or ROCm: vLLM's CUDA and ROCm images, AMD's ROCm
-#: build, LMCache's CUDA image and Dynamo's vLLM runtime (ai-dynamo/dynamo container/Dockerfile.vllm, CUDA).
-GPU_IMAGE_REPOSITORIES = {"vllm/vllm-openai", "vllm/vllm-openai-rocm", "rocm/vllm", "lmcache/vllm-openai",
-                          "ai-dynamo/vllm-runtime"}
+#: Image repositories (``owner/name``) that run vLLM on CUDA: vLLM's CUDA image, LMCache's CUDA image and Dynamo's
+#: vLLM runtime (ai-dynamo/dynamo container/Dockerfile.vllm, CUDA).
+CUDA_IMAGE_REPOSITORIES = {"vllm/vllm-openai", "lmcache/vllm-openai", "ai-dynamo/vllm-runtime"}
+#: Image repositories that run vLLM on ROCm: vLLM's ROCm image and AMD's ROCm build.
+ROCM_IMAGE_REPOSITORIES = {"vllm/vllm-openai-rocm", "rocm/vllm"}
 
-#: The first release this module does not describe (the defaults above were read up to 0.11.0).
-PINNED_UNTIL: Version = (0, 11, 1)
-
-#: Model families whose attention is plain (per-head K/V, no MLA latent, no Mamba state): the platform default
-#: stands for them.
+#: Model families whose attention is plain (per-head K/V, no MLA latent, no Mamba state).
 PLAIN_ATTENTION = (Architecture.DENSE, Architecture.MOE)
 
-#: The CUDA/ROCm platform default (vllm/platforms/cuda.py, rocm.py ``check_and_update_config``).
+#: ``CacheConfig.DEFAULT_BLOCK_SIZE`` and the CUDA/ROCm platform default before it (platforms/cuda.py, rocm.py).
 GPU_DEFAULT = 16
 
+#: The first release whose ROCm platform chooses the size by backend priority (ROCM_AITER_UNIFIED_ATTN: 64).
+ROCM_BACKEND_SINCE: Version = (0, 19, 0)
+#: The first release where ROCm's AITER unified-attention env switches the default to 64 (platforms/rocm.py).
+ROCM_AITER_ENV_SINCE: Version = (0, 13, 0)
+#: The first release where FLASH_ATTN prefers 128 for head size 256 under FlashAttention 4 (flash_attn.py).
+FA4_PAGE_SINCE: Version = (0, 29, 0)
+#: ROCm's AITER unified attention block size (platforms/rocm.py; rocm_aiter_unified_attn.py from 0.19).
+ROCM_AITER_UNIFIED = 64
+#: The CPU platform's default (platforms/cpu.py) and the first release read where it no longer depends on IPEX.
+CPU_DEFAULT = 128
+CPU_DEFAULT_SINCE: Version = (0, 11, 1)
 
-def on_gpu_platform(image: str, resources: Mapping[str, str]) -> bool:
-    """True when the engine runs vLLM's CUDA or ROCm platform: the container asks for an NVIDIA or AMD GPU
-    (:data:`GPU_RESOURCES`) or its image is one of :data:`GPU_IMAGE_REPOSITORIES`."""
-    return any(resources.get(r) for r in GPU_RESOURCES) or image_repository(image) in GPU_IMAGE_REPOSITORIES
+#: CUDA backends whose preferred size for a plain-attention model is 16 in every release read (no override of
+#: ``get_preferred_block_size`` and 16 among their supported kernel block sizes). FLASH_ATTN is one before 0.29.
+SIXTEEN_BACKENDS = frozenset({"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN", "TURBOQUANT"})
+
+_CUDA, _ROCM, _CPU = "cuda", "rocm", "cpu"
+
+
+@dataclass(frozen=True)
+class LikelyBlockSize:
+    """The block size an engine without ``--block-size`` most likely runs with, and what else decides it.
+
+    Attributes:
+        size: the size in tokens (16, 64 or 128), or ``None`` when not even a likely one is known (another platform, an MLA,
+            hybrid, multimodal or unknown model, an unknown version).
+        depends_on: what would make vLLM pick another size, for a warning; ``""`` when the size is pinned.
+    """
+
+    size: int | None
+    depends_on: str = ""
+
+
+def gpu_platform(image: str, resources: Mapping[str, str]) -> str | None:
+    """``"cuda"`` or ``"rocm"``: the vLLM platform the engine runs, from the GPU its container asks for
+    (:data:`CUDA_RESOURCES`, :data:`ROCM_RESOURCES`) or else its image (:data:`CUDA_IMAGE_REPOSITORIES`,
+    :data:`ROCM_IMAGE_REPOSITORIES`); ``None`` when neither tells, or they disagree."""
+    asked = {p for p, names in ((_CUDA, CUDA_RESOURCES), (_ROCM, ROCM_RESOURCES)) if any(resources.get(r) for r in names)}
+    repo = image_repository(image)
+    by_image = _CUDA if repo in CUDA_IMAGE_REPOSITORIES else _ROCM if repo in ROCM_IMAGE_REPOSITORIES else None
+    if len(asked) == 1:
+        platform = next(iter(asked))
+        return platform if by_image in (None, platform) else None
+    return None if asked else by_image
+
+
+def vllm_platform(image: str, resources: Mapping[str, str]) -> str | None:
+    """``"cpu"`` for vLLM's CPU images (:func:`~pdd_operator.vllm.versions.is_cpu_image`: built for the CPU platform
+    whatever the pod asks for), else :func:`gpu_platform`."""
+    return _CPU if is_cpu_image(image) else gpu_platform(image, resources)
+
+
+def _env_on(env: Mapping[str, str], name: str) -> bool:
+    """vLLM's reading of a boolean env flag (vllm/envs.py: ``os.getenv(name, "False").lower() in ("true", "1")``)."""
+    return str(env.get(name, "False")).lower() in ("true", "1")
+
+
+def likely_block_size(
+    version: Version | None, image: str, resources: Mapping[str, str], family: Architecture | None,
+    env: Mapping[str, str] | None = None, attention_backend: str | None = None,
+) -> LikelyBlockSize:
+    """The block size in tokens an engine without ``--block-size`` runs with (module docstring), and what would
+    change it where vLLM's code does not pin it from the manifest.
+
+    version: the engine's vLLM version; image: its container image; resources: the container's resource limits
+    (names to quantities); family: the model's family; env: the container's literal environment;
+    attention_backend: ``--attention-backend`` (or ``backend`` of ``--attention-config``), if given.
+    """
+    env = env or {}
+    platform = vllm_platform(image, resources)
+    if version is None or family not in PLAIN_ATTENTION or platform is None:
+        return LikelyBlockSize(None)
+    if platform == _CPU:
+        return LikelyBlockSize(CPU_DEFAULT if version >= CPU_DEFAULT_SINCE else None)
+    backend = attention_backend.upper() if attention_backend else None
+    if platform == _ROCM:
+        if version >= ROCM_BACKEND_SINCE:
+            return LikelyBlockSize(GPU_DEFAULT, (
+                "on ROCm vLLM picks it from the attention backend: ROCM_AITER_UNIFIED_ATTN prefers 64 and is chosen "
+                "when the image's AITER package supports the GPU (platforms/rocm.py _get_backend_priorities)"))
+        aiter = version >= ROCM_AITER_ENV_SINCE and _env_on(env, "VLLM_ROCM_USE_AITER") and _env_on(
+            env, "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION")
+        return LikelyBlockSize(ROCM_AITER_UNIFIED if aiter else GPU_DEFAULT)
+    if version < FA4_PAGE_SINCE or backend in SIXTEEN_BACKENDS:
+        return LikelyBlockSize(GPU_DEFAULT)
+    return LikelyBlockSize(GPU_DEFAULT, (
+        "vLLM picks it from the attention backend: FLASH_ATTN prefers 128 for a head size of 256 under "
+        "FlashAttention 4 on compute capability 10.x/11.x (vllm 0.29+ flash_attn.py get_preferred_block_size), "
+        "and 64 for an fp8 KV cache with head size 512 on 9.x (0.31+); the GPU and head size are not in the "
+        "manifest"))
 
 
 def default_block_size(
-    version: Version | None, image: str, resources: Mapping[str, str], family: Architecture | None
+    version: Version | None, image: str, resources: Mapping[str, str], family: Architecture | None,
+    env: Mapping[str, str] | None = None, attention_backend: str | None = None,
 ) -> int | None:
-    """The block size in tokens an engine without ``--block-size`` runs with, or ``None`` where vLLM's code does
-    not pin it from what is known here (a version from 0.11.1 on or unknown, another platform, an MLA, hybrid,
-    multimodal or unknown model).
-
-    version: the engine's vLLM version; image: its container image; resources: the container's resource limits
-    (names to quantities); family: the model's family (:class:`~pdd_operator.vllm.architectures.Architecture`).
-    """
-    if version is None or version >= PINNED_UNTIL or family not in PLAIN_ATTENTION:
-        return None
-    return GPU_DEFAULT if on_gpu_platform(image, resources) else None
+    """The block size in tokens an engine without ``--block-size`` runs with where vLLM's code pins it from what
+    the manifest says (:func:`likely_block_size` with nothing else deciding it), else ``None``. Arguments as for
+    :func:`likely_block_size`."""
+    likely = likely_block_size(version, image, resources, family, env, attention_backend)
+    return likely.size if not likely.depends_on else None

@@ -1,16 +1,31 @@
-"""Block sizes: which prefill/decode block sizes the NIXL transfer supports."""
+"""Block sizes: which prefill/decode block sizes the NIXL transfer supports.
+
+A role without ``--block-size`` is judged at the size vLLM's code gives it where the manifest pins it
+(:func:`~pdd_operator.vllm.block_size.default_block_size`); where it depends on the GPU, the head size or the image's
+AITER package, ``block-size-partial`` warns with the likely size and whether it would pair."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, rule
-from pdd_operator.vllm.block_size import default_block_size
+from pdd_operator.compat.rules.base import REGISTRY, Violation, rule
+from pdd_operator.vllm.block_size import LikelyBlockSize, default_block_size, likely_block_size
 from pdd_operator.vllm.versions import fmt, is_cpu_image
 
 
 def _default(pair: PDPair, role: RoleConfig) -> int | None:
-    """The block size vLLM gives ``role`` when it sets none (:func:`~pdd_operator.vllm.block_size.default_block_size`)."""
-    return default_block_size(role.version, role.image, role.resources, pair.model.architecture)
+    """The block size vLLM gives ``role`` when it sets none, where its code pins it
+    (:func:`~pdd_operator.vllm.block_size.default_block_size`)."""
+    return default_block_size(role.version, role.image, role.resources, pair.model.architecture, role.env,
+                              role.attention_backend)
+
+
+def _likely(pair: PDPair, role: RoleConfig) -> LikelyBlockSize:
+    """The block size ``role`` most likely runs with when it sets none, and what else decides it
+    (:func:`~pdd_operator.vllm.block_size.likely_block_size`)."""
+    return likely_block_size(role.version, role.image, role.resources, pair.model.architecture, role.env,
+                             role.attention_backend)
 
 
 def _sizes(pair: PDPair) -> tuple[int | None, int | None]:
@@ -35,17 +50,36 @@ def _said(pair: PDPair, bp: tuple[int, int]) -> str:
 @rule(
     id="block-size-partial", family="block-size-mismatch", severity="warning",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
-    source="compat-rules.md section 9",
+    source=("compat-rules.md section 9; the size vLLM picks for a role without --block-size, read per version in "
+            "vllm/platforms (cuda.py, rocm.py, interface.py update_block_size_for_backend) and the attention "
+            "backends' get_preferred_block_size (pdd_operator.vllm.block_size)"),
 )
 def check_block_partial(pair: PDPair) -> list[Violation]:
     """Block size is set on both roles or neither, or vLLM's default for the unset one is known."""
-    p, d = pair.prefill.block_size, pair.decode.block_size
-    if (p is None) == (d is None) or None not in _sizes(pair):
+    p, d = pair.prefill, pair.decode
+    if (p.block_size is None) == (d.block_size is None) or None not in _sizes(pair):
         return []
-    given, unset = ("prefill", "decode") if d is None else ("decode", "prefill")
-    return [(f"--block-size is set on one role only ({given} {p if d is None else d}, {unset} not set); vLLM picks "
-             f"{unset}'s itself (the attention backend's default), which may not pair with it.",
-             "Set blockSize on both roles, equal unless you need them to differ.")]
+    given, unset = (p, d) if d.block_size is None else (d, p)
+    likely = _likely(pair, unset)
+    if likely.size is None:
+        picks = "vLLM picks its size itself (the platform's or attention backend's default)"
+    else:
+        pair_ok = _pairs(pair, *((given.block_size, likely.size) if given is p else (likely.size, given.block_size)))
+        picks = (f"{unset.role} most likely runs with {likely.size}, which "
+                 f"{'pairs' if pair_ok else 'does not pair'} with {given.role}'s {given.block_size}; not certain: "
+                 f"{likely.depends_on}")
+    return [(f"--block-size is set on one role only ({given.role} {given.block_size}, {unset.role} not set); "
+             f"{picks}.", "Set blockSize on both roles, equal unless you need them to differ.")]
+
+
+def _pairs(pair: PDPair, p: int, d: int) -> bool:
+    """Whether prefill block size ``p`` and decode block size ``d`` pass the block-size rules that apply to the
+    pair's version and mode (the checks below, run on the pair with these sizes set)."""
+    sized = replace(pair, prefill=replace(pair.prefill, block_size=p), decode=replace(pair.decode, block_size=d))
+    checks = (check_block_equal_old, check_block_pull_direction, check_block_push_equal, check_block_tp_shrink,
+              check_block_hma_old, check_block_host_buffer)
+    rules = {r.check: r for r in REGISTRY}
+    return not any(rules[c].applies_to(pair.version) and c(sized) for c in checks)
 
 
 @rule(
@@ -73,7 +107,9 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
 @rule(
     id="block-size-direction", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
-    source="seed 000 footnote (c); vllm TransferTopology.block_size_ratio",
+    source=("seed 000 footnote (c); vllm TransferTopology.block_size_ratio (kv_connector/utils.py, 0.20+: assert "
+            "local % remote == 0 on the decode); a role without --block-size is judged at the size vLLM pins for it "
+            "(16 for a plain-attention model on CUDA before 0.29, pdd_operator.vllm.block_size)"),
     example="prefill: {blockSize: 32}, decode: {blockSize: 16}",
 )
 def check_block_pull_direction(pair: PDPair) -> list[Violation]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.placement import may_share_node, same_node
+from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
@@ -99,7 +99,9 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     "0.11.0 nixl_connector.py, 0.33.0 nixl/base_worker.py); where kube-scheduler decides (nothing in the files "
     "forces them together or apart, pdd_operator.compat.placement) that is a warning, an error only where they "
     "can never share one (nodeName, node selectors or affinity that differ, required anti-affinity on "
-    "kubernetes.io/hostname) or a role has more replicas than one node holds (each binds the node's ports)",
+    "kubernetes.io/hostname) or a role has more replicas than one node holds (each binds the node's ports); a "
+    "nodeName against a kubernetes.io/hostname selector is one node or two only if the label is the node's name "
+    "(the kubelet's default, not --hostname-override): a warning either way",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
@@ -110,6 +112,8 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
     # one node): the advertised loopback address reaches the peer's listener, as on a single host.
     one_namespace = pair.shared_network or (host_network and same_node(p, d))
     apart = _kept_apart(pair) if host_network and not one_namespace else None
+    # a verdict that takes spec.nodeName and the kubernetes.io/hostname label as one node is a warning
+    assumed = host_network and not pair.shared_network and hostname_assumed(p, d)
     out = []
     for r in pair.roles:
         if r.role == "decode" and not _decode_is_dialed(pair):
@@ -122,6 +126,14 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
         # the local host (a destination of INADDR_ANY / in6addr_any is this host), where the listener bound every
         # interface: it works as loopback does.
         if (loopback or host in _WILDCARD) and one_namespace:
+            if assumed:
+                out.append((
+                    f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST is {host or 'unset'}, which reaches the peer only in one "
+                    f"network namespace: the hostNetwork pods are on one node {HOSTNAME_ASSUMPTION} (one is placed by "
+                    "spec.nodeName, the other by that label); otherwise the decode dials its own node and the first "
+                    "request fails.",
+                    "Pin both pods the same way (both spec.nodeName, or both the kubernetes.io/hostname "
+                    "nodeSelector), or set it from the downward API: status.hostIP.", "warning"))
             continue
         if host is None:
             what = "is unset (vLLM's default localhost)"
@@ -153,10 +165,11 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
                         "kubernetes.io/hostname)."), "warning"))
             continue
         why = f" Prefill and decode are hostNetwork pods that {apart}, so the decode dials its own node." if apart else ""
+        lowered = host_network and host != HOST_IP and apart == _ASSUMED_APART
         out.append((
             f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. It is both the bind address and the address advertised "
             f"to the peer, so the peer dials the wrong host and the first request fails.{why}",
-            fix,
+            fix, *(("warning",) if lowered else ()),
         ))
     return out
 
@@ -178,14 +191,22 @@ def _kept_apart(pair: PDPair) -> str:
     scheduler decides: their placements exclude each other (:func:`~pdd_operator.compat.placement.may_share_node`),
     or a role runs more than one pod, and each binds the node's ports (its HTTP ``--port``, the side channel), so one
     node holds one of them and some prefill/decode pair is on two nodes (or a replica fails to bind)."""
-    if not may_share_node(pair.prefill, pair.decode):
+    if not may_share_node(pair.prefill, pair.decode, assume_hostname_is_name=False):
         return "never run on one node (their node selection or required anti-affinity keeps them apart)"
     many = [r for r in pair.roles if r.replicas is not None and r.replicas > 1]
     if many:
         r = many[0]
         return (f"cannot all share a node ({r.replicas} {r.role} replicas bind the same node ports, one per node: "
                 "requests paired across nodes fail)")
+    if not may_share_node(pair.prefill, pair.decode):
+        return _ASSUMED_APART
     return ""
+
+
+#: :func:`_kept_apart`'s clause where only :data:`~pdd_operator.compat.placement.HOSTNAME_ASSUMPTION` keeps the pods
+#: apart (one placed by ``spec.nodeName``, the other by the hostname label): what follows from it is a warning.
+_ASSUMED_APART = (f"are on different nodes {HOSTNAME_ASSUMPTION} (one is placed by spec.nodeName, the other by that "
+                  "label)")
 
 
 @rule(
@@ -207,7 +228,9 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     filter keeps on different nodes), and a warning where the scheduler decides (the second engine on a shared
     node fails, on different nodes both run)."""
     p, d = pair.prefill, pair.decode
-    host_shared = p.host_network and d.host_network and may_share_node(p, d)
+    # spec.nodeName against the kubernetes.io/hostname label: apart or together only if the label is the name
+    assumed = not pair.shared_network and p.host_network and d.host_network and hostname_assumed(p, d)
+    host_shared = p.host_network and d.host_network and may_share_node(p, d, assume_hostname_is_name=not assumed)
     if not (pair.shared_network or host_shared):
         return []
     unknown = [r.role for r in (p, d) if _port_unknown(r)]
@@ -230,11 +253,19 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
                                 ", or keep the pods on different nodes (required pod anti-affinity on "
                                 "kubernetes.io/hostname, or the port as a containerPort of both: with hostNetwork it "
                                 "is a host port the scheduler never places twice on one node)."))
-    if pair.shared_network or same_node(p, d):
+    if pair.shared_network or same_node(p, d, assume_hostname_is_name=False):
         where = ("engines of one container" if pair.one_container else "containers of one pod"
                  if pair.shared_network else "hostNetwork pods bound to one node")
         return [(f"Prefill and decode are {where} and their NIXL side-channel ports overlap ({clash[0]}...): the "
                  "second engine fails with 'Address already in use'.", fix)]
+    if assumed:
+        together = same_node(p, d)
+        return [(f"Prefill and decode are hostNetwork pods and their NIXL side-channel ports overlap ({clash[0]}...); "
+                 "one is placed by spec.nodeName and the other by the kubernetes.io/hostname label, so they are on "
+                 + ("one node" if together else "different nodes") + f" {HOSTNAME_ASSUMPTION}"
+                 + (": then the second engine fails with 'Address already in use'." if together else
+                    "; if not, and both land on one node, the second engine fails with 'Address already in use'."),
+                 fix, "warning")]
     return [(f"Prefill and decode are hostNetwork pods and their NIXL side-channel ports overlap ({clash[0]}...); "
              "nothing in these files keeps them on different nodes or puts them on one. If the scheduler places "
              "both on one node the second engine fails with 'Address already in use'; on different nodes both run "

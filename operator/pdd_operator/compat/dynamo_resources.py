@@ -1,0 +1,102 @@
+"""The resources a Dynamo service gives its main container: ``resources`` of a DynamoGraphDeployment service.
+
+A v1alpha1 service (``spec.services.<name>``) writes its resources in Dynamo's own shape, not Kubernetes'
+(ai-dynamo/dynamo deploy/cloud/operator/api/dynamo/common/common.go ``Resources``, ``ResourceItem``)::
+
+    resources: {requests: {cpu, memory, gpu, gpuType, custom: {name: qty}}, limits: {...}, claims: [...]}
+
+and the operator turns it into the main container's ``resources`` (``controller_common.GetResourcesConfig``):
+``limits.gpu`` becomes the ``gpuType`` resource, ``nvidia.com/gpu`` when no type is given (``getGPUResourceName``),
+``custom`` entries keep their names, ``cpu``/``memory`` theirs. ``gpu`` counts GPUs per pod (a multinode service has
+``gpu`` on each of its nodes). ``requests.gpu`` is read by the v1alpha1 -> v1beta1 conversion
+(shared_spec_conversion.go ``defaultGPUResourceName``, "Resources.{Requests,Limits}.GPU") but not by the
+``GetResourcesConfig`` of resource.go at commit 0284ad86 (requests: cpu, memory, custom only), so a GPU count
+written only there is given an unknown value (:data:`UNKNOWN_PREFIX`). v1beta1 components have no such field: their
+``podTemplate`` containers carry Kubernetes resources, read as written.
+
+Which side wins where the main container writes the same resource differs between Dynamo's code paths (graph.go
+copies the service's over the container's with ``maps.Copy``; another generator replaces the container's resources
+with the service's; its Grove path merges the main container over the service's with ``mergo.WithOverride``), so a
+resource both write with different values is given an unknown value too: the GPU count is then not read
+(``RoleConfig.gpus`` is ``None``) and nothing is judged on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: Dynamo's GPU resource when a service names no ``gpuType`` (deploy/cloud/operator/internal/consts
+#: ``KubeResourceGPUNvidia``).
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+#: The start of a resource value that Dynamo's releases set differently (the service and the main container
+#: disagree): not a quantity, so no count is read from it.
+UNKNOWN_PREFIX = "unknown:"
+
+
+def _item(item: object) -> dict[str, str]:
+    """One ``ResourceItem`` (``requests`` or ``limits``) as Kubernetes resource names -> quantities."""
+    if not isinstance(item, Mapping):
+        return {}
+    out: dict[str, str] = {}
+    for key in ("cpu", "memory"):
+        if item.get(key) not in (None, ""):
+            out[key] = str(item[key])
+    if item.get("gpu") not in (None, ""):
+        out[str(item.get("gpuType") or DEFAULT_GPU_RESOURCE)] = str(item["gpu"])
+    custom = item.get("custom")
+    if isinstance(custom, Mapping):
+        out.update({str(k): str(v) for k, v in custom.items() if v not in (None, "")})
+    return out
+
+
+def service_resources(resources: object) -> dict[str, dict[str, str]]:
+    """A Dynamo service's ``resources`` as a container's ``{"requests": {...}, "limits": {...}}`` (Kubernetes
+    names; empty parts left out); ``{}`` when it is not a mapping. A ``requests.gpu`` that ``limits.gpu`` does not
+    repeat is given an unknown value (module docstring)."""
+    if not isinstance(resources, Mapping):
+        return {}
+    requests, limits = _item(resources.get("requests")), _item(resources.get("limits"))
+    request_gpu = resources.get("requests", {}).get("gpu") if isinstance(resources.get("requests"), Mapping) else None
+    if request_gpu not in (None, ""):
+        name = str(resources["requests"].get("gpuType") or DEFAULT_GPU_RESOURCE)
+        if limits.get(name) != str(request_gpu):
+            requests[name] = f"{UNKNOWN_PREFIX} requests.gpu {request_gpu}, which some Dynamo releases do not copy"
+    return {part: items for part, items in (("requests", requests), ("limits", limits)) if items}
+
+
+def multinode_count(service: Mapping) -> int:
+    """Pods one instance of a Dynamo service spans: ``multinode.nodeCount`` of a v1alpha1 service (1 when unset or
+    not a literal integer)."""
+    multinode = service.get("multinode")
+    count = multinode.get("nodeCount") if isinstance(multinode, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 1 else 1
+
+
+def with_service_resources(main: dict, service: Mapping[str, Mapping[str, str]], nodes: int = 1) -> dict:
+    """``main`` (a main container) with the service's resources (:func:`service_resources`) merged in: a resource
+    the container does not write is added; one it writes with the same value stays; one it writes with another
+    value becomes ``unknown: <container> in mainContainer, <service> in the service's resources``.
+
+    ``nodes``: :func:`multinode_count`. Over more than one node Dynamo's operator rewrites the engine's launch
+    (backend_vllm.go ``updateVLLMMultinodeArgs``: a Ray cluster, or vLLM's multi-node ``mp`` flags, or one DP rank
+    group per node) so the ranks spread over every pod's GPUs: the per-pod GPU count is then made unknown, as no
+    rule here sees the rewritten launch."""
+    if not service and nodes == 1:
+        return main
+    own = main.get("resources") if isinstance(main.get("resources"), Mapping) else {}
+    merged: dict[str, dict] = {k: dict(v) for k, v in own.items() if isinstance(v, Mapping)}
+    for part, items in service.items():
+        target = merged.setdefault(part, {})
+        for name, value in items.items():
+            if name not in target or str(target[name]) == value:
+                target[name] = value
+            else:
+                target[name] = f"{UNKNOWN_PREFIX} {target[name]} in mainContainer, {value} in the service's resources"
+    if nodes > 1:
+        for items in merged.values():
+            for name, value in items.items():
+                if name.endswith("/gpu") and not str(value).startswith(UNKNOWN_PREFIX):
+                    items[name] = (f"{UNKNOWN_PREFIX} {value} per pod of a {nodes}-node Dynamo multinode service, "
+                                   "whose launch Dynamo's operator rewrites")
+    return {**main, "resources": {**own, **merged}}
