@@ -118,6 +118,12 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("block-size-accepted", "block size", "block-size-direction", False,
             "prefill --block-size 64, decode --block-size 128 (a multiple; no host buffer on the CPU platform)",
             prefill_args=("--block-size", "64"), decode_args=("--block-size", "128")),
+    Variant("block-size-default-refused", "block size", "block-size-direction", True,
+            "prefill --block-size 256, decode unset (vLLM's CPU default 128, which 256 does not divide)",
+            prefill_args=("--block-size", "256")),
+    Variant("block-size-default-accepted", "block size", "block-size-direction", False,
+            "prefill --block-size 64, decode unset (vLLM's CPU default 128, a multiple)",
+            prefill_args=("--block-size", "64")),
     Variant("kv-cache-dtype-refused", "KV cache dtype", "kv-cache-dtype-mismatch", True,
             "prefill --kv-cache-dtype auto, decode --kv-cache-dtype fp8",
             prefill_args=("--kv-cache-dtype", "auto"), decode_args=("--kv-cache-dtype", "fp8"), needs_fp8_kv=True),
@@ -600,13 +606,17 @@ NOTES = [
     "buffer (`nixl/base_worker.py`: `if self.device_type == \"cpu\": self.use_host_buffer = False`); the rule now "
     "leaves vLLM's CPU images out. `block-size-refused` fails where `block-size-direction` says: "
     "`TransferTopology.block_size_ratio` asserts that decode's block size is a multiple of prefill's.",
+    "Block size left unset on one role: vLLM's CPU platform gives it 128 (`platforms/cpu.py` "
+    "`check_and_update_config`, 0.11.1-0.32), and `pdd check` judges that default (`pdd_operator.vllm.block_size`). "
+    "`block-size-default-refused` (prefill 256, decode unset) and `block-size-default-accepted` (prefill 64, decode "
+    "unset) show the engine doing what the rule says of the default.",
     "vLLM's CPU release images (`public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0`) were read as an unknown "
     "version, so `pdd check` let the version-skew pair through with a warning; their tags now give the version.",
-    "KV cache dtype: not run here. vLLM's CPU attention accepts no KV cache dtype but `auto` and the FP8 ones, and "
-    "runs FP8 only on x86 with AVX-512 or AMX; this machine has neither, and both engines of an FP8 variant failed "
-    "at startup with 'FP8 KV cache on CPU requires x86 with AVX-512 or AMX.' (a startup failure of one engine, not "
-    "a P/D verdict). On a machine with AVX-512 the run starts them. The rule follows `compute_nixl_compatibility_hash`, "
-    "which hashes `str(cache_config.cache_dtype)`.",
+    "KV cache dtype: run for the first time on 2026-12-02, on a machine with AVX-512 (vLLM's CPU attention runs an FP8 "
+    "KV cache only on x86 with AVX-512 or AMX, cpu_attn.py; without them both engines fail at startup and the rows "
+    "are not run). auto against fp8 is refused at the handshake (NIXL compatibility hash mismatch: "
+    "`compute_nixl_compatibility_hash` hashes `str(cache_config.cache_dtype)`), fp8 on both roles transfers 648 of 648 "
+    "prompt tokens' KV.",
     "HMA state: on the dense model the handshake refuses `--disable-hybrid-kv-cache-manager` on one role only (hash "
     "mismatch: `is_hma_enabled` is hashed for every model), and accepts it on both roles.",
     "Model revision: with `HF_HUB_OFFLINE=1` (an air-gapped pod with a model cache, as here) vLLM replaces the model "
@@ -627,9 +637,9 @@ NOTES = [
     "could not be judged by the engine: the hybrid model does not run on vllm-cpu 0.26.0 here at all (prefill, "
     "with prefix caching off, died in its first forward pass in the Mamba2 kernels: 'module triton has no attribute "
     "next_power_of_2'), so its row is not run.",
-    "Time: the complete run took 2329 s on this 2-core machine shared with three other engineers' clusters (load "
-    "average 9-15 during the run; engines took 48-316 s to become ready, against 21-28 s seen on an idle one, cpu-pd.md); the "
-    "rows named above as run again were merged in afterwards.",
+    "Time: the complete run of 2026-12-02 took 984 s on this 2-core machine with nothing else running (engines "
+    "ready after 34-141 s); the run of 2026-12-01, shared with three other engineers' clusters (load 9-15), took "
+    "2329 s.",
 ]
 
 
