@@ -766,3 +766,49 @@ def test_parse_static_endpoints():
     with pytest.raises(ValueError):
         parse_static("decode", "10.0.0.1:8200")
     assert push_decode_params(ep, "r")["pp_size"] == 2
+
+
+# -- connections to the engines ------------------------------------------------------------------
+
+
+def test_router_closes_an_idle_engine_connection_before_vllm_keep_alive_would():
+    """vLLM's API server closes a connection idle for 5 s (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``); a router that
+    reuses one later races that close and fails a request on a healthy engine. The engine here never closes:
+    the router itself must drop its idle connection, and well before the 30 s aiohttp would otherwise keep it."""
+    from pdd_operator.router.proxy import ENGINE_KEEPALIVE_S
+
+    assert ENGINE_KEEPALIVE_S < 5  # vllm/envs.py VLLM_HTTP_TIMEOUT_KEEP_ALIVE default (0.26.0, 0.32.0)
+    body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+
+    async def go():
+        closed_by_router = asyncio.Event()
+        served = []
+
+        async def engine(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+                if not head:
+                    break
+                served.append(head.split(b"\r\n", 1)[0])
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+                if await reader.read(1) == b"":  # keep-alive: the next byte, or the router's close
+                    break
+            closed_by_router.set()
+            writer.close()
+
+        server = await asyncio.start_server(engine, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with stack() as s:
+                s.urls["d0"] = f"http://127.0.0.1:{port}"
+                await s.start_router(decode=[("d0", "h")])
+                async with aiohttp.ClientSession() as c, c.get(s.url + "/v1/models") as r:
+                    assert r.status == 200 and (await r.json())["data"][0]["id"] == "m"
+                assert served == [b"GET /v1/models HTTP/1.1"]
+                await asyncio.wait_for(closed_by_router.wait(), timeout=20)
+        finally:
+            server.close()
+            await server.wait_closed()
+    run(go())

@@ -102,6 +102,13 @@ _WHOLE = web.RequestKey("pdd_retries", int)
 _STARTED = web.RequestKey("pdd_started", float)
 #: The client's stream, when it may be resumed (:mod:`pdd_operator.router.resume`): what it got so far.
 _STREAM = web.RequestKey("pdd_stream", object)
+#: Seconds the router keeps an idle connection to an engine for reuse: under the engines' own keep-alive.
+#: vLLM's API server (uvicorn) closes a connection idle for ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` seconds, 5 by
+#: default (``vllm/envs.py``, 0.26.0 and 0.32.0; ``entrypoints/launchers/api_server/entry.py`` passes it as
+#: ``timeout_keep_alive``). A pool that keeps connections longer reuses one the engine is closing, and the
+#: request sent on it fails with a reset (aiohttp's ``ServerDisconnectedError``) though the engine is healthy.
+#: Closing first, the router opens a new connection instead.
+ENGINE_KEEPALIVE_S = 4.0
 #: Response header of a request served by one engine alone (fallback): ``decode-only`` or ``prefill-only``.
 FALLBACK_HEADER = "X-PDD-Fallback"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
@@ -362,7 +369,8 @@ class Router:
         return app
 
     async def _session_ctx(self, _app: web.Application):
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, enable_cleanup_closed=True)
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=ENGINE_KEEPALIVE_S,
+                                         enable_cleanup_closed=True)
         self.session = aiohttp.ClientSession(
             connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent",),
             cookie_jar=aiohttp.DummyCookieJar(),  # never carry one client's cookies into another's request
