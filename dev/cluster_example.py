@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -131,6 +132,15 @@ def cluster_env() -> dict[str, str]:
     return env
 
 
+def cluster_exports(environ: Mapping[str, str]) -> str:
+    """The shell prefix that points a printed ``cluster.sh env`` line at the cluster this run used:
+    ``"export PDD_CLUSTER_DIR=... PDD_APISERVER_PORT=...; "`` for the variables set in ``environ``, or ``""``
+    when neither is (the default cluster)."""
+    pairs = " ".join(f"{k}={shlex.quote(environ[k])}" for k in ("PDD_CLUSTER_DIR", "PDD_APISERVER_PORT")
+                     if environ.get(k))
+    return f"export {pairs}; " if pairs else ""
+
+
 def main(kind: str, connector: str, timeout: float) -> int:
     from kubernetes import client, config
 
@@ -180,9 +190,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
         body = json.dumps({"model": str(model_dir), "stream": True, "max_tokens": 32,
                            "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
         # The cluster this run used, so the printed kubectl line reaches it and not the default one.
-        cluster_env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("PDD_CLUSTER_DIR", "PDD_APISERVER_PORT")
-                               if os.environ.get(k))
-        cluster_env = f"export {cluster_env}; " if cluster_env else ""
+        exports = cluster_exports(os.environ)
         prefill_note = ("prefill (pull mode: decode reads the KV, so these transfer counts stay 0)"
                         if connector == "NixlConnector" else "prefill (push mode: prefill writes the KV)")
         print(f"\nPDDeployment {name} ({connector}) is Ready; status.endpoint {endpoint} is the router pod at {url}\n"
@@ -190,7 +198,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
               f"  curl -N {url}/v1/chat/completions -H 'Content-Type: application/json' -d '{body}'\n"
               f"  curl -s http://{pods.get('decode')}:8000/metrics | grep -E '{DECODE_METRICS}'   # decode\n"
               f"  curl -s http://{pods.get('prefill')}:8000/metrics | grep -E '{PREFILL_METRICS}'   # {prefill_note}\n"
-              f"  {cluster_env}eval \"$(bash dev/cluster/cluster.sh env)\"; kubectl get pdd,pods -o wide\n\n"
+              f"  {exports}eval \"$(bash dev/cluster/cluster.sh env)\"; kubectl get pdd,pods -o wide\n\n"
               f"(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
               f"Container logs: {base / 'node' / 'pods'}. Ctrl-C stops the example "
               f"(the PDDeployment, the node agent and the operator); the cluster stays up until `make down`.", flush=True)
