@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
@@ -36,8 +37,8 @@ PLACEMENT = {"nodeSelector": {NODE_LABEL: "true"},
              "tolerations": [{"key": NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]}
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "nemotron_h": "NemotronHForCausalLM"}
 #: The metric lines that show where the prompt's KV came from, and that nothing failed.
-DECODE_METRICS = ("^vllm:(prompt_tokens_total|external_prefix_cache_hits_total|nixl_xfer_time_seconds_count"
-                  "|nixl_num_failed_transfers_total)")
+DECODE_METRICS = ("^vllm:(prompt_tokens_total|prompt_tokens_by_source_total|external_prefix_cache_hits_total"
+                  "|nixl_xfer_time_seconds_count|nixl_num_failed_transfers_total)")
 PREFILL_METRICS = "^vllm:(nixl_xfer_time_seconds_count|nixl_bytes_transferred_sum|nixl_num_failed_transfers_total)"
 
 
@@ -141,6 +142,30 @@ def cluster_exports(environ: Mapping[str, str]) -> str:
     return f"export {pairs}; " if pairs else ""
 
 
+def first_request(router_url: str, model: str, decode_url: str, timeout: float = 300) -> str:
+    """Send one streaming chat completion through the router and say what decode's metrics counted for it:
+    the streamed chunks and, from ``vllm:prompt_tokens_by_source_total`` before and after, how many prompt
+    tokens decode received from prefill over NIXL (``external_kv_transfer``) and how many it computed itself.
+    Returns the text to print; a failed request or scrape is said in it, not raised (the example still runs)."""
+    from dev.pd_client import metrics_text, prompt_tokens_by_source
+
+    body = json.dumps({"model": model, "stream": True, "max_tokens": 16, "messages": [
+        {"role": "user", "content": "Explain in detail why prefill and decode run on separate engines. " * 8}]}).encode()
+    try:
+        before = prompt_tokens_by_source(metrics_text(decode_url))
+        req = urllib.request.Request(f"{router_url}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            chunks = sum(1 for line in r if line.startswith(b"data:") and b"[DONE]" not in line)
+        after = prompt_tokens_by_source(metrics_text(decode_url))
+    except (OSError, ValueError) as exc:
+        return f"a first request through the router failed: {exc}"
+    got = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(after) | set(before)}
+    pulled, computed = got.get("external_kv_transfer", 0.0), got.get("local_compute", 0.0)
+    return (f"a first request through the router: {chunks} chunks streamed; decode counted {pulled:.0f} prompt tokens "
+            f"from prefill over NIXL (external_kv_transfer) and computed {computed:.0f} itself (local_compute)")
+
+
 def main(kind: str, connector: str, timeout: float) -> int:
     from kubernetes import client, config
 
@@ -191,6 +216,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
                            "messages": [{"role": "user", "content": "Tell me about disaggregated serving."}]})
         # The cluster this run used, so the printed kubectl line reaches it and not the default one.
         exports = cluster_exports(os.environ)
+        print(first_request(url, str(model_dir), f"http://{pods.get('decode')}:8000"), flush=True)
         prefill_note = ("prefill (pull mode: decode reads the KV, so these transfer counts stay 0)"
                         if connector == "NixlConnector" else "prefill (push mode: prefill writes the KV)")
         print(f"\nPDDeployment {name} ({connector}) is Ready; status.endpoint {endpoint} is the router pod at {url}\n"

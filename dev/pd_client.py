@@ -102,6 +102,23 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
+#: ``vllm:prompt_tokens_by_source_total{source=...}`` (vllm/v1/metrics/loggers.py, 0.26 and 0.32): where each
+#: prompt token an engine scheduled came from: ``local_compute``, ``local_cache_hit`` or
+#: ``external_kv_transfer`` (pulled from prefill through the KV connector).
+_BY_SOURCE = re.compile(r'^vllm:prompt_tokens_by_source_total\{[^}]*source="([a-z_]+)"[^}]*\}\s+(\S+)')
+
+
+def prompt_tokens_by_source(text: str) -> dict[str, float]:
+    """Prompt tokens per source from one scrape's Prometheus text: ``{"external_kv_transfer": 646.0,
+    "local_compute": 0.0, ...}``, summed over the other labels (engine index, model name); empty when the
+    engine publishes no such counter (vLLM before the by-source counter)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if found := _BY_SOURCE.match(line):
+            out[found.group(1)] = out.get(found.group(1), 0.0) + float(found.group(2))
+    return out
+
+
 def metrics(url: str) -> dict[str, float]:
     """``url``/metrics summed over label sets per metric name (:func:`parse_metrics` of one scrape)."""
     return parse_metrics(metrics_text(url))

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -96,7 +95,6 @@ def selected_phases(value: str | None) -> tuple[str, ...]:
 SOURCES = ("source:local_compute", "source:local_cache_hit", "source:external_kv_transfer")
 READ = ("vllm:prompt_tokens_total", *SOURCES, "vllm:external_prefix_cache_hits_total", "vllm:request_prompt_tokens_count",
         "vllm:num_requests_running", *s.NIXL_FAILURES)
-_SOURCE = re.compile(r'^vllm:prompt_tokens_by_source_total\{[^}]*source="([a-z_]+)"[^}]*\}\s+(\S+)')
 
 
 def decode_metrics(url: str) -> dict[str, float]:
@@ -105,10 +103,8 @@ def decode_metrics(url: str) -> dict[str, float]:
     sources and not in the total (seen: 554 tokens from prefill of 503 prompt tokens in a check)."""
     text = s.metrics_text(url)
     m = s.parse_metrics(text)
-    for line in text.splitlines():
-        if found := _SOURCE.match(line):
-            key = f"source:{found.group(1)}"
-            m[key] = m.get(key, 0.0) + float(found.group(2))
+    for source, n in s.prompt_tokens_by_source(text).items():
+        m[f"source:{source}"] = n
     return {k: m.get(k, 0.0) for k in READ}
 
 

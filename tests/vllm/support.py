@@ -21,6 +21,7 @@ from dev.pd_client import (  # noqa: F401 (the tests use them as support.*)
     parse_metrics,
     pd_completion,
     prompt_of,
+    prompt_tokens_by_source,
     read_sse,
     run_requests,
 )
