@@ -12,8 +12,9 @@ Two expansions happen before vLLM parses its flags, and the checker applies both
    quotes, including variables the script itself sets (``export MODEL=...; vllm serve $MODEL``); the script is
    run by :mod:`pdd_operator.vllm.script`, from the values :class:`ContainerEnv` gives it.
 
-Only literal values written in the manifest are known. A variable set through ``valueFrom`` (a ConfigMap,
-a Secret, a resource field) or possibly through ``envFrom`` has a value that is not in these files: it expands
+Only literal values written in the manifest are known (``pdd check`` first writes in the values of ConfigMaps that
+are among its files, :mod:`pdd_operator.compat.config_refs`). A variable set through ``valueFrom`` (any other
+ConfigMap, a Secret, a resource field) or possibly through ``envFrom`` has a value that is not in these files: it expands
 to :func:`unknown` (``<unknown:NAME>``, one shell word), so that what reads the result (the model name, an
 integer flag) can say "unknown because ..." instead of judging a model literally named ``${MODEL_PATH}``. Downward-API pod and
 host IPs keep this package's sentinels (:data:`pdd_operator.vllm.args.POD_IP`), which the network rules read.
