@@ -4,7 +4,8 @@ The restart is where RSS peaks (bench/README.md): kopf lists every watched objec
 a worker per object. This creates ``PDD_BENCH_N`` (300) PDDeployments as ``bench_scale.py`` does (same
 spec, same cluster variables, namespace ``bench-scale``), lets the operator reconcile them, then
 restarts it once per variant of :data:`VARIANTS` (its environment) and prints, after every object was
-reconciled and the queue is empty, and ``SETTLE_SECONDS`` later: ``VmRSS`` and ``VmHWM`` (peak) in MB, the seconds it took, and,
+reconciled and the queue is empty, and ``SETTLE_SECONDS`` later: ``VmRSS`` and ``VmHWM`` (peak) in MB, the seconds it took,
+the process's CPU seconds until then, its writes (applies, patches, Events: 0 when nothing changed), the load average, and,
 for the traced variant (``PDD_TRACEMALLOC``, :mod:`pdd_operator.controller.memory`), the live Python
 memory by package and the largest allocation sites.
 
@@ -23,7 +24,22 @@ import time
 from pathlib import Path
 
 from _cluster import cluster_env
-from bench_scale import ENV, GROUP, NS, PLURAL, ROOT, VERSION, WORKERS, ChildWatch, Operator, create, log, prepare, wait
+from bench_scale import (
+    ENV,
+    GROUP,
+    NS,
+    PLURAL,
+    ROOT,
+    VERSION,
+    WORKERS,
+    ChildWatch,
+    Operator,
+    create,
+    load,
+    log,
+    prepare,
+    wait,
+)
 from kubernetes import client
 
 N = int(os.environ.get("PDD_BENCH_N", "300"))
@@ -67,9 +83,11 @@ def restart(op: Operator, extra: dict[str, str], total: int, trace_out: Path | N
     wait(lambda: (s := op.sums())["reconciles"] >= total and (trace_out is not None or s["queue"] == 0), 900,
          "every object reconciled", interval=0.2)
     seconds = time.monotonic() - started
+    cpu = (op.metrics() or {}).get("process_cpu_seconds_total", 0.0)
+    average = load()
     time.sleep(SETTLE_SECONDS)
     rss, peak = op.rss_mb()
-    out = {"seconds": seconds, "rss": rss, "peak": peak}
+    out = {"seconds": seconds, "rss": rss, "peak": peak, "cpu": cpu, "writes": op.sums()["writes"], "load": average}
     if trace_out is not None:
         op.proc.send_signal(signal.SIGUSR1)
         out["traced"] = json.loads(wait(lambda: trace_out.exists() and trace_out.stat().st_size
@@ -113,7 +131,9 @@ def main() -> int:
             r = restart(op, extra, total, trace_out)
             first = first or r
             print(f"  {name}: RSS {r['rss']:.0f} MB (peak {r['peak']:.0f}) after {r['seconds']:.1f}s; "
-                  f"x {RUN[0]}: RSS {r['rss'] / first['rss']:.2f}, peak {r['peak'] / first['peak']:.2f}", flush=True)
+                  f"x {RUN[0]}: RSS {r['rss'] / first['rss']:.2f}, peak {r['peak'] / first['peak']:.2f}; "
+                  f"process CPU {r['cpu']:.1f}s to the last reconcile; {r['writes']:.0f} writes "
+                  f"{SETTLE_SECONDS} s later; {r['load']}", flush=True)
             for when in ("traced", "traced at the peak"):
                 if when not in r:
                     continue

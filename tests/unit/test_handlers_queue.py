@@ -1,4 +1,4 @@
-"""kopf's events -> the caches and the reconcile queue: owners found from the caches, the operator's own writes
+"""kopf's and the informers' events -> the caches and the reconcile queue: owners found from the caches, the operator's own writes
 coming back through the watch queue nothing, a referenced ConfigMap's change queues its readers."""
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ def queued(queue: WorkQueue) -> list:
 
 
 def child(ix, body, type_="MODIFIED"):
-    meta = body["metadata"]
-    asyncio.run(handlers.child_event(type=type_, body=body, labels=meta.get("labels", {}), meta=meta,
-                                     namespace=meta["namespace"], name=meta["name"], **ix.kwargs()))
+    handlers.informer_event(type_, body)
 
 
 def test_own_apply_coming_back_queues_nothing_and_later_changes_queue_the_owner(wired):
@@ -159,8 +157,7 @@ def test_a_config_map_change_queues_the_pddeployments_that_read_it(wired):
     ix.put(obj("PDDeployment", "b", 1, spec={}))
     for name in ("cfg", "other"):
         body = obj("ConfigMap", name, 5, data={})
-        asyncio.run(handlers.config_map_event(type="MODIFIED", body=body, namespace="ns", name=name,
-                                              meta=body["metadata"]))
+        handlers.informer_event("MODIFIED", body)
     assert queued(queue) == [("ns", "a")]
 
 

@@ -2,10 +2,11 @@
 the operator's own recent writes.
 
 A reconcile reads the PDDeployment, its children, its pods and its model ConfigMap. Without caches
-that is about 14 API reads per reconcile, however little changed. kopf already watches these kinds
-(with a server-side label selector for the managed ones, see ``handlers.configure``); its event
-handlers hand every object to :meth:`ClusterCache.observe`, and the index functions here decide what
-is kept and under which key:
+that is about 14 API reads per reconcile, however little changed. kopf watches PDDeployments and the
+operator's own informers the other kinds (with a server-side label selector for the managed ones:
+:mod:`~pdd_operator.controller.informer`, ``handlers.INFORMED``); their event handlers hand every
+object to :meth:`ClusterCache.observe`, and the index functions here decide what is kept and under
+which key:
 
 - :func:`index_pdd` — ``(namespace, name)`` -> the PDDeployment;
 - :func:`index_instance` — ``(namespace, instance label value)`` -> the PDDeployment's name (pods
@@ -27,8 +28,9 @@ filled, which is what a cache needs, but it does so with one toggle per indexed 
 object's worker waits on; with 3,000 objects a restart spent minutes there (measured with
 ``bench/bench_scale.py`` at 200 PDDeployments: no handler ran 150 s after the start). The same
 index functions therefore fill a small store of our own (:class:`Index`), and the cache is *ready*
-once every object that a metadata list at startup returned has been delivered
-(:meth:`ClusterCache.expect`); reconciles wait for that, so a restart never acts on half a picture.
+once every informer has handed over its first complete list and every PDDeployment that a metadata
+list then returned has been delivered by kopf's watch (:meth:`ClusterCache.expect`); reconciles wait
+for that, so a restart never acts on half a picture.
 
 **Own writes.** A watch delivers the answer to the operator's own apply or status patch some
 milliseconds later; a reconcile that starts in between would see the old object and apply again.
@@ -39,16 +41,15 @@ the index (Kubernetes calls them opaque, so the watch then simply wins). The sam
 ConfigMap read directly because the index did not have it yet (newly referenced), and its absence
 (404), until the watch says more.
 
-**Relists.** kopf relists a kind after its watch broke (an apiserver outage, "410 Gone") but, unlike
-client-go's reflector, does not turn the objects missing from the new list into deletions: the cache
-could keep an object deleted while the watch was down. The periodic resync therefore lists each
-kind's metadata (names and resourceVersions only, one request per kind and namespace; ConfigMaps only
-while some are cached) and :meth:`ClusterCache.prune` drops a cached object that the list lacks and
+**Relists.** The informers relist a kind after "410 Gone" as client-go's reflector does, handing
+the objects missing from the new list over as deletions, and then call :meth:`ClusterCache.prune`
+with that list, which drops a cached object (or an own write in the overlay) that the list lacks and
 that is older than the list: a referenced ConfigMap deleted while the watch was down then reads as
-missing, and the PDDeployments that reference it are reconciled.
+missing, and the PDDeployments that reference it are reconciled. kopf relists PDDeployments without
+turning what went missing into deletions; the periodic resync's list of them prunes those.
 
-Thread safety: the store is filled from kopf's event loop and read by the reconcile threads, under one
-lock held only for dictionary operations.
+Thread safety: the store is filled from kopf's event loop and the informers' threads and read by the
+reconcile threads, under one lock held only for dictionary operations.
 """
 
 from __future__ import annotations
@@ -516,6 +517,16 @@ class ClusterCache:
             store = self._indexes[INSTANCE_INDEX].get((key[0], obj.owner))
             return {(key[0], name) for name in (store or ())}
         return {(key[0], obj.owner)}
+
+    def last_known(self, kind: str, namespace: str, name: str) -> dict | None:
+        """What the indexes hold of any object of ``kind`` (a PDDeployment, a child, a pod: its
+        :func:`pod_view`, a referenced ConfigMap), without the overlay, or ``None``: for a deletion
+        reported without the object (an informer's relist), to find its owner."""
+        obj_key = (kind, namespace, name)
+        index = {KIND: PDD_INDEX, "Pod": POD_INDEX, "ConfigMap": CONFIG_MAP_INDEX}.get(kind, CHILD_INDEX)
+        with self._lock:
+            packed = self._indexes[index].value(self._key_for(kind, obj_key), obj_key)
+        return packed.unpack() if isinstance(packed, Packed) else None
 
     def config_map(self, namespace: str, name: str) -> tuple[bool, dict | None]:
         """``(known, ConfigMap)``: known is False when neither the index nor the overlay can say

@@ -1,11 +1,16 @@
-"""kopf handlers: thin edges that feed the caches and the reconcile queue.
+"""kopf handlers and the operator's informers: thin edges that feed the caches and the reconcile queue.
 
-- kopf watches PDDeployments, the children the operator manages (Deployments, Services, the router's
-  ServiceAccount, Role and RoleBinding), their pods, and ConfigMaps; the managed kinds are watched
-  with the label selector ``app.kubernetes.io/managed-by=pdd-operator`` **in the watch request**
-  (``settings.watching.label_selectors``), so the apiserver sends only the operator's own objects,
-  never every pod of the cluster. ConfigMaps carry no label of ours and are streamed unfiltered, but
-  only the ones some PDDeployment references are kept (:mod:`pdd_operator.controller.cache`);
+- kopf watches PDDeployments. The children the operator manages (Deployments, Services, the router's
+  ServiceAccount, Role and RoleBinding), their pods and ConfigMaps are watched by the operator's own
+  list-then-watch informers (:mod:`~pdd_operator.controller.informer`, one thread per kind and
+  namespace, client-go's reflector semantics: a relist after "410 Gone" turns what went missing into
+  deletions). The managed kinds are listed and watched with the label selector
+  ``app.kubernetes.io/managed-by=pdd-operator`` **in the request**, so the apiserver sends only the
+  operator's own objects, never every pod of the cluster. ConfigMaps carry no label of ours and are
+  streamed unfiltered, but only the ones some PDDeployment references are kept
+  (:mod:`pdd_operator.controller.cache`). Why not kopf for these: per watched object kopf keeps a
+  ``ResourceMemory``, runs a worker task and builds kopf's ``Body`` and cause for every event, for
+  handlers that only copy the object into the caches (bench/README.md: process CPU and RSS);
 - what the watches deliver fills the caches (:mod:`~pdd_operator.controller.cache`), from which every
   reconcile reads: a no-op reconcile sends no request at all;
 - every event of a PDDeployment, or of a child, pod or referenced ConfigMap of one, adds the
@@ -13,13 +18,15 @@
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
   thread that another object waits for. A reconcile that fails transiently (:func:`_reconcile_logged`)
   is retried with the queue's per-object exponential backoff. The watch event of the operator's own
-  write (the resourceVersion it just got back) queues nothing. Worker threads start once the watches
-  delivered everything a metadata list at startup returned, so a restart never acts on half a picture;
+  write (the resourceVersion it just got back) queues nothing. Worker threads start once every
+  informer has handed over its first complete list and kopf's watch delivered every PDDeployment a
+  metadata list then returned, so a restart never acts on half a picture;
 - a resync loop lists every PDDeployment each period (one request) and queues them all, retrying what
   failed; no error ends it;
-- kopf retries failed API requests and watches without limit (capped backoff), so an apiserver
-  outage never ends the process; the liveness endpoint (``pdd run --liveness``) fails when the
-  watch has fallen behind or the resync stopped (:mod:`pdd_operator.controller.health`).
+- kopf and the informers retry failed API requests and watches without limit (capped backoff), so an
+  apiserver outage never ends the process; the liveness endpoint (``pdd run --liveness``) fails when
+  kopf's watch has fallen behind, an informer is stuck, or the resync stopped
+  (:mod:`pdd_operator.controller.health`).
 
 Only ``on.event`` handlers are used: kopf then keeps no progress annotations or finalizers
 on the objects, so the only writes are the operator's own (children it changed, status when it changed).
@@ -31,6 +38,8 @@ The validating admission webhook is in :mod:`pdd_operator.controller.webhook`; `
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import logging
 import os
 import threading
@@ -43,9 +52,11 @@ from kubernetes.client.exceptions import ApiException
 from pdd_operator import kubeclient
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_ROLE, PLURAL, ROLES, VERSION
 from pdd_operator.controller import cache as caching
+from pdd_operator.controller import informer as informer_module
 from pdd_operator.controller import memory
 from pdd_operator.controller.cache import ClusterCache
-from pdd_operator.controller.health import CappedBackoff, WatchHealth, liveness_failure
+from pdd_operator.controller.health import CappedBackoff, WatchHealth, informer_problem, liveness_failure
+from pdd_operator.controller.informer import Informer, Resource, Transport
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.metrics import (
     EVENT_TO_APPLY,
@@ -70,32 +81,38 @@ HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
 #: threads than cores keep several requests in flight during a burst.
 WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
-#: Objects per page of kopf's initial list of each watched kind (``settings.watching.chunk_size``:
-#: ``limit``/``continue``); 0: one list of everything (kopf's default). A restart's memory peak is
-#: what is parsed and held at once: one response of every pod is tens of MB of JSON, parsed whole,
-#: for each of the 8 kinds listed at the same time (bench/README.md, memory).
+#: Objects per page of kopf's initial list of PDDeployments (``settings.watching.chunk_size``:
+#: ``limit``/``continue``) and of the informers' lists; 0: kopf's one list of everything (the
+#: informers then use :data:`~pdd_operator.controller.informer.PAGE`). A restart's memory peak is
+#: what is parsed and held at once (bench/README.md, memory).
 LIST_CHUNK = int(os.environ.get("PDD_LIST_CHUNK", "200"))
 #: Seconds kopf keeps an object's worker task after its last event (``settings.queueing.idle_timeout``;
 #: kopf's default is 5). The idle worker holds that event's whole body, ``managedFields`` included:
 #: at a restart every listed object's body for 5 s, all of them at once. Our handlers only copy
 #: the event into the caches and queue a reconcile, so a worker is cheap to start again.
 WORKER_IDLE_SECONDS = float(os.environ.get("PDD_WORKER_IDLE_SECONDS", "0.5"))
-_MANAGED = {LABEL_MANAGED_BY: "pdd-operator"}
-#: The server-side label selector of every managed kind's watch (and kopf's initial list).
+#: The server-side label selector of every managed kind's list and watch.
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}=pdd-operator"
-#: The managed kinds: (group, version, plural) -> kind.
-MANAGED_RESOURCES = {
-    ("apps", "v1", "deployments"): "Deployment",
-    ("", "v1", "services"): "Service",
-    ("", "v1", "serviceaccounts"): "ServiceAccount",
-    ("rbac.authorization.k8s.io", "v1", "roles"): "Role",
-    ("rbac.authorization.k8s.io", "v1", "rolebindings"): "RoleBinding",
-    ("", "v1", "pods"): "Pod",
-}
+#: The kinds the informers watch, with their server-side label selector (None: unfiltered).
+INFORMED: tuple[tuple[Resource, str | None], ...] = (
+    (Resource("apps/v1", "deployments", "Deployment"), MANAGED_SELECTOR),
+    (Resource("v1", "services", "Service"), MANAGED_SELECTOR),
+    (Resource("v1", "serviceaccounts", "ServiceAccount"), MANAGED_SELECTOR),
+    (Resource("rbac.authorization.k8s.io/v1", "roles", "Role"), MANAGED_SELECTOR),
+    (Resource("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding"), MANAGED_SELECTOR),
+    (Resource("v1", "pods", "Pod"), MANAGED_SELECTOR),
+    (Resource("v1", "configmaps", "ConfigMap"), None),
+)
+#: How long an informer may read nothing at all before liveness fails: longer than a watch's whole
+#: life (the apiserver ends it after WATCH_SERVER_SECONDS, the client drops a silent one
+#: WATCH_MARGIN_SECONDS later) plus a connect and a list, so a healthy informer always reads within it.
+INFORMER_SILENT_SECONDS = float(os.environ.get("PDD_INFORMER_SILENT_SECONDS", str(
+    kubeclient.WATCH_SERVER_SECONDS + kubeclient.WATCH_MARGIN_SECONDS + kubeclient.CONNECT_SECONDS
+    + kubeclient.READ_SECONDS)))
 CACHE = ClusterCache()
 #: The handlers whose every success kopf would log at INFO (one line per watch event: tens of
 #: thousands at scale); their failures are still logged.
-_QUIET_HANDLERS = ("pddeployment_event", "child_event", "config_map_event")
+_QUIET_HANDLERS = ("pddeployment_event",)
 
 
 class _QuietSuccesses(logging.Filter):
@@ -272,8 +289,6 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     objects_log = logging.getLogger("kopf.objects")
     if not any(isinstance(f, _QuietSuccesses) for f in objects_log.filters):
         objects_log.addFilter(_QuietSuccesses())
-    for (group, version, plural) in MANAGED_RESOURCES:
-        settings.watching.label_selectors[group, version, plural] = MANAGED_SELECTOR
     # kopf re-raises an API error once its backoff sequence is used up, and the operator then exits
     # (a finite list such as [1, 2, 5, 10] gives up after ~18 s of apiserver errors). Unbounded,
     # capped: every request and watch waits for the apiserver as long as it takes.
@@ -290,6 +305,7 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     queue = _queue()
     queue.hold_until(CACHE.ready)  # set once the watches delivered everything listed at startup
     queue.start()
+    _state["informers"] = start_informers(_state.get("namespaces", ()))
     _state["fill"] = loop.create_task(_fill_caches())
     _state["release"] = loop.create_task(_release_memory_after_bursts(queue))
 
@@ -302,6 +318,11 @@ async def stop(**_) -> None:
         task = _state.pop(name, None)
         if task is not None:
             task.cancel()
+    for informer in _state.pop("informers", []):
+        informer.stop()
+    transport = _state.pop("transport", None)
+    if transport is not None:
+        transport.close()
     queue = _state.get("queue")
     if queue is not None:
         await asyncio.get_running_loop().run_in_executor(None, queue.stop)
@@ -334,11 +355,15 @@ def apiserver_answers() -> bool:
 @kopf.on.probe(id="watch")
 def watch_probe(**_) -> str:
     """The liveness endpoint's check (``pdd run --liveness``): fails (HTTP 500) when the resync loop
-    stopped running or the PDDeployment watch has fallen behind what the apiserver lists
-    (:class:`~pdd_operator.controller.health.WatchHealth`) while the apiserver answers: restarting the
+    stopped running, the PDDeployment watch has fallen behind what the apiserver lists
+    (:class:`~pdd_operator.controller.health.WatchHealth`) or an informer is stuck
+    (:func:`~pdd_operator.controller.health.informer_problem`) while the apiserver answers: restarting the
     operator is the cure for both. While the apiserver is not ready either (hung, away, its etcd away), it stays live
     (:func:`~pdd_operator.controller.health.liveness_failure`)."""
-    problem = HEALTH.problem(time.monotonic())
+    now = time.monotonic()
+    problem = HEALTH.problem(now) or next(filter(None, (
+        informer_problem(i.name, i.progress_at, i.failing_since, i.last_error, i.started_at, now, STUCK_SECONDS,
+                         INFORMER_SILENT_SECONDS) for i in _state.get("informers", []))), None)
     failure = liveness_failure(problem, apiserver_answers)
     if failure:
         raise kopf.PermanentError(failure)
@@ -398,21 +423,20 @@ async def _release_memory_after_bursts(queue: WorkQueue) -> None:
 
 
 async def _fill_caches() -> None:
-    """List the metadata of PDDeployments and every managed kind, then wait until kopf's watches
-    delivered all of it (:meth:`~pdd_operator.controller.cache.ClusterCache.expect`); list again every
-    few seconds while something is missing (deleted in between), and retry a failed list."""
+    """Wait until every informer has handed over its first complete list, then list the metadata of
+    the PDDeployments and wait until kopf's watch delivered all of them
+    (:meth:`~pdd_operator.controller.cache.ClusterCache.expect`); list again every few seconds while
+    one is missing (deleted in between), and retry a failed list."""
     loop = asyncio.get_running_loop()
     namespaces = _state.get("namespaces", ())
-    kinds = [KIND, *MANAGED_RESOURCES.values()]
     started = time.monotonic()
+    while not all(i.synced.is_set() for i in _state.get("informers", [])):
+        await asyncio.sleep(0.1)
+    synced = time.monotonic()
     while not CACHE.ready.is_set():
         try:
-            listed = {}
-            for kind in kinds:
-                selector = None if kind == KIND else MANAGED_SELECTOR
-                items, _ = await loop.run_in_executor(None, _kube().list_metadata, kind, namespaces, selector)
-                listed[kind] = set(items)
-            CACHE.expect(listed)
+            items, _ = await loop.run_in_executor(None, _kube().list_metadata, KIND, namespaces, None)
+            CACHE.expect({KIND: set(items)})
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001  (the apiserver away: try again)
@@ -421,39 +445,58 @@ async def _fill_caches() -> None:
             if CACHE.ready.is_set():
                 break
             await asyncio.sleep(0.1)
-    log.info("caches filled in %.1fs; reconciling", time.monotonic() - started)
+    log.info("caches filled in %.1fs (informers synced in %.1fs); reconciling", time.monotonic() - started,
+             synced - started)
+
+
+def start_informers(namespaces: tuple[str, ...]) -> list[Informer]:
+    """Start one :class:`~pdd_operator.controller.informer.Informer` per :data:`INFORMED` kind and
+    namespace (all namespaces when ``namespaces`` is empty), on an API client of their own whose
+    connection pool holds every watch. Returns them (started)."""
+    base = _kube().api_client.configuration
+    conf = copy.copy(base)
+    conf.connection_pool_maxsize = max(conf.connection_pool_maxsize or 1, len(INFORMED) * max(1, len(namespaces)) + 2)
+    transport = _state["transport"] = Transport(kubeclient.TimeoutApiClient(conf))
+    informers = []
+    for resource, selector in INFORMED:
+        for namespace in namespaces or (None,):
+            informer = Informer(resource, transport, informer_event, namespace=namespace, label_selector=selector,
+                                page=LIST_CHUNK or informer_module.PAGE,
+                                on_relisted=functools.partial(_relisted, resource.kind),
+                                backoff=CappedBackoff(first=1.0, cap=BACKOFF_CAP_SECONDS))
+            informer.start()
+            informers.append(informer)
+    return informers
+
+
+def _relisted(kind: str, listed: dict, version: str | None) -> None:
+    """After an informer's complete list: drop the caches' own writes (and anything else) of objects
+    that list lacks (:meth:`~pdd_operator.controller.cache.ClusterCache.prune`) and queue their owners."""
+    try:
+        list_version = int(version) if version is not None else None
+    except ValueError:
+        list_version = None
+    owners = CACHE.prune(kind, listed, list_version)
+    if owners:
+        log.info("a relist of %s found objects of %d PDDeployment(s) gone; reconciling them", kind, len(owners))
+    for key in sorted(owners):
+        enqueue(*key)
 
 
 async def resync_once() -> None:
     """List the metadata of every watched PDDeployment (the watch's health is judged by it) and queue
-    each for a reconcile from the caches; first drop from the caches what the watches missed being
-    deleted (:func:`prune_caches`)."""
+    each for a reconcile from the caches; first drop from the caches the PDDeployments whose deletion
+    kopf's watch missed (kopf relists without turning what went missing into deletions; the
+    informers of the other kinds do: :mod:`~pdd_operator.controller.informer`)."""
     loop = asyncio.get_running_loop()
     namespaces = _state.get("namespaces", ())
     listed, version = await loop.run_in_executor(None, _kube().list_metadata, KIND, namespaces)
     HEALTH.listed(list(listed.items()), time.monotonic())
     owners: set[tuple[str, str]] = set()
     if CACHE.ready.is_set():
-        owners = CACHE.prune(KIND, listed, version) | await loop.run_in_executor(None, prune_caches, namespaces)
+        owners = CACHE.prune(KIND, listed, version)
     for key in sorted(set(listed) | owners):
         enqueue(*key)
-
-
-def prune_caches(namespaces: tuple[str, ...]) -> set[tuple[str, str]]:
-    """List the metadata of each managed kind (one request per kind and namespace, with the managed
-    label selector), and of ConfigMaps while some are cached (unfiltered: they carry no label of
-    ours), and mark what the caches hold but the apiserver no longer has as deleted
-    (:meth:`~pdd_operator.controller.cache.ClusterCache.prune`). Returns the owners to reconcile."""
-    owners: set[tuple[str, str]] = set()
-    for kind in MANAGED_RESOURCES.values():
-        listed, version = _kube().list_metadata(kind, namespaces, MANAGED_SELECTOR)
-        owners |= CACHE.prune(kind, listed, version)
-    if CACHE.has_config_maps():
-        listed, version = _kube().list_metadata("ConfigMap", namespaces)
-        owners |= CACHE.prune("ConfigMap", listed, version)
-    if owners:
-        log.info("the watches missed the deletion of children of %d PDDeployment(s); reconciling them", len(owners))
-    return owners
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -486,29 +529,38 @@ async def pddeployment_event(type: str | None, body: kopf.Body, name: str, names
         enqueue(namespace, name)
 
 
-@kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
-@kopf.on.event("", "v1", "services", labels=_MANAGED)
-@kopf.on.event("", "v1", "serviceaccounts", labels=_MANAGED)
-@kopf.on.event("rbac.authorization.k8s.io", "v1", "roles", labels=_MANAGED)
-@kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings", labels=_MANAGED)
-@kopf.on.event("", "v1", "pods", labels=_MANAGED)
-async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dict, namespace: str, name: str,
-                      **kwargs) -> None:
+def informer_event(type_: str, body: dict) -> None:
+    """An informer's event (:data:`~pdd_operator.controller.informer.Handler`): a ConfigMap goes to
+    :func:`config_map_event`, every other kind to :func:`child_event`. Runs in the informer's thread."""
+    if body.get("kind") == "ConfigMap":
+        config_map_event(type_, body)
+    else:
+        child_event(type_, body)
+
+
+def child_event(type_: str, body: dict) -> None:
     """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
     changed or was deleted: queue its PDDeployment, unless this is the operator's own apply coming back
     or nothing the cache keeps of it changed (:meth:`~pdd_operator.controller.cache.ClusterCache.observe`:
     a pod that became Running or Ready, whose readiness its Deployment's status counts), or only the
     status of a child whose status no reconcile reads (:func:`status_is_read`: the router's Deployment,
-    a Service).
+    a Service). A deletion an informer's relist found comes without the object
+    (:func:`~pdd_operator.controller.informer.tombstone`): its owner is found from what the cache held.
 
     Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
     preflight verdicts (KVTransportReady).
     """
     kind = body.get("kind")
+    meta = body.get("metadata") or {}
+    namespace, name = meta.get("namespace"), meta.get("name")
+    deleted = type_ == "DELETED"
+    if deleted and "labels" not in meta and "ownerReferences" not in meta:
+        meta = (CACHE.last_known(kind, namespace, name) or {}).get("metadata") or meta
+    labels = meta.get("labels") or {}
     cached = (CACHE.child(kind, namespace, name)
-              if type != "DELETED" and kind != "Pod" and not status_is_read(kind, labels) else None)
-    changed = CACHE.observe(kind, body, deleted=type == "DELETED") and not caching.status_only(cached, body)
-    if CACHE.settle(kind, namespace, name, None if type == "DELETED" else meta.get("resourceVersion")):
+              if not deleted and kind != "Pod" and not status_is_read(kind, labels) else None)
+    changed = CACHE.observe(kind, body, deleted=deleted) and not caching.status_only(cached, body)
+    if CACHE.settle(kind, namespace, name, None if deleted else meta.get("resourceVersion")):
         WATCH_EVENTS.labels(kind, "own").inc()
         return
     if not changed:
@@ -519,12 +571,16 @@ async def child_event(type: str | None, body: kopf.Body, labels: dict, meta: dic
         enqueue(namespace, owner)
 
 
-@kopf.on.event("", "v1", "configmaps")
-async def config_map_event(type: str | None, body: kopf.Body, namespace: str, name: str, meta: dict,
-                           **kwargs) -> None:
-    """A ConfigMap changed: queue the PDDeployments that read their model's config.json from it."""
-    CACHE.observe("ConfigMap", body, deleted=type == "DELETED")
-    CACHE.settle("ConfigMap", namespace, name, None if type == "DELETED" else meta.get("resourceVersion"))
+def config_map_event(type_: str, body: dict) -> None:
+    """A ConfigMap changed (what the cache keeps of it: a referenced one): queue the PDDeployments
+    that read their model's config.json from it."""
+    meta = body.get("metadata") or {}
+    namespace, name = meta.get("namespace"), meta.get("name")
+    deleted = type_ == "DELETED"
+    changed = CACHE.observe("ConfigMap", body, deleted=deleted)
+    CACHE.settle("ConfigMap", namespace, name, None if deleted else meta.get("resourceVersion"))
+    if not changed:  # unreferenced, or listed again unchanged
+        return
     for owner in sorted(CACHE.referenced(namespace, name)):
         enqueue(namespace, owner)
 

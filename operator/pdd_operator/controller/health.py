@@ -6,6 +6,12 @@
   every PDDeployment straight from the apiserver; an object whose listed ``resourceVersion`` the
   watch has not delivered for longer than ``stuck_after`` means the watch is stuck (connected but
   silent, or dead without kopf noticing). The resync loop not running for that long is reported too.
+- :func:`informer_problem`: whether one of the operator's own informers
+  (:mod:`~pdd_operator.controller.informer`) is stuck: every attempt failing for longer than
+  ``stuck_after``, or nothing read (no event, bookmark, list page or watch end) for longer than
+  ``silent_after``, which must exceed a watch's whole life (the apiserver ends each after
+  ``timeoutSeconds``, and a silent connection is dropped by the client's read timeout), so that a
+  healthy informer always makes progress within it.
 - :func:`liveness_failure`: whether such a problem should fail liveness: only while the apiserver
   answers a fresh request as ready. With the apiserver hung or away (stopped, SIGSTOPped, its etcd away) a
   restart cures nothing, and each restart the kubelet makes lengthens its CrashLoopBackOff (up to 5
@@ -85,6 +91,22 @@ class WatchHealth:
                 return (f"the PDDeployment watch has not delivered {key[0]}/{key[1]} as listed {now - since:.0f}s "
                         f"ago ({len(self._behind_since)} object(s) behind)")
         return None
+
+
+def informer_problem(name: str, progress_at: float | None, failing_since: float | None, last_error: str | None,
+                     started_at: float, now: float, stuck_after: float, silent_after: float) -> str | None:
+    """Why the informer ``name`` is stuck (a message), or ``None``. Times are monotonic seconds:
+    ``progress_at`` its last progress (None: none yet), ``failing_since`` the first of the failures in
+    a row that continue now (None: not failing), ``started_at`` when it started. Fails after
+    ``stuck_after`` seconds of failures, or ``silent_after`` seconds without progress (since the start
+    when there was none)."""
+    if failing_since is not None and now - failing_since > stuck_after:
+        return (f"the {name} informer has failed for {now - failing_since:.0f}s"
+                + (f" (last error: {last_error})" if last_error else ""))
+    since = progress_at if progress_at is not None else started_at
+    if now - since > silent_after:
+        return f"the {name} informer has read nothing for {now - since:.0f}s"
+    return None
 
 
 def liveness_failure(problem: str | None, apiserver_answers: Callable[[], bool]) -> str | None:

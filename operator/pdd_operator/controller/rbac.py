@@ -10,8 +10,8 @@ Everything that grants or checks the operator's access derives from :func:`rules
   before it starts and refuses to start when one is missing, naming it
   (:func:`pdd_operator.controller.kube.Kube.missing_access`).
 
-The verbs are those the code calls (read in ``controller/kube.py``, ``handlers.py``, ``webhook.py``
-and kopf 1.45's watcher) and were confirmed on a kube-apiserver's audit log
+The verbs are those the code calls (read in ``controller/kube.py``, ``handlers.py``, ``informer.py``,
+``webhook.py`` and kopf 1.45's watcher) and were confirmed on a kube-apiserver's audit log
 (``/work/shared/docs/helm-gitops-facts.md``, "What the operator calls"). Deliberately absent:
 
 - ``delete`` on anything: children go by garbage collection through their ownerReferences;
@@ -111,7 +111,7 @@ def _merged(*verb_lists: Sequence[str]) -> tuple[str, ...]:
     return tuple(v for v in order if v in verbs) + tuple(sorted(verbs - set(order)))
 
 
-#: The pods verbs: list and watch for the operator (kopf's watch, the status of each role), plus
+#: The pods verbs: list and watch for the operator (its informer, the status of each role), plus
 #: whatever the router Role it creates grants: RBAC escalation prevention refuses to let anyone
 #: grant a verb it does not hold itself ("attempting to grant RBAC permissions not currently held").
 _POD_VERBS = _merged(("list", "watch"), *(r["verbs"] for r in ROUTER_RULES if "pods" in r["resources"]))
@@ -130,20 +130,20 @@ def rules(options: Options) -> list[Rule]:
              "who may update the owner's finalizers"),
         Rule("apps", ("deployments",), ("get", "list", "watch", "create", "patch"), "watched",
              "prefill, decode and router Deployments: server-side apply (authorized as create for a new "
-             "object, patch for an existing one); kopf watches them to restore deleted children"),
+             "object, patch for an existing one); its informer watches them to restore deleted children"),
         Rule("", ("services",), ("get", "list", "watch", "create", "patch"), "watched",
              "engine and router Services, as for Deployments"),
         Rule("", ("pods",), _POD_VERBS, "watched",
-             "kopf watches engine pods (scheduling reasons, preflight verdicts); get because the router "
+             "an informer watches engine pods (scheduling reasons, preflight verdicts); get because the router "
              "Role the operator creates grants it"),
         Rule("", ("configmaps",), ("get", "list", "watch"), "watched",
-             "the model's config.json named by spec.model.configMapRef: kopf watches ConfigMaps (they carry "
+             "the model's config.json named by spec.model.configMapRef: an informer watches ConfigMaps (they carry "
              "no label of the operator's to filter by) and keeps the referenced ones; get for one "
              "referenced before its next watch event"),
         Rule("", ("serviceaccounts",), ("get", "list", "watch", "create", "patch"), "watched",
-             "the router's ServiceAccount (server-side apply); kopf watches it to restore it when deleted"),
+             "the router's ServiceAccount (server-side apply); an informer watches it to restore it when deleted"),
         Rule("rbac.authorization.k8s.io", ("roles", "rolebindings"), ("get", "list", "watch", "create", "patch"),
-             "watched", "the router's Role and RoleBinding (server-side apply); kopf watches them as children"),
+             "watched", "the router's Role and RoleBinding (server-side apply); informers watch them as children"),
         Rule("", ("events",), ("create",), "watched",
              "an Event on the PDDeployment for each status transition (Created, Scaled, RolledOut, Incompatible, "
              "InvalidSpec, a Degraded reason such as ApplyFailed, Recovered; controller/events.py) and a failed "
