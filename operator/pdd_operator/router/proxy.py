@@ -25,10 +25,11 @@ engine reported: vLLM 0.32 keeps the NIXL agent of an engine id it handshook wit
 
 Both legs carry the same ``X-Request-Id`` (generated here) and the client's ``Authorization``. A
 prefill leg that fails (connection error, timeout, 5xx, 429) is retried on another prefill endpoint
-(bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504)
-makes the whole request run again once, under a new id (:mod:`pdd_operator.router.retry`,
-:meth:`Router._completion`); any other failure before the first byte reaches the client is an
-OpenAI-shaped JSON error.
+(bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504),
+or answered that it could not load the prompt's KV (``kv_load_failed``: vLLM's ``finish_reason`` "error"
+before any token; the prefill is then set aside), makes the whole request run again once, under a new id
+and through a new prefill leg (:mod:`pdd_operator.router.retry`, :meth:`Router._completion`); any other
+failure before the first byte reaches the client is an OpenAI-shaped JSON error.
 When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
 aborts a request whose connection closes.
 
