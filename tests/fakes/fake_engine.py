@@ -25,6 +25,23 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+#: vLLM's answer to a request finished with ``finish_reason="error"`` (a failed KV load under
+#: ``kv_load_failure_policy`` "fail"), byte for byte as vLLM 0.26.0 and 0.32.0 serialize it (their own
+#: ``create_error_response``, run; pdd_operator/router/retry.py's docstring has the source): not streamed,
+#: starlette's ``JSONResponse`` (compact) with HTTP 500; streamed, ``json.dumps`` in one SSE event, then
+#: ``[DONE]``.
+GENERATION_ERROR_BODY = b'{"error":{"message":"Internal server error","type":"InternalServerError","param":null,"code":500}}'
+GENERATION_ERROR_EVENT = (b'data: {"error": {"message": "Internal server error", "type": "InternalServerError", '
+                          b'"param": null, "code": 500}}\n\n')
+
+
+def vllm_role_chunk(request_id: str, created: int, model: str) -> bytes:
+    """vLLM's opening chat chunk (``model_dump_json(exclude_unset=True)`` of 0.26.0 and 0.32.0, run)."""
+    return (b'data: {"id":"chatcmpl-' + request_id.encode() + b'","object":"chat.completion.chunk","created":'
+            + str(created).encode() + b',"model":' + json.dumps(model).encode() + b',"choices":[{"index":0,'
+            b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],'
+            b'"prompt_token_ids":null,"prompt_text":null}\n\n')
+
 
 @dataclass
 class FakeEngine:
@@ -69,6 +86,11 @@ class FakeEngine:
         peers: the client address of each completion request (a reused connection shows the same one).
         role_chunk: a streamed chat answer opens with a role-only delta (``{"role": "assistant",
             "content": ""}``), as vLLM's does.
+        unreadable: engine ids of prefills whose KV this decode cannot load (their process died after
+            answering the leg): a request naming one (``remote_engine_id``) is answered as vLLM's decode
+            answers a failed KV load under ``kv_load_failure_policy`` "fail" (:data:`GENERATION_ERROR_BODY`
+            with HTTP 500; streamed, a chat's role chunk, :data:`GENERATION_ERROR_EVENT` and ``[DONE]``),
+            and counted in ``load_failures``.
 
     Tokens are ``tok0 tok1 ...``; a continuation (a prompt, or with ``continue_final_message`` a final
     assistant message, that ends in such tokens) goes on numbering after them, as a model continuing
@@ -101,6 +123,8 @@ class FakeEngine:
     tokenized: list = field(default_factory=list)
     peers: list = field(default_factory=list)
     eof_delay: float = 0.0
+    unreadable: set = field(default_factory=set)
+    load_failures: int = 0
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -212,11 +236,28 @@ class FakeEngine:
             if got != want:
                 return web.json_response({"error": {"message": f"kv_transfer_params {got!r} != issued {want!r} "
                                                                f"for X-Request-Id {rid!r}"}}, status=400)
+        if (body.get("kv_transfer_params") or {}).get("remote_engine_id") in self.unreadable:
+            return await self._kv_load_failed(request, body, rid)
         theirs = (body.get("kv_transfer_params") or {}).get("fake_revision")
         if self.revision and theirs and theirs != self.revision:
             return web.json_response({"error": {"message": f"cross-revision pair: KV of revision {theirs} on a "
                                                            f"decode of revision {self.revision}"}}, status=409)
         return await self._generate(request, body, rid)
+
+    async def _kv_load_failed(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
+        """vLLM's decode answer when the prompt's KV could not be loaded (policy "fail")."""
+        self.load_failures += 1
+        self._notify()
+        if not body.get("stream"):
+            return web.Response(body=GENERATION_ERROR_BODY, status=500, content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        await resp.prepare(request)
+        if request.path.endswith("/chat/completions"):
+            await resp.write(vllm_role_chunk(rid, int(time.time()), str(body.get("model"))))
+        await resp.write(GENERATION_ERROR_EVENT)
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
 
     async def _generate(self, request: web.Request, body: dict, rid: str) -> web.StreamResponse:
         """Produce the tokens (streamed or not) of a request that may be answered."""

@@ -249,3 +249,20 @@ def test_hybrid_decode_prefix_caching_is_off_where_nixl_cannot_keep_it(image, tp
     assert "--no-enable-prefix-caching" not in vllm_args(spec, "prefill")
     found = {f.rule for f in evaluate(spec).findings}
     assert not found & {"hybrid-ssm-prefix-caching", "hybrid-prefix-caching"}, found
+
+
+@pytest.mark.parametrize(("image", "want"), [
+    ("vllm/vllm-openai:v0.12.0", None),  # no such field before 0.13.0
+    ("vllm/vllm-openai:v0.13.0", "fail"),  # vLLM's default is "recompute" in 0.13-0.16: decode would recompute unseen
+    ("vllm/vllm-openai:v0.16.0", "fail"),
+    ("vllm/vllm-openai:v0.17.0", None),  # "fail" is vLLM's own default from 0.17.0: nothing rendered
+    ("vllm/vllm-openai:v0.26.0", None),
+    ("vllm/vllm-openai:v0.32.0", None),
+    ("vllm/vllm-openai:latest", None),  # unknown release: the field may not exist
+])
+def test_decode_fails_a_request_whose_kv_load_failed_so_the_router_reruns_it_through_prefill(image, want):
+    spec = make_spec(engine={"image": image})
+    decode = json.loads(_flag(vllm_args(spec, "decode"), "--kv-transfer-config"))
+    prefill = json.loads(_flag(vllm_args(spec, "prefill"), "--kv-transfer-config"))
+    assert decode.get("kv_load_failure_policy") == want
+    assert "kv_load_failure_policy" not in prefill  # prefill loads nothing

@@ -17,7 +17,12 @@ from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
 from pdd_operator.vllm.args import int_flag, parse_flags
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.must_match import compat_hash  # noqa: F401  (rendered as a pod label)
-from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, resolve_version
+from pdd_operator.vllm.versions import (
+    HYBRID_NIXL_PREFIX_CACHING_SINCE,
+    KV_LOAD_FAILURE_FAIL_DEFAULT_SINCE,
+    KV_LOAD_FAILURE_POLICY_SINCE,
+    resolve_version,
+)
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 
@@ -94,6 +99,14 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     ``kv_role`` is ``kv_producer`` on prefill and ``kv_consumer`` on decode (vLLM >= 0.23 deprecates
     ``kv_both``; 0.33 reads the role for PP and deferred block freeing). User ``extraConfig`` keys are
     merged into ``kv_connector_extra_config``; ``backends`` comes from ``spec.kvTransfer.backends``.
+
+    Decode gets ``kv_load_failure_policy: "fail"`` on the releases whose default is ``"recompute"``
+    (0.13.0-0.16.x, :data:`~pdd_operator.vllm.versions.KV_LOAD_FAILURE_POLICY_SINCE`): a KV load that
+    failed (its prefill died before decode's read) then fails the request before any token, and the
+    router runs it again through a new prefill leg (:mod:`pdd_operator.router.retry`), instead of decode
+    recomputing the prompt unseen. From 0.17.0 ``"fail"`` is vLLM's default and nothing is rendered (so
+    pods of those releases do not change); before 0.13.0, or on an unknown release, there is no such
+    field to set (docs/router.md "KV load failures").
     """
     kt = spec.kv_transfer
     extra = {"backends": list(kt.backends)}
@@ -106,6 +119,10 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     }
     if kt.enable_permute_local_kv:
         out["enable_permute_local_kv"] = True
+    if role == "decode":
+        version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+        if version is not None and KV_LOAD_FAILURE_POLICY_SINCE <= version < KV_LOAD_FAILURE_FAIL_DEFAULT_SINCE:
+            out["kv_load_failure_policy"] = "fail"
     # No engine_id, in push mode either: each vLLM process draws a new one (KVTransferConfig's
     # default, uuid4), so a restarted prefill is a new engine to decode. A fixed id (the pod name,
     # before) came back with a restarted container, and vLLM 0.32's push decode kept registering

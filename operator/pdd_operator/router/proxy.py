@@ -25,10 +25,11 @@ engine reported: vLLM 0.32 keeps the NIXL agent of an engine id it handshook wit
 
 Both legs carry the same ``X-Request-Id`` (generated here) and the client's ``Authorization``. A
 prefill leg that fails (connection error, timeout, 5xx, 429) is retried on another prefill endpoint
-(bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504)
-makes the whole request run again once, under a new id (:mod:`pdd_operator.router.retry`,
-:meth:`Router._completion`); any other failure before the first byte reaches the client is an
-OpenAI-shaped JSON error.
+(bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504),
+or answered that it could not load the prompt's KV (``kv_load_failed``: vLLM's ``finish_reason`` "error"
+before any token; the prefill is then set aside), makes the whole request run again once, under a new id
+and through a new prefill leg (:mod:`pdd_operator.router.retry`, :meth:`Router._completion`); any other
+failure before the first byte reaches the client is an OpenAI-shaped JSON error.
 When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
 aborts a request whose connection closes.
 
@@ -68,10 +69,13 @@ from pdd_operator.api.constants import ROLES, ROUTER_RETRY_ATTEMPTS, ROUTER_RETR
 from pdd_operator.router.endpoints import Endpoint, NoEndpoint, Registry
 from pdd_operator.router.resume import StreamTracker, excluded
 from pdd_operator.router.retry import (
+    ANSWER,
     BAD_ANSWER,
     CONNECT_FAILURE,
     GATEWAY_ERROR,
     GATEWAY_STATUS,
+    HOLD,
+    KV_LOAD_FAILED,
     NOT_CONNECTED,
     PREFILL_STATUS,
     REASONS,
@@ -79,7 +83,9 @@ from pdd_operator.router.retry import (
     RETRY_HEADER,
     RETRY_ON,
     failure_reason,
+    kv_load_failed_answer,
     may_retry,
+    stream_start,
 )
 
 log = logging.getLogger("pdd_operator.router")
@@ -284,15 +290,24 @@ class _LegFailed(Exception):
 
 class _DecodeFailed(Exception):
     """A decode leg (or an engine serving a request alone) failed before the client got a byte of the
-    answer, for a reason worth a retry (``reason``: :func:`~pdd_operator.router.retry.failure_reason`;
-    the engine got the request, so its KV hand-off is spent). ``response``: the client's answer if the
-    request is not sent again; ``endpoint``: the engine that failed."""
+    answer, for a reason worth a retry (``reason``: :func:`~pdd_operator.router.retry.failure_reason`,
+    or ``kv_load_failed``; the engine got the request, so its KV hand-off is spent). ``response``: the
+    client's answer if the request is not sent again; ``endpoint``: the engine that failed; ``kv_from``:
+    the prefill whose KV it was sent to load (``None``: none)."""
 
-    def __init__(self, message: str, response: web.Response, reason: str, endpoint: Endpoint) -> None:
+    def __init__(self, message: str, response: web.Response, reason: str, endpoint: Endpoint,
+                 kv_from: Endpoint | None = None) -> None:
         super().__init__(message)
         self.response = response
         self.reason = reason
         self.endpoint = endpoint
+        self.kv_from = kv_from
+
+    @property
+    def suspect(self) -> Endpoint:
+        """The engine to set aside before the request is sent again: the prefill whose KV could not be
+        loaded (``kv_load_failed``: decode is healthy and said so), else the engine that failed."""
+        return self.kv_from if self.reason == KV_LOAD_FAILED and self.kv_from is not None else self.endpoint
 
 
 class _StreamBroken(_DecodeFailed):
@@ -499,8 +514,9 @@ class Router:
                 else:
                     # The engine had the request: its KV hand-off is spent. A whole new P/D request, under
                     # a new id (the failed one may still hold blocks on prefill), chosen without the engine
-                    # that failed (set aside; with none of its role left, the fallback serves).
-                    self._set_aside(exc.endpoint)
+                    # that failed (set aside; with none of its role left, the fallback serves): for a
+                    # failed KV load that is the prefill, and the new prefill leg goes to another one.
+                    self._set_aside(exc.suspect)
                     retry_id = str(uuid.uuid4())
                     log.warning("request %s: sent again as %s", request_id, retry_id)
                     request_id = retry_id
@@ -538,7 +554,7 @@ class Router:
                 why = "the retry budget is spent"
             await stream.fail(f"{exc} (not resumed: {why})")
             return None
-        self._set_aside(exc.endpoint)
+        self._set_aside(exc.suspect)
         tracker.resume()
         self.metrics.resumed.labels(exc.reason).inc()
         await stream.out.write(f": pdd-resumed attempt={tracker.resumed} tokens={tracker.tokens} "
@@ -593,7 +609,12 @@ class Router:
         return dumps(leg)
 
     async def _prefill_leg(self, ep: Endpoint, path: str, data: bytes, headers: dict) -> dict:
-        """Run one prefill leg; return prefill's JSON answer. Raises :class:`_LegFailed`."""
+        """Run one prefill leg; return prefill's JSON answer. Raises :class:`_LegFailed`.
+
+        A prefill that could not be connected to, or whose connection closed or reset with the leg in
+        hand (a process that died; its KV, if any was handed off, goes with it), is set aside at once
+        (:meth:`_set_aside`); it is chosen again after ``unreachable_seconds``, or at once when no other
+        prefill is left."""
         with _in_flight(ep, self.metrics.prefill_in_flight):
             try:
                 async with self.session.post(
@@ -624,12 +645,13 @@ class Router:
                     return answer
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.metrics.prefill_errors.inc()
-                if isinstance(exc, NOT_CONNECTED):
+                reason = failure_reason("prefill", error=exc)
+                if reason in (CONNECT_FAILURE, RESET):
                     self._set_aside(ep)
                 raise _LegFailed(f"prefill {ep.name}: {_describe(exc)}",
                                  openai_error(502 if not isinstance(exc, asyncio.TimeoutError) else 504,
                                               f"prefill endpoint {ep.name}: {_describe(exc)}", code="upstream_error"),
-                                 failure_reason("prefill", error=exc)) from exc
+                                 reason) from exc
 
     async def _pull(self, request: web.Request, body: dict, headers: dict, request_id: str,
                     push: bool = False, exclude: set[str] = frozenset()) -> web.StreamResponse:
@@ -700,7 +722,8 @@ class Router:
                 self._retried(request, "decode", CONNECT_FAILURE)
             try:
                 result = await self._decode_leg(request, decode, data, headers, request_id,
-                                                stream=bool(body.get("stream")), unreachable_raises=True)
+                                                stream=bool(body.get("stream")), unreachable_raises=True,
+                                                kv_from=prefill if kv else None)
             except _Unreachable as exc:
                 log.warning("request %s: %s", request_id, exc)
                 refused = exc.response
@@ -781,8 +804,8 @@ class Router:
             self.serving_alone = None
 
     async def _decode_leg(self, request: web.Request, ep: Endpoint, data: bytes, headers: dict, request_id: str,
-                          stream: bool, started: list | None = None,
-                          unreachable_raises: bool = False, alone: bool = False) -> web.StreamResponse:
+                          stream: bool, started: list | None = None, unreachable_raises: bool = False,
+                          alone: bool = False, kv_from: Endpoint | None = None) -> web.StreamResponse:
         """Send the decode leg and relay its answer. ``started`` (a list) gets ``True`` appended once
         the client's response is committed (prepared: no other answer can be sent any more). With
         ``unreachable_raises``, a connection that cannot be opened (the request never reached decode)
@@ -793,6 +816,13 @@ class Router:
         502-504: :func:`~pdd_operator.router.retry.failure_reason`) raises :class:`_DecodeFailed`
         carrying the answer the client gets if the request is not sent again
         (:meth:`_completion` decides). After it, a broken stream ends with an SSE error event.
+
+        ``kv_from``: the prefill whose KV decode was sent to load (``None``: a plain request). Then decode's
+        answer that its KV load failed before it generated anything (vLLM's ``finish_reason="error"``
+        answer: :func:`~pdd_operator.router.retry.kv_load_failed_answer` for a whole answer; for a stream,
+        its first events are held until :func:`~pdd_operator.router.retry.stream_start` tells, which costs
+        nothing in time: vLLM sends chat's opening role-only chunk and the first token's together) raises
+        :class:`_DecodeFailed` with reason ``kv_load_failed``, its ``response`` decode's own answer.
 
         ``alone``: ``ep`` (of either role) serves the whole request by itself (:meth:`_alone`): its
         role's in-flight gauge and error counter are used, and every answer, errors too, carries
@@ -805,6 +835,11 @@ class Router:
             extra[FALLBACK_HEADER] = f"{ep.role}-only"
         if request.get(_RETRIED):
             extra[RETRY_HEADER] = ", ".join(request[_RETRIED])
+
+        def kv_load_failed(response: web.Response) -> _DecodeFailed:
+            errors.inc()
+            return _DecodeFailed(f"decode {ep.name} could not load the KV of prefill {kv_from.name} (vLLM "
+                                 "finish_reason error before any token)", response, KV_LOAD_FAILED, ep, kv_from)
 
         def failed(exc: BaseException | None = None, response: web.Response | None = None,
                    status: int | None = None) -> web.Response:
@@ -844,16 +879,30 @@ class Router:
                     except (TimeoutError, aiohttp.ClientError) as exc:
                         errors.inc()
                         return failed(exc)
+                    answer = web.Response(body=raw, status=resp.status, headers=head)
+                    if kv_from is not None and kv_load_failed_answer(resp.status, raw):
+                        raise kv_load_failed(answer)
                     if resp.status >= 500:
                         errors.inc()
-                    return failed(response=web.Response(body=raw, status=resp.status, headers=head),
-                                  status=resp.status)
+                    return failed(response=answer, status=resp.status)
                 content = resp.content
                 try:
                     chunk = await content.readany()
+                    verdict = ANSWER if kv_from is None else stream_start(chunk)
+                    while verdict == HOLD:
+                        more = await content.readany()
+                        if not more:
+                            break
+                        chunk += more
+                        verdict = stream_start(chunk)
                 except (TimeoutError, aiohttp.ClientError) as exc:
                     errors.inc()
                     return failed(exc)
+                if verdict == KV_LOAD_FAILED:
+                    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                        while more := await content.readany():  # its data: [DONE]
+                            chunk += more
+                    raise kv_load_failed(web.Response(body=chunk, status=resp.status, headers=head))
                 client_stream = request.get(_STREAM)
                 if client_stream is not None:
                     return await self._relay_resumable(request, ep, client_stream, resp, chunk, head, started)
@@ -963,7 +1012,8 @@ class Router:
             p_task = asyncio.ensure_future(self._prefill_leg(prefill, path, prefill_data, headers))
             d_task = asyncio.ensure_future(self._decode_leg(request, decode, dumps(decode_body), headers,
                                                             request_id, stream=bool(body.get("stream")),
-                                                            started=started, unreachable_raises=True))
+                                                            started=started, unreachable_raises=True,
+                                                            kv_from=prefill))
             try:
                 done, _ = await asyncio.wait({p_task, d_task}, return_when=asyncio.FIRST_COMPLETED)
                 if started and p_task in done and isinstance(p_task.exception(), _LegFailed):

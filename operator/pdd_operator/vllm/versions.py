@@ -191,6 +191,11 @@ def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, s
 #: equal SSM block counts, 0.23-0.26 'SSM can only have one local block'; 0.21 trims without asserting),
 #: 0.27.0 pairs the SSM state slots by position (read in the released wheels; docs/vllm-source-audit.md).
 HYBRID_NIXL_PREFIX_CACHING_SINCE: Version = (0, 27, 0)
+#: ``KVTransferConfig.kv_load_failure_policy`` (``"recompute"`` or ``"fail"``): first release that has it, and first
+#: whose default is ``"fail"`` (``vllm/config/kv_transfer.py``: ``"recompute"`` in the 0.13.0 and 0.16.0 wheels,
+#: ``"fail"`` in 0.17.0, 0.20.2, 0.26.0 and 0.32.0; vllm-nixl-facts.md section 0).
+KV_LOAD_FAILURE_POLICY_SINCE: Version = (0, 13, 0)
+KV_LOAD_FAILURE_FAIL_DEFAULT_SINCE: Version = (0, 17, 0)
 
 
 def fmt(version: Version | None) -> str:
