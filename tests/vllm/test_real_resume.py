@@ -40,34 +40,16 @@ def trio(vllm_venv: Path, tmp_path_factory):
     name, spec = lp.example_spec(model_dir, "llama")
     model_config = json.loads((model_dir / "config.json").read_text())
     rendered, rendered_router = lp.rendered_containers(name, spec, model_config)
-    ports = lp.local_ports(rendered)
-    used = {p for pair in ports.values() for p in pair}
-    http2 = lp.free_fixed_port(used)
-    side2 = lp.free_fixed_port(used | {http2})
-    local = {
-        "prefill": lp.localize(rendered["prefill"], "prefill", *ports["prefill"]),
-        "decode-a": lp.localize(rendered["decode"], "decode", *ports["decode"]),
-        "decode-b": lp.localize(rendered["decode"], "decode", http2, side2),
-    }
-    binds = lp.core_sets(3)
-    servers: dict[str, lp.Server] = {}
-    router = None
-    try:
-        for i, (key, eng) in enumerate(local.items()):
-            servers[key] = lp.Server(eng, vllm_venv, binds[i], base / f"{key}.log")
-        started = time.monotonic()
-        lp.wait_healthy(list(servers.values()), timeout=900)
+    started = time.monotonic()
+    with lp.run_pair(lp.with_second_engine(rendered, "decode"), vllm_venv, base, timeout=900) as servers:
         print(f"\nthree engines healthy after {time.monotonic() - started:.1f}s")
         router = lp.Router(servers["prefill"].url, f"{servers['decode-a'].url},{servers['decode-b'].url}",
                            base / "router.log", rendered_router)
-        router.wait_healthy()
-        yield {"model": str(model_dir), "servers": servers, "router": router, "base": base, "local": local,
-               "venv": vllm_venv, "binds": binds}
-    finally:
-        if router is not None:
+        try:
+            router.wait_healthy()
+            yield {"model": str(model_dir), "servers": servers, "router": router, "base": base}
+        finally:
             router.stop()
-        for srv in servers.values():
-            srv.stop()
 
 
 def _running(url: str) -> float:
@@ -106,11 +88,9 @@ def _both_decodes_serving(trio) -> None:
     """Restart a decode an earlier test killed (same rendered arguments and ports) and wait until the
     router counts two ready decode endpoints again (its health answer)."""
     servers = trio["servers"]
-    for i, key in enumerate(("decode-a", "decode-b"), start=1):
+    for key in ("decode-a", "decode-b"):
         if servers[key].proc.poll() is not None:
-            servers[key].stop()
-            servers[key] = lp.Server(trio["local"][key], trio["venv"], trio["binds"][i],
-                                     trio["base"] / f"{key}-restarted.log")
+            servers[key] = servers[key].restarted(trio["base"] / f"{key}-restarted.log")
     lp.wait_healthy([servers["decode-a"], servers["decode-b"]], timeout=900)
     deadline = time.monotonic() + 120
     while True:
