@@ -61,9 +61,12 @@ class FakeEngine:
         die_before: the engine drops the connection of every completion request it got before its
             answer begins: ``"head"`` (before the response head, as a process killed with the request
             in hand), ``"first_token"`` (a stream, after its head and before the first token, as a
-            decode killed while it loads the KV), ``"answer"`` (a prefill, after its KV is handed off
-            and ``answer_delay`` passed, as a push prefill killed before its request finished); ``""``:
-            never.
+            decode killed while it loads the KV), ``"first_event"`` (a stream, after its head, a chat's
+            role-only delta and half its first token's event, then waits for ``cut`` to be set and drops
+            the connection: a decode killed as it wrote, after the client had the head), ``"done"`` (a
+            stream, after its last token and before ``[DONE]``), ``"answer"`` (a prefill, after its KV is
+            handed off and ``answer_delay`` passed, as a push prefill killed before its request
+            finished); ``""``: never.
         answer_delay: seconds a prefill waits between handing its KV off (``issued``) and its answer.
         first_token_delay: seconds a streaming answer waits between its head and the first token (as
             vLLM's decode sends its head, then waits for the prompt's KV).
@@ -125,6 +128,7 @@ class FakeEngine:
     eof_delay: float = 0.0
     unreadable: set = field(default_factory=set)
     load_failures: int = 0
+    cut: asyncio.Event = field(default_factory=asyncio.Event)
     _blocks: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def app(self) -> web.Application:
@@ -310,7 +314,16 @@ class FakeEngine:
             chunk = {"id": f"cmpl-{rid}", "created": created, "model": body.get("model"), "choices": [delta]}
             if (body.get("stream_options") or {}).get("continuous_usage_stats"):
                 chunk["usage"] = {"prompt_tokens": 1 + first, "completion_tokens": i + 1, "total_tokens": 2 + first + i}
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            if self.die_before == "first_event":
+                await resp.write(event[:len(event) // 2])
+                await self.cut.wait()
+                request.transport.abort()
+                return resp
+            await resp.write(event)
+        if self.die_before == "done":
+            request.transport.abort()
+            return resp
         await resp.write(b"data: [DONE]\n\n")
         if self.eof_delay:
             await asyncio.sleep(self.eof_delay)

@@ -65,7 +65,8 @@ def test_completion_continuation_carries_prompt_plus_generated_and_the_remaining
         "model": "m", "prompt": "Once upon a", "max_tokens": 8, "min_tokens": 2, "stream": True}
     # vLLM's default max_tokens (16) for completions when the client gave none
     assert continuation_body(COMPLETIONS, {"prompt": "a", "stream": True}, "b", 5)["max_tokens"] == 11
-    assert continuation_body(COMPLETIONS, body, "", 0) is None  # nothing generated yet: a plain retry's job
+    # nothing generated yet (the client got the head only): the request again, whole
+    assert continuation_body(COMPLETIONS, body, "", 0) == body
     assert continuation_body(COMPLETIONS, body, "x" * 10, 10) is None  # no token left
 
 
@@ -224,6 +225,72 @@ def test_with_no_other_decode_a_prefill_continues_the_stream_alone():
                 f"tok{i} " for i in range(10))
             assert p.plain == 1 and bodies(p)[-1]["max_tokens"] == 6  # served alone, counted as the fallback
             assert s.router.metrics.fallback.labels("refused", "prefill")._value.get() == 1
+    run(go())
+
+
+def test_a_decode_dying_after_the_head_before_any_text_is_sent_again_whole_in_the_same_stream():
+    """The client has the response head and a chat's role-only delta but no text when the engine dies
+    mid-event: its half-written event is dropped and the request goes again, whole, in the same stream.
+    Without a ready prefill decode serves alone and its answer is relayed from its first bytes (with a
+    prefill, the router holds a stream until its first whole event: :func:`~pdd_operator.router.retry.
+    stream_start`); before, such a stream ended "not resumed: nothing left to continue". (A completion
+    has no role delta: with nothing relayed, aiohttp has not sent the head either, the same path, which
+    the test cannot tell apart from the outside.)"""
+    path = CHAT
+    async def go():
+        async with stack() as s:
+            dying = await s.engine("dying", "decode", tokens=6, die_before="first_event", role_chunk=True)
+            good = await s.engine("good", "decode", tokens=6, role_chunk=True)
+            await s.start_router(prefill=[], decode=[("dying", "h"), ("good", "h")])
+            _first_choice(s, "dying")
+            body = ({"model": "m", "prompt": "hi", "max_tokens": 6, "stream": True} if path == COMPLETIONS else
+                    {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+                     "max_completion_tokens": 6})
+            async with aiohttp.ClientSession() as c, c.post(s.url + path, json=body) as r:
+                dying.cut.set()  # the client has the head (the router relayed it): now the decode dies
+                status, raw = r.status, await r.read()
+            events = _events(raw)
+            assert status == 200 and events[-1] == "data: [DONE]" and not any('"error"' in e for e in events)
+            assert f": pdd-resumed attempt=1 tokens=0 reason={RESET}" in events
+            chunks = _data(events)
+            if path == CHAT:
+                deltas = [c["choices"][0]["delta"] for c in chunks]
+                assert deltas[0] == {"role": "assistant", "content": ""} and all("role" not in d for d in deltas[1:])
+                text = "".join(d["content"] for d in deltas)
+            else:
+                text = "".join(c["choices"][0]["text"] for c in chunks)
+            assert text == "tok0 tok1 tok2 tok3 tok4 tok5 "
+            assert bodies(good) == [body]  # the client's own request, not a continuation of nothing
+            assert rid(good) != rid(dying) and resumed(s.router) == 1
+    run(go())
+
+
+@pytest.mark.parametrize("path", [COMPLETIONS, CHAT])
+def test_a_stream_cut_after_its_last_token_ends_at_its_length_without_a_continuation(path):
+    """Every token the client asked for was sent and only the finish and ``[DONE]`` were lost: the stream
+    ends with a ``finish_reason: "length"`` chunk and ``[DONE]``, and no engine is asked for more."""
+    async def go():
+        async with stack() as s:
+            await s.engine("p0", "prefill")
+            dying = await s.engine("dying", "decode", tokens=10, die_before="done", role_chunk=True)
+            good = await s.engine("good", "decode", tokens=10)
+            await s.start_router(prefill=[("p0", "h")], decode=[("dying", "h"), ("good", "h")])
+            _first_choice(s, "dying")
+            body = ({"model": "m", "prompt": "hi", "max_tokens": 4, "stream": True} if path == COMPLETIONS else
+                    {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 4})
+            status, _headers, raw = await _stream(s, path, body)
+            events = _events(raw)
+            assert status == 200 and events[-1] == "data: [DONE]" and not any('"error"' in e for e in events)
+            chunks = _data(events)
+            last = chunks[-1]
+            assert last["choices"][0]["finish_reason"] == "length" and last["id"] == f"cmpl-{rid(dying)}"
+            assert last["object"] == ("chat.completion.chunk" if path == CHAT else "text_completion")
+            assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+            key = "delta" if path == CHAT else None
+            text = "".join((c["choices"][0][key].get("content") or "") if key else c["choices"][0]["text"]
+                           for c in chunks)
+            assert text == "tok0 tok1 tok2 tok3 "
+            assert not bodies(good) and resumed(s.router) == 0 and b"pdd-resumed" not in raw
     run(go())
 
 

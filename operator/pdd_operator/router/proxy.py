@@ -534,9 +534,10 @@ class Router:
                       exc: _DecodeFailed) -> dict | None:
         """The client's stream broke (``exc``) after it got part of the answer: the continuation to send
         (:mod:`pdd_operator.router.resume`), counted as one of the request's retries and marked at the
-        join with an SSE comment; or ``None`` when it cannot go on (nothing left to generate, what was sent
-        cannot be continued, the retry budget is spent): the stream is then ended (``[DONE]`` when the
-        answer had finished, else an error event)."""
+        join with an SSE comment (with no text sent yet, the request itself); or ``None`` when the stream
+        ends here: ``[DONE]`` when the answer had finished; a ``finish_reason: "length"`` chunk and
+        ``[DONE]`` when every token asked for was sent; an error event when what was sent cannot be
+        continued or the retry budget is spent."""
         tracker = stream.tracker
         if tracker.finished:
             # the answer was complete (its finish_reason sent); only the end was lost
@@ -544,11 +545,16 @@ class Router:
             return None
         if tracker.unsupported is None and not tracker.exact and tracker.text:
             tracker.counted(await self._count_tokens(request, body, tracker.text, exc.endpoint))
-        cont = tracker.continuation(request.path, body) if tracker.unsupported is None else None
-        if cont is None or not self._retry(request, exc.endpoint.role, exc.reason):
-            if cont is None:
-                why = tracker.unsupported or "nothing left to continue"
-            elif exc.reason not in RETRY_ON:
+        if tracker.unsupported is not None:
+            await stream.fail(f"{exc} (not resumed: {tracker.unsupported})")
+            return None
+        cont = tracker.continuation(request.path, body)
+        if cont is None:
+            # every token the client asked for was sent; only the finish_reason and the end were lost
+            await stream.out.write_eof(tracker.length_end())
+            return None
+        if not self._retry(request, exc.endpoint.role, exc.reason):
+            if exc.reason not in RETRY_ON:
                 why = f"a {exc.reason} is not retried"
             else:
                 why = "the retry budget is spent"

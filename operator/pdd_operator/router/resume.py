@@ -255,6 +255,19 @@ class StreamTracker:
         if tokens is not None and not self.exact:
             self.tokens = max(self.tokens, tokens)
 
+    def length_end(self) -> bytes:
+        """The events that end a stream whose token budget was spent before its engine sent the
+        ``finish_reason``: a last chunk with no text and ``finish_reason: "length"`` (vLLM's shape for
+        the choice, ``completion/protocol.py`` / ``chat_completion/protocol.py``, 0.32) under the
+        stream's ``id``/``created``/``model``, and ``data: [DONE]``. A usage chunk asked for with
+        ``stream_options.include_usage`` is not made up."""
+        choice = ({"index": 0, "delta": {"content": ""}} if self.chat else {"index": 0, "text": ""})
+        choice.update(logprobs=None, finish_reason="length", stop_reason=None)
+        chunk = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                 "created": self.created, "model": self.model, "choices": [choice]}
+        self.finished = True
+        return b"data: " + orjson.dumps(chunk) + b"\n\n" + DONE + b"\n\n"
+
     def continuation(self, path: str, body: dict) -> dict | None:
         """:func:`continuation_body` of what was sent so far."""
         return continuation_body(path, body, self.text, self.tokens)
@@ -262,8 +275,10 @@ class StreamTracker:
 
 def continuation_body(path: str, body: dict, text: str, tokens: int) -> dict | None:
     """The request that continues a stream which sent ``text`` (``tokens`` tokens) of the answer to
-    ``body`` (module docstring), or ``None`` when nothing may be continued (no text yet, or no token
-    budget left).
+    ``body`` (module docstring), or ``None`` when no token budget is left (the answer is complete at
+    its length limit: :meth:`StreamTracker.length_end`). With no text sent yet (the client got the
+    response head, and a chat's role-only delta, before the engine died) it is ``body`` itself, sent
+    again whole.
 
     Args:
         path: ``/v1/completions`` or ``/v1/chat/completions``.
@@ -271,9 +286,9 @@ def continuation_body(path: str, body: dict, text: str, tokens: int) -> dict | N
         text: the generated text the client got.
         tokens: how many tokens that was.
     """
-    if not text:
-        return None
     cont = dict(body)
+    if not text:
+        return cont
     for key in ("max_tokens", "max_completion_tokens"):
         limit = body.get(key, 16 if key == "max_tokens" and not path.endswith("/chat/completions") else None)
         if isinstance(limit, int):
