@@ -306,6 +306,21 @@ def check_speculative_complete(pair: PDPair) -> list[Violation]:
 #: Revisions that move (a branch): the same name may resolve to either pinned commit of the other role.
 _MOVING_REVISIONS = {"main", "master", "head"}
 
+#: The revision the Hugging Face Hub loads when none is given: huggingface_hub ``constants.DEFAULT_REVISION``,
+#: which ``hf_hub_download`` and ``snapshot_download`` put in place of ``revision=None`` (huggingface_hub 0.x-1.x,
+#: the client vLLM 0.9-0.33 downloads weights and config with).
+HUB_DEFAULT_REVISION = "main"
+
+
+def effective_revision(role: RoleConfig) -> str | None:
+    """The revision ``role`` loads: its ``--revision``, or the Hub's default branch (:data:`HUB_DEFAULT_REVISION`)
+    when unset. None when unset and the weights come from ModelScope (``VLLM_USE_MODELSCOPE``; its default branch is
+    not the Hub's), so an unset revision is then compared as written."""
+    if role.revision:
+        return role.revision
+    modelscope = role.env.get("VLLM_USE_MODELSCOPE", "").lower() in ("1", "true", "yes", "on")
+    return None if modelscope else HUB_DEFAULT_REVISION
+
 
 @rule(
     id="model-revision-mismatch", family="model-mismatch", severity="error",
@@ -314,16 +329,18 @@ _MOVING_REVISIONS = {"main", "master", "head"}
             "open, proposes it): the handshake passes and decode continues from KV of other weights. With "
             "HF_HUB_OFFLINE=1, vllm/engine/arg_utils.py (seen in 0.26.0 and 0.32.0) replaces the model id by the "
             "revision's snapshot path, which the hash does include: the handshake refuses the pair "
-            "(docs/conformance.md revision-refused)"),
+            "(docs/conformance.md revision-refused). An unset revision is the Hub's main (huggingface_hub "
+            "DEFAULT_REVISION in hf_hub_download / snapshot_download), so main against none is equal"),
 )
 def check_model_revision_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the same model revision (vLLM does not compare it).
 
     Two pinned revisions that differ load different weights: an error (wrong output on every request).
-    When one side is unset or a branch (``main``) it may resolve to the other's commit: a warning.
+    When one side is unset or a branch (``main``) it may resolve to the other's commit: a warning. An unset revision
+    is the Hub's ``main`` (:func:`effective_revision`), so ``--revision main`` against none is no difference.
     """
     p, d = pair.prefill.revision, pair.decode.revision
-    if p == d:
+    if p == d or effective_revision(pair.prefill) == effective_revision(pair.decode):
         return []
     pinned = all(r and r.lower() not in _MOVING_REVISIONS for r in (p, d))
     offline = all(r.env.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") for r in pair.roles)
