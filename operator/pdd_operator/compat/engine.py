@@ -8,7 +8,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
-from pdd_operator.compat.rules.base import in_manifest_terms, manifest_fields
+from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields
 from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
 from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
@@ -98,10 +98,14 @@ def evaluate(
         rules = tuple(rule for rule in rules if rule.without_connector)
     rules, opaque = _runnable(pair, rules)
     findings: list[Finding] = []
+    undecided: list[str] = []
     for rule in rules:
         if rule.check is None or (rule.version_bounded and version is None) or not rule.applies_to(version):
             continue
         for message, fix, *severity in rule.check(pair):
+            if severity == [NOT_CHECKED]:
+                undecided.append(f"{rule.id} cannot be decided: {message} {_in_terms(pair, fix)}")
+                continue
             findings.append(_finding(pair, rule, message, _in_terms(pair, fix), *severity))
     skipped: list[str] = []
     unchecked = ""
@@ -118,7 +122,7 @@ def evaluate(
             source="vllm-nixl-facts.md section 0",
         ))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
-    unchecked = " ".join(x for x in (opaque, unchecked) if x)
+    unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
 
@@ -191,7 +195,13 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
              else f"every release from {lowest} to 0.33")
     findings: list[Finding] = []
     skipped: list[str] = []
+    unchecked_rules: list[str] = []
     for p in probed:
+        if p.undecided:
+            unchecked_rules.append(f"{p.rule.id} cannot be decided (vLLM {spans(p.undecided, grid)}): "
+                                   f"{p.undecided_why}")
+        if not (p.refuses or p.warns):
+            continue
         everywhere = set(p.refuses or p.warns) == set(grid)
         if certain and p.refuses or everywhere:
             where = scope if everywhere else f"vLLM {spans(p.refuses, grid)}"
@@ -211,6 +221,9 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
                + ", ".join(f"{p.rule.id} (vLLM {spans(p.refuses, grid)})" for p in undecided) + ".")
         unchecked = f"{why} {_in_terms(pair, _PIN)}"
         parts.append(f"Not checked, because {why}")
+    if unchecked_rules and not certain:
+        parts.append("Not checked: " + " ".join(unchecked_rules))
+        unchecked = " ".join(x for x in (unchecked, *unchecked_rules) if x)
     warn_only = [i for i in skipped if all(p.rule.id != i or not p.refuses for p in probed)]
     if warn_only:
         parts.append(f"These rules warn on some releases and were not evaluated: {', '.join(warn_only)}.")

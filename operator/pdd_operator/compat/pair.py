@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
@@ -69,6 +70,9 @@ class RoleConfig:
         host_network: the pod uses the host network.
         resources: the container's resource limits (requests where no limit), as strings.
         capabilities: Linux capabilities added to the container.
+        privileged: the container is privileged (``securityContext.privileged``): the runtime gives it every
+            capability, IPC_LOCK and SYS_RESOURCE included (Kubernetes "Configure a Security Context": "processes
+            in privileged containers get almost the same privileges ... as processes outside a container").
         run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         dra_claims: names of DRA resource claims the container uses.
@@ -98,13 +102,14 @@ class RoleConfig:
         container: the container name, for fixes that speak of the user's manifest.
         launcher: the module that starts vLLM when it is not vLLM itself (``dynamo.vllm``), else ``""``.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
-        dp_local: ``--data-parallel-size-local`` (DP ranks in this pod), if given.
+        dp_local: the DP ranks (engine cores) the engine starts in this pod
+            (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
         dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
         memlock_ulimit: ``(soft, hard)`` memlock limits the container's script sets with ``ulimit -l`` before
             this engine (:func:`~pdd_operator.vllm.script.memlock_ulimit`), or ``None``.
-        spans_nodes: the arguments place ranks of this engine on other nodes (``--nnodes`` > 1,
-            ``--headless``, ``--data-parallel-address``, ``--data-parallel-start-rank``).
+        spans_nodes: the arguments place ranks of this engine on other nodes
+            (:func:`~pdd_operator.compat.data_parallel.spans_nodes`).
         pod_group: pods one instance of this engine spans (LeaderWorkerSet size, StormService podGroupSize);
             1 for a plain pod.
         ray_cluster: the container starts or joins a Ray cluster (``ray start``, vLLM's
@@ -137,6 +142,7 @@ class RoleConfig:
     host_network: bool = False
     resources: dict[str, str] = field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
+    privileged: bool = False
     run_as_non_root: bool = False
     extra_args: tuple[str, ...] = ()
     dra_claims: tuple[str, ...] = ()
@@ -424,6 +430,7 @@ def role_from_container(
         host_network=bool(pod_spec.get("hostNetwork")),
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
+        privileged=sc.get("privileged") is True,
         run_as_non_root=non_root,
         dra_claims=tuple(c.get("name", "") for c in (res.get("claims") or [])),
         networks=networks,
@@ -440,14 +447,13 @@ def role_from_container(
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
         executor=text("--distributed-executor-backend"),
-        dp_local=int_flag(flags, "--data-parallel-size-local", None),
+        dp_local=local_data_parallel(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),
         memlock_ulimit=memlock_ulimit(written, launch.line),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
-        spans_nodes=((int_flag(flags, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
-                     or any(f in flags for f in ("--data-parallel-address", "--data-parallel-start-rank"))),
+        spans_nodes=spans_nodes(flags),
     )
 
 

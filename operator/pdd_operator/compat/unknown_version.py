@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules import Rule, Violation
+from pdd_operator.compat.rules.base import NOT_CHECKED
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, Version, dev_build_floor, fmt
 
 
@@ -66,8 +67,11 @@ class Probed:
         rule: the rule.
         refuses: the probed releases where it reports an error (ascending).
         warns: the probed releases where it reports only warnings.
-        version: the lowest release where it reports an error (else a warning).
+        version: the lowest release where it reports an error (else a warning; else where it cannot decide).
         violations: what it reports there, each ``(message, fix, severity)``.
+        undecided: the probed releases where it cannot decide the pair (a ``NOT_CHECKED`` violation,
+            :data:`~pdd_operator.compat.rules.base.NOT_CHECKED`).
+        undecided_why: the first such violation's message and fix.
     """
 
     rule: Rule
@@ -75,6 +79,8 @@ class Probed:
     warns: tuple[Version, ...]
     version: Version
     violations: tuple[tuple[str, str, str], ...]
+    undecided: tuple[Version, ...] = ()
+    undecided_why: str = ""
 
 
 def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Probed]:
@@ -86,20 +92,25 @@ def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Pr
     for rule in rules:
         if rule.check is None or not rule.version_bounded:
             continue
-        refuses, warns = [], []
+        refuses, warns, undecided = [], [], []
+        why = ""
         seen: dict[Version, tuple[tuple[str, str, str], ...]] = {}
         for version in grid:
             if not rule.applies_to(version):
                 continue
             found: list[Violation] = rule.check(pairs[version])
-            if not found:
-                continue
             violations = tuple((v[0], v[1], v[2] if len(v) > 2 else rule.severity) for v in found)
+            if any(s == NOT_CHECKED for *_, s in violations):
+                undecided.append(version)
+                why = why or next(f"{m} {f}" for m, f, s in violations if s == NOT_CHECKED)
+                violations = tuple(v for v in violations if v[2] != NOT_CHECKED)
+            if not violations:
+                continue
             seen[version] = violations
             (refuses if any(s == "error" for *_, s in violations) else warns).append(version)
-        if seen:
-            first = refuses[0] if refuses else warns[0]
-            out.append(Probed(rule, tuple(refuses), tuple(warns), first, seen[first]))
+        if seen or undecided:
+            first = refuses[0] if refuses else warns[0] if warns else undecided[0]
+            out.append(Probed(rule, tuple(refuses), tuple(warns), first, seen.get(first, ()), tuple(undecided), why))
     return out
 
 

@@ -16,12 +16,14 @@ from pdd_operator.api.spec import Architecture, SSMKind
 
 @dataclass(frozen=True)
 class ModelTraits:
-    """What the rules need to know about a model: its family and, if hybrid SSM, the SSM kind."""
+    """What the rules need to know about a model: its family and, if hybrid SSM, the SSM kind; ``head_size``
+    (the attention head dimension, vLLM's ``model_config.get_head_size()``) where known."""
 
     architecture: Architecture | None
     ssm_kind: SSMKind | None = None
     source: str = "unknown"
     sliding_window: bool = False
+    head_size: int | None = None
 
     @property
     def needs_hma(self) -> bool:
@@ -91,6 +93,19 @@ HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
     "Gemma3ForCausalLM": (A.DENSE, None),
     "Phi3ForCausalLM": (A.DENSE, None),
     "GraniteForCausalLM": (A.DENSE, None),
+    # Plain decoder families of vLLM's model registry (vllm/model_executor/models/registry.py: opt.py, gpt2.py,
+    # gpt_j.py, gpt_neox.py, falcon.py, bloom.py, starcoder2.py, gpt_bigcode.py, phi.py): per-head K/V attention
+    # over every layer, no MLA latent, no Mamba or linear-attention state.
+    "OPTForCausalLM": (A.DENSE, None),
+    "GPT2LMHeadModel": (A.DENSE, None),
+    "GPTJForCausalLM": (A.DENSE, None),
+    "GPTNeoXForCausalLM": (A.DENSE, None),
+    "FalconForCausalLM": (A.DENSE, None),
+    "RWForCausalLM": (A.DENSE, None),
+    "BloomForCausalLM": (A.DENSE, None),
+    "Starcoder2ForCausalLM": (A.DENSE, None),
+    "GPTBigCodeForCausalLM": (A.DENSE, None),
+    "PhiForCausalLM": (A.DENSE, None),
     # multimodal
     "LlavaForConditionalGeneration": (A.MULTIMODAL, None),
     "LlavaNextForConditionalGeneration": (A.MULTIMODAL, None),
@@ -131,8 +146,32 @@ MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] 
     (re.compile(r"mixtral|qwen\d?(\.\d)?-.*a\d+b|gpt-oss|glm-4\.[5-7]|minimax-m2|llama-?4", re.I), A.MOE, None),
     (re.compile(r"llava|-vl-|vision", re.I), A.MULTIMODAL, None),
     (re.compile(r"(^|/)(t5|flan-t5|bart|whisper)", re.I), A.ENCODER_DECODER, None),
+    (re.compile(r"(^|/)(opt-\d|distilgpt2|gpt2|gpt-j|gpt-neox|pythia|bloom|starcoder2?|santacoder|falcon-?(\d|40b|7b|180b|rw)"
+                r"|phi-?[1-4])", re.I), A.DENSE, None),
     (re.compile(r"llama|mistral|gemma|qwen|phi-", re.I), A.DENSE, None),
 ]
+
+#: config.json ``model_type`` -> family, for a config whose ``architectures`` entry is not in
+#: :data:`HF_ARCHITECTURES` (transformers' model types of the plain decoder families above).
+MODEL_TYPES: dict[str, Architecture] = {
+    **{t: A.DENSE for t in ("opt", "gpt2", "gptj", "gpt_neox", "falcon", "bloom", "starcoder2", "gpt_bigcode", "phi",
+                            "phi3", "llama", "mistral", "qwen2", "qwen3", "granite", "gemma")},
+    **{t: A.MOE for t in ("mixtral", "qwen2_moe", "qwen3_moe", "dbrx")},
+}
+
+#: Head sizes of Hugging Face model ids whose config.json the checker does not need to be given: each checkpoint's
+#: ``hidden_size / num_attention_heads`` (OPT: facebook/opt-* configs; GPT-2: ``n_embd / n_head``).
+_HEAD_SIZES: list[tuple[re.Pattern[str], int]] = [
+    (re.compile(r"(^|/)opt-(125m|350m|1\.3b)\b", re.I), 64),
+    (re.compile(r"(^|/)opt-2\.7b\b", re.I), 80),
+    (re.compile(r"(^|/)opt-(6\.7b|13b|30b|66b)\b", re.I), 128),
+    (re.compile(r"(^|/)(distilgpt2|gpt2(-medium|-large|-xl)?)$", re.I), 64),
+]
+
+
+def head_size_of(model_name: str) -> int | None:
+    """The attention head size of a well-known Hugging Face model id (:data:`_HEAD_SIZES`), else ``None``."""
+    return next((size for pattern, size in _HEAD_SIZES if pattern.search(model_name or "")), None)
 
 
 def traits(
@@ -161,7 +200,7 @@ def traits(
         kind = explicit_kind
         if kind is None and derived is not None and derived[0] == explicit_arch:
             kind = derived[1]
-        return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding)
+        return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding, head_size_of(model_name))
     if derived is not None:
-        return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding)
-    return ModelTraits(None, explicit_kind, "unknown", sliding)
+        return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding, head_size_of(model_name))
+    return ModelTraits(None, explicit_kind, "unknown", sliding, head_size_of(model_name))

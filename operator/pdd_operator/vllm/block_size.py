@@ -18,9 +18,11 @@ state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS M
   overrides it, so the size is 16 whatever backend is chosen.
 - **From 0.29.0, CUDA**: FLASH_ATTN's ``get_preferred_block_size`` returns 128 (``FA4_HD256_PAGE_SIZE``) for a head
   size of 256 when FlashAttention 4 runs it, which ``fa_utils.uses_fa4_hd256_kernel`` allows on compute capability
-  10.x/11.x only; from 0.31.0 also 64 for an fp8 KV cache with head size 512 on 9.x. The GPU and the head size are
-  not in a manifest, so the size is pinned only where ``--attention-backend`` names a backend that keeps 16
-  (FLASHINFER, TRITON_ATTN, FLEX_ATTENTION, TREE_ATTN, TURBOQUANT); otherwise 16 is only the likely size.
+  10.x/11.x only; from 0.31.0 also 64 for an fp8 KV cache with head size 512 on 9.x (0.32.0 flash_attn.py
+  ``_get_fa4_hd256_block_size``, ``_get_sm90_fa4_fp8_kv_block_size``). The GPU is not in a manifest, so the size
+  is pinned where the model's head size is known and neither 256 nor 512 (every other head size keeps 16 on every
+  GPU), or where ``--attention-backend`` names a backend that keeps 16 (FLASHINFER, TRITON_ATTN, FLEX_ATTENTION,
+  TREE_ATTN, TURBOQUANT); otherwise 16 is only the likely size.
 - **From 0.19.0, ROCm**: rocm.py picks the backend by priority, and ROCM_AITER_UNIFIED_ATTN (preferred size 64) is
   among them when the AITER package is found and supports the GPU (``_aiter_ops.is_aiter_found_and_supported``), a
   fact of the image and hardware: 16 only likely.
@@ -29,6 +31,9 @@ state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS M
   ``update_block_size_for_backend`` asks the backends for their preference from 128; a plain-attention model runs
   CPU_ATTN on the CPU (``get_attn_backend_cls``), which accepts multiples of 32, so 128 stays.
 - Other platforms pick their own (``xpu.py`` 64, ``tpu.py`` the Pallas page size): not described.
+
+With the version unknown, the size is the one every release from 0.9.0 to 0.33 gives, where they all agree (16 on
+CUDA for a plain-attention model whose head size is known and not 256 or 512).
 
 :func:`default_block_size` gives the pinned size (what an error may rest on), :func:`likely_block_size` the size most
 engines get and what else it depends on (what a warning says).
@@ -40,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pdd_operator.vllm.architectures import Architecture
-from pdd_operator.vllm.versions import Version, image_repository, is_cpu_image
+from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, Version, image_repository, is_cpu_image
 
 #: Device-plugin resources of the CUDA and ROCm platforms (NVIDIA's and AMD's GPU device plugins).
 CUDA_RESOURCES = ("nvidia.com/gpu",)
@@ -74,7 +79,16 @@ CPU_DEFAULT_SINCE: Version = (0, 11, 1)
 #: ``get_preferred_block_size`` and 16 among their supported kernel block sizes). FLASH_ATTN is one before 0.29.
 SIXTEEN_BACKENDS = frozenset({"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN", "TURBOQUANT"})
 
+#: Head sizes for which FLASH_ATTN prefers another size than 16 on some GPUs (0.29+: 256 under FA4 on 10.x/11.x;
+#: 0.31+: 512 with an fp8 KV cache on 9.x).
+FA4_HEAD_SIZES = frozenset({256, 512})
+
 _CUDA, _ROCM, _CPU = "cuda", "rocm", "cpu"
+
+#: The releases an unknown version is judged over: every release line, and each threshold above.
+_RELEASES: tuple[Version, ...] = tuple(sorted(
+    {(0, m, 0) for m in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1)}
+    | {CPU_DEFAULT_SINCE, ROCM_AITER_ENV_SINCE, ROCM_BACKEND_SINCE, FA4_PAGE_SINCE}))
 
 
 @dataclass(frozen=True)
@@ -117,18 +131,22 @@ def _env_on(env: Mapping[str, str], name: str) -> bool:
 
 def likely_block_size(
     version: Version | None, image: str, resources: Mapping[str, str], family: Architecture | None,
-    env: Mapping[str, str] | None = None, attention_backend: str | None = None,
+    env: Mapping[str, str] | None = None, attention_backend: str | None = None, head_size: int | None = None,
 ) -> LikelyBlockSize:
     """The block size in tokens an engine without ``--block-size`` runs with (module docstring), and what would
     change it where vLLM's code does not pin it from the manifest.
 
-    version: the engine's vLLM version; image: its container image; resources: the container's resource limits
-    (names to quantities); family: the model's family; env: the container's literal environment;
-    attention_backend: ``--attention-backend`` (or ``backend`` of ``--attention-config``), if given.
+    version: the engine's vLLM version (``None``: unknown, judged over every release, module docstring); image:
+    its container image; resources: the container's resource limits (names to quantities); family: the model's
+    family; env: the container's literal environment; attention_backend: ``--attention-backend`` (or ``backend``
+    of ``--attention-config``), if given; head_size: the model's attention head size, if known.
     """
+    if version is None:
+        found = {likely_block_size(v, image, resources, family, env, attention_backend, head_size) for v in _RELEASES}
+        return found.pop() if len(found) == 1 else LikelyBlockSize(None)
     env = env or {}
     platform = vllm_platform(image, resources)
-    if version is None or family not in PLAIN_ATTENTION or platform is None:
+    if family not in PLAIN_ATTENTION or platform is None:
         return LikelyBlockSize(None)
     if platform == _CPU:
         return LikelyBlockSize(CPU_DEFAULT if version >= CPU_DEFAULT_SINCE else None)
@@ -141,7 +159,8 @@ def likely_block_size(
         aiter = version >= ROCM_AITER_ENV_SINCE and _env_on(env, "VLLM_ROCM_USE_AITER") and _env_on(
             env, "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION")
         return LikelyBlockSize(ROCM_AITER_UNIFIED if aiter else GPU_DEFAULT)
-    if version < FA4_PAGE_SINCE or backend in SIXTEEN_BACKENDS:
+    if version < FA4_PAGE_SINCE or backend in SIXTEEN_BACKENDS or (
+            head_size is not None and head_size not in FA4_HEAD_SIZES):
         return LikelyBlockSize(GPU_DEFAULT)
     return LikelyBlockSize(GPU_DEFAULT, (
         "vLLM picks it from the attention backend: FLASH_ATTN prefers 128 for a head size of 256 under "
@@ -152,10 +171,10 @@ def likely_block_size(
 
 def default_block_size(
     version: Version | None, image: str, resources: Mapping[str, str], family: Architecture | None,
-    env: Mapping[str, str] | None = None, attention_backend: str | None = None,
+    env: Mapping[str, str] | None = None, attention_backend: str | None = None, head_size: int | None = None,
 ) -> int | None:
     """The block size in tokens an engine without ``--block-size`` runs with where vLLM's code pins it from what
     the manifest says (:func:`likely_block_size` with nothing else deciding it), else ``None``. Arguments as for
     :func:`likely_block_size`."""
-    likely = likely_block_size(version, image, resources, family, env, attention_backend)
+    likely = likely_block_size(version, image, resources, family, env, attention_backend, head_size)
     return likely.size if not likely.depends_on else None

@@ -8,10 +8,10 @@ number of KV heads and Mamba2 ``n_groups`` without relying on name tables.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pdd_operator.api.spec import Architecture, SSMKind
-from pdd_operator.vllm.architectures import HF_ARCHITECTURES, ModelTraits, traits
+from pdd_operator.vllm.architectures import HF_ARCHITECTURES, MODEL_TYPES, ModelTraits, traits
 
 #: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
 #: "ConfigMaps": "The data stored in a ConfigMap cannot exceed 1 MiB"). Real config.json files are
@@ -75,6 +75,19 @@ class ModelFacts:
     num_kv_heads: int | None = None
     n_groups: int | None = None
     sliding_window: bool = False
+    head_size: int | None = None
+
+
+def _head_size(text: dict) -> int | None:
+    """The attention head size vLLM computes (``ModelConfig.get_head_size``: ``head_dim`` where the config gives
+    one, else ``hidden_size // num_attention_heads``; GPT-2 and Bloom name them ``n_embd``/``n_head``), or
+    ``None``."""
+    if isinstance(text.get("head_dim"), int) and not isinstance(text.get("head_dim"), bool):
+        return text["head_dim"]
+    hidden = next((text[k] for k in ("hidden_size", "n_embd", "d_model") if isinstance(text.get(k), int)), None)
+    heads = next((text[k] for k in ("num_attention_heads", "n_head", "num_heads") if isinstance(text.get(k), int)),
+                 None)
+    return hidden // heads if hidden and heads and hidden % heads == 0 else None
 
 
 def _text_config(config: dict) -> dict:
@@ -92,13 +105,15 @@ def facts_from_config(config: dict) -> ModelFacts:
     vision settings (multimodal); ``kv_lora_rank`` (MLA) and ``index_topk`` (sparse MLA);
     ``hybrid_override_pattern`` with ``M`` (NemotronH: Mamba2), ``layer_types`` with
     ``linear_attention`` (Qwen3-Next / Qwen3.5: GDN), ``layers_block_type`` with ``mamba``
-    (Jamba: Mamba1), ``mamba_n_groups``/``n_groups``; expert counts (MoE); ``num_key_value_heads``.
+    (Jamba: Mamba1), ``mamba_n_groups``/``n_groups``; expert counts (MoE); ``num_key_value_heads``;
+    ``model_type`` (:data:`~pdd_operator.vllm.architectures.MODEL_TYPES`) where ``architectures[0]`` is not in the
+    table; the head size (:func:`_head_size`).
     """
     archs = config.get("architectures")
     hf_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     text = _text_config(config)
     table = HF_ARCHITECTURES.get(hf_arch or "")
-    arch, kind = (table if table else (None, None))
+    arch, kind = (table if table else (MODEL_TYPES.get(str(config.get("model_type") or "")), None))
     types = text.get("layer_types") or text.get("layers_block_type")
     layer_types = [str(t).lower() for t in types] if isinstance(types, list) else []
     pattern = str(text.get("hybrid_override_pattern") or "")
@@ -125,7 +140,7 @@ def facts_from_config(config: dict) -> ModelFacts:
     sliding = bool(text.get("sliding_window") or text.get("attention_chunk_size")
                    or any("sliding" in t or "chunked" in t for t in layer_types))
     return ModelFacts(
-        hf_architecture=hf_arch, architecture=arch, ssm_kind=kind, sliding_window=sliding,
+        hf_architecture=hf_arch, architecture=arch, ssm_kind=kind, sliding_window=sliding, head_size=_head_size(text),
         num_kv_heads=int(heads) if isinstance(heads, int) else None,
         n_groups=int(groups) if isinstance(groups, int) else None,
     )
@@ -150,12 +165,14 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
     facts = facts_from_config(model_config) if model_config else None
     if facts is not None and model.architecture is None and facts.architecture is not None:
         model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, "config.json",
-                                   facts.sliding_window)
+                                   facts.sliding_window, facts.head_size)
     else:
         hf = model.hf_architecture or (facts.hf_architecture if facts else None)
         model_traits = traits(model.architecture, model.ssm_kind, hf, model.name)
         if facts is not None and facts.sliding_window and not model_traits.sliding_window:
-            model_traits = ModelTraits(model_traits.architecture, model_traits.ssm_kind, model_traits.source, True)
+            model_traits = replace(model_traits, sliding_window=True)
+        if facts is not None and facts.head_size is not None:
+            model_traits = replace(model_traits, head_size=facts.head_size)
     return ResolvedModel(
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),

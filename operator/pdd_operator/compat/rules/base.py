@@ -16,8 +16,13 @@ from pdd_operator.compat.pair import PDPair
 from pdd_operator.vllm.versions import Version, fmt
 
 #: One violation: ``(message, fix)``, or ``(message, fix, "warning")`` where an error rule is not certain for
-#: this pair (a rule may lower its severity, never raise it); the fix speaks of the fields the user wrote.
+#: this pair (a rule may lower its severity, never raise it), or ``(message, fix, NOT_CHECKED)`` where the rule
+#: cannot decide the pair from what the files say (the message says what it rests on); the fix speaks of the
+#: fields the user wrote.
 Violation = tuple[str, str] | tuple[str, str, str]
+#: The severity of a violation the rule cannot decide: not a finding, it makes the pair "not checked"
+#: (:attr:`pdd_operator.compat.engine.CompatReport.unchecked`), so ``pdd check`` exits 3, not 0.
+NOT_CHECKED = "not-checked"
 Check = Callable[[PDPair], list[Violation]]
 
 

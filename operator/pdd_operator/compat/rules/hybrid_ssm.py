@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt
 
 _V020 = (0, 20, 0)
@@ -109,7 +109,22 @@ def check_ssm_kind_known(pair: PDPair) -> list[Violation]:
     since=_V020, example="kvCache: {ssmConvStateLayout: SD}",
 )
 def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
-    """Hybrid SSM engines use the DS conv-state layout."""
+    """Hybrid SSM engines use the DS conv-state layout. Where the model's architecture is unknown and the two roles'
+    layouts differ (DS on one only), the verdict rests on whether the model has Mamba or linear-attention layers
+    (the role without DS then fails the assert at startup; a model without them never reads the variable): not
+    checked."""
+    layouts = [r.env.get("VLLM_SSM_CONV_STATE_LAYOUT") for r in pair.roles]
+    if pair.model.architecture is None and layouts.count("DS") == 1:
+        other, raw = next((r, layout) for r, layout in zip(pair.roles, layouts, strict=True) if layout != "DS")
+        shown = "unset, vLLM's default SD" if raw is None else repr(raw)
+        return [(
+            f"VLLM_SSM_CONV_STATE_LAYOUT is DS on one role only ({other.role}: {shown}) "
+            f"and the architecture of model {pair.prefill.model!r} is not known: if it has Mamba or linear-attention "
+            f"layers, the {other.role}'s NIXL worker asserts DS at startup (vLLM >= 0.20) and never starts.",
+            "Set VLLM_SSM_CONV_STATE_LAYOUT=DS on both roles (or on neither for a model without SSM layers), or pass "
+            "the model's config.json (--model-config, spec.model.configMapRef) or spec.model.architecture.",
+            NOT_CHECKED,
+        )]
     if not pair.hybrid_ssm:
         return []
     out = []

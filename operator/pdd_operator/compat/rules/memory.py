@@ -40,7 +40,9 @@ def _raised_by_script(r) -> bool:
 
 
 def _has_cap(r, name: str) -> bool:
-    return any(str(c).upper().removeprefix("CAP_") == name for c in r.capabilities)
+    """The container has capability ``name`` (``IPC_LOCK``): added to it, or every capability of a privileged
+    container."""
+    return r.privileged or any(str(c).upper().removeprefix("CAP_") == name for c in r.capabilities)
 
 
 def _ulimit_note(r) -> str:
@@ -75,19 +77,19 @@ def check_memlock(pair: PDPair) -> list[Violation]:
         if _raised_by_script(r):
             continue  # the engine runs with RLIMIT_MEMLOCK unlimited: pinning needs no IPC_LOCK and no runtime ceiling
         note = _ulimit_note(r)
-        if "IPC_LOCK" in r.capabilities and r.run_as_non_root:
+        if _has_cap(r, "IPC_LOCK") and r.run_as_non_root:
             out.append((
                 f"{r.role}: the engine runs as non-root with IPC_LOCK; the capability only lifts the memlock limit for "
                 "root, so NIXL may fail to register KV memory." + note,
                 "Run the engine as root (the default for vLLM images) or raise LimitMEMLOCK on the nodes' container runtime.",
             ))
-        elif "IPC_LOCK" not in r.capabilities and r.connector and not pair.managed and _has_rdma(r):
+        elif not _has_cap(r, "IPC_LOCK") and r.connector and not pair.managed and _has_rdma(r):
             out.append((
                 f"{r.role}: the engine container lacks the IPC_LOCK capability; NIXL pins KV memory for RDMA and may hit "
                 "the memlock limit." + note,
                 "Add securityContext.capabilities.add: [IPC_LOCK] (no privileged mode needed).",
             ))
-        elif "IPC_LOCK" in r.capabilities and _has_rdma(r) and pair.preflight in (None, "Disabled"):
+        elif _has_cap(r, "IPC_LOCK") and _has_rdma(r) and pair.preflight in (None, "Disabled"):
             # IPC_LOCK is there, but the ceiling it lifts comes from the node's container runtime (LimitMEMLOCK),
             # which no manifest shows: say what was not checked and how to check it. A PDDeployment's preflight
             # (policy Warn or Fail) measures it in the pod and reports MemlockTooLow in KVTransportReady.

@@ -331,8 +331,8 @@ def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
         devices = r.env.get("UCX_NET_DEVICES")
-        if not _has_rdma(r):
-            continue
+        if not _has_rdma(r) or "UCX" not in r.backends:
+            continue  # no RDMA device, or NIXL does not use UCX (LIBFABRIC only): UCX_NET_DEVICES is never read
         if r.host_network and devices in (None, "all"):
             why = (f"the engine uses the host network, so UCX sees every NIC of the node and UCX_NET_DEVICES is "
                    f"{'unset' if devices is None else 'all'}")
@@ -375,19 +375,55 @@ def check_rdma_visibility(pair: PDPair) -> list[Violation]:
     return out
 
 
+def _efa(r: RoleConfig) -> str | None:
+    """How the role's pod shows it runs on AWS EFA: the ``vpc.amazonaws.com/efa`` device resource, or libfabric
+    told to use the EFA provider (``FI_PROVIDER=efa``, AWS's EFA installer and Deep Learning Containers); ``None``
+    when neither."""
+    if _EFA in r.resources:
+        return f"the pod gets AWS EFA devices ({_EFA})"
+    if str(r.env.get("FI_PROVIDER", "")).strip().lower() == "efa":
+        return "the container sets FI_PROVIDER=efa (libfabric's AWS EFA provider)"
+    return None
+
+
 @rule(
     id="nixl-backend-fabric-mismatch", family="nixl-backend-fabric-mismatch", severity="error",
     fields=("spec.kvTransfer.backends", "spec.network.rdma.resourceName"),
-    source="vllm nixl base_worker backends; NIXL LIBFABRIC plugin",
+    source=("vllm nixl worker (0.9.0-0.33.0: kv_transfer_config.get_from_extra_config('backends', ['UCX']), the "
+            "agent is created with those backends; nixl_connector.py before 0.20, nixl/worker.py 0.20.x, "
+            "nixl/base_worker.py 0.24+); NIXL src/core/nixl_agent.cpp: loadRemoteMD keeps only the remote's "
+            "backends the local agent also has, prepXferDlist on the remote agent returns NIXL_ERR_NOT_FOUND when "
+            "none is left and createXferReq finds no common backend (vLLM's add_remote_agent prep_xfer_dlist "
+            "raises in the decode's handshake); NIXL LIBFABRIC plugin for AWS EFA"),
 )
 def check_efa_backend(pair: PDPair) -> list[Violation]:
-    """AWS EFA uses the LIBFABRIC backend."""
+    """Prefill and decode NIXL agents share a backend (an error where their lists are disjoint: the decode's
+    reads from the prefill fail), and AWS EFA uses the LIBFABRIC backend (an error with the EFA device resource;
+    a warning where only ``FI_PROVIDER=efa`` says so, since UCX may still reach the peer over TCP)."""
     out = []
+    p, d = pair.prefill, pair.decode
+    shared = set(p.backends) & set(d.backends)
+    if not shared:
+        defaulted = [r.role for r in pair.roles if "backends" not in r.extra]
+        out.append((
+            f"prefill and decode NIXL agents share no backend (prefill {p.backends}, decode {d.backends}"
+            + (f"; {' and '.join(defaulted)} {'has' if len(defaulted) == 1 else 'have'} no "
+               "kv_connector_extra_config.backends, so vLLM's default ['UCX']" if defaulted else "")
+            + "): the decode's agent loads none of the prefill's backends from its metadata, so preparing the "
+            "remote descriptors fails (NIXL_ERR_NOT_FOUND) at the handshake and no KV is ever read.",
+            "Give both roles the same kv_connector_extra_config.backends (e.g. [LIBFABRIC] on both on AWS EFA, or "
+            "leave it unset on both for UCX).",
+        ))
     for r in pair.roles:
-        if _EFA in r.resources and "LIBFABRIC" not in r.backends:
-            out.append((
-                f"{r.role}: the pod gets AWS EFA devices but NIXL uses backends {r.backends}; UCX cannot drive EFA's SRD "
-                "transport and stalls or falls back to software emulation.",
-                "Set spec.kvTransfer.backends to [LIBFABRIC] (kv_connector_extra_config.backends).",
-            ))
+        efa = _efa(r)
+        if efa is None or "LIBFABRIC" in r.backends:
+            continue
+        hard = _EFA in r.resources
+        out.append((
+            f"{r.role}: {efa} but NIXL uses backends {r.backends}; UCX cannot drive EFA's SRD "
+            "transport and stalls or falls back to software emulation"
+            + ("." if hard else " or TCP, if it reaches the peer at all."),
+            "Set spec.kvTransfer.backends to [LIBFABRIC] (kv_connector_extra_config.backends).",
+            *(() if hard else ("warning",)),
+        ))
     return out

@@ -11,9 +11,11 @@ from pdd_operator.vllm.versions import fmt
 
 
 def _ranks(r: RoleConfig) -> int | None:
+    """TP x PP x the DP ranks started in this pod (:attr:`RoleConfig.dp_local`; ``--data-parallel-size`` when that
+    is not known and nothing places ranks on other nodes), ``None`` when unknown."""
     if r.tp is None or r.pp is None:
         return None
-    dp = r.dp_local if r.dp_local is not None else r.dp
+    dp = r.dp_local if r.dp_local is not None else None if r.spans_nodes else r.dp
     return None if dp is None else r.tp * r.pp * dp
 
 
@@ -34,15 +36,15 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
         need, have = _ranks(r), r.gpus
-        if need is None or have is None or r.spans_nodes:
-            continue
+        if need is None or have is None:
+            continue  # dp_local is None where the pod's share of the ranks is not known (--nnodes > 1, Ray DP)
         ray = r.executor == "ray" or r.ray_cluster
         if ray and r.pod_group > 1:
             total = have * r.pod_group
             if need <= total:
                 continue
             out.append((
-                f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP {r.dp_local or r.dp}) over a "
+                f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) over a "
                 f"Ray cluster of {r.pod_group} pods with {have} GPU(s) each ({total} in all): the ranks beyond "
                 f"{total} find no GPU and the engine fails at startup.",
                 f"Request {-(-need // r.pod_group)} GPUs in each {r.role} pod, raise the pod group size to "
@@ -53,7 +55,7 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
         group = (f" (its pod group of {r.pod_group} pods adds none: no Ray cluster spans the group, and vLLM's "
                  "default executor starts every rank in this pod)") if r.pod_group > 1 else ""
         out.append((
-            f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP {r.dp_local or r.dp}) but its pod "
+            f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) but its pod "
             f"requests {have} GPU(s){group}: the ranks beyond {have} find no device and the engine fails at startup.",
             fix_for(pair, f"Remove --data-parallel-size from spec.{r.role}.extraArgs and scale with "
                     f"spec.{r.role}.replicas (each replica is its own NIXL engine).",

@@ -1,0 +1,55 @@
+"""How many data-parallel ranks of an engine run in its own pod, and whether its ranks span nodes.
+
+Read in vLLM 0.32.0 ``vllm/engine/arg_utils.py`` ``EngineArgs.create_engine_config`` (the data-parallel branch),
+``vllm/entrypoints/cli/serve.py`` (``--headless``) and ``vllm/v1/engine/utils.py`` ``launch_core_engines``; the
+flags are those of 0.9 on (``--nnodes`` is newer). The pod starts ``data_parallel_size_local`` engine cores, each of
+TP x PP ranks on its own GPUs, whatever else runs on other nodes:
+
+- ``--data-parallel-rank`` or ``--data-parallel-external-lb``: external load balancing, one rank per process
+  (``data_parallel_size_local`` is forced to 1; another value raises);
+- ``--data-parallel-size-local`` (``-dpl``): that many, with or without ``--headless`` or a start rank;
+- none of them: the whole ``--data-parallel-size`` runs here (the mp backend), unless ``--data-parallel-backend
+  ray`` lets Ray place the engines (not known from the manifest).
+
+``--nnodes`` > 1 splits the whole world (TP x PP x DP) over the nodes, TP or PP possibly across them: the pod's
+share is ``world // nnodes`` ranks, not a count of engine cores, and is not judged here.
+
+``--data-parallel-address`` only names the head node for the ranks' ZMQ sockets and torch group: it says nothing
+about how many ranks run in this pod, nor that any runs elsewhere (the head's own pod sets it too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pdd_operator.vllm.args import int_flag
+
+
+def local_data_parallel(flags: Mapping[str, str | bool]) -> int | None:
+    """The data-parallel ranks (engine cores) a ``vllm serve`` with ``flags`` (:func:`~pdd_operator.vllm.args.
+    parse_flags`) starts in its own pod, or ``None`` when the manifest does not tell (a value that is not a literal
+    integer, ``--nnodes`` > 1 without ``--data-parallel-size-local``, the Ray data-parallel backend)."""
+    nnodes = int_flag(dict(flags), "--nnodes", 1)
+    if nnodes is None or nnodes > 1:
+        return None  # the world (TP x PP x DP) is split over the nodes, TP or PP possibly across them
+    if "--data-parallel-rank" in flags or flags.get("--data-parallel-external-lb") not in (None, False, "false"):
+        return 1
+    if "--data-parallel-size-local" in flags:
+        return int_flag(dict(flags), "--data-parallel-size-local", None)
+    if str(flags.get("--data-parallel-backend", "mp")) == "ray":
+        return None
+    return int_flag(dict(flags), "--data-parallel-size", 1)
+
+
+def spans_nodes(flags: Mapping[str, str | bool]) -> bool:
+    """True when the engine's ranks run on more nodes than this pod's: ``--nnodes`` > 1, ``--headless`` (a
+    secondary node of a head elsewhere), ``--data-parallel-start-rank`` > 0, an external-LB rank of a larger
+    data-parallel group, or fewer local ranks than ``--data-parallel-size``. Not for ``--data-parallel-address``
+    alone (the head pod names its own address)."""
+    f = dict(flags)
+    dp = int_flag(f, "--data-parallel-size", 1)
+    local = local_data_parallel(flags)
+    start = int_flag(f, "--data-parallel-start-rank", 0)
+    return ((int_flag(f, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
+            or start is None or start > 0 or dp is None
+            or (local is not None and local < dp))
