@@ -48,7 +48,7 @@ def test_ranks_within_the_service_gpus_pass(tmp_path, capsys, args):
 def test_data_parallel_past_the_service_gpus_is_refused(tmp_path, capsys):
     code, out = check(tmp_path, capsys, _graph({"limits": {"gpu": "2"}}, ("--tensor-parallel-size", "2",
                                                                           "--data-parallel-size", "2")))
-    assert code == 1 and "ranks (TP 2 x PP 1 x DP 2)" in _gpu_errors(out)[0]
+    assert code == 1 and "ranks (TP 2 x PP 1 x DP-local 2)" in _gpu_errors(out)[0]
 
 
 def test_the_same_count_on_the_main_container_is_read_once(tmp_path, capsys):
