@@ -77,12 +77,19 @@ def test_a_function_runs_with_its_arguments():
         ("m-p", "8100", "2"), ("m-d", "8200", "1")]
 
 
-def test_only_the_first_branch_that_starts_an_engine_is_taken():
+def test_the_branch_the_shell_takes_is_read_and_an_unknown_condition_leaves_the_flag_unknown():
+    # POSIX 2.9.4.4 (if) and 2.9.4.3 (case): the first branch whose condition holds runs; where the condition reads
+    # a variable the manifest does not set, every possible branch is read and a flag they set differently is unknown.
     script = ('if [ "$ROLE" = prefill ]; then vllm serve m --port 1; elif true; then vllm serve m --port 2; '
               "else vllm serve m --port 3; fi")
-    assert [_flags(x)[1]["--port"] for x in launches(script)] == ["1"]
+    assert [_flags(x)[1]["--port"] for x in launches(script)] == [unknown("ROLE")]
+    assert [_flags(x)[1]["--port"] for x in launches(script, ContainerEnv({"ROLE": "prefill"}))] == ["1"]
+    assert [_flags(x)[1]["--port"] for x in launches(script, ContainerEnv({"ROLE": "decode"}))] == ["2"]
     case = 'case "$ROLE" in prefill) echo p ;; decode) vllm serve m --port 4 ;; *) vllm serve m --port 5 ;; esac'
-    assert [_flags(x)[1]["--port"] for x in launches(case)] == ["4"]
+    assert [_flags(x)[1]["--port"] for x in launches(case)] == [unknown("ROLE")]
+    assert [_flags(x)[1]["--port"] for x in launches(case, ContainerEnv({"ROLE": "decode"}))] == ["4"]
+    assert [_flags(x)[1]["--port"] for x in launches(case, ContainerEnv({"ROLE": "other"}))] == ["5"]
+    assert launches(case, ContainerEnv({"ROLE": "prefill"})) == []
 
 
 def test_a_nested_sh_c_is_read():

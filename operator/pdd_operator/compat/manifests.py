@@ -289,6 +289,37 @@ def _pod_group(node: dict) -> int | None:
     return None
 
 
+def _lws_env(lwt: dict) -> dict[str, dict[str, str]]:
+    """The variables LeaderWorkerSet's pod webhook sets in every container of a group, per template
+    (``leaderTemplate``, ``workerTemplate``) of ``leaderWorkerTemplate`` ``lwt``, where their values are known.
+
+    Source: kubernetes-sigs/lws pkg/utils/pod/pod_utils.go ``AddLWSVariables`` (called from
+    pkg/webhooks/pod_webhook.go), at 060ab4d: ``LWS_LEADER_ADDRESS`` (``<lws>-<group>.<subdomain>.<namespace>``,
+    per group: not known here), ``LWS_GROUP_SIZE`` (the pod's size annotation, ``leaderWorkerTemplate.size``) and
+    ``LWS_WORKER_INDEX`` (the pod's worker index label: 0 for the leader, 1 to size-1 for the workers); it puts them
+    first in ``env`` and drops a variable of the same name the template writes (``addEnvVarsIfNotExists``). No
+    ``LWS_NAME`` is set. The leader runs ``workerTemplate`` when no ``leaderTemplate`` is given (LWS API
+    ``LeaderWorkerTemplate.LeaderTemplate``), so ``workerTemplate``'s index is known only where one pod runs it
+    (size 1, or size 2 beside a ``leaderTemplate``)."""
+    size = lwt.get("size", 1)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        return {}
+    group = {"LWS_GROUP_SIZE": str(size)}
+    leader = isinstance(lwt.get("leaderTemplate"), dict)
+    worker_index = "0" if size == 1 else "1" if leader and size == 2 else None
+    return {"leaderTemplate": {**group, "LWS_WORKER_INDEX": "0"},
+            "workerTemplate": {**group, **({"LWS_WORKER_INDEX": worker_index} if worker_index else {})}}
+
+
+def _with_env(container: dict, injected: dict[str, str]) -> dict:
+    """``container`` with ``injected`` variables first in its ``env``, replacing any of the same name (as the LWS
+    webhook writes them: :func:`_lws_env`)."""
+    if not injected:
+        return container
+    own = [e for e in container.get("env") or [] if not (isinstance(e, dict) and e.get("name") in injected)]
+    return {**container, "env": [{"name": k, "value": v} for k, v in injected.items()] + own}
+
+
 def _dynamo_main_container(main: dict) -> dict:
     """A Dynamo service's ``mainContainer`` as its pod runs it.
 
@@ -310,9 +341,11 @@ def _dynamo_main_container(main: dict) -> dict:
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
-          group: int = 1, replicas: int | None = 1, service: tuple[dict, int] | None = None) -> None:
+          group: int = 1, replicas: int | None = 1, service: tuple[dict, int] | None = None,
+          injected: dict[str, str] | None = None, templates: dict[str, dict[str, str]] | None = None) -> None:
     if isinstance(node, dict):
         group = _pod_group(node) or group
+        lws = _lws_env(node["leaderWorkerTemplate"]) if isinstance(node.get("leaderWorkerTemplate"), dict) else {}
         if isinstance(node.get("extraPodSpec"), dict):
             # a Dynamo v1alpha1 service: its ``resources`` (Dynamo's shape) go to the main container
             service = (service_resources(node.get("resources")), multinode_count(node))
@@ -340,8 +373,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                 if id(c) in skip:
                     continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
-                out.extend(_engines(c, node, where, ctx + path + [str(c.get("name", ""))], role_from_labels,
-                                    pod_meta, group, replicas))
+                out.extend(_engines(_with_env(c, injected or {}), node, where, ctx + path + [str(c.get("name", ""))],
+                                    role_from_labels, pod_meta, group, replicas))
         main = node.get("mainContainer")
         if isinstance(main, dict):
             main = with_service_resources(
@@ -353,11 +386,11 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
             _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group, replicas,
-                  service)
+                  service, (templates or {}).get(key, injected), lws if key == "leaderWorkerTemplate" else None)
     elif isinstance(node, list):
         for i, value in enumerate(node):
             _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas,
-                  service)
+                  service, injected)
 
 
 def _stem(name: str) -> str:

@@ -35,6 +35,7 @@ instead of guessing.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import operator
 import re
 from collections.abc import Sequence
@@ -44,7 +45,8 @@ from functools import lru_cache
 import tree_sitter
 import tree_sitter_bash
 
-from pdd_operator.vllm.expansion import ContainerEnv, unknown
+from pdd_operator.vllm.expansion import ContainerEnv, unknown, unknown_names
+from pdd_operator.vllm.flags import _entry_length, parse_flags
 
 #: Loop iterations run in one script, all loops together (a bound on the work one manifest can cause).
 MAX_ITERATIONS = 64
@@ -94,12 +96,87 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
 
     ``env``: the container's environment (what the script's variables start from); ``None``: nothing defined.
     ``positional``: the script's ``$1``, ``$2``, ... (``sh -c SCRIPT NAME ARG1 ARG2``), which ``$@``/``$*`` give too.
+
+    Where conditions are not known the script is run once per way through its undecided branches
+    (:func:`_paths`) and the engines of those runs are merged (:func:`_merged`): a flag they start with different
+    values is given :func:`~pdd_operator.vllm.expansion.unknown` of the condition's variable.
     """
-    shell = _Shell(env or ContainerEnv())
-    shell.positional = list(positional)
-    shell.run(script)
-    roles = shell.proxy_roles
-    return [replace(x, proxy_role=roles.get(_http_port(x.argv))) if roles else x for x in shell.launches]
+    runs = _paths(script, env or ContainerEnv(), positional)
+    found = [(shell.launches, shell.proxy_roles) for shell in runs if shell.launches]
+    if not found:
+        return []
+    names = [name for shell in runs for name in shell.undecided]
+    merged = _merged([x for x, _ in found], names[0] if names else BRANCH)
+    roles = found[0][1]
+    return [replace(x, proxy_role=roles.get(_http_port(x.argv))) if roles else x for x in merged]
+
+
+#: At most this many runs of one script, one per way through its undecided conditions (:func:`_paths`).
+MAX_PATHS = 32
+
+#: The name a flag's value is given (``<unknown:branch>``) where branches set it differently and their condition
+#: names no variable of unknown value (``if [ -f /etc/x ]``, ``if command -v nvidia-smi``).
+BRANCH = "branch"
+
+#: An ordinary command's exit status: not evaluated (its success is not known). ``cmd1 && cmd2`` and
+#: ``cmd1 || cmd2`` then run both, as every command of a list did before conditions were evaluated.
+_RAN = "ran"
+
+
+def _paths(script: str, env: ContainerEnv, positional: Sequence[str]) -> list[_Shell]:
+    """The symbolic runs of ``script``: one per way through its undecided branches (``if``/``elif``/``else``,
+    ``case`` items, ``&&``/``||`` after a test), depth first, the first taking the first possible branch at every
+    undecided point; at most :data:`MAX_PATHS` runs (the rest are not read)."""
+    out: list[_Shell] = []
+    pending: list[list[int]] = [[]]
+    while pending and len(out) < MAX_PATHS:
+        forced = pending.pop()
+        shell = _Shell(env, forced)
+        shell.positional = list(positional)
+        shell.run(script)
+        out.append(shell)
+        made = [choice for choice, _ in shell.decisions]
+        for j in range(len(made) - 1, len(forced) - 1, -1):
+            pending += [made[:j] + [alt] for alt in range(shell.decisions[j][1] - 1, 0, -1)]
+    return out
+
+
+def _merged(runs: list[list[Launch]], name: str) -> list[Launch]:
+    """One list of engines from the engines each run of a script starts (runs that start none left out): the
+    same in every run, or each engine's flags merged (:func:`_merged_launch`) where every run starts as many;
+    where the runs start different numbers of engines, which ones start is decided at runtime and the first
+    run's are read (as for a condition this reader cannot follow)."""
+    first = runs[0]
+    if all(run == first for run in runs) or any(len(run) != len(first) for run in runs):
+        return first
+    return [_merged_launch([run[i] for run in runs], name) for i in range(len(first))]
+
+
+def _merged_launch(launches: list[Launch], name: str) -> Launch:
+    """One engine as the runs of a script start it: each flag, the model and each env variable they give the
+    same value keep it; one they give different values (or that only some runs pass) becomes
+    ``<unknown:name>``, which the rules read as a value not in the manifest (never one branch's guess)."""
+    first = launches[0]
+    parsed = [parse_flags(list(x.argv)) for x in launches]
+    entry = list(first.argv[: len(first.argv) - len(first.argv[_entry_length(list(first.argv)):])])
+    argv = list(entry)
+    models = {model for model, _ in parsed}
+    if models != {None}:
+        argv += ["--model", next(iter(models)) if len(models) == 1 else unknown(name)]
+    order = list(dict.fromkeys(flag for _, flags in parsed for flag in flags if flag != "--model"))
+    for flag in order:
+        values = [flags.get(flag) for _, flags in parsed]
+        value = values[0] if all(v == values[0] for v in values) else unknown(name)
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append(f"--no-{flag[2:]}")
+        elif isinstance(value, str):  # a merged value as --flag=VALUE, which a boolean flag reads as its value too
+            argv += [flag, value] if value and not value.startswith("-") and value in values else [f"{flag}={value}"]
+    keys = list(dict.fromkeys(k for x in launches for k in x.env))
+    env = {k: first.env[k] if all(x.env.get(k) == first.env.get(k) for x in launches) else unknown(name)
+           for k in keys}
+    return Launch(tuple(argv), env, first.line)
 
 
 #: Flags of the P/D proxies vLLM's and LMCache's examples start beside the engines, and the role they name:
@@ -153,8 +230,14 @@ _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
 class _Shell:
     """The state of one script's symbolic run: shell variables, exports, functions, and the launches found."""
 
-    def __init__(self, env: ContainerEnv) -> None:
+    def __init__(self, env: ContainerEnv, forced: Sequence[int] = ()) -> None:
         self.env = env
+        #: the branch to take at each undecided point, in order (beyond them: the first possible one).
+        self.forced = list(forced)
+        #: ``(branch taken, branches possible)`` at each undecided point met, in order.
+        self.decisions: list[tuple[int, int]] = []
+        #: names of the variables of unknown value the undecided conditions read, in order.
+        self.undecided: list[str] = []
         self.values: dict[str, str] = dict(env.values)
         self.exported: set[str] = set()
         self.functions: dict[str, tree_sitter.Node] = {}
@@ -165,6 +248,7 @@ class _Shell:
         self.arrays: dict[str, list[str] | None] = {}
         self.iterations = 0
         self.depth = 0
+        self._unknown_read: list[str] = []
 
     def run(self, script: str) -> None:
         if self.depth > 8:
@@ -192,8 +276,12 @@ class _Shell:
             self.command(node)
         elif kind == "for_statement":
             self.for_loop(node)
-        elif kind in ("if_statement", "case_statement"):
-            self.first_branch(node)
+        elif kind == "if_statement":
+            self.if_statement(node)
+        elif kind == "case_statement":
+            self.case_statement(node)
+        elif kind in ("list", "negated_command"):
+            self.status(node)
         elif kind == "redirected_statement":
             body = node.child_by_field_name("body")
             if body is not None:
@@ -234,20 +322,232 @@ class _Shell:
             self.values[_text(var)] = word
             self.exec(body)
 
-    def first_branch(self, node: tree_sitter.Node) -> None:
-        before = len(self.launches)
-        children = node.named_children
-        for i, child in enumerate(children):
-            if node.field_name_for_named_child(i) in ("condition", "value"):
+    # conditions ------------------------------------------------------------------------------------------
+
+    def decide(self, possible: int, names: Sequence[str] = ()) -> int:
+        """Which of ``possible`` branches this run takes at an undecided point (``names``: the variables of unknown
+        value its condition read): the forced one (:func:`_paths`), else the first."""
+        if possible <= 1:
+            return 0
+        k = len(self.decisions)
+        choice = self.forced[k] if k < len(self.forced) else 0
+        self.decisions.append((choice, possible))
+        self.undecided += [n for n in names if n not in self.undecided]
+        return choice
+
+    def take(self, branches: list[tuple[bool | None, list[tuple[tree_sitter.Node, ...]]]], names: list[str]) -> None:
+        """Run the branch the shell takes of ``branches`` (``(condition's status, bodies)`` in order, an
+        ``else`` as ``True``): the first whose condition is true; where conditions before it are unknown,
+        each of those is possible too, and :meth:`decide` picks one for this run."""
+        possible: list[list[tuple[tree_sitter.Node, ...]]] = []
+        for status, body in branches:
+            if status is False:
                 continue
-            if child.type in ("elif_clause", "else_clause", "case_item") and len(self.launches) > before:
-                return
-            if child.type in ("elif_clause", "else_clause", "case_item"):
-                for j, sub in enumerate(child.named_children):
-                    if child.field_name_for_named_child(j) not in ("condition", "value"):
-                        self.exec(sub)
-            else:
+            possible.append(body)
+            if status is True:
+                break
+        else:
+            possible.append([])  # no branch is taken
+        for nodes in possible[self.decide(len(possible), names)] if possible else []:
+            for node in nodes:
+                self.exec(node)
+
+    def if_statement(self, node: tree_sitter.Node) -> None:
+        """``if``/``elif``/``else``: each condition is run (:meth:`status`) up to the first that is true, then
+        the branch the shell takes (:meth:`take`)."""
+        clauses: list[tuple[list[tree_sitter.Node], list[tree_sitter.Node]]] = []
+        otherwise: list[tree_sitter.Node] | None = None
+        for clause in [node, *[c for c in node.named_children if c.type in ("elif_clause", "else_clause")]]:
+            if clause.type == "else_clause":
+                otherwise = [c for c in clause.named_children if c.type != "comment"]
+                continue
+            cond: list[tree_sitter.Node] = []
+            body: list[tree_sitter.Node] = []
+            seen_then = False
+            for child in clause.children:
+                if child.type == "then":
+                    seen_then = True
+                elif child.is_named and child.type not in ("comment", "elif_clause", "else_clause"):
+                    (body if seen_then else cond).append(child)
+            clauses.append((cond, body))
+        branches: list[tuple[bool | None, list[tuple[tree_sitter.Node, ...]]]] = []
+        names: list[str] = []
+        for cond, body in clauses:
+            status = self.condition(cond, names)
+            branches.append((status, [tuple(body)]))
+            if status is True:
+                break
+        if otherwise is not None and (not branches or branches[-1][0] is not True):
+            branches.append((True, [tuple(otherwise)]))
+        self.take(branches, names)
+
+    def condition(self, nodes: list[tree_sitter.Node], names: list[str]) -> bool | None:
+        """The status of an ``if``/``elif`` condition (its last command's), ``None`` when not known; the names of
+        the variables of unknown value it read are added to ``names``."""
+        status: bool | str | None = True
+        for node in nodes:
+            before = len(self.unknown_read)
+            status = self.status(node)
+            names += [n for n in self.unknown_read[before:] if n not in names]
+        return status if isinstance(status, bool) else None
+
+    def case_statement(self, node: tree_sitter.Node) -> None:
+        """``case WORD in PATTERN) ...;; esac``: the first item whose pattern matches WORD (POSIX 2.9.4.3, patterns
+        as in 2.13); an unknown WORD or pattern makes that item possible, not taken."""
+        value = node.child_by_field_name("value")
+        word = _joined(self.segments(value)) if value is not None else ""
+        names = unknown_names(word)
+        branches: list[tuple[bool | None, list[tuple[tree_sitter.Node, ...]]]] = []
+        for item in (c for c in node.named_children if c.type == "case_item"):
+            patterns, body = [], []
+            for j, child in enumerate(item.named_children):
+                (patterns if item.field_name_for_named_child(j) == "value" else body).append(child)
+            status: bool | None = False
+            for pattern in patterns:
+                text = _joined(self.segments(pattern))
+                if names or unknown_names(text):
+                    names += [n for n in unknown_names(text) if n not in names]
+                    status = None
+                elif fnmatch.fnmatchcase(word, _literal(text) if pattern.type in ("string", "raw_string") else text):
+                    status = True
+                    break
+            branches.append((status, [tuple(c for c in body if c.type != "comment")]))
+            if status is True:
+                break
+        self.take(branches, names)
+
+    def status(self, node: tree_sitter.Node) -> bool | str | None:
+        """Run ``node`` and return its exit status as a condition: ``True``/``False`` for a test whose operands
+        are known (``[ ]``, ``[[ ]]``, ``test``, ``(( ))``, ``true``/``false``, with ``!``, ``&&``, ``||``),
+        ``None`` for one whose operands are not, :data:`_RAN` for any other command (run, status not known).
+        ``a && b`` / ``a || b`` run ``b`` as the shell does after a test of known status; after an unknown one,
+        both ways are possible (:meth:`decide`); after any other command ``b`` runs."""
+        kind = node.type
+        if kind == "negated_command":
+            inner = next((c for c in node.named_children if c.type != "comment"), None)
+            status = self.status(inner) if inner is not None else _RAN
+            return not status if isinstance(status, bool) else status
+        if kind == "list" and len(node.children) >= 3:
+            left, op, right = node.children[0], node.children[1].type, node.children[-1]
+            status = self.status(left)
+            if status == _RAN:
+                return self.status(right)
+            if op == "&&":
+                go = status if isinstance(status, bool) else self.decide(2, self.unknown_read[-1:]) == 0
+                return self.status(right) if go else False
+            if op == "||":
+                go = (not status) if isinstance(status, bool) else self.decide(2, self.unknown_read[-1:]) == 1
+                return self.status(right) if go else True
+        if kind == "test_command":
+            expr = next((c for c in node.named_children if c.type != "comment"), None)
+            return self.test_expression(expr, double=_text(node).startswith("[[")) if expr is not None else False
+        if kind == "compound_statement" and _text(node).startswith("(("):
+            return self.arithmetic_status(_text(node)[2:-2])
+        if kind == "command":
+            words = self.command_words(node)
+            if words and words[0] in ("test", "[") and not any(c.type == "variable_assignment"
+                                                                for c in node.named_children):
+                return self.test_words(words[1:-1] if words[0] == "[" and words[-1:] == ["]"] else words[1:])
+            if words in (["true"], [":"]):
+                return True
+            if words == ["false"]:
+                return False
+        if kind in ("list", "negated_command"):
+            for child in node.named_children:
                 self.exec(child)
+            return _RAN
+        self.exec(node)
+        return _RAN
+
+    def command_words(self, node: tree_sitter.Node) -> list[str]:
+        """A simple command's words after expansion (assignments and redirections left out)."""
+        words: list[str] = []
+        for child in node.named_children:
+            if child.type == "command_name":
+                words += [w for sub in child.named_children for w in self.fields(sub)]
+            elif child.type not in ("variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect"):
+                words += self.fields(child)
+        return words
+
+    @property
+    def unknown_read(self) -> list[str]:
+        """Names of the variables of unknown value the tests of this run read, in order (see :meth:`operand`)."""
+        return self._unknown_read
+
+    def operand(self, node: tree_sitter.Node) -> str | None:
+        """A test operand's text after expansion, ``None`` (and its names noted) when it holds an unknown value."""
+        text = _joined(self.segments(node))
+        names = unknown_names(text)
+        if names:
+            self._unknown_read += names
+            return None
+        return text
+
+    def test_expression(self, node: tree_sitter.Node, *, double: bool) -> bool | None:
+        """A ``[ ]`` (``double`` False) or ``[[ ]]`` expression as tree-sitter-bash parses it (bash manual,
+        "Bash Conditional Expressions"; POSIX ``test``)."""
+        kind = node.type
+        if kind == "parenthesized_expression":
+            inner = next((c for c in node.named_children if c.type != "comment"), None)
+            return self.test_expression(inner, double=double) if inner is not None else None
+        if kind == "unary_expression":
+            op = _text(node.child_by_field_name("operator") or node.child(0))
+            arg = next((c for c in node.named_children if c != node.child_by_field_name("operator")), None)
+            if op == "!":
+                inner = self.test_expression(arg, double=double) if arg is not None else None
+                return None if inner is None else not inner
+            text = self.operand(arg) if arg is not None else ""
+            if text is None:
+                return None
+            return {"-z": text == "", "-n": text != ""}.get(op)  # file tests and others: not known here
+        if kind == "binary_expression":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            op = _text(node.child_by_field_name("operator"))
+            if op in ("&&", "||", "-a", "-o"):
+                a = self.test_expression(left, double=double) if left is not None else None
+                if a is (op in ("||", "-o")):
+                    return a  # short-circuit: the other side does not change the result
+                b = self.test_expression(right, double=double) if right is not None else None
+                return b if a is not None else (None if b is not (op in ("||", "-o")) else b)
+            a = self.operand(left) if left is not None else ""
+            b = self.operand(right) if right is not None else ""
+            if op in ("-eq", "-ne", "-gt", "-ge", "-lt", "-le") and double and a is not None and b is not None:
+                a, b = self.arithmetic(a or "0"), self.arithmetic(b or "0")  # [[ ]] evaluates them arithmetically
+                if unknown_names(a + b):
+                    self._unknown_read += unknown_names(a + b)
+                    return None
+            if a is None or b is None:
+                return None
+            pattern = double and right is not None and right.type in ("extglob_pattern", "word")
+            return _compare(a, op, b, pattern=pattern)
+        text = self.operand(node)  # [ WORD ]: true when WORD is not empty
+        return None if text is None else text != ""
+
+    def test_words(self, words: list[str]) -> bool | None:
+        """``test ARGS`` / ``[ ARGS ]`` on expanded words, as POSIX ``test`` reads 0-4 arguments."""
+        if any(unknown_names(w) for w in words):
+            self._unknown_read += [n for w in words for n in unknown_names(w)]
+            return None
+        if words[:1] == ["!"]:
+            inner = self.test_words(words[1:])
+            return None if inner is None else not inner
+        if len(words) == 0:
+            return False
+        if len(words) == 1:
+            return words[0] != ""
+        if len(words) == 2:
+            return {"-z": words[1] == "", "-n": words[1] != ""}.get(words[0])
+        if len(words) == 3:
+            return _compare(words[0], words[1], words[2], pattern=False)
+        return None
+
+    def arithmetic_status(self, expr: str) -> bool | None:
+        """``(( EXPR ))``: true when the expression is not zero (bash manual, "Shell Arithmetic")."""
+        value = self.arithmetic(expr)
+        if unknown_names(value):
+            self._unknown_read += unknown_names(value)
+            return None
+        return value not in ("0", "")
 
     def command(self, node: tree_sitter.Node) -> None:
         prefix: dict[str, str] = {}
@@ -518,28 +818,79 @@ class _Shell:
         return self.env.shell_value(name)
 
     def arithmetic(self, expr: str) -> str:
+        """``$(( EXPR ))`` on known integers: ``+ - * / %``, comparisons, ``&& || !`` (bash manual, "Shell
+        Arithmetic"; a true comparison is 1); :func:`~pdd_operator.vllm.expansion.unknown` of the first variable
+        whose value is not a known integer, else of ``arithmetic``."""
         names: list[str] = []
 
         def value(match: re.Match[str]) -> str:
             got = self.variable(match.group(1), None, None) if match.group(1) in self.values else None
+            if got is not None and re.fullmatch(r"-?\d+", got):
+                return got
             names.append(match.group(1))
-            return got if got is not None and re.fullmatch(r"-?\d+", got) else "x"
+            return "x"
 
         substituted = re.sub(r"\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?", value, expr)
+        substituted = re.sub(r"!(?!=)", " not ", substituted.replace("&&", " and ").replace("||", " or "))
         try:
             return str(_evaluate(ast.parse(substituted.strip(), mode="eval").body))
         except (SyntaxError, ValueError, ZeroDivisionError):
             return unknown(names[0] if names else "arithmetic")
 
 
+_COMPARE_OPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+                ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
 def _evaluate(node: ast.AST) -> int:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_evaluate(node.operand)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return int(not _evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
         return _ARITH_OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE_OPS:
+        return int(_COMPARE_OPS[type(node.ops[0])](_evaluate(node.left), _evaluate(node.comparators[0])))
+    if isinstance(node, ast.BoolOp):
+        values = [_evaluate(v) for v in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
     raise ValueError("not integer arithmetic")
+
+
+#: ``test``'s integer comparisons (POSIX ``test``; an operand that is not an integer is an error, status 2).
+_INT_OPS = {"-eq": operator.eq, "-ne": operator.ne, "-gt": operator.gt, "-ge": operator.ge, "-lt": operator.lt,
+            "-le": operator.le}
+
+
+def _compare(a: str, op: str, b: str, *, pattern: bool) -> bool | None:
+    """``a OP b`` of ``test`` / ``[[ ]]`` on known operands: ``=``/``==``/``!=`` (``pattern``: ``b`` is an
+    unquoted ``[[ ]]`` pattern, matched as a shell glob), ``<``/``>`` (string order), ``=~`` (a regular
+    expression), the integer ``-eq ... -le`` (false where an operand is not an integer: ``test`` fails with status
+    2); ``None`` for another operator."""
+    if op in ("=", "==", "!="):
+        equal = fnmatch.fnmatchcase(a, b) if pattern else a == b
+        return equal if op != "!=" else not equal
+    if op in _INT_OPS:
+        ints = [x.strip() for x in (a, b)]
+        if not all(re.fullmatch(r"[-+]?\d+", x) for x in ints):
+            return False
+        return _INT_OPS[op](int(ints[0]), int(ints[1]))
+    if op in ("<", ">"):
+        return a < b if op == "<" else a > b
+    if op == "=~":
+        try:
+            return re.search(b, a) is not None
+        except re.error:
+            return None
+    return None
+
+
+def _literal(text: str) -> str:
+    """A quoted ``case`` pattern as a glob that matches ``text`` only (POSIX 2.13.1: quoted characters match
+    themselves)."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def _joined(segments: list[tuple[str, bool]]) -> str:

@@ -94,6 +94,7 @@ def check_model_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="dtype-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("dtype"),
+    needs=("--dtype",),
     source="seed 000 section 2; vllm nixl metadata.py hash",
 )
 def check_dtype_match(pair: PDPair) -> list[Violation]:
@@ -104,6 +105,7 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="kv-cache-dtype-mismatch", family="kv-cache-dtype-mismatch", severity="error",
     fields=fields_of("cache_dtype"),
+    needs=("--kv-cache-dtype",),
     source=("seed 000 sections 2 and 6; vllm nixl compute_nixl_compatibility_hash factor cache_dtype, the raw string "
             "(0.13.0-0.33.0, read in the wheels); no hash in 0.10.2-0.12.0, whose handshake asserts equal KV block "
             "bytes (v1/nixl_connector.py add_remote_agent, _validate_remote_agent_handshake in 0.12.0): an fp8 "

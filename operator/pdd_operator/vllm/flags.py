@@ -1,0 +1,70 @@
+"""vLLM's command-line flags as the rules read them: :func:`parse_flags` turns an engine's argv into its model and
+flags. Kept apart from :mod:`pdd_operator.vllm.args` so that :mod:`pdd_operator.vllm.script` can compare the flags
+of the engines a script's branches start (:func:`~pdd_operator.vllm.script.launches`) without an import cycle.
+"""
+
+from __future__ import annotations
+
+from pdd_operator.vllm.expansion import unknown_names
+
+_ALIASES = {
+    "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+    "-pcp": "--prefill-context-parallel-size", "-dcp": "--decode-context-parallel-size",
+    "-O": "--compilation-config",
+}
+#: Boolean flags (``--x`` / ``--no-x``) the rules care about.
+_BOOL_FLAGS = {
+    "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
+    "--enforce-eager", "--enable-expert-parallel",
+}
+
+
+def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
+    """Parse a vLLM server argv into ``(model, flags)``.
+
+    ``flags`` maps long flag names (``--tensor-parallel-size``) to their string value, or to
+    ``True``/``False`` for boolean flags (``--no-x`` gives ``{"--x": False}``; ``--x=<unknown:NAME>``, a value not
+    in the manifest, stays that string, so that it reads as neither). The model is the
+    positional argument of ``vllm serve`` or ``--model``. Tokens after a shell separator (``&&``,
+    ``;``, ``|``) are ignored.
+    """
+    model: str | None = None
+    flags: dict[str, str | bool] = {}
+    tokens = argv[_entry_length(argv):]
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in ("&&", ";", "|", "||"):
+            break
+        if tok.startswith("-"):
+            name, eq, value = tok.partition("=")
+            if name.startswith("--"):
+                name = "--" + name[2:].replace("_", "-")  # vLLM accepts --kv_transfer_config too
+            name = _ALIASES.get(name, name)
+            if name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS:
+                flags[f"--{name[5:]}"] = False
+            elif name in _BOOL_FLAGS:
+                flags[name] = True if not eq else value if unknown_names(value) else value.lower() not in ("false", "0")
+            elif eq:
+                flags[name] = value
+            elif i + 1 < len(tokens) and not (tokens[i + 1].startswith("--") or tokens[i + 1] in ("&&", ";")):
+                flags[name] = tokens[i + 1]
+                i += 1
+            else:
+                flags[name] = True
+        elif model is None:
+            model = tok
+        i += 1
+    if isinstance(flags.get("--model"), str):
+        model = str(flags["--model"])
+    return model, flags
+
+
+def _entry_length(argv: list[str]) -> int:
+    """How many tokens of ``argv`` (an engine's argv from its entry point on) name the entry point: 2 for ``vllm serve``
+    (``/usr/local/bin/vllm serve``, ``vllm.entrypoints.cli.main serve``), 1 for a module run with ``python -m``
+    (``vllm.entrypoints.openai.api_server``, ``dynamo.vllm``), whose next token is already a flag or the model."""
+    if len(argv) >= 2 and argv[1] == "serve" and (argv[0].rsplit("/", 1)[-1] == "vllm"
+                                                   or argv[0] == "vllm.entrypoints.cli.main"):
+        return 2
+    return 1
