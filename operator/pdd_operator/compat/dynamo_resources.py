@@ -23,7 +23,9 @@ resource both write with different values is given an unknown value too: the GPU
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 #: Dynamo's GPU resource when a service names no ``gpuType`` (deploy/cloud/operator/internal/consts
 #: ``KubeResourceGPUNvidia``).
@@ -100,3 +102,84 @@ def with_service_resources(main: dict, service: Mapping[str, Mapping[str, str]],
                     items[name] = (f"{UNKNOWN_PREFIX} {value} per pod of a {nodes}-node Dynamo multinode service, "
                                    "whose launch Dynamo's operator rewrites")
     return {**main, "resources": {**own, **merged}}
+
+
+#: The parallel sizes as Dynamo's operator reads them from a worker's ``args``: the exact ``--flag VALUE`` spelling
+#: (backend_vllm.go ``getFlagValue`` over ``getExpandedArgs``, the args split on blanks; 1 when absent).
+_PARALLEL_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
+
+#: Other spellings of those sizes (``-tp 2``, ``--tensor-parallel-size=2``, ``--tensor_parallel_size``): operator
+#: releases before ``normalizeVLLMFlags`` read them as 1, later ones read them, so which it is depends on a release
+#: the manifest does not name.
+_OTHER_SPELLINGS = re.compile(r"^(-tp|-pp|-dp|--(tensor|pipeline|data)[-_]parallel[-_]size=.*|"
+                              r"--(tensor|pipeline|data)_parallel_size)(=|$)")
+
+
+@dataclass(frozen=True)
+class MultinodeLaunch:
+    """How Dynamo's operator launches a vLLM worker service over ``nodes`` pods (``multinode.nodeCount`` > 1).
+
+    Read in ai-dynamo/dynamo deploy/cloud/operator/internal/dynamo/backend_vllm.go (``updateVLLMMultinodeArgs``;
+    the same logic in deploy/operator after the move): with the world size TP x PP and the per-pod GPU count
+    ``resources.limits.gpu``, a world larger than one pod's GPUs is launched over every pod (a Ray cluster, or
+    vLLM's ``--nnodes`` multi-node ``mp`` launch in later releases); else a world x DP larger than one pod's GPUs
+    gets data-parallel flags (``injectDataParallelLaunchFlags``: ``--data-parallel-size-local`` = GPUs // world
+    on every pod, ``--data-parallel-start-rank`` = that x the node rank, the leader's address); else nothing is
+    rewritten and every pod runs the command as written. Earlier releases always built a Ray cluster over the pods.
+    Whichever launch a release uses, TP x PP x DP ranks need that many GPUs among the group's pods.
+
+    Attributes:
+        nodes: pods of the service's group.
+        gpus: GPUs per pod (``resources.limits.gpu``), ``None`` when not a literal integer.
+        spread: the ranks are spread over the group's pods (``False``: each pod runs the command as written).
+        group_gpus: ``nodes`` x ``gpus`` where the ranks are spread, else ``None``.
+        note: how they are spread, or why the launch is not known (then ``gpus``/``group_gpus`` are ``None``).
+    """
+
+    nodes: int
+    gpus: int | None
+    spread: bool
+    group_gpus: int | None
+    note: str
+
+
+def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLaunch:
+    """How Dynamo's operator launches ``main`` (the service's main container as written) over ``nodes`` pods of
+    the v1alpha1 service ``service`` (see :class:`MultinodeLaunch`)."""
+    limits = service.get("resources", {}).get("limits") if isinstance(service.get("resources"), Mapping) else None
+    raw = limits.get("gpu") if isinstance(limits, Mapping) else None
+    gpus = int(str(raw)) if raw is not None and str(raw).isdigit() else None
+    args = [w for a in main.get("args") or [] for w in str(a).split()]
+    command = [w for a in main.get("command") or [] for w in str(a).split()]
+    where = f"a {nodes}-node Dynamo multinode service"
+    if gpus is None or gpus == 0:
+        return MultinodeLaunch(nodes, None, False, None, (
+            f"{where} without a literal resources.limits.gpu: Dynamo's operator rewrites its launch from that count "
+            "(backend_vllm.go updateVLLMMultinodeArgs), so how its ranks are spread over the pods is not known"))
+    odd = [w for w in args + command if _OTHER_SPELLINGS.match(w)] + [w for w in command if w in _PARALLEL_FLAGS]
+    if odd:
+        return MultinodeLaunch(nodes, None, False, None, (
+            f"{where} whose parallel sizes are written as {odd[0]!r}: Dynamo's operator reads only the exact "
+            "'--tensor-parallel-size N' spelling in args in some releases (getFlagValue) and every spelling in later "
+            "ones (normalizeVLLMFlags), so the launch it builds is not known"))
+    sizes = []
+    for flag in _PARALLEL_FLAGS:
+        values = [args[i + 1] for i, w in enumerate(args[:-1]) if w == flag]
+        literal = [v for v in values if re.fullmatch(r"\d+", v)]
+        if values and not literal:
+            return MultinodeLaunch(nodes, None, False, None, (
+                f"{where} whose {flag} is {values[0]!r}, not a literal integer: Dynamo's operator sizes the launch "
+                "from it, so how the ranks are spread over the pods is not known"))
+        sizes.append(int(literal[0]) if literal else 1)
+    tp, pp, dp = sizes
+    world = tp * pp
+    if world > gpus:
+        how = (f"TP {tp} x PP {pp} = {world} ranks per DP rank exceed one pod's {gpus} GPUs, so Dynamo's operator "
+               f"launches them over the {nodes} pods (a Ray cluster, or vLLM's --nnodes launch)")
+    elif world * dp > gpus:
+        how = (f"Dynamo's operator gives each of the {nodes} pods --data-parallel-size-local {gpus // world} "
+               f"(its {gpus} GPUs // TP {tp} x PP {pp}) and its own --data-parallel-start-rank "
+               "(backend_vllm.go injectDataParallelLaunchFlags)")
+    else:
+        return MultinodeLaunch(nodes, gpus, False, None, "")
+    return MultinodeLaunch(nodes, gpus, True, nodes * gpus, how)

@@ -32,11 +32,17 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from pdd_operator.compat.dynamo_resources import multinode_count, service_resources, with_service_resources
+from pdd_operator.compat.dynamo_resources import (
+    MultinodeLaunch,
+    multinode_count,
+    multinode_launch,
+    service_resources,
+    with_service_resources,
+)
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
-from pdd_operator.vllm.expansion import opaque_value
+from pdd_operator.vllm.expansion import opaque_value, runs_shell
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch
@@ -206,7 +212,7 @@ def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
 
 def _engines(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
-    pod_meta: dict | None, pod_group: int = 1, replicas: int | None = 1,
+    pod_meta: dict | None, pod_group: int = 1, replicas: int | None = 1, multinode: MultinodeLaunch | None = None,
 ) -> list[Engine | Unreadable]:
     """The P/D engines one container starts: one per engine process of its command or script
     (:func:`~pdd_operator.vllm.args.container_launches`), each with its own flags and the env its line sets; where
@@ -221,21 +227,51 @@ def _engines(
             return [Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
                                f"not {engine}'s disaggregation")]
         return []
+    flags_as_script = _flags_as_script(command)
+    if flags_as_script and (labels_role is not None or _PD_MARKER.search(" ".join(command))):
+        return [Unreadable(where, flags_as_script)]
     found = container_launches(container, image_runs_vllm=is_vllm_image(image))
     out = []
     for i, launch in enumerate(found):
         at = f"{where} line {launch.line}" if len(found) > 1 else where
         if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
             at += f" #{sum(x.line == launch.line for x in found[:i]) + 1}"  # a loop: the iteration
-        engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas)
+        engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas,
+                         multinode)
         if engine:
             out.append(engine)
     return out
 
 
+def _flags_as_script(command: list[str]) -> str | None:
+    """Why a container whose command is ``sh -c`` / ``bash -c`` followed by engine flags (``[/bin/bash, -c]`` with
+    ``args: [--model, ...]``) starts no engine, or ``None`` for any other command.
+
+    The kubelet runs command + args as one argv (Kubernetes docs, "Define a Command and Arguments for a
+    Container"), so the shell gets ``-c --model ...``: POSIX ``sh -c`` takes the first operand after ``-c`` as its
+    script and bash reads ``--model`` as an option of its own first, and both refuse it (bash: "--: invalid
+    option", dash: "Illegal option --", exit 2). Dynamo's operator does not add the missing ``python3 -m
+    dynamo.vllm``: it only inserts flags into an args string that already runs ``python ... dynamo.vllm``
+    (deploy/cloud/operator/internal/dynamo backend_vllm.go / mutation ``injectFlagsIntoContainerCommand``, and
+    ``injectFlagsIntoPythonCommand``'s pattern).
+    """
+    if len(command) < 3 or not runs_shell(command) or command[1] not in ("-c", "-lc", "-ec"):
+        return None
+    script = command[2].strip()
+    if not script.startswith("-") or not any(w.startswith("--") for w in command[2:]):
+        return None
+    flags = " ".join(command[2:5])
+    return (f"its command is {command[0]} {command[1]} followed by the engine's flags ({flags} ...), not by a "
+            f"script: {command[0].rsplit('/', 1)[-1]} reads {command[2]!r} as an option of its own and exits "
+            "('invalid option', status 2), so the container starts no engine (Dynamo's operator does not add "
+            "python3 -m dynamo.vllm in front of flags). Write command: [python3, -m, dynamo.vllm] (or vllm serve) "
+            "and keep these args, to have them checked")
+
+
 def _engine(
     container: dict, pod_spec: dict, where: str, at: str, launch: Launch, context: list[str],
     labels_role: tuple[str, str] | None, pod_meta: dict | None, pod_group: int, replicas: int | None = 1,
+    multinode: MultinodeLaunch | None = None,
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     argv = list(launch.argv)
@@ -254,6 +290,8 @@ def _engine(
         config = replace(config, pod_group=pod_group)
     if replicas != 1:
         config = replace(config, replicas=replicas)
+    if multinode is not None:  # a Dynamo multinode service: how its operator spreads the ranks over the pods
+        config = replace(config, group_gpus=multinode.group_gpus, group_note=multinode.note)
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
@@ -341,14 +379,14 @@ def _dynamo_main_container(main: dict) -> dict:
 
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
-          group: int = 1, replicas: int | None = 1, service: tuple[dict, int] | None = None,
+          group: int = 1, replicas: int | None = 1, service: tuple[dict, int, dict] | None = None,
           injected: dict[str, str] | None = None, templates: dict[str, dict[str, str]] | None = None) -> None:
     if isinstance(node, dict):
         group = _pod_group(node) or group
         lws = _lws_env(node["leaderWorkerTemplate"]) if isinstance(node.get("leaderWorkerTemplate"), dict) else {}
         if isinstance(node.get("extraPodSpec"), dict):
             # a Dynamo v1alpha1 service: its ``resources`` (Dynamo's shape) go to the main container
-            service = (service_resources(node.get("resources")), multinode_count(node))
+            service = (service_resources(node.get("resources")), multinode_count(node), node)
         if "replicas" in node:
             # spec.replicas of the objects around the template (a StormService's times its role's); a templated
             # or otherwise non-literal count is unknown
@@ -377,11 +415,14 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                                     role_from_labels, pod_meta, group, replicas))
         main = node.get("mainContainer")
         if isinstance(main, dict):
+            resources, nodes, raw = service or ({}, 1, {})
+            plan = multinode_launch(main, raw, nodes) if nodes > 1 else None
             main = with_service_resources(
-                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, *(service or ({},)))
+                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, resources,
+                nodes if plan is None or plan.spread or plan.gpus is None else 1)
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
-                                role_from_labels, pod_meta, group, replicas))
+                                role_from_labels, pod_meta, group, replicas, plan))
         for key, value in node.items():
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue

@@ -114,6 +114,12 @@ class RoleConfig:
             1 for a plain pod.
         ray_cluster: the container starts or joins a Ray cluster (``ray start``, vLLM's
             ``multi-node-serving.sh``), over which vLLM's Ray executor places ranks in other pods.
+        group_gpus: the GPUs of every pod of a multinode group over which the orchestrator spreads this engine's
+            TP x PP x DP ranks (a Dynamo multinode service: nodeCount x its per-pod GPUs,
+            :func:`~pdd_operator.compat.dynamo_resources.multinode_launch`), ``None`` when not such a group or not
+            known.
+        group_note: how the orchestrator spreads the ranks over that group (for messages), or why that is not
+            known (then ``group_gpus`` is ``None`` and the GPU count is "not checked"); ``""`` for no such group.
         image: the container image.
         workload_kind: the kind of the object the engine was read from (``StormService``, ``Deployment``, ...;
             ``""`` for a PDDeployment's rendered roles).
@@ -169,6 +175,8 @@ class RoleConfig:
     spans_nodes: bool = False
     pod_group: int = 1
     ray_cluster: bool = False
+    group_gpus: int | None = None
+    group_note: str = ""
     image: str = ""
     workload_kind: str = ""
     nixl_version: Version | None = None

@@ -4,7 +4,7 @@ the NIXL connector supports (prefill context parallelism)."""
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt
@@ -35,6 +35,9 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     rank in the engine's own pod, so a pod group does not add GPUs."""
     out = []
     for r in pair.roles:
+        if r.group_note:
+            out += _group_gpu_count(r)
+            continue
         need, have = _ranks(r), r.gpus
         if need is None or have is None:
             continue  # dp_local is None where the pod's share of the ranks is not known (--nnodes > 1, Ray DP)
@@ -64,6 +67,29 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
                        "--distributed-executor-backend ray)." if r.pod_group > 1 else ".")),
         ))
     return out
+
+
+def _group_gpu_count(r: RoleConfig) -> list[Violation]:
+    """A multinode group whose orchestrator spreads the engine's ranks over its pods (:attr:`RoleConfig.group_gpus`,
+    a Dynamo multinode service) gets TP x PP x DP GPUs among them; where the spread is not known, "not checked"."""
+    if r.group_gpus is None:
+        return [(f"{r.role}: {r.group_note}.", "Write the service's GPU count and parallel sizes as literal "
+                 "'--tensor-parallel-size N' / '--data-parallel-size N' args and resources.limits.gpu, or check "
+                 "the pods the operator creates.", NOT_CHECKED)]
+    if r.tp is None or r.pp is None or r.dp is None:
+        return []
+    need = r.tp * r.pp * r.dp
+    if need <= r.group_gpus:
+        return []
+    return [(
+        f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP {r.dp}) and {r.group_note}; the "
+        f"group's pods have {r.group_gpus} GPUs in all, so the ranks beyond {r.group_gpus} are never started: every "
+        "DP rank joins a data-parallel group of --data-parallel-size ranks at startup (vllm/v1/engine/core.py "
+        "DPEngineCoreProc, ParallelConfig.stateless_init_dp_group) and TP/PP ranks a world of TP x PP, which wait "
+        "for ranks that never come, so the engine never serves.",
+        f"Lower --data-parallel-size to {r.group_gpus // (r.tp * r.pp)}, or give the service more nodes "
+        "(multinode.nodeCount) or more GPUs per node.",
+    )]
 
 
 def _devices(r: RoleConfig) -> tuple[str, ...] | None:
