@@ -108,11 +108,21 @@ def with_service_resources(main: dict, service: Mapping[str, Mapping[str, str]],
 #: (backend_vllm.go ``getFlagValue`` over ``getExpandedArgs``, the args split on blanks; 1 when absent).
 _PARALLEL_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
 
-#: Other spellings of those sizes (``-tp 2``, ``--tensor-parallel-size=2``, ``--tensor_parallel_size``): operator
-#: releases before ``normalizeVLLMFlags`` read them as 1, later ones read them, so which it is depends on a release
-#: the manifest does not name.
-_OTHER_SPELLINGS = re.compile(r"^(-tp|-pp|-dp|--(tensor|pipeline|data)[-_]parallel[-_]size=.*|"
-                              r"--(tensor|pipeline|data)_parallel_size)(=|$)")
+#: Other spellings of those sizes (``-tp 2``, ``--tensor-parallel-size=2``, ``--tensor_parallel_size 2``), which
+#: vLLM's parser accepts: operator releases with ``normalizeVLLMFlags`` (deploy/operator backend_vllm.go) read them
+#: as the exact spelling, earlier ones (``getFlagValue`` on the raw words) as absent, i.e. 1.
+_SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size"}
+
+
+def _normalized(words: list[str]) -> list[str]:
+    """``words`` with the other spellings of :data:`_PARALLEL_FLAGS` written as ``--flag VALUE`` (what
+    ``normalizeVLLMFlags`` does for these three)."""
+    out: list[str] = []
+    for word in words:
+        flag, eq, value = word.partition("=")
+        flag = _SHORT.get(flag, flag.replace("_", "-") if flag.replace("_", "-") in _PARALLEL_FLAGS else flag)
+        out += [flag, value] if eq and flag in _PARALLEL_FLAGS else [flag] if flag in _PARALLEL_FLAGS else [word]
+    return out
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,9 @@ class MultinodeLaunch:
         spread: the ranks are spread over the group's pods (``False``: each pod runs the command as written).
         group_gpus: ``nodes`` x ``gpus`` where the ranks are spread, else ``None``.
         note: how they are spread, or why the launch is not known (then ``gpus``/``group_gpus`` are ``None``).
+        caveat: where the sizes are spelled otherwise than ``--tensor-parallel-size N`` (``_SHORT``, ``=``, ``_``):
+            what operator releases that read only that spelling do instead (the launch above is the later
+            releases'), else ``""``.
     """
 
     nodes: int
@@ -141,6 +154,7 @@ class MultinodeLaunch:
     spread: bool
     group_gpus: int | None
     note: str
+    caveat: str = ""
 
 
 def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLaunch:
@@ -149,19 +163,13 @@ def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLa
     limits = service.get("resources", {}).get("limits") if isinstance(service.get("resources"), Mapping) else None
     raw = limits.get("gpu") if isinstance(limits, Mapping) else None
     gpus = int(str(raw)) if raw is not None and str(raw).isdigit() else None
-    args = [w for a in main.get("args") or [] for w in str(a).split()]
-    command = [w for a in main.get("command") or [] for w in str(a).split()]
+    written = [w for a in main.get("args") or [] for w in str(a).split()]  # getExpandedArgs: the args only
+    args = _normalized(written)
     where = f"a {nodes}-node Dynamo multinode service"
     if gpus is None or gpus == 0:
         return MultinodeLaunch(nodes, None, False, None, (
             f"{where} without a literal resources.limits.gpu: Dynamo's operator rewrites its launch from that count "
             "(backend_vllm.go updateVLLMMultinodeArgs), so how its ranks are spread over the pods is not known"))
-    odd = [w for w in args + command if _OTHER_SPELLINGS.match(w)] + [w for w in command if w in _PARALLEL_FLAGS]
-    if odd:
-        return MultinodeLaunch(nodes, None, False, None, (
-            f"{where} whose parallel sizes are written as {odd[0]!r}: Dynamo's operator reads only the exact "
-            "'--tensor-parallel-size N' spelling in args in some releases (getFlagValue) and every spelling in later "
-            "ones (normalizeVLLMFlags), so the launch it builds is not known"))
     sizes = []
     for flag in _PARALLEL_FLAGS:
         values = [args[i + 1] for i, w in enumerate(args[:-1]) if w == flag]
@@ -171,6 +179,12 @@ def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLa
                 f"{where} whose {flag} is {values[0]!r}, not a literal integer: Dynamo's operator sizes the launch "
                 "from it, so how the ranks are spread over the pods is not known"))
         sizes.append(int(literal[0]) if literal else 1)
+    odd = [w for w in written if w not in args]
+    caveat = (f"{where} spells a parallel size {odd[0]!r}: Dynamo operator releases before normalizeVLLMFlags "
+              "(backend_vllm.go getFlagValue reads the exact '--data-parallel-size N' words) take it as absent (1) "
+              "and do not spread the ranks as said, so with such an operator every pod starts the whole engine on "
+              "its own GPUs; write '--tensor-parallel-size N' / '--data-parallel-size N' to have every release read "
+              "it") if odd else ""
     tp, pp, dp = sizes
     world = tp * pp
     if world > gpus:
@@ -181,5 +195,5 @@ def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLa
                f"(its {gpus} GPUs // TP {tp} x PP {pp}) and its own --data-parallel-start-rank "
                "(backend_vllm.go injectDataParallelLaunchFlags)")
     else:
-        return MultinodeLaunch(nodes, gpus, False, None, "")
-    return MultinodeLaunch(nodes, gpus, True, nodes * gpus, how)
+        return MultinodeLaunch(nodes, gpus, False, None, "", caveat)
+    return MultinodeLaunch(nodes, gpus, True, nodes * gpus, how, caveat)

@@ -291,7 +291,8 @@ def _engine(
     if replicas != 1:
         config = replace(config, replicas=replicas)
     if multinode is not None:  # a Dynamo multinode service: how its operator spreads the ranks over the pods
-        config = replace(config, group_gpus=multinode.group_gpus, group_note=multinode.note)
+        config = replace(config, group_gpus=multinode.group_gpus, group_note=multinode.note,
+                         group_caveat=multinode.caveat)
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE

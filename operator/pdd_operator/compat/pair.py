@@ -120,6 +120,7 @@ class RoleConfig:
             known.
         group_note: how the orchestrator spreads the ranks over that group (for messages), or why that is not
             known (then ``group_gpus`` is ``None`` and the GPU count is "not checked"); ``""`` for no such group.
+        group_caveat: what some releases of that orchestrator do instead (a warning), or ``""``.
         image: the container image.
         workload_kind: the kind of the object the engine was read from (``StormService``, ``Deployment``, ...;
             ``""`` for a PDDeployment's rendered roles).
@@ -177,6 +178,7 @@ class RoleConfig:
     ray_cluster: bool = False
     group_gpus: int | None = None
     group_note: str = ""
+    group_caveat: str = ""
     image: str = ""
     workload_kind: str = ""
     nixl_version: Version | None = None

@@ -35,6 +35,9 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     rank in the engine's own pod, so a pod group does not add GPUs."""
     out = []
     for r in pair.roles:
+        if r.group_caveat:
+            out.append((f"{r.role}: {r.group_caveat}.", "Spell the parallel sizes as '--tensor-parallel-size N', "
+                        "'--pipeline-parallel-size N', '--data-parallel-size N' in the service's args.", "warning"))
         if r.group_note:
             out += _group_gpu_count(r)
             continue
