@@ -32,7 +32,9 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     """An engine gets a GPU per rank (TP x PP x local DP): from its pod, or from its whole pod group when a Ray
     cluster spans the group (LeaderWorkerSet size, StormService podGroupSize; vLLM's Ray executor places the ranks
     on the group's GPUs, vllm/v1/executor/ray_executor.py). Without Ray, vLLM's default executor starts every
-    rank in the engine's own pod, so a pod group does not add GPUs."""
+    rank in the engine's own pod, so a pod group does not add GPUs. A Dynamo multinode service whose operator
+    spreads the ranks over its pods (backend_vllm.go updateVLLMMultinodeArgs) gets TP x PP x DP GPUs among all of
+    them; where that launch is not known, the count is not checked."""
     out = []
     for r in pair.roles:
         if r.group_caveat:
