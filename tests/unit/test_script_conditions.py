@@ -163,3 +163,27 @@ def test_lws_worker_index_is_known_only_where_one_pod_runs_the_template():
     two = _lws_env({"size": 2, "leaderTemplate": {}})
     assert two["workerTemplate"] == {"LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "1"}
     assert _lws_env({"size": "${SIZE}"}) == {}
+
+
+#: llm-d's wide-EP pattern: each pod of the group starts DP_SIZE_LOCAL ranks at its own start rank.
+DP_OVER_GROUP = """\
+exec vllm serve Qwen/Qwen3-235B-A22B --data-parallel-size {dp} --data-parallel-size-local 4 \\
+  --data-parallel-start-rank $((LWS_WORKER_INDEX * 4)) --enable-expert-parallel \\
+  --kv-transfer-config '{{"kv_connector":"NixlConnector","kv_role":"kv_both"}}'
+"""
+
+
+@pytest.mark.parametrize("dp, leader_template, refused", [
+    ("$((LWS_GROUP_SIZE * 4))", False, False),  # 3 pods x 4 = 12 ranks, all started
+    ("12", False, False),
+    ("16", False, True),  # ranks 12-15 never start: the DP group of 16 waits for them
+    ("16", True, False),  # a leaderTemplate may start other counts: not judged
+])
+def test_an_lws_group_starts_pods_times_local_dp_ranks(tmp_path, capsys, dp, leader_template, refused):
+    script = DP_OVER_GROUP.format(dp=dp)
+    docs = [_lws("q-prefill", "prefill", 3, script, leader_template=leader_template),
+            _lws("q-decode", "decode", 3, DP_OVER_GROUP.format(dp="12"))]
+    code, out = check(tmp_path, capsys, *docs)
+    errors = [f["message"] for r in out["results"] for f in r["findings"]
+              if f["rule"] == "parallelism-gpu-count" and f["severity"] == "error"]
+    assert (code == 1 and len(errors) == 1 and "ranks 12 to 15 never start" in errors[0]) if refused else not errors

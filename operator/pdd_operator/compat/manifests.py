@@ -213,6 +213,7 @@ def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
 def _engines(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
     pod_meta: dict | None, pod_group: int = 1, replicas: int | None = 1, multinode: MultinodeLaunch | None = None,
+    *, every_pod: bool = False,
 ) -> list[Engine | Unreadable]:
     """The P/D engines one container starts: one per engine process of its command or script
     (:func:`~pdd_operator.vllm.args.container_launches`), each with its own flags and the env its line sets; where
@@ -237,7 +238,7 @@ def _engines(
         if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
             at += f" #{sum(x.line == launch.line for x in found[:i]) + 1}"  # a loop: the iteration
         engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas,
-                         multinode)
+                         multinode, every_pod=every_pod)
         if engine:
             out.append(engine)
     return out
@@ -271,7 +272,7 @@ def _flags_as_script(command: list[str]) -> str | None:
 def _engine(
     container: dict, pod_spec: dict, where: str, at: str, launch: Launch, context: list[str],
     labels_role: tuple[str, str] | None, pod_meta: dict | None, pod_group: int, replicas: int | None = 1,
-    multinode: MultinodeLaunch | None = None,
+    multinode: MultinodeLaunch | None = None, *, every_pod: bool = False,
 ) -> Engine | Unreadable | None:
     image = str(container.get("image") or "")
     argv = list(launch.argv)
@@ -287,7 +288,7 @@ def _engine(
     version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)
     if pod_group > 1:
-        config = replace(config, pod_group=pod_group)
+        config = replace(config, pod_group=pod_group, group_uniform=every_pod)
     if replicas != 1:
         config = replace(config, replicas=replicas)
     if multinode is not None:  # a Dynamo multinode service: how its operator spreads the ranks over the pods
@@ -381,7 +382,8 @@ def _dynamo_main_container(main: dict) -> dict:
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
           group: int = 1, replicas: int | None = 1, service: tuple[dict, int, dict] | None = None,
-          injected: dict[str, str] | None = None, templates: dict[str, dict[str, str]] | None = None) -> None:
+          injected: dict[str, str] | None = None, templates: dict[str, dict[str, str]] | None = None,
+          every_pod: bool = False) -> None:
     if isinstance(node, dict):
         group = _pod_group(node) or group
         lws = _lws_env(node["leaderWorkerTemplate"]) if isinstance(node.get("leaderWorkerTemplate"), dict) else {}
@@ -413,7 +415,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                     continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
                 out.extend(_engines(_with_env(c, injected or {}), node, where, ctx + path + [str(c.get("name", ""))],
-                                    role_from_labels, pod_meta, group, replicas))
+                                    role_from_labels, pod_meta, group, replicas, every_pod=every_pod))
         main = node.get("mainContainer")
         if isinstance(main, dict):
             resources, nodes, raw = service or ({}, 1, {})
@@ -428,11 +430,13 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             if key in ("containers", "mainContainer", "metadata", "status"):
                 continue
             _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group, replicas,
-                  service, (templates or {}).get(key, injected), lws if key == "leaderWorkerTemplate" else None)
+                  service, (templates or {}).get(key, injected), lws if key == "leaderWorkerTemplate" else None,
+                  # LWS pods all run workerTemplate when there is no leaderTemplate (LWS API LeaderTemplate)
+                  every_pod or (templates is not None and key == "workerTemplate" and "leaderTemplate" not in node))
     elif isinstance(node, list):
         for i, value in enumerate(node):
             _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas,
-                  service, injected)
+                  service, injected, None, every_pod)
 
 
 def _stem(name: str) -> str:

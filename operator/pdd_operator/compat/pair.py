@@ -121,6 +121,8 @@ class RoleConfig:
         group_note: how the orchestrator spreads the ranks over that group (for messages), or why that is not
             known (then ``group_gpus`` is ``None`` and the GPU count is "not checked"); ``""`` for no such group.
         group_caveat: what some releases of that orchestrator do instead (a warning), or ``""``.
+        group_uniform: every pod of the ``pod_group`` runs this engine's command (a LeaderWorkerSet without a
+            ``leaderTemplate``), so the group starts at most ``pod_group`` x ``dp_local`` DP ranks.
         image: the container image.
         workload_kind: the kind of the object the engine was read from (``StormService``, ``Deployment``, ...;
             ``""`` for a PDDeployment's rendered roles).
@@ -179,6 +181,7 @@ class RoleConfig:
     group_gpus: int | None = None
     group_note: str = ""
     group_caveat: str = ""
+    group_uniform: bool = False
     image: str = ""
     workload_kind: str = ""
     nixl_version: Version | None = None

@@ -43,6 +43,7 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
         if r.group_note:
             out += _group_gpu_count(r)
             continue
+        out += _group_dp_ranks(r)
         need, have = _ranks(r), r.gpus
         if need is None or have is None:
             continue  # dp_local is None where the pod's share of the ranks is not known (--nnodes > 1, Ray DP)
@@ -94,6 +95,26 @@ def _group_gpu_count(r: RoleConfig) -> list[Violation]:
         "for ranks that never come, so the engine never serves.",
         f"Lower --data-parallel-size to {r.group_gpus // (r.tp * r.pp)}, or give the service more nodes "
         "(multinode.nodeCount) or more GPUs per node.",
+    )]
+
+
+def _group_dp_ranks(r: RoleConfig) -> list[Violation]:
+    """A pod group whose every pod runs this engine's command (:attr:`RoleConfig.group_uniform`, a LeaderWorkerSet
+    with one template) starts at most ``pod_group`` x ``dp_local`` DP ranks; a larger ``--data-parallel-size``
+    leaves ranks that never start. Not judged with Ray (it places the ranks) or where a count is not known."""
+    if not r.group_uniform or r.pod_group <= 1 or r.dp is None or r.dp_local is None:
+        return []
+    if r.executor == "ray" or r.ray_cluster or r.dp <= r.dp_local * r.pod_group:
+        return []
+    started = r.dp_local * r.pod_group
+    return [(
+        f"{r.role}: --data-parallel-size {r.dp}, but each of the {r.pod_group} pods of its group starts "
+        f"{r.dp_local} DP rank(s) (--data-parallel-size-local, or one per pod with an external-LB rank), {started} "
+        f"in all: ranks {started} to {r.dp - 1} never start, and every DP rank joins a data-parallel group of "
+        "--data-parallel-size ranks at startup (vllm/v1/engine/core.py DPEngineCoreProc, "
+        "ParallelConfig.stateless_init_dp_group), which waits for them, so the engine never serves.",
+        f"Set --data-parallel-size to {started} (pods x --data-parallel-size-local), or raise the group size or "
+        "--data-parallel-size-local (with the GPUs for it).",
     )]
 
 
