@@ -14,8 +14,15 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   ``$1`` inside a function; an unquoted expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
   vllm serve $M`` gives the engine both flags; ``$((...))`` integer arithmetic (2.6.4) on known integers;
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
-  ``while``/``until``/C-style ``for`` body is read once; of ``if``/``elif``/``else`` and ``case`` branches only the
-  first that starts an engine is taken (the container runs one of them, and which one is decided at runtime);
+  ``while``/``until``/C-style ``for`` body is read once;
+* conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
+  test) are evaluated where their operands are known: ``[ ]``/``test`` (``= != -z -n -eq -ne -gt -ge -lt -le !
+  -a -o``), ``[[ ]]`` (also ``== != <pattern>``, ``=~``, ``&& ||``, arithmetic integer operands), ``(( ))``,
+  ``true``/``false``; the shell's branch is taken. A condition that reads an unknown value (or a file test, or
+  another command's status) leaves each possible branch: the script is run once per way through them (at most
+  :data:`MAX_PATHS`) and a flag the ways give different values becomes ``<unknown:NAME>`` (NAME: the condition's
+  variable, else :data:`BRANCH`), so rules reading it say "not checked"; where the ways start different numbers of
+  engines, the first way's engines are read. ``case`` fall-through (``;&``, ``;;&``) is read as ``;;``;
 * ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too;
 * indexed arrays, as bash's manual ("Arrays") describes them: ``A=(w1 w2)``, ``A+=(w3)``, ``A[N]=w``, ``declare -a``
   / ``local -a`` / ``readonly -a``; ``"${A[@]}"`` gives one field per element (zero fields for an empty array),
