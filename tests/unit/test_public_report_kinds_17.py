@@ -5,7 +5,11 @@ runtime with no ``--kv-transfer-config`` it said the engine "never receives KV .
 succeeds" and told the user to edit "the prefill container" with kv_producer. Dynamo's worker refuses to start a
 prefill worker without the flag (components/src/dynamo/vllm/args.py ``update_dynamo_config_with_engine``: ValueError
 '--connector is deprecated and the default is no longer nixl ...'), and the decode worker runs with no connector; the
-fix belongs in the worker's args list, with the config that error text names."""
+fix belongs in the worker's args list, with the config that error text names.
+
+Second kind: the set's llm-d entries (ghcr.io/llm-d/llm-d-cuda:v0.5.1) could only be judged by what holds in every vLLM
+version, because llm-d's image tags are llm-d's; where llm-d's release notes name the vLLM wheel of an llm-d-cuda tag,
+that tag is now read as that vLLM (vllm/wrapped_vllm_versions.json), so version rules and skew between roles apply."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import json
 
 import pytest
 
+from pdd_operator.vllm.versions import version_from_image, wrapped_vllm_version
 from tests.unit.test_public_report_kinds_12 import _deployment
 from tests.unit.test_turn2_variants import check, rules
 
@@ -89,3 +94,40 @@ def test_a_plain_vllm_engine_keeps_the_generic_finding(tmp_path, capsys):
     assert code == 1 and set(found) == {"prefill", "decode"}, out
     assert "every request still succeeds" in found["prefill"]["message"]
     assert '"kv_role":"kv_producer"' in found["prefill"]["fix"] and "container" in found["prefill"]["fix"]
+
+
+# --- llm-d's own image tags: the vLLM their release notes name -------------------------------------------------------
+# The set's llm-d entries run ghcr.io/llm-d/llm-d-cuda:v0.5.1, whose vLLM no public page here names: the checker warns
+# vllm-version-unknown and judges only what holds in every version. llm-d's v0.8.0 and v0.9.0 release component
+# summaries do name the vLLM wheel in llm-d-cuda (0.23.0, 0.26.0): those two tags are read as that vLLM, no other.
+
+LLMD = "ghcr.io/llm-d/llm-d-cuda"
+
+
+@pytest.mark.parametrize(("tag", "vllm"), [("v0.9.0", (0, 26, 0)), ("v0.8.0", (0, 23, 0))])
+def test_llmd_cuda_tags_its_releases_document_give_their_vllm(tag, vllm):
+    assert version_from_image(f"{LLMD}:{tag}") == vllm
+    assert "Component Summary" in wrapped_vllm_version(f"{LLMD}:{tag}")[1]
+
+
+@pytest.mark.parametrize("tag", ["v0.8.1", "v0.7.0", "v0.5.1", "v0.4.0", "latest"])
+def test_other_llmd_cuda_tags_stay_unknown(tag):
+    # v0.8.1 is only the "previous version" column of v0.9.0's table: not a row that names its own vLLM.
+    assert version_from_image(f"{LLMD}:{tag}") is None
+
+
+def _llmd_pair(prefill_tag: str, decode_tag: str) -> list[dict]:
+    return [_deployment(role, ["Qwen/Qwen3-0.6B", "--kv-transfer-config", NIXL], image=f"{LLMD}:{tag}")
+            for role, tag in (("prefill", prefill_tag), ("decode", decode_tag))]
+
+
+def test_two_llmd_releases_in_one_pair_are_refused_for_their_vllm_skew(tmp_path, capsys):
+    # vLLM 0.23.0 against 0.26.0: the version string is a factor of the compatibility hash (0.13.0 on).
+    code, out = check(tmp_path, capsys, *_llmd_pair("v0.8.0", "v0.9.0"))
+    assert code == 1 and "vllm-version-mismatch" in rules(out, "error"), out
+
+
+def test_one_llmd_release_on_both_roles_is_a_known_version(tmp_path, capsys):
+    # Negative control: the same documented tag on both roles, no version warning left.
+    code, out = check(tmp_path, capsys, *_llmd_pair("v0.9.0", "v0.9.0"))
+    assert code == 0 and not {"vllm-version-mismatch", "vllm-version-unknown"} & rules(out), out
