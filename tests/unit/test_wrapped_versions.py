@@ -1,5 +1,6 @@
-"""Images that wrap vLLM under their own release tags (NVIDIA Dynamo's vllm-runtime): the vLLM they ship comes from
-the publisher's table (vllm/wrapped_vllm_versions.json, Dynamo docs/reference/release-artifacts.md), and only there.
+"""Images that wrap vLLM under their own release tags (NVIDIA Dynamo's vllm-runtime, llm-d's llm-d-cuda): the vLLM they
+ship comes from the publisher's table (vllm/wrapped_vllm_versions.json: Dynamo docs/reference/release-artifacts.md, llm-d's
+release component summaries), and only there.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ def test_other_tags_and_images_stay_unknown(image):
 
 def test_every_table_row_parses_and_names_its_own_public_source():
     table = json.loads((Path(__file__).parents[2] / "operator/pdd_operator/vllm/wrapped_vllm_versions.json").read_text())
+    pages = {"ai-dynamo/vllm-runtime": "release-artifacts", "llm-d/llm-d-cuda": "Component Summary"}
+    assert set(table["repositories"]) == set(pages)
     for name, repo in table["repositories"].items():
         for tag, row in repo["tags"].items():
             assert parse_version(row["vllm"]), tag
-            assert "release-artifacts" in row["source"] and f"v{row['vllm']}" in row["source"], tag
-            assert wrapped_vllm_version(f"nvcr.io/nvidia/{name}:{tag}")[1].endswith(f"({row['source']})")
+            assert pages[name] in row["source"] and f"v{row['vllm']}" in row["source"], tag
+            image = f"{repo['registry']}/{name}:v{tag}"
+            assert wrapped_vllm_version(image)[1].endswith(f"({row['source']})"), image
 
 
 def _dgd(prefill_tag: str, decode_tag: str) -> dict:

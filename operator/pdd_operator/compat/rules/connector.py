@@ -12,26 +12,60 @@ from pdd_operator.vllm.versions import fmt
     fields=("spec.kvTransfer.connector",),
     source=("vllm v1 core: without --kv-transfer-config no KV connector is created, and kv_transfer_params in a "
             "request are ignored ('Got kv_transfer_params, but no KVConnector found'), so decode recomputes every "
-            "prompt (kserve#5987, dynamo#11467)"),
+            "prompt (kserve#5987, dynamo#11467); Dynamo >= 1.0 dynamo.vllm (components/src/dynamo/vllm/args.py) refuses "
+            "to start a prefill worker without --kv-transfer-config"),
     without_connector=True,
 )
 def check_connector_present(pair: PDPair) -> list[Violation]:
-    """Every engine of a prefill/decode topology has a KV connector."""
+    """Every engine of a prefill/decode topology has a KV connector.
+
+    A Dynamo vLLM worker (``launcher`` ``dynamo.vllm``) reaches this rule without a connector only on a runtime that
+    no longer adds NixlConnector itself (Dynamo >= 1.0.0, see ``DYNAMO_EXPLICIT_CONNECTOR_SINCE`` in
+    :mod:`pdd_operator.compat.manifests`): :func:`_dynamo_worker_without_connector` says what that worker does."""
     out = []
     for r in pair.roles:
         if r.connector is None:
+            if r.launcher == "dynamo.vllm":
+                out.append(_dynamo_worker_without_connector(r.role))
+                continue
             kv_role = "kv_producer" if r.role == "prefill" else "kv_consumer"
             out.append((
                 f"{r.role}: the engine runs in a prefill/decode topology but has no KV connector (no "
                 "--kv-transfer-config): it never receives KV from the other role, so decode recomputes every "
-                "prompt (or prefill never hands KV over) while every request still succeeds. The NIXL rules "
-                "(handshake, block sizes, side channel, parallelism across roles) are checked once both roles "
-                "have a connector.",
+                "prompt (or prefill never hands KV over) while every request still succeeds. " + _LATER,
                 fix_for(pair, "Set spec.kvTransfer.connector (the operator renders it on both roles).",
                         f"Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{kv_role}\"}}' "
                         f"to the {r.role} container{_named(r)}."),
             ))
     return out
+
+
+_LATER = ("The NIXL rules (handshake, block sizes, side channel, parallelism across roles) are checked once both roles "
+          "have a connector.")
+
+#: The KV transfer config Dynamo's vLLM worker asks for in its own error text (args.py, below).
+_DYNAMO_KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def _dynamo_worker_without_connector(role: str) -> Violation:
+    """(message, fix) for a ``dynamo.vllm`` worker of a Dynamo >= 1.0 runtime with no ``--kv-transfer-config``.
+
+    ai-dynamo/dynamo components/src/dynamo/vllm/args.py ``update_dynamo_config_with_engine`` (1.x): a worker in
+    ``--disaggregation-mode prefill`` (``--is-prefill-worker`` is a deprecated alias of it) without
+    ``--kv-transfer-config`` raises ``ValueError('--connector is deprecated and the default is no longer nixl. When
+    using --disaggregation-mode prefill, you must explicitly provide --kv-transfer-config ...')`` before the engine
+    starts; a decode worker is not checked there and starts with no connector. The fix is in the graph's own terms:
+    the worker's args list, with the config that error text gives."""
+    if role == "prefill":
+        said = ("prefill: Dynamo's vLLM worker (runtime >= 1.0) no longer adds NixlConnector itself and refuses to "
+                "start a prefill worker without --kv-transfer-config: dynamo.vllm raises ValueError('--connector is "
+                "deprecated and the default is no longer nixl ... you must explicitly provide --kv-transfer-config') "
+                "at startup, so the prefill pods crash-loop.")
+    else:
+        said = (f"{role}: Dynamo's vLLM worker (runtime >= 1.0) no longer adds NixlConnector itself, so this worker "
+                "starts with no KV connector: it never pulls KV from the prefill workers and recomputes every prompt.")
+    return (f"{said} {_LATER}",
+            f"Add --kv-transfer-config '{_DYNAMO_KV}' to the {role} worker's args (Dynamo's own example value).")
 
 
 def _named(r) -> str:
