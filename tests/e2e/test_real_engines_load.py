@@ -28,7 +28,8 @@ it is not part of ``make test``: it runs only with ``PDD_REAL_LOAD=1``
 skips it too. ``PDD_REAL_LOAD_PHASES`` runs only the named phases, comma-separated, of
 ``kill-prefill``, ``kill-decode``, ``role-only`` and ``must-match`` (all when unset; the deployment's start
 and the warm-up always run): ``PDD_REAL_LOAD_PHASES=must-match`` takes about 9 minutes.
-Status on 2026-12-01: the kills and the role-only rollout were measured in pull mode; the must-match
+Status on 2026-12-05: all four phases passed in one pull-mode run, 0 of 955 requests failed (bench/README.md).
+Earlier, on 2026-12-01: the kills and the role-only rollout were measured in pull mode; the must-match
 rollout passed (19:04: 160 requests sent during it, 0 failed, 8,532 of 8,532 prompt tokens from prefill,
 no cross-revision pair, 353.9 s) once the dev node agent stopped binding both engines' OpenMP threads to
 one shared CPU set (the first-request stall of every earlier run: docs/rollouts.md). Push mode (kill phases
