@@ -167,7 +167,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if problems:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
                     continue
-                engines.extend(_scan_foreign(inline_config_map_refs(doc, config_maps), unreadable))
+                found, refused = _scan_foreign(inline_config_map_refs(doc, config_maps), unreadable)
+                engines.extend(found)
+                for u in refused:  # not checked, yet refused by vLLM for what the manifest does show
+                    report = CompatReport(version=u.version, findings=list(u.findings))
+                    reports.append(report)
+                    results.append({"file": path, "object": u.where, "vllmVersion": report.version,
+                                    "compatible": report.compatible, "findings": [f.wire() for f in report.findings]})
                 continue
             meta = doc.get("metadata") or {}
             try:
@@ -274,13 +280,15 @@ def _origin(doc: dict) -> str:
     return f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
 
 
-def _scan_foreign(doc: dict, unreadable: list[dict]) -> list:
-    """The P/D engines of a non-PDDeployment document; those it cannot read go to ``unreadable``."""
+def _scan_foreign(doc: dict, unreadable: list[dict]) -> tuple[list, list]:
+    """``(the P/D engines of a non-PDDeployment document, those of its unreadable engines that vLLM refuses all the
+    same)``; every engine it cannot read goes to ``unreadable`` ("not checked"), the refused ones too (their
+    :attr:`~pdd_operator.compat.manifests.Unreadable.findings` say what is refused, the rest stays unchecked)."""
     from pdd_operator.compat.manifests import scan
 
     engines, cannot = scan(doc)
     unreadable.extend({"object": u.where, "reason": u.reason} for u in cannot)
-    return engines
+    return engines, [u for u in cannot if u.findings]
 
 
 def cmd_crd(args: argparse.Namespace) -> int:

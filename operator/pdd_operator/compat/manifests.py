@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
+from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     multinode_count,
@@ -40,6 +41,7 @@ from pdd_operator.compat.dynamo_resources import (
     with_service_resources,
 )
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
+from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.expansion import opaque_value, runs_shell
@@ -97,10 +99,17 @@ class Engine:
 
 @dataclass(frozen=True)
 class Unreadable:
-    """A prefill/decode engine this checker cannot read, and why (reported as "not checked")."""
+    """A prefill/decode engine this checker cannot read, and why (reported as "not checked").
+
+    ``findings``: what vLLM refuses in it all the same, from the parts of it the manifest does hold
+    (:func:`~pdd_operator.compat.templated.templated_findings`); ``()`` for none. ``version``: the vLLM version
+    those findings were judged for (``"unknown"`` without findings).
+    """
 
     where: str
     reason: str
+    findings: tuple[Finding, ...] = ()
+    version: str = "unknown"
 
 
 def _role_hint(text: str) -> str | None:
@@ -512,7 +521,8 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     ``${VLLM_ADDITIONAL_ARGS}`` in others), not the image's entrypoint, and its own ``args`` replace the
     template's. What the engine runs is therefore not in these files. Such a container is reported when the
     service is P/D (``spec.prefill`` set, or KV transfer named in its args or env); otherwise it is left out
-    silently, as an aggregated server is.
+    silently, as an aggregated server is. What vLLM refuses in such a container for its image, env and user args
+    alone (:func:`~pdd_operator.compat.templated.templated_findings`) rides on its Unreadable as ``findings``.
     """
     pd = isinstance(spec.get("prefill"), dict)
     skip: set[int] = set()
@@ -530,13 +540,16 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
             skip.add(id(c))
             if pd or _PD_MARKER.search(repr([c.get("args"), c.get("env")])):
                 role = "prefill" if keys[0] == "prefill" else ("decode" if pd else "P/D")
+                where = f"{origin} spec.{'.'.join(keys)}.containers(main)"
+                refused = templated_findings(c, where)
                 unreadable.append(Unreadable(
-                    f"{origin} spec.{'.'.join(keys)}.containers(main)",
+                    where,
                     f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates (the "
                     "container has no command, and KServe's template replaces the image's entrypoint), which are "
                     "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
                     "templates set no --kv-transfer-config at all); give the container an explicit command to "
-                    "have it checked"))
+                    "have it checked", refused, fmt(version_from_image(str(c.get("image") or ""))) if refused else
+                    "unknown"))
     return frozenset(skip), unreadable
 
 

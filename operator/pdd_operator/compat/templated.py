@@ -1,0 +1,93 @@
+"""What an engine whose command line KServe's templates supply still shows in the manifest, and what vLLM refuses
+from that alone.
+
+A KServe ``LLMInferenceService`` ``main`` container without ``command`` runs the command of KServe's
+LLMInferenceServiceConfig templates, which are not in the user's files (:func:`~pdd_operator.compat.manifests.
+_kserve_templated` reports such an engine "not checked"). Three things of it are still the user's own: the
+container's image, its env, and the part of the engine line KServe appends from the user. KServe's templates
+(kserve/kserve config/llmisvcconfig/config-llm-template.yaml, config-llm-prefill-template.yaml: ``exec vllm serve
+/mnt/models --served-model-name ... --port 8000 ${ACCESS_LOG_ARGS} ${SHUTDOWN_TIMEOUT_ARGS} ${KV_TRANSFER_ARGS} ...
+${VLLM_ADDITIONAL_ARGS} $@``) append the container's ``VLLM_ADDITIONAL_ARGS`` env and its ``args`` to
+``vllm serve`` and add none of the flags judged here. A startup refusal that depends only on those three is
+therefore a promise whatever else the template adds; everything else stays "not checked".
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from pdd_operator.api.status import Finding
+from pdd_operator.compat.rules import RULES_BY_ID
+from pdd_operator.vllm.args import env_values
+from pdd_operator.vllm.flags import parse_flags
+from pdd_operator.vllm.versions import Version, fmt, version_from_image
+
+#: First vLLM release whose ``VllmConfig._verify_kv_transfer_compat`` (vllm/config/vllm.py) refuses to start an
+#: engine with a KV connector while ``PYTORCH_CUDA_ALLOC_CONF`` holds ``expandable_segments:True`` and the cumem
+#: allocator is off (vllm-nixl-facts.md section 3, read in 0.33.0).
+EXPANDABLE_SEGMENTS_REFUSED_SINCE: Version = (0, 33, 0)
+
+#: The env variable whose value KServe's templates append to ``vllm serve`` (the templates above).
+ADDITIONAL_ARGS_ENV = "VLLM_ADDITIONAL_ARGS"
+
+
+def user_engine_args(container: dict) -> list[str]:
+    """The part of a KServe-templated engine's ``vllm serve`` line the container itself gives: its
+    ``VLLM_ADDITIONAL_ARGS`` env value (split as bash splits an unquoted expansion inside ``eval``, i.e. with
+    shell quoting) followed by its ``args``. ``[]`` when neither is set; a value that does not split (an
+    unbalanced quote) gives ``[]`` for that part."""
+    env = env_values(container.get("env"))
+    try:
+        extra = shlex.split(env.get(ADDITIONAL_ARGS_ENV, ""))
+    except ValueError:
+        extra = []
+    return [*extra, *(str(a) for a in container.get("args") or [])]
+
+
+def _connector(flags: dict) -> str | None:
+    """The ``kv_connector`` of a parsed ``--kv-transfer-config``, or ``None`` (absent or not JSON)."""
+    raw = flags.get("--kv-transfer-config")
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    connector = value.get("kv_connector") if isinstance(value, dict) else None
+    return connector if isinstance(connector, str) and connector else None
+
+
+def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
+    """The startup refusals of a KServe-templated engine container (``where``: its place, for the finding's
+    fields) that its image, env and user args alone prove; ``()`` for none.
+
+    ``expandable-segments-with-nixl``: the image's tag pins a vLLM release from
+    :data:`EXPANDABLE_SEGMENTS_REFUSED_SINCE`, ``PYTORCH_CUDA_ALLOC_CONF`` in the env enables
+    ``expandable_segments``, the user args name a KV connector, and they do not turn on
+    ``--enable-cumem-allocator``. An unknown or older version, or a connector only the template might add,
+    proves nothing here: the engine stays "not checked".
+    """
+    version = version_from_image(str(container.get("image") or ""))
+    if version is None or version < EXPANDABLE_SEGMENTS_REFUSED_SINCE:
+        return ()
+    conf = env_values(container.get("env")).get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+    if "expandable_segments:true" not in conf:
+        return ()
+    _, flags = parse_flags(["vllm", "serve", "/mnt/models", *user_engine_args(container)])
+    connector = _connector(flags)
+    if connector is None or flags.get("--enable-cumem-allocator") is True:
+        return ()
+    rule = RULES_BY_ID["expandable-segments-with-nixl"]
+    return (Finding(
+        rule=rule.id, severity="error",
+        fields=[f"{where}.env[PYTORCH_CUDA_ALLOC_CONF]", f"{where}.env[{ADDITIONAL_ARGS_ENV}]", f"{where}.image"],
+        message=(f"vLLM {fmt(version)} refuses to start this engine: PYTORCH_CUDA_ALLOC_CONF enables "
+                 f"expandable_segments while its {ADDITIONAL_ARGS_ENV}/args configure the KV connector {connector} "
+                 "and KServe's template adds no --enable-cumem-allocator ('KV connector ... is incompatible with "
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless enable_cumem_allocator is also enabled')."),
+        fix="Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or add --enable-cumem-allocator to "
+            f"{ADDITIONAL_ARGS_ENV}.",
+        source=(f"{rule.source}; KServe config/llmisvcconfig templates append {ADDITIONAL_ARGS_ENV} and the "
+                "container's args to vllm serve"),
+    ),)
