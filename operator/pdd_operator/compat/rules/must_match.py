@@ -74,6 +74,7 @@ def check_version_match(pair: PDPair) -> list[Violation]:
             "wheels); no hash in 0.11.0-0.12.0: a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
             "path before vLLM reads it (components/src/dynamo/vllm/main.py fetch_llm): an id against that path is a "
             "warning (equal at one revision)"),
+    needs=("--model",),
 )
 def check_model_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode serve the identical --model string (as vLLM receives it)."""
@@ -164,7 +165,7 @@ _BACKEND_ENV_UNTIL = (0, 11, 0)
             "--attention-backend / --attention-config (0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND FLASHINFER vs FLASH_ATTN crashes the pair in 0.10 "
             "(vllm#23587); other versions: a warning"),
-    needs=("--attention-backend", "--attention-config"),
+    needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode name the same attention backend (it sets the KV layout and is hashed)."""
@@ -222,6 +223,7 @@ def hma_disabled(r: RoleConfig, version) -> bool:
             "scheduler_config.disable_hybrid_kv_cache_manager (0.18+, every model); vllm/config/vllm.py decides the "
             "effective value (connector turns HMA off up to 0.21, keeps it on from 0.22)"),
     since=(0, 18, 0),
+    needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_hma_flag_match(pair: PDPair) -> list[Violation]:
     """Both roles run with the same effective hybrid KV cache manager setting (it is hashed)."""
@@ -333,6 +335,7 @@ def effective_revision(role: RoleConfig) -> str | None:
             "revision's snapshot path, which the hash does include: the handshake refuses the pair "
             "(docs/conformance.md revision-refused). An unset revision is the Hub's main (huggingface_hub "
             "DEFAULT_REVISION in hf_hub_download / snapshot_download), so main against none is equal"),
+    needs=("--revision",),
 )
 def check_model_revision_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the same model revision (vLLM does not compare it).

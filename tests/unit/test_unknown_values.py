@@ -1,0 +1,184 @@
+"""Issue 9, "no false refusals", for values that are not in the manifest: a valid pair (a held-out entry expected
+``ok`` or ``warning`` that ``pdd check`` does not refuse) with one engine flag, boolean flag, model or env value
+made unknown (through the real readers: a Secret variable the kubelet or the shell expands,
+:mod:`tests.unit.unknown_values`) is never refused and never crashes the checker. The value it had is one of the
+values the unknown may take, so an error would promise that a working deployment fails: the rule reading it must
+say "not checked" (``Rule.needs``, ``compat.rules.base.run_check``), or warn, or not depend on it.
+
+The property test draws (entry, site) pairs; the per-kind tests below pin each rule the sweep caught (each fails
+without its fix). A full sweep of every site of every valid entry (~1,400 runs) found, before the fixes:
+``model-mismatch`` (a model from a variable, 45 sites), ``hma-flag-mismatch`` / ``hybrid-hma-disabled`` (an unknown
+``--no-disable-hybrid-kv-cache-manager`` read as ``--disable``), ``ssm-conv-layout-ds`` and
+``side-channel-port-conflict`` (a ``valueFrom`` env variable dropped, so read as vLLM's default),
+``block-size-direction`` (an unknown ``--block-size`` read as the default), ``model-revision-mismatch`` and
+``spec-decode-mismatch``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pdd_operator.cli import main
+from tests.unit.test_turn2_variants import check, container, rules, workload
+from tests.unit.unknown_values import SECRET_VAR, VAR, sites
+
+DATA = Path(__file__).parent / "data"
+
+
+def _valid_entries() -> list[tuple[Path, dict]]:
+    out = []
+    for index in sorted(DATA.glob("public_reports*/index.yaml")):
+        out += [(index.parent, e) for e in yaml.safe_load(index.read_text())["cases"] if e["expected"] in ("ok", "warning")]
+    return out
+
+
+ENTRIES = _valid_entries()
+
+
+def _run(docs: list, model_config: str | None, tmp: Path, capsys) -> tuple[int, dict]:
+    path = tmp / "in.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code = main(["check", str(path), "-o", "json", *(["--model-config", model_config] if model_config else [])])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if out.strip() else {})
+
+
+@cache
+def _docs(i: int) -> tuple[list, str | None]:
+    base, entry = ENTRIES[i]
+    docs = [d for d in yaml.safe_load_all((base / "inputs" / entry["file"]).read_text()) if d is not None]
+    return docs, str(base / entry["model_config"]) if entry.get("model_config") else None
+
+
+def test_the_corpus_has_valid_entries_with_values_to_make_unknown():
+    assert len(ENTRIES) >= 100
+    assert sum(len(sites(_docs(i)[0])) for i in range(len(ENTRIES))) >= 1000
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(pick=st.tuples(st.integers(0, len(ENTRIES) - 1), st.integers(0, 10_000)))
+def test_one_unknown_value_never_refuses_a_valid_pair(pick, tmp_path, capsys):
+    i, j = pick
+    docs, model_config = _docs(i)
+    code, out = _run(docs, model_config, tmp_path, capsys)
+    found = sites(docs)
+    if code in (1, 2) or not found:
+        return  # an entry the checker already refuses is a strict xfail of its own set, not this test's case
+    site = found[j % len(found)]
+    code, out = _run(site.apply(docs), model_config, tmp_path, capsys)
+    where = f"{ENTRIES[i][1]['id']}: {site.what} made unknown"
+    assert code in (0, 3), f"{where}: exit {code}, errors {sorted(rules(out, 'error'))}"
+    assert not rules(out, "error") and not out.get("inputErrors"), where
+
+
+# --- each kind the sweep caught, with the known value as its control --------------------------------------------
+
+KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def _pair(p_args, d_args, p_env=(), d_env=(), model="Qwen/Qwen3-8B", d_model=None, image="vllm/vllm-openai:v0.26.0"):
+    return [workload("m-prefill", "prefill", container([model, "--kv-transfer-config", KV, *p_args], image=image,
+                                                         env=[SECRET_VAR, *p_env])),
+            workload("m-decode", "decode", container([d_model or model, "--kv-transfer-config", KV, *d_args],
+                                                       image=image, env=[SECRET_VAR, *d_env]))]
+
+
+U = f"$({VAR})"
+
+
+def _not_checked(out) -> str:
+    return " ".join(n["reason"] for n in out.get("notChecked", []))
+
+
+def test_a_model_from_a_secret_is_not_a_model_mismatch(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair([], [], d_model=U))
+    assert code == 3 and "model-mismatch" not in rules(out), out
+    assert "Decode's --model is the value of $PDD_UNKNOWN" in _not_checked(out)
+    code, out = check(tmp_path, capsys, *_pair([], [], d_model="Qwen/Qwen3-14B"))  # control: two known models
+    assert code == 1 and "model-mismatch" in rules(out, "error"), out
+
+
+def test_a_model_flag_from_a_secret_is_not_a_model_mismatch(tmp_path, capsys):
+    docs = _pair([], [])
+    docs[1]["spec"]["template"]["spec"]["containers"][0]["args"][0:1] = ["--model", U]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and "model-mismatch" not in rules(out), out
+
+
+GEMMA = "google/gemma-3-4b-it"  # sliding window: HMA state hashed from 0.22
+
+
+@pytest.mark.parametrize("flag", ["--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager"])
+def test_an_unknown_hma_flag_is_not_checked_not_the_other_setting(tmp_path, capsys, flag):
+    name = flag.removeprefix("--no-").removeprefix("--")
+    code, out = check(tmp_path, capsys, *_pair([flag], [f"--{name}={U}"], model=GEMMA))
+    assert code == 3 and not rules(out, "error"), out
+    assert "--disable-hybrid-kv-cache-manager" in _not_checked(out)
+    other = "--no-disable-hybrid-kv-cache-manager" if flag.startswith("--disable") else "--disable-hybrid-kv-cache-manager"
+    code, out = check(tmp_path, capsys, *_pair([flag], [other], model=GEMMA))  # control: the known other setting
+    assert code == 1 and "hma-flag-mismatch" in rules(out, "error"), out
+
+
+def test_an_unknown_block_size_is_not_read_as_the_default(tmp_path, capsys):
+    # push needs equal block sizes; decode's is a Secret's: it may be 64 too
+    push = '{"kv_connector":"NixlPushConnector","kv_role":"kv_both"}'
+    docs = _pair(["--block-size", "64"], ["--block-size", U])
+    for d in docs:
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        args[args.index(KV)] = push
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and not rules(out, "error"), out
+    assert "--block-size" in _not_checked(out)
+    for d in docs:  # control: decode on the default
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        if U in args:
+            del args[args.index(U) - 1:args.index(U) + 1]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and rules(out, "error") & {"block-size-push-equal", "block-size-direction"}, out
+
+
+def _secret(name):
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+
+
+def test_a_side_channel_port_from_a_secret_is_not_the_default_port(tmp_path, capsys):
+    # both roles in one pod: decode listens on 5600 (the default); prefill's port is a Secret's, not 5600
+    p = container(["Qwen/Qwen3-8B", "--port", "8100", "--kv-transfer-config", KV],
+                  env=[_secret("VLLM_NIXL_SIDE_CHANNEL_PORT")], name="prefill")
+    d = container(["Qwen/Qwen3-8B", "--port", "8200", "--kv-transfer-config", KV], name="decode")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd", "labels": {"app": "pd"}},
+           "spec": {"containers": [p, d]}}
+    code, out = check(tmp_path, capsys, pod)
+    assert "side-channel-port-conflict" not in rules(out, "error"), out
+    p["env"] = [e for e in p["env"] if e["name"] != "VLLM_NIXL_SIDE_CHANNEL_PORT"]  # control: both on the default
+    code, out = check(tmp_path, capsys, pod)
+    assert "side-channel-port-conflict" in rules(out, "error"), out
+
+
+NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"  # hybrid SSM: vLLM >= 0.20 asserts the DS conv layout
+
+
+def test_an_ssm_conv_layout_from_a_secret_is_not_the_default_layout(tmp_path, capsys):
+    ds = {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}
+    code, out = check(tmp_path, capsys, *_pair([], [], p_env=[ds], d_env=[_secret("VLLM_SSM_CONV_STATE_LAYOUT")],
+                                               model=NEMOTRON))
+    assert "ssm-conv-layout-ds" not in rules(out, "error"), out
+    assert "VLLM_SSM_CONV_STATE_LAYOUT" in _not_checked(out)
+    code, out = check(tmp_path, capsys, *_pair([], [], p_env=[ds], model=NEMOTRON))  # control: decode unset (SD)
+    assert "ssm-conv-layout-ds" in rules(out, "error"), out
+
+
+def test_a_revision_from_a_secret_is_not_a_revision_mismatch(tmp_path, capsys):
+    sha = "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"
+    code, out = check(tmp_path, capsys, *_pair(["--revision", sha], ["--revision", U]))
+    assert "model-revision-mismatch" not in rules(out, "error"), out
+    code, out = check(tmp_path, capsys, *_pair(["--revision", sha], ["--revision", "0" * 40]))  # control
+    assert "model-revision-mismatch" in rules(out, "error"), out
