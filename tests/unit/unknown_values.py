@@ -33,7 +33,8 @@ _SCRIPT_FLAG = re.compile(r"(?<![\w$-])(--[A-Za-z][\w-]*)(=|[ \t]+(?:\\\n[ \t]*)
                           r"('[^'\n]*'|\"[^\"\n]*\"|[^\s'\"\\;&|()<>]+)(?=[\s;&|)]|$)")
 _SCRIPT_BOOL = re.compile(r"(?<![\w$-])--(no-)?(" + "|".join(re.escape(f[2:]) for f in sorted(_BOOL_FLAGS))
                           + r")(?=[\s\\;&|]|$)")
-_SCRIPT_MODEL = re.compile(r"(?<![\w-])(vllm\s+serve[ \t]+)([^\s\\;&|-][^\s\\;&|]*)")
+#: The model after ``vllm serve`` (not an unquoted ``$VAR``, which may expand to several words or none).
+_SCRIPT_MODEL = re.compile(r"(?<![\w-])(vllm\s+serve[ \t]+)([^\s\\;&|$-][^\s\\;&|]*)")
 
 
 @dataclass(frozen=True)
