@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pdd_operator.cli import main
+from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from tests.unit.test_turn2_variants import check, container, rules, workload
 from tests.unit.unknown_values import SECRET_VAR, VAR, sites
 
@@ -182,3 +183,27 @@ def test_a_revision_from_a_secret_is_not_a_revision_mismatch(tmp_path, capsys):
     assert "model-revision-mismatch" not in rules(out, "error"), out
     code, out = check(tmp_path, capsys, *_pair(["--revision", sha], ["--revision", "0" * 40]))  # control
     assert "model-revision-mismatch" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("flags, want", [
+    ({"--data-parallel-size": "4", "--data-parallel-external-lb": "<unknown:LB>"}, None),  # was 1 (read as on)
+    ({"--data-parallel-size": "4", "--data-parallel-backend": "<unknown:BACKEND>"}, None),  # was 4 (read as mp)
+    ({"--data-parallel-size": "4", "--data-parallel-external-lb": True}, 1),  # controls: known values
+    ({"--data-parallel-size": "4", "--data-parallel-backend": "mp"}, 4),
+])
+def test_an_unknown_data_parallel_mode_leaves_the_local_ranks_unknown(flags, want):
+    assert local_data_parallel(flags) == want
+
+
+def test_an_unknown_headless_flag_may_place_ranks_on_other_nodes():
+    assert spans_nodes({"--headless": "<unknown:HEADLESS>"}) and not spans_nodes({"--headless": False})
+
+
+@pytest.mark.parametrize("executor, code", [("mp", 1), ("ray", 0), (U, 3)])
+def test_an_unknown_executor_is_not_read_as_the_default_mp(tmp_path, capsys, executor, code):
+    # TP 16 on a pod of 8 GPUs: the mp executor starts every rank here (refused); Ray may place ranks elsewhere
+    docs = [workload(f"m-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV, "--tensor-parallel-size",
+                                                   "16", "--distributed-executor-backend", executor],
+                                                  gpus=8, env=[SECRET_VAR])) for role in ("prefill", "decode")]
+    got, out = check(tmp_path, capsys, *docs)
+    assert got == code and ("parallelism-gpu-count" in rules(out, "error")) == (code == 1), out

@@ -27,7 +27,7 @@ def _ranks(r: RoleConfig) -> int | None:
             "(vllm/v1/engine/utils.py launch_core_engines; NIXL gives each DP rank its own engine id and "
             "side-channel port, vllm#18903)"),
     without_connector=True,
-    needs=("--data-parallel-size-local",),
+    needs=("--data-parallel-size-local", "--distributed-executor-backend"),
 )
 def check_gpu_count(pair: PDPair) -> list[Violation]:
     """An engine gets a GPU per rank (TP x PP x local DP): from its pod, or from its whole pod group when a Ray
