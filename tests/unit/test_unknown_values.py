@@ -207,3 +207,28 @@ def test_an_unknown_executor_is_not_read_as_the_default_mp(tmp_path, capsys, exe
                                                   gpus=8, env=[SECRET_VAR])) for role in ("prefill", "decode")]
     got, out = check(tmp_path, capsys, *docs)
     assert got == code and ("parallelism-gpu-count" in rules(out, "error")) == (code == 1), out
+
+
+def test_an_error_that_quotes_an_unknown_value_is_not_checked_and_a_warning_stays():
+    from pdd_operator.compat.rules.base import NOT_CHECKED, Rule, run_check
+
+    def judged(pair):
+        return [("prefill '<unknown:X>' differs from decode 'a'.", "fix"), ("a plain error", "fix"),
+                ("decode '<unknown:Y>' looks odd", "fix", "warning")]
+
+    r = Rule(id="t", family="t", severity="error", summary="t", fields=(), source="t", check=judged)
+    got = run_check(r, None)
+    assert got[0][2] == NOT_CHECKED and "$X" in got[0][0]
+    assert got[1:] == [("a plain error", "fix"), ("decode '<unknown:Y>' looks odd", "fix", "warning")]
+
+
+def test_both_engines_of_one_container_reading_one_variable_compare_equal(tmp_path, capsys):
+    # NIXL's own sanity job: "$MODEL" from the image's ENV on both engines of one container is one value
+    kv = '{"kv_connector":"NixlConnector","kv_role":"%s"}'
+    script = (f"CUDA_VISIBLE_DEVICES=0 vllm serve \"$MODEL\" --port 8100 --kv-transfer-config '{kv % 'kv_producer'}' & "
+              "CUDA_VISIBLE_DEVICES=1 VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve \"$MODEL\" --port 8200 "
+              f"--kv-transfer-config '{kv % 'kv_consumer'}'")
+    c = container([script], command=["bash", "-c"], gpus=2)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd"}, "spec": {"containers": [c]}}
+    code, out = check(tmp_path, capsys, pod)
+    assert code == 0 and not out["notChecked"] and not rules(out, "error"), out
