@@ -17,6 +17,7 @@ without its fix). A full sweep of every site of every valid entry (~1,400 runs) 
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -78,6 +79,22 @@ def test_one_unknown_value_never_refuses_a_valid_pair(pick, tmp_path, capsys):
     where = f"{ENTRIES[i][1]['id']}: {site.what} made unknown"
     assert code in (0, 3), f"{where}: exit {code}, errors {sorted(rules(out, 'error'))}"
     assert not rules(out, "error") and not out.get("inputErrors"), where
+
+
+@pytest.mark.skipif(not os.environ.get("PDD_UNKNOWN_SWEEP"), reason="the full sweep (~1,400 runs, ~10 min): "
+                    "PDD_UNKNOWN_SWEEP=1 runs it")
+@pytest.mark.parametrize("i", range(len(ENTRIES)), ids=[e["id"] for _, e in ENTRIES])
+def test_every_value_of_every_valid_entry_made_unknown(i, tmp_path, capsys):
+    docs, model_config = _docs(i)
+    code, _ = _run(docs, model_config, tmp_path, capsys)
+    if code in (1, 2):
+        pytest.skip("refused as written (a strict xfail of its own set)")
+    refused = []
+    for site in sites(docs):
+        code, out = _run(site.apply(docs), model_config, tmp_path, capsys)
+        if code not in (0, 3) or rules(out, "error") or out.get("inputErrors"):
+            refused.append(f"{site.what}: exit {code}, errors {sorted(rules(out, 'error'))}")
+    assert not refused, refused
 
 
 # --- each kind the sweep caught, with the known value as its control --------------------------------------------
