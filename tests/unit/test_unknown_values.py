@@ -249,3 +249,13 @@ def test_both_engines_of_one_container_reading_one_variable_compare_equal(tmp_pa
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd"}, "spec": {"containers": [c]}}
     code, out = check(tmp_path, capsys, pod)
     assert code == 0 and not out["notChecked"] and not rules(out, "error"), out
+
+
+def test_a_hub_cache_from_a_secret_may_be_the_snapshot_paths_cache(tmp_path, capsys):
+    # Dynamo resolves the Hub id into HF_HOME's cache; the other role passes a snapshot path under /shared-models.
+    # With HF_HOME known the pair is a warning (equal at one revision); with it unknown it may be the same cache.
+    i = next(i for i, (_, e) in enumerate(ENTRIES) if e["id"] == "dynamo-qwen3-32b-aks-ib-1p1d-tp4-hf-id-vs-snapshot-path")
+    docs, model_config = _docs(i)
+    for site in [s for s in sites(docs) if s.what.startswith("env HF_HOME=")]:
+        code, out = _run(site.apply(docs), model_config, tmp_path, capsys)
+        assert code == 0 and "model-mismatch" in rules(out, "warning"), (site.what, out)

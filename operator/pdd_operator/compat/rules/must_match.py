@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
@@ -82,8 +83,9 @@ def check_model_match(pair: PDPair) -> list[Violation]:
     for a, b in ((pair.prefill, pair.decode), (pair.decode, pair.prefill)):
         snap = snapshot(b.model)
         cache = hub_cache(a.env)
+        # a cache directory not in the files (HF_HOME from a Secret) may be the snapshot's: the same warning
         if (snap and resolves_to_snapshot(a.launcher, a.model) and snap.repo_id == a.model
-                and cache in (None, snap.cache)):
+                and (cache in (None, snap.cache) or unknown_names(cache))):
             return [(f"{a.role} passes the Hub id {a.model!r}, which {a.launcher} replaces by its snapshot in the Hub "
                      f"cache before vLLM starts; {b.role} passes the snapshot path {b.model!r}. vLLM hashes the "
                      f"path, so the two match only while the id's current revision is {snap.revision!r} (and the "
