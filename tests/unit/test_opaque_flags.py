@@ -102,7 +102,8 @@ def test_a_kubelet_reference_to_a_secret_is_opaque():
     env = [{"name": "SPEC", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
     c = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV, "--speculative-config", "$(SPEC)"], env=env)
     role = role_from_container("decode", c, {}, version_text="0.28.0")
-    assert dict(role.opaque) == {"--speculative-config": "the value of $SPEC, which is not in these files"}
+    assert dict(role.opaque) == {"--speculative-config": "the value of $SPEC, which is not in these files",
+                                 "SPEC": "set from a valueFrom source whose value is not in these files"}
     assert role.errors == () and role.speculative is None
 
 

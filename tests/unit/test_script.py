@@ -110,11 +110,12 @@ def test_a_variable_holding_several_flags_is_split_into_words_unless_quoted(mode
 @pytest.mark.parametrize("script, flag, want", [
     ("export TP=4; vllm serve m --tensor-parallel-size $TP", "--tensor-parallel-size", "4"),
     ("TP=2 && vllm serve m --tensor-parallel-size ${TP}", "--tensor-parallel-size", "2"),
-    ("vllm serve m --block-size ${BS:-32}", "--block-size", "32"),
     ("BS=; vllm serve m --block-size ${BS:-16}", "--block-size", "16"),
     ("BS=; vllm serve m --block-size ${BS-16}x", "--block-size", "x"),
-    (": ${BS:=128}; vllm serve m --block-size $BS", "--block-size", "128"),
-    ("vllm serve m --block-size ${BS:+64}16", "--block-size", "16"),
+    ("BS=; : ${BS:=128}; vllm serve m --block-size $BS", "--block-size", "128"),
+    ("BS=; vllm serve m --block-size ${BS:+64}16", "--block-size", "16"),
+    ("BS=8; vllm serve m --block-size ${BS:+64}", "--block-size", "64"),
+    ("export BS=32; vllm serve m --block-size ${BS:-16}", "--block-size", "32"),
     ("N=3; vllm serve m --port $((8000 + N * 2))", "--port", "8006"),
     ("vllm serve m --kv-transfer-config '{\"kv_role\":\"$ROLE\"}'", "--kv-transfer-config", '{"kv_role":"$ROLE"}'),
     ('R=kv_producer; vllm serve m --kv-transfer-config "{\\"kv_role\\":\\"$R\\"}"', "--kv-transfer-config",
@@ -134,6 +135,28 @@ def test_known_values_are_expanded(script, flag, want):
 def test_unknown_values_are_named_not_guessed(script, flag, name):
     (got,) = launches(script)
     assert unknown_names(str(_flags(got)[1][flag])) == [name]
+
+
+@pytest.mark.parametrize("form", ["${BS:-32}", "${BS-32}", "${BS:=32}", "${BS:+32}", "$BS", "${BS}"])
+def test_a_variable_nothing_in_the_manifest_sets_is_unknown_or_default_in_every_form(form):
+    # the image's ENV may set BS: its default (or alternative) is one value it may take, not the value
+    (got,) = launches(f"vllm serve m --block-size {form}")
+    assert unknown_names(str(_flags(got)[1]["--block-size"])) == ["BS"]
+
+
+def test_one_variable_read_both_ways_gives_one_answer():
+    # was: ${TP:-1} read TP as unset (1) while $TP read it as the image's (unknown), in one script
+    (got,) = launches('vllm serve m --tensor-parallel-size ${TP:-1} --pipeline-parallel-size "$TP"')
+    flags = _flags(got)[1]
+    assert flags["--tensor-parallel-size"] == flags["--pipeline-parallel-size"] == unknown("TP")
+
+
+def test_a_default_on_an_unknown_condition_leaves_both_branches():
+    # ENABLE_SPEC may be set by the image: both branches are read, and the flag they disagree on is unknown
+    script = ('if [ "${ENABLE_SPEC:-0}" = 1 ]; then S=--enforce-eager; else S=--no-enforce-eager; fi\n'
+              "vllm serve m $S --block-size 16")
+    (got,) = launches(script)
+    assert unknown_names(str(_flags(got)[1]["--enforce-eager"])) and _flags(got)[1]["--block-size"] == "16"
 
 
 def test_a_default_does_not_win_over_a_value_the_manifest_hides():

@@ -23,15 +23,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pdd_operator.vllm.args import int_flag
+from pdd_operator.vllm.expansion import unknown_names
+
+
+def _unknown(flags: Mapping[str, str | bool], name: str) -> bool:
+    """``name``'s value is not in the manifest (``<unknown:NAME>``, a boolean flag too: it reads as neither)."""
+    return isinstance(flags.get(name), str) and bool(unknown_names(str(flags[name])))
 
 
 def local_data_parallel(flags: Mapping[str, str | bool]) -> int | None:
     """The data-parallel ranks (engine cores) a ``vllm serve`` with ``flags`` (:func:`~pdd_operator.vllm.args.
     parse_flags`) starts in its own pod, or ``None`` when the manifest does not tell (a value that is not a literal
-    integer, ``--nnodes`` > 1 without ``--data-parallel-size-local``, the Ray data-parallel backend)."""
+    integer, ``--nnodes`` > 1 without ``--data-parallel-size-local``, the Ray data-parallel backend, an external-LB
+    or DP-backend flag whose value is not in the manifest)."""
     nnodes = int_flag(dict(flags), "--nnodes", 1)
     if nnodes is None or nnodes > 1:
         return None  # the world (TP x PP x DP) is split over the nodes, TP or PP possibly across them
+    if any(_unknown(flags, name) for name in ("--data-parallel-external-lb", "--data-parallel-backend")):
+        return None  # external LB (1 here) or Ray (placed elsewhere) may be on: neither the default nor "on"
     if "--data-parallel-rank" in flags or flags.get("--data-parallel-external-lb") not in (None, False, "false"):
         return 1
     if "--data-parallel-size-local" in flags:
@@ -50,6 +59,6 @@ def spans_nodes(flags: Mapping[str, str | bool]) -> bool:
     dp = int_flag(f, "--data-parallel-size", 1)
     local = local_data_parallel(flags)
     start = int_flag(f, "--data-parallel-start-rank", 0)
-    return ((int_flag(f, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True
+    return ((int_flag(f, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True or _unknown(flags, "--headless")
             or start is None or start > 0 or dp is None
             or (local is not None and local < dp))

@@ -8,7 +8,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
-from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields
+from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields, run_check
 from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
 from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
@@ -102,7 +102,7 @@ def evaluate(
     for rule in rules:
         if rule.check is None or (rule.version_bounded and version is None) or not rule.applies_to(version):
             continue
-        for message, fix, *severity in rule.check(pair):
+        for message, fix, *severity in run_check(rule, pair):
             if severity == [NOT_CHECKED]:
                 undecided.append(f"{rule.id} cannot be decided: {message} {_in_terms(pair, fix)}")
                 continue
@@ -160,7 +160,7 @@ def _either_way(first: CompatReport, second: CompatReport, pair: PDPair) -> Comp
 def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], str]:
     """``(rules to run, why the others are not checked)``: a rule that needs a flag's value (``Rule.needs``) is not
     run where a role's value of that flag is not in the manifest (``RoleConfig.opaque``); ``""`` when all run."""
-    opaque = {(r.role, flag): why for r in pair.roles for flag, why in r.opaque}
+    opaque = {(r.role, flag): why for r in pair.roles for flag, why in r.opaque if not _same_unknown(pair, flag)}
     held = [rule for rule in rules if rule.check and any((r.role, f) in opaque for r in pair.roles for f in rule.needs)]
     if not held:
         return rules, ""
@@ -169,6 +169,15 @@ def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], 
     why = (f"{_sentence(flags)}, so the rules that read it were not checked: {', '.join(r.id for r in held)}. "
            "Write the value in the manifest to have them checked.")
     return tuple(r for r in rules if r not in held), why
+
+
+def _same_unknown(pair: PDPair, name: str) -> bool:
+    """Both engines are processes of one container and read ``name`` (a flag or env variable) from the same
+    variable of that container's environment (``$MODEL`` on both command lines, one ``valueFrom`` variable), so the
+    two values are equal although neither is known: a rule comparing them may run (it finds them equal)."""
+    whys = [dict(r.opaque).get(name, "") for r in pair.roles]
+    return (pair.one_container and whys[0] == whys[1]
+            and whys[0].startswith(("the value of $", "set from a valueFrom source")))
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."

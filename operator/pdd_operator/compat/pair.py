@@ -14,8 +14,8 @@ from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
-from pdd_operator.vllm.args import container_launches, env_values, int_flag, json_flag, parse_flags
-from pdd_operator.vllm.expansion import opaque_value
+from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
+from pdd_operator.vllm.expansion import opaque_value, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
 from pdd_operator.vllm.model_config import resolve_model
@@ -64,9 +64,14 @@ class RoleConfig:
         attention_backend: ``--attention-backend`` (or ``backend`` of ``--attention-config``), if given.
         kv_transfer: the ``--kv-transfer-config`` object (``{}`` if absent).
         speculative: the ``--speculative-config`` object or ``None``.
-        hma: ``--no-disable-hybrid-kv-cache-manager`` given (True), ``--disable-...`` (False), neither (None).
-        prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None.
-        env: literal environment (downward-API IPs as ``fieldRef:...`` sentinels).
+        hma: ``--no-disable-hybrid-kv-cache-manager`` given (True), ``--disable-...`` (False), neither (None); also
+            None where the flag's value is not in the manifest (then in ``opaque``: rules reading it name it in
+            ``Rule.needs``).
+        prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None (also when its value
+            is not in the manifest, as for ``hma``).
+        env: the engine's environment: literal values (downward-API IPs as ``fieldRef:...`` sentinels), and
+            ``<unknown:NAME>`` for a variable set to a value not in these files (``valueFrom`` a ConfigMap or Secret,
+            a script's unknown value), never dropped (a dropped one would read as vLLM's default).
         host_network: the pod uses the host network.
         resources: the container's resource limits (requests where no limit), as strings.
         capabilities: Linux capabilities added to the container.
@@ -80,9 +85,11 @@ class RoleConfig:
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
-        opaque: ``(flag, why)`` for each flag whose value is not in the manifest (a ConfigMap variable, a shell
-            command substitution: :func:`~pdd_operator.vllm.expansion.opaque_value`); such a value is not parsed
-            (never an ``errors`` entry) and the rules that need it (``Rule.needs``) are not checked.
+        opaque: ``(name, why)`` for each flag (``--block-size``; ``--model`` for the model, positional or not) and
+            each env variable (``VLLM_KV_CACHE_LAYOUT``) whose value is not in the manifest (a ConfigMap or Secret
+            variable, a shell command substitution or unknown branch: :func:`~pdd_operator.vllm.expansion.opaque_value`);
+            such a value is not parsed (never an ``errors`` entry) and the rules that need it (``Rule.needs``) are
+            not checked.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
         revision: ``--revision`` (the model's weights revision), if given.
@@ -371,7 +378,12 @@ def role_from_container(
     errors = []
     written = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
     opaque = tuple((name, why) for name, value in flags.items() if (why := opaque_value(value, written)))
+    if "--model" not in flags and (why := opaque_value(model, written)):
+        opaque += (("--model", why),)
     known = {name: value for name, value in flags.items() if name not in dict(opaque)}
+    env = _role_env(container, launch)
+    opaque += tuple((name, f"set from {'a variable' if name in launch.env else 'a valueFrom source'} whose value is "
+                     "not in these files") for name, value in env.items() if unknown_names(value))
     kv_transfer, speculative, wrapper = {}, None, None
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
@@ -388,7 +400,8 @@ def role_from_container(
         attention_backend = attention_backend or (json_flag(known, "--attention-config") or {}).get("backend")
     except (ValueError, AttributeError) as exc:
         errors.append(str(exc))
-    disable_hma = flags.get("--disable-hybrid-kv-cache-manager")
+    disable_hma = known.get("--disable-hybrid-kv-cache-manager")  # a str only when unknown (then opaque: None)
+    disable_hma = disable_hma if isinstance(disable_hma, bool) else None
     res = container.get("resources") or {}
     resources = {k: str(v) for k, v in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items()}
     sc = container.get("securityContext") or {}
@@ -439,7 +452,7 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
-        env={**env_values(container.get("env")), **launch.env},
+        env=env,
         host_network=bool(pod_spec.get("hostNetwork")),
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
@@ -468,6 +481,15 @@ def role_from_container(
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=spans_nodes(flags),
     )
+
+
+def _role_env(container: dict, launch: Launch) -> dict[str, str]:
+    """The engine's environment as the rules read it (:attr:`RoleConfig.env`): the container's literal ``env``
+    (downward-API IPs as sentinels), a variable set through ``valueFrom`` whose value is not in these files as
+    :func:`~pdd_operator.vllm.expansion.unknown` (set, to a value nobody here can read: never vLLM's default), then
+    what the script sets for this process (``launch.env``)."""
+    cenv = container_env(container)
+    return {**{name: unknown(name) for name in sorted(cenv.opaque)}, **cenv.values, **launch.env}
 
 
 def _fraction(raw: str | bool) -> float | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules import Rule, Violation
-from pdd_operator.compat.rules.base import NOT_CHECKED
+from pdd_operator.compat.rules.base import NOT_CHECKED, run_check
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, Version, dev_build_floor, fmt
 
 
@@ -98,7 +98,7 @@ def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Pr
         for version in grid:
             if not rule.applies_to(version):
                 continue
-            found: list[Violation] = rule.check(pairs[version])
+            found: list[Violation] = run_check(rule, pairs[version])
             violations = tuple((v[0], v[1], v[2] if len(v) > 2 else rule.severity) for v in found)
             if any(s == NOT_CHECKED for *_, s in violations):
                 undecided.append(version)

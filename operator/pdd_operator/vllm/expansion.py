@@ -165,12 +165,9 @@ class ContainerEnv:
             return unknown(name)
         return None
 
-    def may_be_unset(self, name: str) -> bool:
-        """True when nothing in the manifest or the platform sets ``name``, so a shell default (``${NAME:-d}``)
-        applies; False for a name set through ``valueFrom``, possibly through ``envFrom``, or injected."""
-        return name not in self.values and name not in self.opaque and not self.open and not _INJECTED.match(name)
-
     def shell_value(self, name: str) -> str:
         """A variable's value for the shell's ``$NAME`` (:mod:`pdd_operator.vllm.script` runs the scripts): its
-        literal value, else :func:`unknown` (``valueFrom``, ``envFrom``, or the image's own ``ENV`` may set it)."""
+        literal value, else :func:`unknown` (``valueFrom``, ``envFrom``, or the image's own ``ENV`` may set it). The
+        script reader gives ``${NAME:-d}`` and the other default forms this value too where the manifest does not
+        set ``NAME`` (unknown-or-default: :mod:`pdd_operator.vllm.script`)."""
         return self.values.get(name, unknown(name))

@@ -12,7 +12,13 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   env already defines it (2.9.1, 2.14 "export");
 * parameter expansion (2.6.2): ``$V``, ``${V}``, ``${V:-d}``, ``${V-d}``, ``${V:=d}``, ``${V:+a}``, positional
   ``$1`` inside a function; an unquoted expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
-  vllm serve $M`` gives the engine both flags; ``$((...))`` integer arithmetic (2.6.4) on known integers;
+  vllm serve $M`` gives the engine both flags; ``$((...))`` integer arithmetic (2.6.4) on known integers. A
+  default (``${V:-d}``, ``${V-d}``, ``${V:=d}``) or alternative (``${V:+a}``) is applied as the shell applies it
+  where the manifest or the script sets ``V`` (``V=; ... ${V:-d}`` is ``d``). For a ``V``
+  neither sets, the reading is *unknown-or-default*: the image's ``ENV`` may set it (as it may for ``$V``, which
+  reads the same variable), so each of these forms expands to ``<unknown:V>``, exactly as ``$V`` does; a script
+  that reads one variable both ways thus gets one answer, and rules say "not checked" instead of judging the
+  default (issue 9, "no false refusals": ``pdd check`` cannot see the image's ``ENV``);
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once;
 * conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
@@ -812,16 +818,14 @@ class _Shell:
         if name in self.values:
             value = self.values[name]
             if op in (":-", ":=") and value == "":
+                if op == ":=":  # assigns the default to an empty variable (POSIX 2.6.2 "Assign Default Values")
+                    self.values[name] = word or ""
                 return word or ""
             if op in (":+", "+"):
                 return word or "" if (value != "" or op == "+") else ""
             return value
-        if op in (":+", "+"):
-            return "" if self.env.may_be_unset(name) else unknown(name)
-        if op in (":-", "-", ":=", "=") and self.env.may_be_unset(name):
-            if op in (":=", "="):
-                self.values[name] = word or ""
-            return word or ""
+        # Not set by the manifest nor by the script: the image's ENV (or valueFrom/envFrom) may set it, so ${X:-d}
+        # is X's value or d, ${X:+a} is a or empty, and neither is known, as $X is not (module docstring).
         return self.env.shell_value(name)
 
     def arithmetic(self, expr: str) -> str:

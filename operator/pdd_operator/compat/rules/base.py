@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pdd_operator.compat.pair import PDPair
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import Version, fmt
 
 #: One violation: ``(message, fix)``, or ``(message, fix, "warning")`` where an error rule is not certain for
@@ -44,9 +45,12 @@ class Rule:
         reported_by: for a record without a check, the module that reports the id.
         in_manifest: where the rule reads in a hand-written manifest, as paths inside each engine container
             (``securityContext.capabilities``), when :data:`MANIFEST_FIELDS` cannot tell it from ``fields``.
-        needs: the ``vllm serve`` flags whose values the rule reads (``--speculative-config``); where a role's
-            value of one is not in the manifest (``RoleConfig.opaque``) the rule is not run and the pair is
-            reported "not checked" for it (``compat.engine``), never judged on a value nobody can read.
+        needs: the ``vllm serve`` flags (``--speculative-config``; ``--model`` for the model) and env variables
+            (``VLLM_KV_CACHE_LAYOUT``) whose values the rule reads; where a role's value of one is not in the
+            manifest (``RoleConfig.opaque``) the rule is not run and the pair is reported "not checked" for it
+            (``compat.engine``), never judged on a value nobody can read (nor on vLLM's default in its place).
+            ``tests/unit/test_unknown_values.py`` makes each value of the valid corpus unknown in turn and holds
+            every rule to this.
         without_connector: the rule judges an engine on its own, whether or not it has a KV connector (a flag vLLM
             refuses at startup, a GPU per rank, two listeners in one network namespace). Only such rules run on a
             pair where a role has no KV connector at all (``RoleConfig.connector`` ``None``): no KV moves there, so
@@ -90,6 +94,25 @@ class Rule:
         if self.until:
             return f"< {fmt(self.until)}"
         return "all"
+
+
+def run_check(r: Rule, pair: PDPair) -> list[Violation]:
+    """``r``'s violations for ``pair``, an error that quotes a value not in the files made :data:`NOT_CHECKED`.
+
+    The last guard of "no false refusals" (issue 9) for values that are not in the manifest: a rule that read
+    ``<unknown:NAME>`` (:func:`pdd_operator.vllm.expansion.unknown`) and still refused compared a value nobody can
+    read, which may well be the one that works; its error becomes "not checked" with the same message. Rules name
+    the values they read in ``Rule.needs`` first (they are then not run at all); this catches a reader that
+    compares raw strings without doing so. Warnings are kept as they are.
+    """
+    out: list[Violation] = []
+    for message, fix, *severity in r.check(pair) if r.check else []:
+        if (severity or [r.severity]) == ["error"] and unknown_names(message):
+            out.append((f"{message} (It compares a value that is not in these files: "
+                        f"${unknown_names(message)[0]}.)", fix, NOT_CHECKED))
+        else:
+            out.append((message, fix, *severity))
+    return out
 
 
 def fix_for(pair: PDPair, pddeployment: str, manifest: str) -> str:

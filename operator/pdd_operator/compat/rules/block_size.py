@@ -92,6 +92,7 @@ def _pairs(pair: PDPair, p: int, d: int) -> bool:
             "(vllm/platforms/cuda.py, rocm.py check_and_update_config; pdd_operator.vllm.block_size)"),
     until=(0, 11, 1),
     example="prefill: {blockSize: 16}, decode: {blockSize: 32} on vLLM 0.11.0",
+    needs=("--block-size",),
 )
 def check_block_equal_old(pair: PDPair) -> list[Violation]:
     """Before vLLM 0.11.1: equal block sizes."""
@@ -111,6 +112,7 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
             "local % remote == 0 on the decode); a role without --block-size is judged at the size vLLM pins for it "
             "(16 for a plain-attention model on CUDA before 0.29, pdd_operator.vllm.block_size)"),
     example="prefill: {blockSize: 32}, decode: {blockSize: 16}",
+    needs=("--block-size",),
 )
 def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     """Pull: decode block size is a multiple of prefill's."""
@@ -126,6 +128,7 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     id="block-size-push-equal", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
     source="vllm-nixl-facts.md section 4.3 (push) [inference]",
+    needs=("--block-size",),
 )
 def check_block_push_equal(pair: PDPair) -> list[Violation]:
     """Push: equal block sizes."""
@@ -140,6 +143,7 @@ def check_block_push_equal(pair: PDPair) -> list[Violation]:
     id="block-size-tp-shrink", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.prefill.tensorParallelSize"),
     source="vllm nixl _validate_remote_agent_handshake (0.20-0.33)",
+    needs=("--block-size",),
 )
 def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
     """Prefill TP > decode TP: equal block sizes."""
@@ -155,6 +159,7 @@ def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.model.architecture"),
     source="seed 000 footnote (f); vllm nixl 'HMA does not support different remote block size yet' (0.18.0-0.26.x)",
     until=(0, 27, 0),
+    needs=("--block-size", "--disable-hybrid-kv-cache-manager"),
 )
 def check_block_hma_old(pair: PDPair) -> list[Violation]:
     """HMA models: equal block sizes before vLLM 0.27."""
@@ -174,6 +179,7 @@ def check_block_hma_old(pair: PDPair) -> list[Violation]:
             "kv_buffer_device == 'cpu' except on the CPU platform (device_type 'cpu': no host buffer), "
             "which docs/conformance.md block-size-accepted shows transferring"),
     since=(0, 27, 0),
+    needs=("--block-size",),
 )
 def check_block_host_buffer(pair: PDPair) -> list[Violation]:
     """Host buffer (kv_buffer_device cpu on an accelerator): equal block sizes."""

@@ -107,6 +107,7 @@ def check_ssm_kind_known(pair: PDPair) -> list[Violation]:
     fields=("spec.kvCache.ssmConvStateLayout", "spec.engine.env", "spec.prefill.env", "spec.decode.env"),
     source="seed 001 section 7; vllm nixl worker.__init__ assert is_conv_state_dim_first() (0.20.0+)",
     since=_V020, example="kvCache: {ssmConvStateLayout: SD}",
+    needs=("VLLM_SSM_CONV_STATE_LAYOUT",),
 )
 def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
     """Hybrid SSM engines use the DS conv-state layout. Where the model's architecture is unknown and the two roles'
@@ -146,6 +147,7 @@ def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source="seed 001 section 7; vllm/config/vllm.py HMA off with a kv-transfer-config (<= 0.21)",
     since=(0, 18, 0), until=(0, 22, 0),
+    needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_hybrid_hma(pair: PDPair) -> list[Violation]:
     """Hybrid SSM engines enable the hybrid KV cache manager."""
@@ -162,6 +164,7 @@ def check_hybrid_hma(pair: PDPair) -> list[Violation]:
     id="hybrid-hma-disabled", family="hybrid-ssm", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source="vllm nixl worker assert _is_hma_required (0.18+)",
+    needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_hybrid_hma_disabled(pair: PDPair) -> list[Violation]:
     """HMA is not disabled for hybrid SSM models."""
@@ -200,6 +203,7 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
             "from platforms/interface.py _align_hybrid_block_size (mamba page / attention page per token, both "
             "1/TP until TP exceeds the KV heads; 0.22); vllm#41886, vllm#45019"),
     since=(0, 22, 0),
+    needs=("--enable-prefix-caching",),
 )
 def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM with heterogeneous TP past the KV heads: prefix caching off on decode."""
@@ -261,6 +265,7 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
             "leaves SSM groups untrimmed (0.20.0). 0.21.0 trims them and asserts nothing (a warning there); "
             "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md)"),
     since=_V020, until=HYBRID_NIXL_PREFIX_CACHING_SINCE,
+    needs=("--enable-prefix-caching",),
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""

@@ -23,6 +23,7 @@ def gaudi_hetero_layout(role) -> bool:
     fields=fields_of("kv_cache_layout"),
     source=("seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute); a vllm-gaudi role with "
             "VLLM_HPU_HETERO_KV_LAYOUT converts its own side (llm-d README.hpu_cuda.md): a warning"),
+    needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT"),
 )
 def check_kv_layout_match(pair: PDPair) -> list[Violation]:
     """KV cache layouts match, or the permute path applies."""
@@ -49,6 +50,7 @@ def check_kv_layout_match(pair: PDPair) -> list[Violation]:
     fields=("spec.kvCache.layout", "spec.engine.env"),
     source="vllm envs.py VLLM_KV_CACHE_LAYOUT choices (NHD/HND before 0.29.0)",
     until=(0, 29, 0),
+    needs=("VLLM_KV_CACHE_LAYOUT",),
 )
 def check_layout_version(pair: PDPair) -> list[Violation]:
     """The KV layout name exists in the vLLM version."""
@@ -65,6 +67,7 @@ def check_layout_version(pair: PDPair) -> list[Violation]:
     id="hetero-tp-kv-layout", family="hetero-tp", severity="error",
     fields=("spec.kvCache.layout",),
     source="seed 000 section 4; nixl worker head-splitting check (0.20-0.33)",
+    needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT"),
 )
 def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
     """Heterogeneous TP uses a block-contiguous layout on prefill."""
@@ -120,7 +123,7 @@ def cross_layer_blocks(pair: PDPair, role) -> bool | None:
             "nixl/connector.py prefer_cross_layer_blocks (0.16.0-0.28.x, read in the wheels); multi_connector.py "
             "(every child must prefer it); 0.29.0+ has no cross-layer path (no finding); earlier versions a "
             "warning (ai-dynamo/dynamo#10027)"),
-    needs=("--attention-backend", "--attention-config"),
+    needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_cross_layer_blocks_match(pair: PDPair) -> list[Violation]:
     """Cross-layer KV blocks are in effect on both roles or on neither (the layout is hashed)."""

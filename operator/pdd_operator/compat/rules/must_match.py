@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
@@ -74,6 +75,7 @@ def check_version_match(pair: PDPair) -> list[Violation]:
             "wheels); no hash in 0.11.0-0.12.0: a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
             "path before vLLM reads it (components/src/dynamo/vllm/main.py fetch_llm): an id against that path is a "
             "warning (equal at one revision)"),
+    needs=("--model",),
 )
 def check_model_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode serve the identical --model string (as vLLM receives it)."""
@@ -81,8 +83,9 @@ def check_model_match(pair: PDPair) -> list[Violation]:
     for a, b in ((pair.prefill, pair.decode), (pair.decode, pair.prefill)):
         snap = snapshot(b.model)
         cache = hub_cache(a.env)
+        # a cache directory not in the files (HF_HOME from a Secret) may be the snapshot's: the same warning
         if (snap and resolves_to_snapshot(a.launcher, a.model) and snap.repo_id == a.model
-                and cache in (None, snap.cache)):
+                and (cache in (None, snap.cache) or unknown_names(cache))):
             return [(f"{a.role} passes the Hub id {a.model!r}, which {a.launcher} replaces by its snapshot in the Hub "
                      f"cache before vLLM starts; {b.role} passes the snapshot path {b.model!r}. vLLM hashes the "
                      f"path, so the two match only while the id's current revision is {snap.revision!r} (and the "
@@ -164,7 +167,7 @@ _BACKEND_ENV_UNTIL = (0, 11, 0)
             "--attention-backend / --attention-config (0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND FLASHINFER vs FLASH_ATTN crashes the pair in 0.10 "
             "(vllm#23587); other versions: a warning"),
-    needs=("--attention-backend", "--attention-config"),
+    needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode name the same attention backend (it sets the KV layout and is hashed)."""
@@ -222,6 +225,7 @@ def hma_disabled(r: RoleConfig, version) -> bool:
             "scheduler_config.disable_hybrid_kv_cache_manager (0.18+, every model); vllm/config/vllm.py decides the "
             "effective value (connector turns HMA off up to 0.21, keeps it on from 0.22)"),
     since=(0, 18, 0),
+    needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_hma_flag_match(pair: PDPair) -> list[Violation]:
     """Both roles run with the same effective hybrid KV cache manager setting (it is hashed)."""
@@ -333,6 +337,7 @@ def effective_revision(role: RoleConfig) -> str | None:
             "revision's snapshot path, which the hash does include: the handshake refuses the pair "
             "(docs/conformance.md revision-refused). An unset revision is the Hub's main (huggingface_hub "
             "DEFAULT_REVISION in hf_hub_download / snapshot_download), so main against none is equal"),
+    needs=("--revision",),
 )
 def check_model_revision_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the same model revision (vLLM does not compare it).

@@ -27,6 +27,7 @@ def _ranks(r: RoleConfig) -> int | None:
             "(vllm/v1/engine/utils.py launch_core_engines; NIXL gives each DP rank its own engine id and "
             "side-channel port, vllm#18903)"),
     without_connector=True,
+    needs=("--data-parallel-size-local", "--distributed-executor-backend"),
 )
 def check_gpu_count(pair: PDPair) -> list[Violation]:
     """An engine gets a GPU per rank (TP x PP x local DP): from its pod, or from its whole pod group when a Ray
@@ -138,6 +139,7 @@ def _devices(r: RoleConfig) -> tuple[str, ...] | None:
             "when less is free (0.10.2 and 0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); two engines "
             "on one device can hold at most its total memory"),
     without_connector=True,
+    needs=("--data-parallel-size-local",),
 )
 def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     """Prefill and decode engines started in one container (a script's two launches) use different GPUs, or

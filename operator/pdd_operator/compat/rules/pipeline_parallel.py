@@ -25,6 +25,7 @@ def check_pp_decode(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector"),
     source="seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata)",
     example="prefill: {pipelineParallelSize: 2} with NixlConnector",
+    needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_pp_pull(pair: PDPair) -> list[Violation]:
     """Prefill PP > 1 only with the push connector."""
@@ -57,6 +58,7 @@ def check_pp_version(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector", "spec.engine"),
     source="vllm nixl base_worker.__init__ (0.26.0-0.30.x)",
     since=(0, 26, 0), until=(0, 31, 0),
+    needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_pp_push_hma_version(pair: PDPair) -> list[Violation]:
     """Push with PP > 1 and HMA needs vLLM >= 0.31."""
