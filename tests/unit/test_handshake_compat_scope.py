@@ -51,3 +51,22 @@ def test_a_difference_the_handshake_still_asserts_on_stays_an_error_with_the_has
     code, out = check(tmp_path, capsys, *_pair(["Qwen/Qwen3-8B"], ["Qwen/Qwen3-8B", "--kv-cache-dtype", "fp8"],
                                                d_enforce=False))
     assert "kv-cache-dtype-mismatch" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("p_dtype, d_dtype, severity", [
+    ("half", "float16", None),            # one torch dtype, one hash factor
+    ("float", "float32", None),
+    ("auto", "bfloat16", "warning"),      # auto is config.json's torch_dtype: equal for a bfloat16 checkpoint
+    ("bfloat16", "float16", "error"),     # hashed (0.13+)
+    ("bfloat16", "float32", "error"),
+])
+def test_dtype_is_compared_as_vllm_resolves_it(tmp_path, capsys, p_dtype, d_dtype, severity):
+    code, out = check(tmp_path, capsys, *_pair(["Qwen/Qwen3-8B", "--dtype", p_dtype], ["Qwen/Qwen3-8B", "--dtype", d_dtype]))
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "dtype-mismatch"}
+    assert found == ({severity} if severity else set()), out
+
+
+def test_dtype_of_equal_width_without_the_hash_is_a_warning(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(["Qwen/Qwen3-8B", "--dtype", "bfloat16"],
+                                               ["Qwen/Qwen3-8B", "--dtype", "float16"], d_enforce=False))
+    assert "dtype-mismatch" in rules(out, "warning") and "dtype-mismatch" not in rules(out, "error"), out

@@ -110,15 +110,38 @@ def check_model_match(pair: PDPair) -> list[Violation]:
     return _differ(pair, lambda r: r.model, "The --model string", fix, True)
 
 
+#: ``--dtype`` spellings vLLM maps to one torch dtype (vllm/config/model.py ``_STR_DTYPE_TO_TORCH_DTYPE``, 0.24.0).
+_DTYPE_ALIASES = {"half": "float16", "float": "float32"}
+
+
+def _dtype(r: RoleConfig) -> str:
+    """The role's ``--dtype`` with vLLM's aliases resolved (``auto`` when not given)."""
+    value = (r.dtype or "auto").lower()
+    return _DTYPE_ALIASES.get(value, value)
+
+
 @rule(
     id="dtype-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("dtype"),
     needs=("--dtype",),
-    source="seed 000 section 2; vllm nixl metadata.py hash",
+    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor dtype = str(model_config.dtype), "
+            "the resolved torch dtype (vllm/config/model.py _get_and_verify_dtype: half/float16 and float/float32 are "
+            "one dtype, auto is the config's torch_dtype, float32 downcast): equal spellings pass; auto against an "
+            "explicit dtype is a warning (it depends on config.json); no hash (before 0.13, or enforce_handshake_compat "
+            "off) and equal element width: a warning, since the handshake's block-byte assert passes"),
 )
 def check_dtype_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode use the same --dtype."""
-    return _differ(pair, lambda r: r.dtype or "auto", "--dtype", "Use the same --dtype on both roles.")
+    """Prefill and decode load the model in the same torch dtype (--dtype, as vLLM resolves it)."""
+    fix = "Use the same --dtype on both roles."
+    p, d = _dtype(pair.prefill), _dtype(pair.decode)
+    if p == d:
+        return []
+    if "auto" in (p, d):
+        return [(f"--dtype differs as written: prefill {p!r}, decode {d!r}. vLLM hashes the resolved torch dtype, and "
+                 "auto resolves to the model's config.json torch_dtype (float32 downcast to bfloat16 or float16), so "
+                 "the handshake refuses the pair only if that is not the other role's dtype.", fix, "warning")]
+    width = {"float32": 4}
+    return _differ(pair, _dtype, "--dtype", fix, hash_only=width.get(p, 2) == width.get(d, 2))
 
 
 @rule(
