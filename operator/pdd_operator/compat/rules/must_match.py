@@ -126,9 +126,10 @@ def _dtype(r: RoleConfig) -> str:
     needs=("--dtype",),
     source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor dtype = str(model_config.dtype), "
             "the resolved torch dtype (vllm/config/model.py _get_and_verify_dtype: half/float16 and float/float32 are "
-            "one dtype, auto is the config's torch_dtype, float32 downcast): equal spellings pass; auto against an "
-            "explicit dtype is a warning (it depends on config.json); no hash (before 0.13, or enforce_handshake_compat "
-            "off) and equal element width: a warning, since the handshake's block-byte assert passes"),
+            "one dtype, auto is the config's torch_dtype, float32 downcast): equal spellings pass; auto against "
+            "bfloat16 is a warning (equal for a bfloat16 checkpoint; config.json is not read here), auto against "
+            "float16 an error (refused for a bfloat16 checkpoint; an fp16 one would pair); no hash (before 0.13, or "
+            "enforce_handshake_compat off) and equal element width: a warning, since the block-byte assert passes"),
 )
 def check_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the model in the same torch dtype (--dtype, as vLLM resolves it)."""
@@ -136,10 +137,10 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
     p, d = _dtype(pair.prefill), _dtype(pair.decode)
     if p == d:
         return []
-    if "auto" in (p, d):
+    if {p, d} == {"auto", "bfloat16"}:
         return [(f"--dtype differs as written: prefill {p!r}, decode {d!r}. vLLM hashes the resolved torch dtype, and "
-                 "auto resolves to the model's config.json torch_dtype (float32 downcast to bfloat16 or float16), so "
-                 "the handshake refuses the pair only if that is not the other role's dtype.", fix, "warning")]
+                 "auto resolves to the model's config.json torch_dtype (float32 downcast), so a bfloat16 checkpoint "
+                 "pairs and a float16 one is refused at the handshake.", fix, "warning")]
     width = {"float32": 4}
     return _differ(pair, _dtype, "--dtype", fix, hash_only=width.get(p, 2) == width.get(d, 2))
 
