@@ -2,7 +2,7 @@
 ``VllmConfig._verify_kv_transfer_compat`` refuses any KV connector with ``PYTORCH_CUDA_ALLOC_CONF=
 expandable_segments:True`` from 0.21.0 (read in the 0.21.0-0.24.0 sdists; absent from 0.20.2) unless the KV cache
 sits in CuMemAllocator's pool: ``enable_sleep_mode`` in 0.21, ``enable_cumem_allocator`` (which sleep mode sets)
-from 0.22.0. ``CuMemAllocator.use_memory_pool`` (vllm/device_allocator/cumem.py, 0.20.2 on) turns expandable
+from 0.22.0. ``CuMemAllocator.use_memory_pool`` (vllm/device_allocator/cumem.py, 0.20.1 on) turns expandable
 segments off around that pool, so the exemption holds before the refusal too. Before 0.21 the fault is a runtime
 one over RDMA (vllm#41237). Each case with a negative control; the KServe-templated path uses the same definition.
 """
@@ -39,6 +39,7 @@ def _findings(out: dict) -> list[dict]:
     ("v0.33.0", ["--enable-sleep-mode"], None),       # sleep mode sets enable_cumem_allocator
     ("v0.21.0", ["--enable-sleep-mode"], None),       # 0.21 exempts enable_sleep_mode
     ("v0.20.2", ["--enable-sleep-mode"], None),       # no check; the pool turns expandable_segments off
+    ("v0.20.0", ["--enable-sleep-mode"], "error"),    # the pool's toggle arrived in 0.20.1
     ("v0.21.0", ["--enable-cumem-allocator"], "error"),  # the field arrived in 0.22
     ("v0.33.0", [], "error"),
     ("v0.30.0", [], "error"),   # refused from 0.21, not only from 0.33

@@ -18,8 +18,8 @@ EXPANDABLE_SEGMENTS_REFUSED_SINCE: Version = (0, 21, 0)
 CUMEM_ALLOCATOR_FLAG_SINCE: Version = (0, 22, 0)
 #: First release read whose ``CuMemAllocator.use_memory_pool`` (vllm/device_allocator/cumem.py, vllm#40812) turns
 #: expandable_segments off around its pool, so KV the pool holds (sleep mode or the cumem allocator) lands on pages
-#: PyTorch never remaps (0.20.2 has it; older releases were not read).
-CUMEM_POOL_STABLE_SINCE: Version = (0, 20, 0)
+#: PyTorch never remaps (read in the sdists: absent from 0.18.0, 0.19.1 and 0.20.0, present from 0.20.1).
+CUMEM_POOL_STABLE_SINCE: Version = (0, 20, 1)
 #: The flags that put the KV cache in CuMemAllocator's pool: the release each first takes effect from.
 CUMEM_FLAGS: dict[str, Version] = {"--enable-sleep-mode": CUMEM_POOL_STABLE_SINCE,
                                    "--enable-cumem-allocator": CUMEM_ALLOCATOR_FLAG_SINCE}
@@ -69,7 +69,7 @@ def expandable_segments_fault(version: Version | None, alloc_conf: str | None, c
     source=("vllm/config/vllm.py VllmConfig._verify_kv_transfer_compat (0.21.0+: refused at startup with any KV "
             "connector unless enable_sleep_mode, from 0.22.0 enable_cumem_allocator, which sleep mode sets; "
             "vllm#41237); vllm/device_allocator/cumem.py use_memory_pool turns expandable_segments off around the "
-            "pool (0.20.2+). Before 0.21: IBV_WC_REM_ACCESS_ERR at the first RDMA transfer (vllm#41237); a warning "
+            "pool (0.20.1+). Before 0.21: IBV_WC_REM_ACCESS_ERR at the first RDMA transfer (vllm#41237); a warning "
             "without RDMA"),
 )
 def check_expandable_segments(pair: PDPair) -> list[Violation]:
