@@ -67,11 +67,11 @@ def test_a_templated_kserve_engine_on_033_with_expandable_segments_is_refused_an
 
 @pytest.mark.parametrize("main", [
     _main("vllm/vllm-openai:v0.33.0", f"--kv_transfer_config '{NIXL}' --enable-cumem-allocator"),  # allocator on
-    _main("vllm/vllm-openai:v0.32.0", f"--kv_transfer_config '{NIXL}'"),  # before the startup refusal
+    _main("vllm/vllm-openai:v0.20.2", f"--kv_transfer_config '{NIXL}'"),  # before the startup refusal (0.21)
     _main(None, f"--kv_transfer_config '{NIXL}'"),  # KServe's default image: version unknown
     _main("vllm/vllm-openai:v0.33.0", "--max-model-len 8192"),  # no connector the user names
     _main("vllm/vllm-openai:v0.33.0", f"--kv_transfer_config '{NIXL}'", env=()),  # no expandable_segments
-], ids=["cumem-allocator", "v0320", "default-image", "no-user-connector", "no-expandable"])
+], ids=["cumem-allocator", "v0202", "default-image", "no-user-connector", "no-expandable"])
 def test_a_templated_kserve_engine_the_manifest_does_not_prove_refused_stays_not_checked_only(tmp_path, capsys, main):
     code, out = check(tmp_path, capsys, _llmisvc(main))
     assert code == 3 and not rules(out) and not out["results"], out

@@ -137,6 +137,8 @@ class RoleConfig:
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
         gpu_memory_utilization: ``--gpu-memory-utilization`` (fraction of each GPU's memory the engine takes;
             vLLM's default 0.9), ``None`` when not a literal number.
+        cumem_flags: the flags given true that put the KV cache in vLLM's CuMemAllocator pool
+            (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
     """
 
     role: str
@@ -194,6 +196,7 @@ class RoleConfig:
     nixl_version: Version | None = None
     nixl_from: str = ""
     gpu_memory_utilization: float | None = 0.9
+    cumem_flags: tuple[str, ...] = ()
 
     @property
     def connector(self) -> str | None:
@@ -480,6 +483,7 @@ def role_from_container(
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=spans_nodes(flags),
+        cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
     )
 
 

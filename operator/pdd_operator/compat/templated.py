@@ -19,14 +19,15 @@ import shlex
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.rules import RULES_BY_ID
+from pdd_operator.compat.rules.memory import (
+    CUMEM_ALLOCATOR_FLAG_SINCE,
+    CUMEM_FLAGS,
+    EXPANDABLE_SEGMENTS_REFUSED_SINCE,
+    expandable_segments_fault,
+)
 from pdd_operator.vllm.args import env_values
 from pdd_operator.vllm.flags import parse_flags
-from pdd_operator.vllm.versions import Version, fmt, version_from_image
-
-#: First vLLM release whose ``VllmConfig._verify_kv_transfer_compat`` (vllm/config/vllm.py) refuses to start an
-#: engine with a KV connector while ``PYTORCH_CUDA_ALLOC_CONF`` holds ``expandable_segments:True`` and the cumem
-#: allocator is off (vllm-nixl-facts.md section 3, read in 0.33.0).
-EXPANDABLE_SEGMENTS_REFUSED_SINCE: Version = (0, 33, 0)
+from pdd_operator.vllm.versions import fmt, version_from_image
 
 #: The env variable whose value KServe's templates append to ``vllm serve`` (the templates above).
 ADDITIONAL_ARGS_ENV = "VLLM_ADDITIONAL_ARGS"
@@ -62,21 +63,21 @@ def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
     """The startup refusals of a KServe-templated engine container (``where``: its place, for the finding's
     fields) that its image, env and user args alone prove; ``()`` for none.
 
-    ``expandable-segments-with-nixl``: the image's tag pins a vLLM release from
-    :data:`EXPANDABLE_SEGMENTS_REFUSED_SINCE`, ``PYTORCH_CUDA_ALLOC_CONF`` in the env enables
-    ``expandable_segments``, the user args name a KV connector, and they do not turn on
-    ``--enable-cumem-allocator``. An unknown or older version, or a connector only the template might add,
-    proves nothing here: the engine stays "not checked".
+    ``expandable-segments-with-nixl``: the user args name a KV connector and
+    :func:`~pdd_operator.compat.rules.memory.expandable_segments_fault` (the rule's one definition) finds the
+    image's pinned release refusing the env's ``PYTORCH_CUDA_ALLOC_CONF`` at startup (from
+    :data:`~pdd_operator.compat.rules.memory.EXPANDABLE_SEGMENTS_REFUSED_SINCE`) without a cumem flag in the user
+    args. An unknown or older version (whose fault comes later, and on RDMA only), or a connector only the
+    template might add, proves nothing here: the engine stays "not checked".
     """
     version = version_from_image(str(container.get("image") or ""))
     if version is None or version < EXPANDABLE_SEGMENTS_REFUSED_SINCE:
         return ()
-    conf = env_values(container.get("env")).get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
-    if "expandable_segments:true" not in conf:
-        return ()
     _, flags = parse_flags(["vllm", "serve", "/mnt/models", *user_engine_args(container)])
     connector = _connector(flags)
-    if connector is None or flags.get("--enable-cumem-allocator") is True:
+    cumem = [f for f in CUMEM_FLAGS if flags.get(f) is True]
+    alloc_conf = env_values(container.get("env")).get("PYTORCH_CUDA_ALLOC_CONF")
+    if connector is None or expandable_segments_fault(version, alloc_conf, cumem, rdma=None) is None:
         return ()
     rule = RULES_BY_ID["expandable-segments-with-nixl"]
     return (Finding(
@@ -84,9 +85,11 @@ def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
         fields=[f"{where}.env[PYTORCH_CUDA_ALLOC_CONF]", f"{where}.env[{ADDITIONAL_ARGS_ENV}]", f"{where}.image"],
         message=(f"vLLM {fmt(version)} refuses to start this engine: PYTORCH_CUDA_ALLOC_CONF enables "
                  f"expandable_segments while its {ADDITIONAL_ARGS_ENV}/args configure the KV connector {connector} "
-                 "and KServe's template adds no --enable-cumem-allocator ('KV connector ... is incompatible with "
-                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless enable_cumem_allocator is also enabled')."),
-        fix="Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or add --enable-cumem-allocator to "
+                 "and KServe's template adds neither --enable-cumem-allocator nor --enable-sleep-mode ('KV connector ... "
+                 "is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless enable_cumem_allocator "
+                 "is also enabled'; 0.21 names enable_sleep_mode)."),
+        fix="Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or add "
+            f"{'--enable-cumem-allocator' if version >= CUMEM_ALLOCATOR_FLAG_SINCE else '--enable-sleep-mode'} to "
             f"{ADDITIONAL_ARGS_ENV}.",
         source=(f"{rule.source}; KServe config/llmisvcconfig templates append {ADDITIONAL_ARGS_ENV} and the "
                 "container's args to vllm serve"),

@@ -15,7 +15,7 @@ _ALIASES = {
 #: Boolean flags (``--x`` / ``--no-x``) the rules care about.
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
-    "--enforce-eager", "--enable-expert-parallel",
+    "--enforce-eager", "--enable-expert-parallel", "--enable-cumem-allocator", "--enable-sleep-mode",
 }
 
 

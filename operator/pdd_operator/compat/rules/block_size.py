@@ -127,7 +127,10 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
 @rule(
     id="block-size-push-equal", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
-    source="vllm-nixl-facts.md section 4.3 (push) [inference]",
+    source=("vllm nixl/base_worker.py add_remote_agent: TransferTopology.block_size_ratio(remote) asserts local % "
+            "remote == 0 on every handshake (kv_connector/utils.py, read in 0.24.0; facts section 4.3); in push mode "
+            "the prefill handshakes the decode to write and the decode the prefill to register (push_worker.py), so "
+            "both P % D and D % P must hold: only equal sizes"),
     needs=("--block-size",),
 )
 def check_block_push_equal(pair: PDPair) -> list[Violation]:

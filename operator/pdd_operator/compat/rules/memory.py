@@ -5,25 +5,94 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.network import _has_rdma
-from pdd_operator.vllm.versions import is_cpu_image
+from pdd_operator.vllm.versions import Version, fmt, is_cpu_image
+
+#: First vLLM release whose ``VllmConfig._verify_kv_transfer_compat`` (vllm/config/vllm.py, called from
+#: ``__post_init__``) refuses to start an engine with any KV connector while ``PYTORCH_CUDA_ALLOC_CONF`` holds
+#: ``expandable_segments:True`` (vllm#41237; read in the 0.21.0, 0.22.0, 0.23.0 and 0.24.0 sdists and in 0.33.0;
+#: absent from 0.20.2). Before it the engine starts and the fault comes at the first RDMA transfer.
+EXPANDABLE_SEGMENTS_REFUSED_SINCE: Version = (0, 21, 0)
+#: First release with ``--enable-cumem-allocator`` (``ModelConfig.enable_cumem_allocator``, vllm/config/model.py
+#: 0.22.0, which ``--enable-sleep-mode`` also sets); from it the refusal exempts that field, in 0.21 only
+#: ``enable_sleep_mode``.
+CUMEM_ALLOCATOR_FLAG_SINCE: Version = (0, 22, 0)
+#: First release read whose ``CuMemAllocator.use_memory_pool`` (vllm/device_allocator/cumem.py, vllm#40812) turns
+#: expandable_segments off around its pool, so KV the pool holds (sleep mode or the cumem allocator) lands on pages
+#: PyTorch never remaps (read in the sdists: absent from 0.18.0, 0.19.1 and 0.20.0, present from 0.20.1).
+CUMEM_POOL_STABLE_SINCE: Version = (0, 20, 1)
+#: The flags that put the KV cache in CuMemAllocator's pool: the release each first takes effect from.
+CUMEM_FLAGS: dict[str, Version] = {"--enable-sleep-mode": CUMEM_POOL_STABLE_SINCE,
+                                   "--enable-cumem-allocator": CUMEM_ALLOCATOR_FLAG_SINCE}
+
+
+def expandable_segments(alloc_conf: str | None) -> bool:
+    """``PYTORCH_CUDA_ALLOC_CONF`` (its raw value, ``None``: unset) turns on PyTorch's expandable segments."""
+    return "expandable_segments:true" in (alloc_conf or "").replace(" ", "").lower()
+
+
+def expandable_segments_fault(version: Version | None, alloc_conf: str | None, cumem_flags, rdma: bool | None,
+                              ) -> tuple[str, str] | None:
+    """The one definition of ``expandable-segments-with-nixl``: how vLLM ``version`` (``None``: unknown) fails an
+    engine with a KV connector, ``PYTORCH_CUDA_ALLOC_CONF`` = ``alloc_conf``, the true flags ``cumem_flags`` (of
+    :data:`CUMEM_FLAGS`) and an RDMA device (``rdma``; ``None``: not known), as ``(severity, why)``; ``None``
+    where it does not.
+
+    - no ``expandable_segments:True``, or the KV cache in CuMemAllocator's pool (a flag of :data:`CUMEM_FLAGS`
+      from the release it works in; with an unknown version the flag is taken at its word): ``None``;
+    - from :data:`EXPANDABLE_SEGMENTS_REFUSED_SINCE`: ``error``, refused at startup;
+    - before it: ``error`` over RDMA (the registered pages are remapped: IBV_WC_REM_ACCESS_ERR at the first
+      inter-node transfer, vllm#41237), ``warning`` without (UCX copies over TCP or cuda_ipc read the current
+      mapping: ai-dynamo/nixl#1754 saw the slow path, data correct);
+    - unknown version: ``error`` (every release from 0.21, April 2026, refuses it; older ones fail over RDMA).
+    """
+    if not expandable_segments(alloc_conf):
+        return None
+    if any(version is None or version >= CUMEM_FLAGS[f] for f in cumem_flags if f in CUMEM_FLAGS):
+        return None
+    if version is None:
+        return "error", ("vLLM from 0.21 refuses it at startup (vllm/config/vllm.py _verify_kv_transfer_compat); "
+                         "older releases start and fail at the first RDMA transfer")
+    if version >= EXPANDABLE_SEGMENTS_REFUSED_SINCE:
+        exempt = "--enable-cumem-allocator or --enable-sleep-mode" if version >= CUMEM_ALLOCATOR_FLAG_SINCE else (
+            "--enable-sleep-mode (--enable-cumem-allocator arrived in 0.22)")
+        return "error", (f"vLLM {fmt(version)} refuses it at startup unless {exempt} puts the KV cache in the cumem "
+                         "allocator's pool (vllm/config/vllm.py _verify_kv_transfer_compat)")
+    why = (f"vLLM {fmt(version)} starts, and transfers fail once PyTorch remaps registered pages "
+           "(IBV_WC_REM_ACCESS_ERR at the first inter-node transfer, vllm#41237)")
+    return ("error", why) if rdma else ("warning", why + "; without an RDMA device UCX copies through the current "
+                                        "mapping, so it may only slow the transfer (ai-dynamo/nixl#1754)")
 
 
 @rule(
     id="expandable-segments-with-nixl", family="expandable-segments-with-nixl", severity="error",
     fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
-    source="vllm/config/vllm.py _verify_kv_transfer_compat (0.33 refuses it at startup)",
+    source=("vllm/config/vllm.py VllmConfig._verify_kv_transfer_compat (0.21.0+: refused at startup with any KV "
+            "connector unless enable_sleep_mode, from 0.22.0 enable_cumem_allocator, which sleep mode sets; "
+            "vllm#41237); vllm/device_allocator/cumem.py use_memory_pool turns expandable_segments off around the "
+            "pool (0.20.1+). Before 0.21: IBV_WC_REM_ACCESS_ERR at the first RDMA transfer (vllm#41237); a warning "
+            "without RDMA"),
 )
 def check_expandable_segments(pair: PDPair) -> list[Violation]:
-    """No expandable_segments CUDA allocator with NIXL."""
+    """No expandable_segments CUDA allocator with a KV connector, unless the cumem allocator holds the KV cache.
+
+    Each role on its own: the role whose registered pages move breaks every transfer that reads or writes them,
+    and from 0.21 that role does not start.
+    """
     out = []
     for r in pair.roles:
-        conf = r.env.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
-        if "expandable_segments:true" in conf:
-            out.append((
-                f"{r.role}: PYTORCH_CUDA_ALLOC_CONF enables expandable_segments; memory NIXL registered for RDMA is "
-                "later remapped, and transfers fail with remote access errors (vLLM 0.33 refuses it at startup).",
-                "Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF.",
-            ))
+        fault = expandable_segments_fault(r.version, r.env.get("PYTORCH_CUDA_ALLOC_CONF"), r.cumem_flags,
+                                          _has_rdma(r))
+        if fault is None:
+            continue
+        severity, why = fault
+        out.append((
+            f"{r.role}: PYTORCH_CUDA_ALLOC_CONF enables expandable_segments; memory NIXL registered for RDMA can be "
+            f"remapped later: {why}.",
+            "Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or start the engine with "
+            "--enable-cumem-allocator (vLLM 0.22+) or --enable-sleep-mode, which keep the KV cache out of "
+            "expandable segments.",
+            severity,
+        ))
     return out
 
 

@@ -16,11 +16,29 @@ from pdd_operator.vllm.versions import fmt
 HASH_SINCE = (0, 13, 0)
 
 
+def hash_enforced(pair: PDPair) -> bool:
+    """The engine that runs the NIXL handshake compares the compatibility hashes: vLLM's ``_nixl_handshake``
+    (0.13-0.33) raises on a mismatch only where that engine's ``kv_connector_extra_config.enforce_handshake_compat``
+    is not false (default true; facts section 1.4). The decode dials the prefill in pull mode; in push mode both
+    dial each other (the prefill handshakes the decode's side channel to write, vllm nixl push_worker.py), so there
+    either one enforcing refuses the pair."""
+    initiators = pair.roles if pair.push else (pair.decode,)
+    return any(str(r.extra.get("enforce_handshake_compat", True)).lower() != "false" for r in initiators)
+
+
 def hashed(pair: PDPair) -> bool:
-    """False when the pair runs a known vLLM release before :data:`HASH_SINCE`, whose handshake compares no
-    hash: a setting that differs only in how it is written (the ``--model`` string, ``auto`` against
-    ``bfloat16``) then passes, so its rule can only warn."""
-    return pair.version is None or pair.version >= HASH_SINCE
+    """False when the pair's handshake compares no hash: a known vLLM release before :data:`HASH_SINCE`, or the
+    check turned off (:func:`hash_enforced`). A setting that differs only in how it is written (the ``--model``
+    string, ``auto`` against ``bfloat16``) then passes, so its rule can only warn."""
+    return (pair.version is None or pair.version >= HASH_SINCE) and hash_enforced(pair)
+
+
+def _no_hash(pair: PDPair) -> str:
+    """Why the handshake compares no hash here (for :func:`hashed` false), as a sentence."""
+    if not hash_enforced(pair):
+        return ("enforce_handshake_compat is false on the engine that runs the NIXL handshake, so it does not "
+                "compare the compatibility hashes.")
+    return f"vLLM {fmt(pair.version)} has no NIXL compatibility hash (from 0.13.0), so the handshake does not refuse it."
 
 
 def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix: str,
@@ -31,9 +49,8 @@ def _differ(pair: PDPair, value: Callable[[RoleConfig], object], what: str, fix:
     if p == d:
         return []
     if hash_only and not hashed(pair):
-        return [(f"{what} differs: prefill {p!r}, decode {d!r}. vLLM {fmt(pair.version)} has no NIXL compatibility "
-                 "hash (from 0.13.0), so the handshake does not refuse it; the transfer works only where both "
-                 "sides still lay out the same KV.", fix, "warning")]
+        return [(f"{what} differs: prefill {p!r}, decode {d!r}. {_no_hash(pair)} The transfer works only where "
+                 "both sides still lay out the same KV.", fix, "warning")]
     return [(f"{what} differs: prefill {p!r}, decode {d!r}.", fix)]
 
 
@@ -50,7 +67,8 @@ def _eagle_settings(r: RoleConfig) -> tuple | None:
     id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
     fields=fields_of("vllm_version"),
     source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor vllm_version (v1/nixl_connector.py "
-            "0.13.0-0.19.x, nixl/metadata.py 0.20.0-0.33.0, read in the wheels); no hash in 0.11.0-0.12.0: a warning"),
+            "0.13.0-0.19.x, nixl/metadata.py 0.20.0-0.33.0, read in the wheels); no hash in 0.11.0-0.12.0, or "
+            "enforce_handshake_compat false on the engine that runs the handshake (_nixl_handshake): a warning"),
 )
 def check_version_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode run the same vLLM version."""
@@ -58,8 +76,8 @@ def check_version_match(pair: PDPair) -> list[Violation]:
     if p is None or d is None or p == d:
         return []
     if not hashed(pair):
-        return [(f"vLLM versions differ: prefill {p}, decode {d}. Before 0.13 the NIXL handshake hashes no version, "
-                 "so whether the two releases' agent metadata and KV layouts still agree was not established.",
+        return [(f"vLLM versions differ: prefill {p}, decode {d}. {_no_hash(pair)} Whether the two releases' agent "
+                 "metadata and KV layouts still agree was not established.",
                  "Run the same engine image on both roles.", "warning")]
     return [(
         f"vLLM versions differ: prefill {p}, decode {d}. The NIXL handshake hashes the exact version string "
@@ -72,7 +90,8 @@ def check_version_match(pair: PDPair) -> list[Violation]:
     id="model-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("model"),
     source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor model (0.13.0-0.33.0, read in the "
-            "wheels); no hash in 0.11.0-0.12.0: a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
+            "wheels); no hash in 0.11.0-0.12.0, or enforce_handshake_compat false on the engine that runs the handshake "
+            "(_nixl_handshake): a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
             "path before vLLM reads it (components/src/dynamo/vllm/main.py fetch_llm): an id against that path is a "
             "warning (equal at one revision)"),
     needs=("--model",),
@@ -94,15 +113,39 @@ def check_model_match(pair: PDPair) -> list[Violation]:
     return _differ(pair, lambda r: r.model, "The --model string", fix, True)
 
 
+#: ``--dtype`` spellings vLLM maps to one torch dtype (vllm/config/model.py ``_STR_DTYPE_TO_TORCH_DTYPE``, 0.24.0).
+_DTYPE_ALIASES = {"half": "float16", "float": "float32"}
+
+
+def _dtype(r: RoleConfig) -> str:
+    """The role's ``--dtype`` with vLLM's aliases resolved (``auto`` when not given)."""
+    value = (r.dtype or "auto").lower()
+    return _DTYPE_ALIASES.get(value, value)
+
+
 @rule(
     id="dtype-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("dtype"),
     needs=("--dtype",),
-    source="seed 000 section 2; vllm nixl metadata.py hash",
+    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor dtype = str(model_config.dtype), "
+            "the resolved torch dtype (vllm/config/model.py _get_and_verify_dtype: half/float16 and float/float32 are "
+            "one dtype, auto is the config's torch_dtype, float32 downcast): equal spellings pass; auto against "
+            "bfloat16 is a warning (equal for a bfloat16 checkpoint; config.json is not read here), auto against "
+            "float16 an error (refused for a bfloat16 checkpoint; an fp16 one would pair); no hash (before 0.13, or "
+            "enforce_handshake_compat off) and equal element width: a warning, since the block-byte assert passes"),
 )
 def check_dtype_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode use the same --dtype."""
-    return _differ(pair, lambda r: r.dtype or "auto", "--dtype", "Use the same --dtype on both roles.")
+    """Prefill and decode load the model in the same torch dtype (--dtype, as vLLM resolves it)."""
+    fix = "Use the same --dtype on both roles."
+    p, d = _dtype(pair.prefill), _dtype(pair.decode)
+    if p == d:
+        return []
+    if {p, d} == {"auto", "bfloat16"}:
+        return [(f"--dtype differs as written: prefill {p!r}, decode {d!r}. vLLM hashes the resolved torch dtype, and "
+                 "auto resolves to the model's config.json torch_dtype (float32 downcast), so a bfloat16 checkpoint "
+                 "pairs and a float16 one is refused at the handshake.", fix, "warning")]
+    width = {"float32": 4}
+    return _differ(pair, _dtype, "--dtype", fix, hash_only=width.get(p, 2) == width.get(d, 2))
 
 
 @rule(
@@ -110,7 +153,8 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
     fields=fields_of("cache_dtype"),
     needs=("--kv-cache-dtype",),
     source=("seed 000 sections 2 and 6; vllm nixl compute_nixl_compatibility_hash factor cache_dtype, the raw string "
-            "(0.13.0-0.33.0, read in the wheels); no hash in 0.10.2-0.12.0, whose handshake asserts equal KV block "
+            "(0.13.0-0.33.0, read in the wheels; not compared where enforce_handshake_compat is false on the engine that "
+            "runs the handshake); no hash in 0.10.2-0.12.0, whose handshake asserts equal KV block "
             "bytes (v1/nixl_connector.py add_remote_agent, _validate_remote_agent_handshake in 0.12.0): an fp8 "
             "cache against a 16/32-bit one at one block size is an error there, other differences a warning"),
 )
@@ -126,10 +170,11 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     if p != d and not hashed(pair) and _kv_width(p) != _kv_width(d) \
             and pair.prefill.block_size == pair.decode.block_size \
             and pair.version is not None and pair.version >= BLOCK_BYTES_CHECKED_SINCE:
-        return [(f"--kv-cache-dtype differs: prefill {p!r}, decode {d!r}. vLLM {fmt(pair.version)} has no NIXL "
-                 f"compatibility hash, but its handshake asserts that prefill's KV block length in bytes equals "
-                 f"decode's ('... and same dtype'); {_kv_width(p)} against {_kv_width(d)} elements at one block "
-                 f"size differ, so decode fails on its first handshake with this prefill.", fix)]
+        return [(f"--kv-cache-dtype differs: prefill {p!r}, decode {d!r}. The handshake compares no NIXL "
+                 f"compatibility hash here, but vLLM {fmt(pair.version)}'s handshake asserts that prefill's KV "
+                 f"block length in bytes equals decode's ('... and same dtype'); {_kv_width(p)} against "
+                 f"{_kv_width(d)} elements at one block size differ, so decode fails on its first handshake with "
+                 "this prefill.", fix)]
     return _differ(pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)", fix,
                    True)
 
