@@ -9,8 +9,10 @@ given KV of another revision answers 409, so a cross-revision pair is a counted 
 die at SIGTERM at once; what keeps requests alive is the router dropping terminating pods and the
 pods' preStop drain (pdd_operator.render.drain), which waits for the fake's ``vllm:num_requests_running``.
 
-Asserted: 0 failed requests and 0 cross-revision pairs in every phase, the status Ready with the
-expected replicas afterwards. Never timings; they are printed (``-s``) and, with
+Asserted: 0 failed requests, 0 cross-revision pairs and 0 requests served by one engine alone (the
+router's fallback, ``X-PDD-Fallback``: a request without KV transfer; a pair stays usable throughout, and at a
+must-match change's slot switch the old slot's decode outlives its prefill, issue 13) in every phase, the
+status Ready with the expected replicas afterwards. Never timings; they are printed (``-s``) and, with
 ``PDD_ROLLOUT_RESULTS=<file>``, written as JSON for bench/bench_rollout.py.
 """
 
@@ -117,7 +119,7 @@ def test_zero_failed_requests_through_every_kind_of_rollout(cluster, operator, n
             [current] = wait_for(done, 300, interval=0.25, what=f"{label}: rolled out, status Ready")
             settled_at = time.monotonic()
             time.sleep(2)  # and after it
-        results[label] = summary(load.done, changed_at, settled_at)
+        results[label] = summary(load.done, changed_at, settled_at) | {"alone": sum(load.alone.values())}
         print(f"\n[rollout under load] {label}: {json.dumps(results[label])}")
     if os.environ.get("PDD_ROLLOUT_RESULTS"):
         Path(os.environ["PDD_ROLLOUT_RESULTS"]).write_text(json.dumps(results, indent=1))
@@ -131,3 +133,4 @@ def test_zero_failed_requests_through_every_kind_of_rollout(cluster, operator, n
         assert r["sent"] > 0, (label, r)
         assert r["cross_revision"] == 0, (label, r)
         assert r["failed"] == 0, (label, r)
+        assert r["alone"] == 0, (label, r)
