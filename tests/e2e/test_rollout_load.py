@@ -9,8 +9,10 @@ given KV of another revision answers 409, so a cross-revision pair is a counted 
 die at SIGTERM at once; what keeps requests alive is the router dropping terminating pods and the
 pods' preStop drain (pdd_operator.render.drain), which waits for the fake's ``vllm:num_requests_running``.
 
-Asserted: 0 failed requests and 0 cross-revision pairs in every phase, the status Ready with the
-expected replicas afterwards. Never timings; they are printed (``-s``) and, with
+Asserted: 0 failed requests, 0 cross-revision pairs and 0 requests served by one engine alone (the
+router's fallback, ``X-PDD-Fallback``: a request without KV transfer; a pair stays usable throughout, and at a
+must-match change's slot switch the old slot's decode outlives its prefill, issue 13) in every phase, the
+status Ready with the expected replicas afterwards. Never timings; they are printed (``-s``) and, with
 ``PDD_ROLLOUT_RESULTS=<file>``, written as JSON for bench/bench_rollout.py.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -117,7 +120,7 @@ def test_zero_failed_requests_through_every_kind_of_rollout(cluster, operator, n
             [current] = wait_for(done, 300, interval=0.25, what=f"{label}: rolled out, status Ready")
             settled_at = time.monotonic()
             time.sleep(2)  # and after it
-        results[label] = summary(load.done, changed_at, settled_at)
+        results[label] = summary(load.done, changed_at, settled_at) | {"alone": sum(load.alone.values())}
         print(f"\n[rollout under load] {label}: {json.dumps(results[label])}")
     if os.environ.get("PDD_ROLLOUT_RESULTS"):
         Path(os.environ["PDD_ROLLOUT_RESULTS"]).write_text(json.dumps(results, indent=1))
@@ -131,3 +134,49 @@ def test_zero_failed_requests_through_every_kind_of_rollout(cluster, operator, n
         assert r["sent"] > 0, (label, r)
         assert r["cross_revision"] == 0, (label, r)
         assert r["failed"] == 0, (label, r)
+        assert r["alone"] == 0, (label, r)
+
+
+def _pair_gone_retries(url: str) -> float:
+    """``pdd_router_retries_total{role="decode",reason="pair_gone"}`` of the router at ``url``."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("pdd_router_retries_total{") and 'reason="pair_gone"' in line)
+
+
+def test_the_slot_switch_with_slow_prefill_legs_serves_nothing_alone(
+        cluster, operator, namespace, node_agent, tmp_path):  # noqa: F811
+    """Issue 13: at a must-match change's slot switch, prefill legs still running on the old prefill must
+    find the old decode. With fake prefill legs of 1.5 s (a real prompt's prefill on the CPU takes about
+    that), 4 at a time on one prefill and one decode, some leg is always running when the old slot is
+    retired. Before the fix the operator scaled the old prefill and decode to 0 together and those
+    requests were served by prefill alone (``X-PDD-Fallback``); now the old decode stops only once the old
+    prefill pod is gone, and any request that still finds no decode of its revision runs again on the new
+    pair (``pair_gone``, printed)."""
+    name, url = deploy_fake_engines(cluster, namespace, tmp_path, prefill=1, decode=1,
+                                    env={"FAKE_PREFILL_DELAY": "1.5"})
+    [old] = wait_for(lambda: settled(cluster, namespace, name, {"prefill": 1, "decode": 1, "router": 1}), 60,
+                     what="1 prefill, 1 decode, 1 router Ready") - {None}
+    replicas = {"prefill": 1, "decode": 1, "router": 1}
+    with Load(url) as load:
+        time.sleep(STEADY_SECONDS)
+        changed_at = time.monotonic()
+        cluster.kubectl("patch", "-n", namespace, "pdd", name, "--type", "merge", "-p",
+                        json.dumps({"spec": {"model": {"dtype": "float16"}}}))
+
+        def done():
+            st = pdd_status(cluster, namespace, name)
+            if condition(st, "Ready").get("status") != "True":
+                return None
+            hashes = settled(cluster, namespace, name, replicas)
+            return hashes if hashes and old not in hashes else None
+
+        wait_for(done, 300, interval=0.25, what="rolled out into the other slot, status Ready")
+        settled_at = time.monotonic()
+        time.sleep(2)
+    result = summary(load.done, changed_at, settled_at) | {"alone": dict(load.alone),
+                                                          "pair_gone": _pair_gone_retries(url)}
+    print(f"\n[slot switch, 1.5 s prefill legs] {json.dumps(result)}")
+    assert result["sent"] > 0 and result["failed"] == 0 and result["cross_revision"] == 0, result
+    assert result["alone"] == {}, result

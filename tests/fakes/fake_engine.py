@@ -68,6 +68,8 @@ class FakeEngine:
             handed off and ``answer_delay`` passed, as a push prefill killed before its request
             finished); ``""``: never.
         answer_delay: seconds a prefill waits between handing its KV off (``issued``) and its answer.
+        gate: a prefill leg received waits for this event to be set before it runs (``None``: it does
+            not wait), so a test can change the router's endpoints while the leg is in progress.
         first_token_delay: seconds a streaming answer waits between its head and the first token (as
             vLLM's decode sends its head, then waits for the prompt's KV).
         issued: shared dict ``X-Request-Id -> kv_transfer_params`` prefill issued (checks on decode).
@@ -112,6 +114,7 @@ class FakeEngine:
     die_before: str = ""
     first_token_delay: float = 0.0
     answer_delay: float = 0.0
+    gate: asyncio.Event | None = None
     issued: dict | None = None
     push: bool = False
     record: bool = True
@@ -197,6 +200,8 @@ class FakeEngine:
         kv = body.get("kv_transfer_params") or {}
         if not kv.get("do_remote_decode") or body.get("stream") or body.get("max_tokens") != 1:
             return web.json_response({"error": {"message": f"not a prefill leg: {body}"}}, status=400)
+        if self.gate is not None:
+            await self.gate.wait()
         if self.prefill_delay:
             await asyncio.sleep(self.prefill_delay)
         n = next(self._blocks)

@@ -95,6 +95,20 @@ def test_old_pods_still_present_is_not_rolled_out():
     assert c["Ready"]["status"] == "False"
 
 
+def test_the_previous_slots_terminating_pod_keeps_it_progressing_and_not_ready():
+    """Issue 13: Ready=True was reported while the old revision's prefill pod was still Terminating (its
+    Deployment, scaled to 0, no longer counts it). Ready and Progressing wait until it is gone."""
+    stopping = {"metadata": {"name": "demo-prefill-x", "labels": {"pdd-operator.dev/slot": "a"},
+                             "deletionTimestamp": "2026-11-29T10:00:00Z"}}
+    old = dep(replicas=0, ready=0, updated=0)
+    c = conds(fold(prefill=obs().with_previous(old, [stopping]), decode=obs().with_previous(old, [])))
+    assert c["Ready"]["status"] == "False" and c["Ready"]["reason"] == "ReplicasNotReady"
+    assert c["Progressing"]["status"] == "True" and c["Reconciling"]["status"] == "True"
+    assert "prefill: 1/1 ready, 1 updated, 1 of the previous revision" in c["Progressing"]["message"]
+    c = conds(fold(prefill=obs().with_previous(old, []), decode=obs().with_previous(old, [])))
+    assert c["Ready"]["status"] == "True" and c["Progressing"]["status"] == "False"
+
+
 def test_unchanged_inputs_give_an_identical_status_later():
     first = fold(now=T0)
     assert fold(previous=first, now=T1) == first

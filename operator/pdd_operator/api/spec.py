@@ -474,7 +474,9 @@ class RouterRetries(APIModel):
     answer reached the client, and only for a decode (or an engine serving alone) whose connection was
     reset or closed, or that answered 502, 503 or 504 (Envoy ``reset``, ``gateway-error``), or a decode
     that could not load the prompt's KV from its prefill (vLLM's ``finish_reason`` "error" before any
-    token: ``kv_load_failed``; ``operator/pdd_operator/router/retry.py`` ``RETRY_ON``). Each retry is a
+    token: ``kv_load_failed``), or a request whose prefill leg ran on a revision that then had no Ready
+    decode while another revision had a full pair (a coordinated rollout's slot switch: ``pair_gone``;
+    ``operator/pdd_operator/router/retry.py`` ``RETRY_ON``). Each retry is a
     new P/D request: a new prefill leg (one prompt's prefill compute again) and a decode other than the
     one that failed (after a failed KV load: a prefill other than that one, any decode). Not here: trying
     a failed prefill leg on another prefill, which the router always does.

@@ -6,8 +6,9 @@ kept in ``status.appliedSpec``), :func:`plan_children` decides:
 
 - which children to apply: the current spec's when it is compatible; else the last good spec's, so
   deleted children come back and drift is reverted while the current spec is refused; else none;
-- which revision slot of each role runs that spec and whether the other slot, still serving the
-  previous compat hash, is scaled to 0 now (:func:`pdd_operator.controller.rollout.plan_rollout`);
+- which revision slot of each role runs that spec and which roles of the other slot, still serving the
+  previous compat hash, are scaled to 0 now (:func:`pdd_operator.controller.rollout.plan_rollout`: prefill
+  first, decode once that slot's prefill has no pods left);
 - which spec the children run afterwards (status reports its replicas and endpoint);
 - what ``status.appliedGeneration`` and ``status.appliedSpec`` become (:meth:`Plan.recorded`): they
   advance to the current generation only when every child of a compatible spec was applied.
@@ -25,7 +26,7 @@ from pdd_operator.api.constants import ROLES, SLOTS
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import decode_spec, encode_spec
 from pdd_operator.compat.engine import CompatReport
-from pdd_operator.controller.rollout import RolloutStep, observe, plan_rollout, scaled_to_zero
+from pdd_operator.controller.rollout import RolloutStep, observe, plan_rollout, scaled_to_zero, slot_pods
 from pdd_operator.render.engine import compat_hash
 from pdd_operator.render.workloads import Owner, render_children
 
@@ -81,15 +82,19 @@ def last_good_spec(previous_status: dict, legacy_annotations: list[str] = ()) ->
 
 
 def slot_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None,
-                  deployments: Mapping[str, Mapping[str, dict | None]]) -> tuple[list[dict], RolloutStep]:
+                  deployments: Mapping[str, Mapping[str, dict | None]],
+                  pods: Mapping[str, list[dict]] | None = None) -> tuple[list[dict], RolloutStep]:
     """The children that run ``spec`` and the step that places them: :func:`render_children` into the
-    active slot, then (when the step retires the previous slot) that slot's Deployments scaled to 0.
-    ``deployments[slot][role]`` is the live Deployment or ``None``."""
-    slots = {s: {r: observe((deployments.get(s) or {}).get(r)) for r in ROLES} for s in SLOTS}
+    active slot, then the Deployments of the previous slot that the step retires (``step.retire``)
+    scaled to 0, where they still want pods. ``deployments[slot][role]`` is the live Deployment or
+    ``None``; ``pods[role]`` the role's pods of both slots, Terminating ones included (``None``: none)."""
+    pods = pods or {}
+    slots = {s: {r: observe((deployments.get(s) or {}).get(r), slot_pods(pods.get(r) or [], s)) for r in ROLES}
+             for s in SLOTS}
     step = plan_rollout(compat_hash(spec), {r: spec.role(r).replicas for r in ROLES}, slots)
     children = render_children(owner, spec, model_config, slot=step.active)
-    if step.retire and step.previous is not None:
-        children += [scaled_to_zero(live) for r in ROLES
+    if step.previous is not None:
+        children += [scaled_to_zero(live) for r in step.retire
                      if (live := deployments[step.previous].get(r)) and slots[step.previous][r].replicas > 0]
     return children, step
 
@@ -97,19 +102,21 @@ def slot_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | Non
 def plan_children(*, name: str, namespace: str, uid: str | None, generation: int, spec: PDDeploymentSpec | None,
                   report: CompatReport, previous_status: dict, last_good: PDDeploymentSpec | None,
                   model_config: dict | None = None,
-                  deployments: Mapping[str, Mapping[str, dict | None]] | None = None) -> Plan:
+                  deployments: Mapping[str, Mapping[str, dict | None]] | None = None,
+                  pods: Mapping[str, list[dict]] | None = None) -> Plan:
     """Decide what to apply (see the module docstring). ``last_good`` is :func:`last_good_spec`,
     needed only when the current spec is not applied; ``deployments[slot][role]`` the live engine
-    Deployments (``None``: none exist). Never raises for a bad spec."""
+    Deployments (``None``: none exist); ``pods[role]`` the engine pods of each role, both slots,
+    Terminating ones included (``None``: none). Never raises for a bad spec."""
     applied_generation = previous_status.get("appliedGeneration")
     previous_applied = previous_status.get("appliedSpec")
     live = deployments or {}
     if spec is not None and report.compatible:
         owner = Owner(name=name, namespace=namespace, uid=uid, generation=generation)
-        children, step = slot_children(owner, spec, model_config, live)
+        children, step = slot_children(owner, spec, model_config, live, pods)
         return Plan(children, spec, applied_generation, True, generation, spec, previous_applied, step)
     if last_good is not None and applied_generation is not None:
         owner = Owner(name=name, namespace=namespace, uid=uid, generation=applied_generation)
-        children, step = slot_children(owner, last_good, model_config, live)
+        children, step = slot_children(owner, last_good, model_config, live, pods)
         return Plan(children, last_good, applied_generation, False, generation, None, previous_applied, step)
     return Plan([], last_good, applied_generation, False, generation, None, previous_applied)

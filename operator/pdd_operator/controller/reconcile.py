@@ -29,6 +29,7 @@ from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube, api_error_text
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import last_good_spec, plan_children
+from pdd_operator.controller.rollout import slot_pods
 from pdd_operator.controller.status import (
     RoleObservation,
     fold_status,
@@ -327,6 +328,9 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         report, model_config = CHECKS.check(key, spec, name, namespace, model_config, problem)
 
     deployments = read_deployments(kube, namespace, name)
+    # Both slots' pods, Terminating ones included: the rollout retires a slot's decode only once its
+    # prefill has none left, and status counts them (a Deployment's status does not count Terminating pods).
+    pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
     last_good = None
     if spec is None or not report.compatible:
         legacy = ([] if previous.get("appliedSpec")
@@ -334,14 +338,13 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         last_good = last_good_spec(previous, legacy)
     plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
                          report=report, previous_status=previous, last_good=last_good, model_config=model_config,
-                         deployments=deployments)
+                         deployments=deployments, pods=pods)
     applied, apply_errors, first_apply_at = apply_all(kube, plan.children)
     applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
     target = plan.target
     if applied:
         deployments = read_deployments(kube, namespace, name)
     desired = spec or target
-    pods = {role: kube.list_pods(namespace, selector_labels(name, role)) for role in ROLES}
     # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
     active = plan.step.active
     other = next(s for s in SLOTS if s != active)
@@ -349,7 +352,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         role: RoleObservation.from_deployment(
             deployments[active][role], pods[role],
             desired=desired.role(role).replicas if desired is not None else 0,
-        ).with_previous(deployments[other][role])
+        ).with_previous(deployments[other][role], slot_pods(pods[role], other))
         for role in ROLES
     }
     has_router = target is not None and target.router.replicas > 0

@@ -12,8 +12,17 @@ with one pod per role). So each role has two revision slots (``a`` and ``b``, on
    the slot that serves less (the *new* slot: it starts with the target's replicas at once);
 2. the other slot keeps serving, untouched, until the active slot of *every* role is rolled out with
    the target's replicas (all pods updated and Ready, no old ones);
-3. only then is it scaled to 0 (:func:`scaled_to_zero`). It is never deleted: the operator's RBAC
-   grants no ``delete`` and the next hash change reuses it.
+3. only then is it retired, one role after the other (:data:`RETIRE_ORDER`): its prefill is scaled to 0
+   (:func:`scaled_to_zero`) at once, its decode only once the slot's prefill has no pods left, Terminating
+   ones included (:attr:`SlotRole.gone`). The router sends a request's decode leg to a decode of its
+   prefill's compat hash after the prefill leg ran, and a prefill pod keeps running the legs it has
+   (its preStop drain) while it is Terminating, no longer offered to new requests; so every prefill leg
+   run on the old revision still finds a Ready decode of that revision, whose own drain then covers
+   the streams it serves. Scaled to 0 together, the old decode would be Terminating (not Ready, out of
+   the router's choice) while legs still ran on the old prefill, and those requests would have no
+   decode left (measured: issue 13, "no usable decode endpoint (no_ready)" and the prefill serving
+   alone). A slot is never deleted: the operator's RBAC grants no ``delete`` and the next hash change
+   reuses it.
 
 The serving slot is never touched before the new pair can serve, so a spec whose pods never become
 Ready (an image that does not pull, a quota) leaves the old revision serving; the PDDeployment then
@@ -25,7 +34,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.api.constants import ANNOTATION_GENERATION, LABEL_COMPAT_HASH, ROLES, SLOTS
+from pdd_operator.api.constants import ANNOTATION_GENERATION, LABEL_COMPAT_HASH, LABEL_SLOT, ROLES, SLOTS
+
+#: The order in which the roles of a retired slot are scaled to 0: a role only once every role before it
+#: has no pods left in that slot (module docstring, step 3).
+RETIRE_ORDER = ("prefill", "decode")
+
+
+def pod_slot(pod: Mapping) -> str:
+    """The revision slot a pod (API JSON, or its cache view) belongs to: its
+    :data:`~pdd_operator.api.constants.LABEL_SLOT` label; slot ``a`` for a pod without one (created by a
+    release before the slots, whose Deployment became slot ``a``)."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_SLOT) or SLOTS[0]
+
+
+def terminating(pod: Mapping) -> bool:
+    """Whether a pod is Terminating: its ``metadata.deletionTimestamp`` is set. A Deployment's
+    ``status.replicas`` no longer counts it (the ReplicaSet controller counts only active pods:
+    ``FilterActivePods``, kubernetes ``pkg/controller/controller_utils.go``), though its containers may
+    still run for the whole grace period (the preStop drain)."""
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def slot_pods(pods: list[dict], slot: str) -> list[dict]:
+    """The pods of ``pods`` (one role's, both slots) that belong to ``slot`` (:func:`pod_slot`)."""
+    return [p for p in pods if pod_slot(p) == slot]
 
 
 @dataclass(frozen=True)
@@ -39,6 +72,8 @@ class SlotRole:
         ready: ``status.readyReplicas``.
         rolled_out: every pod is on the current template and Ready, no old pod remains, and the
             Deployment controller has seen the latest spec.
+        current: ``status.replicas`` (its pods that are not Terminating).
+        pods: its pods as the pod list shows them, Terminating ones included.
     """
 
     exists: bool = False
@@ -46,12 +81,21 @@ class SlotRole:
     replicas: int = 0
     ready: int = 0
     rolled_out: bool = False
+    current: int = 0
+    pods: int = 0
+
+    @property
+    def gone(self) -> bool:
+        """No pod of this slot and role runs or may run: the Deployment does not exist, or it wants 0
+        replicas, its status counts none, and the pod list shows none, not even a Terminating one."""
+        return not self.exists or (self.replicas == 0 and self.current == 0 and self.pods == 0)
 
 
-def observe(dep: dict | None) -> SlotRole:
-    """A :class:`SlotRole` from a live Deployment (API JSON, camelCase) or ``None``."""
+def observe(dep: dict | None, pods: list[dict] | None = None) -> SlotRole:
+    """A :class:`SlotRole` from a live Deployment (API JSON, camelCase) or ``None``, and the pods of its
+    slot and role (:func:`slot_pods`; ``None``: none)."""
     if not dep:
-        return SlotRole()
+        return SlotRole(pods=len(pods or []))
     spec, status = dep.get("spec") or {}, dep.get("status") or {}
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     replicas = int(spec.get("replicas", 1))
@@ -60,7 +104,7 @@ def observe(dep: dict | None) -> SlotRole:
     rolled_out = (observed and int(status.get("updatedReplicas") or 0) == replicas and ready == replicas
                   and int(status.get("replicas") or 0) == replicas)
     return SlotRole(exists=True, compat_hash=labels.get(LABEL_COMPAT_HASH), replicas=replicas, ready=ready,
-                    rolled_out=rolled_out)
+                    rolled_out=rolled_out, current=int(status.get("replicas") or 0), pods=len(pods or []))
 
 
 @dataclass(frozen=True)
@@ -69,13 +113,15 @@ class RolloutStep:
 
     Attributes:
         active: the slot the target spec is rendered into.
-        previous: the other slot when it still has pods wanted (``replicas`` > 0 in some role), else ``None``.
-        retire: whether ``previous`` is scaled to 0 now (the active slot is rolled out in every role).
+        previous: the other slot while it still has pods wanted (``replicas`` > 0 in some role), else ``None``.
+        retire: the roles of ``previous`` that are (scaled to, or kept at) 0 now, in :data:`RETIRE_ORDER`:
+            none until the active slot is rolled out in every role, then prefill, and decode too once
+            the previous slot's prefill has no pods left (:attr:`SlotRole.gone`).
     """
 
     active: str
     previous: str | None = None
-    retire: bool = False
+    retire: tuple[str, ...] = ()
 
     @property
     def coordinated(self) -> bool:
@@ -93,8 +139,8 @@ def plan_rollout(target_hash: str, target_replicas: Mapping[str, int],
     """Choose the active slot and what happens to the other (see the module docstring).
 
     ``target_hash`` is the compat hash of the spec to run, ``target_replicas`` its replicas per role,
-    ``slots[slot][role]`` what each slot's Deployment says (:func:`observe`; every slot and role of
-    :data:`~pdd_operator.api.constants.SLOTS` and ``ROLES`` present). Never raises for any observation.
+    ``slots[slot][role]`` what each slot's Deployment and pods say (:func:`observe`; every slot and role
+    of :data:`~pdd_operator.api.constants.SLOTS` and ``ROLES`` present). Never raises for any observation.
     """
     def has_target(slot: str) -> bool:
         return any(slots[slot][r].exists and slots[slot][r].compat_hash == target_hash for r in ROLES)
@@ -115,7 +161,14 @@ def plan_rollout(target_hash: str, target_replicas: Mapping[str, int],
         return RolloutStep(active)
     done = all(slots[active][r].exists and slots[active][r].compat_hash == target_hash
                and slots[active][r].replicas == target_replicas[r] and slots[active][r].rolled_out for r in ROLES)
-    return RolloutStep(active, other, retire=done)
+    if not done:
+        return RolloutStep(active, other)
+    retire: list[str] = []
+    for role in RETIRE_ORDER:
+        retire.append(role)
+        if not slots[other][role].gone:
+            break
+    return RolloutStep(active, other, retire=tuple(retire))
 
 
 #: Fields of a live Deployment's ``spec`` that :func:`scaled_to_zero` applies again as they are.

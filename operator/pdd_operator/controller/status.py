@@ -22,6 +22,7 @@ from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
 from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
 from pdd_operator.controller.pod_failures import ROUTER, pod_problems, unschedulable, with_fix
+from pdd_operator.controller.rollout import terminating
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class RoleObservation:
         failing: why a container of a pod of the role cannot run
             (:func:`~pdd_operator.controller.pod_failures.pod_problems`), or ``""``.
         previous: pods of the previous revision slot that still run while the active one rolls out
-            (a coordinated rollout, :mod:`pdd_operator.controller.rollout`); counted in ``current``.
+            or after it was scaled to 0 (a coordinated rollout, :mod:`pdd_operator.controller.rollout`),
+            Terminating ones included; counted in ``current``.
     """
 
     exists: bool = False
@@ -86,18 +88,27 @@ class RoleObservation:
             unschedulable=pending, failing=failing,
         )
 
-    def with_previous(self, dep: dict | None) -> RoleObservation:
+    def with_previous(self, dep: dict | None, pods: list[dict] | None = None) -> RoleObservation:
         """This observation of the active slot's Deployment plus the previous slot's Deployment ``dep``
-        (or ``None``): its ready pods count as ready, its pods as current (so the role is not rolled out
-        while they run) and as ``previous``; its ReplicaFailure is reported too."""
-        if not dep:
+        (or ``None``) and that slot's pods ``pods`` (:func:`~pdd_operator.controller.rollout.slot_pods`):
+        its ready pods count as ready, its pods as current (so the role is not rolled out while they
+        run) and as ``previous``; its ReplicaFailure is reported too.
+
+        Its pods are those its Deployment's ``status.replicas`` counts, or the pod list's pods that are
+        not Terminating where the list shows more (the status lags behind), plus the Terminating ones,
+        which ``status.replicas`` never counts (:func:`~pdd_operator.controller.rollout.terminating`): a
+        slot scaled to 0 whose pods are still draining is not gone yet."""
+        pods = pods or []
+        stopping = sum(1 for p in pods if terminating(p))
+        if not dep and not stopping:
             return self
         other = RoleObservation.from_deployment(dep)
+        count = max(other.current, len(pods) - stopping) + stopping
         return RoleObservation(
             exists=self.exists, replicas=self.replicas, ready=self.ready + other.ready, updated=self.updated,
-            current=self.current + other.current, observed=self.observed and other.observed,
+            current=self.current + count, observed=self.observed and (other.observed or not dep),
             deadline_exceeded=self.deadline_exceeded, replica_failure=self.replica_failure or other.replica_failure,
-            unschedulable=self.unschedulable, previous=self.previous + other.current, failing=self.failing,
+            unschedulable=self.unschedulable, previous=self.previous + count, failing=self.failing,
         )
 
     @property

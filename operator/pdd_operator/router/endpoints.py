@@ -208,6 +208,17 @@ class Registry:
             raise NoEndpoint("every ready prefill endpoint failed for this request")
         return candidates
 
+    def paired_elsewhere(self, compat_hash: str, push: bool = False) -> bool:
+        """Whether a prefill endpoint of another compat hash than ``compat_hash`` has a decode endpoint of
+        its own hash (and, with ``push``, publishes its side channel): a new P/D request could be served
+        by a pair of another revision (:meth:`pdd_operator.router.proxy.Router._pull`, reason
+        ``pair_gone``)."""
+        try:
+            candidates = self._prefill_candidates(frozenset(), push)
+        except NoEndpoint:
+            return False
+        return any(p.compat_hash != compat_hash for p in candidates)
+
     def pick_decode(self, compat_hash: str, exclude: set[str] = frozenset()) -> Endpoint:
         """Choose a decode endpoint with ``compat_hash`` (``exclude``: URLs already tried for this
         request). Raises :class:`NoEndpoint`."""

@@ -28,8 +28,11 @@ prefill leg that fails (connection error, timeout, 5xx, 429) is retried on anoth
 (bounded). A decode that failed with the request in hand before the client got a byte (reset, 502-504),
 or answered that it could not load the prompt's KV (``kv_load_failed``: vLLM's ``finish_reason`` "error"
 before any token; the prefill is then set aside), makes the whole request run again once, under a new id
-and through a new prefill leg (:mod:`pdd_operator.router.retry`, :meth:`Router._completion`); any other
-failure before the first byte reaches the client is an OpenAI-shaped JSON error.
+and through a new prefill leg (:mod:`pdd_operator.router.retry`, :meth:`Router._completion`); so does a
+prefill leg after which no decode of the prefill's compat hash is Ready any more while another compat hash
+has a full pair (``pair_gone``: a coordinated rollout retiring that revision; nothing is set aside, and
+the fallback serves it only when no pair is left or the retry budget is spent); any other failure before
+the first byte reaches the client is an OpenAI-shaped JSON error.
 When the client goes away, the handler is cancelled, which closes both upstream connections: vLLM
 aborts a request whose connection closes.
 
@@ -77,6 +80,7 @@ from pdd_operator.router.retry import (
     HOLD,
     KV_LOAD_FAILED,
     NOT_CONNECTED,
+    PAIR_GONE,
     PREFILL_STATUS,
     REASONS,
     RESET,
@@ -141,7 +145,8 @@ class RouterConfig:
         unreachable_seconds: how long an endpoint that could not be connected to is set aside
             (:func:`pdd_operator.router.endpoints.reachable`).
         retries: how many times a request is sent again as a whole (a new prefill leg and request id)
-            after its decode, or the engine serving it alone, failed before the client got a byte
+            after its decode, or the engine serving it alone, failed before the client got a byte, or
+            its prefill's revision lost its decodes after the prefill leg (``pair_gone``)
             (:mod:`pdd_operator.router.retry`), and whether a prefill leg that failed so (reset,
             502-504) with no other prefill left falls back to decode alone; 0 turns both off (the
             retries on another endpoint of the same role, ``prefill_retries``, stay).
@@ -316,6 +321,12 @@ class _StreamBroken(_DecodeFailed):
 
     def __init__(self, message: str, reason: str, endpoint: Endpoint) -> None:
         super().__init__(message, None, reason, endpoint)
+
+
+class _PairGone(Exception):
+    """A prefill leg ran, then its compat hash had no Ready decode left, while another compat hash has a
+    full P/D pair; the retry is already counted (:meth:`Router._pull`): :meth:`Router._completion` sends
+    the request again as a new P/D request (reason ``pair_gone``, :mod:`pdd_operator.router.retry`)."""
 
 
 class _Unreachable(Exception):
@@ -499,6 +510,13 @@ class Router:
             stream = request.get(_STREAM)
             try:
                 response = await route(request, sent, self._forward_headers(request, request_id), request_id)
+            except _PairGone as exc:
+                # Nothing reached the client and no engine failed: a whole new P/D request, under a new id
+                # (the first prefill's blocks stay held until their KV lease ends), on a pair that exists.
+                retry_id = str(uuid.uuid4())
+                log.warning("request %s: %s: sent again as %s", request_id, exc, retry_id)
+                request_id = retry_id
+                continue
             except _DecodeFailed as exc:
                 log.warning("request %s: %s", request_id, exc)
                 if stream is not None and stream.out is not None:
@@ -717,9 +735,15 @@ class Router:
             except NoEndpoint as exc:
                 # The decodes went away (or refused) after prefill ran: prefill's blocks for this
                 # request stay held until their KV lease expires (kv_lease_duration, 30 s: nixl/base_scheduler.py,
-                # vLLM 0.32); a prefill serves the whole request.
+                # vLLM 0.32). When another revision has a full pair (a coordinated rollout retiring this
+                # one), the request runs again there as a new P/D request (pair_gone); else a prefill
+                # serves the whole request.
                 if refused is not None:
                     break
+                if (self.registry.paired_elsewhere(prefill.compat_hash, push=push)
+                        and self._retry(request, "decode", PAIR_GONE)):
+                    raise _PairGone(f"prefill {prefill.name} ran its leg, then no decode of its compat hash "
+                                    f"{prefill.compat_hash!r} was Ready; another compat hash has a pair") from exc
                 return (await self._alone(request, body, headers, request_id, "decode", "no_ready")
                         or openai_error(503, str(exc), code="no_endpoint", headers={"X-Request-Id": request_id}))
             tried.add(decode.url)

@@ -23,6 +23,13 @@ gateways configure the same way:
   section below). The whole request is sent again through a new prefill leg, and the prefill is set
   aside: it is the engine whose KV could not be read (most often a process that died after answering
   its leg, before decode's NIXL read completed).
+- ``pair_gone``: a prefill leg ran, and then no decode of that prefill's compat hash was Ready any more,
+  while a prefill and a decode of another compat hash were (a coordinated rollout retiring the
+  prefill's revision, docs/rollouts.md). The router's own judgement, not a :func:`failure_reason`: the
+  whole request is sent again as a new P/D request (a new request id, a new prefill leg, never the
+  first leg's ``kv_transfer_params``), which can only go to a pair of a revision that has one; nothing is
+  set aside. Without such a pair, or with the retry budget spent, the prefill serves the request alone
+  (the fallback), as before.
 
 Safe means the client has received nothing: Envoy, too, never retries once response headers went
 downstream. The router holds the client's response head until decode's first chunk (a stream) or its
@@ -86,11 +93,11 @@ import orjson
 RETRY_HEADER = "X-PDD-Retry"
 CONNECT_FAILURE, RESET, TIMEOUT = "connect_failure", "reset", "timeout"
 GATEWAY_ERROR, RETRIABLE_STATUS, BAD_ANSWER = "gateway_error", "retriable_status", "bad_answer"
-KV_LOAD_FAILED = "kv_load_failed"
+KV_LOAD_FAILED, PAIR_GONE = "kv_load_failed", "pair_gone"
 #: Every reason, as the ``reason`` label of ``pdd_router_retries_total``.
-REASONS = (CONNECT_FAILURE, RESET, TIMEOUT, GATEWAY_ERROR, RETRIABLE_STATUS, BAD_ANSWER, KV_LOAD_FAILED)
+REASONS = (CONNECT_FAILURE, RESET, TIMEOUT, GATEWAY_ERROR, RETRIABLE_STATUS, BAD_ANSWER, KV_LOAD_FAILED, PAIR_GONE)
 #: The reasons a whole request is sent again for, or served by the fallback in its place (:func:`may_retry`).
-RETRY_ON = frozenset({CONNECT_FAILURE, RESET, GATEWAY_ERROR, RETRIABLE_STATUS, KV_LOAD_FAILED})
+RETRY_ON = frozenset({CONNECT_FAILURE, RESET, GATEWAY_ERROR, RETRIABLE_STATUS, KV_LOAD_FAILED, PAIR_GONE})
 #: Statuses of an engine that is going away or overloaded (Envoy ``gateway-error``).
 GATEWAY_STATUS = frozenset({502, 503, 504})
 #: Further statuses a prefill leg is retried for (Envoy ``retriable-status-codes``): overload, server error.
