@@ -27,9 +27,11 @@ CACHE_MISSES = Counter(
 )
 WATCH_EVENTS = Counter(
     "pdd_watch_events_total",
-    "Watch events the operator's handlers received, by kind and what they did: queued (a reconcile of the "
-    "owner), own (the echo of the operator's own write, already in the cache) or unchanged (nothing the "
-    "operator reads of the object changed: a resourceVersion-only update).",
+    "Watch events the operator's handlers received, by kind and what they did: queued_write (a reconcile of "
+    "the owner that may write children: a new object, a spec change, a child deleted or edited), queued_status "
+    "(a reconcile that can only update the status: a status it reads changed), own (the echo of the operator's "
+    "own write, already in the cache) or unchanged (nothing a reconcile writes or reads of the object changed: "
+    "controller/triage.py).",
     ["kind", "outcome"],
 )
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
