@@ -66,7 +66,7 @@ from pdd_operator.controller.metrics import (
     RESYNC_ERRORS,
     WATCH_EVENTS,
 )
-from pdd_operator.controller.reconcile import is_transient, reconcile, record_failure
+from pdd_operator.controller.reconcile import APPLY_THREADS, is_transient, reconcile, record_failure
 from pdd_operator.controller.triage import child_work, pdd_work, pod_work
 from pdd_operator.controller.workqueue import Priority, WorkQueue
 
@@ -198,7 +198,8 @@ def leading() -> bool:
 
 def _kube() -> Kube:
     if "kube" not in _state:
-        _state["kube"] = Kube(cache=CACHE)
+        # A pooled connection for every reconcile worker and apply thread (reconcile.apply_all).
+        _state["kube"] = Kube(kubeclient.load_config(pool_size=WORKERS + APPLY_THREADS + 2), cache=CACHE)
     return _state["kube"]
 
 
