@@ -40,7 +40,9 @@ def cond(type_, status="True", reason="", message="", t="2026-12-05T00:00:00Z"):
 @pytest.mark.parametrize(("cached", "new", "work"), [
     # children to write: gone, unknown, or what the operator applies or compares changed
     (deployment(), None, W),
-    (None, deployment(), W),
+    (None, deployment(managedFields=[{"manager": "kubectl"}]), W),  # someone else's object with our labels
+    (None, deployment(managedFields=[]), W),
+    (None, deployment(), S),  # the echo of the operator's own create, before the apply's answer
     (deployment(), deployment(rv=11, replicas=3), W),  # a hand edit of the spec: reverted
     (deployment(), deployment(rv=11, labels={"x": "y"}), W),
     (deployment(), deployment(rv=11, annotations={"pdd-operator.dev/generation": "1"}), W),  # the operator's own

@@ -9,7 +9,8 @@ reconcile reads (:func:`pdd_operator.controller.reconcile.reconcile`), named per
   a deletion) is ``WRITE``; a change of nothing but its status is the operator's own write
   (:func:`~pdd_operator.controller.cache.status_only`): ``None``.
 - :func:`child_work`: a child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding)
-  deleted, new to the cache, or changed in what the operator applies or compares (its spec, labels,
+  deleted, new to the cache (unless only the operator wrote it: its own create, :func:`written_only_by_us`,
+  ``STATUS``), or changed in what the operator applies or compares (its spec, labels,
   the operator's own ``pdd-operator.dev/`` annotations) is ``WRITE``: it may have to be created again
   or its drift reverted. A change of other managers' annotations only (the Deployment controller's
   ``deployment.kubernetes.io/revision``) is neither applied nor read (:func:`foreign_annotations`).
@@ -29,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pdd_operator.api.constants import GROUP, LABEL_ROLE, ROLES
+from pdd_operator.api.constants import FIELD_MANAGER, GROUP, LABEL_ROLE, ROLES
 from pdd_operator.controller.cache import status_only, strip
 from pdd_operator.controller.pod_failures import pod_problems, unschedulable
 from pdd_operator.controller.rollout import deployment_status_view
@@ -69,6 +70,15 @@ def foreign_annotations(obj: Mapping[str, Any]) -> dict:
     return body
 
 
+def written_only_by_us(obj: Mapping[str, Any]) -> bool:
+    """Whether every field manager of ``obj`` (``metadata.managedFields``) is the operator's own
+    (:data:`~pdd_operator.api.constants.FIELD_MANAGER`): an object only the operator has written, as a
+    child is when the watch delivers its creation. Its reconcile wrote it (its answer is in the cache at
+    once, or the apply failed and that reconcile is retried), so there is nothing to write for it."""
+    fields = (obj.get("metadata") or {}).get("managedFields") or []
+    return bool(fields) and all(isinstance(f, dict) and f.get("manager") == FIELD_MANAGER for f in fields)
+
+
 def pdd_work(cached: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Priority | None:
     """The work a PDDeployment's event asks for: ``WRITE`` unless it changed nothing but its status
     since ``cached`` (the cache's copy before the event, ``None``: new to it)."""
@@ -78,8 +88,10 @@ def pdd_work(cached: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Priori
 def child_work(kind: str, cached: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> Priority | None:
     """The work a managed child's event asks for (see the module docstring). ``cached``: the cache's
     copy before the event (``None``: not cached); ``new``: the object now (``None``: deleted)."""
-    if new is None or cached is None:
+    if new is None:
         return Priority.WRITE
+    if cached is None:  # the echo of the operator's own create, when it comes before the apply's answer
+        return Priority.STATUS if written_only_by_us(new) else Priority.WRITE
     if foreign_annotations(cached) != foreign_annotations(new):
         return Priority.WRITE
     labels = (new.get("metadata") or {}).get("labels")
