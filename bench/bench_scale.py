@@ -95,6 +95,7 @@ PHASES = set((os.environ.get("PDD_BENCH_PHASES") or "steady,change,idle,restart"
 HISTOGRAMS = {"queue wait": ("pdd_workqueue_wait_seconds", ""),
               "queue wait, write work": ("pdd_workqueue_priority_wait_seconds", 'priority="write"'),
               "queue wait, status work": ("pdd_workqueue_priority_wait_seconds", 'priority="status"'),
+              "queue wait, resync": ("pdd_workqueue_priority_wait_seconds", 'priority="resync"'),
               "reconcile wall": ("pdd_reconcile_duration_seconds", ""),
               "reconcile CPU": ("pdd_reconcile_cpu_seconds", ""),
               "event -> first apply sent": ("pdd_event_to_apply_seconds", ""),

@@ -271,7 +271,7 @@ def test_a_child_s_status_change_queues_its_owner_only_where_status_is_read(wire
     assert queue.waiting() == ([(("ns", "a"), queues)] if queues is not None else [])
 
 
-def test_a_new_pddeployment_is_served_before_the_resync_s_round_and_status_work(wired, monkeypatch):
+def test_a_new_pddeployment_is_served_before_status_work_and_status_work_before_the_resync_s_round(wired, monkeypatch):
     cache, ix, queue = wired
 
     class Kube:
@@ -287,5 +287,5 @@ def test_a_new_pddeployment_is_served_before_the_resync_s_round_and_status_work(
     new = obj("PDDeployment", "new", 12, spec={})
     asyncio.run(handlers.pddeployment_event(type="ADDED", body=new, name="new", namespace="ns", meta=new["metadata"],
                                             **ix.kwargs()))
-    assert queue.waiting() == [(("ns", "new"), Priority.WRITE), (("ns", "old-1"), Priority.STATUS),
-                               (("ns", "old-2"), Priority.STATUS), (("ns", "a"), Priority.STATUS)]
+    assert queue.waiting() == [(("ns", "new"), Priority.WRITE), (("ns", "a"), Priority.STATUS),
+                               (("ns", "old-1"), Priority.RESYNC), (("ns", "old-2"), Priority.RESYNC)]

@@ -273,7 +273,7 @@ def test_one_key_in_backoff_does_not_hold_the_others_and_an_exception_is_not_ret
 
 # --- priorities: work that writes children first, status work never starved ----------------------
 
-W, S = Priority.WRITE, Priority.STATUS
+W, S, R = Priority.WRITE, Priority.STATUS, Priority.RESYNC
 
 
 def _served_order(adds: list, clock: FakeClock | None = None, promote_after: float = 10.0,
@@ -311,6 +311,10 @@ def _served_order(adds: list, clock: FakeClock | None = None, promote_after: flo
     # fairness: a status key that waited promote_after (10 s) joins the tail of the write keys waiting then
     ([("old", S), ("tick", 10.0), ("w1", W), ("w2", W)], ["w1", "w2", "old"]),
     ([("old", S), ("tick", 9.0), ("young", S), ("tick", 1.0), ("w1", W)], ["w1", "old", "young"]),
+    # the resync's round comes last and is never promoted; an event raises a resync key
+    ([("r1", R), ("r2", R), ("s", S), ("w", W)], ["w", "s", "r1", "r2"]),
+    ([("r", R), ("tick", 60.0), ("w", W), ("s", S)], ["w", "s", "r"]),
+    ([("r1", R), ("r2", R), ("r2", S)], ["r2", "r1"]),
 ])
 def test_write_work_is_served_before_status_work(adds, served):
     assert _served_order(adds) == served

@@ -504,7 +504,7 @@ async def resync_once() -> None:
     if CACHE.ready.is_set():
         owners = CACHE.prune(KIND, listed, version)
     for key in sorted(listed):
-        enqueue(*key, Priority.STATUS)  # the safety net: most find nothing to do (controller-runtime: LowPriority)
+        enqueue(*key, Priority.RESYNC)  # the safety net: most find nothing to do (controller-runtime: LowPriority)
     for key in sorted(owners - set(listed)):
         enqueue(*key, Priority.WRITE)
 

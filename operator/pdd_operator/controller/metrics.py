@@ -59,8 +59,8 @@ QUEUE_WAIT = Histogram(
 QUEUE_PRIORITY_WAIT = Histogram(
     "pdd_workqueue_priority_wait_seconds",
     "pdd_workqueue_wait_seconds by the priority a key was served at: write (children may have to be written: "
-    "a new object, a spec change, drift) or status (only the status can change); a status key promoted after "
-    "waiting is counted as write.", ["priority"], buckets=LATENCY_BUCKETS,
+    "a new object, a spec change, drift), status (only the status can change) or resync (the periodic "
+    "resync's round); a status key promoted after waiting is counted as write.", ["priority"], buckets=LATENCY_BUCKETS,
 )
 RECONCILE_DURATION = Histogram(
     "pdd_reconcile_duration_seconds", "Wall time of one reconcile (its API requests included).",

@@ -14,15 +14,19 @@ The semantics are client-go's ``workqueue`` (what controller-runtime's reconcile
 keeps the highest priority a waiting key was added with, and serves higher priorities first): each
 add names a :class:`Priority`. ``WRITE`` is an event after which the reconcile may have to write
 children (a new object, a spec change, a child deleted or edited); ``STATUS`` one after which it can
-only update the status (a child's or pod's status changed, the periodic resync). So in a burst of
+only update the status (a child's or pod's status changed); ``RESYNC`` the periodic resync's round, when
+nothing is known to have changed. So in a burst of
 creates the new objects get their children while the earlier ones' pods are still starting, instead
 of waiting behind their status reconciles (bench/README.md, 2026-12-04). A key added with both
-while it waits, or while it runs, is queued (again) as ``WRITE``.
+while it waits, or while it runs, is queued (again) at the higher.
 
 **Fairness** (what controller-runtime's queue does not give): a ``STATUS`` key that has waited
 ``promote_after`` seconds is moved behind the ``WRITE`` keys waiting then (counted in
 ``pdd_workqueue_promotions_total``), so status work waits at most ``promote_after`` plus the time to
-serve the write work queued before it, however much write work keeps coming.
+serve the write work queued before it, however much write work keeps coming. ``RESYNC`` keys are not
+promoted: a round of the safety net that found nothing to do would otherwise, on a saturated
+apiserver, queue a whole namespace's no-op reconciles ahead of later creates (measured, bench/README.md
+2026-12-05); it runs once nothing else waits, and the next round queues it again.
 
 A key whose ``process`` returns True (a transient failure) is queued again after a per-key
 exponential backoff (client-go's ``ItemExponentialFailureRateLimiter``, :func:`retry_delay`): the
@@ -75,8 +79,11 @@ class Priority(IntEnum):
     """What a queued reconcile may have to do; higher is served first (controller-runtime's
     ``priorityqueue``: higher ``Priority`` first)."""
 
-    #: Only the status can change: a child's or pod's status changed, the periodic resync, a held-back
-    #: progress update.
+    #: Nothing known changed: the periodic resync's round, the safety net for a missed event
+    #: (controller-runtime queues resyncs at ``handler.LowPriority``). Never promoted: served when no
+    #: other work waits; an event of the object meanwhile raises it.
+    RESYNC = -1
+    #: Only the status can change: a child's or pod's status changed, a held-back progress update.
     STATUS = 0
     #: Children may have to be written: a new object, a spec change, a child deleted or edited by
     #: someone else, a referenced ConfigMap changed.
@@ -151,7 +158,7 @@ class WorkQueue:
         with self._cond:
             QUEUE_ADDS.inc()
             if self._retry_at.pop(key, None) is not None:
-                priority = max(priority, self._timer_priority.pop(key, Priority.STATUS))
+                priority = max(priority, self._timer_priority.pop(key, Priority.RESYNC))
             self._enqueue(key, self._clock(), Priority(priority))
 
     def add_after(self, key: Hashable, delay: float, priority: Priority = Priority.STATUS) -> None:
@@ -165,7 +172,7 @@ class WorkQueue:
             at = self._clock() + max(0.0, delay)
             if key not in self._retry_at or at < self._retry_at[key]:
                 self._retry_at[key] = at
-            self._timer_priority[key] = max(Priority(priority), self._timer_priority.get(key, Priority.STATUS))
+            self._timer_priority[key] = max(Priority(priority), self._timer_priority.get(key, Priority.RESYNC))
             self._cond.notify()
 
     def _enqueue(self, key: Hashable, now: float, priority: Priority) -> None:
@@ -341,7 +348,7 @@ class WorkQueue:
                 self._push(key, priority, self._queued_at.get(key, self._clock()))
             elif retry:
                 self._retry_at[key] = self._clock() + retry_delay(failures, self._retry_base, self._retry_cap)
-                self._timer_priority[key] = max(ran_at, self._timer_priority.get(key, Priority.STATUS))
+                self._timer_priority[key] = max(ran_at, self._timer_priority.get(key, Priority.RESYNC))
                 self._cond.notify()  # a waiting worker sleeps until the earliest backoff ends
 
     def _run(self) -> None:
