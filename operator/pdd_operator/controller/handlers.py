@@ -16,7 +16,10 @@
 - every event of a PDDeployment, or of a child, pod or referenced ConfigMap of one, adds the
   PDDeployment's key to a :class:`~pdd_operator.controller.workqueue.WorkQueue`: a burst of events
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
-  thread that another object waits for. A reconcile that fails transiently (:func:`_reconcile_logged`)
+  thread that another object waits for. Each key is queued at the priority its event asks for
+  (:mod:`~pdd_operator.controller.triage`: children to write before a status to update, the resync's
+  round last), and an event that cannot change what a reconcile writes queues nothing. A reconcile that
+  fails transiently (:func:`_reconcile_logged`)
   is retried with the queue's per-object exponential backoff. The watch event of the operator's own
   write (the resourceVersion it just got back) queues nothing. Worker threads start once every
   informer has handed over its first complete list and kopf's watch delivered every PDDeployment a
