@@ -83,12 +83,19 @@ PODS_PER_NODE = 250
 GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
 NS, BASELINE_NS = "bench-scale", "bench-baseline"
 TRACE = os.environ.get("PDD_BENCH_TRACEMALLOC", "1") != "0"
+#: ``PDD_BENCH_OPERATOR_SRC``: the ``operator`` folder of another checkout (e.g. main's, from ``git worktree
+#: add``) whose ``pdd_operator`` the operator process runs (first on ``PYTHONPATH``), for old code against new
+#: on the same cluster, each run measuring its own baseline; empty: this checkout's.
+OPERATOR_SRC = os.environ.get("PDD_BENCH_OPERATOR_SRC", "")
 #: Phases after the baseline and the burst (which always run): ``PDD_BENCH_PHASES``, a comma list of
 #: ``steady`` (steady creates), ``change`` (spec changes), ``idle`` (steady state), ``restart``
 #: (restart, memory, the traced restart); all by default. A goal of a phase not run is printed as such.
 PHASES = set((os.environ.get("PDD_BENCH_PHASES") or "steady,change,idle,restart").split(","))
 #: The operator's latency histograms that the bench reports per phase (metric name, label filter).
 HISTOGRAMS = {"queue wait": ("pdd_workqueue_wait_seconds", ""),
+              "queue wait, write work": ("pdd_workqueue_priority_wait_seconds", 'priority="write"'),
+              "queue wait, status work": ("pdd_workqueue_priority_wait_seconds", 'priority="status"'),
+              "queue wait, resync": ("pdd_workqueue_priority_wait_seconds", 'priority="resync"'),
               "reconcile wall": ("pdd_reconcile_duration_seconds", ""),
               "reconcile CPU": ("pdd_reconcile_cpu_seconds", ""),
               "event -> first apply sent": ("pdd_event_to_apply_seconds", ""),
@@ -148,7 +155,8 @@ class Operator:
             [str(ROOT / ".venv" / "bin" / "pdd"), "run", "--metrics-port", str(self.port), "--metrics-address",
              "127.0.0.1"], cwd=ROOT, stdout=self.log_path.open("a"), stderr=subprocess.STDOUT,
             env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS),
-                 "PYTHONMALLOC": "malloc", **(extra_env or {})})  # as the chart runs it
+                 "PYTHONMALLOC": "malloc", **({"PYTHONPATH": OPERATOR_SRC} if OPERATOR_SRC else {}),
+                 **(extra_env or {})})  # as the chart runs it
         wait(lambda: self.metrics() is not None, 120, "operator metrics endpoint")
         return started
 
@@ -549,7 +557,8 @@ def prepare(env: dict[str, str], pods: int, namespaces: tuple[str, ...]):
 
 
 def main() -> int:
-    log(f"N={N}, steady creates {STEADY} at {RATE:.0f}/s, {CHANGES} spec changes, {WORKERS} workers, "
+    log(f"operator from {OPERATOR_SRC or ROOT / 'operator'}; N={N}, steady creates {STEADY} at {RATE:.0f}/s, "
+        f"{CHANGES} spec changes, {WORKERS} workers, "
         f"resync {RESYNC:.0f}s, {os.cpu_count()} cores; cluster {ENV['PDD_CLUSTER_DIR']}")
     subprocess.run(["bash", "dev/cluster/cluster.sh", "up"], cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     env = cluster_env(ENV)

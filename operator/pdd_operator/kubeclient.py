@@ -65,15 +65,21 @@ class TimeoutApiClient(client.ApiClient):
                                 _request_timeout=self.request_timeout if _request_timeout is None else _request_timeout)
 
 
-def load_config(request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT) -> TimeoutApiClient:
+def load_config(request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+                pool_size: int | None = None) -> TimeoutApiClient:
     """An API client from the in-cluster service account, else the current kubeconfig, with
-    ``request_timeout`` (seconds) on every request. Raises ``kubernetes.config.ConfigException`` when
-    neither is found."""
+    ``request_timeout`` (seconds) on every request and, with ``pool_size``, room for that many pooled
+    connections (the kubernetes client's default is 5 per CPU; a thread that finds the pool full opens a
+    connection, TLS handshake included, and drops it after its request). Raises
+    ``kubernetes.config.ConfigException`` when neither is found."""
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    return TimeoutApiClient(request_timeout=request_timeout)
+    configuration = client.Configuration.get_default_copy()
+    if pool_size is not None:
+        configuration.connection_pool_maxsize = max(pool_size, configuration.connection_pool_maxsize or 0)
+    return TimeoutApiClient(configuration, request_timeout=request_timeout)
 
 
 def watch_timeout(server_seconds: int = WATCH_SERVER_SECONDS) -> dict:

@@ -14,7 +14,7 @@ from pdd_operator.api.constants import LABEL_INSTANCE
 from pdd_operator.api.names import label_value
 from pdd_operator.controller import handlers
 from pdd_operator.controller.cache import ClusterCache
-from pdd_operator.controller.workqueue import WorkQueue
+from pdd_operator.controller.workqueue import Priority, WorkQueue
 from tests.unit.test_cache import Indexes, obj
 
 OWNER = {"ownerReferences": [{"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "name": "a",
@@ -32,7 +32,7 @@ def wired(monkeypatch):
 
 
 def queued(queue: WorkQueue) -> list:
-    return list(queue._queue)
+    return [key for key, _ in queue.waiting()]
 
 
 def child(ix, body, type_="MODIFIED"):
@@ -70,11 +70,21 @@ READY = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-02T00
     # what status reads of a pod changed: its owner is reconciled
     (pod(3), pod(4, conditions=[UNSCHEDULABLE]), True),
     (pod(3, conditions=[UNSCHEDULABLE]), pod(4, conditions=[SCHEDULED]), True),
-    (pod(3), pod(4, initContainerStatuses=[{"name": "preflight", "state": {"terminated": {"message": "{}"}}}]),
+    (pod(3), pod(4, initContainerStatuses=[{"name": "preflight",
+                                            "state": {"terminated": {"message": '{"reason": "TCPFallback"}'}}}]),
      True),
     (pod(3), pod(4, containerStatuses=[{"name": "vllm", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]),
      True),
+    (pod(3, conditions=[UNSCHEDULABLE]),
+     obj("Pod", "a-decode-x", 4, meta={**POD_LABELS, "deletionTimestamp": "2026-12-02T00:00:03Z"}), True),
+    # a pod that starts to terminate changes its slot's pod count (rollout retire order, Ready): reconciled
     (pod(3), obj("Pod", "a-decode-x", 4, meta={**POD_LABELS, "deletionTimestamp": "2026-12-02T00:00:03Z"}), True),
+    # a pod that stays free of trouble adds nothing to what status reads of pods (triage.pod_inert)
+    (None, pod(4), False),  # created
+    (pod(3), pod(4, initContainerStatuses=[{"name": "preflight", "state": {"terminated": {"message": "{}"}}}]),
+     False),  # a message that is no verdict
+    (pod(3), pod(4, containerStatuses=[{"name": "vllm", "state": {"waiting": {"reason": "ContainerCreating"}}}]),
+     False),
     # nothing status reads changed: the pod started, became ready, got an IP, a time moved
     (pod(3, conditions=[SCHEDULED]), pod(4, "Running", [SCHEDULED, READY]), False),
     (pod(3, conditions=[SCHEDULED]), pod(4, conditions=[{**SCHEDULED, "lastTransitionTime": "later"}]), False),
@@ -84,9 +94,9 @@ READY = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-02T00
 def test_a_pod_update_queues_its_owner_only_when_what_status_reads_of_it_changed(wired, before, after, queues):
     cache, ix, queue = wired
     ix.put(obj("PDDeployment", "a", 1, spec={}))
-    child(ix, before)
-    queue._queue.clear()
-    queue._dirty.clear()
+    if before is not None:
+        child(ix, before)
+    queue.clear()
     child(ix, after)
     assert queued(queue) == ([("ns", "a")] if queues else [])
 
@@ -95,8 +105,7 @@ def test_a_child_update_of_nothing_but_its_resource_version_queues_nothing(wired
     cache, ix, queue = wired
     child(ix, obj("Deployment", "a-decode", 10, meta=OWNER, status={"replicas": 1}))
     assert queued(queue) == [("ns", "a")]
-    queue._queue.clear()
-    queue._dirty.clear()
+    queue.clear()
     # another manager's no-op apply: only managedFields and the resourceVersion move
     child(ix, obj("Deployment", "a-decode", 11, meta={**OWNER, "managedFields": [{"manager": "y"}]},
                   status={"replicas": 1}))
@@ -110,9 +119,10 @@ def test_a_pod_is_routed_by_its_instance_label_also_for_a_hashed_name(wired):
     cache, ix, queue = wired
     name = "llama-3.1-8b." + "x" * 60
     ix.put(obj("PDDeployment", name, 1, spec={}))
-    child(ix, obj("Pod", "p", 3, meta={"labels": {LABEL_INSTANCE: label_value(name)}}))
+    child(ix, obj("Pod", "p", 3, meta={"labels": {LABEL_INSTANCE: label_value(name)}},
+                  status={"conditions": [UNSCHEDULABLE]}))
     assert queued(queue) == [("ns", name)]
-    child(ix, obj("Pod", "q", 4, meta={"labels": {LABEL_INSTANCE: "nobody"}}))
+    child(ix, obj("Pod", "q", 4, meta={"labels": {LABEL_INSTANCE: "nobody"}}, status={"conditions": [UNSCHEDULABLE]}))
     assert queued(queue) == [("ns", name)]
 
 
@@ -214,7 +224,7 @@ def test_freed_memory_is_released_once_after_each_burst(monkeypatch):
             queue.add(("ns", "a"))  # a burst (never processed: the queue is not started) ...
             await asyncio.sleep(1.5)
             assert len(released) == 1  # ... while it is busy, nothing
-            queue._queue.clear()  # ... then idle again
+            queue.clear()  # ... then idle again
             await until(lambda: len(released) == 2, "no release after the burst")
         finally:
             task.cancel()
@@ -243,19 +253,40 @@ ENGINE = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
 
 
 @pytest.mark.parametrize("kind, meta, name, update, queues", [
-    ("Deployment", ENGINE, "a-decode", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # status counts
-    ("Deployment", ROUTER, "a-router", {"status": {"replicas": 1, "readyReplicas": 1}}, True),  # Ready waits for it
-    ("Service", ROUTER, "a-router", {"status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.9"}]}}}, False),  # unread
-    ("Deployment", ROUTER, "a-router", {"spec": {"replicas": 3}, "status": {}}, True),  # a hand edit to revert
+    ("Deployment", ENGINE, "a-decode", {"status": {"replicas": 1, "readyReplicas": 1}}, Priority.STATUS),  # counts
+    ("Deployment", ROUTER, "a-router", {"status": {"replicas": 1, "readyReplicas": 1}}, Priority.STATUS),  # Ready
+    ("Service", ROUTER, "a-router", {"status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.9"}]}}}, None),  # unread
+    ("Deployment", ROUTER, "a-router", {"spec": {"replicas": 3}, "status": {}}, Priority.WRITE),  # a hand edit
     ("Deployment", ROUTER, "a-router",
-     {"status": {}, "meta": {"labels": {"pdd-operator.dev/role": "router", "x": "y"}}}, True),
+     {"status": {}, "meta": {"labels": {"pdd-operator.dev/role": "router", "x": "y"}}}, Priority.WRITE),
+    ("Deployment", ENGINE, "a-decode",  # the Deployment controller's revision: not ours, not read
+     {"status": {}, "meta": {"annotations": {"deployment.kubernetes.io/revision": "1"}}}, None),
 ])
 def test_a_child_s_status_change_queues_its_owner_only_where_status_is_read(wired, kind, meta, name, update, queues):
     cache, ix, queue = wired
     child(ix, obj(kind, name, 10, meta=meta, spec={"replicas": 1}, status={}))
-    queue._queue.clear()
-    queue._dirty.clear()
+    queue.clear()
     extra = dict(update)
     meta2 = {**meta, **extra.pop("meta", {})}
     child(ix, obj(kind, name, 11, meta=meta2, **{"spec": {"replicas": 1}, **extra}))
-    assert queued(queue) == ([("ns", "a")] if queues else [])
+    assert queue.waiting() == ([(("ns", "a"), queues)] if queues is not None else [])
+
+
+def test_a_new_pddeployment_is_served_before_status_work_and_status_work_before_the_resync_s_round(wired, monkeypatch):
+    cache, ix, queue = wired
+
+    class Kube:
+        def list_metadata(self, kind, namespaces=(), label_selector=None):
+            return {("ns", "old-1"): "5", ("ns", "old-2"): "6"}, 7
+
+    monkeypatch.setitem(handlers._state, "kube", Kube())
+    asyncio.run(handlers.resync_once())
+    child(ix, obj("Deployment", "a-decode", 10, meta=ENGINE, spec={"replicas": 1}, status={}))
+    queue.clear()
+    asyncio.run(handlers.resync_once())
+    child(ix, obj("Deployment", "a-decode", 11, meta=ENGINE, spec={"replicas": 1}, status={"readyReplicas": 1}))
+    new = obj("PDDeployment", "new", 12, spec={})
+    asyncio.run(handlers.pddeployment_event(type="ADDED", body=new, name="new", namespace="ns", meta=new["metadata"],
+                                            **ix.kwargs()))
+    assert queue.waiting() == [(("ns", "new"), Priority.WRITE), (("ns", "a"), Priority.STATUS),
+                               (("ns", "old-1"), Priority.RESYNC), (("ns", "old-2"), Priority.RESYNC)]

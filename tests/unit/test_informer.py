@@ -276,12 +276,12 @@ def test_a_child_deleted_unseen_queues_its_owner_through_the_relist(monkeypatch)
     inf = Informer(DEPLOYMENTS, server, handlers.informer_event)
     inf.relist()
     assert cache.child("Deployment", "ns", "a-decode") is not None
-    assert list(queue._queue) == [("ns", "a")]  # the first list: new to the cache
-    queue._queue.clear()
+    assert [k for k, _ in queue.waiting()] == [("ns", "a")]  # the first list: new to the cache
+    queue.clear()
     queue._dirty.clear()
     inf.relist()
-    assert list(queue._queue) == []  # listed again unchanged: nothing to do
+    assert [k for k, _ in queue.waiting()] == []  # listed again unchanged: nothing to do
     server.delete("a-decode", record=False)
     inf.relist()
     assert cache.child("Deployment", "ns", "a-decode") is None
-    assert list(queue._queue) == [("ns", "a")]
+    assert [k for k, _ in queue.waiting()] == [("ns", "a")]

@@ -8,7 +8,7 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
-from pdd_operator.controller.workqueue import WorkQueue, retry_delay
+from pdd_operator.controller.workqueue import Priority, WorkQueue, retry_delay
 
 
 def wait_until(predicate, timeout=10.0):
@@ -269,3 +269,170 @@ def test_one_key_in_backoff_does_not_hold_the_others_and_an_exception_is_not_ret
         assert runs == ["failing", "bug", "ok", "failing"]
     finally:
         q.stop()
+
+
+# --- priorities: work that writes children first, status work never starved ----------------------
+
+W, S, R = Priority.WRITE, Priority.STATUS, Priority.RESYNC
+
+
+def _served_order(adds: list, clock: FakeClock | None = None, promote_after: float = 10.0,
+                  advance: float = 0.0) -> list:
+    """Keys in the order one worker serves them after ``adds`` (``(key, priority)``, or ``("tick", s)``:
+    the fake clock moves ``s`` seconds) were made while it was held."""
+    clock = clock or FakeClock()
+    order, gate = [], threading.Event()
+    q = WorkQueue(lambda key, _queued_at: order.append(key), workers=1, clock=clock, promote_after=promote_after)
+    q.hold_until(gate)
+    q.start()
+    try:
+        for key, arg in adds:
+            if key == "tick":
+                clock.now += arg
+            else:
+                q.add(key, arg)
+        clock.now += advance
+        gate.set()
+        wait_until(q.idle)
+    finally:
+        q.stop()
+    return order
+
+
+@pytest.mark.parametrize(("adds", "served"), [
+    # write work is served first, each priority in the order it was queued
+    ([("a", S), ("b", W), ("c", S), ("d", W)], ["b", "d", "a", "c"]),
+    # a waiting status key added again for write work is raised (once, served at the write key's place)
+    ([("a", S), ("b", W), ("a", W)], ["b", "a"]),
+    # ... and never lowered: a write key added again for status stays write work, at its first place
+    ([("a", W), ("b", W), ("a", S)], ["a", "b"]),
+    # dedup: many adds of one key are one run
+    ([("a", S)] * 5 + [("b", W)] * 5, ["b", "a"]),
+    # fairness: a status key that waited promote_after (10 s) joins the tail of the write keys waiting then
+    ([("old", S), ("tick", 10.0), ("w1", W), ("w2", W)], ["w1", "w2", "old"]),
+    ([("old", S), ("tick", 9.0), ("young", S), ("tick", 1.0), ("w1", W)], ["w1", "old", "young"]),
+    # the resync's round comes last and is never promoted; an event raises a resync key
+    ([("r1", R), ("r2", R), ("s", S), ("w", W)], ["w", "s", "r1", "r2"]),
+    ([("r", R), ("tick", 60.0), ("w", W), ("s", S)], ["w", "s", "r"]),
+    ([("r1", R), ("r2", R), ("r2", S)], ["r2", "r1"]),
+])
+def test_write_work_is_served_before_status_work(adds, served):
+    assert _served_order(adds) == served
+
+
+def test_a_status_key_promoted_after_its_wait_is_served_before_later_write_work():
+    clock = FakeClock()
+    order, gate = [], threading.Event()
+    q = WorkQueue(lambda key, _queued_at: order.append(key), workers=1, clock=clock, promote_after=10.0)
+    q.hold_until(gate)
+    q.start()
+    promotions = REGISTRY.get_sample_value("pdd_workqueue_promotions_total") or 0.0
+    try:
+        q.add("status", S)
+        q.add("w1", W)
+        clock.now += 10.0
+        q.add("w2", W)  # queued after the status key's wait ended, but the worker promotes it first
+        gate.set()
+        wait_until(q.idle)
+        assert order == ["w1", "w2", "status"] or order == ["w1", "status", "w2"]
+        assert REGISTRY.get_sample_value("pdd_workqueue_promotions_total") - promotions == 1
+    finally:
+        q.stop()
+
+
+def test_status_work_is_never_starved_by_write_work_that_keeps_coming():
+    """Every run of a write key queues another write key: without the promotion the status key would
+    wait forever; with it, it runs once its wait passed promote_after."""
+    clock = FakeClock()
+    order: list = []
+    q: WorkQueue
+
+    def process(key, _queued_at):
+        order.append(key)
+        if key != "status" and len(order) < 100:
+            clock.now += 1.0
+            q.add(f"w{len(order)}", W)
+
+    q = WorkQueue(process, workers=1, clock=clock, promote_after=10.0)
+    gate = threading.Event()
+    q.hold_until(gate)
+    q.start()
+    try:
+        q.add("status", S)
+        q.add("w0", W)
+        gate.set()
+        wait_until(lambda: "status" in order)
+        assert order.index("status") <= 12  # 10 s of write runs, one second each, then the status key
+    finally:
+        q.stop()
+
+
+def test_a_key_added_while_it_runs_runs_again_at_the_highest_priority_added_meanwhile():
+    started, release = threading.Event(), threading.Event()
+    order = []
+
+    def process(key, _queued_at):
+        order.append(key)
+        if len(order) == 1:
+            started.set()
+            release.wait(10)
+
+    q = WorkQueue(process, workers=1)
+    q.start()
+    try:
+        q.add("k", S)
+        assert started.wait(10)
+        q.add("other", S)
+        q.add("k", S)
+        q.add("k", W)  # raised while running: runs again before the status key that waited longer
+        assert q.waiting() == [("other", S)]
+        release.set()
+        wait_until(q.idle)
+        assert order == ["k", "k", "other"]
+    finally:
+        q.stop()
+
+
+def test_a_retry_keeps_the_priority_of_the_run_that_failed():
+    clock, order = FakeClock(), []
+    started, release = threading.Event(), threading.Event()
+    outcomes = {"w": [True, None]}
+
+    def process(key, _queued_at):
+        order.append(key)
+        if key == "block":
+            started.set()
+            release.wait(10)
+        return (outcomes.get(key) or [None]).pop(0)
+
+    q = WorkQueue(process, workers=1, retry_base=1.0, retry_cap=8.0, clock=clock)
+    q.start()
+    try:
+        q.add("w", W)
+        wait_until(lambda: q.retry_due("w") is not None)
+        q.add("block", S)
+        assert started.wait(10)
+        q.add("s", S)  # waits behind the running key
+        clock.now += 1.0  # the failed write key's backoff ends while the worker is busy
+        release.set()
+        wait_until(lambda: len(order) == 4 and q.idle())
+        assert order == ["w", "block", "w", "s"]  # the retry is write work again, ahead of the status key
+    finally:
+        q.stop()
+
+
+def test_waiting_and_clear():
+    q = WorkQueue(lambda key, _queued_at: None)
+    q.add("a", S)
+    q.add("b", W)
+    q.add("a", W)
+    assert q.waiting() == [("b", W), ("a", W)] and len(q) == 2
+    q.clear()
+    assert q.waiting() == [] and len(q) == 0 and q.idle()
+    q.add("a", S)
+    assert q.waiting() == [("a", S)]
+
+
+def test_promote_after_must_not_be_negative():
+    with pytest.raises(ValueError):
+        WorkQueue(lambda k, t: None, promote_after=-1.0)

@@ -16,7 +16,10 @@
 - every event of a PDDeployment, or of a child, pod or referenced ConfigMap of one, adds the
   PDDeployment's key to a :class:`~pdd_operator.controller.workqueue.WorkQueue`: a burst of events
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
-  thread that another object waits for. A reconcile that fails transiently (:func:`_reconcile_logged`)
+  thread that another object waits for. Each key is queued at the priority its event asks for
+  (:mod:`~pdd_operator.controller.triage`: children to write before a status to update, the resync's
+  round last), and an event that cannot change what a reconcile writes queues nothing. A reconcile that
+  fails transiently (:func:`_reconcile_logged`)
   is retried with the queue's per-object exponential backoff. The watch event of the operator's own
   write (the resourceVersion it just got back) queues nothing. Worker threads start once every
   informer has handed over its first complete list and kopf's watch delivered every PDDeployment a
@@ -50,7 +53,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from pdd_operator import kubeclient
-from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_ROLE, PLURAL, ROLES, VERSION
+from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.controller import cache as caching
 from pdd_operator.controller import informer as informer_module
 from pdd_operator.controller import memory
@@ -66,9 +69,9 @@ from pdd_operator.controller.metrics import (
     RESYNC_ERRORS,
     WATCH_EVENTS,
 )
-from pdd_operator.controller.reconcile import is_transient, reconcile, record_failure
-from pdd_operator.controller.workqueue import WorkQueue
-from pdd_operator.render.workloads import ROUTER as ROUTER_ROLE
+from pdd_operator.controller.reconcile import APPLY_THREADS, is_transient, reconcile, record_failure
+from pdd_operator.controller.triage import child_work, pdd_work, pod_work
+from pdd_operator.controller.workqueue import Priority, WorkQueue
 
 log = logging.getLogger("pdd_operator")
 
@@ -81,6 +84,10 @@ HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
 #: threads than cores keep several requests in flight during a burst.
 WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
+#: Seconds a status-only reconcile waits behind work that writes children before it is served with
+#: that work (:class:`~pdd_operator.controller.workqueue.WorkQueue`'s ``promote_after``: the bound that
+#: keeps status work from starving while creates keep coming).
+STATUS_PROMOTE_SECONDS = float(os.environ.get("PDD_STATUS_PROMOTE_SECONDS", "10"))
 #: Objects per page of kopf's initial list of PDDeployments (``settings.watching.chunk_size``:
 #: ``limit``/``continue``) and of the informers' lists; 0: kopf's one list of everything (the
 #: informers then use :data:`~pdd_operator.controller.informer.PAGE`). A restart's memory peak is
@@ -194,20 +201,24 @@ def leading() -> bool:
 
 def _kube() -> Kube:
     if "kube" not in _state:
-        _state["kube"] = Kube(cache=CACHE)
+        # A pooled connection for every reconcile worker and apply thread (reconcile.apply_all).
+        _state["kube"] = Kube(kubeclient.load_config(pool_size=WORKERS + APPLY_THREADS + 2), cache=CACHE)
     return _state["kube"]
 
 
 def _queue() -> WorkQueue:
     if "queue" not in _state:
         _state["queue"] = WorkQueue(lambda key, queued_at: _reconcile_logged(*key, queued_at=queued_at),
-                                    workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS)
+                                    workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS,
+                                    promote_after=STATUS_PROMOTE_SECONDS)
     return _state["queue"]
 
 
-def enqueue(namespace: str, name: str) -> None:
-    """Queue a reconcile of one PDDeployment (coalesced with any already waiting)."""
-    _queue().add((namespace, name))
+def enqueue(namespace: str, name: str, priority: Priority = Priority.WRITE) -> None:
+    """Queue a reconcile of one PDDeployment (coalesced with any already waiting) at ``priority``
+    (:class:`~pdd_operator.controller.workqueue.Priority`: ``WRITE`` when children may have to be
+    written, ``STATUS`` when only the status can change)."""
+    _queue().add((namespace, name), priority)
 
 
 def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None) -> bool:
@@ -235,7 +246,7 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
         if queued_at is not None and outcome.first_apply_at is not None:
             EVENT_TO_APPLY.observe(outcome.first_apply_at - queued_at)
         if outcome.requeue_after is not None:  # a progress-only status update waits (reconcile.StatusPacer)
-            _queue().add_after((namespace, name), outcome.requeue_after)
+            _queue().add_after((namespace, name), outcome.requeue_after, Priority.STATUS)
     except ApiException as exc:
         RECONCILE_ERRORS.inc()
         retry = is_transient(exc)
@@ -495,8 +506,10 @@ async def resync_once() -> None:
     owners: set[tuple[str, str]] = set()
     if CACHE.ready.is_set():
         owners = CACHE.prune(KIND, listed, version)
-    for key in sorted(set(listed) | owners):
-        enqueue(*key)
+    for key in sorted(listed):
+        enqueue(*key, Priority.RESYNC)  # the safety net: most find nothing to do (controller-runtime: LowPriority)
+    for key in sorted(owners - set(listed)):
+        enqueue(*key, Priority.WRITE)
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -512,10 +525,11 @@ def _is_api_error(exc: BaseException) -> bool:
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def pddeployment_event(type: str | None, body: kopf.Body, name: str, namespace: str, meta: dict,
                              **kwargs) -> None:
-    """Any change of a PDDeployment (and the initial listing at startup): queue its reconcile, unless
-    the change is the status the operator just wrote (its echo, or any change of nothing but the status:
-    :func:`~pdd_operator.controller.cache.status_only`; the operator is the status's only writer, and a
-    status written by someone else is recomputed at the next reconcile or resync)."""
+    """Any change of a PDDeployment (and the initial listing at startup): queue its reconcile as work
+    that may write children, unless the change is the status the operator just wrote (its echo, or any
+    change of nothing but the status: :func:`~pdd_operator.controller.triage.pdd_work`; the operator is
+    the status's only writer, and a status written by someone else is recomputed at the next reconcile
+    or resync)."""
     cached = CACHE.pdd(namespace, name) if type != "DELETED" else None
     CACHE.observe(KIND, body, deleted=type == "DELETED")
     version = None if type == "DELETED" else meta.get("resourceVersion")
@@ -523,10 +537,15 @@ async def pddeployment_event(type: str | None, body: kopf.Body, name: str, names
     own = CACHE.settle(KIND, namespace, name, version)
     if type == "DELETED":
         return  # children go with it through garbage collection (ownerReferences)
-    outcome = "own" if own else "unchanged" if caching.status_only(cached, body) else "queued"
-    WATCH_EVENTS.labels(KIND, outcome).inc()
-    if outcome == "queued":
-        enqueue(namespace, name)
+    work = None if own else pdd_work(cached, body)
+    WATCH_EVENTS.labels(KIND, "own" if own else _outcome(work)).inc()
+    if work is not None:
+        enqueue(namespace, name, work)
+
+
+def _outcome(work: Priority | None) -> str:
+    """The ``pdd_watch_events_total`` outcome of an event that asked for ``work``."""
+    return "unchanged" if work is None else f"queued_{work.name.lower()}"
 
 
 def informer_event(type_: str, body: dict) -> None:
@@ -540,15 +559,17 @@ def informer_event(type_: str, body: dict) -> None:
 
 def child_event(type_: str, body: dict) -> None:
     """A managed child (Deployment, Service, the router's ServiceAccount, Role, RoleBinding) or pod
-    changed or was deleted: queue its PDDeployment, unless this is the operator's own apply coming back
-    or nothing the cache keeps of it changed (:meth:`~pdd_operator.controller.cache.ClusterCache.observe`:
-    a pod that became Running or Ready, whose readiness its Deployment's status counts), or only the
-    status of a child whose status no reconcile reads (:func:`status_is_read`: the router's Deployment,
-    a Service). A deletion an informer's relist found comes without the object
+    changed or was deleted: queue its PDDeployment at the priority the change asks for
+    (:func:`~pdd_operator.controller.triage.child_work`, :func:`~pdd_operator.controller.triage.pod_work`:
+    ``WRITE`` for a child deleted or edited, ``STATUS`` for a status the reconcile reads), unless this is
+    the operator's own apply coming back, nothing the cache keeps of it changed
+    (:meth:`~pdd_operator.controller.cache.ClusterCache.observe`), or the change cannot change what a
+    reconcile writes (a status no reconcile reads, a pod that stays free of trouble, another manager's
+    annotation). A deletion an informer's relist found comes without the object
     (:func:`~pdd_operator.controller.informer.tombstone`): its owner is found from what the cache held.
 
-    Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod and the
-    preflight verdicts (KVTransportReady).
+    Pods matter for what Deployments do not say: the scheduler's reason for a Pending pod, containers
+    that cannot run and the preflight verdicts (KVTransportReady).
     """
     kind = body.get("kind")
     meta = body.get("metadata") or {}
@@ -557,23 +578,26 @@ def child_event(type_: str, body: dict) -> None:
     if deleted and "labels" not in meta and "ownerReferences" not in meta:
         meta = (CACHE.last_known(kind, namespace, name) or {}).get("metadata") or meta
     labels = meta.get("labels") or {}
-    cached = (CACHE.child(kind, namespace, name)
-              if not deleted and kind != "Pod" and not status_is_read(kind, labels) else None)
-    changed = CACHE.observe(kind, body, deleted=deleted) and not caching.status_only(cached, body)
+    if kind == "Pod":
+        work = pod_work(CACHE.last_known(kind, namespace, name), None if deleted else caching.pod_view(body))
+    else:
+        work = child_work(kind, CACHE.child(kind, namespace, name), None if deleted else body)
+    changed = CACHE.observe(kind, body, deleted=deleted)
     if CACHE.settle(kind, namespace, name, None if deleted else meta.get("resourceVersion")):
         WATCH_EVENTS.labels(kind, "own").inc()
         return
     if not changed:
-        WATCH_EVENTS.labels(kind, "unchanged").inc()
+        work = None
+    WATCH_EVENTS.labels(kind, _outcome(work)).inc()
+    if work is None:
         return
-    WATCH_EVENTS.labels(kind, "queued").inc()
     for owner in owner_names(namespace, labels, meta.get("ownerReferences") or []):
-        enqueue(namespace, owner)
+        enqueue(namespace, owner, work)
 
 
 def config_map_event(type_: str, body: dict) -> None:
     """A ConfigMap changed (what the cache keeps of it: a referenced one): queue the PDDeployments
-    that read their model's config.json from it."""
+    that read their model's config.json from it (``WRITE``: the config decides rendered flags)."""
     meta = body.get("metadata") or {}
     namespace, name = meta.get("namespace"), meta.get("name")
     deleted = type_ == "DELETED"
@@ -582,16 +606,7 @@ def config_map_event(type_: str, body: dict) -> None:
     if not changed:  # unreferenced, or listed again unchanged
         return
     for owner in sorted(CACHE.referenced(namespace, name)):
-        enqueue(namespace, owner)
-
-
-def status_is_read(kind: str | None, labels: dict) -> bool:
-    """Whether a reconcile reads the status of a managed child of ``kind`` with ``labels``: only the
-    Deployments' (prefill and decode, :func:`~pdd_operator.controller.status.RoleObservation.from_deployment`
-    and the rollout's slots; the router's, which ``Ready`` waits for); a change of nothing but the
-    status of any other child (a Service, the router's RBAC) cannot change what the reconcile does.
-    Pods are judged by their view (:func:`~pdd_operator.controller.cache.pod_view`) instead."""
-    return kind == "Deployment" and (labels or {}).get(LABEL_ROLE) in (*ROLES, ROUTER_ROLE)
+        enqueue(namespace, owner, Priority.WRITE)
 
 
 def owner_names(namespace: str, labels: dict, owner_references: list[dict]) -> list[str]:

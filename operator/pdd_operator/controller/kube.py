@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -245,6 +246,7 @@ class Kube:
         self.api_client = api_client or load_config()
         self.cache = cache
         self.writes = 0
+        self._writes_lock = threading.Lock()
 
     def _request(self, method: str, path: str, **kwargs) -> Any:
         """:func:`~pdd_operator.kubeclient.request` with this instance's client (no typed API classes)."""
@@ -395,9 +397,19 @@ class Kube:
     # --- writes ------------------------------------------------------------------------------
 
     def apply(self, desired: dict) -> bool:
-        """Server-side apply ``desired`` under the operator's field manager unless already in place.
+        """Server-side apply ``desired`` under the operator's field manager unless already in place
+        (:meth:`apply_needed`, then :meth:`send_apply`). Returns True when a request was sent."""
+        needed, live = self.apply_needed(desired)
+        if not needed:
+            return False
+        self.send_apply(desired, live)
+        return True
 
-        Returns True when a request was sent. "In place" compares only what the operator applies
+    def apply_needed(self, desired: dict) -> tuple[bool, dict | None]:
+        """``(whether desired must be applied, the live object or None)``; reads only the cache (or one
+        GET without a cache). Raises ``ValueError`` for a kind the operator does not apply.
+
+        "In place" compares only what the operator applies
         (:func:`contains`): items other managers added to map lists (an injected env var) are
         tolerated and never cause a write, and neither does a newer generation stamp alone
         (:func:`restamped`: the child keeps the generation that last changed it). Conflicts with
@@ -413,7 +425,15 @@ class Kube:
         live = self.get(kind, meta["namespace"], meta["name"])
         if live is not None and contains(live, with_applied_hash(restamped(desired, live))) and not (
                 _same_controller(live, desired) and foreign_drift(kind, live, desired)):
-            return False
+            return False, live
+        return True, live
+
+    def send_apply(self, desired: dict, live: dict | None) -> None:
+        """Send the apply of ``desired`` (``live``: as :meth:`apply_needed` read it): first a merge patch
+        that takes back an :data:`EXCLUSIVE_LISTS` list with foreign items, then the forced server-side
+        apply. Raises ``ApiException`` for a non-2xx answer. Thread-safe (concurrent applies of one
+        reconcile: :func:`pdd_operator.controller.reconcile.apply_all`)."""
+        kind, meta = desired["kind"], desired["metadata"]
         body = with_applied_hash(desired)
         exclusive = EXCLUSIVE_LISTS.get(kind)
         if live is not None and exclusive and _same_controller(live, body) and (
@@ -434,13 +454,16 @@ class Kube:
                           content_type="application/merge-patch+json")
             API_REQUEST_DURATION.labels("patch").observe(time.monotonic() - started)
             API_REQUESTS.labels("patch", kind).inc()
-            self.writes += 1
+            self._wrote()
             log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
                      meta["namespace"], meta["name"], ".".join(exclusive), extra)
         self._server_side_apply(kind, meta["namespace"], meta["name"], apply_body(body))
-        self.writes += 1
+        self._wrote()
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
-        return True
+
+    def _wrote(self) -> None:
+        with self._writes_lock:
+            self.writes += 1
 
     def event(self, obj: dict, type_: str, reason: str, message: str) -> bool:
         """Record a core/v1 Event about ``obj`` (a PDDeployment as a dict) from the operator.
@@ -468,7 +491,7 @@ class Kube:
             text = api_error_text(exc) if isinstance(exc, ApiException) else repr(exc)
             log.warning("cannot record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], text)
             return False
-        self.writes += 1
+        self._wrote()
         return True
 
     def _server_side_apply(self, kind: str, namespace: str, name: str, body: bytes) -> None:
@@ -506,6 +529,6 @@ class Kube:
         answer = self._request("PATCH", _PDD_PATH + "/status", path_params={"namespace": namespace, "name": name},
                                body=body, content_type="application/merge-patch+json")
         API_REQUEST_DURATION.labels("patch").observe(time.monotonic() - started)
-        self.writes += 1
+        self._wrote()
         if self.cache is not None and isinstance(answer, dict):
             self.cache.remember(KIND, answer)

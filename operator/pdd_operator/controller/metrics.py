@@ -27,9 +27,11 @@ CACHE_MISSES = Counter(
 )
 WATCH_EVENTS = Counter(
     "pdd_watch_events_total",
-    "Watch events the operator's handlers received, by kind and what they did: queued (a reconcile of the "
-    "owner), own (the echo of the operator's own write, already in the cache) or unchanged (nothing the "
-    "operator reads of the object changed: a resourceVersion-only update).",
+    "Watch events the operator's handlers received, by kind and what they did: queued_write (a reconcile of "
+    "the owner that may write children: a new object, a spec change, a child deleted or edited), queued_status "
+    "(a reconcile that can only update the status: a status it reads changed), own (the echo of the operator's "
+    "own write, already in the cache) or unchanged (nothing a reconcile writes or reads of the object changed: "
+    "controller/triage.py).",
     ["kind", "outcome"],
 )
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
@@ -44,10 +46,21 @@ QUEUE_RETRIES = Counter(
 #: caches) to five minutes (a burst queued behind a slow apiserver).
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
                    300.0)
+QUEUE_PROMOTIONS = Counter(
+    "pdd_workqueue_promotions_total",
+    "Status-only reconciles that waited the queue's promote_after (PDD_STATUS_PROMOTE_SECONDS) behind work that "
+    "writes children and were then served with it (the fairness bound of controller/workqueue.py).",
+)
 QUEUE_WAIT = Histogram(
     "pdd_workqueue_wait_seconds",
     "How long a PDDeployment waited in the reconcile queue: from the event (or resync) that queued it to "
     "a worker taking it.", buckets=LATENCY_BUCKETS,
+)
+QUEUE_PRIORITY_WAIT = Histogram(
+    "pdd_workqueue_priority_wait_seconds",
+    "pdd_workqueue_wait_seconds by the priority a key was served at: write (children may have to be written: "
+    "a new object, a spec change, drift), status (only the status can change) or resync (the periodic "
+    "resync's round); a status key promoted after waiting is counted as write.", ["priority"], buckets=LATENCY_BUCKETS,
 )
 RECONCILE_DURATION = Histogram(
     "pdd_reconcile_duration_seconds", "Wall time of one reconcile (its API requests included).",

@@ -120,3 +120,60 @@ def plan_children(*, name: str, namespace: str, uid: str | None, generation: int
         children, step = slot_children(owner, last_good, model_config, live, pods)
         return Plan(children, last_good, applied_generation, False, generation, None, previous_applied, step)
     return Plan([], last_good, applied_generation, False, generation, None, previous_applied)
+
+
+def _needs(child: dict, other: dict) -> bool:
+    """Whether applying ``child`` must wait until ``other`` (in the same plan) was applied:
+
+    - a RoleBinding needs the Role its ``roleRef`` names: without ``bind`` on it (the operator's RBAC
+      has none, controller/rbac.py) the apiserver creates a binding only after checking that the
+      creator holds every rule of the Role (no escalation), which it cannot do for a Role that does not
+      exist yet (kubernetes ``pkg/registry/rbac/rolebinding/policybased/storage.go``,
+      ``rbacregistryvalidation.ConfirmNoEscalation``);
+    - a Deployment needs the ServiceAccount its pod template runs as (the ServiceAccount admission
+      plugin refuses pods of an account that does not exist, and the ReplicaSet controller then backs
+      off: ``plugin/pkg/admission/serviceaccount/admission.go``) and the RoleBindings granting that
+      account (its pods' first requests would be refused).
+    """
+    kind, okind = child.get("kind"), other.get("kind")
+    meta, ometa = child.get("metadata") or {}, other.get("metadata") or {}
+    if meta.get("namespace") != ometa.get("namespace"):
+        return False
+    if kind == "RoleBinding" and okind == "Role":
+        ref = child.get("roleRef") or {}
+        return ref.get("kind") == "Role" and ref.get("name") == ometa.get("name")
+    if kind != "Deployment":
+        return False
+    account = (((child.get("spec") or {}).get("template") or {}).get("spec") or {}).get("serviceAccountName")
+    if not account:
+        return False
+    if okind == "ServiceAccount":
+        return ometa.get("name") == account
+    if okind == "RoleBinding":
+        return any(s.get("kind") == "ServiceAccount" and s.get("name") == account
+                   and s.get("namespace", meta.get("namespace")) == meta.get("namespace")
+                   for s in other.get("subjects") or [])
+    return False
+
+
+def apply_waves(children: list[dict]) -> list[list[int]]:
+    """The order in which ``children`` (a :class:`Plan`'s) may be applied: waves of indexes into
+    ``children``, each wave's applies independent of one another (sent concurrently), every child in
+    the wave after the last of those it needs (:func:`_needs`), in plan order within a wave. A
+    PDDeployment's children make 3 waves: Services, engine Deployments, the router's ServiceAccount,
+    Role and Service; the RoleBinding; the router's Deployment. ``[]`` for no children."""
+    level: dict[int, int] = {}
+
+    def depth(i: int, seen: frozenset = frozenset()) -> int:
+        if i not in level:
+            deps = [j for j, other in enumerate(children) if j != i and j not in seen and _needs(children[i], other)]
+            level[i] = 1 + max((depth(j, seen | {i}) for j in deps), default=-1)
+        return level[i]
+
+    waves: list[list[int]] = []
+    for i in range(len(children)):
+        d = depth(i)
+        while len(waves) <= d:
+            waves.append([])
+        waves[d].append(i)
+    return [wave for wave in waves if wave]

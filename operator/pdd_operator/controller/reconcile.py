@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -28,7 +29,7 @@ from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from
 from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube, api_error_text
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
-from pdd_operator.controller.plan import last_good_spec, plan_children
+from pdd_operator.controller.plan import apply_waves, last_good_spec, plan_children
 from pdd_operator.controller.rollout import slot_pods
 from pdd_operator.controller.status import (
     RoleObservation,
@@ -181,29 +182,73 @@ class CheckMemo:
 CHECKS = CheckMemo()
 
 
+#: Threads that send one reconcile's independent applies at once (``PDD_APPLY_THREADS``), shared by every
+#: reconcile worker: with 8 workers busy, applies wait for a free thread, never for another object.
+APPLY_THREADS = int(os.environ.get("PDD_APPLY_THREADS", "16"))
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+def apply_pool() -> ThreadPoolExecutor:
+    """The process's pool of :data:`APPLY_THREADS` apply threads (made at first use)."""
+    with _pool_lock:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(max_workers=max(1, APPLY_THREADS), thread_name_prefix="apply"))
+        return _pool[0]
+
+
 def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float | None]:
     """Apply every child; one that the apiserver refuses does not stop the others.
 
-    Returns ``(requests sent, errors, first)``; each error is ``<Kind> <name>: <code> <reason>:
-    <message>``; ``first`` is when (``time.monotonic()``) the first apply that sent a request began
-    (its comparison with the cached child included), ``None`` when none did. Raises ``ApiException``
-    only for errors of the apiserver itself (5xx, no status: retried later).
+    The children that differ from the cache (:meth:`~pdd_operator.controller.kube.Kube.apply_needed`,
+    compared in the calling thread) are applied in the waves of
+    :func:`~pdd_operator.controller.plan.apply_waves` (a RoleBinding after its Role, a Deployment after
+    its ServiceAccount and RoleBinding; a child in place already is no reason to wait); a wave's applies
+    are sent at once on :func:`apply_pool` (one alone in the calling thread), so a new object's 9
+    applies take 3 round trips instead of 9.
+
+    Returns ``(applies accepted, errors, first)``; each error is ``<Kind> <name>: <code> <reason>:
+    <message>``, in the plan's order of the children (within a wave; waves in order) whatever order the
+    answers came in; ``first`` is when (``time.monotonic()``) the comparisons began, ``None`` when no
+    child needed a request. An error of the apiserver itself (5xx, 409, 429, no answer: not
+    :func:`is_refusal`) or any other exception of an apply is raised once every apply of its wave has
+    ended, and later waves are not sent (the reconcile is retried with backoff).
     """
-    sent, errors, first = 0, [], None
-    for child in children:
-        started = time.monotonic()
-        try:
-            if kube.apply(child):
+    started = time.monotonic()
+    pending = [(child, live) for child in children for needed, live in [kube.apply_needed(child)] if needed]
+    if not pending:
+        return 0, [], None
+    sent, errors = 0, []
+    for wave in apply_waves([child for child, _ in pending]):  # what is in place already needs no wait
+        if len(wave) == 1:
+            outcomes = [_send(kube, *pending[wave[0]])]
+        else:
+            futures = [apply_pool().submit(_send, kube, *pending[i]) for i in wave]
+            outcomes = [f.result() for f in futures]  # _send returns every exception it meets
+        failure = None
+        for i, exc in zip(wave, outcomes, strict=True):
+            child = pending[i][0]
+            if exc is None:
                 sent += 1
-                first = started if first is None else first
-        except ApiException as exc:
-            first = started if first is None else first
-            if not is_refusal(exc):
-                raise
-            errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
-            log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
-                        child["metadata"]["name"], errors[-1])
-    return sent, errors, first
+            elif isinstance(exc, ApiException) and is_refusal(exc):
+                errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
+                log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
+                            child["metadata"]["name"], errors[-1])
+            elif failure is None:
+                failure = exc
+        if failure is not None:
+            raise failure
+    return sent, errors, started
+
+
+def _send(kube: Kube, child: dict, live: dict | None) -> BaseException | None:
+    """:meth:`~pdd_operator.controller.kube.Kube.send_apply`; returns what it raised, ``None`` when it
+    succeeded (a pool thread hands every outcome back to the reconcile)."""
+    try:
+        kube.send_apply(child, live)
+    except Exception as exc:  # noqa: BLE001  (apply_all sorts refusals from failures)
+        return exc
+    return None
 
 
 def read_deployments(kube: Kube, namespace: str, name: str) -> dict[str, dict[str, dict | None]]:

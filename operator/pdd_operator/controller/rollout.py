@@ -91,20 +91,44 @@ class SlotRole:
         return not self.exists or (self.replicas == 0 and self.current == 0 and self.pods == 0)
 
 
+def deployment_status_view(dep: Mapping | None) -> dict:
+    """Everything the operator reads of a Deployment's ``status`` (API JSON, camelCase; ``None``: none):
+    ``replicas``, ``readyReplicas``, ``updatedReplicas``, ``observedGeneration`` (as integers, 0 when
+    absent), ``deadlineExceeded`` (the ``Progressing`` condition's reason is ``ProgressDeadlineExceeded``)
+    and ``replicaFailure`` (the ``ReplicaFailure`` condition's message while it is True, else ``""``).
+
+    :func:`observe` and :meth:`~pdd_operator.controller.status.RoleObservation.from_deployment` read a
+    Deployment's status only through this view, so two statuses with equal views give a reconcile the
+    same result: a Deployment status update that changes nothing here (``availableReplicas``, a
+    condition's times or other reasons) queues no reconcile (:mod:`pdd_operator.controller.triage`).
+    """
+    status = (dep or {}).get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    progressing, failure = conditions.get("Progressing") or {}, conditions.get("ReplicaFailure") or {}
+    return {
+        "replicas": int(status.get("replicas") or 0),
+        "readyReplicas": int(status.get("readyReplicas") or 0),
+        "updatedReplicas": int(status.get("updatedReplicas") or 0),
+        "observedGeneration": int(status.get("observedGeneration") or 0),
+        "deadlineExceeded": progressing.get("reason") == "ProgressDeadlineExceeded",
+        "replicaFailure": str(failure.get("message", "")) if failure.get("status") == "True" else "",
+    }
+
+
 def observe(dep: dict | None, pods: list[dict] | None = None) -> SlotRole:
     """A :class:`SlotRole` from a live Deployment (API JSON, camelCase) or ``None``, and the pods of its
     slot and role (:func:`slot_pods`; ``None``: none)."""
     if not dep:
         return SlotRole(pods=len(pods or []))
-    spec, status = dep.get("spec") or {}, dep.get("status") or {}
+    spec, status = dep.get("spec") or {}, deployment_status_view(dep)
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     replicas = int(spec.get("replicas", 1))
-    ready = int(status.get("readyReplicas") or 0)
-    observed = int(status.get("observedGeneration") or 0) >= int((dep.get("metadata") or {}).get("generation") or 0)
-    rolled_out = (observed and int(status.get("updatedReplicas") or 0) == replicas and ready == replicas
-                  and int(status.get("replicas") or 0) == replicas)
+    ready = status["readyReplicas"]
+    observed = status["observedGeneration"] >= int((dep.get("metadata") or {}).get("generation") or 0)
+    rolled_out = (observed and status["updatedReplicas"] == replicas and ready == replicas
+                  and status["replicas"] == replicas)
     return SlotRole(exists=True, compat_hash=labels.get(LABEL_COMPAT_HASH), replicas=replicas, ready=ready,
-                    rolled_out=rolled_out, current=int(status.get("replicas") or 0), pods=len(pods or []))
+                    rolled_out=rolled_out, current=status["replicas"], pods=len(pods or []))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text
 from pdd_operator.api.status import Condition, Finding, PDDeploymentStatus, RoleStatus
 from pdd_operator.compat.engine import CompatReport
 from pdd_operator.controller.pod_failures import ROUTER, pod_problems, unschedulable, with_fix
-from pdd_operator.controller.rollout import terminating
+from pdd_operator.controller.rollout import deployment_status_view, terminating
 
 
 @dataclass(frozen=True)
@@ -72,19 +72,16 @@ class RoleObservation:
         failing = problems[0] if problems else ""
         if not dep:
             return cls(replicas=desired)
-        spec, status = dep.get("spec") or {}, dep.get("status") or {}
-        conditions = {c.get("type"): c for c in status.get("conditions") or []}
-        progressing = conditions.get("Progressing") or {}
-        failure = conditions.get("ReplicaFailure") or {}
+        spec, status = dep.get("spec") or {}, deployment_status_view(dep)  # the only read of its status
         return cls(
             exists=True,
             replicas=int(spec.get("replicas", 1)),
-            ready=int(status.get("readyReplicas") or 0),
-            updated=int(status.get("updatedReplicas") or 0),
-            current=int(status.get("replicas") or 0),
-            observed=int(status.get("observedGeneration") or 0) >= int(dep["metadata"].get("generation") or 0),
-            deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
-            replica_failure=failure.get("message", "") if failure.get("status") == "True" else "",
+            ready=status["readyReplicas"],
+            updated=status["updatedReplicas"],
+            current=status["replicas"],
+            observed=status["observedGeneration"] >= int(dep["metadata"].get("generation") or 0),
+            deadline_exceeded=status["deadlineExceeded"],
+            replica_failure=status["replicaFailure"],
             unschedulable=pending, failing=failing,
         )
 

@@ -1,4 +1,5 @@
-"""A work queue of object keys with a pool of worker threads: bursts coalesce, no key runs twice at once.
+"""A work queue of object keys with a pool of worker threads: bursts coalesce, no key runs twice at
+once, and work that must write children is served before work that can only update a status.
 
 The semantics are client-go's ``workqueue`` (what controller-runtime's reconcilers run on):
 
@@ -6,20 +7,40 @@ The semantics are client-go's ``workqueue`` (what controller-runtime's reconcile
   become one reconcile;
 - a key added while a worker processes it is marked dirty and queued again once that worker is
   done: the object is reconciled once more, after, never concurrently;
-- keys are served in the order they were first added, so one busy object never holds up the others:
-  a worker that finished a key takes the next waiting one, whatever it is.
+- within one priority, keys are served in the order they were queued, so one busy object never holds
+  up the others: a worker that finished a key takes the next waiting one, whatever it is.
+
+**Priorities** (controller-runtime's ``priorityqueue``, v0.20: ``AddWithOpts(Priority)``; the queue
+keeps the highest priority a waiting key was added with, and serves higher priorities first): each
+add names a :class:`Priority`. ``WRITE`` is an event after which the reconcile may have to write
+children (a new object, a spec change, a child deleted or edited); ``STATUS`` one after which it can
+only update the status (a child's or pod's status changed); ``RESYNC`` the periodic resync's round, when
+nothing is known to have changed. So in a burst of
+creates the new objects get their children while the earlier ones' pods are still starting, instead
+of waiting behind their status reconciles (bench/README.md, 2026-12-04). A key added with both
+while it waits, or while it runs, is queued (again) at the higher.
+
+**Fairness** (what controller-runtime's queue does not give): a ``STATUS`` key that has waited
+``promote_after`` seconds is moved behind the ``WRITE`` keys waiting then (counted in
+``pdd_workqueue_promotions_total``), so status work waits at most ``promote_after`` plus the time to
+serve the write work queued before it, however much write work keeps coming. ``RESYNC`` keys are not
+promoted: a round of the safety net that found nothing to do would otherwise, on a saturated
+apiserver, queue a whole namespace's no-op reconciles ahead of later creates (measured, bench/README.md
+2026-12-05); it runs once nothing else waits, and the next round queues it again.
 
 A key whose ``process`` returns True (a transient failure) is queued again after a per-key
 exponential backoff (client-go's ``ItemExponentialFailureRateLimiter``, :func:`retry_delay`): the
 n-th failure in a row waits ``base x 2**(n-1)`` seconds, at most ``cap``; a run that returns anything
-else resets the key's count (client-go's ``Forget``). An :meth:`WorkQueue.add` of a key that waits
+else resets the key's count (client-go's ``Forget``). The retry keeps the priority of the run that
+failed. An :meth:`WorkQueue.add` of a key that waits
 out its backoff queues it at once and cancels the timer (the event may be the fix, or the apiserver
 back), keeping its failure count, so a key that fails again waits longer. Retries are counted in
 ``pdd_workqueue_retries_total``. Retried keys keep the rules above: coalesced, never twice at once.
 
 Each key is handed to the worker with the time it was queued (its first add since a worker last took
 it), so the caller can measure from the event to what the work did; the wait itself is observed in
-``pdd_workqueue_wait_seconds``.
+``pdd_workqueue_wait_seconds`` (all keys) and ``pdd_workqueue_priority_wait_seconds`` (by the
+priority it was served at).
 
 :meth:`WorkQueue.add` never blocks for long (a lock held only for set operations), so kopf's event
 handlers can call it from the event loop.
@@ -32,8 +53,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from enum import IntEnum
 
-from pdd_operator.controller.metrics import QUEUE_ADDS, QUEUE_DEPTH, QUEUE_RETRIES, QUEUE_WAIT
+from pdd_operator.controller.metrics import (
+    QUEUE_ADDS,
+    QUEUE_DEPTH,
+    QUEUE_PRIORITY_WAIT,
+    QUEUE_PROMOTIONS,
+    QUEUE_RETRIES,
+    QUEUE_WAIT,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +71,23 @@ RETRY_BASE_SECONDS = 0.005
 #: Longest wait of a failing key (client-go's default is 1000 s); the operator passes its kopf API
 #: backoff cap (``PDD_BACKOFF_CAP_SECONDS``, 30 s), so a reconcile is retried as often as kopf's watches.
 RETRY_CAP_SECONDS = 30.0
+#: Seconds a ``STATUS`` key waits before it is served with the ``WRITE`` keys (the fairness bound).
+PROMOTE_AFTER_SECONDS = 10.0
+
+
+class Priority(IntEnum):
+    """What a queued reconcile may have to do; higher is served first (controller-runtime's
+    ``priorityqueue``: higher ``Priority`` first)."""
+
+    #: Nothing known changed: the periodic resync's round, the safety net for a missed event
+    #: (controller-runtime queues resyncs at ``handler.LowPriority``). Never promoted: served when no
+    #: other work waits; an event of the object meanwhile raises it.
+    RESYNC = -1
+    #: Only the status can change: a child's or pod's status changed, a held-back progress update.
+    STATUS = 0
+    #: Children may have to be written: a new object, a spec change, a child deleted or edited by
+    #: someone else, a referenced ConfigMap changed.
+    WRITE = 1
 
 
 def retry_delay(failures: int, base: float = RETRY_BASE_SECONDS, cap: float = RETRY_CAP_SECONDS) -> float:
@@ -66,63 +112,90 @@ class WorkQueue:
     ``process`` returns True to have the key retried after its backoff (``retry_base``, ``retry_cap``
     seconds, :func:`retry_delay`), anything else when done. It should not raise; an exception is
     logged and the key is dropped, not retried, until it is added again (the next event or the
-    periodic resync). ``clock`` is monotonic seconds (tests pass a fake one). Raises ``ValueError``
-    for ``workers < 1`` or a backoff :func:`retry_delay` refuses.
+    periodic resync). ``promote_after``: seconds a ``STATUS`` key waits before it joins the ``WRITE``
+    keys (module docstring). ``clock`` is monotonic seconds (tests pass a fake one). Raises
+    ``ValueError`` for ``workers < 1``, a negative ``promote_after`` or a backoff :func:`retry_delay`
+    refuses.
     """
 
     def __init__(self, process: Callable[[Hashable, float], bool | None], workers: int = 8,
                  name: str = "reconcile", retry_base: float = RETRY_BASE_SECONDS,
-                 retry_cap: float = RETRY_CAP_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+                 retry_cap: float = RETRY_CAP_SECONDS, clock: Callable[[], float] = time.monotonic,
+                 promote_after: float = PROMOTE_AFTER_SECONDS) -> None:
         if workers < 1:
             raise ValueError(f"a work queue needs at least one worker, got {workers}")
+        if promote_after < 0:
+            raise ValueError(f"promote_after must be >= 0 seconds, got {promote_after}")
         retry_delay(1, retry_base, retry_cap)  # refuses a bad backoff now, not at the first failure
         self._retry_base, self._retry_cap, self._clock = retry_base, retry_cap, clock
+        self._promote_after = promote_after
         self._failures: dict[Hashable, int] = {}
         self._retry_at: dict[Hashable, float] = {}
         self._process = process
         self._workers = workers
         self._name = name
         self._cond = threading.Condition()
-        self._queue: deque[Hashable] = deque()
+        # One FIFO per priority of (key, entry number, when it entered); an entry is live while
+        # self._entry[key] holds its number (a key raised to WRITE leaves a dead STATUS entry behind).
+        self._levels: dict[Priority, deque[tuple[Hashable, int, float]]] = {p: deque() for p in Priority}
+        self._entry: dict[Hashable, int] = {}
+        self._seq = 0
+        self._priority: dict[Hashable, Priority] = {}  # of every dirty key
+        self._timer_priority: dict[Hashable, Priority] = {}  # of every key in self._retry_at
         self._dirty: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
+        self._processing: dict[Hashable, Priority] = {}  # key -> the priority it is being served at
         self._queued_at: dict[Hashable, float] = {}
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._gate = threading.Event()
         self._gate.set()
 
-    def add(self, key: Hashable) -> None:
-        """Queue ``key`` unless it already waits; a key being processed runs once more afterwards; a key
-        waiting out a retry backoff is queued now (its failure count is kept)."""
+    def add(self, key: Hashable, priority: Priority = Priority.WRITE) -> None:
+        """Queue ``key`` at ``priority`` unless it already waits (then its priority is raised to
+        ``priority`` if that is higher); a key being processed runs once more afterwards, at the
+        highest priority it was added with meanwhile; a key waiting out a retry backoff is queued now
+        (its failure count is kept, its priority is the higher of the failed run's and ``priority``)."""
         with self._cond:
             QUEUE_ADDS.inc()
-            self._retry_at.pop(key, None)
-            self._enqueue(key, self._clock())
+            if self._retry_at.pop(key, None) is not None:
+                priority = max(priority, self._timer_priority.pop(key, Priority.RESYNC))
+            self._enqueue(key, self._clock(), Priority(priority))
 
-    def add_after(self, key: Hashable, delay: float) -> None:
-        """Queue ``key`` once ``delay`` seconds have passed (client-go's ``AddAfter``), unless it waits
-        already (then nothing changes) or an earlier timer is set for it; an :meth:`add` meanwhile queues
-        it at once and cancels the timer. Its failure count is left as it is. Timers share the retry
-        backoff's (:meth:`retry_due`)."""
+    def add_after(self, key: Hashable, delay: float, priority: Priority = Priority.STATUS) -> None:
+        """Queue ``key`` at ``priority`` once ``delay`` seconds have passed (client-go's ``AddAfter``),
+        unless it waits already (then nothing changes) or an earlier timer is set for it; an
+        :meth:`add` meanwhile queues it at once and cancels the timer. Its failure count is left as
+        it is. Timers share the retry backoff's (:meth:`retry_due`)."""
         with self._cond:
             if self._stopping or (key in self._dirty and key not in self._processing):
                 return
             at = self._clock() + max(0.0, delay)
             if key not in self._retry_at or at < self._retry_at[key]:
                 self._retry_at[key] = at
+            self._timer_priority[key] = max(Priority(priority), self._timer_priority.get(key, Priority.RESYNC))
             self._cond.notify()
 
-    def _enqueue(self, key: Hashable, now: float) -> None:
+    def _enqueue(self, key: Hashable, now: float, priority: Priority) -> None:
         # Under self._cond.
         if key in self._dirty:
+            if priority > self._priority[key]:
+                self._priority[key] = priority
+                if key not in self._processing:
+                    self._push(key, priority, now)
             return
         self._dirty.add(key)
+        self._priority[key] = priority
         self._queued_at[key] = now
         if key in self._processing:
             return
-        self._queue.append(key)
-        QUEUE_DEPTH.set(len(self._queue))
+        self._push(key, priority, now)
+
+    def _push(self, key: Hashable, priority: Priority, now: float) -> None:
+        # Under self._cond: a new live entry of ``key`` at the tail of ``priority``'s FIFO.
+        self._seq += 1
+        self._entry[key] = self._seq
+        self._levels[priority].append((key, self._seq, now))
+        QUEUE_DEPTH.set(len(self._entry))
         self._cond.notify()
 
     def retry_due(self, key: Hashable) -> float | None:
@@ -136,15 +209,34 @@ class WorkQueue:
         with self._cond:
             return self._failures.get(key, 0)
 
+    def waiting(self) -> list[tuple[Hashable, Priority]]:
+        """The keys waiting, with their priority, in the order workers would take them now if no
+        ``STATUS`` key were old enough to be promoted (tests, logs)."""
+        with self._cond:
+            return [(key, priority) for priority in sorted(Priority, reverse=True)
+                    for key, seq, _ in self._levels[priority] if self._entry.get(key) == seq]
+
+    def clear(self) -> None:
+        """Drop every waiting key (not those being processed or waiting out a backoff)."""
+        with self._cond:
+            for key in self._entry:
+                self._dirty.discard(key)
+                self._queued_at.pop(key, None)
+                self._priority.pop(key, None)
+            self._entry.clear()
+            for level in self._levels.values():
+                level.clear()
+            QUEUE_DEPTH.set(0)
+
     def __len__(self) -> int:
         """Keys waiting (not counting those being processed)."""
         with self._cond:
-            return len(self._queue)
+            return len(self._entry)
 
     def idle(self) -> bool:
         """True when no key waits, none is being processed and none waits out a retry backoff."""
         with self._cond:
-            return not self._queue and not self._processing and not self._retry_at
+            return not self._entry and not self._processing and not self._retry_at
 
     def hold_until(self, gate: threading.Event) -> None:
         """Workers take no key before ``gate`` is set (e.g. until the caches are filled)."""
@@ -165,7 +257,11 @@ class WorkQueue:
         """Let the workers finish their current key and end (waiting keys are dropped)."""
         with self._cond:
             self._stopping = True
-            self._queue.clear()
+            self._entry.clear()
+            for level in self._levels.values():
+                level.clear()
+            self._priority.clear()
+            self._timer_priority.clear()
             self._dirty.clear()
             self._queued_at.clear()
             self._retry_at.clear()
@@ -176,6 +272,33 @@ class WorkQueue:
         for thread in threads:
             thread.join(timeout)
 
+    def _promote(self, now: float) -> None:
+        # Under self._cond: STATUS keys that entered promote_after seconds ago or earlier join the
+        # tail of the WRITE keys (the fairness bound); dead entries at the head are dropped.
+        status = self._levels[Priority.STATUS]
+        while status:
+            key, seq, entered = status[0]
+            if self._entry.get(key) != seq:
+                status.popleft()
+                continue
+            if now - entered < self._promote_after:
+                return
+            status.popleft()
+            self._priority[key] = Priority.WRITE
+            self._push(key, Priority.WRITE, entered)
+            QUEUE_PROMOTIONS.inc()
+
+    def _pop(self) -> tuple[Hashable, Priority] | None:
+        # Under self._cond: the next live entry, highest priority first.
+        for priority in sorted(Priority, reverse=True):
+            level = self._levels[priority]
+            while level:
+                key, seq, _ = level.popleft()
+                if self._entry.get(key) == seq:
+                    del self._entry[key]
+                    return key, priority
+        return None
+
     def _get(self) -> tuple[Hashable, float] | None:
         with self._cond:
             while True:
@@ -183,16 +306,22 @@ class WorkQueue:
                     return None
                 now = self._clock()
                 self._requeue_due(now)
-                if self._queue:
-                    break
+                if self._entry:
+                    self._promote(now)
+                    taken = self._pop()
+                    if taken is not None:
+                        break
                 # Sleep until the next backoff ends (an add or a new backoff wakes us sooner).
                 self._cond.wait(min(self._retry_at.values()) - now if self._retry_at else None)
-            key = self._queue.popleft()
-            QUEUE_DEPTH.set(len(self._queue))
-            self._processing.add(key)
+            key, priority = taken
+            QUEUE_DEPTH.set(len(self._entry))
+            self._processing[key] = priority
+            self._priority.pop(key, None)
             self._dirty.discard(key)
             queued_at = self._queued_at.pop(key, now)
-        QUEUE_WAIT.observe(max(0.0, self._clock() - queued_at))
+        wait = max(0.0, self._clock() - queued_at)
+        QUEUE_WAIT.observe(wait)
+        QUEUE_PRIORITY_WAIT.labels(priority.name.lower()).observe(wait)
         return key, queued_at
 
     def _requeue_due(self, now: float) -> None:
@@ -201,11 +330,11 @@ class WorkQueue:
         due = sorted((at, i, key) for i, (key, at) in enumerate(self._retry_at.items()) if at <= now)
         for at, _, key in due:
             del self._retry_at[key]
-            self._enqueue(key, at)
+            self._enqueue(key, at, self._timer_priority.pop(key, Priority.STATUS))
 
     def _done(self, key: Hashable, retry: bool) -> None:
         with self._cond:
-            self._processing.discard(key)
+            ran_at = self._processing.pop(key, Priority.STATUS)
             if self._stopping:
                 return
             if retry:
@@ -214,11 +343,12 @@ class WorkQueue:
             else:
                 self._failures.pop(key, None)
             if key in self._dirty:  # added during the run: runs again now, whatever the outcome
-                self._queue.append(key)
-                QUEUE_DEPTH.set(len(self._queue))
-                self._cond.notify()
+                priority = max(self._priority[key], ran_at) if retry else self._priority[key]
+                self._priority[key] = priority
+                self._push(key, priority, self._queued_at.get(key, self._clock()))
             elif retry:
                 self._retry_at[key] = self._clock() + retry_delay(failures, self._retry_base, self._retry_cap)
+                self._timer_priority[key] = max(ran_at, self._timer_priority.get(key, Priority.RESYNC))
                 self._cond.notify()  # a waiting worker sleeps until the earliest backoff ends
 
     def _run(self) -> None:

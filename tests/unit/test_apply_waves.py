@@ -1,0 +1,185 @@
+"""One reconcile's applies: independent children at once, a RoleBinding after its Role, a Deployment after
+the ServiceAccount it runs as and that account's RoleBinding; every refusal reported, the rest applied.
+
+The concurrency is checked against a real HTTP listener that answers like the apiserver (PATCH: the
+object, 422 or 500; GET: 404), through the operator's real client."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pdd_operator import kubeclient
+from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.controller.kube import Kube
+from pdd_operator.controller.plan import apply_waves
+from pdd_operator.controller.reconcile import apply_all
+from pdd_operator.render.workloads import Owner, render_children
+from tests.unit.test_cache import obj
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def children(**router) -> list[dict]:
+    spec = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    spec["router"] = {**spec.get("router", {}), **router}
+    return render_children(Owner(name="a", namespace="ns", uid="u", generation=1), PDDeploymentSpec.model_validate(spec))
+
+
+def names(objs: list[dict], wave: list[int]) -> list[str]:
+    return [f"{objs[i]['kind']}/{objs[i]['metadata']['name']}" for i in wave]
+
+
+def test_a_pddeployment_s_children_go_in_three_waves():
+    objs = children()
+    assert [names(objs, w) for w in apply_waves(objs)] == [
+        ["Service/a-prefill", "Deployment/a-prefill", "Service/a-decode", "Deployment/a-decode",
+         "ServiceAccount/a-router", "Role/a-router", "Service/a-router"],
+        ["RoleBinding/a-router"],
+        ["Deployment/a-router"],
+    ]
+
+
+def test_a_router_running_as_the_user_s_account_needs_nothing_first():
+    objs = children(serviceAccountName="mine")
+    assert [names(objs, w) for w in apply_waves(objs)] == [
+        ["Service/a-prefill", "Deployment/a-prefill", "Service/a-decode", "Deployment/a-decode", "Service/a-router",
+         "Deployment/a-router"]]
+
+
+SA = obj("ServiceAccount", "sa", 1)
+ROLE = obj("Role", "r", 1)
+BINDING = obj("RoleBinding", "rb", 1, roleRef={"kind": "Role", "name": "r"},
+              subjects=[{"kind": "ServiceAccount", "name": "sa"}])
+OTHER_BINDING = obj("RoleBinding", "other", 1, roleRef={"kind": "ClusterRole", "name": "r"},
+                    subjects=[{"kind": "ServiceAccount", "name": "sa", "namespace": "elsewhere"}])
+
+
+def runs_as(account: str | None, name: str = "d", ns: str = "ns") -> dict:
+    pod = {"serviceAccountName": account} if account else {}
+    return obj("Deployment", name, 1, ns=ns, spec={"template": {"spec": pod}})
+
+
+@pytest.mark.parametrize(("objs", "waves"), [
+    ([], []),
+    ([ROLE, BINDING], [[0], [1]]),
+    ([BINDING, ROLE], [[1], [0]]),  # plan order does not matter
+    ([runs_as("sa"), SA], [[1], [0]]),
+    ([runs_as("sa"), BINDING, ROLE, SA], [[2, 3], [1], [0]]),
+    ([runs_as(None), SA, ROLE, BINDING], [[0, 1, 2], [3]]),
+    ([runs_as("sa"), OTHER_BINDING], [[0, 1]]),  # a ClusterRole, another namespace's account: no order
+    ([runs_as("sa", ns="other"), SA], [[0, 1]]),  # another namespace's account of the same name
+    ([runs_as("other"), SA, BINDING, ROLE], [[0, 1, 3], [2]]),
+])
+def test_apply_waves(objs, waves):
+    assert apply_waves(objs) == waves
+
+
+# --- against a listener that answers like the apiserver ----------------------------------------------
+
+class Apiserver:
+    """A threading HTTP server: GET -> 404; PATCH -> the status in ``answers`` by object name (default
+    200 with the object); the first PATCHes wait until ``together`` of them are in flight (at most 5 s)."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, int] = {}
+        self.together = 1
+        self.log: list[tuple[str, str]] = []  # ("start"|"end", name)
+        self.in_flight = self.most = 0
+        self.cond = threading.Condition()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                body = b'{"kind":"Status","code":404}'
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_PATCH(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                sent = json.loads(self.rfile.read(length) or b"{}")
+                name = self.path.split("?")[0].rsplit("/", 1)[-1]
+                with outer.cond:
+                    outer.log.append(("start", name))
+                    outer.in_flight += 1
+                    outer.most = max(outer.most, outer.in_flight)
+                    outer.cond.notify_all()
+                    if outer.cond.wait_for(lambda: outer.in_flight >= outer.together, timeout=5):
+                        outer.together = 1  # only the first group is held
+                code = outer.answers.get(name, 200)
+                body = json.dumps({**sent, "metadata": {**sent.get("metadata", {}), "resourceVersion": "2"}}
+                                  if code == 200 else {"kind": "Status", "code": code, "message": f"no {name}"}).encode()
+                with outer.cond:
+                    outer.in_flight -= 1
+                    outer.log.append(("end", name))
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def kube(self) -> Kube:
+        conf = client.Configuration()
+        conf.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        conf.connection_pool_maxsize = 32
+        return Kube(kubeclient.TimeoutApiClient(conf, request_timeout=(5.0, 20.0)))
+
+    def started(self, name: str) -> int:
+        return self.log.index(("start", name))
+
+    def ended(self, name: str) -> int:
+        return self.log.index(("end", name))
+
+
+@pytest.fixture
+def apiserver() -> Iterator[Apiserver]:
+    server = Apiserver()
+    yield server
+    server.server.shutdown()
+
+
+def test_independent_applies_go_at_once_and_dependent_ones_after(apiserver):
+    apiserver.together = 7  # every PATCH of the first wave waits until all seven are in flight
+    objs = children()
+    sent, errors, first = apply_all(apiserver.kube(), objs)
+    assert (sent, errors) == (9, []) and first is not None
+    assert apiserver.most == 7
+    # the router's objects: ServiceAccount, Role and Service at once; then the RoleBinding alone, after
+    # the Role's answer; then the Deployment alone, after the RoleBinding's
+    router = [what for what, name in apiserver.log if name == "a-router"]
+    assert router == ["start"] * 3 + ["end"] * 3 + ["start", "end", "start", "end"]
+
+
+def test_a_refused_child_is_reported_in_plan_order_and_the_others_are_still_applied(apiserver):
+    apiserver.answers = {"a-decode": 422, "a-prefill": 422}
+    sent, errors, _ = apply_all(apiserver.kube(), children())
+    assert sent == 5  # 9 children, 4 refused (a Service and a Deployment per engine role)
+    assert [e.split(":")[0] for e in errors] == ["Service a-prefill", "Deployment a-prefill", "Service a-decode",
+                                                "Deployment a-decode"]
+    assert all("422" in e and "no a-" in e for e in errors)
+
+
+def test_an_apiserver_failure_is_raised_after_its_wave_and_later_waves_wait_for_the_retry(apiserver):
+    apiserver.answers = {"a-decode": 500}
+    with pytest.raises(ApiException) as raised:
+        apply_all(apiserver.kube(), children())
+    assert raised.value.status == 500
+    starts = [name for what, name in apiserver.log if what == "start"]
+    assert sorted(starts) == sorted(["a-prefill", "a-prefill", "a-decode", "a-decode", "a-router", "a-router",
+                                     "a-router"])  # the whole first wave, no RoleBinding, no router Deployment
