@@ -47,7 +47,8 @@ ENGINE_CPU = "500m"
 #: The metric lines that show where the prompt's KV came from, and that nothing failed.
 DECODE_METRICS = ("^vllm:(prompt_tokens_total|prompt_tokens_by_source_total|external_prefix_cache_hits_total"
                   "|nixl_xfer_time_seconds_count|nixl_num_failed_transfers_total)")
-PREFILL_METRICS = "^vllm:(nixl_xfer_time_seconds_count|nixl_bytes_transferred_sum|nixl_num_failed_transfers_total)"
+PREFILL_METRICS = ("^vllm:(prompt_tokens_total|nixl_xfer_time_seconds_count|nixl_bytes_transferred_sum"
+                   "|nixl_num_failed_transfers_total)")
 
 
 def manifest(model_dir: Path, kind: str = "llama", connector: str = "NixlConnector") -> tuple[dict, list[str]]:
