@@ -7,6 +7,7 @@ import pytest
 
 from pdd_operator.controller import reconcile
 from pdd_operator.controller.events import BURST, DEDUPE_SECONDS, REFILL_SECONDS, Event, EventFilter, transitions
+from pdd_operator.controller.recorder import EventRecorder
 from pdd_operator.controller.status import RoleObservation, fold_status
 from tests.unit.test_status import BAD, GOOD, INVALID, T0, T1, dep, fold, obs
 
@@ -151,8 +152,10 @@ def test_post_events_goes_through_the_filter(monkeypatch):
     monkeypatch.setattr(reconcile, "EVENTS", EventFilter())
     kube, obj = _Kube(), {"metadata": {"uid": "u", "name": "x", "namespace": "ns"}}
     events = transitions(REFUSED, step(REFUSED, generation=3, applied=3))
+    monkeypatch.setattr(reconcile, "RECORDER", EventRecorder())
     assert reconcile.post_events(kube, obj, events) == 2
     assert reconcile.post_events(kube, obj, events) == 0   # the same transition again: not re-posted
+    assert reconcile.RECORDER.flush(5)
     assert [p[1] for p in kube.posted] == ["Recovered", "RolledOut"]
 
 

@@ -69,7 +69,7 @@ from pdd_operator.controller.metrics import (
     RESYNC_ERRORS,
     WATCH_EVENTS,
 )
-from pdd_operator.controller.reconcile import APPLY_THREADS, is_transient, reconcile, record_failure
+from pdd_operator.controller.reconcile import APPLY_THREADS, RECORDER, is_transient, reconcile, record_failure
 from pdd_operator.controller.triage import child_work, pdd_work, pod_work
 from pdd_operator.controller.workqueue import Priority, WorkQueue
 
@@ -337,6 +337,8 @@ async def stop(**_) -> None:
     queue = _state.get("queue")
     if queue is not None:
         await asyncio.get_running_loop().run_in_executor(None, queue.stop)
+    # the Events the last reconciles recorded (posted in the background: controller/recorder.py)
+    await asyncio.get_running_loop().run_in_executor(None, RECORDER.stop)
     elector = _state.get("elector")
     if elector is not None:
         # Stop leading, let the election thread and the running reconciles end, then release the

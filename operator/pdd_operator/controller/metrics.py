@@ -8,6 +8,10 @@ RECONCILES = Counter(
 CHILD_APPLIES = Counter("pdd_child_applies_total", "Server-side applies of child objects sent.")
 STATUS_WRITES = Counter("pdd_status_writes_total", "PDDeployment status patches sent.")
 RECONCILE_ERRORS = Counter("pdd_reconcile_errors_total", "Reconciles that failed with an API error.")
+EVENTS_DROPPED = Counter(
+    "pdd_events_dropped_total",
+    "Events not posted because the event queue was full (controller/recorder.py; status says the same).",
+)
 RESYNC_ERRORS = Counter("pdd_resync_errors_total", "Resync rounds that failed (and were retried next period).")
 WEBHOOK_CERT_EXPIRY = Gauge(
     "pdd_webhook_certificate_expiry_timestamp_seconds",

@@ -132,8 +132,13 @@ def _needs(child: dict, other: dict) -> bool:
       ``rbacregistryvalidation.ConfirmNoEscalation``);
     - a Deployment needs the ServiceAccount its pod template runs as (the ServiceAccount admission
       plugin refuses pods of an account that does not exist, and the ReplicaSet controller then backs
-      off: ``plugin/pkg/admission/serviceaccount/admission.go``) and the RoleBindings granting that
-      account (its pods' first requests would be refused).
+      off: ``plugin/pkg/admission/serviceaccount/admission.go``).
+
+    A Deployment does not wait for the RoleBinding that grants its account: the binding is sent in the
+    same wave, and the pods' first request comes seconds later (the Deployment and ReplicaSet
+    controllers, the scheduler and a container start lie between); a router whose first list is
+    refused all the same retries it after 1 s (``router/discovery.py``). So a new PDDeployment's
+    children take 2 round trips instead of 3.
     """
     kind, okind = child.get("kind"), other.get("kind")
     meta, ometa = child.get("metadata") or {}, other.get("metadata") or {}
@@ -147,21 +152,15 @@ def _needs(child: dict, other: dict) -> bool:
     account = (((child.get("spec") or {}).get("template") or {}).get("spec") or {}).get("serviceAccountName")
     if not account:
         return False
-    if okind == "ServiceAccount":
-        return ometa.get("name") == account
-    if okind == "RoleBinding":
-        return any(s.get("kind") == "ServiceAccount" and s.get("name") == account
-                   and s.get("namespace", meta.get("namespace")) == meta.get("namespace")
-                   for s in other.get("subjects") or [])
-    return False
+    return okind == "ServiceAccount" and ometa.get("name") == account
 
 
 def apply_waves(children: list[dict]) -> list[list[int]]:
     """The order in which ``children`` (a :class:`Plan`'s) may be applied: waves of indexes into
     ``children``, each wave's applies independent of one another (sent concurrently), every child in
     the wave after the last of those it needs (:func:`_needs`), in plan order within a wave. A
-    PDDeployment's children make 3 waves: Services, engine Deployments, the router's ServiceAccount,
-    Role and Service; the RoleBinding; the router's Deployment. ``[]`` for no children."""
+    PDDeployment's children make 2 waves: Services, engine Deployments, the router's ServiceAccount,
+    Role and Service; the RoleBinding and the router's Deployment. ``[]`` for no children."""
     level: dict[int, int] = {}
 
     def depth(i: int, seen: frozenset = frozenset()) -> int:

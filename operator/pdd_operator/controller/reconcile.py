@@ -30,6 +30,7 @@ from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube, api_error_text
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import apply_waves, last_good_spec, plan_children
+from pdd_operator.controller.recorder import EventRecorder
 from pdd_operator.controller.rollout import slot_pods
 from pdd_operator.controller.status import (
     RoleObservation,
@@ -203,9 +204,9 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     The children that differ from the cache (:meth:`~pdd_operator.controller.kube.Kube.apply_needed`,
     compared in the calling thread) are applied in the waves of
     :func:`~pdd_operator.controller.plan.apply_waves` (a RoleBinding after its Role, a Deployment after
-    its ServiceAccount and RoleBinding; a child in place already is no reason to wait); a wave's applies
-    are sent at once on :func:`apply_pool` (one alone in the calling thread), so a new object's 9
-    applies take 3 round trips instead of 9.
+    its ServiceAccount; a child in place already is no reason to wait); a wave's applies are sent at
+    once on :func:`apply_pool` (one alone in the calling thread), so a new object's 9 applies take 2
+    round trips instead of 9.
 
     Returns ``(applies accepted, errors, first)``; each error is ``<Kind> <name>: <code> <reason>:
     <message>``, in the plan's order of the children (within a wave; waves in order) whatever order the
@@ -315,15 +316,19 @@ PACER = StatusPacer()
 #: Keeps a flapping PDDeployment from flooding its namespace with Events (one per operator process).
 EVENTS = EventFilter()
 
+#: Posts the operator's Events off the reconcile workers (one per operator process).
+RECORDER = EventRecorder()
+
 
 def post_events(kube: Kube, obj: dict, events: list[Event]) -> int:
     """Record ``events`` (from :func:`~pdd_operator.controller.events.transitions`) on the PDDeployment
-    ``obj``, each one that :data:`EVENTS` lets through; best effort. Returns how many were posted."""
-    posted = 0
+    ``obj``, each one that :data:`EVENTS` lets through, for :data:`RECORDER` to post in the background;
+    best effort. Returns how many were queued."""
+    queued = 0
     for event in events:
         if EVENTS.allow(obj["metadata"].get("uid", ""), event, time.monotonic()):
-            posted += int(kube.event(obj, event.type_, event.reason, event.message))
-    return posted
+            queued += int(RECORDER.record(kube.event, obj, event.type_, event.reason, event.message))
+    return queued
 
 
 @dataclass(frozen=True)
@@ -460,7 +465,7 @@ def record_failure(kube: Kube, namespace: str, name: str, message: str) -> bool:
         if conditions == previous.get("conditions"):
             return True
         kube.patch_status(namespace, name, {**previous, "conditions": conditions}, obj["metadata"].get("resourceVersion"))
-        kube.event(obj, "Warning", "ReconcileError", message)
+        RECORDER.record(kube.event, obj, "Warning", "ReconcileError", message)
         return True
     except Exception as exc:  # noqa: BLE001  (reporting must not fail the caller)
         log.warning("cannot record the failed reconcile of %s/%s: %s", namespace, name, exc)
