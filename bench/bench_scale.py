@@ -80,7 +80,7 @@ N = int(os.environ.get("PDD_BENCH_N", "1000"))
 STEADY = int(os.environ.get("PDD_BENCH_STEADY", "100"))
 RATE = 20.0
 CHANGES = int(os.environ.get("PDD_BENCH_CHANGES", "20"))
-WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
+WORKERS = int(os.environ.get("PDD_WORKERS", "16"))
 RESYNC = float(os.environ.get("PDD_BENCH_RESYNC_SECONDS", "30"))
 PODS_PER_NODE = 250
 GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
@@ -158,7 +158,8 @@ class Operator:
             [str(ROOT / ".venv" / "bin" / "pdd"), "run", "--metrics-port", str(self.port), "--metrics-address",
              "127.0.0.1"], cwd=ROOT, stdout=self.log_path.open("a"), stderr=subprocess.STDOUT,
             env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS),
-                 "PYTHONMALLOC": "malloc", **({"PYTHONPATH": OPERATOR_SRC} if OPERATOR_SRC else {}),
+                 "PYTHONMALLOC": "malloc", "MALLOC_ARENA_MAX": "2",
+                 **({"PYTHONPATH": OPERATOR_SRC} if OPERATOR_SRC else {}),
                  **(extra_env or {})})  # as the chart runs it
         wait(lambda: self.metrics() is not None, 120, "operator metrics endpoint")
         return started

@@ -82,8 +82,10 @@ BACKOFF_CAP_SECONDS = float(os.environ.get("PDD_BACKOFF_CAP_SECONDS", "30"))
 STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RESYNC_SECONDS))))
 HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
-#: threads than cores keep several requests in flight during a burst.
-WORKERS = int(os.environ.get("PDD_WORKERS", "8"))
+#: threads than cores keep several requests in flight during a burst: a new object holds its worker for
+#: about 3 round trips (2 apply waves and its status), so 16 workers serve ~20 new objects a second at
+#: 270 ms answers (bench/README.md, bench_scale's steady creates).
+WORKERS = int(os.environ.get("PDD_WORKERS", "16"))
 #: Seconds a status-only reconcile waits behind work that writes children before it is served with
 #: that work (:class:`~pdd_operator.controller.workqueue.WorkQueue`'s ``promote_after``: the bound that
 #: keeps status work from starving while creates keep coming).

@@ -11,6 +11,10 @@ page of the heap to the kernel, not only its top (glibc >= 2.8, ``man 3 malloc_t
 Python's small objects only with ``PYTHONMALLOC=malloc`` (the chart sets it): Python's own allocator
 (pymalloc) keeps them in 1 MiB arenas that go back only when entirely empty, which after a peak
 they rarely are (300 PDDeployments: 6 MB released with pymalloc, 70 MB with malloc).
+The chart (and the operator image) also caps glibc at 2 malloc arenas (``MALLOC_ARENA_MAX=2``): by
+default every thread that allocates may get an arena of its own, up to 8 per core, and each keeps
+fragments of a restart's peak that ``malloc_trim`` cannot return (a restart with 1,100 PDDeployments:
+RSS 143-150 MB against 168-170 MB with glibc's default, the restart 2-6 s slower; bench/README.md).
 
 With ``PDD_TRACEMALLOC=<frames>`` in its environment, ``pdd run`` starts :mod:`tracemalloc` once its
 modules are imported (the imports are a fixed floor, and tracing them takes minutes), keeping
