@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.kv_transfer_config import REMOVED_FIELDS_REFUSED_SINCE
 from pdd_operator.vllm.versions import fmt
 
 
@@ -113,3 +114,33 @@ def check_handshake_compat(pair: PDPair) -> list[Violation]:
                 "Remove enforce_handshake_compat from the kv_connector_extra_config.",
             )]
     return []
+
+
+@rule(
+    id="kv-transfer-config-removed-field", family="connector", severity="error",
+    fields=("spec.kvTransfer",),
+    source=("vllm/config/kv_transfer.py 0.32.0 (kv_ip, kv_rank, kv_parallel_size, kv_buffer_size removed) and "
+            "vllm/config/utils.py config() (pydantic, extra='forbid'): 'Unexpected keyword argument' at startup"),
+    since=REMOVED_FIELDS_REFUSED_SINCE, example='--kv-transfer-config {"kv_connector":"NixlConnector",'
+    '"kv_role":"kv_producer","kv_rank":0,"kv_parallel_size":2} on v0.32.0',
+)
+def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
+    """The --kv-transfer-config holds no field that the vLLM version removed.
+
+    The PyNccl-era keys (kv_rank, kv_parallel_size, kv_ip, kv_buffer_size) are still copied into NIXL setups from
+    old examples; vLLM accepted and ignored them until 0.31 and refuses them from 0.32.0, before the engine starts
+    (:data:`~pdd_operator.vllm.kv_transfer_config.REMOVED_IN_0_32`). A PDDeployment's rendered config never holds
+    them."""
+    out = []
+    for r in pair.roles:
+        if r.kv_transfer_removed:
+            keys = ", ".join(r.kv_transfer_removed)
+            out.append((
+                f"{r.role}: --kv-transfer-config sets {keys}, which vLLM {fmt(pair.version)} no longer accepts: "
+                "KVTransferConfig dropped kv_ip, kv_rank, kv_parallel_size and kv_buffer_size in 0.32.0 and its "
+                "config classes refuse unknown keys (pydantic 'Unexpected keyword argument'), so the engine exits "
+                "at startup.",
+                f"Remove {keys} from the {r.role} container's --kv-transfer-config{_named(r)}: NIXL never read them "
+                "(its side channel is VLLM_NIXL_SIDE_CHANNEL_HOST / VLLM_NIXL_SIDE_CHANNEL_PORT).",
+            ))
+    return out
