@@ -98,7 +98,7 @@ OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai"}
 #: or ``rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0`` (vLLM 0.23.0), as AMD's ROCm
 #: documentation (vLLM inference guides) lists them. Four-part versions (``vllm_0.9.0.1``: AMD's own builds between
 #: releases), named builds (``rocm7.0_vllm_qwen3coder_next``) and dated nightlies (``nightly_main_20251120``) name no
-#: release and stay unknown.
+#: release and stay unknown; a plain release tag (``rocm/vllm:v0.15.0``) reads as any vLLM image's.
 ROCM_IMAGE_REPOSITORIES = {"rocm/vllm", "rocm/vllm-dev"}
 _ROCM_VLLM_RE = re.compile(r"(?:^|_)vllm_?v?(\d+\.\d+\.\d+)(?:rc\d+)?(?=_|$)")
 
@@ -179,8 +179,9 @@ def version_from_image(image: str) -> Version | None:
     wrapped = wrapped_vllm_version(image)
     if wrapped is not None:
         return wrapped[0]
-    if image_repository(image) in ROCM_IMAGE_REPOSITORIES:
-        return rocm_vllm_version(image)
+    rocm = rocm_vllm_version(image)
+    if rocm is not None:
+        return rocm
     tag = image_tag(image)
     if tag is None or dev_build(tag):
         return None
