@@ -105,4 +105,6 @@ def test_what_fails_an_engine_on_its_own_is_still_refused_without_a_connector(tm
 def test_the_rules_run_without_a_connector_are_engine_rules():
     bare = {r.id for r in CHECKS if r.without_connector}
     assert bare == {"kv-connector-missing", "engine-args-invalid", "extra-args-managed-flag", "parallelism-gpu-count",
-                    "engines-share-gpu", "speculative-incomplete"}
+                    "engines-share-gpu", "speculative-incomplete",
+                    # set 19: scheduler budgets vLLM refuses at startup, connector or not
+                    "max-num-batched-tokens-below-max-model-len", "max-num-batched-tokens-unverified"}

@@ -17,8 +17,9 @@ from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.expansion import opaque_value, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
-from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, well_typed
+from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
 
@@ -92,6 +93,9 @@ class RoleConfig:
             not checked.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
+        scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
+        kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
+            removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
         revision: ``--revision`` (the model's weights revision), if given.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         nodes: the nodes the pod may run on: its ``nodeSelector``, ``spec.nodeName`` and required node affinity as
@@ -169,6 +173,8 @@ class RoleConfig:
     errors: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     wrapper: str | None = None
+    kv_transfer_removed: tuple[str, ...] = ()
+    scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
     nodes: tuple[NodeTerm, ...] | None = ((),)
@@ -387,10 +393,11 @@ def role_from_container(
     env = _role_env(container, launch)
     opaque += tuple((name, f"set from {'a variable' if name in launch.env else 'a valueFrom source'} whose value is "
                      "not in these files") for name, value in env.items() if unknown_names(value))
-    kv_transfer, speculative, wrapper = {}, None, None
+    kv_transfer, speculative, wrapper, removed = {}, None, None, ()
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
+        removed = removed_fields(raw_kv) if isinstance(raw_kv, dict) else ()
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))
@@ -467,6 +474,8 @@ def role_from_container(
         errors=tuple(errors),
         opaque=opaque,
         wrapper=wrapper,
+        kv_transfer_removed=removed,
+        scheduler=SchedulerBudget.from_flags(flags),
         revision=text("--revision"),
         pod_labels=pod_labels,
         nodes=node_terms(pod_spec),

@@ -7,6 +7,9 @@ the flag's JSON object. Its ``__post_init__`` refuses a ``kv_role`` other than `
 pydantic dataclass (``@config``), so a value of the wrong type fails validation at startup. Read in
 0.9.2 (``vllm/config.py``) and 0.32.0 (``vllm/config/kv_transfer.py``, ``vllm/config/utils.py``). So
 every problem reported here is one the engine stops on before it serves.
+
+Fields that later releases dropped (:data:`REMOVED_IN_0_32`) are only refused from the release that dropped
+them; :func:`removed_fields` finds them and the ``kv-transfer-config-removed-field`` rule judges them by version.
 """
 
 from __future__ import annotations
@@ -26,6 +29,31 @@ FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "kv_connector_extra_config": ((dict,), "a JSON object"),
     "kv_connector_module_path": ((str, type(None)), "a module path (string)"),
 }
+
+
+#: ``KVTransferConfig`` fields vLLM 0.32.0 removed: the PyNccl-era ``kv_ip``, ``kv_rank``, ``kv_parallel_size`` and
+#: ``kv_buffer_size`` (no NIXL file read them; vllm-nixl-facts.md section 2.1). From 0.32.0 a ``--kv-transfer-config``
+#: holding one fails at argument parsing: every vLLM config dataclass is pydantic with ``extra='forbid'``
+#: (``vllm/config/utils.py`` ``config()``), so ``KVTransferConfig(kv_rank=0)`` raises ``ValidationError ... kv_rank:
+#: Unexpected keyword argument`` (checked on the 0.32.0 wheel). Before 0.32.0 they are accepted and ignored.
+REMOVED_IN_0_32: tuple[str, ...] = ("kv_ip", "kv_rank", "kv_parallel_size", "kv_buffer_size")
+#: The first release that refuses :data:`REMOVED_IN_0_32`.
+REMOVED_FIELDS_REFUSED_SINCE = (0, 32, 0)
+
+
+def removed_fields(config: dict) -> tuple[str, ...]:
+    """The :data:`REMOVED_IN_0_32` keys of one parsed ``--kv-transfer-config`` object or of the configs of the
+    connectors it wraps (``MultiConnector``'s ``kv_connector_extra_config.connectors``, each built as a
+    ``KVTransferConfig`` of its own), in :data:`REMOVED_IN_0_32` order, each once; ``()`` when none."""
+    found: set[str] = set()
+    stack = [config]
+    while stack:
+        current = stack.pop()
+        found.update(k for k in REMOVED_IN_0_32 if k in current)
+        extra = current.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, dict) else None
+        stack.extend(c for c in (children if isinstance(children, list) else []) if isinstance(c, dict))
+    return tuple(k for k in REMOVED_IN_0_32 if k in found)
 
 
 def _type_name(value: Any) -> str:

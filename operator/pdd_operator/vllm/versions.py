@@ -93,6 +93,28 @@ VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-tpu", "vllm
 OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai"}
 
 
+#: AMD's ROCm vLLM images (Docker Hub ``rocm/vllm`` releases, ``rocm/vllm-dev`` previews): their tags lead with the
+#: ROCm release and name the vLLM release after ``vllm_``, e.g. ``rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521`` (vLLM 0.8.5)
+#: or ``rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0`` (vLLM 0.23.0), as AMD's ROCm
+#: documentation (vLLM inference guides) lists them. Four-part versions (``vllm_0.9.0.1``: AMD's own builds between
+#: releases), named builds (``rocm7.0_vllm_qwen3coder_next``) and dated nightlies (``nightly_main_20251120``) name no
+#: release and stay unknown; a plain release tag (``rocm/vllm:v0.15.0``) reads as any vLLM image's.
+ROCM_IMAGE_REPOSITORIES = {"rocm/vllm", "rocm/vllm-dev"}
+_ROCM_VLLM_RE = re.compile(r"(?:^|_)vllm_?v?(\d+\.\d+\.\d+)(?:rc\d+)?(?=_|$)")
+
+
+def rocm_vllm_version(image: str) -> Version | None:
+    """The vLLM release named in the tag of one of AMD's ROCm vLLM images (:data:`ROCM_IMAGE_REPOSITORIES`), or
+    ``None`` (another image, no tag, or a tag naming no release)."""
+    if image_repository(image) not in ROCM_IMAGE_REPOSITORIES:
+        return None
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    match = _ROCM_VLLM_RE.search(last.split(":", 1)[1])
+    return parse_version(match.group(1)) if match else None
+
+
 def _image_name(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
@@ -150,12 +172,16 @@ def version_from_image(image: str) -> Version | None:
 
     Only images in :data:`VLLM_IMAGE_NAMES` count (``ghcr.io/llm-d/llm-d-cuda:v0.4.0`` is llm-d's
     version, not vLLM's), and images wrapping vLLM whose tags a publisher maps to a vLLM release
-    (:func:`wrapped_vllm_version`). Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``)
+    (:func:`wrapped_vllm_version`), and AMD's ROCm images, whose tags name the vLLM release after the ROCm one
+    (:func:`rocm_vllm_version`). Registry ports (``host:5000/x``) are not tags; digests (``@sha256:...``)
     and tags without a leading version (``latest``, ``nightly``) give ``None``.
     """
     wrapped = wrapped_vllm_version(image)
     if wrapped is not None:
         return wrapped[0]
+    rocm = rocm_vllm_version(image)
+    if rocm is not None:
+        return rocm
     tag = image_tag(image)
     if tag is None or dev_build(tag):
         return None

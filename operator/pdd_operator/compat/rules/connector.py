@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.kv_transfer_config import REMOVED_FIELDS_REFUSED_SINCE
 from pdd_operator.vllm.versions import fmt
 
 
@@ -113,3 +114,41 @@ def check_handshake_compat(pair: PDPair) -> list[Violation]:
                 "Remove enforce_handshake_compat from the kv_connector_extra_config.",
             )]
     return []
+
+
+@rule(
+    id="kv-transfer-config-removed-field", family="connector", severity="error",
+    fields=("spec.kvTransfer",),
+    source=("vllm/config/kv_transfer.py 0.32.0 (kv_ip, kv_rank, kv_parallel_size, kv_buffer_size removed) and "
+            "vllm/config/utils.py config() (pydantic, extra='forbid'): 'Unexpected keyword argument' at startup"),
+    example='--kv-transfer-config {"kv_connector":"NixlConnector",'
+    '"kv_role":"kv_producer","kv_rank":0,"kv_parallel_size":2} on v0.32.0',
+)
+def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
+    """The --kv-transfer-config holds no field that the vLLM version removed.
+
+    The PyNccl-era keys (kv_rank, kv_parallel_size, kv_ip, kv_buffer_size) are still copied into NIXL setups from
+    old examples; vLLM accepted and ignored them until 0.31 and refuses them from 0.32.0, before the engine starts
+    (:data:`~pdd_operator.vllm.kv_transfer_config.REMOVED_IN_0_32`). A PDDeployment's rendered config never holds
+    them.
+
+    Not version-bounded in the registry on purpose: with an unknown version the keys are reported as a warning
+    (harmless up to 0.31, fatal from 0.32) rather than holding the whole pair unchecked, since public guides of
+    older releases still carry them (llm-d's Gaudi guide: ``"kv_parallel_size": "1"``)."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if not r.kv_transfer_removed:
+            continue
+        keys = ", ".join(r.kv_transfer_removed)
+        fix = (f"Remove {keys} from the {r.role} container's --kv-transfer-config{_named(r)}: NIXL never read them "
+               "(its side channel is VLLM_NIXL_SIDE_CHANNEL_HOST / VLLM_NIXL_SIDE_CHANNEL_PORT).")
+        if r.version is None:
+            out.append((f"{r.role}: --kv-transfer-config sets {keys}, which KVTransferConfig dropped in 0.32.0: "
+                        "vLLM 0.32.0 and later refuse them at startup (pydantic 'Unexpected keyword argument'), "
+                        "earlier releases ignore them; this engine's vLLM version is unknown.", fix, "warning"))
+        elif r.version >= REMOVED_FIELDS_REFUSED_SINCE:
+            out.append((f"{r.role}: --kv-transfer-config sets {keys}, which vLLM {fmt(r.version)} no longer accepts: "
+                        "KVTransferConfig dropped kv_ip, kv_rank, kv_parallel_size and kv_buffer_size in 0.32.0 and "
+                        "its config classes refuse unknown keys (pydantic 'Unexpected keyword argument'), so the "
+                        "engine exits at startup.", fix))
+    return out

@@ -85,3 +85,51 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
                     f"Remove {flag} from extraArgs and set {_MANAGED_FLAGS[flag]} instead.",
                 ))
     return out
+
+
+#: First release whose scheduler checks were read (0.18.0, also 0.24.0 and 0.32.0): ``EngineArgs`` keeps an explicit
+#: ``--no-enable-chunked-prefill`` there; earlier V1 releases were not read for it.
+SCHEDULER_BUDGET_READ_SINCE = (0, 18, 0)
+
+
+@rule(
+    id="max-num-batched-tokens-below-max-model-len", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.18.0, 0.24.0, 0.32.0): ValueError "
+            "'max_num_batched_tokens (N) is smaller than max_model_len (M)' with chunked prefill off, and 'must be "
+            "greater than or equal to max_num_seqs'"),
+    since=SCHEDULER_BUDGET_READ_SINCE, without_connector=True,
+    example="--no-enable-chunked-prefill --max-num-batched-tokens 8192 --max-model-len 32768 on the prefill",
+)
+def check_scheduler_budget(pair: PDPair) -> list[Violation]:
+    """The scheduler's token budget is one vLLM starts with (whole prompts fit in one step when chunked prefill is off).
+
+    A prefill tuned to run whole prompts (``--no-enable-chunked-prefill``) with a ``--max-num-batched-tokens`` below
+    its ``--max-model-len`` never starts (:mod:`pdd_operator.vllm.scheduler_budget`)."""
+    return [(f"{r.role}: {refusal}, so the {r.role} engine never serves.",
+             f"Raise --max-num-batched-tokens to at least the limit on the {r.role} container, lower --max-model-len, "
+             "or drop --no-enable-chunked-prefill.")
+            for r in pair.roles for refusal in r.scheduler.refusals()]
+
+
+@rule(
+    id="max-num-batched-tokens-unverified", family="engine-args", severity="warning",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.18.0, 0.24.0, 0.32.0) against the "
+            "model's own context length (ModelConfig max_model_len when --max-model-len is not given)"),
+    since=SCHEDULER_BUDGET_READ_SINCE, without_connector=True,
+    example="--no-enable-chunked-prefill --max-num-batched-tokens 8192 without --max-model-len",
+)
+def check_scheduler_budget_unknown_context(pair: PDPair) -> list[Violation]:
+    """With chunked prefill off and a batch budget, the context length the budget must cover is known.
+
+    Without ``--max-model-len`` vLLM uses the model's own context length, which the manifest does not hold: if it
+    exceeds ``--max-num-batched-tokens``, the engine refuses to start (the error rule above); this says so instead
+    of passing it."""
+    return [(f"{r.role}: chunked prefill is off with --max-num-batched-tokens {r.scheduler.max_num_batched_tokens} "
+             "and no --max-model-len, so vLLM uses the model's own context length; if that is longer than the budget "
+             "(most current models allow 32k tokens or more), vLLM raises 'max_num_batched_tokens ... is smaller than "
+             "max_model_len' at startup.",
+             f"Set --max-model-len (at most {r.scheduler.max_num_batched_tokens}) on the {r.role} container, raise "
+             "--max-num-batched-tokens to the model's context length, or drop --no-enable-chunked-prefill.")
+            for r in pair.roles if r.scheduler.context_unknown]
