@@ -9,7 +9,13 @@ from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields, run_check
-from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
+from pdd_operator.compat.rules.records import (
+    ENV_FROM_SOURCE,
+    ENV_FROM_UNSEEN,
+    MODEL_CONFIG_UNAVAILABLE,
+    VERSION_UNKNOWN,
+    VERSION_UNVERIFIED,
+)
 from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
@@ -87,6 +93,8 @@ def evaluate(
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     if pair.either_way:
         return _either_way(evaluate(replace(pair, either_way=False), rules), evaluate(pair.mirrored(), rules), pair)
+    if pair.env_from:
+        return _env_from(pair, rules)
     version = pair.version
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign:
@@ -125,6 +133,40 @@ def evaluate(
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
+    """The report for a pair some of whose variables an ``envFrom`` source not in these files may set
+    (:attr:`PDPair.env_from`): judged with them unset (as the files read) and with them unknown
+    (:meth:`PDPair.env_from_unknown`).
+
+    An error is a promise whatever the source sets: where the unset reading refuses the pair by a rule that the
+    unknown reading does not refuse, the unknown reading is the report (that rule is then a warning or "not
+    checked"). Otherwise the unset reading is the report, and where the unknown reading differs (a rule reads one of
+    those variables) the ``env-from-not-in-files`` warning says which variables were read as unset, and from where
+    they may come.
+    """
+    unset = evaluate(replace(pair, prefill=replace(pair.prefill, env_from=()), decode=replace(pair.decode, env_from=())),
+                     rules)
+    maybe = evaluate(pair.env_from_unknown(), rules)
+    held = {f.rule for f in maybe.errors}
+    if any(f.rule not in held for f in unset.errors):
+        return maybe
+    said = {(f.rule, f.severity) for f in unset.findings}
+    if {(f.rule, f.severity) for f in maybe.findings} == said and maybe.unchecked == unset.unchecked:
+        return unset
+    where = sorted({why.split(", which", 1)[0].replace("possibly set by the container's ", "")
+                    for _, _, why in pair.env_from})
+    names = sorted({name for _, name, _ in pair.env_from})
+    fields = manifest_fields(("spec.engine.env",), pair.containers)
+    return replace(unset, findings=unset.findings + [Finding(
+        rule=ENV_FROM_UNSEEN, severity="warning", fields=fields,
+        message=(f"The engines import variables from {', '.join(where)}, which {'is' if len(where) == 1 else 'are'} "
+                 f"not in these files and may set {', '.join(names)}; the rules read those as unset (vLLM's "
+                 "defaults) and would judge the pair otherwise if the source sets them."),
+        fix=_in_terms(pair, "Include the ConfigMap in the files checked (pdd check reads its data), or write those "
+                      "variables in the container's env."),
+        source=ENV_FROM_SOURCE)])
 
 
 def _either_way(first: CompatReport, second: CompatReport, pair: PDPair) -> CompatReport:
@@ -172,12 +214,16 @@ def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], 
 
 
 def _same_unknown(pair: PDPair, name: str) -> bool:
-    """Both engines are processes of one container and read ``name`` (a flag or env variable) from the same
-    variable of that container's environment (``$MODEL`` on both command lines, one ``valueFrom`` variable), so the
-    two values are equal although neither is known: a rule comparing them may run (it finds them equal)."""
+    """The two engines' values of ``name`` (a flag or env variable) are equal although neither is known, so a rule
+    comparing them may run (it finds them equal): both are processes of one container and read it from the same
+    variable of that container's environment (``$MODEL`` on both command lines, one ``valueFrom`` variable), or
+    both import the one ``envFrom`` source that may set it (one ConfigMap or Secret of their namespace: it sets the
+    same value in both, or sets it in neither)."""
     whys = [dict(r.opaque).get(name, "") for r in pair.roles]
-    return (pair.one_container and whys[0] == whys[1]
-            and whys[0].startswith(("the value of $", "set from a valueFrom source")))
+    return whys[0] == whys[1] and (
+        (pair.one_container and whys[0].startswith(("the value of $", "set from a valueFrom source")))
+        or (whys[0].startswith("possibly set by the container's envFrom")
+            and pair.prefill.namespace == pair.decode.namespace))
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."

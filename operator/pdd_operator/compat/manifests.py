@@ -388,6 +388,15 @@ def _dynamo_main_container(main: dict) -> dict:
     return {**main, "command": ["sh", "-c"]}
 
 
+def _dynamo_env_from_secret(service: dict) -> list[dict]:
+    """The ``envFrom`` entry a Dynamo service's ``envFromSecret`` adds to its main container: Dynamo's operator
+    appends ``EnvFromSource{SecretRef: <envFromSecret>}`` to the container it builds (ai-dynamo/dynamo
+    deploy/cloud/operator/internal/dynamo/graph.go, ``if component.EnvFromSecret != nil``), so every key of that
+    Secret becomes a variable of the engine."""
+    name = service.get("envFromSecret")
+    return [{"secretRef": {"name": name}}] if isinstance(name, str) and name else []
+
+
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
           group: int = 1, replicas: int | None = 1, service: tuple[dict, int, dict] | None = None,
@@ -430,7 +439,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             resources, nodes, raw = service or ({}, 1, {})
             plan = multinode_launch(main, raw, nodes) if nodes > 1 else None
             main = with_service_resources(
-                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, resources,
+                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or []),
+                 "envFrom": list(main.get("envFrom") or []) + _dynamo_env_from_secret(raw)}, resources,
                 nodes if plan is None or plan.spread or plan.gpus is None else 1)
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,

@@ -42,6 +42,15 @@ VERSION_UNVERIFIED = record(
     fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 0",
     reported_by="compat/engine.py evaluate",
 )
+#: Where ``env-from-not-in-files`` comes from.
+ENV_FROM_SOURCE = "Kubernetes core/v1 EnvFromSource; vllm/envs.py (variables read at startup)"
+ENV_FROM_UNSEEN = record(
+    id="env-from-not-in-files", family="version", severity="warning",
+    summary=("Every variable the rules read has its value in the files: an envFrom ConfigMap or Secret that is not "
+             "among them may set any variable (an error stands only where it holds with and without them)."),
+    fields=("env", "envFrom"), source=ENV_FROM_SOURCE,
+    reported_by="compat/engine.py evaluate",
+)
 
 #: What the apiserver would refuse in the rendered children (render/admission.py), reported by the
 #: webhook, ``pdd check`` and the operator's status.
