@@ -44,6 +44,7 @@ from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
+from pdd_operator.vllm.dtype import checkpoint_dtype_of
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
@@ -752,7 +753,7 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
         source=f"{p.where} + {d.where}",
         prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
         decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
-        model=traits(None, None, None, p.config.model or ""),
+        model=traits(None, None, None, p.config.model or ""), checkpoint_dtype=checkpoint_dtype_of(p.config.model),
         shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
         containers=((p.container, p.flags_key), (d.container, d.flags_key)), either_way=either_way,
     )
@@ -842,7 +843,9 @@ def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
     model = SimpleNamespace(name=pair.prefill.model or "", architecture=None, ssm_kind=None, hf_architecture=None,
                             num_kv_heads=None, mamba_n_groups=None)
     resolved = resolve_model(model, model_config)
-    return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups)
+    return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups,
+                   checkpoint_dtype=resolved.checkpoint_dtype,
+                   checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype)
 
 
 def with_vllm_version(pair: PDPair, text: str) -> PDPair:

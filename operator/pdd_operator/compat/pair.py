@@ -264,6 +264,9 @@ class PDPair:
         prefill, decode: the two engines.
         model: the model's family and SSM kind.
         num_kv_heads: total KV heads, if known.
+        checkpoint_dtype, checkpoint_kv_cache_dtype: from the model's config.json, its dtype and what
+            ``--kv-cache-dtype auto`` becomes (:class:`~pdd_operator.vllm.model_config.ResolvedModel`); ``None`` where
+            no config.json is known.
         n_groups: Mamba2 ``n_groups``, if known.
         managed: True for a PDDeployment (the operator sets the side channel and ports itself).
         shared_network: prefill and decode share one network namespace (containers of one pod).
@@ -287,6 +290,8 @@ class PDPair:
     model: ModelTraits
     num_kv_heads: int | None = None
     n_groups: int | None = None
+    checkpoint_dtype: str | None = None
+    checkpoint_kv_cache_dtype: str | None = None
     managed: bool = False
     shared_network: bool = False
     notes: tuple[str, ...] = ()
@@ -605,5 +610,6 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
         prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,
         num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups, managed=True, notes=notes,
+        checkpoint_dtype=resolved.checkpoint_dtype, checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype,
         preflight=str(spec.network.preflight.policy),
     )
