@@ -336,21 +336,30 @@ def check_spec_decode_match(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="hybrid-spec-tokens-mismatch", family="spec-decode-mismatch", severity="error",
+    id="hybrid-spec-tokens-mismatch", family="spec-decode-mismatch", severity="warning",
     fields=("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
-    source="vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)",
+    source=("vllm model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator: the conv state has "
+            "conv_kernel - 1 + num_spec rows; read in the 0.20.0-0.34.0 wheels, no release refuses a difference: "
+            "num_speculative_tokens is no compatibility-hash factor (nixl/metadata.py "
+            "_get_speculative_compatibility_factors hashes method, draft model, revision, KV dtype, aux layers; "
+            "0.30-0.34), _validate_remote_agent_handshake skips the block-length check for Mamba layers (0.33, 0.34: "
+            "'Mamba uses the ssm_sizes counterpart'), and _build_mamba_remote computes the conv offsets from the local "
+            "conv rows (ssm_conv_transfer_utils.py, 0.22-0.34): decode reads the conv state with its own row count, "
+            "wrong state and no error raised. A warning, not a refusal"),
     needs=("--speculative-config",),
 )
 def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
-    """Hybrid SSM P and D use equal numSpeculativeTokens."""
+    """Hybrid SSM P and D use equal numSpeculativeTokens (else the conv state is read with the wrong row count)."""
     if not pair.hybrid_ssm or not any(r.speculative for r in pair.roles):
         return []
     p, d = pair.prefill.num_spec_tokens, pair.decode.num_spec_tokens
     if p == d:
         return []
     return [(
-        f"num_speculative_tokens differ (prefill {p}, decode {d}); for hybrid SSM models it changes the conv-state "
-        "shape (conv_kernel - 1 + num_spec rows), which NIXL assumes equal on both sides.",
+        f"num_speculative_tokens differ (prefill {p}, decode {d}); for hybrid SSM models it sets the conv-state "
+        "rows (conv_kernel - 1 + num_speculative_tokens). vLLM does not refuse the pair (no hash factor, no handshake "
+        "check of Mamba state sizes through 0.34), but the decode reads the prefill's conv state with its own row "
+        "count, so transferred requests continue from a wrong state.",
         "Use the same numSpeculativeTokens on prefill and decode.",
     )]
 
