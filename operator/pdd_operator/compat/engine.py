@@ -18,7 +18,7 @@ from pdd_operator.compat.rules.records import (
 )
 from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
-from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
+from pdd_operator.vllm.versions import KNOWN_RELEASES, NEWEST_RELEASE, OLDEST_KNOWN, Version, fmt
 
 
 @dataclass(frozen=True)
@@ -120,15 +120,8 @@ def evaluate(
     if version is None:
         found, skipped, unchecked = _unknown_version(pair, rules)
         findings += found
-    if version is not None and not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):
-        findings.append(Finding(
-            rule=VERSION_UNVERIFIED, severity="warning",
-            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
-            message=f"vLLM {fmt(version)} is outside the versions whose NIXL code these rules were built from "
-            f"({fmt(OLDEST_KNOWN)} to 0.33.x); rules were applied as for the nearest known version.",
-            fix="Use a vLLM release between 0.20 and 0.33, or review the deployment by hand.",
-            source="vllm-nixl-facts.md section 0",
-        ))
+    if version is not None and version not in KNOWN_RELEASES:
+        findings.append(_unverified(pair, version))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
@@ -167,6 +160,32 @@ def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
         fix=_in_terms(pair, "Include the ConfigMap in the files checked (pdd check reads its data), or write those "
                       "variables in the container's env."),
         source=ENV_FROM_SOURCE)])
+
+
+def _unverified(pair: PDPair, version: Version) -> Finding:
+    """The ``vllm-version-unverified`` warning for a ``version`` that is not a release the rules were built from
+    (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.33.0 (0.34.0), a patch release or
+    candidate no table knows (0.33.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
+    version bound reads it as its place in the order: after 0.33.0 the newest known rules apply."""
+    newer = version > NEWEST_RELEASE
+    before = max((v for v in KNOWN_RELEASES if v < version), default=None)
+    if newer:
+        how = (f"it was judged with the newest rules, those of {fmt(NEWEST_RELEASE)}; vLLM's NIXL code after "
+               f"{fmt(NEWEST_RELEASE)} may refuse what they pass or pass what they refuse (docs/vllm-source-audit.md "
+               "lists what 0.34.0 changed)")
+    elif before is not None:
+        how = f"it was judged as the releases around it (the nearest before is {fmt(before)})"
+    else:
+        how = f"it was judged with the rules of the oldest known release, {fmt(OLDEST_KNOWN)}"
+    return Finding(
+        rule=VERSION_UNVERIFIED, severity="warning",
+        fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
+        message=(f"vLLM {fmt(version)} is not a release whose NIXL code these rules were written from "
+                 f"({fmt(OLDEST_KNOWN)} to {fmt(NEWEST_RELEASE)}): {how}."),
+        fix=_in_terms(pair, f"Use a vLLM release from {fmt(OLDEST_KNOWN)} to {fmt(NEWEST_RELEASE)}, or review the "
+                      "deployment against that release's NIXL code by hand."),
+        source="vllm-nixl-facts.md section 0; operator/pdd_operator/vllm/versions.py KNOWN_RELEASES",
+    )
 
 
 def _either_way(first: CompatReport, second: CompatReport, pair: PDPair) -> CompatReport:
@@ -247,7 +266,7 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
     scope = (f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
-             else f"every release from {lowest} to 0.33")
+             else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []
     skipped: list[str] = []
     unchecked_rules: list[str] = []
@@ -266,6 +285,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
             skipped.append(p.rule.id)
     what = _sentence("; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles")
     parts = [what + "."]
+    if floor is not None and floor[:2] >= NEWEST_RELEASE[:2]:
+        parts.append(f"The rules were written from vLLM's NIXL code up to {fmt(NEWEST_RELEASE)}; this build may hold "
+                     f"newer code and was judged with the newest rules (those of {fmt(NEWEST_RELEASE)}; "
+                     "docs/vllm-source-audit.md lists what 0.34.0 changed).")
     unchecked = ""
     if certain:
         parts.append(f"Whichever release it is, this deployment fails: {scope} is refused by at least one of "
