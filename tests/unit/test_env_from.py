@@ -191,3 +191,26 @@ def test_every_variable_the_rules_read_is_in_read_env():
     # VLLM_ADDITIONAL_ARGS is read into the command line, not by a rule (see READ_ENV's comment)
     assert read - {"VLLM_ADDITIONAL_ARGS"} <= set(READ_ENV), sorted(read - set(READ_ENV))
     assert "VLLM_NIXL_SIDE_CHANNEL_PORT" in read and "VLLM_KV_CACHE_LAYOUT" in read
+
+
+def _kv_role_script(env_from):
+    """Deployments whose ``sh -c`` script writes ``kv_role`` from ``${KV_ROLE}``, which only ``env_from`` sets."""
+    def one(role):
+        script = ("vllm serve Qwen/Qwen3-8B --kv-transfer-config "
+                  "\"{\\\"kv_connector\\\":\\\"NixlConnector\\\",\\\"kv_role\\\":\\\"${KV_ROLE}\\\"}\"")
+        c = container([script], image="vllm/vllm-openai:v0.30.0", command=["sh", "-c"],
+                      envFrom=[{"configMapRef": {"name": f"{role}-env"}}] if env_from else [])
+        return workload(f"q-{role}", role, c)
+    return [one("prefill"), one("decode")]
+
+
+def test_a_kv_role_from_an_absent_config_map_is_not_checked(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_kv_role_script(True))
+    assert code == 3 and not out["results"] and "KV_ROLE" in " ".join(n["reason"] for n in out["notChecked"]), out
+
+
+def test_a_kv_role_from_a_config_map_in_the_files_is_read(tmp_path, capsys):
+    docs = [*_kv_role_script(True), _config_map({"KV_ROLE": "kv_producer"}, "prefill-env"),
+            _config_map({"KV_ROLE": "kv_consumer"}, "decode-env")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and len(out["results"]) == 1 and not out["notChecked"], out
