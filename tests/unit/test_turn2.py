@@ -51,10 +51,14 @@ EXPECTED: dict[str, Expect] = {
         "spec-decode-ngram-decode-only", 0, absent={"spec-decode-mismatch"}),
     "hybrid-ssm-prefix-caching.pdd.yaml": Expect("hybrid-ssm-prefix-caching", 1, errors={"hybrid-ssm-prefix-caching"}),
     "hybrid-ssm-prefix-caching.foreign.yaml": Expect(
-        "hybrid-ssm-prefix-caching", 1, errors={"hybrid-ssm-prefix-caching"}, warnings={"vllm-version-unknown"},
-        deviation="the engines run Dynamo's vllm-runtime:1.3.0, whose vLLM version no manifest names; every "
-        "release is refused by one rule or another (hybrid-ssm-prefix-caching on 0.20-0.26), so it is an error "
-        "whatever the version, each finding naming the releases it holds for"),
+        "hybrid-ssm-prefix-caching", 3, warnings={"vllm-version-unknown", "env-from-not-in-files"},
+        not_checked=("hybrid-ssm-prefix-caching", "ssm-conv-layout-ds"),
+        deviation="the engines run Dynamo's vllm-runtime:1.3.0, whose vLLM version no manifest names, and import "
+        "the Secret hf-token-secret (envFromSecret), which may set VLLM_SSM_CONV_STATE_LAYOUT=DS: with DS set, "
+        "0.27 and later accept the pair (SSM state paired by position), so no release-independent refusal holds "
+        "whatever the Secret sets; hybrid-ssm-prefix-caching (0.20-0.26) and ssm-conv-layout-ds are not checked "
+        "(issue 9: an envFrom source not in the files may set any variable). With the layout written in the "
+        "manifest, or --vllm-version 0.26.0, it is refused"),
     "hma-silently-disabled-by-connector.pdd.yaml": Expect(
         "hma-silently-disabled-by-connector", 0, warnings={"hma-implicitly-disabled"}),
     "model-revision-mismatch-rolling-update.foreign.yaml": Expect(

@@ -143,23 +143,26 @@ def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
                      rules)
     maybe = evaluate(pair.env_from_unknown(), rules)
     held = {f.rule for f in maybe.errors}
-    if any(f.rule not in held for f in unset.errors):
-        return maybe
+    refused = [f.rule for f in unset.errors if f.rule not in held]
     said = {(f.rule, f.severity) for f in unset.findings}
-    if {(f.rule, f.severity) for f in maybe.findings} == said and maybe.unchecked == unset.unchecked:
+    if not refused and {(f.rule, f.severity) for f in maybe.findings} == said and maybe.unchecked == unset.unchecked:
         return unset
     where = sorted({why.split(", which", 1)[0].replace("possibly set by the container's ", "")
                     for _, _, why in pair.env_from})
     names = sorted({name for _, name, _ in pair.env_from})
-    fields = manifest_fields(("spec.engine.env",), pair.containers)
-    return replace(unset, findings=unset.findings + [Finding(
-        rule=ENV_FROM_UNSEEN, severity="warning", fields=fields,
+    refusing = sorted(set(refused))
+    outcome = (f"with them unset {', '.join(refusing)} {'refuses' if len(refusing) == 1 else 'refuse'} the pair, "
+               "which holds only if the source sets none of them: not checked" if refused else
+               "the rules read them as unset (vLLM's defaults) and would judge the pair otherwise if the source sets them")
+    warning = Finding(
+        rule=ENV_FROM_UNSEEN, severity="warning", fields=manifest_fields(("spec.engine.env",), pair.containers),
         message=(f"The engines import variables from {', '.join(where)}, which {'is' if len(where) == 1 else 'are'} "
-                 f"not in these files and may set {', '.join(names)}; the rules read those as unset (vLLM's "
-                 "defaults) and would judge the pair otherwise if the source sets them."),
+                 f"not in these files and may set {', '.join(names)}; {outcome}."),
         fix=_in_terms(pair, "Include the ConfigMap in the files checked (pdd check reads its data), or write those "
                       "variables in the container's env."),
-        source=ENV_FROM_SOURCE)])
+        source=ENV_FROM_SOURCE)
+    base = maybe if refused else unset
+    return replace(base, findings=base.findings + [warning])
 
 
 def _unverified(pair: PDPair, version: Version) -> Finding:

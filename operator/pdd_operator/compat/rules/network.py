@@ -28,7 +28,8 @@ def _port_unknown(r: RoleConfig) -> bool:
 def _port_source(r: RoleConfig) -> str:
     """Where an unknown VLLM_NIXL_SIDE_CHANNEL_PORT (:func:`_port_unknown`) comes from, for messages."""
     names = unknown_names(r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT"))
-    return dict(r.opaque).get("VLLM_NIXL_SIDE_CHANNEL_PORT") or f"the value of ${names[0]}"
+    why = dict(r.opaque).get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    return f"${names[0]}, {why}" if why else f"the value of ${names[0]}"
 
 
 def _ports(r: RoleConfig) -> set[int]:
