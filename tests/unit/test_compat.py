@@ -242,7 +242,9 @@ def test_hybrid_hetero_tp_gets_prefix_caching_off_on_decode_and_n_groups_warning
     falcon = hybrid(model={"name": "tiiuae/Falcon-H1-0.5B-Instruct", "hfArchitecture": "FalconH1ForCausalLM"},
                     prefill={"tensorParallelSize": 1})
     assert "mamba2-n-groups-unknown" in rules_fired(falcon, "warning")
-    assert "mamba2-n-groups-tp" in rules_fired(hybrid(model={"mambaNGroups": 1}, prefill={"tensorParallelSize": 1}), "error")
+    # no vLLM release refuses it (wrong conv state, no error raised): a warning (compat/rules/hybrid_ssm.py source)
+    assert "mamba2-n-groups-tp" in rules_fired(hybrid(model={"mambaNGroups": 1}, prefill={"tensorParallelSize": 1}),
+                                               "warning")
 
 
 def test_missing_rdma_is_a_warning_for_gpu_engines_only():

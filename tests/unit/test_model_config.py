@@ -60,8 +60,8 @@ def test_config_gives_n_groups_to_the_mamba2_rule():
     spec = make_spec(model={"name": "acme/hybrid", "hfArchitecture": None, "numKvHeads": None},
                      prefill={"tensorParallelSize": 1}, decode={"tensorParallelSize": 2})
     report = evaluate(spec, model_config={**NEMOTRON_H, "n_groups": 1})
-    assert "mamba2-n-groups-tp" in {f.rule for f in report.errors}
-    assert evaluate(spec, model_config=NEMOTRON_H).compatible
+    assert "mamba2-n-groups-tp" in {f.rule for f in report.warnings}  # a warning: no vLLM release refuses it
+    assert "mamba2-n-groups-tp" not in {f.rule for f in evaluate(spec, model_config=NEMOTRON_H).findings}
 
 
 def test_explicit_spec_fields_win_over_the_config():

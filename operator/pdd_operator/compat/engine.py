@@ -9,10 +9,16 @@ from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields, run_check
-from pdd_operator.compat.rules.records import MODEL_CONFIG_UNAVAILABLE, VERSION_UNKNOWN, VERSION_UNVERIFIED
+from pdd_operator.compat.rules.records import (
+    ENV_FROM_SOURCE,
+    ENV_FROM_UNSEEN,
+    MODEL_CONFIG_UNAVAILABLE,
+    VERSION_UNKNOWN,
+    VERSION_UNVERIFIED,
+)
 from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
-from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, fmt
+from pdd_operator.vllm.versions import KNOWN_RELEASES, NEWEST_RELEASE, OLDEST_KNOWN, Version, fmt
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ def evaluate(
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     if pair.either_way:
         return _either_way(evaluate(replace(pair, either_way=False), rules), evaluate(pair.mirrored(), rules), pair)
+    if pair.env_from:
+        return _env_from(pair, rules)
     version = pair.version
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign:
@@ -112,19 +120,75 @@ def evaluate(
     if version is None:
         found, skipped, unchecked = _unknown_version(pair, rules)
         findings += found
-    if version is not None and not (OLDEST_KNOWN <= version <= NEWEST_KNOWN):
-        findings.append(Finding(
-            rule=VERSION_UNVERIFIED, severity="warning",
-            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
-            message=f"vLLM {fmt(version)} is outside the versions whose NIXL code these rules were built from "
-            f"({fmt(OLDEST_KNOWN)} to 0.33.x); rules were applied as for the nearest known version.",
-            fix="Use a vLLM release between 0.20 and 0.33, or review the deployment by hand.",
-            source="vllm-nixl-facts.md section 0",
-        ))
+    if version is not None and version not in KNOWN_RELEASES:
+        findings.append(_unverified(pair, version))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
+    """The report for a pair some of whose variables an ``envFrom`` source not in these files may set
+    (:attr:`PDPair.env_from`): judged with them unset (as the files read) and with them unknown
+    (:meth:`PDPair.env_from_unknown`).
+
+    An error is a promise whatever the source sets: where the unset reading refuses the pair by a rule that the
+    unknown reading does not refuse, the unknown reading is the report (that rule is then a warning or "not
+    checked"). Otherwise the unset reading is the report, and where the unknown reading differs (a rule reads one of
+    those variables) the ``env-from-not-in-files`` warning says which variables were read as unset, and from where
+    they may come.
+    """
+    unset = evaluate(replace(pair, prefill=replace(pair.prefill, env_from=()), decode=replace(pair.decode, env_from=())),
+                     rules)
+    maybe = evaluate(pair.env_from_unknown(), rules)
+    held = {f.rule for f in maybe.errors}
+    refused = [f.rule for f in unset.errors if f.rule not in held]
+    said = {(f.rule, f.severity) for f in unset.findings}
+    if not refused and {(f.rule, f.severity) for f in maybe.findings} == said and maybe.unchecked == unset.unchecked:
+        return unset
+    where = sorted({why.split(", which", 1)[0].replace("possibly set by the container's ", "")
+                    for _, _, why in pair.env_from})
+    names = sorted({name for _, name, _ in pair.env_from})
+    refusing = sorted(set(refused))
+    outcome = (f"with them unset {', '.join(refusing)} {'refuses' if len(refusing) == 1 else 'refuse'} the pair, "
+               "which holds only if the source sets none of them: not checked" if refused else
+               "the rules read them as unset (vLLM's defaults) and would judge the pair otherwise if the source sets them")
+    warning = Finding(
+        rule=ENV_FROM_UNSEEN, severity="warning", fields=manifest_fields(("spec.engine.env",), pair.containers),
+        message=(f"The engines import variables from {', '.join(where)}, which {'is' if len(where) == 1 else 'are'} "
+                 f"not in these files and may set {', '.join(names)}; {outcome}."),
+        fix=_in_terms(pair, "Include the ConfigMap in the files checked (pdd check reads its data), or write those "
+                      "variables in the container's env."),
+        source=ENV_FROM_SOURCE)
+    base = maybe if refused else unset
+    return replace(base, findings=base.findings + [warning])
+
+
+def _unverified(pair: PDPair, version: Version) -> Finding:
+    """The ``vllm-version-unverified`` warning for a ``version`` that is not a release the rules were built from
+    (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.33.0 (0.34.0), a patch release or
+    candidate no table knows (0.33.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
+    version bound reads it as its place in the order: after 0.33.0 the newest known rules apply."""
+    newer = version > NEWEST_RELEASE
+    before = max((v for v in KNOWN_RELEASES if v < version), default=None)
+    if newer:
+        how = (f"it was judged with the newest rules, those of {fmt(NEWEST_RELEASE)}; vLLM's NIXL code after "
+               f"{fmt(NEWEST_RELEASE)} may refuse what they pass or pass what they refuse (docs/vllm-source-audit.md "
+               "lists what 0.34.0 changed)")
+    elif before is not None:
+        how = f"it was judged as the releases around it (the nearest before is {fmt(before)})"
+    else:
+        how = f"it was judged with the rules of the oldest known release, {fmt(OLDEST_KNOWN)}"
+    return Finding(
+        rule=VERSION_UNVERIFIED, severity="warning",
+        fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
+        message=(f"vLLM {fmt(version)} is not a release whose NIXL code these rules were written from "
+                 f"({fmt(OLDEST_KNOWN)} to {fmt(NEWEST_RELEASE)}): {how}."),
+        fix=_in_terms(pair, f"Use a vLLM release from {fmt(OLDEST_KNOWN)} to {fmt(NEWEST_RELEASE)}, or review the "
+                      "deployment against that release's NIXL code by hand."),
+        source="vllm-nixl-facts.md section 0; operator/pdd_operator/vllm/versions.py KNOWN_RELEASES",
+    )
 
 
 def _either_way(first: CompatReport, second: CompatReport, pair: PDPair) -> CompatReport:
@@ -172,12 +236,16 @@ def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], 
 
 
 def _same_unknown(pair: PDPair, name: str) -> bool:
-    """Both engines are processes of one container and read ``name`` (a flag or env variable) from the same
-    variable of that container's environment (``$MODEL`` on both command lines, one ``valueFrom`` variable), so the
-    two values are equal although neither is known: a rule comparing them may run (it finds them equal)."""
+    """The two engines' values of ``name`` (a flag or env variable) are equal although neither is known, so a rule
+    comparing them may run (it finds them equal): both are processes of one container and read it from the same
+    variable of that container's environment (``$MODEL`` on both command lines, one ``valueFrom`` variable), or
+    both import the one ``envFrom`` source that may set it (one ConfigMap or Secret of their namespace: it sets the
+    same value in both, or sets it in neither)."""
     whys = [dict(r.opaque).get(name, "") for r in pair.roles]
-    return (pair.one_container and whys[0] == whys[1]
-            and whys[0].startswith(("the value of $", "set from a valueFrom source")))
+    return whys[0] == whys[1] and (
+        (pair.one_container and whys[0].startswith(("the value of $", "set from a valueFrom source")))
+        or (whys[0].startswith("possibly set by the container's envFrom")
+            and pair.prefill.namespace == pair.decode.namespace))
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."
@@ -201,7 +269,7 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
     scope = (f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
-             else f"every release from {lowest} to 0.33")
+             else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []
     skipped: list[str] = []
     unchecked_rules: list[str] = []
@@ -220,6 +288,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
             skipped.append(p.rule.id)
     what = _sentence("; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles")
     parts = [what + "."]
+    if floor is not None and floor[:2] >= NEWEST_RELEASE[:2]:
+        parts.append(f"The rules were written from vLLM's NIXL code up to {fmt(NEWEST_RELEASE)}; this build may hold "
+                     f"newer code and was judged with the newest rules (those of {fmt(NEWEST_RELEASE)}; "
+                     "docs/vllm-source-audit.md lists what 0.34.0 changed).")
     unchecked = ""
     if certain:
         parts.append(f"Whichever release it is, this deployment fails: {scope} is refused by at least one of "

@@ -44,7 +44,8 @@ from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
-from pdd_operator.vllm.expansion import opaque_value, runs_shell
+from pdd_operator.vllm.dtype import checkpoint_dtype_of
+from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch
@@ -81,6 +82,9 @@ class Engine:
             script's P/D proxy names the engine's ``--port``, :attr:`~pdd_operator.vllm.script.Launch.proxy_role`).
         container: the object and path of the container (``where`` without the container's name).
         flags_key: the container field that holds vLLM's flags: ``args``, or ``command`` when it has no args.
+        role_unknown: why the engine's role cannot be told although something around it names one (a flag that
+            decides it has a value not in these files: :func:`_unknown_role_flag`); ``""`` otherwise. Such an engine
+            is never paired: its role is ``None``.
     """
 
     where: str
@@ -95,6 +99,7 @@ class Engine:
     role_from: str = ""
     container: str = ""
     flags_key: str = "args"
+    role_unknown: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,34 @@ def _classify(
         if hint:
             return hint, "name"
     return ("both" if kv_role == "kv_both" else None), ""
+
+
+#: Flags that decide an engine's P/D role (Dynamo's worker: ``--is-prefill-worker``, ``--is-decode-worker``, and
+#: ``--disaggregation-mode``, which replaced them).
+_ROLE_FLAGS = ("--is-prefill-worker", "--is-decode-worker", "--disaggregation-mode")
+
+
+def _unknown_role_flag(argv: list[str]) -> str | None:
+    """Why the role flags (:data:`_ROLE_FLAGS`) of an engine's ``argv`` cannot be read, or ``None``: one has a value
+    not in these files (``--disaggregation-mode $MODE``; ``--is-prefill-worker=<unknown:ROLE>``, a script whose
+    branches differ on it), or, for Dynamo's worker, whose role only such a flag gives, a whole word of the command
+    line is a variable not in these files (``$EXTRA_ARGS``) where a flag may stand, which may expand to one. The
+    caller asks only where no literal flag or ``kv_role`` told the role."""
+    _, flags = parse_flags(argv)
+    for flag in _ROLE_FLAGS:
+        value = flags.get(flag)
+        names = unknown_names(value) if isinstance(value, str) else []
+        if names:
+            return f"its {flag} is the value of ${names[0]}, which is not in these files"
+    if argv[:1] != ["dynamo.vllm"]:
+        return None
+    for before, word in zip(argv, argv[1:], strict=False):
+        names = unknown_names(word)
+        takes_value = before.startswith("-") and "=" not in before
+        if names and word == f"<unknown:{names[0]}>" and not takes_value:
+            return (f"its command line holds ${names[0]}, which is not in these files and may hold "
+                    "--is-prefill-worker or --disaggregation-mode")
+    return None
 
 
 #: Dynamo runtime releases from which the vLLM worker no longer picks a connector itself: from
@@ -315,7 +348,10 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
         role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
-    if not config.kv_transfer and (role not in ("prefill", "decode") or role_from == "name"):
+    role_unknown = "" if role_from in ("kv_role", "flag") else _unknown_role_flag(argv) or ""
+    if role_unknown:  # a label, name or type must not stand in for a flag whose value nobody here can read
+        role, role_from = None, ""
+    if not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name"):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
     plugin = _platform_plugin(container, image)
     if plugin:
@@ -323,7 +359,7 @@ def _engine(
                           "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe")
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
-                  flags_key="args" if container.get("args") else "command")
+                  flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)
 
 
 def _pod_group(node: dict) -> int | None:
@@ -388,6 +424,15 @@ def _dynamo_main_container(main: dict) -> dict:
     return {**main, "command": ["sh", "-c"]}
 
 
+def _dynamo_env_from_secret(service: dict) -> list[dict]:
+    """The ``envFrom`` entry a Dynamo service's ``envFromSecret`` adds to its main container: Dynamo's operator
+    appends ``EnvFromSource{SecretRef: <envFromSecret>}`` to the container it builds (ai-dynamo/dynamo
+    deploy/cloud/operator/internal/dynamo/graph.go, ``if component.EnvFromSecret != nil``), so every key of that
+    Secret becomes a variable of the engine."""
+    name = service.get("envFromSecret")
+    return [{"secretRef": {"name": name}}] if isinstance(name, str) and name else []
+
+
 def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str, str] | None,
           out: list, origin: str, pod_meta: dict | None, envs: tuple = (), skip: frozenset[int] = frozenset(),
           group: int = 1, replicas: int | None = 1, service: tuple[dict, int, dict] | None = None,
@@ -430,7 +475,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             resources, nodes, raw = service or ({}, 1, {})
             plan = multinode_launch(main, raw, nodes) if nodes > 1 else None
             main = with_service_resources(
-                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or [])}, resources,
+                {**_dynamo_main_container(main), "env": list(envs) + list(main.get("env") or []),
+                 "envFrom": list(main.get("envFrom") or []) + _dynamo_env_from_secret(raw)}, resources,
                 nodes if plan is None or plan.spread or plan.gpus is None else 1)
             # the pod spec itself, not a copy: pod_id is its id(), which a freed copy would hand to the next one
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
@@ -653,8 +699,8 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     # beside spec.prefill): the others are its decode side.
     roles = [e.role for e in out]
     if roles.count("prefill") >= 1 and "decode" not in roles:
-        out = [Engine(**{**e.__dict__, "role": "decode", "role_from": "type"}) if e.role in (None, "both") else e
-               for e in out]
+        out = [Engine(**{**e.__dict__, "role": "decode", "role_from": "type"})
+               if e.role in (None, "both") and not e.role_unknown else e for e in out]
     owners = tuple(f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [])
     written_ns = str(meta["namespace"]) if meta.get("namespace") else None
     out = [Engine(**{**e.__dict__, "namespace": written_ns or "default", "doc_id": id(doc),
@@ -707,7 +753,7 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
         source=f"{p.where} + {d.where}",
         prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
         decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
-        model=traits(None, None, None, p.config.model or ""),
+        model=traits(None, None, None, p.config.model or ""), checkpoint_dtype=checkpoint_dtype_of(p.config.model),
         shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
         containers=((p.container, p.flags_key), (d.container, d.flags_key)), either_way=either_way,
     )
@@ -752,8 +798,20 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     prefills = [e for e in engines if e.role == "prefill"]
     decodes = [e for e in engines if e.role == "decode"]
     pairs, either = _either_way_pairs(engines)
-    unpaired = [Unpaired(e, "its role (prefill or decode) cannot be told from kv_role, flags, labels or names")
+    unpaired = [Unpaired(e, f"not checked: cannot tell prefill from decode because {e.role_unknown}" if e.role_unknown
+                         else "its role (prefill or decode) cannot be told from kv_role, flags, labels or names")
                 for e in engines if e.role not in ("prefill", "decode") and id(e) not in either]
+    unknown = [e for e in engines if e.role_unknown]
+
+    def alone(e: Engine, wanted: str) -> str:
+        """Why engine ``e`` has no ``wanted`` engine to pair with, naming engines of its deployment whose role is
+        unknown (one of them may be that engine)."""
+        maybe = [u for u in unknown if u.config.model == e.config.model and _same_deployment(e, u)]
+        if maybe:
+            return (f"not checked: its {wanted} engine may be {maybe[0].where}, whose role cannot be told "
+                    f"({maybe[0].role_unknown}), so the pair was not checked")
+        return (f"no {wanted} engine of the same deployment (namespace, owner, labels or name) serving the same "
+                "model")
     used: set[int] = set()
     for p in prefills:
         matched = [(d, how) for d in decodes if d.config.model == p.config.model
@@ -767,16 +825,14 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
             elif len(prefills) == 1 and len(decodes) == 1 and p.namespace == decodes[0].namespace:
                 matched = [(decodes[0], "the only prefill and decode engines in the files")]
         if not matched:
-            unpaired.append(Unpaired(p, "no decode engine of the same deployment (namespace, owner, labels or name) "
-                                     "serving the same model"))
+            unpaired.append(Unpaired(p, alone(p, "decode")))
             continue
         for d, how in matched:
             used.add(id(d))
             pairs.append((_pair(p, d, how), p, d))
     for d in decodes:
         if id(d) not in used:
-            unpaired.append(Unpaired(d, "no prefill engine of the same deployment (namespace, owner, labels or name) "
-                                     "serving the same model"))
+            unpaired.append(Unpaired(d, alone(d, "prefill")))
     return pairs, unpaired
 
 
@@ -787,7 +843,9 @@ def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
     model = SimpleNamespace(name=pair.prefill.model or "", architecture=None, ssm_kind=None, hf_architecture=None,
                             num_kv_heads=None, mamba_n_groups=None)
     resolved = resolve_model(model, model_config)
-    return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups)
+    return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups,
+                   checkpoint_dtype=resolved.checkpoint_dtype,
+                   checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype)
 
 
 def with_vllm_version(pair: PDPair, text: str) -> PDPair:

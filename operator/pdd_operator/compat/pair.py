@@ -15,7 +15,7 @@ from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms,
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
-from pdd_operator.vllm.expansion import opaque_value, unknown, unknown_names
+from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
@@ -73,6 +73,11 @@ class RoleConfig:
         env: the engine's environment: literal values (downward-API IPs as ``fieldRef:...`` sentinels), and
             ``<unknown:NAME>`` for a variable set to a value not in these files (``valueFrom`` a ConfigMap or Secret,
             a script's unknown value), never dropped (a dropped one would read as vLLM's default).
+        env_from: ``(name, why)`` for each variable the rules read (:data:`~pdd_operator.vllm.expansion.READ_ENV`)
+            that ``env`` does not set but an ``envFrom`` source not in these files may (a ConfigMap or Secret the files
+            do not hold: it may set any variable, or not). ``env`` reads them as unset;
+            :meth:`PDPair.env_from_unknown` reads them as unknown (:func:`~pdd_operator.compat.engine.evaluate` keeps
+            an error only where both readings refuse).
         host_network: the pod uses the host network.
         resources: the container's resource limits (requests where no limit), as strings.
         capabilities: Linux capabilities added to the container.
@@ -161,6 +166,7 @@ class RoleConfig:
     hma: bool | None = None
     prefix_caching: bool | None = None
     env: dict[str, str] = field(default_factory=dict)
+    env_from: tuple[tuple[str, str], ...] = ()
     host_network: bool = False
     resources: dict[str, str] = field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
@@ -264,6 +270,9 @@ class PDPair:
         prefill, decode: the two engines.
         model: the model's family and SSM kind.
         num_kv_heads: total KV heads, if known.
+        checkpoint_dtype, checkpoint_kv_cache_dtype: from the model's config.json, its dtype and what
+            ``--kv-cache-dtype auto`` becomes (:class:`~pdd_operator.vllm.model_config.ResolvedModel`); ``None`` where
+            no config.json is known.
         n_groups: Mamba2 ``n_groups``, if known.
         managed: True for a PDDeployment (the operator sets the side channel and ports itself).
         shared_network: prefill and decode share one network namespace (containers of one pod).
@@ -287,6 +296,8 @@ class PDPair:
     model: ModelTraits
     num_kv_heads: int | None = None
     n_groups: int | None = None
+    checkpoint_dtype: str | None = None
+    checkpoint_kv_cache_dtype: str | None = None
     managed: bool = False
     shared_network: bool = False
     notes: tuple[str, ...] = ()
@@ -303,6 +314,20 @@ class PDPair:
         """The same two engines with the roles swapped (the decode engine as prefill), ``either_way`` off."""
         return replace(self, prefill=replace(self.decode, role="prefill"), decode=replace(self.prefill, role="decode"),
                        containers=self.containers[::-1], either_way=False)
+
+    @property
+    def env_from(self) -> tuple[tuple[str, str, str], ...]:
+        """``(role, name, why)`` for each variable an ``envFrom`` source not in these files may set
+        (:attr:`RoleConfig.env_from`)."""
+        return tuple((r.role, name, why) for r in self.roles for name, why in r.env_from)
+
+    def env_from_unknown(self) -> PDPair:
+        """The pair with every variable of :attr:`env_from` read as set to a value not in these files
+        (:func:`~pdd_operator.vllm.expansion.unknown`, named in ``opaque``), the other reading of ``env``."""
+        def unknown_env(r: RoleConfig) -> RoleConfig:
+            return replace(r, env={**{n: unknown(n) for n, _ in r.env_from}, **r.env}, opaque=r.opaque + r.env_from,
+                           env_from=())
+        return replace(self, prefill=unknown_env(self.prefill), decode=unknown_env(self.decode))
 
     @property
     def one_container(self) -> bool:
@@ -390,9 +415,11 @@ def role_from_container(
     if "--model" not in flags and (why := opaque_value(model, written)):
         opaque += (("--model", why),)
     known = {name: value for name, value in flags.items() if name not in dict(opaque)}
-    env = _role_env(container, launch)
-    opaque += tuple((name, f"set from {'a variable' if name in launch.env else 'a valueFrom source'} whose value is "
-                     "not in these files") for name, value in env.items() if unknown_names(value))
+    cenv = container_env(container)
+    env = _role_env(cenv, launch)
+    opaque += tuple((name, _env_why(name, cenv, launch)) for name, value in env.items() if unknown_names(value))
+    env_from = tuple((name, _env_why(name, cenv, launch)) for name in READ_ENV
+                     if name not in env and cenv.may_define(name))
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
@@ -463,6 +490,7 @@ def role_from_container(
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
         env=env,
+        env_from=env_from,
         host_network=bool(pod_spec.get("hostNetwork")),
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
@@ -496,13 +524,25 @@ def role_from_container(
     )
 
 
-def _role_env(container: dict, launch: Launch) -> dict[str, str]:
-    """The engine's environment as the rules read it (:attr:`RoleConfig.env`): the container's literal ``env``
-    (downward-API IPs as sentinels), a variable set through ``valueFrom`` whose value is not in these files as
-    :func:`~pdd_operator.vllm.expansion.unknown` (set, to a value nobody here can read: never vLLM's default), then
-    what the script sets for this process (``launch.env``)."""
-    cenv = container_env(container)
+def _role_env(cenv: ContainerEnv, launch: Launch) -> dict[str, str]:
+    """The engine's environment as the rules read it (:attr:`RoleConfig.env`), from its container's environment
+    ``cenv`` and the engine's ``launch``: the container's literal ``env`` (downward-API IPs as sentinels), a variable
+    set through ``valueFrom`` whose value is not in these files as :func:`~pdd_operator.vllm.expansion.unknown` (set,
+    to a value nobody here can read: never vLLM's default), then what the script sets for this process
+    (``launch.env``). Variables an ``envFrom`` source may set are not here but in :attr:`RoleConfig.env_from`."""
     return {**{name: unknown(name) for name in sorted(cenv.opaque)}, **cenv.values, **launch.env}
+
+
+def _env_why(name: str, cenv: ContainerEnv, launch: Launch) -> str:
+    """Why env variable ``name`` of an engine is unknown (:attr:`RoleConfig.opaque`): a variable of the script, a
+    ``valueFrom`` source, or an ``envFrom`` source that may set it. Two engines whose reasons are equal and name an
+    ``envFrom`` source read the same value (:func:`pdd_operator.compat.engine._same_unknown`)."""
+    if name in launch.env:
+        return "set from a variable whose value is not in these files"
+    if name in cenv.opaque:
+        return "set from a valueFrom source whose value is not in these files"
+    return (f"possibly set by the container's envFrom {cenv.may_define(name)}, which is not in these files and may "
+            "set any variable")
 
 
 def _fraction(raw: str | bool) -> float | None:
@@ -579,5 +619,6 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
         prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,
         num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups, managed=True, notes=notes,
+        checkpoint_dtype=resolved.checkpoint_dtype, checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype,
         preflight=str(spec.network.preflight.policy),
     )

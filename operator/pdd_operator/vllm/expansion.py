@@ -115,6 +115,51 @@ _INJECTED = re.compile(r"^(LWS_[A-Z_]+|[A-Z0-9_]+_SERVICE_(HOST|PORT)(_[A-Z0-9_]
 
 
 
+#: The environment variables whose values the rules read (vLLM's ``vllm/envs.py`` and the libraries it loads: UCX,
+#: libfabric, PyTorch's allocator, the Hub client). Where a container's ``envFrom`` source is not in these files and
+#: may set one of them (:meth:`ContainerEnv.may_define`), its value is unknown, never vLLM's default
+#: (:func:`pdd_operator.compat.pair.role_from_container`). tests/unit/test_env_from.py checks that every name the
+#: rules read is listed.
+READ_ENV = (
+    "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT",
+    "VLLM_ATTENTION_BACKEND", "VLLM_SSM_CONV_STATE_LAYOUT", "VLLM_USE_MODELSCOPE", "VLLM_ROCM_USE_AITER",
+    "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", "UCX_NET_DEVICES", "FI_PROVIDER", "PYTORCH_CUDA_ALLOC_CONF",
+    "CUDA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
+)
+
+
+#: Names of Secrets that hold credentials by every convention seen (Dynamo's ``envFromSecret: hf-token-secret`` in
+#: each of its recipes, KServe's and llm-d's ``hf-secret`` / ``llm-d-hf-token``, registry and API keys).
+CREDENTIAL_SECRET = re.compile(r"(^|[-_.])(hf|huggingface|token|credentials?|api-?keys?|auth|passwords?|"
+                               r"pull-?secrets?|ngc|wandb)([-_.]|$)", re.IGNORECASE)
+
+
+def env_from_sources(env_from: Iterable[dict] | None) -> tuple[tuple[str, str], ...]:
+    """``(what, prefix)`` for each entry of a container's ``envFrom`` (``configMapRef`` / ``secretRef`` with a
+    ``name``, an optional ``prefix``): ``("ConfigMap nixl-env", "")``. An entry whose source or prefix cannot be read
+    (no name, a templated value) may define any name: its prefix is ``""``.
+
+    A Secret without a prefix whose name says it holds credentials (:data:`CREDENTIAL_SECRET`: ``hf-token-secret``,
+    ``hf-secret``, ``ngc-api-key``) is read as holding only those, not engine settings: it is left out. Reading every
+    token Secret as "may set any VLLM_* variable" would leave each Dynamo graph (all of whose recipes import
+    ``hf-token-secret``) unchecked for every variable the rules read; a Secret named otherwise (``vllm-env``) or
+    imported with a prefix stays a source of unknown values."""
+    out = []
+    for source in env_from or []:
+        if not isinstance(source, dict):
+            continue
+        kind, ref = next(((k, source[k]) for k in ("configMapRef", "secretRef") if isinstance(source.get(k), dict)),
+                         ("source", {}))
+        if (kind == "secretRef" and not source.get("prefix") and isinstance(ref.get("name"), str)
+                and CREDENTIAL_SECRET.search(ref["name"])):
+            continue
+        what = f"{'ConfigMap' if kind == 'configMapRef' else 'Secret' if kind == 'secretRef' else 'envFrom'} " + (
+            str(ref.get("name")) if ref.get("name") else "(no name)")
+        prefix = source.get("prefix")
+        out.append((what, prefix if isinstance(prefix, str) and re.fullmatch(r"[-._a-zA-Z0-9]*", prefix) else ""))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class ContainerEnv:
     """What a container's environment tells about its variables.
@@ -122,12 +167,27 @@ class ContainerEnv:
     Attributes:
         values: literal values (after the kubelet's ``$(VAR)`` expansion, in order) and downward-API IP sentinels.
         opaque: names set through ``valueFrom`` whose value is not in the manifest.
-        open: the container has ``envFrom``, so any other name may be set too (to a value not in the manifest).
+        sources: the ``envFrom`` entries whose variables are not in these files, as ``(what, prefix)``
+            (``("ConfigMap nixl-env", "")``): any name starting with ``prefix`` may be set there, to a value not in
+            the manifest (:meth:`may_define`). A ConfigMap that is among the files checked was written in as ``env``
+            before (:mod:`pdd_operator.compat.config_refs`) and is not here.
     """
 
     values: dict[str, str] = field(default_factory=dict)
     opaque: frozenset[str] = frozenset()
-    open: bool = False
+    sources: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def open(self) -> bool:
+        """The container has ``envFrom`` not in these files, so other names may be set too."""
+        return bool(self.sources)
+
+    def may_define(self, name: str) -> str | None:
+        """The ``envFrom`` source (``ConfigMap nixl-env``) that may set ``name`` to a value not in these files, or
+        ``None`` when none may: the kubelet imports every key of the source, ``prefix`` prepended (k8s.io/api core/v1
+        ``EnvFromSource``), so only names that start with the prefix can come from it. A literal ``env`` entry of the
+        same name wins (it is listed after the imports): callers ask only for names the manifest does not set."""
+        return next((what for what, prefix in self.sources if name.startswith(prefix)), None)
 
     @classmethod
     def of(cls, env: Iterable[dict] | None, env_from: Iterable[dict] | None = None,
@@ -136,7 +196,7 @@ class ContainerEnv:
         downward-API ``fieldRef`` (``None``: unknown)."""
         values: dict[str, str] = {}
         opaque: set[str] = set()
-        is_open = bool(list(env_from or []))
+        is_open = env_from_sources(env_from)
         for var in env or []:
             name = var.get("name") if isinstance(var, dict) else None
             if not name:
@@ -161,7 +221,7 @@ class ContainerEnv:
         """A variable's value for the kubelet's ``$(VAR)``: literal, :func:`unknown`, or ``None`` (not defined)."""
         if name in self.values:
             return self.values[name]
-        if name in self.opaque or self.open or _INJECTED.match(name):
+        if name in self.opaque or self.may_define(name) or _INJECTED.match(name):
             return unknown(name)
         return None
 

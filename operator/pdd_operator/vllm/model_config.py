@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.architectures import HF_ARCHITECTURES, MODEL_TYPES, ModelTraits, traits
+from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
 
 #: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
 #: "ConfigMaps": "The data stored in a ConfigMap cannot exceed 1 MiB"). Real config.json files are
@@ -148,11 +149,15 @@ def facts_from_config(config: dict) -> ModelFacts:
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """The model as the operator and the rules see it: family, SSM kind, KV heads, Mamba2 n_groups."""
+    """The model as the operator and the rules see it: family, SSM kind, KV heads, Mamba2 n_groups, and from its
+    config.json the checkpoint's dtype and what ``--kv-cache-dtype auto`` becomes (:mod:`pdd_operator.vllm.dtype`;
+    ``None`` where no config.json is known)."""
 
     traits: ModelTraits
     num_kv_heads: int | None
     n_groups: int | None
+    checkpoint_dtype: str | None = None
+    checkpoint_kv_cache_dtype: str | None = None
 
 
 def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
@@ -177,4 +182,6 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),
         n_groups=model.mamba_n_groups or (facts.n_groups if facts else None),
+        checkpoint_dtype=config_dtype(model_config) or checkpoint_dtype_of(model.name),
+        checkpoint_kv_cache_dtype=checkpoint_kv_cache_dtype(model_config),
     )

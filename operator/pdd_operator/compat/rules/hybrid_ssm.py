@@ -236,21 +236,27 @@ def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="mamba2-n-groups-tp", family="hetero-tp", severity="error",
+    id="mamba2-n-groups-tp", family="hetero-tp", severity="warning",
     fields=("spec.model.mambaNGroups", "spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
-    source="vLLM issue #55208 (open) [issue]",
+    source=("vLLM issue #55208 (open); read in the 0.22.0-0.34.0 wheels, no release refuses it: where a TP size does "
+            "not divide n_groups, mamba_utils.py MambaStateShapeCalculator.extra_groups_for_head_shards replicates "
+            "groups (tp - n_groups extra), so the B/C columns of one rank's conv state hold other groups on each side, "
+            "while ssm_conv_transfer_utils.py derives the per-rank B/C widths from the local shape and "
+            "_build_mamba_remote reads the remote slices by position; _validate_remote_agent_handshake checks no "
+            "Mamba block lengths (0.33, 0.34): wrong conv state, no error raised. A warning, not a refusal"),
     since=_V020,
 )
 def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
-    """Mamba2 heterogeneous TP: both TP sizes divide n_groups."""
+    """Mamba2 heterogeneous TP: both TP sizes divide n_groups (else the decode reads other groups' conv state)."""
     if not (pair.hybrid_ssm and pair.hetero_tp and pair.n_groups) or pair.model.ssm_kind not in (None, "Mamba2"):
         return []
     bad = [tp for tp in pair.tps if pair.n_groups % tp]
     if not bad:
         return []
     return [(
-        f"Mamba2 n_groups {pair.n_groups} is not divisible by TP {bad[0]}: with heterogeneous TP the conv state is "
-        "corrupted (vLLM issue #55208; fix not released).",
+        f"Mamba2 n_groups {pair.n_groups} is not divisible by TP {bad[0]}: that side replicates groups across ranks, "
+        "and with heterogeneous TP the decode reads the prefill's conv-state B/C slices by position, so transferred "
+        "requests continue from another group's state (vLLM issue #55208). vLLM raises no error for it.",
         f"Use equal prefill and decode TP, or TP sizes that divide n_groups ({pair.n_groups}).",
     )]
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.must_match import fields_of
@@ -113,14 +114,9 @@ def check_model_match(pair: PDPair) -> list[Violation]:
     return _differ(pair, lambda r: r.model, "The --model string", fix, True)
 
 
-#: ``--dtype`` spellings vLLM maps to one torch dtype (vllm/config/model.py ``_STR_DTYPE_TO_TORCH_DTYPE``, 0.24.0).
-_DTYPE_ALIASES = {"half": "float16", "float": "float32"}
-
-
 def _dtype(r: RoleConfig) -> str:
     """The role's ``--dtype`` with vLLM's aliases resolved (``auto`` when not given)."""
-    value = (r.dtype or "auto").lower()
-    return _DTYPE_ALIASES.get(value, value)
+    return dtype_name(r.dtype)
 
 
 @rule(
@@ -128,11 +124,13 @@ def _dtype(r: RoleConfig) -> str:
     fields=fields_of("dtype"),
     needs=("--dtype",),
     source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor dtype = str(model_config.dtype), "
-            "the resolved torch dtype (vllm/config/model.py _get_and_verify_dtype: half/float16 and float/float32 are "
-            "one dtype, auto is the config's torch_dtype, float32 downcast): equal spellings pass; auto against "
-            "bfloat16 is a warning (equal for a bfloat16 checkpoint; config.json is not read here), auto against "
-            "float16 an error (refused for a bfloat16 checkpoint; an fp16 one would pair); no hash (before 0.13, or "
-            "enforce_handshake_compat off) and equal element width: a warning, since the block-byte assert passes"),
+            "the resolved torch dtype (vllm/config/model.py _get_and_verify_dtype / _resolve_auto_dtype, read in "
+            "0.9.0-0.34.0: half/float16 and float/float32 are one dtype; auto is config.json's torch_dtype, float32 "
+            "-> float16 before 0.10 and the platform's preferred dtype after; vllm/dtype.py): where the checkpoint's "
+            "dtype is known (config.json, a well-known id) auto is resolved as on a GPU with bfloat16 and judged like "
+            "an explicit value; where it is not, auto against float16/bfloat16 is a warning naming both; auto never "
+            "gives float32 (an error); no hash (before 0.13, or enforce_handshake_compat off) and equal element "
+            "width: a warning, since the block-byte assert passes"),
 )
 def check_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the model in the same torch dtype (--dtype, as vLLM resolves it)."""
@@ -140,12 +138,23 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
     p, d = _dtype(pair.prefill), _dtype(pair.decode)
     if p == d:
         return []
-    if {p, d} == {"auto", "bfloat16"}:
-        return [(f"--dtype differs as written: prefill {p!r}, decode {d!r}. vLLM hashes the resolved torch dtype, and "
-                 "auto resolves to the model's config.json torch_dtype (float32 downcast), so a bfloat16 checkpoint "
-                 "pairs and a float16 one is refused at the handshake.", fix, "warning")]
     width = {"float32": 4}
-    return _differ(pair, _dtype, "--dtype", fix, hash_only=width.get(p, 2) == width.get(d, 2))
+    if "auto" not in (p, d):
+        return _differ(pair, _dtype, "--dtype", fix, hash_only=width.get(p, 2) == width.get(d, 2))
+    auto_role, other = (pair.prefill, d) if p == "auto" else (pair.decode, p)
+    resolved = auto_dtype(pair.checkpoint_dtype, pair.version)
+    if resolved is not None:
+        caveat = f" ({BF16_CAVEAT})" if resolved == "bfloat16" and other == "float16" else ""
+        return _differ(pair, lambda r: resolved if _dtype(r) == "auto" else _dtype(r),
+                       f"--dtype (auto resolves to {resolved} from the checkpoint's torch_dtype "
+                       f"{pair.checkpoint_dtype}{caveat})", fix, hash_only=width.get(resolved, 2) == width.get(other, 2))
+    if other == "float32":  # auto downcasts float32 checkpoints: it never gives float32 on CUDA or x86/aarch64 CPUs
+        return _differ(pair, _dtype, "--dtype (auto never resolves to float32)", fix)
+    return [(f"--dtype differs as written: {auto_role.role} 'auto', the other {other!r}. vLLM hashes the resolved "
+             "torch dtype, and auto resolves from the checkpoint's config.json torch_dtype, which is not known here "
+             f"(float32 and bfloat16 checkpoints give bfloat16, float16 ones float16); the pair is refused at the "
+             f"handshake wherever that is not {other}.",
+             fix + " Or give the model's config.json (pdd check --model-config) to have auto resolved.", "warning")]
 
 
 @rule(
@@ -166,7 +175,15 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     role and a 16/32-bit one on the other at equal block sizes fails there; other differences (``auto`` against
     ``bfloat16``) may pass, hence a warning."""
     fix = "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair)."
-    p, d = pair.prefill.kv_cache_dtype or "auto", pair.decode.kv_cache_dtype or "auto"
+    p, d = _kv_cache_dtype(pair, pair.prefill), _kv_cache_dtype(pair, pair.decode)
+    if ({p, d} in ({"auto", "fp8_e4m3"}, {"auto", "nvfp4"}) and pair.checkpoint_dtype is None
+            and (pair.version is None or pair.version >= KV_AUTO_FROM_CHECKPOINT_SINCE)):
+        other = d if p == "auto" else p
+        return [(f"--kv-cache-dtype differs as written: prefill {p!r}, decode {d!r}. From vLLM 0.14 auto becomes "
+                 f"{other} for a ModelOpt checkpoint whose config.json names that KV cache quantization "
+                 "(resolve_kv_cache_dtype_string), and stays 'auto' (refused at the handshake) for any other; the "
+                 "checkpoint's config.json is not known here.",
+                 fix + " Or give the model's config.json (pdd check --model-config) to have auto resolved.", "warning")]
     if p != d and not hashed(pair) and _kv_width(p) != _kv_width(d) \
             and pair.prefill.block_size == pair.decode.block_size \
             and pair.version is not None and pair.version >= BLOCK_BYTES_CHECKED_SINCE:
@@ -175,8 +192,18 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
                  f"block length in bytes equals decode's ('... and same dtype'); {_kv_width(p)} against "
                  f"{_kv_width(d)} elements at one block size differ, so decode fails on its first handshake with "
                  "this prefill.", fix)]
-    return _differ(pair, lambda r: r.kv_cache_dtype or "auto", "--kv-cache-dtype (hashed as the raw string)", fix,
+    return _differ(pair, lambda r: _kv_cache_dtype(pair, r), "--kv-cache-dtype (hashed as the raw string)", fix,
                    True)
+
+
+def _kv_cache_dtype(pair: PDPair, r: RoleConfig) -> str:
+    """The role's ``cache_dtype`` as the handshake hashes it: the raw string, ``auto`` where not given (``auto`` is
+    not the model dtype), or from 0.14.0 what ``auto`` becomes for a ModelOpt checkpoint with a KV cache
+    quantization (:func:`~pdd_operator.vllm.dtype.checkpoint_kv_cache_dtype`, where its config.json is known)."""
+    raw = r.kv_cache_dtype or "auto"
+    if raw == "auto" and pair.checkpoint_kv_cache_dtype and pair.at_least(KV_AUTO_FROM_CHECKPOINT_SINCE):
+        return pair.checkpoint_kv_cache_dtype
+    return raw
 
 
 #: The first release whose NIXL handshake was read to assert equal KV block lengths in bytes: v1/nixl_connector.py
@@ -309,21 +336,30 @@ def check_spec_decode_match(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="hybrid-spec-tokens-mismatch", family="spec-decode-mismatch", severity="error",
+    id="hybrid-spec-tokens-mismatch", family="spec-decode-mismatch", severity="warning",
     fields=("spec.prefill.numSpeculativeTokens", "spec.decode.numSpeculativeTokens"),
-    source="vllm MambaStateShapeCalculator conv rows (compat-rules.md section 9)",
+    source=("vllm model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator: the conv state has "
+            "conv_kernel - 1 + num_spec rows; read in the 0.20.0-0.34.0 wheels, no release refuses a difference: "
+            "num_speculative_tokens is no compatibility-hash factor (nixl/metadata.py "
+            "_get_speculative_compatibility_factors hashes method, draft model, revision, KV dtype, aux layers; "
+            "0.30-0.34), _validate_remote_agent_handshake skips the block-length check for Mamba layers (0.33, 0.34: "
+            "'Mamba uses the ssm_sizes counterpart'), and _build_mamba_remote computes the conv offsets from the local "
+            "conv rows (ssm_conv_transfer_utils.py, 0.22-0.34): decode reads the conv state with its own row count, "
+            "wrong state and no error raised. A warning, not a refusal"),
     needs=("--speculative-config",),
 )
 def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
-    """Hybrid SSM P and D use equal numSpeculativeTokens."""
+    """Hybrid SSM P and D use equal numSpeculativeTokens (else the conv state is read with the wrong row count)."""
     if not pair.hybrid_ssm or not any(r.speculative for r in pair.roles):
         return []
     p, d = pair.prefill.num_spec_tokens, pair.decode.num_spec_tokens
     if p == d:
         return []
     return [(
-        f"num_speculative_tokens differ (prefill {p}, decode {d}); for hybrid SSM models it changes the conv-state "
-        "shape (conv_kernel - 1 + num_spec rows), which NIXL assumes equal on both sides.",
+        f"num_speculative_tokens differ (prefill {p}, decode {d}); for hybrid SSM models it sets the conv-state "
+        "rows (conv_kernel - 1 + num_speculative_tokens). vLLM does not refuse the pair (no hash factor, no handshake "
+        "check of Mamba state sizes through 0.34), but the decode reads the prefill's conv state with its own row "
+        "count, so transferred requests continue from a wrong state.",
         "Use the same numSpeculativeTokens on prefill and decode.",
     )]
 

@@ -25,6 +25,13 @@ def _port_unknown(r: RoleConfig) -> bool:
     return bool(unknown_names(r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")))
 
 
+def _port_source(r: RoleConfig) -> str:
+    """Where an unknown VLLM_NIXL_SIDE_CHANNEL_PORT (:func:`_port_unknown`) comes from, for messages."""
+    names = unknown_names(r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT"))
+    why = dict(r.opaque).get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    return f"${names[0]}, {why}" if why else f"the value of ${names[0]}"
+
+
 def _ports(r: RoleConfig) -> set[int]:
     """The side-channel ports the role's engine listens on (base + DP index, 0.11.1+; base + DP index x TP size
     before), empty where the base is not in the files (:func:`_port_unknown`)."""
@@ -235,10 +242,10 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
         return []
     unknown = [r.role for r in (p, d) if _port_unknown(r)]
     if unknown:
-        names = sorted({n for r in (p, d) for n in unknown_names(r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT"))})
-        return [(f"The {' and '.join(unknown)} VLLM_NIXL_SIDE_CHANNEL_PORT comes from "
-                 f"{', '.join('$' + n for n in names)}, whose value is not in these files, so whether the two "
-                 "engines' side-channel ports overlap in their shared network namespace was not checked.",
+        whys = "; ".join(f"{r.role}'s is {_port_source(r)}" for r in (p, d) if _port_unknown(r))
+        return [(f"The {' and '.join(unknown)} VLLM_NIXL_SIDE_CHANNEL_PORT is not in these files ({whys}), so "
+                 "whether the two engines' side-channel ports overlap in their shared network namespace was not "
+                 "checked.",
                  fix_for(pair, "Set spec.kvTransfer.sideChannelPort.",
                          "Write each role's VLLM_NIXL_SIDE_CHANNEL_PORT as a literal to have it checked."), "warning")]
     clash = sorted(_ports(p) & _ports(d))

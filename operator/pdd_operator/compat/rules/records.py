@@ -38,8 +38,18 @@ VERSION_UNKNOWN = record(
 )
 VERSION_UNVERIFIED = record(
     id="vllm-version-unverified", family="version", severity="warning",
-    summary="The vLLM version is one the rules were built from (0.9 to 0.33).",
+    summary=("The vLLM version is a release the rules were built from (0.9.0 to 0.33.0); another (0.34.0, an "
+             "unreleased 0.33.1) is judged with the rules of the releases around it, the newest for a later one."),
     fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 0",
+    reported_by="compat/engine.py evaluate",
+)
+#: Where ``env-from-not-in-files`` comes from.
+ENV_FROM_SOURCE = "Kubernetes core/v1 EnvFromSource; vllm/envs.py (variables read at startup)"
+ENV_FROM_UNSEEN = record(
+    id="env-from-not-in-files", family="version", severity="warning",
+    summary=("Every variable the rules read has its value in the files: an envFrom ConfigMap or Secret that is not "
+             "among them may set any variable (an error stands only where it holds with and without them)."),
+    fields=("env", "envFrom"), source=ENV_FROM_SOURCE,
     reported_by="compat/engine.py evaluate",
 )
 

@@ -1,0 +1,111 @@
+"""What ``--dtype auto`` and ``--kv-cache-dtype auto`` become in vLLM, from the model's config.json.
+
+Read in the wheels 0.9.0, 0.10.0, 0.10.2, 0.11.0, 0.14.0, 0.33.0 and 0.34.0 (``vllm/config.py`` before 0.11,
+``vllm/config/model.py`` after; ``vllm/platforms/cuda.py`` and ``cpu.py``; ``vllm/utils/torch_utils.py``):
+
+* ``_get_and_verify_dtype``: the config's dtype is ``torch_dtype`` (``dtype`` in newer transformers; the text or
+  vision config's where the top level has none), ``float32`` where none is given. ``auto`` then gives:
+
+  - 0.9.x: ``float32`` -> ``float16`` ("Following common practice, we use float16 for float32 models"; PLaMo2 gets
+    ``bfloat16``); a dtype the platform does not support falls back to ``supported_dtypes[0]``;
+  - 0.10.0 on (``_resolve_auto_dtype``): ``float32`` -> the platform's preferred dtype, ``supported_dtypes[0]``
+    (``float16`` for pooling models); a dtype the platform does not support -> that preferred dtype. CUDA's
+    ``supported_dtypes`` are ``[bfloat16, float16, float32]`` from compute capability 8.0 (Ampere) and
+    ``[float16, float32]`` from 6.0; x86/aarch64 CPUs ``[bfloat16, float16, float32]``.
+
+  So a ``bfloat16`` or ``float32`` checkpoint runs ``bfloat16`` on Ampere and newer and ``float16`` on older GPUs; a
+  ``float16`` checkpoint runs ``float16``. An explicit ``--dtype bfloat16`` on a GPU without bfloat16 fails that
+  engine at startup, so beside it only the bfloat16 platforms matter.
+* ``--kv-cache-dtype``: hashed by the NIXL handshake as ``str(cache_config.cache_dtype)``. ``auto`` stays ``"auto"``
+  (it is not the model dtype) except, from 0.14.0, for a ModelOpt checkpoint whose ``quantization_config`` names a KV
+  cache quantization (``resolve_kv_cache_dtype_string`` / ``get_kv_cache_quant_algo_string``: FP8 -> ``fp8``, NVFP4
+  -> ``nvfp4``), which ``auto`` then becomes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pdd_operator.vllm.versions import Version
+
+#: ``--dtype`` spellings vLLM maps to one torch dtype (``_STR_DTYPE_TO_TORCH_DTYPE``).
+DTYPE_ALIASES = {"half": "float16", "float": "float32"}
+_FLOATS = ("float16", "bfloat16", "float32")
+
+#: The first release whose ``auto`` takes a float32 checkpoint to the platform's preferred dtype (``_resolve_auto_dtype``).
+AUTO_PREFERRED_SINCE: Version = (0, 10, 0)
+#: The first release whose ``--kv-cache-dtype auto`` becomes a ModelOpt checkpoint's KV quantization.
+KV_AUTO_FROM_CHECKPOINT_SINCE: Version = (0, 14, 0)
+
+
+def dtype_name(value: str | None) -> str:
+    """A ``--dtype`` value with vLLM's aliases resolved, lower case (``auto`` when not given)."""
+    text = (value or "auto").lower()
+    return DTYPE_ALIASES.get(text, text)
+
+
+def config_dtype(config: dict | None) -> str | None:
+    """The checkpoint's dtype as vLLM reads it from config.json: ``torch_dtype`` or ``dtype``, else the text or
+    vision config's, else ``float32`` (a config that names none); ``None`` for no config or a value that is not one
+    of float16, bfloat16, float32."""
+    if not config:
+        return None
+    for part in (config, config.get("text_config"), config.get("vision_config")):
+        if isinstance(part, dict):
+            value = part.get("torch_dtype", part.get("dtype"))
+            if isinstance(value, str):
+                value = DTYPE_ALIASES.get(value.removeprefix("torch.").lower(), value.removeprefix("torch.").lower())
+                return value if value in _FLOATS else None
+    return "float32"
+
+
+#: ``torch_dtype`` in the config.json of well-known Hugging Face checkpoints, whose config the checker then does not
+#: need to be given (as :data:`pdd_operator.vllm.architectures._HEAD_SIZES` for head sizes): DeepSeek-V2-Lite and
+#: its chat model, the dense Qwen3 models, Llama 3.1/3.2/3.3 (bfloat16; tests/unit/data/public_reports/model_configs/
+#: llama-3.2-1b.json is Llama 3.2 1B's), and OPT (float16).
+_CHECKPOINT_DTYPES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^deepseek-ai/deepseek-v2-lite(-chat)?$", re.I), "bfloat16"),
+    (re.compile(r"^qwen/qwen3-(0\.6|1\.7|4|8|14|32)b$", re.I), "bfloat16"),
+    (re.compile(r"^meta-llama/(meta-)?llama-3\.[123]-\d+b(-instruct)?$", re.I), "bfloat16"),
+    (re.compile(r"^facebook/opt-(125m|350m|1\.3b|2\.7b|6\.7b|13b|30b|66b)$", re.I), "float16"),
+]
+
+
+def checkpoint_dtype_of(model_name: str | None) -> str | None:
+    """The ``torch_dtype`` of a well-known checkpoint named by its Hugging Face id (:data:`_CHECKPOINT_DTYPES`), else
+    ``None``."""
+    return next((d for pattern, d in _CHECKPOINT_DTYPES if pattern.search(model_name or "")), None)
+
+
+def auto_dtype(checkpoint: str | None, version: Version | None) -> str | None:
+    """What ``--dtype auto`` resolves to for a ``checkpoint`` dtype (:func:`config_dtype`, :func:`checkpoint_dtype_of`)
+    on vLLM ``version`` (``None``: unknown), on a GPU or CPU with bfloat16 (CUDA compute capability 8.0 and newer:
+    A100, L4, H100, ...; x86/aarch64 CPUs); ``None`` where the checkpoint's dtype is not known. On older GPUs
+    (compute capability 6.0-7.5) a bfloat16 or float32 checkpoint runs float16 instead (:data:`BF16_CAVEAT`)."""
+    if checkpoint is None:
+        return None
+    if checkpoint == "float16" or (checkpoint == "float32" and version is not None and version < AUTO_PREFERRED_SINCE):
+        return "float16"
+    return "bfloat16"
+
+
+#: Where :func:`auto_dtype`'s bfloat16 does not hold, for messages.
+BF16_CAVEAT = "on GPUs without bfloat16 (compute capability below 8.0: V100, T4) it resolves to float16 instead"
+
+
+def checkpoint_kv_cache_dtype(config: dict | None) -> str | None:
+    """What ``--kv-cache-dtype auto`` becomes (from :data:`KV_AUTO_FROM_CHECKPOINT_SINCE`) for a ModelOpt checkpoint
+    whose ``quantization_config`` names its KV cache quantization, else ``None`` (``auto`` stays ``"auto"``).
+    ``MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP``: ``fp8`` -> ``fp8_e4m3`` (so ``auto`` and an explicit ``fp8`` still hash
+    apart), ``nvfp4`` -> ``nvfp4`` (0.34's map; 0.14's has fp8 only); a dict scheme of 8-bit static floats is fp8, of
+    4-bit floats nvfp4."""
+    quant = (config or {}).get("quantization_config")
+    if not isinstance(quant, dict) or not str(quant.get("quant_method", "")).startswith("modelopt"):
+        return None
+    inner = quant.get("quantization") if isinstance(quant.get("quantization"), dict) else quant
+    algo = (inner.get("kv_cache_scheme") or quant.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo")
+            or quant.get("kv_cache_quant_algo"))
+    if isinstance(algo, dict) and algo.get("type") == "float":
+        algo = "fp8" if algo.get("num_bits") == 8 and algo.get("dynamic") is False else \
+            "nvfp4" if algo.get("num_bits") == 4 else None
+    return {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}.get(algo.lower()) if isinstance(algo, str) else None
