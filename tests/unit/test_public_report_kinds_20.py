@@ -160,8 +160,10 @@ def _pinned_pair(p_args, d_args, d_nodes, image="vllm/vllm-openai:v0.32.0", mode
     (["--attention-backend", "FLASHINFER"], [], ["NVIDIA-H100-80GB-HBM3", "NVIDIA-B200"], "warning"),
     (["--attention-backend", "FLASHINFER"], ["--kv-cache-dtype", "fp8"], "NVIDIA-H100-80GB-HBM3", "warning"),
     (["--attention-backend", "FLASHINFER"], ["--attention-backend", "FLASHINFER"], "NVIDIA-H100-80GB-HBM3", None),
+    (["--attention-backend", "FLASHINFER"], ["--attention-backend", "auto"], "NVIDIA-H100-80GB-HBM3", "error"),
+    (["--attention-backend", "auto"], [], None, None),  # auto is vLLM's own choice on both
 ], ids=["h100", "a100-decode-named", "hopper-affinity", "b200-head-unknown", "h100-fa", "unpinned",
-        "mixed-gpus", "fp8-cache", "both-named"])
+        "mixed-gpus", "fp8-cache", "both-named", "auto-is-default", "auto-only"])
 def test_a_backend_named_on_one_role_only_meets_the_other_gpus_default(tmp_path, capsys, p_args, d_args, d_nodes,
                                                                        severity):
     code, out = check(tmp_path, capsys, *_pinned_pair(p_args, d_args, d_nodes))

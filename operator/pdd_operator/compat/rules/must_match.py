@@ -232,7 +232,7 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
          pair.version is not None and pair.version < _BACKEND_ENV_UNTIL),
     ):
         p, d = value(pair.prefill), value(pair.decode)
-        if p is None or d is None or str(p).upper() == str(d).upper():
+        if p is None or d is None or str(p).upper() == str(d).upper() or "AUTO" in (str(p).upper(), str(d).upper()):
             continue
         where = "vLLM " + fmt(pair.version) if pair.version else "this vLLM (version unknown)"
         message = (f"{what} differs: prefill {p!r}, decode {d!r}. The attention backend decides the KV cache layout "
@@ -243,7 +243,8 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
         fix = fix_for(pair, "Set the same attention backend for both roles.",
                       f"Give the prefill and decode containers the same {what} (or leave it unset on both).")
         out.append((message, fix) if certain else (message, fix, "warning"))
-    named = [r for r in pair.roles if r.attention_backend]
+    # "auto" is vLLM's own choice, as if unset (vllm/config/attention.py: "auto" or None selects automatically)
+    named = [r for r in pair.roles if r.attention_backend and r.attention_backend.lower() != "auto"]
     if len(named) == 1:
         out.extend(_one_sided_backend(pair, named[0], pair.decode if named[0] is pair.prefill else pair.prefill))
     return out
@@ -264,7 +265,8 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
         return []
     cap = pinned_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
     head = pair.model.head_size
-    known = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None
+    unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
+    known = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
              and other.kv_cache_dtype in (None, "auto") and (other.block_size is None or other.block_size % 16 == 0)
              and gpu_platform(other.image, other.resources) == "cuda"
              and pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)
