@@ -107,4 +107,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
     assert bare == {"kv-connector-missing", "engine-args-invalid", "extra-args-managed-flag", "parallelism-gpu-count",
                     "engines-share-gpu", "speculative-incomplete",
                     # set 19: scheduler budgets vLLM refuses at startup, connector or not
-                    "max-num-batched-tokens-below-max-model-len", "max-num-batched-tokens-unverified"}
+                    "max-num-batched-tokens-below-max-model-len", "max-num-batched-tokens-unverified",
+                    # set 20: flags vLLM removed and an attention backend the model cannot use stop the engine itself
+                    "cli-flag-removed", "attention-backend-unsupported"}

@@ -193,27 +193,37 @@ def _unknown_role_flag(argv: list[str]) -> str | None:
 DYNAMO_EXPLICIT_CONNECTOR_SINCE = (1, 0, 0)
 
 #: Other engines' disaggregated servers, which these rules (vLLM's NixlConnector) do not describe: the name,
-#: what in the command or the image's name says the engine, and what says the container serves a P/D role
+#: what in the command or what in the image's name says the engine, what says the container serves a P/D role
 #: besides a role label (SGLang's ``--disaggregation-mode``; TensorRT-LLM's context/generation servers are
-#: plain ``trtllm-serve`` with a cache transceiver in their options, ``trtllm-serve disaggregated`` the router).
+#: plain ``trtllm-serve`` with a cache transceiver in their options, ``trtllm-serve disaggregated`` the router),
+#: and why such a server is not checked. The simulators answer vLLM's HTTP API for a model name without running
+#: an engine or moving KV (ai-dynamo/dynamo ``dynamo.mocker``, images ``dynamo-mocker-*``; llm-d's
+#: ``llm-d-inference-sim``), as router examples use them (volcano-sh/kthena examples/kthena-router).
 _OTHER_PD_ENGINES = (
-    ("SGLang", re.compile(r"\bsglang\b"), "sglang", re.compile(r"--disaggregation-mode")),
-    ("TensorRT-LLM", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\b|\bdynamo\.trtllm\b"), "tensorrt",
-     re.compile(r"\bdisaggregated\b|TRTLLM_USE_(NIXL|UCX|MPI)_KVCACHE|cache_transceiver")),
+    ("SGLang", re.compile(r"\bsglang\b"), ("sglang",), re.compile(r"--disaggregation-mode"),
+     "these rules describe vLLM's NixlConnector, not SGLang's disaggregation"),
+    ("TensorRT-LLM", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\b|\bdynamo\.trtllm\b"), ("tensorrt",),
+     re.compile(r"\bdisaggregated\b|TRTLLM_USE_(NIXL|UCX|MPI)_KVCACHE|cache_transceiver"),
+     "these rules describe vLLM's NixlConnector, not TensorRT-LLM's disaggregation"),
+    ("vLLM API simulator", re.compile(r"\bdynamo\.mocker\b|\bllm-d-inference-sim\b"),
+     ("dynamo-mocker", "llm-d-inference-sim"), re.compile(r"--disaggregation-mode|\b(prefill|decode)\b"),
+     "a simulator answers vLLM's API without running vLLM or moving KV, so there is no vLLM pair to check"),
 )
 
 
-def _other_pd_engine(command: list[str], image: str, env_names: list[str], role_label: bool) -> tuple[str, bool] | None:
-    """``(engine, serves a P/D role)`` when the container runs another engine than vLLM, else ``None``.
+def _other_pd_engine(command: list[str], image: str, env_names: list[str],
+                     role_label: bool) -> tuple[str, bool, str] | None:
+    """``(engine, serves a P/D role, why it is not checked)`` when the container runs another engine than vLLM (or
+    a simulator of it), else ``None``.
 
     command: the container's command and args; image: its image; env_names: its environment variables'
     names; role_label: a role label or type sits on the container's pod or object.
     """
     text = " ".join(command + env_names)
     name = image.split("@", 1)[0].lower()
-    for engine, in_command, in_image, pd_marker in _OTHER_PD_ENGINES:
-        if any(in_command.search(x) for x in command) or in_image in name:
-            return engine, role_label or bool(pd_marker.search(text))
+    for engine, in_command, in_image, pd_marker, why in _OTHER_PD_ENGINES:
+        if any(in_command.search(x) for x in command) or any(x in name for x in in_image):
+            return engine, role_label or bool(pd_marker.search(text)), why
     return None
 
 
@@ -265,10 +275,9 @@ def _engines(
     env_names = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, dict)]
     other = _other_pd_engine(command, image, env_names, labels_role is not None)
     if other:
-        engine, serves_pd = other
+        engine, serves_pd, why = other
         if serves_pd:
-            return [Unreadable(where, f"a {engine} prefill/decode engine: these rules describe vLLM's NixlConnector, "
-                               f"not {engine}'s disaggregation")]
+            return [Unreadable(where, f"a {engine} prefill/decode engine: {why}")]
         return []
     flags_as_script = _flags_as_script(command)
     if flags_as_script and (labels_role is not None or _PD_MARKER.search(" ".join(command))):
@@ -462,6 +471,10 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         for key in ("subComponentType", "componentType", "role", "type"):
             if isinstance(node.get(key), str) and _role_hint(node[key]):
                 role_from_labels = (_role_hint(node[key]), "type")
+        if isinstance(node.get("entryTemplate"), dict) and isinstance(node.get("name"), str) and _role_hint(node["name"]):
+            # a Kthena ModelServing role (spec.template.roles[]: name, entryTemplate, workerTemplate;
+            # volcano-sh/kthena pkg/apis/workload/v1alpha1 model_serving_types.go): its name is the role
+            role_from_labels = (_role_hint(node["name"]), "type")
         containers = node.get("containers")
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):

@@ -19,6 +19,7 @@ from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, un
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit
 from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
@@ -148,6 +149,8 @@ class RoleConfig:
             vLLM's default 0.9), ``None`` when not a literal number.
         cumem_flags: the flags given true that put the KV cache in vLLM's CuMemAllocator pool
             (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
+        removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
+            judged by version in the ``cli-flag-removed`` rule.
     """
 
     role: str
@@ -209,6 +212,7 @@ class RoleConfig:
     nixl_from: str = ""
     gpu_memory_utilization: float | None = 0.9
     cumem_flags: tuple[str, ...] = ()
+    removed_flags: tuple[str, ...] = ()
 
     @property
     def connector(self) -> str | None:
@@ -521,6 +525,7 @@ def role_from_container(
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
         spans_nodes=spans_nodes(flags),
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
+        removed_flags=removed_flags(flags),
     )
 
 

@@ -326,6 +326,21 @@ def nodes_disjoint(a: tuple[NodeTerm, ...] | None, b: tuple[NodeTerm, ...] | Non
     return all(not _satisfiable((*ta, *tb)) for ta in a for tb in b)
 
 
+def label_values(terms: tuple[NodeTerm, ...] | None, key: str) -> frozenset[str] | None:
+    """The values the node label ``key`` may take wherever the pod can run: the union, over the ORed terms, of each
+    term's ``key In [...]`` values (intersected where a term repeats the key, less its ``NotIn`` values); ``None``
+    when the placement is unreadable or some term does not pin ``key`` (the pod may then run on any such node)."""
+    if not terms:
+        return None
+    values: set[str] = set()
+    for term in terms:
+        in_sets = [set(v) for k, op, v in term if k == key and op == "In"]
+        if not in_sets:
+            return None
+        values |= set.intersection(*in_sets) - {x for k, op, v in term if k == key and op == "NotIn" for x in v}
+    return frozenset(values)
+
+
 def pinned_node(terms: tuple[NodeTerm, ...] | None, assume_hostname_is_name: bool = False) -> tuple[str, str] | None:
     """``(key, value)`` when the placement admits one node only: every term pins :data:`NODE_NAME_FIELD` (the
     node's name) or :data:`HOSTNAME_LABEL` (its hostname label, one value per node) to the same single value; with

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
+from pdd_operator.vllm.block_size import gpu_platform
+from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
+from pdd_operator.vllm.versions import fmt
 
 _MANAGED_FLAGS = {
     "--tensor-parallel-size": "tensorParallelSize", "-tp": "tensorParallelSize",
@@ -52,6 +56,78 @@ def _hma_flag(args: tuple[str, ...]) -> str | None:
 def check_engine_args(pair: PDPair) -> list[Violation]:
     """The engine arguments can be read."""
     return [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
+
+
+@rule(
+    id="cli-flag-removed", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
+            "the removals in pdd_operator/vllm/removed_flags.py REMOVED_FLAGS (--disable-log-requests: vllm PR #29402, "
+            "0.12.0; --task: refused by 0.13.0), checked against the parsers of 0.18.0, 0.24.0 and 0.32.0"),
+    without_connector=True,
+    example="--disable-log-requests on vllm/vllm-openai:v0.32.0",
+)
+def check_removed_flags(pair: PDPair) -> list[Violation]:
+    """No engine passes a flag its vLLM release removed (vLLM's parser refuses it and the server never starts).
+
+    Judged per engine on its own version: from the first release known to refuse the flag it is an error; before it
+    nothing is said (the flag was accepted); with an unknown version a warning (harmless on older releases, fatal on
+    newer ones), so old guides run on unnamed images are not held unchecked."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        for flag in r.removed_flags:
+            removal = REMOVED_FLAGS[flag]
+            fix = fix_for(pair, f"Remove {flag} from spec.{r.role}.extraArgs ({removal.instead}).",
+                          f"Remove {flag} from the {r.role} container's arguments ({removal.instead}).")
+            if r.version is None:
+                out.append((f"{r.role}: {flag} is a flag vLLM removed: releases from {fmt(removal.refused_since)} on "
+                            "refuse it ('unrecognized arguments') and the server exits before it starts; earlier "
+                            "releases accept it. This engine's vLLM version is unknown.", fix, "warning"))
+            elif r.version >= removal.refused_since:
+                out.append((f"{r.role}: vLLM {fmt(r.version)} has no {flag} flag (removed; refused from "
+                            f"{fmt(removal.refused_since)}): its argument parser stops with 'unrecognized arguments: "
+                            f"{flag}' and the {r.role} server never starts.", fix))
+    return out
+
+
+@rule(
+    id="attention-backend-unsupported", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.model.architecture"),
+    source=("vllm/v1/attention/backend.py validate_configuration ('MLA not supported', 'non-MLA not supported', "
+            "'sparse not supported') and vllm/platforms/cuda.py get_attn_backend_cls (a selected backend is validated "
+            "alone and raises 'Selected backend ... is not valid for this configuration'), read in 0.18.0, 0.19.1, "
+            "0.21.0, 0.24.0 and 0.32.0; earlier releases, other platforms or an unknown version: a warning"),
+    needs=("--attention-backend", "--attention-config"),
+    without_connector=True,
+    example="--attention-backend FLASHINFER for deepseek-ai/DeepSeek-R1 (MLA) on v0.32.0",
+)
+def check_attention_backend_fits_model(pair: PDPair) -> list[Violation]:
+    """An attention backend named on the command line serves the model's kind of attention (MLA or not, sparse or
+    not): vLLM validates a selected backend alone and stops the engine when it does not fit."""
+    family = pair.model.architecture
+    out: list[Violation] = []
+    for r in pair.roles:
+        reason = backend_refusal(r.attention_backend, family) if r.attention_backend else None
+        if reason is None:
+            continue
+        kind = "an MLA" if family in ("mla", "sparse-mla") else "a non-MLA"
+        message = (f"{r.role}: --attention-backend {r.attention_backend} does not serve {kind} model "
+                   f"({pair.model.architecture}): vLLM validates a selected backend alone and refuses it "
+                   f"('Selected backend {r.attention_backend.upper()} is not valid for this configuration. Reason: "
+                   f"[{reason!r}]'), so the {r.role} engine stops while loading the model.")
+        fix = fix_for(pair, f"Drop the backend from spec.{r.role}.extraArgs (vLLM then picks one that fits) or name "
+                      "one of the model's kind.",
+                      f"Drop --attention-backend from the {r.role} container (vLLM then picks one that fits) or name "
+                      "one of the model's kind (the *_MLA backends serve MLA models).")
+        certain = (r.version is not None and r.version >= EXPLICIT_BACKEND_VALIDATED_SINCE
+                   and gpu_platform(r.image, r.resources) == "cuda")
+        if certain:
+            out.append((message, fix))
+        else:
+            where = f"vLLM {fmt(r.version)}" if r.version else "this engine's vLLM (version unknown)"
+            out.append((message + f" This was read for CUDA from {fmt(EXPLICIT_BACKEND_VALIDATED_SINCE)} on; whether "
+                        f"{where} on its platform does the same was not, so this is a warning.", fix, "warning"))
+    return out
 
 
 @rule(

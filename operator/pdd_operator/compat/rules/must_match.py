@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.attention_backends import (
+    GPU_PRODUCT_LABEL,
+    backend_kind,
+    backend_refusal,
+    default_backend,
+    pinned_capability,
+)
+from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
@@ -250,7 +259,7 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
          pair.version is not None and pair.version < _BACKEND_ENV_UNTIL),
     ):
         p, d = value(pair.prefill), value(pair.decode)
-        if p is None or d is None or str(p).upper() == str(d).upper():
+        if p is None or d is None or str(p).upper() == str(d).upper() or "AUTO" in (str(p).upper(), str(d).upper()):
             continue
         where = "vLLM " + fmt(pair.version) if pair.version else "this vLLM (version unknown)"
         message = (f"{what} differs: prefill {p!r}, decode {d!r}. The attention backend decides the KV cache layout "
@@ -261,7 +270,49 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
         fix = fix_for(pair, "Set the same attention backend for both roles.",
                       f"Give the prefill and decode containers the same {what} (or leave it unset on both).")
         out.append((message, fix) if certain else (message, fix, "warning"))
+    # "auto" is vLLM's own choice, as if unset (vllm/config/attention.py: "auto" or None selects automatically)
+    named = [r for r in pair.roles if r.attention_backend and r.attention_backend.lower() != "auto"]
+    if len(named) == 1:
+        out.extend(_one_sided_backend(pair, named[0], pair.decode if named[0] is pair.prefill else pair.prefill))
     return out
+
+
+def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> list[Violation]:
+    """A backend named on one role only: the other role runs vLLM's own choice for its GPU
+    (:func:`~pdd_operator.vllm.attention_backends.default_backend`), which the handshake hashes as well.
+
+    An error where that choice is known and differs: a non-MLA plain model (dense or MoE, no sliding window), the
+    other role pinned to GPUs of one compute capability (8.x/9.x: FLASH_ATTN; 10.x: FLASHINFER, for head sizes 64,
+    128 and 256), the ``auto`` KV cache dtype, a block size FlashAttention takes, CUDA, and a release whose flag and hash
+    were read. Otherwise a warning that the two may differ. A backend the model cannot use at all is left to
+    ``attention-backend-unsupported``."""
+    x = named.attention_backend.upper()
+    family = pair.model.architecture
+    if backend_refusal(x, family):
+        return []
+    cap = pinned_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
+    head = pair.model.head_size
+    unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
+    known = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
+             and other.kv_cache_dtype in (None, "auto") and (other.block_size is None or other.block_size % 16 == 0)
+             and gpu_platform(other.image, other.resources) == "cuda"
+             and pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)
+             and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256)))
+    fix = fix_for(pair, "Name the same attention backend in both roles' extraArgs (or in neither).",
+                  f"Give the {other.role} container the same --attention-backend {named.attention_backend} "
+                  f"(or drop it from the {named.role}).")
+    if known:
+        chosen = default_backend(cap)
+        if chosen == x:
+            return []
+        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
+                 f"none, so vLLM picks its own for that GPU (compute capability {cap}.x: {chosen} for this model, "
+                 f"vllm/platforms/cuda.py _get_backend_priorities). attn_backend_name is a factor of the NIXL "
+                 f"compatibility hash, so the handshake refuses the pair ({x} against {chosen}).", fix)]
+    return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} runs "
+             "the backend vLLM picks by itself, which depends on its GPU and model (FLASH_ATTN on compute capability "
+             "8.x/9.x and FLASHINFER on 10.x for most non-MLA models). The backend is a factor of the NIXL "
+             f"compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
 
 
 @rule(

@@ -1,0 +1,106 @@
+"""vLLM's attention backends as the rules read them: which model attention each one serves, and which one vLLM picks
+by itself on a given NVIDIA GPU.
+
+Read in vLLM 0.18.0, 0.19.1, 0.21.0, 0.24.0 and 0.32.0:
+
+- ``vllm/v1/attention/backend.py`` ``AttentionBackend.validate_configuration`` lists a backend as invalid for a model
+  whose MLA-ness or sparseness differs from its own (``use_mla != cls.is_mla()``: "MLA not supported" /
+  "non-MLA not supported"; ``use_sparse != cls.is_sparse()``: "sparse not supported" / "non-sparse not supported").
+- ``vllm/platforms/cuda.py`` ``CudaPlatform.get_attn_backend_cls``: a backend the user selected
+  (``--attention-backend`` or ``--attention-config '{"backend": ...}'``) is validated alone and, if invalid, raises
+  ``ValueError('Selected backend ... is not valid for this configuration. Reason: [...]')`` at model load; it is
+  never replaced by another one.
+- ``_get_backend_priorities``: with no backend selected, a non-MLA model gets the first valid backend of
+  ``[FLASHINFER, FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION]`` on compute capability 10.x and of
+  ``[FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION]`` on every other GPU.
+
+Backend names are ``AttentionBackendEnum`` members (``vllm/v1/attention/backends/registry.py``); the flag's value is
+looked up upper-cased (``vllm/config/attention.py``). Names not listed here (newer or model-specific backends) are
+not judged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+#: Backends for MLA models without a sparse indexer (``is_mla()`` true, ``is_sparse()`` false).
+MLA_DENSE_BACKENDS = frozenset({
+    "FLASHMLA", "FLASH_ATTN_MLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "ROCM_AITER_MLA",
+    "ROCM_AITER_TRITON_MLA", "TOKENSPEED_MLA",
+})
+#: Backends for sparse MLA models (DeepSeek-V3.2's indexer: ``is_mla()`` and ``is_sparse()`` true).
+MLA_SPARSE_BACKENDS = frozenset({
+    "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM90", "FLASHINFER_MLA_SPARSE_SM120",
+    "ROCM_AITER_MLA_SPARSE", "XPU_MLA_SPARSE", "FLASH_ATTN_MLA_SPARSE",
+})
+#: Backends for models without MLA (``is_mla()`` and ``is_sparse()`` false).
+NON_MLA_BACKENDS = frozenset({
+    "FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_FLASH_ATTN", "ROCM_ATTN",
+    "ROCM_SEGMENTED_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN", "TORCH_SDPA", "FLASHINFER",
+    "TRITON_FLASHINFER", "FLEX_ATTENTION", "TREE_ATTN", "CPU_ATTN",
+})
+
+#: What each model attention family needs of a backend: ``(is_mla, is_sparse)``. Families whose layers differ
+#: (hybrid, multimodal) are left out: their attention may be either.
+_FAMILY_NEEDS = {"mla": (True, False), "sparse-mla": (True, True), "dense": (False, False), "moe": (False, False)}
+
+#: First release whose backend validation was read (the explicit backend is refused, never replaced).
+EXPLICIT_BACKEND_VALIDATED_SINCE = (0, 18, 0)
+
+
+def backend_kind(name: str) -> tuple[bool, bool] | None:
+    """``(is_mla, is_sparse)`` of the backend ``name`` (any case), ``None`` for a name not listed here."""
+    upper = name.upper()
+    if upper in MLA_DENSE_BACKENDS:
+        return True, False
+    if upper in MLA_SPARSE_BACKENDS:
+        return True, True
+    if upper in NON_MLA_BACKENDS:
+        return False, False
+    return None
+
+
+def backend_refusal(name: str, family: str | None) -> str | None:
+    """vLLM's reason for refusing the explicitly selected backend ``name`` for a model of ``family``
+    (:class:`pdd_operator.api.spec.Architecture` value), worded as ``validate_configuration`` words it
+    (``"MLA not supported"``); ``None`` when the backend fits or cannot be judged here."""
+    kind, needs = backend_kind(name), _FAMILY_NEEDS.get(family or "")
+    if kind is None or needs is None or kind == needs:
+        return None
+    if kind[0] != needs[0]:
+        return "MLA not supported" if needs[0] else "non-MLA not supported"
+    return "sparse not supported" if needs[1] else "non-sparse not supported"
+
+
+#: ``nvidia.com/gpu.product`` label values (GPU feature discovery: the product name, spaces as dashes) -> the
+#: compute capability major of the GPU; only the GPUs whose default backend is decided here.
+_GPU_CAPABILITY = (
+    (re.compile(r"(^|-)G?B(200|300)(-|$)", re.I), 10),
+    (re.compile(r"(^|-)G?H(100|200|800|20)(-|$)", re.I), 9),
+    (re.compile(r"(^|-)(A(100|800|10G?|30|40)|L(4|40S?|20))(-|$)", re.I), 8),
+)
+
+#: The node label GPU feature discovery sets to the GPU's product name.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def gpu_capability(product: str) -> int | None:
+    """The compute capability major of the GPU named by an ``nvidia.com/gpu.product`` value, ``None`` if not known."""
+    for pattern, major in _GPU_CAPABILITY:
+        if pattern.search(product):
+            return major
+    return None
+
+
+def pinned_capability(products: Iterable[str] | None) -> int | None:
+    """The one compute capability major every allowed GPU product shares, ``None`` when the products are not
+    known (``None``), empty, or differ in capability."""
+    majors = {gpu_capability(p) for p in products or ()}
+    return majors.pop() if len(majors) == 1 else None
+
+
+def default_backend(capability_major: int) -> str:
+    """The backend vLLM picks by itself for a non-MLA model without attention sinks or a sliding window, a standard
+    head size and the ``auto`` KV cache dtype (the first of ``_get_backend_priorities`` that is valid for it)."""
+    return "FLASHINFER" if capability_major == 10 else "FLASH_ATTN"

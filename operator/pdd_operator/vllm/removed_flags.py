@@ -1,0 +1,61 @@
+"""Command-line flags vLLM removed, by the first release known to refuse each.
+
+``vllm serve`` (and every launcher that hands vLLM's parser the rest of its argv: ``python -m
+vllm.entrypoints.openai.api_server``, Dynamo's ``dynamo.vllm``) parses with ``FlexibleArgumentParser``
+(``vllm/utils/argparse_utils.py``), an ``argparse.ArgumentParser``: a flag no parser defines ends in
+``parser.error('unrecognized arguments: ...')`` and exit status 2 before the engine starts. A flag that
+old guides and scripts still carry therefore stops the server outright on the releases that dropped it.
+
+Only flags whose removal is on record are listed, each with the release from which vLLM refuses it and the
+record; releases before that one accepted it (deprecated or not), so nothing is said for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pdd_operator.vllm.versions import Version
+
+
+@dataclass(frozen=True)
+class RemovedFlag:
+    """One removed flag.
+
+    Attributes:
+        refused_since: the first vLLM release known to refuse the flag (``(major, minor, patch)``).
+        instead: what replaces it (for the fix).
+        source: the record of its removal (vLLM pull request, the releases read).
+    """
+
+    refused_since: Version
+    instead: str
+    source: str
+
+
+#: Long flag name (dashes, as :func:`pdd_operator.vllm.flags.parse_flags` normalises it) -> its removal.
+REMOVED_FLAGS: dict[str, RemovedFlag] = {
+    "--disable-log-requests": RemovedFlag(
+        (0, 12, 0),
+        "request logging is off by default; --enable-log-requests turns it on",
+        "deprecated for --enable-log-requests by vllm PR #21739 (0.10.1), removed by vllm PR #29402 for 0.12.0 "
+        "(Dynamo PR #4659, KServe PR #4883 dropped it for that reason); vllm/engine/arg_utils.py of 0.18.0, 0.24.0 "
+        "and 0.32.0 define only --enable-log-requests",
+    ),
+    "--task": RemovedFlag(
+        (0, 13, 0),
+        "vLLM picks the runner from the model; --runner / --convert select a pooling model's",
+        "'unrecognized arguments: --task' on vLLM 0.13.0 (gpustack#3991); no parser of 0.18.0, 0.24.0 or 0.32.0 "
+        "defines it (0.32.0's FlexibleArgumentParser.error adds a hint to use --runner / --convert instead)",
+    ),
+}
+
+
+def removed_flags(flags: Mapping[str, object]) -> tuple[str, ...]:
+    """The :data:`REMOVED_FLAGS` among an engine's parsed flags (``--no-x`` forms included), in the order of
+    :data:`REMOVED_FLAGS`; ``()`` when none.
+
+    flags: the long flag names of :func:`~pdd_operator.vllm.flags.parse_flags` (a boolean ``--no-x`` appears as
+    ``--x`` only for the flags it knows, so ``--no-disable-log-requests`` is looked up as written too)."""
+    return tuple(name for name in REMOVED_FLAGS
+                 if name in flags or f"--no-{name[2:]}" in flags)
