@@ -17,7 +17,9 @@ role comes from such a structural hint (not from a name alone): it sits in a P/D
 Pairing (:func:`pair_engines`) joins only roles of one deployment: same namespace and model, and one
 object, the same owner, the same labels once the role label is set aside, or the same name once the
 role word is removed; failing those, the only prefill and the only decode engine of a model in a
-namespace. Each pair says how it was formed (``PDPair.paired_by``).
+namespace, or every engine of one side with the only engine of the other side (one decode behind several
+prefill pools, as llm-d's context-length-aware guide deploys). Each pair says how it was formed
+(``PDPair.paired_by``).
 
 P/D engines this checker cannot read are returned as :class:`Unreadable` (SGLang and TensorRT-LLM engines; vLLM on
 the Neuron and Ascend platform plugins; a KServe LLMInferenceService whose engine command comes from KServe's
@@ -802,6 +804,27 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
     return pairs, taken
 
 
+def _one_side_alone(p: Engine, decodes: list[Engine], prefills: list[Engine]) -> list[tuple[Engine, str]]:
+    """The decode engines prefill ``p`` pairs with when one side of its model has a single engine in its namespace.
+
+    ``decodes`` and ``prefills``: the engines of ``p``'s model and namespace (``p`` among the prefills). A router
+    (llm-d's EPP, a proxy) sends each request's prefill to any prefill engine of the model and its decode to any
+    decode engine, and with NIXL the decode pulls the KV from whichever prefill it is told (vLLM's
+    ``kv_transfer_params``: remote engine id, host and port). So where several prefill pools share the only decode
+    engine (llm-d's context-length-aware guide: ``prefill-short`` and ``prefill-long`` beside one ``decode``), or
+    several decodes share the only prefill, every engine of the larger side meets the single one, whatever their
+    labels and names say. Returns ``[(decode, how)]``; ``[]`` where both sides have several engines (which meet
+    which is then not in the files) or one side has none.
+    """
+    if len(decodes) == 1 and len(prefills) > 1:
+        return [(decodes[0], f"the only decode engine of model {p.config.model} in namespace {p.namespace}, shared "
+                 f"by its {len(prefills)} prefill engines")]
+    if len(prefills) == 1 and len(decodes) > 1:
+        return [(d, f"the only prefill engine of model {p.config.model} in namespace {p.namespace}, shared by its "
+                 f"{len(decodes)} decode engines") for d in decodes]
+    return []
+
+
 def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engine]], list[Unpaired]]:
     """Pair each prefill engine with the decode engines of the same deployment (see the module docstring).
 
@@ -837,6 +860,8 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
                             f"{p.namespace}")]
             elif len(prefills) == 1 and len(decodes) == 1 and p.namespace == decodes[0].namespace:
                 matched = [(decodes[0], "the only prefill and decode engines in the files")]
+            else:
+                matched = _one_side_alone(p, same, rivals)
         if not matched:
             unpaired.append(Unpaired(p, alone(p, "decode")))
             continue
