@@ -12,15 +12,18 @@ from tests.unit.test_turn2_variants import check, rules
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
-def _script_pod(first: str, second: str, image: str = "vllm/vllm-openai:v0.20.0", extra_lines: str = "") -> dict:
+def _script_pod(first: str, second: str, image: str = "vllm/vllm-openai:v0.20.0", extra_lines: str = "",
+                devices: tuple[str, str] = ("0", "1")) -> dict:
     """A Pod whose one container starts two engines from a bash script (``first`` and ``second``: what follows
-    ``vllm serve`` on each line), as vLLM's NIXL tests do."""
+    ``vllm serve`` on each line), as vLLM's NIXL tests do; ``devices``: each line's ``CUDA_VISIBLE_DEVICES`` (one
+    device per rank of its engine), the pod requesting them all."""
     script = (f"set -xe\n{extra_lines}"
-              f"CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve {first} --port 8100 &\n"
-              f"CUDA_VISIBLE_DEVICES=1 VLLM_NIXL_SIDE_CHANNEL_PORT=5659 vllm serve {second} --port 8200 &\nwait\n")
+              f"CUDA_VISIBLE_DEVICES={devices[0]} VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve {first} --port 8100 &\n"
+              f"CUDA_VISIBLE_DEVICES={devices[1]} VLLM_NIXL_SIDE_CHANNEL_PORT=5659 vllm serve {second} --port 8200 &\nwait\n")
+    gpus = len(set(",".join(devices).split(",")))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "labels": {"app": "t"}},
             "spec": {"containers": [{"name": "test", "image": image, "command": ["bash", "-c"], "args": [script],
-                                     "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
 
 
 def _findings(out: dict, rule: str) -> list[dict]:
@@ -49,7 +52,7 @@ def test_a_direction_fault_in_both_orientations_is_an_error(tmp_path, capsys):
     # tp-divisibility refuses both orientations) to make sure an error common to both stays one.
     p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{KV}'"
     d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 3 --kv-transfer-config '{KV}'"
-    code, out = check(tmp_path, capsys, _script_pod(p, d, image="vllm/vllm-openai:v0.13.0"))
+    code, out = check(tmp_path, capsys, _script_pod(p, d, image="vllm/vllm-openai:v0.13.0", devices=("0,1", "2,3,4")))
     assert code == 1 and "tp-divisibility" in rules(out, "error")
 
 
@@ -58,7 +61,7 @@ def test_a_fault_of_one_orientation_only_is_a_warning_naming_the_engine(tmp_path
     # 1 engine as prefill the pair runs, with the TP 2 engine as prefill it fails: the files do not say which.
     p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{KV}'"
     d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 1 --kv-transfer-config '{KV}'"
-    code, out = check(tmp_path, capsys, _script_pod(p, d, image="vllm/vllm-openai:v0.13.0"))
+    code, out = check(tmp_path, capsys, _script_pod(p, d, image="vllm/vllm-openai:v0.13.0", devices=("0,1", "2")))
     assert code == 0 and "hetero-tp-p-gt-d-unsupported" in rules(out, "warning")
     finding = _findings(out, "hetero-tp-p-gt-d-unsupported")[0]
     assert finding["message"].startswith("Only if the engine at Pod/t spec.containers[0](test) line")
@@ -68,7 +71,7 @@ def test_named_roles_are_not_judged_both_ways(tmp_path, capsys):
     kv = '{"kv_connector":"NixlConnector","kv_role":"%s"}'
     p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{kv % 'kv_producer'}'"
     d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 1 --kv-transfer-config '{kv % 'kv_consumer'}'"
-    code, out = check(tmp_path, capsys, _script_pod(p, d, image="vllm/vllm-openai:v0.13.0"))
+    code, out = check(tmp_path, capsys, _script_pod(p, d, image="vllm/vllm-openai:v0.13.0", devices=("0,1", "2")))
     assert code == 1 and "hetero-tp-p-gt-d-unsupported" in rules(out, "error")
     assert "both ways round" not in out["results"][0]["pairedBy"]
 
@@ -150,7 +153,7 @@ def test_a_toy_proxy_naming_the_prefiller_port_sets_the_roles(tmp_path, capsys):
     # Prefill TP 2 to decode TP 1 on 0.13.0 fails (assert tp_ratio > 0); the proxy says the TP 2 engine prefills.
     p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{KV}'"
     d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 1 --kv-transfer-config '{KV}'"
-    pod = _with_proxy(_script_pod(p, d, image="vllm/vllm-openai:v0.13.0"),
+    pod = _with_proxy(_script_pod(p, d, image="vllm/vllm-openai:v0.13.0", devices=("0,1", "2")),
                       'PORT=8100\npython3 "${GIT_ROOT}/tests/v1/kv_connector/nixl_integration/toy_proxy_server.py" '
                       "--port 8192 --prefiller-hosts localhost --prefiller-ports $PORT --decoder-hosts localhost "
                       "--decoder-ports 8200")
@@ -163,7 +166,7 @@ def test_a_disagg_proxy_demo_naming_host_ports_sets_the_roles_the_other_way(tmp_
     # The same engines with the proxy sending prefills to the TP 1 engine (port 8200): the supported direction.
     p = f"Qwen/Qwen3-0.6B --tensor-parallel-size 2 --kv-transfer-config '{KV}'"
     d = f"Qwen/Qwen3-0.6B --tensor-parallel-size 1 --kv-transfer-config '{KV}'"
-    pod = _with_proxy(_script_pod(p, d, image="vllm/vllm-openai:v0.13.0"),
+    pod = _with_proxy(_script_pod(p, d, image="vllm/vllm-openai:v0.13.0", devices=("0,1", "2")),
                       "python examples/online_serving/disaggregated_serving/disagg_proxy_demo.py --model "
                       "Qwen/Qwen3-0.6B --prefill localhost:8200 --decode localhost:8100")
     code, out = check(tmp_path, capsys, pod)

@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from pdd_operator.vllm.expansion import ContainerEnv, kube_expand
+from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, runs_shell
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.script import Launch, entry_point
 from pdd_operator.vllm.script import launches as script_launches
@@ -35,9 +35,12 @@ def command_launches(
     them), appended. ``env``: the container's environment; when given, ``$(VAR)`` in command and args is expanded
     as the kubelet does and the script's ``$VAR``/``${VAR}`` from it (:mod:`pdd_operator.vllm.expansion`).
     """
+    command, args = [str(x) for x in command or []], [str(x) for x in args or []]
     if env is not None:
-        command = [kube_expand(str(x), env.kube) for x in command or []]
-        args = [kube_expand(str(x), env.kube) for x in args or []]
+        # In an sh -c script the kubelet's expansion is read again by the shell: an unknown value stays a variable.
+        lookup = env.kube_in_script if runs_shell([*command, *args]) else env.kube
+        command = [kube_expand(str(x), lookup) for x in command or []]
+        args = [kube_expand(str(x), lookup) for x in args or []]
     if not command and image_runs_vllm and (args or extra):
         command = ["vllm", "serve"]
     argv = [str(x) for x in [*(command or []), *(args or [])]]

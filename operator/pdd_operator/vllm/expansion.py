@@ -39,6 +39,10 @@ def unknown_names(text: str | None) -> list[str]:
     return _UNKNOWN_RE.findall(text or "")
 
 
+#: A name the shell's parameter expansion can spell (POSIX Shell Command Language 2.6.2: a name is letters, digits
+#: and underscores, not starting with a digit).
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 #: A shell script's command substitution (``$(...)`` or backquotes), which the shell runs when the container starts.
 _COMMAND_SUBSTITUTION = re.compile(r"\$\(|`")
 
@@ -224,6 +228,18 @@ class ContainerEnv:
         if name in self.opaque or self.may_define(name) or _INJECTED.match(name):
             return unknown(name)
         return None
+
+    def kube_in_script(self, name: str) -> str | None:
+        """:meth:`kube` for a ``$(VAR)`` the kubelet expands inside the text of an ``sh -c`` script, which the shell
+        then reads as source: a value not in these files becomes the shell's own ``${NAME}`` (for a name the shell
+        can spell), so that the script reader gives it :func:`unknown` as one value (:meth:`shell_value`) instead of
+        reading ``<unknown:NAME>`` as source, where ``<`` and ``>`` are redirections that cut the command line there.
+        At runtime the kubelet writes the variable's value into the script; the shell then sees that value where
+        ``${NAME}`` stands, as it does for ``$(LWS_LEADER_ADDRESS)`` (LeaderWorkerSet sets it in the pod's env)."""
+        value = self.kube(name)
+        if value == unknown(name) and _SHELL_NAME.fullmatch(name):
+            return "${" + name + "}"
+        return value
 
     def shell_value(self, name: str) -> str:
         """A variable's value for the shell's ``$NAME`` (:mod:`pdd_operator.vllm.script` runs the scripts): its

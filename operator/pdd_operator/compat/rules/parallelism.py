@@ -33,9 +33,10 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     """An engine gets a GPU per rank (TP x PP x local DP): from its pod, or from its whole pod group when a Ray
     cluster spans the group (LeaderWorkerSet size, StormService podGroupSize; vLLM's Ray executor places the ranks
     on the group's GPUs, vllm/v1/executor/ray_executor.py). Without Ray, vLLM's default executor starts every
-    rank in the engine's own pod, so a pod group does not add GPUs. A Dynamo multinode service whose operator
-    spreads the ranks over its pods (backend_vllm.go updateVLLMMultinodeArgs) gets TP x PP x DP GPUs among all of
-    them; where that launch is not known, the count is not checked."""
+    rank in the engine's own pod, so a pod group does not add GPUs, and a written ``CUDA_VISIBLE_DEVICES`` that
+    lists fewer devices than the ranks hides the rest of the pod's GPUs (:func:`_hidden_devices`). A Dynamo
+    multinode service whose operator spreads the ranks over its pods (backend_vllm.go updateVLLMMultinodeArgs) gets
+    TP x PP x DP GPUs among all of them; where that launch is not known, the count is not checked."""
     out = []
     for r in pair.roles:
         if r.group_caveat:
@@ -46,9 +47,13 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
             continue
         out += _group_dp_ranks(r)
         need, have = _ranks(r), r.gpus
+        ray = r.executor == "ray" or r.ray_cluster
+        shown = _visible_count(r)
+        if need is not None and shown is not None and not ray and need > shown and (have is None or shown < have):
+            out.append(_hidden_devices(r, need, shown))
+            continue
         if need is None or have is None:
             continue  # dp_local is None where the pod's share of the ranks is not known (--nnodes > 1, Ray DP)
-        ray = r.executor == "ray" or r.ray_cluster
         if ray and r.pod_group > 1:
             total = have * r.pod_group
             if need <= total:
@@ -74,6 +79,35 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
                        "--distributed-executor-backend ray)." if r.pod_group > 1 else ".")),
         ))
     return out
+
+
+def _visible_count(r: RoleConfig) -> int | None:
+    """How many devices at most the engine's ``CUDA_VISIBLE_DEVICES`` shows it: its comma-separated entries, where the
+    value is written out (``None`` when unset, empty, or not in these files). CUDA enumerates only the listed devices,
+    in order, and stops at the first entry that names none, so the count is an upper bound (CUDA C Programming
+    Guide, "CUDA Environment Variables"); vLLM's CUDA and ROCm platforms both take ``CUDA_VISIBLE_DEVICES``
+    (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py)."""
+    raw = r.env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None or unknown_names(raw) or "$" in raw or not raw.strip():
+        return None
+    return len([x for x in raw.split(",") if x.strip()])
+
+
+def _hidden_devices(r: RoleConfig, need: int, shown: int) -> Violation:
+    """An engine of ``need`` ranks whose ``CUDA_VISIBLE_DEVICES`` shows it ``shown`` < ``need`` devices, fewer than its
+    pod may hold (a device-plugin count or a DRA claim): vLLM's multiprocessing executor binds rank ``i`` to
+    ``cuda:i`` of the visible devices (vllm/v1/worker/gpu_worker.py init_device, ``torch.device(f"cuda:{local_rank}")``;
+    each local DP rank takes the next TP x PP of them), so rank ``shown`` finds no device ('invalid device
+    ordinal') and the engine fails at startup, whatever the pod requests."""
+    value = r.env.get("CUDA_VISIBLE_DEVICES")
+    return (
+        f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) but "
+        f"CUDA_VISIBLE_DEVICES={value} shows it at most {shown} device(s): vLLM binds rank i to cuda:i of the visible "
+        f"devices, so rank {shown} finds none ('invalid device ordinal') and the engine fails at startup, whatever GPUs "
+        "the pod holds.",
+        f"List {need} devices in the {r.role} container's CUDA_VISIBLE_DEVICES (or remove it and let the device plugin "
+        "or the resource claim expose the pod's GPUs), or lower the parallel sizes.",
+    )
 
 
 def _group_gpu_count(r: RoleConfig) -> list[Violation]:
