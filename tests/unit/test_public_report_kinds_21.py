@@ -123,6 +123,14 @@ def test_an_unknown_kubelet_variable_inside_double_quotes_keeps_the_rest_of_the_
     assert argv[argv.index("--served-model-name") + 1] == "qwen-" + unknown("SVC_SERVICE_HOST") and argv[-1] == "8000"
 
 
+def test_an_unknown_kubelet_variable_inside_single_quotes_is_read_literally_as_unknown():
+    secret = [{"name": "KV_HOST", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    argv = _launch("""vllm serve m --kv-transfer-config '{"kv_connector":"NixlConnector","kv_ip":"$(KV_HOST)"}' --port 1""",
+                   secret)
+    want = '{"kv_connector":"NixlConnector","kv_ip":"' + unknown("KV_HOST") + '"}'
+    assert argv[argv.index("--kv-transfer-config") + 1] == want and argv[-1] == "1"
+
+
 def test_known_and_undefined_kubelet_variables_in_a_script_are_as_before():
     env = ContainerEnv.of([{"name": "LWS_GROUP_SIZE", "value": "8"}])
     assert env.kube_in_script("LWS_GROUP_SIZE") == "8"  # a value written in the manifest is written into the script

@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, runs_shell
+from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.script import Launch, entry_point
 from pdd_operator.vllm.script import launches as script_launches
@@ -38,9 +38,9 @@ def command_launches(
     command, args = [str(x) for x in command or []], [str(x) for x in args or []]
     if env is not None:
         # In an sh -c script the kubelet's expansion is read again by the shell: an unknown value stays a variable.
-        lookup = env.kube_in_script if runs_shell([*command, *args]) else env.kube
-        command = [kube_expand(str(x), lookup) for x in command or []]
-        args = [kube_expand(str(x), lookup) for x in args or []]
+        expand = ((lambda x: kube_expand_script(x, env)) if runs_shell([*command, *args])
+                  else (lambda x: kube_expand(x, env.kube)))
+        command, args = [expand(x) for x in command], [expand(x) for x in args]
     if not command and image_runs_vllm and (args or extra):
         command = ["vllm", "serve"]
     argv = [str(x) for x in [*(command or []), *(args or [])]]

@@ -109,6 +109,27 @@ def kube_expand(text: str, lookup: Callable[[str], str | None]) -> str:
     return "".join(out)
 
 
+def kube_expand_script(text: str, env: ContainerEnv) -> str:
+    """:func:`kube_expand` of an ``sh -c`` script's text: :meth:`ContainerEnv.kube_in_script` where the shell reads
+    the result as source, :meth:`ContainerEnv.kube` inside single quotes (POSIX Shell Command Language 2.2.2: no
+    expansion there; 2.2.1 and 2.2.3: a backslash outside single quotes escapes the next character)."""
+    out: list[str] = []
+    start, quote, i = 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if (ch == "'" and quote != '"') or (ch == '"' and quote != "'"):
+            if ch == "'":  # a single-quoted part starts or ends here: expand what came before in its own way
+                out.append(kube_expand(text[start:i], env.kube if quote == "'" else env.kube_in_script))
+                start = i
+            quote = "" if quote == ch else ch
+        i += 1
+    out.append(kube_expand(text[start:], env.kube if quote == "'" else env.kube_in_script))
+    return "".join(out)
+
+
 #: Variables the platform adds to a container's environment beyond its manifest, so that a ``$(VAR)`` naming one is
 #: expanded at runtime to a value not in these files: the kubelet's service variables (``{SVC}_SERVICE_HOST``,
 #: ``{SVC}_SERVICE_PORT[_{PORT}]``, ``{SVC}_PORT[_{N}_{PROTO}[_PROTO|_PORT|_ADDR]]``; Kubernetes docs, "Service" >
@@ -230,12 +251,14 @@ class ContainerEnv:
         return None
 
     def kube_in_script(self, name: str) -> str | None:
-        """:meth:`kube` for a ``$(VAR)`` the kubelet expands inside the text of an ``sh -c`` script, which the shell
-        then reads as source: a value not in these files becomes the shell's own ``${NAME}`` (for a name the shell
-        can spell), so that the script reader gives it :func:`unknown` as one value (:meth:`shell_value`) instead of
-        reading ``<unknown:NAME>`` as source, where ``<`` and ``>`` are redirections that cut the command line there.
-        At runtime the kubelet writes the variable's value into the script; the shell then sees that value where
-        ``${NAME}`` stands, as it does for ``$(LWS_LEADER_ADDRESS)`` (LeaderWorkerSet sets it in the pod's env)."""
+        """:meth:`kube` for a ``$(VAR)`` the kubelet expands inside the text of an ``sh -c`` script, outside single
+        quotes, which the shell then reads as source: a value not in these files becomes the shell's own ``${NAME}``
+        (for a name the shell can spell), so that the script reader gives it :func:`unknown` as one value
+        (:meth:`shell_value`) instead of reading ``<unknown:NAME>`` as source, where ``<`` and ``>`` are redirections
+        that cut the command line there. At runtime the kubelet writes the variable's value into the script; the
+        shell then sees that value where ``${NAME}`` stands, as it does for ``$(LWS_LEADER_ADDRESS)``
+        (LeaderWorkerSet sets it in the pod's env). Inside single quotes the shell expands nothing and reads
+        ``<unknown:NAME>`` literally: :func:`kube_expand_script` keeps :meth:`kube` there."""
         value = self.kube(name)
         if value == unknown(name) and _SHELL_NAME.fullmatch(name):
             return "${" + name + "}"
