@@ -54,17 +54,18 @@ class EventRecorder:
             raise ValueError(f"an event queue needs room for at least one Event, got {capacity}")
         self._queue: queue.Queue = queue.Queue(maxsize=capacity)
         self._thread: threading.Thread | None = None
+        self._stopped = False
         self._lock = threading.Lock()
 
     def record(self, post: Post, obj: dict, type_: str, reason: str, message: str) -> bool:
         """Queue one Event about ``obj`` for ``post``; returns False when the queue is full (the Event is
         dropped and counted) or the recorder was stopped."""
         with self._lock:
+            if self._stopped:
+                return False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
                 self._thread.start()
-            elif not self._thread.is_alive():
-                return False
         try:
             self._queue.put_nowait((post, involved(obj), type_, reason, message))
         except queue.Full:
@@ -85,11 +86,9 @@ class EventRecorder:
         """Send what is queued (for ``timeout`` seconds at most) and end the thread; later
         :meth:`record` calls return False."""
         with self._lock:
-            thread = self._thread
-            if thread is None:
-                self._thread = threading.Thread(target=lambda: None)  # never started: records refused
-                self._thread.start()
-                return
+            self._stopped, thread = True, self._thread
+        if thread is None:
+            return
         try:
             self._queue.put(_STOP, timeout=timeout)
         except queue.Full:
