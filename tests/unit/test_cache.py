@@ -397,3 +397,23 @@ def test_observe_says_whether_what_the_cache_keeps_changed(filled):
     assert cache.observe("Deployment", obj("Deployment", "d", 3, spec={"replicas": 2})) is True
     assert cache.observe("Deployment", obj("Deployment", "d", 4, spec={"replicas": 2}), deleted=True) is True
     assert cache.child("Deployment", "ns", "d") is None
+
+
+def test_child_version_is_the_version_of_the_copy_child_returns(filled):
+    """child_version never decodes, yet always names the copy child() would give: the index's, an own
+    write newer than it, a newer indexed version over that write, and None for a deleted child."""
+    cache, ix = filled
+    assert cache.child_version("Deployment", "ns", "x") is None
+    ix.put(obj("Deployment", "x", 5))
+    assert cache.child_version("Deployment", "ns", "x") == "5"
+    cache.remember("Deployment", obj("Deployment", "x", 9))
+    assert cache.child_version("Deployment", "ns", "x") == "9"
+    ix.put(obj("Deployment", "x", 11))
+    assert cache.child_version("Deployment", "ns", "x") == "11"
+    cache.remember("Service", obj("Service", "y", 3))
+    assert cache.child_version("Service", "ns", "y") == "3"  # known only from the operator's own write
+    for kind, name in (("Deployment", "x"), ("Service", "y")):
+        assert cache.child_version(kind, "ns", name) == cache.child(kind, "ns", name)["metadata"]["resourceVersion"]
+    ix.delete(obj("Deployment", "x", 11))
+    cache.settle("Deployment", "ns", "x", None)  # as the watch handler does on a deletion
+    assert cache.child_version("Deployment", "ns", "x") is None and cache.child("Deployment", "ns", "x") is None

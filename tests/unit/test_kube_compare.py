@@ -140,3 +140,34 @@ def test_restamped_takes_only_the_stamp_from_live():
     assert desired["metadata"]["annotations"]["pdd-operator.dev/generation"] == "2"  # not changed in place
     assert restamped(desired, {"metadata": {}}) is desired
     assert restamped(desired, None) is desired
+
+
+def test_a_child_found_in_place_is_not_compared_again_until_it_or_the_desired_object_changes(monkeypatch):
+    """The second no-op reconcile of an unchanged child neither decodes nor compares it; a new
+    resourceVersion (someone edited it) or a new desired object is compared again, and an edit that
+    removed the operator's value is applied."""
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    spec = PDDeploymentSpec.model_validate(doc)
+    children = {c["metadata"]["name"]: c for c in render_children(Owner("p", "ns", "uid-p", 1), spec)
+                if c["kind"] == "Deployment"}
+    desired = children["p-decode"]
+    cache = ClusterCache()
+    cache.expect({})
+    cache.observe("Deployment", _live(desired, 10))
+    kube = Kube(client.ApiClient(client.Configuration()), cache=cache)
+    decoded = []
+    real_child = cache.child
+    monkeypatch.setattr(cache, "child", lambda *key: decoded.append(key) or real_child(*key))
+    assert kube.apply_needed(desired) == (False, real_child("Deployment", "ns", "p-decode"))
+    assert kube.apply_needed(desired) == (False, None)
+    assert decoded == [("Deployment", "ns", "p-decode")]  # the second answer came from the memo
+    edited = _live(desired, 11)
+    edited["spec"] = {**edited["spec"], "replicas": 5}  # a hand edit: a new version
+    cache.observe("Deployment", edited)
+    needed, live = kube.apply_needed(desired)
+    assert needed and live["spec"]["replicas"] == 5
+    cache.observe("Deployment", _live(desired, 12))  # the operator's apply restored it
+    assert kube.apply_needed(desired)[0] is False
+    changed = {**desired, "spec": {**desired["spec"], "replicas": 3}}
+    assert kube.apply_needed(changed)[0] is True  # same live version, another desired object
+    assert len(decoded) == 4

@@ -456,6 +456,23 @@ class ClusterCache:
         """A managed child of ``kind``, or ``None``."""
         return self._newest(kind, (kind, namespace, name), self._first(CHILD_INDEX, (kind, namespace, name)))
 
+    def child_version(self, kind: str, namespace: str, name: str) -> str | None:
+        """The resourceVersion of the copy :meth:`child` would return (``None``: no such child, or one
+        without a version), without decoding it: a reconcile that finds a child at the version it last
+        compared needs no second comparison (:meth:`~pdd_operator.controller.kube.Kube.apply_needed`)."""
+        key = (kind, namespace, name)
+        with self._lock:
+            items = self._indexes[CHILD_INDEX].get(key)
+            indexed = items[0] if items else None
+            mine = self._overlay.get(key)
+        if mine is None:
+            return indexed.version if indexed is not None else None
+        have = _version(mine)
+        seen = _version(indexed) if indexed is not None else None
+        if indexed is not None and (have is None or seen is None or seen >= have):
+            return indexed.version
+        return None if _absent(mine) else mine.version
+
     def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
         """The managed pods matching ``selector`` (which must hold the instance label)."""
         with self._lock:

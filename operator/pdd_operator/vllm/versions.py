@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 Version = tuple[int, int, int]
@@ -213,10 +213,12 @@ def image_tag(image: str) -> str | None:
     return last.split(":", 1)[1]
 
 
+@lru_cache(maxsize=1024)
 def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, str]:
     """Return the version the rules use and where it came from (``"spec.engine.vllmVersion"``,
     ``"image tag"``, ``"dev build"`` or ``"unknown"``). A development build (:func:`dev_build`) gives
-    ``None``: its code is not any release's."""
+    ``None``: its code is not any release's. Memoized (a pure function of two strings, asked 9 times
+    per render of a PDDeployment; the answer is immutable)."""
     if explicit:
         if dev_build(explicit):
             return None, "dev build"
