@@ -84,13 +84,16 @@ def test_apply_waves(objs, waves):
 # --- against a listener that answers like the apiserver ----------------------------------------------
 
 class Apiserver:
-    """A threading HTTP server: GET -> 404; PATCH -> the status in ``answers`` by object name (default
-    200 with the object); the first PATCHes wait until ``together`` of them are in flight (at most 5 s)."""
+    """A threading HTTP server: GET -> 404; PATCH -> the status in ``answers`` by ``<resource>/<name>``
+    or object name (default 200 with the object); the first PATCHes wait until ``together`` of them are
+    in flight, and one named in ``hold`` until the request it names has started (each at most 5 s)."""
 
     def __init__(self) -> None:
         self.answers: dict[str, int] = {}
         self.together = 1
         self.log: list[tuple[str, str]] = []  # ("start"|"end", name)
+        self.resources: list[tuple[str, str]] = []  # ("start"|"end", "<resource>/<name>")
+        self.hold: dict[str, str] = {}  # "<resource>/<name>" answers once the other has started
         self.in_flight = self.most = 0
         self.cond = threading.Condition()
         outer = self
@@ -110,20 +113,25 @@ class Apiserver:
             def do_PATCH(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 sent = json.loads(self.rfile.read(length) or b"{}")
-                name = self.path.split("?")[0].rsplit("/", 1)[-1]
+                resource, name = self.path.split("?")[0].rsplit("/", 2)[-2:]
                 with outer.cond:
                     outer.log.append(("start", name))
+                    outer.resources.append(("start", f"{resource}/{name}"))
                     outer.in_flight += 1
                     outer.most = max(outer.most, outer.in_flight)
                     outer.cond.notify_all()
                     if outer.cond.wait_for(lambda: outer.in_flight >= outer.together, timeout=5):
                         outer.together = 1  # only the first group is held
-                code = outer.answers.get(name, 200)
+                    held = outer.hold.get(f"{resource}/{name}")
+                    if held is not None:  # answer only once that other request has started
+                        outer.cond.wait_for(lambda: ("start", held) in outer.resources, timeout=5)
+                code = outer.answers.get(f"{resource}/{name}", outer.answers.get(name, 200))
                 body = json.dumps({**sent, "metadata": {**sent.get("metadata", {}), "resourceVersion": "2"}}
                                   if code == 200 else {"kind": "Status", "code": code, "message": f"no {name}"}).encode()
                 with outer.cond:
                     outer.in_flight -= 1
                     outer.log.append(("end", name))
+                    outer.resources.append(("end", f"{resource}/{name}"))
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -174,11 +182,30 @@ def test_a_refused_child_is_reported_in_plan_order_and_the_others_are_still_appl
     assert all("422" in e and "no a-" in e for e in errors)
 
 
-def test_an_apiserver_failure_is_raised_after_its_wave_and_later_waves_wait_for_the_retry(apiserver):
-    apiserver.answers = {"a-decode": 500}
+def test_a_dependent_child_goes_as_soon_as_what_it_needs_is_answered(apiserver):
+    """The router's Deployment is sent once its ServiceAccount is answered, while the decode Deployment
+    (independent, slow) is still in flight: the longest chain sets a new object's time, not the slowest
+    first apply plus a second round."""
+    apiserver.hold = {"deployments/a-decode": "deployments/a-router"}
+    sent, errors, _ = apply_all(apiserver.kube(), children())
+    assert (sent, errors) == (9, [])
+    order = apiserver.resources
+    assert order.index(("start", "deployments/a-router")) > order.index(("end", "serviceaccounts/a-router"))
+    assert order.index(("start", "deployments/a-router")) < order.index(("end", "deployments/a-decode"))
+    assert order.index(("start", "rolebindings/a-router")) > order.index(("end", "roles/a-router"))
+
+
+def test_an_apiserver_failure_stops_what_is_not_sent_and_is_raised_after_what_is_in_flight(apiserver):
+    """A 500 for the router's ServiceAccount: the 7 independent applies were all sent, the Deployment
+    that needs the account is never sent, and the 500 is raised (the reconcile is retried)."""
+    apiserver.together = 7
+    apiserver.answers = {"serviceaccounts/a-router": 500}
     with pytest.raises(ApiException) as raised:
         apply_all(apiserver.kube(), children())
     assert raised.value.status == 500
-    starts = [name for what, name in apiserver.log if what == "start"]
-    assert sorted(starts) == sorted(["a-prefill", "a-prefill", "a-decode", "a-decode", "a-router", "a-router",
-                                     "a-router"])  # the whole first wave, no RoleBinding, no router Deployment
+    starts = [what for event, what in apiserver.resources if event == "start"]
+    assert "deployments/a-router" not in starts
+    assert sorted(s for s in starts if s != "rolebindings/a-router") == sorted([
+        "services/a-prefill", "deployments/a-prefill", "services/a-decode", "deployments/a-decode",
+        "serviceaccounts/a-router", "roles/a-router", "services/a-router"])
+    assert len(apiserver.resources) == 2 * len(starts)  # every request sent had ended when it was raised

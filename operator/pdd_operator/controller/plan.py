@@ -155,6 +155,13 @@ def _needs(child: dict, other: dict) -> bool:
     return okind == "ServiceAccount" and ometa.get("name") == account
 
 
+def apply_dependencies(children: list[dict]) -> list[set[int]]:
+    """For each of ``children`` (a :class:`Plan`'s), the indexes of the others it must wait for
+    (:func:`_needs`): ``[set(), ...]`` with one set per child; a child never waits for itself."""
+    return [{j for j, other in enumerate(children) if j != i and _needs(child, other)}
+            for i, child in enumerate(children)]
+
+
 def apply_waves(children: list[dict]) -> list[list[int]]:
     """The order in which ``children`` (a :class:`Plan`'s) may be applied: waves of indexes into
     ``children``, each wave's applies independent of one another (sent concurrently), every child in

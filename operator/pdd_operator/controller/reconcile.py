@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -29,7 +29,7 @@ from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from
 from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube, api_error_text
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
-from pdd_operator.controller.plan import apply_waves, last_good_spec, plan_children
+from pdd_operator.controller.plan import apply_dependencies, apply_waves, last_good_spec, plan_children
 from pdd_operator.controller.recorder import EventRecorder
 from pdd_operator.controller.rollout import slot_pods
 from pdd_operator.controller.status import (
@@ -202,43 +202,60 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     """Apply every child; one that the apiserver refuses does not stop the others.
 
     The children that differ from the cache (:meth:`~pdd_operator.controller.kube.Kube.apply_needed`,
-    compared in the calling thread) are applied in the waves of
-    :func:`~pdd_operator.controller.plan.apply_waves` (a RoleBinding after its Role, a Deployment after
-    its ServiceAccount; a child in place already is no reason to wait); a wave's applies are sent at
-    once on :func:`apply_pool` (one alone in the calling thread), so a new object's 9 applies take 2
-    round trips instead of 9.
+    compared in the calling thread) are sent on :func:`apply_pool` as soon as what each needs
+    (:func:`~pdd_operator.controller.plan.apply_dependencies`: a RoleBinding its Role, a Deployment
+    its ServiceAccount; a child in place already is no reason to wait) has been answered, so a new
+    object's children take 2 round trips on the longest chain (ServiceAccount then the router's
+    Deployment), not the slowest of the first 7 plus a second round; one child alone is sent from the
+    calling thread.
 
     Returns ``(applies accepted, errors, first)``; each error is ``<Kind> <name>: <code> <reason>:
-    <message>``, in the plan's order of the children (within a wave; waves in order) whatever order the
-    answers came in; ``first`` is when (``time.monotonic()``) the comparisons began, ``None`` when no
-    child needed a request. An error of the apiserver itself (5xx, 409, 429, no answer: not
-    :func:`is_refusal`) or any other exception of an apply is raised once every apply of its wave has
-    ended, and later waves are not sent (the reconcile is retried with backoff).
+    <message>``, in the order of :func:`~pdd_operator.controller.plan.apply_waves` (waves in order,
+    plan order within a wave) whatever order the answers came in; ``first`` is when
+    (``time.monotonic()``) the comparisons began, ``None`` when no child needed a request. A refused
+    child (:func:`is_refusal`) does not hold back what needs it (the apiserver says why in its own
+    answer). An error of the apiserver itself (5xx, 409, 429, no answer) or any other exception stops
+    every apply not yet sent and is raised once those in flight have ended (the reconcile is retried
+    with backoff).
     """
     started = time.monotonic()
     pending = [(child, live) for child in children for needed, live in [kube.apply_needed(child)] if needed]
     if not pending:
         return 0, [], None
-    sent, errors = 0, []
-    for wave in apply_waves([child for child, _ in pending]):  # what is in place already needs no wait
-        if len(wave) == 1:
-            outcomes = [_send(kube, *pending[wave[0]])]
-        else:
-            futures = [apply_pool().submit(_send, kube, *pending[i]) for i in wave]
-            outcomes = [f.result() for f in futures]  # _send returns every exception it meets
-        failure = None
-        for i, exc in zip(wave, outcomes, strict=True):
-            child = pending[i][0]
-            if exc is None:
-                sent += 1
-            elif isinstance(exc, ApiException) and is_refusal(exc):
-                errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
-                log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
-                            child["metadata"]["name"], errors[-1])
-            elif failure is None:
-                failure = exc
-        if failure is not None:
-            raise failure
+    objs = [child for child, _ in pending]
+    outcomes: dict[int, BaseException | None] = {}
+    if len(pending) == 1:
+        outcomes[0] = _send(kube, *pending[0])
+    else:
+        needs = apply_dependencies(objs)
+        waiting = set(range(len(pending)))
+        running: dict[Future, int] = {}
+        failed = False
+        while waiting or running:
+            if not failed:
+                for i in sorted(i for i in waiting if needs[i] <= outcomes.keys()):
+                    waiting.discard(i)
+                    running[apply_pool().submit(_send, kube, *pending[i])] = i
+            if not running:
+                break  # a failure stopped what is left
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = running.pop(future)
+                outcomes[i] = exc = future.result()  # _send returns every exception it meets
+                failed = failed or (exc is not None and not (isinstance(exc, ApiException) and is_refusal(exc)))
+    sent, errors, failure = 0, [], None
+    for i in (i for wave in apply_waves(objs) for i in wave if i in outcomes):
+        exc, child = outcomes[i], objs[i]
+        if exc is None:
+            sent += 1
+        elif isinstance(exc, ApiException) and is_refusal(exc):
+            errors.append(f"{child['kind']} {child['metadata']['name']}: {api_error_text(exc)}"[:MAX_ERROR_CHARS])
+            log.warning("apply of %s %s/%s failed: %s", child["kind"], child["metadata"]["namespace"],
+                        child["metadata"]["name"], errors[-1])
+        elif failure is None:
+            failure = exc
+    if failure is not None:
+        raise failure
     return sent, errors, started
 
 
