@@ -70,16 +70,18 @@ def slot_selector_labels(owner: str, role: str, slot: str) -> dict[str, str]:
     return base if slot == "a" else {**base, LABEL_SLOT: slot}
 
 
-def labels(owner: str, role: str, spec: PDDeploymentSpec, slot: str | None = None) -> dict[str, str]:
+def labels(owner: str, role: str, spec: PDDeploymentSpec, slot: str | None = None,
+           compat: str | None = None) -> dict[str, str]:
     """All labels of a role's objects and pods (with ``slot``: those of that revision slot's Deployment
-    and pods, which carry :data:`~pdd_operator.api.constants.LABEL_SLOT`)."""
+    and pods, which carry :data:`~pdd_operator.api.constants.LABEL_SLOT`). ``compat``: ``compat_hash(spec)``
+    when the caller has it already (:func:`render_children` computes it once for its 6 label sets)."""
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
     out = {
         **selector_labels(owner, role),
         LABEL_PART_OF: label_value(owner),
         LABEL_MANAGED_BY: "pdd-operator",
         LABEL_ROLE: role,
-        LABEL_COMPAT_HASH: compat_hash(spec),
+        LABEL_COMPAT_HASH: compat if compat is not None else compat_hash(spec),
     }
     if version is not None:
         out[LABEL_VERSION] = fmt(version)
@@ -169,9 +171,10 @@ def _affinity(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
 
 
 def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None,
-                 slot: str = "a") -> dict:
+                 slot: str = "a", compat: str | None = None) -> dict:
     """Pod template of a role in revision ``slot``: the vLLM engine with GPUs, RDMA, IPC_LOCK, /dev/shm,
-    /health probes and the drain before it stops (:mod:`pdd_operator.render.drain`)."""
+    /health probes and the drain before it stops (:mod:`pdd_operator.render.drain`). ``compat``: as
+    for :func:`labels`."""
     r = spec.role(role)
     container = {
         "name": ENGINE_CONTAINER,
@@ -246,7 +249,7 @@ def pod_template(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: 
         pod_spec["tolerations"] = tolerations
     if spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.engine.image_pull_secrets]
-    metadata: dict = {"labels": labels(owner.name, role, spec, slot)}
+    metadata: dict = {"labels": labels(owner.name, role, spec, slot, compat)}
     annotations = dict(router_pod_annotations(spec, role))
     if spec.network.networks:
         annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(spec.network.networks)
@@ -287,29 +290,33 @@ def preflight_container(spec: PDDeploymentSpec, engine: dict) -> dict:
 
 
 def deployment(owner: Owner, role: str, spec: PDDeploymentSpec, model_config: dict | None = None,
-               slot: str = "a") -> dict:
+               slot: str = "a", compat: str | None = None) -> dict:
     """The role's Deployment in revision ``slot`` (:func:`~pdd_operator.api.names.deployment_name`).
-    Rolling updates surge one pod and keep every serving pod until it is replaced."""
+    Rolling updates surge one pod and keep every serving pod until it is replaced. ``compat``: as for
+    :func:`labels`."""
     r = spec.role(role)
+    compat = compat if compat is not None else compat_hash(spec)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(owner, deployment_name(owner.name, role, slot), labels(owner.name, role, spec, slot)),
+        "metadata": _metadata(owner, deployment_name(owner.name, role, slot),
+                              labels(owner.name, role, spec, slot, compat)),
         "spec": {
             "replicas": r.replicas,
             "selector": {"matchLabels": slot_selector_labels(owner.name, role, slot)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": pod_template(owner, role, spec, model_config, slot),
+            "template": pod_template(owner, role, spec, model_config, slot, compat),
         },
     }
 
 
-def service(owner: Owner, role: str, spec: PDDeploymentSpec) -> dict:
-    """The role's headless Service: DNS records of ready pods for the HTTP and NIXL side-channel ports."""
+def service(owner: Owner, role: str, spec: PDDeploymentSpec, compat: str | None = None) -> dict:
+    """The role's headless Service: DNS records of ready pods for the HTTP and NIXL side-channel ports.
+    ``compat``: as for :func:`labels`."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec)),
+        "metadata": _metadata(owner, child_name(owner.name, role), labels(owner.name, role, spec, compat=compat)),
         "spec": {
             "clusterIP": "None",
             "selector": selector_labels(owner.name, role),
@@ -455,9 +462,10 @@ def render_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | N
     model-dependent flags such as the hybrid KV cache manager and the conv-state layout.
     """
     out: list[dict] = []
+    compat = compat_hash(spec)
     for role in ROLES:
-        out.append(service(owner, role, spec))
-        out.append(deployment(owner, role, spec, model_config, slot))
+        out.append(service(owner, role, spec, compat))
+        out.append(deployment(owner, role, spec, model_config, slot, compat))
     out.extend(router_rbac(owner, spec))
     out.append(router_service(owner, spec))
     out.append(router_deployment(owner, spec))
