@@ -8,11 +8,19 @@ for every pair with a foreign connector before any rule ran; the rules that judg
 (``Rule.without_connector``) now run first on a known release, their errors are the verdict and the KV path stays
 "not checked" beside them (:func:`pdd_operator.compat.engine._foreign_connector`). Warnings, unknown releases and
 releases before 0.9.0 keep the plain "not checked".
+
+A scheduler budget vLLM refuses at startup, on the releases between 0.11.1 and 0.18.0: chunked prefill turned off with
+``--max-num-batched-tokens`` below ``--max-model-len`` (``SchedulerConfig.verify_max_model_len``). The rule ran from
+0.18.0 only (the first release read for it); reading 0.10.1.1, 0.11.0, 0.11.1, 0.12.0, 0.13.0 and 0.14.0 for set 23's
+vllm#22093 variant showed that vLLM 1 forces chunked prefill on up to 0.11.0 (the flag is overridden, the engine starts)
+and keeps an explicit ``--no-enable-chunked-prefill`` from 0.11.1, so the refusal holds from 0.11.1 on.
 """
 
 from __future__ import annotations
 
-from tests.unit.test_turn2_variants import check, container, rules, workload
+import pytest
+
+from tests.unit.test_turn2_variants import KV, check, container, pd, rules, workload
 
 
 def _pair(p_kv, d_kv, image, kind="Deployment", model="Qwen/Qwen3-8B", p_args=(), d_args=()):
@@ -93,3 +101,33 @@ def test_a_connector_without_kv_role_on_an_unknown_release_stays_not_checked(tmp
     kv = '{"kv_connector":"DynamoNixlConnector"}'
     code, out = check(tmp_path, capsys, *_pair(kv, kv, "registry.example.com/team/vllm-dynamo:patched"))
     _not_checked(code, out)
+
+
+# --- a scheduler budget vLLM refuses, from 0.11.1 (not only from 0.18.0) -------------------------------------------
+
+NO_CHUNKED = ("--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096", "--max-model-len", "8192")
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.11.1", "vllm/vllm-openai:v0.14.0", "vllm/vllm-openai:v0.17.1"])
+def test_chunked_prefill_off_below_max_model_len_is_refused_from_0_11_1(tmp_path, capsys, image):
+    docs = pd("llama", ["--kv-transfer-config", KV, *NO_CHUNKED], ["--kv-transfer-config", KV],
+              model="meta-llama/Llama-3.1-8B-Instruct", image=image)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "max-num-batched-tokens-below-max-model-len" in rules(out, "error"), out
+
+
+def test_chunked_prefill_off_on_a_statefulset_decode_of_0_13_is_refused(tmp_path, capsys):
+    docs = [workload("qwen-prefill", "prefill", container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV],
+                                                          image="vllm/vllm-openai:v0.13.0"), kind="StatefulSet"),
+            workload("qwen-decode", "decode", container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV, *NO_CHUNKED],
+                                                        image="vllm/vllm-openai:v0.13.0"), kind="StatefulSet")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "max-num-batched-tokens-below-max-model-len" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.10.1.1", "vllm/vllm-openai:v0.11.0"])
+def test_up_to_0_11_0_vllm_1_forces_chunked_prefill_and_starts(tmp_path, capsys, image):
+    docs = pd("llama", ["--kv-transfer-config", KV, *NO_CHUNKED], ["--kv-transfer-config", KV],
+              model="meta-llama/Llama-3.1-8B-Instruct", image=image)
+    code, out = check(tmp_path, capsys, *docs)
+    assert not rules(out) & {"max-num-batched-tokens-below-max-model-len", "max-num-batched-tokens-unverified"}, out
