@@ -98,7 +98,7 @@ def evaluate(
     version = pair.version
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign:
-        return CompatReport(version=fmt(version), not_checked=(
+        return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
             "these rules describe NixlConnector prefill/decode only"))
     if any(r.connector is None for r in pair.roles):
@@ -126,6 +126,36 @@ def evaluate(
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> CompatReport:
+    """The report for a pair whose KV connector these rules do not describe (``why`` says which): "not checked",
+    unless vLLM refuses one of its engines on its own.
+
+    The rules that judge an engine by itself (``Rule.without_connector``: the argument parser, ``--kv-transfer-config``
+    validation, removed flags, the engine's GPUs) hold whatever connector it names, since vLLM stops such an
+    engine before any connector is built (``KVTransferConfig.__post_init__`` refuses a ``kv_connector`` without a
+    ``kv_role`` while the flag is parsed: vllm/config.py 0.9.2, vllm/config/__init__.py 0.10.1, vllm/config/kv_transfer.py
+    0.32.0). Their errors are the report, and the KV path between the engines stays "not checked" (``unchecked``);
+    their warnings are left out: only a promise that vLLM fails turns "not checked" into a verdict. So is a vLLM
+    whose release is unknown or older than :data:`OLDEST_KNOWN`: a build that carries its own connector in the engine
+    (vllm#16677's V0 ``DynamoNixlConnector`` branch on 0.8, whose usage passes no ``kv_role``) is not a release these
+    rules were read from, so its parser is not known to refuse what a release's refuses.
+    """
+    version = pair.version
+    if version is None or version < OLDEST_KNOWN:
+        return CompatReport(version=fmt(version), not_checked=why)
+    runnable, _ = _runnable(pair, tuple(rule for rule in rules if rule.without_connector))
+    errors = [
+        finding for rule in runnable
+        if rule.check is not None and rule.applies_to(version)
+        for message, fix, *severity in run_check(rule, pair) if severity != [NOT_CHECKED]
+        if (finding := _finding(pair, rule, message, _in_terms(pair, fix), *severity)).severity == "error"
+    ]
+    if not errors:
+        return CompatReport(version=fmt(version), not_checked=why)
+    return CompatReport(version=fmt(version), findings=errors, unchecked=(
+        f"the KV transfer between these engines was not checked: {why}"))
 
 
 def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:

@@ -1,15 +1,17 @@
 """The scheduler's token budget as an engine's flags set it, and what vLLM refuses about it at startup.
 
-vLLM's ``SchedulerConfig.verify_max_model_len`` (``vllm/config/scheduler.py``, read in the 0.18.0, 0.24.0 and 0.32.0
-sources; called from ``__post_init__`` with the model's ``max_model_len``) raises ``ValueError`` when
+vLLM's ``SchedulerConfig.verify_max_model_len`` (``vllm/config/scheduler.py``, read in the 0.11.1, 0.12.0, 0.13.0,
+0.14.0, 0.18.0, 0.24.0 and 0.32.0 sources; called from ``__post_init__`` with the model's ``max_model_len``) raises
+``ValueError`` when
 
 - chunked prefill is off and ``max_num_batched_tokens < max_model_len`` ("max_num_batched_tokens (N) is smaller than
   max_model_len (M). This effectively limits the maximum sequence length ..."), or
 - ``max_num_batched_tokens < max_num_seqs`` ("must be greater than or equal to max_num_seqs"), chunked or not.
 
-``EngineArgs`` (``vllm/engine/arg_utils.py``, same releases) keeps an explicit ``--no-enable-chunked-prefill`` (it
-only warns that the model "does not officially support disabling chunked prefill"), and raises the default budget to
-``max_model_len`` only when the user gave no ``--max-num-batched-tokens``; so both refusals need explicit flags.
+``EngineArgs`` (``vllm/engine/arg_utils.py``, same releases; up to 0.11.0 it forced chunked prefill on) keeps an
+explicit ``--no-enable-chunked-prefill`` (it only warns that the model "does not officially support disabling chunked
+prefill"), and raises the default budget to ``max_model_len`` only when the user gave no ``--max-num-batched-tokens``;
+so both refusals need explicit flags.
 ``--max-model-len`` absent (or ``-1`` / ``auto``) means the model's own context length, which a manifest does not
 hold: :attr:`SchedulerBudget.max_model_len` is then ``None``.
 """

@@ -163,15 +163,18 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
     return out
 
 
-#: First release whose scheduler checks were read (0.18.0, also 0.24.0 and 0.32.0): ``EngineArgs`` keeps an explicit
-#: ``--no-enable-chunked-prefill`` there; earlier V1 releases were not read for it.
-SCHEDULER_BUDGET_READ_SINCE = (0, 18, 0)
+#: First release that keeps an explicit ``--no-enable-chunked-prefill`` (``EngineArgs._set_default_args`` sets
+#: ``enable_chunked_prefill`` only when it is None) and so refuses a budget below ``max_model_len``: read in the
+#: 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.18.0, 0.24.0 and 0.32.0 sources. Up to 0.11.0 vLLM 1 forces chunked prefill on for
+#: every generating model ("V1 always uses chunked prefills", ``_set_default_args_v1`` in 0.10.1.1 and 0.11.0), so
+#: the flag is overridden before ``SchedulerConfig`` checks the budget (set 23).
+SCHEDULER_BUDGET_READ_SINCE = (0, 11, 1)
 
 
 @rule(
     id="max-num-batched-tokens-below-max-model-len", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
-    source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.18.0, 0.24.0, 0.32.0): ValueError "
+    source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.11.1-0.14.0, 0.18.0, 0.24.0, 0.32.0): ValueError "
             "'max_num_batched_tokens (N) is smaller than max_model_len (M)' with chunked prefill off, and 'must be "
             "greater than or equal to max_num_seqs'"),
     since=SCHEDULER_BUDGET_READ_SINCE, without_connector=True,
@@ -191,7 +194,7 @@ def check_scheduler_budget(pair: PDPair) -> list[Violation]:
 @rule(
     id="max-num-batched-tokens-unverified", family="engine-args", severity="warning",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
-    source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.18.0, 0.24.0, 0.32.0) against the "
+    source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.11.1-0.14.0, 0.18.0, 0.24.0, 0.32.0) against the "
             "model's own context length (ModelConfig max_model_len when --max-model-len is not given)"),
     since=SCHEDULER_BUDGET_READ_SINCE, without_connector=True,
     example="--no-enable-chunked-prefill --max-num-batched-tokens 8192 without --max-model-len",
