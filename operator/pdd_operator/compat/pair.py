@@ -151,6 +151,8 @@ class RoleConfig:
             (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
         removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
             judged by version in the ``cli-flag-removed`` rule.
+        aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
+            (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
     """
 
     role: str
@@ -213,6 +215,7 @@ class RoleConfig:
     gpu_memory_utilization: float | None = 0.9
     cumem_flags: tuple[str, ...] = ()
     removed_flags: tuple[str, ...] = ()
+    aux_outputs: tuple[str, ...] = ()
 
     @property
     def connector(self) -> str | None:
@@ -526,6 +529,7 @@ def role_from_container(
         spans_nodes=spans_nodes(flags),
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
         removed_flags=removed_flags(flags),
+        aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
     )
 
 

@@ -16,7 +16,7 @@ _ALIASES = {
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
     "--enforce-eager", "--enable-expert-parallel", "--enable-cumem-allocator", "--enable-sleep-mode",
-    "--enable-chunked-prefill",
+    "--enable-chunked-prefill", "--enable-return-routed-experts",
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 # test fails when a module of this package is missing here.
 from pdd_operator.compat.rules import (  # noqa: F401  (each module registers its rules)
     architecture,
+    aux_output,
     block_size,
     connector,
     engine_args,
