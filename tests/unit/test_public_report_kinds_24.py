@@ -6,6 +6,12 @@ controls.
   vLLM's own image names, so such a pair was "vLLM version unknown" and its version-bound rules (prefill TP > decode
   TP before 0.14) were never applied. It now reads the tag of ``vllm-openai-<extras>`` images under AIBrix's
   namespace (:data:`pdd_operator.vllm.versions.DERIVED_VLLM_OPENAI_NAMESPACES`).
+- A RoleBasedGroup role's name (``spec.roles[].name``: ``prefill``, ``decode``) says which P/D role its engines serve,
+  as a Kthena ModelServing role's name or a Dynamo component's ``type`` does. The checker took it for a mere name, so
+  an engine of such a role that sets no connector (rbg's Dynamo sample moved to vLLM with its ``sh -c`` command cut by
+  a line break, which leaves ``--disaggregation-mode`` and ``--kv-transfer-config`` on a line of their own) was read
+  as an aggregated server beside the pair and the whole group as "not checked". It is now that role's engine and is
+  refused for its missing connector (kv-connector-missing).
 """
 
 from __future__ import annotations
@@ -58,3 +64,57 @@ def test_the_same_pair_on_a_release_that_reads_from_a_larger_prefill_tp_passes(t
     prefill["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
     code, out = check(tmp_path, capsys, prefill, decode)
     assert code == 0 and not rules(out, "error") and "vllm-version-unknown" not in rules(out)
+
+
+# --- RoleBasedGroup role names ---------------------------------------------------------------------------------------
+
+KV_BOTH = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def _rbg(roles, image="vllm/vllm-openai:v0.32.0"):
+    """A v1alpha2 RoleBasedGroup: roles = [(name, command)], each a standalone role built from one roleTemplate that
+    holds the image and the pod-IP side-channel host."""
+    env = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    return {"apiVersion": "workloads.x-k8s.io/v1alpha2", "kind": "RoleBasedGroup", "metadata": {"name": "pd"},
+            "spec": {"roleTemplates": [{"name": "base", "template": {"spec": {"containers": [
+                {"name": "engine", "image": image, "env": env}]}}}],
+                "roles": [{"name": name, "replicas": 1, "standalonePattern": {"templateRef": {"name": "base", "patch": {
+                    "spec": {"containers": [{"name": "engine", "command": command,
+                                             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}}
+                          for name, command in roles]}}
+
+
+def test_a_decode_role_whose_engine_sets_no_connector_is_refused(tmp_path, capsys):
+    doc = _rbg([("prefill", ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--kv-transfer-config", KV_BOTH]),
+                ("decode", ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"])])
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 1 and "kv-connector-missing" in rules(out, "error")
+
+
+def test_dynamo_workers_whose_script_line_break_cuts_off_the_flags_are_refused(tmp_path, capsys):
+    def script(mode):
+        return ["sh", "-c", "python3 -m dynamo.vllm --model Qwen/Qwen3-8B\n"
+                f"--disaggregation-mode {mode} --kv-transfer-config '{KV_BOTH}'"]
+    doc = _rbg([("router", ["sh", "-c", "python -m dynamo.frontend --http-port 8000"]),
+                ("prefill", script("prefill")), ("decode", script("decode"))],
+               image="nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.1.0")
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 1 and "kv-connector-missing" in rules(out, "error")
+    said = [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert any("runs aggregated" in m for m in said)
+
+
+def test_the_same_workers_with_each_command_on_one_line_pass(tmp_path, capsys):
+    def script(mode):
+        return ["sh", "-c", f"python3 -m dynamo.vllm --model Qwen/Qwen3-8B --disaggregation-mode {mode} "
+                f"--kv-transfer-config '{KV_BOTH}'"]
+    doc = _rbg([("prefill", script("prefill")), ("decode", script("decode"))],
+               image="nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.1.0")
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 0 and not rules(out, "error")
+
+
+def test_roles_named_for_nothing_p_d_keep_their_aggregated_engines_out_of_any_pair(tmp_path, capsys):
+    doc = _rbg([("chat", ["vllm", "serve", "Qwen/Qwen3-8B"]), ("embed", ["vllm", "serve", "Qwen/Qwen3-Embedding-0.6B"])])
+    code, out = check(tmp_path, capsys, doc, extra=("--allow-empty",))
+    assert code == 0 and not out.get("results") and not out.get("notChecked")
