@@ -12,12 +12,17 @@ controls.
   a line break, which leaves ``--disaggregation-mode`` and ``--kv-transfer-config`` on a line of their own) was read
   as an aggregated server beside the pair and the whole group as "not checked". It is now that role's engine and is
   refused for its missing connector (kv-connector-missing).
+- A DynamoGraphDeployment (``nvidia.com/v1beta1``) component may ask for its GPUs through a ``device`` field (Dynamo's
+  HAMi template): the operator merges ``device.resources`` into the main container, the device's value winning. The
+  checker read the podTemplate alone, so a worker's GPUs were unknown and a TP 2 worker on one GPU passed. The field
+  is now applied before the walk (:func:`pdd_operator.compat.dynamo_devices.resolve_component_devices`).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.vllm.versions import is_vllm_image, version_from_image
 from tests.unit.test_turn2_variants import check, pd, rules
 
@@ -118,3 +123,62 @@ def test_roles_named_for_nothing_p_d_keep_their_aggregated_engines_out_of_any_pa
     doc = _rbg([("chat", ["vllm", "serve", "Qwen/Qwen3-8B"]), ("embed", ["vllm", "serve", "Qwen/Qwen3-Embedding-0.6B"])])
     code, out = check(tmp_path, capsys, doc, extra=("--allow-empty",))
     assert code == 0 and not out.get("results") and not out.get("notChecked")
+
+
+# --- Dynamo v1beta1 component device field ---------------------------------------------------------------------------
+
+
+def _dgd(d_args=(), device_gpus="1", pod_gpus=None, device=True):
+    """A v1beta1 DynamoGraphDeployment: prefill and decode dynamo.vllm workers (runtime 1.2.1), each asking for its
+    GPUs through ``device`` (``device_gpus``) and, if ``pod_gpus``, also in its container's limits."""
+    def component(name, mode, extra):
+        container = {"name": "main", "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.1",
+                     "command": ["python3", "-m", "dynamo.vllm"],
+                     "args": ["--model", "Qwen/Qwen3-8B", "--disaggregation-mode", mode, "--kv-transfer-config",
+                              KV_BOTH, *extra]}
+        if pod_gpus is not None:
+            container["resources"] = {"limits": {"nvidia.com/gpu": pod_gpus}}
+        out = {"name": name, "type": mode, "replicas": 1, "podTemplate": {"spec": {"containers": [container]}}}
+        if device:
+            out["device"] = {"resources": {"nvidia.com/gpu": device_gpus, "nvidia.com/gpumem": "40000"},
+                             "schedulerName": "hami-scheduler", "nodeSelector": {"gpu": "on"},
+                             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+        return out
+    return {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+            "spec": {"components": [component("VllmPrefillWorker", "prefill", ()),
+                                    component("VllmDecodeWorker", "decode", d_args)]}}
+
+
+def test_the_device_field_reaches_the_main_container_and_the_pod():
+    doc = _dgd(pod_gpus="1", device_gpus="2")
+    doc["spec"]["components"][0]["podTemplate"]["spec"]["containers"].insert(0, {"name": "sidecar", "image": "x"})
+    resolve_component_devices(doc)
+    spec = doc["spec"]["components"][0]["podTemplate"]["spec"]
+    sidecar, main = spec["containers"]
+    assert main["resources"]["limits"] == {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "40000"}
+    assert "resources" not in sidecar
+    assert spec["schedulerName"] == "hami-scheduler" and spec["nodeSelector"] == {"gpu": "on"}
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+
+
+def test_other_documents_are_left_as_written():
+    doc = _dgd()
+    doc["kind"] = "SomethingElse"
+    before = repr(doc)
+    resolve_component_devices(doc)
+    assert repr(doc) == before
+
+
+def test_a_tp2_worker_given_one_gpu_through_its_device_field_is_refused(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _dgd(d_args=("--tensor-parallel-size", "2")))
+    assert code == 1 and "parallelism-gpu-count" in rules(out, "error")
+
+
+def test_the_device_count_wins_over_the_containers_own(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _dgd(d_args=("--tensor-parallel-size", "2"), device_gpus="2", pod_gpus="1"))
+    assert code == 0 and not rules(out, "error")
+
+
+def test_without_a_device_field_the_containers_own_count_is_read_as_before(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _dgd(d_args=("--tensor-parallel-size", "2"), pod_gpus="1", device=False))
+    assert code == 1 and "parallelism-gpu-count" in rules(out, "error")

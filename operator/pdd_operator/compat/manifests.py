@@ -43,6 +43,7 @@ from pdd_operator.compat.dynamo_resources import (
     with_service_resources,
 )
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
+from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.architectures import traits
@@ -708,8 +709,10 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     """Every vLLM engine of a P/D topology in one manifest document, and the P/D engines it cannot read.
 
     A RoleBasedGroup's roles built from ``spec.roleTemplates`` get their merged pod templates first, in ``doc``
-    itself (:func:`~pdd_operator.compat.role_templates.resolve_role_templates`)."""
+    itself (:func:`~pdd_operator.compat.role_templates.resolve_role_templates`), and a DynamoGraphDeployment's
+    components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`)."""
     resolve_role_templates(doc)
+    resolve_component_devices(doc)
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
