@@ -35,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pdd_operator.api.status import Finding
+from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     multinode_count,
@@ -43,7 +44,6 @@ from pdd_operator.compat.dynamo_resources import (
     with_service_resources,
 )
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
-from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.architectures import traits
