@@ -182,3 +182,11 @@ def test_the_device_count_wins_over_the_containers_own(tmp_path, capsys):
 def test_without_a_device_field_the_containers_own_count_is_read_as_before(tmp_path, capsys):
     code, out = check(tmp_path, capsys, _dgd(d_args=("--tensor-parallel-size", "2"), pod_gpus="1", device=False))
     assert code == 1 and "parallelism-gpu-count" in rules(out, "error")
+
+
+# --- found by the suite's fuzz test while this set was built ---------------------------------------------------------
+
+
+def test_a_superscript_digit_flag_value_is_no_integer_and_no_crash():
+    from pdd_operator.vllm.scheduler_budget import human_int
+    assert human_int("¹") is None and human_int("8192") == 8192 and human_int("32k") == 32000
