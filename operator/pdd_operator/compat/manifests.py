@@ -35,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pdd_operator.api.status import Finding
+from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     multinode_count,
@@ -478,6 +479,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             # a Kthena ModelServing role (spec.template.roles[]: name, entryTemplate, workerTemplate;
             # volcano-sh/kthena pkg/apis/workload/v1alpha1 model_serving_types.go): its name is the role
             role_from_labels = (_role_hint(node["name"]), "type")
+        if _rbg_role(node, context):
+            role_from_labels = (_role_hint(node["name"]), "type")
         containers = node.get("containers")
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):
@@ -508,6 +511,24 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         for i, value in enumerate(node):
             _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas,
                   service, injected, None, every_pod)
+
+
+#: The keys of a RoleBasedGroup role (sgl-project/rbg ``workloads.x-k8s.io`` RoleSpec) that hold its pods: v1alpha2's
+#: ``standalonePattern`` / ``leaderWorkerPattern`` / ``customComponentsPattern``, v1alpha1's ``template`` /
+#: ``leaderWorkerSet``.
+_RBG_ROLE_POD_KEYS = ("standalonePattern", "leaderWorkerPattern", "customComponentsPattern", "template",
+                      "leaderWorkerSet")
+
+
+def _rbg_role(node: dict, context: list[str]) -> bool:
+    """``node`` is a role of a RoleBasedGroup (``spec.roles[]``: ``name`` and one of :data:`_RBG_ROLE_POD_KEYS`) whose
+    name is a P/D role (``prefill``, ``decode``, ...). rbg's controller builds each role's pods as their own set and
+    its P/D samples (``examples/inference/pd-disagg-*.yaml``, ``others/dynamo/pd-disagg-standalone.yaml``) name the
+    roles after what their engines serve, as Kthena's ModelServing roles and Dynamo's component types do: the name
+    stands for the role the way a ``type`` field does, so an engine there that sets no connector is still that role's
+    engine (a decode without one is refused), not an aggregated server beside the pair."""
+    return (bool(context) and context[0] == "RoleBasedGroup" and isinstance(node.get("name"), str)
+            and _role_hint(node["name"]) is not None and any(isinstance(node.get(k), dict) for k in _RBG_ROLE_POD_KEYS))
 
 
 def _stem(name: str) -> str:
@@ -688,8 +709,10 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     """Every vLLM engine of a P/D topology in one manifest document, and the P/D engines it cannot read.
 
     A RoleBasedGroup's roles built from ``spec.roleTemplates`` get their merged pod templates first, in ``doc``
-    itself (:func:`~pdd_operator.compat.role_templates.resolve_role_templates`)."""
+    itself (:func:`~pdd_operator.compat.role_templates.resolve_role_templates`), and a DynamoGraphDeployment's
+    components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`)."""
     resolve_role_templates(doc)
+    resolve_component_devices(doc)
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []

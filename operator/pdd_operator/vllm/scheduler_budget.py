@@ -32,7 +32,7 @@ def human_int(value: object) -> int | None:
     if isinstance(value, bool) or value is None:
         return None
     text = str(value).strip()
-    if text.isdigit():
+    if text.isdecimal():  # not isdigit(): superscripts such as '¹' are digits int() refuses (as vLLM's parser does)
         return int(text)
     match = _HUMAN.fullmatch(text)
     if not match:

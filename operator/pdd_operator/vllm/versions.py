@@ -138,9 +138,22 @@ def image_repository(image: str) -> str:
     return "/".join([*path[-1:], last.split(":", 1)[0]]).lower()
 
 
+#: Registry namespaces (the path component before the image name) whose ``vllm-openai-<extras>`` images are vLLM's
+#: OpenAI server image rebuilt with extras and tagged with the vLLM release first: AIBrix's
+#: ``aibrix/vllm-openai-aibrix-kvcache-nixl:v0.10.2-nixl-0.7.1-ucx-1.19.0`` is vLLM 0.10.2 with AIBrix's KV cache,
+#: NIXL 0.7.1 and UCX 1.19.0 (vllm-project/aibrix test/regression/v0.5.0/vllm-xpyd-rdma.yaml, the manifest of
+#: vllm-project/aibrix#1772), as its plain ``aibrix/vllm-openai:v0.9.2-cu128-nixl-v0.4.1-...`` is vLLM 0.9.2.
+DERIVED_VLLM_OPENAI_NAMESPACES = {"aibrix"}
+
+
 def is_vllm_image(image: str) -> bool:
-    """True when ``image`` is a vLLM image whose tag names the vLLM version."""
-    return _image_name(image) in VLLM_IMAGE_NAMES
+    """True when ``image`` is a vLLM image whose tag names the vLLM version: a name of :data:`VLLM_IMAGE_NAMES`, or
+    ``vllm-openai-<extras>`` under one of the :data:`DERIVED_VLLM_OPENAI_NAMESPACES`."""
+    name = _image_name(image)
+    if name in VLLM_IMAGE_NAMES:
+        return True
+    namespace, _, _ = image_repository(image).rpartition("/")
+    return name.startswith("vllm-openai-") and namespace in DERIVED_VLLM_OPENAI_NAMESPACES
 
 
 def is_cpu_image(image: str) -> bool:

@@ -61,7 +61,9 @@ def _dynamo_worker_without_connector(role: str) -> Violation:
         said = ("prefill: Dynamo's vLLM worker (runtime >= 1.0) no longer adds NixlConnector itself and refuses to "
                 "start a prefill worker without --kv-transfer-config: dynamo.vllm raises ValueError('--connector is "
                 "deprecated and the default is no longer nixl ... you must explicitly provide --kv-transfer-config') "
-                "at startup, so the prefill pods crash-loop.")
+                "at startup, so the prefill pods crash-loop; a worker started without --disaggregation-mode prefill "
+                "(a script whose line break cuts the flags off the command, say) runs aggregated instead and never "
+                "hands KV to a decode.")
     else:
         said = (f"{role}: Dynamo's vLLM worker (runtime >= 1.0) no longer adds NixlConnector itself, so this worker "
                 "starts with no KV connector: it never pulls KV from the prefill workers and recomputes every prompt.")
