@@ -1,0 +1,157 @@
+"""The known leftover misses of issue 9 (session 26), each as a kind, with variants and negative controls.
+
+1. Shell defaults (``${TP:-4}``, ``${GPU_D:-2}``, ``${V:=x}``) in ``sh -c`` / ``bash -c`` scripts: the shell expands a
+   default where nothing sets the variable (POSIX Shell Command Language 2.6.2). They were all read as unknown (the
+   image's ENV might set the name), which hid faulty pairs (set 22's E/P/D script, decode on the prefill's GPU). Now a
+   default is read where no ``env`` entry, no ``valueFrom``/unread ``envFrom`` source, no platform variable and no known
+   image ``ENV`` (vLLM docker/Dockerfile v0.18.0-v0.24.0, vllm-openai stages: :mod:`pdd_operator.vllm.image_env`) may
+   set it; where one may, the rules it feeds say "not checked". The faults judged on the defaults are vLLM's own:
+   two engines on one GPU at 0.7 + 0.7 (vllm/v1/worker/utils.py ``request_memory`` 0.24.0, from gpu_worker.py
+   ``init_device``: "Free memory on device ... is less than desired GPU memory utilization"), and a TP larger than
+   the GPUs the pod gets (torch.cuda device index past ``device_count`` in ``init_device``, 0.24.0).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pdd_operator.vllm.args import container_launches
+from pdd_operator.vllm.expansion import unknown
+from pdd_operator.vllm.flags import parse_flags
+from tests.unit.test_turn2_variants import KV, check, container, rules, workload
+
+KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+MODEL = "Qwen/Qwen3-8B"
+
+# --- 1. shell defaults ------------------------------------------------------------------------------------------
+
+#: One container, prefill and decode started by one script, their GPUs and fractions all script defaults.
+ONE_CONTAINER = """set -e
+GPU_P="${GPU_P:-0}"
+GPU_D="${GPU_D:-0}"
+: "${FRACTION:=0.7}"
+CUDA_VISIBLE_DEVICES=$GPU_P VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve MODEL --port 8100 \\
+  --gpu-memory-utilization $FRACTION --kv-transfer-config 'KV_P' &
+CUDA_VISIBLE_DEVICES=$GPU_D VLLM_NIXL_SIDE_CHANNEL_PORT=5560 vllm serve MODEL --port 8200 \\
+  --gpu-memory-utilization ${FRACTION} --kv-transfer-config 'KV_D' &
+wait
+""".replace("MODEL", MODEL).replace("KV_P", KV_P).replace("KV_D", KV_D)
+
+
+def _one_container(env=(), env_from=None, kind="Deployment", image="vllm/vllm-openai:v0.24.0"):
+    c = container([ONE_CONTAINER], command=["/bin/bash", "-c"], env=env, gpus=2, image=image)
+    if env_from is not None:
+        c["envFrom"] = env_from
+    return workload("epd", "both", c, kind=kind)
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
+def test_engines_on_one_gpu_by_default_are_refused(tmp_path, capsys, kind):
+    code, out = check(tmp_path, capsys, _one_container(kind=kind))
+    assert code == 1 and "engines-share-gpu" in rules(out, "error")
+
+
+def test_an_env_value_wins_over_the_default(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _one_container(env=[{"name": "GPU_D", "value": "1"}]))
+    assert "engines-share-gpu" not in rules(out, "error")
+
+
+def test_a_default_an_unread_source_may_override_is_not_judged(tmp_path, capsys):
+    # GPU_D may come from a ConfigMap not in the files: the decode's device is unknown, never the default's 0
+    out = check(tmp_path, capsys, _one_container(env_from=[{"configMapRef": {"name": "gpus"}}]))[1]
+    assert "engines-share-gpu" not in rules(out, "error")
+    value_from = [{"name": "GPU_D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['gpu']"}}}]
+    out = check(tmp_path, capsys, _one_container(env=value_from))[1]
+    assert "engines-share-gpu" not in rules(out, "error")
+
+
+def _tp_pair(script_tp: str, gpus: int, env=(), kind="Deployment"):
+    docs = []
+    for role, kv in (("prefill", KV_P), ("decode", KV_D)):
+        script = f"exec vllm serve {MODEL} --tensor-parallel-size {script_tp} --kv-transfer-config '{kv}'"
+        docs.append(workload(f"q-{role}", role, container([script], command=["sh", "-c"], gpus=gpus, env=env),
+                             kind=kind, app="q"))
+    return docs
+
+
+@pytest.mark.parametrize("form", ["${TP:-4}", '"${TP:=4}"', "${TP-4}"])
+def test_a_tp_default_past_the_pods_gpus_is_refused(tmp_path, capsys, form):
+    code, out = check(tmp_path, capsys, *_tp_pair(form, gpus=2))
+    assert code == 1 and "parallelism-gpu-count" in rules(out, "error")
+
+
+def test_a_tp_default_within_the_gpus_or_overridden_passes(tmp_path, capsys):
+    assert "parallelism-gpu-count" not in rules(check(tmp_path, capsys, *_tp_pair("${TP:-2}", gpus=2))[1], "error")
+    overridden = _tp_pair("${TP:-4}", gpus=2, env=[{"name": "TP", "value": "2"}])
+    assert "parallelism-gpu-count" not in rules(check(tmp_path, capsys, *overridden)[1], "error")
+
+
+def test_a_tp_default_under_an_unread_env_from_is_not_checked(tmp_path, capsys):
+    docs = _tp_pair("${TP:-4}", gpus=2)
+    for d in docs:
+        d["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "engine-env"}}]
+    code, out = check(tmp_path, capsys, *docs)
+    assert "parallelism-gpu-count" not in rules(out, "error")
+
+
+def _lws(script_tp: str):
+    docs = []
+    for role, kv in (("prefill", KV_P), ("decode", KV_D)):
+        script = f"vllm serve {MODEL} --tensor-parallel-size {script_tp} --kv-transfer-config '{kv}'"
+        c = container([script], command=["/bin/sh", "-c"], gpus=2)
+        template = {"metadata": {"labels": {"app": "q", "llm-d.ai/role": role}}, "spec": {"containers": [c]}}
+        docs.append({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                     "metadata": {"name": f"q-{role}", "labels": {"app": "q", "llm-d.ai/role": role}},
+                     "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": template}}})
+    return docs
+
+
+def test_lws_tp_default_past_the_gpus_is_refused_and_within_passes(tmp_path, capsys):
+    assert "parallelism-gpu-count" in rules(check(tmp_path, capsys, *_lws("${TP:-4}"))[1], "error")
+    assert "parallelism-gpu-count" not in rules(check(tmp_path, capsys, *_lws("${TP:-2}"))[1], "error")
+
+
+def _dynamo(script_tp: str, gpus: str = "2"):
+    def worker(sub: str) -> dict:
+        script = (f"python3 -m dynamo.vllm --model {MODEL} --disaggregation-mode {sub} "
+                  f"--tensor-parallel-size {script_tp} --kv-transfer-config '{KV}'")
+        main = {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.1", "command": ["/bin/sh", "-c"], "args": [script]}
+        return {"componentType": "worker", "subComponentType": sub, "replicas": 1,
+                "resources": {"limits": {"gpu": gpus}}, "extraPodSpec": {"mainContainer": main}}
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+            "spec": {"services": {"VllmPrefillWorker": worker("prefill"), "VllmDecodeWorker": worker("decode")}}}
+
+
+def test_dynamo_tp_default_past_the_gpus_is_refused_and_within_passes(tmp_path, capsys):
+    assert "parallelism-gpu-count" in rules(check(tmp_path, capsys, _dynamo("${TP:-4}"))[1], "error")
+    assert "parallelism-gpu-count" not in rules(check(tmp_path, capsys, _dynamo("${TP:-2}"))[1], "error")
+
+
+def _flag(script: str, flag: str, image: str, env=()) -> object:
+    c = {"name": "e", "image": image, "command": ["bash", "-c"], "args": [script], "env": list(env)}
+    (launch,) = container_launches(c, image_runs_vllm=True)
+    return parse_flags(list(launch.argv))[1].get(flag)
+
+
+def test_the_official_images_env_decides_a_default_it_sets():
+    # vllm/vllm-openai sets UV_LINK_MODE=copy (docker/Dockerfile vllm-base, 0.18.0-0.24.0): its value, not the default
+    script = "vllm serve m --served-model-name ${UV_LINK_MODE:-x}"
+    assert _flag(script, "--served-model-name", "vllm/vllm-openai:v0.24.0") == "copy"
+    assert _flag(script, "--served-model-name", "docker.io/vllm/vllm-openai:v0.24.0") == "copy"
+    assert _flag(script, "--served-model-name", "example.com/me/engine:1") == "x"  # an image whose ENV is not read
+    # NVIDIA_VISIBLE_DEVICES: the CUDA base sets it and the device plugin replaces it: unknown, never the default
+    gpus = "vllm serve m --served-model-name ${NVIDIA_VISIBLE_DEVICES:-0}"
+    assert _flag(gpus, "--served-model-name", "vllm/vllm-openai:v0.24.0") == unknown("NVIDIA_VISIBLE_DEVICES")
+
+
+def test_platform_variables_are_not_defaulted():
+    # a Service named "engine" gives the kubelet's ENGINE_PORT; LWS gives LWS_GROUP_SIZE: their defaults are not read
+    for name in ("ENGINE_PORT", "LWS_GROUP_SIZE"):
+        assert _flag(f"vllm serve m --served-model-name ${{{name}:-1}}", "--served-model-name", "img:1") == unknown(name)
+
+
+@pytest.mark.parametrize("form, want", [("${P,,}", "cuda"), ("${P^^}", "CUDA"), ("${P^}", "Cuda"), ("${Q,}", "cUDA")])
+def test_bash_case_modification_is_read(form, want):
+    env = [{"name": "P", "value": "cuda"}, {"name": "Q", "value": "CUDA"}]
+    assert _flag(f"vllm serve m --served-model-name {form}", "--served-model-name", "img:1", env) == want
