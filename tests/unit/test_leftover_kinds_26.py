@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from pdd_operator.vllm.args import container_launches
@@ -155,3 +157,105 @@ def test_platform_variables_are_not_defaulted():
 def test_bash_case_modification_is_read(form, want):
     env = [{"name": "P", "value": "cuda"}, {"name": "Q", "value": "CUDA"}]
     assert _flag(f"vllm serve m --served-model-name {form}", "--served-model-name", "img:1", env) == want
+
+
+# --- 2. values from Secrets (and ConfigMaps) given in the same input --------------------------------------------
+# k8s.io/api core/v1: Secret.data is base64, stringData plain and written over data; EnvVarSource.secretKeyRef and
+# EnvFromSource.secretRef resolve like their ConfigMap twins. A Secret not in the files leaves the values unknown.
+
+
+def _secret(name, data=None, string_data=None, namespace="default"):
+    doc = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+    if data is not None:
+        doc["data"] = {k: base64.b64encode(v.encode()).decode() if isinstance(v, str) else v for k, v in data.items()}
+    if string_data is not None:
+        doc["stringData"] = string_data
+    return doc
+
+
+def _tp_from(value_from=None, env_from=None, script_tp="$(TP)"):
+    docs = _tp_pair(script_tp, gpus=2)
+    for d in docs:
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        if value_from is not None:
+            c["env"].append({"name": "TP", "valueFrom": value_from})
+        if env_from is not None:
+            c["envFrom"] = env_from
+    return docs
+
+
+SECRET_TP = {"secretKeyRef": {"name": "engine", "key": "tp"}}
+
+
+@pytest.mark.parametrize("secret", [_secret("engine", {"tp": "4"}), _secret("engine", string_data={"tp": "4"}),
+                                    _secret("engine", {"tp": "2"}, string_data={"tp": "4"})],
+                         ids=["data-base64", "stringData", "stringData-over-data"])
+def test_a_secret_key_in_the_input_is_read(tmp_path, capsys, secret):
+    code, out = check(tmp_path, capsys, *_tp_from(SECRET_TP), secret)
+    assert code == 1 and "parallelism-gpu-count" in rules(out, "error")
+
+
+def test_a_secret_key_that_fits_passes_and_an_absent_secret_is_not_judged(tmp_path, capsys):
+    out = check(tmp_path, capsys, *_tp_from(SECRET_TP), _secret("engine", {"tp": "2"}))[1]
+    assert "parallelism-gpu-count" not in rules(out, "error")
+    for docs in (_tp_from(SECRET_TP), [*_tp_from(SECRET_TP), _secret("engine", {"other": "4"})],
+                 [*_tp_from(SECRET_TP), {**_secret("engine"), "data": {"tp": "not base64!"}}],
+                 [*_tp_from(SECRET_TP), _secret("engine", {"tp": "4"}, namespace="elsewhere")]):
+        code, out = check(tmp_path, capsys, *docs)
+        assert code != 2 and "parallelism-gpu-count" not in rules(out, "error"), docs[-1]
+
+
+def test_env_from_a_secret_in_the_input_is_read_over_a_script_default(tmp_path, capsys):
+    env_from = [{"secretRef": {"name": "engine-env"}}]
+    docs = _tp_from(env_from=env_from, script_tp="${TP:-2}")
+    assert "parallelism-gpu-count" in rules(check(tmp_path, capsys, *docs, _secret("engine-env", {"TP": "4"}))[1],
+                                            "error")
+    # the Secret's keys are all it sets: TP not among them, the default stands (and fits)
+    out = check(tmp_path, capsys, *docs, _secret("engine-env", {"OTHER": "4"}))[1]
+    assert "parallelism-gpu-count" not in rules(out, "error")
+    # absent from the files: TP unknown, never the default's 2 judged as the value, never an error
+    code, out = check(tmp_path, capsys, *_tp_from(env_from=env_from, script_tp="${TP:-4}"))
+    assert code != 2 and "parallelism-gpu-count" not in rules(out, "error")
+    # a ConfigMap of the same name is another object: the secretRef does not read it
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "engine-env"}, "data": {"TP": "4"}}
+    code, out = check(tmp_path, capsys, *_tp_from(env_from=env_from, script_tp="${TP:-4}"), cm)
+    assert "parallelism-gpu-count" not in rules(out, "error")
+
+
+def _kserve(main: dict) -> dict:
+    return {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService", "metadata": {"name": "q"},
+            "spec": {"model": {"uri": f"hf://{MODEL}", "name": MODEL}, "replicas": 1,
+                     "router": {"scheduler": {}, "route": {}, "gateway": {}},
+                     "template": {"containers": [dict(main)]},
+                     "prefill": {"replicas": 1, "template": {"containers": [dict(main)]}}}}
+
+
+def _kserve_main(args=(), secret_args=True):
+    """KServe's templated main container on 0.33 with expandable segments (expandable-segments-with-nixl, rules/
+    memory.py; KServe's templates append ``${VLLM_ADDITIONAL_ARGS}``), its extra flags from a Secret."""
+    env = [{"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}]
+    if secret_args:
+        env.append({"name": "VLLM_ADDITIONAL_ARGS", "valueFrom": {"secretKeyRef": {"name": "args", "key": "extra"}}})
+    c = {"name": "main", "image": "vllm/vllm-openai:v0.33.0", "env": env,
+         "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    if args:
+        c["args"] = list(args)
+    return c
+
+
+def test_vllm_additional_args_from_a_secret_in_the_input_are_read(tmp_path, capsys):
+    nixl = f"--kv_transfer_config '{KV}'"
+    code, out = check(tmp_path, capsys, _kserve(_kserve_main()), _secret("args", {"extra": nixl}))
+    assert code == 1 and rules(out, "error") == {"expandable-segments-with-nixl"}
+    code, out = check(tmp_path, capsys, _kserve(_kserve_main()),
+                      _secret("args", {"extra": f"{nixl} --enable-cumem-allocator"}))
+    assert code == 3 and not rules(out, "error")
+
+
+def test_vllm_additional_args_from_an_absent_secret_may_hold_the_fix(tmp_path, capsys):
+    # the connector in args, the extra flags in a Secret not in the files: --enable-cumem-allocator may be there
+    code, out = check(tmp_path, capsys, _kserve(_kserve_main(args=["--kv-transfer-config", KV])))
+    assert code == 3 and not rules(out, "error")
+    # control: no VLLM_ADDITIONAL_ARGS at all, so nothing can hold the fix: refused
+    code, out = check(tmp_path, capsys, _kserve(_kserve_main(args=["--kv-transfer-config", KV], secret_args=False)))
+    assert code == 1 and rules(out, "error") == {"expandable-segments-with-nixl"}
