@@ -20,7 +20,7 @@ import pytest
 from pdd_operator.vllm.args import container_launches
 from pdd_operator.vllm.expansion import unknown
 from pdd_operator.vllm.flags import parse_flags
-from tests.unit.test_turn2_variants import KV, check, container, rules, workload
+from tests.unit.test_turn2_variants import KV, check, container, pd, rules, workload
 
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
@@ -259,3 +259,55 @@ def test_vllm_additional_args_from_an_absent_secret_may_hold_the_fix(tmp_path, c
     # control: no VLLM_ADDITIONAL_ARGS at all, so nothing can hold the fix: refused
     code, out = check(tmp_path, capsys, _kserve(_kserve_main(args=["--kv-transfer-config", KV], secret_args=False)))
     assert code == 1 and rules(out, "error") == {"expandable-segments-with-nixl"}
+
+
+# --- 3. image tags that name no release -------------------------------------------------------------------------
+# vLLM's images: releases are tagged v<version>; nightlies nightly-<setuptools-scm version> or nightly-<commit>;
+# ``latest``, CUDA-variant nightlies (cu130-nightly) and digests name no version. A development build is commits
+# after its release line's last tag (setuptools-scm guess-next-dev), i.e. no release's code: "unknown/unreleased after
+# X", and every version-dependent rule says "not checked" (hetero block sizes, refused 0.9.0 <= v < 0.11.1 here).
+
+UNPLACED_TAGS = ["latest", "nightly", "nightly-0123456789abcdef0123456789abcdef01234567", "cu130-nightly", "digest",
+                 "nightly-0.10.2.dev5", "0.10.2rc1.dev265+g1a2b3c4"]
+
+
+def _block_pair(tag: str):
+    image = "vllm/vllm-openai@sha256:" + "a" * 64 if tag == "digest" else f"vllm/vllm-openai:{tag}"
+    return pd("q", ["--kv-transfer-config", KV, "--block-size", "16"],
+              ["--kv-transfer-config", KV, "--block-size", "32"], image=image)
+
+
+@pytest.mark.parametrize("tag", UNPLACED_TAGS)
+def test_a_tag_that_names_no_release_leaves_version_rules_not_checked(tmp_path, capsys, tag):
+    code, out = check(tmp_path, capsys, *_block_pair(tag))
+    assert code == 3 and not rules(out, "error") and "vllm-version-unknown" in rules(out, "warning")
+    assert all(r["vllmVersion"] == "unknown" for r in out["results"])
+
+
+@pytest.mark.parametrize("tag", ["nightly-0.34.0.dev3", "0.20.2rc1.dev265+g1a2b3c4"])
+def test_a_dev_tag_past_every_refusing_release_is_judged_from_its_floor(tmp_path, capsys, tag):
+    # no release from its line on refuses hetero block sizes: sound to pass, with the version still called unknown
+    code, out = check(tmp_path, capsys, *_block_pair(tag))
+    assert code == 0 and not rules(out, "error") and "vllm-version-unknown" in rules(out, "warning")
+
+
+def test_a_release_tag_still_judges_and_an_old_one_refuses(tmp_path, capsys):
+    assert check(tmp_path, capsys, *_block_pair("v0.24.0"))[0] == 0
+    assert "block-size-hetero-unsupported" in rules(check(tmp_path, capsys, *_block_pair("v0.10.0"))[1], "error")
+
+
+@pytest.mark.parametrize("tag, line", [("nightly-0.34.0.dev3", "0.34.0"), ("nightly-v0.33.1.dev12+gabcdef12", "0.33.1")])
+def test_a_prefixed_dev_tag_is_read_as_unreleased_after_its_line(tmp_path, capsys, tag, line):
+    out = check(tmp_path, capsys, *_block_pair(tag))[1]
+    message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-version-unknown")
+    assert "unreleased development build" in message and f"before {line}" in message, message
+    assert "without a reachable release tag" not in message
+
+
+def test_a_pddeployment_on_a_dev_image_says_unreleased():
+    from pdd_operator.compat import evaluate
+    from tests.helpers import make_spec
+    report = evaluate(make_spec(engine={"image": "vllm/vllm-openai:nightly-0.34.0.dev3"}))
+    unknown_version = [f for f in report.findings if f.rule == "vllm-version-unknown"]
+    assert unknown_version and "unreleased development build" in unknown_version[0].message
+    assert "spec.engine.image tag" in unknown_version[0].message

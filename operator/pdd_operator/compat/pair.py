@@ -22,7 +22,15 @@ from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit
-from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
+from pdd_operator.vllm.versions import (
+    Version,
+    dev_build,
+    dev_build_note,
+    image_dev_build,
+    is_vllm_image,
+    parse_version,
+    resolve_version,
+)
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
 NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
@@ -602,7 +610,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     which wins over the name tables.
     """
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
-    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None)
+    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None) or image_dev_build(
+        spec.engine.image)
     owner = Owner(name=name or "pdd", namespace=namespace)
     roles = {}
     for role in ("prefill", "decode"):
@@ -617,7 +626,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     if version is not None:
         notes: tuple[str, ...] = ()
     elif version_text and dev_build(version_text):
-        notes = (dev_build_note(version_text) + " (spec.engine.vllmVersion)",)
+        notes = (dev_build_note(version_text) + (" (spec.engine.vllmVersion)" if spec.engine.vllm_version
+                                                 else " (spec.engine.image tag)"),)
     else:
         notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",)
     return PDPair(
