@@ -311,3 +311,61 @@ def test_a_pddeployment_on_a_dev_image_says_unreleased():
     unknown_version = [f for f in report.findings if f.rule == "vllm-version-unknown"]
     assert unknown_version and "unreleased development build" in unknown_version[0].message
     assert "spec.engine.image tag" in unknown_version[0].message
+
+
+# --- 4. CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES against TP x PP x DP-local ---------------------------------
+# CUDA (and torch/cuda/__init__.py _parse_visible_devices, torch 2.13) reads CUDA_VISIBLE_DEVICES as ordinals or
+# GPU-/MIG- UUIDs up to the first entry naming none; "all" and "" show no device, a repeat empties the list. vLLM binds
+# rank i to cuda:i (vllm/v1/worker/gpu_worker.py init_device, 0.24.0): fewer visible devices than ranks fail at start.
+# NVIDIA_VISIBLE_DEVICES is the container runtime's, honoured or not by the node: at most a warning.
+
+from pdd_operator.compat.rules.parallelism import visible_ids  # noqa: E402
+
+
+@pytest.mark.parametrize("raw, want", [("all", []), ("", []), ("none", []), ("0,1", ["0", "1"]), ("0, 1", ["0", "1"]),
+                                       ("1gpu,2", ["1", "2"]), ("0,all,1", ["0"]), ("0,0", []), ("-1,0", []),
+                                       ("GPU-a,GPU-b", ["GPU-a", "GPU-b"]), ("GPU-a,1", ["GPU-a"]), ("MIG-x", ["MIG-x"])])
+def test_visible_ids_read_as_cuda_reads_them(raw, want):
+    assert visible_ids(raw) == want
+
+
+def _cvd_pair(value: str | None, tp: int = 2, gpus: int = 2, name="CUDA_VISIBLE_DEVICES", image="vllm/vllm-openai:v0.24.0"):
+    env = [] if value is None else [{"name": name, "value": value}]
+    return pd("q", ["--kv-transfer-config", KV, "--tensor-parallel-size", str(tp)],
+              ["--kv-transfer-config", KV, "--tensor-parallel-size", str(tp)], env=env, gpus=gpus, image=image)
+
+
+def _gpu_findings(out, severity):
+    return [f["message"] for r in out["results"] for f in r["findings"]
+            if f["rule"] == "parallelism-gpu-count" and f["severity"] == severity]
+
+
+@pytest.mark.parametrize("value, tp", [("all", 1), ("all", 2), ("", 1), ("0,0", 2), ("0", 2), ("0,none", 2)])
+def test_cuda_visible_devices_hiding_the_ranks_devices_is_refused(tmp_path, capsys, value, tp):
+    code, out = check(tmp_path, capsys, *_cvd_pair(value, tp=tp))
+    assert code == 1 and len(_gpu_findings(out, "error")) == 2, out
+
+
+@pytest.mark.parametrize("value, tp", [("0,1", 2), ("1", 1), ("GPU-a,GPU-b", 2), (None, 2)])
+def test_cuda_visible_devices_that_show_enough_pass(tmp_path, capsys, value, tp):
+    out = check(tmp_path, capsys, *_cvd_pair(value, tp=tp))[1]
+    assert not _gpu_findings(out, "error")
+
+
+def test_an_empty_cuda_visible_devices_on_a_cpu_engine_is_not_a_shortage(tmp_path, capsys):
+    docs = _cvd_pair("", tp=1, image="public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.24.0")
+    for d in docs:
+        del d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+    assert not _gpu_findings(check(tmp_path, capsys, *docs)[1], "error")
+
+
+@pytest.mark.parametrize("value", ["void", "none", "", "0"])
+def test_nvidia_visible_devices_that_may_hide_gpus_is_a_warning(tmp_path, capsys, value):
+    code, out = check(tmp_path, capsys, *_cvd_pair(value, tp=2, name="NVIDIA_VISIBLE_DEVICES"))
+    assert not _gpu_findings(out, "error") and len(_gpu_findings(out, "warning")) == 2, out
+
+
+@pytest.mark.parametrize("value", ["all", "0,1", "GPU-a,GPU-b"])
+def test_nvidia_visible_devices_all_or_enough_says_nothing(tmp_path, capsys, value):
+    out = check(tmp_path, capsys, *_cvd_pair(value, tp=2, name="NVIDIA_VISIBLE_DEVICES"))[1]
+    assert not _gpu_findings(out, "error") and not _gpu_findings(out, "warning")
