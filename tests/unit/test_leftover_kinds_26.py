@@ -369,3 +369,42 @@ def test_nvidia_visible_devices_that_may_hide_gpus_is_a_warning(tmp_path, capsys
 def test_nvidia_visible_devices_all_or_enough_says_nothing(tmp_path, capsys, value):
     out = check(tmp_path, capsys, *_cvd_pair(value, tp=2, name="NVIDIA_VISIBLE_DEVICES"))[1]
     assert not _gpu_findings(out, "error") and not _gpu_findings(out, "warning")
+
+
+# --- 5. no --max-model-len: the model's own context decides at start, a warning whose fix names the user's field ----
+# vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.18.0, 0.24.0, 0.32.0) raises with chunked prefill off
+# and max_num_batched_tokens < max_model_len; without --max-model-len that is the model's own length (ModelConfig
+# _get_and_verify_max_len: config.json capped by the tokenizer's model_max_length), not in the manifest: a warning.
+
+V2_LITE = "deepseek-ai/DeepSeek-V2-Lite-Chat"
+BUDGET = ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"]
+
+
+def _finding(out, rule):
+    return next(f for r in out["results"] for f in r["findings"] if f["rule"] == rule)
+
+
+def test_no_max_model_len_stays_a_warning_naming_the_flag_in_a_deployment(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *pd("v2", ["--kv-transfer-config", KV, *BUDGET], ["--kv-transfer-config", KV],
+                                             model=V2_LITE, image="vllm/vllm-openai:v0.32.0"))
+    warning = _finding(out, "max-num-batched-tokens-unverified")
+    assert warning["severity"] == "warning" and not rules(out, "error") and code == 0
+    assert "--max-model-len" in warning["fix"] and "spec." not in warning["fix"]
+    # control: a --max-model-len over the budget is vLLM's certain refusal, its fix in the same format
+    code, out = check(tmp_path, capsys, *pd("v2", ["--kv-transfer-config", KV, *BUDGET, "--max-model-len", "32768"],
+                                             ["--kv-transfer-config", KV], model=V2_LITE, image="vllm/vllm-openai:v0.32.0"))
+    error = _finding(out, "max-num-batched-tokens-below-max-model-len")
+    assert code == 1 and "--max-model-len" in error["fix"] and "spec." not in error["fix"]
+
+
+def test_no_max_model_len_in_a_pddeployment_names_its_spec_field():
+    from pdd_operator.compat import evaluate
+    from tests.helpers import make_spec
+    report = evaluate(make_spec(model={"name": V2_LITE, "hfArchitecture": "DeepseekV2ForCausalLM"},
+                                engine={"image": "vllm/vllm-openai:v0.32.0"}, prefill={"extraArgs": BUDGET}))
+    warning = next(f for f in report.findings if f.rule == "max-num-batched-tokens-unverified")
+    assert warning.severity == "warning" and "spec.model.maxModelLen" in warning.fix, warning.fix
+    report = evaluate(make_spec(model={"name": V2_LITE, "hfArchitecture": "DeepseekV2ForCausalLM", "maxModelLen": 32768},
+                                engine={"image": "vllm/vllm-openai:v0.32.0"}, prefill={"extraArgs": BUDGET}))
+    error = next(f for f in report.findings if f.rule == "max-num-batched-tokens-below-max-model-len")
+    assert "spec.model.maxModelLen" in error.fix and "spec.prefill.extraArgs" in error.fix, error.fix
