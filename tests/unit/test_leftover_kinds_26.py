@@ -14,12 +14,18 @@
 from __future__ import annotations
 
 import base64
+import json
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 
+from pdd_operator.cli import main
 from pdd_operator.vllm.args import container_launches
 from pdd_operator.vllm.expansion import unknown
 from pdd_operator.vllm.flags import parse_flags
+from tests.helpers import shared_file
 from tests.unit.test_turn2_variants import KV, check, container, pd, rules, workload
 
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -408,3 +414,47 @@ def test_no_max_model_len_in_a_pddeployment_names_its_spec_field():
                                 engine={"image": "vllm/vllm-openai:v0.32.0"}, prefill={"extraArgs": BUDGET}))
     error = next(f for f in report.findings if f.rule == "max-num-batched-tokens-below-max-model-len")
     assert "spec.model.maxModelLen" in error.fix and "spec.prefill.extraArgs" in error.fix, error.fix
+
+
+# --- issue 9 point 6: a finding speaks of the user's own format ----------------------------------------------------
+# Every held-out set's and turn2's inputs that hold no PDDeployment (Deployments, StatefulSets, LWS, Dynamo graphs,
+# KServe, RoleBasedGroups, ...) go through ``pdd check``; no fix, message or "not checked" reason may name a
+# PDDeployment field (KServe's own spec.model.uri / spec.prefill.template are not PDDeployment fields).
+
+PDD_FIELD = re.compile(
+    r"spec\.(engine|kvTransfer|kvCache|network|speculative)\b"
+    r"|spec\.(prefill|decode)\.(extraArgs|tensorParallelSize|pipelineParallelSize|blockSize|numSpeculativeTokens|env)\b"
+    r"|spec\.model\.(maxModelLen|hfArchitecture|architecture|ssmKind|numKvHeads|mambaNGroups|configMapRef|dtype|"
+    r"trustRemoteCode|revision|servedModelName|hfTokenSecretRef)\b")
+
+_DATA = Path(__file__).parent / "data"
+
+
+def _pdd_field_mentions(path: Path, capsys) -> list[str]:
+    main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    texts = [json.dumps(u) for u in out.get("notChecked", [])]
+    texts += [f"{f['rule']}: {f['message']} Fix: {f['fix']}" for r in out["results"] for f in r["findings"]]
+    return [t[:300] for t in texts if PDD_FIELD.search(t)]
+
+
+def test_findings_on_other_formats_never_name_pddeployment_fields(capsys):
+    inputs = sorted([*_DATA.glob("public_reports*/inputs/**/*.yaml"),
+                     *(shared_file("cases/turn2/cases.yaml").parent / "inputs").glob("**/*.yaml")])
+    foreign = [p for p in inputs
+               if not any(isinstance(d, dict) and d.get("kind") == "PDDeployment" for d in yaml.safe_load_all(p.read_text()))]
+    assert len(foreign) > 300
+    bad = {str(p.relative_to(p.parents[2])): got for p in foreign if (got := _pdd_field_mentions(p, capsys))}
+    assert not bad, bad
+
+
+def test_the_format_check_sees_a_pddeployment_field_where_one_is_named(tmp_path, capsys):
+    # control: the same pattern finds the PDDeployment wording of the conv-layout fix, and not its manifest twin
+    docs = pd("glm", ["--kv-transfer-config", KV], ["--kv-transfer-config", KV], model="example/unknown-hybrid-1b",
+              env=[{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}])
+    del docs[1]["spec"]["template"]["spec"]["containers"][0]["env"][-1]
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert not _pdd_field_mentions(path, capsys)
+    assert PDD_FIELD.search("or pass the model's config.json (--model-config, spec.model.configMapRef)")
+    assert not PDD_FIELD.search("spec.model.uri spec.prefill.template.containers")
