@@ -458,3 +458,54 @@ def test_the_format_check_sees_a_pddeployment_field_where_one_is_named(tmp_path,
     assert not _pdd_field_mentions(path, capsys)
     assert PDD_FIELD.search("or pass the model's config.json (--model-config, spec.model.configMapRef)")
     assert not PDD_FIELD.search("spec.model.uri spec.prefill.template.containers")
+
+
+# --- 2b. a variable of unknown value where flags stand ($EXTRA_ARGS, ${VLLM_ARGS}) ----------------------------------
+# vLLM's argparse reads whatever words such a variable expands to, a later flag over an earlier one
+# (vllm/entrypoints/openai/cli_args.py, FlexibleArgumentParser), so every flag a rule needs is unknown for that engine:
+# "not checked", never a pass on the written flags alone; where its value is in the files it is read.
+
+from pdd_operator.vllm.flags import loose_unknown  # noqa: E402
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["vllm", "serve", "m", "--enforce-eager", "<unknown:EXTRA>"], "EXTRA"),
+    (["vllm", "serve", "m", "<unknown:EXTRA>"], "EXTRA"),
+    (["dynamo.vllm", "<unknown:ARGS>"], "ARGS"),
+    (["vllm", "serve", "<unknown:MODEL>", "--block-size", "16"], None),     # the model
+    (["vllm", "serve", "m", "--max-model-len", "<unknown:LEN>"], None),      # a flag's value
+    (["vllm", "serve", "m", "--block-size=<unknown:BS>"], None),
+])
+def test_loose_unknown_words_are_told_from_values_and_the_model(argv, want):
+    assert loose_unknown(argv) == want
+
+
+def _hetero_block(decode_script_tail: str, env=(), image="vllm/vllm-openai:v0.10.0"):
+    docs = []
+    for role, kv, bs, tail in (("prefill", KV_P, 16, ""), ("decode", KV_D, 32, decode_script_tail)):
+        script = f"exec vllm serve {MODEL} --block-size {bs} --kv-transfer-config '{kv}' {tail}"
+        docs.append(workload(f"q-{role}", role, container([script], command=["sh", "-c"], image=image, env=env),
+                             app="q"))
+    return docs
+
+
+def test_an_unknown_args_variable_leaves_the_flag_rules_not_checked(tmp_path, capsys):
+    # control: hetero block sizes on 0.10.0 are refused (block-size-hetero-unsupported)
+    assert "block-size-hetero-unsupported" in rules(check(tmp_path, capsys, *_hetero_block(""))[1], "error")
+    for tail in ("$EXTRA_ARGS", '"${VLLM_ARGS}"', "--enforce-eager $EXTRA_ARGS"):
+        code, out = check(tmp_path, capsys, *_hetero_block(tail))
+        assert code == 3 and "block-size-hetero-unsupported" not in rules(out, "error"), tail
+        assert any("EXTRA_ARGS" in u["reason"] or "VLLM_ARGS" in u["reason"] for u in out["notChecked"]), out
+
+
+def test_an_args_variable_whose_value_is_in_the_files_is_read(tmp_path, capsys):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "args"}, "data": {"extra": "--block-size 16"}}
+    env = [{"name": "EXTRA_ARGS", "valueFrom": {"configMapKeyRef": {"name": "args", "key": "extra"}}}]
+    code, out = check(tmp_path, capsys, *_hetero_block("$EXTRA_ARGS", env=env), cm)
+    assert code == 0 and not rules(out, "error")  # the later --block-size 16 wins: equal block sizes
+    secret = _secret("args", {"extra": "--enforce-eager"})
+    env = [{"name": "EXTRA_ARGS", "valueFrom": {"secretKeyRef": {"name": "args", "key": "extra"}}}]
+    code, out = check(tmp_path, capsys, *_hetero_block("$EXTRA_ARGS", env=env), secret)
+    assert code == 1 and "block-size-hetero-unsupported" in rules(out, "error")
+    # set nowhere at all (no env entry, no envFrom): a bare $EXTRA_ARGS still reads as unknown, never as empty
+    assert check(tmp_path, capsys, *_hetero_block("$EXTRA_ARGS"))[0] == 3

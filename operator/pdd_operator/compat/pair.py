@@ -16,6 +16,7 @@ from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
+from pdd_operator.vllm.flags import loose_unknown
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
@@ -100,6 +101,9 @@ class RoleConfig:
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
+        loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
+            variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
+            ``$EXTRA_ARGS``); every flag a rule needs is then read as :attr:`opaque` (``compat.engine._runnable``).
         opaque: ``(name, why)`` for each flag (``--block-size``; ``--model`` for the model, positional or not) and
             each env variable (``VLLM_KV_CACHE_LAYOUT``) whose value is not in the manifest (a ConfigMap or Secret
             variable, a shell command substitution or unknown branch: :func:`~pdd_operator.vllm.expansion.opaque_value`);
@@ -189,6 +193,7 @@ class RoleConfig:
     other_ports: tuple[int, ...] = ()
     errors: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
+    loose: str = ""
     wrapper: str | None = None
     kv_transfer_removed: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
@@ -513,6 +518,8 @@ def role_from_container(
         other_ports=tuple(other_ports),
         errors=tuple(errors),
         opaque=opaque,
+        loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
+               if (loose := loose_unknown(argv)) else ""),
         wrapper=wrapper,
         kv_transfer_removed=removed,
         scheduler=SchedulerBudget.from_flags(flags),
