@@ -118,9 +118,15 @@ def _visible_count(r: RoleConfig) -> int | None:
     written out (``None`` when unset or not in these files; ``0`` for ``all`` or an empty value); vLLM's CUDA and ROCm
     platforms both take ``CUDA_VISIBLE_DEVICES`` (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py)."""
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None or unknown_names(raw) or "$" in raw:
+    if raw is None or _not_literal(raw):
         return None
     return len(visible_ids(raw))
+
+
+def _not_literal(raw: str) -> bool:
+    """A device list whose value is not in these files: a variable of unknown value, an unexpanded reference, or a
+    downward-API field (``fieldRef:metadata.annotations['gpu']``, :func:`~pdd_operator.vllm.args.container_env`)."""
+    return bool(unknown_names(raw)) or "$" in raw or raw.startswith("fieldRef:")
 
 
 def _runtime_devices(r: RoleConfig, need: int | None) -> Violation | None:
@@ -133,7 +139,7 @@ def _runtime_devices(r: RoleConfig, need: int | None) -> Violation | None:
     honours it depends on the node (the plugin's ``DEVICE_LIST_STRATEGY`` volume-mounts or CDI, and
     ``accept-nvidia-visible-devices-envvar-when-unprivileged``), so a shortage here is a warning, never an error."""
     raw = r.env.get("NVIDIA_VISIBLE_DEVICES")
-    if raw is None or need is None or not r.gpus or unknown_names(raw) or "$" in raw:
+    if raw is None or need is None or not r.gpus or _not_literal(raw):
         return None
     value = raw.strip().lower()
     if value == "all":
@@ -219,7 +225,7 @@ def _devices(r: RoleConfig) -> tuple[str, ...] | None:
     unknown (parallel sizes or ``CUDA_VISIBLE_DEVICES`` not literal)."""
     ranks = _ranks(r)
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
-    if ranks is None or (raw is not None and (unknown_names(raw) or "$" in raw)):
+    if ranks is None or (raw is not None and _not_literal(raw)):
         return None
     ids = visible_ids(raw) if raw is not None else [str(i) for i in range(ranks)]
     return tuple(ids[:ranks])
