@@ -358,6 +358,13 @@ def test_cuda_visible_devices_that_show_enough_pass(tmp_path, capsys, value, tp)
     assert not _gpu_findings(out, "error")
 
 
+def test_rocm_device_lists_take_precedence_so_cuda_visible_devices_is_not_judged(tmp_path, capsys):
+    docs = _cvd_pair("", tp=1)
+    for d in docs:
+        d["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "ROCR_VISIBLE_DEVICES", "value": "0"})
+    assert not _gpu_findings(check(tmp_path, capsys, *docs)[1], "error")
+
+
 def test_an_empty_cuda_visible_devices_on_a_cpu_engine_is_not_a_shortage(tmp_path, capsys):
     docs = _cvd_pair("", tp=1, image="public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.24.0")
     for d in docs:

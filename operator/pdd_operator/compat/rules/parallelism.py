@@ -118,9 +118,15 @@ def _visible_count(r: RoleConfig) -> int | None:
     written out (``None`` when unset or not in these files; ``0`` for ``all`` or an empty value); vLLM's CUDA and ROCm
     platforms both take ``CUDA_VISIBLE_DEVICES`` (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py)."""
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None or _not_literal(raw):
+    if raw is None or _not_literal(raw) or any(r.env.get(n) is not None for n in _ROCM_VISIBLE):
         return None
     return len(visible_ids(raw))
+
+
+#: ROCm's own device lists, which PyTorch on ROCm reads before ``CUDA_VISIBLE_DEVICES`` (torch/cuda/__init__.py
+#: ``_parse_visible_devices``, torch 2.13: ``ROCR_VISIBLE_DEVICES`` alone gives its count): with one of them set, the
+#: count is not judged from ``CUDA_VISIBLE_DEVICES``.
+_ROCM_VISIBLE = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def _not_literal(raw: str) -> bool:
