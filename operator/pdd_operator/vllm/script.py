@@ -11,7 +11,8 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   alone sets a shell variable, which reaches an engine's environment only once ``export``-ed or when the container's
   env already defines it (2.9.1, 2.14 "export");
 * parameter expansion (2.6.2): ``$V``, ``${V}``, ``${V:-d}``, ``${V-d}``, ``${V:=d}``, ``${V:+a}``, positional
-  ``$1`` inside a function; an unquoted expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
+  ``$1`` inside a function, bash's case modification ``${V,,}`` ``${V^^}`` ``${V,}`` ``${V^}``; an unquoted
+  expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
   vllm serve $M`` gives the engine both flags; ``$((...))`` integer arithmetic (2.6.4) on known integers. A
   default (``${V:-d}``, ``${V-d}``, ``${V:=d}``) or alternative (``${V:+a}``) is applied as the shell applies it
   where the manifest or the script sets ``V`` (``V=; ... ${V:-d}`` is ``d``), and where ``V`` is certainly unset
