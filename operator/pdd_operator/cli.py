@@ -142,7 +142,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
-    from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs
+    from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.shapes import shape_errors
 
@@ -160,6 +160,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         except (InputError, OSError) as exc:
             input_errors.append(str(exc) if isinstance(exc, InputError) else f"{path}: {exc.strerror}")
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
+    secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
@@ -167,7 +168,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if problems:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
                     continue
-                found, refused = _scan_foreign(inline_config_map_refs(doc, config_maps), unreadable)
+                found, refused = _scan_foreign(inline_config_map_refs(doc, config_maps, secrets), unreadable)
                 engines.extend(found)
                 for u in refused:  # not checked, yet refused by vLLM for what the manifest does show
                     report = CompatReport(version=u.version, findings=list(u.findings))

@@ -255,6 +255,9 @@ def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], 
     """``(rules to run, why the others are not checked)``: a rule that needs a flag's value (``Rule.needs``) is not
     run where a role's value of that flag is not in the manifest (``RoleConfig.opaque``); ``""`` when all run."""
     opaque = {(r.role, flag): why for r in pair.roles for flag, why in r.opaque if not _same_unknown(pair, flag)}
+    for r in pair.roles:  # a variable where flags stand may set any flag (RoleConfig.loose)
+        opaque.update({(r.role, f): r.loose for rule in rules for f in rule.needs
+                       if r.loose and f.startswith("-") and (r.role, f) not in opaque})
     held = [rule for rule in rules if rule.check and any((r.role, f) in opaque for r in pair.roles for f in rule.needs)]
     if not held:
         return rules, ""

@@ -57,7 +57,7 @@ from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
     fmt,
-    image_tag,
+    image_dev_build,
     is_vllm_image,
     parse_version,
     version_from_image,
@@ -338,9 +338,8 @@ def _engine(
             return None  # nothing says this engine serves a P/D role (an aggregated server with offloading, say)
         return Unreadable(at, f"its --kv-transfer-config is {opaque}, so its KV transfer settings (connector, "
                           "role, buffer device, backends) are not in these files")
-    tag = image_tag(image)
     version = version_from_image(image)
-    version_text = tag if tag and dev_build(tag) else (fmt(version) if version else None)
+    version_text = image_dev_build(image) or (fmt(version) if version else None)
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)
     if pod_group > 1:
         config = replace(config, pod_group=pod_group, group_uniform=every_pod)

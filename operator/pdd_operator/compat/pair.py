@@ -16,13 +16,22 @@ from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
+from pdd_operator.vllm.flags import loose_unknown
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit
-from pdd_operator.vllm.versions import Version, dev_build, dev_build_note, is_vllm_image, parse_version, resolve_version
+from pdd_operator.vllm.versions import (
+    Version,
+    dev_build,
+    dev_build_note,
+    image_dev_build,
+    is_vllm_image,
+    parse_version,
+    resolve_version,
+)
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
 NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
@@ -92,6 +101,9 @@ class RoleConfig:
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
+        loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
+            variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
+            ``$EXTRA_ARGS``); every flag a rule needs is then read as :attr:`opaque` (``compat.engine._runnable``).
         opaque: ``(name, why)`` for each flag (``--block-size``; ``--model`` for the model, positional or not) and
             each env variable (``VLLM_KV_CACHE_LAYOUT``) whose value is not in the manifest (a ConfigMap or Secret
             variable, a shell command substitution or unknown branch: :func:`~pdd_operator.vllm.expansion.opaque_value`);
@@ -183,6 +195,7 @@ class RoleConfig:
     other_ports: tuple[int, ...] = ()
     errors: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
+    loose: str = ""
     wrapper: str | None = None
     kv_transfer_removed: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
@@ -508,6 +521,8 @@ def role_from_container(
         other_ports=tuple(other_ports),
         errors=tuple(errors),
         opaque=opaque,
+        loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
+               if (loose := loose_unknown(argv)) else ""),
         wrapper=wrapper,
         kv_transfer_removed=removed,
         scheduler=SchedulerBudget.from_flags(flags),
@@ -606,7 +621,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     which wins over the name tables.
     """
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
-    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None)
+    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None) or image_dev_build(
+        spec.engine.image)
     owner = Owner(name=name or "pdd", namespace=namespace)
     roles = {}
     for role in ("prefill", "decode"):
@@ -621,7 +637,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     if version is not None:
         notes: tuple[str, ...] = ()
     elif version_text and dev_build(version_text):
-        notes = (dev_build_note(version_text) + " (spec.engine.vllmVersion)",)
+        notes = (dev_build_note(version_text) + (" (spec.engine.vllmVersion)" if spec.engine.vllm_version
+                                                 else " (spec.engine.image tag)"),)
     else:
         notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",)
     return PDPair(

@@ -25,7 +25,8 @@ from pdd_operator.compat.rules.memory import (
     EXPANDABLE_SEGMENTS_REFUSED_SINCE,
     expandable_segments_fault,
 )
-from pdd_operator.vllm.args import env_values
+from pdd_operator.vllm.args import container_env, env_values
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.flags import parse_flags
 from pdd_operator.vllm.versions import fmt, version_from_image
 
@@ -68,11 +69,15 @@ def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
     image's pinned release refusing the env's ``PYTORCH_CUDA_ALLOC_CONF`` at startup (from
     :data:`~pdd_operator.compat.rules.memory.EXPANDABLE_SEGMENTS_REFUSED_SINCE`) without a cumem flag in the user
     args. An unknown or older version (whose fault comes later, and on RDMA only), or a connector only the
-    template might add, proves nothing here: the engine stays "not checked".
+    template might add, proves nothing here: the engine stays "not checked"; so does a ``VLLM_ADDITIONAL_ARGS`` whose
+    value is not in the files (a Secret or ConfigMap absent from them, an unread ``envFrom``), which may hold the
+    cumem flag.
     """
     version = version_from_image(str(container.get("image") or ""))
     if version is None or version < EXPANDABLE_SEGMENTS_REFUSED_SINCE:
         return ()
+    if unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):
+        return ()  # its flags come from a Secret, ConfigMap or envFrom not in the files: a cumem flag may be there
     _, flags = parse_flags(["vllm", "serve", "/mnt/models", *user_engine_args(container)])
     connector = _connector(flags)
     cumem = [f for f in CUMEM_FLAGS if flags.get(f) is True]

@@ -11,9 +11,11 @@ import json
 import re
 import shlex
 from collections.abc import Iterable
+from dataclasses import replace
 
 from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
+from pdd_operator.vllm.image_env import image_env
 from pdd_operator.vllm.script import Launch, entry_point
 from pdd_operator.vllm.script import launches as script_launches
 
@@ -98,8 +100,10 @@ def int_flag(flags: dict[str, str | bool], name: str, default: int | None) -> in
 
 def container_env(container: dict) -> ContainerEnv:
     """A container's environment (``env`` and ``envFrom``), its values expanded as the kubelet does;
-    downward-API pod/host IPs become the :data:`POD_IP` / :data:`HOST_IP` sentinels."""
-    return ContainerEnv.of(container.get("env"), container.get("envFrom"), _field_sentinel)
+    downward-API pod/host IPs become the :data:`POD_IP` / :data:`HOST_IP` sentinels; the image's own ``ENV`` as
+    known (:func:`~pdd_operator.vllm.image_env.image_env`)."""
+    env = ContainerEnv.of(container.get("env"), container.get("envFrom"), _field_sentinel)
+    return replace(env, image=image_env(str(container.get("image") or "")))
 
 
 def container_launches(container: dict, *, image_runs_vllm: bool) -> list[Launch]:

@@ -149,7 +149,7 @@ READ_ENV = (
     "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT",
     "VLLM_ATTENTION_BACKEND", "VLLM_SSM_CONV_STATE_LAYOUT", "VLLM_USE_MODELSCOPE", "VLLM_ROCM_USE_AITER",
     "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", "UCX_NET_DEVICES", "FI_PROVIDER", "PYTORCH_CUDA_ALLOC_CONF",
-    "CUDA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
 )
 
 
@@ -196,11 +196,14 @@ class ContainerEnv:
             (``("ConfigMap nixl-env", "")``): any name starting with ``prefix`` may be set there, to a value not in
             the manifest (:meth:`may_define`). A ConfigMap that is among the files checked was written in as ``env``
             before (:mod:`pdd_operator.compat.config_refs`) and is not here.
+        image: the image's own ``ENV`` as known (:func:`pdd_operator.vllm.image_env.image_env`): name -> value, or
+            ``None`` where the image sets it to a value not known here; ``{}`` for an image whose ``ENV`` is not read.
     """
 
     values: dict[str, str] = field(default_factory=dict)
     opaque: frozenset[str] = frozenset()
     sources: tuple[tuple[str, str], ...] = ()
+    image: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def open(self) -> bool:
@@ -266,7 +269,21 @@ class ContainerEnv:
 
     def shell_value(self, name: str) -> str:
         """A variable's value for the shell's ``$NAME`` (:mod:`pdd_operator.vllm.script` runs the scripts): its
-        literal value, else :func:`unknown` (``valueFrom``, ``envFrom``, or the image's own ``ENV`` may set it). The
-        script reader gives ``${NAME:-d}`` and the other default forms this value too where the manifest does not
-        set ``NAME`` (unknown-or-default: :mod:`pdd_operator.vllm.script`)."""
-        return self.values.get(name, unknown(name))
+        literal value (the manifest's, else the image's known ``ENV`` where nothing unseen may set it), else
+        :func:`unknown` (``valueFrom``, ``envFrom``, the platform or the image may set it). The default forms
+        ``${NAME:-d}`` ... read :meth:`unset` first."""
+        if name in self.values:
+            return self.values[name]
+        image = self.image.get(name)
+        if image is not None and name not in self.opaque and not self.may_define(name):
+            return image
+        return unknown(name)
+
+    def unset(self, name: str) -> bool:
+        """Whether ``name`` is certainly not set when the container's shell starts, so that a default
+        (``${NAME:-d}``, ``${NAME:=d}``) is what the shell expands (POSIX Shell Command Language 2.6.2): the manifest's
+        ``env`` does not set it, no ``valueFrom`` or unread ``envFrom`` source may (:meth:`may_define`), the platform
+        does not add it (the kubelet's service variables, LWS's), and the image's ``ENV`` does not set it as far as
+        known (:attr:`image`; an image whose ``ENV`` is not read is taken not to set a name its script defaults)."""
+        return (name not in self.values and name not in self.opaque and not self.may_define(name)
+                and not _INJECTED.match(name) and name not in self.image)

@@ -69,3 +69,35 @@ def _entry_length(argv: list[str]) -> int:
                                                    or argv[0] == "vllm.entrypoints.cli.main"):
         return 2
     return 1
+
+
+def loose_unknown(argv: list[str]) -> str | None:
+    """The name of a variable whose value is not in the files and whose expansion stands in ``argv`` (an engine's argv
+    from its entry point on) where flags stand, not as a flag's value nor as ``vllm serve``'s model: ``vllm serve m
+    --enforce-eager $EXTRA_ARGS``, ``python3 -m dynamo.vllm ${VLLM_ARGS}``. Such words may hold any flag, which
+    vLLM's argparse then reads (a later flag wins over an earlier one), so no flag of the engine is known from the
+    manifest alone; ``None`` when there is none. The tokens are walked as :func:`parse_flags` walks them."""
+    tokens = argv[_entry_length(argv):]
+    takes_model = _entry_length(argv) == 2
+    seen_model = False
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in ("&&", ";", "|", "||"):
+            break
+        if tok.startswith("-"):
+            name, eq, _ = tok.partition("=")
+            name = _ALIASES.get("--" + name[2:].replace("_", "-") if name.startswith("--") else name, name)
+            bool_flag = name in _BOOL_FLAGS or (name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS)
+            if not (bool_flag or eq) and i + 1 < len(tokens) and not (tokens[i + 1].startswith("--")
+                                                                       or tokens[i + 1] in ("&&", ";")):
+                i += 1  # the flag's value
+        else:
+            names = unknown_names(tok)
+            model_here = takes_model and not seen_model
+            seen_model = seen_model or takes_model
+            if names and tok == f"<unknown:{names[0]}>" and not model_here:
+                return names[0]
+        i += 1
+    return None
+

@@ -11,14 +11,17 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   alone sets a shell variable, which reaches an engine's environment only once ``export``-ed or when the container's
   env already defines it (2.9.1, 2.14 "export");
 * parameter expansion (2.6.2): ``$V``, ``${V}``, ``${V:-d}``, ``${V-d}``, ``${V:=d}``, ``${V:+a}``, positional
-  ``$1`` inside a function; an unquoted expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
+  ``$1`` inside a function, bash's case modification ``${V,,}`` ``${V^^}`` ``${V,}`` ``${V^}``; an unquoted
+  expansion is split into fields on blanks (2.6.5), so ``M="--model x --tp 4";
   vllm serve $M`` gives the engine both flags; ``$((...))`` integer arithmetic (2.6.4) on known integers. A
   default (``${V:-d}``, ``${V-d}``, ``${V:=d}``) or alternative (``${V:+a}``) is applied as the shell applies it
-  where the manifest or the script sets ``V`` (``V=; ... ${V:-d}`` is ``d``). For a ``V``
-  neither sets, the reading is *unknown-or-default*: the image's ``ENV`` may set it (as it may for ``$V``, which
-  reads the same variable), so each of these forms expands to ``<unknown:V>``, exactly as ``$V`` does; a script
-  that reads one variable both ways thus gets one answer, and rules say "not checked" instead of judging the
-  default (issue 9, "no false refusals": ``pdd check`` cannot see the image's ``ENV``);
+  where the manifest or the script sets ``V`` (``V=; ... ${V:-d}`` is ``d``), and where ``V`` is certainly unset
+  (:meth:`~pdd_operator.vllm.expansion.ContainerEnv.unset`: no ``env`` entry, no ``valueFrom``/unread ``envFrom``
+  source that may set it, not the platform's, not in the image's ``ENV`` as known,
+  :mod:`pdd_operator.vllm.image_env`): ``${GPU_D:-2}`` is ``2`` (set 22's E/P/D script hid two engines on one GPU
+  behind such defaults). A ``V`` that what these files do not show may set expands to ``<unknown:V>`` in each of
+  these forms, as ``$V`` does, and rules say "not checked". A bare ``$V`` of an unset ``V`` stays unknown too (the
+  script's author expects it set somewhere);
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once;
 * conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
@@ -236,6 +239,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD_BREAK = "\x00"
 _ASSIGN_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _BRACED = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?[-=+?])(.*))?\}$", re.S)
+#: bash's case modification of a whole value, without a pattern: ``${V,,}`` ``${V^^}`` ``${V,}`` ``${V^}``.
+_CASE_MODIFIED = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(,,|\^\^|,|\^)\}$")
 _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.floordiv,
               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
@@ -801,6 +806,13 @@ class _Shell:
         if array is not None:
             return array if isinstance(array, str) else " ".join(array[0])
         braced = _BRACED.match(text)
+        case = _CASE_MODIFIED.match(text)
+        if case:  # ${V,,} ${V^^} ${V,} ${V^} (bash manual, "Shell Parameter Expansion", case modification)
+            value = self.variable(case.group(1), None, None)
+            if unknown_names(value):
+                return value
+            change = str.lower if case.group(2)[0] == "," else str.upper
+            return change(value) if len(case.group(2)) == 2 else change(value[:1]) + value[1:]
         if not braced:
             return unknown(_first_name(text))
         name, op, _ = braced.groups()
@@ -824,9 +836,18 @@ class _Shell:
             if op in (":+", "+"):
                 return word or "" if (value != "" or op == "+") else ""
             return value
-        # Not set by the manifest nor by the script: the image's ENV (or valueFrom/envFrom) may set it, so ${X:-d}
-        # is X's value or d, ${X:+a} is a or empty, and neither is known, as $X is not (module docstring).
-        return self.env.shell_value(name)
+        if self.env.unset(name):  # certainly not set (ContainerEnv.unset): the shell applies the default
+            if op in (":=", "="):
+                self.values[name] = word or ""
+            return word or "" if op in (":-", "-", ":=", "=") else "" if op in (":+", "+") else unknown(name)
+        value = self.env.shell_value(name)
+        if op is not None and not unknown_names(value):  # the image's known ENV sets it: as a set variable
+            if op in (":-", ":=") and value == "":
+                return word or ""
+            return (word or "" if (value != "" or op == "+") else "") if op in (":+", "+") else value
+        # Set by what these files do not show (valueFrom, envFrom, the platform, the image's ENV): ${X:-d} is X's
+        # value or d, ${X:+a} is a or empty, and neither is known, as $X is not (module docstring).
+        return value
 
     def arithmetic(self, expr: str) -> str:
         """``$(( EXPR ))`` on known integers: ``+ - * / %``, comparisons, ``&& || !`` (bash manual, "Shell

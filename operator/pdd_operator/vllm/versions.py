@@ -226,6 +226,20 @@ def image_tag(image: str) -> str | None:
     return last.split(":", 1)[1]
 
 
+def image_dev_build(image: str) -> str | None:
+    """The development-build version a vLLM image's tag names (:func:`dev_build`), from its first ``MAJOR.MINOR`` on:
+    ``vllm/vllm-openai:nightly-0.34.0.dev3`` -> ``0.34.0.dev3`` (vLLM's nightly images are tagged ``nightly-<version>``
+    with the wheel's setuptools-scm version, or ``nightly-<commit>``), ``...:0.20.2rc1.dev265+g1a2b3c4`` -> itself;
+    ``None`` for a release tag, a tag naming no version (``latest``, ``nightly-<commit>``, ``cu130-nightly``) or a
+    digest. Such a build is read as "unreleased, after" its release line (:func:`dev_build_floor`), never as a
+    release."""
+    tag = image_tag(image)
+    if tag is None or not dev_build(tag):
+        return None
+    match = re.search(r"(?<![0-9A-Za-z])v?\d+\.\d+\S*", tag)
+    return match.group(0) if match else tag
+
+
 @lru_cache(maxsize=1024)
 def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, str]:
     """Return the version the rules use and where it came from (``"spec.engine.vllmVersion"``,

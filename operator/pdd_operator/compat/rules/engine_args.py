@@ -186,8 +186,10 @@ def check_scheduler_budget(pair: PDPair) -> list[Violation]:
     A prefill tuned to run whole prompts (``--no-enable-chunked-prefill``) with a ``--max-num-batched-tokens`` below
     its ``--max-model-len`` never starts (:mod:`pdd_operator.vllm.scheduler_budget`)."""
     return [(f"{r.role}: {refusal}, so the {r.role} engine never serves.",
-             f"Raise --max-num-batched-tokens to at least the limit on the {r.role} container, lower --max-model-len, "
-             "or drop --no-enable-chunked-prefill.")
+             fix_for(pair, f"Raise --max-num-batched-tokens to at least the limit in spec.{r.role}.extraArgs, lower "
+                     "spec.model.maxModelLen, or drop --no-enable-chunked-prefill.",
+                     f"Raise --max-num-batched-tokens to at least the limit on the {r.role} container, lower "
+                     "--max-model-len, or drop --no-enable-chunked-prefill."))
             for r in pair.roles for refusal in r.scheduler.refusals()]
 
 
@@ -209,6 +211,9 @@ def check_scheduler_budget_unknown_context(pair: PDPair) -> list[Violation]:
              "and no --max-model-len, so vLLM uses the model's own context length; if that is longer than the budget "
              "(most current models allow 32k tokens or more), vLLM raises 'max_num_batched_tokens ... is smaller than "
              "max_model_len' at startup.",
-             f"Set --max-model-len (at most {r.scheduler.max_num_batched_tokens}) on the {r.role} container, raise "
-             "--max-num-batched-tokens to the model's context length, or drop --no-enable-chunked-prefill.")
+             fix_for(pair, f"Set spec.model.maxModelLen (at most {r.scheduler.max_num_batched_tokens}), raise "
+                     f"--max-num-batched-tokens in spec.{r.role}.extraArgs to the model's context length, or drop "
+                     "--no-enable-chunked-prefill.",
+                     f"Set --max-model-len (at most {r.scheduler.max_num_batched_tokens}) on the {r.role} container, "
+                     "raise --max-num-batched-tokens to the model's context length, or drop --no-enable-chunked-prefill."))
             for r in pair.roles if r.scheduler.context_unknown]

@@ -122,8 +122,11 @@ def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
             f"VLLM_SSM_CONV_STATE_LAYOUT is DS on one role only ({other.role}: {shown}) "
             f"and the architecture of model {pair.prefill.model!r} is not known: if it has Mamba or linear-attention "
             f"layers, the {other.role}'s NIXL worker asserts DS at startup (vLLM >= 0.20) and never starts.",
-            "Set VLLM_SSM_CONV_STATE_LAYOUT=DS on both roles (or on neither for a model without SSM layers), or pass "
-            "the model's config.json (--model-config, spec.model.configMapRef) or spec.model.architecture.",
+            fix_for(pair, "Set VLLM_SSM_CONV_STATE_LAYOUT=DS on both roles (or on neither for a model without SSM "
+                    "layers), or pass the model's config.json (--model-config, spec.model.configMapRef) or "
+                    "spec.model.architecture.",
+                    "Set VLLM_SSM_CONV_STATE_LAYOUT=DS in both containers' env (or in neither for a model without SSM "
+                    "layers), or give pdd check the model's config.json (--model-config, or a ConfigMap in the files)."),
             NOT_CHECKED,
         )]
     if not pair.hybrid_ssm:

