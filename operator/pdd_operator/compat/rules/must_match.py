@@ -172,7 +172,7 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
     needs=("--kv-cache-dtype",),
     source=("seed 000 sections 2 and 6; vllm nixl compute_nixl_compatibility_hash factor cache_dtype, the raw string "
             "(0.13.0-0.33.0, read in the wheels; not compared where enforce_handshake_compat is false on the engine that "
-            "runs the handshake); no hash in 0.10.2-0.12.0, whose handshake asserts equal KV block "
+            "runs the handshake); no hash in 0.9.1-0.12.0, whose handshake asserts equal KV block "
             "bytes (v1/nixl_connector.py add_remote_agent, _validate_remote_agent_handshake in 0.12.0): an fp8 "
             "cache against a 16/32-bit one at one block size is an error there, other differences a warning"),
 )
@@ -216,10 +216,11 @@ def _kv_cache_dtype(pair: PDPair, r: RoleConfig) -> str:
 
 
 #: The first release whose NIXL handshake was read to assert equal KV block lengths in bytes: v1/nixl_connector.py
-#: ``add_remote_agent`` (0.10.2, 0.11.0, 0.11.1: ``block_len == self.block_len * tp_ratio`` "... and same dtype", and
-#: ``block_len_per_layer == block_lens`` for MLA or replicated KV) and ``_validate_remote_agent_handshake`` (0.12.0);
-#: releases before it were not read, so a difference there stays a warning.
-BLOCK_BYTES_CHECKED_SINCE = (0, 10, 2)
+#: ``add_remote_agent`` (0.9.1, 0.9.2, 0.10.0, 0.10.1.1, 0.10.2, 0.11.0, 0.11.1: ``block_len == self.block_len *
+#: tp_ratio`` "... and same dtype" (0.9.1-0.10.0: ``self.block_len == block_len`` for MLA), and
+#: ``block_len_per_layer == block_lens`` for MLA or replicated KV) and ``_validate_remote_agent_handshake`` (0.12.0).
+#: 0.9.0's add_remote_agent (read in its wheel) has no block-length assert, so a difference there stays a warning.
+BLOCK_BYTES_CHECKED_SINCE = (0, 9, 1)
 
 
 def _kv_width(kv_cache_dtype: str) -> str:
