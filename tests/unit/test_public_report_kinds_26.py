@@ -52,3 +52,44 @@ def test_an_fp8_cache_against_bf16_fails_the_first_releases_handshake(version):
 
 def test_0_9_0_has_no_block_length_assert_and_stays_a_warning():
     assert _findings("0.9.0", ["--kv-cache-dtype", "fp8"], []).get("kv-cache-dtype-mismatch") == "warning"
+
+
+# --- kv-layout-mismatch: 0.9.1-0.10.0 give HND only to a top-level NixlConnector -----------------------------------
+
+def _multi(role: str, other: str) -> str:
+    return json.dumps({"kv_connector": "MultiConnector", "kv_role": role, "kv_connector_extra_config": {"connectors": [
+        {"kv_connector": other, "kv_role": "kv_both"}, {"kv_connector": "NixlConnector", "kv_role": role}]}})
+
+
+def _layout(version: str, prefill_multi: bool, decode_multi: bool, other: str = "SharedStorageConnector",
+            env: dict | None = None) -> str | None:
+    image = f"vllm/vllm-openai:v{version}"
+    model = "mistralai/Mistral-7B-Instruct-v0.3"
+    docs = []
+    for name, role, multi in (("mistral-prefill", "kv_producer", prefill_multi), ("mistral-decode", "kv_consumer", decode_multi)):
+        kv = _multi(role, other) if multi else _kv(role)
+        docs.append(_deployment(name, name.split("-")[1], image, [model, "--kv-transfer-config", kv], env=env))
+    engines = [e for d in docs for e in find_engines(d)]
+    (pair, _, _), = pair_engines(engines)[0]
+    return {f.rule: f.severity for f in evaluate(pair).findings}.get("kv-layout-mismatch")
+
+
+@pytest.mark.parametrize("version, prefill_multi, decode_multi, other", [
+    ("0.9.2", False, True, "SharedStorageConnector"),   # a MultiConnector decode (NHD) reading a NixlConnector prefill
+    ("0.10.0", True, False, "LMCacheConnectorV1"),
+    ("0.9.1", False, True, "LMCacheConnectorV1"),
+])
+def test_a_multiconnector_beside_a_plain_nixlconnector_has_another_layout_before_0_10_1(
+        version, prefill_multi, decode_multi, other):
+    assert _layout(version, prefill_multi, decode_multi, other) == "error"
+
+
+@pytest.mark.parametrize("version, prefill_multi, decode_multi, env", [
+    ("0.10.1", True, False, None),    # the connector class decides: MultiConnector takes its NIXL child's HND
+    ("0.11.0", False, True, None),
+    ("0.9.1", True, True, None),      # both NHD
+    ("0.9.0", True, False, None),     # 0.9.0: NHD for every cache
+    ("0.9.2", True, False, {"VLLM_KV_CACHE_LAYOUT": "HND"}),  # the env variable overrides the connector's choice
+])
+def test_layouts_that_agree_give_no_finding(version, prefill_multi, decode_multi, env):
+    assert _layout(version, prefill_multi, decode_multi, env=env) is None

@@ -9,6 +9,38 @@ from pdd_operator.vllm.must_match import fields_of
 #: Layouts whose last three strides are (H, N, C): ``KVCacheLayout.is_block_contiguous`` (vllm 0.29+).
 BLOCK_CONTIGUOUS = ("LBHNC", "BLHNC")
 
+#: vLLM 0.9.0 has no KV cache layout choice: FlashAttention's cache is NHD (LBNHC) whatever the connector
+#: (v1/attention/backends/flash_attn.py, read in the 0.9.0 wheel). From 0.9.1 a NIXL engine's cache is HND (LBHNC).
+HND_FOR_NIXL_SINCE = (0, 9, 1)
+#: 0.9.1-0.10.0 pick HND only when ``kv_transfer_config.kv_connector`` is literally ``"NixlConnector"``
+#: (kv_connector/utils.py ``get_kv_connector_cache_layout``, read in the 0.9.1, 0.9.2 and 0.10.0 wheels): a
+#: NixlConnector inside a MultiConnector gets NHD. From 0.10.1 the connector class says
+#: (``get_required_kvcache_layout``; MultiConnector asks its children: 0.10.1.1 sdist, vllm#21789).
+LAYOUT_BY_CONNECTOR_CLASS_SINCE = (0, 10, 1)
+#: ``VLLM_KV_CACHE_LAYOUT`` (envs.py) first in 0.9.2 (absent from the 0.9.1 wheel's envs.py).
+LAYOUT_ENV_SINCE = (0, 9, 2)
+#: ``enable_permute_local_kv`` first in 0.11.1 (vllm-nixl-facts.md section 7).
+PERMUTE_SINCE = (0, 11, 1)
+
+
+def default_layout(pair: PDPair, role) -> tuple[str, str]:
+    """``(layout, why)``: the KV cache layout ``role`` runs with (LBHNC = HND, LBNHC = NHD) and, where the vLLM
+    release picks it other than HND, why (``""`` otherwise). An unknown release is read as a recent one."""
+    version = pair.version
+    if version is not None and version < LAYOUT_ENV_SINCE:
+        env = None  # VLLM_KV_CACHE_LAYOUT is not read before 0.9.2
+    else:
+        env = role.kv_layout
+    if env:
+        return env, ""
+    if version is not None and version < HND_FOR_NIXL_SINCE:
+        return "LBNHC", "vLLM 0.9.0 lays every KV cache out NHD"
+    if version is not None and version < LAYOUT_BY_CONNECTOR_CLASS_SINCE and role.wrapper:
+        return "LBNHC", (f"vLLM 0.9.1-0.10.0 choose HND only for a top-level NixlConnector "
+                         f"(get_kv_connector_cache_layout), so the {role.role}'s {role.wrapper.split('[', 1)[0]} "
+                         "gets NHD")
+    return "LBHNC", ""
+
 def gaudi_hetero_layout(role) -> bool:
     """The role is a vllm-gaudi (Intel Gaudi, HPU) engine that converts its NHD KV cache for a CUDA peer itself:
     ``kv_buffer_device`` hpu with ``VLLM_HPU_HETERO_KV_LAYOUT`` true, which llm-d's heterogeneous Gaudi-to-CUDA guide
@@ -22,23 +54,30 @@ def gaudi_hetero_layout(role) -> bool:
     id="kv-layout-mismatch", family="kv-layout-mismatch", severity="error",
     fields=fields_of("kv_cache_layout"),
     source=("seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute); a vllm-gaudi role with "
-            "VLLM_HPU_HETERO_KV_LAYOUT converts its own side (llm-d README.hpu_cuda.md): a warning"),
+            "VLLM_HPU_HETERO_KV_LAYOUT converts its own side (llm-d README.hpu_cuda.md): a warning; 0.9.0 NHD for "
+            "every cache, 0.9.1-0.10.0 HND only for a top-level NixlConnector (kv_connector/utils.py "
+            "get_kv_connector_cache_layout, read in the wheels)"),
     needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT"),
 )
 def check_kv_layout_match(pair: PDPair) -> list[Violation]:
     """KV cache layouts match, or the permute path applies."""
     if pair.mla:
         return []
-    p = pair.prefill.kv_layout or "LBHNC"
-    d = pair.decode.kv_layout or "LBHNC"
+    (p, p_why), (d, d_why) = (default_layout(pair, r) for r in pair.roles)
     if p == d:
         return []
     permute = bool(pair.decode.kv_transfer.get("enable_permute_local_kv"))
-    if p == "LBHNC" and d == "LBNHC" and permute and not pair.hma_required:
+    if p == "LBHNC" and d == "LBNHC" and permute and not pair.hma_required \
+            and (pair.version is None or pair.version >= PERMUTE_SINCE):
         return []
     fix = ("Use the same VLLM_KV_CACHE_LAYOUT on both roles, or (non-hybrid models, prefill LBHNC/HND, decode "
            "LBNHC/NHD) set spec.kvTransfer.enablePermuteLocalKv.")
     message = f"KV cache layouts differ: prefill {p}, decode {d}."
+    if p_why or d_why:
+        message += (f" {p_why or d_why}; the handshake of this release compares no layout (NixlAgentMetadata), so "
+                    "whole blocks arrive in the other layout and decode computes on permuted K/V.")
+        fix = ("Use the same connector on both roles (both NixlConnector, or both in the same wrapper), or a vLLM "
+               ">= 0.10.1 engine image, whose MultiConnector takes its NIXL child's HND layout.")
     if any(gaudi_hetero_layout(r) for r in pair.roles):
         return [(message + " One role is a vllm-gaudi engine with VLLM_HPU_HETERO_KV_LAYOUT, which converts its own "
                  "layout for a CUDA peer; that conversion is the plugin's and is not checked here.", fix, "warning")]
