@@ -93,3 +93,98 @@ def test_a_multiconnector_beside_a_plain_nixlconnector_has_another_layout_before
 ])
 def test_layouts_that_agree_give_no_finding(version, prefill_multi, decode_multi, env):
     assert _layout(version, prefill_multi, decode_multi, env=env) is None
+
+
+# --- nixl-needs-v1-engine: the V0 fallback of 0.9.0-0.10.x cannot run a NIXL connector ------------------------------
+
+def _v0(version: str, node_selector: dict | None = None, env: dict | None = None, affinity: list | None = None,
+        model: str = "Qwen/Qwen2.5-7B-Instruct") -> str | None:
+    image = f"vllm/vllm-openai:v{version}"
+    docs = [_deployment(f"q-{role}", role, image, [model, "--kv-transfer-config", _kv("kv_both")], env=env,
+                        node_selector=node_selector) for role in ("prefill", "decode")]
+    if affinity:
+        for d in docs:
+            d["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "nvidia.com/gpu.product", "operator": "In", "values": affinity}]}]}}}
+    engines = [e for d in docs for e in find_engines(d)]
+    (pair, _, _), = pair_engines(engines)[0]
+    return {f.rule: f.severity for f in evaluate(pair).findings}.get("nixl-needs-v1-engine")
+
+
+@pytest.mark.parametrize("version, kw", [
+    ("0.10.0", {"node_selector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}),
+    ("0.10.1", {"node_selector": {"nvidia.com/gpu.product": "Tesla-V100-PCIE-16GB"}}),
+    ("0.9.2", {"env": {"VLLM_USE_V1": "0"}, "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}),
+    ("0.9.0", {"affinity": ["Tesla-V100-SXM2-16GB", "Tesla-T4"]}),
+    ("0.9.1", {"node_selector": {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}, "env": {"VLLM_USE_V1": "1"}}),
+])
+def test_a_nixl_engine_on_the_v0_engine_never_starts(version, kw):
+    assert _v0(version, **kw) == "error"
+
+
+def test_0_10_2_was_not_read_and_warns():
+    assert _v0("0.10.2", node_selector={"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}) == "warning"
+
+
+@pytest.mark.parametrize("version, kw", [
+    ("0.11.0", {"node_selector": {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}}),   # V1 runs on Volta there
+    ("0.9.1", {"node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}),
+    ("0.9.1", {"node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"}}),
+    ("0.9.1", {"affinity": ["Tesla-V100-SXM2-16GB", "NVIDIA-A100-SXM4-40GB"]}),           # may land on an A100
+    ("0.9.1", {}),                                                                          # GPU model not known
+])
+def test_v1_capable_or_unknown_gpus_give_no_finding(version, kw):
+    assert _v0(version, **kw) is None
+
+
+# --- decode-kv-blocks-below-prefill: 0.9.1 asserts decode's block count >= prefill's --------------------------------
+
+def _blocks(version: str, p_util: str | None, d_util: str | None, one_pod: bool = False, product: str | None = None,
+            d_extra: tuple = ()) -> str | None:
+    image = f"vllm/vllm-openai:v{version}"
+    model = "meta-llama/Llama-3.1-70B-Instruct"
+
+    def args(role, util, extra=()):
+        return [model, "--tensor-parallel-size", "4", "--kv-transfer-config", _kv(role),
+                *(["--gpu-memory-utilization", util] if util else []), *extra]
+    selector = {"nvidia.com/gpu.product": product} if product else None
+    if one_pod:
+        pod = _deployment("llama-pd", "pd", image, args("kv_producer", p_util), gpus=4, node_selector=selector)
+        c = pod["spec"]["template"]["spec"]["containers"]
+        c[0]["name"] = "prefill"
+        c.append({**c[0], "name": "decode", "args": args("kv_consumer", d_util, d_extra),
+                  "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5600"}]})
+        c[0]["env"] = [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5500"}]
+        docs = [pod]
+    else:
+        docs = [_deployment("llama-prefill", "prefill", image, args("kv_producer", p_util), gpus=4, node_selector=selector),
+                _deployment("llama-decode", "decode", image, args("kv_consumer", d_util, d_extra), gpus=4,
+                            node_selector=selector)]
+    engines = [e for d in docs for e in find_engines(d)]
+    (pair, _, _), = pair_engines(engines)[0]
+    return {f.rule: f.severity for f in evaluate(pair).findings}.get("decode-kv-blocks-below-prefill")
+
+
+@pytest.mark.parametrize("kw", [
+    {"p_util": "0.95", "d_util": "0.85", "one_pod": True},
+    {"p_util": None, "d_util": "0.7", "product": "NVIDIA-A100-SXM4-80GB"},   # prefill at vLLM's default 0.9
+])
+def test_a_decode_with_less_gpu_memory_than_its_twin_prefill_fails_on_0_9_1(kw):
+    assert _blocks("0.9.1", **kw) == "error"
+
+
+@pytest.mark.parametrize("kw", [
+    {"p_util": "0.9", "d_util": "0.8"},                                         # GPU models not known to be one
+    {"p_util": "0.9", "d_util": "0.8", "one_pod": True, "d_extra": ("--max-model-len", "8192")},
+])
+def test_a_lower_decode_budget_that_may_still_hold_enough_blocks_warns(kw):
+    assert _blocks("0.9.1", **kw) == "warning"
+
+
+@pytest.mark.parametrize("version, p_util, d_util", [
+    ("0.9.2", "0.9", "0.8"), ("0.9.0", "0.9", "0.8"),       # no such assert there
+    ("0.9.1", "0.8", "0.9"), ("0.9.1", "0.9", None),         # decode at or above prefill (None: the default 0.9)
+])
+def test_other_budgets_and_releases_give_no_finding(version, p_util, d_util):
+    assert _blocks(version, p_util, d_util, one_pod=True) is None

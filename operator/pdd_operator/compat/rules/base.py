@@ -177,6 +177,7 @@ MANIFEST_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("spec.network.dra", "pod", "resourceClaims"),
     ("spec.network.networks", "pod", "metadata.annotations[k8s.v1.cni.cncf.io/networks]"),
     ("spec.network.hostNetwork", "pod", "hostNetwork"),
+    ("spec.placement.gpuProduct", "pod", "nodeSelector"),
     ("spec.network.preflight", "securityContext", ""),
     ("spec.model.numKvHeads", "config", ""),
     ("spec.model.mambaNGroups", "config", ""),
