@@ -89,7 +89,7 @@ def test_model_config_gives_a_deployment_pair_its_kv_heads(tmp_path, capsys):
     (16, 32, "vllm/vllm-openai:v0.21.0", None),      # prefill TP > KV heads: replicated, equal block lengths
     (8, 16, "vllm/vllm-openai:v0.19.1", None),       # 0.14-0.19: a prefill at TP == KV heads counts as replicated
     (4, 16, "vllm/vllm-openai:v0.19.1", "error"),    # ... one below them asserts
-    (4, 16, "vllm/vllm-openai:v0.13.0", "warning"),  # before 0.14: not read
+    (4, 16, "vllm/vllm-openai:v0.13.0", "error"),    # 0.9.2-0.13.0 assert alike (sdists read for set 26)
     (4, 8, "vllm/vllm-openai:v0.21.0", None),        # decode TP == KV heads: no capping (the report's PASS row)
     (2, 4, "vllm/vllm-openai:v0.21.0", None),
 ])

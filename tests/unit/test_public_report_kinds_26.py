@@ -188,3 +188,52 @@ def test_a_lower_decode_budget_that_may_still_hold_enough_blocks_warns(kw):
 ])
 def test_other_budgets_and_releases_give_no_finding(version, p_util, d_util):
     assert _blocks(version, p_util, d_util, one_pod=True) is None
+
+
+# --- hetero-tp-kv-replicated on 0.9.x: 0.9.1 has no replicated case, 0.9.2-0.19.1 exempt only prefill TP >= heads ----
+
+CONFIG_2_KV_HEADS = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 2048,
+                     "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 36}
+
+
+def _replicated(tmp_path, capsys, p: int, d: int, version: str, config: dict | None = CONFIG_2_KV_HEADS):
+    from tests.unit.test_turn2_variants import check, pd, rules
+    docs = pd("qwen", ["--tensor-parallel-size", str(p), "--kv-transfer-config", _kv()],
+              ["--tensor-parallel-size", str(d), "--kv-transfer-config", _kv()], model="Qwen/Qwen2.5-3B-Instruct",
+              image=f"vllm/vllm-openai:v{version}")
+    for doc, gpus in zip(docs, (p, d), strict=True):
+        doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+    extra = ()
+    if config is not None:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+        extra = ("--model-config", str(path))
+    _, out = check(tmp_path, capsys, *docs, extra=extra)
+    return {sev: rules(out, sev) for sev in ("error", "warning")}
+
+
+@pytest.mark.parametrize("p, d, version", [
+    (1, 4, "0.9.1"),    # the PR's failure: decode past the 2 KV heads
+    (2, 4, "0.9.1"),    # 0.9.1 has no replicated case: a prefill at the KV heads asserts too
+    (1, 4, "0.9.2"),    # vllm#19691 exempts only a prefill at or above the KV heads
+    (1, 8, "0.11.1"),
+    (1, 4, "0.13.0"),
+])
+def test_a_decode_past_the_kv_heads_fails_on_the_first_releases(tmp_path, capsys, p, d, version):
+    assert "hetero-tp-kv-replicated" in _replicated(tmp_path, capsys, p, d, version)["error"]
+
+
+@pytest.mark.parametrize("p, d, version", [(2, 4, "0.9.2"), (2, 8, "0.12.0"), (1, 2, "0.9.1")])
+def test_a_replicated_prefill_or_no_capping_gives_no_finding(tmp_path, capsys, p, d, version):
+    found = _replicated(tmp_path, capsys, p, d, version)
+    assert "hetero-tp-kv-replicated" not in found["error"] | found["warning"]
+
+
+def test_0_9_0_has_no_block_length_assert_and_warns(tmp_path, capsys):
+    assert "hetero-tp-kv-replicated" in _replicated(tmp_path, capsys, 1, 4, "0.9.0")["warning"]
+
+
+@pytest.mark.parametrize("version, warned", [("0.9.1", True), ("0.21.0", True), ("0.24.0", False)])
+def test_decode_tp_above_prefill_without_the_kv_heads_is_not_silent_before_0_24(tmp_path, capsys, version, warned):
+    found = _replicated(tmp_path, capsys, 1, 4, version, config=None)
+    assert ("tp-kv-heads-unknown" in found["warning"]) is warned and not found["error"]

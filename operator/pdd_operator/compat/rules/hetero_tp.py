@@ -52,11 +52,21 @@ def check_tp_kv_heads(pair: PDPair) -> list[Violation]:
     source="compat-rules.md section 9",
 )
 def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
-    """KV heads are known when prefill TP > decode TP."""
+    """KV heads are known when prefill TP > decode TP, or decode TP > prefill TP before vLLM 0.24."""
     if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is not None:
         return []
-    if pair.model.architecture is None or pair.tps[0] <= pair.tps[1]:
+    if pair.model.architecture is None or pair.tps[0] == pair.tps[1]:
         return []
+    p, d = pair.tps
+    if d > p:
+        if d % p or pair.version is None or not _LINEAR_ASSERT_SINCE <= pair.version < _GQA_CHECK_KNOWN_BAD[1]:
+            return []
+        return [(  # set 26 (vllm#19691): hetero-tp-kv-replicated cannot be judged without the heads
+            f"Decode TP {d} > prefill TP {p}: vLLM {fmt(pair.version)}'s NIXL handshake asserts prefill's KV block is "
+            f"{d // p}x decode's, which fails once decode TP exceeds the model's KV heads (decode then holds "
+            "replicated heads: hetero-tp-kv-replicated); the KV heads are not given.",
+            "Set spec.model.numKvHeads (config.json num_key_value_heads) so this can be checked.",
+        )]
     return [(
         f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} is valid only while prefill TP <= the model's KV heads, "
         "which are not given.",
@@ -89,10 +99,15 @@ def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
 #: 0.20.0, 0.21.0, 0.22.0 and 0.23.0 wheels (nixl/worker.py); the per-rank head ratio of the fix
 #: (vllm#45879) is in 0.24.0's nixl/base_worker.py.
 _GQA_CHECK_KNOWN_BAD = ((0, 20, 0), (0, 24, 0))
-#: 0.14.0-0.19.1 (v1/nixl_connector.py, read in the wheels): the same linear assert, but a prefill whose TP
-#: reaches the KV heads counts as replicated (``tp_size // total_num_kv_heads >= 1``) and only block counts
-#: are compared, which pass; a prefill below the KV heads asserts.
-_GQA_REPLICATED_AT_HEADS = ((0, 14, 0), (0, 20, 0))
+#: 0.9.2-0.19.1 (v1/nixl_connector.py, read in the 0.9.2, 0.10.0 and 0.14.0-0.19.1 wheels and the 0.10.1.1, 0.11.0,
+#: 0.11.1, 0.12.0 and 0.13.0 sdists): the same linear assert, but a prefill whose TP reaches the KV heads counts as
+#: replicated (``tp_size // total_num_kv_heads >= 1``, vllm#19691) and only block counts are compared, which pass; a
+#: prefill below the KV heads asserts.
+_GQA_REPLICATED_AT_HEADS = ((0, 9, 2), (0, 20, 0))
+#: 0.9.1's add_remote_agent (read in the wheel) asserts ``block_len == self.block_len * tp_ratio`` with no replicated
+#: case at all (vllm#19691 added it in 0.9.2): every decode past the KV heads asserts. 0.9.0 has no block-length
+#: assert (read in its wheel): a warning there.
+_LINEAR_ASSERT_SINCE = (0, 9, 1)
 
 
 @rule(
@@ -101,9 +116,9 @@ _GQA_REPLICATED_AT_HEADS = ((0, 14, 0), (0, 20, 0))
     source="vllm nixl _validate_remote_agent_handshake: 'Remote P worker KV layer cache must be of shape "
     "[2, N, local_kv_heads*tp_ratio, page_size, head_dim]' asserts remote block_len == local * tp_ratio, but GQA "
     "replication caps heads per rank at max(1, kv_heads // tp) (vllm#45330, seen on 0.21.0). Read in the wheels: "
-    "0.20.0-0.23.0 nixl/worker.py assert unless prefill TP > KV heads; 0.14.0-0.19.1 v1/nixl_connector.py assert "
-    "unless prefill TP >= KV heads; 0.24.0 nixl/base_worker.py compares per-rank heads (vllm#45879). A warning "
-    "before 0.14 (not read)",
+    "0.20.0-0.23.0 nixl/worker.py assert unless prefill TP > KV heads; 0.9.2-0.19.1 v1/nixl_connector.py assert "
+    "unless prefill TP >= KV heads (vllm#19691); 0.9.1 asserts always; 0.24.0 nixl/base_worker.py compares per-rank "
+    "heads (vllm#45879). A warning on 0.9.0 (no block-length assert)",
     until=(0, 24, 0),
     example="decode TP 16 > prefill TP 8 with an 8-KV-head model on vLLM 0.21",
 )
@@ -117,16 +132,17 @@ def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
         return []  # equal TP, P > D, or a TP ratio that is not an integer: tp-divisibility and other rules
     if max(1, heads // p) * p == max(1, heads // d) * d:
         return []  # equal TP, P > D (other rules), or no capping: per-rank heads scale with the TP ratio
-    certain = pair.version >= _GQA_REPLICATED_AT_HEADS[0]
+    certain = pair.version >= _LINEAR_ASSERT_SINCE
+    replicated_case = pair.version >= _GQA_REPLICATED_AT_HEADS[0]
     at_heads = _GQA_REPLICATED_AT_HEADS[0] <= pair.version < _GQA_REPLICATED_AT_HEADS[1]
-    if certain and (p > heads or (at_heads and p == heads)):
+    if certain and replicated_case and (p > heads or (at_heads and p == heads)):
         return []  # vLLM counts the prefill as replicated: it compares block lengths as equal, which they are
     return [(
         f"Decode TP {d} > prefill TP {p} with {heads} KV heads: decode holds {max(1, heads // d)} KV head(s) per rank "
         f"(replicated), prefill {max(1, heads // p)}, so the block lengths do not differ by the TP ratio {d // p} that "
         f"vLLM {fmt(pair.version)}'s NIXL handshake asserts"
         + (" (AssertionError at the first request, vllm#45330)." if certain else
-           "; the fix (vllm#45879) is in 0.24.0, and this release's code was not read."),
+           "; the fix (vllm#45879) is in 0.24.0, and this release's handshake has no block-length assert (0.9.0)."),
         f"Use decode TP <= {heads} (the model's KV heads), equal TP on both roles, or a vLLM >= 0.24 engine image.",
         "error" if certain else "warning",
     )]
