@@ -1,0 +1,88 @@
+"""Variants of what the twenty-eighth public-report set (tests/unit/data/public_reports_28) taught, with negative
+controls.
+
+A role whose KV connector is not NIXL although its command line names NIXL (``kv-connector-mixed``):
+
+- ``--kv-offloading-size`` beside a NIXL ``--kv-transfer-config``: vLLM's ``VllmConfig._post_init_kv_transfer_config``
+  (vllm/config/vllm.py, 0.18.0 and 0.24.0 sdists, 0.32.0 wheel) overwrites the connector with OffloadingConnector
+  (LMCacheMPConnector for ``--kv-offloading-backend lmcache``) and kv_role kv_both. The checker did not know the flag,
+  so NeMo Gym's Nemotron pair with a CPU tier on its decode passed as two NIXL roles.
+- a second ``--kv-transfer-config`` (the recipe site's CPU offload option appended to a pd_cluster role): argparse
+  keeps the last one. The checker applied that, then called the pair out of scope ("not vLLM's NixlConnector").
+
+Both now read as NIXL on one role and another connector on the other: no KV moves between them, an error
+(:mod:`pdd_operator.compat.rules.connector_mix`, :mod:`pdd_operator.vllm.kv_offloading`).
+"""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import role_from_container
+from tests.unit.test_turn2_variants import check, container, pd, rules
+
+KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+OFFLOAD = '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"cpu_bytes_to_use":1073741824}}'
+LMCACHE = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+MULTI = ('{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":['
+         '{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"OffloadingConnector","kv_role":"kv_both",'
+         '"kv_connector_extra_config":{"cpu_bytes_to_use":1073741824}}]}}')
+RULE = "kv-connector-mixed"
+
+
+def _pair(p=(), d=(), image="vllm/vllm-openai:v0.24.0", model="meta-llama/Llama-3.1-8B-Instruct", kind="Deployment"):
+    docs = pd("llama", ["--kv-transfer-config", KV_P, *p], ["--kv-transfer-config", KV_D, *d], model=model, image=image)
+    if kind != "Deployment":
+        for doc in docs:
+            doc["kind"] = kind
+    return docs
+
+
+def _message(out):
+    return next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == RULE)
+
+
+def test_kv_offloading_size_on_the_prefill_of_statefulsets_on_v024_is_an_error(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(p=["--kv-offloading-size", "64"], kind="StatefulSet"))
+    assert code == 1 and RULE in rules(out, "error")
+    assert _message(out).startswith("prefill: runs OffloadingConnector (--kv-offloading-size 64")
+
+
+def test_kv_offloading_with_the_lmcache_backend_on_a_v032_decode_is_an_error(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(d=["--kv-offloading-size=32", "--kv-offloading-backend", "lmcache"],
+                                                image="vllm/vllm-openai:v0.32.0", model="Qwen/Qwen3-8B"))
+    assert code == 1 and RULE in rules(out, "error")
+    assert "LMCacheMPConnector" in _message(out)
+
+
+def test_a_second_kv_transfer_config_without_nixl_is_an_error_and_says_the_last_wins(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(d=["--kv-transfer-config", LMCACHE], image="vllm/vllm-openai:v0.28.0"))
+    assert code == 1 and RULE in rules(out, "error")
+    assert "given 2 times (NixlConnector, LMCacheConnectorV1)" in _message(out)
+
+
+def test_a_repeated_nixl_config_or_a_multiconnector_with_a_nixl_child_is_no_mix(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(d=["--kv-transfer-config", KV_D]))
+    assert code == 0 and RULE not in rules(out)
+    code, out = check(tmp_path, capsys, *_pair(d=["--kv-transfer-config", MULTI]))
+    assert RULE not in rules(out)
+
+
+def test_before_the_releases_read_the_offloading_rewrite_is_not_claimed(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(d=["--kv-offloading-size", "64"], image="vllm/vllm-openai:v0.17.0"))
+    assert RULE not in rules(out)
+
+
+def test_no_nixl_on_either_role_stays_not_checked(tmp_path, capsys):
+    docs = pd("llama", ["--kv-transfer-config", OFFLOAD], ["--kv-transfer-config", LMCACHE],
+              model="meta-llama/Llama-3.1-8B-Instruct", image="vllm/vllm-openai:v0.24.0")
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and RULE not in rules(out)
+
+
+def test_the_role_config_records_the_connector_vllm_runs():
+    c = container(["m", "--kv-transfer-config", KV_D, "--kv-offloading-size", "8"])
+    role = role_from_container("decode", c, {}, version_text="0.30.0")
+    assert role.connector == "OffloadingConnector" and role.kv_transfer["kv_role"] == "kv_both" and not role.nixl
+    assert "--kv-offloading-size 8" in role.connector_note
+    plain = role_from_container("decode", container(["m", "--kv-transfer-config", KV_D]), {}, version_text="0.30.0")
+    assert plain.nixl and plain.connector_note == ""
