@@ -86,3 +86,39 @@ def test_the_role_config_records_the_connector_vllm_runs():
     assert "--kv-offloading-size 8" in role.connector_note
     plain = role_from_container("decode", container(["m", "--kv-transfer-config", KV_D]), {}, version_text="0.30.0")
     assert plain.nixl and plain.connector_note == ""
+
+
+# MTP under a model-type name (``qwen3_next_mtp``, ``deepseek_mtp``): vLLM rewrites every ``*_mtp`` method to ``mtp``
+# (vllm/config/speculative.py SpeculativeConfig.__post_init__, 0.32.0), and from 0.28.0 the NIXL compatibility hash
+# carries the EAGLE-family settings (nixl/metadata.py _get_speculative_compatibility_factors). The checker did not read
+# the alias as mtp: NeMo Gym's Qwen3.5 pair with MTP on the decode only got a warning where every handshake is refused.
+SPEC = "spec-decode-mismatch"
+
+
+def _spec(method, tokens=2):
+    return ["--speculative-config", f'{{"method":"{method}","num_speculative_tokens":{tokens}}}']
+
+
+def test_deepseek_mtp_on_the_decode_only_of_a_v028_pair_is_an_error(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(d=_spec("deepseek_mtp", 1), image="vllm/vllm-openai:v0.28.0",
+                                                model="deepseek-ai/DeepSeek-V3-0324", kind="StatefulSet"))
+    assert code == 1 and SPEC in rules(out, "error")
+
+
+def test_qwen3_next_mtp_on_the_prefill_only_of_a_v033_pair_is_an_error(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(p=_spec("qwen3_next_mtp"), image="vllm/vllm-openai:v0.33.0",
+                                                model="Qwen/Qwen3-Next-80B-A3B-Instruct"))
+    assert code == 1 and SPEC in rules(out, "error")
+
+
+def test_an_mtp_alias_against_plain_mtp_is_the_same_method(tmp_path, capsys):
+    # both become method "mtp" in vLLM, so the speculative hash factors are equal: no refusal
+    _, out = check(tmp_path, capsys, *_pair(p=_spec("deepseek_mtp", 1), d=_spec("mtp", 1), image="vllm/vllm-openai:v0.30.0",
+                                             model="deepseek-ai/DeepSeek-V3-0324"))
+    assert SPEC not in rules(out)
+
+
+def test_ngram_on_one_side_is_not_hashed(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_pair(d=["--speculative-config", '{"method":"ngram","num_speculative_tokens":3,'
+                                                '"prompt_lookup_max":4}'], image="vllm/vllm-openai:v0.30.0"))
+    assert SPEC not in rules(out)

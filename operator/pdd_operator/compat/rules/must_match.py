@@ -68,10 +68,17 @@ _EAGLE = {"eagle", "eagle3", "mtp", "dflash", "dspark"}
 
 
 def _eagle_settings(r: RoleConfig) -> tuple | None:
+    """(method, draft model, revision) of an EAGLE-family ``--speculative-config``, else ``None``. A model-type
+    method (``qwen3_next_mtp``, ``deepseek_mtp``: every name of vllm/config/speculative.py ``MTPModelTypes`` ends in
+    ``_mtp``) is read as the ``mtp`` that ``SpeculativeConfig.__post_init__`` rewrites it to ("method ... is
+    deprecated and replaced with mtp", 0.32.0 wheel), so the hash compares it as mtp."""
     spec = r.speculative or {}
-    if spec.get("method") not in _EAGLE:
+    method = spec.get("method")
+    if isinstance(method, str) and method.endswith("_mtp"):
+        method = "mtp"
+    if method not in _EAGLE:
         return None
-    return spec.get("method"), spec.get("model"), spec.get("revision")
+    return method, spec.get("model"), spec.get("revision")
 
 @rule(
     id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
