@@ -122,3 +122,34 @@ def test_ngram_on_one_side_is_not_hashed(tmp_path, capsys):
     _, out = check(tmp_path, capsys, *_pair(d=["--speculative-config", '{"method":"ngram","num_speculative_tokens":3,'
                                                 '"prompt_lookup_max":4}'], image="vllm/vllm-openai:v0.30.0"))
     assert SPEC not in rules(out)
+
+
+# --attention-backend on 0.18-0.25: every sdist read (0.18.0-0.24.0) takes the backend from --attention-backend /
+# --attention-config only (engine/arg_utils.py; no VLLM_ATTENTION_BACKEND in envs.py) and hashes attn_backend_name
+# (v1/nixl_connector.py 0.18-0.19, nixl/metadata.py 0.20-0.24). The checker had verified it from 0.26.0 only, so the
+# InferenceX Kimi-K2.5 pair on 0.21.0 with FLASHMLA on its decode got a warning where every handshake is refused.
+BACKEND = "attention-backend-mismatch"
+
+
+def test_two_named_mla_backends_on_v021_are_an_error(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(p=["--attention-backend", "FLASHINFER_MLA"], d=["--attention-backend", "FLASHMLA"],
+                                                image="vllm/vllm-openai:v0.21.0", model="deepseek-ai/DeepSeek-V3-0324"))
+    assert code == 1 and BACKEND in rules(out, "error")
+
+
+def test_two_named_backends_on_v018_statefulsets_are_an_error(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(p=["--attention-backend", "FLASH_ATTN"], d=["--attention-backend", "FLASHINFER"],
+                                                image="vllm/vllm-openai:v0.18.0", kind="StatefulSet"))
+    assert code == 1 and BACKEND in rules(out, "error")
+
+
+def test_before_v018_two_named_backends_stay_a_warning(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_pair(p=["--attention-backend", "FLASH_ATTN"], d=["--attention-backend", "FLASHINFER"],
+                                             image="vllm/vllm-openai:v0.17.0"))
+    assert BACKEND in rules(out, "warning") and BACKEND not in rules(out, "error")
+
+
+def test_the_same_backend_on_both_roles_is_no_finding(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_pair(p=["--attention-backend", "FLASHMLA"], d=["--attention-backend", "flashmla"],
+                                             image="vllm/vllm-openai:v0.21.0", model="deepseek-ai/DeepSeek-V3-0324"))
+    assert BACKEND not in rules(out)
