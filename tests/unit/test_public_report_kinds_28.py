@@ -153,3 +153,68 @@ def test_the_same_backend_on_both_roles_is_no_finding(tmp_path, capsys):
     _, out = check(tmp_path, capsys, *_pair(p=["--attention-backend", "FLASHMLA"], d=["--attention-backend", "flashmla"],
                                              image="vllm/vllm-openai:v0.21.0", model="deepseek-ai/DeepSeek-V3-0324"))
     assert BACKEND not in rules(out)
+
+
+# Launch scripts mounted from a ConfigMap (Kthena's DeepSeek-V4-Flash ModelServing: subPath prefill.sh at
+# /workspace/prefill.sh, started by "cd /workspace && ./prefill.sh"): where the ConfigMap is in the files, the container
+# is read as /bin/bash -c <script> (:mod:`pdd_operator.compat.mounted_scripts`). The checker found no engine at all.
+def _script(role, kv, extra=""):
+    return (f"export VLLM_NIXL_SIDE_CHANNEL_HOST=$POD_IP\nvllm serve Qwen/Qwen3-8B --port 8000 {extra} \\\n"
+            f"  --kv-transfer-config '{kv}'\n")
+
+
+def _scripted(start, mount, cm_name="pd-scripts", with_cm=True, working_dir=None, d_extra="--kv-cache-dtype fp8"):
+    docs = []
+    for role in ("prefill", "decode"):
+        c = {"name": "vllm", "image": "vllm/vllm-openai:v0.30.0", "command": ["/bin/bash", "-c"],
+             "args": [start.replace("{role}", role)], "volumeMounts": [dict(mount, name="scripts") if "subPath" not in mount
+                                                                 else dict(mount, name="scripts", subPath=f"{role}.sh",
+                                                                           mountPath=mount["mountPath"].replace("{role}", role))],
+             "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+             "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        if working_dir:
+            c["workingDir"] = working_dir
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"qwen-{role}"},
+                     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "qwen", "role": role}},
+                              "template": {"metadata": {"labels": {"app": "qwen", "role": role}},
+                                           "spec": {"containers": [c],
+                                                    "volumes": [{"name": "scripts", "configMap": {"name": cm_name}}]}}}})
+    if with_cm:
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm_name},
+                     "data": {"prefill.sh": _script("prefill", KV_P), "decode.sh": _script("decode", KV_D, d_extra)}})
+    return docs
+
+
+def test_a_subpath_script_started_after_cd_is_read(tmp_path, capsys):
+    docs = _scripted("cd /workspace && ./{role}.sh", {"mountPath": "/workspace/{role}.sh", "subPath": True})
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error")
+
+
+def test_a_directory_mount_started_by_its_path_is_read(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_scripted("bash /opt/scripts/{role}.sh", {"mountPath": "/opt/scripts"}))
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error")
+    code, out = check(tmp_path, capsys, *_scripted("bash /opt/scripts/{role}.sh", {"mountPath": "/opt/scripts"}, d_extra=""))
+    assert code == 0 and not rules(out, "error")
+
+
+def test_a_relative_start_in_the_working_directory_is_read(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_scripted("./{role}.sh", {"mountPath": "/work"}, working_dir="/work"))
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error")
+
+
+def test_without_the_configmap_or_with_an_unresolved_start_nothing_is_guessed(tmp_path, capsys):
+    code, _ = check(tmp_path, capsys, *_scripted("bash /opt/scripts/{role}.sh", {"mountPath": "/opt/scripts"}, with_cm=False))
+    assert code == 4
+    # "./prefill.sh" with no cd to the mount and no workingDir: which file runs is not known
+    code, _ = check(tmp_path, capsys, *_scripted("./{role}.sh", {"mountPath": "/opt/scripts"}))
+    assert code == 4
+
+
+def test_a_mounted_file_that_is_only_read_is_not_taken_for_the_script(tmp_path, capsys):
+    # LMCache's config file named in an assignment and a flag: the container's own inline script stays what runs
+    docs = _scripted("CFG=/opt/scripts/{role}.sh vllm serve Qwen/Qwen3-8B --kv-transfer-config "
+                     + "'" + KV_P + "' --config-file /opt/scripts/{role}.sh", {"mountPath": "/opt/scripts"})
+    from pdd_operator.compat.config_refs import config_maps_of
+    from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
+    assert inline_mounted_scripts(docs[0], config_maps_of(docs)) is docs[0]
