@@ -144,6 +144,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
+    from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import shape_errors
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
@@ -168,7 +169,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if problems:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
                     continue
-                found, refused = _scan_foreign(inline_config_map_refs(doc, config_maps, secrets), unreadable)
+                inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
+                found, refused = _scan_foreign(inlined, unreadable)
                 engines.extend(found)
                 for u in refused:  # not checked, yet refused by vLLM for what the manifest does show
                     report = CompatReport(version=u.version, findings=list(u.findings))

@@ -92,7 +92,8 @@ def _backends(p, d, image, how="flag"):
 @pytest.mark.parametrize(("p", "d", "image", "how", "severity"), [
     ("FLASHINFER", "FLASH_ATTN", "vllm/vllm-openai:v0.26.0", "flag", "error"),   # read and hashed (0.26.0 source)
     ("FLASHINFER", "FLASH_ATTN", "vllm/vllm-openai:v0.32.0", "flag", "error"),
-    ("FLASHINFER", "TRITON_ATTN", "vllm/vllm-openai:v0.20.0", "flag", "warning"),  # flag era not read here
+    ("FLASHINFER", "TRITON_ATTN", "vllm/vllm-openai:v0.20.0", "flag", "error"),  # read for set 28 (0.18-0.24 sdists)
+    ("FLASHINFER", "TRITON_ATTN", "vllm/vllm-openai:v0.17.0", "flag", "warning"),  # flag era before 0.18 not read here
     ("FLASHINFER", "FLASH_ATTN", "vllm/vllm-openai:v0.10.1.1", "env", "error"),  # vllm#23587
     ("FLASHINFER", "FLASH_ATTN", "vllm/vllm-openai:v0.26.0", "env", "warning"),  # 0.26 does not read the env var
 ])

@@ -97,7 +97,10 @@ def evaluate(
         return _env_from(pair, rules)
     version = pair.version
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
-    if foreign:
+    if foreign and any(r.nixl for r in pair.roles):
+        # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
+        rules = tuple(rule for rule in rules if rule.without_connector)
+    elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
             "these rules describe NixlConnector prefill/decode only"))

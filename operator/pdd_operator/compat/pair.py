@@ -18,6 +18,7 @@ from pdd_operator.vllm.args import container_env, container_launches, int_flag, 
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flags import loose_unknown
 from pdd_operator.vllm.known_bad import nixl_version
+from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
@@ -163,6 +164,9 @@ class RoleConfig:
             (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
         removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
             judged by version in the ``cli-flag-removed`` rule.
+        connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
+            ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
+            (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
     """
@@ -229,6 +233,7 @@ class RoleConfig:
     cumem_flags: tuple[str, ...] = ()
     removed_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
+    connector_note: str = ""
 
     @property
     def connector(self) -> str | None:
@@ -448,6 +453,12 @@ def role_from_container(
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))
+    connector_note = ""
+    if (written_connectors := repeated_connectors(argv)) and len(written_connectors) > 1:
+        connector_note = (f"--kv-transfer-config is given {len(written_connectors)} times ({', '.join(written_connectors)}); "
+                          "vLLM's parser keeps the last one (vllm/utils/argparse_utils.py only logs 'Found duplicate keys')")
+    if (offloaded := offloading_connector(known, parse_version(version_text) if version_text else None)) is not None:
+        kv_transfer, wrapper, connector_note = offloaded[0], None, offloaded[1]
     try:
         speculative = json_flag(known, "--speculative-config")
     except ValueError as exc:
@@ -545,6 +556,7 @@ def role_from_container(
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
         removed_flags=removed_flags(flags),
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
+        connector_note=connector_note,
     )
 
 

@@ -16,6 +16,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     aux_output,
     block_size,
     connector,
+    connector_mix,
     early_nixl,
     engine_args,
     hetero_tp,

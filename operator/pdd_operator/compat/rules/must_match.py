@@ -68,10 +68,17 @@ _EAGLE = {"eagle", "eagle3", "mtp", "dflash", "dspark"}
 
 
 def _eagle_settings(r: RoleConfig) -> tuple | None:
+    """(method, draft model, revision) of an EAGLE-family ``--speculative-config``, else ``None``. A model-type
+    method (``qwen3_next_mtp``, ``deepseek_mtp``: every name of vllm/config/speculative.py ``MTPModelTypes`` ends in
+    ``_mtp``) is read as the ``mtp`` that ``SpeculativeConfig.__post_init__`` rewrites it to ("method ... is
+    deprecated and replaced with mtp", 0.32.0 wheel), so the hash compares it as mtp."""
     spec = r.speculative or {}
-    if spec.get("method") not in _EAGLE:
+    method = spec.get("method")
+    if isinstance(method, str) and method.endswith("_mtp"):
+        method = "mtp"
+    if method not in _EAGLE:
         return None
-    return spec.get("method"), spec.get("model"), spec.get("revision")
+    return method, spec.get("model"), spec.get("revision")
 
 @rule(
     id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
@@ -236,7 +243,13 @@ def _kv_width(kv_cache_dtype: str) -> str:
 #: vLLM releases whose source was read for the attention-backend rule: they choose the backend from
 #: --attention-backend / --attention-config only (no VLLM_ATTENTION_BACKEND in vllm/envs.py) and hash
 #: attn_backend_name into the NIXL compatibility hash (nixl/metadata.py compute_nixl_compatibility_hash).
-_BACKEND_FLAG_SINCE = (0, 26, 0)
+#: 0.26.0 and 0.32.0 first; the 0.18.0-0.24.0 sdists read for set 28 (engine/arg_utils.py --attention-backend,
+#: no VLLM_ATTENTION_BACKEND in envs.py, attn_backend_name hashed in v1/nixl_connector.py 0.18-0.19 and
+#: nixl/metadata.py 0.20-0.24) moved it back to 0.18.0.
+_BACKEND_FLAG_SINCE = (0, 18, 0)
+#: The releases whose default backend choice (vllm/platforms/cuda.py _get_backend_priorities) was read: the
+#: one-sided case (:func:`_one_sided_backend`) predicts the other role's backend only from here.
+_DEFAULT_BACKEND_SINCE = (0, 26, 0)
 #: The last release line a report shows reading VLLM_ATTENTION_BACKEND and crashing on a FLASHINFER/FLASH_ATTN
 #: pair (vllm#23587, filed by a vLLM maintainer against 0.10.x; FlashInfer's block-first layout, vllm#19090).
 _BACKEND_ENV_UNTIL = (0, 11, 0)
@@ -246,7 +259,7 @@ _BACKEND_ENV_UNTIL = (0, 11, 0)
     id="attention-backend-mismatch", family="model-mismatch", severity="error",
     fields=("spec.engine.env", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm nixl/metadata.py compute_nixl_compatibility_hash factor attn_backend_name, the backend chosen by "
-            "--attention-backend / --attention-config (0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
+            "--attention-backend / --attention-config (0.18.0-0.24.0, 0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND FLASHINFER vs FLASH_ATTN crashes the pair in 0.10 "
             "(vllm#23587); other versions: a warning"),
     needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
@@ -297,7 +310,7 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     known = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
              and other.kv_cache_dtype in (None, "auto") and (other.block_size is None or other.block_size % 16 == 0)
              and gpu_platform(other.image, other.resources) == "cuda"
-             and pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)
+             and pair.version is not None and pair.at_least(_DEFAULT_BACKEND_SINCE)
              and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256)))
     fix = fix_for(pair, "Name the same attention backend in both roles' extraArgs (or in neither).",
                   f"Give the {other.role} container the same --attention-backend {named.attention_backend} "
