@@ -301,7 +301,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     refusing = [p for p in probed if p.refuses]
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
-    scope = (f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
+    served = pair.model.served_since
+    scope = (f"every release from {fmt(floor)} on (the first whose model registry has this model's architecture: "
+             "older releases refuse the model at startup)" if floor and floor == served
+             else f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
              else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []
     skipped: list[str] = []

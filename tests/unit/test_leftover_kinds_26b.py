@@ -1,0 +1,149 @@
+"""The leftovers of issue 9 after sets 23-25 (session 26, second round), each as a kind, with variants and controls.
+
+1. Architectures vLLM serves that the checker did not know (``architecture-unknown`` on MiMo-V2-Flash, GLM-5.3-Flash):
+   vLLM's own model registry (vllm/model_executor/models/registry.py, 0.18.0-0.34.0) and the model files are read by
+   ``dev/gen_vllm_architectures.py`` into :mod:`pdd_operator.vllm.registry_architectures` (evidence per architecture:
+   its interfaces, ``IsHybrid`` etc., and markers of MLA, cross-attention, sliding-window and SSM layers), classified by
+   a pure function; model ids of the newest families map to their ``architectures`` name. An architecture added to the
+   registry after 0.18.0 also bounds an unknown version from below: older engines refuse the model at startup
+   (registry.py ``_raise_for_unsupported``), so only releases from there on are probed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pdd_operator.api.spec import Architecture, SSMKind
+from pdd_operator.vllm.architectures import HF_ARCHITECTURES, traits
+from pdd_operator.vllm.registry_architectures import (
+    _entries,
+    classify,
+    registry_family,
+    registry_since,
+    registry_versions,
+)
+from tests.unit.test_turn2_variants import check, container, rules, workload
+
+KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+DS = {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}
+
+# --- 1. architectures of vLLM's registry -------------------------------------------------------------------------
+
+
+def test_the_table_holds_every_architecture_of_the_newest_registry_read():
+    """The generated table against a snapshot of 0.34.0's registry keys (text generation + multimodal)."""
+    snapshot = Path(__file__).parent / "data/vllm_registry_0.34.0.txt"
+    names = {line.strip() for line in snapshot.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    current = {name for name, entry in _entries().items() if entry["until"] is None}
+    assert registry_versions()[-1] == "0.34.0"
+    assert current == names
+
+
+@pytest.mark.parametrize(("interfaces", "markers", "family"), [
+    (["IsHybrid", "MixtureOfExperts", "SupportsMultiModal"], ["gdn", "mla", "moe"], (Architecture.HYBRID_SSM, SSMKind.GDN)),
+    (["IsHybrid"], ["mamba2"], (Architecture.HYBRID_SSM, SSMKind.MAMBA2)),
+    (["IsAttentionFree"], ["mamba1"], (Architecture.HYBRID_SSM, SSMKind.MAMBA1)),
+    (["IsHybrid"], ["linear", "moe"], (Architecture.HYBRID_SSM, None)),       # lightning attention: no known kind
+    (["IsHybrid"], ["gdn", "mamba2"], (Architecture.HYBRID_SSM, None)),       # two kinds: not settled
+    (["MixtureOfExperts"], ["mla", "moe"], (Architecture.MLA, None)),
+    (["SupportsMultiModal", "SupportsTranscription"], ["cross_attention"], (Architecture.ENCODER_DECODER, None)),
+    (["SupportsMultiModal"], [], (Architecture.MULTIMODAL, None)),
+    (["MixtureOfExperts"], ["sliding_window"], (Architecture.MOE, None)),
+    ([], [], (Architecture.DENSE, None)),
+])
+def test_classify_evidence(interfaces, markers, family):
+    assert classify(interfaces, markers) == family
+
+
+@pytest.mark.parametrize(("name", "family", "since"), [
+    ("MiMoV2FlashForCausalLM", (Architecture.MOE, None), None),                       # mimo_v2.py: MiMoV2MoE, SWA
+    ("Glm5NextForCausalLM", (Architecture.HYBRID_SSM, SSMKind.GDN), (0, 30, 0)),      # glm5next: KDA + MLA, IsHybrid
+    ("Glm5NextForConditionalGeneration", (Architecture.HYBRID_SSM, SSMKind.GDN), (0, 30, 0)),
+    ("NemotronHForCausalLM", (Architecture.HYBRID_SSM, SSMKind.MAMBA2), None),
+    ("WhisperForConditionalGeneration", (Architecture.ENCODER_DECODER, None), None),
+    ("LlamaForCausalLM", (Architecture.DENSE, None), None),
+])
+def test_registry_architectures_of_real_models(name, family, since):
+    assert registry_family(name) == family and registry_since(name) == since
+
+
+#: Where the hand table refines the registry's evidence: sparse MLA is config-driven inside the DeepSeek code
+#: (index_topk), Kimi-K2.5 composes a DeepSeek-V3 text model (no MLA marker in kimi_k25.py's own base chain).
+REFINED = {"KimiK25ForConditionalGeneration", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+           "DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration"}
+
+
+def test_the_hand_table_agrees_with_the_registry_but_where_it_refines_it():
+    differ = {n for n, fam in HF_ARCHITECTURES.items() if registry_family(n) not in (None, fam)}
+    assert differ == REFINED
+
+
+@pytest.mark.parametrize(("model", "hf", "family", "sliding"), [
+    ("XiaomiMiMo/MiMo-V2-Flash", None, Architecture.MOE, True),
+    ("/models/mimo", "MiMoV2FlashForCausalLM", Architecture.MOE, True),
+    ("zai-org/GLM-5.3-Flash", None, Architecture.HYBRID_SSM, False),
+    ("JaredforReal/GLM-5.3-Flash-4L", None, Architecture.HYBRID_SSM, False),
+    ("zai-org/GLM-5.1-FP8", None, Architecture.SPARSE_MLA, False),
+    ("/models/x", "Step3p5ForCausalLM", None, False),          # evidence decides, whatever it is: not unknown
+])
+def test_model_ids_and_architectures_resolve(model, hf, family, sliding):
+    t = traits(None, None, hf, model)
+    assert t.architecture is not None
+    if family is not None:
+        assert t.architecture == family and t.sliding_window == sliding
+
+
+def test_an_unknown_name_stays_unknown():
+    assert traits(None, None, None, "acme/secret-model-7b").architecture is None
+    assert traits(None, None, "AcmeForCausalLM", "/models/x").architecture is None
+
+
+def _pair(model, image, p_env=(), d_env=(), p_args=(), d_args=()):
+    def one(role, kv, env, args):
+        c = container([model, "--kv-transfer-config", kv, *args], image=image, env=list(env), gpus=8)
+        return workload(f"m-{role}", role, c, app="m")
+    return [one("prefill", KV_P, p_env, p_args), one("decode", KV_D, d_env, d_args)]
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.34.0"])
+def test_mimo_v2_flash_is_known(tmp_path, capsys, image):
+    code, out = check(tmp_path, capsys, *_pair("XiaomiMiMo/MiMo-V2-Flash", image))
+    assert code == 0 and "architecture-unknown" not in rules(out)
+
+
+def test_glm53_flash_with_sd_on_the_decode_is_refused(tmp_path, capsys):
+    """GLM-5.3-Flash has KDA (Mamba-style conv state) layers: vLLM >= 0.20 asserts the DS conv layout on every NIXL
+    deployment of such a model (nixl base_worker.py), so DS on the prefill only is refused."""
+    code, out = check(tmp_path, capsys, *_pair("zai-org/GLM-5.3-Flash", "vllm/vllm-openai:v0.32.0", p_env=[DS]))
+    assert code == 1 and "ssm-conv-layout-ds" in rules(out, "error")
+
+
+def test_glm53_flash_by_config_json_is_refused(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["Glm5NextForConditionalGeneration"], "model_type": "glm5_next"}))
+    code, out = check(tmp_path, capsys, *_pair("/models/glm", "vllm/vllm-openai:v0.32.0", p_env=[DS]),
+                      extra=["--model-config", str(cfg)])
+    assert code == 1 and "ssm-conv-layout-ds" in rules(out, "error")
+
+
+def test_glm53_flash_of_unknown_version_is_judged_from_the_release_that_has_it(tmp_path, capsys):
+    """Unknown version: hybrid rules that refuse only releases before 0.30.0 (prefix caching with SSM, 0.22-0.26)
+    cannot apply, since those releases refuse the architecture; the valid pair is not 'not checked'."""
+    docs = _pair("zai-org/GLM-5.3-Flash", "vllm/vllm-openai:latest", p_env=[DS], d_env=[DS],
+                 p_args=["--enable-prefix-caching"], d_args=["--enable-prefix-caching"])
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and not out.get("notChecked"), out
+    message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-version-unknown")
+    assert "from 0.30.0 on" in message
+
+
+def test_an_old_architecture_of_unknown_version_is_probed_from_the_oldest_release(tmp_path, capsys):
+    """Control: an architecture in the oldest registry read gives no floor (it may be older still)."""
+    docs = _pair("ibm-granite/granite-4.0-h-small", "vllm/vllm-openai:latest", p_env=[DS], d_env=[DS],
+                 p_args=["--enable-prefix-caching"], d_args=["--enable-prefix-caching"])
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and "hybrid-ssm-prefix-caching" in out["notChecked"][0]["reason"]
