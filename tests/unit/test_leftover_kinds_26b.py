@@ -147,3 +147,35 @@ def test_an_old_architecture_of_unknown_version_is_probed_from_the_oldest_releas
                  p_args=["--enable-prefix-caching"], d_args=["--enable-prefix-caching"])
     code, out = check(tmp_path, capsys, *docs)
     assert code == 3 and "hybrid-ssm-prefix-caching" in out["notChecked"][0]["reason"]
+
+
+# --- 2. removed --kv-transfer-config keys whatever the connector ---------------------------------------------------
+
+
+def _kv(connector, role, **extra):
+    return json.dumps({"kv_connector": connector, "kv_role": role, **extra})
+
+
+@pytest.mark.parametrize("connector", ["P2pNcclConnector", "LMCacheConnectorV1", "MooncakeConnector"])
+@pytest.mark.parametrize(("image", "refused"), [
+    ("vllm/vllm-openai:v0.32.0", True), ("vllm/vllm-openai:v0.34.0", True), ("vllm/vllm-openai:v0.31.0", False),
+])
+def test_removed_keys_are_refused_with_any_connector(tmp_path, capsys, connector, image, refused):
+    """KVTransferConfig refuses kv_rank / kv_parallel_size from 0.32.0 while the flag is parsed, before the
+    connector is looked up: the P2pNccl-era config (kv_rank, kv_parallel_size, kv_ip) fails on any connector."""
+    extra = {"kv_rank": 0, "kv_parallel_size": 2, "kv_ip": "10.0.0.1"}
+    docs = [workload("m-prefill", "prefill", container(["Qwen/Qwen3-8B", "--kv-transfer-config",
+                                                        _kv(connector, "kv_producer", **extra)], image=image), app="m"),
+            workload("m-decode", "decode", container(["Qwen/Qwen3-8B", "--kv-transfer-config",
+                                                      _kv(connector, "kv_consumer", **extra)], image=image), app="m")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert ("kv-transfer-config-removed-field" in rules(out, "error")) is refused, out
+    assert code == (1 if refused else 3), out
+
+
+def test_a_foreign_connector_without_removed_keys_stays_not_checked(tmp_path, capsys):
+    docs = [workload(f"m-{r}", r, container(["Qwen/Qwen3-8B", "--kv-transfer-config", _kv("P2pNcclConnector", k)],
+                                            image="vllm/vllm-openai:v0.32.0"), app="m")
+            for r, k in (("prefill", "kv_producer"), ("decode", "kv_consumer"))]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and not out["results"], out

@@ -109,4 +109,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 19: scheduler budgets vLLM refuses at startup, connector or not
                     "max-num-batched-tokens-below-max-model-len", "max-num-batched-tokens-unverified",
                     # set 20: flags vLLM removed and an attention backend the model cannot use stop the engine itself
-                    "cli-flag-removed", "attention-backend-unsupported"}
+                    "cli-flag-removed", "attention-backend-unsupported",
+                    # session 26: KVTransferConfig refuses kv_rank & co. from 0.32.0 whatever the connector
+                    "kv-transfer-config-removed-field"}
