@@ -141,7 +141,8 @@ def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
 
     An engine-only rule (``without_connector``): ``KVTransferConfig`` is built from the flag's JSON while the
     arguments are parsed (``--kv-transfer-config`` typed as the config class, vllm/engine/arg_utils.py ``add_cli_args``;
-    vllm/config/kv_transfer.py 0.32.0), so the keys are refused whatever ``kv_connector`` names (P2pNcclConnector, LMCache, Mooncake)."""
+    vllm/config/kv_transfer.py 0.32.0), so the keys are refused whatever ``kv_connector`` names (P2pNcclConnector,
+    LMCache, Mooncake)."""
     out: list[Violation] = []
     for r in pair.roles:
         if not r.kv_transfer_removed:
