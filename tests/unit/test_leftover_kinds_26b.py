@@ -179,3 +179,32 @@ def test_a_foreign_connector_without_removed_keys_stays_not_checked(tmp_path, ca
             for r, k in (("prefill", "kv_producer"), ("decode", "kv_consumer"))]
     code, out = check(tmp_path, capsys, *docs)
     assert code == 3 and not out["results"], out
+
+
+# --- 3. --max-num-batched-tokens below --max-num-seqs -------------------------------------------------------------
+
+SEQS = ["--max-num-batched-tokens", "128", "--max-num-seqs", "256"]
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.9.2", "vllm/vllm-openai:v0.10.1.1", "vllm/vllm-openai:v0.10.2",
+                                   "vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:v0.11.1", "vllm/vllm-openai:v0.32.0"])
+def test_a_budget_below_max_num_seqs_is_refused_from_09(tmp_path, capsys, image):
+    """SchedulerConfig raises 'max_num_batched_tokens (128) must be greater than or equal to max_num_seqs (256)' in
+    _verify_args (0.9.0-0.11.0) and verify_max_model_len (0.11.1 on); V1 keeps both explicit values."""
+    docs = _pair("Qwen/Qwen3-8B", image, p_args=SEQS)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "max-num-batched-tokens-below-max-model-len" in rules(out, "error"), out
+
+
+def test_before_0111_chunked_prefill_off_is_overridden_so_only_the_seqs_refusal_holds(tmp_path, capsys):
+    docs = _pair("Qwen/Qwen3-8B", "vllm/vllm-openai:v0.10.2",
+                 p_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192", "--max-model-len", "32768"])
+    code, out = check(tmp_path, capsys, *docs)
+    assert "max-num-batched-tokens-below-max-model-len" not in rules(out), out
+
+
+@pytest.mark.parametrize("args", [["--max-num-batched-tokens", "256", "--max-num-seqs", "256"],
+                                  ["--max-num-batched-tokens", "128"], ["--max-num-seqs", "1024"]])
+def test_a_budget_at_or_above_max_num_seqs_or_one_flag_alone_passes(tmp_path, capsys, args):
+    code, out = check(tmp_path, capsys, *_pair("Qwen/Qwen3-8B", "vllm/vllm-openai:v0.10.2", p_args=args))
+    assert "max-num-batched-tokens-below-max-model-len" not in rules(out), out
