@@ -208,3 +208,42 @@ def test_before_0111_chunked_prefill_off_is_overridden_so_only_the_seqs_refusal_
 def test_a_budget_at_or_above_max_num_seqs_or_one_flag_alone_passes(tmp_path, capsys, args):
     code, out = check(tmp_path, capsys, *_pair("Qwen/Qwen3-8B", "vllm/vllm-openai:v0.10.2", p_args=args))
     assert "max-num-batched-tokens-below-max-model-len" not in rules(out), out
+
+
+# --- 4. release candidates are unreleased code before their release ----------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "candidate", "judged_as"), [
+    ("0.33.0rc2", "0.33.0rc2", (0, 32, 0)), ("v0.34.0rc1", "0.34.0rc1", (0, 33, 0)),
+    ("v0.34.0rc1-cu129", "0.34.0rc1", (0, 33, 0)), ("0.20.2rc1", "0.20.2rc1", (0, 20, 1)),
+    ("0.33.0", None, (0, 33, 0)), ("0.20.2rc1.dev265+gdd6b3a5ef", None, None),   # a dev build stays unknown
+])
+def test_a_release_candidate_reads_as_the_release_before(text, candidate, judged_as):
+    from pdd_operator.vllm.versions import release_candidate, rules_version
+    assert release_candidate(text) == candidate and rules_version(text) == judged_as
+
+
+def test_a_candidate_image_is_judged_with_the_rules_before_and_warned(tmp_path, capsys):
+    """kv_rank is refused from 0.32.0: a 0.32.0 candidate is judged with 0.31.0's rules (no refusal), never as the
+    release, and says so (vllm-version-unverified)."""
+    legacy = {"kv_rank": 0, "kv_parallel_size": 2}
+    def docs(image):
+        return [workload(f"m-{r}", r, container(["Qwen/Qwen3-8B", "--kv-transfer-config", _kv("NixlConnector", k, **legacy)],
+                                                image=image), app="m")
+                for r, k in (("prefill", "kv_producer"), ("decode", "kv_consumer"))]
+    code, out = check(tmp_path, capsys, *docs("vllm/vllm-openai:v0.32.0rc1"))
+    assert code == 0 and "vllm-version-unverified" in rules(out, "warning"), out
+    message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-version-unverified")
+    assert "0.32.0rc1 is a release candidate" in message and "rules of 0.31.0" in message
+    code, out = check(tmp_path, capsys, *docs("vllm/vllm-openai:v0.32.0"))
+    assert code == 1 and "vllm-version-unverified" not in rules(out)
+
+
+def test_a_candidate_against_its_release_is_a_version_mismatch(tmp_path, capsys):
+    """The NIXL handshake hashes vllm.__version__ ("0.33.0rc2" vs "0.33.0", nixl/metadata.py 0.33.0)."""
+    p = workload("m-prefill", "prefill", container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P],
+                                                  image="vllm/vllm-openai:v0.33.0rc2"), app="m")
+    d = workload("m-decode", "decode", container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_D],
+                                                image="vllm/vllm-openai:v0.33.0"), app="m")
+    code, out = check(tmp_path, capsys, p, d)
+    assert code == 1 and "vllm-version-mismatch" in rules(out, "error"), out

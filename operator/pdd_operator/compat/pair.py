@@ -27,10 +27,10 @@ from pdd_operator.vllm.versions import (
     Version,
     dev_build,
     dev_build_note,
-    image_dev_build,
+    image_version_text,
     is_vllm_image,
-    parse_version,
     resolve_version,
+    rules_version,
 )
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -488,7 +488,7 @@ def role_from_container(
     pod_labels = {str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()}
     networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
 
-    version = parse_version(version_text) if version_text and not dev_build(version_text) else None
+    version = rules_version(version_text)
     image = str(container.get("image") or "")
     command_text = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
     nixl, nixl_from = nixl_version(command_text, image, version)
@@ -621,8 +621,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     which wins over the name tables.
     """
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
-    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None) or image_dev_build(
-        spec.engine.image)
+    version_text = spec.engine.vllm_version or image_version_text(spec.engine.image) or (
+        ".".join(map(str, version)) if version else None)
     owner = Owner(name=name or "pdd", namespace=namespace)
     roles = {}
     for role in ("prefill", "decode"):
