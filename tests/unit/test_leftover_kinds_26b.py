@@ -247,3 +247,29 @@ def test_a_candidate_against_its_release_is_a_version_mismatch(tmp_path, capsys)
                                                 image="vllm/vllm-openai:v0.33.0"), app="m")
     code, out = check(tmp_path, capsys, p, d)
     assert code == 1 and "vllm-version-mismatch" in rules(out, "error"), out
+
+
+# --- 5. VLLM_ADDITIONAL_ARGS is read by launchers that expand it, never by vLLM --------------------------------------
+
+ADDITIONAL = {"name": "VLLM_ADDITIONAL_ARGS", "value": "--kv-cache-dtype fp8"}
+
+
+@pytest.mark.parametrize(("command", "read"), [
+    (None, False),                                                           # vLLM's image entrypoint: vllm serve
+    (["vllm", "serve"], False),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server"], False),
+    (["/bin/sh", "-c", 'exec vllm serve Qwen/Qwen3-8B "$@"', "--"], False),  # a script that does not name it
+    (["/bin/sh", "-c", 'exec vllm serve Qwen/Qwen3-8B ${VLLM_ADDITIONAL_ARGS} "$@"', "--"], True),
+])
+def test_vllm_additional_args_count_only_where_the_launcher_expands_them(tmp_path, capsys, command, read):
+    """fp8 on the decode only is refused (kv-cache-dtype-mismatch) only where the decode's launcher puts the variable
+    on its command line; a plain vllm serve ignores it (vLLM reads no VLLM_ADDITIONAL_ARGS)."""
+    args = [] if command and command[0] == "/bin/sh" else ["Qwen/Qwen3-8B"]
+    p = container([*args, "--kv-transfer-config", KV_P], image="vllm/vllm-openai:v0.32.0", command=command,
+                  env=[{"name": "VLLM_ADDITIONAL_ARGS", "value": ""}])
+    d = container([*args, "--kv-transfer-config", KV_D], image="vllm/vllm-openai:v0.32.0", command=command,
+                  env=[ADDITIONAL])
+    if command is None:
+        p.pop("command"), d.pop("command")
+    code, out = check(tmp_path, capsys, workload("m-prefill", "prefill", p, app="m"), workload("m-decode", "decode", d, app="m"))
+    assert ("kv-cache-dtype-mismatch" in rules(out, "error")) is read, out

@@ -108,10 +108,16 @@ def container_env(container: dict) -> ContainerEnv:
 
 def container_launches(container: dict, *, image_runs_vllm: bool) -> list[Launch]:
     """The vLLM engine processes a container starts (:func:`command_launches`), after the kubelet's and the
-    shell's variable expansion, with ``VLLM_ADDITIONAL_ARGS`` appended."""
+    shell's variable expansion.
+
+    ``VLLM_ADDITIONAL_ARGS`` is not appended: vLLM never reads that variable (in no file of the 0.9.0, 0.32.0 or 0.34.0 package); only
+    launchers whose own script expands it do, such as KServe's LLMInferenceService templates (``exec vllm serve ...
+    ${VLLM_ADDITIONAL_ARGS} $@``, kserve config/llmisvcconfig), whose engines without a ``command`` are judged by
+    :mod:`pdd_operator.compat.templated`. A container's own ``sh -c`` script that names it gets its value through the
+    script's expansion; a plain ``vllm serve`` command (or vLLM's image entrypoint) ignores it."""
     env = container_env(container)
     return command_launches(container.get("command"), container.get("args"), image_runs_vllm=image_runs_vllm,
-                            extra=env.values.get("VLLM_ADDITIONAL_ARGS"), env=env)
+                            env=env)
 
 
 def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
