@@ -113,8 +113,9 @@ def container_launches(container: dict, *, image_runs_vllm: bool) -> list[Launch
     ``VLLM_ADDITIONAL_ARGS`` is not appended: vLLM never reads that variable (in no file of the 0.9.0, 0.32.0 or
     0.34.0 package); only launchers whose own script expands it do, such as KServe's LLMInferenceService templates
     (``exec vllm serve ... ${VLLM_ADDITIONAL_ARGS} $@``, kserve config/llmisvcconfig), whose engines without a
-    ``command`` are judged by :mod:`pdd_operator.compat.templated`. A container's own ``sh -c`` script that names it gets its value through the
-    script's expansion; a plain ``vllm serve`` command (or vLLM's image entrypoint) ignores it."""
+    ``command`` are judged by :mod:`pdd_operator.compat.templated`. A container's own ``sh -c`` script that names it
+    gets its value through the script's expansion; a plain ``vllm serve`` command (or vLLM's image entrypoint)
+    ignores it."""
     env = container_env(container)
     return command_launches(container.get("command"), container.get("args"), image_runs_vllm=image_runs_vllm,
                             env=env)
