@@ -273,3 +273,43 @@ def test_vllm_additional_args_count_only_where_the_launcher_expands_them(tmp_pat
         p.pop("command"), d.pop("command")
     code, out = check(tmp_path, capsys, workload("m-prefill", "prefill", p, app="m"), workload("m-decode", "decode", d, app="m"))
     assert ("kv-cache-dtype-mismatch" in rules(out, "error")) is read, out
+
+
+# --- 7. downward-API fields other than the pod/host IP are values not in the files ----------------------------------
+
+
+def _fr(name, path):
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def test_a_model_from_a_downward_api_field_is_not_read_as_its_path(tmp_path, capsys):
+    """--model $(MODEL) with MODEL from metadata.annotations['model']: the kubelet writes each pod's annotation there,
+    so the model is unknown (never the string "fieldRef:metadata.annotations['model']", equal on both roles)."""
+    env = [_fr("MODEL", "metadata.annotations['model']")]
+    docs = [workload(f"m-{r}", r, container(["$(MODEL)", "--kv-transfer-config", kv], image="vllm/vllm-openai:v0.32.0",
+                                            env=env), app="m")
+            for r, kv in (("prefill", KV_P), ("decode", KV_D))]
+    code, out = check(tmp_path, capsys, *docs)
+    assert "fieldRef:" not in json.dumps(out), out
+    assert code == 3 and "$MODEL" in out["notChecked"][0]["reason"], out
+
+
+@pytest.mark.parametrize(("path", "kept"), [
+    ("status.podIP", "fieldRef:status.podIP"), ("status.hostIP", "fieldRef:status.hostIP"),
+    ("metadata.name", None), ("metadata.labels['gpu']", None), ("status.podIPs", None), ("spec.nodeName", None),
+])
+def test_only_the_side_channel_ips_keep_a_sentinel(path, kept):
+    from pdd_operator.vllm.args import container_env
+    from pdd_operator.vllm.expansion import unknown
+    env = container_env({"env": [_fr("X", path)]})
+    assert env.values.get("X") == kept
+    assert env.kube("X") == (kept or unknown("X"))
+
+
+def test_a_tp_from_a_downward_api_label_is_not_checked_rather_than_read(tmp_path, capsys):
+    env = [_fr("TP", "metadata.labels['tp']")]
+    docs = [workload(f"m-{r}", r, container(["Qwen/Qwen3-8B", "--tensor-parallel-size", "$(TP)", "--kv-transfer-config",
+                                             kv], image="vllm/vllm-openai:v0.32.0", env=env), app="m")
+            for r, kv in (("prefill", KV_P), ("decode", KV_D))]
+    code, out = check(tmp_path, capsys, *docs)
+    assert "fieldRef:" not in json.dumps(out) and "engine-args-invalid" not in rules(out), out

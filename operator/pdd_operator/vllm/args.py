@@ -127,8 +127,13 @@ def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
     return list(found[0].argv) if found else []
 
 
-def _field_sentinel(path: str) -> str:
-    return {"status.podIP": POD_IP, "status.hostIP": HOST_IP}.get(path, f"fieldRef:{path}")
+def _field_sentinel(path: str) -> str | None:
+    """The value kept for a downward-API ``fieldRef``: the pod and host IP sentinels, which the side-channel host rules
+    know (:data:`POD_IP`, :data:`HOST_IP`); ``None`` (a value not in these files, :func:`~pdd_operator.vllm.expansion.
+    unknown` wherever it is read) for every other field (``metadata.name``, ``metadata.annotations['model']``,
+    ``status.podIPs``...): the kubelet fills it per pod, so no reader may take its path for a value (a model name, a
+    device list, a port)."""
+    return {"status.podIP": POD_IP, "status.hostIP": HOST_IP}.get(path)
 
 
 def env_values(env: Iterable[dict] | None) -> dict[str, str]:
