@@ -313,3 +313,40 @@ def test_a_tp_from_a_downward_api_label_is_not_checked_rather_than_read(tmp_path
             for r, kv in (("prefill", KV_P), ("decode", KV_D))]
     code, out = check(tmp_path, capsys, *docs)
     assert "fieldRef:" not in json.dumps(out) and "engine-args-invalid" not in rules(out), out
+
+
+# --- 6. the same computed value on both roles: one script setup over one volume --------------------------------------
+
+LOOP = """set -e
+model_path=""
+for snap in /model-cache/hub/models--Qwen--Qwen3-8B/snapshots/*; do
+  if [ -e "$snap/config.json" ]; then model_path="$snap"; break; fi
+done
+exec vllm serve "$model_path" --kv-transfer-config 'KV'
+"""
+
+
+def _looped(role, kv, volume=None, loop=LOOP, env=()):
+    c = container([loop.replace("KV", kv)], image="vllm/vllm-openai:v0.32.0", command=["/bin/bash", "-c"], env=list(env))
+    c["volumeMounts"] = [{"name": "cache", "mountPath": "/model-cache", "readOnly": True}]
+    pod = {"volumes": [{"name": "cache", **(volume or {"persistentVolumeClaim": {"claimName": "model-cache"}})}]}
+    return workload(f"m-{role}", role, c, app="m", pod=pod)
+
+
+def test_one_loop_over_one_pvc_on_both_roles_computes_one_model(tmp_path, capsys):
+    """Both roles run the same lines over the same PVC before vllm serve: the shell computes the same --model, so
+    model-mismatch is judged (equal) instead of "not checked"; an engine variable on one role only is not setup."""
+    debug = [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]
+    code, out = check(tmp_path, capsys, _looped("prefill", KV_P, env=debug), _looped("decode", KV_D))
+    assert code == 0 and not out.get("notChecked"), out
+
+
+@pytest.mark.parametrize("variant", ["other-claim", "emptydir", "other-loop", "other-env"])
+def test_a_different_setup_keeps_the_model_unknown(tmp_path, capsys, variant):
+    volume = {"other-claim": {"persistentVolumeClaim": {"claimName": "other"}}, "emptydir": {"emptyDir": {}}}.get(variant)
+    loop = LOOP.replace("Qwen3-8B", "Qwen3-32B") if variant == "other-loop" else LOOP
+    env = [{"name": "HF_HUB_CACHE", "value": "/elsewhere"}] if variant == "other-env" else []
+    decode = _looped("decode", KV_D, volume=volume, loop=loop, env=env)
+    prefill = _looped("prefill", KV_P, volume=volume if variant == "emptydir" else None)
+    code, out = check(tmp_path, capsys, prefill, decode)
+    assert code == 3 and "--model is computed by a command" in out["notChecked"][0]["reason"], out

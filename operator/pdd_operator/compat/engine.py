@@ -301,7 +301,16 @@ def _same_unknown(pair: PDPair, name: str) -> bool:
     return whys[0] == whys[1] and (
         (pair.one_container and whys[0].startswith(("the value of $", "set from a valueFrom source")))
         or (whys[0].startswith("possibly set by the container's envFrom")
-            and pair.prefill.namespace == pair.decode.namespace))
+            and pair.prefill.namespace == pair.decode.namespace)
+        or (name == "--model" and whys[0].startswith("computed by a command") and _same_setup(pair)))
+
+
+def _same_setup(pair: PDPair) -> bool:
+    """Both engines' ``--model`` is computed by their scripts, written alike (the same unknown), after the same
+    setup (:func:`~pdd_operator.compat.pair.script_setup`: the same lines over the same volumes, image and env) in
+    one namespace: the shell computes the same value in both (a loop over one PVC's model-cache snapshots)."""
+    p, d = pair.prefill, pair.decode
+    return bool(p.setup) and p.setup == d.setup and p.model == d.model and p.namespace == d.namespace
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."
