@@ -105,12 +105,14 @@ def test_versions_are_read_only_from_vllm_image_tags():
 
 
 def test_kserve_preset_style_args_in_env_and_underscore_flags():
+    # The decode's script expands VLLM_ADDITIONAL_ARGS (unquoted: split on blanks, no quote removal), as KServe's
+    # templates do; vLLM itself never reads it.
     kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
     doc = {"kind": "LLMInferenceService", "metadata": {"name": "x"}, "spec": {
-        "template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0", "command": ["vllm", "serve"],
-                                     "args": ["--model", "m"],
+        "template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0",
+                                     "command": ["/bin/bash", "-c", "exec vllm serve --model m ${VLLM_ADDITIONAL_ARGS}"],
                                      "env": [{"name": "VLLM_ADDITIONAL_ARGS",
-                                              "value": f"--kv_transfer_config '{kv}' --kv-cache-dtype fp8"}]}]},
+                                              "value": f"--kv_transfer_config {kv} --kv-cache-dtype fp8"}]}]},
         "prefill": {"template": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.22.0",
                                                  "command": ["vllm", "serve"],
                                                  "args": ["--model", "m", "--kv_transfer_config", kv]}]}}}}

@@ -111,4 +111,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 20: flags vLLM removed and an attention backend the model cannot use stop the engine itself
                     "cli-flag-removed", "attention-backend-unsupported",
                     # set 28: NIXL on one role and a connector without NIXL on the other (no KV moves)
-                    "kv-connector-mixed"}
+                    "kv-connector-mixed",
+                    # session 26: KVTransferConfig refuses kv_rank & co. from 0.32.0 whatever the connector
+                    "kv-transfer-config-removed-field"}

@@ -18,7 +18,15 @@ from pdd_operator.compat.rules.records import (
 )
 from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
-from pdd_operator.vllm.versions import KNOWN_RELEASES, NEWEST_RELEASE, OLDEST_KNOWN, Version, fmt
+from pdd_operator.vllm.versions import (
+    KNOWN_RELEASES,
+    NEWEST_RELEASE,
+    OLDEST_KNOWN,
+    Version,
+    fmt,
+    parse_version,
+    release_candidate,
+)
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,9 @@ def evaluate(
     if version is None:
         found, skipped, unchecked = _unknown_version(pair, rules)
         findings += found
-    if version is not None and version not in KNOWN_RELEASES:
-        findings.append(_unverified(pair, version))
+    candidate = next((c for r in pair.roles if (c := release_candidate(r.version_text))), None)
+    if version is not None and (version not in KNOWN_RELEASES or candidate):
+        findings.append(_unverified(pair, version, candidate))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
@@ -198,11 +207,25 @@ def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
     return replace(base, findings=base.findings + [warning])
 
 
-def _unverified(pair: PDPair, version: Version) -> Finding:
+def _unverified(pair: PDPair, version: Version, candidate: str | None = None) -> Finding:
     """The ``vllm-version-unverified`` warning for a ``version`` that is not a release the rules were built from
-    (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.33.0 (0.34.0), a patch release or
-    candidate no table knows (0.33.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
-    version bound reads it as its place in the order: after 0.33.0 the newest known rules apply."""
+    (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.33.0 (0.34.0), a patch release no table
+    knows (0.33.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
+    version bound reads it as its place in the order: after 0.33.0 the newest known rules apply. For a release
+    ``candidate`` (``0.34.0rc1``) ``version`` is the last release before it
+    (:func:`~pdd_operator.vllm.versions.candidate_rules_version`), whose rules judged it."""
+    if candidate is not None:
+        return Finding(
+            rule=VERSION_UNVERIFIED, severity="warning",
+            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
+            message=(f"vLLM {candidate} is a release candidate, unreleased code on its way to "
+                     f"{fmt(parse_version(candidate))}: it was judged with the rules of {fmt(version)}, the last "
+                     f"release before it; what {fmt(parse_version(candidate))} changed in vLLM's NIXL code may be in "
+                     "it or not."),
+            fix=_in_terms(pair, f"Use a vLLM release ({fmt(version)}, or {fmt(parse_version(candidate))} once "
+                          "released), or review the deployment against the candidate's NIXL code by hand."),
+            source="vllm-nixl-facts.md section 0; operator/pdd_operator/vllm/versions.py candidate_rules_version",
+        )
     newer = version > NEWEST_RELEASE
     before = max((v for v in KNOWN_RELEASES if v < version), default=None)
     if newer:
@@ -281,7 +304,16 @@ def _same_unknown(pair: PDPair, name: str) -> bool:
     return whys[0] == whys[1] and (
         (pair.one_container and whys[0].startswith(("the value of $", "set from a valueFrom source")))
         or (whys[0].startswith("possibly set by the container's envFrom")
-            and pair.prefill.namespace == pair.decode.namespace))
+            and pair.prefill.namespace == pair.decode.namespace)
+        or (name == "--model" and whys[0].startswith("computed by a command") and _same_setup(pair)))
+
+
+def _same_setup(pair: PDPair) -> bool:
+    """Both engines' ``--model`` is computed by their scripts, written alike (the same unknown), after the same
+    setup (:func:`~pdd_operator.compat.pair.script_setup`: the same lines over the same volumes, image and env) in
+    one namespace: the shell computes the same value in both (a loop over one PVC's model-cache snapshots)."""
+    p, d = pair.prefill, pair.decode
+    return bool(p.setup) and p.setup == d.setup and p.model == d.model and p.namespace == d.namespace
 
 
 _PIN = "Set spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version."
@@ -304,7 +336,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     refusing = [p for p in probed if p.refuses]
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
-    scope = (f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
+    served = pair.model.served_since
+    scope = (f"every release from {fmt(floor)} on (the first whose model registry has this model's architecture: "
+             "older releases refuse the model at startup)" if floor and floor == served
+             else f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
              else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []
     skipped: list[str] = []

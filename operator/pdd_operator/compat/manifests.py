@@ -57,9 +57,10 @@ from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
     fmt,
-    image_dev_build,
+    image_version_text,
     is_vllm_image,
     parse_version,
+    rules_version,
     version_from_image,
 )
 
@@ -339,7 +340,7 @@ def _engine(
         return Unreadable(at, f"its --kv-transfer-config is {opaque}, so its KV transfer settings (connector, "
                           "role, buffer device, backends) are not in these files")
     version = version_from_image(image)
-    version_text = image_dev_build(image) or (fmt(version) if version else None)
+    version_text = image_version_text(image) or (fmt(version) if version else None)
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)
     if pod_group > 1:
         config = replace(config, pod_group=pod_group, group_uniform=every_pod)
@@ -919,7 +920,7 @@ def with_vllm_version(pair: PDPair, text: str) -> PDPair:
     development build); an engine whose tag names a release keeps it. The NIXL version each such engine loads is
     then read from that release's pin where its command pins none. Raises ``ValueError`` for a ``text`` that
     is not a release version."""
-    version = parse_version(text)
+    version = rules_version(text)
     if version is None or dev_build(text):
         raise ValueError(f"--vllm-version {text!r} is not a vLLM release version (e.g. 0.26.0)")
 

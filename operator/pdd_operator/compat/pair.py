@@ -7,6 +7,7 @@ arguments people wrote). Rules never look at the source format, so both share on
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 
@@ -28,10 +29,10 @@ from pdd_operator.vllm.versions import (
     Version,
     dev_build,
     dev_build_note,
-    image_dev_build,
+    image_version_text,
     is_vllm_image,
-    parse_version,
     resolve_version,
+    rules_version,
 )
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -169,6 +170,8 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
+        setup: what decides the values the container's script computes before this engine's launch line
+            (:func:`script_setup`), ``""`` when it is no script or one whose setup may differ per pod.
     """
 
     role: str
@@ -234,6 +237,7 @@ class RoleConfig:
     removed_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
     connector_note: str = ""
+    setup: str = ""
 
     @property
     def connector(self) -> str | None:
@@ -417,6 +421,46 @@ class PDPair:
 _RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|--ray_cluster_size")
 
 
+_SHELL_FLAGS = ("-c", "-lc", "-ec", "-exc", "-xc")
+#: Prefixes of the variables the engine and its libraries read (vLLM, NIXL, UCX, NCCL, PyTorch, CUDA): a script's
+#: setup does not compute with them unless it names them, so they may differ between the roles (a DS conv layout on
+#: one only) without making the setups differ.
+_ENGINE_ENV = ("VLLM_", "NIXL_", "UCX_", "NCCL_", "PYTORCH_", "CUDA_", "NVIDIA_")
+#: Volume sources whose files may differ between pods or nodes (each pod's own emptyDir, each node's hostPath).
+_PER_POD_VOLUMES = ("emptyDir", "hostPath", "ephemeral")
+
+
+def script_setup(container: dict, pod_spec: dict | None, launch: Launch) -> str:
+    """What decides the values an ``sh -c`` script computes before it launches ``launch`` (a loop over a model cache's
+    snapshots, a command substitution): the image, the script's lines before the launch line, the ``env`` entries
+    (as written: a ``valueFrom`` names its source; the engine's own :data:`_ENGINE_ENV` variables only where the
+    setup names them) and ``envFrom`` sources of the container, and the source of each
+    volume mounted at a path the setup names. Two engines with equal setups (in one namespace) compute the same
+    values: the shell runs the same commands over the same files (POSIX Shell Command Language 2.9). ``""`` where
+    there is no such script, or the setup reads a volume that may differ per pod or node (``emptyDir``,
+    ``hostPath``)."""
+    words = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+    at = next((i for i, w in enumerate(words[:-1]) if w in _SHELL_FLAGS), None)
+    if at is None or not launch.line or not words[0].rsplit("/", 1)[-1].endswith("sh"):
+        return ""
+    setup = "\n".join(words[at + 1].splitlines()[: launch.line - 1])
+    if not setup.strip():
+        return ""
+    volumes = {v.get("name"): {k: x for k, x in v.items() if k != "name"} for v in (pod_spec or {}).get("volumes") or []}
+    mounts = []
+    for m in container.get("volumeMounts") or []:
+        path = str(m.get("mountPath") or "")
+        if path and path in setup:
+            source = volumes.get(m.get("name"), {})
+            if not source or any(k in source for k in _PER_POD_VOLUMES):
+                return ""
+            mounts.append([path, m.get("subPath"), source])
+    env = [e for e in container.get("env") or [] if isinstance(e, dict)
+           and (not str(e.get("name", "")).startswith(_ENGINE_ENV) or re.search(rf"\$\{{?{e.get('name')}\b", setup))]
+    return json.dumps([container.get("image"), setup, env, container.get("envFrom") or [], sorted(mounts, key=str)],
+                      sort_keys=True, default=str)
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
     launch: Launch | None = None,
@@ -499,7 +543,7 @@ def role_from_container(
     pod_labels = {str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()}
     networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
 
-    version = parse_version(version_text) if version_text and not dev_build(version_text) else None
+    version = rules_version(version_text)
     image = str(container.get("image") or "")
     command_text = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
     nixl, nixl_from = nixl_version(command_text, image, version)
@@ -534,6 +578,7 @@ def role_from_container(
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
                if (loose := loose_unknown(argv)) else ""),
+        setup=script_setup(container, pod_spec, launch),
         wrapper=wrapper,
         kv_transfer_removed=removed,
         scheduler=SchedulerBudget.from_flags(flags),
@@ -633,8 +678,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
     which wins over the name tables.
     """
     version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
-    version_text = spec.engine.vllm_version or (".".join(map(str, version)) if version else None) or image_dev_build(
-        spec.engine.image)
+    version_text = spec.engine.vllm_version or image_version_text(spec.engine.image) or (
+        ".".join(map(str, version)) if version else None)
     owner = Owner(name=name or "pdd", namespace=namespace)
     roles = {}
     for role in ("prefill", "decode"):

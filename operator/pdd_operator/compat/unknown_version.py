@@ -48,9 +48,13 @@ def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> lis
 
 def floor_of(pair: PDPair) -> Version | None:
     """The oldest release both engines may run: each role's known version, or the release line its
-    development build comes after; ``None`` when either role gives no floor."""
+    development build comes after, and no older than the first release whose model registry has the model's
+    architecture (:attr:`~pdd_operator.vllm.architectures.ModelTraits.served_since`: older engines refuse the
+    model at startup); ``None`` when neither bounds it."""
     floors = [r.version or dev_build_floor(r.version_text) for r in pair.roles]
-    return min(floors) if all(f is not None for f in floors) else None  # type: ignore[type-var]
+    build = min(floors) if all(f is not None for f in floors) else None  # type: ignore[type-var]
+    served = pair.model.served_since
+    return max(build, served) if build is not None and served is not None else build or served
 
 
 def at_version(pair: PDPair, version: Version) -> PDPair:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from pdd_operator.api.spec import Architecture, SSMKind
+from pdd_operator.vllm.registry_architectures import registry_family, registry_since, registry_sliding
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class ModelTraits:
     source: str = "unknown"
     sliding_window: bool = False
     head_size: int | None = None
+    #: the first vLLM release whose model registry has the architecture (``None``: 0.18.0 or older, or not known):
+    #: older engines refuse the model at startup, so a pair of unknown version runs this release or a later one.
+    served_since: tuple[int, int, int] | None = None
 
     @property
     def needs_hma(self) -> bool:
@@ -69,6 +73,9 @@ HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
     # GLM-4.7-Flash: MLA attention (vllm glm4_moe_lite.py, MLA layers of deepseek_v2).
     "Glm4MoeLiteForCausalLM": (A.MLA, None),
     "DeepseekV32ForCausalLM": (A.SPARSE_MLA, None),
+    # GLM-5 / 5.2 (glm_moe_dsa): the DeepSeek-V3.2 DSA code under another name (vllm/models/deepseek_v32/__init__.py
+    # 0.32.0: "GLM-5.2 (glm_moe_dsa) reuses the CUDA DSA module"; registry.py GlmMoeDsaForCausalLM).
+    "GlmMoeDsaForCausalLM": (A.SPARSE_MLA, None),
     # DeepSeek-V4: sparse MLA with compressed KV and a sliding-window branch (vllm/models/deepseek_v4/
     # sparse_mla.py, compressor.py, attention.py window_size = config.sliding_window; vLLM 0.32).
     "DeepseekV4ForCausalLM": (A.SPARSE_MLA, None),
@@ -129,6 +136,17 @@ SLIDING_WINDOW_ARCHITECTURES = {
 }
 _SLIDING_NAMES = re.compile(r"gemma-?[23]|gpt-oss|llama-?4|command-a|command-r7b|deepseek-v4", re.I)
 
+#: Hugging Face model ids -> their config.json ``architectures[0]``, for families the registry table
+#: (:mod:`pdd_operator.vllm.registry_architectures`) classifies, tried when no architecture is given.
+MODEL_NAME_ARCHITECTURES: list[tuple[re.Pattern[str], str]] = [
+    # GLM-5.3-Flash: KDA (GDN-kind state) + MLA hybrid (vllm/models/glm5next/__init__.py 0.32.0 names it).
+    (re.compile(r"glm-?5\.3-flash", re.I), "Glm5NextForConditionalGeneration"),
+    # GLM-5 / 5.1 / 5.2: glm_moe_dsa, DeepSeek-V3.2's sparse MLA code (vllm/models/deepseek_v32/__init__.py 0.32.0).
+    (re.compile(r"glm-?5(\.[0-2])?(?![.\d])(?!-flash)", re.I), "GlmMoeDsaForCausalLM"),
+    # MiMo-V2-Flash: MoE with sliding-window and global attention layers (mimo_v2.py, sliding_window_size).
+    (re.compile(r"mimo-v2-flash", re.I), "MiMoV2FlashForCausalLM"),
+]
+
 #: Patterns over Hugging Face model ids for well-known families, tried when no architecture is given.
 MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] = [
     (re.compile(r"nemotron-(h|3-nano|3-super|nano-\d|.*-h-)", re.I), A.HYBRID_SSM, S.MAMBA2),
@@ -180,27 +198,36 @@ def traits(
     """Return the model's family and SSM kind.
 
     Precedence: the explicit ``architecture``/``ssmKind`` fields, then ``hfArchitecture`` through
-    :data:`HF_ARCHITECTURES`, then the model id through :data:`MODEL_NAME_PATTERNS`. An explicit field
+    :data:`HF_ARCHITECTURES`, then through vLLM's own model registry
+    (:mod:`pdd_operator.vllm.registry_architectures`), then the model id through :data:`MODEL_NAME_ARCHITECTURES`
+    (to an ``architectures`` name, looked up as above) and :data:`MODEL_NAME_PATTERNS`. An explicit field
     always wins; a missing SSM kind is filled in from the tables when they agree on the family.
     """
     explicit_arch = Architecture(architecture) if architecture else None
     explicit_kind = SSMKind(ssm_kind) if ssm_kind else None
     derived: tuple[Architecture, SSMKind | None] | None = None
     source = "unknown"
+    if not hf_architecture:
+        hf_architecture = next((hf for pattern, hf in MODEL_NAME_ARCHITECTURES if pattern.search(model_name or "")),
+                               None)
     if hf_architecture and hf_architecture in HF_ARCHITECTURES:
         derived, source = HF_ARCHITECTURES[hf_architecture], f"hfArchitecture {hf_architecture}"
+    elif registry_family(hf_architecture) is not None:
+        derived, source = registry_family(hf_architecture), f"hfArchitecture {hf_architecture} (vLLM model registry)"
     else:
         for pattern, arch, kind in MODEL_NAME_PATTERNS:
             if pattern.search(model_name):
                 derived, source = (arch, kind), f"model name {model_name!r}"
                 break
-    sliding = (hf_architecture in SLIDING_WINDOW_ARCHITECTURES if hf_architecture
+    sliding = (hf_architecture in SLIDING_WINDOW_ARCHITECTURES or registry_sliding(hf_architecture) if hf_architecture
                else bool(_SLIDING_NAMES.search(model_name)))
     if explicit_arch is not None:
         kind = explicit_kind
         if kind is None and derived is not None and derived[0] == explicit_arch:
             kind = derived[1]
-        return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding, head_size_of(model_name))
+        return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding, head_size_of(model_name),
+                           registry_since(hf_architecture))
     if derived is not None:
-        return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding, head_size_of(model_name))
+        return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding, head_size_of(model_name),
+                           registry_since(hf_architecture))
     return ModelTraits(None, explicit_kind, "unknown", sliding, head_size_of(model_name))

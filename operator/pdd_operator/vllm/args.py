@@ -108,10 +108,17 @@ def container_env(container: dict) -> ContainerEnv:
 
 def container_launches(container: dict, *, image_runs_vllm: bool) -> list[Launch]:
     """The vLLM engine processes a container starts (:func:`command_launches`), after the kubelet's and the
-    shell's variable expansion, with ``VLLM_ADDITIONAL_ARGS`` appended."""
+    shell's variable expansion.
+
+    ``VLLM_ADDITIONAL_ARGS`` is not appended: vLLM never reads that variable (in no file of the 0.9.0, 0.32.0 or
+    0.34.0 package); only launchers whose own script expands it do, such as KServe's LLMInferenceService templates
+    (``exec vllm serve ... ${VLLM_ADDITIONAL_ARGS} $@``, kserve config/llmisvcconfig), whose engines without a
+    ``command`` are judged by :mod:`pdd_operator.compat.templated`. A container's own ``sh -c`` script that names it
+    gets its value through the script's expansion; a plain ``vllm serve`` command (or vLLM's image entrypoint)
+    ignores it."""
     env = container_env(container)
     return command_launches(container.get("command"), container.get("args"), image_runs_vllm=image_runs_vllm,
-                            extra=env.values.get("VLLM_ADDITIONAL_ARGS"), env=env)
+                            env=env)
 
 
 def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
@@ -120,8 +127,13 @@ def container_argv(container: dict, *, image_runs_vllm: bool) -> list[str]:
     return list(found[0].argv) if found else []
 
 
-def _field_sentinel(path: str) -> str:
-    return {"status.podIP": POD_IP, "status.hostIP": HOST_IP}.get(path, f"fieldRef:{path}")
+def _field_sentinel(path: str) -> str | None:
+    """The value kept for a downward-API ``fieldRef``: the pod and host IP sentinels, which the side-channel host rules
+    know (:data:`POD_IP`, :data:`HOST_IP`); ``None`` (a value not in these files, :func:`~pdd_operator.vllm.expansion.
+    unknown` wherever it is read) for every other field (``metadata.name``, ``metadata.annotations['model']``,
+    ``status.podIPs``...): the kubelet fills it per pod, so no reader may take its path for a value (a model name, a
+    device list, a port)."""
+    return {"status.podIP": POD_IP, "status.hostIP": HOST_IP}.get(path)
 
 
 def env_values(env: Iterable[dict] | None) -> dict[str, str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.architectures import HF_ARCHITECTURES, MODEL_TYPES, ModelTraits, traits
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
+from pdd_operator.vllm.registry_architectures import registry_family
 
 #: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
 #: "ConfigMaps": "The data stored in a ConfigMap cannot exceed 1 MiB"). Real config.json files are
@@ -113,7 +114,7 @@ def facts_from_config(config: dict) -> ModelFacts:
     archs = config.get("architectures")
     hf_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     text = _text_config(config)
-    table = HF_ARCHITECTURES.get(hf_arch or "")
+    table = HF_ARCHITECTURES.get(hf_arch or "") or registry_family(hf_arch)
     arch, kind = (table if table else (MODEL_TYPES.get(str(config.get("model_type") or "")), None))
     types = text.get("layer_types") or text.get("layers_block_type")
     layer_types = [str(t).lower() for t in types] if isinstance(types, list) else []

@@ -21,6 +21,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: First release whose ``SchedulerConfig`` refuses ``max_num_batched_tokens < max_num_seqs`` with both flags explicit:
+#: read in 0.9.0 and 0.9.2 (``vllm/config.py`` ``SchedulerConfig._verify_args``), 0.10.0, 0.10.1.1, 0.10.2 and 0.11.0
+#: (``vllm/config/scheduler.py`` ``_verify_args``, a pydantic ``model_validator``), 0.11.1 on (``verify_max_model_len``).
+#: V1's ``EngineArgs._set_default_args(_v1)`` of 0.9.0-0.11.0 fills either flag only when it is None (0.10.1+: the
+#: default ``max_num_seqs`` is capped at the batch budget), so explicit values reach the check unchanged. 0.9.0 is
+#: the oldest release with a NixlConnector (:data:`~pdd_operator.vllm.versions.OLDEST_KNOWN`).
+SEQS_REFUSED_SINCE = (0, 9, 0)
+
 _HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgG])")
 _MULTIPLIER = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
 
@@ -65,12 +73,16 @@ class SchedulerBudget:
         """Chunked prefill is off and the batch budget is set: every prompt must fit in one step."""
         return self.chunked_prefill is False and self.max_num_batched_tokens is not None
 
-    def refusals(self) -> list[str]:
+    def refusals(self, whole_prompts_kept: bool = True) -> list[str]:
         """What ``SchedulerConfig.verify_max_model_len`` raises for these flags, as sentences; ``[]`` when nothing
-        the flags alone settle (see :attr:`context_unknown`)."""
+        the flags alone settle (see :attr:`context_unknown`).
+
+        ``whole_prompts_kept``: the release keeps an explicit ``--no-enable-chunked-prefill`` (0.11.1 on); before, V1
+        forces chunked prefill on for generating models and only the ``max_num_seqs`` refusal holds
+        (:data:`SEQS_REFUSED_SINCE`)."""
         out = []
         n = self.max_num_batched_tokens
-        if self.whole_prompts and self.max_model_len is not None and n < self.max_model_len:
+        if whole_prompts_kept and self.whole_prompts and self.max_model_len is not None and n < self.max_model_len:
             out.append(f"chunked prefill is off and --max-num-batched-tokens {n} is below --max-model-len "
                        f"{self.max_model_len}: vLLM raises 'max_num_batched_tokens ({n}) is smaller than max_model_len "
                        f"({self.max_model_len})' at startup")

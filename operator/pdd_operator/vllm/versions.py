@@ -1,8 +1,8 @@
 """vLLM versions: parsing, and finding the version a deployment will run.
 
-A version is handled as a ``(major, minor, patch)`` tuple; release-candidate suffixes (``0.20.2rc1``)
-are dropped, since the NIXL code of a release candidate is the release's (vllm-nixl-facts.md section 0
-dates changes to the first release containing them). Source and development builds are different: vLLM
+A version is handled as a ``(major, minor, patch)`` tuple. A release candidate (``0.33.0rc2``) is unreleased code
+on its way to its release: it is judged with the rules of the last release before it and warned about
+(:func:`candidate_rules_version`), never read as the final release. Source and development builds are different: vLLM
 versions them with setuptools-scm (``0.20.2rc1.dev265+gdd6b3a5ef`` is 265 commits after the tag
 v0.20.2rc0, on whatever branch; ``0.1.dev1+g51f799c1a`` is a checkout without any reachable tag), so
 their number says little about which NIXL code they hold: :func:`dev_build` recognises them and the
@@ -89,6 +89,40 @@ def dev_build_floor(text: str | None) -> Version | None:
     if base is None or base < OLDEST_KNOWN:
         return None
     return base[0], base[1], 0
+
+
+_RC_RE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?rc\d+)", re.I)
+
+
+def release_candidate(text: str | None) -> str | None:
+    """The release-candidate version a version string or image tag names (``v0.34.0rc1-cu129`` -> ``0.34.0rc1``,
+    ``0.33.0rc2`` -> itself), or ``None`` (a release, a development build such as ``0.20.2rc1.dev265+g<sha>``, no
+    version). vLLM tags candidates ``vX.Y.Zrc<N>`` before the release; the wheel's ``__version__`` is that string."""
+    if not text or dev_build(text):
+        return None
+    match = _RC_RE.match(text.strip())
+    return match.group(1).lower() if match else None
+
+
+def candidate_rules_version(text: str) -> Version | None:
+    """The version whose rules judge a release candidate (:func:`release_candidate`): the newest release of
+    :data:`KNOWN_RELEASES` before the release it is a candidate of (``0.33.0rc2`` -> 0.32.0, ``0.34.0rc1`` -> 0.33.0,
+    ``0.20.2rc1`` -> 0.20.1). A candidate is unreleased code on its way to that release: what the release changed
+    may be in it or not, so it is judged as "unreleased before X", with the rules of the last release before, and
+    warned about (``vllm-version-unverified``), as a development build is judged as "after" its line
+    (:func:`dev_build_floor`). ``None`` for a candidate of a release no later than :data:`OLDEST_KNOWN`."""
+    base = parse_version(text)
+    if base is None:
+        return None
+    return max((v for v in KNOWN_RELEASES if v < base), default=None)
+
+
+def rules_version(text: str | None) -> Version | None:
+    """The version the rules use for a version string: ``None`` for a development build or no version, the last
+    release before it for a release candidate (:func:`candidate_rules_version`), else the release itself."""
+    if not text or dev_build(text):
+        return None
+    return candidate_rules_version(text) if release_candidate(text) else parse_version(text)
 
 
 #: vLLM's CPU images: its release images for x86_64 and Arm (``public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0``,
@@ -211,7 +245,7 @@ def version_from_image(image: str) -> Version | None:
     tag = image_tag(image)
     if tag is None or dev_build(tag):
         return None
-    return parse_version(tag)
+    return rules_version(tag)
 
 
 def image_tag(image: str) -> str | None:
@@ -224,6 +258,12 @@ def image_tag(image: str) -> str | None:
     if ":" not in last:
         return None
     return last.split(":", 1)[1]
+
+
+def image_version_text(image: str) -> str | None:
+    """The version text a vLLM image's tag names for messages and the handshake's version string: a development build
+    (:func:`image_dev_build`), a release candidate (``0.34.0rc1``), else ``None`` (the caller formats the release)."""
+    return image_dev_build(image) or release_candidate(image_tag(image))
 
 
 def image_dev_build(image: str) -> str | None:
@@ -249,7 +289,7 @@ def resolve_version(explicit: str | None, image: str) -> tuple[Version | None, s
     if explicit:
         if dev_build(explicit):
             return None, "dev build"
-        return parse_version(explicit), "spec.engine.vllmVersion"
+        return rules_version(explicit), "spec.engine.vllmVersion"
     from_image = version_from_image(image)
     if from_image is not None:
         return from_image, "image tag"

@@ -125,6 +125,7 @@ def check_handshake_compat(pair: PDPair) -> list[Violation]:
             "vllm/config/utils.py config() (pydantic, extra='forbid'): 'Unexpected keyword argument' at startup"),
     example='--kv-transfer-config {"kv_connector":"NixlConnector",'
     '"kv_role":"kv_producer","kv_rank":0,"kv_parallel_size":2} on v0.32.0',
+    without_connector=True,
 )
 def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
     """The --kv-transfer-config holds no field that the vLLM version removed.
@@ -136,7 +137,12 @@ def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
 
     Not version-bounded in the registry on purpose: with an unknown version the keys are reported as a warning
     (harmless up to 0.31, fatal from 0.32) rather than holding the whole pair unchecked, since public guides of
-    older releases still carry them (llm-d's Gaudi guide: ``"kv_parallel_size": "1"``)."""
+    older releases still carry them (llm-d's Gaudi guide: ``"kv_parallel_size": "1"``).
+
+    An engine-only rule (``without_connector``): ``KVTransferConfig`` is built from the flag's JSON while the
+    arguments are parsed (``--kv-transfer-config`` typed as the config class, vllm/engine/arg_utils.py ``add_cli_args``;
+    vllm/config/kv_transfer.py 0.32.0), so the keys are refused whatever ``kv_connector`` names (P2pNcclConnector,
+    LMCache, Mooncake)."""
     out: list[Violation] = []
     for r in pair.roles:
         if not r.kv_transfer_removed:

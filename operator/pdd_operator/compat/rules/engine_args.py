@@ -9,6 +9,7 @@ from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
+from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
 from pdd_operator.vllm.versions import fmt
 
 _MANAGED_FLAGS = {
@@ -176,21 +177,24 @@ SCHEDULER_BUDGET_READ_SINCE = (0, 11, 1)
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (0.11.1-0.14.0, 0.18.0, 0.24.0, 0.32.0): ValueError "
             "'max_num_batched_tokens (N) is smaller than max_model_len (M)' with chunked prefill off, and 'must be "
-            "greater than or equal to max_num_seqs'"),
-    since=SCHEDULER_BUDGET_READ_SINCE, without_connector=True,
+            "greater than or equal to max_num_seqs' (that one also in _verify_args of 0.9.0-0.11.0)"),
+    since=SEQS_REFUSED_SINCE, without_connector=True,
     example="--no-enable-chunked-prefill --max-num-batched-tokens 8192 --max-model-len 32768 on the prefill",
 )
 def check_scheduler_budget(pair: PDPair) -> list[Violation]:
     """The scheduler's token budget is one vLLM starts with (whole prompts fit in one step when chunked prefill is off).
 
     A prefill tuned to run whole prompts (``--no-enable-chunked-prefill``) with a ``--max-num-batched-tokens`` below
-    its ``--max-model-len`` never starts (:mod:`pdd_operator.vllm.scheduler_budget`)."""
+    its ``--max-model-len`` never starts (:mod:`pdd_operator.vllm.scheduler_budget`), from 0.11.1
+    (:data:`SCHEDULER_BUDGET_READ_SINCE`); a ``--max-num-batched-tokens`` below ``--max-num-seqs`` on every release
+    from 0.9.0 (:data:`~pdd_operator.vllm.scheduler_budget.SEQS_REFUSED_SINCE`)."""
     return [(f"{r.role}: {refusal}, so the {r.role} engine never serves.",
              fix_for(pair, f"Raise --max-num-batched-tokens to at least the limit in spec.{r.role}.extraArgs, lower "
                      "spec.model.maxModelLen, or drop --no-enable-chunked-prefill.",
                      f"Raise --max-num-batched-tokens to at least the limit on the {r.role} container, lower "
                      "--max-model-len, or drop --no-enable-chunked-prefill."))
-            for r in pair.roles for refusal in r.scheduler.refusals()]
+            for r in pair.roles
+            for refusal in r.scheduler.refusals(r.version is None or r.version >= SCHEDULER_BUDGET_READ_SINCE)]
 
 
 @rule(
