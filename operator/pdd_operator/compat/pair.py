@@ -501,7 +501,7 @@ def role_from_container(
     if (written_connectors := repeated_connectors(argv)) and len(written_connectors) > 1:
         connector_note = (f"--kv-transfer-config is given {len(written_connectors)} times ({', '.join(written_connectors)}); "
                           "vLLM's parser keeps the last one (vllm/utils/argparse_utils.py only logs 'Found duplicate keys')")
-    if (offloaded := offloading_connector(known, parse_version(version_text) if version_text else None)) is not None:
+    if (offloaded := offloading_connector(known, rules_version(version_text))) is not None:
         kv_transfer, wrapper, connector_note = offloaded[0], None, offloaded[1]
     try:
         speculative = json_flag(known, "--speculative-config")
