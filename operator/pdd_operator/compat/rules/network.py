@@ -346,6 +346,11 @@ def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
         elif devices == "all":
             why = ("UCX_NET_DEVICES is 'all': UCX opens every device the pod can see, including management or "
                    "BlueField ports and NICs without RoCE GIDs (backend init fails with NIXL_ERR_BACKEND)")
+        elif devices is None and (shared := [k for k in _rdma_resources(r) if k.startswith("rdma/")]):
+            why = (f"the pod gets its HCAs from the RDMA shared device plugin ({shared[0]}), which hands it every "
+                   "device of that pool, and UCX_NET_DEVICES is unset: UCX binds the mlx5 nearest each GPU, a "
+                   "VM-networking NIC on some hosts (smg-project/smg#2520: createBackend failed for 'UCX' at startup "
+                   "on some workers, others at the first transfer)")
         else:
             continue
         out.append((
@@ -380,6 +385,14 @@ def check_rdma_visibility(pair: PDPair) -> list[Violation]:
                     "UCX_NET_DEVICES to that device."),
         ))
     return out
+
+
+#: First vLLM release in which UCX on an EFA device is reported to fail rather than crawl: vllm-project/vllm#41814
+#: (0.17.1 in Dynamo's vllm-runtime 1.1.0, NIXL 1.0.1: "UCX can't establish cross-node handshakes" on EFA) and
+#: aws-samples/awsome-inference#72 (0.19.1: handshake_failed, a stall, fixed by backends [LIBFABRIC]). Earlier
+#: reports (ai-dynamo/nixl#909 in llm-d's vLLM 0.11 image, ai-dynamo/dynamo#4185) saw the KV move over UCX's software
+#: emulation, only slowly; an unknown or earlier release is therefore a warning, not an error.
+UCX_ON_EFA_FAILS_SINCE = (0, 17, 0)
 
 
 def _efa(r: RoleConfig) -> str | None:
@@ -425,11 +438,14 @@ def check_efa_backend(pair: PDPair) -> list[Violation]:
         efa = _efa(r)
         if efa is None or "LIBFABRIC" in r.backends:
             continue
-        hard = _EFA in r.resources
+        hard = _EFA in r.resources and r.version is not None and r.version >= UCX_ON_EFA_FAILS_SINCE
         out.append((
             f"{r.role}: {efa} but NIXL uses backends {r.backends}; UCX cannot drive EFA's SRD "
             "transport and stalls or falls back to software emulation"
-            + ("." if hard else " or TCP, if it reaches the peer at all."),
+            + ("." if hard else " or TCP, if it reaches the peer at all"
+               + (" (transfers worked, slowly, on vLLM 0.11 builds: ai-dynamo/nixl#909, ai-dynamo/dynamo#4185; the "
+                  "cross-node handshake failed on 0.17.1 and 0.19.1: vllm-project/vllm#41814)"
+                  if _EFA in r.resources else "") + "."),
             "Set spec.kvTransfer.backends to [LIBFABRIC] (kv_connector_extra_config.backends).",
             *(() if hard else ("warning",)),
         ))
