@@ -1,10 +1,6 @@
 """Variants of what the twenty-seventh public-report set (tests/unit/data/public_reports_27) taught, with negative
 controls.
 
-- RDMA shared device plugin without ``UCX_NET_DEVICES`` (``ucx-net-devices-unscoped``, a warning): an ``rdma/*``
-  resource hands the pod every HCA of the plugin's pool, and UCX binds the mlx5 nearest each GPU, a VM-networking NIC
-  on some hosts (smg-project/smg#2520: some workers died in createBackend, others at the first transfer). The rule
-  fired only for the host network or ``UCX_NET_DEVICES=all``.
 - UCX on AWS EFA (``nixl-backend-fabric-mismatch``): an error only from vLLM 0.17.0 on, where the reports see the
   cross-node handshake fail (vllm-project/vllm#41814 on 0.17.1, aws-samples/awsome-inference#72 on 0.19.1); a warning
   for an earlier or unknown release, where the KV was seen moving over UCX's software path, slowly (ai-dynamo/nixl#909,
@@ -22,7 +18,7 @@ import json
 from pdd_operator.compat.rules.multi_connector import wrapped_children
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
-UNSCOPED, FABRIC, MULTI = "ucx-net-devices-unscoped", "nixl-backend-fabric-mismatch", "multi-connector-params-producers"
+FABRIC, MULTI = "nixl-backend-fabric-mismatch", "multi-connector-params-producers"
 
 
 def _kv(role, connector="NixlConnector", **extra):
@@ -38,40 +34,6 @@ def _pair(model, image, kv_p, kv_d, env=(), resources=None, kind="Deployment", g
              "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
         docs.append(workload(f"m-{role}", role, c, kind=kind, app="m"))
     return docs
-
-
-# --- RDMA shared device plugin, UCX_NET_DEVICES unset -------------------------------------------------------------
-
-SHARED = {"rdma/hca_shared_devices_a": "1"}
-
-
-def test_shared_hcas_without_ucx_net_devices_warn_on_statefulsets_v020(tmp_path, capsys):
-    docs = _pair("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.20.0", _kv("kv_producer"), _kv("kv_consumer"),
-                 resources=SHARED, kind="StatefulSet", gpus=2, args=("--tensor-parallel-size", "2"))
-    code, out = check(tmp_path, capsys, *docs)
-    assert code == 0 and UNSCOPED in rules(out, "warning")
-    finding = next(f for r in out["results"] for f in r["findings"] if f["rule"] == UNSCOPED)
-    assert "rdma/hca_shared_devices_a" in finding["message"]
-
-
-def test_shared_hcas_with_ucx_net_devices_or_a_vendor_device_say_nothing(tmp_path, capsys):
-    pinned = _pair("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.20.0", _kv("kv_producer"), _kv("kv_consumer"),
-                   resources=SHARED, env=[{"name": "UCX_NET_DEVICES", "value": "mlx5_2:1"}])
-    _, out = check(tmp_path, capsys, *pinned)
-    assert UNSCOPED not in rules(out)
-    vendor = _pair("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.20.0", _kv("kv_producer"), _kv("kv_consumer"),
-                   resources={"vke.volcengine.com/rdma": "1"})
-    _, out = check(tmp_path, capsys, *vendor)
-    assert UNSCOPED not in rules(out)
-
-
-def test_shared_hcas_on_a_libfabric_only_pair_say_nothing(tmp_path, capsys):
-    # UCX_NET_DEVICES is never read when NIXL does not load UCX
-    kv = {"kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
-    docs = _pair("Qwen/Qwen3-8B", "vllm/vllm-openai:v0.24.0", _kv("kv_producer", **kv), _kv("kv_consumer", **kv),
-                 resources=SHARED)
-    _, out = check(tmp_path, capsys, *docs)
-    assert UNSCOPED not in rules(out)
 
 
 # --- UCX on AWS EFA, by release ------------------------------------------------------------------------------------

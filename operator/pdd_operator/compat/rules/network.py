@@ -346,11 +346,6 @@ def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
         elif devices == "all":
             why = ("UCX_NET_DEVICES is 'all': UCX opens every device the pod can see, including management or "
                    "BlueField ports and NICs without RoCE GIDs (backend init fails with NIXL_ERR_BACKEND)")
-        elif devices is None and (shared := [k for k in _rdma_resources(r) if k.startswith("rdma/")]):
-            why = (f"the pod gets its HCAs from the RDMA shared device plugin ({shared[0]}), which hands it every "
-                   "device of that pool, and UCX_NET_DEVICES is unset: UCX binds the mlx5 nearest each GPU, a "
-                   "VM-networking NIC on some hosts (smg-project/smg#2520: createBackend failed for 'UCX' at startup "
-                   "on some workers, others at the first transfer)")
         else:
             continue
         out.append((
