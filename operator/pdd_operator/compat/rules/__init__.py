@@ -25,6 +25,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     known_bad,
     kv_layout,
     memory,
+    multi_connector,
     must_match,
     network,
     parallelism,

@@ -382,6 +382,14 @@ def check_rdma_visibility(pair: PDPair) -> list[Violation]:
     return out
 
 
+#: First vLLM release in which UCX on an EFA device is reported to fail rather than crawl: vllm-project/vllm#41814
+#: (0.17.1 in Dynamo's vllm-runtime 1.1.0, NIXL 1.0.1: "UCX can't establish cross-node handshakes" on EFA) and
+#: aws-samples/awsome-inference#72 (0.19.1: handshake_failed, a stall, fixed by backends [LIBFABRIC]). Earlier
+#: reports (ai-dynamo/nixl#909 in llm-d's vLLM 0.11 image, ai-dynamo/dynamo#4185) saw the KV move over UCX's software
+#: emulation, only slowly; an unknown or earlier release is therefore a warning, not an error.
+UCX_ON_EFA_FAILS_SINCE = (0, 17, 0)
+
+
 def _efa(r: RoleConfig) -> str | None:
     """How the role's pod shows it runs on AWS EFA: the ``vpc.amazonaws.com/efa`` device resource, or libfabric
     told to use the EFA provider (``FI_PROVIDER=efa``, AWS's EFA installer and Deep Learning Containers); ``None``
@@ -425,11 +433,14 @@ def check_efa_backend(pair: PDPair) -> list[Violation]:
         efa = _efa(r)
         if efa is None or "LIBFABRIC" in r.backends:
             continue
-        hard = _EFA in r.resources
+        hard = _EFA in r.resources and r.version is not None and r.version >= UCX_ON_EFA_FAILS_SINCE
         out.append((
             f"{r.role}: {efa} but NIXL uses backends {r.backends}; UCX cannot drive EFA's SRD "
             "transport and stalls or falls back to software emulation"
-            + ("." if hard else " or TCP, if it reaches the peer at all."),
+            + ("." if hard else " or TCP, if it reaches the peer at all"
+               + (" (transfers worked, slowly, on vLLM 0.11 builds: ai-dynamo/nixl#909, ai-dynamo/dynamo#4185; the "
+                  "cross-node handshake failed on 0.17.1 and 0.19.1: vllm-project/vllm#41814)"
+                  if _EFA in r.resources else "") + "."),
             "Set spec.kvTransfer.backends to [LIBFABRIC] (kv_connector_extra_config.backends).",
             *(() if hard else ("warning",)),
         ))
