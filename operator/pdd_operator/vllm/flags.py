@@ -31,34 +31,49 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     """
     model: str | None = None
     flags: dict[str, str | bool] = {}
+    for name, value in _words(argv):
+        if name is None:
+            model = value if model is None else model
+        elif name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS:
+            flags[f"--{name[5:]}"] = False
+        elif name in _BOOL_FLAGS:
+            flags[name] = True if value is None else value if unknown_names(value) else value.lower() not in ("false", "0")
+        else:
+            flags[name] = True if value is None else value
+    if isinstance(flags.get("--model"), str):
+        model = str(flags["--model"])
+    return model, flags
+
+
+def _words(argv: list[str]):
+    """The words of an engine's argv (from its entry point on) as vLLM's argparse reads them, up to the first shell
+    separator (``&&``, ``;``, ``|``, ``||``): ``(flag, value)`` for a flag, its long name normalized (``_`` read as
+    ``-``, aliases resolved) and its value as written (after ``=``, or the next token unless the flag is boolean or
+    that token is a flag or a separator; ``None`` when it has none), and ``(None, token)`` for a positional word.
+    The one walk :func:`parse_flags` and :func:`loose_unknown` share."""
     tokens = argv[_entry_length(argv):]
     i = 0
     while i < len(tokens):
         tok = tokens[i]
         if tok in ("&&", ";", "|", "||"):
-            break
+            return
         if tok.startswith("-"):
             name, eq, value = tok.partition("=")
             if name.startswith("--"):
                 name = "--" + name[2:].replace("_", "-")  # vLLM accepts --kv_transfer_config too
             name = _ALIASES.get(name, name)
-            if name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS:
-                flags[f"--{name[5:]}"] = False
-            elif name in _BOOL_FLAGS:
-                flags[name] = True if not eq else value if unknown_names(value) else value.lower() not in ("false", "0")
-            elif eq:
-                flags[name] = value
-            elif i + 1 < len(tokens) and not (tokens[i + 1].startswith("--") or tokens[i + 1] in ("&&", ";")):
-                flags[name] = tokens[i + 1]
+            boolean = name in _BOOL_FLAGS or (name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS)
+            if eq:
+                yield name, value
+            elif not boolean and i + 1 < len(tokens) and not (tokens[i + 1].startswith("--")
+                                                             or tokens[i + 1] in ("&&", ";")):
                 i += 1
+                yield name, tokens[i]
             else:
-                flags[name] = True
-        elif model is None:
-            model = tok
+                yield name, None
+        else:
+            yield None, tok
         i += 1
-    if isinstance(flags.get("--model"), str):
-        model = str(flags["--model"])
-    return model, flags
 
 
 def _entry_length(argv: list[str]) -> int:
@@ -77,27 +92,15 @@ def loose_unknown(argv: list[str]) -> str | None:
     --enforce-eager $EXTRA_ARGS``, ``python3 -m dynamo.vllm ${VLLM_ARGS}``. Such words may hold any flag, which
     vLLM's argparse then reads (a later flag wins over an earlier one), so no flag of the engine is known from the
     manifest alone; ``None`` when there is none. The tokens are walked as :func:`parse_flags` walks them."""
-    tokens = argv[_entry_length(argv):]
     takes_model = _entry_length(argv) == 2
     seen_model = False
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok in ("&&", ";", "|", "||"):
-            break
-        if tok.startswith("-"):
-            name, eq, _ = tok.partition("=")
-            name = _ALIASES.get("--" + name[2:].replace("_", "-") if name.startswith("--") else name, name)
-            bool_flag = name in _BOOL_FLAGS or (name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS)
-            if not (bool_flag or eq) and i + 1 < len(tokens) and not (tokens[i + 1].startswith("--")
-                                                                       or tokens[i + 1] in ("&&", ";")):
-                i += 1  # the flag's value
-        else:
-            names = unknown_names(tok)
-            model_here = takes_model and not seen_model
-            seen_model = seen_model or takes_model
-            if names and tok == f"<unknown:{names[0]}>" and not model_here:
-                return names[0]
-        i += 1
+    for name, word in _words(argv):
+        if name is not None:
+            continue
+        names = unknown_names(word)
+        model_here = takes_model and not seen_model
+        seen_model = seen_model or takes_model
+        if names and word == f"<unknown:{names[0]}>" and not model_here:
+            return names[0]
     return None
 
