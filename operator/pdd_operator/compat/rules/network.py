@@ -334,7 +334,9 @@ def check_side_channel_vs_listeners(pair: PDPair) -> list[Violation]:
             "management NICs, NIXL_ERR_BACKEND)"),
 )
 def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
-    """UCX is told which NICs to use where it can see more than the pod's own (host network, 'all', shared HCAs)."""
+    """UCX is told which NICs to use where it can see more than the pod's own: the host network (unset or 'all'),
+    or 'all' in a pod network. A pod of the shared-device RDMA plugin that leaves UCX_NET_DEVICES unset is not
+    flagged: it sees only the devices the plugin mounts, and UCX picks among those."""
     out = []
     for r in pair.roles:
         devices = r.env.get("UCX_NET_DEVICES")
