@@ -168,12 +168,12 @@ def apply_waves(children: list[dict]) -> list[list[int]]:
     the wave after the last of those it needs (:func:`_needs`), in plan order within a wave. A
     PDDeployment's children make 2 waves: Services, engine Deployments, the router's ServiceAccount,
     Role and Service; the RoleBinding and the router's Deployment. ``[]`` for no children."""
+    needs = apply_dependencies(children)
     level: dict[int, int] = {}
 
     def depth(i: int, seen: frozenset = frozenset()) -> int:
         if i not in level:
-            deps = [j for j, other in enumerate(children) if j != i and j not in seen and _needs(children[i], other)]
-            level[i] = 1 + max((depth(j, seen | {i}) for j in deps), default=-1)
+            level[i] = 1 + max((depth(j, seen | {i}) for j in needs[i] if j not in seen), default=-1)
         return level[i]
 
     waves: list[list[int]] = []
