@@ -10,9 +10,8 @@ Phases, in one run:
 
 1. **baseline**: the same children of N PDDeployments (rendered by the operator's own renderer,
    without ownerReferences and with another managed-by label, so the operator never sees them)
-   server-side applied straight to the apiserver from ``max(PDD_WORKERS, PDD_APPLY_THREADS)`` threads
-   (the operator's worker count, or its apply pool where that is larger): the time the apiserver takes to
-   accept them. With the ``steady`` phase, then
+   server-side applied straight to the apiserver from ``PDD_APPLY_THREADS`` threads (the operator's
+   apply pool, its bound on applies in flight): the time the apiserver takes to accept them. With the ``steady`` phase, then
    ``PDD_BENCH_STEADY`` more sets at 20 per second with those N present, each set's 9 applies sent at
    once: what the apiserver alone answers at the steady creates' rate (the 0.5 s goal below is
    absolute; this says how much of it the machine leaves). Then that namespace is deleted.
@@ -69,7 +68,9 @@ from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import LABEL_MANAGED_BY
 from pdd_operator.api.spec import PDDeploymentSpec
+from pdd_operator.controller.handlers import WORKERS as OPERATOR_WORKERS
 from pdd_operator.controller.kube import Kube, apply_body
+from pdd_operator.controller.reconcile import APPLY_THREADS as OPERATOR_APPLY_THREADS
 from pdd_operator.render.workloads import Owner, render_children
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,10 +82,12 @@ N = int(os.environ.get("PDD_BENCH_N", "1000"))
 STEADY = int(os.environ.get("PDD_BENCH_STEADY", "100"))
 RATE = 20.0
 CHANGES = int(os.environ.get("PDD_BENCH_CHANGES", "20"))
-WORKERS = int(os.environ.get("PDD_WORKERS", "16"))
-#: The baseline's threads: as many concurrent applies as the operator can have in its apply pool
-#: (``PDD_APPLY_THREADS``) or its workers, whichever is more, so a larger pool never races a smaller baseline.
-BASELINE_THREADS = max(WORKERS, int(os.environ.get("PDD_APPLY_THREADS", "16")))
+#: The operator's reconcile workers (``PDD_WORKERS``, default :data:`pdd_operator.controller.handlers.WORKERS`).
+WORKERS = int(os.environ.get("PDD_WORKERS", str(OPERATOR_WORKERS)))
+#: The baseline's threads: as many applies at once as the operator can have in flight, its apply pool
+#: (``PDD_APPLY_THREADS``, default :data:`pdd_operator.controller.reconcile.APPLY_THREADS`): every apply
+#: of the operator goes through that pool (``reconcile.apply_all``), whatever the number of workers.
+BASELINE_THREADS = int(os.environ.get("PDD_APPLY_THREADS", str(OPERATOR_APPLY_THREADS)))
 RESYNC = float(os.environ.get("PDD_BENCH_RESYNC_SECONDS", "30"))
 PODS_PER_NODE = 250
 GROUP, VERSION, PLURAL = "pdd-operator.dev", "v1alpha1", "pddeployments"
@@ -654,7 +657,7 @@ def main() -> int:
         served = apiserver_requests(api_client)
         names = [f"pdd-{i}" for i in range(N)]
         burst_start = time.monotonic()
-        with cf.ThreadPoolExecutor(WORKERS) as pool:
+        with cf.ThreadPoolExecutor(BASELINE_THREADS) as pool:
             sent = dict(zip(names, pool.map(lambda n: create(custom, n), names), strict=True))
         created_s = time.monotonic() - burst_start
         done = watch.wait_complete(names, 9, 1800)

@@ -20,7 +20,7 @@ from pdd_operator import kubeclient
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.controller.kube import Kube
 from pdd_operator.controller.plan import apply_waves
-from pdd_operator.controller.reconcile import apply_all
+from pdd_operator.controller.reconcile import APPLY_THREADS, apply_all
 from pdd_operator.render.workloads import Owner, render_children
 from tests.unit.test_cache import obj
 
@@ -91,6 +91,7 @@ class Apiserver:
     def __init__(self) -> None:
         self.answers: dict[str, int] = {}
         self.together = 1
+        self.wait_s = 5.0  # how long a held PATCH waits for its group at most
         self.log: list[tuple[str, str]] = []  # ("start"|"end", name)
         self.resources: list[tuple[str, str]] = []  # ("start"|"end", "<resource>/<name>")
         self.hold: dict[str, str] = {}  # "<resource>/<name>" answers once the other has started
@@ -120,7 +121,7 @@ class Apiserver:
                     outer.in_flight += 1
                     outer.most = max(outer.most, outer.in_flight)
                     outer.cond.notify_all()
-                    if outer.cond.wait_for(lambda: outer.in_flight >= outer.together, timeout=5):
+                    if outer.cond.wait_for(lambda: outer.in_flight >= outer.together, timeout=outer.wait_s):
                         outer.together = 1  # only the first group is held
                     held = outer.hold.get(f"{resource}/{name}")
                     if held is not None:  # answer only once that other request has started
@@ -209,3 +210,26 @@ def test_an_apiserver_failure_stops_what_is_not_sent_and_is_raised_after_what_is
         "services/a-prefill", "deployments/a-prefill", "services/a-decode", "deployments/a-decode",
         "serviceaccounts/a-router", "roles/a-router", "services/a-router"])
     assert len(apiserver.resources) == 2 * len(starts)  # every request sent had ended when it was raised
+
+
+def test_many_reconciles_never_have_more_applies_in_flight_than_the_apply_threads(apiserver):
+    """Three times as many reconciles as apply threads, each applying one child (a spec change's usual
+    single apply): the first PATCHes wait for one more than the pool can send, so with every apply on
+    the pool the apiserver sees exactly APPLY_THREADS at once, never more (bench_scale's direct baseline
+    gets that many threads: the operator's concurrency against the apiserver, whatever its workers)."""
+    apiserver.together, apiserver.wait_s = APPLY_THREADS + 1, 1.0
+    kube = apiserver.kube()
+    service = next(c for c in children() if c["kind"] == "Service")
+    outcomes: list[tuple[int, list[str]]] = []
+
+    def one(i: int) -> None:
+        sent, errors, _ = apply_all(kube, [{**service, "metadata": {**service["metadata"], "name": f"s{i}"}}])
+        outcomes.append((sent, errors))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3 * APPLY_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(outcomes) == [(1, [])] * (3 * APPLY_THREADS)
+    assert apiserver.most == APPLY_THREADS

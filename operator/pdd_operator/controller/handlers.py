@@ -81,11 +81,13 @@ BACKOFF_CAP_SECONDS = float(os.environ.get("PDD_BACKOFF_CAP_SECONDS", "30"))
 #: How long the watch may lag behind the resync's listing (or the resync not run) before liveness fails.
 STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RESYNC_SECONDS))))
 HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
-#: Reconcile worker threads. Reconciles mostly wait for the apiserver (applies, status patches); more
-#: threads than cores keep several requests in flight during a burst: a new object holds its worker for
-#: about 3 round trips (2 apply waves and its status), so 16 workers serve ~20 new objects a second at
-#: 270 ms answers (bench/README.md, bench_scale's steady creates).
-WORKERS = int(os.environ.get("PDD_WORKERS", "16"))
+#: Reconcile worker threads. A reconcile mostly waits for the apiserver: a new object holds its worker
+#: for about 3 round trips (its applies on the shared pool of ``reconcile.APPLY_THREADS``, then its
+#: status patch), so the workers, not the apiserver, set how many new objects a second are served
+#: unless there are several per apply thread (bench/README.md: 16 workers moved ~14 new objects a
+#: second against 30 for 16 threads applying directly). A waiting worker costs a thread and no CPU, and
+#: applies in flight stay bounded by the apply pool whatever this number.
+WORKERS = int(os.environ.get("PDD_WORKERS", "64"))
 #: Seconds a status-only reconcile waits behind work that writes children before it is served with
 #: that work (:class:`~pdd_operator.controller.workqueue.WorkQueue`'s ``promote_after``: the bound that
 #: keeps status work from starving while creates keep coming).

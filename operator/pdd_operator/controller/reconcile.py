@@ -183,8 +183,9 @@ class CheckMemo:
 CHECKS = CheckMemo()
 
 
-#: Threads that send one reconcile's independent applies at once (``PDD_APPLY_THREADS``), shared by every
-#: reconcile worker: with 8 workers busy, applies wait for a free thread, never for another object.
+#: Threads that send every child apply (``PDD_APPLY_THREADS``), shared by all reconcile workers: the
+#: process's bound on applies in flight. One reconcile's independent applies go at once; with more
+#: workers than threads, applies wait for a free thread, never for another object's reconcile.
 APPLY_THREADS = int(os.environ.get("PDD_APPLY_THREADS", "16"))
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
@@ -206,8 +207,9 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     (:func:`~pdd_operator.controller.plan.apply_dependencies`: a RoleBinding its Role, a Deployment
     its ServiceAccount; a child in place already is no reason to wait) has been answered, so a new
     object's children take 2 round trips on the longest chain (ServiceAccount then the router's
-    Deployment), not the slowest of the first 7 plus a second round; one child alone is sent from the
-    calling thread.
+    Deployment), not the slowest of the first 7 plus a second round. Every apply goes through the pool,
+    one child alone too, so the process never has more than :data:`APPLY_THREADS` applies in flight
+    however many reconcile workers wait on them (bench/bench_scale.py gives its direct baseline as many).
 
     Returns ``(applies accepted, errors, first)``; each error is ``<Kind> <name>: <code> <reason>:
     <message>``, in the order of :func:`~pdd_operator.controller.plan.apply_waves` (waves in order,
@@ -224,25 +226,22 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
         return 0, [], None
     objs = [child for child, _ in pending]
     outcomes: dict[int, BaseException | None] = {}
-    if len(pending) == 1:
-        outcomes[0] = _send(kube, *pending[0])
-    else:
-        needs = apply_dependencies(objs)
-        waiting = set(range(len(pending)))
-        running: dict[Future, int] = {}
-        failed = False
-        while waiting or running:
-            if not failed:
-                for i in sorted(i for i in waiting if needs[i] <= outcomes.keys()):
-                    waiting.discard(i)
-                    running[apply_pool().submit(_send, kube, *pending[i])] = i
-            if not running:
-                break  # a failure stopped what is left
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                i = running.pop(future)
-                outcomes[i] = exc = future.result()  # _send returns every exception it meets
-                failed = failed or (exc is not None and not (isinstance(exc, ApiException) and is_refusal(exc)))
+    needs = apply_dependencies(objs)
+    waiting = set(range(len(pending)))
+    running: dict[Future, int] = {}
+    failed = False
+    while waiting or running:
+        if not failed:
+            for i in sorted(i for i in waiting if needs[i] <= outcomes.keys()):
+                waiting.discard(i)
+                running[apply_pool().submit(_send, kube, *pending[i])] = i
+        if not running:
+            break  # a failure stopped what is left
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        for future in done:
+            i = running.pop(future)
+            outcomes[i] = exc = future.result()  # _send returns every exception it meets
+            failed = failed or (exc is not None and not (isinstance(exc, ApiException) and is_refusal(exc)))
     sent, errors, failure = 0, [], None
     for i in (i for wave in apply_waves(objs) for i in wave if i in outcomes):
         exc, child = outcomes[i], objs[i]
