@@ -294,7 +294,10 @@ def request_table(before: dict[str, float], after: dict[str, float], objects: in
 
 def apiserver_requests(api_client: client.ApiClient) -> dict[tuple[str, str], float]:
     """The apiserver's own ``apiserver_request_total`` summed by (verb, resource), from its /metrics
-    (every client: the operator, kopf's watches, the controllers, kwok, the bench)."""
+    (every client: the operator, kopf's watches, the controllers, kwok, the bench); plus, under
+    ``("APPLY", "<seconds>")`` and ``("APPLY", "<count>")``, its ``apiserver_request_duration_seconds``
+    sum and count for server-side applies: the time the apiserver itself took, to tell from the time a
+    client measured (its own queueing and parsing included)."""
     method, url, headers, body, post = api_client.param_serialize(
         method="GET", resource_path="/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
     text = api_client.call_api(method, url, header_params=headers, body=body, post_params=post,
@@ -309,6 +312,9 @@ def apiserver_requests(api_client: client.ApiClient) -> dict[tuple[str, str], fl
             if labels.get("subresource", '""').strip('"'):
                 resource += "/" + labels["subresource"].strip('"')
             out[(verb, resource)] = out.get((verb, resource), 0.0) + float(value)
+        for suffix, slot in (("_sum{", "<seconds>"), ("_count{", "<count>")):
+            if line.startswith("apiserver_request_duration_seconds" + suffix) and 'verb="APPLY"' in line:
+                out[("APPLY", slot)] = out.get(("APPLY", slot), 0.0) + float(line.rpartition(" ")[2])
     return out
 
 
@@ -316,10 +322,13 @@ def apiserver_table(before: dict[tuple[str, str], float], after: dict[tuple[str,
                     top: int = 14) -> str:
     """The apiserver's requests between two :func:`apiserver_requests` snapshots, per object, largest first."""
     rows = sorted(((k, v - before.get(k, 0.0)) for k, v in after.items()), key=lambda kv: -kv[1])
-    rows = [(k, v) for k, v in rows if v > 0 and k[0] not in ("WATCH",)]
+    rows = [(k, v) for k, v in rows if v > 0 and k[0] not in ("WATCH",) and not k[1].startswith("<")]
     total = sum(v for _, v in rows)
+    applies = after.get(("APPLY", "<count>"), 0.0) - before.get(("APPLY", "<count>"), 0.0)
+    seconds = after.get(("APPLY", "<seconds>"), 0.0) - before.get(("APPLY", "<seconds>"), 0.0)
+    served = f"; the apiserver's own time per apply {1000 * seconds / applies:.0f} ms" if applies else ""
     return (f"    apiserver_request_total (all clients, watches not counted): {total / objects:.2f} per object "
-            f"[{total:.0f}]: " + ", ".join(f"{v_} {r} {n / objects:.2f}" for (v_, r), n in rows[:top]))
+            f"[{total:.0f}]: " + ", ".join(f"{v_} {r} {n / objects:.2f}" for (v_, r), n in rows[:top]) + served)
 
 
 def load() -> str:

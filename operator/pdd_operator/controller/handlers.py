@@ -87,7 +87,7 @@ HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: unless there are several per apply thread (bench/README.md: 16 workers moved ~14 new objects a
 #: second against 30 for 16 threads applying directly). A waiting worker costs a thread and no CPU, and
 #: applies in flight stay bounded by the apply pool whatever this number.
-WORKERS = int(os.environ.get("PDD_WORKERS", "64"))
+WORKERS = int(os.environ.get("PDD_WORKERS", "32"))
 #: Seconds a status-only reconcile waits behind work that writes children before it is served with
 #: that work (:class:`~pdd_operator.controller.workqueue.WorkQueue`'s ``promote_after``: the bound that
 #: keeps status work from starving while creates keep coming).
