@@ -167,11 +167,12 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             out.append((
                 f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}, and prefill and decode are hostNetwork pods whose "
                 f"side-channel ports overlap ({port}...): on one node the second engine cannot bind its listener "
-                "('Address already in use') and never finishes starting; on two the decode dials its own node for the prefill's listener and the "
-                "first request fails (where both declare the port as a host port the scheduler never puts them on one "
-                "node). Whichever node the scheduler picks, no KV moves.", fix_for(pair, "Remove "
-                "VLLM_NIXL_SIDE_CHANNEL_HOST from spec.engine.env / spec.<role>.env (the operator sets the pod IP).",
-                "Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP.")))
+                "('Address already in use') and never finishes starting; on two the decode dials its own node for "
+                "the prefill's listener and the first request fails (where both declare the port as a host port the "
+                "scheduler never puts them on one node). Whichever node the scheduler picks, no KV moves.",
+                fix_for(pair, "Remove VLLM_NIXL_SIDE_CHANNEL_HOST from spec.engine.env / spec.<role>.env (the "
+                        "operator sets the pod IP).",
+                        "Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP.")))
             continue
         if host_network and host != HOST_IP and apart == "":
             out.append((
