@@ -11,12 +11,22 @@ _ALIASES = {
     "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
     "-pcp": "--prefill-context-parallel-size", "-dcp": "--decode-context-parallel-size",
     "-O": "--compilation-config",
+    **{"-dpn": "--data-parallel-rank", "-dpr": "--data-parallel-start-rank", "-dpl": "--data-parallel-size-local",
+       "-dpa": "--data-parallel-address", "-dpp": "--data-parallel-rpc-port", "-dpb": "--data-parallel-backend",
+       "-dph": "--data-parallel-hybrid-lb", "-dpe": "--data-parallel-external-lb",
+       "-dpm": "--data-parallel-multi-port-external-lb", "-ep": "--enable-expert-parallel"},
 }
-#: Boolean flags (``--x`` / ``--no-x``) the rules care about.
+"""Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): the data-parallel ones
+(``-dpn`` ... ``-dpe``) from 0.11.1 (absent from the 0.11.0 sdist, present in 0.11.1-0.14.0 and the 0.18.0 and
+0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` in 0.32.0 (read there only). Read for any version: a release before them
+refuses the short option at argument parsing, which these rules do not judge."""
+#: Boolean flags (``--x`` / ``--no-x``) the rules care about; ``--headless`` and the data-parallel load-balancing
+#: switches take no value (vllm/engine/arg_utils.py), so the token after them is never read as theirs.
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
     "--enforce-eager", "--enable-expert-parallel", "--enable-cumem-allocator", "--enable-sleep-mode",
     "--enable-chunked-prefill", "--enable-return-routed-experts",
+    "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
 }
 
 

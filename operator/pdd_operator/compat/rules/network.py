@@ -108,7 +108,11 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     "can never share one (nodeName, node selectors or affinity that differ, required anti-affinity on "
     "kubernetes.io/hostname) or a role has more replicas than one node holds (each binds the node's ports); a "
     "nodeName against a kubernetes.io/hostname selector is one node or two only if the label is the node's name "
-    "(the kubelet's default, not --hostname-override): a warning either way",
+    "(the kubelet's default, not --hostname-override): a warning either way. Where the scheduler decides but the two "
+    "roles' side-channel ports overlap (base + DP index, both hostNetwork), no placement works: on one node the "
+    "second engine's listener thread cannot bind ('Address already in use') and the engine waits for it without a "
+    "timeout (ready_event.wait() in set_xfer_handshake_metadata, 0.14.0 nixl_connector.py, 0.32.0 "
+    "nixl/base_scheduler.py), on two the loopback host is wrong: an error",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
@@ -158,6 +162,18 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
                 "the prefill pod IP (its default KV transfer agent); with any other router or agent the decode dials "
                 "itself and the first request fails. Not checked: the router is not in these files.", fix, "warning"))
             continue
+        if host_network and host != HOST_IP and apart == "" and _side_channel_clash(pair):
+            port = _side_channel_clash(pair)[0]
+            out.append((
+                f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}, and prefill and decode are hostNetwork pods whose "
+                f"side-channel ports overlap ({port}...): on one node the second engine cannot bind its listener "
+                "('Address already in use') and never finishes starting; on two the decode dials its own node for "
+                "the prefill's listener and the first request fails (where both declare the port as a host port the "
+                "scheduler never puts them on one node). Whichever node the scheduler picks, no KV moves.",
+                fix_for(pair, "Remove VLLM_NIXL_SIDE_CHANNEL_HOST from spec.engine.env / spec.<role>.env (the "
+                        "operator sets the pod IP).",
+                        "Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP.")))
+            continue
         if host_network and host != HOST_IP and apart == "":
             out.append((
                 f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}. Prefill and decode are hostNetwork pods, which share "
@@ -179,6 +195,16 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             fix, *(("warning",) if lowered else ()),
         ))
     return out
+
+
+def _side_channel_clash(pair: PDPair) -> list[int]:
+    """The side-channel ports both engines would bind (:func:`_ports`), sorted; empty where a port is not in the
+    files. Two hostNetwork pods with such a port never both run on one node: the second cannot bind its listener
+    there, or, where both declare it as a host port, the scheduler's NodePorts filter never places them together."""
+    p, d = pair.prefill, pair.decode
+    if _port_unknown(p) or _port_unknown(d):
+        return []
+    return sorted(_ports(p) & _ports(d))
 
 
 def _decode_is_dialed(pair: PDPair) -> bool:
