@@ -143,9 +143,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
+    from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import shape_errors
+    from pdd_operator.vllm.versions import fmt
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
     results: list[dict] = []
@@ -171,6 +173,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                     continue
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
                 found, refused = _scan_foreign(inlined, unreadable)
+                versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})
+                found, judged = flagless_dynamo_graph(inlined, found)
+                if judged:  # a Dynamo graph with no prefill worker: the warning is its verdict, nothing to pair
+                    report = CompatReport(version=", ".join(versions) or "unknown", findings=judged)
+                    reports.append(report)
+                    results.append({"file": path, "object": _origin(doc), "vllmVersion": report.version,
+                                    "compatible": report.compatible, "findings": [f.wire() for f in judged]})
                 engines.extend(found)
                 for u in refused:  # not checked, yet refused by vLLM for what the manifest does show
                     report = CompatReport(version=u.version, findings=list(u.findings))

@@ -152,12 +152,15 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
     their warnings are left out: only a promise that vLLM fails turns "not checked" into a verdict. So is a vLLM
     whose release is unknown or older than :data:`OLDEST_KNOWN`: a build that carries its own connector in the engine
     (vllm#16677's V0 ``DynamoNixlConnector`` branch on 0.8, whose usage passes no ``kv_role``) is not a release these
-    rules were read from, so its parser is not known to refuse what a release's refuses.
+    rules were read from, so its parser is not known to refuse what a release's refuses; there only the rules that
+    hold on every release (``Rule.any_release``: two engines' memory on one GPU) are judged.
     """
     version = pair.version
+    alone = tuple(rule for rule in rules if rule.without_connector)
     if version is None or version < OLDEST_KNOWN:
-        return CompatReport(version=fmt(version), not_checked=why)
-    runnable, _ = _runnable(pair, tuple(rule for rule in rules if rule.without_connector))
+        # a release these rules were not read from: only what holds on every release (Rule.any_release)
+        alone = tuple(rule for rule in alone if rule.any_release)
+    runnable, _ = _runnable(pair, alone)
     errors = [
         finding for rule in runnable
         if rule.check is not None and rule.applies_to(version)

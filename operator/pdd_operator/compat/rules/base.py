@@ -55,6 +55,10 @@ class Rule:
             refuses at startup, a GPU per rank, two listeners in one network namespace). Only such rules run on a
             pair where a role has no KV connector at all (``RoleConfig.connector`` ``None``): no KV moves there, so
             the NIXL rules (handshake hash, block sizes, side channel, pipeline parallel transfer) promise nothing.
+        any_release: the fault holds on every vLLM release, whatever its parser or connector (arithmetic on the
+            manifest's own values: two engines' memory fractions of one GPU). Such a ``without_connector`` rule is
+            judged even on a pair whose connector these rules do not describe and whose release is unknown or older
+            than the rules' oldest (``compat.engine._foreign_connector``), where a parser's refusals are not known.
     """
 
     id: str
@@ -71,6 +75,7 @@ class Rule:
     in_manifest: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     without_connector: bool = False
+    any_release: bool = False
 
     @property
     def version_bounded(self) -> bool:
@@ -249,7 +254,7 @@ def _register(r: Rule) -> Rule:
 def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
     since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
-    needs: tuple[str, ...] = (), without_connector: bool = False,
+    needs: tuple[str, ...] = (), without_connector: bool = False, any_release: bool = False,
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -260,7 +265,8 @@ def rule(
         summary = (check.__doc__ or "").strip().splitlines()[0] if check.__doc__ else ""
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
                        source=source, check=check, since=since, until=until, example=example,
-                       in_manifest=tuple(in_manifest), needs=tuple(needs), without_connector=without_connector))
+                       in_manifest=tuple(in_manifest), needs=tuple(needs), without_connector=without_connector,
+                       any_release=any_release))
         return check
 
     return wrap

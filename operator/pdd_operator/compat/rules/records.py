@@ -53,6 +53,18 @@ ENV_FROM_UNSEEN = record(
     reported_by="compat/engine.py evaluate",
 )
 
+#: Where ``dynamo-prefill-role-missing`` comes from.
+DYNAMO_ROLE_SOURCE = ("ai-dynamo/dynamo components/src/dynamo/vllm/args.py: the worker registers as the 'prefill' "
+                      "component only with --is-prefill-worker / --disaggregation-mode prefill, else as 'backend' "
+                      "(decode/aggregated; the older base_parse_args layout's default endpoint dyn://<ns>.backend.generate)")
+DYNAMO_PREFILL_ROLE_MISSING = record(
+    id="dynamo-prefill-role-missing", family="connector", severity="warning",
+    summary=("A DynamoGraphDeployment that names a prefill worker runs one: some dynamo.vllm worker passes "
+             "--is-prefill-worker (or --disaggregation-mode prefill); without, every worker serves aggregated."),
+    fields=("spec.prefill.extraArgs",), source=DYNAMO_ROLE_SOURCE,
+    reported_by="compat/dynamo_roles.py flagless_dynamo_graph (pdd check)",
+)
+
 #: What the apiserver would refuse in the rendered children (render/admission.py), reported by the
 #: webhook, ``pdd check`` and the operator's status.
 for _id, _summary in ADMISSION_RULES.items():
