@@ -143,3 +143,15 @@ def test_ucx_tls_with_a_gpu_transport_a_host_buffer_or_no_ucx_backend_is_not_fla
                                                         image="vllm/vllm-openai:v0.32.0", env=env))]
     _, out = check(tmp_path, capsys, *docs)
     assert UCX not in rules(out)
+
+
+def test_a_ucx_tls_not_all_in_the_manifest_is_not_read_as_host_only():
+    assert host_only_transports("tcp,<unknown:EXTRA_TLS>") is None
+    assert host_only_transports("<unknown:UCX_TLS>") is None
+
+
+def test_ucx_tls_from_a_configmap_not_in_the_files_is_not_flagged(tmp_path, capsys):
+    docs = pd("qwen", ["--kv-transfer-config", PULL_P], ["--kv-transfer-config", PULL_D], image="vllm/vllm-openai:v0.32.0")
+    docs[1]["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "ucx-settings"}}]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and UCX not in rules(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.expansion import unknown_names
 
 #: UCX transports (and aliases) that move host memory only: TCP, shared memory and the loopback. A list of only
 #: these has no transport for CUDA device memory (``cuda_copy``, ``cuda_ipc``, ``gdr_copy``, the ``cuda`` alias)
@@ -20,10 +21,11 @@ def host_only_transports(ucx_tls: str | None) -> list[str] | None:
 
     Unset, empty, ``all``, an exclusion list (``^...``, which keeps every transport it does not name) or any
     transport outside that set (a CUDA or ROCm copy transport, an RDMA transport, one this module does not know)
-    gives ``None``. A ``:aux`` suffix (UCX's auxiliary-transport mark) is ignored.
+    gives ``None``, and so does a value that is not all in the manifest (``<unknown:NAME>``, from a variable or an
+    ``envFrom`` source not in the files). A ``:aux`` suffix (UCX's auxiliary-transport mark) is ignored.
     """
     value = (ucx_tls or "").strip().lower()
-    if not value or value.startswith("^"):
+    if not value or value.startswith("^") or unknown_names(ucx_tls):
         return None
     names = [t.strip().split(":", 1)[0] for t in value.split(",") if t.strip()]
     if not names or any(t not in HOST_ONLY_TRANSPORTS for t in names):
