@@ -31,6 +31,8 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     parallelism,
     pipeline_parallel,
     records,
+    sleep_mode,
+    ucx_tls,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule
 
