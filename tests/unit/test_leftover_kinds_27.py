@@ -258,3 +258,61 @@ def test_the_inputs_of_sets_25_and_26_now_get_their_verdicts(capsys):
         main(["check", str(path), "-o", "json"])
         out = json.loads(capsys.readouterr().out)
         assert rule in rules(out, "error"), (path.name, yaml.safe_dump(sorted(rules(out))))
+
+
+# --- 3. a vLLM command built in a shell variable and run by eval / exec ------------------------------------------
+# POSIX Shell Command Language 2.14 "eval": the arguments joined by spaces are read and run as shell input, so the
+# quotes inside the variable's value apply (``CMD="vllm serve m --kv-transfer-config '{...}'"; eval "$CMD"``); an
+# unquoted ``exec $CMD`` splits the value into words (2.6.5) and keeps its quotes literally, as bash does.
+
+from pdd_operator.vllm.script import launches  # noqa: E402
+
+FP8 = "--kv-cache-dtype fp8"
+KV_D_IN_DQ = KV_D.replace('"', '\\"')   # the decode's connector JSON inside a double-quoted shell string
+
+
+@pytest.mark.parametrize(("script", "argv"), [
+    ('CMD="vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2"\neval "$CMD"',
+     ("vllm", "serve", "Qwen/Qwen3-8B", "--tensor-parallel-size", "2")),
+    ("CMD=\"vllm serve m --kv-transfer-config '{\\\"kv_connector\\\":\\\"NixlConnector\\\"}'\"\neval \"$CMD\" --port 8001",
+     ("vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"NixlConnector"}', "--port", "8001")),
+    ('eval "python3 -m vllm.entrypoints.openai.api_server --model m"',
+     ("vllm.entrypoints.openai.api_server", "--model", "m")),
+    ('BASE="vllm serve m"\nVLLM_CMD="$BASE --block-size 32"\nexec $VLLM_CMD',
+     ("vllm", "serve", "m", "--block-size", "32")),
+    ('run() { eval "$1"; }\nrun "vllm serve m --max-model-len 4096"',
+     ("vllm", "serve", "m", "--max-model-len", "4096")),
+])
+def test_eval_and_exec_of_a_command_in_a_variable_are_read(script, argv):
+    assert [launch.argv for launch in launches(script)] == [argv]
+
+
+def test_an_unknown_part_of_an_evaluated_command_stays_unknown():
+    (launch,) = launches('CMD="vllm serve m --block-size 16 $EXTRA_ARGS"\neval "$CMD"')
+    assert launch.argv[:5] == ("vllm", "serve", "m", "--block-size", "16") and launch.argv[5] == "<unknown:EXTRA_ARGS>"
+    assert launches('eval "$VLLM_CMD"') == []   # nothing to read: the container's engine is not seen (not checked)
+
+
+def _shell_pair(tmp_path, capsys, d_script):
+    image = "vllm/vllm-openai:v0.26.0"
+    p = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P], image=image)
+    d = container([], image=image, command=["sh", "-c", d_script])
+    return check(tmp_path, capsys, workload("e-prefill", "prefill", p), workload("e-decode", "decode", d))
+
+
+def test_an_evaluated_decode_command_is_judged(tmp_path, capsys):
+    # fp8 KV on the decode only, hashed as the raw string from 0.13.0 (nixl/metadata.py): refused
+    d = f"CMD=\"vllm serve Qwen/Qwen3-8B {FP8} --kv-transfer-config '{KV_D_IN_DQ}'\"\neval \"$CMD\""
+    code, out = _shell_pair(tmp_path, capsys, d)
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error")
+    # control: the same command without fp8 pairs
+    code, out = _shell_pair(tmp_path, capsys, d.replace(FP8 + " ", ""))
+    assert code == 0 and "kv-cache-dtype-mismatch" not in rules(out)
+
+
+def test_an_evaluated_command_with_an_unread_part_is_not_checked(tmp_path, capsys):
+    d = f"CMD=\"vllm serve Qwen/Qwen3-8B $EXTRA --kv-transfer-config '{KV_D_IN_DQ}'\"\neval \"$CMD\""
+    code, out = _shell_pair(tmp_path, capsys, d)
+    assert code == 3 and not rules(out, "error") and "EXTRA" in json.dumps(out["notChecked"])
+    code, out = _shell_pair(tmp_path, capsys, 'eval "$VLLM_CMD"')
+    assert code == 3 and not out["results"]
