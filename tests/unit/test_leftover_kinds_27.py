@@ -316,3 +316,94 @@ def test_an_evaluated_command_with_an_unread_part_is_not_checked(tmp_path, capsy
     assert code == 3 and not rules(out, "error") and "EXTRA" in json.dumps(out["notChecked"])
     code, out = _shell_pair(tmp_path, capsys, 'eval "$VLLM_CMD"')
     assert code == 3 and not out["results"]
+
+
+# --- 4. pod-IP placeholders for the side-channel host, through every reader ----------------------------------------
+# vLLM's NIXL worker binds and advertises VLLM_NIXL_SIDE_CHANNEL_HOST (envs.py; localhost by default), so only an
+# address the peer can dial works across pods. The pod IP arrives as the downward API (status.podIP), as a Kubernetes
+# dependent variable ``$(POD_IP)`` of such a variable (the kubelet expands ``$(VAR)`` from the container's earlier
+# env), or through a script's ``${POD_IP}``; each orchestrator's reader must take each of them as the pod IP, and a
+# loopback host as loopback.
+
+_POD_IP_VAR = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+_HOSTS = {
+    "downward API": ([{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                     False),
+    "$(POD_IP)": ([_POD_IP_VAR, {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "$(POD_IP)"}], False),
+    "${POD_IP} in a script": ([_POD_IP_VAR], True),
+    "127.0.0.1": ([{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "127.0.0.1"}], False),
+    # the kubelet leaves a reference to a variable not defined before it as written; no shell expands ${...} here
+    "$(POD_IP) undefined": ([{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "$(POD_IP)"}], False),
+    "$(POD_IP) defined after": ([{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "$(POD_IP)"}, _POD_IP_VAR], False),
+    "${POD_IP} in an env value": ([_POD_IP_VAR, {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "${POD_IP}"}], False),
+}
+_REFUSED = {"127.0.0.1", "$(POD_IP) undefined", "$(POD_IP) defined after", "${POD_IP} in an env value"}
+
+
+def _engine(kv: str, host: str) -> dict:
+    env, scripted = _HOSTS[host]
+    base = {"name": "vllm", "image": "vllm/vllm-openai:v0.26.0", "env": env,
+            "resources": {"limits": {"nvidia.com/gpu": "1", "rdma/ib": "1"}},
+            "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
+    if scripted:
+        return {**base, "command": ["sh", "-c", "export VLLM_NIXL_SIDE_CHANNEL_HOST=${POD_IP}\n"
+                                    f"exec vllm serve Qwen/Qwen3-8B --kv-transfer-config '{kv}'"]}
+    return {**base, "command": ["vllm", "serve"], "args": ["Qwen/Qwen3-8B", "--kv-transfer-config", kv]}
+
+
+def _lws(p, d):
+    def one(role, c):
+        labels = {"app": "f", "role": role}
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": {"name": f"f-{role}", "labels": labels}, "spec": {"leaderWorkerTemplate": {
+                    "size": 1, "workerTemplate": {"metadata": {"labels": labels}, "spec": {"containers": [c]}}}}}
+    return [one("prefill", p), one("decode", d)]
+
+
+def _roles(p, d):
+    return [{"name": r, "replicas": 1, "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [c]}}}
+            for r, c in (("prefill", p), ("decode", d))]
+
+
+def _dgd_service(role, c):
+    main = {k: v for k, v in c.items() if k not in ("resources", "name")}
+    return {"componentType": "worker", "subComponentType": role, "replicas": 1, "resources": {"limits": {"gpu": "1"}},
+            "extraPodSpec": {"mainContainer": main}}
+
+
+READERS = {
+    "Deployment": lambda p, d: [workload("f-prefill", "prefill", p), workload("f-decode", "decode", d)],
+    "LeaderWorkerSet": _lws,
+    "AIBrix StormService": lambda p, d: [{
+        "apiVersion": "orchestration.aibrix.ai/v1alpha1", "kind": "StormService", "metadata": {"name": "s"},
+        "spec": {"replicas": 1, "template": {"spec": {"roles": _roles(p, d)}}}}],
+    "RoleBasedGroup": lambda p, d: [{
+        "apiVersion": "workloads.x-k8s.io/v1alpha1", "kind": "RoleBasedGroup", "metadata": {"name": "r"},
+        "spec": {"roles": _roles(p, d)}}],
+    "KServe LLMInferenceService": lambda p, d: [{
+        "apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService", "metadata": {"name": "q"},
+        "spec": {"template": {"containers": [{**d, "name": "main"}]},
+                 "prefill": {"template": {"containers": [{**p, "name": "main"}]}}}}],
+    "DynamoGraphDeployment": lambda p, d: [{
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+        "spec": {"services": {"VllmPrefillWorker": _dgd_service("prefill", p),
+                              "VllmDecodeWorker": _dgd_service("decode", d)}}}],
+}
+
+
+@pytest.mark.parametrize("host", list(_HOSTS))
+@pytest.mark.parametrize("reader", list(READERS))
+def test_the_side_channel_host_reads_alike_in_every_reader(tmp_path, capsys, reader, host):
+    code, out = check(tmp_path, capsys, *READERS[reader](_engine(KV_P, host), _engine(KV_D, host)))
+    assert len(out["results"]) == 1 and not out["notChecked"], (reader, host)
+    refused = "side-channel-host-not-routable" in rules(out, "error")
+    assert refused == (host in _REFUSED) and code == (1 if refused else 0), (reader, host, rules(out))
+
+
+def test_an_unexpanded_host_fails_on_the_decode_too(tmp_path, capsys):
+    # in pull mode the decode's host is never dialed, but its engine binds its own listener on it all the same
+    p, d = _engine(KV_P, "downward API"), _engine(KV_D, "$(POD_IP) undefined")
+    code, out = check(tmp_path, capsys, *READERS["Deployment"](p, d))
+    finding = next(f for r in out["results"] for f in r["findings"] if f["rule"] == "side-channel-host-not-routable")
+    assert code == 1 and finding["message"].startswith("decode: ") and "'$(POD_IP)'" in finding["message"]
+    assert "status.podIP" in finding["fix"]
