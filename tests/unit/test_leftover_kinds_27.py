@@ -12,6 +12,13 @@
    0.10.1.1 to 0.34.0), Mistral-7B-v0.1's ``sliding_window: 4096`` windows every layer (``Attention`` falls back to
    ``cache_config.sliding_window``: vllm/attention/layer.py 0.10.1.1, model_executor/layers/attention/attention.py
    0.32.0), so the sliding-window / HMA rules judge them.
+3. A vLLM command built in a shell variable and run by ``eval "$CMD"``: ``eval`` now reads its joined arguments as
+   shell input (POSIX 2.14), so the command is read from the variable's literal value; a part of unknown value stays
+   unknown and the rules reading the flags it may carry say "not checked" (``exec $CMD`` was read already).
+4. Pod-IP placeholders for the side-channel host read alike in every reader (Deployment, LeaderWorkerSet, AIBrix
+   StormService, RoleBasedGroup, KServe LLMInferenceService, Dynamo graph: one pair through each); a ``$(VAR)`` the
+   kubelet leaves unexpanded (VAR undefined, or defined after it) or a ``${VAR}`` in an env value reaches vLLM as
+   text, on which the listener's bind fails: refused on either role.
 5. ``--dtype`` on one role only: the NIXL compatibility hash carries ``str(model_config.dtype)`` from 0.13.0
    (nixl/metadata.py ``compute_nixl_compatibility_hash`` 0.32.0/0.33.0); before it the handshake compares block bytes
    only, which 16-bit dtypes pass. With the checkpoint's ``torch_dtype`` from the table, ``auto`` on the other role is
