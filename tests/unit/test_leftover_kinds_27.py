@@ -272,7 +272,7 @@ def test_the_inputs_of_sets_25_and_26_now_get_their_verdicts(capsys):
 # quotes inside the variable's value apply (``CMD="vllm serve m --kv-transfer-config '{...}'"; eval "$CMD"``); an
 # unquoted ``exec $CMD`` splits the value into words (2.6.5) and keeps its quotes literally, as bash does.
 
-from pdd_operator.vllm.script import launches  # noqa: E402
+from pdd_operator.vllm.script import launches, opaque_command  # noqa: E402
 
 FP8 = "--kv-cache-dtype fp8"
 KV_D_IN_DQ = KV_D.replace('"', '\\"')   # the decode's connector JSON inside a double-quoted shell string
@@ -297,7 +297,11 @@ def test_eval_and_exec_of_a_command_in_a_variable_are_read(script, argv):
 def test_an_unknown_part_of_an_evaluated_command_stays_unknown():
     (launch,) = launches('CMD="vllm serve m --block-size 16 $EXTRA_ARGS"\neval "$CMD"')
     assert launch.argv[:5] == ("vllm", "serve", "m", "--block-size", "16") and launch.argv[5] == "<unknown:EXTRA_ARGS>"
-    assert launches('eval "$VLLM_CMD"') == []   # nothing to read: the container's engine is not seen (not checked)
+    # the command itself unknown: kept as such (opaque_command), so the container is "not checked", never passed
+    (opaque,) = launches('eval "$VLLM_CMD"')
+    assert opaque_command(opaque) == "VLLM_CMD"
+    assert [opaque_command(x) for x in launches("exec $CMD --port 8000")] == ["CMD"]
+    assert [opaque_command(x) for x in launches("vllm serve m")] == [None]
 
 
 def _shell_pair(tmp_path, capsys, d_script):
@@ -322,7 +326,17 @@ def test_an_evaluated_command_with_an_unread_part_is_not_checked(tmp_path, capsy
     code, out = _shell_pair(tmp_path, capsys, d)
     assert code == 3 and not rules(out, "error") and "EXTRA" in json.dumps(out["notChecked"])
     code, out = _shell_pair(tmp_path, capsys, 'eval "$VLLM_CMD"')
-    assert code == 3 and not out["results"]
+    assert code == 3 and not out["results"] and "$VLLM_CMD" in json.dumps(out["notChecked"])
+
+
+@pytest.mark.parametrize("script", ['exec $VLLM_CMD', 'eval "$VLLM_CMD"', '$LAUNCH --port 8000'])
+def test_both_roles_running_a_command_held_in_an_unread_variable_are_not_checked(tmp_path, capsys, script):
+    # the command comes from a ConfigMap: never "nothing to check" (exit 4), never a pass
+    env = [{"name": "VLLM_CMD", "valueFrom": {"configMapKeyRef": {"name": "cmds", "key": "cmd"}}}]
+    docs = [workload(f"v-{role}", role, container([], command=["sh", "-c", script], env=env))
+            for role in ("prefill", "decode")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and len(out["notChecked"]) == 2 and not out["results"]
 
 
 # --- 4. pod-IP placeholders for the side-channel host, through every reader ----------------------------------------

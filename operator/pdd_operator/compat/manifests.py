@@ -50,7 +50,7 @@ from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
-from pdd_operator.vllm.script import Launch
+from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
@@ -291,6 +291,14 @@ def _engines(
         at = f"{where} line {launch.line}" if len(found) > 1 else where
         if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
             at += f" #{sum(x.line == launch.line for x in found[:i]) + 1}"  # a loop: the iteration
+        hidden = opaque_command(launch)
+        if hidden is not None:  # the script runs a command held in a variable whose value is not in these files
+            if is_vllm_image(image) or re.search(r"vllm", " ".join(command), re.I):
+                out.append(Unreadable(at, (
+                    f"its script runs the command held in ${hidden} (exec/eval of a variable), whose value is not in "
+                    "these files: which engine it starts, and with which flags, cannot be read. Write the command in "
+                    f"the script (or ${hidden}'s value in the container's env) to have it checked")))
+            continue
         engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas,
                          multinode, every_pod=every_pod)
         if engine:

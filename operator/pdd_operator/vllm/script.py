@@ -129,6 +129,13 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
     return [replace(x, proxy_role=roles.get(_http_port(x.argv))) if roles else x for x in merged]
 
 
+def opaque_command(launch: Launch) -> str | None:
+    """The variable whose value, not in these files, a script runs as the command itself (``$VLLM_CMD ...``,
+    ``exec $CMD``, ``eval "$CMD"``), for such a :class:`Launch`; ``None`` for an engine whose program is known."""
+    names = unknown_names(launch.argv[0]) if launch.argv and _UNKNOWN_RE.fullmatch(launch.argv[0]) else []
+    return names[0] if names else None
+
+
 #: At most this many runs of one script, one per way through its undecided conditions (:func:`_paths`).
 MAX_PATHS = 32
 
@@ -605,6 +612,12 @@ class _Shell:
             self.evaluate(words[words.index("eval") + 1:])
             return
         entry = entry_point(words)
+        run = words[1:] if words[0] in ("exec", "nohup") else words
+        if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
+            # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
+            # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
+            self.launches.append(Launch(tuple(run), {}, node.start_point[0] + 1))
+            return
         if entry:
             env = {name: self.values[name] for name in sorted(self.exported)
                    if name in self.values and name not in self.arrays}
