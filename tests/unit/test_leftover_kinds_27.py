@@ -121,6 +121,12 @@ def test_an_instruct_id_takes_its_base_snapshot_but_not_its_context_length():
     assert "the same checkpoint shape as Qwen/Qwen2.5-7B-Instruct" in source
 
 
+def test_a_hub_cache_snapshot_path_is_its_repository():
+    # Dynamo's worker replaces a Hub id by its cache snapshot (hf_cache.py); the files there are that repository's
+    path = "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-3B-Instruct/snapshots/aa8e72537993ba99e69dfaafa59ed015b17504d1"
+    assert known_config(path)[0]["num_key_value_heads"] == 2
+
+
 @pytest.mark.parametrize("name", ["/models/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-3B-Instruct-finetuned",
                                   "my-org/Qwen2.5-3B-Instruct", ""])
 def test_other_names_are_not_guessed(name):

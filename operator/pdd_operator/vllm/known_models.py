@@ -23,6 +23,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from pdd_operator.vllm.hf_cache import snapshot
+
 _TABLE = Path(__file__).with_name("known_model_configs.json")
 
 #: The config.json fields the rules read (:func:`pdd_operator.vllm.model_config.facts_from_config`,
@@ -72,8 +74,12 @@ def _models() -> dict[str, dict]:
 
 def known_config(model_name: str | None) -> tuple[dict, str] | None:
     """``(config fields, source)`` for a Hugging Face id in the table (matched whole, case-insensitively, as the Hub
-    does), else ``None``. ``source`` names the id and the public copy its fields were read from."""
-    entry = _models().get((model_name or "").strip().lower())
+    does), or for a Hub cache snapshot path of one (``<cache>/models--Qwen--Qwen2.5-3B-Instruct/snapshots/<sha>``:
+    that repository's files, :func:`pdd_operator.vllm.hf_cache.snapshot`), else ``None``. ``source`` names the id and
+    the public copy its fields were read from."""
+    name = (model_name or "").strip()
+    cached = snapshot(name)
+    entry = _models().get((cached.repo_id if cached else name).lower())
     if entry is None:
         return None
     return dict(entry["config"]), entry["source"]
