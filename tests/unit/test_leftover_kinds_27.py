@@ -113,6 +113,17 @@ def test_known_mla_checkpoints_carry_their_latent(model_id):
     assert config["kv_lora_rank"] == 512 and facts_from_config(config).architecture == "mla"
 
 
+@pytest.mark.parametrize("config", [
+    {"architectures": ["KimiLinearForCausalLM"], "kv_lora_rank": 512, "linear_attn_config": {"kda_layers": [1]}},
+    None,   # Kimi-K3's snapshot: KDA linear attention beside MLA full-attention layers
+])
+def test_a_hybrid_whose_full_attention_is_mla_stays_hybrid(config):
+    # vLLM's registry (IsHybrid, kda/GDN state) and the hand table call these hybrid; the MLA latent of their
+    # full-attention layers does not make them plain MLA (which would skip the hybrid SSM rules)
+    facts = facts_from_config(config or known_config("moonshotai/Kimi-K3")[0])
+    assert (facts.architecture, facts.ssm_kind) == ("hybrid-ssm", "GDN")
+
+
 def test_an_instruct_id_takes_its_base_snapshot_but_not_its_context_length():
     base, _ = known_config("Qwen/Qwen2.5-7B")
     instruct, source = known_config("Qwen/Qwen2.5-7B-Instruct")

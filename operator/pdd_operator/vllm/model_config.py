@@ -14,7 +14,7 @@ from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.architectures import HF_ARCHITECTURES, MODEL_TYPES, ModelTraits, traits
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
 from pdd_operator.vllm.known_models import known_config
-from pdd_operator.vllm.registry_architectures import registry_family
+from pdd_operator.vllm.registry_architectures import registry_family, registry_since
 from pdd_operator.vllm.sliding_window import has_sliding_window
 
 #: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
@@ -130,6 +130,8 @@ def facts_from_config(config: dict) -> ModelFacts:
             kind = SSMKind.MAMBA1 if any(t == "mamba" for t in layer_types) and "n_groups" not in text else SSMKind.MAMBA2
     elif any("linear_attention" in t for t in layer_types):
         arch, kind = Architecture.HYBRID_SSM, SSMKind.GDN
+    elif arch == Architecture.HYBRID_SSM:
+        pass  # the tables (or vLLM's registry) know a hybrid whose full-attention layers are MLA (Kimi-Linear, Kimi-K3)
     elif text.get("index_topk"):
         arch = Architecture.SPARSE_MLA
     elif text.get("kv_lora_rank"):
@@ -183,7 +185,7 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
     facts = facts_from_config(model_config) if model_config else None
     if facts is not None and model.architecture is None and facts.architecture is not None:
         model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, label,
-                                   facts.sliding_window, facts.head_size)
+                                   facts.sliding_window, facts.head_size, registry_since(facts.hf_architecture))
     else:
         hf = model.hf_architecture or (facts.hf_architecture if facts else None)
         model_traits = traits(model.architecture, model.ssm_kind, hf, model.name)
