@@ -114,7 +114,8 @@ def test_prefill_tp_above_kv_heads_is_refused():
     [
         ({"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}, "block-size-direction"),
         ({"prefill": {"blockSize": 16, "tensorParallelSize": 2}, "decode": {"blockSize": 32}}, "block-size-tp-shrink"),
-        ({"prefill": {"blockSize": 16}, "engine": {"image": "vllm/vllm-openai:v0.30.0"}}, "block-size-partial"),
+        ({"prefill": {"blockSize": 16}, "engine": {"image": "vllm/vllm-openai:v0.30.0"},
+          "model": {"name": "NousResearch/Hermes-3-Llama-3.1-8B"}}, "block-size-partial"),  # a head size not known
         ({"decode": {"pipelineParallelSize": 2}}, "pp-decode-unsupported"),
         ({"kvTransfer": {"extraConfig": {"enforce_handshake_compat": False}}}, "handshake-compat-disabled"),
         ({"prefill": {"env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "value": "0.0.0.0"}]}}, "side-channel-host-not-routable"),

@@ -75,10 +75,13 @@ def test_all_errors_are_reported_at_once():
 
 #: LLAMA on a vLLM whose default block size depends on the GPU (0.29+): a role without blockSize is a warning.
 LLAMA_030 = merge(LLAMA, {"engine": {"image": "vllm/vllm-openai:v0.30.0"}})
+#: As LLAMA_030 with a fine-tune whose config.json the checker does not know, so its head size, and the decode's
+#: default block size from 0.29, are not known.
+FINE_TUNE_030 = merge(LLAMA_030, {"model": {"name": "NousResearch/Hermes-3-Llama-3.1-8B"}})
 
 
 def test_warnings_are_admission_warnings_and_allowed():
-    spec = merge(LLAMA_030, {"decode": {"blockSize": None}})
+    spec = merge(FINE_TUNE_030, {"decode": {"blockSize": None}})
     del spec["decode"]["blockSize"]
     verdict = review("CREATE", obj(spec))
     assert verdict.allowed
@@ -192,10 +195,10 @@ def test_handler_raises_admission_error_and_fills_kopf_warnings():
         asyncio.run(webhook.validate_pddeployment(operation="CREATE", body=kopf.Body(bad), old=None, warnings=warnings))
     assert err.value.code == 422 and "[tp-divisibility]" in str(err.value)
 
-    spec = copy.deepcopy(LLAMA_030)
+    spec = copy.deepcopy(FINE_TUNE_030)
     del spec["decode"]["blockSize"]
     asyncio.run(webhook.validate_pddeployment(operation="UPDATE", body=kopf.Body(obj(spec)),
-                                              old=kopf.Body(obj(LLAMA_030)), warnings=warnings))
+                                              old=kopf.Body(obj(FINE_TUNE_030)), warnings=warnings))
     assert any(w.startswith("[block-size-partial]") for w in warnings)
 
 

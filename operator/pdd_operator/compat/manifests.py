@@ -46,13 +46,11 @@ from pdd_operator.compat.dynamo_resources import (
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.templated import templated_findings
-from pdd_operator.vllm.architectures import traits
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
-from pdd_operator.vllm.dtype import checkpoint_dtype_of
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
-from pdd_operator.vllm.script import Launch
+from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
@@ -293,6 +291,14 @@ def _engines(
         at = f"{where} line {launch.line}" if len(found) > 1 else where
         if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
             at += f" #{sum(x.line == launch.line for x in found[:i]) + 1}"  # a loop: the iteration
+        hidden = opaque_command(launch)
+        if hidden is not None:  # the script runs a command held in a variable whose value is not in these files
+            if is_vllm_image(image) or re.search(r"vllm", " ".join(command), re.I):
+                out.append(Unreadable(at, (
+                    f"its script runs the command held in ${hidden} (exec/eval of a variable), whose value is not in "
+                    "these files: which engine it starts, and with which flags, cannot be read. Write the command in "
+                    f"the script (or ${hidden}'s value in the container's env) to have it checked")))
+            continue
         engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas,
                          multinode, every_pod=every_pod)
         if engine:
@@ -792,11 +798,14 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
             notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
     if (p.config.version is None or d.config.version is None) and not notes:
         notes.append("the vLLM version cannot be read from the engine image tags")
+    named = resolve_model(SimpleNamespace(name=p.config.model or "", architecture=None, ssm_kind=None,
+                                          hf_architecture=None, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(
         source=f"{p.where} + {d.where}",
         prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
         decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
-        model=traits(None, None, None, p.config.model or ""), checkpoint_dtype=checkpoint_dtype_of(p.config.model),
+        model=named.traits, checkpoint_dtype=named.checkpoint_dtype, num_kv_heads=named.num_kv_heads,
+        n_groups=named.n_groups, checkpoint_kv_cache_dtype=named.checkpoint_kv_cache_dtype,
         shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
         containers=((p.container, p.flags_key), (d.container, d.flags_key)), either_way=either_way,
     )

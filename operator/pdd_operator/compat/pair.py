@@ -24,7 +24,7 @@ from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, remo
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
-from pdd_operator.vllm.script import Launch, memlock_ulimit
+from pdd_operator.vllm.script import Launch, memlock_ulimit, opaque_command
 from pdd_operator.vllm.versions import (
     Version,
     dev_build,
@@ -474,7 +474,8 @@ def role_from_container(
     """
     pod_spec = pod_spec or {}
     if launch is None:
-        found = container_launches(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
+        found = [x for x in container_launches(container, image_runs_vllm=is_vllm_image(str(container.get("image") or "")))
+                 if opaque_command(x) is None]  # a command held in a variable of unknown value is no engine to read
         launch = found[0] if found else Launch(())
     argv = list(launch.argv)
     model, flags = parse_flags(argv) if argv else (None, {})

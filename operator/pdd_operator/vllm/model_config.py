@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.architectures import HF_ARCHITECTURES, MODEL_TYPES, ModelTraits, traits
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
-from pdd_operator.vllm.registry_architectures import registry_family
+from pdd_operator.vllm.known_models import known_config
+from pdd_operator.vllm.registry_architectures import registry_family, registry_since
+from pdd_operator.vllm.sliding_window import has_sliding_window
 
 #: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
 #: "ConfigMaps": "The data stored in a ConfigMap cannot exceed 1 MiB"). Real config.json files are
@@ -109,7 +111,8 @@ def facts_from_config(config: dict) -> ModelFacts:
     ``linear_attention`` (Qwen3-Next / Qwen3.5: GDN), ``layers_block_type`` with ``mamba``
     (Jamba: Mamba1), ``mamba_n_groups``/``n_groups``; expert counts (MoE); ``num_key_value_heads``;
     ``model_type`` (:data:`~pdd_operator.vllm.architectures.MODEL_TYPES`) where ``architectures[0]`` is not in the
-    table; the head size (:func:`_head_size`).
+    table; the head size (:func:`_head_size`); a sliding window as vLLM reads it (Qwen2's ``use_sliding_window``
+    included: :func:`~pdd_operator.vllm.sliding_window.has_sliding_window`).
     """
     archs = config.get("architectures")
     hf_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
@@ -127,6 +130,8 @@ def facts_from_config(config: dict) -> ModelFacts:
             kind = SSMKind.MAMBA1 if any(t == "mamba" for t in layer_types) and "n_groups" not in text else SSMKind.MAMBA2
     elif any("linear_attention" in t for t in layer_types):
         arch, kind = Architecture.HYBRID_SSM, SSMKind.GDN
+    elif arch == Architecture.HYBRID_SSM:
+        pass  # the tables (or vLLM's registry) know a hybrid whose full-attention layers are MLA (Kimi-Linear, Kimi-K3)
     elif text.get("index_topk"):
         arch = Architecture.SPARSE_MLA
     elif text.get("kv_lora_rank"):
@@ -139,13 +144,18 @@ def facts_from_config(config: dict) -> ModelFacts:
         arch = Architecture.DENSE
     heads = text.get("num_key_value_heads", text.get("num_attention_heads"))
     groups = text.get("mamba_n_groups", text.get("n_groups"))
-    sliding = bool(text.get("sliding_window") or text.get("attention_chunk_size")
-                   or any("sliding" in t or "chunked" in t for t in layer_types))
+    sliding = has_sliding_window(text, str(config.get("model_type") or ""))
     return ModelFacts(
         hf_architecture=hf_arch, architecture=arch, ssm_kind=kind, sliding_window=sliding, head_size=_head_size(text),
         num_kv_heads=int(heads) if isinstance(heads, int) else None,
         n_groups=int(groups) if isinstance(groups, int) else None,
     )
+
+
+def _names_dtype(config: dict | None) -> bool:
+    """Whether ``config`` (or its text or vision config) names a ``torch_dtype`` / ``dtype``."""
+    parts = (config or {}, (config or {}).get("text_config"), (config or {}).get("vision_config"))
+    return any(isinstance(p, dict) and ("torch_dtype" in p or "dtype" in p) for p in parts)
 
 
 @dataclass(frozen=True)
@@ -164,14 +174,18 @@ class ResolvedModel:
 def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
     """Combine ``spec.model`` (a :class:`~pdd_operator.api.spec.ModelSpec`) with the model's config.json.
 
-    Precedence per fact: the explicit spec field, then config.json, then the name tables
-    (:func:`~pdd_operator.vllm.architectures.traits`). Rendering and the rules both call this, so
-    the flags the operator renders always match what the rules assume.
+    Precedence per fact: the explicit spec field, then config.json, then the key fields of a well-known
+    checkpoint's config.json (:func:`~pdd_operator.vllm.known_models.known_config`, by ``model.name``; only where no
+    config.json is given), then the name tables (:func:`~pdd_operator.vllm.architectures.traits`). Rendering and the
+    rules both call this, so the flags the operator renders always match what the rules assume.
     """
+    label = "config.json"
+    if not model_config and (known := known_config(model.name)) is not None:
+        model_config, label = known[0], f"known config.json of {model.name}"
     facts = facts_from_config(model_config) if model_config else None
     if facts is not None and model.architecture is None and facts.architecture is not None:
-        model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, "config.json",
-                                   facts.sliding_window, facts.head_size)
+        model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, label,
+                                   facts.sliding_window, facts.head_size, registry_since(facts.hf_architecture))
     else:
         hf = model.hf_architecture or (facts.hf_architecture if facts else None)
         model_traits = traits(model.architecture, model.ssm_kind, hf, model.name)
@@ -183,6 +197,9 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),
         n_groups=model.mamba_n_groups or (facts.n_groups if facts else None),
-        checkpoint_dtype=config_dtype(model_config) or checkpoint_dtype_of(model.name),
+        # a table entry without torch_dtype may be a trimmed copy: its dtype is not taken as float32 (the default of
+        # a whole config.json that names none)
+        checkpoint_dtype=(config_dtype(model_config) if label == "config.json" or _names_dtype(model_config) else None)
+        or checkpoint_dtype_of(model.name),
         checkpoint_kv_cache_dtype=checkpoint_kv_cache_dtype(model_config),
     )

@@ -33,6 +33,8 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   variable, else :data:`BRANCH`), so rules reading it say "not checked"; where the ways start different numbers of
   engines, the first way's engines are read. ``case`` fall-through (``;&``, ``;;&``) is read as ``;;``;
 * ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too;
+  ``eval ARGS`` reads its joined arguments as shell input in this shell (2.14), so a command built in a variable and
+  run by ``eval "$CMD"`` (or ``exec $CMD``, a split unquoted expansion) is read from the variable's value;
 * indexed arrays, as bash's manual ("Arrays") describes them: ``A=(w1 w2)``, ``A+=(w3)``, ``A[N]=w``, ``declare -a``
   / ``local -a`` / ``readonly -a``; ``"${A[@]}"`` gives one field per element (zero fields for an empty array),
   ``"${A[*]}"`` one field of the elements joined by a space, unquoted both are split; ``${A[N]}`` (an integer or
@@ -61,7 +63,7 @@ from functools import lru_cache
 import tree_sitter
 import tree_sitter_bash
 
-from pdd_operator.vllm.expansion import ContainerEnv, unknown, unknown_names
+from pdd_operator.vllm.expansion import _UNKNOWN_RE, ContainerEnv, unknown, unknown_names
 from pdd_operator.vllm.flags import _entry_length, parse_flags
 
 #: Loop iterations run in one script, all loops together (a bound on the work one manifest can cause).
@@ -125,6 +127,13 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
     merged = _merged([x for x, _ in found], names[0] if names else BRANCH)
     roles = found[0][1]
     return [replace(x, proxy_role=roles.get(_http_port(x.argv))) if roles else x for x in merged]
+
+
+def opaque_command(launch: Launch) -> str | None:
+    """The variable whose value, not in these files, a script runs as the command itself (``$VLLM_CMD ...``,
+    ``exec $CMD``, ``eval "$CMD"``), for such a :class:`Launch`; ``None`` for an engine whose program is known."""
+    names = unknown_names(launch.argv[0]) if launch.argv and _UNKNOWN_RE.fullmatch(launch.argv[0]) else []
+    return names[0] if names else None
 
 
 #: At most this many runs of one script, one per way through its undecided conditions (:func:`_paths`).
@@ -598,7 +607,17 @@ class _Shell:
                 else:
                     self.values.pop(name, None)
             return
+        if words[0] == "eval" or words[:2] == ["exec", "eval"]:
+            self.values.update(prefix)  # assignments before a special built-in stay in the shell (POSIX 2.14)
+            self.evaluate(words[words.index("eval") + 1:])
+            return
         entry = entry_point(words)
+        run = words[1:] if words[0] in ("exec", "nohup") else words
+        if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
+            # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
+            # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
+            self.launches.append(Launch(tuple(run), {}, node.start_point[0] + 1))
+            return
         if entry:
             env = {name: self.values[name] for name in sorted(self.exported)
                    if name in self.values and name not in self.arrays}
@@ -615,6 +634,25 @@ class _Shell:
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
                 self.run(words[i + 2])
                 return
+
+    def evaluate(self, args: list[str]) -> None:
+        """``eval ARGS``: the arguments, joined by single spaces, are read and run as shell input in this shell
+        (POSIX Shell Command Language 2.14, "eval"), so ``CMD="vllm serve m --kv-transfer-config '{...}'"; eval
+        "$CMD"`` starts the engine with the quotes of the value applied. A part of unknown value
+        (``<unknown:NAME>``) is not read as shell text: it is put back through a variable of this shell, so it
+        expands to the same unknown and rules reading the flags it may carry say "not checked"."""
+        held: dict[str, str] = {}
+
+        def hold(match: re.Match[str]) -> str:
+            name = f"__pdd_eval_{len(held)}"
+            held[name] = match.group(0)
+            return "${" + name + "}"
+
+        text = " ".join(_UNKNOWN_RE.sub(hold, word) for word in args)
+        self.values.update(held)
+        self.run(text)
+        for name in held:
+            self.values.pop(name, None)
 
     def filled_arrays(self, words: list[str]) -> None:
         """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are

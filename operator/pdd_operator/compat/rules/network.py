@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
@@ -112,7 +114,10 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     "roles' side-channel ports overlap (base + DP index, both hostNetwork), no placement works: on one node the "
     "second engine's listener thread cannot bind ('Address already in use') and the engine waits for it without a "
     "timeout (ready_event.wait() in set_xfer_handshake_metadata, 0.14.0 nixl_connector.py, 0.32.0 "
-    "nixl/base_scheduler.py), on two the loopback host is wrong: an error",
+    "nixl/base_scheduler.py), on two the loopback host is wrong: an error. "
+    "A host left as an unexpanded $(VAR) or "
+    "${VAR} fails on either role: every engine binds its listener on it and waits for it (ready_event.wait(): 0.9.1 "
+    "v1/nixl_connector.py, 0.11.1 nixl_connector.py, 0.32.0 nixl/base_scheduler.py), and ZeroMQ refuses the address",
     example="prefill: {env: [{name: VLLM_NIXL_SIDE_CHANNEL_HOST, value: 0.0.0.0}]}",
 )
 def check_side_channel_host(pair: PDPair) -> list[Violation]:
@@ -127,9 +132,12 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
     assumed = host_network and not pair.shared_network and hostname_assumed(p, d)
     out = []
     for r in pair.roles:
+        host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if host and _UNEXPANDED.search(host):  # every engine binds its own listener, so either role fails
+            out.append(_unexpanded_host(r.role, host))
+            continue
         if r.role == "decode" and not _decode_is_dialed(pair):
             continue  # in pull mode only the prefill's listener is dialed: the decode's host is never used
-        host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
         if host == POD_IP or (host == HOST_IP and r.host_network):
             continue
         loopback = host is None or host == "localhost" or host.startswith("127.") or host == "::1"
@@ -205,6 +213,29 @@ def _side_channel_clash(pair: PDPair) -> list[int]:
     if _port_unknown(p) or _port_unknown(d):
         return []
     return sorted(_ports(p) & _ports(d))
+
+
+#: A variable reference left in a value as written: ``$(VAR)`` the kubelet did not expand (VAR not defined earlier in
+#: the container's env: Kubernetes "Define dependent environment variables", ``expansion.Expand`` leaves it unchanged)
+#: or a shell's ``${VAR}`` / ``$VAR`` in an env value or exec-form argument, which no shell expands.
+_UNEXPANDED = re.compile(r"\$(\(|\{)?[A-Za-z_]")
+
+
+def _unexpanded_host(role: str, host: str) -> Violation:
+    """The finding for a side-channel host that reaches vLLM as an unexpanded ``$(VAR)`` / ``${VAR}`` reference.
+
+    vLLM binds its handshake listener on ``tcp://<host>:<port>`` (make_zmq_path) in a thread and waits for it
+    (``ready_event.wait()``: 0.9.1 v1/nixl_connector.py, 0.11.1 nixl_connector.py, 0.32.0 nixl/base_scheduler.py
+    set_xfer_handshake_metadata); ZeroMQ refuses such an address (``ZMQError: No such device``, pyzmq with 0.32.0's
+    make_zmq_path), so the thread dies before the event is set and that engine never finishes starting."""
+    return (
+        f"{role}: VLLM_NIXL_SIDE_CHANNEL_HOST reaches vLLM as {host!r}, unexpanded: the kubelet expands $(VAR) only "
+        "from variables defined earlier in the container's env (and leaves any other reference as written), and no "
+        "shell expands a ${VAR} in an env value. vLLM binds its NIXL side-channel listener on that text, which "
+        "ZeroMQ refuses ('No such device'), and the engine waits forever for the listener to start.",
+        "Set it from the downward API (valueFrom.fieldRef.fieldPath status.podIP), or define the variable it names "
+        "(e.g. POD_IP from status.podIP) before it in the container's env.",
+    )
 
 
 def _decode_is_dialed(pair: PDPair) -> bool:

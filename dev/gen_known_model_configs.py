@@ -1,0 +1,69 @@
+"""Generate operator/pdd_operator/vllm/known_model_configs.json from public copies of models' config.json files.
+
+Usage: ``python -m dev.gen_known_model_configs [operator/pdd_operator/vllm/known_model_configs.json]``.
+
+Inputs: ``dev/model_configs/sources.json`` (one entry per snapshot: the Hugging Face ``id``, the public ``repo``,
+``path`` and ``commit`` it was copied from, ``block`` where the file holds several configs, ``trimmed`` where large
+lists were cut, ``also`` for ids of the same checkpoint shape) and ``dev/model_configs/snapshots/<org>--<name>.json``.
+The snapshots were taken from ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps
+for its performance model, current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit),
+citsjtu2020/LLM-Prof's ``sglang/Model_Config.md`` and Retruth/deontic's model READMEs (configs printed by
+transformers). Each entry keeps :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same
+inputs give the same bytes, so the unit test can compare.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pdd_operator.vllm.known_models import NOT_INHERITED, key_fields
+
+HERE = Path(__file__).parent / "model_configs"
+DEFAULT_OUT = Path(__file__).parent.parent / "operator/pdd_operator/vllm/known_model_configs.json"
+
+
+def _source(entry: dict) -> str:
+    where = f"github.com/{entry['repo']} {entry['path']}@{entry['commit'][:12]}"
+    return where + (f" ({entry['block']})" if entry.get("block") else "")
+
+
+def build(sources: list[dict], snapshots: Path) -> dict:
+    """The table (``{"models": {lower-case id: {"id", "config", "source"}}}``) from ``sources`` and the snapshot
+    folder. Raises ``ValueError`` for an id listed twice or a snapshot that is not a JSON object."""
+    models: dict[str, dict] = {}
+
+    def put(model_id: str, config: dict, source: str) -> None:
+        if model_id.lower() in models:
+            raise ValueError(f"{model_id} is listed twice")
+        models[model_id.lower()] = {"id": model_id, "config": config, "source": source}
+
+    for entry in sources:
+        config = json.loads((snapshots / entry["snapshot"]).read_text())
+        if not isinstance(config, dict):
+            raise ValueError(f"{entry['snapshot']} is not a JSON object")
+        fields = key_fields(config)
+        put(entry["id"], fields, f"config.json of {entry['id']}: {_source(entry)}")
+        inherited = {k: v for k, v in fields.items() if k not in NOT_INHERITED}
+        for other in entry.get("also", ()):
+            put(other, inherited, f"config.json of {entry['id']}, the same checkpoint shape as {other}: {_source(entry)}")
+    return {"models": dict(sorted(models.items()))}
+
+
+def render(table: dict) -> str:
+    """The JSON text written for ``table`` (sorted keys, one model per line)."""
+    lines = [f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}" for k, v in table["models"].items()]
+    return '{"models": {\n' + ",\n".join(lines) + "\n}}\n"
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0]) if argv else DEFAULT_OUT
+    sources = json.loads((HERE / "sources.json").read_text())
+    out.write_text(render(build(sources, HERE / "snapshots")))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
