@@ -37,8 +37,8 @@ from typing import Any
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.dynamo_resources import (
-    component_multinode,
     MultinodeLaunch,
+    component_multinode,
     multinode_count,
     multinode_launch,
     service_resources,
