@@ -6,11 +6,21 @@ Dynamo's operator launches the worker's TP x PP x DP ranks over every pod of the
 ``updateVLLMMultinodeArgs``, the same launch as a v1alpha1 multinode service's). The checker read the v1alpha1
 shape only, so NVIDIA's Kimi-K3 recipes (TP 16 over four 4-GPU GB200 pods, TP 8 over two 4-GPU GB300 pods) were
 refused for ``parallelism-gpu-count`` (:func:`pdd_operator.compat.dynamo_resources.component_multinode`).
+
+Dynamo KVBM's ``PdConnector`` (a cache connector plus NixlConnector) turns vLLM's hybrid KV cache manager off by itself
+when a child does not support HMA, while a plain NixlConnector keeps it on from vLLM 0.22.0; ``is_hma_enabled`` is
+hashed, so a PdConnector prefill and a NixlConnector decode refuse every handshake (ai-dynamo/dynamo#12821, on
+vllm-runtime 1.3.0-rc.9). The checker read PdConnector's HMA as NixlConnector's: the pair passed in silence, and the
+fixed pair (--disable-hybrid-kv-cache-manager on the decode, #12940) was held for a mismatch
+(:mod:`pdd_operator.compat.connector_hma`). vllm-runtime 1.3.0/1.3.1 are now read as vLLM 0.23.0 (Dynamo's
+release-artifacts and compatibility pages).
 """
 
 from __future__ import annotations
 
-from tests.unit.test_turn2_variants import check, rules
+import json
+
+from tests.unit.test_turn2_variants import check, pd, rules
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 RULE = "parallelism-gpu-count"
@@ -65,3 +75,67 @@ def test_a_group_with_fewer_gpus_than_ranks_is_still_refused(tmp_path, capsys):
     code, out = check(tmp_path, capsys, _graph(_component("Prefill", "prefill", args, 4, 2),
                                                _component("Decode", "decode", args, 4, 2)))
     assert code == 1 and RULE in rules(out, "error")
+
+
+PD_KVBM = ('{"kv_connector":"PdConnector","kv_role":"kv_both","kv_connector_module_path":"kvbm.vllm_integration.connector",'
+           '"kv_connector_extra_config":{"connectors":[{"kv_connector":"DynamoConnector","kv_role":"kv_both",'
+           '"kv_connector_module_path":"kvbm.vllm_integration.connector"},{"kv_connector":"NixlConnector","kv_role":"kv_both"}]}}')
+PD_LMCACHE = ('{"kv_connector":"PdConnector","kv_role":"kv_both","kv_connector_module_path":"kvbm.vllm_integration.connector",'
+              '"kv_connector_extra_config":{"connectors":[{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},'
+              '{"kv_connector":"NixlConnector","kv_role":"kv_both"}]}}')
+HMA = "hma-flag-mismatch"
+
+
+def _kvbm_services(tag, decode_extra=()):
+    def worker(mode, kv, extra=()):
+        return {"componentType": "worker", "subComponentType": mode, "resources": {"limits": {"gpu": "1"}},
+                "extraPodSpec": {"mainContainer": {
+                    "image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}", "command": ["python3", "-m", "dynamo.vllm"],
+                    "args": ["--model", "Qwen/Qwen3-8B", "--disaggregation-mode", mode, "--kv-transfer-config", kv,
+                             *extra]}}}
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "kvbm"},
+            "spec": {"services": {"VllmPrefillWorker": worker("prefill", PD_KVBM),
+                                  "VllmDecodeWorker": worker("decode", KV, decode_extra)}}}
+
+
+def test_a_kvbm_pdconnector_prefill_and_a_nixl_decode_on_runtime_130_are_an_hma_mismatch(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _kvbm_services("1.3.0"))
+    assert code == 1 and HMA in rules(out, "error")
+    message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == HMA)
+    assert "PdConnector[DynamoConnector, NixlConnector] turns HMA off" in message
+
+
+def test_hma_off_on_the_decode_too_pairs_with_the_pdconnector_prefill(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _kvbm_services("1.3.1", ["--disable-hybrid-kv-cache-manager"]))
+    assert HMA not in rules(out) and code == 0
+
+
+def test_an_lmcache_pdconnector_on_a_v024_deployment_pair_is_an_hma_mismatch(tmp_path, capsys):
+    docs = pd("kvbm", ["--kv-transfer-config", PD_LMCACHE], ["--kv-transfer-config", KV], image="vllm/vllm-openai:v0.24.0")
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and HMA in rules(out, "error")
+
+
+def test_before_022_every_connector_turns_hma_off_so_the_pair_matches(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _kvbm_services("1.2.1"))
+    assert HMA not in rules(out)
+
+
+def test_a_pdconnector_of_nixl_only_keeps_hma_like_its_decode(tmp_path, capsys):
+    nixl_only = PD_KVBM.replace('{"kv_connector":"DynamoConnector","kv_role":"kv_both",'
+                                '"kv_connector_module_path":"kvbm.vllm_integration.connector"},', "")
+    docs = pd("kvbm", ["--kv-transfer-config", nixl_only], ["--kv-transfer-config", KV], image="vllm/vllm-openai:v0.24.0")
+    code, out = check(tmp_path, capsys, *docs)
+    assert HMA not in rules(out)
+
+
+def test_a_pdconnector_on_an_image_of_unknown_vllm_is_not_claimed(tmp_path, capsys):
+    # a dev image names neither its vLLM nor its KVBM: the wrapper's HMA handling is not known, nothing is claimed
+    docs = pd("kvbm", ["--kv-transfer-config", PD_KVBM], ["--kv-transfer-config", KV],
+              image="nvcr.io/nvidian/dynamo-dev/someone:dynamo-latest-vllm-kvbm-runtime")
+    code, out = check(tmp_path, capsys, *docs)
+    assert HMA not in rules(out) and "hma-flag-mismatch" not in json_text(out)
+
+
+def json_text(out) -> str:
+    return json.dumps(out.get("notChecked", []))
