@@ -14,12 +14,19 @@ vllm-runtime 1.3.0-rc.9). The checker read PdConnector's HMA as NixlConnector's:
 fixed pair (--disable-hybrid-kv-cache-manager on the decode, #12940) was held for a mismatch
 (:mod:`pdd_operator.compat.connector_hma`). vllm-runtime 1.3.0/1.3.1 are now read as vLLM 0.23.0 (Dynamo's
 release-artifacts and compatibility pages).
+
+Flags bound an unknown engine version from below: vLLM's parser refuses a flag it does not define, so an engine run
+with ``--kda-prefill-backend`` (absent from the 0.24.0 sdist, present in the 0.32.0 wheel) runs 0.25.0 or later
+(:mod:`pdd_operator.vllm.added_flags`). The Kimi-K3 recipe with HMA explicitly off on the decode only, on an image
+naming no release (vllm-runtime:1.4.0-kimi-k3-dev.1, built on vllm/vllm-openai:kimi-k3), was "not checked" because
+hma-flag-mismatch refuses only from 0.18.0; from that floor every release refuses it.
 """
 
 from __future__ import annotations
 
 import json
 
+from pdd_operator.vllm.added_flags import flags_floor
 from tests.unit.test_turn2_variants import check, pd, rules
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -139,3 +146,33 @@ def test_a_pdconnector_on_an_image_of_unknown_vllm_is_not_claimed(tmp_path, caps
 
 def json_text(out) -> str:
     return json.dumps(out.get("notChecked", []))
+
+
+K3_IMAGE = "registry.example.com/inference/vllm:kimi-k3-patched"  # a build that names no vLLM release
+
+
+def _hma_pair(p_extra, d_extra):
+    return pd("k3", ["--kv-transfer-config", KV, "--no-disable-hybrid-kv-cache-manager", *p_extra],
+              ["--kv-transfer-config", KV, "--disable-hybrid-kv-cache-manager", *d_extra], image=K3_IMAGE)
+
+
+def test_the_flag_floor_is_the_release_after_the_last_read_without_it():
+    assert flags_floor({"--kda-prefill-backend": "flashkda", "--kernel-config": "{}"}) == (
+        (0, 25, 0), "--kda-prefill-backend")
+    assert flags_floor({"--tensor-parallel-size": "8"}) is None
+
+
+def test_an_hma_mismatch_on_an_unknown_build_with_kda_flags_is_an_error_from_the_flag_floor(tmp_path, capsys):
+    kda = ["--kda-prefill-backend", "flashkda"]
+    code, out = check(tmp_path, capsys, *_hma_pair(kda, kda))
+    assert code == 1 and HMA in rules(out, "error")
+    message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == HMA)
+    assert "from 0.25.0 on (the first that may have --kda-prefill-backend" in message
+
+
+def test_a_floor_below_the_rule_or_on_one_role_only_stays_not_checked(tmp_path, capsys):
+    kernel = ["--kernel-config", '{"enable_cutedsl_warmup":true}']  # floor 0.15: 0.15-0.17 do not hash HMA
+    code, out = check(tmp_path, capsys, *_hma_pair(kernel, kernel))
+    assert code == 3 and HMA not in rules(out, "error")
+    code, out = check(tmp_path, capsys, *_hma_pair(["--kda-prefill-backend", "flashkda"], []))
+    assert code == 3 and HMA not in rules(out, "error")
