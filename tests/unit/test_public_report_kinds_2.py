@@ -140,7 +140,13 @@ def _cross(p_cfg, d_cfg, image="vllm/vllm-openai:v0.26.0", model=L8B):
 def test_cross_layer_blocks_on_one_role_only(tmp_path, capsys, p_cfg, image, severity):
     code, out = check(tmp_path, capsys, *_cross(p_cfg, _nixl(), image))
     assert "cross-layers-blocks-mismatch" in rules(out, severity), out
-    assert code == (1 if severity == "error" else 0)
+    expected = 1 if severity == "error" else 0
+    if p_cfg["kv_connector"] == "PdConnector":
+        # and KVBM's PdConnector turns HMA off while the NIXL decode keeps it on from 0.22 (ai-dynamo/dynamo#12821,
+        # set 30): the hashed is_hma_enabled differs, an error of its own
+        assert "hma-flag-mismatch" in rules(out, "error"), out
+        expected = 1
+    assert code == expected
 
 
 @pytest.mark.parametrize(("p_cfg", "d_cfg", "image"), [

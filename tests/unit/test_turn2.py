@@ -51,10 +51,10 @@ EXPECTED: dict[str, Expect] = {
         "spec-decode-ngram-decode-only", 0, absent={"spec-decode-mismatch"}),
     "hybrid-ssm-prefix-caching.pdd.yaml": Expect("hybrid-ssm-prefix-caching", 1, errors={"hybrid-ssm-prefix-caching"}),
     "hybrid-ssm-prefix-caching.foreign.yaml": Expect(
-        "hybrid-ssm-prefix-caching", 1, errors={"hybrid-ssm-prefix-caching"}, warnings={"vllm-version-unknown"},
-        deviation="the engines run Dynamo's vllm-runtime:1.3.0, whose vLLM version no manifest names; every "
-        "release is refused by one rule or another (hybrid-ssm-prefix-caching on 0.20-0.26), so it is an error "
-        "whatever the version, each finding naming the releases it holds for"),
+        "hybrid-ssm-prefix-caching", 1, errors={"hybrid-ssm-prefix-caching"}, absent={"vllm-version-unknown"},
+        deviation="the engines run Dynamo's vllm-runtime:1.3.0, which Dynamo's v1.3.0 release-artifacts page lists "
+        "with vLLM v0.23.0 (vllm/wrapped_vllm_versions.json, set 30): judged as 0.23.0, where "
+        "hybrid-ssm-prefix-caching refuses it"),
     "hma-silently-disabled-by-connector.pdd.yaml": Expect(
         "hma-silently-disabled-by-connector", 0, warnings={"hma-implicitly-disabled"}),
     "model-revision-mismatch-rolling-update.foreign.yaml": Expect(

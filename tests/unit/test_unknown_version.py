@@ -164,12 +164,15 @@ def test_hybrid_hetero_tp_without_a_prefix_caching_flag(tmp_path, capsys, image,
 
 
 def test_vllm_version_option_judges_engines_whose_image_names_no_release(tmp_path, capsys):
-    # The turn2 Dynamo graph (vllm-runtime:1.3.0, a Mamba2 hybrid with --enable-prefix-caching on decode). Told the
-    # image holds vLLM 0.26.0, it is judged as that release; told 0.27.0 (SSM state paired by position), it is not
-    # refused for prefix caching, and the fix texts offer the option.
+    # The turn2 Dynamo graph (a Mamba2 hybrid with --enable-prefix-caching on decode) on a vllm-runtime tag that no
+    # Dynamo page maps (1.3.2; the graph's own 1.3.0 is documented as vLLM 0.23.0). Told the image holds vLLM 0.26.0,
+    # it is judged as that release; told 0.27.0 (SSM state paired by position), it is not refused for prefix
+    # caching, and the fix texts offer the option.
     from .test_turn2 import _inputs
 
-    (path,) = _inputs("hybrid-ssm-prefix-caching.foreign.yaml")
+    (source,) = _inputs("hybrid-ssm-prefix-caching.foreign.yaml")
+    path = tmp_path / source.name
+    path.write_text(source.read_text().replace("vllm-runtime:1.3.0", "vllm-runtime:1.3.2"))
     code = main(["check", str(path), "-o", "json"])
     fix = next(f["fix"] for r in json.loads(capsys.readouterr().out)["results"] for f in r["findings"]
                if f["rule"] == "vllm-version-unknown")

@@ -21,17 +21,18 @@ RUNTIME = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
     ("0.6.0", "0.11.0"), ("0.7.0.post2", "0.11.2"), ("0.7.1", "0.11.0"), ("0.8.1", "0.12.0"),
     ("0.9.0-cuda13", "0.14.1"), ("1.0.0", "0.16.0"), ("1.0.2-efa-amd64", "0.16.0"), ("1.1.1", "0.19.0"),
     ("1.2.0", "0.20.1"), ("1.2.0-cuda13", "0.20.1"), ("1.2.1", "0.20.1"), ("1.2.1-efa-amd64", "0.20.1"),
+    ("1.3.0", "0.23.0"), ("1.3.0-efa", "0.23.0"), ("1.3.1", "0.23.0"),
     # pre-releases whose image rows name their vLLM
     ("1.1.0-dev.1", "0.17.1"), ("1.1.0-dev.1-efa-amd64", "0.17.1"), ("1.2.0-deepseek-v4-cuda13-dev.2", "0.20.0"),
     ("1.2.0-deepseek-v4-cuda13-dev.3", "0.20.1"), ("1.3.0-dev.1-cuda12", "0.22.0"), ("1.3.0-dev.1-efa", "0.22.0"),
 ])
 def test_documented_dynamo_tags_give_the_vllm_they_ship(tag, vllm):
     assert version_from_image(f"{RUNTIME}:{tag}") == parse_version(vllm)
-    assert "release-artifacts.md" in wrapped_vllm_version(f"{RUNTIME}:{tag}")[1]
+    assert "release-artifacts" in wrapped_vllm_version(f"{RUNTIME}:{tag}")[1]  # the .md or its docs.nvidia.com page
 
 
 @pytest.mark.parametrize("image", [
-    f"{RUNTIME}:1.3.1", f"{RUNTIME}:1.2.2", f"{RUNTIME}:latest", f"{RUNTIME}@sha256:" + "a" * 64,
+    f"{RUNTIME}:1.3.2", f"{RUNTIME}:1.2.2", f"{RUNTIME}:latest", f"{RUNTIME}@sha256:" + "a" * 64,
     # no vllm-runtime image was published for these pre-releases (their "branch ToT" vLLM is no image's)
     f"{RUNTIME}:1.1.0-dev.2", f"{RUNTIME}:1.1.0-dev.3", f"{RUNTIME}:1.2.0-deepseek-v4-cuda12-dev.2",
     f"{RUNTIME}:1.0.0rc5", "nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.7.0", "ghcr.io/llm-d/llm-d-cuda:v0.4.0",
@@ -83,5 +84,5 @@ def test_dynamo_roles_on_releases_with_different_vllm_are_a_version_mismatch():
 
 
 def test_undocumented_dynamo_tag_still_says_unknown():
-    _, rules = _rules(_dgd("1.3.1", "1.3.1"))
+    _, rules = _rules(_dgd("1.3.2", "1.3.2"))
     assert "vllm-version-unknown" in rules

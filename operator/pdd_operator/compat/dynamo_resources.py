@@ -197,3 +197,22 @@ def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLa
     else:
         return MultinodeLaunch(nodes, gpus, False, None, "", caveat)
     return MultinodeLaunch(nodes, gpus, True, nodes * gpus, how, caveat)
+
+
+def component_multinode(main: Mapping, nodes: int) -> tuple[dict, MultinodeLaunch]:
+    """The main container of a Dynamo ``nvidia.com/v1beta1`` component spanning ``nodes`` pods
+    (``spec.components[].multinode.nodeCount`` > 1), as the rules must see it, and how Dynamo's operator launches
+    it: (container, :class:`MultinodeLaunch`).
+
+    A v1beta1 component keeps its resources on the pod template's ``main`` container (``nvidia.com/gpu`` under
+    ``resources.limits``), not in a service-level ``resources.limits.gpu``; Dynamo's operator launches its worker
+    over the pods exactly as a v1alpha1 multinode service's (backend_vllm.go ``updateVLLMMultinodeArgs``, reading
+    the per-pod GPU limit and the args), so :func:`multinode_launch` applies to that limit. Where the ranks are
+    spread over the pods, the container's per-pod GPU count is made unknown (:func:`with_service_resources`) and
+    the group's GPUs are the plan's ``group_gpus``."""
+    resources = main.get("resources") if isinstance(main.get("resources"), Mapping) else {}
+    limits = resources.get("limits") if isinstance(resources.get("limits"), Mapping) else {}
+    gpu = next((v for k, v in limits.items() if str(k).endswith("/gpu")), None)
+    plan = multinode_launch(main, {"resources": {"limits": {"gpu": gpu}}} if gpu is not None else {}, nodes)
+    spread = plan.spread or plan.gpus is None
+    return with_service_resources(dict(main), {}, nodes if spread else 1), plan

@@ -16,7 +16,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNKNOWN,
     VERSION_UNVERIFIED,
 )
-from pdd_operator.compat.unknown_version import floor_of, probe, probe_versions, spans
+from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
     KNOWN_RELEASES,
@@ -340,8 +340,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
     served = pair.model.served_since
+    by_flag = flag_floor_reason(pair, floor)
     scope = (f"every release from {fmt(floor)} on (the first whose model registry has this model's architecture: "
              "older releases refuse the model at startup)" if floor and floor == served
+             else f"every release from {fmt(floor)} on ({by_flag})" if by_flag
              else f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
              else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []

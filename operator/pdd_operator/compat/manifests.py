@@ -38,6 +38,7 @@ from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
+    component_multinode,
     multinode_count,
     multinode_launch,
     service_resources,
@@ -415,6 +416,19 @@ def _lws_env(lwt: dict) -> dict[str, dict[str, str]]:
             "workerTemplate": {**group, **({"LWS_WORKER_INDEX": worker_index} if worker_index else {})}}
 
 
+def _v1beta1_multinode(container: dict, service: tuple[dict, int, dict] | None,
+                       siblings: int) -> tuple[dict, MultinodeLaunch | None]:
+    """``container`` and its multinode launch when it is the main container (named ``main``, or the pod's only
+    container) of a Dynamo v1beta1 component that spans several pods (``service`` as :func:`_walk` marks such a
+    component: :func:`~pdd_operator.compat.dynamo_resources.component_multinode`); else ``container`` and
+    ``None``."""
+    if not service or service[1] < 2 or "podTemplate" not in service[2]:
+        return container, None
+    if container.get("name") != "main" and siblings != 1:
+        return container, None
+    return component_multinode(container, service[1])
+
+
 def _with_env(container: dict, injected: dict[str, str]) -> dict:
     """``container`` with ``injected`` variables first in its ``env``, replacing any of the same name (as the LWS
     webhook writes them: :func:`_lws_env`)."""
@@ -463,6 +477,9 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         if isinstance(node.get("extraPodSpec"), dict):
             # a Dynamo v1alpha1 service: its ``resources`` (Dynamo's shape) go to the main container
             service = (service_resources(node.get("resources")), multinode_count(node), node)
+        elif isinstance(node.get("podTemplate"), dict) and multinode_count(node) > 1:
+            # a Dynamo v1beta1 component spanning several pods: its main container's ranks spread over them
+            service = ({}, multinode_count(node), {"podTemplate": True})
         if "replicas" in node:
             # spec.replicas of the objects around the template (a StormService's times its role's); a templated
             # or otherwise non-literal count is unknown
@@ -493,8 +510,9 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                 if id(c) in skip:
                     continue
                 where = f"{origin} {'.'.join(path)}.containers[{i}]({c.get('name', '?')})"
+                c, plan = _v1beta1_multinode(c, service, len(containers))
                 out.extend(_engines(_with_env(c, injected or {}), node, where, ctx + path + [str(c.get("name", ""))],
-                                    role_from_labels, pod_meta, group, replicas, every_pod=every_pod))
+                                    role_from_labels, pod_meta, group, replicas, plan, every_pod=every_pod))
         main = node.get("mainContainer")
         if isinstance(main, dict):
             resources, nodes, raw = service or ({}, 1, {})

@@ -51,10 +51,26 @@ def floor_of(pair: PDPair) -> Version | None:
     development build comes after, and no older than the first release whose model registry has the model's
     architecture (:attr:`~pdd_operator.vllm.architectures.ModelTraits.served_since`: older engines refuse the
     model at startup); ``None`` when neither bounds it."""
-    floors = [r.version or dev_build_floor(r.version_text) for r in pair.roles]
+    floors = [_role_floor(r) for r in pair.roles]
     build = min(floors) if all(f is not None for f in floors) else None  # type: ignore[type-var]
     served = pair.model.served_since
     return max(build, served) if build is not None and served is not None else build or served
+
+
+def _role_floor(r) -> Version | None:
+    """One role's floor: its known version, or the later of the release line its development build comes after
+    and the oldest release whose parser has every flag it gives (:attr:`RoleConfig.flag_floor`)."""
+    found = [f for f in (r.version or dev_build_floor(r.version_text), r.flag_floor and r.flag_floor[0]) if f]
+    return max(found) if found else None
+
+
+def flag_floor_reason(pair: PDPair, floor: Version | None) -> str | None:
+    """Why ``floor`` bounds the pair when a flag sets it (a role's :attr:`RoleConfig.flag_floor` equal to it):
+    ``"the first that may have --kda-prefill-backend"``; else ``None``."""
+    for r in pair.roles:
+        if floor is not None and r.flag_floor and r.flag_floor[0] == floor:
+            return f"the first that may have {r.flag_floor[1]}: older releases refuse the flag at startup"
+    return None
 
 
 def at_version(pair: PDPair, version: Version) -> PDPair:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pdd_operator.compat.connector_hma import wrapper_hma_off
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
@@ -351,8 +352,13 @@ def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
 def hma_disabled(r: RoleConfig, version) -> bool:
     """The engine's effective ``disable_hybrid_kv_cache_manager`` under a KV connector (vllm/config/vllm.py):
     up to 0.21 a kv-transfer-config turns HMA off unless --no-disable-hybrid-kv-cache-manager is given; from
-    0.22 HMA stays on for connectors that support it (NixlConnector) unless --disable-... is given."""
-    return r.hma is not True if version < (0, 22, 0) else r.hma is False
+    0.22 HMA stays on for connectors that support it (NixlConnector) unless --disable-... is given, and goes off
+    under a wrapper that turns it off by itself (:func:`~pdd_operator.compat.connector_hma.wrapper_hma_off`) where
+    the role's image names its vLLM (the wrapper's own HMA handling ships with that image's Dynamo/KVBM, so an
+    image of unknown contents is not claimed)."""
+    if version < (0, 22, 0):
+        return r.hma is not True
+    return r.hma is False or (r.hma is None and r.version_text is not None and wrapper_hma_off(r) is not None)
 
 
 @rule(
@@ -371,8 +377,11 @@ def check_hma_flag_match(pair: PDPair) -> list[Violation]:
         return []
     off = "prefill" if p else "decode"
     on = "decode" if p else "prefill"
+    off_role = pair.prefill if p else pair.decode
     flag = ("--no-disable-hybrid-kv-cache-manager is given only on the " + on
-            if pair.version < (0, 22, 0) else "--disable-hybrid-kv-cache-manager is given only on the " + off)
+            if pair.version < (0, 22, 0) else
+            f"on the {off}, {wrapper_hma_off(off_role)}" if off_role.hma is None and wrapper_hma_off(off_role) else
+            "--disable-hybrid-kv-cache-manager is given only on the " + off)
     return [(
         f"The hybrid KV cache manager is off on {off} and on on {on} ({flag}); vLLM {fmt(pair.version)} hashes "
         "is_hma_enabled for every model, so the NIXL handshake refuses the pair.",

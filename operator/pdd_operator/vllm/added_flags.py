@@ -1,0 +1,57 @@
+"""Command-line flags vLLM added, by the first release that may have each: a floor for an engine of unknown version.
+
+``vllm serve`` and every launcher that hands vLLM's parser its argv (``python -m vllm.entrypoints.openai.api_server``,
+Dynamo's ``dynamo.vllm``) parse with ``FlexibleArgumentParser`` (``vllm/utils/argparse_utils.py``), an
+``argparse.ArgumentParser``: a flag no parser defines ends in ``parser.error('unrecognized arguments: ...')`` before
+the engine starts. An engine that runs with one of these flags therefore runs a release that defines it, and an
+engine that would refuse it fails at startup whatever else is checked. Each flag is listed with the newest release
+read without it and the release read with it (``vllm/engine/arg_utils.py`` of those sdists/wheels): the floor is
+the release after the one read without it, as the releases between were not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pdd_operator.vllm.versions import Version
+
+
+@dataclass(frozen=True)
+class AddedFlag:
+    """One added flag.
+
+    Attributes:
+        absent_in: the newest release read whose parser does not define the flag.
+        present_in: a release read whose parser defines it.
+        source: the files read.
+    """
+
+    absent_in: Version
+    present_in: Version
+    source: str
+
+    @property
+    def floor(self) -> Version:
+        """The oldest release that may define the flag: the minor release after :attr:`absent_in`."""
+        return (self.absent_in[0], self.absent_in[1] + 1, 0)
+
+
+#: Long flag name (dashes, as :func:`pdd_operator.vllm.flags.parse_flags` normalises it) -> when it appeared.
+ADDED_FLAGS: dict[str, AddedFlag] = {
+    "--kda-prefill-backend": AddedFlag(
+        (0, 24, 0), (0, 32, 0),
+        "vllm/engine/arg_utils.py: no kda_prefill_backend in the 0.24.0 sdist; EngineArgs.kda_prefill_backend and "
+        "its --kda-prefill-backend argument in the 0.32.0 wheel (the KDA linear-attention layers of Kimi-K3)"),
+    "--kernel-config": AddedFlag(
+        (0, 14, 0), (0, 18, 0),
+        "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 sdist; EngineArgs.kernel_config in the 0.18.0 and "
+        "0.24.0 sdists"),
+}
+
+
+def flags_floor(flags: Mapping[str, object]) -> tuple[Version, str] | None:
+    """``(floor, flag)``: the highest :attr:`AddedFlag.floor` among the parsed ``flags`` (``--flag`` -> value) and
+    the flag that sets it, or ``None`` when no listed flag is given."""
+    found = [(ADDED_FLAGS[f].floor, f) for f in flags if f in ADDED_FLAGS]
+    return max(found) if found else None
