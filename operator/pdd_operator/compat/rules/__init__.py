@@ -17,6 +17,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     block_size,
     connector,
     connector_mix,
+    decode_context,
     early_nixl,
     engine_args,
     hetero_tp,
