@@ -6,6 +6,12 @@ controls.
   parallel size (TP; from 0.30.0 max(TP, PCP)) and an MLA model (vllm/config/vllm.py, 0.29.0-0.34.0 sdists). A decode
   at TP 4 with DCP 2, or DCP on a GQA model, passed as compatible
   (:mod:`pdd_operator.compat.rules.decode_context`).
+- Mamba cache mode ``align`` on a hybrid SSM decode (vllm#43508): in 0.18.0-0.22.x the v1 scheduler's block-aligned
+  split asserts no external tokens ("External KV connector is not verified yet"), so a decode pulling KV over NIXL
+  dies on its first request; ``align`` is written, or picked with prefix caching for models without Mamba prefix
+  caching support (Gated DeltaNet). Nemotron-3-Ultra was not even known as a NemotronH hybrid: the name patterns now
+  take Nemotron 3 / 3.5 Nano, Super and Ultra (:mod:`pdd_operator.compat.rules.mamba_align`,
+  :mod:`pdd_operator.vllm.architectures`).
 """
 
 from __future__ import annotations
@@ -100,3 +106,89 @@ def test_the_push_connector_is_not_named_nixlconnector(tmp_path, capsys):
               model=MLA, image="vllm/vllm-openai:v0.31.0", gpus=4)
     code, out = check(tmp_path, capsys, *docs)
     assert "nixl-dcp-partial" not in rules(out) and "push-dcp-unsupported" in rules(out, "error"), out
+
+
+# --- mamba cache mode align on a hybrid SSM decode that loads KV over NIXL (0.18.0-0.22.x) ---------------------
+
+ALIGN = ["--enable-prefix-caching", "--mamba-cache-mode", "align"]
+HMA_ON = ["--no-disable-hybrid-kv-cache-manager"]
+DS = [{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]
+NEMOTRON_NANO = "nvidia/NVIDIA-Nemotron-Nano-9B-v2"
+
+
+def _hybrid_pair(p_extra=(), d_extra=(), model=NEMOTRON_NANO, image="vllm/vllm-openai:v0.19.0", kind="Deployment"):
+    docs = pd("hyb", [*HMA_ON, "--kv-transfer-config", KV_P, *p_extra], [*HMA_ON, "--kv-transfer-config", KV_D, *d_extra],
+              model=model, image=image, env=DS)
+    for doc in docs:
+        doc["kind"] = kind
+    return docs
+
+
+@pytest.mark.parametrize("name", ["nvidia/Nemotron-3-Ultra-550B-A55B-RL", "/models/NVIDIA-Nemotron-3.5-Super-NVFP4",
+                                  "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"])
+def test_nemotron_3_and_3_5_families_are_nemotronh_hybrids(name):
+    from pdd_operator.vllm.architectures import traits
+    assert (traits(None, None, None, name).architecture, traits(None, None, None, name).ssm_kind) == ("hybrid-ssm", "Mamba2")
+
+
+def test_llama_based_nemotrons_stay_dense():
+    from pdd_operator.vllm.architectures import traits
+    assert traits(None, None, None, "nvidia/Llama-3.3-Nemotron-Super-49B-v1").architecture != "hybrid-ssm"
+
+
+@pytest.mark.parametrize(("image", "kind"), [("vllm/vllm-openai:v0.18.0", "StatefulSet"),
+                                              ("vllm/vllm-openai:v0.20.0", "Deployment"),
+                                              ("vllm/vllm-openai:v0.22.0", "StatefulSet")])
+def test_align_on_a_hybrid_decode_before_023_is_an_error(tmp_path, capsys, image, kind):
+    code, out = check(tmp_path, capsys, *_hybrid_pair(ALIGN, ALIGN, image=image, kind=kind))
+    assert code == 1 and "hybrid-mamba-align-external-kv" in rules(out, "error"), out
+
+
+def test_the_reported_nemotron_ultra_on_a_leaderworkerset_is_an_error(tmp_path, capsys):
+    docs = _hybrid_pair(ALIGN, ALIGN, model="nvidia/Nemotron-3-Ultra-550B-A55B-RL")
+    for doc in docs:
+        template = doc["spec"].pop("template")
+        doc.update(apiVersion="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet")
+        doc["spec"] = {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": template}}
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "hybrid-mamba-align-external-kv" in rules(out, "error"), out
+
+
+def test_prefix_caching_on_a_gdn_decode_gets_align_and_is_an_error(tmp_path, capsys):
+    # Qwen3-Next (Gated DeltaNet) has no SupportsMambaPrefixCaching in 0.22.0: prefix caching alone picks align.
+    docs = _hybrid_pair(d_extra=["--enable-prefix-caching"], model="Qwen/Qwen3-Next-80B-A3B-Instruct",
+                        image="vllm/vllm-openai:v0.22.0")
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "hybrid-mamba-align-external-kv" in rules(out, "error"), out
+
+
+def test_a_pddeployment_decode_with_align_is_an_error(tmp_path, capsys):
+    spec = {"model": {"name": "ibm-granite/granite-4.0-h-small"}, "engine": {"image": "vllm/vllm-openai:v0.21.0"},
+            "prefill": {"replicas": 1, "tensorParallelSize": 1},
+            "decode": {"replicas": 1, "tensorParallelSize": 1, "extraArgs": ["--mamba-cache-mode", "align"]}}
+    code, out = check(tmp_path, capsys, _pddeployment(spec))
+    assert "hybrid-mamba-align-external-kv" in rules(out, "error"), out
+
+
+def test_unknown_ssm_kind_with_prefix_caching_is_a_warning(tmp_path, capsys):
+    docs = _hybrid_pair(d_extra=["--enable-prefix-caching"], model="MiniMaxAI/MiniMax-M1-40k", image="vllm/vllm-openai:v0.22.0")
+    code, out = check(tmp_path, capsys, *docs)
+    assert "hybrid-mamba-align-external-kv" in rules(out, "warning"), out
+    assert "hybrid-mamba-align-external-kv" not in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("p_extra", "d_extra", "image"), [
+    (ALIGN, ALIGN, "vllm/vllm-openai:v0.23.0"),                      # the assertion is gone
+    (ALIGN, ALIGN, "vllm/vllm-openai:v0.30.0"),
+    (ALIGN, [], "vllm/vllm-openai:v0.19.0"),                         # prefill only: no KV arrives there
+    (["--enable-prefix-caching"], ["--enable-prefix-caching"], "vllm/vllm-openai:v0.19.0"),  # Mamba2 picks "all"
+    ([], ["--enable-prefix-caching", "--mamba-cache-mode", "all"], "vllm/vllm-openai:v0.19.0"),
+])
+def test_no_align_on_decode_or_a_fixed_release_passes_the_rule(tmp_path, capsys, p_extra, d_extra, image):
+    code, out = check(tmp_path, capsys, *_hybrid_pair(p_extra, d_extra, image=image))
+    assert "hybrid-mamba-align-external-kv" not in rules(out), out
+
+
+def test_align_on_a_dense_model_is_not_this_rule(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_hybrid_pair(ALIGN, ALIGN, model="Qwen/Qwen3-8B"))
+    assert "hybrid-mamba-align-external-kv" not in rules(out), out

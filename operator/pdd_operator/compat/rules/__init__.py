@@ -25,6 +25,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     hybrid_ssm,
     known_bad,
     kv_layout,
+    mamba_align,
     memory,
     multi_connector,
     must_match,
