@@ -12,9 +12,15 @@ controls.
   caching support (Gated DeltaNet). Nemotron-3-Ultra was not even known as a NemotronH hybrid: the name patterns now
   take Nemotron 3 / 3.5 Nano, Super and Ultra (:mod:`pdd_operator.compat.rules.mamba_align`,
   :mod:`pdd_operator.vllm.architectures`).
+- P2pNcclConnector without ``http_port`` in ``kv_connector_extra_config`` (vllm#24720, vllm#26628): 0.9.2-0.11.0 read
+  the key unconditionally (KeyError), 0.11.1-0.23.x when the engine registers with a proxy (ValueError); the engine
+  does not start. Such a pair was "not checked" (its KV path is not NIXL); an engine-alone rule now says the error,
+  and the KV path stays "not checked" (:mod:`pdd_operator.compat.rules.p2p_nccl`).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -192,3 +198,48 @@ def test_no_align_on_decode_or_a_fixed_release_passes_the_rule(tmp_path, capsys,
 def test_align_on_a_dense_model_is_not_this_rule(tmp_path, capsys):
     code, out = check(tmp_path, capsys, *_hybrid_pair(ALIGN, ALIGN, model="Qwen/Qwen3-8B"))
     assert "hybrid-mamba-align-external-kv" not in rules(out), out
+
+
+# --- P2pNcclConnector's http_port (vllm#24720, vllm#26628) -------------------------------------------------------
+
+
+def _p2p(extra_p: dict, extra_d: dict, image="vllm/vllm-openai:v0.11.0", model="Qwen/Qwen2.5-7B-Instruct",
+         kind="Deployment"):
+    def ktc(role, rank, port, extra):
+        return json.dumps({"kv_connector": "P2pNcclConnector", "kv_role": role, "kv_rank": rank, "kv_parallel_size": 2,
+                           "kv_port": str(port), "kv_connector_extra_config": {"send_type": "PUT_ASYNC", **extra}})
+    docs = pd("p2p", ["--port", "20003", "--kv-transfer-config", ktc("kv_producer", 0, 21001, extra_p)],
+              ["--port", "20005", "--kv-transfer-config", ktc("kv_consumer", 1, 22001, extra_d)], model=model, image=image)
+    for doc in docs:
+        doc["kind"] = kind
+    return docs
+
+
+PROXY = {"proxy_ip": "p2p-proxy", "proxy_port": "30001"}
+
+
+@pytest.mark.parametrize(("image", "kind"), [("vllm/vllm-openai:v0.9.2", "StatefulSet"), ("vllm/vllm-openai:v0.10.1.1",
+                                                                                         "Deployment")])
+def test_p2p_nccl_without_http_port_before_0111_is_an_error(tmp_path, capsys, image, kind):
+    code, out = check(tmp_path, capsys, *_p2p({}, {"http_port": "20005"}, image=image, kind=kind))
+    assert code == 1 and "p2p-nccl-http-port-missing" in rules(out, "error"), out
+    assert [f["message"].split(":", 1)[0] for r in out["results"] for f in r["findings"]] == ["prefill"], out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.12.0", "vllm/vllm-openai:v0.18.0", "vllm/vllm-openai:v0.23.0"])
+def test_p2p_nccl_registering_with_the_proxy_without_http_port_is_an_error(tmp_path, capsys, image):
+    docs = _p2p({**PROXY, "http_port": "20003"}, PROXY, image=image, model="deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "p2p-nccl-http-port-missing" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("extra", "image"), [
+    ({"http_port": "20003"}, "vllm/vllm-openai:v0.11.0"),              # the PR's fix
+    ({**PROXY, "http_port": "20003"}, "vllm/vllm-openai:v0.14.0"),
+    ({}, "vllm/vllm-openai:v0.12.0"),                                  # no proxy registration: not read
+    ({"proxy_ip": "", "proxy_port": "30001"}, "vllm/vllm-openai:v0.18.0"),  # "" disables the registration
+    ({}, "vllm/vllm-openai:v0.24.0"),                                  # no P2pNcclConnector in the factory any more
+])
+def test_p2p_nccl_with_http_port_or_without_registration_stays_not_checked(tmp_path, capsys, extra, image):
+    code, out = check(tmp_path, capsys, *_p2p(extra, extra, image=image))
+    assert code == 3 and "p2p-nccl-http-port-missing" not in rules(out), out

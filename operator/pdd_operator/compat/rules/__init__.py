@@ -30,6 +30,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     multi_connector,
     must_match,
     network,
+    p2p_nccl,
     parallelism,
     pipeline_parallel,
     records,
