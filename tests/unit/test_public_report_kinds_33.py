@@ -5,7 +5,8 @@ controls.
   asserts, when ``kv_transfer_config.has_connector("NixlConnector")``, DCP 1 or DCP equal to the NIXL transfer
   parallel size (TP; from 0.30.0 max(TP, PCP)) and an MLA model (vllm/config/vllm.py, 0.29.0-0.34.0 sdists). A decode
   at TP 4 with DCP 2, or DCP on a GQA model, passed as compatible
-  (:mod:`pdd_operator.compat.rules.decode_context`).
+  (:mod:`pdd_operator.compat.rules.decode_context`). Found while writing these: 0.29.0 alone also asserts prefill
+  context parallelism 1 for NixlConnector (``nixl-pcp-refused``).
 - Mamba cache mode ``align`` on a hybrid SSM decode (vllm#43508): in 0.18.0-0.22.x the v1 scheduler's block-aligned
   split asserts no external tokens ("External KV connector is not verified yet"), so a decode pulling KV over NIXL
   dies on its first request; ``align`` is written, or picked with prefix caching for models without Mamba prefix
@@ -113,6 +114,20 @@ def test_the_push_connector_is_not_named_nixlconnector(tmp_path, capsys):
     code, out = check(tmp_path, capsys, *docs)
     assert "nixl-dcp-partial" not in rules(out) and "push-dcp-unsupported" in rules(out, "error"), out
 
+
+
+@pytest.mark.parametrize(("image", "kind", "refused"), [("vllm/vllm-openai:v0.29.0", "Deployment", True),
+                                                         ("vllm/vllm-openai:v0.29.0", "StatefulSet", True),
+                                                         ("vllm/vllm-openai:v0.30.0", "Deployment", False),
+                                                         ("vllm/vllm-openai:v0.28.0", "Deployment", False)])
+def test_pcp_on_a_nixl_producer_is_refused_by_029_only(tmp_path, capsys, image, kind, refused):
+    # Found while writing the DCP variants: 0.29.0's VllmConfig asserts PCP 1 for NixlConnector; 0.30.0 does not.
+    docs = pd("pcp", ["-pcp", "2", "--kv-transfer-config", KV_P], ["--kv-transfer-config", KV_D], model=MLA,
+              image=image, gpus=2)
+    for doc in docs:
+        doc["kind"] = kind
+    code, out = check(tmp_path, capsys, *docs)
+    assert ("nixl-pcp-refused" in rules(out, "error")) is refused, out
 
 # --- mamba cache mode align on a hybrid SSM decode that loads KV over NIXL (0.18.0-0.22.x) ---------------------
 

@@ -1,6 +1,7 @@
 """Decode context parallelism (``--decode-context-parallel-size``, DCP) on an engine that runs vLLM's NixlConnector:
 what ``VllmConfig`` asserts at startup from 0.29.0 (vllm#50611, "[Nixl][PD] DCP support for MLA models": a NIXL side
-is either fully replicated, DCP 1, or fully DCP-sharded, DCP equal to the transfer's TP, and only for MLA models)."""
+is either fully replicated, DCP 1, or fully DCP-sharded, DCP equal to the transfer's TP, and only for MLA models), and
+0.29.0's refusal of prefill context parallelism there."""
 
 from __future__ import annotations
 
@@ -94,3 +95,28 @@ def check_nixl_dcp_non_mla(pair: PDPair) -> list[Violation]:
             f"{fmt(pair.version)} supports NIXL P/D with DCP for MLA models only and asserts it at startup ('PD with "
             "decode_context_parallel_size > 1 is only supported for MLA models'): the engine does not start.", fix))
     return out
+
+
+#: 0.29.0 alone asserts ``prefill_context_parallel_size == 1`` for a NixlConnector engine ("NIXL does not support
+#: prefill context parallelism.", VllmConfig.__post_init__, 0.29.0 sdist); 0.30.0 replaced it with the transfer size.
+NIXL_PCP_REFUSED_UNTIL = (0, 30, 0)
+
+
+@rule(
+    id="nixl-pcp-refused", family="context-parallel", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=(f"{_WHERE}: 0.29.0 asserts prefill_context_parallel_size == 1, 'NIXL does not support prefill context "
+            "parallelism.' (gone from the 0.30.0 sdist, which counts PCP in the transfer size)"),
+    since=NIXL_DCP_CHECKS_SINCE, until=NIXL_PCP_REFUSED_UNTIL,
+    needs=("--prefill-context-parallel-size",),
+    without_connector=True,
+)
+def check_nixl_pcp_refused(pair: PDPair) -> list[Violation]:
+    """A NixlConnector engine of vLLM 0.29.0 runs without prefill context parallelism."""
+    return [(
+        f"{r.role}: --prefill-context-parallel-size {r.pcp} with NixlConnector on vLLM {fmt(pair.version)}: "
+        "VllmConfig asserts prefill context parallelism 1 for NIXL in this release ('NIXL does not support prefill "
+        "context parallelism.'), so the engine does not start (0.30.0 accepts it on a producer).",
+        fix_for(pair, f"Remove --prefill-context-parallel-size from spec.{r.role}.extraArgs (or use vLLM >= 0.30).",
+                f"Drop --prefill-context-parallel-size from the {r.role} engine, or use vLLM >= 0.30."),
+    ) for r in pair.roles if r.connector == "NixlConnector" and r.pcp is not None and r.pcp > 1]
