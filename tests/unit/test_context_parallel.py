@@ -19,9 +19,14 @@ def _kv(role="kv_both", connector="NixlConnector", **extra):
     return json.dumps({"kv_connector": connector, "kv_role": role, **extra})
 
 
+#: An MLA model: from 0.29.0 VllmConfig refuses DCP > 1 with NixlConnector on any other (vllm/config/vllm.py, the
+#: nixl-dcp-non-mla rule), so these PCP/DCP cases keep to what NixlBaseConnector.__init__ checks.
+MODEL = "deepseek-ai/DeepSeek-V2-Lite"
+
+
 def _pair(image="vllm/vllm-openai:v0.33.0", p_args=(), d_args=(), p_kv=None, d_kv=None, gpus=8):
     def role(name, args, kv):
-        return workload(f"m-{name}", name, container(["Qwen/Qwen3-8B", *args, "--kv-transfer-config", kv],
+        return workload(f"m-{name}", name, container([MODEL, *args, "--kv-transfer-config", kv],
                                                      image=image, gpus=gpus))
     return [role("prefill", p_args, p_kv or _kv("kv_producer")), role("decode", d_args, d_kv or _kv("kv_consumer"))]
 

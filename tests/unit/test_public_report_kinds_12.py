@@ -113,4 +113,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 28: NIXL on one role and a connector without NIXL on the other (no KV moves)
                     "kv-connector-mixed",
                     # session 26: KVTransferConfig refuses kv_rank & co. from 0.32.0 whatever the connector
-                    "kv-transfer-config-removed-field"}
+                    "kv-transfer-config-removed-field",
+                    # set 33: VllmConfig's NIXL DCP assertions and P2pNcclEngine's http_port stop the engine itself
+                    "nixl-dcp-partial", "nixl-dcp-non-mla", "nixl-pcp-refused", "p2p-nccl-http-port-missing"}

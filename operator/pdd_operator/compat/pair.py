@@ -138,6 +138,7 @@ class RoleConfig:
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
         dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
+        mamba_cache_mode: ``--mamba-cache-mode`` as written (``none``, ``all``, ``align``; ``None``: not given).
         memlock_ulimit: ``(soft, hard)`` memlock limits the container's script sets with ``ulimit -l`` before
             this engine (:func:`~pdd_operator.vllm.script.memlock_ulimit`), or ``None``.
         spans_nodes: the arguments place ranks of this engine on other nodes
@@ -223,6 +224,7 @@ class RoleConfig:
     dp_local: int | None = None
     pcp: int | None = 1
     dcp: int | None = 1
+    mamba_cache_mode: str | None = None
     memlock_ulimit: tuple[str | None, str | None] | None = None
     spans_nodes: bool = False
     pod_group: int = 1
@@ -599,6 +601,7 @@ def role_from_container(
         dp_local=local_data_parallel(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),
+        mamba_cache_mode=text("--mamba-cache-mode"),
         memlock_ulimit=memlock_ulimit(written, launch.line),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),

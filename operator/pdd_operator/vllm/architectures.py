@@ -149,7 +149,10 @@ MODEL_NAME_ARCHITECTURES: list[tuple[re.Pattern[str], str]] = [
 
 #: Patterns over Hugging Face model ids for well-known families, tried when no architecture is given.
 MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] = [
-    (re.compile(r"nemotron-(h|3-nano|3-super|nano-\d|.*-h-)", re.I), A.HYBRID_SSM, S.MAMBA2),
+    # Nemotron 3 / 3.5 Nano, Super and Ultra are NemotronH (Mamba2 + attention + MoE): vllm#43508 runs
+    # nvidia/Nemotron-3-Ultra-550B-A55B-RL as "NemotronH SSM-Hybrid"; NeMo Gym's Nemotron-3.5-Super configs set the
+    # Mamba cache flags.
+    (re.compile(r"nemotron-(h|3(\.\d+)?-(nano|super|ultra)|nano-\d|.*-h-)", re.I), A.HYBRID_SSM, S.MAMBA2),
     (re.compile(r"falcon-h1", re.I), A.HYBRID_SSM, S.MAMBA2),
     (re.compile(r"granite-4\.\d+-h", re.I), A.HYBRID_SSM, S.MAMBA2),
     (re.compile(r"jamba", re.I), A.HYBRID_SSM, S.MAMBA1),
