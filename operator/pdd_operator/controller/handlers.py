@@ -83,11 +83,11 @@ STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RES
 HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
 #: Reconcile worker threads. A reconcile mostly waits for the apiserver: a new object holds its worker
 #: for about 3 round trips (its applies on the shared pool of ``reconcile.APPLY_THREADS``, then its
-#: status patch), so the workers, not the apiserver, set how many new objects a second are served
-#: unless there are several per apply thread (bench/README.md: 16 workers moved ~14 new objects a
-#: second against 30 for 16 threads applying directly). A waiting worker costs a thread and no CPU, and
-#: applies in flight stay bounded by the apply pool whatever this number.
-WORKERS = int(os.environ.get("PDD_WORKERS", "32"))
+#: status patch). 32 and 64 workers were measured against 16 at N=1,000 (bench/README.md, 2026-12-06,
+#: evening): the burst stayed bound by the apiserver's answers to the 16 apply threads (2.18x either
+#: way), and the restart, the spec change and RSS came out worse, so 16 it is. Applies in flight stay
+#: bounded by the apply pool whatever this number.
+WORKERS = int(os.environ.get("PDD_WORKERS", "16"))
 #: Seconds a status-only reconcile waits behind work that writes children before it is served with
 #: that work (:class:`~pdd_operator.controller.workqueue.WorkQueue`'s ``promote_after``: the bound that
 #: keeps status work from starving while creates keep coming).
