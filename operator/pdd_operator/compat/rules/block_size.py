@@ -129,8 +129,10 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
     source=("vllm nixl/base_worker.py add_remote_agent: TransferTopology.block_size_ratio(remote) asserts local % "
             "remote == 0 on every handshake (kv_connector/utils.py, read in 0.24.0; facts section 4.3); in push mode "
-            "the prefill handshakes the decode to write and the decode the prefill to register (push_worker.py), so "
-            "both P % D and D % P must hold: only equal sizes"),
+            "the prefill handshakes the decode to write (_do_start_push_kv) and the decode the prefill to register "
+            "(_send_registration_to_p -> _ensure_handshake), so both P % D and D % P must hold: only equal sizes; "
+            "push_worker._xfer_blocks' block_size_ratio > 1 branch is therefore unreachable (read in 0.24.0, 0.26.0, "
+            "0.28.0, 0.30.0, 0.32.0, 0.33.0; 0.34.0 drops it)"),
     needs=("--block-size",),
 )
 def check_block_push_equal(pair: PDPair) -> list[Violation]:
