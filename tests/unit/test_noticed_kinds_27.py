@@ -14,14 +14,21 @@ TransferTopology.block_size_ratio(remote) asserts local % remote == 0 (kv_connec
 sends its PUSH_REG (push_worker._send_registration_to_p -> _ensure_handshake; asserts D % P == 0), the prefill before
 it writes (_do_start_push_kv -> _ensure_d_handshake / _ensure_handshake; asserts P % D == 0). Only equal sizes pass
 both, so the branch is unreachable and the rule stands (pinned here for 0.24.0, 0.28.0 and 0.32.0, both directions).
+
+A hybrid SSM decode with prefix caching (``hybrid-ssm-prefix-caching``) started at 0.20 while NIXL runs hybrid SSM
+models from 0.18.0: 0.18.0 and 0.19.1 nixl_connector.py _read_blocks trim every KV cache group's remote blocks to the
+local ones on a partial prefix hit (SSM groups included) and assert nothing there, as 0.21.0 does; so 0.18-0.19 warn
+(not established), and passed in silence before.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pdd_operator.compat import evaluate
 from pdd_operator.vllm.added_flags import ADDED_FLAGS, flags_floor
 from pdd_operator.vllm.flags import short_options
+from tests.helpers import hybrid
 from tests.unit.test_turn2_variants import check, pd, rules
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -93,3 +100,13 @@ def test_push_with_equal_block_sizes_is_not_refused(tmp_path, capsys):
     args = ["--kv-transfer-config", PUSH, "--block-size", "32"]
     code, out = check(tmp_path, capsys, *pd("push", args, args, image="vllm/vllm-openai:v0.32.0"))
     assert "block-size-push-equal" not in rules(out)
+
+
+@pytest.mark.parametrize(("version", "severity"), [
+    ("0.17.1", None), ("0.18.0", "warning"), ("0.19.1", "warning"), ("0.20.0", "error"), ("0.21.0", "warning"),
+    ("0.22.0", "error"),
+])
+def test_hybrid_decode_prefix_caching_is_judged_from_0_18(version, severity):
+    spec = hybrid(engine={"image": f"vllm/vllm-openai:v{version}"}, decode={"extraArgs": ["--enable-prefix-caching"]})
+    found = [f.severity for f in evaluate(spec).findings if f.rule == "hybrid-ssm-prefix-caching"]
+    assert found == ([severity] if severity else [])
