@@ -23,6 +23,8 @@ local ones on a partial prefix hit (SSM groups included) and assert nothing ther
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pdd_operator.compat import evaluate
@@ -110,3 +112,29 @@ def test_hybrid_decode_prefix_caching_is_judged_from_0_18(version, severity):
     spec = hybrid(engine={"image": f"vllm/vllm-openai:v{version}"}, decode={"extraArgs": ["--enable-prefix-caching"]})
     found = [f.severity for f in evaluate(spec).findings if f.rule == "hybrid-ssm-prefix-caching"]
     assert found == ([severity] if severity else [])
+
+
+def _p2p(image, module_path=False):
+    cfg = {"kv_connector": "P2pNcclConnector", "kv_connector_extra_config": {"http_port": "8000"}}
+    if module_path:
+        cfg["kv_connector_module_path"] = "my_plugin.connectors"
+    p = json.dumps({**cfg, "kv_role": "kv_producer"})
+    d = json.dumps({**cfg, "kv_role": "kv_consumer"})
+    return pd("p2p", ["--kv-transfer-config", p], ["--kv-transfer-config", d], image=image)
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.24.0", "docker.io/vllm/vllm-openai:v0.32.0",
+                                   "vllm/vllm-openai-rocm:v0.28.0",
+                                   "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0"])
+def test_p2p_nccl_on_an_upstream_image_without_it_does_not_start(tmp_path, capsys, image):
+    code, out = check(tmp_path, capsys, *_p2p(image))
+    assert code == 1 and "p2p-nccl-connector-unavailable" in rules(out, "error")
+
+
+@pytest.mark.parametrize(("image", "module_path"), [
+    ("vllm/vllm-openai:v0.23.0", False), ("rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.24.0", False),
+    ("quay.io/ascend/vllm-ascend:v0.24.0", False), ("vllm/vllm-openai:v0.24.0", True), ("vllm/vllm-openai:latest", False),
+])
+def test_p2p_nccl_where_it_may_be_registered_is_not_refused(tmp_path, capsys, image, module_path):
+    code, out = check(tmp_path, capsys, *_p2p(image, module_path))
+    assert "p2p-nccl-connector-unavailable" not in rules(out)
