@@ -19,6 +19,13 @@ A hybrid SSM decode with prefix caching (``hybrid-ssm-prefix-caching``) started 
 models from 0.18.0: 0.18.0 and 0.19.1 nixl_connector.py _read_blocks trim every KV cache group's remote blocks to the
 local ones on a partial prefix hit (SSM groups included) and assert nothing there, as 0.21.0 does; so 0.18-0.19 warn
 (not established), and passed in silence before.
+
+P2pNcclConnector is registered in kv_connector/factory.py up to 0.23.0 and gone from 0.24.0 (0.32.0, 0.34.0): an
+upstream vLLM image from 0.24.0 stops at 'Unsupported connector type' (``p2p-nccl-connector-unavailable``); plugin and
+fork images, or a kv_connector_module_path, may supply it and are not judged.
+
+Pull NixlConnector with a pipeline-parallel dense prefill (``pp-pull-unsupported``): 0.32.0 starts the prefill, and
+the decode's handshake asserts that the remote registered as many regions as its own full model; the error stands.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import pytest
 from pdd_operator.compat import evaluate
 from pdd_operator.vllm.added_flags import ADDED_FLAGS, flags_floor
 from pdd_operator.vllm.flags import short_options
-from tests.helpers import hybrid
+from tests.helpers import hybrid, make_spec
 from tests.unit.test_turn2_variants import check, pd, rules
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -138,3 +145,10 @@ def test_p2p_nccl_on_an_upstream_image_without_it_does_not_start(tmp_path, capsy
 def test_p2p_nccl_where_it_may_be_registered_is_not_refused(tmp_path, capsys, image, module_path):
     code, out = check(tmp_path, capsys, *_p2p(image, module_path))
     assert "p2p-nccl-connector-unavailable" not in rules(out)
+
+
+def test_pull_with_a_pipeline_parallel_dense_prefill_stays_refused_at_the_handshake():
+    # 0.32.0 base_worker: a non-hybrid PP producer starts, the decode's handshake asserts equal region counts
+    spec = make_spec(engine={"image": "vllm/vllm-openai:v0.32.0"}, prefill={"pipelineParallelSize": 2})
+    found = [f for f in evaluate(spec).findings if f.rule == "pp-pull-unsupported"]
+    assert [f.severity for f in found] == ["error"] and "handshake" in found[0].message
