@@ -26,7 +26,8 @@ def check_pp_decode(pair: PDPair) -> list[Violation]:
     source=("seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata). A "
             "non-hybrid PP prefill starts (0.32.0 base_worker __init__ refuses only HMA, Mamba and a PP consumer), "
             "but each PP rank registers its own layer slice, and the decode's handshake asserts "
-            "len(remote kv_caches_base_addr) == its own region count (_validate_remote_agent_handshake, 0.26.0, 0.28.0, 0.30.0, 0.32.0, 0.33.0), so "
+            "len(remote kv_caches_base_addr) == its own region count (_validate_remote_agent_handshake, 0.26.0, "
+            "0.28.0, 0.30.0, 0.32.0, 0.33.0), so "
             "every request fails at the first handshake; the pull read path addresses pp_rank 0 only"),
     example="prefill: {pipelineParallelSize: 2} with NixlConnector",
     needs=("--disable-hybrid-kv-cache-manager",),
