@@ -9,11 +9,11 @@ server never starts. The checker read the short option as its long flag for any 
 in silence (``cli-flag-not-yet``, :mod:`pdd_operator.vllm.added_flags`).
 
 NixlPushConnector with different block sizes (``block-size-push-equal``): 0.24.0-0.33.0 push_worker._xfer_blocks has a
-``block_size_ratio > 1`` branch (non-HMA), but both ends handshake through base_worker.add_remote_agent, whose
-TransferTopology.block_size_ratio(remote) asserts local % remote == 0 (kv_connector/utils.py): the decode before it
-sends its PUSH_REG (push_worker._send_registration_to_p -> _ensure_handshake; asserts D % P == 0), the prefill before
-it writes (_do_start_push_kv -> _ensure_d_handshake / _ensure_handshake; asserts P % D == 0). Only equal sizes pass
-both, so the branch is unreachable and the rule stands (pinned here for 0.24.0, 0.28.0 and 0.32.0, both directions).
+``block_size_ratio > 1`` branch (non-HMA), but TransferTopology.block_size_ratio(remote) asserts local % remote == 0
+(kv_connector/utils.py) on both ends: the prefill in its handshake with the decode before it writes (P % D == 0); the
+decode in its own handshake before it sends PUSH_REG (0.24.0-0.26.0) or, where that handshake is notif-only (0.27.0
+on), in get_finished / get_transfer_results on each received request (D % P == 0). Only equal sizes pass both, so the
+branch is unreachable and the rule stands (pinned here for 0.24.0, 0.28.0 and 0.32.0, both directions).
 
 A hybrid SSM decode with prefix caching (``hybrid-ssm-prefix-caching``) started at 0.20 while NIXL runs hybrid SSM
 models from 0.18.0: 0.18.0 and 0.19.1 nixl_connector.py _read_blocks trim every KV cache group's remote blocks to the
