@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.render.workloads import Owner, pod_template
-from pdd_operator.vllm.added_flags import flags_floor
+from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
-from pdd_operator.vllm.flags import loose_unknown
+from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
@@ -169,6 +169,8 @@ class RoleConfig:
             judged by version in the ``cli-flag-removed`` rule.
         flag_floor: ``(release, flag)``: the oldest release whose parser has every flag given
             (:func:`~pdd_operator.vllm.added_flags.flags_floor`), ``None`` when no listed flag is given.
+        added_flags: the flags and short options of the argv that vLLM added in a known release
+            (:func:`~pdd_operator.vllm.added_flags.added_flags`), judged by version in the ``cli-flag-not-yet`` rule.
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
             ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
             (:mod:`pdd_operator.vllm.kv_offloading`).
@@ -241,6 +243,7 @@ class RoleConfig:
     cumem_flags: tuple[str, ...] = ()
     removed_flags: tuple[str, ...] = ()
     flag_floor: tuple[tuple[int, int, int], str] | None = None
+    added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
     connector_note: str = ""
     setup: str = ""
@@ -608,7 +611,8 @@ def role_from_container(
         spans_nodes=spans_nodes(flags),
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
         removed_flags=removed_flags(flags),
-        flag_floor=flags_floor(flags),
+        flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
+        added_flags=added,
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
         connector_note=connector_note,
     )

@@ -6,7 +6,9 @@ Dynamo's ``dynamo.vllm``) parse with ``FlexibleArgumentParser`` (``vllm/utils/ar
 the engine starts. An engine that runs with one of these flags therefore runs a release that defines it, and an
 engine that would refuse it fails at startup whatever else is checked. Each flag is listed with the newest release
 read without it and the release read with it (``vllm/engine/arg_utils.py`` of those sdists/wheels): the floor is
-the release after the one read without it, as the releases between were not read.
+the release after the one read without it, as the releases between were not read. Short options (``-dpl``) are listed
+as written: vLLM added some after their long flag, so a release may have ``--data-parallel-size-local`` and still
+refuse ``-dpl`` (:func:`pdd_operator.vllm.flags.short_options`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ class AddedFlag:
 
     @property
     def floor(self) -> Version:
-        """The oldest release that may define the flag: the minor release after :attr:`absent_in`."""
+        """The oldest release that may define the flag: the minor release after :attr:`absent_in`, or
+        :attr:`present_in` where both are patch releases of one minor line (``-dpl``: 0.11.0 without, 0.11.1 with)."""
+        if self.present_in[:2] == self.absent_in[:2]:
+            return self.present_in
         return (self.absent_in[0], self.absent_in[1] + 1, 0)
 
 
@@ -47,7 +52,35 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         (0, 14, 0), (0, 18, 0),
         "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 sdist; EngineArgs.kernel_config in the 0.18.0 and "
         "0.24.0 sdists"),
+    "--data-parallel-multi-port-external-lb": AddedFlag(
+        (0, 18, 0), (0, 24, 0),
+        "vllm/engine/arg_utils.py: no data_parallel_multi_port_external_lb in the 0.18.0 sdist; the flag and its -dpm "
+        "short option in the 0.24.0, 0.26.0, 0.30.0 sdists and the 0.32.0 wheel"),
+    **{short: AddedFlag(
+        (0, 11, 0), (0, 11, 1),
+        f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: only -dp among the data-parallel short options in the "
+        f"0.10.1.1 and 0.11.0 sdists; {short} in the 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.18.0 and 0.24.0 sdists and the "
+        f"0.32.0 wheel")
+       for short in ("-dpn", "-dpr", "-dpl", "-dpa", "-dpp", "-dpb", "-dph", "-dpe")},
+    "-dpm": AddedFlag(
+        (0, 18, 0), (0, 24, 0),
+        "vllm/engine/arg_utils.py: no -dpm (nor --data-parallel-multi-port-external-lb) in the 0.18.0 sdist; present "
+        "in the 0.24.0 sdist and the 0.32.0 wheel"),
+    "-ep": AddedFlag(
+        (0, 13, 0), (0, 14, 0),
+        "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "
+        "('--enable-expert-parallel', '-ep') in the 0.14.0, 0.18.0 and 0.24.0 sdists and the 0.32.0 wheel"),
 }
+
+
+def added_flags(flags: Mapping[str, object], shorts: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The :data:`ADDED_FLAGS` an engine gives, in the order of :data:`ADDED_FLAGS`: the short options written in its
+    argv (``shorts``: short -> long, :func:`~pdd_operator.vllm.flags.short_options`) and its parsed long ``flags``
+    (:func:`~pdd_operator.vllm.flags.parse_flags`) other than those a listed short option was read as; ``()`` when
+    none."""
+    shorts = shorts or {}
+    return tuple(name for name in ADDED_FLAGS if name in shorts
+                 or (name in flags and not any(shorts[s] == name for s in shorts if s in ADDED_FLAGS)))
 
 
 def flags_floor(flags: Mapping[str, object]) -> tuple[Version, str] | None:

@@ -18,8 +18,9 @@ _ALIASES = {
 }
 """Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): the data-parallel ones
 (``-dpn`` ... ``-dpe``) from 0.11.1 (absent from the 0.11.0 sdist, present in 0.11.1-0.14.0 and the 0.18.0 and
-0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` in 0.32.0 (read there only). Read for any version: a release before them
-refuses the short option at argument parsing, which these rules do not judge."""
+0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0). Read for any version: a release before
+them refuses the short option at argument parsing ('unrecognized arguments'), which :func:`short_options` keeps for the
+``cli-flag-not-yet`` rule (:data:`pdd_operator.vllm.added_flags.ADDED_FLAGS`)."""
 #: Boolean flags (``--x`` / ``--no-x``) the rules care about; ``--headless`` and the data-parallel load-balancing
 #: switches take no value (vllm/engine/arg_utils.py), so the token after them is never read as theirs.
 _BOOL_FLAGS = {
@@ -84,6 +85,19 @@ def _words(argv: list[str]):
         else:
             yield None, tok
         i += 1
+
+
+def short_options(argv: list[str]) -> dict[str, str]:
+    """The short options of vLLM's parser (the keys of ``_ALIASES``: ``-dpl``, ``-ep``, ...) written in ``argv`` (an
+    engine's argv from its entry point on), as written and in order, up to the first shell separator, each mapped to
+    the long flag :func:`parse_flags` reads it as (a release without the short option may still define that flag)."""
+    found: dict[str, str] = {}
+    for tok in argv[_entry_length(argv):]:
+        if tok in ("&&", ";", "|", "||"):
+            break
+        if (name := tok.partition("=")[0]) in _ALIASES:
+            found[name] = _ALIASES[name]
+    return found
 
 
 def _entry_length(argv: list[str]) -> int:

@@ -128,9 +128,13 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     id="block-size-push-equal", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.kvTransfer.connector"),
     source=("vllm nixl/base_worker.py add_remote_agent: TransferTopology.block_size_ratio(remote) asserts local % "
-            "remote == 0 on every handshake (kv_connector/utils.py, read in 0.24.0; facts section 4.3); in push mode "
-            "the prefill handshakes the decode to write and the decode the prefill to register (push_worker.py), so "
-            "both P % D and D % P must hold: only equal sizes"),
+            "remote == 0 (kv_connector/utils.py; facts section 4.3). Push: the prefill handshakes the decode before it "
+            "writes (push_worker._do_start_push_kv), so P % D == 0; the decode handshakes the prefill to register "
+            "(_send_registration_to_p), a full add_remote_agent in 0.24.0-0.26.0 (D % P == 0 there), notif-only "
+            "from 0.27.0 (_add_notif_only_remote_agent), but from 0.27.0 the decode's get_finished / "
+            "get_transfer_results still calls block_size_ratio(prefill's size) on every received request (D % P == 0 "
+            "at the first completed push). Only equal sizes pass both; push_worker._xfer_blocks' block_size_ratio > "
+            "1 branch is unreachable (read in 0.24.0-0.34.0)"),
     needs=("--block-size",),
 )
 def check_block_push_equal(pair: PDPair) -> list[Violation]:

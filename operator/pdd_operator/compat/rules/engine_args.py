@@ -6,6 +6,7 @@ import json
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.added_flags import ADDED_FLAGS
 from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
@@ -88,6 +89,45 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
                 out.append((f"{r.role}: vLLM {fmt(r.version)} has no {flag} flag (removed; refused from "
                             f"{fmt(removal.refused_since)}): its argument parser stops with 'unrecognized arguments: "
                             f"{flag}' and the {r.role} server never starts.", fix))
+    return out
+
+
+@rule(
+    id="cli-flag-not-yet", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
+            "the additions in pdd_operator/vllm/added_flags.py ADDED_FLAGS, each read in vllm/engine/arg_utils.py of "
+            "the release without it and one with it (-dpl ... -dpe: absent in 0.11.0, present from 0.11.1; -ep: "
+            "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0)"),
+    without_connector=True,
+    example="-dpl 2 on vllm/vllm-openai:v0.11.0",
+)
+def check_added_flags(pair: PDPair) -> list[Violation]:
+    """No engine passes a flag or short option its vLLM release does not define yet (vLLM's parser refuses it and the
+    server never starts).
+
+    Judged per engine on its own version: up to the newest release read without the flag an error (the releases
+    before it are taken not to have it either); between that release and the one read with it a warning (not read);
+    an unknown version is bounded by the flag instead (:attr:`RoleConfig.flag_floor`)."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if r.version is None:
+            continue
+        for flag in r.added_flags:
+            added = ADDED_FLAGS[flag]
+            fix = fix_for(pair, f"Use a vLLM release that has {flag} ({fmt(added.present_in)} has it), or remove it "
+                                f"from spec.{r.role}.extraArgs (a short option: write its long name).",
+                          f"Use a vLLM image that has {flag} ({fmt(added.present_in)} has it), or remove it from the "
+                          f"{r.role} container's arguments (a short option: write its long name).")
+            if r.version <= added.absent_in:
+                out.append((f"{r.role}: vLLM {fmt(r.version)} has no {flag} option (first read in "
+                            f"{fmt(added.present_in)}): its argument parser stops with 'unrecognized arguments: "
+                            f"{flag}' and the {r.role} server never starts.", fix))
+            elif r.version < added.present_in:
+                out.append((f"{r.role}: {flag} is not in vLLM {fmt(added.absent_in)} and is in "
+                            f"{fmt(added.present_in)}; whether {fmt(r.version)} has it was not read. If not, its "
+                            "argument parser stops with 'unrecognized arguments' and the server never starts.",
+                            fix, "warning"))
     return out
 
 

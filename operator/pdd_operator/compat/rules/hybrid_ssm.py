@@ -9,11 +9,12 @@ from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version
 _V020 = (0, 20, 0)
 
 
-#: The release line whose NIXL read path asserts nothing when a transferred request of a hybrid SSM model hits
-#: decode's prefix cache: 0.21.0 nixl/worker.py _read_blocks trims the SSM group's remote blocks like any other.
+#: The release lines whose NIXL read path asserts nothing when a transferred request of a hybrid SSM model hits
+#: decode's prefix cache: 0.18.0 and 0.19.1 nixl_connector.py _read_blocks and 0.21.0 nixl/worker.py _read_blocks trim
+#: the SSM group's remote blocks like any other ('Partial prefix cache hit: just read uncomputed blocks', every group).
 #: 0.20.0 does not trim them, and its ``assert len(local_block_descs_ids) == len(remote_block_descs_ids)`` fails;
 #: 0.22.0 asserts equal SSM block counts in _apply_prefix_caching, 0.23.0-0.26.0 'SSM can only have one local block'.
-_PREFIX_NO_ASSERT: tuple[Version, Version] = ((0, 21, 0), (0, 22, 0))
+_PREFIX_NO_ASSERT: tuple[tuple[Version, Version], ...] = (((0, 18, 0), (0, 20, 0)), ((0, 21, 0), (0, 22, 0)))
 
 #: First release that turns prefix caching on by default for hybrid models (vllm/config/model.py
 #: ModelConfig.is_prefix_caching_supported returns False for attn_type "hybrid" in the 0.20.0-0.25.0 wheels,
@@ -272,8 +273,11 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
             "on 0.26, ai-dynamo/dynamo#12197), assert num_local_blocks == num_remote_blocks for SSM groups (0.22.0 "
             "nixl/worker.py), assert len(local_block_descs_ids) == len(remote_block_descs_ids) in _read_blocks, which "
             "leaves SSM groups untrimmed (0.20.0). 0.21.0 trims them and asserts nothing (a warning there); "
-            "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md)"),
-    since=_V020, until=HYBRID_NIXL_PREFIX_CACHING_SINCE,
+            "0.27.0 and 0.27.1 pair SSM state slots by position (read in the released wheels; docs/conformance.md). "
+            "0.18.0 and 0.19.1 (nixl_connector.py _read_blocks, hybrid SSM over NIXL from 0.18.0) trim every group "
+            "and assert nothing: a warning there, as in 0.21.0; mamba cache mode align fails there by "
+            "hybrid-mamba-align-external-kv"),
+    since=(0, 18, 0), until=HYBRID_NIXL_PREFIX_CACHING_SINCE,
     needs=("--enable-prefix-caching",),
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
@@ -281,7 +285,7 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     if not pair.hybrid_ssm or not _decode_prefix_caching(pair):
         return []
     how = _prefix_caching_how(pair)
-    certain = not (pair.version is not None and _PREFIX_NO_ASSERT[0] <= pair.version < _PREFIX_NO_ASSERT[1])
+    certain = not (pair.version is not None and any(lo <= pair.version < hi for lo, hi in _PREFIX_NO_ASSERT))
     fix = fix_for(pair, ("Remove --enable-prefix-caching from spec.decode.extraArgs" if pair.decode.prefix_caching else
                          "Add --no-enable-prefix-caching to spec.decode.extraArgs") + " (or use vLLM >= 0.27).",
                   "Pass --no-enable-prefix-caching to the decode container instead (or use vLLM >= 0.27).")

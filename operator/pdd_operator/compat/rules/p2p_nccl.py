@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.versions import fmt, image_repository
 
 #: ``P2pNcclConnector`` is registered in kv_connector/factory.py from 0.9.2 (v1/p2p/p2p_nccl_engine.py, 0.9.2 sdist)
 #: up to 0.23.x (0.23.0 sdist); the 0.24.0 factory no longer names it.
@@ -17,6 +17,11 @@ P2P_NCCL_UNTIL = (0, 24, 0)
 #: read only when ``proxy_ip`` and ``proxy_port`` are both non-empty, and its absence raises ValueError
 #: ("kv_connector_extra_config.http_port is required", 0.11.1-0.23.0 sdists). vllm#24720, vllm#26628.
 HTTP_PORT_ONLY_WITH_PROXY_SINCE = (0, 11, 1)
+#: Image repositories known to hold upstream vLLM as released (vLLM's own images, Docker Hub and its CPU release
+#: repositories): no platform plugin there registers connectors of its own. Plugin and fork images (Ascend, Gaudi,
+#: AMD's rocm/vllm) may register a P2pNcclConnector themselves, so they are not judged.
+UPSTREAM_REPOSITORIES = {"vllm/vllm-openai", "vllm/vllm-openai-rocm", "q9t5s3a7/vllm-cpu-release-repo",
+                         "q9t5s3a7/vllm-arm64-cpu-release-repo"}
 
 
 def _set(extra: dict, key: str) -> bool:
@@ -56,5 +61,37 @@ def check_p2p_nccl_http_port(pair: PDPair) -> list[Violation]:
             f"P2pNcclEngine {why}, so the engine does not start.",
             fix_for(pair, "Add http_port (the engine's --port) to kv_connector_extra_config.",
                     f"Add \"http_port\": \"<the {r.role} engine's --port>\" to its kv_connector_extra_config."),
+        ))
+    return out
+
+
+@rule(
+    id="p2p-nccl-connector-unavailable", family="connector", severity="error",
+    fields=("spec.kvTransfer.connector", "spec.engine"),
+    source=("vllm distributed/kv_transfer/kv_connector/factory.py: KVConnectorFactory.get_connector_class raises "
+            "ValueError('Unsupported connector type: ...') for a kv_connector not in its registry and without "
+            "kv_connector_module_path; the 0.23.0 sdist registers P2pNcclConnector, the 0.24.0 sdist, the 0.32.0 "
+            "wheel and the 0.34.0 sdist neither register it nor ship kv_connector/v1/p2p. Judged on upstream vLLM "
+            "images only (UPSTREAM_REPOSITORIES)"),
+    example='--kv-transfer-config {"kv_connector":"P2pNcclConnector","kv_role":"kv_producer"} on '
+    "vllm/vllm-openai:v0.24.0",
+    since=P2P_NCCL_UNTIL,
+    without_connector=True,
+)
+def check_p2p_nccl_registered(pair: PDPair) -> list[Violation]:
+    """An engine of an upstream vLLM image that names P2pNcclConnector runs a release that still registers it."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if (r.connector != "P2pNcclConnector" or r.kv_transfer.get("kv_connector_module_path")
+                or r.version is None or r.version < P2P_NCCL_UNTIL
+                or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
+            continue
+        out.append((
+            f"{r.role}: vLLM {fmt(r.version)} ({r.image}) no longer has P2pNcclConnector (registered up to 0.23.x): "
+            "KVConnectorFactory raises 'Unsupported connector type: P2pNcclConnector' when the engine builds its "
+            "connector, so the engine does not start.",
+            fix_for(pair, "Use spec.kvTransfer.connector NixlConnector, or a vLLM image <= 0.23.",
+                    f"Use NixlConnector in the {r.role} container's --kv-transfer-config, or a vLLM image <= 0.23 "
+                    "(vllm/vllm-openai:v0.23.0)."),
         ))
     return out

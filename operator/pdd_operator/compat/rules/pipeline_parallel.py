@@ -23,7 +23,12 @@ def check_pp_decode(pair: PDPair) -> list[Violation]:
 @rule(
     id="pp-pull-unsupported", family="pipeline-parallel-unsupported", severity="error",
     fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector"),
-    source="seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata)",
+    source=("seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata). A "
+            "non-hybrid PP prefill starts (0.32.0 base_worker __init__ refuses only HMA, Mamba and a PP consumer), "
+            "but each PP rank registers its own layer slice, and the decode's handshake asserts "
+            "len(remote kv_caches_base_addr) == its own region count (_validate_remote_agent_handshake, 0.26.0, "
+            "0.28.0, 0.30.0, 0.32.0, 0.33.0), so "
+            "every request fails at the first handshake; the pull read path addresses pp_rank 0 only"),
     example="prefill: {pipelineParallelSize: 2} with NixlConnector",
     needs=("--disable-hybrid-kv-cache-manager",),
 )
@@ -32,7 +37,8 @@ def check_pp_pull(pair: PDPair) -> list[Violation]:
     if (pair.prefill.pp or 1) == 1 or pair.push:
         return []
     why = ("the model needs the hybrid KV cache manager, which pull refuses with PP" if pair.hma_required
-           else "the pull connector does not support PP-disaggregated transfer")
+           else "the pull connector does not support PP-disaggregated transfer (the prefill starts, and the "
+                "decode's NIXL handshake asserts that the prefill stage registered all the model's layers)")
     return [(
         f"Prefill pipeline parallel size {pair.prefill.pp} with the pull NixlConnector: {why}.",
         "Use prefill pipelineParallelSize 1, or NixlPushConnector (vLLM >= 0.26; non-hybrid models).",
