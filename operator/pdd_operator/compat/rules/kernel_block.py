@@ -25,7 +25,7 @@ from pdd_operator.vllm.versions import fmt
             "(vllm#28925, after #28677)"),
     since=SPLIT_SINCE, until=TOPOLOGY_FIXED_IN,
     example="--block-size 128 on FLASH_ATTN with NixlConnector, vLLM 0.11.1",
-    needs=("--block-size",),
+    needs=("--block-size", "--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_kernel_block_split(pair: PDPair) -> list[Violation]:
     """On vLLM 0.11.1-0.11.2 the decode's NIXL block size is one its attention backend runs as is (no kernel split)."""
