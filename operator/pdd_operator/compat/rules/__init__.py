@@ -23,6 +23,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     hetero_tp,
     hma,
     hybrid_ssm,
+    kernel_block,
     known_bad,
     kv_layout,
     mamba_align,

@@ -1,0 +1,63 @@
+"""The kernel block size an attention backend runs a KV cache block size with, in the vLLM releases where the NIXL
+connector mistook it (0.11.1 and 0.11.2).
+
+From 0.11.1 an attention backend lists ``supported_kernel_block_sizes`` and ``GPUModelRunner.select_common_block_size``
+(v1/worker/gpu_model_runner.py) keeps the KV cache manager's (logical) block size when every backend supports it,
+else picks the largest supported integer size that divides it: ``--block-size 128`` on FLASH_ATTN or FLASHINFER
+(``[16, 32, 64]``, v1/attention/backends/flash_attn.py, flashinfer.py) runs on 64-token kernel blocks, two per
+logical block. 0.11.0's backends list no sizes and the tensors use the logical size.
+
+``NixlConnectorWorker.register_kv_caches`` then reads the kernel size off the KV tensors, sets ``self.block_size`` to
+it and publishes it in ``NixlAgentMetadata``, but the ``TpKVTopology`` built in ``__init__`` keeps the logical size
+(0.11.1 and 0.11.2 nixl_connector.py: ``block_size=self.block_size`` at construction, never updated): a decode that
+splits computes ``block_size_ratio`` = logical / kernel against a prefill that publishes the kernel size, and the
+handshake's descriptor set-up fails (vLLM PR #28925: "hangs on main due to an exception being raised during the
+handshake"). 0.12.0 stores the kernel size in ``_block_size[engine_id]``, which ``TpKVTopology.block_size`` reads.
+
+Read in the 0.11.0, 0.11.1, 0.11.2 (wheel) and 0.12.0 sources. Only the backends of plain-attention models are
+listed: MLA backends and hybrid models get their sizes forced by ``platforms/cuda.py`` and are not described.
+"""
+
+from __future__ import annotations
+
+from pdd_operator.vllm.versions import Version
+
+#: The first release whose backends split a logical block into kernel blocks (``supported_kernel_block_sizes``).
+SPLIT_SINCE: Version = (0, 11, 1)
+#: The first release whose NIXL connector keeps its topology on the kernel size (vLLM PR #28925).
+TOPOLOGY_FIXED_IN: Version = (0, 12, 0)
+
+#: ``supported_kernel_block_sizes`` of the plain-attention backends in 0.11.1 / 0.11.2, by the name
+#: ``VLLM_ATTENTION_BACKEND`` takes: a tuple of sizes, or an int ``n`` for ``MultipleOf(n)``. FLEX_ATTENTION lists none
+#: (the base class's ``MultipleOf(1)``, attention/backends/abstract.py).
+SUPPORTED_KERNEL_BLOCK_SIZES: dict[str, tuple[int, ...] | int] = {
+    "FLASH_ATTN": (16, 32, 64),
+    "FLASHINFER": (16, 32, 64),
+    "TRITON_ATTN": 16,
+    "XFORMERS": 16,
+    "TREE_ATTN": 16,
+    "ROCM_AITER_FA": 16,
+    "FLEX_ATTENTION": 1,
+}
+
+#: The backends vLLM 0.11.1 picks for a plain-attention model on CUDA without ``VLLM_ATTENTION_BACKEND``:
+#: FLASH_ATTN (compute capability 8.x/9.x) or FLASHINFER (10.x); older GPUs get a backend taking any multiple of 16.
+CUDA_DEFAULTS = ("FLASH_ATTN", "FLASHINFER")
+
+
+def kernel_block_size(logical: int, backend: str) -> int | None:
+    """The kernel block size in tokens a KV cache of ``logical``-token blocks runs with on ``backend`` (a
+    ``VLLM_ATTENTION_BACKEND`` name, any case) in vLLM 0.11.1 / 0.11.2 (``select_common_block_size`` for one
+    backend: ``logical`` itself when supported, else the largest supported size dividing it).
+
+    Returns ``None`` when the backend is not in :data:`SUPPORTED_KERNEL_BLOCK_SIZES` or no supported size divides
+    ``logical`` (vLLM raises ``ValueError("No common block size ...")`` there).
+    """
+    sizes = SUPPORTED_KERNEL_BLOCK_SIZES.get(backend.upper())
+    if sizes is None:
+        return None
+    if isinstance(sizes, int):
+        return logical if logical % sizes == 0 else None
+    if logical in sizes:
+        return logical
+    return next((s for s in sorted(sizes, reverse=True) if logical % s == 0), None)
