@@ -89,8 +89,10 @@ def test_webhook_refuses_all_errors_at_once_with_fixes(cluster, webhook_operator
 
 def test_warning_is_printed_and_object_accepted(cluster, webhook_operator, namespace):
     # vLLM 0.30's default block size depends on the GPU and head size: a role without blockSize is a warning
+    # where the head size is unknown (a fine-tune the table of known checkpoints does not hold)
     doc = yaml.safe_load(llama(prefill={"blockSize": 16}, decode={"blockSize": None}))
     doc["spec"]["engine"]["image"] = "vllm/vllm-openai:v0.30.0"
+    doc["spec"]["model"]["name"] = "NousResearch/Hermes-3-Llama-3.1-8B"
     proc = apply(cluster, namespace, yaml.safe_dump(doc))
     assert proc.returncode == 0, proc.stderr
     assert any(line.startswith("Warning: [block-size-partial]") for line in proc.stderr.splitlines()), proc.stderr
