@@ -38,6 +38,12 @@ waited in its queue, a reconcile's wall and CPU time, the time from the event it
 the first child apply sent, and how long the apiserver took to answer the applies, so the
 operator's latency can be told from the apiserver's queueing on a loaded machine.
 
+**Where the CPU went.** The baseline, the burst and the steady creates also print the core-seconds each
+control-plane process, the operator, the bench itself and everything else on the machine used over the
+phase's measured window (``/proc``; :func:`cpu_snapshot`), against the machine's capacity: on a shared
+machine ``other`` says how much of it the run did not have, and the operator's column how much of the
+apiserver's slowdown its own CPU can explain.
+
 **A benchmark cluster.** etcd runs with ``--unsafe-no-fsync`` (dev/cluster/cluster.sh does that for
 every local cluster): it never waits for the disk, so the disk is not what limits the baseline; the
 run prints the flag as found on the running etcd, this disk's fsync latency, and the machine's load
@@ -335,6 +341,52 @@ def load() -> str:
     """The load average (1, 5, 15 minutes) and the core count."""
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
+
+
+#: The control plane's processes whose CPU :func:`cpu_snapshot` reads (their pid files in ``<state>/pids``).
+COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def _process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system, children not included) process ``pid`` has used, or None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
+def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, float]:
+    """CPU seconds used so far by each control-plane process (:data:`COMPONENTS`), the operator
+    (``operator_pid``), this process (the bench's clients) and the whole machine (``machine``: busy time
+    of every core from ``/proc/stat``, idle and iowait left out). A process not found is left out."""
+    state = Path(env["PDD_CLUSTER_DIR"]) / "pids"
+    pids: dict[str, int] = {"bench": os.getpid()}
+    for name in COMPONENTS:
+        try:
+            pids[name] = int((state / f"{name}.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    if operator_pid is not None:
+        pids["operator"] = operator_pid
+    out = {name: cpu for name, pid in pids.items() if (cpu := _process_cpu(pid)) is not None}
+    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    out["machine"] = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle, iowait
+    return out
+
+
+def cpu_table(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
+    """Where the machine's CPU went between two :func:`cpu_snapshot` snapshots ``seconds`` apart: core-seconds
+    per process, ``other`` (everything else on the machine: other users' work shows here), and the
+    machine's capacity (cores x seconds). A process in only one snapshot (restarted) is left out."""
+    used = {k: after[k] - before[k] for k in after if k in before}
+    machine = used.pop("machine", 0.0)
+    other = machine - sum(used.values())
+    order = [k for k in (*COMPONENTS, "operator", "bench") if k in used]
+    cores = os.cpu_count() or 1
+    return (f"    CPU over the {seconds:.1f}s (core-seconds of {cores * seconds:.0f}): "
+            + ", ".join(f"{k} {used[k]:.1f}" for k in order)
+            + f", other {max(other, 0.0):.1f}; machine busy {machine:.1f} ({100 * machine / (cores * seconds):.0f}%)")
 
 
 def etcd_facts(env: dict[str, str]) -> str:
@@ -645,9 +697,12 @@ def main() -> int:
 
         # 1. baseline
         served = apiserver_requests(api_client)
+        cpu_before = cpu_snapshot(env, None)
         baseline_s, baseline_per_object = apply_baseline(kube)
+        cpus: dict[str, str] = {"baseline": cpu_table(cpu_before, cpu_snapshot(env, None), baseline_s)}
         loads["baseline"] = load()
         log(f"baseline: {baseline_s:.1f}s for {9 * N} children ({9 * N / baseline_s:.0f}/s); {loads['baseline']}")
+        print(cpus["baseline"], flush=True)
         tables: dict[str, str] = {"baseline": apiserver_table(served, served := apiserver_requests(api_client), N)}
         print(tables["baseline"], flush=True)
         steady_base = apply_steady_baseline(kube) if "steady" in PHASES else []
@@ -665,15 +720,19 @@ def main() -> int:
         mark = op.metrics() or {}
         served = apiserver_requests(api_client)
         names = [f"pdd-{i}" for i in range(N)]
+        cpu_before = cpu_snapshot(env, op.proc.pid)
         burst_start = time.monotonic()
         with cf.ThreadPoolExecutor(BASELINE_THREADS) as pool:
             sent = dict(zip(names, pool.map(lambda n: create(custom, n), names), strict=True))
         created_s = time.monotonic() - burst_start
         done = watch.wait_complete(names, 9, 1800)
         burst_s = max(done.values()) - burst_start
+        # Read when the watch saw the last child (a little after: wait_complete returns then).
+        cpus["burst"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid), time.monotonic() - burst_start)
         burst_lat = [done[n] - sent[n] for n in names]
         loads["burst"] = load()
         log(f"burst: {N} created in {created_s:.1f}s, all children after {burst_s:.1f}s; {loads['burst']}")
+        print(cpus["burst"], flush=True)
         # The steady creates are measured with the N settled, not beside the burst's tail: every object Ready
         # (its pods running) and the operator quiet.
         ready_s = wait_ready(custom, names, 2400)
@@ -693,6 +752,7 @@ def main() -> int:
         if "steady" in PHASES:  # 3. steady creates at RATE/s with N present
             steady_names = [f"steady-{i}" for i in range(STEADY)]
             steady_sent: dict[str, float] = {}
+            cpu_before = cpu_snapshot(env, op.proc.pid)
             with cf.ThreadPoolExecutor(8) as pool:
                 futures = {}
                 t0 = time.monotonic()
@@ -704,10 +764,12 @@ def main() -> int:
                 steady_sent = {n: f.result() for n, f in futures.items()}
             steady_done = watch.wait_complete(steady_names, 9, 600)
             steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
+            cpus["steady creates"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid), time.monotonic() - t0)
             loads["steady creates"] = load()
             wait_quiet(op, 10, 900)
             shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
             log(f"steady creates: p50 {pct(steady_lat, 50):.2f}s p99 {pct(steady_lat, 99):.2f}s; {loads['steady creates']}")
+            print(cpus["steady creates"], flush=True)
             print(shares["steady creates"], flush=True)
 
         if "change" in PHASES:  # 4. spec change -> child updated
@@ -784,7 +846,7 @@ def main() -> int:
             "steady_base": steady_base, "change_lat": change_lat,
             "steady_reads": steady_reads, "steady_writes": steady_writes, "steady_reconciles": steady_reconciles,
             "restart_s": restart_s, "restart_writes": restart_writes_later, "rss_before": rss_before,
-            "rss_after": rss_after, "total": total, "loads": loads, "shares": shares, "traced": traced,
+            "rss_after": rss_after, "total": total, "loads": loads, "shares": shares, "cpus": cpus, "traced": traced,
             "facts": facts, "change_applies": applies,
         }
     except (TimeoutError, ApiException, subprocess.CalledProcessError) as exc:
@@ -807,6 +869,8 @@ def main() -> int:
     print(f"  spec changes: {r['change_applies']:.0f} child applies for {len(r['change_lat'])} one-field changes")
     for phase, text in r["loads"].items():
         print(f"  {phase}: {text}")
+    for phase, text in r["cpus"].items():
+        print(f"  where the CPU went, {phase}:\n{text}")
     for phase, text in r["shares"].items():
         print(f"  the operator's share, {phase}:\n{text}")
     for phase, text in r["tables"].items():
