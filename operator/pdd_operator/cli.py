@@ -146,6 +146,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
+    from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import shape_errors
@@ -181,6 +182,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
                     continue
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
+                inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files
                 found, refused = _scan_foreign(inlined, unreadable)
                 versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})
                 found, judged = flagless_dynamo_graph(inlined, found)

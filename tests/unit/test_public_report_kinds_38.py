@@ -177,3 +177,89 @@ def test_a_kustomization_without_pd_configuration_is_still_nothing_to_check(tmp_
     {"apiVersion": "example.com/v1", "kind": "Kustomization", "spec": {"note": KV}}])
 def test_only_kustomize_documents_naming_a_kv_connector_are_overlays(doc):
     assert kustomize_overlay(doc) is None
+
+
+# --- a Flux HelmRelease whose values come from a ConfigMap or Secret in the files ---------------------------------
+
+
+def _release_with_values_from(source_kind: str, values: str, key: str | None = None) -> list[dict]:
+    if source_kind == "ConfigMap":
+        source = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pd-values", "namespace": "llm-d"},
+                  "data": {key or "values.yaml": values}}
+    else:
+        source = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pd-values", "namespace": "llm-d"},
+                  "stringData": {key or "values.yaml": values}}
+    ref = {"kind": source_kind, "name": "pd-values", **({"valuesKey": key} if key else {})}
+    release = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+               "metadata": {"name": "pd", "namespace": "llm-d"},
+               "spec": {"chart": {"spec": {"chart": "llm-d-modelservice",
+                                           "sourceRef": {"kind": "HelmRepository", "name": "ms"}}},
+                        "valuesFrom": [ref]}}
+    return [source, release]
+
+
+PD_VALUES = yaml.safe_dump({"decode": {"containers": [{"name": "vllm", "image": "ghcr.io/llm-d/llm-d:v0.2.0",
+                                                       "modelCommand": "vllmServe",
+                                                       "args": ["--kv-transfer-config", KV]}]}})
+
+
+@pytest.mark.parametrize(("source_kind", "key"), [("ConfigMap", None), ("Secret", None), ("ConfigMap", "pd.yaml")])
+def test_a_helm_release_whose_values_from_configure_pd_is_not_checked(tmp_path, capsys, source_kind, key):
+    path = tmp_path / "release.yaml"
+    path.write_text(yaml.safe_dump_all(_release_with_values_from(source_kind, PD_VALUES, key)))
+    code = main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and [s["object"] for s in out["notChecked"]] == ["HelmRelease/pd"], out
+
+
+def test_a_helm_release_whose_values_from_hold_no_pd_is_still_nothing_to_check(tmp_path, capsys):
+    path = tmp_path / "release.yaml"
+    path.write_text(yaml.safe_dump_all(_release_with_values_from("ConfigMap", "decode: {replicas: 2}\n")))
+    assert main(["check", str(path), "-o", "json"]) == 4
+    capsys.readouterr()
+
+
+# --- launcher formats without a kind, and chart templates: named as what they are ----------------------------------
+
+
+SKYPILOT = {"name": "pd-decode", "resources": {"accelerators": "H100:1", "ports": [8200]},
+            "envs": {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5601"}, "setup": "pip install vllm==0.11.0",
+            "run": f"vllm serve Qwen/Qwen3-8B --port 8200 --kv-transfer-config '{KV}'\n"}
+NOMAD_JSON = {"Job": {"ID": "vllm-pd", "TaskGroups": [{"Name": "decode", "Tasks": [{
+    "Name": "vllm", "Driver": "docker", "Config": {"image": "vllm/vllm-openai:v0.11.0",
+                                                   "args": ["Qwen/Qwen3-8B", "--kv-transfer-config", KV]}}]}]}}
+COMPOSE_EXTENDS = {"services": {
+    "prefill": {"image": "vllm/vllm-openai:v0.11.0", "command": ["Qwen/Qwen3-8B", "--kv-transfer-config", KV]},
+    "decode": {"extends": {"service": "prefill"}, "command": ["Qwen/Qwen3-8B", "--port", "8200", "--kv-transfer-config", KV]}}}
+
+
+@pytest.mark.parametrize(("doc", "where"), [
+    (SKYPILOT, "SkyPilot task"), (NOMAD_JSON, "Nomad job (JSON)"), (COMPOSE_EXTENDS, "Compose file (services)")])
+def test_a_kindless_launcher_file_is_not_checked_under_its_own_name(tmp_path, capsys, doc, where):
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code = main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and [s["object"] for s in out["notChecked"]] == [where], out
+
+
+HELM_TEMPLATE = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}-decode
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: "{{ .Values.image }}"
+        args:
+        - --kv-transfer-config
+        - '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+"""
+
+
+def test_a_chart_template_is_not_checked_as_a_chart_template(tmp_path, capsys):
+    code, out = _check_text(tmp_path, capsys, HELM_TEMPLATE, "decode.yaml")
+    assert code == 3 and "(Helm chart template)" in out["notChecked"][0]["object"], out
+    assert "helm template" in out["notChecked"][0]["reason"], out

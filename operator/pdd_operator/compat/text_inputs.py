@@ -16,10 +16,12 @@ import re
 
 from pdd_operator.compat.manifests import _PD_MARKER
 
-#: (format, how to recognise it in the file's text), first match wins. Sources: Slurm sbatch(1) (``#SBATCH`` lines),
+#: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
+#: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
 #: systemd.unit(5)/systemd.service(5) (``[Service]`` section, ``ExecStart=``), Nomad job specification (HCL
 #: ``job "<name>" {``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
@@ -39,6 +41,11 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     if not _PD_MARKER.search(text):
         return None
     fmt = text_format(text)
+    if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
+        return {"object": f"{path} ({fmt})", "reason": (
+            "it is a Helm chart template, not a manifest: it configures prefill/decode KV transfer, but its values "
+            "and much of its text are filled in when the chart is rendered; render it (helm template) and check the "
+            "rendered manifests")}
     return {"object": f"{path} ({fmt})", "reason": (
         f"it is a {fmt}, not a Kubernetes manifest: it configures prefill/decode KV transfer in commands that a shell, "
         "service manager or scheduler runs (their environment, variables and vLLM version are set where it runs), which "
