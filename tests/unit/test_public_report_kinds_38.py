@@ -89,7 +89,8 @@ wait
 @pytest.mark.parametrize(("text", "fmt"), [
     (SBATCH, "Slurm batch script"), (SYSTEMD, "systemd unit"), (NOMAD, "Nomad job (HCL)"), (LAUNCH, "shell script"),
     (f"python3 -m vllm.entrypoints.openai.api_server --kv-transfer-config '{KV}'\n", "shell script"),
-    ("kv_connector NixlConnector, as the notes say\n", "text file")])
+    ("kv_connector NixlConnector, as the notes say\n", None),
+    ("apiVersion: v1\nkind: Pod\nspec: {containers: [\n", None)])
 def test_the_format_of_a_non_manifest_file_is_named(text, fmt):
     assert text_format(text) == fmt
 
@@ -114,6 +115,12 @@ def test_a_one_line_launch_that_parses_as_a_yaml_string_is_not_checked(tmp_path,
 
 def test_a_script_without_a_kv_connector_stays_an_input_error(tmp_path, capsys):
     code, out = _check_text(tmp_path, capsys, 'echo "serving: now"\nvllm serve Qwen/Qwen3-8B --port 8000\n', "plain.sh")
+    assert code == 2 and out["inputErrors"] and not out["notChecked"], out
+
+
+def test_a_broken_manifest_naming_a_kv_connector_stays_an_input_error(tmp_path, capsys):
+    broken = f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - args: ['{KV}'\n"
+    code, out = _check_text(tmp_path, capsys, broken, "pod.yaml")
     assert code == 2 and out["inputErrors"] and not out["notChecked"], out
 
 

@@ -29,18 +29,29 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def text_format(text: str) -> str:
-    """The name of the non-manifest format ``text`` is written in (one of :data:`_FORMATS`), or ``"text file"``."""
-    return next((name for name, pattern in _FORMATS if pattern.search(text)), "text file")
+#: A Kubernetes manifest's first keys at the start of a line: text with both that is not valid YAML is a broken
+#: manifest (its YAML error is the useful answer), unless it is a chart template.
+_MANIFEST = (re.compile(r"^apiVersion:\s*\S", re.M), re.compile(r"^kind:\s*\S", re.M))
+
+
+def text_format(text: str) -> str | None:
+    """The name of the non-manifest format ``text`` is written in (one of :data:`_FORMATS`), or ``None`` for text in
+    none of them, and for a manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no chart
+    template."""
+    fmt = next((name for name, pattern in _FORMATS if pattern.search(text)), None)
+    if fmt != "Helm chart template" and all(p.search(text) for p in _MANIFEST):
+        return None
+    return fmt
 
 
 def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
-    ``None`` for a file that names none (it stays an input error, or nothing to check)."""
-    if not _PD_MARKER.search(text):
-        return None
+    ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
+    or nothing to check)."""
     fmt = text_format(text)
+    if fmt is None or not _PD_MARKER.search(text):
+        return None
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
         return {"object": f"{path} ({fmt})", "reason": (
             "it is a Helm chart template, not a manifest: it configures prefill/decode KV transfer, but its values "
