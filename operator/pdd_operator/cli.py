@@ -136,6 +136,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     (:func:`~pdd_operator.render.admission.admission_findings`); other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
+    A file that is no manifest but configures P/D (a Slurm or shell script, a systemd unit, a Nomad job) and a
+    Kustomize overlay whose patches do are reported as not checked, with the reason.
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
@@ -144,6 +146,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
+    from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import shape_errors
@@ -161,7 +164,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
+            text_record = _text_input(path) if isinstance(exc.__cause__, yaml.YAMLError) else None
+            if text_record is not None:  # a script or unit file that configures P/D: not checked, not unreadable
+                unreadable.append(text_record)
+                continue
             input_errors.append(str(exc) if isinstance(exc, InputError) else f"{path}: {exc.strerror}")
+            continue
+        if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
+            unreadable.append(text_record)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
@@ -172,6 +182,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
                     continue
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
+                inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files
                 found, refused = _scan_foreign(inlined, unreadable)
                 versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})
                 found, judged = flagless_dynamo_graph(inlined, found)
@@ -286,6 +297,20 @@ def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool, emp
     return 4 if empty else 0
 
 
+def _text_input(path: str) -> dict | None:
+    """The "not checked" record of the file ``path`` when it is no manifest but configures P/D KV transfer (a Slurm or
+    shell script, a systemd unit, a Nomad job: :func:`~pdd_operator.compat.text_inputs.unreadable_text`), else
+    ``None`` (also for stdin, already read, and a file that cannot be read)."""
+    from pdd_operator.compat.text_inputs import unreadable_text
+
+    if path == "-":
+        return None
+    try:
+        return unreadable_text(path, Path(path).read_text(errors="replace"))
+    except OSError:
+        return None
+
+
 def _origin(doc: dict) -> str:
     """``Kind/name`` of a manifest document for messages, whatever its fields hold."""
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
@@ -296,8 +321,13 @@ def _scan_foreign(doc: dict, unreadable: list[dict]) -> tuple[list, list]:
     """``(the P/D engines of a non-PDDeployment document, those of its unreadable engines that vLLM refuses all the
     same)``; every engine it cannot read goes to ``unreadable`` ("not checked"), the refused ones too (their
     :attr:`~pdd_operator.compat.manifests.Unreadable.findings` say what is refused, the rest stays unchecked)."""
+    from pdd_operator.compat.kustomize import kustomize_overlay
     from pdd_operator.compat.manifests import scan
 
+    overlay = kustomize_overlay(doc)
+    if overlay is not None:  # its engines are in the bases it patches, not in these files
+        unreadable.append({"object": overlay.where, "reason": overlay.reason})
+        return [], []
     engines, cannot = scan(doc)
     unreadable.extend({"object": u.where, "reason": u.reason} for u in cannot)
     return engines, [u for u in cannot if u.findings]

@@ -675,10 +675,27 @@ def _is_dynamo_serve_config(doc: dict) -> bool:
 
 
 def _is_compose_file(doc: dict) -> bool:
-    """A Compose file (docker compose): ``services``, a map of services each with an ``image`` or ``build``."""
+    """A Compose file (docker compose): ``services``, a map of services each with an ``image`` or ``build``, or
+    ``extends`` (the Compose specification: a service may take both from the service it extends)."""
     services = doc.get("services")
     return (isinstance(services, dict) and bool(services)
-            and all(isinstance(v, dict) and ("image" in v or "build" in v) for v in services.values()))
+            and all(isinstance(v, dict) and ("image" in v or "build" in v or "extends" in v) for v in services.values()))
+
+
+#: Top-level keys of a SkyPilot task YAML (skypilot docs, "YAML configuration": ``resources``, ``setup``, ``run``,
+#: ``envs``, ``num_nodes``, ``service``, ``file_mounts``, ``workdir``); a task has ``run`` or ``setup``.
+_SKYPILOT_KEYS = {"resources", "setup", "run", "envs", "num_nodes", "service", "file_mounts", "workdir", "name",
+                  "secrets", "config"}
+
+
+def _kindless_launcher(doc: dict) -> str | None:
+    """The name of a launcher format whose document has no ``kind``: a SkyPilot task (``run``/``setup`` scripts) or a
+    Nomad job in JSON (``nomad job run -json``: a top-level ``Job``), else ``None``."""
+    if ("run" in doc or "setup" in doc) and set(doc) <= _SKYPILOT_KEYS:
+        return "SkyPilot task"
+    if set(doc) == {"Job"} and isinstance(doc["Job"], dict):
+        return "Nomad job (JSON)"
+    return None
 
 
 def _values_file(doc: dict) -> Unreadable | None:
@@ -703,6 +720,12 @@ def _values_file(doc: dict) -> Unreadable | None:
             "engines from these sections with Dynamo's own vLLM build (its DynamoNixlConnector), which these rules "
             "(upstream vLLM's NixlConnector) do not describe; move to a Dynamo release whose workers run upstream "
             "vLLM (python3 -m dynamo.vllm in a DynamoGraphDeployment) to have it checked"))
+    launcher = _kindless_launcher(doc)
+    if launcher is not None:
+        return Unreadable(launcher, (
+            f"it is a {launcher}: it configures prefill/decode KV transfer in commands its launcher runs (their "
+            "environment, hosts and vLLM version are set where they run), which these rules do not read; give the same "
+            "vllm serve commands as the commands of Kubernetes containers to have them checked"))
     if _is_compose_file(doc):
         return Unreadable("Compose file (services)", (
             "it configures prefill/decode KV transfer in Compose services, which these rules do not read; run the "

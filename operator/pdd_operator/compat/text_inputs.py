@@ -1,0 +1,64 @@
+"""Input files that are not Kubernetes manifests but configure prefill/decode KV transfer (a Slurm batch script, a shell
+launch script, a systemd unit, a Nomad job in HCL): reported as "not checked", with the reason, instead of as
+unreadable YAML (an input error, exit 2) or as an empty input (exit 4).
+
+These files do hold vllm serve lines, but as a shell, a service manager or a scheduler runs them: environment from
+``export``, ``srun --export=...``, ``Environment=`` or ``env { }`` blocks, values from shell variables and arithmetic
+(NVIDIA/cloudai's vllm-disagg.sbatch: ``VLLM_NIXL_SIDE_CHANNEL_PORT=$((5557 + SLURM_JOB_ID % 1000))``), hosts from
+the allocation, and an image or install whose vLLM version is seldom named. The rules read engines as Kubernetes
+containers; what they would say of such a file depends on that runtime, so the file is named with its format and
+what to do to have it checked.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pdd_operator.compat.manifests import _PD_MARKER
+
+#: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
+#: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
+#: systemd.unit(5)/systemd.service(5) (``[Service]`` section, ``ExecStart=``), Nomad job specification (HCL
+#: ``job "<name>" {``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``).
+_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
+    ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
+    ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
+    ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
+    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(python3?\s+-m\s+)?vllm[\s.])", re.M)),
+)
+
+
+#: A Kubernetes manifest's first keys at the start of a line: text with both that is not valid YAML is a broken
+#: manifest (its YAML error is the useful answer), unless it is a chart template.
+_MANIFEST = (re.compile(r"^apiVersion:\s*\S", re.M), re.compile(r"^kind:\s*\S", re.M))
+
+
+def text_format(text: str) -> str | None:
+    """The name of the non-manifest format ``text`` is written in (one of :data:`_FORMATS`), or ``None`` for text in
+    none of them, and for a manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no chart
+    template."""
+    fmt = next((name for name, pattern in _FORMATS if pattern.search(text)), None)
+    if fmt != "Helm chart template" and all(p.search(text) for p in _MANIFEST):
+        return None
+    return fmt
+
+
+def unreadable_text(path: str, text: str) -> dict[str, str] | None:
+    """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
+    whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
+    ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
+    or nothing to check)."""
+    fmt = text_format(text)
+    if fmt is None or not _PD_MARKER.search(text):
+        return None
+    if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
+        return {"object": f"{path} ({fmt})", "reason": (
+            "it is a Helm chart template, not a manifest: it configures prefill/decode KV transfer, but its values "
+            "and much of its text are filled in when the chart is rendered; render it (helm template) and check the "
+            "rendered manifests")}
+    return {"object": f"{path} ({fmt})", "reason": (
+        f"it is a {fmt}, not a Kubernetes manifest: it configures prefill/decode KV transfer in commands that a shell, "
+        "service manager or scheduler runs (their environment, variables and vLLM version are set where it runs), which "
+        "these rules do not read; give the same vllm serve commands as the commands of Kubernetes containers (one "
+        "container or pod per engine, with their environment) to have them checked")}
