@@ -15,7 +15,9 @@ import json
 
 import pytest
 
+from pdd_operator.compat.engine import evaluate
 from pdd_operator.compat.rules.heads import indivisible
+from tests.helpers import make_spec
 from tests.unit.test_turn2_variants import check, pd, rules
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -130,3 +132,15 @@ def test_indivisible_kv_heads_are_not_judged_as_gqa_replication(tmp_path, capsys
     code, out = check(tmp_path, capsys, *_pair("microsoft/phi-4", "0.21.0", p_tp=2, d_tp=4),
                       extra=("--model-config", str(config)))
     assert code == 1 and rules(out, "error") == {HEADS}, out
+
+
+def test_a_pddeployment_with_the_flag_and_kv_events_in_extra_args_is_refused_in_its_own_terms():
+    extra = [HMA, "--kv-events-config", EVENTS]
+    report = evaluate(make_spec(engine={"vllmVersion": "0.18.0"}, prefill={"extraArgs": extra},
+                                decode={"extraArgs": extra}))
+    found = [f for f in report.findings if f.rule == FORCED]
+    assert [f.severity for f in found] == ["error", "error"]
+    assert all("extraArgs" in f.fix for f in found), found
+    clean = evaluate(make_spec(engine={"vllmVersion": "0.20.0"}, prefill={"extraArgs": extra},
+                               decode={"extraArgs": extra}))
+    assert FORCED not in {f.rule for f in clean.findings}
