@@ -447,5 +447,6 @@ def test_refusal_head_names_rendered_object_errors_apart_from_compatibility_erro
     # Both kinds at once: each counted under its own name.
     both = merge(bad_quantity, {"prefill": {"tensorParallelSize": 2}, "decode": {"tensorParallelSize": 3}})
     head = review("CREATE", obj(both, name="q")).message.splitlines()[0]
-    assert "cannot work with vLLM 0.20.2: 1 compatibility error(s)" in head
+    # tp-divisibility, and (set 37) tp-heads-indivisible: TP 3 cannot shard Llama's 32 heads
+    assert "cannot work with vLLM 0.20.2: 2 compatibility error(s)" in head
     assert "cannot be rendered into objects the apiserver accepts: 1 error(s)" in head

@@ -176,6 +176,8 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
+        kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), judged in
+            :mod:`pdd_operator.compat.rules.hma_forced`.
         setup: what decides the values the container's script computes before this engine's launch line
             (:func:`script_setup`), ``""`` when it is no script or one whose setup may differ per pod.
     """
@@ -245,6 +247,7 @@ class RoleConfig:
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
+    kv_events: bool = False
     connector_note: str = ""
     setup: str = ""
 
@@ -614,6 +617,7 @@ def role_from_container(
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
+        kv_events="--kv-events-config" in flags,
         connector_note=connector_note,
     )
 

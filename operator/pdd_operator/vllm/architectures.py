@@ -28,6 +28,11 @@ class ModelTraits:
     #: the first vLLM release whose model registry has the architecture (``None``: 0.18.0 or older, or not known):
     #: older engines refuse the model at startup, so a pair of unknown version runs this release or a later one.
     served_since: tuple[int, int, int] | None = None
+    #: config.json ``num_attention_heads`` (of the text config), where known: vLLM refuses a TP that does not divide it.
+    num_heads: int | None = None
+    #: config.json ``attention_chunk_size`` (Llama 4's chunked local attention; vLLM's ``model_config.attention_chunk_size``),
+    #: where known: vLLM turns the hybrid KV cache manager off for it in some setups.
+    attention_chunk_size: int | None = None
 
     @property
     def needs_hma(self) -> bool:

@@ -80,6 +80,14 @@ class ModelFacts:
     n_groups: int | None = None
     sliding_window: bool = False
     head_size: int | None = None
+    num_attention_heads: int | None = None
+    attention_chunk_size: int | None = None
+
+
+def _int_field(text: dict, key: str) -> int | None:
+    """``text[key]`` where it is a positive int (not a bool), else ``None``."""
+    value = text.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _head_size(text: dict) -> int | None:
@@ -149,6 +157,8 @@ def facts_from_config(config: dict) -> ModelFacts:
         hf_architecture=hf_arch, architecture=arch, ssm_kind=kind, sliding_window=sliding, head_size=_head_size(text),
         num_kv_heads=int(heads) if isinstance(heads, int) else None,
         n_groups=int(groups) if isinstance(groups, int) else None,
+        num_attention_heads=_int_field(text, "num_attention_heads"),
+        attention_chunk_size=_int_field(text, "attention_chunk_size"),
     )
 
 
@@ -193,6 +203,9 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
             model_traits = replace(model_traits, sliding_window=True)
         if facts is not None and facts.head_size is not None:
             model_traits = replace(model_traits, head_size=facts.head_size)
+    if facts is not None:
+        model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
+                               attention_chunk_size=facts.attention_chunk_size)
     return ResolvedModel(
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.heads import indivisible
 from pdd_operator.vllm.versions import fmt
 
 
@@ -130,6 +131,8 @@ def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
     heads = pair.num_kv_heads
     if d <= p or d % p:
         return []  # equal TP, P > D, or a TP ratio that is not an integer: tp-divisibility and other rules
+    if indivisible(p, None, heads, False) or indivisible(d, None, heads, False):
+        return []  # an engine that cannot shard the KV heads never starts: tp-heads-indivisible
     if max(1, heads // p) * p == max(1, heads // d) * d:
         return []  # equal TP, P > D (other rules), or no capping: per-rank heads scale with the TP ratio
     certain = pair.version >= _LINEAR_ASSERT_SINCE

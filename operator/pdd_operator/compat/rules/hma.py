@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.hma_forced import forced_off_reasons
 from pdd_operator.vllm.versions import fmt
 
 
@@ -19,7 +20,8 @@ def check_hma_implicitly_disabled(pair: PDPair) -> list[Violation]:
     """Sliding-window models keep the hybrid KV cache manager on under NIXL (else KV capacity drops)."""
     if not pair.model.sliding_window or pair.hybrid_ssm:
         return []
-    roles = [r.role for r in pair.roles if r.hma is None]
+    # where vLLM must turn HMA off anyway (hma-explicit-forced-off), the flag this warning names would stop the engine
+    roles = [r.role for r in pair.roles if r.hma is None and not forced_off_reasons(pair, r)]
     if not roles:
         return []
     return [(

@@ -1,0 +1,101 @@
+"""The hybrid KV cache manager (HMA) asked for where vLLM must turn it off: the engine refuses to start.
+
+From 0.13.0 ``VllmConfig.__post_init__`` (vllm/config/vllm.py) collects the reasons it must disable HMA
+(``need_disable_hybrid_kv_cache_manager``) and, where the user passed ``--no-disable-hybrid-kv-cache-manager``
+(``disable_hybrid_kv_cache_manager`` False), raises ``ValueError("Hybrid KV cache manager was explicitly enabled but
+is not supported in this configuration ...")`` instead of overriding it as 0.10-0.12 did. With HMA kept on, the
+connector factory then refuses a connector that is not ``SupportsHMA`` (``kv_connector/factory.py``: "Connector ...
+does not support HMA but HMA is enabled"), which NixlConnector is only from 0.18.0.
+
+The reasons, read in the 0.13.0, 0.14.0, 0.18.0, 0.19.1, 0.20.0, 0.21.0 and 0.32.0 sdists:
+
+- ``kv_events_config is not None`` ("Hybrid KV cache manager is not compatible with KV events"): 0.13.0-0.19.1;
+  0.20.0 dropped it;
+- chunked local attention (``model_config.attention_chunk_size``, Llama 4) with EAGLE speculative decoding, or with
+  ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` false: every release from 0.13.0 (the variable defaults to
+  0 in 0.13.x, to 1 from 0.14.0, vllm/envs.py).
+
+The rule carries no version bounds: it judges only a pair whose release is known (``forced_off_reasons`` is empty for
+an unknown one, which ``vllm-version-unknown`` already reports). Probed across releases, an explicit HMA with KV events
+would make "not checked" of published recipes for newer releases (Dynamo's GLM-5.3-Flash graph passes both), where
+only 0.13-0.19 refuse.
+
+Not judged here: the factory's refusal of a NixlConnector before 0.18.0 under an explicit HMA. On a pair whose release
+is unknown it would make every explicit-HMA NIXL pair "not checked" (0.13-0.17 refuse), although the flag is what
+0.18+ NIXL pairs of sliding-window and hybrid models are told to pass.
+"""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.versions import Version, fmt
+
+#: First release that raises on an explicit HMA it cannot honour (0.10.1.1-0.12.0 override it silently).
+_RAISES_SINCE: Version = (0, 13, 0)
+#: KV events force HMA off in 0.13.0-0.19.1 (gone in the 0.20.0 sdist's config/vllm.py).
+_KV_EVENTS_UNTIL: Version = (0, 20, 0)
+#: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "1" from 0.14.0 ("0" in 0.13.0's envs.py).
+_CHUNKED_ALLOWED_BY_DEFAULT_SINCE: Version = (0, 14, 0)
+_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+_EAGLE = ("eagle", "eagle3", "mtp", "deepseek_mtp")
+
+
+def _env_true(value: str) -> bool | None:
+    """vLLM's ``bool(int(os.getenv(...)))`` of ``value``; ``None`` where it is no integer (vLLM would raise)."""
+    try:
+        return bool(int(value.strip()))
+    except ValueError:
+        return None
+
+
+def forced_off_reasons(pair: PDPair, role: RoleConfig) -> list[str]:
+    """Why vLLM ``pair.version`` must turn HMA off on ``role`` (empty: it can keep it). Pure."""
+    version = pair.version
+    if version is None or version < _RAISES_SINCE:
+        return []
+    reasons = []
+    if role.kv_events and version < _KV_EVENTS_UNTIL:
+        reasons.append("--kv-events-config is set (vllm/config/vllm.py: 'Hybrid KV cache manager is not compatible "
+                       "with KV events', 0.13-0.19)")
+    chunk = pair.model.attention_chunk_size
+    if chunk:
+        method = str((role.speculative or {}).get("method") or "").lower()
+        allowed = (_env_true(role.env[_ENV]) if _ENV in role.env
+                   else version >= _CHUNKED_ALLOWED_BY_DEFAULT_SINCE)
+        if method in _EAGLE:
+            reasons.append(f"the model uses chunked local attention (attention_chunk_size {chunk}) with {method} "
+                           "speculative decoding")
+        elif allowed is False:
+            how = (f"{_ENV}={role.env[_ENV]}" if _ENV in role.env
+                   else f"{_ENV} defaults to 0 in vLLM {fmt(version)}")
+            reasons.append(f"the model uses chunked local attention (attention_chunk_size {chunk}) and {how}")
+    return reasons
+
+
+@rule(
+    id="hma-explicit-forced-off", family="hma", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.engine.env", "spec.model.architecture"),
+    source=("vllm/config/vllm.py VllmConfig.__post_init__: 'Hybrid KV cache manager was explicitly enabled but is not "
+            "supported in this configuration' (0.13.0+), its reasons kv_events_config (0.13.0-0.19.1) and chunked local "
+            "attention with EAGLE or VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 (0.13.0+, vllm/envs.py default "
+            "0 in 0.13, 1 from 0.14) (read in the 0.13.0, 0.14.0, 0.18.0, 0.19.1, 0.20.0, 0.21.0 and 0.32.0 sdists); "
+            "vllm#39269, vllm#46553"),
+    example="--no-disable-hybrid-kv-cache-manager with --kv-events-config on vLLM 0.18",
+)
+def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
+    """No engine passes --no-disable-hybrid-kv-cache-manager where vLLM must turn the hybrid KV cache manager off."""
+    out: list[Violation] = []
+    for role in pair.roles:
+        if role.hma is not True or not (reasons := forced_off_reasons(pair, role)):
+            continue
+        out.append((
+            f"{role.role}: --no-disable-hybrid-kv-cache-manager asks vLLM {fmt(pair.version)} to keep the hybrid KV "
+            f"cache manager, but {'; and '.join(reasons)}: the engine raises at startup ('Hybrid KV cache manager was "
+            "explicitly enabled but is not supported in this configuration') and never serves.",
+            fix_for(pair, f"Remove what forces HMA off from spec.{role.role} (or drop "
+                    "--no-disable-hybrid-kv-cache-manager from both roles' extraArgs, where the model runs without HMA).",
+                    f"On the {role.role} container remove what forces HMA off (or drop "
+                    "--no-disable-hybrid-kv-cache-manager from both containers, where the model runs without HMA)."),
+        ))
+    return out
