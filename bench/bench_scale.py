@@ -370,7 +370,8 @@ def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, flo
     if operator_pid is not None:
         pids["operator"] = operator_pid
     out = {name: cpu for name, pid in pids.items() if (cpu := _process_cpu(pid)) is not None}
-    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is counted in user and nice already)
+    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
     out["machine"] = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle, iowait
     return out
 
