@@ -1,0 +1,83 @@
+"""The leftovers of issue 9 after sets 29-34 (session 28), each as a kind, with variants and controls.
+
+1. The known-checkpoint table (:mod:`pdd_operator.vllm.known_models`) lacked DeepSeek-V2-Lite, Gemma 2 2B/27B,
+   Gemma 3 1B, Phi-3.5-mini, Phi-4-mini, Llama-3.2-1B and Mistral-7B v0.3: their config.json copies kept in
+   mlc-ai/mlc-llm's ``python/mlc_llm/model/model_preset.py`` (MODEL_PRESETS, commit d1ea69a8) are now snapshots, so
+   the rules that need KV heads (``hetero-tp-kv-replicated``), a sliding window (the HMA rules) or MLA
+   (``hetero-tp-p-gt-d-unsupported``) judge them instead of "not checked".
+2. MLA with prefill TP > decode TP: vLLM 0.13.0's NIXL handshake asserts ``tp_ratio > 0`` ("Decode TP cannot be
+   smaller than prefill TP", v1/nixl_connector.py add_remote_agent) for every model; from 0.14.0 an MLA decode reads
+   the (duplicated) latent cache from the first remote rank only and notifies the others ("MLA opt", the same code in
+   0.18.0 and 0.19.1 nixl_connector.py), so an MLA pair with P TP > D TP is valid there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pdd_operator.vllm.known_models import known_config
+from pdd_operator.vllm.model_config import facts_from_config
+from tests.unit.test_leftover_kinds_27 import pair
+from tests.unit.test_turn2_variants import check, rules
+
+# --- 1. the known-checkpoint table ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model_id", "kv_heads", "sliding", "arch"), [
+    ("deepseek-ai/DeepSeek-V2-Lite", 16, False, "mla"),
+    ("deepseek-ai/DeepSeek-V2-Lite-Chat", 16, False, "mla"),
+    ("google/gemma-3-1b-it", 1, True, "dense"),
+    ("google/gemma-2-27b-it", 16, True, "dense"),
+    ("google/gemma-2-2b", 4, True, "dense"),
+    ("microsoft/Phi-3.5-mini-instruct", 32, True, "dense"),    # sliding_window 262144: vLLM windows every layer
+    ("microsoft/Phi-4-mini-instruct", 8, True, "dense"),
+    ("meta-llama/Llama-3.2-1B-Instruct", 8, False, "dense"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", 8, False, "dense"),   # sliding_window null
+])
+def test_new_checkpoints_are_known(model_id, kv_heads, sliding, arch):
+    found = known_config(model_id)
+    assert found is not None and "mlc-ai/mlc-llm" in found[1]
+    facts = facts_from_config(found[0])
+    assert (facts.num_kv_heads, facts.sliding_window, facts.architecture.value) == (kv_heads, sliding, arch)
+
+
+def test_gemma3_1b_decode_tp_past_its_one_kv_head_is_refused(tmp_path, capsys):
+    # 0.20.0 nixl/worker.py: the block lengths must differ by the TP ratio unless the KV heads are replicated
+    code, out = check(tmp_path, capsys, *pair("google/gemma-3-1b-it", "0.20.0", 1, 4))
+    assert code != 0 and "hetero-tp-kv-replicated" in rules(out, "error")
+    assert "tp-kv-heads-unknown" not in rules(out)
+
+
+def test_llama32_1b_decode_tp_past_its_kv_heads_is_refused(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *pair("meta-llama/Llama-3.2-1B-Instruct", "0.20.0", 1, 16))
+    assert code != 0 and "hetero-tp-kv-replicated" in rules(out, "error")
+    _, out = check(tmp_path, capsys, *pair("meta-llama/Llama-3.2-1B-Instruct", "0.20.0", 1, 8))   # control
+    assert "hetero-tp-kv-replicated" not in rules(out) and "tp-kv-heads-unknown" not in rules(out)
+
+
+@pytest.mark.parametrize("model_id", ["google/gemma-2-27b-it", "microsoft/Phi-3.5-mini-instruct",
+                                      "google/gemma-3-1b-it"])
+def test_sliding_window_checkpoints_get_the_hma_warning_on_0_20(tmp_path, capsys, model_id):
+    # 0.18-0.21 config/vllm.py: a kv_transfer_config turns HMA off unless --no-disable-hybrid-kv-cache-manager
+    _, out = check(tmp_path, capsys, *pair(model_id, "0.20.0", 1, 1))
+    assert "hma-implicitly-disabled" in rules(out, "warning")
+
+
+def test_full_attention_checkpoints_do_not(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *pair("mistralai/Mistral-7B-Instruct-v0.3", "0.20.0", 1, 1))
+    assert "hma-implicitly-disabled" not in rules(out)
+
+
+# --- 2. MLA with prefill TP > decode TP ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.13.0"])
+def test_mla_prefill_tp_above_decode_tp_is_refused_before_0_14(tmp_path, capsys, version):
+    code, out = check(tmp_path, capsys, *pair("deepseek-ai/DeepSeek-V2-Lite-Chat", version, 2, 1))
+    assert code != 0 and "hetero-tp-p-gt-d-unsupported" in rules(out, "error")
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.18.0", "0.19.1"])
+def test_mla_prefill_tp_above_decode_tp_is_valid_from_0_14(tmp_path, capsys, version):
+    code, out = check(tmp_path, capsys, *pair("deepseek-ai/DeepSeek-V2-Lite-Chat", version, 2, 1))
+    assert code == 0 and not rules(out, "error") and "architecture-unknown" not in rules(out)
