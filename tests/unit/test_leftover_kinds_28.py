@@ -9,16 +9,23 @@
    smaller than prefill TP", v1/nixl_connector.py add_remote_agent) for every model; from 0.14.0 an MLA decode reads
    the (duplicated) latent cache from the first remote rank only and notifies the others ("MLA opt", the same code in
    0.18.0 and 0.19.1 nixl_connector.py), so an MLA pair with P TP > D TP is valid there.
+3. Short options dated (``cli-flag-not-yet``, :mod:`pdd_operator.vllm.added_flags`): ``--decode-context-parallel-size``
+   and ``-dcp`` are absent from the 0.10.0 wheel and the 0.10.1.1 sdist and in 0.11.0 on (vllm/engine/arg_utils.py);
+   ``--prefill-context-parallel-size`` and ``-pcp`` absent from 0.11.0/0.11.1 and in 0.12.0 on. ``-tp``, ``-pp``
+   and ``-O`` are in every release read (0.9.0 to 0.32.0), so they set no floor and are never refused.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pdd_operator.vllm.added_flags import ADDED_FLAGS, flags_floor
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_config import facts_from_config
 from tests.unit.test_leftover_kinds_27 import pair
 from tests.unit.test_turn2_variants import check, rules
+
+NOT_YET = "cli-flag-not-yet"
 
 # --- 1. the known-checkpoint table ----------------------------------------------------------------------------------
 
@@ -81,3 +88,36 @@ def test_mla_prefill_tp_above_decode_tp_is_refused_before_0_14(tmp_path, capsys,
 def test_mla_prefill_tp_above_decode_tp_is_valid_from_0_14(tmp_path, capsys, version):
     code, out = check(tmp_path, capsys, *pair("deepseek-ai/DeepSeek-V2-Lite-Chat", version, 2, 1))
     assert code == 0 and not rules(out, "error") and "architecture-unknown" not in rules(out)
+
+
+# --- 3. short options dated -----------------------------------------------------------------------------------------
+
+
+def _not_yet(out):
+    return [f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == NOT_YET]
+
+
+@pytest.mark.parametrize(("version", "args"), [
+    ("0.10.1.1", ["-dcp", "2"]), ("0.10.0", ["--decode-context-parallel-size", "2"]),
+    ("0.11.1", ["-pcp", "2"]), ("0.11.0", ["--prefill-context-parallel-size", "2"]),
+])
+def test_context_parallel_options_before_their_release_are_refused(tmp_path, capsys, version, args):
+    # argparse in FlexibleArgumentParser: 'unrecognized arguments' and exit 2 before the engine starts
+    code, out = check(tmp_path, capsys, *pair("deepseek-ai/DeepSeek-V2-Lite-Chat", version, 2, 2, d_args=args))
+    assert code != 0 and _not_yet(out) == ["error"]
+
+
+@pytest.mark.parametrize(("version", "args"), [
+    ("0.11.0", ["-dcp", "2"]), ("0.12.0", ["-pcp", "2"]), ("0.14.0", ["--prefill-context-parallel-size", "2"]),
+    ("0.9.0", ["-tp", "2"]), ("0.10.1.1", ["-pp", "2"]), ("0.9.1", ["-O", "3"]), ("0.32.0", ["-O3"]),
+])
+def test_context_parallel_from_their_release_and_old_short_options_are_not(tmp_path, capsys, version, args):
+    _, out = check(tmp_path, capsys, *pair("deepseek-ai/DeepSeek-V2-Lite-Chat", version, 2, 2, d_args=args))
+    assert _not_yet(out) == []
+
+
+def test_context_parallel_options_bound_an_unknown_version():
+    assert ADDED_FLAGS["-dcp"].floor == (0, 11, 0) and ADDED_FLAGS["-pcp"].floor == (0, 12, 0)
+    assert flags_floor(dict.fromkeys(("--decode-context-parallel-size", "--prefill-context-parallel-size"))) == (
+        (0, 12, 0), "--prefill-context-parallel-size")
+    assert "-tp" not in ADDED_FLAGS and "-pp" not in ADDED_FLAGS and "-O" not in ADDED_FLAGS
