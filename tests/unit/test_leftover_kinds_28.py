@@ -13,13 +13,22 @@
    and ``-dcp`` are absent from the 0.10.0 wheel and the 0.10.1.1 sdist and in 0.11.0 on (vllm/engine/arg_utils.py);
    ``--prefill-context-parallel-size`` and ``-pcp`` absent from 0.11.0/0.11.1 and in 0.12.0 on. ``-tp``, ``-pp``
    and ``-O`` are in every release read (0.9.0 to 0.32.0), so they set no floor and are never refused.
+4. ``--disable-sliding-window`` (:mod:`pdd_operator.compat.rules.sliding_window_flag`): in every release read vLLM sets
+   ``hf_text_config.sliding_window = None`` when it is given (vllm/config/model.py 0.11.1-0.32.0, config/__init__.py
+   0.10.1.1), so windows read from that field (Gemma 2/3, gpt-oss, Mistral-7B v0.1, Phi-3) become full attention,
+   while Llama 4's chunked attention and MiMo-V2-Flash's ``sliding_window_size`` stay. On both roles the pair is judged
+   as a full-attention model (no HMA warning on 0.18-0.21, no HMA block-size assert on 0.22-0.26); on one role it is
+   ``sliding-window-disabled-one-role`` (a warning: not hashed, no handshake check). The flag was also not a boolean
+   to the parser here, so a positional model after it was read as its value.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pdd_operator.compat.rules.sliding_window_flag import window_cleared
 from pdd_operator.vllm.added_flags import ADDED_FLAGS, flags_floor
+from pdd_operator.vllm.flags import parse_flags
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_config import facts_from_config
 from tests.unit.test_leftover_kinds_27 import pair
@@ -121,3 +130,72 @@ def test_context_parallel_options_bound_an_unknown_version():
     assert flags_floor(dict.fromkeys(("--decode-context-parallel-size", "--prefill-context-parallel-size"))) == (
         (0, 12, 0), "--prefill-context-parallel-size")
     assert "-tp" not in ADDED_FLAGS and "-pp" not in ADDED_FLAGS and "-O" not in ADDED_FLAGS
+
+
+# --- 4. --disable-sliding-window ------------------------------------------------------------------------------------
+
+OFF = ["--disable-sliding-window"]
+ONE_ROLE = "sliding-window-disabled-one-role"
+
+
+@pytest.mark.parametrize(("model_id", "cleared"), [
+    ("google/gemma-2-9b-it", True), ("google/gemma-3-1b-it", True), ("openai/gpt-oss-120b", True),
+    ("mistralai/Mistral-7B-v0.1", True), ("microsoft/Phi-3.5-mini-instruct", True),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", False), ("XiaomiMiMo/MiMo-V2-Flash", False),
+    ("deepseek-ai/DeepSeek-V4-Flash", False), ("/models/my-gemma", None),
+])
+def test_which_windows_the_flag_clears(model_id, cleared):
+    assert window_cleared(model_id) is cleared
+
+
+def test_the_flag_is_a_boolean_and_does_not_take_the_model():
+    model, flags = parse_flags(["vllm", "serve", "--disable-sliding-window", "google/gemma-2-9b-it"])
+    assert model == "google/gemma-2-9b-it" and flags["--disable-sliding-window"] is True
+    assert parse_flags(["vllm", "serve", "m", "--no-disable-sliding-window"])[1]["--disable-sliding-window"] is False
+
+
+@pytest.mark.parametrize(("model_id", "version"), [("google/gemma-2-9b-it", "0.20.0"),
+                                                   ("microsoft/Phi-3.5-mini-instruct", "0.18.0")])
+def test_on_both_roles_the_model_is_full_attention_for_the_hma_warning(tmp_path, capsys, model_id, version):
+    _, out = check(tmp_path, capsys, *pair(model_id, version, p_args=OFF, d_args=OFF))
+    assert "hma-implicitly-disabled" not in rules(out) and ONE_ROLE not in rules(out)
+    _, out = check(tmp_path, capsys, *pair(model_id, version))   # control: the window is there without the flag
+    assert "hma-implicitly-disabled" in rules(out, "warning")
+
+
+def test_on_both_roles_no_hma_block_size_assert(tmp_path, capsys):
+    # 0.24.0: HMA stays on under NIXL; with no sliding-window layer left nothing needs it, so different block sizes
+    # are judged as for a full-attention model (no 'HMA does not support different remote block size yet')
+    bs_p, bs_d = ["--block-size", "16"], ["--block-size", "32"]
+    _, out = check(tmp_path, capsys, *pair("openai/gpt-oss-20b", "0.24.0", p_args=[*bs_p, *OFF], d_args=[*bs_d, *OFF]))
+    assert "block-size-hma" not in rules(out)
+    _, out = check(tmp_path, capsys, *pair("openai/gpt-oss-20b", "0.24.0", p_args=bs_p, d_args=bs_d))   # control
+    assert "block-size-hma" in rules(out, "error")
+
+
+def test_a_window_the_flag_keeps_is_still_judged(tmp_path, capsys):
+    # Llama 4's chunked local attention reads attention_chunk_size, which the flag leaves alone
+    _, with_flag = check(tmp_path, capsys, *pair("meta-llama/Llama-4-Scout-17B-16E-Instruct", "0.20.0",
+                                                 p_args=OFF, d_args=OFF))
+    _, without = check(tmp_path, capsys, *pair("meta-llama/Llama-4-Scout-17B-16E-Instruct", "0.20.0"))
+    assert rules(with_flag) == rules(without)
+
+
+@pytest.mark.parametrize(("model_id", "version", "p_args", "d_args"), [
+    ("google/gemma-2-9b-it", "0.24.0", [], OFF),                    # HMA on: the KV cache groups differ
+    ("google/gemma-3-1b-it", "0.20.0", OFF, []),                    # HMA off: same layout, different attention
+    ("mistralai/Mistral-7B-Instruct-v0.1", "0.14.0", [], ["--disable_sliding_window"]),
+])
+def test_on_one_role_it_is_a_warning(tmp_path, capsys, model_id, version, p_args, d_args):
+    code, out = check(tmp_path, capsys, *pair(model_id, version, p_args=p_args, d_args=d_args))
+    assert ONE_ROLE in rules(out, "warning") and ONE_ROLE not in rules(out, "error")
+
+
+@pytest.mark.parametrize(("model_id", "p_args", "d_args"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", [], OFF),                       # no window to drop
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", [], OFF),              # the chunked window stays
+    ("google/gemma-2-9b-it", ["--no-disable-sliding-window"], []),       # false on one role is the default
+])
+def test_one_role_controls(tmp_path, capsys, model_id, p_args, d_args):
+    _, out = check(tmp_path, capsys, *pair(model_id, "0.24.0", p_args=p_args, d_args=d_args))
+    assert ONE_ROLE not in rules(out)
