@@ -20,6 +20,14 @@
    as a full-attention model (no HMA warning on 0.18-0.21, no HMA block-size assert on 0.22-0.26); on one role it is
    ``sliding-window-disabled-one-role`` (a warning: not hashed, no handshake check). The flag was also not a boolean
    to the parser here, so a positional model after it was read as its value.
+5. A prefill-only kernel split on 0.11.1-0.11.2 (prefill ``--block-size 128`` on FLASH_ATTN, whose kernel blocks are
+   64 tokens; decode 64) is not a false refusal of ``block-size-direction``: 0.11.1's nixl_connector.py
+   register_kv_caches moves the prefill's ``self.block_size`` to 64 and publishes it, so the decode's handshake passes
+   (``metadata.block_size <= self.block_size``, ratio 1), but the prefill's ``kv_transfer_params`` carry its logical
+   128-token block ids, which the decode's ``_logical_to_kernel_block_ids`` leaves as they are (its own ratio is 1):
+   ``_read_blocks`` then has twice the local blocks of the remote ones and asserts ``num_local_blocks <=
+   num_remote_blocks`` at the first request longer than one prefill block. Without the split (a backend taking
+   128-token blocks) the handshake asserts "nP > nD is not supported yet". Either way the pair fails: an error.
 """
 
 from __future__ import annotations
@@ -199,3 +207,18 @@ def test_on_one_role_it_is_a_warning(tmp_path, capsys, model_id, version, p_args
 def test_one_role_controls(tmp_path, capsys, model_id, p_args, d_args):
     _, out = check(tmp_path, capsys, *pair(model_id, "0.24.0", p_args=p_args, d_args=d_args))
     assert ONE_ROLE not in rules(out)
+
+
+# --- 5. a prefill-only kernel split on 0.11.1 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.11.2"])
+def test_a_prefill_only_kernel_split_is_still_refused(tmp_path, capsys, version):
+    fa = [{"name": "VLLM_ATTENTION_BACKEND", "value": "FLASH_ATTN"}]
+    docs = pair("meta-llama/Llama-3.1-8B-Instruct", version, p_args=["--block-size", "128"],
+                d_args=["--block-size", "64"])
+    for doc in docs:
+        doc["spec"]["template"]["spec"]["containers"][0]["env"] += fa
+    code, out = check(tmp_path, capsys, *docs)
+    assert code != 0 and "block-size-direction" in rules(out, "error")
+    assert "block-size-kernel-split" not in rules(out)   # the decode's 64 runs as is
