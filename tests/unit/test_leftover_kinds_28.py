@@ -28,9 +28,16 @@
    ``_read_blocks`` then has twice the local blocks of the remote ones and asserts ``num_local_blocks <=
    num_remote_blocks`` at the first request longer than one prefill block. Without the split (a backend taking
    128-token blocks) the handshake asserts "nP > nD is not supported yet". Either way the pair fails: an error.
+6. ``MultiConnector[NixlConnector, LMCacheConnectorV1]`` and HMA (:mod:`pdd_operator.compat.connector_hma`): from 0.22.0
+   vLLM keeps HMA on under a MultiConnector only when every child subclasses ``SupportsHMA`` (0.22.0 config/vllm.py;
+   ``MultiConnector.all_children_support_hma`` in 0.23.0, 0.24.0, 0.32.0), which LMCache's and P2pNccl's connectors do
+   not; ``is_hma_enabled`` is hashed (0.18+), so such a role against a plain NixlConnector peer is
+   ``hma-flag-mismatch``; the same MultiConnector on both roles, or 0.21 (HMA off under any connector), is not.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -40,7 +47,7 @@ from pdd_operator.vllm.flags import parse_flags
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_config import facts_from_config
 from tests.unit.test_leftover_kinds_27 import pair
-from tests.unit.test_turn2_variants import check, rules
+from tests.unit.test_turn2_variants import check, container, rules, workload
 
 NOT_YET = "cli-flag-not-yet"
 
@@ -222,3 +229,42 @@ def test_a_prefill_only_kernel_split_is_still_refused(tmp_path, capsys, version)
     code, out = check(tmp_path, capsys, *docs)
     assert code != 0 and "block-size-direction" in rules(out, "error")
     assert "block-size-kernel-split" not in rules(out)   # the decode's 64 runs as is
+
+
+# --- 6. MultiConnector children without HMA -------------------------------------------------------------------------
+
+
+def _multi(*children):
+    return json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": c, "kv_role": "kv_both"} for c in children]}})
+
+
+NIXL_BOTH = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def _kv_pair(version, p_kv, d_kv, model="Qwen/Qwen3-8B", p_extra=(), d_extra=()):
+    image = f"vllm/vllm-openai:v{version}"
+    return [workload("m-prefill", "prefill", container([model, "--kv-transfer-config", p_kv, *p_extra], image=image)),
+            workload("m-decode", "decode", container([model, "--kv-transfer-config", d_kv, *d_extra], image=image))]
+
+
+@pytest.mark.parametrize(("version", "p_kv", "d_kv"), [
+    ("0.22.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH),
+    ("0.24.0", NIXL_BOTH, _multi("LMCacheMPConnector", "NixlConnector")),
+    ("0.32.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH),
+])
+def test_a_multiconnector_child_without_hma_against_plain_nixl_is_refused(tmp_path, capsys, version, p_kv, d_kv):
+    code, out = check(tmp_path, capsys, *_kv_pair(version, p_kv, d_kv, model="meta-llama/Llama-3.1-8B-Instruct"))
+    assert code != 0 and "hma-flag-mismatch" in rules(out, "error")
+
+
+@pytest.mark.parametrize(("version", "p_kv", "d_kv", "p_extra", "d_extra"), [
+    ("0.32.0", _multi("NixlConnector", "LMCacheConnectorV1"), _multi("NixlConnector", "LMCacheConnectorV1"), (), ()),
+    ("0.21.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH, (), ()),     # HMA off under any connector
+    ("0.24.0", _multi("NixlConnector", "OffloadingConnector"), NIXL_BOTH, (), ()),   # OffloadingConnector has HMA
+    ("0.24.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH, (), ["--disable-hybrid-kv-cache-manager"]),
+    ("0.24.0", _multi("NixlConnector", "MyOutOfTreeConnector"), NIXL_BOTH, (), ()),  # not claimed
+])
+def test_multiconnector_hma_controls(tmp_path, capsys, version, p_kv, d_kv, p_extra, d_extra):
+    _, out = check(tmp_path, capsys, *_kv_pair(version, p_kv, d_kv, p_extra=p_extra, d_extra=d_extra))
+    assert "hma-flag-mismatch" not in rules(out)
