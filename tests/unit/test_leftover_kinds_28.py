@@ -33,6 +33,12 @@
    ``MultiConnector.all_children_support_hma`` in 0.23.0, 0.24.0, 0.32.0), which LMCache's and P2pNccl's connectors do
    not; ``is_hma_enabled`` is hashed (0.18+), so such a role against a plain NixlConnector peer is
    ``hma-flag-mismatch``; the same MultiConnector on both roles, or 0.21 (HMA off under any connector), is not.
+7. Dynamo's ``--disaggregation-mode decode`` does not add a NixlConnector (ai-dynamo/dynamo
+   components/src/dynamo/vllm/args.py at 000a36a7: ``update_dynamo_config_with_engine`` raises ValueError for
+   ``--disaggregation-mode prefill`` without ``--kv-transfer-config`` and sets no connector for decode;
+   ``_uses_nixl_connector`` reads only the user's config), so the claim of ai-dynamo/modelexpress#245 does not hold
+   for runtime 1.x: such a decode is ``kv-connector-missing``, as the checker already read it; runtimes before 1.0
+   (``--connector nixl`` the default) keep their implicit NixlConnector. Pinned.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from pdd_operator.vllm.added_flags import ADDED_FLAGS, flags_floor
 from pdd_operator.vllm.flags import parse_flags
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_config import facts_from_config
-from tests.unit.test_leftover_kinds_27 import pair
+from tests.unit.test_leftover_kinds_27 import READERS, pair
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 NOT_YET = "cli-flag-not-yet"
@@ -268,3 +274,30 @@ def test_a_multiconnector_child_without_hma_against_plain_nixl_is_refused(tmp_pa
 def test_multiconnector_hma_controls(tmp_path, capsys, version, p_kv, d_kv, p_extra, d_extra):
     _, out = check(tmp_path, capsys, *_kv_pair(version, p_kv, d_kv, p_extra=p_extra, d_extra=d_extra))
     assert "hma-flag-mismatch" not in rules(out)
+
+
+# --- 7. Dynamo's --disaggregation-mode adds no connector ------------------------------------------------------------
+
+
+def _dynamo(image, p_kv, d_kv):
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    cmd = ["python3", "-m", "dynamo.vllm"]
+    p = container(["--model", "Qwen/Qwen3-8B", "--disaggregation-mode", "prefill",
+                   *(["--kv-transfer-config", kv] if p_kv else [])], image=image, command=cmd)
+    d = container(["--model", "Qwen/Qwen3-8B", "--disaggregation-mode", "decode",
+                   *(["--kv-transfer-config", kv] if d_kv else [])], image=image, command=cmd)
+    return READERS["DynamoGraphDeployment"](p, d)
+
+
+@pytest.mark.parametrize("tag", ["1.3.0", "1.1.0"])
+def test_a_dynamo_decode_without_kv_transfer_config_has_no_connector(tmp_path, capsys, tag):
+    code, out = check(tmp_path, capsys, *_dynamo(f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}", True, False))
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert code != 0 and [f["severity"] for f in found] == ["error"] and found[0]["message"].startswith("decode")
+    code, out = check(tmp_path, capsys, *_dynamo(f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}", True, True))
+    assert "kv-connector-missing" not in rules(out)   # control: explicit on both
+
+
+def test_a_dynamo_runtime_before_1_0_keeps_its_implicit_nixl(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_dynamo("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.1", False, False))
+    assert "kv-connector-missing" not in rules(out)
