@@ -1,8 +1,9 @@
 """The leftovers of issue 9 after sets 29-34 (session 28), each as a kind, with variants and controls.
 
 1. The known-checkpoint table (:mod:`pdd_operator.vllm.known_models`) lacked DeepSeek-V2-Lite, Gemma 2 2B/27B,
-   Gemma 3 1B, Phi-3.5-mini, Phi-4-mini, Llama-3.2-1B and Mistral-7B v0.3: their config.json copies kept in
-   mlc-ai/mlc-llm's ``python/mlc_llm/model/model_preset.py`` (MODEL_PRESETS, commit d1ea69a8) are now snapshots, so
+   Gemma 3 1B, Phi-3.5-mini, Phi-4-mini, Llama-3.2-1B, Mistral-7B v0.3 and Qwen2.5-VL-3B: their config.json copies
+   kept in mlc-ai/mlc-llm's ``python/mlc_llm/model/model_preset.py`` (MODEL_PRESETS, commit d1ea69a8) and
+   whaler404/Hf-Learn's ``qwen2.5_vl.md`` (commit 52e20dfe) are now snapshots, so
    the rules that need KV heads (``hetero-tp-kv-replicated``), a sliding window (the HMA rules) or MLA
    (``hetero-tp-p-gt-d-unsupported``) judge them instead of "not checked".
 2. MLA with prefill TP > decode TP: vLLM 0.13.0's NIXL handshake asserts ``tp_ratio > 0`` ("Decode TP cannot be
@@ -70,10 +71,11 @@ NOT_YET = "cli-flag-not-yet"
     ("microsoft/Phi-4-mini-instruct", 8, True, "dense"),
     ("meta-llama/Llama-3.2-1B-Instruct", 8, False, "dense"),
     ("mistralai/Mistral-7B-Instruct-v0.3", 8, False, "dense"),   # sliding_window null
+    ("Qwen/Qwen2.5-VL-3B-Instruct", 2, False, "multimodal"),     # use_sliding_window false
 ])
 def test_new_checkpoints_are_known(model_id, kv_heads, sliding, arch):
     found = known_config(model_id)
-    assert found is not None and "mlc-ai/mlc-llm" in found[1]
+    assert found is not None and ("mlc-ai/mlc-llm" in found[1] or "whaler404/Hf-Learn" in found[1])
     facts = facts_from_config(found[0])
     assert (facts.num_kv_heads, facts.sliding_window, facts.architecture.value) == (kv_heads, sliding, arch)
 
@@ -83,6 +85,11 @@ def test_gemma3_1b_decode_tp_past_its_one_kv_head_is_refused(tmp_path, capsys):
     code, out = check(tmp_path, capsys, *pair("google/gemma-3-1b-it", "0.20.0", 1, 4))
     assert code != 0 and "hetero-tp-kv-replicated" in rules(out, "error")
     assert "tp-kv-heads-unknown" not in rules(out)
+
+
+def test_qwen25_vl_3b_decode_tp_past_its_two_kv_heads_is_refused(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *pair("Qwen/Qwen2.5-VL-3B-Instruct", "0.20.0", 1, 4))
+    assert code != 0 and "hetero-tp-kv-replicated" in rules(out, "error")
 
 
 def test_llama32_1b_decode_tp_past_its_kv_heads_is_refused(tmp_path, capsys):
