@@ -31,9 +31,10 @@
    128-token blocks) the handshake asserts "nP > nD is not supported yet". Either way the pair fails: an error.
 6. ``MultiConnector[NixlConnector, LMCacheConnectorV1]`` and HMA (:mod:`pdd_operator.compat.connector_hma`): from 0.22.0
    vLLM keeps HMA on under a MultiConnector only when every child subclasses ``SupportsHMA`` (0.22.0 config/vllm.py;
-   ``MultiConnector.all_children_support_hma`` in 0.23.0, 0.24.0, 0.32.0), which LMCache's and P2pNccl's connectors do
-   not; ``is_hma_enabled`` is hashed (0.18+), so such a role against a plain NixlConnector peer is
-   ``hma-flag-mismatch``; the same MultiConnector on both roles, or 0.21 (HMA off under any connector), is not.
+   ``MultiConnector.all_children_support_hma`` in 0.23.0, 0.24.0, 0.32.0), which the in-tree LMCacheConnectorV1,
+   ExampleConnector and FlexKVConnectorV1 do not (LMCacheMPConnector resolves to LMCache's own class: not claimed);
+   ``is_hma_enabled`` is hashed (0.18+), so such a role against a plain NixlConnector peer is ``hma-flag-mismatch``;
+   the same MultiConnector on both roles, or 0.21 (HMA off under any connector), is not.
 7. Dynamo's ``--disaggregation-mode decode`` does not add a NixlConnector (ai-dynamo/dynamo
    components/src/dynamo/vllm/args.py at 000a36a7: ``update_dynamo_config_with_engine`` raises ValueError for
    ``--disaggregation-mode prefill`` without ``--kv-transfer-config`` and sets no connector for decode;
@@ -263,7 +264,7 @@ def _kv_pair(version, p_kv, d_kv, model="Qwen/Qwen3-8B", p_extra=(), d_extra=())
 
 @pytest.mark.parametrize(("version", "p_kv", "d_kv"), [
     ("0.22.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH),
-    ("0.24.0", NIXL_BOTH, _multi("LMCacheMPConnector", "NixlConnector")),
+    ("0.24.0", NIXL_BOTH, _multi("FlexKVConnectorV1", "NixlConnector")),
     ("0.32.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH),
 ])
 def test_a_multiconnector_child_without_hma_against_plain_nixl_is_refused(tmp_path, capsys, version, p_kv, d_kv):
@@ -277,6 +278,7 @@ def test_a_multiconnector_child_without_hma_against_plain_nixl_is_refused(tmp_pa
     ("0.24.0", _multi("NixlConnector", "OffloadingConnector"), NIXL_BOTH, (), ()),   # OffloadingConnector has HMA
     ("0.24.0", _multi("NixlConnector", "LMCacheConnectorV1"), NIXL_BOTH, (), ["--disable-hybrid-kv-cache-manager"]),
     ("0.24.0", _multi("NixlConnector", "MyOutOfTreeConnector"), NIXL_BOTH, (), ()),  # not claimed
+    ("0.28.0", _multi("LMCacheMPConnector", "NixlConnector"), NIXL_BOTH, (), ()),     # LMCache's own class
 ])
 def test_multiconnector_hma_controls(tmp_path, capsys, version, p_kv, d_kv, p_extra, d_extra):
     _, out = check(tmp_path, capsys, *_kv_pair(version, p_kv, d_kv, p_extra=p_extra, d_extra=d_extra))

@@ -13,11 +13,12 @@ the NIXL compatibility hash (nixl/metadata.py, 0.18.0+).
 vLLM's own ``MultiConnector`` does the same from 0.22.0: ``VllmConfig.__post_init__`` keeps HMA on for it only when
 every child connector subclasses ``SupportsHMA`` (0.22.0 config/vllm.py: ``all(supports_hma(...) for sub in
 connectors)``; 0.23.0, 0.24.0 and the 0.32.0 wheel: ``KVConnectorFactory.supports_hma_config`` ->
-``MultiConnector.all_children_support_hma``). In those releases LMCacheConnectorV1, LMCacheMPConnector,
-P2pNcclConnector, ExampleConnector and FlexKVConnector do not subclass it (kv_connector/v1/*.py of the 0.22.0 and
-0.23.0 sdists, 0.24.0 sdist, 0.32.0 wheel), so ``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA
-off while a plain NixlConnector peer keeps it on. Children not listed (out-of-tree connectors, newer releases) are
-not claimed.
+``MultiConnector.all_children_support_hma``). In those releases the in-tree LMCacheConnectorV1, ExampleConnector and
+FlexKVConnectorV1 classes do not subclass it (kv_connector/v1/*.py of the 0.22.0, 0.23.0 and 0.24.0 sdists and the
+0.32.0 wheel), so ``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA off while a plain NixlConnector
+peer keeps it on. Children not listed are not claimed: out-of-tree connectors, newer releases, and
+``LMCacheMPConnector``, which vLLM resolves to LMCache's own class when the lmcache package is installed
+(lmcache_mp_connector.py ``_resolve_lmcache_mp_connector``, 0.24.0 and 0.32.0), so its HMA support is LMCache's.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from pdd_operator.compat.pair import NIXL_CONNECTORS, RoleConfig
 from pdd_operator.vllm.versions import Version
 
 #: vLLM's in-tree connectors without ``SupportsHMA`` in every release read from 0.22.0 to 0.32.0 (see above).
-MULTI_CHILDREN_WITHOUT_HMA = ("LMCacheConnectorV1", "LMCacheMPConnector", "P2pNcclConnector", "ExampleConnector",
-                              "FlexKVConnector")
+MULTI_CHILDREN_WITHOUT_HMA = ("LMCacheConnectorV1", "ExampleConnector", "FlexKVConnectorV1")
 #: The releases whose MultiConnector HMA decision was read: 0.22.0 (first with HMA kept on under a connector) to
 #: the 0.32 line (the newest read).
 MULTI_READ: tuple[Version, Version] = ((0, 22, 0), (0, 33, 0))
