@@ -16,6 +16,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNKNOWN,
     VERSION_UNVERIFIED,
 )
+from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
@@ -99,6 +100,7 @@ def evaluate(
     config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
+    pair = without_disabled_window(pair)
     if pair.either_way:
         return _either_way(evaluate(replace(pair, either_way=False), rules), evaluate(pair.mirrored(), rules), pair)
     if pair.env_from:

@@ -83,6 +83,9 @@ class RoleConfig:
             ``Rule.needs``).
         prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None (also when its value
             is not in the manifest, as for ``hma``).
+        disable_sliding_window: ``--disable-sliding-window`` given true (True), ``--no-disable-sliding-window`` or
+            false (False), neither or a value not in the manifest (None)
+            (:mod:`pdd_operator.compat.rules.sliding_window_flag`).
         env: the engine's environment: literal values (downward-API IPs as ``fieldRef:...`` sentinels), and
             ``<unknown:NAME>`` for a variable set to a value not in these files (``valueFrom`` a ConfigMap or Secret,
             a script's unknown value), never dropped (a dropped one would read as vLLM's default).
@@ -197,6 +200,7 @@ class RoleConfig:
     speculative: dict | None = None
     hma: bool | None = None
     prefix_caching: bool | None = None
+    disable_sliding_window: bool | None = None
     env: dict[str, str] = field(default_factory=dict)
     env_from: tuple[tuple[str, str], ...] = ()
     host_network: bool = False
@@ -577,6 +581,8 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
+        disable_sliding_window=known.get("--disable-sliding-window") if isinstance(
+            known.get("--disable-sliding-window"), bool) else None,
         env=env,
         env_from=env_from,
         host_network=bool(pod_spec.get("hostNetwork")),

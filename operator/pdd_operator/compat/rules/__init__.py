@@ -40,6 +40,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     pp_push_hma,
     records,
     sleep_mode,
+    sliding_window_flag,
     ucx_tls,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule
