@@ -14,12 +14,16 @@ import re
 
 from pdd_operator.vllm.versions import is_vllm_image
 
+#: A word of a command line that starts vLLM: the ``vllm`` CLI (also by path), its API server module, or a
+#: worker that wraps it (Dynamo's ``dynamo.vllm``). ``--vllm-port`` (a routing sidecar's flag) is none of them.
+_STARTS_VLLM = re.compile(r"^(?:\S*/)?vllm$|^vllm\.entrypoints|^dynamo\.vllm$")
+
 
 def _runs_vllm(container: dict) -> bool:
-    """``container`` starts a vLLM engine (its image is a vLLM image or its command names vllm): its ports are the
-    engine's own, which the engine rules compare (``listener-port-conflict``)."""
-    words = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
-    return is_vllm_image(str(container.get("image") or "")) or bool(re.search(r"\bvllm\b", words))
+    """``container`` starts a vLLM engine (its image is a vLLM image or a word of its command starts vLLM): its
+    ports are the engine's own, which the engine rules compare (``listener-port-conflict``)."""
+    words = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or [])).split()
+    return is_vllm_image(str(container.get("image") or "")) or any(_STARTS_VLLM.search(w) for w in words)
 
 
 def sidecar_ports(container: dict, pod_spec: dict | None) -> tuple[tuple[str, int], ...]:
