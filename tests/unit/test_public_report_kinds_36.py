@@ -16,11 +16,12 @@ controls.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
-from tests.unit.test_turn2_variants import KV, POD_IP, check, container, pd, rules, workload
+from tests.unit.test_turn2_variants import KV, check, container, pd, rules, workload
 
 # --- the connector registry -------------------------------------------------------------------------------------
 
@@ -32,7 +33,7 @@ def _storage_pair(connector, image, module_path=None, kind="Deployment"):
     docs = []
     for role, kv_role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
         c = container(["meta-llama/Llama-3.1-8B-Instruct", "--kv-transfer-config",
-                       __import__("json").dumps({**cfg, "kv_role": kv_role})], image=image)
+                       json.dumps({**cfg, "kv_role": kv_role})], image=image)
         docs.append(workload(f"fs-{role}", role, c, kind=kind, app="fs"))
     return docs
 
@@ -170,15 +171,18 @@ def test_an_engine_with_a_non_json_kv_transfer_config_is_reported_not_dropped(tm
                          '"kv_role":"kv_consumer"}'], command=["/bin/sh", "-c"])
     else:
         bad = container(["Qwen/Qwen3-8B", "--kv-transfer-config={kv_connector:NixlConnector,kv_role:kv_consumer}"])
-    docs = [workload("qwen-prefill", "prefill", good, app="qwen"), workload("qwen-decode", "decode", bad, app="qwen")]
+    # no role label: the decode's role comes from its name only, as the Modelplane engine named "decode" did
+    docs = [workload("qwen-prefill", "prefill", good, app="qwen", labels_key="tier"),
+            workload("qwen-decode", "decode", bad, app="qwen", labels_key="tier")]
     code, out = check(tmp_path, capsys, *docs)
     assert code == 1 and "engine-args-invalid" in rules(out, "error"), out
 
 
-def test_an_aggregated_server_without_kv_transfer_config_is_still_no_pd_engine(tmp_path, capsys):
-    plain = workload("chat-decode", "decode", container(["Qwen/Qwen3-8B", "--max-model-len", "4096"]), app="chat")
+def test_a_server_named_decode_without_kv_transfer_config_is_still_no_pd_engine(tmp_path, capsys):
+    plain = workload("chat-decode", "decode", container(["Qwen/Qwen3-8B", "--max-model-len", "4096"]), app="chat",
+                     labels_key="tier")
     code, out = check(tmp_path, capsys, plain)
-    assert "engine-args-invalid" not in rules(out) if out.get("results") else True, out
+    assert not out["results"] and "engine-args-invalid" not in rules(out), out
 
 
 # --- tp-kv-heads-unknown with an unknown architecture --------------------------------------------------------------
@@ -199,5 +203,3 @@ def test_decode_tp_above_prefill_tp_of_an_unknown_model_is_left_to_architecture_
     code, out = check(tmp_path, capsys, *docs)
     assert "tp-kv-heads-unknown" not in rules(out), out
 
-
-__all__ = ["POD_IP"]
