@@ -117,4 +117,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 33: VllmConfig's NIXL DCP assertions and P2pNcclEngine's http_port stop the engine itself
                     "nixl-dcp-partial", "nixl-dcp-non-mla", "nixl-pcp-refused", "p2p-nccl-http-port-missing",
                     # noticed 27: options a release's parser lacks; P2pNcclConnector gone from the factory (0.24.0)
-                    "cli-flag-not-yet", "p2p-nccl-connector-unavailable"}
+                    "cli-flag-not-yet", "p2p-nccl-connector-unavailable",
+                    # set 36: a connector name the release does not register; a sidecar on the engine's port
+                    "kv-connector-unregistered", "pod-port-conflict"}
