@@ -44,6 +44,7 @@ from pdd_operator.compat.dynamo_resources import (
     service_resources,
     with_service_resources,
 )
+from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.templated import templated_findings
@@ -371,7 +372,8 @@ def _engine(
     role_unknown = "" if role_from in ("kv_role", "flag") else _unknown_role_flag(argv) or ""
     if role_unknown:  # a label, name or type must not stand in for a flag whose value nobody here can read
         role, role_from = None, ""
-    if not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name"):
+    if (not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name")
+            and not _kv_transfer_config_unparsed(config)):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
     plugin = _platform_plugin(container, image)
     if plugin:
@@ -380,6 +382,14 @@ def _engine(
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
                   flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)
+
+
+def _kv_transfer_config_unparsed(config: RoleConfig) -> bool:
+    """The engine passes a ``--kv-transfer-config`` that is not JSON (as vLLM receives it: after a shell's quote
+    removal, ``--kv-transfer-config={"kv_connector":...}`` unquoted in an ``sh -c`` line arrives as
+    ``{kv_connector:...}``). vLLM parses the flag with ``json.loads`` and its argument parser exits, so the engine
+    is a P/D engine that never starts, not an aggregated server: it is kept, for ``engine-args-invalid``."""
+    return any(err.startswith("--kv-transfer-config ") for err in config.errors)
 
 
 def _pod_group(node: dict) -> int | None:
@@ -757,9 +767,12 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
 
     A RoleBasedGroup's roles built from ``spec.roleTemplates`` get their merged pod templates first, in ``doc``
     itself (:func:`~pdd_operator.compat.role_templates.resolve_role_templates`), and a DynamoGraphDeployment's
-    components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`)."""
+    components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`), and
+    a Modelplane PrefillDecode ModelDeployment what its compose function adds to the engines' pods
+    (:func:`~pdd_operator.compat.modelplane.resolve_modelplane_plumbing`)."""
     resolve_role_templates(doc)
     resolve_component_devices(doc)
+    resolve_modelplane_plumbing(doc)
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
+from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
@@ -106,6 +107,8 @@ class RoleConfig:
         networks: Multus secondary networks of the pod.
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
+        sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
+            (:func:`~pdd_operator.compat.pod_ports.sidecar_ports`), to compare with ``other_ports``.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
         loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
             variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
@@ -212,6 +215,7 @@ class RoleConfig:
     dra_claims: tuple[str, ...] = ()
     networks: tuple[str, ...] = ()
     other_ports: tuple[int, ...] = ()
+    sidecar_ports: tuple[tuple[str, int], ...] = ()
     errors: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
@@ -593,6 +597,7 @@ def role_from_container(
         dra_claims=tuple(c.get("name", "") for c in (res.get("claims") or [])),
         networks=networks,
         other_ports=tuple(other_ports),
+        sidecar_ports=sidecar_ports(container, pod_spec),
         errors=tuple(errors),
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
