@@ -275,3 +275,45 @@ def test_other_multiconnector_stacks_are_not_this_fault(tmp_path, capsys, versio
     p = ["--kv-transfer-config", _multi("kv_producer", pools)]
     code, out = check(tmp_path, capsys, *_pair("Qwen/Qwen3-8B", version, p, ["--kv-transfer-config", PULL_D]))
     assert POOLS not in rules(out), out
+
+
+# --- DCP with different block sizes ----------------------------------------------------------------------------------
+
+DCP_RULE = "dcp-block-size-mismatch"
+
+
+def _dcp(version, bp, bd, dcp=8, kind="Deployment"):
+    p = ["--tensor-parallel-size", "8", "--block-size", str(bp), "--kv-transfer-config", PULL_P]
+    d = ["--tensor-parallel-size", "8", "--decode-context-parallel-size", str(dcp), "--block-size", str(bd),
+         "--kv-transfer-config", PULL_D]
+    return _pair(MLA, version, p, d, 8, 8, kind)
+
+
+@pytest.mark.parametrize(("bp", "bd", "kind"), [(64, 128, "Deployment"), (128, 64, "StatefulSet")])
+def test_dcp_with_different_block_sizes_on_0340_is_an_error(tmp_path, capsys, bp, bd, kind):
+    code, out = check(tmp_path, capsys, *_dcp("0.34.0", bp, bd, kind=kind))
+    assert code == 1 and DCP_RULE in rules(out, "error"), out
+
+
+def test_dcp_with_different_block_sizes_on_a_pddeployment_is_an_error(tmp_path, capsys):
+    spec = {"model": {"name": MLA}, "engine": {"image": "vllm/vllm-openai:v0.34.0"},
+            "prefill": {"replicas": 1, "tensorParallelSize": 8, "blockSize": 64},
+            "decode": {"replicas": 1, "tensorParallelSize": 8, "blockSize": 128,
+                       "extraArgs": ["--decode-context-parallel-size", "8"]}}
+    code, out = check(tmp_path, capsys, _pddeployment(spec))
+    assert code == 1 and DCP_RULE in rules(out, "error"), out
+
+
+def test_dcp_with_different_block_sizes_before_0340_is_a_warning(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_dcp("0.33.0", 64, 128))
+    assert DCP_RULE in rules(out, "warning") and DCP_RULE not in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("version", "bp", "bd", "dcp"), [
+    ("0.34.0", 64, 64, 8),      # equal block sizes
+    ("0.34.0", 64, 128, 1),     # no DCP
+    ("0.30.0", 64, 128, 8),     # the release before either guard
+])
+def test_other_dcp_block_sizes_are_not_this_fault(tmp_path, capsys, version, bp, bd, dcp):
+    code, out = check(tmp_path, capsys, *_dcp(version, bp, bd, dcp=dcp))
+    assert DCP_RULE not in rules(out), out

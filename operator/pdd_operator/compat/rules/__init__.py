@@ -17,6 +17,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     block_size,
     connector,
     connector_mix,
+    dcp_block_size,
     decode_context,
     draft_kv,
     early_nixl,
