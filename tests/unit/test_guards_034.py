@@ -317,3 +317,11 @@ def test_dcp_with_different_block_sizes_before_0340_is_a_warning(tmp_path, capsy
 def test_other_dcp_block_sizes_are_not_this_fault(tmp_path, capsys, version, bp, bd, dcp):
     code, out = check(tmp_path, capsys, *_dcp(version, bp, bd, dcp=dcp))
     assert DCP_RULE not in rules(out), out
+
+
+def test_a_packed_peer_of_a_multi_group_model_on_0330_is_a_warning(tmp_path, capsys):
+    """0.33.0 reads a peer's packed row per layer for one KV cache group only; DeepSeek-V3.2 has an indexer group."""
+    code, out = check(tmp_path, capsys, *_rows("0.33.0", "BLHNC", "LBHNC", model="deepseek-ai/DeepSeek-V3.2-Exp"))
+    assert ROWS in rules(out, "warning") and ROWS not in rules(out, "error"), out
+    code, out = check(tmp_path, capsys, *_rows("0.34.0", "BLHNC", "LBHNC", model="deepseek-ai/DeepSeek-V3.2-Exp"))
+    assert ROWS not in rules(out), out

@@ -24,6 +24,92 @@ What selects it, per release (vllm/v1/attention/backends/utils.py ``resolve_kv_c
 Which side's packing matters: ``add_remote_agent`` runs on the engine that opens the handshake, the decode for the
 pull connector and the prefill for the push connector (NixlPushConnector's prefill writes into the decode); its
 ``_packed_member_layouts`` are compared with the peer's advertised ones.
+
+The 0.31-0.34 NIXL guards (issue 9 sweep): every ``raise`` of kv_connector/v1/nixl/*.py (base_worker, connector,
+pull_worker, push_worker, push_scheduler, base_scheduler), multi_connector.py, kv_connector/utils.py and
+config/kv_transfer.py in the 0.31.0-0.34.0 sdists, with the rule that covers it or why none is needed. Releases are
+those whose sdist holds the text; "internal" means no deployment setting reaches it (a vLLM bug or a corrupt peer).
+
+=====================================================================  =========  =====================================
+Guard (message, abridged)                                              Releases   Rule, or why none
+=====================================================================  =========  =====================================
+PP push with packed KV caches requires MLA                             0.31-0.34  packed-kv-pp-push-non-mla
+Attention-HMA push ... decode TP greater than prefill TP (0.34 also    0.31-0.34  push-hma-tp-expansion; the packed case
+for packed caches)                                                                is non-MLA, refused first by
+                                                                                  packed-kv-pp-push-non-mla
+Attention-HMA push requires identical P/D block sizes; NixlPush...     0.31-0.34  block-size-push-equal
+requires identical P/D block sizes
+Packed KV block rows differ between P and D                            0.33-0.34  packed-kv-rows-differ
+Reading multi-group packed KV rows into per-layer regions              0.33       packed-kv-rows-differ (warning)
+NIXL head-sharded draft KV under an MLA target requires local TP >=    0.33-0.34  draft-kv-mla-target-tp
+remote TP and no DCP; push: ... with heterogeneous TP; Head-sharded
+draft KV ... needs the same block-contiguous kv_cache_layout
+Multiple connectors provide a KV cache memory pool                     0.31-0.34  multi-connector-mem-pools
+DCP requires matching P/D logical block sizes; DCP region pulls        0.31-0.34  dcp-block-size-mismatch
+require matching logical and physical block sizes
+Compressed KV caches cannot be split into kernel blocks with a         0.34       none: the compressed-KV models
+layer-outermost KV cache layout                                                   (DeepSeek-V4 indexer: BLHNC/BLNHC
+                                                                                  only) cannot resolve a layer-outermost
+                                                                                  layout; VLLM_KV_CACHE_LAYOUT=LB* on
+                                                                                  them fails layout resolution first
+NixlConnector (pull) ... pipeline_parallel_size > 1 with HMA           0.31-0.34  pp-pull-unsupported
+NixlPushConnector consumer (decode) ... pipeline_parallel_size > 1     0.31-0.34  pp-decode-unsupported
+NixlPushConnector ... PP > 1 with Mamba/SSM hybrid layouts             0.31-0.34  pp-hybrid-ssm
+NixlPushConnector does not support decode_context_parallel_size > 1    0.31-0.34  push-dcp-unsupported
+NixlConnector PCP: kv_producer only / no bidirectional / PCP+DCP       0.31-0.34  pcp-kv-role-unsupported,
+needs TP1                                                                         pcp-bidirectional-unsupported,
+                                                                                  pcp-dcp-unsupported
+Heterogeneous TP expects same kv_cache_layout                          0.31-0.34  kv-layout-mismatch
+Heterogeneous TP head-dimension splitting requires contiguous heads    0.31-0.34  hetero-tp-kv-layout
+NIXL KV-head re-sharding is not supported for NVFP4 KV cache           0.33-0.34  nvfp4-kv-hetero-tp
+Prefix caching with heterogeneous physical_blocks_per_logical (Mamba)  0.31-0.34  hybrid-prefix-caching
+NIXL compatibility hash mismatch                                       0.31-0.34  the must-match rules (model-mismatch,
+                                                                                  dtype-, kv-cache-dtype-, attention-
+                                                                                  backend-, hma-flag-, spec-decode-
+                                                                                  mismatch, vllm-version-mismatch)
+Failed to decode NixlHandshakePayload / NixlAgentMetadata;             0.31-0.34  vllm-version-mismatch (connector
+NixlConnectorScheduler expects NixlHandshakePayload                               versions differ); else internal
+{device} with {kv_buffer_device} kv_buffer is not supported            0.31-0.34  kv-buffer-device-mismatch (the pair);
+                                                                                  one engine's device: not judged
+kv_transfer_config must be set; kv_role missing or unsupported         0.31-0.34  kv-connector-missing,
+                                                                                  engine-args-invalid
+Key clash in kv_transfer_params from multiple connectors               0.31-0.34  multi-connector-params-producers
+KV cache layout mismatch (MultiConnector children)                     0.31-0.34  none: only OffloadingConnector with
+                                                                                  HiSparse asks BLHNC, and HiSparse
+                                                                                  runs sparse-MLA models, for which
+                                                                                  NIXL asks none (not verified on a GPU)
+Replicated PCP cannot be paired with a DCP-sharded NIXL peer; Remote   0.31-0.34  not covered: pcp-dcp-unsupported
+NixlConnector PCP+DCP does not span the full PCP group                            judges each engine, not this pairing
+NIXL with a DCP-replicated MLA draft cache only supports pulling from  0.34       not covered (noticed; a DCP decode
+a DCP prefill into a non-DCP decode; Region-mapped NIXL pulls with                with an MTP draft)
+DCP do not support DCP-replicated MLA draft groups
+Hybrid MLA+Mamba NIXL transfers require matching DCP sizes             0.31-0.34  not covered (GLM-5.3-Flash with DCP
+                                                                                  on one side only; noticed)
+NIXL host staging does not preserve CSA-linear shared tensors;         0.31-0.34  not covered: CSA-linear (compressed
+CSA-linear ... PLE cache owner / KV-head sharding boundary; PLE                   sparse) and PLE caches are model
+pages require identical P/D geometry; holds its PLE state in several              internals the manifest does not name
+KV regions
+NIXL pull does not yet support a mixed-memory producer; NixlPush...    0.31-0.34  kv-buffer-device-mismatch where the
+does not support mixed-memory KV caches                                           roles' buffer devices differ; a
+                                                                                  HiSparse host pool: not covered
+heterogeneous attn post process is not supported with HMA              0.31-0.34  not covered (permute path with HMA)
+Bidirectional KV transfer is not supported for NIXL push connector     0.31-0.34  not covered here (push_scheduler;
+                                                                                  kv_connector_extra_config)
+Engine ... KV regions / layers / cache groups / block lengths differ,  0.31-0.34  internal: follow from a different
+TP ranks lay out regions differently, Different NIXL cache-group                  model, layout, block size or KV
+layouts ..., Region-mapped NIXL transfers require matching physical               cache plan, which the must-match and
+block sizes                                                                       block-size rules judge first
+Decode allocated more KV pages ..., Remote KV pages do not cover ...,  0.31-0.34  internal (per request)
+NIXL cache views must have nonnegative strides, Unknown spec type,
+Unsupported KVConnectorRole, Unexpected socket type, NIXL is not
+available, os.sched_setaffinity, {device} is not supported
+HiSparseConnector host_pool_gib / only one HiSparseConnector           0.34       not NIXL: out of these rules' scope
+=====================================================================  =========  =====================================
+
+``assert`` statements on the same path (88 in base_worker.py 0.34.0) are invariants of vLLM's own bookkeeping except
+the TP divisibility ones (``tp-divisibility``) and the replicated-KV one (``hetero-tp-kv-replicated``);
+``logger.error`` on the path reports per-request transfer failures ("NIXL transfer failure", "Declining remote reads
+... different P/D block sizes require remote_num_tokens") that no deployment setting decides alone.
 """
 
 from __future__ import annotations
@@ -41,6 +127,11 @@ PACKED_PP_PUSH_SINCE = (0, 31, 0)
 #: The first release whose handshake compares the two sides' packed rows ("Packed KV block rows differ between P
 #: and D": nixl/base_worker.py add_remote_agent, 0.33.0 line 2509, 0.34.0 line 2544; absent from 0.32.0).
 PACKED_ROWS_COMPARED_SINCE = (0, 33, 0)
+#: The first release that reads a peer's multi-group packed rows into per-layer regions: 0.33.0's
+#: ``_split_remote_packed_rows`` raises "Reading multi-group packed KV rows into per-layer regions is not supported"
+#: for a row shared by several KV cache groups (base_worker.py 0.33.0 line 578); 0.34.0's
+#: ``_expand_remote_packed_rows`` rewrites each member instead.
+MULTI_GROUP_ROWS_READ_SINCE = (0, 34, 0)
 
 
 def written_layout(r: RoleConfig) -> str | None:
@@ -125,6 +216,15 @@ def check_packed_rows(pair: PDPair) -> list[Violation]:
         return []
     local, remote = initiator(pair)
     if not packed(local):
+        several_groups = pair.model.architecture == "sparse-mla" or pair.model.sliding_window
+        if packed(remote) and several_groups and pair.version is not None and pair.version < MULTI_GROUP_ROWS_READ_SINCE:
+            return [(f"The {remote.role} packs its MLA KV cache block-outermost (VLLM_KV_CACHE_LAYOUT="
+                     f"{written_layout(remote)}) and the {local.role}, which opens the NIXL handshake, does not: vLLM "
+                     f"{fmt(pair.version)} splits a peer's packed rows per layer only for a single KV cache group and "
+                     "raises 'Reading multi-group packed KV rows into per-layer regions is not supported' where this "
+                     "model's layers (sparse-MLA indexer or sliding-window layers) share a row across groups.",
+                     fix_for(pair, "Set the same spec.kvCache.layout for both roles.",
+                             "Set the same VLLM_KV_CACHE_LAYOUT on the prefill and decode containers."), "warning")]
         return []
     lay_l, lay_r = written_layout(local), written_layout(remote)
     fix = fix_for(pair, "Set the same spec.kvCache.layout (and block size) for both roles.",
