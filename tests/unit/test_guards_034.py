@@ -279,7 +279,7 @@ def test_other_multiconnector_stacks_are_not_this_fault(tmp_path, capsys, versio
 
 # --- DCP with different block sizes ----------------------------------------------------------------------------------
 
-DCP_RULE = "dcp-block-size-mismatch"
+DCP_RULE = "dcp-block-size-hetero"
 
 
 def _dcp(version, bp, bd, dcp=8, kind="Deployment"):

@@ -16,7 +16,7 @@ DCP_REGION_PULLS_SINCE = (0, 31, 0)
 
 
 @rule(
-    id="dcp-block-size-mismatch", family="block-size-mismatch", severity="error",
+    id="dcp-block-size-hetero", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.decode.extraArgs"),
     source=("vllm nixl/base_worker.py add_remote_agent: NotImplementedError 'DCP requires matching P/D logical block "
             "sizes' where either side's DCP > 1 and block_size x physical_blocks_per_logical_kv_block (the --block-size "

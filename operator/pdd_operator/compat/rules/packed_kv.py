@@ -45,7 +45,7 @@ NIXL head-sharded draft KV under an MLA target requires local TP >=    0.33-0.34
 remote TP and no DCP; push: ... with heterogeneous TP; Head-sharded
 draft KV ... needs the same block-contiguous kv_cache_layout
 Multiple connectors provide a KV cache memory pool                     0.31-0.34  multi-connector-mem-pools
-DCP requires matching P/D logical block sizes; DCP region pulls        0.31-0.34  dcp-block-size-mismatch
+DCP requires matching P/D logical block sizes; DCP region pulls        0.31-0.34  dcp-block-size-hetero
 require matching logical and physical block sizes
 Compressed KV caches cannot be split into kernel blocks with a         0.34       none: the compressed-KV models
 layer-outermost KV cache layout                                                   (DeepSeek-V4 indexer: BLHNC/BLNHC
