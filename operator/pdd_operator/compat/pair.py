@@ -120,6 +120,8 @@ class RoleConfig:
             not checked.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
+        kv_transfer_written: the ``--kv-transfer-config`` object as written (a wrapper's own, its children
+            included; ``{}`` if absent), for rules about the wrapper itself (:mod:`~pdd_operator.compat.rules.mem_pool`).
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
             removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
@@ -220,6 +222,7 @@ class RoleConfig:
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
     wrapper: str | None = None
+    kv_transfer_written: dict = field(default_factory=dict)
     kv_transfer_removed: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
     revision: str | None = None
@@ -511,6 +514,7 @@ def role_from_container(
     env_from = tuple((name, _env_why(name, cenv, launch)) for name in READ_ENV
                      if name not in env and cenv.may_define(name))
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()
+    raw_kv: object = {}
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
@@ -604,6 +608,7 @@ def role_from_container(
                if (loose := loose_unknown(argv)) else ""),
         setup=script_setup(container, pod_spec, launch),
         wrapper=wrapper,
+        kv_transfer_written=well_typed(raw_kv) if isinstance(raw_kv, dict) else {},
         kv_transfer_removed=removed,
         scheduler=SchedulerBudget.from_flags(flags),
         revision=text("--revision"),
