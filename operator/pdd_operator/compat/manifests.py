@@ -36,6 +36,7 @@ from typing import Any
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
+from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     component_multinode,
@@ -362,6 +363,12 @@ def _engine(
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
         # Dynamo's vLLM worker (before runtime 1.0) configures NixlConnector itself unless told otherwise.
         config = RoleConfig(**{**config.__dict__, "kv_transfer": {"kv_connector": "NixlConnector"}})
+    if "dynamo.vllm" in argv:  # what Dynamo's worker adds to the engine args itself, per Dynamo release
+        events = added_kv_events(argv, parse_flags(argv)[1], image, config.prefix_caching, config.kv_events)
+        block = added_block_size(argv, image, config.block_size)
+        if events or block:
+            config = replace(config, kv_events=config.kv_events or bool(events), kv_events_from=events or "",
+                             block_size=block or config.block_size)
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})

@@ -67,8 +67,8 @@ def forced_off_reasons(pair: PDPair, role: RoleConfig) -> list[str]:
         return []
     reasons = []
     if role.kv_events and version < _KV_EVENTS_UNTIL:
-        reasons.append("--kv-events-config is set (vllm/config/vllm.py: 'Hybrid KV cache manager is not compatible "
-                       "with KV events', 0.13-0.19)")
+        reasons.append(f"{role.kv_events_from or '--kv-events-config is set'} (vllm/config/vllm.py: 'Hybrid KV cache "
+                       "manager is not compatible with KV events', 0.13-0.19)")
     chunk = pair.model.attention_chunk_size
     if chunk:
         method = str((role.speculative or {}).get("method") or "").lower()
