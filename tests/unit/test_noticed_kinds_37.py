@@ -95,6 +95,7 @@ def test_a_pair_on_a_custom_tag_is_judged_for_its_release(tmp_path, capsys, imag
     code, out = check(tmp_path, capsys, *_pair(image, [HMA, "--kv-events-config", EVENTS]))
     assert code == 1 and FORCED in rules(out, "error"), out
     assert out["results"][0]["vllmVersion"] in ("0.18.0", "0.19.1")
+    assert "(from the image tag " in out["results"][0]["pairedBy"]
 
 
 def test_a_pair_on_a_custom_tag_of_a_release_that_keeps_hma_passes(tmp_path, capsys):

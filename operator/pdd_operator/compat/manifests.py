@@ -54,6 +54,7 @@ from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
+    custom_tag_version,
     dev_build,
     dev_build_note,
     fmt,
@@ -846,6 +847,9 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
             notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
     if (p.config.version is None or d.config.version is None) and not notes:
         notes.append("the vLLM version cannot be read from the engine image tags")
+    read = sorted({c[1] for e in (p, d) if (c := custom_tag_version(e.config.image))})
+    if read:  # a custom image's tag: say which words named the release (versions.custom_tag_version)
+        how = f"{how}; vLLM {', '.join(read)}"
     named = resolve_model(SimpleNamespace(name=p.config.model or "", architecture=None, ssm_kind=None,
                                           hf_architecture=None, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(
