@@ -36,6 +36,7 @@ from typing import Any
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
+from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     component_multinode,
@@ -54,6 +55,7 @@ from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
+    custom_tag_version,
     dev_build,
     dev_build_note,
     fmt,
@@ -363,6 +365,12 @@ def _engine(
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
         # Dynamo's vLLM worker (before runtime 1.0) configures NixlConnector itself unless told otherwise.
         config = RoleConfig(**{**config.__dict__, "kv_transfer": {"kv_connector": "NixlConnector"}})
+    if "dynamo.vllm" in argv:  # what Dynamo's worker adds to the engine args itself, per Dynamo release
+        events = added_kv_events(argv, parse_flags(argv)[1], image, config.prefix_caching, config.kv_events)
+        block = added_block_size(argv, image, config.block_size)
+        if events or block:
+            config = replace(config, kv_events=config.kv_events or bool(events), kv_events_from=events or "",
+                             block_size=block or config.block_size)
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
@@ -852,6 +860,9 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
             notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
     if (p.config.version is None or d.config.version is None) and not notes:
         notes.append("the vLLM version cannot be read from the engine image tags")
+    read = sorted({c[1] for e in (p, d) if (c := custom_tag_version(e.config.image))})
+    if read:  # a custom image's tag: say which words named the release (versions.custom_tag_version)
+        how = f"{how}; vLLM {', '.join(read)}"
     named = resolve_model(SimpleNamespace(name=p.config.model or "", architecture=None, ssm_kind=None,
                                           hf_architecture=None, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(

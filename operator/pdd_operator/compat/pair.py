@@ -184,8 +184,10 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
-        kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), judged in
-            :mod:`pdd_operator.compat.rules.hma_forced`.
+        kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), or the launcher
+            sets it itself (:attr:`kv_events_from`), judged in :mod:`pdd_operator.compat.rules.hma_forced`.
+        kv_events_from: why ``kv_events`` holds without ``--kv-events-config`` on the command line (Dynamo's worker
+            adds it, :mod:`pdd_operator.compat.dynamo_engine_defaults`), ``""`` otherwise.
         setup: what decides the values the container's script computes before this engine's launch line
             (:func:`script_setup`), ``""`` when it is no script or one whose setup may differ per pod.
     """
@@ -259,6 +261,7 @@ class RoleConfig:
     added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
     kv_events: bool = False
+    kv_events_from: str = ""
     connector_note: str = ""
     setup: str = ""
 
