@@ -165,13 +165,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
             text_record = _text_input(path) if isinstance(exc.__cause__, yaml.YAMLError) else None
+            if text_record is not None and _read_script(path, engines, unreadable):  # its vllm serve lines, read
+                all_docs[path] = []
+                continue
             if text_record is not None:  # a script or unit file that configures P/D: not checked, not unreadable
                 unreadable.append(text_record)
                 continue
             input_errors.append(str(exc) if isinstance(exc, InputError) else f"{path}: {exc.strerror}")
             continue
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
-            unreadable.append(text_record)
+            if not _read_script(path, engines, unreadable):
+                unreadable.append(text_record)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
@@ -309,6 +313,20 @@ def _text_input(path: str) -> dict | None:
         return unreadable_text(path, Path(path).read_text(errors="replace"))
     except OSError:
         return None
+
+
+def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:
+    """Add the P/D engines of the shell or Slurm batch script ``path`` to ``engines`` and those it cannot read to
+    ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`); ``False`` when it starts none that
+    can be found (the file is then named "not checked" as a whole)."""
+    from pdd_operator.compat.script_inputs import script_engines
+
+    got = script_engines(path, Path(path).read_text(errors="replace"))
+    if got is None or not any(got):
+        return False
+    engines.extend(got[0])
+    unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
+    return True
 
 
 def _origin(doc: dict) -> str:

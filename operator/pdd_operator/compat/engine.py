@@ -8,7 +8,14 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
-from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields, run_check
+from pdd_operator.compat.rules.base import (
+    NOT_CHECKED,
+    SCRIPT_KIND,
+    in_manifest_terms,
+    in_script_terms,
+    manifest_fields,
+    run_check,
+)
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -71,7 +78,10 @@ class CompatReport:
 
 
 def _in_terms(pair: PDPair, fix: str) -> str:
-    return fix if pair.managed else in_manifest_terms(fix)
+    if pair.managed:
+        return fix
+    fix = in_manifest_terms(fix)
+    return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 
 def _sentence(text: str) -> str:

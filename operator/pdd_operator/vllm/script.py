@@ -85,12 +85,16 @@ class Launch:
         line: the 1-based line of the script it starts on (0: not from a script).
         proxy_role: ``prefill`` or ``decode`` where a P/D proxy the same script starts names this engine's
             ``--port`` as a prefiller or decoder port (:func:`proxy_roles`), else ``None``.
+        wrapper: the command's expanded words before the entry point (``srun -w node1 --export=ALL,X=1``,
+            ``numactl ...``, ``env X=1``), those of an enclosing ``srun ... bash -c "..."`` first; a host script's
+            reader (:mod:`pdd_operator.compat.script_inputs`) takes the engine's node and environment from them.
     """
 
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     line: int = 0
     proxy_role: str | None = None
+    wrapper: tuple[str, ...] = ()
 
 
 def entry_point(words: Sequence[str]) -> list[str]:
@@ -201,7 +205,7 @@ def _merged_launch(launches: list[Launch], name: str) -> Launch:
     keys = list(dict.fromkeys(k for x in launches for k in x.env))
     env = {k: first.env[k] if all(x.env.get(k) == first.env.get(k) for x in launches) else unknown(name)
            for k in keys}
-    return Launch(tuple(argv), env, first.line)
+    return Launch(tuple(argv), env, first.line, wrapper=first.wrapper)
 
 
 #: Flags of the P/D proxies vLLM's and LMCache's examples start beside the engines, and the role they name:
@@ -275,6 +279,8 @@ class _Shell:
         self.arrays: dict[str, list[str] | None] = {}
         self.iterations = 0
         self.depth = 0
+        #: the words before ``sh -c`` of the command whose script is being read (``srun -w n1 bash -c "..."``).
+        self.outer: list[str] = []
         self._unknown_read: list[str] = []
 
     def run(self, script: str) -> None:
@@ -625,14 +631,17 @@ class _Shell:
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
             env.update(prefix)
-            self.launches.append(Launch(tuple(entry), env, node.start_point[0] + 1))
+            self.launches.append(Launch(tuple(entry), env, node.start_point[0] + 1,
+                                        wrapper=tuple(self.outer + words[:start])))
             return
         named = proxy_roles(words) if any("proxy" in w for w in words[:3]) else {}
         if named and not set(named) & set(self.proxy_roles):
             self.proxy_roles.update(named)
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
+                saved_outer, self.outer = self.outer, self.outer + words[:i]
                 self.run(words[i + 2])
+                self.outer = saved_outer
                 return
 
     def evaluate(self, args: list[str]) -> None:
