@@ -37,7 +37,6 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import replace
-from pathlib import PurePath
 
 from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
