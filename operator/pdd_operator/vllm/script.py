@@ -639,7 +639,10 @@ class _Shell:
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
                                         wrapper=tuple(self.outer + words[:start])))
             return
-        named = proxy_roles(words) if any("proxy" in w for w in words[:3]) else {}
+        # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
+        # toy_proxy_server.py ...``)
+        named = proxy_roles(words) if any("proxy" in w for w in words[:3]) or (
+            words[0].rsplit("/", 1)[-1] == "srun" and any("proxy" in w and not w.startswith("-") for w in words)) else {}
         if named and not set(named) & set(self.proxy_roles):
             self.proxy_roles.update(named)
         for i, word in enumerate(words[:-1]):
