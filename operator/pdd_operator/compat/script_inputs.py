@@ -29,7 +29,8 @@ reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entrie
 with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
 as CloudAI writes device lists). The image: ``srun --container-image=`` (Pyxis), else a ``pip install vllm==X`` pin
 in the script (read as vLLM X's ``vllm/vllm-openai:vX`` image), else unknown. GPUs of a node: ``#SBATCH
---gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else not known.
+--gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else at least the highest ``CUDA_VISIBLE_DEVICES`` ordinal + 1 where
+every engine of the node writes one, else not known.
 """
 
 from __future__ import annotations
@@ -178,16 +179,26 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
             "command": ["bash", "-c", _synthetic_script(group, own, last)]}]}
         if node is not None:
             spec["nodeName"] = node
-        if gpus:
-            spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": int(gpus.group(1))}}
+        count = int(gpus.group(1)) if gpus else _least_gpus(group)
+        if count:
+            spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": count}}
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"script-{n}", "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
         got, cannot = scan(pod)
-        host = f"{where} on {'the batch host' if node == 'batch-host' else node}" if node else f"{where} line {group[0].line}"
+        host = f"{where} on {'the host it runs on' if node == 'batch-host' else node}" if node else f"{where} line {group[0].line}"
         engines += [replace(e, where=_where(e.where, where, group), container=host,
                             config=replace(e.config, workload_kind=SCRIPT_KIND)) for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
     return engines, unreadable
+
+
+def _least_gpus(group: list[Launch]) -> int | None:
+    """The fewest GPUs the node of ``group`` holds where every engine names its devices by ordinal in a literal
+    ``CUDA_VISIBLE_DEVICES`` (the highest ordinal + 1: CUDA finds no device past the node's), else ``None``."""
+    ids = [x.env.get("CUDA_VISIBLE_DEVICES") for x in group]
+    if not ids or any(v is None or not re.fullmatch(r"\d+(,\d+)*", v) for v in ids):
+        return None
+    return max(int(i) for v in ids if v for i in v.split(",")) + 1
 
 
 def _where(old: str, where: str, group: list[Launch]) -> str:
