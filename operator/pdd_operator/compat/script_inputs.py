@@ -185,7 +185,8 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"script-{n}", "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
         got, cannot = scan(pod)
-        host = f"{where} on {'the host it runs on' if node == 'batch-host' else node}" if node else f"{where} line {group[0].line}"
+        on = "the host it runs on" if node == "batch-host" else node
+        host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
         engines += [replace(e, where=_where(e.where, where, group), container=host,
                             config=replace(e.config, workload_kind=SCRIPT_KIND)) for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
