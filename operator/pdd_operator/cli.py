@@ -136,8 +136,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     (:func:`~pdd_operator.render.admission.admission_findings`); other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
-    A file that is no manifest but configures P/D (a Slurm or shell script, a systemd unit, a Nomad job) and a
-    Kustomize overlay whose patches do are reported as not checked, with the reason.
+    The vllm serve lines of a shell or Slurm batch script are read as engines too
+    (:mod:`~pdd_operator.compat.script_inputs`); a file that is no manifest but configures P/D in a way not read (a
+    systemd unit, a Nomad job, a script whose engines cannot be found) and a Kustomize overlay whose patches do are
+    reported as not checked, with the reason.
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as

@@ -24,6 +24,11 @@ Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1)
 * otherwise (a node from ``scontrol show hostnames``, a job of several nodes) the node is not known: the Pod has no
   node, so placement rules say the engines may or may not share one (never an error for it).
 
+A variable the script never names is read as unset (vLLM's default): one set where the script runs reaches every
+engine alike (one shell, or ``srun``'s default ``--export=ALL``), so it cannot give two engines of one host different
+ports or two nodes their own addresses. One the script reads but does not set (``$MODEL``, ``$1`` of the script, a
+value from ``scontrol``) is unknown, and the rules that need it say "not checked".
+
 An engine's environment: the variables the script exports and its inline ``NAME=value`` prefixes (from the shell
 reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entries are set (an entry
 with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
