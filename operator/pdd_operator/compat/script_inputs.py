@@ -8,12 +8,12 @@ NVIDIA/cloudai's ``vllm-disagg.sbatch`` (``srun --export=ALL,CUDA_VISIBLE_DEVICE
 --container-image=nvcr.io/nvidia/vllm:latest vllm serve ... &``).
 
 The script is run symbolically by the one shell reader of this project (:func:`pdd_operator.vllm.script.launches`:
-variables, ``export``, inline assignments, functions, loops with literal bounds, ``sh -c``), with every variable the
-script does not set itself unknown (set where the script runs: ``<unknown:NAME>``, which rules read as "not
-checked"). Each engine then becomes a container of a synthetic hostNetwork Pod, one Pod per node, whose ``bash -c``
-script holds the engine's command with its environment on the script's own line number, so that what reads
-Kubernetes engines (:func:`pdd_operator.compat.manifests.scan`, the pairing and every rule) reads these too and the
-findings name "``<file> line N``".
+variables, ``export``, inline assignments, functions, loops with literal bounds, ``eval``, ``sh -c``); what it cannot
+know is ``<unknown:NAME>``, which rules read as "not checked". The engines of each node then become one container
+of a synthetic hostNetwork Pod (one Pod per node; one per engine whose node is not known), whose ``bash -c`` script
+holds each engine's command with its environment on the script's own line number, so that what reads Kubernetes
+engines (:func:`pdd_operator.compat.manifests.scan`, the pairing, every rule, engines of one container sharing a
+host's ports and GPUs) reads these too and the findings name "``<file> (<format>) line N``".
 
 Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1) of Slurm 24.05):
 
@@ -26,8 +26,10 @@ Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1)
 
 A variable the script never names is read as unset (vLLM's default): one set where the script runs reaches every
 engine alike (one shell, or ``srun``'s default ``--export=ALL``), so it cannot give two engines of one host different
-ports or two nodes their own addresses. One the script reads but does not set (``$MODEL``, ``$1`` of the script, a
-value from ``scontrol``) is unknown, and the rules that need it say "not checked".
+ports or two nodes their own addresses. The script is read as run with none of the variables it reads set
+beforehand: ``${V:-d}`` is its own default ``d`` (vLLM's accuracy test: ``PREFILL_BLOCK_SIZE=${PREFILL_BLOCK_SIZE:-128}``),
+while a bare ``$V`` it reads but never sets (``$MODEL``, a ``$1`` of the script, a value from ``scontrol``, a loop over
+``$(seq ...)``) is unknown (the author expects it set), and the rules that need it say "not checked".
 
 An engine's environment: the variables the script exports and its inline ``NAME=value`` prefixes (from the shell
 reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entries are set (an entry
@@ -154,8 +156,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     fmt = text_format(text)
     if fmt not in READ_FORMATS or not _PD_MARKER.search(text):
         return None
-    env = ContainerEnv(sources=((f"the environment the {fmt} runs in", ""),))
-    found = launches(text, env)
+    found = launches(text, ContainerEnv())  # run as written: no variable of its own set beforehand
     if not found:
         return None
     nodes = _SBATCH_NODES.search(text)
