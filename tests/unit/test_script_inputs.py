@@ -138,6 +138,15 @@ def test_the_launch_script_is_valid(tmp_path, capsys):
     assert [r["vllmVersion"] for r in out["results"]] == ["0.10.1"], out  # from the pip install pin
 
 
+def test_two_scripts_checked_together_are_not_cross_paired(tmp_path, capsys):
+    (tmp_path / "a.sh").write_text(_launch())
+    (tmp_path / "b.sh").write_text(_launch())
+    code = main(["check", str(tmp_path / "a.sh"), str(tmp_path / "b.sh"), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    objects = sorted(r["object"] for r in out["results"])
+    assert code == 0 and len(objects) == 2 and all(o.count("a.sh") == 2 or o.count("b.sh") == 2 for o in objects), out
+
+
 def test_a_kv_cache_dtype_on_one_role_only_is_refused_on_the_scripts_line(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, _launch(prefill="--kv-cache-dtype fp8"))
     assert code == 1 and _errors(out) == {"kv-cache-dtype-mismatch"}, out

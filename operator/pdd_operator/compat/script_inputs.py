@@ -189,7 +189,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         if count:
             spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": count}}
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"script-{n}", "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
+            "name": f"{path}#{n}", "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
         got, cannot = scan(pod)
         on = "the host it runs on" if node == "batch-host" else node
         host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
@@ -209,7 +209,7 @@ def _least_gpus(group: list[Launch]) -> int | None:
 
 
 def _where(old: str, where: str, group: list[Launch]) -> str:
-    """``old`` (``Pod/script-0 ... line 7 #2``) as ``<file> (<format>) line 7 #2``; a Pod of one engine has no line
+    """``old`` (``Pod/<file>#0 ... line 7 #2``) as ``<file> (<format>) line 7 #2``; a Pod of one engine has no line
     in ``old``, its engine's line is named."""
     match = re.search(r" line \d+(?: #\d+)?$", old)
     return where + (match.group(0) if match else f" line {group[0].line}")
