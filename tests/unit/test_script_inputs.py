@@ -147,6 +147,12 @@ def test_two_scripts_checked_together_are_not_cross_paired(tmp_path, capsys):
     assert code == 0 and len(objects) == 2 and all(o.count("a.sh") == 2 or o.count("b.sh") == 2 for o in objects), out
 
 
+def test_a_path_that_names_a_role_does_not_name_the_engines_roles(tmp_path, capsys):
+    (tmp_path / "decode").mkdir()
+    code, out = _check(tmp_path / "decode", capsys, _accuracy(prefill_bs=128, decode_bs=16), "prefill.sh")
+    assert code == 1 and _errors(out) == {"block-size-direction"}, out
+
+
 def test_a_kv_cache_dtype_on_one_role_only_is_refused_on_the_scripts_line(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, _launch(prefill="--kv-cache-dtype fp8"))
     assert code == 1 and _errors(out) == {"kv-cache-dtype-mismatch"}, out

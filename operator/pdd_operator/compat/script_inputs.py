@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import zlib
 from dataclasses import replace
 
 from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, scan
@@ -188,8 +189,11 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         count = int(gpus.group(1)) if gpus else _least_gpus(group)
         if count:
             spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": count}}
+        # named by the path's checksum, not the path: words in it (a ``decode`` directory) must not name a role, and
+        # two scripts checked together must not pair by name
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"{path}#{n}", "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
+            "name": f"script-{zlib.crc32(path.encode()):08x}-{n}",
+            "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
         got, cannot = scan(pod)
         on = "the host it runs on" if node == "batch-host" else node
         host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
@@ -209,7 +213,7 @@ def _least_gpus(group: list[Launch]) -> int | None:
 
 
 def _where(old: str, where: str, group: list[Launch]) -> str:
-    """``old`` (``Pod/<file>#0 ... line 7 #2``) as ``<file> (<format>) line 7 #2``; a Pod of one engine has no line
-    in ``old``, its engine's line is named."""
+    """``old`` (``Pod/script-<crc32 of the path>-0 ... line 7 #2``) as ``<file> (<format>) line 7 #2``; a Pod
+    of one engine has no line in ``old``: its engine's line is named."""
     match = re.search(r" line \d+(?: #\d+)?$", old)
     return where + (match.group(0) if match else f" line {group[0].line}")
