@@ -202,8 +202,9 @@ export VLLM_NIXL_SIDE_CHANNEL_PORT=5600
 def test_a_localhost_side_channel_across_two_nodes_is_refused(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, _sbatch(), "pd.sbatch")
     assert code == 1 and _errors(out) == {"side-channel-host-not-routable"}, out
-    fix = next(f["fix"] for r in out["results"] for f in r["findings"] if f["severity"] == "error")
-    assert "line of the script" in fix and "downward API" not in fix, fix
+    finding = next(f for r in out["results"] for f in r["findings"] if f["severity"] == "error")
+    assert "line of the script" in finding["fix"] and "downward API" not in finding["fix"], finding
+    assert "run on different nodes" in finding["message"] and "pods" not in finding["message"], finding
 
 
 def test_each_node_s_own_side_channel_host_passes(tmp_path, capsys):  # control

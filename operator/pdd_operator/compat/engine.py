@@ -92,6 +92,8 @@ def _finding(pair: PDPair, rule: Rule, message: str, fix: str, severity: str | N
     if severity not in (None, rule.severity, "warning"):
         raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
     fields = manifest_fields(rule.fields, pair.containers, rule.in_manifest)
+    if not pair.managed and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
+        message = in_script_terms(message)  # engines of a shell or Slurm script: its hosts, not pods
     return Finding(rule=rule.id, severity=severity or rule.severity, fields=fields, message=message, fix=fix,
                    source=rule.source)
 

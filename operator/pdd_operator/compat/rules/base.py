@@ -182,10 +182,24 @@ SCRIPT_TERMS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Kubernetes wording of findings' messages -> what it is for engines a shell or Slurm script starts (one synthetic
+#: hostNetwork Pod per node, :mod:`pdd_operator.compat.script_inputs`), longest first.
+SCRIPT_MESSAGE_TERMS: tuple[tuple[str, str], ...] = (
+    ("are hostNetwork pods that never run on one node (their node selection or required anti-affinity keeps them "
+     "apart)", "run on different nodes (the script's srun --nodelist/-w, or ssh)"),
+    ("are hostNetwork pods, which share the node's network namespace only on one node, and nothing in these files puts "
+     "them on one node or keeps them apart", "run on nodes the script does not name, which share a network namespace "
+     "only if they are one node, and nothing in the script puts them on one node or keeps them apart"),
+    ("are hostNetwork pods whose", "run in their hosts' network namespaces and their"),
+    ("are engines of one container", "are engines the script starts on one host"),
+    ("start in one container", "start on one host"),
+)
+
+
 def in_script_terms(text: str) -> str:
     """``text`` (a fix in a hand-written manifest's terms, :func:`in_manifest_terms`) in the terms of a shell or
     Slurm batch script (:data:`SCRIPT_TERMS`)."""
-    for manifest, script in SCRIPT_TERMS:
+    for manifest, script in SCRIPT_TERMS + SCRIPT_MESSAGE_TERMS:
         text = text.replace(manifest, script)
     return text
 
