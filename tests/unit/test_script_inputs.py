@@ -138,6 +138,23 @@ def test_the_launch_script_is_valid(tmp_path, capsys):
     assert [r["vllmVersion"] for r in out["results"]] == ["0.10.1"], out  # from the pip install pin
 
 
+def test_the_api_server_module_and_exports_between_engines_are_read(tmp_path, capsys):
+    text = f"""#!/bin/bash
+export MODEL=Qwen/Qwen3-8B
+export CUDA_VISIBLE_DEVICES=0
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5559
+python3 -m vllm.entrypoints.openai.api_server --model $MODEL --port 8100 --kv-transfer-config '{KV_P}' &
+export CUDA_VISIBLE_DEVICES={{GPU}}
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5569
+python3 -m vllm.entrypoints.openai.api_server --model $MODEL --port 8200 --kv-transfer-config '{KV_D}' &
+wait
+"""
+    code, out = _check(tmp_path, capsys, text.replace("{GPU}", "1"))
+    assert code == 0 and not _errors(out) and len(out["results"]) == 1, out
+    code, out = _check(tmp_path, capsys, text.replace("{GPU}", "0"), "same.sh")  # the export before each engine counts
+    assert code == 1 and _errors(out) == {"engines-share-gpu"}, out
+
+
 def test_two_scripts_checked_together_are_not_cross_paired(tmp_path, capsys):
     (tmp_path / "a.sh").write_text(_launch())
     (tmp_path / "b.sh").write_text(_launch())
