@@ -172,6 +172,14 @@ def image_repository(image: str) -> str:
     return "/".join([*path[-1:], last.split(":", 1)[0]]).lower()
 
 
+#: Image repositories (:func:`image_repository`) known to hold upstream vLLM as released (vLLM's own images, Docker
+#: Hub and its CPU release repositories): no platform plugin there registers connectors of its own, so what vLLM's
+#: connector factory registers for a release is what such an image can build. Plugin and fork images (Ascend, Gaudi,
+#: AMD's rocm/vllm) may register connectors themselves and are not judged by the registry rules.
+UPSTREAM_REPOSITORIES = frozenset({"vllm/vllm-openai", "vllm/vllm-openai-rocm", "q9t5s3a7/vllm-cpu-release-repo",
+                                   "q9t5s3a7/vllm-arm64-cpu-release-repo"})
+
+
 #: Registry namespaces (the path component before the image name) whose ``vllm-openai-<extras>`` images are vLLM's
 #: OpenAI server image rebuilt with extras and tagged with the vLLM release first: AIBrix's
 #: ``aibrix/vllm-openai-aibrix-kvcache-nixl:v0.10.2-nixl-0.7.1-ucx-1.19.0`` is vLLM 0.10.2 with AIBrix's KV cache,

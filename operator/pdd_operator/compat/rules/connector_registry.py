@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.versions import Version, fmt, image_repository
+from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, Version, fmt, image_repository
 
 #: The release that renamed SharedStorageConnector to ExampleConnector in the factory's registry.
 EXAMPLE_CONNECTOR_SINCE = (0, 13, 0)
@@ -49,10 +49,6 @@ def _registered(name: str, version: Version) -> bool:
 )
 def check_connector_registered(pair: PDPair) -> list[Violation]:
     """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path)."""
-    # imported here, not at the top: importing p2p_nccl first from this module would register its rules ahead of
-    # their place in the package's evaluation order
-    from pdd_operator.compat.rules.p2p_nccl import UPSTREAM_REPOSITORIES
-
     out: list[Violation] = []
     for r in pair.roles:
         name = r.connector
