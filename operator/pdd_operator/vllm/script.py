@@ -272,6 +272,8 @@ class _Shell:
         self.undecided: list[str] = []
         self.values: dict[str, str] = dict(env.values)
         self.exported: set[str] = set()
+        #: ``set -a`` / ``set -o allexport`` in effect: every variable assigned is exported (POSIX 2.14 ``set``).
+        self.allexport = False
         self.functions: dict[str, tree_sitter.Node] = {}
         self.positional: list[str] = []
         self.launches: list[Launch] = []
@@ -300,7 +302,9 @@ class _Shell:
         if kind in ("comment", "file_redirect", "heredoc_redirect", "herestring_redirect", "test_command"):
             return
         if kind == "variable_assignment":
-            self.assign(node)
+            name = self.assign(node)
+            if self.allexport:
+                self.exported.add(name)
         elif kind == "declaration_command":
             self.declare(node)
         elif kind == "function_definition":
@@ -327,8 +331,15 @@ class _Shell:
                 self.exec(child)
 
     def declare(self, node: tree_sitter.Node) -> None:
-        export = bool(node.child_count) and _text(node.child(0)) == "export"
+        """``export``/``declare``/``typeset``/``local``/``readonly`` NAME[=value]...: ``export`` and ``-x`` give the
+        names the export attribute, ``export -n`` and ``+x`` take it away (bash's manual, "Bash Builtins"); under
+        ``set -a`` every name assigned is exported."""
+        builtin = _text(node.child(0)) if node.child_count else ""
         options = "".join(_text(c)[1:] for c in node.named_children if c.type == "word" and _text(c).startswith("-"))
+        removed = "x" in "".join(_text(c)[1:] for c in node.named_children
+                                 if c.type == "word" and _text(c).startswith("+"))
+        removed = removed or (builtin == "export" and "n" in options)
+        export = not removed and (builtin == "export" or ("x" in options and builtin != "readonly"))
         for child in node.named_children:
             if child.type == "variable_assignment":
                 name = self.assign(child, options)
@@ -340,8 +351,10 @@ class _Shell:
                     self.set_array(name, [self.values[name]] if name in self.values else [])
             else:
                 continue
-            if export:
+            if export or (self.allexport and child.type == "variable_assignment" and not removed):
                 self.exported.add(name)
+            elif removed:
+                self.exported.discard(name)
 
     def for_loop(self, node: tree_sitter.Node) -> None:
         var = node.child_by_field_name("variable")
@@ -356,6 +369,8 @@ class _Shell:
                 return
             self.iterations += 1
             self.values[_text(var)] = word
+            if self.allexport:
+                self.exported.add(_text(var))
             self.exec(body)
 
     # conditions ------------------------------------------------------------------------------------------
@@ -600,16 +615,21 @@ class _Shell:
                 words += self.fields(child)
         if not words:
             self.values.update(prefix)
+            if self.allexport:
+                self.exported |= set(prefix)
             return
+        if words[0] == "set":
+            self.set_options(words[1:])
         if words[0] in ("read", "mapfile", "readarray"):
             self.filled_arrays(words)
         if words[0] in self.functions:
             saved, self.positional = self.positional, words[1:]
-            saved_values = dict(self.values)
+            saved_values, saved_exported = dict(self.values), set(self.exported)
             self.values.update(prefix)
             self.exported |= set(prefix)
             self.exec(self.functions[words[0]])
             self.positional = saved
+            self.exported -= set(prefix) - saved_exported
             for name in prefix:  # prefix assignments last for the call only
                 if name in saved_values:
                     self.values[name] = saved_values[name]
@@ -630,8 +650,7 @@ class _Shell:
             self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1))
             return
         if entry:
-            env = {name: self.values[name] for name in sorted(self.exported)
-                   if name in self.values and name not in self.arrays}
+            env = self.environment()
             start = len(words) - len(entry)
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
@@ -652,6 +671,43 @@ class _Shell:
                 self.run(words[i + 2])
                 self.outer, self.outer_line = saved_outer, saved_line
                 return
+
+    def set_options(self, args: list[str]) -> None:
+        """``set -a`` / ``set -o allexport`` (on) and ``set +a`` / ``set +o allexport`` (off), alone or among other
+        options (``set -ea``); the options end at ``--`` or the first operand (POSIX 2.14 ``set``)."""
+        for i, word in enumerate(args):
+            if word in ("--", "-") or word[:1] not in ("-", "+"):
+                return
+            if word in ("-o", "+o"):
+                if args[i + 1:i + 2] == ["allexport"]:
+                    self.allexport = word == "-o"
+            elif "a" in word[1:]:
+                self.allexport = word[0] == "-"
+
+    def environment(self) -> dict[str, str]:
+        """The variables a command started now gets beyond the container's ``env``: those exported (``export``,
+        ``declare -x``, ``set -a``), and those the container's environment held when the shell started that the
+        script has given a new value: the shell marks every variable it imports from its environment for export
+        (POSIX 2.5.3; bash's manual, "Environment"), so ``NAME=value`` alone changes the engine's ``NAME`` there
+        and only there. A plain ``NAME=value`` of any other name is a shell variable that no engine sees
+        (vllm#40993: a side-channel host assigned without ``export`` never reached vLLM, which used
+        ``localhost``). Where only an unread ``envFrom`` source may define ``NAME``, whether the engine gets the new
+        value is not known: :func:`~pdd_operator.vllm.expansion.unknown`. (The kubelet's service variables,
+        ``<SVC>_PORT``, are not taken to hold a vLLM variable's name.)"""
+        out = {name: self.values[name] for name in sorted(self.exported)
+               if name in self.values and name not in self.arrays}
+        start = self.env
+        for name, value in self.values.items():
+            if name in out or name in self.arrays or name.startswith("__pdd_eval_"):
+                continue
+            if name in start.values:
+                if value != start.values[name]:
+                    out[name] = value
+            elif name in start.opaque or name in start.image:
+                out[name] = value
+            elif start.may_define(name):
+                out[name] = unknown(name)
+        return out
 
     def evaluate(self, args: list[str]) -> None:
         """``eval ARGS``: the arguments, joined by single spaces, are read and run as shell input in this shell

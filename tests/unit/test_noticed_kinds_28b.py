@@ -1,0 +1,104 @@
+"""What the helpers of session 28 noticed, fixed as kinds, with negative controls.
+
+1. Shell scripts: a variable assigned without ``export`` is a shell variable, not in the engine's environment
+   (POSIX Shell Command Language 2.9.1, 2.14 ``export``; vllm#40993, whose side-channel host never reached vLLM,
+   which used ``localhost``). The engine gets exported variables (``export``, ``declare -x``, ``set -a`` /
+   ``set -o allexport`` up to ``set +a``), ``NAME=value`` command prefixes, and the container's own variables the
+   script reassigns (the shell marks what it imports from its environment for export, POSIX 2.5.3).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pdd_operator.cli import main
+from pdd_operator.vllm.expansion import ContainerEnv, unknown
+from pdd_operator.vllm.script import launches
+
+KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+
+
+def _check(tmp_path, capsys, text: str, name: str = "pd.sbatch") -> tuple[int, dict]:
+    path = tmp_path / name
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _errors(out: dict) -> set[str]:
+    return {f["rule"] for r in out["results"] for f in r["findings"] if f["severity"] == "error"}
+
+
+# --- 1. what reaches the engine's environment ------------------------------------------------------------------------
+
+
+def _two_nodes(before_prefill: str, before_decode: str, head: str = "") -> str:
+    """Two srun steps on two named nodes, each after its own side-channel host line (the shape of vllm#40993)."""
+    step = ("srun --nodelist={node} -N1 --container-image=vllm/vllm-openai:v0.11.0 vllm serve $MODEL --port {port} "
+            "--tensor-parallel-size 4 --kv-transfer-config '{kv}' &\n")
+    return ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=4\nMODEL=meta-llama/Llama-3.1-8B-Instruct\n"
+            + head + before_prefill + "\n" + step.format(node="gpu-a01", port=8100, kv=KV_P)
+            + before_decode + "\n" + step.format(node="gpu-a02", port=8200, kv=KV_D) + "wait\n")
+
+
+@pytest.mark.parametrize(("prefill", "decode", "head"), [
+    ("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", ""),  # vllm#40993
+    ("H=10.0.0.1; VLLM_NIXL_SIDE_CHANNEL_HOST=$H", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", ""),
+    ("set -a; HF_HOME=/data; set +a; VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2",
+     ""),  # assigned after set +a
+    ("export VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; export -n VLLM_NIXL_SIDE_CHANNEL_HOST", "", ""),
+    ("declare -x VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; declare +x VLLM_NIXL_SIDE_CHANNEL_HOST", "", ""),
+])
+def test_a_side_channel_host_the_engines_never_get_is_refused_across_two_nodes(tmp_path, capsys, prefill, decode,
+                                                                                 head):
+    code, out = _check(tmp_path, capsys, _two_nodes(prefill, decode, head))
+    assert code == 1 and _errors(out) == {"side-channel-host-not-routable"}, out
+
+
+@pytest.mark.parametrize(("prefill", "decode", "head"), [  # controls: each engine gets its node's address
+    ("export VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "export VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", ""),
+    ("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; export VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2",
+     ""),  # exported once: its later values reach the later engines too
+    ("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", "set -a\n"),
+    ("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", "set -o allexport\n"),
+    ("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", "set -euxa\n"),
+    ("declare -x VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "declare -x VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", ""),
+    # exported under set -a: the attribute stays after set +a, so the later value reaches the decode too
+    ("set -a; VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; set +a", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2", ""),
+])
+def test_an_exported_side_channel_host_per_node_passes(tmp_path, capsys, prefill, decode, head):
+    code, out = _check(tmp_path, capsys, _two_nodes(prefill, decode, head))
+    assert code == 0 and not _errors(out), out
+
+
+def test_a_command_prefix_reaches_that_engine_only():
+    script = "H=10.0.0.1 vllm serve m --port 1\nvllm serve m --port 2\n"
+    first, second = launches(script)
+    assert first.env == {"H": "10.0.0.1"} and second.env == {}
+
+
+def test_set_plus_a_ends_the_allexport_scope():
+    (got,) = launches("set -a\nA=1\nset +o allexport\nB=2\nexport C=3\nvllm serve m\n")
+    assert got.env == {"A": "1", "C": "3"}
+
+
+def test_a_function_call_prefix_is_not_left_exported_after_the_call():
+    script = "X=0\nf() { vllm serve m --port 1; }\nX=1 f\nvllm serve m --port 2\n"
+    first, second = launches(script)
+    assert first.env == {"X": "1"} and second.env == {}
+
+
+def test_a_container_variable_the_script_reassigns_reaches_the_engine():
+    # a variable imported from the environment is exported: NAME=value alone changes the engine's NAME
+    env = ContainerEnv(values={"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600", "OTHER": "x"})
+    (got,) = launches("VLLM_NIXL_SIDE_CHANNEL_PORT=5700\nOTHER=x\nvllm serve m\n", env)
+    assert got.env == {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5700"}  # OTHER kept its value: nothing beyond the env
+    # one an unread envFrom source may define: whether the engine sees the new value is not known
+    (got,) = launches("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1\nvllm serve m\n",
+                      ContainerEnv(sources=(("ConfigMap nixl", "VLLM_"),)))
+    assert got.env == {"VLLM_NIXL_SIDE_CHANNEL_HOST": unknown("VLLM_NIXL_SIDE_CHANNEL_HOST")}
+    (got,) = launches("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1\nvllm serve m\n")  # control: in no environment
+    assert got.env == {}
