@@ -102,3 +102,61 @@ def test_a_container_variable_the_script_reassigns_reaches_the_engine():
     assert got.env == {"VLLM_NIXL_SIDE_CHANNEL_HOST": unknown("VLLM_NIXL_SIDE_CHANNEL_HOST")}
     (got,) = launches("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1\nvllm serve m\n")  # control: in no environment
     assert got.env == {}
+
+
+# --- 1. how many engines a loop starts ---------------------------------------------------------------------------------
+
+
+def _loop(words: str, port: str = "$((8100 + i))", side: str = "$((5559 + i))") -> str:
+    """Prefill engines in a loop over ``words`` (the shape of vLLM's run_accuracy_test.sh), one decode after it."""
+    return f"""#!/bin/bash
+pip install vllm==0.11.0
+MODEL=Qwen/Qwen3-0.6B
+for i in {words}; do
+  CUDA_VISIBLE_DEVICES=$i VLLM_NIXL_SIDE_CHANNEL_PORT={side} vllm serve $MODEL --port {port} \\
+    --kv-transfer-config '{KV_P}' &
+done
+CUDA_VISIBLE_DEVICES=7 VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve $MODEL --port 8200 --kv-transfer-config '{KV_D}' &
+wait
+"""
+
+
+@pytest.mark.parametrize("words", [
+    "$(seq 0 $((NUM_PREFILL_INSTANCES-1)))", "$(seq $N)", "{1..$N}", "$PREFILL_GPUS", "$(nvidia-smi -L | cut -c5)",
+])
+def test_a_loop_whose_count_is_not_read_says_not_checked_for_how_many_engines(tmp_path, capsys, words):
+    code, out = _check(tmp_path, capsys, _loop(words), "run.sh")
+    assert code == 3 and not _errors(out), out
+    (note,) = [s for s in out["notChecked"] if "number of engines it starts is not known" in s["reason"]]
+    assert note["object"].endswith("(shell script) line 5") and "for loop at line 4" in note["reason"], note
+    assert out["results"], out  # the one engine read is still judged against the decode
+
+
+@pytest.mark.parametrize("loop", [
+    "i=0\nwhile [ $i -lt 2 ]; do\n  VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve m --port 8100 "
+    "--kv-transfer-config '{kv}' &\n  i=$((i+1))\ndone",
+    "for ((i=0; i<2; i++)); do\n  VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve m --port 8100 --kv-transfer-config '{kv}' &\ndone",
+])
+def test_an_engine_in_a_while_or_c_style_loop_says_not_checked_for_its_count(tmp_path, capsys, loop):
+    text = ("#!/bin/bash\n" + loop.format(kv=KV_P)
+            + f"\nCUDA_VISIBLE_DEVICES=7 vllm serve m --port 8200 --kv-transfer-config '{KV_D}' &\n")
+    code, out = _check(tmp_path, capsys, text, "run.sh")
+    assert code == 3 and any("is read once" in s["reason"] for s in out["notChecked"]), out
+
+
+@pytest.mark.parametrize("words", ["0 1", "{0..1}", "$(seq 0 1)", "$(seq 2)", "$(seq 0 $((N - 1)))"])
+def test_a_loop_of_known_count_is_read_pass_by_pass(tmp_path, capsys, words):  # controls: every engine is judged
+    text = _loop(words).replace("MODEL=Qwen", "N=2\nMODEL=Qwen")
+    code, out = _check(tmp_path, capsys, text, "run.sh")
+    assert code == 0 and not out["notChecked"] and len(out["results"]) == 2, out
+
+
+def test_the_kubernetes_reader_says_so_for_a_container_s_loop_too():
+    from pdd_operator.compat.manifests import Unreadable, scan
+    script = (f"for i in $(seq 1 $N); do vllm serve m --port $((8100+i)) --kv-transfer-config '{KV_P}' & done; "
+              f"vllm serve m --port 8200 --kv-transfer-config '{KV_D}' & wait")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pd"},
+           "spec": {"containers": [{"name": "e", "image": "vllm/vllm-openai:v0.11.0", "command": ["bash", "-c", script]}]}}
+    engines, cannot = scan(pod)
+    assert len(engines) == 2 and [u.reason.split(":")[0] for u in cannot if isinstance(u, Unreadable)] == [
+        "the number of engines it starts is not known"], (engines, cannot)

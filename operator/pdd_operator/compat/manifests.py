@@ -307,7 +307,19 @@ def _engines(
                          multinode, every_pod=every_pod)
         if engine:
             out.append(engine)
+            if launch.repeats:
+                out.append(repeats_unread(at, launch))
     return out
+
+
+def repeats_unread(at: str, launch: Launch) -> Unreadable:
+    """The "not checked" note for an engine its script starts an unknown number of times
+    (:attr:`~pdd_operator.vllm.script.Launch.repeats`, a loop whose count is not read): the one engine read is
+    judged, how many there are is not."""
+    return Unreadable(at, (
+        f"the number of engines it starts is not known: {launch.repeats}. The engine it starts is judged as one; "
+        "the rules that count engines (GPUs and ports they share on one host, prefill and decode instances) did not "
+        "see the others. Write the loop's count as a literal (for i in 0 1, {0..1}, $(seq 0 1)) to have it checked"))
 
 
 def _flags_as_script(command: list[str]) -> str | None:
