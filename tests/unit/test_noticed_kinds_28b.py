@@ -160,3 +160,36 @@ def test_the_kubernetes_reader_says_so_for_a_container_s_loop_too():
     engines, cannot = scan(pod)
     assert len(engines) == 2 and [u.reason.split(":")[0] for u in cannot if isinstance(u, Unreadable)] == [
         "the number of engines it starts is not known"], (engines, cannot)
+
+
+# --- 1. a script's findings speak of its lines and hosts ----------------------------------------------------------------
+
+
+def test_a_script_s_findings_name_its_lines_hosts_and_settings_not_pods_or_containers(tmp_path, capsys):
+    text = f"""#!/bin/bash
+pip install vllm==0.10.1
+CUDA_VISIBLE_DEVICES=0 vllm serve m --port 8100 --tensor-parallel-size 2 --kv-transfer-config '{KV_P}' &
+CUDA_VISIBLE_DEVICES=1 vllm serve m --port 8100 --kv-transfer-config '{KV_D}' &
+"""
+    code, out = _check(tmp_path, capsys, text, "one.sh")
+    assert code == 1 and {"parallelism-gpu-count", "listener-port-conflict", "side-channel-port-conflict"} <= _errors(out)
+    (result,) = out["results"]
+    assert result["pairedBy"] == "the script starts both on one host", result
+    words = json.dumps([{k: f[k] for k in ("fields", "message", "fix")} for f in result["findings"]])
+    for kubernetes in ("pod ", "pods", "container's", "Script/", ".env[", ".image", "network namespace"):
+        assert kubernetes not in words, (kubernetes, words)
+    assert "one.sh (shell script) on the host it runs on: VLLM_NIXL_SIDE_CHANNEL_PORT" in words, words
+    assert "whatever GPUs its host holds" in words and "CUDA_VISIBLE_DEVICES on its line of the script" in words
+
+
+def test_two_nodes_of_one_script_are_paired_by_the_script_s_name(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _two_nodes("", ""))
+    assert out["results"][0]["pairedBy"] == "the script " + str(tmp_path / "pd.sbatch") + " starts both", out
+
+
+def test_an_unknown_release_in_a_script_names_the_pin_it_lacks(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _loop("0 1").replace("pip install vllm==0.11.0\n", ""), "run.sh")
+    finding = next(f for f in out["results"][0]["findings"] if f["rule"] == "vllm-version-unknown")
+    assert "cannot be read from the script (a pip install vllm==X pin" in finding["message"], finding
+    assert finding["fields"] == [f"{tmp_path / 'run.sh'} (shell script) on the host it runs on: the vLLM install "
+                                 "(pip install vllm==X, srun --container-image)"], finding

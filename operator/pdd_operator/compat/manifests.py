@@ -48,6 +48,7 @@ from pdd_operator.compat.dynamo_resources import (
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.role_templates import resolve_role_templates
+from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
@@ -851,11 +852,13 @@ def _same_deployment(p: Engine, d: Engine) -> str | None:
     """How ``p`` and ``d`` are known to be roles of one deployment, or ``None``."""
     if p.namespace != d.namespace:
         return None
+    script = p.config.workload_kind == SCRIPT_KIND == d.config.workload_kind  # engines a host script starts
     if p.doc_id == d.doc_id:
-        return "both roles are in one object"
+        return "the script starts both on one host" if script else "both roles are in one object"
     shared_owner = set(p.owners) & set(d.owners)
     if shared_owner:
-        return f"both are owned by {sorted(shared_owner)[0]}"
+        owner = sorted(shared_owner)[0]
+        return f"the script {owner.split('/', 1)[1]} starts both" if script else f"both are owned by {owner}"
     if p.group and p.group == d.group:
         return "their labels match once the role label is set aside (" + ", ".join(f"{k}={v}" for k, v in p.group) + ")"
     if p.stem and p.stem == d.stem:
