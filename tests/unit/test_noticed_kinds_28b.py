@@ -19,6 +19,7 @@ from pdd_operator.vllm.script import launches
 
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+KV_BOTH = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 def _check(tmp_path, capsys, text: str, name: str = "pd.sbatch") -> tuple[int, dict]:
@@ -193,3 +194,54 @@ def test_an_unknown_release_in_a_script_names_the_pin_it_lacks(tmp_path, capsys)
     assert "cannot be read from the script (a pip install vllm==X pin" in finding["message"], finding
     assert finding["fields"] == [f"{tmp_path / 'run.sh'} (shell script) on the host it runs on: the vLLM install "
                                  "(pip install vllm==X, srun --container-image)"], finding
+
+
+# --- 4. Dynamo's KV events publisher port ------------------------------------------------------------------------------
+
+
+def _dynamo(tag: str, decode_flag: tuple[str, ...] = (), node: str | None = "gpu-1", decode_env: tuple = ()) -> dict:
+    """A Dynamo graph of two hostNetwork workers (prefill: --is-prefill-worker, its own side-channel ports)."""
+    def component(name, flag, side, env=()):
+        spec = {"hostNetwork": True, "containers": [{
+            "name": "main", "image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}", "command": ["python3"],
+            "args": ["-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B", *flag, "--kv-transfer-config", KV_BOTH],
+            "resources": {"limits": {"nvidia.com/gpu": 1}},
+            "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": side}, *env]}]}
+        if node:
+            spec["nodeName"] = node
+        return {"name": name, "type": name, "podTemplate": {"spec": spec}}
+    return {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+            "spec": {"components": [component("prefill", ("--is-prefill-worker",), "5600"),
+                                    component("decode", decode_flag, "5700", decode_env)]}}
+
+
+def _yaml_check(tmp_path, capsys, doc: dict) -> tuple[int, dict]:
+    import yaml
+    return _check(tmp_path, capsys, yaml.safe_dump(doc), "g.yaml")
+
+
+@pytest.mark.parametrize("tag", ["0.9.1", "1.0.1"])
+def test_two_dynamo_workers_publishing_kv_events_on_one_node_share_port_20080(tmp_path, capsys, tag):
+    # 0.9.x/1.0.x: a worker not flagged as decode publishes KV events on DYN_VLLM_KV_EVENT_PORT (20080)
+    code, out = _yaml_check(tmp_path, capsys, _dynamo(tag))
+    assert code == 1 and _errors(out) == {"listener-port-conflict"}, out
+    assert "20080" in out["results"][0]["findings"][0]["message"], out
+
+
+@pytest.mark.parametrize(("tag", "decode_flag", "node", "decode_env"), [
+    ("0.9.1", ("--is-decode-worker",), "gpu-1", ()),          # a decode worker publishes nothing
+    ("0.9.1", (), "gpu-1", ({"name": "DYN_VLLM_KV_EVENT_PORT", "value": "20090"},)),  # its own port
+    ("0.9.1", (), None, ()),                                   # the scheduler decides: not said by this rule
+    ("1.1.0", (), "gpu-1", ()),                                # 1.1.0 adds no KV events
+])
+def test_dynamo_workers_whose_kv_event_ports_cannot_meet_pass_the_listener_rule(tmp_path, capsys, tag, decode_flag,
+                                                                                 node, decode_env):
+    _, out = _yaml_check(tmp_path, capsys, _dynamo(tag, decode_flag, node, decode_env))
+    assert "listener-port-conflict" not in _errors(out), out
+
+
+def test_the_publisher_ports_per_dp_rank():
+    from pdd_operator.compat.dynamo_engine_defaults import added_kv_events_ports
+    assert added_kv_events_ports({}, None) == (20080,)
+    assert added_kv_events_ports({"DYN_VLLM_KV_EVENT_PORT": "20100"}, 2) == (20100, 20099)
+    assert added_kv_events_ports({"DYN_VLLM_KV_EVENT_PORT": unknown("DYN_VLLM_KV_EVENT_PORT")}, 1) == ()

@@ -36,7 +36,7 @@ from typing import Any
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
-from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events
+from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events, added_kv_events_ports
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     component_multinode,
@@ -384,6 +384,10 @@ def _engine(
         if events or block:
             config = replace(config, kv_events=config.kv_events or bool(events), kv_events_from=events or "",
                              block_size=block or config.block_size)
+        if events:  # its ZMQ publisher listens like a --kv-events-config endpoint (pair.role_from_container)
+            ports = added_kv_events_ports(config.env, config.dp)
+            config = replace(config, other_ports=config.other_ports + tuple(p for p in ports
+                                                                            if p not in config.other_ports))
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
