@@ -4,7 +4,12 @@
    (POSIX Shell Command Language 2.9.1, 2.14 ``export``; vllm#40993, whose side-channel host never reached vLLM,
    which used ``localhost``). The engine gets exported variables (``export``, ``declare -x``, ``set -a`` /
    ``set -o allexport`` up to ``set +a``), ``NAME=value`` command prefixes, and the container's own variables the
-   script reassigns (the shell marks what it imports from its environment for export, POSIX 2.5.3).
+   script reassigns (the shell marks what it imports from its environment for export, POSIX 2.5.3). A loop whose
+   count is not read says "not checked" for how many engines it starts; a script's findings name its lines and hosts.
+2. MultiConnector under an explicit ``--no-disable-hybrid-kv-cache-manager``: the factory checks the top-level class
+   (``supports_hma(connector_cls)``, kv_connector/factory.py), and ``class MultiConnector(KVConnectorBase_V1)`` is not
+   ``SupportsHMA`` in the 0.13.0-0.20.0 sdists (from 0.21.0 it is): refused there, whatever its NIXL child supports.
+4. Dynamo 0.9-1.0 workers' own KV events publisher binds ``DYN_VLLM_KV_EVENT_PORT`` (20080): the port rules see it.
 """
 
 from __future__ import annotations
@@ -245,3 +250,56 @@ def test_the_publisher_ports_per_dp_rank():
     assert added_kv_events_ports({}, None) == (20080,)
     assert added_kv_events_ports({"DYN_VLLM_KV_EVENT_PORT": "20100"}, 2) == (20100, 20099)
     assert added_kv_events_ports({"DYN_VLLM_KV_EVENT_PORT": unknown("DYN_VLLM_KV_EVENT_PORT")}, 1) == ()
+
+
+# --- 2. MultiConnector is not SupportsHMA before 0.21.0 ---------------------------------------------------------------
+
+HMA = "--no-disable-hybrid-kv-cache-manager"
+MULTI = json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+    "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+                   {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+                    "kv_connector_extra_config": {"num_cpu_blocks": 1000}}]}})
+
+
+def _multi(version: str, extra: list[str], kv: str = MULTI):
+    from tests.unit.test_turn2_variants import pd
+    return pd("m", ["--kv-transfer-config", kv, *extra], ["--kv-transfer-config", kv, *extra],
+              model="Qwen/Qwen3-8B", image=f"vllm/vllm-openai:v{version}")
+
+
+def _rules(out: dict, severity: str | None = None) -> set[str]:
+    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
+
+
+@pytest.mark.parametrize("version", ["0.13.0", "0.16.0", "0.18.0", "0.19.1", "0.20.0"])
+def test_explicit_hma_with_multiconnector_before_021_is_refused(tmp_path, capsys, version):
+    from tests.unit.test_turn2_variants import check
+    code, out = check(tmp_path, capsys, *_multi(version, [HMA]))
+    assert code == 1 and "hma-explicit-forced-off" in _rules(out, "error"), out
+    message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "hma-explicit-forced-off")
+    assert "MultiConnector does not support HMA" in message, message
+
+
+def test_explicit_hma_with_multiconnector_of_an_unread_patch_release_is_a_warning(tmp_path, capsys):
+    from tests.unit.test_turn2_variants import check
+    _, out = check(tmp_path, capsys, *_multi("0.20.2", [HMA]))
+    assert "hma-explicit-forced-off" in _rules(out, "warning") and "hma-explicit-forced-off" not in _rules(
+        out, "error"), out
+
+
+@pytest.mark.parametrize(("version", "extra"), [
+    ("0.21.0", [HMA]),                                   # SupportsHMA from 0.21.0 (its children: not judged here)
+    ("0.12.0", [HMA]),                                   # 0.12 overrides the flag silently
+    ("0.18.0", ["--disable-hybrid-kv-cache-manager"]),   # HMA off, as the factory asks
+    ("0.18.0", []),                                      # the connector turns HMA off by default
+])
+def test_multiconnector_where_the_factory_accepts_is_no_finding(tmp_path, capsys, version, extra):
+    from tests.unit.test_turn2_variants import check
+    _, out = check(tmp_path, capsys, *_multi(version, extra))
+    assert "hma-explicit-forced-off" not in _rules(out), out
+
+
+def test_plain_nixl_on_018_with_explicit_hma_stays_accepted(tmp_path, capsys):  # control: only the wrapper refuses
+    from tests.unit.test_turn2_variants import check
+    _, out = check(tmp_path, capsys, *_multi("0.18.0", [HMA], kv='{"kv_connector":"NixlConnector","kv_role":"kv_both"}'))
+    assert "hma-explicit-forced-off" not in _rules(out), out
