@@ -303,3 +303,19 @@ def test_plain_nixl_on_018_with_explicit_hma_stays_accepted(tmp_path, capsys):  
     from tests.unit.test_turn2_variants import check
     _, out = check(tmp_path, capsys, *_multi("0.18.0", [HMA], kv='{"kv_connector":"NixlConnector","kv_role":"kv_both"}'))
     assert "hma-explicit-forced-off" not in _rules(out), out
+
+
+# --- 3. Dynamo's vllm-runtime:1.1.0 ships vLLM 0.19.0; its -dev.1 preview 0.17.1 ----------------------------------------
+
+
+@pytest.mark.parametrize(("tag", "vllm", "named"), [
+    ("1.1.0", "0.19.0", "docs.nvidia.com/dynamo/v1.1.0/resources/release-artifacts"),  # the release's own page
+    ("1.1.0-cuda13", "0.19.0", "docs.nvidia.com/dynamo/v1.1.0/resources/release-artifacts"),
+    ("1.1.0-dev.1", "0.17.1", "Pre-Release Artifacts > v1.1.0-dev.1"),  # what vllm#41814's 0.17.1 matches
+    ("1.1.1", "0.19.0", "support-matrix"),
+])
+def test_dynamo_11_images_give_the_vllm_their_own_release_pages_name(tag, vllm, named):
+    from pdd_operator.vllm.versions import parse_version, version_from_image, wrapped_vllm_version
+    image = f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}"
+    assert version_from_image(image) == parse_version(vllm)
+    assert named in wrapped_vllm_version(image)[1]
