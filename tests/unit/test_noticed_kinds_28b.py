@@ -319,3 +319,11 @@ def test_dynamo_11_images_give_the_vllm_their_own_release_pages_name(tag, vllm, 
     image = f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}"
     assert version_from_image(image) == parse_version(vllm)
     assert named in wrapped_vllm_version(image)[1]
+
+
+def test_a_kv_event_port_an_unread_envfrom_may_set_is_not_assumed_to_be_20080(tmp_path, capsys):
+    doc = _dynamo("0.9.1")
+    for component in doc["spec"]["components"]:
+        component["podTemplate"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "worker-env"}}]
+    _, out = _yaml_check(tmp_path, capsys, doc)
+    assert "listener-port-conflict" not in _errors(out), out

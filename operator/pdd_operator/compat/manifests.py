@@ -384,7 +384,8 @@ def _engine(
         if events or block:
             config = replace(config, kv_events=config.kv_events or bool(events), kv_events_from=events or "",
                              block_size=block or config.block_size)
-        if events:  # its ZMQ publisher listens like a --kv-events-config endpoint (pair.role_from_container)
+        unseen = any(name == "DYN_VLLM_KV_EVENT_PORT" for name, _ in config.env_from)  # an envFrom may set it
+        if events and not unseen:  # its ZMQ publisher listens like a --kv-events-config endpoint (role_from_container)
             ports = added_kv_events_ports(config.env, config.dp)
             config = replace(config, other_ports=config.other_ports + tuple(p for p in ports
                                                                             if p not in config.other_ports))
