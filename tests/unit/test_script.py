@@ -66,8 +66,8 @@ def test_loops_are_bounded():
     words = " ".join(map(str, range(200)))
     script = f"for a in 1 2 3 4; do vllm serve m & done; for i in {words}; do vllm serve m & done"
     assert len(launches(script)) == MAX_ITERATIONS  # all loops together
-    (one,) = launches("for n in $(seq 8); do vllm serve m --port $n; done")  # words not known: one pass, unknown
-    assert _flags(one)[1]["--port"] == unknown("seq")
+    (one,) = launches("for n in $(seq $N); do vllm serve m --port $n; done")  # words not known: one pass, unknown
+    assert _flags(one)[1]["--port"] == unknown("seq") and "runs once per word of $(seq $N)" in one.repeats
 
 
 def test_a_function_runs_with_its_arguments():

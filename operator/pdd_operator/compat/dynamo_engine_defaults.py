@@ -12,6 +12,9 @@ Read in the ``ai-dynamo`` wheels (``dynamo/vllm/args.py``) of Dynamo 0.9.0, 0.9.
   (ai-dynamo/dynamo#6404, #7591). vLLM 0.13-0.19 must turn the hybrid KV cache manager off when
   ``kv_events_config`` is set (vllm/config/vllm.py), so a prefill worker of Dynamo 0.9-1.0 with
   ``--no-disable-hybrid-kv-cache-manager`` refuses to start (``hma-explicit-forced-off``).
+  The publisher binds ``DYN_VLLM_KV_EVENT_PORT`` (20080) minus the DP rank on every interface, so the checker lists
+  it among the engine's ports (:func:`added_kv_events_ports`) and the port-conflict rules compare it: two hostNetwork
+  workers of such a release on one node both bind 20080.
 - Block size: an unset ``block_size`` becomes 16 ("Setting reasonable default of 16 for block_size") in 0.9.x and
   1.0.x; 1.1.0 leaves it to vLLM.
 - KV connector: before 1.0.0 the worker builds NixlConnector itself from ``--connector`` (default nixl); that is
@@ -66,6 +69,23 @@ def added_kv_events(argv: list[str], flags: dict, image: str, prefix_caching: bo
         return None
     return (f"dynamo.vllm of Dynamo {fmt(release)} sets kv_events_config itself (a ZMQ publisher, as prefix caching "
             "is on and no --kv-events-config is given; dynamo/vllm/args.py create_kv_events_config)")
+
+
+#: Dynamo's KV events publisher base port when ``DYN_VLLM_KV_EVENT_PORT`` is not set (``dynamo/vllm/envs.py``, 0.9.0-1.0.2;
+#: Dynamo's operator sets ``DYN_VLLM_KV_EVENT_PORT`` to 20080 + engine id itself for its failover engines).
+KV_EVENT_PORT_DEFAULT = 20080
+
+
+def added_kv_events_ports(env: dict[str, str], dp: int | None) -> tuple[int, ...]:
+    """The ports of the ZMQ publisher dynamo.vllm binds for the KV events it adds itself (:func:`added_kv_events`):
+    ``create_kv_events_config``'s ``tcp://*:{DYN_VLLM_KV_EVENT_PORT - dp_rank}`` (``dynamo/vllm/args.py`` 0.9.0-1.0.2),
+    one per data-parallel rank of the engine (``dp``: ``--data-parallel-size``; ``None``, not known: rank 0 only).
+    ``env``: the engine's environment; a ``DYN_VLLM_KV_EVENT_PORT`` that is not a literal integer gives ``()`` (not
+    known here). Pure."""
+    raw = env.get("DYN_VLLM_KV_EVENT_PORT", str(KV_EVENT_PORT_DEFAULT)).strip()
+    if not raw.isdigit():
+        return ()
+    return tuple(int(raw) - rank for rank in range(dp if dp and dp > 0 else 1))
 
 
 def added_block_size(argv: list[str], image: str, block_size: int | None) -> int | None:

@@ -15,6 +15,7 @@ from pdd_operator.compat.rules.base import (
     in_script_terms,
     manifest_fields,
     run_check,
+    script_fields,
 )
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
@@ -89,10 +90,27 @@ def _sentence(text: str) -> str:
     return text if text.startswith("vLLM") else text[0].upper() + text[1:]
 
 
+def _fields(pair: PDPair, fields: tuple[str, ...], in_manifest: tuple[str, ...] = ()) -> list[str]:
+    """``fields`` (PDDeployment paths) where the user wrote them: the manifest's paths (:func:`manifest_fields`), or a
+    script's lines and what on them (:func:`script_fields`) for engines a shell or Slurm script starts."""
+    out = manifest_fields(fields, pair.containers, in_manifest)
+    if not pair.managed and pair.roles and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
+        return script_fields(out, pair.containers)
+    return out
+
+
+def _script_message(pair: PDPair, message: str) -> str:
+    """``message`` in a script's terms (its hosts and lines, :func:`in_script_terms`) for engines a shell or Slurm
+    script starts, else as written."""
+    if not pair.managed and pair.roles and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
+        return in_script_terms(message)
+    return message
+
+
 def _finding(pair: PDPair, rule: Rule, message: str, fix: str, severity: str | None = None) -> Finding:
     if severity not in (None, rule.severity, "warning"):
         raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
-    fields = manifest_fields(rule.fields, pair.containers, rule.in_manifest)
+    fields = _fields(pair, rule.fields, rule.in_manifest)
     if not pair.managed and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
         message = in_script_terms(message)  # engines of a shell or Slurm script: its hosts, not pods
     return Finding(rule=rule.id, severity=severity or rule.severity, fields=fields, message=message, fix=fix,
@@ -214,7 +232,7 @@ def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
                "which holds only if the source sets none of them: not checked" if refused else
                "the rules read them as unset (vLLM's defaults) and would judge the pair otherwise if the source sets them")
     warning = Finding(
-        rule=ENV_FROM_UNSEEN, severity="warning", fields=manifest_fields(("spec.engine.env",), pair.containers),
+        rule=ENV_FROM_UNSEEN, severity="warning", fields=_fields(pair, ("spec.engine.env",)),
         message=(f"The engines import variables from {', '.join(where)}, which {'is' if len(where) == 1 else 'are'} "
                  f"not in these files and may set {', '.join(names)}; {outcome}."),
         fix=_in_terms(pair, "Include the ConfigMap in the files checked (pdd check reads its data), or write those "
@@ -234,7 +252,7 @@ def _unverified(pair: PDPair, version: Version, candidate: str | None = None) ->
     if candidate is not None:
         return Finding(
             rule=VERSION_UNVERIFIED, severity="warning",
-            fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
+            fields=_fields(pair, ("spec.engine.vllmVersion", "spec.engine.image")),
             message=(f"vLLM {candidate} is a release candidate, unreleased code on its way to "
                      f"{fmt(parse_version(candidate))}: it was judged with the rules of {fmt(version)}, the last "
                      f"release before it; what {fmt(parse_version(candidate))} changed in vLLM's NIXL code may be in "
@@ -255,7 +273,7 @@ def _unverified(pair: PDPair, version: Version, candidate: str | None = None) ->
         how = f"it was judged with the rules of the oldest known release, {fmt(OLDEST_KNOWN)}"
     return Finding(
         rule=VERSION_UNVERIFIED, severity="warning",
-        fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
+        fields=_fields(pair, ("spec.engine.vllmVersion", "spec.engine.image")),
         message=(f"vLLM {fmt(version)} is not a release whose NIXL code these rules were written from "
                  f"({fmt(OLDEST_KNOWN)} to {fmt(NEWEST_RELEASE)}): {how}."),
         fix=_in_terms(pair, f"Use a vLLM release from {fmt(OLDEST_KNOWN)} to {fmt(NEWEST_RELEASE)}, or review the "
@@ -402,8 +420,9 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
         parts.append(f"No version-dependent rule applies to this deployment on {scope}.")
     findings.append(Finding(
         rule=VERSION_UNKNOWN, severity="warning",
-        fields=manifest_fields(("spec.engine.vllmVersion", "spec.engine.image"), pair.containers),
-        message=" ".join(parts), fix=_in_terms(pair, _PIN), source="vllm-nixl-facts.md section 7 (version timeline)",
+        fields=_fields(pair, ("spec.engine.vllmVersion", "spec.engine.image")),
+        message=_script_message(pair, " ".join(parts)), fix=_in_terms(pair, _PIN),
+        source="vllm-nixl-facts.md section 7 (version timeline)",
     ))
     return findings, skipped, unchecked
 

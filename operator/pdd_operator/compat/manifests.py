@@ -36,7 +36,7 @@ from typing import Any
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
-from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events
+from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events, added_kv_events_ports
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     component_multinode,
@@ -48,6 +48,7 @@ from pdd_operator.compat.dynamo_resources import (
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.role_templates import resolve_role_templates
+from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
@@ -307,7 +308,19 @@ def _engines(
                          multinode, every_pod=every_pod)
         if engine:
             out.append(engine)
+            if launch.repeats:
+                out.append(repeats_unread(at, launch))
     return out
+
+
+def repeats_unread(at: str, launch: Launch) -> Unreadable:
+    """The "not checked" note for an engine its script starts an unknown number of times
+    (:attr:`~pdd_operator.vllm.script.Launch.repeats`, a loop whose count is not read): the one engine read is
+    judged, how many there are is not."""
+    return Unreadable(at, (
+        f"the number of engines it starts is not known: {launch.repeats}. The engine it starts is judged as one; "
+        "the rules that count engines (GPUs and ports they share on one host, prefill and decode instances) did not "
+        "see the others. Write the loop's count as a literal (for i in 0 1, {0..1}, $(seq 0 1)) to have it checked"))
 
 
 def _flags_as_script(command: list[str]) -> str | None:
@@ -371,6 +384,11 @@ def _engine(
         if events or block:
             config = replace(config, kv_events=config.kv_events or bool(events), kv_events_from=events or "",
                              block_size=block or config.block_size)
+        unseen = any(name == "DYN_VLLM_KV_EVENT_PORT" for name, _ in config.env_from)  # an envFrom may set it
+        if events and not unseen:  # its ZMQ publisher listens like a --kv-events-config endpoint (role_from_container)
+            ports = added_kv_events_ports(config.env, config.dp)
+            config = replace(config, other_ports=config.other_ports + tuple(p for p in ports
+                                                                            if p not in config.other_ports))
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
@@ -839,11 +857,13 @@ def _same_deployment(p: Engine, d: Engine) -> str | None:
     """How ``p`` and ``d`` are known to be roles of one deployment, or ``None``."""
     if p.namespace != d.namespace:
         return None
+    script = p.config.workload_kind == SCRIPT_KIND == d.config.workload_kind  # engines a host script starts
     if p.doc_id == d.doc_id:
-        return "both roles are in one object"
+        return "the script starts both on one host" if script else "both roles are in one object"
     shared_owner = set(p.owners) & set(d.owners)
     if shared_owner:
-        return f"both are owned by {sorted(shared_owner)[0]}"
+        owner = sorted(shared_owner)[0]
+        return f"the script {owner.split('/', 1)[1]} starts both" if script else f"both are owned by {owner}"
     if p.group and p.group == d.group:
         return "their labels match once the role label is set aside (" + ", ".join(f"{k}={v}" for k, v in p.group) + ")"
     if p.stem and p.stem == d.stem:

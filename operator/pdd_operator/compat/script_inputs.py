@@ -47,7 +47,7 @@ import shlex
 import zlib
 from dataclasses import replace
 
-from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, scan
+from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, repeats_unread, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
@@ -200,6 +200,8 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         engines += [replace(e, where=_where(e.where, where, group), container=host,
                             config=replace(e.config, workload_kind=SCRIPT_KIND)) for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
+    counted = {x.line: x for x in found if x.repeats}  # the synthetic script holds one pass: its count is said here
+    unreadable += [repeats_unread(f"{where} line {line}", x) for line, x in counted.items()]
     return engines, unreadable
 
 

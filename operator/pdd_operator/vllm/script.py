@@ -89,6 +89,10 @@ class Launch:
         wrapper: the command's expanded words before the entry point (``srun -w node1 --export=ALL,X=1``,
             ``numactl ...``, ``env X=1``), those of an enclosing ``srun ... bash -c "..."`` first; a host script's
             reader (:mod:`pdd_operator.compat.script_inputs`) takes the engine's node and environment from them.
+        repeats: why how many times this command runs is not known (``""``: known), a sentence fragment: it is in
+            the body of a ``for`` loop over words these files do not give (``$(seq 0 $((N-1)))``, ``$PORTS``,
+            ``{1..$N}``), or of more than :data:`MAX_ITERATIONS` words, or of a ``while``/``until``/C-style ``for``
+            loop (read once); readers say "not checked" for how many engines it starts.
     """
 
     argv: tuple[str, ...]
@@ -96,6 +100,7 @@ class Launch:
     line: int = 0
     proxy_role: str | None = None
     wrapper: tuple[str, ...] = ()
+    repeats: str = ""
 
 
 def entry_point(words: Sequence[str]) -> list[str]:
@@ -206,7 +211,7 @@ def _merged_launch(launches: list[Launch], name: str) -> Launch:
     keys = list(dict.fromkeys(k for x in launches for k in x.env))
     env = {k: first.env[k] if all(x.env.get(k) == first.env.get(k) for x in launches) else unknown(name)
            for k in keys}
-    return Launch(tuple(argv), env, first.line, wrapper=first.wrapper)
+    return Launch(tuple(argv), env, first.line, wrapper=first.wrapper, repeats=first.repeats)
 
 
 #: Flags of the P/D proxies vLLM's and LMCache's examples start beside the engines, and the role they name:
@@ -272,6 +277,8 @@ class _Shell:
         self.undecided: list[str] = []
         self.values: dict[str, str] = dict(env.values)
         self.exported: set[str] = set()
+        #: ``set -a`` / ``set -o allexport`` in effect: every variable assigned is exported (POSIX 2.14 ``set``).
+        self.allexport = False
         self.functions: dict[str, tree_sitter.Node] = {}
         self.positional: list[str] = []
         self.launches: list[Launch] = []
@@ -285,6 +292,8 @@ class _Shell:
         #: the line of the outermost ``eval`` or ``sh -c`` whose text is being read: its engines start there.
         self.outer_line: int | None = None
         self._unknown_read: list[str] = []
+        #: why the loop whose body is being read runs an unknown number of times (:attr:`Launch.repeats`), or ``""``.
+        self.repeats = ""
 
     def run(self, script: str) -> None:
         if self.depth > 8:
@@ -300,7 +309,9 @@ class _Shell:
         if kind in ("comment", "file_redirect", "heredoc_redirect", "herestring_redirect", "test_command"):
             return
         if kind == "variable_assignment":
-            self.assign(node)
+            name = self.assign(node)
+            if self.allexport:
+                self.exported.add(name)
         elif kind == "declaration_command":
             self.declare(node)
         elif kind == "function_definition":
@@ -312,6 +323,13 @@ class _Shell:
             self.command(node)
         elif kind == "for_statement":
             self.for_loop(node)
+        elif kind in ("while_statement", "c_style_for_statement"):
+            saved, line = self.repeats, node.start_point[0] + 1
+            keyword = _text(node.child(0)) if node.child_count else "while"
+            self.repeats = self.repeats or f"the {keyword} loop at line {line} is read once: how many times it runs is not read"
+            for child in node.named_children:
+                self.exec(child)
+            self.repeats = saved
         elif kind == "if_statement":
             self.if_statement(node)
         elif kind == "case_statement":
@@ -327,8 +345,15 @@ class _Shell:
                 self.exec(child)
 
     def declare(self, node: tree_sitter.Node) -> None:
-        export = bool(node.child_count) and _text(node.child(0)) == "export"
+        """``export``/``declare``/``typeset``/``local``/``readonly`` NAME[=value]...: ``export`` and ``-x`` give the
+        names the export attribute, ``export -n`` and ``+x`` take it away (bash's manual, "Bash Builtins"); under
+        ``set -a`` every name assigned is exported."""
+        builtin = _text(node.child(0)) if node.child_count else ""
         options = "".join(_text(c)[1:] for c in node.named_children if c.type == "word" and _text(c).startswith("-"))
+        removed = "x" in "".join(_text(c)[1:] for c in node.named_children
+                                 if c.type == "word" and _text(c).startswith("+"))
+        removed = removed or (builtin == "export" and "n" in options)
+        export = not removed and (builtin == "export" or ("x" in options and builtin != "readonly"))
         for child in node.named_children:
             if child.type == "variable_assignment":
                 name = self.assign(child, options)
@@ -340,23 +365,40 @@ class _Shell:
                     self.set_array(name, [self.values[name]] if name in self.values else [])
             else:
                 continue
-            if export:
+            if export or (self.allexport and child.type == "variable_assignment" and not removed):
                 self.exported.add(name)
+            elif removed:
+                self.exported.discard(name)
 
     def for_loop(self, node: tree_sitter.Node) -> None:
         var = node.child_by_field_name("variable")
         body = node.child_by_field_name("body")
         if var is None or body is None:
             return
-        words = [w for v in node.children_by_field_name("value") for w in self.fields(v)]
-        if not node.children_by_field_name("value"):
+        values = node.children_by_field_name("value")
+        words = [w for v in values for w in (_brace_sequence(v) or self.fields(v))]
+        if not values:
             words = list(self.positional)
+        # words split from a value not in these files (an unquoted $(seq ...) of unknown bounds, $PORTS): their count
+        # is not known either (POSIX 2.6.5, field splitting)
+        opaque = [_text(v) for v in values if not _brace_sequence(v)
+                  and any(split and unknown_names(text) for text, split in self.segments(v))]
+        line = node.start_point[0] + 1
+        saved = self.repeats
+        if opaque and not self.repeats:
+            self.repeats = (f"the for loop at line {line} runs once per word of {' '.join(opaque)}, which these files "
+                            "do not give: one pass was read")
+        elif self.iterations + len(words) > MAX_ITERATIONS and not self.repeats:
+            self.repeats = f"the for loop at line {line} runs more than the {MAX_ITERATIONS} passes read here"
         for word in words:
             if self.iterations >= MAX_ITERATIONS:
-                return
+                break
             self.iterations += 1
             self.values[_text(var)] = word
+            if self.allexport:
+                self.exported.add(_text(var))
             self.exec(body)
+        self.repeats = saved
 
     # conditions ------------------------------------------------------------------------------------------
 
@@ -600,16 +642,21 @@ class _Shell:
                 words += self.fields(child)
         if not words:
             self.values.update(prefix)
+            if self.allexport:
+                self.exported |= set(prefix)
             return
+        if words[0] == "set":
+            self.set_options(words[1:])
         if words[0] in ("read", "mapfile", "readarray"):
             self.filled_arrays(words)
         if words[0] in self.functions:
             saved, self.positional = self.positional, words[1:]
-            saved_values = dict(self.values)
+            saved_values, saved_exported = dict(self.values), set(self.exported)
             self.values.update(prefix)
             self.exported |= set(prefix)
             self.exec(self.functions[words[0]])
             self.positional = saved
+            self.exported -= set(prefix) - saved_exported
             for name in prefix:  # prefix assignments last for the call only
                 if name in saved_values:
                     self.values[name] = saved_values[name]
@@ -627,17 +674,17 @@ class _Shell:
         if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
             # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
             # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
-            self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1))
+            self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1,
+                                        repeats=self.repeats))
             return
         if entry:
-            env = {name: self.values[name] for name in sorted(self.exported)
-                   if name in self.values and name not in self.arrays}
+            env = self.environment()
             start = len(words) - len(entry)
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
             env.update(prefix)
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
-                                        wrapper=tuple(self.outer + words[:start])))
+                                        wrapper=tuple(self.outer + words[:start]), repeats=self.repeats))
             return
         # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
         # toy_proxy_server.py ...``)
@@ -652,6 +699,43 @@ class _Shell:
                 self.run(words[i + 2])
                 self.outer, self.outer_line = saved_outer, saved_line
                 return
+
+    def set_options(self, args: list[str]) -> None:
+        """``set -a`` / ``set -o allexport`` (on) and ``set +a`` / ``set +o allexport`` (off), alone or among other
+        options (``set -ea``); the options end at ``--`` or the first operand (POSIX 2.14 ``set``)."""
+        for i, word in enumerate(args):
+            if word in ("--", "-") or word[:1] not in ("-", "+"):
+                return
+            if word in ("-o", "+o"):
+                if args[i + 1:i + 2] == ["allexport"]:
+                    self.allexport = word == "-o"
+            elif "a" in word[1:]:
+                self.allexport = word[0] == "-"
+
+    def environment(self) -> dict[str, str]:
+        """The variables a command started now gets beyond the container's ``env``: those exported (``export``,
+        ``declare -x``, ``set -a``), and those the container's environment held when the shell started that the
+        script has given a new value: the shell marks every variable it imports from its environment for export
+        (POSIX 2.5.3; bash's manual, "Environment"), so ``NAME=value`` alone changes the engine's ``NAME`` there
+        and only there. A plain ``NAME=value`` of any other name is a shell variable that no engine sees
+        (vllm#40993: a side-channel host assigned without ``export`` never reached vLLM, which used
+        ``localhost``). Where only an unread ``envFrom`` source may define ``NAME``, whether the engine gets the new
+        value is not known: :func:`~pdd_operator.vllm.expansion.unknown`. (The kubelet's service variables,
+        ``<SVC>_PORT``, are not taken to hold a vLLM variable's name.)"""
+        out = {name: self.values[name] for name in sorted(self.exported)
+               if name in self.values and name not in self.arrays}
+        start = self.env
+        for name, value in self.values.items():
+            if name in out or name in self.arrays or name.startswith("__pdd_eval_"):
+                continue
+            if name in start.values:
+                if value != start.values[name]:
+                    out[name] = value
+            elif name in start.opaque or name in start.image:
+                out[name] = value
+            elif start.may_define(name):
+                out[name] = unknown(name)
+        return out
 
     def evaluate(self, args: list[str]) -> None:
         """``eval ARGS``: the arguments, joined by single spaces, are read and run as shell input in this shell
@@ -851,6 +935,11 @@ class _Shell:
         text = _text(node)
         if node.type == "command_substitution":
             words = (text[2:-1] if text.startswith("$(") else text[1:-1]).split()
+            inner = node.named_children[0] if node.named_children else None
+            if words[:1] == ["seq"] and inner is not None and inner.type == "command":
+                counted = _seq(self.command_words(inner)[1:])
+                if counted is not None:
+                    return "\n".join(counted)
             return unknown(words[0] if words and _NAME.match(words[0]) else "command")
         if node.type == "arithmetic_expansion":
             return self.arithmetic(text[3:-2])
@@ -993,6 +1082,36 @@ def _text(node: tree_sitter.Node | None) -> str:
 
 def _unescape(word: str) -> str:
     return re.sub(r"\\(.)", r"\1", word.replace("\\\n", ""))
+
+
+def _seq(args: list[str]) -> list[str] | None:
+    """What ``seq ARGS`` prints, one number a line (GNU coreutils ``seq [FIRST [INCREMENT]] LAST``), for known
+    integer operands and no options; ``None`` otherwise, or for more than :data:`MAX_ITERATIONS` + 1 numbers."""
+    if not 1 <= len(args) <= 3 or not all(re.fullmatch(r"-?\d+", a) for a in args):
+        return None
+    numbers = [int(a) for a in args]
+    first, step, last = (1, 1, numbers[0]) if len(numbers) == 1 else (
+        (numbers[0], 1, numbers[1]) if len(numbers) == 2 else tuple(numbers))
+    if step == 0:
+        return None
+    out = [str(n) for n in range(first, last + (1 if step > 0 else -1), step)]
+    return out if len(out) <= MAX_ITERATIONS + 1 else None
+
+
+def _brace_sequence(node: tree_sitter.Node) -> list[str] | None:
+    """A word that is a brace sequence expression of integers, ``{1..4}`` / ``{0..6..2}`` / ``{3..1}`` (bash's
+    manual, "Brace Expansion"), as its words; ``None`` for any other word. Bash expands braces before parameters,
+    so ``{1..$N}`` is no sequence (it stays one word)."""
+    if node.type != "brace_expression":
+        return None
+    match = re.fullmatch(r"\{(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?\}", _text(node))
+    if not match:
+        return None
+    first, last = int(match.group(1)), int(match.group(2))
+    step = abs(int(match.group(3) or 1)) or 1
+    step = step if last >= first else -step
+    out = [str(n) for n in range(first, last + (1 if step > 0 else -1), step)]
+    return out[:MAX_ITERATIONS + 1]
 
 
 def _first_name(text: str) -> str:

@@ -8,6 +8,7 @@ warnings) are registered with :func:`record`, so ``pdd rules`` and docs/rules.md
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -179,6 +180,10 @@ SCRIPT_TERMS: tuple[tuple[str, str], ...] = (
     ("in each container's env", "in each engine's environment in the script (export, NAME=value before vllm serve, "
      "or srun --export)"),
     ("on both containers", "on both vllm serve lines"),
+    ("container's resources.limits", "engine's CUDA_VISIBLE_DEVICES on its line of the script (and the job's #SBATCH "
+     "--gpus-per-node)"),
+    ("container's CUDA_VISIBLE_DEVICES (or remove it and let the device plugin or the resource claim expose the pod's "
+     "GPUs)", "engine's CUDA_VISIBLE_DEVICES on its line of the script"),
 )
 
 
@@ -193,6 +198,11 @@ SCRIPT_MESSAGE_TERMS: tuple[tuple[str, str], ...] = (
     ("are hostNetwork pods whose", "run in their hosts' network namespaces and their"),
     ("are engines of one container", "are engines the script starts on one host"),
     ("start in one container", "start on one host"),
+    ("overlap in their shared network namespace", "overlap on a host they share"),
+    ("but its pod requests", "but the script gives it"),
+    ("whatever GPUs the pod holds", "whatever GPUs its host holds"),
+    ("cannot be read from the engine image tags", "cannot be read from the script (a pip install vllm==X pin, or an "
+     "srun --container-image tag that names it)"),
 )
 
 
@@ -202,6 +212,36 @@ def in_script_terms(text: str) -> str:
     for manifest, script in SCRIPT_TERMS + SCRIPT_MESSAGE_TERMS:
         text = text.replace(manifest, script)
     return text
+
+
+#: A manifest field's place in a container (:func:`manifest_fields`) -> what holds it in a shell or Slurm script.
+SCRIPT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("image", "the vLLM install (pip install vllm==X, srun --container-image)"),
+    ("resources", "the engine's GPUs (CUDA_VISIBLE_DEVICES, #SBATCH --gpus-per-node)"),
+    ("env", "the engine's environment"),
+)
+
+
+def script_fields(fields: list[str], containers: tuple[tuple[str, str], ...]) -> list[str]:
+    """``fields`` (paths of a manifest, :func:`manifest_fields`) for engines a shell or Slurm script starts, whose
+    "container" is ``<file> (<format>) on <host>`` or ``... line N`` (:mod:`pdd_operator.compat.script_inputs`):
+    ``<where>: VLLM_NIXL_SIDE_CHANNEL_PORT`` for ``<where>.env[VLLM_NIXL_SIDE_CHANNEL_PORT]``, ``<where>: the vLLM
+    install (...)`` for ``<where>.image``, ``<where>: vllm serve flags`` for its command, ``<where>: hostNetwork``
+    for a pod field. Order kept, duplicates dropped."""
+    out: list[str] = []
+    for field in fields:
+        where = next((c for c, _ in containers if field.startswith(c + ".")), None)
+        if where is None:
+            out.append(field)
+            continue
+        rest = field[len(where) + 1:]
+        name = re.fullmatch(r"env\[(.+)\]", rest)
+        text = name.group(1) if name else dict(SCRIPT_FIELDS).get(rest)
+        if text is None:
+            text = "vllm serve flags" if rest in {k for _, k in containers} else rest
+        if f"{where}: {text}" not in out:
+            out.append(f"{where}: {text}")
+    return out
 
 
 def in_manifest_terms(text: str) -> str:

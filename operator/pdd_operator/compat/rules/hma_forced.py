@@ -23,7 +23,12 @@ only 0.13-0.19 refuse.
 Also judged: the factory's refusal (``kv_connector/factory.py`` ``KVConnectorFactory.create_connector``: "Connector
 NixlConnector does not support HMA but HMA is enabled. Please set `--disable-hybrid-kv-cache-manager`."):
 ``class NixlConnector(KVConnectorBase_V1)`` in the 0.13.0, 0.14.0, 0.16.0, 0.17.0 and 0.17.1 sdists,
-``(KVConnectorBase_V1, SupportsHMA)`` from 0.18.0.
+``(KVConnectorBase_V1, SupportsHMA)`` from 0.18.0. The factory checks the top-level connector class, so NIXL inside
+vLLM's MultiConnector is refused as long as MultiConnector is not ``SupportsHMA``: ``class MultiConnector(
+KVConnectorBase_V1)`` in the 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.19.1 and 0.20.0 sdists (an error),
+``(KVConnectorBase_V1, SupportsHMA)`` in 0.21.0 (0.20.1 and 0.20.2 not read: a warning). From 0.21.0 its ``__init__``
+asserts that every child supports HMA ("HMA should not be enabled unless all sub-connectors support it"), which
+depends on the children's classes per release and is not judged here.
 
 The rule declares ``since=0.13.0`` (every trigger is bounded there; chunked local attention holds on every later
 release), so ``pdd rules`` lists its scope as the code has it. It judges an engine whose release is known as written
@@ -50,6 +55,12 @@ _ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 _EAGLE = ("eagle", "eagle3", "mtp", "deepseek_mtp")
 #: NixlConnector subclasses ``SupportsHMA`` from 0.18.0 (``nixl_connector.py``; not in the 0.13.0-0.17.1 sdists).
 _NIXL_HMA_SINCE: Version = (0, 18, 0)
+#: MultiConnector subclasses ``SupportsHMA`` from 0.21.0 (``multi_connector.py``: ``class MultiConnector(
+#: KVConnectorBase_V1)`` in the 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.19.1 and 0.20.0 sdists,
+#: ``(KVConnectorBase_V1, SupportsHMA)`` in 0.21.0, which then asserts every child supports HMA).
+_MULTI_HMA_SINCE: Version = (0, 21, 0)
+#: The last release whose multi_connector.py was read without ``SupportsHMA`` (0.20.1, 0.20.2 were not read).
+_MULTI_READ_UNTIL: Version = (0, 20, 0)
 
 
 def _env_true(value: str) -> bool | None:
@@ -93,10 +104,17 @@ def _release_known(role: RoleConfig) -> bool:
 
 def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
     """Why vLLM's connector factory refuses ``role``'s connector under an explicit HMA, or ``None``: a plain
-    NixlConnector on 0.13.0-0.17.x (not ``SupportsHMA`` there). Pure."""
+    NixlConnector on 0.13.0-0.17.x, or NIXL inside vLLM's MultiConnector on 0.13.0-0.20.x (neither class is
+    ``SupportsHMA`` there; ``factory.py`` checks the top-level class, ``supports_hma(connector_cls)``). Pure."""
     version = pair.version
-    if (version is None or not _RAISES_SINCE <= version < _NIXL_HMA_SINCE or role.connector != "NixlConnector"
-            or role.wrapper):
+    if version is None or version < _RAISES_SINCE:
+        return None
+    if (role.wrapper or "").startswith("MultiConnector[") and version < _MULTI_HMA_SINCE:
+        read = "" if version <= _MULTI_READ_UNTIL else (
+            f" as far as read: its multi_connector.py was read up to 0.20.0, not in {fmt(version)}")
+        return (f"MultiConnector does not support HMA in vLLM {fmt(version)} (it is SupportsHMA from 0.21.0{read}; "
+                "kv_connector/factory.py: 'Connector MultiConnector does not support HMA but HMA is enabled')")
+    if not version < _NIXL_HMA_SINCE or role.connector != "NixlConnector" or role.wrapper:
         return None
     return (f"NixlConnector does not support HMA in vLLM {fmt(version)} (it is SupportsHMA from 0.18.0; "
             "kv_connector/factory.py: 'Connector NixlConnector does not support HMA but HMA is enabled')")
@@ -110,24 +128,28 @@ def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
             "attention with EAGLE or VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 (0.13.0+, vllm/envs.py default "
             "0 in 0.13, 1 from 0.14) (read in the 0.13.0, 0.14.0, 0.18.0, 0.19.1, 0.20.0, 0.21.0 and 0.32.0 sdists); "
             "kv_connector/factory.py 'Connector NixlConnector does not support HMA but HMA is enabled' (NixlConnector "
-            "not SupportsHMA in the 0.13.0-0.17.1 sdists, SupportsHMA from 0.18.0); vllm#39269, vllm#46553"),
+            "not SupportsHMA in the 0.13.0-0.17.1 sdists, SupportsHMA from 0.18.0; MultiConnector not SupportsHMA in "
+            "the 0.13.0-0.20.0 sdists, SupportsHMA from 0.21.0); vllm#39269, vllm#46553"),
     example="--no-disable-hybrid-kv-cache-manager with --kv-events-config on vLLM 0.18",
 )
 def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
     """No engine passes --no-disable-hybrid-kv-cache-manager where vLLM must turn the hybrid KV cache manager off, or
-    where its NixlConnector does not support it (0.13-0.17)."""
+    where its NixlConnector (0.13-0.17) or the MultiConnector around it (0.13-0.20) does not support it."""
     out: list[Violation] = []
     for role in pair.roles:
         if not _release_known(role):
             continue  # a release probed for an unknown version: vllm-version-unknown speaks for it
         if role.hma is True and not forced_off_reasons(pair, role) and (why := connector_refuses_hma(pair, role)):
+            since, what = (("0.21.0", "MultiConnector") if why.startswith("MultiConnector") else
+                           ("0.18.0", "NixlConnector"))
             out.append((
                 f"{role.role}: --no-disable-hybrid-kv-cache-manager keeps the hybrid KV cache manager on, but {why}: "
                 "the engine raises at startup and never serves.",
                 fix_for(pair, f"Drop --no-disable-hybrid-kv-cache-manager from spec.{role.role}.extraArgs, or run "
-                        "vLLM 0.18.0 or later (whose NixlConnector supports HMA) on both roles.",
+                        f"vLLM {since} or later (whose {what} supports HMA) on both roles.",
                         f"Drop --no-disable-hybrid-kv-cache-manager from the {role.role} container, or run vLLM "
-                        "0.18.0 or later (whose NixlConnector supports HMA) on both roles."),
+                        f"{since} or later (whose {what} supports HMA) on both roles."),
+                *(("warning",) if "as far as read" in why else ()),
             ))
             continue
         if role.hma is not True or not (reasons := forced_off_reasons(pair, role)):

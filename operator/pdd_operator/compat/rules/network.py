@@ -346,21 +346,30 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
 def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     """Engines sharing a network namespace (containers of one pod, or a script's two engines in one container)
     do not listen on the same port: one's HTTP or KV-events port against the other's HTTP, KV-events or
-    side-channel port (side channel against side channel is ``side-channel-port-conflict``)."""
-    if not pair.shared_network:
-        return []
+    side-channel port (side channel against side channel is ``side-channel-port-conflict``). Two hostNetwork pods
+    bound to one node (:func:`same_node`) share the node's namespace too (a port both ask for as a host port is left
+    out: the scheduler never places them together); where the scheduler decides, nothing is said here."""
     p, d = pair.roles
+    bound = (not pair.shared_network and p.host_network and d.host_network
+             and same_node(p, d, assume_hostname_is_name=False))
+    if not (pair.shared_network or bound):
+        return []
     clash = sorted((set(p.other_ports) & (set(d.other_ports) | _ports(d))) | (_ports(p) & set(d.other_ports)))
+    if bound:
+        clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
     if not clash:
         return []
-    where = "engines of one container" if pair.one_container else "containers of one pod"
+    where = ("engines of one container" if pair.one_container else "containers of one pod" if pair.shared_network
+             else "hostNetwork pods bound to one node")
     return [(
         f"Prefill and decode are {where} and both listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port "
         "defaults to 8000; KV events and the NIXL side channel have their own): the engine that starts second fails "
         "with 'Address already in use'.",
         fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort per role.",
                 "Give each engine its own --port (and VLLM_NIXL_SIDE_CHANNEL_PORT) in its "
-                + ("line of the script." if pair.one_container else "container's command.")),
+                + ("line of the script." if pair.one_container else "container's command" + (
+                    " (Dynamo's KV events publisher: its own DYN_VLLM_KV_EVENT_PORT), or keep the pods on different "
+                    "nodes." if bound else "."))),
     )]
 
 
