@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
+from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, values_fields
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import (
@@ -93,6 +94,8 @@ def _finding(pair: PDPair, rule: Rule, message: str, fix: str, severity: str | N
     if severity not in (None, rule.severity, "warning"):
         raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
     fields = manifest_fields(rule.fields, pair.containers, rule.in_manifest)
+    if not pair.managed and all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
+        fields = values_fields(rule.fields, fields, pair.containers)  # llm-d-modelservice values keys
     if not pair.managed and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
         message = in_script_terms(message)  # engines of a shell or Slurm script: its hosts, not pods
     return Finding(rule=rule.id, severity=severity or rule.severity, fields=fields, message=message, fix=fix,
