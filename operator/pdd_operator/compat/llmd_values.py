@@ -79,7 +79,8 @@ def _int(value, default: int = 1) -> int | None:
 def _model_arg(values: dict) -> str | None:
     """The model argument ``argsByProtocol`` renders from ``modelArtifacts.uri``, or ``None`` (no or unread uri)."""
     art = _dict(values.get("modelArtifacts"))
-    uri = str(art.get("uri") or "")
+    # values.yaml's default uri since modelArtifacts.name came in (#74, d6ac006): a file naming it is of those releases
+    uri = str(art.get("uri") or ("hf://{{ .Values.modelArtifacts.name }}" if art.get("name") else ""))
     name = str(art.get("name") or "")
     uri = _NAME_TEMPLATE.sub(name, uri)
     protocol, _, other = uri.partition("://")
@@ -242,9 +243,11 @@ def llmd_scan(values: dict):
     """``(engines, unreadable)`` of an llm-d-modelservice values file, as :func:`~pdd_operator.compat.manifests.scan`
     returns them: the engines of the Deployments :func:`render` builds, each named by its values key
     (``decode.containers[0]``) and all of one object, and a "not checked" record for each part not rendered."""
-    from pdd_operator.compat.manifests import Unreadable, scan
+    from pdd_operator.compat.manifests import _PD_MARKER, Unreadable, scan
 
     where = "llm-d-modelservice values"
+    if not _PD_MARKER.search(repr(values)):
+        return [], []  # no KV connector or role anywhere: an aggregated model service, nothing to check
     rendered, cannot = render(values)
     engines, unreadable = [], [Unreadable(f"{where} {key}", f"not checked, because {why}") for key, why in cannot]
     for role, doc, indexes in rendered:
