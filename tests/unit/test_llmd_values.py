@@ -123,9 +123,10 @@ def test_a_decode_block_size_that_is_no_multiple_of_the_prefill_one_is_refused(t
 
 
 def test_a_kv_cache_dtype_on_one_role_only_is_refused(tmp_path, capsys):
-    code, out = _check(tmp_path, capsys, _values(prefill_args=("--kv-cache-dtype", "fp8")))
+    llm_d = "ghcr.io/llm-d/llm-d-cuda:v0.4.0"  # the guides' image: only the chart's command makes it an engine
+    code, out = _check(tmp_path, capsys, _values(llm_d, prefill_args=("--kv-cache-dtype", "fp8")))
     assert code == 1 and set(_findings(out)) == {"kv-cache-dtype-mismatch"}, out
-    code, out = _check(tmp_path, capsys, _values(prefill_args=("--kv-cache-dtype", "fp8"),
+    code, out = _check(tmp_path, capsys, _values(llm_d, prefill_args=("--kv-cache-dtype", "fp8"),
                                                  decode_args=("--kv-cache-dtype", "fp8")), "both.yaml")
     assert code == 0 and not _findings(out), out  # control: the same dtype on both
 
