@@ -126,6 +126,8 @@ def test_a_kv_cache_dtype_on_one_role_only_is_refused(tmp_path, capsys):
     llm_d = "ghcr.io/llm-d/llm-d-cuda:v0.4.0"  # the guides' image: only the chart's command makes it an engine
     code, out = _check(tmp_path, capsys, _values(llm_d, prefill_args=("--kv-cache-dtype", "fp8")))
     assert code == 1 and set(_findings(out)) == {"kv-cache-dtype-mismatch"}, out
+    fix = _findings(out)["kv-cache-dtype-mismatch"]["fix"]
+    assert "prefill.containers[] and decode.containers[]" in fix and "container " not in fix, fix
     code, out = _check(tmp_path, capsys, _values(llm_d, prefill_args=("--kv-cache-dtype", "fp8"),
                                                  decode_args=("--kv-cache-dtype", "fp8")), "both.yaml")
     assert code == 0 and not _findings(out), out  # control: the same dtype on both
@@ -169,3 +171,15 @@ def test_values_without_a_kv_connector_are_nothing_to_check(tmp_path, capsys):
         values[role]["containers"][0]["args"] = ["--block-size", "128"]
     code, out = _check(tmp_path, capsys, values)
     assert code == 4 and not out["results"] and not out["notChecked"], out
+
+
+def test_two_values_files_checked_together_are_not_cross_paired(tmp_path, capsys):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    for path, tp in ((a, 1), (b, 2)):  # two releases of one model: the guides' shared labels on both
+        values = _values(decode_tp=tp)
+        values["modelArtifacts"]["labels"] = {"llm-d.ai/inference-serving": "true", "llm-d.ai/model": "qwen3-8b"}
+        path.write_text(yaml.safe_dump(values))
+    code = main(["check", str(a), str(b), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(out["results"]) == 2, out
+    assert all(r["pairedBy"] == "both roles are in one object" for r in out["results"]), out

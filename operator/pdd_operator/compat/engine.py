@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
-from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, values_fields
+from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, in_values_terms, values_fields
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import (
@@ -83,6 +83,8 @@ def _in_terms(pair: PDPair, fix: str) -> str:
     if pair.managed:
         return fix
     fix = in_manifest_terms(fix)
+    if all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
+        return in_values_terms(fix)  # llm-d-modelservice values: their keys, not the rendered containers
     return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 

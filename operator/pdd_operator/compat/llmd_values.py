@@ -256,7 +256,9 @@ def llmd_scan(values: dict):
         for e in found:
             at = next((i for n, i in zip(names, indexes, strict=True) if f"({n})" in e.where), indexes[0])
             key = f"{role}.containers[{at}]"
-            engines.append(replace(e, where=f"{where} {key}", container=key, doc_id=id(values), stem="",
+            # one object (the values file) for both roles; its labels (modelArtifacts.labels) are shared by any
+            # release of the chart, so they pair nothing across files
+            engines.append(replace(e, where=f"{where} {key}", container=key, doc_id=id(values), stem="", group=(),
                                    config=replace(e.config, workload_kind=LLMD_VALUES_KIND)))
         unreadable += [replace(u, where=f"{where} {role}: {u.where}") for u in missed]
         kv = [i for c, i in zip(doc["spec"]["template"]["spec"]["containers"], indexes, strict=True)
@@ -288,4 +290,26 @@ def values_fields(rule_fields, fields: list[str], containers) -> list[str]:
     return [*dict.fromkeys(extra + list(fields))]
 
 
-__all__ = ["LLMD_VALUES_KIND", "is_llmd_values", "llmd_scan", "render", "values_fields"]
+#: A hand-written manifest's wording of a fix (:func:`~pdd_operator.compat.rules.base.in_manifest_terms`) -> the
+#: values keys the chart renders it from, longest first.
+VALUES_TERMS: tuple[tuple[str, str], ...] = (
+    ("an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers",
+     "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) in prefill.containers[].image and "
+     "decode.containers[].image"),
+    ("on the prefill and decode containers", "in the args of prefill.containers[] and decode.containers[]"),
+    ("on the prefill container", "in prefill.containers[].args"),
+    ("on the decode container", "in decode.containers[].args"),
+    ("in each container's env", "in each role's containers[].env"),
+    ("on both containers", "in prefill.containers[] and decode.containers[]"),
+)
+
+
+def in_values_terms(text: str) -> str:
+    """``text`` (a fix in a hand-written manifest's terms) in the terms of llm-d-modelservice values
+    (:data:`VALUES_TERMS`)."""
+    for manifest, values in VALUES_TERMS:
+        text = text.replace(manifest, values)
+    return text
+
+
+__all__ = ["LLMD_VALUES_KIND", "in_values_terms", "is_llmd_values", "llmd_scan", "render", "values_fields"]
