@@ -17,7 +17,8 @@ templates add, as read in templates/_helpers.tpl of the chart releases named (ta
 - the routing proxy (``routingProxy``): on decode pods, an init container with ``restartPolicy: Always`` (a native
   sidecar, sharing the pod's network) listening on ``routing.servicePort`` (default 8000) and forwarding to
   ``--vllm-port`` = ``targetPort``;
-- env (``parallelismEnv``): ``DP_SIZE``, ``TP_SIZE``, ``DP_SIZE_LOCAL`` after the container's own ``env``;
+- env (``parallelismEnv``, ``acceleratorEnv``): ``DP_SIZE``, ``TP_SIZE``, ``DP_SIZE_LOCAL`` after the container's own
+  ``env``, then ``accelerator.env[<type>]`` (values.yaml gives intel-i915 and intel-xe some);
 - resources (``resources``): without DRA, the accelerator resource (``accelerator.resources[<type>]``,
   ``nvidia.com/gpu`` by default) set to TP x DPL in limits and requests unless the container names it.
 
@@ -46,7 +47,11 @@ SERVICE_PORT = 8000
 TARGET_PORT = 8200
 MOUNT_PATH = "/model-cache"
 ACCELERATOR_RESOURCES = {"nvidia": "nvidia.com/gpu", "intel-i915": "gpu.intel.com/i915", "intel-xe": "gpu.intel.com/xe",
-                         "intel-gaudi": "habana.ai/gaudi", "amd": "amd.com/gpu"}
+                         "intel-gaudi": "habana.ai/gaudi", "amd": "amd.com/gpu", "google": "google.com/tpu",
+                         "rebellions-atom": "rebellions.ai/ATOM"}
+#: values.yaml ``accelerator.env``: variables ``acceleratorEnv`` appends to the engine's env per accelerator type.
+ACCELERATOR_ENV = {"intel-i915": {"VLLM_USE_V1": "1", "TORCH_LLM_ALLREDUCE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"},
+                   "intel-xe": {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}}
 #: Chart release from which data parallelism reaches the command line (#159).
 DP_FLAGS_SINCE = "v0.3.6"
 
@@ -162,8 +167,13 @@ def _container(values: dict, role: str, container: dict, tp: int) -> dict | str:
     else:
         return f"its modelCommand {mode!r} is none of vllmServe, imageDefault, custom (the chart refuses to render it)"
     env = [e for e in container.get("env") or [] if isinstance(e, dict)]
+    kind = str(_role_accelerator(values, role, "type", "nvidia"))
+    table = {k: [{"name": n, "value": v} for n, v in d.items()] for k, d in ACCELERATOR_ENV.items()}
+    table.update(_dict(_dict(values.get("accelerator")).get("env")))  # Helm merges the user's map over the default
+    added = [e for e in table.get(kind) or [] if isinstance(e, dict)]
     out["env"] = env + [{"name": "DP_SIZE", "value": "1"}, {"name": "TP_SIZE", "value": str(tp)},
-                        {"name": "DP_SIZE_LOCAL", "value": "1"}]
+                        {"name": "DP_SIZE_LOCAL", "value": "1"}] + (
+        [{"name": str(e.get("name")), "value": str(e.get("value"))} for e in added] if kind != "cpu" else [])
     if container.get("ports"):
         out["ports"] = copy.deepcopy(container["ports"])
     out["resources"] = _resources(values, role, container, tp)
