@@ -190,8 +190,11 @@ def render(values: dict, name: str = "llm-d-modelservice") -> tuple[list[tuple[s
     out: list[tuple[str, dict, list[int]]] = []
     cannot: list[tuple[str, str]] = []
     if values.get("multinode"):
-        return [], [("multinode", "multinode: true renders each role as a LeaderWorkerSet (prefill-lws.yaml, "
-                     "decode-lws.yaml), whose templates these rules do not read yet")]
+        return [], [("multinode", (
+            "multinode: true renders each role as a LeaderWorkerSet (prefill-lws.yaml, decode-lws.yaml) whose group "
+            "size (parallelism.workers) and per-pod --data-parallel-size-local the chart derives differently before and "
+            f"after {DP_FLAGS_SINCE} (#159), and the values do not say the chart release; render the chart (helm "
+            "template) and check the LeaderWorkerSets"))]
     for role in _ROLES:
         spec = _dict(values.get(role))
         if not isinstance(spec.get("containers"), list) or spec.get("create") is False:
@@ -240,7 +243,7 @@ def render(values: dict, name: str = "llm-d-modelservice") -> tuple[list[tuple[s
                      "ports": [{"containerPort": _service_port(values)}]}, *init]
         if init:
             pod["initContainers"] = init
-        replicas = spec.get("replicas", 1)
+        replicas = spec.get("replicas", 1 if role == "decode" else 0)  # values.yaml: decode 1, prefill 0
         doc = {"apiVersion": "apps/v1", "kind": "Deployment",
                "metadata": {"name": f"{name}-{role}", "labels": dict(labels)},
                "spec": {"replicas": replicas, "selector": {"matchLabels": dict(labels)},
