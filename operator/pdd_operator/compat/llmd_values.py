@@ -309,9 +309,9 @@ VALUES_TERMS: tuple[tuple[str, str], ...] = (
     ("an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers",
      "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) in prefill.containers[].image and "
      "decode.containers[].image"),
-    ("on the prefill and decode containers", "in the args of prefill.containers[] and decode.containers[]"),
-    ("on the prefill container", "in prefill.containers[].args"),
-    ("on the decode container", "in decode.containers[].args"),
+    ("on the prefill and decode containers", "in prefill.containers[] and decode.containers[]"),
+    ("on the prefill container", "in prefill.containers[]"),  # its args or env: the fix names which
+    ("on the decode container", "in decode.containers[]"),
     ("in each container's env", "in each role's containers[].env"),
     ("on both containers", "in prefill.containers[] and decode.containers[]"),
 )
