@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -65,6 +66,25 @@ def test_the_guide_shape_renders_the_chart_s_command_port_tp_and_gpus():
     proxy = pods["decode"]["initContainers"][0]
     assert proxy["restartPolicy"] == "Always" and proxy["ports"] == [{"containerPort": 8000}]
     assert "initContainers" not in pods["prefill"]
+
+
+def test_the_chart_s_own_example_renders_as_the_chart_rendered_it():
+    # public_reports_12: examples/values-pd.yaml and examples/output-pd.yaml of llm-d-incubation/llm-d-modelservice
+    # (the chart's rendering of those values, helm template), each as stored in that set
+    data = Path(__file__).parent / "data" / "public_reports_12" / "inputs"
+    values = yaml.safe_load((data / "llmd-ms-values-pd-opt125m.yaml").read_text())
+    rendered = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"]["template"]["spec"]
+                for d in yaml.safe_load_all((data / "llmd-ms-output-pd-opt125m.yaml").read_text())
+                if d and d.get("kind") == "Deployment"}
+    ours = {role: doc["spec"]["template"]["spec"] for role, doc, _ in render(values)[0]}
+    assert set(ours) == set(rendered) == {"prefill", "decode"}
+    for role, pod in ours.items():
+        mine, chart = pod["containers"][0], rendered[role]["containers"][0]
+        assert (mine["command"], mine["args"]) == (chart["command"], chart["args"]), role
+        assert [e["name"] for e in mine["env"]] == [e["name"] for e in chart["env"]], role
+        assert mine["resources"]["limits"]["nvidia.com/gpu"] == str(chart["resources"]["limits"]["nvidia.com/gpu"])
+    mine, chart = ours["decode"]["initContainers"][0], rendered["decode"]["initContainers"][0]
+    assert mine["restartPolicy"] == chart["restartPolicy"] == "Always" and mine["ports"] == chart["ports"]
 
 
 def test_image_default_puts_model_first_and_custom_keeps_the_command():

@@ -17,8 +17,9 @@ templates add, as read in templates/_helpers.tpl of the chart releases named (ta
 - the routing proxy (``routingProxy``): on decode pods, an init container with ``restartPolicy: Always`` (a native
   sidecar, sharing the pod's network) listening on ``routing.servicePort`` (default 8000) and forwarding to
   ``--vllm-port`` = ``targetPort``;
-- env (``parallelismEnv``, ``acceleratorEnv``): ``DP_SIZE``, ``TP_SIZE``, ``DP_SIZE_LOCAL`` after the container's own
-  ``env``, then ``accelerator.env[<type>]`` (values.yaml gives intel-i915 and intel-xe some);
+- env (``parallelismEnv``, ``hfEnv``, ``acceleratorEnv``): ``DP_SIZE``, ``TP_SIZE``, ``DP_SIZE_LOCAL`` after the
+  container's own ``env``, ``HF_HOME`` (the mount path) for an ``hf://`` model with ``mountModelVolume``, then
+  ``accelerator.env[<type>]`` (values.yaml gives intel-i915 and intel-xe some);
 - resources (``resources``): without DRA, the accelerator resource (``accelerator.resources[<type>]``,
   ``nvidia.com/gpu`` by default) set to TP x DPL in limits and requests unless the container names it.
 
@@ -167,12 +168,17 @@ def _container(values: dict, role: str, container: dict, tp: int) -> dict | str:
     else:
         return f"its modelCommand {mode!r} is none of vllmServe, imageDefault, custom (the chart refuses to render it)"
     env = [e for e in container.get("env") or [] if isinstance(e, dict)]
+    art = _dict(values.get("modelArtifacts"))
+    if container.get("mountModelVolume") and str(art.get("uri") or "hf://").startswith("hf://"):  # hfEnv
+        hf = [{"name": "HF_HOME", "value": str(art.get("mountPath") or MOUNT_PATH)}]
+    else:
+        hf = []
     kind = str(_role_accelerator(values, role, "type", "nvidia"))
     table = {k: [{"name": n, "value": v} for n, v in d.items()] for k, d in ACCELERATOR_ENV.items()}
     table.update(_dict(_dict(values.get("accelerator")).get("env")))  # Helm merges the user's map over the default
     added = [e for e in table.get(kind) or [] if isinstance(e, dict)]
     out["env"] = env + [{"name": "DP_SIZE", "value": "1"}, {"name": "TP_SIZE", "value": str(tp)},
-                        {"name": "DP_SIZE_LOCAL", "value": "1"}] + (
+                        {"name": "DP_SIZE_LOCAL", "value": "1"}] + hf + (
         [{"name": str(e.get("name")), "value": str(e.get("value"))} for e in added] if kind != "cpu" else [])
     if container.get("ports"):
         out["ports"] = copy.deepcopy(container["ports"])
