@@ -175,6 +175,10 @@ def test_a_decode_engine_on_the_routing_proxy_s_port_is_refused(tmp_path, capsys
     (lambda v: v["prefill"]["containers"][0]["env"].append({"name": "X", "value": "{{ .Values.x }}"}),
      "prefill.containers[0]"),
     (lambda v: v.update(requester={"enable": True}), "requester.enable"),
+    (lambda v: v["prefill"]["containers"][0].update(modelCommand="imageDefault", image="ghcr.io/llm-d/llm-d-cuda:v0.4.0"),
+     "prefill.containers[0]"),  # llm-d's image: its entrypoint is not known here
+    (lambda v: v["prefill"]["containers"][0].update(modelCommand="custom"), "prefill.containers[0]"),  # no command
+    (lambda v: v["modelArtifacts"].update(uri="oci://registry/model:1"), "prefill.containers[0]"),
 ])
 def test_parts_the_chart_renders_in_ways_not_read_are_not_checked(tmp_path, capsys, change, key):
     values = copy.deepcopy(_values(prefill_tp=2))  # a pair refused if it were read: no silent pass, no refusal
