@@ -150,7 +150,7 @@ def _container(values: dict, role: str, container: dict, tp: int) -> dict | str:
         if model is None:
             return ("its modelArtifacts.uri is not an hf://, pvc:// or pvc+hf:// uri the chart renders to a model "
                     "argument (oci:// fails to render)")
-        name = _dict(values.get("modelArtifacts")).get("name")
+        name = _dict(values.get("modelArtifacts")).get("name") or "random/model"  # values.yaml's default
         args = (["--model"] if mode == "imageDefault" else []) + [model, "--port", str(_engine_port(values, role))]
         if tp > 1:
             args += ["--tensor-parallel-size", str(tp)]
