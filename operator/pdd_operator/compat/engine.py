@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
+from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, in_values_terms, values_fields
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import (
@@ -83,6 +84,8 @@ def _in_terms(pair: PDPair, fix: str) -> str:
     if pair.managed:
         return fix
     fix = in_manifest_terms(fix)
+    if all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
+        return in_values_terms(fix)  # llm-d-modelservice values: their keys, not the rendered containers
     return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 
@@ -91,11 +94,14 @@ def _sentence(text: str) -> str:
 
 
 def _fields(pair: PDPair, fields: tuple[str, ...], in_manifest: tuple[str, ...] = ()) -> list[str]:
-    """``fields`` (PDDeployment paths) where the user wrote them: the manifest's paths (:func:`manifest_fields`), or a
-    script's lines and what on them (:func:`script_fields`) for engines a shell or Slurm script starts."""
+    """``fields`` (PDDeployment paths) where the user wrote them: the manifest's paths (:func:`manifest_fields`), a
+    script's lines and what on them (:func:`script_fields`) for engines a shell or Slurm script starts, or the values
+    keys (:func:`values_fields`) for engines rendered from llm-d-modelservice values."""
     out = manifest_fields(fields, pair.containers, in_manifest)
     if not pair.managed and pair.roles and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
         return script_fields(out, pair.containers)
+    if not pair.managed and pair.roles and all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
+        return values_fields(fields, out, pair.containers)  # llm-d-modelservice values keys
     return out
 
 
@@ -111,8 +117,7 @@ def _finding(pair: PDPair, rule: Rule, message: str, fix: str, severity: str | N
     if severity not in (None, rule.severity, "warning"):
         raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
     fields = _fields(pair, rule.fields, rule.in_manifest)
-    if not pair.managed and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
-        message = in_script_terms(message)  # engines of a shell or Slurm script: its hosts, not pods
+    message = _script_message(pair, message)  # engines of a shell or Slurm script: its hosts, not pods
     return Finding(rule=rule.id, severity=severity or rule.severity, fields=fields, message=message, fix=fix,
                    source=rule.source)
 

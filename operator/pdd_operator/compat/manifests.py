@@ -796,6 +796,10 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`), and
     a Modelplane PrefillDecode ModelDeployment what its compose function adds to the engines' pods
     (:func:`~pdd_operator.compat.modelplane.resolve_modelplane_plumbing`)."""
+    from pdd_operator.compat.llmd_values import is_llmd_values, llmd_scan  # it scans what it renders
+
+    if is_llmd_values(doc):  # llm-d-modelservice values: the engines its chart renders
+        return llmd_scan(doc)
     resolve_role_templates(doc)
     resolve_component_devices(doc)
     resolve_modelplane_plumbing(doc)
