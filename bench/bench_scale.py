@@ -359,7 +359,7 @@ def _process_cpu(pid: int) -> float | None:
 def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, float]:
     """CPU seconds used so far by each control-plane process (:data:`COMPONENTS`), the operator
     (``operator_pid``), this process (the bench's clients) and the whole machine (``machine``: busy time
-    of every core from ``/proc/stat``, idle and iowait left out). A process not found is left out."""
+    of every core from ``/proc/stat``: user, nice, system, irq, softirq). A process not found is left out."""
     state = Path(env["PDD_CLUSTER_DIR"]) / "pids"
     pids: dict[str, int] = {"bench": os.getpid()}
     for name in COMPONENTS:
@@ -370,8 +370,10 @@ def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, flo
     if operator_pid is not None:
         pids["operator"] = operator_pid
     out = {name: cpu for name, pid in pids.items() if (cpu := _process_cpu(pid)) is not None}
-    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    out["machine"] = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle, iowait
+    # user nice system idle iowait irq softirq: the time this machine's processes and interrupts ran (steal, the
+    # hypervisor's, is left out; guest time is counted in user and nice already)
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in Path("/proc/stat").read_text().split()[1:8])
+    out["machine"] = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
     return out
 
 

@@ -136,8 +136,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     (:func:`~pdd_operator.render.admission.admission_findings`); other manifests (Deployments, StatefulSets,
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
-    A file that is no manifest but configures P/D (a Slurm or shell script, a systemd unit, a Nomad job) and a
-    Kustomize overlay whose patches do are reported as not checked, with the reason.
+    The vllm serve lines of a shell or Slurm batch script are read as engines too
+    (:mod:`~pdd_operator.compat.script_inputs`); a file that is no manifest but configures P/D in a way not read (a
+    systemd unit, a Nomad job, a script whose engines cannot be found) and a Kustomize overlay whose patches do are
+    reported as not checked, with the reason.
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
@@ -165,13 +167,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
             text_record = _text_input(path) if isinstance(exc.__cause__, yaml.YAMLError) else None
+            if text_record is not None and _read_script(path, engines, unreadable):  # its vllm serve lines, read
+                all_docs[path] = []
+                continue
             if text_record is not None:  # a script or unit file that configures P/D: not checked, not unreadable
                 unreadable.append(text_record)
                 continue
             input_errors.append(str(exc) if isinstance(exc, InputError) else f"{path}: {exc.strerror}")
             continue
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
-            unreadable.append(text_record)
+            if not _read_script(path, engines, unreadable):
+                unreadable.append(text_record)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
@@ -309,6 +315,20 @@ def _text_input(path: str) -> dict | None:
         return unreadable_text(path, Path(path).read_text(errors="replace"))
     except OSError:
         return None
+
+
+def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:
+    """Add the P/D engines of the shell or Slurm batch script ``path`` to ``engines`` and those it cannot read to
+    ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`); ``False`` when it starts none that
+    can be found (the file is then named "not checked" as a whole)."""
+    from pdd_operator.compat.script_inputs import script_engines
+
+    got = script_engines(path, Path(path).read_text(errors="replace"))
+    if got is None or not any(got):
+        return False
+    engines.extend(got[0])
+    unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
+    return True
 
 
 def _origin(doc: dict) -> str:

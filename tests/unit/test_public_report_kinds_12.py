@@ -119,4 +119,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # noticed 27: options a release's parser lacks; P2pNcclConnector gone from the factory (0.24.0)
                     "cli-flag-not-yet", "p2p-nccl-connector-unavailable",
                     # set 37: a TP the model's heads do not divide stops the engine itself
-                    "tp-heads-indivisible"}
+                    "tp-heads-indivisible",
+                    # set 36: a connector name the release does not register; a sidecar on the engine's port
+                    "kv-connector-unregistered", "pod-port-conflict"}

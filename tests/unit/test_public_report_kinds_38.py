@@ -5,7 +5,8 @@ controls.
   Slurm job whose srun steps run vllm serve with NixlConnector) was refused as "not valid YAML" (exit 2), or, where
   the script happened to parse as a YAML string, reported as "nothing to check" (exit 4). It is now "not checked"
   (exit 3), naming its format: Slurm batch script, systemd unit, Nomad job (HCL), shell script
-  (:mod:`pdd_operator.compat.text_inputs`).
+  (:mod:`pdd_operator.compat.text_inputs`). Shell and Slurm batch scripts are read since
+  (:mod:`pdd_operator.compat.script_inputs`, tests/unit/test_script_inputs.py); systemd units and Nomad jobs stay so.
 - A Kustomize overlay whose patches set the roles' KV connector args (llm-d's gke/a4x P/D kustomization) gave "nothing
   to check" (exit 4): its API group ends in ``.k8s.io`` like the built-in kinds. It is now "not checked"
   (:mod:`pdd_operator.compat.kustomize`).
@@ -99,8 +100,7 @@ def test_the_format_of_a_non_manifest_file_is_named(text, fmt):
 
 
 @pytest.mark.parametrize(("text", "name", "fmt"), [
-    (SYSTEMD, "vllm-decode.service", "systemd unit"), (NOMAD, "vllm-pd.nomad", "Nomad job (HCL)"),
-    (LAUNCH, "launch.sh", "shell script"), (SBATCH, "pd.sbatch", "Slurm batch script")])
+    (SYSTEMD, "vllm-decode.service", "systemd unit"), (NOMAD, "vllm-pd.nomad", "Nomad job (HCL)")])
 def test_a_script_or_unit_that_configures_pd_is_not_checked(tmp_path, capsys, text, name, fmt):
     code, out = _check_text(tmp_path, capsys, text, name)
     assert code == 3 and not out["inputErrors"] and not out["results"], out
@@ -127,8 +127,8 @@ def test_a_broken_manifest_naming_a_kv_connector_stays_an_input_error(tmp_path, 
 def test_a_manifest_beside_a_script_is_still_checked(tmp_path, capsys):
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}}))
-    script = tmp_path / "launch.sh"
-    script.write_text(LAUNCH)
+    script = tmp_path / "vllm-decode.service"
+    script.write_text(SYSTEMD)
     code = main(["check", str(manifest), str(script), "-o", "json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 3 and len(out["notChecked"]) == 1 and not out["inputErrors"], out

@@ -9,17 +9,42 @@ ai-dynamo/dynamo#12821 reproduced "a NIXL compatibility-hash mismatch followed b
 between a PdConnector prefill and a plain NixlConnector decode on vllm-runtime 1.3.0-rc.9 (vLLM 0.23.0) and fixed
 its examples with ``--disable-hybrid-kv-cache-manager`` on the decode (#12940). ``is_hma_enabled`` is a factor of
 the NIXL compatibility hash (nixl/metadata.py, 0.18.0+).
+
+vLLM's own ``MultiConnector`` does the same from 0.22.0: ``VllmConfig.__post_init__`` keeps HMA on for it only when
+every child connector subclasses ``SupportsHMA`` (0.22.0 config/vllm.py: ``all(supports_hma(...) for sub in
+connectors)``; 0.23.0, 0.24.0 and the 0.32.0 wheel: ``KVConnectorFactory.supports_hma_config`` ->
+``MultiConnector.all_children_support_hma``). In those releases the in-tree LMCacheConnectorV1, ExampleConnector and
+FlexKVConnectorV1 classes do not subclass it (kv_connector/v1/*.py of the 0.22.0, 0.23.0 and 0.24.0 sdists and the
+0.32.0 wheel), so ``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA off while a plain NixlConnector
+peer keeps it on. Children not listed are not claimed: out-of-tree connectors, newer releases, and
+``LMCacheMPConnector``, which vLLM resolves to LMCache's own class when the lmcache package is installed
+(lmcache_mp_connector.py ``_resolve_lmcache_mp_connector``, 0.24.0 and 0.32.0), so its HMA support is LMCache's.
 """
 
 from __future__ import annotations
 
 from pdd_operator.compat.pair import NIXL_CONNECTORS, RoleConfig
+from pdd_operator.vllm.versions import Version
+
+#: vLLM's in-tree connectors without ``SupportsHMA`` in every release read from 0.22.0 to 0.32.0 (see above).
+MULTI_CHILDREN_WITHOUT_HMA = ("LMCacheConnectorV1", "ExampleConnector", "FlexKVConnectorV1")
+#: The releases whose MultiConnector HMA decision was read: 0.22.0 (first with HMA kept on under a connector) to
+#: the 0.32 line (the newest read).
+MULTI_READ: tuple[Version, Version] = ((0, 22, 0), (0, 33, 0))
 
 
 def wrapper_hma_off(r: RoleConfig) -> str | None:
     """Why the role's connector turns HMA off by itself, or ``None``: a ``PdConnector`` with a child that is not a
-    NIXL connector (``r.wrapper`` is the wrapper's description, ``PdConnector[DynamoConnector, NixlConnector]``)."""
+    NIXL connector (``r.wrapper`` is the wrapper's description, ``PdConnector[DynamoConnector, NixlConnector]``), or
+    on 0.22.0-0.32.x a ``MultiConnector`` with a child of :data:`MULTI_CHILDREN_WITHOUT_HMA`."""
     wrapper = r.wrapper or ""
+    if wrapper.startswith("MultiConnector[") and r.version is not None and MULTI_READ[0] <= r.version < MULTI_READ[1]:
+        children = [c.strip() for c in wrapper[len("MultiConnector["):-1].split(",")]
+        without = [c for c in children if c in MULTI_CHILDREN_WITHOUT_HMA]
+        if without:
+            return (f"its {wrapper} turns HMA off because {', '.join(without)} does not subclass SupportsHMA "
+                    "(vLLM's MultiConnector keeps HMA only when every child does)")
+        return None
     if not wrapper.startswith("PdConnector["):
         return None
     children = [c.strip() for c in wrapper[len("PdConnector["):-1].split(",")]

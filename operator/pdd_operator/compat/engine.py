@@ -8,7 +8,14 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
-from pdd_operator.compat.rules.base import NOT_CHECKED, in_manifest_terms, manifest_fields, run_check
+from pdd_operator.compat.rules.base import (
+    NOT_CHECKED,
+    SCRIPT_KIND,
+    in_manifest_terms,
+    in_script_terms,
+    manifest_fields,
+    run_check,
+)
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -16,6 +23,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNKNOWN,
     VERSION_UNVERIFIED,
 )
+from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
@@ -71,7 +79,10 @@ class CompatReport:
 
 
 def _in_terms(pair: PDPair, fix: str) -> str:
-    return fix if pair.managed else in_manifest_terms(fix)
+    if pair.managed:
+        return fix
+    fix = in_manifest_terms(fix)
+    return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 
 def _sentence(text: str) -> str:
@@ -82,6 +93,8 @@ def _finding(pair: PDPair, rule: Rule, message: str, fix: str, severity: str | N
     if severity not in (None, rule.severity, "warning"):
         raise ValueError(f"rule {rule.id} may only lower its severity, not report {severity!r}")
     fields = manifest_fields(rule.fields, pair.containers, rule.in_manifest)
+    if not pair.managed and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
+        message = in_script_terms(message)  # engines of a shell or Slurm script: its hosts, not pods
     return Finding(rule=rule.id, severity=severity or rule.severity, fields=fields, message=message, fix=fix,
                    source=rule.source)
 
@@ -99,6 +112,7 @@ def evaluate(
     config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
+    pair = without_disabled_window(pair)
     if pair.either_way:
         return _either_way(evaluate(replace(pair, either_way=False), rules), evaluate(pair.mirrored(), rules), pair)
     if pair.env_from:

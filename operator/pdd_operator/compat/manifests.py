@@ -36,6 +36,7 @@ from typing import Any
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
+from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     component_multinode,
@@ -44,6 +45,7 @@ from pdd_operator.compat.dynamo_resources import (
     service_resources,
     with_service_resources,
 )
+from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.templated import templated_findings
@@ -53,6 +55,7 @@ from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
+    custom_tag_version,
     dev_build,
     dev_build_note,
     fmt,
@@ -362,6 +365,12 @@ def _engine(
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
         # Dynamo's vLLM worker (before runtime 1.0) configures NixlConnector itself unless told otherwise.
         config = RoleConfig(**{**config.__dict__, "kv_transfer": {"kv_connector": "NixlConnector"}})
+    if "dynamo.vllm" in argv:  # what Dynamo's worker adds to the engine args itself, per Dynamo release
+        events = added_kv_events(argv, parse_flags(argv)[1], image, config.prefix_caching, config.kv_events)
+        block = added_block_size(argv, image, config.block_size)
+        if events or block:
+            config = replace(config, kv_events=config.kv_events or bool(events), kv_events_from=events or "",
+                             block_size=block or config.block_size)
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
@@ -371,7 +380,8 @@ def _engine(
     role_unknown = "" if role_from in ("kv_role", "flag") else _unknown_role_flag(argv) or ""
     if role_unknown:  # a label, name or type must not stand in for a flag whose value nobody here can read
         role, role_from = None, ""
-    if not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name"):
+    if (not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name")
+            and not _kv_transfer_config_unparsed(config)):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
     plugin = _platform_plugin(container, image)
     if plugin:
@@ -380,6 +390,14 @@ def _engine(
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
                   flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)
+
+
+def _kv_transfer_config_unparsed(config: RoleConfig) -> bool:
+    """The engine passes a ``--kv-transfer-config`` that is not JSON (as vLLM receives it: after a shell's quote
+    removal, ``--kv-transfer-config={"kv_connector":...}`` unquoted in an ``sh -c`` line arrives as
+    ``{kv_connector:...}``). vLLM parses the flag with ``json.loads`` and its argument parser exits, so the engine
+    is a P/D engine that never starts, not an aggregated server: it is kept, for ``engine-args-invalid``."""
+    return any(err.startswith("--kv-transfer-config ") for err in config.errors)
 
 
 def _pod_group(node: dict) -> int | None:
@@ -757,9 +775,12 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
 
     A RoleBasedGroup's roles built from ``spec.roleTemplates`` get their merged pod templates first, in ``doc``
     itself (:func:`~pdd_operator.compat.role_templates.resolve_role_templates`), and a DynamoGraphDeployment's
-    components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`)."""
+    components their ``device`` field (:func:`~pdd_operator.compat.dynamo_devices.resolve_component_devices`), and
+    a Modelplane PrefillDecode ModelDeployment what its compose function adds to the engines' pods
+    (:func:`~pdd_operator.compat.modelplane.resolve_modelplane_plumbing`)."""
     resolve_role_templates(doc)
     resolve_component_devices(doc)
+    resolve_modelplane_plumbing(doc)
     meta = doc.get("metadata") or {}
     origin = f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
     found: list = []
@@ -839,6 +860,9 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
             notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
     if (p.config.version is None or d.config.version is None) and not notes:
         notes.append("the vLLM version cannot be read from the engine image tags")
+    read = sorted({c[1] for e in (p, d) if (c := custom_tag_version(e.config.image))})
+    if read:  # a custom image's tag: say which words named the release (versions.custom_tag_version)
+        how = f"{how}; vLLM {', '.join(read)}"
     named = resolve_model(SimpleNamespace(name=p.config.model or "", architecture=None, ssm_kind=None,
                                           hf_architecture=None, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(

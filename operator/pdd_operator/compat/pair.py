@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
+from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
@@ -83,6 +84,9 @@ class RoleConfig:
             ``Rule.needs``).
         prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None (also when its value
             is not in the manifest, as for ``hma``).
+        disable_sliding_window: ``--disable-sliding-window`` given true (True), ``--no-disable-sliding-window`` or
+            false (False), neither or a value not in the manifest (None)
+            (:mod:`pdd_operator.compat.rules.sliding_window_flag`).
         env: the engine's environment: literal values (downward-API IPs as ``fieldRef:...`` sentinels), and
             ``<unknown:NAME>`` for a variable set to a value not in these files (``valueFrom`` a ConfigMap or Secret,
             a script's unknown value), never dropped (a dropped one would read as vLLM's default).
@@ -103,6 +107,8 @@ class RoleConfig:
         networks: Multus secondary networks of the pod.
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
+        sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
+            (:func:`~pdd_operator.compat.pod_ports.sidecar_ports`), to compare with ``other_ports``.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
         loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
             variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
@@ -114,6 +120,8 @@ class RoleConfig:
             not checked.
         wrapper: the connector the NIXL connector sits inside (``MultiConnector``, Dynamo's ``PdConnector``),
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
+        kv_transfer_written: the ``--kv-transfer-config`` object as written (a wrapper's own, its children
+            included; ``{}`` if absent), for rules about the wrapper itself (:mod:`~pdd_operator.compat.rules.mem_pool`).
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
             removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
@@ -176,8 +184,10 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
-        kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), judged in
-            :mod:`pdd_operator.compat.rules.hma_forced`.
+        kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), or the launcher
+            sets it itself (:attr:`kv_events_from`), judged in :mod:`pdd_operator.compat.rules.hma_forced`.
+        kv_events_from: why ``kv_events`` holds without ``--kv-events-config`` on the command line (Dynamo's worker
+            adds it, :mod:`pdd_operator.compat.dynamo_engine_defaults`), ``""`` otherwise.
         setup: what decides the values the container's script computes before this engine's launch line
             (:func:`script_setup`), ``""`` when it is no script or one whose setup may differ per pod.
     """
@@ -197,6 +207,7 @@ class RoleConfig:
     speculative: dict | None = None
     hma: bool | None = None
     prefix_caching: bool | None = None
+    disable_sliding_window: bool | None = None
     env: dict[str, str] = field(default_factory=dict)
     env_from: tuple[tuple[str, str], ...] = ()
     host_network: bool = False
@@ -208,10 +219,12 @@ class RoleConfig:
     dra_claims: tuple[str, ...] = ()
     networks: tuple[str, ...] = ()
     other_ports: tuple[int, ...] = ()
+    sidecar_ports: tuple[tuple[str, int], ...] = ()
     errors: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
     wrapper: str | None = None
+    kv_transfer_written: dict = field(default_factory=dict)
     kv_transfer_removed: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
     revision: str | None = None
@@ -248,6 +261,7 @@ class RoleConfig:
     added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
     kv_events: bool = False
+    kv_events_from: str = ""
     connector_note: str = ""
     setup: str = ""
 
@@ -503,6 +517,7 @@ def role_from_container(
     env_from = tuple((name, _env_why(name, cenv, launch)) for name in READ_ENV
                      if name not in env and cenv.may_define(name))
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()
+    raw_kv: object = {}
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
@@ -577,6 +592,8 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
+        disable_sliding_window=known.get("--disable-sliding-window") if isinstance(
+            known.get("--disable-sliding-window"), bool) else None,
         env=env,
         env_from=env_from,
         host_network=bool(pod_spec.get("hostNetwork")),
@@ -587,12 +604,14 @@ def role_from_container(
         dra_claims=tuple(c.get("name", "") for c in (res.get("claims") or [])),
         networks=networks,
         other_ports=tuple(other_ports),
+        sidecar_ports=sidecar_ports(container, pod_spec),
         errors=tuple(errors),
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
                if (loose := loose_unknown(argv)) else ""),
         setup=script_setup(container, pod_spec, launch),
         wrapper=wrapper,
+        kv_transfer_written=well_typed(raw_kv) if isinstance(raw_kv, dict) else {},
         kv_transfer_removed=removed,
         scheduler=SchedulerBudget.from_flags(flags),
         revision=text("--revision"),

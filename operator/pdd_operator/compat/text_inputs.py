@@ -7,7 +7,8 @@ These files do hold vllm serve lines, but as a shell, a service manager or a sch
 (NVIDIA/cloudai's vllm-disagg.sbatch: ``VLLM_NIXL_SIDE_CHANNEL_PORT=$((5557 + SLURM_JOB_ID % 1000))``), hosts from
 the allocation, and an image or install whose vLLM version is seldom named. The rules read engines as Kubernetes
 containers; what they would say of such a file depends on that runtime, so the file is named with its format and
-what to do to have it checked.
+what to do to have it checked. A shell or Slurm batch script whose engines can be found is read instead
+(:mod:`pdd_operator.compat.script_inputs`); this record is for the rest.
 """
 
 from __future__ import annotations

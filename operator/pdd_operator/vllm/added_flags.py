@@ -8,7 +8,9 @@ engine that would refuse it fails at startup whatever else is checked. Each flag
 read without it and the release read with it (``vllm/engine/arg_utils.py`` of those sdists/wheels): the floor is
 the release after the one read without it, as the releases between were not read. Short options (``-dpl``) are listed
 as written: vLLM added some after their long flag, so a release may have ``--data-parallel-size-local`` and still
-refuse ``-dpl`` (:func:`pdd_operator.vllm.flags.short_options`).
+refuse ``-dpl`` (:func:`pdd_operator.vllm.flags.short_options`). ``-tp``, ``-pp`` and ``-O`` are in every release
+read (0.9.0 to 0.32.0: ``-O`` as ``--compilation-config``'s alias up to 0.11.1, then rewritten by
+``FlexibleArgumentParser.parse_args`` in vllm/utils/argparse_utils.py), so they set no floor.
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         (0, 18, 0), (0, 24, 0),
         "vllm/engine/arg_utils.py: no -dpm (nor --data-parallel-multi-port-external-lb) in the 0.18.0 sdist; present "
         "in the 0.24.0 sdist and the 0.32.0 wheel"),
+    **{flag: AddedFlag(
+        (0, 10, 1), (0, 11, 0),
+        "vllm/engine/arg_utils.py: no decode_context_parallel_size in the 0.10.0 wheel and the 0.10.1.1 sdist; "
+        "('--decode-context-parallel-size', '-dcp') in the 0.11.0, 0.11.1, 0.12.0, 0.14.0, 0.18.0 and 0.24.0 sdists "
+        "and the 0.32.0 wheel")
+       for flag in ("--decode-context-parallel-size", "-dcp")},
+    **{flag: AddedFlag(
+        (0, 11, 1), (0, 12, 0),
+        "vllm/engine/arg_utils.py: no prefill_context_parallel_size in the 0.11.0 and 0.11.1 sdists; "
+        "('--prefill-context-parallel-size', '-pcp') in the 0.12.0, 0.13.0, 0.14.0, 0.18.0 and 0.24.0 sdists and the "
+        "0.32.0 wheel")
+       for flag in ("--prefill-context-parallel-size", "-pcp")},
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),
         "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "

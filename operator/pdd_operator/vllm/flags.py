@@ -26,7 +26,7 @@ them refuses the short option at argument parsing ('unrecognized arguments'), wh
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
     "--enforce-eager", "--enable-expert-parallel", "--enable-cumem-allocator", "--enable-sleep-mode",
-    "--enable-chunked-prefill", "--enable-return-routed-experts",
+    "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window",
     "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
 }
 

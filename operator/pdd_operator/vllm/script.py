@@ -82,15 +82,20 @@ class Launch:
             ``python -m <module> ...`` from the module name on, see :func:`entry_point`).
         env: variables the script sets for this process beyond the container's ``env``: its ``NAME=value`` prefixes,
             ``env NAME=value`` words and the variables it ``export``-ed before (values expanded).
-        line: the 1-based line of the script it starts on (0: not from a script).
+        line: the 1-based line of the script it starts on (0: not from a script); for an engine started by the text of
+            an ``eval`` or of an ``sh -c`` inside the script, the line of that ``eval`` or ``sh -c``.
         proxy_role: ``prefill`` or ``decode`` where a P/D proxy the same script starts names this engine's
             ``--port`` as a prefiller or decoder port (:func:`proxy_roles`), else ``None``.
+        wrapper: the command's expanded words before the entry point (``srun -w node1 --export=ALL,X=1``,
+            ``numactl ...``, ``env X=1``), those of an enclosing ``srun ... bash -c "..."`` first; a host script's
+            reader (:mod:`pdd_operator.compat.script_inputs`) takes the engine's node and environment from them.
     """
 
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     line: int = 0
     proxy_role: str | None = None
+    wrapper: tuple[str, ...] = ()
 
 
 def entry_point(words: Sequence[str]) -> list[str]:
@@ -201,7 +206,7 @@ def _merged_launch(launches: list[Launch], name: str) -> Launch:
     keys = list(dict.fromkeys(k for x in launches for k in x.env))
     env = {k: first.env[k] if all(x.env.get(k) == first.env.get(k) for x in launches) else unknown(name)
            for k in keys}
-    return Launch(tuple(argv), env, first.line)
+    return Launch(tuple(argv), env, first.line, wrapper=first.wrapper)
 
 
 #: Flags of the P/D proxies vLLM's and LMCache's examples start beside the engines, and the role they name:
@@ -275,6 +280,10 @@ class _Shell:
         self.arrays: dict[str, list[str] | None] = {}
         self.iterations = 0
         self.depth = 0
+        #: the words before ``sh -c`` of the command whose script is being read (``srun -w n1 bash -c "..."``).
+        self.outer: list[str] = []
+        #: the line of the outermost ``eval`` or ``sh -c`` whose text is being read: its engines start there.
+        self.outer_line: int | None = None
         self._unknown_read: list[str] = []
 
     def run(self, script: str) -> None:
@@ -609,14 +618,16 @@ class _Shell:
             return
         if words[0] == "eval" or words[:2] == ["exec", "eval"]:
             self.values.update(prefix)  # assignments before a special built-in stay in the shell (POSIX 2.14)
+            saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
             self.evaluate(words[words.index("eval") + 1:])
+            self.outer_line = saved_line
             return
         entry = entry_point(words)
         run = words[1:] if words[0] in ("exec", "nohup") else words
         if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
             # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
             # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
-            self.launches.append(Launch(tuple(run), {}, node.start_point[0] + 1))
+            self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1))
             return
         if entry:
             env = {name: self.values[name] for name in sorted(self.exported)
@@ -625,14 +636,21 @@ class _Shell:
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
             env.update(prefix)
-            self.launches.append(Launch(tuple(entry), env, node.start_point[0] + 1))
+            self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
+                                        wrapper=tuple(self.outer + words[:start])))
             return
-        named = proxy_roles(words) if any("proxy" in w for w in words[:3]) else {}
+        # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
+        # toy_proxy_server.py ...``)
+        named = proxy_roles(words) if any("proxy" in w for w in words[:3]) or (
+            words[0].rsplit("/", 1)[-1] == "srun" and any("proxy" in w and not w.startswith("-") for w in words)) else {}
         if named and not set(named) & set(self.proxy_roles):
             self.proxy_roles.update(named)
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
+                saved_outer, self.outer = self.outer, self.outer + words[:i]
+                saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
                 self.run(words[i + 2])
+                self.outer, self.outer_line = saved_outer, saved_line
                 return
 
     def evaluate(self, args: list[str]) -> None:

@@ -172,6 +172,14 @@ def image_repository(image: str) -> str:
     return "/".join([*path[-1:], last.split(":", 1)[0]]).lower()
 
 
+#: Image repositories (:func:`image_repository`) known to hold upstream vLLM as released (vLLM's own images, Docker
+#: Hub and its CPU release repositories): no platform plugin there registers connectors of its own, so what vLLM's
+#: connector factory registers for a release is what such an image can build. Plugin and fork images (Ascend, Gaudi,
+#: AMD's rocm/vllm) may register connectors themselves and are not judged by the registry rules.
+UPSTREAM_REPOSITORIES = frozenset({"vllm/vllm-openai", "vllm/vllm-openai-rocm", "q9t5s3a7/vllm-cpu-release-repo",
+                                   "q9t5s3a7/vllm-arm64-cpu-release-repo"})
+
+
 #: Registry namespaces (the path component before the image name) whose ``vllm-openai-<extras>`` images are vLLM's
 #: OpenAI server image rebuilt with extras and tagged with the vLLM release first: AIBrix's
 #: ``aibrix/vllm-openai-aibrix-kvcache-nixl:v0.10.2-nixl-0.7.1-ucx-1.19.0`` is vLLM 0.10.2 with AIBrix's KV cache,
@@ -227,6 +235,69 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
 
 
+#: A ``vllm`` token right before a release number in a tag names the vLLM release whatever the repository
+#: (``.../dsv3-uccl-nixl:vllm-0.21.0``, ``...:cu128-vllm0.20.1``, ``...:vllm-v0.19.0-20260411``): three-part
+#: ``0.Y.Z`` only (optionally a candidate ``rcN``), ended by the tag or a separator, never a four-part build number.
+_VLLM_TOKEN_TAG_RE = re.compile(r"(?:^|[-_.])vllm[-_]?v?(0\.\d+\.\d+(?:rc\d+)?)(?=$|[-_+])", re.I)
+#: A tag that starts with a release number (``v0.11.0-cu128``, ``0.18.0-ubuntu22.04``, ``0.19.1``).
+_LEADING_RELEASE_RE = re.compile(r"^v?(0\.\d+\.\d+(?:rc\d+)?)(?=$|[-_+])", re.I)
+#: Tag words that mark a build between releases (``vllm-v0.22.0-nightly_20260712``, ``v0.25.0-dev``,
+#: ``vllm-v0.14.0_amd_dev_...``): its code is not the release's, so the number is not read.
+_UNRELEASED_TAG_WORDS = {"dev", "nightly", "main", "snapshot"}
+#: Words of a repository name that say the image is another component named after vLLM, versioned on its own
+#: (vLLM's ``vllm-router``, Dynamo's ``vllm-runtime``, a ``vllm-proxy``, platform plugins such as ``vllm-ascend``,
+#: ``vllm-spyre``, ``vllm-gaudi``, ``vllm-omni``, other engines such as ``nano-vllm``).
+_OTHER_COMPONENT_WORDS = {"router", "runtime", "proxy", "gateway", "operator", "controller", "sidecar", "exporter",
+                          "benchmark", "bench", "client", "ui", "ascend", "spyre", "gaudi", "hpu", "neuron", "metal",
+                          "omni", "sim", "simulator", "semantic", "nano", "tt", "tenstorrent"}
+
+
+def custom_tag_version(image: str) -> tuple[str, str] | None:
+    """``(version text, source)`` for an image whose tag names the vLLM release unambiguously although the plain
+    reading (:func:`image_tag`) does not, else ``None``.
+
+    Two shapes count (issue 9, set 37: custom builds were read as unknown):
+
+    - a ``vllm`` token right before a release number ``0.Y.Z`` of :data:`OLDEST_KNOWN` or later, in any
+      repository's tag: ``ghcr.io/acme/dsv3-uccl-nixl:vllm-0.21.0``, ``...:vllm0.20.1``,
+      ``.../x-platform-model-workers:vllm-v0.19.0-20260411``, ``quay.io/u/vllm:vllm-v0.18.0-tt-v1.2.5``;
+    - a repository whose name has ``vllm`` as a word (``dualspark-vllm``, ``engine-vllm``, ``my-vllm-image``) with a
+      tag that starts with a release :data:`KNOWN_RELEASES` lists: ``:v0.25.1-nccl-2.30.4``, ``:v0.11.2-ray2.53.0``.
+
+    The text is the version (``0.21.0``; ``0.21.0rc1`` for a candidate); the source says where it came from:
+    ``0.21.0 (from the image tag vllm-0.21.0)``. What stays unknown: a number not next to such a token or name (a
+    CUDA version ``12.8.1-cudnn``, a date, a build number), a team's own ``0.3.2`` or a release no list has
+    (``tt-vllm:v0.77.0-rc1``), a four-part ``0.9.0.1``, a tag with a word of :data:`_UNRELEASED_TAG_WORDS`, a
+    repository named for another component (:data:`_OTHER_COMPONENT_WORDS`: ``vllm-router``, ``nano-vllm``) or one
+    that versions itself (:data:`OWN_TAGGED_REPOSITORIES`, AMD's ROCm and the wrapped-image tables).
+    """
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    repo = image_repository(image)
+    if repo in OWN_TAGGED_REPOSITORIES or repo in ROCM_IMAGE_REPOSITORIES or repo in _wrapped_table():
+        return None
+    tag = last.split(":", 1)[1]
+    vllm_image = is_vllm_image(image)
+    if (vllm_image and parse_version(tag) is not None) or dev_build(tag):
+        return None  # the plain reading's (a release, a candidate, a development build)
+    if set(re.split(r"[-_.+]", tag.lower())) & _UNRELEASED_TAG_WORDS:
+        return None
+    words = set(re.split(r"[-_.]", _image_name(image).lower()))
+    text = None
+    if (match := _VLLM_TOKEN_TAG_RE.search(tag)) is not None:
+        base = parse_version(match.group(1))
+        if base is not None and base >= OLDEST_KNOWN:
+            text = match.group(1).lower()
+    elif (not vllm_image and "vllm" in words and not words & _OTHER_COMPONENT_WORDS
+          and (match := _LEADING_RELEASE_RE.match(tag)) is not None and parse_version(match.group(1)) in KNOWN_RELEASES):
+        text = match.group(1).lower()
+    if text is None:
+        return None
+    return text, f"{text} (from the image tag {tag})"
+
+
 def version_from_image(image: str) -> Version | None:
     """Return the vLLM version in a vLLM image's tag, e.g. ``vllm/vllm-openai:v0.20.2-cu129``.
 
@@ -242,6 +313,8 @@ def version_from_image(image: str) -> Version | None:
     rocm = rocm_vllm_version(image)
     if rocm is not None:
         return rocm
+    if (custom := custom_tag_version(image)) is not None:
+        return rules_version(custom[0])
     tag = image_tag(image)
     if tag is None or dev_build(tag):
         return None
@@ -263,7 +336,8 @@ def image_tag(image: str) -> str | None:
 def image_version_text(image: str) -> str | None:
     """The version text a vLLM image's tag names for messages and the handshake's version string: a development build
     (:func:`image_dev_build`), a release candidate (``0.34.0rc1``), else ``None`` (the caller formats the release)."""
-    return image_dev_build(image) or release_candidate(image_tag(image))
+    custom = custom_tag_version(image)
+    return image_dev_build(image) or release_candidate(image_tag(image)) or release_candidate(custom and custom[0])
 
 
 def image_dev_build(image: str) -> str | None:

@@ -157,6 +157,53 @@ MANIFEST_TERMS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The kind of workload (:attr:`~pdd_operator.compat.pair.RoleConfig.workload_kind`) of an engine read from a shell or
+#: Slurm batch script (:mod:`pdd_operator.compat.script_inputs`).
+SCRIPT_KIND = "Script"
+
+#: Manifest wording (after :data:`MANIFEST_TERMS`) -> the words of a shell or Slurm script, longest first: its engines
+#: are ``vllm serve`` lines, their environment ``export``/``NAME=value`` prefixes/``srun --export``, their node the
+#: host the line runs on.
+SCRIPT_TERMS: tuple[tuple[str, str], ...] = (
+    ("Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP",
+     "Set it to the address of the node each engine runs on, on its line of the script "
+     "(VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname -i) vllm serve ..., or in srun --export)"),
+    ("Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork)",
+     "Set it to the address of the node each engine runs on, on its line of the script "
+     "(VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname -i) vllm serve ...)"),
+    ("an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers",
+     "the vLLM release in the script (pip install vllm==0.20.2, or an srun --container-image tag that names it)"),
+    ("on the prefill and decode containers", "on the prefill and decode vllm serve lines"),
+    ("on the prefill container", "on the prefill vllm serve line"),
+    ("on the decode container", "on the decode vllm serve line"),
+    ("in each container's env", "in each engine's environment in the script (export, NAME=value before vllm serve, "
+     "or srun --export)"),
+    ("on both containers", "on both vllm serve lines"),
+)
+
+
+#: Kubernetes wording of findings' messages -> what it is for engines a shell or Slurm script starts (one synthetic
+#: hostNetwork Pod per node, :mod:`pdd_operator.compat.script_inputs`), longest first.
+SCRIPT_MESSAGE_TERMS: tuple[tuple[str, str], ...] = (
+    ("are hostNetwork pods that never run on one node (their node selection or required anti-affinity keeps them "
+     "apart)", "run on different nodes (the script's srun --nodelist/-w, or ssh)"),
+    ("are hostNetwork pods, which share the node's network namespace only on one node, and nothing in these files puts "
+     "them on one node or keeps them apart", "run on nodes the script does not name, which share a network namespace "
+     "only if they are one node, and nothing in the script puts them on one node or keeps them apart"),
+    ("are hostNetwork pods whose", "run in their hosts' network namespaces and their"),
+    ("are engines of one container", "are engines the script starts on one host"),
+    ("start in one container", "start on one host"),
+)
+
+
+def in_script_terms(text: str) -> str:
+    """``text`` (a fix in a hand-written manifest's terms, :func:`in_manifest_terms`) in the terms of a shell or
+    Slurm batch script (:data:`SCRIPT_TERMS`)."""
+    for manifest, script in SCRIPT_TERMS + SCRIPT_MESSAGE_TERMS:
+        text = text.replace(manifest, script)
+    return text
+
+
 def in_manifest_terms(text: str) -> str:
     """``text`` (a fix written in PDDeployment terms) in the terms of a hand-written manifest."""
     for pdd, manifest in MANIFEST_TERMS:

@@ -98,7 +98,10 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
     source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
             "the additions in pdd_operator/vllm/added_flags.py ADDED_FLAGS, each read in vllm/engine/arg_utils.py of "
             "the release without it and one with it (-dpl ... -dpe: absent in 0.11.0, present from 0.11.1; -ep: "
-            "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0)"),
+            "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0; -dcp and "
+            "--decode-context-parallel-size: absent in 0.10.1.1, present in 0.11.0; -pcp and "
+            "--prefill-context-parallel-size: absent in 0.11.1, present in 0.12.0; -tp, -pp, -O: in every release "
+            "read)"),
     without_connector=True,
     example="-dpl 2 on vllm/vllm-openai:v0.11.0",
 )

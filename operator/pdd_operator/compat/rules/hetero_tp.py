@@ -56,7 +56,7 @@ def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
     """KV heads are known when prefill TP > decode TP, or decode TP > prefill TP before vLLM 0.24."""
     if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is not None:
         return []
-    if pair.model.architecture is None or pair.tps[0] == pair.tps[1]:
+    if pair.tps[0] == pair.tps[1] or (pair.model.architecture is None and pair.tps[0] < pair.tps[1]):
         return []
     p, d = pair.tps
     if d > p:
@@ -68,9 +68,11 @@ def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
             "replicated heads: hetero-tp-kv-replicated); the KV heads are not given.",
             "Set spec.model.numKvHeads (config.json num_key_value_heads) so this can be checked.",
         )]
+    unknown = (" (nor is the model's architecture: an MLA model, whose latent KV every rank holds whole, has no such "
+               "bound)") if pair.model.architecture is None else ""
     return [(
         f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} is valid only while prefill TP <= the model's KV heads, "
-        "which are not given.",
+        f"which are not given{unknown}.",
         "Set spec.model.numKvHeads (config.json num_key_value_heads) so this can be checked.",
     )]
 

@@ -20,16 +20,25 @@ an unknown one, which ``vllm-version-unknown`` already reports). Probed across r
 would make "not checked" of published recipes for newer releases (Dynamo's GLM-5.3-Flash graph passes both), where
 only 0.13-0.19 refuse.
 
-Not judged here: the factory's refusal of a NixlConnector before 0.18.0 under an explicit HMA. On a pair whose release
-is unknown it would make every explicit-HMA NIXL pair "not checked" (0.13-0.17 refuse), although the flag is what
-0.18+ NIXL pairs of sliding-window and hybrid models are told to pass.
+Also judged: the factory's refusal (``kv_connector/factory.py`` ``KVConnectorFactory.create_connector``: "Connector
+NixlConnector does not support HMA but HMA is enabled. Please set `--disable-hybrid-kv-cache-manager`."):
+``class NixlConnector(KVConnectorBase_V1)`` in the 0.13.0, 0.14.0, 0.16.0, 0.17.0 and 0.17.1 sdists,
+``(KVConnectorBase_V1, SupportsHMA)`` from 0.18.0.
+
+The rule declares ``since=0.13.0`` (every trigger is bounded there; chunked local attention holds on every later
+release), so ``pdd rules`` lists its scope as the code has it. It judges an engine whose release is known as written
+(:func:`_release_known`) only: on a pair of unknown release (probed across releases by ``compat.unknown_version``) it
+reports nothing, and ``vllm-version-unknown`` reports the unknown version. Probed, the factory's refusal would make
+every explicit-HMA NIXL pair "not checked" (0.13-0.17 refuse), although the flag is what 0.18+ NIXL pairs of
+sliding-window and hybrid models are told to pass, and KV events with an explicit HMA would do the same to published
+recipes for newer releases (Dynamo's GLM-5.3-Flash graph passes both; public_reports_25).
 """
 
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.versions import Version, fmt
+from pdd_operator.vllm.versions import Version, fmt, rules_version
 
 #: First release that raises on an explicit HMA it cannot honour (0.10.1.1-0.12.0 override it silently).
 _RAISES_SINCE: Version = (0, 13, 0)
@@ -39,6 +48,8 @@ _KV_EVENTS_UNTIL: Version = (0, 20, 0)
 _CHUNKED_ALLOWED_BY_DEFAULT_SINCE: Version = (0, 14, 0)
 _ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 _EAGLE = ("eagle", "eagle3", "mtp", "deepseek_mtp")
+#: NixlConnector subclasses ``SupportsHMA`` from 0.18.0 (``nixl_connector.py``; not in the 0.13.0-0.17.1 sdists).
+_NIXL_HMA_SINCE: Version = (0, 18, 0)
 
 
 def _env_true(value: str) -> bool | None:
@@ -56,8 +67,8 @@ def forced_off_reasons(pair: PDPair, role: RoleConfig) -> list[str]:
         return []
     reasons = []
     if role.kv_events and version < _KV_EVENTS_UNTIL:
-        reasons.append("--kv-events-config is set (vllm/config/vllm.py: 'Hybrid KV cache manager is not compatible "
-                       "with KV events', 0.13-0.19)")
+        reasons.append(f"{role.kv_events_from or '--kv-events-config is set'} (vllm/config/vllm.py: 'Hybrid KV cache "
+                       "manager is not compatible with KV events', 0.13-0.19)")
     chunk = pair.model.attention_chunk_size
     if chunk:
         method = str((role.speculative or {}).get("method") or "").lower()
@@ -73,20 +84,52 @@ def forced_off_reasons(pair: PDPair, role: RoleConfig) -> list[str]:
     return reasons
 
 
+def _release_known(role: RoleConfig) -> bool:
+    """The role's release is known as written (its image tag, ``engine.vllmVersion``, ``pdd check --vllm-version``):
+    ``role.version_text`` names the release the rules use. A pair probed across releases for an unknown version
+    (``compat.unknown_version.at_version``) carries a probed ``version`` with no such text."""
+    return role.version is not None and rules_version(role.version_text) == role.version
+
+
+def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
+    """Why vLLM's connector factory refuses ``role``'s connector under an explicit HMA, or ``None``: a plain
+    NixlConnector on 0.13.0-0.17.x (not ``SupportsHMA`` there). Pure."""
+    version = pair.version
+    if (version is None or not _RAISES_SINCE <= version < _NIXL_HMA_SINCE or role.connector != "NixlConnector"
+            or role.wrapper):
+        return None
+    return (f"NixlConnector does not support HMA in vLLM {fmt(version)} (it is SupportsHMA from 0.18.0; "
+            "kv_connector/factory.py: 'Connector NixlConnector does not support HMA but HMA is enabled')")
+
+
 @rule(
-    id="hma-explicit-forced-off", family="hma", severity="error",
+    id="hma-explicit-forced-off", family="hma", severity="error", since=_RAISES_SINCE,
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.engine.env", "spec.model.architecture"),
     source=("vllm/config/vllm.py VllmConfig.__post_init__: 'Hybrid KV cache manager was explicitly enabled but is not "
             "supported in this configuration' (0.13.0+), its reasons kv_events_config (0.13.0-0.19.1) and chunked local "
             "attention with EAGLE or VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 (0.13.0+, vllm/envs.py default "
             "0 in 0.13, 1 from 0.14) (read in the 0.13.0, 0.14.0, 0.18.0, 0.19.1, 0.20.0, 0.21.0 and 0.32.0 sdists); "
-            "vllm#39269, vllm#46553"),
+            "kv_connector/factory.py 'Connector NixlConnector does not support HMA but HMA is enabled' (NixlConnector "
+            "not SupportsHMA in the 0.13.0-0.17.1 sdists, SupportsHMA from 0.18.0); vllm#39269, vllm#46553"),
     example="--no-disable-hybrid-kv-cache-manager with --kv-events-config on vLLM 0.18",
 )
 def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
-    """No engine passes --no-disable-hybrid-kv-cache-manager where vLLM must turn the hybrid KV cache manager off."""
+    """No engine passes --no-disable-hybrid-kv-cache-manager where vLLM must turn the hybrid KV cache manager off, or
+    where its NixlConnector does not support it (0.13-0.17)."""
     out: list[Violation] = []
     for role in pair.roles:
+        if not _release_known(role):
+            continue  # a release probed for an unknown version: vllm-version-unknown speaks for it
+        if role.hma is True and not forced_off_reasons(pair, role) and (why := connector_refuses_hma(pair, role)):
+            out.append((
+                f"{role.role}: --no-disable-hybrid-kv-cache-manager keeps the hybrid KV cache manager on, but {why}: "
+                "the engine raises at startup and never serves.",
+                fix_for(pair, f"Drop --no-disable-hybrid-kv-cache-manager from spec.{role.role}.extraArgs, or run "
+                        "vLLM 0.18.0 or later (whose NixlConnector supports HMA) on both roles.",
+                        f"Drop --no-disable-hybrid-kv-cache-manager from the {role.role} container, or run vLLM "
+                        "0.18.0 or later (whose NixlConnector supports HMA) on both roles."),
+            ))
+            continue
         if role.hma is not True or not (reasons := forced_off_reasons(pair, role)):
             continue
         out.append((

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.versions import fmt, image_repository
+from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, fmt, image_repository
 
 #: ``P2pNcclConnector`` is registered in kv_connector/factory.py from 0.9.2 (v1/p2p/p2p_nccl_engine.py, 0.9.2 sdist)
 #: up to 0.23.x (0.23.0 sdist); the 0.24.0 factory no longer names it.
@@ -17,11 +17,6 @@ P2P_NCCL_UNTIL = (0, 24, 0)
 #: read only when ``proxy_ip`` and ``proxy_port`` are both non-empty, and its absence raises ValueError
 #: ("kv_connector_extra_config.http_port is required", 0.11.1-0.23.0 sdists). vllm#24720, vllm#26628.
 HTTP_PORT_ONLY_WITH_PROXY_SINCE = (0, 11, 1)
-#: Image repositories known to hold upstream vLLM as released (vLLM's own images, Docker Hub and its CPU release
-#: repositories): no platform plugin there registers connectors of its own. Plugin and fork images (Ascend, Gaudi,
-#: AMD's rocm/vllm) may register a P2pNcclConnector themselves, so they are not judged.
-UPSTREAM_REPOSITORIES = {"vllm/vllm-openai", "vllm/vllm-openai-rocm", "q9t5s3a7/vllm-cpu-release-repo",
-                         "q9t5s3a7/vllm-arm64-cpu-release-repo"}
 
 
 def _set(extra: dict, key: str) -> bool:

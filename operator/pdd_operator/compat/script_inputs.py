@@ -1,0 +1,219 @@
+"""The vLLM engines a shell script or Slurm batch script starts, read as the checker's engines (issue 9).
+
+Public P/D reports are often host scripts: vLLM's own ``tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh``
+(``CUDA_VISIBLE_DEVICES=$GPU_ID VLLM_NIXL_SIDE_CHANNEL_PORT=$SIDE_CHANNEL_PORT vllm serve $model_name --port $PORT
+--kv-transfer-config '{...}' &`` in loops over the prefill and decode instances, then ``toy_proxy_server.py
+--prefiller-ports ... --decoder-ports ...``), ``examples/online_serving/disaggregated_serving*/*.sh``, and
+NVIDIA/cloudai's ``vllm-disagg.sbatch`` (``srun --export=ALL,CUDA_VISIBLE_DEVICES=0,1,... -N1
+--container-image=nvcr.io/nvidia/vllm:latest vllm serve ... &``).
+
+The script is run symbolically by the one shell reader of this project (:func:`pdd_operator.vllm.script.launches`:
+variables, ``export``, inline assignments, functions, loops with literal bounds, ``eval``, ``sh -c``); what it cannot
+know is ``<unknown:NAME>``, which rules read as "not checked". The engines of each node then become one container
+of a synthetic hostNetwork Pod (one Pod per node; one per engine whose node is not known), whose ``bash -c`` script
+holds each engine's command with its environment on the script's own line number, so that what reads Kubernetes
+engines (:func:`pdd_operator.compat.manifests.scan`, the pairing, every rule, engines of one container sharing a
+host's ports and GPUs) reads these too and the findings name "``<file> (<format>) line N``".
+
+Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1) of Slurm 24.05):
+
+* ``srun -w NODE`` / ``--nodelist=NODE`` (one node): that node; ``srun -r N`` / ``--relative=N``: the job's node N;
+  ``ssh HOST cmd``: HOST;
+* ``srun`` without them in a job of one node (``#SBATCH -N 1`` / ``--nodes=1``): the job's node; a command without
+  ``srun`` runs where the script runs (the batch host, the job's first node);
+* otherwise (a node from ``scontrol show hostnames``, a job of several nodes) the node is not known: the Pod has no
+  node, so placement rules say the engines may or may not share one (never an error for it).
+
+A variable the script never names is read as unset (vLLM's default): one set where the script runs reaches every
+engine alike (one shell, or ``srun``'s default ``--export=ALL``), so it cannot give two engines of one host different
+ports or two nodes their own addresses. The script is read as run with none of the variables it reads set
+beforehand: ``${V:-d}`` is its own default ``d`` (vLLM's accuracy test: ``PREFILL_BLOCK_SIZE=${PREFILL_BLOCK_SIZE:-128}``),
+while a bare ``$V`` it reads but never sets (``$MODEL``, a ``$1`` of the script, a value from ``scontrol``, a loop over
+``$(seq ...)``) is unknown (the author expects it set), and the rules that need it say "not checked".
+
+An engine's environment: the variables the script exports and its inline ``NAME=value`` prefixes (from the shell
+reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entries are set (an entry
+with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
+as CloudAI writes device lists). The image: ``srun --container-image=`` (Pyxis), else a ``pip install vllm==X`` pin
+in the script (read as vLLM X's ``vllm/vllm-openai:vX`` image), else unknown. GPUs of a node: ``#SBATCH
+--gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else at least the highest ``CUDA_VISIBLE_DEVICES`` ordinal + 1 where
+every engine of the node writes one, else not known.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import zlib
+from dataclasses import replace
+
+from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, scan
+from pdd_operator.compat.rules.base import SCRIPT_KIND
+from pdd_operator.compat.text_inputs import text_format
+from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
+from pdd_operator.vllm.script import Launch, _http_port, launches
+
+#: The formats whose vllm serve lines are read (:func:`pdd_operator.compat.text_inputs.text_format`).
+READ_FORMATS = ("Slurm batch script", "shell script")
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SBATCH_NODES = re.compile(r"^#SBATCH\s+(?:-N\s*|--nodes[=\s])(\d+)(?:-(\d+))?\s*$", re.M)
+_SBATCH_GPUS = re.compile(r"^#SBATCH\s+(?:--gpus-per-node[=\s](?:[A-Za-z0-9_-]+:)?|--gres[=\s]gpu:(?:[A-Za-z0-9_-]+:)?)"
+                          r"(\d+)\s*$", re.M)
+_PIP_VLLM = re.compile(r"\bpip3?\s+install\b[^\n]*?\bvllm==(\d+\.\d+\.\d+)\b")
+
+
+def _option(words: list[str], short: str, long: str) -> str | None:
+    """The value of ``short VALUE``, ``shortVALUE``, ``long=VALUE`` or ``long VALUE`` in ``words`` (the last given)."""
+    out = None
+    for i, word in enumerate(words):
+        if word in (short, long) and i + 1 < len(words):
+            out = words[i + 1]
+        elif word.startswith(long + "="):
+            out = word[len(long) + 1:]
+        elif short and word.startswith(short) and len(word) > len(short) and not word.startswith("--"):
+            out = word[len(short):]
+    return out
+
+
+def _srun_words(wrapper: tuple[str, ...]) -> list[str] | None:
+    """The words after ``srun`` up to the command it runs, or ``None`` when no ``srun`` wraps the engine."""
+    for i, word in enumerate(wrapper):
+        if word.rsplit("/", 1)[-1] == "srun":
+            return list(wrapper[i + 1:])
+    return None
+
+
+def _node(wrapper: tuple[str, ...], job_nodes: int | None) -> str | None:
+    """Where the engine whose command ``wrapper`` precedes runs (see the module docstring), ``None`` if not known."""
+    if "ssh" in wrapper:
+        after = [w for w in wrapper[wrapper.index("ssh") + 1:] if not w.startswith("-")]
+        host = after[0] if after else None
+        return None if host is None or unknown_names(host) else host.rsplit("@", 1)[-1]
+    srun = _srun_words(wrapper)
+    if srun is None:
+        return "batch-host"
+    listed = _option(srun, "-w", "--nodelist")
+    if listed is not None:
+        return None if unknown_names(listed) or "," in listed or "[" in listed else listed
+    relative = _option(srun, "-r", "--relative")
+    if relative is not None and relative.isdigit():
+        return "batch-host" if relative == "0" else f"job-node-{relative}"
+    return "batch-host" if job_nodes == 1 else None
+
+
+def _export(srun: list[str], env: dict[str, str]) -> dict[str, str]:
+    """The engine's environment after ``srun --export=...`` (see the module docstring)."""
+    value = _option(srun, "", "--export")
+    if value is None:
+        return env
+    entries = value.split(",")
+    out = dict(env) if entries[0] != "NONE" else {}
+    last = None
+    for entry in entries:
+        name, eq, val = entry.partition("=")
+        if eq and _NAME.fullmatch(name):
+            out[name], last = val, name
+        elif not eq and last is not None and not _NAME.fullmatch(entry) and entry not in ("ALL", "NONE"):
+            out[last] += "," + entry
+    return out
+
+
+def _image(wrapper: tuple[str, ...], text: str) -> str:
+    """The engine's image: ``srun --container-image=``, else a ``pip install vllm==X`` pin, else ``""``."""
+    srun = _srun_words(wrapper) or []
+    image = _option(srun, "", "--container-image")
+    if image and not unknown_names(image):
+        return image
+    pin = _PIP_VLLM.search(text)
+    return f"vllm/vllm-openai:v{pin.group(1)}" if pin else ""
+
+
+def _line(launch: Launch) -> str:
+    """The engine's command as one literal shell line: its environment as ``NAME=value`` prefixes, then its argv."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.env.items() if _NAME.fullmatch(k))
+    return (env + " " if env else "") + " ".join(shlex.quote(w) for w in launch.argv) + " &"
+
+
+def _synthetic_script(found: list[Launch], roles: dict[int, str], last_line: int) -> str:
+    """A script with each engine of ``found`` on its own line number (engines of one line, a loop's, side by side)
+    and, after ``last_line``, a P/D proxy line naming the ports of ``roles`` (port -> role) as the script's did."""
+    lines = [""] * (last_line + 1)
+    for launch in found:
+        lines[launch.line - 1] += _line(launch) + " "
+    if roles:
+        flags = {"prefill": "--prefiller-ports", "decode": "--decoder-ports"}
+        lines[last_line] = "pd_proxy " + " ".join(
+            f"{flags[role]} {' '.join(str(p) for p, r in roles.items() if r == role)}"
+            for role in ("prefill", "decode") if role in roles.values())
+    return "\n".join(lines)
+
+
+def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]] | None:
+    """The P/D engines of the shell or Slurm batch script ``path`` (``text``) and the ones it cannot read, as
+    :func:`pdd_operator.compat.manifests.scan` gives them for a manifest, each ``where`` naming ``path (format) line
+    N``; ``None`` for text in another format, one that configures no KV transfer, or one in which no engine start is
+    found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`)."""
+    fmt = text_format(text)
+    if fmt not in READ_FORMATS or not _PD_MARKER.search(text):
+        return None
+    found = launches(text, ContainerEnv())  # run as written: no variable of its own set beforehand
+    if not found:
+        return None
+    nodes = _SBATCH_NODES.search(text)
+    job_nodes = int(nodes.group(1)) if nodes and (nodes.group(2) is None or nodes.group(2) == nodes.group(1)) else None
+    if fmt == "shell script" and not any(_srun_words(x.wrapper) is not None for x in found):
+        job_nodes = 1
+    gpus = _SBATCH_GPUS.search(text)
+    by_node: dict[tuple[str | None, str, int], list[Launch]] = {}
+    for i, launch in enumerate(found):
+        srun = _srun_words(launch.wrapper)
+        if srun is not None:
+            launch = replace(launch, env=_export(srun, launch.env))
+        node = _node(launch.wrapper, job_nodes)
+        # engines of unknown node: one Pod each (they may or may not share a node: never assumed)
+        key = (node, _image(launch.wrapper, text), i if node is None else -1)
+        by_node.setdefault(key, []).append(launch)
+    roles = {_http_port(x.argv): x.proxy_role for x in found if x.proxy_role}
+    last = max(x.line for x in found) + 1
+    engines: list[Engine] = []
+    unreadable: list[Unreadable] = []
+    where = f"{path} ({fmt})"
+    for n, ((node, image, _), group) in enumerate(by_node.items()):
+        own = {p: r for p, r in roles.items() if any(_http_port(x.argv) == p for x in group)}
+        spec: dict = {"hostNetwork": True, "containers": [{
+            "name": f"engines-{n}", "image": image,
+            "command": ["bash", "-c", _synthetic_script(group, own, last)]}]}
+        if node is not None:
+            spec["nodeName"] = node
+        count = int(gpus.group(1)) if gpus else _least_gpus(group)
+        if count:
+            spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": count}}
+        # named by the path's checksum, not the path: words in it (a ``decode`` directory) must not name a role, and
+        # two scripts checked together must not pair by name
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"script-{zlib.crc32(path.encode()):08x}-{n}",
+            "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
+        got, cannot = scan(pod)
+        on = "the host it runs on" if node == "batch-host" else node
+        host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
+        engines += [replace(e, where=_where(e.where, where, group), container=host,
+                            config=replace(e.config, workload_kind=SCRIPT_KIND)) for e in got]
+        unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
+    return engines, unreadable
+
+
+def _least_gpus(group: list[Launch]) -> int | None:
+    """The fewest GPUs the node of ``group`` holds where every engine names its devices by ordinal in a literal
+    ``CUDA_VISIBLE_DEVICES`` (the highest ordinal + 1: CUDA finds no device past the node's), else ``None``."""
+    ids = [x.env.get("CUDA_VISIBLE_DEVICES") for x in group]
+    if not ids or any(v is None or not re.fullmatch(r"\d+(,\d+)*", v) for v in ids):
+        return None
+    return max(int(i) for v in ids if v for i in v.split(",")) + 1
+
+
+def _where(old: str, where: str, group: list[Launch]) -> str:
+    """``old`` (``Pod/script-<crc32 of the path>-0 ... line 7 #2``) as ``<file> (<format>) line 7 #2``; a Pod
+    of one engine has no line in ``old``: its engine's line is named."""
+    match = re.search(r" line \d+(?: #\d+)?$", old)
+    return where + (match.group(0) if match else f" line {group[0].line}")
