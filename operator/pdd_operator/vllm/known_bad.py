@@ -37,6 +37,8 @@ class KnownBad:
         ucx_only: the fault needs every NIXL backend to be UCX (vLLM's default).
         with_connector: the fault needs this connector stacked with NIXL in a wrapper (e.g. ``OffloadingConnector``
             inside ``MultiConnector``); ``None``: any connector setup.
+        pull_only: the fault is in the pull-mode ``NixlConnector`` itself (top-level or wrapped), so engines that
+            move KV another way (another connector, ``NixlPushConnector``) do not have it.
     """
 
     component: Literal["nixl", "vllm"]
@@ -51,6 +53,7 @@ class KnownBad:
     with_vllm: tuple[Version, Version] | None = None
     ucx_only: bool = False
     with_connector: str | None = None
+    pull_only: bool = False
 
     def stacked_with(self, wrapper: str | None) -> bool:
         """True when the row needs no stacked connector, or ``wrapper`` (the role's wrapper description, e.g.
@@ -103,6 +106,19 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
         "vllm-project/vllm#39500 (0.19.0; maintainer: vllm#39617 should solve it), fixed by vllm#39617, first in "
         "the 0.20.0 release (its wheel's cpu/spec.py)",
         "warning", "0.20.0", with_connector="OffloadingConnector",
+    ),
+    KnownBad(
+        "vllm", (0, 10, 0), (0, 11, 0),
+        "the prefill engine dies with a KeyError under load: KV blocks it released after "
+        "VLLM_NIXL_ABORT_REQUEST_TIMEOUT are then read by a decode (0.10.0), or such a request is aborted "
+        "(0.10.1-0.10.2); it needs requests to wait past the timeout, so the pair starts and serves",
+        "0.10.0 NixlConnectorWorker._get_new_notifs deletes self._reqs_to_send[req_id] for a request get_finished "
+        "already expired (nixl_connector.py, read in the 0.10.0 wheel); 0.10.1.1 skips that notification but "
+        "Scheduler._update_from_kv_xfer_finished still frees self.requests[req_id] of a request already freed "
+        "(v1/core/sched/scheduler.py); 0.11.0 guards both (_reqs_to_process, 'request is already freed')",
+        "llm-d/llm-d#187 (maintainers: vllm#21753, first in 0.10.1, fixed the KeyError; vllm#25067, first in "
+        "0.11.0, the crash on aborted requests); vllm-project/vllm#25562 (0.10.2)",
+        "warning", "0.11.0", pull_only=True,
     ),
 )
 

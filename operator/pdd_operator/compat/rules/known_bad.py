@@ -54,7 +54,7 @@ def check_vllm_known_bad(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
         for bad in known_bad("vllm", r.version):
-            if not bad.stacked_with(r.wrapper):
+            if not bad.stacked_with(r.wrapper) or (bad.pull_only and (not r.nixl or r.push)):
                 continue
             out.append((
                 f"{r.role}: runs vLLM {fmt(r.version)}, a release with a known P/D fault for this connector setup "

@@ -402,15 +402,19 @@ def check_side_channel_vs_listeners(pair: PDPair) -> list[Violation]:
 def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
     """UCX is told which NICs to use where it can see more than the pod's own: the host network (unset or 'all'),
     or 'all' in a pod network. A pod of the shared-device RDMA plugin that leaves UCX_NET_DEVICES unset is not
-    flagged: it sees only the devices the plugin mounts, and UCX picks among those."""
+    flagged: it sees only the devices the plugin mounts, and UCX picks among those. A privileged container on the
+    host network needs no RDMA resource to see them: the runtime hands it every host device, /dev/infiniband
+    included (Kubernetes security context ``privileged``), and UCX also opens the mlx5 devices behind VM or
+    management networking ('UCX ERROR ibv_query_gid ... failed', NIXL backend creation fails: smg-project/smg#2520)."""
     out = []
     for r in pair.roles:
         devices = r.env.get("UCX_NET_DEVICES")
-        if not _has_rdma(r) or "UCX" not in r.backends:
+        host_devices = r.host_network and r.privileged
+        if not (_has_rdma(r) or host_devices) or "UCX" not in r.backends:
             continue  # no RDMA device, or NIXL does not use UCX (LIBFABRIC only): UCX_NET_DEVICES is never read
         if r.host_network and devices in (None, "all"):
-            why = (f"the engine uses the host network, so UCX sees every NIC of the node and UCX_NET_DEVICES is "
-                   f"{'unset' if devices is None else 'all'}")
+            why = (f"the engine uses the host network{' in a privileged container' if host_devices else ''}, so UCX "
+                   f"sees every NIC of the node and UCX_NET_DEVICES is {'unset' if devices is None else 'all'}")
         elif devices == "all":
             why = ("UCX_NET_DEVICES is 'all': UCX opens every device the pod can see, including management or "
                    "BlueField ports and NICs without RoCE GIDs (backend init fails with NIXL_ERR_BACKEND)")
