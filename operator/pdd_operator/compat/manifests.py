@@ -540,6 +540,9 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             role_from_labels = (_role_hint(node["name"]), "type")
         if _rbg_role(node, context):
             role_from_labels = (_role_hint(node["name"]), "type")
+        clique_role = _grove_clique_role(node, context)
+        if clique_role:
+            role_from_labels = clique_role
         containers = node.get("containers")
         if isinstance(containers, list) and all(isinstance(c, dict) for c in containers):
             for i, c in enumerate(containers):
@@ -589,6 +592,27 @@ def _rbg_role(node: dict, context: list[str]) -> bool:
     engine (a decode without one is refused), not an aggregated server beside the pair."""
     return (bool(context) and context[0] == "RoleBasedGroup" and isinstance(node.get("name"), str)
             and _role_hint(node["name"]) is not None and any(isinstance(node.get(k), dict) for k in _RBG_ROLE_POD_KEYS))
+
+
+def _grove_clique_role(node: dict, context: list[str]) -> tuple[str, str] | None:
+    """The P/D role of ``node`` when it is a clique of an NVIDIA Grove PodCliqueSet (``spec.template.cliques[]``:
+    ``name``, ``labels``, ``spec`` with ``roleName`` and ``podSpec``; ai-dynamo/grove operator/api/core/v1alpha1
+    podcliqueset.go PodCliqueTemplateSpec and podclique.go PodCliqueSpec), as ``(role, source)``, else ``None``.
+
+    Grove puts a clique's ``labels`` on every pod it creates, so a role label there (``llm-d.ai/role: decode``) is the
+    pods' own (source ``label``); otherwise ``spec.roleName`` or the clique's ``name`` naming one role (``prefill``,
+    ``decode``) stands for it the way a RoleBasedGroup role's name does (source ``type``). Each clique is its own set of
+    pods, so two ``kv_both`` engines of cliques ``prefill`` and ``decode`` are a pair even where their models differ."""
+    spec = node.get("spec")
+    if not (context and context[0] == "PodCliqueSet" and isinstance(spec, dict) and isinstance(spec.get("podSpec"), dict)):
+        return None
+    label_role = _labels_role(node.get("labels") if isinstance(node.get("labels"), dict) else None)
+    if label_role:
+        return label_role, "label"
+    for name in (spec.get("roleName"), node.get("name")):
+        if isinstance(name, str) and _role_hint(name):
+            return _role_hint(name), "type"
+    return None
 
 
 def _stem(name: str) -> str:

@@ -8,6 +8,10 @@ read). The registry renames vLLM's example storage connector in 0.13.0: the 0.10
 0.11.1 and 0.12.0 sdists register ``SharedStorageConnector`` and no ``ExampleConnector``; the 0.13.0, 0.14.0, 0.21.0,
 0.24.0, 0.27.0 and 0.32.0 sdists register ``ExampleConnector`` and no ``SharedStorageConnector``.
 ``P2pNcclConnector``, which 0.24.0 dropped, has its own rule (``p2p-nccl-connector-unavailable``).
+
+The lookup is an exact dict key (``connector_name in cls._registry``; 0.20.0 factory.py lines 103-134), so a
+connector name spelled in another case than vLLM's (``NIXLConnector``, the NIXL library's own capitalisation, for
+``NixlConnector``) is refused the same way on every release and every image built on vLLM's factory.
 """
 
 from __future__ import annotations
@@ -27,6 +31,23 @@ REGISTERED: dict[str, tuple[Version | None, Version | None]] = {
 }
 #: The other name of each renamed connector (the fix).
 RENAMED = {"SharedStorageConnector": "ExampleConnector", "ExampleConnector": "SharedStorageConnector"}
+#: The names the factory registers in the releases read (0.11.0, 0.19.1, 0.20.0, 0.25.0, 0.34.0 sdists' factory.py
+#: ``register_connector`` calls), no two the same but for case.
+UPSTREAM_NAMES = frozenset({
+    "DecodeBenchConnector", "ExampleConnector", "ExampleHiddenStatesConnector", "FlexKVConnectorV1", "HF3FSKVConnector",
+    "HiSparseConnector", "LMCacheConnectorV1", "LMCacheMPConnector", "MoRIIOConnector", "MooncakeConnector",
+    "MooncakeStoreConnector", "MultiConnector", "NixlConnector", "NixlPullConnector", "NixlPushConnector",
+    "OffloadingConnector", "P2pNcclConnector", "SharedStorageConnector", "SimpleCPUOffloadConnector",
+    "UMBPStoreConnector"})
+_BY_LOWER = {n.lower(): n for n in UPSTREAM_NAMES}
+
+
+def miscased(name: str | None) -> str | None:
+    """vLLM's spelling of ``name`` when ``name`` is one of :data:`UPSTREAM_NAMES` in another case
+    (``NIXLConnector`` -> ``NixlConnector``), else ``None`` (vLLM's own spelling, or no vLLM name)."""
+    if not isinstance(name, str) or name in UPSTREAM_NAMES:
+        return None
+    return _BY_LOWER.get(name.lower())
 
 
 def _registered(name: str, version: Version) -> bool:
@@ -52,6 +73,16 @@ def check_connector_registered(pair: PDPair) -> list[Violation]:
     out: list[Violation] = []
     for r in pair.roles:
         name = r.connector
+        right = miscased(name)
+        if right and not r.kv_transfer.get("kv_connector_module_path"):
+            out.append((
+                f"{r.role}: kv_connector {name} is not a name vLLM registers: the connector factory looks names up "
+                f"exactly and vLLM's is {right}, so KVConnectorFactory raises 'Unsupported connector type: {name}' "
+                "when the engine builds its connector and the engine does not start.",
+                fix_for(pair, f"Spell the connector {right}.",
+                        f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
+            ))
+            continue
         if (name not in REGISTERED or r.kv_transfer.get("kv_connector_module_path") or r.version is None
                 or r.version < READ_FROM or _registered(name, r.version)
                 or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
