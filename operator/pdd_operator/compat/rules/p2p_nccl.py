@@ -120,17 +120,20 @@ def _zmq_ports(r) -> set[int] | None:
             "binds a ZMQ ROUTER on tcp://get_ip():(kv_port + rank) when the connector starts (0.10.1.1 lines 83-110, "
             "0.11.1 lines 91-123; p2p_nccl_connector.py passes port_offset=rank), kv_port defaulting to 14579; a second "
             "bind of one address fails (zmq.error.ZMQError: Address already in use, vllm#26628). Releases without "
-            "P2pNcclConnector refuse the engine anyway"),
+            "P2pNcclConnector refuse the engine anyway. Judged on upstream images and host installs only"),
     example='two engines of one script on one host, both --kv-transfer-config {"kv_connector":"P2pNcclConnector",'
     '"kv_port":"21001",...}',
     without_connector=True, any_release=True,
 )
 def check_p2p_nccl_kv_ports(pair: PDPair) -> list[Violation]:
     """P2pNcclConnector engines sharing a network namespace bind disjoint ZMQ ports (kv_port + rank), apart from
-    the other engine's HTTP port too."""
+    the other engine's HTTP port too. Judged for upstream vLLM images and host installs (a script's ``vllm``), not
+    for other images (a fork may bind otherwise)."""
     if not pair.shared_network:
         return []
     p, d = pair.roles
+    if any(r.image and image_repository(r.image) not in UPSTREAM_REPOSITORIES for r in (p, d)):
+        return []  # a custom or plugin build may carry a P2pNcclConnector of its own; a host install ("") is vLLM's
     zp = _zmq_ports(p) if p.connector == "P2pNcclConnector" else set()
     zd = _zmq_ports(d) if d.connector == "P2pNcclConnector" else set()
     if zp is None or zd is None or not (zp or zd):
