@@ -121,4 +121,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 37: a TP the model's heads do not divide stops the engine itself
                     "tp-heads-indivisible",
                     # set 36: a connector name the release does not register; a sidecar on the engine's port
-                    "kv-connector-unregistered", "pod-port-conflict"}
+                    "kv-connector-unregistered", "pod-port-conflict",
+                    # set 41: P2pNcclConnector's ZMQ binds of kv_port + rank on one host
+                    "p2p-nccl-kv-port-conflict"}

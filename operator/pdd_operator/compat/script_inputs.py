@@ -22,7 +22,9 @@ Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1)
 * ``srun`` without them in a job of one node (``#SBATCH -N 1`` / ``--nodes=1``): the job's node; a command without
   ``srun`` runs where the script runs (the batch host, the job's first node);
 * otherwise (a node from ``scontrol show hostnames``, a job of several nodes) the node is not known: the Pod has no
-  node, so placement rules say the engines may or may not share one (never an error for it).
+  node, so placement rules say the engines may or may not share one (never an error for it);
+* a script with no ``&`` at all that starts two engines or more in the foreground is a pasted command pair (each
+  command run in its own terminal, on one host or several: :func:`_pasted_foreground`): no engine's node is known.
 
 A variable the script never names is read as unset (vLLM's default): one set where the script runs reaches every
 engine alike (one shell, or ``srun``'s default ``--export=ALL``), so it cannot give two engines of one host different
@@ -164,13 +166,14 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     job_nodes = int(nodes.group(1)) if nodes and (nodes.group(2) is None or nodes.group(2) == nodes.group(1)) else None
     if fmt == "shell script" and not any(_srun_words(x.wrapper) is not None for x in found):
         job_nodes = 1
+    pasted = _pasted_foreground(text, found)
     gpus = _SBATCH_GPUS.search(text)
     by_node: dict[tuple[str | None, str, int], list[Launch]] = {}
     for i, launch in enumerate(found):
         srun = _srun_words(launch.wrapper)
         if srun is not None:
             launch = replace(launch, env=_export(srun, launch.env))
-        node = _node(launch.wrapper, job_nodes)
+        node = None if pasted and "ssh" not in launch.wrapper else _node(launch.wrapper, job_nodes)
         # engines of unknown node: one Pod each (they may or may not share a node: never assumed)
         key = (node, _image(launch.wrapper, text), i if node is None else -1)
         by_node.setdefault(key, []).append(launch)
@@ -203,6 +206,20 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     counted = {x.line: x for x in found if x.repeats}  # the synthetic script holds one pass: its count is said here
     unreadable += [repeats_unread(f"{where} line {line}", x) for line, x in counted.items()]
     return engines, unreadable
+
+
+#: A ``&`` that runs the command before it in the background (not ``&&``, ``2>&1``, ``&>``): bash(1), Lists.
+_BACKGROUND = re.compile(r"(?<![&>])&(?![&>\d])")
+
+
+def _pasted_foreground(text: str, found: list[Launch]) -> bool:
+    """Whether ``text`` starts its engines ``found`` one after another in the foreground: two engines or more, no
+    ``&`` anywhere in the script, no ``srun``. ``vllm serve`` runs until it is stopped, so run as written the second
+    engine would only start once the first has exited: such a file is the command pair pasted in a bug report
+    (vllm-project/vllm#22965: "Launch Prefiller" / "Launch Decoder", one per machine), each command run in its own
+    terminal, on one host or on two. Where each runs is then not known (never assumed shared)."""
+    return (len(found) > 1 and not _BACKGROUND.search(text)
+            and all(_srun_words(x.wrapper) is None for x in found))
 
 
 def _least_gpus(group: list[Launch]) -> int | None:

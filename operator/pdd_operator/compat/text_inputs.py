@@ -20,13 +20,16 @@ from pdd_operator.compat.manifests import _PD_MARKER
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
 #: systemd.unit(5)/systemd.service(5) (``[Service]`` section, ``ExecStart=``), Nomad job specification (HCL
-#: ``job "<name>" {``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``).
+#: ``job "<name>" {``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``, or with
+#: inline ``NAME=value`` assignments before it, as the ``vllm serve`` pairs pasted in bug reports are: ``VLLM_USE_V1=1
+#: CUDA_VISIBLE_DEVICES=0 vllm serve ...``, vllm-project/vllm#22965; a wrapper may stand between, ``viztracer -o f vllm``).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
-    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(python3?\s+-m\s+)?vllm[\s.])", re.M)),
+    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(python3?\s+-m\s+)?vllm[\s.])"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:python3?\s+-m\s+)?vllm[\s.]", re.M)),
 )
 
 
@@ -45,12 +48,38 @@ def text_format(text: str) -> str | None:
     return fmt
 
 
+#: A command that runs another script file: ``bash di.sh``, ``sh -x run.sh``, ``srun ... bash di.sh``, ``./di.sh``,
+#: ``source env.sh`` / ``. env.sh`` (bash(1)); group 1 is the script's path.
+_RUNS_SCRIPT = re.compile(r"(?:^|[\s;&|(])(?:(?:ba|z|da|k)?sh\s+(?:-\w+\s+)*|source\s+|\.\s+|(?=\./))"
+                          r"((?:\./)?[\w./${}-]+\.(?:sh|bash|slurm|sbatch))\b", re.M)
+#: Words that say a script is about a prefill/decode split (vllm-project/vllm#34975's di.slurm: ``PREFILL_NODE``,
+#: ``DECODE_NODE``, "Node 0 = prefill + proxy, Node 1 = decode").
+_PD_WORDS = (re.compile(r"prefill", re.I), re.compile(r"decode", re.I))
+
+
+def _delegated_pd_script(text: str) -> str | None:
+    """The script file that ``text`` (a Slurm batch or shell script configuring no KV transfer itself) runs to start
+    its prefill and decode engines, or ``None`` when it runs none or names no prefill and decode."""
+    lines = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    found = _RUNS_SCRIPT.search(lines)
+    return found.group(1) if found and all(p.search(text) for p in _PD_WORDS) else None
+
+
 def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
+    is a Slurm batch or shell script that runs another script to start its prefill and decode engines
+    (:func:`_delegated_pd_script`), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
     or nothing to check)."""
     fmt = text_format(text)
+    if fmt in ("Slurm batch script", "shell script") and not _PD_MARKER.search(text):
+        inner = _delegated_pd_script(text)
+        if inner:
+            return {"object": f"{path} ({fmt})", "reason": (
+                f"its prefill and decode engines are started by {inner}, which it runs but which is not in these "
+                f"files: nothing of their configuration is here; check {inner} itself (with this file's variables "
+                "written into it) to have them checked")}
     if fmt is None or not _PD_MARKER.search(text):
         return None
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered

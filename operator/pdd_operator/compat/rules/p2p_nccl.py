@@ -90,3 +90,58 @@ def check_p2p_nccl_registered(pair: PDPair) -> list[Violation]:
                     "(vllm/vllm-openai:v0.23.0)."),
         ))
     return out
+
+
+#: ``KVTransferConfig.kv_port``'s default (vllm/config/__init__.py 0.10.1.1 line 3177; vllm/config/kv_transfer.py later).
+KV_PORT_DEFAULT = 14579
+
+
+def _zmq_ports(r) -> set[int] | None:
+    """The ports a P2pNcclConnector engine's workers bind (``kv_port`` + the worker's rank, ranks 0 .. TP x PP - 1:
+    ``P2pNcclEngine(port_offset=rank)``), or ``None`` when they cannot be read (a kv_port or size not written)."""
+    try:
+        base = int(r.kv_transfer.get("kv_port", KV_PORT_DEFAULT))
+    except (TypeError, ValueError):
+        return None
+    if r.tp is None or r.pp is None:
+        return None
+    return set(range(base, base + r.tp * r.pp))
+
+
+@rule(
+    id="p2p-nccl-kv-port-conflict", family="side-channel-port-conflict", severity="error",
+    fields=("spec.kvTransfer.extraConfig", "spec.port"),
+    source=("vllm distributed/kv_transfer/kv_connector/v1/p2p/p2p_nccl_engine.py P2pNcclEngine.__init__: each worker "
+            "binds a ZMQ ROUTER on tcp://get_ip():(kv_port + rank) when the connector starts (0.10.1.1 lines 83-110, "
+            "0.11.1 lines 91-123; p2p_nccl_connector.py passes port_offset=rank), kv_port defaulting to 14579; a second "
+            "bind of one address fails (zmq.error.ZMQError: Address already in use, vllm#26628). Releases without "
+            "P2pNcclConnector refuse the engine anyway. Judged on upstream images and host installs only"),
+    example='two engines of one script on one host, both --kv-transfer-config {"kv_connector":"P2pNcclConnector",'
+    '"kv_port":"21001",...}',
+    without_connector=True, any_release=True,
+)
+def check_p2p_nccl_kv_ports(pair: PDPair) -> list[Violation]:
+    """P2pNcclConnector engines sharing a network namespace bind disjoint ZMQ ports (kv_port + rank), apart from
+    the other engine's HTTP port too. Judged for upstream vLLM images and host installs (a script's ``vllm``), not
+    for other images (a fork may bind otherwise)."""
+    if not pair.shared_network:
+        return []
+    p, d = pair.roles
+    if any(r.image and image_repository(r.image) not in UPSTREAM_REPOSITORIES for r in (p, d)):
+        return []  # a custom or plugin build may carry a P2pNcclConnector of its own; a host install ("") is vLLM's
+    zp = _zmq_ports(p) if p.connector == "P2pNcclConnector" else set()
+    zd = _zmq_ports(d) if d.connector == "P2pNcclConnector" else set()
+    if zp is None or zd is None or not (zp or zd):
+        return []
+    clash = sorted((zp & (zd | set(d.other_ports))) | (zd & set(p.other_ports)))
+    if not clash:
+        return []
+    where = "engines of one container" if pair.one_container else "containers of one pod"
+    return [(
+        f"Prefill and decode are {where} (one host's network namespace) and P2pNcclConnector binds its ZMQ socket on "
+        f"kv_port + rank of each worker: port {', '.join(map(str, clash))} is bound twice, so the engine that starts "
+        "second fails with 'zmq.error.ZMQError: Address already in use'.",
+        fix_for(pair, "Give each role its own kv_port range (kv_port + TP x PP ports) apart from the HTTP ports.",
+                "Give each engine a kv_port whose range kv_port .. kv_port + TP x PP - 1 meets neither the other's "
+                "range nor its --port."),
+    )]
