@@ -184,6 +184,8 @@ SCRIPT_TERMS: tuple[tuple[str, str], ...] = (
      "--gpus-per-node)"),
     ("container's CUDA_VISIBLE_DEVICES (or remove it and let the device plugin or the resource claim expose the pod's "
      "GPUs)", "engine's CUDA_VISIBLE_DEVICES on its line of the script"),
+    ("container's image (or pip install", "engine's vLLM install (its srun --container-image, or pip install"),
+    ("container's image", "engine's vLLM install (pip install vllm==X, or its srun --container-image)"),
 )
 
 
