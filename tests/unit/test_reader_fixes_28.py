@@ -4,6 +4,11 @@
   (``"$B $a"``: ``$B`` and `` $a``), so ``$a`` is read as ``a``; its unknown value then goes through ``eval`` and
   ``sh -c "$F"`` held in a variable (:meth:`pdd_operator.vllm.script._Shell.reread`), never as ``<``/``>``
   redirections that drop the word before it (vLLM's tests/v1/kv_connector/nixl_integration/run_accuracy_test.sh);
+- ``p2p-nccl-http-port-missing`` runs on an unknown release (``Rule.any_release``), for an engine that registers with a
+  proxy without ``http_port``: every release that ships P2pNcclConnector refuses it, the others lack the connector;
+- a null field of a Kubernetes object (``env:`` with nothing under it, as llm-d-modelservice's rendered
+  examples/output-pd.yaml has) is an absent one, as the apiserver reads it (:func:`pdd_operator.compat.shapes.without_nulls`),
+  never an input error.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import json
 import pytest
 
 from pdd_operator.cli import main
+from pdd_operator.compat.shapes import shape_errors, without_nulls
 from pdd_operator.vllm.expansion import ContainerEnv
 from pdd_operator.vllm.script import launches
+from tests.unit.test_turn2_variants import check, pd, rules
 
 
 def _argv(script: str) -> list[tuple[str, ...]]:
@@ -98,3 +105,171 @@ def test_run_accuracy_test_shape_control_a_wrong_decode_tp_is_still_seen(tmp_pat
     """Control: the decode's TP read through the eval is the one judged (TP 3 on Qwen3-0.6B's 8 KV heads)."""
     code, out = _run_accuracy(tmp_path, capsys, decode_tp="3")
     assert code == 1, out
+
+
+# 2. P2pNcclConnector without http_port on an unknown release -------------------------------------------------------
+
+PROXY = {"proxy_ip": "10.0.1.1", "proxy_port": "30001"}
+
+
+def _p2p_script(tmp_path, capsys, extra_p: dict, extra_d: dict, *flags: str) -> tuple[int, dict]:
+    def serve(gpu, port, kv_port, role, extra):
+        ktc = json.dumps({"kv_connector": "P2pNcclConnector", "kv_role": role, "kv_port": str(kv_port),
+                          "kv_connector_extra_config": {"send_type": "PUT_ASYNC", **extra}})
+        return (f"CUDA_VISIBLE_DEVICES={gpu} vllm serve Qwen/Qwen2.5-7B-Instruct --port {port} "
+                f"--kv-transfer-config '{ktc}' &\n")
+    path = tmp_path / "p2p.sh"
+    path.write_text("#!/bin/bash\n" + serve(0, 20005, 21001, "kv_producer", extra_p)
+                    + serve(1, 20009, 22001, "kv_consumer", extra_d) + "wait\n")
+    code = main(["check", str(path), "-o", "json", *flags])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _errors(out: dict) -> set[str]:
+    return {f["rule"] for r in out["results"] for f in r["findings"] if f["severity"] == "error"}
+
+
+def test_p2p_nccl_registering_without_http_port_fails_on_an_unknown_release(tmp_path, capsys):
+    code, out = _p2p_script(tmp_path, capsys, {**PROXY, "http_port": "20005"}, PROXY)
+    assert code == 1 and _errors(out) == {"p2p-nccl-http-port-missing"}, out
+    (finding,) = [f for r in out["results"] for f in r["findings"]]
+    assert finding["message"].startswith("decode:") and "whatever the release" in finding["message"]
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:latest", "vllm/vllm-openai:nightly"])
+def test_p2p_nccl_registering_without_http_port_on_an_upstream_image_of_unknown_release(tmp_path, capsys, image):
+    docs = pd("p2p", ["--port", "20003", "--kv-transfer-config", json.dumps({
+        "kv_connector": "P2pNcclConnector", "kv_role": "kv_producer", "kv_port": "21001",
+        "kv_connector_extra_config": {**PROXY}})],
+        ["--port", "20005", "--kv-transfer-config", json.dumps({
+            "kv_connector": "P2pNcclConnector", "kv_role": "kv_consumer", "kv_port": "22001",
+            "kv_connector_extra_config": {**PROXY, "http_port": "20005"}})],
+        model="Qwen/Qwen2.5-7B-Instruct", image=image)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "p2p-nccl-http-port-missing" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("extra_d", "flags"), [
+    ({}, ()),  # no proxy keys: 0.11.1 on start it (only 0.9.2-0.11.0 read http_port unconditionally)
+    ({"proxy_ip": "10.0.1.1"}, ()),  # half the proxy keys: no registration
+    ({**PROXY, "http_port": "20009"}, ()),  # the fix
+    ({}, ("--vllm-version", "0.12.0")),  # a known release where the unregistered engine starts
+])
+def test_controls_p2p_nccl_that_some_release_starts_stays_not_checked(tmp_path, capsys, extra_d, flags):
+    code, out = _p2p_script(tmp_path, capsys, {}, extra_d, *flags)
+    assert code == 3 and not _errors(out), out
+
+
+def test_control_p2p_nccl_without_http_port_on_a_known_old_release_is_still_the_keyerror(tmp_path, capsys):
+    code, out = _p2p_script(tmp_path, capsys, {"http_port": "20005"}, {}, "--vllm-version", "0.10.1.1")
+    assert code == 1 and _errors(out) == {"p2p-nccl-http-port-missing"}, out
+    assert "KeyError" in out["results"][0]["findings"][0]["message"]
+
+
+def test_control_p2p_nccl_of_a_fork_image_of_unknown_release_is_not_judged(tmp_path, capsys):
+    docs = pd("p2p", ["--port", "20003", "--kv-transfer-config", json.dumps({
+        "kv_connector": "P2pNcclConnector", "kv_role": "kv_producer", "kv_port": "21001",
+        "kv_connector_extra_config": {**PROXY, "http_port": "20003"}})],
+        ["--port", "20005", "--kv-transfer-config", json.dumps({
+            "kv_connector": "P2pNcclConnector", "kv_role": "kv_consumer", "kv_port": "22001",
+            "kv_connector_extra_config": {**PROXY}})],
+        model="Qwen/Qwen2.5-7B-Instruct", image="registry.example.com/acme/vllm-p2p:latest")
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and "p2p-nccl-http-port-missing" not in rules(out), out
+
+
+# 3. null fields of Kubernetes objects ------------------------------------------------------------------------------
+
+#: The shape of llm-d-modelservice's examples/output-pd.yaml (llm-d-incubation/llm-d-modelservice, rendered by its
+#: generate-example-output.sh): the routing-proxy init container's ``env:`` renders with nothing under it.
+OUTPUT_PD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: pd-llm-d-modelservice-{role}
+  labels:
+    app.kubernetes.io/managed-by: Helm
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{llm-d.ai/inferenceServing: "true", llm-d.ai/model: facebook-opt-125m, llm-d.ai/role: {role}}}
+  template:
+    metadata:
+      labels: {{llm-d.ai/inferenceServing: "true", llm-d.ai/model: facebook-opt-125m, llm-d.ai/role: {role}}}
+    spec:
+{init}      containers:
+        - name: vllm
+          image: ghcr.io/llm-d/llm-d:v0.2.0
+          command: ["vllm", "serve"]
+          args:
+            - facebook/opt-125m
+            - --port
+            - "{port}"
+            - --enforce-eager
+            - --kv-transfer-config
+            - '{{"kv_connector":"NixlConnector", "kv_role":"kv_both"}}'
+          env:
+          - name: CUDA_VISIBLE_DEVICES
+            value: "0"
+          - name: VLLM_NIXL_SIDE_CHANNEL_HOST
+            valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
+          - name: VLLM_NIXL_SIDE_CHANNEL_PORT
+            value: "5557"
+          - name: EMPTY
+            value:
+          ports:
+          - containerPort: {port}
+          volumeMounts:
+          resources:
+            limits: {{nvidia.com/gpu: "1"}}
+            requests:
+"""
+
+#: The decode's routing sidecar (its pod's port 8000; the decode engine listens on 8200).
+ROUTING_PROXY = """\
+      initContainers:
+        - name: routing-proxy
+          args: [--port=8000, --vllm-port=8200, --connector=nixlv2]
+          image: ghcr.io/llm-d/llm-d-routing-sidecar:latest
+          env:
+          ports:
+            - containerPort: 8000
+          resources: {}
+          restartPolicy: Always
+"""
+
+
+def test_llm_d_modelservice_rendered_output_with_null_env_is_checked(tmp_path, capsys):
+    text = "---\n".join(OUTPUT_PD.format(role=r, port=p, init=i)
+                        for r, p, i in (("decode", 8200, ROUTING_PROXY), ("prefill", 8000, "")))
+    path = tmp_path / "output-pd.yaml"
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and not out["inputErrors"], out
+    assert out["results"][0]["compatible"] is True
+
+
+@pytest.mark.parametrize("field", ["env", "args", "command", "ports", "volumeMounts", "resources", "envFrom"])
+def test_a_null_container_field_is_absent(field):
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": None, "annotations": None},
+           "spec": {"initContainers": None, "containers": [{"name": "c", "image": "i", field: None}]}}
+    read = without_nulls(doc)
+    assert shape_errors(read) == [] and shape_errors(doc) == []
+    assert read["spec"] == {"containers": [{"name": "c", "image": "i"}]} and read["metadata"] == {"name": "p"}
+
+
+def test_controls_a_wrong_type_is_still_refused_and_null_elements_are_kept():
+    doc = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "c", "args": "--port 1"}]}}
+    assert shape_errors(without_nulls(doc)) == [
+        "spec.containers[0].args: must be a list, not a string (Kubernetes PodSpec)"]
+    listed = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "c", "args": [None, "x"]}]}}
+    assert without_nulls(listed) == listed and shape_errors(listed) == []  # null element: Go reads ""
+
+
+def test_control_helm_values_keep_their_nulls():
+    """A HelmRelease's values: a null deletes the chart's default (Helm), so the document is kept as written."""
+    doc = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+           "spec": {"values": {"decode": {"env": None}}}}
+    assert without_nulls(doc) is doc
+    assert without_nulls({"decode": {"env": None}}) == {"decode": {"env": None}}  # not a Kubernetes object
