@@ -43,8 +43,9 @@ def check_p2p_nccl_http_port(pair: PDPair) -> list[Violation]:
     On an unknown release (``any_release``) only an engine that registers with a proxy (``proxy_ip`` and
     ``proxy_port`` set) is judged, and only of an upstream image or a host install: every release that ships the
     connector refuses it (KeyError 0.9.2-0.11.0, ValueError 0.11.1-0.23.0: p2p_nccl_engine.py read in the 0.9.2,
-    0.10.0, 0.10.1.1, 0.11.0, 0.11.1, 0.12.0-0.14.0, 0.15.0, 0.15.1, 0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.19.1,
-    0.20.0-0.20.2, 0.21.0, 0.22.0 and 0.23.0 releases), and the others do not register P2pNcclConnector at all
+    0.10.0, 0.10.1, 0.10.1.1, 0.10.2, 0.11.0, 0.11.1, 0.11.2, 0.12.0-0.14.0, 0.15.0, 0.15.1, 0.16.0, 0.17.0, 0.17.1,
+    0.18.0, 0.19.1, 0.20.0-0.20.2, 0.21.0, 0.22.0 and 0.23.0 releases), and the others do not register
+    P2pNcclConnector at all
     (0.9.1's and 0.24.0's factory.py): the engine does not start on any release. Without the proxy keys 0.11.1 on
     starts it, so nothing is said."""
     out: list[Violation] = []
