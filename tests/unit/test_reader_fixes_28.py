@@ -45,6 +45,23 @@ def test_an_unknown_part_survives_being_read_again(script):
     assert len(argv) == 6 and argv[5].startswith("<unknown:") and "$" not in argv[5]
 
 
+@pytest.mark.parametrize(("script", "value"), [
+    ("""F="vllm serve m --kv-transfer-config '$X' --tensor-parallel-size 2"; eval "$F" """, "<unknown:X>"),
+    ("""F="vllm serve m --kv-transfer-config '$X' --tensor-parallel-size 2"; sh -c "$F" """, "<unknown:X>"),
+    ("""F="vllm serve m --kv-transfer-config '{\\"a\\":$X}' --tensor-parallel-size 2"; eval "$F" """,
+     '{"a":<unknown:X>}'),
+    # a nested eval holds its own unknowns, not the outer one's numbers
+    ("""G="vllm serve m --kv-transfer-config '$Y' --tensor-parallel-size 2"; F="eval \\"\\$G\\" $X"; eval "$F" """,
+     "<unknown:Y>"),
+])
+def test_an_unknown_part_in_single_quotes_of_the_reread_text_stays_that_unknown(script, value):
+    """Single quotes expand nothing: the held variable stays literal there and is put back as the unknown (it was
+    ``${__pdd_eval_0}``, a value no one wrote)."""
+    (argv,) = _argv(script)
+    assert argv[:5] == ("vllm", "serve", "m", "--kv-transfer-config", value), argv
+    assert not any("__pdd_eval" in word for word in argv)
+
+
 def test_the_blank_before_a_second_expansion_is_string_text():
     """``"$B $a"`` with both known joins them with the blank (it was dropped: ``mX``), and ``"$@ $1"``-like
     forms keep their own reading."""

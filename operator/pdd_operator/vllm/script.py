@@ -282,6 +282,8 @@ class _Shell:
         self.functions: dict[str, tree_sitter.Node] = {}
         self.positional: list[str] = []
         self.launches: list[Launch] = []
+        #: how many unknown parts :meth:`reread` has held so far (their variables' numbers).
+        self.held = 0
         self.proxy_roles: dict[int, str] = {}
         #: indexed arrays: their elements, ``None`` where they are not known (see the module docstring).
         self.arrays: dict[str, list[str] | None] = {}
@@ -749,19 +751,34 @@ class _Shell:
         """Run ``text``, a value of this script read again as shell input (``eval``, ``sh -c "$CMD"``), with each
         unknown part (``<unknown:NAME>``) held in a variable of this shell: ``${__pdd_eval_N}`` is never shell
         syntax, where ``<`` and ``>`` would be redirections that drop the word before them
-        (``F="$B $a"; eval "$F &"``)."""
+        (``F="$B $a"; eval "$F &"``). Inside single quotes of that text the shell expands nothing, so the same
+        unknown is put back where ``${__pdd_eval_N}`` stayed literal in what the text started or set
+        (``F="vllm serve m --x '$X'"; eval "$F"``). N counts over the whole script, so a nested ``eval`` holds
+        its own."""
         held: dict[str, str] = {}
 
         def hold(match: re.Match[str]) -> str:
-            name = f"__pdd_eval_{len(held)}"
+            name = f"__pdd_eval_{self.held}"
+            self.held += 1
             held[name] = match.group(0)
             return "${" + name + "}"
 
+        def back(value: str) -> str:
+            return _HELD_RE.sub(lambda m: held.get(m.group(1), m.group(0)), value)
+
         text = _UNKNOWN_RE.sub(hold, text)
         self.values.update(held)
+        start, before = len(self.launches), dict(self.values)
         self.run(text)
         for name in held:
             self.values.pop(name, None)
+        if not held:
+            return
+        self.launches[start:] = [
+            replace(launch, argv=tuple(map(back, launch.argv)), wrapper=tuple(map(back, launch.wrapper)),
+                    env={k: back(v) for k, v in launch.env.items()})
+            for launch in self.launches[start:]]
+        self.values.update({k: back(v) for k, v in self.values.items() if before.get(k) != v})
 
     def filled_arrays(self, words: list[str]) -> None:
         """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are
@@ -1085,6 +1102,10 @@ def _joined(segments: list[tuple[str, bool]]) -> str:
     """The text of expanded segments where no field splitting happens (an assignment's value, a default word):
     the elements of ``"${A[@]}"`` joined by a space, as bash does there."""
     return "".join(" " if text == _FIELD_BREAK else text for text, _ in segments)
+
+
+#: A held unknown part (:meth:`_Shell.reread`) left literal by single quotes.
+_HELD_RE = re.compile(r"\$\{(__pdd_eval_[0-9]+)\}")
 
 
 def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:
