@@ -151,7 +151,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
-    from pdd_operator.compat.shapes import shape_errors
+    from pdd_operator.compat.shapes import shape_errors, without_nulls
     from pdd_operator.vllm.versions import fmt
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
@@ -183,6 +183,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
+                doc = without_nulls(doc)  # a null field is an absent one to the apiserver
                 problems = shape_errors(doc)
                 if problems:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)

@@ -200,7 +200,7 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
     runnable, _ = _runnable(pair, alone)
     errors = [
         finding for rule in runnable
-        if rule.check is not None and rule.applies_to(version)
+        if rule.check is not None and (rule.applies_to(version) or version is None and rule.any_release)
         for message, fix, *severity in run_check(rule, pair) if severity != [NOT_CHECKED]
         if (finding := _finding(pair, rule, message, _in_terms(pair, fix), *severity)).severity == "error"
     ]

@@ -121,6 +121,34 @@ def _type_name(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+#: Kinds whose nulls carry a meaning of their own and are kept: a Flux HelmRelease's ``spec.values`` is Helm values,
+#: where a null deletes the chart's default for that key (Helm docs, "Values Files": "deleting a default key").
+_NULLS_KEPT = frozenset({"HelmRelease"})
+
+
+def without_nulls(doc: dict) -> dict:
+    """``doc`` (one parsed manifest document) with every mapping key whose value is null removed, at any depth, for
+    a Kubernetes object (``apiVersion`` and ``kind`` set; not :data:`_NULLS_KEPT`); other documents as they are.
+
+    The apiserver reads a null field as an absent one: its JSON decoder (sigs.k8s.io/json, Go's encoding/json
+    semantics: "unmarshaling a JSON null into any other Go type has no effect", a null slice, map or pointer is nil)
+    leaves the field unset, and a CRD's structural schema prunes nulls of fields that are not ``nullable``
+    (apiextensions "Defaulting and Nullable"). So a rendered chart's ``env:`` with nothing under it (llm-d-modelservice
+    examples/output-pd.yaml's routing-proxy init container) is a container without env, not a malformed one. Null
+    list elements are kept: the decoder reads one as its type's zero value (``args: [null]`` is ``[""]``)."""
+    if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str) or doc["kind"] in _NULLS_KEPT:
+        return doc
+    return _drop_nulls(doc)
+
+
+def _drop_nulls(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _drop_nulls(v) for k, v in node.items() if v is not None}
+    if isinstance(node, list):
+        return [_drop_nulls(v) for v in node]
+    return node
+
+
 def shape_errors(doc: dict) -> list[str]:
     """Every field of ``doc`` (one manifest document, parsed YAML) that the manifest reader uses and
     whose type the Kubernetes API would refuse, as ``"<path>: must be <type>, not <type> (<Go type>)"``
@@ -128,8 +156,8 @@ def shape_errors(doc: dict) -> list[str]:
     errors: list[str] = []
     for what, value, path in _nodes(doc, []):
         for error in sorted(_VALIDATORS[what].iter_errors(value), key=lambda e: list(e.absolute_path)):
-            if error.validator != "type":
-                continue
+            if error.validator != "type" or error.instance is None:
+                continue  # a null field is an absent one to the apiserver (without_nulls)
             want = error.validator_value
             want_text = " or ".join(want) if isinstance(want, list) else want
             errors.append(f"{_where(path, error.absolute_path)}: must be {_ARTICLE.get(want_text, want_text)}, "

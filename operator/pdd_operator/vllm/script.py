@@ -282,6 +282,8 @@ class _Shell:
         self.functions: dict[str, tree_sitter.Node] = {}
         self.positional: list[str] = []
         self.launches: list[Launch] = []
+        #: how many unknown parts :meth:`reread` has held so far (their variables' numbers).
+        self.held = 0
         self.proxy_roles: dict[int, str] = {}
         #: indexed arrays: their elements, ``None`` where they are not known (see the module docstring).
         self.arrays: dict[str, list[str] | None] = {}
@@ -696,7 +698,7 @@ class _Shell:
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
                 saved_outer, self.outer = self.outer, self.outer + words[:i]
                 saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
-                self.run(words[i + 2])
+                self.reread(words[i + 2])
                 self.outer, self.outer_line = saved_outer, saved_line
                 return
 
@@ -743,18 +745,40 @@ class _Shell:
         "$CMD"`` starts the engine with the quotes of the value applied. A part of unknown value
         (``<unknown:NAME>``) is not read as shell text: it is put back through a variable of this shell, so it
         expands to the same unknown and rules reading the flags it may carry say "not checked"."""
+        self.reread(" ".join(args))
+
+    def reread(self, text: str) -> None:
+        """Run ``text``, a value of this script read again as shell input (``eval``, ``sh -c "$CMD"``), with each
+        unknown part (``<unknown:NAME>``) held in a variable of this shell: ``${__pdd_eval_N}`` is never shell
+        syntax, where ``<`` and ``>`` would be redirections that drop the word before them
+        (``F="$B $a"; eval "$F &"``). Inside single quotes of that text the shell expands nothing, so the same
+        unknown is put back where ``${__pdd_eval_N}`` stayed literal in what the text started or set
+        (``F="vllm serve m --x '$X'"; eval "$F"``). N counts over the whole script, so a nested ``eval`` holds
+        its own."""
         held: dict[str, str] = {}
 
         def hold(match: re.Match[str]) -> str:
-            name = f"__pdd_eval_{len(held)}"
+            name = f"__pdd_eval_{self.held}"
+            self.held += 1
             held[name] = match.group(0)
             return "${" + name + "}"
 
-        text = " ".join(_UNKNOWN_RE.sub(hold, word) for word in args)
+        def back(value: str) -> str:
+            return _HELD_RE.sub(lambda m: held.get(m.group(1), m.group(0)), value)
+
+        text = _UNKNOWN_RE.sub(hold, text)
         self.values.update(held)
+        start, before = len(self.launches), dict(self.values)
         self.run(text)
         for name in held:
             self.values.pop(name, None)
+        if not held:
+            return
+        self.launches[start:] = [
+            replace(launch, argv=tuple(map(back, launch.argv)), wrapper=tuple(map(back, launch.wrapper)),
+                    env={k: back(v) for k, v in launch.env.items()})
+            for launch in self.launches[start:]]
+        self.values.update({k: back(v) for k, v in self.values.items() if before.get(k) != v})
 
     def filled_arrays(self, words: list[str]) -> None:
         """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are
@@ -911,8 +935,12 @@ class _Shell:
             out[::2] = [(f, False) for f in fields]
             return out
         if kind in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
-            every = _text(node) in ("$@", "${@}")  # "$@": one field per positional parameter, even quoted
-            return [(self.expansion(node), (every or not quoted) and kind != "arithmetic_expansion")]
+            # tree-sitter-bash gives ``"$B $a"``'s second expansion the blank before it (``' $a'``): that blank is
+            # the string's own text, kept as such (:func:`_blank_led`)
+            lead, text = _blank_led(node)
+            every = text in ("$@", "${@}")  # "$@": one field per positional parameter, even quoted
+            value = [(self.expansion(node), (every or not quoted) and kind != "arithmetic_expansion")]
+            return [(lead, False)] + value if lead else value
         return [(_text(node), False)]
 
     def spliced(self, node: tree_sitter.Node, *, quoted: bool) -> list[tuple[str, bool]]:
@@ -932,7 +960,7 @@ class _Shell:
         return out
 
     def expansion(self, node: tree_sitter.Node) -> str:
-        text = _text(node)
+        text = _blank_led(node)[1]
         if node.type == "command_substitution":
             words = (text[2:-1] if text.startswith("$(") else text[1:-1]).split()
             inner = node.named_children[0] if node.named_children else None
@@ -1074,6 +1102,19 @@ def _joined(segments: list[tuple[str, bool]]) -> str:
     """The text of expanded segments where no field splitting happens (an assignment's value, a default word):
     the elements of ``"${A[@]}"`` joined by a space, as bash does there."""
     return "".join(" " if text == _FIELD_BREAK else text for text, _ in segments)
+
+
+#: A held unknown part (:meth:`_Shell.reread`) left literal by single quotes.
+_HELD_RE = re.compile(r"\$\{(__pdd_eval_[0-9]+)\}")
+
+
+def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:
+    """``(blanks, expansion)``: an expansion node's text split before its ``$``. In a double-quoted string,
+    tree-sitter-bash (0.2x grammar) puts the blank that separates two expansions into the second node's text
+    (``"$B $a"`` gives ``$B`` and `` $a``); the blank is literal string text, not part of the parameter's name."""
+    text = _text(node)
+    stripped = text.lstrip(" \t")
+    return text[:len(text) - len(stripped)], stripped
 
 
 def _text(node: tree_sitter.Node | None) -> str:

@@ -60,6 +60,9 @@ class Rule:
             manifest's own values: two engines' memory fractions of one GPU). Such a ``without_connector`` rule is
             judged even on a pair whose connector these rules do not describe and whose release is unknown or older
             than the rules' oldest (``compat.engine._foreign_connector``), where a parser's refusals are not known.
+            A bounded one (``since``/``until``) runs on an unknown release too: outside its bounds the engine fails
+            otherwise, and its check, seeing ``pair.version`` ``None``, reports only what fails on every release
+            (``p2p-nccl-http-port-missing``).
     """
 
     id: str

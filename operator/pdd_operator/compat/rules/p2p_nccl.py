@@ -35,17 +35,40 @@ def _set(extra: dict, key: str) -> bool:
     example='--kv-transfer-config {"kv_connector":"P2pNcclConnector","kv_role":"kv_producer",'
     '"kv_connector_extra_config":{"proxy_ip":"proxy","proxy_port":"30001"}} on v0.12.0',
     since=P2P_NCCL_SINCE, until=P2P_NCCL_UNTIL,
-    without_connector=True,
+    without_connector=True, any_release=True,
 )
 def check_p2p_nccl_http_port(pair: PDPair) -> list[Violation]:
-    """A P2pNcclConnector engine names its HTTP port in kv_connector_extra_config where vLLM reads it."""
+    """A P2pNcclConnector engine names its HTTP port in kv_connector_extra_config where vLLM reads it.
+
+    On an unknown release (``any_release``) only an engine that registers with a proxy (``proxy_ip`` and
+    ``proxy_port`` set) is judged, and only of an upstream image or a host install: every release that ships the
+    connector refuses it (KeyError 0.9.2-0.11.0, ValueError 0.11.1-0.23.0: p2p_nccl_engine.py read in the 0.9.2,
+    0.10.0, 0.10.1, 0.10.1.1, 0.10.2, 0.11.0, 0.11.1, 0.11.2, 0.12.0-0.14.0, 0.15.0, 0.15.1, 0.16.0, 0.17.0, 0.17.1,
+    0.18.0, 0.19.1, 0.20.0-0.20.2, 0.21.0, 0.22.0 and 0.23.0 releases), and the others do not register
+    P2pNcclConnector at all
+    (0.9.1's and 0.24.0's factory.py): the engine does not start on any release. Without the proxy keys 0.11.1 on
+    starts it, so nothing is said."""
     out: list[Violation] = []
+    unknown = pair.version is None
     proxy_only = pair.at_least(HTTP_PORT_ONLY_WITH_PROXY_SINCE)
     for r in pair.roles:
         if r.connector != "P2pNcclConnector" or "http_port" in r.extra:
             continue
         registers = _set(r.extra, "proxy_ip") and _set(r.extra, "proxy_port")
-        if proxy_only and not registers:
+        if (proxy_only or unknown) and not registers:
+            continue
+        if unknown and r.image and image_repository(r.image) not in UPSTREAM_REPOSITORIES:
+            continue  # a fork may carry a P2pNcclConnector of its own; a host install ("") is vLLM's
+        if unknown:
+            out.append((
+                f"{r.role}: P2pNcclConnector registering with the proxy (proxy_ip, proxy_port) without http_port in "
+                "kv_connector_extra_config: every vLLM release that ships P2pNcclConnector (0.9.2-0.23) refuses it "
+                "when the connector starts (KeyError: 'http_port' up to 0.11.0, ValueError "
+                "'kv_connector_extra_config.http_port is required' from 0.11.1), and the others do not register the "
+                "connector, so the engine does not start whatever the release.",
+                fix_for(pair, "Add http_port (the engine's --port) to kv_connector_extra_config.",
+                        f"Add \"http_port\": \"<the {r.role} engine's --port>\" to its kv_connector_extra_config."),
+            ))
             continue
         why = ("builds its HTTP address from kv_connector_extra_config['http_port'] when the connector starts "
                "(KeyError: 'http_port')" if not proxy_only else
