@@ -15,8 +15,8 @@ What each wrapper gives the chart, as their sources define it:
   ``spec.source`` is ignored and each source is a chart of its own. The chart is ``chart`` (a Helm repository) or
   the last part of ``path`` (a Git repository); ``repoURL`` naming llm-d-modelservice is taken as that chart too.
 
-What the wrapper does not show is left as today (the release is "not checked", with the reason
-:func:`~pdd_operator.compat.manifests.scan` gives): values files of the chart source (Flux
+What the wrapper does not show makes that release "not checked", with the reason (rather than its containers'
+args judged as whole commands, which the chart's templates complete): values files of the chart source (Flux
 ``spec.chart.spec.valuesFiles``, Argo CD ``helm.valueFiles``), ``--set`` parameters (Argo CD ``helm.parameters``,
 ``fileParameters``), a ``valuesFrom`` entry that is not among the files (it may exist in the cluster) or that sets a
 ``targetPath``, and a Flux ``spec.chartRef`` (the chart is named by another object).
@@ -48,25 +48,23 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _flux(doc: dict) -> list[tuple[str, dict]] | None:
+def _flux(doc: dict) -> list[tuple[str, dict | str]] | None:
     spec = _dict(doc.get("spec"))
     chart = _dict(_dict(spec.get("chart")).get("spec"))
-    if str(chart.get("chart") or "").rstrip("/").rsplit("/", 1)[-1] != LLMD_CHART or chart.get("valuesFiles"):
+    if str(chart.get("chart") or "").rstrip("/").rsplit("/", 1)[-1] != LLMD_CHART:
         return None
+    if chart.get("valuesFiles"):
+        return [("spec.chart.spec.valuesFiles.", "its values come from files of the chart's source (spec.chart.spec."
+                 "valuesFiles), which are not among the files; render the chart (helm template) with them")]
     values: dict = {}
-    for ref in spec.get("valuesFrom") or []:
+    for i, ref in enumerate(spec.get("valuesFrom") or []):
         text = _dict(ref).get("resolvedValues")  # set by helm_release.with_values_from when the files hold it
-        if text is None or _dict(ref).get("targetPath"):
-            return None
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return None
+        loaded = _yaml(text) if text is not None and not _dict(ref).get("targetPath") else None
         if not isinstance(loaded, dict):
-            return None
+            return [(f"spec.valuesFrom[{i}].", (
+                "its values come in part from a ConfigMap or Secret that is not among the files (or sets a "
+                "targetPath, or holds no values map); give that object with the release, or render the chart"))]
         values = _merge(values, loaded)
-    if spec.get("values") is not None and not isinstance(spec.get("values"), dict):
-        return None
     values = _merge(values, _dict(spec.get("values")))
     return [("spec.values.", values)] if values else None
 
@@ -76,38 +74,42 @@ def _is_llmd_source(source: dict) -> bool:
     return LLMD_CHART in names or (LLMD_CHART in str(source.get("repoURL") or "") and not source.get("chart"))
 
 
-def _argo_source(source: dict, key: str) -> tuple[str, dict] | None:
-    helm = _dict(source.get("helm"))
-    if not _is_llmd_source(source) or any(helm.get(k) for k in ("valueFiles", "parameters", "fileParameters")):
+def _yaml(text) -> object:
+    try:
+        return yaml.safe_load(str(text))
+    except yaml.YAMLError:
         return None
-    if isinstance(helm.get("valuesObject"), dict):
+
+
+def _argo_source(source: dict, key: str) -> tuple[str, dict | str]:
+    helm = _dict(source.get("helm"))
+    extra = [k for k in ("valueFiles", "parameters", "fileParameters") if helm.get(k)]
+    if extra:
+        return f"{key}.helm.{extra[0]}.", (
+            f"its values come in part from helm.{extra[0]}, which these rules do not apply (value files of the "
+            "repository, --set parameters); render the chart (helm template) with them")
+    if isinstance(helm.get("valuesObject"), dict):  # ValuesYAML: valuesObject, when set, over values
         return f"{key}.helm.valuesObject.", helm["valuesObject"]
-    if isinstance(helm.get("values"), str):
-        try:
-            loaded = yaml.safe_load(helm["values"])
-        except yaml.YAMLError:
-            return None
-        return (f"{key}.helm.values.", loaded) if isinstance(loaded, dict) else None
-    return None
+    loaded = _yaml(helm["values"]) if isinstance(helm.get("values"), str) else {}
+    if not isinstance(loaded, dict):
+        return f"{key}.helm.values.", "its helm.values is not a YAML map of values"
+    return f"{key}.helm.values.", loaded
 
 
-def _argo(doc: dict) -> list[tuple[str, dict]] | None:
+def _argo(doc: dict) -> list[tuple[str, dict | str]] | None:
     spec = _dict(doc.get("spec"))
     if isinstance(spec.get("sources"), list):
         sources = [(f"spec.sources[{i}]", _dict(s)) for i, s in enumerate(spec["sources"])]
     else:
         sources = [("spec.source", _dict(spec.get("source")))]
-    llmd = [(key, s) for key, s in sources if _is_llmd_source(s)]
-    found = [_argo_source(s, key) for key, s in llmd]
-    if not llmd or any(f is None for f in found):
-        return None
-    return [f for f in found if f is not None]
+    return [_argo_source(s, key) for key, s in sources if _is_llmd_source(s)] or None
 
 
-def wrapped_llmd_values(doc: dict) -> list[tuple[str, dict]] | None:
+def wrapped_llmd_values(doc: dict) -> list[tuple[str, dict | str]] | None:
     """The llm-d-modelservice values a Flux HelmRelease or Argo CD Application ``doc`` installs, as ``[(key prefix,
-    values)]`` (``("spec.values.", {...})``, ``("spec.sources[1].helm.valuesObject.", {...})``); ``None`` for any
-    other document, a wrapper of another chart, or one whose values are not all in the files (module docstring)."""
+    values)]`` (``("spec.values.", {...})``, ``("spec.sources[1].helm.valuesObject.", {...})``), with why not
+    checked in place of the values where they are not all in the files (module docstring); ``None`` for any other
+    document and a wrapper of another chart."""
     group = str(doc.get("apiVersion") or "").rpartition("/")[0]
     if group == _FLUX_HELM_GROUP and doc.get("kind") == "HelmRelease":
         return _flux(doc)

@@ -829,7 +829,10 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     wrapped = wrapped_llmd_values(doc)  # the same values inside a Flux HelmRelease or an Argo CD Application
     if wrapped is not None:
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        scans = [llmd_scan(v, f"{doc.get('kind')}/{meta.get('name', '?')}", prefix) for prefix, v in wrapped]
+        where = f"{doc.get('kind')}/{meta.get('name', '?')}"
+        scans = [llmd_scan(v, where, prefix) if isinstance(v, dict) else (
+            [], [Unreadable(f"{where} {prefix.rstrip('.')}", f"not checked, because {v}")] if _PD_MARKER.search(
+                repr(doc)) else []) for prefix, v in wrapped]
         return [e for s in scans for e in s[0]], [u for s in scans for u in s[1]]
     resolve_role_templates(doc)
     resolve_component_devices(doc)
