@@ -11,6 +11,7 @@ and an Argo CD Application (argoproj.io/v1alpha1: ``spec.source.helm.valuesObjec
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 
@@ -161,3 +162,69 @@ def test_an_aggregated_model_service_in_a_wrapper_has_nothing_to_check(tmp_path,
     values["routing"]["proxy"].pop("connector")
     code, out = _check(tmp_path, capsys, _flux(values))
     assert not out["results"] and not out["notChecked"] and not _errors(out), out
+
+
+# --- MooncakeConnector pairs: what the sender refuses on every transfer (compat/rules/mooncake.py) ---------------------
+
+MOONCAKE_PAIR = Path(__file__).parent / "data" / "public_reports_40" / "inputs" / "llmd-mooncake-gptoss120b-p1-d4-v0200.yaml"
+
+
+def _mooncake(tmp_path, capsys, *edits: tuple[str, str], name: str = "pair.yaml") -> tuple[int, dict]:
+    """Set 40's llm-d Mooncake pair (gpt-oss-120b, prefill TP 1 kv_producer, decode TP 4 kv_consumer, block 128, 0.20.0)
+    with ``edits`` (text, replacement) applied to its Deployments."""
+    text = MOONCAKE_PAIR.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+DECODE_TP = "--tensor-parallel-size=4"
+DECODE_KV = '"kv_role":"kv_consumer", "kv_connector_extra_config":{"mooncake_protocol":"rdma"}}\' \\'
+
+
+def _decode_flag(flag: str) -> tuple[str, str]:
+    return DECODE_KV, DECODE_KV + f"\n                {flag} \\"
+
+
+def test_a_decode_fp8_kv_cache_under_mooncake_is_refused(tmp_path, capsys):
+    code, out = _mooncake(tmp_path, capsys, _decode_flag("--kv-cache-dtype=fp8"))
+    assert code == 1 and set(_errors(out)) == {"mooncake-kv-region-mismatch"}, out
+    fix = _errors(out)["mooncake-kv-region-mismatch"]["fix"]
+    assert "--kv-cache-dtype" in fix, fix
+
+
+def test_the_region_rule_holds_on_0_24_and_for_fp8_e4m3(tmp_path, capsys):
+    code, out = _mooncake(tmp_path, capsys, ("v0.20.0", "v0.24.0"), _decode_flag("--kv-cache-dtype=fp8_e4m3"))
+    assert code == 1 and "mooncake-kv-region-mismatch" in _errors(out), out
+
+
+def test_controls_the_same_dtype_an_unread_release_or_another_block_size_stay_not_checked(tmp_path, capsys):
+    code, out = _mooncake(tmp_path, capsys)  # the valid pair: Mooncake's KV path is still not judged as a whole
+    assert code == 3 and not _errors(out), out
+    prefill_kv = '"kv_role":"kv_producer", "kv_connector_extra_config":{"mooncake_protocol":"rdma"}}\' \\'
+    code, out = _mooncake(tmp_path, capsys, (prefill_kv, prefill_kv + "\n                --kv-cache-dtype=fp8 \\"),
+                          _decode_flag("--kv-cache-dtype=fp8"), name="both.yaml")
+    assert code == 3 and not _errors(out), out  # fp8 on both
+    code, out = _mooncake(tmp_path, capsys, ("v0.20.0", "v0.18.0"), _decode_flag("--kv-cache-dtype=fp8"), name="old.yaml")
+    assert "mooncake-kv-region-mismatch" not in _errors(out), out  # 0.18.0's connector has no such check
+    code, out = _mooncake(tmp_path, capsys, _decode_flag("--kv-cache-dtype=fp8"), _decode_flag("--block-size=256"),
+                          name="block.yaml")
+    assert "mooncake-kv-region-mismatch" not in _errors(out), out  # other block sizes: the lengths are not read here
+
+
+def test_an_unknown_model_s_auto_kv_cache_is_not_decided(tmp_path, capsys):
+    code, out = _mooncake(tmp_path, capsys, ("openai/gpt-oss-120b", "example/private-model"),
+                          _decode_flag("--kv-cache-dtype=fp8"))
+    assert code == 3 and not _errors(out), out
+
+
+def test_mooncake_tp_sizes_neither_dividing_the_other_are_refused(tmp_path, capsys):
+    edits = [("openai/gpt-oss-120b", "example/private-model"), ("--tensor-parallel-size=1", "--tensor-parallel-size=2")]
+    code, out = _mooncake(tmp_path, capsys, *edits, (DECODE_TP, "--tensor-parallel-size=3"))
+    assert code == 1 and "mooncake-tp-indivisible" in _errors(out), out
+    code, out = _mooncake(tmp_path, capsys, *edits, name="ok.yaml")  # control: 2 and 4
+    assert "mooncake-tp-indivisible" not in _errors(out), out
