@@ -192,14 +192,14 @@ def _decode_flag(flag: str) -> tuple[str, str]:
 
 def test_a_decode_fp8_kv_cache_under_mooncake_is_refused(tmp_path, capsys):
     code, out = _mooncake(tmp_path, capsys, _decode_flag("--kv-cache-dtype=fp8"))
-    assert code == 1 and set(_errors(out)) == {"mooncake-kv-region-mismatch"}, out
-    fix = _errors(out)["mooncake-kv-region-mismatch"]["fix"]
+    assert code == 1 and set(_errors(out)) == {"mooncake-kv-region-length"}, out
+    fix = _errors(out)["mooncake-kv-region-length"]["fix"]
     assert "--kv-cache-dtype" in fix, fix
 
 
 def test_the_region_rule_holds_on_0_24_and_for_fp8_e4m3(tmp_path, capsys):
     code, out = _mooncake(tmp_path, capsys, ("v0.20.0", "v0.24.0"), _decode_flag("--kv-cache-dtype=fp8_e4m3"))
-    assert code == 1 and "mooncake-kv-region-mismatch" in _errors(out), out
+    assert code == 1 and "mooncake-kv-region-length" in _errors(out), out
 
 
 def test_controls_the_same_dtype_an_unread_release_or_another_block_size_stay_not_checked(tmp_path, capsys):
@@ -210,10 +210,10 @@ def test_controls_the_same_dtype_an_unread_release_or_another_block_size_stay_no
                           _decode_flag("--kv-cache-dtype=fp8"), name="both.yaml")
     assert code == 3 and not _errors(out), out  # fp8 on both
     code, out = _mooncake(tmp_path, capsys, ("v0.20.0", "v0.18.0"), _decode_flag("--kv-cache-dtype=fp8"), name="old.yaml")
-    assert "mooncake-kv-region-mismatch" not in _errors(out), out  # 0.18.0's connector has no such check
+    assert "mooncake-kv-region-length" not in _errors(out), out  # 0.18.0's connector has no such check
     code, out = _mooncake(tmp_path, capsys, _decode_flag("--kv-cache-dtype=fp8"), _decode_flag("--block-size=256"),
                           name="block.yaml")
-    assert "mooncake-kv-region-mismatch" not in _errors(out), out  # other block sizes: the lengths are not read here
+    assert "mooncake-kv-region-length" not in _errors(out), out  # other block sizes: the lengths are not read here
 
 
 def test_an_unknown_model_s_auto_kv_cache_is_not_decided(tmp_path, capsys):

@@ -69,7 +69,7 @@ def check_mooncake_tp_ratio(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="mooncake-kv-region-mismatch", family="kv-cache-dtype-mismatch", severity="error",
+    id="mooncake-kv-region-length", family="kv-cache-dtype-mismatch", severity="error",
     fields=("spec.kvTransfer", "spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
     in_manifest=("args",),
     source=_SOURCE + "; element widths as vllm/config/cache.py CacheDType",
