@@ -102,20 +102,20 @@ def test_argo_sources_name_the_chart_s_source_and_ignore_spec_source(tmp_path, c
         _errors(out)[HETERO]["fields"])
 
 
-def test_values_from_a_config_map_in_the_files_are_merged_under_spec_values(tmp_path, capsys):
+def test_values_from_a_config_map_in_the_files_are_merged_with_spec_values(tmp_path, capsys):
     base = _values()
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pd-values", "namespace": "llm-d"},
           "data": {"values.yaml": yaml.safe_dump(base)}}
     release = _flux({"prefill": {"parallelism": {"tensor": 2}}}, valuesFrom=[{"kind": "ConfigMap", "name": "pd-values"}])
     code, out = _check(tmp_path, capsys, cm, release)
-    assert code == 1 and HETERO in _errors(out), out
+    assert code == 1 and "(spec.valuesFrom, spec.values) prefill.parallelism.tensor" in _errors(out)[HETERO]["fields"], out
 
 
 def test_the_release_s_own_values_override_values_from_as_flux_merges_them():
     release = _flux({"decode": {"parallelism": {"tensor": 2}}},
                     valuesFrom=[{"kind": "ConfigMap", "name": "a", "resolvedValues": "decode: {replicas: 3}"}])
     [(prefix, values)] = wrapped_llmd_values(release)
-    assert prefix == "spec.values." and values == {"decode": {"replicas": 3, "parallelism": {"tensor": 2}}}
+    assert prefix == "(spec.valuesFrom, spec.values) " and values == {"decode": {"replicas": 3, "parallelism": {"tensor": 2}}}
 
 
 def test_an_error_in_prefill_args_names_the_wrapper_s_container_key(tmp_path, capsys):
@@ -130,6 +130,15 @@ def test_a_part_the_chart_cannot_render_is_not_checked_under_the_wrapper_s_key(t
     values["multinode"] = True
     code, out = _check(tmp_path, capsys, _flux(values))
     assert code == 3 and out["notChecked"][0]["object"] == "HelmRelease/pd spec.values.multinode", out
+
+
+def test_an_argo_git_source_names_the_chart_by_its_path_or_repository():
+    git = {"repoURL": "https://github.com/llm-d-incubation/llm-d-modelservice.git", "path": "charts/llm-d-modelservice",
+           "targetRevision": "main", "helm": {"valuesObject": _values()}}
+    [(prefix, values)] = wrapped_llmd_values(_argo(git))
+    assert prefix == "spec.source.helm.valuesObject." and values == _values()
+    other_path = {**git, "repoURL": "https://github.com/example/charts.git", "path": "charts/vllm"}
+    assert wrapped_llmd_values(_argo(other_path)) is None  # control: another chart in another repository
 
 
 # --- controls: what the wrapper does not show stays as it was ---------------------------------------------------------

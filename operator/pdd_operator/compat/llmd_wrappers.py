@@ -66,7 +66,9 @@ def _flux(doc: dict) -> list[tuple[str, dict | str]] | None:
                 "targetPath, or holds no values map); give that object with the release, or render the chart"))]
         values = _merge(values, loaded)
     values = _merge(values, _dict(spec.get("values")))
-    return [("spec.values.", values)] if values else None
+    # merged values: a key may come from either, so both are named
+    prefix = "(spec.valuesFrom, spec.values) " if spec.get("valuesFrom") else "spec.values."
+    return [(prefix, values)] if values else None
 
 
 def _is_llmd_source(source: dict) -> bool:
@@ -107,7 +109,8 @@ def _argo(doc: dict) -> list[tuple[str, dict | str]] | None:
 
 def wrapped_llmd_values(doc: dict) -> list[tuple[str, dict | str]] | None:
     """The llm-d-modelservice values a Flux HelmRelease or Argo CD Application ``doc`` installs, as ``[(key prefix,
-    values)]`` (``("spec.values.", {...})``, ``("spec.sources[1].helm.valuesObject.", {...})``), with why not
+    values)]`` (``("spec.values.", {...})``, ``("spec.sources[1].helm.valuesObject.", {...})``, ``("(spec.valuesFrom,
+    spec.values) ", {...})`` for values merged from both), with why not
     checked in place of the values where they are not all in the files (module docstring); ``None`` for any other
     document and a wrapper of another chart."""
     group = str(doc.get("apiVersion") or "").rpartition("/")[0]
