@@ -258,23 +258,24 @@ def render(values: dict, name: str = "llm-d-modelservice") -> tuple[list[tuple[s
     return out, cannot
 
 
-def llmd_scan(values: dict):
+def llmd_scan(values: dict, where: str = "llm-d-modelservice values", prefix: str = ""):
     """``(engines, unreadable)`` of an llm-d-modelservice values file, as :func:`~pdd_operator.compat.manifests.scan`
     returns them: the engines of the Deployments :func:`render` builds, each named by its values key
-    (``decode.containers[0]``) and all of one object, and a "not checked" record for each part not rendered."""
+    (``decode.containers[0]``) and all of one object, and a "not checked" record for each part not rendered.
+    ``where`` names the object and ``prefix`` the key holding the values in it, for values a GitOps wrapper carries
+    (``HelmRelease/pd``, ``spec.values.``: :mod:`~pdd_operator.compat.llmd_wrappers`)."""
     from pdd_operator.compat.manifests import _PD_MARKER, Unreadable, scan
 
-    where = "llm-d-modelservice values"
     if not _PD_MARKER.search(repr(values)):
         return [], []  # no KV connector or role anywhere: an aggregated model service, nothing to check
     rendered, cannot = render(values)
-    engines, unreadable = [], [Unreadable(f"{where} {key}", f"not checked, because {why}") for key, why in cannot]
+    engines, unreadable = [], [Unreadable(f"{where} {prefix}{key}", f"not checked, because {why}") for key, why in cannot]
     for role, doc, indexes in rendered:
         found, missed = scan(doc)
         names = [c["name"] for c in doc["spec"]["template"]["spec"]["containers"]]
         for e in found:
             at = next((i for n, i in zip(names, indexes, strict=True) if f"({n})" in e.where), indexes[0])
-            key = f"{role}.containers[{at}]"
+            key = f"{prefix}{role}.containers[{at}]"
             # one object (the values file) for both roles; its labels (modelArtifacts.labels) are shared by any
             # release of the chart, so they pair nothing across files
             engines.append(replace(e, where=f"{where} {key}", container=key, doc_id=id(values), stem="", group=(),
@@ -283,12 +284,14 @@ def llmd_scan(values: dict):
         kv = [i for c, i in zip(doc["spec"]["template"]["spec"]["containers"], indexes, strict=True)
               if re.search(r"kv[-_]transfer[-_]config", repr(c))]
         if not found and not missed and kv:
-            unreadable.append(Unreadable(f"{where} {role}.containers[{kv[0]}]", (
+            unreadable.append(Unreadable(f"{where} {prefix}{role}.containers[{kv[0]}]", (
                 "not checked, because its engine command could not be found in what the chart renders "
                 "(modelCommand imageDefault runs the image's own entrypoint, which is not known for this image)")))
     return engines, unreadable
 
 
+#: A container's values key (:func:`llmd_scan`): the wrapper's prefix, if any, and the role.
+_CONTAINER_KEY = re.compile(r"^(.*?)(prefill|decode)\.containers\[\d+\]$")
 #: PDDeployment fields whose value the chart writes from the values' ``<role>.parallelism`` (module docstring).
 _PARALLELISM_FIELDS = {"tensorParallelSize": "tensor"}
 
@@ -297,15 +300,15 @@ def values_fields(rule_fields, fields: list[str], containers) -> list[str]:
     """``fields`` (a finding's places, :func:`~pdd_operator.compat.rules.base.manifest_fields`) with each
     ``spec.<role>.tensorParallelSize`` of ``rule_fields`` named as ``<role>.parallelism.tensor``, the values key the
     chart renders ``--tensor-parallel-size`` from; ``containers`` as :attr:`~pdd_operator.compat.pair.PDPair.
-    containers` (``decode.containers[0]``, ...)."""
+    containers` (``decode.containers[0]``, ``spec.values.decode.containers[0]`` in a wrapper, ...)."""
+    keys = [m.groups() for c, _ in containers if (m := _CONTAINER_KEY.match(c))]  # (prefix, role)
     extra = []
     for field in rule_fields:
         parts = field.split(".")
         if len(parts) == 3 and parts[0] == "spec" and parts[2] in _PARALLELISM_FIELDS:
-            roles = [parts[1]] if parts[1] in _ROLES else []
-            extra += [f"{r}.parallelism.{_PARALLELISM_FIELDS[parts[2]]}" for r in roles]
+            extra += [f"{p}{r}.parallelism.{_PARALLELISM_FIELDS[parts[2]]}" for p, r in keys if r == parts[1]]
         elif len(parts) == 2 and parts[1] in _PARALLELISM_FIELDS:
-            extra += [f"{c.split('.', 1)[0]}.parallelism.{_PARALLELISM_FIELDS[parts[1]]}" for c, _ in containers]
+            extra += [f"{p}{r}.parallelism.{_PARALLELISM_FIELDS[parts[1]]}" for p, r in keys]
     return [*dict.fromkeys(extra + list(fields))]
 
 

@@ -824,6 +824,16 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
 
     if is_llmd_values(doc):  # llm-d-modelservice values: the engines its chart renders
         return llmd_scan(doc)
+    from pdd_operator.compat.llmd_wrappers import wrapped_llmd_values
+
+    wrapped = wrapped_llmd_values(doc)  # the same values inside a Flux HelmRelease or an Argo CD Application
+    if wrapped is not None:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        where = f"{doc.get('kind')}/{meta.get('name', '?')}"
+        scans = [llmd_scan(v, where, prefix) if isinstance(v, dict) else (
+            [], [Unreadable(f"{where} {prefix.rstrip('.')}", f"not checked, because {v}")] if _PD_MARKER.search(
+                repr(doc)) else []) for prefix, v in wrapped]
+        return [e for s in scans for e in s[0]], [u for s in scans for u in s[1]]
     resolve_role_templates(doc)
     resolve_component_devices(doc)
     resolve_modelplane_plumbing(doc)

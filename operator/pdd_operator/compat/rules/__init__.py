@@ -34,6 +34,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     mamba_align,
     mem_pool,
     memory,
+    mooncake,
     multi_connector,
     must_match,
     network,
