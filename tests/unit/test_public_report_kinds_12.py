@@ -123,4 +123,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 36: a connector name the release does not register; a sidecar on the engine's port
                     "kv-connector-unregistered", "pod-port-conflict",
                     # set 41: P2pNcclConnector's ZMQ binds of kv_port + rank on one host
-                    "p2p-nccl-kv-port-conflict"}
+                    "p2p-nccl-kv-port-conflict",
+                    # round 28: MooncakeConnector's TP ratio and KV region length (its pairs run no NIXL rule)
+                    "mooncake-tp-indivisible", "mooncake-kv-region-length"}
