@@ -3,13 +3,19 @@
 2. A vLLM connector name in another case (``NIXLConnector``) on an engine whose vLLM release is unknown was read as
    a connector without NIXL (``kv-connector-mixed``: "no KV moves") while vLLM's factory looks names up exactly in
    every release: ``kv-connector-unregistered`` is judged on any release (``Rule.any_release``).
+3. Fixes on llm-d values inside a Flux HelmRelease or an Argo CD Application named the values keys without the
+   wrapper's prefix (``in prefill.containers[]``) while the findings' fields carry it (``spec.values.``):
+   :func:`pdd_operator.compat.llmd_values.in_values_terms` now takes the prefix of each role's container key.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from pdd_operator.compat.llmd_values import in_values_terms
+from tests.unit.test_llmd_values import _values
 from tests.unit.test_turn2_variants import KV, POD_IP, check, pd, rules
+from tests.unit.test_wrapped_values_28 import LLM_D, _argo, _argo_source, _check, _errors, _flux
 
 # --- 2. a miscased connector name on an unknown release --------------------------------------------------------------
 
@@ -58,3 +64,42 @@ def test_vllms_spelling_on_an_unknown_release_is_not_refused(tmp_path, capsys):
               env=[POD_IP])
     code, out = check(tmp_path, capsys, *docs)
     assert "kv-connector-unregistered" not in rules(out), out
+
+
+# --- 3. fixes on wrapped llm-d values name the wrapper's keys ---------------------------------------------------------
+
+_FP8 = ("--kv-cache-dtype", "fp8")
+
+
+@pytest.mark.parametrize(("wrap", "prefix"), [
+    (lambda v: _flux(v), "spec.values."),
+    (lambda v: _argo(_argo_source(v)), "spec.source.helm.valuesObject."),
+    (lambda v: _argo(_argo_source(v, as_text=True)), "spec.source.helm.values."),
+    (lambda v: _argo(sources=[{"repoURL": "https://github.com/acme/gitops", "targetRevision": "main", "ref": "values"},
+                              _argo_source(v)]), "spec.sources[1].helm.valuesObject."),
+])
+def test_a_wrapped_release_s_fix_names_the_wrapper_s_keys(tmp_path, capsys, wrap, prefix):
+    code, out = _check(tmp_path, capsys, wrap(_values(LLM_D, prefill_args=_FP8)))
+    assert code == 1, out
+    finding = _errors(out)["kv-cache-dtype-mismatch"]
+    fields_prefix = {f.split("prefill.")[0] for f in finding["fields"] if "prefill." in f}
+    assert fields_prefix == {prefix}, finding
+    assert f"{prefix}prefill.containers[] and {prefix}decode.containers[]" in finding["fix"], finding
+
+
+def test_a_values_file_s_fix_keeps_the_bare_keys(tmp_path, capsys):
+    """Control: a values file (no wrapper) names prefill.containers[] with no prefix."""
+    from tests.unit.test_llmd_values import _check as check_values
+    code, out = check_values(tmp_path, capsys, _values(LLM_D, prefill_args=_FP8))
+    fix = {f["rule"]: f for r in out["results"] for f in r["findings"]}["kv-cache-dtype-mismatch"]["fix"]
+    assert " prefill.containers[] and decode.containers[]" in fix and "spec." not in fix, fix
+
+
+def test_in_values_terms_prefixes_each_role():
+    containers = [("spec.values.prefill.containers[0]", None), ("spec.values.decode.containers[0]", None)]
+    assert in_values_terms("Set X in each container's env.", containers) == (
+        "Set X in spec.values.prefill.containers[].env and spec.values.decode.containers[].env.")
+    assert in_values_terms("Set X on the decode container.", containers) == "Set X in spec.values.decode.containers[]."
+    assert in_values_terms("Set X on the decode container.") == "Set X in decode.containers[]."
+    assert in_values_terms("Set X in each container's env.", [("decode.containers[0]", None)]) == (
+        "Set X in each role's containers[].env.")
