@@ -1,5 +1,12 @@
 """What the helpers of session 28 noticed (third round), fixed as kinds, with negative controls.
 
+1. The engines of a shell or Slurm script that names no image and no GPU resource had no platform
+   (:func:`pdd_operator.vllm.block_size.gpu_platform`), so CUDA-only rules stayed silent. A script that runs
+   ``nvidia-smi`` (NVML, which vLLM's ``cuda_platform_plugin`` reads) or installs vLLM from PyPI, and shows nothing
+   of ROCm, is a likely CUDA host (:func:`~pdd_operator.vllm.block_size.script_platform_hint`): what holds on CUDA
+   (``block-size-kernel-split``) is then a warning, never an error. ``CUDA_VISIBLE_DEVICES`` alone is no sign (ROCm
+   honours it), nor is ``which nvidia-smi || which rocm-smi`` (set 41's run-accuracy-test-nixl-bs128-debug).
+
 2. A vLLM connector name in another case (``NIXLConnector``) on an engine whose vLLM release is unknown was read as
    a connector without NIXL (``kv-connector-mixed``: "no KV moves") while vLLM's factory looks names up exactly in
    every release: ``kv-connector-unregistered`` is judged on any release (``Rule.any_release``).
@@ -10,12 +17,77 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from pdd_operator.cli import main
 from pdd_operator.compat.llmd_values import in_values_terms
+from pdd_operator.vllm.block_size import script_platform_hint
 from tests.unit.test_llmd_values import _values
 from tests.unit.test_turn2_variants import KV, POD_IP, check, pd, rules
 from tests.unit.test_wrapped_values_28 import LLM_D, _argo, _argo_source, _check, _errors, _flux
+
+# --- 1. a script's likely CUDA host ---------------------------------------------------------------------------------
+
+_STEP = ("VLLM_NIXL_SIDE_CHANNEL_PORT={sc} CUDA_VISIBLE_DEVICES={gpu} vllm serve $MODEL --port {port} --block-size 128"
+         "{extra} --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{role}\"}}' &\n")
+
+
+def _script(head: str, gpus=("$GPU_A", "$GPU_B"), extra: str = "") -> str:
+    return ("#!/bin/bash\n" + head + "\nMODEL=Qwen/Qwen3-8B\n"
+            + _STEP.format(sc=5559, gpu=gpus[0], port=8100, extra=extra, role="kv_producer")
+            + _STEP.format(sc=5659, gpu=gpus[1], port=8200, extra=extra, role="kv_consumer") + "wait\n")
+
+
+def _script_findings(tmp_path, capsys, text: str, version: str | None = "0.11.1") -> tuple[int, dict[str, str]]:
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json", *(["--vllm-version", version] if version else [])])
+    out = json.loads(capsys.readouterr().out)
+    return code, {f["rule"]: f["severity"] for r in out["results"] for f in r["findings"]}
+
+
+@pytest.mark.parametrize("head", [
+    "nvidia-smi", "nvidia-smi -L > gpus.txt", "NUM_GPUS=$(nvidia-smi --list-gpus | wc -l)", "pip install -U vllm",
+    "uv pip install vllm --torch-backend=auto"])
+@pytest.mark.parametrize("extra", ["", " --attention-backend FLASH_ATTN"])
+def test_a_script_on_a_likely_cuda_host_warns_of_the_kernel_split(tmp_path, capsys, head, extra):
+    code, found = _script_findings(tmp_path, capsys, _script(head, extra=extra))
+    assert code == 0 and found.get("block-size-kernel-split") == "warning", found
+
+
+@pytest.mark.parametrize("head", [
+    "", "SMI_BIN=$(which nvidia-smi || which rocm-smi)", "nvidia-smi; export HIP_VISIBLE_DEVICES=0,1",
+    "nvidia-smi || amd-smi list", "pip install vllm --extra-index-url https://wheels.vllm.ai/rocm/",
+    "export CUDA_VISIBLE_DEVICES=0,1"])
+def test_a_script_without_a_cuda_only_sign_stays_silent(tmp_path, capsys, head):
+    """Controls: no sign, a sign of ROCm beside nvidia-smi, CUDA_VISIBLE_DEVICES alone (ROCm honours it)."""
+    _, found = _script_findings(tmp_path, capsys, _script(head))
+    assert "block-size-kernel-split" not in found, found
+
+
+def test_a_likely_cuda_script_on_a_fixed_release_passes(tmp_path, capsys):
+    """Control: 0.12.0 fixed the topology (vllm#28925)."""
+    code, found = _script_findings(tmp_path, capsys, _script("nvidia-smi"), "0.12.0")
+    assert code == 0 and "block-size-kernel-split" not in found, found
+
+
+def test_a_script_whose_gpus_say_cuda_is_still_an_error(tmp_path, capsys):
+    """Control: a pinned PyPI install reads as vLLM's CUDA image, certain, so the named backend's split is an error."""
+    text = _script("pip install vllm==0.11.1", extra=" --attention-backend FLASH_ATTN")
+    code, found = _script_findings(tmp_path, capsys, text, None)
+    assert code == 1 and found.get("block-size-kernel-split") == "error", found
+
+
+@pytest.mark.parametrize(("text", "likely"), [
+    ("nvidia-smi", True), ("pip3 install vllm==0.11.0", True), ("pip install vllm-ascend", False),
+    ("echo see nvidia-smi-docs", False), ("nvidia-smi && ls /opt/rocm", False),
+    ("VLLM_TARGET_DEVICE=cpu pip install vllm", False),
+    ("pip install vllm-0.11.0+cpu-cp312-linux_x86_64.whl", False), ("CUDA_VISIBLE_DEVICES=0 vllm serve m", False)])
+def test_script_platform_hint(text, likely):
+    assert bool(script_platform_hint(text)) is likely
+
 
 # --- 2. a miscased connector name on an unknown release --------------------------------------------------------------
 

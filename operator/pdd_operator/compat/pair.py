@@ -264,6 +264,9 @@ class RoleConfig:
     kv_events_from: str = ""
     connector_note: str = ""
     setup: str = ""
+    #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
+    #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
+    platform_hint: str = ""
 
     @property
     def connector(self) -> str | None:
