@@ -13,6 +13,9 @@
 3. Fixes on llm-d values inside a Flux HelmRelease or an Argo CD Application named the values keys without the
    wrapper's prefix (``in prefill.containers[]``) while the findings' fields carry it (``spec.values.``):
    :func:`pdd_operator.compat.llmd_values.in_values_terms` now takes the prefix of each role's container key.
+4. Pair rules compared a prefill with a decode only: two prefill (or two decode) engines that one script or one pod
+   starts in one network namespace on the same port were never compared. ``same-role-port-conflict`` compares each
+   pair's engines with the other engines of their role there (:attr:`pdd_operator.compat.pair.PDPair.neighbours`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pdd_operator.cli import main
 from pdd_operator.compat.llmd_values import in_values_terms
 from pdd_operator.vllm.block_size import script_platform_hint
 from tests.unit.test_llmd_values import _values
-from tests.unit.test_turn2_variants import KV, POD_IP, check, pd, rules
+from tests.unit.test_turn2_variants import KV, POD_IP, check, container, pd, rules, workload
 from tests.unit.test_wrapped_values_28 import LLM_D, _argo, _argo_source, _check, _errors, _flux
 
 # --- 1. a script's likely CUDA host ---------------------------------------------------------------------------------
@@ -175,3 +178,61 @@ def test_in_values_terms_prefixes_each_role():
     assert in_values_terms("Set X on the decode container.") == "Set X in decode.containers[]."
     assert in_values_terms("Set X in each container's env.", [("decode.containers[0]", None)]) == (
         "Set X in each role's containers[].env.")
+
+
+# --- 4. engines of one role in one network namespace --------------------------------------------------------------
+
+_SAME = "same-role-port-conflict"
+_KVP = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+_KVC = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+
+
+def _line(gpu: int, port: str, kv: str, side: str | None = None, prefix: str = "") -> str:
+    env = f"VLLM_NIXL_SIDE_CHANNEL_PORT={side} " if side else ""
+    return f"{prefix}CUDA_VISIBLE_DEVICES={gpu} {env}vllm serve Qwen/Qwen3-8B --port {port} --kv-transfer-config '{kv}' &\n"
+
+
+def _engines(*lines: str) -> str:
+    return "#!/bin/bash\n" + "".join(lines) + "wait\n"
+
+
+@pytest.mark.parametrize("text", [
+    _engines(_line(0, "8100", _KVP, "5600"), _line(1, "8100", _KVP, "5610"), _line(2, "8200", _KVC, "5700")),
+    _engines(_line(0, "8100", _KVP, "5600"), _line(1, "8101", _KVP, "5600"), _line(2, "8200", _KVC, "5700")),
+    _engines(_line(0, "8100", _KVP), _line(1, "8101", _KVP), _line(2, "8200", _KVC, "5700")),  # both on 5600
+    _engines(_line(0, "8100", _KVP, "5600"), _line(1, "8200", _KVC, "5700"), _line(2, "8200", _KVC, "5710")),
+    "#!/bin/bash\nfor i in 0 1; do\n  " + _line(0, "8100", _KVP, "5600").replace("=0 ", "=$i ")
+    + "done\n" + _line(2, "8200", _KVC, "5700") + "wait\n",
+])
+def test_engines_of_one_role_on_one_host_on_one_port_are_refused(tmp_path, capsys, text):
+    code, found = _script_findings(tmp_path, capsys, text, "0.20.0")
+    assert code == 1 and found.get(_SAME) == "error", found
+
+
+@pytest.mark.parametrize("text", [
+    _engines(_line(0, "8100", _KVP, "5600"), _line(1, "8101", _KVP, "5610"), _line(2, "8200", _KVC, "5700")),
+    _engines(_line(0, "8100", _KVP, "5600"), _line(1, "$P", _KVP, "5610"), _line(2, "8200", _KVC, "5700")),
+    _engines(_line(0, "8100", _KVP, "5600"), _line(1, "8100", _KVP, "5600", "srun --nodelist=n2 -N1 "),
+             _line(2, "8200", _KVC, "5700")),
+])
+def test_engines_of_one_role_apart_or_on_their_own_ports_pass(tmp_path, capsys, text):
+    """Controls: distinct ports; a port not in the script; the same ports on another node (srun --nodelist)."""
+    _, found = _script_findings(tmp_path, capsys, text, "0.20.0")
+    assert _SAME not in found, found
+
+
+def _pod(name: str, role: str, *containers: dict) -> dict:
+    doc = workload(name, role, containers[0])
+    doc["spec"]["template"]["spec"]["containers"] = [dict(c, name=f"vllm-{i}") for i, c in enumerate(containers)]
+    return doc
+
+
+@pytest.mark.parametrize(("p2_port", "wrong"), [("8100", True), ("8101", False)])
+def test_two_prefill_containers_of_one_pod(tmp_path, capsys, p2_port, wrong):
+    side = [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5610"}]
+    p1 = container(["Qwen/Qwen3-8B", "--port", "8100", "--kv-transfer-config", _KVP])
+    p2 = container(["Qwen/Qwen3-8B", "--port", p2_port, "--kv-transfer-config", _KVP], env=side)
+    d = container(["Qwen/Qwen3-8B", "--port", "8200", "--kv-transfer-config", _KVC])
+    code, out = check(tmp_path, capsys, _pod("m-prefill", "prefill", p1, p2), _pod("m-decode", "decode", d))
+    assert (_SAME in rules(out, "error")) is wrong, out
+    assert code == (1 if wrong else 0), out
