@@ -214,9 +214,13 @@ def test_engines_of_one_role_on_one_host_on_one_port_are_refused(tmp_path, capsy
     _engines(_line(0, "8100", _KVP, "5600"), _line(1, "$P", _KVP, "5610"), _line(2, "8200", _KVC, "5700")),
     _engines(_line(0, "8100", _KVP, "5600"), _line(1, "8100", _KVP, "5600", "srun --nodelist=n2 -N1 "),
              _line(2, "8200", _KVC, "5700")),
+    # two external-LB ranks of one DP group: vLLM binds base + rank (set 25's Kimi-K2.5 prefill, nixl/base_scheduler.py)
+    _engines(*(_line(i, f"810{i}", _KVP, "5600").replace(" --port", f" --data-parallel-size 2 --data-parallel-rank {i}"
+                                                          " --port") for i in (0, 1)), _line(2, "8200", _KVC, "5700")),
 ])
 def test_engines_of_one_role_apart_or_on_their_own_ports_pass(tmp_path, capsys, text):
-    """Controls: distinct ports; a port not in the script; the same ports on another node (srun --nodelist)."""
+    """Controls: distinct ports; a port not in the script; the same ports on another node (srun --nodelist); data-parallel
+    ranks sharing VLLM_NIXL_SIDE_CHANNEL_PORT (each binds base + its rank)."""
     _, found = _script_findings(tmp_path, capsys, text, "0.20.0")
     assert _SAME not in found, found
 

@@ -375,8 +375,12 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
 
 def _bound(r: RoleConfig) -> set[int]:
     """The ports ``r``'s engine listens on, as far as the files say: its HTTP and KV-events ports
-    (``RoleConfig.other_ports``) and, for a NIXL engine, its side-channel ports (:func:`_ports`)."""
-    return set(r.other_ports) | (_ports(r) if r.nixl else set())
+    (``RoleConfig.other_ports``) and, for a NIXL engine that runs all its data-parallel ranks itself, its
+    side-channel ports (:func:`_ports`). A rank of a larger data-parallel group (``--data-parallel-rank``, a start
+    rank: ``RoleConfig.spans_nodes``) listens on base + its rank (nixl/base_scheduler.py 0.32.0 ``side_channel_port
+    + data_parallel_index``; config/parallel.py: the index is ``--data-parallel-rank``), which is not read here, so
+    its side channel is not compared (set 25's four prefill ranks of one pod share VLLM_NIXL_SIDE_CHANNEL_PORT)."""
+    return set(r.other_ports) | (_ports(r) if r.nixl and not r.spans_nodes else set())
 
 
 @rule(
