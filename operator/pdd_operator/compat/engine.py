@@ -85,7 +85,7 @@ def _in_terms(pair: PDPair, fix: str) -> str:
         return fix
     fix = in_manifest_terms(fix)
     if all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
-        return in_values_terms(fix)  # llm-d-modelservice values: their keys, not the rendered containers
+        return in_values_terms(fix, pair.containers)  # llm-d-modelservice values: their keys, not the rendered containers
     return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 

@@ -326,10 +326,18 @@ VALUES_TERMS: tuple[tuple[str, str], ...] = (
 )
 
 
-def in_values_terms(text: str) -> str:
+def in_values_terms(text: str, containers=()) -> str:
     """``text`` (a fix in a hand-written manifest's terms) in the terms of llm-d-modelservice values
-    (:data:`VALUES_TERMS`)."""
+    (:data:`VALUES_TERMS`), each role's keys under the prefix its container's key has in ``containers``
+    (:attr:`~pdd_operator.compat.pair.PDPair.containers`: ``spec.values.`` for ``spec.values.decode.containers[0]``
+    in a Flux HelmRelease, ``spec.source.helm.valuesObject.`` in an Argo CD Application; none in a values file)."""
+    prefixes = {role: prefix for c, _ in containers if (m := _CONTAINER_KEY.match(c)) for prefix, role in [m.groups()]}
     for manifest, values in VALUES_TERMS:
+        if any(prefixes.values()):
+            values = values.replace("each role's containers[].env",
+                                    "prefill.containers[].env and decode.containers[].env")
+            for role, prefix in prefixes.items():
+                values = values.replace(f"{role}.containers[]", f"{prefix}{role}.containers[]")
         text = text.replace(manifest, values)
     return text
 

@@ -1031,7 +1031,17 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     for d in decodes:
         if id(d) not in used:
             unpaired.append(Unpaired(d, alone(d, "prefill")))
-    return pairs, unpaired
+    return [(_with_neighbours(pair, p, d, engines), p, d) for pair, p, d in pairs], unpaired
+
+
+def _with_neighbours(pair: PDPair, p: Engine, d: Engine, engines: list[Engine]) -> PDPair:
+    """``pair`` with :attr:`PDPair.neighbours`: the other engines of ``p``'s role in ``p``'s pod (or script host) and
+    of ``d``'s role in ``d``'s, which share a network namespace with them but are never paired with them."""
+    if pair.either_way:
+        return pair
+    near = tuple((e.role, e.where, e.config) for e in engines if e is not p and e is not d
+                 and (e.role == "prefill" and e.pod_id == p.pod_id or e.role == "decode" and e.pod_id == d.pod_id))
+    return replace(pair, neighbours=near) if near else pair
 
 
 def with_model_config(pair: PDPair, model_config: dict) -> PDPair:

@@ -264,6 +264,9 @@ class RoleConfig:
     kv_events_from: str = ""
     connector_note: str = ""
     setup: str = ""
+    #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
+    #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
+    platform_hint: str = ""
 
     @property
     def connector(self) -> str | None:
@@ -360,6 +363,10 @@ class PDPair:
     preflight: str | None = None
     containers: tuple[tuple[str, str], ...] = ()
     either_way: bool = False
+    #: ``(role, where, config)`` of the other prefill engines in the prefill's network namespace (one pod, one
+    #: script's host) and the other decode engines in the decode's, which no pair compares with these two
+    #: (:func:`pdd_operator.compat.manifests.pair_engines`; the ``same-role-port-conflict`` rule)
+    neighbours: tuple[tuple[str, str, RoleConfig], ...] = ()
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:

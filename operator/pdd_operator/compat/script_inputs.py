@@ -52,6 +52,7 @@ from dataclasses import replace
 from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, repeats_unread, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
+from pdd_operator.vllm.block_size import script_platform_hint
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import Launch, _http_port, launches
 
@@ -182,6 +183,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     engines: list[Engine] = []
     unreadable: list[Unreadable] = []
     where = f"{path} ({fmt})"
+    hint = script_platform_hint(text)
     for n, ((node, image, _), group) in enumerate(by_node.items()):
         own = {p: r for p, r in roles.items() if any(_http_port(x.argv) == p for x in group)}
         spec: dict = {"hostNetwork": True, "containers": [{
@@ -201,7 +203,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         on = "the host it runs on" if node == "batch-host" else node
         host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
         engines += [replace(e, where=_where(e.where, where, group), container=host,
-                            config=replace(e.config, workload_kind=SCRIPT_KIND)) for e in got]
+                            config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint)) for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
     counted = {x.line: x for x in found if x.repeats}  # the synthetic script holds one pass: its count is said here
     unreadable += [repeats_unread(f"{where} line {line}", x) for line, x in counted.items()]

@@ -41,6 +41,7 @@ engines get and what else it depends on (what a warning says).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -116,6 +117,33 @@ def gpu_platform(image: str, resources: Mapping[str, str]) -> str | None:
         platform = next(iter(asked))
         return platform if by_image in (None, platform) else None
     return None if asked else by_image
+
+
+#: What in a shell or Slurm script shows a host with NVIDIA GPUs: ``nvidia-smi`` reads NVML, the library vLLM's
+#: ``cuda_platform_plugin`` counts devices with (vllm/platforms/__init__.py: ``pynvml.nvmlDeviceGetCount() > 0`` selects
+#: CUDA; 0.11.0, 0.20.0, 0.32.0 sdists), and ``pip install vllm`` installs PyPI's wheels, which are CUDA builds.
+#: ``CUDA_VISIBLE_DEVICES`` is no such sign: ROCm honours it too (platforms/rocm.py compares it with
+#: ``HIP_VISIBLE_DEVICES``).
+_CUDA_HOST = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])|\bpip3?\s+install\b[^\n]*?(?<![\w-])vllm(?![\w-])")
+#: What shows another platform: ROCm (``rocm_platform_plugin`` counts amdsmi's processor handles: AMD's tools, ROCm's
+#: own device variables, a ROCm path, index or image) or a build for another target (``VLLM_TARGET_DEVICE``, a
+#: ``+cpu`` wheel). Any of them leaves the platform unknown.
+_OTHER_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|VLLM_TARGET_DEVICE|\+cpu",
+                         re.IGNORECASE)
+
+
+def script_platform_hint(text: str) -> str:
+    """Why the engines of the shell or Slurm script ``text`` likely run vLLM's CUDA platform (:data:`_CUDA_HOST`,
+    as a clause: ``"the script runs nvidia-smi"``), or ``""`` when nothing says so or something shows ROCm
+    (:data:`_OTHER_HOST`: a script that looks for ``nvidia-smi || rocm-smi`` runs on either). A likely platform is
+    never a certain one: what rests on it is a warning (:func:`gpu_platform` stays ``None``)."""
+    if _OTHER_HOST.search(text):
+        return ""
+    found = _CUDA_HOST.search(text)
+    if not found:
+        return ""
+    return ("the script runs nvidia-smi (NVML, which vLLM's CUDA platform detection reads)" if "nvidia-smi" in
+            found.group(0) else "the script installs vLLM from PyPI (CUDA wheels)")
 
 
 def vllm_platform(image: str, resources: Mapping[str, str]) -> str | None:

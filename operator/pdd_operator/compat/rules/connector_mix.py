@@ -30,14 +30,14 @@ def check_connector_mixed(pair: PDPair) -> list[Violation]:
     if not nixl:
         return []
     # imported here as connector_registry imports p2p_nccl lazily for the same reason: the rules' order
-    from pdd_operator.compat.rules.connector_registry import READ_FROM, miscased
+    from pdd_operator.compat.rules.connector_registry import miscased
 
     out = []
     for r in pair.roles:
         if r.connector is None or r.nixl:
             continue
-        if miscased(r.connector) and r.version is not None and r.version >= READ_FROM:
-            # a vLLM name in another case does not start at all: kv-connector-unregistered says so where it judges
+        if miscased(r.connector):
+            # a vLLM name in another case does not start on any release: kv-connector-unregistered says so
             continue
         other = next(o for o in nixl if o is not r)
         why = f" ({r.connector_note})" if r.connector_note else ""

@@ -11,7 +11,9 @@ read). The registry renames vLLM's example storage connector in 0.13.0: the 0.10
 
 The lookup is an exact dict key (``connector_name in cls._registry``; 0.20.0 factory.py lines 103-134), so a
 connector name spelled in another case than vLLM's (``NIXLConnector``, the NIXL library's own capitalisation, for
-``NixlConnector``) is refused the same way on every release and every image built on vLLM's factory.
+``NixlConnector``) is refused the same way on every release and every image built on vLLM's factory: the rule is
+judged on any release (``Rule.any_release``; the V0 factory of 0.8.x and the early V1 registry compare names with
+``==``/``in`` too), the renamed storage connector only within the releases read.
 """
 
 from __future__ import annotations
@@ -62,11 +64,11 @@ def _registered(name: str, version: Version) -> bool:
             "ValueError('Unsupported connector type: ...') for a name not in the registry without "
             "kv_connector_module_path; SharedStorageConnector registered in the 0.10.0 wheel and the 0.10.1.1-0.12.0 "
             "sdists, ExampleConnector (its new name) in the 0.13.0, 0.14.0, 0.21.0, 0.24.0, 0.27.0 and 0.32.0 sdists, "
-            "each without the other. Judged on upstream vLLM images from 0.10.0 only"),
+            "each without the other: judged on upstream vLLM images from 0.10.0 only. A vLLM name in another case "
+            "(NIXLConnector) is refused on every release (the lookup is exact in each)"),
     example='--kv-transfer-config {"kv_connector":"ExampleConnector","kv_role":"kv_producer"} on '
     "vllm/vllm-openai:v0.12.0",
-    since=READ_FROM,
-    without_connector=True,
+    without_connector=True, any_release=True,
 )
 def check_connector_registered(pair: PDPair) -> list[Violation]:
     """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path)."""

@@ -28,12 +28,28 @@ from pdd_operator.vllm.versions import fmt
     needs=("--block-size", "--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_kernel_block_split(pair: PDPair) -> list[Violation]:
-    """On vLLM 0.11.1-0.11.2 the decode's NIXL block size is one its attention backend runs as is (no kernel split)."""
+    """On vLLM 0.11.1-0.11.2 the decode's NIXL block size is one its attention backend runs as is (no kernel split).
+
+    Judged on CUDA (:func:`~pdd_operator.vllm.block_size.gpu_platform`); on a script's engine that names neither
+    image nor GPU resource but shows an NVIDIA host (``RoleConfig.platform_hint``) the same judgement is a warning.
+    """
     d = pair.decode
     if not d.nixl or d.block_size is None or pair.model.architecture not in PLAIN_ATTENTION:
         return []
-    if gpu_platform(d.image, d.resources) != "cuda":
+    platform = gpu_platform(d.image, d.resources)
+    if platform is None and d.platform_hint:
+        # a script's likely CUDA host: what holds on CUDA is said as a warning, never an error from a guess
+        return [(f"{message} The GPUs are taken as NVIDIA's ({d.platform_hint}); the script names no image or "
+                 "GPU resource that says so.", fix, "warning")
+                for message, fix, *_ in _kernel_split(pair)]
+    if platform != "cuda":
         return []
+    return _kernel_split(pair)
+
+
+def _kernel_split(pair: PDPair) -> list[Violation]:
+    """:func:`check_kernel_block_split` on CUDA."""
+    d = pair.decode
     named = d.attention_backend or d.env.get("VLLM_ATTENTION_BACKEND")
     backends = (named,) if named else CUDA_DEFAULTS
     kernels = {b: kernel_block_size(d.block_size, b) for b in backends}

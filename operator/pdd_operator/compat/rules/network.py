@@ -373,6 +373,49 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     )]
 
 
+def _bound(r: RoleConfig) -> set[int]:
+    """The ports ``r``'s engine listens on, as far as the files say: its HTTP and KV-events ports
+    (``RoleConfig.other_ports``) and, for a NIXL engine that runs all its data-parallel ranks itself, its
+    side-channel ports (:func:`_ports`). A rank of a larger data-parallel group (``--data-parallel-rank``, a start
+    rank: ``RoleConfig.spans_nodes``) listens on base + its rank (nixl/base_scheduler.py 0.32.0 ``side_channel_port
+    + data_parallel_index``; config/parallel.py: the index is ``--data-parallel-rank``), which is not read here, so
+    its side channel is not compared (set 25's four prefill ranks of one pod share VLLM_NIXL_SIDE_CHANNEL_PORT)."""
+    return set(r.other_ports) | (_ports(r) if r.nixl and not r.spans_nodes else set())
+
+
+@rule(
+    id="same-role-port-conflict", family="side-channel-port-conflict", severity="error",
+    fields=("spec.port", "spec.kvTransfer.sideChannelPort"),
+    source=("vllm serve binds --port (vllm/entrypoints/openai/api_server.py, default 8000), the KV events publisher "
+            "its endpoint and each NIXL worker its side-channel port (VLLM_NIXL_SIDE_CHANNEL_PORT + DP index from "
+            "0.11.1, 5600 by default; base + DP x TP before, 5557); two processes of one network namespace cannot "
+            "bind one port (EADDRINUSE)"),
+    example="two prefill engines of one script on one host, both --port 8100",
+    needs=("--kv-events-config",),
+)
+def check_same_role_ports(pair: PDPair) -> list[Violation]:
+    """Engines of one role that share a network namespace (a script's engines on one host, containers of one pod)
+    do not listen on the same port: the pair's prefill against the other prefill engines there, its decode against
+    the other decode engines (:attr:`PDPair.neighbours`; prefill against decode is ``listener-port-conflict`` and
+    ``side-channel-port-conflict``). Ports not in the files (a ``--port $P`` the script does not set, a side-channel
+    port from elsewhere) are not compared."""
+    out: list[Violation] = []
+    for role, where, other in pair.neighbours:
+        own = pair.prefill if role == "prefill" else pair.decode
+        clash = sorted(_bound(own) & _bound(other))
+        if not clash:
+            continue
+        shared = "engines of one container" if pair.one_container else "containers of one pod"
+        out.append((
+            f"{role}: this {role} engine and the {role} engine {where} are {shared} (one network namespace) and both "
+            f"listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port defaults to 8000, the NIXL side channel "
+            "to 5600): the engine that starts second fails with 'Address already in use'.",
+            fix_for(pair, "Give each engine its own port.",
+                    f"Give each {role} engine its own --port and VLLM_NIXL_SIDE_CHANNEL_PORT"
+                    + (" on its line of the script." if pair.one_container else " in its container."))))
+    return out
+
+
 @rule(
     id="side-channel-listener-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort", "spec.port"),
