@@ -16,7 +16,8 @@ connectors)``; 0.23.0, 0.24.0 and the 0.32.0 wheel: ``KVConnectorFactory.support
 ``MultiConnector.all_children_support_hma``). In those releases the in-tree LMCacheConnectorV1, ExampleConnector and
 FlexKVConnectorV1 classes do not subclass it (kv_connector/v1/*.py of the 0.22.0, 0.23.0, 0.24.0, 0.33.0 and 0.34.0
 sdists and the 0.32.0 wheel; 0.33.0 and 0.34.0 config/vllm.py and multi_connector.py decide as 0.32.0), so
-``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA off while a plain NixlConnector peer keeps it on. Children not listed are not claimed: out-of-tree connectors, newer releases, and
+``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA off while a plain NixlConnector peer keeps it on.
+Children not listed are not claimed: out-of-tree connectors, newer releases, and
 ``LMCacheMPConnector``, which vLLM resolves to LMCache's own class when the lmcache package is installed
 (lmcache_mp_connector.py ``_resolve_lmcache_mp_connector``, 0.24.0 and 0.32.0), so its HMA support is LMCache's.
 """
