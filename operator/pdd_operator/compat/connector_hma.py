@@ -14,9 +14,10 @@ vLLM's own ``MultiConnector`` does the same from 0.22.0: ``VllmConfig.__post_ini
 every child connector subclasses ``SupportsHMA`` (0.22.0 config/vllm.py: ``all(supports_hma(...) for sub in
 connectors)``; 0.23.0, 0.24.0 and the 0.32.0 wheel: ``KVConnectorFactory.supports_hma_config`` ->
 ``MultiConnector.all_children_support_hma``). In those releases the in-tree LMCacheConnectorV1, ExampleConnector and
-FlexKVConnectorV1 classes do not subclass it (kv_connector/v1/*.py of the 0.22.0, 0.23.0 and 0.24.0 sdists and the
-0.32.0 wheel), so ``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA off while a plain NixlConnector
-peer keeps it on. Children not listed are not claimed: out-of-tree connectors, newer releases, and
+FlexKVConnectorV1 classes do not subclass it (kv_connector/v1/*.py of the 0.22.0, 0.23.0, 0.24.0, 0.33.0 and 0.34.0
+sdists and the 0.32.0 wheel; 0.33.0 and 0.34.0 config/vllm.py and multi_connector.py decide as 0.32.0), so
+``MultiConnector[NixlConnector, LMCacheConnectorV1]`` runs with HMA off while a plain NixlConnector peer keeps it on.
+Children not listed are not claimed: out-of-tree connectors, newer releases, and
 ``LMCacheMPConnector``, which vLLM resolves to LMCache's own class when the lmcache package is installed
 (lmcache_mp_connector.py ``_resolve_lmcache_mp_connector``, 0.24.0 and 0.32.0), so its HMA support is LMCache's.
 """
@@ -26,17 +27,28 @@ from __future__ import annotations
 from pdd_operator.compat.pair import NIXL_CONNECTORS, RoleConfig
 from pdd_operator.vllm.versions import Version
 
-#: vLLM's in-tree connectors without ``SupportsHMA`` in every release read from 0.22.0 to 0.32.0 (see above).
+#: vLLM's in-tree connectors without ``SupportsHMA`` in every release read from 0.22.0 to 0.34.0 (see above).
 MULTI_CHILDREN_WITHOUT_HMA = ("LMCacheConnectorV1", "ExampleConnector", "FlexKVConnectorV1")
 #: The releases whose MultiConnector HMA decision was read: 0.22.0 (first with HMA kept on under a connector) to
-#: the 0.32 line (the newest read).
-MULTI_READ: tuple[Version, Version] = ((0, 22, 0), (0, 33, 0))
+#: the 0.34 line (the newest read: the 0.33.0 and 0.34.0 sdists).
+MULTI_READ: tuple[Version, Version] = ((0, 22, 0), (0, 35, 0))
+
+
+def multi_children_without_hma(r: RoleConfig) -> list[str]:
+    """The children of the role's vLLM ``MultiConnector`` that are not ``SupportsHMA`` in its release (names from
+    :data:`MULTI_CHILDREN_WITHOUT_HMA`, in the wrapper's order); empty for another connector, a release outside
+    :data:`MULTI_READ` or an unknown one. Pure."""
+    wrapper = r.wrapper or ""
+    if not wrapper.startswith("MultiConnector[") or r.version is None or not MULTI_READ[0] <= r.version < MULTI_READ[1]:
+        return []
+    children = [c.strip() for c in wrapper[len("MultiConnector["):-1].split(",")]
+    return [c for c in children if c in MULTI_CHILDREN_WITHOUT_HMA]
 
 
 def wrapper_hma_off(r: RoleConfig) -> str | None:
     """Why the role's connector turns HMA off by itself, or ``None``: a ``PdConnector`` with a child that is not a
     NIXL connector (``r.wrapper`` is the wrapper's description, ``PdConnector[DynamoConnector, NixlConnector]``), or
-    on 0.22.0-0.32.x a ``MultiConnector`` with a child of :data:`MULTI_CHILDREN_WITHOUT_HMA`."""
+    on 0.22.0-0.34.x a ``MultiConnector`` with a child of :data:`MULTI_CHILDREN_WITHOUT_HMA`."""
     wrapper = r.wrapper or ""
     if wrapper.startswith("MultiConnector[") and r.version is not None and MULTI_READ[0] <= r.version < MULTI_READ[1]:
         children = [c.strip() for c in wrapper[len("MultiConnector["):-1].split(",")]

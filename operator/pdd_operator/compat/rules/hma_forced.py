@@ -28,7 +28,11 @@ vLLM's MultiConnector is refused as long as MultiConnector is not ``SupportsHMA`
 KVConnectorBase_V1)`` in the 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.19.1 and 0.20.0 sdists (an error),
 ``(KVConnectorBase_V1, SupportsHMA)`` in 0.21.0 (0.20.1 and 0.20.2 not read: a warning). From 0.21.0 its ``__init__``
 asserts that every child supports HMA ("HMA should not be enabled unless all sub-connectors support it"), which
-depends on the children's classes per release and is not judged here.
+depends on the children's classes per release; from 0.22.0 the factory asks ``KVConnectorFactory.supports_hma_config``,
+which for MultiConnector is ``MultiConnector.all_children_support_hma``, so an explicit HMA with a child that is not
+``SupportsHMA`` (:func:`~pdd_operator.compat.connector_hma.multi_children_without_hma`: LMCacheConnectorV1,
+ExampleConnector, FlexKVConnectorV1 in the releases read, 0.22.0-0.34.0) raises the same ValueError whatever the model
+(0.34.0 factory.py lines 54-60; vllm#41847). 0.21.x children are not judged.
 
 The rule declares ``since=0.13.0`` (every trigger is bounded there; chunked local attention holds on every later
 release), so ``pdd rules`` lists its scope as the code has it. It judges an engine whose release is known as written
@@ -41,6 +45,7 @@ recipes for newer releases (Dynamo's GLM-5.3-Flash graph passes both; public_rep
 
 from __future__ import annotations
 
+from pdd_operator.compat.connector_hma import multi_children_without_hma
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.versions import Version, fmt, rules_version
@@ -105,7 +110,8 @@ def _release_known(role: RoleConfig) -> bool:
 def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
     """Why vLLM's connector factory refuses ``role``'s connector under an explicit HMA, or ``None``: a plain
     NixlConnector on 0.13.0-0.17.x, or NIXL inside vLLM's MultiConnector on 0.13.0-0.20.x (neither class is
-    ``SupportsHMA`` there; ``factory.py`` checks the top-level class, ``supports_hma(connector_cls)``). Pure."""
+    ``SupportsHMA`` there; ``factory.py`` checks the top-level class, ``supports_hma(connector_cls)``), or on
+    0.22.0-0.34.x a MultiConnector with a child that is not ``SupportsHMA`` (the factory asks every child). Pure."""
     version = pair.version
     if version is None or version < _RAISES_SINCE:
         return None
@@ -114,6 +120,10 @@ def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
             f" as far as read: its multi_connector.py was read up to 0.20.0, not in {fmt(version)}")
         return (f"MultiConnector does not support HMA in vLLM {fmt(version)} (it is SupportsHMA from 0.21.0{read}; "
                 "kv_connector/factory.py: 'Connector MultiConnector does not support HMA but HMA is enabled')")
+    if (role.wrapper or "").startswith("MultiConnector[") and (without := multi_children_without_hma(role)):
+        return (f"{', '.join(without)} in its {role.wrapper} does not subclass SupportsHMA (vLLM {fmt(version)} "
+                "kv_connector/factory.py: supports_hma_config -> MultiConnector.all_children_support_hma; 'Connector "
+                "MultiConnector does not support HMA but HMA is enabled')")
     if not version < _NIXL_HMA_SINCE or role.connector != "NixlConnector" or role.wrapper:
         return None
     return (f"NixlConnector does not support HMA in vLLM {fmt(version)} (it is SupportsHMA from 0.18.0; "
@@ -129,7 +139,8 @@ def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
             "0 in 0.13, 1 from 0.14) (read in the 0.13.0, 0.14.0, 0.18.0, 0.19.1, 0.20.0, 0.21.0 and 0.32.0 sdists); "
             "kv_connector/factory.py 'Connector NixlConnector does not support HMA but HMA is enabled' (NixlConnector "
             "not SupportsHMA in the 0.13.0-0.17.1 sdists, SupportsHMA from 0.18.0; MultiConnector not SupportsHMA in "
-            "the 0.13.0-0.20.0 sdists, SupportsHMA from 0.21.0); vllm#39269, vllm#46553"),
+            "the 0.13.0-0.20.0 sdists, SupportsHMA from 0.21.0; from 0.22.0 every child must be: LMCacheConnectorV1 is not in "
+            "the 0.22.0-0.34.0 sdists); vllm#39269, vllm#46553, vllm#41847"),
     example="--no-disable-hybrid-kv-cache-manager with --kv-events-config on vLLM 0.18",
 )
 def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
@@ -142,6 +153,16 @@ def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
         if role.hma is True and not forced_off_reasons(pair, role) and (why := connector_refuses_hma(pair, role)):
             since, what = (("0.21.0", "MultiConnector") if why.startswith("MultiConnector") else
                            ("0.18.0", "NixlConnector"))
+            if without := multi_children_without_hma(role):
+                out.append((
+                    f"{role.role}: --no-disable-hybrid-kv-cache-manager keeps the hybrid KV cache manager on, but {why}: "
+                    "the engine raises at startup and never serves.",
+                    fix_for(pair, f"Drop --no-disable-hybrid-kv-cache-manager from spec.{role.role}.extraArgs, or take "
+                            f"{', '.join(without)} out of its MultiConnector's connectors.",
+                            f"Drop --no-disable-hybrid-kv-cache-manager from the {role.role} container, or take "
+                            f"{', '.join(without)} out of its MultiConnector's connectors."),
+                ))
+                continue
             out.append((
                 f"{role.role}: --no-disable-hybrid-kv-cache-manager keeps the hybrid KV cache manager on, but {why}: "
                 "the engine raises at startup and never serves.",

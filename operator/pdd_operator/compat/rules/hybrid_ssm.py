@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pdd_operator.compat.connector_hma import wrapper_hma_off
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt
@@ -167,17 +168,29 @@ def check_hybrid_hma(pair: PDPair) -> list[Violation]:
 @rule(
     id="hybrid-hma-disabled", family="hybrid-ssm", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
-    source="vllm nixl worker assert _is_hma_required (0.18+)",
+    source=("vllm nixl worker assert _is_hma_required (0.18+); config/vllm.py HMA auto-disabled for a MultiConnector "
+            "child without SupportsHMA (0.22.0-0.34.0 sdists, vllm#41847)"),
     needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_hybrid_hma_disabled(pair: PDPair) -> list[Violation]:
-    """HMA is not disabled for hybrid SSM models."""
+    """HMA is not disabled for hybrid SSM models: neither by --disable-hybrid-kv-cache-manager nor, with no HMA flag,
+    by a wrapper connector that turns it off by itself (:func:`~pdd_operator.compat.connector_hma.wrapper_hma_off`:
+    vLLM's MultiConnector with a child that is not ``SupportsHMA`` on 0.22.0-0.34.x, vllm#41847; 0.34.0
+    config/vllm.py: "hybrid SSM models (e.g. Jamba, Bamba) require HMA and will fail at startup without it")."""
     if not pair.hybrid_ssm:
         return []
-    return [(
+    out: list[Violation] = [(
         f"{r.role}: --disable-hybrid-kv-cache-manager is set, but NIXL asserts HMA is on for models with Mamba layers.",
         "Remove --disable-hybrid-kv-cache-manager.",
     ) for r in pair.roles if r.hma is False]
+    for r in pair.roles:
+        if r.hma is None and r.version_text is not None and (why := wrapper_hma_off(r)):
+            out.append((
+                f"{r.role}: {why}, but NIXL asserts HMA is on for models with Mamba layers (nixl worker "
+                "'assert self._is_hma_required'): the engine fails at startup.",
+                "Take the connector that does not support HMA out of the wrapper's connectors (the model needs HMA).",
+            ))
+    return out
 
 
 @rule(
