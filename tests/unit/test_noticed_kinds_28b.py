@@ -18,24 +18,15 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.expansion import ContainerEnv, unknown
 from pdd_operator.vllm.script import launches
 
-KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
-KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
-KV_BOTH = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+from .test_script_inputs import KV_BOTH, KV_D, KV_P, _errors
+from .test_script_inputs import _check as _check_script
 
 
 def _check(tmp_path, capsys, text: str, name: str = "pd.sbatch") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def _errors(out: dict) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if f["severity"] == "error"}
+    return _check_script(tmp_path, capsys, text, name)
 
 
 # --- 1. what reaches the engine's environment ------------------------------------------------------------------------
