@@ -358,8 +358,9 @@ def _process_cpu(pid: int) -> float | None:
 
 def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, float]:
     """CPU seconds used so far by each control-plane process (:data:`COMPONENTS`), the operator
-    (``operator_pid``), this process (the bench's clients) and the whole machine (``machine``: busy time
-    of every core from ``/proc/stat``: user, nice, system, irq, softirq). A process not found is left out."""
+    (``operator_pid``), this process (the bench's clients) and the whole machine (``machine``: busy time of every
+    core from ``/proc/stat``: user, nice, system, irq, softirq), and the monotonic clock (``wall``, seconds). A
+    process not found is left out."""
     state = Path(env["PDD_CLUSTER_DIR"]) / "pids"
     pids: dict[str, int] = {"bench": os.getpid()}
     for name in COMPONENTS:
@@ -370,6 +371,7 @@ def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, flo
     if operator_pid is not None:
         pids["operator"] = operator_pid
     out = {name: cpu for name, pid in pids.items() if (cpu := _process_cpu(pid)) is not None}
+    out["wall"] = time.monotonic()
     # user nice system idle iowait irq softirq: the time this machine's processes and interrupts ran (steal, the
     # hypervisor's, is left out; guest time is counted in user and nice already)
     user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in Path("/proc/stat").read_text().split()[1:8])
@@ -377,11 +379,12 @@ def cpu_snapshot(env: dict[str, str], operator_pid: int | None) -> dict[str, flo
     return out
 
 
-def cpu_table(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
-    """Where the machine's CPU went between two :func:`cpu_snapshot` snapshots ``seconds`` apart: core-seconds
-    per process, ``other`` (everything else on the machine: other users' work shows here), and the
-    machine's capacity (cores x seconds). A process in only one snapshot (restarted) is left out."""
+def cpu_table(before: dict[str, float], after: dict[str, float]) -> str:
+    """Where the machine's CPU went between two :func:`cpu_snapshot` snapshots: core-seconds per process,
+    ``other`` (everything else on the machine: other users' work shows here), and the machine's capacity
+    (cores x the seconds between the snapshots). A process in only one snapshot (restarted) is left out."""
     used = {k: after[k] - before[k] for k in after if k in before}
+    seconds = used.pop("wall")
     machine = used.pop("machine", 0.0)
     other = machine - sum(used.values())
     order = [k for k in (*COMPONENTS, "operator", "bench") if k in used]
@@ -701,7 +704,7 @@ def main() -> int:
         served = apiserver_requests(api_client)
         cpu_before = cpu_snapshot(env, None)
         baseline_s, baseline_per_object = apply_baseline(kube)
-        cpus: dict[str, str] = {"baseline": cpu_table(cpu_before, cpu_snapshot(env, None), baseline_s)}
+        cpus: dict[str, str] = {"baseline": cpu_table(cpu_before, cpu_snapshot(env, None))}
         loads["baseline"] = load()
         log(f"baseline: {baseline_s:.1f}s for {9 * N} children ({9 * N / baseline_s:.0f}/s); {loads['baseline']}")
         print(cpus["baseline"], flush=True)
@@ -730,7 +733,7 @@ def main() -> int:
         done = watch.wait_complete(names, 9, 1800)
         burst_s = max(done.values()) - burst_start
         # Read when the watch saw the last child (a little after: wait_complete returns then).
-        cpus["burst"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid), time.monotonic() - burst_start)
+        cpus["burst"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid))
         burst_lat = [done[n] - sent[n] for n in names]
         loads["burst"] = load()
         log(f"burst: {N} created in {created_s:.1f}s, all children after {burst_s:.1f}s; {loads['burst']}")
@@ -766,7 +769,7 @@ def main() -> int:
                 steady_sent = {n: f.result() for n, f in futures.items()}
             steady_done = watch.wait_complete(steady_names, 9, 600)
             steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
-            cpus["steady creates"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid), time.monotonic() - t0)
+            cpus["steady creates"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid))
             loads["steady creates"] = load()
             wait_quiet(op, 10, 900)
             shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
