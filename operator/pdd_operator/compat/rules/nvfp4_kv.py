@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.must_match import _kv_cache_dtype
 from pdd_operator.vllm.versions import fmt
 
 #: The first release whose NIXL handshake refuses KV-head re-sharding of an NVFP4 KV cache (read in the 0.33.0
 #: and 0.34.0 sdists; 0.32.0's nixl package has no such check).
 NVFP4_RESHARD_REFUSED_SINCE = (0, 33, 0)
-
-
-def _kv_dtype(pair: PDPair, r: RoleConfig) -> str:
-    """The role's KV cache dtype: ``--kv-cache-dtype`` as written, or the checkpoint's KV quantization where it is
-    ``auto`` (or not given) and the model's config.json names one."""
-    raw = r.kv_cache_dtype or "auto"
-    return (pair.checkpoint_kv_cache_dtype or raw) if raw == "auto" else raw
 
 
 @rule(
@@ -37,7 +31,7 @@ def check_nvfp4_hetero_tp(pair: PDPair) -> list[Violation]:
     model (error). Earlier releases do not check and slice the page by heads as if each head's bytes were
     contiguous (warning: not verified on a GPU). With the heads unknown, a TP difference is a warning.
     """
-    dtypes = {_kv_dtype(pair, r) for r in pair.roles}
+    dtypes = {_kv_cache_dtype(pair, r) for r in pair.roles}
     if pair.mla or not any(d.startswith("nvfp4") and d != "nvfp4_ds_mla" for d in dtypes):
         return []
     if pair.tps is None or min(pair.tps) < 1 or not pair.hetero_tp:
