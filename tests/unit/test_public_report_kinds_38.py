@@ -23,14 +23,13 @@ from pdd_operator.cli import main
 from pdd_operator.compat.kustomize import kustomize_overlay
 from pdd_operator.compat.text_inputs import text_format
 
+from .test_script_inputs import _check as _check_file
+
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 def _check_text(tmp_path, capsys, text: str, name: str = "input") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return _check_file(tmp_path, capsys, text, name)
 
 
 SYSTEMD = f"""[Unit]
