@@ -14,7 +14,9 @@ from __future__ import annotations
 from pdd_operator.compat.rules import (  # noqa: F401  (each module registers its rules)
     architecture,
     aux_output,
+    backend_connector,
     block_size,
+    buffer_device,
     connector,
     connector_mix,
     connector_registry,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.network import _has_rdma
+from pdd_operator.vllm.nixl_devices import nixl_device_type
+from pdd_operator.vllm.nixl_devices import nixl_memory_type as device_memory_type
 from pdd_operator.vllm.versions import Version, fmt, is_cpu_image
 
 #: First vLLM release whose ``VllmConfig._verify_kv_transfer_compat`` (vllm/config/vllm.py, called from
@@ -185,15 +187,17 @@ def nixl_memory_type(role) -> str | None:
     """The NIXL memory type a role registers its KV under: ``DRAM``, ``VRAM`` or None (not known here).
 
     DRAM: a host buffer (``kv_buffer_device`` cpu) or a CPU engine (vLLM's CPU image: KV is in host memory).
-    VRAM: an NVIDIA GPU engine with the default (cuda) buffer. Other accelerators (XPU, HPU, TPU) report their
-    own type through their platform, so None. Source: vLLM 0.26.0/0.32.0 nixl/base_worker.py (``use_host_buffer``
-    and ``current_platform.get_nixl_memory_type()``, VRAM unless a host buffer).
+    VRAM: an NVIDIA GPU engine with the default (cuda) buffer, and any engine vLLM's in-tree GPU or XPU platform
+    runs with a cuda or xpu buffer (:func:`pdd_operator.vllm.nixl_devices.nixl_memory_type`: AMD GPUs, Intel XPUs).
+    Out-of-tree platforms (HPU, Neuron) report their own type through their platform, so None. Source: vLLM
+    0.17.0/0.26.0/0.28.0/0.32.0 nixl/base_worker.py (``use_host_buffer`` and ``current_platform.get_nixl_memory_type()``,
+    else VRAM for kv_buffer_device cuda or xpu, DRAM for cpu).
     """
     if role.buffer_device == "cpu" or is_cpu_image(role.image):
         return "DRAM"
     if role.buffer_device in (None, "cuda") and role.resources.get("nvidia.com/gpu"):
         return "VRAM"
-    return None
+    return device_memory_type(nixl_device_type(role.image, role.resources, role.env), role.buffer_device)
 
 
 @rule(
