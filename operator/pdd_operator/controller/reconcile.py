@@ -27,7 +27,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
 from pdd_operator.controller.events import Event, EventFilter, transitions
-from pdd_operator.controller.kube import Kube, api_error_text
+from pdd_operator.controller.kube import Kube, api_error_text, applied_hash
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import apply_dependencies, apply_waves, last_good_spec, plan_children
 from pdd_operator.controller.recorder import EventRecorder
@@ -221,10 +221,12 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     with backoff).
     """
     started = time.monotonic()
-    pending = [(child, live) for child in children for needed, live in [kube.apply_needed(child)] if needed]
+    # Each child is hashed once here (the in-place memo, the comparison and the apply body all use it).
+    pending = [(child, live, digest) for child in children for digest in [applied_hash(child)]
+               for needed, live in [kube.apply_needed(child, digest)] if needed]
     if not pending:
         return 0, [], None
-    objs = [child for child, _ in pending]
+    objs = [child for child, _, _ in pending]
     outcomes: dict[int, BaseException | None] = {}
     needs = apply_dependencies(objs)
     waiting = set(range(len(pending)))
@@ -258,11 +260,11 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     return sent, errors, started
 
 
-def _send(kube: Kube, child: dict, live: dict | None) -> BaseException | None:
+def _send(kube: Kube, child: dict, live: dict | None, digest: str) -> BaseException | None:
     """:meth:`~pdd_operator.controller.kube.Kube.send_apply`; returns what it raised, ``None`` when it
     succeeded (a pool thread hands every outcome back to the reconcile)."""
     try:
-        kube.send_apply(child, live)
+        kube.send_apply(child, live, digest)
     except Exception as exc:  # noqa: BLE001  (apply_all sorts refusals from failures)
         return exc
     return None
