@@ -16,6 +16,7 @@ from pdd_operator.controller.kube import (
     contains,
     foreign_drift,
     foreign_items,
+    legacy_applied_hash,
     restamped,
     with_applied_hash,
 )
@@ -204,3 +205,34 @@ def test_a_child_found_in_place_is_not_compared_again_until_it_or_the_desired_ob
     changed = {**desired, "spec": {**desired["spec"], "replicas": 3}}
     assert kube.apply_needed(changed)[0] is True  # same live version, another desired object
     assert len(decoded) == 4
+
+
+def test_an_object_orjson_refuses_is_hashed_by_the_standard_library():
+    wide = {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"n": 2**70}}
+    assert applied_hash(wide) == legacy_applied_hash(wide) == applied_hash({**wide})
+    assert applied_hash({"a": 1}) != legacy_applied_hash({"a": 1})  # the two serializations differ
+
+
+def test_a_child_an_earlier_operator_applied_is_in_place_with_its_legacy_hash():
+    """Children written before the hash moved to orjson carry the standard library's hash: in place
+    when the rest is (no rewrite of every child after an upgrade), at this and a newer generation;
+    a real difference is still applied."""
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    spec = PDDeploymentSpec.model_validate(doc)
+    desired = next(c for c in render_children(Owner("p", "ns", "uid-p", 1), spec) if c["kind"] == "Deployment")
+    meta = desired["metadata"]
+    old = {**desired, "metadata": {**meta, "resourceVersion": "3", "annotations": {
+        **meta["annotations"], "pdd-operator.dev/applied-hash": legacy_applied_hash(desired)}}}
+    cache = ClusterCache()
+    cache.expect({})
+    cache.observe("Deployment", old)
+    kube = Kube(client.ApiClient(client.Configuration()), cache=cache)
+    assert kube.apply_needed(desired)[0] is False
+    newer = next(c for c in render_children(Owner("p", "ns", "uid-p", 2), spec) if c["kind"] == "Deployment")
+    assert Kube(client.ApiClient(client.Configuration()), cache=cache).apply_needed(newer)[0] is False
+    changed = {**desired, "spec": {**desired["spec"], "replicas": 4}}
+    assert kube.apply_needed(changed)[0] is True
+    forged = {**old, "metadata": {**old["metadata"], "annotations": {
+        **old["metadata"]["annotations"], "pdd-operator.dev/applied-hash": "0123456789abcdef"}}}
+    cache.observe("Deployment", {**forged, "metadata": {**forged["metadata"], "resourceVersion": "4"}})
+    assert kube.apply_needed(desired)[0] is True  # neither hash: applied again
