@@ -493,6 +493,24 @@ class Kube:
             return False, live
         return True, live
 
+    def all_in_place(self, namespace: str, children: tuple[tuple[str, str, str], ...]) -> bool:
+        """True when every ``(kind, name, applied hash)`` of ``children`` (in ``namespace``) was found
+        in place by :meth:`apply_needed` with that hash at the resourceVersion the cache holds now: an
+        apply of them would send nothing. ``False`` without a ready cache, or for any child not
+        remembered so (never compared, edited, deleted, dropped from the memo)."""
+        cache = self._cached()
+        if cache is None:
+            return False
+        versions = [cache.child_version(kind, namespace, name) for kind, name, _ in children]
+        with self._in_place_lock:
+            for (kind, name, digest), version in zip(children, versions, strict=True):
+                key = (kind, namespace, name)
+                if version is None or self._in_place.get(key) != (version, digest):
+                    return False
+            for kind, name, _ in children:
+                self._in_place.move_to_end((kind, namespace, name))
+        return True
+
     def send_apply(self, desired: dict, live: dict | None, digest: str | None = None) -> None:
         """Send the apply of ``desired`` (``live``: as :meth:`apply_needed` read it; ``digest``: as it
         was given, or ``None`` to hash ``desired`` here): first a merge patch
