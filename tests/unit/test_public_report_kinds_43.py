@@ -127,3 +127,19 @@ def test_the_draft_kv_cache_dtype_is_hashed_from_0_28(tmp_path, capsys):
                                                args_p=(*_spec({**mtp, "kv_cache_dtype": "fp8"}), "--kv-cache-dtype", "fp8"),
                                                args_d=(*_spec(mtp), "--kv-cache-dtype", "fp8")))
     assert "spec-decode-mismatch" not in rules(out)
+
+
+def test_a_pddeployment_selecting_push_by_extra_config_is_told_to_name_the_connector():
+    from pdd_operator.compat.engine import evaluate
+    from tests.helpers import make_spec
+
+    def found(image, extra, connector="NixlConnector"):
+        spec = make_spec(engine={"image": image}, kvTransfer={"connector": connector, "extraConfig": extra})
+        return {(f.rule, f.severity) for f in evaluate(spec).findings}
+
+    assert ("transfer-mode-option-managed", "warning") in found("vllm/vllm-openai:v0.34.0", {"transfer_mode": "push"})
+    assert not {r for r, _ in found("vllm/vllm-openai:v0.33.0", {"transfer_mode": "push"})} & {
+        "transfer-mode-option-managed", "transfer-mode-mismatch"}
+    assert "transfer-mode-option-managed" not in {r for r, _ in found("vllm/vllm-openai:v0.34.0", {},
+                                                                            "NixlPushConnector")}
+    assert ("nixl-transfer-mode-invalid", "error") in found("vllm/vllm-openai:v0.34.0", {"transfer_mode": "write"})

@@ -99,3 +99,26 @@ def check_push_bidirectional(pair: PDPair) -> list[Violation]:
                     f"vLLM {fmt(r.version)}'s push scheduler raises NotImplementedError ('Bidirectional KV transfer is "
                     "not supported for NIXL push connector.') when the engine starts.", fix))
     return out
+
+
+@rule(
+    id="transfer-mode-option-managed", family="transfer-mode-mismatch", severity="warning",
+    fields=_EXTRA,
+    source=("vllm kv_connector/factory.py 0.34.0 lines 126-130 (NixlConnector + transfer_mode push runs "
+            "NixlPushConnector); pdd_operator.render.workloads.router_deployment picks the router's --kv-mode from "
+            "spec.kvTransfer.connector alone; push engines behind a sequential pull-style handoff still move KV "
+            "(ai-dynamo/dynamo#13327: 'working but slower-than-pull')"),
+    example='kvTransfer: {connector: NixlConnector, extraConfig: {transfer_mode: push}}, engine v0.34.0',
+)
+def check_transfer_mode_option_managed(pair: PDPair) -> list[Violation]:
+    """A PDDeployment selects push by spec.kvTransfer.connector, not by an extraConfig transfer_mode."""
+    if not pair.managed:
+        return []
+    return [(
+        f"{r.role}: spec.kvTransfer.extraConfig transfer_mode 'push' with connector NixlConnector: vLLM "
+        f"{fmt(r.version) if r.version else 'from ' + fmt(TRANSFER_MODE_OPTION_SINCE)} runs the push connector, but "
+        "the operator renders the router for pull (it reads spec.kvTransfer.connector), so the two legs run one after "
+        "the other: KV moves, slower than either mode done right.",
+        "Set spec.kvTransfer.connector to NixlPushConnector and drop transfer_mode from spec.kvTransfer.extraConfig.",
+    ) for r in pair.roles[:1] if r.connector == "NixlConnector" and r.extra.get("transfer_mode") == "push"
+        and (r.version is None or r.version >= TRANSFER_MODE_OPTION_SINCE)]
