@@ -27,6 +27,7 @@ from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit, opaque_command
+from pdd_operator.vllm.transfer_mode import transfer_mode
 from pdd_operator.vllm.versions import (
     Version,
     dev_build,
@@ -279,7 +280,15 @@ class RoleConfig:
 
     @property
     def push(self) -> bool:
-        return self.connector == "NixlPushConnector"
+        """The engine pushes KV (``NixlPushConnector``, or from 0.34.0 ``NixlConnector`` with ``transfer_mode``
+        push: :func:`~pdd_operator.vllm.transfer_mode.transfer_mode`)."""
+        return self.transfer_mode == "push"
+
+    @property
+    def transfer_mode(self) -> str | None:
+        """``"pull"``, ``"push"``, or ``None`` when not NIXL or not decidable
+        (:func:`~pdd_operator.vllm.transfer_mode.transfer_mode`)."""
+        return transfer_mode(self.connector, self.extra, self.version)
 
     @property
     def extra(self) -> dict:
