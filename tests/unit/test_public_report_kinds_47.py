@@ -4,6 +4,8 @@ versions, launchers, orchestrators): P/D deployments as tutorials and guides pub
 - two engines whose NIXL side-channel listeners bind different specific addresses (each launch script exports its
   own node's IP) never collide on the side-channel port, whatever the port (``side-channel-port-conflict``,
   :func:`pdd_operator.compat.rules.network._bind_addresses_differ`);
+- ``--disable-log-requests`` (the series' launch scripts carry it) is still defined, deprecated, by vLLM 0.12.0-0.16.x
+  and refused only from 0.17.0 (``cli-flag-removed``, :data:`pdd_operator.vllm.removed_flags.REMOVED_FLAGS`);
 """
 
 from __future__ import annotations
@@ -51,3 +53,42 @@ def test_engines_binding_distinct_addresses_do_not_collide_on_the_side_channel_p
     text = "#!/bin/bash\n" + _node("prefill", p_host, 50100, 8100) + _node("decode", d_host, 50100, 8200)
     _, out = _check(tmp_path, capsys, text, "pair.sh", "--vllm-version", "0.16.0")
     assert ("side-channel-port-conflict" in _rules(out, "error")) is conflict, out
+
+
+# --- --disable-log-requests: accepted (deprecated) up to 0.16.x, refused from 0.17.0 --------------------------------
+
+
+def _pair_with_flag(image: str, model: str) -> str:
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    out = []
+    for role in ("prefill", "decode"):
+        out.append(f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {role}}}
+spec:
+  selector: {{matchLabels: {{app: {role}}}}}
+  template:
+    metadata: {{labels: {{app: {role}, llm-d.ai/role: {role}}}}}
+    spec:
+      containers:
+        - name: vllm
+          image: {image}
+          command: ["vllm", "serve", "{model}"]
+          args: ["--port=8000", "--disable-log-requests", '--kv-transfer-config={kv}']
+          env:
+            - {{name: VLLM_NIXL_SIDE_CHANNEL_HOST, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}
+          resources: {{limits: {{nvidia.com/gpu: "1"}}}}
+""")
+    return "---\n".join(out)
+
+
+@pytest.mark.parametrize(("image", "refused"), [
+    ("vllm/vllm-openai:v0.12.0", False),   # arg_utils.py still defines it, deprecated=True
+    ("vllm/vllm-openai:v0.14.0", False),
+    ("vllm/vllm-openai:v0.16.0", False),   # the last release that accepts it
+    ("vllm/vllm-openai:v0.17.0", True),    # the first without it: 'unrecognized arguments'
+    ("vllm/vllm-openai:v0.26.0", True),
+])
+def test_disable_log_requests_is_refused_from_0_17_only(tmp_path, capsys, image, refused):
+    _, out = _check(tmp_path, capsys, _pair_with_flag(image, "Qwen/Qwen2.5-7B-Instruct"), "pair.yaml")
+    assert ("cli-flag-removed" in _rules(out, "error")) is refused, out
