@@ -6,7 +6,9 @@ versions, launchers, orchestrators): P/D deployments as tutorials and guides pub
   :func:`pdd_operator.compat.rules.network._bind_addresses_differ`);
 - ``--disable-log-requests`` (the series' launch scripts carry it) is still defined, deprecated, by vLLM 0.12.0-0.16.x
   and refused only from 0.17.0 (``cli-flag-removed``, :data:`pdd_operator.vllm.removed_flags.REMOVED_FLAGS`);
-- Dynamo's ``vllm-runtime:1.4.0`` (also pinned by digest) ships vLLM 0.26.0 (``wrapped_vllm_versions.json``);
+- Dynamo's ``vllm-runtime:1.4.0`` (also pinned by digest) ships vLLM 0.26.0 with NIXL 1.3.2, not the 1.3.1 that
+  vLLM 0.26.0 pins (``wrapped_vllm_versions.json``; :func:`pdd_operator.vllm.known_bad.nixl_version`), so NIXL
+  1.3.1's telemetry fault is not laid on it;
 - a checkpoint staged on a volume (``--model /model``) and served under a known Hugging Face id
   (``--served-model-name``) is judged with that id's config.json, so a hybrid SSM model behind a path is no longer an
   unknown architecture (:func:`pdd_operator.vllm.known_models.served_as_known`).
@@ -19,6 +21,7 @@ import json
 import pytest
 
 from pdd_operator.cli import main
+from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.versions import wrapped_vllm_version
 
@@ -111,6 +114,14 @@ def test_disable_log_requests_is_refused_from_0_17_only(tmp_path, capsys, image,
 def test_dynamo_1_4_0_runtime_is_vllm_0_26_0(image):
     found = wrapped_vllm_version(image)
     assert found is not None and found[0] == (0, 26, 0), found
+
+
+@pytest.mark.parametrize(("image", "nixl"), [
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0", (1, 3, 2)),  # Dynamo's own NIXL pin
+    ("vllm/vllm-openai:v0.26.0", (1, 3, 1)),                    # vLLM 0.26.0's nixl == 1.3.1
+])
+def test_a_wrapping_image_names_its_own_nixl(image, nixl):
+    assert nixl_version("", image, (0, 26, 0))[0] == nixl
 
 
 def test_an_unlisted_dynamo_tag_stays_unknown():  # never inferred from a neighbour
