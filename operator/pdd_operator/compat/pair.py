@@ -268,6 +268,8 @@ class RoleConfig:
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
     platform_hint: str = ""
+    #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none)
+    served_model_name: str | None = None
 
     @property
     def connector(self) -> str | None:
@@ -597,6 +599,7 @@ def role_from_container(
         version=version,
         version_text=version_text,
         model=model,
+        served_model_name=text("--served-model-name"),
         dtype=text("--dtype"),
         tp=int_flag(flags, "--tensor-parallel-size", 1),
         pp=int_flag(flags, "--pipeline-parallel-size", 1),

@@ -36,11 +36,12 @@ class RemovedFlag:
 #: Long flag name (dashes, as :func:`pdd_operator.vllm.flags.parse_flags` normalises it) -> its removal.
 REMOVED_FLAGS: dict[str, RemovedFlag] = {
     "--disable-log-requests": RemovedFlag(
-        (0, 12, 0),
+        (0, 17, 0),
         "request logging is off by default; --enable-log-requests turns it on",
-        "deprecated for --enable-log-requests by vllm PR #21739 (0.10.1), removed by vllm PR #29402 for 0.12.0 "
-        "(Dynamo PR #4659, KServe PR #4883 dropped it for that reason); vllm/engine/arg_utils.py of 0.18.0, 0.24.0 "
-        "and 0.32.0 define only --enable-log-requests",
+        "deprecated for --enable-log-requests by vllm PR #21739 (0.10.1); AsyncEngineArgs.add_cli_args still defines "
+        "it (deprecated=True, accepted) in vllm/engine/arg_utils.py of 0.11.1, 0.12.0, 0.13.0, 0.14.0 and 0.16.0; "
+        "0.17.0 is the first release without it (vllm PR #29402; Dynamo PR #4659 and KServe PR #4883 dropped it "
+        "ahead of the removal), and 0.17.0, 0.18.0, 0.24.0 and 0.32.0 define only --enable-log-requests",
     ),
     "--task": RemovedFlag(
         (0, 13, 0),

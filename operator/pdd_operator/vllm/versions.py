@@ -220,6 +220,16 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     A tag the table does not list (a newer release, an undocumented ``-dev`` preview, ``latest``, a digest) gives
     ``None``: its vLLM is unknown, never guessed.
     """
+    found = _wrapped_row(image)
+    if found is None:
+        return None
+    repo, tag, row = found
+    return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
+
+
+def _wrapped_row(image: str) -> tuple[str, str, dict] | None:
+    """``(repository, tag without variant suffixes, row)`` of ``wrapped_vllm_versions.json`` for ``image``, or
+    ``None`` where the table lists no such tag (see :func:`wrapped_vllm_version`)."""
     repo = image_repository(image)
     entry = _wrapped_table().get(repo)
     ref = image.split("@", 1)[0]
@@ -230,9 +240,19 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     for suffix in entry.get("variant_suffixes", []):
         tag = tag.removesuffix(suffix)
     row = entry["tags"].get(tag)
-    if row is None:
+    return None if row is None else (repo, tag, row)
+
+
+def wrapped_nixl_version(image: str) -> tuple[Version, str] | None:
+    """``(NIXL version, source)`` for a wrapping image whose row of ``wrapped_vllm_versions.json`` names the NIXL it
+    ships (key ``nixl``: Dynamo pins its own NIXL per release, which may differ from the ``nixl ==`` pin of the vLLM
+    inside: vllm-runtime 1.4.0 ships NIXL 1.3.2 beside vLLM 0.26.0, whose requirements/kv_connectors.txt pins
+    1.3.1), else ``None``."""
+    found = _wrapped_row(image)
+    if found is None or "nixl" not in found[2]:
         return None
-    return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
+    repo, tag, row = found
+    return parse_version(row["nixl"]), f"{repo}:{tag} ships NIXL {row['nixl']} ({row['source']})"
 
 
 #: A ``vllm`` token right before a release number in a tag names the vLLM release whatever the repository

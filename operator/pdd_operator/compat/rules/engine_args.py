@@ -64,8 +64,9 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
     id="cli-flag-removed", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
-            "the removals in pdd_operator/vllm/removed_flags.py REMOVED_FLAGS (--disable-log-requests: vllm PR #29402, "
-            "0.12.0; --task: refused by 0.13.0), checked against the parsers of 0.18.0, 0.24.0 and 0.32.0"),
+            "the removals in pdd_operator/vllm/removed_flags.py REMOVED_FLAGS (--disable-log-requests: refused from 0.17.0, "
+            "still defined, deprecated, in 0.12.0-0.16.0; --task: refused by 0.13.0), checked against the parsers of "
+            "0.16.0, 0.17.0, 0.18.0, 0.24.0 and 0.32.0"),
     without_connector=True,
     example="--disable-log-requests on vllm/vllm-openai:v0.32.0",
 )

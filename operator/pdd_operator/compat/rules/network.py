@@ -273,6 +273,21 @@ _ASSUMED_APART = (f"are on different nodes {HOSTNAME_ASSUMPTION} (one is placed 
                   "label)")
 
 
+def _bind_addresses_differ(p: RoleConfig, d: RoleConfig) -> bool:
+    """Whether the two engines bind their side-channel listeners on different specific addresses, so equal ports do
+    not collide: vLLM's listener binds ``tcp://<VLLM_NIXL_SIDE_CHANNEL_HOST>:<port>`` (make_zmq_path in
+    ``_nixl_handshake_listener``, 0.10.1.1 nixl_connector.py lines 559-576; 0.33.0 nixl/base_scheduler.py), and two
+    sockets bound to one port on two different addresses coexist (bind(2) refuses only the same address, or any
+    address once a wildcard holds the port). Such engines are two hosts' launch scripts (each exports its own node's
+    IP, littlemex/disaggregated-inference-with-nixl-over-aws-efa experiments/scripts/start_{producer,consumer}_efa.sh)
+    or one host with both addresses. False where either host is unset (vLLM's localhost), loopback, a wildcard, the
+    same text, or a placeholder (pod or node IP, an unexpanded variable): those can be one address."""
+    hosts = [r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") for r in (p, d)]
+    specific = [h for h in hosts if h and h not in _UNROUTABLE and not h.startswith("127.") and h not in (POD_IP, HOST_IP)
+                and not _UNEXPANDED.search(h)]
+    return len(specific) == 2 and specific[0] != specific[1]
+
+
 @rule(
     id="side-channel-port-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort",),
@@ -290,7 +305,8 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     ``spec.nodeName`` or ``kubernetes.io/hostname`` selector, :func:`same_node`), nothing where they never can
     (:func:`may_share_node`, or both ask for the overlapping port as a host port, which the scheduler's NodePorts
     filter keeps on different nodes), and a warning where the scheduler decides (the second engine on a shared
-    node fails, on different nodes both run)."""
+    node fails, on different nodes both run). Engines that bind distinct specific side-channel addresses
+    (:func:`_bind_addresses_differ`) never collide, whatever the port."""
     p, d = pair.prefill, pair.decode
     # spec.nodeName against the kubernetes.io/hostname label: apart or together only if the label is the name
     assumed = not pair.shared_network and p.host_network and d.host_network and hostname_assumed(p, d)
@@ -308,7 +324,7 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     clash = sorted(_ports(p) & _ports(d))
     if not pair.shared_network:
         clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
-    if not clash:
+    if not clash or _bind_addresses_differ(p, d):
         return []
     fix = fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
                   "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
