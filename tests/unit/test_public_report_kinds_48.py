@@ -4,6 +4,9 @@ controls: KV connectors and transports beyond one plain NixlConnector pair.
 - vLLM's ``FlexibleArgumentParser`` gathers dotted flags (``--kv-transfer-config.kv_role kv_both``,
   ``--kv-transfer-config.kv_connector_extra_config.backends+ LIBFABRIC``) into the flag's JSON object
   (vllm/utils/argparse_utils.py 0.14.0, 0.22.0): an engine configured so has a connector and its settings.
+- ``KVConnectorFactory`` raises "Unsupported connector type" for a name its release does not register (V0 names such
+  as ``LMCacheConnector`` or ``PyNcclConnector`` from 0.10.1 on; ``MooncakeConnector`` before 0.13.0), whatever the
+  connector pair (kv_connector/factory.py, 0.10.1.1-0.34.0 sdists).
 """
 
 from __future__ import annotations
@@ -52,3 +55,34 @@ def test_dotted_backends_are_read_so_a_one_sided_backend_list_is_still_refused(t
     code, out = check(tmp_path, capsys, *_pair(
         _dotted(["--kv-transfer-config.kv_connector_extra_config.backends+", "LIBFABRIC"]), _dotted()))
     assert code == 1 and rules(out, "error") == {"nixl-backend-fabric-mismatch"}
+
+
+# --- connector names the release does not register ---------------------------------------------------------
+
+
+def _kv(name, **extra):
+    return ["--kv-transfer-config", json.dumps({"kv_connector": name, "kv_role": "kv_both", **extra})]
+
+
+def test_a_v0_connector_name_is_refused_on_a_v1_only_release(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(_kv("PyNcclConnector"), _kv("PyNcclConnector"),
+                                               image="vllm/vllm-openai:v0.11.0", kind="StatefulSet"))
+    assert code == 1 and rules(out, "error") == {"kv-connector-unregistered"}
+
+
+def test_a_connector_is_refused_before_the_release_that_registers_it(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(_kv("MooncakeConnector"), _kv("MooncakeConnector"),
+                                               image="vllm/vllm-openai:v0.12.0"))
+    assert code == 1 and "kv-connector-unregistered" in rules(out, "error")
+    code, out = check(tmp_path, capsys, *_pair(_kv("MooncakeConnector"), _kv("MooncakeConnector"),
+                                               image="vllm/vllm-openai:v0.13.0"))
+    assert "kv-connector-unregistered" not in rules(out)
+
+
+def test_an_unregistered_name_with_a_module_path_or_past_the_releases_read_is_not_refused(tmp_path, capsys):
+    mod = _kv("LMCacheConnector", kv_connector_module_path="my_plugins.lmcache")
+    code, out = check(tmp_path, capsys, *_pair(mod, mod, image="vllm/vllm-openai:v0.20.0"))
+    assert "kv-connector-unregistered" not in rules(out)
+    code, out = check(tmp_path, capsys, *_pair(_kv("LMCacheConnector"), _kv("LMCacheConnector"),
+                                               image="vllm/vllm-openai:v0.35.0"))
+    assert "kv-connector-unregistered" not in rules(out, "error")

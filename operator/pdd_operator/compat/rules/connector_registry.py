@@ -14,6 +14,13 @@ connector name spelled in another case than vLLM's (``NIXLConnector``, the NIXL 
 ``NixlConnector``) is refused the same way on every release and every image built on vLLM's factory: the rule is
 judged on any release (``Rule.any_release``; the V0 factory of 0.8.x and the early V1 registry compare names with
 ``==``/``in`` too), the renamed storage connector only within the releases read.
+
+From 0.10.1 (the V1-only factory) the registries of the 0.10.1.1, 0.11.0, 0.11.1, 0.12.0-0.14.0, 0.16.0-0.34.0 sdists
+were read: a name none of them registers (the V0 connectors ``LMCacheConnector``, ``PyNcclConnector``,
+``TorchDistributedConnector`` that old guides still name; a made-up one) is refused on an upstream image of
+0.10.1-0.34.0 (:data:`NEWEST_READ`), and a connector added later (:data:`REGISTERED`: ``MooncakeConnector`` from
+0.13.0, ``MooncakeStoreConnector`` from 0.21.0, ...) before its first release. Not judged past :data:`NEWEST_READ`
+(a later release may register the name) nor where the engine loads it from ``kv_connector_module_path``.
 """
 
 from __future__ import annotations
@@ -30,7 +37,23 @@ READ_FROM = (0, 10, 0)
 REGISTERED: dict[str, tuple[Version | None, Version | None]] = {
     "SharedStorageConnector": (None, EXAMPLE_CONNECTOR_SINCE),
     "ExampleConnector": (EXAMPLE_CONNECTOR_SINCE, None),
+    # first registered in (absent from the sdist before it): 0.11.0 (0.10.1.1), 0.11.1 (0.11.0), 0.13.0 (0.12.0),
+    # 0.14.0 (0.13.0), 0.17.0 (0.16.0), 0.18.0 (0.17.1), 0.20.0 (0.19.1), 0.21.0 (0.20.0), 0.30.0 (0.29.0), 0.34.0 (0.33.0)
+    "OffloadingConnector": ((0, 11, 0), None),
+    "LMCacheMPConnector": ((0, 11, 1), None),
+    "DecodeBenchConnector": ((0, 11, 1), None),
+    "MooncakeConnector": ((0, 13, 0), None),
+    "MoRIIOConnector": ((0, 14, 0), None),
+    "ExampleHiddenStatesConnector": ((0, 17, 0), None),
+    "FlexKVConnectorV1": ((0, 18, 0), None),
+    "HF3FSKVConnector": ((0, 20, 0), None),
+    "MooncakeStoreConnector": ((0, 21, 0), None),
+    "HiSparseConnector": ((0, 30, 0), None),
+    "UMBPStoreConnector": ((0, 34, 0), None),
 }
+#: The V1-only factory (no V0 connector names registered: 0.10.1.1 sdist) and the newest release whose registry was read.
+V1_REGISTRY_SINCE = (0, 10, 1)
+NEWEST_READ = (0, 34, 0)
 #: The other name of each renamed connector (the fix).
 RENAMED = {"SharedStorageConnector": "ExampleConnector", "ExampleConnector": "SharedStorageConnector"}
 #: The names the factory registers in the releases read (0.11.0, 0.19.1, 0.20.0, 0.25.0, 0.34.0 sdists' factory.py
@@ -85,9 +108,29 @@ def check_connector_registered(pair: PDPair) -> list[Violation]:
                         f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
             ))
             continue
-        if (name not in REGISTERED or r.kv_transfer.get("kv_connector_module_path") or r.version is None
-                or r.version < READ_FROM or _registered(name, r.version)
-                or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
+        if (not isinstance(name, str) or r.kv_transfer.get("kv_connector_module_path") or r.version is None
+                or r.version < READ_FROM or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
+            continue
+        if name not in RENAMED:
+            if (r.version > NEWEST_READ or (name in UPSTREAM_NAMES and name not in REGISTERED)
+                    or (name in REGISTERED and _registered(name, r.version))
+                    or (name not in UPSTREAM_NAMES and r.version < V1_REGISTRY_SINCE)):
+                continue
+            since = REGISTERED.get(name, (None, None))[0]
+            out.append((
+                f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} ("
+                + (f"it arrived in {fmt(since)}" if since else "no release from 0.10.1 to 0.34.0 registers it; "
+                   "LMCacheConnector, PyNcclConnector and TorchDistributedConnector were V0 connectors")
+                + f"): KVConnectorFactory raises 'Unsupported connector type: {name}' when the engine builds its "
+                "connector, so the engine does not start.",
+                fix_for(pair, f"Name a connector vLLM {fmt(r.version)} registers.",
+                        (f"Use an image of vLLM {fmt(since)} or later for {name}, or " if since else "Write ")
+                        + f"a connector vLLM {fmt(r.version)} registers (LMCacheConnectorV1 for LMCache) in the "
+                        f"{r.role} container's --kv-transfer-config, or set kv_connector_module_path to the "
+                        "module that defines it."),
+            ))
+            continue
+        if _registered(name, r.version):
             continue
         other = RENAMED[name]
         out.append((
