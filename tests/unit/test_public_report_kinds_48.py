@@ -7,6 +7,8 @@ controls: KV connectors and transports beyond one plain NixlConnector pair.
 - ``KVConnectorFactory`` raises "Unsupported connector type" for a name its release does not register (V0 names such
   as ``LMCacheConnector`` or ``PyNcclConnector`` from 0.10.1 on; ``MooncakeConnector`` before 0.13.0), whatever the
   connector pair (kv_connector/factory.py, 0.10.1.1-0.34.0 sdists).
+- ``MooncakeConnectorWorker`` refuses pipeline parallelism in 0.16.0-0.23.0 ("Mooncake Transfer Engine does not
+  support pipeline parallelism yet."); 0.24.0 maps pipeline stages.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 def _pair(args_p, args_d, image="vllm/vllm-openai:v0.17.0", model="Qwen/Qwen3-0.6B", gpus=1, kind="Deployment", env=()):
     docs = []
-    for role, args, n in (("prefill", args_p, gpus), ("decode", args_d, 1)):
+    for role, args, n in (("prefill", args_p, gpus), ("decode", args_d, gpus)):
         c = {"name": "vllm", "image": image, "command": ["vllm", "serve"], "args": [model, *args],
              "env": [POD_IP, *env], "resources": {"limits": {"nvidia.com/gpu": str(n)}}}
         docs.append(workload(f"m-{role}", role, c, kind=kind, app="m"))
@@ -86,3 +88,20 @@ def test_an_unregistered_name_with_a_module_path_or_past_the_releases_read_is_no
     code, out = check(tmp_path, capsys, *_pair(_kv("LMCacheConnector"), _kv("LMCacheConnector"),
                                                image="vllm/vllm-openai:v0.35.0"))
     assert "kv-connector-unregistered" not in rules(out, "error")
+
+
+# --- MooncakeConnector and pipeline parallelism --------------------------------------------------------------
+
+
+def test_a_mooncake_decode_split_by_pipeline_parallelism_is_refused_on_0_20(tmp_path, capsys):
+    mc = _kv("MooncakeConnector")
+    code, out = check(tmp_path, capsys, *_pair(mc, [*mc, "-pp", "2"], image="vllm/vllm-openai:v0.20.0", gpus=2,
+                                               kind="StatefulSet"))
+    assert code == 1 and rules(out, "error") == {"mooncake-pp-unsupported"}
+
+
+def test_mooncake_with_pipeline_parallelism_is_not_refused_where_vllm_allows_it(tmp_path, capsys):
+    mc = _kv("MooncakeConnector")
+    for image in ("vllm/vllm-openai:v0.24.0", "vllm/vllm-openai:v0.14.0"):
+        code, out = check(tmp_path, capsys, *_pair([*mc, "--pipeline-parallel-size", "2"], mc, image=image, gpus=2))
+        assert "mooncake-pp-unsupported" not in rules(out), image
