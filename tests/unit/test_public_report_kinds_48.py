@@ -7,6 +7,9 @@ controls: KV connectors and transports beyond one plain NixlConnector pair.
 - ``KVConnectorFactory`` raises "Unsupported connector type" for a name its release does not register (V0 names such
   as ``LMCacheConnector`` or ``PyNcclConnector`` from 0.10.1 on; ``MooncakeConnector`` before 0.13.0), whatever the
   connector pair (kv_connector/factory.py, 0.10.1.1-0.34.0 sdists).
+- ``KVTransferConfig`` is a pydantic dataclass with ``extra="forbid"`` from 0.16.0 (vllm/config/utils.py ``config()``;
+  0.14.x ignores unknown keys): a key it never had (``backends`` beside ``kv_connector``) stops the engine at argument
+  parsing, in a MultiConnector child too (each child is a ``KVTransferConfig``).
 - ``MooncakeConnectorWorker`` refuses pipeline parallelism in 0.16.0-0.23.0 ("Mooncake Transfer Engine does not
   support pipeline parallelism yet."); 0.24.0 maps pipeline stages.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 
 from pdd_operator.vllm.flags import parse_flags
+from pdd_operator.vllm.kv_transfer_config import refused_fields
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 
@@ -105,3 +109,35 @@ def test_mooncake_with_pipeline_parallelism_is_not_refused_where_vllm_allows_it(
     for image in ("vllm/vllm-openai:v0.24.0", "vllm/vllm-openai:v0.14.0"):
         code, out = check(tmp_path, capsys, *_pair([*mc, "--pipeline-parallel-size", "2"], mc, image=image, gpus=2))
         assert "mooncake-pp-unsupported" not in rules(out), image
+
+
+# --- keys KVTransferConfig never had -------------------------------------------------------------------------
+
+
+def test_refused_fields_lists_removed_then_unknown_keys_of_the_config_and_its_children():
+    config = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_rank": 0, "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_both", "backends": ["UCX"]},
+                       {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both", "kv_producers_size": 1}]}}
+    assert refused_fields(config) == ("kv_rank", "backends", "kv_producers_size")
+    assert refused_fields({"kv_connector": "NixlConnector", "kv_role": "kv_both",
+                           "kv_connector_extra_config": {"backends": ["UCX"]}}) == ()
+
+
+def test_a_multiconnector_child_with_a_key_kvtransferconfig_lacks_is_refused_from_0_16(tmp_path, capsys):
+    kv = ["--kv-transfer-config", json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both",
+                                              "kv_connector_extra_config": {"connectors": [
+                                                  {"kv_connector": "NixlConnector", "kv_role": "kv_both",
+                                                   "backends": ["UCX"]}]}})]
+    code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.24.0", kind="StatefulSet"))
+    assert code == 1 and rules(out, "error") == {"kv-transfer-config-removed-field"}
+
+
+def test_a_pynccl_era_key_is_ignored_by_0_14_and_only_a_warning_on_an_unknown_release(tmp_path, capsys):
+    kv = _kv("NixlConnector", kv_producers_size=1)
+    code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.14.1"))
+    assert code == 0 and "kv-transfer-config-removed-field" not in rules(out)
+    code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.20.0"))
+    assert code == 1 and rules(out, "error") == {"kv-transfer-config-removed-field"}
+    code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:latest"))
+    assert "kv-transfer-config-removed-field" in rules(out, "warning")
+    assert "kv-transfer-config-removed-field" not in rules(out, "error")
