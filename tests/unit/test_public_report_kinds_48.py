@@ -10,6 +10,9 @@ controls: KV connectors and transports beyond one plain NixlConnector pair.
 - ``KVTransferConfig`` is a pydantic dataclass with ``extra="forbid"`` from 0.16.0 (vllm/config/utils.py ``config()``;
   0.14.x ignores unknown keys): a key it never had (``backends`` beside ``kv_connector``) stops the engine at argument
   parsing, in a MultiConnector child too (each child is a ``KVTransferConfig``).
+- Each MultiConnector child is a ``KVTransferConfig`` of its own (multi_connector.py, 0.10.1.1-0.34.0): a child naming
+  a connector without ``kv_role``, with an unknown ``kv_role``, or naming a connector the release does not register
+  stops the engine as the flag's own config would.
 - ``MooncakeConnectorWorker`` refuses pipeline parallelism in 0.16.0-0.23.0 ("Mooncake Transfer Engine does not
   support pipeline parallelism yet."); 0.24.0 maps pipeline stages.
 """
@@ -141,3 +144,35 @@ def test_a_pynccl_era_key_is_ignored_by_0_14_and_only_a_warning_on_an_unknown_re
     code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:latest"))
     assert "kv-transfer-config-removed-field" in rules(out, "warning")
     assert "kv-transfer-config-removed-field" not in rules(out, "error")
+
+
+# --- MultiConnector children are KVTransferConfigs of their own ----------------------------------------------
+
+
+def _multi(*children):
+    return ["--kv-transfer-config", json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both",
+                                                "kv_connector_extra_config": {"connectors": list(children)}})]
+
+
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+OFFLOAD = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+           "kv_connector_extra_config": {"cpu_bytes_to_use": 8000000000}}
+
+
+def test_a_multiconnector_child_without_or_with_a_bad_kv_role_is_refused(tmp_path, capsys):
+    for child in ({"kv_connector": "OffloadingConnector"}, {**OFFLOAD, "kv_role": "kv_producer_and_consumer"}):
+        kv = _multi(NIXL, child)
+        code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.24.0", kind="StatefulSet"))
+        assert code == 1 and rules(out, "error") == {"engine-args-invalid"}, child
+
+
+def test_a_multiconnector_child_the_release_does_not_register_is_refused(tmp_path, capsys):
+    kv = _multi(NIXL, {"kv_connector": "LMCacheConnector", "kv_role": "kv_both"})
+    code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.20.0"))
+    assert code == 1 and rules(out, "error") == {"kv-connector-unregistered"}
+
+
+def test_a_well_formed_multiconnector_is_not_refused(tmp_path, capsys):
+    kv = _multi(NIXL, OFFLOAD)
+    code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.24.0"))
+    assert code == 0 and not rules(out, "error")

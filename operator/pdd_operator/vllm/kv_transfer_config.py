@@ -109,7 +109,27 @@ def kv_transfer_config_errors(config: dict, *, role_required: bool = True) -> li
     if role_required and isinstance(config.get("kv_connector"), str) and config.get("kv_role") is None:
         errors.append("--kv-transfer-config sets kv_connector without kv_role (vLLM: 'Please specify kv_role "
                       "when kv_connector is set')")
+    for i, child in enumerate(multi_connector_children(config)):
+        errors.extend(e.replace("--kv-transfer-config ", f"--kv-transfer-config MultiConnector connectors[{i}] ", 1)
+                      for e in kv_transfer_config_errors(child))
     return errors
+
+
+def multi_connector_children(config: dict) -> list[dict]:
+    """The child connector configs of a ``MultiConnector`` ``--kv-transfer-config`` (its
+    ``kv_connector_extra_config.connectors`` objects, in order); ``[]`` for another connector.
+
+    vLLM builds each as a ``KVTransferConfig`` of its own (``KVTransferConfig(**ktc, engine_id=...)`` in
+    multi_connector.py: 0.10.1.1 line 53, 0.11.0 line 96, 0.20.0 lines 144 and 198, 0.34.0 lines 149-229), so its
+    ``__post_init__`` refuses a child's ``kv_connector`` without ``kv_role`` and an unknown ``kv_role`` as it refuses
+    the flag's own (0.10.1.1 config/__init__.py lines 3210-3216, 0.34.0 config/kv_transfer.py lines 135-143), whatever
+    launcher set the outer role: from 0.20.0 already while VllmConfig is built (``requires_piecewise_for_cudagraph``,
+    ``all_children_support_hma``), before that when the connector is created; either way the engine stops."""
+    if config.get("kv_connector") != "MultiConnector":
+        return []
+    extra = config.get("kv_connector_extra_config")
+    children = extra.get("connectors") if isinstance(extra, dict) else None
+    return [c for c in children if isinstance(c, dict)] if isinstance(children, list) else []
 
 
 def well_typed(config: dict) -> dict:

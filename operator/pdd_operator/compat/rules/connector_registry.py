@@ -25,8 +25,9 @@ were read: a name none of them registers (the V0 connectors ``LMCacheConnector``
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.kv_transfer_config import multi_connector_children
 from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, Version, fmt, image_repository
 
 #: The release that renamed SharedStorageConnector to ExampleConnector in the factory's registry.
@@ -94,51 +95,64 @@ def _registered(name: str, version: Version) -> bool:
     without_connector=True, any_release=True,
 )
 def check_connector_registered(pair: PDPair) -> list[Violation]:
-    """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path)."""
+    """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path), in each
+    child of a MultiConnector too (each child's class is looked up in the same registry as the engine starts:
+    :func:`~pdd_operator.vllm.kv_transfer_config.multi_connector_children`)."""
     out: list[Violation] = []
     for r in pair.roles:
-        name = r.connector
-        right = miscased(name)
-        if right and not r.kv_transfer.get("kv_connector_module_path"):
-            out.append((
-                f"{r.role}: kv_connector {name} is not a name vLLM registers: the connector factory looks names up "
-                f"exactly and vLLM's is {right}, so KVConnectorFactory raises 'Unsupported connector type: {name}' "
-                "when the engine builds its connector and the engine does not start.",
-                fix_for(pair, f"Spell the connector {right}.",
-                        f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
-            ))
-            continue
-        if (not isinstance(name, str) or r.kv_transfer.get("kv_connector_module_path") or r.version is None
-                or r.version < READ_FROM or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
-            continue
-        if name not in RENAMED:
-            if (r.version > NEWEST_READ or (name in UPSTREAM_NAMES and name not in REGISTERED)
-                    or (name in REGISTERED and _registered(name, r.version))
-                    or (name not in UPSTREAM_NAMES and r.version < V1_REGISTRY_SINCE)):
-                continue
-            since = REGISTERED.get(name, (None, None))[0]
-            out.append((
-                f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} ("
-                + (f"it arrived in {fmt(since)}" if since else "no release from 0.10.1 to 0.34.0 registers it; "
-                   "LMCacheConnector, PyNcclConnector and TorchDistributedConnector were V0 connectors")
-                + f"): KVConnectorFactory raises 'Unsupported connector type: {name}' when the engine builds its "
-                "connector, so the engine does not start.",
-                fix_for(pair, f"Name a connector vLLM {fmt(r.version)} registers.",
-                        (f"Use an image of vLLM {fmt(since)} or later for {name}, or " if since else "Write ")
-                        + f"a connector vLLM {fmt(r.version)} registers (LMCacheConnectorV1 for LMCache) in the "
-                        f"{r.role} container's --kv-transfer-config, or set kv_connector_module_path to the "
-                        "module that defines it."),
-            ))
-            continue
-        if _registered(name, r.version):
-            continue
-        other = RENAMED[name]
+        written = r.kv_transfer_written
+        children = multi_connector_children(written) if isinstance(written, dict) else []
+        for name, kv in [(r.connector, r.kv_transfer),
+                         *((c.get("kv_connector"), c) for c in children if c.get("kv_connector") != r.connector)]:
+            out += _unregistered(pair, r, name, kv)
+    return out
+
+
+def _unregistered(pair: PDPair, r: RoleConfig, name: object, kv_transfer: dict) -> list[Violation]:
+    """The finding of :func:`check_connector_registered` for one connector name of role ``r`` (its own, or a
+    MultiConnector child's, with that config's ``kv_connector_module_path``)."""
+    out: list[Violation] = []
+    right = miscased(name)
+    if right and not kv_transfer.get("kv_connector_module_path"):
         out.append((
-            f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} (it is {other} in this "
-            f"release; the name changed in 0.13.0): KVConnectorFactory raises 'Unsupported connector type: {name}' "
-            "when the engine builds its connector, so the engine does not start.",
-            fix_for(pair, f"Use the connector name {other} for this vLLM release.",
-                    f"Write \"kv_connector\":\"{other}\" in the {r.role} container's --kv-transfer-config for vLLM "
-                    f"{fmt(r.version)}, or use an image of a release that registers {name}."),
+            f"{r.role}: kv_connector {name} is not a name vLLM registers: the connector factory looks names up "
+            f"exactly and vLLM's is {right}, so KVConnectorFactory raises 'Unsupported connector type: {name}' "
+            "when the engine builds its connector and the engine does not start.",
+            fix_for(pair, f"Spell the connector {right}.",
+                    f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
         ))
+        return out
+    if (not isinstance(name, str) or kv_transfer.get("kv_connector_module_path") or r.version is None
+            or r.version < READ_FROM or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
+        return out
+    if name not in RENAMED:
+        if (r.version > NEWEST_READ or (name in UPSTREAM_NAMES and name not in REGISTERED)
+                or (name in REGISTERED and _registered(name, r.version))
+                or (name not in UPSTREAM_NAMES and r.version < V1_REGISTRY_SINCE)):
+            return out
+        since = REGISTERED.get(name, (None, None))[0]
+        out.append((
+            f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} ("
+            + (f"it arrived in {fmt(since)}" if since else "no release from 0.10.1 to 0.34.0 registers it; "
+               "LMCacheConnector, PyNcclConnector and TorchDistributedConnector were V0 connectors")
+            + f"): KVConnectorFactory raises 'Unsupported connector type: {name}' when the engine builds its "
+            "connector, so the engine does not start.",
+            fix_for(pair, f"Name a connector vLLM {fmt(r.version)} registers.",
+                    (f"Use an image of vLLM {fmt(since)} or later for {name}, or " if since else "Write ")
+                    + f"a connector vLLM {fmt(r.version)} registers (LMCacheConnectorV1 for LMCache) in the "
+                    f"{r.role} container's --kv-transfer-config, or set kv_connector_module_path to the "
+                    "module that defines it."),
+        ))
+        return out
+    if _registered(name, r.version):
+        return out
+    other = RENAMED[name]
+    out.append((
+        f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} (it is {other} in this "
+        f"release; the name changed in 0.13.0): KVConnectorFactory raises 'Unsupported connector type: {name}' "
+        "when the engine builds its connector, so the engine does not start.",
+        fix_for(pair, f"Use the connector name {other} for this vLLM release.",
+                f"Write \"kv_connector\":\"{other}\" in the {r.role} container's --kv-transfer-config for vLLM "
+                f"{fmt(r.version)}, or use an image of a release that registers {name}."),
+    ))
     return out
