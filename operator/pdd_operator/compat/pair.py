@@ -22,7 +22,7 @@ from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, un
 from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
-from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
+from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
@@ -125,7 +125,8 @@ class RoleConfig:
             included; ``{}`` if absent), for rules about the wrapper itself (:mod:`~pdd_operator.compat.rules.mem_pool`).
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
-            removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
+            removed from ``KVTransferConfig``, then those it never had (:func:`~pdd_operator.vllm.kv_transfer_config.
+            refused_fields`).
         revision: ``--revision`` (the model's weights revision), if given.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         nodes: the nodes the pod may run on: its ``nodeSelector``, ``spec.nodeName`` and required node affinity as
@@ -539,7 +540,7 @@ def role_from_container(
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
-        removed = removed_fields(raw_kv) if isinstance(raw_kv, dict) else ()
+        removed = refused_fields(raw_kv) if isinstance(raw_kv, dict) else ()
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))
