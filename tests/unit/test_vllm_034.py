@@ -99,3 +99,24 @@ def test_flags_new_in_0_34(tmp_path, capsys, flag, tag, want):
     args = [MODEL, *flag.split(), "--kv-transfer-config", _kv()]
     code, out = check(tmp_path, capsys, *_pair(args, args, image=f"vllm/vllm-openai:{tag}"))
     assert ("cli-flag-not-yet" in rules(out, "error")) == want, out
+
+
+SPEC = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+
+
+@pytest.mark.parametrize("key", ["disable_padded_drafter_batch", "use_heterogeneous_vocab"])
+@pytest.mark.parametrize(("tag", "want"), [("v0.33.0", None), ("v0.34.0", "error"), ("latest", "warning")])
+def test_speculative_keys_removed_in_0_34(tmp_path, capsys, key, tag, want):
+    """SpeculativeConfig (pydantic, extra='forbid') dropped both keys in 0.34.0: the engine never starts."""
+    spec = json.dumps({**SPEC, key: True})
+    args = ["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", spec, "--kv-transfer-config", _kv()]
+    code, out = check(tmp_path, capsys, *_pair(args, args, image=f"vllm/vllm-openai:{tag}"))
+    found = {f["severity"] for r in out["results"] for f in r["findings"]
+             if f["rule"] == "speculative-config-removed-field"}
+    assert found == ({want} if want else set()), out
+
+
+def test_speculative_config_without_removed_keys_passes_on_0_34(tmp_path, capsys):
+    args = ["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", json.dumps(SPEC), "--kv-transfer-config", _kv()]
+    code, out = check(tmp_path, capsys, *_pair(args, args, image="vllm/vllm-openai:v0.34.0"))
+    assert "speculative-config-removed-field" not in rules(out), out

@@ -48,6 +48,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     records,
     sleep_mode,
     sliding_window_flag,
+    speculative_config,
     ucx_tls,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule
