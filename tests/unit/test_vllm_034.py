@@ -104,7 +104,7 @@ def test_flags_new_in_0_34(tmp_path, capsys, flag, tag, want):
 SPEC = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
 
 
-@pytest.mark.parametrize("key", ["disable_padded_drafter_batch", "use_heterogeneous_vocab"])
+@pytest.mark.parametrize("key", ["disable_padded_drafter_batch", "use_heterogeneous_vocab", "disable-padded-drafter-batch"])
 @pytest.mark.parametrize(("tag", "want"), [("v0.33.0", None), ("v0.34.0", "error"), ("latest", "warning")])
 def test_speculative_keys_removed_in_0_34(tmp_path, capsys, key, tag, want):
     """SpeculativeConfig (pydantic, extra='forbid') dropped both keys in 0.34.0: the engine never starts."""

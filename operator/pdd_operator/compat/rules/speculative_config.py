@@ -38,7 +38,8 @@ def check_removed_speculative_fields(pair: PDPair) -> list[Violation]:
     a warning rather than holding the whole pair unchecked."""
     out: list[Violation] = []
     for r in pair.roles:
-        keys = [k for k in REMOVED_IN_0_34 if isinstance(r.speculative, dict) and k in r.speculative]
+        written = {str(k).replace("-", "_") for k in r.speculative} if isinstance(r.speculative, dict) else set()
+        keys = [k for k in REMOVED_IN_0_34 if k in written]  # vLLM reads dashes as underscores (arg_utils.py)
         if not keys or (r.version is not None and r.version < REMOVED_SPECULATIVE_SINCE):
             continue
         said = ", ".join(keys)
