@@ -120,3 +120,40 @@ def test_speculative_config_without_removed_keys_passes_on_0_34(tmp_path, capsys
     args = ["meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", json.dumps(SPEC), "--kv-transfer-config", _kv()]
     code, out = check(tmp_path, capsys, *_pair(args, args, image="vllm/vllm-openai:v0.34.0"))
     assert "speculative-config-removed-field" not in rules(out), out
+
+
+def _extra(mode: str, role: str = "kv_both") -> str:
+    return json.dumps({"kv_connector": "NixlConnector", "kv_role": role,
+                       "kv_connector_extra_config": {"transfer_mode": mode}})
+
+
+@pytest.mark.parametrize(("tag", "want"), [("v0.33.0", 0), ("v0.34.0", 1)])
+def test_transfer_mode_push_on_nixl_connector_against_pull(tmp_path, capsys, tag, want):
+    """0.34's factory makes NixlConnector + transfer_mode "push" the push connector (kv_connector/factory.py 125-130);
+    0.33 ignores the key: against a plain NixlConnector the modes differ only on 0.34."""
+    p = [MODEL, "--kv-transfer-config", _extra("push", "kv_producer")]
+    d = [MODEL, "--kv-transfer-config", _kv(role="kv_consumer")]
+    code, out = check(tmp_path, capsys, *_pair(p, d, image=f"vllm/vllm-openai:{tag}"))
+    assert ("transfer-mode-mismatch" in rules(out, "error")) == bool(want), out
+
+
+@pytest.mark.parametrize(("tag", "want"), [("v0.33.0", 1), ("v0.34.0", 0)])
+def test_transfer_mode_push_on_nixl_connector_against_push(tmp_path, capsys, tag, want):
+    p = [MODEL, "--kv-transfer-config", _extra("push", "kv_producer")]
+    d = [MODEL, "--kv-transfer-config", _kv("NixlPushConnector", "kv_consumer")]
+    code, out = check(tmp_path, capsys, *_pair(p, d, image=f"vllm/vllm-openai:{tag}"))
+    assert ("transfer-mode-mismatch" in rules(out, "error")) == bool(want), out
+
+
+def test_transfer_mode_push_with_an_unknown_version_is_a_warning(tmp_path, capsys):
+    p = [MODEL, "--kv-transfer-config", _extra("push", "kv_producer")]
+    d = [MODEL, "--kv-transfer-config", _kv(role="kv_consumer")]
+    code, out = check(tmp_path, capsys, *_pair(p, d, image="vllm/vllm-openai:latest"))
+    assert "transfer-mode-mismatch" in rules(out, "warning") and "transfer-mode-mismatch" not in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("tag", "want"), [("v0.33.0", False), ("v0.34.0", True)])
+def test_invalid_transfer_mode_fails_0_34_startup(tmp_path, capsys, tag, want):
+    args = [MODEL, "--kv-transfer-config", _extra("Push")]
+    code, out = check(tmp_path, capsys, *_pair(args, args, image=f"vllm/vllm-openai:{tag}"))
+    assert ("transfer-mode-mismatch" in rules(out, "error")) == want, out

@@ -22,7 +22,12 @@ from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, un
 from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
-from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
+from pdd_operator.vllm.kv_transfer_config import (
+    TRANSFER_MODE_READ_SINCE,
+    kv_transfer_config_errors,
+    removed_fields,
+    well_typed,
+)
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
@@ -279,7 +284,15 @@ class RoleConfig:
 
     @property
     def push(self) -> bool:
-        return self.connector == "NixlPushConnector"
+        """NixlPushConnector, or from 0.34.0 NixlConnector with ``kv_connector_extra_config.transfer_mode`` "push"
+        (:data:`~pdd_operator.vllm.kv_transfer_config.TRANSFER_MODE_READ_SINCE`)."""
+        return self.connector == "NixlPushConnector" or (
+            self.transfer_mode_read and self.extra.get("transfer_mode") == "push")
+
+    @property
+    def transfer_mode_read(self) -> bool:
+        """The engine runs NixlConnector on a release whose connector factory reads ``transfer_mode`` (0.34.0+)."""
+        return self.connector == "NixlConnector" and self.version is not None and self.version >= TRANSFER_MODE_READ_SINCE
 
     @property
     def extra(self) -> dict:

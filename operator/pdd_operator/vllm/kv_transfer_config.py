@@ -61,6 +61,15 @@ def _type_name(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+#: The first release whose connector factory reads ``kv_connector_extra_config.transfer_mode`` for ``NixlConnector``
+#: (``KVConnectorFactory.get_connector_class``, vllm/distributed/kv_transfer/kv_connector/factory.py lines 125-130 of
+#: the 0.34.0 sdist: ``"push"`` selects NixlPushConnector, ``"pull"`` (the default) NixlPullConnector, any other value
+#: raises "Invalid NixlConnector transfer_mode"); 0.33.0's factory does not read it (NixlConnector is pull).
+TRANSFER_MODE_READ_SINCE = (0, 34, 0)
+#: The values that factory accepts.
+TRANSFER_MODES = ("pull", "push")
+
+
 def kv_transfer_config_errors(config: dict, *, role_required: bool = True) -> list[str]:
     """Problems vLLM refuses at startup in one ``--kv-transfer-config`` object (a parsed JSON object),
     as messages naming the key; ``[]`` when none. Never raises. ``role_required=False`` leaves out the

@@ -19,6 +19,7 @@ from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
+from pdd_operator.vllm.kv_transfer_config import TRANSFER_MODES
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
 
@@ -336,17 +337,47 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     source="seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
 )
 def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
-    """Push and pull connectors never pair."""
+    """Push and pull connectors never pair.
+
+    From 0.34.0 ``NixlConnector`` with ``kv_connector_extra_config.transfer_mode`` "push" is the push connector, and
+    another value than "pull"/"push" fails the engine's startup (vllm kv_connector/factory.py lines 125-130, 0.34.0);
+    0.33.0 and earlier ignore the key. Where an engine's version is unknown and the key says "push", which mode it
+    runs is not known: a warning.
+    """
+    bad = [r for r in pair.roles if r.transfer_mode_read and r.extra.get("transfer_mode", "pull") not in TRANSFER_MODES]
+    if bad:
+        return [(f"{r.role}: kv_connector_extra_config transfer_mode {r.extra['transfer_mode']!r} is neither 'pull' "
+                 f"nor 'push': vLLM {fmt(r.version)}'s connector factory raises 'Invalid NixlConnector transfer_mode' "
+                 "and the engine never starts.", "Set transfer_mode to \"pull\" or \"push\" (or drop it: pull).")
+                for r in bad]
+    unsure = [r.connector == "NixlConnector" and r.version is None and r.extra.get("transfer_mode") == "push"
+              for r in pair.roles]
     p, d = pair.prefill.push, pair.decode.push
+    if any(unsure):
+        q, e = (u or r.push for u, r in zip(unsure, pair.roles, strict=True))
+        if (p == d) != (q == e):
+            roles = " and ".join(r.role for u, r in zip(unsure, pair.roles, strict=True) if u)
+            return [(f"{roles}: NixlConnector with kv_connector_extra_config transfer_mode \"push\" is the push "
+                     "connector from vLLM 0.34.0 (kv_connector/factory.py) and the pull connector before; the vLLM "
+                     "version is unknown, so whether the transfer modes "
+                     f"{'differ' if q != e else 'match'} (prefill {'push' if q else 'pull'}, decode "
+                     f"{'push' if e else 'pull'} from 0.34.0) is not known.",
+                     "Name NixlPushConnector (or NixlConnector without transfer_mode) on both roles, or pin the vLLM "
+                     "version.", "warning")]
     if p == d:
         return []
     caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
         "vLLM before 0.28 does not hash the transfer mode, so the handshake passes and transfers fail later")
     return [(
-        f"Transfer modes differ: prefill {pair.prefill.connector}, decode {pair.decode.connector}; push and pull "
+        f"Transfer modes differ: prefill {_mode(pair.prefill)}, decode {_mode(pair.decode)}; push and pull "
         f"never pair ({caught}).",
         "Use NixlConnector on both roles, or NixlPushConnector on both.",
     )]
+
+
+def _mode(r: RoleConfig) -> str:
+    """The connector as written, with the transfer mode 0.34's factory selects from ``transfer_mode``."""
+    return f"{r.connector} (transfer_mode push)" if r.push and r.connector == "NixlConnector" else str(r.connector)
 
 
 def hma_disabled(r: RoleConfig, version) -> bool:
