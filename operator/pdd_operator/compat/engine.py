@@ -18,6 +18,7 @@ from pdd_operator.compat.rules.base import (
     run_check,
     script_fields,
 )
+from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -148,7 +149,7 @@ def evaluate(
     elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
-            "these rules describe NixlConnector prefill/decode only"))
+            f"{NOT_DESCRIBED}"))
     if any(r.connector is None for r in pair.roles):
         # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
         rules = tuple(rule for rule in rules if rule.without_connector)

@@ -1,0 +1,66 @@
+"""Issue 9 leftovers (session 29, helper F): the checker's known gaps, each a kind with controls.
+
+a. A third-party or unknown connector inside a NIXL role's MultiConnector gets the "not checked" note a bare
+   third-party connector's pair gets (``multi-connector-child-not-checked``, a warning; one wording:
+   ``multi_connector.NOT_DESCRIBED``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
+from tests.unit.test_public_report_kinds_14 import _messages, _pair
+from tests.unit.test_turn2_variants import check, rules
+
+MODEL = "Qwen/Qwen3-8B"
+CHILD = "multi-connector-child-not-checked"
+
+
+def _multi(*children: dict, role: str = "kv_both") -> str:
+    return json.dumps({"kv_connector": "MultiConnector", "kv_role": role,
+                       "kv_connector_extra_config": {"connectors": list(children)}})
+
+
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+PEGA = {"kv_connector": "PegaKVConnector", "kv_role": "kv_both", "kv_connector_module_path": "pegaflow.connector"}
+OFFLOAD = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+           "kv_connector_extra_config": {"cpu_bytes_to_use": 1000000000}}
+
+
+@pytest.mark.parametrize("tag", ["v0.33.0", "latest"])
+def test_a_third_party_child_beside_nixl_is_named_not_checked(tmp_path, capsys, tag):
+    args = [MODEL, "--kv-transfer-config", _multi(NIXL, PEGA)]
+    code, out = check(tmp_path, capsys, *_pair(args, args, image=f"vllm/vllm-openai:{tag}"))
+    assert CHILD in rules(out, "warning") and not rules(out, "error"), out
+    message = _messages(out, CHILD)[0]
+    assert "PegaKVConnector" in message and NOT_DESCRIBED in message, out
+
+
+def test_the_bare_third_party_connector_says_the_same(tmp_path, capsys):
+    kv = json.dumps(PEGA)
+    code, out = check(tmp_path, capsys, *_pair([MODEL, "--kv-transfer-config", kv], [MODEL, "--kv-transfer-config", kv],
+                                               image="vllm/vllm-openai:v0.33.0"))
+    assert code == 3 and NOT_DESCRIBED in json.dumps(out["notChecked"]), out
+
+
+@pytest.mark.parametrize("other", [OFFLOAD, {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}])
+def test_a_vllm_child_beside_nixl_gets_no_note(tmp_path, capsys, other):
+    args = [MODEL, "--kv-transfer-config", _multi(NIXL, other)]
+    code, out = check(tmp_path, capsys, *_pair(args, args, image="vllm/vllm-openai:v0.33.0"))
+    assert CHILD not in rules(out), out
+
+
+def test_a_miscased_vllm_child_is_left_to_the_registry_rule(tmp_path, capsys):
+    args = [MODEL, "--kv-transfer-config", _multi(NIXL, {**OFFLOAD, "kv_connector": "offloadingConnector"})]
+    code, out = check(tmp_path, capsys, *_pair(args, args, image="vllm/vllm-openai:v0.33.0"))
+    assert CHILD not in rules(out), out
+
+
+def test_the_nixl_child_is_still_judged(tmp_path, capsys):
+    p = [MODEL, "--kv-transfer-config", _multi(NIXL, PEGA)]
+    d = [MODEL, "--kv-cache-dtype", "fp8", "--kv-transfer-config", _multi(NIXL, PEGA)]
+    code, out = check(tmp_path, capsys, *_pair(p, d, image="vllm/vllm-openai:v0.33.0"))
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error") and CHILD in rules(out, "warning"), out
