@@ -3,6 +3,9 @@
 a. A third-party or unknown connector inside a NIXL role's MultiConnector gets the "not checked" note a bare
    third-party connector's pair gets (``multi-connector-child-not-checked``, a warning; one wording:
    ``multi_connector.NOT_DESCRIBED``).
+b. A shell or Slurm script's GPU request (``--gres=gpu:N``) is AMD's where the script shows a ROCm host
+   (``HIP_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``, amd-smi, a rocm image) and no NVIDIA one
+   (``block_size.script_gpu_resource``): no CUDA-only finding (the CUDA default block size) on such a script.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import json
 
 import pytest
 
+from pdd_operator.cli import main
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
+from pdd_operator.vllm.block_size import script_gpu_resource
 from tests.unit.test_public_report_kinds_14 import _messages, _pair
 from tests.unit.test_turn2_variants import check, rules
 
@@ -64,3 +69,51 @@ def test_the_nixl_child_is_still_judged(tmp_path, capsys):
     d = [MODEL, "--kv-cache-dtype", "fp8", "--kv-transfer-config", _multi(NIXL, PEGA)]
     code, out = check(tmp_path, capsys, *_pair(p, d, image="vllm/vllm-openai:v0.33.0"))
     assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error") and CHILD in rules(out, "warning"), out
+
+
+# --- b. ROCm scripts ------------------------------------------------------------------------------------------------
+
+
+def _sbatch(signs: str) -> str:
+    kv_p = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+    kv_d = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+    return f"""#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --gres=gpu:8
+MODEL=Qwen/Qwen3-0.6B
+{signs}
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5600
+srun --nodelist=n-a01 -N1 --ntasks=1 --export=ALL,VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 \\
+    vllm serve $MODEL --port 8100 --block-size 128 --kv-transfer-config '{kv_p}' &
+srun --nodelist=n-a02 -N1 --ntasks=1 --export=ALL,VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2 \\
+    vllm serve $MODEL --port 8200 --kv-transfer-config '{kv_d}' &
+wait
+"""
+
+
+def _check_script(tmp_path, capsys, text: str) -> tuple[int, dict]:
+    path = tmp_path / "pd.sbatch"
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json", "--vllm-version", "0.33.0"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("signs", ["export HIP_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "export ROCR_VISIBLE_DEVICES=0,1",
+                                   "amd-smi list", "module load rocm/6.4"])
+def test_a_rocm_script_gets_no_cuda_default_block_size(tmp_path, capsys, signs):
+    code, out = _check_script(tmp_path, capsys, _sbatch(signs))
+    assert code == 0 and "block-size-direction" not in rules(out), out
+    assert "block-size-partial" in rules(out, "warning"), out  # the likely size, and what decides it on ROCm
+
+
+@pytest.mark.parametrize("signs", ["export CUDA_VISIBLE_DEVICES=0,1,2,3", "nvidia-smi", "nvidia-smi || rocm-smi"])
+def test_a_cuda_or_either_script_keeps_the_cuda_default(tmp_path, capsys, signs):  # controls
+    code, out = _check_script(tmp_path, capsys, _sbatch(signs))
+    assert code == 1 and "block-size-direction" in rules(out, "error"), out
+
+
+def test_script_gpu_resource():
+    assert script_gpu_resource("export HIP_VISIBLE_DEVICES=0") == "amd.com/gpu"
+    assert script_gpu_resource("srun --container-image=rocm/vllm:latest vllm serve m") == "amd.com/gpu"
+    assert script_gpu_resource("nvidia-smi; rocm-smi") == "nvidia.com/gpu"
+    assert script_gpu_resource("vllm serve m") == "nvidia.com/gpu"

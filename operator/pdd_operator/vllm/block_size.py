@@ -148,6 +148,19 @@ _OTHER_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VI
                          re.IGNORECASE)
 
 
+#: What shows a ROCm host in particular (a subset of :data:`_OTHER_HOST`): AMD's tools, ROCm's own device variables
+#: (vllm/platforms/rocm.py reads ``HIP_VISIBLE_DEVICES``/``ROCR_VISIBLE_DEVICES``), a ROCm path, index or image.
+_ROCM_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b", re.IGNORECASE)
+
+
+def script_gpu_resource(text: str) -> str:
+    """The device-plugin resource a shell or Slurm script's GPU request (``--gres=gpu:N``, ``--gpus-per-node``, a
+    ``CUDA_VISIBLE_DEVICES`` count) stands for: ``amd.com/gpu`` (:data:`ROCM_RESOURCES`, vLLM's ROCm platform) where
+    the script shows a ROCm host (:data:`_ROCM_HOST`) and no NVIDIA one (:data:`_CUDA_HOST`), else ``nvidia.com/gpu``
+    (Slurm's ``gpu`` gres names no vendor). A script that shows both (``nvidia-smi || rocm-smi``) stays NVIDIA's."""
+    return ROCM_RESOURCES[0] if _ROCM_HOST.search(text) and not _CUDA_HOST.search(text) else CUDA_RESOURCES[0]
+
+
 def script_platform_hint(text: str) -> str:
     """Why the engines of the shell or Slurm script ``text`` likely run vLLM's CUDA platform (:data:`_CUDA_HOST`,
     as a clause: ``"the script runs nvidia-smi"``), or ``""`` when nothing says so or something shows ROCm
