@@ -6,6 +6,9 @@ a. A third-party or unknown connector inside a NIXL role's MultiConnector gets t
 b. A shell or Slurm script's GPU request (``--gres=gpu:N``) is AMD's where the script shows a ROCm host
    (``HIP_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``, amd-smi, a rocm image) and no NVIDIA one
    (``block_size.script_gpu_resource``): no CUDA-only finding (the CUDA default block size) on such a script.
+c. The shell reader applies ``unset`` (and ``env -u``) and scopes a subshell's ``( export X=1; vllm serve ... )``
+   assignments and exports to the commands inside it (``vllm.script._Shell.unset``, ``subshell``); a ``{ ...; }``
+   group stays in the same shell (controls).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 from pdd_operator.cli import main
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.vllm.block_size import script_gpu_resource
+from pdd_operator.vllm.script import launches
 from tests.unit.test_public_report_kinds_14 import _messages, _pair
 from tests.unit.test_turn2_variants import check, rules
 
@@ -117,3 +121,70 @@ def test_script_gpu_resource():
     assert script_gpu_resource("srun --container-image=rocm/vllm:latest vllm serve m") == "amd.com/gpu"
     assert script_gpu_resource("nvidia-smi; rocm-smi") == "nvidia.com/gpu"
     assert script_gpu_resource("vllm serve m") == "nvidia.com/gpu"
+
+
+# --- c. unset, env -u and subshells in scripts ----------------------------------------------------------------------
+
+PORT = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+
+
+def _ports(script: str) -> list[tuple[str, str | None]]:
+    return [(x.argv[-1], x.env.get(PORT)) for x in launches(script)]
+
+
+def test_unset_removes_an_exported_variable():
+    assert _ports(f"export {PORT}=5601\nunset {PORT}\nvllm serve m --port 8100 &\n") == [("8100", None)]
+    assert _ports(f"export {PORT}=5601\nunset -v X {PORT}\nvllm serve m --port 8100 &\n") == [("8100", None)]
+    assert _ports(f"export {PORT}=5601\nvllm serve m --port 8100 &\n") == [("8100", "5601")]  # control
+
+
+def test_env_u_removes_a_variable_from_one_command():
+    text = f"export {PORT}=5601\nenv -u {PORT} vllm serve m --port 8100 &\nvllm serve m --port 8200 &\n"
+    assert _ports(text) == [("8100", None), ("8200", "5601")]
+    assert _ports(f"env {PORT}=5601 vllm serve m --port 8100 &\nvllm serve m --port 8200 &\n") == [
+        ("8100", "5601"), ("8200", None)]  # control: env NAME=value is the one command's
+
+
+def test_a_subshell_s_exports_stay_inside_it():
+    text = f"( export {PORT}=5601; vllm serve m --port 8100 ) &\nvllm serve m --port 8200 &\n"
+    assert _ports(text) == [("8100", "5601"), ("8200", None)]
+    text = f"export {PORT}=5601\n( unset {PORT}; vllm serve m --port 8100 ) &\nvllm serve m --port 8200 &\n"
+    assert _ports(text) == [("8100", None), ("8200", "5601")]
+    text = f"{{ export {PORT}=5601; vllm serve m --port 8100 & }}\nvllm serve m --port 8200 &\n"  # control: a group
+    assert _ports(text) == [("8100", "5601"), ("8200", "5601")]
+
+
+def _host(prefill: str, between: str, decode_prefix: str = "") -> str:
+    kv_p = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+    kv_d = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+    return f"""#!/bin/bash
+pip install vllm==0.33.0
+export {PORT}=5601
+{prefill.format(cmd=f"CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3-0.6B --port 8100 --kv-transfer-config '{kv_p}'")}
+{between}
+{decode_prefix}CUDA_VISIBLE_DEVICES=1 vllm serve Qwen/Qwen3-0.6B --port 8200 --kv-transfer-config '{kv_d}' &
+wait
+"""
+
+
+def _check_sh(tmp_path, capsys, text: str) -> tuple[int, dict]:
+    path = tmp_path / "pd.sh"
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(("prefill", "between", "prefix"), [
+    ("{cmd} &", f"unset {PORT}", ""),                                  # the decode runs the default 5600
+    ("( export {port}=5602; {{cmd}} ) &".format(port=PORT), "", ""),   # the prefill's 5602 stays in its subshell
+    ("{cmd} &", "", f"env -u {PORT} "),
+])
+def test_scripts_with_disjoint_side_channel_ports_pass(tmp_path, capsys, prefill, between, prefix):
+    code, out = _check_sh(tmp_path, capsys, _host(prefill, between, prefix))
+    assert "side-channel-port-conflict" not in rules(out), out
+
+
+@pytest.mark.parametrize("prefill", ["{cmd} &", "{{{{ export {port}=5601; {{cmd}} & }}}}".format(port=PORT)])
+def test_scripts_whose_engines_share_the_port_are_refused(tmp_path, capsys, prefill):  # controls
+    code, out = _check_sh(tmp_path, capsys, _host(prefill, ""))
+    assert code == 1 and "side-channel-port-conflict" in rules(out, "error"), out
