@@ -176,7 +176,7 @@ def _check_sh(tmp_path, capsys, text: str) -> tuple[int, dict]:
 
 @pytest.mark.parametrize(("prefill", "between", "prefix"), [
     ("{cmd} &", f"unset {PORT}", ""),                                  # the decode runs the default 5600
-    ("( export {port}=5602; {{cmd}} ) &".format(port=PORT), "", ""),   # the prefill's 5602 stays in its subshell
+    (f"( export {PORT}=5602; {{cmd}} ) &", "", ""),   # the prefill's 5602 stays in its subshell
     ("{cmd} &", "", f"env -u {PORT} "),
 ])
 def test_scripts_with_disjoint_side_channel_ports_pass(tmp_path, capsys, prefill, between, prefix):
@@ -184,7 +184,7 @@ def test_scripts_with_disjoint_side_channel_ports_pass(tmp_path, capsys, prefill
     assert "side-channel-port-conflict" not in rules(out), out
 
 
-@pytest.mark.parametrize("prefill", ["{cmd} &", "{{{{ export {port}=5601; {{cmd}} & }}}}".format(port=PORT)])
+@pytest.mark.parametrize("prefill", ["{cmd} &", f"{{{{ export {PORT}=5601; {{cmd}} & }}}}"])
 def test_scripts_whose_engines_share_the_port_are_refused(tmp_path, capsys, prefill):  # controls
     code, out = _check_sh(tmp_path, capsys, _host(prefill, ""))
     assert code == 1 and "side-channel-port-conflict" in rules(out, "error"), out
