@@ -9,6 +9,9 @@ b. A shell or Slurm script's GPU request (``--gres=gpu:N``) is AMD's where the s
 c. The shell reader applies ``unset`` (and ``env -u``) and scopes a subshell's ``( export X=1; vllm serve ... )``
    assignments and exports to the commands inside it (``vllm.script._Shell.unset``, ``subshell``); a ``{ ...; }``
    group stays in the same shell (controls).
+d. ``same-role-port-conflict`` also finds replicas of one role on the host network that the manifest pins to one
+   node (``nodeName``, a ``kubernetes.io/hostname`` selector, required node affinity admitting one node): they all
+   bind the same HTTP and NIXL side-channel ports there.
 """
 
 from __future__ import annotations
@@ -188,3 +191,52 @@ def test_scripts_with_disjoint_side_channel_ports_pass(tmp_path, capsys, prefill
 def test_scripts_whose_engines_share_the_port_are_refused(tmp_path, capsys, prefill):  # controls
     code, out = _check_sh(tmp_path, capsys, _host(prefill, ""))
     assert code == 1 and "side-channel-port-conflict" in rules(out, "error"), out
+
+
+# --- d. hostNetwork replicas pinned to one node -------------------------------------------------------------------
+
+
+def _hostnet(role: str, replicas: int, placement: dict, kv_role: str) -> dict:
+    labels = {"app": "pin", "role": role}
+    kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": kv_role})
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.33.0", "command": ["vllm", "serve"],
+                 "args": [MODEL, "--port", "8100" if role == "prefill" else "8200", "--kv-transfer-config", kv],
+                 "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5600" if role == "prefill" else "5700"},
+                         {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    spec = {"hostNetwork": True, "containers": [container], **placement}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"pin-{role}", "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": spec}}}
+
+
+HOST = "kubernetes.io/hostname"
+AFFINITY = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": HOST, "operator": "In", "values": ["gpu-1"]}]}]}}}}
+
+
+@pytest.mark.parametrize("placement", [{"nodeName": "gpu-1"}, {"nodeSelector": {HOST: "gpu-1"}}, AFFINITY])
+def test_host_network_replicas_pinned_to_one_node_share_their_ports(tmp_path, capsys, placement):
+    docs = [_hostnet("prefill", 2, placement, "kv_producer"), _hostnet("decode", 1, {}, "kv_consumer")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "same-role-port-conflict" in rules(out, "error"), out
+    message = _messages(out, "same-role-port-conflict")[0]
+    assert "2 replicas" in message and "8100" in message and "5600" in message, out
+
+
+@pytest.mark.parametrize(("replicas", "placement"), [
+    (1, {"nodeName": "gpu-1"}),                                     # one replica
+    (2, {}),                                                        # not pinned: the scheduler spreads them
+    (2, {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}),      # a pool of nodes, not one
+])
+def test_replicas_that_are_not_pinned_together_pass(tmp_path, capsys, replicas, placement):  # controls
+    docs = [_hostnet("prefill", replicas, placement, "kv_producer"), _hostnet("decode", 1, {}, "kv_consumer")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert "same-role-port-conflict" not in rules(out), out
+
+
+def test_pinned_replicas_in_a_pod_network_pass(tmp_path, capsys):  # control: each pod has its own namespace
+    docs = [_hostnet("prefill", 2, {"nodeName": "gpu-1"}, "kv_producer"), _hostnet("decode", 1, {}, "kv_consumer")]
+    del docs[0]["spec"]["template"]["spec"]["hostNetwork"]
+    code, out = check(tmp_path, capsys, *docs)
+    assert "same-role-port-conflict" not in rules(out), out
