@@ -127,4 +127,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # round 28: MooncakeConnector's TP ratio and KV region length (its pairs run no NIXL rule)
                     "mooncake-tp-indivisible", "mooncake-kv-region-length",
                     # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
-                    "mooncake-pp-unsupported"}
+                    "mooncake-pp-unsupported",
+                    # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
+                    "speculative-config-removed-field"}

@@ -80,6 +80,15 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "('--prefill-context-parallel-size', '-pcp') in the 0.12.0, 0.13.0, 0.14.0, 0.18.0 and 0.24.0 sdists and the "
         "0.32.0 wheel")
        for flag in ("--prefill-context-parallel-size", "-pcp")},
+    **{flag: AddedFlag(
+        (0, 33, 0), (0, 34, 0),
+        f"vllm/engine/arg_utils.py: EngineArgs has no {flag[2:].replace('-', '_')} in the 0.33.0 sdist; the field and "
+        f"its {flag} argument in EngineArgs.add_cli_args of the 0.34.0 sdist (lines {lines})")
+       for flag, lines in (("--enable-extensible-kv-cache", "615, 1413"), ("--max-num-inflight-kv-loads", "624, 1784"),
+                           ("--cache-aware-admission-window", "719, 1830"),
+                           ("--cache-aware-admission-threshold", "720, 1834"),
+                           ("--checkpoint-prepare-on-startup", "812, 1075"),
+                           ("--shuffle-safetensors-files", "844, 1118"))},
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),
         "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "

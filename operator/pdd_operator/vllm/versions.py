@@ -22,17 +22,17 @@ _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 #: Oldest and newest vLLM releases whose NIXL code the rules were built from (vllm-nixl-facts.md).
 OLDEST_KNOWN: Version = (0, 9, 0)
-NEWEST_KNOWN: Version = (0, 33, 99)
+NEWEST_KNOWN: Version = (0, 34, 99)
 #: The vLLM releases from :data:`OLDEST_KNOWN` on that PyPI lists up to the newest whose NIXL code the rules were built
-#: from (``pip index versions vllm``, 2026-12-05; 0.34.0 is listed but its changes are only summarised in
-#: docs/vllm-source-audit.md). A version outside this list (0.34.0, an unreleased 0.33.1) is judged with the rules of
-#: the newest release before it and warned about (``vllm-version-unverified``).
+#: from (``pip index versions vllm``, 2026-12-05; 0.34.0 read in its sdist against 0.33.0 on 2026-12-06,
+#: docs/vllm-source-audit.md "After 0.33.0"). A version outside this list (0.35.0, an unreleased 0.34.1) is judged
+#: with the rules of the newest release before it and warned about (``vllm-version-unverified``).
 KNOWN_RELEASES: frozenset[Version] = frozenset({
     (0, 9, 0), (0, 9, 1), (0, 9, 2), (0, 10, 0), (0, 10, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1), (0, 11, 2),
     (0, 12, 0), (0, 13, 0), (0, 14, 0), (0, 14, 1), (0, 15, 0), (0, 15, 1), (0, 16, 0), (0, 17, 0), (0, 17, 1),
     (0, 18, 0), (0, 18, 1), (0, 19, 0), (0, 19, 1), (0, 20, 0), (0, 20, 1), (0, 20, 2), (0, 21, 0), (0, 22, 0),
     (0, 22, 1), (0, 23, 0), (0, 24, 0), (0, 25, 0), (0, 25, 1), (0, 26, 0), (0, 27, 0), (0, 27, 1), (0, 28, 0),
-    (0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0),
+    (0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0), (0, 34, 0),
 })
 #: The newest release the rules were built from (:data:`KNOWN_RELEASES`).
 NEWEST_RELEASE: Version = max(KNOWN_RELEASES)

@@ -50,6 +50,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     records,
     sleep_mode,
     sliding_window_flag,
+    speculative_config,
     transfer_mode,
     ucx_tls,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, same_node
+from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, pinned_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
@@ -414,7 +414,8 @@ def check_same_role_ports(pair: PDPair) -> list[Violation]:
     do not listen on the same port: the pair's prefill against the other prefill engines there, its decode against
     the other decode engines (:attr:`PDPair.neighbours`; prefill against decode is ``listener-port-conflict`` and
     ``side-channel-port-conflict``). Ports not in the files (a ``--port $P`` the script does not set, a side-channel
-    port from elsewhere) are not compared."""
+    port from elsewhere) are not compared. Replicas of one role on the host network that the manifest pins to one
+    node share that node's namespace too (:func:`_pinned_replicas`)."""
     out: list[Violation] = []
     for role, where, other in pair.neighbours:
         own = pair.prefill if role == "prefill" else pair.decode
@@ -429,6 +430,32 @@ def check_same_role_ports(pair: PDPair) -> list[Violation]:
             fix_for(pair, "Give each engine its own port.",
                     f"Give each {role} engine its own --port and VLLM_NIXL_SIDE_CHANNEL_PORT"
                     + (" on its line of the script." if pair.one_container else " in its container."))))
+    out += _pinned_replicas(pair)
+    return out
+
+
+def _pinned_replicas(pair: PDPair) -> list[Violation]:
+    """Replicas of one role on the host network that the manifest pins to one node (``spec.nodeName``, a
+    ``kubernetes.io/hostname`` selector or required node affinity admitting one node: :func:`pinned_node`, without
+    taking the name for the hostname label): every replica shares that node's network namespace and binds the same
+    ports. A PDDeployment is left out (the operator renders its pods)."""
+    out: list[Violation] = []
+    for r in pair.roles if not pair.managed else ():
+        node = pinned_node(r.nodes)
+        clash = sorted(_bound(r))
+        if not r.host_network or r.replicas is None or r.replicas < 2 or node is None or not clash:
+            continue
+        out.append((
+            f"{r.role}: the {r.replicas} replicas of this {r.role} run on the host network and the manifest pins them "
+            f"all to one node ({node[0].removeprefix('field:')} {node[1]}): they share that node's network namespace and "
+            f"each listens on port {', '.join(map(str, clash))} (vLLM's HTTP --port defaults to 8000, the NIXL side "
+            "channel to 5600), so only one of them runs: the next fails with 'Address already in use', or stays "
+            "Pending where the ports are declared (on the host network a containerPort is a hostPort, and the "
+            "scheduler's NodePorts filter never puts two pods asking for one on one node).",
+            fix_for(pair, "Run one replica per node.",
+                    f"Run one {r.role} replica on that node, or let the replicas spread over nodes (drop the "
+                    "single-node pin), or give each its own Deployment with its own --port and "
+                    "VLLM_NIXL_SIDE_CHANNEL_PORT.")))
     return out
 
 
