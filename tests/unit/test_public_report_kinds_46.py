@@ -1,0 +1,68 @@
+"""Variants of what the forty-sixth public-report set (tests/unit/data/public_reports_46) taught, with negative
+controls: ``vllm serve`` refuses a flag its release no longer defines (``FlexibleArgumentParser``: 'unrecognized
+arguments', exit 2), and the flags vLLM dropped are many more than the two written by hand before. They are read
+release by release in the sdists (``pdd_operator/vllm/removed_flags_read.py``): the set's miss was
+``--calculate-kv-scales`` (defined up to 0.27.0, gone from 0.28.0) on a Llama-4 Maverick FP8-KV pair.
+
+Reading the parsers also dated ``--disable-log-requests`` right: deprecated but still defined by 0.12.0-0.16.0, gone
+from 0.17.0 (it had been recorded as refused from 0.12.0).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pdd_operator.vllm.removed_flags import REMOVED_FLAGS, removed_flags
+from pdd_operator.vllm.removed_flags_read import READ_REMOVALS, RELEASES_READ
+from tests.unit.test_turn2_variants import check, container, rules, workload
+
+KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+
+
+def _pair(image, p_extra=(), d_extra=(), model="Qwen/Qwen3-8B", kind="StatefulSet"):
+    return [workload(f"q-{role}", role, container([model, *extra, "--kv-transfer-config", KV], image=image),
+                     kind=kind, app="q")
+            for role, extra in (("prefill", p_extra), ("decode", d_extra))]
+
+
+@pytest.mark.parametrize(("image", "flags"), [
+    ("vllm/vllm-openai:v0.31.0", ("--kv-cache-dtype", "fp8", "--calculate-kv-scales")),
+    ("vllm/vllm-openai:v0.30.0", ("--kv-cache-dtype", "fp8_e4m3", "--no-calculate-kv-scales")),
+    ("vllm/vllm-openai:v0.18.0", ("--swap-space", "16")),
+    ("vllm/vllm-openai:v0.12.0", ("--guided-decoding-backend", "xgrammar")),
+    ("vllm/vllm-openai:v0.13.0", ("--disable-mm-preprocessor-cache",)),
+    ("vllm/vllm-openai:v0.17.0", ("--disable-log-requests",)),
+])
+def test_a_flag_the_release_no_longer_defines_stops_the_engine(tmp_path, capsys, image, flags):
+    code, out = check(tmp_path, capsys, *_pair(image, d_extra=flags))
+    assert code == 1 and "cli-flag-removed" in rules(out, "error")
+
+
+@pytest.mark.parametrize(("image", "flags"), [
+    ("vllm/vllm-openai:v0.27.0", ("--kv-cache-dtype", "fp8", "--calculate-kv-scales")),
+    ("vllm/vllm-openai:v0.17.0", ("--swap-space", "16")),
+    ("vllm/vllm-openai:v0.11.1", ("--guided-decoding-backend", "xgrammar")),
+    ("vllm/vllm-openai:v0.14.0", ("--disable-log-requests",)),
+    ("vllm/vllm-openai:v0.12.0", ("--disable-log-requests",)),
+])
+def test_the_same_flag_on_a_release_that_still_defines_it_is_not_refused(tmp_path, capsys, image, flags):
+    code, out = check(tmp_path, capsys, *_pair(image, flags, flags))
+    assert "cli-flag-removed" not in rules(out)
+
+
+def test_an_engine_of_unknown_version_with_a_removed_flag_is_warned(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair("registry.example.com/team/vllm:prod", ("--preemption-mode", "swap"),
+                                                ("--preemption-mode", "swap"), kind="Deployment"))
+    assert "cli-flag-removed" in rules(out, "warning") and "cli-flag-removed" not in rules(out, "error")
+
+
+def test_the_read_table_is_dated_by_releases_read_and_feeds_the_rule():
+    for flag, (with_, without, instead) in READ_REMOVALS.items():
+        assert with_ in RELEASES_READ and without in RELEASES_READ and with_ < without, flag
+        assert RELEASES_READ.index(without) == RELEASES_READ.index(with_) + 1, flag
+        assert instead and flag.startswith("--"), flag
+        assert REMOVED_FLAGS[flag].refused_since == without, flag
+    assert REMOVED_FLAGS["--disable-log-requests"].refused_since == (0, 17, 0)
+    assert removed_flags({"--max-seq-len-to-capture": "8192", "--block-size": "16"}) == ("--max-seq-len-to-capture",)
