@@ -5,7 +5,9 @@ release by release in the sdists (``pdd_operator/vllm/removed_flags_read.py``): 
 ``--calculate-kv-scales`` (defined up to 0.27.0, gone from 0.28.0) on a Llama-4 Maverick FP8-KV pair.
 
 Reading the parsers also dated ``--disable-log-requests`` right: deprecated but still defined by 0.12.0-0.16.0, gone
-from 0.17.0 (it had been recorded as refused from 0.12.0).
+from 0.17.0 (it had been recorded as refused from 0.12.0). The same reads give the flags each release added
+(``pdd_operator/vllm/added_flags_read.py``): an engine whose release predates one of them is refused as well
+(``cli-flag-not-yet``), e.g. ``--mm-encoder-tp-mode`` before 0.11.0 or ``--kv-cache-dtype-skip-layers`` before 0.21.0.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 
 import pytest
 
+from pdd_operator.vllm.added_flags import ADDED_FLAGS
+from pdd_operator.vllm.added_flags_read import READ_ADDITIONS
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS, removed_flags
 from pdd_operator.vllm.removed_flags_read import READ_REMOVALS, RELEASES_READ
 from tests.unit.test_turn2_variants import check, container, rules, workload
@@ -66,3 +70,36 @@ def test_the_read_table_is_dated_by_releases_read_and_feeds_the_rule():
         assert REMOVED_FLAGS[flag].refused_since == without, flag
     assert REMOVED_FLAGS["--disable-log-requests"].refused_since == (0, 17, 0)
     assert removed_flags({"--max-seq-len-to-capture": "8192", "--block-size": "16"}) == ("--max-seq-len-to-capture",)
+
+
+@pytest.mark.parametrize(("image", "flags"), [
+    ("vllm/vllm-openai:v0.10.1.1", ("--mm-encoder-tp-mode", "data")),
+    ("vllm/vllm-openai:v0.10.1.1", ("--structured-outputs-config", '{"backend": "xgrammar"}')),
+    ("vllm/vllm-openai:v0.18.0", ("--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "sliding_window")),
+])
+def test_a_flag_the_release_does_not_define_yet_stops_the_engine(tmp_path, capsys, image, flags):
+    code, out = check(tmp_path, capsys, *_pair(image, flags, flags, model="Qwen/Qwen2.5-VL-7B-Instruct"))
+    assert code == 1 and "cli-flag-not-yet" in rules(out, "error")
+
+
+@pytest.mark.parametrize(("image", "flags"), [
+    ("vllm/vllm-openai:v0.11.0", ("--mm-encoder-tp-mode", "data")),
+    ("vllm/vllm-openai:v0.21.0", ("--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "sliding_window")),
+])
+def test_the_same_flag_on_a_release_that_defines_it_is_not_refused(tmp_path, capsys, image, flags):
+    code, out = check(tmp_path, capsys, *_pair(image, flags, flags, model="Qwen/Qwen2.5-VL-7B-Instruct"))
+    assert "cli-flag-not-yet" not in rules(out)
+
+
+def test_a_flag_first_read_after_an_unread_release_is_only_warned_on_that_release(tmp_path, capsys):
+    flags = ("--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "sliding_window")
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.19.1", flags, flags))
+    assert "cli-flag-not-yet" in rules(out, "warning") and "cli-flag-not-yet" not in rules(out, "error")
+
+
+def test_the_read_additions_are_dated_by_consecutive_releases_read():
+    for flag, (without, with_) in READ_ADDITIONS.items():
+        assert without in RELEASES_READ and with_ in RELEASES_READ, flag
+        assert RELEASES_READ.index(with_) == RELEASES_READ.index(without) + 1, flag
+        assert flag in ADDED_FLAGS and flag not in REMOVED_FLAGS, flag
+    assert ADDED_FLAGS["--kv-cache-dtype-skip-layers"].floor == (0, 19, 0)
