@@ -146,3 +146,32 @@ def test_a_modelplane_engine_with_more_ranks_than_its_gpu_request_is_refused(tmp
 def test_a_modelplane_engine_within_its_gpu_request_is_not(tmp_path, capsys):
     code, out = check(tmp_path, capsys, _modelplane(["--tensor-parallel-size=2", "--data-parallel-size=2"], 4))
     assert "parallelism-gpu-count" not in rules(out)
+
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize("rank_flags", [["--data-parallel-rank", "1"], ["-dpn", "0"], ["--data-parallel-external-lb",
+                                                                                       "--data-parallel-rank", "0"]])
+def test_external_data_parallel_on_a_dense_model_is_refused_from_0_21(tmp_path, capsys, rank_flags):
+    args = ["--data-parallel-size", "2", *rank_flags]
+    code, out = check(tmp_path, capsys, *_pair(LLAMA, args, args, "vllm/vllm-openai:v0.24.0", gpus=1))
+    assert code == 1 and "external-dp-dense-model" in rules(out, "error")
+
+
+def test_external_data_parallel_on_a_dense_model_before_0_21_is_not(tmp_path, capsys):
+    args = ["--data-parallel-size", "2", "--data-parallel-rank", "1"]
+    code, out = check(tmp_path, capsys, *_pair(LLAMA, args, args, "vllm/vllm-openai:v0.20.0", gpus=1))
+    assert "external-dp-dense-model" not in rules(out)
+
+
+def test_external_data_parallel_on_a_moe_model_is_not(tmp_path, capsys):
+    args = ["--data-parallel-size", "2", "--data-parallel-rank", "1", "--enable-expert-parallel"]
+    code, out = check(tmp_path, capsys, *_pair(QWEN_MOE, args, args, "vllm/vllm-openai:v0.24.0", gpus=1))
+    assert "external-dp-dense-model" not in rules(out)
+
+
+def test_internal_data_parallel_on_a_dense_model_is_not(tmp_path, capsys):
+    args = ["--data-parallel-size", "2"]
+    code, out = check(tmp_path, capsys, *_pair(LLAMA, args, args, "vllm/vllm-openai:v0.24.0", gpus=2))
+    assert "external-dp-dense-model" not in rules(out)

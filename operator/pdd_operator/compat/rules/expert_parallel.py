@@ -13,7 +13,11 @@ and older were not read, so the rules start at 0.11.0):
   not enabled. ...")``;
 - ``--enable-expert-parallel`` on a model without experts (no positive ``moe_num_experts``, ``num_experts``,
   ``n_routed_experts`` or ``num_local_experts`` in its config.json): ``ValueError("Number of experts in the model must
-  be greater than 0 when expert parallelism is enabled.")``.
+  be greater than 0 when expert parallelism is enabled.")``;
+- from 0.21.0 (vllm/engine/arg_utils.py ``EngineArgs.create_engine_config``; read in the 0.21.0-0.34.0 sdists, absent
+  from 0.11.0-0.20.0): external data-parallel load balancing (``--data-parallel-rank``, ``--data-parallel-external-lb``)
+  with ``--data-parallel-size`` > 1 on a model without experts: ``ValueError("Non-MoE models do not support external
+  data parallel mode. ...")``.
 
 Each engine on its own: the refused one never starts. A flag value that is not in the files is not judged.
 """
@@ -30,6 +34,8 @@ from pdd_operator.vllm.versions import Version, fmt
 
 #: First vLLM release read whose ParallelConfig and ModelConfig refuse the settings above (module docstring).
 EXPERT_CHECKS_SINCE: Version = (0, 11, 0)
+#: First vLLM release whose EngineArgs refuses external data-parallel load balancing for a model without experts.
+EXTERNAL_DP_DENSE_REFUSED_SINCE: Version = (0, 21, 0)
 
 
 def _flag(r: RoleConfig, name: str) -> str | bool | None:
@@ -108,6 +114,12 @@ def check_eplb(pair: PDPair) -> list[Violation]:
     return out
 
 
+def dense_model(pair: PDPair) -> bool:
+    """The pair's model is known to have no experts: its config.json (given or a well-known checkpoint's) names no
+    expert count and its family is a dense one."""
+    return pair.model.num_experts == 0 and pair.model.architecture == Architecture.DENSE
+
+
 @rule(
     id="expert-parallel-dense-model", family="expert-parallel", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.model.configMapRef"), since=EXPERT_CHECKS_SINCE,
@@ -117,10 +129,9 @@ def check_eplb(pair: PDPair) -> list[Violation]:
 )
 def check_expert_parallel_model(pair: PDPair) -> list[Violation]:
     """``--enable-expert-parallel`` only on a model with experts. Judged where the model's config.json is known
-    (given, or a well-known checkpoint's) and its family is a dense one; a config that names no expert count is a
-    model without experts, as vLLM reads it."""
-    traits = pair.model
-    if traits.num_experts != 0 or traits.architecture != Architecture.DENSE:
+    (given, or a well-known checkpoint's) and its family is a dense one (:func:`dense_model`); a config that names no
+    expert count is a model without experts, as vLLM reads it."""
+    if not dense_model(pair):
         return []
     out: list[Violation] = []
     for r in pair.roles:
@@ -132,5 +143,36 @@ def check_expert_parallel_model(pair: PDPair) -> list[Violation]:
             f"model): vLLM {version} raises \"Number of experts in the model must be greater than 0 when expert "
             "parallelism is enabled.\" while building the engine's config, so this engine never starts.",
             f"Remove --enable-expert-parallel from the {r.role} engine (expert parallelism applies to MoE models only).",
+        ))
+    return out
+
+
+@rule(
+    id="external-dp-dense-model", family="expert-parallel", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.model.configMapRef"),
+    since=EXTERNAL_DP_DENSE_REFUSED_SINCE,
+    source=("vllm/engine/arg_utils.py EngineArgs.create_engine_config (0.21.0-0.34.0): 'Non-MoE models do not support "
+            "external data parallel mode.' (ValueError) for --data-parallel-rank or --data-parallel-external-lb with "
+            "--data-parallel-size > 1; absent from 0.11.0-0.20.0"),
+    example="--data-parallel-size 4 --data-parallel-rank 0 on a meta-llama/Llama-3.1-8B-Instruct prefill (vLLM 0.24.0)",
+)
+def check_external_dp_model(pair: PDPair) -> list[Violation]:
+    """External data-parallel load balancing (one rank per process, ``--data-parallel-rank`` or
+    ``--data-parallel-external-lb``) only for a model with experts; a dense model scales by independent engines."""
+    if not dense_model(pair):
+        return []
+    out: list[Violation] = []
+    for r in pair.roles:
+        external = _flag(r, "--data-parallel-rank") is not None or _switch(r, "--data-parallel-external-lb") is True
+        if not external or r.dp is None or r.dp <= 1:
+            continue
+        version = fmt(r.version) if r.version else "this release"
+        out.append((
+            f"{r.role}: external data-parallel load balancing (DP {r.dp}, one rank per process) on "
+            f"{r.model or 'the model'}, whose config.json names no experts: vLLM {version} raises \"Non-MoE models do "
+            "not support external data parallel mode.\" while building the engine's config, so this engine never "
+            "starts.",
+            f"Run each {r.role} engine on its own without --data-parallel-* arguments (scale with replicas), or keep "
+            "internal data parallelism (--data-parallel-size without a rank).",
         ))
     return out
