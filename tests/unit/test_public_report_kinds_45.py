@@ -175,3 +175,17 @@ def test_internal_data_parallel_on_a_dense_model_is_not(tmp_path, capsys):
     args = ["--data-parallel-size", "2"]
     code, out = check(tmp_path, capsys, *_pair(LLAMA, args, args, "vllm/vllm-openai:v0.24.0", gpus=2))
     assert "external-dp-dense-model" not in rules(out)
+
+
+@pytest.mark.parametrize(("image", "backend", "refused"), [
+    ("vllm/vllm-openai:v0.17.1", "flashinfer_nvlink_two_sided", True),
+    ("vllm/vllm-openai:v0.18.0", "flashinfer_nvlink_two_sided", False),
+    ("vllm/vllm-openai:v0.26.0", "mori", True),
+    ("vllm/vllm-openai:v0.34.0", "mori", False),
+    ("vllm/vllm-openai:v0.23.0", "deepep_v2", True),
+    ("vllm/vllm-openai:v0.26.0", "pplx", False),
+])
+def test_all2all_backends_are_judged_against_the_release_that_parses_them(tmp_path, capsys, image, backend, refused):
+    args = ["--data-parallel-size", "2", "--enable-expert-parallel", "--all2all-backend", backend]
+    code, out = check(tmp_path, capsys, *_pair(QWEN_MOE, args, args, image))
+    assert ("all2all-backend-unknown" in rules(out, "error")) is refused

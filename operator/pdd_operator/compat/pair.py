@@ -187,7 +187,8 @@ class RoleConfig:
         moe_flags: the flags of the argv, as parsed (``(name, value)``), that vLLM allows only for some models or
             together: ``--enable-expert-parallel``, ``--enable-eplb``, ``--eplb-config`` and its dotted keys,
             ``--num-redundant-experts``, and external data-parallel load balancing (``--data-parallel-rank``,
-            ``--data-parallel-external-lb``), judged in :mod:`pdd_operator.compat.rules.expert_parallel`.
+            ``--data-parallel-external-lb``) and ``--all2all-backend``, judged in
+            :mod:`pdd_operator.compat.rules.expert_parallel`.
         kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), or the launcher
             sets it itself (:attr:`kv_events_from`), judged in :mod:`pdd_operator.compat.rules.hma_forced`.
         kv_events_from: why ``kv_events`` holds without ``--kv-events-config`` on the command line (Dynamo's worker
@@ -700,7 +701,7 @@ def host_ports(pod_spec: dict) -> frozenset[int]:
 
 #: The expert-parallel flags kept in :attr:`RoleConfig.moe_flags` (besides ``--eplb-config.<key>``).
 _MOE_FLAGS = ("--enable-expert-parallel", "--enable-eplb", "--eplb-config", "--num-redundant-experts",
-              "--data-parallel-rank", "--data-parallel-external-lb")
+              "--data-parallel-rank", "--data-parallel-external-lb", "--all2all-backend")
 
 
 #: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when

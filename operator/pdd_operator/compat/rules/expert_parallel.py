@@ -17,7 +17,8 @@ and older were not read, so the rules start at 0.11.0):
 - from 0.21.0 (vllm/engine/arg_utils.py ``EngineArgs.create_engine_config``; read in the 0.21.0-0.34.0 sdists, absent
   from 0.11.0-0.20.0): external data-parallel load balancing (``--data-parallel-rank``, ``--data-parallel-external-lb``)
   with ``--data-parallel-size`` > 1 on a model without experts: ``ValueError("Non-MoE models do not support external
-  data parallel mode. ...")``.
+  data parallel mode. ...")``;
+- ``--all2all-backend`` with a value its release's parser does not list (:mod:`pdd_operator.vllm.all2all_backends`).
 
 Each engine on its own: the refused one never starts. A flag value that is not in the files is not judged.
 """
@@ -28,6 +29,7 @@ import json
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.all2all_backends import FLAG_SINCE, accepted_backends
 from pdd_operator.vllm.architectures import Architecture
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import Version, fmt
@@ -174,5 +176,30 @@ def check_external_dp_model(pair: PDPair) -> list[Violation]:
             "starts.",
             f"Run each {r.role} engine on its own without --data-parallel-* arguments (scale with replicas), or keep "
             "internal data parallelism (--data-parallel-size without a rank).",
+        ))
+    return out
+
+
+@rule(
+    id="all2all-backend-unknown", family="expert-parallel", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"), since=FLAG_SINCE,
+    source=("vllm/config/parallel.py All2AllBackend Literal -> argparse choices (vllm/engine/arg_utils.py "
+            "literal_to_kwargs), read per release 0.11.1-0.34.0 (pdd_operator.vllm.all2all_backends)"),
+    example="--all2all-backend flashinfer_nvlink_two_sided on a vLLM 0.17.1 decode (added in 0.18.0)",
+)
+def check_all2all_backend(pair: PDPair) -> list[Violation]:
+    """``--all2all-backend`` names a backend the engine's release accepts: its parser refuses any other value
+    ("invalid choice") and the server never starts. Backends come and go (``mori`` 0.16-0.22 and again 0.34,
+    ``mori_high_throughput``/``mori_low_latency`` from 0.23, ``deepep_v2`` from 0.24, ``moonep`` from 0.31)."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        value = _flag(r, "--all2all-backend")
+        accepted = accepted_backends(r.version)
+        if not isinstance(value, str) or unknown_names(value) or accepted is None or value in accepted:
+            continue
+        out.append((
+            f"{r.role}: --all2all-backend {value} is not a backend vLLM {fmt(r.version)} accepts (its parser's "
+            f"choices: {', '.join(sorted(accepted))}), so the server exits at argument parsing ('invalid choice').",
+            f"Name one of those backends on the {r.role} engine, or run a vLLM release that has {value}.",
         ))
     return out
