@@ -44,3 +44,4 @@ def accepted_backends(version: Version | None) -> frozenset[str] | None:
     if version is None or version < FLAG_SINCE:
         return None
     return ALL2ALL_CHOICES.get((version[0], version[1]))
+

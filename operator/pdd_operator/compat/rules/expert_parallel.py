@@ -32,7 +32,7 @@ from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.vllm.all2all_backends import FLAG_SINCE, accepted_backends
 from pdd_operator.vllm.architectures import Architecture
 from pdd_operator.vllm.expansion import unknown_names
-from pdd_operator.vllm.versions import Version, fmt
+from pdd_operator.vllm.versions import Version, fmt, rules_version
 
 #: First vLLM release read whose ParallelConfig and ModelConfig refuse the settings above (module docstring).
 EXPERT_CHECKS_SINCE: Version = (0, 11, 0)
@@ -190,10 +190,14 @@ def check_external_dp_model(pair: PDPair) -> list[Violation]:
 def check_all2all_backend(pair: PDPair) -> list[Violation]:
     """``--all2all-backend`` names a backend the engine's release accepts: its parser refuses any other value
     ("invalid choice") and the server never starts. Backends come and go (``mori`` 0.16-0.22 and again 0.34,
-    ``mori_high_throughput``/``mori_low_latency`` from 0.23, ``deepep_v2`` from 0.24, ``moonep`` from 0.31)."""
+    ``mori_high_throughput``/``mori_low_latency`` from 0.23, ``deepep_v2`` from 0.24, ``moonep`` from 0.31). Judged
+    only for an engine whose release the files name: for one of unknown release the backend says which releases it
+    may run, not that it fails."""
     out: list[Violation] = []
     for r in pair.roles:
         value = _flag(r, "--all2all-backend")
+        if r.version_text is None or rules_version(r.version_text) != r.version:
+            continue  # a release assumed for an engine of unknown version: a backend bounds it, never refuses it
         accepted = accepted_backends(r.version)
         if not isinstance(value, str) or unknown_names(value) or accepted is None or value in accepted:
             continue
