@@ -186,6 +186,11 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
+        moe_flags: the flags of the argv, as parsed (``(name, value)``), that vLLM allows only for some models or
+            together: ``--enable-expert-parallel``, ``--enable-eplb``, ``--eplb-config`` and its dotted keys,
+            ``--num-redundant-experts``, and external data-parallel load balancing (``--data-parallel-rank``,
+            ``--data-parallel-external-lb``) and ``--all2all-backend``, judged in
+            :mod:`pdd_operator.compat.rules.expert_parallel`.
         kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), or the launcher
             sets it itself (:attr:`kv_events_from`), judged in :mod:`pdd_operator.compat.rules.hma_forced`.
         kv_events_from: why ``kv_events`` holds without ``--kv-events-config`` on the command line (Dynamo's worker
@@ -262,6 +267,7 @@ class RoleConfig:
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
+    moe_flags: tuple[tuple[str, str | bool], ...] = ()
     kv_events: bool = False
     kv_events_from: str = ""
     connector_note: str = ""
@@ -656,6 +662,7 @@ def role_from_container(
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
+        moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
         kv_events="--kv-events-config" in flags,
         connector_note=connector_note,
     )
@@ -703,6 +710,11 @@ def host_ports(pod_spec: dict) -> frozenset[int]:
             if isinstance(value, int) and not isinstance(value, bool):
                 out.add(value)
     return frozenset(out)
+
+
+#: The expert-parallel flags kept in :attr:`RoleConfig.moe_flags` (besides ``--eplb-config.<key>``).
+_MOE_FLAGS = ("--enable-expert-parallel", "--enable-eplb", "--eplb-config", "--num-redundant-experts",
+              "--data-parallel-rank", "--data-parallel-external-lb", "--all2all-backend")
 
 
 #: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when

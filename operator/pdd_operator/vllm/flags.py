@@ -27,7 +27,7 @@ them refuses the short option at argument parsing ('unrecognized arguments'), wh
 #: switches take no value (vllm/engine/arg_utils.py), so the token after them is never read as theirs.
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
-    "--enforce-eager", "--enable-expert-parallel", "--enable-cumem-allocator", "--enable-sleep-mode",
+    "--enforce-eager", "--enable-expert-parallel", "--enable-eplb", "--enable-cumem-allocator", "--enable-sleep-mode",
     "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window",
     "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
 }
