@@ -15,6 +15,9 @@ controls: KV connectors and transports beyond one plain NixlConnector pair.
   stops the engine as the flag's own config would.
 - ``MooncakeConnectorWorker`` refuses pipeline parallelism in 0.16.0-0.23.0 ("Mooncake Transfer Engine does not
   support pipeline parallelism yet."); 0.24.0 maps pipeline stages.
+- vLLM's XPU image (``vllm/vllm-openai-xpu``) builds the NIXL of ``docker/Dockerfile.xpu``'s ``NIXL_VERSION`` (1.2.0 in
+  0.24.0-0.28.0), not the ``nixl ==`` pin of ``requirements/kv_connectors.txt`` (1.3.1 in 0.26-0.27.1): the NIXL 1.3.1
+  telemetry fault is not warned of on that image (the XPU host-buffer pair of vllm#53796, vLLM 0.27.1).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 
 from pdd_operator.vllm.flags import parse_flags
+from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_transfer_config import refused_fields
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
@@ -176,3 +180,35 @@ def test_a_well_formed_multiconnector_is_not_refused(tmp_path, capsys):
     kv = _multi(NIXL, OFFLOAD)
     code, out = check(tmp_path, capsys, *_pair(kv, kv, image="vllm/vllm-openai:v0.24.0"))
     assert code == 0 and not rules(out, "error")
+
+
+# --- the NIXL an XPU image ships --------------------------------------------------------------------------
+
+
+def test_vllms_xpu_image_ships_the_nixl_of_its_dockerfile_not_the_cuda_pin():
+    xpu = "docker.io/vllm/vllm-openai-xpu:v0.27.1"
+    assert nixl_version("", xpu, (0, 27, 1))[0] == (1, 2, 0)
+    assert nixl_version("", xpu, (0, 30, 0))[0] == (1, 3, 2)
+    assert nixl_version("", xpu, (0, 34, 0)) == (None, "")  # two NIXL_VERSION args: unknown, never guessed
+    assert nixl_version("", xpu, None) == (None, "")
+    assert nixl_version("", "vllm/vllm-openai:v0.27.1", (0, 27, 1))[0] == (1, 3, 1)  # the CUDA image keeps its pin
+    assert nixl_version("pip install nixl==1.3.1 && vllm serve m", xpu, (0, 27, 1))[0] == (1, 3, 1)
+
+
+def _xpu_host_buffer_pair(image):
+    docs = _pair(_kv("NixlConnector", kv_buffer_device="cpu"), _kv("NixlConnector", kv_buffer_device="cpu"),
+                 image=image, env=({"name": "UCX_TLS", "value": "tcp"},))
+    for d in docs:
+        d["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"gpu.intel.com/xe": "1"}}
+    return docs
+
+
+def test_an_xpu_host_buffer_pair_on_vllms_xpu_image_gets_no_nixl_1_3_1_warning(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_xpu_host_buffer_pair("docker.io/vllm/vllm-openai-xpu:v0.27.1"))
+    assert code == 0 and "nixl-version-known-bad" not in rules(out)
+
+
+def test_the_same_release_on_the_cuda_image_still_warns_of_nixl_1_3_1(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_pair(_kv("NixlConnector"), _kv("NixlConnector"),
+                                               image="vllm/vllm-openai:v0.27.1"))
+    assert code == 0 and "nixl-version-known-bad" in rules(out, "warning")

@@ -5,7 +5,8 @@ and a severity. ``mixed_hardware`` rows were seen only when prefill and decode r
 (images or accelerator resources differ); elsewhere the checker reports them as a warning. The
 ``nixl-version-known-bad`` rule reads the NIXL version each engine will load from (in order) a
 ``pip install nixl==X`` in its command, the pins of this project's engine image (``pins.json``), or the
-exact NIXL pin of the vLLM release in its image tag (:data:`~pdd_operator.vllm.versions.NIXL_REQUIREMENTS`).
+exact NIXL pin of the vLLM release in its image tag (:data:`~pdd_operator.vllm.versions.NIXL_REQUIREMENTS`; for
+vLLM's XPU image the NIXL its Dockerfile.xpu builds, :data:`~pdd_operator.vllm.versions.XPU_IMAGE_NIXL`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pdd_operator.pins import pins
-from pdd_operator.vllm.versions import Version, fmt, nixl_range, parse_version, wrapped_nixl_version
+from pdd_operator.vllm.versions import (
+    XPU_IMAGE_REPOSITORY,
+    Version,
+    fmt,
+    image_repository,
+    nixl_range,
+    parse_version,
+    wrapped_nixl_version,
+    xpu_image_nixl,
+)
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,11 @@ def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[V
         return parse_version(p["nixl"]), f"this project's engine image pins NIXL {p['nixl']} (pins.json)"
     if (wrapped := wrapped_nixl_version(image)) is not None:
         return wrapped
+    if image_repository(image) == XPU_IMAGE_REPOSITORY:
+        nixl = xpu_image_nixl(vllm)
+        if nixl is None:
+            return None, ""
+        return nixl, f"vLLM {fmt(vllm)}'s XPU image builds NIXL {fmt(nixl)} (docker/Dockerfile.xpu NIXL_VERSION)"
     if vllm is not None:
         bounds = nixl_range(vllm)
         if bounds and bounds[0] == bounds[1]:

@@ -419,6 +419,30 @@ NIXL_REQUIREMENTS: list[tuple[Version, tuple[Version, Version]]] = [
 ]
 
 
+#: vLLM's XPU image (``vllm/vllm-openai-xpu``) does not install NIXL from ``requirements/kv_connectors.txt``: its
+#: ``docker/Dockerfile.xpu`` builds UCX and NIXL from source at ``ARG NIXL_VERSION`` (and installs that release),
+#: read in the sdists 0.22.0-0.34.0: first vLLM release -> NIXL release. 0.34.0 names two (v1.5.0 and v1.5.2), so
+#: from there the version is unknown (``None``); so is every release before 0.22.0.
+XPU_IMAGE_NIXL: list[tuple[Version, Version | None]] = [
+    ((0, 22, 0), (0, 7, 0)),
+    ((0, 24, 0), (1, 2, 0)),
+    ((0, 29, 0), (1, 3, 2)),
+    ((0, 33, 0), (1, 5, 0)),
+    ((0, 34, 0), None),
+]
+XPU_IMAGE_REPOSITORY = "vllm/vllm-openai-xpu"
+
+
+def xpu_image_nixl(vllm: Version | None) -> Version | None:
+    """The NIXL release vLLM's XPU image of release ``vllm`` ships (:data:`XPU_IMAGE_NIXL`), or ``None`` unknown."""
+    found = None
+    if vllm is not None:
+        for since, nixl in XPU_IMAGE_NIXL:
+            if vllm >= since:
+                found = nixl
+    return found
+
+
 def nixl_range(vllm: Version) -> tuple[Version, Version] | None:
     """The NIXL versions vLLM ``vllm`` accepts, or ``None`` before the first known line (0.20)."""
     found = None
