@@ -48,9 +48,16 @@ def test_the_same_memory_type_on_both_roles_is_accepted(tmp_path, capsys, device
 
 
 def test_other_accelerators_memory_type_is_not_guessed():
-    """XPU/HPU/TPU engines report their own NIXL memory type through their platform: no finding either way."""
+    """Out-of-tree platforms (Gaudi, TPU) report their own NIXL memory type through their platform: no finding
+    either way. An Intel XPU's device buffer is VRAM: vLLM's in-tree XPU platform registers it so (set 44,
+    vllm/nixl_devices.py)."""
     class Role:
-        buffer_device, image, resources = "xpu", "intel/vllm:xpu-0.14.0", {"gpu.intel.com/i915": "1"}
+        buffer_device, image, resources, env = "xpu", "intel/vllm:xpu-0.14.0", {"gpu.intel.com/i915": "1"}, {}
+    assert nixl_memory_type(Role) == "VRAM"
+    Role.buffer_device, Role.resources = None, {"habana.ai/gaudi": "1"}
+    Role.image = "vault.habana.ai/gaudi-docker/1.22.0/ubuntu24.04/habanalabs/vllm-installer-2.7.1:latest"
+    assert nixl_memory_type(Role) is None
+    Role.image, Role.resources = "vllm/vllm-tpu:v0.11.1", {"google.com/tpu": "4"}
     assert nixl_memory_type(Role) is None
     Role.buffer_device = "cpu"
     assert nixl_memory_type(Role) == "DRAM"
@@ -60,7 +67,7 @@ def test_other_accelerators_memory_type_is_not_guessed():
 
 def test_a_cpu_engine_registers_host_memory_with_or_without_the_flag():
     class Role:
-        buffer_device, image, resources = None, "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.12.0", {"cpu": "16"}
+        buffer_device, image, resources, env = None, "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.12.0", {"cpu": "16"}, {}
     assert nixl_memory_type(Role) == "DRAM"
 
 
