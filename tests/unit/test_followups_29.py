@@ -1,0 +1,85 @@
+"""Follow-ups of sets 43 and 44 (issue 9, round 29): the operator's own path reads the NIXL transfer mode as vLLM
+resolves it (pdd_operator.vllm.transfer_mode), and the buffer-device rules read the NIXL child's own config."""
+
+from __future__ import annotations
+
+import celpy
+import pytest
+
+from pdd_operator.api.spec import CEL_RULES
+from pdd_operator.compat.engine import evaluate
+from pdd_operator.render.engine import router_pod_annotations, spec_transfer_mode
+from pdd_operator.render.workloads import Owner, router_deployment
+from tests.helpers import make_spec
+
+V34, V33, UNKNOWN = "vllm/vllm-openai:v0.34.0", "vllm/vllm-openai:v0.33.0", "registry.example/engine:latest"
+PUSH_OPTION = {"connector": "NixlConnector", "extraConfig": {"transfer_mode": "push"}}
+
+
+def _spec(image, kv=PUSH_OPTION, **patch):
+    return make_spec(engine={"image": image}, kvTransfer=kv, **patch)
+
+
+def _kv_mode(spec) -> str:
+    command = router_deployment(Owner("demo", "serving", uid="u1", generation=1), spec)["spec"]["template"]["spec"][
+        "containers"][0]["command"]
+    return command[command.index("--kv-mode") + 1]
+
+
+def _found(spec) -> set[tuple[str, str]]:
+    return {(f.rule, f.severity) for f in evaluate(spec).findings}
+
+
+@pytest.mark.parametrize(("image", "kv", "mode"), [
+    (V34, PUSH_OPTION, "push"),                                            # 0.34 factory: NixlPushConnector
+    (V33, PUSH_OPTION, "pull"),                                            # 0.33 ignores the key
+    (UNKNOWN, PUSH_OPTION, "pull"),                                        # cannot tell: pull, and a warning
+    (V34, {"connector": "NixlConnector", "extraConfig": {"transfer_mode": "pull"}}, "pull"),
+    (V34, {"connector": "NixlConnector"}, "pull"),
+    (V34, {"connector": "NixlPushConnector"}, "push"),
+    (V33, {"connector": "NixlPushConnector"}, "push"),
+])
+def test_the_router_mode_follows_the_mode_the_engines_run(image, kv, mode):
+    spec = _spec(image, kv)
+    assert _kv_mode(spec) == mode
+    assert bool(router_pod_annotations(spec, "prefill")) == (mode == "push")
+
+
+def test_spec_transfer_mode_is_none_where_vllm_cannot_be_told_or_refuses():
+    assert spec_transfer_mode(_spec(UNKNOWN)) is None
+    assert spec_transfer_mode(_spec(V34, {"connector": "NixlConnector", "extraConfig": {"transfer_mode": "write"}})) is None
+
+
+def test_the_managed_warning_is_only_for_an_unknown_release():
+    assert ("transfer-mode-option-managed", "warning") in _found(_spec(UNKNOWN))
+    for image in (V34, V33):
+        assert "transfer-mode-option-managed" not in {r for r, _ in _found(_spec(image))}
+
+
+def test_push_by_option_gets_the_push_validations_on_0_34_and_the_pull_ones_on_0_33():
+    pp = {"prefill": {"pipelineParallelSize": 2}}
+    assert "pp-pull-unsupported" not in {r for r, _ in _found(_spec(V34, **pp))}
+    assert ("pp-pull-unsupported", "error") in _found(_spec(V33, **pp))
+    blocks = {"prefill": {"blockSize": 16}, "decode": {"blockSize": 32}}
+    assert ("block-size-push-equal", "error") in _found(_spec(V34, **blocks))
+    assert "block-size-push-equal" not in {r for r, _ in _found(_spec(V33, **blocks))}
+    reverse = {"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}
+    assert ("block-size-direction", "error") in _found(_spec(V33, **reverse))
+    assert "block-size-direction" not in {r for r, _ in _found(_spec(V34, **reverse))}
+
+
+def _cel(rule_id: str, spec) -> bool:
+    (rule,) = [r for r in CEL_RULES if r["message"].startswith(f"[{rule_id}]")]
+    env = celpy.Environment()
+    doc = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return bool(env.program(env.compile(rule["rule"])).evaluate({"self": celpy.json_to_cel(doc)}))
+
+
+def test_the_api_server_leaves_push_by_option_to_the_version_aware_rules():
+    pp = {"prefill": {"pipelineParallelSize": 2}}
+    assert _cel("pp-pull-unsupported", _spec(V34, **pp))
+    assert not _cel("pp-pull-unsupported", _spec(V34, {"connector": "NixlConnector"}, **pp))
+    assert _cel("pp-pull-unsupported", _spec(V34, {"connector": "NixlPushConnector"}, **pp))
+    reverse = {"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}
+    assert _cel("block-size-direction", _spec(V34, **reverse))
+    assert not _cel("block-size-direction", _spec(V34, {"connector": "NixlConnector"}, **reverse))
