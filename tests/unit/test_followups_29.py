@@ -3,6 +3,8 @@ resolves it (pdd_operator.vllm.transfer_mode), and the buffer-device rules read 
 
 from __future__ import annotations
 
+import json
+
 import celpy
 import pytest
 
@@ -11,6 +13,8 @@ from pdd_operator.compat.engine import evaluate
 from pdd_operator.render.engine import router_pod_annotations, spec_transfer_mode
 from pdd_operator.render.workloads import Owner, router_deployment
 from tests.helpers import make_spec
+from tests.unit.test_public_report_kinds_44 import _pair
+from tests.unit.test_turn2_variants import check, rules
 
 V34, V33, UNKNOWN = "vllm/vllm-openai:v0.34.0", "vllm/vllm-openai:v0.33.0", "registry.example/engine:latest"
 PUSH_OPTION = {"connector": "NixlConnector", "extraConfig": {"transfer_mode": "push"}}
@@ -83,3 +87,57 @@ def test_the_api_server_leaves_push_by_option_to_the_version_aware_rules():
     reverse = {"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}
     assert _cel("block-size-direction", _spec(V34, **reverse))
     assert not _cel("block-size-direction", _spec(V34, {"connector": "NixlConnector"}, **reverse))
+
+
+# --- kv_buffer_device of a NIXL child of MultiConnector ------------------------------------------------------------
+# vLLM builds each child's config from its own dict alone: MultiConnector._get_connector_classes_and_configs does
+# ``KVTransferConfig(**ktc, engine_id=engine_id)`` (kv_connector/v1/multi_connector.py; 0.20.0 lines 195-200, 0.25.0
+# lines 222-227, 0.34.0 lines 274-279; the same in every sdist read from 0.10.1.1), so the child runs its own
+# kv_buffer_device, else KVTransferConfig's default (cuda to 0.17.x, the platform's device_type from 0.18.0); the
+# parent's is never copied into it.
+
+
+def _multi(parent=None, child=None, kv_role="kv_both"):
+    nixl = {"kv_connector": "NixlConnector", "kv_role": kv_role}
+    if child:
+        nixl["kv_buffer_device"] = child
+    cfg = {"kv_connector": "MultiConnector", "kv_role": kv_role,
+           "kv_connector_extra_config": {"connectors": [nixl, {"kv_connector": "OffloadingConnector",
+                                                               "kv_role": kv_role}]}}
+    if parent:
+        cfg["kv_buffer_device"] = parent
+    return json.dumps(cfg)
+
+
+CPU_IMAGE = "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v{}"
+
+
+def _cpu_pair(version, kv_p, kv_d):
+    return _pair("Qwen/Qwen3-0.6B", CPU_IMAGE.format(version), kv_p, kv_d, {"cpu": "16", "memory": "32Gi"},
+                 kind="StatefulSet")
+
+
+def test_a_nixl_child_does_not_inherit_the_parents_host_buffer(tmp_path, capsys):
+    # 0.12.0: the child's default is cuda, which a CPU engine refuses, whatever the parent says
+    code, out = check(tmp_path, capsys, *_cpu_pair("0.12.0", _multi(parent="cpu"), _multi(parent="cpu")))
+    assert code == 1 and "kv-buffer-device-unsupported" in rules(out, "error")
+    # control: the child's own cpu is what runs, a parent's cuda is not read
+    code, out = check(tmp_path, capsys, *_cpu_pair("0.12.0", _multi(parent="cuda", child="cpu"),
+                                                   _multi(parent="cuda", child="cpu")))
+    assert "kv-buffer-device-unsupported" not in rules(out)
+    # 0.18.0+: the child's default is the platform's device_type (cpu)
+    code, out = check(tmp_path, capsys, *_cpu_pair("0.19.1", _multi(parent="cuda"), _multi(parent="cuda")))
+    assert "kv-buffer-device-unsupported" not in rules(out)
+
+
+def test_the_memory_type_of_a_nixl_child_is_its_own(tmp_path, capsys):
+    gpu = {"nvidia.com/gpu": "1"}
+    model, image = "Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.32.0"
+    # prefill's child stages in host memory, decode's registers device memory: the parents say nothing / the same
+    code, out = check(tmp_path, capsys, *_pair(model, image, _multi(parent="cuda", child="cpu"),
+                                               _multi(parent="cuda"), gpu))
+    assert code == 1 and "kv-buffer-device-mismatch" in rules(out, "error")
+    # control: both children cpu, parents differ (never read)
+    code, out = check(tmp_path, capsys, *_pair(model, image, _multi(parent="cuda", child="cpu"),
+                                               _multi(child="cpu"), gpu))
+    assert "kv-buffer-device-mismatch" not in rules(out)
