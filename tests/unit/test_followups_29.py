@@ -141,3 +141,42 @@ def test_the_memory_type_of_a_nixl_child_is_its_own(tmp_path, capsys):
     code, out = check(tmp_path, capsys, *_pair(model, image, _multi(parent="cuda", child="cpu"),
                                                _multi(child="cpu"), gpu))
     assert "kv-buffer-device-mismatch" not in rules(out)
+
+
+# --- triton-attn-hetero-tp-layout (vllm#35444) ----------------------------------------------------------------------
+
+
+def _tp_pair(image, tp_p=1, tp_d=2, backend="TRITON_ATTN", env=(), model="meta-llama/Llama-3.1-8B-Instruct"):
+    from tests.unit.test_turn2_variants import POD_IP, workload
+
+    docs = []
+    for role, tp in (("prefill", tp_p), ("decode", tp_d)):
+        args = [model, "--tensor-parallel-size", str(tp), "--kv-transfer-config",
+                json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]
+        if backend:
+            args += ["--attention-backend", backend]
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"], "args": args, "env": [POD_IP, *env],
+             "resources": {"limits": {"nvidia.com/gpu": str(tp)}}}
+        docs.append(workload(f"m-{role}", role, c, app="m"))
+    return docs
+
+
+def test_triton_under_hetero_tp_before_0_20_is_a_warning(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_tp_pair("vllm/vllm-openai:v0.19.1"))
+    assert "triton-attn-hetero-tp-layout" in rules(out, "warning")
+    assert "triton-attn-hetero-tp-layout" not in rules(out, "error")
+    code, out = check(tmp_path, capsys, *_tp_pair("registry.example/vllm:latest"))
+    assert "triton-attn-hetero-tp-layout" in rules(out, "warning")
+
+
+@pytest.mark.parametrize("variant", [
+    {"image": "vllm/vllm-openai:v0.20.0"},                                   # the backend follows the layout
+    {"image": "vllm/vllm-openai:v0.19.1", "tp_d": 1},                        # whole blocks move
+    {"image": "vllm/vllm-openai:v0.19.1", "backend": "FLASH_ATTN"},
+    {"image": "vllm/vllm-openai:v0.19.1", "backend": None},                  # the default is not judged
+    {"image": "vllm/vllm-openai:v0.19.1", "env": ({"name": "VLLM_KV_CACHE_LAYOUT", "value": "NHD"},)},
+])
+def test_triton_hetero_tp_controls(tmp_path, capsys, variant):
+    variant = dict(variant)
+    code, out = check(tmp_path, capsys, *_tp_pair(variant.pop("image"), **variant))
+    assert "triton-attn-hetero-tp-layout" not in rules(out)
