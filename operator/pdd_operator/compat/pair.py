@@ -49,7 +49,13 @@ WRAPPER_CONNECTORS = ("MultiConnector", "PdConnector")
 def unwrap_connector(kv_transfer: dict) -> tuple[dict, str | None]:
     """``(config, wrapper)``: for a wrapper connector with a NIXL child, the child's config (the parent's
     ``kv_role`` where the child has none) and the wrapper's description, e.g.
-    ``MultiConnector[OffloadingConnector, NixlConnector]``; otherwise ``(kv_transfer, None)``."""
+    ``MultiConnector[OffloadingConnector, NixlConnector]``; otherwise ``(kv_transfer, None)``.
+
+    Every other key is the child's own, as vLLM builds it: ``MultiConnector._get_connector_classes_and_configs``
+    gives each child ``KVTransferConfig(**ktc, engine_id=...)`` from its dict alone (kv_connector/v1/multi_connector.py,
+    0.20.0 lines 195-200, 0.25.0 222-227, 0.30.0 236-241, 0.34.0 274-279; the same call in every sdist read from
+    0.10.1.1), so a child without ``kv_buffer_device`` runs KVTransferConfig's default (cuda to 0.17.x, the platform's
+    device_type from 0.18.0), never the parent's; the buffer-device rules read this config."""
     name = kv_transfer.get("kv_connector")
     children = (kv_transfer.get("kv_connector_extra_config") or {}).get("connectors")
     if name not in WRAPPER_CONNECTORS or not isinstance(children, list):

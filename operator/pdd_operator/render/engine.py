@@ -13,10 +13,11 @@ from pdd_operator.api.constants import (
     ANNOTATION_SIDE_CHANNEL_PORT,
     ANNOTATION_TP,
 )
-from pdd_operator.api.spec import Connector, PDDeploymentSpec, RoleSpec
+from pdd_operator.api.spec import PDDeploymentSpec, RoleSpec
 from pdd_operator.vllm.args import int_flag, parse_flags
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.must_match import compat_hash  # noqa: F401  (rendered as a pod label)
+from pdd_operator.vllm.transfer_mode import Mode, transfer_mode
 from pdd_operator.vllm.versions import (
     HYBRID_NIXL_PREFIX_CACHING_SINCE,
     KV_LOAD_FAILURE_FAIL_DEFAULT_SINCE,
@@ -254,9 +255,25 @@ def kv_layout_name(spec: PDDeploymentSpec) -> str:
     return layout
 
 
+def spec_transfer_mode(spec: PDDeploymentSpec) -> Mode | None:
+    """The NIXL transfer mode the deployment's engines run: ``"push"``, ``"pull"``, or ``None`` when it cannot be told.
+
+    The one definition (:func:`pdd_operator.vllm.transfer_mode.transfer_mode`) applied to what the engines are given:
+    ``spec.kvTransfer.connector``, the merged ``kv_connector_extra_config`` (``extraConfig`` over ``backends``,
+    :func:`kv_transfer_config`) and the release of ``spec.engine``. ``NixlPushConnector`` pushes; ``NixlConnector``
+    pushes when ``extraConfig.transfer_mode`` is ``"push"`` on vLLM >= 0.34.0 (factory.py reads it; older releases
+    pull whatever it says); ``None`` for ``transfer_mode`` push on an unknown release, or a value 0.34 refuses.
+    """
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
+    return transfer_mode(str(spec.kv_transfer.connector), kv_transfer_config(spec, "prefill")["kv_connector_extra_config"],
+                         version)
+
+
 def uses_push(spec: PDDeploymentSpec) -> bool:
-    """True when the deployment uses the push connector."""
-    return spec.kv_transfer.connector == Connector.PUSH
+    """True when the deployment's engines push KV (:func:`spec_transfer_mode`); an undecidable mode counts as pull
+    (the router's pull dispatch still moves KV from push engines, sequentially: compat rule
+    ``transfer-mode-option-managed`` warns of that case)."""
+    return spec_transfer_mode(spec) == "push"
 
 
 def router_pod_annotations(spec: PDDeploymentSpec, role: str) -> dict[str, str]:

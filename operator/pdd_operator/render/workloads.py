@@ -30,7 +30,14 @@ from pdd_operator.api.constants import (
 from pdd_operator.api.names import child_name, deployment_name, label_value
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.render.drain import pre_stop, termination_grace_seconds
-from pdd_operator.render.engine import compat_hash, engine_env, role_ports, router_pod_annotations, vllm_args
+from pdd_operator.render.engine import (
+    compat_hash,
+    engine_env,
+    role_ports,
+    router_pod_annotations,
+    uses_push,
+    vllm_args,
+)
 from pdd_operator.vllm.versions import fmt, resolve_version
 
 ENGINE_CONTAINER = "vllm"
@@ -392,7 +399,7 @@ def router_deployment(owner: Owner, spec: PDDeploymentSpec) -> dict:
     r = spec.router
     resources = ({k: v for k, v in r.resources.wire().items() if v}
                  if (r.resources.requests or r.resources.limits) else copy.deepcopy(ROUTER_DEFAULT_RESOURCES))
-    mode = "push" if spec.kv_transfer.connector == "NixlPushConnector" else "pull"
+    mode = "push" if uses_push(spec) else "pull"
     container = {
         "name": ROUTER_CONTAINER,
         "image": r.image,

@@ -53,6 +53,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     sliding_window_flag,
     speculative_config,
     transfer_mode,
+    triton_layout,
     ucx_tls,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule

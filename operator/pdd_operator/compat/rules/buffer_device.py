@@ -42,7 +42,9 @@ def buffer_device_fault(r: RoleConfig) -> tuple[str, str] | None:
             "nixl_connector.py 0.11.0-0.19, nixl/utils.py 0.20+; read in 0.10.1.1, 0.10.2, 0.11.0, 0.11.1, 0.12.0, "
             "0.16.0, 0.17.0, 0.19.1, 0.28.0, 0.33.0, 0.34.0): '{device} with {kv_buffer_device} kv_buffer is not "
             "supported.'; config/kv_transfer.py: the default kv_buffer_device is 'cuda' to 0.17.x, the platform's "
-            "device_type from 0.18.0"),
+            "device_type from 0.18.0; a NIXL child of MultiConnector runs its own kv_buffer_device or that default, "
+            "never the parent's (multi_connector.py _get_connector_classes_and_configs: KVTransferConfig(**ktc), "
+            "0.20.0 lines 195-200, 0.34.0 lines 274-279)"),
     example="a CPU-image engine on vLLM 0.12.0 without kv_buffer_device (the default, cuda)",
 )
 def check_buffer_device_supported(pair: PDPair) -> list[Violation]:

@@ -205,7 +205,9 @@ def nixl_memory_type(role) -> str | None:
     fields=("spec.kvTransfer.bufferDevice",),
     source=("vllm 0.26.0 and 0.32.0 nixl/base_worker.py: the decoder describes the remote's KV blocks with its own "
             "nixl_memory_type (DRAM for kv_buffer_device cpu, else VRAM), so a prefill in VRAM read as DRAM (or the "
-            "reverse) fails; vllm#53554 (open) sends each side's type in the handshake. Other versions: a warning"),
+            "reverse) fails; vllm#53554 (open) sends each side's type in the handshake. Other versions: a warning. "
+            "A NIXL child of MultiConnector registers with its own kv_buffer_device (multi_connector.py "
+            "KVTransferConfig(**ktc), 0.34.0 lines 274-279), not the parent's"),
 )
 def check_kv_buffer_device_match(pair: PDPair) -> list[Violation]:
     """Both roles register their KV under the same NIXL memory type (both host buffers or both device memory)."""

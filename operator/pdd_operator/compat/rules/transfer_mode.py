@@ -103,22 +103,28 @@ def check_push_bidirectional(pair: PDPair) -> list[Violation]:
 
 @rule(
     id="transfer-mode-option-managed", family="transfer-mode-mismatch", severity="warning",
-    fields=_EXTRA,
+    fields=("spec.kvTransfer.extraConfig", "spec.engine.vllmVersion"),
     source=("vllm kv_connector/factory.py 0.34.0 lines 126-130 (NixlConnector + transfer_mode push runs "
-            "NixlPushConnector); pdd_operator.render.workloads.router_deployment picks the router's --kv-mode from "
-            "spec.kvTransfer.connector alone; push engines behind a sequential pull-style handoff still move KV "
-            "(ai-dynamo/dynamo#13327: 'working but slower-than-pull')"),
-    example='kvTransfer: {connector: NixlConnector, extraConfig: {transfer_mode: push}}, engine v0.34.0',
+            "NixlPushConnector; the 0.33.0 factory does not read the key); the operator's router mode and push "
+            "annotations follow pdd_operator.render.engine.spec_transfer_mode, which pulls when the release is unknown; "
+            "push engines behind a sequential pull-style handoff still move KV (ai-dynamo/dynamo#13327: 'working but "
+            "slower-than-pull')"),
+    example='kvTransfer: {connector: NixlConnector, extraConfig: {transfer_mode: push}}, engine image without a version',
 )
 def check_transfer_mode_option_managed(pair: PDPair) -> list[Violation]:
-    """A PDDeployment selects push by spec.kvTransfer.connector, not by an extraConfig transfer_mode."""
+    """A PDDeployment selecting push by extraConfig transfer_mode names its vLLM release.
+
+    The operator renders the router in push mode for ``NixlConnector`` + ``transfer_mode: push`` on vLLM >= 0.34.0
+    and in pull mode before it (the engines pull there); with the release unknown it cannot tell which the engines
+    run and renders pull. Only that case is reported.
+    """
     if not pair.managed:
         return []
     return [(
-        f"{r.role}: spec.kvTransfer.extraConfig transfer_mode 'push' with connector NixlConnector: vLLM "
-        f"{fmt(r.version) if r.version else 'from ' + fmt(TRANSFER_MODE_OPTION_SINCE)} runs the push connector, but "
-        "the operator renders the router for pull (it reads spec.kvTransfer.connector), so the two legs run one after "
-        "the other: KV moves, slower than either mode done right.",
-        "Set spec.kvTransfer.connector to NixlPushConnector and drop transfer_mode from spec.kvTransfer.extraConfig.",
+        f"{r.role}: spec.kvTransfer.extraConfig transfer_mode 'push' with connector NixlConnector and no known vLLM "
+        f"release: from {fmt(TRANSFER_MODE_OPTION_SINCE)} the engines push, but the operator cannot tell and renders "
+        "the router for pull, so the two legs would run one after the other: KV moves, slower than push done right.",
+        "Set spec.engine.vllmVersion (or an image tag with the version), or set spec.kvTransfer.connector to "
+        "NixlPushConnector and drop transfer_mode from spec.kvTransfer.extraConfig.",
     ) for r in pair.roles[:1] if r.connector == "NixlConnector" and r.extra.get("transfer_mode") == "push"
-        and (r.version is None or r.version >= TRANSFER_MODE_OPTION_SINCE)]
+        and r.version is None]
