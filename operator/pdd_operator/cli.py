@@ -178,6 +178,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
             if not _read_script(path, engines, unreadable):
                 unreadable.append(text_record)
+    _read_compose(all_docs, engines, unreadable)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
@@ -330,6 +331,26 @@ def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:
     engines.extend(got[0])
     unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
     return True
+
+
+def _read_compose(all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> None:
+    """Add the P/D engines of the Compose documents of ``all_docs`` (path -> documents) to ``engines`` and those it
+    cannot read to ``unreadable`` (:func:`~pdd_operator.compat.compose_inputs.compose_engines`: each document one
+    host, every document given one topology), and take the documents read out of ``all_docs``; a Compose file whose
+    services run no P/D vLLM engine stays, for today's answer."""
+    from pdd_operator.compat.compose_inputs import compose_engines
+    from pdd_operator.compat.manifests import is_compose_file
+
+    host = 0
+    for path, docs in all_docs.items():
+        compose = [d for d in docs if is_compose_file(d) and not d.get("kind")]
+        got = compose_engines(path, compose, first_host=host) if compose else None
+        host += len(compose)
+        if got is None:
+            continue
+        engines.extend(got[0])
+        unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
+        all_docs[path] = [d for d in docs if not any(d is c for c in compose)]
 
 
 def _origin(doc: dict) -> str:

@@ -165,6 +165,9 @@ MANIFEST_TERMS: tuple[tuple[str, str], ...] = (
 #: Slurm batch script (:mod:`pdd_operator.compat.script_inputs`).
 SCRIPT_KIND = "Script"
 
+#: The kind of workload of an engine read from a Docker Compose service (:mod:`pdd_operator.compat.compose_inputs`).
+COMPOSE_KIND = "Compose"
+
 #: Manifest wording (after :data:`MANIFEST_TERMS`) -> the words of a shell or Slurm script, longest first: its engines
 #: are ``vllm serve`` lines, their environment ``export``/``NAME=value`` prefixes/``srun --export``, their node the
 #: host the line runs on.

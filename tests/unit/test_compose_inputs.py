@@ -1,0 +1,303 @@
+"""Docker Compose files that run P/D vLLM engines are read as engines (issue 9), by
+:mod:`pdd_operator.compat.compose_inputs`.
+
+The files below are written in the shapes of public ones, not copied:
+
+- the vllm/vllm-openai image's Compose shape of vLLM's docs and many tutorials: ``command`` as a folded string of
+  engine flags (arguments to the image's ``vllm serve`` entrypoint), ``deploy.resources.reservations.devices`` with
+  ``capabilities: [gpu]`` and ``device_ids``, ``environment`` as a ``NAME=value`` list, ``ipc: host``, ``ports``;
+- bhajian/disaggregated-serving's Dynamo Compose files (``04-disaggregated-vllm/docker/node-a.yaml`` / ``node-b.yaml``
+  at a6c1adc / 69f01a8, held-out set 47; ``deployments/compose/node-b.yaml`` at 6dc75e6): one file per host,
+  ``network_mode: host``, ``gpus: all``, ``entrypoint: [bash, -c]`` with the script in ``command``, or ``entrypoint``
+  as a list whose ``python3 -c`` wrapper execs ``python3 -m dynamo.vllm ...``, ``x-`` anchors merged into
+  ``environment``, ``${NODE_A_IP}`` values from an ``--env-file`` not published.
+
+Without the reader each of them was "not checked" as a whole ("Compose file (services)", exit 3); the one-change
+faults below are refused for the rule vLLM's code fails on, the valid ones pass, and a value from outside the file
+stays "not checked", never an error and never a pass.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pdd_operator.cli import main
+from pdd_operator.compat.compose_inputs import _gpus, _memlock, compose_engines, interpolate
+
+SET_47 = Path(__file__).parent / "data" / "public_reports_47" / "inputs" / "bhajian-nemotron-ultra-compose-v0260.yaml"
+
+
+def _service(role: str, flags: str, *, image: str = "vllm/vllm-openai:v0.11.0", gpu: str = "0",
+             extra: str = "") -> str:
+    kv = "kv_producer" if role == "prefill" else "kv_consumer"
+    return f"""  {role}:
+    image: {image}
+    ipc: host
+    ports: ["{8100 if role == 'prefill' else 8200}:8000"]
+    environment:
+      - HUGGING_FACE_HUB_TOKEN=${{HUGGING_FACE_HUB_TOKEN}}
+      - VLLM_NIXL_SIDE_CHANNEL_HOST={role}
+      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600
+    command: >
+      --model Qwen/Qwen2.5-7B-Instruct {flags}
+      --kv-transfer-config '{{"kv_connector":"NixlConnector","kv_role":"{kv}"}}'
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              device_ids: ["{gpu}"]
+              capabilities: [gpu]
+{extra}"""
+
+
+def _pair(prefill: str = "--block-size 16 --tensor-parallel-size 1", decode: str | None = None, **kw) -> str:
+    return "services:\n" + _service("prefill", prefill) + _service("decode", prefill if decode is None else decode,
+                                                                  gpu="1", **kw)
+
+
+def _check(tmp_path, capsys, *texts: str) -> tuple[int, dict]:
+    paths = []
+    for i, text in enumerate(texts):
+        path = tmp_path / f"compose-{i}.yml"
+        path.write_text(text)
+        paths.append(str(path))
+    code = main(["check", *paths, "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _rules(out: dict, severity: str = "error") -> set[str]:
+    return {f["rule"] for r in out["results"] for f in r["findings"] if f["severity"] == severity}
+
+
+# --- the vllm-openai image's shape: flags in command, GPUs by device_ids, a bridge network ----------------------------
+
+
+def test_valid_pair_passes_and_names_services(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _pair())
+    assert code == 0, out
+    assert not out["notChecked"]
+    (result,) = out["results"]
+    assert result["compatible"] and result["vllmVersion"] == "0.11.0"
+    assert "services.prefill.command" in result["object"] and "services.decode.command" in result["object"]
+
+
+@pytest.mark.parametrize(("decode", "rule"), [
+    ("--block-size 32 --tensor-parallel-size 1", "block-size-hetero-unsupported"),
+    ("--block-size 16 --tensor-parallel-size 1 --kv-cache-dtype fp8", "kv-cache-dtype-mismatch"),
+    ("--block-size 16 --tensor-parallel-size 2", "parallelism-gpu-count"),  # one device_id for two TP ranks
+])
+def test_one_change_faults_are_refused(tmp_path, capsys, decode, rule):
+    code, out = _check(tmp_path, capsys, _pair(decode=decode))
+    assert code == 1
+    assert rule in _rules(out), out
+
+
+def test_device_ids_count_the_gpus(tmp_path, capsys):
+    text = _pair(decode="--block-size 16 --tensor-parallel-size 2").replace('device_ids: ["1"]', 'device_ids: ["1", "2"]')
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 0, out
+
+
+def test_image_tag_gives_the_version(tmp_path, capsys):
+    text = "services:\n" + _service("prefill", "--block-size 16") + _service(
+        "decode", "--block-size 16", image="vllm/vllm-openai:v0.10.1", gpu="1")
+    code, out = _check(tmp_path, capsys, text)
+    assert "vllm-version-mismatch" in _rules(out, "warning"), out
+
+
+def test_list_and_string_commands_read_alike(tmp_path, capsys):
+    listed = _pair(decode="--block-size 32").replace(
+        """command: >
+      --model Qwen/Qwen2.5-7B-Instruct --block-size 32
+      --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'""",
+        """command: ["--model", "Qwen/Qwen2.5-7B-Instruct", "--block-size", "32",
+              "--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}']""")
+    assert '"--block-size", "32"' in listed
+    code, out = _check(tmp_path, capsys, listed)
+    assert "block-size-hetero-unsupported" in _rules(out)
+
+
+def test_entrypoint_and_command_join_as_compose_does(tmp_path, capsys):
+    """``entrypoint: [vllm, serve]`` + ``command`` flags: one argv, as Docker runs ENTRYPOINT + CMD."""
+    text = _pair(decode="--block-size 32").replace(
+        "    command: >\n      --model Qwen/Qwen2.5-7B-Instruct --block-size 32",
+        "    entrypoint: [vllm, serve]\n    command: >\n      --model Qwen/Qwen2.5-7B-Instruct --block-size 32")
+    code, out = _check(tmp_path, capsys, text.replace("vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:v0.11.0", 1))
+    assert "block-size-hetero-unsupported" in _rules(out)
+
+
+# --- interpolation ---------------------------------------------------------------------------------------------------
+
+
+def test_unresolved_variable_is_not_checked_never_an_error(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _pair(decode="--block-size ${BLOCK_SIZE} --tensor-parallel-size 1"))
+    assert code == 3, out
+    assert not _rules(out)
+    assert any("$BLOCK_SIZE" in s["reason"] and "block-size-hetero-unsupported" in s["reason"]
+               for s in out["notChecked"])
+
+
+def test_variable_default_is_read(tmp_path, capsys):
+    for form in ("${BLOCK_SIZE:-32}", "${BLOCK_SIZE-32}"):
+        code, out = _check(tmp_path, capsys, _pair(decode=f"--block-size {form} --tensor-parallel-size 1"))
+        assert "block-size-hetero-unsupported" in _rules(out), form
+
+
+def test_interpolate():
+    unknown: set[str] = set()
+    assert interpolate("a ${X:-1} ${Y-2} $$HOME $$(hostname -i) ${Z} $W", unknown) == "a 1 2 $$HOME $$(hostname -i) $(Z) $(W)"
+    assert unknown == {"Z", "W"}
+    unknown = set()
+    assert interpolate("${A:?need A} ${B:+x}", unknown) == "$(A) $(B)"
+    assert unknown == {"A", "B"}
+
+
+def test_side_channel_host_from_env_file_is_unknown(tmp_path, capsys):
+    """``VLLM_NIXL_SIDE_CHANNEL_HOST: ${NODE_A_IP}`` (set 47's node-a): the address is not in the file, so no rule
+    that reads it refuses it and none passes it in silence."""
+    text = _pair().replace("VLLM_NIXL_SIDE_CHANNEL_HOST=prefill", "VLLM_NIXL_SIDE_CHANNEL_HOST=${NODE_A_IP}")
+    code, out = _check(tmp_path, capsys, text)
+    assert "side-channel-host-not-routable" not in _rules(out)
+    text = _pair().replace("      - VLLM_NIXL_SIDE_CHANNEL_HOST=prefill\n", "")
+    code, out = _check(tmp_path, capsys, text)  # unset: vLLM's localhost, which another container cannot dial
+    assert "side-channel-host-not-routable" in _rules(out)
+
+
+# --- host networking and hosts ---------------------------------------------------------------------------------------
+
+
+def _host_pair(decode_port: str = "5600") -> str:
+    text = _pair().replace("    ipc: host\n", "    ipc: host\n    network_mode: host\n")
+    text = text.replace("=prefill\n", "=10.0.0.5\n").replace("=decode\n", "=10.0.0.5\n")  # the host's address
+    text = text.replace('    ports: ["8100:8000"]\n', "").replace('    ports: ["8200:8000"]\n', "")
+    text = text.replace("--model", "--port 8100 --model", 1).replace("      --model", "      --port 8200 --model")
+    i = text.index("  decode:")
+    return text[:i] + text[i:].replace("VLLM_NIXL_SIDE_CHANNEL_PORT=5600", f"VLLM_NIXL_SIDE_CHANNEL_PORT={decode_port}")
+
+
+def test_side_channel_port_shared_on_host_network(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _host_pair())
+    assert "side-channel-port-conflict" in _rules(out), out
+    code, out = _check(tmp_path, capsys, _host_pair("5700"))
+    assert "side-channel-port-conflict" not in _rules(out), out
+
+
+def test_one_document_per_host_pairs_across_documents_and_files(tmp_path, capsys):
+    """Set 47's bhajian node-a / node-b: one Compose document per host, the engines paired across them, the
+    0.26.0 fault of decode-side prefix caching on a hybrid SSM model found, the same given as two files."""
+    code, out = _check(tmp_path, capsys, SET_47.read_text())
+    assert code == 1
+    assert _rules(out) == {"hybrid-ssm-prefix-caching"}, out
+    node_a, node_b = SET_47.read_text().split("\n---\n")
+    code, out = _check(tmp_path, capsys, node_a, node_b)
+    assert _rules(out) == {"hybrid-ssm-prefix-caching"}, out
+    assert "compose-0.yml (Compose) services.prefill.command" in out["results"][0]["object"]
+    code, out = _check(tmp_path, capsys, node_a)  # node A alone: the prefill is not checked, not passed
+    assert code == 3 and not out["results"]
+
+
+def test_python_wrapper_entrypoint_execs_dynamo(tmp_path, capsys):
+    """bhajian's deployments/compose shape: ``entrypoint`` holds a ``python3 -c`` wrapper that execs the rest."""
+    def doc(role: str, host: str, dtype: str = "auto") -> str:
+        return f"""name: disagg
+services:
+  {role}:
+    image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0
+    entrypoint:
+    - python3
+    - -c
+    - "import os, sys\\nrevision, backend, minimum, *command = sys.argv[1:]\\nos.execvp(command[0], command)\\n"
+    - 252a02f921642313abde19b29a723a16602fe25e
+    - vllm
+    - 0.26.0
+    - python3
+    - -m
+    - dynamo.vllm
+    - --model
+    - Qwen/Qwen3-8B
+    - --kv-cache-dtype
+    - {dtype}
+    - --disaggregation-mode
+    - {role}
+    - --kv-transfer-config
+    - '{{"kv_connector": "NixlConnector", "kv_role": "kv_both"}}'
+    network_mode: host
+    gpus: all
+    environment:
+      VLLM_NIXL_SIDE_CHANNEL_HOST: {host}
+      VLLM_NIXL_SIDE_CHANNEL_PORT: '5600'
+"""
+    code, out = _check(tmp_path, capsys, doc("prefill", "10.0.0.1") + "---\n" + doc("decode", "10.0.0.2"))
+    assert code == 0, out
+    assert "services.decode.entrypoint" in out["results"][0]["object"]
+    code, out = _check(tmp_path, capsys, doc("prefill", "10.0.0.1") + "---\n" + doc("decode", "10.0.0.2", "fp8"))
+    assert _rules(out) == {"kv-cache-dtype-mismatch"}, out
+
+
+# --- what stays as it was -----------------------------------------------------------------------------------------------
+
+
+def test_compose_file_without_vllm_keeps_todays_answer(tmp_path, capsys):
+    text = """services:
+  etcd:
+    image: quay.io/coreos/etcd:v3.5.21
+    command: ["/usr/local/bin/etcd", "--name=default"]
+    environment:
+      NOTE: "kv_role kv_producer NixlConnector"
+"""
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 3
+    assert [s["object"] for s in out["notChecked"]] == ["Compose file (services)"]
+    assert compose_engines("x.yml", [__import__("yaml").safe_load(text)]) is None
+
+
+def test_extends_from_another_file_is_not_checked(tmp_path, capsys):
+    text = _pair() + """  decode2:
+    extends: {file: common.yml, service: decode}
+    command: --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+"""
+    code, out = _check(tmp_path, capsys, text)
+    assert any(s["object"].endswith("services.decode2") and "common.yml" in s["reason"] for s in out["notChecked"])
+
+
+def test_extends_in_the_same_file(tmp_path, capsys):
+    text = _pair() + """  decode2:
+    extends: decode
+    command: >
+      --model Qwen/Qwen2.5-7B-Instruct --block-size 32
+      --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+"""
+    code, out = _check(tmp_path, capsys, text)
+    assert "block-size-hetero-unsupported" in _rules(out), out
+
+
+# --- service keys ---------------------------------------------------------------------------------------------------
+
+
+def test_gpus_and_memlock_keys():
+    assert _gpus({"gpus": 2}) == 2
+    assert _gpus({"gpus": "all"}) is None
+    assert _gpus({"deploy": {"resources": {"reservations": {"devices": [
+        {"driver": "nvidia", "count": 4, "capabilities": ["gpu"]}]}}}}) == 4
+    assert _gpus({"deploy": {"resources": {"reservations": {"devices": [
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}}) is None
+    assert _memlock({"ulimits": {"memlock": {"soft": -1, "hard": -1}}}) == ("unlimited", "unlimited")
+    assert _memlock({"ulimits": {"memlock": -1}}) == ("unlimited", "unlimited")
+    assert _memlock({}) is None
+
+
+def test_memlock_unlimited_and_ipc_lock_with_infiniband(tmp_path, capsys):
+    """``ulimits.memlock: -1`` is set by Docker: no memlock warning where IPC_LOCK and /dev/infiniband are given; without
+    IPC_LOCK and the ulimit, RDMA pinning may hit the limit (a warning)."""
+    rdma = "    devices: [/dev/infiniband:/dev/infiniband]\n"
+    ok = "    cap_add: [IPC_LOCK]\n    ulimits:\n      memlock: {soft: -1, hard: -1}\n" + rdma
+    code, out = _check(tmp_path, capsys, "services:\n" + _service("prefill", "--block-size 16", extra=ok)
+                       + _service("decode", "--block-size 16", gpu="1", extra=ok))
+    assert "memlock-insufficient" not in _rules(out, "warning"), out
+    code, out = _check(tmp_path, capsys, "services:\n" + _service("prefill", "--block-size 16", extra=rdma)
+                       + _service("decode", "--block-size 16", gpu="1", extra=rdma))
+    assert "memlock-insufficient" in _rules(out, "warning"), out
