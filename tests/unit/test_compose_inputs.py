@@ -301,3 +301,16 @@ def test_memlock_unlimited_and_ipc_lock_with_infiniband(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, "services:\n" + _service("prefill", "--block-size 16", extra=rdma)
                        + _service("decode", "--block-size 16", gpu="1", extra=rdma))
     assert "memlock-insufficient" in _rules(out, "warning"), out
+
+
+def test_findings_speak_of_compose_keys(tmp_path, capsys):
+    """Fields name the service's keys (``services.decode.environment.VLLM_NIXL_SIDE_CHANNEL_PORT``,
+    ``services.decode.command``) and fixes its words, not the synthetic pod's."""
+    code, out = _check(tmp_path, capsys, _host_pair())
+    (finding,) = [f for f in out["results"][0]["findings"] if f["rule"] == "side-channel-port-conflict"]
+    assert any(f.endswith("services.decode.environment.VLLM_NIXL_SIDE_CHANNEL_PORT") for f in finding["fields"])
+    assert "network_mode: host" in finding["message"] and "anti-affinity" not in finding["fix"]
+    code, out = _check(tmp_path, capsys, _pair(decode="--block-size 16 --tensor-parallel-size 2"))
+    (finding,) = out["results"][0]["findings"]
+    assert finding["fields"][-1].endswith("services.decode.command")
+    assert "deploy.resources.reservations.devices" in finding["fix"] and "resources.limits" not in finding["fix"]

@@ -291,7 +291,7 @@ def compose_engines(path: str, docs: list[dict], first_host: int = 0) -> tuple[l
             pod, key, _ = _pod(path, doc, host, str(name), service, owner)
             got, cannot = scan(pod)
             memlock = _memlock(service)
-            engines += [replace(e, where=_where(e.where, f"{where}.{key}"), container=where, config=replace(
+            engines += [replace(e, where=_where(e.where, f"{where}.{key}"), container=where, flags_key=key, config=replace(
                 e.config, workload_kind=COMPOSE_KIND,
                 memlock_ulimit=memlock if memlock is not None else e.config.memlock_ulimit)) for e in got]
             unreadable += [replace(u, where=_where(u.where, f"{where}.{key}")) for u in cannot]
