@@ -314,3 +314,35 @@ def test_findings_speak_of_compose_keys(tmp_path, capsys):
     (finding,) = out["results"][0]["findings"]
     assert finding["fields"][-1].endswith("services.decode.command")
     assert "deploy.resources.reservations.devices" in finding["fix"] and "resources.limits" not in finding["fix"]
+
+
+def _script_pair(prefill_bs: str, decode_bs: str = "16") -> str:
+    def service(role: str, port: int, side: int, kv: str, bs: str) -> str:
+        return f"""  {role}:
+    image: vllm/vllm-openai:v0.11.0
+    network_mode: host
+    gpus: 1
+    entrypoint: ["/bin/bash", "-c"]
+    command:
+      - |
+        export BS=16
+        vllm serve Qwen/Qwen2.5-7B-Instruct --port {port} --block-size {bs} \\
+          --kv-transfer-config '{{"kv_connector":"NixlConnector","kv_role":"{kv}"}}'
+    environment:
+      VLLM_NIXL_SIDE_CHANNEL_HOST: ${{HOST_IP}}
+      VLLM_NIXL_SIDE_CHANNEL_PORT: "{side}"
+"""
+    return ("services:\n" + service("prefill", 8100, 5600, "kv_producer", prefill_bs)
+            + service("decode", 8200, 5601, "kv_consumer", decode_bs))
+
+
+def test_script_in_command_with_compose_and_shell_variables(tmp_path, capsys):
+    """``$$BS`` is the script's own ``BS`` (Compose's escape); a bare ``$BS`` is Compose's, replaced before the
+    shell runs from an ``.env`` file not in these files, whatever the script exports: unknown, not the script's 16."""
+    code, out = _check(tmp_path, capsys, _script_pair("$$BS"))
+    assert code == 0, out
+    code, out = _check(tmp_path, capsys, _script_pair("$$BS", "32"))
+    assert "block-size-hetero-unsupported" in _rules(out)
+    code, out = _check(tmp_path, capsys, _script_pair("$BS", "32"))
+    assert code == 3 and not _rules(out), out
+    assert any("BS_from_compose_env" in s["reason"] for s in out["notChecked"])

@@ -201,12 +201,32 @@ def _runs_vllm(service: dict) -> bool:
     return bool(_VLLM.search(text)) or "vllm" in str(service.get("image") or "").lower()
 
 
+#: The suffix of a variable Compose interpolates from outside the file whose name the service's own script also sets.
+_FROM_OUTSIDE = "_from_compose_env"
+
+
+def _renamed(words: list[str], names: set[str]) -> list[str]:
+    """``words`` with each ``$(NAME)`` of ``names`` (a Compose variable, replaced before the shell runs) written as
+    ``$(NAME_from_compose_env)``: the script's own ``NAME=...`` must not stand in for the value Compose substituted
+    (``export BS=16; vllm serve --block-size $BS`` without ``$$`` gets the ``.env`` file's ``BS``, or nothing)."""
+    out = []
+    for word in words:
+        for name in names:
+            word = word.replace(f"$({name})", f"$({name}{_FROM_OUTSIDE})")
+        out.append(word)
+    return out
+
+
 def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) -> tuple[dict, str, set[str]]:
     """The synthetic Pod of one service, the Compose key its engine flags are in, and the variables it reads from
     outside the files."""
     unknown: set[str] = set()
     entrypoint = _words(service.get("entrypoint"), unknown)
     command = _words(service.get("command"), unknown)
+    assigned = {v for v in unknown if re.search(rf"(?<![\w$]){v}=", " ".join(entrypoint + command))}
+    if assigned:  # the script sets a name Compose already replaced: keep the two apart (:func:`_renamed`)
+        entrypoint, command = _renamed(entrypoint, assigned), _renamed(command, assigned)
+        unknown = (unknown - assigned) | {f"{v}{_FROM_OUTSIDE}" for v in assigned}
     env, env_from = _env(service, unknown)
     container: dict[str, Any] = {"name": name, "image": interpolate(str(service.get("image") or ""), set())}
     if entrypoint:
