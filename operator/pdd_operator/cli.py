@@ -137,7 +137,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
-    (:mod:`~pdd_operator.compat.script_inputs`); a file that is no manifest but configures P/D in a way not read (a
+    (:mod:`~pdd_operator.compat.script_inputs`), and so are the services of Docker Compose files that run vLLM
+    (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of every file one topology);
+    a file that is no manifest but configures P/D in a way not read (a
     systemd unit, a Nomad job, a script whose engines cannot be found) and a Kustomize overlay whose patches do are
     reported as not checked, with the reason.
     A file or object that cannot be read is reported and the others are still checked; a

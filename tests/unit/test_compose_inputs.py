@@ -346,3 +346,15 @@ def test_script_in_command_with_compose_and_shell_variables(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, _script_pair("$BS", "32"))
     assert code == 3 and not _rules(out), out
     assert any("BS_from_compose_env" in s["reason"] for s in out["notChecked"])
+
+
+@pytest.mark.parametrize("odd", [
+    {"deploy": ["x"]}, {"deploy": {"resources": "x"}}, {"gpus": "2"}, {"gpus": [{"count": "all"}]}, {"ulimits": "x"},
+    {"ulimits": {"memlock": "x"}}, {"cap_add": "IPC_LOCK"}, {"ports": {"a": 1}}, {"ports": [{"target": 8000}]},
+    {"devices": "x"}, {"environment": ["A", "B=${X"]}, {"env_file": [{"path": ".env"}]}, {"labels": ["a=b"]},
+    {"user": 1000}, {"command": {"a": 1}}, {"entrypoint": "vllm serve 'unclosed"}, {"extends": ["x"]},
+])
+def test_odd_service_shapes_never_crash(odd):
+    service = {"image": "vllm/vllm-openai:v0.11.0",
+               "command": "--model m --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"}
+    compose_engines("x.yml", [{"services": {"prefill": {**service, **odd}, "decode": service}}])

@@ -136,10 +136,17 @@ def _env(service: dict, unknown: set[str]) -> tuple[list[dict], list[dict]]:
     return env, env_from
 
 
+def _at(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...``, ``None`` where a level is missing or no mapping (a file of any shape never crashes)."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def _gpus(service: dict) -> int | None:
     """GPUs the service reserves, ``None`` for all of the host's or none written."""
     count = 0
-    devices = (((service.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
+    devices = _at(service, "deploy", "resources", "reservations", "devices") or []
     for d in devices if isinstance(devices, list) else []:
         if not isinstance(d, dict) or "gpu" not in (d.get("capabilities") or []) and d.get("driver") != "nvidia":
             continue
@@ -150,6 +157,8 @@ def _gpus(service: dict) -> int | None:
         else:  # ``count: all`` or no count (the spec's default: all)
             return None
     gpus = service.get("gpus")
+    if isinstance(gpus, str) and gpus.isdigit():
+        gpus = int(gpus)
     if isinstance(gpus, int) and not isinstance(gpus, bool):
         count += gpus
     elif isinstance(gpus, list):
@@ -167,7 +176,7 @@ def _gpus(service: dict) -> int | None:
 
 def _memlock(service: dict) -> tuple[str, str] | None:
     """``ulimits.memlock`` as ``(soft, hard)`` (``-1``: ``unlimited``), ``None`` when not set."""
-    value = (service.get("ulimits") or {}).get("memlock") if isinstance(service.get("ulimits"), dict) else None
+    value = _at(service, "ulimits", "memlock")
     if value is None:
         return None
 
@@ -250,7 +259,7 @@ def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) 
     if limits:
         container["resources"] = {"limits": limits}
     security: dict[str, Any] = {}
-    if service.get("cap_add"):
+    if isinstance(service.get("cap_add"), list):
         security["capabilities"] = {"add": [str(c) for c in service["cap_add"]]}
     if service.get("privileged") is True:
         security["privileged"] = True
@@ -260,7 +269,7 @@ def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) 
     if security:
         container["securityContext"] = security
     ports = []
-    for p in service.get("ports") or []:
+    for p in service.get("ports") if isinstance(service.get("ports"), list) else []:
         host_port, _, inner = str(p).rpartition(":") if not isinstance(p, dict) else (
             str(p.get("published") or ""), ":", str(p.get("target") or ""))
         inner = inner.split("/", 1)[0]

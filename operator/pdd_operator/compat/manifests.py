@@ -765,7 +765,8 @@ def _values_file(doc: dict) -> Unreadable | None:
     ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``); a Ray Serve config, whose
     LLMConfigs Ray Serve LLM turns into engines (``engine_kwargs``) with the vLLM of Ray's image; a Dynamo SDK
     ``dynamo serve`` config, whose service sections Dynamo's SDK turns into engines with its own vLLM build; or a
-    Compose file, whose services these rules do not read. None of them holds the engines as they start; the reason
+    Compose file in which :mod:`~pdd_operator.compat.compose_inputs` found no service running vLLM (the services
+    that do are read there, before this). None of them holds the engines as they start; the reason
     says what to check instead, in the file's own terms."""
     if doc.get("kind") or not _PD_MARKER.search(repr(doc)):
         return None
