@@ -316,6 +316,18 @@ def test_findings_speak_of_compose_keys(tmp_path, capsys):
     assert "deploy.resources.reservations.devices" in finding["fix"] and "resources.limits" not in finding["fix"]
 
 
+def test_documents_are_hosts_of_their_own(tmp_path, capsys):
+    """Two documents are two hosts: with network_mode host and no VLLM_NIXL_SIDE_CHANNEL_HOST, the decode dials
+    localhost, its own host (an error); in one document, on one host, localhost is the prefill's (valid)."""
+    text = _host_pair("5700").replace("      - VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.5\n", "")
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 0, out
+    i = text.index("  decode:")
+    code, out = _check(tmp_path, capsys, text[:i] + "---\nservices:\n" + text[i:])
+    (finding,) = [f for f in out["results"][0]["findings"] if f["rule"] == "side-channel-host-not-routable"]
+    assert "on different hosts" in finding["message"] and "pods" not in finding["message"]
+
+
 def _script_pair(prefill_bs: str, decode_bs: str = "16") -> str:
     def service(role: str, port: int, side: int, kv: str, bs: str) -> str:
         return f"""  {role}:

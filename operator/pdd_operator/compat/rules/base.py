@@ -273,6 +273,9 @@ COMPOSE_TERMS: tuple[tuple[str, str], ...] = (
     ("container's image", "service's image"),
     ("but its pod requests", "but its service reserves"),
     ("are hostNetwork pods bound to one node", "run with network_mode: host on one host"),
+    ("are hostNetwork pods that never run on one node (their node selection or required anti-affinity keeps them "
+     "apart)", "run with network_mode: host on different hosts (one Compose document each)"),
+    ("so the decode dials its own node", "so the decode dials its own host"),
     ("or keep the pods on different nodes (required pod anti-affinity on kubernetes.io/hostname, or the port as a "
      "containerPort of both: with hostNetwork it is a host port the scheduler never places twice on one node)",
      "or run the services on different hosts (one Compose file per host)"),
