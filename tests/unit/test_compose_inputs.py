@@ -370,3 +370,24 @@ def test_odd_service_shapes_never_crash(odd):
     service = {"image": "vllm/vllm-openai:v0.11.0",
                "command": "--model m --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"}
     compose_engines("x.yml", [{"services": {"prefill": {**service, **odd}, "decode": service}}])
+
+
+def test_runtime_nvidia_counts_visible_devices(tmp_path, capsys):
+    """``runtime: nvidia`` with ``NVIDIA_VISIBLE_DEVICES=0`` mounts one GPU: TP 2 finds no second device."""
+    def text(tp: int, visible: str) -> str:
+        out = _pair(decode=f"--block-size 16 --tensor-parallel-size {tp}")
+        i = out.index("  decode:")
+        decode = out[i:].replace("    deploy:\n      resources:\n        reservations:\n          devices:\n"
+                                 "            - driver: nvidia\n              device_ids: [\"1\"]\n"
+                                 "              capabilities: [gpu]\n",
+                                 f"    runtime: nvidia\n").replace(
+            "      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n",
+            f"      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n      - NVIDIA_VISIBLE_DEVICES={visible}\n")
+        assert "runtime: nvidia" in decode
+        return out[:i] + decode
+    code, out = _check(tmp_path, capsys, text(2, "1"))
+    assert "parallelism-gpu-count" in _rules(out), out
+    code, out = _check(tmp_path, capsys, text(2, "1,2"))
+    assert code == 0, out
+    code, out = _check(tmp_path, capsys, text(2, "all"))
+    assert "parallelism-gpu-count" not in _rules(out), out

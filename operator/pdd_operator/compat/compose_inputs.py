@@ -16,8 +16,10 @@ How a service maps (the Compose specification, compose-spec/compose-spec ``05-se
 * ``environment`` (map or ``NAME=value`` list; a bare ``NAME`` takes its value from the shell running compose: not
   in these files) -> ``env``; ``env_file`` -> an ``envFrom`` source not in these files (it may set any variable).
 * GPUs: ``deploy.resources.reservations.devices`` entries with ``capabilities: [gpu]`` (``count``: an integer;
-  ``device_ids``: their number) and ``gpus: N`` -> ``nvidia.com/gpu: N``; ``all`` (and ``runtime: nvidia`` alone)
-  gives every GPU of the host, a number not in the file: no count is written (rules needing it are not checked).
+  ``device_ids``: their number), ``gpus: N`` and ``runtime: nvidia`` with a literal ``NVIDIA_VISIBLE_DEVICES`` list
+  -> ``nvidia.com/gpu: N``; ``all`` (and ``runtime: nvidia`` alone) gives every GPU of the host, a number not in the
+  file: no count is written (rules needing it are not checked). ``CUDA_VISIBLE_DEVICES`` stays in the environment,
+  where the rules read it as in a pod.
 * ``network_mode: host`` -> ``hostNetwork`` (ports shared on the host, like hostNetwork pods); otherwise each
   service has its own network namespace on the project's bridge network, like a pod of its own; ``ports``
   ``"HOST:CONTAINER"`` -> ``hostPort``.
@@ -174,6 +176,19 @@ def _gpus(service: dict) -> int | None:
     return count or None
 
 
+def _runtime_gpus(service: dict, env: list[dict]) -> int | None:
+    """The GPUs of a ``runtime: nvidia`` service without device requests: the entries of a literal
+    ``NVIDIA_VISIBLE_DEVICES`` list in its environment (``0,1``, GPU UUIDs), which the NVIDIA container runtime
+    mounts; ``None`` for ``all``, none written, another runtime, or a value not in the file."""
+    if service.get("runtime") != "nvidia" or service.get("gpus") is not None or _at(
+            service, "deploy", "resources", "reservations", "devices"):
+        return None
+    value = next((e.get("value") for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES"), None)
+    if not value or value in ("all", "none", "void") or "$" in value:
+        return None
+    return len([x for x in value.split(",") if x.strip()])
+
+
 def _memlock(service: dict) -> tuple[str, str] | None:
     """``ulimits.memlock`` as ``(soft, hard)`` (``-1``: ``unlimited``), ``None`` when not set."""
     value = _at(service, "ulimits", "memlock")
@@ -250,7 +265,7 @@ def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) 
     if env_from:
         container["envFrom"] = env_from
     limits: dict[str, Any] = {}
-    gpus = _gpus(service)
+    gpus = _gpus(service) or _runtime_gpus(service, env)
     if gpus:
         limits["nvidia.com/gpu"] = gpus
     devices = service.get("devices") or []
