@@ -380,7 +380,7 @@ def test_runtime_nvidia_counts_visible_devices(tmp_path, capsys):
         decode = out[i:].replace("    deploy:\n      resources:\n        reservations:\n          devices:\n"
                                  "            - driver: nvidia\n              device_ids: [\"1\"]\n"
                                  "              capabilities: [gpu]\n",
-                                 f"    runtime: nvidia\n").replace(
+                                 "    runtime: nvidia\n").replace(
             "      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n",
             f"      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n      - NVIDIA_VISIBLE_DEVICES={visible}\n")
         assert "runtime: nvidia" in decode
