@@ -391,3 +391,14 @@ def test_runtime_nvidia_counts_visible_devices(tmp_path, capsys):
     assert code == 0, out
     code, out = _check(tmp_path, capsys, text(2, "all"))
     assert "parallelism-gpu-count" not in _rules(out), out
+
+
+def test_interpolation_never_reads_the_services_environment(tmp_path, capsys):
+    """``environment: [BS=32]`` with ``--block-size ${BS}``: Compose substitutes the shell's or ``.env``'s ``BS``, not
+    the service's own, so the block size is not known (not the 32 that would be refused)."""
+    text = _pair(decode="--block-size ${BS} --tensor-parallel-size 1")
+    i = text.index("  decode:")
+    text = text[:i] + text[i:].replace("      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n",
+                                       "      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n      - BS=32\n")
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 3 and not _rules(out), out

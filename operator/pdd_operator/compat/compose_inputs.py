@@ -229,10 +229,20 @@ def _runs_vllm(service: dict) -> bool:
 _FROM_OUTSIDE = "_from_compose_env"
 
 
+def _env_names(service: dict) -> set[str]:
+    """The names the service's ``environment`` sets (map or list form)."""
+    raw = service.get("environment")
+    if isinstance(raw, dict):
+        return {str(k) for k in raw}
+    return {str(x).partition("=")[0] for x in raw} if isinstance(raw, list) else set()
+
+
 def _renamed(words: list[str], names: set[str]) -> list[str]:
     """``words`` with each ``$(NAME)`` of ``names`` (a Compose variable, replaced before the shell runs) written as
     ``$(NAME_from_compose_env)``: the script's own ``NAME=...`` must not stand in for the value Compose substituted
-    (``export BS=16; vllm serve --block-size $BS`` without ``$$`` gets the ``.env`` file's ``BS``, or nothing)."""
+    (``export BS=16; vllm serve --block-size $BS`` without ``$$`` gets the ``.env`` file's ``BS``, or nothing), nor
+    the service's ``environment`` (Compose interpolates from the shell and ``.env``, never from the service's own
+    environment: ``environment: {MODEL: m}`` with ``command: --model ${MODEL}`` does not read ``m``)."""
     out = []
     for word in words:
         for name in names:
@@ -247,8 +257,9 @@ def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) 
     unknown: set[str] = set()
     entrypoint = _words(service.get("entrypoint"), unknown)
     command = _words(service.get("command"), unknown)
-    assigned = {v for v in unknown if re.search(rf"(?<![\w$]){v}=", " ".join(entrypoint + command))}
-    if assigned:  # the script sets a name Compose already replaced: keep the two apart (:func:`_renamed`)
+    own = _env_names(service)
+    assigned = {v for v in unknown if v in own or re.search(rf"(?<![\w$]){v}=", " ".join(entrypoint + command))}
+    if assigned:  # the service or its script sets a name Compose already replaced: keep them apart (:func:`_renamed`)
         entrypoint, command = _renamed(entrypoint, assigned), _renamed(command, assigned)
         unknown = (unknown - assigned) | {f"{v}{_FROM_OUTSIDE}" for v in assigned}
     env, env_from = _env(service, unknown)
