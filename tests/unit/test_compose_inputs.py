@@ -402,3 +402,15 @@ def test_interpolation_never_reads_the_services_environment(tmp_path, capsys):
                                        "      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n      - BS=32\n")
     code, out = _check(tmp_path, capsys, text)
     assert code == 3 and not _rules(out), out
+
+
+def test_image_tag_from_outside_the_file(tmp_path, capsys):
+    """``image: vllm/vllm-openai:${VLLM_TAG}``: the release is not known, so a fault of some releases is "not
+    checked" (exit 3), never an error; ``${VLLM_TAG:-v0.11.0}`` is 0.11.0."""
+    text = _pair(decode="--block-size 32").replace("vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:${VLLM_TAG}")
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 3 and not _rules(out), out
+    assert out["results"][0]["vllmVersion"] == "unknown"
+    text = _pair(decode="--block-size 32").replace("vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:${VLLM_TAG:-v0.11.0}")
+    code, out = _check(tmp_path, capsys, text)
+    assert "block-size-hetero-unsupported" in _rules(out)
