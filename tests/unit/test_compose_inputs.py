@@ -414,3 +414,37 @@ def test_image_tag_from_outside_the_file(tmp_path, capsys):
     text = _pair(decode="--block-size 32").replace("vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:${VLLM_TAG:-v0.11.0}")
     code, out = _check(tmp_path, capsys, text)
     assert "block-size-hetero-unsupported" in _rules(out)
+
+
+def _gpu_pair(decode_ids: str = '["1"]', gpus_all: bool = False, visible: tuple[str, str] | None = None) -> str:
+    text = _pair(decode="--block-size 16").replace('device_ids: ["1"]', f"device_ids: {decode_ids}")
+    if gpus_all:
+        block = ("    deploy:\n      resources:\n        reservations:\n          devices:\n            - driver: nvidia\n"
+                 "              device_ids: [\"{}\"]\n              capabilities: [gpu]\n")
+        text = text.replace(block.format("0"), "    gpus: all\n").replace(block.format("1"), "    gpus: all\n")
+        assert text.count("gpus: all") == 2
+    if visible:
+        i = text.index("  decode:")
+        env = "      - VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n"
+        text = (text[:i].replace(env, env + f"      - CUDA_VISIBLE_DEVICES={visible[0]}\n")
+                + text[i:].replace(env, env + f"      - CUDA_VISIBLE_DEVICES={visible[1]}\n"))
+    return text
+
+
+def test_services_on_one_host_sharing_a_gpu(tmp_path, capsys):
+    """Compose services are handed their host's GPUs by ordinal (no device plugin keeps them apart): two engines on
+    GPU 0 with --gpu-memory-utilization 0.9 each cannot both start; device_ids or CUDA_VISIBLE_DEVICES apart can."""
+    code, out = _check(tmp_path, capsys, _gpu_pair())
+    assert "engines-share-gpu" not in _rules(out), out
+    code, out = _check(tmp_path, capsys, _gpu_pair('["0"]'))
+    (finding,) = [f for f in out["results"][0]["findings"] if f["rule"] == "engines-share-gpu"]
+    assert "one host" in finding["message"] and "device_ids" in finding["fix"]
+    code, out = _check(tmp_path, capsys, _gpu_pair(gpus_all=True))
+    assert "engines-share-gpu" in _rules(out), out
+    code, out = _check(tmp_path, capsys, _gpu_pair(gpus_all=True, visible=("0", "1")))
+    assert "engines-share-gpu" not in _rules(out), out
+    code, out = _check(tmp_path, capsys, _gpu_pair(gpus_all=True, visible=("1", "1")))
+    assert "engines-share-gpu" in _rules(out), out
+    i = _gpu_pair(gpus_all=True).index("  decode:")  # two documents are two hosts: GPU 0 of each
+    code, out = _check(tmp_path, capsys, _gpu_pair(gpus_all=True)[:i] + "---\nservices:\n" + _gpu_pair(gpus_all=True)[i:])
+    assert "engines-share-gpu" not in _rules(out), out

@@ -189,6 +189,30 @@ def _runtime_gpus(service: dict, env: list[dict]) -> int | None:
     return len([x for x in value.split(",") if x.strip()])
 
 
+def _host_devices(service: dict, env: list[dict]) -> tuple[bool, tuple[str, ...] | None]:
+    """Whether the service is handed GPUs of its host by their host ordinals, and which in the order the container
+    sees them: ``device_ids`` (of every GPU device request), a literal ``NVIDIA_VISIBLE_DEVICES`` list under ``runtime:
+    nvidia``; ``None`` for all of them (``gpus: all``, ``count: all``, ``runtime: nvidia`` alone) or for a ``count``
+    (Docker's pick is not in the file: :func:`~pdd_operator.compat.rules.parallelism._on_host` reads it as unknown)."""
+    ids: list[str] = []
+    requests = _at(service, "deploy", "resources", "reservations", "devices")
+    gpus = service.get("gpus")
+    for d in (requests if isinstance(requests, list) else []) + (gpus if isinstance(gpus, list) else []):
+        if isinstance(d, dict) and isinstance(d.get("device_ids"), list):
+            ids += [str(x) for x in d["device_ids"]]
+        elif isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or d.get("driver") == "nvidia"):
+            return True, None
+    if ids:
+        return True, tuple(ids)
+    if gpus is not None or requests:
+        return True, None
+    if service.get("runtime") == "nvidia":
+        value = next((e.get("value") for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES"), None)
+        listed = [x.strip() for x in value.split(",")] if value and "$" not in value else []
+        return True, tuple(listed) if listed and all(x.isdigit() for x in listed) else None
+    return False, None
+
+
 def _memlock(service: dict) -> tuple[str, str] | None:
     """``ulimits.memlock`` as ``(soft, hard)`` (``-1``: ``unlimited``), ``None`` when not set."""
     value = _at(service, "ulimits", "memlock")
@@ -251,9 +275,9 @@ def _renamed(words: list[str], names: set[str]) -> list[str]:
     return out
 
 
-def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) -> tuple[dict, str, set[str]]:
-    """The synthetic Pod of one service, the Compose key its engine flags are in, and the variables it reads from
-    outside the files."""
+def _pod(name: str, service: dict, host: int, owner: str) -> tuple[dict, str, tuple[bool, tuple[str, ...] | None]]:
+    """The synthetic Pod of one service on the document's ``host``, the Compose key its engine flags are in, and the
+    GPUs of the host it is handed (:func:`_host_devices`)."""
     unknown: set[str] = set()
     entrypoint = _words(service.get("entrypoint"), unknown)
     command = _words(service.get("command"), unknown)
@@ -317,7 +341,7 @@ def _pod(path: str, doc: dict, host: int, name: str, service: dict, owner: str) 
         "name": name, "labels": {str(k): str(v) for k, v in labels.items()},
         "ownerReferences": [{"kind": "Compose", "name": owner}]}, "spec": spec}
     key = "entrypoint" if entrypoint and not command else "command"
-    return pod, key, unknown
+    return pod, key, _host_devices(service, env)
 
 
 def compose_engines(path: str, docs: list[dict], first_host: int = 0) -> tuple[list[Engine], list[Unreadable]] | None:
@@ -343,12 +367,13 @@ def compose_engines(path: str, docs: list[dict], first_host: int = 0) -> tuple[l
             if not _runs_vllm(service):
                 continue
             found_vllm = True
-            pod, key, _ = _pod(path, doc, host, str(name), service, owner)
+            pod, key, (handed, devices) = _pod(str(name), service, host, owner)
             got, cannot = scan(pod)
             memlock = _memlock(service)
             engines += [replace(e, where=_where(e.where, f"{where}.{key}"), container=where, flags_key=key, config=replace(
-                e.config, workload_kind=COMPOSE_KIND,
-                memlock_ulimit=memlock if memlock is not None else e.config.memlock_ulimit)) for e in got]
+                e.config, workload_kind=COMPOSE_KIND, gpu_host=f"{path} host {host}" if handed else "",
+                host_devices=devices, memlock_ulimit=memlock if memlock is not None else e.config.memlock_ulimit))
+                for e in got]
             unreadable += [replace(u, where=_where(u.where, f"{where}.{key}")) for u in cannot]
     if not found_vllm or not (engines or unreadable):
         return None
