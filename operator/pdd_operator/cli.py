@@ -137,7 +137,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
-    (:mod:`~pdd_operator.compat.script_inputs`); a file that is no manifest but configures P/D in a way not read (a
+    (:mod:`~pdd_operator.compat.script_inputs`), and so are the services of Docker Compose files that run vLLM
+    (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of every file one topology);
+    a file that is no manifest but configures P/D in a way not read (a
     systemd unit, a Nomad job, a script whose engines cannot be found) and a Kustomize overlay whose patches do are
     reported as not checked, with the reason.
     A file or object that cannot be read is reported and the others are still checked; a
@@ -178,6 +180,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
             if not _read_script(path, engines, unreadable):
                 unreadable.append(text_record)
+    _read_compose(all_docs, engines, unreadable)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
@@ -330,6 +333,26 @@ def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:
     engines.extend(got[0])
     unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
     return True
+
+
+def _read_compose(all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> None:
+    """Add the P/D engines of the Compose documents of ``all_docs`` (path -> documents) to ``engines`` and those it
+    cannot read to ``unreadable`` (:func:`~pdd_operator.compat.compose_inputs.compose_engines`: each document one
+    host, every document given one topology), and take the documents read out of ``all_docs``; a Compose file whose
+    services run no P/D vLLM engine stays, for today's answer."""
+    from pdd_operator.compat.compose_inputs import compose_engines
+    from pdd_operator.compat.manifests import is_compose_file
+
+    host = 0
+    for path, docs in all_docs.items():
+        compose = [d for d in docs if is_compose_file(d) and not d.get("kind")]
+        got = compose_engines(path, compose, first_host=host) if compose else None
+        host += len(compose)
+        if got is None:
+            continue
+        engines.extend(got[0])
+        unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
+        all_docs[path] = [d for d in docs if not any(d is c for c in compose)]
 
 
 def _origin(doc: dict) -> str:

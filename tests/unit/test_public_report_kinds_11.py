@@ -155,12 +155,16 @@ def test_a_dynamo_serve_config_is_not_checked_as_dynamo_serve(tmp_path, capsys):
     assert "dynamo serve" in reason and "helm" not in reason
 
 
-def test_a_compose_file_is_not_checked_as_compose(tmp_path, capsys):
+def test_a_compose_file_is_read_as_compose_services(tmp_path, capsys):
+    """Compose services are read as engines now (compat/compose_inputs.py, issue 9; until then this file was "not
+    checked" as a Compose file): the pair is judged and named by its services, never as Helm values."""
     cmd = f"vllm serve Qwen/Qwen3-0.6B --kv-transfer-config '{KV}'"
-    doc = {"services": {"prefill": {"image": "vllm/vllm-openai:v0.20.0", "command": cmd},
-                        "decode": {"image": "vllm/vllm-openai:v0.20.0", "command": cmd}}}
-    reason = _reason(tmp_path, capsys, doc)
-    assert "Compose" in reason and "helm" not in reason
+    doc = {"services": {"prefill": {"image": "vllm/vllm-openai:v0.20.0", "entrypoint": cmd},
+                        "decode": {"image": "vllm/vllm-openai:v0.20.0", "entrypoint": cmd}}}
+    code, out = check(tmp_path, capsys, doc)
+    (result,) = out["results"]
+    assert "(Compose) services.prefill.entrypoint" in result["object"], out
+    assert not any("helm" in s["reason"] for s in out["notChecked"])
 
 
 def test_helm_values_keep_the_helm_reason(tmp_path, capsys):

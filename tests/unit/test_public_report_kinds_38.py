@@ -242,14 +242,24 @@ COMPOSE_EXTENDS = {"services": {
     "decode": {"extends": {"service": "prefill"}, "command": ["Qwen/Qwen3-8B", "--port", "8200", "--kv-transfer-config", KV]}}}
 
 
-@pytest.mark.parametrize(("doc", "where"), [
-    (SKYPILOT, "SkyPilot task"), (NOMAD_JSON, "Nomad job (JSON)"), (COMPOSE_EXTENDS, "Compose file (services)")])
+@pytest.mark.parametrize(("doc", "where"), [(SKYPILOT, "SkyPilot task"), (NOMAD_JSON, "Nomad job (JSON)")])
 def test_a_kindless_launcher_file_is_not_checked_under_its_own_name(tmp_path, capsys, doc, where):
     path = tmp_path / "in.yaml"
     path.write_text(yaml.safe_dump(doc))
     code = main(["check", str(path), "-o", "json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 3 and [s["object"] for s in out["notChecked"]] == [where], out
+
+
+def test_a_compose_file_whose_service_extends_another_is_read(tmp_path, capsys):
+    """The Compose file of the launcher formats above is read as engines now (compat/compose_inputs.py, issue 9; until
+    then it was "not checked" as ``Compose file (services)``): ``decode`` takes ``prefill``'s image by ``extends``."""
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump(COMPOSE_EXTENDS))
+    main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    (result,) = out["results"]
+    assert "services.decode.command" in result["object"] and result["vllmVersion"] == "0.11.0", out
 
 
 HELM_TEMPLATE = """apiVersion: apps/v1

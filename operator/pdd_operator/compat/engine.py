@@ -10,8 +10,11 @@ from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, in_values_terms, v
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import (
+    COMPOSE_KIND,
     NOT_CHECKED,
     SCRIPT_KIND,
+    compose_fields,
+    in_compose_terms,
     in_manifest_terms,
     in_script_terms,
     manifest_fields,
@@ -87,6 +90,8 @@ def _in_terms(pair: PDPair, fix: str) -> str:
     fix = in_manifest_terms(fix)
     if all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
         return in_values_terms(fix, pair.containers)  # llm-d-modelservice values: their keys, not the rendered containers
+    if all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
+        return in_compose_terms(fix)  # Compose services: their keys, not the synthetic pods
     return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 
@@ -103,6 +108,8 @@ def _fields(pair: PDPair, fields: tuple[str, ...], in_manifest: tuple[str, ...] 
         return script_fields(out, pair.containers)
     if not pair.managed and pair.roles and all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
         return values_fields(fields, out, pair.containers)  # llm-d-modelservice values keys
+    if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
+        return compose_fields(out, pair.containers)  # the Compose services' keys
     return out
 
 
@@ -111,6 +118,8 @@ def _script_message(pair: PDPair, message: str) -> str:
     script starts, else as written."""
     if not pair.managed and pair.roles and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
         return in_script_terms(message)
+    if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
+        return in_compose_terms(message)
     return message
 
 

@@ -735,7 +735,7 @@ def _is_dynamo_serve_config(doc: dict) -> bool:
     return any(isinstance(v, dict) and ("ServiceArgs" in v or "common-configs" in v) for v in doc.values())
 
 
-def _is_compose_file(doc: dict) -> bool:
+def is_compose_file(doc: dict) -> bool:
     """A Compose file (docker compose): ``services``, a map of services each with an ``image`` or ``build``, or
     ``extends`` (the Compose specification: a service may take both from the service it extends)."""
     services = doc.get("services")
@@ -765,7 +765,8 @@ def _values_file(doc: dict) -> Unreadable | None:
     ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``); a Ray Serve config, whose
     LLMConfigs Ray Serve LLM turns into engines (``engine_kwargs``) with the vLLM of Ray's image; a Dynamo SDK
     ``dynamo serve`` config, whose service sections Dynamo's SDK turns into engines with its own vLLM build; or a
-    Compose file, whose services these rules do not read. None of them holds the engines as they start; the reason
+    Compose file in which :mod:`~pdd_operator.compat.compose_inputs` found no service running vLLM (the services
+    that do are read there, before this). None of them holds the engines as they start; the reason
     says what to check instead, in the file's own terms."""
     if doc.get("kind") or not _PD_MARKER.search(repr(doc)):
         return None
@@ -787,7 +788,7 @@ def _values_file(doc: dict) -> Unreadable | None:
             f"it is a {launcher}: it configures prefill/decode KV transfer in commands its launcher runs (their "
             "environment, hosts and vLLM version are set where they run), which these rules do not read; give the same "
             "vllm serve commands as the commands of Kubernetes containers to have them checked"))
-    if _is_compose_file(doc):
+    if is_compose_file(doc):
         return Unreadable("Compose file (services)", (
             "it configures prefill/decode KV transfer in Compose services, which these rules do not read; run the "
             "same engines as Kubernetes workloads (or give their vllm serve commands as container commands) to have "

@@ -283,6 +283,13 @@ class RoleConfig:
     platform_hint: str = ""
     #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none)
     served_model_name: str | None = None
+    #: the host whose GPUs the container is handed by their host ordinals, for engines of separate containers that may
+    #: share them (a Compose service's ``gpus``/``device_ids``, :mod:`pdd_operator.compat.compose_inputs`); ``""``
+    #: where a device plugin hands each container its own GPUs (pods)
+    gpu_host: str = ""
+    #: the host ordinals of the container's GPUs in the order the container sees them (``device_ids``); ``None`` for
+    #: every GPU of :attr:`gpu_host` in host order (``gpus: all``) or where not known (then only ``gpu_host`` is read)
+    host_devices: tuple[str, ...] | None = None
 
     @property
     def connector(self) -> str | None:

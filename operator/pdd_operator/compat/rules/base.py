@@ -165,6 +165,9 @@ MANIFEST_TERMS: tuple[tuple[str, str], ...] = (
 #: Slurm batch script (:mod:`pdd_operator.compat.script_inputs`).
 SCRIPT_KIND = "Script"
 
+#: The kind of workload of an engine read from a Docker Compose service (:mod:`pdd_operator.compat.compose_inputs`).
+COMPOSE_KIND = "Compose"
+
 #: Manifest wording (after :data:`MANIFEST_TERMS`) -> the words of a shell or Slurm script, longest first: its engines
 #: are ``vllm serve`` lines, their environment ``export``/``NAME=value`` prefixes/``srun --export``, their node the
 #: host the line runs on.
@@ -246,6 +249,70 @@ def script_fields(fields: list[str], containers: tuple[tuple[str, str], ...]) ->
             text = "vllm serve flags" if rest in {k for _, k in containers} else rest
         if f"{where}: {text}" not in out:
             out.append(f"{where}: {text}")
+    return out
+
+
+#: Manifest wording (after :data:`MANIFEST_TERMS`) -> the words of a Docker Compose file, longest first: its engines are
+#: services (:mod:`pdd_operator.compat.compose_inputs`), their environment ``environment``, their GPUs
+#: ``deploy.resources.reservations.devices`` or ``gpus``, their host the machine ``docker compose up`` runs on.
+COMPOSE_TERMS: tuple[tuple[str, str], ...] = (
+    ("Set it from the downward API: valueFrom.fieldRef.fieldPath status.hostIP",
+     "Set it in each service's environment to the address of the host the service runs on"),
+    ("Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork)",
+     "Set it in each service's environment to an address the other service reaches it at (its service name on the "
+     "project's network, or the host's address with network_mode: host)"),
+    ("an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers",
+     "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both services"),
+    ("container's resources.limits", "service's deploy.resources.reservations.devices (count or device_ids) or gpus"),
+    ("Add securityContext.capabilities.add: [IPC_LOCK]", "Add cap_add: [IPC_LOCK] to the service"),
+    ("on the prefill and decode containers", "on the prefill and decode services"),
+    ("on the prefill container", "on the prefill service"),
+    ("on the decode container", "on the decode service"),
+    ("in each container's env", "in each service's environment"),
+    ("on both containers", "on both services"),
+    ("container's image", "service's image"),
+    ("but its pod requests", "but its service reserves"),
+    ("are hostNetwork pods bound to one node", "run with network_mode: host on one host"),
+    ("are hostNetwork pods that never run on one node (their node selection or required anti-affinity keeps them "
+     "apart)", "run with network_mode: host on different hosts (one Compose document each)"),
+    ("so the decode dials its own node", "so the decode dials its own host"),
+    ("or keep the pods on different nodes (required pod anti-affinity on kubernetes.io/hostname, or the port as a "
+     "containerPort of both: with hostNetwork it is a host port the scheduler never places twice on one node)",
+     "or run the services on different hosts (one Compose file per host)"),
+)
+
+
+def in_compose_terms(text: str) -> str:
+    """``text`` (a fix or message in a hand-written manifest's terms) in the terms of a Compose file
+    (:data:`COMPOSE_TERMS`)."""
+    for manifest, compose in COMPOSE_TERMS:
+        text = text.replace(manifest, compose)
+    return text
+
+
+#: A manifest field's place in a container (:func:`manifest_fields`) -> the Compose service's key that holds it.
+COMPOSE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("resources", "deploy.resources.reservations.devices"),
+    ("securityContext.capabilities", "cap_add"),
+    ("securityContext.runAsNonRoot", "user"),
+    ("hostNetwork", "network_mode"),
+)
+
+
+def compose_fields(fields: list[str], containers: tuple[tuple[str, str], ...]) -> list[str]:
+    """``fields`` (paths of a manifest, :func:`manifest_fields`) for engines of Compose services, whose "container" is
+    ``<file> (Compose) services.<name>``: ``.env[NAME]`` as ``.environment.NAME``, the places of
+    :data:`COMPOSE_FIELDS` as the service's keys, the rest as written (``.command``, ``.entrypoint``, ``.image``).
+    Order kept, duplicates dropped."""
+    out: list[str] = []
+    for field in fields:
+        where = next((c for c, _ in containers if field.startswith(c + ".")), None)
+        rest = field[len(where) + 1:] if where is not None else ""
+        name = re.fullmatch(r"env\[(.+)\]", rest)
+        text = f"{where}.environment.{name.group(1)}" if name and where else (
+            f"{where}.{dict(COMPOSE_FIELDS)[rest]}" if where and rest in dict(COMPOSE_FIELDS) else field)
+        if text not in out:
+            out.append(text)
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import COMPOSE_KIND, Violation, fix_for, rule
 from pdd_operator.compat.rules.network import _has_rdma
 from pdd_operator.vllm.nixl_devices import nixl_device_type
 from pdd_operator.vllm.nixl_devices import nixl_memory_type as device_memory_type
@@ -106,7 +106,11 @@ def _raised_by_script(r) -> bool:
     arbitrary changes to either limit value"); a capability added to a non-root container is not effective. With
     RLIMIT_MEMLOCK at RLIM_INFINITY the RDMA core pins any amount (Linux drivers/infiniband/core/umem.c
     ib_umem_get: ``new_pinned > lock_limit && !capable(CAP_IPC_LOCK)`` fails only under a finite limit).
+    A Compose service's ``ulimits.memlock: -1`` is set by Docker for the container (docker run reference, ``--ulimit``):
+    no capability is needed for it.
     """
+    if r.workload_kind == COMPOSE_KIND:  # Docker sets the service's ulimits before the process starts (no setrlimit)
+        return r.memlock_ulimit == ("unlimited", "unlimited")
     return r.memlock_ulimit == ("unlimited", "unlimited") and not r.run_as_non_root and _has_cap(r, "SYS_RESOURCE")
 
 

@@ -255,6 +255,19 @@ def _devices(r: RoleConfig) -> tuple[str, ...] | None:
     return tuple(ids[:ranks])
 
 
+def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``devices`` (the container's CUDA device ids, :func:`_devices`) as host ordinals of :attr:`RoleConfig.gpu_host`:
+    through :attr:`RoleConfig.host_devices` where the container is handed some of the host's GPUs, as they are where
+    it is handed all of them; ``None`` when unknown (an id past the GPUs handed, a UUID)."""
+    if devices is None or not all(x.isdigit() for x in devices):
+        return None
+    if r.host_devices is None:
+        return devices if r.gpus is None else None  # every GPU of the host, in host order
+    if any(int(x) >= len(r.host_devices) for x in devices):
+        return None
+    return tuple(r.host_devices[int(x)] for x in devices)
+
+
 @rule(
     id="engines-share-gpu", family="parallelism", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
@@ -269,19 +282,33 @@ def _devices(r: RoleConfig) -> tuple[str, ...] | None:
 def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     """Prefill and decode engines started in one container (a script's two launches) use different GPUs, or
     together take at most each shared GPU's memory (the sum of their ``--gpu-memory-utilization``). Engines in
-    different containers get their own devices from the device plugin and are not judged here; an unknown
+    different containers get their own devices from the device plugin and are not judged here, but for containers
+    handed GPUs of one host by their host ordinals (Compose services on one host: ``gpus: all``, ``device_ids``;
+    :attr:`RoleConfig.gpu_host`), which are judged alike; an unknown
     ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either."""
-    if not pair.one_container:
-        return []
     p, d = pair.roles
-    if not p.gpus or p.gpu_memory_utilization is None or d.gpu_memory_utilization is None:
+    one_host = bool(p.gpu_host) and p.gpu_host == d.gpu_host  # separate containers handed one host's GPUs
+    if not pair.one_container and not one_host:
+        return []
+    if (not p.gpus and not one_host) or p.gpu_memory_utilization is None or d.gpu_memory_utilization is None:
         return []
     pdev, ddev = _devices(p), _devices(d)
+    if one_host and not pair.one_container:
+        pdev, ddev = _on_host(p, pdev), _on_host(d, ddev)
     shared = sorted(set(pdev or ()) & set(ddev or ()))
     total = round(p.gpu_memory_utilization + d.gpu_memory_utilization, 3)
     if pdev is None or ddev is None or not shared or total <= 1.0:
         return []
     where = ", ".join(f"{r.role} {_visibility(r)}" for r in (p, d))
+    if not pair.one_container:
+        return [(
+            f"prefill and decode run on one host ({p.gpu_host}) and both use its GPU {', '.join(shared)} ({where}) "
+            f"with --gpu-memory-utilization {p.gpu_memory_utilization} + {d.gpu_memory_utilization} = {total} of its "
+            "memory: the engine that starts second finds less free memory than it requests and fails at startup (or "
+            "runs out of memory loading).",
+            "Give each service its own GPUs (deploy.resources.reservations.devices device_ids, e.g. [\"0\"] for "
+            "prefill and [\"1\"] for decode), or lower --gpu-memory-utilization so that the two sum to at most 1.",
+        )]
     return [(
         f"prefill and decode start in one container ({pair.containers[0][0]}) and both use GPU {', '.join(shared)} "
         f"({where}) with --gpu-memory-utilization {p.gpu_memory_utilization} + {d.gpu_memory_utilization} = {total} "
