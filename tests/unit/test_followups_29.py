@@ -79,14 +79,18 @@ def _cel(rule_id: str, spec) -> bool:
     return bool(env.program(env.compile(rule["rule"])).evaluate({"self": celpy.json_to_cel(doc)}))
 
 
-def test_the_api_server_leaves_push_by_option_to_the_version_aware_rules():
+def test_the_api_server_holds_push_by_option_to_the_pull_invariants():
+    """The apiserver's CEL cannot read extraConfig (preserve-unknown-fields: "found no matching overload for '@in'"
+    from kube-apiserver 1.37 when the CRD was applied), so push by transfer_mode is held to the pull-only
+    invariants there, and the message names NixlPushConnector, which pushes on every release."""
     pp = {"prefill": {"pipelineParallelSize": 2}}
-    assert _cel("pp-pull-unsupported", _spec(V34, **pp))
+    assert not _cel("pp-pull-unsupported", _spec(V34, **pp))
     assert not _cel("pp-pull-unsupported", _spec(V34, {"connector": "NixlConnector"}, **pp))
     assert _cel("pp-pull-unsupported", _spec(V34, {"connector": "NixlPushConnector"}, **pp))
     reverse = {"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}
-    assert _cel("block-size-direction", _spec(V34, **reverse))
-    assert not _cel("block-size-direction", _spec(V34, {"connector": "NixlConnector"}, **reverse))
+    assert not _cel("block-size-direction", _spec(V34, **reverse))
+    assert _cel("block-size-direction", _spec(V34, {"connector": "NixlPushConnector"}, **reverse))
+    assert all("extraConfig" not in r["rule"] for r in CEL_RULES)
 
 
 # --- kv_buffer_device of a NIXL child of MultiConnector ------------------------------------------------------------

@@ -546,10 +546,11 @@ class RouterSpec(APIModel):
 #: the compatibility rule that says the same (operator/pdd_operator/compat/rules/), names the fields with their
 #: ``spec.`` path, and ends with ``Fix: ...``, what to set (as the rule's own findings do; one line, as the
 #: apiserver's ``message`` must be). ``pdd crd`` / ``pdd chart-files`` write them into crds/ and the chart.
-#: A ``transfer_mode`` key in ``spec.kvTransfer.extraConfig``: from vLLM 0.34.0 ``NixlConnector`` with ``"push"``
-#: pushes (pdd_operator.vllm.transfer_mode), which CEL cannot tell without the release, so the pull-only invariants
-#: below leave such a spec to the version-aware compatibility rules (the same ids, judged on the engine's release).
-_TRANSFER_MODE_GIVEN = "(has(self.kvTransfer.extraConfig) && 'transfer_mode' in self.kvTransfer.extraConfig)"
+#: The pull-only invariants hold unless ``spec.kvTransfer.connector`` is ``NixlPushConnector``. A ``transfer_mode``
+#: key in ``spec.kvTransfer.extraConfig`` (from vLLM 0.34.0 ``NixlConnector`` with ``"push"`` pushes:
+#: pdd_operator.vllm.transfer_mode) cannot be read here: the apiserver's CEL sees no field of an object kept with
+#: ``x-kubernetes-preserve-unknown-fields`` ("found no matching overload for '@in'", kube-apiserver 1.37), so a spec
+#: that pushes by that key is held to them and told to name NixlPushConnector, which pushes on every release.
 
 CEL_RULES = [
     {"rule": "self.prefill.tensorParallelSize % self.decode.tensorParallelSize == 0 || "
@@ -563,15 +564,13 @@ CEL_RULES = [
      "message": "[pp-decode-unsupported] spec.decode.pipelineParallelSize > 1: only the prefill side may be "
                 "pipeline parallel. Fix: set spec.decode.pipelineParallelSize to 1 (use tensorParallelSize on decode).",
      "fieldPath": ".decode.pipelineParallelSize"},
-    {"rule": "self.kvTransfer.connector == 'NixlPushConnector' || " + _TRANSFER_MODE_GIVEN + " || "
-             "self.prefill.pipelineParallelSize == 1",
+    {"rule": "self.kvTransfer.connector == 'NixlPushConnector' || self.prefill.pipelineParallelSize == 1",
      "message": "[pp-pull-unsupported] spec.prefill.pipelineParallelSize > 1 with the pull NixlConnector. Fix: set "
                 "spec.prefill.pipelineParallelSize to 1, or spec.kvTransfer.connector to NixlPushConnector "
-                "(vLLM >= 0.26; non-hybrid models).",
+                "(vLLM >= 0.26; non-hybrid models; also instead of extraConfig transfer_mode push).",
      "fieldPath": ".prefill.pipelineParallelSize"},
     {"rule": "!has(self.prefill.blockSize) || !has(self.decode.blockSize) || "
-             "self.kvTransfer.connector == 'NixlPushConnector' || " + _TRANSFER_MODE_GIVEN + " || "
-             "self.decode.blockSize % self.prefill.blockSize == 0",
+             "self.kvTransfer.connector == 'NixlPushConnector' || self.decode.blockSize % self.prefill.blockSize == 0",
      "message": "[block-size-direction] spec.decode.blockSize is not a multiple of spec.prefill.blockSize, which the "
                 "pull NixlConnector needs (every request fails at the first KV read). Fix: set both blockSize "
                 "fields equal, or spec.decode.blockSize to a multiple of spec.prefill.blockSize.",
