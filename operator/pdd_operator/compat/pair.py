@@ -125,6 +125,8 @@ class RoleConfig:
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
             removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
+        attention_config_keys: the keys of the ``--attention-config`` object as written (``()`` if absent), judged
+            by release in ``engine-args-invalid`` (:func:`~pdd_operator.vllm.attention_config.refusals`).
         revision: ``--revision`` (the model's weights revision), if given.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         nodes: the nodes the pod may run on: its ``nodeSelector``, ``spec.nodeName`` and required node affinity as
@@ -226,6 +228,7 @@ class RoleConfig:
     wrapper: str | None = None
     kv_transfer_written: dict = field(default_factory=dict)
     kv_transfer_removed: tuple[str, ...] = ()
+    attention_config_keys: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
@@ -543,8 +546,10 @@ def role_from_container(
     except ValueError as exc:
         errors.append(str(exc))
     attention_backend = known.get("--attention-backend")
+    attention_config: object = {}
     try:
-        attention_backend = attention_backend or (json_flag(known, "--attention-config") or {}).get("backend")
+        attention_config = json_flag(known, "--attention-config") or {}
+        attention_backend = attention_backend or attention_config.get("backend")
     except (ValueError, AttributeError) as exc:
         errors.append(str(exc))
     disable_hma = known.get("--disable-hybrid-kv-cache-manager")  # a str only when unknown (then opaque: None)
@@ -620,6 +625,7 @@ def role_from_container(
         wrapper=wrapper,
         kv_transfer_written=well_typed(raw_kv) if isinstance(raw_kv, dict) else {},
         kv_transfer_removed=removed,
+        attention_config_keys=tuple(str(k) for k in attention_config) if isinstance(attention_config, dict) else (),
         scheduler=SchedulerBudget.from_flags(flags),
         revision=text("--revision"),
         pod_labels=pod_labels,
