@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from pdd_operator.vllm.attention_config import FIELDS, READ, refusals
+from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
@@ -63,15 +63,34 @@ def _messages(out: dict, rule: str) -> list[str]:
     ("backend", (0, 13, 0), None),
 ])
 def test_the_fields_per_release(key, version, expected):
-    found = refusals({key: True}, version)
+    found = refusals(ATTENTION_CONFIG, {key: True}, version)
     assert [("error" if f.certain else "warning") for f in found] == ([expected] if expected else [])
 
 
-def test_the_table_is_bounded_by_the_releases_read():
-    assert READ == tuple(sorted(READ))
-    for key, (first, last) in FIELDS.items():
-        assert first in READ and last in READ and first <= last, key
-    assert refusals([], (0, 20, 0)) == [] and refusals({}, (0, 20, 0)) == []
+@pytest.mark.parametrize(("key", "version", "expected"), [
+    ("enable_fusion", (0, 12, 0), None),           # 0.12.0 holds the old names next to the fuse_* ones
+    ("enable_fusion", (0, 13, 0), "error"),        # 0.13.0 dropped them and forbids extra fields
+    ("enable_fusion", (0, 11, 0), None),           # up to 0.12.0 unknown keys are dropped
+    ("enable_noop", (0, 20, 0), "error"),
+    ("fuse_allreduce_rms", (0, 11, 1), None),      # not there yet, but dropped silently
+    ("fuse_allreduce_rms", (0, 21, 0), None),
+    ("enable_sp", (0, 31, 0), None),
+    ("enable_sp", (0, 32, 0), "error"),
+    ("fuse_minimax_qk_norm", (0, 24, 0), "error"),
+    ("fuse_minimax_qk_norm", (0, 19, 0), "warning"),  # between 0.18.0 (without) and 0.19.1 (with)
+])
+def test_the_pass_config_fields_per_release(key, version, expected):
+    found = refusals(PASS_CONFIG, {key: True}, version)
+    assert [("error" if f.certain else "warning") for f in found] == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize("table", [ATTENTION_CONFIG, PASS_CONFIG])
+def test_the_tables_are_bounded_by_the_releases_read(table):
+    assert table.read == tuple(sorted(table.read))
+    for key, (first, last) in table.fields.items():
+        assert first in table.read and last in table.read and first <= last, key
+    assert table.ignores_extra_until < table.forbids_extra_since
+    assert refusals(table, [], (0, 20, 0)) == [] and refusals(table, {}, (0, 20, 0)) == []
 
 
 # --- engine-args-invalid on manifests ---------------------------------------------------------------------------
@@ -146,4 +165,42 @@ def test_a_pddeployment_with_the_field_in_extra_args(tmp_path, capsys):
             "decode": {"replicas": 1, "tensorParallelSize": 8}}
     doc = {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "p"}, "spec": spec}
     code, out = check(tmp_path, capsys, doc)
+    assert code == 1 and "engine-args-invalid" in rules(out, "error"), out
+
+
+# --- --compilation-config pass_config -----------------------------------------------------------------------------
+
+
+def _cc(**pass_config) -> tuple[str, str]:
+    return ("--compilation-config", json.dumps({"pass_config": pass_config, "custom_ops": ["+rms_norm"]}))
+
+
+def test_an_old_recipes_fusion_pass_names_on_a_later_image_are_refused(tmp_path, capsys):
+    # a 0.10-era recipe's pass_config {"enable_fusion": true, "enable_noop": true} on v0.13.0 (the names became
+    # fuse_norm_quant/fuse_act_quant and eliminate_noops in 0.12.0; 0.13.0 dropped the old ones)
+    docs = _pair("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.13.0", p_extra=_cc(enable_fusion=True, enable_noop=True),
+                 d_extra=_cc(enable_fusion=True, enable_noop=True), gpus=4)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "engine-args-invalid" in rules(out, "error"), out
+    assert any("pass_config sets enable_fusion" in m for m in _messages(out, "engine-args-invalid"))
+
+
+def test_the_same_recipe_on_its_own_release_passes(tmp_path, capsys):
+    docs = _pair("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.11.0", p_extra=_cc(enable_fusion=True, enable_noop=True),
+                 d_extra=_cc(enable_fusion=True, enable_noop=True), gpus=4)
+    code, out = check(tmp_path, capsys, *docs)
+    assert "engine-args-invalid" not in rules(out), out
+
+
+def test_the_new_fusion_names_pass(tmp_path, capsys):
+    docs = _pair("deepseek-ai/DeepSeek-V3", "vllm/vllm-openai:v0.21.0",
+                 p_extra=_cc(fuse_attn_quant=True, fuse_allreduce_rms=True),
+                 d_extra=_cc(fuse_attn_quant=True, fuse_allreduce_rms=True))
+    code, out = check(tmp_path, capsys, *docs)
+    assert "engine-args-invalid" not in rules(out), out
+
+
+def test_sequence_parallelism_in_pass_config_after_its_removal(tmp_path, capsys):
+    docs = _pair("meta-llama/Llama-3.3-70B-Instruct", "vllm/vllm-openai:v0.32.0", d_extra=_cc(enable_sp=True))
+    code, out = check(tmp_path, capsys, *docs)
     assert code == 1 and "engine-args-invalid" in rules(out, "error"), out
