@@ -204,3 +204,14 @@ def test_sequence_parallelism_in_pass_config_after_its_removal(tmp_path, capsys)
     docs = _pair("meta-llama/Llama-3.3-70B-Instruct", "vllm/vllm-openai:v0.32.0", d_extra=_cc(enable_sp=True))
     code, out = check(tmp_path, capsys, *docs)
     assert code == 1 and "engine-args-invalid" in rules(out, "error"), out
+
+
+def test_the_short_options_are_read_too(tmp_path, capsys):
+    # -cc and -ac are the short options of --compilation-config and --attention-config (arg_utils.py, 0.14+)
+    docs = _pair("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.20.0", gpus=4,
+                 p_extra=("-cc", json.dumps({"pass_config": {"enable_noop": True}})),
+                 d_extra=("-ac", json.dumps({"use_prefill_decode_attention": True, "mla_prefill_backend": "x"})))
+    code, out = check(tmp_path, capsys, *docs)
+    messages = _messages(out, "engine-args-invalid")
+    assert code == 1 and len(messages) == 2, out
+    assert "enable_noop" in messages[0] and "mla_prefill_backend" in messages[1]

@@ -551,12 +551,12 @@ def role_from_container(
     attention_backend = known.get("--attention-backend")
     attention_config: object = {}
     try:
-        attention_config = json_flag(known, "--attention-config") or {}
+        attention_config = json_flag(known, "--attention-config") or json_flag(known, "-ac") or {}
         attention_backend = attention_backend or attention_config.get("backend")
     except (ValueError, AttributeError) as exc:
         errors.append(str(exc))
     try:  # only its pass_config keys are read (config_fields.PASS_CONFIG); other values are not judged here
-        pass_config = (json_flag(known, "--compilation-config") or {}).get("pass_config")
+        pass_config = (json_flag(known, "--compilation-config") or json_flag(known, "-cc") or {}).get("pass_config")
     except ValueError:
         pass_config = None
     disable_hma = known.get("--disable-hybrid-kv-cache-manager")  # a str only when unknown (then opaque: None)
