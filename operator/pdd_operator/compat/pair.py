@@ -125,11 +125,11 @@ class RoleConfig:
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
             removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
+        revision: ``--revision`` (the model's weights revision), if given.
         attention_config_keys: the keys of the ``--attention-config`` object as written (``()`` if absent), judged
             by release in ``engine-args-invalid`` (:func:`~pdd_operator.vllm.config_fields.refusals`).
         pass_config_keys: the keys of ``--compilation-config``'s ``pass_config`` object as written (``()`` if
             absent), judged the same way.
-        revision: ``--revision`` (the model's weights revision), if given.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         nodes: the nodes the pod may run on: its ``nodeSelector``, ``spec.nodeName`` and required node affinity as
             ORed node selector terms (:func:`~pdd_operator.compat.placement.node_terms`), ``None`` when unreadable.
