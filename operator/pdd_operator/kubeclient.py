@@ -22,10 +22,10 @@ retried as urllib3 does by default (3 times, at once).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
@@ -99,7 +99,8 @@ def request(api_client: client.ApiClient, method: str, path: str, *, path_params
     and lists, or None for an empty answer.
 
     ``body``: a dict (sent as JSON) or bytes (sent as they are); ``content_type``: e.g.
-    ``application/merge-patch+json`` (default JSON). Raises ``ApiException`` for a non-2xx answer, as
+    ``application/merge-patch+json`` (default JSON). The answer is read by orjson (the apiserver writes no
+    integer wider than 64 bits). Raises ``ApiException`` for a non-2xx answer, as
     the generated methods do, and urllib3's errors (timeouts, refused connections) as they come.
 
     The operator's own calls use this instead of the generated typed classes (``CoreV1Api``,
@@ -116,4 +117,4 @@ def request(api_client: client.ApiClient, method: str, path: str, *, path_params
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),
                                          data=None)
-    return json.loads(response.data) if response.data else None
+    return orjson.loads(response.data) if response.data else None

@@ -16,6 +16,7 @@ from pdd_operator.controller.kube import (
     contains,
     foreign_drift,
     foreign_items,
+    legacy_applied_hash,
     restamped,
     with_applied_hash,
 )
@@ -140,6 +141,39 @@ def test_restamped_takes_only_the_stamp_from_live():
     assert desired["metadata"]["annotations"]["pdd-operator.dev/generation"] == "2"  # not changed in place
     assert restamped(desired, {"metadata": {}}) is desired
     assert restamped(desired, None) is desired
+    same = {"metadata": {"annotations": {"pdd-operator.dev/generation": "2", "other": "b"}}}
+    assert restamped(desired, same) is desired  # the stamp is as live has it: the caller's hash of desired holds
+
+
+def test_apply_all_hashes_each_child_once_per_reconcile(monkeypatch):
+    """The memo key, the in-place comparison and the apply body share one hash of each rendered child
+    (hashing sorted JSON was a fifth of the operator's CPU in the N=1,000 burst, bench/README.md)."""
+    import pdd_operator.controller.kube as kube_module
+    import pdd_operator.controller.reconcile as reconcile_module
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    spec = PDDeploymentSpec.model_validate(doc)
+    children = render_children(Owner("p", "ns", "uid-p", 1), spec)
+    cache = ClusterCache()
+    cache.expect({})
+    for child in children:  # in place as applied at generation 1
+        cache.observe(child["kind"], _live(child, 7))
+    hashed = []
+    real = kube_module.applied_hash
+    counting = lambda obj: hashed.append(obj["metadata"]["name"]) or real(obj)  # noqa: E731
+    monkeypatch.setattr(kube_module, "applied_hash", counting)
+    monkeypatch.setattr(reconcile_module, "applied_hash", counting)
+    kube = Kube(client.ApiClient(client.Configuration()), cache=cache)
+    assert reconcile_module.apply_all(kube, children) == (0, [], None)
+    assert sorted(hashed) == sorted(c["metadata"]["name"] for c in children)  # once each, compared in full
+    hashed.clear()
+    assert reconcile_module.apply_all(kube, children) == (0, [], None)
+    assert sorted(hashed) == sorted(c["metadata"]["name"] for c in children)  # once each, answered by the memo
+    hashed.clear()
+    # A new generation with nothing else changed: each child is hashed as rendered and once more with
+    # the stamp it carries in place (the comparison), and nothing is written.
+    kube = Kube(client.ApiClient(client.Configuration()), cache=cache)
+    assert reconcile_module.apply_all(kube, render_children(Owner("p", "ns", "uid-p", 2), spec)) == (0, [], None)
+    assert len(hashed) == 2 * len(children)
 
 
 def test_a_child_found_in_place_is_not_compared_again_until_it_or_the_desired_object_changes(monkeypatch):
@@ -171,3 +205,34 @@ def test_a_child_found_in_place_is_not_compared_again_until_it_or_the_desired_ob
     changed = {**desired, "spec": {**desired["spec"], "replicas": 3}}
     assert kube.apply_needed(changed)[0] is True  # same live version, another desired object
     assert len(decoded) == 4
+
+
+def test_an_object_orjson_refuses_is_hashed_by_the_standard_library():
+    wide = {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"n": 2**70}}
+    assert applied_hash(wide) == legacy_applied_hash(wide) == applied_hash({**wide})
+    assert applied_hash({"a": 1}) != legacy_applied_hash({"a": 1})  # the two serializations differ
+
+
+def test_a_child_an_earlier_operator_applied_is_in_place_with_its_legacy_hash():
+    """Children written before the hash moved to orjson carry the standard library's hash: in place
+    when the rest is (no rewrite of every child after an upgrade), at this and a newer generation;
+    a real difference is still applied."""
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    spec = PDDeploymentSpec.model_validate(doc)
+    desired = next(c for c in render_children(Owner("p", "ns", "uid-p", 1), spec) if c["kind"] == "Deployment")
+    meta = desired["metadata"]
+    old = {**desired, "metadata": {**meta, "resourceVersion": "3", "annotations": {
+        **meta["annotations"], "pdd-operator.dev/applied-hash": legacy_applied_hash(desired)}}}
+    cache = ClusterCache()
+    cache.expect({})
+    cache.observe("Deployment", old)
+    kube = Kube(client.ApiClient(client.Configuration()), cache=cache)
+    assert kube.apply_needed(desired)[0] is False
+    newer = next(c for c in render_children(Owner("p", "ns", "uid-p", 2), spec) if c["kind"] == "Deployment")
+    assert Kube(client.ApiClient(client.Configuration()), cache=cache).apply_needed(newer)[0] is False
+    changed = {**desired, "spec": {**desired["spec"], "replicas": 4}}
+    assert kube.apply_needed(changed)[0] is True
+    forged = {**old, "metadata": {**old["metadata"], "annotations": {
+        **old["metadata"]["annotations"], "pdd-operator.dev/applied-hash": "0123456789abcdef"}}}
+    cache.observe("Deployment", {**forged, "metadata": {**forged["metadata"], "resourceVersion": "4"}})
+    assert kube.apply_needed(desired)[0] is True  # neither hash: applied again

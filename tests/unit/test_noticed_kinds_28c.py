@@ -57,7 +57,10 @@ def _script_findings(tmp_path, capsys, text: str, version: str | None = "0.11.1"
 @pytest.mark.parametrize("extra", ["", " --attention-backend FLASH_ATTN"])
 def test_a_script_on_a_likely_cuda_host_warns_of_the_kernel_split(tmp_path, capsys, head, extra):
     code, found = _script_findings(tmp_path, capsys, _script(head, extra=extra))
-    assert code == 0 and found.get("block-size-kernel-split") == "warning", found
+    assert found.get("block-size-kernel-split") == "warning", found
+    # --attention-backend is a flag from 0.13.0 (vllm/engine/arg_utils.py; no parser of 0.11.1 or 0.12.0 defines it):
+    # on 0.11.1 the parser refuses it as well (set 46's read additions)
+    assert (code, found.get("cli-flag-not-yet")) == ((1, "error") if extra else (0, None)), found
 
 
 @pytest.mark.parametrize("head", [

@@ -76,7 +76,7 @@ def test_the_source_of_a_custom_tag_version_says_where_it_came_from():
     "example.io/pd:vllm-0.9.0.1",                    # a four-part build number
     "example.io/pd:build-0.21.0",                    # a number with no vllm token, in a repository not named vllm
     "vllm/vllm-router:v0.1.9",                       # vLLM's router versions itself
-    "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0",   # Dynamo's release, not vLLM's
+    "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.7",   # Dynamo's release, not vLLM's (unlisted; 1.4.0 is listed: vLLM 0.26.0)
     "quay.io/ascend/vllm-ascend:v0.11.0rc0",         # a platform plugin's release
     "lmcache/vllm-openai:v0.3.3",                    # LMCache's release
     "nielsrolf/ow-vllm:v0.11",                       # two parts only

@@ -125,4 +125,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 41: P2pNcclConnector's ZMQ binds of kv_port + rank on one host
                     "p2p-nccl-kv-port-conflict",
                     # round 28: MooncakeConnector's TP ratio and KV region length (its pairs run no NIXL rule)
-                    "mooncake-tp-indivisible", "mooncake-kv-region-length"}
+                    "mooncake-tp-indivisible", "mooncake-kv-region-length",
+                    # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
+                    "mooncake-pp-unsupported",
+                    # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
+                    "speculative-config-removed-field"}

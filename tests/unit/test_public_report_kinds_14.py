@@ -180,10 +180,18 @@ def test_opt_decode_default_that_is_a_multiple_passes(tmp_path, capsys):
 
 
 def test_gpt2_with_an_unknown_version_is_refused_on_every_release(tmp_path, capsys):
-    p = ["openai-community/gpt2", "--block-size", "64", "--kv-transfer-config", _kv()]
+    # The decode's default is 16 up to 0.33 and 64 from 0.34 (CacheConfig.DEFAULT_BLOCK_SIZE): 128 is refused on
+    # every release; 64 only up to 0.33 (a warning; the version-bounded rules leave the pair not checked, exit 3).
+    p = ["openai-community/gpt2", "--block-size", "128", "--kv-transfer-config", _kv()]
     d = ["openai-community/gpt2", "--kv-transfer-config", _kv()]
     code, out = check(tmp_path, capsys, *_pair(p, d, image="vllm/vllm-openai:latest"))
     assert code == 1 and "block-size-direction" in rules(out, "error"), out
+    p[2] = "64"
+    code, out = check(tmp_path, capsys, *_pair(p, d, image="vllm/vllm-openai:latest"))
+    assert code == 3 and "block-size-direction" in rules(out, "warning"), out
+    for tag, want in (("v0.33.0", 1), ("v0.34.0", 0)):  # 16 is no multiple of 64; 64 is
+        code, out = check(tmp_path, capsys, *_pair(p, d, image=f"vllm/vllm-openai:{tag}"))
+        assert code == want and ("block-size-direction" in rules(out, "error")) == (want == 1), out
 
 
 def _config(path, **config) -> tuple[str, ...]:
@@ -239,7 +247,8 @@ def test_config_model_type_and_head_size():
 
 def test_default_block_size_over_every_release():
     gpu = {"nvidia.com/gpu": "1"}
-    assert default_block_size(None, "vllm/vllm-openai:latest", gpu, "dense", head_size=64) == 16
+    # 16 up to 0.33, 64 from 0.34 (CacheConfig.DEFAULT_BLOCK_SIZE): the releases disagree
+    assert default_block_size(None, "vllm/vllm-openai:latest", gpu, "dense", head_size=64) is None
     assert default_block_size(None, "vllm/vllm-openai:latest", gpu, "dense", head_size=256) is None
     assert default_block_size(None, "vllm/vllm-openai:latest", gpu, "dense") is None
     assert default_block_size((0, 30, 0), "vllm/vllm-openai:v0.30.0", gpu, "dense", head_size=128) == 16

@@ -3,7 +3,7 @@ controls.
 
 Four kinds the set found:
 
-- Flags vLLM removed (``--disable-log-requests`` from 0.12.0, ``--task`` by 0.13.0): vLLM's argument parser stops
+- Flags vLLM removed (``--disable-log-requests`` from 0.17.0, ``--task`` by 0.13.0): vLLM's argument parser stops
   with "unrecognized arguments" and the server never starts (``cli-flag-removed``,
   :mod:`pdd_operator.vllm.removed_flags`).
 - An attention backend named on the command line that does not serve the model's attention (a non-MLA backend on an
@@ -37,14 +37,15 @@ def test_removed_flags_are_found_among_the_parsed_flags():
 
 @pytest.mark.parametrize(("flag", "image", "severity"), [
     (["--disable-log-requests"], "vllm/vllm-openai:v0.32.0", "error"),
-    (["--disable-log-requests"], "vllm/vllm-openai:v0.12.0", "error"),
+    (["--disable-log-requests"], "vllm/vllm-openai:v0.17.0", "error"),
+    (["--disable-log-requests"], "vllm/vllm-openai:v0.12.0", None),  # 0.12.0-0.16.0 still define it (deprecated)
     (["--disable_log_requests"], "vllm/vllm-openai:v0.20.2", "error"),  # vLLM reads underscores as dashes
     (["--task", "generate"], "vllm/vllm-openai:v0.13.0", "error"),
     (["--disable-log-requests"], "registry.local/vllm-custom:latest", "warning"),  # version unknown
     (["--disable-log-requests"], "vllm/vllm-openai:v0.11.0", None),  # deprecated, still accepted
     (["--task", "generate"], "vllm/vllm-openai:v0.10.2", None),
     (["--enable-log-requests"], "vllm/vllm-openai:v0.32.0", None),  # its replacement
-], ids=["0.32", "0.12", "underscores", "task-0.13", "unknown", "0.11", "task-0.10", "replacement"])
+], ids=["0.32", "0.17", "0.12", "underscores", "task-0.13", "unknown", "0.11", "task-0.10", "replacement"])
 def test_a_flag_vllm_removed_is_refused_from_its_release(tmp_path, capsys, flag, image, severity):
     docs = pd("llama", ["--kv-transfer-config", KV, *flag], ["--kv-transfer-config", KV],
               model="meta-llama/Llama-3.1-8B-Instruct", image=image)

@@ -18,6 +18,7 @@ from pdd_operator.compat.rules.base import (
     run_check,
     script_fields,
 )
+from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -148,7 +149,7 @@ def evaluate(
     elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
-            "these rules describe NixlConnector prefill/decode only"))
+            f"{NOT_DESCRIBED}"))
     if any(r.connector is None for r in pair.roles):
         # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
         rules = tuple(rule for rule in rules if rule.without_connector)
@@ -249,10 +250,10 @@ def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
 
 def _unverified(pair: PDPair, version: Version, candidate: str | None = None) -> Finding:
     """The ``vllm-version-unverified`` warning for a ``version`` that is not a release the rules were built from
-    (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.33.0 (0.34.0), a patch release no table
-    knows (0.33.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
-    version bound reads it as its place in the order: after 0.33.0 the newest known rules apply. For a release
-    ``candidate`` (``0.34.0rc1``) ``version`` is the last release before it
+    (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.34.0 (0.35.0), a patch release no table
+    knows (0.34.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
+    version bound reads it as its place in the order: after 0.34.0 the newest known rules apply. For a release
+    ``candidate`` (``0.35.0rc1``) ``version`` is the last release before it
     (:func:`~pdd_operator.vllm.versions.candidate_rules_version`), whose rules judged it."""
     if candidate is not None:
         return Finding(
@@ -271,7 +272,7 @@ def _unverified(pair: PDPair, version: Version, candidate: str | None = None) ->
     if newer:
         how = (f"it was judged with the newest rules, those of {fmt(NEWEST_RELEASE)}; vLLM's NIXL code after "
                f"{fmt(NEWEST_RELEASE)} may refuse what they pass or pass what they refuse (docs/vllm-source-audit.md "
-               "lists what 0.34.0 changed)")
+               "lists what each release read changed)")
     elif before is not None:
         how = f"it was judged as the releases around it (the nearest before is {fmt(before)})"
     else:
@@ -404,7 +405,7 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     if floor is not None and floor[:2] >= NEWEST_RELEASE[:2]:
         parts.append(f"The rules were written from vLLM's NIXL code up to {fmt(NEWEST_RELEASE)}; this build may hold "
                      f"newer code and was judged with the newest rules (those of {fmt(NEWEST_RELEASE)}; "
-                     "docs/vllm-source-audit.md lists what 0.34.0 changed).")
+                     "docs/vllm-source-audit.md lists what each release read changed).")
     unchecked = ""
     if certain:
         parts.append(f"Whichever release it is, this deployment fails: {scope} is refused by at least one of "

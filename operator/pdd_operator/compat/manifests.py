@@ -53,6 +53,7 @@ from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
+from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
@@ -921,7 +922,11 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
     read = sorted({c[1] for e in (p, d) if (c := custom_tag_version(e.config.image))})
     if read:  # a custom image's tag: say which words named the release (versions.custom_tag_version)
         how = f"{how}; vLLM {', '.join(read)}"
-    named = resolve_model(SimpleNamespace(name=p.config.model or "", architecture=None, ssm_kind=None,
+    served = p.config.served_model_name if p.config.served_model_name == d.config.served_model_name else None
+    if alias := served_as_known(p.config.model, served):
+        notes.append(f"the model is the local path {p.config.model}; its config.json is read as that of {alias}, the "
+                     "known checkpoint both engines serve it as (--served-model-name)")
+    named = resolve_model(SimpleNamespace(name=alias or p.config.model or "", architecture=None, ssm_kind=None,
                                           hf_architecture=None, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(
         source=f"{p.where} + {d.where}",

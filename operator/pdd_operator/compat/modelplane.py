@@ -8,6 +8,12 @@ Deployment's template, or a LeaderWorkerSet's leader template: ``_serving_pod_te
 - ``_inject_nixl_plumbing``: ``VLLM_NIXL_SIDE_CHANNEL_HOST`` from ``status.podIP`` and
   ``VLLM_NIXL_SIDE_CHANNEL_PORT`` ``"5557"`` on the ``engine`` container unless it names them, and a Memory
   ``/dev/shm``;
+- GPUs (backends/base.py ``place_pod``, ``engine_resources``, ``resource_claim_template``): the member's
+  ``nodeSelector.devices`` become the device requests of a DRA ResourceClaimTemplate the pod claims as a whole
+  (``resources.claims: [{name: devices}]``, no ``nvidia.com/gpu`` limit); "A GPU request's count is the GPUs per
+  node" (apis/modeldeployments/definition.yaml). The checker counts a container's GPUs from its ``*/gpu``
+  resources, so the engine container is given the count of its member's GPU request (:func:`gpu_request`) as
+  ``nvidia.com/gpu`` (``amd.com/gpu`` for an AMD selector) where it names no GPU resource itself;
 - ``_add_sidecar_to_decode``: a ``pd-sidecar`` container (ghcr.io/llm-d/llm-d-router-disagg-sidecar) on port 8000
   (``base.ENGINE_PORT``) in the decode pod, forwarding to the engine's ``--port`` or, when the args name none, to
   8001 (``_DECODE_ENGINE_PORT``): Modelplane does not add ``--port`` to the engine, which then listens on vLLM's
@@ -64,14 +70,46 @@ def resolve_modelplane_plumbing(doc: dict) -> None:
                 pod = (member.get("template") or {}).get("spec")
                 if not isinstance(pod, dict) or not isinstance(pod.get("containers"), list):
                     continue
-                _plumb(pod, decode=engine.get("phase") == "Decode")
+                _plumb(pod, decode=engine.get("phase") == "Decode", gpus=gpu_request(member))
 
 
-def _plumb(pod: dict, *, decode: bool) -> None:
+#: Device drivers of GPU requests (DRA ``device.driver`` / capacity domains) and the extended resource that counts
+#: them here.
+_GPU_DRIVERS = {"gpu.nvidia.com": "nvidia.com/gpu", "gpu.amd.com": "amd.com/gpu"}
+
+
+def gpu_request(member: dict) -> tuple[str, int] | None:
+    """The GPU request of a Modelplane member (``nodeSelector.devices``): ``(resource, count)`` for the one request
+    whose selectors name a GPU driver (``gpu.nvidia.com``, ``gpu.amd.com``) or, failing that, the one named ``gpu``;
+    ``count`` defaults to 1 (the XRD's default). ``None`` when there is no such request, more than one, or its count
+    is not a literal integer. Pure."""
+    selector = member.get("nodeSelector") if isinstance(member.get("nodeSelector"), dict) else {}
+    devices = [d for d in selector.get("devices") or [] if isinstance(d, dict)]
+
+    def driver(d: dict) -> str | None:
+        cel = " ".join(str(s.get("cel", "")) for s in d.get("selectors") or [] if isinstance(s, dict))
+        return next((res for name, res in _GPU_DRIVERS.items() if name in cel), None)
+
+    named = [(d, driver(d)) for d in devices if driver(d)] or [(d, "nvidia.com/gpu") for d in devices
+                                                                if str(d.get("name", "")).lower() == "gpu"]
+    if len(named) != 1:
+        return None
+    device, resource = named[0]
+    count = device.get("count", 1)
+    return (resource, count) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+
+
+def _plumb(pod: dict, *, decode: bool, gpus: tuple[str, int] | None = None) -> None:
     containers = pod["containers"]
     main = next((c for c in containers if isinstance(c, dict) and c.get("name") == "engine"), None)
     if main is None:
         return
+    resources = main.get("resources") if isinstance(main.get("resources"), dict) else {}
+    named = [k for part in ("limits", "requests") for k in (resources.get(part) or {}) if str(k).endswith("/gpu")]
+    if gpus is not None and not named:
+        limits = dict(resources.get("limits") or {})
+        limits[gpus[0]] = str(gpus[1])
+        main["resources"] = {**resources, "limits": limits}
     env = list(main.get("env") or [])
     names = {e.get("name") for e in env if isinstance(e, dict)}
     if "VLLM_NIXL_SIDE_CHANNEL_HOST" not in names:
@@ -84,4 +122,4 @@ def _plumb(pod: dict, *, decode: bool) -> None:
                            "ports": [{"containerPort": SIDECAR_PORT}]})
 
 
-__all__ = ["SIDECAR_PORT", "SIDE_CHANNEL_PORT", "is_modelplane_pd", "resolve_modelplane_plumbing"]
+__all__ = ["SIDECAR_PORT", "SIDE_CHANNEL_PORT", "gpu_request", "is_modelplane_pd", "resolve_modelplane_plumbing"]

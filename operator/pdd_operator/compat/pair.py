@@ -22,11 +22,12 @@ from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, un
 from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
-from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, removed_fields, well_typed
+from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit, opaque_command
+from pdd_operator.vllm.transfer_mode import transfer_mode
 from pdd_operator.vllm.versions import (
     Version,
     dev_build,
@@ -124,7 +125,8 @@ class RoleConfig:
             included; ``{}`` if absent), for rules about the wrapper itself (:mod:`~pdd_operator.compat.rules.mem_pool`).
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
-            removed from ``KVTransferConfig`` (:func:`~pdd_operator.vllm.kv_transfer_config.removed_fields`).
+            removed from ``KVTransferConfig``, then those it never had (:func:`~pdd_operator.vllm.kv_transfer_config.
+            refused_fields`).
         revision: ``--revision`` (the model's weights revision), if given.
         attention_config_keys: the keys of the ``--attention-config`` object as written (``()`` if absent), judged
             by release in ``engine-args-invalid`` (:func:`~pdd_operator.vllm.config_fields.refusals`).
@@ -188,6 +190,11 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
+        moe_flags: the flags of the argv, as parsed (``(name, value)``), that vLLM allows only for some models or
+            together: ``--enable-expert-parallel``, ``--enable-eplb``, ``--eplb-config`` and its dotted keys,
+            ``--num-redundant-experts``, and external data-parallel load balancing (``--data-parallel-rank``,
+            ``--data-parallel-external-lb``) and ``--all2all-backend``, judged in
+            :mod:`pdd_operator.compat.rules.expert_parallel`.
         kv_events: ``--kv-events-config`` is given (any value: vLLM's ``kv_events_config`` is then set), or the launcher
             sets it itself (:attr:`kv_events_from`), judged in :mod:`pdd_operator.compat.rules.hma_forced`.
         kv_events_from: why ``kv_events`` holds without ``--kv-events-config`` on the command line (Dynamo's worker
@@ -266,6 +273,7 @@ class RoleConfig:
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
+    moe_flags: tuple[tuple[str, str | bool], ...] = ()
     kv_events: bool = False
     kv_events_from: str = ""
     connector_note: str = ""
@@ -273,6 +281,8 @@ class RoleConfig:
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
     platform_hint: str = ""
+    #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none)
+    served_model_name: str | None = None
 
     @property
     def connector(self) -> str | None:
@@ -285,7 +295,15 @@ class RoleConfig:
 
     @property
     def push(self) -> bool:
-        return self.connector == "NixlPushConnector"
+        """The engine pushes KV (``NixlPushConnector``, or from 0.34.0 ``NixlConnector`` with ``transfer_mode``
+        push: :func:`~pdd_operator.vllm.transfer_mode.transfer_mode`)."""
+        return self.transfer_mode == "push"
+
+    @property
+    def transfer_mode(self) -> str | None:
+        """``"pull"``, ``"push"``, or ``None`` when not NIXL or not decidable
+        (:func:`~pdd_operator.vllm.transfer_mode.transfer_mode`)."""
+        return transfer_mode(self.connector, self.extra, self.version)
 
     @property
     def extra(self) -> dict:
@@ -534,7 +552,7 @@ def role_from_container(
     try:
         raw_kv = json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
-        removed = removed_fields(raw_kv) if isinstance(raw_kv, dict) else ()
+        removed = refused_fields(raw_kv) if isinstance(raw_kv, dict) else ()
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
     except ValueError as exc:
         errors.append(str(exc))
@@ -600,6 +618,7 @@ def role_from_container(
         version=version,
         version_text=version_text,
         model=model,
+        served_model_name=text("--served-model-name"),
         dtype=text("--dtype"),
         tp=int_flag(flags, "--tensor-parallel-size", 1),
         pp=int_flag(flags, "--pipeline-parallel-size", 1),
@@ -657,6 +676,7 @@ def role_from_container(
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
+        moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
         kv_events="--kv-events-config" in flags,
         connector_note=connector_note,
     )
@@ -704,6 +724,11 @@ def host_ports(pod_spec: dict) -> frozenset[int]:
             if isinstance(value, int) and not isinstance(value, bool):
                 out.add(value)
     return frozenset(out)
+
+
+#: The expert-parallel flags kept in :attr:`RoleConfig.moe_flags` (besides ``--eplb-config.<key>``).
+_MOE_FLAGS = ("--enable-expert-parallel", "--enable-eplb", "--eplb-config", "--num-redundant-experts",
+              "--data-parallel-rank", "--data-parallel-external-lb", "--all2all-backend")
 
 
 #: Flags of ``extraArgs`` that the user owns on a PDDeployment: the operator renders them only when

@@ -52,7 +52,7 @@ from dataclasses import replace
 from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, repeats_unread, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
-from pdd_operator.vllm.block_size import script_platform_hint
+from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import Launch, _http_port, launches
 
@@ -193,7 +193,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
             spec["nodeName"] = node
         count = int(gpus.group(1)) if gpus else _least_gpus(group)
         if count:
-            spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": count}}
+            spec["containers"][0]["resources"] = {"limits": {script_gpu_resource(text): count}}
         # named by the path's checksum, not the path: words in it (a ``decode`` directory) must not name a role, and
         # two scripts checked together must not pair by name
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {

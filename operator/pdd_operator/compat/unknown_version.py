@@ -42,7 +42,7 @@ def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> lis
         if r.until is not None:
             a, b, c = r.until
             points.add((a, b, c - 1) if c else (a, b - 1, 99))
-    low = min(max(OLDEST_KNOWN, floor or OLDEST_KNOWN), NEWEST_KNOWN)  # a build after 0.33: judged as 0.33
+    low = min(max(OLDEST_KNOWN, floor or OLDEST_KNOWN), NEWEST_KNOWN)  # a build after the newest known line: judged as it
     return sorted(v for v in points if low <= v <= NEWEST_KNOWN)
 
 

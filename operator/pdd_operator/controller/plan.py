@@ -17,7 +17,7 @@ kept in ``status.appliedSpec``), :func:`plan_children` decides:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -83,16 +83,19 @@ def last_good_spec(previous_status: dict, legacy_annotations: list[str] = ()) ->
 
 def slot_children(owner: Owner, spec: PDDeploymentSpec, model_config: dict | None,
                   deployments: Mapping[str, Mapping[str, dict | None]],
-                  pods: Mapping[str, list[dict]] | None = None) -> tuple[list[dict], RolloutStep]:
-    """The children that run ``spec`` and the step that places them: :func:`render_children` into the
-    active slot, then the Deployments of the previous slot that the step retires (``step.retire``)
-    scaled to 0, where they still want pods. ``deployments[slot][role]`` is the live Deployment or
-    ``None``; ``pods[role]`` the role's pods of both slots, Terminating ones included (``None``: none)."""
+                  pods: Mapping[str, list[dict]] | None = None,
+                  render: Callable[..., list[dict]] = render_children) -> tuple[list[dict], RolloutStep]:
+    """The children that run ``spec`` and the step that places them: ``render`` (:func:`render_children`,
+    or the reconcile's :class:`~pdd_operator.controller.render_memo.RenderMemo` renderer, which gives
+    ``[]`` when they are all in place) into the active slot, then the Deployments of the previous
+    slot that the step retires (``step.retire``) scaled to 0, where they still want pods.
+    ``deployments[slot][role]`` is the live Deployment or ``None``; ``pods[role]`` the role's pods of
+    both slots, Terminating ones included (``None``: none)."""
     pods = pods or {}
     slots = {s: {r: observe((deployments.get(s) or {}).get(r), slot_pods(pods.get(r) or [], s)) for r in ROLES}
              for s in SLOTS}
     step = plan_rollout(compat_hash(spec), {r: spec.role(r).replicas for r in ROLES}, slots)
-    children = render_children(owner, spec, model_config, slot=step.active)
+    children = render(owner, spec, model_config, slot=step.active)
     if step.previous is not None:
         children += [scaled_to_zero(live) for r in step.retire
                      if (live := deployments[step.previous].get(r)) and slots[step.previous][r].replicas > 0]
@@ -103,21 +106,23 @@ def plan_children(*, name: str, namespace: str, uid: str | None, generation: int
                   report: CompatReport, previous_status: dict, last_good: PDDeploymentSpec | None,
                   model_config: dict | None = None,
                   deployments: Mapping[str, Mapping[str, dict | None]] | None = None,
-                  pods: Mapping[str, list[dict]] | None = None) -> Plan:
+                  pods: Mapping[str, list[dict]] | None = None,
+                  render: Callable[..., list[dict]] = render_children) -> Plan:
     """Decide what to apply (see the module docstring). ``last_good`` is :func:`last_good_spec`,
     needed only when the current spec is not applied; ``deployments[slot][role]`` the live engine
     Deployments (``None``: none exist); ``pods[role]`` the engine pods of each role, both slots,
-    Terminating ones included (``None``: none). Never raises for a bad spec."""
+    Terminating ones included (``None``: none); ``render`` renders the children
+    (:func:`slot_children`). Never raises for a bad spec."""
     applied_generation = previous_status.get("appliedGeneration")
     previous_applied = previous_status.get("appliedSpec")
     live = deployments or {}
     if spec is not None and report.compatible:
         owner = Owner(name=name, namespace=namespace, uid=uid, generation=generation)
-        children, step = slot_children(owner, spec, model_config, live, pods)
+        children, step = slot_children(owner, spec, model_config, live, pods, render)
         return Plan(children, spec, applied_generation, True, generation, spec, previous_applied, step)
     if last_good is not None and applied_generation is not None:
         owner = Owner(name=name, namespace=namespace, uid=uid, generation=applied_generation)
-        children, step = slot_children(owner, last_good, model_config, live, pods)
+        children, step = slot_children(owner, last_good, model_config, live, pods, render)
         return Plan(children, last_good, applied_generation, False, generation, None, previous_applied, step)
     return Plan([], last_good, applied_generation, False, generation, None, previous_applied)
 

@@ -27,10 +27,11 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
 from pdd_operator.controller.events import Event, EventFilter, transitions
-from pdd_operator.controller.kube import Kube, api_error_text
+from pdd_operator.controller.kube import Kube, api_error_text, applied_hash
 from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import apply_dependencies, apply_waves, last_good_spec, plan_children
 from pdd_operator.controller.recorder import EventRecorder
+from pdd_operator.controller.render_memo import RenderMemo
 from pdd_operator.controller.rollout import slot_pods
 from pdd_operator.controller.status import (
     RoleObservation,
@@ -155,8 +156,13 @@ class CheckMemo:
     def key(namespace: str, name: str, uid: str | None, generation: int, model_config: dict | None,
             problem: Finding | None) -> tuple:
         """The memo key of one check (see the class docstring)."""
-        config = None if model_config is None else json.dumps(model_config, sort_keys=True, default=str)
-        return (namespace, name, uid, generation, config, None if problem is None else problem.model_dump_json())
+        return (namespace, name, uid, generation, CheckMemo.config_key(model_config),
+                None if problem is None else problem.model_dump_json())
+
+    @staticmethod
+    def config_key(model_config: dict | None) -> str | None:
+        """A model's config.json as it keys the memos (canonical JSON), ``None`` for none."""
+        return None if model_config is None else json.dumps(model_config, sort_keys=True, default=str)
 
     def check(self, key: tuple, spec: PDDeploymentSpec, name: str, namespace: str, model_config: dict | None,
               problem: Finding | None) -> tuple[CompatReport, dict | None]:
@@ -181,6 +187,10 @@ class CheckMemo:
 
 #: The operator's :class:`CheckMemo` (one process, every reconcile worker).
 CHECKS = CheckMemo()
+
+#: The operator's :class:`~pdd_operator.controller.render_memo.RenderMemo`: a reconcile whose children
+#: are all in place does not render them.
+RENDERS = RenderMemo()
 
 
 #: Threads that send every child apply (``PDD_APPLY_THREADS``), shared by all reconcile workers: the
@@ -221,10 +231,12 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     with backoff).
     """
     started = time.monotonic()
-    pending = [(child, live) for child in children for needed, live in [kube.apply_needed(child)] if needed]
+    # Each child is hashed once here (the in-place memo, the comparison and the apply body all use it).
+    pending = [(child, live, digest) for child in children for digest in [applied_hash(child)]
+               for needed, live in [kube.apply_needed(child, digest)] if needed]
     if not pending:
         return 0, [], None
-    objs = [child for child, _ in pending]
+    objs = [child for child, _, _ in pending]
     outcomes: dict[int, BaseException | None] = {}
     needs = apply_dependencies(objs)
     waiting = set(range(len(pending)))
@@ -258,11 +270,11 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     return sent, errors, started
 
 
-def _send(kube: Kube, child: dict, live: dict | None) -> BaseException | None:
+def _send(kube: Kube, child: dict, live: dict | None, digest: str) -> BaseException | None:
     """:meth:`~pdd_operator.controller.kube.Kube.send_apply`; returns what it raised, ``None`` when it
     succeeded (a pool thread hands every outcome back to the reconcile)."""
     try:
-        kube.send_apply(child, live)
+        kube.send_apply(child, live, digest)
     except Exception as exc:  # noqa: BLE001  (apply_all sorts refusals from failures)
         return exc
     return None
@@ -383,6 +395,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     generation = int(meta.get("generation") or 1)
     previous = obj.get("status") or {}
     model_config = None
+    config_key = None
     read_errors: list[str] = []
     try:
         spec = PDDeploymentSpec.model_validate(obj.get("spec") or {})
@@ -392,6 +405,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         model_config, problem = load_model_config(kube, namespace, spec, read_errors)
         key = CHECKS.key(namespace, name, meta.get("uid"), generation, model_config, problem)
         report, model_config = CHECKS.check(key, spec, name, namespace, model_config, problem)
+        config_key = key[4] if model_config is not None else None  # the config the check kept, as keyed
 
     deployments = read_deployments(kube, namespace, name)
     # Both slots' pods, Terminating ones included: the rollout retires a slot's decode only once its
@@ -404,7 +418,7 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
         last_good = last_good_spec(previous, legacy)
     plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
                          report=report, previous_status=previous, last_good=last_good, model_config=model_config,
-                         deployments=deployments, pods=pods)
+                         deployments=deployments, pods=pods, render=RENDERS.renderer(kube, config_key))
     applied, apply_errors, first_apply_at = apply_all(kube, plan.children)
     applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
     target = plan.target

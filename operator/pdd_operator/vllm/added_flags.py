@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.vllm.versions import Version
+from pdd_operator.vllm.added_flags_read import READ_ADDITIONS
+from pdd_operator.vllm.versions import Version, fmt
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,27 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "('--prefill-context-parallel-size', '-pcp') in the 0.12.0, 0.13.0, 0.14.0, 0.18.0 and 0.24.0 sdists and the "
         "0.32.0 wheel")
        for flag in ("--prefill-context-parallel-size", "-pcp")},
+    **{flag: AddedFlag(
+        (0, 33, 0), (0, 34, 0),
+        f"vllm/engine/arg_utils.py: EngineArgs has no {flag[2:].replace('-', '_')} in the 0.33.0 sdist; the field and "
+        f"its {flag} argument in EngineArgs.add_cli_args of the 0.34.0 sdist (lines {lines})")
+       for flag, lines in (("--enable-extensible-kv-cache", "615, 1413"), ("--max-num-inflight-kv-loads", "624, 1784"),
+                           ("--cache-aware-admission-window", "719, 1830"),
+                           ("--cache-aware-admission-threshold", "720, 1834"),
+                           ("--checkpoint-prepare-on-startup", "812, 1075"),
+                           ("--shuffle-safetensors-files", "844, 1118"))},
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),
         "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "
         "('--enable-expert-parallel', '-ep') in the 0.14.0, 0.18.0 and 0.24.0 sdists and the 0.32.0 wheel"),
 }
+
+
+ADDED_FLAGS.update({
+    flag: AddedFlag(without, with_, f"no parser of the {fmt(without)} sdist defines it; vllm/engine/arg_utils.py of the "
+                                    f"{fmt(with_)} sdist and of every later one read does "
+                                    "(pdd_operator/vllm/added_flags_read.py)")
+    for flag, (without, with_) in READ_ADDITIONS.items() if flag not in ADDED_FLAGS})
 
 
 def added_flags(flags: Mapping[str, object], shorts: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -33,6 +33,9 @@ class ModelTraits:
     #: config.json ``attention_chunk_size`` (Llama 4's chunked local attention; vLLM's ``model_config.attention_chunk_size``),
     #: where known: vLLM turns the hybrid KV cache manager off for it in some setups.
     attention_chunk_size: int | None = None
+    #: routed experts per MoE layer from config.json (0: the config names none, a model without experts), where a
+    #: config.json is known: vLLM refuses expert parallelism for a model without experts.
+    num_experts: int | None = None
 
     @property
     def needs_hma(self) -> bool:

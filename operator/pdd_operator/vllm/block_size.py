@@ -1,6 +1,6 @@
 """The KV cache block size vLLM gives an engine that sets no ``--block-size``, where vLLM's code pins it.
 
-Read in the wheels of 0.8.5, 0.10.2, 0.11.0 ... 0.33.0 (``vllm/platforms``, ``vllm/config/cache.py``,
+Read in the wheels of 0.8.5, 0.10.2, 0.11.0 ... 0.33.0 and the 0.34.0 sdist (``vllm/platforms``, ``vllm/config/cache.py``,
 ``vllm/v1/attention/backends``). Only plain-attention models (dense or MoE: per-head K/V, no MLA latent, no Mamba
 state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS MLA 128, ... in
 ``platforms/cuda.py``) and hybrid attention + Mamba models raise the size to fit the Mamba page
@@ -30,9 +30,15 @@ state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS M
   given (0.11.1 ... 0.32; 0.10.2's ``128 if ipex_available else 16`` is gone), and from 0.33.0
   ``update_block_size_for_backend`` asks the backends for their preference from 128; a plain-attention model runs
   CPU_ATTN on the CPU (``get_attn_backend_cls``), which accepts multiples of 32, so 128 stays.
+- **From 0.34.0, CUDA and ROCm**: ``CacheConfig.DEFAULT_BLOCK_SIZE`` is 64 (``vllm/config/cache.py`` line 185 of the
+  0.34.0 sdist; 16 in 0.33.0), and ``Platform.update_block_size_for_backend`` (platforms/interface.py lines 760-790)
+  asks the backends from 64: FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION (multiples of 16), FLASHINFER (16, 32, 64, ...)
+  and TURBOQUANT (16 ... 128) keep 64, and FLASH_ATTN's FA4 head-size-256 page (128) is ``max(64, 128)``. On ROCm
+  with a KV connector (``_get_backend_priorities``: ROCM_ATTN is left out) ROCM_AITER_FA (16, 32: 16) comes first
+  when AITER's MHA is on, else ROCM_AITER_UNIFIED_ATTN or TRITON_ATTN (64): 64 only likely.
 - Other platforms pick their own (``xpu.py`` 64, ``tpu.py`` the Pallas page size): not described.
 
-With the version unknown, the size is the one every release from 0.9.0 to 0.33 gives, where they all agree (16 on
+With the version unknown, the size is the one every release from 0.9.0 to 0.34 gives, where they all agree (16 on
 CUDA for a plain-attention model whose head size is known and not 256 or 512).
 
 :func:`default_block_size` gives the pinned size (what an error may rest on), :func:`likely_block_size` the size most
@@ -70,14 +76,19 @@ ROCM_BACKEND_SINCE: Version = (0, 19, 0)
 ROCM_AITER_ENV_SINCE: Version = (0, 13, 0)
 #: The first release where FLASH_ATTN prefers 128 for head size 256 under FlashAttention 4 (flash_attn.py).
 FA4_PAGE_SINCE: Version = (0, 29, 0)
+#: The first release whose ``CacheConfig.DEFAULT_BLOCK_SIZE`` is 64 (vllm/config/cache.py line 185, 0.34.0 sdist).
+DEFAULT_64_SINCE: Version = (0, 34, 0)
+#: ``CacheConfig.DEFAULT_BLOCK_SIZE`` from :data:`DEFAULT_64_SINCE`.
+GPU_DEFAULT_64 = 64
 #: ROCm's AITER unified attention block size (platforms/rocm.py; rocm_aiter_unified_attn.py from 0.19).
 ROCM_AITER_UNIFIED = 64
 #: The CPU platform's default (platforms/cpu.py) and the first release read where it no longer depends on IPEX.
 CPU_DEFAULT = 128
 CPU_DEFAULT_SINCE: Version = (0, 11, 1)
 
-#: CUDA backends whose preferred size for a plain-attention model is 16 in every release read (no override of
-#: ``get_preferred_block_size`` and 16 among their supported kernel block sizes). FLASH_ATTN is one before 0.29.
+#: CUDA backends whose preferred size for a plain-attention model is the default in every release read (no override of
+#: ``get_preferred_block_size`` and the default among their supported kernel block sizes: 16 up to 0.33, 64 from
+#: 0.34). FLASH_ATTN is one before 0.29.
 SIXTEEN_BACKENDS = frozenset({"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN", "TURBOQUANT"})
 
 #: Head sizes for which FLASH_ATTN prefers another size than 16 on some GPUs (0.29+: 256 under FA4 on 10.x/11.x;
@@ -89,7 +100,12 @@ _CUDA, _ROCM, _CPU = "cuda", "rocm", "cpu"
 #: The releases an unknown version is judged over: every release line, and each threshold above.
 _RELEASES: tuple[Version, ...] = tuple(sorted(
     {(0, m, 0) for m in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1)}
-    | {CPU_DEFAULT_SINCE, ROCM_AITER_ENV_SINCE, ROCM_BACKEND_SINCE, FA4_PAGE_SINCE}))
+    | {CPU_DEFAULT_SINCE, ROCM_AITER_ENV_SINCE, ROCM_BACKEND_SINCE, FA4_PAGE_SINCE, DEFAULT_64_SINCE}))
+
+
+#: The releases whose defaults :func:`likely_block_size` compares for an unknown version (every release line and
+#: each threshold of this module), ascending.
+JUDGED_RELEASES: tuple[Version, ...] = _RELEASES
 
 
 @dataclass(frozen=True)
@@ -130,6 +146,19 @@ _CUDA_HOST = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])|\bpip3?\s+install\b[^\n]
 #: ``+cpu`` wheel). Any of them leaves the platform unknown.
 _OTHER_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|VLLM_TARGET_DEVICE|\+cpu",
                          re.IGNORECASE)
+
+
+#: What shows a ROCm host in particular (a subset of :data:`_OTHER_HOST`): AMD's tools, ROCm's own device variables
+#: (vllm/platforms/rocm.py reads ``HIP_VISIBLE_DEVICES``/``ROCR_VISIBLE_DEVICES``), a ROCm path, index or image.
+_ROCM_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b", re.IGNORECASE)
+
+
+def script_gpu_resource(text: str) -> str:
+    """The device-plugin resource a shell or Slurm script's GPU request (``--gres=gpu:N``, ``--gpus-per-node``, a
+    ``CUDA_VISIBLE_DEVICES`` count) stands for: ``amd.com/gpu`` (:data:`ROCM_RESOURCES`, vLLM's ROCm platform) where
+    the script shows a ROCm host (:data:`_ROCM_HOST`) and no NVIDIA one (:data:`_CUDA_HOST`), else ``nvidia.com/gpu``
+    (Slurm's ``gpu`` gres names no vendor). A script that shows both (``nvidia-smi || rocm-smi``) stays NVIDIA's."""
+    return ROCM_RESOURCES[0] if _ROCM_HOST.search(text) and not _CUDA_HOST.search(text) else CUDA_RESOURCES[0]
 
 
 def script_platform_hint(text: str) -> str:
@@ -180,6 +209,11 @@ def likely_block_size(
         return LikelyBlockSize(CPU_DEFAULT if version >= CPU_DEFAULT_SINCE else None)
     backend = attention_backend.upper() if attention_backend else None
     if platform == _ROCM:
+        if version >= DEFAULT_64_SINCE:
+            return LikelyBlockSize(GPU_DEFAULT_64, (
+                "on ROCm vLLM 0.34+ picks it from the attention backend, asked from 64: ROCM_AITER_FA (16) comes "
+                "first for a KV-connector engine when AITER's MHA is on (VLLM_ROCM_USE_AITER), else "
+                "ROCM_AITER_UNIFIED_ATTN or TRITON_ATTN keep 64 (platforms/rocm.py _get_backend_priorities)"))
         if version >= ROCM_BACKEND_SINCE:
             return LikelyBlockSize(GPU_DEFAULT, (
                 "on ROCm vLLM picks it from the attention backend: ROCM_AITER_UNIFIED_ATTN prefers 64 and is chosen "
@@ -187,10 +221,11 @@ def likely_block_size(
         aiter = version >= ROCM_AITER_ENV_SINCE and _env_on(env, "VLLM_ROCM_USE_AITER") and _env_on(
             env, "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION")
         return LikelyBlockSize(ROCM_AITER_UNIFIED if aiter else GPU_DEFAULT)
+    default = GPU_DEFAULT_64 if version >= DEFAULT_64_SINCE else GPU_DEFAULT
     if version < FA4_PAGE_SINCE or backend in SIXTEEN_BACKENDS or (
             head_size is not None and head_size not in FA4_HEAD_SIZES):
-        return LikelyBlockSize(GPU_DEFAULT)
-    return LikelyBlockSize(GPU_DEFAULT, (
+        return LikelyBlockSize(default)
+    return LikelyBlockSize(default, (
         "vLLM picks it from the attention backend: FLASH_ATTN prefers 128 for a head size of 256 under "
         "FlashAttention 4 on compute capability 10.x/11.x (vllm 0.29+ flash_attn.py get_preferred_block_size), "
         "and 64 for an fp8 KV cache with head size 512 on 9.x (0.31+); the GPU and head size are not in the "

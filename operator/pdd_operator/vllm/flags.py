@@ -5,6 +5,8 @@ of the engines a script's branches start (:func:`~pdd_operator.vllm.script.launc
 
 from __future__ import annotations
 
+import json
+
 from pdd_operator.vllm.expansion import unknown_names
 
 _ALIASES = {
@@ -25,7 +27,7 @@ them refuses the short option at argument parsing ('unrecognized arguments'), wh
 #: switches take no value (vllm/engine/arg_utils.py), so the token after them is never read as theirs.
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
-    "--enforce-eager", "--enable-expert-parallel", "--enable-cumem-allocator", "--enable-sleep-mode",
+    "--enforce-eager", "--enable-expert-parallel", "--enable-eplb", "--enable-cumem-allocator", "--enable-sleep-mode",
     "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window",
     "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
 }
@@ -38,10 +40,12 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     ``True``/``False`` for boolean flags (``--no-x`` gives ``{"--x": False}``; ``--x=<unknown:NAME>``, a value not
     in the manifest, stays that string, so that it reads as neither). The model is the
     positional argument of ``vllm serve`` or ``--model``. Tokens after a shell separator (``&&``,
-    ``;``, ``|``) are ignored.
+    ``;``, ``|``) are ignored. Dotted flags (``--kv-transfer-config.kv_role kv_both``) are gathered into their
+    flag's JSON object (:func:`_dotted_config`), which replaces a JSON value given to the flag itself.
     """
     model: str | None = None
     flags: dict[str, str | bool] = {}
+    dotted: dict[str, list[tuple[str, str | None]]] = {}
     for name, value in _words(argv):
         if name is None:
             model = value if model is None else model
@@ -49,11 +53,45 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
             flags[f"--{name[5:]}"] = False
         elif name in _BOOL_FLAGS:
             flags[name] = True if value is None else value if unknown_names(value) else value.lower() not in ("false", "0")
+        elif "." in name:
+            dotted.setdefault(name.partition(".")[0], []).append((name.partition(".")[2], value))
         else:
             flags[name] = True if value is None else value
+    for name, parts in dotted.items():
+        flags[name] = json.dumps(_dotted_config(parts))
     if isinstance(flags.get("--model"), str):
         model = str(flags["--model"])
     return model, flags
+
+
+def _dotted_config(parts: list[tuple[str, str | None]]) -> dict:
+    """The JSON object vLLM's ``FlexibleArgumentParser.parse_args`` builds from one flag's dotted arguments
+    (vllm/utils/argparse_utils.py 0.14.0 and 0.22.0, vllm/utils/__init__.py 0.10.1.1 and 0.11.0): each
+    ``(keys, value)`` (``("kv_connector_extra_config.backends+", "LIBFABRIC")``) nests its value under its
+    dot-separated keys; a value is read as JSON, else kept as the string; a key ending in ``+`` takes the
+    comma-separated list of its value and appends it to a list already there; a later value of a key wins. vLLM
+    then passes the object to the flag as if it were written as JSON (after any JSON the flag itself was given, so
+    it wins)."""
+    merged: dict = {}
+    for path, raw in parts:
+        append = path.endswith("+")
+        keys = path.removesuffix("+").split(".")
+        value: object
+        if append:  # a list, as vLLM writes it: json.dumps(value.split(","))
+            value = str(raw or "").split(",")
+        else:
+            try:
+                value = json.loads(raw) if raw is not None else True
+            except json.JSONDecodeError:
+                value = raw
+        node = merged
+        for key in keys[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        last = keys[-1]
+        node[last] = [*node[last], *value] if append and isinstance(node.get(last), list) else value
+    return merged
 
 
 def _words(argv: list[str]):
@@ -70,8 +108,9 @@ def _words(argv: list[str]):
             return
         if tok.startswith("-"):
             name, eq, value = tok.partition("=")
-            if name.startswith("--"):
-                name = "--" + name[2:].replace("_", "-")  # vLLM accepts --kv_transfer_config too
+            if name.startswith("--"):  # vLLM accepts --kv_transfer_config too (not in a dotted flag's keys)
+                head, dot, keys = name[2:].partition(".")
+                name = "--" + head.replace("_", "-") + dot + keys
             name = _ALIASES.get(name, name)
             boolean = name in _BOOL_FLAGS or (name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS)
             if eq:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pdd_operator.pins import pins
-from pdd_operator.vllm.versions import Version, fmt, nixl_range, parse_version
+from pdd_operator.vllm.versions import Version, fmt, nixl_range, parse_version, wrapped_nixl_version
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,8 @@ def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[V
     p = pins()
     if image.split("@", 1)[0].rsplit(":", 1)[0] == p["engineImage"]:
         return parse_version(p["nixl"]), f"this project's engine image pins NIXL {p['nixl']} (pins.json)"
+    if (wrapped := wrapped_nixl_version(image)) is not None:
+        return wrapped
     if vllm is not None:
         bounds = nixl_range(vllm)
         if bounds and bounds[0] == bounds[1]:

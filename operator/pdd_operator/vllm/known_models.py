@@ -85,6 +85,22 @@ def known_config(model_name: str | None) -> tuple[dict, str] | None:
     return dict(entry["config"]), entry["source"]
 
 
+def served_as_known(model: str | None, served: str | None) -> str | None:
+    """The Hugging Face id a local checkpoint is served as, where that id is in the table: ``served`` (the engines'
+    ``--served-model-name``) when ``model`` is a filesystem path (``/``, ``./``, ``../`` or ``~``) the table does not
+    know (not a Hub cache snapshot of a known id) and ``served`` is a known id; else ``None``.
+
+    vLLM loads the weights and config.json from the path and only reports ``served`` as the model's name
+    (``--served-model-name``, vllm/config/model.py ``served_model_name``); guides that stage a checkpoint on a volume
+    name it after the repository they downloaded (bhajian/disaggregated-serving 04-disaggregated-vllm:
+    ``--model /model --served-model-name nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4``), so that repository's
+    config.json is the best reading of the path's. Callers say that they took it."""
+    path, name = (model or "").strip(), (served or "").strip()
+    if not path.startswith(("/", "./", "../", "~")) or not name or known_config(path) is not None:
+        return None
+    return name if known_config(name) is not None else None
+
+
 def known_ids() -> list[str]:
     """Every Hugging Face id the table knows, as spelled on the Hub."""
     return sorted(entry["id"] for entry in _models().values())

@@ -82,6 +82,20 @@ class ModelFacts:
     head_size: int | None = None
     num_attention_heads: int | None = None
     attention_chunk_size: int | None = None
+    #: routed experts per MoE layer as vLLM counts them (:func:`_num_experts`): 0 for a config that names none.
+    num_experts: int | None = None
+
+
+#: The config.json keys vLLM reads a model's expert count from (0.11.0 config/model.py
+#: ``_verify_with_expert_parallelism``: Dbrx, Jamba/Qwen-MoE, DeepSeek, Mixtral).
+EXPERT_COUNT_KEYS = ("moe_num_experts", "num_experts", "n_routed_experts", "num_local_experts")
+
+
+def _num_experts(text: dict) -> int:
+    """The first positive expert count of the (text) config under :data:`EXPERT_COUNT_KEYS`, else 0: what vLLM's
+    ``ModelConfig`` takes as the number of experts (``is_moe`` is that count > 0). Pure."""
+    return next((v for k in EXPERT_COUNT_KEYS if isinstance(v := text.get(k), int) and not isinstance(v, bool)
+                 and v > 0), 0)
 
 
 def _int_field(text: dict, key: str) -> int | None:
@@ -159,6 +173,7 @@ def facts_from_config(config: dict) -> ModelFacts:
         n_groups=int(groups) if isinstance(groups, int) else None,
         num_attention_heads=_int_field(text, "num_attention_heads"),
         attention_chunk_size=_int_field(text, "attention_chunk_size"),
+        num_experts=_num_experts(text),
     )
 
 
@@ -205,7 +220,7 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
             model_traits = replace(model_traits, head_size=facts.head_size)
     if facts is not None:
         model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
-                               attention_chunk_size=facts.attention_chunk_size)
+                               attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts)
     return ResolvedModel(
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),

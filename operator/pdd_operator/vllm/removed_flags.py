@@ -7,7 +7,9 @@ vllm.entrypoints.openai.api_server``, Dynamo's ``dynamo.vllm``) parses with ``Fl
 old guides and scripts still carry therefore stops the server outright on the releases that dropped it.
 
 Only flags whose removal is on record are listed, each with the release from which vLLM refuses it and the
-record; releases before that one accepted it (deprecated or not), so nothing is said for them.
+record; releases before that one accepted it (deprecated or not), so nothing is said for them. The record is the
+flags written out here and those read release by release in vLLM's sdists
+(:data:`pdd_operator.vllm.removed_flags_read.READ_REMOVALS`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pdd_operator.vllm.versions import Version
+from pdd_operator.vllm.removed_flags_read import READ_REMOVALS
+from pdd_operator.vllm.versions import Version, fmt
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,12 @@ class RemovedFlag:
 #: Long flag name (dashes, as :func:`pdd_operator.vllm.flags.parse_flags` normalises it) -> its removal.
 REMOVED_FLAGS: dict[str, RemovedFlag] = {
     "--disable-log-requests": RemovedFlag(
-        (0, 12, 0),
+        (0, 17, 0),
         "request logging is off by default; --enable-log-requests turns it on",
-        "deprecated for --enable-log-requests by vllm PR #21739 (0.10.1), removed by vllm PR #29402 for 0.12.0 "
-        "(Dynamo PR #4659, KServe PR #4883 dropped it for that reason); vllm/engine/arg_utils.py of 0.18.0, 0.24.0 "
-        "and 0.32.0 define only --enable-log-requests",
+        "deprecated for --enable-log-requests by vllm PR #21739 (0.10.1); AsyncEngineArgs.add_cli_args of the 0.12.0, "
+        "0.13.0, 0.14.0 and 0.16.0 sdists still defines it ('[DEPRECATED] Disable logging requests.', deprecated=True), "
+        "the 0.17.0 sdist no more (vllm PR #29402 had announced the removal for 0.12.0; Dynamo PR #4659, KServe PR "
+        "#4883 dropped it); vllm/engine/arg_utils.py of 0.18.0, 0.24.0 and 0.32.0 define only --enable-log-requests",
     ),
     "--task": RemovedFlag(
         (0, 13, 0),
@@ -49,6 +53,13 @@ REMOVED_FLAGS: dict[str, RemovedFlag] = {
         "defines it (0.32.0's FlexibleArgumentParser.error adds a hint to use --runner / --convert instead)",
     ),
 }
+
+
+REMOVED_FLAGS.update({
+    flag: RemovedFlag(without, instead, f"defined in vllm/engine/arg_utils.py of the {fmt(with_)} sdist, in no parser of "
+                                         f"the {fmt(without)} sdist nor of any later one read "
+                                         "(pdd_operator/vllm/removed_flags_read.py)")
+    for flag, (with_, without, instead) in READ_REMOVALS.items() if flag not in REMOVED_FLAGS})
 
 
 def removed_flags(flags: Mapping[str, object]) -> tuple[str, ...]:

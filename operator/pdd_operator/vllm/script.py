@@ -316,6 +316,10 @@ class _Shell:
                 self.exported.add(name)
         elif kind == "declaration_command":
             self.declare(node)
+        elif kind == "unset_command":
+            self.unset(node)
+        elif kind == "subshell":
+            self.subshell(node)
         elif kind == "function_definition":
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
@@ -345,6 +349,28 @@ class _Shell:
         else:  # program, lists, pipelines, groups, subshells, while/until (condition and body), ERROR nodes
             for child in node.named_children:
                 self.exec(child)
+
+    def unset(self, node: tree_sitter.Node) -> None:
+        """``unset [-v|-f] NAME...`` (``unsetenv`` alike): each variable loses its value and export attribute, so a
+        command started after it does not get it; ``-f`` removes functions (bash's manual, "Bourne Shell Builtins")."""
+        words = [_text(c) for c in node.named_children]
+        functions = "-f" in words
+        for name in (w for w in words if not w.startswith("-")):
+            if functions:
+                self.functions.pop(name, None)
+                continue
+            self.values.pop(name, None)
+            self.exported.discard(name)
+            self.arrays.pop(name, None)
+
+    def subshell(self, node: tree_sitter.Node) -> None:
+        """``( list )``: the list runs in a child shell (bash's manual, "Command Grouping"): its assignments,
+        exports, ``unset``, functions and ``set -a`` reach the commands inside it and none after it."""
+        saved = (dict(self.values), set(self.exported), dict(self.functions), dict(self.arrays), self.allexport,
+                 list(self.positional))
+        for child in node.named_children:
+            self.exec(child)
+        self.values, self.exported, self.functions, self.arrays, self.allexport, self.positional = saved
 
     def declare(self, node: tree_sitter.Node) -> None:
         """``export``/``declare``/``typeset``/``local``/``readonly`` NAME[=value]...: ``export`` and ``-x`` give the
@@ -684,6 +710,12 @@ class _Shell:
             start = len(words) - len(entry)
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
+                # env(1): -u NAME / --unset=NAME removes NAME from the command's environment
+                for i, w in enumerate(words[:start]):
+                    name = words[i + 1] if w == "-u" and i + 1 < start else w[len("--unset="):] if w.startswith(
+                        "--unset=") else None
+                    if name:
+                        env.pop(name, None)
             env.update(prefix)
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
                                         wrapper=tuple(self.outer + words[:start]), repeats=self.repeats))

@@ -22,17 +22,17 @@ _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 #: Oldest and newest vLLM releases whose NIXL code the rules were built from (vllm-nixl-facts.md).
 OLDEST_KNOWN: Version = (0, 9, 0)
-NEWEST_KNOWN: Version = (0, 33, 99)
+NEWEST_KNOWN: Version = (0, 34, 99)
 #: The vLLM releases from :data:`OLDEST_KNOWN` on that PyPI lists up to the newest whose NIXL code the rules were built
-#: from (``pip index versions vllm``, 2026-12-05; 0.34.0 is listed but its changes are only summarised in
-#: docs/vllm-source-audit.md). A version outside this list (0.34.0, an unreleased 0.33.1) is judged with the rules of
-#: the newest release before it and warned about (``vllm-version-unverified``).
+#: from (``pip index versions vllm``, 2026-12-05; 0.34.0 read in its sdist against 0.33.0 on 2026-12-06,
+#: docs/vllm-source-audit.md "After 0.33.0"). A version outside this list (0.35.0, an unreleased 0.34.1) is judged
+#: with the rules of the newest release before it and warned about (``vllm-version-unverified``).
 KNOWN_RELEASES: frozenset[Version] = frozenset({
     (0, 9, 0), (0, 9, 1), (0, 9, 2), (0, 10, 0), (0, 10, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1), (0, 11, 2),
     (0, 12, 0), (0, 13, 0), (0, 14, 0), (0, 14, 1), (0, 15, 0), (0, 15, 1), (0, 16, 0), (0, 17, 0), (0, 17, 1),
     (0, 18, 0), (0, 18, 1), (0, 19, 0), (0, 19, 1), (0, 20, 0), (0, 20, 1), (0, 20, 2), (0, 21, 0), (0, 22, 0),
     (0, 22, 1), (0, 23, 0), (0, 24, 0), (0, 25, 0), (0, 25, 1), (0, 26, 0), (0, 27, 0), (0, 27, 1), (0, 28, 0),
-    (0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0),
+    (0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0), (0, 34, 0),
 })
 #: The newest release the rules were built from (:data:`KNOWN_RELEASES`).
 NEWEST_RELEASE: Version = max(KNOWN_RELEASES)
@@ -220,6 +220,16 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     A tag the table does not list (a newer release, an undocumented ``-dev`` preview, ``latest``, a digest) gives
     ``None``: its vLLM is unknown, never guessed.
     """
+    found = _wrapped_row(image)
+    if found is None:
+        return None
+    repo, tag, row = found
+    return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
+
+
+def _wrapped_row(image: str) -> tuple[str, str, dict] | None:
+    """``(repository, tag without variant suffixes, row)`` of ``wrapped_vllm_versions.json`` for ``image``, or
+    ``None`` where the table lists no such tag (see :func:`wrapped_vllm_version`)."""
     repo = image_repository(image)
     entry = _wrapped_table().get(repo)
     ref = image.split("@", 1)[0]
@@ -230,9 +240,19 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     for suffix in entry.get("variant_suffixes", []):
         tag = tag.removesuffix(suffix)
     row = entry["tags"].get(tag)
-    if row is None:
+    return None if row is None else (repo, tag, row)
+
+
+def wrapped_nixl_version(image: str) -> tuple[Version, str] | None:
+    """``(NIXL version, source)`` for a wrapping image whose row of ``wrapped_vllm_versions.json`` names the NIXL it
+    ships (key ``nixl``: Dynamo pins its own NIXL per release, which may differ from the ``nixl ==`` pin of the vLLM
+    inside: vllm-runtime 1.4.0 ships NIXL 1.3.2 beside vLLM 0.26.0, whose requirements/kv_connectors.txt pins
+    1.3.1), else ``None``."""
+    found = _wrapped_row(image)
+    if found is None or "nixl" not in found[2]:
         return None
-    return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
+    repo, tag, row = found
+    return parse_version(row["nixl"]), f"{repo}:{tag} ships NIXL {row['nixl']} ({row['source']})"
 
 
 #: A ``vllm`` token right before a release number in a tag names the vLLM release whatever the repository

@@ -25,6 +25,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     draft_kv,
     early_nixl,
     engine_args,
+    expert_parallel,
     heads,
     hetero_tp,
     hma,
@@ -50,6 +51,8 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     records,
     sleep_mode,
     sliding_window_flag,
+    speculative_config,
+    transfer_mode,
     ucx_tls,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import REGISTRY, Violation, rule
-from pdd_operator.vllm.block_size import LikelyBlockSize, default_block_size, likely_block_size
+from pdd_operator.vllm.block_size import JUDGED_RELEASES, LikelyBlockSize, default_block_size, likely_block_size
 from pdd_operator.vllm.versions import fmt, is_cpu_image
 
 
@@ -39,6 +39,35 @@ def _block_pair(pair: PDPair) -> tuple[int, int] | None:
     if p is None or d is None or p == d:
         return None
     return p, d
+
+
+def _by_release(pair: PDPair, check) -> list[Violation] | None:
+    """``check`` (a block-size rule below) judged on every release of
+    :data:`~pdd_operator.vllm.block_size.JUDGED_RELEASES` for a pair where a role without ``--block-size`` runs an
+    unknown vLLM version whose default block size the releases disagree on (16 up to 0.33, 64 from 0.34.0 on CUDA:
+    ``CacheConfig.DEFAULT_BLOCK_SIZE``, vllm/config/cache.py): ``None`` where that is not so (``check`` judges the
+    pair as it is). Else the newest refusing release's violations as errors where every release whose default is
+    pinned refuses and none leaves it unpinned, as warnings where some releases refuse, ``[]`` where none does.
+    """
+    unset = [i for i, r in enumerate(pair.roles) if r.block_size is None and r.version is None]
+    if not unset or any(_default(pair, pair.roles[i]) is not None for i in unset):
+        return None
+    found: dict = {}
+    for v in JUDGED_RELEASES:
+        at = replace(pair, prefill=replace(pair.prefill, version=pair.prefill.version or v),
+                     decode=replace(pair.decode, version=pair.decode.version or v))
+        found[v] = None if None in _sizes(at) else (check(at), {_default(at, at.roles[i]) for i in unset})
+    refusing = [(v, got[0]) for v, got in found.items() if got is not None and got[0]]
+    if not refusing:
+        return []
+    sizes = " or ".join(map(str, sorted(set().union(*(got[1] for got in found.values() if got is not None)))))
+    roles = " and ".join(pair.roles[i].role for i in unset)
+    certain = len(refusing) == len(found)
+    which = ("every release refuses the pair" if certain else
+             f"some releases refuse the pair ({fmt(refusing[0][0])} to {fmt(refusing[-1][0])} among them)")
+    lead = (f"With the vLLM version unknown, the {roles}'s default block size depends on the release ({sizes}: 16 up "
+            f"to 0.33 and 64 from 0.34.0 on CUDA, CacheConfig.DEFAULT_BLOCK_SIZE), and {which}: ")
+    return [(lead + v[0], v[1], "error" if certain else "warning") for v in refusing[-1][1]]
 
 
 def _said(pair: PDPair, bp: tuple[int, int]) -> str:
@@ -116,6 +145,8 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
 )
 def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     """Pull: decode block size is a multiple of prefill's."""
+    if (by_release := _by_release(pair, check_block_pull_direction)) is not None:
+        return by_release
     bp = _block_pair(pair)
     if bp is None or pair.push or bp[1] % bp[0] == 0:
         return []
@@ -139,6 +170,8 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
 )
 def check_block_push_equal(pair: PDPair) -> list[Violation]:
     """Push: equal block sizes."""
+    if (by_release := _by_release(pair, check_block_push_equal)) is not None:
+        return by_release
     bp = _block_pair(pair)
     if bp is None or not pair.push:
         return []
@@ -154,6 +187,8 @@ def check_block_push_equal(pair: PDPair) -> list[Violation]:
 )
 def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
     """Prefill TP > decode TP: equal block sizes."""
+    if (by_release := _by_release(pair, check_block_tp_shrink)) is not None:
+        return by_release
     bp = _block_pair(pair)
     if bp is None or pair.tps is None or pair.tps[0] <= pair.tps[1] or pair.mla:
         return []

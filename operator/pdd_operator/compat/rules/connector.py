@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.kv_transfer_config import REMOVED_FIELDS_REFUSED_SINCE
+from pdd_operator.vllm.kv_transfer_config import (
+    FIELDS_READ_UNTIL,
+    REMOVED_FIELDS_REFUSED_SINCE,
+    REMOVED_IN_0_32,
+    UNKNOWN_FIELDS_REFUSED_SINCE,
+)
 from pdd_operator.vllm.versions import fmt
 
 
@@ -122,13 +127,14 @@ def check_handshake_compat(pair: PDPair) -> list[Violation]:
     id="kv-transfer-config-removed-field", family="connector", severity="error",
     fields=("spec.kvTransfer",),
     source=("vllm/config/kv_transfer.py 0.32.0 (kv_ip, kv_rank, kv_parallel_size, kv_buffer_size removed) and "
-            "vllm/config/utils.py config() (pydantic, extra='forbid'): 'Unexpected keyword argument' at startup"),
+            "vllm/config/utils.py config() (pydantic, extra='forbid' from 0.16.0; none in 0.14.0/0.14.1): "
+            "'Unexpected keyword argument' at startup; KVTransferConfig's fields read in the 0.14.0-0.34.0 sdists"),
     example='--kv-transfer-config {"kv_connector":"NixlConnector",'
     '"kv_role":"kv_producer","kv_rank":0,"kv_parallel_size":2} on v0.32.0',
     without_connector=True,
 )
 def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
-    """The --kv-transfer-config holds no field that the vLLM version removed.
+    """The --kv-transfer-config holds no field that the vLLM version removed or never had.
 
     The PyNccl-era keys (kv_rank, kv_parallel_size, kv_ip, kv_buffer_size) are still copied into NIXL setups from
     old examples; vLLM accepted and ignored them until 0.31 and refuses them from 0.32.0, before the engine starts
@@ -142,12 +148,21 @@ def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
     An engine-only rule (``without_connector``): ``KVTransferConfig`` is built from the flag's JSON while the
     arguments are parsed (``--kv-transfer-config`` typed as the config class, vllm/engine/arg_utils.py ``add_cli_args``;
     vllm/config/kv_transfer.py 0.32.0), so the keys are refused whatever ``kv_connector`` names (P2pNcclConnector,
-    LMCache, Mooncake)."""
+    LMCache, Mooncake).
+
+    A key that was never a field (``backends`` beside ``kv_connector`` instead of inside
+    ``kv_connector_extra_config``, as Ray Serve LLM configs write it; :data:`~pdd_operator.vllm.kv_transfer_config.
+    KV_TRANSFER_FIELDS`) is refused the same way from 0.16.0, whose ``config()`` first forbids extra keys (0.14.x
+    ignores it; there is no 0.15); an error from 0.16.0 to 0.34.0, a warning for an unknown release or a later one
+    (which may have added the field)."""
     out: list[Violation] = []
     for r in pair.roles:
-        if not r.kv_transfer_removed:
+        unknown = [k for k in r.kv_transfer_removed if k not in REMOVED_IN_0_32]
+        if unknown:
+            out.extend(_unknown_fields(pair, r.role, unknown, r.version))
+        if not (removed := [k for k in r.kv_transfer_removed if k in REMOVED_IN_0_32]):
             continue
-        keys = ", ".join(r.kv_transfer_removed)
+        keys = ", ".join(removed)
         fix = (f"Remove {keys} from the {r.role} container's --kv-transfer-config{_named(r)}: NIXL never read them "
                "(its side channel is VLLM_NIXL_SIDE_CHANNEL_HOST / VLLM_NIXL_SIDE_CHANNEL_PORT).")
         if r.version is None:
@@ -160,3 +175,24 @@ def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
                         "its config classes refuse unknown keys (pydantic 'Unexpected keyword argument'), so the "
                         "engine exits at startup.", fix))
     return out
+
+
+def _unknown_fields(pair: PDPair, role: str, keys: list[str], version) -> list[Violation]:
+    """The finding for keys of a role's --kv-transfer-config that ``KVTransferConfig`` never had: an error on the
+    releases that forbid them and whose fields were read, a warning where the release is unknown or newer."""
+    names = ", ".join(keys)
+    hint = (" (NixlConnector reads its backend list from kv_connector_extra_config.backends)"
+            if "backends" in keys else "")
+    fix = fix_for(pair, f"Remove {names} from the {role} --kv-transfer-config or move it under kv_connector_extra_config.",
+                  f"Move {names} in the {role} container's --kv-transfer-config under kv_connector_extra_config, where "
+                  f"connectors read their own settings{hint}, or remove it.")
+    if version is not None and UNKNOWN_FIELDS_REFUSED_SINCE <= version <= FIELDS_READ_UNTIL:
+        return [(f"{role}: --kv-transfer-config sets {names}, which is no field of KVTransferConfig{hint}: vLLM "
+                 f"{fmt(version)} builds the config with pydantic extra='forbid' ('Unexpected keyword argument'), so "
+                 "the engine exits at argument parsing.", fix)]
+    if version is not None and version < UNKNOWN_FIELDS_REFUSED_SINCE:
+        return []  # ignored by vLLM before 0.16.0
+    return [(f"{role}: --kv-transfer-config sets {names}, which is no field of KVTransferConfig in the releases read"
+             f"{hint}: vLLM 0.16.0 to 0.34.0 refuse it at argument parsing ('Unexpected keyword argument'), 0.14 "
+             f"ignores it; this engine's vLLM {'version is unknown' if version is None else fmt(version) + ' was not read'}.",
+             fix, "warning")]

@@ -14,12 +14,20 @@ connector name spelled in another case than vLLM's (``NIXLConnector``, the NIXL 
 ``NixlConnector``) is refused the same way on every release and every image built on vLLM's factory: the rule is
 judged on any release (``Rule.any_release``; the V0 factory of 0.8.x and the early V1 registry compare names with
 ``==``/``in`` too), the renamed storage connector only within the releases read.
+
+From 0.10.1 (the V1-only factory) the registries of the 0.10.1.1, 0.11.0, 0.11.1, 0.12.0-0.14.0, 0.16.0-0.34.0 sdists
+were read: a name none of them registers (the V0 connectors ``LMCacheConnector``, ``PyNcclConnector``,
+``TorchDistributedConnector`` that old guides still name; a made-up one) is refused on an upstream image of
+0.10.1-0.34.0 (:data:`NEWEST_READ`), and a connector added later (:data:`REGISTERED`: ``MooncakeConnector`` from
+0.13.0, ``MooncakeStoreConnector`` from 0.21.0, ...) before its first release. Not judged past :data:`NEWEST_READ`
+(a later release may register the name) nor where the engine loads it from ``kv_connector_module_path``.
 """
 
 from __future__ import annotations
 
-from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.kv_transfer_config import multi_connector_children
 from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, Version, fmt, image_repository
 
 #: The release that renamed SharedStorageConnector to ExampleConnector in the factory's registry.
@@ -30,7 +38,23 @@ READ_FROM = (0, 10, 0)
 REGISTERED: dict[str, tuple[Version | None, Version | None]] = {
     "SharedStorageConnector": (None, EXAMPLE_CONNECTOR_SINCE),
     "ExampleConnector": (EXAMPLE_CONNECTOR_SINCE, None),
+    # first registered in (absent from the sdist before it): 0.11.0 (0.10.1.1), 0.11.1 (0.11.0), 0.13.0 (0.12.0),
+    # 0.14.0 (0.13.0), 0.17.0 (0.16.0), 0.18.0 (0.17.1), 0.20.0 (0.19.1), 0.21.0 (0.20.0), 0.30.0 (0.29.0), 0.34.0 (0.33.0)
+    "OffloadingConnector": ((0, 11, 0), None),
+    "LMCacheMPConnector": ((0, 11, 1), None),
+    "DecodeBenchConnector": ((0, 11, 1), None),
+    "MooncakeConnector": ((0, 13, 0), None),
+    "MoRIIOConnector": ((0, 14, 0), None),
+    "ExampleHiddenStatesConnector": ((0, 17, 0), None),
+    "FlexKVConnectorV1": ((0, 18, 0), None),
+    "HF3FSKVConnector": ((0, 20, 0), None),
+    "MooncakeStoreConnector": ((0, 21, 0), None),
+    "HiSparseConnector": ((0, 30, 0), None),
+    "UMBPStoreConnector": ((0, 34, 0), None),
 }
+#: The V1-only factory (no V0 connector names registered: 0.10.1.1 sdist) and the newest release whose registry was read.
+V1_REGISTRY_SINCE = (0, 10, 1)
+NEWEST_READ = (0, 34, 0)
 #: The other name of each renamed connector (the fix).
 RENAMED = {"SharedStorageConnector": "ExampleConnector", "ExampleConnector": "SharedStorageConnector"}
 #: The names the factory registers in the releases read (0.11.0, 0.19.1, 0.20.0, 0.25.0, 0.34.0 sdists' factory.py
@@ -71,31 +95,64 @@ def _registered(name: str, version: Version) -> bool:
     without_connector=True, any_release=True,
 )
 def check_connector_registered(pair: PDPair) -> list[Violation]:
-    """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path)."""
+    """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path), in each
+    child of a MultiConnector too (each child's class is looked up in the same registry as the engine starts:
+    :func:`~pdd_operator.vllm.kv_transfer_config.multi_connector_children`)."""
     out: list[Violation] = []
     for r in pair.roles:
-        name = r.connector
-        right = miscased(name)
-        if right and not r.kv_transfer.get("kv_connector_module_path"):
-            out.append((
-                f"{r.role}: kv_connector {name} is not a name vLLM registers: the connector factory looks names up "
-                f"exactly and vLLM's is {right}, so KVConnectorFactory raises 'Unsupported connector type: {name}' "
-                "when the engine builds its connector and the engine does not start.",
-                fix_for(pair, f"Spell the connector {right}.",
-                        f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
-            ))
-            continue
-        if (name not in REGISTERED or r.kv_transfer.get("kv_connector_module_path") or r.version is None
-                or r.version < READ_FROM or _registered(name, r.version)
-                or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
-            continue
-        other = RENAMED[name]
+        written = r.kv_transfer_written
+        children = multi_connector_children(written) if isinstance(written, dict) else []
+        for name, kv in [(r.connector, r.kv_transfer),
+                         *((c.get("kv_connector"), c) for c in children if c.get("kv_connector") != r.connector)]:
+            out += _unregistered(pair, r, name, kv)
+    return out
+
+
+def _unregistered(pair: PDPair, r: RoleConfig, name: object, kv_transfer: dict) -> list[Violation]:
+    """The finding of :func:`check_connector_registered` for one connector name of role ``r`` (its own, or a
+    MultiConnector child's, with that config's ``kv_connector_module_path``)."""
+    out: list[Violation] = []
+    right = miscased(name)
+    if right and not kv_transfer.get("kv_connector_module_path"):
         out.append((
-            f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} (it is {other} in this "
-            f"release; the name changed in 0.13.0): KVConnectorFactory raises 'Unsupported connector type: {name}' "
-            "when the engine builds its connector, so the engine does not start.",
-            fix_for(pair, f"Use the connector name {other} for this vLLM release.",
-                    f"Write \"kv_connector\":\"{other}\" in the {r.role} container's --kv-transfer-config for vLLM "
-                    f"{fmt(r.version)}, or use an image of a release that registers {name}."),
+            f"{r.role}: kv_connector {name} is not a name vLLM registers: the connector factory looks names up "
+            f"exactly and vLLM's is {right}, so KVConnectorFactory raises 'Unsupported connector type: {name}' "
+            "when the engine builds its connector and the engine does not start.",
+            fix_for(pair, f"Spell the connector {right}.",
+                    f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
         ))
+        return out
+    if (not isinstance(name, str) or kv_transfer.get("kv_connector_module_path") or r.version is None
+            or r.version < READ_FROM or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
+        return out
+    if name not in RENAMED:
+        if (r.version > NEWEST_READ or (name in UPSTREAM_NAMES and name not in REGISTERED)
+                or (name in REGISTERED and _registered(name, r.version))
+                or (name not in UPSTREAM_NAMES and r.version < V1_REGISTRY_SINCE)):
+            return out
+        since = REGISTERED.get(name, (None, None))[0]
+        out.append((
+            f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} ("
+            + (f"it arrived in {fmt(since)}" if since else "no release from 0.10.1 to 0.34.0 registers it; "
+               "LMCacheConnector, PyNcclConnector and TorchDistributedConnector were V0 connectors")
+            + f"): KVConnectorFactory raises 'Unsupported connector type: {name}' when the engine builds its "
+            "connector, so the engine does not start.",
+            fix_for(pair, f"Name a connector vLLM {fmt(r.version)} registers.",
+                    (f"Use an image of vLLM {fmt(since)} or later for {name}, or " if since else "Write ")
+                    + f"a connector vLLM {fmt(r.version)} registers (LMCacheConnectorV1 for LMCache) in the "
+                    f"{r.role} container's --kv-transfer-config, or set kv_connector_module_path to the "
+                    "module that defines it."),
+        ))
+        return out
+    if _registered(name, r.version):
+        return out
+    other = RENAMED[name]
+    out.append((
+        f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no connector named {name} (it is {other} in this "
+        f"release; the name changed in 0.13.0): KVConnectorFactory raises 'Unsupported connector type: {name}' "
+        "when the engine builds its connector, so the engine does not start.",
+        fix_for(pair, f"Use the connector name {other} for this vLLM release.",
+                f"Write \"kv_connector\":\"{other}\" in the {r.role} container's --kv-transfer-config for vLLM "
+                f"{fmt(r.version)}, or use an image of a release that registers {name}."),
+    ))
     return out

@@ -98,8 +98,11 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
     id="cli-flag-removed", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
-            "the removals in pdd_operator/vllm/removed_flags.py REMOVED_FLAGS (--disable-log-requests: vllm PR #29402, "
-            "0.12.0; --task: refused by 0.13.0), checked against the parsers of 0.18.0, 0.24.0 and 0.32.0"),
+            "the removals in pdd_operator/vllm/removed_flags.py REMOVED_FLAGS (--disable-log-requests: deprecated in "
+            "0.10.1, still defined by the 0.16.0 parser, gone from 0.17.0; --task: refused by 0.13.0) and those read "
+            "release by release in the sdists 0.10.1.1-0.34.0 (removed_flags_read.py READ_REMOVALS: "
+            "--calculate-kv-scales gone from 0.28.0, --swap-space from 0.18.0, the --guided-decoding-* flags from "
+            "0.12.0, ...)"),
     without_connector=True,
     example="--disable-log-requests on vllm/vllm-openai:v0.32.0",
 )
@@ -135,7 +138,8 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
             "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0; -dcp and "
             "--decode-context-parallel-size: absent in 0.10.1.1, present in 0.11.0; -pcp and "
             "--prefill-context-parallel-size: absent in 0.11.1, present in 0.12.0; -tp, -pp, -O: in every release "
-            "read)"),
+            "read) and the long flags read release by release in the sdists 0.10.1.1-0.34.0 (added_flags_read.py "
+            "READ_ADDITIONS: --mm-encoder-tp-mode from 0.11.0, --kv-cache-dtype-skip-layers from 0.21.0, ...)"),
     without_connector=True,
     example="-dpl 2 on vllm/vllm-openai:v0.11.0",
 )

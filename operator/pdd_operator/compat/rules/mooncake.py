@@ -109,3 +109,42 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
         "an error, so no KV moves.",
         "Use the same --kv-cache-dtype on the prefill and decode containers.",
     )]
+
+
+#: The releases whose MooncakeConnectorWorker refuses pipeline parallelism: read in the 0.16.0, 0.17.0, 0.18.0, 0.19.1,
+#: 0.20.0, 0.21.0, 0.22.0 and 0.23.0 sdists; the 0.13.0 and 0.14.0 connector (one module, no PP handling) and the
+#: 0.24.0 one (PP layer mapping) have no such check.
+MOONCAKE_PP_REFUSED = ((0, 16, 0), (0, 24, 0))
+
+
+@rule(
+    id="mooncake-pp-unsupported", family="pipeline-parallel-unsupported", severity="error",
+    fields=("spec.prefill.pipelineParallelSize", "spec.decode.pipelineParallelSize"),
+    source=("vllm distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py MooncakeConnectorWorker."
+            "__init__: ValueError('Mooncake Transfer Engine does not support pipeline parallelism yet.') when "
+            "pipeline_parallel_size > 1 (0.22.0 lines 791-794; the same in the 0.16.0-0.23.0 sdists, gone in 0.24.0)"),
+    example="MooncakeConnector kv_producer with --pipeline-parallel-size 2 on v0.22.0",
+    since=MOONCAKE_PP_REFUSED[0], until=MOONCAKE_PP_REFUSED[1], without_connector=True,
+)
+def check_mooncake_pipeline_parallel(pair: PDPair) -> list[Violation]:
+    """A MooncakeConnector engine of vLLM 0.16-0.23 runs without pipeline parallelism.
+
+    The engine's workers build the connector's worker side as they start; in these releases its constructor raises
+    for a pipeline-parallel size above 1, so that engine never serves (whatever its peer runs). A PP size that is not
+    a literal integer is left "not checked"."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if r.connector != MOONCAKE or r.wrapper:
+            continue
+        if r.pp is None:
+            out.append((f"{r.role}: its --pipeline-parallel-size is not in the manifest, and vLLM "
+                        f"{fmt(pair.version)}'s MooncakeConnector refuses any above 1.", "", NOT_CHECKED))
+        elif r.pp > 1:
+            out.append((
+                f"{r.role}: MooncakeConnector with --pipeline-parallel-size {r.pp}: vLLM {fmt(pair.version)}'s "
+                "MooncakeConnectorWorker raises 'Mooncake Transfer Engine does not support pipeline parallelism yet.' "
+                "as the workers start, so this engine never serves.",
+                f"Run the {r.role} with --pipeline-parallel-size 1 (tensor parallelism instead), or use vLLM 0.24.0 or "
+                "later, whose MooncakeConnector maps pipeline stages.",
+            ))
+    return out

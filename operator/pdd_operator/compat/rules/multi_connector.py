@@ -13,6 +13,9 @@ from pdd_operator.compat.rules.base import Violation, rule
 #: reports them after it (the maintainers want them in ``kv_transfer_params``), so whether a pair fails depends on
 #: the LMCache build inside the image, which a manifest does not show.
 PARAMS_PRODUCERS: tuple[str, ...] = ("LMCacheMPConnector",)
+#: Why a connector that is not vLLM's NixlConnector is not judged: the one wording of the whole pair's "not checked"
+#: (:func:`pdd_operator.compat.engine.evaluate`) and of a MultiConnector child's (:func:`check_multi_connector_child`).
+NOT_DESCRIBED = "these rules describe NixlConnector prefill/decode only"
 
 
 def wrapped_children(wrapper: str | None) -> list[str]:
@@ -49,5 +52,39 @@ def check_multi_connector_params(pair: PDPair) -> list[Violation]:
             "can produce KV transfer params\" and the request fails.",
             f"Use an LMCache release whose {others[0]} returns None for kv_transfer_params in P/D setups, or move "
             f"the KV offload out of the {r.role}'s MultiConnector.",
+        ))
+    return out
+
+
+@rule(
+    id="multi-connector-child-not-checked", family="multi-connector", severity="warning",
+    fields=("spec.prefill.kvTransfer", "spec.decode.kvTransfer"),
+    source=("vllm kv_connector/v1/multi_connector.py MultiConnector (0.9.0-0.34.0): every child runs beside NIXL "
+            "(its own request_finished / kv_transfer_params, register_kv_caches, handshake); a child that is not one of "
+            "vLLM's registered connectors (kv_connector/factory.py register_connector, connector_registry "
+            "UPSTREAM_NAMES) is loaded from kv_connector_module_path, code these rules never read"),
+    example="MultiConnector[NixlConnector, PegaKVConnector] (kv_connector_module_path pegaflow.connector)",
+)
+def check_multi_connector_child(pair: PDPair) -> list[Violation]:
+    """A third-party or unknown connector inside a NIXL role's MultiConnector is named as not checked.
+
+    The NIXL child is judged as a bare NixlConnector would be; the other child gets the note a bare third-party
+    connector's pair gets (:data:`NOT_DESCRIBED`), as a warning: a pair is not refused for code nobody read. A vLLM
+    name in another case is ``kv-connector-unregistered``'s (vLLM refuses it).
+    """
+    # imported here as connector_mix does: the rules' registration order
+    from pdd_operator.compat.rules.connector_registry import UPSTREAM_NAMES, miscased
+
+    out: list[Violation] = []
+    for r in pair.roles:
+        unknown = [c for c in wrapped_children(r.wrapper) if c not in UPSTREAM_NAMES and not miscased(c)]
+        if not r.nixl or not unknown:
+            continue
+        out.append((
+            f"{r.role}: not checked: {r.wrapper} wraps {', '.join(unknown)} next to the NIXL connector, not one of "
+            f"vLLM's connectors ({NOT_DESCRIBED}): what it does beside NIXL (kv_transfer_params it returns, KV memory "
+            "it registers, its own handshake) was not judged; the NIXL child was.",
+            f"Review {', '.join(unknown)} against the NIXL connector of the {r.role} by hand (its own documentation "
+            "for P/D with NIXL), or run the NIXL connector alone.",
         ))
     return out

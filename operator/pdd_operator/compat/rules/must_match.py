@@ -8,6 +8,7 @@ from pdd_operator.compat.connector_hma import wrapper_hma_off
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
     GPU_PRODUCT_LABEL,
     backend_kind,
@@ -20,6 +21,7 @@ from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, 
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.must_match import fields_of
+from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
 from pdd_operator.vllm.versions import fmt
 
 #: The first release with the NIXL compatibility hash (``compute_nixl_compatibility_hash``, checked in
@@ -330,21 +332,45 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
              f"compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
 
 
+#: Why a ``NixlConnector`` with ``transfer_mode`` push has no known mode on an unknown release.
+TRANSFER_MODE_OPTION_SINCE_TEXT = (f"NixlConnector reads kv_connector_extra_config transfer_mode from vLLM "
+                                   f"{fmt(TRANSFER_MODE_OPTION_SINCE)} (factory.py; older releases pull)")
+
+
+def described_mode(r: RoleConfig) -> str:
+    """The connector as written, with its ``transfer_mode`` when one is given (for messages)."""
+    value = r.extra.get("transfer_mode")
+    return f"{r.connector} with transfer_mode {value!r}" if value is not None else str(r.connector)
+
+
 @rule(
     id="transfer-mode-mismatch", family="transfer-mode-mismatch", severity="error",
     fields=fields_of("transfer_mode"),
     source="seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
 )
 def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
-    """Push and pull connectors never pair."""
-    p, d = pair.prefill.push, pair.decode.push
-    if p == d:
+    """Push and pull connectors never pair.
+
+    The mode is the connector's (:func:`~pdd_operator.vllm.transfer_mode.transfer_mode`: from 0.34.0 a
+    ``NixlConnector`` with ``transfer_mode`` push pushes, so two names may run one mode and one name two modes).
+    A mode that cannot be told (an invalid ``transfer_mode``, judged by ``nixl-transfer-mode-invalid``) is left out;
+    ``transfer_mode`` push on an unknown release is a warning.
+    """
+    p, d = pair.prefill.transfer_mode, pair.decode.transfer_mode
+    if p == d or any(invalid_option(r.connector, r.extra) is not None for r in pair.roles):
         return []
+    if p is None or d is None:
+        return [(
+            f"The transfer mode of {described_mode(pair.prefill)} (prefill) and {described_mode(pair.decode)} "
+            f"(decode) cannot be told: {TRANSFER_MODE_OPTION_SINCE_TEXT} and the vLLM release is not known. If the "
+            "two engines run different modes, the handshake refuses the pair.",
+            "Name the mode by the connector: NixlConnector (pull) on both roles, or NixlPushConnector on both.",
+            "warning")]
     caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
         "vLLM before 0.28 does not hash the transfer mode, so the handshake passes and transfers fail later")
     return [(
-        f"Transfer modes differ: prefill {pair.prefill.connector}, decode {pair.decode.connector}; push and pull "
-        f"never pair ({caught}).",
+        f"Transfer modes differ: prefill {described_mode(pair.prefill)} ({p}), decode {described_mode(pair.decode)} "
+        f"({d}); push and pull never pair ({caught}).",
         "Use NixlConnector on both roles, or NixlPushConnector on both.",
     )]
 
@@ -393,14 +419,20 @@ def check_hma_flag_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="spec-decode-mismatch", family="spec-decode-mismatch", severity="error",
     fields=fields_of("speculative_config")[:1],
-    source="seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+)",
+    source=("seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+): method, draft model, revision, "
+            "parallel_drafting (0.28.0-0.33.0 sdists), effective draft kv_cache_dtype (0.28.0-0.34.0 sdists)"),
     needs=("--speculative-config",),
 )
 def check_spec_decode_match(pair: PDPair) -> list[Violation]:
-    """EAGLE-family speculative settings are equal on P and D."""
+    """EAGLE-family speculative settings are equal on P and D.
+
+    The method, draft model and revision; where those agree, also the other hashed factors
+    (:func:`~pdd_operator.compat.spec_factors.hashed_factor_differences`: parallel_drafting in 0.28-0.33, the
+    draft's effective KV cache dtype from 0.28).
+    """
     p, d = _eagle_settings(pair.prefill), _eagle_settings(pair.decode)
     if p == d:
-        return []
+        return hashed_factor_differences(pair) if p is not None else []
     caught = "the handshake refuses it" if pair.at_least((0, 28, 0)) else (
         "vLLM before 0.28 does not check this: long prompts crash decode with illegal memory accesses")
     return [(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, same_node
+from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, pinned_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
@@ -273,6 +273,21 @@ _ASSUMED_APART = (f"are on different nodes {HOSTNAME_ASSUMPTION} (one is placed 
                   "label)")
 
 
+def _bind_addresses_differ(p: RoleConfig, d: RoleConfig) -> bool:
+    """Whether the two engines bind their side-channel listeners on different specific addresses, so equal ports do
+    not collide: vLLM's listener binds ``tcp://<VLLM_NIXL_SIDE_CHANNEL_HOST>:<port>`` (make_zmq_path in
+    ``_nixl_handshake_listener``, 0.10.1.1 nixl_connector.py lines 559-576; 0.33.0 nixl/base_scheduler.py), and two
+    sockets bound to one port on two different addresses coexist (bind(2) refuses only the same address, or any
+    address once a wildcard holds the port). Such engines are two hosts' launch scripts (each exports its own node's
+    IP, littlemex/disaggregated-inference-with-nixl-over-aws-efa experiments/scripts/start_{producer,consumer}_efa.sh)
+    or one host with both addresses. False where either host is unset (vLLM's localhost), loopback, a wildcard, the
+    same text, or a placeholder (pod or node IP, an unexpanded variable): those can be one address."""
+    hosts = [r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") for r in (p, d)]
+    specific = [h for h in hosts if h and h not in _UNROUTABLE and not h.startswith("127.") and h not in (POD_IP, HOST_IP)
+                and not _UNEXPANDED.search(h)]
+    return len(specific) == 2 and specific[0] != specific[1]
+
+
 @rule(
     id="side-channel-port-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort",),
@@ -290,7 +305,8 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     ``spec.nodeName`` or ``kubernetes.io/hostname`` selector, :func:`same_node`), nothing where they never can
     (:func:`may_share_node`, or both ask for the overlapping port as a host port, which the scheduler's NodePorts
     filter keeps on different nodes), and a warning where the scheduler decides (the second engine on a shared
-    node fails, on different nodes both run)."""
+    node fails, on different nodes both run). Engines that bind distinct specific side-channel addresses
+    (:func:`_bind_addresses_differ`) never collide, whatever the port."""
     p, d = pair.prefill, pair.decode
     # spec.nodeName against the kubernetes.io/hostname label: apart or together only if the label is the name
     assumed = not pair.shared_network and p.host_network and d.host_network and hostname_assumed(p, d)
@@ -308,7 +324,7 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     clash = sorted(_ports(p) & _ports(d))
     if not pair.shared_network:
         clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
-    if not clash:
+    if not clash or _bind_addresses_differ(p, d):
         return []
     fix = fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
                   "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
@@ -398,7 +414,8 @@ def check_same_role_ports(pair: PDPair) -> list[Violation]:
     do not listen on the same port: the pair's prefill against the other prefill engines there, its decode against
     the other decode engines (:attr:`PDPair.neighbours`; prefill against decode is ``listener-port-conflict`` and
     ``side-channel-port-conflict``). Ports not in the files (a ``--port $P`` the script does not set, a side-channel
-    port from elsewhere) are not compared."""
+    port from elsewhere) are not compared. Replicas of one role on the host network that the manifest pins to one
+    node share that node's namespace too (:func:`_pinned_replicas`)."""
     out: list[Violation] = []
     for role, where, other in pair.neighbours:
         own = pair.prefill if role == "prefill" else pair.decode
@@ -413,6 +430,32 @@ def check_same_role_ports(pair: PDPair) -> list[Violation]:
             fix_for(pair, "Give each engine its own port.",
                     f"Give each {role} engine its own --port and VLLM_NIXL_SIDE_CHANNEL_PORT"
                     + (" on its line of the script." if pair.one_container else " in its container."))))
+    out += _pinned_replicas(pair)
+    return out
+
+
+def _pinned_replicas(pair: PDPair) -> list[Violation]:
+    """Replicas of one role on the host network that the manifest pins to one node (``spec.nodeName``, a
+    ``kubernetes.io/hostname`` selector or required node affinity admitting one node: :func:`pinned_node`, without
+    taking the name for the hostname label): every replica shares that node's network namespace and binds the same
+    ports. A PDDeployment is left out (the operator renders its pods)."""
+    out: list[Violation] = []
+    for r in pair.roles if not pair.managed else ():
+        node = pinned_node(r.nodes)
+        clash = sorted(_bound(r))
+        if not r.host_network or r.replicas is None or r.replicas < 2 or node is None or not clash:
+            continue
+        out.append((
+            f"{r.role}: the {r.replicas} replicas of this {r.role} run on the host network and the manifest pins them "
+            f"all to one node ({node[0].removeprefix('field:')} {node[1]}): they share that node's network namespace and "
+            f"each listens on port {', '.join(map(str, clash))} (vLLM's HTTP --port defaults to 8000, the NIXL side "
+            "channel to 5600), so only one of them runs: the next fails with 'Address already in use', or stays "
+            "Pending where the ports are declared (on the host network a containerPort is a hostPort, and the "
+            "scheduler's NodePorts filter never puts two pods asking for one on one node).",
+            fix_for(pair, "Run one replica per node.",
+                    f"Run one {r.role} replica on that node, or let the replicas spread over nodes (drop the "
+                    "single-node pin), or give each its own Deployment with its own --port and "
+                    "VLLM_NIXL_SIDE_CHANNEL_PORT.")))
     return out
 
 

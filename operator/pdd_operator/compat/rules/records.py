@@ -38,8 +38,8 @@ VERSION_UNKNOWN = record(
 )
 VERSION_UNVERIFIED = record(
     id="vllm-version-unverified", family="version", severity="warning",
-    summary=("The vLLM version is a release the rules were built from (0.9.0 to 0.33.0); another (0.34.0, an "
-             "unreleased 0.33.1) is judged with the rules of the releases around it, the newest for a later one."),
+    summary=("The vLLM version is a release the rules were built from (0.9.0 to 0.34.0); another (0.35.0, an "
+             "unreleased 0.34.1) is judged with the rules of the releases around it, the newest for a later one."),
     fields=("spec.engine.vllmVersion", "spec.engine.image"), source="vllm-nixl-facts.md section 0",
     reported_by="compat/engine.py evaluate",
 )
