@@ -134,6 +134,10 @@ class RoleConfig:
             removed from ``KVTransferConfig``, then those it never had (:func:`~pdd_operator.vllm.kv_transfer_config.
             refused_fields`).
         revision: ``--revision`` (the model's weights revision), if given.
+        attention_config_keys: the keys of the ``--attention-config`` object as written (``()`` if absent), judged
+            by release in ``engine-args-invalid`` (:func:`~pdd_operator.vllm.config_fields.refusals`).
+        pass_config_keys: the keys of ``--compilation-config``'s ``pass_config`` object as written (``()`` if
+            absent), judged the same way.
         pod_labels: the pod's labels (placement: anti-affinity terms select pods by label).
         nodes: the nodes the pod may run on: its ``nodeSelector``, ``spec.nodeName`` and required node affinity as
             ORed node selector terms (:func:`~pdd_operator.compat.placement.node_terms`), ``None`` when unreadable.
@@ -239,6 +243,8 @@ class RoleConfig:
     wrapper: str | None = None
     kv_transfer_written: dict = field(default_factory=dict)
     kv_transfer_removed: tuple[str, ...] = ()
+    attention_config_keys: tuple[str, ...] = ()
+    pass_config_keys: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
@@ -574,10 +580,16 @@ def role_from_container(
     except ValueError as exc:
         errors.append(str(exc))
     attention_backend = known.get("--attention-backend")
+    attention_config: object = {}
     try:
-        attention_backend = attention_backend or (json_flag(known, "--attention-config") or {}).get("backend")
+        attention_config = json_flag(known, "--attention-config") or json_flag(known, "-ac") or {}
+        attention_backend = attention_backend or attention_config.get("backend")
     except (ValueError, AttributeError) as exc:
         errors.append(str(exc))
+    try:  # only its pass_config keys are read (config_fields.PASS_CONFIG); other values are not judged here
+        pass_config = (json_flag(known, "--compilation-config") or json_flag(known, "-cc") or {}).get("pass_config")
+    except ValueError:
+        pass_config = None
     disable_hma = known.get("--disable-hybrid-kv-cache-manager")  # a str only when unknown (then opaque: None)
     disable_hma = disable_hma if isinstance(disable_hma, bool) else None
     res = container.get("resources") or {}
@@ -652,6 +664,8 @@ def role_from_container(
         wrapper=wrapper,
         kv_transfer_written=well_typed(raw_kv) if isinstance(raw_kv, dict) else {},
         kv_transfer_removed=removed,
+        attention_config_keys=tuple(str(k) for k in attention_config) if isinstance(attention_config, dict) else (),
+        pass_config_keys=tuple(str(k) for k in pass_config) if isinstance(pass_config, dict) else (),
         scheduler=SchedulerBudget.from_flags(flags),
         revision=text("--revision"),
         pod_labels=pod_labels,

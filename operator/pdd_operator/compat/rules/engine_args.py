@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.added_flags import ADDED_FLAGS
 from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
 from pdd_operator.vllm.block_size import gpu_platform
+from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
 from pdd_operator.vllm.versions import fmt
@@ -49,15 +50,48 @@ def _hma_flag(args: tuple[str, ...]) -> str | None:
     flags = [a for a in args if a in _HMA_FLAGS]
     return flags[-1] if flags else None
 
+
+def _config_field_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The findings for ``role``'s ``--attention-config`` keys and ``--compilation-config`` ``pass_config`` keys that
+    its release refuses (:func:`~pdd_operator.vllm.config_fields.refusals`): an error where the releases read settle
+    it, a warning where the version is unknown or lies between releases read that disagree; ``[]`` when none."""
+    out: list[Violation] = []
+    where = f"vLLM {fmt(role.version)}" if role.version else "this engine's vLLM (version unknown)"
+    for flag, table, keys in (("--attention-config", ATTENTION_CONFIG, role.attention_config_keys),
+                              ("--compilation-config pass_config", PASS_CONFIG, role.pass_config_keys)):
+        for refusal in refusals(table, dict.fromkeys(keys), role.version):
+            message = (f"{role.role}: {flag} sets {refusal.key}, which {where} does not define ({refusal.why}). "
+                       f"{table.name} forbids unknown fields from {fmt(table.forbids_extra_since)} (pydantic "
+                       "extra='forbid'), so reading the engine arguments raises a ValidationError ('Unexpected "
+                       f"keyword argument') and the {role.role} server never starts.")
+            fix = fix_for(pair, f"Remove {refusal.key} from {flag} in spec.{role.role}.extraArgs, or use a vLLM "
+                                "release that has it.",
+                          f"Remove {refusal.key} from the {role.role} container's {flag}, or use a vLLM image whose "
+                          "release has it.")
+            if refusal.certain:
+                out.append((message, fix))
+            else:
+                out.append((message + " Whether this release has it was not read, so this is a warning.", fix,
+                            "warning"))
+    return out
+
+
 @rule(
     id="engine-args-invalid", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
-    source="vLLM argument parser",
+    source=("vLLM argument parser; --attention-config keys against the release's AttentionConfig (fields read in "
+            "0.13.0-0.34.0, extra fields forbidden from 0.16.0) and --compilation-config pass_config keys against its "
+            "PassConfig (0.10.1.1-0.34.0, forbidden from 0.13.0): pdd_operator/vllm/config_fields.py"),
     without_connector=True,
+    example="--attention-config '{\"use_trtllm_ragged_deepseek_prefill\": true}' on vllm-runtime:1.3.0 (vLLM 0.23.0)",
 )
 def check_engine_args(pair: PDPair) -> list[Violation]:
-    """The engine arguments can be read."""
-    return [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
+    """The engine arguments can be read (``--attention-config`` and ``pass_config`` hold only fields their release
+    defines)."""
+    out: list[Violation] = [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
+    for r in pair.roles:
+        out.extend(_config_field_violations(pair, r))
+    return out
 
 
 @rule(
