@@ -56,7 +56,8 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     positional argument of ``vllm serve`` or ``--model``. Tokens after a shell separator (``&&``,
     ``;``, ``|``) are ignored. A flag that takes several words (``_MANY_FLAGS``: ``--served-model-name a b``) maps to
     them joined by one space (``"a b"``), and none of them is the model. Dotted flags
-    (``--kv-transfer-config.kv_role kv_both``) are gathered into their flag's JSON object (:func:`_dotted_config`), which replaces a JSON value given to the flag itself.
+    (``--kv-transfer-config.kv_role kv_both``) are gathered into their flag's JSON object
+    (:func:`_dotted_config`), which replaces a JSON value given to the flag itself.
     """
     model: str | None = None
     flags: dict[str, str | bool] = {}
