@@ -45,3 +45,9 @@ def test_unknown_expansion_after_names_stays_loose():
     argv = ["vllm", "serve", "m", "--served-model-name", "a", "<unknown:EXTRA>"]
     assert parse_flags(argv) == ("m", {"--served-model-name": "a"})
     assert loose_unknown(argv) == "EXTRA"
+
+
+def test_an_unknown_expansion_as_the_first_name_is_the_flags_value():
+    """argparse gives a ``nargs="+"`` flag at least its first word, whatever the expansion holds."""
+    assert parse_flags(["vllm", "serve", "m", "--served-model-name", "<unknown:NAME>"]) == (
+        "m", {"--served-model-name": "<unknown:NAME>"})

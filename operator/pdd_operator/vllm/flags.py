@@ -119,8 +119,8 @@ def _words(argv: list[str]):
     separator (``&&``, ``;``, ``|``, ``||``): ``(flag, value)`` for a flag, its long name normalized (``_`` read as
     ``-``, aliases resolved) and its value as written (after ``=``, or the next token unless the flag is boolean or
     that token is a flag or a separator; ``None`` when it has none; for a flag of ``_MANY_FLAGS``, every following token
-    up to a flag, a separator or a whole unknown expansion (which may hold flags), joined by one space), and
-    ``(None, token)`` for a positional word. The one walk :func:`parse_flags` and :func:`loose_unknown` share."""
+    up to a flag, a separator or, after the first, a whole unknown expansion (which may hold flags), joined by one
+    space), and ``(None, token)`` for a positional word. The one walk :func:`parse_flags` and :func:`loose_unknown` share."""
     tokens = argv[_entry_length(argv):]
     i = 0
     while i < len(tokens):
@@ -139,7 +139,7 @@ def _words(argv: list[str]):
             elif name in _MANY_FLAGS:
                 words = []
                 while i + 1 < len(tokens) and not (tokens[i + 1].startswith("-") or tokens[i + 1] in ("&&", ";", "|", "||")
-                                                   or _loose_word(tokens[i + 1])):
+                                                   or (words and _loose_word(tokens[i + 1]))):
                     i += 1
                     words.append(tokens[i])
                 yield name, " ".join(words) if words else None
