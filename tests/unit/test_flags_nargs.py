@@ -2,6 +2,7 @@
 them are theirs, not the positional model of ``vllm serve``; controls keep single-word flags and ``=`` forms as they
 were."""
 
+from pdd_operator.compat.pair import role_from_container
 from pdd_operator.vllm.flags import loose_unknown, parse_flags
 
 
@@ -51,3 +52,11 @@ def test_an_unknown_expansion_as_the_first_name_is_the_flags_value():
     """argparse gives a ``nargs="+"`` flag at least its first word, whatever the expansion holds."""
     assert parse_flags(["vllm", "serve", "m", "--served-model-name", "<unknown:NAME>"]) == (
         "m", {"--served-model-name": "<unknown:NAME>"})
+
+
+def test_an_engine_with_several_served_names_keeps_the_first_as_its_name():
+    """vLLM reports the first of several names (vllm/config/model.py ``get_served_model_name``)."""
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.24.0", "command": ["vllm", "serve"],
+                 "args": ["--model", "/models/gpt2", "--served-model-name", "openai-community/gpt2", "gpt2"]}
+    role = role_from_container("prefill", container, {}, version_text=None)
+    assert (role.model, role.served_model_name) == ("/models/gpt2", "openai-community/gpt2")
