@@ -40,7 +40,8 @@ _BOOL_FLAGS = {
 #: ``api_key`` and ``lora_modules`` (vllm/entrypoints/openai/cli_args.py 0.14.1, vllm/entrypoints/common/cli_args.py
 #: 0.34.0 ``_customize_cli_kwargs``, which drops it for ``allowed_origins``/``_methods``/``_headers``, ``middleware``
 #: and ``disable_access_log_for_endpoints``, so those take one word). The list fields of ``EngineArgs`` are read from
-#: the 0.14.1 and 0.34.0 sdists; a flag a release lacks is refused there anyway (``cli-flag-not-yet``), so one set
+#: the 0.14.1 and 0.34.0 sdists (``served_model_name`` is ``str | list[str]`` in vllm/config of 0.10.1.1, 0.11.0
+#: and 0.12.0 too); a flag a release lacks is refused there anyway (``cli-flag-not-yet``), so one set
 #: serves every version. argparse gives such a flag every following word up to the next one that starts with ``-``,
 #: so ``vllm serve --served-model-name a b`` has no positional model (``b`` is a second name).
 _MANY_FLAGS = {
