@@ -189,3 +189,18 @@ def test_all2all_backends_are_judged_against_the_release_that_parses_them(tmp_pa
     args = ["--data-parallel-size", "2", "--enable-expert-parallel", "--all2all-backend", backend]
     code, out = check(tmp_path, capsys, *_pair(QWEN_MOE, args, args, image))
     assert ("all2all-backend-unknown" in rules(out, "error")) is refused
+
+
+def test_a_modelplane_gpu_count_fix_names_the_members_device_request(tmp_path, capsys):
+    """Set 29 (issue 9): a Modelplane engine's GPUs are its member's ``nodeSelector.devices`` GPU request (no
+    ``resources.limits`` in the input), so the fix names that field, not the container's limits."""
+    code, out = check(tmp_path, capsys, _modelplane(["--tensor-parallel-size=2", "--data-parallel-size=4"], 4))
+    fixes = [f["fix"] for r in out["results"] for f in r["findings"] if f["rule"] == "parallelism-gpu-count"]
+    assert fixes and all("member's nodeSelector.devices" in f and "resources.limits" not in f for f in fixes), fixes
+
+
+def test_control_a_deployment_gpu_count_fix_still_names_resources_limits(tmp_path, capsys):
+    args = ["--tensor-parallel-size", "2", "--data-parallel-size", "4"]
+    code, out = check(tmp_path, capsys, *_pair(LLAMA, args, args, "vllm/vllm-openai:v0.24.0", gpus=4))
+    fixes = [f["fix"] for r in out["results"] for f in r["findings"] if f["rule"] == "parallelism-gpu-count"]
+    assert fixes and all("container's resources.limits" in f for f in fixes), fixes

@@ -11,11 +11,13 @@ from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import (
     COMPOSE_KIND,
+    MODELPLANE_KIND,
     NOT_CHECKED,
     SCRIPT_KIND,
     compose_fields,
     in_compose_terms,
     in_manifest_terms,
+    in_modelplane_terms,
     in_script_terms,
     manifest_fields,
     run_check,
@@ -92,6 +94,8 @@ def _in_terms(pair: PDPair, fix: str) -> str:
         return in_values_terms(fix, pair.containers)  # llm-d-modelservice values: their keys, not the rendered containers
     if all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return in_compose_terms(fix)  # Compose services: their keys, not the synthetic pods
+    if all(r.workload_kind == MODELPLANE_KIND for r in pair.roles):
+        return in_modelplane_terms(fix)  # Modelplane members: their device requests, not the composed pods
     return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 

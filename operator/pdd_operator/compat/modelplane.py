@@ -26,6 +26,8 @@ and ``members`` whose ``role`` is Standalone, Leader or Worker and whose ``templ
 
 from __future__ import annotations
 
+from pdd_operator.compat.rules.base import MODELPLANE_KIND
+
 #: The API group of Modelplane's resources.
 MODELPLANE_GROUP = "modelplane.ai/"
 #: routing.py ``_NIXL_SIDE_CHANNEL_PORT``.
@@ -47,7 +49,7 @@ def _engines_specs(doc: dict) -> list[dict]:
 
 def is_modelplane_pd(doc: dict) -> bool:
     """``doc`` is a Modelplane ModelDeployment whose engines serve as one prefill/decode pair."""
-    if not str(doc.get("apiVersion", "")).startswith(MODELPLANE_GROUP) or doc.get("kind") != "ModelDeployment":
+    if not str(doc.get("apiVersion", "")).startswith(MODELPLANE_GROUP) or doc.get("kind") != MODELPLANE_KIND:
         return False
     return any((s.get("serving") or {}).get("mode") == "PrefillDecode" for s in _engines_specs(doc))
 

@@ -287,7 +287,8 @@ class RoleConfig:
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
     platform_hint: str = ""
-    #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none)
+    #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none); vLLM reports the
+    #: first of several names as the model's (vllm/config/model.py ``get_served_model_name``, 0.34.0 l.2367-2378)
     served_model_name: str | None = None
     #: the host whose GPUs the container is handed by their host ordinals, for engines of separate containers that may
     #: share them (a Compose service's ``gpus``/``device_ids``, :mod:`pdd_operator.compat.compose_inputs`); ``""``
@@ -631,7 +632,7 @@ def role_from_container(
         version=version,
         version_text=version_text,
         model=model,
-        served_model_name=text("--served-model-name"),
+        served_model_name=next(iter((text("--served-model-name") or "").split()), None),  # vllm/config/model.py
         dtype=text("--dtype"),
         tp=int_flag(flags, "--tensor-parallel-size", 1),
         pp=int_flag(flags, "--pipeline-parallel-size", 1),

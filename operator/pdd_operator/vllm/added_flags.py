@@ -90,6 +90,22 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
                            ("--cache-aware-admission-threshold", "720, 1834"),
                            ("--checkpoint-prepare-on-startup", "812, 1075"),
                            ("--shuffle-safetensors-files", "844, 1118"))},
+    "-cc": AddedFlag(
+        (0, 11, 1), (0, 12, 0),
+        "vllm/engine/arg_utils.py: ('--compilation-config', '-O') in the 0.11.0 and 0.11.1 sdists (0.11.1 l.1149); "
+        "('--compilation-config', '-cc') in the 0.12.0 (l.1128), 0.13.0, 0.14.0 and 0.24.0 sdists"),
+    "-ac": AddedFlag(
+        (0, 12, 0), (0, 13, 0),
+        "vllm/engine/arg_utils.py: no attention_config in the 0.12.0 sdist; ('--attention-config', '-ac') in the "
+        "0.13.0 (l.1137), 0.14.0 (l.1171) and 0.34.0 sdists"),
+    "-sc": AddedFlag(
+        (0, 18, 0), (0, 21, 0),
+        "vllm/engine/arg_utils.py: '--speculative-config' without '-sc' in the 0.18.0 sdist (l.1267); "
+        "('--speculative-config', '-sc') in the 0.21.0 (l.1417), 0.22.0, 0.23.0, 0.24.0 and 0.34.0 sdists"),
+    "-dc": AddedFlag(
+        (0, 23, 0), (0, 24, 0),
+        "vllm/engine/arg_utils.py: no diffusion_config in the 0.23.0 sdist; ('--diffusion-config', '-dc') in the "
+        "0.24.0 (l.1508) and 0.34.0 sdists"),
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),
         "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "

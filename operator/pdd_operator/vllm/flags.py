@@ -17,10 +17,14 @@ _ALIASES = {
        "-dpa": "--data-parallel-address", "-dpp": "--data-parallel-rpc-port", "-dpb": "--data-parallel-backend",
        "-dph": "--data-parallel-hybrid-lb", "-dpe": "--data-parallel-external-lb",
        "-dpm": "--data-parallel-multi-port-external-lb", "-ep": "--enable-expert-parallel"},
+    **{"-cc": "--compilation-config", "-ac": "--attention-config", "-sc": "--speculative-config",
+       "-dc": "--diffusion-config"},
 }
 """Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): the data-parallel ones
 (``-dpn`` ... ``-dpe``) from 0.11.1 (absent from the 0.11.0 sdist, present in 0.11.1-0.14.0 and the 0.18.0 and
-0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0). Read for any version: a release before
+0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0); ``-cc`` from 0.12.0 (0.11.1 has
+``-O`` there, l.1149; 0.12.0 l.1128), ``-ac`` from 0.13.0 (absent from 0.12.0; 0.13.0 l.1137), ``-sc`` from 0.21.0
+(absent from 0.18.0), ``-dc`` from 0.24.0 (absent from 0.23.0; 0.24.0 l.1508). Read for any version: a release before
 them refuses the short option at argument parsing ('unrecognized arguments'), which :func:`short_options` keeps for the
 ``cli-flag-not-yet`` rule (:data:`pdd_operator.vllm.added_flags.ADDED_FLAGS`)."""
 #: Boolean flags (``--x`` / ``--no-x``) the rules care about; ``--headless`` and the data-parallel load-balancing
@@ -31,6 +35,21 @@ _BOOL_FLAGS = {
     "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window",
     "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
 }
+#: Flags that take one or more words (argparse ``nargs="+"``): vLLM's ``get_kwargs`` gives every ``list[...]``-typed
+#: field ``nargs="+"`` (vllm/engine/arg_utils.py 0.14.1 l.199, 0.34.0 l.258) and the frontend keeps it for
+#: ``api_key`` and ``lora_modules`` (vllm/entrypoints/openai/cli_args.py 0.14.1, vllm/entrypoints/common/cli_args.py
+#: 0.34.0 ``_customize_cli_kwargs``, which drops it for ``allowed_origins``/``_methods``/``_headers``, ``middleware``
+#: and ``disable_access_log_for_endpoints``, so those take one word). The list fields of ``EngineArgs`` are read from
+#: the 0.14.1 and 0.34.0 sdists (``served_model_name`` is ``str | list[str]`` in vllm/config of 0.10.1.1, 0.11.0
+#: and 0.12.0 too); a flag a release lacks is refused there anyway (``cli-flag-not-yet``), so one set
+#: serves every version. argparse gives such a flag every following word up to the next one that starts with ``-``,
+#: so ``vllm serve --served-model-name a b`` has no positional model (``b`` is a second name).
+_MANY_FLAGS = {
+    "--served-model-name", "--allowed-media-domains", "--cudagraph-capture-sizes",
+    "--numa-bind-nodes", "--numa-bind-cpus", "--device-ids", "--lora-target-modules", "--ignore-patterns",
+    "--collect-detailed-traces", "--sleep-preserve-parameter-names", "--kv-cache-dtype-skip-layers",
+    "--logits-processors", "--api-key", "--lora-modules",
+}
 
 
 def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
@@ -40,8 +59,10 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     ``True``/``False`` for boolean flags (``--no-x`` gives ``{"--x": False}``; ``--x=<unknown:NAME>``, a value not
     in the manifest, stays that string, so that it reads as neither). The model is the
     positional argument of ``vllm serve`` or ``--model``. Tokens after a shell separator (``&&``,
-    ``;``, ``|``) are ignored. Dotted flags (``--kv-transfer-config.kv_role kv_both``) are gathered into their
-    flag's JSON object (:func:`_dotted_config`), which replaces a JSON value given to the flag itself.
+    ``;``, ``|``) are ignored. A flag that takes several words (``_MANY_FLAGS``: ``--served-model-name a b``) maps to
+    them joined by one space (``"a b"``), and none of them is the model. Dotted flags
+    (``--kv-transfer-config.kv_role kv_both``) are gathered into their flag's JSON object
+    (:func:`_dotted_config`), which replaces a JSON value given to the flag itself.
     """
     model: str | None = None
     flags: dict[str, str | bool] = {}
@@ -98,8 +119,9 @@ def _words(argv: list[str]):
     """The words of an engine's argv (from its entry point on) as vLLM's argparse reads them, up to the first shell
     separator (``&&``, ``;``, ``|``, ``||``): ``(flag, value)`` for a flag, its long name normalized (``_`` read as
     ``-``, aliases resolved) and its value as written (after ``=``, or the next token unless the flag is boolean or
-    that token is a flag or a separator; ``None`` when it has none), and ``(None, token)`` for a positional word.
-    The one walk :func:`parse_flags` and :func:`loose_unknown` share."""
+    that token is a flag or a separator; ``None`` when it has none; for a flag of ``_MANY_FLAGS``, every following token
+    up to a flag, a separator or, after the first, a whole unknown expansion (which may hold flags), joined by one
+    space), and ``(None, token)`` for a positional word. The one walk :func:`parse_flags` and :func:`loose_unknown` share."""
     tokens = argv[_entry_length(argv):]
     i = 0
     while i < len(tokens):
@@ -115,6 +137,13 @@ def _words(argv: list[str]):
             boolean = name in _BOOL_FLAGS or (name.startswith("--no-") and f"--{name[5:]}" in _BOOL_FLAGS)
             if eq:
                 yield name, value
+            elif name in _MANY_FLAGS:
+                words = []
+                while i + 1 < len(tokens) and not (tokens[i + 1].startswith("-") or tokens[i + 1] in ("&&", ";", "|", "||")
+                                                   or (words and _loose_word(tokens[i + 1]))):
+                    i += 1
+                    words.append(tokens[i])
+                yield name, " ".join(words) if words else None
             elif not boolean and i + 1 < len(tokens) and not (tokens[i + 1].startswith("--")
                                                              or tokens[i + 1] in ("&&", ";")):
                 i += 1
@@ -124,6 +153,12 @@ def _words(argv: list[str]):
         else:
             yield None, tok
         i += 1
+
+
+def _loose_word(tok: str) -> bool:
+    """Whether ``tok`` is, whole, the expansion of a variable whose value is not in the files (``<unknown:NAME>``)."""
+    names = unknown_names(tok)
+    return bool(names) and tok == f"<unknown:{names[0]}>"
 
 
 def short_options(argv: list[str]) -> dict[str, str]:

@@ -168,6 +168,14 @@ SCRIPT_KIND = "Script"
 #: The kind of workload of an engine read from a Docker Compose service (:mod:`pdd_operator.compat.compose_inputs`).
 COMPOSE_KIND = "Compose"
 
+#: The kind of workload of an engine read from a Modelplane ModelDeployment member
+#: (:mod:`pdd_operator.compat.modelplane`; the manifest's ``kind``, as for any object an engine is read from).
+MODELPLANE_KIND = "ModelDeployment"
+
+#: Where a hand-written manifest sets an engine's GPU count, in the words of a fix; each input format's term table
+#: (:data:`SCRIPT_TERMS`, :data:`COMPOSE_TERMS`, :data:`MODELPLANE_TERMS`) says where that format sets it instead.
+GPU_COUNT_FIELD = "container's resources.limits"
+
 #: Manifest wording (after :data:`MANIFEST_TERMS`) -> the words of a shell or Slurm script, longest first: its engines
 #: are ``vllm serve`` lines, their environment ``export``/``NAME=value`` prefixes/``srun --export``, their node the
 #: host the line runs on.
@@ -186,7 +194,7 @@ SCRIPT_TERMS: tuple[tuple[str, str], ...] = (
     ("in each container's env", "in each engine's environment in the script (export, NAME=value before vllm serve, "
      "or srun --export)"),
     ("on both containers", "on both vllm serve lines"),
-    ("container's resources.limits", "engine's CUDA_VISIBLE_DEVICES on its line of the script (and the job's #SBATCH "
+    (GPU_COUNT_FIELD, "engine's CUDA_VISIBLE_DEVICES on its line of the script (and the job's #SBATCH "
      "--gpus-per-node)"),
     ("container's CUDA_VISIBLE_DEVICES (or remove it and let the device plugin or the resource claim expose the pod's "
      "GPUs)", "engine's CUDA_VISIBLE_DEVICES on its line of the script"),
@@ -263,7 +271,7 @@ COMPOSE_TERMS: tuple[tuple[str, str], ...] = (
      "project's network, or the host's address with network_mode: host)"),
     ("an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers",
      "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both services"),
-    ("container's resources.limits", "service's deploy.resources.reservations.devices (count or device_ids) or gpus"),
+    (GPU_COUNT_FIELD, "service's deploy.resources.reservations.devices (count or device_ids) or gpus"),
     ("Add securityContext.capabilities.add: [IPC_LOCK]", "Add cap_add: [IPC_LOCK] to the service"),
     ("on the prefill and decode containers", "on the prefill and decode services"),
     ("on the prefill container", "on the prefill service"),
@@ -280,6 +288,23 @@ COMPOSE_TERMS: tuple[tuple[str, str], ...] = (
      "containerPort of both: with hostNetwork it is a host port the scheduler never places twice on one node)",
      "or run the services on different hosts (one Compose file per host)"),
 )
+
+
+#: Manifest wording -> the words of a Modelplane ModelDeployment: an engine member's GPUs are the count of the GPU
+#: request in its ``nodeSelector.devices``, which Modelplane's compose function turns into the DRA
+#: ResourceClaimTemplate the pod claims (no ``nvidia.com/gpu`` limit; :func:`pdd_operator.compat.modelplane.gpu_request`).
+MODELPLANE_TERMS: tuple[tuple[str, str], ...] = (
+    (GPU_COUNT_FIELD, "engine member's nodeSelector.devices (the count of its GPU request, which Modelplane claims for "
+     "the pod through a DRA ResourceClaimTemplate)"),
+)
+
+
+def in_modelplane_terms(text: str) -> str:
+    """``text`` (a fix in a hand-written manifest's terms) in the terms of a Modelplane ModelDeployment
+    (:data:`MODELPLANE_TERMS`)."""
+    for manifest, modelplane in MODELPLANE_TERMS:
+        text = text.replace(manifest, modelplane)
+    return text
 
 
 def in_compose_terms(text: str) -> str:

@@ -137,7 +137,9 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
             "the release without it and one with it (-dpl ... -dpe: absent in 0.11.0, present from 0.11.1; -ep: "
             "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0; -dcp and "
             "--decode-context-parallel-size: absent in 0.10.1.1, present in 0.11.0; -pcp and "
-            "--prefill-context-parallel-size: absent in 0.11.1, present in 0.12.0; -tp, -pp, -O: in every release "
+            "--prefill-context-parallel-size: absent in 0.11.1, present in 0.12.0; -cc: absent in 0.11.1, present in "
+            "0.12.0; -ac: absent in 0.12.0, present in 0.13.0; -sc: absent in 0.18.0, present in 0.21.0; -dc: absent "
+            "in 0.23.0, present in 0.24.0; -tp, -pp, -O: in every release "
             "read) and the long flags read release by release in the sdists 0.10.1.1-0.34.0 (added_flags_read.py "
             "READ_ADDITIONS: --mm-encoder-tp-mode from 0.11.0, --kv-cache-dtype-skip-layers from 0.21.0, ...)"),
     without_connector=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
+from pdd_operator.compat.rules.base import GPU_COUNT_FIELD, NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt, is_cpu_image
@@ -80,7 +80,7 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
             f"requests {have} GPU(s){group}: the ranks beyond {have} find no device and the engine fails at startup.",
             fix_for(pair, f"Remove --data-parallel-size from spec.{r.role}.extraArgs and scale with "
                     f"spec.{r.role}.replicas (each replica is its own NIXL engine).",
-                    f"Request {need} GPUs in the {r.role} container's resources.limits, or lower the parallel sizes"
+                    f"Request {need} GPUs in the {r.role} {GPU_COUNT_FIELD}, or lower the parallel sizes"
                     + (", or start a Ray cluster over the pod group (ray start on every pod, "
                        "--distributed-executor-backend ray)." if r.pod_group > 1 else ".")),
         ))
