@@ -51,6 +51,7 @@ from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
+from pdd_operator.vllm.entrypoint import repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
@@ -374,6 +375,8 @@ def _engine(
         config = replace(config, group_gpus=multinode.group_gpus, group_note=multinode.note,
                          group_caveat=multinode.caveat)
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
+    if (repeated := repeated_entrypoint(container)) is not None:  # args: [vllm, serve, ...] on vLLM's entrypoint
+        config = replace(config, repeated_entrypoint=repeated)
     runtime = _dynamo_runtime(image)
     implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
     if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:

@@ -18,6 +18,7 @@ from pdd_operator.render.workloads import Owner, pod_template
 from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
+from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
@@ -185,6 +186,9 @@ class RoleConfig:
             vLLM's default 0.9), ``None`` when not a literal number.
         cumem_flags: the flags given true that put the KV cache in vLLM's CuMemAllocator pool
             (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
+        repeated_entrypoint: the image's entrypoint the container's ``args`` repeat (``args: [vllm, serve, ...]`` with
+            no ``command``; :func:`~pdd_operator.vllm.entrypoint.repeated_entrypoint`), judged in the
+            ``entrypoint-repeated`` rule; ``None`` for none (and for a PDDeployment's rendered roles).
         removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
             judged by version in the ``cli-flag-removed`` rule.
         flag_floor: ``(release, flag)``: the oldest release whose parser has every flag given
@@ -276,6 +280,7 @@ class RoleConfig:
     gpu_memory_utilization: float | None = 0.9
     cumem_flags: tuple[str, ...] = ()
     removed_flags: tuple[str, ...] = ()
+    repeated_entrypoint: RepeatedEntrypoint | None = None
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()

@@ -130,6 +130,50 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
 
 
 @rule(
+    id="entrypoint-repeated", family="engine-args", severity="error",
+    fields=("spec.engine",), in_manifest=("args", "command"),
+    source=("vllm docker/Dockerfile, final vllm-openai stage: ENTRYPOINT python3 -m vllm.entrypoints.openai.api_server "
+            "up to 0.11.0, vllm serve from 0.11.1 (read in 0.10.1.1, 0.11.0, 0.11.1-0.14.0, 0.21.0, 0.22.0, 0.32.0, "
+            "0.34.0; pdd_operator/vllm/entrypoint.py); the one optional positional model_tag "
+            "(vllm/entrypoints/openai/cli_args.py make_arg_parser 0.10.1.1-0.11.1, vllm/entrypoints/launchers/"
+            "cli_args.py 0.32.0) and FlexibleArgumentParser.parse_args ending in argparse's parse_args "
+            "('unrecognized arguments', exit 2; vllm/utils/__init__.py 0.11.0, vllm/utils/argparse_utils.py 0.32.0)"),
+    without_connector=True, any_release=True,
+    example='args: [vllm, serve, Qwen/Qwen3-8B, ...] and no command on vllm/vllm-openai:v0.32.0',
+)
+def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
+    """A container without ``command`` does not repeat its image's entrypoint in ``args`` (``vllm serve`` on
+    vllm/vllm-openai runs ``vllm serve vllm serve <model>``, which vLLM's parser refuses).
+
+    The args are appended to the image's ENTRYPOINT: ``vllm`` becomes the one positional (the model) and ``serve``
+    is left over. An error on ``vllm/vllm-openai``, whose ENTRYPOINT is read per release (both the ``vllm serve``
+    and the older ``api_server`` one refuse the extra positional); a warning on vLLM's other images, whose
+    ENTRYPOINT was not read. The engine's other rules read the args from the entry point they write."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        repeated = r.repeated_entrypoint
+        if repeated is None:
+            continue
+        written = " ".join(repeated.written)
+        fix = (f"Drop the leading '{written}' from the {r.role} container's args (containers[].args; a Compose "
+               f"service's command), so they start with the model or a flag, or set command: [{', '.join(repeated.written)}] "
+               "so the args follow it as written.")
+        if repeated.entrypoint is None:
+            out.append((f"{r.role}: the container has no command and its args start with '{written}'; the image "
+                        f"({r.image}) runs them after its own ENTRYPOINT, which was not read. If that ENTRYPOINT is "
+                        f"vLLM's ('vllm serve', as in vllm/vllm-openai), the engine runs 'vllm serve {written} ...' "
+                        "and stops with 'unrecognized arguments'.", fix, "warning"))
+            continue
+        entry = " ".join(repeated.entrypoint)
+        left = repeated.written[1:] if len(repeated.written) > 1 else repeated.written
+        out.append((f"{r.role}: the container has no command, so {r.image} runs its ENTRYPOINT '{entry}' with the "
+                    f"args appended: '{entry} {written} ...'. vLLM's parser takes '{repeated.written[0]}' for the "
+                    f"model and stops with 'unrecognized arguments: {' '.join(left)} ...' (exit 2); the {r.role} "
+                    "server never starts.", fix))
+    return out
+
+
+@rule(
     id="cli-flag-not-yet", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
