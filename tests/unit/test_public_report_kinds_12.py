@@ -129,4 +129,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
                     "mooncake-pp-unsupported",
                     # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
-                    "speculative-config-removed-field"}
+                    "speculative-config-removed-field",
+                    # session 29: args that repeat the image's entrypoint stop the argument parser
+                    "entrypoint-repeated"}
