@@ -401,6 +401,25 @@ def test_a_packed_object_reads_back_exactly_whatever_it_holds(value):
     assert caching.pack(body).blob == packed.blob
 
 
+def test_packed_blobs_take_the_memory_of_their_json_and_no_more():
+    """orjson's output keeps its buffer's capacity (about twice the JSON); what the cache keeps for every
+    watched object must cost what its JSON is long."""
+    import tracemalloc
+
+    bodies = [obj("Deployment", f"d{i}", i, spec={"template": {"metadata": {"labels": {"a": "b" * 40}},
+                                                                "spec": {"containers": [{"name": "c", "args": ["x"] * 300}]}}})
+              for i in range(200)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        packed = [caching.pack(b) for b in bodies]
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    size = sum(len(p.blob) for p in packed)
+    assert used < 1.3 * size + 200 * 200, (used, size)  # blobs plus each Packed tuple and its strings
+
+
 def test_observe_says_whether_what_the_cache_keeps_changed(filled):
     cache, _ = filled
     assert cache.observe("Deployment", obj("Deployment", "d", 1, spec={"replicas": 1})) is True  # new

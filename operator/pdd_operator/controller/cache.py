@@ -150,7 +150,10 @@ def _dumps(body: Mapping[str, Any]) -> bytes:
     bits, a lone surrogate), the standard library's behind :data:`_STDLIB_MARK`, so that it reads back
     unchanged (orjson would read such an integer as a float). One object always packs the same way."""
     try:
-        return orjson.dumps(body)
+        # Copied into a bytes object of its own size: orjson's output keeps the capacity of its growing
+        # buffer, about twice the JSON (tracemalloc: 8.2 against 3.8 MB for 1,000 Deployments; the N=1,000
+        # bench's RSS went from 146 to 199 MB without the copy, bench/README.md). The copy costs ~5 us.
+        return bytes(memoryview(orjson.dumps(body)))
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return _STDLIB_MARK + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(
             "utf-8", "surrogatepass")
