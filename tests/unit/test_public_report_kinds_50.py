@@ -4,7 +4,7 @@ the SSM conv-state layout a hybrid engine on vLLM's CPU image runs with is the C
 The NIXL worker asserts DS for a model with Mamba or GDN layers (0.20.0+). vLLM's CPU platform writes
 ``VLLM_SSM_CONV_STATE_LAYOUT`` itself (:mod:`pdd_operator.vllm.cpu_conv_layout`, vllm-project/vllm#58034): from 0.31.0
 an unset layout becomes DS for a NIXL connector (an explicit one is kept), 0.22-0.30 write SD over any value on AMX
-(0.22-0.27) or AVX-512-BF16 (0.29-0.30) hosts, up to 0.21 the manifest's value holds. ``ssm-conv-layout-ds`` follows:
+(0.22-0.28) or AVX-512-BF16 (0.29-0.30) hosts, up to 0.21 the manifest's value holds. ``ssm-conv-layout-ds`` follows:
 no finding where the platform picks DS, a warning where DS holds on some hosts only, an error where no host gets DS.
 """
 
@@ -52,7 +52,7 @@ def _conv(out, severity=None):
     ((0, 21, 0), "DS", "DS", False),          # the manifest's DS holds on every host
     ((0, 22, 0), "DS", "DS", True),           # AMX hosts get SD written over it
     ((0, 27, 0), "DS", "DS", True),
-    ((0, 28, 0), "DS", "DS", True),           # unread, between AMX (0.27.0) and AVX-512-BF16 (0.29.0)
+    ((0, 28, 0), "DS", "DS", True),           # the last AMX release (0.28.0 line 270)
     ((0, 30, 0), "DS", "DS", True),
     ((0, 30, 0), None, "SD", True),
     ((0, 31, 0), None, "DS", False),          # picked for a NIXL connector

@@ -7,11 +7,11 @@ else ``SD``). On vLLM's CPU platform ``CpuPlatform.check_and_update_config`` (``
 variable itself, differently per release:
 
 - up to 0.21.x it does not touch it (0.20.0, 0.20.1, 0.21.0 sources): the manifest's value holds;
-- 0.22.0-0.27.x set ``SD`` whenever the host has AMX tiles (``torch.cpu._is_amx_tile_supported()``; 0.22.0 line 230,
-  0.26.0 line 241, 0.27.0 line 241), over any value the manifest gives;
+- 0.22.0-0.28.x set ``SD`` whenever the host has AMX tiles (``torch.cpu._is_amx_tile_supported()``; 0.22.0 line 230,
+  0.26.0, 0.27.0 and 0.27.1 line 241, 0.28.0 line 270; 0.23-0.25 not read, between two releases that agree), over any
+  value the manifest gives;
 - 0.29.0-0.30.x set ``SD`` whenever the host has AVX-512-BF16 (``torch.cpu._is_avx512_bf16_supported()``; 0.29.0
   lines 365-366, 0.30.0 lines 403-404: "apply it beyond AMX (e.g. AMD Zen5/Turin)"), again over the manifest's value;
-  0.28.x was not read and lies between the two;
 - from 0.31.0 an explicit value is kept, and an unset one becomes ``DS`` when the kv_transfer_config names a NIXL
   connector (``NixlConnector``, ``NixlPullConnector``, ``NixlPushConnector``, directly or inside a MultiConnector:
   ``KVTransferConfig.has_connector``), else ``SD`` on AVX-512-BF16 hosts (0.31.0 lines 407-423, 0.34.0 lines 440-456;
@@ -31,8 +31,6 @@ FORCED_SD_SINCE: Version = (0, 22, 0)
 NIXL_DS_SINCE: Version = (0, 31, 0)
 #: First release whose override applies on every AVX-512-BF16 host (not only AMX ones).
 AVX512_BF16_SINCE: Version = (0, 29, 0)
-#: Releases read for the AMX condition (the last one; 0.28.x unread).
-_AMX_READ_UNTIL: Version = (0, 28, 0)
 
 
 def cpu_conv_layout(version: Version, layout: str | None) -> tuple[str, str]:
@@ -48,8 +46,6 @@ def cpu_conv_layout(version: Version, layout: str | None) -> tuple[str, str]:
     manifest = layout or "SD"
     if version >= AVX512_BF16_SINCE:
         return manifest, "with AVX-512-BF16 (vLLM 0.29-0.30)"
-    if version >= _AMX_READ_UNTIL:
-        return manifest, "with AMX tiles or AVX-512-BF16 (0.27.0 tests AMX, 0.29.0 AVX-512-BF16; 0.28 unread)"
     if version >= FORCED_SD_SINCE:
-        return manifest, "with AMX tiles (Intel Sapphire Rapids and later; vLLM 0.22-0.27)"
+        return manifest, "with AMX tiles (Intel Sapphire Rapids and later; vLLM 0.22-0.28)"
     return manifest, ""
