@@ -373,7 +373,7 @@ def _engine(
         config = replace(config, replicas=replicas)
     if multinode is not None:  # a Dynamo multinode service: how its operator spreads the ranks over the pods
         config = replace(config, group_gpus=multinode.group_gpus, group_note=multinode.note,
-                         group_caveat=multinode.caveat)
+                         group_caveat=multinode.caveat, group_engine_spread=multinode.engine_spread)
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     if (repeated := repeated_entrypoint(container)) is not None:  # args: [vllm, serve, ...] on vLLM's entrypoint
         config = replace(config, repeated_entrypoint=repeated)
