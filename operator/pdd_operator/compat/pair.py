@@ -175,6 +175,9 @@ class RoleConfig:
         group_note: how the orchestrator spreads the ranks over that group (for messages), or why that is not
             known (then ``group_gpus`` is ``None`` and the GPU count is "not checked"); ``""`` for no such group.
         group_caveat: what some releases of that orchestrator do instead (a warning), or ``""``.
+        group_engine_spread: the orchestrator spreads this engine's TP x PP ranks (not DP ranks) over the pods of
+            that group (:attr:`~pdd_operator.compat.dynamo_resources.MultinodeLaunch.engine_spread`): over a Ray
+            cluster wherever vLLM has no multi-node ``mp`` launch (before 0.11.1).
         group_uniform: every pod of the ``pod_group`` runs this engine's command (a LeaderWorkerSet without a
             ``leaderTemplate``), so the group starts at most ``pod_group`` x ``dp_local`` DP ranks.
         image: the container image.
@@ -272,6 +275,7 @@ class RoleConfig:
     group_gpus: int | None = None
     group_note: str = ""
     group_caveat: str = ""
+    group_engine_spread: bool = False
     group_uniform: bool = False
     image: str = ""
     workload_kind: str = ""
