@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.connector_hma import wrapper_hma_off
+from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.cpu_conv_layout import NIXL_DS_SINCE, cpu_conv_layout
@@ -25,14 +26,23 @@ _HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 26, 0)
 
 
 def _decode_prefix_caching(pair: PDPair) -> bool:
-    """Whether decode runs a hybrid model with prefix caching: its flag, else vLLM's default for the version."""
+    """Whether decode runs a hybrid model with prefix caching: its flag, else its launcher's default (Dynamo's
+    dynamo.vllm turns it on, :func:`~pdd_operator.compat.dynamo_engine_defaults.prefix_caching_default`), else
+    vLLM's default for the version."""
     flag = pair.decode.prefix_caching
-    return flag if flag is not None else pair.at_least(_HYBRID_PREFIX_DEFAULT_SINCE)
+    if flag is not None:
+        return flag
+    launcher = prefix_caching_default(pair.decode.launcher, flag)
+    return launcher if launcher is not None else pair.at_least(_HYBRID_PREFIX_DEFAULT_SINCE)
 
 
 def _prefix_caching_how(pair: PDPair) -> str:
-    return ("--enable-prefix-caching" if pair.decode.prefix_caching else
-            f"prefix caching (vLLM's default for hybrid models from {fmt(_HYBRID_PREFIX_DEFAULT_SINCE)})")
+    if pair.decode.prefix_caching:
+        return "--enable-prefix-caching"
+    if prefix_caching_default(pair.decode.launcher, pair.decode.prefix_caching):
+        return ("prefix caching (dynamo.vllm turns it on when neither --enable-prefix-caching nor "
+                "--no-enable-prefix-caching is given, dynamo/vllm/args.py update_engine_config_with_dynamo)")
+    return f"prefix caching (vLLM's default for hybrid models from {fmt(_HYBRID_PREFIX_DEFAULT_SINCE)})"
 
 
 _SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
