@@ -25,7 +25,7 @@ _PREFIX_NO_ASSERT: tuple[tuple[Version, Version], ...] = (((0, 18, 0), (0, 20, 0
 _HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 26, 0)
 
 
-def _decode_prefix_caching(pair: PDPair) -> bool:
+def decode_prefix_caching(pair: PDPair) -> bool:
     """Whether decode runs a hybrid model with prefix caching: its flag, else its launcher's default (Dynamo's
     dynamo.vllm turns it on, :func:`~pdd_operator.compat.dynamo_engine_defaults.prefix_caching_default`), else
     vLLM's default for the version."""
@@ -255,7 +255,7 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
 )
 def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM with heterogeneous TP past the KV heads: prefix caching off on decode."""
-    if not (pair.hybrid_ssm and pair.hetero_tp) or not _decode_prefix_caching(pair):
+    if not (pair.hybrid_ssm and pair.hetero_tp) or not decode_prefix_caching(pair):
         return []
     heads = pair.num_kv_heads
     if heads is not None and max(pair.tps) <= heads:
@@ -326,7 +326,7 @@ def check_mamba_n_groups(pair: PDPair) -> list[Violation]:
 )
 def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
     """Hybrid SSM models: decode does not run with prefix caching enabled (any TP)."""
-    if not pair.hybrid_ssm or not _decode_prefix_caching(pair):
+    if not pair.hybrid_ssm or not decode_prefix_caching(pair):
         return []
     how = _prefix_caching_how(pair)
     certain = not (pair.version is not None and any(lo <= pair.version < hi for lo, hi in _PREFIX_NO_ASSERT))
