@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from pdd_operator.cli import main
-from tests.unit.test_turn2_variants import POD_IP, check, rules
+from tests.unit.test_turn2_variants import POD_IP, check
 
 SET = Path(__file__).parent / "data" / "public_reports_54" / "inputs"
 LIBFABRIC = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both",
@@ -118,7 +118,7 @@ def _script(*launches, env="", kv_extra=""):
     """A host script starting one ``vllm serve`` per ``(kv_role, gpu, utilization, port, side-channel port)``."""
     lines = ["#!/bin/bash", "set -e", "MODEL=facebook/opt-125m"]
     for kv_role, gpu, util, port, side in launches:
-        kv = '{"kv_connector":"NixlConnector","kv_role":"%s"%s}' % (kv_role, kv_extra)
+        kv = '{"kv_connector":"NixlConnector","kv_role":"' + kv_role + '"' + kv_extra + "}"
         lines.append(f"CUDA_VISIBLE_DEVICES={gpu} {env} VLLM_NIXL_SIDE_CHANNEL_PORT={side} vllm serve $MODEL "
                      f"--port {port} --enforce-eager --gpu-memory-utilization {util} --kv-transfer-config '{kv}' &")
     return "\n".join(lines + ["wait", ""])
