@@ -183,3 +183,31 @@ def test_two_engines_on_one_gpu_need_less_than_its_whole_memory(tmp_path, capsys
     code, out = _check_file(script, capsys)
     assert bool(_findings(out, "engines-share-gpu")) == fails, out
     assert (code == 1) == fails
+
+
+# --- hybrid models keep prefix caching opt-in through 0.27.1 ----------------------------------------------------
+
+QWEN35 = Path(__file__).parent / "data" / "public_reports_4"
+
+
+@pytest.mark.parametrize(("tag", "decode_flag", "errors"), [
+    ("v0.26.0", None, set()),        # engine/arg_utils.py: hybrid models opt-in (read as on before set 54)
+    ("v0.27.1", None, set()),
+    ("v0.28.0", None, {"hybrid-prefix-caching"}),     # default on: heterogeneous physical blocks refused
+    ("v0.34.0", None, {"hybrid-prefix-caching"}),
+    ("v0.26.0", "--enable-prefix-caching", {"hybrid-prefix-caching", "hybrid-ssm-prefix-caching"}),
+    ("v0.27.0", "--enable-prefix-caching", {"hybrid-prefix-caching"}),
+    ("v0.28.0", "--no-enable-prefix-caching", set()),
+])
+def test_a_hybrid_decode_without_a_prefix_caching_flag_caches_only_from_0_28(tmp_path, capsys, tag, decode_flag,
+                                                                            errors):
+    docs = list(yaml.safe_load_all((QWEN35 / "inputs" / "qwen35-gdn-p-tp1-d-tp4-block16-flashinfer.yaml").read_text()))
+    for d in docs:
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        c["image"] = f"vllm/vllm-openai:{tag}"
+        if decode_flag and d["metadata"]["name"].endswith("decode"):
+            c["args"].append(decode_flag)
+    _, out = check(tmp_path, capsys, *docs,
+                   extra=("--model-config", str(QWEN35 / "model_configs" / "qwen3.5-0.8b-two-kv-heads.json")))
+    found = {f["rule"] for r in out["results"] for f in r["findings"] if f["severity"] == "error"}
+    assert found & {"hybrid-prefix-caching", "hybrid-ssm-prefix-caching"} == errors, out
