@@ -120,12 +120,13 @@ def test_hash_only_mismatches_refuse_from_0_13_and_warn_before(rule, patch):
     assert severities == {"0.12.0": {"warning"}, "0.13.0": {"error"}}, severities
 
 
-@pytest.mark.parametrize("version, fires", [("0.25.0", False), ("0.26.0", True)])
+@pytest.mark.parametrize("version, fires", [("0.25.0", False), ("0.26.0", False)])
 def test_hybrid_decode_prefix_caching_follows_vllms_default(tmp_path, capsys, version, fires):
-    """vllm/config/model.py is_prefix_caching_supported: off for hybrid models up to 0.25, on from 0.26; with
-    no prefix-caching flag on a hand-written decode the rules follow that default (0.26 asserts 'SSM can only
-    have one local block' on a prefix hit). A PDDeployment's decode gets --no-enable-prefix-caching rendered
-    (render/engine.py), so only a user's --enable-prefix-caching in extraArgs brings the rule back."""
+    """vllm/config/model.py is_prefix_caching_supported: off for hybrid models up to 0.25, on from 0.26, but
+    engine/arg_utils.py keeps hybrid models opt-in through 0.27.1 (default on only from 0.28.0, after this rule's
+    range); with no prefix-caching flag on a hand-written decode the rules follow that default. A PDDeployment's
+    decode gets --no-enable-prefix-caching rendered (render/engine.py), so only a user's --enable-prefix-caching in
+    extraArgs brings the rule back (0.26 asserts 'SSM can only have one local block' on a prefix hit)."""
     from .test_turn2_variants import KV, check, pd, rules
 
     ds = [{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]

@@ -62,8 +62,9 @@ def test_spans_name_runs_of_releases():
 
 
 def test_hybrid_hetero_tp_on_a_nightly_is_not_checked(tmp_path, capsys):
-    # vllm#42895: Qwen3.5 (GDN) prefill TP 4, decode TP 1 x DP 8, image nightly-<sha>. 0.22-0.25 accept it
-    # (decode's prefix caching is off by default for hybrid models there), every other release refuses it.
+    # vllm#42895: Qwen3.5 (GDN) prefill TP 4, decode TP 1 x DP 8, image nightly-<sha>. 0.22-0.27 accept it
+    # (decode's prefix caching is off by default for hybrid models there: engine/arg_utils.py keeps them opt-in
+    # through 0.27.1), every other release refuses it.
     docs = pd("q", ["--tensor-parallel-size", "4", "--kv-transfer-config", KV],
               ["--tensor-parallel-size", "1", "--data-parallel-size", "8", "--kv-transfer-config", KV],
               model=GDN, image="vllm/vllm-openai:nightly-dd6b3a5ef", env=DS, gpus=8)
@@ -71,7 +72,7 @@ def test_hybrid_hetero_tp_on_a_nightly_is_not_checked(tmp_path, capsys):
     assert code == 3 and not rules(out, "error")
     (entry,) = out["notChecked"]
     for said in ("hybrid-ssm-hetero-tp (vLLM 0.18.0 <= v < 0.20.0)", "ssm-kind-unsupported (vLLM 0.20.0 <= v < 0.22.0)",
-                 "hybrid-prefix-caching (vLLM >= 0.26.0)"):
+                 "hybrid-prefix-caching (vLLM >= 0.28.0)"):
         assert said in entry["reason"], entry["reason"]
 
 
@@ -153,7 +154,8 @@ def test_pddeployment_unchecked_exits_3_in_pdd_check(tmp_path, capsys):
 
 @pytest.mark.parametrize("image, code, rule", [
     ("vllm/vllm-openai:v0.24.0", 0, None),                   # hybrid prefix caching is off by default up to 0.25
-    ("vllm/vllm-openai:v0.26.0", 1, "hybrid-prefix-caching"),  # on by default from 0.26: refused at the handshake
+    ("vllm/vllm-openai:v0.26.0", 0, None),                   # supported from 0.26, but opt-in through 0.27.1
+    ("vllm/vllm-openai:v0.28.0", 1, "hybrid-prefix-caching"),  # on by default from 0.28: refused at the handshake
 ])
 def test_hybrid_hetero_tp_without_a_prefix_caching_flag(tmp_path, capsys, image, code, rule):
     docs = pd("q", ["--tensor-parallel-size", "4", "--kv-transfer-config", KV],

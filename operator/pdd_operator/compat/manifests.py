@@ -1003,6 +1003,34 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
     return pairs, taken
 
 
+#: The side a ``kv_both`` engine takes opposite engines whose ``kv_role`` fixes theirs.
+_OPPOSITE = {"decode": "prefill", "prefill": "decode"}
+
+
+def _complement_roles(engines: list[Engine]) -> list[Engine]:
+    """``engines`` with each lone ``kv_both`` engine given the role its deployment's other engines leave open.
+
+    vLLM's ``KVTransferConfig`` makes a ``kv_consumer`` engine a consumer only and a ``kv_producer`` a producer only
+    (``is_kv_producer`` / ``is_kv_consumer``: ``kv_role in ("kv_producer", "kv_both")`` / ``("kv_consumer",
+    "kv_both")``, vllm/config/kv_transfer.py in every release read, 0.9.0-0.34.0). So where the other engines of a
+    ``kv_both`` engine's deployment (:func:`_same_deployment`) serving its model all have their role from their
+    ``kv_role`` and all the same one, the ``kv_both`` engine is the only one that can play the other side: beside
+    ``kv_consumer`` decodes it is their prefill (AWS Deep Learning Containers' EFA test runs a ``kv_both``
+    prefill launcher with a ``kv_consumer`` decode launcher), beside ``kv_producer`` prefills their decode. A second
+    ``kv_both`` engine or an engine of unknown role of that deployment leaves the roles as they are.
+    """
+    out = []
+    for e in engines:
+        kin = [x for x in engines if x is not e and x.config.model == e.config.model and _same_deployment(e, x)]
+        sides = {x.role for x in kin}
+        if (e.role != "both" or e.role_unknown or len(sides) != 1 or not sides <= set(_OPPOSITE)
+                or any(x.role_from != "kv_role" for x in kin)):
+            out.append(e)
+            continue
+        out.append(Engine(**{**e.__dict__, "role": _OPPOSITE[sides.pop()], "role_from": "kv_role"}))
+    return out
+
+
 def _one_side_alone(p: Engine, decodes: list[Engine], prefills: list[Engine]) -> list[tuple[Engine, str]]:
     """The decode engines prefill ``p`` pairs with when one side of its model has a single engine in its namespace.
 
@@ -1030,6 +1058,7 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     Returns ``(pairs, unpaired)``; each pair comes with the two engines it was built from, and its
     ``paired_by`` says how the two were joined.
     """
+    engines = _complement_roles(engines)
     prefills = [e for e in engines if e.role == "prefill"]
     decodes = [e for e in engines if e.role == "decode"]
     pairs, either = _either_way_pairs(engines)

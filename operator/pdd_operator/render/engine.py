@@ -197,7 +197,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
         # Hybrid SSM: with heterogeneous TP, P and D may differ in physical blocks per logical block, and vLLM
         # >= 0.22 refuses prefix caching on decode then (hybrid-prefix-caching); before 0.27 (or on an unknown
         # release) decode's NIXL worker asserts when a transferred request hits its prefix cache, which vLLM
-        # turns on by default for hybrid models from 0.26 (hybrid-ssm-prefix-caching). Off costs decode only
+        # turns on by default for hybrid models from 0.28 (hybrid-ssm-prefix-caching). Off costs decode only
         # its local cache hits.
         version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
         if (spec.prefill.tensor_parallel_size != spec.decode.tensor_parallel_size

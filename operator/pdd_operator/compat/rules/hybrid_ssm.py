@@ -19,10 +19,13 @@ _V020 = (0, 20, 0)
 #: 0.22.0 asserts equal SSM block counts in _apply_prefix_caching, 0.23.0-0.26.0 'SSM can only have one local block'.
 _PREFIX_NO_ASSERT: tuple[tuple[Version, Version], ...] = (((0, 18, 0), (0, 20, 0)), ((0, 21, 0), (0, 22, 0)))
 
-#: First release that turns prefix caching on by default for hybrid models (vllm/config/model.py
-#: ModelConfig.is_prefix_caching_supported returns False for attn_type "hybrid" in the 0.20.0-0.25.0 wheels,
-#: True from 0.26.0; EngineArgs applies it when --enable-prefix-caching / --no-enable-prefix-caching is absent).
-_HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 26, 0)
+#: First release that turns prefix caching on by default for hybrid models. vllm/config/model.py
+#: ModelConfig.is_prefix_caching_supported returns False for attn_type "hybrid" in the 0.20.0-0.25.0 wheels and True
+#: from 0.26.0, but EngineArgs._set_default_chunked_prefill_and_prefix_caching_args keeps hybrid models opt-in in
+#: 0.26.0, 0.27.0 and 0.27.1 ("is_prefix_caching_supported and not model_config.is_hybrid", engine/arg_utils.py
+#: lines 2514-2522 in 0.26.0, 2598-2606 in 0.27.0) and applies is_prefix_caching_supported alone from 0.28.0 (lines
+#: 2646-2650), when neither --enable-prefix-caching nor --no-enable-prefix-caching is given.
+_HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 28, 0)
 
 
 def decode_prefix_caching(pair: PDPair) -> bool:
@@ -247,7 +250,8 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
     source=("vllm nixl _validate_remote_agent_handshake: RuntimeError 'Prefix caching with heterogeneous "
             "physical_blocks_per_logical is not supported for Mamba hybrid models' when decode's cache_config "
             "enables prefix caching (0.22.0-0.33.0, absent in 0.21.0; read in the wheels); on for hybrid models "
-            "by default from 0.26.0 (vllm/config/model.py is_prefix_caching_supported); the logical block comes "
+            "by default from 0.28.0 (engine/arg_utils.py: 0.26.0-0.27.1 keep hybrid models opt-in although "
+            "vllm/config/model.py is_prefix_caching_supported says yes from 0.26.0); the logical block comes "
             "from platforms/interface.py _align_hybrid_block_size (mamba page / attention page per token, both "
             "1/TP until TP exceeds the KV heads; 0.22); vllm#41886, vllm#45019"),
     since=(0, 22, 0),

@@ -603,3 +603,55 @@ def check_efa_backend(pair: PDPair) -> list[Violation]:
             *(() if hard else ("warning",)),
         ))
     return out
+
+
+#: libfabric providers NIXL's LIBFABRIC plugin can build rails on besides EFA (ai-dynamo/nixl
+#: src/utils/libfabric/libfabric_common.cpp getAvailableNetworkDevices: cxi, then efa, then tcp, then sockets).
+_OTHER_FABRIC_PROVIDERS = frozenset({"cxi", "tcp", "sockets"})
+
+
+def _efa_only(fi_provider: object) -> bool:
+    """``FI_PROVIDER`` (libfabric's provider filter, a comma-separated list; ``^`` excludes) lets libfabric open
+    the EFA provider and none NIXL could fall back to."""
+    value = str(fi_provider or "").strip().lower()
+    names = {n.strip() for n in value.split(",") if n.strip()}
+    return not value.startswith("^") and "efa" in names and not names & _OTHER_FABRIC_PROVIDERS
+
+
+@rule(
+    id="efa-device-missing", family="kv-transport", severity="error",
+    fields=("spec.network.rdma.resourceName", "spec.kvTransfer.backends"),
+    source=("vllm NIXL worker (nixl_connector.py 0.11.0 lines 473-483, 0.14.0 lines 824-849; nixl/worker.py 0.20.0 lines "
+            "104-182, 0.21.0 lines 217-283; nixl/base_worker.py 0.26.0 lines 261-341, 0.34.0 lines 683-797): the agent "
+            "is created with kv_connector_extra_config backends, and NIXL's nixl_agent creates each one "
+            "(src/api/python/_api.py create_backend); the LIBFABRIC plugin discovers devices with fi_getinfo "
+            "(src/utils/libfabric/libfabric_common.cpp getAvailableNetworkDevices), its rail manager refuses when "
+            "none is found ('No network devices discovered; cannot create rails', libfabric_rail_manager.cpp) and the "
+            "backend constructor throws ('Failed to initialize the rail manager', libfabric_backend.cpp), so the "
+            "engine fails at start-up; FI_PROVIDER=efa leaves libfabric no TCP provider to fall back to, and a "
+            "container sees the EFA verbs devices only when the EFA device plugin hands them over "
+            "(vpc.amazonaws.com/efa) or it runs privileged"),
+    since=(0, 11, 0),
+)
+def check_efa_device(pair: PDPair) -> list[Violation]:
+    """A NIXL agent with the LIBFABRIC backend that libfabric may only run on AWS EFA (``FI_PROVIDER=efa``) gets an
+    EFA device: a pod whose GPUs come from the device plugin (a ``*/gpu`` resource) sees no EFA device unless it
+    requests ``vpc.amazonaws.com/efa``, runs privileged or holds a DRA claim (which may carry one). A script's host or
+    a Compose service is not judged (their devices are not in the files)."""
+    out = []
+    for r in pair.roles:
+        if "LIBFABRIC" not in r.backends or not _efa_only(r.env.get("FI_PROVIDER")):
+            continue
+        if not any(k.endswith("/gpu") for k in r.resources) or _EFA in r.resources or r.privileged or r.dra_claims:
+            continue
+        out.append((
+            f"{r.role}: NIXL's only fabric here is LIBFABRIC with FI_PROVIDER=efa, but the pod requests no EFA "
+            f"device ({_EFA}) and is not privileged, so libfabric finds no EFA device, NIXL's LIBFABRIC backend "
+            "cannot create its rails ('No network devices discovered') and the engine fails at start-up"
+            + (" (the host network does not bring the EFA verbs devices into the container)" if r.host_network
+               else "") + ".",
+            fix_for(pair, f"Set spec.network.rdma.resourceName to {_EFA} with the count the nodes offer.",
+                    f"Request {_EFA} in the {r.role} container's resources (requests and limits, the count the node's "
+                    "EFA device plugin offers)."),
+        ))
+    return out

@@ -273,15 +273,19 @@ def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] 
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm v1 gpu_worker.py init_device: each engine requests gpu_memory_utilization x the device's total "
             "memory and raises ValueError 'Free memory on device ... is less than desired GPU memory utilization' "
-            "when less is free (0.10.2 and 0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); two engines "
-            "on one device can hold at most its total memory"),
+            "when less is free (0.10.2 and 0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); the "
+            "snapshot is taken after the device is set and the distributed environment (NCCL) is up (0.21.0 "
+            "gpu_worker.py init_device lines 274-303), so the second engine's own CUDA context is already out of "
+            "the free memory: two engines on one device need utilizations summing to less than 1"),
     without_connector=True,
     needs=("--data-parallel-size-local",),
     any_release=True,
 )
 def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     """Prefill and decode engines started in one container (a script's two launches) use different GPUs, or
-    together take at most each shared GPU's memory (the sum of their ``--gpu-memory-utilization``). Engines in
+    together take less than each shared GPU's memory (the sum of their ``--gpu-memory-utilization`` below 1: the
+    engine that starts second measures free memory after its own CUDA context is made, beside the first engine's
+    whole budget, so at a sum of 1 it always finds less than it requests). Engines in
     different containers get their own devices from the device plugin and are not judged here, but for containers
     handed GPUs of one host by their host ordinals (Compose services on one host: ``gpus: all``, ``device_ids``;
     :attr:`RoleConfig.gpu_host`), which are judged alike; an unknown
@@ -297,7 +301,7 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
         pdev, ddev = _on_host(p, pdev), _on_host(d, ddev)
     shared = sorted(set(pdev or ()) & set(ddev or ()))
     total = round(p.gpu_memory_utilization + d.gpu_memory_utilization, 3)
-    if pdev is None or ddev is None or not shared or total <= 1.0:
+    if pdev is None or ddev is None or not shared or total < 1.0:
         return []
     where = ", ".join(f"{r.role} {_visibility(r)}" for r in (p, d))
     if not pair.one_container:
@@ -307,7 +311,7 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
             "memory: the engine that starts second finds less free memory than it requests and fails at startup (or "
             "runs out of memory loading).",
             "Give each service its own GPUs (deploy.resources.reservations.devices device_ids, e.g. [\"0\"] for "
-            "prefill and [\"1\"] for decode), or lower --gpu-memory-utilization so that the two sum to at most 1.",
+            "prefill and [\"1\"] for decode), or lower --gpu-memory-utilization so that the two sum to less than 1.",
         )]
     return [(
         f"prefill and decode start in one container ({pair.containers[0][0]}) and both use GPU {', '.join(shared)} "
@@ -316,7 +320,7 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
         "(or runs out of memory loading).",
         "Give each engine its own GPUs with CUDA_VISIBLE_DEVICES on its line of the script (e.g. "
         "CUDA_VISIBLE_DEVICES=0 for prefill and 1 for decode), or lower --gpu-memory-utilization so that the two sum "
-        "to at most 1.",
+        "to less than 1.",
     )]
 
 
