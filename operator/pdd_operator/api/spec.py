@@ -261,7 +261,10 @@ class KVTransferSpec(APIModel):
     connector: Connector = Field(
         Connector.PULL,
         description="`NixlConnector` (pull: decode reads from prefill) or `NixlPushConnector` (push: "
-        "prefill writes to decode, vLLM >= 0.24). Push and pull never pair.",
+        "prefill writes to decode, vLLM >= 0.24). Push and pull never pair. From vLLM 0.34 `NixlConnector` also "
+        "reads `extraConfig.transfer_mode` (`pull`, the default, or `push`; any other value stops the engine), so "
+        "`NixlConnector` with `transfer_mode: push` pushes there and pulls on older releases; name "
+        "`NixlPushConnector` here to push, which the API server's own checks can read.",
     )
     backends: list[NixlBackend] = Field(
         default_factory=lambda: [NixlBackend.UCX],
@@ -289,7 +292,8 @@ class KVTransferSpec(APIModel):
     )
     extra_config: dict | None = Field(
         None,
-        description="Additional `kv_connector_extra_config` keys, e.g. `num_threads`, `kv_lease_duration`.",
+        description="Additional `kv_connector_extra_config` keys, e.g. `num_threads`, `kv_lease_duration`, "
+        "`transfer_mode` (vLLM >= 0.34, see `connector`).",
         json_schema_extra=PRESERVE,
     )
 
