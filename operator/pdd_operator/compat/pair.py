@@ -15,6 +15,7 @@ from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
+from pdd_operator.vllm import nixl_backends
 from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
@@ -330,9 +331,15 @@ class RoleConfig:
 
     @property
     def backends(self) -> list[str]:
-        """NIXL backends of ``kv_connector_extra_config.backends`` (vLLM's default: ``["UCX"]``)."""
-        value = self.extra.get("backends") or ["UCX"]
-        return [value] if isinstance(value, str) else [str(b) for b in value] if isinstance(value, list) else ["UCX"]
+        """NIXL backends the engine's agent is asked for: ``kv_connector_extra_config.backends`` as written (vLLM's
+        default: ``["UCX"]``), or ``["UCX"]`` on a release that does not read the key
+        (:func:`pdd_operator.vllm.nixl_backends.effective`: before 0.11.0)."""
+        return nixl_backends.effective(self.extra.get("backends"), self.version)
+
+    @property
+    def written_backends(self) -> list[str]:
+        """``kv_connector_extra_config.backends`` as written (``["UCX"]`` where absent), whether or not read."""
+        return nixl_backends.written(self.extra.get("backends"))
 
     @property
     def buffer_device(self) -> str | None:

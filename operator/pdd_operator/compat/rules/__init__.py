@@ -41,6 +41,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     multi_connector,
     must_match,
     network,
+    nixl_backend,
     nvfp4_kv,
     p2p_nccl,
     packed_kv,
