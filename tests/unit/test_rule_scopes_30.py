@@ -112,3 +112,62 @@ def test_releases_before_0_11_do_not_read_the_backend_list(tmp_path, capsys):
                  _backends("kv_consumer", "LIBFABRIC"))
     code, out = check(tmp_path, capsys, *docs)
     assert code == 1 and FABRIC in rules(out, "error")
+
+
+# --- --kv-cache-dtype values, by release ----------------------------------------------------------------------------
+
+DTYPE = "kv-cache-dtype-unknown"
+
+
+@pytest.mark.parametrize(("image", "dtype"), [("vllm/vllm-openai:v0.19.1", "turboquant_k8v4"),
+                                              ("vllm/vllm-openai:v0.14.0", "nvfp4"),
+                                              ("vllm/vllm-openai:v0.27.1", "nvfp4_4over6"),
+                                              ("vllm/vllm-openai:v0.32.0", "octave_k3v4"),
+                                              ("vllm/vllm-openai:v0.31.0", "ultraquant_4bit"),
+                                              ("vllm/vllm-openai:v0.20.2", "FP8")])
+def test_a_kv_cache_dtype_the_release_lacks_stops_the_engine(tmp_path, capsys, image, dtype):
+    docs = _pair("meta-llama/Llama-3.1-8B-Instruct", image, _kv("kv_producer"), _kv("kv_consumer"),
+                 args_p=("--kv-cache-dtype", dtype), args_d=("--kv-cache-dtype", dtype))
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and DTYPE in rules(out, "error"), (image, dtype)
+    assert len(_messages(out, DTYPE)) == 2
+
+
+@pytest.mark.parametrize(("image", "dtype"), [("vllm/vllm-openai:v0.20.0", "turboquant_k8v4"),
+                                              ("vllm/vllm-openai:v0.34.0", "octave_k3v3_compact"),
+                                              ("vllm/vllm-openai:v0.28.0", "nvfp4_4over6"),
+                                              ("vllm/vllm-openai:v0.11.0", "bfloat16"),
+                                              ("vllm/vllm-openai:v0.9.2", "fp8_e5m2"),
+                                              ("vllm/vllm-openai:v0.23.0", "int4_per_token_head")])
+def test_a_kv_cache_dtype_the_release_has_or_not_read_says_nothing(tmp_path, capsys, image, dtype):
+    docs = _pair("meta-llama/Llama-3.1-8B-Instruct", image, _kv("kv_producer"), _kv("kv_consumer"),
+                 args_p=("--kv-cache-dtype", dtype), args_d=("--kv-cache-dtype", dtype))
+    _, out = check(tmp_path, capsys, *docs)
+    assert DTYPE not in rules(out), (image, dtype)
+
+
+def test_a_dtype_no_release_has_is_a_warning_where_plugins_may_register_it(tmp_path, capsys):
+    docs = _pair("meta-llama/Llama-3.1-8B-Instruct", "vllm/vllm-openai:v0.33.0", _kv("kv_producer"), _kv("kv_consumer"),
+                 args_p=("--kv-cache-dtype", "mxfp4_kv"), args_d=("--kv-cache-dtype", "mxfp4_kv"))
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and DTYPE in rules(out, "warning") and DTYPE not in rules(out, "error")
+
+
+def test_packed_kv_formats_have_their_own_width():
+    from pdd_operator.compat.rules.must_match import _kv_width
+
+    assert _kv_width("turboquant_k8v4") != _kv_width("auto") and _kv_width("nvfp4") != _kv_width("fp8")
+    assert _kv_width("fp8_per_token_head") != _kv_width("fp8") and _kv_width("fp8_e4m3") == _kv_width("fp8")
+    assert _kv_width("float16") == _kv_width("bfloat16") == _kv_width("auto")
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.19.1", True), ("0.20.2", False)])
+def test_a_pddeployment_may_name_the_new_dtypes_and_is_judged_on_its_release(version, refused):
+    from pdd_operator.api.spec import PDDeploymentSpec
+    from pdd_operator.compat import evaluate
+
+    spec = PDDeploymentSpec.model_validate({
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "engine": {"vllmVersion": version},
+        "kvCache": {"dtype": "turboquant_k8v4"}, "prefill": {"replicas": 1}, "decode": {"replicas": 1}})
+    found = [f for f in evaluate(spec).findings if f.rule == DTYPE]
+    assert bool(found) == refused and all(f.severity == "error" for f in found)

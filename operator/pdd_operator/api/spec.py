@@ -68,15 +68,31 @@ class ModelDType(StrEnum):
 
 
 class KVCacheDType(StrEnum):
-    """vLLM ``--kv-cache-dtype`` values (``vllm/config/cache.py`` ``CacheDType``)."""
+    """vLLM ``--kv-cache-dtype`` values (``vllm/config/cache.py`` ``CacheDType``, 0.34.0). Which release accepts
+    which: :mod:`pdd_operator.vllm.kv_cache_dtypes` (the ``kv-cache-dtype-unknown`` rule)."""
 
     AUTO = "auto"
+    FLOAT16 = "float16"
     BFLOAT16 = "bfloat16"
     FP8 = "fp8"
     FP8_E4M3 = "fp8_e4m3"
     FP8_E5M2 = "fp8_e5m2"
     FP8_INC = "fp8_inc"
     FP8_DS_MLA = "fp8_ds_mla"
+    NVFP4_DS_MLA = "nvfp4_ds_mla"
+    TURBOQUANT_K8V4 = "turboquant_k8v4"
+    TURBOQUANT_4BIT_NC = "turboquant_4bit_nc"
+    TURBOQUANT_K3V4_NC = "turboquant_k3v4_nc"
+    TURBOQUANT_3BIT_NC = "turboquant_3bit_nc"
+    OCTAVE_K3V4 = "octave_k3v4"
+    OCTAVE_K3V3 = "octave_k3v3"
+    OCTAVE_K3V3_COMPACT = "octave_k3v3_compact"
+    ULTRAQUANT_4BIT = "ultraquant_4bit"
+    INT4_PER_TOKEN_HEAD = "int4_per_token_head"
+    INT8_PER_TOKEN_HEAD = "int8_per_token_head"
+    FP8_PER_TOKEN_HEAD = "fp8_per_token_head"
+    NVFP4 = "nvfp4"
+    NVFP4_4OVER6 = "nvfp4_4over6"
 
 
 class KVCacheLayout(StrEnum):
@@ -241,7 +257,9 @@ class KVCacheSpec(APIModel):
     dtype: KVCacheDType = Field(
         KVCacheDType.AUTO,
         description="KV cache dtype (`--kv-cache-dtype`). Hashed as the raw string: `auto` and "
-        "`bfloat16` do not pair even when equal in effect.",
+        "`bfloat16` do not pair even when equal in effect. Each vLLM release accepts its own set (e.g. "
+        "`float16` from 0.18, the `turboquant_*`, `*_per_token_head` and `nvfp4` formats from 0.20, "
+        "`octave_*` from 0.33); the operator refuses one the engine's release lacks.",
     )
     layout: KVCacheLayout | None = Field(
         None,

@@ -33,6 +33,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     hybrid_ssm,
     kernel_block,
     known_bad,
+    kv_cache_dtype,
     kv_layout,
     mamba_align,
     mem_pool,
