@@ -2,7 +2,7 @@
 negative controls.
 
 - ``multi-connector-params-producers``: vLLM's MultiConnector refuses a second kv_transfer_params producer only up to
-  0.22.x ("Only one connector can produce KV transfer params"); from 0.25.0 it merges the children's params
+  0.24.0 ("Only one connector can produce KV transfer params"); from 0.25.0 it merges the children's params
   (vllm-project/vllm#46777) and LMCacheMPConnector beside NIXL fails nothing.
 """
 
@@ -52,7 +52,7 @@ def test_lmcache_mp_beside_nixl_is_fine_where_multiconnector_merges_the_params(t
     assert code == 0 and MULTI not in rules(out), image
 
 
-@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.18.1", "vllm/vllm-openai:v0.22.0"])
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.18.1", "vllm/vllm-openai:v0.22.0", "vllm/vllm-openai:v0.24.0"])
 def test_lmcache_mp_beside_nixl_still_warns_before_the_merge(tmp_path, capsys, image):
     docs = _pair("Qwen/Qwen3-8B", image, _multi("kv_producer", "NixlConnector", "LMCacheMPConnector"),
                  _multi("kv_consumer", "NixlConnector", "LMCacheMPConnector"))
@@ -124,6 +124,7 @@ DTYPE = "kv-cache-dtype-unknown"
                                               ("vllm/vllm-openai:v0.27.1", "nvfp4_4over6"),
                                               ("vllm/vllm-openai:v0.32.0", "octave_k3v4"),
                                               ("vllm/vllm-openai:v0.31.0", "ultraquant_4bit"),
+                                              ("vllm/vllm-openai:v0.24.0", "int4_per_token_head"),
                                               ("vllm/vllm-openai:v0.20.2", "FP8")])
 def test_a_kv_cache_dtype_the_release_lacks_stops_the_engine(tmp_path, capsys, image, dtype):
     docs = _pair("meta-llama/Llama-3.1-8B-Instruct", image, _kv("kv_producer"), _kv("kv_consumer"),
@@ -138,7 +139,7 @@ def test_a_kv_cache_dtype_the_release_lacks_stops_the_engine(tmp_path, capsys, i
                                               ("vllm/vllm-openai:v0.28.0", "nvfp4_4over6"),
                                               ("vllm/vllm-openai:v0.11.0", "bfloat16"),
                                               ("vllm/vllm-openai:v0.9.2", "fp8_e5m2"),
-                                              ("vllm/vllm-openai:v0.23.0", "int4_per_token_head")])
+                                              ("vllm/vllm-openai:v0.25.0", "int4_per_token_head")])
 def test_a_kv_cache_dtype_the_release_has_or_not_read_says_nothing(tmp_path, capsys, image, dtype):
     docs = _pair("meta-llama/Llama-3.1-8B-Instruct", image, _kv("kv_producer"), _kv("kv_consumer"),
                  args_p=("--kv-cache-dtype", dtype), args_d=("--kv-cache-dtype", dtype))

@@ -8,8 +8,8 @@ raises ``ValueError("Invalid kv_cache_dtype: ...")`` for a value that is neither
 platform plugin (``KV_CACHE_DTYPES``, "Custom dtypes registered by platform backends": 0.33.0 lines 69-73 and
 468-475, 0.34.0 lines 69-73 and 503-510), which an out-of-tree platform may do.
 
-Read per release in the sdists 0.9.0-0.14.1, 0.16.0-0.22.0 and 0.25.0-0.34.0 (0.15.x and 0.22.1-0.24.0 not read:
-a value first seen across such a gap is not judged there).
+Read per release in the sdists 0.9.0-0.14.1, 0.16.0-0.22.0 and 0.24.0-0.34.0 (0.15.x, 0.22.1 and 0.23.0 not read;
+no value's first release falls in those gaps: each is taken to hold what the releases read on both sides hold).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ADDED: dict[str, tuple[Version | None, Version]] = {
     "float16": ((0, 17, 1), (0, 18, 0)),
     **dict.fromkeys(("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
                      "int8_per_token_head", "fp8_per_token_head", "nvfp4"), ((0, 19, 1), (0, 20, 0))),
-    "int4_per_token_head": ((0, 22, 0), (0, 25, 0)),
+    "int4_per_token_head": ((0, 24, 0), (0, 25, 0)),
     "nvfp4_4over6": ((0, 27, 1), (0, 28, 0)),
     "nvfp4_ds_mla": ((0, 29, 0), (0, 30, 0)),
     "ultraquant_4bit": ((0, 31, 0), (0, 32, 0)),

@@ -8,7 +8,7 @@ from pdd_operator.vllm.versions import Version, fmt
 
 #: Connectors that may return ``kv_transfer_params`` from ``request_finished`` next to NIXL's. Before
 #: :data:`PARAMS_MERGED_SINCE` vLLM's ``MultiConnector`` (kv_connector/v1/multi_connector.py
-#: ``request_finished`` / ``_aggregate_request_finished``: 0.9.0-0.22.0 sdists, e.g. 0.22.0 line 474) raises
+#: ``request_finished`` / ``_aggregate_request_finished``: 0.9.0-0.24.0 sdists, e.g. 0.24.0 line 498) raises
 #: ``RuntimeError("Only one connector can produce KV transfer params")`` when a second child returns params that
 #: are not ``None``, and NixlConnector returns them for every request P finishes. LMCacheMPConnector returned an
 #: empty dict (not ``None``) until LMCache/LMCache#3866 and returns per-request cache statistics where LMCache
@@ -40,8 +40,8 @@ def wrapped_children(wrapper: str | None) -> list[str]:
 @rule(
     id="multi-connector-params-producers", family="multi-connector", severity="warning",
     fields=("spec.prefill.kvTransfer", "spec.decode.kvTransfer"),
-    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.request_finished (0.9.0-0.22.0; 0.22.0 line "
-            "474): RuntimeError 'Only one connector can produce KV transfer params'; LMCache/LMCache#3866 "
+    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.request_finished (0.9.0-0.24.0; 0.24.0 line "
+            "498): RuntimeError 'Only one connector can produce KV transfer params'; LMCache/LMCache#3866 "
             "(LMCacheMPConnector returned {} next to NixlConnector, every P/D request failed; after the fix it still "
             "returns cache statistics). From 0.25.0 (vllm-project/vllm#46777; 0.25.0-0.34.0 sdists) the children's "
             "params are merged and only a key clash raises, which LMCacheMPConnector's keys never make"),
