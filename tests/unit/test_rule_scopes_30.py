@@ -4,6 +4,12 @@ negative controls.
 - ``multi-connector-params-producers``: vLLM's MultiConnector refuses a second kv_transfer_params producer only up to
   0.24.0 ("Only one connector can produce KV transfer params"); from 0.25.0 it merges the children's params
   (vllm-project/vllm#46777) and LMCacheMPConnector beside NIXL fails nothing.
+- ``nixl-backend-unknown``: from 0.11.0 (the first release that reads ``kv_connector_extra_config.backends``) a
+  plugin name in another case (``ucx``, ``Mooncake``) makes NIXL skip the backend and vLLM's register_memory raise
+  KeyError; 0.9.0-0.10.2 read no list and run UCX, so a one-sided LIBFABRIC there is no backend mismatch.
+- ``kv-cache-dtype-unknown``: each release's ``CacheDType`` (turboquant_* and nvfp4 from 0.20.0, octave_* from
+  0.33.0, ...); the packed formats have their own width class.
+- ``hetero-tp-kv-layout``: a turboquant_* KV cache runs LBNHC from 0.34.0, so heterogeneous TP's head splitting fails.
 """
 
 from __future__ import annotations
@@ -26,12 +32,12 @@ def _multi(role, *children):
         "connectors": [{"kv_connector": c, "kv_role": role if c == "NixlConnector" else "kv_both"} for c in children]}})
 
 
-def _pair(model, image, kv_p, kv_d, args_p=(), args_d=(), env=(), gpus=1):
+def _pair(model, image, kv_p, kv_d, args_p=(), args_d=(), env=(), gpus=(1, 1)):
     docs = []
-    for role, kv, args in (("prefill", kv_p, args_p), ("decode", kv_d, args_d)):
+    for role, kv, args, n in (("prefill", kv_p, args_p, gpus[0]), ("decode", kv_d, args_d, gpus[1])):
         c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
              "args": [model, *args, "--kv-transfer-config", kv], "env": [POD_IP, *env],
-             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+             "resources": {"limits": {"nvidia.com/gpu": str(n)}},
              "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
         docs.append(workload(f"m-{role}", role, c, app="m"))
     return docs
@@ -172,3 +178,37 @@ def test_a_pddeployment_may_name_the_new_dtypes_and_is_judged_on_its_release(ver
         "kvCache": {"dtype": "turboquant_k8v4"}, "prefill": {"replicas": 1}, "decode": {"replicas": 1}})
     found = [f for f in evaluate(spec).findings if f.rule == DTYPE]
     assert bool(found) == refused and all(f.severity == "error" for f in found)
+
+
+# --- a TurboQuant KV cache is token-major from 0.34.0: no head splitting for heterogeneous TP -----------------------
+
+LAYOUT = "hetero-tp-kv-layout"
+
+
+def _tq(image, dtype, tp_p, tp_d, model="meta-llama/Llama-3.1-8B-Instruct", kv_d=None):
+    return _pair(model, image, _kv("kv_producer"), kv_d or _kv("kv_consumer"),
+                 args_p=("--kv-cache-dtype", dtype, "--tensor-parallel-size", str(tp_p)),
+                 args_d=("--kv-cache-dtype", dtype, "--tensor-parallel-size", str(tp_d)), gpus=(tp_p, tp_d))
+
+
+@pytest.mark.parametrize(("dtype", "tps"), [("turboquant_k8v4", (1, 2)), ("turboquant_3bit_nc", (4, 2))])
+def test_turboquant_with_heterogeneous_tp_on_034_is_refused(tmp_path, capsys, dtype, tps):
+    code, out = check(tmp_path, capsys, *_tq("vllm/vllm-openai:v0.34.0", dtype, *tps))
+    assert code == 1 and LAYOUT in rules(out, "error"), (dtype, tps)
+    assert "LBNHC" in _messages(out, LAYOUT)[0]
+
+
+@pytest.mark.parametrize(("image", "dtype", "tps"), [
+    ("vllm/vllm-openai:v0.33.0", "turboquant_k8v4", (1, 2)),  # the 0.33 backend declares no layout: NIXL's LBHNC
+    ("vllm/vllm-openai:v0.34.0", "turboquant_k8v4", (2, 2)),  # equal TP splits no heads
+    ("vllm/vllm-openai:v0.34.0", "fp8", (1, 2)),              # fp8 takes NIXL's LBHNC
+])
+def test_turboquant_controls_say_nothing(tmp_path, capsys, image, dtype, tps):
+    _, out = check(tmp_path, capsys, *_tq(image, dtype, *tps))
+    assert LAYOUT not in rules(out), (image, dtype, tps)
+
+
+def test_turboquant_with_the_decode_permuting_is_not_refused(tmp_path, capsys):
+    kv_d = _kv("kv_consumer", enable_permute_local_kv=True)
+    _, out = check(tmp_path, capsys, *_tq("vllm/vllm-openai:v0.34.0", "turboquant_k8v4", 1, 2, kv_d=kv_d))
+    assert LAYOUT not in rules(out)

@@ -71,3 +71,20 @@ def width(value: str) -> str:
     if lowered in _ONE_BYTE:
         return "1-byte"
     return lowered
+
+
+#: The first release whose TurboQuant attention backend declares its KV cache layouts: only LBNHC
+#: (``TurboQuantAttentionBackend.supported_kv_cache_layouts``, v1/attention/backends/turboquant_attn.py 0.34.0 lines
+#: 159-161; the 0.29.0-0.33.0 backends declare none). ``resolve_kv_cache_layout`` (v1/attention/backends/utils.py
+#: 0.34.0 lines 400-415) then drops NIXL's LBHNC preference with a warning and refuses an explicit
+#: ``VLLM_KV_CACHE_LAYOUT`` outside the candidates at startup.
+TURBOQUANT_LBNHC_SINCE: Version = (0, 34, 0)
+
+
+def forced_layout(value: str | None, version: Version | None) -> str | None:
+    """The KV cache layout a ``--kv-cache-dtype`` forces on a non-MLA model's attention layers whatever the
+    connector prefers: ``"LBNHC"`` for a ``turboquant_*`` cache from :data:`TURBOQUANT_LBNHC_SINCE`; ``None``
+    otherwise (no value, an unknown release, a dtype whose backend takes NIXL's LBHNC)."""
+    if value and value.startswith("turboquant_") and version is not None and version >= TURBOQUANT_LBNHC_SINCE:
+        return "LBNHC"
+    return None
