@@ -10,6 +10,8 @@ negative controls.
 - ``kv-cache-dtype-unknown``: each release's ``CacheDType`` (turboquant_* and nvfp4 from 0.20.0, octave_* from
   0.33.0, ...); the packed formats have their own width class.
 - ``hetero-tp-kv-layout``: a turboquant_* KV cache runs LBNHC from 0.34.0, so heterogeneous TP's head splitting fails.
+- ``lora-adapters-differ``: no LoRA setting enters the NIXL hash or the KV layout; an adapter served by one role only
+  fails the requests naming it on the other (404), a warning; --enable-lora / --max-lora-rank alone say nothing.
 """
 
 from __future__ import annotations
@@ -212,3 +214,33 @@ def test_turboquant_with_the_decode_permuting_is_not_refused(tmp_path, capsys):
     kv_d = _kv("kv_consumer", enable_permute_local_kv=True)
     _, out = check(tmp_path, capsys, *_tq("vllm/vllm-openai:v0.34.0", "turboquant_k8v4", 1, 2, kv_d=kv_d))
     assert LAYOUT not in rules(out)
+
+
+# --- LoRA on one role only: the request path, not the KV transfer ---------------------------------------------------
+
+LORA = "lora-adapters-differ"
+_LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize(("args_p", "args_d"), [
+    ((), ("--enable-lora", "--lora-modules", "sql=/adapters/sql")),
+    (("--enable-lora", "--lora-modules", "sql=/a/sql", "chat=/a/chat"), ("--enable-lora", "--lora-modules", "sql=/a/sql")),
+    (("--enable-lora", "--lora-modules", '{"name": "sql", "path": "/a/sql"}'), ("--enable-lora",)),
+])
+def test_an_adapter_served_by_one_role_only_is_a_warning(tmp_path, capsys, args_p, args_d):
+    docs = _pair(_LLAMA, "vllm/vllm-openai:v0.20.2", _kv("kv_producer"), _kv("kv_consumer"), args_p=args_p,
+                 args_d=args_d)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and LORA in rules(out, "warning") and LORA not in rules(out, "error")
+
+
+@pytest.mark.parametrize(("args_p", "args_d"), [
+    (("--enable-lora", "--max-lora-rank", "64"), ()),  # LoRA on, no adapter: every request names the base model
+    (("--enable-lora", "--max-lora-rank", "64", "--lora-modules", "sql=/a/sql"),
+     ("--enable-lora", "--max-lora-rank", "16", "--lora-modules", "sql=/b/sql")),
+])
+def test_lora_settings_that_break_no_request_say_nothing(tmp_path, capsys, args_p, args_d):
+    docs = _pair(_LLAMA, "vllm/vllm-openai:v0.34.0", _kv("kv_producer"), _kv("kv_consumer"), args_p=args_p,
+                 args_d=args_d)
+    _, out = check(tmp_path, capsys, *docs)
+    assert LORA not in rules(out) and not rules(out, "error")
