@@ -12,6 +12,8 @@ negative controls.
 - ``hetero-tp-kv-layout``: a turboquant_* KV cache runs LBNHC from 0.34.0, so heterogeneous TP's head splitting fails.
 - ``lora-adapters-differ``: no LoRA setting enters the NIXL hash or the KV layout; an adapter served by one role only
   fails the requests naming it on the other (404), a warning; --enable-lora / --max-lora-rank alone say nothing.
+- ``mm-inputs-differ``: --language-model-only or a --limit-mm-per-prompt of 0 on one role changes neither the KV
+  cache nor the hash; requests with that modality fail on that role, a warning.
 """
 
 from __future__ import annotations
@@ -244,3 +246,31 @@ def test_lora_settings_that_break_no_request_say_nothing(tmp_path, capsys, args_
                  args_d=args_d)
     _, out = check(tmp_path, capsys, *docs)
     assert LORA not in rules(out) and not rules(out, "error")
+
+
+# --- multimodal inputs one role refuses: the request path, not the KV transfer --------------------------------------
+
+MM = "mm-inputs-differ"
+_VL = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+@pytest.mark.parametrize(("args_p", "args_d"), [
+    ((), ("--language-model-only",)),
+    (("--limit-mm-per-prompt", '{"image": 0, "video": 0}'), ()),
+    (("--limit-mm-per-prompt", '{"image": {"count": 0}}'), ("--limit-mm-per-prompt", '{"image": 4}')),
+])
+def test_multimodal_inputs_one_role_refuses_are_a_warning(tmp_path, capsys, args_p, args_d):
+    docs = _pair(_VL, "vllm/vllm-openai:v0.34.0", _kv("kv_producer"), _kv("kv_consumer"), args_p=args_p, args_d=args_d)
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and MM in rules(out, "warning") and MM not in rules(out, "error"), (args_p, args_d)
+
+
+@pytest.mark.parametrize(("args_p", "args_d"), [
+    (("--language-model-only",), ("--language-model-only",)),
+    (("--limit-mm-per-prompt", '{"image": 2}'), ()),
+    (("--limit-mm-per-prompt", '{"image": 0}'), ("--limit-mm-per-prompt", '{"image": 0, "video": 3}')),
+])
+def test_the_same_multimodal_inputs_on_both_roles_say_nothing(tmp_path, capsys, args_p, args_d):
+    docs = _pair(_VL, "vllm/vllm-openai:v0.34.0", _kv("kv_producer"), _kv("kv_consumer"), args_p=args_p, args_d=args_d)
+    _, out = check(tmp_path, capsys, *docs)
+    assert MM not in rules(out) and not rules(out, "error"), (args_p, args_d)

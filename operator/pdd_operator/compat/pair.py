@@ -26,6 +26,7 @@ from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
 from pdd_operator.vllm.lora import adapter_names
+from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
@@ -198,7 +199,9 @@ class RoleConfig:
         added_flags: the flags and short options of the argv that vLLM added in a known release
             (:func:`~pdd_operator.vllm.added_flags.added_flags`), judged by version in the ``cli-flag-not-yet`` rule.
         lora_adapters: the LoRA adapter names ``--lora-modules`` serves (:func:`~pdd_operator.vllm.lora.adapter_names`),
-            ``None`` where they cannot be read; judged in :mod:`pdd_operator.compat.rules.lora`.
+            ``None`` where they cannot be read; judged in :mod:`pdd_operator.compat.rules.request_path`.
+        mm_disabled: the multimodal inputs the server refuses (:func:`~pdd_operator.vllm.mm_inputs.disabled_modalities`:
+            ``("*",)`` for ``--language-model-only``, else modalities limited to 0), ``None`` where not readable.
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
             ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
             (:mod:`pdd_operator.vllm.kv_offloading`).
@@ -290,6 +293,7 @@ class RoleConfig:
     aux_outputs: tuple[str, ...] = ()
     moe_flags: tuple[tuple[str, str | bool], ...] = ()
     lora_adapters: tuple[str, ...] | None = ()
+    mm_disabled: tuple[str, ...] | None = ()
     kv_events: bool = False
     kv_events_from: str = ""
     connector_note: str = ""
@@ -708,6 +712,7 @@ def role_from_container(
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
         lora_adapters=adapter_names(flags.get("--lora-modules")),
+        mm_disabled=disabled_modalities(flags.get("--language-model-only"), flags.get("--limit-mm-per-prompt")),
         kv_events="--kv-events-config" in flags,
         connector_note=connector_note,
     )

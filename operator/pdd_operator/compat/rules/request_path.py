@@ -1,6 +1,9 @@
-"""LoRA adapters on one role only: the request path of a P/D pair, not its KV transfer.
+"""Requests one role serves and the other refuses: the request path of a P/D pair, not its KV transfer.
 
-Read per release: nothing of LoRA enters the NIXL handshake. The compatibility hash's factors are the vLLM and
+A P/D proxy sends each request, with its ``model`` and its inputs, to the prefill and to the decode (vLLM's toy
+proxy, llm-d's routing sidecar, Dynamo's frontend), so a request only one role accepts fails.
+
+LoRA. Read per release: nothing of LoRA enters the NIXL handshake. The compatibility hash's factors are the vLLM and
 connector versions, model, dtype, KV heads, head size, layers, attention backend, cache dtype, HMA state, the
 EAGLE/MTP settings and the transfer mode (nixl/metadata.py ``compute_nixl_compatibility_hash``, 0.34.0 lines
 149-215; v1/nixl_connector.py 0.13.0-0.19.1), and the KV cache shape does not depend on ``--enable-lora`` or
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.mm_inputs import ALL
 
 
 @rule(
@@ -52,5 +56,43 @@ def check_lora_adapters(pair: PDPair) -> list[Violation]:
             fix_for(pair, "Give spec.prefill.extraArgs and spec.decode.extraArgs the same --lora-modules.",
                     f"Give the prefill and decode containers the same --lora-modules (and --enable-lora), so both "
                     f"serve {', '.join(names)}."),
+        ))
+    return out
+
+
+@rule(
+    id="mm-inputs-differ", family="model-mismatch", severity="warning",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/config/multimodal.py MultiModalConfig.language_model_only ('disables all multimodal inputs by "
+            "setting all modality limits to 0', 0.34.0 lines 303-305; in the 0.20.0-0.34.0 sdists) and "
+            "limit_per_prompt; a request over a modality's limit is refused by input processing; neither enters "
+            "nixl/metadata.py compute_nixl_compatibility_hash (0.34.0 lines 149-215) nor the language model's KV "
+            "cache; 0.34.0 VllmConfig keeps a language-model-only KV consumer text-only (vllm.py lines 2940-2955)"),
+    example="--language-model-only on the decode of a Qwen2.5-VL pair only",
+)
+def check_mm_inputs(pair: PDPair) -> list[Violation]:
+    """Prefill and decode accept the same multimodal inputs (``--language-model-only``, ``--limit-mm-per-prompt``
+    limits of 0).
+
+    A warning: the KV transfer does not compare them (text requests pass), but a request with an image (or another
+    modality) that one role refuses fails there. Flags that cannot be read are not judged.
+    """
+    p, d = pair.prefill.mm_disabled, pair.decode.mm_disabled
+    if p is None or d is None or set(p) == set(d):
+        return []
+    out: list[Violation] = []
+    for off, r, other in ((p, pair.prefill, pair.decode), (d, pair.decode, pair.prefill)):
+        if not off or set(off) <= set(other.mm_disabled or ()) or ALL in (other.mm_disabled or ()):
+            continue
+        what = ("every multimodal input (--language-model-only)" if ALL in off else
+                f"{', '.join(m for m in off if m not in (other.mm_disabled or ()))} inputs (--limit-mm-per-prompt 0)")
+        out.append((
+            f"The {r.role} refuses {what} and the {other.role} does not: a request carrying such an input is "
+            f"accepted by the {other.role} and refused by the {r.role} (over the modality's limit), so it fails; "
+            "text-only requests pass, and the KV transfer does not compare these settings.",
+            fix_for(pair, "Give spec.prefill.extraArgs and spec.decode.extraArgs the same --language-model-only and "
+                          "--limit-mm-per-prompt.",
+                    "Give the prefill and decode containers the same --language-model-only and --limit-mm-per-prompt "
+                    "(or route multimodal requests to neither)."),
         ))
     return out
