@@ -131,4 +131,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
                     "speculative-config-removed-field",
                     # session 29: args that repeat the image's entrypoint stop the argument parser
-                    "entrypoint-repeated"}
+                    "entrypoint-repeated",
+                    # rules round 30: a --kv-cache-dtype the release's parser or config refuses
+                    "kv-cache-dtype-unknown"}

@@ -6,7 +6,8 @@ controls.
   for an earlier or unknown release, where the KV was seen moving over UCX's software path, slowly (ai-dynamo/nixl#909,
   ai-dynamo/dynamo#4185 on 0.11 builds). Disjoint backends stay an error in every release.
 - A second kv_transfer_params producer next to NIXL in a ``MultiConnector`` (``multi-connector-params-producers``, a
-  warning): vLLM's MultiConnector.request_finished raises "Only one connector can produce KV transfer params";
+  warning): vLLM's MultiConnector.request_finished raises "Only one connector can produce KV transfer params"
+  before 0.25.0 (which merges the children's params: tests/unit/test_rule_scopes_30.py);
   LMCacheMPConnector returned {} until LMCache#3866 and returns cache statistics after it
   (:mod:`pdd_operator.compat.rules.multi_connector`).
 """
@@ -80,7 +81,7 @@ def _multi(role, *children):
 
 
 def test_lmcache_mp_before_nixl_on_the_prefill_only_warns_for_the_prefill(tmp_path, capsys):
-    docs = _pair("meta-llama/Llama-3.1-70B-Instruct", "vllm/vllm-openai:v0.28.0",
+    docs = _pair("meta-llama/Llama-3.1-70B-Instruct", "vllm/vllm-openai:v0.20.2",
                  _multi("kv_producer", "LMCacheMPConnector", "NixlConnector"), _kv("kv_consumer"),
                  gpus=4, args=("--tensor-parallel-size", "4"))
     code, out = check(tmp_path, capsys, *docs)

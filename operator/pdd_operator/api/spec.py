@@ -68,15 +68,31 @@ class ModelDType(StrEnum):
 
 
 class KVCacheDType(StrEnum):
-    """vLLM ``--kv-cache-dtype`` values (``vllm/config/cache.py`` ``CacheDType``)."""
+    """vLLM ``--kv-cache-dtype`` values (``vllm/config/cache.py`` ``CacheDType``, 0.34.0). Which release accepts
+    which: :mod:`pdd_operator.vllm.kv_cache_dtypes` (the ``kv-cache-dtype-unknown`` rule)."""
 
     AUTO = "auto"
+    FLOAT16 = "float16"
     BFLOAT16 = "bfloat16"
     FP8 = "fp8"
     FP8_E4M3 = "fp8_e4m3"
     FP8_E5M2 = "fp8_e5m2"
     FP8_INC = "fp8_inc"
     FP8_DS_MLA = "fp8_ds_mla"
+    NVFP4_DS_MLA = "nvfp4_ds_mla"
+    TURBOQUANT_K8V4 = "turboquant_k8v4"
+    TURBOQUANT_4BIT_NC = "turboquant_4bit_nc"
+    TURBOQUANT_K3V4_NC = "turboquant_k3v4_nc"
+    TURBOQUANT_3BIT_NC = "turboquant_3bit_nc"
+    OCTAVE_K3V4 = "octave_k3v4"
+    OCTAVE_K3V3 = "octave_k3v3"
+    OCTAVE_K3V3_COMPACT = "octave_k3v3_compact"
+    ULTRAQUANT_4BIT = "ultraquant_4bit"
+    INT4_PER_TOKEN_HEAD = "int4_per_token_head"
+    INT8_PER_TOKEN_HEAD = "int8_per_token_head"
+    FP8_PER_TOKEN_HEAD = "fp8_per_token_head"
+    NVFP4 = "nvfp4"
+    NVFP4_4OVER6 = "nvfp4_4over6"
 
 
 class KVCacheLayout(StrEnum):
@@ -241,7 +257,9 @@ class KVCacheSpec(APIModel):
     dtype: KVCacheDType = Field(
         KVCacheDType.AUTO,
         description="KV cache dtype (`--kv-cache-dtype`). Hashed as the raw string: `auto` and "
-        "`bfloat16` do not pair even when equal in effect.",
+        "`bfloat16` do not pair even when equal in effect. Each vLLM release accepts its own set (e.g. "
+        "`float16` from 0.18, the `turboquant_*`, `*_per_token_head` and `nvfp4` formats from 0.20, "
+        "`octave_*` from 0.33); the operator refuses one the engine's release lacks.",
     )
     layout: KVCacheLayout | None = Field(
         None,
@@ -261,7 +279,10 @@ class KVTransferSpec(APIModel):
     connector: Connector = Field(
         Connector.PULL,
         description="`NixlConnector` (pull: decode reads from prefill) or `NixlPushConnector` (push: "
-        "prefill writes to decode, vLLM >= 0.24). Push and pull never pair.",
+        "prefill writes to decode, vLLM >= 0.24). Push and pull never pair. From vLLM 0.34 `NixlConnector` also "
+        "reads `extraConfig.transfer_mode` (`pull`, the default, or `push`; any other value stops the engine), so "
+        "`NixlConnector` with `transfer_mode: push` pushes there and pulls on older releases; name "
+        "`NixlPushConnector` here to push, which the API server's own checks can read.",
     )
     backends: list[NixlBackend] = Field(
         default_factory=lambda: [NixlBackend.UCX],
@@ -289,7 +310,8 @@ class KVTransferSpec(APIModel):
     )
     extra_config: dict | None = Field(
         None,
-        description="Additional `kv_connector_extra_config` keys, e.g. `num_threads`, `kv_lease_duration`.",
+        description="Additional `kv_connector_extra_config` keys, e.g. `num_threads`, `kv_lease_duration`, "
+        "`transfer_mode` (vLLM >= 0.34, see `connector`).",
         json_schema_extra=PRESERVE,
     )
 

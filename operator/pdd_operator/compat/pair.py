@@ -15,6 +15,7 @@ from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
+from pdd_operator.vllm import nixl_backends
 from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
@@ -25,6 +26,8 @@ from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
+from pdd_operator.vllm.lora import adapter_names
+from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
@@ -201,6 +204,10 @@ class RoleConfig:
             (:func:`~pdd_operator.vllm.added_flags.added_flags`), judged by version in the ``cli-flag-not-yet`` rule.
         choice_values: ``(flag, value)`` for each flag of the argv whose values vLLM's parser takes as ``choices``
             (:data:`~pdd_operator.vllm.flag_choices.CHOICE_TABLES`), judged by version in ``engine-args-invalid``.
+        lora_adapters: the LoRA adapter names ``--lora-modules`` serves (:func:`~pdd_operator.vllm.lora.adapter_names`),
+            ``None`` where they cannot be read; judged in :mod:`pdd_operator.compat.rules.request_path`.
+        mm_disabled: the multimodal inputs the server refuses (:func:`~pdd_operator.vllm.mm_inputs.disabled_modalities`:
+            ``("*",)`` for ``--language-model-only``, else modalities limited to 0), ``None`` where not readable.
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
             ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
             (:mod:`pdd_operator.vllm.kv_offloading`).
@@ -293,6 +300,8 @@ class RoleConfig:
     choice_values: tuple[tuple[str, str], ...] = ()
     aux_outputs: tuple[str, ...] = ()
     moe_flags: tuple[tuple[str, str | bool], ...] = ()
+    lora_adapters: tuple[str, ...] | None = ()
+    mm_disabled: tuple[str, ...] | None = ()
     kv_events: bool = False
     kv_events_from: str = ""
     connector_note: str = ""
@@ -338,9 +347,15 @@ class RoleConfig:
 
     @property
     def backends(self) -> list[str]:
-        """NIXL backends of ``kv_connector_extra_config.backends`` (vLLM's default: ``["UCX"]``)."""
-        value = self.extra.get("backends") or ["UCX"]
-        return [value] if isinstance(value, str) else [str(b) for b in value] if isinstance(value, list) else ["UCX"]
+        """NIXL backends the engine's agent is asked for: ``kv_connector_extra_config.backends`` as written (vLLM's
+        default: ``["UCX"]``), or ``["UCX"]`` on a release that does not read the key
+        (:func:`pdd_operator.vllm.nixl_backends.effective`: before 0.11.0)."""
+        return nixl_backends.effective(self.extra.get("backends"), self.version)
+
+    @property
+    def written_backends(self) -> list[str]:
+        """``kv_connector_extra_config.backends`` as written (``["UCX"]`` where absent), whether or not read."""
+        return nixl_backends.written(self.extra.get("backends"))
 
     @property
     def buffer_device(self) -> str | None:
@@ -705,6 +720,8 @@ def role_from_container(
         choice_values=tuple((f, v) for f, v in flags.items() if f in CHOICE_TABLES and isinstance(v, str)),
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
+        lora_adapters=adapter_names(flags.get("--lora-modules")),
+        mm_disabled=disabled_modalities(flags.get("--language-model-only"), flags.get("--limit-mm-per-prompt")),
         kv_events="--kv-events-config" in flags,
         connector_note=connector_note,
     )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.kv_cache_dtypes import forced_layout
 from pdd_operator.vllm.must_match import fields_of
+from pdd_operator.vllm.versions import fmt
 
 #: Layouts whose last three strides are (H, N, C): ``KVCacheLayout.is_block_contiguous`` (vllm 0.29+).
 BLOCK_CONTIGUOUS = ("LBHNC", "BLHNC")
@@ -104,19 +106,51 @@ def check_layout_version(pair: PDPair) -> list[Violation]:
 
 @rule(
     id="hetero-tp-kv-layout", family="hetero-tp", severity="error",
-    fields=("spec.kvCache.layout",),
-    source="seed 000 section 4; nixl worker head-splitting check (0.20-0.33)",
-    needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT"),
+    fields=("spec.kvCache.layout", "spec.kvCache.dtype"),
+    source=("seed 000 section 4; nixl worker head-splitting check (0.20-0.34: nixl/base_worker.py add_remote_agent "
+            "'Heterogeneous TP head-dimension splitting requires contiguous heads', 0.34.0 lines 2895-2906, not for "
+            "MLA, a replicated KV cache (remote TP > KV heads) or enable_permute_local_kv); a turboquant_* KV cache "
+            "runs LBNHC from 0.34.0 whatever NIXL prefers (pdd_operator.vllm.kv_cache_dtypes.forced_layout)"),
+    needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT", "--kv-cache-dtype"),
 )
 def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
     """Heterogeneous TP uses a block-contiguous layout on prefill."""
     layout = pair.prefill.kv_layout
-    if not pair.hetero_tp or pair.mla or layout is None or layout in BLOCK_CONTIGUOUS:
+    if not pair.hetero_tp or pair.mla:
+        return []
+    if layout is None:
+        return _forced_token_major(pair)
+    if layout in BLOCK_CONTIGUOUS:
         return []
     return [(
         f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not.",
         "Leave the KV layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC.",
     )]
+
+
+def _forced_token_major(pair: PDPair) -> list[Violation]:
+    """The finding for a heterogeneous-TP pair whose KV cache dtype forces the token-major LBNHC layout
+    (:func:`~pdd_operator.vllm.kv_cache_dtypes.forced_layout`) where no ``VLLM_KV_CACHE_LAYOUT`` is written: the
+    decode's handshake refuses head splitting unless the KV cache is replicated (a TP above the KV heads) or the
+    decode permutes (``enable_permute_local_kv``); ``[]`` where no dtype forces it."""
+    forced = [r for r in pair.roles if forced_layout(r.kv_cache_dtype, r.version or pair.version)]
+    if not forced or pair.decode.kv_transfer.get("enable_permute_local_kv") or pair.tps is None:
+        return []
+    heads = pair.num_kv_heads
+    if heads is not None and max(pair.tps) > heads:
+        return []  # a replicated KV cache is not split by heads
+    r = forced[0]
+    message = (f"--kv-cache-dtype {r.kv_cache_dtype} on the {r.role}: vLLM {fmt(r.version or pair.version)}'s TurboQuant "
+               "attention backend supports only the token-major LBNHC KV layout, so the engine drops NIXL's LBHNC "
+               f"preference; with prefill TP {pair.tps[0]} and decode TP {pair.tps[1]} the transfer splits KV heads, "
+               "and the decode's handshake raises 'Heterogeneous TP head-dimension splitting requires contiguous "
+               "heads'.")
+    fix = ("Use the same tensor parallel size on both roles with a TurboQuant KV cache, or another --kv-cache-dtype "
+           "(fp8) with heterogeneous TP.")
+    if heads is None:
+        return [(message + " The model's KV heads are not known (a TP above them replicates the cache and is not "
+                 "split), so this is a warning.", fix, "warning")]
+    return [(message, fix)]
 
 
 #: The vLLM releases whose source shows cross-layer KV blocks as a NIXL compatibility-hash factor

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.vllm.versions import Version, fmt
 
-#: Connectors that may return ``kv_transfer_params`` from ``request_finished`` next to NIXL's. vLLM's
-#: ``MultiConnector.request_finished`` (kv_connector/v1/multi_connector.py, 0.9.0-0.33.0) raises
+#: Connectors that may return ``kv_transfer_params`` from ``request_finished`` next to NIXL's. Before
+#: :data:`PARAMS_MERGED_SINCE` vLLM's ``MultiConnector`` (kv_connector/v1/multi_connector.py
+#: ``request_finished`` / ``_aggregate_request_finished``: 0.9.0-0.24.0 sdists, e.g. 0.24.0 line 498) raises
 #: ``RuntimeError("Only one connector can produce KV transfer params")`` when a second child returns params that
 #: are not ``None``, and NixlConnector returns them for every request P finishes. LMCacheMPConnector returned an
 #: empty dict (not ``None``) until LMCache/LMCache#3866 and returns per-request cache statistics where LMCache
 #: reports them after it (the maintainers want them in ``kv_transfer_params``), so whether a pair fails depends on
 #: the LMCache build inside the image, which a manifest does not show.
 PARAMS_PRODUCERS: tuple[str, ...] = ("LMCacheMPConnector",)
+#: The first release whose ``MultiConnector._aggregate_request_finished`` merges the children's
+#: ``kv_transfer_params`` (vllm-project/vllm#46777) and raises only for a key two children both return ("Key clash
+#: in kv_transfer_params from multiple connectors": 0.25.0 line 498 ... 0.33.0 line 577, 0.34.0 line 610).
+#: LMCacheMPConnector's keys (an empty dict; ``num_lmcache_extra_cached_tokens`` in vLLM's own
+#: lmcache_mp_connector.py 0.33.0 lines 929-952, ``cached_token_stats`` in LMCache's after LMCache/LMCache#3402)
+#: are none of NixlConnector's (``do_remote_prefill``, ``remote_block_ids``, ``remote_engine_id``, ...), so from
+#: here the pair is not refused for them.
+PARAMS_MERGED_SINCE: Version = (0, 25, 0)
 #: Why a connector that is not vLLM's NixlConnector is not judged: the one wording of the whole pair's "not checked"
 #: (:func:`pdd_operator.compat.engine.evaluate`) and of a MultiConnector child's (:func:`check_multi_connector_child`).
 NOT_DESCRIBED = "these rules describe NixlConnector prefill/decode only"
@@ -30,28 +40,39 @@ def wrapped_children(wrapper: str | None) -> list[str]:
 @rule(
     id="multi-connector-params-producers", family="multi-connector", severity="warning",
     fields=("spec.prefill.kvTransfer", "spec.decode.kvTransfer"),
-    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.request_finished (0.9.0-0.33.0): RuntimeError "
-            "'Only one connector can produce KV transfer params'; LMCache/LMCache#3866 (LMCacheMPConnector returned "
-            "{} next to NixlConnector, every P/D request failed; after the fix it still returns cache statistics)"),
-    example="MultiConnector[NixlConnector, LMCacheMPConnector] on the prefill (vLLM 0.33.0)",
+    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.request_finished (0.9.0-0.24.0; 0.24.0 line "
+            "498): RuntimeError 'Only one connector can produce KV transfer params'; LMCache/LMCache#3866 "
+            "(LMCacheMPConnector returned {} next to NixlConnector, every P/D request failed; after the fix it still "
+            "returns cache statistics). From 0.25.0 (vllm-project/vllm#46777; 0.25.0-0.34.0 sdists) the children's "
+            "params are merged and only a key clash raises, which LMCacheMPConnector's keys never make"),
+    until=PARAMS_MERGED_SINCE,
+    example="MultiConnector[NixlConnector, LMCacheMPConnector] on the prefill (vLLM 0.20.2)",
 )
 def check_multi_connector_params(pair: PDPair) -> list[Violation]:
-    """No second connector that may produce kv_transfer_params next to NIXL inside a MultiConnector.
+    """No second connector that may produce kv_transfer_params next to NIXL inside a MultiConnector (vLLM releases
+    before :data:`PARAMS_MERGED_SINCE`, which merge the children's params instead of refusing a second producer).
 
-    Each role on its own (a warning: whether the child returns params depends on its own release).
+    Each role on its own, on its own release (a warning: whether the child returns params depends on its own
+    release); a role whose release merges the params gets nothing, one whose release is unknown the warning with
+    that said.
     """
     out: list[Violation] = []
     for r in pair.roles:
         others = [c for c in wrapped_children(r.wrapper) if c in PARAMS_PRODUCERS]
-        if not r.nixl or not others:
+        version = r.version or pair.version
+        if not r.nixl or not others or (version is not None and version >= PARAMS_MERGED_SINCE):
             continue
+        where = (f"vLLM {fmt(version)}'s MultiConnector" if version is not None else
+                 f"the MultiConnector of a vLLM release before {fmt(PARAMS_MERGED_SINCE)} (this one's is not known; "
+                 "later ones merge the children's params)")
         out.append((
             f"{r.role}: {r.wrapper} wraps {others[0]} next to the NIXL connector; when it also returns "
             "kv_transfer_params for a finished request (LMCacheMPConnector returned an empty dict before "
-            "LMCache#3866 and returns cache statistics after it), vLLM's MultiConnector raises \"Only one connector "
+            f"LMCache#3866 and returns cache statistics after it), {where} raises \"Only one connector "
             "can produce KV transfer params\" and the request fails.",
-            f"Use an LMCache release whose {others[0]} returns None for kv_transfer_params in P/D setups, or move "
-            f"the KV offload out of the {r.role}'s MultiConnector.",
+            f"Use an LMCache release whose {others[0]} returns None for kv_transfer_params in P/D setups, a vLLM "
+            f"release from {fmt(PARAMS_MERGED_SINCE)} on (it merges both connectors' params), or move the KV "
+            f"offload out of the {r.role}'s MultiConnector.",
         ))
     return out
 

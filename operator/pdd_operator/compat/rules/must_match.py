@@ -21,6 +21,7 @@ from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
+from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
 from pdd_operator.vllm.versions import fmt
@@ -239,13 +240,11 @@ BLOCK_BYTES_CHECKED_SINCE = (0, 9, 1)
 
 
 def _kv_width(kv_cache_dtype: str) -> str:
-    """The element width class of a ``--kv-cache-dtype`` value (``vllm/config/cache.py`` ``CacheDType``): "1-byte"
-    for the fp8 formats, "fp8_ds_mla" for DeepSeek's packed MLA format (its own per-token size), else "16/32-bit"
-    (``auto`` follows the model's --dtype, at least 2 bytes; ``bfloat16``)."""
-    value = kv_cache_dtype.lower()
-    if value == "fp8_ds_mla":
-        return "fp8_ds_mla"
-    return "1-byte" if value.startswith("fp8") else "16/32-bit"
+    """The width class of a ``--kv-cache-dtype`` value (:func:`pdd_operator.vllm.kv_cache_dtypes.width`): "1-byte"
+    for the per-tensor-scaled fp8 formats, "16/32-bit" for ``auto`` (the model's --dtype, at least 2 bytes),
+    ``float16`` and ``bfloat16``, and the value itself for a format with its own per-token size (``fp8_ds_mla``,
+    the per-token-head, NVFP4, TurboQuant, Octave and UltraQuant formats)."""
+    return kv_cache_width(kv_cache_dtype)
 
 
 #: vLLM releases whose source was read for the attention-backend rule: they choose the backend from

@@ -562,9 +562,10 @@ def _efa(r: RoleConfig) -> str | None:
 @rule(
     id="nixl-backend-fabric-mismatch", family="nixl-backend-fabric-mismatch", severity="error",
     fields=("spec.kvTransfer.backends", "spec.network.rdma.resourceName"),
-    source=("vllm nixl worker (0.9.0-0.33.0: kv_transfer_config.get_from_extra_config('backends', ['UCX']), the "
+    source=("vllm nixl worker (0.11.0-0.34.0: kv_transfer_config.get_from_extra_config('backends', ['UCX']), the "
             "agent is created with those backends; nixl_connector.py before 0.20, nixl/worker.py 0.20.x, "
-            "nixl/base_worker.py 0.24+); NIXL src/core/nixl_agent.cpp: loadRemoteMD keeps only the remote's "
+            "nixl/base_worker.py 0.24+; 0.9.0-0.10.2 read no list and run UCX: pdd_operator/vllm/nixl_backends.py); "
+            "NIXL src/core/nixl_agent.cpp: loadRemoteMD keeps only the remote's "
             "backends the local agent also has, prepXferDlist on the remote agent returns NIXL_ERR_NOT_FOUND when "
             "none is left and createXferReq finds no common backend (vLLM's add_remote_agent prep_xfer_dlist "
             "raises in the decode's handshake); NIXL LIBFABRIC plugin for AWS EFA"),
