@@ -12,10 +12,12 @@ stays "nothing to check".
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pdd_operator.compat.manifests import declared_pd_roles
-from tests.unit.test_turn2_variants import check
+from tests.unit.test_turn2_variants import check, container, workload
 
 NOTHING = 4
 NOT_CHECKED = 3
@@ -82,3 +84,45 @@ def test_the_path_names_the_role_list():
     assert declared_pd_roles(_multiroleinference()) == "spec.roles"
     assert declared_pd_roles(_modelserving()) == "spec.template.roles"
     assert declared_pd_roles(_stormservice()) == "spec.template.spec.roles"
+
+
+# --- expandable_segments with a KV connector the rules do not describe -------------------------------------------
+#
+# vLLM from 0.21.0 refuses expandable_segments:True at startup whatever KV connector kv_transfer_config names
+# (vllm/config/vllm.py VllmConfig._verify_kv_transfer_compat, 0.21.0-0.34.0; absent from 0.20.2). The set's kthena
+# LMCache template runs vllm/vllm-openai:latest (no release: not checked); on a release the refusal is a promise.
+
+
+def _connector_pair(image, connector="LMCacheConnectorV1", roles=("kv_producer", "kv_consumer"), alloc=True,
+                    extra=()):
+    docs = []
+    for role, kv_role in zip(("prefill", "decode"), roles, strict=True):
+        kv = json.dumps({"kv_connector": connector, "kv_role": kv_role})
+        env = [{"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}] if alloc else []
+        c = container(["Qwen/Qwen3-8B", "--kv-transfer-config", kv, *extra], image=image, env=env)
+        docs.append(workload(f"q-{role}", role, c, app="q"))
+    return docs
+
+
+@pytest.mark.parametrize(("image", "connector", "roles"), [
+    ("vllm/vllm-openai:v0.21.0", "LMCacheConnectorV1", ("kv_producer", "kv_consumer")),
+    ("vllm/vllm-openai:v0.25.0", "MooncakeConnector", ("kv_producer", "kv_consumer")),
+    ("vllm/vllm-openai:v0.34.0", "LMCacheConnectorV1", ("kv_both", "kv_both")),
+])
+def test_expandable_segments_stop_an_engine_with_any_connector_from_0_21(image, connector, roles, tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_connector_pair(image, connector, roles))
+    assert code == 1, out
+    messages = [f["message"] for r in out["results"] for f in r["findings"]
+                if f["rule"] == "expandable-segments-with-nixl" and f["severity"] == "error"]
+    assert len(messages) == 2 and all(connector in m and "NIXL registered" not in m for m in messages), messages
+
+
+@pytest.mark.parametrize(("image", "alloc", "extra"), [
+    ("vllm/vllm-openai:v0.20.2", True, ()),          # before 0.21 vLLM starts; LMCache's transfer is not NIXL's
+    ("vllm/vllm-openai:latest", True, ()),           # no release: no promise (the set's template)
+    ("vllm/vllm-openai:v0.22.0", True, ("--enable-cumem-allocator",)),  # the KV cache in the cumem pool
+    ("vllm/vllm-openai:v0.21.0", False, ()),         # no expandable segments
+])
+def test_without_a_promise_the_other_connector_stays_not_checked(image, alloc, extra, tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_connector_pair(image, alloc=alloc, extra=extra))
+    assert code == NOT_CHECKED and not out["results"], out
