@@ -839,12 +839,54 @@ def _controller_input(doc: dict) -> Unreadable | None:
     for engines."""
     group = str(doc.get("apiVersion") or "").rpartition("/")[0]
     custom = "." in group and not group.endswith(".k8s.io")
-    if not doc.get("kind") or not custom or not pd_marked(repr(doc)):
+    if not doc.get("kind") or not custom:
         return None
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    return Unreadable(f"{doc['kind']}/{meta.get('name', '?')}", (
-        "it configures prefill/decode KV transfer, but not as container commands: its controller builds the "
-        "engines from it, so they cannot be read here; check the pods it creates (kubectl get pod -o yaml)"))
+    where = f"{doc['kind']}/{meta.get('name', '?')}"
+    if pd_marked(repr(doc)):
+        return Unreadable(where, (
+            "it configures prefill/decode KV transfer, but not as container commands: its controller builds the "
+            "engines from it, so they cannot be read here; check the pods it creates (kubectl get pod -o yaml)"))
+    roles = declared_pd_roles(doc)
+    if roles is None:
+        return None
+    return Unreadable(where, (
+        f"it declares prefill and decode roles ({roles}), but none of them holds a vLLM engine command or KV transfer "
+        "settings: its controller or its images build the engines (a preset, an image's own entrypoint), so neither "
+        "their vLLM arguments nor their version is in this file; check the pods it creates (kubectl get pod -o yaml), "
+        "or give their vllm serve commands as container commands"))
+
+
+#: Keys by which an entry of a list is a workload role (pods the controller makes), not a routing or scheduling
+#: profile that happens to be named ``prefill``/``decode`` (llm-d's EndpointPickerConfig ``schedulingProfiles``):
+#: KAITO MultiRoleInference ``roles[]`` (``replicas``, ``instanceType``), kthena ModelServing ``roles[]``
+#: (``replicas``, ``entryTemplate``, ``workerTemplate``), AIBrix StormService ``roles[]`` (``replicas``, ``template``),
+#: kthena ModelBooster ``workers[]`` (``replicas``, ``pods``, ``image``).
+_WORKLOAD_ROLE_KEYS = frozenset({"replicas", "template", "entryTemplate", "workerTemplate", "workerReplicas",
+                                 "instanceType", "resources", "image", "containers", "pods", "podGroupSize"})
+#: Keys that name a workload role's phase.
+_ROLE_NAME_KEYS = ("name", "type", "role", "roleName")
+
+
+def declared_pd_roles(doc: Any, path: str = "") -> str | None:
+    """Where a manifest document declares a prefill/decode topology by its structure, or ``None``: the dotted path
+    (``spec.roles``) of the first list holding a workload role (:data:`_WORKLOAD_ROLE_KEYS`) whose name, type or
+    role (:data:`_ROLE_NAME_KEYS`) names prefill and another that names decode (:func:`_role_hint`).
+
+    Such a resource is a P/D deployment even where no engine command and no KV transfer setting is written in it
+    (KAITO's MultiRoleInference builds the engines from its preset; a kthena ModelServing may run images whose
+    entrypoint starts the engine): "not checked", never "nothing to check"."""
+    if isinstance(doc, dict):
+        return next((found for k, v in doc.items()
+                     if (found := declared_pd_roles(v, f"{path}.{k}" if path else str(k))) is not None), None)
+    if not isinstance(doc, list):
+        return None
+    hints = {_role_hint(str(item.get(key))) for item in doc if isinstance(item, dict) and _WORKLOAD_ROLE_KEYS & set(item)
+             for key in _ROLE_NAME_KEYS if isinstance(item.get(key), str)}
+    if {"prefill", "decode"} <= hints:
+        return path or "the document"
+    return next((found for i, item in enumerate(doc)
+                 if (found := declared_pd_roles(item, f"{path}[{i}]")) is not None), None)
 
 
 def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:

@@ -70,26 +70,38 @@ def expandable_segments_fault(version: Version | None, alloc_conf: str | None, c
     fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
     source=("vllm/config/vllm.py VllmConfig._verify_kv_transfer_compat (0.21.0+: refused at startup with any KV "
             "connector unless enable_sleep_mode, from 0.22.0 enable_cumem_allocator, which sleep mode sets; "
-            "vllm#41237); vllm/device_allocator/cumem.py use_memory_pool turns expandable_segments off around the "
-            "pool (0.20.1+). Before 0.21: IBV_WC_REM_ACCESS_ERR at the first RDMA transfer (vllm#41237); a warning "
-            "without RDMA"),
+            "vllm#41237; 0.34.0 lines 1227-1260); vllm/device_allocator/cumem.py use_memory_pool turns "
+            "expandable_segments off around the pool (0.20.1+). Before 0.21: IBV_WC_REM_ACCESS_ERR at the first RDMA "
+            "transfer (vllm#41237); a warning without RDMA"),
+    without_connector=True,
 )
 def check_expandable_segments(pair: PDPair) -> list[Violation]:
     """No expandable_segments CUDA allocator with a KV connector, unless the cumem allocator holds the KV cache.
 
     Each role on its own: the role whose registered pages move breaks every transfer that reads or writes them,
-    and from 0.21 that role does not start.
+    and from 0.21 that role does not start. That startup refusal holds for any KV connector (vLLM checks
+    ``kv_transfer_config``, not the connector: vllm/config/vllm.py ``_verify_kv_transfer_compat``, 0.21.0-0.34.0), so
+    it is judged on an engine alone (``without_connector``): a role with another connector (LMCache, Mooncake) or
+    one whose counterpart moves no KV over NIXL is refused from 0.21 on, and only there; what the remapped pages do
+    to a transfer before 0.21 is a NIXL fact, judged only where both roles run NIXL. A role without a KV connector
+    passes (vLLM returns before the check).
     """
     out = []
+    nixl_pair = all(x.nixl for x in pair.roles)
     for r in pair.roles:
+        if r.connector is None:
+            continue
+        if not nixl_pair and (r.version is None or r.version < EXPANDABLE_SEGMENTS_REFUSED_SINCE):
+            continue
         fault = expandable_segments_fault(r.version, r.env.get("PYTORCH_CUDA_ALLOC_CONF"), r.cumem_flags,
                                           _has_rdma(r))
         if fault is None:
             continue
         severity, why = fault
+        held = ("memory NIXL registered for RDMA can be remapped later" if r.nixl else
+                f"vLLM refuses it with any KV connector, {r.wrapper or r.connector} included")
         out.append((
-            f"{r.role}: PYTORCH_CUDA_ALLOC_CONF enables expandable_segments; memory NIXL registered for RDMA can be "
-            f"remapped later: {why}.",
+            f"{r.role}: PYTORCH_CUDA_ALLOC_CONF enables expandable_segments; {held}: {why}.",
             "Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or start the engine with "
             "--enable-cumem-allocator (vLLM 0.22+) or --enable-sleep-mode, which keep the KV cache out of "
             "expandable segments.",
