@@ -8,8 +8,8 @@ engine that would refuse it fails at startup whatever else is checked. Each flag
 read without it and the release read with it (``vllm/engine/arg_utils.py`` of those sdists/wheels): the floor is
 the release after the one read without it, as the releases between were not read. Short options (``-dpl``) are listed
 as written: vLLM added some after their long flag, so a release may have ``--data-parallel-size-local`` and still
-refuse ``-dpl`` (:func:`pdd_operator.vllm.flags.short_options`). ``-tp``, ``-pp`` and ``-O`` are in every release
-read (0.9.0 to 0.32.0: ``-O`` as ``--compilation-config``'s alias up to 0.11.1, then rewritten by
+refuse ``-dpl`` (:func:`pdd_operator.vllm.flags.short_options`). ``-tp``, ``-pp``, ``-q`` and ``-O`` are in every
+release read (0.9.0 to 0.34.0; ``-O`` as ``--compilation-config``'s alias up to 0.11.1, then rewritten by
 ``FlexibleArgumentParser.parse_args`` in vllm/utils/argparse_utils.py), so they set no floor.
 """
 
@@ -106,6 +106,18 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         (0, 23, 0), (0, 24, 0),
         "vllm/engine/arg_utils.py: no diffusion_config in the 0.23.0 sdist; ('--diffusion-config', '-dc') in the "
         "0.24.0 (l.1508) and 0.34.0 sdists"),
+    **{short: AddedFlag(
+        (0, 11, 0), (0, 11, 1),
+        f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: no nnodes/node_rank (nor -n/-r) in the 0.11.0 sdist; "
+        f"('--nnodes', '-n') and ('--node-rank', '-r') in the 0.11.1, 0.12.0 (l.748-749), 0.14.0 (l.779-780) and "
+        f"0.34.0 (l.1192-1193) sdists ({short})")
+       for short in ("-n", "-r")},
+    **{flag: AddedFlag(
+        (0, 9, 0), (0, 10, 0),
+        "vllm/entrypoints/openai/cli_args.py: no api_server_count (nor -asc) in the 0.9.0 sdist; ('--api-server-count', "
+        "'-asc') in make_arg_parser of the 0.10.0 (l.225), 0.10.1.1 (l.247), 0.11.0 (l.252) and 0.14.0 (l.282) sdists, "
+        "vllm/entrypoints/common/cli_args.py in 0.34.0 (l.462)")
+       for flag in ("--api-server-count", "-asc")},
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),
         "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "
