@@ -21,9 +21,10 @@ _ALIASES = {
        "-dc": "--diffusion-config"},
     **{"-q": "--quantization", "-n": "--nnodes", "-r": "--node-rank", "-asc": "--api-server-count"},
 }
-"""Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): the data-parallel ones
-(``-dpn`` ... ``-dpe``) from 0.11.1 (absent from the 0.11.0 sdist, present in 0.11.1-0.14.0 and the 0.18.0 and
-0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0); ``-cc`` from 0.12.0 (0.11.1 has
+"""Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): ``-dp``, ``-dpl``,
+``-dpa`` and ``-dpp`` in every release read (0.9.0 l.604-616), ``-dpn``, ``-dpr`` and ``-dpb`` from 0.10.0 (absent
+from the 0.9.0 sdist; 0.11.0 l.662-688), ``-dph`` and ``-dpe`` from 0.11.1 (absent from the 0.11.0 sdist), ``-ep``
+from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0); ``-cc`` from 0.12.0 (0.11.1 has
 ``-O`` there, l.1149; 0.12.0 l.1128), ``-ac`` from 0.13.0 (absent from 0.12.0; 0.13.0 l.1137), ``-sc`` from 0.21.0
 (absent from 0.18.0), ``-dc`` from 0.24.0 (absent from 0.23.0; 0.24.0 l.1508). Read for any version: a release before
 them refuses the short option at argument parsing ('unrecognized arguments'), which :func:`short_options` keeps for the
