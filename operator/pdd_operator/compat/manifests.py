@@ -293,6 +293,8 @@ def _engines(
     if flags_as_script and (labels_role is not None or _PD_MARKER.search(" ".join(command))):
         return [Unreadable(where, flags_as_script)]
     found = container_launches(container, image_runs_vllm=is_vllm_image(image))
+    if not found and (unknown_entry := _args_for_unknown_entrypoint(container, image, labels_role)):
+        return [Unreadable(where, unknown_entry)]
     out = []
     for i, launch in enumerate(found):
         at = f"{where} line {launch.line}" if len(found) > 1 else where
@@ -313,6 +315,29 @@ def _engines(
             if launch.repeats:
                 out.append(repeats_unread(at, launch))
     return out
+
+
+def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple[str, str] | None) -> str | None:
+    """Why a container whose ``args`` go to an ENTRYPOINT not known here is "not checked", or ``None``.
+
+    A container without ``command`` runs its image's ENTRYPOINT with ``args`` appended. On an image that is not one
+    of vLLM's (:func:`~pdd_operator.vllm.versions.is_vllm_image`) that ENTRYPOINT is not read, so ``args`` that
+    carry a P/D engine's settings (a KV transfer config; or a bare ``serve`` in a container whose labels name a P/D
+    role) and start no engine of their own (``serve``, a model, flags, ``-c`` and a script) cannot be read: ``serve M ...`` runs
+    ``vllm serve M ...`` under an ENTRYPOINT of ``vllm`` and fails under one of ``vllm serve``
+    (:mod:`pdd_operator.vllm.entrypoint`). ``None`` for a container with a command, a vLLM image, or args without
+    such settings."""
+    args = [str(x) for x in container.get("args") or []]
+    if container.get("command") or not args or is_vllm_image(image):
+        return None
+    if not _PD_MARKER.search(" ".join(args)) and not (labels_role is not None and args[0] == "serve"):
+        return None
+    shown = " ".join(args[:2]) + (" ..." if len(args) > 2 else "")
+    hint = (" (with an ENTRYPOINT of 'vllm' alone, 'serve ...' runs 'vllm serve ...'; with vLLM's own 'vllm serve' "
+            "it runs 'vllm serve serve ...', which vLLM's parser refuses)" if args[0] == "serve" else "")
+    return (f"the entrypoint of {image or 'its image'} is unknown (not read here). The container has no command, so the "
+            f"image's ENTRYPOINT runs with its args ({shown}) appended{hint}; which engine starts, and with which "
+            "flags, cannot be read. Write the command (command: [vllm, serve]) in the container to have it checked")
 
 
 def repeats_unread(at: str, launch: Launch) -> Unreadable:
