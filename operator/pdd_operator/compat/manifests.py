@@ -763,12 +763,24 @@ def _is_dynamo_serve_config(doc: dict) -> bool:
     return any(isinstance(v, dict) and ("ServiceArgs" in v or "common-configs" in v) for v in doc.values())
 
 
+#: The top-level keys of a Compose file (Compose specification: ``version``, ``name``, ``include``, ``services``,
+#: ``networks``, ``volumes``, ``configs``, ``secrets``, ``models``; ``x-`` extensions besides).
+_COMPOSE_KEYS = {"version", "name", "include", "services", "networks", "volumes", "configs", "secrets", "models"}
+
+
 def is_compose_file(doc: dict) -> bool:
     """A Compose file (docker compose): ``services``, a map of services each with an ``image`` or ``build``, or
-    ``extends`` (the Compose specification: a service may take both from the service it extends)."""
+    ``extends`` (the Compose specification: a service may take both from the service it extends); or a file whose
+    services are all in the files its ``include`` list names (only Compose's top-level keys, no ``services`` of
+    another shape)."""
     services = doc.get("services")
-    return (isinstance(services, dict) and bool(services)
-            and all(isinstance(v, dict) and ("image" in v or "build" in v or "extends" in v) for v in services.values()))
+    if (isinstance(services, dict) and bool(services)
+            and all(isinstance(v, dict) and ("image" in v or "build" in v or "extends" in v) for v in services.values())):
+        return True
+    include = doc.get("include")
+    return (isinstance(include, list) and bool(include) and services in (None, {})
+            and all(isinstance(i, str) or isinstance(i, dict) and "path" in i for i in include)
+            and all(str(k) in _COMPOSE_KEYS or str(k).startswith("x-") for k in doc))
 
 
 #: Top-level keys of a SkyPilot task YAML (skypilot docs, "YAML configuration": ``resources``, ``setup``, ``run``,
