@@ -15,8 +15,12 @@ service's ``command`` is the same: arguments to the ``ENTRYPOINT``). vLLM's ``vl
 ``vllm/entrypoints/launchers/cli_args.py`` in 0.32.0), so ``vllm`` becomes the model and ``serve`` is left over:
 ``FlexibleArgumentParser.parse_args`` ends in argparse's ``parse_args`` (``vllm/utils/__init__.py`` 0.11.0,
 ``vllm/utils/argparse_utils.py`` 0.32.0), which stops with ``error: unrecognized arguments: serve ...`` (exit 2).
-With ``--model`` the 0.32.0 parser moves that model to the front and ``vllm serve`` are both left over; 0.11.x
-refuses ``--model`` after ``serve`` outright. Either way the server never starts.
+With ``--model`` the parser moves that model to the front and ``vllm serve`` are both left over (from 0.11.1:
+vllm/utils/argparse_utils.py 0.11.1 l.201, 0.32.0); up to 0.11.0 it refuses ``--model`` after ``serve`` outright.
+Either way the server never starts. ``args: ["serve", MODEL, ...]`` (written for an ENTRYPOINT of ``vllm`` alone)
+runs ``vllm serve serve MODEL ...`` there: ``serve`` becomes the model and MODEL is left over
+(:func:`repeated_entrypoint`). vLLM's CPU, ROCm and XPU release images are read the same way
+(:data:`IMAGE_ENTRYPOINTS`; the table of every image, read or not, is docs/entrypoints.md).
 """
 
 from __future__ import annotations
