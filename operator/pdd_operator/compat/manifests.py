@@ -317,6 +317,13 @@ def _engines(
     return out
 
 
+#: vLLM's own flag for a KV connector (``--kv-transfer-config``, ``--kv_transfer_config``, dotted forms).
+_ENGINE_KV_FLAG = re.compile(r"--kv[-_]transfer[-_]config")
+#: How a "not checked" reason of :func:`_args_for_unknown_entrypoint` starts: a weaker note than a reader's own, which
+#: :func:`scan` and the llm-d values reader drop where they say more (the values file, the chart's imageDefault).
+UNKNOWN_ENTRYPOINT = "the entrypoint of "
+
+
 def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple[str, str] | None) -> str | None:
     """Why a container whose ``args`` go to an ENTRYPOINT not known here is "not checked", or ``None``.
 
@@ -330,12 +337,12 @@ def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple
     args = [str(x) for x in container.get("args") or []]
     if container.get("command") or not args or is_vllm_image(image):
         return None
-    if not _PD_MARKER.search(" ".join(args)) and not (labels_role is not None and args[0] == "serve"):
+    if not _ENGINE_KV_FLAG.search(" ".join(args)) and not (labels_role is not None and args[0] == "serve"):
         return None
     shown = " ".join(args[:2]) + (" ..." if len(args) > 2 else "")
     hint = (" (with an ENTRYPOINT of 'vllm' alone, 'serve ...' runs 'vllm serve ...'; with vLLM's own 'vllm serve' "
             "it runs 'vllm serve serve ...', which vLLM's parser refuses)" if args[0] == "serve" else "")
-    return (f"the entrypoint of {image or 'its image'} is unknown (not read here). The container has no command, so the "
+    return (f"{UNKNOWN_ENTRYPOINT}{image or 'its image'} is unknown (not read here). The container has no command, so the "
             f"image's ENTRYPOINT runs with its args ({shown}) appended{hint}; which engine starts, and with which "
             "flags, cannot be read. Write the command (command: [vllm, serve]) in the container to have it checked")
 
@@ -901,7 +908,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None, skip=skip)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
-    values = None if out or unreadable else _values_file(doc)
+    # A container of args for an unknown entrypoint says less than the readers of values files and controller inputs.
+    strong = [u for u in unreadable if not u.reason.startswith(UNKNOWN_ENTRYPOINT)]
+    values = None if out or strong else _values_file(doc)
     if values is not None:
         return [], [values]
     # One object holding a prefill engine and otherwise unlabelled engines (KServe's spec.template
@@ -916,8 +925,8 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
                      "config": replace(e.config, namespace=written_ns),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    controller_input = None if out or unreadable else _controller_input(doc)
-    return out, unreadable + ([controller_input] if controller_input else [])
+    controller_input = None if out or strong else _controller_input(doc)
+    return out, (strong + [controller_input]) if controller_input else unreadable
 
 
 def find_engines(doc: dict) -> list[Engine]:
