@@ -346,13 +346,31 @@ def _read_compose(all_docs: dict[str, list[dict]], engines: list, unreadable: li
     host = 0
     for path, docs in all_docs.items():
         compose = [d for d in docs if is_compose_file(d) and not d.get("kind")]
-        got = compose_engines(path, compose, first_host=host) if compose else None
+        got = compose_engines(path, compose, first_host=host, read=_beside(path)) if compose else None
         host += len(compose)
         if got is None:
             continue
         engines.extend(got[0])
         unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
         all_docs[path] = [d for d in docs if not any(d is c for c in compose)]
+
+
+def _beside(path: str):
+    """A reader of the files a Compose file names (``.env``, ``include``, ``extends.file``, ``env_file``): their text,
+    relative to the file's directory (Compose v2's project directory), or ``None`` for one not on disk (or a file
+    read from standard input)."""
+    folder = Path(path).parent if path not in ("-", "") and Path(path).is_file() else None
+
+    def read(name: str) -> str | None:
+        if folder is None:
+            return None
+        target = Path(name) if Path(name).is_absolute() else folder / name
+        try:
+            return target.read_text(errors="replace") if target.is_file() else None
+        except OSError:
+            return None
+
+    return read
 
 
 def _origin(doc: dict) -> str:

@@ -48,9 +48,11 @@ def _pair(lead: list[str], image: str, command: list[str] | None = None) -> list
 @pytest.mark.parametrize(("image", "entry"), [
     ("vllm/vllm-openai:v0.10.1.1", API_SERVER), ("vllm/vllm-openai:v0.11.0", API_SERVER),
     ("vllm/vllm-openai:v0.11.1", SERVE), ("vllm/vllm-openai:v0.32.0", SERVE), ("docker.io/vllm/vllm-openai:latest", SERVE),
-    ("vllm/vllm-openai-rocm:v0.32.0", None), ("lmcache/vllm-openai:v0.3.3", None), ("my.io/team/engine:1", None),
+    ("rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521", None), ("lmcache/vllm-openai:v0.3.3", None),
+    ("my.io/team/engine:1", None),
 ])
 def test_the_image_entrypoint_is_read_per_release_only_for_vllm_openai(image, entry):
+    # Set 30 reads vLLM's CPU, ROCm and XPU release images too (tests/unit/test_entrypoint_30.py).
     assert image_entrypoint(image) == entry
 
 
@@ -104,7 +106,7 @@ def test_args_repeating_the_api_server_module_are_an_error(tmp_path, capsys):
 
 
 def test_another_vllm_image_whose_entrypoint_was_not_read_is_a_warning(tmp_path, capsys):
-    code, out = check(tmp_path, capsys, *_pair(["vllm", "serve"], "rocm/vllm-openai-rocm:v0.32.0"))
+    code, out = check(tmp_path, capsys, *_pair(["vllm", "serve"], "rocm/vllm:rocm7.0.0_vllm_0.11.1_20251103"))
     assert RULE in rules(out, "warning") and RULE not in rules(out, "error"), out
 
 

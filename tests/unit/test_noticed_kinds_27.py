@@ -50,8 +50,10 @@ def _findings(out, rule):
 
 
 @pytest.mark.parametrize(("version", "option", "value"), [
-    ("v0.11.0", "-dpl", "2"), ("v0.11.0", "-dpa", "10.0.0.1"), ("v0.10.1.1", "-dpr", "1"), ("v0.11.0", "-dpn", "0"),
-    ("v0.11.0", "-dpp", "13345"), ("v0.11.0", "-dpb", "ray"), ("v0.11.0", "-dph", None), ("v0.11.0", "-dpe", None),
+    # Set 30: -dpn, -dpr and -dpb are in 0.10.0-0.11.0 too, -dpl, -dpa and -dpp in 0.9.0 (arg_utils.py 0.11.0
+    # l.662-688, single-quoted; tests/unit/test_short_options_30.py): only a release before them refuses them.
+    ("v0.9.0", "-dpr", "1"), ("v0.9.0", "-dpn", "0"), ("v0.9.0", "-dpb", "ray"),
+    ("v0.11.0", "-dph", None), ("v0.11.0", "-dpe", None),
     ("v0.13.0", "-ep", None), ("v0.12.0", "-ep", None), ("v0.18.0", "-dpm", None),
     ("v0.18.0", "--data-parallel-multi-port-external-lb", None),
 ])
@@ -67,7 +69,9 @@ def test_a_short_option_before_its_release_is_refused_at_startup(tmp_path, capsy
 @pytest.mark.parametrize(("version", "args"), [
     ("v0.11.1", ["-dpl", "2"]), ("v0.14.0", ["-ep"]), ("v0.24.0", ["-dpm"]), ("v0.32.0", ["-dpa", "10.0.0.1", "-ep"]),
     ("v0.11.0", ["--data-parallel-size-local", "2"]), ("v0.13.0", ["--enable-expert-parallel"]),
-    ("v0.11.0", ["-dp", "2"]),
+    ("v0.11.0", ["-dp", "2"]), ("v0.11.0", ["-dpl", "2"]), ("v0.11.0", ["-dpa", "10.0.0.1"]),
+    ("v0.10.1.1", ["-dpr", "1"]), ("v0.11.0", ["-dpn", "0"]), ("v0.11.0", ["-dpp", "13345"]),
+    ("v0.10.0", ["-dpb", "ray"]), ("v0.9.0", ["-dpl", "2"]),
 ])
 def test_the_option_from_its_release_or_its_long_flag_before_is_not_refused(tmp_path, capsys, version, args):
     code, out = check(tmp_path, capsys, *pd("dp", ["--kv-transfer-config", KV, *args], ["--kv-transfer-config", KV, *args],
@@ -92,8 +96,8 @@ def test_short_options_are_read_as_written_and_bound_an_unknown_version():
         "-dpl", "-ep"]
     assert short_options(["vllm", "serve", "m", "-dp=2", "-tp", "2"]) == {
         "-dp": "--data-parallel-size", "-tp": "--tensor-parallel-size"}
-    assert ADDED_FLAGS["-dpl"].floor == (0, 11, 1) and ADDED_FLAGS["-ep"].floor == (0, 14, 0)
-    assert flags_floor(dict.fromkeys(("-ep", "-dpl"))) == ((0, 14, 0), "-ep")
+    assert ADDED_FLAGS["-dph"].floor == (0, 11, 1) and ADDED_FLAGS["-ep"].floor == (0, 14, 0)
+    assert flags_floor(dict.fromkeys(("-ep", "-dph"))) == ((0, 14, 0), "-ep")
 
 
 @pytest.mark.parametrize("version", ["v0.24.0", "v0.28.0", "v0.32.0"])

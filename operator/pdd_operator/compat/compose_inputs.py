@@ -30,22 +30,34 @@ How a service maps (the Compose specification, compose-spec/compose-spec ``05-se
 * The hosts: every service of one Compose document runs on one host (``docker compose up`` on that machine);
   several documents given together (one per host, as multi-node tutorials publish them) are one topology on as many
   hosts, paired with each other (one owner per project ``name``, else per file).
-* ``extends: {service: NAME}`` (same file) takes that service's keys first; ``extends`` with a ``file`` is not read
-  (the service is "not checked").
+* ``extends: {service: NAME}`` (same file) takes that service's keys first; ``extends: {file: other.yaml, service:
+  NAME}`` takes them from ``other.yaml`` (relative to this file) when that file is given, else the service is "not
+  checked" with the file's name.
+* ``include:`` (a path, or ``path:`` one or a list; Compose specification ``14-include.md``) adds the services of the
+  files it names (relative to this file, their own ``include`` followed; a service defined here is kept); a file not
+  given is "not checked" with its name.
+* ``env_file``: a file given next to the Compose file is read (``NAME=value`` lines, :func:`parse_env_file`) for the
+  names ``environment`` does not set; one not given is an ``envFrom`` source not in these files (it may set any
+  variable), skipped where marked ``required: false``.
+
+"Given" is a file on disk where the Compose file names it (the CLI reads them, ``pdd_operator.cli._beside``); the
+webhook and a file from standard input have none.
 
 Interpolation (Compose specification ``12-interpolation.md``): ``$VAR`` and ``${VAR}`` anywhere in a value,
-``${VAR:-default}`` / ``${VAR-default}`` (the default: the variable is read as unset, as the script reader reads a
-script's own), ``$$`` a literal ``$``. A variable without a default (``${VAR}``, ``${VAR:?err}``, ``${VAR:+alt}``)
-takes its value from the shell or an ``.env`` file, which are not in these files: it is unknown, written to the
-synthetic container as the kubelet reference ``$(VAR)`` to a variable of unknown value (an env entry
-``valueFrom`` a ConfigMap not in the files), so that the rules which need it say "not checked" and never judge a
-guess.
+``${VAR:-default}`` / ``${VAR-default}``, ``${VAR:?err}``, ``${VAR:+alt}``, ``$$`` a literal ``$``. A variable the
+project's ``.env`` file (next to the Compose file, Compose v2's project directory) sets takes its value there; one it
+does not set takes its default, and without a default (or without an ``.env`` file given) it takes its value from the
+shell, which is not in these files: it is unknown, written to the synthetic container as the kubelet reference
+``$(VAR)`` to a variable of unknown value (an env entry ``valueFrom`` a ConfigMap not in the files), so that the rules
+which need it say "not checked" and never judge a guess. (A variable the shell sets wins over ``.env``; a shell that
+sets one the ``.env`` file sets is not seen here.)
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -65,10 +77,15 @@ _BARE = re.compile(r"\$(" + _NAME + ")")
 _VLLM = re.compile(r"vllm\s+serve|vllm\.entrypoints\.openai\.api_server|dynamo\.vllm|\bvllm\b", re.I)
 
 
-def interpolate(text: str, unknown: set[str]) -> str:
-    """``text`` (a Compose value) after Compose's interpolation, written for the kubelet's expansion: a default is
-    substituted, ``$$`` stays ``$$`` (the kubelet's escape for a literal ``$``), a variable whose value is not in
-    these files becomes ``$(VAR)`` and its name is added to ``unknown``; any other ``$`` is kept."""
+def interpolate(text: str, unknown: set[str], values: Mapping[str, str] | None = None) -> str:
+    """``text`` (a Compose value) after Compose's interpolation, written for the kubelet's expansion: a variable of
+    ``values`` (the project's ``.env`` file, :func:`parse_env_file`) takes its value, as ``docker compose`` resolves
+    it when the shell does not set it; for one not there a default is substituted (``${VAR:-d}``, ``${VAR-d}``),
+    ``$$`` stays ``$$`` (the kubelet's escape for a literal ``$``), and a variable whose value is not in these files
+    becomes ``$(VAR)`` and its name is added to ``unknown``; any other ``$`` is kept. With ``values``:
+    ``${VAR:-d}`` takes ``d`` for an empty value, ``${VAR:+alt}``/``${VAR+alt}`` take ``alt`` for a set one (empty
+    for ``:+`` and an empty value), ``${VAR:?err}`` the value (Compose specification ``12-interpolation.md``)."""
+    values = values or {}
     out: list[str] = []
     i = 0
     while i < len(text):
@@ -80,15 +97,23 @@ def interpolate(text: str, unknown: set[str]) -> str:
         bare = None if braced else _BARE.match(text, i)
         if braced:
             name, op, arg = braced.group(1), braced.group(2), braced.group(3)
-            if op in (":-", "-"):
-                out.append(interpolate(arg or "", unknown))
+            value = values.get(name)
+            if value is not None and op in (None, "-", "?", ":?") or value and op == ":-":
+                out.append(_escaped(value))
+            elif op in (":-", "-"):
+                out.append(interpolate(arg or "", unknown, values))
+            elif value is not None and op in (":+", "+"):
+                out.append(interpolate(arg or "", unknown, values) if value or op == "+" else "")
             else:
                 unknown.add(name)
                 out.append(f"$({name})")
             i = braced.end()
         elif bare:
-            unknown.add(bare.group(1))
-            out.append(f"$({bare.group(1)})")
+            if (value := values.get(bare.group(1))) is not None:
+                out.append(_escaped(value))
+            else:
+                unknown.add(bare.group(1))
+                out.append(f"$({bare.group(1)})")
             i = bare.end()
         else:
             out.append(text[i])
@@ -96,21 +121,62 @@ def interpolate(text: str, unknown: set[str]) -> str:
     return "".join(out)
 
 
-def _words(value: Any, unknown: set[str]) -> list[str]:
+def _escaped(value: str) -> str:
+    """A value substituted by Compose, written so that the kubelet's expansion keeps it as it is (``$`` -> ``$$``)."""
+    return value.replace("$", "$$")
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """The variables of a Compose ``.env`` / ``env_file`` file (``NAME=value`` lines; ``#`` comments and blank lines
+    skipped; an ``export`` prefix dropped; a value in single quotes literal, in double quotes with ``\n``/``\"``
+    escapes, unquoted up to a `` #`` comment; a line without ``=`` sets nothing), as Compose v2 reads it
+    (docs.docker.com compose/environment-variables/variable-interpolation, ".env file syntax")."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = line.removeprefix("export ").strip()
+        name, eq, value = line.partition("=")
+        name = name.strip()
+        if not eq or not re.fullmatch(_NAME, name):
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        elif len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1].replace("\\n", "\n").replace('\\"', '"')
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0].strip()
+        out[name] = value
+    return out
+
+
+def _words(value: Any, unknown: set[str], values: Mapping[str, str] | None = None) -> list[str]:
     """A ``command`` / ``entrypoint`` as words: a list as it is, a string split as Compose splits it."""
     if value is None:
         return []
     if isinstance(value, list):
-        return [interpolate(str(x), unknown) for x in value]
+        return [interpolate(str(x), unknown, values) for x in value]
     try:
         words = shlex.split(str(value))
     except ValueError:
         words = str(value).split()
-    return [interpolate(w, unknown) for w in words]
+    return [interpolate(w, unknown, values) for w in words]
 
 
-def _env(service: dict, unknown: set[str]) -> tuple[list[dict], list[dict]]:
-    """The service's ``environment`` as a Kubernetes ``env`` list, and its ``env_file`` as ``envFrom`` sources."""
+#: Reads a file named relative to the Compose file (``include``, ``extends.file``, ``env_file``, ``.env``): its text,
+#: or ``None`` where it is not given (not on disk next to the file).
+Reader = Callable[[str], "str | None"]
+
+
+def _env(service: dict, unknown: set[str], values: Mapping[str, str] | None = None,
+         read: Reader | None = None) -> tuple[list[dict], list[dict]]:
+    """The service's ``environment`` as a Kubernetes ``env`` list (values interpolated with ``values``), and its
+    ``env_file`` files: read (``read``) into ``env`` for the names ``environment`` does not set (it wins, Compose
+    specification ``05-services.md`` env_file), or, where a file is not given, an ``envFrom`` source not in these files
+    named ``env_file <path>`` (it may set any variable); one marked ``required: false`` and not given is skipped, as
+    Compose skips it."""
     raw = service.get("environment")
     pairs: list[tuple[str, str | None]] = []
     if isinstance(raw, dict):
@@ -126,7 +192,7 @@ def _env(service: dict, unknown: set[str]) -> tuple[list[dict], list[dict]]:
             env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": _OUTSIDE, "key": name}}})
             continue
         names: set[str] = set()
-        written = interpolate(value, names)
+        written = interpolate(value, names, values)
         if names:  # its value is read from outside the files
             unknown |= names
             env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": _OUTSIDE, "key": name}}})
@@ -134,7 +200,16 @@ def _env(service: dict, unknown: set[str]) -> tuple[list[dict], list[dict]]:
             env.append({"name": name, "value": written.replace("$$", "$").replace("$", "$$")})
     files = service.get("env_file")
     files = [files] if isinstance(files, (str, dict)) else files or []
-    env_from = [{"configMapRef": {"name": f"env_file {f.get('path') if isinstance(f, dict) else f}"}} for f in files]
+    env_from = []
+    for f in files:
+        name = str(f.get("path") if isinstance(f, dict) else f)
+        text = read(name) if read is not None else None
+        if text is None:
+            if not (isinstance(f, dict) and f.get("required") is False):
+                env_from.append({"configMapRef": {"name": f"env_file {name}"}})
+            continue
+        defined = {e["name"] for e in env}
+        env += [{"name": k, "value": v.replace("$", "$$")} for k, v in parse_env_file(text).items() if k not in defined]
     return env, env_from
 
 
@@ -227,21 +302,80 @@ def _memlock(service: dict) -> tuple[str, str] | None:
     return text(value), text(value)
 
 
-def _extended(name: str, services: dict, seen: tuple[str, ...] = ()) -> dict | str:
-    """The service ``name`` with the keys of the services it extends merged under its own, or why not read."""
+def _extended(name: str, services: dict, seen: tuple[str, ...] = (), read: Reader | None = None,
+              depth: int = 0) -> dict | str:
+    """The service ``name`` with the keys of the services it extends merged under its own, or why not read.
+
+    ``extends: {file: other.yaml, service: base}`` reads ``other.yaml`` (relative to this file, through ``read``)
+    and takes ``base`` from its services, resolving that service's own ``extends`` there (relative to that file);
+    a file not given is named ("not checked")."""
     service = services[name]
     ext = service.get("extends")
     if ext is None:
         return service
     base = ext if isinstance(ext, str) else ext.get("service") if isinstance(ext, dict) else None
     if isinstance(ext, dict) and ext.get("file"):
-        return f"it extends service {base} of {ext['file']}, which is not in these files"
-    if base not in services or base in seen:
-        return f"it extends service {base}, which this file does not define"
-    parent = _extended(base, services, (*seen, name))
+        other = str(ext["file"])
+        text = read(other) if read is not None and depth < _MAX_DEPTH else None
+        docs = _yaml_docs(text) if text is not None else []
+        theirs = docs[0].get("services") if docs and isinstance(docs[0].get("services"), dict) else None
+        if theirs is None:
+            return f"it extends service {base} of {other}, which is not in these files"
+        if base not in theirs:
+            return f"it extends service {base} of {other}, which that file does not define"
+        parent = _extended(str(base), theirs, (), _relative(read, other), depth + 1)
+    else:
+        if base not in services or base in seen:
+            return f"it extends service {base}, which this file does not define"
+        parent = _extended(base, services, (*seen, name), read, depth)
     if isinstance(parent, str):
         return parent
     return {**parent, **{k: v for k, v in service.items() if k != "extends"}}
+
+
+#: How deep ``include`` and ``extends.file`` are followed (a cycle between files ends here).
+_MAX_DEPTH = 8
+
+
+def _yaml_docs(text: str) -> list[dict]:
+    """The mapping documents of a YAML text; ``[]`` for one that does not parse."""
+    import yaml
+
+    try:
+        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    except yaml.YAMLError:
+        return []
+
+
+def _relative(read: Reader | None, name: str) -> Reader | None:
+    """A reader for the files named inside the file ``name`` (paths relative to its directory)."""
+    if read is None:
+        return None
+    folder = name.rsplit("/", 1)[0] if "/" in name else ""
+    return (lambda other: read(other if other.startswith("/") or not folder else f"{folder}/{other}"))
+
+
+def _included(doc: dict, read: Reader | None, depth: int = 0) -> tuple[dict, list[str]]:
+    """The services of a Compose document with those of the files its ``include`` names (Compose specification
+    ``14-include.md``: each entry a path, a list of paths under ``path``, relative to this file; an included file's
+    own ``include`` is followed; a service the document defines itself is kept), and the files not given."""
+    services = dict(doc.get("services") or {}) if isinstance(doc.get("services"), dict) else {}
+    missing: list[str] = []
+    entries = doc.get("include") if isinstance(doc.get("include"), list) else []
+    for entry in entries:
+        paths = entry.get("path") if isinstance(entry, dict) else entry
+        for name in [paths] if isinstance(paths, str) else paths if isinstance(paths, list) else []:
+            name = str(name)
+            text = read(name) if read is not None and depth < _MAX_DEPTH else None
+            docs = _yaml_docs(text) if text is not None else []
+            if not docs:
+                missing.append(name)
+                continue
+            theirs, lost = _included(docs[0], _relative(read, name), depth + 1)
+            missing += lost
+            for key, service in theirs.items():
+                services.setdefault(key, service)
+    return services, missing
 
 
 def _runs_vllm(service: dict) -> bool:
@@ -275,19 +409,21 @@ def _renamed(words: list[str], names: set[str]) -> list[str]:
     return out
 
 
-def _pod(name: str, service: dict, host: int, owner: str) -> tuple[dict, str, tuple[bool, tuple[str, ...] | None]]:
+def _pod(name: str, service: dict, host: int, owner: str, values: Mapping[str, str] | None = None,
+         read: Reader | None = None) -> tuple[dict, str, tuple[bool, tuple[str, ...] | None]]:
     """The synthetic Pod of one service on the document's ``host``, the Compose key its engine flags are in, and the
-    GPUs of the host it is handed (:func:`_host_devices`)."""
+    GPUs of the host it is handed (:func:`_host_devices`); ``values``: the ``.env`` file's variables, ``read``: the
+    files next to the Compose file (``env_file``)."""
     unknown: set[str] = set()
-    entrypoint = _words(service.get("entrypoint"), unknown)
-    command = _words(service.get("command"), unknown)
+    entrypoint = _words(service.get("entrypoint"), unknown, values)
+    command = _words(service.get("command"), unknown, values)
     own = _env_names(service)
     assigned = {v for v in unknown if v in own or re.search(rf"(?<![\w$]){v}=", " ".join(entrypoint + command))}
     if assigned:  # the service or its script sets a name Compose already replaced: keep them apart (:func:`_renamed`)
         entrypoint, command = _renamed(entrypoint, assigned), _renamed(command, assigned)
         unknown = (unknown - assigned) | {f"{v}{_FROM_OUTSIDE}" for v in assigned}
-    env, env_from = _env(service, unknown)
-    container: dict[str, Any] = {"name": name, "image": interpolate(str(service.get("image") or ""), set())}
+    env, env_from = _env(service, unknown, values, read)
+    container: dict[str, Any] = {"name": name, "image": interpolate(str(service.get("image") or ""), set(), values)}
     if entrypoint:
         container["command"] = entrypoint
     if command:
@@ -344,30 +480,48 @@ def _pod(name: str, service: dict, host: int, owner: str) -> tuple[dict, str, tu
     return pod, key, _host_devices(service, env)
 
 
-def compose_engines(path: str, docs: list[dict], first_host: int = 0) -> tuple[list[Engine], list[Unreadable]] | None:
+def compose_engines(path: str, docs: list[dict], first_host: int = 0,
+                    read: Reader | None = None) -> tuple[list[Engine], list[Unreadable]] | None:
     """The P/D engines of the Compose documents ``docs`` of the file ``path`` (each document one host, numbered from
     ``first_host``) and those it cannot read, as :func:`~pdd_operator.compat.manifests.scan` gives them, each
     ``where`` naming ``<path> (Compose) services.<service>.<key>``; ``None`` when no service of them runs vLLM with a
-    KV transfer configuration or a P/D role (the documents keep today's answer)."""
+    KV transfer configuration or a P/D role (the documents keep today's answer).
+
+    ``read`` gives the files the Compose file names, relative to its directory (``None``: none given): the project's
+    ``.env`` (interpolation, :func:`interpolate`), ``include`` (:func:`_included`), ``extends.file``
+    (:func:`_extended`) and ``env_file`` (:func:`_env`), as Compose v2 resolves them; a file named but not given is
+    "not checked" with its name. A variable the shell running ``docker compose`` sets wins over ``.env``; the shell is
+    not in these files."""
     engines: list[Engine] = []
     unreadable: list[Unreadable] = []
     found_vllm = False
+    dotenv = read(".env") if read is not None else None
+    values = parse_env_file(dotenv) if dotenv is not None else None
     for host, doc in enumerate(docs, start=first_host):
-        if not is_compose_file(doc) or not pd_marked(repr(doc)):
+        if not is_compose_file(doc):
             continue
-        services = doc["services"]
+        services, missing = _included(doc, read)
+        if not pd_marked(repr(services)) and not (missing and pd_marked(repr(doc))):
+            if missing and not services:
+                unreadable += [Unreadable(f"{path} (Compose) include", f"it includes {m}, which is not "
+                                          "in these files") for m in missing]
+                found_vllm = True
+            continue
+        unreadable += [Unreadable(f"{path} (Compose) include", f"it includes {m}, which is not in these "
+                                  "files; its services were not read") for m in missing]
         owner = str(doc.get("name") or path)
         for name in services:
-            service = _extended(name, services)
+            service = _extended(name, services, read=read)
             where = f"{path} (Compose) services.{name}"
             if isinstance(service, str):
-                if pd_marked(repr(services[name])):
+                # A service built on a file not given may hold any engine of this P/D project: named, not guessed.
+                if pd_marked(repr(services[name])) or "not in these files" in service:
                     unreadable.append(Unreadable(where, service))
                 continue
             if not _runs_vllm(service):
                 continue
             found_vllm = True
-            pod, key, (handed, devices) = _pod(str(name), service, host, owner)
+            pod, key, (handed, devices) = _pod(str(name), service, host, owner, values, read)
             got, cannot = scan(pod)
             memlock = _memlock(service)
             engines += [replace(e, where=_where(e.where, f"{where}.{key}"), container=where, flags_key=key, config=replace(

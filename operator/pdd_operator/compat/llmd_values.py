@@ -264,7 +264,7 @@ def llmd_scan(values: dict, where: str = "llm-d-modelservice values", prefix: st
     (``decode.containers[0]``) and all of one object, and a "not checked" record for each part not rendered.
     ``where`` names the object and ``prefix`` the key holding the values in it, for values a GitOps wrapper carries
     (``HelmRelease/pd``, ``spec.values.``: :mod:`~pdd_operator.compat.llmd_wrappers`)."""
-    from pdd_operator.compat.manifests import _PD_MARKER, Unreadable, scan
+    from pdd_operator.compat.manifests import _PD_MARKER, UNKNOWN_ENTRYPOINT, Unreadable, scan
 
     if not _PD_MARKER.search(repr(values)):
         return [], []  # no KV connector or role anywhere: an aggregated model service, nothing to check
@@ -272,6 +272,7 @@ def llmd_scan(values: dict, where: str = "llm-d-modelservice values", prefix: st
     engines, unreadable = [], [Unreadable(f"{where} {prefix}{key}", f"not checked, because {why}") for key, why in cannot]
     for role, doc, indexes in rendered:
         found, missed = scan(doc)
+        missed = [u for u in missed if not u.reason.startswith(UNKNOWN_ENTRYPOINT)]  # said below, with the chart's key
         names = [c["name"] for c in doc["spec"]["template"]["spec"]["containers"]]
         for e in found:
             at = next((i for n, i in zip(names, indexes, strict=True) if f"({n})" in e.where), indexes[0])

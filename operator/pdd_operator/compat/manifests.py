@@ -306,6 +306,8 @@ def _engines(
     if flags_as_script and (labels_role is not None or _PD_MARKER.search(" ".join(command))):
         return [Unreadable(where, flags_as_script)]
     found = container_launches(container, image_runs_vllm=is_vllm_image(image))
+    if not found and (unknown_entry := _args_for_unknown_entrypoint(container, image, labels_role)):
+        return [Unreadable(where, unknown_entry)]
     out = []
     for i, launch in enumerate(found):
         at = f"{where} line {launch.line}" if len(found) > 1 else where
@@ -326,6 +328,36 @@ def _engines(
             if launch.repeats:
                 out.append(repeats_unread(at, launch))
     return out
+
+
+#: vLLM's own flag for a KV connector (``--kv-transfer-config``, ``--kv_transfer_config``, dotted forms).
+_ENGINE_KV_FLAG = re.compile(r"--kv[-_]transfer[-_]config")
+#: How a "not checked" reason of :func:`_args_for_unknown_entrypoint` starts: a weaker note than a reader's own, which
+#: :func:`scan` and the llm-d values reader drop where they say more (the values file, the chart's imageDefault).
+UNKNOWN_ENTRYPOINT = "the entrypoint of "
+
+
+def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple[str, str] | None) -> str | None:
+    """Why a container whose ``args`` go to an ENTRYPOINT not known here is "not checked", or ``None``.
+
+    A container without ``command`` runs its image's ENTRYPOINT with ``args`` appended. On an image that is not one
+    of vLLM's (:func:`~pdd_operator.vllm.versions.is_vllm_image`) that ENTRYPOINT is not read, so ``args`` that
+    carry a P/D engine's settings (a KV transfer config; or a bare ``serve`` in a container whose labels name a P/D
+    role) and start no engine of their own (``serve``, a model, flags, ``-c`` and a script) cannot be read: ``serve M ...`` runs
+    ``vllm serve M ...`` under an ENTRYPOINT of ``vllm`` and fails under one of ``vllm serve``
+    (:mod:`pdd_operator.vllm.entrypoint`). ``None`` for a container with a command, a vLLM image, or args without
+    such settings."""
+    args = [str(x) for x in container.get("args") or []]
+    if container.get("command") or not args or is_vllm_image(image):
+        return None
+    if not _ENGINE_KV_FLAG.search(" ".join(args)) and not (labels_role is not None and args[0] == "serve"):
+        return None
+    shown = " ".join(args[:2]) + (" ..." if len(args) > 2 else "")
+    hint = (" (with an ENTRYPOINT of 'vllm' alone, 'serve ...' runs 'vllm serve ...'; with vLLM's own 'vllm serve' "
+            "it runs 'vllm serve serve ...', which vLLM's parser refuses)" if args[0] == "serve" else "")
+    return (f"{UNKNOWN_ENTRYPOINT}{image or 'its image'} is unknown (not read here). The container has no command, so the "
+            f"image's ENTRYPOINT runs with its args ({shown}) appended{hint}; which engine starts, and with which "
+            "flags, cannot be read. Write the command (command: [vllm, serve]) in the container to have it checked")
 
 
 def repeats_unread(at: str, launch: Launch) -> Unreadable:
@@ -768,12 +800,24 @@ def _is_dynamo_serve_config(doc: dict) -> bool:
     return any(isinstance(v, dict) and ("ServiceArgs" in v or "common-configs" in v) for v in doc.values())
 
 
+#: The top-level keys of a Compose file (Compose specification: ``version``, ``name``, ``include``, ``services``,
+#: ``networks``, ``volumes``, ``configs``, ``secrets``, ``models``; ``x-`` extensions besides).
+_COMPOSE_KEYS = {"version", "name", "include", "services", "networks", "volumes", "configs", "secrets", "models"}
+
+
 def is_compose_file(doc: dict) -> bool:
     """A Compose file (docker compose): ``services``, a map of services each with an ``image`` or ``build``, or
-    ``extends`` (the Compose specification: a service may take both from the service it extends)."""
+    ``extends`` (the Compose specification: a service may take both from the service it extends); or a file whose
+    services are all in the files its ``include`` list names (only Compose's top-level keys, no ``services`` of
+    another shape)."""
     services = doc.get("services")
-    return (isinstance(services, dict) and bool(services)
-            and all(isinstance(v, dict) and ("image" in v or "build" in v or "extends" in v) for v in services.values()))
+    if (isinstance(services, dict) and bool(services)
+            and all(isinstance(v, dict) and ("image" in v or "build" in v or "extends" in v) for v in services.values())):
+        return True
+    include = doc.get("include")
+    return (isinstance(include, list) and bool(include) and services in (None, {})
+            and all(isinstance(i, str) or isinstance(i, dict) and "path" in i for i in include)
+            and all(str(k) in _COMPOSE_KEYS or str(k).startswith("x-") for k in doc))
 
 
 #: Top-level keys of a SkyPilot task YAML (skypilot docs, "YAML configuration": ``resources``, ``setup``, ``run``,
@@ -936,7 +980,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None, skip=skip)
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
-    values = None if out or unreadable else _values_file(doc)
+    # A container of args for an unknown entrypoint says less than the readers of values files and controller inputs.
+    strong = [u for u in unreadable if not u.reason.startswith(UNKNOWN_ENTRYPOINT)]
+    values = None if out or strong else _values_file(doc)
     if values is not None:
         return [], [values]
     # One object holding a prefill engine and otherwise unlabelled engines (KServe's spec.template
@@ -951,8 +997,8 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
                      "config": replace(e.config, namespace=written_ns),
                      "group": _group(meta.get("labels"), e.config.pod_labels), "stem": _stem(str(meta.get("name", ""))),
                      "owners": owners}) for e in out]
-    controller_input = None if out or unreadable else _controller_input(doc)
-    return out, unreadable + ([controller_input] if controller_input else [])
+    controller_input = None if out or strong else _controller_input(doc)
+    return out, (strong + [controller_input]) if controller_input else unreadable
 
 
 def find_engines(doc: dict) -> list[Engine]:

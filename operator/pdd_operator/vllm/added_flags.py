@@ -6,11 +6,12 @@ Dynamo's ``dynamo.vllm``) parse with ``FlexibleArgumentParser`` (``vllm/utils/ar
 the engine starts. An engine that runs with one of these flags therefore runs a release that defines it, and an
 engine that would refuse it fails at startup whatever else is checked. Each flag is listed with the newest release
 read without it and the release read with it (``vllm/engine/arg_utils.py`` of those sdists/wheels): the floor is
-the release after the one read without it, as the releases between were not read. Short options (``-dpl``) are listed
-as written: vLLM added some after their long flag, so a release may have ``--data-parallel-size-local`` and still
-refuse ``-dpl`` (:func:`pdd_operator.vllm.flags.short_options`). ``-tp``, ``-pp`` and ``-O`` are in every release
-read (0.9.0 to 0.32.0: ``-O`` as ``--compilation-config``'s alias up to 0.11.1, then rewritten by
-``FlexibleArgumentParser.parse_args`` in vllm/utils/argparse_utils.py), so they set no floor.
+the release after the one read without it, as the releases between were not read. Short options (``-dph``) are listed
+as written: vLLM added some after their long flag, so a release may have ``--data-parallel-hybrid-lb`` and still
+refuse ``-dph`` (:func:`pdd_operator.vllm.flags.short_options`). ``-tp``, ``-pp``, ``-dp``, ``-dpl``, ``-dpa``,
+``-dpp``, ``-q`` and ``-O`` are in every release read (0.9.0 to 0.34.0; ``-O`` as ``--compilation-config``'s alias
+up to 0.11.1, then rewritten by ``FlexibleArgumentParser.parse_args`` in vllm/utils/argparse_utils.py), so they set no
+floor.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class AddedFlag:
     @property
     def floor(self) -> Version:
         """The oldest release that may define the flag: the minor release after :attr:`absent_in`, or
-        :attr:`present_in` where both are patch releases of one minor line (``-dpl``: 0.11.0 without, 0.11.1 with)."""
+        :attr:`present_in` where both are patch releases of one minor line (``-dph``: 0.11.0 without, 0.11.1 with)."""
         if self.present_in[:2] == self.absent_in[:2]:
             return self.present_in
         return (self.absent_in[0], self.absent_in[1] + 1, 0)
@@ -61,10 +62,16 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "short option in the 0.24.0, 0.26.0, 0.30.0 sdists and the 0.32.0 wheel"),
     **{short: AddedFlag(
         (0, 11, 0), (0, 11, 1),
-        f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: only -dp among the data-parallel short options in the "
-        f"0.10.1.1 and 0.11.0 sdists; {short} in the 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.18.0 and 0.24.0 sdists and the "
-        f"0.32.0 wheel")
-       for short in ("-dpn", "-dpr", "-dpl", "-dpa", "-dpp", "-dpb", "-dph", "-dpe")},
+        f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: --data-parallel-hybrid-lb and --data-parallel-external-lb "
+        f"without a short option in the 0.11.0 sdist (l.695); {short} in the 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.18.0, "
+        f"0.24.0 and 0.34.0 sdists and the 0.32.0 wheel")
+       for short in ("-dph", "-dpe")},
+    **{short: AddedFlag(
+        (0, 9, 0), (0, 10, 0),
+        f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: -dp, -dpl, -dpa and -dpp but no {short} in the 0.9.0 sdist "
+        f"(l.604-616); {short} in the 0.10.0 (l.601-629), 0.10.1.1, 0.11.0 (l.662-688, written with single quotes) "
+        f"and every later sdist read")
+       for short in ("-dpn", "-dpr", "-dpb")},
     "-dpm": AddedFlag(
         (0, 18, 0), (0, 24, 0),
         "vllm/engine/arg_utils.py: no -dpm (nor --data-parallel-multi-port-external-lb) in the 0.18.0 sdist; present "
@@ -106,6 +113,18 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         (0, 23, 0), (0, 24, 0),
         "vllm/engine/arg_utils.py: no diffusion_config in the 0.23.0 sdist; ('--diffusion-config', '-dc') in the "
         "0.24.0 (l.1508) and 0.34.0 sdists"),
+    **{short: AddedFlag(
+        (0, 11, 0), (0, 11, 1),
+        f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: no nnodes/node_rank (nor -n/-r) in the 0.11.0 sdist; "
+        f"('--nnodes', '-n') and ('--node-rank', '-r') in the 0.11.1, 0.12.0 (l.748-749), 0.14.0 (l.779-780) and "
+        f"0.34.0 (l.1192-1193) sdists ({short})")
+       for short in ("-n", "-r")},
+    **{flag: AddedFlag(
+        (0, 9, 0), (0, 10, 0),
+        "vllm/entrypoints/openai/cli_args.py: no api_server_count (nor -asc) in the 0.9.0 sdist; ('--api-server-count', "
+        "'-asc') in make_arg_parser of the 0.10.0 (l.225), 0.10.1.1 (l.247), 0.11.0 (l.252) and 0.14.0 (l.282) sdists, "
+        "vllm/entrypoints/common/cli_args.py in 0.34.0 (l.462)")
+       for flag in ("--api-server-count", "-asc")},
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),
         "vllm/engine/arg_utils.py: --enable-expert-parallel without -ep in the 0.11.0-0.13.0 sdists; "

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import replace
 
-from pdd_operator.vllm.entrypoint import SERVE, leading_entry
+from pdd_operator.vllm.entrypoint import SERVE, leading_entry, leading_serve
 from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.image_env import image_env
@@ -35,7 +35,9 @@ def command_launches(
     the variables it sets for that process (:func:`pdd_operator.vllm.script.launches`). ``image_runs_vllm``: the
     image's own entrypoint is ``vllm serve`` (vLLM's images), so a container with ``args`` only runs it; ``args``
     that start with an entry point of their own (``vllm serve ...``) are read from there, not as ``vllm serve vllm
-    serve ...`` (:func:`pdd_operator.vllm.entrypoint.leading_entry`; that argv is refused, and reported, elsewhere).
+    serve ...`` (:func:`pdd_operator.vllm.entrypoint.leading_entry`; that argv is refused, and reported, elsewhere),
+    and ``args`` that start with a bare ``serve`` as ``vllm serve ...`` (:func:`~pdd_operator.vllm.entrypoint.
+    leading_serve`: written for an ENTRYPOINT of ``vllm`` alone; the ``entrypoint-repeated`` rule judges the image's).
     ``extra``: more arguments from the environment (``VLLM_ADDITIONAL_ARGS``, as KServe and llm-d presets pass
     them), appended. ``env``: the container's environment; when given, ``$(VAR)`` in command and args is expanded
     as the kubelet does and the script's ``$VAR``/``${VAR}`` from it (:mod:`pdd_operator.vllm.expansion`).
@@ -49,7 +51,7 @@ def command_launches(
     if not command and image_runs_vllm and (args or extra):
         # args that start an engine themselves repeat the entrypoint, which vLLM's parser refuses
         # (:mod:`pdd_operator.vllm.entrypoint`, rule entrypoint-repeated); the engine is read as they write it.
-        command = [] if leading_entry(args) else list(SERVE)
+        command = [] if leading_entry(args) else list(SERVE[:1]) if leading_serve(args) else list(SERVE)
     argv = [str(x) for x in [*(command or []), *(args or [])]]
     if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
         script, rest = argv[2], argv[3:]

@@ -19,14 +19,26 @@ _ALIASES = {
        "-dpm": "--data-parallel-multi-port-external-lb", "-ep": "--enable-expert-parallel"},
     **{"-cc": "--compilation-config", "-ac": "--attention-config", "-sc": "--speculative-config",
        "-dc": "--diffusion-config"},
+    **{"-q": "--quantization", "-n": "--nnodes", "-r": "--node-rank", "-asc": "--api-server-count"},
 }
-"""Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): the data-parallel ones
-(``-dpn`` ... ``-dpe``) from 0.11.1 (absent from the 0.11.0 sdist, present in 0.11.1-0.14.0 and the 0.18.0 and
-0.32.0 ones), ``-ep`` from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0); ``-cc`` from 0.12.0 (0.11.1 has
+"""Short options of vLLM's parser (vllm/engine/arg_utils.py ``EngineArgs.add_cli_args``): ``-dp``, ``-dpl``,
+``-dpa`` and ``-dpp`` in every release read (0.9.0 l.604-616), ``-dpn``, ``-dpr`` and ``-dpb`` from 0.10.0 (absent
+from the 0.9.0 sdist; 0.11.0 l.662-688), ``-dph`` and ``-dpe`` from 0.11.1 (absent from the 0.11.0 sdist), ``-ep``
+from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0); ``-cc`` from 0.12.0 (0.11.1 has
 ``-O`` there, l.1149; 0.12.0 l.1128), ``-ac`` from 0.13.0 (absent from 0.12.0; 0.13.0 l.1137), ``-sc`` from 0.21.0
 (absent from 0.18.0), ``-dc`` from 0.24.0 (absent from 0.23.0; 0.24.0 l.1508). Read for any version: a release before
 them refuses the short option at argument parsing ('unrecognized arguments'), which :func:`short_options` keeps for the
-``cli-flag-not-yet`` rule (:data:`pdd_operator.vllm.added_flags.ADDED_FLAGS`)."""
+``cli-flag-not-yet`` rule (:data:`pdd_operator.vllm.added_flags.ADDED_FLAGS`). ``-q`` (``--quantization``;
+vllm/engine/arg_utils.py 0.9.0 l.475, 0.11.0 l.548, 0.34.0 l.999) is in every sdist read from 0.9.0 to 0.34.0;
+``-asc`` (``--api-server-count``) comes with its long flag in 0.10.0 (absent from the 0.9.0 sdist;
+vllm/entrypoints/openai/cli_args.py 0.10.0 l.225, 0.14.0 l.282, vllm/entrypoints/common/cli_args.py 0.34.0 l.462);
+``-n`` (``--nnodes``) and ``-r`` (``--node-rank``) with theirs in 0.11.1 (absent from the 0.11.0 sdist; 0.11.1
+l.759-760, 0.12.0 l.748-749, 0.34.0 l.1192-1193). Every short
+option vLLM's engine parser registers in these sdists is here (``add_argument`` calls with a single-dash name in
+vllm/engine/arg_utils.py and the entrypoints' cli_args.py, read in 0.9.0, 0.10.0, 0.10.1.1, 0.11.0, 0.11.1,
+0.12.0-0.14.0, 0.20.1, 0.20.2, 0.21.0, 0.31.0-0.34.0); ``-O`` is also rewritten by
+``FlexibleArgumentParser.parse_args`` (``-O3``), which is not read here. A one-letter
+short option takes its value attached as argparse allows (``-qfp8``, ``-n2``: :func:`_split_short`)."""
 #: Boolean flags (``--x`` / ``--no-x``) the rules care about; ``--headless`` and the data-parallel load-balancing
 #: switches take no value (vllm/engine/arg_utils.py), so the token after them is never read as theirs.
 _BOOL_FLAGS = {
@@ -129,7 +141,7 @@ def _words(argv: list[str]):
         if tok in ("&&", ";", "|", "||"):
             return
         if tok.startswith("-"):
-            name, eq, value = tok.partition("=")
+            name, eq, value = _split_short(tok) or tok.partition("=")
             if name.startswith("--"):  # vLLM accepts --kv_transfer_config too (not in a dotted flag's keys)
                 head, dot, keys = name[2:].partition(".")
                 name = "--" + head.replace("_", "-") + dot + keys
@@ -155,6 +167,21 @@ def _words(argv: list[str]):
         i += 1
 
 
+#: The one-letter short options of :data:`_ALIASES` whose value may be attached (``-O`` is left out: vLLM's own parser
+#: rewrites ``-O3`` before argparse reads it).
+_ATTACHED = frozenset({"-q", "-n", "-r"})
+
+
+def _split_short(tok: str) -> tuple[str, str, str] | None:
+    """``(name, "=", value)`` for a one-letter short option written with its value attached (``-qfp8``, ``-n2``),
+    as argparse reads a single-dash word that is no option of its own but starts with a two-character one
+    (``ArgumentParser._get_option_tuples``: the word's first two characters, the rest its explicit argument);
+    ``None`` for any other word (``-n``, ``-n=2``, ``-tp``, ``--nnodes``)."""
+    if tok[:2] in _ATTACHED and len(tok) > 2 and tok[2] != "=" and tok not in _ALIASES:
+        return tok[:2], "=", tok[2:]
+    return None
+
+
 def _loose_word(tok: str) -> bool:
     """Whether ``tok`` is, whole, the expansion of a variable whose value is not in the files (``<unknown:NAME>``)."""
     names = unknown_names(tok)
@@ -169,7 +196,7 @@ def short_options(argv: list[str]) -> dict[str, str]:
     for tok in argv[_entry_length(argv):]:
         if tok in ("&&", ";", "|", "||"):
             break
-        if (name := tok.partition("=")[0]) in _ALIASES:
+        if (name := (_split_short(tok) or tok.partition("="))[0]) in _ALIASES:
             found[name] = _ALIASES[name]
     return found
 

@@ -126,12 +126,17 @@ def rules_version(text: str | None) -> Version | None:
 
 
 #: vLLM's CPU images: its release images for x86_64 and Arm (``public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0``,
-#: ``.../vllm-arm64-cpu-release-repo``; vLLM docs, deployment/docker and installation/cpu) and ``vllm-cpu``.
+#: ``.../vllm-arm64-cpu-release-repo``; vLLM docs, deployment/docker and installation/cpu), Docker Hub's
+#: ``vllm/vllm-openai-cpu`` (``v<release>-x86_64`` / ``-arm64``, .buildkite/scripts/publish-release-images.sh l.189-190
+#: of 0.34.0, built from the same docker/Dockerfile.cpu vllm-openai stage) and ``vllm-cpu``.
 #: Engines of these images run vLLM's CPU platform (``vllm/platforms/cpu.py``).
-CPU_IMAGE_NAMES = {"vllm-cpu", "vllm-cpu-release-repo", "vllm-arm64-cpu-release-repo"}
+CPU_IMAGE_NAMES = {"vllm-cpu", "vllm-cpu-release-repo", "vllm-arm64-cpu-release-repo", "vllm-openai-cpu"}
 #: Image repositories (last path component) whose tag is the vLLM version: vLLM's own images and
-#: this project's engine image. Other images (llm-d's, Dynamo's runtime, ...) version themselves.
-VLLM_IMAGE_NAMES = {"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-tpu", "vllm-nixl"} | CPU_IMAGE_NAMES
+#: this project's engine image (``vllm-openai-xpu``: vLLM's Intel GPU image, tagged ``v<release>`` and
+#: ``v<release>-x86_64``, .buildkite/scripts/publish-release-images.sh l.158-168 of 0.34.0). Other images (llm-d's,
+#: Dynamo's runtime, ...) version themselves.
+VLLM_IMAGE_NAMES = ({"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-openai-xpu", "vllm-tpu", "vllm-nixl"}
+                    | CPU_IMAGE_NAMES)
 
 
 #: Repositories (the path after any registry) that run vLLM's entrypoint under one of those names but tag

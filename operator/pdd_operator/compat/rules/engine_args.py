@@ -10,6 +10,7 @@ from pdd_operator.vllm.added_flags import ADDED_FLAGS
 from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
+from pdd_operator.vllm.entrypoint import SERVE
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
@@ -171,23 +172,30 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
 @rule(
     id="entrypoint-repeated", family="engine-args", severity="error",
     fields=("spec.engine",), in_manifest=("args", "command"),
-    source=("vllm docker/Dockerfile, final vllm-openai stage: ENTRYPOINT python3 -m vllm.entrypoints.openai.api_server "
-            "up to 0.11.0, vllm serve from 0.11.1 (read in 0.10.1.1, 0.11.0, 0.11.1-0.14.0, 0.21.0, 0.22.0, 0.32.0, "
-            "0.34.0; pdd_operator/vllm/entrypoint.py); the one optional positional model_tag "
+    source=("the ENTRYPOINT of vLLM's images per release (pdd_operator/vllm/entrypoint.py IMAGE_ENTRYPOINTS): vllm "
+            "docker/Dockerfile, final vllm-openai stage, python3 -m vllm.entrypoints.openai.api_server up to 0.11.0, "
+            "vllm serve from 0.11.1 (read in 0.9.0-0.11.0, 0.11.1-0.14.0, 0.21.0, 0.32.0, 0.34.0), the same in the "
+            "vllm-openai stages of Dockerfile.cpu and Dockerfile.xpu, vllm serve in Dockerfile.rocm's (each the "
+            "stage .buildkite/release-pipeline.yaml publishes); the one optional positional model_tag "
             "(vllm/entrypoints/openai/cli_args.py make_arg_parser 0.10.1.1-0.11.1, vllm/entrypoints/launchers/"
-            "cli_args.py 0.32.0) and FlexibleArgumentParser.parse_args ending in argparse's parse_args "
-            "('unrecognized arguments', exit 2; vllm/utils/__init__.py 0.11.0, vllm/utils/argparse_utils.py 0.32.0)"),
+            "cli_args.py 0.32.0), FlexibleArgumentParser.parse_args moving --model to the front after serve (vllm/"
+            "utils/argparse_utils.py 0.11.1 l.201, 0.34.0 l.328) or refusing it there (ValueError, vllm/utils/"
+            "__init__.py 0.11.0 l.1857) and ending in argparse's parse_args ('unrecognized arguments', exit 2)"),
     without_connector=True, any_release=True,
-    example='args: [vllm, serve, Qwen/Qwen3-8B, ...] and no command on vllm/vllm-openai:v0.32.0',
+    example='args: [vllm, serve, Qwen/Qwen3-8B, ...] (or [serve, Qwen/Qwen3-8B, ...]) and no command on '
+            'vllm/vllm-openai:v0.32.0',
 )
 def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
     """A container without ``command`` does not repeat its image's entrypoint in ``args`` (``vllm serve`` on
-    vllm/vllm-openai runs ``vllm serve vllm serve <model>``, which vLLM's parser refuses).
+    vllm/vllm-openai runs ``vllm serve vllm serve <model>``, ``serve <model>`` runs ``vllm serve serve <model>``,
+    which vLLM's parser refuses).
 
-    The args are appended to the image's ENTRYPOINT: ``vllm`` becomes the one positional (the model) and ``serve``
-    is left over. An error on ``vllm/vllm-openai``, whose ENTRYPOINT is read per release (both the ``vllm serve``
-    and the older ``api_server`` one refuse the extra positional); a warning on vLLM's other images, whose
-    ENTRYPOINT was not read. The engine's other rules read the args from the entry point they write."""
+    The args are appended to the image's ENTRYPOINT: ``vllm`` (or ``serve``) becomes the one positional (the model)
+    and the next word is left over. An error on the images whose ENTRYPOINT is read per release (vllm/vllm-openai,
+    vLLM's CPU, ROCm and XPU release images: both the ``vllm serve`` and the older ``api_server`` one refuse the
+    extra positional), a warning where the argv parses but serves another model (``serve`` with flags only) and on
+    vLLM's other images, whose ENTRYPOINT was not read (``serve ...`` is right for an ENTRYPOINT of ``vllm``
+    alone). The engine's other rules read the args from the entry point they write."""
     out: list[Violation] = []
     for r in pair.roles:
         repeated = r.repeated_entrypoint
@@ -195,20 +203,34 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
             continue
         written = " ".join(repeated.written)
         fix = (f"Drop the leading '{written}' from the {r.role} container's args (containers[].args; a Compose "
-               f"service's command), so they start with the model or a flag, or set command: [{', '.join(repeated.written)}] "
-               "so the args follow it as written.")
+               f"service's command), so they start with the model or a flag, or move them into command: "
+               f"[{', '.join(SERVE)}] and keep the rest in args.")
         if repeated.entrypoint is None:
             out.append((f"{r.role}: the container has no command and its args start with '{written}'; the image "
-                        f"({r.image}) runs them after its own ENTRYPOINT, which was not read. If that ENTRYPOINT is "
-                        f"vLLM's ('vllm serve', as in vllm/vllm-openai), the engine runs 'vllm serve {written} ...' "
-                        "and stops with 'unrecognized arguments'.", fix, "warning"))
+                        f"({r.image}) runs them after its own ENTRYPOINT, which was not read (not checked: entrypoint "
+                        f"of {r.image} unknown). If that ENTRYPOINT is vLLM's ('vllm serve', as in vllm/vllm-openai), "
+                        f"the engine runs 'vllm serve {written} ...' and stops with 'unrecognized arguments'"
+                        + ("; with an ENTRYPOINT of 'vllm' alone, 'serve ...' is right." if written == "serve"
+                           else "."), fix, "warning"))
             continue
         entry = " ".join(repeated.entrypoint)
-        left = repeated.written[1:] if len(repeated.written) > 1 else repeated.written
-        out.append((f"{r.role}: the container has no command, so {r.image} runs its ENTRYPOINT '{entry}' with the "
-                    f"args appended: '{entry} {written} ...'. vLLM's parser takes '{repeated.written[0]}' for the "
-                    f"model and stops with 'unrecognized arguments: {' '.join(left)} ...' (exit 2); the {r.role} "
-                    "server never starts.", fix))
+        head = (f"{r.role}: the container has no command, so {r.image} runs its ENTRYPOINT '{entry}' with the args "
+                f"appended: '{entry} {written} ...'. ")
+        if not repeated.fails:
+            served = "a model named 'serve'" if repeated.entrypoint == SERVE else "its default model"
+            out.append((head + f"vLLM's parser takes '{repeated.written[0]}' for its one positional (model_tag) and "
+                        f"the {r.role} server starts with {served}, not the one intended.", fix, "warning"))
+            continue
+        if repeated.left_over == "--model" and repeated.entrypoint != SERVE:
+            why = ("vLLM's parser sees 'serve' first and refuses --model there ('With `vllm serve`, you should "
+                   "provide the model as a positional argument ...', ValueError)")
+        elif repeated.left_over == "serve" and written == "serve":
+            why = ("vLLM's parser takes the --model value for the model and stops with 'unrecognized arguments: "
+                   "serve' (exit 2)")
+        else:
+            why = (f"vLLM's parser takes '{repeated.written[0]}' for the model and stops with 'unrecognized "
+                   f"arguments: {repeated.left_over} ...' (exit 2)")
+        out.append((head + f"{why}; the {r.role} server never starts.", fix))
     return out
 
 
@@ -217,16 +239,17 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm/utils/argparse_utils.py FlexibleArgumentParser (argparse: 'unrecognized arguments', exit 2); "
             "the additions in pdd_operator/vllm/added_flags.py ADDED_FLAGS, each read in vllm/engine/arg_utils.py of "
-            "the release without it and one with it (-dpl ... -dpe: absent in 0.11.0, present from 0.11.1; -ep: "
+            "the release without it and one with it (-dph, -dpe: absent in 0.11.0, present from 0.11.1; -dpn, -dpr, "
+            "-dpb: absent in 0.9.0, present from 0.10.0; -ep: "
             "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0; -dcp and "
             "--decode-context-parallel-size: absent in 0.10.1.1, present in 0.11.0; -pcp and "
             "--prefill-context-parallel-size: absent in 0.11.1, present in 0.12.0; -cc: absent in 0.11.1, present in "
             "0.12.0; -ac: absent in 0.12.0, present in 0.13.0; -sc: absent in 0.18.0, present in 0.21.0; -dc: absent "
-            "in 0.23.0, present in 0.24.0; -tp, -pp, -O: in every release "
+            "in 0.23.0, present in 0.24.0; -tp, -pp, -dp, -dpl, -dpa, -dpp, -q, -O: in every release "
             "read) and the long flags read release by release in the sdists 0.10.1.1-0.34.0 (added_flags_read.py "
             "READ_ADDITIONS: --mm-encoder-tp-mode from 0.11.0, --kv-cache-dtype-skip-layers from 0.21.0, ...)"),
     without_connector=True,
-    example="-dpl 2 on vllm/vllm-openai:v0.11.0",
+    example="-dph on vllm/vllm-openai:v0.11.0",
 )
 def check_added_flags(pair: PDPair) -> list[Violation]:
     """No engine passes a flag or short option its vLLM release does not define yet (vLLM's parser refuses it and the
