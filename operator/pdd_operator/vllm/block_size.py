@@ -153,20 +153,68 @@ _OTHER_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VI
 _ROCM_HOST = re.compile(r"rocm|amd-smi|amdsmi|\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b", re.IGNORECASE)
 
 
+#: What shows a host of another accelerator than a GPU in a shell or Slurm script, and the device-plugin resource
+#: that stands for it there (the one :func:`pdd_operator.vllm.nixl_devices.nixl_device_type` and the platform-plugin
+#: reading of :mod:`pdd_operator.compat.manifests` know):
+#:
+#: * Intel Gaudi (vllm-gaudi's HPU platform): the Habana driver's libraries (``/usr/lib/habanalabs``), ``hl-smi``,
+#:   ``HABANA_VISIBLE_DEVICES``/``HABANA_VISIBLE_MODULES``, PyTorch's HPU bridge (``PT_HPU_*``), vllm-gaudi's own
+#:   variables (``VLLM_HPU_*``, vllm_gaudi/envs.py), UCX's ``gaudi_gdr`` transport, ``kv_buffer_device`` "hpu"
+#:   (vllm-gaudi examples/nixl/run_hpu_disagg_*.sh);
+#: * Huawei Ascend (vllm-ascend's NPU platform): ``ASCEND_RT_VISIBLE_DEVICES``, ``/dev/davinci*``, ``npu-smi``,
+#:   ``kv_buffer_device`` "npu" (vllm-ascend's Mooncake guides);
+#: * AWS Trainium/Inferentia (vllm-neuron): ``NEURON_RT_VISIBLE_CORES``, ``neuron-ls``;
+#: * Google TPU (vLLM's TPU platform, tpu-inference): ``TPU_VISIBLE_CHIPS``, ``TPU_CHIPS_PER_PROCESS_BOUNDS``,
+#:   ``TPU_PROCESS_BOUNDS``, ``libtpu`` (tpu-inference examples/disagg/run_disagg_single_host.sh).
+#:
+#: HCCL is no sign: Habana's and Huawei's collective libraries share the name.
+_ACCELERATOR_HOSTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"habanalabs|(?<![\w-])hl-smi(?![\w-])|\bHABANA_VISIBLE_(?:DEVICES|MODULES)\b|\bPT_HPU_\w+|"
+                r"\bVLLM_HPU_\w+|\bgaudi_gdr\b|kv_buffer_device\W{1,6}hpu\b"), "habana.ai/gaudi"),
+    (re.compile(r"\bASCEND_RT_VISIBLE_DEVICES\b|/dev/davinci|(?<![\w-])npu-smi(?![\w-])|"
+                r"kv_buffer_device\W{1,6}npu\b"), "huawei.com/Ascend910"),
+    (re.compile(r"\bNEURON_RT_VISIBLE_CORES\b|(?<![\w-])neuron-ls(?![\w-])"), "aws.amazon.com/neuron"),
+    (re.compile(r"\bTPU_VISIBLE_CHIPS\b|\bTPU_(?:CHIPS_PER_)?PROCESS_BOUNDS\b|\blibtpu\b"), "google.com/tpu"),
+)
+
+
+def _uncommented(text: str) -> str:
+    """``text`` without its shell comment lines (a line whose first word starts with ``#``): a commented-out
+    ``#SMI_BIN=$(which nvidia-smi || which rocm-smi)`` runs nothing and shows no host."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def script_accelerator_resource(text: str) -> str | None:
+    """The device-plugin resource of the non-GPU accelerator the shell or Slurm script ``text`` shows a host of
+    (:data:`_ACCELERATOR_HOSTS`, read outside comment lines), or ``None`` where it shows none, shows two kinds, or also
+    shows an NVIDIA or ROCm host (:data:`_CUDA_HOST`, :data:`_ROCM_HOST`)."""
+    live = _uncommented(text)
+    found = {resource for sign, resource in _ACCELERATOR_HOSTS if sign.search(live)}
+    if len(found) != 1 or _CUDA_HOST.search(live) or _ROCM_HOST.search(live):
+        return None
+    return found.pop()
+
+
 def script_gpu_resource(text: str) -> str:
     """The device-plugin resource a shell or Slurm script's GPU request (``--gres=gpu:N``, ``--gpus-per-node``, a
-    ``CUDA_VISIBLE_DEVICES`` count) stands for: ``amd.com/gpu`` (:data:`ROCM_RESOURCES`, vLLM's ROCm platform) where
-    the script shows a ROCm host (:data:`_ROCM_HOST`) and no NVIDIA one (:data:`_CUDA_HOST`), else ``nvidia.com/gpu``
+    ``CUDA_VISIBLE_DEVICES`` count) stands for: the accelerator's where the script shows the host of one other than a
+    GPU and no GPU host (:func:`script_accelerator_resource`: ``habana.ai/gaudi``, ``huawei.com/Ascend910``,
+    ``aws.amazon.com/neuron``, ``google.com/tpu``), ``amd.com/gpu`` (:data:`ROCM_RESOURCES`, vLLM's ROCm platform)
+    where it shows a ROCm host (:data:`_ROCM_HOST`) and no NVIDIA one (:data:`_CUDA_HOST`), else ``nvidia.com/gpu``
     (Slurm's ``gpu`` gres names no vendor). A script that shows both (``nvidia-smi || rocm-smi``) stays NVIDIA's."""
+    accelerator = script_accelerator_resource(text)
+    if accelerator:
+        return accelerator
     return ROCM_RESOURCES[0] if _ROCM_HOST.search(text) and not _CUDA_HOST.search(text) else CUDA_RESOURCES[0]
 
 
 def script_platform_hint(text: str) -> str:
     """Why the engines of the shell or Slurm script ``text`` likely run vLLM's CUDA platform (:data:`_CUDA_HOST`,
     as a clause: ``"the script runs nvidia-smi"``), or ``""`` when nothing says so or something shows ROCm
-    (:data:`_OTHER_HOST`: a script that looks for ``nvidia-smi || rocm-smi`` runs on either). A likely platform is
+    (:data:`_OTHER_HOST`: a script that looks for ``nvidia-smi || rocm-smi`` runs on either) or another accelerator
+    (:func:`script_accelerator_resource`: Gaudi, Ascend, Neuron, TPU). A likely platform is
     never a certain one: what rests on it is a warning (:func:`gpu_platform` stays ``None``)."""
-    if _OTHER_HOST.search(text):
+    if _OTHER_HOST.search(text) or script_accelerator_resource(text):
         return ""
     found = _CUDA_HOST.search(text)
     if not found:

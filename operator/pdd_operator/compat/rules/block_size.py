@@ -11,6 +11,8 @@ from dataclasses import replace
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import REGISTRY, Violation, rule
 from pdd_operator.vllm.block_size import JUDGED_RELEASES, LikelyBlockSize, default_block_size, likely_block_size
+from pdd_operator.vllm.gaudi import HETERO_SINCE, hetero_saved_block_size
+from pdd_operator.vllm.nixl_devices import nixl_device_type
 from pdd_operator.vllm.versions import fmt, is_cpu_image
 
 
@@ -139,7 +141,9 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
     fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
     source=("seed 000 footnote (c); vllm TransferTopology.block_size_ratio (kv_connector/utils.py, 0.20+: assert "
             "local % remote == 0 on the decode); a role without --block-size is judged at the size vLLM pins for it "
-            "(16 for a plain-attention model on CUDA before 0.29, pdd_operator.vllm.block_size)"),
+            "(16 for a plain-attention model on CUDA before 0.29, pdd_operator.vllm.block_size); a vllm-gaudi prefill "
+            "whose heterogeneous connector saves agreed_block_size blocks is a warning (vllm-gaudi d01a3ca "
+            "hetero_hpu_nixl_connector.py if_postprocess_kvcache_on_save, pdd_operator.vllm.gaudi)"),
     example="prefill: {blockSize: 32}, decode: {blockSize: 16}",
     needs=("--block-size",),
 )
@@ -150,9 +154,29 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None or pair.push or bp[1] % bp[0] == 0:
         return []
+    saved = _gaudi_saved(pair.prefill)
+    if saved is not None and bp[1] % saved == 0:
+        return [(f"The decode block size is not a multiple of the prefill one ({_said(pair, bp)}), which upstream "
+                 f"vLLM's pull path refuses, but the prefill runs vllm-gaudi's heterogeneous NIXL connector "
+                 f"(VLLM_HPU_HETERO_KV_LAYOUT=true, enable_permute_local_kv, prefix caching off), which saves its "
+                 f"KV in agreed_block_size {saved}-token blocks for the decode to read: that path is the plugin's "
+                 f"code (vllm-gaudi v{fmt(HETERO_SINCE)} on), not checked here.",
+                 f"Keep agreed_block_size at {saved} on both roles and a vllm-gaudi release with the heterogeneous "
+                 f"connector (v{fmt(HETERO_SINCE)} or later), or use a decode block size that is a multiple of "
+                 f"{bp[0]}.", "warning")]
     return [(f"Pull mode needs the decode block size to be a multiple of the prefill one ({_said(pair, bp)}); "
              f"otherwise every request fails at the first KV read.",
              f"Use equal block sizes, or a decode block size that is a multiple of {bp[0]}.")]
+
+
+def _gaudi_saved(r: RoleConfig) -> int | None:
+    """The block size a prefill saves its KV in through vllm-gaudi's heterogeneous connector
+    (:func:`~pdd_operator.vllm.gaudi.hetero_saved_block_size`), for an engine not known to run an in-tree platform
+    (:func:`~pdd_operator.vllm.nixl_devices.nixl_device_type` gives none: a Gaudi device or an unknown one; on a GPU
+    the variable is inert and upstream's refusal stands); else ``None``."""
+    if nixl_device_type(r.image, r.resources, r.env) is not None:
+        return None
+    return hetero_saved_block_size(r.env, r.kv_transfer, r.block_size, r.prefix_caching)
 
 
 @rule(
