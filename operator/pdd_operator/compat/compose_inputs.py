@@ -49,7 +49,7 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, is_compose_file, scan
+from pdd_operator.compat.manifests import Engine, Unreadable, is_compose_file, pd_marked, scan
 from pdd_operator.compat.rules.base import COMPOSE_KIND
 
 #: The resource name a service's ``/dev/infiniband`` device becomes (an RDMA device, as the shared-device plugin's).
@@ -353,7 +353,7 @@ def compose_engines(path: str, docs: list[dict], first_host: int = 0) -> tuple[l
     unreadable: list[Unreadable] = []
     found_vllm = False
     for host, doc in enumerate(docs, start=first_host):
-        if not is_compose_file(doc) or not _PD_MARKER.search(repr(doc)):
+        if not is_compose_file(doc) or not pd_marked(repr(doc)):
             continue
         services = doc["services"]
         owner = str(doc.get("name") or path)
@@ -361,7 +361,7 @@ def compose_engines(path: str, docs: list[dict], first_host: int = 0) -> tuple[l
             service = _extended(name, services)
             where = f"{path} (Compose) services.{name}"
             if isinstance(service, str):
-                if _PD_MARKER.search(repr(services[name])):
+                if pd_marked(repr(services[name])):
                     unreadable.append(Unreadable(where, service))
                 continue
             if not _runs_vllm(service):

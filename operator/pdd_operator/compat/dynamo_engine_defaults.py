@@ -17,6 +17,10 @@ Read in the ``ai-dynamo`` wheels (``dynamo/vllm/args.py``) of Dynamo 0.9.0, 0.9.
   workers of such a release on one node both bind 20080.
 - Block size: an unset ``block_size`` becomes 16 ("Setting reasonable default of 16 for block_size") in 0.9.x and
   1.0.x; 1.1.0 leaves it to vLLM.
+- Prefix caching: ``update_engine_config_with_dynamo`` turns an unset ``enable_prefix_caching`` on ("Defaulting to
+  True (vLLM v1 default behavior)"; dynamo/vllm/args.py lines 225-230 in 1.1.0, 233-238 in 1.3.0.post1, 343-360 in
+  1.6.1, where embedding and classify workers get False), whatever vLLM's own default for the model is: vLLM
+  0.20.0-0.25.0 leaves it off for hybrid models (:data:`PREFIX_CACHING_ON_SINCE`, :func:`prefix_caching_default`).
 - KV connector: before 1.0.0 the worker builds NixlConnector itself from ``--connector`` (default nixl); that is
   read in :mod:`pdd_operator.compat.manifests` (``DYNAMO_EXPLICIT_CONNECTOR_SINCE``).
 
@@ -47,6 +51,20 @@ def dynamo_release(image: str) -> Version | None:
         return None
     match = _RELEASE_TAG.match(last.split(":", 1)[1])
     return parse_version(match.group(1)) if match else None
+
+
+#: The oldest Dynamo release read whose dynamo.vllm turns an unset ``--enable-prefix-caching`` on (0.9.0; also read in
+#: 0.9.1, 1.0.x, 1.1.0, 1.3.0.post1 and 1.6.1, the newest read). Every vllm-runtime image whose vLLM runs hybrid SSM
+#: over NIXL (vLLM >= 0.18, Dynamo >= 1.1) lies in that range.
+PREFIX_CACHING_ON_SINCE: Version = (0, 9, 0)
+
+
+def prefix_caching_default(launcher: str, prefix_caching: bool | None) -> bool | None:
+    """Whether the engine runs prefix caching when the launcher decides it: ``True`` for a ``dynamo.vllm`` worker
+    that gives neither ``--enable-prefix-caching`` nor ``--no-enable-prefix-caching`` (Dynamo turns it on, module
+    docstring), else ``None`` (the flag as given, or vLLM's own default, decides). ``launcher``: the engine's
+    launcher (``"dynamo.vllm"`` or ``""``); ``prefix_caching``: the flag as given (``None`` unset). Pure."""
+    return True if launcher == "dynamo.vllm" and prefix_caching is None else None
 
 
 def _auto_release(argv: list[str], image: str) -> Version | None:

@@ -147,6 +147,14 @@ class MultinodeLaunch:
         caveat: where the sizes are spelled otherwise than ``--tensor-parallel-size N`` (``_SHORT``, ``=``, ``_``):
             what operator releases that read only that spelling do instead (the launch above is the later
             releases'), else ``""``.
+        engine_spread: the TP x PP ranks of one engine span the pods (``updateVLLMMultinodeArgs``'s
+            ``needsTensorParallelMultinodeLaunch`` branch), not DP ranks started in each pod. The operator launches
+            them over a Ray cluster (``injectRayDistributedLaunchFlags``: the leader runs ``ray start --head &&``
+            the command with ``--distributed-executor-backend ray``, the other pods only ``ray start --address
+            ... --block``), or, where its ``VLLMMultiprocessing`` gate or the executor annotation says so, with
+            vLLM's ``--distributed-executor-backend mp --nnodes N --node-rank`` (``injectMpDistributedLaunchFlags``),
+            flags vLLM has from 0.11.1 only (``vllm/engine/arg_utils.py``: no ``nnodes`` in 0.10.1.1 and 0.11.0,
+            present in 0.11.1 and 0.12.0). Before 0.11.1 such an engine's ranks are therefore Ray workers.
     """
 
     nodes: int
@@ -155,6 +163,7 @@ class MultinodeLaunch:
     group_gpus: int | None
     note: str
     caveat: str = ""
+    engine_spread: bool = False
 
 
 def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLaunch:
@@ -196,7 +205,7 @@ def multinode_launch(main: Mapping, service: Mapping, nodes: int) -> MultinodeLa
                "(backend_vllm.go injectDataParallelLaunchFlags)")
     else:
         return MultinodeLaunch(nodes, gpus, False, None, "", caveat)
-    return MultinodeLaunch(nodes, gpus, True, nodes * gpus, how, caveat)
+    return MultinodeLaunch(nodes, gpus, True, nodes * gpus, how, caveat, engine_spread=world > gpus)
 
 
 def component_multinode(main: Mapping, nodes: int) -> tuple[dict, MultinodeLaunch]:

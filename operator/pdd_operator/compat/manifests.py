@@ -52,7 +52,7 @@ from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
 from pdd_operator.vllm.entrypoint import repeated_entrypoint
-from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown_names
+from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.model_config import resolve_model
@@ -196,6 +196,19 @@ def _unknown_role_flag(argv: list[str]) -> str | None:
                     "--is-prefill-worker or --disaggregation-mode")
     return None
 
+
+#: The name under which a Dynamo worker's own side-channel port is shown (:data:`_DYNAMO_SIDE_CHANNEL_PORT`).
+_DYNAMO_PORT_NAME = "DYNAMO_NIXL_SIDE_CHANNEL_PORT"
+#: Why a ``dynamo.vllm`` worker of an unknown Dynamo release (no ``vllm-runtime`` tag: a script, another image) and
+#: no ``VLLM_NIXL_SIDE_CHANNEL_PORT`` of its own listens on a side-channel port not in the files: Dynamo releases of
+#: the ``--is-prefill-worker`` era reserve a free port per worker in etcd and export it before vLLM starts
+#: (components/backends/vllm/src/dynamo/vllm/args.py ``configure_ports_with_etcd`` ->
+#: ``allocate_and_reserve_port(reason="nixl_side_channel_port")``, then ``set_side_channel_host_and_port``), so two
+#: workers of one host never share it (ai-dynamo/dynamo#3046 ran a prefill and a decode worker per node that way);
+#: later ones only set the host (``ensure_side_channel_host``) and leave vLLM's default port.
+_DYNAMO_SIDE_CHANNEL_PORT = ("Dynamo's vLLM worker reserves it in etcd and exports it at startup in some releases "
+                             "(args.py configure_ports_with_etcd), and leaves vLLM's default in later ones; the "
+                             "Dynamo release is not known here")
 
 #: Dynamo runtime releases from which the vLLM worker no longer picks a connector itself: from
 #: vllm-runtime 1.0.0rc5 ``--connector`` is deprecated and ``--kv-transfer-config`` must be explicit
@@ -373,7 +386,7 @@ def _engine(
         config = replace(config, replicas=replicas)
     if multinode is not None:  # a Dynamo multinode service: how its operator spreads the ranks over the pods
         config = replace(config, group_gpus=multinode.group_gpus, group_note=multinode.note,
-                         group_caveat=multinode.caveat)
+                         group_caveat=multinode.caveat, group_engine_spread=multinode.engine_spread)
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     if (repeated := repeated_entrypoint(container)) is not None:  # args: [vllm, serve, ...] on vLLM's entrypoint
         config = replace(config, repeated_entrypoint=repeated)
@@ -396,6 +409,10 @@ def _engine(
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
         # Dynamo's worker sets the side-channel host to the pod's own address at startup.
         config = RoleConfig(**{**config.__dict__, "env": {**config.env, "VLLM_NIXL_SIDE_CHANNEL_HOST": POD_IP}})
+    if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_PORT" not in config.env and runtime is None:
+        # Which port: set by the worker itself in some releases, vLLM's default in others (_DYNAMO_SIDE_CHANNEL_PORT).
+        config = replace(config, env={**config.env, "VLLM_NIXL_SIDE_CHANNEL_PORT": unknown(_DYNAMO_PORT_NAME)},
+                         opaque=config.opaque + (("VLLM_NIXL_SIDE_CHANNEL_PORT", _DYNAMO_SIDE_CHANNEL_PORT),))
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
         role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
@@ -645,6 +662,19 @@ _KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
 
 #: What marks a document as configuring P/D KV transfer (a KV connector or role), in any key or value.
 _PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
+#: Dynamo's vLLM worker's own P/D role flags, as :func:`_classify` reads them, written as words of a command line
+#: or as items of a YAML list (``'--disaggregation-mode', 'prefill'`` in a document's repr).
+_DYNAMO_ROLE_FLAG = re.compile(r"--is-(?:prefill|decode)-worker\b|--disaggregation-mode['\",=\s]+(?:prefill|decode)\b")
+
+
+def pd_marked(text: str) -> bool:
+    """``text`` (a file, or the repr of a document) configures P/D KV transfer: it names a KV connector or
+    ``kv_role`` (:data:`_PD_MARKER`), or runs Dynamo's vLLM worker (``dynamo.vllm``) with one of its role flags
+    (``--is-prefill-worker``, ``--is-decode-worker``, ``--disaggregation-mode prefill|decode``). Before Dynamo 1.0
+    that worker builds its NixlConnector itself (``--connector nixl`` by default, ai-dynamo/dynamo
+    components/src/dynamo/vllm/args.py), so a script of such workers names no KV connector at all
+    (ai-dynamo/dynamo#3046: two ``python -m dynamo.vllm`` workers, one with ``--is-prefill-worker``)."""
+    return bool(_PD_MARKER.search(text) or ("dynamo.vllm" in text and _DYNAMO_ROLE_FLAG.search(text)))
 
 
 def _modelbooster_pods(spec: dict) -> list[dict] | None:
@@ -771,7 +801,7 @@ def _values_file(doc: dict) -> Unreadable | None:
     Compose file in which :mod:`~pdd_operator.compat.compose_inputs` found no service running vLLM (the services
     that do are read there, before this). None of them holds the engines as they start; the reason
     says what to check instead, in the file's own terms."""
-    if doc.get("kind") or not _PD_MARKER.search(repr(doc)):
+    if doc.get("kind") or not pd_marked(repr(doc)):
         return None
     if _is_ray_serve_config(doc):
         return Unreadable("Ray Serve config (applications with import_path)", (
@@ -809,7 +839,7 @@ def _controller_input(doc: dict) -> Unreadable | None:
     for engines."""
     group = str(doc.get("apiVersion") or "").rpartition("/")[0]
     custom = "." in group and not group.endswith(".k8s.io")
-    if not doc.get("kind") or not custom or not _PD_MARKER.search(repr(doc)):
+    if not doc.get("kind") or not custom or not pd_marked(repr(doc)):
         return None
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     return Unreadable(f"{doc['kind']}/{meta.get('name', '?')}", (

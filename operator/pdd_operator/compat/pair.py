@@ -20,6 +20,7 @@ from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
+from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
@@ -175,6 +176,9 @@ class RoleConfig:
         group_note: how the orchestrator spreads the ranks over that group (for messages), or why that is not
             known (then ``group_gpus`` is ``None`` and the GPU count is "not checked"); ``""`` for no such group.
         group_caveat: what some releases of that orchestrator do instead (a warning), or ``""``.
+        group_engine_spread: the orchestrator spreads this engine's TP x PP ranks (not DP ranks) over the pods of
+            that group (:attr:`~pdd_operator.compat.dynamo_resources.MultinodeLaunch.engine_spread`): over a Ray
+            cluster wherever vLLM has no multi-node ``mp`` launch (before 0.11.1).
         group_uniform: every pod of the ``pod_group`` runs this engine's command (a LeaderWorkerSet without a
             ``leaderTemplate``), so the group starts at most ``pod_group`` x ``dp_local`` DP ranks.
         image: the container image.
@@ -195,6 +199,8 @@ class RoleConfig:
             (:func:`~pdd_operator.vllm.added_flags.flags_floor`), ``None`` when no listed flag is given.
         added_flags: the flags and short options of the argv that vLLM added in a known release
             (:func:`~pdd_operator.vllm.added_flags.added_flags`), judged by version in the ``cli-flag-not-yet`` rule.
+        choice_values: ``(flag, value)`` for each flag of the argv whose values vLLM's parser takes as ``choices``
+            (:data:`~pdd_operator.vllm.flag_choices.CHOICE_TABLES`), judged by version in ``engine-args-invalid``.
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
             ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
             (:mod:`pdd_operator.vllm.kv_offloading`).
@@ -272,6 +278,7 @@ class RoleConfig:
     group_gpus: int | None = None
     group_note: str = ""
     group_caveat: str = ""
+    group_engine_spread: bool = False
     group_uniform: bool = False
     image: str = ""
     workload_kind: str = ""
@@ -283,6 +290,7 @@ class RoleConfig:
     repeated_entrypoint: RepeatedEntrypoint | None = None
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
+    choice_values: tuple[tuple[str, str], ...] = ()
     aux_outputs: tuple[str, ...] = ()
     moe_flags: tuple[tuple[str, str | bool], ...] = ()
     kv_events: bool = False
@@ -694,6 +702,7 @@ def role_from_container(
         removed_flags=removed_flags(flags),
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
+        choice_values=tuple((f, v) for f, v in flags.items() if f in CHOICE_TABLES and isinstance(v, str)),
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
         kv_events="--kv-events-config" in flags,

@@ -49,7 +49,7 @@ import shlex
 import zlib
 from dataclasses import replace
 
-from pdd_operator.compat.manifests import _PD_MARKER, Engine, Unreadable, repeats_unread, scan
+from pdd_operator.compat.manifests import Engine, Unreadable, pd_marked, repeats_unread, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
@@ -158,7 +158,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     N``; ``None`` for text in another format, one that configures no KV transfer, or one in which no engine start is
     found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`)."""
     fmt = text_format(text)
-    if fmt not in READ_FORMATS or not _PD_MARKER.search(text):
+    if fmt not in READ_FORMATS or not pd_marked(text):
         return None
     found = launches(text, ContainerEnv())  # run as written: no variable of its own set beforehand
     if not found:

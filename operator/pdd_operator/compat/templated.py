@@ -19,6 +19,7 @@ import shlex
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.rules import RULES_BY_ID
+from pdd_operator.compat.rules.early_nixl import use_v1_zero_fault
 from pdd_operator.compat.rules.memory import (
     CUMEM_ALLOCATOR_FLAG_SINCE,
     CUMEM_FLAGS,
@@ -28,7 +29,7 @@ from pdd_operator.compat.rules.memory import (
 from pdd_operator.vllm.args import container_env, env_values
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.flags import parse_flags
-from pdd_operator.vllm.versions import fmt, version_from_image
+from pdd_operator.vllm.versions import Version, fmt, version_from_image
 
 #: The env variable whose value KServe's templates append to ``vllm serve`` (the templates above).
 ADDITIONAL_ARGS_ENV = "VLLM_ADDITIONAL_ARGS"
@@ -64,6 +65,9 @@ def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
     """The startup refusals of a KServe-templated engine container (``where``: its place, for the finding's
     fields) that its image, env and user args alone prove; ``()`` for none.
 
+    ``nixl-needs-v1-engine``: the env sets ``VLLM_USE_V1=0`` and the image's release is 0.11.0, whose OpenAI server
+    asserts the variable whatever the template adds (:func:`_use_v1_findings`).
+
     ``expandable-segments-with-nixl``: the user args name a KV connector and
     :func:`~pdd_operator.compat.rules.memory.expandable_segments_fault` (the rule's one definition) finds the
     image's pinned release refusing the env's ``PYTORCH_CUDA_ALLOC_CONF`` at startup (from
@@ -74,6 +78,31 @@ def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
     cumem flag.
     """
     version = version_from_image(str(container.get("image") or ""))
+    return (*_use_v1_findings(container, where, version), *_expandable_findings(container, where, version))
+
+
+def _use_v1_findings(container: dict, where: str, version: Version | None) -> tuple[Finding, ...]:
+    """``nixl-needs-v1-engine`` where the container's env sets ``VLLM_USE_V1=0`` on an image of a release whose
+    ``vllm serve`` then exits (:func:`~pdd_operator.compat.rules.early_nixl.use_v1_zero_fault`: 0.11.0), whatever
+    the template adds; ``()`` otherwise (a value not in the files proves nothing)."""
+    env = container_env(container)
+    if unknown_names(env.kube("VLLM_USE_V1")):
+        return ()
+    fault = use_v1_zero_fault(version, env_values(container.get("env")).get("VLLM_USE_V1"))
+    if fault is None:
+        return ()
+    rule = RULES_BY_ID["nixl-needs-v1-engine"]
+    return (Finding(
+        rule=rule.id, severity="error", fields=[f"{where}.env[VLLM_USE_V1]", f"{where}.image"],
+        message=f"{fault}; KServe's template runs vllm serve, so this engine never starts.",
+        fix="Remove VLLM_USE_V1 from the container's env (vLLM 0.11 runs only the V1 engine), or use an image of "
+            "vLLM 0.11.1 or later, which ignores it.",
+        source=f"{rule.source}; KServe config/llmisvcconfig templates run vllm serve",
+    ),)
+
+
+def _expandable_findings(container: dict, where: str, version: Version | None) -> tuple[Finding, ...]:
+    """``expandable-segments-with-nixl`` as :func:`templated_findings` describes it; ``()`` for none."""
     if version is None or version < EXPANDABLE_SEGMENTS_REFUSED_SINCE:
         return ()
     if unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):

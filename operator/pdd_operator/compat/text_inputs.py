@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from pdd_operator.compat.manifests import _PD_MARKER
+from pdd_operator.compat.manifests import pd_marked
 
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
@@ -73,14 +73,14 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
     or nothing to check)."""
     fmt = text_format(text)
-    if fmt in ("Slurm batch script", "shell script") and not _PD_MARKER.search(text):
+    if fmt in ("Slurm batch script", "shell script") and not pd_marked(text):
         inner = _delegated_pd_script(text)
         if inner:
             return {"object": f"{path} ({fmt})", "reason": (
                 f"its prefill and decode engines are started by {inner}, which it runs but which is not in these "
                 f"files: nothing of their configuration is here; check {inner} itself (with this file's variables "
                 "written into it) to have them checked")}
-    if fmt is None or not _PD_MARKER.search(text):
+    if fmt is None or not pd_marked(text):
         return None
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
         return {"object": f"{path} ({fmt})", "reason": (

@@ -30,6 +30,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     hetero_tp,
     hma,
     hma_forced,
+    hybrid_block_geometry,
     hybrid_ssm,
     kernel_block,
     known_bad,

@@ -28,14 +28,14 @@ def _likely(pair: PDPair, role: RoleConfig) -> LikelyBlockSize:
                              role.attention_backend, pair.model.head_size)
 
 
-def _sizes(pair: PDPair) -> tuple[int | None, int | None]:
+def engine_block_sizes(pair: PDPair) -> tuple[int | None, int | None]:
     """(prefill, decode) block sizes the engines run with: ``--block-size`` where given, else vLLM's default where
     its code pins it for that engine, else ``None``."""
     return tuple(r.block_size if r.block_size is not None else _default(pair, r) for r in pair.roles)
 
 
 def _block_pair(pair: PDPair) -> tuple[int, int] | None:
-    p, d = _sizes(pair)
+    p, d = engine_block_sizes(pair)
     if p is None or d is None or p == d:
         return None
     return p, d
@@ -56,7 +56,7 @@ def _by_release(pair: PDPair, check) -> list[Violation] | None:
     for v in JUDGED_RELEASES:
         at = replace(pair, prefill=replace(pair.prefill, version=pair.prefill.version or v),
                      decode=replace(pair.decode, version=pair.decode.version or v))
-        found[v] = None if None in _sizes(at) else (check(at), {_default(at, at.roles[i]) for i in unset})
+        found[v] = None if None in engine_block_sizes(at) else (check(at), {_default(at, at.roles[i]) for i in unset})
     refusing = [(v, got[0]) for v, got in found.items() if got is not None and got[0]]
     if not refusing:
         return []
@@ -86,7 +86,7 @@ def _said(pair: PDPair, bp: tuple[int, int]) -> str:
 def check_block_partial(pair: PDPair) -> list[Violation]:
     """Block size is set on both roles or neither, or vLLM's default for the unset one is known."""
     p, d = pair.prefill, pair.decode
-    if (p.block_size is None) == (d.block_size is None) or None not in _sizes(pair):
+    if (p.block_size is None) == (d.block_size is None) or None not in engine_block_sizes(pair):
         return []
     given, unset = (p, d) if d.block_size is None else (d, p)
     likely = _likely(pair, unset)

@@ -22,6 +22,21 @@ from pdd_operator.vllm.versions import Version, fmt
 #: supported")``. 0.10.2 was not read: there the finding is a warning.
 V0_FALLBACK_READ_UNTIL: Version = (0, 10, 2)
 V0_FALLBACK_GONE: Version = (0, 11, 0)
+#: 0.11.0 still reads ``VLLM_USE_V1`` (envs.py lines 900-901) but has only the V1 engine: with ``VLLM_USE_V1=0``
+#: ``create_engine_config`` keeps ``use_v1`` False and accepts it because the user set it (engine/arg_utils.py lines
+#: 1148-1159), then the OpenAI server asserts ``envs.VLLM_USE_V1`` (entrypoints/openai/api_server.py line 209,
+#: ``build_async_engine_client_from_engine_args``), so ``vllm serve`` stops whatever the connector. 0.11.1 and 0.11.2
+#: define no ``VLLM_USE_V1`` (no mention in their trees): the variable is ignored from there on.
+USE_V1_ASSERT_UNTIL: Version = (0, 11, 1)
+
+
+def use_v1_zero_fault(version: Version | None, use_v1: str | None) -> str | None:
+    """Why ``VLLM_USE_V1`` (``use_v1``: the variable's value, ``None`` unset) stops ``vllm serve`` of vLLM ``version``
+    whatever its KV connector, or ``None``: only 0.11.0 with ``VLLM_USE_V1=0`` (:data:`USE_V1_ASSERT_UNTIL`). Pure."""
+    if version is None or not (V0_FALLBACK_GONE <= version < USE_V1_ASSERT_UNTIL) or str(use_v1 or "").strip() != "0":
+        return None
+    return (f"VLLM_USE_V1=0 on vLLM {fmt(version)}, which has only the V1 engine: the OpenAI server asserts "
+            "envs.VLLM_USE_V1 (entrypoints/openai/api_server.py) and exits before the engine starts")
 
 #: Node labels that name a node's GPU model: NVIDIA GPU feature discovery's ``nvidia.com/gpu.product``
 #: (``Tesla-V100-SXM2-32GB``), GKE's ``cloud.google.com/gke-accelerator`` (``nvidia-tesla-t4``) and Karpenter's
@@ -57,15 +72,26 @@ def pre_ampere(product: str) -> bool:
     source=("vllm engine/arg_utils.py EngineArgs._is_v1_supported_oracle ('Compute Capability < 8.0' falls back to V0, "
             "0.9.0-0.10.1.1) and kv_transfer_state.py / kv_connector/factory.py (V0: create_connector_v0 asserts "
             "issubclass(connector_cls, KVConnectorBase) in 0.9.0-0.10.0, 'V0 is no longer supported' in 0.10.1.1); "
-            "read in the wheels and sdists; no fallback in 0.11.0 (vllm#18933)"),
-    until=V0_FALLBACK_GONE,
+            "read in the wheels and sdists; no fallback in 0.11.0 (vllm#18933), where VLLM_USE_V1=0 instead fails the "
+            "OpenAI server's assert envs.VLLM_USE_V1 (entrypoints/openai/api_server.py line 209; the variable is gone "
+            "from 0.11.1)"),
+    until=USE_V1_ASSERT_UNTIL,
     example="NixlConnector on V100 nodes (nvidia.com/gpu.product Tesla-V100-SXM2-32GB), vLLM 0.9.1",
 )
 def check_nixl_needs_v1(pair: PDPair) -> list[Violation]:
-    """A NIXL engine runs vLLM's V1 engine: not VLLM_USE_V1=0, not a GPU below compute capability 8.0 (V100, T4)."""
+    """A NIXL engine runs vLLM's V1 engine: not VLLM_USE_V1=0, not a GPU below compute capability 8.0 (V100, T4).
+
+    Up to 0.10.x both fall back to the V0 engine, which cannot build the connector; 0.11.0 has no fallback and runs
+    V1 on older GPUs, but still reads VLLM_USE_V1 and its OpenAI server asserts it (:func:`use_v1_zero_fault`)."""
     out: list[Violation] = []
     for r in pair.roles:
         use_v1 = str(r.env.get("VLLM_USE_V1", "")).strip()
+        if r.version is not None and r.version >= V0_FALLBACK_GONE:
+            if fault := use_v1_zero_fault(r.version, use_v1):
+                out.append((f"{r.role}: {fault}, so this engine never starts.",
+                            "Remove VLLM_USE_V1=0 from the engine's environment (0.11.0 runs only the V1 engine).")
+                           )
+            continue
         products = gpu_products(r)
         old = sorted(p for p in products or () if pre_ampere(p))
         if use_v1 == "0":

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.added_flags import ADDED_FLAGS
 from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
+from pdd_operator.vllm.flag_choices import CHOICE_TABLES
+from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.versions import dev_build_floor, fmt
 
 _MANAGED_FLAGS = {
     "--tensor-parallel-size": "tensorParallelSize", "-tp": "tensorParallelSize",
@@ -76,21 +78,58 @@ def _config_field_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return out
 
 
+def _choice_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The findings for ``role``'s flag values that its release's parser does not list among the flag's ``choices``
+    (:func:`~pdd_operator.vllm.flag_choices.refusal`): an error where the releases read settle it, a warning where the
+    release lies between releases read that disagree, "not checked" (:data:`NOT_CHECKED`) where the version is
+    unknown and some releases accept the value while others refuse it; ``[]`` when none."""
+    out: list[Violation] = []
+    for flag, value in role.choice_values:
+        table = CHOICE_TABLES[flag]
+        found = choice_refusal(table, value, role.version, dev_build_floor(role.version_text) if role.version is None
+                        else None)
+        if found is None:
+            continue
+        fix = fix_for(pair, f"Give {flag} a value vLLM {fmt(role.version) if role.version else 'of this image'} "
+                            f"lists, in spec.{role.role}.extraArgs, or drop it.",
+                      f"Give the {role.role} container's {flag} a value its vLLM release lists, or drop the flag "
+                      "(vLLM's default applies).")
+        stops = (f"its parser refuses it ('argument {flag}: invalid choice: {value!r}', exit 2) and the {role.role} "
+                 "server never starts")
+        if found.verdict == "not-checked":
+            out.append((f"{role.role}: {flag} {value}: {found.why}, and this engine's vLLM version is unknown; on a "
+                        f"release that does not list it {stops}.", fix, NOT_CHECKED))
+        elif role.version is None:
+            out.append((f"{role.role}: {flag} {value}: {found.why}; on any release {stops}.", fix))
+        elif found.verdict == "error":
+            out.append((f"{role.role}: vLLM {fmt(role.version)}'s {table.literal} does not list {value} ({found.why}):"
+                        f" {stops}.", fix))
+        else:
+            out.append((f"{role.role}: {flag} {value} ({found.why}); vLLM {fmt(role.version)} was not read, and the "
+                        f"releases read around it disagree: where it does not list the value {stops}.", fix,
+                        "warning"))
+    return out
+
+
 @rule(
     id="engine-args-invalid", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vLLM argument parser; --attention-config keys against the release's AttentionConfig (fields read in "
             "0.13.0-0.34.0, extra fields forbidden from 0.16.0) and --compilation-config pass_config keys against its "
-            "PassConfig (0.10.1.1-0.34.0, forbidden from 0.13.0): pdd_operator/vllm/config_fields.py"),
+            "PassConfig (0.10.1.1-0.34.0, forbidden from 0.13.0): pdd_operator/vllm/config_fields.py; values of "
+            "Literal-typed flags against the release's argparse choices (vllm/engine/arg_utils.py literal_to_kwargs; "
+            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py"),
     without_connector=True,
     example="--attention-config '{\"use_trtllm_ragged_deepseek_prefill\": true}' on vllm-runtime:1.3.0 (vLLM 0.23.0)",
 )
 def check_engine_args(pair: PDPair) -> list[Violation]:
     """The engine arguments can be read (``--attention-config`` and ``pass_config`` hold only fields their release
-    defines)."""
+    defines, and a flag whose values the parser takes as choices gets one its release lists:
+    ``--prefix-caching-hash-algo builtin`` ends with 0.10.1.1)."""
     out: list[Violation] = [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
     for r in pair.roles:
         out.extend(_config_field_violations(pair, r))
+        out.extend(_choice_violations(pair, r))
     return out
 
 

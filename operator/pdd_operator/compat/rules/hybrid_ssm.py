@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pdd_operator.compat.connector_hma import wrapper_hma_off
+from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
+from pdd_operator.vllm.cpu_conv_layout import NIXL_DS_SINCE, cpu_conv_layout
 from pdd_operator.vllm.kernel_block import runs_logical_block
-from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt
+from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt, is_cpu_image
 
 _V020 = (0, 20, 0)
 
@@ -25,14 +27,23 @@ _HYBRID_PREFIX_DEFAULT_SINCE: Version = (0, 26, 0)
 
 
 def decode_prefix_caching(pair: PDPair) -> bool:
-    """Whether decode runs a hybrid model with prefix caching: its flag, else vLLM's default for the version."""
+    """Whether decode runs a hybrid model with prefix caching: its flag, else its launcher's default (Dynamo's
+    dynamo.vllm turns it on, :func:`~pdd_operator.compat.dynamo_engine_defaults.prefix_caching_default`), else
+    vLLM's default for the version."""
     flag = pair.decode.prefix_caching
-    return flag if flag is not None else pair.at_least(_HYBRID_PREFIX_DEFAULT_SINCE)
+    if flag is not None:
+        return flag
+    launcher = prefix_caching_default(pair.decode.launcher, flag)
+    return launcher if launcher is not None else pair.at_least(_HYBRID_PREFIX_DEFAULT_SINCE)
 
 
 def _prefix_caching_how(pair: PDPair) -> str:
-    return ("--enable-prefix-caching" if pair.decode.prefix_caching else
-            f"prefix caching (vLLM's default for hybrid models from {fmt(_HYBRID_PREFIX_DEFAULT_SINCE)})")
+    if pair.decode.prefix_caching:
+        return "--enable-prefix-caching"
+    if prefix_caching_default(pair.decode.launcher, pair.decode.prefix_caching):
+        return ("prefix caching (dynamo.vllm turns it on when neither --enable-prefix-caching nor "
+                "--no-enable-prefix-caching is given, dynamo/vllm/args.py update_engine_config_with_dynamo)")
+    return f"prefix caching (vLLM's default for hybrid models from {fmt(_HYBRID_PREFIX_DEFAULT_SINCE)})"
 
 
 _SSM_SINCE: dict[str, Version] = {"Mamba2": (0, 20, 0), "GDN": (0, 22, 0), "Mamba1": (0, 25, 0)}
@@ -108,7 +119,8 @@ def check_ssm_kind_known(pair: PDPair) -> list[Violation]:
 @rule(
     id="ssm-conv-layout-ds", family="ssm-conv-state-layout", severity="error",
     fields=("spec.kvCache.ssmConvStateLayout", "spec.engine.env", "spec.prefill.env", "spec.decode.env"),
-    source="seed 001 section 7; vllm nixl worker.__init__ assert is_conv_state_dim_first() (0.20.0+)",
+    source="seed 001 section 7; vllm nixl worker.__init__ assert is_conv_state_dim_first() (0.20.0+); "
+           "platforms/cpu.py CpuPlatform.check_and_update_config writes the layout (0.22.0+, pdd_operator.vllm.cpu_conv_layout)",
     since=_V020, example="kvCache: {ssmConvStateLayout: SD}",
     needs=("VLLM_SSM_CONV_STATE_LAYOUT",),
 )
@@ -116,7 +128,9 @@ def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
     """Hybrid SSM engines use the DS conv-state layout. Where the model's architecture is unknown and the two roles'
     layouts differ (DS on one only), the verdict rests on whether the model has Mamba or linear-attention layers
     (the role without DS then fails the assert at startup; a model without them never reads the variable): not
-    checked."""
+    checked. On vLLM's CPU images the platform writes the layout itself (:mod:`pdd_operator.vllm.cpu_conv_layout`):
+    from 0.31.0 an unset one becomes DS for a NIXL connector; 0.22-0.30 write SD over any value on AMX or
+    AVX-512-BF16 hosts, so DS in the manifest holds only on other hosts (a warning)."""
     layouts = [r.env.get("VLLM_SSM_CONV_STATE_LAYOUT") for r in pair.roles]
     if pair.model.architecture is None and layouts.count("DS") == 1:
         other, raw = next((r, layout) for r, layout in zip(pair.roles, layouts, strict=True) if layout != "DS")
@@ -137,6 +151,23 @@ def check_conv_layout_ds(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
         layout = r.env.get("VLLM_SSM_CONV_STATE_LAYOUT")
+        version = r.version or pair.version
+        if is_cpu_image(r.image) and version is not None:
+            effective, hosts = cpu_conv_layout(version, layout)
+            if effective == "DS" and hosts:
+                out.append((
+                    f"{r.role}: VLLM_SSM_CONV_STATE_LAYOUT is DS, but the CPU platform of vLLM {fmt(version)} "
+                    f"(platforms/cpu.py) sets SD over it on hosts {hosts}; there the NIXL worker's DS assert fails at "
+                    "startup (vllm#58034).",
+                    fix_for(pair, f"Set spec.engine.image to a CPU image of vLLM >= {fmt(NIXL_DS_SINCE)} (it keeps DS "
+                            "for NIXL), or keep the pods off such hosts (spec.<role>.nodeSelector on the CPU feature).",
+                            f"Use a CPU image tag of vLLM >= {fmt(NIXL_DS_SINCE)} in the {r.role}'s container (it keeps "
+                            "DS for NIXL), or keep its pods off such hosts (a nodeSelector on the CPU feature label)."),
+                    "warning",
+                ))
+                continue
+            if effective == "DS":
+                continue
         if layout != "DS":
             shown = "unset (vLLM's default SD)" if layout is None else repr(layout)
             out.append((

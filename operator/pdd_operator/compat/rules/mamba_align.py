@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pdd_operator.api.spec import SSMKind
+from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.versions import fmt
@@ -23,17 +24,21 @@ PREFIX_CACHING_ALL_KINDS = (SSMKind.MAMBA1, SSMKind.MAMBA2)
 def align_mode(pair: PDPair, r: RoleConfig) -> tuple[bool | None, str]:
     """``(aligned, how)``: whether ``r``'s engine runs mamba_cache_mode ``align`` (``None``: not known here) and how
     it comes to (for the message). Prefix caching is off by default for hybrid models before 0.26, so only a written
-    ``--enable-prefix-caching`` turns it on in the releases this reads."""
+    ``--enable-prefix-caching`` turns it on in the releases this reads, or Dynamo's dynamo.vllm, which turns an unset
+    one on (:func:`~pdd_operator.compat.dynamo_engine_defaults.prefix_caching_default`)."""
     if r.mamba_cache_mode == "align":
         return True, "--mamba-cache-mode align"
-    if not r.prefix_caching or r.mamba_cache_mode not in (None, "none", "all"):
+    launcher_on = prefix_caching_default(r.launcher, r.prefix_caching)
+    if not (r.prefix_caching or launcher_on) or r.mamba_cache_mode not in (None, "none", "all"):
         return False, ""
+    written = ("prefix caching (dynamo.vllm turns it on when neither --enable-prefix-caching nor "
+               "--no-enable-prefix-caching is given)" if launcher_on else "--enable-prefix-caching")
     kind = pair.model.ssm_kind
     if kind is None:
-        return None, "--enable-prefix-caching"
+        return None, written
     if kind in PREFIX_CACHING_ALL_KINDS:
         return False, ""
-    return True, (f"--enable-prefix-caching on a {kind} model (vLLM picks mamba cache mode align for models without "
+    return True, (f"{written} on a {kind} model (vLLM picks mamba cache mode align for models without "
                   "Mamba prefix caching support)")
 
 

@@ -8,6 +8,7 @@ from pdd_operator.compat.connector_hma import wrapper_hma_off
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.block_size import engine_block_sizes
 from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
     GPU_PRODUCT_LABEL,
@@ -192,7 +193,10 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     From 0.13.0 the raw string is hashed, so any difference is refused at the handshake. Before it, the
     handshake compares the KV block length in bytes (:data:`BLOCK_BYTES_CHECKED_SINCE`): an fp8 cache on one
     role and a 16/32-bit one on the other at equal block sizes fails there; other differences (``auto`` against
-    ``bfloat16``) may pass, hence a warning."""
+    ``bfloat16``) may pass, hence a warning. One block size: both roles write the same ``--block-size`` (or neither
+    does), or the sizes the engines run with agree: ``--block-size`` where given, else vLLM's default where its code
+    pins it (a decode's explicit 16 against a CUDA prefill's unset
+    size on 0.10.x is one block size; :func:`~pdd_operator.compat.rules.block_size.engine_block_sizes`)."""
     fix = "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair)."
     p, d = _kv_cache_dtype(pair, pair.prefill), _kv_cache_dtype(pair, pair.decode)
     if ({p, d} in ({"auto", "fp8_e4m3"}, {"auto", "nvfp4"}) and pair.checkpoint_dtype is None
@@ -203,8 +207,9 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
                  "(resolve_kv_cache_dtype_string), and stays 'auto' (refused at the handshake) for any other; the "
                  "checkpoint's config.json is not known here.",
                  fix + " Or give the model's config.json (pdd check --model-config) to have auto resolved.", "warning")]
-    if p != d and not hashed(pair) and _kv_width(p) != _kv_width(d) \
-            and pair.prefill.block_size == pair.decode.block_size \
+    sizes = engine_block_sizes(pair)
+    one_size = pair.prefill.block_size == pair.decode.block_size or (sizes[0] is not None and sizes[0] == sizes[1])
+    if p != d and not hashed(pair) and _kv_width(p) != _kv_width(d) and one_size \
             and pair.version is not None and pair.version >= BLOCK_BYTES_CHECKED_SINCE:
         return [(f"--kv-cache-dtype differs: prefill {p!r}, decode {d!r}. The handshake compares no NIXL "
                  f"compatibility hash here, but vLLM {fmt(pair.version)}'s handshake asserts that prefill's KV "

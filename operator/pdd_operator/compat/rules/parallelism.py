@@ -330,7 +330,10 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
             "address', ai-dynamo/dynamo#2706). From 0.11.1 one listener runs in the scheduler process. An instance "
             "whose pods each start their own vllm serve (--data-parallel-address / --data-parallel-start-rank / "
             "--headless with the mp executor: vllm/v1/engine/utils.py launches the local engine cores in that pod) "
-            "reads VLLM_NIXL_SIDE_CHANNEL_HOST from its own pod's environment and is not affected."),
+            "reads VLLM_NIXL_SIDE_CHANNEL_HOST from its own pod's environment and is not affected. A Dynamo "
+            "multinode service whose TP x PP exceeds one pod's GPUs is such a Ray launch before 0.11.1 (Dynamo's "
+            "operator, backend_vllm.go injectRayDistributedLaunchFlags; its mp launch needs --nnodes, first in vLLM "
+            "0.11.1), and dynamo.vllm sets the leader pod's IP as the host (args.py ensure_side_channel_host)."),
     until=(0, 11, 1),
 )
 def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
@@ -338,15 +341,29 @@ def check_side_channel_per_node(pair: PDPair) -> list[Violation]:
     out = []
     for r in pair.roles:
         ranks, gpus = _ranks(r), r.gpus
-        ray = r.executor == "ray" or r.ray_cluster
+        # A Dynamo multinode service whose TP x PP ranks span its pods: before 0.11.1 (this rule's bound) vLLM has
+        # no multi-node mp launch, so its operator's launch is a Ray cluster.
+        ray = r.executor == "ray" or r.ray_cluster or r.group_engine_spread
         # Ranks over several nodes by Ray (more ranks than this pod's GPUs, or a multi-node launch over a Ray
         # cluster): Ray copies the leader's VLLM_* environment to the workers. Pods that each run their own
         # vllm serve (DP over pods with the mp executor) keep their own environment.
-        spans = ray and ((ranks is not None and gpus is not None and ranks > gpus) or r.spans_nodes)
+        spans = ray and ((ranks is not None and gpus is not None and ranks > gpus) or r.spans_nodes
+                         or r.group_engine_spread)
         host = r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST")
         if not spans or host is None:
             continue
         what = "the pod IP of the leader" if host in (POD_IP, HOST_IP) else repr(host)
+        if r.group_engine_spread:
+            out.append((
+                f"{r.role}: {r.group_note}. With vLLM {fmt(pair.version)} that is a Ray launch: Ray hands the "
+                f"side-channel host Dynamo's worker sets ({what}) to the ranks on the other pods, each rank binds its "
+                "own handshake listener there, and those ranks fail with 'Cannot assign requested address'; the "
+                "operator's mp launch (the nvidia.com/vllm-distributed-executor-backend annotation) passes --nnodes "
+                "instead, which vLLM has only from 0.11.1. Either way the engine never serves.",
+                "Use a vllm-runtime image with vLLM >= 0.11.1 (one listener per engine, in its scheduler), or give "
+                "the service resources.limits.gpu of at least TP x PP so that no multinode spread is needed.",
+            ))
+            continue
         out.append((
             f"{r.role}: the engine spreads {ranks} ranks over several nodes and sets VLLM_NIXL_SIDE_CHANNEL_HOST, which "
             f"vLLM {fmt(pair.version)} hands from the leader to every worker ({what}); each rank binds its own "
