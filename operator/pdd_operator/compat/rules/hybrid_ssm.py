@@ -280,8 +280,9 @@ def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
     kernel block is a multiple of the prefill's (``block_size_ratio`` passes) it holds fewer kernel blocks per logical
     block, so this RuntimeError; otherwise 'Local block size ... is not divisible by remote block size'. An error
     there (it takes the prefill's Mamba page to exceed one aligned attention block, as for every hybrid model whose
-    block vLLM raises: 528 tokens for Qwen3.5 at TP 8; a smaller page would give both roles one aligned block). Where the prefill has the larger TP, the decode's block is the larger, and whether the roles' page counts
-    differ is the kernel's (the GPU's) and the model's Mamba page's: backends that run the logical block as one kernel
+    block vLLM raises: 528 tokens for Qwen3.5 at TP 8; a smaller page would give both roles one aligned block).
+    Where the prefill has the larger TP, the decode's block is the larger, and whether the roles' page counts differ
+    is the kernel's (the GPU's) and the model's Mamba page's: backends that run the logical block as one kernel
     block (:func:`~pdd_operator.vllm.kernel_block.runs_logical_block`: FlashAttention 2/3, TRITON_ATTN) never raise it,
     so silence where both roles pin one; FLASHINFER's 16/32/64-token pages (Blackwell's default) and FlashAttention
     4's pages raise it where the page counts differ (blocks 528 and 1056 split into 33 pages each and pass, 528 and
