@@ -231,9 +231,16 @@ def test_hybrid_hetero_tp_gets_prefix_caching_off_on_decode_and_n_groups_warning
     assert "--no-enable-prefix-caching" in vllm_args(spec, "decode")
     assert "--no-enable-prefix-caching" not in vllm_args(spec, "prefill")
     assert evaluate(spec).compatible
-    forced_on = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
-                       decode={"extraArgs": ["--enable-prefix-caching"]}, model={"numKvHeads": 2})
+    # the decode with the larger TP past the KV heads holds the smaller block: the handshake fails on every kernel
+    forced_on = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 1, "blockSize": 16},
+                       decode={"tensorParallelSize": 4, "blockSize": 16, "extraArgs": ["--enable-prefix-caching"]},
+                       model={"numKvHeads": 2})
     assert "hybrid-prefix-caching" in rules_fired(forced_on, "error")
+    # the prefill with the larger TP: whether the page counts differ is the GPU kernel's (FA2/3 never split)
+    prefill_larger = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
+                            decode={"extraArgs": ["--enable-prefix-caching"]}, model={"numKvHeads": 2})
+    assert "hybrid-prefix-caching" in rules_fired(prefill_larger, "warning")
+    assert "hybrid-prefix-caching" not in rules_fired(prefill_larger, "error")
     heads_unknown = hybrid(engine={"image": "vllm/vllm-openai:v0.22.0"}, prefill={"tensorParallelSize": 4},
                            decode={"extraArgs": ["--enable-prefix-caching"]})
     assert "hybrid-prefix-caching" in rules_fired(heads_unknown, "warning")

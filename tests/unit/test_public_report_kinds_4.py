@@ -45,11 +45,19 @@ def test_hetero_tp_within_the_kv_heads_keeps_prefix_caching(tmp_path, capsys, im
     assert code == 0, out
 
 
-@pytest.mark.parametrize("tps", [(1, 4), (4, 1), (2, 8)])
+@pytest.mark.parametrize("tps", [(1, 4), (2, 8), (4, 8)])
 def test_hetero_tp_past_the_kv_heads_with_prefix_caching_is_refused(tmp_path, capsys, tps):
     # 0.33.0: prefix caching on by default for hybrid models (0.28+), and past hybrid-ssm-prefix-caching's window.
+    # The decode has the larger TP: its block is the smaller, and the handshake fails on every kernel.
     code, out = check(tmp_path, capsys, *_hybrid_pair(*tps, image="vllm/vllm-openai:v0.33.0"), extra=_config(tmp_path, 2))
     assert code == 1 and "hybrid-prefix-caching" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("tps", [(4, 1), (8, 2), (8, 4)])
+def test_prefill_larger_past_the_kv_heads_is_the_kernels_to_decide(tmp_path, capsys, tps):
+    # The decode's block is the larger: FlashAttention 2/3 run it unsplit and never raise the prefix-caching error.
+    code, out = check(tmp_path, capsys, *_hybrid_pair(*tps, image="vllm/vllm-openai:v0.33.0"), extra=_config(tmp_path, 2))
+    assert code == 0 and "hybrid-prefix-caching" in rules(out, "warning"), out
 
 
 def test_prefix_caching_off_on_decode_is_accepted_past_the_kv_heads(tmp_path, capsys):

@@ -114,10 +114,15 @@ def test_a_larger_prefill_tp_is_refused_only_where_blocks_must_be_equal(tmp_path
     assert _severity(out) == expected and code == (1 if expected == "error" else 0), out
 
 
-def test_decode_prefix_caching_leaves_the_refusal_to_hybrid_prefix_caching(tmp_path, capsys):
-    code, out = check(tmp_path, capsys, *_pair(QWEN35, 8, 4, decode_pc=True))
+def test_decode_prefix_caching_leaves_the_finding_to_hybrid_prefix_caching(tmp_path, capsys):
+    # The decode with the larger TP holds the smaller block: the handshake fails on every kernel (an error).
+    code, out = check(tmp_path, capsys, *_pair(QWEN35, 4, 8, decode_pc=True))
     assert code == 1 and "hybrid-prefix-caching" in rules(out, "error")
     assert _severity(out) is None
+    # The prefill with the larger TP (blocks 528 and 1056 on Hopper): FlashAttention 2/3 run each block unsplit and
+    # never raise the prefix-caching error, fixed pages may: the GPU's kernel decides, a warning.
+    code, out = check(tmp_path, capsys, *_pair(QWEN35, 8, 4, decode_pc=True))
+    assert code == 0 and "hybrid-prefix-caching" in rules(out, "warning"), out
 
 
 def test_a_pddeployment_past_the_kv_heads_is_warned_in_its_own_fields(tmp_path, capsys):

@@ -61,3 +61,42 @@ def kernel_block_size(logical: int, backend: str) -> int | None:
     if logical in sizes:
         return logical
     return next((s for s in sorted(sizes, reverse=True) if logical % s == 0), None)
+
+
+#: Attention backends whose ``get_supported_kernel_block_sizes`` is ``[MultipleOf(16)]`` for a hybrid attention + Mamba
+#: model, from the release given to 0.34.0: TRITON_ATTN and FLEX_ATTENTION in every release read (triton_attn.py,
+#: flex_attention.py of the 0.22.0, 0.26.0, 0.27.0, 0.29.0 and 0.34.0 sdists); FLASH_ATTN from 0.25.0 (0.22.0-0.24.0
+#: flash_attn.py lines 77-94 return ``[16, 32, 64]`` for a hybrid model whose Mamba cache dtype is float32, NemotronH's
+#: default: model_executor/models/config.py ``NemotronHForCausalLMConfig``; 0.25.0 line 76 ``[MultipleOf(16)]``).
+#: ``select_common_block_size`` (v1/worker/utils.py) then keeps the logical block, which ``_align_hybrid_block_size``
+#: makes a multiple of the backend's smallest size: one kernel block per logical block.
+LOGICAL_KERNEL_SINCE: dict[str, Version] = {
+    "TRITON_ATTN": (0, 22, 0), "FLEX_ATTENTION": (0, 22, 0), "FLASH_ATTN": (0, 25, 0),
+}
+#: FLASH_ATTN's fixed FlashAttention 4 pages by head size, from the release given: 128 tokens for head size 256 on
+#: compute capability 10.x/11.x from 0.29.0 (flash_attn.py ``_get_fa4_hd256_block_size``), 64 for an fp8 KV cache with
+#: head size 512 on 9.x from 0.31.0 (``_get_sm90_fa4_fp8_kv_block_size``; lines 357-367 of 0.34.0).
+FA4_PAGE_HEAD_SIZES: dict[int, Version] = {256: (0, 29, 0), 512: (0, 31, 0)}
+
+
+def runs_logical_block(backend: str | None, version: Version | None, head_size: int | None) -> bool:
+    """Whether ``backend`` (an ``--attention-backend`` name, any case) certainly runs a hybrid attention + Mamba model's
+    logical KV block as its kernel block on every GPU in vLLM ``version`` (0.22.0-0.34.0), so the NIXL worker's
+    ``_physical_blocks_per_logical_kv_block`` is 1 (nixl worker ``_sync_block_size_with_kernel``).
+
+    False where it is not certain: no backend or version given, a backend with fixed pages (FLASHINFER's 16/32/64, more
+    on Blackwell), FLASH_ATTN before 0.25.0, or FLASH_ATTN where FlashAttention 4's pages may apply to the head size
+    (:data:`FA4_PAGE_HEAD_SIZES`; an unknown head size counts as such from 0.29.0).
+    """
+    if backend is None or version is None:
+        return False
+    name = backend.upper()
+    since = LOGICAL_KERNEL_SINCE.get(name)
+    if since is None or version < since:
+        return False
+    if name != "FLASH_ATTN":
+        return True
+    if head_size is None:
+        return version < min(FA4_PAGE_HEAD_SIZES.values())
+    paged_since = FA4_PAGE_HEAD_SIZES.get(head_size)
+    return paged_since is None or version < paged_since

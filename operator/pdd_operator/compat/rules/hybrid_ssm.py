@@ -7,6 +7,7 @@ from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.cpu_conv_layout import NIXL_DS_SINCE, cpu_conv_layout
+from pdd_operator.vllm.kernel_block import runs_logical_block
 from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt, is_cpu_image
 
 _V020 = (0, 20, 0)
@@ -244,21 +245,53 @@ def check_mamba_n_groups_unknown(pair: PDPair) -> list[Violation]:
     )]
 
 
+#: Attention backends whose kernel pages are fixed sizes in every release from 0.22.0 to 0.34.0: FLASHINFER's
+#: ``get_supported_kernel_block_sizes`` is ``[16, 32, 64]`` (flashinfer.py line 339 of 0.22.0; 0.27.0 lines 356-375 add
+#: 128-1024 for GQA on Blackwell): a hybrid model's logical block runs as several kernel pages.
+_FIXED_PAGE_BACKENDS = ("FLASHINFER",)
+#: The smallest kernel block of the backends above and of the MultipleOf(16) ones: an explicit ``--block-size`` up to it
+#: leaves ``_align_hybrid_block_size``'s alignment where it is (``max(smallest kernel size, block_size)``).
+_SMALLEST_KERNEL_BLOCK = 16
+
+
 @rule(
     id="hybrid-prefix-caching", family="hybrid-ssm", severity="error",
-    fields=("spec.decode.extraArgs", "spec.model.numKvHeads"),
+    fields=("spec.decode.extraArgs", "spec.model.numKvHeads", "spec.prefill.tensorParallelSize",
+            "spec.decode.tensorParallelSize"),
     source=("vllm nixl _validate_remote_agent_handshake: RuntimeError 'Prefix caching with heterogeneous "
             "physical_blocks_per_logical is not supported for Mamba hybrid models' when decode's cache_config "
-            "enables prefix caching (0.22.0-0.33.0, absent in 0.21.0; read in the wheels); on for hybrid models "
-            "by default from 0.28.0 (engine/arg_utils.py: 0.26.0-0.27.1 keep hybrid models opt-in although "
-            "vllm/config/model.py is_prefix_caching_supported says yes from 0.26.0); the logical block comes "
-            "from platforms/interface.py _align_hybrid_block_size (mamba page / attention page per token, both "
-            "1/TP until TP exceeds the KV heads; 0.22); vllm#41886, vllm#45019"),
+            "enables prefix caching and the roles' _physical_blocks_per_logical_kv_block differ (0.22.0 nixl/worker.py "
+            "lines 1439-1453, 0.26.0 base_worker.py 1708, 0.27.0 1733, 0.31.0 2534, 0.33.0 2773, 0.34.0 2837; absent in "
+            "0.21.0). That ratio is logical block / kernel block (_sync_block_size_with_kernel, "
+            "v1/worker/utils.py select_common_block_size): 1 on both roles for backends taking MultipleOf(16) "
+            "(TRITON_ATTN, FLEX_ATTENTION, FLASH_ATTN from 0.25 with FlashAttention 2/3), so they never raise it; "
+            "FLASHINFER's 16/32/64 pages do where the blocks split into different page counts. The decode's "
+            "logical block is the smaller where its TP is the larger past the KV heads (platforms/interface.py "
+            "_align_hybrid_block_size), and then kv_connector/utils.py block_size_ratio asserts 'Local block size ... "
+            "is not divisible by remote block size' where the pages differ instead. On for hybrid models by default "
+            "from 0.28.0 (engine/arg_utils.py: 0.26.0-0.27.1 keep hybrid models opt-in although vllm/config/model.py "
+            "is_prefix_caching_supported says yes from 0.26.0); vllm#41886, vllm#45019"),
     since=(0, 22, 0),
     needs=("--enable-prefix-caching",),
 )
 def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
-    """Hybrid SSM with heterogeneous TP past the KV heads: prefix caching off on decode."""
+    """Hybrid SSM with heterogeneous TP past the KV heads and prefix caching on decode: the roles' kernel blocks per
+    logical block differ, which vLLM refuses at the NIXL handshake.
+
+    Where the decode has the larger TP and it exceeds the KV heads, the decode's logical block is the smaller
+    (``_align_hybrid_block_size``: its Mamba page shrinks with TP, its attention page per token no longer does), and
+    with neither role giving a ``--block-size`` above 16 the handshake fails on every kernel: where the decode's
+    kernel block is a multiple of the prefill's (``block_size_ratio`` passes) it holds fewer kernel blocks per logical
+    block, so this RuntimeError; otherwise 'Local block size ... is not divisible by remote block size'. An error
+    there (it takes the prefill's Mamba page to exceed one aligned attention block, as for every hybrid model whose
+    block vLLM raises: 528 tokens for Qwen3.5 at TP 8; a smaller page would give both roles one aligned block).
+    Where the prefill has the larger TP, the decode's block is the larger, and whether the roles' page counts differ
+    is the kernel's (the GPU's) and the model's Mamba page's: backends that run the logical block as one kernel
+    block (:func:`~pdd_operator.vllm.kernel_block.runs_logical_block`: FlashAttention 2/3, TRITON_ATTN) never raise it,
+    so silence where both roles pin one; FLASHINFER's 16/32/64-token pages (Blackwell's default) and FlashAttention
+    4's pages raise it where the page counts differ (blocks 528 and 1056 split into 33 pages each and pass, 528 and
+    1072 do not): a warning. A warning too where the KV heads are unknown or a larger ``--block-size`` is given.
+    """
     if not (pair.hybrid_ssm and pair.hetero_tp) or not decode_prefix_caching(pair):
         return []
     heads = pair.num_kv_heads
@@ -266,24 +299,52 @@ def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
         # Both roles shard the attention KV and the Mamba state by TP: the same logical block size on
         # both, so the same physical blocks per logical block (the PRs' 1P2D/2P1D sweeps pass).
         return []
+    p_tp, d_tp = pair.tps
+    logical = all(runs_logical_block(r.attention_backend, pair.version, pair.model.head_size) for r in pair.roles)
+    if logical and p_tp > d_tp:
+        return []  # one kernel block per logical block on both roles: the RuntimeError is never raised
+    error = "Prefix caching with heterogeneous physical_blocks_per_logical is not supported for Mamba hybrid models"
     fix = fix_for(pair, "Disable prefix caching on decode (--no-enable-prefix-caching); the operator does this unless "
                   "spec.decode.extraArgs override it.",
                   "Pass --no-enable-prefix-caching to the decode container (vLLM enables prefix caching by default).")
+    kernels = ("Which kernel runs is the GPU's choice: FlashAttention 2/3 (Hopper and older) and TRITON_ATTN run the "
+               "logical block as one kernel block and never raise it; FLASHINFER's 16/32/64-token pages (the default on "
+               "Blackwell) and FlashAttention 4's pages raise it where the two blocks split into different page counts")
     if heads is None:
         return [(
-            f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and heterogeneous TP: if either TP exceeds "
-            "the model's KV heads, the roles get different physical-per-logical block ratios and vLLM refuses prefix "
-            "caching on decode ('Prefix caching with heterogeneous physical_blocks_per_logical is not supported for "
-            "Mamba hybrid models'); the KV heads are not known here.",
+            f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and heterogeneous TP {p_tp}/{d_tp}: if either "
+            "TP exceeds the model's KV heads, the roles get different logical blocks, and where they split into "
+            f"different numbers of kernel pages vLLM refuses prefix caching on decode ('{error}'). {kernels}; the KV "
+            "heads are not known here.",
             fix + " " + fix_for(pair, "Or give the model's KV heads (spec.model.numKvHeads).",
                                 "Or give pdd check the model's config.json (--model-config)."), "warning",
         )]
+    past = f"heterogeneous TP {p_tp}/{d_tp} past the model's {heads} KV heads"
+    if d_tp > p_tp and all(r.block_size is None or r.block_size <= _SMALLEST_KERNEL_BLOCK for r in pair.roles):
+        pinned = pair.decode.attention_backend if all(
+            (r.attention_backend or "").upper() in _FIXED_PAGE_BACKENDS for r in pair.roles) else None
+        which = (f"on {pinned}'s fixed pages either both roles run the same page and the page counts differ "
+                 f"('{error}') or the decode's page is not a multiple of the prefill's" if pinned else
+                 "kernels that run the logical block (FlashAttention 2/3, TRITON_ATTN) fail the block-size assert "
+                 "('Local block size ... is not divisible by remote block size'); fixed pages (FLASHINFER, "
+                 f"FlashAttention 4) fail it too or, with the same page on both, raise '{error}'")
+        return [(
+            f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and {past}: the decode's logical block is "
+            "the smaller (its Mamba page shrinks with TP, its attention page per token no longer does), so the NIXL "
+            f"handshake fails on every kernel: {which}.",
+            fix_for(pair, "Use equal prefill and decode TP, or TP sizes within the model's KV heads; disabling prefix "
+                    "caching on decode (--no-enable-prefix-caching) is enough only where both roles run the same "
+                    "kernel page (FLASHINFER).",
+                    "Use equal tensor-parallel sizes, or sizes within the model's KV heads; --no-enable-prefix-caching "
+                    "on the decode container is enough only where both roles run the same kernel page (FLASHINFER)."),
+        )]
+    direction = ("the decode's block is the larger, and one 2 or 4 times the prefill's splits into the same page "
+                 "count" if p_tp > d_tp else "a --block-size above 16 may give both roles the same block")
     return [(
-        f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and heterogeneous TP {pair.tps[0]}/{pair.tps[1]} "
-        f"past the model's {heads} KV heads: the replicated attention KV gives prefill and decode different "
-        "physical-per-logical block ratios, and vLLM refuses prefix caching on decode then ('Prefix caching with "
-        "heterogeneous physical_blocks_per_logical is not supported for Mamba hybrid models').",
-        fix,
+        f"decode: {_prefix_caching_how(pair)} with a hybrid SSM model and {past}: the roles may get different logical "
+        f"blocks (vLLM sizes each to hold its TP-sharded Mamba page). {kernels} ('{error}'); {direction}, which the "
+        "model's Mamba page decides.",
+        fix, "warning",
     )]
 
 
