@@ -18,16 +18,22 @@ block_size_ratio != 1 is not tested": nixl/worker.py lines 1021-1024 of 0.22.0, 
 0.26.0; gone from 0.27.0, which reads heterogeneous blocks where the decode's is a multiple).
 
 Which kernel block runs depends on the attention backend, hence on the GPU: a backend taking any multiple of 16
-(FLASH_ATTN with FlashAttention 2/3, TRITON_ATTN: ``MultipleOf(16)`` in every release read, e.g. flash_attn.py lines
-357-367 of 0.34.0) runs the logical block itself, so the roles' kernel blocks differ: up to 0.26 the handshake fails
-in either direction, from 0.27 where the decode has the larger TP (its block is smaller and cannot be a multiple) and
-a prefill-TP-larger pair passes only where the rounding keeps an exact multiple. A backend with fixed pages
-(FLASHINFER 16/32/64, FlashAttention 4's 128-token page for head size 256 on Blackwell) may run equal kernel blocks on
-both, and then only prefix caching on decode is refused (``hybrid-prefix-caching``). The GPU is not in a manifest:
-an error where ``--attention-backend`` pins a multiple-of-16 backend on both roles, no ``--block-size`` is given and
-the head size is neither 256 nor 512, in the directions above; else a warning. An explicit ``--block-size`` at or
-above vLLM's hybrid alignment on both roles gives both the same block, which the model's Mamba page (not read here)
-decides: a warning then.
+runs the logical block itself (:func:`~pdd_operator.vllm.kernel_block.runs_logical_block`: TRITON_ATTN and
+FLEX_ATTENTION in every release read, FLASH_ATTN with FlashAttention 2/3 from 0.25.0, ``MultipleOf(16)``, e.g.
+flash_attn.py lines 357-367 of 0.34.0; in 0.22.0-0.24.0 FLASH_ATTN runs fixed 16/32/64 pages for a hybrid model
+with a float32 Mamba cache, NemotronH's default: flash_attn.py lines 77-94), so the roles' kernel blocks differ: up to
+0.26 the handshake fails in either direction, from 0.27 where the decode has the larger TP (its block is smaller and
+cannot be a multiple) and a prefill-TP-larger pair passes only where the rounding keeps an exact multiple. A backend
+with fixed pages (FLASHINFER 16/32/64, FlashAttention 4's 128-token page for head size 256 on Blackwell from 0.29.0)
+may run equal kernel blocks on both. The GPU is not in a manifest: an error where ``--attention-backend`` pins a
+backend that certainly runs the logical block on both roles for the release and head size, and no ``--block-size``
+is given, in the directions above; else a warning. An explicit ``--block-size`` at or above vLLM's hybrid alignment
+on both roles gives both the same block, which the model's Mamba page (not read here) decides: a warning then.
+
+With prefix caching on decode, ``hybrid-prefix-caching`` judges the pair where it reports (an error or a warning), and
+this rule stays silent there; it is silent for backends that run the logical block with the larger prefill TP (no
+kernel page count differs), and this rule still speaks for those (before 0.27 their Mamba descriptors assert a ratio
+of 1: an error).
 
 Read in the 0.22.0, 0.26.0, 0.27.0-0.31.0 (handshake) and 0.32.0, 0.33.0, 0.34.0 sdists (also
 platforms/interface.py ``_align_hybrid_block_size`` lines 939-1116, 940-1128, 950-1140 of 0.32.0-0.34.0; from line
@@ -40,7 +46,8 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.compat.rules.hybrid_ssm import decode_prefix_caching
+from pdd_operator.compat.rules.hybrid_ssm import check_hybrid_prefix_caching
+from pdd_operator.vllm.kernel_block import runs_logical_block
 from pdd_operator.vllm.versions import Version
 
 #: The first release read whose handshake compares the roles' kernel blocks as described (0.22.0 sdist).
@@ -48,22 +55,17 @@ _SINCE: Version = (0, 22, 0)
 #: The first release that reads heterogeneous blocks of a hybrid model (the decode's a multiple of the prefill's);
 #: before it the Mamba descriptors assert a block size ratio of exactly 1.
 _HETERO_BLOCKS_SINCE: Version = (0, 27, 0)
-#: First release where the decode's prefix caching is refused instead, when the kernel blocks match
-#: (``hybrid-prefix-caching`` judges those pairs: 0.22.0 and later).
+#: First release where ``hybrid-prefix-caching`` judges a pair whose decode has prefix caching on (0.22.0 and later):
+#: where it reports, this rule stays silent; where it does not (both roles run the logical block and the prefill has
+#: the larger TP), this rule still speaks.
 _PREFIX_CACHING_RULE_SINCE: Version = (0, 22, 0)
-
-#: Attention backends whose supported kernel block sizes are ``MultipleOf(16)`` for a head size other than 256 and
-#: 512 (0.34.0 flash_attn.py lines 357-367: FlashAttention 4 pins 128 for head size 256 on Blackwell and 64 for fp8
-#: KV with head size 512 on Hopper; triton_attn.py ``MultipleOf(16)``): the logical block is the kernel block.
-_LOGICAL_KERNEL_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN")
-_FA4_PAGED_HEAD_SIZES = (256, 512)
 
 
 def _logical_kernel_on_both(pair: PDPair) -> bool:
-    """Both roles pin an attention backend that runs the logical block as its kernel block (see the module)."""
-    backends = {(r.attention_backend or "").upper() for r in pair.roles}
-    return (backends <= set(_LOGICAL_KERNEL_BACKENDS) and pair.model.head_size is not None
-            and pair.model.head_size not in _FA4_PAGED_HEAD_SIZES)
+    """Both roles pin an attention backend that certainly runs the logical block as its kernel block for this model
+    and release (:func:`~pdd_operator.vllm.kernel_block.runs_logical_block`, the definition ``hybrid-prefix-caching``
+    reads too)."""
+    return all(runs_logical_block(r.attention_backend, pair.version, pair.model.head_size) for r in pair.roles)
 
 
 @rule(
@@ -81,7 +83,7 @@ def check_hybrid_hetero_tp_block_geometry(pair: PDPair) -> list[Violation]:
     """Hybrid SSM with heterogeneous TP past the KV heads: the roles' block sizes differ (kernel-dependent)."""
     if not (pair.hybrid_ssm and pair.hetero_tp):
         return []
-    if decode_prefix_caching(pair) and pair.at_least(_PREFIX_CACHING_RULE_SINCE):
+    if pair.at_least(_PREFIX_CACHING_RULE_SINCE) and check_hybrid_prefix_caching(pair):
         return []  # hybrid-prefix-caching refuses the pair (or warns where the KV heads are unknown)
     heads = pair.num_kv_heads
     p_tp, d_tp = pair.tps
