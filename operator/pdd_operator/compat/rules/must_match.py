@@ -23,6 +23,7 @@ from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
 from pdd_operator.vllm.must_match import fields_of
+from pdd_operator.vllm.nixl_handshake_wire import unreadable_reply
 from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
 from pdd_operator.vllm.versions import fmt
 
@@ -89,22 +90,37 @@ def _eagle_settings(r: RoleConfig) -> tuple | None:
     id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
     fields=fields_of("vllm_version"),
     source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor vllm_version (v1/nixl_connector.py "
-            "0.13.0-0.19.x, nixl/metadata.py 0.20.0-0.33.0, read in the wheels); no hash in 0.11.0-0.12.0, or "
-            "enforce_handshake_compat false on the engine that runs the handshake (_nixl_handshake): a warning"),
+            "0.13.0-0.19.x, nixl/metadata.py 0.20.0-0.33.0, read in the wheels); the handshake reply's wire format "
+            "(NixlAgentMetadata up to 0.12.0, NixlHandshakePayload from 0.13.0, their required fields read in the "
+            "sdists 0.9.0-0.34.0: pdd_operator.vllm.nixl_handshake_wire); no hash in 0.11.0-0.12.0, or "
+            "enforce_handshake_compat false on the engine that runs the handshake (_nixl_handshake): a warning "
+            "where the reply still decodes"),
 )
 def check_version_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode run the same vLLM version."""
+    """Prefill and decode run the same vLLM version.
+
+    An error where the engine that dials the handshake (the decode; in push mode both) cannot decode the other's
+    reply (:func:`~pdd_operator.vllm.nixl_handshake_wire.unreadable_reply`: a release before 0.13.0 against one from
+    0.13.0, or two releases whose ``NixlAgentMetadata`` required fields differ where no hash check comes first), or
+    where the compatibility hash (0.13+) refuses the pair; a warning where neither is established.
+    """
     p, d = pair.prefill.version_text, pair.decode.version_text
     if p is None or d is None or p == d:
         return []
+    fix = "Run the same engine image on both roles."
+    dialers = ((pair.decode, pair.prefill), (pair.prefill, pair.decode)) if pair.push else ((pair.decode, pair.prefill),)
+    for dialer, listener in dialers:
+        enforced = str(dialer.extra.get("enforce_handshake_compat", True)).lower() != "false"
+        why = unreadable_reply(dialer.version, listener.version, inner=not enforced)
+        if why:
+            return [(f"vLLM versions differ: prefill {p}, decode {d}; {why}.", fix)]
     if not hashed(pair):
         return [(f"vLLM versions differ: prefill {p}, decode {d}. {_no_hash(pair)} Whether the two releases' agent "
-                 "metadata and KV layouts still agree was not established.",
-                 "Run the same engine image on both roles.", "warning")]
+                 "metadata and KV layouts still agree was not established.", fix, "warning")]
     return [(
         f"vLLM versions differ: prefill {p}, decode {d}. The NIXL handshake hashes the exact version string "
         "and refuses the pair (0.13+).",
-        "Run the same engine image on both roles.",
+        fix,
     )]
 
 
