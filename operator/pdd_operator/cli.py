@@ -37,7 +37,14 @@ def load_pdds(path: str) -> Iterator[tuple[dict, PDDeploymentSpec]]:
     """
     for doc in _load_docs(path):
         if doc.get("kind") == KIND:
-            yield doc.get("metadata") or {}, _spec_of(path, doc)
+            meta = doc.get("metadata") or {}
+            try:
+                spec = _spec_of(path, doc)
+            except InvalidSpec as exc:
+                lines = [f"  {finding_text(f)}" for f in exc.findings]
+                raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec ({len(lines)} field(s)):\n"
+                                 + "\n".join(lines)) from exc
+            yield meta, spec
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -103,6 +110,8 @@ def _joined_surrogates(value, at: str = ""):
 
 
 def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
+    """The spec of the PDDeployment ``doc`` of file ``path``. Raises :class:`InputError` for another apiVersion (the
+    object is not one of this API's) and :class:`InvalidSpec` for a spec the API models refuse."""
     meta = doc.get("metadata") or {}
     if doc.get("apiVersion") != API_VERSION:
         raise InputError(f"{path}: {KIND} {meta.get('name', '?')} must have apiVersion {API_VERSION}, "
@@ -110,9 +119,35 @@ def _spec_of(path: str, doc: dict) -> PDDeploymentSpec:
     try:
         return PDDeploymentSpec.model_validate(doc.get("spec") or {})
     except ValidationError as exc:
-        lines = [f"  {finding_text(f)}" for f in invalid_spec_findings(exc)]
-        raise InputError(f"{path}: {KIND} {meta.get('name', '?')}: invalid spec ({len(lines)} field(s)):\n"
-                         + "\n".join(lines)) from exc
+        raise InvalidSpec(invalid_spec_findings(exc)) from exc
+
+
+def _stated_version(doc: dict) -> str:
+    """The vLLM version a PDDeployment whose spec was refused states (``spec.engine.vllmVersion``, else its image tag),
+    for the report's ``vllmVersion``; ``"unknown"`` when neither names one."""
+    from pdd_operator.vllm.versions import fmt, resolve_version
+
+    engine = (doc.get("spec") or {}).get("engine") if isinstance(doc.get("spec"), dict) else None
+    engine = engine if isinstance(engine, dict) else {}
+    explicit, image = engine.get("vllmVersion"), engine.get("image")
+    if not isinstance(image, str):
+        image = ""
+    try:
+        version, _ = resolve_version(explicit if isinstance(explicit, str) else None, image)
+    except ValueError:
+        return "unknown"
+    return fmt(version)
+
+
+class InvalidSpec(ValueError):
+    """A PDDeployment whose spec the API models refuse: one ``spec-invalid`` error finding per refused field
+    (:func:`~pdd_operator.api.messages.invalid_spec_findings`). ``pdd check`` reports them as the object's findings
+    (exit 1), as the admission webhook refuses the object and the operator's status names them, not as input it
+    could not read (``pdd render`` still stops on it)."""
+
+    def __init__(self, findings: list) -> None:
+        super().__init__("; ".join(finding_text(f) for f in findings))
+        self.findings = findings
 
 
 def _read_model_config(path: str) -> dict:
@@ -213,6 +248,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                 spec = _spec_of(path, doc)
             except InputError as exc:
                 input_errors.append(str(exc))
+                continue
+            except InvalidSpec as exc:  # refused as the webhook refuses it: [spec-invalid] per field
+                report = CompatReport(version=_stated_version(doc), findings=exc.findings)
+                reports.append(report)
+                results.append({"file": path, "object": f"{KIND}/{meta.get('name')}",
+                                "namespace": meta.get("namespace", "default"), "vllmVersion": report.version,
+                                "compatible": False, "findings": [f.wire() for f in exc.findings]})
                 continue
             model_config, problem = forced_config, None
             ref = spec.model.config_map_ref

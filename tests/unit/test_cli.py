@@ -63,10 +63,13 @@ def test_check_reports_every_file_even_after_a_bad_one(tmp_path, capsys):
     )
     assert main(["check", typo, str(other), str(tmp_path / "missing.yaml"), "-o", "json"]) == 2
     out = json.loads(capsys.readouterr().out)
-    assert [r["object"] for r in out["results"]] == ["PDDeployment/other"]
-    assert out["results"][0]["findings"][0]["rule"] == "pp-decode-unsupported"
-    assert any("tensorParalelSize" in e for e in out["inputErrors"])
-    assert any("missing.yaml" in e for e in out["inputErrors"])
+    # A spec the API refuses is a refusal with its fields named, as the webhook answers (set 58), not unreadable input.
+    assert [r["object"] for r in out["results"]] == ["PDDeployment/bad", "PDDeployment/other"]
+    assert [f["rule"] for f in out["results"][0]["findings"]] == ["spec-invalid"]
+    assert "spec.prefill.tensorParalelSize" in out["results"][0]["findings"][0]["fields"]
+    assert out["results"][1]["findings"][0]["rule"] == "pp-decode-unsupported"
+    assert [e for e in out["inputErrors"] if "missing.yaml" in e] == out["inputErrors"]
+    assert main(["check", typo]) == 1
 
 
 _AGGREGATED = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "plain"},

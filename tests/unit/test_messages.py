@@ -81,8 +81,8 @@ def test_a_bad_field_reads_the_same_in_check_render_webhook_and_status(tmp_path,
     assert text.startswith("[spec-invalid] spec.prefill.tolerations[0].effect: ") and " Fix: " in text
 
     path = _manifest(tmp_path, spec)
-    assert main(["check", path]) == 2
-    assert f"\n  {text}\n" in capsys.readouterr().err + "\n"
+    assert main(["check", path]) == 1  # refused, as the webhook refuses it (not unreadable input)
+    assert f"\n  error: {text}\n" in capsys.readouterr().out + "\n"
     assert main(["render", path]) == 2
     assert f"\n  {text}\n" in capsys.readouterr().err + "\n"
 

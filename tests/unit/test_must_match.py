@@ -12,8 +12,9 @@ from pdd_operator.vllm.must_match import EXTRA_RULES, MUST_MATCH, compat_hash, e
 from tests.helpers import hybrid, make_spec
 
 RULES_BY_ID = {r.id: r for r in RULES}
-#: Rules whose id ends in -mismatch but compare one engine with its hardware, not prefill with decode.
-NOT_PD = {"nixl-backend-fabric-mismatch"}
+#: Rules whose id ends in -mismatch but compare one engine with its hardware, or a PDDeployment's stated vLLM release
+#: with its image tag (set 58), not prefill with decode.
+NOT_PD = {"nixl-backend-fabric-mismatch", "vllm-version-image-mismatch"}
 
 
 def _guards() -> dict[str, str]:

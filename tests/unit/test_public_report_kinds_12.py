@@ -135,4 +135,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # session 29: args that repeat the image's entrypoint stop the argument parser
                     "entrypoint-repeated",
                     # rules round 30: a --kv-cache-dtype the release's parser or config refuses
-                    "kv-cache-dtype-unknown"}
+                    "kv-cache-dtype-unknown",
+                    # set 58: a PDDeployment's vllmVersion against its image tag (the spec alone decides it)
+                    "vllm-version-image-mismatch"}

@@ -152,6 +152,8 @@ MANIFEST_TERMS: tuple[tuple[str, str], ...] = (
     ("spec.engine.vllmVersion (e.g. 0.20.2) or use an image tag that starts with the version",
      "an image tag that names the vLLM release (vllm/vllm-openai:v0.20.2) on both containers, or give pdd check "
      "the release the image holds (--vllm-version 0.20.2)"),
+    ("spec.prefill.blockSize and spec.decode.blockSize", "--block-size on the prefill and decode containers"),
+    ("spec.decode.blockSize", "--block-size on the decode container"),
     ("prefill pipelineParallelSize", "--pipeline-parallel-size on the prefill container"),
     ("decode pipelineParallelSize", "--pipeline-parallel-size on the decode container"),
     ("pipelineParallelSize", "--pipeline-parallel-size"),

@@ -15,6 +15,11 @@ from pdd_operator.vllm.gaudi import HETERO_SINCE, hetero_saved_block_size
 from pdd_operator.vllm.nixl_devices import nixl_device_type
 from pdd_operator.vllm.versions import fmt, is_cpu_image
 
+#: The fix of every rule here that needs equal block sizes, naming the PDDeployment fields to change; for a hand-written
+#: manifest it reads "Set --block-size on the prefill and decode containers to the same value"
+#: (:data:`~pdd_operator.compat.rules.base.MANIFEST_TERMS`).
+SAME_BLOCK_SIZE = "Set spec.prefill.blockSize and spec.decode.blockSize to the same value"
+
 
 def _default(pair: PDPair, role: RoleConfig) -> int | None:
     """The block size vLLM gives ``role`` when it sets none, where its code pins it
@@ -100,7 +105,7 @@ def check_block_partial(pair: PDPair) -> list[Violation]:
                  f"{'pairs' if pair_ok else 'does not pair'} with {given.role}'s {given.block_size}; not certain: "
                  f"{likely.depends_on}")
     return [(f"--block-size is set on one role only ({given.role} {given.block_size}, {unset.role} not set); "
-             f"{picks}.", "Set blockSize on both roles, equal unless you need them to differ.")]
+             f"{picks}.", "Set spec.prefill.blockSize and spec.decode.blockSize, equal unless you need them to differ.")]
 
 
 def _pairs(pair: PDPair, p: int, d: int) -> bool:
@@ -133,7 +138,7 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
     return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes ({_said(pair, bp)}): "
              f"decode's NIXL handshake asserts they are equal ('Remote P worker with different block size is "
              "not supported').",
-             "Use the same blockSize on both roles, or vLLM >= 0.11.1.")]
+             f"{SAME_BLOCK_SIZE}, or run vLLM >= 0.11.1.")]
 
 
 @rule(
@@ -166,7 +171,7 @@ def check_block_pull_direction(pair: PDPair) -> list[Violation]:
                  f"{bp[0]}.", "warning")]
     return [(f"Pull mode needs the decode block size to be a multiple of the prefill one ({_said(pair, bp)}); "
              f"otherwise every request fails at the first KV read.",
-             f"Use equal block sizes, or a decode block size that is a multiple of {bp[0]}.")]
+             f"{SAME_BLOCK_SIZE}, or spec.decode.blockSize to a multiple of {bp[0]}.")]
 
 
 def _gaudi_saved(r: RoleConfig) -> int | None:
@@ -200,7 +205,7 @@ def check_block_push_equal(pair: PDPair) -> list[Violation]:
     if bp is None or not pair.push:
         return []
     return [(f"NixlPushConnector needs equal block sizes ({_said(pair, bp)}).",
-             "Use the same blockSize on both roles.")]
+             f"{SAME_BLOCK_SIZE}.")]
 
 
 @rule(
@@ -217,7 +222,7 @@ def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
     if bp is None or pair.tps is None or pair.tps[0] <= pair.tps[1] or pair.mla:
         return []
     return [(f"Prefill TP {pair.tps[0]} > decode TP {pair.tps[1]} needs equal block sizes ({_said(pair, bp)}).",
-             "Use the same blockSize on both roles.")]
+             f"{SAME_BLOCK_SIZE}.")]
 
 
 @rule(
@@ -234,7 +239,7 @@ def check_block_hma_old(pair: PDPair) -> list[Violation]:
         return []
     return [(f"vLLM {fmt(pair.version)} does not support different block sizes with the hybrid KV cache manager "
              f"({_said(pair, bp)}): 'HMA does not support different remote block size yet'.",
-             "Use the same blockSize on both roles, or vLLM >= 0.27.")]
+             f"{SAME_BLOCK_SIZE}, or run vLLM >= 0.27.")]
 
 
 @rule(
@@ -253,4 +258,4 @@ def check_block_host_buffer(pair: PDPair) -> list[Violation]:
     if bp is None or not any(r.buffer_device == "cpu" and not is_cpu_image(r.image) for r in pair.roles):
         return []
     return [(f"Different block sizes ({_said(pair, bp)}) are not supported with a host buffer "
-             "(kv_buffer_device cpu).", "Use the same blockSize on both roles.")]
+             "(kv_buffer_device cpu).", f"{SAME_BLOCK_SIZE}.")]

@@ -17,10 +17,12 @@ from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
 from pdd_operator.vllm.versions import dev_build_floor, fmt
 
+#: Flags the operator renders from the spec -> the field that sets them (a ``{role}`` in it is the role whose
+#: extraArgs carry the flag: the fix names the field to change, ``spec.decode.tensorParallelSize``).
 _MANAGED_FLAGS = {
-    "--tensor-parallel-size": "tensorParallelSize", "-tp": "tensorParallelSize",
-    "--pipeline-parallel-size": "pipelineParallelSize", "-pp": "pipelineParallelSize",
-    "--block-size": "blockSize", "--gpu-memory-utilization": "gpuMemoryUtilization",
+    "--tensor-parallel-size": "spec.{role}.tensorParallelSize", "-tp": "spec.{role}.tensorParallelSize",
+    "--pipeline-parallel-size": "spec.{role}.pipelineParallelSize", "-pp": "spec.{role}.pipelineParallelSize",
+    "--block-size": "spec.{role}.blockSize", "--gpu-memory-utilization": "spec.{role}.gpuMemoryUtilization",
     "--kv-transfer-config": "spec.kvTransfer", "--kv-cache-dtype": "spec.kvCache.dtype",
     "--dtype": "spec.model.dtype", "--model": "spec.model.name", "--max-model-len": "spec.model.maxModelLen",
     "--revision": "spec.model.revision", "--served-model-name": "spec.model.servedModelName",
@@ -348,7 +350,8 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
                 out.append((
                     f"spec.{r.role}.extraArgs sets {flag}, which the operator renders from the spec; a second value "
                     "overrides it on one role only and can break what must match between prefill and decode.",
-                    f"Remove {flag} from extraArgs and set {_MANAGED_FLAGS[flag]} instead.",
+                    f"Remove {flag} from spec.{r.role}.extraArgs and set {_MANAGED_FLAGS[flag].format(role=r.role)} "
+                    "instead.",
                 ))
     return out
 

@@ -76,6 +76,22 @@ def _env_true(value: str) -> bool | None:
         return None
 
 
+def _spec_fix(pair: PDPair, role: RoleConfig) -> str:
+    """What to change in a PDDeployment so that vLLM may keep HMA on ``role``: one phrase per reason of
+    :func:`forced_off_reasons` (in its order), each naming the spec field that sets it."""
+    version = pair.version
+    parts = []
+    if role.kv_events and version is not None and version < _KV_EVENTS_UNTIL:
+        parts.append(f"remove --kv-events-config from spec.{role.role}.extraArgs")
+    if pair.model.attention_chunk_size:
+        if str((role.speculative or {}).get("method") or "").lower() in _EAGLE:
+            parts.append("remove the EAGLE-family method from spec.speculative")
+        else:
+            parts.append(f"set {_ENV}=1 in spec.{role.role}.env")
+    text = " and ".join(parts) or f"remove what forces HMA off from spec.{role.role}.extraArgs"
+    return text[0].upper() + text[1:]
+
+
 def forced_off_reasons(pair: PDPair, role: RoleConfig) -> list[str]:
     """Why vLLM ``pair.version`` must turn HMA off on ``role`` (empty: it can keep it). Pure."""
     version = pair.version
@@ -179,8 +195,8 @@ def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
             f"{role.role}: --no-disable-hybrid-kv-cache-manager asks vLLM {fmt(pair.version)} to keep the hybrid KV "
             f"cache manager, but {'; and '.join(reasons)}: the engine raises at startup ('Hybrid KV cache manager was "
             "explicitly enabled but is not supported in this configuration') and never serves.",
-            fix_for(pair, f"Remove what forces HMA off from spec.{role.role} (or drop "
-                    "--no-disable-hybrid-kv-cache-manager from both roles' extraArgs, where the model runs without HMA).",
+            fix_for(pair, f"{_spec_fix(pair, role)}, or drop --no-disable-hybrid-kv-cache-manager from "
+                    "spec.prefill.extraArgs and spec.decode.extraArgs (where the model runs without HMA).",
                     f"On the {role.role} container remove what forces HMA off (or drop "
                     "--no-disable-hybrid-kv-cache-manager from both containers, where the model runs without HMA)."),
         ))

@@ -78,13 +78,40 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
         out.append((
             f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) but its pod "
             f"requests {have} GPU(s){group}: the ranks beyond {have} find no device and the engine fails at startup.",
-            fix_for(pair, f"Remove --data-parallel-size from spec.{r.role}.extraArgs and scale with "
-                    f"spec.{r.role}.replicas (each replica is its own NIXL engine).",
+            fix_for(pair, _pddeployment_rank_fix(r),
                     f"Request {need} GPUs in the {r.role} {GPU_COUNT_FIELD}, or lower the parallel sizes"
                     + (", or start a Ray cluster over the pod group (ray start on every pod, "
                        "--distributed-executor-backend ray)." if r.pod_group > 1 else ".")),
         ))
     return out
+
+
+#: Flags of a PDDeployment's ``extraArgs`` that raise an engine's rank count above the GPUs the operator requests
+#: (``spec.<role>.tensorParallelSize`` x ``pipelineParallelSize``), each with the spec field that sets it instead
+#: (``None``: no field; data parallelism scales with ``spec.<role>.replicas``). The parser's spellings, as
+#: :mod:`pdd_operator.vllm.args` reads them (vllm/engine/arg_utils.py: -tp, -pp, -dp, -dpl).
+_RANK_FLAGS: dict[str, str | None] = {
+    "--tensor-parallel-size": "tensorParallelSize", "-tp": "tensorParallelSize",
+    "--pipeline-parallel-size": "pipelineParallelSize", "-pp": "pipelineParallelSize",
+    "--data-parallel-size": None, "-dp": None, "--data-parallel-size-local": None, "-dpl": None,
+}
+
+
+def _pddeployment_rank_fix(r: RoleConfig) -> str:
+    """The fix of ``parallelism-gpu-count`` on a PDDeployment role ``r``: which of its ``extraArgs`` (TP, PP or DP
+    flags: :data:`_RANK_FLAGS`) raise the rank count above the GPUs requested, and the spec field to set instead."""
+    given = list(dict.fromkeys(a.split("=", 1)[0] for a in r.extra_args if a.split("=", 1)[0] in _RANK_FLAGS))
+    fields = list(dict.fromkeys(f"spec.{r.role}.{_RANK_FLAGS[f]}" for f in given if _RANK_FLAGS[f]))
+    parts = []
+    if fields:
+        parts.append(f"set {' and '.join(fields)} instead (the operator requests tensorParallelSize x "
+                     "pipelineParallelSize GPUs per pod)")
+    if any(_RANK_FLAGS[f] is None for f in given):
+        parts.append(f"scale with spec.{r.role}.replicas (each replica is its own NIXL engine)")
+    if not given:
+        return (f"Lower the parallel sizes in spec.{r.role}.extraArgs, or set spec.{r.role}.tensorParallelSize and "
+                f"pipelineParallelSize to the ranks the engine runs.")
+    return f"Remove {', '.join(given)} from spec.{r.role}.extraArgs and {'; '.join(parts)}."
 
 
 def visible_ids(raw: str) -> list[str]:
