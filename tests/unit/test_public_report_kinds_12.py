@@ -133,4 +133,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # session 29: args that repeat the image's entrypoint stop the argument parser
                     "entrypoint-repeated",
                     # rules round 30: a --kv-cache-dtype the release's parser or config refuses
-                    "kv-cache-dtype-unknown"}
+                    "kv-cache-dtype-unknown",
+                    # leftovers 31: a VLLM_KV_CACHE_LAYOUT the KV cache dtype's backend refuses (TurboQuant, 0.34.0)
+                    "kv-layout-dtype-unsupported"}
