@@ -99,3 +99,77 @@ def test_turboquant_with_another_written_layout_on_034_is_refused(tmp_path, caps
 def test_turboquant_layout_controls_say_nothing(tmp_path, capsys, image, layout, dtype):
     _, out = check(tmp_path, capsys, *_pair(LLAMA, image, (1, 1), layout=layout, dtype=dtype))
     assert DTYPE_LAYOUT not in rules(out), (image, layout, dtype)
+
+
+# --- hybrid SSM decode with async scheduling before vLLM 0.24.0 (vllm#45357) -----------------------------------------
+
+KNOWN_BAD = "vllm-version-known-bad"
+NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"  # hybrid Mamba2
+
+
+def _hybrid(image, model=NEMOTRON, args_d=(), args_p=()):
+    docs = []
+    for role, kv, args in (("prefill", _kv("kv_producer"), args_p), ("decode", _kv("kv_consumer"), args_d)):
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
+             "args": [model, "--trust-remote-code", *args, "--kv-transfer-config", kv],
+             "env": [POD_IP, {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}],
+             "resources": {"limits": {"nvidia.com/gpu": "1"}},
+             "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
+        docs.append(workload(f"m-{role}", role, c, app="m"))
+    return docs
+
+
+def _known_bad(out, fragment="conv/SSM state"):
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == KNOWN_BAD and fragment in f["message"]]
+
+
+@pytest.mark.parametrize(("image", "args_d"), [
+    ("vllm/vllm-openai:v0.20.2", ()),                      # async scheduling on by default
+    ("vllm/vllm-openai:v0.22.0", ()),
+    ("vllm/vllm-openai:v0.23.0", ("--async-scheduling",)),
+    ("vllm/vllm-openai:v0.23.0", ("--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 1}))),
+])
+def test_hybrid_decode_with_async_scheduling_before_024_is_a_warning(tmp_path, capsys, image, args_d):
+    args_p = tuple(a for a in args_d if a != "--async-scheduling")
+    _, out = check(tmp_path, capsys, *_hybrid(image, args_d=args_d, args_p=args_p))
+    found = _known_bad(out)
+    assert len(found) == 1 and found[0]["severity"] == "warning" and "decode" in found[0]["message"], image
+    assert "--no-async-scheduling" in found[0]["fix"]
+
+
+@pytest.mark.parametrize(("image", "model", "args_d"), [
+    ("vllm/vllm-openai:v0.24.0", NEMOTRON, ()),                          # the deferred free (vllm#45357)
+    ("vllm/vllm-openai:v0.26.0", NEMOTRON, ()),
+    ("vllm/vllm-openai:v0.22.0", NEMOTRON, ("--no-async-scheduling",)),  # the workaround
+    ("vllm/vllm-openai:v0.22.0", NEMOTRON, ("--speculative-config",      # ngram turns the default off
+                                            json.dumps({"method": "ngram", "num_speculative_tokens": 2,
+                                                        "prompt_lookup_max": 3}))),
+    ("vllm/vllm-openai:v0.22.0", "Qwen/Qwen3-8B", ()),                   # attention only appends one token's KV
+])
+def test_hybrid_async_scheduling_controls_say_nothing(tmp_path, capsys, image, model, args_d):
+    _, out = check(tmp_path, capsys, *_hybrid(image, model=model, args_d=args_d))
+    assert not _known_bad(out), (image, model, args_d)
+
+
+def _nemotron_spec(image, extra_args=()):
+    from pdd_operator.api.spec import PDDeploymentSpec
+    return PDDeploymentSpec.model_validate({
+        "model": {"name": NEMOTRON, "hfArchitecture": "NemotronHForCausalLM", "trustRemoteCode": True},
+        "engine": {"image": image}, "prefill": {"replicas": 1},
+        "decode": {"replicas": 1, "extraArgs": list(extra_args)}})
+
+
+@pytest.mark.parametrize(("image", "extra", "synced"), [
+    ("ghcr.io/pdd-operator/vllm-nixl:v0.20.2", (), True),
+    ("vllm/vllm-openai:v0.23.0", (), True),
+    ("vllm/vllm-openai:v0.24.0", (), False),
+    ("vllm/vllm-openai:v0.23.0", ("--async-scheduling",), False),  # the user's choice stands (and is warned)
+])
+def test_the_operator_turns_async_scheduling_off_on_a_hybrid_decode_before_024(image, extra, synced):
+    from pdd_operator.compat import evaluate
+    from pdd_operator.render.engine import vllm_args
+    spec = _nemotron_spec(image, extra)
+    assert ("--no-async-scheduling" in vllm_args(spec, "decode")) is synced
+    assert "--no-async-scheduling" not in vllm_args(spec, "prefill")
+    warned = [f for f in evaluate(spec).findings if f.rule == KNOWN_BAD and "conv/SSM state" in f.message]
+    assert bool(warned) is (not synced and image.endswith("v0.23.0"))

@@ -96,6 +96,8 @@ class RoleConfig:
             ``Rule.needs``).
         prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None (also when its value
             is not in the manifest, as for ``hma``).
+        async_scheduling: ``--async-scheduling`` (True) / ``--no-async-scheduling`` (False), or None (unset: vLLM's
+            default, :func:`pdd_operator.vllm.async_scheduling.async_scheduling`).
         disable_sliding_window: ``--disable-sliding-window`` given true (True), ``--no-disable-sliding-window`` or
             false (False), neither or a value not in the manifest (None)
             (:mod:`pdd_operator.compat.rules.sliding_window_flag`).
@@ -241,6 +243,7 @@ class RoleConfig:
     speculative: dict | None = None
     hma: bool | None = None
     prefix_caching: bool | None = None
+    async_scheduling: bool | None = None
     disable_sliding_window: bool | None = None
     env: dict[str, str] = field(default_factory=dict)
     env_from: tuple[tuple[str, str], ...] = ()
@@ -672,6 +675,7 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
+        async_scheduling=known.get("--async-scheduling") if isinstance(known.get("--async-scheduling"), bool) else None,
         disable_sliding_window=known.get("--disable-sliding-window") if isinstance(
             known.get("--disable-sliding-window"), bool) else None,
         env=env,
