@@ -173,3 +173,42 @@ def test_the_operator_turns_async_scheduling_off_on_a_hybrid_decode_before_024(i
     assert "--no-async-scheduling" not in vllm_args(spec, "prefill")
     warned = [f for f in evaluate(spec).findings if f.rule == KNOWN_BAD and "conv/SSM state" in f.message]
     assert bool(warned) is (not synced and image.endswith("v0.23.0"))
+
+
+# --- rdma-device-visibility: the network attachments real platforms write --------------------------------------------
+
+VISIBILITY = "rdma-device-visibility"
+_VOLC = '[{"cniConf": {"name": "rdma"}}]'
+_GKE = '[{"interfaceName":"eth0","network":"default"},{"interfaceName":"eth1","network":"rdma-0"}]'
+
+
+def _attached(resource, annotations, kind="Deployment"):
+    docs = []
+    for role, kv in (("prefill", _kv("kv_producer")), ("decode", _kv("kv_consumer"))):
+        c = {"name": "vllm", "image": "vllm/vllm-openai:v0.26.0", "command": ["vllm", "serve"],
+             "args": [LLAMA, "--kv-transfer-config", kv], "env": [POD_IP],
+             "resources": {"limits": {"nvidia.com/gpu": "1", resource: "1"}},
+             "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
+        doc = workload(f"m-{role}", role, c, app="m", kind=kind)
+        doc["spec"]["template"]["metadata"]["annotations"] = dict(annotations)
+        docs.append(doc)
+    return docs
+
+
+@pytest.mark.parametrize(("resource", "annotations"), [
+    ("vke.volcengine.com/rdma", {"k8s.volcengine.com/pod-networks": _VOLC}),         # AIBrix on Volcano Engine
+    ("nvidia.com/sriov_rdma_vf", {"networking.gke.io/default-interface": "eth0",    # GKE multi-network
+                                  "networking.gke.io/interfaces": _GKE}),
+    ("mellanox.com/cx5_sriov_switchdev", {"v1.multus-cni.io/default-network": "sriov-net"}),
+    ("nvidia.com/sriov_rdma_vf", {"k8s.v1.cni.cncf.io/networks": '[{"name": "rdma-net"}]'}),  # Multus JSON form
+])
+def test_a_platform_network_attachment_silences_the_visibility_warning(tmp_path, capsys, resource, annotations):
+    _, out = check(tmp_path, capsys, *_attached(resource, annotations))
+    assert VISIBILITY not in rules(out), annotations
+
+
+@pytest.mark.parametrize("annotations", [{}, {"networking.gke.io/default-interface": "eth0"},
+                                         {"k8s.volcengine.com/pod-networks": ""}])
+def test_without_an_attachment_the_visibility_warning_stays(tmp_path, capsys, annotations):
+    _, out = check(tmp_path, capsys, *_attached("vke.volcengine.com/rdma", annotations))
+    assert VISIBILITY in rules(out, "warning"), annotations

@@ -118,7 +118,7 @@ class RoleConfig:
         run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         dra_claims: names of DRA resource claims the container uses.
-        networks: Multus secondary networks of the pod.
+        networks: the pod's network attachments (:func:`pod_network_attachments`).
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
@@ -563,6 +563,41 @@ def script_setup(container: dict, pod_spec: dict | None, launch: Launch) -> str:
                       sort_keys=True, default=str)
 
 
+#: Pod annotations through which a platform attaches the pod to further networks (an RDMA NIC with its own GID and
+#: address in the pod), and whether the value is Multus's comma-separated list of network names:
+#: - ``k8s.v1.cni.cncf.io/networks``: Multus secondary networks (k8snetworkplumbingwg/multus-cni docs/how-to-use.md);
+#: - ``v1.multus-cni.io/default-network``: Multus's replacement of the default network (same document, "Specifying a
+#:   default network"; Kube-OVN's SR-IOV guide gives a mellanox.com/cx5_sriov_switchdev pod its network this way);
+#: - ``k8s.volcengine.com/pod-networks``: Volcano Engine's pod networks, a JSON list of ``cniConf`` entries, as AIBrix
+#:   attaches ``vke.volcengine.com/rdma`` pods (vllm-project/aibrix samples/disaggregation/vllm/1p1d.yaml and README.md:
+#:   "specific to Volcano Engine Cloud");
+#: - ``networking.gke.io/interfaces``: GKE multi-network, a JSON list of ``{interfaceName, network}`` that binds the
+#:   pod to the node's RDMA NICs (cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods;
+#:   A3 Ultra / A4 GPUDirect RDMA pods list rdma-0 ... there).
+NETWORK_ATTACHMENT_ANNOTATIONS: tuple[tuple[str, bool], ...] = (
+    ("k8s.v1.cni.cncf.io/networks", True),
+    ("v1.multus-cni.io/default-network", False),
+    ("k8s.volcengine.com/pod-networks", False),
+    ("networking.gke.io/interfaces", False),
+)
+
+
+def pod_network_attachments(annotations: dict) -> tuple[str, ...]:
+    """The network attachments a pod's annotations request (:data:`NETWORK_ATTACHMENT_ANNOTATIONS`): each Multus
+    secondary network name, and ``<annotation>`` for each other attachment annotation with a value; ``()`` for
+    none."""
+    out: list[str] = []
+    for key, is_list in NETWORK_ATTACHMENT_ANNOTATIONS:
+        value = str(annotations.get(key) or "").strip()
+        if not value:
+            continue
+        if is_list and not value.startswith("["):
+            out += [n.strip() for n in value.split(",") if n.strip()]
+        else:
+            out.append(key)
+    return tuple(out)
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
     launch: Launch | None = None,
@@ -651,7 +686,7 @@ def role_from_container(
             other_ports.append(int(tail))
     annotations = (pod_meta or {}).get("annotations") or {}
     pod_labels = {str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()}
-    networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
+    networks = pod_network_attachments(annotations)
 
     version = rules_version(version_text)
     image = str(container.get("image") or "")
