@@ -212,3 +212,41 @@ def test_a_platform_network_attachment_silences_the_visibility_warning(tmp_path,
 def test_without_an_attachment_the_visibility_warning_stays(tmp_path, capsys, annotations):
     _, out = check(tmp_path, capsys, *_attached("vke.volcengine.com/rdma", annotations))
     assert VISIBILITY in rules(out, "warning"), annotations
+
+
+# --- a MultiConnector with two connectors that return the P/D handshake params ----------------------------------------
+
+CLASH = "multi-connector-params-clash"
+
+
+def _multi_pair(image, *children):
+    def multi(role):
+        return json.dumps({"kv_connector": "MultiConnector", "kv_role": role, "kv_connector_extra_config": {
+            "connectors": [{"kv_connector": c, "kv_role": role} for c in children]}})
+    return _pair(LLAMA, image, (1, 1), kv_p=multi("kv_producer"), kv_d=multi("kv_consumer"))
+
+
+@pytest.mark.parametrize(("image", "children", "said"), [
+    ("vllm/vllm-openai:v0.25.0", ("NixlConnector", "NixlConnector"), "Key clash"),
+    ("vllm/vllm-openai:v0.34.0", ("NixlConnector", "MoRIIOConnector"), "Key clash"),
+    ("vllm/vllm-openai:v0.28.0", ("NixlPullConnector", "NixlPushConnector"), "Key clash"),
+    ("vllm/vllm-openai:v0.22.0", ("NixlConnector", "NixlConnector"), "Only one connector"),
+])
+def test_two_handshake_params_producers_in_a_multiconnector_are_refused(tmp_path, capsys, image, children, said):
+    code, out = check(tmp_path, capsys, *_multi_pair(image, *children))
+    assert code == 1 and CLASH in rules(out, "error"), (image, children)
+    assert said in _messages(out, CLASH)[0]
+
+
+@pytest.mark.parametrize(("image", "children"), [
+    ("vllm/vllm-openai:v0.25.0", ("NixlConnector", "MooncakeConnector")),   # Mooncake returns no params
+    ("vllm/vllm-openai:v0.34.0", ("NixlConnector", "OffloadingConnector")),
+    ("vllm/vllm-openai:v0.34.0", ("NixlConnector",)),
+])
+def test_one_handshake_params_producer_is_not_refused_for_a_clash(tmp_path, capsys, image, children):
+    _, out = check(tmp_path, capsys, *_multi_pair(image, *children))
+    assert CLASH not in rules(out), children
+
+
+def _messages(out, rule):
+    return [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == rule]
