@@ -70,9 +70,12 @@ def test_engine_image_pins_are_not_known_bad():
     from pdd_operator.vllm.known_bad import KNOWN_BAD, known_bad
 
     p = pins()
-    assert known_bad("vllm", parse_version(p["vllm"])) == []
+    # rows that need a setup (a stacked connector, a hybrid model with async scheduling) are judged by the rule on
+    # the rendered engines, below and in test_leftovers_31
+    assert [k for k in known_bad("vllm", parse_version(p["vllm"])) if not (k.with_connector or k.hybrid_ssm_only)] == []
     assert known_bad("nixl", parse_version(p["nixl"])) == [], "pins.json pins a NIXL with a known P/D fault"
     # the table is read by the rule: a row covering the pinned version would refuse the default image
     assert all(k.since < k.until and k.source and k.where and k.what for k in KNOWN_BAD)
     default = make_spec(engine={"image": engine_image()})
     assert "nixl-version-known-bad" not in {f.rule for f in evaluate(default).findings}
+    assert "vllm-version-known-bad" not in {f.rule for f in evaluate(default).findings}

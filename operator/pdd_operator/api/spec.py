@@ -279,7 +279,8 @@ class KVTransferSpec(APIModel):
     connector: Connector = Field(
         Connector.PULL,
         description="`NixlConnector` (pull: decode reads from prefill) or `NixlPushConnector` (push: "
-        "prefill writes to decode, vLLM >= 0.24). Push and pull never pair. From vLLM 0.34 `NixlConnector` also "
+        "prefill writes to decode, vLLM >= 0.24; with prefill pipeline parallel vLLM >= 0.26). Push and pull "
+        "never pair. From vLLM 0.34 `NixlConnector` also "
         "reads `extraConfig.transfer_mode` (`pull`, the default, or `push`; any other value stops the engine), so "
         "`NixlConnector` with `transfer_mode: push` pushes there and pulls on older releases; name "
         "`NixlPushConnector` here to push, which the API server's own checks can read.",
@@ -589,7 +590,8 @@ CEL_RULES = [
     {"rule": "self.kvTransfer.connector == 'NixlPushConnector' || self.prefill.pipelineParallelSize == 1",
      "message": "[pp-pull-unsupported] spec.prefill.pipelineParallelSize > 1 with the pull NixlConnector. Fix: set "
                 "spec.prefill.pipelineParallelSize to 1, or spec.kvTransfer.connector to NixlPushConnector "
-                "(vLLM >= 0.26; non-hybrid models; also instead of extraConfig transfer_mode push).",
+                "(push with pipeline parallel needs vLLM >= 0.26; non-hybrid models; also instead of extraConfig "
+                "transfer_mode push).",
      "fieldPath": ".prefill.pipelineParallelSize"},
     {"rule": "!has(self.prefill.blockSize) || !has(self.decode.blockSize) || "
              "self.kvTransfer.connector == 'NixlPushConnector' || self.decode.blockSize % self.prefill.blockSize == 0",

@@ -96,6 +96,8 @@ class RoleConfig:
             ``Rule.needs``).
         prefix_caching: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, or None (also when its value
             is not in the manifest, as for ``hma``).
+        async_scheduling: ``--async-scheduling`` (True) / ``--no-async-scheduling`` (False), or None (unset: vLLM's
+            default, :func:`pdd_operator.vllm.async_scheduling.async_scheduling`).
         disable_sliding_window: ``--disable-sliding-window`` given true (True), ``--no-disable-sliding-window`` or
             false (False), neither or a value not in the manifest (None)
             (:mod:`pdd_operator.compat.rules.sliding_window_flag`).
@@ -116,7 +118,7 @@ class RoleConfig:
         run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         dra_claims: names of DRA resource claims the container uses.
-        networks: Multus secondary networks of the pod.
+        networks: the pod's network attachments (:func:`pod_network_attachments`).
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
         sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
@@ -241,6 +243,7 @@ class RoleConfig:
     speculative: dict | None = None
     hma: bool | None = None
     prefix_caching: bool | None = None
+    async_scheduling: bool | None = None
     disable_sliding_window: bool | None = None
     env: dict[str, str] = field(default_factory=dict)
     env_from: tuple[tuple[str, str], ...] = ()
@@ -560,6 +563,41 @@ def script_setup(container: dict, pod_spec: dict | None, launch: Launch) -> str:
                       sort_keys=True, default=str)
 
 
+#: Pod annotations through which a platform attaches the pod to further networks (an RDMA NIC with its own GID and
+#: address in the pod), and whether the value is Multus's comma-separated list of network names:
+#: - ``k8s.v1.cni.cncf.io/networks``: Multus secondary networks (k8snetworkplumbingwg/multus-cni docs/how-to-use.md);
+#: - ``v1.multus-cni.io/default-network``: Multus's replacement of the default network (same document, "Specifying a
+#:   default network"; Kube-OVN's SR-IOV guide gives a mellanox.com/cx5_sriov_switchdev pod its network this way);
+#: - ``k8s.volcengine.com/pod-networks``: Volcano Engine's pod networks, a JSON list of ``cniConf`` entries, as AIBrix
+#:   attaches ``vke.volcengine.com/rdma`` pods (vllm-project/aibrix samples/disaggregation/vllm/1p1d.yaml and README.md:
+#:   "specific to Volcano Engine Cloud");
+#: - ``networking.gke.io/interfaces``: GKE multi-network, a JSON list of ``{interfaceName, network}`` that binds the
+#:   pod to the node's RDMA NICs (cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods;
+#:   A3 Ultra / A4 GPUDirect RDMA pods list rdma-0 ... there).
+NETWORK_ATTACHMENT_ANNOTATIONS: tuple[tuple[str, bool], ...] = (
+    ("k8s.v1.cni.cncf.io/networks", True),
+    ("v1.multus-cni.io/default-network", False),
+    ("k8s.volcengine.com/pod-networks", False),
+    ("networking.gke.io/interfaces", False),
+)
+
+
+def pod_network_attachments(annotations: dict) -> tuple[str, ...]:
+    """The network attachments a pod's annotations request (:data:`NETWORK_ATTACHMENT_ANNOTATIONS`): each Multus
+    secondary network name, and ``<annotation>`` for each other attachment annotation with a value; ``()`` for
+    none."""
+    out: list[str] = []
+    for key, is_list in NETWORK_ATTACHMENT_ANNOTATIONS:
+        value = str(annotations.get(key) or "").strip()
+        if not value:
+            continue
+        if is_list and not value.startswith("["):
+            out += [n.strip() for n in value.split(",") if n.strip()]
+        else:
+            out.append(key)
+    return tuple(out)
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
     launch: Launch | None = None,
@@ -648,7 +686,7 @@ def role_from_container(
             other_ports.append(int(tail))
     annotations = (pod_meta or {}).get("annotations") or {}
     pod_labels = {str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()}
-    networks = tuple(n.strip() for n in str(annotations.get("k8s.v1.cni.cncf.io/networks", "")).split(",") if n.strip())
+    networks = pod_network_attachments(annotations)
 
     version = rules_version(version_text)
     image = str(container.get("image") or "")
@@ -672,6 +710,7 @@ def role_from_container(
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,
         prefix_caching=flags.get("--enable-prefix-caching") if isinstance(flags.get("--enable-prefix-caching"), bool) else None,
+        async_scheduling=known.get("--async-scheduling") if isinstance(known.get("--async-scheduling"), bool) else None,
         disable_sliding_window=known.get("--disable-sliding-window") if isinstance(
             known.get("--disable-sliding-window"), bool) else None,
         env=env,

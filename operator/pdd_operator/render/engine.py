@@ -15,6 +15,7 @@ from pdd_operator.api.constants import (
 )
 from pdd_operator.api.spec import PDDeploymentSpec, RoleSpec
 from pdd_operator.vllm.args import int_flag, parse_flags
+from pdd_operator.vllm.async_scheduling import hybrid_decode_needs_sync
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.must_match import compat_hash  # noqa: F401  (rendered as a pod label)
 from pdd_operator.vllm.transfer_mode import Mode, transfer_mode
@@ -163,7 +164,9 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     ``--host`` is :data:`DEFAULT_BIND_HOST` unless ``extraArgs`` sets it (then only the user's is rendered).
     Hybrid SSM models get ``--no-disable-hybrid-kv-cache-manager``: up to vLLM 0.21 any
     ``--kv-transfer-config`` otherwise turns the hybrid KV cache manager off, and vLLM asserts it is on
-    for Mamba layers (vllm-nixl-facts.md sections 1.5 and 4.2; seed 001 section 7).
+    for Mamba layers (vllm-nixl-facts.md sections 1.5 and 4.2; seed 001 section 7). Their decode gets
+    ``--no-async-scheduling`` on vLLM 0.18-0.23 and an unknown release, unless ``extraArgs`` names the flag
+    (:func:`pdd_operator.vllm.async_scheduling.hybrid_decode_needs_sync`: vllm#45357, first in 0.24.0).
     """
     model = _traits(spec, model_config)
     r = spec.role(role)
@@ -203,6 +206,13 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
         if (spec.prefill.tensor_parallel_size != spec.decode.tensor_parallel_size
                 or version is None or version < HYBRID_NIXL_PREFIX_CACHING_SINCE):
             args.append("--no-enable-prefix-caching")
+    user_async = "--async-scheduling" in parse_flags(["vllm", "serve", "model", *r.extra_args])[1]
+    if role == "decode" and model.needs_hma and not user_async \
+            and hybrid_decode_needs_sync(resolve_version(spec.engine.vllm_version, spec.engine.image)[0]):
+        # Hybrid SSM decode before vLLM 0.24 (or on an unknown release): with async scheduling a step still in
+        # flight rewrites a freed conv/SSM state block that NIXL just filled for a new request (vllm#37285; fixed
+        # by vllm#45357 in 0.24.0: pdd_operator.vllm.async_scheduling). extraArgs may turn it back on.
+        args.append("--no-async-scheduling")
     args += ["--kv-transfer-config", _json(kv_transfer_config(spec, role))]
     args += list(r.extra_args)
     return args

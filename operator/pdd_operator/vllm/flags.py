@@ -44,7 +44,7 @@ short option takes its value attached as argparse allows (``-qfp8``, ``-n2``: :f
 _BOOL_FLAGS = {
     "--trust-remote-code", "--enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
     "--enforce-eager", "--enable-expert-parallel", "--enable-eplb", "--enable-cumem-allocator", "--enable-sleep-mode",
-    "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window",
+    "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window", "--async-scheduling",
     "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
 }
 #: Flags that take one or more words (argparse ``nargs="+"``): vLLM's ``get_kwargs`` gives every ``list[...]``-typed

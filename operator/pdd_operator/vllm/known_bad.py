@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pdd_operator.pins import pins
+from pdd_operator.vllm.async_scheduling import CONSUMER_DEFERRED_FREE_SINCE, HYBRID_NIXL_SINCE
 from pdd_operator.vllm.versions import (
     XPU_IMAGE_REPOSITORY,
     Version,
@@ -49,6 +50,11 @@ class KnownBad:
             inside ``MultiConnector``); ``None``: any connector setup.
         pull_only: the fault is in the pull-mode ``NixlConnector`` itself (top-level or wrapped), so engines that
             move KV another way (another connector, ``NixlPushConnector``) do not have it.
+        hybrid_ssm_only: the fault needs a hybrid SSM (Mamba / GDN) model.
+        async_scheduling_only: the fault needs the engine to schedule asynchronously
+            (:func:`pdd_operator.vllm.async_scheduling.async_scheduling`).
+        consumer_only: the fault is on the KV consumer (the decode).
+        workaround: a setting that avoids the fault on the bad releases, for the fix text (``""``: none).
     """
 
     component: Literal["nixl", "vllm"]
@@ -64,6 +70,10 @@ class KnownBad:
     ucx_only: bool = False
     with_connector: str | None = None
     pull_only: bool = False
+    hybrid_ssm_only: bool = False
+    async_scheduling_only: bool = False
+    consumer_only: bool = False
+    workaround: str = ""
 
     def stacked_with(self, wrapper: str | None) -> bool:
         """True when the row needs no stacked connector, or ``wrapper`` (the role's wrapper description, e.g.
@@ -129,6 +139,20 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
         "llm-d/llm-d#187 (maintainers: vllm#21753, first in 0.10.1, fixed the KeyError; vllm#25067, first in "
         "0.11.0, the crash on aborted requests); vllm-project/vllm#25562 (0.10.2)",
         "warning", "0.11.0", pull_only=True,
+    ),
+    KnownBad(
+        "vllm", HYBRID_NIXL_SINCE, CONSUMER_DEFERRED_FREE_SINCE,
+        "a hybrid SSM (Mamba / GDN) model's decode loses accuracy under load with async scheduling: a step already "
+        "in flight for a finished request rewrites that request's whole conv/SSM state block after the scheduler "
+        "freed it and gave it to a new request, whose state NIXL had just written into it",
+        "v1/core/sched/scheduler.py Scheduler._free_blocks returns a finished request's blocks to the pool at once "
+        "(0.18.0-0.23.0: no deferral); 0.24.0 defers the free until the newest in-flight step is processed when "
+        "max_concurrent_batches > 1 and the engine is a KV consumer (defer_block_free / deferred_frees, read in the "
+        "0.24.0, 0.25.0, 0.25.1 and 0.26.0 sdists); vLLM turns async scheduling on by default (vllm/config/vllm.py)",
+        "vllm-project/vllm#37285 (hybrid P/D accuracy needs --no-async-scheduling), #42182 (Qwen3.5 disagg GSM8K "
+        "collapses with async scheduling), fixed by vllm-project/vllm#45357 (first in 0.24.0)",
+        "warning", "0.24.0", hybrid_ssm_only=True, async_scheduling_only=True, consumer_only=True,
+        workaround="--no-async-scheduling on the decode",
     ),
 )
 

@@ -18,6 +18,13 @@ from typing import Literal
 
 from pdd_operator.vllm.versions import Version
 
+#: The first release that registers ``NixlPushConnector`` (``KVConnectorFactory.register_connector`` in
+#: vllm/distributed/kv_transfer/kv_connector/factory.py: absent from the 0.23.0 sdist, lines 189-191 in 0.24.0).
+PUSH_CONNECTOR_SINCE: Version = (0, 24, 0)
+#: The first release whose NIXL connectors handle a pipeline-parallel prefill (``pp_size`` in
+#: kv_connector/v1/nixl/base_worker.py and push_worker.py: none in the 0.24.0 / 0.25.0 sdists, from 0.26.0). Push with
+#: prefill PP > 1 therefore needs this release, not just :data:`PUSH_CONNECTOR_SINCE`.
+PUSH_PIPELINE_PARALLEL_SINCE: Version = (0, 26, 0)
 #: The first release whose ``NixlConnector`` reads ``kv_connector_extra_config.transfer_mode`` (0.34.0 sdist).
 TRANSFER_MODE_OPTION_SINCE: Version = (0, 34, 0)
 #: The values 0.34.0's factory accepts (case-sensitive).

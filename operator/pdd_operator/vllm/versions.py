@@ -412,6 +412,11 @@ def fmt(version: Version | None) -> str:
     return "unknown" if version is None else ".".join(map(str, version))
 
 
+def fmt_line(version: Version) -> str:
+    """Format a version tuple's release line as ``"0.24"`` (major.minor), as user-facing ">= 0.24" texts write it."""
+    return f"{version[0]}.{version[1]}"
+
+
 #: NIXL releases each vLLM release line accepts (``requirements/kv_connectors.txt``;
 #: vllm-nixl-facts.md section 7): first vLLM version of the line -> (lowest, highest) NIXL version.
 NIXL_REQUIREMENTS: list[tuple[Version, tuple[Version, Version]]] = [

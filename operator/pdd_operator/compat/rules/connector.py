@@ -10,7 +10,8 @@ from pdd_operator.vllm.kv_transfer_config import (
     REMOVED_IN_0_32,
     UNKNOWN_FIELDS_REFUSED_SINCE,
 )
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.transfer_mode import PUSH_CONNECTOR_SINCE
+from pdd_operator.vllm.versions import fmt, fmt_line
 
 
 @rule(
@@ -95,14 +96,14 @@ def check_nixl_available(pair: PDPair) -> list[Violation]:
     id="push-connector-unavailable", family="connector", severity="error",
     fields=("spec.kvTransfer.connector", "spec.engine"),
     source="vllm kv_connector/factory.py (NixlPushConnector from 0.24.0)",
-    until=(0, 24, 0), example="kvTransfer: {connector: NixlPushConnector} on v0.20.2",
+    until=PUSH_CONNECTOR_SINCE, example="kvTransfer: {connector: NixlPushConnector} on v0.20.2",
 )
 def check_push_available(pair: PDPair) -> list[Violation]:
     """NixlPushConnector exists in the vLLM version."""
     if not any(r.push for r in pair.roles):
         return []
-    return [(f"NixlPushConnector does not exist in vLLM {fmt(pair.version)} (first in 0.24.0).",
-             "Use NixlConnector (pull), or a vLLM >= 0.24 engine image.")]
+    return [(f"NixlPushConnector does not exist in vLLM {fmt(pair.version)} (first in {fmt(PUSH_CONNECTOR_SINCE)}).",
+             f"Use NixlConnector (pull), or a vLLM >= {fmt_line(PUSH_CONNECTOR_SINCE)} engine image.")]
 
 
 @rule(

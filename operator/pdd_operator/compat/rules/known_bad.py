@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.async_scheduling import async_scheduling
 from pdd_operator.vllm.known_bad import KNOWN_BAD, known_bad
 from pdd_operator.vllm.versions import fmt
 
@@ -56,11 +57,16 @@ def check_vllm_known_bad(pair: PDPair) -> list[Violation]:
         for bad in known_bad("vllm", r.version):
             if not bad.stacked_with(r.wrapper) or (bad.pull_only and (not r.nixl or r.push)):
                 continue
+            if (bad.hybrid_ssm_only and not pair.hybrid_ssm) or (bad.consumer_only and r.role != "decode"):
+                continue
+            if bad.async_scheduling_only and not async_scheduling(r.async_scheduling, r.speculative, r.executor):
+                continue
+            workaround = f", or {bad.workaround}" if bad.workaround else ""
             out.append((
                 f"{r.role}: runs vLLM {fmt(r.version)}, a release with a known P/D fault for this connector setup "
                 f"({r.wrapper or r.connector}): {bad.what}. Where: {bad.where}. Source: {bad.source}.",
-                fix_for(pair, f"Use vLLM >= {bad.fixed_in} (spec.engine.image).",
-                        f"Use vLLM >= {bad.fixed_in} in the {r.role} container's image"),
+                fix_for(pair, f"Use vLLM >= {bad.fixed_in} (spec.engine.image){workaround}.",
+                        f"Use vLLM >= {bad.fixed_in} in the {r.role} container's image{workaround}"),
                 bad.severity,
             ))
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.kv_cache_dtypes import forced_layout
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
@@ -104,13 +104,31 @@ def check_layout_version(pair: PDPair) -> list[Violation]:
     return out
 
 
+def _head_split_exempt(pair: PDPair) -> bool | None:
+    """Whether vLLM's head-splitting guard lets a heterogeneous-TP pair through whatever its KV layout: ``True``,
+    ``False``, or ``None`` when the model's KV heads are not known and nothing else exempts it.
+
+    The guard runs in ``add_remote_agent`` of the engine that opens the handshake (the decode for pull, the prefill
+    for push) and skips MLA, a replicated remote KV cache (``TransferTopology.is_kv_replicated``: the remote TP
+    above the model's total KV heads, kv_connector/utils.py) and that engine's own ``enable_permute_local_kv``
+    (nixl/worker.py 0.20.0-0.22.x, nixl/base_worker.py 0.24.0 lines 1683-1695, 0.26.0 lines 1760-1772, 0.30.0
+    lines 2332-2344, 0.34.0 lines 2895-2906; the guard is absent from 0.19.0 and earlier)."""
+    opener, remote = (pair.prefill, pair.decode) if pair.push else (pair.decode, pair.prefill)
+    if pair.mla or opener.kv_transfer.get("enable_permute_local_kv"):
+        return True
+    if pair.num_kv_heads is None or remote.tp is None:
+        return None
+    return remote.tp > pair.num_kv_heads
+
+
 @rule(
     id="hetero-tp-kv-layout", family="hetero-tp", severity="error",
     fields=("spec.kvCache.layout", "spec.kvCache.dtype"),
     source=("seed 000 section 4; nixl worker head-splitting check (0.20-0.34: nixl/base_worker.py add_remote_agent "
             "'Heterogeneous TP head-dimension splitting requires contiguous heads', 0.34.0 lines 2895-2906, not for "
-            "MLA, a replicated KV cache (remote TP > KV heads) or enable_permute_local_kv); a turboquant_* KV cache "
-            "runs LBNHC from 0.34.0 whatever NIXL prefers (pdd_operator.vllm.kv_cache_dtypes.forced_layout)"),
+            "MLA, a replicated KV cache (the handshake's remote TP > KV heads) or the handshaking engine's "
+            "enable_permute_local_kv, for a written VLLM_KV_CACHE_LAYOUT as for a forced one); a turboquant_* KV "
+            "cache runs LBNHC from 0.34.0 whatever NIXL prefers (pdd_operator.vllm.kv_cache_dtypes.forced_layout)"),
     needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT", "--kv-cache-dtype"),
 )
 def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
@@ -122,23 +140,26 @@ def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
         return _forced_token_major(pair)
     if layout in BLOCK_CONTIGUOUS:
         return []
-    return [(
-        f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not.",
-        "Leave the KV layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC.",
-    )]
+    exempt = _head_split_exempt(pair)
+    if exempt:
+        return []
+    message = f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not."
+    fix = ("Leave the KV layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC, or set enable_permute_local_kv in "
+           "the decode's --kv-transfer-config.")
+    if exempt is None:
+        return [(message + " The model's KV heads are not known (a TP above them replicates the cache, which is not "
+                 "split), so this is a warning.", fix, "warning")]
+    return [(message, fix)]
 
 
 def _forced_token_major(pair: PDPair) -> list[Violation]:
     """The finding for a heterogeneous-TP pair whose KV cache dtype forces the token-major LBNHC layout
     (:func:`~pdd_operator.vllm.kv_cache_dtypes.forced_layout`) where no ``VLLM_KV_CACHE_LAYOUT`` is written: the
-    decode's handshake refuses head splitting unless the KV cache is replicated (a TP above the KV heads) or the
-    decode permutes (``enable_permute_local_kv``); ``[]`` where no dtype forces it."""
+    handshake refuses head splitting unless :func:`_head_split_exempt`; ``[]`` where no dtype forces it."""
     forced = [r for r in pair.roles if forced_layout(r.kv_cache_dtype, r.version or pair.version)]
-    if not forced or pair.decode.kv_transfer.get("enable_permute_local_kv") or pair.tps is None:
+    exempt = _head_split_exempt(pair)
+    if not forced or exempt or pair.tps is None:
         return []
-    heads = pair.num_kv_heads
-    if heads is not None and max(pair.tps) > heads:
-        return []  # a replicated KV cache is not split by heads
     r = forced[0]
     message = (f"--kv-cache-dtype {r.kv_cache_dtype} on the {r.role}: vLLM {fmt(r.version or pair.version)}'s TurboQuant "
                "attention backend supports only the token-major LBNHC KV layout, so the engine drops NIXL's LBHNC "
@@ -147,10 +168,49 @@ def _forced_token_major(pair: PDPair) -> list[Violation]:
                "heads'.")
     fix = ("Use the same tensor parallel size on both roles with a TurboQuant KV cache, or another --kv-cache-dtype "
            "(fp8) with heterogeneous TP.")
-    if heads is None:
+    if exempt is None:
         return [(message + " The model's KV heads are not known (a TP above them replicates the cache and is not "
                  "split), so this is a warning.", fix, "warning")]
     return [(message, fix)]
+
+
+@rule(
+    id="kv-layout-dtype-unsupported", family="kv-layout-mismatch", severity="error",
+    fields=("spec.kvCache.layout", "spec.kvCache.dtype"),
+    source=("vllm/v1/attention/backends/utils.py resolve_kv_cache_layout (0.34.0 lines 400-405: an explicit "
+            "VLLM_KV_CACHE_LAYOUT outside the candidates raises 'does not satisfy every supported set') with "
+            "TurboQuantAttentionBackend.supported_kv_cache_layouts = (LBNHC,) (turboquant_attn.py 0.34.0 lines "
+            "159-161; the 0.29.0-0.33.0 backends declare none): pdd_operator.vllm.kv_cache_dtypes.forced_layout"),
+    without_connector=True,
+    needs=("VLLM_KV_CACHE_LAYOUT", "--kv-cache-dtype"),
+    example="--kv-cache-dtype turboquant_k8v4 with VLLM_KV_CACHE_LAYOUT=LBHNC on vllm/vllm-openai:v0.34.0",
+)
+def check_layout_for_dtype(pair: PDPair) -> list[Violation]:
+    """A written ``VLLM_KV_CACHE_LAYOUT`` is one the KV cache dtype's attention backend supports.
+
+    Per role, on its own release: where the ``--kv-cache-dtype`` forces a layout
+    (:func:`~pdd_operator.vllm.kv_cache_dtypes.forced_layout`: LBNHC for turboquant_* from 0.34.0) and
+    ``VLLM_KV_CACHE_LAYOUT`` names another one (HND = LBHNC included), the engine core's layout resolution raises
+    at startup; without the variable it only drops NIXL's preference (``hetero-tp-kv-layout`` judges that). MLA
+    models are not judged (their layout is their MLA backend's)."""
+    if pair.mla:
+        return []
+    out: list[Violation] = []
+    for r in pair.roles:
+        version = r.version or pair.version
+        forced = forced_layout(r.kv_cache_dtype, version)
+        if forced is None or r.kv_layout is None or r.kv_layout == forced:
+            continue
+        out.append((
+            f"{r.role}: --kv-cache-dtype {r.kv_cache_dtype} on vLLM {fmt(version)} runs an attention backend that "
+            f"supports only the {forced} KV layout, and VLLM_KV_CACHE_LAYOUT={r.env.get('VLLM_KV_CACHE_LAYOUT')} "
+            "names another: the engine's layout resolution raises 'VLLM_KV_CACHE_LAYOUT=... does not satisfy every "
+            "supported set' and the server never starts.",
+            fix_for(pair, f"Remove spec.kvCache.layout or set it to {forced}, or use another spec.kvCache.dtype.",
+                    f"Remove VLLM_KV_CACHE_LAYOUT from the {r.role} container's env or set it to {forced}, or use "
+                    "another --kv-cache-dtype (fp8)."),
+        ))
+    return out
 
 
 #: The vLLM releases whose source shows cross-layer KV blocks as a NIXL compatibility-hash factor

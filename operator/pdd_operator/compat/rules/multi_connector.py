@@ -77,6 +77,51 @@ def check_multi_connector_params(pair: PDPair) -> list[Violation]:
     return out
 
 
+#: vLLM's P/D connectors whose scheduler returns the prefill's handshake as ``kv_transfer_params`` from
+#: ``request_finished`` with the same keys (``do_remote_prefill``, ``do_remote_decode``, ``remote_block_ids``,
+#: ``remote_engine_id``, ``remote_host``, ``tp_size``, ...): NIXL's pull and push schedulers (nixl/pull_scheduler.py
+#: 0.25.0 lines 265-275, 0.34.0 line 281; nixl/push_scheduler.py 0.25.0 line 279, 0.34.0 line 281; nixl_connector.py
+#: before the split) and MoRIIOConnector (moriio/moriio_connector.py 0.25.0 line 756, 0.34.0 line 1688).
+#: MooncakeConnector returns ``None`` (mooncake/mooncake_connector.py ``request_finished``: ``return
+#: delay_free_blocks, None`` in the 0.25.0, 0.28.0, 0.31.0 and 0.34.0 sdists), so it clashes with none of them.
+HANDSHAKE_PARAMS_CONNECTORS: tuple[str, ...] = ("NixlConnector", "NixlPullConnector", "NixlPushConnector",
+                                                "MoRIIOConnector")
+
+
+@rule(
+    id="multi-connector-params-clash", family="multi-connector", severity="error",
+    fields=("spec.prefill.kvTransfer",),
+    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.request_finished: 0.9.0-0.24.0 RuntimeError "
+            "'Only one connector can produce KV transfer params' (0.24.0 line 498); 0.25.0-0.34.0 "
+            "'Key clash in kv_transfer_params from multiple connectors' (0.25.0 line 498, 0.28.0 line 507, 0.34.0 "
+            "line 610); the children's keys: HANDSHAKE_PARAMS_CONNECTORS (NIXL pull/push, MoRIIO; Mooncake returns "
+            "None)"),
+    example="MultiConnector[NixlConnector, NixlConnector] (or NixlConnector with MoRIIOConnector) on the prefill",
+)
+def check_multi_connector_params_clash(pair: PDPair) -> list[Violation]:
+    """A prefill's MultiConnector holds at most one connector that returns the P/D handshake params.
+
+    Two such children both answer every P/D request the prefill finishes (``do_remote_decode`` set) with the same
+    keys, which vLLM's MultiConnector refuses on every release: before :data:`PARAMS_MERGED_SINCE` any second
+    producer, from it any key both return. The request fails at its end on the prefill."""
+    r = pair.prefill
+    producers = [c for c in wrapped_children(r.wrapper) if c in HANDSHAKE_PARAMS_CONNECTORS]
+    if len(producers) < 2:
+        return []
+    version = r.version or pair.version
+    raised = ("\"Only one connector can produce KV transfer params\"" if version is not None
+              and version < PARAMS_MERGED_SINCE else "\"Key clash in kv_transfer_params from multiple connectors: "
+              "{'do_remote_prefill', 'remote_block_ids', ...}\"")
+    return [(
+        f"prefill: {r.wrapper} holds {producers[0]} and {producers[1]}, which both return the P/D handshake "
+        f"(do_remote_prefill, remote_block_ids, remote_engine_id, ...) as kv_transfer_params for every request the "
+        f"prefill finishes; {f'vLLM {fmt(version)}' if version else 'vLLM'}'s MultiConnector raises {raised} and the "
+        "request fails.",
+        f"Keep one of {producers[0]} and {producers[1]} in the prefill's MultiConnector (a second KV path such as "
+        "MooncakeConnector or OffloadingConnector returns no params).",
+    )]
+
+
 @rule(
     id="multi-connector-child-not-checked", family="multi-connector", severity="warning",
     fields=("spec.prefill.kvTransfer", "spec.decode.kvTransfer"),

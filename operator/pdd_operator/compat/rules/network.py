@@ -518,7 +518,9 @@ def check_ucx_net_devices(pair: PDPair) -> list[Violation]:
     id="rdma-device-visibility", family="kv-transport", severity="warning",
     fields=("spec.network.rdma.resourceName", "spec.network.networks", "spec.network.ucx.netDevices"),
     source=("UCX/NIXL register_memory and QP setup on a device without a usable port in the pod: 'ibv_modify_qp "
-            "... failed to modify to RTR: No such device', NIXL_ERR_BACKEND (vllm-project/aibrix#1433, #1783)"),
+            "... failed to modify to RTR: No such device', NIXL_ERR_BACKEND (vllm-project/aibrix#1433, #1783); the "
+            "attachments read: pdd_operator.compat.pair.NETWORK_ATTACHMENT_ANNOTATIONS (Multus, Volcano Engine as "
+            "AIBrix uses it, GKE multi-network)"),
 )
 def check_rdma_visibility(pair: PDPair) -> list[Violation]:
     """An RDMA device from an SR-IOV or vendor plugin comes with a network attachment or a UCX device list."""
@@ -529,7 +531,8 @@ def check_rdma_visibility(pair: PDPair) -> list[Violation]:
             continue
         out.append((
             f"{r.role}: the pod gets an RDMA device from {needing[0]} but no pod network attachment "
-            "(k8s.v1.cni.cncf.io/networks) and no UCX_NET_DEVICES: such devices usually have no RoCE GID or address "
+            "(k8s.v1.cni.cncf.io/networks, k8s.volcengine.com/pod-networks, networking.gke.io/interfaces, ...) and "
+            "no UCX_NET_DEVICES: such devices usually have no RoCE GID or address "
             "in the pod, and UCX fails to bring up its queue pairs (NIXL_ERR_BACKEND at register_memory or the "
             "first transfer).",
             fix_for(pair, "Set spec.network.networks to the RDMA NetworkAttachmentDefinition and "

@@ -73,7 +73,7 @@ NixlConnectorScheduler expects NixlHandshakePayload                             
                                                                                   one engine's device: not judged
 kv_transfer_config must be set; kv_role missing or unsupported         0.31-0.34  kv-connector-missing,
                                                                                   engine-args-invalid
-Key clash in kv_transfer_params from multiple connectors               0.31-0.34  multi-connector-params-producers
+Key clash in kv_transfer_params from multiple connectors               0.31-0.34  multi-connector-params-clash
 KV cache layout mismatch (MultiConnector children)                     0.31-0.34  none: only OffloadingConnector with
                                                                                   HiSparse asks BLHNC, and HiSparse
                                                                                   runs sparse-MLA models, for which

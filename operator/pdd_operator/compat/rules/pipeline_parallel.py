@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.transfer_mode import PUSH_PIPELINE_PARALLEL_SINCE
+from pdd_operator.vllm.versions import fmt, fmt_line
 
 
 @rule(
@@ -41,29 +42,32 @@ def check_pp_pull(pair: PDPair) -> list[Violation]:
                 "decode's NIXL handshake asserts that the prefill stage registered all the model's layers)")
     return [(
         f"Prefill pipeline parallel size {pair.prefill.pp} with the pull NixlConnector: {why}.",
-        "Use prefill pipelineParallelSize 1, or NixlPushConnector (vLLM >= 0.26; non-hybrid models).",
+        "Use prefill pipelineParallelSize 1, or NixlPushConnector (push with pipeline parallel needs vLLM >= "
+        f"{fmt_line(PUSH_PIPELINE_PARALLEL_SINCE)}; non-hybrid models).",
     )]
 
 
 @rule(
     id="pp-unsupported-version", family="pipeline-parallel-unsupported", severity="error",
     fields=("spec.prefill.pipelineParallelSize", "spec.engine"),
-    source="vllm-nixl-facts.md section 4.4 (none before 0.26.0)",
-    until=(0, 26, 0),
+    source="vllm-nixl-facts.md section 4.4 (none before 0.26.0: no pp_size in kv_connector/v1/nixl/ of the 0.24.0 and "
+           "0.25.0 sdists)",
+    until=PUSH_PIPELINE_PARALLEL_SINCE,
 )
 def check_pp_version(pair: PDPair) -> list[Violation]:
     """Prefill PP > 1 needs vLLM's NIXL PP handling."""
     if (pair.prefill.pp or 1) == 1:
         return []
-    return [(f"vLLM {fmt(pair.version)} has no pipeline-parallel handling in the NIXL connector (first in 0.26.0).",
-             "Use pipelineParallelSize 1, or vLLM >= 0.26 with NixlPushConnector.")]
+    return [(f"vLLM {fmt(pair.version)} has no pipeline-parallel handling in the NIXL connector (first in "
+             f"{fmt(PUSH_PIPELINE_PARALLEL_SINCE)}).",
+             f"Use pipelineParallelSize 1, or vLLM >= {fmt_line(PUSH_PIPELINE_PARALLEL_SINCE)} with NixlPushConnector.")]
 
 
 @rule(
     id="pp-push-hma-version", family="pipeline-parallel-unsupported", severity="error",
     fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector", "spec.engine"),
     source="vllm nixl base_worker.__init__ (0.26.0-0.30.x)",
-    since=(0, 26, 0), until=(0, 31, 0),
+    since=PUSH_PIPELINE_PARALLEL_SINCE, until=(0, 31, 0),
     needs=("--disable-hybrid-kv-cache-manager",),
 )
 def check_pp_push_hma_version(pair: PDPair) -> list[Violation]:
