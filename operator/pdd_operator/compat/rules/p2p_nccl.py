@@ -5,6 +5,7 @@ otherwise, :func:`pdd_operator.compat.engine._foreign_connector`)."""
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.placement import same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, fmt, image_repository
 
@@ -138,18 +139,25 @@ def _zmq_ports(r) -> set[int] | None:
             "binds a ZMQ ROUTER on tcp://get_ip():(kv_port + rank) when the connector starts (0.10.1.1 lines 83-110, "
             "0.11.1 lines 91-123; p2p_nccl_connector.py passes port_offset=rank), kv_port defaulting to 14579; a second "
             "bind of one address fails (zmq.error.ZMQError: Address already in use, vllm#26628). Releases without "
-            "P2pNcclConnector refuse the engine anyway. Judged on upstream images and host installs only"),
+            "P2pNcclConnector refuse the engine anyway. Judged on upstream images and host installs only, for engines "
+            "of one pod or container and for hostNetwork pods bound to one node (two Compose services with "
+            "network_mode: host on one host; vllm#21712's pair on one machine)"),
     example='two engines of one script on one host, both --kv-transfer-config {"kv_connector":"P2pNcclConnector",'
     '"kv_port":"21001",...}',
     without_connector=True, any_release=True,
 )
 def check_p2p_nccl_kv_ports(pair: PDPair) -> list[Violation]:
     """P2pNcclConnector engines sharing a network namespace bind disjoint ZMQ ports (kv_port + rank), apart from
-    the other engine's HTTP port too. Judged for upstream vLLM images and host installs (a script's ``vllm``), not
-    for other images (a fork may bind otherwise)."""
-    if not pair.shared_network:
-        return []
+    the other engine's HTTP port too. The namespace is shared by engines of one pod or one container, and by two
+    hostNetwork pods bound to one node (:func:`~pdd_operator.compat.placement.same_node`, as two Compose services
+    with ``network_mode: host`` on one host are): a port both such pods ask for as a host port is left out, the
+    scheduler never places them together; where the scheduler decides, nothing is said. Judged for upstream vLLM
+    images and host installs (a script's ``vllm``), not for other images (a fork may bind otherwise)."""
     p, d = pair.roles
+    bound = (not pair.shared_network and p.host_network and d.host_network
+             and same_node(p, d, assume_hostname_is_name=False))
+    if not (pair.shared_network or bound):
+        return []
     if any(r.image and image_repository(r.image) not in UPSTREAM_REPOSITORIES for r in (p, d)):
         return []  # a custom or plugin build may carry a P2pNcclConnector of its own; a host install ("") is vLLM's
     zp = _zmq_ports(p) if p.connector == "P2pNcclConnector" else set()
@@ -157,9 +165,12 @@ def check_p2p_nccl_kv_ports(pair: PDPair) -> list[Violation]:
     if zp is None or zd is None or not (zp or zd):
         return []
     clash = sorted((zp & (zd | set(d.other_ports))) | (zd & set(p.other_ports)))
+    if bound:
+        clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
     if not clash:
         return []
-    where = "engines of one container" if pair.one_container else "containers of one pod"
+    where = ("engines of one container" if pair.one_container else "containers of one pod" if pair.shared_network
+             else "hostNetwork pods bound to one node")
     return [(
         f"Prefill and decode are {where} (one host's network namespace) and P2pNcclConnector binds its ZMQ socket on "
         f"kv_port + rank of each worker: port {', '.join(map(str, clash))} is bound twice, so the engine that starts "
