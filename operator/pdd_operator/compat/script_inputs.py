@@ -37,9 +37,10 @@ An engine's environment: the variables the script exports and its inline ``NAME=
 reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entries are set (an entry
 with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
 as CloudAI writes device lists). The image: ``srun --container-image=`` (Pyxis), else a ``pip install vllm==X`` pin
-in the script (read as vLLM X's ``vllm/vllm-openai:vX`` image), else unknown. GPUs of a node: ``#SBATCH
---gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else at least the highest ``CUDA_VISIBLE_DEVICES`` ordinal + 1 where
-every engine of the node writes one, else not known.
+in the script (read as vLLM X's ``vllm/vllm-openai:vX`` image), else unknown; a ``pip install nixl==X`` line before
+the engines (``nixl-cu12``, ``nixl[cu12]``) is the NIXL they load, except in an image ``--container-image`` names.
+GPUs of a node: ``#SBATCH --gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else at least the highest
+``CUDA_VISIBLE_DEVICES`` ordinal + 1 where every engine of the node writes one, else not known.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ _SBATCH_NODES = re.compile(r"^#SBATCH\s+(?:-N\s*|--nodes[=\s])(\d+)(?:-(\d+))?\s
 _SBATCH_GPUS = re.compile(r"^#SBATCH\s+(?:--gpus-per-node[=\s](?:[A-Za-z0-9_-]+:)?|--gres[=\s]gpu:(?:[A-Za-z0-9_-]+:)?)"
                           r"(\d+)\s*$", re.M)
 _PIP_VLLM = re.compile(r"\bpip3?\s+install\b[^\n]*?\bvllm==(\d+\.\d+\.\d+)\b")
+#: A ``pip install`` (``pip3``, ``uv pip``, ``python -m pip``) line of the script that pins NIXL: ``nixl==X``,
+#: ``nixl-cu12==X``, ``nixl[cu12]==X`` (not in a comment).
+_PIP_NIXL = re.compile(r"^[^#\n]*\bpip3?\s+install\b[^\n#]*?\b(nixl(?:-cu1[23])?(?:\[[a-z0-9,]+\])?\s*==\s*[0-9][0-9a-z.]*)",
+                       re.M | re.I)
 
 
 def _option(words: list[str], short: str, long: str) -> str | None:
@@ -122,6 +127,12 @@ def _export(srun: list[str], env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _container_image(group: list[Launch]) -> bool:
+    """Whether the engines of ``group`` run in an image ``srun --container-image=`` names (a script's own
+    ``pip install`` lines then do not reach them)."""
+    return any(_option(_srun_words(x.wrapper) or [], "", "--container-image") for x in group)
+
+
 def _image(wrapper: tuple[str, ...], text: str) -> str:
     """The engine's image: ``srun --container-image=``, else a ``pip install vllm==X`` pin, else ``""``."""
     srun = _srun_words(wrapper) or []
@@ -132,16 +143,34 @@ def _image(wrapper: tuple[str, ...], text: str) -> str:
     return f"vllm/vllm-openai:v{pin.group(1)}" if pin else ""
 
 
+def _nixl_pin(text: str) -> tuple[int, str] | None:
+    """The first ``pip install`` line of the script ``text`` that pins NIXL: (its 1-based line, ``pip install
+    nixl==X`` as written there), else ``None``. The NIXL wheel such a line installs where the script runs is the one
+    every engine it then starts there loads (vLLM imports ``nixl._api`` from its Python environment:
+    distributed/kv_transfer/kv_connector/v1/nixl_connector.py, 0.11.1 and 0.19.0), as a ``pip install vllm==X`` pin
+    gives their vLLM (:func:`_image`); :func:`pdd_operator.vllm.known_bad.nixl_version` reads it from the engine's
+    command."""
+    match = _PIP_NIXL.search(text)
+    if match is None:
+        return None
+    return text.count("\n", 0, match.start()) + 1, "pip install " + match.group(1)
+
+
 def _line(launch: Launch) -> str:
     """The engine's command as one literal shell line: its environment as ``NAME=value`` prefixes, then its argv."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.env.items() if _NAME.fullmatch(k))
     return (env + " " if env else "") + " ".join(shlex.quote(w) for w in launch.argv) + " &"
 
 
-def _synthetic_script(found: list[Launch], roles: dict[int, str], last_line: int) -> str:
+def _synthetic_script(found: list[Launch], roles: dict[int, str], last_line: int,
+                      nixl_pin: tuple[int, str] | None = None) -> str:
     """A script with each engine of ``found`` on its own line number (engines of one line, a loop's, side by side)
-    and, after ``last_line``, a P/D proxy line naming the ports of ``roles`` (port -> role) as the script's did."""
+    and, after ``last_line``, a P/D proxy line naming the ports of ``roles`` (port -> role) as the script's did;
+    ``nixl_pin`` (:func:`_nixl_pin`: line, ``pip install nixl==X``) is kept on its line where it comes before the
+    first engine, so the engines' command names the NIXL they load."""
     lines = [""] * (last_line + 1)
+    if nixl_pin is not None and found and nixl_pin[0] <= min(x.line for x in found):
+        lines[nixl_pin[0] - 1] = nixl_pin[1]
     for launch in found:
         lines[launch.line - 1] += _line(launch) + " "
     if roles:
@@ -180,6 +209,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         by_node.setdefault(key, []).append(launch)
     roles = {_http_port(x.argv): x.proxy_role for x in found if x.proxy_role}
     last = max(x.line for x in found) + 1
+    pin = _nixl_pin(text)
     engines: list[Engine] = []
     unreadable: list[Unreadable] = []
     where = f"{path} ({fmt})"
@@ -188,7 +218,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         own = {p: r for p, r in roles.items() if any(_http_port(x.argv) == p for x in group)}
         spec: dict = {"hostNetwork": True, "containers": [{
             "name": f"engines-{n}", "image": image,
-            "command": ["bash", "-c", _synthetic_script(group, own, last)]}]}
+            "command": ["bash", "-c", _synthetic_script(group, own, last, None if _container_image(group) else pin)]}]}
         if node is not None:
             spec["nodeName"] = node
         count = int(gpus.group(1)) if gpus else _least_gpus(group)
