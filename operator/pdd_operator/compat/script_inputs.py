@@ -56,6 +56,7 @@ from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import Launch, _http_port, launches
+from pdd_operator.vllm.versions import RELEASE_NUMBER
 
 #: The formats whose vllm serve lines are read (:func:`pdd_operator.compat.text_inputs.text_format`).
 READ_FORMATS = ("Slurm batch script", "shell script")
@@ -64,7 +65,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SBATCH_NODES = re.compile(r"^#SBATCH\s+(?:-N\s*|--nodes[=\s])(\d+)(?:-(\d+))?\s*$", re.M)
 _SBATCH_GPUS = re.compile(r"^#SBATCH\s+(?:--gpus-per-node[=\s](?:[A-Za-z0-9_-]+:)?|--gres[=\s]gpu:(?:[A-Za-z0-9_-]+:)?)"
                           r"(\d+)\s*$", re.M)
-_PIP_VLLM = re.compile(r"\bpip3?\s+install\b[^\n]*?\bvllm==(\d+\.\d+\.\d+)\b")
+_PIP_VLLM = re.compile(rf"\bpip3?\s+install\b[^\n]*?\bvllm==({RELEASE_NUMBER})\b")
 #: A ``pip install`` (``pip3``, ``uv pip``, ``python -m pip``) line of the script that pins NIXL: ``nixl==X``,
 #: ``nixl-cu12==X``, ``nixl[cu12]==X`` (not in a comment).
 _PIP_NIXL = re.compile(r"^[^#\n]*\bpip3?\s+install\b[^\n#]*?\b(nixl(?:-cu1[23])?(?:\[[a-z0-9,]+\])?\s*==\s*[0-9][0-9a-z.]*)",

@@ -56,6 +56,25 @@ def parse_version(text: str | None) -> Version | None:
 _DEV_RE = re.compile(r"\.dev\d+|\+g[0-9a-f]{6,}")
 
 
+#: vLLM's four-part releases from :data:`OLDEST_KNOWN` on (``pip index versions vllm``: 0.10.1.1, a fix release on
+#: 0.10.1, whose sdist the 0.10.1 rules were read in). Such a release is judged as the three-part release it extends
+#: (:func:`parse_version`) and named as vLLM numbers it (:func:`four_part_release`); another four-part number (AMD's
+#: ``vllm_0.9.0.1`` builds) names no vLLM release.
+FOUR_PART_RELEASES = frozenset({"0.10.1.1"})
+#: A release number as a ``pip install vllm==X`` pin or an image tag writes it: three parts, or four
+#: (:data:`FOUR_PART_RELEASES`), as a regular-expression fragment.
+RELEASE_NUMBER = r"\d+\.\d+\.\d+(?:\.\d+)?"
+_FOUR_PART_RE = re.compile(r"^v?(\d+\.\d+\.\d+\.\d+)(?=$|[-_+])")
+
+
+def four_part_release(text: str | None) -> str | None:
+    """The four-part vLLM release (:data:`FOUR_PART_RELEASES`) a version string or image tag starts with
+    (``v0.10.1.1-cu128`` -> ``0.10.1.1``), else ``None`` (a three-part release, another four-part number, no
+    version). :func:`parse_version` reads the same text as the release it extends, ``(0, 10, 1)``."""
+    match = _FOUR_PART_RE.match(text.strip()) if text else None
+    return match.group(1) if match and match.group(1) in FOUR_PART_RELEASES else None
+
+
 def dev_build(text: str | None) -> bool:
     """True for a setuptools-scm source/development build string (``.devN`` or ``+g<sha>``)."""
     return bool(text and _DEV_RE.search(text))
@@ -360,9 +379,12 @@ def image_tag(image: str) -> str | None:
 
 def image_version_text(image: str) -> str | None:
     """The version text a vLLM image's tag names for messages and the handshake's version string: a development build
-    (:func:`image_dev_build`), a release candidate (``0.34.0rc1``), else ``None`` (the caller formats the release)."""
+    (:func:`image_dev_build`), a release candidate (``0.34.0rc1``), a four-part release (``0.10.1.1``:
+    :func:`four_part_release`), else ``None`` (the caller formats the release)."""
     custom = custom_tag_version(image)
-    return image_dev_build(image) or release_candidate(image_tag(image)) or release_candidate(custom and custom[0])
+    tag = image_tag(image)
+    return (image_dev_build(image) or release_candidate(tag) or release_candidate(custom and custom[0])
+            or four_part_release(tag))
 
 
 def image_dev_build(image: str) -> str | None:
