@@ -31,3 +31,15 @@ def test_a_script_s_pip_pin_keeps_a_four_part_release(pin, text):
 def test_an_image_tag_names_a_four_part_release_as_vllm_numbers_it(image, text, version):
     assert image_version_text(image) == text
     assert version_from_image(image) == version
+
+
+# --- 2. vllm-version-mismatch cites the vLLM code it rests on ------------------------------------------------------------
+
+
+def test_the_version_mismatch_rule_cites_vllm_s_files_and_releases_not_the_seed():
+    import pdd_operator.compat.rules  # noqa: F401  (registers the rules)
+    from pdd_operator.compat.rules.base import REGISTRY
+    (rule,) = [r for r in REGISTRY if r.id == "vllm-version-mismatch"]
+    assert "seed" not in rule.source, rule.source
+    for cited in ("nixl_connector.py 0.13.0 line 178", "nixl/metadata.py 0.20.0 line 105", "nixl_handshake_wire"):
+        assert cited in rule.source, (cited, rule.source)

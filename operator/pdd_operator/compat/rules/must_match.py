@@ -89,8 +89,9 @@ def _eagle_settings(r: RoleConfig) -> tuple | None:
 @rule(
     id="vllm-version-mismatch", family="vllm-version-mismatch", severity="error",
     fields=fields_of("vllm_version"),
-    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor vllm_version (v1/nixl_connector.py "
-            "0.13.0-0.19.x, nixl/metadata.py 0.20.0-0.33.0, read in the wheels); the handshake reply's wire format "
+    source=("vllm/distributed/kv_transfer/kv_connector/v1: compute_nixl_compatibility_hash factor vllm_version = "
+            "vllm.__version__ (nixl_connector.py 0.13.0 line 178, 0.19.1 line 223; nixl/metadata.py 0.20.0 line 105, "
+            "0.33.0 line 188, 0.34.0 line 191; read in the wheels and sdists 0.13.0-0.34.0); the handshake reply's wire format "
             "(NixlAgentMetadata up to 0.12.0, NixlHandshakePayload from 0.13.0, their required fields read in the "
             "sdists 0.9.0-0.34.0: pdd_operator.vllm.nixl_handshake_wire); no hash in 0.11.0-0.12.0, or "
             "enforce_handshake_compat false on the engine that runs the handshake (_nixl_handshake): a warning "
