@@ -43,3 +43,38 @@ def test_the_version_mismatch_rule_cites_vllm_s_files_and_releases_not_the_seed(
     assert "seed" not in rule.source, rule.source
     for cited in ("nixl_connector.py 0.13.0 line 178", "nixl/metadata.py 0.20.0 line 105", "nixl_handshake_wire"):
         assert cited in rule.source, (cited, rule.source)
+
+
+# --- 3. hetero-tp-kv-layout: vLLM refuses only from 0.20.0; the handshake's opener is named --------------------------------
+
+LAYOUT = "hetero-tp-kv-layout"
+
+
+def _layout_severity(image: str, layout: str = "NHD") -> set[str]:
+    from tests.helpers import make_spec
+
+    from pdd_operator.compat import evaluate
+    spec = make_spec(kvCache={"layout": layout}, engine={"image": image}, decode={"tensorParallelSize": 2})
+    report = evaluate(spec)
+    return {f.severity for f in report.findings if f.rule == LAYOUT}
+
+
+@pytest.mark.parametrize(("image", "severity"), [
+    ("vllm/vllm-openai:v0.19.1", "warning"), ("vllm/vllm-openai:v0.19.0", "warning"),
+    ("vllm/vllm-openai:v0.18.0", "warning"), ("vllm/vllm-openai:v0.20.0", "error"), ("vllm/vllm-openai:v0.26.0", "error"),
+])
+def test_a_non_contiguous_layout_with_heterogeneous_tp_is_refused_only_where_vllm_checks_it(image, severity):
+    assert _layout_severity(image) == {severity}, image
+
+
+@pytest.mark.parametrize(("mode", "opener"), [("push", "prefill's handshake (push)"), ("pull", "decode's handshake")])
+def test_a_forced_token_major_layout_names_the_engine_that_opens_the_handshake(tmp_path, capsys, mode, opener):
+    from tests.unit.test_rule_scopes_30 import _kv, _messages, _pair
+    from tests.unit.test_turn2_variants import check
+    extra = {"kv_connector_extra_config": {"transfer_mode": mode}}
+    args = ("--kv-cache-dtype", "turboquant_k8v4", "--tensor-parallel-size")
+    docs = _pair("meta-llama/Llama-3.1-8B-Instruct", "vllm/vllm-openai:v0.34.0", _kv("kv_producer", **extra),
+                 _kv("kv_consumer", **extra), args_p=(*args, "2"), args_d=(*args, "4"), gpus=(2, 4))
+    _, out = check(tmp_path, capsys, *docs)
+    (message,) = _messages(out, LAYOUT) or [""]
+    assert f"the {opener} raises" in message, out

@@ -121,18 +121,27 @@ def _head_split_exempt(pair: PDPair) -> bool | None:
     return remote.tp > pair.num_kv_heads
 
 
+#: First release whose NIXL handshake refuses heterogeneous TP on a layout whose heads are not contiguous ("Heterogeneous
+#: TP head-dimension splitting requires contiguous heads", nixl/worker.py 0.20.0 lines 1457-1471; no such check in
+#: nixl_connector.py 0.19.0 or 0.19.1, whose add_remote_agent only compares the two layouts, 0.19.1 lines 2101-2118).
+HEAD_SPLIT_GUARD_SINCE = (0, 20, 0)
+
+
 @rule(
     id="hetero-tp-kv-layout", family="hetero-tp", severity="error",
     fields=("spec.kvCache.layout", "spec.kvCache.dtype"),
-    source=("seed 000 section 4; nixl worker head-splitting check (0.20-0.34: nixl/base_worker.py add_remote_agent "
+    source=("seed 000 section 4; nixl worker head-splitting check (0.20-0.34: nixl/worker.py 0.20.0 lines 1457-1471, "
+            "nixl/base_worker.py add_remote_agent "
             "'Heterogeneous TP head-dimension splitting requires contiguous heads', 0.34.0 lines 2895-2906, not for "
             "MLA, a replicated KV cache (the handshake's remote TP > KV heads) or the handshaking engine's "
             "enable_permute_local_kv, for a written VLLM_KV_CACHE_LAYOUT as for a forced one); a turboquant_* KV "
-            "cache runs LBNHC from 0.34.0 whatever NIXL prefers (pdd_operator.vllm.kv_cache_dtypes.forced_layout)"),
+            "cache runs LBNHC from 0.34.0 whatever NIXL prefers (pdd_operator.vllm.kv_cache_dtypes.forced_layout); "
+            "a warning before 0.20.0, which has no such check (nixl_connector.py 0.19.0, 0.19.1)"),
     needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT", "--kv-cache-dtype"),
 )
 def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
-    """Heterogeneous TP uses a block-contiguous layout on prefill."""
+    """Heterogeneous TP uses a block-contiguous layout on prefill: an error from :data:`HEAD_SPLIT_GUARD_SINCE`, whose
+    handshake refuses it; a warning on an older release, which has no such check (nixl_connector.py 0.19.1)."""
     layout = pair.prefill.kv_layout
     if not pair.hetero_tp or pair.mla:
         return []
@@ -146,6 +155,11 @@ def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:
     message = f"Heterogeneous TP splits KV heads, which needs a block-contiguous KV layout on prefill; {layout} is not."
     fix = ("Leave the KV layout unset (NIXL prefers LBHNC/HND) or set it to LBHNC, or set enable_permute_local_kv in "
            "the decode's --kv-transfer-config.")
+    if pair.version is not None and pair.version < HEAD_SPLIT_GUARD_SINCE:
+        return [(message + f" vLLM {fmt(pair.version)} does not check this (the handshake refuses it from "
+                 f"{fmt(HEAD_SPLIT_GUARD_SINCE)}): the engines start, and the transfer splits heads that are not "
+                 "contiguous, which vLLM says only works with HND, so the decode may read wrong KV; this is a warning.",
+                 fix, "warning")]
     if exempt is None:
         return [(message + " The model's KV heads are not known (a TP above them replicates the cache, which is not "
                  "split), so this is a warning.", fix, "warning")]
@@ -161,10 +175,11 @@ def _forced_token_major(pair: PDPair) -> list[Violation]:
     if not forced or exempt or pair.tps is None:
         return []
     r = forced[0]
+    opener = "prefill's handshake (push)" if pair.push else "decode's handshake"
     message = (f"--kv-cache-dtype {r.kv_cache_dtype} on the {r.role}: vLLM {fmt(r.version or pair.version)}'s TurboQuant "
                "attention backend supports only the token-major LBNHC KV layout, so the engine drops NIXL's LBHNC "
                f"preference; with prefill TP {pair.tps[0]} and decode TP {pair.tps[1]} the transfer splits KV heads, "
-               "and the decode's handshake raises 'Heterogeneous TP head-dimension splitting requires contiguous "
+               f"and the {opener} raises 'Heterogeneous TP head-dimension splitting requires contiguous "
                "heads'.")
     fix = ("Use the same tensor parallel size on both roles with a TurboQuant KV cache, or another --kv-cache-dtype "
            "(fp8) with heterogeneous TP.")
