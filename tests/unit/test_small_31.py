@@ -78,3 +78,21 @@ def test_a_forced_token_major_layout_names_the_engine_that_opens_the_handshake(t
     _, out = check(tmp_path, capsys, *docs)
     (message,) = _messages(out, LAYOUT) or [""]
     assert f"the {opener} raises" in message, out
+
+
+# --- 4. vllm-gaudi loads its heterogeneous connector only for VLLM_HPU_HETERO_KV_LAYOUT "true" ----------------------------
+
+
+@pytest.mark.parametrize(("value", "loaded"), [
+    ("true", True), ("TRUE", True), ("True", True), ("1", False), ("yes", False), (" true", False), ("false", False),
+])
+def test_the_gaudi_hetero_connector_is_loaded_as_vllm_gaudi_reads_its_variable(value, loaded):
+    from types import SimpleNamespace
+
+    from pdd_operator.compat.rules.kv_layout import gaudi_hetero_layout
+    from pdd_operator.vllm.gaudi import hetero_saved_block_size
+    env = {"VLLM_HPU_HETERO_KV_LAYOUT": value}
+    assert gaudi_hetero_layout(SimpleNamespace(buffer_device="hpu", env=env)) is loaded
+    assert gaudi_hetero_layout(SimpleNamespace(buffer_device="cuda", env=env)) is False
+    kv = {"enable_permute_local_kv": True, "kv_connector_extra_config": {"agreed_block_size": 64}}
+    assert hetero_saved_block_size(env, kv, 128, False) == (64 if loaded else None)

@@ -25,6 +25,14 @@ HETERO_ENV = "VLLM_HPU_HETERO_KV_LAYOUT"
 HETERO_SINCE = (0, 15, 1)
 
 
+def hetero_connector_loaded(env: Mapping[str, str]) -> bool:
+    """Whether vllm-gaudi loads its heterogeneous NIXL connector for an engine of environment ``env``: exactly where
+    ``VLLM_HPU_HETERO_KV_LAYOUT`` lower-cased is ``"true"`` (vllm_gaudi/__init__.py ``register_ops`` line 106 at
+    vllm-project/vllm-gaudi 091bbad: ``os.getenv("VLLM_HPU_HETERO_KV_LAYOUT", "false").lower() == "true"``); ``"1"``,
+    ``"yes"`` or a value with spaces around it leave it unloaded."""
+    return str(env.get(HETERO_ENV, "false")).lower() == "true"
+
+
 def hetero_saved_block_size(env: Mapping[str, str], kv_transfer: Mapping, block_size: int | None,
                             prefix_caching: bool | None) -> int | None:
     """The block size in tokens a vllm-gaudi prefill saves its KV in for its peer (module docstring), where its
@@ -33,7 +41,7 @@ def hetero_saved_block_size(env: Mapping[str, str], kv_transfer: Mapping, block_
     ``--kv-transfer-config``), prefix caching is not explicitly off (``prefix_caching`` is ``False`` only for
     ``--no-enable-prefix-caching``; vLLM's V1 default is on), ``block_size`` (``--block-size``) is not given, or the
     agreed size is not smaller than ``block_size``. Raises nothing: an unreadable ``agreed_block_size`` is ``None``."""
-    if str(env.get(HETERO_ENV, "false")).strip().lower() != "true" or block_size is None:
+    if not hetero_connector_loaded(env) or block_size is None:
         return None
     if kv_transfer.get("enable_permute_local_kv") is not True or prefix_caching is not False:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.gaudi import hetero_connector_loaded
 from pdd_operator.vllm.kv_cache_dtypes import forced_layout
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import fmt
@@ -47,9 +48,10 @@ def gaudi_hetero_layout(role) -> bool:
     """The role is a vllm-gaudi (Intel Gaudi, HPU) engine that converts its NHD KV cache for a CUDA peer itself:
     ``kv_buffer_device`` hpu with ``VLLM_HPU_HETERO_KV_LAYOUT`` true, which llm-d's heterogeneous Gaudi-to-CUDA guide
     requires for that (guides/pd-disaggregation/README.hpu_cuda.md: "required for heterogeneous KV layout
-    compatibility with CUDA decode workers"); upstream vLLM's layout check does not describe the plugin's side."""
-    flag = str(role.env.get("VLLM_HPU_HETERO_KV_LAYOUT", "")).strip().lower()
-    return role.buffer_device == "hpu" and flag in ("1", "true")
+    compatibility with CUDA decode workers") and vllm-gaudi reads as "true" only
+    (:func:`~pdd_operator.vllm.gaudi.hetero_connector_loaded`); upstream vLLM's layout check does not describe the
+    plugin's side."""
+    return role.buffer_device == "hpu" and hetero_connector_loaded(role.env)
 
 
 @rule(
