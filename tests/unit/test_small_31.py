@@ -96,3 +96,20 @@ def test_the_gaudi_hetero_connector_is_loaded_as_vllm_gaudi_reads_its_variable(v
     assert gaudi_hetero_layout(SimpleNamespace(buffer_device="cuda", env=env)) is False
     kv = {"enable_permute_local_kv": True, "kv_connector_extra_config": {"agreed_block_size": 64}}
     assert hetero_saved_block_size(env, kv, 128, False) == (64 if loaded else None)
+
+
+# --- 5. the HMA refusal names the field that sets the release; an invalid spec reads INVALID -------------------------------
+
+
+def test_the_hma_refusal_names_the_image_field_of_each_format(tmp_path, capsys):
+    from tests.helpers import make_spec
+    from tests.unit.test_noticed_kinds_37 import FORCED, HMA, _pair
+    from tests.unit.test_turn2_variants import check
+
+    from pdd_operator.compat import evaluate
+    _, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.17.1", [HMA]))
+    fixes = [f["fix"] for r in out["results"] for f in r["findings"] if f["rule"] == FORCED]
+    assert fixes and all("0.18.0 or later" in f and "in each container's image" in f for f in fixes), fixes
+    spec = make_spec(engine={"image": "vllm/vllm-openai:v0.17.1"}, prefill={"extraArgs": [HMA]})
+    fixes = [f.fix for f in evaluate(spec).findings if f.rule == FORCED]
+    assert fixes and all("0.18.0 or later" in f and "spec.engine.image" in f for f in fixes), fixes

@@ -183,9 +183,10 @@ def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
                 f"{role.role}: --no-disable-hybrid-kv-cache-manager keeps the hybrid KV cache manager on, but {why}: "
                 "the engine raises at startup and never serves.",
                 fix_for(pair, f"Drop --no-disable-hybrid-kv-cache-manager from spec.{role.role}.extraArgs, or run "
-                        f"vLLM {since} or later (whose {what} supports HMA) on both roles.",
+                        f"vLLM {since} or later (whose {what} supports HMA): an engine image of that release in "
+                        "spec.engine.image (and spec.engine.vllmVersion where it is set).",
                         f"Drop --no-disable-hybrid-kv-cache-manager from the {role.role} container, or run vLLM "
-                        f"{since} or later (whose {what} supports HMA) on both roles."),
+                        f"{since} or later (whose {what} supports HMA) in each container's image."),
                 *(("warning",) if "as far as read" in why else ()),
             ))
             continue
