@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from pdd_operator.api.constants import API_VERSION, GROUP, KIND
-from pdd_operator.api.messages import finding_text, invalid_spec_findings
+from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
 from pdd_operator.controller.rbac import WEBHOOK_CONFIGURATION_MODES
@@ -302,7 +302,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))
     else:
         for r, report in zip(results, reports, strict=True):
-            verdict = "compatible" if r["compatible"] else "INCOMPATIBLE"
+            invalid = any(f.rule == SPEC_INVALID_RULE for f in report.findings)  # the API refuses it: no rule ran
+            verdict = "compatible" if r["compatible"] else "INVALID" if invalid else "INCOMPATIBLE"
             print(f"{r['object']} (vLLM {r['vllmVersion']}): {verdict}")
             if r.get("pairedBy"):
                 print(f"  paired because {r['pairedBy']}")

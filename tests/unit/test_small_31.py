@@ -113,3 +113,23 @@ def test_the_hma_refusal_names_the_image_field_of_each_format(tmp_path, capsys):
     spec = make_spec(engine={"image": "vllm/vllm-openai:v0.17.1"}, prefill={"extraArgs": [HMA]})
     fixes = [f.fix for f in evaluate(spec).findings if f.rule == FORCED]
     assert fixes and all("0.18.0 or later" in f and "spec.engine.image" in f for f in fixes), fixes
+
+
+@pytest.mark.parametrize(("patch", "verdict"), [
+    ({"prefill": {"tensorParallelSize": -1}}, "INVALID"),               # the API refuses the spec
+    ({"model": {"name": 7}}, "INVALID"),
+    ({"prefill": {"blockSize": 32}, "decode": {"blockSize": 16}}, "INCOMPATIBLE"),  # a rule refuses it
+])
+def test_pdd_check_s_text_output_labels_a_refused_spec_invalid(tmp_path, capsys, patch, verdict):
+    import yaml
+
+    from pdd_operator.cli import main
+    spec = {"model": {"name": "m"}, "engine": {"image": "vllm/vllm-openai:v0.20.0"}}
+    for key, value in patch.items():
+        spec[key] = {**spec.get(key, {}), **value}
+    doc = {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "x"}, "spec": spec}
+    path = tmp_path / "pdd.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["check", str(path)]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"PDDeployment/x (vLLM 0.20.0): {verdict}", first
