@@ -133,3 +133,24 @@ def test_pdd_check_s_text_output_labels_a_refused_spec_invalid(tmp_path, capsys,
     assert main(["check", str(path)]) == 1
     first = capsys.readouterr().out.splitlines()[0]
     assert first == f"PDDeployment/x (vLLM 0.20.0): {verdict}", first
+
+
+# --- 6. vLLM's Docker Hub CPU and XPU images are upstream's tree: the registry rules judge them -----------------------------
+
+
+@pytest.mark.parametrize("image", [
+    "vllm/vllm-openai-cpu:v0.24.0-x86_64", "vllm/vllm-openai-cpu:v0.24.0-arm64", "docker.io/vllm/vllm-openai-xpu:v0.24.0",
+    "vllm/vllm-openai:v0.24.0",  # control: the CUDA image
+])
+def test_an_unregistered_connector_on_vllm_s_cpu_or_xpu_image_is_refused(tmp_path, capsys, image):
+    from tests.unit.test_public_report_kinds_36 import _storage_pair
+    from tests.unit.test_turn2_variants import check, rules
+    _, out = check(tmp_path, capsys, *_storage_pair("SharedStorageConnector", image))
+    assert "kv-connector-unregistered" in rules(out, "error"), out
+
+
+def test_a_fork_s_xpu_image_is_still_not_judged_by_the_registry(tmp_path, capsys):
+    from tests.unit.test_public_report_kinds_36 import _storage_pair
+    from tests.unit.test_turn2_variants import check, rules
+    _, out = check(tmp_path, capsys, *_storage_pair("SharedStorageConnector", "intel/vllm:0.24.0-xpu"))
+    assert "kv-connector-unregistered" not in rules(out), out

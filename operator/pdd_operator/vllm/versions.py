@@ -199,9 +199,18 @@ def image_repository(image: str) -> str:
 #: Image repositories (:func:`image_repository`) known to hold upstream vLLM as released (vLLM's own images, Docker
 #: Hub and its CPU release repositories): no platform plugin there registers connectors of its own, so what vLLM's
 #: connector factory registers for a release is what such an image can build. Plugin and fork images (Ascend, Gaudi,
-#: AMD's rocm/vllm) may register connectors themselves and are not judged by the registry rules.
+#: AMD's rocm/vllm) may register connectors themselves and are not judged by the registry rules. Docker Hub's
+#: ``vllm/vllm-openai-cpu`` is the CPU release repositories' image of the release commit retagged
+#: (.buildkite/scripts/publish-release-images.sh: ``vllm-cpu-release-repo:${COMMIT}-x86_64`` ->
+#: ``vllm/vllm-openai-cpu:v${RELEASE_VERSION}-x86_64``, 0.32.0 l.201-204, 0.34.0 l.179-190), and
+#: ``vllm/vllm-openai-xpu`` the release commit's ``docker/Dockerfile.xpu`` ``vllm-openai`` stage
+#: (.buildkite/release-pipeline.yaml 0.34.0 l.380-386 -> ``vllm-release-repo:$BUILDKITE_COMMIT-x86_64-xpu``, retagged
+#: ``vllm/vllm-openai-xpu:v${RELEASE_VERSION}-x86_64`` by publish-release-images.sh 0.26.0 l.138, 0.32.0 l.171, 0.34.0
+#: l.159): vLLM's own tree built with ``VLLM_TARGET_DEVICE=xpu`` (Dockerfile.xpu 0.34.0 l.236-241), whose XPU platform
+#: is in-tree (vllm/platforms/xpu.py) and whose added packages are kernels (``vllm_xpu_kernels``, requirements/xpu.txt).
 UPSTREAM_REPOSITORIES = frozenset({"vllm/vllm-openai", "vllm/vllm-openai-rocm", "q9t5s3a7/vllm-cpu-release-repo",
-                                   "q9t5s3a7/vllm-arm64-cpu-release-repo"})
+                                   "q9t5s3a7/vllm-arm64-cpu-release-repo", "vllm/vllm-openai-cpu",
+                                   "vllm/vllm-openai-xpu"})
 
 
 #: Registry namespaces (the path component before the image name) whose ``vllm-openai-<extras>`` images are vLLM's
