@@ -51,9 +51,8 @@ LAYOUT = "hetero-tp-kv-layout"
 
 
 def _layout_severity(image: str, layout: str = "NHD") -> set[str]:
-    from tests.helpers import make_spec
-
     from pdd_operator.compat import evaluate
+    from tests.helpers import make_spec
     spec = make_spec(kvCache={"layout": layout}, engine={"image": image}, decode={"tensorParallelSize": 2})
     report = evaluate(spec)
     return {f.severity for f in report.findings if f.rule == LAYOUT}
@@ -102,11 +101,10 @@ def test_the_gaudi_hetero_connector_is_loaded_as_vllm_gaudi_reads_its_variable(v
 
 
 def test_the_hma_refusal_names_the_image_field_of_each_format(tmp_path, capsys):
+    from pdd_operator.compat import evaluate
     from tests.helpers import make_spec
     from tests.unit.test_noticed_kinds_37 import FORCED, HMA, _pair
     from tests.unit.test_turn2_variants import check
-
-    from pdd_operator.compat import evaluate
     _, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.17.1", [HMA]))
     fixes = [f["fix"] for r in out["results"] for f in r["findings"] if f["rule"] == FORCED]
     assert fixes and all("0.18.0 or later" in f and "in each container's image" in f for f in fixes), fixes
