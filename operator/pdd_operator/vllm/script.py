@@ -32,7 +32,9 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   :data:`MAX_PATHS`) and a flag the ways give different values becomes ``<unknown:NAME>`` (NAME: the condition's
   variable, else :data:`BRANCH`), so rules reading it say "not checked"; where the ways start different numbers of
   engines, the first way's engines are read. ``case`` fall-through (``;&``, ``;;&``) is read as ``;;``;
-* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too;
+* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too,
+  and so is ``ssh [options] HOST "..."`` (its command words joined, as ssh(1) hands them to the remote shell, with none
+  of this shell's exported variables; the launch's ``wrapper`` ends with ``ssh ... HOST``);
   ``eval ARGS`` reads its joined arguments as shell input in this shell (2.14), so a command built in a variable and
   run by ``eval "$CMD"`` (or ``exec $CMD``, a split unquoted expansion) is read from the variable's value;
 * indexed arrays, as bash's manual ("Arrays") describes them: ``A=(w1 w2)``, ``A+=(w3)``, ``A[N]=w``, ``declare -a``
@@ -726,6 +728,17 @@ class _Shell:
             words[0].rsplit("/", 1)[-1] == "srun" and any("proxy" in w and not w.startswith("-") for w in words)) else {}
         if named and not set(named) & set(self.proxy_roles):
             self.proxy_roles.update(named)
+        remote = _ssh_command(words)
+        if remote is not None:
+            # ssh(1): the words after the host, joined by spaces, run under the remote user's shell, which gets none
+            # of this shell's exported variables (only what the remote command line itself sets)
+            host_end, text = remote
+            saved_outer, self.outer = self.outer, self.outer + words[:host_end]
+            saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
+            saved_exported, self.exported = self.exported, set()
+            self.reread(text)
+            self.outer, self.outer_line, self.exported = saved_outer, saved_line, saved_exported
+            return
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
                 saved_outer, self.outer = self.outer, self.outer + words[:i]
@@ -1138,6 +1151,34 @@ def _joined(segments: list[tuple[str, bool]]) -> str:
 
 #: A held unknown part (:meth:`_Shell.reread`) left literal by single quotes.
 _HELD_RE = re.compile(r"\$\{(__pdd_eval_[0-9]+)\}")
+
+#: ssh(1) options that take an argument (OpenSSH 9): the host is the first word that is neither an option nor one
+#: of these options' arguments.
+_SSH_OPTIONS_WITH_ARGUMENT = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
+
+
+def _ssh_command(words: list[str]) -> tuple[int, str] | None:
+    """For a command ``ssh [options] HOST COMMAND...`` (``words``, expanded): the index just past HOST and the remote
+    command, COMMAND's words joined by single spaces, which ssh(1) hands to the remote user's shell to read again
+    (so ``ssh node2 "VLLM_X=1 vllm serve m ..."`` starts ``vllm serve`` there); ``None`` for another command or an
+    ssh without a command (an interactive login). Source: ssh(1) of OpenSSH 9, SYNOPSIS and DESCRIPTION ("If a
+    command is specified, it will be executed on the remote host instead of a login shell")."""
+    if not words or words[0].rsplit("/", 1)[-1] != "ssh":
+        return None
+    i = 1
+    while i < len(words) and words[i].startswith("-") and words[i] != "--":
+        flags = words[i][1:]
+        for k, flag in enumerate(flags):
+            if flag in _SSH_OPTIONS_WITH_ARGUMENT:
+                i += 1 if k + 1 < len(flags) else 2  # ``-p22`` or ``-p 22``
+                break
+        else:
+            i += 1
+    if i < len(words) and words[i] == "--":
+        i += 1
+    if i + 1 >= len(words):
+        return None
+    return i + 1, " ".join(words[i + 1:])
 
 
 def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:
