@@ -177,7 +177,6 @@ CHILD_ENGINE_ID_FROM: Version = (0, 9, 0)
             "vllm-project/vllm#20613)"),
     example='MultiConnector[NixlConnector, LMCacheConnectorV1] on the prefill, no engine_id in the NIXL child '
     '(vLLM 0.9.2)',
-    since=CHILD_ENGINE_ID_FROM, until=CHILD_ENGINE_ID_SINCE,
 )
 def check_multi_connector_nixl_engine_id(pair: PDPair) -> list[Violation]:
     """A prefill whose NIXL connector is a MultiConnector child names the child's engine_id (vLLM 0.9.x).
@@ -186,7 +185,13 @@ def check_multi_connector_nixl_engine_id(pair: PDPair) -> list[Violation]:
     engine_id, so the prefill scheduler hands the decode a ``remote_engine_id`` that no prefill worker announces in the
     handshake; the decode worker's lookups by it raise KeyError and no KV moves. Only the prefill's child matters (the
     decode reads by the id the prefill handed out); a child that names ``engine_id`` keeps it in every instance. The
-    engine-level ``engine_id`` does not reach the child on these releases."""
+    engine-level ``engine_id`` does not reach the child on these releases.
+
+    Judged only where the release is known to be 0.9.x (no ``since``/``until``, so an unknown release is not probed
+    at 0.9.x: a MultiConnector pair of an unknown, almost always later, release is not made "not checked" for it)."""
+    v = pair.version
+    if v is None or not CHILD_ENGINE_ID_FROM <= v < CHILD_ENGINE_ID_SINCE:
+        return []
     r = pair.prefill
     if not r.nixl or not r.wrapper or not r.wrapper.startswith("MultiConnector[") or r.kv_transfer.get("engine_id"):
         return []

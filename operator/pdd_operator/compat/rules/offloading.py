@@ -45,13 +45,16 @@ def check_offloading_cpu_size_key(pair: PDPair) -> list[Violation]:
     ``CPUOffloadingSpec``) must set :func:`~pdd_operator.vllm.kv_offloading.cpu_size_key` of the release to a truthy
     value: ``num_cpu_blocks`` up to 0.13.x, ``cpu_bytes_to_use`` from 0.14.0; the spec raises at start otherwise
     (the other key is not read). Another spec (a plugin's) is not judged, nor a config vLLM replaced
-    (``--kv-offloading-size`` writes ``cpu_bytes_to_use`` itself)."""
+    (``--kv-offloading-size`` writes ``cpu_bytes_to_use`` itself), nor one without ``kv_role`` (refused earlier, when
+    ``KVTransferConfig`` is built: ``engine-args-invalid``)."""
     out: list[Violation] = []
     key = cpu_size_key(pair.version)
     for r in pair.roles:
         if _written_top(r) is None:
             continue
         for cfg in offloading_configs(r.kv_transfer_written):
+            if not cfg.get("kv_role"):
+                continue  # KVTransferConfig refuses it while the flag is parsed (engine-args-invalid's)
             extra = cfg.get("kv_connector_extra_config") or {}
             if not isinstance(extra, dict) or extra.get("spec_name", DEFAULT_SPEC) != DEFAULT_SPEC or extra.get(key):
                 continue
