@@ -128,6 +128,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "mooncake-tp-indivisible", "mooncake-kv-region-length",
                     # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
                     "mooncake-pp-unsupported",
+                    # set 62: CPUOffloadingSpec refuses a pool size under the other release's key
+                    "offloading-cpu-size-key",
                     # set 55: VllmConfig refuses expandable_segments with any KV connector from 0.21.0
                     "expandable-segments-with-nixl",
                     # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector

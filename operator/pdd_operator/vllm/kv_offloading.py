@@ -68,3 +68,37 @@ def repeated_connectors(argv: list[str]) -> list[str]:
             parsed = None
         out.append(str(parsed.get("kv_connector")) if isinstance(parsed, dict) else "?")
     return out
+
+
+#: The first release whose factory registers ``OffloadingConnector`` (kv_connector/factory.py 0.11.0; not in the
+#: 0.10.2 sdist).
+OFFLOADING_CONNECTOR_SINCE: Version = (0, 11, 0)
+#: The first release whose ``CPUOffloadingSpec`` sizes its CPU pool by ``cpu_bytes_to_use`` instead of
+#: ``num_cpu_blocks`` (vllm-project/vllm#24498): v1/kv_offload/cpu.py 0.11.0 lines 24-28 and 0.13.0 lines 24-28 raise
+#: "num_cpu_blocks must be specified in kv_connector_extra_config"; 0.14.0 lines 25-29 (the same in 0.14.1, 0.16.0),
+#: cpu/spec.py 0.20.0 lines 21-25, 0.24.0 lines 63-67, 0.28.0 line 83 and 0.34.0 lines 99-103 raise
+#: "cpu_bytes_to_use must be specified in kv_connector_extra_config". Neither reads the other key.
+CPU_BYTES_KEY_SINCE: Version = (0, 14, 0)
+
+
+def cpu_size_key(version: Version) -> str:
+    """The ``kv_connector_extra_config`` key vLLM ``version``'s ``CPUOffloadingSpec`` requires (truthy) when an
+    ``OffloadingConnector`` starts: ``"num_cpu_blocks"`` (a block count) before :data:`CPU_BYTES_KEY_SINCE`,
+    ``"cpu_bytes_to_use"`` (bytes, all workers together) from it."""
+    return "cpu_bytes_to_use" if version >= CPU_BYTES_KEY_SINCE else "num_cpu_blocks"
+
+
+def offloading_configs(kv_transfer: dict) -> list[dict]:
+    """Every ``OffloadingConnector`` config in a ``--kv-transfer-config`` object: the object itself, or the children
+    of a ``MultiConnector`` (recursively), each with its own ``kv_connector_extra_config`` as vLLM gives it to the
+    child (multi_connector.py: ``KVTransferConfig(**ktc)`` per child dict)."""
+    out: list[dict] = []
+    if not isinstance(kv_transfer, dict):
+        return out
+    if kv_transfer.get("kv_connector") == "OffloadingConnector":
+        out.append(kv_transfer)
+    children = (kv_transfer.get("kv_connector_extra_config") or {})
+    children = children.get("connectors") if isinstance(children, dict) else None
+    for child in children if isinstance(children, list) else ():
+        out += offloading_configs(child)
+    return out

@@ -45,6 +45,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     network,
     nixl_backend,
     nvfp4_kv,
+    offloading,
     p2p_nccl,
     packed_kv,
     parallelism,

@@ -154,3 +154,52 @@ def check_multi_connector_child(pair: PDPair) -> list[Violation]:
             "for P/D with NIXL), or run the NIXL connector alone.",
         ))
     return out
+
+
+#: The first release whose ``MultiConnector`` gives each child the engine's own ``engine_id`` unless the child names
+#: one (``KVTransferConfig(**ktc, engine_id=ktc.get("engine_id", <the engine's>))``, multi_connector.py 0.10.0 lines
+#: 50-53, vllm-project/vllm#20613's fix). Before it (0.9.0 line 49, 0.9.1 and 0.9.2 line 50) each child is
+#: ``KVTransferConfig(**ktc)``, whose ``__post_init__`` draws a fresh ``uuid4`` when ``engine_id`` is None
+#: (vllm/config.py 0.9.0 line 3570, 0.9.1 line 3706, 0.9.2 lines 3814-3815), once per connector instance.
+CHILD_ENGINE_ID_SINCE: Version = (0, 10, 0)
+#: The oldest release read with a ``MultiConnector`` and the ``KVTransferConfig(**ktc)`` child (0.9.0 sdist).
+CHILD_ENGINE_ID_FROM: Version = (0, 9, 0)
+
+
+@rule(
+    id="multi-connector-nixl-engine-id", family="multi-connector", severity="error",
+    fields=("spec.prefill.kvTransfer",),
+    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.__init__ KVTransferConfig(**ktc) (0.9.0 line 49, "
+            "0.9.1-0.9.2 line 50: a fresh uuid engine_id per connector instance, vllm/config.py 0.9.2 lines "
+            "3814-3815); nixl_connector.py remote_engine_id=self.engine_id from the scheduler (0.9.1 line 311, 0.9.2 "
+            "line 332) and the worker's lookups by it (0.9.0 line 746 dst_xfer_side_handles, 0.9.1 line ~900 and "
+            "0.9.2 lines 972-973 self._tp_size[dst_engine_id]): KeyError; fixed in 0.10.0 (lines 50-53, "
+            "vllm-project/vllm#20613)"),
+    example='MultiConnector[NixlConnector, LMCacheConnectorV1] on the prefill, no engine_id in the NIXL child '
+    '(vLLM 0.9.2)',
+)
+def check_multi_connector_nixl_engine_id(pair: PDPair) -> list[Violation]:
+    """A prefill whose NIXL connector is a MultiConnector child names the child's engine_id (vLLM 0.9.x).
+
+    Before :data:`CHILD_ENGINE_ID_SINCE` every instance of the child (the scheduler's, each worker's) draws its own
+    engine_id, so the prefill scheduler hands the decode a ``remote_engine_id`` that no prefill worker announces in the
+    handshake; the decode worker's lookups by it raise KeyError and no KV moves. Only the prefill's child matters (the
+    decode reads by the id the prefill handed out); a child that names ``engine_id`` keeps it in every instance. The
+    engine-level ``engine_id`` does not reach the child on these releases.
+
+    Judged only where the release is known to be 0.9.x (no ``since``/``until``, so an unknown release is not probed
+    at 0.9.x: a MultiConnector pair of an unknown, almost always later, release is not made "not checked" for it)."""
+    v = pair.version
+    if v is None or not CHILD_ENGINE_ID_FROM <= v < CHILD_ENGINE_ID_SINCE:
+        return []
+    r = pair.prefill
+    if not r.nixl or not r.wrapper or not r.wrapper.startswith("MultiConnector[") or r.kv_transfer.get("engine_id"):
+        return []
+    return [(
+        f"prefill: {r.wrapper} without an engine_id in its NixlConnector child: vLLM {fmt(pair.version)}'s "
+        "MultiConnector builds the child's config by KVTransferConfig(**child), which draws a new engine_id for "
+        "each instance (scheduler and every worker), so the decode is handed a remote_engine_id no prefill worker "
+        "registered and fails with KeyError reading the KV (fixed in 0.10.0).",
+        f"Add \"engine_id\": \"<a name unique to this prefill>\" to the prefill's NixlConnector child inside "
+        f"kv_connector_extra_config.connectors, or run vLLM >= {fmt(CHILD_ENGINE_ID_SINCE)}.",
+    )]
