@@ -25,6 +25,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     draft_kv,
     early_nixl,
     engine_args,
+    env_vars,
     expert_parallel,
     heads,
     hetero_tp,
