@@ -53,9 +53,9 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "vllm/engine/arg_utils.py: no kda_prefill_backend in the 0.24.0 sdist; EngineArgs.kda_prefill_backend and "
         "its --kda-prefill-backend argument in the 0.32.0 wheel (the KDA linear-attention layers of Kimi-K3)"),
     "--kernel-config": AddedFlag(
-        (0, 14, 0), (0, 18, 0),
-        "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 sdist; EngineArgs.kernel_config in the 0.18.0 and "
-        "0.24.0 sdists"),
+        (0, 14, 0), (0, 16, 0),
+        "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 and 0.14.1 sdists; EngineArgs.kernel_config in the "
+        "0.16.0 (l.540), 0.18.0 and 0.24.0 sdists"),
     "--data-parallel-multi-port-external-lb": AddedFlag(
         (0, 21, 0), (0, 22, 0),
         "vllm/engine/arg_utils.py: no data_parallel_multi_port_external_lb in the 0.18.0, 0.19.x, 0.20.x and 0.21.0 "
