@@ -155,7 +155,7 @@ def test_context_parallel_from_their_release_and_old_short_options_are_not(tmp_p
 
 
 def test_context_parallel_options_bound_an_unknown_version():
-    assert ADDED_FLAGS["-dcp"].floor == (0, 11, 0) and ADDED_FLAGS["-pcp"].floor == (0, 12, 0)
+    assert ADDED_FLAGS["-dcp"].floor == (0, 10, 2) and ADDED_FLAGS["-pcp"].floor == (0, 12, 0)
     assert flags_floor(dict.fromkeys(("--decode-context-parallel-size", "--prefill-context-parallel-size"))) == (
         (0, 12, 0), "--prefill-context-parallel-size")
     assert "-tp" not in ADDED_FLAGS and "-pp" not in ADDED_FLAGS and "-O" not in ADDED_FLAGS

@@ -80,9 +80,14 @@ def test_the_option_from_its_release_or_its_long_flag_before_is_not_refused(tmp_
 
 
 def test_between_the_release_read_without_and_the_one_read_with_it_is_a_warning(tmp_path, capsys):
-    code, out = check(tmp_path, capsys, *pd("dp", ["--kv-transfer-config", KV, "-dpm"], ["--kv-transfer-config", KV],
-                                            image="vllm/vllm-openai:v0.20.0"))
+    # -dpm: absent in 0.21.0, present in 0.22.0 (both read): 0.21.0 refuses it; 0.15.x (not read) lies between
+    # 0.14.0 and 0.16.0 for --kernel-config
+    code, out = check(tmp_path, capsys, *pd("dp", ["--kv-transfer-config", KV, "--kernel-config", "{}"],
+                                            ["--kv-transfer-config", KV], image="vllm/vllm-openai:v0.15.1"))
     assert [f["severity"] for f in _findings(out, NOT_YET)] == ["warning"]
+    code, out = check(tmp_path, capsys, *pd("dp", ["--kv-transfer-config", KV, "-dpm"], ["--kv-transfer-config", KV],
+                                            image="vllm/vllm-openai:v0.21.0"))
+    assert [f["severity"] for f in _findings(out, NOT_YET)] == ["error"]
 
 
 def test_a_long_flag_listed_as_added_is_refused_on_a_known_release_before_it(tmp_path, capsys):

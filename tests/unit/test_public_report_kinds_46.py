@@ -7,7 +7,7 @@ release by release in the sdists (``pdd_operator/vllm/removed_flags_read.py``): 
 Reading the parsers also dated ``--disable-log-requests`` right: deprecated but still defined by 0.12.0-0.16.0, gone
 from 0.17.0 (it had been recorded as refused from 0.12.0). The same reads give the flags each release added
 (``pdd_operator/vllm/added_flags_read.py``): an engine whose release predates one of them is refused as well
-(``cli-flag-not-yet``), e.g. ``--mm-encoder-tp-mode`` before 0.11.0 or ``--kv-cache-dtype-skip-layers`` before 0.21.0.
+(``cli-flag-not-yet``), e.g. ``--mm-encoder-tp-mode`` before 0.10.2 or ``--kv-cache-dtype-skip-layers`` before 0.19.0.
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def test_the_same_flag_on_a_release_that_defines_it_is_not_refused(tmp_path, cap
 
 
 def test_a_flag_first_read_after_an_unread_release_is_only_warned_on_that_release(tmp_path, capsys):
-    flags = ("--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "sliding_window")
-    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.19.1", flags, flags))
+    # 0.15.x was not read: --mamba-cache-mode is absent in 0.14.0 and defined from 0.16.0
+    flags = ("--mamba-cache-mode", "align")
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.15.1", flags, flags))
     assert "cli-flag-not-yet" in rules(out, "warning") and "cli-flag-not-yet" not in rules(out, "error")
 
 

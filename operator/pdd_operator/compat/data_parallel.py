@@ -62,3 +62,57 @@ def spans_nodes(flags: Mapping[str, str | bool]) -> bool:
     return ((int_flag(f, "--nnodes", 1) or 1) > 1 or flags.get("--headless") is True or _unknown(flags, "--headless")
             or start is None or start > 0 or dp is None
             or (local is not None and local < dp))
+
+
+#: ``vllm serve``'s data-parallel load-balancing modes (vllm/entrypoints/cli/serve.py ``ServeSubcommand.cmd``):
+#: the flags that select each.
+LB_MODE_FLAGS = {
+    "external": ("--data-parallel-external-lb", "--data-parallel-rank"),
+    "hybrid": ("--data-parallel-hybrid-lb", "--data-parallel-start-rank"),
+    "multi-port": ("--data-parallel-multi-port-external-lb",),
+}
+
+
+def lb_modes(flags: Mapping[str, str | bool]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The load-balancing flags a ``vllm serve`` command line gives: ``(switches, ranks)``, the boolean mode flags set
+    (``--data-parallel-external-lb``, ``--data-parallel-hybrid-lb``, ``--data-parallel-multi-port-external-lb``) and
+    the rank flags present (``--data-parallel-rank``, ``--data-parallel-start-rank``, whatever their value: serve.py
+    tests ``is not None``); ``None`` when a mode flag's value is not in the manifest (``<unknown:...>``)."""
+    switches, ranks = [], []
+    for name in ("--data-parallel-external-lb", "--data-parallel-hybrid-lb", "--data-parallel-multi-port-external-lb"):
+        value = flags.get(name)
+        if _unknown(flags, name):
+            return None
+        if value is True or str(value).lower() == "true":
+            switches.append(name)
+    ranks = [name for name in ("--data-parallel-rank", "--data-parallel-start-rank") if name in flags]
+    return tuple(switches), tuple(ranks)
+
+
+def lb_mode_conflict(switches: tuple[str, ...], ranks: tuple[str, ...], version: tuple[int, ...]) -> tuple[str, ...]:
+    """The load-balancing modes (:data:`LB_MODE_FLAGS` keys) that ``vllm serve`` of ``version`` counts as selected
+    together, refusing the command line before any engine starts; ``()`` when it accepts it.
+
+    - 0.16.0-0.21.0 (vllm/entrypoints/cli/serve.py, 0.16.0 l.63-80, 0.21.0 l.70-83): external (``--data-parallel-external-lb``
+      or ``--data-parallel-rank``) with hybrid (``--data-parallel-hybrid-lb`` or ``--data-parallel-start-rank``):
+      ValueError "Cannot use both external and hybrid data parallel load balancing modes";
+    - 0.22.0-0.34.0 (serve.py 0.22.0 l.71-98, 0.26.0 l.75-97, 0.34.0 l.101): also ``--data-parallel-multi-port-external-lb``;
+      a start rank selects hybrid only when neither the hybrid nor the multi-port flag is given; more than one mode:
+      ValueError "Cannot use more than one data parallel load balancing mode";
+    - up to 0.14.x serve.py has no such check (EngineArgs.create_engine_config lets a rank override hybrid LB,
+      vllm/engine/arg_utils.py 0.11.0 l.1232-1240): ``()``.
+
+    ``version`` is a release from 0.16.0 on or up to 0.14.x; 0.15.x was not read (callers judge it apart)."""
+    external = "--data-parallel-external-lb" in switches or "--data-parallel-rank" in ranks
+    if version < (0, 16, 0):
+        return ()
+    if version < (0, 22, 0):
+        hybrid = "--data-parallel-hybrid-lb" in switches or "--data-parallel-start-rank" in ranks
+        return ("external", "hybrid") if external and hybrid else ()
+    multi = "--data-parallel-multi-port-external-lb" in switches
+    if "--data-parallel-hybrid-lb" in switches or multi:
+        hybrid = "--data-parallel-hybrid-lb" in switches
+    else:
+        hybrid = "--data-parallel-start-rank" in ranks
+    modes = tuple(m for m, on in (("multi-port", multi), ("external", external), ("hybrid", hybrid)) if on)
+    return modes if len(modes) > 1 else ()

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
+from pdd_operator.compat.data_parallel import lb_modes, local_data_parallel, spans_nodes
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
@@ -160,6 +160,9 @@ class RoleConfig:
             namespace scope of anti-affinity terms).
         container: the container name, for fixes that speak of the user's manifest.
         launcher: the module that starts vLLM when it is not vLLM itself (``dynamo.vllm``), else ``""``.
+        dp_lb: for a ``vllm serve`` command line, its data-parallel load-balancing flags ``(switches, ranks)``
+            (:func:`~pdd_operator.compat.data_parallel.lb_modes`); ``((), ())`` for another entry point (only
+            ``vllm serve``'s CLI checks them) or none given; ``None`` when a mode flag's value is not in the manifest.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: the DP ranks (engine cores) the engine starts in this pod
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
@@ -276,6 +279,7 @@ class RoleConfig:
     namespace: str | None = None
     container: str | None = None
     launcher: str = ""
+    dp_lb: tuple[tuple[str, ...], tuple[str, ...]] | None = ((), ())
     executor: str | None = None
     dp_local: int | None = None
     pcp: int | None = 1
@@ -743,6 +747,7 @@ def role_from_container(
         pod_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAffinity"),
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
+        dp_lb=lb_modes(flags) if argv[:2] and argv[0].rsplit("/", 1)[-1] == "vllm" and argv[1] == "serve" else ((), ()),
         executor=text("--distributed-executor-backend"),
         dp_local=local_data_parallel(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),

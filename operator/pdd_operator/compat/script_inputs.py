@@ -55,7 +55,7 @@ from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
-from pdd_operator.vllm.script import Launch, _http_port, launches
+from pdd_operator.vllm.script import Launch, _http_port, docker_run, launches
 from pdd_operator.vllm.versions import RELEASE_NUMBER
 
 #: The formats whose vllm serve lines are read (:func:`pdd_operator.compat.text_inputs.text_format`).
@@ -135,7 +135,12 @@ def _container_image(group: list[Launch]) -> bool:
 
 
 def _image(wrapper: tuple[str, ...], text: str) -> str:
-    """The engine's image: ``srun --container-image=``, else a ``pip install vllm==X`` pin, else ``""``."""
+    """The engine's image: a ``docker run``'s image (the last word of ``wrapper``,
+    :func:`pdd_operator.vllm.script.docker_run`), ``srun --container-image=``, else a ``pip install vllm==X`` pin,
+    else ``""``."""
+    docker = docker_run(wrapper)
+    if docker is not None:
+        return "" if unknown_names(docker.image) else docker.image
     srun = _srun_words(wrapper) or []
     image = _option(srun, "", "--container-image")
     if image and not unknown_names(image):
@@ -190,7 +195,8 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     fmt = text_format(text)
     if fmt not in READ_FORMATS or not pd_marked(text):
         return None
-    found = launches(text, ContainerEnv())  # run as written: no variable of its own set beforehand
+    # run as written: no variable of its own set beforehand, and none a kubelet would add (it runs on a host)
+    found = launches(text, ContainerEnv(kubernetes=False))
     if not found:
         return None
     nodes = _SBATCH_NODES.search(text)
@@ -250,9 +256,11 @@ def _pasted_foreground(text: str, found: list[Launch]) -> bool:
     ``&`` anywhere in the script, no ``srun``. ``vllm serve`` runs until it is stopped, so run as written the second
     engine would only start once the first has exited: such a file is the command pair pasted in a bug report
     (vllm-project/vllm#22965: "Launch Prefiller" / "Launch Decoder", one per machine), each command run in its own
-    terminal, on one host or on two. Where each runs is then not known (never assumed shared)."""
+    terminal, on one host or on two. Where each runs is then not known (never assumed shared). A ``docker run -d``
+    returns once its container is started (Docker's "docker container run" reference, ``--detach``): engines
+    started so run side by side on the script's host, as ``&`` would."""
     return (len(found) > 1 and not _BACKGROUND.search(text)
-            and all(_srun_words(x.wrapper) is None for x in found))
+            and all(_srun_words(x.wrapper) is None and not ((d := docker_run(x.wrapper)) and d.detach) for x in found))
 
 
 def _least_gpus(group: list[Launch]) -> int | None:

@@ -53,13 +53,14 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "vllm/engine/arg_utils.py: no kda_prefill_backend in the 0.24.0 sdist; EngineArgs.kda_prefill_backend and "
         "its --kda-prefill-backend argument in the 0.32.0 wheel (the KDA linear-attention layers of Kimi-K3)"),
     "--kernel-config": AddedFlag(
-        (0, 14, 0), (0, 18, 0),
-        "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 sdist; EngineArgs.kernel_config in the 0.18.0 and "
-        "0.24.0 sdists"),
+        (0, 14, 0), (0, 16, 0),
+        "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 and 0.14.1 sdists; EngineArgs.kernel_config in the "
+        "0.16.0 (l.540), 0.18.0 and 0.24.0 sdists"),
     "--data-parallel-multi-port-external-lb": AddedFlag(
-        (0, 18, 0), (0, 24, 0),
-        "vllm/engine/arg_utils.py: no data_parallel_multi_port_external_lb in the 0.18.0 sdist; the flag and its -dpm "
-        "short option in the 0.24.0, 0.26.0, 0.30.0 sdists and the 0.32.0 wheel"),
+        (0, 21, 0), (0, 22, 0),
+        "vllm/engine/arg_utils.py: no data_parallel_multi_port_external_lb in the 0.18.0, 0.19.x, 0.20.x and 0.21.0 "
+        "sdists; the flag and its -dpm short option in the 0.22.0 (l.1049), 0.24.0, 0.26.0, 0.30.0 sdists and the "
+        "0.32.0 wheel"),
     **{short: AddedFlag(
         (0, 11, 0), (0, 11, 1),
         f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: --data-parallel-hybrid-lb and --data-parallel-external-lb "
@@ -73,14 +74,14 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         f"and every later sdist read")
        for short in ("-dpn", "-dpr", "-dpb")},
     "-dpm": AddedFlag(
-        (0, 18, 0), (0, 24, 0),
-        "vllm/engine/arg_utils.py: no -dpm (nor --data-parallel-multi-port-external-lb) in the 0.18.0 sdist; present "
-        "in the 0.24.0 sdist and the 0.32.0 wheel"),
+        (0, 21, 0), (0, 22, 0),
+        "vllm/engine/arg_utils.py: no -dpm (nor --data-parallel-multi-port-external-lb) in the 0.18.0-0.21.0 sdists; "
+        "present in the 0.22.0 (l.1049), 0.23.0 (l.1054) and 0.24.0 sdists and the 0.32.0 wheel"),
     **{flag: AddedFlag(
-        (0, 10, 1), (0, 11, 0),
+        (0, 10, 1), (0, 10, 2),
         "vllm/engine/arg_utils.py: no decode_context_parallel_size in the 0.10.0 wheel and the 0.10.1.1 sdist; "
-        "('--decode-context-parallel-size', '-dcp') in the 0.11.0, 0.11.1, 0.12.0, 0.14.0, 0.18.0 and 0.24.0 sdists "
-        "and the 0.32.0 wheel")
+        "('--decode-context-parallel-size', '-dcp') in the 0.10.2 (l.647), 0.11.0, 0.11.1, 0.12.0, 0.14.0, 0.18.0 and "
+        "0.24.0 sdists and the 0.32.0 wheel")
        for flag in ("--decode-context-parallel-size", "-dcp")},
     **{flag: AddedFlag(
         (0, 11, 1), (0, 12, 0),
@@ -106,9 +107,10 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "vllm/engine/arg_utils.py: no attention_config in the 0.12.0 sdist; ('--attention-config', '-ac') in the "
         "0.13.0 (l.1137), 0.14.0 (l.1171) and 0.34.0 sdists"),
     "-sc": AddedFlag(
-        (0, 18, 0), (0, 21, 0),
+        (0, 18, 0), (0, 19, 0),
         "vllm/engine/arg_utils.py: '--speculative-config' without '-sc' in the 0.18.0 sdist (l.1267); "
-        "('--speculative-config', '-sc') in the 0.21.0 (l.1417), 0.22.0, 0.23.0, 0.24.0 and 0.34.0 sdists"),
+        "('--speculative-config', '-sc') in the 0.19.0 (l.1304), 0.19.1, 0.20.x, 0.21.0 (l.1417), 0.22.0, 0.23.0, "
+        "0.24.0 and 0.34.0 sdists"),
     "-dc": AddedFlag(
         (0, 23, 0), (0, 24, 0),
         "vllm/engine/arg_utils.py: no diffusion_config in the 0.23.0 sdist; ('--diffusion-config', '-dc') in the "

@@ -202,12 +202,17 @@ class ContainerEnv:
             before (:mod:`pdd_operator.compat.config_refs`) and is not here.
         image: the image's own ``ENV`` as known (:func:`pdd_operator.vllm.image_env.image_env`): name -> value, or
             ``None`` where the image sets it to a value not known here; ``{}`` for an image whose ``ENV`` is not read.
+        kubernetes: the environment is a Kubernetes container's, so the platform adds variables beyond the manifest
+            (:data:`_INJECTED`: the kubelet's service variables, LeaderWorkerSet's); ``False`` for a script run on a
+            host (:mod:`pdd_operator.compat.script_inputs`), where no kubelet or LWS sets ``PREFILL_NIXL_SIDE_PORT``
+            and a ``${PREFILL_NIXL_SIDE_PORT:-5577}`` default is what the shell expands.
     """
 
     values: dict[str, str] = field(default_factory=dict)
     opaque: frozenset[str] = frozenset()
     sources: tuple[tuple[str, str], ...] = ()
     image: dict[str, str | None] = field(default_factory=dict)
+    kubernetes: bool = True
 
     @property
     def open(self) -> bool:
@@ -253,7 +258,7 @@ class ContainerEnv:
         """A variable's value for the kubelet's ``$(VAR)``: literal, :func:`unknown`, or ``None`` (not defined)."""
         if name in self.values:
             return self.values[name]
-        if name in self.opaque or self.may_define(name) or _INJECTED.match(name):
+        if name in self.opaque or self.may_define(name) or (self.kubernetes and _INJECTED.match(name)):
             return unknown(name)
         return None
 
@@ -290,4 +295,4 @@ class ContainerEnv:
         does not add it (the kubelet's service variables, LWS's), and the image's ``ENV`` does not set it as far as
         known (:attr:`image`; an image whose ``ENV`` is not read is taken not to set a name its script defaults)."""
         return (name not in self.values and name not in self.opaque and not self.may_define(name)
-                and not _INJECTED.match(name) and name not in self.image)
+                and not (self.kubernetes and _INJECTED.match(name)) and name not in self.image)

@@ -9,7 +9,7 @@ parser stops with ``unrecognized arguments`` and the server never starts.
 
 Releases read (sdists, ``vllm/engine/arg_utils.py``, ``vllm/entrypoints/openai/cli_args.py``, ``vllm/entrypoints/cli``):
 :data:`RELEASES_READ`. A flag's removal is dated by the first release read without it; an unread release between the
-last one with it and that one (0.10.2, 0.15.x, 0.19.x-0.20.x) is not judged.
+last one with it and that one (0.15.x; patch releases such as 0.14.1 or 0.17.1) is not judged.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pdd_operator.vllm.versions import Version
 
 #: The vLLM releases whose parsers were read for :data:`READ_REMOVALS`.
 RELEASES_READ: tuple[Version, ...] = (
-    (0, 10, 1), (0, 11, 0), (0, 11, 1), (0, 12, 0), (0, 13, 0), (0, 14, 0), (0, 16, 0), (0, 17, 0), (0, 18, 0),
-    (0, 21, 0), (0, 22, 0), (0, 23, 0), (0, 24, 0), (0, 25, 0), (0, 26, 0), (0, 27, 0), (0, 28, 0), (0, 29, 0),
-    (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0), (0, 34, 0),
+    (0, 10, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1), (0, 12, 0), (0, 13, 0), (0, 14, 0), (0, 16, 0), (0, 17, 0),
+    (0, 18, 0), (0, 19, 0), (0, 19, 1), (0, 20, 0), (0, 20, 1), (0, 20, 2), (0, 21, 0), (0, 22, 0), (0, 23, 0),
+    (0, 24, 0), (0, 25, 0), (0, 26, 0), (0, 27, 0), (0, 28, 0), (0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0),
+    (0, 33, 0), (0, 34, 0),
 )
 
 _STRUCTURED = "--structured-outputs-config '{\"backend\": ...}' and its fields"
@@ -28,13 +29,13 @@ _EPLB = "--eplb-config '{...}' (num_redundant_experts, window_size, step_interva
 
 #: Long flag -> (last release read that defines it, first release read that does not, what to use instead).
 READ_REMOVALS: dict[str, tuple[Version, Version, str]] = {
-    "--scheduler-delay-factor": ((0, 10, 1), (0, 11, 0), "no replacement: a V0 scheduler option"),
-    "--enable-prompt-adapter": ((0, 10, 1), (0, 11, 0), "no replacement: prompt adapters left with the V0 engine"),
-    "--override-neuron-config": ((0, 10, 1), (0, 11, 0), "no replacement in vLLM itself"),
-    "--max-seq-len-to-capture": ((0, 10, 1), (0, 11, 0),
+    "--scheduler-delay-factor": ((0, 10, 2), (0, 11, 0), "no replacement: a V0 scheduler option"),
+    "--enable-prompt-adapter": ((0, 10, 1), (0, 10, 2), "no replacement: prompt adapters left with the V0 engine"),
+    "--override-neuron-config": ((0, 10, 1), (0, 10, 2), "no replacement in vLLM itself"),
+    "--max-seq-len-to-capture": ((0, 10, 2), (0, 11, 0),
                                  "CUDA graph sizes come from --compilation-config (max_cudagraph_capture_size)"),
-    "--preemption-mode": ((0, 10, 1), (0, 11, 0), "no replacement: the V1 engine preempts by recomputation"),
-    "--disable-async-output-proc": ((0, 10, 1), (0, 11, 0), "no replacement: a V0 option"),
+    "--preemption-mode": ((0, 10, 2), (0, 11, 0), "no replacement: the V1 engine preempts by recomputation"),
+    "--disable-async-output-proc": ((0, 10, 2), (0, 11, 0), "no replacement: a V0 option"),
     "--enable-lora-bias": ((0, 11, 0), (0, 11, 1), "no replacement: LoRA bias support was dropped"),
     "--rope-scaling": ((0, 11, 0), (0, 11, 1), "set RoPE parameters through --hf-overrides"),
     "--rope-theta": ((0, 11, 0), (0, 11, 1), "set RoPE parameters through --hf-overrides"),

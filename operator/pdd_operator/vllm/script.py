@@ -58,7 +58,7 @@ import ast
 import fnmatch
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -699,6 +699,16 @@ class _Shell:
             self.evaluate(words[words.index("eval") + 1:])
             self.outer_line = saved_line
             return
+        docker = docker_run(words, lambda name: self.environment().get(name))
+        if docker is not None:
+            # a container the script starts: its command is the engine's, its environment only what -e gives it; read
+            # where it shares the host's network (ports and addresses as a host process's), else left unread
+            entry = entry_point(docker.command)
+            if entry and docker.host_network and not docker.env_file:
+                self.launches.append(Launch(tuple(entry), dict(docker.env), self.outer_line or node.start_point[0] + 1,
+                                            wrapper=tuple(self.outer + words[:docker.image_at + 1]),
+                                            repeats=self.repeats))
+            return
         entry = entry_point(words)
         run = words[1:] if words[0] in ("exec", "nohup") else words
         if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
@@ -1179,6 +1189,99 @@ def _ssh_command(words: list[str]) -> tuple[int, str] | None:
     if i + 1 >= len(words):
         return None
     return i + 1, " ".join(words[i + 1:])
+
+
+#: ``docker run`` / ``podman run`` options that take a value (Docker 27 ``docker run --help``, Podman 5
+#: ``podman-run(1)``); every other option is a switch (``-d``, ``--rm``, ``--privileged``, ``-it``).
+_DOCKER_VALUE_OPTIONS = frozenset((
+    "-a", "--attach", "--add-host", "--annotation", "--blkio-weight", "--blkio-weight-device", "--cap-add",
+    "--cap-drop", "--cgroup-parent", "--cgroupns", "--cidfile", "--cpu-period", "--cpu-quota", "--cpu-rt-period",
+    "--cpu-rt-runtime", "-c", "--cpu-shares", "--cpus", "--cpuset-cpus", "--cpuset-mems", "--detach-keys", "--device",
+    "--device-cgroup-rule", "--device-read-bps", "--device-read-iops", "--device-write-bps", "--device-write-iops",
+    "--dns", "--dns-option", "--dns-search", "--domainname", "--entrypoint", "-e", "--env", "--env-file", "--expose",
+    "--gpus", "--group-add", "--health-cmd", "--health-interval", "--health-retries", "--health-start-interval",
+    "--health-start-period", "--health-timeout", "-h", "--hostname", "--ip", "--ip6", "--ipc", "--isolation",
+    "--kernel-memory", "-l", "--label", "--label-file", "--link", "--link-local-ip", "--log-driver", "--log-opt",
+    "--mac-address", "-m", "--memory", "--memory-reservation", "--memory-swap", "--memory-swappiness", "--mount",
+    "--name", "--network", "--net", "--network-alias", "--net-alias", "--oom-score-adj", "--pid", "--pids-limit",
+    "--platform", "-p", "--publish", "--pull", "--restart", "--runtime", "--security-opt", "--shm-size",
+    "--stop-signal", "--stop-timeout", "--storage-opt", "--sysctl", "--tmpfs", "-u", "--user", "--ulimit", "--userns",
+    "--uts", "-v", "--volume", "--volume-driver", "--volumes-from", "-w", "--workdir",
+))
+
+
+@dataclass(frozen=True)
+class DockerRun:
+    """A ``docker run`` (``podman run``, ``docker container run``) command, read as Docker runs it (Docker's "docker
+    container run" reference): the options up to the image, the image, and the command the container runs.
+
+    Attributes:
+        image_at: the index of the image among the command's words (its options are the words before it).
+        image: the image.
+        command: the container's command: ``--entrypoint`` (one word, as Docker takes it) then the words after the
+            image; without ``--entrypoint``, the words after the image (the image's own ENTRYPOINT, not read here,
+            comes first).
+        entrypoint: whether ``--entrypoint`` was given.
+        env: the container's environment from ``-e NAME=value`` / ``--env``; ``-e NAME`` passes this shell's
+            ``NAME`` (its value from ``shell_value``, unknown where the script does not set it). The shell's other
+            variables do not reach the container.
+        env_file: an ``--env-file`` is given (its variables are not in the script).
+        host_network: ``--network host`` (``--net=host``): the container shares the host's ports and addresses.
+        detach: ``-d`` / ``--detach`` (alone or among switches, ``-dit``): ``docker run`` returns once the container
+            is started, as a command run with ``&`` would, and the container runs on.
+    """
+
+    image_at: int
+    image: str
+    command: tuple[str, ...]
+    entrypoint: bool
+    env: dict[str, str]
+    env_file: bool
+    host_network: bool
+    detach: bool = False
+
+
+def docker_run(words: Sequence[str], shell_value: Callable[[str], str | None] = lambda name: None) -> DockerRun | None:
+    """``words`` (expanded) read as :class:`DockerRun`, or ``None`` for another command or a ``docker run`` without
+    an image. ``shell_value(NAME)``: this shell's value of an exported ``NAME`` (``-e NAME`` copies it), ``None``
+    when the script does not set it."""
+    start = next((i for i, w in enumerate(words[:3]) if w.rsplit("/", 1)[-1] in ("docker", "podman")), None)
+    if start is None:
+        return None
+    rest = list(words[start + 1:])
+    if rest[:2] == ["container", "run"]:
+        rest = rest[1:]
+    if rest[:1] != ["run"]:
+        return None
+    i, base = 1, len(words) - len(rest)
+    options: list[tuple[str, str | None]] = []
+    while i < len(rest) and rest[i].startswith("-") and rest[i] != "--":
+        name, eq, value = rest[i].partition("=")
+        if eq or name not in _DOCKER_VALUE_OPTIONS:
+            options.append((name, value if eq else None))
+            i += 1
+        else:
+            options.append((name, rest[i + 1] if i + 1 < len(rest) else None))
+            i += 2
+    if i < len(rest) and rest[i] == "--":
+        i += 1
+    if i >= len(rest):
+        return None
+    env: dict[str, str] = {}
+    for name, value in options:
+        if name in ("-e", "--env") and value is not None:
+            key, eq, val = value.partition("=")
+            if eq:
+                env[key] = val
+            elif (known := shell_value(key)) is not None:
+                env[key] = known
+            else:
+                env[key] = unknown(key)
+    entry = next((value for name, value in reversed(options) if name == "--entrypoint"), None)
+    network = next((value for name, value in reversed(options) if name in ("--network", "--net")), None)
+    return DockerRun(base + i, rest[i], tuple(([entry] if entry else []) + rest[i + 1:]), entry is not None, env,
+                     any(name == "--env-file" for name, _ in options), network == "host",
+                     any(name == "--detach" or re.fullmatch(r"-[ditP]*d[ditP]*", name) for name, _ in options))
 
 
 def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:

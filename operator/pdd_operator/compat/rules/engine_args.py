@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pdd_operator.compat.data_parallel import LB_MODE_FLAGS, lb_mode_conflict
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.added_flags import ADDED_FLAGS
@@ -114,6 +115,42 @@ def _choice_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return out
 
 
+def _dp_lb_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The finding for a ``vllm serve`` command line that selects more than one data-parallel load-balancing mode
+    (:func:`~pdd_operator.compat.data_parallel.lb_mode_conflict`): an error on a release read that refuses it, a
+    warning on 0.15.x (not read, between 0.14.x without the check and 0.16.0 with it) or on an unknown version
+    unless ``--data-parallel-multi-port-external-lb`` is among them (every release that has that flag refuses);
+    ``[]`` otherwise."""
+    if not role.dp_lb or not any(role.dp_lb):
+        return []
+    switches, ranks = role.dp_lb
+    newest = lb_mode_conflict(switches, ranks, (0, 34, 0))
+    if role.version is not None and not (0, 15, 0) <= role.version < (0, 16, 0):
+        modes, certain = lb_mode_conflict(switches, ranks, role.version), True
+    else:
+        modes = newest or lb_mode_conflict(switches, ranks, (0, 16, 0))
+        certain = role.version is None and "multi-port" in newest
+    if not modes:
+        return []
+    given = ", ".join(f for m in modes for f in LB_MODE_FLAGS[m] if (f in switches or f in ranks) and not (
+        f == "--data-parallel-start-rank" and "--data-parallel-hybrid-lb" in switches))
+    where = f"vLLM {fmt(role.version)}'s" if role.version is not None else "vllm serve's"
+    raised = ("more than one data parallel load balancing mode" if role.version is None or role.version >= (0, 22, 0)
+              else "both external and hybrid data parallel load balancing modes")
+    message = (f"{role.role}: {given} select {' and '.join(modes)} data-parallel load balancing together; {where} "
+               f"serve command (vllm/entrypoints/cli/serve.py) raises 'Cannot use {raised}' and the {role.role} "
+               "server never starts.")
+    fix = fix_for(pair, f"Keep one load-balancing mode in spec.{role.role}.extraArgs.",
+                  f"Keep one data-parallel load-balancing mode on the {role.role} container's command line (drop "
+                  "--data-parallel-hybrid-lb where --data-parallel-multi-port-external-lb or --data-parallel-rank "
+                  "is given).")
+    if certain:
+        return [(message, fix)]
+    why = ("this engine's vLLM version is unknown: releases up to 0.14.x accept it" if role.version is None
+           else f"vLLM {fmt(role.version)} was not read (0.14.x accepts it, 0.16.0 refuses it)")
+    return [(message + f" Whether it does here was not settled ({why}), so this is a warning.", fix, "warning")]
+
+
 @rule(
     id="engine-args-invalid", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
@@ -121,18 +158,23 @@ def _choice_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
             "0.13.0-0.34.0, extra fields forbidden from 0.16.0) and --compilation-config pass_config keys against its "
             "PassConfig (0.10.1.1-0.34.0, forbidden from 0.13.0): pdd_operator/vllm/config_fields.py; values of "
             "Literal-typed flags against the release's argparse choices (vllm/engine/arg_utils.py literal_to_kwargs; "
-            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py"),
+            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; vllm serve's "
+            "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
+            "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py"),
     without_connector=True,
     example="--attention-config '{\"use_trtllm_ragged_deepseek_prefill\": true}' on vllm-runtime:1.3.0 (vLLM 0.23.0)",
 )
 def check_engine_args(pair: PDPair) -> list[Violation]:
     """The engine arguments can be read (``--attention-config`` and ``pass_config`` hold only fields their release
-    defines, and a flag whose values the parser takes as choices gets one its release lists:
-    ``--prefix-caching-hash-algo builtin`` ends with 0.10.1.1)."""
+    defines, a flag whose values the parser takes as choices gets one its release lists:
+    ``--prefix-caching-hash-algo builtin`` ends with 0.10.1.1, and ``vllm serve`` selects one data-parallel
+    load-balancing mode at most: ``--data-parallel-multi-port-external-lb`` with ``--data-parallel-hybrid-lb`` stops
+    it from 0.22.0)."""
     out: list[Violation] = [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
     for r in pair.roles:
         out.extend(_config_field_violations(pair, r))
         out.extend(_choice_violations(pair, r))
+        out.extend(_dp_lb_violations(pair, r))
     return out
 
 
@@ -243,13 +285,14 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
             "the additions in pdd_operator/vllm/added_flags.py ADDED_FLAGS, each read in vllm/engine/arg_utils.py of "
             "the release without it and one with it (-dph, -dpe: absent in 0.11.0, present from 0.11.1; -dpn, -dpr, "
             "-dpb: absent in 0.9.0, present from 0.10.0; -ep: "
-            "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.18.0, present in 0.24.0; -dcp and "
-            "--decode-context-parallel-size: absent in 0.10.1.1, present in 0.11.0; -pcp and "
+            "absent in 0.13.0, present in 0.14.0; -dpm: absent in 0.21.0, present in 0.22.0; -dcp and "
+            "--decode-context-parallel-size: absent in 0.10.1.1, present in 0.10.2; -pcp and "
             "--prefill-context-parallel-size: absent in 0.11.1, present in 0.12.0; -cc: absent in 0.11.1, present in "
-            "0.12.0; -ac: absent in 0.12.0, present in 0.13.0; -sc: absent in 0.18.0, present in 0.21.0; -dc: absent "
+            "0.12.0; -ac: absent in 0.12.0, present in 0.13.0; -sc: absent in 0.18.0, present in 0.19.0; -dc: absent "
             "in 0.23.0, present in 0.24.0; -tp, -pp, -dp, -dpl, -dpa, -dpp, -q, -O: in every release "
             "read) and the long flags read release by release in the sdists 0.10.1.1-0.34.0 (added_flags_read.py "
-            "READ_ADDITIONS: --mm-encoder-tp-mode from 0.11.0, --kv-cache-dtype-skip-layers from 0.21.0, ...)"),
+            "READ_ADDITIONS: --mm-encoder-tp-mode from 0.10.2, --enable-dbo from 0.11.0, --kv-cache-dtype-skip-layers "
+            "from 0.19.0, ...)"),
     without_connector=True,
     example="-dph on vllm/vllm-openai:v0.11.0",
 )
