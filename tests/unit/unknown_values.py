@@ -12,6 +12,12 @@ A site is one place a value is written in an engine container:
   a script's unknown branch leaves (:func:`pdd_operator.vllm.script._merged_launch`);
 - an ``env`` entry's literal ``value``: replaced by a ``valueFrom.secretKeyRef``.
 
+A Docker Compose service (``services.<name>`` of a Compose document) takes the same sites in Compose's own form:
+Compose interpolates ``${PDD_UNKNOWN}`` in every value from the shell that runs ``docker compose`` (Compose
+specification ``12-interpolation.md``), which is not in the files, so the value is unknown without a Secret; the
+kubelet's ``$(PDD_UNKNOWN)`` means nothing to Compose and a service has no ``env`` key. Its ``environment`` values
+(a map, or ``NAME=value`` items) are sites too.
+
 Sites are enumerated in a fixed order, so a failure names its case and site.
 """
 
@@ -88,12 +94,13 @@ def _runs_shell(container: dict) -> tuple[str, int] | None:
     return None
 
 
-def _script_sites(path: tuple, key: str, index: int, script: str) -> Iterator[Site]:
+def _script_sites(path: tuple, key: str, index: int, script: str, compose: bool) -> Iterator[Site]:
     def edit(start: int, end: int, text: str) -> Callable[[list], None]:
         def mutate(docs: list) -> None:
             c = _at(docs, path)
             c[key][index] = c[key][index][:start] + text + c[key][index][end:]
-            _with_secret(c)
+            if not compose:  # in a Compose file the shell running compose sets (or not) ${VAR}: no Secret
+                _with_secret(c)
         return mutate
 
     bools = {m.start(): m for m in _SCRIPT_BOOL.finditer(script)}
@@ -107,12 +114,15 @@ def _script_sites(path: tuple, key: str, index: int, script: str) -> Iterator[Si
         yield Site(f"script model {m.group(2)[:40]!r}", edit(m.start(2), m.end(2), f'"${{{VAR}}}"'))
 
 
-def _list_sites(path: tuple, container: dict) -> Iterator[Site]:
+def _list_sites(path: tuple, container: dict, compose: bool) -> Iterator[Site]:
+    ref = f"${{{VAR}}}" if compose else f"$({VAR})"
+
     def edit(key: str, index: int, text: str) -> Callable[[list], None]:
         def mutate(docs: list) -> None:
             c = _at(docs, path)
             c[key][index] = text
-            _with_secret(c)
+            if not compose:
+                _with_secret(c)
         return mutate
 
     words = [(k, i, w) for k in ("command", "args") for i, w in enumerate(container.get(k) or [])]
@@ -120,16 +130,16 @@ def _list_sites(path: tuple, container: dict) -> Iterator[Site]:
         nxt = words[j + 1] if j + 1 < len(words) else None
         name, eq, _ = word.partition("=")
         if word == "serve" and nxt and not nxt[2].startswith("-"):
-            yield Site(f"model {nxt[2]!r}", edit(nxt[0], nxt[1], f"$({VAR})"))
+            yield Site(f"model {nxt[2]!r}", edit(nxt[0], nxt[1], ref))
         if not name.startswith("--"):
             continue
         base = "--" + name[5:] if name.startswith("--no-") else name
         if base in _BOOL_FLAGS and not eq:
-            yield Site(f"boolean {word}", edit(key, index, f"{base}=$({VAR})"))
+            yield Site(f"boolean {word}", edit(key, index, f"{base}={ref}"))
         elif eq:
-            yield Site(f"{name}={word[len(name) + 1:][:40]!r}", edit(key, index, f"{name}=$({VAR})"))
+            yield Site(f"{name}={word[len(name) + 1:][:40]!r}", edit(key, index, f"{name}={ref}"))
         elif nxt and not nxt[2].startswith("-"):
-            yield Site(f"{name} {nxt[2][:40]!r}", edit(nxt[0], nxt[1], f"$({VAR})"))
+            yield Site(f"{name} {nxt[2][:40]!r}", edit(nxt[0], nxt[1], ref))
 
 
 def _env_sites(path: tuple, container: dict) -> Iterator[Site]:
@@ -144,17 +154,49 @@ def _env_sites(path: tuple, container: dict) -> Iterator[Site]:
         yield Site(f"env {var['name']}={str(var['value'])[:40]!r}", mutate)
 
 
+def _compose_env_sites(path: tuple, service: dict) -> Iterator[Site]:
+    """The literal ``environment`` values of a Compose service (a map, or ``NAME=value`` items), each made
+    ``${PDD_UNKNOWN}``."""
+    env = service.get("environment")
+    items = env.items() if isinstance(env, dict) else enumerate(env) if isinstance(env, list) else ()
+    for key, item in items:
+        if isinstance(env, dict):
+            if item is None or "$" in str(item):
+                continue
+            name, value = key, item
+        else:
+            name, eq, value = str(item).partition("=")
+            if not eq or "$" in value:
+                continue
+
+        def mutate(docs: list, key=key, name=name) -> None:
+            e = _at(docs, path)["environment"]
+            e[key] = f"${{{VAR}}}" if isinstance(e, dict) else f"{name}=${{{VAR}}}"
+
+        yield Site(f"environment {name}={str(value)[:40]!r}", mutate)
+
+
+def _is_compose_service(doc: object, path: tuple) -> bool:
+    """``path`` (from the document's index) is ``(d, "services", name)`` of a Docker Compose document (a top-level
+    ``services`` map, no Kubernetes ``apiVersion``/``kind``)."""
+    return (isinstance(doc, dict) and isinstance(doc.get("services"), dict) and "apiVersion" not in doc
+            and "kind" not in doc and len(path) == 3 and path[1] == "services")
+
+
 def sites(docs: list) -> list[Site]:
-    """Every value of ``docs`` (parsed YAML documents) that can be made unknown, in document order."""
+    """Every value of ``docs`` (parsed YAML documents) that can be made unknown, in document order: in
+    Kubernetes' form (``$(PDD_UNKNOWN)`` from a Secret variable), or in Compose's (``${PDD_UNKNOWN}`` from the shell)
+    for a Compose service."""
     out: list[Site] = []
     for d, doc in enumerate(docs):
         for path, container in _containers(doc, (d,)):
+            compose = _is_compose_service(doc, path)
             script = _runs_shell(container)
             if script:
                 key, index = script
                 if index < len(container.get(key) or []):
-                    out += _script_sites(path, key, index, container[key][index])
+                    out += _script_sites(path, key, index, container[key][index], compose)
             else:
-                out += _list_sites(path, container)
-            out += _env_sites(path, container)
+                out += _list_sites(path, container, compose)
+            out += _compose_env_sites(path, container) if compose else _env_sites(path, container)
     return out
