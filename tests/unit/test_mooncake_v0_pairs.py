@@ -1,0 +1,141 @@
+"""Kinds the "not checked" verdicts of held-out sets 40, 61 and 62 hid where vLLM's code decides (issue 9).
+
+- MooncakeConnector pairs (compat/rules/mooncake.py): a pair of both roles on vLLM's V1 MooncakeConnector of a release
+  whose connector was read (0.13.0-0.24.x) is judged by the engine-alone rules and the mooncake-* rules, ok where none
+  fails, instead of "not checked". 0.13.0-0.18.x push KV with the prefill's own block_len to the decode's addresses
+  (mooncake_connector.py 0.13.0 lines 612-660, 0.16.0 lines 836-882): heterogeneous TP whose ranks hold different KV
+  heads and KV caches of different element widths corrupt the decode's blocks; 0.13.0-0.14.1 send decode rank i to
+  prefill rank i only (group_kv_pull, 0.13.0 line 857). 0.19.0 is the 0.19.1 connector (the validating sender).
+- V0-only connectors (PyNcclConnector, MooncakeConnector = V0 SimpleConnector, LMCacheConnector,
+  MooncakeStoreConnector) on 0.9.0-0.10.0: the V1 engine's KVConnectorFactory.create_connector_v1 asserts a
+  KVConnectorBase_V1 (kv_connector/factory.py 0.9.0 lines 52-72, 0.9.1-0.10.0 lines 53-73): the engine fails at start.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_script_inputs import _check, _errors
+
+MC = "MooncakeConnector"
+
+
+def _kv(connector: str, role: str) -> str:
+    return json.dumps({"kv_connector": connector, "kv_role": role})
+
+
+def _mooncake_script(vllm: str, model: str = "Qwen/Qwen2.5-7B-Instruct", p_flags: str = "", d_flags: str = "",
+                     p_gpus: str = "0", d_gpus: str = "1") -> str:
+    return f"""#!/bin/bash
+pip install vllm=={vllm} mooncake-transfer-engine
+CUDA_VISIBLE_DEVICES={p_gpus} vllm serve {model} --port 8100 {p_flags} \\
+    --kv-transfer-config '{_kv(MC, "kv_producer")}' &
+CUDA_VISIBLE_DEVICES={d_gpus} vllm serve {model} --port 8200 {d_flags} \\
+    --kv-transfer-config '{_kv(MC, "kv_consumer")}' &
+python toy_proxy_server.py --port 8000 --prefiller-hosts 127.0.0.1 --prefiller-ports 8100 \\
+    --decoder-hosts 127.0.0.1 --decoder-ports 8200
+"""
+
+
+def _deployments(image: str, model: str = "Qwen/Qwen2.5-7B-Instruct", p_flags: str = "", d_flags: str = "",
+                 connector: str = MC) -> str:
+    docs = []
+    for role, kv_role, flags in (("prefill", "kv_producer", p_flags), ("decode", "kv_consumer", d_flags)):
+        args = ["serve", model, "--port", "8000", *flags.split(), "--kv-transfer-config", _kv(connector, kv_role)]
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"qwen-{role}"}, "spec": {
+            "replicas": 1, "selector": {"matchLabels": {"app": f"qwen-{role}"}},
+            "template": {"metadata": {"labels": {"app": f"qwen-{role}", "llm-d.ai/role": role}}, "spec": {
+                "containers": [{"name": "vllm", "image": image, "command": ["vllm"], "args": args,
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+    return "\n---\n".join(json.dumps(d) for d in docs)
+
+
+def _not_checked(out: dict) -> bool:
+    return bool(out.get("notChecked"))
+
+
+# --- a valid Mooncake pair is judged (ok), not "not checked" ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("vllm", "model"), [
+    ("0.13.0", "Qwen/Qwen2.5-7B-Instruct"),   # set 62's entry: the first V1 MooncakeConnector
+    ("0.14.1", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("0.18.0", "Qwen/Qwen3-8B"),
+    ("0.20.0", "Qwen/Qwen2.5-7B-Instruct"),
+    ("0.24.0", "meta-llama/Llama-3.1-8B-Instruct"),
+])
+def test_valid_mooncake_script_pair_is_ok(tmp_path, capsys, vllm, model):
+    code, out = _check(tmp_path, capsys, _mooncake_script(vllm, model))
+    assert code == 0 and not _errors(out) and not _not_checked(out), out
+
+
+@pytest.mark.parametrize("tag", ["v0.18.0", "v0.20.0", "v0.22.0"])
+def test_valid_mooncake_deployment_pair_is_ok(tmp_path, capsys, tag):
+    code, out = _check(tmp_path, capsys, _deployments(f"vllm/vllm-openai:{tag}"), "pair.yaml")
+    assert code == 0 and not _errors(out) and not _not_checked(out), out
+
+
+@pytest.mark.parametrize(("image", "model", "p_flags", "d_flags"), [
+    ("vllm/vllm-openai:v0.14.0", "Qwen/Qwen2.5-7B-Instruct", "", ""),      # no mooncake package in the image
+    ("vllm/vllm-openai:v0.26.0", "Qwen/Qwen2.5-7B-Instruct", "", ""),      # a connector not read
+    ("vllm/vllm-openai:v0.20.0", "Qwen/Qwen2.5-7B-Instruct", "--block-size 16", "--block-size 32"),  # not derived
+    ("vllm/vllm-openai:v0.20.0", "Qwen/Qwen3-Next-80B-A3B-Instruct", "", ""),  # hybrid: not read
+])
+def test_mooncake_pair_outside_what_was_read_stays_not_checked(tmp_path, capsys, image, model, p_flags, d_flags):
+    code, out = _check(tmp_path, capsys, _deployments(image, model, p_flags, d_flags), "pair.yaml")
+    assert code == 3 and _not_checked(out) and not _errors(out), out
+
+
+def test_nixl_rules_do_not_judge_a_mooncake_pair(tmp_path, capsys):
+    # a NIXL pair with the decode's side channel unset etc. would draw NIXL findings; the Mooncake pair of the same
+    # engines draws none of the NIXL rules (only engine-alone and mooncake-* rules run)
+    code, out = _check(tmp_path, capsys, _mooncake_script("0.20.0", p_flags="--tensor-parallel-size 1",
+                                                           d_flags="--tensor-parallel-size 4", d_gpus="1,2,3,4"))
+    rules = {f["rule"] for r in out["results"] for f in r["findings"]}
+    assert code == 0 and not any(rule.startswith(("nixl", "side-channel", "hetero-tp-")) for rule in rules), out
+
+
+# --- heterogeneous TP before 0.19.0 -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("vllm", "model", "p_tp", "d_tp"), [
+    ("0.13.0", "Qwen/Qwen2.5-7B-Instruct", 2, 1),          # set 62's entry: prefill rank 1 unasked, wrong block_len
+    ("0.14.0", "Qwen/Qwen2.5-7B-Instruct", 1, 2),          # decode rank 1 asks a port no prefill rank binds
+    ("0.16.0", "meta-llama/Llama-3.1-8B-Instruct", 2, 1),  # topology mapping, still the local block_len
+    ("0.18.0", "meta-llama/Llama-3.1-8B-Instruct", 1, 2),
+])
+def test_mooncake_hetero_tp_before_0190_is_an_error(tmp_path, capsys, vllm, model, p_tp, d_tp):
+    gpus = {1: "0", 2: "0,1"}
+    text = _mooncake_script(vllm, model, f"--tensor-parallel-size {p_tp}", f"--tensor-parallel-size {d_tp}",
+                            gpus[p_tp], {1: "2", 2: "2,3"}[d_tp])
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 1 and "mooncake-hetero-tp-unsupported" in _errors(out), out
+
+
+@pytest.mark.parametrize("vllm", ["0.19.0", "0.20.0"])
+def test_mooncake_divisible_hetero_tp_from_0190_is_ok(tmp_path, capsys, vllm):
+    text = _mooncake_script(vllm, "Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size 2", "", "0,1", "2")
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 0 and not _errors(out), out
+
+
+def test_mooncake_indivisible_tp_from_0160(tmp_path, capsys):
+    text = _mooncake_script("0.16.0", "Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size 2",
+                            "--tensor-parallel-size 3", "0,1", "2,3,4")
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 1 and "mooncake-tp-indivisible" in _errors(out), out
+
+
+# --- KV element width before 0.19.0 -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("vllm", "p_flags", "d_flags"), [
+    ("0.13.0", "", "--kv-cache-dtype fp8"),                 # set 62's entry
+    ("0.16.0", "--kv-cache-dtype fp8", "--kv-cache-dtype bfloat16"),
+    ("0.18.0", "--kv-cache-dtype fp8_e4m3", ""),
+])
+def test_mooncake_kv_width_before_0190_is_an_error(tmp_path, capsys, vllm, p_flags, d_flags):
+    code, out = _check(tmp_path, capsys, _mooncake_script(vllm, "meta-llama/Llama-3.1-8B-Instruct", p_flags, d_flags))
+    assert code == 1 and "mooncake-kv-region-length" in _errors(out), out
