@@ -139,3 +139,67 @@ def test_mooncake_indivisible_tp_from_0160(tmp_path, capsys):
 def test_mooncake_kv_width_before_0190_is_an_error(tmp_path, capsys, vllm, p_flags, d_flags):
     code, out = _check(tmp_path, capsys, _mooncake_script(vllm, "meta-llama/Llama-3.1-8B-Instruct", p_flags, d_flags))
     assert code == 1 and "mooncake-kv-region-length" in _errors(out), out
+
+
+# --- V0-only connectors on the V1 engine of 0.9.0-0.10.0 --------------------------------------------------------------
+
+V0 = "kv-connector-v0-only"
+
+
+def _v0_script(vllm: str, connector: str, env: str = "", model: str = "Qwen/Qwen3-8B", flags: str = "",
+               multi: bool = False) -> str:
+    def kv(role: str, rank: int) -> str:
+        own = {"kv_connector": connector, "kv_role": role, "kv_rank": rank, "kv_parallel_size": 2,
+               "kv_buffer_size": 5e9}
+        if multi:
+            own = {"kv_connector": "MultiConnector", "kv_role": role, "kv_connector_extra_config": {
+                "connectors": [{"kv_connector": "NixlConnector", "kv_role": role}, own]}}
+        return json.dumps(own)
+    return f"""#!/bin/bash
+pip install vllm=={vllm}
+{env} CUDA_VISIBLE_DEVICES=0 vllm serve {model} --port 8100 {flags} --kv-transfer-config '{kv("kv_producer", 0)}' &
+{env} CUDA_VISIBLE_DEVICES=1 vllm serve {model} --port 8200 {flags} --kv-transfer-config '{kv("kv_consumer", 1)}' &
+"""
+
+
+def _findings(out: dict) -> dict[str, str]:
+    return {f["rule"]: f["severity"] for r in out["results"] for f in r["findings"]}
+
+
+@pytest.mark.parametrize(("vllm", "connector", "env", "model"), [
+    ("0.9.2", "PyNcclConnector", "", "Qwen/Qwen3-8B"),                     # set 61's entry, VLLM_USE_V1 unset
+    ("0.9.0", "PyNcclConnector", "VLLM_USE_V1=1", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("0.9.1", "LMCacheConnector", "", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("0.10.0", "MooncakeStoreConnector", "VLLM_USE_V1=1", "Qwen/Qwen3-8B"),
+    ("0.10.0", "MooncakeConnector", "", "Qwen/Qwen3-8B"),                  # the V0 SimpleConnector's other name
+])
+def test_v0_connector_on_the_v1_engine_is_an_error(tmp_path, capsys, vllm, connector, env, model):
+    code, out = _check(tmp_path, capsys, _v0_script(vllm, connector, env, model))
+    assert code == 1 and V0 in _errors(out), out
+
+
+def test_v0_connector_as_a_multiconnector_child_is_an_error(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _v0_script("0.9.2", "LMCacheConnector", multi=True))
+    assert code == 1 and V0 in _errors(out), out
+
+
+@pytest.mark.parametrize(("vllm", "connector"), [("0.9.2", "PyNcclConnector"), ("0.10.0", "LMCacheConnector")])
+def test_v0_connector_on_the_v0_engine_is_not_refused(tmp_path, capsys, vllm, connector):
+    code, out = _check(tmp_path, capsys, _v0_script(vllm, connector, "VLLM_USE_V1=0"))
+    assert code == 3 and V0 not in _findings(out) and out["notChecked"], out
+
+
+@pytest.mark.parametrize(("env", "flags", "model"), [
+    ("", "--preemption-mode swap", "Qwen/Qwen3-8B"),          # the oracle's V0 fallback may apply
+    ("", "", "example/private-model"),                        # whether the model runs on V1 is not known
+])
+def test_v0_connector_where_the_engine_may_fall_back_is_not_an_error(tmp_path, capsys, env, flags, model):
+    code, out = _check(tmp_path, capsys, _v0_script("0.9.2", "PyNcclConnector", env, model, flags))
+    assert V0 not in _errors(out) and code == 3, out
+
+
+@pytest.mark.parametrize(("vllm", "connector"), [("0.10.1.1", "PyNcclConnector"), ("0.9.2", "LMCacheConnectorV1")])
+def test_v0_rule_controls(tmp_path, capsys, vllm, connector):
+    # from 0.10.1 the name is unregistered (another rule); a V1 connector is no V0 one
+    code, out = _check(tmp_path, capsys, _v0_script(vllm, connector))
+    assert V0 not in _findings(out), out
