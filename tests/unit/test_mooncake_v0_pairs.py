@@ -203,3 +203,71 @@ def test_v0_rule_controls(tmp_path, capsys, vllm, connector):
     # from 0.10.1 the name is unregistered (another rule); a V1 connector is no V0 one
     code, out = _check(tmp_path, capsys, _v0_script(vllm, connector))
     assert V0 not in _findings(out), out
+
+
+# --- two kv_both NIXL engines of one deployment serving different models ----------------------------------------------
+
+KV_BOTH_NIXL = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def _kv_both_script(vllm: str, model_a: str, model_b: str, third: str = "") -> str:
+    return f"""#!/bin/bash
+pip install vllm=={vllm}
+CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve {model_a} --port 8100 \\
+    --kv-transfer-config '{KV_BOTH_NIXL}' &
+CUDA_VISIBLE_DEVICES=1 VLLM_NIXL_SIDE_CHANNEL_PORT=5601 vllm serve {model_b} --port 8200 \\
+    --kv-transfer-config '{KV_BOTH_NIXL}' &
+{third}
+"""
+
+
+@pytest.mark.parametrize(("vllm", "model_a", "model_b"), [
+    ("0.13.0", "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-3B-Instruct"),  # set 61's entry, one host
+    ("0.20.0", "Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B"),
+    ("0.14.1", "Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+])
+def test_two_kv_both_engines_of_one_script_with_different_models_are_refused(tmp_path, capsys, vllm, model_a, model_b):
+    code, out = _check(tmp_path, capsys, _kv_both_script(vllm, model_a, model_b))
+    assert code == 1 and "model-mismatch" in _errors(out), out
+
+
+ESCAPED = KV_BOTH_NIXL.replace('"', '\\"')  # inside ssh's double-quoted remote command
+
+
+def test_kv_both_engines_of_different_models_across_ssh_are_refused(tmp_path, capsys):
+    text = f"""#!/bin/bash
+pip install vllm==0.14.1
+VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 vllm serve Qwen/Qwen3-8B --port 8100 --kv-transfer-config '{KV_BOTH_NIXL}' &
+ssh node2 "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2 vllm serve Qwen/Qwen3-4B --port 8200 --kv-transfer-config '{ESCAPED}'" &
+"""
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 1 and "model-mismatch" in _errors(out), out
+
+
+def test_a_third_engine_or_another_connector_leaves_different_models_unpaired(tmp_path, capsys):
+    third = (f"CUDA_VISIBLE_DEVICES=2 VLLM_NIXL_SIDE_CHANNEL_PORT=5602 vllm serve Qwen/Qwen3-0.6B --port 8300 "
+             f"--kv-transfer-config '{KV_BOTH_NIXL}' &")
+    code, out = _check(tmp_path, capsys, _kv_both_script("0.20.0", "Qwen/Qwen3-8B", "Qwen/Qwen3-4B", third))
+    assert "model-mismatch" not in _errors(out) and code == 3, out
+    text = _kv_both_script("0.20.0", "Qwen/Qwen3-8B", "Qwen/Qwen3-4B").replace("NixlConnector", "LMCacheConnectorV1")
+    code, out = _check(tmp_path, capsys, text)
+    assert "model-mismatch" not in _errors(out) and code == 3, out
+
+
+def test_different_models_before_the_nixl_hash_are_a_warning(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _kv_both_script("0.11.0", "Qwen/Qwen2.5-7B-Instruct",
+                                                         "meta-llama/Llama-3.1-8B-Instruct"))
+    assert code == 0 and _findings(out).get("model-mismatch") == "warning", out
+
+
+def test_kv_both_engines_of_two_scripts_are_not_paired(tmp_path, capsys):
+    one = """#!/bin/bash
+pip install vllm==0.20.0
+VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve {model} --port 8100 --kv-transfer-config '{kv}' &
+"""
+    (tmp_path / "a.sh").write_text(one.format(model="Qwen/Qwen3-8B", kv=KV_BOTH_NIXL))
+    (tmp_path / "b.sh").write_text(one.format(model="Qwen/Qwen3-4B", kv=KV_BOTH_NIXL))
+    from pdd_operator.cli import main
+    code = main(["check", str(tmp_path / "a.sh"), str(tmp_path / "b.sh"), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert "model-mismatch" not in _errors(out) and code == 3, out
