@@ -271,3 +271,15 @@ VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve {model} --port 8100 --kv-transfer-co
     code = main(["check", str(tmp_path / "a.sh"), str(tmp_path / "b.sh"), "-o", "json"])
     out = json.loads(capsys.readouterr().out)
     assert "model-mismatch" not in _errors(out) and code == 3, out
+
+
+def test_two_pools_of_different_models_in_one_manifest_stay_unpaired(tmp_path, capsys):
+    # one object may hold model pools each ready for P/D (set 40's Grove control); only a script's two engines pair
+    text = _deployments("vllm/vllm-openai:v0.20.0").replace("kv_producer", "kv_both").replace("kv_consumer", "kv_both")
+    text = text.replace("MooncakeConnector", "NixlConnector").replace('"llm-d.ai/role": "prefill"', '"tier": "a"')
+    text = text.replace('"llm-d.ai/role": "decode"', '"tier": "b"').replace("qwen-prefill", "pool-a")
+    text = text.replace("qwen-decode", "pool-b")
+    docs = text.split("\n---\n")
+    docs[1] = docs[1].replace("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B")
+    code, out = _check(tmp_path, capsys, "\n---\n".join(docs), "pools.yaml")
+    assert "model-mismatch" not in _errors(out) and code == 3, out

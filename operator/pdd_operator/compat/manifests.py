@@ -1073,9 +1073,11 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
     paired with ``either_way`` set, the first found taken as prefill; :func:`~pdd_operator.compat.engine.evaluate`
     then judges both orientations. Three or more stay unpaired (which pairs the proxy forms is not in the files).
 
-    Two ``kv_both`` NixlConnector engines that are the only engines of their deployment but serve different models
-    (a smaller model on the decode host, set 61's spark-decode-model-3b) are paired the same way: a NixlConnector
-    engine transfers KV only with a peer, and one deployment that starts just these two has no other; vLLM's NIXL
+    Two ``kv_both`` NixlConnector engines that one shell script starts, its only engines, but serving different
+    models (a smaller model on the decode host, set 61's spark-decode-model-3b) are paired the same way: a
+    NixlConnector engine transfers KV only with a peer, and a script that starts just these two gives it no other.
+    Not in manifests: one object may hold pools of several models each ready for P/D (set 40's Grove cliques without
+    a role hint stay unpaired, tests/unit/test_public_report_kinds_40.py). vLLM's NIXL
     handshake then refuses the pair (model and layer count are compatibility-hash factors: nixl_connector.py 0.13.0
     lines 145-200, raised at lines 1015-1030), which ``model-mismatch`` reports. Engines of different deployments
     (other objects, scripts, owners, label groups) are never paired so (issue 9 item 1: two valid pairs in one call).
@@ -1097,7 +1099,8 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
         taken |= {id(a), id(b)}
     for a in both:
         kin = [e for e in engines if e is not a and _same_deployment(a, e)]
-        if id(a) in taken or len(kin) != 1 or kin[0] not in both or id(kin[0]) in taken or not a.config.nixl:
+        if (id(a) in taken or len(kin) != 1 or kin[0] not in both or id(kin[0]) in taken or not a.config.nixl
+                or not a.config.workload_kind == SCRIPT_KIND == kin[0].config.workload_kind):
             continue
         b = kin[0]
         if not b.config.nixl or b.config.model == a.config.model or engines.index(b) < engines.index(a):
