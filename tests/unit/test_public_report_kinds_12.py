@@ -126,6 +126,10 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "p2p-nccl-kv-port-conflict",
                     # round 28: MooncakeConnector's TP ratio and KV region length (its pairs run no NIXL rule)
                     "mooncake-tp-indivisible", "mooncake-kv-region-length",
+                    # branch i9-mooncake32: 0.13.0-0.18.x MooncakeConnector pushes with the prefill's own block_len
+                    "mooncake-hetero-tp-unsupported",
+                    # branch i9-mooncake32: the V1 engine of 0.9.0-0.10.0 asserts a V1 class for V0-only connectors
+                    "kv-connector-v0-only",
                     # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
                     "mooncake-pp-unsupported",
                     # set 62: CPUOffloadingSpec refuses a pool size under the other release's key

@@ -211,18 +211,20 @@ def test_the_region_rule_holds_on_0_24_and_for_fp8_e4m3(tmp_path, capsys):
     assert code == 1 and "mooncake-kv-region-length" in _errors(out), out
 
 
-def test_controls_the_same_dtype_an_unread_release_or_another_block_size_stay_not_checked(tmp_path, capsys):
-    code, out = _mooncake(tmp_path, capsys)  # the valid pair: Mooncake's KV path is still not judged as a whole
-    assert code == 3 and not _errors(out), out
+def test_controls_the_same_dtype_an_older_release_or_another_block_size(tmp_path, capsys):
+    code, out = _mooncake(tmp_path, capsys)  # the valid pair: judged (branch i9-mooncake32) and ok
+    assert code == 0 and not _errors(out), out
     prefill_kv = '"kv_role":"kv_producer", "kv_connector_extra_config":{"mooncake_protocol":"rdma"}}\' \\'
     code, out = _mooncake(tmp_path, capsys, (prefill_kv, prefill_kv + "\n                --kv-cache-dtype=fp8 \\"),
                           _decode_flag("--kv-cache-dtype=fp8"), name="both.yaml")
-    assert code == 3 and not _errors(out), out  # fp8 on both
+    assert code == 0 and not _errors(out), out  # fp8 on both
     code, out = _mooncake(tmp_path, capsys, ("v0.20.0", "v0.18.0"), _decode_flag("--kv-cache-dtype=fp8"), name="old.yaml")
-    assert "mooncake-kv-region-length" not in _errors(out), out  # 0.18.0's connector has no such check
+    # 0.18.0's connector has no length check and copies the prefill's raw bytes with its own block_len
+    assert "copies the prefill's raw KV bytes" in _errors(out)["mooncake-kv-region-length"]["message"], out
     code, out = _mooncake(tmp_path, capsys, _decode_flag("--kv-cache-dtype=fp8"), _decode_flag("--block-size=256"),
                           name="block.yaml")
-    assert "mooncake-kv-region-length" not in _errors(out), out  # other block sizes: the lengths are not read here
+    # other block sizes: the lengths are not read here, so the pair is not judged
+    assert code == 3 and "mooncake-kv-region-length" not in _errors(out), out
 
 
 def test_an_unknown_model_s_auto_kv_cache_is_not_decided(tmp_path, capsys):

@@ -23,6 +23,7 @@ from pdd_operator.compat.rules.base import (
     run_check,
     script_fields,
 )
+from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
@@ -158,6 +159,10 @@ def evaluate(
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
+        rules = tuple(rule for rule in rules if rule.without_connector)
+    elif foreign and judged_mooncake_pair(pair):
+        # vLLM's MooncakeConnector on both roles of a release whose connector was read: the engine-alone rules and the
+        # mooncake-* rules (engine-alone too) judge it; no NIXL rule describes its transfer.
         rules = tuple(rule for rule in rules if rule.without_connector)
     elif foreign:
         return _foreign_connector(pair, rules, (

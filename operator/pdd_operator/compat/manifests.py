@@ -1072,6 +1072,15 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
     deployment (:func:`_same_deployment`) serving one model, beside no prefill or decode engine of it, are
     paired with ``either_way`` set, the first found taken as prefill; :func:`~pdd_operator.compat.engine.evaluate`
     then judges both orientations. Three or more stay unpaired (which pairs the proxy forms is not in the files).
+
+    Two ``kv_both`` NixlConnector engines that one shell script starts, its only engines, but serving different
+    models (a smaller model on the decode host, set 61's spark-decode-model-3b) are paired the same way: a
+    NixlConnector engine transfers KV only with a peer, and a script that starts just these two gives it no other.
+    Not in manifests: one object may hold pools of several models each ready for P/D (set 40's Grove cliques without
+    a role hint stay unpaired, tests/unit/test_public_report_kinds_40.py). vLLM's NIXL
+    handshake then refuses the pair (model and layer count are compatibility-hash factors: nixl_connector.py 0.13.0
+    lines 145-200, raised at lines 1015-1030), which ``model-mismatch`` reports. Engines of different deployments
+    (other objects, scripts, owners, label groups) are never paired so (issue 9 item 1: two valid pairs in one call).
     """
     both = [e for e in engines if e.role == "both"]
     named = [e for e in engines if e.role in ("prefill", "decode")]
@@ -1086,6 +1095,19 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
             continue
         how = (f"{_same_deployment(a, b)}; both run kv_role kv_both and nothing names which one prefills, so the "
                "pair was judged both ways round (an error only where both orientations fail)")
+        pairs.append((_pair(a, b, how, either_way=True), a, b))
+        taken |= {id(a), id(b)}
+    for a in both:
+        kin = [e for e in engines if e is not a and _same_deployment(a, e)]
+        if (id(a) in taken or len(kin) != 1 or kin[0] not in both or id(kin[0]) in taken or not a.config.nixl
+                or not a.config.workload_kind == SCRIPT_KIND == kin[0].config.workload_kind):
+            continue
+        b = kin[0]
+        if not b.config.nixl or b.config.model == a.config.model or engines.index(b) < engines.index(a):
+            continue
+        how = (f"{_same_deployment(a, b)}, and they are the only engines it starts: both run NixlConnector with kv_role "
+               "kv_both and serve different models, so they are judged as its prefill and decode both ways round (from "
+               "vLLM 0.13.0 the NIXL handshake hashes the model into its compatibility check)")
         pairs.append((_pair(a, b, how, either_way=True), a, b))
         taken |= {id(a), id(b)}
     return pairs, taken

@@ -33,6 +33,7 @@ from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit, opaque_command
 from pdd_operator.vllm.transfer_mode import transfer_mode
+from pdd_operator.vllm.v1_oracle import v0_fallback_flags
 from pdd_operator.vllm.versions import (
     Version,
     dev_build,
@@ -216,6 +217,8 @@ class RoleConfig:
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
             ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
             (:mod:`pdd_operator.vllm.kv_offloading`).
+        v0_fallback_flags: the flags written that may make vLLM 0.9-0.10's V1 oracle choose the V0 engine
+            (:func:`~pdd_operator.vllm.v1_oracle.v0_fallback_flags`).
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
         moe_flags: the flags of the argv, as parsed (``(name, value)``), that vLLM allows only for some models or
@@ -306,6 +309,7 @@ class RoleConfig:
     added_flags: tuple[str, ...] = ()
     choice_values: tuple[tuple[str, str], ...] = ()
     aux_outputs: tuple[str, ...] = ()
+    v0_fallback_flags: tuple[str, ...] = ()
     moe_flags: tuple[tuple[str, str | bool], ...] = ()
     lora_adapters: tuple[str, ...] | None = ()
     mm_disabled: tuple[str, ...] | None = ()
@@ -763,6 +767,7 @@ def role_from_container(
         added_flags=added,
         choice_values=tuple((f, v) for f, v in flags.items() if f in CHOICE_TABLES and isinstance(v, str)),
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
+        v0_fallback_flags=v0_fallback_flags(flags),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
         lora_adapters=adapter_names(flags.get("--lora-modules")),
         mm_disabled=disabled_modalities(flags.get("--language-model-only"), flags.get("--limit-mm-per-prompt")),

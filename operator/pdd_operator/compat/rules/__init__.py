@@ -61,6 +61,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     transfer_mode,
     triton_layout,
     ucx_tls,
+    v0_connector,
     version_source,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule

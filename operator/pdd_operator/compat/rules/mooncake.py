@@ -14,9 +14,18 @@ request. The checks are skipped where the prefill's cache is replicated (``local
 TP above the model's KV heads, utils.py lines 604-607).
 
 These rules run as engine-alone rules (``without_connector``) so that they hold where the rest of a Mooncake pair is
-"not checked" (:func:`pdd_operator.compat.engine._foreign_connector` reports their errors and nothing else); each judges
-only a pair whose two roles run MooncakeConnector, and what it cannot decide is left "not checked". The 0.18.0
-connector has neither check (it copies its own ``block_len``); releases before 0.19.1 are not judged.
+only a pair whose two roles run MooncakeConnector, and what it cannot decide is left "not checked". Within
+:data:`MOONCAKE_JUDGED` (the releases whose connector was read) a Mooncake pair is judged like a NIXL pair by the
+engine-alone rules and these (:func:`judged_mooncake_pair`, ``compat.engine.evaluate``): where none fails it is
+ok; outside it :func:`pdd_operator.compat.engine._foreign_connector` reports their errors and nothing else.
+
+The 0.13.0-0.19.0 connector has neither check (0.19.0's mooncake_connector.py and kv_connector/utils.py are the
+0.19.1 files byte for byte, so the 0.19.1 rules hold from 0.19.0): ``_send_blocks`` pushes with the prefill's own
+``block_len`` for the local and the remote addresses alike (``block_len = self.block_len``: 0.13.0 lines 612-660,
+0.14.0/0.14.1 the same function, 0.16.0-0.18.1 lines 836-882) and copies raw bytes, so a decode whose blocks differ
+in length or element format receives KV at wrong offsets (``mooncake-hetero-tp-unsupported``,
+``mooncake-kv-region-length``). 0.15.x was not read (no sdist unpacked here): the rules' bounds cover it where
+0.14.1 and 0.16.0 agree, and it is left "not checked" where they differ.
 
 Not read here: ``_sync_block_size_with_kernel`` (0.20.0 lines 851-866) lowers a role's block size to its attention
 kernel's where that one is smaller; the region rule takes the written block size as the registered one on both roles.
@@ -25,12 +34,30 @@ kernel's where that one is smaller; the region rule takes the written block size
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, rule
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.compat.rules.base import NOT_CHECKED, SCRIPT_KIND, Violation, rule
+from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, fmt, image_repository
 
 MOONCAKE = "MooncakeConnector"
-#: First release read with the sender's region-length validation (0.19.1 sdist; 0.18.0 has none; 0.19.0 not read).
-MOONCAKE_CHECKS_SINCE = (0, 19, 1)
+#: First release with the sender's region-length validation (0.19.0 and 0.19.1 sdists, the same file; 0.18.1 has none).
+MOONCAKE_CHECKS_SINCE = (0, 19, 0)
+#: The first release registering the V1 MooncakeConnector (kv_connector/factory.py 0.13.0 lines 194-196; 0.9.0-0.10.0
+#: register the name for the V0 SimpleConnector, 0.10.1-0.12.0 not at all) and the first whose connector was not read:
+#: a pair of both roles on MooncakeConnector is judged in between (read: 0.13.0, 0.14.0, 0.14.1, 0.16.0-0.20.1, 0.24.0).
+MOONCAKE_JUDGED = ((0, 13, 0), (0, 25, 0))
+#: 0.16.0 first maps a decode rank to its prefill ranks (``TpKVTopology.get_target_remote_ranks``, kv_connector/utils.py
+#: 0.16.0 lines 457-472, asserting divisibility in ``tp_ratio`` lines 404-416; called by ``send_kv_to_decode`` line 687
+#: and ``receive_kv`` line 1151); 0.13.0-0.14.1 send decode rank i's request to the prefill's port base + i
+#: (``group_kv_pull``, 0.13.0 line 857, 0.14.0 line 850). 0.15.x not read.
+MOONCAKE_TOPOLOGY_SINCE = (0, 16, 0)
+_RANK_PORT_UNTIL = (0, 15, 0)
+#: The first release whose requirements/kv_connectors.txt (installed into vllm/vllm-openai: docker/Dockerfile
+#: INSTALL_KV_CONNECTORS, true in .buildkite/release-pipeline.yaml) lists mooncake-transfer-engine (0.17.0; absent in
+#: 0.13.0-0.16.0, where mooncake_connector.py raises ImportError('Please install mooncake ...') as it is imported,
+#: 0.13.0 lines 40-47).
+MOONCAKE_IN_IMAGE = (0, 17, 0)
+#: Role settings that change a Mooncake pair's block layout, which the connector exchanges nowhere (no compatibility
+#: hash) and these rules do not derive: a pair differing in one of them is not judged.
+_UNREAD_FACTORS = ("model", "dtype", "block_size")
 _SOURCE = ("vllm distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py send_kv_to_decode, "
            "_validate_asymmetric_region_lengths, _get_tp_ratio (0.20.0 lines 84-102, 189-239, 958-1016, 1527-1534; the "
            "same checks in the 0.19.1, 0.20.1 and 0.24.0 sdists); kv_connector/utils.py TpKVTopology")
@@ -38,6 +65,34 @@ _SOURCE = ("vllm distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_conne
 
 def _mooncake_pair(pair: PDPair) -> bool:
     return all(r.connector == MOONCAKE and not r.wrapper for r in pair.roles)
+
+
+def judged_mooncake_pair(pair: PDPair) -> bool:
+    """Both roles run vLLM's V1 MooncakeConnector (no wrapper) on a known release of :data:`MOONCAKE_JUDGED`, whose
+    connector's refusals these rules describe: such a pair is judged (ok where no rule fails), not "not checked".
+
+    Not a model that needs the hybrid KV cache manager (hybrid SSM / linear-attention layers: the connector's worker
+    takes one attention backend for all layers, set 4's Qwen3.5 GDN case) nor a role that asks for that manager
+    (--no-disable-hybrid-kv-cache-manager): no rule here reads how the connector moves such caches. Nor an upstream
+    vLLM image older than :data:`MOONCAKE_IN_IMAGE`, which lacks the ``mooncake`` package the connector imports
+    (whether the container installs it is not read). Nor a pair whose roles differ in what no rule here compares
+    (:data:`_UNREAD_FACTORS`: the model, --dtype, --block-size, which the connector does not check and whose
+    block lengths these rules do not derive). A script's engines run in the environment its own ``pip
+    install`` lines build (read for vLLM's version only), as a NIXL script pair's do."""
+    version = pair.version
+    return (_mooncake_pair(pair) and version is not None and MOONCAKE_JUDGED[0] <= version < MOONCAKE_JUDGED[1]
+            and not pair.hybrid_ssm and not pair.model.needs_hma and not any(r.hma is True for r in pair.roles)
+            and all(getattr(pair.prefill, k) == getattr(pair.decode, k) for k in _UNREAD_FACTORS)
+            and not any(version < MOONCAKE_IN_IMAGE and r.workload_kind != SCRIPT_KIND
+                        and image_repository(r.image) in UPSTREAM_REPOSITORIES for r in pair.roles))
+
+
+def _heads_per_rank(pair: PDPair, tp: int) -> int | None:
+    """KV heads one TP rank stores (vLLM's ``ModelConfig.get_num_kv_heads``: ``max(1, total // tp)``; 1 latent head for
+    MLA), ``None`` where the model's KV heads are not known."""
+    if pair.mla:
+        return 1
+    return None if pair.num_kv_heads is None else max(1, pair.num_kv_heads // tp)
 
 
 def _width(pair: PDPair, r: RoleConfig) -> str:
@@ -53,17 +108,19 @@ def _width(pair: PDPair, r: RoleConfig) -> str:
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
     source=_SOURCE,
     example='MooncakeConnector kv_producer TP 2 and kv_consumer TP 3 on v0.20.0',
-    since=MOONCAKE_CHECKS_SINCE, without_connector=True,
+    since=MOONCAKE_TOPOLOGY_SINCE, without_connector=True,
 )
 def check_mooncake_tp_ratio(pair: PDPair) -> list[Violation]:
-    """In a MooncakeConnector pair one role's TP size divides the other's."""
+    """In a MooncakeConnector pair one role's TP size divides the other's (from 0.16.0: ``TpKVTopology.tp_ratio``
+    asserts it, kv_connector/utils.py 0.16.0 lines 404-416, on both sides of each transfer)."""
     p, d = pair.prefill, pair.decode
     if not _mooncake_pair(pair) or not p.tp or not d.tp or max(p.tp, d.tp) % min(p.tp, d.tp) == 0:
         return []
     return [(
         f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp}, neither dividing the other: vLLM "
-        f"{fmt(pair.version)}'s Mooncake sender asserts that one TP size divides the other (_get_tp_ratio) before each "
-        "transfer and answers every pull with an error, so no KV moves and the decode recomputes each prompt.",
+        f"{fmt(pair.version)}'s Mooncake connector asserts that one TP size divides the other ("
+        + ("_get_tp_ratio" if pair.version is not None and pair.version >= MOONCAKE_CHECKS_SINCE else "TpKVTopology.tp_ratio")
+        + ") on each transfer, so every pull fails and no KV moves.",
         "Give the prefill and decode tensor parallel sizes where one divides the other (1 and 4, 2 and 4).",
     )]
 
@@ -74,20 +131,26 @@ def check_mooncake_tp_ratio(pair: PDPair) -> list[Violation]:
     in_manifest=("args",),
     source=_SOURCE + "; element widths as vllm/config/cache.py CacheDType",
     example='MooncakeConnector with --kv-cache-dtype fp8 on the decode only, the same --block-size, on v0.20.0',
-    since=MOONCAKE_CHECKS_SINCE, without_connector=True,
+    since=MOONCAKE_JUDGED[0], without_connector=True,
 )
 def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
     """In a MooncakeConnector pair both roles store KV elements of one width (--kv-cache-dtype), so the registered
     regions have the lengths the TP ratio asks for.
 
-    Judged where the model and --block-size are the same on both roles and the prefill's cache is known not to be
-    replicated (not MLA, its TP at most the model's KV heads): there each region's length is block size x heads per rank
-    x head size x element width, and only the width differs. An ``auto`` on one side whose resolution is not known (a
+    0.13.0-0.18.x (no length check): the prefill copies its own blocks' raw bytes to the decode's block addresses
+    (``_send_blocks`` with the local ``block_len``, 0.13.0 lines 612-660, 0.16.0 lines 836-882), so any difference of
+    width writes bytes the decode reads as another dtype and at other offsets, whatever the model, block size or TP;
+    an ``auto`` whose resolution is not known is not decided. From 0.19.0 judged where the model and --block-size are
+    the same on both roles and the prefill's cache is known not to be replicated (not MLA, its TP at most the model's
+    KV heads): there each region's length is block size x heads per rank x head size x element width, and only the
+    width differs. An ``auto`` on one side whose resolution is not known (a
     ModelOpt checkpoint's own KV quantization turns it into fp8 from 0.14.0; the model's config.json, given or in the
     known table, says whether it has one) is not decided."""
     p, d = pair.prefill, pair.decode
     if not _mooncake_pair(pair) or _width(pair, p) == _width(pair, d):
         return []
+    if pair.version is not None and pair.version < MOONCAKE_CHECKS_SINCE:
+        return _raw_copy_width(pair)
     if p.model != d.model or p.block_size != d.block_size:
         return []  # other region lengths: what they come to is not read here
     if pair.mla or pair.num_kv_heads is None or not p.tp or p.tp > pair.num_kv_heads:
@@ -96,8 +159,7 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
                  "region-length check where the prefill's cache is replicated (MLA, or TP above the model's KV heads), "
                  "which the model's config.json decides.",
                  "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
-    if "auto" in ((p.kv_cache_dtype or "auto"), (d.kv_cache_dtype or "auto")) and (
-            "config.json" not in pair.model.source and pair.checkpoint_kv_cache_dtype is None):
+    if _auto_unknown(pair):
         return [("One role's --kv-cache-dtype is auto, which a checkpoint with its own KV cache quantization resolves "
                  "to fp8; the checkpoint's config.json is not known here.",
                  "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
@@ -108,6 +170,93 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
         "Mooncake sender checks before each transfer (_validate_asymmetric_region_lengths) and answers every pull with "
         "an error, so no KV moves.",
         "Use the same --kv-cache-dtype on the prefill and decode containers.",
+    )]
+
+
+def _auto_unknown(pair: PDPair) -> bool:
+    """One role's --kv-cache-dtype is ``auto`` and the checkpoint's own KV quantization (fp8 from 0.14.0) is not known."""
+    p, d = pair.prefill, pair.decode
+    return "auto" in ((p.kv_cache_dtype or "auto"), (d.kv_cache_dtype or "auto")) and (
+        "config.json" not in pair.model.source and pair.checkpoint_kv_cache_dtype is None)
+
+
+def _raw_copy_width(pair: PDPair) -> list[Violation]:
+    """:func:`check_mooncake_region_lengths` on 0.13.0-0.18.x, whose sender copies raw bytes with its own block_len."""
+    p, d = pair.prefill, pair.decode
+    if _auto_unknown(pair):
+        return [("One role's --kv-cache-dtype is auto, which a checkpoint with its own KV cache quantization resolves "
+                 "to fp8; the checkpoint's config.json is not known here.",
+                 "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
+    return [(
+        f"MooncakeConnector pair whose KV caches differ in element width (prefill --kv-cache-dtype "
+        f"{p.kv_cache_dtype or 'auto'}, decode {d.kv_cache_dtype or 'auto'}): vLLM {fmt(pair.version)}'s Mooncake "
+        "sender copies the prefill's raw KV bytes with its own block length to the decode's block addresses "
+        "(_send_blocks) without comparing the two caches, so the decode reads them as another dtype at wrong offsets "
+        "and its blocks are overrun or left half written: the KV it decodes from is corrupt.",
+        "Use the same --kv-cache-dtype on the prefill and decode containers.",
+    )]
+
+
+@rule(
+    id="mooncake-hetero-tp-unsupported", family="hetero-tp", severity="error",
+    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
+    source=("vllm distributed/kv_transfer/kv_connector/v1/mooncake_connector.py (0.13.0-0.14.1) and "
+            "v1/mooncake/mooncake_connector.py (0.16.0-0.18.1): _send_blocks pushes with the prefill's own block_len "
+            "for local and remote addresses (0.13.0 lines 612-660, 0.16.0 lines 836-882); group_kv_pull sends decode "
+            "rank i to the prefill port base + i (0.13.0 line 857, 0.14.0 line 850; 60 s RCVTIMEO, receive_kv lines "
+            "804-845); kv_connector/utils.py TpKVTopology.get_target_remote_ranks (0.16.0 lines 457-472)"),
+    example="MooncakeConnector kv_producer TP 2 and kv_consumer TP 1 serving Qwen2.5-7B on v0.13.0",
+    since=MOONCAKE_JUDGED[0], until=MOONCAKE_CHECKS_SINCE, without_connector=True,
+)
+def check_mooncake_hetero_tp(pair: PDPair) -> list[Violation]:
+    """A MooncakeConnector pair of vLLM 0.13.0-0.18.x gives both roles KV blocks of one length per TP rank.
+
+    These releases have no heterogeneous-TP transfer: the prefill pushes its blocks with its own ``block_len`` to the
+    decode's addresses, so where a rank's KV heads differ (``max(1, kv_heads // TP)``: TP sizes that split the heads
+    differently) the decode's blocks are written at wrong offsets with part of the heads. In 0.13.0-0.14.1 a decode
+    rank also asks only the prefill rank of its own index: with the decode's TP above the prefill's, ranks without a
+    prefill peer time out and their requests never receive KV (whatever the heads). Where the model's KV heads are
+    not known the per-rank length is not decided; indivisible TP sizes from 0.16.0 are ``mooncake-tp-indivisible``'s."""
+    p, d = pair.prefill, pair.decode
+    version = pair.version
+    if not _mooncake_pair(pair) or not p.tp or not d.tp or p.tp == d.tp or version is None:
+        return []
+    rank_port = version < _RANK_PORT_UNTIL
+    if rank_port and d.tp > p.tp:
+        return [(
+            f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp}: vLLM {fmt(version)}'s decode rank i "
+            f"sends its KV request to the prefill's side-channel port base + i only (group_kv_pull), so decode ranks "
+            f"{p.tp}-{d.tp - 1} ask ports no prefill rank listens on, time out after 60 s and their requests never "
+            "receive KV (this release's MooncakeConnector supports homogeneous TP only).",
+            "Give the prefill and decode the same --tensor-parallel-size, or use vLLM 0.19.0 or later, whose "
+            "MooncakeConnector transfers between TP sizes where one divides the other.",
+        )]
+    if version >= MOONCAKE_TOPOLOGY_SINCE and max(p.tp, d.tp) % min(p.tp, d.tp):
+        return []  # mooncake-tp-indivisible
+    heads_p, heads_d = _heads_per_rank(pair, p.tp), _heads_per_rank(pair, d.tp)
+    if heads_p is None or heads_d is None:
+        return [(f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp}: vLLM {fmt(version)} transfers "
+                 "between them only where a rank of each holds the same KV heads, which the model's KV head count "
+                 "decides.", "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
+    if not rank_port and version < MOONCAKE_TOPOLOGY_SINCE and d.tp > p.tp:
+        return [(f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp} on vLLM {fmt(version)}, whose "
+                 "connector was not read (0.14.1 maps decode rank i to prefill rank i only, 0.16.0 to rank "
+                 "i // ratio).", "", NOT_CHECKED)] if heads_p == heads_d else _hetero_heads(pair, heads_p, heads_d)
+    if heads_p == heads_d:
+        return []
+    return _hetero_heads(pair, heads_p, heads_d)
+
+
+def _hetero_heads(pair: PDPair, heads_p: int, heads_d: int) -> list[Violation]:
+    """The finding of :func:`check_mooncake_hetero_tp` where a prefill rank and a decode rank hold different KV heads."""
+    p, d = pair.prefill, pair.decode
+    return [(
+        f"MooncakeConnector pair with prefill TP {p.tp} ({heads_p} KV heads per rank) and decode TP {d.tp} "
+        f"({heads_d} per rank): vLLM {fmt(pair.version)}'s Mooncake sender pushes each block with the prefill's own "
+        "block length to the decode's block addresses (_send_blocks, no heterogeneous-TP layout), so the decode's "
+        "blocks are written at wrong offsets with part of their KV heads: the KV it decodes from is corrupt.",
+        "Give the prefill and decode the same --tensor-parallel-size, or use vLLM 0.19.0 or later, whose "
+        "MooncakeConnector transfers between TP sizes where one divides the other.",
     )]
 
 
