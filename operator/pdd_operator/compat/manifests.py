@@ -51,7 +51,7 @@ from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
-from pdd_operator.vllm.entrypoint import repeated_entrypoint
+from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
@@ -360,6 +360,19 @@ def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple
             "flags, cannot be read. Write the command (command: [vllm, serve]) in the container to have it checked")
 
 
+def _entrypoint_unread_reason(image: str, args: list[str]) -> str:
+    """The "not checked" note for a P/D engine whose container has no ``command`` and whose ``args`` (a model,
+    flags) go to the ENTRYPOINT of a vLLM image that was not read (:func:`~pdd_operator.vllm.entrypoint.
+    entrypoint_unread`): an empty one runs the first arg as a program, ``vllm serve`` runs the engine; which, is not
+    known, so the engine is not read as ``vllm serve``."""
+    shown = " ".join(args[:2]) + (" ..." if len(args) > 2 else "")
+    return (f"entrypoint of {image} unknown, give command: the container has no command, so the image's ENTRYPOINT "
+            f"(not read here: docs/entrypoints.md) runs with its args ({shown}) appended. Under an ENTRYPOINT of "
+            "'vllm serve' that starts the engine; under none (a CMD of /bin/bash, as vLLM's Dockerfile.rocm and "
+            "Dockerfile.tpu set) the kubelet runs the first arg as a program and no engine starts. Write the "
+            "command in the container (command: [vllm, serve]) to have it checked")
+
+
 def repeats_unread(at: str, launch: Launch) -> Unreadable:
     """The "not checked" note for an engine its script starts an unknown number of times
     (:attr:`~pdd_operator.vllm.script.Launch.repeats`, a loop whose count is not read): the one engine read is
@@ -454,6 +467,10 @@ def _engine(
     if (not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name")
             and not _kv_transfer_config_unparsed(config)):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
+    if (not container.get("command") and entrypoint_unread(image)
+            and not leading_entry(args := [str(x) for x in container.get("args") or []])
+            and not leading_serve(args)):
+        return Unreadable(at, _entrypoint_unread_reason(image, args))
     plugin = _platform_plugin(container, image)
     if plugin:
         return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
