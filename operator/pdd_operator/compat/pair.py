@@ -213,6 +213,12 @@ class RoleConfig:
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
             ``--kv-offloading-size`` replaced it, or the flag is repeated and the last one wins
             (:mod:`pdd_operator.vllm.kv_offloading`).
+        connector_assumed: for a ``dynamo.vllm`` worker that names no connector and whose Dynamo release is not
+            known, which default its connector was judged with and why that is an assumption
+            (:func:`~pdd_operator.compat.dynamo_engine_defaults.added_connector`), or ``""``.
+        dynamo_legacy_flag: the first flag of a ``dynamo.vllm`` worker that only Dynamo releases before 1.4 take and
+            that was the only spelling before 1.0 (``--connector``, ``--is-prefill-worker``, ``--is-decode-worker``:
+            :data:`~pdd_operator.compat.dynamo_engine_defaults.PRE_1_0_FLAGS`), or ``""``.
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
         moe_flags: the flags of the argv, as parsed (``(name, value)``), that vLLM allows only for some models or
@@ -308,6 +314,8 @@ class RoleConfig:
     kv_events: bool = False
     kv_events_from: str = ""
     connector_note: str = ""
+    connector_assumed: str = ""
+    dynamo_legacy_flag: str = ""
     setup: str = ""
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
