@@ -206,3 +206,87 @@ def test_vllm_args_resolve_the_version_once(monkeypatch, image):
     monkeypatch.setattr(engine, "resolve_version", counted)
     engine.vllm_args(_nemotron_spec(image), "decode")
     assert len(calls) == 1, calls
+
+
+# --- 4. rule sources cite vLLM before the seed ---------------------------------------------------------------------
+
+
+def test_rule_sources_cite_vllm_first_and_the_seed_as_secondary():
+    from pdd_operator.compat.rules import CHECKS
+    seeded = {r.id: r.source for r in CHECKS if "seed 000" in r.source}
+    assert seeded, "the seed stays as a secondary reference"
+    bad = {i: s for i, s in seeded.items() if s.startswith("seed 000") or "secondary: seed 000" not in s}
+    assert not bad, bad
+
+
+# --- 3. hybrid MLA models (Kimi Linear: KDA + MLA) -----------------------------------------------------------------
+
+GEOMETRY = "hybrid-hetero-tp-block-geometry"
+KIMI_LINEAR = "moonshotai/Kimi-Linear-48B-A3B-Instruct"
+
+
+def _kimi_pair(tmp_path, image: str, p_tp: int, d_tp: int, model: str = KIMI_LINEAR,
+               config: dict | None = None) -> tuple[list[dict], tuple[str, ...]]:
+    import json
+
+    def engine(role: str, tp: int, kv: str) -> dict:
+        labels = {"app": "k", "llm-d.ai/role": role}
+        container = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
+                     "args": [model, "--tensor-parallel-size", str(tp), "--no-enable-prefix-caching",
+                              "--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": kv})],
+                     "env": [POD_IP, {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}],
+                     "resources": {"limits": {"nvidia.com/gpu": str(tp)}}}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": role, "labels": labels},
+                "spec": {"selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+    extra: tuple[str, ...] = ()
+    if config is not None:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+        extra = ("--model-config", str(path))
+    return [engine("prefill", p_tp, "kv_producer"), engine("decode", d_tp, "kv_consumer")], extra
+
+
+#: Kimi Linear's attention shape as config.json gives it: MLA (kv_lora_rank) with 32 heads, KDA linear attention.
+KIMI_CONFIG = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "kv_lora_rank": 512,
+               "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128, "num_hidden_layers": 27,
+               "hidden_size": 2304, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(("p_tp", "d_tp"), [(2, 4), (4, 2), (1, 8)])
+def test_hybrid_mla_blocks_differ_at_any_heterogeneous_tp(tmp_path, capsys, p_tp, d_tp):
+    # Before: TP within the 32 heads read as an unshrunk GQA page, both roles the same block: silent.
+    docs, extra = _kimi_pair(tmp_path, "vllm/vllm-openai:v0.32.0", p_tp, d_tp, config=KIMI_CONFIG)
+    _, out = check(tmp_path, capsys, *docs, extra=extra)
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == GEOMETRY]
+    assert found and "MLA page per token does not shrink" in found[0]["message"], out
+
+
+def test_hybrid_mla_geometry_before_0_27_is_not_checked(tmp_path, capsys):
+    docs, extra = _kimi_pair(tmp_path, "vllm/vllm-openai:v0.26.0", 2, 4, config=KIMI_CONFIG)
+    code, out = check(tmp_path, capsys, *docs, extra=extra)
+    assert code == 3 and GEOMETRY not in rules(out), out
+    assert any(f"{GEOMETRY} cannot be decided" in n["reason"] and "hybrid MLA" in n["reason"]
+               for n in out["notChecked"]), out
+
+
+@pytest.mark.parametrize(("model", "config", "tps"), [
+    (KIMI_LINEAR, KIMI_CONFIG, (4, 4)),  # equal TP: one geometry
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", None, (1, 2)),  # GDN with GQA attention: within its KV heads
+])
+def test_hybrid_geometry_controls(tmp_path, capsys, model, config, tps):
+    docs, extra = _kimi_pair(tmp_path, "vllm/vllm-openai:v0.32.0", *tps, model=model, config=config)
+    _, out = check(tmp_path, capsys, *docs, extra=extra)
+    assert out["results"] and GEOMETRY not in rules(out), out
+
+
+@pytest.mark.parametrize(("model", "hf", "mla"), [
+    (KIMI_LINEAR, None, True), ("x/y", "KimiLinearForCausalLM", True), ("x/y", "Glm5NextForConditionalGeneration", True),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", None, False), ("deepseek-ai/DeepSeek-V3.2", None, False),
+])
+def test_the_model_table_knows_hybrid_mla(model, hf, mla):
+    from pdd_operator.vllm.architectures import traits
+    t = traits(None, None, hf, model)
+    assert t.mla_attention is mla, t
+    if mla:
+        assert t.architecture == "hybrid-ssm", t

@@ -494,6 +494,20 @@ class PDPair:
         return self.model.architecture in ("mla", "sparse-mla")
 
     @property
+    def hybrid_mla(self) -> bool:
+        """A hybrid SSM model whose attention layers are MLA (Kimi Linear: KDA + MLA;
+        :attr:`~pdd_operator.vllm.architectures.ModelTraits.mla_attention`)."""
+        return self.hybrid_ssm and self.model.mla_attention
+
+    @property
+    def page_kv_heads(self) -> int | None:
+        """The KV heads the attention page per token shrinks with as TP grows (up to one per rank): 1 for a hybrid
+        MLA model, whose latent is one head replicated on every rank (the MLA per-token page is TP-independent:
+        nixl/base_worker.py 'Hybrid MLA+SSM (e.g. KimiLinear's KDA+MLA)', 0.27.0 l.1809, 0.32.0 l.2557, 0.34.0
+        l.2953), else :attr:`num_kv_heads` (``None``: not known)."""
+        return 1 if self.hybrid_mla else self.num_kv_heads
+
+    @property
     def hma_required(self) -> bool:
         """Whether the engines run with the hybrid KV cache manager, which NIXL then has to follow.
 
