@@ -21,8 +21,8 @@ Read in the ``ai-dynamo`` wheels (``dynamo/vllm/args.py``) of Dynamo 0.9.0, 0.9.
   True (vLLM v1 default behavior)"; dynamo/vllm/args.py lines 225-230 in 1.1.0, 233-238 in 1.3.0.post1, 343-360 in
   1.6.1, where embedding and classify workers get False), whatever vLLM's own default for the model is: vLLM
   0.20.0-0.25.0 leaves it off for hybrid models (:data:`PREFIX_CACHING_ON_SINCE`, :func:`prefix_caching_default`).
-- KV connector: before 1.0.0 the worker builds NixlConnector itself from ``--connector`` (default nixl); that is
-  read in :mod:`pdd_operator.compat.manifests` (``DYNAMO_EXPLICIT_CONNECTOR_SINCE``).
+- KV connector: before 1.0.0 the worker builds its connector itself from ``--connector`` (default nixl); from 1.0.0
+  it adds none (:func:`added_connector`, :data:`NO_DEFAULT_CONNECTOR_SINCE`).
 
 Only Dynamo's own vLLM runtime images name the release (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.1``); a
 ``-dev``/``rc`` tag or another image gives no release, and nothing is added (never guessed).
@@ -109,3 +109,86 @@ def added_kv_events_ports(env: dict[str, str], dp: int | None) -> tuple[int, ...
 def added_block_size(argv: list[str], image: str, block_size: int | None) -> int | None:
     """The block size dynamo.vllm gives an engine that sets none (16, Dynamo 0.9.x-1.0.x), else ``None``. Pure."""
     return 16 if block_size is None and _auto_release(argv, image) is not None else None
+
+
+#: The KV transfer config dynamo.vllm builds for each ``--connector`` name before Dynamo 1.0 (``create_kv_transfer_config``
+#: in dynamo/vllm/args.py of the 0.9.1 wheel, l.509-548; the names it takes, ``VALID_CONNECTORS`` l.27: nixl,
+#: lmcache, kvbm, null, none).
+_CONNECTOR_CONFIGS: dict[str, dict] = {
+    "nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+    "lmcache": {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"},
+    "kvbm": {"kv_connector": "DynamoConnector", "kv_connector_module_path": "kvbm.vllm_integration.connector",
+             "kv_role": "kv_both"},
+}
+#: First Dynamo release whose vLLM worker picks no connector itself: from vllm-runtime 1.0.0rc5 ``--connector`` is
+#: deprecated and ``--kv-transfer-config`` must be explicit (ai-dynamo/aiconfigurator#519); 1.1.0 (args.py
+#: l.189-210) rejects ``--connector`` and raises "--connector is deprecated and the default is no longer nixl" for a
+#: prefill worker without ``--kv-transfer-config``; 1.3.0.post1, 1.3.1, 1.4.0 and 1.6.1 the same.
+NO_DEFAULT_CONNECTOR_SINCE: Version = (1, 0, 0)
+
+
+def _connector_words(argv: list[str]) -> list[str] | None:
+    """The names after ``--connector`` (``nargs="*"``: up to the next option; ``--connector=a``), or ``None``
+    where the flag is not given."""
+    for i, word in enumerate(argv):
+        if word.startswith("--connector="):
+            return [word.split("=", 1)[1]]
+        if word == "--connector":
+            rest = argv[i + 1:]
+            end = next((j for j, w in enumerate(rest) if w.startswith("-")), len(rest))
+            return rest[:end]
+    return None
+
+
+def added_connector(argv: list[str], release: Version | None, image: str) -> tuple[dict, str]:
+    """The KV transfer config a ``dynamo.vllm`` worker without ``--kv-transfer-config`` runs with, and, where its
+    Dynamo release is not known, which default was assumed (a sentence for the ``dynamo-connector-assumed`` warning;
+    ``""`` where the release tells it).
+
+    ``argv``: the engine's argv (``dynamo.vllm`` first); ``release``: the Dynamo release of its runtime image
+    (``None``: not known, a custom image or a ``-dev`` tag); ``image``: the image, named in the note.
+
+    Per release (dynamo/vllm/args.py): before 1.0 the worker builds the config from ``--connector`` (default
+    ``["nixl"]``: 0.9.1 l.138-144; ``none``/``null``/an empty list: no connector, l.444-449; several: a
+    ``PdConnector`` over them, l.550-557); the oldest workers (components/backends/vllm/src/dynamo/vllm/args.py at
+    ai-dynamo/dynamo 0069741) always set NixlConnector. From 1.0 (read in 1.1.0, 1.3.x, 1.4.0, 1.6.1) there is no
+    default: ``{}``. Unknown release: ``--disaggregation-mode`` (the 1.x role flag: dynamo/vllm/backend_args.py
+    1.1.0 l.32, 1.4.0 l.82; not in 0.9.1's parser, whose role flags are ``--is-prefill-worker``/``--is-decode-worker``
+    l.123-130) tells a 1.x worker, which adds none; otherwise the pre-1.0 reading, with the note. Pure."""
+    if release is None and any(w == "--disaggregation-mode" or w.startswith("--disaggregation-mode=") for w in argv):
+        release = NO_DEFAULT_CONNECTOR_SINCE  # the 1.x role flag (dynamo/vllm/backend_args.py 1.1.0 l.32; not in 0.9.1)
+    if release is not None and release >= NO_DEFAULT_CONNECTOR_SINCE:
+        return {}, ""
+    words = _connector_words(argv)
+    names = [w.lower() for w in (["nixl"] if words is None else words)]
+    if not names or any(n in ("none", "null") for n in names):
+        config: dict = {}
+    else:
+        configs = [_CONNECTOR_CONFIGS.get(n, {"kv_connector": n}) for n in names]
+        config = configs[0] if len(configs) == 1 else {
+            "kv_connector": "PdConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": configs},
+            "kv_connector_module_path": "kvbm.vllm_integration.connector"}
+    if release is not None:
+        return config, ""
+    given = "its --connector " + " ".join(words) if words is not None else "no --connector"
+    assumed = config.get("kv_connector") or "no connector"
+    return config, (
+        f"the worker names no --kv-transfer-config and {given}, and its Dynamo release is not known from its image "
+        f"({image or 'none'}): judged with {assumed}, what dynamo.vllm before 1.0 builds from it (--connector, default "
+        "nixl: dynamo/vllm/args.py 0.9.1 l.138-144, create_kv_transfer_config l.509-548). From Dynamo 1.0 the worker "
+        "adds no connector and rejects --connector: a prefill worker without --kv-transfer-config raises "
+        "ValueError('--connector is deprecated and the default is no longer nixl ...') at startup and a decode "
+        "worker runs without a connector (args.py 1.1.0 l.189-210)")
+
+
+#: The worker flags only Dynamo's releases before 1.4 take, all of them the only spelling before 1.0: ``--connector``
+#: (0.9.1 l.138-144; refused from 1.1.0, ``_reject_connector_flag``), ``--is-prefill-worker`` and ``--is-decode-worker``
+#: (0.9.1 l.123-130; deprecated aliases of ``--disaggregation-mode`` in 1.1.0 backend_args.py l.42 and 1.3.0.post1
+#: l.59; gone in 1.4.0 and 1.6.1).
+PRE_1_0_FLAGS = ("--connector", "--is-prefill-worker", "--is-decode-worker")
+
+
+def pre_1_0_flag(argv: list[str]) -> str:
+    """The first of :data:`PRE_1_0_FLAGS` a ``dynamo.vllm`` argv names (written for the workers that build their
+    connector themselves), or ``""``. Pure."""
+    return next((f for f in PRE_1_0_FLAGS if any(w == f or w.startswith(f + "=") for w in argv)), "")

@@ -182,6 +182,7 @@ def evaluate(
                 undecided.append(f"{rule.id} cannot be decided: {message} {_in_terms(pair, fix)}")
                 continue
             findings.append(_finding(pair, rule, message, _in_terms(pair, fix), *severity))
+    findings, undecided = _assumed_connector(pair, findings, undecided)
     skipped: list[str] = []
     unchecked = ""
     if version is None:
@@ -194,6 +195,27 @@ def evaluate(
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+#: The rule that says a Dynamo worker's connector was assumed (compat/rules/connector.py).
+_ASSUMED_CONNECTOR = "dynamo-connector-assumed"
+
+
+def _assumed_connector(pair: PDPair, findings: list[Finding],
+                       undecided: list[str]) -> tuple[list[Finding], list[str]]:
+    """``(findings, undecided)`` with the ``dynamo-connector-assumed`` warnings made "not checked" where the assumed
+    connector decides the verdict: no error was found on the assumed (pre-Dynamo-1.0) reading, while from Dynamo 1.0
+    the same worker gets no connector (a prefill worker refuses to start). Where an error was found the verdict holds
+    either way, and where a worker of the pair is written with a flag of the releases that build the connector
+    themselves (``--connector``, ``--is-prefill-worker``, ``--is-decode-worker``: the only spelling before 1.0,
+    refused or gone later; :data:`~pdd_operator.compat.dynamo_engine_defaults.PRE_1_0_FLAGS`) the pre-1.0 reading is
+    the one the file is written for: the warning stays."""
+    if (any(f.severity == "error" for f in findings) or not any(f.rule == _ASSUMED_CONNECTOR for f in findings)
+            or any(r.dynamo_legacy_flag for r in pair.roles)):
+        return findings, undecided
+    moved = [f"{_ASSUMED_CONNECTOR} cannot be decided: {f.message} {f.fix}" for f in findings
+             if f.rule == _ASSUMED_CONNECTOR]
+    return [f for f in findings if f.rule != _ASSUMED_CONNECTOR], [*undecided, *moved]
 
 
 def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> CompatReport:

@@ -36,7 +36,13 @@ from typing import Any
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
-from pdd_operator.compat.dynamo_engine_defaults import added_block_size, added_kv_events, added_kv_events_ports
+from pdd_operator.compat.dynamo_engine_defaults import (
+    added_block_size,
+    added_connector,
+    added_kv_events,
+    added_kv_events_ports,
+    pre_1_0_flag,
+)
 from pdd_operator.compat.dynamo_resources import (
     MultinodeLaunch,
     component_multinode,
@@ -46,12 +52,12 @@ from pdd_operator.compat.dynamo_resources import (
     with_service_resources,
 )
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
-from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container
+from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
 from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
-from pdd_operator.vllm.entrypoint import repeated_entrypoint
+from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
@@ -210,10 +216,6 @@ _DYNAMO_SIDE_CHANNEL_PORT = ("Dynamo's vLLM worker reserves it in etcd and expor
                              "(args.py configure_ports_with_etcd), and leaves vLLM's default in later ones; the "
                              "Dynamo release is not known here")
 
-#: Dynamo runtime releases from which the vLLM worker no longer picks a connector itself: from
-#: vllm-runtime 1.0.0rc5 ``--connector`` is deprecated and ``--kv-transfer-config`` must be explicit
-#: (ai-dynamo/aiconfigurator#519); before, the worker configured NixlConnector unless told otherwise.
-DYNAMO_EXPLICIT_CONNECTOR_SINCE = (1, 0, 0)
 
 #: Other engines' disaggregated servers, which these rules (vLLM's NixlConnector) do not describe: the name,
 #: what in the command or what in the image's name says the engine, what says the container serves a P/D role
@@ -360,6 +362,19 @@ def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple
             "flags, cannot be read. Write the command (command: [vllm, serve]) in the container to have it checked")
 
 
+def _entrypoint_unread_reason(image: str, args: list[str]) -> str:
+    """The "not checked" note for a P/D engine whose container has no ``command`` and whose ``args`` (a model,
+    flags) go to the ENTRYPOINT of a vLLM image that was not read (:func:`~pdd_operator.vllm.entrypoint.
+    entrypoint_unread`): an empty one runs the first arg as a program, ``vllm serve`` runs the engine; which, is not
+    known, so the engine is not read as ``vllm serve``."""
+    shown = " ".join(args[:2]) + (" ..." if len(args) > 2 else "")
+    return (f"entrypoint of {image} unknown, give command: the container has no command, so the image's ENTRYPOINT "
+            f"(not read here: docs/entrypoints.md) runs with its args ({shown}) appended. Under an ENTRYPOINT of "
+            "'vllm serve' that starts the engine; under none (a CMD of /bin/bash, as vLLM's Dockerfile.rocm and "
+            "Dockerfile.tpu set) the kubelet runs the first arg as a program and no engine starts. Write the "
+            "command in the container (command: [vllm, serve]) to have it checked")
+
+
 def repeats_unread(at: str, launch: Launch) -> Unreadable:
     """The "not checked" note for an engine its script starts an unknown number of times
     (:attr:`~pdd_operator.vllm.script.Launch.repeats`, a loop whose count is not read): the one engine read is
@@ -423,10 +438,15 @@ def _engine(
     if (repeated := repeated_entrypoint(container)) is not None:  # args: [vllm, serve, ...] on vLLM's entrypoint
         config = replace(config, repeated_entrypoint=repeated)
     runtime = _dynamo_runtime(image)
-    implicit_nixl = runtime is None or runtime < DYNAMO_EXPLICIT_CONNECTOR_SINCE
-    if "dynamo.vllm" in argv and not config.kv_transfer and implicit_nixl:
-        # Dynamo's vLLM worker (before runtime 1.0) configures NixlConnector itself unless told otherwise.
-        config = RoleConfig(**{**config.__dict__, "kv_transfer": {"kv_connector": "NixlConnector"}})
+    if "dynamo.vllm" in argv and not config.kv_transfer and "--kv-transfer-config" not in parse_flags(argv)[1]:
+        # Dynamo's vLLM worker before 1.0 builds the connector from --connector (default nixl); from 1.0 none;
+        # an unknown release is judged as before 1.0 and says so (dynamo-connector-assumed).
+        added, assumed = added_connector(argv, runtime, image)
+        inner, wrapper = unwrap_connector(added)  # kvbm + nixl: Dynamo's PdConnector around NixlConnector
+        config = replace(config, kv_transfer=inner, wrapper=wrapper, kv_transfer_written=added,
+                         connector_assumed=assumed)
+    if "dynamo.vllm" in argv and (legacy := pre_1_0_flag(argv)):
+        config = replace(config, dynamo_legacy_flag=legacy)
     if "dynamo.vllm" in argv:  # what Dynamo's worker adds to the engine args itself, per Dynamo release
         events = added_kv_events(argv, parse_flags(argv)[1], image, config.prefix_caching, config.kv_events)
         block = added_block_size(argv, image, config.block_size)
@@ -454,6 +474,10 @@ def _engine(
     if (not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name")
             and not _kv_transfer_config_unparsed(config)):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
+    if (not container.get("command") and entrypoint_unread(image)
+            and not leading_entry(args := [str(x) for x in container.get("args") or []])
+            and not leading_serve(args)):
+        return Unreadable(at, _entrypoint_unread_reason(image, args))
     plugin = _platform_plugin(container, image)
     if plugin:
         return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "

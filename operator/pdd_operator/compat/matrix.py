@@ -1,4 +1,5 @@
-"""The NixlConnector architecture x capability matrix (seed 000, section 1), as data.
+"""The NixlConnector architecture x capability matrix (vLLM docs/features/nixl_connector_compatibility.md, the
+'Model Architecture x Capability' table, 0.20.0-0.34.0; seed 000 section 1 is its 0.31-0.32 text), as data.
 
 Cells: ``yes``, ``partial`` (a footnote's condition applies; the dedicated rules check it),
 ``no``, ``unknown`` (not verified) and ``in-progress``. ``CODE_OVERRIDES`` records where vLLM's code
@@ -12,6 +13,9 @@ from enum import StrEnum
 
 from pdd_operator.api.spec import Architecture
 from pdd_operator.vllm.versions import Version
+
+#: The vLLM page the matrix and its footnotes are read from (first in 0.20.0; absent in 0.19.0).
+DOC = "vLLM docs/features/nixl_connector_compatibility.md"
 
 
 class Capability(StrEnum):

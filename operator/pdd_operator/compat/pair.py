@@ -219,6 +219,12 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.kv_offloading`).
         v0_fallback_flags: the flags written that may make vLLM 0.9-0.10's V1 oracle choose the V0 engine
             (:func:`~pdd_operator.vllm.v1_oracle.v0_fallback_flags`).
+        connector_assumed: for a ``dynamo.vllm`` worker that names no connector and whose Dynamo release is not
+            known, which default its connector was judged with and why that is an assumption
+            (:func:`~pdd_operator.compat.dynamo_engine_defaults.added_connector`), or ``""``.
+        dynamo_legacy_flag: the first flag of a ``dynamo.vllm`` worker that only Dynamo releases before 1.4 take and
+            that was the only spelling before 1.0 (``--connector``, ``--is-prefill-worker``, ``--is-decode-worker``:
+            :data:`~pdd_operator.compat.dynamo_engine_defaults.PRE_1_0_FLAGS`), or ``""``.
         aux_outputs: the flags given true that turn on an auxiliary per-request output of the engine
             (``--enable-return-routed-experts``), judged in :mod:`pdd_operator.compat.rules.aux_output`.
         moe_flags: the flags of the argv, as parsed (``(name, value)``), that vLLM allows only for some models or
@@ -316,6 +322,8 @@ class RoleConfig:
     kv_events: bool = False
     kv_events_from: str = ""
     connector_note: str = ""
+    connector_assumed: str = ""
+    dynamo_legacy_flag: str = ""
     setup: str = ""
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
@@ -492,6 +500,20 @@ class PDPair:
     @property
     def mla(self) -> bool:
         return self.model.architecture in ("mla", "sparse-mla")
+
+    @property
+    def hybrid_mla(self) -> bool:
+        """A hybrid SSM model whose attention layers are MLA (Kimi Linear: KDA + MLA;
+        :attr:`~pdd_operator.vllm.architectures.ModelTraits.mla_attention`)."""
+        return self.hybrid_ssm and self.model.mla_attention
+
+    @property
+    def page_kv_heads(self) -> int | None:
+        """The KV heads the attention page per token shrinks with as TP grows (up to one per rank): 1 for a hybrid
+        MLA model, whose latent is one head replicated on every rank (the MLA per-token page is TP-independent:
+        nixl/base_worker.py 'Hybrid MLA+SSM (e.g. KimiLinear's KDA+MLA)', 0.27.0 l.1809, 0.32.0 l.2557, 0.34.0
+        l.2953), else :attr:`num_kv_heads` (``None``: not known)."""
+        return 1 if self.hybrid_mla else self.num_kv_heads
 
     @property
     def hma_required(self) -> bool:

@@ -23,6 +23,7 @@ from pdd_operator.vllm.versions import (
     HYBRID_NIXL_PREFIX_CACHING_SINCE,
     KV_LOAD_FAILURE_FAIL_DEFAULT_SINCE,
     KV_LOAD_FAILURE_POLICY_SINCE,
+    Version,
     resolve_version,
 )
 
@@ -110,6 +111,11 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     pods of those releases do not change); before 0.13.0, or on an unknown release, there is no such
     field to set (docs/router.md "KV load failures").
     """
+    return _kv_transfer_config(spec, role, resolve_version(spec.engine.vllm_version, spec.engine.image)[0])
+
+
+def _kv_transfer_config(spec: PDDeploymentSpec, role: str, version: Version | None) -> dict:
+    """:func:`kv_transfer_config` for the vLLM release ``version`` already resolved from ``spec.engine``."""
     kt = spec.kv_transfer
     extra = {"backends": list(kt.backends)}
     extra.update(kt.extra_config or {})
@@ -122,7 +128,6 @@ def kv_transfer_config(spec: PDDeploymentSpec, role: str) -> dict:
     if kt.enable_permute_local_kv:
         out["enable_permute_local_kv"] = True
     if role == "decode":
-        version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
         if version is not None and KV_LOAD_FAILURE_POLICY_SINCE <= version < KV_LOAD_FAILURE_FAIL_DEFAULT_SINCE:
             out["kv_load_failure_policy"] = "fail"
     # No engine_id, in push mode either: each vLLM process draws a new one (KVTransferConfig's
@@ -171,6 +176,7 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
     model = _traits(spec, model_config)
     r = spec.role(role)
     m = spec.model
+    version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)  # once: the release every rule reads
     args = [
         m.name,
         *(["--host", DEFAULT_BIND_HOST] if user_bind_host(r.extra_args) is None else []),
@@ -202,18 +208,17 @@ def vllm_args(spec: PDDeploymentSpec, role: str, model_config: dict | None = Non
         # release) decode's NIXL worker asserts when a transferred request hits its prefix cache, which vLLM
         # turns on by default for hybrid models from 0.28 (hybrid-ssm-prefix-caching). Off costs decode only
         # its local cache hits.
-        version, _ = resolve_version(spec.engine.vllm_version, spec.engine.image)
         if (spec.prefill.tensor_parallel_size != spec.decode.tensor_parallel_size
                 or version is None or version < HYBRID_NIXL_PREFIX_CACHING_SINCE):
             args.append("--no-enable-prefix-caching")
     user_async = "--async-scheduling" in parse_flags(["vllm", "serve", "model", *r.extra_args])[1]
     if role == "decode" and model.needs_hma and not user_async \
-            and hybrid_decode_needs_sync(resolve_version(spec.engine.vllm_version, spec.engine.image)[0]):
+            and hybrid_decode_needs_sync(version):
         # Hybrid SSM decode before vLLM 0.24 (or on an unknown release): with async scheduling a step still in
         # flight rewrites a freed conv/SSM state block that NIXL just filled for a new request (vllm#37285; fixed
         # by vllm#45357 in 0.24.0: pdd_operator.vllm.async_scheduling). extraArgs may turn it back on.
         args.append("--no-async-scheduling")
-    args += ["--kv-transfer-config", _json(kv_transfer_config(spec, role))]
+    args += ["--kv-transfer-config", _json(_kv_transfer_config(spec, role, version))]
     args += list(r.extra_args)
     return args
 

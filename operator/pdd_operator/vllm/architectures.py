@@ -36,6 +36,9 @@ class ModelTraits:
     #: routed experts per MoE layer from config.json (0: the config names none, a model without experts), where a
     #: config.json is known: vLLM refuses expert parallelism for a model without experts.
     num_experts: int | None = None
+    #: a hybrid SSM model whose full-attention layers are MLA (Kimi Linear's KDA + MLA; :data:`HYBRID_MLA_MODEL_TYPES`):
+    #: its attention page per token is one latent, replicated on every TP rank, so it never shrinks with TP.
+    mla_attention: bool = False
 
     @property
     def needs_hma(self) -> bool:
@@ -50,6 +53,16 @@ class ModelTraits:
 A, S = Architecture, SSMKind
 
 #: config.json ``architectures[0]`` -> (family, SSM kind).
+#: Hybrid SSM models whose full-attention layers are MLA, by config.json ``model_type`` and architecture: vLLM's
+#: ``is_deepseek_mla`` lists ``kimi_linear`` (transformers_utils/model_arch_config_convertor.py l.193 of 0.14.0, l.234
+#: of 0.22.0, l.275 of 0.27.0, l.333 of 0.32.0, l.313 of 0.34.0), so ``use_mla`` is true beside its KDA (GDN-kind)
+#: layers; ``KimiLinearForCausalLM`` is registered from 0.11.1 (models/registry.py; vllm.models.kimi_k3 in 0.32.0),
+#: Kimi K3's text model is ``kimi_linear``. ``glm5_next`` (GLM-5.3-Flash, KDA + MLA) is in the same list from 0.30.0
+#: (l.324 of 0.30.0, l.327 of 0.32.0, l.307 of 0.34.0; models/registry.py 0.32.0 l.121 and l.423).
+HYBRID_MLA_MODEL_TYPES = frozenset({"kimi_linear", "glm5_next", "glm5_next_text"})
+HYBRID_MLA_ARCHITECTURES = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGeneration", "Glm5NextForCausalLM",
+                                      "Glm5NextForConditionalGeneration"})
+
 HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
     # hybrid attention + state-space
     "NemotronHForCausalLM": (A.HYBRID_SSM, S.MAMBA2),
@@ -147,6 +160,8 @@ _SLIDING_NAMES = re.compile(r"gemma-?[23]|gpt-oss|llama-?4|command-a|command-r7b
 #: Hugging Face model ids -> their config.json ``architectures[0]``, for families the registry table
 #: (:mod:`pdd_operator.vllm.registry_architectures`) classifies, tried when no architecture is given.
 MODEL_NAME_ARCHITECTURES: list[tuple[re.Pattern[str], str]] = [
+    # Kimi Linear (moonshotai/Kimi-Linear-48B-A3B-*): KDA linear attention + MLA (HYBRID_MLA_ARCHITECTURES).
+    (re.compile(r"kimi-linear", re.I), "KimiLinearForCausalLM"),
     # GLM-5.3-Flash: KDA (GDN-kind state) + MLA hybrid (vllm/models/glm5next/__init__.py 0.32.0 names it).
     (re.compile(r"glm-?5\.3-flash", re.I), "Glm5NextForConditionalGeneration"),
     # GLM-5 / 5.1 / 5.2: glm_moe_dsa, DeepSeek-V3.2's sparse MLA code (vllm/models/deepseek_v32/__init__.py 0.32.0).
@@ -237,8 +252,12 @@ def traits(
         if kind is None and derived is not None and derived[0] == explicit_arch:
             kind = derived[1]
         return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding, head_size_of(model_name),
-                           registry_since(hf_architecture))
+                           registry_since(hf_architecture),
+                           mla_attention=explicit_arch == Architecture.HYBRID_SSM
+                           and hf_architecture in HYBRID_MLA_ARCHITECTURES)
     if derived is not None:
         return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding, head_size_of(model_name),
-                           registry_since(hf_architecture))
+                           registry_since(hf_architecture),
+                           mla_attention=derived[0] == Architecture.HYBRID_SSM
+                           and hf_architecture in HYBRID_MLA_ARCHITECTURES)
     return ModelTraits(None, explicit_kind, "unknown", sliding, head_size_of(model_name))

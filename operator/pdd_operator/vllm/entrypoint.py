@@ -118,6 +118,27 @@ def image_entrypoint(image: str) -> tuple[str, ...] | None:
     return API_SERVER if version is not None and version < SERVE_ENTRYPOINT_SINCE else SERVE
 
 
+def entrypoint_unread(image: str) -> bool:
+    """Whether ``image`` is a vLLM image whose ENTRYPOINT was not read, so that a container of it without
+    ``command`` whose ``args`` start no engine of their own (a model, flags) runs something not known here.
+
+    True for :func:`~pdd_operator.vllm.versions.is_vllm_image` images outside :data:`IMAGE_ENTRYPOINTS` (and their
+    ``-base`` tags) that are not named ``vllm-openai*``: AMD's ``rocm/vllm`` (built by AMD's pipeline; vLLM's
+    docker/Dockerfile.rocm ``final`` stage sets ``CMD ["/bin/bash"]`` and no ENTRYPOINT over a base image whose own
+    was not read: 0.10.1.1 l.113, 0.11.0 l.119, 0.13.0 l.147, 0.21.0 l.543; vLLM's docs say only that the entrypoint
+    of AMD's rocm/vllm-dev "is /bin/bash", gpu.rocm.inc.md l.314 of 0.21.0, l.418 of 0.34.0), ``intel/vllm``
+    (Intel's builds), ``vllm/vllm-tpu`` (docker/Dockerfile.tpu sets ``CMD ["/bin/bash"]`` over ``$BASE_IMAGE``:
+    0.10.1.1 l.31, 0.11.0 l.36, 0.21.0 l.36; no Dockerfile.tpu in 0.34.0), ``vllm-nixl`` and any ``<org>/vllm``.
+    Where the ENTRYPOINT is empty, ``args: [MODEL, ...]`` is run as a program named MODEL; where it is ``vllm serve``,
+    as the engine: which one is not known, so such an engine is "not checked" (rule-free), never read as
+    ``vllm serve``. Images named ``vllm-openai*`` (mirrors, and builds on vLLM's OpenAI image such as
+    ``aibrix/vllm-openai-*`` and ``lmcache/vllm-openai``) are read as vLLM's OpenAI image: ``vllm serve``."""
+    if not is_vllm_image(image) or image_entrypoint(image) is not None:
+        return False
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
+    return not name.startswith("vllm-openai") or image_repository(image) in ENTRYPOINT_READ_REPOSITORIES
+
+
 def leading_entry(args: list[str]) -> int:
     """How many leading words of ``args`` start a vLLM engine themselves: 2 for ``vllm serve`` (``vllm`` by any
     path), 3 for ``python[3] -m vllm.entrypoints.openai.api_server``; 0 for anything else (flags, a model, a bare

@@ -11,7 +11,14 @@ import json
 from dataclasses import dataclass, replace
 
 from pdd_operator.api.spec import Architecture, SSMKind
-from pdd_operator.vllm.architectures import HF_ARCHITECTURES, MODEL_TYPES, ModelTraits, traits
+from pdd_operator.vllm.architectures import (
+    HF_ARCHITECTURES,
+    HYBRID_MLA_ARCHITECTURES,
+    HYBRID_MLA_MODEL_TYPES,
+    MODEL_TYPES,
+    ModelTraits,
+    traits,
+)
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.registry_architectures import registry_family, registry_since
@@ -84,6 +91,9 @@ class ModelFacts:
     attention_chunk_size: int | None = None
     #: routed experts per MoE layer as vLLM counts them (:func:`_num_experts`): 0 for a config that names none.
     num_experts: int | None = None
+    #: a hybrid SSM model whose attention is MLA (:data:`~pdd_operator.vllm.architectures.HYBRID_MLA_MODEL_TYPES`,
+    #: or ``kv_lora_rank`` beside the SSM layers).
+    mla_attention: bool = False
 
 
 #: The config.json keys vLLM reads a model's expert count from (0.11.0 config/model.py
@@ -174,6 +184,10 @@ def facts_from_config(config: dict) -> ModelFacts:
         num_attention_heads=_int_field(text, "num_attention_heads"),
         attention_chunk_size=_int_field(text, "attention_chunk_size"),
         num_experts=_num_experts(text),
+        mla_attention=arch == Architecture.HYBRID_SSM and (
+            bool(text.get("kv_lora_rank")) or hf_arch in HYBRID_MLA_ARCHITECTURES
+            or any(isinstance(p, dict) and p.get("model_type") in HYBRID_MLA_MODEL_TYPES
+                   for p in (config, config.get("text_config")))),
     )
 
 
@@ -220,7 +234,9 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
             model_traits = replace(model_traits, head_size=facts.head_size)
     if facts is not None:
         model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
-                               attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts)
+                               attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts,
+                               mla_attention=model_traits.mla_attention or (
+                                   facts.mla_attention and model_traits.architecture == Architecture.HYBRID_SSM))
     return ResolvedModel(
         traits=model_traits,
         num_kv_heads=model.num_kv_heads or (facts.num_kv_heads if facts else None),

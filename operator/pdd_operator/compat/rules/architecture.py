@@ -1,15 +1,18 @@
-"""The model architecture x capability matrix (seed 000 section 1) and where vLLM's code overrides it."""
+"""The model architecture x capability matrix (vLLM docs/features/nixl_connector_compatibility.md, from 0.20.0;
+seed 000 section 1) and where vLLM's code overrides it."""
 
 from __future__ import annotations
 
-from pdd_operator.compat.matrix import Capability, Cell, cell, overridden
+from pdd_operator.compat.matrix import DOC, Capability, Cell, cell, overridden
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.compat.rules.block_size import _block_pair
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt
 
-_SEED = "seed 000 section 1 (architecture x capability matrix)"
+_SEED = (f"{DOC}, 'Model Architecture x Capability' table (l.50-58 in 0.20.0-0.34.0; no such page in 0.19.0) "
+         "and its footnotes, as of 0.31.0-0.32.0, with the cells vLLM's code overrides (compat.matrix "
+         "CODE_OVERRIDES); secondary: seed 000 section 1")
 
 
 _V020 = (0, 20, 0)
@@ -101,7 +104,9 @@ def check_matrix_unverified(pair: PDPair) -> list[Violation]:
 @rule(
     id="matrix-overridden-by-code", family="architecture", severity="warning",
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
-    source="seed 000 footnote (e) vs vllm nixl add_remote_agent (0.20-0.32)",
+    source=(f"{DOC} footnote 5 (hybrid SSM heterogeneous TP: 'in progress' in 0.20.0-0.32.0, l.55 and l.68 in "
+            "0.20.0, l.70 in 0.28.0-0.32.0; 'partial' from 0.33.0) against vLLM nixl add_remote_agent, which "
+            "takes it (0.20-0.32); secondary: seed 000 footnote (e)"),
     since=_V020,
 )
 def check_hybrid_hetero_tp_matrix(pair: PDPair) -> list[Violation]:

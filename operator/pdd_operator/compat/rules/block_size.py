@@ -144,11 +144,13 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
 @rule(
     id="block-size-direction", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize"),
-    source=("seed 000 footnote (c); vllm TransferTopology.block_size_ratio (kv_connector/utils.py, 0.20+: assert "
+    source=("vllm TransferTopology.block_size_ratio (kv_connector/utils.py, 0.20+: assert "
             "local % remote == 0 on the decode); a role without --block-size is judged at the size vLLM pins for it "
             "(16 for a plain-attention model on CUDA before 0.29, pdd_operator.vllm.block_size); a vllm-gaudi prefill "
             "whose heterogeneous connector saves agreed_block_size blocks is a warning (vllm-gaudi d01a3ca "
-            "hetero_hpu_nixl_connector.py if_postprocess_kvcache_on_save, pdd_operator.vllm.gaudi)"),
+            "hetero_hpu_nixl_connector.py if_postprocess_kvcache_on_save, pdd_operator.vllm.gaudi); vLLM docs/features/"
+            "nixl_connector_compatibility.md footnote 3 (l.64 in 0.20.0, l.66 from 0.28.0); secondary: seed 000 "
+            "footnote (c)"),
     example="prefill: {blockSize: 32}, decode: {blockSize: 16}",
     needs=("--block-size",),
 )
@@ -228,7 +230,8 @@ def check_block_tp_shrink(pair: PDPair) -> list[Violation]:
 @rule(
     id="block-size-hma", family="block-size-mismatch", severity="error",
     fields=("spec.prefill.blockSize", "spec.decode.blockSize", "spec.model.architecture"),
-    source="seed 000 footnote (f); vllm nixl 'HMA does not support different remote block size yet' (0.18.0-0.26.x)",
+    source=("vllm nixl 'HMA does not support different remote block size yet' (0.18.0-0.26.x); vLLM docs/features/"
+            "nixl_connector_compatibility.md footnote 6 (l.70 in 0.20.0-0.26.0); secondary: seed 000 footnote (f)"),
     until=(0, 27, 0),
     needs=("--block-size", "--disable-hybrid-kv-cache-manager"),
 )

@@ -27,8 +27,8 @@ def check_connector_present(pair: PDPair) -> list[Violation]:
     """Every engine of a prefill/decode topology has a KV connector.
 
     A Dynamo vLLM worker (``launcher`` ``dynamo.vllm``) reaches this rule without a connector only on a runtime that
-    no longer adds NixlConnector itself (Dynamo >= 1.0.0, see ``DYNAMO_EXPLICIT_CONNECTOR_SINCE`` in
-    :mod:`pdd_operator.compat.manifests`): :func:`_dynamo_worker_without_connector` says what that worker does."""
+    no longer adds NixlConnector itself (Dynamo >= 1.0.0, see ``NO_DEFAULT_CONNECTOR_SINCE`` in
+    :mod:`pdd_operator.compat.dynamo_engine_defaults`): :func:`_dynamo_worker_without_connector` says what that worker does."""
     out = []
     for r in pair.roles:
         if r.connector is None:
@@ -45,6 +45,30 @@ def check_connector_present(pair: PDPair) -> list[Violation]:
                         f"to the {r.role} container{_named(r)}."),
             ))
     return out
+
+
+@rule(
+    id="dynamo-connector-assumed", family="connector", severity="warning",
+    fields=("spec.kvTransfer.connector",),
+    source=("ai-dynamo dynamo/vllm/args.py per release: before 1.0 the worker builds its connector from --connector "
+            "(default nixl; 0.9.1 wheel l.138-144, create_kv_transfer_config l.509-556); from 1.0 it adds none and a "
+            "prefill worker without --kv-transfer-config raises ValueError (1.1.0 l.189-210; 1.3.x, 1.4.0, 1.6.1 the "
+            "same); pdd_operator/compat/dynamo_engine_defaults.py added_connector"),
+    without_connector=True, any_release=True,
+    example="python3 -m dynamo.vllm --model M --is-prefill-worker (no --kv-transfer-config) on my.io/dynamo:custom",
+)
+def check_dynamo_connector_assumed(pair: PDPair) -> list[Violation]:
+    """A Dynamo vLLM worker that names no KV connector runs on a runtime image whose Dynamo release tells which one
+    it gets (NixlConnector by default before Dynamo 1.0, none from 1.0).
+
+    Where the release is not known (a custom image, a ``-dev`` tag), the worker is judged with the pre-1.0 default
+    (:func:`~pdd_operator.compat.dynamo_engine_defaults.added_connector`) and this warning says so; where that
+    choice decides the verdict (no error found either way on the pre-1.0 reading, while from 1.0 a prefill worker
+    refuses to start) :func:`pdd_operator.compat.engine.evaluate` reports the pair "not checked" for it instead."""
+    return [(f"{r.role}: {r.connector_assumed}.",
+             f"Add --kv-transfer-config '{_DYNAMO_KV}' (or the connector you mean) to the {r.role} worker's args, or "
+             "run a Dynamo vllm-runtime image whose tag names its release (nvcr.io/nvidia/ai-dynamo/vllm-runtime:X.Y.Z).")
+            for r in pair.roles if r.connector_assumed]
 
 
 _LATER = ("The NIXL rules (handshake, block sizes, side channel, parallelism across roles) are checked once both roles "
@@ -109,7 +133,11 @@ def check_push_available(pair: PDPair) -> list[Violation]:
 @rule(
     id="handshake-compat-disabled", family="handshake", severity="warning",
     fields=("spec.kvTransfer.extraConfig",),
-    source="seed 000 section 2; vllm nixl _nixl_handshake (0.13+)",
+    source=("vllm nixl worker's handshake: kv_connector_extra_config enforce_handshake_compat (default True) "
+            "switches the compatibility-hash comparison (v1/nixl_connector.py 0.13.0 l.950 and l.1033; nixl/worker.py "
+            "0.20.0 l.334 and l.435; nixl/base_worker.py 0.28.0 l.561, 0.34.0 l.1113; no hash before 0.13.0); "
+            "docs/features/nixl_connector_compatibility.md 'What must match' (l.74 in 0.20.0, l.76 from 0.28.0); "
+            "secondary: seed 000 section 2"),
 )
 def check_handshake_compat(pair: PDPair) -> list[Violation]:
     """The handshake compatibility check stays on."""

@@ -37,21 +37,30 @@ of 1: an error).
 
 Read in the 0.22.0, 0.26.0, 0.27.0-0.31.0 (handshake) and 0.32.0, 0.33.0, 0.34.0 sdists (also
 platforms/interface.py ``_align_hybrid_block_size`` lines 939-1116, 940-1128, 950-1140 of 0.32.0-0.34.0; from line
-509 of 0.22.0). Not described: releases before 0.22 (GDN from 0.22.0, Mamba2 heterogeneous TP from 0.20.0), and
-hybrid MLA models (Kimi Linear), whose MLA page per token does not shrink with TP at all (their blocks differ at any
-heterogeneous TP; the rule speaks only where the KV heads say so).
+509 of 0.22.0). Not described: releases before 0.22 (GDN from 0.22.0, Mamba2 heterogeneous TP from 0.20.0).
+
+Hybrid MLA models (Kimi Linear: KDA linear attention + MLA; :attr:`~pdd_operator.compat.pair.PDPair.hybrid_mla`): the
+MLA page per token is one latent replicated on every rank and never shrinks with TP, so their blocks differ at any
+heterogeneous TP (:attr:`~pdd_operator.compat.pair.PDPair.page_kv_heads` is 1). From 0.27.0 the NIXL worker has a
+path of its own for them: the regions are kernel-granularity views of the Mamba-unified page and it asserts "Hybrid
+MLA kernel-granularity block lengths must match between P and D (block_size_ratio=...)" (nixl/base_worker.py 0.27.0
+l.1809, 0.28.0 l.1819, 0.30.0 l.2352, 0.32.0 l.2557, 0.34.0 l.2953), after the same ``block_size_ratio`` assert, so
+the rule reads them as above. 0.22.0-0.26.x have no such path (nixl/worker.py 0.22.0 l.1434 and base_worker.py 0.26.0
+l.1693 only skip the replication assert for MLA or Mamba): their heterogeneous-TP geometry is not checked.
 """
 
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.compat.rules.hybrid_ssm import check_hybrid_prefix_caching
 from pdd_operator.vllm.kernel_block import runs_logical_block
-from pdd_operator.vllm.versions import Version
+from pdd_operator.vllm.versions import Version, fmt
 
 #: The first release read whose handshake compares the roles' kernel blocks as described (0.22.0 sdist).
 _SINCE: Version = (0, 22, 0)
+#: The first release whose NIXL worker has the hybrid MLA + SSM path (Kimi Linear; nixl/base_worker.py 0.27.0 l.1809).
+_HYBRID_MLA_SINCE: Version = (0, 27, 0)
 #: The first release that reads heterogeneous blocks of a hybrid model (the decode's a multiple of the prefill's);
 #: before it the Mamba descriptors assert a block size ratio of exactly 1.
 _HETERO_BLOCKS_SINCE: Version = (0, 27, 0)
@@ -85,11 +94,20 @@ def check_hybrid_hetero_tp_block_geometry(pair: PDPair) -> list[Violation]:
         return []
     if pair.at_least(_PREFIX_CACHING_RULE_SINCE) and check_hybrid_prefix_caching(pair):
         return []  # hybrid-prefix-caching refuses the pair (or warns where the KV heads are unknown)
-    heads = pair.num_kv_heads
+    heads = pair.page_kv_heads
     p_tp, d_tp = pair.tps
     if heads is not None and max(p_tp, d_tp) <= heads:
         return []
-    past = (f"TP {p_tp}/{d_tp} past the model's {heads} KV heads" if heads is not None else
+    if pair.hybrid_mla and not pair.at_least(_HYBRID_MLA_SINCE):
+        return [(f"a hybrid MLA model (KDA + MLA, as Kimi Linear) with heterogeneous TP {p_tp}/{d_tp}: its MLA page "
+                 "per token does not shrink with TP while its linear-attention state does, so the roles' blocks "
+                 f"differ; vLLM {fmt(pair.version) if pair.version else 'of this release'}'s NIXL worker has no "
+                 "hybrid MLA path (first in 0.27.0), so how it pairs them is not read here.",
+                 fix_for(pair, "Use equal prefill and decode TP, or vLLM >= 0.27.0.",
+                         "Use equal prefill and decode tensor-parallel sizes, or a vLLM >= 0.27.0 image."),
+                 NOT_CHECKED)]
+    past = (f"TP {p_tp}/{d_tp}, whose MLA page per token does not shrink with TP at all" if pair.hybrid_mla else
+            f"TP {p_tp}/{d_tp} past the model's {heads} KV heads" if heads is not None else
             f"TP {p_tp}/{d_tp} (the KV heads are not known here; past them")
     closing = "" if heads is not None else ")"
     why = (f"a hybrid SSM model with heterogeneous {past}{closing}: vLLM sizes each role's attention block to hold its "

@@ -294,7 +294,7 @@ def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
     """
     if not (pair.hybrid_ssm and pair.hetero_tp) or not decode_prefix_caching(pair):
         return []
-    heads = pair.num_kv_heads
+    heads = pair.page_kv_heads  # 1 for a hybrid MLA model: its MLA page per token never shrinks with TP
     if heads is not None and max(pair.tps) <= heads:
         # Both roles shard the attention KV and the Mamba state by TP: the same logical block size on
         # both, so the same physical blocks per logical block (the PRs' 1P2D/2P1D sweeps pass).
@@ -319,7 +319,8 @@ def check_hybrid_prefix_caching(pair: PDPair) -> list[Violation]:
             fix + " " + fix_for(pair, "Or give the model's KV heads (spec.model.numKvHeads).",
                                 "Or give pdd check the model's config.json (--model-config)."), "warning",
         )]
-    past = f"heterogeneous TP {p_tp}/{d_tp} past the model's {heads} KV heads"
+    past = (f"heterogeneous TP {p_tp}/{d_tp} of a hybrid MLA model (its MLA page per token never shrinks with TP)"
+            if pair.hybrid_mla else f"heterogeneous TP {p_tp}/{d_tp} past the model's {heads} KV heads")
     if d_tp > p_tp and all(r.block_size is None or r.block_size <= _SMALLEST_KERNEL_BLOCK for r in pair.roles):
         pinned = pair.decode.attention_backend if all(
             (r.attention_backend or "").upper() in _FIXED_PAGE_BACKENDS for r in pair.roles) else None

@@ -57,10 +57,13 @@ def gaudi_hetero_layout(role) -> bool:
 @rule(
     id="kv-layout-mismatch", family="kv-layout-mismatch", severity="error",
     fields=fields_of("kv_cache_layout"),
-    source=("seed 000 section 4; vllm nixl worker layout check (0.11.1+ permute); a vllm-gaudi role with "
+    source=("vllm nixl worker's KV layout check in the handshake, with enable_permute_local_kv from 0.11.1 "
+            "(v1/nixl_connector.py 0.11.1 l.841 and l.1047; nixl/worker.py 0.20.0 l.192 and l.490; nixl/"
+            "base_worker.py 0.34.0 l.864 and l.1372); a vllm-gaudi role with "
             "VLLM_HPU_HETERO_KV_LAYOUT converts its own side (llm-d README.hpu_cuda.md): a warning; 0.9.0 NHD for "
             "every cache, 0.9.1-0.10.0 HND only for a top-level NixlConnector (kv_connector/utils.py "
-            "get_kv_connector_cache_layout, read in the wheels)"),
+            "get_kv_connector_cache_layout, read in the wheels); docs/features/nixl_connector_compatibility.md 'KV "
+            "cache layout' (l.92 in 0.20.0, l.101 from 0.28.0); secondary: seed 000 section 4"),
     needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT"),
 )
 def check_kv_layout_match(pair: PDPair) -> list[Violation]:
@@ -132,13 +135,15 @@ HEAD_SPLIT_GUARD_SINCE = (0, 20, 0)
 @rule(
     id="hetero-tp-kv-layout", family="hetero-tp", severity="error",
     fields=("spec.kvCache.layout", "spec.kvCache.dtype"),
-    source=("seed 000 section 4; nixl worker head-splitting check (0.20-0.34: nixl/worker.py 0.20.0 lines 1457-1471, "
+    source=("vllm nixl worker head-splitting check (0.20-0.34: nixl/worker.py 0.20.0 lines 1457-1471, "
             "nixl/base_worker.py add_remote_agent "
             "'Heterogeneous TP head-dimension splitting requires contiguous heads', 0.34.0 lines 2895-2906, not for "
             "MLA, a replicated KV cache (the handshake's remote TP > KV heads) or the handshaking engine's "
             "enable_permute_local_kv, for a written VLLM_KV_CACHE_LAYOUT as for a forced one); a turboquant_* KV "
             "cache runs LBNHC from 0.34.0 whatever NIXL prefers (pdd_operator.vllm.kv_cache_dtypes.forced_layout); "
-            "a warning before 0.20.0, which has no such check (nixl_connector.py 0.19.0, 0.19.1)"),
+            "a warning before 0.20.0, which has no such check (nixl_connector.py 0.19.0, 0.19.1); docs/features/"
+            "nixl_connector_compatibility.md 'KV cache layout' (l.92 in 0.20.0, l.101 from 0.28.0); secondary: seed "
+            "000 section 4"),
     needs=("VLLM_KV_CACHE_LAYOUT", "VLLM_HPU_HETERO_KV_LAYOUT", "--kv-cache-dtype"),
 )
 def check_hetero_tp_layout(pair: PDPair) -> list[Violation]:

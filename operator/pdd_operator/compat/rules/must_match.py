@@ -128,11 +128,13 @@ def check_version_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="model-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("model"),
-    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor model (0.13.0-0.33.0, read in the "
+    source=("vllm nixl compute_nixl_compatibility_hash factor model (v1/nixl_connector.py 0.13.0 l.145, nixl/"
+            "metadata.py 0.20.0 l.71, 0.28.0 l.126, 0.33.0 l.146; 0.13.0-0.33.0, read in the "
             "wheels); no hash in 0.11.0-0.12.0, or enforce_handshake_compat false on the engine that runs the handshake "
             "(_nixl_handshake): a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
             "path before vLLM reads it (components/src/dynamo/vllm/main.py fetch_llm): an id against that path is a "
-            "warning (equal at one revision)"),
+            "warning (equal at one revision); docs/features/nixl_connector_compatibility.md 'What must match' (l.74 in "
+            "0.20.0, l.76 from 0.28.0); secondary: seed 000 section 2"),
     needs=("--model",),
 )
 def check_model_match(pair: PDPair) -> list[Violation]:
@@ -161,14 +163,16 @@ def _dtype(r: RoleConfig) -> str:
     id="dtype-mismatch", family="model-mismatch", severity="error",
     fields=fields_of("dtype"),
     needs=("--dtype",),
-    source=("seed 000 section 2; vllm nixl compute_nixl_compatibility_hash factor dtype = str(model_config.dtype), "
+    source=("vllm nixl compute_nixl_compatibility_hash (nixl/metadata.py 0.20.0 l.71, 0.34.0 l.149) factor dtype = "
+            "str(model_config.dtype), "
             "the resolved torch dtype (vllm/config/model.py _get_and_verify_dtype / _resolve_auto_dtype, read in "
             "0.9.0-0.34.0: half/float16 and float/float32 are one dtype; auto is config.json's torch_dtype, float32 "
             "-> float16 before 0.10 and the platform's preferred dtype after; vllm/dtype.py): where the checkpoint's "
             "dtype is known (config.json, a well-known id) auto is resolved as on a GPU with bfloat16 and judged like "
             "an explicit value; where it is not, auto against float16/bfloat16 is a warning naming both; auto never "
             "gives float32 (an error); no hash (before 0.13, or enforce_handshake_compat off) and equal element "
-            "width: a warning, since the block-byte assert passes"),
+            "width: a warning, since the block-byte assert passes; docs/features/nixl_connector_compatibility.md 'What "
+            "must match' (l.74 in 0.20.0, l.76 from 0.28.0); secondary: seed 000 section 2"),
 )
 def check_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode load the model in the same torch dtype (--dtype, as vLLM resolves it)."""
@@ -199,11 +203,14 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
     id="kv-cache-dtype-mismatch", family="kv-cache-dtype-mismatch", severity="error",
     fields=fields_of("cache_dtype"),
     needs=("--kv-cache-dtype",),
-    source=("seed 000 sections 2 and 6; vllm nixl compute_nixl_compatibility_hash factor cache_dtype, the raw string "
+    source=("vllm nixl compute_nixl_compatibility_hash factor cache_dtype (nixl/metadata.py 0.20.0 l.71, 0.33.0 "
+            "l.146), the raw string "
             "(0.13.0-0.33.0, read in the wheels; not compared where enforce_handshake_compat is false on the engine that "
             "runs the handshake); no hash in 0.9.1-0.12.0, whose handshake asserts equal KV block "
             "bytes (v1/nixl_connector.py add_remote_agent, _validate_remote_agent_handshake in 0.12.0): an fp8 "
-            "cache against a 16/32-bit one at one block size is an error there, other differences a warning"),
+            "cache against a 16/32-bit one at one block size is an error there, other differences a warning; vLLM docs/"
+            "features/nixl_connector_compatibility.md 'What must match' and 'Quantized KV cache' (l.98 in 0.20.0, "
+            "l.126 in 0.31.0-0.33.0); secondary: seed 000 sections 2 and 6"),
 )
 def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode use the same --kv-cache-dtype.
@@ -367,7 +374,10 @@ def described_mode(r: RoleConfig) -> str:
 @rule(
     id="transfer-mode-mismatch", family="transfer-mode-mismatch", severity="error",
     fields=fields_of("transfer_mode"),
-    source="seed 000 section 2; transfer_mode hashed from vLLM 0.28.0",
+    source=("vllm nixl compute_nixl_compatibility_hash factor transfer_mode (nixl/metadata.py: absent in 0.27.0; "
+            "0.28.0 l.130 and l.184, 0.34.0 l.152 and l.205, default 'pull'); docs/features/"
+            "nixl_connector_compatibility.md 'What must match', push vs pull (l.85 from 0.28.0); secondary: seed 000 "
+            "section 2"),
 )
 def check_transfer_mode_match(pair: PDPair) -> list[Violation]:
     """Push and pull connectors never pair.
@@ -440,8 +450,10 @@ def check_hma_flag_match(pair: PDPair) -> list[Violation]:
 @rule(
     id="spec-decode-mismatch", family="spec-decode-mismatch", severity="error",
     fields=fields_of("speculative_config")[:1],
-    source=("seed 000 footnote (a); vllm nixl metadata.py speculative factors (0.28+): method, draft model, revision, "
-            "parallel_drafting (0.28.0-0.33.0 sdists), effective draft kv_cache_dtype (0.28.0-0.34.0 sdists)"),
+    source=("vllm nixl metadata.py _get_speculative_compatibility_factors (0.28.0 l.83; 0.28+): method, draft "
+            "model, revision, parallel_drafting (0.28.0-0.33.0 sdists), effective draft kv_cache_dtype (0.28.0-0.34.0 "
+            "sdists); docs/features/nixl_connector_compatibility.md footnote 1 (l.60, 0.20.0-0.34.0); secondary: seed "
+            "000 footnote (a)"),
     needs=("--speculative-config",),
 )
 def check_spec_decode_match(pair: PDPair) -> list[Violation]:

@@ -11,7 +11,11 @@ from pdd_operator.vllm.versions import fmt, fmt_line
 @rule(
     id="pp-decode-unsupported", family="pipeline-parallel-unsupported", severity="error",
     fields=("spec.decode.pipelineParallelSize",),
-    source="seed 000 section 5; vllm nixl consumer PP check (0.26+)",
+    source=("vllm nixl base_worker NixlConnectorWorker.__init__: kv_role kv_consumer with pipeline_parallel_size "
+            "> 1 raises NotImplementedError('NixlPushConnector consumer (decode) does not support ...') (nixl/"
+            "base_worker.py 0.26.0 l.436, 0.28.0 l.451, 0.30.0 l.648, 0.31.0 l.803, 0.32.0 l.777, 0.34.0 l.960); docs/"
+            "features/nixl_connector_compatibility.md 'Pipeline parallelism' (l.107, 0.31.0-0.34.0); secondary: seed "
+            "000 section 5"),
 )
 def check_pp_decode(pair: PDPair) -> list[Violation]:
     """Only prefill may be pipeline-parallel."""
@@ -24,12 +28,16 @@ def check_pp_decode(pair: PDPair) -> list[Violation]:
 @rule(
     id="pp-pull-unsupported", family="pipeline-parallel-unsupported", severity="error",
     fields=("spec.prefill.pipelineParallelSize", "spec.kvTransfer.connector"),
-    source=("seed 000 section 5; vllm nixl base_worker (pull PP+HMA refused from 0.31; PP handshake metadata). A "
+    source=("vllm nixl base_worker (pull PP+HMA refused from 0.31: 'NixlConnector (pull) does not support "
+            "pipeline_parallel_size > 1 with hybrid KV cache layouts', base_worker.py 0.31.0 l.789, 0.32.0 l.763, "
+            "0.34.0 l.947; PP handshake metadata). A "
             "non-hybrid PP prefill starts (0.32.0 base_worker __init__ refuses only HMA, Mamba and a PP consumer), "
             "but each PP rank registers its own layer slice, and the decode's handshake asserts "
             "len(remote kv_caches_base_addr) == its own region count (_validate_remote_agent_handshake, 0.26.0, "
             "0.28.0, 0.30.0, 0.32.0, 0.33.0), so "
-            "every request fails at the first handshake; the pull read path addresses pp_rank 0 only"),
+            "every request fails at the first handshake; the pull read path addresses pp_rank 0 only. docs/features/"
+            "nixl_connector_compatibility.md 'Pipeline parallelism' (l.107, 0.31.0-0.34.0); secondary: seed 000 "
+            "section 5"),
     example="prefill: {pipelineParallelSize: 2} with NixlConnector",
     needs=("--disable-hybrid-kv-cache-manager",),
 )
@@ -82,7 +90,11 @@ def check_pp_push_hma_version(pair: PDPair) -> list[Violation]:
 @rule(
     id="pp-hybrid-ssm", family="pipeline-parallel-unsupported", severity="error",
     fields=("spec.prefill.pipelineParallelSize", "spec.model.architecture"),
-    source="seed 000 section 5; vllm nixl push worker (0.31+)",
+    source=("vllm nixl base_worker NixlConnectorWorker.__init__: 'NixlPushConnector does not support "
+            "pipeline_parallel_size > 1 with Mamba/SSM hybrid KV cache layouts yet' (NotImplementedError; nixl/"
+            "base_worker.py 0.31.0 l.797, 0.32.0 l.771, 0.33.0 l.882, 0.34.0 l.954); docs/features/"
+            "nixl_connector_compatibility.md 'Pipeline parallelism' (l.107-124, 0.31.0-0.34.0); secondary: seed 000 "
+            "section 5"),
 )
 def check_pp_hybrid_ssm(pair: PDPair) -> list[Violation]:
     """No prefill PP > 1 with push for hybrid SSM models."""
