@@ -29,9 +29,10 @@ RULE = "entrypoint-repeated"
 SERVE_IMAGES = ["vllm/vllm-openai:v0.32.0", "vllm/vllm-openai:v0.11.1", "vllm/vllm-openai:latest",
                 "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0",
                 "public.ecr.aws/q9t5s3a7/vllm-arm64-cpu-release-repo:v0.14.0", "vllm/vllm-openai-cpu:v0.32.0-x86_64",
-                "vllm/vllm-openai-rocm:v0.32.0", "vllm/vllm-openai-rocm:latest", "vllm/vllm-openai-xpu:v0.32.0"]
+                "vllm/vllm-openai-rocm:v0.32.0", "vllm/vllm-openai-rocm:latest", "vllm/vllm-openai-xpu:v0.32.0",
+                "intel/vllm:0.26.0-xpu", "intel/vllm:0.14.1-xpu", "intel/vllm:xpu"]
 API_SERVER_IMAGES = ["vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:v0.10.1.1",
-                     "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0"]
+                     "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0", "intel/vllm:0.10.2-xpu"]
 
 
 # --- the ENTRYPOINT per image and release ------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def test_releases_up_to_0_11_0_run_the_api_server(image):
 
 @pytest.mark.parametrize("image", [
     "vllm/vllm-openai-rocm:latest-base", "vllm/vllm-openai-rocm:base-nightly", "vllm/vllm-openai-rocm:v0.32.0-base",
-    "rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521", "rocm/vllm-dev:nightly", "intel/vllm:0.10.2-xpu",
+    "rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521", "rocm/vllm-dev:nightly",
     "vllm/vllm-tpu:nightly", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0", "ghcr.io/llm-d/llm-d-cuda:v0.4.0",
 ])
 def test_images_whose_entrypoint_was_not_read(image):

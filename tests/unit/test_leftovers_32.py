@@ -1,7 +1,7 @@
 """Issue 9 (helper E, entry 32): kinds the last round left.
 
 1. A container without ``command`` whose ``args`` (a model, flags) go to a vLLM image whose ENTRYPOINT was not read
-   (AMD's ``rocm/vllm``, ``intel/vllm``, ``vllm/vllm-tpu``, any ``<org>/vllm``): the checker read it as ``vllm serve
+   (AMD's ``rocm/vllm``, ``vllm/vllm-tpu``, any ``<org>/vllm``): the checker read it as ``vllm serve
    ARGS`` and judged the engine. vLLM's Dockerfile.rocm ``final`` stage and Dockerfile.tpu set ``CMD ["/bin/bash"]``
    and no ENTRYPOINT of their own (a base image's, not read), so the engine may never start: it is now "not checked:
    entrypoint of IMAGE unknown, give command" (pdd_operator/vllm/entrypoint.py entrypoint_unread).
@@ -24,7 +24,7 @@ from tests.unit.test_entrypoint_29 import _compose, _compose_check, _pair
 from tests.unit.test_turn2_variants import check, rules
 
 UNREAD_IMAGES = ["rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909", "rocm/vllm:rocm7.0.0_vllm_0.11.1_20251103",
-                 "intel/vllm:0.10.2-xpu", "vllm/vllm-tpu:nightly", "my.io/team/vllm:0.11.0",
+                 "vllm/vllm-tpu:nightly", "my.io/team/vllm:0.11.0",
                  "vllm/vllm-openai-rocm:v0.32.0-base"]
 
 

@@ -82,10 +82,7 @@ EXPECTED: dict[str, Expect] = {
         deviation="a PDDeployment's preflight (policy Warn, the default) measures the memlock limit in the pod "
         "and reports MemlockTooLow in KVTransportReady; the checker warns only where nothing measures it"),
     "nixl-1.3.1-telemetry-hetero-hw.foreign.yaml": Expect(
-        "nixl-1.3.1-telemetry-hetero-hw", 3, not_checked=("entrypoint of intel/vllm:0.26.0-xpu unknown",),
-        deviation="the decode container gives args only on intel/vllm:0.26.0-xpu, Intel's own build, whose ENTRYPOINT "
-        "is not read (docs/entrypoints.md; vLLM's Dockerfile.xpu is not known to be theirs): not checked (entry 32) "
-        "instead of reading it as 'vllm serve'; with command: [vllm, serve] the pair is refused as the case says"),
+        "nixl-1.3.1-telemetry-hetero-hw", 1, errors={"nixl-version-known-bad"}),
     "nixl-1.3.1-telemetry-hetero-hw.pdd.yaml": Expect(
         "nixl-1.3.1-telemetry-hetero-hw", 0, warnings={"nixl-version-known-bad"},
         deviation="the fault was reported with prefill and decode on different hardware; this spec runs both on "

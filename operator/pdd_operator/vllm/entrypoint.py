@@ -62,7 +62,7 @@ class ImageEntrypoint:
 #: users run P/D with, and why their ENTRYPOINT is not known here (docs/entrypoints.md holds the table):
 #: AMD's ``rocm/vllm`` and ``rocm/vllm-dev`` (built by AMD's pipeline; vLLM's docs, getting_started/installation/
 #: gpu.rocm.inc.md l.416-418 of 0.34.0, say only that rocm/vllm-dev's "entrypoint is /bin/bash"; docker/Dockerfile.rocm
-#: ``final`` stage up to 0.13.0 sets ``CMD ["/bin/bash"]`` and no ENTRYPOINT), ``intel/vllm`` (Intel's own builds),
+#: ``final`` stage up to 0.13.0 sets ``CMD ["/bin/bash"]`` and no ENTRYPOINT),
 #: ``vllm/vllm-tpu`` (docker/Dockerfile.tpu up to 0.14.1 sets ``CMD ["/bin/bash"]`` over a base image whose ENTRYPOINT
 #: was not read; later tags come from vllm-project/tpu-inference), Dynamo's ``vllm-runtime``
 #: (``ENTRYPOINT ["/opt/nvidia/nvidia_entrypoint.sh"]`` with ``CMD []``: no engine; ai-dynamo/dynamo container/
@@ -94,6 +94,14 @@ IMAGE_ENTRYPOINTS: tuple[ImageEntrypoint, ...] = (
         "docker/Dockerfile.xpu vllm-openai stage (.buildkite/release-pipeline.yaml 0.32.0 l.497-503: --target "
         "vllm-openai -f docker/Dockerfile.xpu): api_server in 0.10.1.1 (l.61), 0.11.0 (l.72); vllm serve in 0.11.1 "
         "(l.770), 0.12.0 (l.83), 0.21.0 (l.182), 0.32.0 (l.286), 0.34.0 (l.246)"),
+    ImageEntrypoint(
+        frozenset({"intel/vllm"}),
+        "Intel's XPU images, which vLLM's docs name as its prebuilt XPU images 'based on vLLM released version' "
+        "(getting_started/installation/gpu.xpu.inc.md l.49 of 0.12.0, l.61 of 0.26.0): the docker/Dockerfile.xpu "
+        "vllm-openai stage (api_server in 0.9.0 l.55, 0.10.0 l.56, 0.11.0 l.72; vllm serve in 0.11.1 l.78, 0.12.0 "
+        "l.83, 0.17.0 l.179, 0.26.0 l.245, 0.34.0 l.246); Intel's own release notes start every tag with "
+        "`docker run --entrypoint= intel/vllm:<tag> /bin/bash` to clear that ENTRYPOINT (intel/ai-containers "
+        "vllm/0.10.2-xpu.md, 0.14.1-xpu.md, 0.17.0-xpu.md)"),
 )
 
 #: Image repositories whose ENTRYPOINT per release is read (:data:`IMAGE_ENTRYPOINTS`); any registry host in front.
@@ -126,8 +134,7 @@ def entrypoint_unread(image: str) -> bool:
     ``-base`` tags) that are not named ``vllm-openai*``: AMD's ``rocm/vllm`` (built by AMD's pipeline; vLLM's
     docker/Dockerfile.rocm ``final`` stage sets ``CMD ["/bin/bash"]`` and no ENTRYPOINT over a base image whose own
     was not read: 0.10.1.1 l.113, 0.11.0 l.119, 0.13.0 l.147, 0.21.0 l.543; vLLM's docs say only that the entrypoint
-    of AMD's rocm/vllm-dev "is /bin/bash", gpu.rocm.inc.md l.314 of 0.21.0, l.418 of 0.34.0), ``intel/vllm``
-    (Intel's builds), ``vllm/vllm-tpu`` (docker/Dockerfile.tpu sets ``CMD ["/bin/bash"]`` over ``$BASE_IMAGE``:
+    of AMD's rocm/vllm-dev "is /bin/bash", gpu.rocm.inc.md l.314 of 0.21.0, l.418 of 0.34.0), ``vllm/vllm-tpu`` (docker/Dockerfile.tpu sets ``CMD ["/bin/bash"]`` over ``$BASE_IMAGE``:
     0.10.1.1 l.31, 0.11.0 l.36, 0.21.0 l.36; no Dockerfile.tpu in 0.34.0), ``vllm-nixl`` and any ``<org>/vllm``.
     Where the ENTRYPOINT is empty, ``args: [MODEL, ...]`` is run as a program named MODEL; where it is ``vllm serve``,
     as the engine: which one is not known, so such an engine is "not checked" (rule-free), never read as
