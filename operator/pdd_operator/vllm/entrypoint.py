@@ -134,12 +134,14 @@ def entrypoint_unread(image: str) -> bool:
     ``-base`` tags) that are not named ``vllm-openai*``: AMD's ``rocm/vllm`` (built by AMD's pipeline; vLLM's
     docker/Dockerfile.rocm ``final`` stage sets ``CMD ["/bin/bash"]`` and no ENTRYPOINT over a base image whose own
     was not read: 0.10.1.1 l.113, 0.11.0 l.119, 0.13.0 l.147, 0.21.0 l.543; vLLM's docs say only that the entrypoint
-    of AMD's rocm/vllm-dev "is /bin/bash", gpu.rocm.inc.md l.314 of 0.21.0, l.418 of 0.34.0), ``vllm/vllm-tpu`` (docker/Dockerfile.tpu sets ``CMD ["/bin/bash"]`` over ``$BASE_IMAGE``:
-    0.10.1.1 l.31, 0.11.0 l.36, 0.21.0 l.36; no Dockerfile.tpu in 0.34.0), ``vllm-nixl`` and any ``<org>/vllm``.
-    Where the ENTRYPOINT is empty, ``args: [MODEL, ...]`` is run as a program named MODEL; where it is ``vllm serve``,
-    as the engine: which one is not known, so such an engine is "not checked" (rule-free), never read as
-    ``vllm serve``. Images named ``vllm-openai*`` (mirrors, and builds on vLLM's OpenAI image such as
-    ``aibrix/vllm-openai-*`` and ``lmcache/vllm-openai``) are read as vLLM's OpenAI image: ``vllm serve``."""
+    of AMD's rocm/vllm-dev "is /bin/bash", gpu.rocm.inc.md l.314 of 0.21.0, l.418 of 0.34.0), ``vllm/vllm-tpu``
+    (docker/Dockerfile.tpu sets ``CMD ["/bin/bash"]`` over ``$BASE_IMAGE``: 0.10.1.1 l.31, 0.11.0 l.36, 0.21.0 l.36;
+    no Dockerfile.tpu in 0.34.0), ``vllm-nixl`` and any ``<org>/vllm``. Where the ENTRYPOINT is empty, ``args: [MODEL,
+    ...]`` is run as a program named MODEL; where it is ``vllm serve``, as the engine: which one is not known, so such
+    an engine is "not checked" (rule-free), never read as ``vllm serve``. Images named ``vllm-openai*`` (mirrors, and
+    builds on vLLM's OpenAI image such as ``aibrix/vllm-openai-*`` and ``lmcache/vllm-openai``) are read as vLLM's
+    OpenAI image: ``vllm serve``.
+    """
     if not is_vllm_image(image) or image_entrypoint(image) is not None:
         return False
     name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
