@@ -141,4 +141,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 58: a PDDeployment's vllmVersion against its image tag (the spec alone decides it)
                     "vllm-version-image-mismatch",
                     # leftovers 31: a VLLM_KV_CACHE_LAYOUT the KV cache dtype's backend refuses (TurboQuant, 0.34.0)
-                    "kv-layout-dtype-unsupported"}
+                    "kv-layout-dtype-unsupported",
+                    # set 67: Dynamo's vLLM worker raises over its connector flags before the engine starts
+                    "dynamo-connector-flag"}

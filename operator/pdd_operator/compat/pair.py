@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from pdd_operator.compat.data_parallel import local_data_parallel, spans_nodes
+from pdd_operator.compat.dynamo_worker_flags import WORKER_FLAGS
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
@@ -49,6 +50,9 @@ NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
 #: MultiConnector (``kv_connector/v1/multi_connector.py``: each child gets its own KVTransferConfig built
 #: from its dict) and Dynamo KVBM's PdConnector (``kvbm.vllm_integration.connector``), same shape.
 WRAPPER_CONNECTORS = ("MultiConnector", "PdConnector")
+
+#: The flags of Dynamo's vLLM worker read by Dynamo release (:mod:`pdd_operator.compat.dynamo_worker_flags`).
+_LAUNCHER_FLAGS = frozenset({*WORKER_FLAGS, "--connector", "--kv-transfer-config"})
 
 
 def unwrap_connector(kv_transfer: dict) -> tuple[dict, str | None]:
@@ -160,6 +164,10 @@ class RoleConfig:
             namespace scope of anti-affinity terms).
         container: the container name, for fixes that speak of the user's manifest.
         launcher: the module that starts vLLM when it is not vLLM itself (``dynamo.vllm``), else ``""``.
+        launcher_flags: for a ``dynamo.vllm`` worker, its own role and connector flags as parsed (``(name, value)``:
+            :data:`~pdd_operator.compat.dynamo_worker_flags.WORKER_FLAGS`, ``--connector``) and whether
+            ``--kv-transfer-config`` is given, judged by Dynamo release in ``cli-flag-removed``, ``cli-flag-not-yet`` and
+            ``dynamo-connector-flag``; ``()`` for any other engine.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: the DP ranks (engine cores) the engine starts in this pod
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
@@ -276,6 +284,7 @@ class RoleConfig:
     namespace: str | None = None
     container: str | None = None
     launcher: str = ""
+    launcher_flags: tuple[tuple[str, str | bool], ...] = ()
     executor: str | None = None
     dp_local: int | None = None
     pcp: int | None = 1
@@ -743,6 +752,8 @@ def role_from_container(
         pod_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAffinity"),
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
+        launcher_flags=tuple((f, v) for f, v in flags.items() if f in _LAUNCHER_FLAGS) if argv[:1] == ["dynamo.vllm"]
+        else (),
         executor=text("--distributed-executor-backend"),
         dp_local=local_data_parallel(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
