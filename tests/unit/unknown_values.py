@@ -148,6 +148,8 @@ def sites(docs: list) -> list[Site]:
     """Every value of ``docs`` (parsed YAML documents) that can be made unknown, in document order."""
     out: list[Site] = []
     for d, doc in enumerate(docs):
+        if not (isinstance(doc, dict) and "kind" in doc):
+            continue  # a Compose file: the Secret variable and $(VAR) injected here are Kubernetes' own
         for path, container in _containers(doc, (d,)):
             script = _runs_shell(container)
             if script:
