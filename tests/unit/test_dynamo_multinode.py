@@ -23,7 +23,10 @@ def _graph(decode_args: list[str], *, prefill_args: list[str] | None = None, gpu
     def worker(sub: str, args: list[str]) -> dict:
         main = {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0",
                 "command": list(command if command is not None else ["python3", "-m", "dynamo.vllm"]),
-                "args": ["--model", model, "--kv-transfer-config", KV, "--enable-expert-parallel", *args]}
+                # --connector none: Dynamo 0.8.0's worker refuses --kv-transfer-config beside its default --connector
+                # nixl (dynamo-connector-flag, set 67)
+                "args": ["--model", model, "--connector", "none", "--kv-transfer-config", KV, "--enable-expert-parallel",
+                         *args]}
         service = {"componentType": "worker", "subComponentType": sub, "replicas": 1,
                    "resources": {"limits": {"gpu": gpus}} if gpus is not None else {},
                    "extraPodSpec": {"mainContainer": main}}

@@ -200,7 +200,9 @@ def _dynamo(tag: str, decode_flag: tuple[str, ...] = (), node: str | None = "gpu
     def component(name, flag, side, env=()):
         spec = {"hostNetwork": True, "containers": [{
             "name": "main", "image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}", "command": ["python3"],
-            "args": ["-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B", *flag, "--kv-transfer-config", KV_BOTH],
+            # before Dynamo 1.0 --kv-transfer-config needs --connector none beside it (dynamo-connector-flag, set 67)
+            "args": ["-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B", *flag,
+                     *(("--connector", "none") if tag.startswith("0.") else ()), "--kv-transfer-config", KV_BOTH],
             "resources": {"limits": {"nvidia.com/gpu": 1}},
             "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": side}, *env]}]}
         if node:

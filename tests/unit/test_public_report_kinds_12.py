@@ -147,4 +147,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # leftovers 31: a VLLM_KV_CACHE_LAYOUT the KV cache dtype's backend refuses (TurboQuant, 0.34.0)
                     "kv-layout-dtype-unsupported",
                     # entry 32: a Dynamo worker judged with an assumed default connector (none with --connector none)
-                    "dynamo-connector-assumed"}
+                    "dynamo-connector-assumed",
+                    # set 67: Dynamo's vLLM worker raises over its connector flags before the engine starts
+                    "dynamo-connector-flag"}

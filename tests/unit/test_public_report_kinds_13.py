@@ -115,7 +115,8 @@ def _dynamo_v1alpha1(decode_dtype_key: str) -> list[dict]:
         return {"componentType": "worker", "subComponentType": sub, "replicas": 1,
                 "envs": [_ref("KV_DTYPE", "dtypes", key), POD_IP],
                 "resources": {"limits": {"gpu": "1"}},
-                "extraPodSpec": {"mainContainer": {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1",
+                # 1.0.1: --disaggregation-mode and --kv-transfer-config are Dynamo >= 1.0 flags (set 67)
+                "extraPodSpec": {"mainContainer": {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.1",
                                                    "command": ["/bin/sh", "-c"], "args": [line]}}}
     graph = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
              "spec": {"backendFramework": "vllm",

@@ -68,9 +68,13 @@ def test_kebab_case_names_no_longer_pair_two_decode_workers_as_prefill_and_decod
 
 
 def test_the_prefill_flag_or_mode_makes_the_graph_a_pair_as_before(tmp_path, capsys):
-    image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.1"
-    for flag in ("--is-prefill-worker", "--disaggregation-mode prefill"):
-        doc = _pd_graph("Qwen/Qwen2.5-1.5B-Instruct", image, "VllmPrefillWorker", "VllmDecodeWorker", p_extra=flag)
+    # --disaggregation-mode is a Dynamo >= 1.0 flag, whose workers name the connector in --kv-transfer-config (set 67)
+    kv = "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
+    for flag, image, d_extra in (("--is-prefill-worker", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.1", ""),
+                                 (f"--disaggregation-mode prefill {kv}", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.1",
+                                  f"--disaggregation-mode decode {kv}")):
+        doc = _pd_graph("Qwen/Qwen2.5-1.5B-Instruct", image, "VllmPrefillWorker", "VllmDecodeWorker", p_extra=flag,
+                        d_extra=d_extra)
         code, out = check(tmp_path, capsys, doc)
         assert code == 0 and RULE not in rules(out) and " + " in out["results"][0]["object"], flag
 

@@ -73,8 +73,10 @@ def test_equal_dynamo_tps_given_first_pass(tmp_path, capsys):
 
 
 def test_workers_typed_worker_get_their_role_from_a_leading_disaggregation_mode(tmp_path, capsys):
-    dgd = _dgd(["--disaggregation-mode", "prefill", "--model", "Qwen/Qwen3-8B"],
-               ["--disaggregation-mode", "decode", "--model", "Qwen/Qwen3-8B"], worker_type="worker")
+    # --disaggregation-mode is a Dynamo >= 1.0 flag, whose workers name the connector in --kv-transfer-config (set 67)
+    kv = ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}']
+    dgd = _dgd(["--disaggregation-mode", "prefill", "--model", "Qwen/Qwen3-8B", *kv],
+               ["--disaggregation-mode", "decode", "--model", "Qwen/Qwen3-8B", *kv], runtime="1.1.0", worker_type="worker")
     code, out = check(tmp_path, capsys, dgd)
     assert code == 0 and len(out["results"]) == 1 and not out.get("notChecked"), out
 

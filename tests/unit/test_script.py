@@ -304,10 +304,15 @@ def test_engines_in_separate_containers_of_one_pod_are_not_judged_for_gpus(tmp_p
 
 @pytest.mark.parametrize("image", ["nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"])
 def test_two_dynamo_worker_lines_in_one_container_are_a_pair(tmp_path, capsys, image):
+    # Dynamo 0.7.0's worker has no --disaggregation-mode and builds NIXL from its own --connector (no
+    # --kv-transfer-config beside it): its role flags instead (dynamo-connector-flag, cli-flag-not-yet, set 67)
     kv = "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
+    old = image.endswith(":0.7.0")
+    role = {"prefill": "--is-prefill-worker" if old else f"--disaggregation-mode prefill {kv}",
+            "decode": "--is-decode-worker" if old else f"--disaggregation-mode decode {kv}"}
     lines = ["python3 -m dynamo.frontend --http-port 8000 &"] + [
         f"CUDA_VISIBLE_DEVICES={i} VLLM_NIXL_SIDE_CHANNEL_PORT={5600 + i} python3 -m dynamo.vllm --model "
-        f"meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode {mode} {kv} &" for i, mode in enumerate(["prefill", "decode"])]
+        f"meta-llama/Llama-3.1-8B-Instruct {role[mode]} &" for i, mode in enumerate(["prefill", "decode"])]
     doc = _one_container(lines)
     doc["spec"]["containers"][0]["image"] = image
     engines, _ = scan(doc)

@@ -18,7 +18,9 @@ import pytest
 from tests.unit.test_turn2_variants import check
 
 KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
-BASE = f"python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --kv-transfer-config '{KV}'"
+# vllm-runtime 0.6.1: the worker builds NixlConnector from its default --connector nixl; a --kv-transfer-config beside
+# it raises (dynamo-connector-flag, set 67)
+BASE = "python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B"
 SECRET = {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
 BRANCH = 'if [ "$ROLE" = prefill ]; then EXTRA=--is-prefill-worker; fi; ' + BASE + " $EXTRA"
 

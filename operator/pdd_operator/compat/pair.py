@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from pdd_operator.compat.data_parallel import lb_modes, local_data_parallel, spans_nodes
+from pdd_operator.compat.dynamo_worker_flags import WORKER_FLAGS
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
@@ -50,6 +51,9 @@ NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
 #: MultiConnector (``kv_connector/v1/multi_connector.py``: each child gets its own KVTransferConfig built
 #: from its dict) and Dynamo KVBM's PdConnector (``kvbm.vllm_integration.connector``), same shape.
 WRAPPER_CONNECTORS = ("MultiConnector", "PdConnector")
+
+#: The flags of Dynamo's vLLM worker read by Dynamo release (:mod:`pdd_operator.compat.dynamo_worker_flags`).
+_LAUNCHER_FLAGS = frozenset({*WORKER_FLAGS, "--connector", "--kv-transfer-config"})
 
 
 def unwrap_connector(kv_transfer: dict) -> tuple[dict, str | None]:
@@ -164,6 +168,10 @@ class RoleConfig:
         dp_lb: for a ``vllm serve`` command line, its data-parallel load-balancing flags ``(switches, ranks)``
             (:func:`~pdd_operator.compat.data_parallel.lb_modes`); ``((), ())`` for another entry point (only
             ``vllm serve``'s CLI checks them) or none given; ``None`` when a mode flag's value is not in the manifest.
+        launcher_flags: for a ``dynamo.vllm`` worker, its own role and connector flags as parsed (``(name, value)``:
+            :data:`~pdd_operator.compat.dynamo_worker_flags.WORKER_FLAGS`, ``--connector``) and whether
+            ``--kv-transfer-config`` is given, judged by Dynamo release in ``cli-flag-removed``, ``cli-flag-not-yet`` and
+            ``dynamo-connector-flag``; ``()`` for any other engine.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: the DP ranks (engine cores) the engine starts in this pod
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
@@ -289,6 +297,7 @@ class RoleConfig:
     container: str | None = None
     launcher: str = ""
     dp_lb: tuple[tuple[str, ...], tuple[str, ...]] | None = ((), ())
+    launcher_flags: tuple[tuple[str, str | bool], ...] = ()
     executor: str | None = None
     dp_local: int | None = None
     pcp: int | None = 1
@@ -774,6 +783,8 @@ def role_from_container(
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
         dp_lb=lb_modes(flags) if argv[:2] and argv[0].rsplit("/", 1)[-1] == "vllm" and argv[1] == "serve" else ((), ()),
+        launcher_flags=tuple((f, v) for f, v in flags.items() if f in _LAUNCHER_FLAGS) if argv[:1] == ["dynamo.vllm"]
+        else (),
         executor=text("--distributed-executor-backend"),
         dp_local=local_data_parallel(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),

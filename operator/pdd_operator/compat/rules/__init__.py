@@ -23,6 +23,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     dcp_block_size,
     decode_context,
     draft_kv,
+    dynamo_worker,
     early_nixl,
     engine_args,
     env_vars,

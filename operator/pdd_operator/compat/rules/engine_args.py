@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from pdd_operator.compat.data_parallel import LB_MODE_FLAGS, lb_mode_conflict
+from pdd_operator.compat.dynamo_engine_defaults import dynamo_release
+from pdd_operator.compat.dynamo_worker_flags import flag_refusals
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.added_flags import ADDED_FLAGS
@@ -151,6 +153,27 @@ def _dp_lb_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return [(message + f" Whether it does here was not settled ({why}), so this is a warning.", fix, "warning")]
 
 
+def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
+    """The findings for the role and connector flags of Dynamo's vLLM worker that its Dynamo release does not define
+    (``kind``: ``removed`` or ``not-yet``, :func:`~pdd_operator.compat.dynamo_worker_flags.flag_refusals`); only for a
+    ``dynamo.vllm`` worker on a Dynamo runtime image that names its release, ``[]`` otherwise."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        release = dynamo_release(r.image) if r.launcher == "dynamo.vllm" else None
+        if release is None:
+            continue
+        for refusal in flag_refusals(dict(r.launcher_flags), release):
+            if refusal.kind != kind:
+                continue
+            out.append((f"{r.role}: Dynamo {fmt(release)}'s vLLM worker (python -m dynamo.vllm, {r.image}) has no "
+                        f"{refusal.flag} flag ({refusal.why}); neither its parser nor vLLM's defines it, so the worker "
+                        f"stops with 'unrecognized arguments: {refusal.flag}' (exit 2) and the {r.role} engine never "
+                        "starts.",
+                        f"Pass {refusal.instead} instead of {refusal.flag} in the {r.role} worker's args, or run a "
+                        f"Dynamo vllm-runtime image whose release has {refusal.flag}."))
+    return out
+
+
 @rule(
     id="engine-args-invalid", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
@@ -186,17 +209,19 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
             "0.10.1, still defined by the 0.16.0 parser, gone from 0.17.0; --task: refused by 0.13.0) and those read "
             "release by release in the sdists 0.10.1.1-0.34.0 (removed_flags_read.py READ_REMOVALS: "
             "--calculate-kv-scales gone from 0.28.0, --swap-space from 0.18.0, the --guided-decoding-* flags from "
-            "0.12.0, ...)"),
+            "0.12.0, ...); Dynamo's vLLM worker flags by Dynamo release (pdd_operator/compat/dynamo_worker_flags.py: "
+            "--is-prefill-worker / --is-decode-worker gone from ai-dynamo 1.4.0, read in the wheels 0.6.0-1.6.1)"),
     without_connector=True,
-    example="--disable-log-requests on vllm/vllm-openai:v0.32.0",
+    example="--disable-log-requests on vllm/vllm-openai:v0.32.0; --is-prefill-worker on vllm-runtime:1.4.0",
 )
 def check_removed_flags(pair: PDPair) -> list[Violation]:
     """No engine passes a flag its vLLM release removed (vLLM's parser refuses it and the server never starts).
 
     Judged per engine on its own version: from the first release known to refuse the flag it is an error; before it
     nothing is said (the flag was accepted); with an unknown version a warning (harmless on older releases, fatal on
-    newer ones), so old guides run on unnamed images are not held unchecked."""
-    out: list[Violation] = []
+    newer ones), so old guides run on unnamed images are not held unchecked. A ``dynamo.vllm`` worker's own flags are
+    judged on the Dynamo release of its runtime image (``--is-prefill-worker`` from 1.4.0), not on vLLM's."""
+    out: list[Violation] = _worker_flag_violations(pair, "removed")
     for r in pair.roles:
         for flag in r.removed_flags:
             removal = REMOVED_FLAGS[flag]
@@ -292,9 +317,12 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
             "in 0.23.0, present in 0.24.0; -tp, -pp, -dp, -dpl, -dpa, -dpp, -q, -O: in every release "
             "read) and the long flags read release by release in the sdists 0.10.1.1-0.34.0 (added_flags_read.py "
             "READ_ADDITIONS: --mm-encoder-tp-mode from 0.10.2, --enable-dbo from 0.11.0, --kv-cache-dtype-skip-layers "
-            "from 0.19.0, ...)"),
+            "from 0.19.0, ...); "
+            "Dynamo's vLLM worker flags by Dynamo release (pdd_operator/compat/dynamo_worker_flags.py: "
+            "--disaggregation-mode from ai-dynamo 1.0.0, --is-decode-worker from 0.7.0, read in the wheels "
+            "0.6.0-1.6.1)"),
     without_connector=True,
-    example="-dph on vllm/vllm-openai:v0.11.0",
+    example="-dph on vllm/vllm-openai:v0.11.0; --disaggregation-mode prefill on vllm-runtime:0.9.1",
 )
 def check_added_flags(pair: PDPair) -> list[Violation]:
     """No engine passes a flag or short option its vLLM release does not define yet (vLLM's parser refuses it and the
@@ -302,8 +330,9 @@ def check_added_flags(pair: PDPair) -> list[Violation]:
 
     Judged per engine on its own version: up to the newest release read without the flag an error (the releases
     before it are taken not to have it either); between that release and the one read with it a warning (not read);
-    an unknown version is bounded by the flag instead (:attr:`RoleConfig.flag_floor`)."""
-    out: list[Violation] = []
+    an unknown version is bounded by the flag instead (:attr:`RoleConfig.flag_floor`). A ``dynamo.vllm`` worker's own
+    flags are judged on the Dynamo release of its runtime image (``--disaggregation-mode`` before 1.0.0)."""
+    out: list[Violation] = _worker_flag_violations(pair, "not-yet")
     for r in pair.roles:
         if r.version is None:
             continue
