@@ -24,6 +24,7 @@ from pdd_operator.compat.rules.base import (
     script_fields,
 )
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
+from pdd_operator.compat.rules.p2p_nccl_pair import p2p_nccl_unjudged
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -159,10 +160,13 @@ def evaluate(
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
         rules = tuple(rule for rule in rules if rule.without_connector)
+    elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
+        # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.
+        rules = tuple(rule for rule in rules if rule.without_connector or rule.p2p_nccl)
     elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
-            f"{NOT_DESCRIBED}"))
+            f"{outside or NOT_DESCRIBED}"))
     if any(r.connector is None for r in pair.roles):
         # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
         rules = tuple(rule for rule in rules if rule.without_connector)
