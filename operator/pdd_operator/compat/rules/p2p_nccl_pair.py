@@ -274,45 +274,82 @@ def check_p2p_nccl_kv_dtype(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="p2p-nccl-kv-role", family="p2p-nccl-kv-path", severity="error",
+    id="p2p-nccl-kv-role", family="p2p-nccl-kv-path", severity="warning",
     fields=("spec.kvTransfer",),
     source=("vllm p2p_nccl_connector.py: is_producer = kv_role in (kv_producer, kv_both) (0.9.2 line 83, 0.11.1 "
-            "line 88, 0.23.0 line 87); a producer sends in save_kv_layer and asks for no external tokens "
-            "(get_num_new_matched_tokens, 0.11.1-0.22.1 line 355), a consumer loads len(prompt) - 1 tokens from the "
-            "address in the request id; the PUT receiver waits without a timeout (p2p_nccl_engine.py 0.11.1-0.23.0 "
-            "lines 313-317)"),
-    example='P2pNcclConnector prefill "kv_role":"kv_consumer"',
+            "line 88, 0.23.0 line 87); a producer asks for no external tokens (get_num_new_matched_tokens, "
+            "0.11.1-0.22.1 line 355) and sends its KV in save_kv_layer to the decode address of the request id "
+            "(0.11.1-0.22.1 lines 300-306)"),
+    example='P2pNcclConnector decode "kv_role":"kv_both"',
     since=P2P_NCCL_SINCE, until=P2P_NCCL_UNTIL, p2p_nccl=True,
 )
 def check_p2p_nccl_kv_role(pair: PDPair) -> list[Violation]:
-    """A P2pNcclConnector prefill produces (kv_producer or kv_both) and its decode consumes (kv_consumer).
+    """A P2pNcclConnector decode only consumes (kv_consumer): a producing decode loads no KV from its prefill.
 
-    A prefill that is only a consumer sends nothing, and with PUT / PUT_ASYNC waits itself for KV under its own
-    address, as its decode does: an error. A decode that also produces (kv_both, kv_producer) loads nothing and
-    recomputes the prompt (and sends its own KV to the decode address, its own): a warning."""
+    A decode with kv_role kv_both or kv_producer is a producer to P2pNcclConnector: it loads nothing (the prefill's
+    work is lost, every prompt recomputed) and sends its own KV to the decode address of the request id, its own.
+    What that costs is not a start failure: a warning. (A prefill that only consumes is not paired as a prefill.)"""
     if not _both(pair):
         return []
-    p, d = pair.roles
-    out: list[Violation] = []
-    p_role, d_role = p.kv_transfer.get("kv_role"), d.kv_transfer.get("kv_role")
-    if p_role == "kv_consumer":
-        push = _send_type(p) != "GET" and _send_type(d) != "GET"
-        out.append((
-            "The P2pNcclConnector prefill has kv_role kv_consumer: it never sends KV and itself waits for KV from "
-            "the prefill address in the request id. " + (
-                "With PUT / PUT_ASYNC both engines wait forever on the first request." if push else
-                "With GET the decode's requests find no tensors and decode from blocks nothing wrote."),
-            fix_for(pair, "Set the prefill's kv_role to kv_producer.",
-                    "Set kv_role kv_producer in the prefill's --kv-transfer-config."),
-            *(() if push else ("warning",)),
-        ))
-    if d_role in ("kv_producer", "kv_both"):
-        out.append((
-            f"The P2pNcclConnector decode has kv_role {d_role}: a producer loads no KV (get_num_new_matched_tokens "
-            "returns 0), so the decode recomputes every prompt, and it sends its own KV to the decode address of the "
-            "request id, which is its own.",
-            fix_for(pair, "Set the decode's kv_role to kv_consumer.",
-                    "Set kv_role kv_consumer in the decode's --kv-transfer-config."),
-            "warning",
-        ))
-    return out
+    role = pair.decode.kv_transfer.get("kv_role")
+    if role not in ("kv_producer", "kv_both"):
+        return []
+    return [(
+        f"The P2pNcclConnector decode has kv_role {role}: a producer loads no KV (get_num_new_matched_tokens returns "
+        "0), so the decode recomputes every prompt, and it sends its own KV to the decode address of the request id, "
+        "which is its own.",
+        fix_for(pair, "Set the decode's kv_role to kv_consumer.",
+                "Set kv_role kv_consumer in the decode's --kv-transfer-config."),
+    )]
+
+
+#: ``KVTransferConfig.kv_buffer_size``'s default (vllm/config.py 0.9.2 line 3764, vllm/config/__init__.py 0.10.1.1 line
+#: 3157, vllm/config/kv_transfer.py 0.21.0 and 0.23.0 line 37).
+KV_BUFFER_SIZE_DEFAULT = 1e9
+#: From 0.11.0 a GET sender skips a tensor larger than kv_buffer_size with a warning (p2p_nccl_engine.py 0.11.0 line
+#: 228, 0.11.1-0.23.0 lines 263-272); before, it evicts from an empty send_store: ``next(iter(self.send_store))``
+#: raises StopIteration in the prefill's worker (0.9.2 line 215, 0.10.0 and 0.10.1.1 line 234, 0.10.2 line 228).
+GET_SKIPS_OVERSIZED_SINCE: Version = (0, 11, 0)
+
+
+def _buffer_size(r: RoleConfig) -> float | None:
+    try:
+        return float(r.kv_transfer.get("kv_buffer_size", KV_BUFFER_SIZE_DEFAULT))
+    except (TypeError, ValueError):
+        return None
+
+
+@rule(
+    id="p2p-nccl-get-buffer-too-small", family="p2p-nccl-kv-path", severity="error",
+    fields=("spec.kvTransfer",),
+    source=("vllm p2p_nccl_engine.py send_tensor, GET: a layer's KV of a request larger than kv_buffer_size evicts "
+            "from an empty send_store (StopIteration: 0.9.2 line 215, 0.10.0 and 0.10.1.1 line 234, 0.10.2 line 228) "
+            "or is skipped (0.11.0 line 228, 0.11.1-0.23.0 lines 263-272), and the decode's GET then returns None and "
+            "start_load_kv leaves its blocks unwritten (p2p_nccl_connector.py 0.11.1-0.22.1 lines 223-225)"),
+    example='P2pNcclConnector prefill "kv_buffer_size":"1e1" with "send_type":"GET"',
+    since=P2P_NCCL_SINCE, until=P2P_NCCL_UNTIL, p2p_nccl=True,
+)
+def check_p2p_nccl_get_buffer(pair: PDPair) -> list[Violation]:
+    """A P2pNcclConnector prefill that is pulled from (send_type GET) keeps at least one KV block per layer in
+    kv_buffer_size bytes.
+
+    Judged only where no layer's block can fit: kv_buffer_size below the block size in bytes (one token of one head of
+    width 1 in one byte each: a bound below any model's). The doc script's prefill ``kv_buffer_size 1e1`` is meant for
+    PUT_ASYNC (the prefill buffers nothing there); with GET it breaks every request."""
+    if not _both(pair) or _send_type(pair.prefill) != "GET" or _send_type(pair.decode) != "GET":
+        return []
+    p = pair.prefill
+    size, block = _buffer_size(p), engine_block_sizes(pair)[0] or 16
+    if size is None or size >= block:
+        return []
+    what = ("raises StopIteration in the prefill's worker when it evicts from its empty send_store, so the prefill's "
+            "first request kills its engine" if not pair.at_least(GET_SKIPS_OVERSIZED_SINCE) else
+            "skips sending every layer ('is greater than buffer size threshold ... skip send'), so the decode's GET "
+            "finds nothing and it decodes from KV blocks nothing wrote")
+    return [(
+        f"The P2pNcclConnector prefill keeps its KV for the decode's GET in kv_buffer_size {size:g} bytes, less than "
+        f"one KV block of one layer ({block} tokens): vLLM {fmt(pair.version)} {what}.",
+        fix_for(pair, "Raise the prefill's kv_buffer_size (bytes; default 1e9) or use send_type PUT_ASYNC on both.",
+                "Raise kv_buffer_size in the prefill's --kv-transfer-config (bytes; default 1e9), or use send_type "
+                "PUT_ASYNC on both engines."),
+    )]
