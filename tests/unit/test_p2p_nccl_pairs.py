@@ -24,7 +24,8 @@ BLOCK = "p2p-nccl-block-size-mismatch"
 DTYPE = "p2p-nccl-kv-dtype-mismatch"
 ROLE = "p2p-nccl-kv-role"
 GET_BUFFER = "p2p-nccl-get-buffer-too-small"
-P2P_RULES = {REQUEST_ID, PARALLEL, SEND_TYPE, BLOCK, DTYPE, ROLE, GET_BUFFER}
+MODEL = "p2p-nccl-model-mismatch"
+P2P_RULES = {REQUEST_ID, PARALLEL, SEND_TYPE, BLOCK, DTYPE, ROLE, GET_BUFFER, MODEL}
 
 
 def _kv(role: str, kv_port: int, http_port: int, buffer: str, **extra) -> str:
@@ -207,6 +208,37 @@ def test_get_with_the_docs_tiny_prefill_buffer(tmp_path, capsys, vllm):
     fits = _doc_script(vllm, p_extra=get, d_extra=get).replace('"kv_buffer_size": "1e1"', '"kv_buffer_size": "1e9"')
     code, out = _check(tmp_path, capsys, fits)
     _ok(code, out)
+
+
+def test_other_models_are_a_warning(tmp_path, capsys):
+    script = _doc_script("0.13.0").replace("vllm serve Qwen/Qwen3-0.6B --enforce-eager --host 0.0.0.0 --port 20005",
+                                           "vllm serve /models/qwen3-0.6b --enforce-eager --host 0.0.0.0 --port 20005")
+    code, out = _check(tmp_path, capsys, script)
+    assert code == 0 and (MODEL, "warning") in _findings(out), out
+
+
+def test_two_fp8_formats_are_a_warning(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _doc_script("0.12.0", p_flags="--kv-cache-dtype fp8_e4m3",
+                                                     d_flags="--kv-cache-dtype fp8_e5m2"))
+    assert code == 0 and (DTYPE, "warning") in _findings(out), out
+    code, out = _check(tmp_path, capsys, _doc_script("0.12.0", p_flags="--kv-cache-dtype fp8",
+                                                     d_flags="--kv-cache-dtype fp8_e4m3"))
+    _ok(code, out)
+    assert DTYPE not in {rule for rule, _ in _findings(out)}, out
+
+
+def test_xpyd_one_prefill_two_decodes(tmp_path, capsys):
+    """The docs' xPyD shape, 1P2D on one host: each decode pairs with the prefill; one decode at TP 2 is refused."""
+    one = _doc_script("0.13.0")
+    second = one[one.index("CUDA_VISIBLE_DEVICES=1"):].replace("CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=2") \
+        .replace("--port 20005", "--port 20007").replace('"kv_port": "22001"', '"kv_port": "23001"') \
+        .replace('"http_port": "20005"', '"http_port": "20007"').replace("decode1.log", "decode2.log")
+    code, out = _check(tmp_path, capsys, one + second)
+    _ok(code, out)
+    assert len(out["results"]) == 2, out
+    code, out = _check(tmp_path, capsys, one + second.replace("CUDA_VISIBLE_DEVICES=2", "CUDA_VISIBLE_DEVICES=2,3")
+                       .replace("--tensor-parallel-size 1", "--tensor-parallel-size 2"))
+    assert code == 1 and _errors(out) == {PARALLEL}, out
 
 
 def test_push_and_put_async_pair(tmp_path, capsys):

@@ -251,7 +251,8 @@ def _kv_dtype(r: RoleConfig) -> str | None:
 def check_p2p_nccl_kv_dtype(pair: PDPair) -> list[Violation]:
     """P2pNcclConnector engines hold their KV caches in one dtype (``--kv-cache-dtype``, else the model's ``--dtype``).
 
-    Both read: any difference fails the decode's first request. One fp8 cache against ``auto`` (the model's 16- or
+    Both read: a difference fails the decode's first request (two fp8 formats, which older releases store alike as
+    uint8, are a warning). One fp8 cache against ``auto`` (the model's 16- or
     32-bit dtype unless a ModelOpt checkpoint names fp8) is a warning, as is ``auto`` against an explicit dtype."""
     if not _both(pair):
         return []
@@ -261,6 +262,11 @@ def check_p2p_nccl_kv_dtype(pair: PDPair) -> list[Violation]:
     if p is not None and d is not None:
         if p == d:
             return []
+        if p.startswith("fp8") and d.startswith("fp8"):
+            return [(f"P2pNcclConnector KV caches are different fp8 formats: prefill {p}, decode {d}. Where vLLM stores "
+                     "both as uint8 the copy passes and the decode reads the bytes in the other format; where it stores "
+                     "them as their float8 types the copy is refused. Either way the KV is not the prefill's.", fix,
+                     "warning")]
         return [(f"P2pNcclConnector KV caches differ in dtype: prefill {p}, decode {d}. The decode copies each received "
                  "tensor into its own KV layer by block index, which PyTorch refuses for another dtype ('Index put "
                  "requires the source and destination dtypes match'), so the decode's first request kills its engine.",
@@ -353,3 +359,29 @@ def check_p2p_nccl_get_buffer(pair: PDPair) -> list[Violation]:
                 "Raise kv_buffer_size in the prefill's --kv-transfer-config (bytes; default 1e9), or use send_type "
                 "PUT_ASYNC on both engines."),
     )]
+
+
+@rule(
+    id="p2p-nccl-model-mismatch", family="p2p-nccl-kv-path", severity="warning",
+    fields=("spec.model.name",),
+    needs=("--model",),
+    source=("vllm p2p_nccl_connector.py: tensors are keyed by request id and the layer name (0.11.1-0.22.1 lines 220 "
+            "and 306) and copied after a shape check only (check_tensors_except_dim, 0.11.1-0.22.1 line 529): no "
+            "model identity is exchanged"),
+    example="P2pNcclConnector prefill Qwen/Qwen3-8B, decode Qwen/Qwen3-8B-FP8",
+    since=P2P_NCCL_SINCE, until=P2P_NCCL_UNTIL, p2p_nccl=True,
+)
+def check_p2p_nccl_model(pair: PDPair) -> list[Violation]:
+    """P2pNcclConnector engines serve one model (nothing in the transfer compares them).
+
+    Other layer names leave the decode waiting, other shapes are refused, the same shapes of other weights are copied
+    and decode wrong text; the strings may also name one model two ways (a path and a Hub id): a warning."""
+    if not _both(pair):
+        return []
+    p, d = pair.prefill.model, pair.decode.model
+    if p is None or d is None or p == d:
+        return []
+    return [(f"P2pNcclConnector engines name different models: prefill {p!r}, decode {d!r}. The connector exchanges "
+             "no model identity: unless both are one checkpoint, the decode waits for layers never sent, refuses "
+             "their shapes or decodes from another model's KV.",
+             fix_for(pair, "Serve the same model on both roles.", "Serve the same --model on both engines."))]
