@@ -25,7 +25,8 @@ DTYPE = "p2p-nccl-kv-dtype-mismatch"
 ROLE = "p2p-nccl-kv-role"
 GET_BUFFER = "p2p-nccl-get-buffer-too-small"
 MODEL = "p2p-nccl-model-mismatch"
-P2P_RULES = {REQUEST_ID, PARALLEL, SEND_TYPE, BLOCK, DTYPE, ROLE, GET_BUFFER, MODEL}
+GET_OLD = "p2p-nccl-get-unsupported"
+P2P_RULES = {REQUEST_ID, PARALLEL, SEND_TYPE, BLOCK, DTYPE, ROLE, GET_BUFFER, MODEL, GET_OLD}
 
 
 def _kv(role: str, kv_port: int, http_port: int, buffer: str, **extra) -> str:
@@ -179,7 +180,6 @@ def test_opt_out_on_one_engine_only(tmp_path, capsys):
     ({"p_flags": "--tensor-parallel-size 2", "p_gpus": "0,2"}, PARALLEL),
     ({"d_flags": "--tensor-parallel-size 2", "d_gpus": "1,2"}, PARALLEL),
     ({"p_flags": "--pipeline-parallel-size 2", "p_gpus": "0,2"}, PARALLEL),
-    ({"d_extra": {"send_type": "GET"}}, SEND_TYPE),
     ({"p_extra": {"send_type": "GET"}, "d_extra": {"send_type": "PUT"}}, SEND_TYPE),
     ({"p_flags": "--block-size 32", "d_flags": "--block-size 16"}, BLOCK),
     ({"d_flags": "--kv-cache-dtype fp8"}, DTYPE),
@@ -201,13 +201,18 @@ def test_one_change_as_deployments(tmp_path, capsys, vllm):
 
 @pytest.mark.parametrize("vllm", ["0.9.2", "0.10.1.1", "0.11.0", "0.13.0"])
 def test_get_with_the_docs_tiny_prefill_buffer(tmp_path, capsys, vllm):
-    """The doc prefill's kv_buffer_size 1e1 (meant for PUT_ASYNC) with GET on both roles: no block fits."""
+    """The doc prefill's kv_buffer_size 1e1 (meant for PUT_ASYNC) with GET on both roles: no block fits. Before 0.11.0
+    the decode does not pull at all (p2p-nccl-get-unsupported)."""
     get = {"send_type": "GET"}
+    old = {GET_OLD} if vllm in ("0.9.2", "0.10.1.1") else set()
     code, out = _check(tmp_path, capsys, _doc_script(vllm, p_extra=get, d_extra=get))
-    assert code == 1 and _errors(out) == {GET_BUFFER}, out
+    assert code == 1 and _errors(out) == {GET_BUFFER} | old, out
     fits = _doc_script(vllm, p_extra=get, d_extra=get).replace('"kv_buffer_size": "1e1"', '"kv_buffer_size": "1e9"')
     code, out = _check(tmp_path, capsys, fits)
-    _ok(code, out)
+    if old:
+        assert code == 1 and _errors(out) == old, out
+    else:
+        _ok(code, out)
 
 
 def test_other_models_are_a_warning(tmp_path, capsys):
@@ -241,6 +246,12 @@ def test_xpyd_one_prefill_two_decodes(tmp_path, capsys):
     assert code == 1 and _errors(out) == {PARALLEL}, out
 
 
+@pytest.mark.parametrize(("vllm", "rules"), [("0.10.1.1", {SEND_TYPE, GET_OLD}), ("0.13.0", {SEND_TYPE})])
+def test_get_decode_against_a_pushing_prefill(tmp_path, capsys, vllm, rules):
+    code, out = _check(tmp_path, capsys, _doc_script(vllm, d_extra={"send_type": "GET"}))
+    assert code == 1 and _errors(out) == rules, out
+
+
 def test_push_and_put_async_pair(tmp_path, capsys):
     """PUT and PUT_ASYNC both push: they pair."""
     code, out = _check(tmp_path, capsys, _doc_script("0.11.0", d_extra={"send_type": "PUT"}))
@@ -255,7 +266,7 @@ def test_send_type_default_of_0_9_2_is_put(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, script)
     assert SEND_TYPE not in _errors(out), out
     code, out = _check(tmp_path, capsys, _doc_script("0.9.2", p_extra={"send_type": "GET"}))
-    assert code == 1 and _errors(out) == {SEND_TYPE}, out
+    assert code == 1 and _errors(out) == {SEND_TYPE}, out  # the decode pushes (PUT_ASYNC): not the GET decode rule
 
 
 def test_block_size_on_one_role_against_the_pinned_default(tmp_path, capsys):

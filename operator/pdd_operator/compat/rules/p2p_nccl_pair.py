@@ -385,3 +385,38 @@ def check_p2p_nccl_model(pair: PDPair) -> list[Violation]:
              "no model identity: unless both are one checkpoint, the decode waits for layers never sent, refuses "
              "their shapes or decodes from another model's KV.",
              fix_for(pair, "Serve the same model on both roles.", "Serve the same --model on both engines."))]
+
+
+#: From 0.11.0 the decode passes the prefill's address to ``recv_tensor`` (p2p_nccl_connector.py 0.11.0 lines
+#: 183 and 196-197); before, it calls ``recv_tensor(request_id + "#" + layer)`` without one (0.9.2 line 200, 0.10.0
+#: line 199, 0.10.1.1 line 207, 0.10.2 line 193), which in GET mode returns None (p2p_nccl_engine.py 0.9.2 lines
+#: 266-267, 0.10.0 and 0.10.1.1 lines 284-285, 0.10.2 lines 278-279).
+GET_ADDRESSED_SINCE: Version = (0, 11, 0)
+
+
+@rule(
+    id="p2p-nccl-get-unsupported", family="p2p-nccl-kv-path", severity="error",
+    fields=("spec.kvTransfer",),
+    source=("vllm p2p_nccl_connector.py start_load_kv: recv_tensor(request_id + '#' + layer) without the prefill's "
+            "address (0.9.2 line 200, 0.10.0 line 199, 0.10.1.1 line 207, 0.10.2 line 193), which for send_type GET "
+            "returns None at once (p2p_nccl_engine.py 0.9.2 lines 266-267, 0.10.0 and 0.10.1.1 lines 284-285, 0.10.2 "
+            "lines 278-279); the layer is skipped ('src_kv_cache is None'). 0.11.0 passes the address (lines 183, "
+            "196-197)"),
+    example='P2pNcclConnector pair with "send_type":"GET" on vllm/vllm-openai:v0.10.1.1',
+    since=P2P_NCCL_SINCE, until=GET_ADDRESSED_SINCE, p2p_nccl=True,
+)
+def check_p2p_nccl_get_unaddressed(pair: PDPair) -> list[Violation]:
+    """Before 0.11.0 a P2pNcclConnector decode does not pull (send_type GET): it never asks the prefill.
+
+    0.9.2-0.10.x's decode asks ``recv_tensor`` for each layer without the prefill's address, which in GET mode returns
+    None: every layer is skipped and the decode runs on KV blocks nothing wrote, on every request."""
+    if not _both(pair) or _send_type(pair.decode) != "GET":
+        return []
+    return [(
+        f"The P2pNcclConnector decode uses send_type GET on vLLM {fmt(pair.version)}, whose decode asks for each layer "
+        "without the prefill's address (recv_tensor returns None in GET mode before 0.11.0): no KV is ever pulled and "
+        "every request decodes from KV blocks nothing wrote.",
+        fix_for(pair, "Use send_type PUT_ASYNC (or PUT) on both roles, or vLLM >= 0.11.0 for GET.",
+                "Use send_type PUT_ASYNC (or PUT) in both engines' kv_connector_extra_config, or vLLM >= 0.11.0 "
+                "for GET."),
+    )]
