@@ -146,7 +146,10 @@ def evaluate(
     (``Rule.without_connector``, ``kv-connector-missing`` among them): no KV moves, so the NIXL rules promise
     nothing until both roles have a connector. A rule bounded to versions (``since``/``until``) runs only when
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
-    rules on every release instead of passing them silently. ``model_config`` is the model's parsed
+    rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
+    known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
+    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); any other connector but NIXL, and a P2pNccl
+    pair of another or unknown release, is :func:`_foreign_connector`'s. ``model_config`` is the model's parsed
     config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target

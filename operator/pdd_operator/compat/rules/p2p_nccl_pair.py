@@ -8,6 +8,12 @@ for that key (PUT, PUT_ASYNC) or asks the prefill for it (GET), and copies the t
 send type and the KV tensor's shape and dtype; the NIXL rules (handshake hash, side channel, block mapping) do not
 apply (``Rule.p2p_nccl``, ``compat.engine``).
 
+Read and left without a rule: ``nccl_num_channels`` (each engine sets NCCL_MAX/MIN_NCHANNELS for its own
+communicator init only, p2p_nccl_engine.py 0.21.0 lines 38-58, 223 and 382; NCCL settles the channel count between
+the two ranks, no failure in vLLM's code); the decode's ``kv_buffer_size`` (a pushed tensor over it goes to the
+pinned TensorMemoryPool, 0.21.0 lines 404-411); ports (``p2p-nccl-kv-port-conflict``, ``p2p-nccl-http-port-missing``
+in :mod:`~pdd_operator.compat.rules.p2p_nccl`, ``pod-port-conflict``).
+
 Lines cited are of ``vllm/distributed/kv_transfer/kv_connector/v1/p2p/`` in the sdists named; 0.15.x's sdists
 were not read (see :data:`REQUEST_ID_OPT_OUT_SINCE`).
 """
