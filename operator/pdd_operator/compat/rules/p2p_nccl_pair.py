@@ -9,8 +9,8 @@ send type and the KV tensor's shape and dtype; the NIXL rules (handshake hash, s
 apply (``Rule.p2p_nccl``, ``compat.engine``).
 
 Read and left without a rule: ``nccl_num_channels`` (each engine sets NCCL_MAX/MIN_NCHANNELS for its own
-communicator init only, p2p_nccl_engine.py 0.21.0 lines 38-58, 223 and 382; NCCL settles the channel count between
-the two ranks, no failure in vLLM's code); the decode's ``kv_buffer_size`` (a pushed tensor over it goes to the
+communicator init only, p2p_nccl_engine.py 0.21.0 lines 38-58, 223 and 382; vLLM compares nothing, and no failure
+from two counts was found in its code); the decode's ``kv_buffer_size`` (a pushed tensor over it goes to the
 pinned TensorMemoryPool, 0.21.0 lines 404-411); ports (``p2p-nccl-kv-port-conflict``, ``p2p-nccl-http-port-missing``
 in :mod:`~pdd_operator.compat.rules.p2p_nccl`, ``pod-port-conflict``).
 
@@ -250,7 +250,7 @@ def _kv_dtype(r: RoleConfig) -> str | None:
             "dtype=getattr(torch, data['dtype'])), listener 0.11.1-0.23.0 lines 396-401) and p2p_nccl_connector.py "
             "copies it into the decode's KV layer by index (layer[block_ids, ...] = kv_cache, 0.11.1-0.22.1 lines "
             "163-193, 0.23.0 lines 159-171), which PyTorch's index_put_ refuses for another dtype ('Index put "
-            "requires the source and destination dtypes match')"),
+            "requires the source and destination dtypes match', by design: pytorch/pytorch#63935, #96177)"),
     example="P2pNcclConnector prefill --kv-cache-dtype fp8, decode without it",
     since=P2P_NCCL_SINCE, until=P2P_NCCL_UNTIL, p2p_nccl=True,
 )
