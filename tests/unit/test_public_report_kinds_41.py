@@ -134,7 +134,9 @@ def test_p2p_nccl_kv_port_ranges_overlap_through_the_prefill_tp(tmp_path, capsys
 def test_p2p_nccl_kv_ports_apart_pass_the_rule(tmp_path, capsys):  # control
     text = _p2p("kv_producer", 8100, 21001, "0,1", tp=2) + _p2p("kv_consumer", 8200, 22001, "2")
     code, out = _check(tmp_path, capsys, text, "p2p.sh", "--vllm-version", "0.11.0")
-    assert "p2p-nccl-kv-port-conflict" not in _rules(out, "error") and code != 1, out
+    # TP 2 against TP 1: P2pNcclConnector pairs rank i with rank i only (p2p-nccl-parallel-mismatch), not a port clash
+    assert "p2p-nccl-kv-port-conflict" not in _rules(out, "error"), out
+    assert _rules(out, "error") == {"p2p-nccl-parallel-mismatch"}, out
 
 
 def test_p2p_nccl_engines_of_a_pasted_pair_are_not_refused_for_kv_ports(tmp_path, capsys):

@@ -170,11 +170,17 @@ def test_p2p_nccl_registering_without_http_port_on_an_upstream_image_of_unknown_
     ({}, ()),  # no proxy keys: 0.11.1 on start it (only 0.9.2-0.11.0 read http_port unconditionally)
     ({"proxy_ip": "10.0.1.1"}, ()),  # half the proxy keys: no registration
     ({**PROXY, "http_port": "20009"}, ()),  # the fix
-    ({}, ("--vllm-version", "0.12.0")),  # a known release where the unregistered engine starts
 ])
 def test_controls_p2p_nccl_that_some_release_starts_stays_not_checked(tmp_path, capsys, extra_d, flags):
     code, out = _p2p_script(tmp_path, capsys, {}, extra_d, *flags)
     assert code == 3 and not _errors(out), out
+
+
+def test_control_p2p_nccl_unregistered_on_a_known_release_that_starts_it_is_ok(tmp_path, capsys):
+    """0.12.0 starts an engine without the proxy keys, and keeps the proxy's request ids (randomized from 0.14.0): the
+    pair is judged by the P2pNccl rules (tests/unit/test_p2p_nccl_pairs.py) and passes."""
+    code, out = _p2p_script(tmp_path, capsys, {}, {}, "--vllm-version", "0.12.0")
+    assert code == 0 and not _errors(out), out
 
 
 def test_control_p2p_nccl_without_http_port_on_a_known_old_release_is_still_the_keyerror(tmp_path, capsys):

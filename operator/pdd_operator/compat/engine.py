@@ -25,6 +25,7 @@ from pdd_operator.compat.rules.base import (
 )
 from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
+from pdd_operator.compat.rules.p2p_nccl_pair import p2p_nccl_unjudged
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -146,7 +147,10 @@ def evaluate(
     (``Rule.without_connector``, ``kv-connector-missing`` among them): no KV moves, so the NIXL rules promise
     nothing until both roles have a connector. A rule bounded to versions (``since``/``until``) runs only when
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
-    rules on every release instead of passing them silently. ``model_config`` is the model's parsed
+    rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
+    known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
+    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); any other connector but NIXL, and a P2pNccl
+    pair of another or unknown release, is :func:`_foreign_connector`'s. ``model_config`` is the model's parsed
     config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
@@ -164,10 +168,13 @@ def evaluate(
         # vLLM's MooncakeConnector on both roles of a release whose connector was read: the engine-alone rules and the
         # mooncake-* rules (engine-alone too) judge it; no NIXL rule describes its transfer.
         rules = tuple(rule for rule in rules if rule.without_connector)
+    elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
+        # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.
+        rules = tuple(rule for rule in rules if rule.without_connector or rule.p2p_nccl)
     elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
-            f"{NOT_DESCRIBED}"))
+            f"{outside or NOT_DESCRIBED}"))
     if any(r.connector is None for r in pair.roles):
         # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
         rules = tuple(rule for rule in rules if rule.without_connector)

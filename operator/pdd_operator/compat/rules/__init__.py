@@ -49,6 +49,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     nvfp4_kv,
     offloading,
     p2p_nccl,
+    p2p_nccl_pair,
     packed_kv,
     parallelism,
     pipeline_parallel,

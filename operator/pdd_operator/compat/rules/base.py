@@ -63,6 +63,9 @@ class Rule:
             A bounded one (``since``/``until``) runs on an unknown release too: outside its bounds the engine fails
             otherwise, and its check, seeing ``pair.version`` ``None``, reports only what fails on every release
             (``p2p-nccl-http-port-missing``).
+        p2p_nccl: the rule judges the KV path of a pair whose roles both name vLLM's ``P2pNcclConnector``
+            (:mod:`~pdd_operator.compat.rules.p2p_nccl_pair`). Such a pair runs only these rules and the
+            ``without_connector`` ones (``compat.engine._p2p_nccl``): the NIXL rules describe another connector.
     """
 
     id: str
@@ -80,6 +83,7 @@ class Rule:
     needs: tuple[str, ...] = ()
     without_connector: bool = False
     any_release: bool = False
+    p2p_nccl: bool = False
 
     @property
     def version_bounded(self) -> bool:
@@ -440,7 +444,7 @@ def _register(r: Rule) -> Rule:
 def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
     since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
-    needs: tuple[str, ...] = (), without_connector: bool = False, any_release: bool = False,
+    needs: tuple[str, ...] = (), without_connector: bool = False, any_release: bool = False, p2p_nccl: bool = False,
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -452,7 +456,7 @@ def rule(
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
                        source=source, check=check, since=since, until=until, example=example,
                        in_manifest=tuple(in_manifest), needs=tuple(needs), without_connector=without_connector,
-                       any_release=any_release))
+                       any_release=any_release, p2p_nccl=p2p_nccl))
         return check
 
     return wrap

@@ -1,6 +1,7 @@
-"""What vLLM's P2pNcclConnector refuses when its engine starts (``P2pNcclEngine.__init__``): an engine-alone rule,
-so it holds although the KV path of a P2pNccl pair is not what these rules describe (such a pair stays "not checked"
-otherwise, :func:`pdd_operator.compat.engine._foreign_connector`)."""
+"""What vLLM's P2pNcclConnector refuses when its engine starts (``P2pNcclEngine.__init__``): engine-alone rules, so
+they hold on any pair that names the connector, also where its KV path is not judged (an unknown or other release:
+:func:`pdd_operator.compat.engine._foreign_connector`). What the two engines of a P2pNccl pair must agree on is
+:mod:`pdd_operator.compat.rules.p2p_nccl_pair`."""
 
 from __future__ import annotations
 
