@@ -12,6 +12,11 @@ A site is one place a value is written in an engine container:
   a script's unknown branch leaves (:func:`pdd_operator.vllm.script._merged_launch`);
 - an ``env`` entry's literal ``value``: replaced by a ``valueFrom.secretKeyRef``.
 
+A Docker Compose file has neither the kubelet's ``$(VAR)`` nor ``valueFrom``: its unknown values are written
+``${PDD_UNKNOWN}``, which Compose interpolates from the shell or a ``.env`` file (neither in the files), and no env
+entry is added. (A Compose command holding ``$(PDD_UNKNOWN)`` reaches vLLM as those very characters, so a
+refusal of it is no false refusal.)
+
 Sites are enumerated in a fixed order, so a failure names its case and site.
 """
 
@@ -88,12 +93,13 @@ def _runs_shell(container: dict) -> tuple[str, int] | None:
     return None
 
 
-def _script_sites(path: tuple, key: str, index: int, script: str) -> Iterator[Site]:
+def _script_sites(path: tuple, key: str, index: int, script: str, compose: bool = False) -> Iterator[Site]:
     def edit(start: int, end: int, text: str) -> Callable[[list], None]:
         def mutate(docs: list) -> None:
             c = _at(docs, path)
             c[key][index] = c[key][index][:start] + text + c[key][index][end:]
-            _with_secret(c)
+            if not compose:
+                _with_secret(c)
         return mutate
 
     bools = {m.start(): m for m in _SCRIPT_BOOL.finditer(script)}
@@ -107,12 +113,15 @@ def _script_sites(path: tuple, key: str, index: int, script: str) -> Iterator[Si
         yield Site(f"script model {m.group(2)[:40]!r}", edit(m.start(2), m.end(2), f'"${{{VAR}}}"'))
 
 
-def _list_sites(path: tuple, container: dict) -> Iterator[Site]:
+def _list_sites(path: tuple, container: dict, compose: bool = False) -> Iterator[Site]:
+    ref = f"${{{VAR}}}" if compose else f"$({VAR})"
+
     def edit(key: str, index: int, text: str) -> Callable[[list], None]:
         def mutate(docs: list) -> None:
             c = _at(docs, path)
-            c[key][index] = text
-            _with_secret(c)
+            c[key][index] = text.replace(f"$({VAR})", ref)
+            if not compose:
+                _with_secret(c)
         return mutate
 
     words = [(k, i, w) for k in ("command", "args") for i, w in enumerate(container.get(k) or [])]
@@ -148,13 +157,21 @@ def sites(docs: list) -> list[Site]:
     """Every value of ``docs`` (parsed YAML documents) that can be made unknown, in document order."""
     out: list[Site] = []
     for d, doc in enumerate(docs):
+        compose = _is_compose(doc)
         for path, container in _containers(doc, (d,)):
             script = _runs_shell(container)
             if script:
                 key, index = script
                 if index < len(container.get(key) or []):
-                    out += _script_sites(path, key, index, container[key][index])
+                    out += _script_sites(path, key, index, container[key][index], compose)
             else:
-                out += _list_sites(path, container)
-            out += _env_sites(path, container)
+                out += _list_sites(path, container, compose)
+            if not compose:
+                out += _env_sites(path, container)
     return out
+
+
+def _is_compose(doc) -> bool:
+    """A Docker Compose file: top-level ``services``, no Kubernetes ``apiVersion``/``kind``."""
+    return isinstance(doc, dict) and isinstance(doc.get("services"), dict) and "kind" not in doc \
+        and "apiVersion" not in doc
