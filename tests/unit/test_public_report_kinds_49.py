@@ -57,7 +57,8 @@ def _messages(out: dict, rule: str) -> list[str]:
     ("use_prefill_decode_attention", (0, 28, 0), None),
     ("use_prefill_decode_attention", (0, 29, 0), "error"),
     ("mla_prefill_backend", (0, 20, 0), "error"),
-    ("mla_prefill_backend", (0, 20, 1), "warning"),              # 0.20.1 lies between 0.20.0 (without) and 0.21.0
+    ("mla_prefill_backend", (0, 20, 1), "error"),                # 0.20.1 read (set 66): no mla_prefill_backend
+    ("mla_prefill_backend", (0, 20, 3), "warning"),              # unread, between 0.20.2 (without) and 0.21.0
     ("bakend", (0, 24, 0), "error"),                             # a misspelt field: no release read has it
     ("bakend", (0, 36, 0), "warning"),                           # a later release may add a field
     ("backend", (0, 13, 0), None),
@@ -77,7 +78,8 @@ def test_the_fields_per_release(key, version, expected):
     ("enable_sp", (0, 31, 0), None),
     ("enable_sp", (0, 32, 0), "error"),
     ("fuse_minimax_qk_norm", (0, 24, 0), "error"),
-    ("fuse_minimax_qk_norm", (0, 19, 0), "warning"),  # between 0.18.0 (without) and 0.19.1 (with)
+    ("fuse_minimax_qk_norm", (0, 19, 0), "error"),    # 0.19.0 read (set 66): not yet there (first in 0.19.1)
+    ("fuse_minimax_qk_norm", (0, 23, 1), "warning"),  # unread, between 0.23.0 (with) and 0.24.0 (without)
 ])
 def test_the_pass_config_fields_per_release(key, version, expected):
     found = refusals(PASS_CONFIG, {key: True}, version)

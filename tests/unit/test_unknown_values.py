@@ -261,3 +261,21 @@ def test_a_hub_cache_from_a_secret_may_be_the_snapshot_paths_cache(tmp_path, cap
     for site in [s for s in sites(docs) if s.what.startswith("env HF_HOME=")]:
         code, out = _run(site.apply(docs), model_config, tmp_path, capsys)
         assert code == 0 and "model-mismatch" in rules(out, "warning"), (site.what, out)
+
+
+def test_a_compose_value_is_made_unknown_the_compose_way(tmp_path, capsys):
+    # Compose interpolates ${VAR} from the shell or .env (not in the files); it has no $(VAR) and no valueFrom
+    def svc(port, gpu):
+        return {"image": "vllm/vllm-openai:v0.11.2", "entrypoint": ["vllm", "serve"], "network_mode": "host",
+                "command": ["Qwen/Qwen3-0.6B", "--port", port, "--kv-transfer-config",
+                            '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'],
+                "deploy": {"resources": {"reservations": {"devices": [
+                    {"driver": "nvidia", "device_ids": [gpu], "capabilities": ["gpu"]}]}}}}
+    docs = [{"name": "pd", "services": {"prefill": svc("8100", "0"), "decode": svc("8200", "1")}}]
+    found = [s for s in sites(docs) if "--kv-transfer-config" in s.what]
+    assert len(found) == 2
+    mutated = found[1].apply(docs)
+    decode = mutated[0]["services"]["decode"]
+    assert decode["command"][-1] == "${" + VAR + "}" and "env" not in decode
+    code, out = _run(mutated, None, tmp_path, capsys)
+    assert code in (0, 3) and not rules(out, "error"), out

@@ -189,8 +189,6 @@ def sites(docs: list) -> list[Site]:
     for a Compose service."""
     out: list[Site] = []
     for d, doc in enumerate(docs):
-        if not (isinstance(doc, dict) and "kind" in doc):
-            continue  # a Compose file: the Secret variable and $(VAR) injected here are Kubernetes' own
         for path, container in _containers(doc, (d,)):
             compose = _is_compose_service(doc, path)
             script = _runs_shell(container)
@@ -202,3 +200,4 @@ def sites(docs: list) -> list[Site]:
                 out += _list_sites(path, container, compose)
             out += _compose_env_sites(path, container) if compose else _env_sites(path, container)
     return out
+

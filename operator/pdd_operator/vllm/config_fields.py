@@ -69,12 +69,15 @@ class FieldTable:
 
 _A_FIRST, _A_LAST = (0, 13, 0), (0, 34, 0)
 
-#: ``AttentionConfig`` (``class AttentionConfig`` read in 0.13.0, 0.14.0, 0.14.1, 0.16.0, 0.17.0, 0.18.0, 0.19.1,
-#: 0.20.0-0.34.0; the flag is absent in 0.12.0's parser).
+#: ``AttentionConfig`` (``class AttentionConfig`` in vllm/config/attention.py read in every release from 0.13.0 to
+#: 0.34.0 but 0.15.x, patch releases included: 0.17.1, 0.18.1, 0.19.0, 0.20.1, 0.20.2, 0.22.1, 0.25.1 and 0.27.1 hold
+#: the fields of the minor release before them; the flag is absent in 0.12.0's parser). A patch release left unread
+#: between two releases that disagree is judged by both (a warning), so every release there is a sdist of is read.
 ATTENTION_CONFIG = FieldTable(
     name="AttentionConfig",
-    read=((0, 13, 0), (0, 14, 0), (0, 14, 1), (0, 16, 0), (0, 17, 0), (0, 18, 0), (0, 19, 1), (0, 20, 0),
-          (0, 21, 0), (0, 22, 0), (0, 23, 0), (0, 24, 0), (0, 25, 0), (0, 26, 0), (0, 27, 0), (0, 28, 0),
+    read=((0, 13, 0), (0, 14, 0), (0, 14, 1), (0, 16, 0), (0, 17, 0), (0, 17, 1), (0, 18, 0), (0, 18, 1),
+          (0, 19, 0), (0, 19, 1), (0, 20, 0), (0, 20, 1), (0, 20, 2), (0, 21, 0), (0, 22, 0), (0, 22, 1),
+          (0, 23, 0), (0, 24, 0), (0, 25, 0), (0, 25, 1), (0, 26, 0), (0, 27, 0), (0, 27, 1), (0, 28, 0),
           (0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0), (0, 34, 0)),
     fields={
         **{name: (_A_FIRST, _A_LAST) for name in (
@@ -111,12 +114,12 @@ ATTENTION_CONFIG = FieldTable(
 
 _P_FIRST, _P_LAST = (0, 10, 1, 1), (0, 34, 0)
 
-#: ``PassConfig`` (``class PassConfig`` in vllm/config/compilation.py read in 0.10.1.1, 0.11.0, 0.11.1, 0.12.0,
-#: 0.13.0, 0.14.0, 0.14.1, 0.16.0-0.34.0 as :data:`ATTENTION_CONFIG`). 0.12.0 holds the old ``enable_*`` names next
+#: ``PassConfig`` (``class PassConfig`` in vllm/config/compilation.py read in 0.10.1.1, 0.10.2, 0.11.0, 0.11.1,
+#: 0.11.2, 0.12.0 and the releases of :data:`ATTENTION_CONFIG`). 0.12.0 holds the old ``enable_*`` names next
 #: to the ``fuse_*`` ones that replaced them; 0.13.0 dropped the old names (and refuses them).
 PASS_CONFIG = FieldTable(
     name="PassConfig",
-    read=((0, 10, 1, 1), (0, 11, 0), (0, 11, 1), (0, 12, 0), *ATTENTION_CONFIG.read),
+    read=((0, 10, 1, 1), (0, 10, 2), (0, 11, 0), (0, 11, 1), (0, 11, 2), (0, 12, 0), *ATTENTION_CONFIG.read),
     fields={
         **{name: (_P_FIRST, (0, 12, 0)) for name in (
             "enable_fusion", "enable_attn_fusion", "enable_noop", "enable_sequence_parallelism", "enable_async_tp",

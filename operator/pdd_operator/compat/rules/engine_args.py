@@ -178,8 +178,9 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
     id="engine-args-invalid", family="engine-args", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vLLM argument parser; --attention-config keys against the release's AttentionConfig (fields read in "
-            "0.13.0-0.34.0, extra fields forbidden from 0.16.0) and --compilation-config pass_config keys against its "
-            "PassConfig (0.10.1.1-0.34.0, forbidden from 0.13.0): pdd_operator/vllm/config_fields.py; values of "
+            "every release 0.13.0-0.34.0 but 0.15.x, patch releases included; extra fields forbidden from 0.16.0) and "
+            "--compilation-config pass_config keys against its PassConfig (0.10.1.1-0.34.0 likewise, forbidden from "
+            "0.13.0): pdd_operator/vllm/config_fields.py; values of "
             "Literal-typed flags against the release's argparse choices (vllm/engine/arg_utils.py literal_to_kwargs; "
             "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; vllm serve's "
             "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
