@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from pdd_operator.api.constants import API_VERSION, GROUP, KIND
 from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap
+from pdd_operator.compat.engine import CompatReport, evaluate, evaluate_alone, model_config_from_configmap
 from pdd_operator.controller.rbac import WEBHOOK_CONFIGURATION_MODES
 from pdd_operator.render.admission import admission_findings_of
 from pdd_operator.render.workloads import Owner, render_children
@@ -186,7 +186,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
-    from pdd_operator.compat.manifests import pair_engines, with_model_config, with_vllm_version
+    from pdd_operator.compat.manifests import lone_pair, pair_engines, with_model_config, with_vllm_version
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import shape_errors, without_nulls
     from pdd_operator.vllm.versions import fmt
@@ -297,6 +297,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             "findings": [f.wire() for f in report.findings],
         })
     skipped += [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
+    for u in unpaired:  # an engine with no counterpart: what stops it on its own still stops it
+        if u.engine.role in ("prefill", "decode") and (alone := evaluate_alone(lone_pair(u.engine), u.engine.role)):
+            results.append({"file": ", ".join(all_docs), "object": u.engine.where, "pairedBy": "",
+                            "vllmVersion": u.engine.config.version and fmt(u.engine.config.version) or "unknown",
+                            "compatible": False, "findings": [f.wire() for f in alone]})
+            reports.append(CompatReport(version=results[-1]["vllmVersion"], findings=alone))
     failed = any(not r["compatible"] for r in results)
     if args.output == "json":
         print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))

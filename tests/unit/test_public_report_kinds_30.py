@@ -16,7 +16,7 @@ fixed pair (--disable-hybrid-kv-cache-manager on the decode, #12940) was held fo
 release-artifacts and compatibility pages).
 
 Flags bound an unknown engine version from below: vLLM's parser refuses a flag it does not define, so an engine run
-with ``--kda-prefill-backend`` (absent from the 0.24.0 sdist, present in the 0.32.0 wheel) runs 0.25.0 or later
+with ``--kda-prefill-backend`` (absent from the 0.24.0-0.26.0 sdists, present in 0.27.0: set 70 dated it) runs 0.27.0 or later
 (:mod:`pdd_operator.vllm.added_flags`). The Kimi-K3 recipe with HMA explicitly off on the decode only, on an image
 naming no release (vllm-runtime:1.4.0-kimi-k3-dev.1, built on vllm/vllm-openai:kimi-k3), was "not checked" because
 hma-flag-mismatch refuses only from 0.18.0; from that floor every release refuses it.
@@ -158,7 +158,7 @@ def _hma_pair(p_extra, d_extra):
 
 def test_the_flag_floor_is_the_release_after_the_last_read_without_it():
     assert flags_floor({"--kda-prefill-backend": "flashkda", "--kernel-config": "{}"}) == (
-        (0, 25, 0), "--kda-prefill-backend")
+        (0, 27, 0), "--kda-prefill-backend")
     assert flags_floor({"--tensor-parallel-size": "8"}) is None
 
 
@@ -167,7 +167,7 @@ def test_an_hma_mismatch_on_an_unknown_build_with_kda_flags_is_an_error_from_the
     code, out = check(tmp_path, capsys, *_hma_pair(kda, kda))
     assert code == 1 and HMA in rules(out, "error")
     message = next(f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == HMA)
-    assert "from 0.25.0 on (the first that may have --kda-prefill-backend" in message
+    assert "from 0.27.0 on (the first that may have --kda-prefill-backend" in message
 
 
 def test_a_floor_below_the_rule_or_on_one_role_only_stays_not_checked(tmp_path, capsys):

@@ -29,8 +29,8 @@ def test_short_option_reads_as_its_long_flag(short, long):
 
 
 @pytest.mark.parametrize(("short", "without", "with_"), [("-ac", (0, 12, 0), (0, 13, 0)),
-                                                          ("-cc", (0, 11, 1), (0, 12, 0)),
-                                                          ("-sc", (0, 18, 0), (0, 19, 0)),
+                                                          ("-cc", (0, 11, 2), (0, 12, 0)),
+                                                          ("-sc", (0, 18, 1), (0, 19, 0)),
                                                           ("-dc", (0, 23, 0), (0, 24, 0))])
 def test_short_options_are_dated(short, without, with_):
     assert (ADDED_FLAGS[short].absent_in, ADDED_FLAGS[short].present_in) == (without, with_)

@@ -62,8 +62,8 @@ def test_nnodes_by_its_short_option_spans_nodes(tmp_path, capsys, nodes):
 
 
 @pytest.mark.parametrize(("short", "without", "with_"), [
-    ("-n", (0, 11, 0), (0, 11, 1)), ("-r", (0, 11, 0), (0, 11, 1)), ("-asc", (0, 9, 0), (0, 10, 0)),
-    ("--api-server-count", (0, 9, 0), (0, 10, 0)),
+    ("-n", (0, 11, 0), (0, 11, 1)), ("-r", (0, 11, 0), (0, 11, 1)), ("-asc", (0, 9, 2), (0, 10, 0)),
+    ("--api-server-count", (0, 9, 2), (0, 10, 0)),
 ])
 def test_short_options_are_dated(short, without, with_):
     assert (ADDED_FLAGS[short].absent_in, ADDED_FLAGS[short].present_in) == (without, with_)

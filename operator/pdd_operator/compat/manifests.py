@@ -1236,6 +1236,13 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     return [(_with_neighbours(pair, p, d, engines), p, d) for pair, p, d in pairs], unpaired
 
 
+def lone_pair(e: Engine) -> PDPair:
+    """The :class:`PDPair` that holds engine ``e`` on both sides, for the rules that judge one engine by its own
+    argv and image (:func:`pdd_operator.compat.engine.evaluate_alone`) where no counterpart was found: what stops
+    ``e`` at startup stops it whatever it would have been paired with."""
+    return _pair(e, e, f"the {e.role} engine alone (no counterpart found)")
+
+
 def _with_neighbours(pair: PDPair, p: Engine, d: Engine, engines: list[Engine]) -> PDPair:
     """``pair`` with :attr:`PDPair.neighbours`: the other engines of ``p``'s role in ``p``'s pod (or script host) and
     of ``d``'s role in ``d``'s, which share a network namespace with them but are never paired with them."""

@@ -49,11 +49,12 @@ class AddedFlag:
 #: Long flag name (dashes, as :func:`pdd_operator.vllm.flags.parse_flags` normalises it) -> when it appeared.
 ADDED_FLAGS: dict[str, AddedFlag] = {
     "--kda-prefill-backend": AddedFlag(
-        (0, 24, 0), (0, 32, 0),
-        "vllm/engine/arg_utils.py: no kda_prefill_backend in the 0.24.0 sdist; EngineArgs.kda_prefill_backend and "
-        "its --kda-prefill-backend argument in the 0.32.0 wheel (the KDA linear-attention layers of Kimi-K3)"),
+        (0, 26, 0), (0, 27, 0),
+        "vllm/engine/arg_utils.py: no kda_prefill_backend in the 0.24.0, 0.25.x and 0.26.0 sdists; "
+        "EngineArgs.kda_prefill_backend and its --kda-prefill-backend argument in the 0.27.0, 0.27.1 sdists and the "
+        "0.32.0 wheel (the KDA linear-attention layers of Kimi-K3)"),
     "--kernel-config": AddedFlag(
-        (0, 14, 0), (0, 16, 0),
+        (0, 14, 1), (0, 16, 0),
         "vllm/engine/arg_utils.py: no kernel_config in the 0.14.0 and 0.14.1 sdists; EngineArgs.kernel_config in the "
         "0.16.0 (l.540), 0.18.0 and 0.24.0 sdists"),
     "--data-parallel-multi-port-external-lb": AddedFlag(
@@ -68,11 +69,14 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         f"0.24.0 and 0.34.0 sdists and the 0.32.0 wheel")
        for short in ("-dph", "-dpe")},
     **{short: AddedFlag(
-        (0, 9, 0), (0, 10, 0),
+        absent, present,
         f"vllm/engine/arg_utils.py EngineArgs.add_cli_args: -dp, -dpl, -dpa and -dpp but no {short} in the 0.9.0 sdist "
-        f"(l.604-616); {short} in the 0.10.0 (l.601-629), 0.10.1.1, 0.11.0 (l.662-688, written with single quotes) "
-        f"and every later sdist read")
-       for short in ("-dpn", "-dpr", "-dpb")},
+        f"(l.604-616){more}; {short} in the 0.10.0 (l.601-629), 0.10.1.1, 0.11.0 (l.662-688, written with single "
+        f"quotes) and every later sdist read")
+       for short, absent, present, more in (
+           ("-dpn", (0, 9, 1), (0, 9, 2), " and the 0.9.1 sdist; -dpn in the 0.9.2 sdist (l.659)"),
+           ("-dpr", (0, 9, 2), (0, 10, 0), ", the 0.9.1 and 0.9.2 sdists"),
+           ("-dpb", (0, 9, 0), (0, 9, 1), "; -dpb in the 0.9.1 (l.645) and 0.9.2 (l.679) sdists"))},
     "-dpm": AddedFlag(
         (0, 21, 0), (0, 22, 0),
         "vllm/engine/arg_utils.py: no -dpm (nor --data-parallel-multi-port-external-lb) in the 0.18.0-0.21.0 sdists; "
@@ -84,8 +88,8 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         "0.24.0 sdists and the 0.32.0 wheel")
        for flag in ("--decode-context-parallel-size", "-dcp")},
     **{flag: AddedFlag(
-        (0, 11, 1), (0, 12, 0),
-        "vllm/engine/arg_utils.py: no prefill_context_parallel_size in the 0.11.0 and 0.11.1 sdists; "
+        (0, 11, 2), (0, 12, 0),
+        "vllm/engine/arg_utils.py: no prefill_context_parallel_size in the 0.11.0, 0.11.1 and 0.11.2 sdists; "
         "('--prefill-context-parallel-size', '-pcp') in the 0.12.0, 0.13.0, 0.14.0, 0.18.0 and 0.24.0 sdists and the "
         "0.32.0 wheel")
        for flag in ("--prefill-context-parallel-size", "-pcp")},
@@ -99,16 +103,16 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
                            ("--checkpoint-prepare-on-startup", "812, 1075"),
                            ("--shuffle-safetensors-files", "844, 1118"))},
     "-cc": AddedFlag(
-        (0, 11, 1), (0, 12, 0),
-        "vllm/engine/arg_utils.py: ('--compilation-config', '-O') in the 0.11.0 and 0.11.1 sdists (0.11.1 l.1149); "
+        (0, 11, 2), (0, 12, 0),
+        "vllm/engine/arg_utils.py: ('--compilation-config', '-O') in the 0.11.0, 0.11.1 (l.1149) and 0.11.2 sdists; "
         "('--compilation-config', '-cc') in the 0.12.0 (l.1128), 0.13.0, 0.14.0 and 0.24.0 sdists"),
     "-ac": AddedFlag(
         (0, 12, 0), (0, 13, 0),
         "vllm/engine/arg_utils.py: no attention_config in the 0.12.0 sdist; ('--attention-config', '-ac') in the "
         "0.13.0 (l.1137), 0.14.0 (l.1171) and 0.34.0 sdists"),
     "-sc": AddedFlag(
-        (0, 18, 0), (0, 19, 0),
-        "vllm/engine/arg_utils.py: '--speculative-config' without '-sc' in the 0.18.0 sdist (l.1267); "
+        (0, 18, 1), (0, 19, 0),
+        "vllm/engine/arg_utils.py: '--speculative-config' without '-sc' in the 0.18.0 (l.1267) and 0.18.1 sdists; "
         "('--speculative-config', '-sc') in the 0.19.0 (l.1304), 0.19.1, 0.20.x, 0.21.0 (l.1417), 0.22.0, 0.23.0, "
         "0.24.0 and 0.34.0 sdists"),
     "-dc": AddedFlag(
@@ -122,9 +126,10 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         f"0.34.0 (l.1192-1193) sdists ({short})")
        for short in ("-n", "-r")},
     **{flag: AddedFlag(
-        (0, 9, 0), (0, 10, 0),
-        "vllm/entrypoints/openai/cli_args.py: no api_server_count (nor -asc) in the 0.9.0 sdist; ('--api-server-count', "
-        "'-asc') in make_arg_parser of the 0.10.0 (l.225), 0.10.1.1 (l.247), 0.11.0 (l.252) and 0.14.0 (l.282) sdists, "
+        (0, 9, 2), (0, 10, 0),
+        "vllm/entrypoints/openai/cli_args.py: no api_server_count (nor -asc) in the 0.9.0, 0.9.1 and 0.9.2 sdists; "
+        "('--api-server-count', '-asc') in make_arg_parser of the 0.10.0 (l.225), 0.10.1.1 (l.247), 0.11.0 (l.252) "
+        "and 0.14.0 (l.282) sdists, "
         "vllm/entrypoints/common/cli_args.py in 0.34.0 (l.462)")
        for flag in ("--api-server-count", "-asc")},
     "-ep": AddedFlag(
