@@ -1,0 +1,98 @@
+"""Kinds found while starting issue 9's thirty-second round, each with variants and negative controls.
+
+1. NIXL side-channel ports per release. Up to vLLM 0.11.0 every tensor-parallel worker of an engine binds its own
+   side-channel port, ``VLLM_NIXL_SIDE_CHANNEL_PORT + DP rank x TP size + TP rank`` (0.11.0 nixl_connector.py lines
+   267-270 and 608-622, default base 5557); from 0.11.1 one port per data-parallel rank (0.11.1 lines 352-355,
+   default 5600). Two TP-2 engines on one host with bases 5577 and 5578 collide on 0.11.0 and not on 0.11.1. An
+   engine of unknown version whose ports overlap only on the old releases is a warning naming them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.test_turn2_variants import check, workload
+
+KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+
+
+def _messages(out: dict, rule: str, severity: str | None = None) -> list[str]:
+    return [f["message"] for r in out["results"] for f in r["findings"]
+            if f["rule"] == rule and severity in (None, f["severity"])]
+
+
+# --- 1. side-channel ports per TP rank up to 0.11.0 -----------------------------------------------------------
+
+
+def _compose(image: str, ports=(5577, 5578), tp=2) -> dict:
+    """Two services of one Compose file on the host network, TP ``tp`` each, side-channel bases ``ports``."""
+    def service(port: int, side: int, gpus: list[str]) -> dict:
+        return {"image": image, "network_mode": "host", "ipc": "host", "entrypoint": ["vllm", "serve"],
+                "command": ["Qwen/Qwen3-8B", "--port", str(port), "--block-size", "16", "-tp", str(tp),
+                            "--kv-transfer-config", KV],
+                "environment": {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(side)},
+                "deploy": {"resources": {"reservations": {"devices": [
+                    {"driver": "nvidia", "device_ids": gpus, "capabilities": ["gpu"]}]}}}}
+    return {"name": "pd", "services": {"prefill": service(8100, ports[0], ["0", "1"]),
+                                       "decode": service(8200, ports[1], ["2", "3"])}}
+
+
+def _host_network_pods(image: str, ports=(5577, 5578), tp=2, node="gpu-node-1") -> list[dict]:
+    """Two hostNetwork Deployments pinned to one node (spec.nodeName), TP ``tp`` each."""
+    docs = []
+    for role, http, side in (("prefill", 8100, ports[0]), ("decode", 8200, ports[1])):
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
+             "args": ["Qwen/Qwen3-8B", "--port", str(http), "--tensor-parallel-size", str(tp),
+                      "--kv-transfer-config", KV],
+             "env": [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                     {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(side)}],
+             "resources": {"limits": {"nvidia.com/gpu": str(tp)}}}
+        docs.append(workload(f"q-{role}", role, c, app="q", pod={"hostNetwork": True, "nodeName": node}))
+    return docs
+
+
+FORMS = {"compose": lambda image, **kw: [_compose(image, **kw)], "hostNetwork": _host_network_pods}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("tag", ["v0.9.2", "v0.10.1.1", "v0.11.0"])
+def test_tp_engines_with_adjacent_bases_collide_up_to_0_11_0(form, tag, tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *FORMS[form](f"vllm/vllm-openai:{tag}"))
+    assert any("5578" in m for m in _messages(out, "side-channel-port-conflict", "error"))
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("tag", ["v0.11.1", "v0.20.0", "v0.34.0"])
+def test_one_port_per_engine_from_0_11_1(form, tag, tmp_path, capsys):
+    """Negative control: from 0.11.1 each engine binds base + DP rank only, so 5577 and 5578 are disjoint."""
+    _, out = check(tmp_path, capsys, *FORMS[form](f"vllm/vllm-openai:{tag}"))
+    assert not _messages(out, "side-channel-port-conflict")
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_unknown_version_warns_naming_the_per_tp_releases(form, tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *FORMS[form]("vllm/vllm-openai:latest"))
+    assert not _messages(out, "side-channel-port-conflict", "error")
+    warned = _messages(out, "side-channel-port-conflict", "warning")
+    assert warned and "0.9.0-0.11.0" in warned[0] and "5578" in warned[0]
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize(("kw", "image"), [
+    ({"tp": 1}, "vllm/vllm-openai:latest"),               # one worker: one port on every release
+    ({"ports": (5577, 5579)}, "vllm/vllm-openai:latest"),  # TP 2 from 5577 ends at 5578
+    ({}, "vllm/vllm-openai:0.12.1.dev12+g0123abc"),      # a development build after 0.12: one port per engine
+])
+def test_unknown_version_negative_controls(form, kw, image, tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *FORMS[form](image, **kw))
+    assert not _messages(out, "side-channel-port-conflict")
+
+
+def test_tp_ports_reach_the_error_only_on_one_host(tmp_path, capsys):
+    """Negative control: hostNetwork pods on two named nodes never share the node's ports."""
+    docs = _host_network_pods("vllm/vllm-openai:v0.11.0")
+    docs[1]["spec"]["template"]["spec"]["nodeName"] = "gpu-node-2"
+    _, out = check(tmp_path, capsys, *docs)
+    assert not _messages(out, "side-channel-port-conflict")
