@@ -5,6 +5,10 @@
    267-270 and 608-622, default base 5557); from 0.11.1 one port per data-parallel rank (0.11.1 lines 352-355,
    default 5600). Two TP-2 engines on one host with bases 5577 and 5578 collide on 0.11.0 and not on 0.11.1. An
    engine of unknown version whose ports overlap only on the old releases is a warning naming them.
+2. Environment variables vLLM refuses at startup. 0.34.0's ``validate_environ`` (vllm/platforms/interface.py
+   l.1476-1502, called by ``EngineArgs.create_engine_config``) raises for a key of ``envs.removed_environment_variables``
+   (``VLLM_MARLIN_INPUT_DTYPE``) and for ``VLLM_USE_V2_MODEL_RUNNER`` set to anything but ``1``; 0.17.0-0.33.0 only
+   log unknown names. ``vllm-env-refused``: an error on 0.34.0, nothing before, a warning for an unknown version.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import json
 
 import pytest
 
-from tests.unit.test_turn2_variants import check, workload
+from pdd_operator.vllm.env_vars import refuses, refusing_releases
+from tests.unit.test_turn2_variants import check, container, workload
 
 KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
 
@@ -96,3 +101,53 @@ def test_tp_ports_reach_the_error_only_on_one_host(tmp_path, capsys):
     docs[1]["spec"]["template"]["spec"]["nodeName"] = "gpu-node-2"
     _, out = check(tmp_path, capsys, *docs)
     assert not _messages(out, "side-channel-port-conflict")
+
+
+# --- 2. environment variables vLLM refuses at startup --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value", "version", "expected"), [
+    ("VLLM_MARLIN_INPUT_DTYPE", "int8", (0, 34, 0), True),
+    ("VLLM_MARLIN_INPUT_DTYPE", "fp8", (0, 34, 0), True),        # any value: the name itself is removed
+    ("VLLM_MARLIN_INPUT_DTYPE", "int8", (0, 33, 0), False),      # 0.33.0 reads it
+    ("VLLM_MARLIN_INPUT_DTYPE", "int8", (0, 33, 1), None),       # between a release that reads and one that refuses
+    ("VLLM_MARLIN_INPUT_DTYPE", "int8", None, None),
+    ("VLLM_USE_V2_MODEL_RUNNER", "0", (0, 34, 0), True),
+    ("VLLM_USE_V2_MODEL_RUNNER", "true", (0, 34, 0), True),      # compared as text: only "1" passes
+    ("VLLM_USE_V2_MODEL_RUNNER", "1", (0, 34, 0), False),
+    ("VLLM_USE_V2_MODEL_RUNNER", None, (0, 34, 0), None),        # a value not in the files
+    ("VLLM_USE_V2_MODEL_RUNNER", "0", (0, 30, 0), False),
+    ("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600", (0, 34, 0), False),
+])
+def test_refusal_table(name, value, version, expected):
+    assert refuses(name, value, version) is expected
+
+
+def test_the_refusal_table_comes_from_the_source_of_0_34_0_only():
+    assert refusing_releases("VLLM_MARLIN_INPUT_DTYPE", "x") == ((0, 34, 0),)
+    assert refusing_releases("VLLM_USE_V2_MODEL_RUNNER", "1") == ()
+
+
+def _env_pair(tag: str, env: list[dict]) -> list[dict]:
+    return [workload(f"q-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV],
+                                                  image=f"vllm/vllm-openai:{tag}", env=env if role == "decode" else []),
+                     app="q") for role in ("prefill", "decode")]
+
+
+@pytest.mark.parametrize(("env", "tag", "severity"), [
+    ([{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}], "v0.34.0", "error"),
+    ([{"name": "VLLM_MARLIN_INPUT_DTYPE", "value": "int8"}], "v0.34.0", "error"),
+    ([{"name": "VLLM_MARLIN_INPUT_DTYPE", "value": "int8"}], "latest", "warning"),
+    ([{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}], "v0.34.1", "warning"),
+    ([{"name": "VLLM_USE_V2_MODEL_RUNNER", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}],
+     "v0.34.0", "warning"),
+    ([{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "1"}], "v0.34.0", None),
+    ([{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}], "v0.33.0", None),
+    ([{"name": "VLLM_MARLIN_INPUT_DTYPE", "value": "int8"}], "v0.20.0", None),
+])
+def test_refused_env_on_a_deployment(env, tag, severity, tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_env_pair(tag, env))
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-env-refused"}
+    assert found == ({severity} if severity else set())
+    if severity == "error":
+        assert code == 1
