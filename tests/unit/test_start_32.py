@@ -9,6 +9,11 @@
    l.1476-1502, called by ``EngineArgs.create_engine_config``) raises for a key of ``envs.removed_environment_variables``
    (``VLLM_MARLIN_INPUT_DTYPE``) and for ``VLLM_USE_V2_MODEL_RUNNER`` set to anything but ``1``; 0.17.0-0.33.0 only
    log unknown names. ``vllm-env-refused``: an error on 0.34.0, nothing before, a warning for an unknown version.
+3. A kv_role that contradicts the deployment's own role (a prefill with kv_consumer, a decode with kv_producer) no
+   longer decides the pairing: the engine is paired by its flags, labels or name, and the kv_role is judged per
+   connector. MooncakeConnector asserts it on the first request (0.14.0 mooncake_connector.py lines 277, 367; 0.34.0
+   lines 1190, 1247): an error. P2pNcclConnector's consumer prefill sends nothing and waits for its own KV: an error
+   (``p2p-nccl-kv-role``). NixlConnector does not move KV by kv_role: a warning.
 """
 
 from __future__ import annotations
@@ -151,3 +156,71 @@ def test_refused_env_on_a_deployment(env, tag, severity, tmp_path, capsys):
     assert found == ({severity} if severity else set())
     if severity == "error":
         assert code == 1
+
+
+# --- 3. a kv_role that contradicts the deployment's own role ---------------------------------------------------
+
+
+def _role_pair(p_role: str, d_role: str, connector="NixlConnector", tag="v0.20.0", labels_key="llm-d.ai/role",
+               names=("q-prefill", "q-decode")) -> list[dict]:
+    docs = []
+    for name, role, kv_role in ((names[0], "prefill", p_role), (names[1], "decode", d_role)):
+        kv = json.dumps({"kv_connector": connector, "kv_role": kv_role})
+        docs.append(workload(name, role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", kv],
+                                                   image=f"vllm/vllm-openai:{tag}"), app="q", labels_key=labels_key))
+    return docs
+
+
+def _findings(out: dict, rule: str) -> list[tuple[str, str]]:
+    return [(f["severity"], f["message"]) for r in out["results"] for f in r["findings"] if f["rule"] == rule]
+
+
+@pytest.mark.parametrize(("labels_key", "names"), [
+    ("llm-d.ai/role", ("q-prefill", "q-decode")),   # a role label
+    ("tier", ("q-prefill", "q-decode")),            # no role label: the names say it
+])
+def test_swapped_nixl_kv_roles_pair_by_the_deployments_roles(labels_key, names, tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_role_pair("kv_consumer", "kv_producer", labels_key=labels_key, names=names))
+    assert [r["object"].split()[0].split("+")[0] for r in out["results"]] == ["Deployment/q-prefill"]
+    found = _findings(out, "kv-role-contradicts-role")
+    assert sorted(s for s, _ in found) == ["warning", "warning"]
+    assert any("prefill has kv_role kv_consumer" in m for _, m in found)
+
+
+def test_one_producer_label_and_a_kv_both_pair_is_checked(tmp_path, capsys):
+    """A kv_both prefill beside a decode with kv_producer: paired (was: two prefills, not checked)."""
+    _, out = check(tmp_path, capsys, *_role_pair("kv_both", "kv_producer"))
+    assert out["results"] and not out.get("notChecked")
+    assert [s for s, _ in _findings(out, "kv-role-contradicts-role")] == ["warning"]
+
+
+@pytest.mark.parametrize(("p_role", "d_role", "who"), [
+    ("kv_consumer", "kv_consumer", "prefill"),
+    ("kv_producer", "kv_producer", "decode"),
+])
+@pytest.mark.parametrize("tag", ["v0.14.0", "v0.20.0", "v0.34.0"])
+def test_mooncake_asserts_a_contradicting_kv_role(p_role, d_role, who, tag, tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_role_pair(p_role, d_role, "MooncakeConnector", tag))
+    found = _findings(out, "kv-role-contradicts-role")
+    assert [s for s, _ in found] == ["error"] and found[0][1].startswith(f"The {who} runs MooncakeConnector")
+    assert code == 1
+
+
+@pytest.mark.parametrize("connector", ["NixlConnector", "MooncakeConnector", "P2pNcclConnector"])
+def test_agreeing_kv_roles_are_not_reported(connector, tmp_path, capsys):
+    """Negative control: kv_producer prefill and kv_consumer decode."""
+    _, out = check(tmp_path, capsys, *_role_pair("kv_producer", "kv_consumer", connector))
+    assert not _findings(out, "kv-role-contradicts-role")
+    assert not [s for s, m in _findings(out, "p2p-nccl-kv-role") if s == "error"]
+
+
+def test_without_role_hints_the_kv_role_still_decides(tmp_path, capsys):
+    """Negative control: no role label and role-free names: the kv_role is the only role there is."""
+    _, out = check(tmp_path, capsys, *_role_pair("kv_consumer", "kv_producer", labels_key="tier",
+                                                 names=("q-one", "q-two")))
+    assert not _findings(out, "kv-role-contradicts-role")
+
+
+def test_p2p_nccl_consumer_prefill_is_an_error(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_role_pair("kv_consumer", "kv_consumer", "P2pNcclConnector"))
+    assert [s for s, m in _findings(out, "p2p-nccl-kv-role") if "prefill has kv_role kv_consumer" in m] == ["error"]
