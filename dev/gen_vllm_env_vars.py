@@ -13,6 +13,7 @@ complete. Deterministic: the same trees give the same bytes.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import sys
@@ -34,6 +35,31 @@ def names_in(tree: Path) -> set[str]:
     return out
 
 
+#: ``Platform.validate_environ``'s check of one variable's value (0.34.0 vllm/platforms/interface.py l.1481-1486):
+#: ``if env == "NAME": if value != "V": raise ValueError``.
+_MUST_EQUAL = re.compile(r'if env == "(VLLM_[A-Z0-9_]+)":\s*if value != "([^"]*)":\s*raise ValueError')
+
+
+def refusals_in(tree: Path) -> dict[str, str | None]:
+    """The ``VLLM_*`` variables the release under ``tree`` refuses at startup, ``{NAME: the one value it accepts, or
+    None where any value is refused}``: the keys of ``vllm/envs.py``'s ``removed_environment_variables`` (0.34.0
+    l.654-660; "NAME has been removed") and each variable ``validate_environ`` accepts with one value only
+    (:data:`_MUST_EQUAL`), read where ``validate_environ`` is defined (``vllm/envs.py`` 0.17.0-0.30.0,
+    ``vllm/platforms/interface.py`` from 0.31.0). Both raise in ``validate_environ``, which
+    ``EngineArgs.create_engine_config`` calls on every engine (0.34.0 vllm/engine/arg_utils.py l.2294)."""
+    out: dict[str, str | None] = {}
+    envs = tree / "envs.py"
+    for node in ast.walk(ast.parse(envs.read_text(errors="replace"))):
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "removed_environment_variables" and node.value is not None:
+            out.update(dict.fromkeys(ast.literal_eval(node.value)))
+    for path in (envs, tree / "platforms" / "interface.py"):
+        if path.is_file():
+            out.update(_MUST_EQUAL.findall(path.read_text(errors="replace")))
+    return out
+
+
 def _ranges(indices: list[int]) -> str:
     """``[0, 1, 2, 5, 6]`` -> ``"0-2,5-6"`` (indices into the release list)."""
     parts: list[str] = []
@@ -49,17 +75,23 @@ def _ranges(indices: list[int]) -> str:
 
 
 def build(root: Path) -> dict:
-    """The table: ``{"releases": [...], "names": {NAME: "i-j,k-l"}}`` over the releases under ``root`` (folders
+    """The table: ``{"releases": [...], "names": {NAME: "i-j,k-l"}, "refused": [{"name", "allowed", "releases"}]}``
+    (:func:`refusals_in`) over the releases under ``root`` (folders
     named ``X.Y.Z`` or ``X.Y.Z.W`` holding ``vllm/envs.py``), oldest first."""
     releases = sorted((p.name for p in root.iterdir()
                        if re.fullmatch(r"\d+(\.\d+){2,3}", p.name) and (p / "vllm" / "envs.py").is_file()), key=_key)
     seen: dict[str, list[int]] = {}
+    refused: dict[tuple[str, str | None], list[int]] = {}
     for i, version in enumerate(releases):
         for name in names_in(root / version / "vllm"):
             seen.setdefault(name, []).append(i)
+        for name, allowed in refusals_in(root / version / "vllm").items():
+            refused.setdefault((name, allowed), []).append(i)
     return {"source": "VLLM_* words in the .py files of each release's vllm/ package (sdists from PyPI); "
                       "dev/gen_vllm_env_vars.py",
-            "releases": releases, "names": {n: _ranges(seen[n]) for n in sorted(seen)}}
+            "releases": releases, "names": {n: _ranges(seen[n]) for n in sorted(seen)},
+            "refused": [{"name": n, "allowed": a, "releases": _ranges(refused[n, a])}
+                        for n, a in sorted(refused, key=lambda k: (k[0], k[1] or ""))]}
 
 
 def main(argv: list[str]) -> int:

@@ -148,5 +148,7 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "kv-layout-dtype-unsupported",
                     # entry 32: a Dynamo worker judged with an assumed default connector (none with --connector none)
                     "dynamo-connector-assumed",
+                    # start 32: MooncakeConnector asserts a kv_role that contradicts the engine's role
+                    "kv-role-contradicts-role",
                     # set 67: Dynamo's vLLM worker raises over its connector flags before the engine starts
                     "dynamo-connector-flag"}

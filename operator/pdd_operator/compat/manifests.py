@@ -154,10 +154,14 @@ def _labels_role(labels: dict | None) -> str | None:
 def _classify(
     argv: list[str], kv_role: str | None, context: list[str], labels_role: tuple[str, str] | None
 ) -> tuple[str | None, str]:
-    if kv_role == "kv_producer":
-        return "prefill", "kv_role"
-    if kv_role == "kv_consumer":
-        return "decode", "kv_role"
+    if kv_role in ("kv_producer", "kv_consumer"):
+        by_role = "prefill" if kv_role == "kv_producer" else "decode"
+        # The deployment's own role (a Dynamo flag, a role label, a name) against a kv_role that says the opposite:
+        # the engine is paired by its own role and the kv_role is judged (kv-role-contradicts-role), not obeyed.
+        own, source = _classify(argv, None, context, labels_role)
+        if own in ("prefill", "decode") and own != by_role:
+            return own, source
+        return by_role, "kv_role"
     _, flags = parse_flags(argv)
     if flags.get("--is-prefill-worker") is True or "--is-prefill-worker" in argv:
         return "prefill", "flag"

@@ -9,6 +9,14 @@ called by ``EngineArgs.create_engine_config``, ``vllm/engine/arg_utils.py`` l.14
 variable detected" for a ``VLLM_*`` variable outside ``environment_variables``; 0.34.0 moves the check to
 ``Platform.validate_environ`` (``vllm/platforms/interface.py`` l.1494-1502). Only ``--fail-on-environ-validation``
 turns that into an error, so the table supports a warning, never a refusal.
+
+The table's ``refused`` list is different: the variables a release's ``validate_environ`` refuses whatever the flags
+(``dev/gen_vllm_env_vars.py`` ``refusals_in``): 0.34.0 raises for a key of ``envs.removed_environment_variables``
+(``VLLM_MARLIN_INPUT_DTYPE``: "has been removed", vllm/envs.py l.654-660) and for ``VLLM_USE_V2_MODEL_RUNNER`` set to
+anything but ``1`` ("Model Runner V1 has been removed", vllm/platforms/interface.py l.1481-1493), before the engine
+is built (``EngineArgs.create_engine_config``, vllm/engine/arg_utils.py l.2294). 0.17.0-0.33.0 have no such check
+(their ``validate_environ``, vllm/envs.py 0.17.0 l.1704-1710 and vllm/platforms/interface.py 0.31.0-0.33.0, only
+names unknown variables).
 """
 
 from __future__ import annotations
@@ -22,6 +30,59 @@ from pdd_operator.vllm.versions import Version, parse_version
 
 #: The prefix of the variables vLLM reads (and, from 0.17.0, validates).
 PREFIX = "VLLM_"
+
+
+@cache
+def _refused() -> dict[str, tuple[str | None, frozenset[int]]]:
+    """``{name: (the one value accepted or None, indices of the releases that refuse it)}`` from ``env_vars.json``'s
+    ``refused`` list."""
+    data = json.loads((Path(__file__).parent / "env_vars.json").read_text())
+    out: dict[str, tuple[str | None, frozenset[int]]] = {}
+    for entry in data.get("refused", []):
+        found: set[int] = set()
+        for span in entry["releases"].split(","):
+            first, _, last = span.partition("-")
+            found.update(range(int(first), int(last) + 1))
+        out[entry["name"]] = (entry["allowed"], frozenset(found))
+    return out
+
+
+def refusing_releases(name: str, value: str | None) -> tuple[Version, ...]:
+    """The releases read whose ``validate_environ`` refuses ``name`` set to ``value`` at startup, oldest first; empty
+    where none does. ``value`` ``None`` (not in the files) counts only where every value is refused."""
+    entry = _refused().get(name)
+    if entry is None:
+        return ()
+    allowed, found = entry
+    if allowed is not None and (value is None or value == allowed):
+        return ()
+    releases = releases_read()
+    return tuple(releases[i] for i in sorted(found))
+
+
+def refuses(name: str, value: str | None, version: Version | None) -> bool | None:
+    """Whether vLLM ``version`` stops at startup for ``name=value`` (:func:`refusing_releases`): ``True`` where the
+    release (or both releases read around it) refuses it, ``False`` where it (or both around it) accepts it or it is
+    older than the oldest read, ``None`` where the table cannot say: an unknown version or one past the newest read
+    while some release refuses it, one between a release that refuses it and one that does not, or a value not in
+    the files for a variable that only some values stop."""
+    entry = _refused().get(name)
+    if entry is None:
+        return False
+    allowed, _ = entry
+    if allowed is not None and value is None:
+        return None
+    refusing = refusing_releases(name, value)
+    if not refusing:
+        return False
+    releases = releases_read()
+    if version is None or version > releases[-1]:
+        return None
+    around = _neighbours(version)
+    if around is None:
+        return False
+    hits = [releases[i] in refusing for i in around]
+    return True if all(hits) else None if any(hits) else False
 
 
 @cache

@@ -38,6 +38,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     known_bad,
     kv_cache_dtype,
     kv_layout,
+    kv_role,
     mamba_align,
     mem_pool,
     memory,

@@ -1,10 +1,12 @@
-"""``VLLM_*`` variables an engine's vLLM release does not read: a misspelt or retired name has no effect."""
+"""``VLLM_*`` variables an engine's vLLM release does not read (a misspelt or retired name has no effect) or refuses
+at startup."""
 
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.vllm.env_vars import PREFIX, closest, last_mentioned, unread
+from pdd_operator.vllm.env_vars import PREFIX, closest, last_mentioned, refuses, refusing_releases, unread
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt, is_vllm_image
 
 #: First release whose engine logs "Unknown vLLM environment variable detected" for a VLLM_* variable outside
@@ -59,4 +61,55 @@ def check_unread_env(pair: PDPair) -> list[Violation]:
                         f"Correct or remove {name} in the {r.role} container's env"
                         f"{f' ({near})' if near else ''}."),
                 "warning"))
+    return out
+
+
+def _spans(releases: tuple) -> str:
+    """``((0, 34, 0),)`` -> ``"0.34.0"``; the first and last release of a longer run."""
+    return fmt(releases[0]) if len(releases) == 1 else f"{fmt(releases[0])}-{fmt(releases[-1])}"
+
+
+@rule(
+    id="vllm-env-refused", family="engine-env", severity="error",
+    fields=("spec.engine.env", "spec.prefill.env", "spec.decode.env"),
+    source=("validate_environ, called on every engine from EngineArgs.create_engine_config (0.34.0 "
+            "vllm/engine/arg_utils.py l.2294), raises ValueError before the engine is built: for a key of "
+            "envs.removed_environment_variables (0.34.0 vllm/envs.py l.654-660: VLLM_MARLIN_INPUT_DTYPE, 'has been "
+            "removed') and for VLLM_USE_V2_MODEL_RUNNER set to anything but 1 ('Model Runner V1 has been removed', "
+            "0.34.0 vllm/platforms/interface.py l.1481-1493); 0.17.0-0.33.0's validate_environ (vllm/envs.py, from "
+            "0.31.0 vllm/platforms/interface.py) only logs unknown names; table: pdd_operator/vllm/env_vars.json "
+            "'refused', dev/gen_vllm_env_vars.py"),
+    example="env VLLM_USE_V2_MODEL_RUNNER=0 on vllm/vllm-openai:v0.34.0",
+)
+def check_refused_env(pair: PDPair) -> list[Violation]:
+    """No ``VLLM_*`` variable set on an engine is one its vLLM release refuses at startup.
+
+    An error where the engine's release (or both releases read around it) refuses the value; a warning, naming the
+    releases that refuse it, where the version is unknown, past the newest read, or between a release that refuses
+    it and one that does not, or where the value is not in the files for a variable only some values stop."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        for name in sorted(n for n in r.env if n.startswith(PREFIX)):
+            raw = r.env[name]
+            value = None if unknown_names(raw) else raw
+            releases = refusing_releases(name, value) or refusing_releases(name, "\0")
+            verdict = refuses(name, value, r.version)
+            if verdict is False or not releases:
+                continue
+            what = f"{name}={value}" if value is not None else f"{name} (its value is not in these files)"
+            stop = (f"vLLM {_spans(releases)} refuses {what} at startup: validate_environ raises ValueError "
+                    + ("('Model Runner V1 has been removed'" if name == "VLLM_USE_V2_MODEL_RUNNER" else
+                       f"('{name} has been removed'") + ") before the engine is built")
+            fix = fix_for(pair, f"Remove {name} from spec.{r.role}.env (or spec.engine.env).",
+                          f"Remove {name} from the {r.role} container's env.")
+            if verdict:
+                out.append((f"{r.role}: {stop}; this engine runs vLLM {fmt(r.version)}, so it never starts.", fix))
+                continue
+            if r.version is None:
+                why = "this engine's vLLM version is unknown"
+            elif value is None:
+                why = "whether this value is refused is not in these files"
+            else:
+                why = f"this engine runs vLLM {fmt(r.version)}, which lies between or after the releases read"
+            out.append((f"{r.role}: {stop}. Not checked: {why}.", fix, "warning"))
     return out

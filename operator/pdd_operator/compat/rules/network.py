@@ -9,6 +9,7 @@ from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed,
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.versions import dev_build_floor
 
 _UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
 #: Bind-all addresses: a listener bound there is reachable at the pod IP (only the advertised host is wrong).
@@ -34,17 +35,51 @@ def _port_source(r: RoleConfig) -> str:
     return f"${names[0]}, {why}" if why else f"the value of ${names[0]}"
 
 
-def _ports(r: RoleConfig) -> set[int]:
+#: The first release whose NIXL listener takes one port per data-parallel rank (``VLLM_NIXL_SIDE_CHANNEL_PORT +
+#: data_parallel_rank``, 0.11.1 nixl_connector.py lines 352-355; 0.32.0 nixl/base_scheduler.py ``+
+#: data_parallel_index``) and whose default base is 5600 (envs.py). Before it every worker of an engine binds its own
+#: port, base + DP rank x TP size + TP rank (0.9.1 v1/nixl_connector.py lines 183-186 ``data_parallel_rank_local *
+#: tensor_parallel_size`` and ``_nixl_handshake_listener`` ``base_port + tp_rank``; 0.9.2-0.11.0 the same with
+#: ``data_parallel_rank``, 0.11.0 lines 267-270 and 608-622; 0.9.0 ``VLLM_NIXL_SIDE_CHANNEL_PORT + rank``, line 406),
+#: default base 5557.
+PER_DP_RANK_SINCE = (0, 11, 1)
+#: The releases that bind one side-channel port per TP rank (before :data:`PER_DP_RANK_SINCE`), for messages.
+PER_TP_RANK_RELEASES = "0.9.0-0.11.0"
+
+
+def _ports(r: RoleConfig, version=None) -> set[int]:
     """The side-channel ports the role's engine listens on (base + DP index, 0.11.1+; base + DP index x TP size
-    before), empty where the base is not in the files (:func:`_port_unknown`)."""
+    + TP rank before, :data:`PER_DP_RANK_SINCE`), empty where the base is not in the files (:func:`_port_unknown`).
+    ``version`` stands in for the role's own (for an engine whose version is unknown); an unknown one is taken as
+    0.11.1 or later."""
     raw = r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
     if _port_unknown(r):
         return set()
-    base = int(raw) if raw and raw.isdigit() else (5600 if r.version is None or r.version >= (0, 11, 1) else 5557)
+    version = version or r.version
+    old = version is not None and version < PER_DP_RANK_SINCE
+    base = int(raw) if raw and raw.isdigit() else (5557 if old else 5600)
     dp = r.dp or 1
-    if r.version is not None and r.version < (0, 11, 1):
+    if old:
         return set(range(base, base + dp * (r.tp or 1)))
     return set(range(base, base + dp))
+
+
+def _newer_than_per_tp(r: RoleConfig) -> bool:
+    """An engine of unknown version that runs 0.11.1 or later all the same: a development build of a later line
+    (:func:`~pdd_operator.vllm.versions.dev_build_floor`) or a flag first parsed in a later release
+    (``RoleConfig.flag_floor``)."""
+    floors = [f for f in (dev_build_floor(r.version_text), r.flag_floor and r.flag_floor[0]) if f]
+    return r.version is None and any(f >= PER_DP_RANK_SINCE for f in floors)
+
+
+def _old_release_clash(p: RoleConfig, d: RoleConfig) -> list[int]:
+    """Where at least one engine's vLLM version is unknown: the side-channel ports both would bind on the releases
+    of :data:`PER_TP_RANK_RELEASES` (one port per TP rank, :func:`_ports`), sorted; empty where both versions are
+    known (each is judged on its own) or those ports are disjoint too."""
+    if p.version is not None and d.version is not None or any(_newer_than_per_tp(r) for r in (p, d)):
+        return []
+    before = (PER_DP_RANK_SINCE[0], PER_DP_RANK_SINCE[1], PER_DP_RANK_SINCE[2] - 1)
+    return sorted(_ports(p, p.version or before) & _ports(d, d.version or before))
 
 
 _EFA = "vpc.amazonaws.com/efa"
@@ -291,7 +326,11 @@ def _bind_addresses_differ(p: RoleConfig, d: RoleConfig) -> bool:
 @rule(
     id="side-channel-port-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort",),
-    source=("vllm nixl scheduler listener: port = base + DP index (0.11.1+); two hostNetwork pods share a namespace "
+    source=("vllm nixl scheduler listener: port = base + DP index (0.11.1+: 0.11.1 nixl_connector.py lines 352-355, "
+            "0.32.0 nixl/base_scheduler.py); before, one per worker, base + DP rank x TP size + TP rank (0.9.1-0.11.0 "
+            "nixl_connector.py: 0.11.0 lines 267-270, 608-622), so two TP-2 engines with bases 5577 and 5578 "
+            "overlap there; an engine of unknown version whose ports overlap only on those releases: a warning; "
+            "two hostNetwork pods share a namespace "
             "only on one node, which kube-scheduler decides (its NodePorts filter keeps pods asking for one host "
             "port apart; a hostNetwork containerPort is a hostPort, k8s.io/api core/v1 ContainerPort; its "
             "InterPodAffinity filter keeps them apart when a required anti-affinity term of either on "
@@ -324,11 +363,14 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
     clash = sorted(_ports(p) & _ports(d))
     if not pair.shared_network:
         clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
-    if not clash or _bind_addresses_differ(p, d):
+    if _bind_addresses_differ(p, d):
         return []
+    if not clash:
+        return _unknown_release_clash(pair)
     fix = fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort range per role.",
-                  "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base + data parallel size must not "
-                  "overlap)" + (" on each engine's line of the script." if pair.one_container else "." if
+                  "Give each role its own VLLM_NIXL_SIDE_CHANNEL_PORT range (base to base + data parallel size, "
+                  "x tensor parallel size before vLLM 0.11.1, must not overlap)"
+                  + (" on each engine's line of the script." if pair.one_container else "." if
                                 pair.shared_network else
                                 ", or keep the pods on different nodes (required pod anti-affinity on "
                                 "kubernetes.io/hostname, or the port as a containerPort of both: with hostNetwork it "
@@ -350,6 +392,31 @@ def check_side_channel_ports(pair: PDPair) -> list[Violation]:
              "nothing in these files keeps them on different nodes or puts them on one. If the scheduler places "
              "both on one node the second engine fails with 'Address already in use'; on different nodes both run "
              "(not checked: node capacity and the scheduler's choice are not in these files).", fix, "warning")]
+
+
+def _unknown_release_clash(pair: PDPair) -> list[Violation]:
+    """The warning for engines of one namespace whose side-channel ports are disjoint from 0.11.1 on but overlap on
+    the releases of :data:`PER_TP_RANK_RELEASES` (one port per TP rank, :func:`_old_release_clash`), where a role's
+    vLLM version is unknown: which one it runs decides whether the second engine can bind its listener."""
+    p, d = pair.prefill, pair.decode
+    clash = _old_release_clash(p, d)
+    if not pair.shared_network:
+        clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
+    if not clash:
+        return []
+    unknown = [r.role for r in pair.roles if r.version is None]
+    return [(
+        f"The {' and '.join(unknown)} {'engines' + chr(39) if len(unknown) > 1 else 'engine' + chr(39) + 's'} vLLM "
+        f"version is unknown. On vLLM {PER_TP_RANK_RELEASES} every tensor-parallel worker "
+        "binds its own NIXL side-channel port (VLLM_NIXL_SIDE_CHANNEL_PORT + DP rank x TP size + TP rank, default "
+        f"base 5557), and there the two engines' ports overlap ({clash[0]}...): where they share a network namespace "
+        "the second engine fails with 'Address already in use'. From 0.11.1 on each engine binds one port per "
+        "data-parallel rank, and these do not overlap. Not checked: which release runs is not in these files.",
+        fix_for(pair, "Set spec.engine.vllmVersion, or a spec.kvTransfer.sideChannelPort per role at least "
+                "data parallel size x tensor parallel size apart.",
+                "Pin the image to a vLLM release (a tag that starts with the version), or space the roles' "
+                "VLLM_NIXL_SIDE_CHANNEL_PORT at least data parallel size x tensor parallel size apart."),
+        "warning")]
 
 
 @rule(

@@ -286,12 +286,13 @@ def check_p2p_nccl_kv_dtype(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="p2p-nccl-kv-role", family="p2p-nccl-kv-path", severity="warning",
+    id="p2p-nccl-kv-role", family="p2p-nccl-kv-path", severity="error",
     fields=("spec.kvTransfer",),
     source=("vllm p2p_nccl_connector.py: is_producer = kv_role in (kv_producer, kv_both) (0.9.2 line 83, 0.11.1 "
             "line 88, 0.23.0 line 87); a producer asks for no external tokens (get_num_new_matched_tokens, "
             "0.11.1-0.22.1 line 355) and sends its KV in save_kv_layer to the decode address of the request id "
-            "(0.11.1-0.22.1 lines 300-306)"),
+            "(0.11.1-0.22.1 lines 300-306); a consumer prefill sends nothing and waits for its own prompt's KV "
+            "(0.20.0 p2p_nccl_connector.py lines 261, 355; p2p_nccl_engine.py lines 313-317, no timeout in PUT mode)"),
     example='P2pNcclConnector decode "kv_role":"kv_both"',
     since=P2P_NCCL_SINCE, until=P2P_NCCL_UNTIL, p2p_nccl=True,
 )
@@ -300,18 +301,32 @@ def check_p2p_nccl_kv_role(pair: PDPair) -> list[Violation]:
 
     A decode with kv_role kv_both or kv_producer is a producer to P2pNcclConnector: it loads nothing (the prefill's
     work is lost, every prompt recomputed) and sends its own KV to the decode address of the request id, its own.
-    What that costs is not a start failure: a warning. (A prefill that only consumes is not paired as a prefill.)"""
+    What that costs is not a start failure: a warning.
+
+    A prefill (by its deployment's flags, labels or name) with kv_role kv_consumer is no producer: it sends nothing
+    (save_kv_layer returns, 0.20.0 p2p_nccl_connector.py line 261) and asks for the whole prompt as external tokens
+    (line 355), which it waits for from its own address, without a timeout in PUT mode (p2p_nccl_engine.py 0.20.0
+    lines 313-317): no KV moves and requests hang: an error."""
     if not _both(pair):
         return []
+    out: list[Violation] = []
+    if pair.prefill.kv_transfer.get("kv_role") == "kv_consumer":
+        out.append((
+            "The P2pNcclConnector prefill has kv_role kv_consumer: it is no producer, so it sends no KV to the decode "
+            "(save_kv_layer returns) and instead waits to load the whole prompt from the prefill address of the "
+            "request id, its own, which nothing sends to: requests hang (PUT waits without a timeout) and the decode "
+            "gets no KV.",
+            fix_for(pair, "Set the prefill's kv_role to kv_producer.",
+                    "Set kv_role kv_producer in the prefill's --kv-transfer-config.")))
     role = pair.decode.kv_transfer.get("kv_role")
     if role not in ("kv_producer", "kv_both"):
-        return []
-    return [(
+        return out
+    return out + [(
         f"The P2pNcclConnector decode has kv_role {role}: a producer loads no KV (get_num_new_matched_tokens returns "
         "0), so the decode recomputes every prompt, and it sends its own KV to the decode address of the request id, "
         "which is its own.",
         fix_for(pair, "Set the decode's kv_role to kv_consumer.",
-                "Set kv_role kv_consumer in the decode's --kv-transfer-config."),
+                "Set kv_role kv_consumer in the decode's --kv-transfer-config."), "warning",
     )]
 
 
