@@ -69,3 +69,45 @@ def test_a_comment_pin_before_a_real_one_gives_way_to_it(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, _script("Qwen/Qwen3-0.6B", "0.14.0", None,
                                                  head="# tested with: pip install vllm==0.11.0\n"))
     assert code == 0 and out["results"][0]["vllmVersion"] == "0.14.0"
+
+
+# --- a script whose engines take their role from the unreleased VLLM_DISTRIBUTED_KV_ROLE -----------------------------
+
+
+def _fork_script(model: str, assign: str = "inline", wrapper: str = "") -> str:
+    """Two engines of the vllm#8498 prototype (Mooncake's kvcache-ai/vllm fork): roles from VLLM_DISTRIBUTED_KV_ROLE."""
+    lines = []
+    for role, port in (("producer", 8100), ("consumer", 8200)):
+        cmd = (f"{wrapper}python3 -m vllm.entrypoints.openai.api_server --model {model} --port {port} "
+               "--max-model-len 10000 --gpu-memory-utilization 0.95 &")
+        if assign == "export":
+            lines += [f"export VLLM_DISTRIBUTED_KV_ROLE={role}", "export MOONCAKE_CONFIG_PATH=./mooncake.json", cmd]
+        else:
+            lines.append(f'MASTER_ADDR="10.0.0.1" MASTER_PORT="54324" MOONCAKE_CONFIG_PATH=./mooncake.json '
+                         f"VLLM_DISTRIBUTED_KV_ROLE={role} {cmd}")
+    return "git clone git@github.com:kvcache-ai/vllm.git\npip3 install vllm==0.6.2\n" + "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("model", "assign", "wrapper"), [
+    ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "inline", ""),       # the set's entry (Mooncake's zh doc)
+    ("meta-llama/Llama-3.1-8B-Instruct", "export", ""),         # roles exported before each engine
+    ("Qwen/Qwen2.5-7B-Instruct", "inline", "CUDA_VISIBLE_DEVICES=0 "),
+])
+def test_fork_kv_role_scripts_are_not_checked_not_unreadable_yaml(tmp_path, capsys, model, assign, wrapper):
+    code, out = _check(tmp_path, capsys, _fork_script(model, assign, wrapper))
+    assert code == 3 and not out.get("inputErrors") and not out["results"]
+    assert "VLLM_DISTRIBUTED_KV_ROLE" in out["notChecked"][0]["reason"]
+
+
+def test_a_role_variable_only_in_a_comment_is_no_such_script(tmp_path, capsys):
+    text = _fork_script("Qwen/Qwen2.5-7B-Instruct").replace("VLLM_DISTRIBUTED_KV_ROLE=", "ROLE=")
+    text = "# the old demo set VLLM_DISTRIBUTED_KV_ROLE=producer here\n" + text
+    code, out = _check(tmp_path, capsys, text)
+    assert not any("VLLM_DISTRIBUTED_KV_ROLE" in n["reason"] for n in out.get("notChecked", []))
+
+
+def test_a_script_with_a_kv_transfer_config_is_read_as_before(tmp_path, capsys):
+    """A released vLLM's --kv-transfer-config makes the script one the reader reads, whatever else it sets."""
+    text = _script("Qwen/Qwen3-0.6B", "0.14.0", None, head="export VLLM_DISTRIBUTED_KV_ROLE=producer\n")
+    code, out = _check(tmp_path, capsys, text)
+    assert code == 0 and out["results"] and not _errors(out)
