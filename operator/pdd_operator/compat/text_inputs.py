@@ -65,11 +65,21 @@ def _delegated_pd_script(text: str) -> str | None:
     return found.group(1) if found and all(p.search(text) for p in _PD_WORDS) else None
 
 
+#: A line (not a comment) of a script that gives an engine its role through ``VLLM_DISTRIBUTED_KV_ROLE`` (an inline
+#: ``NAME=value`` prefix or an ``export``): the variable of the disaggregation prototype of vllm-project/vllm#8498,
+#: never merged, which Mooncake's ``kvcache-ai/vllm`` ``mooncake-integration`` fork over vLLM 0.6.2 carries
+#: (kvcache-ai/Mooncake doc/zh/vllm-integration.md at 348afd7: ``VLLM_DISTRIBUTED_KV_ROLE=producer``
+#: / ``consumer`` with ``MASTER_ADDR``, no ``--kv-transfer-config``). No released vLLM reads it: none of the sources
+#: of 0.9.0-0.34.0 names it; released vLLM configures the transfer with ``--kv-transfer-config``.
+_FORK_KV_ROLE = re.compile(r"^(?!\s*#)[^\n]*\bVLLM_DISTRIBUTED_KV_ROLE=[\"']?(producer|consumer|both)\b", re.M)
+
+
 def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
-    (:func:`_delegated_pd_script`), or
+    (:func:`_delegated_pd_script`) or that gives its engines roles through the unreleased
+    ``VLLM_DISTRIBUTED_KV_ROLE`` (:data:`_FORK_KV_ROLE`), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
     or nothing to check)."""
     fmt = text_format(text)
@@ -80,6 +90,12 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
                 f"its prefill and decode engines are started by {inner}, which it runs but which is not in these "
                 f"files: nothing of their configuration is here; check {inner} itself (with this file's variables "
                 "written into it) to have them checked")}
+    if fmt in ("Slurm batch script", "shell script") and not pd_marked(text) and _FORK_KV_ROLE.search(text):
+        return {"object": f"{path} ({fmt})", "reason": (
+            "its engines take their prefill/decode role from VLLM_DISTRIBUTED_KV_ROLE, the variable of the unmerged "
+            "disaggregation prototype of vllm-project/vllm#8498 (Mooncake's kvcache-ai/vllm mooncake-integration fork "
+            "over vLLM 0.6.2): no released vLLM reads it and it names no --kv-transfer-config, so no release's code "
+            "describes this transfer; run a released vLLM with --kv-transfer-config to have it checked")}
     if fmt is None or not pd_marked(text):
         return None
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
