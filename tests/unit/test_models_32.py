@@ -128,3 +128,72 @@ def test_equal_kv_cache_dtypes_need_no_kv_quantization_caveat(tmp_path, capsys):
     _, out = check(tmp_path, capsys, *_pair("nvidia/Llama-3.3-70B-Instruct-FP8", 4, 4))
     (read,) = _findings(out, "model-read-as-base")
     assert "kv_cache_quant_algo" not in read["message"]
+
+
+# --- Dynamo's vLLM worker without a role flag is the decode (or aggregated) worker ------------------------------
+# dynamo/vllm/args.py registers the ``prefill`` component only for --is-prefill-worker (0.6.0 l.158, 0.9.1 l.382) or
+# --disaggregation-mode prefill (1.0.0 l.164, 1.6.1 l.257), the ``backend`` (decode/aggregated) one otherwise.
+
+DSR1_LIKE = """#!/bin/bash
+MODEL=deepseek-ai/DeepSeek-R1
+IS_PREFILL_WORKER="false"
+if [ "$IS_PREFILL_WORKER" = "true" ]; then
+    python3 -m dynamo.vllm --model $MODEL --tensor-parallel-size 8 {kv} --is-prefill-worker &
+else
+    python3 -m dynamo.vllm --model $MODEL --tensor-parallel-size 8 {kv} &
+fi
+wait
+"""
+
+
+def _script(tmp_path, capsys, text: str) -> dict:
+    from pdd_operator.cli import main
+
+    path = tmp_path / "launch.sh"
+    path.write_text(text)
+    main(["check", str(path), "-o", "json", "--allow-empty"])
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("kv", ["", "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"])
+def test_a_script_of_flagless_dynamo_workers_is_read_as_their_decode_pool(tmp_path, capsys, kv):
+    # Dynamo's dsr1_dep.sh shape (set 65): run without --is-prefill-worker, every worker it starts is a decode worker
+    out = _script(tmp_path, capsys, DSR1_LIKE.format(kv=kv))
+    reasons = [n["reason"] for n in out["notChecked"]]
+    assert not any("cannot be told" in r for r in reasons), reasons
+    assert any(r.startswith("no prefill engine") and "decode (or aggregated) worker" in r for r in reasons), reasons
+
+
+def _dynamo_deployment(role: str, args: list[str], tag: str, env: list[dict] | None = None) -> dict:
+    labels = {"app": "q", "role": role}
+    container = {"name": "worker", "image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}",
+                 "command": ["python3", "-m", "dynamo.vllm"], "args": args, "env": env or [],
+                 "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"q-{role}", "labels": labels},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+
+
+MODEL_ARGS = ["--model", "Qwen/Qwen3-8B", "--tensor-parallel-size", "2"]
+
+
+def test_a_role_label_does_not_make_a_flagless_dynamo_worker_a_prefill_worker(tmp_path, capsys):
+    # both Deployments run dynamo.vllm without a role flag: Dynamo registers both as the backend (decode) component,
+    # so there is no prefill worker to pair, whatever the labels say
+    code, out = check(tmp_path, capsys, _dynamo_deployment("prefill", MODEL_ARGS, "0.6.0"),
+                      _dynamo_deployment("decode", MODEL_ARGS, "0.6.0"), extra=["--allow-empty"])
+    assert not out["results"], out
+    assert any("decode (or aggregated) worker" in n["reason"] for n in out["notChecked"]), out
+
+
+@pytest.mark.parametrize(("tag", "flag", "env"), [
+    ("0.6.0", ["--is-prefill-worker"], None),
+    ("1.0.0", ["--disaggregation-mode", "prefill"], None),
+    # 1.0.0 and later also read the mode from DYN_VLLM_DISAGGREGATION_MODE (backend_args.py env_var)
+    ("1.0.0", [], [{"name": "DYN_VLLM_DISAGGREGATION_MODE", "value": "prefill"}]),
+])
+def test_a_dynamo_prefill_worker_still_pairs_with_the_flagless_decode(tmp_path, capsys, tag, flag, env):
+    kv = [] if tag.startswith("0.") else ["--kv-transfer-config", NIXL]
+    _, out = check(tmp_path, capsys, _dynamo_deployment("prefill", [*MODEL_ARGS, *kv, *flag], tag, env),
+                   _dynamo_deployment("decode", [*MODEL_ARGS, *kv], tag))
+    assert len(out["results"]) == 1 and "q-prefill" in out["results"][0]["object"], out
