@@ -42,8 +42,10 @@ def _service(engine: Engine) -> str | None:
 
 def _flagless(engine: Engine) -> bool:
     """A ``dynamo.vllm`` worker whose role nothing Dynamo reads gives: no role flag, no ``kv_role``, no type or role
-    label (at most a name), and no role flag whose value is unknown."""
-    return engine.config.launcher == "dynamo.vllm" and engine.role_from in ("", "name") and not engine.role_unknown
+    label (at most a name, or the decode role every such worker takes:
+    :func:`~pdd_operator.compat.manifests.dynamo_default_role`), and no role flag whose value is unknown."""
+    return engine.config.launcher == "dynamo.vllm" and engine.role_from in ("", "name", "dynamo") \
+        and not engine.role_unknown
 
 
 def flagless_dynamo_graph(doc: dict, engines: list[Engine]) -> tuple[list[Engine], list[Finding]]:

@@ -10,7 +10,9 @@ Rather than one parser per CRD, every document is walked for pod specs (a mappin
 ``containers`` list) and Dynamo main containers; each vLLM engine found becomes a candidate whose role
 comes, in order, from ``kv_role`` in its ``--kv-transfer-config``, Dynamo's ``--is-prefill-worker``
 / ``--disaggregation-mode`` / ``subComponentType`` / v1beta1 ``type``, a role label, or the words
-prefill/decode in the path or names around it. An engine without any KV connector is kept when its
+prefill/decode in the path or names around it; a Dynamo vLLM worker with none of its role flags (nor
+``DYN_VLLM_DISAGGREGATION_MODE`` & co.) is the decode (or aggregated) worker whatever its labels and names say
+(:func:`dynamo_default_role`). An engine without any KV connector is kept when its
 role comes from such a structural hint (not from a name alone): it sits in a P/D topology and
 ``kv-connector-missing`` reports it.
 
@@ -56,7 +58,7 @@ from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, un
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import templated_findings
-from pdd_operator.vllm.args import POD_IP, container_launches, parse_flags
+from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
@@ -205,6 +207,32 @@ def _unknown_role_flag(argv: list[str]) -> str | None:
             return (f"its command line holds ${names[0]}, which is not in these files and may hold "
                     "--is-prefill-worker or --disaggregation-mode")
     return None
+
+
+#: Environment variables from which Dynamo's vLLM worker 1.0.0 and later also reads its role (components/src/dynamo/
+#: vllm/backend_args.py ``env_var=``: ``DYN_VLLM_DISAGGREGATION_MODE``, and the deprecated
+#: ``DYN_VLLM_IS_PREFILL_WORKER`` / ``DYN_VLLM_IS_DECODE_WORKER``, read in the ai-dynamo 1.0.0 wheel; 1.6.1 keeps the
+#: first). Releases before 1.0 (args.py, argparse flags only: read in the 0.6.0, 0.8.1 and 0.9.1 wheels) read none.
+_DYNAMO_ROLE_ENV = ("DYN_VLLM_DISAGGREGATION_MODE", "DYN_VLLM_IS_PREFILL_WORKER", "DYN_VLLM_IS_DECODE_WORKER")
+
+
+def dynamo_default_role(argv: list[str], config: RoleConfig, container: dict) -> bool:
+    """Whether ``argv`` runs Dynamo's vLLM worker (``python -m dynamo.vllm``) with nothing that gives it a role, so
+    that it is the decode (or aggregated) worker: no role flag (:data:`_ROLE_FLAGS`) and no role variable
+    (:data:`_DYNAMO_ROLE_ENV`) in ``config.env`` (the container's and the script's) or possibly in an ``envFrom``
+    of ``container`` these files do not hold.
+
+    Dynamo's worker registers as the ``prefill`` component only for ``--is-prefill-worker`` (before 1.0) or
+    ``--disaggregation-mode prefill`` (1.x), and as the ``backend`` component otherwise: the component the frontend
+    sends decode (after a prefill worker's remote prefill) and aggregated requests to. Read in the ai-dynamo wheels:
+    0.6.0 dynamo/vllm/args.py l.158 ``config.component = "prefill" if args.is_prefill_worker else "backend"``;
+    0.9.1 args.py l.382-386 (the same, after the multimodal cases); 1.0.0 args.py l.164-168 and 1.6.1 l.257-261
+    (``DisaggregationMode.PREFILL`` -> ``"prefill"``, else ``"backend"``; the mode's default is ``agg``,
+    backend_args.py ``--disaggregation-mode`` help). Pure."""
+    if argv[:1] != ["dynamo.vllm"] or any(flag in argv or flag in parse_flags(argv)[1] for flag in _ROLE_FLAGS):
+        return False
+    cenv = container_env(container)
+    return not any(name in config.env or cenv.may_define(name) for name in _DYNAMO_ROLE_ENV)
 
 
 #: The name under which a Dynamo worker's own side-channel port is shown (:data:`_DYNAMO_SIDE_CHANNEL_PORT`).
@@ -472,10 +500,16 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
         role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
+    if (role not in ("prefill", "decode") or role_from in ("name", "label")) \
+            and dynamo_default_role(argv, config, container):
+        # no role flag: the worker registers as the decode/aggregated backend, whatever its labels or names say (a
+        # DynamoGraphDeployment's subComponentType, role_from "type", is left to Dynamo's operator)
+        role, role_from = "decode", "dynamo"
     role_unknown = "" if role_from in ("kv_role", "flag") else _unknown_role_flag(argv) or ""
     if role_unknown:  # a label, name or type must not stand in for a flag whose value nobody here can read
         role, role_from = None, ""
-    if (not config.kv_transfer and not role_unknown and (role not in ("prefill", "decode") or role_from == "name")
+    if (not config.kv_transfer and not role_unknown
+            and (role not in ("prefill", "decode") or role_from in ("name", "dynamo"))
             and not _kv_transfer_config_unparsed(config)):
         return None  # a plain (aggregated) vLLM server: not part of a P/D pair
     if (not container.get("command") and entrypoint_unread(image)
@@ -1084,6 +1118,7 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
         decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
         model=named.traits, checkpoint_dtype=named.checkpoint_dtype, num_kv_heads=named.num_kv_heads,
         n_groups=named.n_groups, checkpoint_kv_cache_dtype=named.checkpoint_kv_cache_dtype,
+        model_read_as=named.read_as, model_quantized=named.quantized,
         shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
         containers=((p.container, p.flags_key), (d.container, d.flags_key)), either_way=either_way,
     )
@@ -1212,8 +1247,11 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
         if maybe:
             return (f"not checked: its {wanted} engine may be {maybe[0].where}, whose role cannot be told "
                     f"({maybe[0].role_unknown}), so the pair was not checked")
+        dynamo = (": it runs Dynamo's vLLM worker with no --is-prefill-worker / --disaggregation-mode prefill, so it "
+                  "is the decode (or aggregated) worker, and its prefill workers are not in these files"
+                  if e.role_from == "dynamo" and wanted == "prefill" else "")
         return (f"no {wanted} engine of the same deployment (namespace, owner, labels or name) serving the same "
-                "model")
+                f"model{dynamo}")
     used: set[int] = set()
     for p in prefills:
         matched = [(d, how) for d in decodes if d.config.model == p.config.model
@@ -1266,7 +1304,8 @@ def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
     resolved = resolve_model(model, model_config)
     return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups,
                    checkpoint_dtype=resolved.checkpoint_dtype,
-                   checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype)
+                   checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype, model_read_as=resolved.read_as,
+                   model_quantized=resolved.quantized)
 
 
 def with_vllm_version(pair: PDPair, text: str) -> PDPair:

@@ -20,6 +20,7 @@ such releases change (Qwen2.5-7B: 131072, its instruct model 32768).
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -85,6 +86,69 @@ def known_config(model_name: str | None) -> tuple[dict, str] | None:
     return dict(entry["config"]), entry["source"]
 
 
+#: A trailing name token that marks a quantized or re-packaged copy of a checkpoint (RedHatAI/...-FP8-dynamic,
+#: nvidia/...-FP8, ...-NVFP4, Qwen/...-AWQ, ...-GPTQ-Int4, neuralmagic/...-quantized.w4a16,
+#: unsloth/...-unsloth-bnb-4bit). Such copies keep the base's ``architectures``, ``num_key_value_heads``,
+#: ``num_attention_heads``, ``head_dim`` and ``num_hidden_layers``: quantization rewrites the weights' storage (vLLM's
+#: vllm/model_executor/layers/quantization/{fp8,awq,gptq,compressed_tensors,modelopt}.py replace the linear layers'
+#: weights and keep the attention geometry; ``get_total_num_kv_heads`` reads ``num_key_value_heads`` and never
+#: ``quantization_config``: 0.9.0 vllm/config.py l.1120, 0.20.0 vllm/config/model.py l.1215, 0.34.0 l.1679).
+_DERIVED_TOKEN = re.compile(
+    r"[-_.](?:fp8|fp4|nvfp4|mxfp4|nvfp4a16|fp8a16|awq|gptq|int4|int8|w4a16|w8a8|w8a16|w4a4|w4a8|w4afp8|bnb|4bit|"
+    r"8bit|dynamic|static|kv|block|quantized|g128|marlin|unsloth)$", re.I)
+#: Fields of the base a derived copy does not inherit: its dtype (GPTQ/AWQ copies are float16 where the base is
+#: bfloat16), its own quantization (the copy's is not the base's) and, as for ``also`` ids, the context length.
+_NOT_DERIVED = ("torch_dtype", "dtype", "quantization_config", *NOT_INHERITED)
+
+
+def _stem(repo: str) -> tuple[str, bool]:
+    """``repo`` (the part of a Hugging Face id after ``/``) with its derivation tokens (:data:`_DERIVED_TOKEN`)
+    stripped from the end, lower-cased, and whether any were."""
+    stem, stripped = repo.lower(), False
+    while (m := _DERIVED_TOKEN.search(stem)) and m.start() > 0:
+        stem, stripped = stem[:m.start()], True
+    return stem, stripped
+
+
+def _without(config: dict, keys: tuple[str, ...]) -> dict:
+    out = {k: v for k, v in config.items() if k not in keys}
+    for nested in _NESTED:
+        if isinstance(out.get(nested), dict):
+            out[nested] = {k: v for k, v in out[nested].items() if k not in keys}
+    return out
+
+
+def derived_config(model_name: str | None) -> tuple[dict, str, bool] | None:
+    """``(config fields, base id, quantized)`` for a Hugging Face id the table does not know whose name carries a
+    known base: after stripping :data:`_DERIVED_TOKEN` endings (``-FP8-dynamic``, ``-AWQ``, ``-GPTQ-Int4``,
+    ``-NVFP4``, ``-unsloth-bnb-4bit``) its repository name equals a known id's (any organisation: RedHatAI,
+    neuralmagic, nvidia, unsloth re-publish under their own), e.g. ``RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic``
+    -> ``meta-llama/Llama-3.3-70B-Instruct``. ``quantized``: a token was stripped (a same-named copy in another
+    organisation is a re-upload). The fields are the base's less :data:`_NOT_DERIVED` (dtype, quantization, context
+    length). ``None`` for a known id, a local path, a name that equals no known repository name whole (never a guess
+    across families or sizes), or several known ids of that name with different fields unless one is in the same
+    organisation. Pure."""
+    name = (model_name or "").strip()
+    if "/" not in name or name.startswith(("/", "./", "../", "~")) or known_config(name) is not None:
+        return None
+    org, _, repo = name.partition("/")
+    stem, stripped = _stem(repo)
+    if not stem or "/" in repo:
+        return None
+    found = {k: v for k, v in _models().items() if k.partition("/")[2] == stem}
+    if not found:
+        return None
+    same_org = [k for k in found if k.partition("/")[0] == org.lower()]
+    shapes = {json.dumps(_without(v["config"], _NOT_DERIVED), sort_keys=True) for v in found.values()}
+    if len(same_org) == 1:
+        key = same_org[0]
+    elif len(shapes) == 1:
+        key = sorted(found)[0]
+    else:
+        return None
+    return _without(found[key]["config"], _NOT_DERIVED), found[key]["id"], stripped
+
+
 def served_as_known(model: str | None, served: str | None) -> str | None:
     """The Hugging Face id a local checkpoint is served as, where that id is in the table: ``served`` (the engines'
     ``--served-model-name``) when ``model`` is a filesystem path (``/``, ``./``, ``../`` or ``~``) the table does not
@@ -94,11 +158,12 @@ def served_as_known(model: str | None, served: str | None) -> str | None:
     (``--served-model-name``, vllm/config/model.py ``served_model_name``); guides that stage a checkpoint on a volume
     name it after the repository they downloaded (bhajian/disaggregated-serving 04-disaggregated-vllm:
     ``--model /model --served-model-name nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4``), so that repository's
-    config.json is the best reading of the path's. Callers say that they took it."""
+    config.json is the best reading of the path's; so is that of the known base of a quantized ``served`` name
+    (:func:`derived_config`). Callers say that they took it."""
     path, name = (model or "").strip(), (served or "").strip()
     if not path.startswith(("/", "./", "../", "~")) or not name or known_config(path) is not None:
         return None
-    return name if known_config(name) is not None else None
+    return name if known_config(name) is not None or derived_config(name) is not None else None
 
 
 def known_ids() -> list[str]:

@@ -20,7 +20,7 @@ from pdd_operator.vllm.architectures import (
     traits,
 )
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
-from pdd_operator.vllm.known_models import known_config
+from pdd_operator.vllm.known_models import derived_config, known_config
 from pdd_operator.vllm.registry_architectures import registry_family, registry_since
 from pdd_operator.vllm.sliding_window import has_sliding_window
 
@@ -201,13 +201,17 @@ def _names_dtype(config: dict | None) -> bool:
 class ResolvedModel:
     """The model as the operator and the rules see it: family, SSM kind, KV heads, Mamba2 n_groups, and from its
     config.json the checkpoint's dtype and what ``--kv-cache-dtype auto`` becomes (:mod:`pdd_operator.vllm.dtype`;
-    ``None`` where no config.json is known)."""
+    ``None`` where no config.json is known). ``read_as``: the known base checkpoint whose config.json fields were
+    taken for a quantized or re-published copy of it (:func:`~pdd_operator.vllm.known_models.derived_config`), and
+    ``quantized`` whether the name marks a quantization (whose KV cache scheme the base's config.json cannot show)."""
 
     traits: ModelTraits
     num_kv_heads: int | None
     n_groups: int | None
     checkpoint_dtype: str | None = None
     checkpoint_kv_cache_dtype: str | None = None
+    read_as: str | None = None
+    quantized: bool = False
 
 
 def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
@@ -215,12 +219,17 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
 
     Precedence per fact: the explicit spec field, then config.json, then the key fields of a well-known
     checkpoint's config.json (:func:`~pdd_operator.vllm.known_models.known_config`, by ``model.name``; only where no
-    config.json is given), then the name tables (:func:`~pdd_operator.vllm.architectures.traits`). Rendering and the
+    config.json is given; for a quantized or re-published copy of such a checkpoint, the base's fields less its dtype,
+    quantization and context length, :func:`~pdd_operator.vllm.known_models.derived_config`), then the name tables
+    (:func:`~pdd_operator.vllm.architectures.traits`). Rendering and the
     rules both call this, so the flags the operator renders always match what the rules assume.
     """
-    label = "config.json"
+    label, read_as, quantized = "config.json", None, False
     if not model_config and (known := known_config(model.name)) is not None:
         model_config, label = known[0], f"known config.json of {model.name}"
+    elif not model_config and (derived := derived_config(model.name)) is not None:
+        model_config, read_as, quantized = derived
+        label = f"{model.name} read as {read_as}"  # no "config.json": the copy's own KV quantization is not known
     facts = facts_from_config(model_config) if model_config else None
     if facts is not None and model.architecture is None and facts.architecture is not None:
         model_traits = ModelTraits(facts.architecture, model.ssm_kind or facts.ssm_kind, label,
@@ -246,4 +255,5 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         checkpoint_dtype=(config_dtype(model_config) if label == "config.json" or _names_dtype(model_config) else None)
         or checkpoint_dtype_of(model.name),
         checkpoint_kv_cache_dtype=checkpoint_kv_cache_dtype(model_config),
+        read_as=read_as, quantized=quantized,
     )

@@ -7,6 +7,7 @@ from pdd_operator.compat.matrix import DOC, Capability, Cell, cell, overridden
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.compat.rules.block_size import _block_pair
+from pdd_operator.vllm.dtype import KV_AUTO_FROM_CHECKPOINT_SINCE
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt
 
@@ -68,6 +69,38 @@ def check_architecture_known(pair: PDPair) -> list[Violation]:
         "TP, block size, pipeline parallel, hybrid SSM) were not all evaluated.",
         "Set spec.model.architecture (and ssmKind for hybrid SSM models) or spec.model.hfArchitecture.",
     )]
+
+
+@rule(
+    id="model-read-as-base", family="architecture", severity="warning",
+    fields=("spec.model.name", "spec.model.numKvHeads"),
+    source=("pdd_operator.vllm.known_models.derived_config; quantization keeps the attention geometry (vllm "
+            "get_total_num_kv_heads reads num_key_value_heads and never quantization_config: 0.9.0 config.py "
+            "l.1120, 0.20.0 config/model.py l.1215, 0.34.0 l.1679); --kv-cache-dtype auto becomes a ModelOpt "
+            "checkpoint's kv_cache_quant_algo / "
+            "kv_cache_scheme (vllm utils/torch_utils.py resolve_kv_cache_dtype_string, called from "
+            "engine/arg_utils.py create_engine_config: 0.14.0 l.301, 0.20.0 l.343, 0.34.0 l.518; absent in 0.13.0)"),
+    example="model: RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (read as meta-llama/Llama-3.3-70B-Instruct)",
+)
+def check_model_read_as_base(pair: PDPair) -> list[Violation]:
+    """A quantized or re-published copy of a known checkpoint is judged with its base's KV heads and architecture."""
+    base = pair.model_read_as
+    if base is None:
+        return []
+    heads = f"{pair.num_kv_heads} KV heads, " if pair.num_kv_heads is not None else ""
+    kind = "a quantized copy" if pair.model_quantized else "a copy published under another organisation"
+    message = (f"Model {pair.prefill.model!r} is not in the table of known checkpoints; it is read as {base} ({kind} "
+               f"named after it): the rules use {base}'s {heads}layers, head size and architecture, which "
+               "quantization and re-publishing keep.")
+    roles = (pair.prefill.kv_cache_dtype or "auto", pair.decode.kv_cache_dtype or "auto")
+    if pair.model_quantized and "auto" in roles and roles[0] != roles[1] and (
+            pair.version is None or pair.at_least(KV_AUTO_FROM_CHECKPOINT_SINCE)):
+        message += (" Whether its quantization also quantizes the KV cache is not known from the base: from vLLM "
+                    f"{fmt(KV_AUTO_FROM_CHECKPOINT_SINCE)} --kv-cache-dtype auto becomes the checkpoint's KV cache "
+                    "quantization (a ModelOpt config.json with kv_cache_quant_algo FP8 makes it fp8_e4m3), so a role "
+                    "left at auto may hold an fp8 KV cache.")
+    return [(message, "Give the checkpoint's own config.json (pdd check --model-config) to judge it by its own "
+                      "fields, or set the KV heads and architecture explicitly.")]
 
 
 @rule(
