@@ -26,6 +26,7 @@ from pdd_operator.compat.rules.base import (
 from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.compat.rules.p2p_nccl_pair import p2p_nccl_unjudged
+from pdd_operator.compat.rules.v0_pair import judged_v0_pair
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -149,7 +150,8 @@ def evaluate(
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
     known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
-    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); any other connector but NIXL, and a P2pNccl
+    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); a V0 connector pair under the V0 engine
+    (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the engine-alone ones; any other connector but NIXL, and a P2pNccl
     pair of another or unknown release, is :func:`_foreign_connector`'s. ``model_config`` is the model's parsed
     config.json, if known. Never raises for a schema-valid spec.
     """
@@ -167,6 +169,10 @@ def evaluate(
     elif foreign and judged_mooncake_pair(pair):
         # vLLM's MooncakeConnector on both roles of a release whose connector was read: the engine-alone rules and the
         # mooncake-* rules (engine-alone too) judge it; no NIXL rule describes its transfer.
+        rules = tuple(rule for rule in rules if rule.without_connector)
+    elif foreign and judged_v0_pair(pair):
+        # A V0 connector pair (PyNccl, MooncakeStore) under the V0 engine of 0.9.0-0.10.0: the engine-alone rules, the
+        # v0-* ones among them, judge it; no NIXL rule describes its transfer.
         rules = tuple(rule for rule in rules if rule.without_connector)
     elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
         # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.
