@@ -26,7 +26,6 @@ from pdd_operator.compat.rules.base import (
 from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.compat.rules.p2p_nccl_pair import p2p_nccl_unjudged
-from pdd_operator.compat.rules.v0_pair import judged_v0_pair
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -35,6 +34,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNVERIFIED,
 )
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
+from pdd_operator.compat.rules.v0_pair import judged_v0_pair
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
@@ -151,9 +151,9 @@ def evaluate(
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
     known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
     (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); a V0 connector pair under the V0 engine
-    (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the engine-alone ones; any other connector but NIXL, and a P2pNccl
-    pair of another or unknown release, is :func:`_foreign_connector`'s. ``model_config`` is the model's parsed
-    config.json, if known. Never raises for a schema-valid spec.
+    (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the engine-alone ones; any other connector but
+    NIXL, and a P2pNccl pair of another or unknown release, is :func:`_foreign_connector`'s. ``model_config`` is the
+    model's parsed config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     pair = without_disabled_window(pair)
