@@ -28,8 +28,9 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
-    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(python3?\s+-m\s+)?vllm[\s.])"
-                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:python3?\s+-m\s+)?vllm[\s.]", re.M)),
+    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm[\s.])"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm[\s.]",
+                                re.M)),
 )
 
 

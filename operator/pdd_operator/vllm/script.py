@@ -65,6 +65,7 @@ from functools import lru_cache
 import tree_sitter
 import tree_sitter_bash
 
+from pdd_operator.vllm.entrypoint import SERVE, image_entrypoint
 from pdd_operator.vllm.expansion import _UNKNOWN_RE, ContainerEnv, unknown, unknown_names
 from pdd_operator.vllm.flags import _entry_length, parse_flags
 
@@ -703,7 +704,7 @@ class _Shell:
         if docker is not None:
             # a container the script starts: its command is the engine's, its environment only what -e gives it; read
             # where it shares the host's network (ports and addresses as a host process's), else left unread
-            entry = entry_point(docker.command)
+            entry = entry_point(docker.command) or image_engine(docker)
             if entry and docker.host_network and not docker.env_file:
                 self.launches.append(Launch(tuple(entry), dict(docker.env), self.outer_line or node.start_point[0] + 1,
                                             wrapper=tuple(self.outer + words[:docker.image_at + 1]),
@@ -1239,6 +1240,28 @@ class DockerRun:
     env_file: bool
     host_network: bool
     detach: bool = False
+
+
+#: Programs a ``docker run``'s words after the image may name instead of an image ENTRYPOINT's arguments.
+_PROGRAMS = frozenset(("bash", "sh", "python", "python3", "vllm", "env", "exec"))
+
+
+def image_engine(docker: DockerRun) -> list[str]:
+    """The engine a ``docker run`` starts through its image's ENTRYPOINT (:func:`pdd_operator.vllm.entrypoint.
+    image_entrypoint`: ``python3 -m vllm.entrypoints.openai.api_server`` on vLLM's OpenAI images up to 0.11.0, ``vllm
+    serve`` from 0.11.1) with only the engine's arguments after the image (``docker run ... vllm/vllm-openai:v0.7.3
+    --model /data/llama2/ --tensor-parallel-size 4 ...``, vllm-project/vllm#14118): the ENTRYPOINT's words then the
+    arguments, from the entry point on (:func:`entry_point`); ``[]`` where ``--entrypoint`` replaces it, the image's
+    ENTRYPOINT was not read, or the words after the image start a program of their own (``bash -c ...``)."""
+    if docker.entrypoint:
+        return []
+    image_entry = image_entrypoint(docker.image)
+    if image_entry is None:
+        return []
+    first = docker.command[0] if docker.command else ""
+    if first and not first.startswith("-") and (image_entry != SERVE or first.rsplit("/", 1)[-1] in _PROGRAMS):
+        return []
+    return entry_point([*image_entry, *docker.command])
 
 
 def docker_run(words: Sequence[str], shell_value: Callable[[str], str | None] = lambda name: None) -> DockerRun | None:

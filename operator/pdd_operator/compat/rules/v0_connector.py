@@ -35,8 +35,19 @@ V0_NAMES_RELEASES: tuple[Version, Version] = ((0, 9, 0), (0, 10, 1))
 #: name -> the V0 class the factory registers under it (factory.py 0.9.2 lines 86-108).
 V0_ONLY = {"PyNcclConnector": "SimpleConnector", "MooncakeConnector": "SimpleConnector",
            "LMCacheConnector": "LMCacheConnector (V0)", "MooncakeStoreConnector": "MooncakeStoreConnector (V0)"}
-def _v0_fallback(pair: PDPair, r: RoleConfig) -> str | None:
-    """What in the manifest may make the unset-VLLM_USE_V1 oracle fall back to the V0 engine, or ``None``."""
+#: The executors with which the V1 oracle keeps pipeline parallelism on V1 (engine/arg_utils.py
+#: _is_v1_supported_oracle: ``pipeline_parallel_size > 1 and distributed_executor_backend not in (...)`` falls back):
+#: 0.9.0 lists ``("ray", "mp", "external_launcher")`` (line 1378), so an unset backend (``None``) falls back to V0;
+#: 0.9.1 (line 1434), 0.9.2 (line 1482) and 0.10.0 (line 1439) add ``ParallelConfig.distributed_executor_backend``,
+#: the unset default ``None``, so PP with no backend given runs V1. ``None`` here is a backend not given.
+PP_V1_BACKENDS_0_9_0: frozenset[str | None] = frozenset(("ray", "mp", "external_launcher"))
+PP_V1_BACKENDS: frozenset[str | None] = frozenset((None, "ray", "mp", "external_launcher"))
+
+
+def _v0_fallback(pair: PDPair, r: RoleConfig, version: Version) -> str | None:
+    """What in the manifest may make vLLM ``version``'s unset-VLLM_USE_V1 oracle fall back to the V0 engine, or
+    ``None``. Pipeline parallelism falls back only with an executor outside :data:`PP_V1_BACKENDS` (0.9.1-0.10.0) or
+    :data:`PP_V1_BACKENDS_0_9_0` (0.9.0); an unknown PP size may."""
     products = gpu_products(r)
     if products and all(pre_ampere(p) for p in products):
         return f"its GPUs ({', '.join(sorted(products))}) are below compute capability 8.0"
@@ -50,7 +61,10 @@ def _v0_fallback(pair: PDPair, r: RoleConfig) -> str | None:
     if "VLLM_ATTENTION_BACKEND" in r.env:
         return "VLLM_ATTENTION_BACKEND is set, some of whose values the V1 oracle answers with the V0 engine"
     if r.pp is None or r.pp > 1:
-        return "pipeline parallelism on some executors runs the V0 engine"
+        backends = PP_V1_BACKENDS_0_9_0 if version < (0, 9, 1) else PP_V1_BACKENDS
+        if r.pp is None or r.executor not in backends:
+            shown = f"--distributed-executor-backend {r.executor}" if r.executor else "no --distributed-executor-backend"
+            return f"pipeline parallelism with {shown} runs the V0 engine on vLLM {fmt(version)}"
     if pair.hybrid_ssm or pair.model.architecture is None:
         return "the model's V1 support is not known here"
     return None
@@ -86,7 +100,7 @@ def check_v0_connector_on_v1(pair: PDPair) -> list[Violation]:
         if not names or use_v1 == "0":
             continue
         name = names[0]
-        fallback = None if use_v1 == "1" else _v0_fallback(pair, r)
+        fallback = None if use_v1 == "1" else _v0_fallback(pair, r, version)
         engine = ("VLLM_USE_V1=1 forces the V1 engine" if use_v1 == "1" else
                   f"with VLLM_USE_V1 unset vLLM {fmt(version)} runs the V1 engine")
         out.append((
