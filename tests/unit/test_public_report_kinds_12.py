@@ -130,6 +130,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "mooncake-hetero-tp-unsupported",
                     # branch i9-mooncake32: the V1 engine of 0.9.0-0.10.0 asserts a V1 class for V0-only connectors
                     "kv-connector-v0-only",
+                    # branch i9-v0pairs32: the V0 engine's PyNcclPipe rank pairing and Mooncake V0 config path
+                    "v0-pynccl-kv-rank", "v0-mooncake-config-path",
                     # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
                     "mooncake-pp-unsupported",
                     # set 62: CPUOffloadingSpec refuses a pool size under the other release's key

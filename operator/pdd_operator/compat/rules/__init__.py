@@ -65,6 +65,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     triton_layout,
     ucx_tls,
     v0_connector,
+    v0_pair,
     version_source,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule
