@@ -13,6 +13,8 @@ import json
 
 import pytest
 
+from pdd_operator.cli import main
+
 from .test_script_inputs import _check, _errors
 
 
@@ -81,3 +83,36 @@ def test_unequal_tp_or_models_stay_not_checked(tmp_path, capsys):
         code, out = _check(tmp_path, capsys, text)
         assert True not in _verdicts(out) and out["notChecked"], out
 
+
+
+_DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: qwen-{role}, labels: {{app: qwen, role: {role}}}}}
+spec:
+  selector: {{matchLabels: {{app: qwen, role: {role}}}}}
+  template:
+    metadata: {{labels: {{app: qwen, role: {role}}}}}
+    spec:
+      containers:
+      - name: vllm
+        image: {image}
+        command: [vllm, serve, Qwen/Qwen2.5-7B-Instruct, --kv-transfer-config,
+                  '{{"kv_connector":"MooncakeStoreConnector","kv_role":"{kv_role}"}}']
+        env: [{{name: VLLM_USE_V1, value: "0"}}]
+        resources: {{limits: {{nvidia.com/gpu: 1}}}}
+"""
+
+
+@pytest.mark.parametrize(("image", "severity"), [("vllm/vllm-openai:v0.9.0", "error"),
+                                                  ("myorg/vllm-mooncake:v0.9.0", "warning")])
+def test_a_missing_config_path_is_an_error_only_where_no_dockerfile_of_the_image_may_set_it(tmp_path, capsys, image,
+                                                                                          severity):
+    # vLLM's own images set no MOONCAKE_CONFIG_PATH; another image's Dockerfile may (not read): a warning there.
+    text = "---\n".join(_DEPLOYMENT.format(role=role, kv_role=kv_role, image=image)
+                        for role, kv_role in (("prefill", "kv_producer"), ("decode", "kv_consumer")))
+    path = tmp_path / "pair.yaml"
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "v0-mooncake-config-path"}
+    assert found == {severity} and code == (1 if severity == "error" else 0), out

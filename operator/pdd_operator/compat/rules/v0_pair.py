@@ -25,6 +25,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.v0_connector import V0_NAMES_RELEASES
+from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, image_repository
 
 #: The V0 connectors whose pair :func:`judged_v0_pair` judges (read in 0.9.0, 0.9.1, 0.9.2, 0.10.0).
 V0_JUDGED = ("PyNcclConnector", "MooncakeStoreConnector", "MooncakeConnector")
@@ -90,11 +91,21 @@ def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
     "MOONCAKE_CONFIG_PATH",
 )
 def check_v0_mooncake_config_path(pair: PDPair) -> list[Violation]:
-    """A V0-engine MooncakeStoreConnector / MooncakeConnector role has ``MOONCAKE_CONFIG_PATH`` in its environment."""
-    return [(
-        f"{r.role}: {r.connector} on the V0 engine reads MOONCAKE_CONFIG_PATH, which the environment lacks: "
-        "ValueError as the connector is built, the engine never starts.",
-        fix_for(pair, "Set MOONCAKE_CONFIG_PATH to the Mooncake config JSON in the engine's env.",
-                f"Set MOONCAKE_CONFIG_PATH=/path/to/mooncake_config.json in the {r.role} container's environment."),
-    ) for r in pair.roles
-        if r.connector in _MOONCAKE_V0 and not r.wrapper and _v0_engine(r) and "MOONCAKE_CONFIG_PATH" not in r.env]
+    """A V0-engine MooncakeStoreConnector / MooncakeConnector role has ``MOONCAKE_CONFIG_PATH`` in its environment.
+
+    Only the environment the manifest or script sets is read: an error for vLLM's own images and host installs (no
+    Dockerfile of theirs sets it), a warning on other images, whose Dockerfile may set it."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if r.connector not in _MOONCAKE_V0 or r.wrapper or not _v0_engine(r) or "MOONCAKE_CONFIG_PATH" in r.env:
+            continue
+        own_image = bool(r.image) and image_repository(r.image) not in UPSTREAM_REPOSITORIES
+        message = (f"{r.role}: {r.connector} on the V0 engine reads MOONCAKE_CONFIG_PATH, which the environment lacks: "
+                   "ValueError as the connector is built, the engine never starts.")
+        if own_image:
+            message += (f" {r.image} is not one of vLLM's images and may set it itself (not read here), so this is a "
+                        "warning.")
+        fix = fix_for(pair, "Set MOONCAKE_CONFIG_PATH to the Mooncake config JSON in the engine's env.",
+                      f"Set MOONCAKE_CONFIG_PATH=/path/to/mooncake_config.json in the {r.role} container's environment.")
+        out.append((message, fix, "warning") if own_image else (message, fix))
+    return out
