@@ -291,8 +291,9 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     cluster.core.create_namespace({"metadata": {"name": name}})
     # Until the controller-manager made the namespace's default ServiceAccount, the ServiceAccount admission
     # plugin refuses every pod there (403 "serviceaccount "default" not found": a pod created directly
-    # fails, a ReplicaSet's reads as ReplicaFailure for a moment).
-    wait_for(lambda: cluster.core.read_namespaced_service_account("default", name), 30,
+    # fails, a ReplicaSet's reads as ReplicaFailure for a moment). 120 s: after an outage test the controller-manager
+    # may still be re-acquiring its lease and relisting (a CI run on a loaded machine waited longer than 30 s).
+    wait_for(lambda: cluster.core.read_namespaced_service_account("default", name), 120,
              what=f"the default ServiceAccount of {name}")
     yield name
     cluster.core.delete_namespace(name)
