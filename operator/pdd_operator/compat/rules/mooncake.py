@@ -160,9 +160,7 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
                  "which the model's config.json decides.",
                  "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
     if _auto_unknown(pair):
-        return [("One role's --kv-cache-dtype is auto, which a checkpoint with its own KV cache quantization resolves "
-                 "to fp8; the checkpoint's config.json is not known here.",
-                 "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
+        return [_AUTO_UNKNOWN]
     return [(
         f"MooncakeConnector pair whose KV caches differ in element width (prefill --kv-cache-dtype "
         f"{p.kv_cache_dtype or 'auto'}, decode {d.kv_cache_dtype or 'auto'}): with the same model and block size the "
@@ -171,6 +169,12 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
         "an error, so no KV moves.",
         "Use the same --kv-cache-dtype on the prefill and decode containers.",
     )]
+
+
+#: The "not checked" finding where :func:`_auto_unknown` holds.
+_AUTO_UNKNOWN: Violation = (
+    "One role's --kv-cache-dtype is auto, which a checkpoint with its own KV cache quantization resolves to fp8; the "
+    "checkpoint's config.json is not known here.", "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)
 
 
 def _auto_unknown(pair: PDPair) -> bool:
@@ -184,9 +188,7 @@ def _raw_copy_width(pair: PDPair) -> list[Violation]:
     """:func:`check_mooncake_region_lengths` on 0.13.0-0.18.x, whose sender copies raw bytes with its own block_len."""
     p, d = pair.prefill, pair.decode
     if _auto_unknown(pair):
-        return [("One role's --kv-cache-dtype is auto, which a checkpoint with its own KV cache quantization resolves "
-                 "to fp8; the checkpoint's config.json is not known here.",
-                 "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
+        return [_AUTO_UNKNOWN]
     return [(
         f"MooncakeConnector pair whose KV caches differ in element width (prefill --kv-cache-dtype "
         f"{p.kv_cache_dtype or 'auto'}, decode {d.kv_cache_dtype or 'auto'}): vLLM {fmt(pair.version)}'s Mooncake "
