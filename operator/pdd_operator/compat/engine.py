@@ -150,10 +150,11 @@ def evaluate(
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
     known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
-    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); a V0 connector pair under the V0 engine
-    (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the engine-alone ones; any other connector but
-    NIXL, and a P2pNccl pair of another or unknown release, is :func:`_foreign_connector`'s. ``model_config`` is the
-    model's parsed config.json, if known. Never raises for a schema-valid spec.
+    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); a MooncakeConnector pair of a release its
+    rules were read from (:func:`~pdd_operator.compat.rules.mooncake.judged_mooncake_pair`) and a V0 connector pair
+    under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the engine-alone ones; any
+    other connector but NIXL, and a P2pNccl pair of another or unknown release, is :func:`_foreign_connector`'s.
+    ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
     pair = without_disabled_window(pair)
@@ -166,13 +167,10 @@ def evaluate(
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
         rules = tuple(rule for rule in rules if rule.without_connector)
-    elif foreign and judged_mooncake_pair(pair):
-        # vLLM's MooncakeConnector on both roles of a release whose connector was read: the engine-alone rules and the
-        # mooncake-* rules (engine-alone too) judge it; no NIXL rule describes its transfer.
-        rules = tuple(rule for rule in rules if rule.without_connector)
-    elif foreign and judged_v0_pair(pair):
-        # A V0 connector pair (PyNccl, MooncakeStore) under the V0 engine of 0.9.0-0.10.0: the engine-alone rules, the
-        # v0-* ones among them, judge it; no NIXL rule describes its transfer.
+    elif foreign and (judged_mooncake_pair(pair) or judged_v0_pair(pair)):
+        # vLLM's MooncakeConnector on both roles of a release whose connector was read, or a V0 connector pair
+        # (PyNccl, MooncakeStore) under the V0 engine of 0.9.0-0.10.0: the engine-alone rules (the mooncake-* and v0-*
+        # ones among them) judge it; no NIXL rule describes its transfer.
         rules = tuple(rule for rule in rules if rule.without_connector)
     elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
         # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.
