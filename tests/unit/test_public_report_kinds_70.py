@@ -9,7 +9,7 @@ controls.
    entry of :data:`~pdd_operator.vllm.added_flags.ADDED_FLAGS` is looser than the read table (``--kda-prefill-backend``
    was dated 0.24.0-0.32.0 by hand while the sdists read 0.26.0 without it, 0.27.0 with it).
 2. An engine with no counterpart in the files (GLM-5.1's TileRT recipe: the decode is not vLLM) is still stopped by
-   what stops it on its own: the rules of :data:`pdd_operator.compat.engine.ONE_ENGINE_RULES` run on it (errors only,
+   what stops it on its own: the rules of ``Rule.one_engine`` (pdd_operator/compat/rules/base.py) run on it (errors only,
    :func:`~pdd_operator.compat.engine.evaluate_alone`), and the KV path stays "not checked".
 """
 

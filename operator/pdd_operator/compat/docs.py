@@ -48,6 +48,9 @@ def rules_markdown() -> str:
             f"- **Source:** {r.source}",
             f"- **Defined in:** `{defined_in(r)}`",
         ]
+        if r.one_engine:
+            lines.append("- **Judges an engine alone:** yes (its own argv and image; run on an engine with no "
+                         "counterpart in the files)")
         if r.reported_by:
             lines.append(f"- **Reported by:** {r.reported_by} (no check function)")
         if r.example:

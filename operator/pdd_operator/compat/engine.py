@@ -262,28 +262,18 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
         f"the KV transfer between these engines was not checked: {why}"))
 
 
-#: The rules that judge each engine by its own argv and image, role by role, with nothing read from the other role:
-#: the argument parser (``engine-args-invalid``, ``cli-flag-removed``, ``cli-flag-not-yet``, ``entrypoint-repeated``),
-#: ``--kv-transfer-config`` and its connector lookup (``kv-transfer-config-removed-field``,
-#: ``kv-connector-unregistered``), the config checks of one engine (``attention-backend-unsupported``,
-#: ``kv-cache-dtype-unknown``, ``speculative-config-removed-field``, ``tp-heads-indivisible``). vLLM raises each while
-#: that one engine starts (vllm/engine/arg_utils.py, vllm/config/*.py, kv_connector/factory.py), before any
-#: counterpart is contacted. Rules that compare the roles or count what two engines share (GPUs, ports) are not here.
-ONE_ENGINE_RULES = ("engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "entrypoint-repeated",
-                    "kv-transfer-config-removed-field", "kv-connector-unregistered", "attention-backend-unsupported",
-                    "kv-cache-dtype-unknown", "speculative-config-removed-field", "tp-heads-indivisible")
-
-
 def evaluate_alone(pair: PDPair, role: str, rules: tuple[Rule, ...] = CHECKS) -> list[Finding]:
     """The errors that stop one engine with no counterpart at startup: ``pair`` holds the engine on both sides
     (:func:`pdd_operator.compat.manifests.lone_pair`) and ``role`` (``prefill``/``decode``) is the engine's own.
 
-    Only :data:`ONE_ENGINE_RULES` run, as on a pair whose connector these rules do not describe
+    Only the rules marked ``Rule.one_engine`` run (each engine judged by its own argv and image, nothing read from
+    the other role: the argument parser, ``--kv-transfer-config`` and its connector lookup, one engine's config
+    checks), as on a pair whose connector these rules do not describe
     (:func:`_foreign_connector`: errors only; a release unknown or older than the rules' oldest runs only
     ``Rule.any_release`` ones). Findings the mirrored side repeats (``decode: ...`` of a prefill engine) are dropped.
     Returns ``[]`` where nothing stops the engine on its own (the pair then stays "not checked").
     """
-    own = tuple(rule for rule in rules if rule.id in ONE_ENGINE_RULES)
+    own = tuple(rule for rule in rules if rule.one_engine)
     other = "decode" if role == "prefill" else "prefill"
     kept: list[Finding] = []
     for f in _foreign_connector(pair, own, "no counterpart").findings:

@@ -66,6 +66,13 @@ class Rule:
         p2p_nccl: the rule judges the KV path of a pair whose roles both name vLLM's ``P2pNcclConnector``
             (:mod:`~pdd_operator.compat.rules.p2p_nccl_pair`). Such a pair runs only these rules and the
             ``without_connector`` ones (``compat.engine._p2p_nccl``): the NIXL rules describe another connector.
+        one_engine: the rule judges each engine by its own argv and image, role by role, with nothing read from the
+            other role (the argument parser, ``--kv-transfer-config`` and its connector lookup, the config checks of
+            one engine): vLLM raises it while that one engine starts (vllm/engine/arg_utils.py, vllm/config/*.py,
+            kv_connector/factory.py), before any counterpart is contacted. Only such rules judge an engine found
+            with no counterpart (``compat.engine.evaluate_alone``); rules that compare the roles or count what two
+            engines share (GPUs, ports) are not. Implies nothing else: a ``one_engine`` rule is also
+            ``without_connector`` (``tests/unit/test_heldout_leftovers.py`` holds every rule to that).
     """
 
     id: str
@@ -84,6 +91,7 @@ class Rule:
     without_connector: bool = False
     any_release: bool = False
     p2p_nccl: bool = False
+    one_engine: bool = False
 
     @property
     def version_bounded(self) -> bool:
@@ -445,6 +453,7 @@ def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
     since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
     needs: tuple[str, ...] = (), without_connector: bool = False, any_release: bool = False, p2p_nccl: bool = False,
+    one_engine: bool = False,
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -456,7 +465,7 @@ def rule(
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
                        source=source, check=check, since=since, until=until, example=example,
                        in_manifest=tuple(in_manifest), needs=tuple(needs), without_connector=without_connector,
-                       any_release=any_release, p2p_nccl=p2p_nccl))
+                       any_release=any_release, p2p_nccl=p2p_nccl, one_engine=one_engine))
         return check
 
     return wrap

@@ -160,7 +160,7 @@ def check_handshake_compat(pair: PDPair) -> list[Violation]:
             "'Unexpected keyword argument' at startup; KVTransferConfig's fields read in the 0.14.0-0.34.0 sdists"),
     example='--kv-transfer-config {"kv_connector":"NixlConnector",'
     '"kv_role":"kv_producer","kv_rank":0,"kv_parallel_size":2} on v0.32.0',
-    without_connector=True,
+    without_connector=True, one_engine=True,
 )
 def check_removed_kv_transfer_fields(pair: PDPair) -> list[Violation]:
     """The --kv-transfer-config holds no field that the vLLM version removed or never had.

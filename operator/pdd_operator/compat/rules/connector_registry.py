@@ -92,7 +92,7 @@ def _registered(name: str, version: Version) -> bool:
             "(NIXLConnector) is refused on every release (the lookup is exact in each)"),
     example='--kv-transfer-config {"kv_connector":"ExampleConnector","kv_role":"kv_producer"} on '
     "vllm/vllm-openai:v0.12.0",
-    without_connector=True, any_release=True,
+    without_connector=True, one_engine=True, any_release=True,
 )
 def check_connector_registered(pair: PDPair) -> list[Violation]:
     """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path), in each

@@ -185,7 +185,7 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
             "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; vllm serve's "
             "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
             "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py"),
-    without_connector=True,
+    without_connector=True, one_engine=True,
     example="--attention-config '{\"use_trtllm_ragged_deepseek_prefill\": true}' on vllm-runtime:1.3.0 (vLLM 0.23.0)",
 )
 def check_engine_args(pair: PDPair) -> list[Violation]:
@@ -212,7 +212,7 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
             "--calculate-kv-scales gone from 0.28.0, --swap-space from 0.18.0, the --guided-decoding-* flags from "
             "0.12.0, ...); Dynamo's vLLM worker flags by Dynamo release (pdd_operator/compat/dynamo_worker_flags.py: "
             "--is-prefill-worker / --is-decode-worker gone from ai-dynamo 1.4.0, read in the wheels 0.6.0-1.6.1)"),
-    without_connector=True,
+    without_connector=True, one_engine=True,
     example="--disable-log-requests on vllm/vllm-openai:v0.32.0; --is-prefill-worker on vllm-runtime:1.4.0",
 )
 def check_removed_flags(pair: PDPair) -> list[Violation]:
@@ -251,7 +251,7 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
             "cli_args.py 0.32.0), FlexibleArgumentParser.parse_args moving --model to the front after serve (vllm/"
             "utils/argparse_utils.py 0.11.1 l.201, 0.34.0 l.328) or refusing it there (ValueError, vllm/utils/"
             "__init__.py 0.11.0 l.1857) and ending in argparse's parse_args ('unrecognized arguments', exit 2)"),
-    without_connector=True, any_release=True,
+    without_connector=True, one_engine=True, any_release=True,
     example='args: [vllm, serve, Qwen/Qwen3-8B, ...] (or [serve, Qwen/Qwen3-8B, ...]) and no command on '
             'vllm/vllm-openai:v0.32.0',
 )
@@ -322,7 +322,7 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
             "Dynamo's vLLM worker flags by Dynamo release (pdd_operator/compat/dynamo_worker_flags.py: "
             "--disaggregation-mode from ai-dynamo 1.0.0, --is-decode-worker from 0.7.0, read in the wheels "
             "0.6.0-1.6.1)"),
-    without_connector=True,
+    without_connector=True, one_engine=True,
     example="-dph on vllm/vllm-openai:v0.11.0; --disaggregation-mode prefill on vllm-runtime:0.9.1",
 )
 def check_added_flags(pair: PDPair) -> list[Violation]:
@@ -363,7 +363,7 @@ def check_added_flags(pair: PDPair) -> list[Violation]:
             "alone and raises 'Selected backend ... is not valid for this configuration'), read in 0.18.0, 0.19.1, "
             "0.21.0, 0.24.0 and 0.32.0; earlier releases, other platforms or an unknown version: a warning"),
     needs=("--attention-backend", "--attention-config"),
-    without_connector=True,
+    without_connector=True, one_engine=True,
     example="--attention-backend FLASHINFER for deepseek-ai/DeepSeek-R1 (MLA) on v0.32.0",
 )
 def check_attention_backend_fits_model(pair: PDPair) -> list[Violation]:

@@ -35,7 +35,7 @@ def indivisible(tp: int, heads: int | None, kv_heads: int | None, mla: bool) -> 
     source=("vllm/config/model.py verify_with_parallel_config 'Total number of attention heads ... must be divisible by "
             "tensor parallel size'; vllm/model_executor/layers/linear.py QKVParallelLinear divide() of the KV heads "
             "(all releases; vllm#16021)"),
-    without_connector=True, any_release=True,
+    without_connector=True, one_engine=True, any_release=True,
     example="microsoft/phi-4 (10 KV heads) at TP 4",
 )
 def check_tp_heads(pair: PDPair) -> list[Violation]:

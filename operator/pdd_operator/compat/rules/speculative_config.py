@@ -28,7 +28,7 @@ REMOVED_SPECULATIVE_SINCE: Version = (0, 34, 0)
             "EngineArgs.create_speculative_config (vllm/engine/arg_utils.py 0.34.0 line 2172)"),
     example='--speculative-config {"method":"eagle3","model":"...","num_speculative_tokens":3,'
     '"disable_padded_drafter_batch":true} on v0.34.0',
-    without_connector=True,
+    without_connector=True, one_engine=True,
 )
 def check_removed_speculative_fields(pair: PDPair) -> list[Violation]:
     """No engine's --speculative-config holds a key its vLLM release removed (0.34.0: two EAGLE-era keys).
