@@ -38,7 +38,9 @@ reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entrie
 with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
 as CloudAI writes device lists). The image: ``srun --container-image=`` (Pyxis), else a ``pip install vllm==X`` pin
 in the script (read as vLLM X's ``vllm/vllm-openai:vX`` image; the last pin before the engine's line, as each
-install replaces the one before it), else unknown; a ``pip install nixl==X`` line before
+install replaces the one before it), the image of an interactive container the script opened before the engine's
+command (``docker run -it --entrypoint=/bin/bash IMAGE``: the commands after it are typed into it) unless a pin
+follows it, else unknown; a ``pip install nixl==X`` line before
 the engines (``nixl-cu12``, ``nixl[cu12]``) is the NIXL they load, except in an image ``--container-image`` names.
 GPUs of a node: ``#SBATCH --gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else at least the highest
 ``CUDA_VISIBLE_DEVICES`` ordinal + 1 where every engine of the node writes one, else not known.
@@ -137,23 +139,32 @@ def _container_image(group: list[Launch]) -> bool:
     return any(_option(_srun_words(x.wrapper) or [], "", "--container-image") for x in group)
 
 
+def _vllm_pins(text: str, line: int) -> list[tuple[int, str]]:
+    """``(line, X)`` of each ``pip install vllm==X`` pin of the script ``text`` on a line of its own (not in a comment)
+    at or before ``line`` (1-based), in order."""
+    return [(n, m.group(1)) for m in _PIP_VLLM_LINE.finditer(text) if (n := text.count("\n", 0, m.start()) + 1) <= line]
+
+
 def _vllm_pin(text: str, line: int) -> str | None:
     """The vLLM release a ``pip install vllm==X`` pin of the script ``text`` gives an engine started on ``line``
     (1-based): the last such pin on a line of its own (not in a comment) at or before ``line``, as each install replaces
     the one before it in the environment the later ``vllm serve`` imports (a script that installs 0.14.0, starts the
     prefill, installs 0.16.0 and starts the decode runs two releases); where none comes before it, the script's first
     pin anywhere (a comment's included, as the script's instructions), else ``None``."""
-    before = [m.group(1) for m in _PIP_VLLM_LINE.finditer(text) if text.count("\n", 0, m.start()) + 1 <= line]
+    before = _vllm_pins(text, line)
     if before:
-        return before[-1]
+        return before[-1][1]
     pin = _PIP_VLLM.search(text)
     return pin.group(1) if pin else None
 
 
-def _image(wrapper: tuple[str, ...], text: str, line: int = 0) -> str:
+def _image(wrapper: tuple[str, ...], text: str, line: int = 0, inside: tuple[int, str] | None = None) -> str:
     """The engine's image: a ``docker run``'s image (the last word of ``wrapper``,
-    :func:`pdd_operator.vllm.script.docker_run`), ``srun --container-image=``, else the ``pip install vllm==X`` pin of
-    the script that reaches the engine started on ``line`` (:func:`_vllm_pin`), else ``""``."""
+    :func:`pdd_operator.vllm.script.docker_run`), ``srun --container-image=``, else the image of the interactive
+    container the engine's command is typed into (``inside``, :attr:`pdd_operator.vllm.script.Launch.inside`: ``docker
+    run -it --entrypoint=/bin/bash vllm/vllm-openai-rocm:v0.20.0`` then ``vllm serve ...``; its tag names the release
+    as a container's image does) unless a ``pip install vllm==X`` pin comes after it, else the pin of the script that
+    reaches the engine started on ``line`` (:func:`_vllm_pin`), else ``""``."""
     docker = docker_run(wrapper)
     if docker is not None:
         return "" if unknown_names(docker.image) else docker.image
@@ -161,6 +172,8 @@ def _image(wrapper: tuple[str, ...], text: str, line: int = 0) -> str:
     image = _option(srun, "", "--container-image")
     if image and not unknown_names(image):
         return image
+    if inside is not None and not any(n > inside[0] for n, _ in _vllm_pins(text, line)):
+        return inside[1]
     pin = _vllm_pin(text, line)
     return f"vllm/vllm-openai:v{pin}" if pin else ""
 
@@ -228,7 +241,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
             launch = replace(launch, env=_export(srun, launch.env))
         node = None if pasted and "ssh" not in launch.wrapper else _node(launch.wrapper, job_nodes)
         # engines of unknown node: one Pod each (they may or may not share a node: never assumed)
-        key = (node, _image(launch.wrapper, text, launch.line), i if node is None else -1)
+        key = (node, _image(launch.wrapper, text, launch.line, launch.inside), i if node is None else -1)
         by_node.setdefault(key, []).append(launch)
     roles = {_http_port(x.argv): x.proxy_role for x in found if x.proxy_role}
     last = max(x.line for x in found) + 1

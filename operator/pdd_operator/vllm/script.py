@@ -96,6 +96,10 @@ class Launch:
             the body of a ``for`` loop over words these files do not give (``$(seq 0 $((N-1)))``, ``$PORTS``,
             ``{1..$N}``), or of more than :data:`MAX_ITERATIONS` words, or of a ``while``/``until``/C-style ``for``
             loop (read once); readers say "not checked" for how many engines it starts.
+        inside: ``(line, image)`` of the interactive container (:meth:`DockerRun.shell`: ``docker run -it
+            --entrypoint=/bin/bash IMAGE``, ``docker run -it IMAGE bash``) the script started before this command, on
+            the same host (no ``ssh`` between): a pasted session's later lines are typed into that shell, so the
+            engine runs in IMAGE (Mooncake#3061: "inside the container: vllm serve ..."); ``None`` where none was.
     """
 
     argv: tuple[str, ...]
@@ -104,6 +108,7 @@ class Launch:
     proxy_role: str | None = None
     wrapper: tuple[str, ...] = ()
     repeats: str = ""
+    inside: tuple[int, str] | None = None
 
 
 def entry_point(words: Sequence[str]) -> list[str]:
@@ -299,6 +304,8 @@ class _Shell:
         self._unknown_read: list[str] = []
         #: why the loop whose body is being read runs an unknown number of times (:attr:`Launch.repeats`), or ``""``.
         self.repeats = ""
+        #: the interactive container the commands read now are typed into (:attr:`Launch.inside`), or ``None``.
+        self.inside: tuple[int, str] | None = None
 
     def run(self, script: str) -> None:
         if self.depth > 8:
@@ -705,6 +712,8 @@ class _Shell:
             # a container the script starts: its command is the engine's, its environment only what -e gives it; read
             # where it shares the host's network (ports and addresses as a host process's), else left unread
             entry = entry_point(docker.command) or image_engine(docker)
+            if not entry and docker.shell and not unknown_names(docker.image):
+                self.inside = (self.outer_line or node.start_point[0] + 1, docker.image)
             if entry and docker.host_network and not docker.env_file:
                 self.launches.append(Launch(tuple(entry), dict(docker.env), self.outer_line or node.start_point[0] + 1,
                                             wrapper=tuple(self.outer + words[:docker.image_at + 1]),
@@ -716,7 +725,7 @@ class _Shell:
             # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
             # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
             self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1,
-                                        repeats=self.repeats))
+                                        repeats=self.repeats, inside=self.inside))
             return
         if entry:
             env = self.environment()
@@ -731,7 +740,8 @@ class _Shell:
                         env.pop(name, None)
             env.update(prefix)
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
-                                        wrapper=tuple(self.outer + words[:start]), repeats=self.repeats))
+                                        wrapper=tuple(self.outer + words[:start]), repeats=self.repeats,
+                                        inside=self.inside))
             return
         # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
         # toy_proxy_server.py ...``)
@@ -747,8 +757,9 @@ class _Shell:
             saved_outer, self.outer = self.outer, self.outer + words[:host_end]
             saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
             saved_exported, self.exported = self.exported, set()
+            saved_inside, self.inside = self.inside, None  # another host: not inside this host's container
             self.reread(text)
-            self.outer, self.outer_line, self.exported = saved_outer, saved_line, saved_exported
+            self.outer, self.outer_line, self.exported, self.inside = saved_outer, saved_line, saved_exported, saved_inside
             return
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
@@ -1230,6 +1241,8 @@ class DockerRun:
         host_network: ``--network host`` (``--net=host``): the container shares the host's ports and addresses.
         detach: ``-d`` / ``--detach`` (alone or among switches, ``-dit``): ``docker run`` returns once the container
             is started, as a command run with ``&`` would, and the container runs on.
+        interactive: ``-i`` / ``--interactive`` (alone or among switches, ``-it``): the container's standard input is
+            the terminal's.
     """
 
     image_at: int
@@ -1240,6 +1253,16 @@ class DockerRun:
     env_file: bool
     host_network: bool
     detach: bool = False
+    interactive: bool = False
+
+    @property
+    def shell(self) -> bool:
+        """An interactive shell container: ``-i`` (``-it``, ``--interactive``) and a command that is a shell alone
+        (``--entrypoint=/bin/bash``, or ``bash``/``sh`` after the image, with no ``-c``), so the commands typed after
+        it in a pasted session run inside it (bash(1): an interactive shell reads its commands from its standard
+        input)."""
+        return (self.interactive and bool(self.command) and self.command[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+                and not any(w.startswith("-") and "c" in w[1:] and not w.startswith("--") for w in self.command[1:]))
 
 
 #: Programs a ``docker run``'s words after the image may name instead of an image ENTRYPOINT's arguments.
@@ -1304,7 +1327,8 @@ def docker_run(words: Sequence[str], shell_value: Callable[[str], str | None] = 
     network = next((value for name, value in reversed(options) if name in ("--network", "--net")), None)
     return DockerRun(base + i, rest[i], tuple(([entry] if entry else []) + rest[i + 1:]), entry is not None, env,
                      any(name == "--env-file" for name, _ in options), network == "host",
-                     any(name == "--detach" or re.fullmatch(r"-[ditP]*d[ditP]*", name) for name, _ in options))
+                     any(name == "--detach" or re.fullmatch(r"-[ditP]*d[ditP]*", name) for name, _ in options),
+                     any(name == "--interactive" or re.fullmatch(r"-[ditP]*i[ditP]*", name) for name, _ in options))
 
 
 def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:
