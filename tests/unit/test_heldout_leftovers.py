@@ -16,6 +16,8 @@ from pdd_operator.cli import main
 from pdd_operator.compat import engine
 from pdd_operator.compat.manifests import lone_pair, scan
 from pdd_operator.compat.rules import CHECKS
+from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
+from tests.unit.test_turn2_variants import check, rules, workload
 
 #: The rules that judged a lone engine before the attribute (compat/engine.py's former ONE_ENGINE_RULES).
 _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "entrypoint-repeated",
@@ -122,3 +124,71 @@ def test_a_pin_installed_inside_the_container_replaces_its_release(tmp_path, cap
         "docker run -it --entrypoint=/bin/bash vllm/vllm-openai:v0.20.0", "MooncakeConnector",
         between="pip install vllm==0.12.0"))
     assert code == 1 and "kv-connector-unregistered" in _findings(out, "error"), out
+
+
+# --- 3. a non-NIXL pair of an unknown or unread release: "not checked", with what the releases read do ------------
+
+
+def _v0_pair(image, connector="PyNcclConnector", model="meta-llama/Llama-3.1-8B-Instruct", extra=(), v0_fields=True):
+    docs = []
+    for role, kv_role, rank in (("prefill", "kv_producer", 0), ("decode", "kv_consumer", 1)):
+        kv = json.dumps({"kv_connector": connector, "kv_role": kv_role, **({
+            "kv_rank": rank, "kv_parallel_size": 2, "kv_buffer_size": 1e9} if v0_fields else {})})
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
+             "args": [model, "--kv-transfer-config", kv, *extra], "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        docs.append(workload(f"m-{role}", role, c, app="m"))
+    return docs
+
+
+def _not_checked(out) -> str:
+    return json.dumps(out["notChecked"])
+
+
+@pytest.mark.parametrize(("image", "connector", "named"), [
+    # PyNccl on an image whose tag names no release: the V1 engine's assert on 0.9.0-0.10.0, the V1-only registry after
+    ("vllm/vllm-openai:latest", "PyNcclConnector", ("kv-connector-v0-only (vLLM 0.9.0 <= v < 0.10.1)",
+                                                    "kv-connector-unregistered (vLLM 0.10.1 <= v")),
+    # the V0 Mooncake pipe under the same name, a digest-pinned image
+    ("vllm/vllm-openai@sha256:" + "0" * 64, "MooncakeConnector", ("kv-connector-v0-only (vLLM 0.9.0 <= v < 0.10.1)",)),
+])
+def test_an_unknown_release_names_what_the_releases_read_refuse(tmp_path, capsys, image, connector, named):
+    code, out = check(tmp_path, capsys, *_v0_pair(image, connector))
+    assert code == 3 and not rules(out, "error"), out
+    why = _not_checked(out)
+    assert all(n in why for n in named) and "the verdict depends on the release" in why, why
+    assert NOT_DESCRIBED not in why, why
+
+
+def test_a_release_older_than_the_rules_says_so(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.7.3"))
+    assert code == 3 and not rules(out, "error"), out
+    assert "vLLM 0.7.3 is older than every release these rules were read from" in _not_checked(out), out
+
+
+def test_a_connector_no_release_refuses_keeps_the_plain_reason(tmp_path, capsys):
+    # LMCacheConnectorV1 with flags every release has: nothing read refuses it, its transfer is LMCache's own code
+    code, out = check(tmp_path, capsys, *_v0_pair("lmcache/vllm-openai:latest", "LMCacheConnectorV1",
+                                                            v0_fields=False))
+    assert code == 3 and NOT_DESCRIBED in _not_checked(out), out
+
+
+def test_a_known_read_release_is_still_judged(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.9.2"))
+    assert code == 1 and "kv-connector-v0-only" in rules(out, "error"), out
+
+
+# --- 4. 0.10.0 still registers the V0 Mooncake names: not "unregistered" there ------------------------------------
+
+
+@pytest.mark.parametrize("connector", ["MooncakeConnector", "MooncakeStoreConnector"])
+def test_v0_mooncake_names_are_registered_on_0_10_0(tmp_path, capsys, connector):
+    v0 = [dict(d) for d in _v0_pair("vllm/vllm-openai:v0.10.0", connector)]
+    for d in v0:
+        d["spec"]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "VLLM_USE_V1", "value": "0"}, {"name": "MOONCAKE_CONFIG_PATH", "value": "/etc/mooncake.json"}]
+    code, out = check(tmp_path, capsys, *v0)
+    assert code == 0 and not rules(out, "error"), out  # the V0 engine builds the registered V0 class
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.10.0", connector))
+    assert code == 1 and rules(out, "error") == {"kv-connector-v0-only"}, out  # the V1 engine's assert, not the lookup
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.10.1.1", connector))
+    assert code == 1 and "kv-connector-unregistered" in rules(out, "error"), out  # gone from the V1-only registry

@@ -178,7 +178,7 @@ def evaluate(
     elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
-            f"{outside or NOT_DESCRIBED}"))
+            f"{outside or _release_decides(pair, rules) or NOT_DESCRIBED}"))
     if any(r.connector is None for r in pair.roles):
         # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
         rules = tuple(rule for rule in rules if rule.without_connector)
@@ -227,6 +227,35 @@ def _assumed_connector(pair: PDPair, findings: list[Finding],
     moved = [f"{_ASSUMED_CONNECTOR} cannot be decided: {f.message} {f.fix}" for f in findings
              if f.rule == _ASSUMED_CONNECTOR]
     return [f for f in findings if f.rule != _ASSUMED_CONNECTOR], [*undecided, *moved]
+
+
+def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
+    """Why a pair of a connector other than NIXL stays "not checked" where its vLLM release is not one these rules were
+    read from (``""`` where it is, or where nothing more than :data:`NOT_DESCRIBED` can be said).
+
+    A release older than :data:`OLDEST_KNOWN` (vLLM 0.7.3's V0 ``SimpleConnector``): its connector code was not read.
+    An unknown release: each engine-alone rule (``Rule.without_connector``) that refuses the pair on some of the
+    releases read, with those releases (:func:`~pdd_operator.compat.unknown_version.probe` on every release line read:
+    ``kv-connector-v0-only`` for a V0 connector on 0.9.0-0.10.0's V1 engine, ``kv-connector-unregistered`` for a name
+    a release's registry lacks, ``cli-flag-removed`` for a flag a release dropped). Never a verdict: releases before
+    :data:`OLDEST_KNOWN` (where the V0 engine ran V0 connectors by default: envs.py 0.7.3 lines 503-504,
+    ``VLLM_USE_V1`` "0") were not read, so the pair may run on a release no rule refuses it on; the sentence says
+    so, as the P2pNccl pair's does (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`)."""
+    version = pair.version
+    names = " / ".join(sorted({r.connector or "" for r in pair.roles}))
+    if version is not None:
+        return "" if version >= OLDEST_KNOWN else (
+            f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
+            f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code")
+    alone = tuple(rule for rule in rules if rule.without_connector)
+    grid = probe_versions(alone)
+    refusing = [p for p in probe(pair, alone, grid, bounded_only=False) if p.refuses and p.refuses != tuple(grid)]
+    if not refusing:
+        return ""
+    return ("the vLLM version is unknown, and vLLM's code refuses this pair on some releases read: "
+            + ", ".join(f"{p.rule.id} (vLLM {spans(p.refuses, grid)})" for p in refusing)
+            + f"; on the others, and on releases before {fmt(OLDEST_KNOWN)} (not read), it may run, so the verdict "
+            "depends on the release")
 
 
 def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> CompatReport:

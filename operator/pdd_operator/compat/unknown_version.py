@@ -103,14 +103,15 @@ class Probed:
     undecided_why: str = ""
 
 
-def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version]) -> list[Probed]:
-    """Run every version-bounded rule of ``rules`` at each release of ``grid`` where its bounds hold;
-    the rules that report something on at least one, in ``rules`` order. Pure; never raises for a pair
-    the rules accept."""
+def probe(pair: PDPair, rules: tuple[Rule, ...], grid: list[Version], bounded_only: bool = True) -> list[Probed]:
+    """Run every version-bounded rule of ``rules`` (every rule of them with ``bounded_only`` false: an unbounded rule
+    may read the release itself, as ``kv-connector-unregistered`` reads each release's registry) at each release of
+    ``grid`` where its bounds hold; the rules that report something on at least one, in ``rules`` order. Pure; never
+    raises for a pair the rules accept."""
     out = []
     pairs = {version: at_version(pair, version) for version in grid}  # built once: replace() is the costly part
     for rule in rules:
-        if rule.check is None or not rule.version_bounded:
+        if rule.check is None or (bounded_only and not rule.version_bounded):
             continue
         refuses, warns, undecided = [], [], []
         why = ""

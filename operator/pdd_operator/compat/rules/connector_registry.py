@@ -19,7 +19,10 @@ From 0.10.1 (the V1-only factory) the registries of the 0.10.1.1, 0.11.0, 0.11.1
 were read: a name none of them registers (the V0 connectors ``LMCacheConnector``, ``PyNcclConnector``,
 ``TorchDistributedConnector`` that old guides still name; a made-up one) is refused on an upstream image of
 0.10.1-0.34.0 (:data:`NEWEST_READ`), and a connector added later (:data:`REGISTERED`: ``MooncakeConnector`` from
-0.13.0, ``MooncakeStoreConnector`` from 0.21.0, ...) before its first release. Not judged past :data:`NEWEST_READ`
+0.13.0, ``MooncakeStoreConnector`` from 0.21.0, ...) before its first release, but for the names 0.9.0-0.10.0 register
+for V0 classes (``MooncakeConnector``, ``MooncakeStoreConnector``: the 0.10.0 wheel's factory.py lines 91-108, the V0
+``SimpleConnector`` and ``mooncake_store_connector``), which are registered up to 0.10.0 (``kv-connector-v0-only``
+judges them on the V1 engine there). Not judged past :data:`NEWEST_READ`
 (a later release may register the name) nor where the engine loads it from ``kv_connector_module_path``.
 """
 
@@ -125,6 +128,11 @@ def _unregistered(pair: PDPair, r: RoleConfig, name: object, kv_transfer: dict) 
     if (not isinstance(name, str) or kv_transfer.get("kv_connector_module_path") or r.version is None
             or r.version < READ_FROM or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
         return out
+    # imported here as connector_mix does: the rules' registration order
+    from pdd_operator.compat.rules.v0_connector import V0_ONLY
+
+    if name in V0_ONLY and r.version < V1_REGISTRY_SINCE:
+        return out  # 0.9.0-0.10.0 register it for a V0 class (factory.py 0.10.0 lines 91-108): kv-connector-v0-only's
     if name not in RENAMED:
         if (r.version > NEWEST_READ or (name in UPSTREAM_NAMES and name not in REGISTERED)
                 or (name in REGISTERED and _registered(name, r.version))
