@@ -17,7 +17,7 @@ from pdd_operator.compat import engine
 from pdd_operator.compat.manifests import lone_pair, scan
 from pdd_operator.compat.rules import CHECKS
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
-from tests.unit.test_turn2_variants import check, rules, workload
+from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 #: The rules that judged a lone engine before the attribute (compat/engine.py's former ONE_ENGINE_RULES).
 _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "entrypoint-repeated",
@@ -192,3 +192,38 @@ def test_v0_mooncake_names_are_registered_on_0_10_0(tmp_path, capsys, connector)
     assert code == 1 and rules(out, "error") == {"kv-connector-v0-only"}, out  # the V1 engine's assert, not the lookup
     code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.10.1.1", connector))
     assert code == 1 and "kv-connector-unregistered" in rules(out, "error"), out  # gone from the V1-only registry
+
+
+# --- 5. NIXL 0.10.0 as a known-bad row (set 3: vllm#35799, pinned out by vllm#35495) ------------------------------
+
+
+def _nixl_pair(image, install, kv=None):
+    kv = kv or {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    docs = []
+    for role in ("prefill", "decode"):
+        c = {"name": "vllm", "image": image, "command": ["bash", "-c"],
+             "args": [f"{install} && exec vllm serve Qwen/Qwen3-8B --kv-transfer-config '{json.dumps(kv)}'"],
+             "env": [POD_IP, {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5600"}],
+             "resources": {"limits": {"nvidia.com/gpu": "1", "rdma/ib": "1"}}}
+        docs.append(workload(f"q-{role}", role, c, app="q"))
+    return docs
+
+
+@pytest.mark.parametrize(("image", "install", "warned"), [
+    ("vllm/vllm-openai:v0.16.0", "pip install nixl==0.10.0", True),
+    # the CUDA 12 wheel spelled alone, another release whose requirements had no upper bound
+    ("vllm/vllm-openai:v0.14.0", "pip install nixl-cu12==0.10.0", True),
+    # a release that pins it out, overridden in the command
+    ("vllm/vllm-openai:v0.18.0", "uv pip install --system nixl[cu12]==0.10.0", True),
+    ("vllm/vllm-openai:v0.16.0", "pip install nixl==0.9.0", False),
+    ("vllm/vllm-openai:v0.16.0", "pip install nixl==0.10.1", False),
+])
+def test_nixl_0_10_0_is_a_known_bad_release(tmp_path, capsys, image, install, warned):
+    code, out = check(tmp_path, capsys, *_nixl_pair(image, install))
+    assert code == 0 and ("nixl-version-known-bad" in rules(out, "warning")) == warned, out
+
+
+def test_nixl_0_10_0_without_ucx_is_not_that_fault(tmp_path, capsys):
+    kv = {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
+    code, out = check(tmp_path, capsys, *_nixl_pair("vllm/vllm-openai:v0.16.0", "pip install nixl==0.10.0", kv))
+    assert "nixl-version-known-bad" not in rules(out), out

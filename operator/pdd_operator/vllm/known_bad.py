@@ -117,6 +117,18 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
         "error", "0.6.0", with_vllm=((0, 11, 0), (99, 0, 0)), ucx_only=True,
     ),
     KnownBad(
+        "nixl", (0, 10, 0), (0, 10, 1),
+        "KV transfers fail between GPUs on different NUMA nodes of one host (B200): UCX picks rc_mlx5 instead of "
+        "cuda_ipc for them and the agents disconnect (nixlRemoteDisconnectError)",
+        "NIXL 0.10.0's UCX backend transport selection, under vLLM's NixlConnector (requirements/kv_connectors.txt "
+        "pins nixl >= 0.7.1, < 0.10.0 in the 0.17.0-0.19.1 sdists for it, vllm#35495; 0.16.0 had no upper bound, "
+        "0.20.0 allows <= 0.10.1)",
+        "vllm-project/vllm#35799 (NIXL 0.10.0 on B200; open, no fixing release named), vllm-project/vllm#35495 "
+        "(bounds NIXL below 0.10.0 after the agent disconnections); vLLM 0.20.0 next requires nixl <= 0.10.1, 0.21.0 "
+        ">= 1.1.0",
+        "warning", "0.10.1", ucx_only=True,
+    ),
+    KnownBad(
         "vllm", (0, 19, 0), (0, 20, 0),
         "the decode engine segfaults in the OffloadingConnector when it is stacked with NixlConnector in a "
         "MultiConnector",
