@@ -227,3 +227,47 @@ def test_nixl_0_10_0_without_ucx_is_not_that_fault(tmp_path, capsys):
     kv = {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
     code, out = check(tmp_path, capsys, *_nixl_pair("vllm/vllm-openai:v0.16.0", "pip install nixl==0.10.0", kv))
     assert "nixl-version-known-bad" not in rules(out), out
+
+
+# --- 6. a known-bad vLLM row that needs UniformTypeKVCacheSpecs: certain for a sparse MLA (DSA) model --------------
+
+_STACK = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+    {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+    {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+     "kv_connector_extra_config": {"cpu_bytes_to_use": 64000000000}}]}}
+
+
+def _offload_pair(model, image, kv=_STACK):
+    docs = []
+    for role in ("prefill", "decode"):
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
+             "args": [model, "--tensor-parallel-size", "8", "--kv-transfer-config", json.dumps(kv)],
+             "env": [POD_IP], "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+             "resources": {"limits": {"nvidia.com/gpu": "8", "rdma/ib": "1"}}}
+        docs.append(workload(f"o-{role}", role, c, app="o"))
+    return docs
+
+
+def _severity_of(out, rule):
+    return {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == rule}
+
+
+@pytest.mark.parametrize(("model", "image", "expected"), [
+    ("zai-org/GLM-5-FP8", "vllm/vllm-openai:v0.19.0", {"error"}),
+    ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.19.1", {"error"}),
+    # a dense model: one spec for every layer (is_kv_cache_spec_uniform), not UniformTypeKVCacheSpecs as far as known
+    ("meta-llama/Llama-3.3-70B-Instruct", "vllm/vllm-openai:v0.19.0", {"warning"}),
+    # MLA without the DSA indexer: every layer the same MLA spec
+    ("deepseek-ai/DeepSeek-V3", "vllm/vllm-openai:v0.19.0", {"warning"}),
+    # fixed by vllm#39617 in 0.20.0
+    ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.20.0", set()),
+])
+def test_offloading_beside_nixl_on_0_19_is_certain_for_a_dsa_model(tmp_path, capsys, model, image, expected):
+    code, out = check(tmp_path, capsys, *_offload_pair(model, image))
+    assert _severity_of(out, "vllm-version-known-bad") == expected, out
+
+
+def test_a_dsa_model_without_the_offloading_connector_is_not_that_fault(tmp_path, capsys):
+    kv = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    code, out = check(tmp_path, capsys, *_offload_pair("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.19.0", kv))
+    assert not _severity_of(out, "vllm-version-known-bad"), out

@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from pdd_operator.api.spec import Architecture
 from pdd_operator.pins import pins
+from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.async_scheduling import CONSUMER_DEFERRED_FREE_SINCE, HYBRID_NIXL_SINCE
 from pdd_operator.vllm.versions import (
     XPU_IMAGE_REPOSITORY,
@@ -55,6 +57,13 @@ class KnownBad:
             (:func:`pdd_operator.vllm.async_scheduling.async_scheduling`).
         consumer_only: the fault is on the KV consumer (the decode).
         workaround: a setting that avoids the fault on the bad releases, for the fix text (``""``: none).
+        uniform_type_only: the fault needs vLLM to group the model's KV cache as ``UniformTypeKVCacheSpecs`` (every
+            layer one attention type and block size, pages of different sizes: v1/core/kv_cache_utils.py
+            get_kv_cache_groups, 0.19.1 lines 1243-1252, after is_kv_cache_spec_uniform's merge fails). Certain (the
+            row's severity) for a sparse MLA (DSA) model without sliding window, whose indexer cache layers
+            (DeepseekV32IndexerCache.get_kv_cache_spec: an MLAAttentionSpec of the indexer's head size and the same
+            block size, models/deepseek_v2.py 0.19.1 lines 584-605) sit beside its MLA layers
+            (:func:`uniform_type_model`); a warning for any other model.
     """
 
     component: Literal["nixl", "vllm"]
@@ -74,6 +83,7 @@ class KnownBad:
     async_scheduling_only: bool = False
     consumer_only: bool = False
     workaround: str = ""
+    uniform_type_only: bool = False
 
     def stacked_with(self, wrapper: str | None) -> bool:
         """True when the row needs no stacked connector, or ``wrapper`` (the role's wrapper description, e.g.
@@ -137,7 +147,7 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
         "divides the KV tensors' total bytes by num_blocks (vllm#39617)",
         "vllm-project/vllm#39500 (0.19.0; maintainer: vllm#39617 should solve it), fixed by vllm#39617, first in "
         "the 0.20.0 release (its wheel's cpu/spec.py)",
-        "warning", "0.20.0", with_connector="OffloadingConnector",
+        "error", "0.20.0", with_connector="OffloadingConnector", uniform_type_only=True,
     ),
     KnownBad(
         "vllm", (0, 10, 0), (0, 11, 0),
@@ -191,6 +201,13 @@ def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[V
         if bounds and bounds[0] == bounds[1]:
             return bounds[0], f"vLLM {fmt(vllm)} pins nixl == {fmt(bounds[0])} (requirements/kv_connectors.txt)"
     return None, ""
+
+
+def uniform_type_model(traits: ModelTraits) -> bool:
+    """The model's KV cache is grouped as ``UniformTypeKVCacheSpecs`` (:attr:`KnownBad.uniform_type_only`): a sparse
+    MLA (DSA: DeepSeek-V3.2, GLM-5) model without sliding window, whose indexer caches are full-attention MLA specs of
+    another page size than its MLA layers' (models/deepseek_v2.py 0.19.1 lines 584-605)."""
+    return traits.architecture == Architecture.SPARSE_MLA and not traits.sliding_window
 
 
 def known_bad(component: str, version: Version | None, vllm: Version | None = None,

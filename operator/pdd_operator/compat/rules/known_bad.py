@@ -6,7 +6,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.async_scheduling import async_scheduling
-from pdd_operator.vllm.known_bad import KNOWN_BAD, known_bad
+from pdd_operator.vllm.known_bad import KNOWN_BAD, known_bad, uniform_type_model
 from pdd_operator.vllm.versions import fmt
 
 
@@ -51,7 +51,8 @@ def check_nixl_known_bad(pair: PDPair) -> list[Violation]:
 )
 def check_vllm_known_bad(pair: PDPair) -> list[Violation]:
     """No engine runs a vLLM release with a known P/D fault for its connector setup (a warning where the
-    fault needs more than the manifest shows)."""
+    fault needs more than the manifest shows: a row's ``uniform_type_only`` for a model not known to group its KV
+    cache as UniformTypeKVCacheSpecs, :func:`~pdd_operator.vllm.known_bad.uniform_type_model`)."""
     out = []
     for r in pair.roles:
         for bad in known_bad("vllm", r.version):
@@ -62,11 +63,15 @@ def check_vllm_known_bad(pair: PDPair) -> list[Violation]:
             if bad.async_scheduling_only and not async_scheduling(r.async_scheduling, r.speculative, r.executor):
                 continue
             workaround = f", or {bad.workaround}" if bad.workaround else ""
+            uncertain = bad.uniform_type_only and not uniform_type_model(pair.model)
             out.append((
                 f"{r.role}: runs vLLM {fmt(r.version)}, a release with a known P/D fault for this connector setup "
-                f"({r.wrapper or r.connector}): {bad.what}. Where: {bad.where}. Source: {bad.source}.",
+                f"({r.wrapper or r.connector}): {bad.what}. Where: {bad.where}. Source: {bad.source}."
+                + (" It needs a model whose layers vLLM groups as UniformTypeKVCacheSpecs (one attention type, pages "
+                   "of different sizes, as a sparse MLA model's indexer caches beside its MLA layers), which this "
+                   "model is not known to be, so this is a warning." if uncertain else ""),
                 fix_for(pair, f"Use vLLM >= {bad.fixed_in} (spec.engine.image){workaround}.",
                         f"Use vLLM >= {bad.fixed_in} in the {r.role} container's image{workaround}"),
-                bad.severity,
+                "warning" if uncertain else bad.severity,
             ))
     return out
