@@ -271,3 +271,14 @@ def test_a_dsa_model_without_the_offloading_connector_is_not_that_fault(tmp_path
     kv = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     code, out = check(tmp_path, capsys, *_offload_pair("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.19.0", kv))
     assert not _severity_of(out, "vllm-version-known-bad"), out
+
+
+def test_what_decides_a_release_read_pair_is_in_its_reason(tmp_path, capsys):
+    # 0.9.2, a local model whose V1 support is not known: the V1 engine's assert fails it unless the oracle picks V0
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.9.2", model="/models/local-checkpoint"))
+    assert code == 3 and not rules(out), out
+    why = _not_checked(out)
+    assert "what decides it: kv-connector-v0-only" in why and "the model's V1 support is not known here" in why, why
+    # a model the V1 oracle takes: the same rule is an error, the pair refused
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.9.2"))
+    assert code == 1 and "kv-connector-v0-only" in rules(out, "error"), out

@@ -267,7 +267,9 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
     engine before any connector is built (``KVTransferConfig.__post_init__`` refuses a ``kv_connector`` without a
     ``kv_role`` while the flag is parsed: vllm/config.py 0.9.2, vllm/config/__init__.py 0.10.1, vllm/config/kv_transfer.py
     0.32.0). Their errors are the report, and the KV path between the engines stays "not checked" (``unchecked``);
-    their warnings are left out: only a promise that vLLM fails turns "not checked" into a verdict. So is a vLLM
+    their warnings are left out: only a promise that vLLM fails turns "not checked" into a verdict. Where an error
+    rule could only warn (it fails the pair unless something the files do not show holds: ``kv-connector-v0-only``
+    where the V1 oracle may run the V0 engine), its message joins the "not checked" reason as what decides it. So is a vLLM
     whose release is unknown or older than :data:`OLDEST_KNOWN`: a build that carries its own connector in the engine
     (vllm#16677's V0 ``DynamoNixlConnector`` branch on 0.8, whose usage passes no ``kv_role``) is not a release these
     rules were read from, so its parser is not known to refuse what a release's refuses; there only the rules that
@@ -279,13 +281,20 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
         # a release these rules were not read from: only what holds on every release (Rule.any_release)
         alone = tuple(rule for rule in alone if rule.any_release)
     runnable, _ = _runnable(pair, alone)
-    errors = [
+    found = [
         finding for rule in runnable
         if rule.check is not None and (rule.applies_to(version) or version is None and rule.any_release)
         for message, fix, *severity in run_check(rule, pair) if severity != [NOT_CHECKED]
-        if (finding := _finding(pair, rule, message, _in_terms(pair, fix), *severity)).severity == "error"
+        for finding in (_finding(pair, rule, message, _in_terms(pair, fix), *severity),)
     ]
+    errors = [f for f in found if f.severity == "error"]
     if not errors:
+        # an error rule lowered to a warning (kv-connector-v0-only where the V1 oracle may pick the V0 engine) is what
+        # the verdict hangs on: said in the reason, not reported as a finding
+        lowered = [f for f in found if f.severity == "warning" and next(
+            (r.severity for r in runnable if r.id == f.rule), "") == "error"]
+        if lowered:
+            why += "; what decides it: " + " ".join(f"{f.rule}: {f.message}" for f in lowered)
         return CompatReport(version=fmt(version), not_checked=why)
     return CompatReport(version=fmt(version), findings=errors, unchecked=(
         f"the KV transfer between these engines was not checked: {why}"))
