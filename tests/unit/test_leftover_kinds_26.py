@@ -239,7 +239,8 @@ def _kserve(main: dict) -> dict:
 def _kserve_main(args=(), secret_args=True):
     """KServe's templated main container on 0.33 with expandable segments (expandable-segments-with-nixl, rules/
     memory.py; KServe's templates append ``${VLLM_ADDITIONAL_ARGS}``), its extra flags from a Secret."""
-    env = [{"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}]
+    env = [{"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"},
+           {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     if secret_args:
         env.append({"name": "VLLM_ADDITIONAL_ARGS", "valueFrom": {"secretKeyRef": {"name": "args", "key": "extra"}}})
     c = {"name": "main", "image": "vllm/vllm-openai:v0.33.0", "env": env,

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from pdd_operator.compat.templated import templated_findings, user_engine_args
-from tests.unit.test_turn2_variants import check, rules
+from tests.unit.test_turn2_variants import POD_IP, check, rules
 
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
 EXPANDABLE = {"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}
@@ -26,9 +26,10 @@ EXPANDABLE = {"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:T
 
 def _main(image: str | None, additional: str | None, args: list[str] | None = None, env=(EXPANDABLE,)) -> dict:
     """A KServe ``main`` container without a command: ``image`` (``None``: KServe's default), ``additional``: its
-    VLLM_ADDITIONAL_ARGS (``None``: unset), ``args``: its args."""
-    c: dict = {"name": "main", "env": [*env, *([{"name": "VLLM_ADDITIONAL_ARGS", "value": additional}]
-                                               if additional is not None else [])],
+    VLLM_ADDITIONAL_ARGS (``None``: unset), ``args``: its args; the side-channel host is the pod IP (without it the
+    pair is refused on its own, set 73)."""
+    c: dict = {"name": "main", "env": [POD_IP, *env, *([{"name": "VLLM_ADDITIONAL_ARGS", "value": additional}]
+                                                       if additional is not None else [])],
                "resources": {"limits": {"nvidia.com/gpu": "1"}}}
     if image:
         c["image"] = image

@@ -57,7 +57,7 @@ from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
-from pdd_operator.compat.templated import templated_findings
+from pdd_operator.compat.templated import template_engine, templated_findings, templated_pair_findings
 from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown, unknown_names
@@ -822,6 +822,7 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     pd = isinstance(spec.get("prefill"), dict)
     skip: set[int] = set()
     unreadable: list[Unreadable] = []
+    mains: dict[tuple[str, ...], tuple[dict, int]] = {}  # P/D main containers: keys -> (container, its Unreadable)
     for keys in _KSERVE_TEMPLATES:
         parent: Any = spec
         for key in keys:
@@ -837,6 +838,8 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
                 role = "prefill" if keys[0] == "prefill" else ("decode" if pd else "P/D")
                 where = f"{origin} spec.{'.'.join(keys)}.containers(main)"
                 refused = templated_findings(c, where)
+                if pd:
+                    mains[keys] = (c, len(unreadable))
                 unreadable.append(Unreadable(
                     where,
                     f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates (the "
@@ -845,7 +848,37 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
                     "templates set no --kv-transfer-config at all); give the container an explicit command to "
                     "have it checked", refused, fmt(version_from_image(str(c.get("image") or ""))) if refused else
                     "unknown"))
+    if ("prefill", "template") in mains and ("template",) in mains:
+        (p, at), (d, _) = mains[("prefill", "template")], mains[("template",)]
+        found = _templated_pair(spec, origin, p, d)
+        if found:
+            u = unreadable[at]
+            version = fmt(version_from_image(str(p.get("image") or "")))
+            unreadable[at] = replace(u, findings=u.findings + found, version=u.version if u.findings else version)
+            # (a pair finding rides on the prefill's "not checked" entry: the rest of both engine lines is unread)
     return frozenset(skip), unreadable
+
+
+def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tuple[Finding, ...]:
+    """What a KServe P/D service's two templated ``main`` engines (``spec.prefill.template`` and ``spec.template``)
+    fail on from their user part alone (:func:`~pdd_operator.compat.templated.templated_pair_findings`), each read
+    as KServe's template runs it (:func:`~pdd_operator.compat.templated.template_engine`); ``()`` for none."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    served = str(model["name"]) if model.get("name") else None
+    engines = []
+    for role, c, keys in (("prefill", prefill, "spec.prefill.template"), ("decode", decode, "spec.template")):
+        run = template_engine(c, served)
+        if run is None:
+            return ()
+        image = str(c.get("image") or "")
+        version = version_from_image(image)
+        text = image_version_text(image) or (fmt(version) if version else None)
+        at = f"{origin} {keys}.containers(main)"
+        config = replace(role_from_container(role, run, {}, version_text=text), workload_kind=origin.split("/", 1)[0])
+        engines.append(Engine(where=at, role=role, config=config, pod_id=id(c), role_from="type",
+                              container=f"{origin} {keys}", flags_key="env"))
+    return templated_pair_findings(_pair(*engines, "KServe spec.prefill and spec.template (the user's part of "
+                                                    "the templates' vllm serve lines)"))
 
 
 def _is_ray_serve_config(doc: dict) -> bool:

@@ -10,12 +10,20 @@ container's image, its env, and the part of the engine line KServe appends from 
 ${VLLM_ADDITIONAL_ARGS} $@``) append the container's ``VLLM_ADDITIONAL_ARGS`` env and its ``args`` to
 ``vllm serve`` and add none of the flags judged here. A startup refusal that depends only on those three is
 therefore a promise whatever else the template adds; everything else stays "not checked".
+
+The same holds between the two roles of a P/D service for what the template never sets (:data:`TEMPLATE_FREE_RULES`):
+the side-channel host (the templates' env is ``HOME``, ``VLLM_LOGGING_LEVEL`` and ``HF_HUB_CACHE``, and KServe's
+llmisvc controller injects no NIXL variable), the KV cache dtype and the block size (no template passes
+``--kv-cache-dtype`` or ``--block-size``; ``${KV_TRANSFER_ARGS}`` is an offloading ``--kv-transfer-config`` added
+only where the user gives none). A pair fault in those values alone (:func:`templated_pair_findings`) fails the
+pair whatever the template adds, as it does for an engine line written in full.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from typing import TYPE_CHECKING
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.rules import RULES_BY_ID
@@ -30,6 +38,9 @@ from pdd_operator.vllm.args import container_env, env_values
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.flags import parse_flags
 from pdd_operator.vllm.versions import Version, fmt, version_from_image
+
+if TYPE_CHECKING:
+    from pdd_operator.compat.pair import PDPair
 
 #: The env variable whose value KServe's templates append to ``vllm serve`` (the templates above).
 ADDITIONAL_ARGS_ENV = "VLLM_ADDITIONAL_ARGS"
@@ -46,6 +57,49 @@ def user_engine_args(container: dict) -> list[str]:
     except ValueError:
         extra = []
     return [*extra, *(str(a) for a in container.get("args") or [])]
+
+
+#: The model path KServe's templates serve (``vllm serve /mnt/models``; the storage initializer or modelcar puts the
+#: checkpoint there), every release of kserve config/llmisvcconfig read (v0.15 to the current tree).
+TEMPLATE_MODEL_PATH = "/mnt/models"
+
+#: The pair rules a KServe-templated P/D service is judged on from its user part alone: they read only the
+#: side-channel host env, ``--kv-cache-dtype``, ``--block-size`` and the KV connector, none of which KServe's
+#: templates (config-llm-template.yaml, config-llm-prefill-template.yaml, the -worker-data-parallel ones: kserve
+#: v0.15-current, red-hat-data-services rhoai-3.4 to rhoai-3.6) set, while the user's ``VLLM_ADDITIONAL_ARGS`` come
+#: last on the template's ``vllm serve`` line.
+TEMPLATE_FREE_RULES = ("side-channel-host-not-routable", "kv-cache-dtype-mismatch", "block-size-direction")
+
+
+def template_engine(container: dict, served: str | None) -> dict | None:
+    """The container as KServe's template runs it, for reading the user's part: ``command`` becomes ``vllm serve
+    /mnt/models [--served-model-name SERVED] <VLLM_ADDITIONAL_ARGS> <args>`` (:func:`user_engine_args`), the rest
+    of the container (image, env, envFrom, resources) as written. ``served``: the service's ``spec.model.name``,
+    which the templates pass as ``--served-model-name``. ``None`` where the user part cannot be read: a
+    ``VLLM_ADDITIONAL_ARGS`` from a Secret, ConfigMap or ``envFrom`` not in the files."""
+    if unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):
+        return None
+    served_flags = ["--served-model-name", served] if served else []
+    line = ["vllm", "serve", TEMPLATE_MODEL_PATH, *served_flags, *user_engine_args(container)]
+    return {**container, "command": line, "args": []}
+
+
+def templated_pair_findings(pair: PDPair) -> tuple[Finding, ...]:
+    """The findings of :data:`TEMPLATE_FREE_RULES` for a KServe-templated P/D ``pair`` built from
+    :func:`template_engine` lines (errors first); ``()`` where both roles do not name vLLM's NixlConnector in their
+    user part (a connector only the template might add proves nothing) or no such rule finds anything. Each rule
+    is the one definition the engine evaluation runs (:func:`~pdd_operator.compat.engine.evaluate`), an unknown
+    version judged as it judges one: an error only where every release fails the pair (a prefill without a
+    side-channel host, fp8 KV against bf16), a warning where some releases do (a prefill ``--block-size 32`` against
+    the decode's default, 16 up to 0.33.0 and 64 from 0.34.0: vllm/config/cache.py ``DEFAULT_BLOCK_SIZE`` line
+    185). The rest of the engines stays "not checked"."""
+    from pdd_operator.compat.engine import evaluate  # engine -> llmd_values -> manifests -> this module
+
+    if not all(r.connector == "NixlConnector" for r in pair.roles):
+        return ()
+    rules = tuple(RULES_BY_ID[r] for r in TEMPLATE_FREE_RULES)
+    report = evaluate(pair, rules)
+    return tuple(f for f in report.findings if f.rule in TEMPLATE_FREE_RULES)
 
 
 def _connector(flags: dict) -> str | None:

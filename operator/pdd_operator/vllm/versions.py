@@ -160,8 +160,12 @@ VLLM_IMAGE_NAMES = ({"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-openai-xpu
 
 #: Repositories (the path after any registry) that run vLLM's entrypoint under one of those names but tag
 #: their own releases: ``lmcache/vllm-openai:v0.3.3`` is LMCache 0.3.3 (on vLLM 0.10.0, LMCache#1251),
-#: ``lmcache/vllm-openai:v0.4.4`` LMCache 0.4.4.
-OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai"}
+#: ``lmcache/vllm-openai:v0.4.4`` LMCache 0.4.4. NVIDIA's NGC vLLM container ``nvcr.io/nvidia/vllm`` is tagged with the
+#: NGC container release ``YY.MM[.postN]-py3`` (``25.11-py3``, ``26.03.post1-py3``, ``26.07-py3``), the year and month
+#: of NVIDIA's framework containers, not a vLLM release: read as one it would be vLLM 25.11, newer than every release
+#: (issue 9, set 73). Which vLLM a given NGC release carries is in NVIDIA's container release notes, which no table
+#: here holds: its version stays unknown.
+OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai", "nvidia/vllm"}
 
 
 #: AMD's ROCm vLLM images (Docker Hub ``rocm/vllm`` releases, ``rocm/vllm-dev`` previews): their tags lead with the
