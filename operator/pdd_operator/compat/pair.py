@@ -205,6 +205,8 @@ class RoleConfig:
             (:func:`pdd_operator.vllm.known_bad.nixl_version`); ``None`` / ``""`` when unknown.
         gpu_memory_utilization: ``--gpu-memory-utilization`` (fraction of each GPU's memory the engine takes;
             vLLM's default 0.9), ``None`` when not a literal number.
+        kv_cache_memory_bytes: ``--kv-cache-memory-bytes`` as written (vLLM >= 0.10.2: a fixed KV cache size that
+            replaces the utilization budget, v1/worker/gpu_worker.py determine_available_memory), ``None`` unset.
         cumem_flags: the flags given true that put the KV cache in vLLM's CuMemAllocator pool
             (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
         repeated_entrypoint: the image's entrypoint the container's ``args`` repeat (``args: [vllm, serve, ...]`` with
@@ -317,6 +319,7 @@ class RoleConfig:
     nixl_version: Version | None = None
     nixl_from: str = ""
     gpu_memory_utilization: float | None = 0.9
+    kv_cache_memory_bytes: str | None = None
     cumem_flags: tuple[str, ...] = ()
     removed_flags: tuple[str, ...] = ()
     repeated_entrypoint: RepeatedEntrypoint | None = None
@@ -797,6 +800,8 @@ def role_from_container(
         memlock_ulimit=memlock_ulimit(written, launch.line),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),
+        kv_cache_memory_bytes=(str(flags["--kv-cache-memory-bytes"])
+                               if flags.get("--kv-cache-memory-bytes") not in (None, True) else None),
         spans_nodes=spans_nodes(flags),
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
         removed_flags=removed_flags(flags),

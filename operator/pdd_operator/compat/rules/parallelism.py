@@ -303,7 +303,11 @@ def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] 
             "when less is free (0.10.2 and 0.11.0 inline; 0.20.0-0.33.0 vllm/v1/worker/utils.py request_memory); the "
             "snapshot is taken after the device is set and the distributed environment (NCCL) is up (0.21.0 "
             "gpu_worker.py init_device lines 274-303), so the second engine's own CUDA context is already out of "
-            "the free memory: two engines on one device need utilizations summing to less than 1"),
+            "the free memory: two engines on one device need utilizations summing to less than 1. An engine with "
+            "--kv-cache-memory-bytes (0.10.2+) still asks for its utilization at startup but then holds its weights, "
+            "activations and that KV size, not its utilization share (determine_available_memory returns it: "
+            "gpu_worker.py 0.10.2 lines 235-251, 0.24.0 lines 412-430, 0.34.0 lines 688-705), so what the other "
+            "engine finds free rests on the model and the device: a warning"),
     without_connector=True,
     needs=("--data-parallel-size-local",),
     any_release=True,
@@ -316,7 +320,11 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     different containers get their own devices from the device plugin and are not judged here, but for containers
     handed GPUs of one host by their host ordinals (Compose services on one host: ``gpus: all``, ``device_ids``;
     :attr:`RoleConfig.gpu_host`), which are judged alike; an unknown
-    ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either."""
+    ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either. Where either engine fixes its KV
+    cache with ``--kv-cache-memory-bytes`` the sum proves nothing: started first, that engine holds its weights,
+    activations and that KV size rather than its utilization share, so whether the other's startup check passes rests
+    on the model and the device's memory (a warning; an error needs both start orders to fail, as they do when
+    neither engine fixes its KV size)."""
     p, d = pair.roles
     one_host = bool(p.gpu_host) and p.gpu_host == d.gpu_host  # separate containers handed one host's GPUs
     if not pair.one_container and not one_host:
@@ -331,6 +339,9 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     if pdev is None or ddev is None or not shared or total < 1.0:
         return []
     where = ", ".join(f"{r.role} {_visibility(r)}" for r in (p, d))
+    fixed = [r for r in (p, d) if r.kv_cache_memory_bytes is not None]
+    if fixed:
+        return [_fixed_kv_share(p, d, shared, total, fixed)]
     if not pair.one_container:
         return [(
             f"prefill and decode run on one host ({p.gpu_host}) and both use its GPU {', '.join(shared)} ({where}) "
@@ -349,6 +360,25 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
         "CUDA_VISIBLE_DEVICES=0 for prefill and 1 for decode), or lower --gpu-memory-utilization so that the two sum "
         "to less than 1.",
     )]
+
+
+def _fixed_kv_share(p: RoleConfig, d: RoleConfig, shared: list[str], total: float,
+                    fixed: list[RoleConfig]) -> Violation:
+    """The ``engines-share-gpu`` warning for engines on the GPUs ``shared`` whose utilizations sum to ``total`` >= 1
+    where the roles ``fixed`` set ``--kv-cache-memory-bytes``: (message, fix, "warning")."""
+    sizes = ", ".join(f"{r.role} --kv-cache-memory-bytes {r.kv_cache_memory_bytes}" for r in fixed)
+    return (
+        f"prefill and decode both use GPU {', '.join(shared)} with --gpu-memory-utilization "
+        f"{p.gpu_memory_utilization} + {d.gpu_memory_utilization} = {total}, but {sizes} "
+        f"{'fix' if len(fixed) > 1 else 'fixes'} the KV cache size: such an engine holds its weights, activations and "
+        "that KV cache, not its utilization share, while each engine "
+        "still asks for its utilization of the device free at startup. Whether the second one starts rests on the "
+        "model's size and the GPU's memory, which these files do not give.",
+        "Lower --gpu-memory-utilization on both engines so that the two sum to less than 1 (the startup check asks "
+        "for that share free; with --kv-cache-memory-bytes the KV size no longer comes from it), or give each "
+        "engine its own GPU.",
+        "warning",
+    )
 
 
 @rule(
