@@ -203,9 +203,37 @@ def evaluate(
     if version is not None and (version not in KNOWN_RELEASES or candidate):
         findings.append(_unverified(pair, version, candidate))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
-    unchecked = " ".join(x for x in (opaque, *undecided, unchecked) if x)
+    unchecked = " ".join(x for x in (opaque, *undecided, unchecked, _unknown_window(pair, rules, findings)) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _unknown_window(pair: PDPair, rules: tuple[Rule, ...], findings: list[Finding]) -> str:
+    """Why the pair is "not checked" because its model's attention layout is unknown, or ``""``.
+
+    vLLM gives a layer a ``SlidingWindowSpec`` from the model's config.json (``ModelConfig.get_sliding_window``, per
+    layer windows in gemma2.py / gemma3.py / gpt_oss.py; Mistral-7B-v0.1 and its fine-tunes window every layer,
+    Mistral v0.2+ none), and a non-full group makes the NIXL worker follow the hybrid KV cache manager:
+    ``_is_hma_required = not disable_hybrid_kv_cache_manager and any(not FullAttentionSpec)`` ("Also handle unlikely
+    SW-only model case", nixl_connector.py 0.18.0 lines 567-573; nixl/worker.py 0.20.0, nixl/base_worker.py
+    0.27.0-0.34.0), which refuses what the non-HMA path takes (different block sizes before 0.27: "HMA does not
+    support different remote block size yet", 0.18.0 lines 2036-2038; PP pull and push limits). Where neither the
+    architecture nor a config.json tells the rules the layout (``pair.model.architecture`` unknown, no window read),
+    the pair is judged again with windowed layers; the rules that refuse only that reading could not be decided.
+    ``findings`` are the pair's as read (a rule refusing both readings is already an error there).
+    """
+    if pair.model.architecture is not None or pair.model.sliding_window:
+        return ""
+    windowed = evaluate(replace(pair, model=replace(pair.model, sliding_window=True)), rules)
+    held = {f.rule for f in findings if f.severity == "error"}
+    refusing = sorted({f.rule for f in windowed.errors} - held)
+    if not refusing:
+        return ""
+    return (f"the model's attention layout is unknown (its architecture is not known and no config.json was read), "
+            f"and {', '.join(refusing)} {'refuses' if len(refusing) == 1 else 'refuse'} this deployment if any of its "
+            "layers uses a sliding window (vLLM then runs the hybrid KV cache manager's NIXL path). "
+            + ("Set spec.model.hfArchitecture, or spec.model.configMapRef to the model's config.json." if pair.managed
+               else "Pass the model's config.json (pdd check --model-config)."))
 
 
 #: The rule that says a Dynamo worker's connector was assumed (compat/rules/connector.py).
