@@ -1,9 +1,10 @@
-"""Connectors wrapped next to NIXL in a ``MultiConnector``: one request's ``kv_transfer_params`` from two children."""
+"""Connectors wrapped next to NIXL in a ``MultiConnector``: one request's ``kv_transfer_params`` from two children, the
+child's engine_id, and the NIXL child's handshake listener."""
 
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
-from pdd_operator.compat.rules.base import Violation, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, rule
 from pdd_operator.vllm.versions import Version, fmt
 
 #: Connectors that may return ``kv_transfer_params`` from ``request_finished`` next to NIXL's. Before
@@ -202,4 +203,59 @@ def check_multi_connector_nixl_engine_id(pair: PDPair) -> list[Violation]:
         "registered and fails with KeyError reading the KV (fixed in 0.10.0).",
         f"Add \"engine_id\": \"<a name unique to this prefill>\" to the prefill's NixlConnector child inside "
         f"kv_connector_extra_config.connectors, or run vLLM >= {fmt(CHILD_ENGINE_ID_SINCE)}.",
+    )]
+
+
+#: The first release whose NIXL handshake listener is started only by ``NixlConnectorScheduler.set_xfer_handshake_metadata``
+#: (nixl_connector.py 0.11.1 lines 389-418, 0.12.0 lines 387-416, 0.13.0 lines 499-528, 0.14.1 lines 512-541), which
+#: ``EngineCore`` calls with what the workers' ``connector.get_handshake_metadata()`` return (v1/worker/gpu_worker.py
+#: 0.11.1 line 377, 0.13.0 line 393, 0.14.1 line 376; v1/engine/core.py 0.11.1 line 169, 0.13.0 line 171, 0.14.1 line
+#: 175). In 0.11.0 the worker starts the listener itself (no ``set_xfer_handshake_metadata`` in its nixl_connector.py).
+LISTENER_VIA_CONNECTOR_SINCE: Version = (0, 11, 1)
+#: The first release read whose ``MultiConnector`` forwards ``get_handshake_metadata`` / ``set_xfer_handshake_metadata``
+#: to its children (multi_connector.py 0.16.0 lines 352-371: "This is needed to start the NIXL listener thread for
+#: NixlConnector"). The 0.11.1-0.14.1 sdists' MultiConnector overrides neither: ``KVConnectorBase_V1`` returns ``None``
+#: and does nothing (base.py 0.11.1 lines 353 and 522, 0.13.0 lines 390 and 559, 0.14.1 lines 400 and 569).
+MULTI_FORWARDS_HANDSHAKE_SINCE: Version = (0, 16, 0)
+#: The newest release read without the forwarding (0.14.1 sdist); 0.15.x was not read (its sdists could not be fetched).
+MULTI_WITHOUT_FORWARDING_UNTIL: Version = (0, 15, 0)
+
+
+@rule(
+    id="multi-connector-nixl-listener", family="multi-connector", severity="error",
+    fields=("spec.prefill.kvTransfer",),
+    source=("vllm kv_connector/v1/nixl_connector.py NixlConnectorScheduler.set_xfer_handshake_metadata starts the "
+            "handshake listener (0.11.1 lines 389-418, 0.13.0 lines 499-528, 0.14.1 lines 512-541); "
+            "multi_connector.py overrides neither get_handshake_metadata nor set_xfer_handshake_metadata in "
+            "0.11.1-0.14.1 (base.py 0.13.0 lines 390, 559: None / no-op) and forwards both from 0.16.0 (lines "
+            "352-371); vllm-project/vllm#33061"),
+    example="MultiConnector[NixlConnector, ExampleConnector] on the prefill (vLLM 0.13.0, vLLM's disagg_prefill.md)",
+)
+def check_multi_connector_nixl_listener(pair: PDPair) -> list[Violation]:
+    """A prefill whose NIXL connector is a ``MultiConnector`` child serves its NIXL handshake (not on vLLM 0.11.1-0.14.x).
+
+    From :data:`LISTENER_VIA_CONNECTOR_SINCE` the NIXL side channel is opened only when EngineCore hands the connector
+    the workers' handshake metadata; before :data:`MULTI_FORWARDS_HANDSHAKE_SINCE` a ``MultiConnector`` passes neither
+    the metadata up from its NIXL child nor the call down to it, so the child's listener never starts and every decode
+    handshake with this prefill fails: no KV moves. Only the prefill's listener is asked (the decode's worker opens the
+    handshake), so a MultiConnector on the decode alone is no fault. 0.15.x, not read, is "not checked". Judged only
+    where the prefill's release is known (no ``since``/``until``, as :func:`check_multi_connector_nixl_engine_id`).
+    Returns ``[(message, fix)]``, or ``[(message, fix, NOT_CHECKED)]`` on 0.15.x."""
+    r = pair.prefill
+    v = r.version or pair.version
+    if (v is None or not LISTENER_VIA_CONNECTOR_SINCE <= v < MULTI_FORWARDS_HANDSHAKE_SINCE or not r.nixl
+            or not (r.wrapper or "").startswith("MultiConnector[")):
+        return []
+    fix = (f"On the prefill run vLLM >= {fmt(MULTI_FORWARDS_HANDSHAKE_SINCE)} (its MultiConnector forwards the "
+           "handshake metadata to the NIXL child), or give the prefill a plain NixlConnector --kv-transfer-config "
+           "without the MultiConnector around it.")
+    if v >= MULTI_WITHOUT_FORWARDING_UNTIL:
+        return [(f"prefill: whether vLLM {fmt(v)}'s MultiConnector starts its NIXL child's handshake listener was not "
+                 f"read (0.14.1's does not, 0.16.0's does; {r.wrapper}).", fix, NOT_CHECKED)]
+    return [(
+        f"prefill: {r.wrapper} on vLLM {fmt(v)}: the NIXL handshake listener starts only when EngineCore passes the "
+        "workers' handshake metadata to the connector (set_xfer_handshake_metadata), and this release's "
+        "MultiConnector neither returns its NIXL child's metadata nor passes the call on, so the prefill never serves "
+        "its NIXL side channel: every decode handshake with it fails and no KV moves (fixed in 0.16.0).",
+        fix,
     )]
