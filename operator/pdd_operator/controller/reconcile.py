@@ -313,7 +313,7 @@ class StatusPacer:
     Why the second bound: in a burst the pods of a new object come long after its first status write
     (the controller manager creates them at its own client rate), and the Deployment's ``updatedReplicas``
     (pods created, not Ready) arrives a tenth of a second before the pod's Ready (bench/README.md,
-    2026-12-06, 23:40: a median gap of 0.1 s, 1.2 s at p90); timed from the last write alone, that
+    2026-12-06, 23:03: a median gap of 0.1 s, 1.2 s at p90); timed from the last write alone, that
     update was written at once, the third status patch of every new object.
 
     State is in memory per object key (``(namespace, name)``), with ``clock`` (monotonic seconds, tests
