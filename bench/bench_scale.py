@@ -75,7 +75,7 @@ from kubernetes.client.exceptions import ApiException
 from pdd_operator.api.constants import LABEL_MANAGED_BY
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.controller.handlers import WORKERS as OPERATOR_WORKERS
-from pdd_operator.controller.kube import Kube, apply_body
+from pdd_operator.controller.kube import Kube, apply_body, with_applied_hash
 from pdd_operator.controller.reconcile import APPLY_THREADS as OPERATOR_APPLY_THREADS
 from pdd_operator.render.workloads import Owner, render_children
 
@@ -531,19 +531,58 @@ class ChildWatch:
             return self.replicas_seen[(deployment, replicas)]
 
 
+#: The baseline children's owner: a ConfigMap in the baseline namespace (:func:`make_baseline_owner`), so that
+#: they carry a controller ownerReference as the operator's children do (the garbage collector tracks them the
+#: same way) without the operator ever seeing them; its uid once made.
+BASELINE_OWNER = {"name": "bench-baseline-owner", "uid": None}
+
+
+def make_baseline_owner(api_client: client.ApiClient) -> None:
+    """Create :data:`BASELINE_OWNER` (a ConfigMap in the baseline namespace) and remember its uid."""
+    made = retried(client.CoreV1Api(api_client).create_namespaced_config_map, BASELINE_NS,
+                   {"metadata": {"name": BASELINE_OWNER["name"]}, "data": {}})
+    BASELINE_OWNER["uid"] = made.metadata.uid
+
+
 def baseline_children(i: int | str) -> list[dict]:
-    """The children of PDDeployment ``i`` (``pdd-<i>``, or the name given) as the operator renders them,
-    but owned by nobody and labelled so that the operator never watches them."""
+    """The children of PDDeployment ``i`` (``pdd-<i>``, or the name given) as the operator sends them
+    (rendered by its renderer at generation 1, with its applied-hash annotation and a controller
+    ownerReference), but owned by :data:`BASELINE_OWNER` instead of a PDDeployment and labelled so that
+    the operator never watches them: the same body, the same size (:func:`body_sizes`), the same
+    fieldManager and force (``Kube._server_side_apply``)."""
     out = []
     name = i if isinstance(i, str) else f"pdd-{i}"
-    for child in render_children(Owner(name=name, namespace=BASELINE_NS), PDDeploymentSpec.model_validate(spec())):
+    for child in render_children(Owner(name=name, namespace=BASELINE_NS, generation=1),
+                                 PDDeploymentSpec.model_validate(spec())):
         child = copy.deepcopy(child)
         child["metadata"]["labels"][LABEL_MANAGED_BY] = "pdd-bench-baseline"
         template = (child.get("spec") or {}).get("template")
         if template:
             template["metadata"]["labels"][LABEL_MANAGED_BY] = "pdd-bench-baseline"
-        out.append(child)
+        if BASELINE_OWNER["uid"]:
+            child["metadata"]["ownerReferences"] = [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": BASELINE_OWNER["name"], "uid": BASELINE_OWNER["uid"],
+                "controller": True, "blockOwnerDeletion": True}]
+        out.append(with_applied_hash(child))
     return out
+
+
+def operator_children(name: str) -> list[dict]:
+    """The apply bodies the operator sends for a new PDDeployment ``name`` of :func:`spec` (what
+    ``reconcile.apply_all`` hands ``Kube.send_apply``), for :func:`body_sizes`."""
+    owner = Owner(name=name, namespace=NS, uid="00000000-0000-0000-0000-000000000000", generation=1)
+    return [with_applied_hash(child) for child in render_children(owner, PDDeploymentSpec.model_validate(spec()))]
+
+
+def body_sizes() -> str:
+    """The apply bodies of one object, baseline against operator: bytes in all and per kind."""
+    base, mine = baseline_children(0), operator_children("pdd-0")
+
+    def size(children: list[dict]) -> int:
+        return sum(len(apply_body(c)) for c in children)
+
+    return (f"apply bodies of one object: baseline {size(base)} bytes, operator {size(mine)} bytes "
+            f"({len(base)} and {len(mine)} children; both forced server-side applies, fieldManager pdd-operator)")
 
 
 #: Server errors that a loaded apiserver answers (a 504 when a request waited over its 60 s, 429 from
@@ -700,7 +739,10 @@ def main() -> int:
         loads: dict[str, str] = {}
         shares: dict[str, str] = {}
 
-        # 1. baseline
+        # 1. baseline: the operator's bodies, owned, with the same watch of the 5 child kinds as the burst has
+        make_baseline_owner(api_client)
+        log(body_sizes())
+        baseline_watch = ChildWatch(api_client, BASELINE_NS)
         served = apiserver_requests(api_client)
         cpu_before = cpu_snapshot(env, None)
         baseline_s, baseline_per_object = apply_baseline(kube)
@@ -716,6 +758,7 @@ def main() -> int:
             log(f"steady baseline: {STEADY} sets of 9 children applied directly at {RATE:.0f}/s with {N} present: "
                 f"p50 {pct(steady_base, 50) * 1000:.0f} ms, p99 {pct(steady_base, 99) * 1000:.0f} ms; "
                 f"{loads['steady baseline']}")
+        baseline_watch.stopping = True
         run("delete", "namespace", BASELINE_NS, "--wait=true", "--timeout=900s")
         log("baseline namespace deleted")
 

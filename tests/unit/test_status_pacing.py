@@ -54,18 +54,43 @@ def test_a_progress_update_waits_for_the_rest_of_the_window_after_the_last_write
     clock = Clock()
     pacer = StatusPacer(window=1.0, clock=clock)
     key, before, after = ("ns", "a"), status(updated=1), status(updated=2)
-    assert pacer.hold(key, before, after) is None  # never written by this process: at once
+    assert pacer.hold(key, before, after) == pytest.approx(1.0)  # never written by this process: the window
+    clock.now += 1.0
+    assert pacer.hold(key, before, after) is None  # its window is over
     pacer.written(key)
     clock.now += 0.25
-    assert pacer.hold(key, before, after) == pytest.approx(0.75)
+    assert pacer.hold(key, before, after) == pytest.approx(1.0)  # a window from now (later than the write's)
+    clock.now += 0.25
+    assert pacer.hold(key, before, after) == pytest.approx(0.75)  # the rest of it
     ready = status(ready=2, updated=2, ready_cond="True", reason="AllReplicasReady")
     assert pacer.hold(key, before, ready) is None  # a transition: at once
-    assert pacer.hold(("ns", "b"), before, after) is None  # another object
+    assert pacer.hold(("ns", "b"), before, after) == pytest.approx(1.0)  # another object: its own window
     clock.now += 0.75
     assert pacer.hold(key, before, after) is None  # the window is over
     assert StatusPacer(window=0.0, clock=clock).hold(key, before, after) is None
     with pytest.raises(ValueError):
         StatusPacer(window=-1)
+
+
+def test_a_progress_update_long_after_the_last_write_waits_a_window_for_what_follows_it():
+    """A new object in a burst: its first status write, its pods created a minute later (the updated
+    count, a progress update) and Ready 0.1 s after that: one patch for both, not two."""
+    clock = Clock()
+    pacer = StatusPacer(window=1.0, clock=clock)
+    key = ("ns", "a")
+    created, ready = status(ready=0, updated=0), status(ready=0, updated=2)
+    pacer.written(key)  # the children applied
+    clock.now += 60.0
+    assert pacer.hold(key, created, ready) == pytest.approx(1.0)  # held from now, not from the write
+    clock.now += 0.6
+    assert pacer.hold(key, created, status(ready=1, updated=2)) == pytest.approx(0.4)  # the same window
+    clock.now += 0.4
+    assert pacer.hold(key, created, status(ready=1, updated=2)) is None  # never more than a window late
+    pacer.written(key)
+    clock.now += 5.0
+    assert pacer.hold(key, status(ready=1, updated=2), status(ready=2, updated=2)) == pytest.approx(1.0)  # anew
+    done = status(ready=2, updated=2, ready_cond="True", reason="AllReplicasReady")
+    assert pacer.hold(key, created, done) is None  # Ready: at once
 
 
 def test_add_after_queues_a_key_when_its_time_comes_and_an_add_queues_it_at_once():
