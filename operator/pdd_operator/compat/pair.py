@@ -31,6 +31,7 @@ from pdd_operator.vllm.lora import adapter_names
 from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.removed_flags import removed_flags
+from pdd_operator.vllm.rocm_nixl import installs_nixl
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
 from pdd_operator.vllm.script import Launch, memlock_ulimit, opaque_command
 from pdd_operator.vllm.transfer_mode import transfer_mode
@@ -318,6 +319,9 @@ class RoleConfig:
     workload_kind: str = ""
     nixl_version: Version | None = None
     nixl_from: str = ""
+    #: the container's command installs NIXL's Python package itself (``pip install`` of rixl / nixl / a wheel of
+    #: theirs: :func:`pdd_operator.vllm.rocm_nixl.installs_nixl`), whatever its image ships
+    installs_nixl: bool = False
     gpu_memory_utilization: float | None = 0.9
     kv_cache_memory_bytes: str | None = None
     cumem_flags: tuple[str, ...] = ()
@@ -740,7 +744,7 @@ def role_from_container(
     nixl, nixl_from = nixl_version(command_text, image, version)
     return RoleConfig(
         role=role,
-        image=image, nixl_version=nixl, nixl_from=nixl_from,
+        image=image, nixl_version=nixl, nixl_from=nixl_from, installs_nixl=installs_nixl(command_text),
         version=version,
         version_text=version_text,
         model=model,

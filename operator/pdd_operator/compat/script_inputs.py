@@ -250,6 +250,9 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     unreadable: list[Unreadable] = []
     where = f"{path} ({fmt})"
     hint = script_platform_hint(text)
+    # every synthetic Pod is kept until all are read: an engine's pod_id is its pod spec's id(), which a freed spec
+    # would hand to the next node's, reading the engines of two nodes as containers of one pod
+    pods: list[dict] = []
     for n, ((node, image, _), group) in enumerate(by_node.items()):
         own = {p: r for p, r in roles.items() if any(_http_port(x.argv) == p for x in group)}
         spec: dict = {"hostNetwork": True, "containers": [{
@@ -265,6 +268,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"script-{zlib.crc32(path.encode()):08x}-{n}",
             "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
+        pods.append(pod)
         got, cannot = scan(pod)
         on = "the host it runs on" if node == "batch-host" else node
         host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node

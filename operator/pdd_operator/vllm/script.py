@@ -1265,6 +1265,10 @@ class DockerRun:
                 and not any(w.startswith("-") and "c" in w[1:] and not w.startswith("--") for w in self.command[1:]))
 
 
+#: Launchers that run the command after their own options on a node they choose (Slurm's srun(1)): a ``docker run``
+#: among a launcher's words further on than its third word is still the container it starts (:func:`docker_run`).
+_LAUNCHERS = frozenset(("srun",))
+
 #: Programs a ``docker run``'s words after the image may name instead of an image ENTRYPOINT's arguments.
 _PROGRAMS = frozenset(("bash", "sh", "python", "python3", "vllm", "env", "exec"))
 
@@ -1292,6 +1296,12 @@ def docker_run(words: Sequence[str], shell_value: Callable[[str], str | None] = 
     an image. ``shell_value(NAME)``: this shell's value of an exported ``NAME`` (``-e NAME`` copies it), ``None``
     when the script does not set it."""
     start = next((i for i, w in enumerate(words[:3]) if w.rsplit("/", 1)[-1] in ("docker", "podman")), None)
+    if start is None and words and words[0].rsplit("/", 1)[-1] in _LAUNCHERS:
+        # a launcher runs the container on its node (``srun --nodelist=n1 --ntasks=1 docker run ... IMAGE vllm serve``,
+        # as SemiAnalysis InferenceX's and vLLM's .buildkite/amd-disagg Slurm jobs start one container per node): the
+        # first ``docker run`` / ``podman run`` after the launcher's own options
+        start = next((i for i in range(1, len(words) - 1) if words[i].rsplit("/", 1)[-1] in ("docker", "podman")
+                      and words[i + 1] in ("run", "container")), None)
     if start is None:
         return None
     rest = list(words[start + 1:])

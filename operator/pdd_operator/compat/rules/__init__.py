@@ -58,6 +58,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     pp_push_hma,
     records,
     request_path,
+    rocm_image,
     sleep_mode,
     sliding_window_flag,
     speculative_config,
