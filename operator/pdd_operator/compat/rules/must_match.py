@@ -22,7 +22,7 @@ from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, 
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
-from pdd_operator.vllm.model_config import kv_geometry
+from pdd_operator.vllm.model_config import KVGeometry, kv_geometry
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.nixl_handshake_wire import unreadable_reply
 from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
@@ -181,18 +181,20 @@ def _layouts_refused(pair: PDPair) -> str | None:
     (:func:`~pdd_operator.vllm.model_config.kv_geometry`) and lay out different KV, where no compatibility hash
     runs, or ``None`` where they are not both known or vLLM's asserts would pass (same per-layer width and, before
     :data:`LAYER_COUNT_CHECKED_SINCE`, a decode with no more layers than the prefill: it then reads the prefill's
-    first layers, a wrong answer the rule can only warn of). Per-layer width: the block length the handshake
-    compares is ``block_size x width x dtype bytes / TP`` (K and V alike), so two widths never give one block length
-    at a TP ratio the handshake accepts (``remote == local x tp_ratio``)."""
+    first layers, a wrong answer the rule can only warn of). Per-layer width: the block length a worker registers is
+    ``block_size x per-rank width x dtype bytes`` (per-rank width: ``max(1, KV heads // TP) x head size``, the MLA
+    latent whole), and the handshake accepts the prefill's where it equals the decode's times ``tp_ratio`` or, for
+    replicated KV (0.11+), the decode's own; widths that meet neither are refused (:func:`_rank_widths_refused`)."""
     p, d = kv_geometry(pair.prefill.model), kv_geometry(pair.decode.model)
     if p is None or d is None or p == d:
         return None
     shapes = f"prefill {p.describe()}, decode {d.describe()}"
-    if p.width != d.width:
+    if _rank_widths_refused(p, d, pair.tps):
         return (f"{shapes}; the handshake asserts the prefill's block length against the decode's for its TP ratio "
                 "(nixl_connector.py 0.9.2 l.753/761, 0.10.0 l.767/775, 0.11.0 l.979-1000, 0.12.0 l.1566-1583) and "
                 "the widths differ")
-    if pair.version is not None and pair.version < LAYER_COUNT_CHECKED_SINCE and d.layers < p.layers:
+    if p.layers == d.layers or (pair.version is not None and pair.version < LAYER_COUNT_CHECKED_SINCE
+                                and d.layers < p.layers):
         return None
     if pair.version is not None and pair.version < LAYER_COUNT_CHECKED_SINCE:
         return (f"{shapes}; vLLM {fmt(pair.version)} checks no layer count, and the decode's reads index KV regions "
@@ -201,6 +203,22 @@ def _layouts_refused(pair: PDPair) -> str | None:
     return (f"{shapes}; the handshake asserts the prefill's region count equals the decode's layer count "
             "(nixl_connector.py 0.11.0 l.1023, 0.12.0 l.1587; nixl/worker.py 0.20.0 l.1520; base_worker.py 0.34.0 "
             "l.3018)")
+
+
+def _rank_widths_refused(p: KVGeometry, d: KVGeometry, tps: tuple[int, int] | None) -> bool:
+    """Whether the per-rank KV widths of prefill ``p`` and decode ``d`` at TP sizes ``tps`` (prefill, decode) fail
+    every block-length relation vLLM's handshake accepts: ``remote == local x tp_ratio`` (tp_ratio = decode TP //
+    prefill TP; nixl_connector.py 0.9.2 l.761, 0.10.0 l.775, 0.12.0 l.1577-1580) and, for replicated KV or MLA,
+    ``remote == local`` (0.11.0 l.979, 0.12.0 l.1566-1570). A per-rank width is ``max(1, KV heads // TP) x head
+    size`` (vLLM's ``ModelConfig.get_num_kv_heads``), the MLA latent whole. Unknown TP: never refused. Pure."""
+    if tps is None or min(tps) < 1:
+        return False
+
+    def per_rank(g: KVGeometry, tp: int) -> int:
+        return sum(g.latent) if g.latent else max(1, (g.kv_heads or 0) // tp) * (g.head_size or 0)
+
+    remote, local = per_rank(p, tps[0]), per_rank(d, tps[1])
+    return remote not in (local, local * max(1, tps[1] // tps[0]))
 
 
 def _dtype(r: RoleConfig) -> str:
