@@ -56,12 +56,17 @@ def test_equal_block_sizes_before_0_11_1_get_no_block_size_finding(tmp_path, cap
 
 
 def _rayservice(kv=True):
+    """A RayService of a Ray Serve LLM P/D application (``kv``) or, without KV transfer, of the aggregated builder:
+    a P/D application is P/D even where it names no connector (set 72, :mod:`pdd_operator.compat.ray_serve`)."""
     engine = {"tensor_parallel_size": 1}
+    config = {"model_loading_config": {"model_id": "meta-llama/Llama-3.1-8B-Instruct"}, "engine_kwargs": engine}
     if kv:
         engine["kv_transfer_config"] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-    serve = {"applications": [{"name": "pd", "import_path": "ray.serve.llm:build_pd_openai_app", "args": {
-        role: {"model_loading_config": {"model_id": "meta-llama/Llama-3.1-8B-Instruct"}, "engine_kwargs": engine}
-        for role in ("prefill_config", "decode_config")}}]}
+        app = {"name": "pd", "import_path": "ray.serve.llm:build_pd_openai_app",
+               "args": {role: config for role in ("prefill_config", "decode_config")}}
+    else:
+        app = {"name": "llm", "import_path": "ray.serve.llm:build_openai_app", "args": {"llm_configs": [config]}}
+    serve = {"applications": [app]}
     head = {"template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray-llm:2.52.0-py311-cu128"}]}}}
     return {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "llama-pd"},
             "spec": {"serveConfigV2": json.dumps(serve), "rayClusterConfig": {"headGroupSpec": head}}}

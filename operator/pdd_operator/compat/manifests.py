@@ -55,6 +55,7 @@ from pdd_operator.compat.dynamo_resources import (
 )
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
+from pdd_operator.compat.ray_serve import connectorless_note, pd_applications
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import template_engine, templated_findings, templated_pair_findings
@@ -932,7 +933,8 @@ def _kindless_launcher(doc: dict) -> str | None:
 
 
 def _values_file(doc: dict) -> Unreadable | None:
-    """A document with no ``kind`` that configures P/D KV transfer, or ``None``: Helm values (llm-d-modelservice,
+    """A document with no ``kind`` that configures P/D KV transfer (or holds a Ray Serve LLM P/D application that names
+    no connector, :func:`~pdd_operator.compat.ray_serve.pd_applications`), or ``None``: Helm values (llm-d-modelservice,
     production-stack ``servingEngineSpec``), whose charts build the engine commands (llm-d's
     ``modelCommand``/``parallelism``, production-stack's ``lmcacheConfig.kvRole``); a Ray Serve config, whose
     LLMConfigs Ray Serve LLM turns into engines (``engine_kwargs``) with the vLLM of Ray's image; a Dynamo SDK
@@ -940,14 +942,16 @@ def _values_file(doc: dict) -> Unreadable | None:
     Compose file in which :mod:`~pdd_operator.compat.compose_inputs` found no service running vLLM (the services
     that do are read there, before this). None of them holds the engines as they start; the reason
     says what to check instead, in the file's own terms."""
-    if doc.get("kind") or not pd_marked(repr(doc)):
+    marked = pd_marked(repr(doc))
+    if doc.get("kind") or not (marked or pd_applications(doc)):
         return None
     if _is_ray_serve_config(doc):
         return Unreadable("Ray Serve config (applications with import_path)", (
             "it configures prefill/decode KV transfer in Ray Serve LLMConfigs: Ray Serve LLM builds the vLLM engines "
             "from their engine_kwargs at deploy time, with the vLLM version of the Ray image, so neither the engines' "
-            "arguments as they start nor that version is in this file; check the engines Ray starts (the vLLM "
-            "arguments in the replicas' logs) against the same rules as a vllm serve command"))
+            f"arguments as they start nor that version is in this file{connectorless_note(doc, marked)}; check the "
+            "engines Ray starts (the vLLM arguments in the replicas' logs) against the same rules as a vllm serve "
+            "command"))
     if _is_dynamo_serve_config(doc):
         return Unreadable("Dynamo serve config (service sections with ServiceArgs/common-configs)", (
             "it configures prefill/decode KV transfer for `dynamo serve`: Dynamo's SDK (0.1-0.3) builds the workers' "
@@ -971,7 +975,8 @@ def _values_file(doc: dict) -> Unreadable | None:
 
 
 def _controller_input(doc: dict) -> Unreadable | None:
-    """A custom resource in which no engine container was found but that configures P/D KV transfer, or ``None``:
+    """A custom resource in which no engine container was found but that configures P/D KV transfer (a RayService's
+    Ray Serve LLM P/D application counts even where it names no connector), or ``None``:
     it holds the engines' settings in another shape than container commands (a RayService's ``serveConfigV2``
     LLMConfigs, a Kthena ModelBooster's worker ``config`` maps), which its controller turns into engines. Built-in
     kinds (``v1`` ConfigMaps, ``apps/v1``, ``*.k8s.io`` groups) run no such controller: text in them is not taken
@@ -982,10 +987,12 @@ def _controller_input(doc: dict) -> Unreadable | None:
         return None
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     where = f"{doc['kind']}/{meta.get('name', '?')}"
-    if pd_marked(repr(doc)):
+    marked = pd_marked(repr(doc))
+    if marked or pd_applications(doc):
         return Unreadable(where, (
             "it configures prefill/decode KV transfer, but not as container commands: its controller builds the "
-            "engines from it, so they cannot be read here; check the pods it creates (kubectl get pod -o yaml)"))
+            f"engines from it, so they cannot be read here{connectorless_note(doc, marked)}; check the pods it "
+            "creates (kubectl get pod -o yaml)"))
     roles = declared_pd_roles(doc)
     if roles is None:
         return None

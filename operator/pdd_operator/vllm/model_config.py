@@ -191,6 +191,55 @@ def facts_from_config(config: dict) -> ModelFacts:
     )
 
 
+@dataclass(frozen=True)
+class KVGeometry:
+    """How a checkpoint's KV cache is laid out, as the NIXL handshake sees it: ``layers`` (config.json
+    ``num_hidden_layers``: one KV region per layer, K and V split or not), and per layer either the MLA latent
+    (``latent``: ``kv_lora_rank`` and ``qk_rope_head_dim``, one latent "head" whatever ``num_key_value_heads`` says)
+    or ``kv_heads`` x ``head_size`` (:func:`_head_size`). Two checkpoints whose geometries differ have different
+    per-layer block lengths or region counts."""
+
+    layers: int
+    kv_heads: int | None
+    head_size: int | None
+    latent: tuple[int, int] | None = None
+
+    @property
+    def width(self) -> int:
+        """The per-layer KV width per token that a block length is made of (``kv_heads x head_size``, or the MLA
+        latent's ``kv_lora_rank + qk_rope_head_dim``), before TP split and dtype."""
+        return sum(self.latent) if self.latent else (self.kv_heads or 0) * (self.head_size or 0)
+
+    def describe(self) -> str:
+        """``36 layers, 8 KV heads x 128`` or ``61 layers, MLA latent 512+64``."""
+        per_layer = (f"MLA latent {self.latent[0]}+{self.latent[1]}" if self.latent
+                     else f"{self.kv_heads} KV heads x {self.head_size}")
+        return f"{self.layers} layers, {per_layer}"
+
+
+def kv_geometry(name: str | None) -> KVGeometry | None:
+    """The :class:`KVGeometry` of the checkpoint ``name`` as the table of public config.json fields knows it
+    (:func:`~pdd_operator.vllm.known_models.known_config`, or a quantized or re-published copy of a known checkpoint,
+    :func:`~pdd_operator.vllm.known_models.derived_config`, which keeps the base's layers and attention geometry),
+    else ``None``: a local path, a private or unlisted model, or a config.json without the layer count, KV heads or
+    head size (an MLA one without its latent sizes), and a hybrid SSM or encoder-decoder model (whose layers are not
+    all attention layers of one shape). Pure."""
+    known = known_config(name)
+    config = known[0] if known else ((derived := derived_config(name)) and derived[0])
+    if not config or facts_from_config(config).architecture in (Architecture.HYBRID_SSM, Architecture.ENCODER_DECODER):
+        return None
+    text = _text_config(config)
+    layers = _int_field(text, "num_hidden_layers")
+    if layers is None:
+        return None
+    if text.get("kv_lora_rank"):
+        rank, rope = _int_field(text, "kv_lora_rank"), _int_field(text, "qk_rope_head_dim")
+        return KVGeometry(layers, None, None, (rank, rope)) if rank and rope else None
+    heads = _int_field(text, "num_key_value_heads") or _int_field(text, "num_attention_heads")
+    size = _head_size(text)
+    return KVGeometry(layers, heads, size) if heads and size else None
+
+
 def _names_dtype(config: dict | None) -> bool:
     """Whether ``config`` (or its text or vision config) names a ``torch_dtype`` / ``dtype``."""
     parts = (config or {}, (config or {}).get("text_config"), (config or {}).get("vision_config"))

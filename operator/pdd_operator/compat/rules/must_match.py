@@ -22,6 +22,7 @@ from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, 
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
+from pdd_operator.vllm.model_config import KVGeometry, kv_geometry
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.nixl_handshake_wire import unreadable_reply
 from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
@@ -130,15 +131,24 @@ def check_version_match(pair: PDPair) -> list[Violation]:
     fields=fields_of("model"),
     source=("vllm nixl compute_nixl_compatibility_hash factor model (v1/nixl_connector.py 0.13.0 l.145, nixl/"
             "metadata.py 0.20.0 l.71, 0.28.0 l.126, 0.33.0 l.146; 0.13.0-0.33.0, read in the "
-            "wheels); no hash in 0.11.0-0.12.0, or enforce_handshake_compat false on the engine that runs the handshake "
-            "(_nixl_handshake): a warning. Dynamo's worker replaces a Hub id by its cache snapshot "
+            "wheels); no hash in 0.9.0-0.12.0, or enforce_handshake_compat false on the engine that runs the handshake "
+            "(_nixl_handshake): a warning, but an error where both ids are known checkpoints whose KV layouts differ "
+            "(pdd_operator.vllm.model_config.kv_geometry): the block-length asserts (nixl_connector.py 0.9.2 l.753/761, "
+            "0.10.0 l.767/775, 0.11.0 l.979-1000, 0.12.0 l.1566-1583) or, from 0.11.0, the region-count assert "
+            "(0.11.0 l.1023, 0.12.0 l.1587, nixl/worker.py 0.20.0 l.1520, base_worker.py 0.34.0 l.3018). "
+            "Dynamo's worker replaces a Hub id by its cache snapshot "
             "path before vLLM reads it (components/src/dynamo/vllm/main.py fetch_llm): an id against that path is a "
             "warning (equal at one revision); docs/features/nixl_connector_compatibility.md 'What must match' (l.74 in "
             "0.20.0, l.76 from 0.28.0); secondary: seed 000 section 2"),
     needs=("--model",),
 )
 def check_model_match(pair: PDPair) -> list[Violation]:
-    """Prefill and decode serve the identical --model string (as vLLM receives it)."""
+    """Prefill and decode serve the identical --model string (as vLLM receives it).
+
+    Where no compatibility hash runs (before 0.13.0, or ``enforce_handshake_compat`` false), two strings are an error
+    only where both name known checkpoints whose KV layouts vLLM's handshake or reads refuse
+    (:func:`_layouts_refused`), else a warning: the strings alone do not show the layouts (a local path, a copy of
+    one checkpoint under two names)."""
     fix = "Pass the identical --model string on both roles (the handshake hashes it as written)."
     for a, b in ((pair.prefill, pair.decode), (pair.decode, pair.prefill)):
         snap = snapshot(b.model)
@@ -151,7 +161,64 @@ def check_model_match(pair: PDPair) -> list[Violation]:
                      f"path, so the two match only while the id's current revision is {snap.revision!r} (and the "
                      "cache directory is the same); when the Hub moves on, the handshake refuses the pair.",
                      f"Pass the snapshot path {b.model!r} on both roles (or the id on both).", "warning")]
+    if pair.prefill.model != pair.decode.model and not hashed(pair) and (why := _layouts_refused(pair)):
+        return [(f"The --model string differs: prefill {pair.prefill.model!r}, decode {pair.decode.model!r}. "
+                 f"{_no_hash(pair)} But the two checkpoints lay out different KV: {why}.",
+                 "Serve the same checkpoint on both roles.")]
     return _differ(pair, lambda r: r.model, "The --model string", fix, True)
+
+
+#: The first release whose NIXL handshake asserts that the remote's KV region count equals the local layer count
+#: (``assert len(nixl_agent_meta.kv_caches_base_addr) == len(self.block_len_per_layer)``: nixl_connector.py 0.11.0
+#: l.1023, 0.12.0 l.1587, 0.13.0 l.1630, 0.16.0 l.1813; nixl/worker.py 0.20.0 l.1520; nixl/base_worker.py 0.25.0
+#: l.1752, 0.30.0 l.2410, 0.34.0 l.3018 against its local regions). 0.9.x-0.10.x compare one block length only
+#: (nixl_connector.py 0.9.2 l.753 and l.761, 0.10.0 l.767 and l.775).
+LAYER_COUNT_CHECKED_SINCE = (0, 11, 0)
+
+
+def _layouts_refused(pair: PDPair) -> str | None:
+    """Why vLLM refuses a pair whose two ``--model`` checkpoints are both known
+    (:func:`~pdd_operator.vllm.model_config.kv_geometry`) and lay out different KV, where no compatibility hash
+    runs, or ``None`` where they are not both known or vLLM's asserts would pass (same per-layer width and, before
+    :data:`LAYER_COUNT_CHECKED_SINCE`, a decode with no more layers than the prefill: it then reads the prefill's
+    first layers, a wrong answer the rule can only warn of). Per-layer width: the block length a worker registers is
+    ``block_size x per-rank width x dtype bytes`` (per-rank width: ``max(1, KV heads // TP) x head size``, the MLA
+    latent whole), and the handshake accepts the prefill's where it equals the decode's times ``tp_ratio`` or, for
+    replicated KV (0.11+), the decode's own; widths that meet neither are refused (:func:`_rank_widths_refused`)."""
+    p, d = kv_geometry(pair.prefill.model), kv_geometry(pair.decode.model)
+    if p is None or d is None or p == d:
+        return None
+    shapes = f"prefill {p.describe()}, decode {d.describe()}"
+    if _rank_widths_refused(p, d, pair.tps):
+        return (f"{shapes}; the handshake asserts the prefill's block length against the decode's for its TP ratio "
+                "(nixl_connector.py 0.9.2 l.753/761, 0.10.0 l.767/775, 0.11.0 l.979-1000, 0.12.0 l.1566-1583) and "
+                "the widths differ")
+    if p.layers == d.layers or (pair.version is not None and pair.version < LAYER_COUNT_CHECKED_SINCE
+                                and d.layers < p.layers):
+        return None
+    if pair.version is not None and pair.version < LAYER_COUNT_CHECKED_SINCE:
+        return (f"{shapes}; vLLM {fmt(pair.version)} checks no layer count, and the decode's reads index KV regions "
+                "past the prefill's (_get_block_descs_ids over the decode's own num_regions, nixl_connector.py 0.9.2 "
+                "l.1053-1080), which its NIXL agent never registered")
+    return (f"{shapes}; the handshake asserts the prefill's region count equals the decode's layer count "
+            "(nixl_connector.py 0.11.0 l.1023, 0.12.0 l.1587; nixl/worker.py 0.20.0 l.1520; base_worker.py 0.34.0 "
+            "l.3018)")
+
+
+def _rank_widths_refused(p: KVGeometry, d: KVGeometry, tps: tuple[int, int] | None) -> bool:
+    """Whether the per-rank KV widths of prefill ``p`` and decode ``d`` at TP sizes ``tps`` (prefill, decode) fail
+    every block-length relation vLLM's handshake accepts: ``remote == local x tp_ratio`` (tp_ratio = decode TP //
+    prefill TP; nixl_connector.py 0.9.2 l.761, 0.10.0 l.775, 0.12.0 l.1577-1580) and, for replicated KV or MLA,
+    ``remote == local`` (0.11.0 l.979, 0.12.0 l.1566-1570). A per-rank width is ``max(1, KV heads // TP) x head
+    size`` (vLLM's ``ModelConfig.get_num_kv_heads``), the MLA latent whole. Unknown TP: never refused. Pure."""
+    if tps is None or min(tps) < 1:
+        return False
+
+    def per_rank(g: KVGeometry, tp: int) -> int:
+        return sum(g.latent) if g.latent else max(1, (g.kv_heads or 0) // tp) * (g.head_size or 0)
+
+    remote, local = per_rank(p, tps[0]), per_rank(d, tps[1])
+    return remote not in (local, local * max(1, tps[1] // tps[0]))
 
 
 def _dtype(r: RoleConfig) -> str:
