@@ -24,6 +24,7 @@ from pdd_operator.compat.rules.base import (
     script_fields,
 )
 from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
+from pdd_operator.compat.rules.moriio_pair import moriio_unjudged
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.compat.rules.p2p_nccl_pair import p2p_nccl_unjudged
 from pdd_operator.compat.rules.records import (
@@ -150,10 +151,13 @@ def evaluate(
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
     known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
-    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`); a MooncakeConnector pair of a release its
-    rules were read from (:func:`~pdd_operator.compat.rules.mooncake.judged_mooncake_pair`) and a V0 connector pair
-    under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the engine-alone ones; any
-    other connector but NIXL, and a P2pNccl pair of another or unknown release, is :func:`_foreign_connector`'s.
+    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), and one whose roles both name
+    ``MoRIIOConnector`` on a release whose connector was read (0.14.0-0.34.0) only the rules marked ``Rule.moriio``
+    and the engine-alone ones (:func:`~pdd_operator.compat.rules.moriio_pair.moriio_unjudged`); a MooncakeConnector
+    pair of a release its rules were read from (:func:`~pdd_operator.compat.rules.mooncake.judged_mooncake_pair`) and a
+    V0 connector pair under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the
+    engine-alone ones; any other connector but NIXL, and a P2pNccl or MoRIIO pair of another or unknown release, is
+    :func:`_foreign_connector`'s.
     ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """
     pair = from_pddeployment(target, model_config=model_config) if isinstance(target, PDDeploymentSpec) else target
@@ -163,6 +167,9 @@ def evaluate(
     if pair.env_from:
         return _env_from(pair, rules)
     version = pair.version
+    if moriio_unjudged(pair) is not None:
+        # the MoRIIO rules judge only a MoRIIO pair of a read release (their needs never hold back another pair)
+        rules = tuple(rule for rule in rules if not rule.moriio)
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
@@ -175,10 +182,13 @@ def evaluate(
     elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
         # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.
         rules = tuple(rule for rule in rules if rule.without_connector or rule.p2p_nccl)
+    elif foreign and (moriio := moriio_unjudged(pair)) is None:
+        # Both roles MoRIIOConnector on a release whose connector was read: its own rules and the engine-alone ones.
+        rules = tuple(rule for rule in rules if rule.without_connector or rule.moriio)
     elif foreign:
         return _foreign_connector(pair, rules, (
             f"the KV connector is not vLLM's NixlConnector ({', '.join(foreign)}; no NixlConnector inside): "
-            f"{outside or _release_decides(pair, rules) or NOT_DESCRIBED}"))
+            f"{outside or moriio or _release_decides(pair, rules) or NOT_DESCRIBED}"))
     if any(r.connector is None for r in pair.roles):
         # No KV moves between these engines: only what fails an engine on its own is a promise (Rule.without_connector).
         rules = tuple(rule for rule in rules if rule.without_connector)

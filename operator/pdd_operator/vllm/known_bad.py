@@ -19,6 +19,7 @@ from pdd_operator.api.spec import Architecture
 from pdd_operator.pins import pins
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.async_scheduling import CONSUMER_DEFERRED_FREE_SINCE, HYBRID_NIXL_SINCE
+from pdd_operator.vllm.rocm_nixl import is_rocm_vllm_image, rocm_image_nixl_version
 from pdd_operator.vllm.versions import (
     XPU_IMAGE_REPOSITORY,
     Version,
@@ -182,7 +183,13 @@ _PIP_NIXL = re.compile(r"\bnixl(?:-cu1[23])?(?:\[[a-z0-9,]+\])?\s*==\s*([0-9][0-
 
 
 def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[Version | None, str]:
-    """The NIXL version an engine loads and where that came from; ``(None, "")`` when unknown."""
+    """The NIXL version an engine loads and where that came from; ``(None, "")`` when unknown.
+
+    Read, in order, from a ``pip install nixl==X`` in the command, this project's engine image, a wrapped image's
+    table, a ROCm vLLM image's ``docker/Dockerfile.rocm`` build
+    (:func:`~pdd_operator.vllm.rocm_nixl.rocm_image_nixl_version`, never the requirements pin), the XPU image's
+    ``NIXL_VERSION``, else vLLM ``vllm``'s ``nixl ==`` pin in requirements/kv_connectors.txt (the CUDA images install
+    it)."""
     match = _PIP_NIXL.search(command_text or "")
     if match:
         return parse_version(match.group(1)), f"pip install nixl=={match.group(1)} in the command"
@@ -191,6 +198,9 @@ def nixl_version(command_text: str, image: str, vllm: Version | None) -> tuple[V
         return parse_version(p["nixl"]), f"this project's engine image pins NIXL {p['nixl']} (pins.json)"
     if (wrapped := wrapped_nixl_version(image)) is not None:
         return wrapped
+    if is_rocm_vllm_image(image):
+        # ROCm images build RIXL / NIXL from Dockerfile.rocm's own commit, not the requirements pin
+        return rocm_image_nixl_version(image, vllm)
     if image_repository(image) == XPU_IMAGE_REPOSITORY:
         nixl = xpu_image_nixl(vllm)
         if nixl is None:

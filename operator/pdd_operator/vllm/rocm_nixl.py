@@ -30,6 +30,7 @@ to 0.20.x AMD's build may add what vLLM's final stage leaves out, which these fi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from pdd_operator.vllm.versions import ROCM_IMAGE_REPOSITORIES, Version, image_repository
@@ -44,6 +45,70 @@ VLLM_ROCM_IMAGE_REPOSITORY = "vllm/vllm-openai-rocm"
 ROCM_RIXL_BUILT_SINCE: Version = (0, 14, 0)
 #: The first release whose Dockerfile.rocm installs the NIXL package vLLM imports on ROCm in the final stage.
 ROCM_IMAGE_NIXL_SINCE: Version = (0, 21, 0)
+
+
+@dataclass(frozen=True)
+class RocmNixlBuild:
+    """The NIXL package a range of releases' ``docker/Dockerfile.rocm`` builds (``build_rixl`` / ``build_nixl``).
+
+    Attributes:
+        since, until: the vLLM releases whose Dockerfile.rocm sets it (``until`` exclusive).
+        package: the Python package vLLM imports on ROCm (``rixl``: AMD's fork ROCm/RIXL; ``nixl_rocm``: upstream
+            ai-dynamo/nixl built for ROCm).
+        commit: the ``RIXL_BRANCH`` / ``NIXL_BRANCH`` commit it is built from.
+        nixl: the NIXL release that commit is, in NIXL's numbering; ``None`` where it is none (RIXL numbers its own
+            releases; an upstream commit between releases).
+        where: the Dockerfile lines read.
+    """
+
+    since: Version
+    until: Version
+    package: str
+    commit: str
+    nixl: Version | None
+    where: str
+
+
+#: What vLLM's ROCm image of each release builds for NIXL, from ``docker/Dockerfile.rocm`` (``ARG RIXL_BRANCH`` /
+#: ``ARG NIXL_BRANCH``), read in every release from 0.14.0 to 0.34.0; the ROCm images install no NIXL wheel from
+#: ``requirements/kv_connectors.txt`` (whose ``nixl`` pin is the CUDA build), so that pin says nothing about them.
+#: No row names a NIXL release: RIXL (0.14.0-0.26.x) is AMD's fork with its own numbering, and the upstream commits
+#: of 0.27.0 on are not release tags (231d5675 is ``v1.3.1-30-g231d56753`` on NIXL's main branch, meson version
+#: 1.4.0 in progress, not on the 1.3.2 release branch: ``git describe`` in ai-dynamo/nixl; 1683cf3b is not in the
+#: ai-dynamo/nixl snapshot read, which ends at v1.4.0), so whether a NIXL release's known fault is in them is unknown.
+ROCM_IMAGE_NIXL_BUILDS: tuple[RocmNixlBuild, ...] = (
+    RocmNixlBuild((0, 14, 0), (0, 20, 0), "rixl", "f33a5599", None,
+                  "Dockerfile.rocm RIXL_BRANCH 0.14.0 l.120, 0.17.1 l.118, 0.19.0 l.121"),
+    RocmNixlBuild((0, 20, 0), (0, 21, 0), "rixl", "bf4a7214", None, "Dockerfile.rocm RIXL_BRANCH 0.20.0-0.20.2 l.127"),
+    RocmNixlBuild((0, 21, 0), (0, 27, 0), "rixl", "39be1de8", None,
+                  "Dockerfile.rocm RIXL_BRANCH 0.21.0 l.127, 0.24.0 l.241, 0.26.0 l.344"),
+    RocmNixlBuild((0, 27, 0), (0, 33, 0), "nixl_rocm", "231d56753047c989062a5cb2ac703a1ad761c7d2", None,
+                  "Dockerfile.rocm NIXL_BRANCH 0.27.0 l.344, 0.28.0 l.374, 0.32.0 l.385"),
+    RocmNixlBuild((0, 33, 0), (0, 35, 0), "nixl_rocm", "1683cf3b7f3d11674c03c5e861cea22339876c96", None,
+                  "Dockerfile.rocm NIXL_BRANCH 0.33.0 l.407, 0.34.0 l.38"),
+)
+
+
+def is_rocm_vllm_image(image: str) -> bool:
+    """Whether ``image`` is a ROCm build of vLLM: vLLM's own ``vllm/vllm-openai-rocm`` or AMD's ``rocm/vllm`` /
+    ``rocm/vllm-dev``."""
+    repository = image_repository(image)
+    return repository == VLLM_ROCM_IMAGE_REPOSITORY or repository in ROCM_IMAGE_REPOSITORIES
+
+
+def rocm_image_nixl_version(image: str, version: Version | None) -> tuple[Version | None, str]:
+    """The NIXL release the ROCm vLLM image ``image`` (of vLLM ``version``) loads and where that was read, as
+    :func:`pdd_operator.vllm.known_bad.nixl_version` returns it: from :data:`ROCM_IMAGE_NIXL_BUILDS` for
+    ``vllm/vllm-openai-rocm``; ``(None, "")`` where that is no NIXL release, for AMD's images (built from ROCm/vllm's
+    own Dockerfile, not read), an unknown ``version`` or a release outside the table. Never vLLM's requirements pin.
+    Raises nothing."""
+    if version is None or image_repository(image) != VLLM_ROCM_IMAGE_REPOSITORY:
+        return None, ""
+    build = next((b for b in ROCM_IMAGE_NIXL_BUILDS if b.since <= version < b.until), None)
+    if build is None or build.nixl is None:
+        return None, ""
+    return build.nixl, (f"vLLM {'.'.join(map(str, version))}'s ROCm image builds {build.package} from "
+                        f"{build.commit[:8]} ({build.where})")
 
 
 def rocm_image_nixl_missing(image: str, version: Version | None) -> Literal["error", "warning"] | None:

@@ -43,6 +43,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     mem_pool,
     memory,
     mooncake,
+    moriio_pair,
     multi_connector,
     must_match,
     network,

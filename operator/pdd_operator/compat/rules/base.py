@@ -66,6 +66,10 @@ class Rule:
         p2p_nccl: the rule judges the KV path of a pair whose roles both name vLLM's ``P2pNcclConnector``
             (:mod:`~pdd_operator.compat.rules.p2p_nccl_pair`). Such a pair runs only these rules and the
             ``without_connector`` ones (``compat.engine._p2p_nccl``): the NIXL rules describe another connector.
+        moriio: the rule judges the KV path of a pair whose roles both name vLLM's ``MoRIIOConnector`` (AMD's
+            MORI-IO, :mod:`~pdd_operator.compat.rules.moriio_pair`) on a release whose connector was read
+            (0.14.0-0.34.0). Such a pair runs only these rules and the ``without_connector`` ones (``compat.engine``);
+            outside those releases, or with the release unknown, it is "not checked".
         one_engine: the rule judges each engine by its own argv and image, role by role, with nothing read from the
             other role (the argument parser, ``--kv-transfer-config`` and its connector lookup, the config checks of
             one engine): vLLM raises it while that one engine starts (vllm/engine/arg_utils.py, vllm/config/*.py,
@@ -91,6 +95,7 @@ class Rule:
     without_connector: bool = False
     any_release: bool = False
     p2p_nccl: bool = False
+    moriio: bool = False
     one_engine: bool = False
 
     @property
@@ -453,7 +458,7 @@ def rule(
     *, id: str, family: str, severity: Literal["error", "warning"], fields: tuple[str, ...], source: str,
     since: Version | None = None, until: Version | None = None, example: str = "", in_manifest: tuple[str, ...] = (),
     needs: tuple[str, ...] = (), without_connector: bool = False, any_release: bool = False, p2p_nccl: bool = False,
-    one_engine: bool = False,
+    moriio: bool = False, one_engine: bool = False,
 ) -> Callable[[Check], Check]:
     """Register the decorated check function as rule ``id``; its docstring's first line is the summary.
 
@@ -465,7 +470,7 @@ def rule(
         _register(Rule(id=id, family=family, severity=severity, summary=summary, fields=tuple(fields),
                        source=source, check=check, since=since, until=until, example=example,
                        in_manifest=tuple(in_manifest), needs=tuple(needs), without_connector=without_connector,
-                       any_release=any_release, p2p_nccl=p2p_nccl, one_engine=one_engine))
+                       any_release=any_release, p2p_nccl=p2p_nccl, moriio=moriio, one_engine=one_engine))
         return check
 
     return wrap
