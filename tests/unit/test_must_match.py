@@ -13,9 +13,10 @@ from tests.helpers import hybrid, make_spec
 
 RULES_BY_ID = {r.id: r for r in RULES}
 #: Rules whose id ends in -mismatch but compare one engine with its hardware, or a PDDeployment's stated vLLM release
-#: with its image tag (set 58), not prefill with decode; and the P2pNcclConnector pair rules (``Rule.p2p_nccl``): the
-#: PDDeployment names NIXL connectors only, so no setting of its (nor its compat hash) is theirs.
-NOT_PD = {"nixl-backend-fabric-mismatch", "vllm-version-image-mismatch"} | {r.id for r in RULES if r.p2p_nccl}
+#: with its image tag (set 58), not prefill with decode; and the P2pNcclConnector and MoRIIOConnector pair rules
+#: (``Rule.p2p_nccl``, ``Rule.moriio``): the PDDeployment names NIXL connectors only, so no setting of its (nor its
+#: compat hash) is theirs.
+NOT_PD = {"nixl-backend-fabric-mismatch", "vllm-version-image-mismatch"} | {r.id for r in RULES if r.p2p_nccl or r.moriio}
 
 
 def _guards() -> dict[str, str]:
