@@ -18,13 +18,63 @@ hybrid KV cache manager (HMA) and its NIXL rules follow:
   Qwen2.5's ``"sliding_window": 32768, "use_sliding_window": false`` means no window, in every release read.
 * ``layer_types`` naming ``sliding_attention`` / chunked layers, ``attention_chunk_size`` (Llama 4's chunked local
   attention) and ``sliding_window_size`` (MiMo-V2-Flash's SWA layers) give windowed layers as well.
+
+Per architecture, without a config.json, that leaves three cases (:func:`window_depends`):
+
+* windowed by the model's code (Gemma 2/3, gpt-oss, Cohere2, Llama 4, ...:
+  :data:`pdd_operator.vllm.architectures.SLIDING_WINDOW_ARCHITECTURES`);
+* windowed or not as the checkpoint's config.json says (:data:`CONFIG_WINDOW_ARCHITECTURES`): the model file hands
+  its ``cache_config`` to every ``Attention`` layer, which takes ``cache_config.sliding_window`` where the layer has
+  no window of its own (attention.py: vllm/attention/layer.py 0.9.0 l.64, 0.10.1.1 l.97, 0.11.0 l.115, 0.13.0 l.157;
+  model_executor/layers/attention/attention.py 0.18.0 l.217, 0.22.0 l.219, 0.27.0 l.266, 0.32.0 l.271, 0.34.0
+  l.287), and ``EngineArgs.create_engine_config`` sets that from ``ModelConfig.get_sliding_window()`` for a model
+  whose layers are not interleaved (arg_utils.py 0.9.0 l.1028, 0.13.0 l.1347, 0.18.0 l.1524, 0.22.0 l.1743, 0.27.0
+  l.1943, 0.32.0 l.2254, 0.34.0 l.2327). The transformers config class of these model types declares
+  ``sliding_window`` (transformers 5.19 configuration_*.py: mistral 4096 by default, ministral 4096, mixtral, phi3,
+  phimoe, starcoder2 ``None``; qwen2, qwen2_moe, qwen3, qwen3_moe, smollm3 gated by ``use_sliding_window``), and
+  their public checkpoints differ: Mistral-7B-v0.1 4096 and v0.3 ``null``, Phi-3.5-mini 262144, Qwen2.5 gated off.
+  So a checkpoint of one of them that neither a config.json nor the table of public checkpoints
+  (:mod:`pdd_operator.vllm.known_models`) describes may or may not run windowed layers;
+* never windowed: every other architecture, whose config class declares no ``sliding_window`` (Llama, Gemma 1,
+  DeepSeek, GPT-NeoX, ...).
 """
 
 from __future__ import annotations
 
+import re
+
 #: transformers model types whose config class has ``use_sliding_window`` with default ``False`` and drops the size
 #: unless it is true (transformers 5.19 configuration_*.py; the same assignment in the 4.5x ``__init__``).
 USE_SLIDING_WINDOW_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_omni", "smollm3"})
+
+
+#: ``architectures[0]`` names whose windows come only from config.json (see the module docstring), with the vLLM
+#: model file that passes ``cache_config`` to its attention layers (models/registry.py 0.10.1.1, 0.18.0, 0.34.0):
+#: mistral.py (llama.py before 0.11), mixtral.py, phi3.py and mimo.py (subclasses of llama.py / qwen2.py),
+#: phimoe.py, qwen2.py, qwen2_moe.py, qwen3.py, qwen3_moe.py, starcoder2.py (the Transformers backend from 0.25),
+#: qwen2_vl.py / qwen2_5_vl.py (a Qwen2 text model), the Transformers backend for SmolLM3.
+CONFIG_WINDOW_ARCHITECTURES = frozenset({
+    "MistralForCausalLM", "Ministral3ForCausalLM", "Mistral3ForConditionalGeneration", "MixtralForCausalLM", "Phi3ForCausalLM", "PhiMoEForCausalLM",
+    "Starcoder2ForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+    "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "MiMoForCausalLM", "SmolLM3ForCausalLM",
+})
+
+#: Hugging Face model ids of those families, for a model named only by its id (no ``architectures`` entry known):
+#: Mistral / Ministral / Mixtral, Qwen 1.5-3 (not Qwen3.5 / Qwen3.6 / Qwen3-Next, hybrid SSM models), Phi-3 / Phi-3.5
+#: / Phi-4 (Phi3ForCausalLM), StarCoder2, SmolLM3, MiMo-7B.
+CONFIG_WINDOW_NAMES = re.compile(
+    r"mistral|ministral|mixtral|qwen(?!3[.-](5|6|next))|phi-?3|phi-?4|starcoder2|smollm-?3|mimo-7b", re.I)
+
+
+def window_depends(hf_architecture: str | None, model_name: str | None) -> bool:
+    """Whether a model's sliding window is decided by a config.json the caller has not read: ``hf_architecture`` (the
+    config's ``architectures[0]``) is one of :data:`CONFIG_WINDOW_ARCHITECTURES`, or, where no architecture name is
+    known, the Hugging Face id ``model_name`` names one of their families (:data:`CONFIG_WINDOW_NAMES`). ``False`` for
+    an architecture that never windows or windows by its code. Pure; the caller reads the table of public
+    checkpoints and any config.json first (a known config decides the window)."""
+    if hf_architecture:
+        return hf_architecture in CONFIG_WINDOW_ARCHITECTURES
+    return bool(CONFIG_WINDOW_NAMES.search(model_name or ""))
 
 
 def has_sliding_window(text: dict, model_type: str | None = None) -> bool:
