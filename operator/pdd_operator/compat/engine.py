@@ -239,8 +239,9 @@ def _unknown_window(pair: PDPair, rules: tuple[Rule, ...], findings: list[Findin
     return (f"the model's attention layout is unknown ({why}), "
             f"and {', '.join(refusing)} {'refuses' if len(refusing) == 1 else 'refuse'} this deployment if any of its "
             "layers uses a sliding window (vLLM then runs the hybrid KV cache manager's NIXL path). "
-            + ("Set spec.model.hfArchitecture, or spec.model.configMapRef to the model's config.json." if pair.managed
-               else "Pass the model's config.json (pdd check --model-config)."))
+            + ("Set spec.model.configMapRef to the model's config.json." if pair.managed and pair.model.architecture
+               else "Set spec.model.hfArchitecture, or spec.model.configMapRef to the model's config.json."
+               if pair.managed else "Pass the model's config.json (pdd check --model-config)."))
 
 
 #: The rule that says a Dynamo worker's connector was assumed (compat/rules/connector.py).

@@ -50,11 +50,13 @@ USE_SLIDING_WINDOW_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"
 
 #: ``architectures[0]`` names whose windows come only from config.json (see the module docstring), with the vLLM
 #: model file that passes ``cache_config`` to its attention layers (models/registry.py 0.10.1.1, 0.18.0, 0.34.0):
-#: mistral.py (llama.py before 0.11), mixtral.py, phi3.py and mimo.py (subclasses of llama.py / qwen2.py),
-#: phimoe.py, qwen2.py, qwen2_moe.py, qwen3.py, qwen3_moe.py, starcoder2.py (the Transformers backend from 0.25),
-#: qwen2_vl.py / qwen2_5_vl.py (a Qwen2 text model), the Transformers backend for SmolLM3.
+#: mistral.py (llama.py up to 0.14), mixtral.py, phi3.py and mimo.py (subclasses of llama.py / qwen2.py),
+#: phimoe.py, qwen2.py, qwen2_moe.py, qwen3.py, qwen3_moe.py, starcoder2.py, qwen2_vl.py / qwen2_5_vl.py (a Qwen2
+#: text model). StarCoder2 (from 0.25) and SmolLM3 run on the Transformers backend, which also passes ``cache_config``
+#: and sets a per-layer window from ``layer_types`` (models/transformers/base.py 0.25.0 lines 550-557).
 CONFIG_WINDOW_ARCHITECTURES = frozenset({
-    "MistralForCausalLM", "Ministral3ForCausalLM", "Mistral3ForConditionalGeneration", "MixtralForCausalLM", "Phi3ForCausalLM", "PhiMoEForCausalLM",
+    "MistralForCausalLM", "Ministral3ForCausalLM", "Mistral3ForConditionalGeneration", "MixtralForCausalLM",
+    "Phi3ForCausalLM", "PhiMoEForCausalLM",
     "Starcoder2ForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
     "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "MiMoForCausalLM", "SmolLM3ForCausalLM",
 })
@@ -69,12 +71,13 @@ CONFIG_WINDOW_NAMES = re.compile(
 def window_depends(hf_architecture: str | None, model_name: str | None) -> bool:
     """Whether a model's sliding window is decided by a config.json the caller has not read: ``hf_architecture`` (the
     config's ``architectures[0]``) is one of :data:`CONFIG_WINDOW_ARCHITECTURES`, or, where no architecture name is
-    known, the Hugging Face id ``model_name`` names one of their families (:data:`CONFIG_WINDOW_NAMES`). ``False`` for
+    known, the repository part of the Hugging Face id ``model_name`` names one of their families
+    (:data:`CONFIG_WINDOW_NAMES`; ``Qwen/`` alone names none). ``False`` for
     an architecture that never windows or windows by its code. Pure; the caller reads the table of public
     checkpoints and any config.json first (a known config decides the window)."""
     if hf_architecture:
         return hf_architecture in CONFIG_WINDOW_ARCHITECTURES
-    return bool(CONFIG_WINDOW_NAMES.search(model_name or ""))
+    return bool(CONFIG_WINDOW_NAMES.search((model_name or "").rstrip("/").rpartition("/")[2]))
 
 
 def has_sliding_window(text: dict, model_type: str | None = None) -> bool:
