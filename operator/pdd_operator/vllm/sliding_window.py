@@ -80,15 +80,24 @@ def window_depends(hf_architecture: str | None, model_name: str | None) -> bool:
     return bool(CONFIG_WINDOW_NAMES.search((model_name or "").rstrip("/").rpartition("/")[2]))
 
 
+#: transformers model types whose config class windows by default: a config.json without a ``sliding_window`` key
+#: takes ``4096`` (``MistralConfig`` / ``MinistralConfig``: ``sliding_window: int | None = 4096``, transformers 5.19
+#: configuration_mistral.py l.80 and configuration_ministral.py l.83; ``sliding_window=4096`` in the 4.x
+#: ``__init__``), which vLLM then reads as every layer's window (``getattr(hf_text_config, "sliding_window")``).
+DEFAULT_WINDOW_TYPES = frozenset({"mistral", "ministral"})
+
+
 def has_sliding_window(text: dict, model_type: str | None = None) -> bool:
     """True when vLLM runs some attention layer of this config windowed (see the module docstring).
 
     ``text``: the config.json dict, or its text model's part (``text_config``) merged with the top level;
-    ``model_type``: the config's ``model_type`` where ``text`` lacks it. Pure; unknown shapes of values count as absent.
+    ``model_type``: the config's ``model_type`` where ``text`` lacks it; a Mistral config without the key takes its
+    class default (:data:`DEFAULT_WINDOW_TYPES`). Pure; unknown shapes of values count as absent.
     """
     kind = str(text.get("model_type") or model_type or "")
     gated = "use_sliding_window" in text or kind in USE_SLIDING_WINDOW_TYPES
-    window = text.get("sliding_window") and not (gated and not text.get("use_sliding_window"))
+    size = text.get("sliding_window", 4096 if kind in DEFAULT_WINDOW_TYPES else None)
+    window = size and not (gated and not text.get("use_sliding_window"))
     types = text.get("layer_types") or text.get("layers_block_type")
     layer_types = [str(t).lower() for t in types] if isinstance(types, list) else []
     return bool(window or text.get("attention_chunk_size") or text.get("sliding_window_size")
