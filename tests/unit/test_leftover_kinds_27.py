@@ -202,6 +202,9 @@ def test_controls_within_the_kv_heads_unknown_names_and_the_users_config(tmp_pat
     ({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True}, True),
     ({"model_type": "mistral", "sliding_window": 4096}, True),              # Mistral-7B-v0.1
     ({"model_type": "mistral", "sliding_window": None}, False),             # Mistral-7B-v0.2/v0.3
+    ({"model_type": "mistral"}, True),                                      # MistralConfig's default 4096
+    ({"model_type": "ministral"}, True),
+    ({"model_type": "mixtral"}, False),                                     # MixtralConfig's default None
     ({"model_type": "phi3", "sliding_window": 2047}, True),                 # Phi-3-mini-4k
     ({"model_type": "gpt_oss", "layer_types": ["sliding_attention", "full_attention"]}, True),
     ({"model_type": "llama4_text", "attention_chunk_size": 8192}, True),

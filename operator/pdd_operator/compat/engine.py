@@ -229,21 +229,29 @@ def _unknown_window(pair: PDPair, rules: tuple[Rule, ...], findings: list[Findin
     0.27.0-0.34.0), which refuses what the non-HMA path takes (different block sizes before 0.27: "HMA does not
     support different remote block size yet", 0.18.0 lines 2036-2038; PP pull and push limits). Where neither the
     architecture nor a config.json tells the rules the layout (``pair.model.architecture`` unknown, no window read),
-    the pair is judged again with windowed layers; the rules that refuse only that reading could not be decided.
-    ``findings`` are the pair's as read (a rule refusing both readings is already an error there).
+    or the architecture takes its window from a config.json that was not read (``pair.model.window_depends``:
+    Mistral, Mixtral, Phi-3, Qwen2/3, StarCoder2, ...; :func:`~pdd_operator.vllm.sliding_window.window_depends`), the
+    pair is judged again with windowed layers; the rules that refuse only that reading could not be decided.
+    Architectures that never window, or window by their code, and checkpoints whose config.json is known (given, or
+    in the table of public checkpoints) are judged once. ``findings`` are the pair's as read (a rule refusing both
+    readings is already an error there).
     """
-    if pair.model.architecture is not None or pair.model.sliding_window:
+    if pair.model.sliding_window or (pair.model.architecture is not None and not pair.model.window_depends):
         return ""
     windowed = evaluate(replace(pair, model=replace(pair.model, sliding_window=True)), rules)
     held = {f.rule for f in findings if f.severity == "error"}
     refusing = sorted({f.rule for f in windowed.errors} - held)
     if not refusing:
         return ""
-    return (f"the model's attention layout is unknown (its architecture is not known and no config.json was read), "
+    why = (f"its architecture, read from {pair.model.source}, takes its sliding window from config.json, and none "
+           "was read"
+           if pair.model.architecture is not None else "its architecture is not known and no config.json was read")
+    return (f"the model's attention layout is unknown ({why}), "
             f"and {', '.join(refusing)} {'refuses' if len(refusing) == 1 else 'refuse'} this deployment if any of its "
             "layers uses a sliding window (vLLM then runs the hybrid KV cache manager's NIXL path). "
-            + ("Set spec.model.hfArchitecture, or spec.model.configMapRef to the model's config.json." if pair.managed
-               else "Pass the model's config.json (pdd check --model-config)."))
+            + ("Set spec.model.configMapRef to the model's config.json." if pair.managed and pair.model.architecture
+               else "Set spec.model.hfArchitecture, or spec.model.configMapRef to the model's config.json."
+               if pair.managed else "Pass the model's config.json (pdd check --model-config)."))
 
 
 #: The rule that says a Dynamo worker's connector was assumed (compat/rules/connector.py).

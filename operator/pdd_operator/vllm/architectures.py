@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.registry_architectures import registry_family, registry_since, registry_sliding
+from pdd_operator.vllm.sliding_window import window_depends
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class ModelTraits:
     #: a hybrid SSM model whose full-attention layers are MLA (Kimi Linear's KDA + MLA; :data:`HYBRID_MLA_MODEL_TYPES`):
     #: its attention page per token is one latent, replicated on every TP rank, so it never shrinks with TP.
     mla_attention: bool = False
+    #: whether vLLM windows some attention layer depends on a config.json that was not read: the architecture takes
+    #: its window from config.json (:func:`~pdd_operator.vllm.sliding_window.window_depends`: Mistral v0.1 windows
+    #: every layer, v0.3 none) and neither a config.json nor the table of public checkpoints told it. ``False`` where
+    #: a config.json was read, and for architectures that never window or window by their code
+    #: (``sliding_window``). The rules judge such a model both ways (compat/engine.py ``_unknown_window``).
+    window_depends: bool = False
 
     @property
     def needs_hma(self) -> bool:
@@ -227,7 +234,10 @@ def traits(
     :data:`HF_ARCHITECTURES`, then through vLLM's own model registry
     (:mod:`pdd_operator.vllm.registry_architectures`), then the model id through :data:`MODEL_NAME_ARCHITECTURES`
     (to an ``architectures`` name, looked up as above) and :data:`MODEL_NAME_PATTERNS`. An explicit field
-    always wins; a missing SSM kind is filled in from the tables when they agree on the family.
+    always wins; a missing SSM kind is filled in from the tables when they agree on the family. The window:
+    ``sliding_window`` for architectures (or, without one, names) windowed by their code, ``window_depends`` for
+    those whose config.json decides (:func:`~pdd_operator.vllm.sliding_window.window_depends`); no config.json is
+    read here, :func:`~pdd_operator.vllm.model_config.resolve_model` settles both from one.
     """
     explicit_arch = Architecture(architecture) if architecture else None
     explicit_kind = SSMKind(ssm_kind) if ssm_kind else None
@@ -247,6 +257,7 @@ def traits(
                 break
     sliding = (hf_architecture in SLIDING_WINDOW_ARCHITECTURES or registry_sliding(hf_architecture) if hf_architecture
                else bool(_SLIDING_NAMES.search(model_name)))
+    depends = not sliding and window_depends(hf_architecture, model_name)
     if explicit_arch is not None:
         kind = explicit_kind
         if kind is None and derived is not None and derived[0] == explicit_arch:
@@ -254,10 +265,10 @@ def traits(
         return ModelTraits(explicit_arch, kind, "spec.model.architecture", sliding, head_size_of(model_name),
                            registry_since(hf_architecture),
                            mla_attention=explicit_arch == Architecture.HYBRID_SSM
-                           and hf_architecture in HYBRID_MLA_ARCHITECTURES)
+                           and hf_architecture in HYBRID_MLA_ARCHITECTURES, window_depends=depends)
     if derived is not None:
         return ModelTraits(derived[0], explicit_kind or derived[1], source, sliding, head_size_of(model_name),
                            registry_since(hf_architecture),
                            mla_attention=derived[0] == Architecture.HYBRID_SSM
-                           and hf_architecture in HYBRID_MLA_ARCHITECTURES)
+                           and hf_architecture in HYBRID_MLA_ARCHITECTURES, window_depends=depends)
     return ModelTraits(None, explicit_kind, "unknown", sliding, head_size_of(model_name))

@@ -288,6 +288,8 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         model_traits = traits(model.architecture, model.ssm_kind, hf, model.name)
         if facts is not None and facts.sliding_window and not model_traits.sliding_window:
             model_traits = replace(model_traits, sliding_window=True)
+        if facts is not None:  # the config.json read decides the window (ModelTraits.window_depends)
+            model_traits = replace(model_traits, window_depends=False)
         if facts is not None and facts.head_size is not None:
             model_traits = replace(model_traits, head_size=facts.head_size)
     if facts is not None:

@@ -67,9 +67,14 @@ def _disabled(pair: PDPair) -> tuple[bool, bool]:
 
 def without_disabled_window(pair: PDPair) -> PDPair:
     """``pair`` with its model read as full-attention where both roles pass ``--disable-sliding-window`` and the flag
-    clears every window of the model (:func:`window_cleared`), else ``pair`` unchanged. Pure."""
+    clears every window of the model (:func:`window_cleared`, or an architecture whose window, if any, comes from
+    config.json: :attr:`~pdd_operator.vllm.architectures.ModelTraits.window_depends`), else ``pair`` unchanged.
+    Pure."""
     if pair.model.sliding_window and all(_disabled(pair)) and window_cleared(pair.prefill.model or pair.decode.model):
         return replace(pair, model=replace(pair.model, sliding_window=False))
+    if pair.model.window_depends and all(_disabled(pair)):
+        # an architecture whose every window comes from config.sliding_window (ModelTraits.window_depends): cleared
+        return replace(pair, model=replace(pair.model, window_depends=False))
     return pair
 
 
