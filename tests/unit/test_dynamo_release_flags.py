@@ -186,3 +186,23 @@ def test_pd_connector_of_a_known_kvbm_release(tag, vllm, severity):
     assert [f.severity for f in found] == ([severity] if severity else []), found
     if severity:
         assert found[0].message.startswith("prefill:") and "TypeError" in found[0].message
+
+
+# --- which image tags name a Dynamo release ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("tag", "judged"), [
+    ("1.4.0-efa", True), ("1.4.0-efa-amd64", True), ("1.4.0-cuda13", True), ("1.4.0", True),
+    ("1.4.0-kimi-k3-dev.1", False), ("1.4.1-a.x-k2-post.1", False)])
+def test_variant_tags_of_a_release_are_judged_previews_are_not(tmp_path, capsys, tag, judged):
+    # the variant suffixes of wrapped_vllm_versions.json name the release; a -dev / rc / custom tag names none
+    code, out = check(tmp_path, capsys, _v1alpha1(RUNTIME + tag, ["--is-prefill-worker", *WITH_KV],
+                                                  ["--is-decode-worker", *WITH_KV]))
+    assert ("cli-flag-removed" in rules(out, "error")) is judged, out
+
+
+@pytest.mark.parametrize(("tag", "release"), [
+    ("1.3.0.post1", (1, 3, 0)), ("0.7.0.post1", (0, 7, 0)), ("0.7.0.post2", None), ("0.6.1.post1", None),
+    ("1.3.0-rc.9", None), ("1.3.0-dev.1", None), ("v0.9.1", (0, 9, 1))])
+def test_post_releases_name_a_release_only_where_read(tag, release):
+    assert dynamo_engine_defaults.dynamo_release(RUNTIME + tag) == release

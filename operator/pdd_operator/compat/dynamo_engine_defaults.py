@@ -34,25 +34,32 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.dynamo_worker_flags import CONNECTOR_REJECTED_SINCE
-from pdd_operator.vllm.versions import Version, fmt, image_repository, parse_version
+from pdd_operator.vllm.versions import Version, fmt, image_repository, parse_version, wrapped_release_tag
 
 #: Dynamo releases whose dynamo.vllm creates kv_events_config and defaults block_size to 16 (read in 0.9.0-1.0.2;
 #: gone in 1.1.0). Earlier releases were not read here.
 AUTO_DEFAULTS_SINCE: Version = (0, 9, 0)
 AUTO_DEFAULTS_UNTIL: Version = (1, 1, 0)
 _RUNTIME_REPOSITORY = "ai-dynamo/vllm-runtime"
-_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)(?:-cuda\d+)?$")
+_RELEASE_TAG = re.compile(r"^(\d+\.\d+\.\d+)(\.post\d+)?$")
+#: The ``.postN`` releases of ai-dynamo whose wheels were read (each agrees with the release it extends in the worker
+#: flags and defaults read: :mod:`pdd_operator.compat.dynamo_worker_flags`); another ``.postN`` image (vllm-runtime
+#: ``0.6.1.post1``, ``0.7.0.post2``, which no ai-dynamo or kvbm wheel of that number matches) names no release read.
+POST_RELEASES_READ = frozenset({"0.7.0.post1", "0.8.1.post3", "1.2.0.post1", "1.3.0.post1"})
 
 
 def dynamo_release(image: str) -> Version | None:
     """The Dynamo release of a Dynamo vLLM runtime image (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.1``,
-    ``...:0.9.1-cuda13``), or ``None`` (another image, a digest, a ``-dev``/``rc`` preview, ``latest``)."""
-    ref = image.split("@", 1)[0]
-    last = ref.rsplit("/", 1)[-1]
-    if image_repository(image) != _RUNTIME_REPOSITORY or ":" not in last:
+    ``...:0.9.1-cuda13``, ``...:1.4.0-efa-amd64``: the variant suffixes of ``wrapped_vllm_versions.json``;
+    ``...:1.3.0.post1``, a ``.postN`` of :data:`POST_RELEASES_READ`, as the release it extends), or ``None`` (another
+    image, a digest, a ``-dev``/``rc`` preview, ``latest``, another ``.postN``). The one reading of an image's Dynamo
+    release: the worker flags, the defaults it adds and KVBM's release all follow it."""
+    if image_repository(image) != _RUNTIME_REPOSITORY:
         return None
-    match = _RELEASE_TAG.match(last.split(":", 1)[1])
-    return parse_version(match.group(1)) if match else None
+    match = _RELEASE_TAG.match(wrapped_release_tag(image) or "")
+    if match is None or (match.group(2) and match.group(0) not in POST_RELEASES_READ):
+        return None
+    return parse_version(match.group(1))
 
 
 #: The oldest Dynamo release read whose dynamo.vllm turns an unset ``--enable-prefix-caching`` on (0.9.0; also read in

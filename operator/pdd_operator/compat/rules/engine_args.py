@@ -334,7 +334,7 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
             "READ_ADDITIONS: --mm-encoder-tp-mode from 0.10.2, --enable-dbo from 0.11.0, --kv-cache-dtype-skip-layers "
             "from 0.19.0, ...); "
             "Dynamo's vLLM worker flags by Dynamo release (pdd_operator/compat/dynamo_worker_flags.py: "
-            "--disaggregation-mode from ai-dynamo 1.0.0, --is-decode-worker from 0.7.0, read in the wheels "
+            "--disaggregation-mode from ai-dynamo 1.0.0, --is-decode-worker from 0.6.1, read in the wheels "
             "0.6.0-1.6.1)"),
     without_connector=True, one_engine=True,
     example="-dph on vllm/vllm-openai:v0.11.0; --disaggregation-mode prefill on vllm-runtime:0.9.1",
