@@ -3,10 +3,10 @@ negative controls: Dynamo's vLLM worker (``python -m dynamo.vllm``) has flags of
 of its runtime image (:mod:`pdd_operator.compat.dynamo_worker_flags`, read in the ai-dynamo wheels 0.6.0-1.6.1).
 
 - Role flags: ``--is-prefill-worker`` / ``--is-decode-worker`` are gone from 1.4.0 (``cli-flag-removed``),
-  ``--disaggregation-mode`` comes in 1.0.0 and ``--is-decode-worker`` in 0.7.0 (``cli-flag-not-yet``): the worker
+  ``--disaggregation-mode`` comes in 1.0.0 and ``--is-decode-worker`` in 0.6.1 (``cli-flag-not-yet``): the worker
   stops with 'unrecognized arguments'.
 - Connector flags (``dynamo-connector-flag``): before 1.0.0 a ``--kv-transfer-config`` beside the worker's
-  ``--connector`` (default nixl) raises, ``--connector none`` excepted from 0.8.1; from 1.0.0 any ``--connector`` or
+  ``--connector`` (default nixl) raises, ``--connector none`` excepted from 0.8.0; from 1.0.0 any ``--connector`` or
   ``DYN_CONNECTOR`` raises.
 
 Only an image that names its Dynamo release is judged; vLLM's own images and unnamed tags are not.

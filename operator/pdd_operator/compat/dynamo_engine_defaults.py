@@ -22,7 +22,8 @@ Read in the ``ai-dynamo`` wheels (``dynamo/vllm/args.py``) of Dynamo 0.9.0, 0.9.
   1.6.1, where embedding and classify workers get False), whatever vLLM's own default for the model is: vLLM
   0.20.0-0.25.0 leaves it off for hybrid models (:data:`PREFIX_CACHING_ON_SINCE`, :func:`prefix_caching_default`).
 - KV connector: before 1.0.0 the worker builds its connector itself from ``--connector`` (default nixl); from 1.0.0
-  it adds none (:func:`added_connector`, :data:`NO_DEFAULT_CONNECTOR_SINCE`).
+  it adds none and rejects ``--connector`` (:func:`added_connector`; the boundary is
+  :data:`~pdd_operator.compat.dynamo_worker_flags.CONNECTOR_REJECTED_SINCE`, read in every release 0.6.0-1.6.1).
 
 Only Dynamo's own vLLM runtime images name the release (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.1``); a
 ``-dev``/``rc`` tag or another image gives no release, and nothing is added (never guessed).
@@ -32,25 +33,33 @@ from __future__ import annotations
 
 import re
 
-from pdd_operator.vllm.versions import Version, fmt, image_repository, parse_version
+from pdd_operator.compat.dynamo_worker_flags import CONNECTOR_REJECTED_SINCE
+from pdd_operator.vllm.versions import Version, fmt, image_repository, parse_version, wrapped_release_tag
 
 #: Dynamo releases whose dynamo.vllm creates kv_events_config and defaults block_size to 16 (read in 0.9.0-1.0.2;
 #: gone in 1.1.0). Earlier releases were not read here.
 AUTO_DEFAULTS_SINCE: Version = (0, 9, 0)
 AUTO_DEFAULTS_UNTIL: Version = (1, 1, 0)
 _RUNTIME_REPOSITORY = "ai-dynamo/vllm-runtime"
-_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)(?:-cuda\d+)?$")
+_RELEASE_TAG = re.compile(r"^(\d+\.\d+\.\d+)(\.post\d+)?$")
+#: The ``.postN`` releases of ai-dynamo whose wheels were read (each agrees with the release it extends in the worker
+#: flags and defaults read: :mod:`pdd_operator.compat.dynamo_worker_flags`); another ``.postN`` image (vllm-runtime
+#: ``0.6.1.post1``, ``0.7.0.post2``, which no ai-dynamo or kvbm wheel of that number matches) names no release read.
+POST_RELEASES_READ = frozenset({"0.7.0.post1", "0.8.1.post3", "1.2.0.post1", "1.3.0.post1"})
 
 
 def dynamo_release(image: str) -> Version | None:
     """The Dynamo release of a Dynamo vLLM runtime image (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.1``,
-    ``...:0.9.1-cuda13``), or ``None`` (another image, a digest, a ``-dev``/``rc`` preview, ``latest``)."""
-    ref = image.split("@", 1)[0]
-    last = ref.rsplit("/", 1)[-1]
-    if image_repository(image) != _RUNTIME_REPOSITORY or ":" not in last:
+    ``...:0.9.1-cuda13``, ``...:1.4.0-efa-amd64``: the variant suffixes of ``wrapped_vllm_versions.json``;
+    ``...:1.3.0.post1``, a ``.postN`` of :data:`POST_RELEASES_READ`, as the release it extends), or ``None`` (another
+    image, a digest, a ``-dev``/``rc`` preview, ``latest``, another ``.postN``). The one reading of an image's Dynamo
+    release: the worker flags, the defaults it adds and KVBM's release all follow it."""
+    if image_repository(image) != _RUNTIME_REPOSITORY:
         return None
-    match = _RELEASE_TAG.match(last.split(":", 1)[1])
-    return parse_version(match.group(1)) if match else None
+    match = _RELEASE_TAG.match(wrapped_release_tag(image) or "")
+    if match is None or (match.group(2) and match.group(0) not in POST_RELEASES_READ):
+        return None
+    return parse_version(match.group(1))
 
 
 #: The oldest Dynamo release read whose dynamo.vllm turns an unset ``--enable-prefix-caching`` on (0.9.0; also read in
@@ -120,11 +129,6 @@ _CONNECTOR_CONFIGS: dict[str, dict] = {
     "kvbm": {"kv_connector": "DynamoConnector", "kv_connector_module_path": "kvbm.vllm_integration.connector",
              "kv_role": "kv_both"},
 }
-#: First Dynamo release whose vLLM worker picks no connector itself: from vllm-runtime 1.0.0rc5 ``--connector`` is
-#: deprecated and ``--kv-transfer-config`` must be explicit (ai-dynamo/aiconfigurator#519); 1.1.0 (args.py
-#: l.189-210) rejects ``--connector`` and raises "--connector is deprecated and the default is no longer nixl" for a
-#: prefill worker without ``--kv-transfer-config``; 1.3.0.post1, 1.3.1, 1.4.0 and 1.6.1 the same.
-NO_DEFAULT_CONNECTOR_SINCE: Version = (1, 0, 0)
 
 
 def _connector_words(argv: list[str]) -> list[str] | None:
@@ -151,13 +155,14 @@ def added_connector(argv: list[str], release: Version | None, image: str) -> tup
     Per release (dynamo/vllm/args.py): before 1.0 the worker builds the config from ``--connector`` (default
     ``["nixl"]``: 0.9.1 l.138-144; ``none``/``null``/an empty list: no connector, l.444-449; several: a
     ``PdConnector`` over them, l.550-557); the oldest workers (components/backends/vllm/src/dynamo/vllm/args.py at
-    ai-dynamo/dynamo 0069741) always set NixlConnector. From 1.0 (read in 1.1.0, 1.3.x, 1.4.0, 1.6.1) there is no
-    default: ``{}``. Unknown release: ``--disaggregation-mode`` (the 1.x role flag: dynamo/vllm/backend_args.py
-    1.1.0 l.32, 1.4.0 l.82; not in 0.9.1's parser, whose role flags are ``--is-prefill-worker``/``--is-decode-worker``
-    l.123-130) tells a 1.x worker, which adds none; otherwise the pre-1.0 reading, with the note. Pure."""
+    ai-dynamo/dynamo 0069741) always set NixlConnector. From :data:`CONNECTOR_REJECTED_SINCE` (1.0.0; read in every
+    release 1.0.0-1.6.1) there is no default: ``{}``. Unknown release: ``--disaggregation-mode`` (the 1.x role flag:
+    dynamo/vllm/backend_args.py 1.0.0 l.32, 1.4.0 l.82; not in 0.9.1's parser, whose role flags are
+    ``--is-prefill-worker``/``--is-decode-worker`` l.123-130) tells a 1.x worker, which adds none; otherwise the pre-1.0
+    reading, with the note. Pure."""
     if release is None and any(w == "--disaggregation-mode" or w.startswith("--disaggregation-mode=") for w in argv):
-        release = NO_DEFAULT_CONNECTOR_SINCE  # the 1.x role flag (dynamo/vllm/backend_args.py 1.1.0 l.32; not in 0.9.1)
-    if release is not None and release >= NO_DEFAULT_CONNECTOR_SINCE:
+        release = CONNECTOR_REJECTED_SINCE  # the 1.x role flag (dynamo/vllm/backend_args.py 1.0.0 l.32; not in 0.9.1)
+    if release is not None and release >= CONNECTOR_REJECTED_SINCE:
         return {}, ""
     words = _connector_words(argv)
     names = [w.lower() for w in (["nixl"] if words is None else words)]
@@ -178,13 +183,14 @@ def added_connector(argv: list[str], release: Version | None, image: str) -> tup
         "nixl: dynamo/vllm/args.py 0.9.1 l.138-144, create_kv_transfer_config l.509-548). From Dynamo 1.0 the worker "
         "adds no connector and rejects --connector: a prefill worker without --kv-transfer-config raises "
         "ValueError('--connector is deprecated and the default is no longer nixl ...') at startup and a decode "
-        "worker runs without a connector (args.py 1.1.0 l.189-210)")
+        "worker runs without a connector (args.py 1.0.0 l.189-210)")
 
 
 #: The worker flags only Dynamo's releases before 1.4 take, all of them the only spelling before 1.0: ``--connector``
-#: (0.9.1 l.138-144; refused from 1.1.0, ``_reject_connector_flag``), ``--is-prefill-worker`` and ``--is-decode-worker``
-#: (0.9.1 l.123-130; deprecated aliases of ``--disaggregation-mode`` in 1.1.0 backend_args.py l.42 and 1.3.0.post1
-#: l.59; gone in 1.4.0 and 1.6.1).
+#: (0.9.1 l.138-144; refused from 1.0.0, ``_reject_connector_flag``: :data:`CONNECTOR_REJECTED_SINCE`),
+#: ``--is-prefill-worker`` and ``--is-decode-worker`` (0.9.1 l.123-130; deprecated aliases of ``--disaggregation-mode``
+#: in 1.0.0-1.3.1, 1.0.0 backend_args.py l.407-430, 1.3.0.post1 l.59; gone from 1.4.0:
+#: :data:`~pdd_operator.compat.dynamo_worker_flags.WORKER_FLAGS`).
 PRE_1_0_FLAGS = ("--connector", "--is-prefill-worker", "--is-decode-worker")
 
 

@@ -264,19 +264,28 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
 
 
-def _wrapped_row(image: str) -> tuple[str, str, dict] | None:
-    """``(repository, tag without variant suffixes, row)`` of ``wrapped_vllm_versions.json`` for ``image``, or
-    ``None`` where the table lists no such tag (see :func:`wrapped_vllm_version`)."""
-    repo = image_repository(image)
-    entry = _wrapped_table().get(repo)
-    ref = image.split("@", 1)[0]
-    last = ref.rsplit("/", 1)[-1]
+def wrapped_release_tag(image: str) -> str | None:
+    """The tag of an image of a repository in ``wrapped_vllm_versions.json`` without its ``v`` and its variant
+    suffixes (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0-efa-amd64`` -> ``1.4.0``; ``...:1.3.0-rc.9`` stays as it
+    is), whether or not the table lists it; ``None`` for another repository, a digest-only reference or no tag."""
+    entry = _wrapped_table().get(image_repository(image))
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
     if entry is None or ":" not in last:
         return None
     tag = last.split(":", 1)[1].removeprefix("v")
     for suffix in entry.get("variant_suffixes", []):
         tag = tag.removesuffix(suffix)
-    row = entry["tags"].get(tag)
+    return tag
+
+
+def _wrapped_row(image: str) -> tuple[str, str, dict] | None:
+    """``(repository, tag without variant suffixes, row)`` of ``wrapped_vllm_versions.json`` for ``image``, or
+    ``None`` where the table lists no such tag (see :func:`wrapped_vllm_version`)."""
+    tag = wrapped_release_tag(image)
+    if tag is None:
+        return None
+    repo = image_repository(image)
+    row = _wrapped_table()[repo]["tags"].get(tag)
     return None if row is None else (repo, tag, row)
 
 

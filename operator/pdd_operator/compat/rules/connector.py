@@ -27,8 +27,9 @@ def check_connector_present(pair: PDPair) -> list[Violation]:
     """Every engine of a prefill/decode topology has a KV connector.
 
     A Dynamo vLLM worker (``launcher`` ``dynamo.vllm``) reaches this rule without a connector only on a runtime that
-    no longer adds NixlConnector itself (Dynamo >= 1.0.0, see ``NO_DEFAULT_CONNECTOR_SINCE`` in
-    :mod:`pdd_operator.compat.dynamo_engine_defaults`): :func:`_dynamo_worker_without_connector` says what that worker does."""
+    no longer adds NixlConnector itself (Dynamo >= 1.0.0,
+    :data:`~pdd_operator.compat.dynamo_worker_flags.CONNECTOR_REJECTED_SINCE`): :func:`_dynamo_worker_without_connector`
+    says what that worker does."""
     out = []
     for r in pair.roles:
         if r.connector is None:
@@ -51,9 +52,10 @@ def check_connector_present(pair: PDPair) -> list[Violation]:
     id="dynamo-connector-assumed", family="connector", severity="warning",
     fields=("spec.kvTransfer.connector",),
     source=("ai-dynamo dynamo/vllm/args.py per release: before 1.0 the worker builds its connector from --connector "
-            "(default nixl; 0.9.1 wheel l.138-144, create_kv_transfer_config l.509-556); from 1.0 it adds none and a "
-            "prefill worker without --kv-transfer-config raises ValueError (1.1.0 l.189-210; 1.3.x, 1.4.0, 1.6.1 the "
-            "same); pdd_operator/compat/dynamo_engine_defaults.py added_connector"),
+            "(default nixl; 0.9.1 wheel l.138-144, create_kv_transfer_config l.509-556); from 1.0.0 it adds none and a "
+            "prefill worker without --kv-transfer-config raises ValueError (1.0.0 l.192-207; every release read to "
+            "1.6.1 the same); pdd_operator/compat/dynamo_engine_defaults.py added_connector, "
+            "dynamo_worker_flags.py CONNECTOR_REJECTED_SINCE"),
     without_connector=True, any_release=True,
     example="python3 -m dynamo.vllm --model M --is-prefill-worker (no --kv-transfer-config) on my.io/dynamo:custom",
 )

@@ -15,8 +15,9 @@ _KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"), in_manifest=("args",),
     source=("ai-dynamo wheels 0.6.0-0.9.1 dynamo/vllm/args.py: --connector defaults to [nixl] and ValueError('Cannot "
             "specify both --kv-transfer-config and --connector flags') (0.9.1 lines 138-144, 430-457; --connector "
-            "none/null allowed from 0.8.1); 1.0.0-1.6.1: _reject_connector_flag raises on any --connector or "
-            "DYN_CONNECTOR (1.0.0 lines 190, 404-435); pdd_operator/compat/dynamo_worker_flags.py; "
+            "none/null allowed from 0.8.0, refused through 0.7.1); 1.0.0-1.6.1: _reject_connector_flag raises on any "
+            "--connector with names or any DYN_CONNECTOR (1.0.0 lines 190, 404-451); every wheel 0.6.0-1.6.1 read: "
+            "pdd_operator/compat/dynamo_worker_flags.py; "
             "ishandhanani/srt-slurm#223, ai-dynamo/aiconfigurator#1443"),
     without_connector=True,
     example="--connector nixl on vllm-runtime:1.0.0; --kv-transfer-config with the default --connector on "

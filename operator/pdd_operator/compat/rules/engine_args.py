@@ -165,6 +165,14 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
         for refusal in flag_refusals(dict(r.launcher_flags), release):
             if refusal.kind != kind:
                 continue
+            if kind in ("value", "conflict"):
+                how = ("stops with argparse's 'invalid choice' (exit 2)" if kind == "value" else
+                       f"raises {refusal.why}")
+                out.append((f"{r.role}: Dynamo {fmt(release)}'s vLLM worker (python -m dynamo.vllm, {r.image}) "
+                            f"refuses {refusal.flag}" + (f" ({refusal.why})" if kind == "value" else "")
+                            + f": it {how} and the {r.role} engine never starts.",
+                            f"Pass {refusal.instead} in the {r.role} worker's args instead of {refusal.flag}."))
+                continue
             out.append((f"{r.role}: Dynamo {fmt(release)}'s vLLM worker (python -m dynamo.vllm, {r.image}) has no "
                         f"{refusal.flag} flag ({refusal.why}); neither its parser nor vLLM's defines it, so the worker "
                         f"stops with 'unrecognized arguments: {refusal.flag}' (exit 2) and the {r.role} engine never "
@@ -184,7 +192,11 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
             "Literal-typed flags against the release's argparse choices (vllm/engine/arg_utils.py literal_to_kwargs; "
             "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; vllm serve's "
             "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
-            "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py"),
+            "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py; "
+            "Dynamo's vLLM worker: --disaggregation-mode choices per release (agg/prefill/decode from ai-dynamo 1.0.0, "
+            "encode from 1.1.0, pd from 1.3.0: dynamo/common/constants.py, dynamo/vllm/backend_args.py) and "
+            "--is-prefill-worker/--is-decode-worker beside --disaggregation-mode (ValueError in 1.0.0-1.3.1): "
+            "pdd_operator/compat/dynamo_worker_flags.py"),
     without_connector=True, one_engine=True,
     example="--attention-config '{\"use_trtllm_ragged_deepseek_prefill\": true}' on vllm-runtime:1.3.0 (vLLM 0.23.0)",
 )
@@ -193,8 +205,10 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
     defines, a flag whose values the parser takes as choices gets one its release lists:
     ``--prefix-caching-hash-algo builtin`` ends with 0.10.1.1, and ``vllm serve`` selects one data-parallel
     load-balancing mode at most: ``--data-parallel-multi-port-external-lb`` with ``--data-parallel-hybrid-lb`` stops
-    it from 0.22.0)."""
+    it from 0.22.0). A ``dynamo.vllm`` worker's ``--disaggregation-mode`` takes a value its Dynamo release lists, and
+    not beside a legacy role flag on 1.0.0-1.3.1 (:func:`~pdd_operator.compat.dynamo_worker_flags.flag_refusals`)."""
     out: list[Violation] = [(f"{r.role}: {err}.", "Fix the engine arguments.") for r in pair.roles for err in r.errors]
+    out.extend(_worker_flag_violations(pair, "value") + _worker_flag_violations(pair, "conflict"))
     for r in pair.roles:
         out.extend(_config_field_violations(pair, r))
         out.extend(_choice_violations(pair, r))
@@ -320,7 +334,7 @@ def check_entrypoint_repeated(pair: PDPair) -> list[Violation]:
             "READ_ADDITIONS: --mm-encoder-tp-mode from 0.10.2, --enable-dbo from 0.11.0, --kv-cache-dtype-skip-layers "
             "from 0.19.0, ...); "
             "Dynamo's vLLM worker flags by Dynamo release (pdd_operator/compat/dynamo_worker_flags.py: "
-            "--disaggregation-mode from ai-dynamo 1.0.0, --is-decode-worker from 0.7.0, read in the wheels "
+            "--disaggregation-mode from ai-dynamo 1.0.0, --is-decode-worker from 0.6.1, read in the wheels "
             "0.6.0-1.6.1)"),
     without_connector=True, one_engine=True,
     example="-dph on vllm/vllm-openai:v0.11.0; --disaggregation-mode prefill on vllm-runtime:0.9.1",

@@ -3,6 +3,7 @@ child's engine_id, and the NIXL child's handshake listener."""
 
 from __future__ import annotations
 
+from pdd_operator.compat.dynamo_engine_defaults import dynamo_release
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, rule
 from pdd_operator.vllm.versions import Version, fmt
@@ -259,3 +260,77 @@ def check_multi_connector_nixl_listener(pair: PDPair) -> list[Violation]:
         "its NIXL side channel: every decode handshake with it fails and no KV moves (fixed in 0.16.0).",
         fix,
     )]
+
+
+#: The first KVBM release whose ``PdConnector`` (``kvbm/vllm_integration/connector/pd_connector.py``) takes vLLM's
+#: ``kv_cache_config`` and forwards ``get_handshake_metadata`` (from its NIXL child) and ``set_xfer_handshake_metadata``
+#: (to both children): kvbm 0.8.0 lines 56-64, 93-125 (ai-dynamo/dynamo#4957, "PdConnector was missing the
+#: get_handshake_metadata() method override ... the handshake listener [started] with an empty encoded_data",
+#: 2025-12-15), also 0.8.1, 0.9.0, 0.9.1, 1.0.0-1.0.2, 1.1.0, 1.3.1, 1.6.1 (0.9.0 on check for vLLM 0.13's
+#: ``NixlHandshakePayload``, ai-dynamo/dynamo#5351). The 0.7.0, 0.7.0.post1 and 0.7.1 wheels' PdConnector has neither
+#: (``__init__(vllm_config, role)`` calling ``MultiConnector.__init__(vllm_config=..., role=...)``). KVBM ships in
+#: Dynamo's vllm-runtime image of the same release (ai-dynamo 0.7.x pins vLLM 0.11.0, 0.8.x 0.12.0, 0.9.x 0.14.1).
+KVBM_PD_FORWARDS_SINCE: Version = (0, 8, 0)
+#: The first vLLM release after those that Dynamo shipped beside KVBM of both kinds (0.11.x with 0.7.x, 0.12.0 with
+#: 0.8.x): from vLLM 0.13 the Dynamo releases' KVBM (0.9.0 on) forwards, so an unknown KVBM is not warned about there.
+#: On vLLM 0.11.0 (Dynamo 0.7.x's pin) the old PdConnector works: ``MultiConnector.__init__(vllm_config, role)``
+#: (multi_connector.py 0.11.0 line 85) and the worker starts the NIXL listener itself.
+KVBM_UNKNOWN_JUDGED_UNTIL: Version = (0, 13, 0)
+
+
+def _kvbm_release(image: str) -> Version | None:
+    """The KVBM release of a role's image: the Dynamo release of a Dynamo vllm-runtime image (KVBM is built from the
+    same tree: :func:`~pdd_operator.compat.dynamo_engine_defaults.dynamo_release`), else ``None`` (not known)."""
+    return dynamo_release(image)
+
+
+@rule(
+    id="kvbm-pd-connector-listener", family="multi-connector", severity="error",
+    fields=("spec.prefill.kvTransfer", "spec.decode.kvTransfer"),
+    source=("kvbm (ai-dynamo) vllm_integration/connector/pd_connector.py: 0.7.0-0.7.1 wheels PdConnector.__init__"
+            "(vllm_config, role) with neither get_handshake_metadata nor set_xfer_handshake_metadata; 0.8.0 on "
+            "(lines 56-64, 93-125) both (ai-dynamo/dynamo#4957). vllm kv_connector/factory.py 0.11.1-0.20.0 line 79 "
+            "(old two-argument signature: connector_cls(config, role)), 0.22.0-0.34.0 line 75 (three arguments); "
+            "multi_connector.py MultiConnector.__init__ requires kv_cache_config (0.11.1 lines 113-121 ... 0.34.0 "
+            "line 176): TypeError; NIXL listener only through set_xfer_handshake_metadata from 0.11.1 "
+            "(LISTENER_VIA_CONNECTOR_SINCE)"),
+    example="PdConnector[DynamoConnector, NixlConnector] with kvbm 0.7.1 on vLLM 0.12.0",
+)
+def check_kvbm_pd_connector_listener(pair: PDPair) -> list[Violation]:
+    """A role whose NIXL connector sits in Dynamo KVBM's ``PdConnector`` runs a KVBM release built for its vLLM.
+
+    kvbm before :data:`KVBM_PD_FORWARDS_SINCE` wrote PdConnector for vLLM 0.11.0: on vLLM from
+    :data:`LISTENER_VIA_CONNECTOR_SINCE` its two-argument constructor reaches ``MultiConnector.__init__`` without the
+    ``kv_cache_config`` that release requires (TypeError: the engine never starts), and even past it the NIXL
+    child's handshake listener would never start (no forwarding of the handshake metadata). An error where the
+    role's KVBM release is known (a Dynamo vllm-runtime image) and older, and its vLLM release is known and not
+    older; a warning where the KVBM release cannot be told and the vLLM is 0.11.1-0.12.x, the releases that ran beside
+    KVBM builds of both kinds; nothing on vLLM 0.11.0 and before (the worker starts the listener itself) or where
+    the vLLM release is unknown."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        v = r.version or pair.version
+        if not r.nixl or not (r.wrapper or "").startswith("PdConnector[") or v is None \
+                or v < LISTENER_VIA_CONNECTOR_SINCE:
+            continue
+        kvbm = _kvbm_release(r.image)
+        if kvbm is not None and kvbm >= KVBM_PD_FORWARDS_SINCE:
+            continue
+        fix = (f"Run the {r.role} on a Dynamo vllm-runtime image of {fmt(KVBM_PD_FORWARDS_SINCE)} or later (its "
+               f"KVBM PdConnector takes kv_cache_config and forwards the NIXL handshake), or install kvbm >= "
+               f"{fmt(KVBM_PD_FORWARDS_SINCE)} beside vLLM {fmt(v)}.")
+        if kvbm is not None:
+            out.append((
+                f"{r.role}: {r.wrapper} comes from KVBM {fmt(kvbm)} (the Dynamo release of {r.image}), whose "
+                f"PdConnector was written for vLLM 0.11.0: on vLLM {fmt(v)} its constructor calls "
+                "MultiConnector.__init__ without kv_cache_config and raises TypeError, and it forwards no NIXL "
+                "handshake metadata, so the NIXL handshake listener would never start: the engine does not come up "
+                f"and no KV moves (fixed in KVBM {fmt(KVBM_PD_FORWARDS_SINCE)}, ai-dynamo/dynamo#4957).", fix))
+        elif v < KVBM_UNKNOWN_JUDGED_UNTIL:
+            out.append((
+                f"{r.role}: {r.wrapper} on vLLM {fmt(v)}, whose NIXL listener starts only when the connector forwards "
+                f"the workers' handshake metadata; the KVBM release inside {r.image or 'this image'} is not known: "
+                f"KVBM before {fmt(KVBM_PD_FORWARDS_SINCE)} (Dynamo 0.7.x) neither takes kv_cache_config nor forwards "
+                "the handshake (TypeError at startup, or a listener that never starts), later releases do "
+                "(ai-dynamo/dynamo#4957).", fix, "warning"))
+    return out
