@@ -167,3 +167,19 @@ def test_engines_carry_what_ray_adds():
     assert prefill.env["UCX_TLS"] == "rc,cuda_copy" and prefill.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == POD_IP
     assert prefill.kv_transfer == NIXL and engines[0].doc_id == engines[1].doc_id
     assert ray_serve_scan({"applications": [{"import_path": "app:build", "args": {}}]}) is None
+
+
+def test_two_applications_of_one_config_pair_per_application_and_share_no_pod(tmp_path, capsys):
+    # two P/D applications in one Serve config: each prefill pairs with its own decode, and replicas of different
+    # applications are Ray actors of their own (no shared port), never containers of one pod
+    first = _serve_config(_llm_config(), _llm_config())["applications"][0]
+    second = {**_serve_config(_llm_config("meta-llama/Llama-3.1-8B-Instruct", kv_cache_dtype="fp8"),
+                              _llm_config("meta-llama/Llama-3.1-8B-Instruct"))["applications"][0], "name": "llama"}
+    code, out = check(tmp_path, capsys, {"applications": [first, second]})
+    assert code == 1 and rules(out, "error") == {"kv-cache-dtype-mismatch"}, out
+    objects = {r["object"]: {f["rule"] for f in r["findings"]} for r in out["results"]}
+    assert objects == {
+        "Ray Serve config applications[pd-app].args.prefill_config + Ray Serve config applications[pd-app].args."
+        "decode_config": {"vllm-version-unknown"},
+        "Ray Serve config applications[llama].args.prefill_config + Ray Serve config applications[llama].args."
+        "decode_config": {"kv-cache-dtype-mismatch", "vllm-version-unknown"}}, objects

@@ -222,7 +222,10 @@ def ray_serve_scan(doc: Any):
             found, missed = scan(pod)
             key = f"applications[{name}].args.{role}_config"
             for e in found:
+                # each replica is its own Ray actor (its own side-channel port, no vLLM HTTP server): one synthetic
+                # pod per application and role, whose identity must not be the id() of a pod freed after this loop
                 engines.append(replace(e, where=f"{origin} {key}", container=key, doc_id=id(doc),
+                                       pod_id=hash(("ray-serve", id(doc), name, role)),
                                        role=role, role_from="type", stem="", group=(),
                                        config=replace(e.config, workload_kind=RAY_SERVE_KIND, replicas=replicas)))
             unreadable += [replace(u, where=f"{origin} {key}") for u in missed]
