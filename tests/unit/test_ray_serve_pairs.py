@@ -183,3 +183,16 @@ def test_two_applications_of_one_config_pair_per_application_and_share_no_pod(tm
         "decode_config": {"vllm-version-unknown"},
         "Ray Serve config applications[llama].args.prefill_config + Ray Serve config applications[llama].args."
         "decode_config": {"kv-cache-dtype-mismatch", "vllm-version-unknown"}}, objects
+
+
+@pytest.mark.parametrize(("runtime_env", "vllm"), [
+    ({"pip": ["vllm==0.20.0", "nixl"]}, "0.20.0"),  # the replicas' own virtualenv replaces the image's vLLM
+    ({"uv": {"packages": ["vllm[audio]==0.13.0"]}}, "0.13.0"),
+    ({"pip": ["vllm>=0.11.0"]}, "unknown"),  # no exact pin: whichever release the resolver picks
+    ({"pip": ["vllm-router==0.1.0"]}, "0.11.0"),  # another package: the Ray image's vLLM
+])
+def test_a_runtime_env_that_installs_vllm_decides_the_release(runtime_env, vllm, tmp_path, capsys):
+    config = _serve_config(_llm_config(), _llm_config())
+    config["applications"][0]["runtime_env"] = runtime_env
+    code, out = check(tmp_path, capsys, _rayservice(config, RAY_IMAGES[0][0]))
+    assert out["results"][0]["vllmVersion"] == vllm, out

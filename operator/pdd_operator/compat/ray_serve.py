@@ -20,19 +20,21 @@ application with both keys is a P/D deployment even where its file names no KV c
 Custom builders that wrap ``build_pd_openai_app`` (Anyscale's ``builder:pd_builder``) keep the same two keys.
 
 How an LLMConfig becomes a vLLM engine (Ray's ``VLLMEngineConfig``, python/ray/llm/_internal/serve/engines/vllm/
-vllm_models.py ``from_llm_config`` and ``get_initialization_kwargs``; the same in the older
-deployments/llm/vllm/vllm_models.py): every ``engine_kwargs`` key must be a field of vLLM's ``AsyncEngineArgs`` (or of
-the frontend's ``FrontendArgs``), else Ray refuses it ("Unknown engine argument"), so each key is the engine flag
-``--<key with dashes>``; the model is ``model_loading_config.model_source`` when it is a string (a Hub id or path),
-else ``model_id``; Ray adds ``served_model_name = [model_id]`` and, on GPUs, ``distributed_executor_backend="ray"``
-(refusing any other), and refuses ``model`` or ``served_model_name`` in ``engine_kwargs``. For a NIXL connector Ray's
-``NixlConnectorBackend`` (engines/vllm/kv_transfer/nixl.py ``setup``) sets ``VLLM_NIXL_SIDE_CHANNEL_HOST`` to the
-replica's own IP and ``VLLM_NIXL_SIDE_CHANNEL_PORT`` to a free port plus a per-replica offset where they are not set,
-and gives each replica its own ``engine_id``. :func:`ray_serve_scan` reads each P/D application's two LLMConfigs so,
-as the ``vllm serve`` commands of two synthetic Deployments (one per role, the RayService's Ray image as their image),
-and hands them to the manifest reader, so the rules judge the pair as any other; what the file does not hold (an
-LLMConfig given as a file path, a model given as a cloud mirror, a builder that adds no connector) stays "not
-checked".
+vllm_models.py ``from_llm_config`` and ``get_initialization_kwargs``): every ``engine_kwargs`` key must be a field of
+vLLM's ``AsyncEngineArgs`` (or of the frontend's ``FrontendArgs``), else Ray refuses it ("Unknown engine argument"),
+so each key is the engine flag ``--<key with dashes>``; the model is ``model_loading_config.model_source`` when it is
+a string (a Hub id or path), else ``model_id``; Ray adds ``served_model_name = [model_id]`` and, on GPUs,
+``distributed_executor_backend="ray"`` (refusing any other), refuses ``model`` or ``served_model_name`` in
+``engine_kwargs``, and turns ``disable_log_requests`` into ``enable_log_requests``. The first builder's release
+(deployments/llm/vllm/vllm_models.py, ray-project/ray 017a84f) read the model the same way and passed
+``engine_kwargs`` as written; the request-logging keys are left out here either way (:data:`_RAY_HANDLED`). For a NIXL
+connector Ray's ``NixlConnectorBackend`` (engines/vllm/kv_transfer/nixl.py ``setup``) sets
+``VLLM_NIXL_SIDE_CHANNEL_HOST`` to the replica's own IP and ``VLLM_NIXL_SIDE_CHANNEL_PORT`` to a free port plus a
+per-replica offset where they are not set, and gives each replica its own ``engine_id``. :func:`ray_serve_scan` reads
+each P/D application's two LLMConfigs so, as the ``vllm serve`` commands of two synthetic Deployments (one per role,
+the RayService's Ray image as their image), and hands them to the manifest reader, so the rules judge the pair as any
+other; what the file does not hold (an LLMConfig given as a file path, a model given as a cloud mirror, a builder that
+adds no connector) stays "not checked".
 
 Which vLLM the engines run is the Ray image's (``rayproject/ray-llm:<ray release>-<python>-<cuda>``): its tag is read
 through the table of images that wrap vLLM (:func:`~pdd_operator.vllm.versions.wrapped_vllm_version`); a Serve config
@@ -101,7 +103,7 @@ FIRST_BUILDER_CONNECTOR = {"kv_connector": "NixlConnector", "kv_role": "kv_both"
 RAY_SERVE_KIND = "Ray Serve LLMConfig"
 #: ``engine_kwargs`` keys Ray handles itself rather than passing as written: the request-logging switch (Ray turns
 #: ``disable_log_requests`` into ``enable_log_requests`` and sets it false by default, vllm_models.py
-#: ``get_initialization_kwargs``).
+#: ``get_initialization_kwargs``; the first builder's Ray passed it to the vLLM of its time, whose parser still had it).
 _RAY_HANDLED = frozenset({"disable_log_requests", "enable_log_requests"})
 
 
@@ -146,6 +148,29 @@ def _ray_image(doc: dict) -> str:
             group, dict) else [{}]
         images.add(str((containers[0] or {}).get("image") or "") if isinstance(containers[0], dict) else "")
     return images.pop() if len(images) == 1 else ""
+
+
+#: A ``vllm`` requirement in a runtime_env's ``pip``/``uv`` list: ``vllm==0.11.2`` (extras allowed) pins a release.
+_VLLM_REQUIREMENT = re.compile(r"^\s*vllm(?:\[[^\]]*\])?\s*(?:==\s*v?(\d+\.\d+\.\d+(?:\.\d+)?)\s*)?(?:$|[<>=!~;,\s])", re.I)
+
+
+def _runtime_image(runtime_envs: list[Any], image: str) -> str:
+    """The image whose vLLM the engine runs, given the runtime_envs that apply to it (the LLMConfig's, then the
+    application's): a ``vllm==X`` requirement in the first that installs vLLM (``pip`` or ``uv``: a list, or a mapping
+    with ``packages``) replaces the Ray image's vLLM in the replica's environment (Ray's runtime_env installs it into a
+    virtualenv of its own), read as vLLM X's image; a ``vllm`` requirement without an exact pin leaves the release
+    unknown (``""``); none keeps ``image``."""
+    for env in runtime_envs:
+        if not isinstance(env, dict):
+            continue
+        for key in ("pip", "uv"):
+            spec = env.get(key)
+            packages = spec.get("packages") if isinstance(spec, dict) else spec
+            for req in packages if isinstance(packages, list) else []:
+                m = _VLLM_REQUIREMENT.match(str(req))
+                if m:
+                    return f"vllm/vllm-openai:v{m.group(1)}" if m.group(1) else ""
+    return image
 
 
 def _role_container(config: Any, import_path: str, image: str) -> dict | str:
@@ -205,7 +230,9 @@ def ray_serve_scan(doc: Any):
             continue
         name = str(app.get("name") or app["import_path"])
         import_path = str(app["import_path"])
-        built = {role: _role_container(args[f"{role}_config"], import_path, image) for role in ("prefill", "decode")}
+        built = {role: _role_container(args[f"{role}_config"], import_path, _runtime_image(
+            [(args[f"{role}_config"] or {}).get("runtime_env") if isinstance(args[f"{role}_config"], dict) else None,
+             app.get("runtime_env")], image)) for role in ("prefill", "decode")}
         why = [f"{role}_config: {c}" for role, c in built.items() if isinstance(c, str)]
         if why:
             marked = "kv_transfer_config" in repr(args)
