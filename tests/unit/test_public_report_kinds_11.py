@@ -138,11 +138,18 @@ def _reason(tmp_path, capsys, doc: dict) -> str:
     return out["notChecked"][0]["reason"]
 
 
-def test_a_ray_serve_config_is_not_checked_as_ray_serve_not_as_helm_values(tmp_path, capsys):
+def test_a_ray_serve_config_is_read_as_ray_serve_llmconfigs_not_as_helm_values(tmp_path, capsys):
+    """Ray Serve LLM P/D applications are read as the engines Ray builds from their LLMConfigs now
+    (compat/ray_serve.py, issue 9 fixR; until then this file was "not checked" as a Ray Serve config): the pair is
+    judged and named by its LLMConfigs, never as Helm values. One given as a file path stays not checked."""
     llm = {"model_loading_config": {"model_id": "Qwen/Qwen3-0.6B"},
            "engine_kwargs": {"kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}}
     doc = {"applications": [{"name": "pd", "import_path": "ray.serve.llm:build_pd_openai_app",
                              "args": {"prefill_config": llm, "decode_config": llm}}]}
+    code, out = check(tmp_path, capsys, doc)
+    (result,) = out["results"]
+    assert "applications[pd].args.prefill_config" in result["object"] and not out["notChecked"], out
+    doc["applications"][0]["args"]["prefill_config"] = "./configs/qwen3.yaml"
     reason = _reason(tmp_path, capsys, doc)
     assert "Ray Serve LLM" in reason and "helm" not in reason
 

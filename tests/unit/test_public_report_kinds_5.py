@@ -84,12 +84,25 @@ def _modelbooster(connector="NixlConnector", backend_type="vLLMDisaggregated", e
                                  "workers": [worker("prefill", p_config), worker("decode", d_config)]}}}
 
 
-@pytest.mark.parametrize("doc", [_rayservice(), _modelbooster(backend_type="SGLangDisaggregated")],
-                         ids=["RayService", "ModelBooster-other-backend"])
+@pytest.mark.parametrize("doc", [_modelbooster(backend_type="SGLangDisaggregated")], ids=["ModelBooster-other-backend"])
 def test_pd_custom_resources_without_engine_containers_are_not_checked(tmp_path, capsys, doc):
     code, out = check(tmp_path, capsys, doc)
     assert code == 3 and len(out["notChecked"]) == 1 and not out["results"], out
     assert out["notChecked"][0]["object"] == f"{doc['kind']}/{doc['metadata']['name']}", out
+
+
+def test_a_rayservice_pd_application_is_judged_from_its_llmconfigs(tmp_path, capsys):
+    """Since issue 9's fixR reader (:func:`pdd_operator.compat.ray_serve.ray_serve_scan`) the LLMConfigs of a
+    RayService's P/D application are read as the engines Ray builds (ray-llm 2.52.0 maps to no vLLM in the table: an
+    unknown release); an LLMConfig given as a file path keeps the application "not checked"."""
+    code, out = check(tmp_path, capsys, _rayservice())
+    assert code == 0 and not out["notChecked"] and out["results"][0]["vllmVersion"] == "unknown", out
+    doc = _rayservice()
+    serve = json.loads(doc["spec"]["serveConfigV2"])
+    serve["applications"][0]["args"]["decode_config"] = "./configs/llama_decode.yaml"
+    doc["spec"]["serveConfigV2"] = json.dumps(serve)
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 3 and not out["results"] and out["notChecked"][0]["object"] == "RayService/llama-pd application pd"
 
 
 # --- Kthena ModelBooster: the workers' config maps are the engines' flags (convert/model_serving.go) ------

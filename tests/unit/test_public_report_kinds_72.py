@@ -9,7 +9,9 @@ and an LLMConfig may be a path to another file (``serve_qwen3_8B_fp8_1p1d.yaml``
 config as a RayService's ``serveConfigV2``, configures KV transfer that the checker cannot read: the answer is "not
 checked" with a reason (exit 3), never "nothing to check" (exit 4), which says the files hold no P/D at all
 (:mod:`pdd_operator.compat.ray_serve`). A Serve config of plain (aggregated) LLM applications, or one with only a
-prefill config, stays "nothing to check".
+prefill config, stays "nothing to check". Since the fixR reader, an application whose two LLMConfigs are in the file
+(under the first builder, with or without a connector; under the others, with one) is judged as the engines Ray builds
+from them (tests/unit/test_ray_serve_pairs.py); the cases above keep "not checked".
 
 The set's vllm#20980 variant with a Qwen3-14B decode against a Qwen3-8B prefill (vLLM 0.9.2) names both by local
 paths, whose checkpoints the files do not show: a ``model-mismatch`` warning there is the honest answer. Where both
@@ -50,12 +52,9 @@ def _rayservice(serve_config, image="rayproject/ray-llm:2.49.0-py311-cu128"):
                          "containers": [{"name": "ray-head", "image": image}]}}}}}}
 
 
-#: P/D applications whose file names no KV connector: Ray adds or demands it, or it is in another file.
+#: P/D applications whose file names no KV connector, under a builder that adds none itself: the connector is demanded
+#: by Ray or in another file.
 CONNECTORLESS = [
-    # the first builder's import path, another model and a decode TP of 2 (the set: Llama-3.1-8B w4a16, TP 1 both)
-    _serve_config({"prefill_config": _llm_config("meta-llama/Llama-3.1-8B-Instruct"),
-                   "decode_config": _llm_config("meta-llama/Llama-3.1-8B-Instruct", tp=2)},
-                  "ray.llm._internal.serve.deployments.prefill_decode_disagg.prefill_decode_disagg:build_app"),
     # the public builder, LLMConfigs given as file paths (LLMConfig.from_file)
     _serve_config({"prefill_config": "./configs/model_config/qwen_3_8B_fp8_1replica.yaml",
                    "decode_config": "./configs/model_config/qwen_3_8B_fp8_1replica.yaml"}),
@@ -65,6 +64,12 @@ CONNECTORLESS = [
                    "ingress_deployment_config": {"autoscaling_config": {"min_replicas": 2, "max_replicas": 2}}},
                   "builder:pd_builder"),
 ]
+#: The first builder's import path gives each connectorless LLMConfig NixlConnector kv_both itself: since the fixR
+#: reader (:func:`pdd_operator.compat.ray_serve.ray_serve_scan`) such a pair is judged (the set: Llama-3.1-8B w4a16,
+#: TP 1 both; here another model and a decode TP of 2).
+FIRST_BUILDER = _serve_config({"prefill_config": _llm_config("meta-llama/Llama-3.1-8B-Instruct"),
+                               "decode_config": _llm_config("meta-llama/Llama-3.1-8B-Instruct", tp=2)},
+                              "ray.llm._internal.serve.deployments.prefill_decode_disagg.prefill_decode_disagg:build_app")
 
 
 @pytest.mark.parametrize("serve_config", CONNECTORLESS)
@@ -72,7 +77,7 @@ def test_a_serve_config_whose_pd_application_names_no_connector_is_not_checked(s
     code, out = check(tmp_path, capsys, serve_config)
     assert code == NOT_CHECKED and not out["results"], out
     [skipped] = out["notChecked"]
-    assert skipped["object"] == "Ray Serve config (applications with import_path)"
+    assert skipped["object"] == "Ray Serve config application pd-app"
     assert "pd-app names no KV connector" in skipped["reason"] and "NixlConnector kv_both" in skipped["reason"]
 
 
@@ -82,18 +87,25 @@ def test_the_same_application_in_a_rayservice_is_not_checked(serve_config, tmp_p
     code, out = check(tmp_path, capsys, doc)
     assert code == NOT_CHECKED and not out["results"], out
     [skipped] = out["notChecked"]
-    assert skipped["object"] == "RayService/llm"
+    assert skipped["object"] == "RayService/llm application pd-app"
     assert "pd-app names no KV connector" in skipped["reason"]
 
 
-def test_a_pd_application_naming_its_connector_is_not_checked_without_the_connectorless_clause(tmp_path, capsys):
+@pytest.mark.parametrize("doc", [FIRST_BUILDER, _rayservice(FIRST_BUILDER)])
+def test_the_first_builders_connectorless_application_is_judged_with_its_added_nixl(doc, tmp_path, capsys):
+    # no image names a vLLM release (ray-llm 2.49.0 is not in the table): the rules judge every release, and no
+    # release refuses a decode TP above the prefill's for a dense model
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 0 and not out["notChecked"] and not rules(out, "error"), out
+    assert "vllm-version-unknown" in rules(out, "warning")
+
+
+def test_a_pd_application_naming_its_connector_is_judged(tmp_path, capsys):
     nixl = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     doc = _serve_config({"prefill_config": _llm_config(kv_transfer_config=nixl),
                          "decode_config": _llm_config(kv_transfer_config=nixl)})
     code, out = check(tmp_path, capsys, doc)
-    assert code == NOT_CHECKED, out
-    [skipped] = out["notChecked"]
-    assert "names no KV connector" not in skipped["reason"]
+    assert code == 0 and not out["notChecked"] and out["results"][0]["vllmVersion"] == "unknown", out
 
 
 @pytest.mark.parametrize("serve_config", [
@@ -110,7 +122,7 @@ def test_serve_configs_without_a_pd_application_stay_nothing_to_check(serve_conf
 
 
 def test_pd_applications_reads_serve_configs_and_rayservices_and_tolerates_broken_ones():
-    config = CONNECTORLESS[1]
+    config = CONNECTORLESS[0]
     assert pd_applications(config) == ["pd-app"]
     assert pd_applications(_rayservice(config)) == ["pd-app"]
     unnamed = {"applications": [{"import_path": "builder:pd_builder", "args": config["applications"][0]["args"]}]}

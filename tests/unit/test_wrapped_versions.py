@@ -44,7 +44,8 @@ def test_other_tags_and_images_stay_unknown(image):
 
 def test_every_table_row_parses_and_names_its_own_public_source():
     table = json.loads((Path(__file__).parents[2] / "operator/pdd_operator/vllm/wrapped_vllm_versions.json").read_text())
-    pages = {"ai-dynamo/vllm-runtime": "release-artifacts", "llm-d/llm-d-cuda": "llm-d/llm-d GitHub releases"}
+    pages = {"ai-dynamo/vllm-runtime": "release-artifacts", "llm-d/llm-d-cuda": "llm-d/llm-d GitHub releases",
+             "rayproject/ray-llm": "ray-project/ray GitHub"}
     assert set(table["repositories"]) == set(pages)
     for name, repo in table["repositories"].items():
         for tag, row in repo["tags"].items():

@@ -8,6 +8,7 @@ from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, in_values_terms, values_fields
 from pdd_operator.compat.pair import PDPair, from_pddeployment
+from pdd_operator.compat.ray_serve import RAY_SERVE_KIND, in_ray_terms, ray_fields
 from pdd_operator.compat.rules import CHECKS, Rule
 from pdd_operator.compat.rules.base import (
     COMPOSE_KIND,
@@ -100,6 +101,8 @@ def _in_terms(pair: PDPair, fix: str) -> str:
         return in_compose_terms(fix)  # Compose services: their keys, not the synthetic pods
     if all(r.workload_kind == MODELPLANE_KIND for r in pair.roles):
         return in_modelplane_terms(fix)  # Modelplane members: their device requests, not the composed pods
+    if all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
+        return in_ray_terms(fix)  # Ray Serve LLMConfigs: their engine_kwargs, not the synthetic containers
     return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 
@@ -118,6 +121,8 @@ def _fields(pair: PDPair, fields: tuple[str, ...], in_manifest: tuple[str, ...] 
         return values_fields(fields, out, pair.containers)  # llm-d-modelservice values keys
     if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return compose_fields(out, pair.containers)  # the Compose services' keys
+    if not pair.managed and pair.roles and all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
+        return ray_fields(out, pair.containers)  # the LLMConfigs' keys
     return out
 
 
@@ -128,6 +133,8 @@ def _script_message(pair: PDPair, message: str) -> str:
         return in_script_terms(message)
     if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return in_compose_terms(message)
+    if not pair.managed and pair.roles and all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
+        return in_ray_terms(message)
     return message
 
 

@@ -55,7 +55,7 @@ from pdd_operator.compat.dynamo_resources import (
 )
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
-from pdd_operator.compat.ray_serve import connectorless_note, pd_applications
+from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.templated import template_engine, templated_findings, templated_pair_findings
@@ -1057,6 +1057,9 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
             [], [Unreadable(f"{where} {prefix.rstrip('.')}", f"not checked, because {v}")] if _PD_MARKER.search(
                 repr(doc)) else []) for prefix, v in wrapped]
         return [e for s in scans for e in s[0]], [u for s in scans for u in s[1]]
+    ray = ray_serve_scan(doc)  # a Ray Serve LLM P/D application: the engines Ray builds from its LLMConfigs
+    if ray is not None:
+        return ray
     resolve_role_templates(doc)
     resolve_component_devices(doc)
     resolve_modelplane_plumbing(doc)

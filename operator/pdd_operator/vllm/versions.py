@@ -252,8 +252,9 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     Read from ``wrapped_vllm_versions.json``: NVIDIA Dynamo's ``vllm-runtime`` images
     (``nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0`` ships vLLM 0.11.0, its ``-cuda13`` variant too), as
     Dynamo's release-artifacts page documents them, and llm-d's ``llm-d-cuda`` images whose release's component
-    summary names the vLLM wheel in them (``ghcr.io/llm-d/llm-d-cuda:v0.9.0`` ships vLLM 0.26.0); each row names
-    its source, which the returned text quotes.
+    summary names the vLLM wheel in them (``ghcr.io/llm-d/llm-d-cuda:v0.9.0`` ships vLLM 0.26.0), and Ray's LLM
+    images (``rayproject/ray-llm:2.51.0-py311-cu128`` ships vLLM 0.11.0: the engines of a RayService's Ray Serve LLM
+    applications, :mod:`pdd_operator.compat.ray_serve`); each row names its source, which the returned text quotes.
     A tag the table does not list (a newer release, an undocumented ``-dev`` preview, ``latest``, a digest) gives
     ``None``: its vLLM is unknown, never guessed.
     """
