@@ -549,8 +549,8 @@ def _pod_group(node: dict) -> int | None:
 def _lws_worker_gpus(lwt: Any) -> int | None:
     """The GPUs one worker pod of a LeaderWorkerSet group requests, where ``lwt`` (its ``leaderWorkerTemplate``) has a
     ``leaderTemplate`` beside its ``workerTemplate`` (the leader's pod may differ from the other ``size - 1``, LWS API
-    ``LeaderWorkerTemplate``) and every GPU limit of the worker's containers (``*/gpu``) is a literal integer;
-    ``None`` otherwise (then every pod is taken to hold the leader's count)."""
+    ``LeaderWorkerTemplate``) and its containers write GPU limits (``*/gpu``), each a literal integer; ``None``
+    otherwise (then every pod is taken to hold the leader's count)."""
     if not isinstance(lwt, dict) or not isinstance(lwt.get("leaderTemplate"), dict):
         return None
     worker = lwt.get("workerTemplate")
@@ -558,15 +558,15 @@ def _lws_worker_gpus(lwt: Any) -> int | None:
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list):
         return None
-    total = 0
+    total, written = 0, False
     for c in containers:
         limits = ((c.get("resources") or {}).get("limits") or {}) if isinstance(c, dict) else {}
         for key, value in limits.items() if isinstance(limits, dict) else ():
             if str(key).endswith("/gpu"):
                 if not str(value).isdigit():
                     return None
-                total += int(value)
-    return total
+                total, written = total + int(value), True
+    return total if written else None  # no GPU limit written: not judged (a privileged pod may see the node's)
 
 
 def _lws_env(lwt: dict) -> dict[str, dict[str, str]]:
