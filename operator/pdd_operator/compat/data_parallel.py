@@ -64,6 +64,17 @@ def spans_nodes(flags: Mapping[str, str | bool]) -> bool:
             or (local is not None and local < dp))
 
 
+def first_local_rank(flags: Mapping[str, str | bool]) -> int | None:
+    """The global data-parallel rank of the first engine core a ``vllm serve`` with ``flags`` starts in its own pod:
+    ``--data-parallel-rank`` (an external-LB rank), else ``--data-parallel-start-rank``, else 0 (the head starts
+    ranks 0 to ``data_parallel_size_local - 1``: entrypoints/cli/serve.py ``run_headless`` ``start_index``, 0.9.1
+    on); ``None`` when the value is not a literal integer."""
+    f = dict(flags)
+    if "--data-parallel-rank" in f:
+        return int_flag(f, "--data-parallel-rank", None)
+    return int_flag(f, "--data-parallel-start-rank", 0)
+
+
 #: ``vllm serve``'s data-parallel load-balancing modes (vllm/entrypoints/cli/serve.py ``ServeSubcommand.cmd``):
 #: the flags that select each.
 LB_MODE_FLAGS = {

@@ -546,6 +546,29 @@ def _pod_group(node: dict) -> int | None:
     return None
 
 
+def _lws_worker_gpus(lwt: Any) -> int | None:
+    """The GPUs one worker pod of a LeaderWorkerSet group requests, where ``lwt`` (its ``leaderWorkerTemplate``) has a
+    ``leaderTemplate`` beside its ``workerTemplate`` (the leader's pod may differ from the other ``size - 1``, LWS API
+    ``LeaderWorkerTemplate``) and its containers write GPU limits (``*/gpu``), each a literal integer; ``None``
+    otherwise (then every pod is taken to hold the leader's count)."""
+    if not isinstance(lwt, dict) or not isinstance(lwt.get("leaderTemplate"), dict):
+        return None
+    worker = lwt.get("workerTemplate")
+    spec = worker.get("spec") if isinstance(worker, dict) else None
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list):
+        return None
+    total, written = 0, False
+    for c in containers:
+        limits = ((c.get("resources") or {}).get("limits") or {}) if isinstance(c, dict) else {}
+        for key, value in limits.items() if isinstance(limits, dict) else ():
+            if str(key).endswith("/gpu"):
+                if not str(value).isdigit():
+                    return None
+                total, written = total + int(value), True
+    return total if written else None  # no GPU limit written: not judged (a privileged pod may see the node's)
+
+
 def _lws_env(lwt: dict) -> dict[str, dict[str, str]]:
     """The variables LeaderWorkerSet's pod webhook sets in every container of a group, per template
     (``leaderTemplate``, ``workerTemplate``) of ``leaderWorkerTemplate`` ``lwt``, where their values are known.
@@ -626,6 +649,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
     if isinstance(node, dict):
         group = _pod_group(node) or group
         lws = _lws_env(node["leaderWorkerTemplate"]) if isinstance(node.get("leaderWorkerTemplate"), dict) else {}
+        first_engine = len(out)
         if isinstance(node.get("extraPodSpec"), dict):
             # a Dynamo v1alpha1 service: its ``resources`` (Dynamo's shape) go to the main container
             service = (service_resources(node.get("resources")), multinode_count(node), node)
@@ -686,6 +710,11 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                   service, (templates or {}).get(key, injected), lws if key == "leaderWorkerTemplate" else None,
                   # LWS pods all run workerTemplate when there is no leaderTemplate (LWS API LeaderTemplate)
                   every_pod or (templates is not None and key == "workerTemplate" and "leaderTemplate" not in node))
+        worker_gpus = _lws_worker_gpus(node.get("leaderWorkerTemplate"))
+        if worker_gpus is not None:
+            out[first_engine:] = [replace(e, config=replace(e.config, group_worker_gpus=worker_gpus))
+                                  if isinstance(e, Engine) and ".leaderTemplate." in f".{e.where}" else e
+                                  for e in out[first_engine:]]
     elif isinstance(node, list):
         for i, value in enumerate(node):
             _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas,

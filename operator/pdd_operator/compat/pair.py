@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from pdd_operator.compat.data_parallel import lb_modes, local_data_parallel, spans_nodes
+from pdd_operator.compat.data_parallel import first_local_rank, lb_modes, local_data_parallel, spans_nodes
 from pdd_operator.compat.dynamo_worker_flags import WORKER_FLAGS
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
@@ -126,7 +126,8 @@ class RoleConfig:
         dra_claims: names of DRA resource claims the container uses.
         networks: the pod's network attachments (:func:`pod_network_attachments`).
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
-            worker, which serves no HTTP; KV events), to compare with the side channel and the other role's.
+            worker nor a ``--headless`` launch, which serve no HTTP; KV events), to compare with the side channel
+            and the other role's.
         sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
             (:func:`~pdd_operator.compat.pod_ports.sidecar_ports`), to compare with ``other_ports``.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
@@ -176,6 +177,8 @@ class RoleConfig:
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
         dp_local: the DP ranks (engine cores) the engine starts in this pod
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
+        dp_first: the global DP rank of the first of those engine cores
+            (:func:`~pdd_operator.compat.data_parallel.first_local_rank`), ``None`` when not known.
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
         dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
         mamba_cache_mode: ``--mamba-cache-mode`` as written (``none``, ``all``, ``align``; ``None``: not given).
@@ -187,6 +190,9 @@ class RoleConfig:
             1 for a plain pod.
         ray_cluster: the container starts or joins a Ray cluster (``ray start``, vLLM's
             ``multi-node-serving.sh``), over which vLLM's Ray executor places ranks in other pods.
+        group_worker_gpus: the GPUs each other pod of the ``pod_group`` requests where that differs from this pod's
+            template (a LeaderWorkerSet's ``workerTemplate`` beside its ``leaderTemplate``, a literal count); ``None``
+            where every pod is taken to hold this pod's GPUs.
         group_gpus: the GPUs of every pod of a multinode group over which the orchestrator spreads this engine's
             TP x PP x DP ranks (a Dynamo multinode service: nodeCount x its per-pod GPUs,
             :func:`~pdd_operator.compat.dynamo_resources.multinode_launch`), ``None`` when not such a group or not
@@ -303,12 +309,14 @@ class RoleConfig:
     launcher_flags: tuple[tuple[str, str | bool], ...] = ()
     executor: str | None = None
     dp_local: int | None = None
+    dp_first: int | None = 0
     pcp: int | None = 1
     dcp: int | None = 1
     mamba_cache_mode: str | None = None
     memlock_ulimit: tuple[str | None, str | None] | None = None
     spans_nodes: bool = False
     pod_group: int = 1
+    group_worker_gpus: int | None = None
     ray_cluster: bool = False
     group_gpus: int | None = None
     group_note: str = ""
@@ -722,7 +730,9 @@ def role_from_container(
 
     other_ports = []
     port = int_flag(flags, "--port", 8000)
-    if port is not None and argv[:1] != ["dynamo.vllm"]:  # Dynamo's worker serves no HTTP (its frontend does)
+    # Dynamo's worker serves no HTTP (its frontend does); nor does ``vllm serve --headless``, which starts engine cores
+    # only (entrypoints/cli/serve.py run_headless, 0.9.1 lines 113-152: no API server)
+    if port is not None and argv[:1] != ["dynamo.vllm"] and flags.get("--headless") is not True:
         other_ports.append(port)
     try:
         events = json_flag(known, "--kv-events-config") or {}
@@ -798,6 +808,7 @@ def role_from_container(
         else (),
         executor=text("--distributed-executor-backend"),
         dp_local=local_data_parallel(flags),
+        dp_first=first_local_rank(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),
         mamba_cache_mode=text("--mamba-cache-mode"),

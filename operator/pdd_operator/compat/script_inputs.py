@@ -228,6 +228,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     found = launches(text, ContainerEnv(kubernetes=False))
     if not found:
         return None
+    found = _headless_ports(found)
     nodes = _SBATCH_NODES.search(text)
     job_nodes = int(nodes.group(1)) if nodes and (nodes.group(2) is None or nodes.group(2) == nodes.group(1)) else None
     if fmt == "shell script" and not any(_srun_words(x.wrapper) is not None for x in found):
@@ -244,6 +245,7 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         key = (node, _image(launch.wrapper, text, launch.line, launch.inside), i if node is None else -1)
         by_node.setdefault(key, []).append(launch)
     roles = {_http_port(x.argv): x.proxy_role for x in found if x.proxy_role}
+    clusters = ray_clusters(text)
     last = max(x.line for x in found) + 1
     pin = _nixl_pin(text)
     engines: list[Engine] = []
@@ -261,6 +263,9 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         if node is not None:
             spec["nodeName"] = node
         count = int(gpus.group(1)) if gpus else _least_gpus(group)
+        cluster = clusters.get(node) if node is not None else None
+        if count is None and cluster is not None:
+            count = cluster[0]
         if count:
             spec["containers"][0]["resources"] = {"limits": {script_gpu_resource(text): count}}
         # named by the path's checksum, not the path: words in it (a ``decode`` directory) must not name a role, and
@@ -272,8 +277,14 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         got, cannot = scan(pod)
         on = "the host it runs on" if node == "batch-host" else node
         host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
+        group_of = {}
+        if cluster is not None:  # the Ray cluster the script builds on this head: the engine's pod group
+            workers = cluster[1]
+            group_of = {"pod_group": 1 + len(workers), "ray_cluster": True,
+                        "group_worker_gpus": workers[0] if len(set(workers)) == 1 else None}
         engines += [replace(e, where=_where(e.where, where, group), container=host,
-                            config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint)) for e in got]
+                            config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint, **group_of))
+                    for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
     counted = {x.line: x for x in found if x.repeats}  # the synthetic script holds one pass: its count is said here
     unreadable += [repeats_unread(f"{where} line {line}", x) for line, x in counted.items()]
@@ -294,6 +305,77 @@ def _pasted_foreground(text: str, found: list[Launch]) -> bool:
     started so run side by side on the script's host, as ``&`` would."""
     return (len(found) > 1 and not _BACKGROUND.search(text)
             and all(_srun_words(x.wrapper) is None and not ((d := docker_run(x.wrapper)) and d.detach) for x in found))
+
+
+#: ``ssh HOST`` (after its options) on a line of the script: the host the rest of the line runs on.
+_SSH_HOST = re.compile(r"\bssh\s+(?:-\S+\s+)*([^\s\"']+)")
+#: ``ray start`` and its options up to the end of that command (a quote, ``&``, ``;`` or ``|``).
+_RAY_START = re.compile(r"\bray\s+start\b([^\"'&;|]*)")
+
+
+def _ray_option(args: str, name: str) -> str | None:
+    """The value of ``--name V`` / ``--name=V`` among ``ray start``'s ``args``, or ``None``."""
+    match = re.search(rf"--{name}(?:=|\s+)(\S+)", args)
+    return match.group(1) if match else None
+
+
+def ray_clusters(text: str) -> dict[str, tuple[int | None, list[int | None]]]:
+    """The Ray clusters a host script builds over several hosts: head host -> (the head's ``--num-gpus``, the
+    ``--num-gpus`` of each other host that joins it), for heads that at least one other host joins.
+
+    A line's host is its ``ssh HOST`` (else the script's own, ``batch-host``); ``ray start --head`` makes it a head
+    (known also by its ``--node-ip-address``), ``ray start --address H:PORT`` on another host joins H's cluster
+    (Ray's "ray start" CLI). vLLM's Ray executor places an engine's TP x PP ranks on the cluster's GPUs, so an
+    engine started with ``--distributed-executor-backend ray`` on the head spans the joined hosts where its ranks
+    exceed the head's GPUs (v1/executor/ray_utils.py ``initialize_ray_cluster``: one bundle per rank)."""
+    heads: dict[str, str] = {}  # head host or its node IP -> head host
+    head_gpus: dict[str, int | None] = {}
+    joins: list[tuple[str, str, int | None]] = []  # (joining host, head address, its GPUs)
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        ssh = _SSH_HOST.search(line)
+        host = ssh.group(1).rsplit("@", 1)[-1] if ssh else "batch-host"
+        for match in _RAY_START.finditer(line):
+            args = match.group(1)
+            gpus_text = _ray_option(args, "num-gpus")
+            gpus = int(gpus_text) if gpus_text and gpus_text.isdigit() else None
+            if re.search(r"--head\b", args):
+                heads[host] = host
+                if (ip := _ray_option(args, "node-ip-address")) is not None:
+                    heads[ip] = host
+                head_gpus[host] = gpus
+            elif (address := _ray_option(args, "address")) is not None:
+                joins.append((host, address.rsplit(":", 1)[0], gpus))
+    clusters: dict[str, tuple[int | None, list[int | None]]] = {}
+    for host, address, gpus in joins:
+        head = heads.get(address)
+        if head is not None and host != head and host not in heads:
+            clusters.setdefault(head, (head_gpus.get(head), []))[1].append(gpus)
+    return clusters
+
+
+def _headless_ports(found: list[Launch]) -> list[Launch]:
+    """``found`` with each ``--headless`` launch that has a role given an ``--port`` no other launch uses.
+
+    The synthetic pod's proxy line hands roles by HTTP port (:func:`_synthetic_script`), but a headless launch
+    serves no HTTP (entrypoints/cli/serve.py ``run_headless``: engine cores only), so its ``--port``, often vLLM's
+    default on every worker of both roles, names nothing; the role it inherits from its leader
+    (:func:`pdd_operator.vllm.script.dp_group_roles`) is carried by a port of its own instead. The rules never read
+    a headless launch's HTTP port (:attr:`~pdd_operator.compat.pair.RoleConfig.other_ports`)."""
+    used = {_http_port(x.argv) for x in found}
+    out = []
+    spare = max(used | {0}) + 1
+    for x in found:
+        if x.proxy_role and "--headless" in x.argv:
+            while spare in used:
+                spare += 1
+            argv = [w for i, w in enumerate(x.argv) if w != "--port" and not w.startswith("--port=")
+                    and not (i > 0 and x.argv[i - 1] == "--port")]
+            x = replace(x, argv=(*argv, "--port", str(spare)))
+            used.add(spare)
+        out.append(x)
+    return out
 
 
 def _least_gpus(group: list[Launch]) -> int | None:

@@ -144,7 +144,52 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
     names = [name for shell in runs for name in shell.undecided]
     merged = _merged([x for x, _ in found], names[0] if names else BRANCH)
     roles = found[0][1]
-    return [replace(x, proxy_role=roles.get(_http_port(x.argv))) if roles else x for x in merged]
+    if not roles:
+        return merged
+    return dp_group_roles([replace(x, proxy_role=roles.get(_http_port(x.argv))) for x in merged])
+
+
+def _word_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value ``argv`` gives ``flag`` (``--flag V`` or ``--flag=V``; the last one wins, as argparse reads it), or
+    ``None`` when it is not given."""
+    value = None
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith(flag + "="):
+            value = word[len(flag) + 1:]
+    return value
+
+
+def _dp_group(argv: Sequence[str]) -> tuple[str, str | None] | None:
+    """The data-parallel group an engine launch joins: (``--data-parallel-address``, ``--data-parallel-rpc-port``),
+    ``None`` where it names no address (a single-node engine)."""
+    address = _word_value(argv, "--data-parallel-address")
+    return None if address is None else (address, _word_value(argv, "--data-parallel-rpc-port"))
+
+
+def dp_group_roles(found: Sequence[Launch]) -> list[Launch]:
+    """``found`` with each headless data-parallel launch given the proxy role of the leader whose data-parallel
+    group it joins.
+
+    A ``vllm serve --headless`` launch (vLLM 0.9.1 on, entrypoints/cli/serve.py ``run_headless``) starts engine
+    cores only, no HTTP server: the proxy never names its port, yet its DP ranks are ranks of the one engine whose
+    front end listens at ``--data-parallel-address`` / ``--data-parallel-rpc-port`` (the engines' handshake address,
+    vllm/v1/engine/utils.py ``launch_core_engines`` 0.10.2 on, v1/utils.py ``wait_for_engine_startup`` 0.9.1), so it
+    serves that engine's role (vllm-project/vllm#19008's p_leader / p_worker recipes). A group is matched only where
+    exactly one launch with a role names it; otherwise the worker keeps no role."""
+    leaders: dict[tuple[str, str | None], set[str]] = {}
+    for x in found:
+        if x.proxy_role and (group := _dp_group(x.argv)) is not None:
+            leaders.setdefault(group, set()).add(x.proxy_role)
+    out = []
+    for x in found:
+        group = _dp_group(x.argv)
+        role = leaders.get(group, set()) if group is not None else set()
+        if x.proxy_role is None and "--headless" in x.argv and len(role) == 1:
+            x = replace(x, proxy_role=next(iter(role)))
+        out.append(x)
+    return out
 
 
 def opaque_command(launch: Launch) -> str | None:

@@ -26,6 +26,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     dynamo_worker,
     early_nixl,
     engine_args,
+    engine_id,
     env_vars,
     expert_parallel,
     heads,

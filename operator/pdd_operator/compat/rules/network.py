@@ -47,9 +47,18 @@ PER_DP_RANK_SINCE = (0, 11, 1)
 PER_TP_RANK_RELEASES = "0.9.0-0.11.0"
 
 
+#: The last release whose NIXL side-channel port counts the engine core's LOCAL data-parallel rank (0.9.1
+#: v1/nixl_connector.py lines 183-186 and 340-343, ``data_parallel_rank_local * tensor_parallel_size``); 0.9.2 on
+#: count the global rank (0.9.2 lines 192-194 ``data_parallel_rank``; 0.11.1 lines 352-355). A headless launch of
+#: ranks 2-3 therefore binds the ports of ranks 0-1 on 0.9.1, the same ones as its leader on that host.
+LOCAL_DP_INDEX_UNTIL = (0, 9, 1)
+
+
 def _ports(r: RoleConfig, version=None) -> set[int]:
-    """The side-channel ports the role's engine listens on (base + DP index, 0.11.1+; base + DP index x TP size
-    + TP rank before, :data:`PER_DP_RANK_SINCE`), empty where the base is not in the files (:func:`_port_unknown`).
+    """The side-channel ports the role's engine listens on in its own network namespace (base + DP index, 0.11.1+;
+    base + DP index x TP size + TP rank before, :data:`PER_DP_RANK_SINCE`), empty where the base is not in the files
+    (:func:`_port_unknown`). An engine whose DP ranks span launches (``RoleConfig.spans_nodes``) binds only those of
+    its own engine cores (:func:`_own_dp_indices`); where they are not known, the whole group's range is taken.
     ``version`` stands in for the role's own (for an engine whose version is unknown); an unknown one is taken as
     0.11.1 or later."""
     raw = r.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
@@ -58,10 +67,20 @@ def _ports(r: RoleConfig, version=None) -> set[int]:
     version = version or r.version
     old = version is not None and version < PER_DP_RANK_SINCE
     base = int(raw) if raw and raw.isdigit() else (5557 if old else 5600)
-    dp = r.dp or 1
-    if old:
-        return set(range(base, base + dp * (r.tp or 1)))
-    return set(range(base, base + dp))
+    indices = _own_dp_indices(r, version) or range(r.dp or 1)
+    tp = r.tp or 1 if old else 1
+    return {base + i * tp + t for i in indices for t in range(tp)}
+
+
+def _own_dp_indices(r: RoleConfig, version) -> range | None:
+    """The DP indices whose side-channel ports ``r``'s own launch binds, where its ranks span launches
+    (``RoleConfig.spans_nodes``: a ``--headless`` worker, a start rank, an external-LB rank): its
+    ``data_parallel_size_local`` engine cores from global rank ``dp_first`` on, or from 0 on vLLM up to
+    :data:`LOCAL_DP_INDEX_UNTIL` (the local rank); ``None`` where the launch does not span or a count is unknown."""
+    if not r.spans_nodes or r.dp_local is None or r.dp_first is None:
+        return None
+    first = 0 if version is not None and version <= LOCAL_DP_INDEX_UNTIL else r.dp_first
+    return range(first, first + r.dp_local)
 
 
 def _newer_than_per_tp(r: RoleConfig) -> bool:
@@ -462,8 +481,11 @@ def _bound(r: RoleConfig) -> set[int]:
     side-channel ports (:func:`_ports`). A rank of a larger data-parallel group (``--data-parallel-rank``, a start
     rank: ``RoleConfig.spans_nodes``) listens on base + its rank (nixl/base_scheduler.py 0.32.0 ``side_channel_port
     + data_parallel_index``; config/parallel.py: the index is ``--data-parallel-rank``), which is not read here, so
-    its side channel is not compared (set 25's four prefill ranks of one pod share VLLM_NIXL_SIDE_CHANNEL_PORT)."""
-    return set(r.other_ports) | (_ports(r) if r.nixl and not r.spans_nodes else set())
+    its side channel is compared only where the launch's own ranks are known (:func:`_own_dp_indices`: set 25's four
+    prefill ranks of one pod share VLLM_NIXL_SIDE_CHANNEL_PORT and bind base + 0 to 3; on 0.9.1 a headless worker
+    binds the local indices, set 77's leader and worker of one host with one base clash)."""
+    spans_known = not r.spans_nodes or _own_dp_indices(r, r.version) is not None
+    return set(r.other_ports) | (_ports(r) if r.nixl and spans_known else set())
 
 
 @rule(

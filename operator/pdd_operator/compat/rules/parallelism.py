@@ -61,13 +61,18 @@ def check_gpu_count(pair: PDPair) -> list[Violation]:
         if need is None or have is None:
             continue  # dp_local is None where the pod's share of the ranks is not known (--nnodes > 1, Ray DP)
         if ray and r.pod_group > 1:
-            total = have * r.pod_group
+            workers = have if r.group_worker_gpus is None else r.group_worker_gpus
+            total = have + workers * (r.pod_group - 1)
             if need <= total:
                 continue
+            each = (f"with {have} GPU(s) each" if workers == have else
+                    f"(the leader with {have} GPU(s), each of the {r.pod_group - 1} worker pods with {workers})")
             out.append((
                 f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) over a "
-                f"Ray cluster of {r.pod_group} pods with {have} GPU(s) each ({total} in all): the ranks beyond "
-                f"{total} find no GPU and the engine fails at startup.",
+                f"Ray cluster of {r.pod_group} pods {each} ({total} in all): vLLM's Ray executor asks a placement "
+                f"group of {need} one-GPU bundles, which the cluster never holds (v1/executor/ray_utils.py "
+                "_wait_until_pg_ready raises after PG_WAIT_TIMEOUT, 0.11.1 lines 224-272), so the engine never "
+                "serves.",
                 f"Request {-(-need // r.pod_group)} GPUs in each {r.role} pod, raise the pod group size to "
                 f"{-(-need // have)}, or lower the parallel sizes."))
             continue
