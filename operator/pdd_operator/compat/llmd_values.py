@@ -27,7 +27,8 @@ Tensor parallelism is rendered the same way in every release. Data parallelism i
 passing ``--data-parallel-size``/``--data-parallel-size-local`` and deriving them from ``workers``; earlier releases
 pass neither. The values do not say the chart release, so a role with data parallelism is "not checked", as is a
 multinode (LeaderWorkerSet) values file, a decode served by the requester ReplicaSet, a container whose fields hold
-Go template text, and ``imageDefault`` with an image whose entrypoint is not vLLM's.
+Go template text, ``imageDefault`` with an image whose entrypoint is not vLLM's, and a role whose ``accelerator.type``
+names a device-plugin resource only some chart releases define (:data:`RENAMED_ACCELERATOR_TYPES`).
 
 Findings on these engines name the values keys (``decode.parallelism.tensor``, ``prefill.containers[0].args``):
 :func:`values_fields`.
@@ -55,6 +56,12 @@ ACCELERATOR_ENV = {"intel-i915": {"VLLM_USE_V1": "1", "TORCH_LLM_ALLREDUCE": "1"
                    "intel-xe": {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}}
 #: Chart release from which data parallelism reaches the command line (#159).
 DP_FLAGS_SINCE = "v0.3.6"
+#: ``accelerator.type`` values whose device-plugin resource depends on the chart release: ``intel`` is the key of
+#: ``accelerator.resources`` for ``gpu.intel.com/i915`` in llm-d-modelservice-v0.2.8 to v0.2.11 only (added by 4f3faaf;
+#: #125, fdedddd "Enable intel xe drivers", first in v0.2.12, renamed it ``intel-i915``); in every other release
+#: ``intel`` is no key and the chart's ``acceleratorResource`` (templates/_helpers.tpl, v0.2.11 and v0.2.12 lines
+#: 145-155) falls back to ``nvidia.com/gpu``. Type -> (its resource, first release with it, first release without it).
+RENAMED_ACCELERATOR_TYPES = {"intel": ("gpu.intel.com/i915", "v0.2.8", "v0.2.12")}
 
 _ROLES = ("prefill", "decode")
 _NAME_TEMPLATE = re.compile(r"\{\{-?\s*\.Values\.modelArtifacts\.name\s*-?\}\}")
@@ -122,6 +129,30 @@ def _resources(values: dict, role: str, container: dict, gpus: int) -> dict:
             section.setdefault(name, str(gpus))
             resources[part] = section
     return resources
+
+
+def _renamed_accelerator(values: dict, role: str, gpus: int) -> tuple[str, str] | None:
+    """``(values key, why not checked)`` where ``role``'s pods get a device-plugin resource that depends on the chart
+    release (:data:`RENAMED_ACCELERATOR_TYPES`: ``accelerator.type: intel`` asks for ``gpu.intel.com/i915`` in
+    v0.2.8-v0.2.11, for ``nvidia.com/gpu`` in every other release, beside any Intel resource the container names), else
+    ``None``.
+
+    Not where the role uses DRA (no resource is added), has no accelerator count, or the values' own
+    ``accelerator.resources`` names the type (Helm merges it over the chart's map in every release)."""
+    kind = str(_role_accelerator(values, role, "type", "nvidia"))
+    if kind not in RENAMED_ACCELERATOR_TYPES or _role_accelerator(values, role, "dra", False) or gpus < 1:
+        return None
+    if kind in _dict(_dict(values.get("accelerator")).get("resources")):
+        return None
+    old, first, since = RENAMED_ACCELERATOR_TYPES[kind]
+    key = f"{role}.accelerator.type" if "type" in _dict(_dict(values.get(role)).get("accelerator")) else "accelerator.type"
+    return key, (
+        f"accelerator.type {kind!r} gives the {role} pods {old} in llm-d-modelservice {first} to the release before "
+        f"{since} but nvidia.com/gpu in every other (#125 renamed the key in {since}; the chart falls back to "
+        "nvidia.com/gpu, beside any "
+        "accelerator the container names itself), so the platform vLLM runs on and whether the pods schedule depend "
+        "on a chart release the values do not say; render the chart (helm template) and check the Deployments, or "
+        f"set accelerator.type to the key your chart release defines ({kind}-i915 from {since})")
 
 
 def _proxy(values: dict) -> dict:
@@ -214,6 +245,9 @@ def render(values: dict, name: str = "llm-d-modelservice") -> tuple[list[tuple[s
         dp = [_int(par.get(k)) for k in ("data", "dataLocal", "workers")]
         if tp is None:
             cannot.append((f"{role}.parallelism.tensor", "it is not a number"))
+            continue
+        if (renamed := _renamed_accelerator(values, role, tp)) is not None:
+            cannot.append(renamed)
             continue
         if any(d is None or d > 1 for d in dp):
             cannot.append((f"{role}.parallelism", (
