@@ -196,3 +196,15 @@ def test_a_runtime_env_that_installs_vllm_decides_the_release(runtime_env, vllm,
     config["applications"][0]["runtime_env"] = runtime_env
     code, out = check(tmp_path, capsys, _rayservice(config, RAY_IMAGES[0][0]))
     assert out["results"][0]["vllmVersion"] == vllm, out
+
+
+@pytest.mark.parametrize(("image", "vllm"), RAY_IMAGES)
+def test_an_engine_id_written_for_many_replicas_is_made_unique_by_ray(image, vllm, tmp_path, capsys):
+    """Ray's NixlConnectorBackend.setup suffixes a written ``engine_id`` per replica, so a Serve config that writes one
+    for two or more replicas (Ray's own docs example) is not the shared engine id ``nixl-engine-id-shared`` refuses in
+    a Deployment; the same ``--kv-transfer-config`` in two replicas of a plain Deployment is (test_public_report_kinds_77)."""
+    prefill, decode = _llm_config(replicas=2), _llm_config(replicas=3)
+    prefill["engine_kwargs"]["kv_transfer_config"] = {**NIXL, "engine_id": "engine1"}
+    decode["engine_kwargs"]["kv_transfer_config"] = {**NIXL, "engine_id": "engine2"}
+    code, out = check(tmp_path, capsys, _rayservice(_serve_config(prefill, decode), image))
+    assert code == 0 and "nixl-engine-id-shared" not in rules(out, "error") | rules(out, "warning"), out

@@ -189,6 +189,10 @@ def _role_container(config: Any, import_path: str, image: str) -> dict | str:
         if import_path != FIRST_PD_BUILDER:
             return "its engine_kwargs name no kv_transfer_config"
         kwargs = {**kwargs, "kv_transfer_config": dict(FIRST_BUILDER_CONNECTOR)}
+    transfer = kwargs.get("kv_transfer_config")
+    if isinstance(transfer, dict) and transfer.get("kv_connector") == "NixlConnector" and "engine_id" in transfer:
+        # NixlConnectorBackend.setup suffixes the written engine_id per replica: no two replicas share it
+        kwargs = {**kwargs, "kv_transfer_config": {k: v for k, v in transfer.items() if k != "engine_id"}}
     argv = ["vllm", "serve", model]
     for key, value in kwargs.items():
         if key not in _RAY_HANDLED:
