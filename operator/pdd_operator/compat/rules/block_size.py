@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import REGISTRY, Violation, rule
+from pdd_operator.compat.rules.base import REGISTRY, Violation, fix_for, rule
 from pdd_operator.vllm.block_size import JUDGED_RELEASES, LikelyBlockSize, default_block_size, likely_block_size
 from pdd_operator.vllm.gaudi import HETERO_SINCE, hetero_saved_block_size
 from pdd_operator.vllm.nixl_devices import nixl_device_type
@@ -19,6 +19,25 @@ from pdd_operator.vllm.versions import fmt, is_cpu_image
 #: manifest it reads "Set --block-size on the prefill and decode containers to the same value"
 #: (:data:`~pdd_operator.compat.rules.base.MANIFEST_TERMS`).
 SAME_BLOCK_SIZE = "Set spec.prefill.blockSize and spec.decode.blockSize to the same value"
+
+
+def one_block_size(pair: PDPair, differ: str, one_sided: str) -> list[Violation]:
+    """Findings of a connector that copies whole blocks and so needs one block size on both roles (vLLM's
+    P2pNcclConnector, MoRIIOConnector; the NIXL rules judge heterogeneous sizes on their own).
+
+    Sizes are ``--block-size`` where given, else vLLM's default where its code pins it (:func:`engine_block_sizes`).
+    Two known sizes that differ: an error whose message is ``differ`` formatted with ``p`` and ``d`` (the prefill's and
+    the decode's size); a size set on one role only whose other size is not pinned: a warning ending in ``one_sided``
+    (what the connector needs); otherwise none. Returns ``[]``, or one finding tuple with the same-size fix."""
+    p, d = engine_block_sizes(pair)
+    fix = fix_for(pair, SAME_BLOCK_SIZE + ".", "Set --block-size to the same value on both engines.")
+    if p is not None and d is not None:
+        return [] if p == d else [(differ.format(p=p, d=d), fix)]
+    if (pair.prefill.block_size is None) == (pair.decode.block_size is None):
+        return []  # neither set and neither pinned: one image's default on both
+    given = pair.prefill if pair.prefill.block_size is not None else pair.decode
+    return [(f"--block-size is set on the {given.role} only ({given.block_size}) and the other engine's default is "
+             f"not known here; {one_sided}", fix, "warning")]
 
 
 def _default(pair: PDPair, role: RoleConfig) -> int | None:

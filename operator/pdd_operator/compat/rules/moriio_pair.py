@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.compat.rules.block_size import engine_block_sizes
+from pdd_operator.compat.rules.block_size import one_block_size
 from pdd_operator.vllm.versions import Version, fmt
 
 MORIIO = "MoRIIOConnector"
@@ -145,22 +145,13 @@ def check_moriio_block_size(pair: PDPair) -> list[Violation]:
     whose other size is not pinned is a warning."""
     if not _both(pair):
         return []
-    p, d = engine_block_sizes(pair)
-    fix = fix_for(pair, "Set spec.prefill.blockSize and spec.decode.blockSize to the same value.",
-                  "Set --block-size to the same value on both engines.")
-    if p is not None and d is not None:
-        if p == d:
-            return []
-        what = ("raises MoRIIOError ('pass the same --block-size to both instances') on the first transfer"
-                if pair.at_least((0, 33, 0)) else
-                "reads and writes the peer's blocks at offsets of its own block size, so the decode gets other "
-                "requests' tokens or RDMA errors")
-        return [(f"MoRIIOConnector block sizes differ: prefill {p}, decode {d}. vLLM {fmt(pair.version)} {what}.", fix)]
-    if (pair.prefill.block_size is None) == (pair.decode.block_size is None):
-        return []
-    given = pair.prefill if pair.prefill.block_size is not None else pair.decode
-    return [(f"--block-size is set on the {given.role} only ({given.block_size}) and the other engine's default is not "
-             "known here; MoRIIOConnector copies whole blocks and needs one block size on both.", fix, "warning")]
+    what = ("raises MoRIIOError ('pass the same --block-size to both instances') on the first transfer"
+            if pair.at_least((0, 33, 0)) else
+            "reads and writes the peer's blocks at offsets of its own block size, so the decode gets other "
+            "requests' tokens or RDMA errors")
+    return one_block_size(pair, f"MoRIIOConnector block sizes differ: prefill {{p}}, decode {{d}}. vLLM "
+                          f"{fmt(pair.version)} {what}.",
+                          "MoRIIOConnector copies whole blocks and needs one block size on both.")
 
 
 def _kv_dtype(r: RoleConfig) -> str:

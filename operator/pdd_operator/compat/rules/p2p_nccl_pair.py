@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.compat.rules.block_size import engine_block_sizes
+from pdd_operator.compat.rules.block_size import engine_block_sizes, one_block_size
 from pdd_operator.compat.rules.p2p_nccl import P2P_NCCL_SINCE, P2P_NCCL_UNTIL
 from pdd_operator.vllm.dtype import dtype_name
 from pdd_operator.vllm.versions import Version, fmt
@@ -213,21 +213,11 @@ def check_p2p_nccl_block_size(pair: PDPair) -> list[Violation]:
     size is not pinned is a warning."""
     if not _both(pair):
         return []
-    p, d = engine_block_sizes(pair)
-    fix = fix_for(pair, "Set spec.prefill.blockSize and spec.decode.blockSize to the same value.",
-                  "Set --block-size to the same value on both engines.")
-    if p is not None and d is not None:
-        if p == d:
-            return []
-        return [(f"P2pNcclConnector block sizes differ: prefill {p}, decode {d}. The decode checks that the received "
-                 "blocks have its own shape but for their count and raises NotImplementedError ('only symmetric TP "
-                 "is supported') on the first request, which kills its engine.", fix)]
-    if (pair.prefill.block_size is None) == (pair.decode.block_size is None):
-        return []  # neither set and neither pinned: one image's default on both; both set: pinned above
-    given = pair.prefill if pair.prefill.block_size is not None else pair.decode
-    return [(f"--block-size is set on the {given.role} only ({given.block_size}) and the other engine's default is "
-             "not known here; P2pNcclConnector fails the first request (NotImplementedError in the decode) unless "
-             "both run one block size.", fix, "warning")]
+    return one_block_size(pair, "P2pNcclConnector block sizes differ: prefill {p}, decode {d}. The decode checks that "
+                          "the received blocks have its own shape but for their count and raises NotImplementedError "
+                          "('only symmetric TP is supported') on the first request, which kills its engine.",
+                          "P2pNcclConnector fails the first request (NotImplementedError in the decode) unless both "
+                          "run one block size.")
 
 
 def _kv_dtype(r: RoleConfig) -> str | None:
