@@ -163,8 +163,9 @@ VLLM_IMAGE_NAMES = ({"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-openai-xpu
 #: ``lmcache/vllm-openai:v0.4.4`` LMCache 0.4.4. NVIDIA's NGC vLLM container ``nvcr.io/nvidia/vllm`` is tagged with the
 #: NGC container release ``YY.MM[.postN]-py3`` (``25.11-py3``, ``26.03.post1-py3``, ``26.07-py3``), the year and month
 #: of NVIDIA's framework containers, not a vLLM release: read as one it would be vLLM 25.11, newer than every release
-#: (issue 9, set 73). Which vLLM a given NGC release carries is in NVIDIA's container release notes, which no table
-#: here holds: its version stays unknown.
+#: (issue 9, set 73). Which vLLM a given NGC release carries is in NVIDIA's container release notes: the releases whose
+#: notes were read are rows of ``wrapped_vllm_versions.json`` (``nvidia/vllm``, :func:`wrapped_vllm_version`), any other
+#: stays unknown (:func:`unknown_tag_note` says so).
 OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai", "nvidia/vllm"}
 
 
@@ -254,7 +255,10 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     Dynamo's release-artifacts page documents them, and llm-d's ``llm-d-cuda`` images whose release's component
     summary names the vLLM wheel in them (``ghcr.io/llm-d/llm-d-cuda:v0.9.0`` ships vLLM 0.26.0), and Ray's LLM
     images (``rayproject/ray-llm:2.51.0-py311-cu128`` ships vLLM 0.11.0: the engines of a RayService's Ray Serve LLM
-    applications, :mod:`pdd_operator.compat.ray_serve`); each row names its source, which the returned text quotes.
+    applications, :mod:`pdd_operator.compat.ray_serve`; a Ray release whose ``llm`` extra names only a floor,
+    ``vllm>=X``, has a row without ``vllm`` and gives ``None``), and NVIDIA's NGC vLLM containers whose release notes
+    name the vLLM (``nvcr.io/nvidia/vllm:26.05-py3`` ships vLLM 0.20.1); each row names its source, which the returned
+    text quotes.
     A tag the table does not list (a newer release, an undocumented ``-dev`` preview, ``latest``, a digest) gives
     ``None``: its vLLM is unknown, never guessed.
     """
