@@ -119,7 +119,7 @@ def test_other_images_keep_their_reading(image, version):
     assert version_from_image(image) == version
 
 
-@pytest.mark.parametrize("tag", ["25.11-py3", "26.01-py3", "25.12.post1-py3"])
+@pytest.mark.parametrize("tag", ["25.11-py3", "26.02-py3", "25.12.post1-py3"])
 def test_ngc_pair_with_a_flag_later_releases_removed_is_not_refused(tmp_path, capsys, tag):
     # NGC 25.x containers carry vLLM 0.10/0.11-era releases, which still have --disable-log-requests; read as "vLLM
     # 25.11" the tag made it a removed flag and refused the pair.
@@ -128,6 +128,18 @@ def test_ngc_pair_with_a_flag_later_releases_removed_is_not_refused(tmp_path, ca
     code, out = check(tmp_path, capsys, *docs)
     assert code == 0 and "cli-flag-removed" in rules(out, "warning") and not _errors(out)
     assert {r["vllmVersion"] for r in out["results"]} == {"unknown"}
+
+
+def test_ngc_release_whose_notes_name_the_vllm_is_judged_on_that_release(tmp_path, capsys):
+    # history (fixL): 26.01-py3 was unknown here until the NGC rows of wrapped_vllm_versions.json; NVIDIA's rel-26-01
+    # notes name vLLM 0.11.1, whose parser still adds --disable-log-requests (deprecated=True, a BooleanOptionalAction:
+    # AsyncEngineArgs.add_cli_args, vllm/engine/arg_utils.py 0.11.1 l.2085-2091), so the pair is judged on 0.11.1 and
+    # passes.
+    docs = [workload(f"m-{r}", r, container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV, "--disable-log-requests"],
+                                            image="nvcr.io/nvidia/vllm:26.01-py3")) for r in ("prefill", "decode")]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 0 and not _errors(out) and "cli-flag-removed" not in rules(out, "warning")
+    assert {r["vllmVersion"] for r in out["results"]} == {"0.11.1"}
 
 
 def test_vllm_image_of_a_release_without_the_flag_is_still_refused(tmp_path, capsys):

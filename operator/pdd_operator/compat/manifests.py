@@ -75,6 +75,7 @@ from pdd_operator.vllm.versions import (
     is_vllm_image,
     parse_version,
     rules_version,
+    unknown_tag_note,
     version_from_image,
 )
 
@@ -1175,6 +1176,8 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
             notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
     if (p.config.version is None or d.config.version is None) and not notes:
         notes.append("the vLLM version cannot be read from the engine image tags")
+        # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS): say which, and why it names no vLLM
+        notes += sorted({n for e in (p, d) if e.config.version is None and (n := unknown_tag_note(e.config.image))})
     read = sorted({c[1] for e in (p, d) if (c := custom_tag_version(e.config.image))})
     if read:  # a custom image's tag: say which words named the release (versions.custom_tag_version)
         how = f"{how}; vLLM {', '.join(read)}"

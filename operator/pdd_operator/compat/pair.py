@@ -44,6 +44,7 @@ from pdd_operator.vllm.versions import (
     is_vllm_image,
     resolve_version,
     rules_version,
+    unknown_tag_note,
 )
 
 #: vLLM's NIXL connectors (``vllm/distributed/kv_transfer/kv_connector/factory.py`` registrations).
@@ -930,7 +931,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         notes = (dev_build_note(version_text) + (" (spec.engine.vllmVersion)" if spec.engine.vllm_version
                                                  else " (spec.engine.image tag)"),)
     else:
-        notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",)
+        why = unknown_tag_note(spec.engine.image)  # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS)
+        notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",) + ((why,) if why else ())
     return PDPair(
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
         prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,

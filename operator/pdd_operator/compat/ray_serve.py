@@ -37,9 +37,13 @@ other; what the file does not hold (an LLMConfig given as a file path, a model g
 adds no connector) stays "not checked".
 
 Which vLLM the engines run is the Ray image's (``rayproject/ray-llm:<ray release>-<python>-<cuda>``): its tag is read
-through the table of images that wrap vLLM (:func:`~pdd_operator.vllm.versions.wrapped_vllm_version`); a Serve config
-names no image, and a tag the table does not list names no vLLM: the rules then judge the pair as for any unknown
-release.
+through the table of images that wrap vLLM (:func:`~pdd_operator.vllm.versions.wrapped_vllm_version`), which holds
+every Ray release with the P/D builder (2.47.0 on) as its setup.py ``llm`` extra requires vLLM: exactly
+(``vllm[audio]==X``, Ray 2.56.0 on) or as a floor (``vllm>=X``, before), a floor naming the image's vLLM only where
+another public source states it (2.50.0, 2.51.0). A Serve config names no image; a floor-only release, a tag the table
+does not list (``nightly``, ``latest``) or a plain ``rayproject/ray`` image names no vLLM, and the unknown-version
+warning says which (:func:`~pdd_operator.vllm.versions.unknown_tag_note`): the rules then judge the pair as for any
+unknown release.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from dataclasses import replace
 from typing import Any
 
 import yaml
+
+from pdd_operator.vllm.versions import RAY_LLM_REQUIREMENT, ray_llm_vllm
 
 #: The args of a Ray Serve LLM P/D application that hold its prefill and decode LLMConfigs (``PDServingArgs``).
 PD_ARGS = ("prefill_config", "decode_config")
@@ -159,7 +165,8 @@ def _runtime_image(runtime_envs: list[Any], image: str) -> str:
     application's): a ``vllm==X`` requirement in the first that installs vLLM (``pip`` or ``uv``: a list, or a mapping
     with ``packages``) replaces the Ray image's vLLM in the replica's environment (Ray's runtime_env installs it into a
     virtualenv of its own), read as vLLM X's image; a ``vllm`` requirement without an exact pin leaves the release
-    unknown (``""``); none keeps ``image``."""
+    unknown (``""``); a ``ray[llm]==R`` requirement installs Ray R's llm extra, whose vLLM is known where that extra
+    pins it exactly (:func:`~pdd_operator.vllm.versions.ray_llm_vllm`), else unknown; none keeps ``image``."""
     for env in runtime_envs:
         if not isinstance(env, dict):
             continue
@@ -170,6 +177,10 @@ def _runtime_image(runtime_envs: list[Any], image: str) -> str:
                 m = _VLLM_REQUIREMENT.match(str(req))
                 if m:
                     return f"vllm/vllm-openai:v{m.group(1)}" if m.group(1) else ""
+                ray = RAY_LLM_REQUIREMENT.match(str(req).strip())
+                if ray:  # ray[llm]==R: the vLLM its llm extra pins exactly, else unknown (a floor lets pip choose)
+                    pinned = ray_llm_vllm(ray.group(1))
+                    return f"vllm/vllm-openai:v{pinned[0]}" if pinned else ""
     return image
 
 

@@ -38,7 +38,8 @@ reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entrie
 with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
 as CloudAI writes device lists). The image: ``srun --container-image=`` (Pyxis), else a ``pip install vllm==X`` pin
 in the script (read as vLLM X's ``vllm/vllm-openai:vX`` image; the last pin before the engine's line, as each
-install replaces the one before it), the image of an interactive container the script opened before the engine's
+install replaces the one before it; ``pip install "ray[llm]==R"`` pins the vLLM of Ray R's llm extra where that is
+exact, else leaves it unknown), the image of an interactive container the script opened before the engine's
 command (``docker run -it --entrypoint=/bin/bash IMAGE``: the commands after it are typed into it) unless a pin
 follows it, else unknown; a ``pip install nixl==X`` line before
 the engines (``nixl-cu12``, ``nixl[cu12]``) is the NIXL they load, except in an image ``--container-image`` names.
@@ -59,7 +60,7 @@ from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import Launch, _http_port, docker_run, launches
-from pdd_operator.vllm.versions import RELEASE_NUMBER
+from pdd_operator.vllm.versions import RAY_LLM_REQUIREMENT, RELEASE_NUMBER, ray_llm_vllm
 
 #: The formats whose vllm serve lines are read (:func:`pdd_operator.compat.text_inputs.text_format`).
 READ_FORMATS = ("Slurm batch script", "shell script")
@@ -71,6 +72,9 @@ _SBATCH_GPUS = re.compile(r"^#SBATCH\s+(?:--gpus-per-node[=\s](?:[A-Za-z0-9_-]+:
 _PIP_VLLM = re.compile(rf"\bpip3?\s+install\b[^\n]*?\bvllm==({RELEASE_NUMBER})\b")
 #: A ``pip install ... vllm==X`` line of the script that is not in a comment (:func:`_vllm_pin`).
 _PIP_VLLM_LINE = re.compile(rf"^[^#\n]*\bpip3?\s+install\b[^\n#]*?\bvllm==({RELEASE_NUMBER})\b", re.M)
+#: A ``pip install ... "ray[llm]==R"`` line of the script that is not in a comment (extras in any order,
+#: ``ray[serve,llm]``): Ray release R's LLM stack, whose vLLM :func:`_vllm_pins` reads.
+_PIP_RAY_LLM_LINE = re.compile(r"^[^#\n]*\bpip3?\s+install\b[^\n#]*?" + RAY_LLM_REQUIREMENT.pattern, re.M | re.I)
 #: A ``pip install`` (``pip3``, ``uv pip``, ``python -m pip``) line of the script that pins NIXL: ``nixl==X``,
 #: ``nixl-cu12==X``, ``nixl[cu12]==X`` (not in a comment).
 _PIP_NIXL = re.compile(r"^[^#\n]*\bpip3?\s+install\b[^\n#]*?\b(nixl(?:-cu1[23])?(?:\[[a-z0-9,]+\])?\s*==\s*[0-9][0-9a-z.]*)",
@@ -141,8 +145,15 @@ def _container_image(group: list[Launch]) -> bool:
 
 def _vllm_pins(text: str, line: int) -> list[tuple[int, str]]:
     """``(line, X)`` of each ``pip install vllm==X`` pin of the script ``text`` on a line of its own (not in a comment)
-    at or before ``line`` (1-based), in order."""
-    return [(n, m.group(1)) for m in _PIP_VLLM_LINE.finditer(text) if (n := text.count("\n", 0, m.start()) + 1) <= line]
+    at or before ``line`` (1-based), in order; a ``pip install "ray[llm]==R"`` line counts as the vLLM that Ray
+    release's llm extra pins exactly (:func:`~pdd_operator.vllm.versions.ray_llm_vllm`: Ray 2.56.0 on), or as ``""``
+    (unknown: a release that names only a floor, ``vllm>=X``, lets pip pick the newest) - an install that replaces the
+    vLLM before it either way. A ``vllm==X`` on the same line as the Ray one wins (it is the explicit pin)."""
+    pins = [(n, 1, m.group(1)) for m in _PIP_VLLM_LINE.finditer(text)
+            if (n := text.count("\n", 0, m.start()) + 1) <= line]
+    pins += [(n, 0, (ray_llm_vllm(m.group(1)) or ("",))[0]) for m in _PIP_RAY_LLM_LINE.finditer(text)
+             if (n := text.count("\n", 0, m.start()) + 1) <= line]
+    return [(n, x) for n, _, x in sorted(pins)]
 
 
 def _vllm_pin(text: str, line: int) -> str | None:
@@ -153,7 +164,7 @@ def _vllm_pin(text: str, line: int) -> str | None:
     pin anywhere (a comment's included, as the script's instructions), else ``None``."""
     before = _vllm_pins(text, line)
     if before:
-        return before[-1][1]
+        return before[-1][1] or None
     pin = _PIP_VLLM.search(text)
     return pin.group(1) if pin else None
 

@@ -163,8 +163,9 @@ VLLM_IMAGE_NAMES = ({"vllm", "vllm-openai", "vllm-openai-rocm", "vllm-openai-xpu
 #: ``lmcache/vllm-openai:v0.4.4`` LMCache 0.4.4. NVIDIA's NGC vLLM container ``nvcr.io/nvidia/vllm`` is tagged with the
 #: NGC container release ``YY.MM[.postN]-py3`` (``25.11-py3``, ``26.03.post1-py3``, ``26.07-py3``), the year and month
 #: of NVIDIA's framework containers, not a vLLM release: read as one it would be vLLM 25.11, newer than every release
-#: (issue 9, set 73). Which vLLM a given NGC release carries is in NVIDIA's container release notes, which no table
-#: here holds: its version stays unknown.
+#: (issue 9, set 73). Which vLLM a given NGC release carries is in NVIDIA's container release notes: the releases whose
+#: notes were read are rows of ``wrapped_vllm_versions.json`` (``nvidia/vllm``, :func:`wrapped_vllm_version`), any other
+#: stays unknown (:func:`unknown_tag_note` says so).
 OWN_TAGGED_REPOSITORIES = {"lmcache/vllm-openai", "nvidia/vllm"}
 
 
@@ -254,13 +255,16 @@ def wrapped_vllm_version(image: str) -> tuple[Version, str] | None:
     Dynamo's release-artifacts page documents them, and llm-d's ``llm-d-cuda`` images whose release's component
     summary names the vLLM wheel in them (``ghcr.io/llm-d/llm-d-cuda:v0.9.0`` ships vLLM 0.26.0), and Ray's LLM
     images (``rayproject/ray-llm:2.51.0-py311-cu128`` ships vLLM 0.11.0: the engines of a RayService's Ray Serve LLM
-    applications, :mod:`pdd_operator.compat.ray_serve`); each row names its source, which the returned text quotes.
+    applications, :mod:`pdd_operator.compat.ray_serve`; a Ray release whose ``llm`` extra names only a floor,
+    ``vllm>=X``, has a row without ``vllm`` and gives ``None``), and NVIDIA's NGC vLLM containers whose release notes
+    name the vLLM (``nvcr.io/nvidia/vllm:26.05-py3`` ships vLLM 0.20.1); each row names its source, which the returned
+    text quotes.
     A tag the table does not list (a newer release, an undocumented ``-dev`` preview, ``latest``, a digest) gives
     ``None``: its vLLM is unknown, never guessed.
     """
     found = _wrapped_row(image)
-    if found is None:
-        return None
+    if found is None or "vllm" not in found[2]:
+        return None  # a row that names only a floor (Ray's "requires": vllm>=X) leaves the vLLM unknown
     repo, tag, row = found
     return parse_version(row["vllm"]), f"{repo}:{tag} ships vLLM {row['vllm']} ({row['source']})"
 
@@ -276,6 +280,8 @@ def wrapped_release_tag(image: str) -> str | None:
     tag = last.split(":", 1)[1].removeprefix("v")
     for suffix in entry.get("variant_suffixes", []):
         tag = tag.removesuffix(suffix)
+    if entry.get("variant_pattern"):  # Ray's -py311-cu128, -py312-cu130, -gpu, -aarch64 variants
+        tag = re.sub(entry["variant_pattern"], "", tag, count=1)
     return tag
 
 
@@ -300,6 +306,71 @@ def wrapped_nixl_version(image: str) -> tuple[Version, str] | None:
         return None
     repo, tag, row = found
     return parse_version(row["nixl"]), f"{repo}:{tag} ships NIXL {row['nixl']} ({row['source']})"
+
+
+#: Repositories of vendor distributions of vLLM whose tags are the distribution's own releases and that no public
+#: source read here maps to vLLM releases: Red Hat AI Inference Server (``registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.1``,
+#: ``rhaiis/vllm-rocm-rhel9``; the same builds as ``quay.io/aipcc/...``) and OpenShift AI's serving images
+#: (``registry.redhat.io/rhoai/odh-vllm-cuda-rhel9:v2.25``), tagged with RHAIIS / RHOAI releases. Red Hat's release notes
+#: name the vLLM of each, but no GitHub source or stored page read for issue 9 states it (the red-hat-data-services
+#: manifests pin these images by digest only): their vLLM stays unknown, and :func:`unknown_tag_note` says why.
+#: ``quay.io/vllm/vllm-cuda:0.14.1_rhai0`` names its vLLM in the tag and is read by :func:`custom_tag_version`.
+VENDOR_OWN_RELEASE_OWNERS = {"rhaiis": "Red Hat AI Inference Server", "aipcc": "Red Hat AI Inference Server",
+                             "rhoai": "Red Hat OpenShift AI"}
+
+
+def unknown_tag_note(image: str) -> str | None:
+    """Why the tag of ``image`` names no vLLM release although its repository is a known distribution of vLLM or of
+    a launcher that carries it, as a clause for the ``vllm-version-unknown`` note; ``None`` for any other image, or
+    where the tag does name one (:func:`version_from_image`).
+
+    - a Ray LLM image (``rayproject/ray-llm``) of a release whose row names only a vLLM floor: the release and its
+      ``vllm>=X`` requirement (``wrapped_vllm_versions.json``); a tag that names no Ray release (``nightly``,
+      ``latest``): so said;
+    - a plain Ray image (``rayproject/ray``): Ray's wheel requires vLLM only under its ``llm`` extra (setup.py), so which
+      vLLM such a pod imports is not in the tag;
+    - a table repository's unlisted tag (NGC ``nvcr.io/nvidia/vllm:25.11-py3``): the release the table does not list;
+    - a Red Hat AI Inference Server or OpenShift AI image (:data:`VENDOR_OWN_RELEASE_OWNERS`).
+    """
+    if version_from_image(image) is not None:
+        return None
+    repo = image_repository(image)
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    if repo == "rayproject/ray":
+        return (f"{image} is a Ray image without Ray's LLM stack: Ray's wheel requires vLLM only under its llm extra "
+                "(python/setup.py), and the LLM images are rayproject/ray-llm, so the vLLM its pods import is not in "
+                "the tag")
+    found = _wrapped_row(image)
+    if found is not None and "requires" in found[2]:
+        return (f"{image} is Ray {found[1]}, which requires {found[2]['requires']} (python/setup.py llm extra): a floor, "
+                "not the image's own vLLM, which its rayllm lock pins and no table here lists")
+    if repo in _wrapped_table():
+        release = wrapped_release_tag(image) or tag or "(no tag)"
+        return (f"{image} names the {repo} release {release}, whose vLLM no public source read here lists "
+                "(wrapped_vllm_versions.json)")
+    owner = repo.split("/", 1)[0]
+    if owner in VENDOR_OWN_RELEASE_OWNERS or "/rhaiis/" in f"/{image.split('@', 1)[0].rsplit(':', 1)[0]}/":
+        product = VENDOR_OWN_RELEASE_OWNERS.get(owner, "Red Hat AI Inference Server")
+        return (f"{image} is tagged with a {product} release ({tag or 'no tag'}), not a vLLM release, and no public "
+                "source read here maps that release to the vLLM it ships")
+    return None
+
+
+#: ``ray[llm]==X`` (extras in any order, e.g. ``ray[serve,llm]``) in a ``pip install`` / ``uv pip install`` word or a
+#: runtime_env requirement: Ray release X with its LLM stack.
+RAY_LLM_REQUIREMENT = re.compile(r"\bray\[[a-z,\s]*\bllm\b[a-z,\s]*\]\s*==\s*v?(\d+\.\d+\.\d+)\b", re.I)
+
+
+def ray_llm_vllm(ray_release: str) -> tuple[str, str] | None:
+    """``(vLLM release, source)`` that ``pip install "ray[llm]==<ray_release>"`` installs: the exact pin of that Ray
+    release's llm extra (``wrapped_vllm_versions.json`` rows with ``"pin": "=="``, Ray 2.56.0 on), else ``None`` (a
+    release that only names a floor, ``vllm>=X``: pip then installs the newest vLLM it can, which no tag or pin
+    here says; an unlisted release)."""
+    row = _wrapped_table()["rayproject/ray-llm"]["tags"].get(ray_release)
+    if row is None or row.get("pin") != "==":
+        return None
+    return row["vllm"], f"ray[llm]=={ray_release} pins vLLM {row['vllm']} ({row['source']})"
 
 
 #: A ``vllm`` token right before a release number in a tag names the vLLM release whatever the repository
