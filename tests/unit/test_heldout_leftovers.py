@@ -22,7 +22,9 @@ from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 #: The rules that judged a lone engine before the attribute (compat/engine.py's former ONE_ENGINE_RULES).
 _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "entrypoint-repeated",
                "kv-transfer-config-removed-field", "kv-connector-unregistered", "attention-backend-unsupported",
-               "kv-cache-dtype-unknown", "speculative-config-removed-field", "tp-heads-indivisible"}
+               "kv-cache-dtype-unknown", "speculative-config-removed-field", "tp-heads-indivisible",
+               # set 79: ECConnectorFactory refuses an EC connector the release does not register
+               "ec-connector-unregistered"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

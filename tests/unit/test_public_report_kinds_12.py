@@ -153,4 +153,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # start 32: MooncakeConnector asserts a kv_role that contradicts the engine's role
                     "kv-role-contradicts-role",
                     # set 67: Dynamo's vLLM worker raises over its connector flags before the engine starts
-                    "dynamo-connector-flag"}
+                    "dynamo-connector-flag",
+                    # set 79: an EC connector (E/P/D) the release's ECConnectorFactory does not register
+                    "ec-connector-unregistered"}

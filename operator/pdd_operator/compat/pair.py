@@ -144,6 +144,8 @@ class RoleConfig:
             whose ``kv_transfer`` is then the NIXL child's own config; ``None`` when NIXL is the top connector.
         kv_transfer_written: the ``--kv-transfer-config`` object as written (a wrapper's own, its children
             included; ``{}`` if absent), for rules about the wrapper itself (:mod:`~pdd_operator.compat.rules.mem_pool`).
+        ec_transfer_written: the ``--ec-transfer-config`` object (encoder-cache connector of E/P/D disaggregation)
+            as written, ``{}`` when absent or unreadable; judged in :mod:`pdd_operator.compat.rules.ec_connector`.
         scheduler: the scheduler's token-budget flags (:class:`~pdd_operator.vllm.scheduler_budget.SchedulerBudget`).
         kv_transfer_removed: keys of ``--kv-transfer-config`` (or of a wrapped connector's config) that vLLM 0.32
             removed from ``KVTransferConfig``, then those it never had (:func:`~pdd_operator.vllm.kv_transfer_config.
@@ -292,6 +294,7 @@ class RoleConfig:
     loose: str = ""
     wrapper: str | None = None
     kv_transfer_written: dict = field(default_factory=dict)
+    ec_transfer_written: dict = field(default_factory=dict)
     kv_transfer_removed: tuple[str, ...] = ()
     attention_config_keys: tuple[str, ...] = ()
     pass_config_keys: tuple[str, ...] = ()
@@ -702,6 +705,10 @@ def role_from_container(
     if (offloaded := offloading_connector(known, rules_version(version_text))) is not None:
         kv_transfer, wrapper, connector_note = offloaded[0], None, offloaded[1]
     try:
+        raw_ec = json_flag(known, "--ec-transfer-config") or {}
+    except ValueError:  # not judged (no rule reads a malformed EC config yet)
+        raw_ec = {}
+    try:
         speculative = json_flag(known, "--speculative-config")
     except ValueError as exc:
         errors.append(str(exc))
@@ -792,6 +799,7 @@ def role_from_container(
         setup=script_setup(container, pod_spec, launch),
         wrapper=wrapper,
         kv_transfer_written=well_typed(raw_kv) if isinstance(raw_kv, dict) else {},
+        ec_transfer_written=raw_ec,
         kv_transfer_removed=removed,
         attention_config_keys=tuple(str(k) for k in attention_config) if isinstance(attention_config, dict) else (),
         pass_config_keys=tuple(str(k) for k in pass_config) if isinstance(pass_config, dict) else (),

@@ -46,6 +46,22 @@ class ModelTraits:
     #: a config.json was read, and for architectures that never window or window by their code
     #: (``sliding_window``). The rules judge such a model both ways (compat/engine.py ``_unknown_window``).
     window_depends: bool = False
+    #: a multimodal checkpoint whose config.json was read and whose language model has plain attention (per-head K/V:
+    #: no MLA latent, no SSM layers, not encoder-decoder; :func:`~pdd_operator.vllm.model_config.facts_from_config`
+    #: tests those before it calls a model multimodal). ``False`` where only the name or a declared family tells it.
+    plain_language_model: bool = False
+
+    @property
+    def kv_family(self) -> Architecture | None:
+        """The family whose KV cache the engine holds: :attr:`architecture`, but :attr:`Architecture.DENSE` for a
+        multimodal checkpoint with :attr:`plain_language_model`. Only the language model's layers hold KV cache: the
+        vision encoder's attention (``MMEncoderAttention``, "attention without any cache",
+        model_executor/layers/attention/mm_encoder_attention.py 0.30.0 lines 219-220) is no ``AttentionLayerBase``,
+        so the backend that decides the block size is the language model's (``Platform._find_non_ssm_backend``,
+        platforms/interface.py 0.30.0 lines 589-606)."""
+        if self.architecture == Architecture.MULTIMODAL and self.plain_language_model:
+            return Architecture.DENSE
+        return self.architecture
 
     @property
     def needs_hma(self) -> bool:

@@ -38,6 +38,11 @@ state) are described: MLA backends force their own sizes (FlashMLA 64, CUTLASS M
   when AITER's MHA is on, else ROCM_AITER_UNIFIED_ATTN or TRITON_ATTN (64): 64 only likely.
 - Other platforms pick their own (``xpu.py`` 64, ``tpu.py`` the Pallas page size): not described.
 
+A multimodal checkpoint is described when its config.json was read and shows a plain-attention language model: the
+rules pass its ``ModelTraits.kv_family`` (dense) as ``family``. Only the language model's layers hold KV cache (the
+vision encoder's ``MMEncoderAttention`` has none and is no ``AttentionLayerBase``), so ``update_block_size_for_backend``
+asks the language model's backend (``_find_non_ssm_backend``, platforms/interface.py 0.30.0 lines 589-640).
+
 With the version unknown, the size is the one every release from 0.9.0 to 0.34 gives, where they all agree (16 on
 CUDA for a plain-attention model whose head size is known and not 256 or 512).
 

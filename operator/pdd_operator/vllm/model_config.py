@@ -292,6 +292,8 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
             model_traits = replace(model_traits, window_depends=False)
         if facts is not None and facts.head_size is not None:
             model_traits = replace(model_traits, head_size=facts.head_size)
+    if facts is not None and facts.architecture == model_traits.architecture == Architecture.MULTIMODAL:
+        model_traits = replace(model_traits, plain_language_model=True)
     if facts is not None:
         model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
                                attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts,

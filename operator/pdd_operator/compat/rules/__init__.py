@@ -25,6 +25,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     draft_kv,
     dynamo_worker,
     early_nixl,
+    ec_connector,
     engine_args,
     engine_id,
     env_vars,

@@ -43,14 +43,14 @@ def one_block_size(pair: PDPair, differ: str, one_sided: str) -> list[Violation]
 def _default(pair: PDPair, role: RoleConfig) -> int | None:
     """The block size vLLM gives ``role`` when it sets none, where its code pins it
     (:func:`~pdd_operator.vllm.block_size.default_block_size`)."""
-    return default_block_size(role.version, role.image, role.resources, pair.model.architecture, role.env,
+    return default_block_size(role.version, role.image, role.resources, pair.model.kv_family, role.env,
                               role.attention_backend, pair.model.head_size)
 
 
 def _likely(pair: PDPair, role: RoleConfig) -> LikelyBlockSize:
     """The block size ``role`` most likely runs with when it sets none, and what else decides it
     (:func:`~pdd_operator.vllm.block_size.likely_block_size`)."""
-    return likely_block_size(role.version, role.image, role.resources, pair.model.architecture, role.env,
+    return likely_block_size(role.version, role.image, role.resources, pair.model.kv_family, role.env,
                              role.attention_backend, pair.model.head_size)
 
 

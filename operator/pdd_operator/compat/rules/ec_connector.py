@@ -1,0 +1,64 @@
+"""The encoder-cache (EC) connector of vLLM's encoder/prefill/decode disaggregation: ``--ec-transfer-config``'s
+``ec_connector`` must be a name the engine's release registers (:mod:`pdd_operator.vllm.ec_connectors`).
+
+A prefill that consumes encoder outputs (``ec_role`` ``ec_consumer``) carries this config beside its KV connector; the
+EC connector is not part of the KV transfer (no NIXL hash factor), but an engine whose EC connector the factory refuses
+does not start, so no KV is ever produced. Judged role by role (an engine-alone rule), on upstream vLLM images of the
+releases read (0.11.1-0.34.0); a name loaded from ``ec_connector_module_path`` is not judged.
+"""
+
+from __future__ import annotations
+
+from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.ec_connectors import EC_REGISTERED, EC_RENAMED, ec_names, ec_registered
+from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, fmt, image_repository
+
+
+@rule(
+    id="ec-connector-unregistered", family="connector", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm distributed/ec_transfer/ec_connector/factory.py ECConnectorFactory.get_connector_class: "
+            "ValueError('Unsupported connector type: ...') (line 71) for a name not registered and no "
+            "ec_connector_module_path, raised as the scheduler builds the connector at start-up "
+            "(v1/core/sched/scheduler.py 0.30.0 line 181); registries of the 0.11.1-0.14.1 and 0.16.0-0.34.0 sdists: "
+            "ECSharedStorageConnector 0.11.1-0.12.0, ECExampleConnector from 0.13.0, ECCPUConnector from 0.26.0, "
+            "ECMooncakeConnector from 0.30.0"),
+    example='--ec-transfer-config {"ec_connector":"ECCPUConnector","ec_role":"ec_consumer"} on vllm/vllm-openai:v0.25.0',
+    without_connector=True, one_engine=True,
+)
+def check_ec_connector_registered(pair: PDPair) -> list[Violation]:
+    """An engine of an upstream vLLM image names an EC connector (``--ec-transfer-config`` ``ec_connector``) its
+    release registers, or loads it from ``ec_connector_module_path``.
+
+    An error per engine whose release (0.11.1-0.34.0, read) does not register the name: the engine raises
+    'Unsupported connector type' while it starts. Not judged for an unknown release, a release outside those read,
+    an image not built by vLLM (a fork may register more), or a config that cannot be read.
+    """
+    out: list[Violation] = []
+    for r in pair.roles:
+        ec = r.ec_transfer_written
+        name = ec.get("ec_connector")
+        if (not isinstance(name, str) or not name or ec.get("ec_connector_module_path") or r.version is None
+                or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
+            continue
+        if ec_registered(name, r.version) is not False:
+            continue
+        since = EC_REGISTERED.get(name, (None, None))[0]
+        other = EC_RENAMED.get(name)
+        why = (f"it is {other} in this release; the name changed in 0.13.0" if other and ec_registered(other, r.version)
+               else f"it arrived in {fmt(since)}" if since and r.version < since
+               else "no release from 0.11.1 to 0.34.0 registers it")
+        registered = ", ".join(ec_names(r.version))
+        out.append((
+            f"{r.role}: vLLM {fmt(r.version)} ({r.image}) registers no EC connector named {name} ({why}; it registers "
+            f"{registered}): ECConnectorFactory raises 'Unsupported connector type: {name}' when the scheduler builds "
+            f"the EC connector, so the {r.role} does not start and no KV is produced for the pair.",
+            fix_for(pair, f"Name an EC connector vLLM {fmt(r.version)} registers ({registered}).",
+                    (f"Write \"ec_connector\":\"{other}\"" if other and ec_registered(other, r.version)
+                     else f"Use an image of vLLM {fmt(since)} or later" if since and r.version < since
+                     else f"Name one of {registered}")
+                    + f" in the {r.role} container's --ec-transfer-config, or set ec_connector_module_path to the "
+                    "module that defines it."),
+        ))
+    return out
