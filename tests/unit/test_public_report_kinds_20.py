@@ -153,7 +153,8 @@ def _pinned_pair(p_args, d_args, d_nodes, image="vllm/vllm-openai:v0.32.0", mode
 
 @pytest.mark.parametrize(("p_args", "d_args", "d_nodes", "severity"), [
     (["--attention-backend", "FLASHINFER"], [], "NVIDIA-H100-80GB-HBM3", "error"),  # decode runs FLASH_ATTN
-    ([], ["--attention-backend=TRITON_ATTN"], "NVIDIA-A100-SXM4-80GB", "warning"),  # the prefill is not pinned
+    # the prefill is not pinned, but no NVIDIA GPU from 7.5 up defaults to TRITON_ATTN for head size 128 (set 80)
+    ([], ["--attention-backend=TRITON_ATTN"], "NVIDIA-A100-SXM4-80GB", "error"),
     (["--attention-backend", "TRITON_ATTN"], [], ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"], "error"),
     (["--attention-backend", "FLASH_ATTN"], [], "NVIDIA-H100-80GB-HBM3", None),
     (["--attention-backend", "FLASHINFER"], [], None, "warning"),  # the decode's GPU is not pinned
@@ -188,10 +189,14 @@ def test_on_compute_capability_10_the_default_is_flashinfer_for_a_known_head_siz
     assert found == ({severity} if severity else set()), out
 
 
-def test_a_one_sided_backend_on_an_older_release_is_a_warning(tmp_path, capsys):
-    docs = _pinned_pair(["--attention-backend", "FLASHINFER"], [], "NVIDIA-H100-80GB-HBM3", image="vllm/vllm-openai:v0.22.0")
+@pytest.mark.parametrize(("image", "severity"), [
+    ("vllm/vllm-openai:v0.17.1", "warning"),  # before 0.18.0: the default choice was not read, VLLM_ATTENTION_BACKEND
+    ("vllm/vllm-openai:v0.22.0", "error"),    # 0.18.0-0.26.0 priority lists read alike (set 80)
+])
+def test_a_one_sided_backend_before_the_releases_read_is_a_warning(tmp_path, capsys, image, severity):
+    docs = _pinned_pair(["--attention-backend", "FLASHINFER"], [], "NVIDIA-H100-80GB-HBM3", image=image)
     code, out = check(tmp_path, capsys, *docs)
-    assert "attention-backend-mismatch" in rules(out, "warning") and code == 0, out
+    assert "attention-backend-mismatch" in rules(out, severity) and code == (1 if severity == "error" else 0), out
 
 
 # --- simulators of vLLM's API --------------------------------------------------------------------------------

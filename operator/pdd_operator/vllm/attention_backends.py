@@ -100,6 +100,26 @@ def pinned_capability(products: Iterable[str] | None) -> int | None:
     return majors.pop() if len(majors) == 1 else None
 
 
+#: The backends vLLM picks by itself for such a model on an NVIDIA GPU of compute capability 7.5 or newer: FLASH_ATTN
+#: (``supports_compute_capability``: 8.0 and up; head sizes that are multiples of 8 up to 256) first on every GPU but
+#: 10.x, FLASHINFER (7.5 to 12.1; head sizes 64, 128, 256) first on 10.x and on 7.5 where FLASH_ATTN is invalid
+#: (v1/attention/backends/flash_attn.py and flashinfer.py, 0.18.0 and 0.22.0; the priority lists of
+#: ``_get_backend_priorities`` in vllm/platforms/cuda.py read alike in 0.13.0-0.26.0). TRITON_ATTN and FLEX_ATTENTION
+#: come third and fourth: vLLM picks them only where both are invalid.
+DEFAULT_BACKENDS = frozenset({"FLASH_ATTN", "FLASHINFER"})
+
+
+def never_default(name: str, head_size: int | None) -> bool:
+    """Whether ``name`` (any case) is a non-MLA backend vLLM never picks by itself for a plain model of
+    ``head_size`` (a multiple of 8, at most 256: FLASH_ATTN serves it on 8.x and up, FLASHINFER on 7.5) with the
+    ``auto`` KV cache dtype on an NVIDIA GPU of compute capability 7.5 or newer (:data:`DEFAULT_BACKENDS`).
+    ``False`` where the head size is not known."""
+    if head_size is None or head_size % 8 or head_size > 256:
+        return False
+    upper = name.upper()
+    return backend_kind(upper) == (False, False) and upper not in DEFAULT_BACKENDS
+
+
 def default_backend(capability_major: int) -> str:
     """The backend vLLM picks by itself for a non-MLA model without attention sinks or a sliding window, a standard
     head size and the ``auto`` KV cache dtype (the first of ``_get_backend_priorities`` that is valid for it)."""

@@ -134,6 +134,20 @@ def unread(name: str, version: Version | None) -> bool | None:
     return not any(i in mentioned for i in around)
 
 
+def read_by(name: str, version: Version | None) -> bool:
+    """Whether vLLM ``version`` certainly mentions the ``VLLM_*`` variable ``name``: the release read mentions it, or
+    both releases read around it do. ``False`` for an unknown version, one outside the releases read, or one where a
+    neighbour does not mention it (``VLLM_ATTENTION_BACKEND``: 0.9.0-0.14.1 read it, so 0.14.1 is ``True``, 0.15.0
+    (between 0.14.1 and 0.16.0, which does not) ``False``)."""
+    if version is None or not name.startswith(PREFIX):
+        return False
+    around = _neighbours(version)
+    if around is None:
+        return False
+    mentioned = _table()[1].get(name, frozenset())
+    return all(i in mentioned for i in around)
+
+
 def closest(name: str, version: Version | None) -> str | None:
     """The variable ``version`` reads (any release read, for ``None``) whose name is nearest ``name`` (difflib ratio
     0.85 or more: ``VLLM_NIXL_SIZE_CHANNEL_HOST`` -> ``VLLM_NIXL_SIDE_CHANNEL_HOST``), or ``None``."""

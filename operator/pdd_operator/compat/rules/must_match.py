@@ -15,10 +15,12 @@ from pdd_operator.vllm.attention_backends import (
     backend_kind,
     backend_refusal,
     default_backend,
+    never_default,
     pinned_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
+from pdd_operator.vllm.env_vars import read_by
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
@@ -346,11 +348,18 @@ def _kv_width(kv_cache_dtype: str) -> str:
 #: nixl/metadata.py 0.20-0.24) moved it back to 0.18.0.
 _BACKEND_FLAG_SINCE = (0, 18, 0)
 #: The releases whose default backend choice (vllm/platforms/cuda.py _get_backend_priorities) was read: the
-#: one-sided case (:func:`_one_sided_backend`) predicts the other role's backend only from here.
-_DEFAULT_BACKEND_SINCE = (0, 26, 0)
-#: The last release line a report shows reading VLLM_ATTENTION_BACKEND and crashing on a FLASHINFER/FLASH_ATTN
-#: pair (vllm#23587, filed by a vLLM maintainer against 0.10.x; FlashInfer's block-first layout, vllm#19090).
-_BACKEND_ENV_UNTIL = (0, 11, 0)
+#: one-sided case (:func:`_one_sided_backend`) predicts the other role's backend only from here. The non-MLA
+#: priority lists read alike in 0.18.0, 0.19.0, 0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.24.0, 0.25.0 and 0.26.0 (set 80;
+#: 0.20.0 cuda.py lines 79-146 append TURBOQUANT, which a TurboQuant KV cache dtype selects, not ``auto``).
+_DEFAULT_BACKEND_SINCE = (0, 18, 0)
+# VLLM_ATTENTION_BACKEND: the NIXL handshake compares the backend names: ``assert nixl_agent_meta.attn_backend_name ==
+# self.backend_name`` in add_remote_agent (v1/nixl_connector.py 0.9.1 line 674, 0.10.0 line 748, 0.10.2 line 901,
+# 0.11.0 line 959, 0.12.0 line 1528), then the compatibility hash's attn_backend_name (0.13.0 line 187, 0.14.1
+# line 200). 0.9.0 compares none, but its connector knows no FlashInfer layout at all (no ``_use_flashinfer`` in
+# the 0.9.0 sdist's nixl_connector.py; vllm#19090 "allowed but broken"), and this rule has refused a differing
+# variable there before set 80 as well. VLLM_ATTENTION_BACKEND chooses the backend where the release reads it
+# (:func:`~pdd_operator.vllm.env_vars.read_by`: envs.py 0.9.0-0.12.0; config/attention.py ``_set_from_env_if_set``
+# 0.13.0-0.14.1; no file of 0.16.0 or later mentions it), so a difference is certain wherever it is read.
 
 
 @rule(
@@ -358,8 +367,8 @@ _BACKEND_ENV_UNTIL = (0, 11, 0)
     fields=("spec.engine.env", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
     source=("vllm nixl/metadata.py compute_nixl_compatibility_hash factor attn_backend_name, the backend chosen by "
             "--attention-backend / --attention-config (0.18.0-0.24.0, 0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
-            "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND FLASHINFER vs FLASH_ATTN crashes the pair in 0.10 "
-            "(vllm#23587); other versions: a warning"),
+            "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND where the release reads it and compares backend names "
+            "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning"),
     needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
@@ -368,10 +377,10 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     for what, value, certain in (
         ("--attention-backend", lambda r: r.attention_backend, pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)),
         ("VLLM_ATTENTION_BACKEND", lambda r: r.env.get("VLLM_ATTENTION_BACKEND"),
-         pair.version is not None and pair.version < _BACKEND_ENV_UNTIL),
+         read_by("VLLM_ATTENTION_BACKEND", pair.version)),
     ):
         p, d = value(pair.prefill), value(pair.decode)
-        if p is None or d is None or str(p).upper() == str(d).upper() or "AUTO" in (str(p).upper(), str(d).upper()):
+        if p is None or d is None or _backend_key(p) == _backend_key(d) or "AUTO" in (str(p).upper(), str(d).upper()):
             continue
         where = "vLLM " + fmt(pair.version) if pair.version else "this vLLM (version unknown)"
         message = (f"{what} differs: prefill {p!r}, decode {d!r}. The attention backend decides the KV cache layout "
@@ -387,6 +396,12 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     if len(named) == 1:
         out.extend(_one_sided_backend(pair, named[0], pair.decode if named[0] is pair.prefill else pair.prefill))
     return out
+
+
+def _backend_key(name: object) -> str:
+    """A backend name as vLLM resolves it: upper-cased, and the V1 suffix of 0.9-0.10's names dropped
+    (``FLASH_ATTN_VLLM_V1`` is the V1 engine's FLASH_ATTN: vllm/attention/selector.py 0.10.0 maps one to the other)."""
+    return str(name).upper().removesuffix("_VLLM_V1")
 
 
 def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> list[Violation]:
@@ -405,14 +420,20 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     cap = pinned_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
     head = pair.model.head_size
     unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
-    known = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
+    plain = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
              and other.kv_cache_dtype in (None, "auto") and (other.block_size is None or other.block_size % 16 == 0)
-             and gpu_platform(other.image, other.resources) == "cuda"
-             and pair.version is not None and pair.at_least(_DEFAULT_BACKEND_SINCE)
-             and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256)))
+             and gpu_platform(other.image, other.resources) == "cuda" and "VLLM_ATTENTION_BACKEND" not in other.env
+             and (other.dtype or "auto").lower() not in ("float32", "float")
+             and pair.version is not None and pair.at_least(_DEFAULT_BACKEND_SINCE))
+    known = plain and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256))
     fix = fix_for(pair, "Name the same attention backend in both roles' extraArgs (or in neither).",
                   f"Give the {other.role} container the same --attention-backend {named.attention_backend} "
                   f"(or drop it from the {named.role}).")
+    if plain and cap is None and never_default(x, head):
+        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
+                 f"none, so vLLM picks its own: FLASH_ATTN or FLASHINFER on every NVIDIA GPU from compute capability 7.5 "
+                 f"up for this model (head size {head}; vllm/platforms/cuda.py _get_backend_priorities), never {x}. "
+                 "attn_backend_name is a factor of the NIXL compatibility hash, so the handshake refuses the pair.", fix)]
     if known:
         chosen = default_backend(cap)
         if chosen == x:
