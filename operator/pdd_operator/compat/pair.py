@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.compat.data_parallel import first_local_rank, lb_modes, local_data_parallel, spans_nodes
 from pdd_operator.compat.dynamo_worker_flags import WORKER_FLAGS
+from pdd_operator.compat.pd_proxy import Proxy, command_proxy, pod_proxies
 from pdd_operator.compat.placement import NodeTerm, PodAffinityTerm, node_terms, pod_affinity_terms
 from pdd_operator.compat.pod_ports import sidecar_ports
 from pdd_operator.render.workloads import Owner, pod_template
@@ -131,6 +132,8 @@ class RoleConfig:
             and the other role's.
         sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
             (:func:`~pdd_operator.compat.pod_ports.sidecar_ports`), to compare with ``other_ports``.
+        proxies: the P/D proxies found beside the engine whose request protocol is known
+            (:mod:`~pdd_operator.compat.pd_proxy`): a routing sidecar in its pod, a proxy its script starts.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
         loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
             variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
@@ -289,6 +292,7 @@ class RoleConfig:
     networks: tuple[str, ...] = ()
     other_ports: tuple[int, ...] = ()
     sidecar_ports: tuple[tuple[str, int], ...] = ()
+    proxies: tuple[Proxy, ...] = ()
     errors: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
@@ -792,6 +796,7 @@ def role_from_container(
         networks=networks,
         other_ports=tuple(other_ports),
         sidecar_ports=sidecar_ports(container, pod_spec),
+        proxies=pod_proxies(container, pod_spec) + tuple(p for words in launch.proxies if (p := command_proxy(words))),
         errors=tuple(errors),
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"

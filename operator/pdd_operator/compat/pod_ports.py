@@ -19,7 +19,7 @@ from pdd_operator.vllm.versions import is_vllm_image
 _STARTS_VLLM = re.compile(r"^(?:\S*/)?vllm$|^vllm\.entrypoints|^dynamo\.vllm$")
 
 
-def _runs_vllm(container: dict) -> bool:
+def runs_vllm(container: dict) -> bool:
     """``container`` starts a vLLM engine (its image is a vLLM image or a word of its command starts vLLM): its
     ports are the engine's own, which the engine rules compare (``listener-port-conflict``)."""
     words = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or [])).split()
@@ -37,7 +37,7 @@ def sidecar_ports(container: dict, pod_spec: dict | None) -> tuple[tuple[str, in
                if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
     out = []
     for other in others:
-        if other is container or other.get("name") == container.get("name") or _runs_vllm(other):
+        if other is container or other.get("name") == container.get("name") or runs_vllm(other):
             continue
         for port in other.get("ports") or []:
             if not isinstance(port, dict) or str(port.get("protocol", "TCP")).upper() != "TCP":

@@ -89,6 +89,9 @@ class Launch:
             an ``eval`` or of an ``sh -c`` inside the script, the line of that ``eval`` or ``sh -c``.
         proxy_role: ``prefill`` or ``decode`` where a P/D proxy the same script starts names this engine's
             ``--port`` as a prefiller or decoder port (:func:`proxy_roles`), else ``None``.
+        proxies: the words (expanded) of each command the same script starts that looks like a P/D proxy
+            (:func:`looks_like_proxy`: ``python3 toy_proxy_server.py ...``, ``./bin/llm-d-routing-sidecar ...``), in
+            order; which protocol each speaks is judged in :mod:`pdd_operator.compat.pd_proxy`.
         wrapper: the command's expanded words before the entry point (``srun -w node1 --export=ALL,X=1``,
             ``numactl ...``, ``env X=1``), those of an enclosing ``srun ... bash -c "..."`` first; a host script's
             reader (:mod:`pdd_operator.compat.script_inputs`) takes the engine's node and environment from them.
@@ -106,6 +109,7 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     line: int = 0
     proxy_role: str | None = None
+    proxies: tuple[tuple[str, ...], ...] = ()
     wrapper: tuple[str, ...] = ()
     repeats: str = ""
     inside: tuple[int, str] | None = None
@@ -143,6 +147,9 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
         return []
     names = [name for shell in runs for name in shell.undecided]
     merged = _merged([x for x, _ in found], names[0] if names else BRANCH)
+    proxies = tuple(dict.fromkeys(words for shell in runs if shell.launches for words in shell.proxies))
+    if proxies:
+        merged = [replace(x, proxies=proxies) for x in merged]
     roles = found[0][1]
     if not roles:
         return merged
@@ -275,6 +282,18 @@ PROXY_ROLE_FLAGS = {"--prefiller-ports": "prefill", "--prefiller-port": "prefill
                     "--decoder-ports": "decode", "--decoder-port": "decode", "--decode": "decode"}
 
 
+def looks_like_proxy(words: Sequence[str]) -> bool:
+    """``words`` start a P/D proxy: a word with ``proxy`` or ``sidecar`` in it among the first three (``python3
+    toy_proxy_server.py``, ``./bin/llm-d-routing-sidecar``), or after a launcher's options (``srun -N1 --overlap ...
+    python3 toy_proxy_server.py ...``)."""
+    if not words:
+        return False
+    if any("proxy" in w or "sidecar" in w for w in words[:3]):
+        return True
+    return words[0].rsplit("/", 1)[-1] == "srun" and any(
+        ("proxy" in w or "sidecar" in w) and not w.startswith("-") for w in words)
+
+
 def proxy_roles(words: Sequence[str]) -> dict[int, str]:
     """The engine HTTP ports a proxy command's ``words`` name per role (:data:`PROXY_ROLE_FLAGS`): each value word
     after such a flag up to the next flag, a ``host:port`` read as its port; ``{}`` for a command that is no such
@@ -338,6 +357,8 @@ class _Shell:
         #: how many unknown parts :meth:`reread` has held so far (their variables' numbers).
         self.held = 0
         self.proxy_roles: dict[int, str] = {}
+        #: the words of each command that looks like a P/D proxy (:func:`looks_like_proxy`), in order.
+        self.proxies: list[tuple[str, ...]] = []
         #: indexed arrays: their elements, ``None`` where they are not known (see the module docstring).
         self.arrays: dict[str, list[str] | None] = {}
         self.iterations = 0
@@ -790,8 +811,10 @@ class _Shell:
             return
         # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
         # toy_proxy_server.py ...``)
-        named = proxy_roles(words) if any("proxy" in w for w in words[:3]) or (
-            words[0].rsplit("/", 1)[-1] == "srun" and any("proxy" in w and not w.startswith("-") for w in words)) else {}
+        proxy = looks_like_proxy(words)
+        if proxy:
+            self.proxies.append(tuple(words))
+        named = proxy_roles(words) if proxy else {}
         if named and not set(named) & set(self.proxy_roles):
             self.proxy_roles.update(named)
         remote = _ssh_command(words)

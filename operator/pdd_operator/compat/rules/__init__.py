@@ -56,6 +56,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     p2p_nccl_pair,
     packed_kv,
     parallelism,
+    pd_proxy,
     pipeline_parallel,
     pod_ports,
     pp_push_hma,
