@@ -7,9 +7,9 @@ controls.
   ones are "not checked" (never "nothing to check"), and a runtime without a decoder is no P/D deployment.
 - An OME runtime hands its engines the model as ``$(MODEL_PATH)`` but names the model architecture it serves
   (``supportedModelFormats[].modelArchitecture``): where that is one architecture, it is the model's.
-- vLLM 0.9.0's NIXL connector maps no TP sizes onto each other (``hetero-tp-unsupported-version``), and, having no
-  block-length assert, reads the prefill's blocks with the decode's own block length: a KV dtype of another width
-  or another block size corrupts the decode's KV there (errors, no longer warnings).
+- vLLM 0.9.0's NIXL connector, having no block-length assert, reads the prefill's blocks with the decode's own
+  block length: a KV dtype of another width or another block size corrupts the decode's KV there (errors, no longer
+  warnings).
 - Two pods asking the scheduler for one host port (``hostNetwork`` and one ``containerPort``) never share a node,
   so their side-channel ports cannot collide (:func:`pdd_operator.compat.placement.may_share_node`).
 """
@@ -140,7 +140,7 @@ def test_formats_of_several_architectures_declare_none(tmp_path, capsys):
     assert "architecture-unknown" in rules(out) and "block-size-hetero-unsupported" not in rules(out, "error")
 
 
-# --- vLLM 0.9.0: no TP mapping, no block-length assert ---------------------------------------------------------------
+# --- vLLM 0.9.0: no block-length assert ---------------------------------------------------------------------
 
 
 def _deployments(image, p_args=(), d_args=(), p_tp=1, d_tp=1, model="meta-llama/Llama-3.1-8B-Instruct", pod=None):
@@ -151,21 +151,6 @@ def _deployments(image, p_args=(), d_args=(), p_tp=1, d_tp=1, model="meta-llama/
              "env": [POD_IP], "resources": {"limits": {"nvidia.com/gpu": str(tp)}}}
         docs.append(workload(f"m-{role}", role, c, app="m", pod=pod))
     return docs
-
-
-@pytest.mark.parametrize(("image", "tps", "refused"), [
-    ("vllm/vllm-openai:v0.9.0", (2, 4), True),
-    ("vllm/vllm-openai:v0.9.0.1", (4, 8), True),
-    ("vllm/vllm-openai:v0.9.0", (4, 2), True),
-    ("vllm/vllm-openai:v0.9.0", (4, 4), False),
-    ("vllm/vllm-openai:v0.9.1", (2, 4), False),      # 0.9.1 maps decode ranks onto prefill ranks by tp_ratio
-    ("vllm/vllm-openai:v0.10.2", (1, 2), False),
-])
-def test_tp_sizes_must_match_before_0_9_1(tmp_path, capsys, image, tps, refused):
-    code, out = check(tmp_path, capsys, *_deployments(image, p_tp=tps[0], d_tp=tps[1]))
-    assert ("hetero-tp-unsupported-version" in rules(out, "error")) == refused
-    if refused:
-        assert code == 1
 
 
 @pytest.mark.parametrize(("image", "p_dtype", "d_dtype", "severity"), [

@@ -78,33 +78,6 @@ def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
 
 
 @rule(
-    id="hetero-tp-unsupported-version", family="hetero-tp-unsupported-for-version", severity="error",
-    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
-    source=("vllm v1/nixl_connector.py 0.9.0 (sdist): each rank's handshake listener binds "
-            "VLLM_NIXL_SIDE_CHANNEL_PORT + rank (l.402-407) and the decode's rank r dials the prefill's port + r "
-            "(_nixl_handshake l.418-425) and registers the remote blocks with its own block_len (add_remote_agent "
-            "l.538-575); 'to support heterogeneous TP, we will have to ...' (l.390-393). 0.9.1 maps ranks through "
-            "tp_ratio (l.477-480) and compares block_len * tp_ratio (l.684-703)"),
-    until=(0, 9, 1),
-    example="prefill: {tensorParallelSize: 4}, decode: {tensorParallelSize: 8} on vLLM 0.9.0",
-)
-def check_tp_equal_before_ratio(pair: PDPair) -> list[Violation]:
-    """Before vLLM 0.9.1: equal prefill and decode TP."""
-    if pair.tps is None or min(pair.tps) < 1 or pair.tps[0] == pair.tps[1]:
-        return []
-    p, d = pair.tps
-    beyond = (f" decode ranks {p}-{d - 1} dial ports where no prefill rank listens and wait there;" if d > p else "")
-    return [(
-        f"Prefill TP {p} and decode TP {d} differ, and vLLM {fmt(pair.version)}'s NIXL connector maps no TP sizes onto "
-        f"each other: decode rank r handshakes with the prefill's side-channel port + r;{beyond} the ranks that do "
-        "meet read the prefill's blocks with their own block length (a different share of the KV heads), so the "
-        "decode gets the wrong KV.",
-        "Use the same tensor parallel size on both roles, or vLLM >= 0.9.1 (which maps decode ranks onto prefill "
-        "ranks by tp_ratio).",
-    )]
-
-
-@rule(
     id="hetero-tp-p-gt-d-unsupported", family="hetero-tp-unsupported-for-version", severity="error",
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.engine"),
     source=("vllm v1/nixl_connector.py _validate_remote_agent_handshake: assert tp_ratio > 0, 'Decode TP cannot be "
