@@ -53,10 +53,12 @@ def test_other_pre_hash_differences_stay_warnings(version, prefill, decode):
     assert finding is not None and finding.severity == "warning", finding
 
 
-def test_a_release_before_the_read_ones_stays_a_warning():
-    # 0.9.0's add_remote_agent has no block-length assert (read in its wheel); 0.9.1 on assert (set 26)
+def test_a_release_before_the_read_ones_corrupts_instead_of_asserting():
+    # 0.9.0's add_remote_agent has no block-length assert, but reads the prefill's blocks with the decode's own
+    # block_len (v1/nixl_connector.py 0.9.0 l.538-575): another KV width is read wrong, an error (set 82); 0.9.1 on
+    # assert (set 26)
     finding = _finding("0.9.0", ["--kv-cache-dtype", "fp8"], [])
-    assert finding is not None and finding.severity == "warning"
+    assert finding is not None and finding.severity == "error"
 
 
 @pytest.mark.parametrize("prefill, decode", [(["--kv-cache-dtype", "auto"], ["--kv-cache-dtype", "bfloat16"]),

@@ -29,6 +29,7 @@ class _Pod:
     def __init__(self, spec: dict):
         self.pod_labels, self.namespace, self.nodes = {}, "default", node_terms(spec)
         self.anti_affinity = self.pod_affinity = ()
+        self.host_ports = frozenset()
 
 
 BY_NAME_A = {"nodeName": "a"}

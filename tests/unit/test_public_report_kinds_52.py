@@ -127,7 +127,7 @@ def test_an_unknown_version_with_a_value_every_release_lists_passes(tmp_path, ca
     ("vllm/vllm-openai:v0.10.1.1", (), ("--block-size", "16", "--kv-cache-dtype", "fp8"), "error"),
     ("vllm/vllm-openai:v0.12.0", ("--kv-cache-dtype", "fp8_e4m3"), ("--block-size", "16"), "error"),
     ("vllm/vllm-openai:v0.11.0", ("--block-size", "16", "--kv-cache-dtype", "bfloat16"), (), "warning"),  # same width
-    ("vllm/vllm-openai:v0.9.0", (), ("--block-size", "16", "--kv-cache-dtype", "fp8"), "warning"),  # no assert in 0.9.0
+    ("vllm/vllm-openai:v0.9.0", (), ("--block-size", "16", "--kv-cache-dtype", "fp8"), "error"),  # read wrong (set 82)
     ("vllm/vllm-openai:v0.10.1.1", (), ("--block-size", "16"), None),
 ])
 def test_kv_dtype_width_before_the_hash(tmp_path, capsys, image, p_extra, d_extra, expected):

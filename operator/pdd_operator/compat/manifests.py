@@ -693,6 +693,13 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
                 c, plan = _v1beta1_multinode(c, service, len(containers))
                 out.extend(_engines(_with_env(c, injected or {}), node, where, ctx + path + [str(c.get("name", ""))],
                                     role_from_labels, pod_meta, group, replicas, plan, every_pod=every_pod))
+        runner = node.get("runner")
+        if isinstance(runner, dict) and context and context[0] in _OME_KINDS:
+            # an OME runtime's or InferenceService's component (engineConfig, decoderConfig, their leader/worker):
+            # its ``runner`` is the pod's main container, the component itself its pod spec (hostNetwork, volumes)
+            out.extend(_engines(_with_env(runner, injected or {}), node, f"{origin} {'.'.join(path)}.runner"
+                                f"({runner.get('name', '?')})", ctx + path + [str(runner.get("name", ""))],
+                                role_from_labels, pod_meta, group, replicas))
         main = node.get("mainContainer")
         if isinstance(main, dict):
             resources, nodes, raw = service or ({}, 1, {})
@@ -705,7 +712,8 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             out.extend(_engines(main, node, f"{origin} {'.'.join(path)}.mainContainer", ctx + path,
                                 role_from_labels, pod_meta, group, replicas, plan))
         for key, value in node.items():
-            if key in ("containers", "mainContainer", "metadata", "status"):
+            if key in ("containers", "mainContainer", "metadata", "status") or (key == "runner" and context
+                                                                               and context[0] in _OME_KINDS):
                 continue
             _walk(value, path + [str(key)], ctx, role_from_labels, out, origin, pod_meta, envs, skip, group, replicas,
                   service, (templates or {}).get(key, injected), lws if key == "leaderWorkerTemplate" else None,
@@ -720,6 +728,43 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
         for i, value in enumerate(node):
             _walk(value, path + [f"{i}"], context, labels_role, out, origin, pod_meta, envs, skip, group, replicas,
                   service, injected, None, every_pod)
+
+
+#: OME's kinds (sgl-project/ome ``ome.io/v1beta1``) whose components hold their main container as ``runner``
+#: (pkg/apis/ome/v1beta1 inference_service.go RunnerSpec: a corev1.Container inline) beside the pod spec fields.
+_OME_KINDS = ("ServingRuntime", "ClusterServingRuntime", "InferenceService")
+#: An OME object's prefill and decode components: ``engineConfig``/``decoderConfig`` of a (Cluster)ServingRuntime
+#: (servingruntime_types.go ServingRuntimePodSpec), ``engine``/``decoder`` of an InferenceService
+#: (inference_service.go InferenceServiceSpec).
+_OME_PD_KEYS = (("engineConfig", "decoderConfig"), ("engine", "decoder"))
+
+
+def _ome_pd_parts(doc: dict) -> tuple[str, str] | None:
+    """The (prefill key, decode key) of an OME object that runs prefill/decode disaggregation, else ``None``.
+
+    OME (sgl-project/ome, site/content/en/docs/concepts/serving_runtime.md "Decoder Configuration") splits P/D by
+    structure: ``decoderConfig`` holds the decode component and, where it is present, ``engineConfig`` the prefill
+    (its controller labels the engine pods' component ``engine`` and the decoder's ``decoder``, and its router's
+    ``--prefill-selector``/``--decode-selector`` pick them so), whatever the runners' own flags say."""
+    if not str(doc.get("apiVersion") or "").startswith("ome.io/") or doc.get("kind") not in _OME_KINDS:
+        return None
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    return next(((p, d) for p, d in _OME_PD_KEYS if isinstance(spec.get(d), dict)), None)
+
+
+def ome_architecture(doc: dict) -> str | None:
+    """The one Hugging Face architecture an OME (Cluster)ServingRuntime serves, else ``None``.
+
+    OME picks a runtime for a model by ``spec.supportedModelFormats[].modelArchitecture`` (the model's config.json
+    ``architectures``; sgl-project/ome pkg/apis/ome/v1beta1 servingruntime_types.go SupportedModelFormat, and its
+    runtime selector) and hands the engine the model as ``$(MODEL_PATH)``: where every format names the same
+    architecture, that is the architecture of any model the runtime's engines load."""
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    formats = spec.get("supportedModelFormats")
+    if not isinstance(formats, list):
+        return None
+    archs = {f.get("modelArchitecture") for f in formats if isinstance(f, dict)}
+    return archs.pop() if len(archs) == 1 and isinstance(next(iter(archs)), str) else None
 
 
 #: The keys of a RoleBasedGroup role (sgl-project/rbg ``workloads.x-k8s.io`` RoleSpec) that hold its pods: v1alpha2's
@@ -1108,6 +1153,16 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None, skip=skip)
         rest = {k: v for k, v in spec.items() if k != "prefill"}
         _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None, skip=skip)
+    elif (ome := _ome_pd_parts(doc)) is not None:
+        ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
+        for key, role in zip(ome, ("prefill", "decode"), strict=True):
+            if isinstance(spec.get(key), dict):
+                _walk(spec[key], ["spec", key], ctx, (role, "type"), found, origin, None)
+        rest = {k: v for k, v in spec.items() if k not in ome}
+        _walk(rest, ["spec"], ctx, None, found, origin, None)
+        if (arch := ome_architecture(doc)) is not None:
+            found = [replace(e, config=replace(e.config, declared_architecture=arch)) if isinstance(e, Engine) else e
+                     for e in found]
     elif doc.get("kind") == "ModelBooster" and _modelbooster_pods(spec) is not None:
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
         _walk(_modelbooster_pods(spec), ["spec", "backend", "workers"], ctx, None, found, origin, None)
@@ -1185,8 +1240,10 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
     if alias := served_as_known(p.config.model, served):
         notes.append(f"the model is the local path {p.config.model}; its config.json is read as that of {alias}, the "
                      "known checkpoint both engines serve it as (--served-model-name)")
+    declared = p.config.declared_architecture if p.config.declared_architecture == d.config.declared_architecture \
+        else None
     named = resolve_model(SimpleNamespace(name=alias or p.config.model or "", architecture=None, ssm_kind=None,
-                                          hf_architecture=None, num_kv_heads=None, mamba_n_groups=None))
+                                          hf_architecture=declared, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(
         source=f"{p.where} + {d.where}",
         prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),

@@ -363,6 +363,10 @@ class RoleConfig:
     #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none); vLLM reports the
     #: first of several names as the model's (vllm/config/model.py ``get_served_model_name``, 0.34.0 l.2367-2378)
     served_model_name: str | None = None
+    #: the Hugging Face architecture the object around the engine declares for the models it serves, where the engine's
+    #: own ``--model`` is filled in at run time (an OME runtime's ``spec.supportedModelFormats[].modelArchitecture``
+    #: with ``$(MODEL_PATH)``: :func:`pdd_operator.compat.manifests.ome_architecture`); ``None`` where none is declared
+    declared_architecture: str | None = None
     #: the host whose GPUs the container is handed by their host ordinals, for engines of separate containers that may
     #: share them (a Compose service's ``gpus``/``device_ids``, :mod:`pdd_operator.compat.compose_inputs`); ``""``
     #: where a device plugin hands each container its own GPUs (pods)
@@ -877,11 +881,13 @@ def _fraction(raw: str | bool) -> float | None:
 
 def host_ports(pod_spec: dict) -> frozenset[int]:
     """The TCP host ports a pod spec (camelCase dict) asks the scheduler for (:attr:`RoleConfig.host_ports`):
-    every container's (init containers' too) ``ports[].hostPort``, and ``containerPort`` where the pod uses the
-    host network and no ``hostPort`` is written. Ports whose value is not a literal integer are left out."""
+    every container's (init containers' too, and an OME component's ``runner``) ``ports[].hostPort``, and
+    ``containerPort`` where the pod uses the host network and no ``hostPort`` is written. Ports whose value is not a
+    literal integer are left out."""
     host_net = bool(pod_spec.get("hostNetwork"))
     out = set()
-    for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
+    runner = [pod_spec["runner"]] if isinstance(pod_spec.get("runner"), dict) else []
+    for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []) + runner:
         for port in (c.get("ports") or []) if isinstance(c, dict) else []:
             if not isinstance(port, dict) or str(port.get("protocol", "TCP")).upper() != "TCP":
                 continue

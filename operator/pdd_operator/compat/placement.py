@@ -156,6 +156,8 @@ class Placed(Protocol):
     nodes: tuple[NodeTerm, ...] | None
     anti_affinity: tuple[PodAffinityTerm, ...]
     pod_affinity: tuple[PodAffinityTerm, ...]
+    #: TCP host ports the pod asks the scheduler for (``hostPort``, or ``containerPort`` under ``hostNetwork``)
+    host_ports: frozenset[int]
 
 
 def _selects(term: PodAffinityTerm, own_namespace: str | None, peer_labels: Mapping[str, str],
@@ -190,9 +192,11 @@ def may_share_node(a: Placed, b: Placed, assume_hostname_is_name: bool = True) -
     (:func:`nodes_disjoint`: two ``spec.nodeName`` s, ``nodeSelector`` s or required node affinity terms that
     contradict, e.g. ``kubernetes.io/hostname In [a]`` against ``NotIn [a]``, or ``nodeName: a`` against a
     ``kubernetes.io/hostname: b`` selector while ``assume_hostname_is_name``), or a required pod anti-affinity term
-    of either spans one node and certainly selects the other (:func:`selects_on_node`). True otherwise (unknown,
-    preferred terms, zone or custom topology keys)."""
-    if nodes_disjoint(a.nodes, b.nodes, assume_hostname_is_name):
+    of either spans one node and certainly selects the other (:func:`selects_on_node`), or both ask for one TCP host
+    port (kube-scheduler's NodePorts filter never places two such pods on one node; a ``hostNetwork`` pod's
+    ``containerPort`` is a host port, k8s.io/api core/v1 ContainerPort). True otherwise (unknown, preferred terms,
+    zone or custom topology keys)."""
+    if nodes_disjoint(a.nodes, b.nodes, assume_hostname_is_name) or a.host_ports & b.host_ports:
         return False
     return not any(selects_on_node(t, x.namespace, y.pod_labels, y.namespace)
                    for x, y in ((a, b), (b, a)) for t in x.anti_affinity)

@@ -144,7 +144,9 @@ def _pairs(pair: PDPair, p: int, d: int) -> bool:
             "worker with different block size is not supported', 0.10.2; 'different page/block size', 0.11.0), read "
             "in the wheels; vllm#26759 (first in 0.11.1) maps block sizes through block_size_ratio; a role without "
             "--block-size runs the platform's default, 16 for a plain-attention model on CUDA/ROCm "
-            "(vllm/platforms/cuda.py, rocm.py check_and_update_config; pdd_operator.vllm.block_size)"),
+            "(vllm/platforms/cuda.py, rocm.py check_and_update_config; pdd_operator.vllm.block_size); 0.9.0 (sdist) "
+            "asserts nothing but reads the prefill's blocks with the decode's block_len (add_remote_agent "
+            "l.538-575)"),
     until=(0, 11, 1),
     example="prefill: {blockSize: 16}, decode: {blockSize: 32} on vLLM 0.11.0",
     needs=("--block-size",),
@@ -154,10 +156,21 @@ def check_block_equal_old(pair: PDPair) -> list[Violation]:
     bp = _block_pair(pair)
     if bp is None:
         return []
+    if pair.version is not None and pair.version < _BLOCK_SIZE_IN_HANDSHAKE_SINCE:
+        return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes ({_said(pair, bp)}): "
+                 "its NIXL handshake exchanges no block size and asserts none, and the decode reads the prefill's "
+                 "blocks with its own block length (add_remote_agent), so each read takes another block's KV.",
+                 f"{SAME_BLOCK_SIZE}, or run vLLM >= 0.11.1.")]
     return [(f"vLLM {fmt(pair.version)} supports no different prefill and decode block sizes ({_said(pair, bp)}): "
              f"decode's NIXL handshake asserts they are equal ('Remote P worker with different block size is "
              "not supported').",
              f"{SAME_BLOCK_SIZE}, or run vLLM >= 0.11.1.")]
+
+
+#: The first release whose NIXL handshake carries the prefill's block length and asserts the block sizes equal
+#: (v1/nixl_connector.py 0.9.1 add_remote_agent l.684-703); 0.9.0's NixlAgentMetadata has neither (l.47-55) and its
+#: add_remote_agent registers the remote blocks with the decode's own block_len (l.538-575).
+_BLOCK_SIZE_IN_HANDSHAKE_SINCE = (0, 9, 1)
 
 
 @rule(

@@ -277,7 +277,9 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
             "(0.13.0-0.33.0, read in the wheels; not compared where enforce_handshake_compat is false on the engine that "
             "runs the handshake); no hash in 0.9.1-0.12.0, whose handshake asserts equal KV block "
             "bytes (v1/nixl_connector.py add_remote_agent, _validate_remote_agent_handshake in 0.12.0): an fp8 "
-            "cache against a 16/32-bit one at one block size is an error there, other differences a warning; vLLM docs/"
+            "cache against a 16/32-bit one at one block size is an error there, other differences a warning; 0.9.0 "
+            "(sdist) neither exchanges nor asserts the block length, and its add_remote_agent reads the prefill's "
+            "blocks with the decode's own block_len (v1/nixl_connector.py l.538-575): the same error there; vLLM docs/"
             "features/nixl_connector_compatibility.md 'What must match' and 'Quantized KV cache' (l.98 in 0.20.0, "
             "l.126 in 0.31.0-0.33.0); secondary: seed 000 sections 2 and 6"),
 )
@@ -287,7 +289,9 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     From 0.13.0 the raw string is hashed, so any difference is refused at the handshake. Before it, the
     handshake compares the KV block length in bytes (:data:`BLOCK_BYTES_CHECKED_SINCE`): an fp8 cache on one
     role and a 16/32-bit one on the other at equal block sizes fails there; other differences (``auto`` against
-    ``bfloat16``) may pass, hence a warning. One block size: both roles write the same ``--block-size`` (or neither
+    ``bfloat16``) may pass, hence a warning. 0.9.0 asserts nothing but reads the prefill's blocks with the decode's
+    own block length, so the same width difference corrupts the decode's KV there: also an error. One block size:
+    both roles write the same ``--block-size`` (or neither
     does), or the sizes the engines run with agree: ``--block-size`` where given, else vLLM's default where its code
     pins it (a decode's explicit 16 against a CUDA prefill's unset
     size on 0.10.x is one block size; :func:`~pdd_operator.compat.rules.block_size.engine_block_sizes`)."""
@@ -310,6 +314,13 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
                  f"block length in bytes equals decode's ('... and same dtype'); {_kv_width(p)} against "
                  f"{_kv_width(d)} elements at one block size differ, so decode fails on its first handshake with "
                  "this prefill.", fix)]
+    if p != d and not hashed(pair) and _kv_width(p) != _kv_width(d) and one_size \
+            and pair.version is not None and pair.version < BLOCK_BYTES_CHECKED_SINCE:
+        return [(f"--kv-cache-dtype differs: prefill {p!r}, decode {d!r}. vLLM {fmt(pair.version)}'s handshake "
+                 "exchanges no block length and asserts none: the decode registers the prefill's blocks with its own "
+                 f"block length (add_remote_agent), {_kv_width(d)} against the prefill's {_kv_width(p)} elements at "
+                 "one block size, so every read takes another block's bytes in another dtype and the decode computes "
+                 "on corrupted KV.", fix)]
     return _differ(pair, lambda r: _kv_cache_dtype(pair, r), "--kv-cache-dtype (hashed as the raw string)", fix,
                    True)
 
@@ -328,7 +339,9 @@ def _kv_cache_dtype(pair: PDPair, r: RoleConfig) -> str:
 #: ``add_remote_agent`` (0.9.1, 0.9.2, 0.10.0, 0.10.1.1, 0.10.2, 0.11.0, 0.11.1: ``block_len == self.block_len *
 #: tp_ratio`` "... and same dtype" (0.9.1-0.10.0: ``self.block_len == block_len`` for MLA), and
 #: ``block_len_per_layer == block_lens`` for MLA or replicated KV) and ``_validate_remote_agent_handshake`` (0.12.0).
-#: 0.9.0's add_remote_agent (read in its wheel) has no block-length assert, so a difference there stays a warning.
+#: 0.9.0's add_remote_agent (read in its wheel and sdist) has no block-length assert and no block length in
+#: NixlAgentMetadata (v1/nixl_connector.py 0.9.0 l.47-55): it builds the remote descriptors with the decode's own
+#: ``block_len`` (l.565-575), so KV of another element width is read at the wrong offsets and lengths, silently.
 BLOCK_BYTES_CHECKED_SINCE = (0, 9, 1)
 
 
