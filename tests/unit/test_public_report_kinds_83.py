@@ -179,3 +179,28 @@ def test_other_mooncake_pairs_after_0_24_stay_not_checked(tmp_path, capsys, vers
 def test_a_mooncake_pair_of_a_read_release_is_still_refused_for_a_kv_dtype(tmp_path, capsys):
     code, out = _script(tmp_path, capsys, _mooncake("0.30.0", d_extra="--kv-cache-dtype fp8"))
     assert code in (1, 3) and code != 0, out
+
+
+def test_a_model_name_check_an_env_from_source_may_skip_says_so(tmp_path, capsys):
+    # VLLM_SKIP_MODEL_NAME_VALIDATION may come from a ConfigMap not in the files (0.30.0 reads it): judged unset, as
+    # every variable an envFrom source may set, and env-from-not-in-files names it
+    def role(r):
+        c = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV,
+                       *(["--served-model-name", "qwen"] if r == "decode" else [])], image="vllm/vllm-openai:v0.30.0",
+                      envFrom=[{"configMapRef": {"name": "vllm-env"}}])
+        return workload(f"q-{r}", r, c)
+    code, out = check(tmp_path, capsys, role("prefill"), role("decode"))
+    said = [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "env-from-not-in-files"]
+    assert code == 0 and "served-model-name-differs" in rules(out, "warning"), out
+    assert said and "VLLM_SKIP_MODEL_NAME_VALIDATION" in said[0], out
+
+
+def test_a_model_name_check_skipped_through_a_secret_is_not_warned(tmp_path, capsys):
+    skip = {"name": "VLLM_SKIP_MODEL_NAME_VALIDATION", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    def role(r):
+        c = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV,
+                       *(["--served-model-name", "qwen"] if r == "decode" else [])], image="vllm/vllm-openai:v0.30.0",
+                      env=[skip] if r == "decode" else [])
+        return workload(f"q-{r}", r, c)
+    code, out = check(tmp_path, capsys, role("prefill"), role("decode"))
+    assert code == 0 and "served-model-name-differs" not in rules(out), out

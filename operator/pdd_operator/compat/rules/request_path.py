@@ -123,7 +123,7 @@ def check_served_model_names(pair: PDPair) -> list[Violation]:
     A warning where a role gives ``--served-model-name`` and the two roles share no name: a P/D proxy sends a
     request's ``model`` to both, and the role that does not serve that name answers 404. Engines whose launcher is
     not vLLM's server (``dynamo.vllm``) are not judged, nor a role whose name cannot be read or that skips the
-    check (``VLLM_SKIP_MODEL_NAME_VALIDATION``, read from vLLM 0.21.0).
+    check (``VLLM_SKIP_MODEL_NAME_VALIDATION``, read from vLLM 0.21.0, set or of a value not in the files).
     """
     roles = {r.role: r for r in pair.roles}
     if set(roles) != {"prefill", "decode"} or any(r.launcher for r in pair.roles):
@@ -135,8 +135,9 @@ def check_served_model_names(pair: PDPair) -> list[Violation]:
         return []
     if names["prefill"] & names["decode"]:
         return []
-    if any(str(r.env.get("VLLM_SKIP_MODEL_NAME_VALIDATION", "")).strip().lower() in ("1", "true")
-           and (r.version is None or r.version >= SKIP_NAME_CHECK_FROM) for r in pair.roles):
+    skip = [str(r.env.get("VLLM_SKIP_MODEL_NAME_VALIDATION", "")) for r in pair.roles
+            if r.version is None or r.version >= SKIP_NAME_CHECK_FROM]
+    if any(v.strip().lower() in ("1", "true") or unknown_names(v) for v in skip):  # set, or set from a Secret
         return []
     p, d = (", ".join(sorted(names[r])) for r in ("prefill", "decode"))
     return [(
