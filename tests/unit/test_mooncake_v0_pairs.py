@@ -79,7 +79,7 @@ def test_valid_mooncake_deployment_pair_is_ok(tmp_path, capsys, tag):
 
 @pytest.mark.parametrize(("image", "model", "p_flags", "d_flags"), [
     ("vllm/vllm-openai:v0.14.0", "Qwen/Qwen2.5-7B-Instruct", "", ""),      # no mooncake package in the image
-    ("vllm/vllm-openai:v0.26.0", "Qwen/Qwen2.5-7B-Instruct", "", ""),      # a connector not read
+    ("vllm/vllm-openai:v0.34.1", "Qwen/Qwen2.5-7B-Instruct", "", ""),      # a connector not read (set 83 read 0.25.0-0.34.0)
     ("vllm/vllm-openai:v0.20.0", "Qwen/Qwen2.5-7B-Instruct", "--block-size 16", "--block-size 32"),  # not derived
     ("vllm/vllm-openai:v0.20.0", "Qwen/Qwen3-Next-80B-A3B-Instruct", "", ""),  # hybrid: not read
 ])

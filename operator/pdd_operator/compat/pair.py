@@ -235,6 +235,8 @@ class RoleConfig:
             (:data:`~pdd_operator.vllm.flag_choices.CHOICE_TABLES`), judged by version in ``engine-args-invalid``.
         lora_adapters: the LoRA adapter names ``--lora-modules`` serves (:func:`~pdd_operator.vllm.lora.adapter_names`),
             ``None`` where they cannot be read; judged in :mod:`pdd_operator.compat.rules.request_path`.
+        lora_enabled: ``--enable-lora`` is given (vLLM's ``LoRAConfig`` is then built and adapters can be loaded at
+            run time); judged with :attr:`lora_adapters`.
         mm_disabled: the multimodal inputs the server refuses (:func:`~pdd_operator.vllm.mm_inputs.disabled_modalities`:
             ``("*",)`` for ``--language-model-only``, else modalities limited to 0), ``None`` where not readable.
         connector_note: why the connector vLLM runs is not the ``--kv-transfer-config`` written first, or ``""``:
@@ -350,6 +352,7 @@ class RoleConfig:
     v0_fallback_flags: tuple[str, ...] = ()
     moe_flags: tuple[tuple[str, str | bool], ...] = ()
     lora_adapters: tuple[str, ...] | None = ()
+    lora_enabled: bool = False
     mm_disabled: tuple[str, ...] | None = ()
     kv_events: bool = False
     kv_events_from: str = ""
@@ -360,9 +363,9 @@ class RoleConfig:
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
     platform_hint: str = ""
-    #: the first name of ``--served-model-name``, as written (``None`` where the engine gives none); vLLM reports the
-    #: first of several names as the model's (vllm/config/model.py ``get_served_model_name``, 0.34.0 l.2367-2378)
-    served_model_name: str | None = None
+    #: the names of ``--served-model-name``, as written (``()`` where the engine gives none): the server answers a
+    #: request naming any of them (vllm/entrypoints/openai/models/serving.py ``is_base_model``, 0.30.0 line 50)
+    served_model_names: tuple[str, ...] = ()
     #: the Hugging Face architecture the object around the engine declares for the models it serves, where the engine's
     #: own ``--model`` is filled in at run time (an OME runtime's ``spec.supportedModelFormats[].modelArchitecture``
     #: with ``$(MODEL_PATH)``: :func:`pdd_operator.compat.manifests.ome_architecture`); ``None`` where none is declared
@@ -374,6 +377,12 @@ class RoleConfig:
     #: the host ordinals of the container's GPUs in the order the container sees them (``device_ids``); ``None`` for
     #: every GPU of :attr:`gpu_host` in host order (``gpus: all``) or where not known (then only ``gpu_host`` is read)
     host_devices: tuple[str, ...] | None = None
+
+    @property
+    def served_model_name(self) -> str | None:
+        """The first name of ``--served-model-name`` (``None`` where none is given): vLLM reports the first of several
+        names as the model's (vllm/config/model.py ``get_served_model_name``, 0.34.0 lines 2367-2378)."""
+        return self.served_model_names[0] if self.served_model_names else None
 
     @property
     def connector(self) -> str | None:
@@ -774,7 +783,7 @@ def role_from_container(
         version=version,
         version_text=version_text,
         model=model,
-        served_model_name=next(iter((text("--served-model-name") or "").split()), None),  # vllm/config/model.py
+        served_model_names=tuple((text("--served-model-name") or "").split()),  # nargs="+", joined by parse_flags
         dtype=text("--dtype"),
         tp=int_flag(flags, "--tensor-parallel-size", 1),
         pp=int_flag(flags, "--pipeline-parallel-size", 1),
@@ -845,6 +854,7 @@ def role_from_container(
         v0_fallback_flags=v0_fallback_flags(flags),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
         lora_adapters=adapter_names(flags.get("--lora-modules")),
+        lora_enabled=flags.get("--enable-lora") is True,
         mm_disabled=disabled_modalities(flags.get("--language-model-only"), flags.get("--limit-mm-per-prompt")),
         kv_events="--kv-events-config" in flags,
         connector_note=connector_note,

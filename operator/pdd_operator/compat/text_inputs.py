@@ -22,14 +22,15 @@ from pdd_operator.compat.manifests import pd_marked
 #: systemd.unit(5)/systemd.service(5) (``[Service]`` section, ``ExecStart=``), Nomad job specification (HCL
 #: ``job "<name>" {``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``, or with
 #: inline ``NAME=value`` assignments before it, as the ``vllm serve`` pairs pasted in bug reports are: ``VLLM_USE_V1=1
-#: CUDA_VISIBLE_DEVICES=0 vllm serve ...``, vllm-project/vllm#22965; a wrapper may stand between, ``viztracer -o f vllm``).
+#: CUDA_VISIBLE_DEVICES=0 vllm serve ...``, vllm-project/vllm#22965; a wrapper may stand between, ``viztracer -o f vllm``;
+#: vLLM's Rust frontend ``vllm-rs serve``, :data:`pdd_operator.vllm.script.RUST_FRONTEND`).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
-    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm[\s.])"
-                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm[\s.]",
+    ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm(-rs)?[\s.])"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]",
                                 re.M)),
 )
 

@@ -75,6 +75,13 @@ MAX_ITERATIONS = 64
 #: Modules whose ``python -m`` starts a vLLM engine.
 ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm")
 
+#: vLLM's Rust frontend, ``vllm-rs serve MODEL [frontend flags] -- [engine flags]`` (the ``vllm-rs`` binary of
+#: rust/src/cmd, in the 0.27.0-0.34.0 sdists): it serves the OpenAI API itself and starts the Python engine core of
+#: MODEL with the words after ``--`` (clap ``last = true`` passthrough) and the frontend's engine flags
+#: (``--max-model-len``, the data-parallel sizes) appended (``ManagedEngineArgs.into_config``, 0.34.0
+#: rust/src/managed-engine/src/cli.rs lines 12-126).
+RUST_FRONTEND = "vllm-rs"
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -117,10 +124,19 @@ class Launch:
 
 def entry_point(words: Sequence[str]) -> list[str]:
     """``words`` from the vLLM entry point on (``vllm serve ...``, or a module of :data:`ENTRY_MODULES` on), or
-    ``[]`` when they start no engine. Wrappers before it (``exec``, ``numactl ...``, ``python3 -m``) are dropped."""
+    ``[]`` when they start no engine. Wrappers before it (``exec``, ``numactl ...``, ``python3 -m``) are dropped.
+
+    A :data:`RUST_FRONTEND` launch (``vllm-rs serve MODEL A... -- B...``) is read as the ``vllm serve MODEL A... B...``
+    whose engine it starts: the frontend's flags and the engine's passthrough flags, without the ``--`` that
+    separates them."""
     for i, word in enumerate(words):
         if word.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
             return list(words[i:])
+        if word.rsplit("/", 1)[-1] == RUST_FRONTEND and i + 1 < len(words) and words[i + 1] == "serve":
+            rest = list(words[i + 2:])
+            if "--" in rest:
+                del rest[rest.index("--")]
+            return [*SERVE, *rest]
         if word in ENTRY_MODULES:
             return list(words[i:])
     return []

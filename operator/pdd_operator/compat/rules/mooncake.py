@@ -44,6 +44,14 @@ MOONCAKE_CHECKS_SINCE = (0, 19, 0)
 #: register the name for the V0 SimpleConnector, 0.10.1-0.12.0 not at all) and the first whose connector was not read:
 #: a pair of both roles on MooncakeConnector is judged in between (read: 0.13.0, 0.14.0, 0.14.1, 0.16.0-0.20.1, 0.24.0).
 MOONCAKE_JUDGED = ((0, 13, 0), (0, 25, 0))
+#: The releases after :data:`MOONCAKE_JUDGED` whose connector was read for one shape of pair only, equal TP and no
+#: pipeline parallelism on both roles (read: the 0.25.0-0.34.0 sdists): the sender still validates the registered
+#: region lengths (``_validate_asymmetric_region_lengths``, 0.25.0 line 251, 0.30.0 line 250, 0.34.0 line 334: equal
+#: lengths at equal TP) and asserts the TP ratio (``_get_tp_ratio``, 0.25.0 line 98, 0.34.0 line 169); 0.30.0 on
+#: aligns the regions by layer (``_align_transfer_regions``, 0.30.0 lines 1256-1268), partial only across different
+#: PP sizes, and adds consumer-side handling of a remote PP size (lines 1428-1442) and, by 0.34.0, changed
+#: hetero-TP mapping, which no rule here describes; so a pair of other TP or PP sizes stays "not checked" there.
+MOONCAKE_JUDGED_SAME_SHAPE = ((0, 25, 0), (0, 34, 1))
 #: 0.16.0 first maps a decode rank to its prefill ranks (``TpKVTopology.get_target_remote_ranks``, kv_connector/utils.py
 #: 0.16.0 lines 457-472, asserting divisibility in ``tp_ratio`` lines 404-416; called by ``send_kv_to_decode`` line 687
 #: and ``receive_kv`` line 1151); 0.13.0-0.14.1 send decode rank i's request to the prefill's port base + i
@@ -68,8 +76,9 @@ def _mooncake_pair(pair: PDPair) -> bool:
 
 
 def judged_mooncake_pair(pair: PDPair) -> bool:
-    """Both roles run vLLM's V1 MooncakeConnector (no wrapper) on a known release of :data:`MOONCAKE_JUDGED`, whose
-    connector's refusals these rules describe: such a pair is judged (ok where no rule fails), not "not checked".
+    """Both roles run vLLM's V1 MooncakeConnector (no wrapper) on a known release of :data:`MOONCAKE_JUDGED` (or of
+    :data:`MOONCAKE_JUDGED_SAME_SHAPE` with equal TP and PP 1 on both roles), whose connector's refusals these rules
+    describe: such a pair is judged (ok where no rule fails), not "not checked".
 
     Not a model that needs the hybrid KV cache manager (hybrid SSM / linear-attention layers: the connector's worker
     takes one attention backend for all layers, set 4's Qwen3.5 GDN case) nor a role that asks for that manager
@@ -80,7 +89,10 @@ def judged_mooncake_pair(pair: PDPair) -> bool:
     block lengths these rules do not derive). A script's engines run in the environment its own ``pip
     install`` lines build (read for vLLM's version only), as a NIXL script pair's do."""
     version = pair.version
-    return (_mooncake_pair(pair) and version is not None and MOONCAKE_JUDGED[0] <= version < MOONCAKE_JUDGED[1]
+    same_shape = pair.prefill.tp == pair.decode.tp and pair.prefill.pp == pair.decode.pp == 1
+    return (_mooncake_pair(pair) and version is not None
+            and (MOONCAKE_JUDGED[0] <= version < MOONCAKE_JUDGED[1]
+                 or (same_shape and MOONCAKE_JUDGED_SAME_SHAPE[0] <= version < MOONCAKE_JUDGED_SAME_SHAPE[1]))
             and not pair.hybrid_ssm and not pair.model.needs_hma and not any(r.hma is True for r in pair.roles)
             and all(getattr(pair.prefill, k) == getattr(pair.decode, k) for k in _UNREAD_FACTORS)
             and not any(version < MOONCAKE_IN_IMAGE and r.workload_kind != SCRIPT_KIND
