@@ -53,7 +53,12 @@ def dynamo_release(image: str) -> Version | None:
     ``...:0.9.1-cuda13``, ``...:1.4.0-efa-amd64``: the variant suffixes of ``wrapped_vllm_versions.json``;
     ``...:1.3.0.post1``, a ``.postN`` of :data:`POST_RELEASES_READ`, as the release it extends), or ``None`` (another
     image, a digest, a ``-dev``/``rc`` preview, ``latest``, another ``.postN``). The one reading of an image's Dynamo
-    release: the worker flags, the defaults it adds and KVBM's release all follow it."""
+    release: the worker flags, the defaults it adds (connector, block size, KV events, side-channel port:
+    ``compat.manifests``) and KVBM's release all follow it; where it gives ``None`` they say the release is unknown
+    (``dynamo-connector-assumed``, the side-channel port "not checked") rather than read a preview as the release it
+    precedes. Only ``ai-dynamo/vllm-runtime`` names one for ``dynamo.vllm``: ``sglang-runtime`` and
+    ``tensorrtllm-runtime`` ship other workers, and ``ai-dynamo/dynamo:<X>-ci-<sha>-vllm-runtime`` images (in the
+    manifests read, e.g. ``1.4.1-ci-cb301ba...-vllm-runtime``) are CI builds of a commit, not a release."""
     if image_repository(image) != _RUNTIME_REPOSITORY:
         return None
     match = _RELEASE_TAG.match(wrapped_release_tag(image) or "")
