@@ -481,7 +481,7 @@ def _engine(
                              block_size=block or config.block_size)
         unseen = any(name == "DYN_VLLM_KV_EVENT_PORT" for name, _ in config.env_from)  # an envFrom may set it
         if events and not unseen:  # its ZMQ publisher listens like a --kv-events-config endpoint (role_from_container)
-            ports = added_kv_events_ports(config.env, config.dp)
+            ports = added_kv_events_ports(config.env, config.dp, runtime)
             config = replace(config, other_ports=config.other_ports + tuple(p for p in ports
                                                                             if p not in config.other_ports))
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:
