@@ -50,3 +50,36 @@ def test_a_preview_worker_is_judged_with_the_pre_1_0_default_and_says_so(tmp_pat
 def test_a_final_release_says_nothing_assumed(tmp_path, capsys, image, missing):
     code, out = check(tmp_path, capsys, _graph(image, "v1alpha1"))
     assert ASSUMED not in rules(out) and ("kv-connector-missing" in rules(out, "error")) is missing, out
+
+
+# --- the defaults a worker of unknown release may add: said where they decide a rule ---------------------------------
+
+CUSTOM = "my.io/team/dynamo-vllm:custom"
+HMA_RULE = "hma-explicit-forced-off"
+
+
+def _hma_graph(image: str, *extra: str) -> dict:
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    return _graph(image, "v1beta1", ("--kv-transfer-config", kv, "--no-disable-hybrid-kv-cache-manager", *extra))
+
+
+@pytest.mark.parametrize("image", [CUSTOM, f"{RUNTIME}latest", f"{RUNTIME}1.1.0-rc1"])
+def test_an_explicit_hma_on_a_worker_whose_events_are_unknown_is_not_checked(tmp_path, capsys, image):
+    # Dynamo 0.4-1.0 set kv_events_config itself (vLLM 0.13-0.19 then refuse the explicit HMA), 1.1+ do not.
+    # Before: nothing said, exit 0.
+    code, out = check(tmp_path, capsys, _hma_graph(image), extra=("--vllm-version", "0.19.0"))
+    assert code == 3 and not rules(out, "error"), out
+    assert any(f"{HMA_RULE} cannot be decided" in n["reason"] and "Dynamo release of" in n["reason"]
+               for n in out["notChecked"]), out
+
+
+@pytest.mark.parametrize(("image", "extra", "vllm", "refused"), [
+    (f"{RUNTIME}1.1.0", (), "0.19.0", False),                                # a release read: adds no events
+    (CUSTOM, ("--no-enable-prefix-caching",), "0.19.0", False),              # no events whatever the release
+    (CUSTOM, ("--kv-events-config", '{"enable_kv_cache_events":true}'), "0.19.0", True),  # the user's own: refused
+    (CUSTOM, (), "0.20.0", False),                                           # 0.20 keeps HMA with KV events
+])
+def test_an_explicit_hma_controls(tmp_path, capsys, image, extra, vllm, refused):
+    code, out = check(tmp_path, capsys, _hma_graph(image, *extra), extra=("--vllm-version", vllm))
+    assert (HMA_RULE in rules(out, "error")) is refused, out
+    assert not any(HMA_RULE in n["reason"] for n in out["notChecked"]), out
