@@ -197,7 +197,7 @@ RUNTIME = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:"
     (ARGV, {}, "1.1.0", None, False, False),                                  # opt-in from 1.1.0
     (ARGV, {}, "1.3.1", None, False, False),
     (ARGV, {}, "1.1.0-dev.1", None, False, False),                            # a preview names no release
-    (ARGV, {}, "0.8.1", None, False, False),                                  # not read here
+    (ARGV, {}, "0.8.1", None, False, True),                                   # read since (0.4.0-1.0.2)
     (["vllm", "serve", MODEL], {}, "1.0.1", None, False, False),              # not Dynamo's worker
 ])
 def test_which_dynamo_workers_get_kv_events(argv, flags, tag, prefix, given, adds):

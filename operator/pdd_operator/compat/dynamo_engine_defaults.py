@@ -1,7 +1,9 @@
 """What Dynamo's vLLM worker (``python -m dynamo.vllm``) adds to the engine arguments by itself, per Dynamo release.
 
-Read in the ``ai-dynamo`` wheels (``dynamo/vllm/args.py``) of Dynamo 0.9.0, 0.9.1 (vllm-runtime images with vLLM
-0.14.1), 1.0.0, 1.0.1, 1.0.2 (vLLM 0.16.0) and 1.1.0 (vLLM 0.19.0):
+Read in the ``ai-dynamo`` wheels (``dynamo/vllm/args.py``) of Dynamo 0.4.0, 0.4.1, 0.5.0, 0.5.1, 0.6.0, 0.6.1,
+0.7.0, 0.7.0.post1, 0.7.1 (vllm-runtime images with vLLM 0.11.0), 0.8.0, 0.8.1, 0.8.1.post3 (vLLM 0.12.0), 0.9.0,
+0.9.1 (vLLM 0.14.1), 1.0.0, 1.0.1, 1.0.2 (vLLM 0.16.0) and 1.1.0 (vLLM 0.19.0); the per-release differences before
+0.9.0 are at :data:`AUTO_DEFAULTS_SINCE`, :data:`KV_EVENTS_FIXED_PORT_SINCE` and :data:`KV_EVENTS_NO_LORA`:
 
 - KV events: ``create_kv_events_config`` returns a ``KVEventsConfig(enable_kv_cache_events=True, publisher="zmq",
   endpoint=f"tcp://*:{DYN_VLLM_KV_EVENT_PORT - dp_rank}")`` (port 20080 by default, ``dynamo/vllm/envs.py``) for a
@@ -36,10 +38,26 @@ import re
 from pdd_operator.compat.dynamo_worker_flags import CONNECTOR_REJECTED_SINCE
 from pdd_operator.vllm.versions import Version, fmt, image_repository, parse_version, wrapped_release_tag
 
-#: Dynamo releases whose dynamo.vllm creates kv_events_config and defaults block_size to 16 (read in 0.9.0-1.0.2;
-#: gone in 1.1.0). Earlier releases were not read here.
-AUTO_DEFAULTS_SINCE: Version = (0, 9, 0)
+#: Dynamo releases whose dynamo.vllm creates kv_events_config and defaults block_size to 16: read in the ai-dynamo
+#: wheels of every release 0.4.0-1.0.2 (dynamo/vllm/args.py; block_size ``if ... is None: ... = 16`` at 0.4.0 l.137-138,
+#: 0.4.1 l.144-145, 0.5.0 l.181-182, 0.5.1 l.189-190, 0.6.0/0.6.1 l.213-214, 0.7.0-0.7.1 l.315-316, 0.8.0-0.8.1.post3
+#: l.379-380, 0.9.0 l.459-460); gone in 1.1.0. 0.4.0 is the first ai-dynamo wheel that ships ``dynamo/vllm`` (0.3.2's has
+#: none); before it the worker lived in the repository's examples and components, outside the wheel and the runtime image's
+#: ``python -m dynamo.vllm``, and is not read: a vllm-runtime 0.3.x image gets nothing added.
+AUTO_DEFAULTS_SINCE: Version = (0, 4, 0)
 AUTO_DEFAULTS_UNTIL: Version = (1, 1, 0)
+#: The first release whose ``create_kv_events_config`` leaves decode workers out (``if config.is_decode_worker:
+#: return None``, 0.7.0 l.328-334) and publishes on ``DYN_VLLM_KV_EVENT_PORT`` (default 20080, dynamo/vllm/envs.py
+#: 0.7.0 l.20, 61). Before it (0.4.0-0.6.1) every worker with prefix caching on gets kv_events_config, decode ones
+#: too (0.6.1 takes ``--is-decode-worker`` but only skips Dynamo's own subscriber, main.py l.121-124), on a port
+#: Dynamo's runtime reserves from the worker's ``--dynamo-port-min``..``max`` range at startup
+#: (``configure_ports`` -> ``allocate_and_reserve_port``, 0.6.0 args.py l.229-240): no fixed port. 0.4.x sets it in
+#: ``overwrite_args`` (0.4.0 l.227-236, 0.4.1 l.263-272) over a ``--kv-events-config`` of the user's too.
+KV_EVENTS_FIXED_PORT_SINCE: Version = (0, 7, 0)
+#: 0.7.x only: a worker with ``--enable-lora`` and no ``--kv-events-config`` gets no kv_events_config (vLLM's KV events
+#: with LoRA, vllm-project/vllm#27728; 0.7.0 args.py l.340-356, which raises ValueError where both are given); gone in
+#: 0.8.0.
+KV_EVENTS_NO_LORA: tuple[Version, Version] = ((0, 7, 0), (0, 8, 0))
 _RUNTIME_REPOSITORY = "ai-dynamo/vllm-runtime"
 _RELEASE_TAG = re.compile(r"^(\d+\.\d+\.\d+)(\.post\d+)?$")
 #: The ``.postN`` releases of ai-dynamo whose wheels were read (each agrees with the release it extends in the worker
@@ -53,7 +71,12 @@ def dynamo_release(image: str) -> Version | None:
     ``...:0.9.1-cuda13``, ``...:1.4.0-efa-amd64``: the variant suffixes of ``wrapped_vllm_versions.json``;
     ``...:1.3.0.post1``, a ``.postN`` of :data:`POST_RELEASES_READ`, as the release it extends), or ``None`` (another
     image, a digest, a ``-dev``/``rc`` preview, ``latest``, another ``.postN``). The one reading of an image's Dynamo
-    release: the worker flags, the defaults it adds and KVBM's release all follow it."""
+    release: the worker flags, the defaults it adds (connector, block size, KV events, side-channel port:
+    ``compat.manifests``) and KVBM's release all follow it; where it gives ``None`` they say the release is unknown
+    (``dynamo-connector-assumed``, the side-channel port "not checked") rather than read a preview as the release it
+    precedes. Only ``ai-dynamo/vllm-runtime`` names one for ``dynamo.vllm``: ``sglang-runtime`` and
+    ``tensorrtllm-runtime`` ship other workers, and ``ai-dynamo/dynamo:<X>-ci-<sha>-vllm-runtime`` images (in the
+    manifests read, e.g. ``1.4.1-ci-cb301ba...-vllm-runtime``) are CI builds of a commit, not a release."""
     if image_repository(image) != _RUNTIME_REPOSITORY:
         return None
     match = _RELEASE_TAG.match(wrapped_release_tag(image) or "")
@@ -62,10 +85,11 @@ def dynamo_release(image: str) -> Version | None:
     return parse_version(match.group(1))
 
 
-#: The oldest Dynamo release read whose dynamo.vllm turns an unset ``--enable-prefix-caching`` on (0.9.0; also read in
-#: 0.9.1, 1.0.x, 1.1.0, 1.3.0.post1 and 1.6.1, the newest read). Every vllm-runtime image whose vLLM runs hybrid SSM
+#: The oldest Dynamo release read whose dynamo.vllm turns an unset ``--enable-prefix-caching`` on (0.4.0, l.92-96;
+#: also read in 0.4.1 l.99-103, 0.5.0 l.123-127, 0.5.1 l.130-134, 0.6.x l.140-144, 0.7.x l.195-199, 0.8.x l.255-259,
+#: 0.9.x, 1.0.x, 1.1.0, 1.3.0.post1 and 1.6.1, the newest read). Every vllm-runtime image whose vLLM runs hybrid SSM
 #: over NIXL (vLLM >= 0.18, Dynamo >= 1.1) lies in that range.
-PREFIX_CACHING_ON_SINCE: Version = (0, 9, 0)
+PREFIX_CACHING_ON_SINCE: Version = (0, 4, 0)
 
 
 def prefix_caching_default(launcher: str, prefix_caching: bool | None) -> bool | None:
@@ -92,10 +116,14 @@ def added_kv_events(argv: list[str], flags: dict, image: str, prefix_caching: bo
     release = _auto_release(argv, image)
     if release is None or kv_events or prefix_caching is False:
         return None
-    if "--is-decode-worker" in argv or flags.get("--disaggregation-mode") == "decode":
+    decode = "--is-decode-worker" in argv or flags.get("--disaggregation-mode") == "decode"
+    if decode and release >= KV_EVENTS_FIXED_PORT_SINCE:
+        return None  # 0.7.0+: decode workers publish nothing; before, every worker did
+    if KV_EVENTS_NO_LORA[0] <= release < KV_EVENTS_NO_LORA[1] and flags.get("--enable-lora") is True:
         return None
+    where = "overwrite_args" if release < (0, 5, 0) else "create_kv_events_config"
     return (f"dynamo.vllm of Dynamo {fmt(release)} sets kv_events_config itself (a ZMQ publisher, as prefix caching "
-            "is on and no --kv-events-config is given; dynamo/vllm/args.py create_kv_events_config)")
+            f"is on and no --kv-events-config is given; dynamo/vllm/args.py {where})")
 
 
 #: Dynamo's KV events publisher base port when ``DYN_VLLM_KV_EVENT_PORT`` is not set (``dynamo/vllm/envs.py``, 0.9.0-1.0.2;
@@ -103,12 +131,15 @@ def added_kv_events(argv: list[str], flags: dict, image: str, prefix_caching: bo
 KV_EVENT_PORT_DEFAULT = 20080
 
 
-def added_kv_events_ports(env: dict[str, str], dp: int | None) -> tuple[int, ...]:
+def added_kv_events_ports(env: dict[str, str], dp: int | None, release: Version | None = None) -> tuple[int, ...]:
     """The ports of the ZMQ publisher dynamo.vllm binds for the KV events it adds itself (:func:`added_kv_events`):
-    ``create_kv_events_config``'s ``tcp://*:{DYN_VLLM_KV_EVENT_PORT - dp_rank}`` (``dynamo/vllm/args.py`` 0.9.0-1.0.2),
+    ``create_kv_events_config``'s ``tcp://*:{DYN_VLLM_KV_EVENT_PORT - dp_rank}`` (``dynamo/vllm/args.py`` 0.7.0-1.0.2),
     one per data-parallel rank of the engine (``dp``: ``--data-parallel-size``; ``None``, not known: rank 0 only).
     ``env``: the engine's environment; a ``DYN_VLLM_KV_EVENT_PORT`` that is not a literal integer gives ``()`` (not
-    known here). Pure."""
+    known here). ``release``: the worker's Dynamo release; one before :data:`KV_EVENTS_FIXED_PORT_SINCE` gives ``()``
+    (its port is reserved at startup from a range, never a fixed one). Pure."""
+    if release is not None and release < KV_EVENTS_FIXED_PORT_SINCE:
+        return ()
     raw = env.get("DYN_VLLM_KV_EVENT_PORT", str(KV_EVENT_PORT_DEFAULT)).strip()
     if not raw.isdigit():
         return ()
@@ -116,7 +147,8 @@ def added_kv_events_ports(env: dict[str, str], dp: int | None) -> tuple[int, ...
 
 
 def added_block_size(argv: list[str], image: str, block_size: int | None) -> int | None:
-    """The block size dynamo.vllm gives an engine that sets none (16, Dynamo 0.9.x-1.0.x), else ``None``. Pure."""
+    """The block size dynamo.vllm gives an engine that sets none (16, Dynamo 0.4.0-1.0.x:
+    :data:`AUTO_DEFAULTS_SINCE`), else ``None``. Pure."""
     return 16 if block_size is None and _auto_release(argv, image) is not None else None
 
 

@@ -25,9 +25,9 @@ from pdd_operator.compat.rules.base import (
     script_fields,
 )
 from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
-from pdd_operator.compat.rules.moriio_pair import moriio_unjudged
+from pdd_operator.compat.rules.moriio_pair import MORIIO, moriio_unjudged
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
-from pdd_operator.compat.rules.p2p_nccl_pair import p2p_nccl_unjudged
+from pdd_operator.compat.rules.p2p_nccl_pair import P2P_NCCL, p2p_nccl_unjudged
 from pdd_operator.compat.rules.records import (
     ENV_FROM_SOURCE,
     ENV_FROM_UNSEEN,
@@ -174,9 +174,7 @@ def evaluate(
     if pair.env_from:
         return _env_from(pair, rules)
     version = pair.version
-    if moriio_unjudged(pair) is not None:
-        # the MoRIIO rules judge only a MoRIIO pair of a read release (their needs never hold back another pair)
-        rules = tuple(rule for rule in rules if not rule.moriio)
+    rules = _in_scope(pair, rules)
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
@@ -223,6 +221,16 @@ def evaluate(
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked, _unknown_window(pair, rules, findings)) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _in_scope(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """``rules`` less those scoped to a KV connector (``Rule.connector``) whose pairs ``pair`` is not one of: the
+    ``p2p_nccl`` rules judge only a pair both of whose roles name ``P2pNcclConnector`` on a release that ships it
+    (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged` ``None``), the ``moriio`` ones only a MoRIIO
+    pair of a read release (:func:`~pdd_operator.compat.rules.moriio_pair.moriio_unjudged` ``None``). So their
+    ``needs`` never hold back another connector's pair, nor name them among its "not checked" rules."""
+    judged = {P2P_NCCL: p2p_nccl_unjudged(pair) is None, MORIIO: moriio_unjudged(pair) is None}
+    return tuple(rule for rule in rules if rule.connector is None or judged[rule.connector])
 
 
 def _unknown_window(pair: PDPair, rules: tuple[Rule, ...], findings: list[Finding]) -> str:

@@ -43,6 +43,7 @@ from pdd_operator.compat.dynamo_engine_defaults import (
     added_connector,
     added_kv_events,
     added_kv_events_ports,
+    dynamo_release,
     pre_1_0_flag,
 )
 from pdd_operator.compat.dynamo_resources import (
@@ -73,7 +74,6 @@ from pdd_operator.vllm.versions import (
     fmt,
     image_version_text,
     is_vllm_image,
-    parse_version,
     rules_version,
     unknown_tag_note,
     version_from_image,
@@ -314,13 +314,6 @@ def _opaque_kv_transfer_config(argv: list[str], command: list[str]) -> str | Non
     return opaque_value(parse_flags(argv)[1].get("--kv-transfer-config"), command)
 
 
-def _dynamo_runtime(image: str) -> tuple[int, int, int] | None:
-    name, _, tag = image.split("@", 1)[0].rpartition(":")
-    if "ai-dynamo" not in name or not tag:
-        return None
-    return parse_version(tag)
-
-
 def _engines(
     container: dict, pod_spec: dict, where: str, context: list[str], labels_role: tuple[str, str] | None,
     pod_meta: dict | None, pod_group: int = 1, replicas: int | None = 1, multinode: MultinodeLaunch | None = None,
@@ -471,7 +464,7 @@ def _engine(
     config = replace(config, workload_kind=where.split("/", 1)[0])  # ``where`` starts with the object's Kind/name
     if (repeated := repeated_entrypoint(container)) is not None:  # args: [vllm, serve, ...] on vLLM's entrypoint
         config = replace(config, repeated_entrypoint=repeated)
-    runtime = _dynamo_runtime(image)
+    runtime = dynamo_release(image)  # None: not a release read (a preview, latest, a digest, another image)
     if "dynamo.vllm" in argv and not config.kv_transfer and "--kv-transfer-config" not in parse_flags(argv)[1]:
         # Dynamo's vLLM worker before 1.0 builds the connector from --connector (default nixl); from 1.0 none;
         # an unknown release is judged as before 1.0 and says so (dynamo-connector-assumed).
@@ -489,7 +482,7 @@ def _engine(
                              block_size=block or config.block_size)
         unseen = any(name == "DYN_VLLM_KV_EVENT_PORT" for name, _ in config.env_from)  # an envFrom may set it
         if events and not unseen:  # its ZMQ publisher listens like a --kv-events-config endpoint (role_from_container)
-            ports = added_kv_events_ports(config.env, config.dp)
+            ports = added_kv_events_ports(config.env, config.dp, runtime)
             config = replace(config, other_ports=config.other_ports + tuple(p for p in ports
                                                                             if p not in config.other_ports))
     if "dynamo.vllm" in argv and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in config.env:

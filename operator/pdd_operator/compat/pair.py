@@ -377,6 +377,10 @@ class RoleConfig:
     #: the host ordinals of the container's GPUs in the order the container sees them (``device_ids``); ``None`` for
     #: every GPU of :attr:`gpu_host` in host order (``gpus: all``) or where not known (then only ``gpu_host`` is read)
     host_devices: tuple[str, ...] | None = None
+    #: where the container mounts the node's RDMA device files: a ``hostPath`` volume of ``/dev/infiniband`` (or a
+    #: path under it) named in its ``volumeMounts``, as llm-d's GPUDirect values and NVIDIA's network-operator samples
+    #: hand a privileged pod the HCAs without a device plugin; ``""`` where none is mounted
+    rdma_mount: str = ""
 
     @property
     def served_model_name(self) -> str | None:
@@ -677,6 +681,15 @@ def pod_network_attachments(annotations: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
+def rdma_mount(container: dict, pod_spec: dict) -> str:
+    """The ``mountPath`` at which ``container`` mounts a ``hostPath`` volume of the node's ``/dev/infiniband`` (the
+    RDMA device files: uverbs, rdma_cm), or ``""``. ``container``, ``pod_spec``: camelCase dicts as in a manifest."""
+    infiniband = {str(v.get("name")) for v in pod_spec.get("volumes") or [] if isinstance(v, dict)
+                  and str((v.get("hostPath") or {}).get("path") or "").rstrip("/").startswith("/dev/infiniband")}
+    return next((str(m.get("mountPath") or "") for m in container.get("volumeMounts") or []
+                 if isinstance(m, dict) and str(m.get("name")) in infiniband), "")
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
     launch: Launch | None = None,
@@ -825,6 +838,7 @@ def role_from_container(
         revision=text("--revision"),
         pod_labels=pod_labels,
         nodes=node_terms(pod_spec),
+        rdma_mount=rdma_mount(container, pod_spec),
         host_ports=host_ports(pod_spec),
         anti_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAntiAffinity"),
         pod_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAffinity"),

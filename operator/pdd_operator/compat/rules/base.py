@@ -99,6 +99,14 @@ class Rule:
     one_engine: bool = False
 
     @property
+    def connector(self) -> str | None:
+        """The KV connector class whose pairs alone the rule judges (``P2pNcclConnector`` for a ``p2p_nccl`` rule,
+        ``MoRIIOConnector`` for a ``moriio`` one), or ``None`` for a rule that is not scoped to one connector.
+        A scoped rule neither runs nor is reported "not checked" (``needs``) on a pair of another connector
+        (``compat.engine._in_scope``): on a NixlConnector pair the P2pNccl rules have nothing to judge."""
+        return "P2pNcclConnector" if self.p2p_nccl else "MoRIIOConnector" if self.moriio else None
+
+    @property
     def version_bounded(self) -> bool:
         return self.since is not None or self.until is not None
 

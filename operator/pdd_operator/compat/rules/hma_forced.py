@@ -41,13 +41,19 @@ reports nothing, and ``vllm-version-unknown`` reports the unknown version. Probe
 every explicit-HMA NIXL pair "not checked" (0.13-0.17 refuse), although the flag is what 0.18+ NIXL pairs of
 sliding-window and hybrid models are told to pass, and KV events with an explicit HMA would do the same to published
 recipes for newer releases (Dynamo's GLM-5.3-Flash graph passes both; public_reports_25).
+
+A ``dynamo.vllm`` worker whose image names no Dynamo release read (a preview, ``latest``, a custom image:
+:func:`~pdd_operator.compat.dynamo_engine_defaults.dynamo_release`) and that gives neither ``--kv-events-config`` nor
+``--no-enable-prefix-caching`` may have kv_events_config set by Dynamo itself (0.4.0-1.0.x) or not (1.1.0+): on vLLM
+0.13-0.19 its explicit HMA is "not checked", saying so (:func:`_dynamo_events_unknown`).
 """
 
 from __future__ import annotations
 
 from pdd_operator.compat.connector_hma import multi_children_without_hma
+from pdd_operator.compat.dynamo_engine_defaults import AUTO_DEFAULTS_SINCE, AUTO_DEFAULTS_UNTIL, dynamo_release
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.versions import Version, fmt, rules_version
 
 #: First release that raises on an explicit HMA it cannot honour (0.10.1.1-0.12.0 override it silently).
@@ -123,6 +129,21 @@ def _release_known(role: RoleConfig) -> bool:
     return role.version is not None and rules_version(role.version_text) == role.version
 
 
+def _dynamo_events_unknown(pair: PDPair, role: RoleConfig) -> str:
+    """Why it is not known whether KV events force HMA off on ``role``, or ``""``: a ``dynamo.vllm`` worker on vLLM
+    0.13-0.19 that gives neither ``--kv-events-config`` nor ``--no-enable-prefix-caching`` and whose image names no
+    Dynamo release read (:func:`~pdd_operator.compat.dynamo_engine_defaults.dynamo_release`: a preview, ``latest``, a
+    digest, a custom image): Dynamo 0.4.0-1.0.x sets kv_events_config itself there, 1.1.0 and later do not."""
+    version = pair.version
+    if (role.launcher != "dynamo.vllm" or role.kv_events or role.prefix_caching is False or version is None
+            or not _RAISES_SINCE <= version < _KV_EVENTS_UNTIL or dynamo_release(role.image) is not None):
+        return ""
+    return (f"{role.role}: --no-disable-hybrid-kv-cache-manager keeps the hybrid KV cache manager on, which vLLM "
+            f"{fmt(version)} refuses at startup where kv_events_config is set; dynamo.vllm sets it itself in Dynamo "
+            f"{fmt(AUTO_DEFAULTS_SINCE)}-1.0.x (prefix caching on, no --kv-events-config) but not from "
+            f"{fmt(AUTO_DEFAULTS_UNTIL)}, and the Dynamo release of {role.image or 'its image'} is not known.")
+
+
 def connector_refuses_hma(pair: PDPair, role: RoleConfig) -> str | None:
     """Why vLLM's connector factory refuses ``role``'s connector under an explicit HMA, or ``None``: a plain
     NixlConnector on 0.13.0-0.17.x, or NIXL inside vLLM's MultiConnector on 0.13.0-0.20.x (neither class is
@@ -189,6 +210,13 @@ def check_hma_explicit_forced_off(pair: PDPair) -> list[Violation]:
                         f"{since} or later (whose {what} supports HMA) in each container's image."),
                 *(("warning",) if "as far as read" in why else ()),
             ))
+            continue
+        if role.hma is True and (why := _dynamo_events_unknown(pair, role)) and not forced_off_reasons(pair, role):
+            out.append((why, fix_for(pair, "Pin the engine image to a Dynamo release (spec.engine.image), or give "
+                                     f"--kv-events-config or --no-enable-prefix-caching in spec.{role.role}.extraArgs.",
+                                     f"Pin the {role.role} image to a Dynamo release tag (vllm-runtime:1.0.1, 1.1.0), "
+                                     "or give the worker --kv-events-config or --no-enable-prefix-caching."),
+                        NOT_CHECKED))
             continue
         if role.hma is not True or not (reasons := forced_off_reasons(pair, role)):
             continue

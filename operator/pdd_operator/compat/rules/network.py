@@ -119,6 +119,22 @@ def _has_rdma(r: RoleConfig) -> bool:
     return bool(_rdma_resources(r)) or any("nic" in c or "rdma" in c for c in r.dra_claims)
 
 
+def verbs_rdma(r: RoleConfig) -> str:
+    """How the role's pod is handed an InfiniBand/RoCE device that UCX's verbs transports (rc, ud, dc) drive, as a
+    phrase for findings, or ``""``: an RDMA extended resource other than AWS EFA (:data:`_RDMA_WORDS`: ``rdma/*``,
+    ``nvidia.com/hostdev``, SR-IOV VFs, vendor plugins), a DRA claim of a NIC, or a ``hostPath`` mount of
+    ``/dev/infiniband`` (:attr:`RoleConfig.rdma_mount`). EFA is left out: its UCX transport is ``srd`` (UCX 1.19), and
+    NIXL on EFA is judged by ``nixl-backend-fabric-mismatch`` and the EFA rules."""
+    resources = [k for k in _rdma_resources(r) if k != _EFA]
+    if resources:
+        return f"the pod requests an RDMA device ({resources[0]})"
+    if claim := next((c for c in r.dra_claims if "nic" in c or "rdma" in c), None):
+        return f"the pod claims an RDMA NIC through DRA ({claim})"
+    if r.rdma_mount:
+        return f"the container mounts the node's /dev/infiniband at {r.rdma_mount}"
+    return ""
+
+
 #: Resources whose device plugin hands the pod an RDMA device but no network interface of its own: SR-IOV VFs,
 #: host devices and vendor VF plugins need a pod network attachment (Multus) for RoCE GIDs / addresses; the
 #: shared-device plugin (rdma/*) and EFA work in the pod's namespace as they are.

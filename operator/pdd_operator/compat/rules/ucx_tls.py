@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.network import verbs_rdma
 from pdd_operator.vllm.expansion import unknown_names
 
 #: UCX transports (and aliases) that move host memory only: TCP, shared memory and the loopback. A list of only
@@ -67,5 +68,142 @@ def check_ucx_tls(pair: PDPair) -> list[Violation]:
                           "spec.network.ucx.transports, or leave it unset.",
                     f"Add cuda_copy (and cuda_ipc on one node, rc with GPUDirect RDMA across nodes) to UCX_TLS on "
                     f"the {r.role} container, or remove UCX_TLS."),
+        ))
+    return out
+
+
+#: UCX transports and aliases that move data over an RDMA device (InfiniBand, RoCE; UCX docs/source/faq.md "List of
+#: main transports and aliases": ``rc``, ``ud``, ``dc`` and their accelerated ``_x``/``_mlx5`` and Verbs ``_v``/``_verbs``
+#: forms; ``ib``, every InfiniBand transport, whose ``^ib`` UCX 1.19 made exclude the auxiliary ones too; ``srd``,
+#: EFA's, UCX 1.19).
+RDMA_TRANSPORTS: frozenset[str] = frozenset({
+    "ib", "rc", "ud", "dc", "rc_x", "rc_v", "ud_x", "ud_v", "dc_x", "rc_mlx5", "rc_verbs", "ud_mlx5", "ud_verbs",
+    "dc_mlx5", "srd",
+})
+#: UCX transports and aliases for accelerator memory on one node (the faq's ``cuda`` = cuda_copy, cuda_ipc, gdr_copy;
+#: ``rocm`` = rocm_copy, rocm_ipc, rocm_gdr; Intel's ze_copy/ze_ipc): none of them crosses nodes.
+GPU_TRANSPORTS: frozenset[str] = frozenset({
+    "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "rocm_gdr", "ze_copy", "ze_ipc",
+})
+#: For an exclusion list: the families of RDMA transports, each excluded when one of its names is.
+_RDMA_FAMILIES = ({"rc", "rc_x", "rc_mlx5"}, {"rc", "rc_v", "rc_verbs"}, {"ud", "ud_x", "ud_mlx5"},
+                  {"ud", "ud_v", "ud_verbs"}, {"dc", "dc_x", "dc_mlx5"})
+
+
+def _names(value: str) -> list[str]:
+    return [t.strip().split(":", 1)[0] for t in value.split(",") if t.strip()]
+
+
+def no_rdma_transport(ucx_tls: str | None) -> list[str] | None:
+    """The transports ``UCX_TLS`` (its raw value; ``None``: unset) allows when it allows no RDMA transport
+    (:data:`RDMA_TRANSPORTS`) at all, else ``None``.
+
+    UCX's semantics (docs/source/faq.md, "Which transports does UCX use?"): unset or ``all`` lets UCX pick every
+    available transport (RC or DC on an RDMA device); a list restricts UCX to those transports and aliases; ``^`` in
+    front makes it a deny list (every transport but those). An allow list gives its names where each is a host
+    (:data:`HOST_ONLY_TRANSPORTS`) or GPU (:data:`GPU_TRANSPORTS`) transport; a deny list gives ``["all but ..."]``
+    where it excludes ``ib`` or every RDMA family (rc and ud and dc, each by its alias or all its forms). A name this
+    module does not know, a value not all in the manifest (``<unknown:NAME>``) or a ``:aux`` mark only gives
+    ``None`` (not known), as does an RDMA transport named. Pure."""
+    value = (ucx_tls or "").strip().lower()
+    if not value or unknown_names(ucx_tls):
+        return None
+    if value.startswith("^"):
+        excluded = set(_names(value[1:]))
+        if "ib" in excluded or all(family & excluded for family in _RDMA_FAMILIES):
+            return [f"all but {value[1:]}"]
+        return None
+    names = _names(value)
+    if not names or any(t not in HOST_ONLY_TRANSPORTS | GPU_TRANSPORTS for t in names):
+        return None
+    return names
+
+
+def ethernet_only_devices(ucx_net_devices: str | None) -> list[str] | None:
+    """The devices ``UCX_NET_DEVICES`` names when each is a network interface (``eth0``, ``lo``, ``net1``, ``bond0``)
+    and none an RDMA device, else ``None``. UCX names an RDMA device with its port (``mlx5_2:1``) and a TCP interface
+    by its name alone (docs/source/faq.md, "Which network devices does UCX use?": ``UCX_NET_DEVICES=eth2`` uses eth2
+    for the TCP sockets transport, ``mlx5_2:1`` the RDMA device): a list of interfaces only leaves UCX no RDMA device.
+    Unset, ``all`` or a value not all in the manifest gives ``None``. Pure."""
+    value = (ucx_net_devices or "").strip()
+    if not value or value.lower() == "all" or unknown_names(ucx_net_devices):
+        return None
+    names = [d.strip() for d in value.split(",") if d.strip()]
+    if not names or any(":" in d for d in names):
+        return None
+    return names
+
+
+def _rdma_pods(pair: PDPair) -> list[tuple[RoleConfig, str]]:
+    """The roles whose KV NIXL moves with UCX from GPU memory on a pod that is handed an InfiniBand/RoCE device
+    (:func:`~pdd_operator.compat.rules.network.verbs_rdma`), each with how it is."""
+    return [(r, how) for r in pair.roles
+            if r.nixl and "UCX" in r.backends and _kv_in_gpu_memory(r) and (how := verbs_rdma(r))]
+
+
+_WHY_WARNING = ("That is a failure of no vLLM code (vLLM passes UCX_* to UCX untouched): between nodes UCX then moves "
+                "the KV over TCP sockets (staged through host memory by cuda_copy), an order of magnitude slower than "
+                "RDMA, while the RDMA device the pod holds goes unused.")
+
+
+@rule(
+    id="ucx-tls-no-rdma-transport", family="kv-transport", severity="warning",
+    fields=("spec.network.ucx.transports", "spec.network.rdma.resourceName", "spec.prefill.env", "spec.decode.env",
+            "spec.engine.env"),
+    source=("UCX docs/source/faq.md ('Which transports does UCX use?': UCX_TLS restricts the transports, '^' makes a "
+            "deny list; aliases rc, ud, dc, rc_x/rc_v, ud_x/ud_v, cuda, sm; ucx_info -d lists them per device); NIXL's "
+            "UCX backend (vLLM's default kv_connector_extra_config backends ['UCX']) creates its UCP context with the "
+            "process's UCX_* environment; vLLM sets none of UCX_TLS (0.9.0-0.34.0)"),
+    example="UCX_TLS=cuda_copy,cuda_ipc,tcp on a pod that requests rdma/roce_gdr",
+)
+def check_ucx_tls_rdma(pair: PDPair) -> list[Violation]:
+    """UCX_TLS, where set on an engine whose pod holds an RDMA device for its KV transfer, allows an RDMA
+    transport (rc, ud, dc, ib, or all)."""
+    out: list[Violation] = []
+    for r, how in _rdma_pods(pair):
+        if host_only_transports(r.env.get("UCX_TLS")) is not None:
+            continue  # no GPU transport at all: ucx-tls-no-cuda-transport says more
+        names = no_rdma_transport(r.env.get("UCX_TLS"))
+        if names is None:
+            continue
+        out.append((
+            f"{r.role}: {how}, but UCX_TLS={r.env['UCX_TLS']} allows no RDMA transport ({', '.join(names)}; "
+            f"no rc, ud, dc or ib). {_WHY_WARNING}",
+            fix_for(pair, "Add rc (or dc, ud, ib) to spec.network.ucx.transports, e.g. rc,cuda_copy,cuda_ipc, or "
+                          "leave it unset (UCX then uses every transport it finds).",
+                    f"Add rc (or dc, ud, ib) to UCX_TLS on the {r.role} container, e.g. rc,cuda_copy,cuda_ipc, or "
+                    "remove UCX_TLS (UCX then uses every transport it finds)."),
+        ))
+    return out
+
+
+@rule(
+    id="ucx-net-devices-no-rdma", family="kv-transport", severity="warning",
+    fields=("spec.network.ucx.netDevices", "spec.network.rdma.resourceName", "spec.prefill.env", "spec.decode.env",
+            "spec.engine.env"),
+    source=("UCX docs/source/faq.md ('Which network devices does UCX use?': UCX_NET_DEVICES restricts UCX to the "
+            "devices named; eth2 is a TCP sockets device, mlx5_2:1 an RDMA device and its port; ucx_info -d); NIXL's "
+            "UCX backend reads the process's UCX_* environment; vLLM sets UCX_NET_DEVICES itself only where "
+            "VLLM_NIC_SELECTION_VARS names it (0.23.0+: vllm/v1/executor/vllm_net_devices.py set_worker_net_device, "
+            "0.23.0 l.174-181, puts the GPU's RDMA device in front of the value)"),
+    example="UCX_NET_DEVICES=eth0 on a pod that requests nvidia.com/hostdev",
+)
+def check_ucx_net_devices_rdma(pair: PDPair) -> list[Violation]:
+    """UCX_NET_DEVICES, where set on an engine whose pod holds an RDMA device for its KV transfer, names an RDMA
+    device (mlx5_0:1), not only network interfaces (eth0, lo)."""
+    out: list[Violation] = []
+    for r, how in _rdma_pods(pair):
+        names = ethernet_only_devices(r.env.get("UCX_NET_DEVICES"))
+        if names is None or "UCX_NET_DEVICES" in r.env.get("VLLM_NIC_SELECTION_VARS", "") \
+                or unknown_names(r.env.get("VLLM_NIC_SELECTION_VARS", "")):
+            continue  # vLLM 0.23+ may put the GPU's RDMA device in front (set_worker_net_device)
+        out.append((
+            f"{r.role}: {how}, but UCX_NET_DEVICES={r.env['UCX_NET_DEVICES']} names only network interfaces "
+            f"({', '.join(names)}), which UCX drives with its TCP transport; no RDMA device (device:port, e.g. "
+            f"mlx5_0:1) is left to it. {_WHY_WARNING}",
+            fix_for(pair, "Set spec.network.ucx.netDevices to the GPU-local RDMA devices (e.g. mlx5_0:1), or leave it "
+                          "unset.",
+                    f"Set UCX_NET_DEVICES on the {r.role} container to the GPU-local RDMA devices (e.g. mlx5_0:1), or "
+                    "remove it."),
         ))
     return out
