@@ -91,9 +91,11 @@ BACKOFF_CAP_SECONDS = float(os.environ.get("PDD_BACKOFF_CAP_SECONDS", "30"))
 #: How long the watch may lag behind the resync's listing (or the resync not run) before liveness fails.
 STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RESYNC_SECONDS))))
 HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
-#: Reconcile worker threads. A reconcile mostly waits for the apiserver: a new object holds its worker
-#: for about 3 round trips (its applies on the shared pool of ``reconcile.APPLY_THREADS``, then its
-#: status patch). 32 and 64 workers were measured against 16 at N=1,000 (bench/README.md, 2026-12-06,
+#: Reconcile worker threads. A reconcile mostly waits for the apiserver; since 2026-12-07 it does so off
+#: its worker (``reconcile.waiting_pool``, at most ``reconcile.DEFERRED`` at once): a worker reads the
+#: caches, checks, plans and compares, then takes the next key while the applies (on the shared pool of
+#: ``reconcile.APPLY_THREADS``) and the status patch are answered. Before, a new object held its worker
+#: for about 3 round trips. 32 and 64 workers were measured against 16 at N=1,000 (bench/README.md, 2026-12-06,
 #: evening): the burst stayed bound by the apiserver's answers to the 16 apply threads (2.18x either
 #: way), and the restart, the spec change and RSS came out worse, so 16 it is. Applies in flight stay
 #: bounded by the apply pool whatever this number.
