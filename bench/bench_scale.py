@@ -116,6 +116,8 @@ HISTOGRAMS = {"queue wait": ("pdd_workqueue_wait_seconds", ""),
               "reconcile CPU": ("pdd_reconcile_cpu_seconds", ""),
               "event -> first apply sent": ("pdd_event_to_apply_seconds", ""),
               "apiserver answer to an apply": ("pdd_api_request_duration_seconds", 'verb="apply"')}
+#: The key of a metrics snapshot's ``time.monotonic()`` (:meth:`Operator.metrics`), for a window's length.
+SNAPSHOT_AT = "bench_snapshot_at"
 CHILD_KINDS = {"deployments": ("apps/v1", "Deployment"), "services": ("v1", "Service"),
                "serviceaccounts": ("v1", "ServiceAccount"),
                "roles": ("rbac.authorization.k8s.io/v1", "Role"),
@@ -197,6 +199,7 @@ class Operator:
             if line.startswith(("pdd_", "process_cpu_seconds_total")):
                 key, _, value = line.rpartition(" ")
                 values[key] = float(value)
+        values[SNAPSHOT_AT] = time.monotonic()
         return values
 
     def sums(self) -> dict[str, float]:
@@ -263,7 +266,27 @@ def operator_share(before: dict[str, float], after: dict[str, float]) -> str:
         p50, p99 = quantile(b, a, 0.5), quantile(b, a, 0.99)
         lines.append(f"    {what}: {count:.0f}, mean {total / count * 1000:.1f} ms, p50 {p50 * 1000:.1f} ms, "
                      f"p99 {p99 * 1000:.1f} ms")
+    if (line := occupancy(before, after)) is not None:
+        lines.append(line)
     return "\n".join(lines)
+
+
+def occupancy(before: dict[str, float], after: dict[str, float]) -> str | None:
+    """The workers' occupancy between two snapshots: worker-seconds (the queue's
+    ``pdd_workqueue_worker_seconds_total``; an operator without it holds a worker for a reconcile's whole wall
+    time, ``pdd_reconcile_duration_seconds_sum``) over the window's seconds x :data:`WORKERS`, and the
+    reconciles in flight on average (their wall time over the window)."""
+    if SNAPSHOT_AT not in before or SNAPSHOT_AT not in after:
+        return None
+    window = after[SNAPSHOT_AT] - before[SNAPSHOT_AT]
+    wall = after.get("pdd_reconcile_duration_seconds_sum", 0.0) - before.get("pdd_reconcile_duration_seconds_sum", 0.0)
+    name = "pdd_workqueue_worker_seconds_total"
+    held = after[name] - before.get(name, 0.0) if name in after else wall
+    if window <= 0:
+        return None
+    return (f"    workers: {held:.1f} worker-seconds in {window:.1f} s on {WORKERS} workers = occupancy "
+            f"{100 * held / (window * WORKERS):.0f}%; reconciles in flight on average {wall / window:.1f}"
+            f"{'' if name in after else ' (each on its worker)'}")
 
 
 def counters(metrics: dict[str, float], name: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:

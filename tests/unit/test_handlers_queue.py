@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import urllib3
@@ -176,15 +177,24 @@ def test_a_config_map_change_queues_the_pddeployments_that_read_it(wired):
     (urllib3.exceptions.ProtocolError("Connection aborted."), True),
     (ApiException(status=403, reason="Forbidden"), False),
 ])
-def test_a_reconcile_failing_transiently_is_requeued_with_backoff_and_a_refusal_is_not(monkeypatch, exc, retried):
-    def failing(_kube, _namespace, _name):
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_reconcile_failing_transiently_is_requeued_with_backoff_and_a_refusal_is_not(monkeypatch, exc, retried,
+                                                                                      deferred):
+    """Whether the reconcile fails on its worker or after it went on in a waiting thread (deferred)."""
+    def raise_it():
         raise exc
 
+    def failing(_kube, _namespace, _name, waiters=None):
+        if waiters is None:
+            raise_it()
+        return waiters.submit(raise_it)
+
+    waiters = ThreadPoolExecutor(max_workers=1) if deferred else None
     monkeypatch.setattr(handlers, "reconcile", failing)
     monkeypatch.setattr(handlers, "_kube", lambda: None)
     monkeypatch.setitem(handlers._state, "elector", None)
-    queue = WorkQueue(lambda key, queued_at: handlers._reconcile_logged(*key, queued_at=queued_at),
-                      workers=1, retry_base=3600.0, retry_cap=3600.0)
+    queue = WorkQueue(lambda key, queued_at: handlers._reconcile_logged(*key, queued_at=queued_at, waiters=waiters),
+                      workers=1, retry_base=3600.0, retry_cap=3600.0, max_deferred=1 if deferred else 0)
     queue.start()
     try:
         queue.add(("ns", "a"))
@@ -194,8 +204,11 @@ def test_a_reconcile_failing_transiently_is_requeued_with_backoff_and_a_refusal_
             time.sleep(0.005)
         assert (queue.retry_due(("ns", "a")) is not None) is retried
         assert queue.failures(("ns", "a")) == int(retried)
+        assert queue.deferred() == 0 and handlers._IN_FLIGHT.wait_idle(0)  # the run ended, deferred or not
     finally:
         queue.stop()
+        if waiters is not None:
+            waiters.shutdown()
 
 
 def test_freed_memory_is_released_once_after_each_burst(monkeypatch):

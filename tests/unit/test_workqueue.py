@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 from prometheus_client import REGISTRY
@@ -436,3 +437,94 @@ def test_waiting_and_clear():
 def test_promote_after_must_not_be_negative():
     with pytest.raises(ValueError):
         WorkQueue(lambda k, t: None, promote_after=-1.0)
+
+
+# --- a run that goes on off the workers (process returns a future) -------------------------------
+
+class _Deferring:
+    """A queue ``process`` that records each run and returns a new pending future for every key in
+    ``defer`` (the test finishes it), ``None`` for the others."""
+
+    def __init__(self, defer: set) -> None:
+        self.defer, self.runs, self.futures = defer, [], {}
+        self.lock = threading.Lock()
+
+    def __call__(self, key, _queued_at):
+        with self.lock:
+            self.runs.append(key)
+            if key not in self.defer:
+                return None
+            future = self.futures[key] = Future()
+            return future
+
+
+def _finish(process: _Deferring, key, outcome) -> None:
+    future = process.futures.pop(key)
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+@pytest.mark.parametrize(("max_deferred", "steps", "runs", "deferred", "retry_due"), [
+    # the worker is free while "a" waits: "b" runs on the only worker meanwhile
+    (4, [("add", "a"), ("add", "b")], ["a", "b"], 1, None),
+    # "a" added while its run goes on off the workers: not run again until that run is done, then once
+    (4, [("add", "a"), ("add", "a"), ("add", "a"), ("add", "b")], ["a", "b"], 1, None),
+    (4, [("add", "a"), ("add", "a"), ("finish", "a", None)], ["a", "a"], 1, None),
+    # a deferred run that asks for a retry waits out its backoff (retry_base 1 s on the frozen clock)
+    (4, [("add", "a"), ("finish", "a", True)], ["a"], 0, 1001.0),
+    # one that raises is logged and not retried, and frees its place
+    (4, [("add", "a"), ("finish", "a", RuntimeError("a bug"))], ["a"], 0, None),
+    # at most max_deferred keys wait so: "b" waits in the queue until "a" is done
+    (1, [("add", "a"), ("add", "b")], ["a"], 1, None),
+    (1, [("add", "a"), ("add", "b"), ("finish", "a", None)], ["a", "b"], 0, None),
+    # max_deferred 0: the worker itself waits for the future and takes its result (a retry here)
+    (0, [("add", "a"), ("finish", "a", True)], ["a"], 0, 1001.0),
+])
+def test_a_run_that_returns_a_future_frees_its_worker_and_holds_its_key(max_deferred, steps, runs, deferred,
+                                                                        retry_due):
+    clock, process = FakeClock(), _Deferring({"a"})
+    q = WorkQueue(process, workers=1, retry_base=1.0, retry_cap=8.0, clock=clock, max_deferred=max_deferred)
+    q.start()
+    try:
+        for step in steps:
+            if step[0] == "add":
+                q.add(step[1])
+            else:
+                wait_until(lambda key=step[1]: key in process.futures)
+                _finish(process, step[1], step[2])
+            # let the worker act on what this step allows before the next one
+            wait_until(lambda: len(q) == 0 or q.deferred() >= max(max_deferred, 1))
+        wait_until(lambda: process.runs == runs and q.deferred() == deferred and q.retry_due("a") == retry_due)
+        assert process.runs == runs and q.deferred() == deferred and q.retry_due("a") == retry_due
+        assert not q.idle() if deferred or retry_due else True
+    finally:
+        q.stop()
+
+
+def test_a_key_is_never_run_twice_at_once_across_deferred_runs_and_its_worker_seconds_are_counted():
+    before = REGISTRY.get_sample_value("pdd_workqueue_worker_seconds_total") or 0.0
+    process = _Deferring({"k"})
+    q = WorkQueue(process, workers=4, max_deferred=8)
+    q.start()
+    try:
+        for i in range(5):  # each round: an add while the run is deferred, then the run ends
+            q.add("k")
+            wait_until(lambda: "k" in process.futures)
+            q.add("k")
+            assert process.runs.count("k") == 2 * i + 1  # the add waits for the deferred run
+            _finish(process, "k", None)
+            wait_until(lambda n=i: "k" in process.futures and process.runs.count("k") == 2 * n + 2)
+            _finish(process, "k", None)
+            wait_until(q.idle)
+        assert process.runs == ["k"] * 10
+        assert (REGISTRY.get_sample_value("pdd_workqueue_worker_seconds_total") or 0.0) > before
+        assert REGISTRY.get_sample_value("pdd_workqueue_deferred") == 0
+    finally:
+        q.stop()
+
+
+def test_max_deferred_must_not_be_negative():
+    with pytest.raises(ValueError):
+        WorkQueue(lambda key, _queued_at: None, max_deferred=-1)

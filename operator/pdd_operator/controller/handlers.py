@@ -47,6 +47,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import Executor, Future
 
 import kopf
 import urllib3
@@ -69,7 +70,16 @@ from pdd_operator.controller.metrics import (
     RESYNC_ERRORS,
     WATCH_EVENTS,
 )
-from pdd_operator.controller.reconcile import APPLY_THREADS, RECORDER, is_transient, reconcile, record_failure
+from pdd_operator.controller.reconcile import (
+    APPLY_THREADS,
+    DEFERRED,
+    RECORDER,
+    Outcome,
+    is_transient,
+    reconcile,
+    record_failure,
+    waiting_pool,
+)
 from pdd_operator.controller.triage import child_work, pdd_work, pod_work
 from pdd_operator.controller.workqueue import Priority, WorkQueue
 
@@ -81,9 +91,11 @@ BACKOFF_CAP_SECONDS = float(os.environ.get("PDD_BACKOFF_CAP_SECONDS", "30"))
 #: How long the watch may lag behind the resync's listing (or the resync not run) before liveness fails.
 STUCK_SECONDS = float(os.environ.get("PDD_STUCK_SECONDS", str(max(120.0, 3 * RESYNC_SECONDS))))
 HEALTH = WatchHealth(stuck_after=STUCK_SECONDS)
-#: Reconcile worker threads. A reconcile mostly waits for the apiserver: a new object holds its worker
-#: for about 3 round trips (its applies on the shared pool of ``reconcile.APPLY_THREADS``, then its
-#: status patch). 32 and 64 workers were measured against 16 at N=1,000 (bench/README.md, 2026-12-06,
+#: Reconcile worker threads. A reconcile mostly waits for the apiserver; since 2026-12-07 it does so off
+#: its worker (``reconcile.waiting_pool``, at most ``reconcile.DEFERRED`` at once): a worker reads the
+#: caches, checks, plans and compares, then takes the next key while the applies (on the shared pool of
+#: ``reconcile.APPLY_THREADS``) and the status patch are answered. Before, a new object held its worker
+#: for about 3 round trips. 32 and 64 workers were measured against 16 at N=1,000 (bench/README.md, 2026-12-06,
 #: evening): the burst stayed bound by the apiserver's answers to the 16 apply threads (2.18x either
 #: way), and the restart, the spec change and RSS came out worse, so 16 it is. Applies in flight stay
 #: bounded by the apply pool whatever this number.
@@ -205,16 +217,19 @@ def leading() -> bool:
 
 def _kube() -> Kube:
     if "kube" not in _state:
-        # A pooled connection for every reconcile worker and apply thread (reconcile.apply_all).
-        _state["kube"] = Kube(kubeclient.load_config(pool_size=WORKERS + APPLY_THREADS + 2), cache=CACHE)
+        # A pooled connection for every reconcile worker, apply thread (reconcile.apply_all) and thread in
+        # which a reconcile waits for its status patch (reconcile.waiting_pool).
+        _state["kube"] = Kube(kubeclient.load_config(pool_size=WORKERS + APPLY_THREADS + max(DEFERRED, 0) + 2),
+                              cache=CACHE)
     return _state["kube"]
 
 
 def _queue() -> WorkQueue:
     if "queue" not in _state:
-        _state["queue"] = WorkQueue(lambda key, queued_at: _reconcile_logged(*key, queued_at=queued_at),
-                                    workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS,
-                                    promote_after=STATUS_PROMOTE_SECONDS)
+        _state["queue"] = WorkQueue(
+            lambda key, queued_at: _reconcile_logged(*key, queued_at=queued_at, waiters=waiting_pool()),
+            workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS, promote_after=STATUS_PROMOTE_SECONDS,
+            max_deferred=DEFERRED)
     return _state["queue"]
 
 
@@ -225,13 +240,18 @@ def enqueue(namespace: str, name: str, priority: Priority = Priority.WRITE) -> N
     _queue().add((namespace, name), priority)
 
 
-def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None) -> bool:
+def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None,
+                      waiters: Executor | None = None) -> bool | Future[bool]:
     """Reconcile one PDDeployment; no exception leaves. Returns True when the reconcile should be
     retried with the queue's per-object backoff: a transient API error (409 conflict, 429, 5xx, the
     apiserver unreachable or timing out: :func:`~pdd_operator.controller.reconcile.is_transient`).
     False otherwise: done, or a failure a retry alone does not cure (a 4xx refusal such as 403 or
     404, or a bug), which waits for the next event or the periodic resync. A child the apiserver
     refuses (422) never gets here: the reconcile reports it as Degraded/ApplyFailed and succeeds.
+
+    With ``waiters`` (:func:`~pdd_operator.controller.reconcile.waiting_pool`) a reconcile that must wait
+    for the apiserver goes on there and a ``Future`` of the same answer is returned (the queue's
+    deferred key: the worker takes the next key meanwhile); its CPU time is then the worker's part.
 
     Its wall and CPU time are observed in ``pdd_reconcile_duration_seconds`` and
     ``pdd_reconcile_cpu_seconds``, and, when it applied a child, the time from ``queued_at`` (the
@@ -244,9 +264,36 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
     if not leading():
         return False  # the leader reconciles; this replica only serves the webhook
     started, cpu = time.monotonic(), time.thread_time()
+    _IN_FLIGHT.__enter__()
     try:
-        with _IN_FLIGHT:
-            outcome = reconcile(_kube(), namespace, name)
+        outcome = reconcile(_kube(), namespace, name, waiters)
+    except Exception as exc:  # noqa: BLE001  (sorted in _settle)
+        return _settle(namespace, name, queued_at, started, cpu, None, exc)
+    if not isinstance(outcome, Future):
+        return _settle(namespace, name, queued_at, started, cpu, outcome, None)
+    RECONCILE_CPU.observe(time.thread_time() - cpu)
+    answer: Future[bool] = Future()
+
+    def done(future: Future) -> None:
+        try:
+            exc = future.exception()
+            answer.set_result(_settle(namespace, name, queued_at, started, None,
+                                      None if exc is not None else future.result(), exc))
+        except BaseException as exc:  # noqa: BLE001  (the key must end: the queue waits for this future)
+            answer.set_exception(exc)
+    outcome.add_done_callback(done)
+    return answer
+
+
+def _settle(namespace: str, name: str, queued_at: float | None, started: float, cpu: float | None,
+            outcome: Outcome | None, exc: BaseException | None) -> bool:
+    """The end of :func:`_reconcile_logged`: its metrics, a held status update's timer and what a
+    failure (``exc``) means; leaves ``_IN_FLIGHT``. ``cpu``: the ``thread_time()`` the run began at,
+    ``None`` when its CPU was observed already."""
+    try:
+        if exc is not None:
+            raise exc
+        assert outcome is not None
         if queued_at is not None and outcome.first_apply_at is not None:
             EVENT_TO_APPLY.observe(outcome.first_apply_at - queued_at)
         if outcome.requeue_after is not None:  # a progress-only status update waits (reconcile.StatusPacer)
@@ -262,14 +309,16 @@ def _reconcile_logged(namespace: str, name: str, queued_at: float | None = None)
         log.warning("reconcile of %s/%s failed: the apiserver cannot be reached (%s); retrying with backoff",
                     namespace, name, exc)
         return is_transient(exc)
-    except Exception as exc:  # noqa: BLE001  (see the docstring)
+    except Exception as exc:  # noqa: BLE001  (see _reconcile_logged's docstring)
         RECONCILE_ERRORS.inc()
         log.exception("reconcile of %s/%s failed", namespace, name)
         record_failure(_kube(), namespace, name, f"The operator failed to reconcile this object: "
                        f"{type(exc).__name__}: {exc}. It retries on every change and resync.")
     finally:
-        RECONCILE_CPU.observe(time.thread_time() - cpu)
+        if cpu is not None:
+            RECONCILE_CPU.observe(time.thread_time() - cpu)
         RECONCILE_DURATION.observe(time.monotonic() - started)
+        _IN_FLIGHT.__exit__(None, None, None)
     return False
 
 

@@ -40,6 +40,17 @@ WATCH_EVENTS = Counter(
 )
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
 QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")
+QUEUE_WORKER_SECONDS = Counter(
+    "pdd_workqueue_worker_seconds_total",
+    "Seconds the reconcile queue's worker threads spent processing keys (over a window, divided by the window "
+    "and the number of workers: their occupancy). A reconcile that goes on off the workers (its applies and "
+    "status patch: controller/workqueue.py) counts only its time on the worker.",
+)
+QUEUE_DEFERRED = Gauge(
+    "pdd_workqueue_deferred",
+    "Reconciles that go on off the queue's workers now (waiting for their applies or status patch); at most "
+    "PDD_RECONCILE_DEFERRED.",
+)
 QUEUE_RETRIES = Counter(
     "pdd_workqueue_retries_total",
     "Reconciles requeued with per-object exponential backoff after a transient failure (an API error the "

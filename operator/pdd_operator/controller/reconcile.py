@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -201,6 +201,24 @@ _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
 
 
+#: Reconciles that may wait for the apiserver off the queue's workers at once (``PDD_RECONCILE_DEFERRED``):
+#: the threads of :func:`waiting_pool`, and the queue's ``max_deferred``. 0: every reconcile waits on its
+#: worker (as before 2026-12-07).
+DEFERRED = int(os.environ.get("PDD_RECONCILE_DEFERRED", "32"))
+_waiters: list[ThreadPoolExecutor] = []
+
+
+def waiting_pool() -> ThreadPoolExecutor | None:
+    """The process's :data:`DEFERRED` threads in which reconciles wait for their applies and status
+    patch (:func:`reconcile`'s ``waiters``), made at first use; ``None`` when :data:`DEFERRED` is 0."""
+    if DEFERRED <= 0:
+        return None
+    with _pool_lock:
+        if not _waiters:
+            _waiters.append(ThreadPoolExecutor(max_workers=DEFERRED, thread_name_prefix="reconcile-wait"))
+        return _waiters[0]
+
+
 def apply_pool() -> ThreadPoolExecutor:
     """The process's pool of :data:`APPLY_THREADS` apply threads (made at first use)."""
     with _pool_lock:
@@ -230,10 +248,22 @@ def apply_all(kube: Kube, children: list[dict]) -> tuple[int, list[str], float |
     every apply not yet sent and is raised once those in flight have ended (the reconcile is retried
     with backoff).
     """
-    started = time.monotonic()
-    # Each child is hashed once here (the in-place memo, the comparison and the apply body all use it).
-    pending = [(child, live, digest) for child in children for digest in [applied_hash(child)]
-               for needed, live in [kube.apply_needed(child, digest)] if needed]
+    return send_applies(kube, pending_applies(kube, children), time.monotonic())
+
+
+def pending_applies(kube: Kube, children: list[dict]) -> list[tuple[dict, dict | None, str]]:
+    """The children that differ from the cache, each ``(child, live, digest)``
+    (:meth:`~pdd_operator.controller.kube.Kube.apply_needed`; no request). Each child is hashed once here
+    (the in-place memo, the comparison and the apply body all use it)."""
+    return [(child, live, digest) for child in children for digest in [applied_hash(child)]
+            for needed, live in [kube.apply_needed(child, digest)] if needed]
+
+
+def send_applies(kube: Kube, pending: list[tuple[dict, dict | None, str]],
+                 started: float) -> tuple[int, list[str], float | None]:
+    """The sending half of :func:`apply_all`: ``pending`` from :func:`pending_applies`, compared at
+    ``started``; returns as :func:`apply_all` does (``started`` as ``first``, ``None`` when nothing was
+    pending)."""
     if not pending:
         return 0, [], None
     objs = [child for child, _, _ in pending]
@@ -388,7 +418,7 @@ class Outcome:
     requeue_after: float | None = None
 
 
-def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
+def reconcile(kube: Kube, namespace: str, name: str, waiters: Executor | None = None) -> Outcome | Future[Outcome]:
     """Bring one PDDeployment's children and status in line with its spec.
 
     Compatible spec: render the children and apply those that differ from the live objects.
@@ -397,9 +427,18 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     a rollout's progress may wait for :data:`PACER`'s window: ``Outcome.requeue_after``). Raises the client's
     ``ApiException`` on API errors (callers retry); never raises for a bad spec.
 
+    With ``waiters`` (an executor: :func:`waiting_pool`), what waits for the apiserver is handed to it
+    and a ``Future`` of the outcome is returned: the reads, the check, the plan and the comparisons with
+    the caches run in the caller's thread, then the applies (on :func:`apply_pool`, as always), the status
+    fold and the status patch in a waiting thread; a reconcile with nothing to apply folds its status
+    here and hands over only its patch (none, or one :data:`PACER` holds: the outcome is returned
+    as is). The caller's thread is then free for other work while the apiserver answers
+    (:class:`~pdd_operator.controller.workqueue.WorkQueue`: a deferred key). The future raises
+    what the reconcile would have raised.
+
     Callers run at most one reconcile of an object at a time (the operator's
-    :class:`~pdd_operator.controller.workqueue.WorkQueue` guarantees it): two at once could both
-    apply and both write status from the same read.
+    :class:`~pdd_operator.controller.workqueue.WorkQueue` guarantees it, a deferred one included): two
+    at once could both apply and both write status from the same read.
     """
     obj = kube.get_pdd(namespace, name)
     if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -433,65 +472,90 @@ def reconcile(kube: Kube, namespace: str, name: str) -> Outcome:
     plan = plan_children(name=name, namespace=namespace, uid=meta["uid"], generation=generation, spec=spec,
                          report=report, previous_status=previous, last_good=last_good, model_config=model_config,
                          deployments=deployments, pods=pods, render=RENDERS.renderer(kube, config_key))
-    applied, apply_errors, first_apply_at = apply_all(kube, plan.children)
-    applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
-    target = plan.target
-    if applied:
-        deployments = read_deployments(kube, namespace, name)
-    desired = spec or target
-    # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
-    active = plan.step.active
-    other = next(s for s in SLOTS if s != active)
-    observations = {
-        role: RoleObservation.from_deployment(
-            deployments[active][role], pods[role],
-            desired=desired.role(role).replicas if desired is not None else 0,
-        ).with_previous(deployments[other][role], slot_pods(pods[role], other))
-        for role in ROLES
-    }
-    has_router = target is not None and target.router.replicas > 0
-    router = None
-    if has_router:
-        router = RoleObservation.from_deployment(
-            kube.get("Deployment", namespace, child_name(name, ROUTER)),
-            kube.list_pods(namespace, router_selector_labels(name)), desired=target.router.replicas)
-    preflight = None
-    if desired is not None and desired.network.preflight.policy != "Disabled":
-        preflight = preflight_results([p for role in ROLES for p in pods[role]])
-    status = fold_status(
-        generation=generation, previous=previous, report=report,
-        applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
-        preflight=preflight, apply_errors=[*read_errors, *apply_errors],
-        fallback=target.router.fallback if has_router else None, router=router,
-        # The router the children run, not the current spec's: a spec refused before anything was
-        # applied has no router Service, so it publishes no endpoint.
-        endpoint=router_endpoint(Owner(name=name, namespace=namespace), target) if has_router else None,
-    )
-    if applied_spec is not None:
-        status["appliedSpec"] = applied_spec
-    written, held = False, None
-    if status != previous:
-        held = PACER.hold((namespace, name), previous, status)
-    if status != previous and held is None:
-        removed = {k: None for k in previous if k not in status}
-        kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
-        PACER.written((namespace, name))
-        written = True
-        post_events(kube, obj, transitions(previous, status))
-        log.info(
-            "status of %s/%s: %s", namespace, name,
-            ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
+    compared_at = time.monotonic()
+    pending = pending_applies(kube, plan.children)
+
+    def observe(applied: int, apply_errors: list[str]) -> dict:
+        """The status after the applies (from the caches: no request)."""
+        nonlocal deployments
+        applied_generation, applied_spec = plan.recorded(applied_ok=not apply_errors)
+        target = plan.target
+        if applied:
+            deployments = read_deployments(kube, namespace, name)
+        desired = spec or target
+        # The other slot's pods count whatever the step (a retired slot's pods may still be stopping).
+        active = plan.step.active
+        other = next(s for s in SLOTS if s != active)
+        observations = {
+            role: RoleObservation.from_deployment(
+                deployments[active][role], pods[role],
+                desired=desired.role(role).replicas if desired is not None else 0,
+            ).with_previous(deployments[other][role], slot_pods(pods[role], other))
+            for role in ROLES
+        }
+        has_router = target is not None and target.router.replicas > 0
+        router = None
+        if has_router:
+            router = RoleObservation.from_deployment(
+                kube.get("Deployment", namespace, child_name(name, ROUTER)),
+                kube.list_pods(namespace, router_selector_labels(name)), desired=target.router.replicas)
+        preflight = None
+        if desired is not None and desired.network.preflight.policy != "Disabled":
+            preflight = preflight_results([p for role in ROLES for p in pods[role]])
+        status = fold_status(
+            generation=generation, previous=previous, report=report,
+            applied_generation=applied_generation, observations=observations, now=now_rfc3339(),
+            preflight=preflight, apply_errors=[*read_errors, *apply_errors],
+            fallback=target.router.fallback if has_router else None, router=router,
+            # The router the children run, not the current spec's: a spec refused before anything was
+            # applied has no router Service, so it publishes no endpoint.
+            endpoint=router_endpoint(Owner(name=name, namespace=namespace), target) if has_router else None,
         )
-    CHILD_APPLIES.inc(applied)
-    STATUS_WRITES.inc(int(written))
-    if not report.compatible:
-        RECONCILES.labels("incompatible").inc()
-    elif applied or written:
-        RECONCILES.labels("changed").inc()
-    else:
-        RECONCILES.labels("unchanged").inc()
-    return Outcome(applied=applied, status_written=written, compatible=report.compatible,
-                   first_apply_at=first_apply_at, requeue_after=held)
+        if applied_spec is not None:
+            status["appliedSpec"] = applied_spec
+        return status
+
+    def write(applied: int, first_apply_at: float | None, status: dict, held: float | None) -> Outcome:
+        """Patch ``status`` unless it is the stored one or :data:`PACER` holds it; count the outcome."""
+        written = False
+        if status != previous and held is None:
+            removed = {k: None for k in previous if k not in status}
+            kube.patch_status(namespace, name, {**status, **removed}, meta.get("resourceVersion"))
+            PACER.written((namespace, name))
+            written = True
+            post_events(kube, obj, transitions(previous, status))
+            log.info(
+                "status of %s/%s: %s", namespace, name,
+                ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
+            )
+        CHILD_APPLIES.inc(applied)
+        STATUS_WRITES.inc(int(written))
+        if not report.compatible:
+            RECONCILES.labels("incompatible").inc()
+        elif applied or written:
+            RECONCILES.labels("changed").inc()
+        else:
+            RECONCILES.labels("unchanged").inc()
+        return Outcome(applied=applied, status_written=written, compatible=report.compatible,
+                       first_apply_at=first_apply_at, requeue_after=held)
+
+    def hold(status: dict) -> float | None:
+        return PACER.hold((namespace, name), previous, status) if status != previous else None
+
+    def finish() -> Outcome:
+        """Send the applies, then fold and write the status (in a waiting thread when deferred)."""
+        applied, apply_errors, first_apply_at = send_applies(kube, pending, compared_at)
+        status = observe(applied, apply_errors)
+        return write(applied, first_apply_at, status, hold(status))
+
+    if pending:
+        return finish() if waiters is None else waiters.submit(finish)
+    # Nothing to apply: the status is folded here, and only its patch, if one is due, waits off the worker.
+    status = observe(0, [])
+    held = hold(status)
+    if waiters is None or status == previous or held is not None:
+        return write(0, None, status, held)
+    return waiters.submit(write, 0, None, status, held)
 
 
 def record_failure(kube: Kube, namespace: str, name: str, message: str) -> bool:

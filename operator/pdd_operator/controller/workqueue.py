@@ -37,6 +37,17 @@ out its backoff queues it at once and cancels the timer (the event may be the fi
 back), keeping its failure count, so a key that fails again waits longer. Retries are counted in
 ``pdd_workqueue_retries_total``. Retried keys keep the rules above: coalesced, never twice at once.
 
+**A reconcile that waits does not hold a worker**: ``process`` may return a
+:class:`concurrent.futures.Future` instead of its outcome (a reconcile whose applies and status patch
+go on in other threads: :func:`~pdd_operator.controller.reconcile.reconcile`). The worker is then free
+for the next key at once, while the key stays in progress until the future is done: it is not run
+again meanwhile (an add marks it dirty and it runs once more after, as above), and the future's result
+is taken as ``process``'s return value (True: retry), an exception as one ``process`` raised. At most
+``max_deferred`` keys wait so; while that many do, workers take no key (the bound on reconciles in
+flight, and on what they hold in memory, is ``workers + max_deferred``). Worker-seconds spent in
+``process`` are counted in ``pdd_workqueue_worker_seconds_total`` (divided by a window's seconds and
+the workers: the workers' occupancy), the keys deferred now in ``pdd_workqueue_deferred``.
+
 Each key is handed to the worker with the time it was queued (its first add since a worker last took
 it), so the caller can measure from the event to what the work did; the wait itself is observed in
 ``pdd_workqueue_wait_seconds`` (all keys) and ``pdd_workqueue_priority_wait_seconds`` (by the
@@ -53,15 +64,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from enum import IntEnum
 
 from pdd_operator.controller.metrics import (
     QUEUE_ADDS,
+    QUEUE_DEFERRED,
     QUEUE_DEPTH,
     QUEUE_PRIORITY_WAIT,
     QUEUE_PROMOTIONS,
     QUEUE_RETRIES,
     QUEUE_WAIT,
+    QUEUE_WORKER_SECONDS,
 )
 
 log = logging.getLogger(__name__)
@@ -110,20 +124,26 @@ class WorkQueue:
     (``queued_at``: ``clock()`` of the add that queued the key, or of the end of its backoff).
 
     ``process`` returns True to have the key retried after its backoff (``retry_base``, ``retry_cap``
-    seconds, :func:`retry_delay`), anything else when done. It should not raise; an exception is
-    logged and the key is dropped, not retried, until it is added again (the next event or the
+    seconds, :func:`retry_delay`), anything else when done, or a ``Future`` of one of these: the key
+    is then done when the future is, and the worker takes the next key meanwhile (module docstring;
+    at most ``max_deferred`` keys at once, 0: process's futures are waited for by the worker). It
+    should not raise; an exception is logged and the key is dropped, not retried, until it is added again (the next event or the
     periodic resync). ``promote_after``: seconds a ``STATUS`` key waits before it joins the ``WRITE``
     keys (module docstring). ``clock`` is monotonic seconds (tests pass a fake one). Raises
     ``ValueError`` for ``workers < 1``, a negative ``promote_after`` or a backoff :func:`retry_delay`
-    refuses.
+    refuses, or a negative ``max_deferred``.
     """
 
-    def __init__(self, process: Callable[[Hashable, float], bool | None], workers: int = 8,
+    def __init__(self, process: Callable[[Hashable, float], bool | None | Future], workers: int = 8,
                  name: str = "reconcile", retry_base: float = RETRY_BASE_SECONDS,
                  retry_cap: float = RETRY_CAP_SECONDS, clock: Callable[[], float] = time.monotonic,
-                 promote_after: float = PROMOTE_AFTER_SECONDS) -> None:
+                 promote_after: float = PROMOTE_AFTER_SECONDS, max_deferred: int = 0) -> None:
         if workers < 1:
             raise ValueError(f"a work queue needs at least one worker, got {workers}")
+        if max_deferred < 0:
+            raise ValueError(f"max_deferred must be >= 0, got {max_deferred}")
+        self._max_deferred = max_deferred
+        self._deferred: set[Hashable] = set()  # keys whose process returned a future not yet done
         if promote_after < 0:
             raise ValueError(f"promote_after must be >= 0 seconds, got {promote_after}")
         retry_delay(1, retry_base, retry_cap)  # refuses a bad backoff now, not at the first failure
@@ -233,8 +253,14 @@ class WorkQueue:
         with self._cond:
             return len(self._entry)
 
+    def deferred(self) -> int:
+        """Keys whose run goes on off the workers (``process`` returned a future not yet done)."""
+        with self._cond:
+            return len(self._deferred)
+
     def idle(self) -> bool:
-        """True when no key waits, none is being processed and none waits out a retry backoff."""
+        """True when no key waits, none is being processed (deferred ones included) and none waits out
+        a retry backoff."""
         with self._cond:
             return not self._entry and not self._processing and not self._retry_at
 
@@ -306,7 +332,7 @@ class WorkQueue:
                     return None
                 now = self._clock()
                 self._requeue_due(now)
-                if self._entry:
+                if self._entry and (not self._max_deferred or len(self._deferred) < self._max_deferred):
                     self._promote(now)
                     taken = self._pop()
                     if taken is not None:
@@ -335,6 +361,10 @@ class WorkQueue:
     def _done(self, key: Hashable, retry: bool) -> None:
         with self._cond:
             ran_at = self._processing.pop(key, Priority.STATUS)
+            if key in self._deferred:
+                self._deferred.discard(key)
+                QUEUE_DEFERRED.set(len(self._deferred))
+                self._cond.notify()  # a worker held back by max_deferred may go on
             if self._stopping:
                 return
             if retry:
@@ -358,10 +388,37 @@ class WorkQueue:
             if taken is None:
                 return
             key, queued_at = taken
-            retry = False
+            retry, deferred, started = False, False, time.monotonic()
             try:
-                retry = self._process(key, queued_at) is True
+                outcome = self._process(key, queued_at)
+                if isinstance(outcome, Future):
+                    deferred = self._defer(key, outcome)
+                    if not deferred:
+                        outcome = outcome.result()
+                retry = outcome is True
             except Exception:  # noqa: BLE001  (a worker must survive whatever one key does)
                 log.exception("%s of %s failed", self._name, key)
             finally:
-                self._done(key, retry)
+                QUEUE_WORKER_SECONDS.inc(time.monotonic() - started)
+                if not deferred:
+                    self._done(key, retry)
+
+    def _defer(self, key: Hashable, future: Future) -> bool:
+        """Let ``future`` finish ``key``'s run (:meth:`_settle`) unless deferring is off; True if so."""
+        if not self._max_deferred:
+            return False
+        with self._cond:
+            self._deferred.add(key)
+            QUEUE_DEFERRED.set(len(self._deferred))
+        future.add_done_callback(lambda done: self._settle(key, done))
+        return True
+
+    def _settle(self, key: Hashable, future: Future) -> None:
+        # In the thread that completed ``future`` (or the worker, when it was done already).
+        retry = False
+        try:
+            retry = future.result() is True
+        except Exception:  # noqa: BLE001  (as a raising process: logged, not retried)
+            log.exception("%s of %s failed", self._name, key)
+        finally:
+            self._done(key, retry)
