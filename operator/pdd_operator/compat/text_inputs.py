@@ -40,11 +40,33 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _MANIFEST = (re.compile(r"^apiVersion:\s*\S", re.M), re.compile(r"^kind:\s*\S", re.M))
 
 
+#: Python source (the Python language reference: ``import``/``from ... import`` statements at the start of a line,
+#: ``def``/``class`` definitions; a ``#!`` line naming python): the launchers that build the ``vllm serve`` (or
+#: ``python -m vllm.entrypoints.openai.api_server``) argument lists at run time, as vLLM 0.34.0's
+#: tests/v1/kv_connector/rocm_pd_accuracy_utils.py and Clarifai/runners-examples'
+#: llm/vllm-lmcache-disaggregated-prefill/1/model.py do (set 85).
+_PY_SHEBANG = re.compile(r"\A#!.*\bpython")
+_SH_SHEBANG = re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b")
+_PY_IMPORT = re.compile(r"^(?:from\s+[\w.]+\s+import\s|import\s+[\w.]+)", re.M)
+_PY_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+\w+\s*[(:]", re.M)
+
+
+def _is_python(text: str) -> bool:
+    """``text`` is Python source: a python ``#!`` line, or (without a shell's ``#!`` line) an import statement and a
+    ``def``/``class`` at the start of lines. A shell script that pipes Python through a heredoc keeps its shell
+    ``#!`` line or its shell commands and is not taken for Python unless it also defines functions the Python way."""
+    if _PY_SHEBANG.search(text):
+        return True
+    return not _SH_SHEBANG.search(text) and bool(_PY_IMPORT.search(text)) and bool(_PY_DEF.search(text))
+
+
 def text_format(text: str) -> str | None:
-    """The name of the non-manifest format ``text`` is written in (one of :data:`_FORMATS`), or ``None`` for text in
-    none of them, and for a manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no chart
-    template."""
+    """The name of the non-manifest format ``text`` is written in (one of :data:`_FORMATS`, or "Python launcher" for
+    Python source that no earlier format claims: :func:`_is_python`), or ``None`` for text in none of them, and for a
+    manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no chart template."""
     fmt = next((name for name, pattern in _FORMATS if pattern.search(text)), None)
+    if fmt in (None, "shell script") and _is_python(text):
+        fmt = "Python launcher"
     if fmt != "Helm chart template" and all(p.search(text) for p in _MANIFEST):
         return None
     return fmt
@@ -105,6 +127,13 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
             "it is a Helm chart template, not a manifest: it configures prefill/decode KV transfer, but its values "
             "and much of its text are filled in when the chart is rendered; render it (helm template) and check the "
             "rendered manifests")}
+    if fmt == "Python launcher":
+        return {"object": f"{path} ({fmt})", "reason": (
+            "it is a Python program that starts the prefill and decode engines: their command lines (model, ports, "
+            "devices, --kv-transfer-config) are built when it runs, from lists, f-strings and function arguments, "
+            "and these rules do not run Python; write out the vllm serve commands it builds (as a shell script, or "
+            "as the commands of Kubernetes containers, one per engine, with their environment) to have them "
+            "checked")}
     return {"object": f"{path} ({fmt})", "reason": (
         f"it is a {fmt}, not a Kubernetes manifest: it configures prefill/decode KV transfer in commands that a shell, "
         "service manager or scheduler runs (their environment, variables and vLLM version are set where it runs), which "

@@ -152,15 +152,28 @@ def check_p2p_nccl_kv_ports(pair: PDPair) -> list[Violation]:
     the other engine's HTTP port too. The namespace is shared by engines of one pod or one container, and by two
     hostNetwork pods bound to one node (:func:`~pdd_operator.compat.placement.same_node`, as two Compose services
     with ``network_mode: host`` on one host are): a port both such pods ask for as a host port is left out, the
-    scheduler never places them together; where the scheduler decides, nothing is said. Judged for upstream vLLM
-    images and host installs (a script's ``vllm``), not for other images (a fork may bind otherwise)."""
+    scheduler never places them together; where the scheduler decides, nothing is said. Engines of one role in one
+    namespace (the three prefills of vLLM's 3P1D design page on one host, :attr:`PDPair.neighbours`) are compared
+    with each other too: the bind does not depend on the role. Judged for upstream vLLM images and host installs (a
+    script's ``vllm``), not for other images (a fork may bind otherwise)."""
+    return _kv_ports_across_roles(pair) + _kv_ports_within_role(pair)
+
+
+def _upstream(r) -> bool:
+    """``r`` runs vLLM's own P2pNcclConnector: an upstream image or a host install (no image, a script's ``vllm``);
+    a custom or plugin build may carry a P2pNcclConnector of its own."""
+    return not r.image or image_repository(r.image) in UPSTREAM_REPOSITORIES
+
+
+def _kv_ports_across_roles(pair: PDPair) -> list[Violation]:
+    """The pair's prefill against its decode (:func:`check_p2p_nccl_kv_ports`)."""
     p, d = pair.roles
     bound = (not pair.shared_network and p.host_network and d.host_network
              and same_node(p, d, assume_hostname_is_name=False))
     if not (pair.shared_network or bound):
         return []
-    if any(r.image and image_repository(r.image) not in UPSTREAM_REPOSITORIES for r in (p, d)):
-        return []  # a custom or plugin build may carry a P2pNcclConnector of its own; a host install ("") is vLLM's
+    if not all(_upstream(r) for r in (p, d)):
+        return []
     zp = _zmq_ports(p) if p.connector == "P2pNcclConnector" else set()
     zd = _zmq_ports(d) if d.connector == "P2pNcclConnector" else set()
     if zp is None or zd is None or not (zp or zd):
@@ -180,3 +193,34 @@ def check_p2p_nccl_kv_ports(pair: PDPair) -> list[Violation]:
                 "Give each engine a kv_port whose range kv_port .. kv_port + TP x PP - 1 meets neither the other's "
                 "range nor its --port."),
     )]
+
+
+def _kv_ports_within_role(pair: PDPair) -> list[Violation]:
+    """The pair's prefill against the other prefill engines of its network namespace and its decode against the other
+    decode engines of its own (:attr:`PDPair.neighbours`: the xPyD engines of one script's host or one pod, which no
+    pair compares): each P2pNcclEngine binds kv_port + rank whatever its role, so two prefills of vLLM's 3P1D page
+    given one kv_port collide as a prefill and a decode would (p2p_nccl_engine.py 0.13.0 lines 91, 125-127)."""
+    out: list[Violation] = []
+    for role, where, other in pair.neighbours:
+        own = pair.prefill if role == "prefill" else pair.decode
+        if own.connector != "P2pNcclConnector" or other.connector != "P2pNcclConnector":
+            continue
+        if not (_upstream(own) and _upstream(other)):
+            continue
+        zo, zn = _zmq_ports(own), _zmq_ports(other)
+        if zo is None or zn is None:
+            continue
+        clash = sorted((zo & (zn | set(other.other_ports))) | (zn & set(own.other_ports)))
+        if not clash:
+            continue
+        shared = "engines of one container" if pair.one_container else "containers of one pod"
+        out.append((
+            f"{role}: this {role} engine and the {role} engine {where} are {shared} (one network namespace) and "
+            f"P2pNcclConnector binds its ZMQ socket on kv_port + rank of each worker: port "
+            f"{', '.join(map(str, clash))} is bound twice, so the engine that starts second fails with "
+            "'zmq.error.ZMQError: Address already in use'.",
+            fix_for(pair, "Give each engine its own kv_port range (kv_port + TP x PP ports) apart from the HTTP ports.",
+                    f"Give each {role} engine a kv_port whose range kv_port .. kv_port + TP x PP - 1 meets no other "
+                    "engine's range nor --port on this host."),
+        ))
+    return out
