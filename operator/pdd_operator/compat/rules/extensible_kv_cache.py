@@ -90,9 +90,11 @@ def refusal(r: RoleConfig) -> str | None:
     example="--enable-extensible-kv-cache with NixlConnector on vllm/vllm-openai-rocm:v0.34.0",
 )
 def check_extensible_kv_cache(pair: PDPair) -> list[Violation]:
-    """``--enable-extensible-kv-cache`` only where vLLM can give it: not with ``--kv-cache-memory-bytes``,
-    ``--num-gpu-blocks-override``, LMCacheMPConnector or a connector's ``custom_mem_pool``, and not on
-    ROCm with a KV connector that registers the cache (NIXL on a device buffer, Mooncake, MoRIIO, UMBP).
+    """``--enable-extensible-kv-cache`` only where vLLM 0.34.0 can give it.
+
+    Not with ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``, LMCacheMPConnector or a connector's
+    ``custom_mem_pool``, and not on ROCm with a KV connector that registers the cache (NIXL on a device buffer,
+    Mooncake, MoRIIO, UMBP).
 
     Each role on its own: the role given the flag fails while its config is built and never starts.
     """

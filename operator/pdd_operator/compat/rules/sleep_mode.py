@@ -134,9 +134,10 @@ def sleep_mode_refusal(r: RoleConfig, version: Version | None = None) -> Refusal
     example="--enable-sleep-mode on both roles of a NixlPushConnector pair (vLLM 0.33.0)",
 )
 def check_sleep_mode(pair: PDPair) -> list[Violation]:
-    """No --enable-sleep-mode on an engine whose KV connector does not support sleep mode (NIXL push, NIXL pull with
-    a backend list other than ["UCX"], MooncakeConnector off RDMA, MoRIIOConnector, 0.33.0's MooncakeStoreConnector,
-    a MultiConnector with such a child).
+    """No --enable-sleep-mode on an engine whose KV connector does not support sleep mode.
+
+    Refused: NIXL push, NIXL pull with a backend list other than ["UCX"], MooncakeConnector off RDMA,
+    MoRIIOConnector, 0.33.0's MooncakeStoreConnector, a MultiConnector with such a child.
 
     Each role on its own: the role given the flag fails while its config is built and never starts. Where the
     connector's answer reads a file the manifest does not hold, the engine is "not checked".
