@@ -138,6 +138,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "offloading-cpu-size-key",
                     # set 55: VllmConfig refuses expandable_segments with any KV connector from 0.21.0
                     "expandable-segments-with-nixl",
+                    # set 84: VllmConfig asks any connector class whether it supports sleep mode (0.33.0)
+                    "sleep-mode-unsupported", "extensible-kv-cache-unsupported",
                     # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
                     "speculative-config-removed-field",
                     # session 29: args that repeat the image's entrypoint stop the argument parser

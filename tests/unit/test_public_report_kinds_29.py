@@ -75,13 +75,16 @@ def test_sleep_mode_with_the_default_pull_backend_or_before_v033_is_no_refusal(t
     assert SLEEP not in rules(out)
 
 
-def test_a_push_child_of_a_multiconnector_with_sleep_mode_is_a_warning(tmp_path, capsys):
+def test_a_push_child_of_a_multiconnector_with_sleep_mode_is_an_error(tmp_path, capsys):
+    # MultiConnector.supports_sleep_mode is True only where every child's is (multi_connector.py 0.33.0 lines
+    # 223-232; set 84 read it): the push child's False refuses the engine.
     multi = ('{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":['
              '{"kv_connector":"NixlPushConnector","kv_role":"kv_both","engine_id":"p-0"},'
              '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}]}}')
     code, out = check(tmp_path, capsys, *pd("qwen", ["--kv-transfer-config", multi, "--enable-sleep-mode"],
                                             ["--kv-transfer-config", PUSH_D], image="vllm/vllm-openai:v0.33.0"))
-    assert _severities(out, SLEEP) == {"warning"}
+    assert code == 1 and _severities(out, SLEEP) == {"error"}
+    assert "MultiConnector sleeps only where every child does" in _message(out, SLEEP)
 
 
 # --- ucx-tls-no-cuda-transport ------------------------------------------------------------------------------

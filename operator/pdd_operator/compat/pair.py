@@ -222,6 +222,11 @@ class RoleConfig:
             replaces the utilization budget, v1/worker/gpu_worker.py determine_available_memory), ``None`` unset.
         cumem_flags: the flags given true that put the KV cache in vLLM's CuMemAllocator pool
             (``--enable-cumem-allocator``, ``--enable-sleep-mode``).
+        extensible_kv_cache: ``--enable-extensible-kv-cache`` (True) / ``--no-enable-extensible-kv-cache`` (False),
+            ``None`` where neither is given (vLLM 0.34.0 then turns it on where supported, config/vllm.py
+            ``_resolve_extensible_kv_cache``) or its value is not in the manifest; judged in
+            :mod:`pdd_operator.compat.rules.extensible_kv_cache`.
+        num_gpu_blocks_override: ``--num-gpu-blocks-override`` as written, ``None`` unset.
         repeated_entrypoint: the image's entrypoint the container's ``args`` repeat (``args: [vllm, serve, ...]`` with
             no ``command``; :func:`~pdd_operator.vllm.entrypoint.repeated_entrypoint`), judged in the
             ``entrypoint-repeated`` rule; ``None`` for none (and for a PDDeployment's rendered roles).
@@ -343,6 +348,8 @@ class RoleConfig:
     gpu_memory_utilization: float | None = 0.9
     kv_cache_memory_bytes: str | None = None
     cumem_flags: tuple[str, ...] = ()
+    extensible_kv_cache: bool | None = None
+    num_gpu_blocks_override: str | None = None
     removed_flags: tuple[str, ...] = ()
     repeated_entrypoint: RepeatedEntrypoint | None = None
     flag_floor: tuple[tuple[int, int, int], str] | None = None
@@ -391,6 +398,12 @@ class RoleConfig:
     @property
     def connector(self) -> str | None:
         return self.kv_transfer.get("kv_connector")
+
+    @property
+    def on_rocm(self) -> bool:
+        """The engine runs vLLM's ROCm platform: its container asks for AMD GPUs (``amd.com/gpu``) or runs a ROCm
+        image (``rocm/vllm``, ``...-rocm``)."""
+        return any(k.startswith("amd.com/") for k in self.resources) or "rocm" in self.image.lower()
 
     @property
     def nixl(self) -> bool:
@@ -860,6 +873,9 @@ def role_from_container(
                                if flags.get("--kv-cache-memory-bytes") not in (None, True) else None),
         spans_nodes=spans_nodes(flags),
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
+        extensible_kv_cache=(v if isinstance(v := flags.get("--enable-extensible-kv-cache"), bool) else None),
+        num_gpu_blocks_override=(str(flags["--num-gpu-blocks-override"])
+                                 if flags.get("--num-gpu-blocks-override") not in (None, True) else None),
         removed_flags=removed_flags(flags),
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,

@@ -46,6 +46,8 @@ _BOOL_FLAGS = {
     "--enforce-eager", "--enable-expert-parallel", "--enable-eplb", "--enable-cumem-allocator", "--enable-sleep-mode",
     "--enable-chunked-prefill", "--enable-return-routed-experts", "--disable-sliding-window", "--async-scheduling",
     "--headless", "--data-parallel-hybrid-lb", "--data-parallel-external-lb", "--data-parallel-multi-port-external-lb",
+    # 0.34.0 arg_utils.py line 615 (``bool | None``: BooleanOptionalAction, lines 383-385)
+    "--enable-extensible-kv-cache",
 }
 #: Flags that take one or more words (argparse ``nargs="+"``): vLLM's ``get_kwargs`` gives every ``list[...]``-typed
 #: field ``nargs="+"`` (vllm/engine/arg_utils.py 0.14.1 l.199, 0.34.0 l.258) and the frontend keeps it for

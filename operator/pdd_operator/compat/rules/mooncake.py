@@ -71,12 +71,41 @@ _SOURCE = ("vllm distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_conne
            "same checks in the 0.19.1, 0.20.1 and 0.24.0 sdists); kv_connector/utils.py TpKVTopology")
 
 
+#: Connectors a ``MultiConnector`` may hold beside its one ``MooncakeConnector`` while the pair stays a Mooncake pair
+#: for these rules: they return no ``kv_transfer_params`` for a finished request, so the Mooncake child's P/D params
+#: are the only ones (``MooncakeStoreConnector`` answers ``(delay_free, None)``: mooncake/store/scheduler.py 0.24.0 lines
+#: 364-379, store/connector.py 0.28.0 lines 232-239, 0.33.0 lines 267-274, 0.34.0 lines 298-309), and each child gets
+#: its own ``KVTransferConfig`` built from its dict alone (multi_connector.py 0.34.0 lines 274-279), so the Mooncake
+#: child registers and moves the KV cache as a bare MooncakeConnector does. vLLM 0.34.0's MooncakeStoreConnector
+#: guide pairs them this way for P/D (docs/features/mooncake_store_connector_usage.md, "disaggregated prefill-decode
+#: mode").
+MOONCAKE_COMPANIONS: tuple[str, ...] = ("MooncakeStoreConnector",)
+
+
+def runs_mooncake(r: RoleConfig) -> bool:
+    """Engine ``r`` moves its P/D KV with vLLM's MooncakeConnector: as its ``--kv-transfer-config`` connector, or as
+    the one ``MooncakeConnector`` child of a ``MultiConnector`` whose other children are :data:`MOONCAKE_COMPANIONS`
+    (a MultiConnector of other connectors, or nested wrappers, is not)."""
+    if r.connector == MOONCAKE and not r.wrapper:
+        return True
+    written = r.kv_transfer_written or r.kv_transfer
+    if written.get("kv_connector") != "MultiConnector" or r.connector != "MultiConnector":
+        return False
+    extra = written.get("kv_connector_extra_config")
+    children = (extra or {}).get("connectors") if isinstance(extra, dict) else None
+    if not isinstance(children, list) or not all(isinstance(c, dict) for c in children):
+        return False
+    names = [c.get("kv_connector") for c in children]
+    return names.count(MOONCAKE) == 1 and all(n == MOONCAKE or n in MOONCAKE_COMPANIONS for n in names)
+
+
 def _mooncake_pair(pair: PDPair) -> bool:
-    return all(r.connector == MOONCAKE and not r.wrapper for r in pair.roles)
+    return all(runs_mooncake(r) for r in pair.roles)
 
 
 def judged_mooncake_pair(pair: PDPair) -> bool:
-    """Both roles run vLLM's V1 MooncakeConnector (no wrapper) on a known release of :data:`MOONCAKE_JUDGED` (or of
+    """Both roles run vLLM's V1 MooncakeConnector (:func:`runs_mooncake`: bare, or beside a Mooncake store in a
+    MultiConnector) on a known release of :data:`MOONCAKE_JUDGED` (or of
     :data:`MOONCAKE_JUDGED_SAME_SHAPE` with equal TP and PP 1 on both roles), whose connector's refusals these rules
     describe: such a pair is judged (ok where no rule fails), not "not checked".
 
@@ -297,7 +326,7 @@ def check_mooncake_pipeline_parallel(pair: PDPair) -> list[Violation]:
     a literal integer is left "not checked"."""
     out: list[Violation] = []
     for r in pair.roles:
-        if r.connector != MOONCAKE or r.wrapper:
+        if not runs_mooncake(r):
             continue
         if r.pp is None:
             out.append((f"{r.role}: its --pipeline-parallel-size is not in the manifest, and vLLM "

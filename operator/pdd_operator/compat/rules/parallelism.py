@@ -257,16 +257,10 @@ def _group_dp_ranks(r: RoleConfig) -> list[Violation]:
     )]
 
 
-def _on_rocm(r: RoleConfig) -> bool:
-    """The engine runs vLLM's ROCm platform: its container asks for AMD GPUs (``amd.com/gpu``) or runs a ROCm image
-    (``rocm/vllm``, ``...-rocm``)."""
-    return any(k.startswith("amd.com/") for k in r.resources) or "rocm" in r.image.lower()
-
-
 def _visibility(r: RoleConfig) -> str:
     """The variable that picks the engine's GPUs and its value, for messages (``HIP_VISIBLE_DEVICES=6`` on ROCm when
     ``CUDA_VISIBLE_DEVICES`` is unset, see :func:`_devices`)."""
-    if "CUDA_VISIBLE_DEVICES" not in r.env and _on_rocm(r) and "HIP_VISIBLE_DEVICES" in r.env:
+    if "CUDA_VISIBLE_DEVICES" not in r.env and r.on_rocm and "HIP_VISIBLE_DEVICES" in r.env:
         return f"HIP_VISIBLE_DEVICES={r.env['HIP_VISIBLE_DEVICES']}"
     return f"CUDA_VISIBLE_DEVICES={r.env.get('CUDA_VISIBLE_DEVICES', '(unset)')}"
 
@@ -274,12 +268,12 @@ def _visibility(r: RoleConfig) -> str:
 def _devices(r: RoleConfig) -> tuple[str, ...] | None:
     """The container's GPUs the engine's ranks use, as CUDA device ids (its ``CUDA_VISIBLE_DEVICES`` entries in
     order, or ``0, 1, ...`` when unset: vLLM's ranks take the visible devices from the first on); ``None`` when
-    unknown (parallel sizes or ``CUDA_VISIBLE_DEVICES`` not literal). On ROCm (:func:`_on_rocm`) an unset
+    unknown (parallel sizes or ``CUDA_VISIBLE_DEVICES`` not literal). On ROCm (:attr:`RoleConfig.on_rocm`) an unset
     ``CUDA_VISIBLE_DEVICES`` takes ``HIP_VISIBLE_DEVICES``, as vLLM's ROCm platform copies it at import
     (vllm/platforms/rocm.py: module level in 0.11.0, ``_sync_hip_cuda_env_vars`` in 0.32.0)."""
     ranks = _ranks(r)
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None and _on_rocm(r):
+    if raw is None and r.on_rocm:
         raw = r.env.get("HIP_VISIBLE_DEVICES")
     if ranks is None or (raw is not None and _not_literal(raw)):
         return None
