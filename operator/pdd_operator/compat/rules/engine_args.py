@@ -254,6 +254,36 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
 
 
 @rule(
+    id="cli-option-malformed", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"), in_manifest=("args", "command"),
+    source=("vLLM's FlexibleArgumentParser.parse_args rewrites only '_' to '-' in words starting with '--' (and -O) "
+            "before argparse's parse_args (vllm/utils.py 0.9.1 l.1440-1531, vllm/utils/__init__.py 0.11.0 "
+            "l.1848-1981, vllm/utils/argparse_utils.py 0.34.0 l.313-502); argparse takes a '-' word no option string "
+            "begins with for an unknown optional and any other word for a positional: 'unrecognized arguments', exit "
+            "2. No vLLM option begins with '---' or a non-ASCII dash; a platform plugin keeps vLLM's parser "
+            "(vllm-ascend examples/disaggregated_prefill_v1/run_server.sh at fcea657: ---max-num-batched-tokens)"),
+    without_connector=True, one_engine=True, any_release=True,
+    example="---max-num-batched-tokens 256 (or \u2014max-model-len pasted from rendered docs) in a vllm serve command",
+)
+def check_cli_option_malformed(pair: PDPair) -> list[Violation]:
+    """No word is written as an option vLLM's parser can match to none on any release: three or more hyphens
+    (``---max-num-batched-tokens``) or a typographic dash in place of ``--`` (:func:`~pdd_operator.vllm.flags.
+    malformed_options`). The engine stops while its arguments are parsed, whatever its platform (plugins such as
+    vllm-ascend keep vLLM's parser) or KV connector, so this is judged on every pair, unknown releases included."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        for word in r.malformed_options:
+            name = word.lstrip("-\u2012\u2013\u2014\u2015\u2212")
+            fixed = f"--{name} (-{name} for a short option)"
+            out.append((f"{r.role}: '{word}' is no option vLLM's argument parser can match (it begins with three "
+                        "hyphens or a typographic dash), so the parser stops with 'unrecognized arguments' (exit 2) "
+                        f"and the {r.role} engine never starts.",
+                        fix_for(pair, f"Write {fixed} in spec.{r.role}.extraArgs.",
+                                f"Write {fixed} (two ASCII hyphens) in the {r.role}'s command line.")))
+    return out
+
+
+@rule(
     id="entrypoint-repeated", family="engine-args", severity="error",
     fields=("spec.engine",), in_manifest=("args", "command"),
     source=("the ENTRYPOINT of vLLM's images per release (pdd_operator/vllm/entrypoint.py IMAGE_ENTRYPOINTS): vllm "
