@@ -20,7 +20,7 @@ import json
 import pytest
 
 from pdd_operator.cli import main
-from pdd_operator.vllm.flags import malformed_options
+from pdd_operator.vllm.flags import malformed_options, option_spelling
 from tests.unit.test_turn2_variants import POD_IP, check, container, rules, workload
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -90,6 +90,38 @@ def test_a_malformed_option_refuses_a_plugin_connector_pair_of_unknown_release(t
     # Control: both written right: not checked, nothing refused.
     code, out = _script(tmp_path, capsys, text.replace("---max", "--max"))
     assert code == 3 and not rules(out), out
+
+
+def _ascend_pair(decode_flag: str, image="quay.io/ascend/vllm-ascend:v0.11.0rc0", resource="huawei.com/ascend-1980"):
+    docs = []
+    for role, flag, kv_role in (("prefill", "--max-num-batched-tokens", "kv_producer"),
+                                ("decode", decode_flag, "kv_consumer")):
+        kv = json.dumps({"kv_connector": "MooncakeConnectorV1", "kv_buffer_device": "npu", "kv_role": kv_role})
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
+             "args": ["/models/ds", "--tensor-parallel-size", "4", flag, "256", "--kv-transfer-config", kv],
+             "resources": {"limits": {resource: "4"}}}
+        docs.append(workload(f"ds-{role}", role, c, app="ds"))
+    return docs
+
+
+@pytest.mark.parametrize(("image", "resource"), [
+    ("quay.io/ascend/vllm-ascend:v0.11.0rc0", "huawei.com/ascend-1980"),  # the plugin named by its image
+    ("registry.example/serving:1", "huawei.com/Ascend910"),  # by its device-plugin resource
+])
+def test_a_malformed_option_refuses_a_platform_plugin_container(tmp_path, capsys, image, resource):
+    code, out = check(tmp_path, capsys, *_ascend_pair("---max-num-batched-tokens", image, resource))
+    assert code == 1 and rules(out, "error") == {"cli-option-malformed"}, out
+    assert [m[:7] for m in _messages(out, "cli-option-malformed")] == ["decode:"], out
+    assert len(out["notChecked"]) == 2, out  # the plugin engines themselves stay not checked
+    # Control: written right, both engines are only not checked.
+    code, out = check(tmp_path, capsys, *_ascend_pair("--max-num-batched-tokens", image, resource))
+    assert code == 3 and not out["results"], out
+
+
+@pytest.mark.parametrize(("name", "spelled"), [("tp", "-tp"), ("asc", "-asc"), ("max-model-len", "--max-model-len"),
+                                               ("port", "--port")])
+def test_the_fix_spells_the_option_as_the_parser_takes_it(name, spelled):
+    assert option_spelling(name) == spelled
 
 
 # --- a platform plugin's own P/D launcher --------------------------------------------------------------------------

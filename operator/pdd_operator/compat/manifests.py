@@ -59,6 +59,7 @@ from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, un
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
+from pdd_operator.compat.rules.engine_args import malformed_option_findings
 from pdd_operator.compat.templated import template_engine, templated_findings, templated_pair_findings
 from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
@@ -543,9 +544,10 @@ def _engine(
             and not leading_serve(args)):
         return Unreadable(at, _entrypoint_unread_reason(image, args))
     plugin = _platform_plugin(container, image)
-    if plugin:
+    if plugin:  # vLLM's parser still reads its command line: what it refuses on every release is said all the same
         return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
-                          "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe")
+                          "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe",
+                          findings=malformed_option_findings(replace(config, role=role or "engine"), where))
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
                   flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)

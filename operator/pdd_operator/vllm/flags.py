@@ -226,6 +226,12 @@ _MALFORMED_OPTION = re.compile("^(?:-{3,}|[\u2012-\u2015\u2212]{1,2}|-[\u2012-\u
                                "[A-Za-z]")
 
 
+def option_spelling(name: str) -> str:
+    """``name`` (an option's name without its dashes: ``tp``, ``max-model-len``) as vLLM's parser takes it: ``-tp``
+    for one of its short options (:data:`_ALIASES`), ``--max-model-len`` otherwise."""
+    return f"-{name}" if f"-{name}" in _ALIASES else f"--{name}"
+
+
 def malformed_options(argv: list[str]) -> tuple[str, ...]:
     """The words of ``argv`` (an engine's argv from its entry point on, up to the first shell separator) that
     :data:`_MALFORMED_OPTION` matches, as written (``---max-num-batched-tokens``, ``--max-model-len=4096`` is not
