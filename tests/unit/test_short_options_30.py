@@ -2,11 +2,11 @@
 
 Every single-dash name an ``add_argument`` call registers in vllm/engine/arg_utils.py and the entrypoints'
 cli_args.py of the sdists 0.9.0 ... 0.34.0 is now read (pdd_operator/vllm/flags.py ``_ALIASES``). Before, ``-q``
-(``--quantization``, every release), ``-asc`` (``--api-server-count``, from 0.10.0), ``-n`` (``--nnodes``) and ``-r``
-(``--node-rank``, both from 0.11.1) were kept as unknown names: ``vllm serve M -tp 16 -n 2`` on two 8-GPU pods was
-refused for ``parallelism-gpu-count`` although ``--nnodes 2`` passed, and ``-n``/``-asc`` on a release without them
-passed ``cli-flag-not-yet``. argparse also takes a one-letter short option's value attached (``-n2``, ``-qfp8``:
-``ArgumentParser._get_option_tuples`` splits a single-dash word after its first two characters).
+(``--quantization``, every release), ``-asc`` (``--api-server-count``, from 0.9.1 in vllm serve's parser), ``-n``
+(``--nnodes``) and ``-r`` (``--node-rank``, both from 0.11.1) were kept as unknown names: ``vllm serve M -tp 16 -n 2``
+on two 8-GPU pods was refused for ``parallelism-gpu-count`` although ``--nnodes 2`` passed, and ``-n``/``-asc`` on a
+release without them passed ``cli-flag-not-yet``. argparse also takes a one-letter short option's value attached
+(``-n2``, ``-qfp8``: ``ArgumentParser._get_option_tuples`` splits a single-dash word after its first two characters).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def test_nnodes_by_its_short_option_spans_nodes(tmp_path, capsys, nodes):
 
 
 @pytest.mark.parametrize(("short", "without", "with_"), [
-    ("-n", (0, 11, 0), (0, 11, 1)), ("-r", (0, 11, 0), (0, 11, 1)), ("-asc", (0, 9, 2), (0, 10, 0)),
-    ("--api-server-count", (0, 9, 2), (0, 10, 0)),
+    ("-n", (0, 11, 0), (0, 11, 1)), ("-r", (0, 11, 0), (0, 11, 1)), ("-asc", (0, 9, 0), (0, 9, 1)),
+    ("--api-server-count", (0, 9, 0), (0, 9, 1)),  # vllm serve's parser, cli/serve.py 0.9.1 l.88-92 (set 86)
 ])
 def test_short_options_are_dated(short, without, with_):
     assert (ADDED_FLAGS[short].absent_in, ADDED_FLAGS[short].present_in) == (without, with_)

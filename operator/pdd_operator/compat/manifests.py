@@ -59,10 +59,11 @@ from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, un
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
+from pdd_operator.compat.rules.engine_args import malformed_option_findings
 from pdd_operator.compat.templated import template_engine, templated_findings, templated_pair_findings
 from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
-from pdd_operator.vllm.expansion import opaque_value, runs_shell, unknown, unknown_names
+from pdd_operator.vllm.expansion import opaque_value, runs_shell, shell_operands, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.model_config import resolve_model
@@ -270,6 +271,34 @@ _OTHER_PD_ENGINES = (
 )
 
 
+#: Launchers of a vLLM platform plugin that start the prefill and decode engines themselves from flags of their own,
+#: so that neither the engines' vLLM commands nor their KV connector are in the manifest or script: the launcher,
+#: what names it in a command, what in an image name, what marks its P/D flags, and why it is not checked. Qualcomm's
+#: vllm-qaic: the ``cloud_ai_inference_vllm_disagg`` image's ``qaic_disagg`` entrypoint takes ``--prefill-port``/
+#: ``--decode-port`` and ``--prefill-device-group``/``--decode-device-group`` and runs a prefill and a decode vLLM
+#: engine on QAIC device groups behind one router, moving KV with vllm-qaic's own QaicConnector (qualcomm/vllm-qaic
+#: docs/docs/user_guide/features/disaggregated_serving.md at 006b2da, vllm_qaic/distributed/kv_transfer/kv_connector/
+#: v1/qaic_connector.py at dc7351f; the plugin builds on vLLM v0.23.0, pyproject.toml).
+_PLATFORM_PD_LAUNCHERS = (
+    ("Qualcomm's qaic_disagg launcher (vllm-qaic)", re.compile(r"\bqaic_disagg\b"), ("cloud_ai_inference_vllm_disagg",),
+     re.compile(r"--(?:prefill|decode)-(?:port|device-group|max-num-seqs|override-qaic-config)\b"),
+     "it starts its prefill and decode vLLM engines itself, on vllm-qaic's QAIC platform plugin with the plugin's own "
+     "KV connector, from flags of its own: neither the engines' vLLM commands nor their KV transfer configuration "
+     "are in these files, and these rules describe upstream vLLM's connectors"),
+)
+
+
+def platform_pd_launcher(text: str) -> tuple[str, str] | None:
+    """``(launcher, why it is not checked)`` when ``text`` (a shell script, or a container's command, args and image
+    joined) runs a platform plugin's own P/D launcher with its prefill/decode flags (:data:`_PLATFORM_PD_LAUNCHERS`),
+    else ``None``."""
+    lowered = text.lower()
+    for launcher, in_command, in_image, pd_marker, why in _PLATFORM_PD_LAUNCHERS:
+        if (in_command.search(text) or any(x in lowered for x in in_image)) and pd_marker.search(text):
+            return launcher, why
+    return None
+
+
 def _other_pd_engine(command: list[str], image: str, env_names: list[str],
                      role_label: bool) -> tuple[str, bool, str] | None:
     """``(engine, serves a P/D role, why it is not checked)`` when the container runs another engine than vLLM (or
@@ -280,7 +309,7 @@ def _other_pd_engine(command: list[str], image: str, env_names: list[str],
     """
     text = " ".join(command + env_names)
     name = image.split("@", 1)[0].lower()
-    for engine, in_command, in_image, pd_marker, why in _OTHER_PD_ENGINES:
+    for engine, in_command, in_image, pd_marker, why in (*_OTHER_PD_ENGINES, *_PLATFORM_PD_LAUNCHERS):
         if any(in_command.search(x) for x in command) or any(x in name for x in in_image):
             return engine, role_label or bool(pd_marker.search(text)), why
     return None
@@ -426,6 +455,9 @@ def _flags_as_script(command: list[str]) -> str | None:
     """
     if len(command) < 3 or not runs_shell(command) or command[1] not in ("-c", "-lc", "-ec"):
         return None
+    operands = shell_operands(command)
+    if not operands or operands[0] != command[2]:  # ``-c -- SCRIPT``: the shell runs SCRIPT
+        return None
     script = command[2].strip()
     if not script.startswith("-") or not any(w.startswith("--") for w in command[2:]):
         return None
@@ -512,9 +544,10 @@ def _engine(
             and not leading_serve(args)):
         return Unreadable(at, _entrypoint_unread_reason(image, args))
     plugin = _platform_plugin(container, image)
-    if plugin:
+    if plugin:  # vLLM's parser still reads its command line: what it refuses on every release is said all the same
         return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
-                          "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe")
+                          "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe",
+                          findings=malformed_option_findings(replace(config, role=role or "engine"), where))
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
                   flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)

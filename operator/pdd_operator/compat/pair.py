@@ -24,7 +24,7 @@ from pdd_operator.vllm.args import container_env, container_launches, int_flag, 
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
-from pdd_operator.vllm.flags import loose_unknown, short_options
+from pdd_operator.vllm.flags import loose_unknown, malformed_options, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
@@ -135,6 +135,9 @@ class RoleConfig:
         proxies: the P/D proxies found beside the engine whose request protocol is known
             (:mod:`~pdd_operator.compat.pd_proxy`): a routing sidecar in its pod, a proxy its script starts.
         errors: problems reading the arguments (bad JSON, ...), reported by the ``engine-args-invalid`` rule.
+        malformed_options: the words written as options that vLLM's parser can match to none on any release
+            (``---max-num-batched-tokens``; :func:`~pdd_operator.vllm.flags.malformed_options`), reported by the
+            ``cli-option-malformed`` rule.
         loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
             variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
             ``$EXTRA_ARGS``); every flag a rule needs is then read as :attr:`opaque` (``compat.engine._runnable``).
@@ -301,6 +304,7 @@ class RoleConfig:
     sidecar_ports: tuple[tuple[str, int], ...] = ()
     proxies: tuple[Proxy, ...] = ()
     errors: tuple[str, ...] = ()
+    malformed_options: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
     wrapper: str | None = None
@@ -837,6 +841,7 @@ def role_from_container(
         sidecar_ports=sidecar_ports(container, pod_spec),
         proxies=pod_proxies(container, pod_spec) + tuple(p for words in launch.proxies if (p := command_proxy(words))),
         errors=tuple(errors),
+        malformed_options=malformed_options(argv),
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
                if (loose := loose_unknown(argv)) else ""),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from pdd_operator.compat.manifests import pd_marked
+from pdd_operator.compat.manifests import pd_marked, platform_pd_launcher
 
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
@@ -72,6 +72,11 @@ def text_format(text: str) -> str | None:
     return fmt
 
 
+#: A container engine's run command at the start of a line (``docker run``, ``sudo podman run``): a file of such
+#: commands is a shell script even without a shebang, as vendors' guides give their P/D launch (Qualcomm vllm-qaic
+#: docs/docs/user_guide/features/disaggregated_serving.md: ``docker pull`` then ``docker run ... <image> --model ...``).
+_CONTAINER_RUN = re.compile(r"^\s*(?:sudo\s+)?(?:docker|podman)\s+run\s", re.M)
+
 #: A command that runs another script file: ``bash di.sh``, ``sh -x run.sh``, ``srun ... bash di.sh``, ``./di.sh``,
 #: ``source env.sh`` / ``. env.sh`` (bash(1)); group 1 is the script's path.
 _RUNS_SCRIPT = re.compile(r"(?:^|[\s;&|(])(?:(?:ba|z|da|k)?sh\s+(?:-\w+\s+)*|source\s+|\.\s+|(?=\./))"
@@ -103,7 +108,8 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
     (:func:`_delegated_pd_script`) or that gives its engines roles through the unreleased
-    ``VLLM_DISTRIBUTED_KV_ROLE`` (:data:`_FORK_KV_ROLE`), or
+    ``VLLM_DISTRIBUTED_KV_ROLE`` (:data:`_FORK_KV_ROLE`), or that runs a platform plugin's own P/D launcher
+    (:func:`~pdd_operator.compat.manifests.platform_pd_launcher`: Qualcomm's ``qaic_disagg``), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
     or nothing to check)."""
     fmt = text_format(text)
@@ -120,6 +126,10 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
             "disaggregation prototype of vllm-project/vllm#8498 (Mooncake's kvcache-ai/vllm mooncake-integration fork "
             "over vLLM 0.6.2): no released vLLM reads it and it names no --kv-transfer-config, so no release's code "
             "describes this transfer; run a released vLLM with --kv-transfer-config to have it checked")}
+    launcher = (platform_pd_launcher(text) if fmt in ("Slurm batch script", "shell script")
+                or (fmt is None and _CONTAINER_RUN.search(text)) else None)
+    if launcher and not pd_marked(text):
+        return {"object": f"{path} ({fmt or 'shell script'})", "reason": f"it runs {launcher[0]}: {launcher[1]}"}
     if fmt is None or not pd_marked(text):
         return None
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered

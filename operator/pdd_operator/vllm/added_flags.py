@@ -126,11 +126,12 @@ ADDED_FLAGS: dict[str, AddedFlag] = {
         f"0.34.0 (l.1192-1193) sdists ({short})")
        for short in ("-n", "-r")},
     **{flag: AddedFlag(
-        (0, 9, 2), (0, 10, 0),
-        "vllm/entrypoints/openai/cli_args.py: no api_server_count (nor -asc) in the 0.9.0, 0.9.1 and 0.9.2 sdists; "
-        "('--api-server-count', '-asc') in make_arg_parser of the 0.10.0 (l.225), 0.10.1.1 (l.247), 0.11.0 (l.252) "
-        "and 0.14.0 (l.282) sdists, "
-        "vllm/entrypoints/common/cli_args.py in 0.34.0 (l.462)")
+        (0, 9, 0), (0, 9, 1),
+        "no api_server_count (nor -asc) in any parser of the 0.9.0 sdist; vllm serve's own subcommand parser adds "
+        "('--api-server-count', '-asc') in the 0.9.1 (vllm/entrypoints/cli/serve.py l.88-92) and 0.9.2 (l.85-86) "
+        "sdists; make_arg_parser has it from the 0.10.0 (vllm/entrypoints/openai/cli_args.py l.225), 0.10.1.1 "
+        "(l.247), 0.11.0 (l.252) and 0.14.0 (l.282) sdists, vllm/entrypoints/common/cli_args.py in 0.34.0 (l.462). "
+        "The floor is vllm serve's: python -m vllm.entrypoints.openai.api_server on 0.9.1-0.9.2 still lacks it")
        for flag in ("--api-server-count", "-asc")},
     "-ep": AddedFlag(
         (0, 13, 0), (0, 14, 0),

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from pdd_operator.vllm.entrypoint import SERVE, leading_entry, leading_serve
-from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell
+from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell, shell_operands
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.image_env import image_env
 from pdd_operator.vllm.script import Launch, entry_point
@@ -54,6 +54,9 @@ def command_launches(
         command = [] if leading_entry(args) else list(SERVE[:1]) if leading_serve(args) else list(SERVE)
     argv = [str(x) for x in [*(command or []), *(args or [])]]
     if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-lc", "-ec"):
+        argv = [*argv[:2], *shell_operands(argv)]
+        if len(argv) < 3:
+            return []
         script, rest = argv[2], argv[3:]
         if rest and re.search(r"\$(\{)?[@*1-9]", script):  # sh -c SCRIPT NAME ARGS: ARGS are $1 ... ($@)
             return script_launches(script + (f" {extra}" if extra else ""), env, rest[1:])

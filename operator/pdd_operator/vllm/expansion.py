@@ -47,6 +47,15 @@ _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMMAND_SUBSTITUTION = re.compile(r"\$\(|`")
 
 
+def shell_operands(command: list[str]) -> list[str]:
+    """The words after a ``sh``/``bash -c`` command's option (``[sh, -c, SCRIPT, NAME, ARGS...]``) as the shell reads
+    them: a ``--`` right after ``-c`` ends the shell's options and is not its script (POSIX sh: "A -- argument shall
+    be accepted as a delimiter"; bash and dash run ``bash -c -- 'vllm serve ...'`` as ``bash -c 'vllm serve ...'``),
+    so it is dropped. ``command``: a container's command and args as one argv, ``command[1]`` the ``-c`` option."""
+    rest = command[2:]
+    return rest[1:] if rest[:1] == ["--"] else rest
+
+
 def runs_shell(command: list[str]) -> bool:
     """Whether ``command`` (a container's command and args as written) runs a ``sh``/``bash -c`` script."""
     return len(command) >= 2 and command[0].rsplit("/", 1)[-1] in ("sh", "bash") and command[1].startswith("-")

@@ -6,6 +6,7 @@ of the engines a script's branches start (:func:`~pdd_operator.vllm.script.launc
 from __future__ import annotations
 
 import json
+import re
 
 from pdd_operator.vllm.expansion import unknown_names
 
@@ -30,8 +31,9 @@ from 0.14.0, ``-dpm`` from 0.24.0 (absent from 0.18.0); ``-cc`` from 0.12.0 (0.1
 them refuses the short option at argument parsing ('unrecognized arguments'), which :func:`short_options` keeps for the
 ``cli-flag-not-yet`` rule (:data:`pdd_operator.vllm.added_flags.ADDED_FLAGS`). ``-q`` (``--quantization``;
 vllm/engine/arg_utils.py 0.9.0 l.475, 0.11.0 l.548, 0.34.0 l.999) is in every sdist read from 0.9.0 to 0.34.0;
-``-asc`` (``--api-server-count``) comes with its long flag in 0.10.0 (absent from the 0.9.0 sdist;
-vllm/entrypoints/openai/cli_args.py 0.10.0 l.225, 0.14.0 l.282, vllm/entrypoints/common/cli_args.py 0.34.0 l.462);
+``-asc`` (``--api-server-count``) comes with its long flag in vllm serve's own parser in 0.9.1 (absent from the 0.9.0
+sdist; vllm/entrypoints/cli/serve.py 0.9.1 l.88-92), in make_arg_parser from 0.10.0 (vllm/entrypoints/openai/cli_args.py
+0.10.0 l.225, 0.14.0 l.282, vllm/entrypoints/common/cli_args.py 0.34.0 l.462);
 ``-n`` (``--nnodes``) and ``-r`` (``--node-rank``) with theirs in 0.11.1 (absent from the 0.11.0 sdist; 0.11.1
 l.759-760, 0.12.0 l.748-749, 0.34.0 l.1192-1193). Every short
 option vLLM's engine parser registers in these sdists is here (``add_argument`` calls with a single-dash name in
@@ -211,6 +213,38 @@ def _entry_length(argv: list[str]) -> int:
                                                    or argv[0] == "vllm.entrypoints.cli.main"):
         return 2
     return 1
+
+
+#: A word written as an option that vLLM's argument parser can match to no option whatever the release or platform:
+#: three or more hyphens (``---max-num-batched-tokens``) or a typographic dash (figure, en or em dash, minus sign)
+#: where ``-``/``--`` belongs, as pasted from rendered documentation (``—max-model-len``). vLLM's
+#: FlexibleArgumentParser only rewrites ``_`` to ``-`` in words starting with ``--`` (and ``-O``) before handing the
+#: list to argparse (vllm/utils.py 0.9.1 l.1440-1531, vllm/utils/__init__.py 0.11.0 l.1848-1981,
+#: vllm/utils/argparse_utils.py 0.34.0 l.313-502); argparse takes a word starting with ``-`` that no option string
+#: begins with for an unknown optional, and any other word for a positional, and both end in
+#: ``parser.error('unrecognized arguments: ...')`` (exit 2) before an engine starts. No option of vLLM starts with
+#: ``---`` nor with a non-ASCII dash, so this holds on every platform plugin too, which keeps vLLM's parser.
+_MALFORMED_OPTION = re.compile("^(?:-{3,}|[\u2012-\u2015\u2212]{1,2}|-[\u2012-\u2015\u2212]|[\u2012-\u2015\u2212]-)"
+                               "[A-Za-z]")
+
+
+def option_spelling(name: str) -> str:
+    """``name`` (an option's name without its dashes: ``tp``, ``max-model-len``) as vLLM's parser takes it: ``-tp``
+    for one of its short options (:data:`_ALIASES`), ``--max-model-len`` otherwise."""
+    return f"-{name}" if f"-{name}" in _ALIASES else f"--{name}"
+
+
+def malformed_options(argv: list[str]) -> tuple[str, ...]:
+    """The words of ``argv`` (an engine's argv from its entry point on, up to the first shell separator) that
+    :data:`_MALFORMED_OPTION` matches, as written (``---max-num-batched-tokens``, ``--max-model-len=4096`` is not
+    one); ``()`` where there are none."""
+    found: list[str] = []
+    for tok in argv[_entry_length(argv):]:
+        if tok in ("&&", ";", "|", "||"):
+            break
+        if _MALFORMED_OPTION.match(tok):
+            found.append(tok.partition("=")[0])
+    return tuple(found)
 
 
 def loose_unknown(argv: list[str]) -> str | None:

@@ -63,6 +63,11 @@ _PLUGIN_RESOURCES = ("habana.ai/", "aws.amazon.com/neuron", "huawei.com/ascend")
 _GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 #: ``VLLM_TARGET_DEVICE`` values (vLLM's build and platform targets) -> device_type.
 _TARGET_DEVICES = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "tpu": "tpu", "cpu": "cpu"}
+#: The device-selection variable of vLLM's XPU platform (``XPUPlatform.device_control_env_var``: Level Zero's
+#: ``ZE_AFFINITY_MASK``, vllm/platforms/xpu.py 0.22.0 line 41, 0.34.0 line 112), as ``CUDA_VISIBLE_DEVICES`` is the
+#: CUDA platform's: an engine whose environment sets it runs on Intel GPUs (Dynamo's and vLLM's XPU launchers set it
+#: per engine: ai-dynamo/dynamo examples/backends/vllm/launch/disagg_router_xpu_gdr.sh at 438a6dd).
+_XPU_DEVICE_VARIABLE = "ZE_AFFINITY_MASK"
 #: Image repositories of vLLM's TPU build.
 _TPU_IMAGE_REPOSITORIES = {"vllm/vllm-tpu"}
 
@@ -73,7 +78,8 @@ def nixl_device_type(image: str, resources: Mapping[str, str], env: Mapping[str,
     table rows).
 
     The signs: the device-plugin resource the container asks for (a GPU's, Intel's gpu.intel.com/*, google.com/tpu),
-    vLLM's CPU or TPU image, an image named for XPU, and ``VLLM_TARGET_DEVICE`` in ``env``. A CUDA or ROCm image alone
+    vLLM's CPU or TPU image, an image named for XPU, ``VLLM_TARGET_DEVICE`` in ``env``, and the XPU platform's device
+    variable ``ZE_AFFINITY_MASK`` there (:data:`_XPU_DEVICE_VARIABLE`). A CUDA or ROCm image alone
     is no sign: such an image also runs an XPU through a DRA claim with ``VLLM_TARGET_DEVICE=xpu`` (Dynamo's
     heterogeneous examples).
 
@@ -93,6 +99,8 @@ def nixl_device_type(image: str, resources: Mapping[str, str], env: Mapping[str,
         found.add("tpu")
     if any(k in _GPU_RESOURCES for k in keys):
         found.add("cuda" if gpu_platform(image, resources) in ("cuda", "rocm") else "unknown")
+    if _XPU_DEVICE_VARIABLE in (env or {}):
+        found.add("xpu")
     target = str((env or {}).get("VLLM_TARGET_DEVICE", "")).strip().lower()
     if target:
         found.add(_TARGET_DEVICES.get(target, "unknown"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pdd_operator.api.status import Finding
 from pdd_operator.compat.data_parallel import LB_MODE_FLAGS, lb_mode_conflict
 from pdd_operator.compat.dynamo_engine_defaults import dynamo_release
 from pdd_operator.compat.dynamo_worker_flags import flag_refusals
@@ -16,6 +17,7 @@ from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refus
 from pdd_operator.vllm.entrypoint import SERVE
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
+from pdd_operator.vllm.flags import option_spelling
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
 from pdd_operator.vllm.versions import dev_build_floor, fmt
@@ -251,6 +253,56 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
                             f"{fmt(removal.refused_since)}): its argument parser stops with 'unrecognized arguments: "
                             f"{flag}' and the {r.role} server never starts.", fix))
     return out
+
+
+@rule(
+    id="cli-option-malformed", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"), in_manifest=("args", "command"),
+    source=("vLLM's FlexibleArgumentParser.parse_args rewrites only '_' to '-' in words starting with '--' (and -O) "
+            "before argparse's parse_args (vllm/utils.py 0.9.1 l.1440-1531, vllm/utils/__init__.py 0.11.0 "
+            "l.1848-1981, vllm/utils/argparse_utils.py 0.34.0 l.313-502); argparse takes a '-' word no option string "
+            "begins with for an unknown optional and any other word for a positional: 'unrecognized arguments', exit "
+            "2. No vLLM option begins with '---' or a non-ASCII dash; a platform plugin keeps vLLM's parser "
+            "(vllm-ascend examples/disaggregated_prefill_v1/run_server.sh at fcea657: ---max-num-batched-tokens)"),
+    without_connector=True, one_engine=True, any_release=True,
+    example="---max-num-batched-tokens 256 (or \u2014max-model-len pasted from rendered docs) in a vllm serve command",
+)
+def check_cli_option_malformed(pair: PDPair) -> list[Violation]:
+    """No word is written as an option vLLM's parser can match to none on any release: three or more hyphens
+    (``---max-num-batched-tokens``) or a typographic dash in place of ``--`` (:func:`~pdd_operator.vllm.flags.
+    malformed_options`). The engine stops while its arguments are parsed, whatever its platform (plugins such as
+    vllm-ascend keep vLLM's parser) or KV connector, so this is judged on every pair, unknown releases included."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        for word in r.malformed_options:
+            message, fixed = _malformed(r.role, word)
+            out.append((message, fix_for(pair, f"Write {fixed} in spec.{r.role}.extraArgs.",
+                                         f"Write {fixed} (ASCII hyphens) in the {r.role}'s command line.")))
+    return out
+
+
+def _malformed(role: str, word: str) -> tuple[str, str]:
+    """``(message, the word as it should be written)`` for a malformed option ``word`` of the ``role`` engine."""
+    spelled = option_spelling(word.lstrip("-\u2012\u2013\u2014\u2015\u2212"))
+    return (f"{role}: '{word}' is no option vLLM's argument parser can match (it begins with three hyphens or a "
+            f"typographic dash), so the parser stops with 'unrecognized arguments' (exit 2) and the {role} engine "
+            "never starts.", spelled)
+
+
+def malformed_option_findings(role: RoleConfig, where: str) -> tuple[Finding, ...]:
+    """The ``cli-option-malformed`` findings of one engine read on its own (``where``: the container's place, for the
+    finding's fields), for an engine that is otherwise not checked (a platform plugin's, whose worker and connectors
+    these rules do not describe but whose command line vLLM's parser reads as everywhere); ``()`` for none."""
+    from pdd_operator.compat.rules import RULES_BY_ID  # the package imports this module
+
+    rule_ = RULES_BY_ID["cli-option-malformed"]
+    found = []
+    for word in role.malformed_options:
+        message, fixed = _malformed(role.role, word)
+        found.append(Finding(rule=rule_.id, severity="error", fields=[f"{where}.args", f"{where}.command"],
+                             message=message, fix=f"Write {fixed} (ASCII hyphens) in the container's command line.",
+                             source=rule_.source))
+    return tuple(found)
 
 
 @rule(
