@@ -25,13 +25,10 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                "kv-cache-dtype-unknown", "speculative-config-removed-field", "tp-heads-indivisible",
                # set 79: ECConnectorFactory refuses an EC connector the release does not register
                "ec-connector-unregistered",
-<<<<<<< HEAD
                # set 84: VllmConfig refuses sleep mode / the extensible KV cache for the engine's own connector
-               "sleep-mode-unsupported", "extensible-kv-cache-unsupported"}
-=======
+               "sleep-mode-unsupported", "extensible-kv-cache-unsupported",
                # set 86: an option with three hyphens or a typographic dash stops the parser
                "cli-option-malformed"}
->>>>>>> i9-set86
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------
