@@ -261,6 +261,9 @@ class ResolvedModel:
     checkpoint_kv_cache_dtype: str | None = None
     read_as: str | None = None
     quantized: bool = False
+    #: config.json ``architectures[0]`` (or ``spec.model.hfArchitecture``), where known: vLLM picks the model's config
+    #: hook by it (:func:`~pdd_operator.vllm.dtype.hooked_kv_cache_dtype`).
+    hf_architecture: str | None = None
 
 
 def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
@@ -309,4 +312,5 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         or checkpoint_dtype_of(model.name),
         checkpoint_kv_cache_dtype=checkpoint_kv_cache_dtype(model_config),
         read_as=read_as, quantized=quantized,
+        hf_architecture=model.hf_architecture or (facts.hf_architecture if facts else None),
     )
