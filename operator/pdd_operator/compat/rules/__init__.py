@@ -30,6 +30,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     engine_id,
     env_vars,
     expert_parallel,
+    fp8_block,
     heads,
     hetero_tp,
     hma,
