@@ -90,9 +90,10 @@ def test_the_hook_is_read_from_a_given_config_json(tmp_path, capsys, config, ima
     assert (code == 1) == refused, out
 
 
-def test_an_unknown_release_is_a_warning_where_old_and_new_hooks_disagree(tmp_path, capsys):
-    code, out = check(tmp_path, capsys, *_pair("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:latest", (),
-                                               ("--kv-cache-dtype", "bfloat16")))
+@pytest.mark.parametrize("d_kv", [("--kv-cache-dtype", "bfloat16"),   # one from 0.18.0, two before
+                                  ("--kv-cache-dtype", "fp8")])       # one (fp8_ds_mla) before 0.18.0, two after
+def test_an_unknown_release_is_a_warning_where_old_and_new_hooks_disagree(tmp_path, capsys, d_kv):
+    code, out = check(tmp_path, capsys, *_pair("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:latest", (), d_kv))
     found = _kv_dtype_findings(out)
     assert found and {f["severity"] for f in found} == {"warning"}, out
     assert "0.18.0" in found[0]["message"]
@@ -163,3 +164,19 @@ def test_fp8_block_split_on_an_unknown_release_is_a_warning(tmp_path, capsys):
     found = _block_findings(out)
     assert found and {f["severity"] for f in found} == {"warning"}, out
     assert "fp8-moe-block-tp-indivisible" not in rules(out, "error")
+
+
+def test_a_lone_engine_that_cannot_split_its_fp8_experts_is_refused(tmp_path, capsys):
+    # one engine, no counterpart: the rule judges it by its own argv and image (one_engine)
+    c = container([MINIMAX, "--tensor-parallel-size", "8", "--kv-transfer-config", KV_D],
+                  image="vllm/vllm-openai:v0.28.0", gpus=8)
+    code, out = check(tmp_path, capsys, workload("mm-decode", "decode", c, app="mm"))
+    assert code == 1 and "fp8-moe-block-tp-indivisible" in rules(out, "error"), out
+
+
+def test_a_pddeployment_at_tp_8_on_028_is_refused(tmp_path, capsys):
+    spec = {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "mm"},
+            "spec": {"model": {"name": MINIMAX}, "engine": {"image": "vllm/vllm-openai:v0.28.0"},
+                     "prefill": {"tensorParallelSize": 4}, "decode": {"tensorParallelSize": 8}}}
+    code, out = check(tmp_path, capsys, spec)
+    assert code == 1 and "fp8-moe-block-tp-indivisible" in rules(out, "error"), out

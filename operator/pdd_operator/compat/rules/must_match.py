@@ -337,13 +337,13 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     hooked = any(_kv_cache_dtype(pair, r) != _kv_cache_dtype(pair, r, hook=False) for r in pair.roles)
     what = (f"--kv-cache-dtype (as {pair.hf_architecture}'s config hook leaves it, which the handshake hashes)"
             if hooked else "--kv-cache-dtype (hashed as the raw string)")
-    if p == d and pair.version is None and hooked:
-        old_p, old_d = (_kv_cache_dtype(pair, r, version=DSV32_HOOK_SINCE) for r in pair.roles)
-        if old_p != old_d:
-            return [(f"--kv-cache-dtype differs as written: prefill {_kv_cache_dtype(pair, pair.prefill, hook=False)!r}, "
-                     f"decode {_kv_cache_dtype(pair, pair.decode, hook=False)!r}. {pair.hf_architecture}'s config hook "
-                     f"makes both {p!r} from vLLM 0.18.0, but on 0.11-0.17 it makes them {old_p!r} and {old_d!r}, "
-                     "which the handshake refuses; the vLLM version is not known here.", fix, "warning")]
+    old_p, old_d = (_kv_cache_dtype(pair, r, version=DSV32_HOOK_SINCE) for r in pair.roles)
+    if pair.version is None and (old_p == old_d) != (p == d):
+        raw_p, raw_d = (_kv_cache_dtype(pair, r, hook=False) for r in pair.roles)
+        return [(f"--kv-cache-dtype differs as written: prefill {raw_p!r}, decode {raw_d!r}. {pair.hf_architecture}'s "
+                 f"config hook makes them {p!r} and {d!r} on the newest releases but {old_p!r} and {old_d!r} on "
+                 f"0.11-0.17 (from 0.18.0 it maps only bfloat16 to auto); the handshake refuses the pair where they "
+                 "differ, and the vLLM version is not known here.", fix, "warning")]
     return _differ(pair, lambda r: _kv_cache_dtype(pair, r), what, fix, True)
 
 
