@@ -28,7 +28,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # set 84: VllmConfig refuses sleep mode / the extensible KV cache for the engine's own connector
                "sleep-mode-unsupported", "extensible-kv-cache-unsupported",
                # set 86: an option with three hyphens or a typographic dash stops the parser
-               "cli-option-malformed"}
+               "cli-option-malformed",
+               # set 87: an engine that cannot split its FP8 checkpoint's experts along the weight blocks never loads
+               "fp8-moe-block-tp-indivisible"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

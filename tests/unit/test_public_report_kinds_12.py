@@ -159,4 +159,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 79: an EC connector (E/P/D) the release's ECConnectorFactory does not register
                     "ec-connector-unregistered",
                     # set 86: an option written with three hyphens or a typographic dash stops the parser
-                    "cli-option-malformed"}
+                    "cli-option-malformed",
+                    # set 87: a block-quantized FP8 checkpoint's experts at a TP that does not split its blocks
+                    "fp8-moe-block-tp-indivisible"}

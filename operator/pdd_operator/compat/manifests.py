@@ -1275,7 +1275,7 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
         prefill=RoleConfig(**{**p.config.__dict__, "role": "prefill"}),
         decode=RoleConfig(**{**d.config.__dict__, "role": "decode"}),
         model=named.traits, checkpoint_dtype=named.checkpoint_dtype, num_kv_heads=named.num_kv_heads,
-        n_groups=named.n_groups, checkpoint_kv_cache_dtype=named.checkpoint_kv_cache_dtype,
+        n_groups=named.n_groups, checkpoint_kv_cache_dtype=named.checkpoint_kv_cache_dtype, hf_architecture=named.hf_architecture,
         model_read_as=named.read_as, model_quantized=named.quantized,
         shared_network=p.pod_id == d.pod_id, notes=tuple(notes), paired_by=how,
         containers=((p.container, p.flags_key), (d.container, d.flags_key)), either_way=either_way,
@@ -1462,7 +1462,8 @@ def with_model_config(pair: PDPair, model_config: dict) -> PDPair:
     resolved = resolve_model(model, model_config)
     return replace(pair, model=resolved.traits, num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups,
                    checkpoint_dtype=resolved.checkpoint_dtype,
-                   checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype, model_read_as=resolved.read_as,
+                   checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype, hf_architecture=resolved.hf_architecture,
+                   model_read_as=resolved.read_as,
                    model_quantized=resolved.quantized)
 
 

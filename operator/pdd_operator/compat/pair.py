@@ -507,6 +507,8 @@ class PDPair:
     n_groups: int | None = None
     checkpoint_dtype: str | None = None
     checkpoint_kv_cache_dtype: str | None = None
+    #: config.json ``architectures[0]``, where known (:attr:`~pdd_operator.vllm.model_config.ResolvedModel.hf_architecture`).
+    hf_architecture: str | None = None
     #: The known checkpoint whose config.json fields were read for this model, a quantized or re-published copy of
     #: it (:attr:`~pdd_operator.vllm.model_config.ResolvedModel.read_as`), and whether the name marks a quantization.
     model_read_as: str | None = None
@@ -1002,6 +1004,7 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         prefill=roles["prefill"], decode=roles["decode"], model=resolved.traits,
         num_kv_heads=resolved.num_kv_heads, n_groups=resolved.n_groups, managed=True, notes=notes,
         checkpoint_dtype=resolved.checkpoint_dtype, checkpoint_kv_cache_dtype=resolved.checkpoint_kv_cache_dtype,
+        hf_architecture=resolved.hf_architecture,
         model_read_as=resolved.read_as, model_quantized=resolved.quantized,
         preflight=str(spec.network.preflight.policy),
     )

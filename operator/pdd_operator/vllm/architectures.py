@@ -37,6 +37,9 @@ class ModelTraits:
     #: routed experts per MoE layer from config.json (0: the config names none, a model without experts), where a
     #: config.json is known: vLLM refuses expert parallelism for a model without experts.
     num_experts: int | None = None
+    #: a block-quantized FP8 checkpoint's ``(expert intermediate size, hidden size, block_n, block_k)`` from config.json,
+    #: where known (:func:`pdd_operator.vllm.fp8_block.moe_block_refusal`).
+    fp8_moe_shape: tuple[int, int, int, int] | None = None
     #: a hybrid SSM model whose full-attention layers are MLA (Kimi Linear's KDA + MLA; :data:`HYBRID_MLA_MODEL_TYPES`):
     #: its attention page per token is one latent, replicated on every TP rank, so it never shrinks with TP.
     mla_attention: bool = False

@@ -89,6 +89,43 @@ def auto_dtype(checkpoint: str | None, version: Version | None) -> str | None:
     return "bfloat16"
 
 
+#: The first release whose ``DeepseekV32ForCausalLM`` config hook no longer turns ``auto`` and ``fp8*`` into
+#: ``fp8_ds_mla`` (vllm/model_executor/models/config.py: 0.11.0 l.418-425 .. 0.17.1 l.595-602 rewrite them; 0.18.0
+#: l.39-41 keeps only bfloat16 -> auto).
+DSV32_AUTO_KEPT_SINCE: Version = (0, 18, 0)
+#: The first release with the ``DeepseekV32ForCausalLM`` hook (DeepSeek-V3.2-Exp support, 0.11.0).
+DSV32_HOOK_SINCE: Version = (0, 11, 0)
+#: The first release whose ``MistralLarge4ForCausalLM`` hook maps ``bfloat16`` to ``auto`` (0.34.0 l.151-152).
+MISTRAL_LARGE4_HOOK_SINCE: Version = (0, 34, 0)
+
+
+def hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, version: Version | None) -> str:
+    """The ``cache_config.cache_dtype`` an engine holds (and the NIXL compatibility hash reads) after its model's
+    config hook ran: ``verify_and_update_config`` of the architecture's entry in ``MODELS_CONFIG_MAP``
+    (vllm/model_executor/models/config.py), called from ``VllmConfig.__post_init__`` (config/vllm.py 0.34.0 l.1483,
+    ``try_verify_and_update_config`` l.2816-2845) before any worker computes the hash.
+
+    ``cache_dtype``: the written ``--kv-cache-dtype`` (``auto`` where none), after the checkpoint's own KV
+    quantization (:func:`checkpoint_kv_cache_dtype`); ``hf_architecture``: config.json ``architectures[0]``
+    (``None``: unknown, nothing is rewritten); ``version``: the engine's release (``None``: unknown, read as the newest
+    code). Only rewrites that do not depend on the GPU are applied: ``DeepseekV32ForCausalLM`` (DeepSeek-V3.2,
+    V3.2-Exp, V3.2-Speciale) maps ``bfloat16`` to ``auto`` from 0.11.0 (0.11.0 l.423-425, 0.16.0 l.560-562, 0.18.0
+    l.39-41, 0.34.0 l.91-93) and, before 0.18.0, ``auto`` and every ``fp8*`` to ``fp8_ds_mla`` (0.11.0 l.418-421,
+    0.17.1 l.595-598); ``MistralLarge4ForCausalLM`` maps ``bfloat16`` to ``auto`` from 0.34.0 (l.151-152). Left out:
+    ``GlmMoeDsaForCausalLM`` (``auto`` -> ``fp8_e4m3`` on SM10x only, 0.32.0 l.44-54, 0.34.0 l.163-181) and
+    ``Glm5NextModelConfig`` (the same on SM100, 0.33.0 l.134), whose rewrite depends on the GPU, and Mistral Large
+    4's ``fp8_kv_cache`` default (CUDA ``fp8_ds_mla``, ROCm ``fp8``). Pure; returns ``cache_dtype`` unchanged
+    where no hook applies."""
+    newest = version is None
+    if hf_architecture == "DeepseekV32ForCausalLM" and (newest or version >= DSV32_HOOK_SINCE):
+        if not newest and version < DSV32_AUTO_KEPT_SINCE and (cache_dtype == "auto" or cache_dtype.startswith("fp8")):
+            return "fp8_ds_mla"
+        return "auto" if cache_dtype == "bfloat16" else cache_dtype
+    if hf_architecture == "MistralLarge4ForCausalLM" and (newest or version >= MISTRAL_LARGE4_HOOK_SINCE):
+        return "auto" if cache_dtype == "bfloat16" else cache_dtype
+    return cache_dtype
+
+
 #: Where :func:`auto_dtype`'s bfloat16 does not hold, for messages.
 BF16_CAVEAT = "on GPUs without bfloat16 (compute capability below 8.0: V100, T4) it resolves to float16 instead"
 

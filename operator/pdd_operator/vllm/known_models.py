@@ -39,12 +39,14 @@ KEY_FIELDS = (
     "mamba_d_ssm", "ssm_state_size",
     "max_position_embeddings", "torch_dtype", "dtype",
     "kv_lora_rank", "index_topk", "num_local_experts", "num_experts", "n_routed_experts",
+    "intermediate_size", "moe_intermediate_size",
 )
 _NESTED = ("text_config", "llm_config", "language_config")
 #: ``vision_config`` matters only as present (multimodal) and for its dtype; ``quantization_config`` for its KV cache
-#: quantization (:func:`pdd_operator.vllm.dtype.checkpoint_kv_cache_dtype`).
+#: quantization (:func:`pdd_operator.vllm.dtype.checkpoint_kv_cache_dtype`) and its FP8 weight blocks
+#: (:func:`pdd_operator.vllm.fp8_block.moe_block_refusal`).
 _VISION_FIELDS = ("model_type", "torch_dtype", "dtype")
-_QUANT_FIELDS = ("quant_method", "kv_cache_scheme", "kv_cache_quant_algo")
+_QUANT_FIELDS = ("quant_method", "kv_cache_scheme", "kv_cache_quant_algo", "weight_block_size")
 #: Fields an ``also`` id does not inherit from its snapshot.
 NOT_INHERITED = ("max_position_embeddings",)
 

@@ -91,6 +91,8 @@ class ModelFacts:
     attention_chunk_size: int | None = None
     #: routed experts per MoE layer as vLLM counts them (:func:`_num_experts`): 0 for a config that names none.
     num_experts: int | None = None
+    #: a block-quantized FP8 checkpoint's expert shape (:func:`_fp8_moe_shape`), else ``None``.
+    fp8_moe_shape: tuple[int, int, int, int] | None = None
     #: a hybrid SSM model whose attention is MLA (:data:`~pdd_operator.vllm.architectures.HYBRID_MLA_MODEL_TYPES`,
     #: or ``kv_lora_rank`` beside the SSM layers).
     mla_attention: bool = False
@@ -124,6 +126,23 @@ def _head_size(text: dict) -> int | None:
     heads = next((text[k] for k in ("num_attention_heads", "n_head", "num_heads") if isinstance(text.get(k), int)),
                  None)
     return hidden // heads if hidden and heads and hidden % heads == 0 else None
+
+
+def _fp8_moe_shape(config: dict, text: dict) -> tuple[int, int, int, int] | None:
+    """``(expert intermediate size, hidden size, block_n, block_k)`` of a checkpoint with experts whose
+    ``quantization_config`` is ``quant_method`` ``fp8`` with a ``weight_block_size`` (DeepSeek-V3, Qwen3-MoE-FP8,
+    MiniMax-M2, GLM-4.x-FP8), else ``None``. The expert size is ``moe_intermediate_size`` where the config names one
+    (DeepSeek, Qwen-MoE, GLM-MoE), else ``intermediate_size`` (Mixtral, MiniMax-M2: their experts take it). Pure."""
+    quant = config.get("quantization_config") or text.get("quantization_config")
+    if not isinstance(quant, dict) or str(quant.get("quant_method", "")).lower() != "fp8" or not _num_experts(text):
+        return None
+    block = quant.get("weight_block_size")
+    size = _int_field(text, "moe_intermediate_size") or _int_field(text, "intermediate_size")
+    hidden = _int_field(text, "hidden_size")
+    if not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)
+            and size and hidden):
+        return None
+    return size, hidden, block[0], block[1]
 
 
 def _text_config(config: dict) -> dict:
@@ -184,6 +203,7 @@ def facts_from_config(config: dict) -> ModelFacts:
         num_attention_heads=_int_field(text, "num_attention_heads"),
         attention_chunk_size=_int_field(text, "attention_chunk_size"),
         num_experts=_num_experts(text),
+        fp8_moe_shape=_fp8_moe_shape(config, text),
         mla_attention=arch == Architecture.HYBRID_SSM and (
             bool(text.get("kv_lora_rank")) or hf_arch in HYBRID_MLA_ARCHITECTURES
             or any(isinstance(p, dict) and p.get("model_type") in HYBRID_MLA_MODEL_TYPES
@@ -261,6 +281,9 @@ class ResolvedModel:
     checkpoint_kv_cache_dtype: str | None = None
     read_as: str | None = None
     quantized: bool = False
+    #: config.json ``architectures[0]`` (or ``spec.model.hfArchitecture``), where known: vLLM picks the model's config
+    #: hook by it (:func:`~pdd_operator.vllm.dtype.hooked_kv_cache_dtype`).
+    hf_architecture: str | None = None
 
 
 def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
@@ -297,6 +320,7 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
     if facts is not None:
         model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
                                attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts,
+                               fp8_moe_shape=facts.fp8_moe_shape,
                                mla_attention=model_traits.mla_attention or (
                                    facts.mla_attention and model_traits.architecture == Architecture.HYBRID_SSM))
     return ResolvedModel(
@@ -309,4 +333,5 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         or checkpoint_dtype_of(model.name),
         checkpoint_kv_cache_dtype=checkpoint_kv_cache_dtype(model_config),
         read_as=read_as, quantized=quantized,
+        hf_architecture=model.hf_architecture or (facts.hf_architecture if facts else None),
     )

@@ -31,6 +31,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     env_vars,
     expert_parallel,
     extensible_kv_cache,
+    fp8_block,
     heads,
     hetero_tp,
     hma,

@@ -19,7 +19,14 @@ from pdd_operator.vllm.attention_backends import (
     pinned_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
-from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
+from pdd_operator.vllm.dtype import (
+    BF16_CAVEAT,
+    DSV32_HOOK_SINCE,
+    KV_AUTO_FROM_CHECKPOINT_SINCE,
+    auto_dtype,
+    dtype_name,
+    hooked_kv_cache_dtype,
+)
 from pdd_operator.vllm.env_vars import read_by
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
@@ -28,7 +35,7 @@ from pdd_operator.vllm.model_config import KVGeometry, kv_geometry
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.nixl_handshake_wire import unreadable_reply
 from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
-from pdd_operator.vllm.versions import fmt
+from pdd_operator.vllm.versions import Version, fmt
 
 #: The first release with the NIXL compatibility hash (``compute_nixl_compatibility_hash``, checked in
 #: ``_nixl_handshake``): absent from v1/nixl_connector.py in the 0.11.0, 0.11.1 and 0.12.0 wheels, present in 0.13.0.
@@ -281,12 +288,18 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
             "(sdist) neither exchanges nor asserts the block length, and its add_remote_agent reads the prefill's "
             "blocks with the decode's own block_len (v1/nixl_connector.py l.538-575): the same error there; vLLM docs/"
             "features/nixl_connector_compatibility.md 'What must match' and 'Quantized KV cache' (l.98 in 0.20.0, "
-            "l.126 in 0.31.0-0.33.0); secondary: seed 000 sections 2 and 6"),
+            "l.126 in 0.31.0-0.33.0); the string as the model's config hook leaves it (VllmConfig.__post_init__ runs "
+            "MODELS_CONFIG_MAP's verify_and_update_config first: DeepseekV32ForCausalLM bfloat16 -> auto from 0.11.0 "
+            "and auto/fp8* -> fp8_ds_mla in 0.11.0-0.17.1, MistralLarge4ForCausalLM bfloat16 -> auto from 0.34.0; "
+            "vllm/model_executor/models/config.py 0.11.0 l.418-425, 0.18.0 l.39-41, 0.34.0 l.91-93 and l.151-152: "
+            "pdd_operator.vllm.dtype.hooked_kv_cache_dtype); secondary: seed 000 sections 2 and 6"),
 )
 def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode use the same --kv-cache-dtype.
 
-    From 0.13.0 the raw string is hashed, so any difference is refused at the handshake. Before it, the
+    From 0.13.0 the string is hashed as the model's config hook leaves it (DeepSeek-V3.2 turns ``bfloat16`` into
+    ``auto``: :func:`~pdd_operator.vllm.dtype.hooked_kv_cache_dtype`), so any other difference is refused at the
+    handshake; where the release is unknown and the hook's releases disagree, a warning. Before it, the
     handshake compares the KV block length in bytes (:data:`BLOCK_BYTES_CHECKED_SINCE`): an fp8 cache on one
     role and a 16/32-bit one on the other at equal block sizes fails there; other differences (``auto`` against
     ``bfloat16``) may pass, hence a warning. 0.9.0 asserts nothing but reads the prefill's blocks with the decode's
@@ -321,18 +334,31 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
                  f"block length (add_remote_agent), {_kv_width(d)} against the prefill's {_kv_width(p)} elements at "
                  "one block size, so every read takes another block's bytes in another dtype and the decode computes "
                  "on corrupted KV.", fix)]
-    return _differ(pair, lambda r: _kv_cache_dtype(pair, r), "--kv-cache-dtype (hashed as the raw string)", fix,
-                   True)
+    hooked = any(_kv_cache_dtype(pair, r) != _kv_cache_dtype(pair, r, hook=False) for r in pair.roles)
+    what = (f"--kv-cache-dtype (as {pair.hf_architecture}'s config hook leaves it, which the handshake hashes)"
+            if hooked else "--kv-cache-dtype (hashed as the raw string)")
+    old_p, old_d = (_kv_cache_dtype(pair, r, version=DSV32_HOOK_SINCE) for r in pair.roles)
+    if pair.version is None and (old_p == old_d) != (p == d):
+        raw_p, raw_d = (_kv_cache_dtype(pair, r, hook=False) for r in pair.roles)
+        return [(f"--kv-cache-dtype differs as written: prefill {raw_p!r}, decode {raw_d!r}. {pair.hf_architecture}'s "
+                 f"config hook makes them {p!r} and {d!r} on the newest releases but {old_p!r} and {old_d!r} on "
+                 f"0.11-0.17 (from 0.18.0 it maps only bfloat16 to auto); the handshake refuses the pair where they "
+                 "differ, and the vLLM version is not known here.", fix, "warning")]
+    return _differ(pair, lambda r: _kv_cache_dtype(pair, r), what, fix, True)
 
 
-def _kv_cache_dtype(pair: PDPair, r: RoleConfig) -> str:
+def _kv_cache_dtype(pair: PDPair, r: RoleConfig, version: Version | None = None, hook: bool = True) -> str:
     """The role's ``cache_dtype`` as the handshake hashes it: the raw string, ``auto`` where not given (``auto`` is
     not the model dtype), or from 0.14.0 what ``auto`` becomes for a ModelOpt checkpoint with a KV cache
-    quantization (:func:`~pdd_operator.vllm.dtype.checkpoint_kv_cache_dtype`, where its config.json is known)."""
+    quantization (:func:`~pdd_operator.vllm.dtype.checkpoint_kv_cache_dtype`, where its config.json is known); then,
+    with ``hook``, what the model's config hook makes of it (:func:`~pdd_operator.vllm.dtype.hooked_kv_cache_dtype`:
+    DeepSeek-V3.2's ``bfloat16`` -> ``auto``), on ``version`` (default: the pair's, :attr:`PDPair.version`)."""
+    version = version or pair.version
     raw = r.kv_cache_dtype or "auto"
-    if raw == "auto" and pair.checkpoint_kv_cache_dtype and pair.at_least(KV_AUTO_FROM_CHECKPOINT_SINCE):
-        return pair.checkpoint_kv_cache_dtype
-    return raw
+    if raw == "auto" and pair.checkpoint_kv_cache_dtype and version is not None \
+            and version >= KV_AUTO_FROM_CHECKPOINT_SINCE:
+        raw = pair.checkpoint_kv_cache_dtype
+    return hooked_kv_cache_dtype(raw, pair.hf_architecture, version) if hook else raw
 
 
 #: The first release whose NIXL handshake was read to assert equal KV block lengths in bytes: v1/nixl_connector.py
