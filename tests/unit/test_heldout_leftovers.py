@@ -30,7 +30,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # set 86: an option with three hyphens or a typographic dash stops the parser
                "cli-option-malformed",
                # set 87: an engine that cannot split its FP8 checkpoint's experts along the weight blocks never loads
-               "fp8-moe-block-tp-indivisible"}
+               "fp8-moe-block-tp-indivisible",
+               # set 88: weights per GPU above what the engine may use of its GPU stop one engine at load
+               "weights-exceed-gpu-memory"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -161,4 +161,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 86: an option written with three hyphens or a typographic dash stops the parser
                     "cli-option-malformed",
                     # set 87: a block-quantized FP8 checkpoint's experts at a TP that does not split its blocks
-                    "fp8-moe-block-tp-indivisible"}
+                    "fp8-moe-block-tp-indivisible",
+                    # set 88: weights per GPU above what the engine may use of its GPU's memory
+                    "weights-exceed-gpu-memory"}

@@ -351,6 +351,10 @@ class RoleConfig:
     installs_nixl: bool = False
     gpu_memory_utilization: float | None = 0.9
     kv_cache_memory_bytes: str | None = None
+    #: the flags of the argv, as parsed (``(name, value)``), that change how much of the weights a GPU holds or how much
+    #: memory the engine takes (:data:`WEIGHT_FLAGS`); ``None`` where the engine was not read from an argv (then the
+    #: rules that count weights per GPU do not judge it)
+    weight_flags: tuple[tuple[str, str | bool], ...] | None = None
     cumem_flags: tuple[str, ...] = ()
     extensible_kv_cache: bool | None = None
     num_gpu_blocks_override: str | None = None
@@ -890,6 +894,7 @@ def role_from_container(
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
         v0_fallback_flags=v0_fallback_flags(flags),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
+        weight_flags=tuple((f, v) for f, v in flags.items() if f in WEIGHT_FLAGS),
         lora_adapters=adapter_names(flags.get("--lora-modules")),
         lora_enabled=flags.get("--enable-lora") is True,
         mm_disabled=disabled_modalities(flags.get("--language-model-only"), flags.get("--limit-mm-per-prompt")),
@@ -943,6 +948,12 @@ def host_ports(pod_spec: dict) -> frozenset[int]:
                 out.add(value)
     return frozenset(out)
 
+
+#: The flags kept in :attr:`RoleConfig.weight_flags`: what sets the memory fraction an engine takes, and what moves
+#: or shrinks its weights (online quantization, CPU offload, a load format that loads none or loads them elsewhere).
+WEIGHT_FLAGS = ("--gpu-memory-utilization", "--quantization", "-q", "--cpu-offload-gb", "--load-format",
+                "--kv-cache-memory-bytes", "--offload-backend", "--offload-group-size", "--offload-num-in-group",
+                "--offload-prefetch-step")
 
 #: The expert-parallel flags kept in :attr:`RoleConfig.moe_flags` (besides ``--eplb-config.<key>``).
 _MOE_FLAGS = ("--enable-expert-parallel", "--enable-eplb", "--eplb-config", "--num-redundant-experts",

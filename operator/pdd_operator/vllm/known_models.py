@@ -39,7 +39,10 @@ KEY_FIELDS = (
     "mamba_d_ssm", "ssm_state_size",
     "max_position_embeddings", "torch_dtype", "dtype",
     "kv_lora_rank", "index_topk", "num_local_experts", "num_experts", "n_routed_experts",
-    "intermediate_size", "moe_intermediate_size",
+    # the weight shapes :mod:`pdd_operator.vllm.model_weights` counts parameters from (and the MoE sizes
+    # :mod:`pdd_operator.vllm.fp8_block` splits along the weight blocks)
+    "vocab_size", "tie_word_embeddings", "intermediate_size", "moe_intermediate_size", "first_k_dense_replace",
+    "n_shared_experts", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
 )
 _NESTED = ("text_config", "llm_config", "language_config")
 #: ``vision_config`` matters only as present (multimodal) and for its dtype; ``quantization_config`` for its KV cache

@@ -74,6 +74,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     v0_connector,
     v0_pair,
     version_source,
+    weights,
 )
 from pdd_operator.compat.rules.base import REGISTRY, Rule, Violation, record, rule
 
