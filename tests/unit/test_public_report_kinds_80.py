@@ -111,7 +111,7 @@ def test_the_message_names_the_defaults_and_the_hash(tmp_path, capsys):
     ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.10.0", "FLASHINFER", "FLASH_ATTN", "error"),    # as before (vllm#23587)
     ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.9.0", "FLASHINFER", "FLASH_ATTN", "error"),     # no FlashInfer layout
     ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.15.0", "FLASHINFER", "FLASH_ATTN", "warning"),  # 0.15.x not read
-    ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.20.0", "FLASHINFER", "FLASH_ATTN", "warning"),  # the variable unread
+    ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.20.0", "FLASHINFER", "FLASH_ATTN", None),  # ignored (vllm-env-unread)
     ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.10.0", "FLASH_ATTN", "FLASH_ATTN_VLLM_V1", None),  # one backend, two names
     ("Qwen/Qwen3-0.6B", "vllm/vllm-openai:v0.11.0", "FLASH_ATTN", "flash_attn", None),
 ], ids=["mla-0.11", "0.11", "0.12", "0.14.1", "0.10", "0.9.0", "0.15.0", "0.20.0", "v1-alias", "case"])

@@ -22,7 +22,10 @@ not judged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+from pdd_operator.vllm.env_vars import read_by, unread
+from pdd_operator.vllm.versions import Version
 
 #: Backends for MLA models without a sparse indexer (``is_mla()`` true, ``is_sparse()`` false).
 MLA_DENSE_BACKENDS = frozenset({
@@ -71,6 +74,47 @@ def backend_refusal(name: str, family: str | None) -> str | None:
     if kind[0] != needs[0]:
         return "MLA not supported" if needs[0] else "non-MLA not supported"
     return "sparse not supported" if needs[1] else "non-sparse not supported"
+
+
+#: The environment variable that chose the attention backend up to vLLM 0.14.1:
+#:
+#: - 0.9.0-0.12.0: ``vllm/attention/selector.py`` reads ``envs.VLLM_ATTENTION_BACKEND`` (0.12.0 lines 126-150, the
+#:   ``_VLLM_V1`` suffix stripped) and selects that backend; these releases have no ``--attention-backend`` flag
+#:   (absent from their ``vllm/engine/arg_utils.py``).
+#: - 0.13.0-0.14.1: ``AttentionConfig.__post_init__`` copies it into ``backend`` with a deprecation warning
+#:   (``vllm/config/attention.py`` 0.14.1 lines 73-93, ``_set_from_env_if_set``); ``vllm/envs.py`` still defines it
+#:   (0.14.1 lines 50, 687-688). The flag and the variable both set make ``create_engine_config`` raise
+#:   "attention_backend and attention_config.backend are mutually exclusive" (arg_utils.py 0.14.1 lines 1691-1697).
+#: - 0.16.0-0.34.0: no file of the package mentions it (``vllm/envs.py``, ``vllm/config/attention.py`` and the
+#:   selector read in 0.16.0, 0.17.0, 0.17.1 and 0.18.0; the env_vars.json table for all releases): the engine runs
+#:   as if it were unset, whatever the value (vllm#32812 "Remove deprecated environment variables" dropped it after
+#:   0.14; vllm#50292 reports it silently ignored in 0.26.0). 0.15.x sdists were not found, so 0.15.x is unknown.
+BACKEND_ENV = "VLLM_ATTENTION_BACKEND"
+
+
+def backend_env_read(version: Version | None) -> bool | None:
+    """Whether vLLM ``version`` chooses its attention backend by :data:`BACKEND_ENV`: ``True`` for 0.9.0-0.14.1 (the
+    releases read, or a version both of whose neighbours read it), ``False`` where every release read around it
+    ignores it (0.16.0-0.34.0), ``None`` where that is not known (an unknown version, 0.15.x between 0.14.1 and
+    0.16.0, one outside the releases read). The release table is :mod:`pdd_operator.vllm.env_vars`'s."""
+    if read_by(BACKEND_ENV, version):
+        return True
+    return False if version is not None and unread(BACKEND_ENV, version) else None
+
+
+def selected_backend(flag: str | None, env: Mapping[str, str], version: Version | None, *,
+                     unknown_reads: bool = True) -> str | None:
+    """The attention backend a role names, as vLLM ``version`` takes it: ``--attention-backend`` (or
+    ``--attention-config``'s ``backend``) ``flag``, else ``env``'s :data:`BACKEND_ENV` where the release reads it
+    (:func:`backend_env_read`; where that is unknown only with ``unknown_reads``). ``None`` where neither names one.
+    The name is returned as written (callers compare it upper-cased)."""
+    if flag:
+        return flag
+    value = env.get(BACKEND_ENV)
+    if not value:
+        return None
+    read = backend_env_read(version)
+    return value if read or (read is None and unknown_reads) else None
 
 
 #: ``nvidia.com/gpu.product`` label values (GPU feature discovery: the product name, spaces as dashes) -> the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.attention_backends import selected_backend
 from pdd_operator.vllm.block_size import PLAIN_ATTENTION, gpu_platform
 from pdd_operator.vllm.kernel_block import (
     CUDA_DEFAULTS,
@@ -50,7 +51,7 @@ def check_kernel_block_split(pair: PDPair) -> list[Violation]:
 def _kernel_split(pair: PDPair) -> list[Violation]:
     """:func:`check_kernel_block_split` on CUDA."""
     d = pair.decode
-    named = d.attention_backend or d.env.get("VLLM_ATTENTION_BACKEND")
+    named = selected_backend(d.attention_backend, d.env, d.version)
     backends = (named,) if named else CUDA_DEFAULTS
     kernels = {b: kernel_block_size(d.block_size, b) for b in backends}
     split = {b: k for b, k in kernels.items() if k is not None and k != d.block_size}

@@ -11,7 +11,9 @@ from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.block_size import engine_block_sizes
 from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
+    BACKEND_ENV,
     GPU_PRODUCT_LABEL,
+    backend_env_read,
     backend_kind,
     backend_refusal,
     default_backend,
@@ -20,7 +22,6 @@ from pdd_operator.vllm.attention_backends import (
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
-from pdd_operator.vllm.env_vars import read_by
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
@@ -354,10 +355,10 @@ def _kv_width(kv_cache_dtype: str) -> str:
 
 
 #: vLLM releases whose source was read for the attention-backend rule: they choose the backend from
-#: --attention-backend / --attention-config only (no VLLM_ATTENTION_BACKEND in vllm/envs.py) and hash
-#: attn_backend_name into the NIXL compatibility hash (nixl/metadata.py compute_nixl_compatibility_hash).
-#: 0.26.0 and 0.32.0 first; the 0.18.0-0.24.0 sdists read for set 28 (engine/arg_utils.py --attention-backend,
-#: no VLLM_ATTENTION_BACKEND in envs.py, attn_backend_name hashed in v1/nixl_connector.py 0.18-0.19 and
+#: --attention-backend / --attention-config only (VLLM_ATTENTION_BACKEND is ignored from 0.16.0:
+#: :data:`~pdd_operator.vllm.attention_backends.BACKEND_ENV`) and hash attn_backend_name into the NIXL compatibility
+#: hash (nixl/metadata.py compute_nixl_compatibility_hash). 0.26.0 and 0.32.0 first; the 0.18.0-0.24.0 sdists read for
+#: set 28 (engine/arg_utils.py --attention-backend, attn_backend_name hashed in v1/nixl_connector.py 0.18-0.19 and
 #: nixl/metadata.py 0.20-0.24) moved it back to 0.18.0.
 _BACKEND_FLAG_SINCE = (0, 18, 0)
 #: The releases whose default backend choice (vllm/platforms/cuda.py _get_backend_priorities) was read: the
@@ -371,8 +372,9 @@ _DEFAULT_BACKEND_SINCE = (0, 18, 0)
 # line 200). 0.9.0 compares none, but its connector knows no FlashInfer layout at all (no ``_use_flashinfer`` in
 # the 0.9.0 sdist's nixl_connector.py; vllm#19090 "allowed but broken"), and this rule has refused a differing
 # variable there before set 80 as well. VLLM_ATTENTION_BACKEND chooses the backend where the release reads it
-# (:func:`~pdd_operator.vllm.env_vars.read_by`: envs.py 0.9.0-0.12.0; config/attention.py ``_set_from_env_if_set``
-# 0.13.0-0.14.1; no file of 0.16.0 or later mentions it), so a difference is certain wherever it is read.
+# (:func:`~pdd_operator.vllm.attention_backends.backend_env_read`: 0.9.0-0.14.1), so a difference is certain there;
+# where the release ignores it (0.16.0 and later) a difference changes nothing and is not reported here (the
+# env-var rules say the variable is unread); where that is unknown (0.15.x, an unknown version) it is a warning.
 
 
 @rule(
@@ -389,9 +391,10 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     out: list[Violation] = []
     for what, value, certain in (
         ("--attention-backend", lambda r: r.attention_backend, pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)),
-        ("VLLM_ATTENTION_BACKEND", lambda r: r.env.get("VLLM_ATTENTION_BACKEND"),
-         read_by("VLLM_ATTENTION_BACKEND", pair.version)),
+        (BACKEND_ENV, lambda r: r.env.get(BACKEND_ENV), backend_env_read(pair.version)),
     ):
+        if certain is False and what == BACKEND_ENV:
+            continue
         p, d = value(pair.prefill), value(pair.decode)
         if p is None or d is None or _backend_key(p) == _backend_key(d) or "AUTO" in (str(p).upper(), str(d).upper()):
             continue
@@ -435,7 +438,8 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
     plain = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
              and other.kv_cache_dtype in (None, "auto") and (other.block_size is None or other.block_size % 16 == 0)
-             and gpu_platform(other.image, other.resources) == "cuda" and "VLLM_ATTENTION_BACKEND" not in other.env
+             and gpu_platform(other.image, other.resources) == "cuda"
+             and (BACKEND_ENV not in other.env or backend_env_read(pair.version) is False)
              and (other.dtype or "auto").lower() not in ("float32", "float")
              and pair.version is not None and pair.at_least(_DEFAULT_BACKEND_SINCE))
     known = plain and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256))
