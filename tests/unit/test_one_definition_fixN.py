@@ -88,3 +88,75 @@ def test_one_sided_backend_is_judged_when_the_other_role_sets_an_ignored_variabl
     h100 = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
     p = pair(engine("--attention-backend", "TRITON_ATTN"), engine(env={BACKEND_ENV: "TRITON_ATTN"}), "0.18.0", h100)
     assert found(p, "attention-backend-mismatch") == {"error"}
+
+
+# --- 2. UCX_TLS: one reader (pdd_operator.vllm.ucx_tls), used by the rules and the preflight ----------------------
+
+
+from pdd_operator.compat.rules.ucx_tls import host_only_transports, no_rdma_transport  # noqa: E402
+from pdd_operator.preflight import ucx_allows_rdma  # noqa: E402
+from pdd_operator.vllm.ucx_tls import VERBS_TRANSPORTS, allows_rdma, parse  # noqa: E402
+
+
+@pytest.mark.parametrize(("value", "transport", "state"), [
+    (None, "rc_mlx5", "primary"), ("all", "tcp", "primary"),
+    ("rc", "rc_mlx5", "primary"), ("rc", "ud_mlx5", "aux"), ("rc", "tcp", "off"),
+    ("rc:aux", "rc_mlx5", "aux"), ("\\rc", "rc_mlx5", "off"),            # a strict name is never an alias
+    ("^rc", "rc_verbs", "off"), ("^rc", "ud_mlx5", "primary"),           # ud only auxiliary in rc: kept
+    ("^ud", "ud_mlx5", "aux"), ("^ud,ud:aux", "ud_mlx5", "off"),
+    ("^ib", "ud_verbs", "off"), ("^ib", "tcp", "primary"),               # ib lists ud and ud:aux (UCX 1.19+)
+    ("sm,cuda", "cma", "primary"), ("sm,cuda", "gdr_copy", "primary"), ("sm,cuda", "tcp", "off"),
+])
+def test_ucx_reads_each_transport_as_ucp_context_does(value, transport, state):
+    assert parse(value).state(transport) == state
+
+
+@pytest.mark.parametrize(("value", "allowed"), [
+    (None, True), ("all", True), ("rc,cuda_copy", True), ("ud_x,cuda", True), ("^cuda_ipc", True), ("srd", True),
+    ("^rc,dc,ud", True),                                                 # EFA's srd stays: only ib names it
+    ("tcp,cuda_copy", False), ("^ib", False), ("rc:aux,cuda_copy", False),
+    ("^rc,dc,ud,ib,rc_mlx5,dc_mlx5,ud_mlx5,rc_verbs,ud_verbs", False),
+    ("all,tcp", None), ("rdma_typo,cuda", None),                          # UCX refuses / a name not known
+])
+def test_allows_rdma(value, allowed):
+    assert allows_rdma(value) is allowed
+
+
+def test_allows_verbs_rdma():
+    assert allows_rdma("^rc,dc,ud", VERBS_TRANSPORTS) is False and allows_rdma("srd", VERBS_TRANSPORTS) is False
+    assert allows_rdma("^rc,dc", VERBS_TRANSPORTS) is True              # ud stays a data transport
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    ("", True), ("^cuda_ipc", True), ("srd,cuda_copy", True), ("rdma_typo", True),  # unsure: no TCP verdict
+    ("^ib", False), ("^rc,dc,ud,srd", False), ("rc:aux,tcp", False),     # the old prefix test let these through
+])
+def test_the_preflight_asks_the_same_reader(value, ok):
+    assert ucx_allows_rdma({"UCX_TLS": value} if value else {}) is ok
+    assert ucx_allows_rdma({"UCX_TLS": value} if value else {}) is (allows_rdma(value or None) is not False)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("rc:aux,cuda_copy", ["rc", "cuda_copy"]),                          # rc only for connection set-up
+    ("gga,cuda", ["gga", "cuda"]),                                      # BlueField DMA, no RDMA between nodes
+    ("srd,cuda_copy", ["srd", "cuda_copy"]),                            # EFA's transport on an InfiniBand pod
+    ("^rc,dc,ud", ["all but rc,dc,ud"]),
+    ("rc,cuda", None), ("^rc", None), ("ib", None),
+])
+def test_no_verbs_transport(value, expected):
+    assert no_rdma_transport(value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("^cuda,rocm,ze,gaudi,ib", ["all but cuda,rocm,ze,gaudi,ib"]),       # deny lists are read too
+    ("^cuda,ib", None),                                                  # ROCm's and Intel's transports stay
+    ("mm,self", ["mm", "self"]),
+    ("^cuda", None), ("tcp,cuda:aux", ["tcp", "cuda"]),
+])
+def test_host_only_transports_read_as_ucx_does(value, expected):
+    assert host_only_transports(value) == expected
+
+
+def test_verbs_transports_are_the_ib_alias_data_transports():
+    from pdd_operator.vllm.ucx_tls import ALIASES
+    assert VERBS_TRANSPORTS <= set(ALIASES["ib"])
