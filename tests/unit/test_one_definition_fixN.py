@@ -160,3 +160,32 @@ def test_host_only_transports_read_as_ucx_does(value, expected):
 def test_verbs_transports_are_the_ib_alias_data_transports():
     from pdd_operator.vllm.ucx_tls import ALIASES
     assert VERBS_TRANSPORTS <= set(ALIASES["ib"])
+
+
+# --- 3. block-size-kernel-split asks ModelTraits.kv_family, as the block-size rules do ---------------------------
+
+
+def _kernel_pair(model: str, image: str = "vllm/vllm-openai:v0.11.1", block: str = "128") -> list[dict]:
+    from tests.unit.test_turn2_variants import workload
+
+    kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+    return [workload(f"m-{role}", role, {
+        "name": "vllm", "image": image, "command": ["vllm", "serve"],
+        "args": [model, "--block-size", block, "--kv-transfer-config", kv], "env": [POD_IP],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}}}, app="m") for role in ("prefill", "decode")]
+
+
+@pytest.mark.parametrize(("model", "split"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", True),                          # plain
+    ("Qwen/Qwen2.5-VL-3B-Instruct", True),                               # VLM: its language model is plain
+    ("Qwen/Qwen3-VL-8B-Instruct", True),
+    ("deepseek-ai/DeepSeek-V2-Lite", False),                             # MLA: sizes forced by the platform
+    ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", False),                        # hybrid SSM
+])
+def test_kernel_block_split_per_kv_family(tmp_path, capsys, model, split):
+    from tests.unit.test_turn2_variants import check, rules
+
+    _, out = check(tmp_path, capsys, *_kernel_pair(model))
+    assert ("block-size-kernel-split" in rules(out)) is split, out   # unpinned GPU: a warning
+    _, out = check(tmp_path, capsys, *_kernel_pair(model, block="64"))   # a size the kernels take: no split
+    assert "block-size-kernel-split" not in rules(out)

@@ -33,9 +33,12 @@ def check_kernel_block_split(pair: PDPair) -> list[Violation]:
 
     Judged on CUDA (:func:`~pdd_operator.vllm.block_size.gpu_platform`); on a script's engine that names neither
     image nor GPU resource but shows an NVIDIA host (``RoleConfig.platform_hint``) the same judgement is a warning.
+    Judged for a model whose KV cache is plain attention (``ModelTraits.kv_family`` dense or MoE, as the block-size
+    rules read it: a multimodal checkpoint whose language model is plain counts, its vision encoder holds no KV
+    cache); MLA and hybrid models get sizes the CUDA platform forces (:mod:`pdd_operator.vllm.kernel_block`).
     """
     d = pair.decode
-    if not d.nixl or d.block_size is None or pair.model.architecture not in PLAIN_ATTENTION:
+    if not d.nixl or d.block_size is None or pair.model.kv_family not in PLAIN_ATTENTION:
         return []
     platform = gpu_platform(d.image, d.resources)
     if platform is None and d.platform_hint:
