@@ -189,3 +189,29 @@ def test_kernel_block_split_per_kv_family(tmp_path, capsys, model, split):
     assert ("block-size-kernel-split" in rules(out)) is split, out   # unpinned GPU: a warning
     _, out = check(tmp_path, capsys, *_kernel_pair(model, block="64"))   # a size the kernels take: no split
     assert "block-size-kernel-split" not in rules(out)
+
+
+# --- 4. mooncake-tp-indivisible: re-derived per release (0.16.0-0.34.0 read) --------------------------------------
+
+
+def _mooncake_findings(tmp_path, capsys, image: str) -> dict[str, tuple[str, str]]:
+    from tests.unit.test_mooncake_v0_pairs import _deployments
+    from tests.unit.test_script_inputs import _check
+
+    _, out = _check(tmp_path, capsys, _deployments(image, p_flags="--tensor-parallel-size 2",
+                                                   d_flags="--tensor-parallel-size 3"))
+    return {f["rule"]: (f["severity"], f["message"]) for r in out["results"] for f in r["findings"]}
+
+
+@pytest.mark.parametrize(("version", "topology"), [
+    ("0.16.0", "TpKVTopology.tp_ratio"), ("0.19.1", "TpKVTopology.tp_ratio"),
+    ("0.20.0", "TransferTopology.tp_ratio"), ("0.30.0", "TransferTopology.tp_ratio"),
+    ("0.32.0", "TransferTopology.tp_ratio"), ("0.34.0", "TransferTopology.tp_ratio"),
+])
+def test_mooncake_indivisible_tp_fails_in_the_decodes_receive_kv(tmp_path, capsys, version, topology):
+    severity, message = _mooncake_findings(tmp_path, capsys, f"vllm/vllm-openai:v{version}")["mooncake-tp-indivisible"]
+    assert severity == "error" and topology in message and "receive_kv" in message
+
+
+def test_mooncake_indivisible_tp_after_the_newest_release_read_is_no_error(tmp_path, capsys):
+    assert "mooncake-tp-indivisible" not in _mooncake_findings(tmp_path, capsys, "vllm/vllm-openai:v0.35.0")
