@@ -215,3 +215,44 @@ def test_mooncake_indivisible_tp_fails_in_the_decodes_receive_kv(tmp_path, capsy
 
 def test_mooncake_indivisible_tp_after_the_newest_release_read_is_no_error(tmp_path, capsys):
     assert "mooncake-tp-indivisible" not in _mooncake_findings(tmp_path, capsys, "vllm/vllm-openai:v0.35.0")
+
+
+# --- 5. vllm-rs serve on a release without the Rust frontend --------------------------------------------------------
+
+
+def _rust_pair(image: str, program: str = "vllm-rs") -> list[dict]:
+    from tests.unit.test_turn2_variants import container, workload
+
+    kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+    return [workload(f"q-{r}", r, container(["serve", "Qwen/Qwen3-0.6B", "--port", "8000", "--", "--enforce-eager",
+                                             "--kv-transfer-config", kv], image=image, command=[program]))
+            for r in ("prefill", "decode")]
+
+
+@pytest.mark.parametrize(("image", "program", "severity"), [
+    ("vllm/vllm-openai:v0.20.0", "vllm-rs", "error"),                    # no vllm-rs before 0.22.0
+    ("vllm/vllm-openai:v0.21.0", "vllm-rs", "error"),
+    ("vllm/vllm-openai:v0.14.1", "/usr/local/bin/vllm-rs", "error"),
+    ("vllm/vllm-openai:v0.22.0", "vllm-rs", "warning"),                  # in the package, not on PATH
+    ("vllm/vllm-openai:v0.30.0", "vllm-rs", "warning"),
+    ("vllm/vllm-openai:v0.30.0", "/usr/local/lib/python3.12/dist-packages/vllm/vllm-rs", None),
+    ("vllm/vllm-openai:v0.31.0", "vllm-rs", None),                       # linked onto PATH
+    ("vllm/vllm-openai:v0.34.0", "vllm-rs", None),
+    ("registry.example/vllm:v0.20.0", "vllm-rs", "warning"),             # another image may bring its own
+])
+def test_rust_frontend_per_release(tmp_path, capsys, image, program, severity):
+    from tests.unit.test_turn2_variants import check
+
+    _, out = check(tmp_path, capsys, *_rust_pair(image, program))
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "rust-frontend-unavailable"}
+    assert found == ({severity} if severity else set()), out
+
+
+def test_rust_frontend_in_a_script_of_an_old_pip_install_is_a_warning(tmp_path, capsys):
+    from tests.unit.test_public_report_kinds_83 import _pair, _script
+
+    _, out = _script(tmp_path, capsys, _pair("--enforce-eager", "--enforce-eager", version="0.20.0", rust=True))
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "rust-frontend-unavailable"}
+    assert found == {"warning"}, out
+    _, out = _script(tmp_path, capsys, _pair("--enforce-eager", "--enforce-eager", version="0.20.0"))  # vllm serve
+    assert not any(f["rule"] == "rust-frontend-unavailable" for r in out["results"] for f in r["findings"]), out
