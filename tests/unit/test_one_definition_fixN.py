@@ -256,3 +256,55 @@ def test_rust_frontend_in_a_script_of_an_old_pip_install_is_a_warning(tmp_path, 
     assert found == {"warning"}, out
     _, out = _script(tmp_path, capsys, _pair("--enforce-eager", "--enforce-eager", version="0.20.0"))  # vllm serve
     assert not any(f["rule"] == "rust-frontend-unavailable" for r in out["results"] for f in r["findings"]), out
+
+
+# --- 6. attention-backend-mismatch judges the unnamed role's default per compute capability -------------------------
+
+
+from pdd_operator.vllm.attention_backends import (  # noqa: E402
+    default_backend_at,
+    pinned_compute_capability,
+)
+
+
+@pytest.mark.parametrize(("cc", "head", "version", "expected"), [
+    ((7, 0), 128, (0, 20, 0), "TRITON_ATTN"),                           # V100: FA needs 8.0, FlashInfer 7.5
+    ((7, 5), 128, (0, 20, 0), "FLASHINFER"),                            # T4 before FlashInfer's 8.0 floor
+    ((7, 5), 128, (0, 24, 0), "TRITON_ATTN"), ((7, 5), 128, (0, 34, 0), "TRITON_ATTN"),
+    ((7, 5), 80, (0, 20, 0), "TRITON_ATTN"),                            # FlashInfer takes 64/128/256 only
+    ((7, 5), 128, None, None),
+    ((8, 0), 128, (0, 20, 0), "FLASH_ATTN"), ((9, 0), None, (0, 20, 0), "FLASH_ATTN"),
+    ((10, 0), 128, (0, 20, 0), "FLASHINFER"), ((10, 0), 80, (0, 20, 0), "FLASH_ATTN"),
+    ((12, 0), 128, (0, 26, 0), "FLASH_ATTN"),
+    ((7, 0), None, (0, 20, 0), None), ((8, 0), 512, (0, 20, 0), None),
+])
+def test_default_backend_per_compute_capability(cc, head, version, expected):
+    assert default_backend_at(cc, head, version) == expected
+
+
+def test_gpu_products_name_their_compute_capability():
+    assert pinned_compute_capability(["Tesla-V100-SXM2-16GB"]) == (7, 0)
+    assert pinned_compute_capability(["Tesla-T4"]) == (7, 5)
+    assert pinned_compute_capability(["NVIDIA-A10G"]) == (8, 6)
+    assert pinned_compute_capability(["NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"]) == (9, 0)
+    assert pinned_compute_capability(["Tesla-V100-SXM2-16GB", "NVIDIA-A100-SXM4-80GB"]) is None
+
+
+@pytest.mark.parametrize(("image", "d_args", "product", "severity"), [
+    ("v0.20.0", ["--attention-backend", "TRITON_ATTN"], None, "warning"),             # V100 would match
+    ("v0.20.0", ["--attention-backend", "FLEX_ATTENTION"], None, "error"),            # no GPU picks FLEX
+    ("v0.20.0", ["--attention-backend", "TRITON_ATTN"], "Tesla-V100-SXM2-32GB", None),  # V100: TRITON_ATTN itself
+    ("v0.20.0", ["--attention-backend", "FLASH_ATTN"], "Tesla-V100-SXM2-32GB", "error"),
+    ("v0.20.0", ["--attention-backend", "FLASHINFER"], "Tesla-T4", None),              # T4's own before 0.24
+    ("v0.26.0", ["--attention-backend", "FLASHINFER"], "Tesla-T4", "error"),           # TRITON_ATTN there
+    ("v0.26.0", ["--attention-backend", "TRITON_ATTN"], "Tesla-T4", None),
+    ("v0.20.0", ["--attention-backend", "TRITON_ATTN"], "NVIDIA-H100-80GB-HBM3", "error"),
+])
+def test_one_sided_backend_per_gpu(tmp_path, capsys, image, d_args, product, severity):
+    from tests.unit.test_public_report_kinds_80 import _pair, _pinned, _severities
+    from tests.unit.test_turn2_variants import check
+
+    pod = _pinned(product) if product else None
+    _, out = check(tmp_path, capsys, *_pair("Qwen/Qwen3-0.6B", f"vllm/vllm-openai:{image}", [], d_args,
+                                            p_pod=pod, d_pod=pod))
+    assert _severities(out, "attention-backend-mismatch") == ({severity} if severity else set()), out

@@ -12,13 +12,13 @@ from pdd_operator.compat.rules.block_size import engine_block_sizes
 from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
     BACKEND_ENV,
+    CUDA_CAPABILITIES,
     GPU_PRODUCT_LABEL,
     backend_env_read,
     backend_kind,
     backend_refusal,
-    default_backend,
-    never_default,
-    pinned_capability,
+    default_backend_at,
+    pinned_compute_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import BF16_CAVEAT, KV_AUTO_FROM_CHECKPOINT_SINCE, auto_dtype, dtype_name
@@ -383,7 +383,9 @@ _DEFAULT_BACKEND_SINCE = (0, 18, 0)
     source=("vllm nixl/metadata.py compute_nixl_compatibility_hash factor attn_backend_name, the backend chosen by "
             "--attention-backend / --attention-config (0.18.0-0.24.0, 0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND where the release reads it and compares backend names "
-            "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning"),
+            "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning; "
+            "a backend named on one role only against vLLM's own choice per compute capability (platforms/cuda.py "
+            "_get_backend_priorities, the backends' supports_compute_capability, 0.18.0-0.34.0: TRITON_ATTN on V100)"),
     needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
@@ -422,18 +424,21 @@ def _backend_key(name: object) -> str:
 
 def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> list[Violation]:
     """A backend named on one role only: the other role runs vLLM's own choice for its GPU
-    (:func:`~pdd_operator.vllm.attention_backends.default_backend`), which the handshake hashes as well.
+    (:func:`~pdd_operator.vllm.attention_backends.default_backend_at`), which the handshake hashes as well.
 
-    An error where that choice is known and differs: a non-MLA plain model (dense or MoE, no sliding window), the
-    other role pinned to GPUs of one compute capability (8.x/9.x: FLASH_ATTN; 10.x: FLASHINFER, for head sizes 64,
-    128 and 256), the ``auto`` KV cache dtype, a block size FlashAttention takes, CUDA, and a release whose flag and hash
-    were read. Otherwise a warning that the two may differ. A backend the model cannot use at all is left to
-    ``attention-backend-unsupported``."""
+    Judged for a non-MLA plain model (dense or MoE, no sliding window) with the ``auto`` KV cache dtype, a block size
+    FlashAttention takes, CUDA, and a release whose flag and hash were read. Where the other role's pods pin GPUs of one
+    compute capability (``nvidia.com/gpu.product``: V100 7.0, T4 7.5, A100 8.0, H100 9.0, B200 10.0, ...), vLLM's
+    choice for that GPU decides: an error where it differs. Where no GPU is pinned, an error only where the named
+    backend differs from vLLM's choice on every GPU vLLM runs on (:data:`~pdd_operator.vllm.attention_backends.
+    CUDA_CAPABILITIES`: FLASH_ATTN from 8.x, FLASHINFER on 10.x, TRITON_ATTN on V100 and on T4 from 0.24.0); where
+    some GPU would pick the named one (TRITON_ATTN on a V100), a warning that says which. Otherwise a warning that the
+    two may differ. A backend the model cannot use at all is left to ``attention-backend-unsupported``."""
     x = named.attention_backend.upper()
     family = pair.model.architecture
     if backend_refusal(x, family):
         return []
-    cap = pinned_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
+    cc = pinned_compute_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
     head = pair.model.head_size
     unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
     plain = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
@@ -442,27 +447,38 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
              and (BACKEND_ENV not in other.env or backend_env_read(pair.version) is False)
              and (other.dtype or "auto").lower() not in ("float32", "float")
              and pair.version is not None and pair.at_least(_DEFAULT_BACKEND_SINCE))
-    known = plain and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256))
     fix = fix_for(pair, "Name the same attention backend in both roles' extraArgs (or in neither).",
                   f"Give the {other.role} container the same --attention-backend {named.attention_backend} "
                   f"(or drop it from the {named.role}).")
-    if plain and cap is None and never_default(x, head):
-        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
-                 f"none, so vLLM picks its own: FLASH_ATTN or FLASHINFER on every NVIDIA GPU from compute capability 7.5 "
-                 f"up for this model (head size {head}; vllm/platforms/cuda.py _get_backend_priorities), never {x}. "
-                 "attn_backend_name is a factor of the NIXL compatibility hash, so the handshake refuses the pair.", fix)]
-    if known:
-        chosen = default_backend(cap)
+    said = (f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
+            "none, so vLLM picks its own")
+    chosen = default_backend_at(cc, head, pair.version) if plain and cc is not None else None
+    if chosen is not None:
         if chosen == x:
             return []
-        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
-                 f"none, so vLLM picks its own for that GPU (compute capability {cap}.x: {chosen} for this model, "
+        return [(f"{said} for that GPU (compute capability {cc[0]}.{cc[1]}: {chosen} for this model, "
                  f"vllm/platforms/cuda.py _get_backend_priorities). attn_backend_name is a factor of the NIXL "
                  f"compatibility hash, so the handshake refuses the pair ({x} against {chosen}).", fix)]
+    everywhere = ({c: default_backend_at(c, head, pair.version) for c in CUDA_CAPABILITIES}
+                  if plain and cc is None and head is not None else {})
+    if everywhere and None not in everywhere.values():
+        picks = ", ".join(f"{b} on {'/'.join(f'{c[0]}.{c[1]}' for c, v in everywhere.items() if v == b)}"
+                          for b in dict.fromkeys(everywhere.values()))
+        if x not in everywhere.values():
+            return [(f"{said}, which on vLLM {fmt(pair.version)} for this model (head size {head}) is {picks} "
+                     f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities), never {x}, whichever "
+                     "NVIDIA GPU it gets. attn_backend_name is a factor of the NIXL compatibility hash, so the "
+                     "handshake refuses the pair.", fix)]
+        same = "/".join(f"{c[0]}.{c[1]}" for c, v in everywhere.items() if v == x)
+        return [(f"{said}, which depends on its GPU: for this model on vLLM {fmt(pair.version)} it is {picks} "
+                 f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities). The {other.role}'s pods pin "
+                 f"no GPU product ({GPU_PRODUCT_LABEL}), so the pair works only on compute capability {same}; "
+                 "elsewhere the two backends differ and, attn_backend_name being a factor of the NIXL compatibility "
+                 "hash, the handshake refuses the pair.", fix, "warning")]
     return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} runs "
              "the backend vLLM picks by itself, which depends on its GPU and model (FLASH_ATTN on compute capability "
-             "8.x/9.x and FLASHINFER on 10.x for most non-MLA models). The backend is a factor of the NIXL "
-             f"compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
+             "8.x/9.x, FLASHINFER on 10.x and TRITON_ATTN on V100 for most non-MLA models). The backend is a factor of "
+             "the NIXL compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
 
 
 #: Why a ``NixlConnector`` with ``transfer_mode`` push has no known mode on an unknown release.
