@@ -32,7 +32,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # set 87: an engine that cannot split its FP8 checkpoint's experts along the weight blocks never loads
                "fp8-moe-block-tp-indivisible",
                # set 88: weights per GPU above what the engine may use of its GPU stop one engine at load
-               "weights-exceed-gpu-memory"}
+               "weights-exceed-gpu-memory",
+               # fixN: vllm-rs serve on a release without the Rust frontend
+               "rust-frontend-unavailable"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -163,4 +163,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 87: a block-quantized FP8 checkpoint's experts at a TP that does not split its blocks
                     "fp8-moe-block-tp-indivisible",
                     # set 88: weights per GPU above what the engine may use of its GPU's memory
-                    "weights-exceed-gpu-memory"}
+                    "weights-exceed-gpu-memory",
+                    # fixN: vllm-rs serve on a release without the Rust frontend
+                    "rust-frontend-unavailable"}

@@ -118,7 +118,8 @@ def test_a_wrong_backend_on_rocm_is_a_warning(tmp_path, capsys):
 
 @pytest.mark.parametrize(("product", "major"), [
     ("NVIDIA-H100-80GB-HBM3", 9), ("NVIDIA-H200", 9), ("NVIDIA-GH200-480GB", 9), ("NVIDIA-A100-SXM4-80GB", 8),
-    ("NVIDIA-L40S", 8), ("NVIDIA-A10G", 8), ("NVIDIA-B200", 10), ("NVIDIA-GB200", 10), ("Tesla-T4", None),
+    ("NVIDIA-L40S", 8), ("NVIDIA-A10G", 8), ("NVIDIA-B200", 10), ("NVIDIA-GB200", 10), ("Tesla-T4", 7),  # fixN: T4 (7.5)
+    ("Tesla-V100-SXM2-16GB", 7),
     ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", None),
 ])
 def test_gpu_products_map_to_their_compute_capability(product, major):
@@ -153,8 +154,9 @@ def _pinned_pair(p_args, d_args, d_nodes, image="vllm/vllm-openai:v0.32.0", mode
 
 @pytest.mark.parametrize(("p_args", "d_args", "d_nodes", "severity"), [
     (["--attention-backend", "FLASHINFER"], [], "NVIDIA-H100-80GB-HBM3", "error"),  # decode runs FLASH_ATTN
-    # the prefill is not pinned, but no NVIDIA GPU from 7.5 up defaults to TRITON_ATTN for head size 128 (set 80)
-    ([], ["--attention-backend=TRITON_ATTN"], "NVIDIA-A100-SXM4-80GB", "error"),
+    # the prefill is not pinned: no NVIDIA GPU from 7.5 up defaults to TRITON_ATTN for head size 128 (set 80), but a
+    # V100 (7.0) does (FLASH_ATTN needs 8.0, FLASHINFER 7.5: fixN), so a warning that says so
+    ([], ["--attention-backend=TRITON_ATTN"], "NVIDIA-A100-SXM4-80GB", "warning"),
     (["--attention-backend", "TRITON_ATTN"], [], ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"], "error"),
     (["--attention-backend", "FLASH_ATTN"], [], "NVIDIA-H100-80GB-HBM3", None),
     (["--attention-backend", "FLASHINFER"], [], None, "warning"),  # the decode's GPU is not pinned

@@ -378,6 +378,9 @@ class RoleConfig:
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
     platform_hint: str = ""
+    #: the program that starts the engine where it is not ``vllm`` / ``python -m``, as written (``vllm-rs`` or a path
+    #: to it: vLLM's Rust frontend, :data:`pdd_operator.vllm.script.RUST_FRONTEND`), else ``None``
+    frontend: str | None = None
     #: the names of ``--served-model-name``, as written (``()`` where the engine gives none): the server answers a
     #: request naming any of them (vllm/entrypoints/openai/models/serving.py ``is_base_model``, 0.30.0 line 50)
     served_model_names: tuple[str, ...] = ()
@@ -820,6 +823,7 @@ def role_from_container(
         version_text=version_text,
         model=model,
         served_model_names=tuple((text("--served-model-name") or "").split()),  # nargs="+", joined by parse_flags
+        frontend=launch.frontend,
         dtype=text("--dtype"),
         tp=int_flag(flags, "--tensor-parallel-size", 1),
         pp=int_flag(flags, "--pipeline-parallel-size", 1),

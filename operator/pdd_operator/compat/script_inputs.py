@@ -203,9 +203,13 @@ def _nixl_pin(text: str) -> tuple[int, str] | None:
 
 
 def _line(launch: Launch) -> str:
-    """The engine's command as one literal shell line: its environment as ``NAME=value`` prefixes, then its argv."""
+    """The engine's command as one literal shell line: its environment as ``NAME=value`` prefixes, then its argv (from
+    the program that starts it: ``vllm-rs serve ...`` for a Rust frontend launch, ``Launch.frontend``)."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.env.items() if _NAME.fullmatch(k))
-    return (env + " " if env else "") + " ".join(shlex.quote(w) for w in launch.argv) + " &"
+    argv = list(launch.argv)
+    if launch.frontend and argv[:2] == ["vllm", "serve"]:  # started by vllm-rs: the same program again
+        argv[0] = launch.frontend
+    return (env + " " if env else "") + " ".join(shlex.quote(w) for w in argv) + " &"
 
 
 def _synthetic_script(found: list[Launch], roles: dict[int, str], last_line: int,

@@ -7,7 +7,8 @@ transports UCX would use (RDMA or TCP), and, when a GPU is present, whether GPU 
 registered. The result is one JSON object written as the container's termination message, which the
 operator folds into the PDDeployment's ``KVTransportReady`` condition.
 
-Standard library only (plus the engine's ``nixl`` package when present), so it runs in any engine image.
+Standard library only (plus the engine's ``nixl`` package when present, and :mod:`pdd_operator.vllm.ucx_tls`, which
+is standard library only too), so it runs in any engine image.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import resource
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pdd_operator.vllm.ucx_tls import allows_rdma
+
 #: Reasons, from best to worst; the operator uses them as condition reasons.
 RDMA_READY = "RDMAReady"
 TCP_FALLBACK = "TCPFallback"
@@ -28,7 +31,6 @@ MEMLOCK_TOO_LOW = "MemlockTooLow"
 NIXL_UNAVAILABLE = "NIXLUnavailable"
 GPU_REGISTRATION_FAILED = "GPURegistrationFailed"
 
-_RDMA_TLS = ("rc", "dc", "ud", "ib", "all")
 
 
 @dataclass
@@ -86,14 +88,10 @@ def memlock_limit() -> int | None:
 
 
 def ucx_allows_rdma(env: dict[str, str]) -> bool:
-    """Whether ``UCX_TLS`` lets UCX use an RDMA transport (unset, ``all``, or naming rc/dc/ud/ib)."""
-    tls = env.get("UCX_TLS", "").strip().lower()
-    if not tls:
-        return True
-    if tls.startswith("^"):
-        excluded = {t.strip() for t in tls[1:].split(",")}
-        return not {"rc", "dc", "ud", "ib", "rc_mlx5", "dc_mlx5", "ud_mlx5", "rc_verbs", "ud_verbs"} <= excluded
-    return any(t.strip().startswith(_RDMA_TLS) for t in tls.split(","))
+    """Whether ``UCX_TLS`` lets UCX move data over an RDMA transport, as UCX reads the list
+    (:func:`pdd_operator.vllm.ucx_tls.allows_rdma`: aliases, ``^`` deny lists, ``:aux``): unset and ``all`` do. A
+    value with a name not known there counts as allowing it (the preflight reports a TCP fallback only when sure)."""
+    return allows_rdma(env.get("UCX_TLS")) is not False
 
 
 def _nixl_api():

@@ -17,7 +17,7 @@ from pdd_operator.vllm.entrypoint import SERVE, leading_entry, leading_serve
 from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell, shell_operands
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.image_env import image_env
-from pdd_operator.vllm.script import Launch, entry_point
+from pdd_operator.vllm.script import Launch, entry_point, frontend
 from pdd_operator.vllm.script import launches as script_launches
 
 #: Sentinel values of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` set from the downward API.
@@ -68,7 +68,7 @@ def command_launches(
         except ValueError:
             argv += extra.split()
     entry = entry_point(argv)
-    return [Launch(tuple(entry))] if entry else []
+    return [Launch(tuple(entry), frontend=frontend(argv))] if entry else []
 
 
 def split_command(

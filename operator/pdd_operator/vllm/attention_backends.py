@@ -22,7 +22,10 @@ not judged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+from pdd_operator.vllm.env_vars import read_by, unread
+from pdd_operator.vllm.versions import Version
 
 #: Backends for MLA models without a sparse indexer (``is_mla()`` true, ``is_sparse()`` false).
 MLA_DENSE_BACKENDS = frozenset({
@@ -73,24 +76,84 @@ def backend_refusal(name: str, family: str | None) -> str | None:
     return "sparse not supported" if needs[1] else "non-sparse not supported"
 
 
+#: The environment variable that chose the attention backend up to vLLM 0.14.1:
+#:
+#: - 0.9.0-0.12.0: ``vllm/attention/selector.py`` reads ``envs.VLLM_ATTENTION_BACKEND`` (0.12.0 lines 126-150, the
+#:   ``_VLLM_V1`` suffix stripped) and selects that backend; these releases have no ``--attention-backend`` flag
+#:   (absent from their ``vllm/engine/arg_utils.py``).
+#: - 0.13.0-0.14.1: ``AttentionConfig.__post_init__`` copies it into ``backend`` with a deprecation warning
+#:   (``vllm/config/attention.py`` 0.14.1 lines 73-93, ``_set_from_env_if_set``); ``vllm/envs.py`` still defines it
+#:   (0.14.1 lines 50, 687-688). The flag and the variable both set make ``create_engine_config`` raise
+#:   "attention_backend and attention_config.backend are mutually exclusive" (arg_utils.py 0.14.1 lines 1691-1697).
+#: - 0.16.0-0.34.0: no file of the package mentions it (``vllm/envs.py``, ``vllm/config/attention.py`` and the
+#:   selector read in 0.16.0, 0.17.0, 0.17.1 and 0.18.0; the env_vars.json table for all releases): the engine runs
+#:   as if it were unset, whatever the value (vllm#32812 "Remove deprecated environment variables" dropped it after
+#:   0.14; vllm#50292 reports it silently ignored in 0.26.0). 0.15.x sdists were not found, so 0.15.x is unknown.
+BACKEND_ENV = "VLLM_ATTENTION_BACKEND"
+
+
+def backend_env_read(version: Version | None) -> bool | None:
+    """Whether vLLM ``version`` chooses its attention backend by :data:`BACKEND_ENV`: ``True`` for 0.9.0-0.14.1 (the
+    releases read, or a version both of whose neighbours read it), ``False`` where every release read around it
+    ignores it (0.16.0-0.34.0), ``None`` where that is not known (an unknown version, 0.15.x between 0.14.1 and
+    0.16.0, one outside the releases read). The release table is :mod:`pdd_operator.vllm.env_vars`'s."""
+    if read_by(BACKEND_ENV, version):
+        return True
+    return False if version is not None and unread(BACKEND_ENV, version) else None
+
+
+def selected_backend(flag: str | None, env: Mapping[str, str], version: Version | None, *,
+                     unknown_reads: bool = True) -> str | None:
+    """The attention backend a role names, as vLLM ``version`` takes it: ``--attention-backend`` (or
+    ``--attention-config``'s ``backend``) ``flag``, else ``env``'s :data:`BACKEND_ENV` where the release reads it
+    (:func:`backend_env_read`; where that is unknown only with ``unknown_reads``). ``None`` where neither names one.
+    The name is returned as written (callers compare it upper-cased)."""
+    if flag:
+        return flag
+    value = env.get(BACKEND_ENV)
+    if not value:
+        return None
+    read = backend_env_read(version)
+    return value if read or (read is None and unknown_reads) else None
+
+
 #: ``nvidia.com/gpu.product`` label values (GPU feature discovery: the product name, spaces as dashes) -> the
-#: compute capability major of the GPU; only the GPUs whose default backend is decided here.
+#: compute capability ``(major, minor)`` of the GPU; only the GPUs whose default backend is decided here.
 _GPU_CAPABILITY = (
-    (re.compile(r"(^|-)G?B(200|300)(-|$)", re.I), 10),
-    (re.compile(r"(^|-)G?H(100|200|800|20)(-|$)", re.I), 9),
-    (re.compile(r"(^|-)(A(100|800|10G?|30|40)|L(4|40S?|20))(-|$)", re.I), 8),
+    (re.compile(r"(^|-)G?B300(-|$)", re.I), (10, 3)),
+    (re.compile(r"(^|-)G?B200(-|$)", re.I), (10, 0)),
+    (re.compile(r"(^|-)G?H(100|200|800|20)(-|$)", re.I), (9, 0)),
+    (re.compile(r"(^|-)A(100|800|30)(-|$)", re.I), (8, 0)),
+    (re.compile(r"(^|-)A(10G?|40)(-|$)", re.I), (8, 6)),
+    (re.compile(r"(^|-)L(4|40S?|20)(-|$)", re.I), (8, 9)),
+    (re.compile(r"(^|-)T4(-|$)", re.I), (7, 5)),
+    (re.compile(r"(^|-)V100(S)?(-|$)", re.I), (7, 0)),
 )
 
 #: The node label GPU feature discovery sets to the GPU's product name.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
+def gpu_compute_capability(product: str) -> tuple[int, int] | None:
+    """The compute capability ``(major, minor)`` of the GPU named by an ``nvidia.com/gpu.product`` value
+    (``Tesla-V100-SXM2-16GB`` -> ``(7, 0)``, ``NVIDIA-H100-80GB-HBM3`` -> ``(9, 0)``), ``None`` if not known."""
+    for pattern, capability in _GPU_CAPABILITY:
+        if pattern.search(product):
+            return capability
+    return None
+
+
 def gpu_capability(product: str) -> int | None:
     """The compute capability major of the GPU named by an ``nvidia.com/gpu.product`` value, ``None`` if not known."""
-    for pattern, major in _GPU_CAPABILITY:
-        if pattern.search(product):
-            return major
-    return None
+    capability = gpu_compute_capability(product)
+    return capability[0] if capability else None
+
+
+def pinned_compute_capability(products: Iterable[str] | None) -> tuple[int, int] | None:
+    """The one compute capability ``(major, minor)`` every allowed GPU product shares, ``None`` when the products are
+    not known (``None``), empty, or differ in capability."""
+    found = {gpu_compute_capability(p) for p in products or ()}
+    return found.pop() if len(found) == 1 else None
 
 
 def pinned_capability(products: Iterable[str] | None) -> int | None:
@@ -100,27 +163,40 @@ def pinned_capability(products: Iterable[str] | None) -> int | None:
     return majors.pop() if len(majors) == 1 else None
 
 
-#: The backends vLLM picks by itself for such a model on an NVIDIA GPU of compute capability 7.5 or newer: FLASH_ATTN
-#: (``supports_compute_capability``: 8.0 and up; head sizes that are multiples of 8 up to 256) first on every GPU but
-#: 10.x, FLASHINFER (7.5 to 12.1; head sizes 64, 128, 256) first on 10.x and on 7.5 where FLASH_ATTN is invalid
-#: (v1/attention/backends/flash_attn.py and flashinfer.py, 0.18.0 and 0.22.0; the priority lists of
-#: ``_get_backend_priorities`` in vllm/platforms/cuda.py read alike in 0.13.0-0.26.0). TRITON_ATTN and FLEX_ATTENTION
-#: come third and fourth: vLLM picks them only where both are invalid.
-DEFAULT_BACKENDS = frozenset({"FLASH_ATTN", "FLASHINFER"})
+#: The compute capabilities vLLM's CUDA platform runs on, one per class its default backend choice tells apart:
+#: Volta 7.0 (V100), Turing 7.5 (T4), Ampere / Ada 8.x, Hopper 9.0, Blackwell 10.x, consumer Blackwell 12.x.
+CUDA_CAPABILITIES: tuple[tuple[int, int], ...] = ((7, 0), (7, 5), (8, 0), (9, 0), (10, 0), (12, 0))
+#: The first release whose FlashInfer backend refuses compute capability 7.5 ("currently broken on SM75 (Turing)",
+#: floor raised to 8.0: v1/attention/backends/flashinfer.py 0.24.0 lines 426-433, 0.26.0 line 461, 0.34.0 line 698);
+#: 0.18.0-0.23.0 accept 7.5 to 12.1 (0.18.0 line 365, 0.22.0 line 408, 0.23.0 line 407).
+FLASHINFER_SM80_SINCE = (0, 24, 0)
 
 
-def never_default(name: str, head_size: int | None) -> bool:
-    """Whether ``name`` (any case) is a non-MLA backend vLLM never picks by itself for a plain model of
-    ``head_size`` (a multiple of 8, at most 256: FLASH_ATTN serves it on 8.x and up, FLASHINFER on 7.5) with the
-    ``auto`` KV cache dtype on an NVIDIA GPU of compute capability 7.5 or newer (:data:`DEFAULT_BACKENDS`).
-    ``False`` where the head size is not known."""
-    if head_size is None or head_size % 8 or head_size > 256:
-        return False
-    upper = name.upper()
-    return backend_kind(upper) == (False, False) and upper not in DEFAULT_BACKENDS
+def default_backend_at(capability: tuple[int, int], head_size: int | None, version: tuple[int, ...] | None) -> str | None:
+    """The backend vLLM ``version`` picks by itself on a GPU of compute ``capability`` for a plain non-MLA model (no
+    sinks, no sliding window, no multimodal prefix) of ``head_size`` with the ``auto`` KV cache dtype: the first valid
+    backend of ``_get_backend_priorities`` (vllm/platforms/cuda.py 0.18.0 lines 83-97, 0.34.0 lines 148-173:
+    FLASHINFER first on 10.x, FLASH_ATTN first elsewhere, then TRITON_ATTN, FLEX_ATTENTION), each valid by its
+    ``supports_compute_capability`` and head sizes (0.18.0-0.34.0): FLASH_ATTN from 8.0, head sizes multiples of 8 up
+    to 256; FLASHINFER 7.5-12.1 (8.0-12.1 from :data:`FLASHINFER_SM80_SINCE`), head sizes 64, 128, 256;
+    TRITON_ATTN every capability, head sizes from 32.
 
-
-def default_backend(capability_major: int) -> str:
-    """The backend vLLM picks by itself for a non-MLA model without attention sinks or a sliding window, a standard
-    head size and the ``auto`` KV cache dtype (the first of ``_get_backend_priorities`` that is valid for it)."""
-    return "FLASHINFER" if capability_major == 10 else "FLASH_ATTN"
+    ``None`` where not decided here: a head size not a multiple of 8 between 32 and 256 or not known (outside
+    capabilities 8.x-9.x and 12.x, where FLASH_ATTN serves every standard head size), or a 7.5 GPU on a version not
+    known where FLASHINFER would serve the head size."""
+    major, _ = capability
+    standard = head_size is not None and head_size % 8 == 0 and 32 <= head_size <= 256
+    if major in (8, 9, 12) and (head_size is None or standard):
+        return "FLASH_ATTN"
+    if not standard:
+        return None
+    flashinfer = head_size in (64, 128, 256)
+    if major == 10:
+        return "FLASHINFER" if flashinfer else "FLASH_ATTN"
+    if capability == (7, 5) and flashinfer:
+        if version is None:
+            return None
+        return "TRITON_ATTN" if version >= FLASHINFER_SM80_SINCE else "FLASHINFER"
+    if major == 7:
+        return "TRITON_ATTN"
+    return None

@@ -231,3 +231,16 @@ def _serve_left_over(rest: list[str], entrypoint: tuple[str, ...]) -> str | None
     if positional or "--model" in rest:
         return positional or "--model"
     return None if model is not None else ""
+
+
+#: The first release that ships vLLM's Rust frontend, the ``vllm-rs`` binary (``vllm-rs serve MODEL ... -- ENGINE
+#: FLAGS``, :data:`pdd_operator.vllm.script.RUST_FRONTEND`): the 0.22.0 sdist first has ``rust/src/cmd`` (Cargo.toml
+#: ``[[bin]] name = "vllm-rs"``, main.rs ``Command::Serve``), setup.py builds it into the package as ``vllm/vllm-rs``
+#: (0.22.0 lines 38, 1142-1156) and docker/Dockerfile copies it there (0.22.0 line 511). The 0.9.0-0.21.0 sdists have
+#: no ``rust/`` tree and no file naming ``vllm-rs``: ``vllm-rs`` is no command of theirs.
+RUST_FRONTEND_SINCE: Version = (0, 22, 0)
+#: The first release whose images put ``vllm-rs`` on ``PATH``: docker/Dockerfile links ``/usr/local/bin/vllm-rs`` to
+#: the package's binary from 0.31.0 (line 1090; 0.34.0 line 1018; Dockerfile.cpu, .rocm and .xpu name it too); in
+#: 0.22.0-0.30.0 the binary is only ``<site-packages>/vllm/vllm-rs`` (setup.py: "we may use ``RustBin`` to directly
+#: install it into ``bin``", 0.22.0 line 1147; pyproject.toml's only script is ``vllm``).
+RUST_FRONTEND_ON_PATH_SINCE: Version = (0, 31, 0)

@@ -158,8 +158,9 @@ MUST_MATCH: tuple[MustMatch, ...] = (
         "attn_backend_name", ("spec.engine.env", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
         lambda s: {n: _env(s, n) for n in ENV_MUST_MATCH},
         f"{HASH}: factor attn_backend_name (the first layer's attention backend, chosen by VLLM_ATTENTION_BACKEND "
-        "among others; from 0.26 by --attention-backend / --attention-config only, which a PDDeployment gives in "
-        "extraArgs: not hashed here, the attention-backend-mismatch rule compares them)", "nixl/metadata.py, 0.13-0.33"),
+        "up to 0.14.1 (attention_backends.backend_env_read); from 0.16.0 by --attention-backend / --attention-config "
+        "only, which a PDDeployment gives in extraArgs: not hashed here, the attention-backend-mismatch rule "
+        "compares them)", "nixl/metadata.py, 0.13-0.33"),
     MustMatch(
         "transfer_mode", ("spec.kvTransfer.connector",), lambda s: str(s.kv_transfer.connector),
         f"{HASH}: factor transfer_mode (pull/push, 0.28+); before 0.28 push and pull hash alike and fail later",

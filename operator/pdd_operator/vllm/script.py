@@ -120,6 +120,21 @@ class Launch:
     wrapper: tuple[str, ...] = ()
     repeats: str = ""
     inside: tuple[int, str] | None = None
+    #: the program that starts the engine where it is not ``vllm`` / ``python -m``: the :data:`RUST_FRONTEND` word as
+    #: written for a ``vllm-rs serve`` launch (:func:`frontend`), else ``None``.
+    frontend: str | None = None
+
+
+def frontend(words: Sequence[str]) -> str | None:
+    """The program word as written (``vllm-rs``, ``/opt/venv/lib/python3.12/site-packages/vllm/vllm-rs``) where
+    ``words`` start their engine through :data:`RUST_FRONTEND` ``serve`` (the launch :func:`entry_point` reads as
+    ``vllm serve``), else ``None``."""
+    for i, word in enumerate(words):
+        if word.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(words) and words[i + 1] == "serve" or word in ENTRY_MODULES:
+            return None
+        if word.rsplit("/", 1)[-1] == RUST_FRONTEND and i + 1 < len(words) and words[i + 1] == "serve":
+            return word
+    return None
 
 
 def entry_point(words: Sequence[str]) -> list[str]:
@@ -287,7 +302,7 @@ def _merged_launch(launches: list[Launch], name: str) -> Launch:
     keys = list(dict.fromkeys(k for x in launches for k in x.env))
     env = {k: first.env[k] if all(x.env.get(k) == first.env.get(k) for x in launches) else unknown(name)
            for k in keys}
-    return Launch(tuple(argv), env, first.line, wrapper=first.wrapper, repeats=first.repeats)
+    return Launch(tuple(argv), env, first.line, wrapper=first.wrapper, repeats=first.repeats, frontend=first.frontend)
 
 
 #: Flags of the P/D proxies vLLM's and LMCache's examples start beside the engines, and the role they name:
@@ -799,7 +814,7 @@ class _Shell:
             if entry and docker.host_network and not docker.env_file:
                 self.launches.append(Launch(tuple(entry), dict(docker.env), self.outer_line or node.start_point[0] + 1,
                                             wrapper=tuple(self.outer + words[:docker.image_at + 1]),
-                                            repeats=self.repeats))
+                                            repeats=self.repeats, frontend=frontend(docker.command)))
             return
         entry = entry_point(words)
         run = words[1:] if words[0] in ("exec", "nohup") else words
@@ -811,7 +826,9 @@ class _Shell:
             return
         if entry:
             env = self.environment()
-            start = len(words) - len(entry)
+            # the words before the entry point (a vllm-rs launch's entry drops the ``--``: counted from its program)
+            start = (next(i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] == RUST_FRONTEND)
+                     if frontend(words) else len(words) - len(entry))
             if words[0] == "env" or "env" in words[:start]:
                 env.update(m.groups() for w in words[:start] if (m := _ASSIGN_WORD.match(w)))
                 # env(1): -u NAME / --unset=NAME removes NAME from the command's environment
@@ -823,7 +840,7 @@ class _Shell:
             env.update(prefix)
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
                                         wrapper=tuple(self.outer + words[:start]), repeats=self.repeats,
-                                        inside=self.inside))
+                                        inside=self.inside, frontend=frontend(words)))
             return
         # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
         # toy_proxy_server.py ...``)

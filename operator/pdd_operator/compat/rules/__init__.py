@@ -65,6 +65,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     records,
     request_path,
     rocm_image,
+    rust_frontend,
     sleep_mode,
     sliding_window_flag,
     speculative_config,

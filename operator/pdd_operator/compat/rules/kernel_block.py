@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.attention_backends import selected_backend
 from pdd_operator.vllm.block_size import PLAIN_ATTENTION, gpu_platform
 from pdd_operator.vllm.kernel_block import (
     CUDA_DEFAULTS,
@@ -32,9 +33,12 @@ def check_kernel_block_split(pair: PDPair) -> list[Violation]:
 
     Judged on CUDA (:func:`~pdd_operator.vllm.block_size.gpu_platform`); on a script's engine that names neither
     image nor GPU resource but shows an NVIDIA host (``RoleConfig.platform_hint``) the same judgement is a warning.
+    Judged for a model whose KV cache is plain attention (``ModelTraits.kv_family`` dense or MoE, as the block-size
+    rules read it: a multimodal checkpoint whose language model is plain counts, its vision encoder holds no KV
+    cache); MLA and hybrid models get sizes the CUDA platform forces (:mod:`pdd_operator.vllm.kernel_block`).
     """
     d = pair.decode
-    if not d.nixl or d.block_size is None or pair.model.architecture not in PLAIN_ATTENTION:
+    if not d.nixl or d.block_size is None or pair.model.kv_family not in PLAIN_ATTENTION:
         return []
     platform = gpu_platform(d.image, d.resources)
     if platform is None and d.platform_hint:
@@ -50,7 +54,7 @@ def check_kernel_block_split(pair: PDPair) -> list[Violation]:
 def _kernel_split(pair: PDPair) -> list[Violation]:
     """:func:`check_kernel_block_split` on CUDA."""
     d = pair.decode
-    named = d.attention_backend or d.env.get("VLLM_ATTENTION_BACKEND")
+    named = selected_backend(d.attention_backend, d.env, d.version)
     backends = (named,) if named else CUDA_DEFAULTS
     kernels = {b: kernel_block_size(d.block_size, b) for b in backends}
     split = {b: k for b, k in kernels.items() if k is not None and k != d.block_size}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.vllm.attention_backends import selected_backend
 from pdd_operator.vllm.gaudi import hetero_connector_loaded
 from pdd_operator.vllm.kv_cache_dtypes import forced_layout
 from pdd_operator.vllm.must_match import fields_of
@@ -258,7 +259,7 @@ def cross_layer_blocks(pair: PDPair, role) -> bool | None:
     extra = role.kv_transfer.get("kv_connector_extra_config") or {}
     if str(extra.get("enable_cross_layers_blocks", "False")).lower() != "true" or pair.hybrid_ssm:
         return False
-    backend = role.attention_backend or role.env.get("VLLM_ATTENTION_BACKEND")
+    backend = selected_backend(role.attention_backend, role.env, pair.version)
     if (backend and str(backend).upper() not in _CROSS_LAYER_BACKENDS) or (role.kv_layout or "HND").upper() == "NHD":
         return False
     if not role.wrapper:

@@ -144,26 +144,57 @@ def _width(pair: PDPair, r: RoleConfig) -> str:
     return _kv_width(_kv_cache_dtype(pair, r))
 
 
+#: The newest release whose MooncakeConnector was read for :func:`check_mooncake_tp_ratio` (0.16.0-0.34.0 sdists).
+MOONCAKE_TP_READ_UNTIL = (0, 34, 1)
+#: The first release whose topology class is ``TransferTopology`` with ``handshake_target_ranks`` (0.20.0; 0.16.0-0.19.1
+#: have ``TpKVTopology.get_target_remote_ranks`` / ``get_target_remote_ranks_from_engine_id``).
+_HANDSHAKE_TARGETS_SINCE = (0, 20, 0)
+_TP_RATIO_SOURCE = (
+    "vllm kv_connector/v1/mooncake/mooncake_connector.py receive_kv (decode: 0.16.0 line 1146-1151, 0.19.1 lines "
+    "1462-1467, 0.20.0 lines 1596-1601, 0.24.0 lines 1740-1745, 0.30.0 lines 2030-2035, 0.34.0 _select_remote_workers "
+    "lines 2860-2866 called by receive_kv line 2891) and send_kv_to_decode (prefill: 0.16.0 line 687, 0.20.0 line 982, "
+    "0.30.0 line 1225, 0.34.0 line 1759) map ranks through kv_connector/utils.py TpKVTopology.tp_ratio (0.16.0 lines "
+    "392-416, 0.19.1 line 403) / TransferTopology.tp_ratio via handshake_target_ranks (0.20.0 lines 567-584 and 609, "
+    "0.30.0 lines 487-503 and 556, 0.34.0 lines 539-556 and 608), which assert that one TP size divides the other; "
+    "receive_kv runs in _start_load_kv on the receiver loop (run_coroutine_threadsafe, 0.16.0 line 1232, 0.30.0 line "
+    "2129, 0.34.0 line 3039), whose future nobody reads")
+
+
 @rule(
     id="mooncake-tp-indivisible", family="hetero-tp", severity="error",
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
-    source=_SOURCE,
+    source=_TP_RATIO_SOURCE,
     example='MooncakeConnector kv_producer TP 2 and kv_consumer TP 3 on v0.20.0',
-    since=MOONCAKE_TOPOLOGY_SINCE, without_connector=True,
+    since=MOONCAKE_TOPOLOGY_SINCE, until=MOONCAKE_TP_READ_UNTIL, without_connector=True,
 )
 def check_mooncake_tp_ratio(pair: PDPair) -> list[Violation]:
-    """In a MooncakeConnector pair one role's TP size divides the other's (from 0.16.0: ``TpKVTopology.tp_ratio``
-    asserts it, kv_connector/utils.py 0.16.0 lines 404-416, on both sides of each transfer)."""
+    """In a MooncakeConnector pair one role's TP size divides the other's (vLLM 0.16.0-0.34.0).
+
+    Re-derived per release from the connector's code: before the decode asks the prefill for any KV, its
+    ``receive_kv`` maps its rank to the prefill ranks it pulls from, through ``TpKVTopology.tp_ratio`` (0.16.0-0.19.1,
+    ``get_target_remote_ranks_from_engine_id``) or ``TransferTopology.tp_ratio`` (0.20.0-0.34.0,
+    ``handshake_target_ranks``), which asserts divisibility. The ``AssertionError`` ends the receiver loop's coroutine
+    (``_start_load_kv``, whose future nobody reads; on first contact the ``handle_new_engine_id`` task): no pull
+    request is sent, no KV moves, and the decode's requests wait for KV that never comes. The prefill's
+    ``send_kv_to_decode`` asserts the same way were it asked (its ERROR response is logged by the decode). 0.19.0 on
+    also assert in ``_get_tp_ratio`` when planning regions, after that. Errors on 0.16.0-0.34.0; a release after the
+    newest read (:data:`MOONCAKE_TP_READ_UNTIL`) is not judged here (such a Mooncake pair is "not checked":
+    :func:`judged_mooncake_pair`). 0.13.0-0.14.1 fail otherwise (``mooncake-hetero-tp-unsupported``); 0.15.x was not
+    read."""
     p, d = pair.prefill, pair.decode
     if not _mooncake_pair(pair) or not p.tp or not d.tp or max(p.tp, d.tp) % min(p.tp, d.tp) == 0:
         return []
-    return [(
+    version = pair.version
+    topology = ("TransferTopology.tp_ratio (handshake_target_ranks)"
+                if version is not None and version >= _HANDSHAKE_TARGETS_SINCE
+                else "TpKVTopology.tp_ratio (get_target_remote_ranks_from_engine_id)")
+    message = (
         f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp}, neither dividing the other: vLLM "
-        f"{fmt(pair.version)}'s Mooncake connector asserts that one TP size divides the other ("
-        + ("_get_tp_ratio" if pair.version is not None and pair.version >= MOONCAKE_CHECKS_SINCE else "TpKVTopology.tp_ratio")
-        + ") on each transfer, so every pull fails and no KV moves.",
-        "Give the prefill and decode tensor parallel sizes where one divides the other (1 and 4, 2 and 4).",
-    )]
+        f"{fmt(version)}'s Mooncake connector asserts that one TP size divides the other when the decode maps its ranks "
+        f"to the prefill's ({topology}, in receive_kv) before it sends any pull request, so no KV moves and the "
+        "decode's requests wait for KV that never comes (the assertion ends the receiver coroutine; the prefill's "
+        "send_kv_to_decode asserts the same way).")
+    return [(message, "Give the prefill and decode tensor parallel sizes where one divides the other (1 and 4, 2 and 4).")]
 
 
 @rule(

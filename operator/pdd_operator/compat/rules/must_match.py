@@ -11,12 +11,14 @@ from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.block_size import engine_block_sizes
 from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
+    BACKEND_ENV,
+    CUDA_CAPABILITIES,
     GPU_PRODUCT_LABEL,
+    backend_env_read,
     backend_kind,
     backend_refusal,
-    default_backend,
-    never_default,
-    pinned_capability,
+    default_backend_at,
+    pinned_compute_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import (
@@ -27,7 +29,6 @@ from pdd_operator.vllm.dtype import (
     dtype_name,
     hooked_kv_cache_dtype,
 )
-from pdd_operator.vllm.env_vars import read_by
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.hf_cache import hub_cache, resolves_to_snapshot, snapshot
 from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
@@ -380,10 +381,10 @@ def _kv_width(kv_cache_dtype: str) -> str:
 
 
 #: vLLM releases whose source was read for the attention-backend rule: they choose the backend from
-#: --attention-backend / --attention-config only (no VLLM_ATTENTION_BACKEND in vllm/envs.py) and hash
-#: attn_backend_name into the NIXL compatibility hash (nixl/metadata.py compute_nixl_compatibility_hash).
-#: 0.26.0 and 0.32.0 first; the 0.18.0-0.24.0 sdists read for set 28 (engine/arg_utils.py --attention-backend,
-#: no VLLM_ATTENTION_BACKEND in envs.py, attn_backend_name hashed in v1/nixl_connector.py 0.18-0.19 and
+#: --attention-backend / --attention-config only (VLLM_ATTENTION_BACKEND is ignored from 0.16.0:
+#: :data:`~pdd_operator.vllm.attention_backends.BACKEND_ENV`) and hash attn_backend_name into the NIXL compatibility
+#: hash (nixl/metadata.py compute_nixl_compatibility_hash). 0.26.0 and 0.32.0 first; the 0.18.0-0.24.0 sdists read for
+#: set 28 (engine/arg_utils.py --attention-backend, attn_backend_name hashed in v1/nixl_connector.py 0.18-0.19 and
 #: nixl/metadata.py 0.20-0.24) moved it back to 0.18.0.
 _BACKEND_FLAG_SINCE = (0, 18, 0)
 #: The releases whose default backend choice (vllm/platforms/cuda.py _get_backend_priorities) was read: the
@@ -397,8 +398,9 @@ _DEFAULT_BACKEND_SINCE = (0, 18, 0)
 # line 200). 0.9.0 compares none, but its connector knows no FlashInfer layout at all (no ``_use_flashinfer`` in
 # the 0.9.0 sdist's nixl_connector.py; vllm#19090 "allowed but broken"), and this rule has refused a differing
 # variable there before set 80 as well. VLLM_ATTENTION_BACKEND chooses the backend where the release reads it
-# (:func:`~pdd_operator.vllm.env_vars.read_by`: envs.py 0.9.0-0.12.0; config/attention.py ``_set_from_env_if_set``
-# 0.13.0-0.14.1; no file of 0.16.0 or later mentions it), so a difference is certain wherever it is read.
+# (:func:`~pdd_operator.vllm.attention_backends.backend_env_read`: 0.9.0-0.14.1), so a difference is certain there;
+# where the release ignores it (0.16.0 and later) a difference changes nothing and is not reported here (the
+# env-var rules say the variable is unread); where that is unknown (0.15.x, an unknown version) it is a warning.
 
 
 @rule(
@@ -407,7 +409,9 @@ _DEFAULT_BACKEND_SINCE = (0, 18, 0)
     source=("vllm nixl/metadata.py compute_nixl_compatibility_hash factor attn_backend_name, the backend chosen by "
             "--attention-backend / --attention-config (0.18.0-0.24.0, 0.26.0, 0.32.0: vllm/engine/arg_utils.py; envs.py has no "
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND where the release reads it and compares backend names "
-            "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning"),
+            "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning; "
+            "a backend named on one role only against vLLM's own choice per compute capability (platforms/cuda.py "
+            "_get_backend_priorities, the backends' supports_compute_capability, 0.18.0-0.34.0: TRITON_ATTN on V100)"),
     needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
@@ -415,9 +419,10 @@ def check_attention_backend_match(pair: PDPair) -> list[Violation]:
     out: list[Violation] = []
     for what, value, certain in (
         ("--attention-backend", lambda r: r.attention_backend, pair.version is not None and pair.at_least(_BACKEND_FLAG_SINCE)),
-        ("VLLM_ATTENTION_BACKEND", lambda r: r.env.get("VLLM_ATTENTION_BACKEND"),
-         read_by("VLLM_ATTENTION_BACKEND", pair.version)),
+        (BACKEND_ENV, lambda r: r.env.get(BACKEND_ENV), backend_env_read(pair.version)),
     ):
+        if certain is False and what == BACKEND_ENV:
+            continue
         p, d = value(pair.prefill), value(pair.decode)
         if p is None or d is None or _backend_key(p) == _backend_key(d) or "AUTO" in (str(p).upper(), str(d).upper()):
             continue
@@ -445,46 +450,61 @@ def _backend_key(name: object) -> str:
 
 def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> list[Violation]:
     """A backend named on one role only: the other role runs vLLM's own choice for its GPU
-    (:func:`~pdd_operator.vllm.attention_backends.default_backend`), which the handshake hashes as well.
+    (:func:`~pdd_operator.vllm.attention_backends.default_backend_at`), which the handshake hashes as well.
 
-    An error where that choice is known and differs: a non-MLA plain model (dense or MoE, no sliding window), the
-    other role pinned to GPUs of one compute capability (8.x/9.x: FLASH_ATTN; 10.x: FLASHINFER, for head sizes 64,
-    128 and 256), the ``auto`` KV cache dtype, a block size FlashAttention takes, CUDA, and a release whose flag and hash
-    were read. Otherwise a warning that the two may differ. A backend the model cannot use at all is left to
-    ``attention-backend-unsupported``."""
+    Judged for a non-MLA plain model (dense or MoE, no sliding window) with the ``auto`` KV cache dtype, a block size
+    FlashAttention takes, CUDA, and a release whose flag and hash were read. Where the other role's pods pin GPUs of one
+    compute capability (``nvidia.com/gpu.product``: V100 7.0, T4 7.5, A100 8.0, H100 9.0, B200 10.0, ...), vLLM's
+    choice for that GPU decides: an error where it differs. Where no GPU is pinned, an error only where the named
+    backend differs from vLLM's choice on every GPU vLLM runs on (:data:`~pdd_operator.vllm.attention_backends.
+    CUDA_CAPABILITIES`: FLASH_ATTN from 8.x, FLASHINFER on 10.x, TRITON_ATTN on V100 and on T4 from 0.24.0); where
+    some GPU would pick the named one (TRITON_ATTN on a V100), a warning that says which. Otherwise a warning that the
+    two may differ. A backend the model cannot use at all is left to ``attention-backend-unsupported``."""
     x = named.attention_backend.upper()
     family = pair.model.architecture
     if backend_refusal(x, family):
         return []
-    cap = pinned_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
+    cc = pinned_compute_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
     head = pair.model.head_size
     unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
     plain = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
              and other.kv_cache_dtype in (None, "auto") and (other.block_size is None or other.block_size % 16 == 0)
-             and gpu_platform(other.image, other.resources) == "cuda" and "VLLM_ATTENTION_BACKEND" not in other.env
+             and gpu_platform(other.image, other.resources) == "cuda"
+             and (BACKEND_ENV not in other.env or backend_env_read(pair.version) is False)
              and (other.dtype or "auto").lower() not in ("float32", "float")
              and pair.version is not None and pair.at_least(_DEFAULT_BACKEND_SINCE))
-    known = plain and (cap in (8, 9) and (head is None or head <= 256) or cap == 10 and head in (64, 128, 256))
     fix = fix_for(pair, "Name the same attention backend in both roles' extraArgs (or in neither).",
                   f"Give the {other.role} container the same --attention-backend {named.attention_backend} "
                   f"(or drop it from the {named.role}).")
-    if plain and cap is None and never_default(x, head):
-        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
-                 f"none, so vLLM picks its own: FLASH_ATTN or FLASHINFER on every NVIDIA GPU from compute capability 7.5 "
-                 f"up for this model (head size {head}; vllm/platforms/cuda.py _get_backend_priorities), never {x}. "
-                 "attn_backend_name is a factor of the NIXL compatibility hash, so the handshake refuses the pair.", fix)]
-    if known:
-        chosen = default_backend(cap)
+    said = (f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
+            "none, so vLLM picks its own")
+    chosen = default_backend_at(cc, head, pair.version) if plain and cc is not None else None
+    if chosen is not None:
         if chosen == x:
             return []
-        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} names "
-                 f"none, so vLLM picks its own for that GPU (compute capability {cap}.x: {chosen} for this model, "
+        return [(f"{said} for that GPU (compute capability {cc[0]}.{cc[1]}: {chosen} for this model, "
                  f"vllm/platforms/cuda.py _get_backend_priorities). attn_backend_name is a factor of the NIXL "
                  f"compatibility hash, so the handshake refuses the pair ({x} against {chosen}).", fix)]
+    everywhere = ({c: default_backend_at(c, head, pair.version) for c in CUDA_CAPABILITIES}
+                  if plain and cc is None and head is not None else {})
+    if everywhere and None not in everywhere.values():
+        picks = ", ".join(f"{b} on {'/'.join(f'{c[0]}.{c[1]}' for c, v in everywhere.items() if v == b)}"
+                          for b in dict.fromkeys(everywhere.values()))
+        if x not in everywhere.values():
+            return [(f"{said}, which on vLLM {fmt(pair.version)} for this model (head size {head}) is {picks} "
+                     f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities), never {x}, whichever "
+                     "NVIDIA GPU it gets. attn_backend_name is a factor of the NIXL compatibility hash, so the "
+                     "handshake refuses the pair.", fix)]
+        same = "/".join(f"{c[0]}.{c[1]}" for c, v in everywhere.items() if v == x)
+        return [(f"{said}, which depends on its GPU: for this model on vLLM {fmt(pair.version)} it is {picks} "
+                 f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities). The {other.role}'s pods pin "
+                 f"no GPU product ({GPU_PRODUCT_LABEL}), so the pair works only on compute capability {same}; "
+                 "elsewhere the two backends differ and, attn_backend_name being a factor of the NIXL compatibility "
+                 "hash, the handshake refuses the pair.", fix, "warning")]
     return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} runs "
              "the backend vLLM picks by itself, which depends on its GPU and model (FLASH_ATTN on compute capability "
-             "8.x/9.x and FLASHINFER on 10.x for most non-MLA models). The backend is a factor of the NIXL "
-             f"compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
+             "8.x/9.x, FLASHINFER on 10.x and TRITON_ATTN on V100 for most non-MLA models). The backend is a factor of "
+             "the NIXL compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
 
 
 #: Why a ``NixlConnector`` with ``transfer_mode`` push has no known mode on an unknown release.

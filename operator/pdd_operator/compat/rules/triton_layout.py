@@ -19,7 +19,7 @@ with TP 1 -> 2 on ROCm; the same class of bug as vllm#37703 / vllm#37333). From 
 
 Not judged here: the backend vLLM picks by default (ROCm's priority list changed across releases; on CUDA
 TRITON_ATTN is not the first choice), so only a backend named on the command line (or ``VLLM_ATTENTION_BACKEND``
-where vLLM still reads it) is reported.
+where vLLM still reads it: 0.9.0-0.14.1, :func:`pdd_operator.vllm.attention_backends.backend_env_read`) is reported.
 """
 
 from __future__ import annotations
@@ -28,19 +28,17 @@ from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.compat.rules.kv_layout import default_layout
-from pdd_operator.vllm.attention_backends import GPU_PRODUCT_LABEL, pinned_capability
+from pdd_operator.vllm.attention_backends import GPU_PRODUCT_LABEL, pinned_capability, selected_backend
 from pdd_operator.vllm.versions import Version, fmt
 
 #: The first release whose TRITON_ATTN lays its cache out as ``get_kv_cache_layout()`` says (0.20.0 sdist).
 TRITON_FOLLOWS_LAYOUT_SINCE: Version = (0, 20, 0)
-#: ``VLLM_ATTENTION_BACKEND`` is no longer in envs.py from 0.18.0 (compat/rules/must_match.py _BACKEND_FLAG_SINCE).
-_BACKEND_ENV_UNTIL: Version = (0, 18, 0)
 
 
 def _named_backend(pair: PDPair, r: RoleConfig) -> str | None:
-    named = r.attention_backend
-    if not named and (pair.version is None or pair.version < _BACKEND_ENV_UNTIL):
-        named = r.env.get("VLLM_ATTENTION_BACKEND")
+    """The backend ``r`` names, upper-cased (:func:`~pdd_operator.vllm.attention_backends.selected_backend`:
+    ``VLLM_ATTENTION_BACKEND`` counts where ``pair``'s release reads it or may), or ``None``."""
+    named = selected_backend(r.attention_backend, r.env, pair.version)
     return named.upper() if isinstance(named, str) else None
 
 

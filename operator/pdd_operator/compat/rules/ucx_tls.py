@@ -1,4 +1,6 @@
-"""The UCX transports an engine allows (``UCX_TLS``) against the memory its KV cache lives in."""
+"""The UCX transports an engine allows (``UCX_TLS``) against the memory its KV cache lives in and the RDMA device its
+pod holds. How UCX reads ``UCX_TLS`` and which transport moves what: :mod:`pdd_operator.vllm.ucx_tls` (shared with
+the in-pod preflight)."""
 
 from __future__ import annotations
 
@@ -6,32 +8,33 @@ from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.network import verbs_rdma
 from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.ucx_tls import GPU_TRANSPORTS, RDMA_TRANSPORTS, VERBS_TRANSPORTS, parse
 
-#: UCX transports (and aliases) that move host memory only: TCP, shared memory and the loopback. A list of only
-#: these has no transport for CUDA device memory (``cuda_copy``, ``cuda_ipc``, ``gdr_copy``, the ``cuda`` alias)
-#: nor an RDMA transport that could carry it with GPUDirect (``rc``, ``dc``, ``ud``, ``ib``, ...): UCX's
-#: ``ucx_info -d`` lists "memory types: host" for each of these.
-HOST_ONLY_TRANSPORTS: frozenset[str] = frozenset({
-    "tcp", "sm", "shm", "self", "cma", "knem", "xpmem", "mm", "posix", "sysv",
-})
+
+def _listed(value: str) -> list[str]:
+    """The names a ``UCX_TLS`` value lists as written (trimmed, lower-cased, ``:aux`` dropped) for the messages: an
+    allow list's names, ``["all but ..."]`` for a deny list."""
+    text = value.strip().lower()
+    if text.startswith("^"):
+        return [f"all but {text[1:]}"]
+    return [t.strip().split(":", 1)[0] for t in text.split(",") if t.strip()]
 
 
 def host_only_transports(ucx_tls: str | None) -> list[str] | None:
-    """The transports of ``UCX_TLS`` (its raw value; ``None``: unset) when every one of them moves host memory
-    only (:data:`HOST_ONLY_TRANSPORTS`); ``None`` otherwise.
+    """The transports ``UCX_TLS`` (its raw value; ``None``: unset) allows when every transport it enables for data
+    moves host memory only (no :data:`~pdd_operator.vllm.ucx_tls.GPU_TRANSPORTS` nor
+    :data:`~pdd_operator.vllm.ucx_tls.RDMA_TRANSPORTS` enabled, as UCX reads the list:
+    :func:`pdd_operator.vllm.ucx_tls.parse`), as written (:func:`_listed`); ``None`` otherwise.
 
-    Unset, empty, ``all``, an exclusion list (``^...``, which keeps every transport it does not name) or any
-    transport outside that set (a CUDA or ROCm copy transport, an RDMA transport, one this module does not know)
-    gives ``None``, and so does a value that is not all in the manifest (``<unknown:NAME>``, from a variable or an
-    ``envFrom`` source not in the files). A ``:aux`` suffix (UCX's auxiliary-transport mark) is ignored.
-    """
-    value = (ucx_tls or "").strip().lower()
-    if not value or value.startswith("^") or unknown_names(ucx_tls):
+    Unset, empty or ``all``, a list that enables a CUDA / ROCm / RDMA transport, a name not known there, and a value
+    not all in the manifest (``<unknown:NAME>``, from a variable or an ``envFrom`` source not in the files) give
+    ``None``. Pure."""
+    if unknown_names(ucx_tls):
         return None
-    names = [t.strip().split(":", 1)[0] for t in value.split(",") if t.strip()]
-    if not names or any(t not in HOST_ONLY_TRANSPORTS for t in names):
+    tls = parse(ucx_tls)
+    if tls.mode == "all" or tls.allowed(GPU_TRANSPORTS | RDMA_TRANSPORTS) != []:
         return None
-    return names
+    return _listed(ucx_tls or "")
 
 
 def _kv_in_gpu_memory(r: RoleConfig) -> bool:
@@ -72,51 +75,19 @@ def check_ucx_tls(pair: PDPair) -> list[Violation]:
     return out
 
 
-#: UCX transports and aliases that move data over an RDMA device (InfiniBand, RoCE; UCX docs/source/faq.md "List of
-#: main transports and aliases": ``rc``, ``ud``, ``dc`` and their accelerated ``_x``/``_mlx5`` and Verbs ``_v``/``_verbs``
-#: forms; ``ib``, every InfiniBand transport, whose ``^ib`` UCX 1.19 made exclude the auxiliary ones too; ``srd``,
-#: EFA's, UCX 1.19).
-RDMA_TRANSPORTS: frozenset[str] = frozenset({
-    "ib", "rc", "ud", "dc", "rc_x", "rc_v", "ud_x", "ud_v", "dc_x", "rc_mlx5", "rc_verbs", "ud_mlx5", "ud_verbs",
-    "dc_mlx5", "srd",
-})
-#: UCX transports and aliases for accelerator memory on one node (the faq's ``cuda`` = cuda_copy, cuda_ipc, gdr_copy;
-#: ``rocm`` = rocm_copy, rocm_ipc, rocm_gdr; Intel's ze_copy/ze_ipc): none of them crosses nodes.
-GPU_TRANSPORTS: frozenset[str] = frozenset({
-    "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "rocm_gdr", "ze_copy", "ze_ipc",
-})
-#: For an exclusion list: the families of RDMA transports, each excluded when one of its names is.
-_RDMA_FAMILIES = ({"rc", "rc_x", "rc_mlx5"}, {"rc", "rc_v", "rc_verbs"}, {"ud", "ud_x", "ud_mlx5"},
-                  {"ud", "ud_v", "ud_verbs"}, {"dc", "dc_x", "dc_mlx5"})
-
-
-def _names(value: str) -> list[str]:
-    return [t.strip().split(":", 1)[0] for t in value.split(",") if t.strip()]
-
-
 def no_rdma_transport(ucx_tls: str | None) -> list[str] | None:
-    """The transports ``UCX_TLS`` (its raw value; ``None``: unset) allows when it allows no RDMA transport
-    (:data:`RDMA_TRANSPORTS`) at all, else ``None``.
+    """The transports ``UCX_TLS`` (its raw value; ``None``: unset) allows (:func:`_listed`) when it enables no
+    InfiniBand / RoCE transport (:data:`~pdd_operator.vllm.ucx_tls.VERBS_TRANSPORTS`) for data, as UCX reads the list
+    (:func:`pdd_operator.vllm.ucx_tls.parse`: aliases, ``^`` deny lists, ``:aux``), else ``None``.
 
-    UCX's semantics (docs/source/faq.md, "Which transports does UCX use?"): unset or ``all`` lets UCX pick every
-    available transport (RC or DC on an RDMA device); a list restricts UCX to those transports and aliases; ``^`` in
-    front makes it a deny list (every transport but those). An allow list gives its names where each is a host
-    (:data:`HOST_ONLY_TRANSPORTS`) or GPU (:data:`GPU_TRANSPORTS`) transport; a deny list gives ``["all but ..."]``
-    where it excludes ``ib`` or every RDMA family (rc and ud and dc, each by its alias or all its forms). A name this
-    module does not know, a value not all in the manifest (``<unknown:NAME>``) or a ``:aux`` mark only gives
-    ``None`` (not known), as does an RDMA transport named. Pure."""
-    value = (ucx_tls or "").strip().lower()
-    if not value or unknown_names(ucx_tls):
+    Unset or ``all`` lets UCX pick every available transport (RC or DC on an RDMA device). A name not known there, a
+    value UCX refuses, or one not all in the manifest (``<unknown:NAME>``) gives ``None`` (not known). Pure."""
+    if unknown_names(ucx_tls):
         return None
-    if value.startswith("^"):
-        excluded = set(_names(value[1:]))
-        if "ib" in excluded or all(family & excluded for family in _RDMA_FAMILIES):
-            return [f"all but {value[1:]}"]
+    tls = parse(ucx_tls)
+    if tls.mode == "all" or tls.allowed(VERBS_TRANSPORTS) != []:
         return None
-    names = _names(value)
-    if not names or any(t not in HOST_ONLY_TRANSPORTS | GPU_TRANSPORTS for t in names):
-        return None
-    return names
+    return _listed(ucx_tls or "")
 
 
 def ethernet_only_devices(ucx_net_devices: str | None) -> list[str] | None:
