@@ -168,3 +168,11 @@ def test_two_prefills_on_one_side_channel_port_still_fail(tmp_path, capsys, vers
                  _engine("decode", version, KV_D, 8200, 5700))]
     found = _found(_check(tmp_path, capsys, docs)[1], "same-role-port-conflict")
     assert found and {f["severity"] for f in found} == {severity}, found
+
+
+@pytest.mark.parametrize("uds, severity", [(False, "error"), (True, None)])
+def test_an_engine_serving_http_on_a_unix_socket_binds_no_tcp_port(tmp_path, capsys, uds, severity):
+    extra = ("--uds", "/tmp/decode.sock") if uds else ()
+    docs = [_pod(_engine("prefill", "0.28.0", KV_P, 8000, 5600), _engine("decode", "0.28.0", KV_D, 8000, 5700, extra))]
+    found = _found(_check(tmp_path, capsys, docs)[1], "listener-port-conflict")
+    assert [f["severity"] for f in found] == ([severity] if severity else [])

@@ -779,7 +779,10 @@ def role_from_container(
     # Dynamo's worker serves no HTTP (its frontend does); nor does ``vllm serve --headless``, which starts engine cores
     # only (entrypoints/cli/serve.py run_headless, 0.9.1 lines 113-152: no API server)
     http_port = None
-    if port is not None and argv[:1] != ["dynamo.vllm"] and flags.get("--headless") is not True:
+    # ``--uds PATH`` (0.10.1+) serves HTTP on a Unix socket instead of --port (api_server.py setup_server, 0.10.1.1
+    # ``if args.uds: sock = create_server_unix_socket(args.uds)``; 0.34.0 launchers/launcher.py): no TCP port
+    if port is not None and argv[:1] != ["dynamo.vllm"] and flags.get("--headless") is not True \
+            and "--uds" not in flags:
         other_ports.append(port)
         http_port = port
     try:
