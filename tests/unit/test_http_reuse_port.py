@@ -176,3 +176,16 @@ def test_an_engine_serving_http_on_a_unix_socket_binds_no_tcp_port(tmp_path, cap
     docs = [_pod(_engine("prefill", "0.28.0", KV_P, 8000, 5600), _engine("decode", "0.28.0", KV_D, 8000, 5700, extra))]
     found = _found(_check(tmp_path, capsys, docs)[1], "listener-port-conflict")
     assert [f["severity"] for f in found] == ([severity] if severity else [])
+
+
+@pytest.mark.parametrize("users, severity", [((None, None), "warning"), ((1000, 1000), "warning"),
+                                             ((1000, 2000), "error"), ((0, 1000), "error")])
+def test_so_reuseport_needs_one_user(tmp_path, capsys, users, severity):
+    p, d = _engine("prefill", "0.20.2", KV_P, 8000, 5600), _engine("decode", "0.20.2", KV_D, 8000, 5700)
+    for c, uid in zip((p, d), users, strict=True):
+        if uid is not None:
+            c["securityContext"] = {"runAsUser": uid}
+    found = _found(_check(tmp_path, capsys, [_pod(p, d)])[1], "listener-port-conflict")
+    assert [f["severity"] for f in found] == [severity]
+    if severity == "error":
+        assert "runAsUser" in found[0]["message"]

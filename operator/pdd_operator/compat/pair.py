@@ -136,6 +136,8 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.http_socket`).
         api_servers: the API server processes the launch starts on ``http_port``
             (:func:`~pdd_operator.vllm.http_socket.api_server_count`), ``None`` where not known.
+        run_as_user: the container's ``securityContext.runAsUser`` (the pod's where the container sets none), ``None``
+            where neither sets it (the image's user).
         sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
             (:func:`~pdd_operator.compat.pod_ports.sidecar_ports`), to compare with ``other_ports``.
         proxies: the P/D proxies found beside the engine whose request protocol is known
@@ -301,6 +303,7 @@ class RoleConfig:
     other_ports: tuple[int, ...] = ()
     http_port: int | None = None
     api_servers: int | None = None
+    run_as_user: int | None = None
     sidecar_ports: tuple[tuple[str, int], ...] = ()
     proxies: tuple[Proxy, ...] = ()
     errors: tuple[str, ...] = ()
@@ -835,6 +838,7 @@ def role_from_container(
         networks=networks,
         other_ports=tuple(other_ports),
         http_port=http_port,
+        run_as_user=run_as_user if isinstance(run_as_user, int) else None,
         api_servers=api_server_count(bool(argv[:2]) and argv[0].rsplit("/", 1)[-1] == "vllm" and argv[1] == "serve",
                                      flags, int_flag(flags, "--data-parallel-size", 1), local_data_parallel(flags),
                                      env),

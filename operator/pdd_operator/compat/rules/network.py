@@ -458,12 +458,12 @@ def _unknown_release_clash(pair: PDPair) -> list[Violation]:
 def _http_shared(a: RoleConfig, b: RoleConfig) -> bool | None:
     """Whether the HTTP sockets of engines ``a`` and ``b`` may both listen on one port of one network namespace: both
     set SO_REUSEPORT (:func:`~pdd_operator.vllm.http_socket.http_reuse_port`: every release through 0.24.x, from 0.25.0
-    only with more than one API server) and, as this assumes, run as one user (Linux refuses SO_REUSEPORT across
-    effective UIDs; containers of one pod and a script's engines run as the image's or the shell's user). ``False``
-    where one lacks it (the second bind or ``listen`` fails with EADDRINUSE), ``None`` where a release or an API server
-    count is not known."""
+    only with more than one API server) and run as one user (Linux refuses SO_REUSEPORT across effective UIDs:
+    ``False`` where the containers' ``runAsUser`` differ; where unset, the image's user, taken as one, as a script's
+    engines run as the shell's). ``False`` where one lacks it (the second bind or ``listen`` fails with EADDRINUSE),
+    ``None`` where a release or an API server count is not known."""
     reuse = [http_reuse_port(r.version, r.api_servers) for r in (a, b)]
-    if False in reuse:
+    if False in reuse or None not in (a.run_as_user, b.run_as_user) and a.run_as_user != b.run_as_user:
         return False
     return True if all(reuse) else None
 
@@ -489,6 +489,11 @@ def _shared_http_finding(a: RoleConfig, b: RoleConfig, port: int, where: str, sa
     happens (both listen and the kernel spreads connections between them) or on which releases it fails."""
     shared = _http_shared(a, b)
     versions = sorted({".".join(map(str, r.version)) for r in (a, b) if r.version is not None})
+    if shared is False and a.run_as_user != b.run_as_user:
+        return (f"{where} and both serve HTTP on port {port}, as different users (runAsUser {a.run_as_user} and "
+                f"{b.run_as_user}): Linux lets two sockets share a port through SO_REUSEPORT only under one effective "
+                "UID, so the engine whose API server binds or starts listening second fails with 'OSError: [Errno "
+                "98] Address already in use'.", fix)
     if shared is False:
         lone = next(r for r in (a, b) if http_reuse_port(r.version, r.api_servers) is False)
         return (
