@@ -25,6 +25,7 @@ from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import loose_unknown, malformed_options, short_options
+from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
@@ -130,6 +131,13 @@ class RoleConfig:
         other_ports: other ports the engine listens on (vLLM's HTTP ``--port``, default 8000, but not for Dynamo's
             worker nor a ``--headless`` launch, which serve no HTTP; KV events), to compare with the side channel
             and the other role's.
+        http_port: the one of ``other_ports`` that is the HTTP (OpenAI API) ``--port``, ``None`` where it serves no
+            HTTP; its socket's SO_REUSEPORT decides whether two engines may share it
+            (:mod:`pdd_operator.vllm.http_socket`).
+        api_servers: the API server processes the launch starts on ``http_port``
+            (:func:`~pdd_operator.vllm.http_socket.api_server_count`), ``None`` where not known.
+        run_as_user: the container's ``securityContext.runAsUser`` (the pod's where the container sets none), ``None``
+            where neither sets it (the image's user).
         sidecar_ports: ``(container, port)`` that other, non-vLLM containers of the engine's pod listen on
             (:func:`~pdd_operator.compat.pod_ports.sidecar_ports`), to compare with ``other_ports``.
         proxies: the P/D proxies found beside the engine whose request protocol is known
@@ -301,6 +309,9 @@ class RoleConfig:
     dra_claims: tuple[str, ...] = ()
     networks: tuple[str, ...] = ()
     other_ports: tuple[int, ...] = ()
+    http_port: int | None = None
+    api_servers: int | None = None
+    run_as_user: int | None = None
     sidecar_ports: tuple[tuple[str, int], ...] = ()
     proxies: tuple[Proxy, ...] = ()
     errors: tuple[str, ...] = ()
@@ -796,8 +807,13 @@ def role_from_container(
     port = int_flag(flags, "--port", 8000)
     # Dynamo's worker serves no HTTP (its frontend does); nor does ``vllm serve --headless``, which starts engine cores
     # only (entrypoints/cli/serve.py run_headless, 0.9.1 lines 113-152: no API server)
-    if port is not None and argv[:1] != ["dynamo.vllm"] and flags.get("--headless") is not True:
+    http_port = None
+    # ``--uds PATH`` (0.10.1+) serves HTTP on a Unix socket instead of --port (api_server.py setup_server, 0.10.1.1
+    # ``if args.uds: sock = create_server_unix_socket(args.uds)``; 0.34.0 launchers/launcher.py): no TCP port
+    if port is not None and argv[:1] != ["dynamo.vllm"] and flags.get("--headless") is not True \
+            and "--uds" not in flags:
         other_ports.append(port)
+        http_port = port
     try:
         events = json_flag(known, "--kv-events-config") or {}
     except ValueError as exc:
@@ -848,6 +864,11 @@ def role_from_container(
         dra_claims=tuple(c.get("name", "") for c in (res.get("claims") or [])),
         networks=networks,
         other_ports=tuple(other_ports),
+        http_port=http_port,
+        run_as_user=run_as_user if isinstance(run_as_user, int) else None,
+        api_servers=api_server_count(bool(argv[:2]) and argv[0].rsplit("/", 1)[-1] == "vllm" and argv[1] == "serve",
+                                     flags, int_flag(flags, "--data-parallel-size", 1), local_data_parallel(flags),
+                                     env),
         sidecar_ports=sidecar_ports(container, pod_spec),
         proxies=pod_proxies(container, pod_spec) + tuple(p for words in launch.proxies if (p := command_proxy(words))),
         errors=tuple(errors),

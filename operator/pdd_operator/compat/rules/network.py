@@ -9,6 +9,7 @@ from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed,
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
 from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.http_socket import ALWAYS_RELEASES, GATED_SINCE_TEXT, http_reuse_port
 from pdd_operator.vllm.versions import dev_build_floor
 
 _UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
@@ -454,11 +455,83 @@ def _unknown_release_clash(pair: PDPair) -> list[Violation]:
         "warning")]
 
 
+def _http_shared(a: RoleConfig, b: RoleConfig) -> bool | None:
+    """Whether the HTTP sockets of engines ``a`` and ``b`` may both listen on one port of one network namespace: both
+    set SO_REUSEPORT (:func:`~pdd_operator.vllm.http_socket.http_reuse_port`: every release through 0.24.x, from 0.25.0
+    only with more than one API server) and run as one user (Linux refuses SO_REUSEPORT across effective UIDs:
+    ``False`` where the containers' ``runAsUser`` differ; where unset, the image's user, taken as one, as a script's
+    engines run as the shell's). ``False`` where one lacks it (the second bind or ``listen`` fails with EADDRINUSE),
+    ``None`` where a release or an API server count is not known."""
+    reuse = [http_reuse_port(r.version, r.api_servers) for r in (a, b)]
+    if False in reuse or None not in (a.run_as_user, b.run_as_user) and a.run_as_user != b.run_as_user:
+        return False
+    return True if all(reuse) else None
+
+
+def _split_http(a: RoleConfig, b: RoleConfig, clash: list[int]) -> tuple[list[int], int | None]:
+    """``clash`` (ports both engines listen on) split into the ports where a socket without SO_REUSEPORT is involved
+    (a ZeroMQ listener: the NIXL side channel, the KV events publisher; ZeroMQ sets no SO_REUSEPORT) and the HTTP port
+    that is only each engine's HTTP ``--port`` on both sides, or ``None``."""
+    http = a.http_port if a.http_port is not None and a.http_port == b.http_port else None
+    if http is None or http not in clash:
+        return clash, None
+    zmq_a = (set(a.other_ports) - {http}) | _ports(a)
+    zmq_b = (set(b.other_ports) - {http}) | _ports(b)
+    if http in zmq_a or http in zmq_b:  # the port is also a ZeroMQ listener's on one side
+        return clash, None
+    return [port for port in clash if port != http], http
+
+
+def _shared_http_finding(a: RoleConfig, b: RoleConfig, port: int, where: str, same_role: bool, fix: str
+                         ) -> Violation:
+    """The finding for engines ``a`` and ``b`` of one network namespace whose HTTP ``--port`` is the same and nothing
+    else clashes: an error where vLLM's code fails (:func:`_http_shared` ``False``), else a warning that says what
+    happens (both listen and the kernel spreads connections between them) or on which releases it fails."""
+    shared = _http_shared(a, b)
+    versions = sorted({".".join(map(str, r.version)) for r in (a, b) if r.version is not None})
+    if shared is False and a.run_as_user != b.run_as_user:
+        return (f"{where} and both serve HTTP on port {port}, as different users (runAsUser {a.run_as_user} and "
+                f"{b.run_as_user}): Linux lets two sockets share a port through SO_REUSEPORT only under one effective "
+                "UID, so the engine whose API server binds or starts listening second fails with 'OSError: [Errno "
+                "98] Address already in use'.", fix)
+    if shared is False:
+        lone = next(r for r in (a, b) if http_reuse_port(r.version, r.api_servers) is False)
+        return (
+            f"{where} and both serve HTTP on port {port}: vLLM {'.'.join(map(str, lone.version or ()))} sets "
+            f"SO_REUSEPORT on its HTTP socket only when it starts more than one API server (from "
+            f"{GATED_SINCE_TEXT}: cli/serve.py run_multi_api_server, reuse_port=num_api_servers > 1), and the "
+            f"{lone.role} runs one, so the engine whose API server binds or starts listening second fails with "
+            "'OSError: [Errno 98] Address already in use' (at start-up, or once its model has loaded where both bound "
+            "before either listened).", fix)
+    if shared:
+        what = (f"both start (their HTTP sockets set SO_REUSEPORT{' on vLLM ' + ', '.join(versions) if versions else ''}"
+                "), and the kernel spreads incoming connections between them")
+        effect = (" as one load-balanced endpoint: a client cannot address either engine alone (its /metrics, "
+                  "/health) and both must serve the same model." if same_role else
+                  ": the proxy's prefill request reaches the decode engine about half the time and its decode request "
+                  "the prefill engine, so the P/D split does not hold (an engine may be asked to read the KV it "
+                  "holds itself, or a KV producer to decode). Not checked: which engine serves each request is the "
+                  "kernel's choice.")
+        return (f"{where} and both serve HTTP on port {port}: {what}{effect}", fix, "warning")
+    return (
+        f"{where} and both serve HTTP on port {port}. On vLLM {ALWAYS_RELEASES} the HTTP socket sets SO_REUSEPORT, so "
+        "both start and the kernel spreads connections between them"
+        + ("" if same_role else " (the proxy's prefill requests reach the decode engine and the reverse)")
+        + f"; from {GATED_SINCE_TEXT} it does so only with more than one API server, and the engine that binds or "
+        "listens second fails with 'Address already in use'. Not checked: the release or the API server count is not "
+        "in these files.", fix, "warning")
+
+
 @rule(
     id="listener-port-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.kvTransfer.sideChannelPort", "spec.port"),
-    source=("vllm serve binds --port (vllm/entrypoints/openai/api_server.py, default 8000) and the NIXL side "
-            "channel its port; two processes of one network namespace cannot bind one port (EADDRINUSE)"),
+    source=("vllm serve binds --port (default 8000) through create_server_socket, which sets SO_REUSEPORT always on "
+            "0.9.0-0.24.x (vllm/entrypoints/openai/api_server.py, 0.9.0 lines 1275-1285) and from 0.25.0 only with "
+            "more than one API server (cli/serve.py 0.25.0 line 284, 0.34.0 line 303; entrypoints/launchers/"
+            "launcher.py 0.34.0 lines 343-356; pdd_operator.vllm.http_socket); the NIXL side channel and the KV "
+            "events publisher are ZeroMQ listeners, which set no SO_REUSEPORT. Linux lets two sockets listen on one "
+            "port only when both set SO_REUSEPORT under one effective UID (net/ipv4/inet_connection_sock.c "
+            "inet_csk_bind_conflict), else the second fails with EADDRINUSE"),
     needs=("--kv-events-config",),
 )
 def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
@@ -466,7 +539,9 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     do not listen on the same port: one's HTTP or KV-events port against the other's HTTP, KV-events or
     side-channel port (side channel against side channel is ``side-channel-port-conflict``). Two hostNetwork pods
     bound to one node (:func:`same_node`) share the node's namespace too (a port both ask for as a host port is left
-    out: the scheduler never places them together); where the scheduler decides, nothing is said here."""
+    out: the scheduler never places them together); where the scheduler decides, nothing is said here. HTTP against
+    HTTP fails only where a socket lacks SO_REUSEPORT (:func:`_http_shared`); where both set it, both engines run and
+    the kernel splits the proxy's requests between them: a warning (:func:`_shared_http_finding`)."""
     p, d = pair.roles
     bound = (not pair.shared_network and p.host_network and d.host_network
              and same_node(p, d, assume_hostname_is_name=False))
@@ -479,16 +554,18 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
         return []
     where = ("engines of one container" if pair.one_container else "containers of one pod" if pair.shared_network
              else "hostNetwork pods bound to one node")
+    fix = fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort per role.",
+                  "Give each engine its own --port (and VLLM_NIXL_SIDE_CHANNEL_PORT) in its "
+                  + ("line of the script." if pair.one_container else "container's command" + (
+                      " (Dynamo's KV events publisher: its own DYN_VLLM_KV_EVENT_PORT), or keep the pods on different "
+                      "nodes." if bound else ".")))
+    hard, http = _split_http(p, d, clash)
+    if not hard and http is not None:
+        return [_shared_http_finding(p, d, http, f"Prefill and decode are {where}", False, fix)]
     return [(
         f"Prefill and decode are {where} and both listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port "
-        "defaults to 8000; KV events and the NIXL side channel have their own): the engine that starts second fails "
-        "with 'Address already in use'.",
-        fix_for(pair, "Set a different spec.kvTransfer.sideChannelPort per role.",
-                "Give each engine its own --port (and VLLM_NIXL_SIDE_CHANNEL_PORT) in its "
-                + ("line of the script." if pair.one_container else "container's command" + (
-                    " (Dynamo's KV events publisher: its own DYN_VLLM_KV_EVENT_PORT), or keep the pods on different "
-                    "nodes." if bound else "."))),
-    )]
+        "defaults to 8000; KV events and the NIXL side channel are ZeroMQ listeners, which set no SO_REUSEPORT): the "
+        "engine that starts second fails with 'Address already in use'.", fix)]
 
 
 def _bound(r: RoleConfig) -> set[int]:
@@ -507,10 +584,12 @@ def _bound(r: RoleConfig) -> set[int]:
 @rule(
     id="same-role-port-conflict", family="side-channel-port-conflict", severity="error",
     fields=("spec.port", "spec.kvTransfer.sideChannelPort"),
-    source=("vllm serve binds --port (vllm/entrypoints/openai/api_server.py, default 8000), the KV events publisher "
-            "its endpoint and each NIXL worker its side-channel port (VLLM_NIXL_SIDE_CHANNEL_PORT + DP index from "
-            "0.11.1, 5600 by default; base + DP x TP before, 5557); two processes of one network namespace cannot "
-            "bind one port (EADDRINUSE)"),
+    source=("vllm serve binds --port (default 8000; its socket sets SO_REUSEPORT always on 0.9.0-0.24.x, from "
+            "0.25.0 only with more than one API server: pdd_operator.vllm.http_socket), the KV events publisher its "
+            "endpoint and each NIXL worker its side-channel port (VLLM_NIXL_SIDE_CHANNEL_PORT + DP index from "
+            "0.11.1, 5600 by default; base + DP x TP before, 5557), both ZeroMQ listeners without SO_REUSEPORT; Linux "
+            "lets two processes of one network namespace listen on one port only when both sockets set SO_REUSEPORT "
+            "under one effective UID (net/ipv4/inet_connection_sock.c inet_csk_bind_conflict), else EADDRINUSE"),
     example="two prefill engines of one script on one host, both --port 8100",
     needs=("--kv-events-config",),
 )
@@ -520,7 +599,8 @@ def check_same_role_ports(pair: PDPair) -> list[Violation]:
     the other decode engines (:attr:`PDPair.neighbours`; prefill against decode is ``listener-port-conflict`` and
     ``side-channel-port-conflict``). Ports not in the files (a ``--port $P`` the script does not set, a side-channel
     port from elsewhere) are not compared. Replicas of one role on the host network that the manifest pins to one
-    node share that node's namespace too (:func:`_pinned_replicas`)."""
+    node share that node's namespace too (:func:`_pinned_replicas`). Where only the HTTP ``--port`` is shared and both
+    sockets set SO_REUSEPORT (:func:`_http_shared`), both engines run behind one kernel-balanced port: a warning."""
     out: list[Violation] = []
     for role, where, other in pair.neighbours:
         own = pair.prefill if role == "prefill" else pair.decode
@@ -528,13 +608,20 @@ def check_same_role_ports(pair: PDPair) -> list[Violation]:
         if not clash:
             continue
         shared = "engines of one container" if pair.one_container else "containers of one pod"
+        fix = fix_for(pair, "Give each engine its own port.",
+                      f"Give each {role} engine its own --port and VLLM_NIXL_SIDE_CHANNEL_PORT"
+                      + (" on its line of the script." if pair.one_container else " in its container."))
+        hard, http = _split_http(own, other, clash)
+        if not hard and http is not None:
+            out.append(_shared_http_finding(
+                own, other, http, f"{role}: this {role} engine and the {role} engine {where} are {shared} (one "
+                "network namespace)", True, fix))
+            continue
         out.append((
             f"{role}: this {role} engine and the {role} engine {where} are {shared} (one network namespace) and both "
             f"listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port defaults to 8000, the NIXL side channel "
-            "to 5600): the engine that starts second fails with 'Address already in use'.",
-            fix_for(pair, "Give each engine its own port.",
-                    f"Give each {role} engine its own --port and VLLM_NIXL_SIDE_CHANNEL_PORT"
-                    + (" on its line of the script." if pair.one_container else " in its container."))))
+            "to 5600, a ZeroMQ listener without SO_REUSEPORT): the engine that starts second fails with 'Address "
+            "already in use'.", fix))
     out += _pinned_replicas(pair)
     return out
 
@@ -549,6 +636,14 @@ def _pinned_replicas(pair: PDPair) -> list[Violation]:
         node = pinned_node(r.nodes)
         clash = sorted(_bound(r))
         if not r.host_network or r.replicas is None or r.replicas < 2 or node is None or not clash:
+            continue
+        hard, http = _split_http(r, r, clash)
+        if not hard and http is not None:  # replicas of one engine: only the HTTP port, SO_REUSEPORT decides
+            out.append(_shared_http_finding(
+                r, r, http, f"{r.role}: the {r.replicas} replicas of this {r.role} run on the host network and the "
+                f"manifest pins them all to one node ({node[0].removeprefix('field:')} {node[1]})", True,
+                fix_for(pair, "Run one replica per node.", f"Run one {r.role} replica on that node, or let the "
+                        "replicas spread over nodes (drop the single-node pin).")))
             continue
         out.append((
             f"{r.role}: the {r.replicas} replicas of this {r.role} run on the host network and the manifest pins them "
