@@ -5,7 +5,10 @@ own formats, with negative controls.
   base's Deployment with a patch file named by path and renames it ``prefill``) holds no KV connector in its own text:
   the connector is in the patch file and the base, neither in the files given. It patches bases and names one P/D
   role, so it is "not checked" (exit 3, run kustomize build), not "nothing to check" (exit 4). A kustomization that
-  patches nothing, or names no role, or both roles, stays as it was.
+  patches nothing, or names no role, or both roles, stays as it was;
+- a user's Dynamo SDK ``dynamo serve`` config without the examples' ``ServiceArgs`` (a ``VllmWorker``/``PrefillWorker``
+  section, or Dynamo's own ``DynamoNixlConnector``, registered in no vLLM release) is "not checked" as a Dynamo serve
+  config, with the reason that says what to do, not described as Helm values.
 """
 
 from __future__ import annotations
@@ -92,3 +95,39 @@ def test_a_role_overlay_with_the_connector_inline_keeps_its_reason(tmp_path, cap
                "  value: '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'\n")}]}
     code, out = _check(tmp_path, capsys, doc)
     assert code == 3 and "patches configure prefill/decode KV transfer" in out["notChecked"][0]["reason"], out
+
+
+# --- Dynamo SDK service configs without the examples' ServiceArgs -------------------------------------------------
+
+# ealbalas/disaggregated-prefill-decode-research dynamo-pace/configs/disagg_1p1d.yaml, shortened
+DYNAMO_SDK_USER_CONFIG = {
+    "Frontend": {"host": "0.0.0.0", "port": 8000},
+    "Router": {"type": "kv"},
+    "VllmWorker": {"model": "${MODEL}", "tensor_parallel_size": 1, "enforce_eager": True},
+    "Prefill": {"num_workers": 1},
+    "Decode": {"num_workers": 1},
+    "KvTransfer": {"kv_connector": "DynamoNixlConnector", "kv_role": "kv_both", "kv_port": 14579},
+}
+
+
+@pytest.mark.parametrize("variant", ["as-published", "prefill-worker-section", "connector-only"])
+def test_a_dynamo_sdk_user_config_is_described_as_one(tmp_path, capsys, variant):
+    """A user's ``dynamo serve`` config (a VllmWorker/PrefillWorker section, or Dynamo's DynamoNixlConnector) is "not
+    checked" as a Dynamo serve config, not as Helm values."""
+    doc = dict(DYNAMO_SDK_USER_CONFIG)
+    if variant == "prefill-worker-section":
+        doc["PrefillWorker"] = doc.pop("VllmWorker")
+    elif variant == "connector-only":
+        doc["Worker"] = doc.pop("VllmWorker")
+    code, out = _check(tmp_path, capsys, doc)
+    assert code == 3 and [e["object"] for e in out["notChecked"]] == ["Dynamo serve config (Dynamo SDK service sections)"]
+
+
+def test_kindless_values_naming_upstream_nixl_stay_helm_values(tmp_path, capsys):
+    """Control: chart values that name upstream vLLM's NixlConnector and have no Dynamo SDK worker section are still
+    described as Helm values."""
+    doc = {"decode": {"containers": [{"args": ["--kv-transfer-config",
+                                               '{"kv_connector":"NixlConnector","kv_role":"kv_both"}']}]},
+           "VllmWorkerCount": 2}
+    code, out = _check(tmp_path, capsys, doc)
+    assert code == 3 and out["notChecked"][0]["object"] == "Helm values (a document with no kind)", out
