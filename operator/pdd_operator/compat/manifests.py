@@ -990,11 +990,22 @@ def _is_ray_serve_config(doc: dict) -> bool:
     return isinstance(apps, list) and bool(apps) and all(isinstance(a, dict) and "import_path" in a for a in apps)
 
 
+#: The worker sections of a Dynamo SDK graph config (ai-dynamo/dynamo 0.1-0.3 examples/llm/configs: the
+#: ``VllmWorker`` and ``PrefillWorker`` service classes of graphs/disagg.py).
+_DYNAMO_SDK_WORKERS = ("VllmWorker", "PrefillWorker")
+#: The KV connector of Dynamo's patched vLLM (vllm#16677's branch on 0.8), registered in no vLLM release.
+_DYNAMO_SDK_CONNECTOR = re.compile(r"\bDynamoNixlConnector\b")
+
+
 def _is_dynamo_serve_config(doc: dict) -> bool:
     """A Dynamo SDK service config (``dynamo serve graphs.<graph>:Frontend -f config.yaml``, Dynamo 0.1-0.3): one
     section per service class, whose keys include ``ServiceArgs`` or ``common-configs`` (ai-dynamo/dynamo
-    examples/llm/configs)."""
-    return any(isinstance(v, dict) and ("ServiceArgs" in v or "common-configs" in v) for v in doc.values())
+    examples/llm/configs), or that has a ``VllmWorker``/``PrefillWorker`` section or names Dynamo's own
+    ``DynamoNixlConnector`` (a user's config for that SDK, without the examples' ServiceArgs)."""
+    if any(isinstance(v, dict) and ("ServiceArgs" in v or "common-configs" in v) for v in doc.values()):
+        return True
+    return (any(isinstance(doc.get(k), dict) for k in _DYNAMO_SDK_WORKERS)
+            or bool(_DYNAMO_SDK_CONNECTOR.search(repr(doc))))
 
 
 #: The top-level keys of a Compose file (Compose specification: ``version``, ``name``, ``include``, ``services``,
@@ -1054,7 +1065,7 @@ def _values_file(doc: dict) -> Unreadable | None:
             "engines Ray starts (the vLLM arguments in the replicas' logs) against the same rules as a vllm serve "
             "command"))
     if _is_dynamo_serve_config(doc):
-        return Unreadable("Dynamo serve config (service sections with ServiceArgs/common-configs)", (
+        return Unreadable("Dynamo serve config (Dynamo SDK service sections)", (
             "it configures prefill/decode KV transfer for `dynamo serve`: Dynamo's SDK (0.1-0.3) builds the workers' "
             "engines from these sections with Dynamo's own vLLM build (its DynamoNixlConnector), which these rules "
             "(upstream vLLM's NixlConnector) do not describe; move to a Dynamo release whose workers run upstream "
