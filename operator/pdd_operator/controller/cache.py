@@ -394,24 +394,29 @@ class ClusterCache:
         a deletion and every other change."""
         meta = body.get("metadata") or {}
         obj_key = (kind, meta.get("namespace"), meta.get("name"))
+        if kind == KIND:
+            updates = {PDD_INDEX: index_pdd, INSTANCE_INDEX: index_instance}
+        elif kind == "Pod":
+            updates = {POD_INDEX: index_pod}
+        elif kind == "ConfigMap":
+            updates = {CONFIG_MAP_INDEX: self.index_config_map}
+        elif kind in _CHILD_KINDS:
+            updates = {CHILD_INDEX: index_child}
+        else:
+            raise ValueError(f"unsupported kind {kind}")
+        # Packed before the lock (JSON and compression: tens of microseconds a Deployment, which the
+        # reconciles' reads would wait for); a ConfigMap's value depends on the references, read under it.
+        results = {} if deleted or kind == "ConfigMap" else {name: function(body) for name, function in updates.items()}
         with self._lock:
             if kind == KIND:
                 self.note_references(body, deleted)
-                updates = {PDD_INDEX: index_pdd, INSTANCE_INDEX: index_instance}
-            elif kind == "Pod":
-                updates = {POD_INDEX: index_pod}
-            elif kind == "ConfigMap":
-                updates = {CONFIG_MAP_INDEX: self.index_config_map}
-            elif kind in _CHILD_KINDS:
-                updates = {CHILD_INDEX: index_child}
-            else:
-                raise ValueError(f"unsupported kind {kind}")
             changed = deleted
             for name, function in updates.items():
                 if deleted:
                     self._indexes[name].discard(obj_key)
                 else:
-                    changed = self._indexes[name].replace(obj_key, function(body)) or changed
+                    value = results[name] if name in results else function(body)
+                    changed = self._indexes[name].replace(obj_key, value) or changed
             if self._expected is not None and not self.ready.is_set():
                 self._expected.get(kind, set()).discard(obj_key[1:])
                 self._check_ready()
