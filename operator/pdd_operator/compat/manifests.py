@@ -979,8 +979,10 @@ def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tup
         config = replace(role_from_container(role, run, {}, version_text=text), workload_kind=origin.split("/", 1)[0])
         engines.append(Engine(where=at, role=role, config=config, pod_id=id(c), role_from="type",
                               container=f"{origin} {keys}", flags_key="env"))
+    offloading = frozenset(role for role, part in (("prefill", spec.get("prefill")), ("decode", spec))
+                           if isinstance(part, dict) and part.get("kvCacheOffloading"))
     return templated_pair_findings(_pair(*engines, "KServe spec.prefill and spec.template (the user's part of "
-                                                    "the templates' vllm serve lines)"))
+                                                    "the templates' vllm serve lines)"), offloading)
 
 
 def _is_ray_serve_config(doc: dict) -> bool:

@@ -15,8 +15,12 @@ The same holds between the two roles of a P/D service for what the template neve
 the side-channel host (the templates' env is ``HOME``, ``VLLM_LOGGING_LEVEL`` and ``HF_HUB_CACHE``, and KServe's
 llmisvc controller injects no NIXL variable), the KV cache dtype and the block size (no template passes
 ``--kv-cache-dtype`` or ``--block-size``; ``${KV_TRANSFER_ARGS}`` is an offloading ``--kv-transfer-config`` added
-only where the user gives none). A pair fault in those values alone (:func:`templated_pair_findings`) fails the
-pair whatever the template adds, as it does for an engine line written in full.
+only where the user gives none), the image (the container's own field: the template's image applies only where
+the container names none) and the P/D connector (no template of kserve v0.15.0-v0.20.0 or the current tree names
+NixlConnector or any P/D connector; from v0.20.0 ``${KV_TRANSFER_ARGS}`` renders an OffloadingConnector from the
+role's ``kvCacheOffloading`` and "" where that field is unset, pkg/controller/v1alpha2/llmisvc/config_merge.go
+``kvTransferConfig`` l.641-648 of v0.20.0). A pair fault in those values alone (:func:`templated_pair_findings`)
+fails the pair whatever the template adds, as it does for an engine line written in full.
 """
 
 from __future__ import annotations
@@ -64,11 +68,15 @@ def user_engine_args(container: dict) -> list[str]:
 TEMPLATE_MODEL_PATH = "/mnt/models"
 
 #: The pair rules a KServe-templated P/D service is judged on from its user part alone: they read only the
-#: side-channel host env, ``--kv-cache-dtype``, ``--block-size`` and the KV connector, none of which KServe's
-#: templates (config-llm-template.yaml, config-llm-prefill-template.yaml, the -worker-data-parallel ones: kserve
-#: v0.15-current, red-hat-data-services rhoai-3.4 to rhoai-3.6) set, while the user's ``VLLM_ADDITIONAL_ARGS`` come
-#: last on the template's ``vllm serve`` line.
-TEMPLATE_FREE_RULES = ("side-channel-host-not-routable", "kv-cache-dtype-mismatch", "block-size-direction")
+#: side-channel host env, ``--kv-cache-dtype``, ``--block-size``, the KV connector and the image's vLLM release,
+#: none of which KServe's templates (config-llm-template.yaml, config-llm-prefill-template.yaml, the
+#: -worker-data-parallel ones: kserve v0.15-current, red-hat-data-services rhoai-3.4 to rhoai-3.6) set, while the
+#: user's ``VLLM_ADDITIONAL_ARGS`` come last on the template's ``vllm serve`` line. ``vllm-version-mismatch`` reads
+#: the versions of images both containers name (an image left to the template is an unknown release, which that
+#: rule never judges); ``kv-connector-missing`` a role whose user part names no connector while the other's names
+#: NixlConnector (:func:`templated_pair_findings` says when).
+TEMPLATE_FREE_RULES = ("side-channel-host-not-routable", "kv-cache-dtype-mismatch", "block-size-direction",
+                       "vllm-version-mismatch", "kv-connector-missing")
 
 
 def template_engine(container: dict, served: str | None) -> dict | None:
@@ -84,10 +92,14 @@ def template_engine(container: dict, served: str | None) -> dict | None:
     return {**container, "command": line, "args": []}
 
 
-def templated_pair_findings(pair: PDPair) -> tuple[Finding, ...]:
+def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
     """The findings of :data:`TEMPLATE_FREE_RULES` for a KServe-templated P/D ``pair`` built from
-    :func:`template_engine` lines (errors first); ``()`` where both roles do not name vLLM's NixlConnector in their
-    user part (a connector only the template might add proves nothing) or no such rule finds anything. Each rule
+    :func:`template_engine` lines (errors first); ``()`` where no role names vLLM's NixlConnector in its user part,
+    where one names another connector, where a role that names none is in ``offloading`` (the roles whose
+    ``kvCacheOffloading`` is set: the template then adds an OffloadingConnector line this check does not read), or
+    where no such rule finds anything. A role with NixlConnector against one that names no connector and is not
+    in ``offloading`` runs with no KV connector whatever KServe's template adds (the module docstring): the decode
+    recomputes every prompt (``kv-connector-missing``). Each rule
     is the one definition the engine evaluation runs (:func:`~pdd_operator.compat.engine.evaluate`), an unknown
     version judged as it judges one: an error only where every release fails the pair (a prefill without a
     side-channel host, fp8 KV against bf16), a warning where some releases do (a prefill ``--block-size 32`` against
@@ -95,7 +107,9 @@ def templated_pair_findings(pair: PDPair) -> tuple[Finding, ...]:
     185). The rest of the engines stays "not checked"."""
     from pdd_operator.compat.engine import evaluate  # engine -> llmd_values -> manifests -> this module
 
-    if not all(r.connector == "NixlConnector" for r in pair.roles):
+    connectors = {r.role: r.connector for r in pair.roles}
+    if "NixlConnector" not in connectors.values() or any(
+            c not in (None, "NixlConnector") or (c is None and role in offloading) for role, c in connectors.items()):
         return ()
     rules = tuple(RULES_BY_ID[r] for r in TEMPLATE_FREE_RULES)
     report = evaluate(pair, rules)
