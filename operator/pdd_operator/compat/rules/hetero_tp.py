@@ -31,19 +31,42 @@ def check_tp_divisible(pair: PDPair) -> list[Violation]:
 @rule(
     id="tp-exceeds-kv-heads", family="hetero-tp", severity="error",
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.model.numKvHeads"),
-    source="vllm nixl _validate_remote_agent_handshake is_kv_replicated assert (0.20-0.33)",
+    source=("vllm nixl _validate_remote_agent_handshake: assert not (tp_ratio < 0 and is_kv_replicated(remote)) "
+            "('Num kv_heads > tp_size and P TP > D TP case, not supported'). is_kv_replicated is "
+            "tp_size // total_num_kv_heads >= 1 in 0.9.2-0.19.1 (kv_connector/utils.py, 0.19.0 lines 456-462; the "
+            "assert in v1/nixl_connector.py 0.14.0 line 1693, 0.19.0 line 2086) and remote_tp_size > "
+            "total_num_kv_heads from 0.20.0 (0.20.0 utils.py line 598, nixl/worker.py line 1410; 0.26.0 utils.py "
+            "lines 554-557, nixl/base_worker.py line 1695)"),
+    example="prefill TP 8 > decode TP 4 with an 8-KV-head model (Llama-3.3-70B) on vLLM 0.19",
 )
 def check_tp_kv_heads(pair: PDPair) -> list[Violation]:
-    """Prefill TP > decode TP only while prefill TP <= KV heads."""
+    """Prefill TP > decode TP only while vLLM does not count the prefill's KV as replicated: prefill TP < KV heads
+    on vLLM 0.9.2-0.19.1 (a prefill at exactly the KV heads counts as replicated there), prefill TP <= KV heads
+    from 0.20.0. A prefill at the KV heads on an unknown release is a warning (it depends on the release)."""
     if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is None:
         return []
     p, d = pair.tps
-    if p <= d or p <= pair.num_kv_heads:
+    heads = pair.num_kv_heads
+    if p <= d or p < heads:
         return []
+    if p == heads:
+        if pair.version is not None and not _GQA_REPLICATED_AT_HEADS[0] <= pair.version < _GQA_REPLICATED_AT_HEADS[1]:
+            return []  # 0.20.0 on: a prefill at the KV heads holds one head per rank, not replicated
+        known = pair.version is not None
+        return [(
+            f"Prefill TP {p} > decode TP {d} with prefill TP equal to the model's {heads} KV heads: "
+            + (f"vLLM {fmt(pair.version)}" if known else "vLLM 0.9.2-0.19.1")
+            + " counts the prefill's KV as replicated (tp_size // kv_heads >= 1) and its NIXL handshake asserts "
+            "'Num kv_heads > tp_size and P TP > D TP case, not supported'"
+            + (" (AssertionError at the first request)." if known else
+               "; from 0.20.0 only a prefill above the KV heads counts as replicated, and the release is not known."),
+            f"Use prefill TP < {heads} or decode TP >= prefill TP, or a vLLM >= 0.20 engine image on both roles.",
+            "error" if known else "warning",
+        )]
     return [(
-        f"Prefill TP {p} > decode TP {d} needs prefill TP <= the model's {pair.num_kv_heads} KV heads; beyond that "
+        f"Prefill TP {p} > decode TP {d} needs prefill TP <= the model's {heads} KV heads; beyond that "
         "prefill replicates KV heads and decode cannot read them (assert at the first request).",
-        f"Use prefill TP <= {pair.num_kv_heads}, or decode TP >= prefill TP.",
+        f"Use prefill TP <= {heads}, or decode TP >= prefill TP.",
     )]
 
 
