@@ -270,18 +270,50 @@ _OTHER_PD_ENGINES = (
 )
 
 
+#: Bare names of another engine that a flag takes as its VALUE (a protocol or backend it speaks, not a program it
+#: runs): llm-d's routing sidecar ``-connector=sglang`` / ``--kv-connector sglang`` (llm-d-inference-scheduler
+#: ``pd-sidecar``), a router's ``--backend sglang``, Dynamo's frontend ``--router-mode``/``--engine`` values.
+_ENGINE_VALUE_NAMES = frozenset({"sglang", "trtllm", "tensorrt_llm", "tensorrt-llm", "mocker"})
+#: Words of a command line or script: whitespace and the shell's separators split them, quotes do not count.
+_WORD_SPLIT = re.compile(r"""[\s;&|()`'"]+""")
+#: Short flags after which a program or module follows, not a value: ``python -m``, ``sh -c``, ``bash -lc``/``-ec``.
+_RUNS_NEXT = re.compile(r"^-[a-z]{0,3}[cm]$")
+
+
+def program_words(command: list[str]) -> list[str]:
+    """The words of ``command`` (a container's command and args; a ``sh -c`` script is split into its words) that
+    may name a program or module it runs: every word but a flag's value. A value is what follows ``=`` in a flag
+    (``-connector=sglang``: only ``-connector`` is kept) and a bare engine name (:data:`_ENGINE_VALUE_NAMES`) right
+    after a flag (``--kv-connector sglang``); what follows ``python -m`` or ``sh -c`` is kept (``-m
+    sglang.launch_server``, ``bash -lc "sglang serve ..."``).
+    Pure."""
+    words = [w for x in command for w in _WORD_SPLIT.split(x) if w]
+    out: list[str] = []
+    for before, word in zip([""] + words, words, strict=False):
+        if word.startswith("-") and "=" in word:
+            out.append(word.split("=", 1)[0])
+        elif not (before.startswith("-") and not _RUNS_NEXT.match(before) and "=" not in before
+                  and word.lower() in _ENGINE_VALUE_NAMES):
+            out.append(word)
+    return out
+
+
 def _other_pd_engine(command: list[str], image: str, env_names: list[str],
                      role_label: bool) -> tuple[str, bool, str] | None:
     """``(engine, serves a P/D role, why it is not checked)`` when the container runs another engine than vLLM (or
     a simulator of it), else ``None``.
 
     command: the container's command and args; image: its image; env_names: its environment variables'
-    names; role_label: a role label or type sits on the container's pod or object.
+    names; role_label: a role label or type sits on the container's pod or object. The engine is told by its image
+    or by a program or module its command runs (:func:`program_words`), never by a flag's value: a sidecar beside
+    a vLLM engine whose ``--kv-connector=sglang`` names the protocol it speaks (llm-d's routing sidecar) runs no
+    SGLang, and the pod's vLLM engine is judged.
     """
     text = " ".join(command + env_names)
     name = image.split("@", 1)[0].lower()
+    words = program_words(command)
     for engine, in_command, in_image, pd_marker, why in _OTHER_PD_ENGINES:
-        if any(in_command.search(x) for x in command) or any(x in name for x in in_image):
+        if any(in_command.search(x) for x in words) or any(x in name for x in in_image):
             return engine, role_label or bool(pd_marker.search(text)), why
     return None
 
