@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from pdd_operator.cli import main
 from pdd_operator.compat.manifests import program_words
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
@@ -84,3 +85,137 @@ def test_the_sidecar_does_not_hide_a_real_fault_of_the_pair(tmp_path, capsys):
     docs[1]["spec"]["template"]["spec"]["containers"][1]["args"] += ["--kv-cache-dtype", "fp8"]
     code, out = check(tmp_path, capsys, *docs)
     assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error")
+
+
+# --- 1. encode workers (E/P/D) are not P/D roles ------------------------------------------------------------------
+
+VLM = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def _kv(device="cuda"):
+    return json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": device})
+
+
+def _epd_graph(runtime: str, encode: list[str], prefill: list[str], decode: list[str], *, encoders: int = 2,
+               decode_extra: tuple[str, ...] = (), encode_env: list[dict] | None = None,
+               api: str = "nvidia.com/v1alpha1") -> dict:
+    """A DynamoGraphDeployment of Dynamo's E/P/D examples (examples/backends/vllm/launch/dual_encoder_epd.sh as a
+    graph): a frontend, ``encoders`` encode workers (the first with a CPU KV buffer), a prefill and a decode worker,
+    every worker with a NixlConnector ``kv_both`` config."""
+    def worker(args, device="cuda", env=None):
+        main = {"image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{runtime}", "command": ["python3", "-m", "dynamo.vllm"],
+                "args": ["--model", VLM, "--enable-multimodal", "--enable-mm-embeds", *args,
+                         "--kv-transfer-config", _kv(device)]}
+        if env:
+            main["env"] = env
+        return {"componentType": "worker", "replicas": 1, "resources": {"limits": {"gpu": "1"}},
+                "extraPodSpec": {"mainContainer": main}}
+    services = {"Frontend": {"componentType": "frontend", "replicas": 1, "extraPodSpec": {"mainContainer": {
+        "image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{runtime}", "command": ["python3", "-m", "dynamo.frontend"]}}}}
+    for i in range(encoders):
+        services[f"EncodeWorker{i}"] = worker(encode, "cpu" if i == 0 else "cuda", encode_env)
+    services["VllmPrefillWorker"] = worker(prefill)
+    services["VllmDecodeWorker"] = worker([*decode, *decode_extra])
+    return {"apiVersion": api, "kind": "DynamoGraphDeployment", "metadata": {"name": "epd"},
+            "spec": {"backendFramework": "vllm", "services": services}}
+
+
+_OLD = (["--multimodal-encode-worker"], ["--multimodal-worker", "--is-prefill-worker"], ["--multimodal-decode-worker"])
+_NEW = (["--disaggregation-mode", "encode"], ["--disaggregation-mode", "prefill"], ["--disaggregation-mode", "decode"])
+
+
+@pytest.mark.parametrize(("runtime", "flags", "env"), [
+    ("1.1.0", _OLD, None),                 # the deprecated flag, an alias of --disaggregation-mode encode
+    ("0.9.1", _OLD, None),                 # the 'encoder' component of 0.7-0.9 (args.py)
+    ("1.1.0", _NEW, None),
+    ("1.6.1", _NEW, None),                 # a release whose vLLM is not known
+    ("1.3.1", ([], _NEW[1], _NEW[2]), [{"name": "DYN_VLLM_DISAGGREGATION_MODE", "value": "encode"}]),
+])
+def test_dynamo_encode_workers_are_not_paired(tmp_path, capsys, runtime, flags, env):
+    """Only the prefill and the decode worker make a pair; the encode workers (one of them with a CPU KV buffer, which
+    would give kv-buffer-device-mismatch against the prefill) are neither paired nor reported as 'not checked'."""
+    if runtime == "0.9.1":  # Dynamo before 1.0 refuses --kv-transfer-config beside its default --connector nixl
+        flags = tuple([*f, "--connector", "none"] for f in flags)
+    code, out = check(tmp_path, capsys, _epd_graph(runtime, *flags, encode_env=env))
+    assert not out["notChecked"], out["notChecked"]
+    [result] = out["results"]
+    assert "Encode" not in result["object"] and "VllmPrefillWorker" in result["object"]
+    assert "kv-buffer-device-mismatch" not in rules(out) and code == 0
+
+
+def test_a_fault_of_the_pair_beside_encode_workers_is_still_refused(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _epd_graph("1.1.0", *_NEW, decode_extra=("--kv-cache-dtype", "fp8")))
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error")
+    assert len(out["results"]) == 1
+
+
+def test_an_encode_worker_that_cannot_start_is_said(tmp_path, capsys):
+    """An encode worker is judged alone by what stops any vLLM engine at startup: here its EC connector, which vLLM
+    0.25.0 does not register (ECCPUConnector arrived in 0.26.0)."""
+    docs = _vllm_epd(image="vllm/vllm-openai:v0.25.0", enc=_ec("ECCPUConnector", "ec_producer"))
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1
+    [alone] = [r for r in out["results"] if "vlm-encode" in r["object"]]
+    assert [f["rule"] for f in alone["findings"]] == ["ec-connector-unregistered"]
+    assert alone["findings"][0]["message"].startswith("encode: ")
+
+
+def test_the_dual_encoder_script_pairs_only_prefill_and_decode(tmp_path, capsys):
+    from pathlib import Path
+    script = Path(__file__).parent / "data" / "public_reports_79" / "inputs" / "dynamo-dual-encoder-epd-llava-15-7b.sh"
+    code = main(["check", str(script), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    [result] = out["results"]
+    assert "line 131" in result["object"] and "line 150" in result["object"] and code == 0  # prefill and decode lines
+    assert "kv-buffer-device-mismatch" not in rules(out)
+
+
+# --- 1. the EC connector between the encode worker and the prefill --------------------------------------------------
+
+
+def _ec(name="ECExampleConnector", role="ec_consumer", path="/mnt/ec"):
+    return json.dumps({"ec_connector": name, "ec_role": role, "ec_connector_extra_config": {"shared_storage_path": path}})
+
+
+def _vllm_epd(image="vllm/vllm-openai:v0.30.0", model="Qwen/Qwen3-VL-8B-Instruct", enc=None, pre=None):
+    """vLLM's own E/P/D (examples/disaggregated/disaggregated_encoder/disagg_1e1p1d_example.sh) as three Deployments
+    with llm-d role labels: an encoder (EC producer, no KV connector), a prefill (EC consumer, NIXL producer) and a
+    decode (NIXL consumer)."""
+    kv = lambda role: json.dumps({"kv_connector": "NixlConnector", "kv_role": role})  # noqa: E731
+    e = container([model, "--ec-transfer-config", enc or _ec(role="ec_producer")], image=image)
+    p_args = [model, "--kv-transfer-config", kv("kv_producer")] + (["--ec-transfer-config", pre] if pre != "" else [])
+    if pre is None:
+        p_args[-1] = _ec()
+    return [workload("vlm-encode", "encode", e, app="vlm"),
+            workload("vlm-prefill", "prefill", container(p_args, image=image), app="vlm"),
+            workload("vlm-decode", "decode", container([model, "--kv-transfer-config", kv("kv_consumer")], image=image),
+                     app="vlm")]
+
+
+RULE_EC = "ec-connector-pair-mismatch"
+
+
+@pytest.mark.parametrize(("enc", "pre", "warned"), [
+    (None, None, False),                                                            # as vLLM's example: same connector
+    (_ec("ECCPUConnector", "ec_producer"), _ec("ECCPUConnector"), False),
+    (_ec("ECCPUConnector", "ec_producer"), None, True),                              # another connector
+    (_ec(role="ec_producer", path="/mnt/a"), _ec(path="/mnt/b"), True),              # another directory
+    (_ec(role="ec_producer", path="/tmp"), json.dumps({"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"}),
+     False),                                                                        # /tmp is the default
+    (None, "", True),                                                               # no EC connector on the prefill
+])
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.30.0", "vllm/vllm-openai:v0.34.0"])
+def test_the_ec_connector_pair(tmp_path, capsys, enc, pre, warned, image):
+    code, out = check(tmp_path, capsys, *_vllm_epd(image=image, enc=enc, pre=pre))
+    assert not out["notChecked"] and len(out["results"]) == 1, out
+    assert (RULE_EC in rules(out, "warning")) is warned and code == 0
+
+
+def test_an_ec_producer_with_a_kv_connector_is_still_an_encoder(tmp_path, capsys):
+    """vLLM gives an EC producer no KV cache (get_kv_cache_spec returns {}), so its KV connector makes it no prefill."""
+    docs = _vllm_epd()
+    docs[0]["spec"]["template"]["spec"]["containers"][0]["args"] += [
+        "--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]
+    code, out = check(tmp_path, capsys, *docs)
+    [result] = out["results"]
+    assert "vlm-encode" not in result["object"] and code == 0

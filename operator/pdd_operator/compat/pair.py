@@ -505,6 +505,10 @@ class PDPair:
     #: script's host) and the other decode engines in the decode's, which no pair compares with these two
     #: (:func:`pdd_operator.compat.manifests.pair_engines`; the ``same-role-port-conflict`` rule)
     neighbours: tuple[tuple[str, str, RoleConfig], ...] = ()
+    #: ``(where, config)`` of the encode workers of the pair's deployment and model (E/P/D disaggregation: they hand
+    #: encoder outputs to the prefill and are never paired; :func:`pdd_operator.compat.manifests.encode_worker`), for
+    #: the rules that compare their encoder-cache connector with the prefill's (``ec-connector-pair-mismatch``)
+    encoders: tuple[tuple[str, RoleConfig], ...] = ()
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:
