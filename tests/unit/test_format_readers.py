@@ -219,3 +219,25 @@ def test_an_ec_producer_with_a_kv_connector_is_still_an_encoder(tmp_path, capsys
     code, out = check(tmp_path, capsys, *docs)
     [result] = out["results"]
     assert "vlm-encode" not in result["object"] and code == 0
+
+
+# --- 6. an unknown vLLM version is refused only where every release is ----------------------------------------------
+
+
+@pytest.mark.parametrize(("image", "rdma", "severity"), [
+    ("vllm/vllm-openai:latest", True, "error"),      # 0.21+ refuse at startup, older releases fail over RDMA
+    ("vllm/vllm-openai:latest", False, "warning"),   # older releases only copy slower without RDMA: the version decides
+    ("quay.io/me/vllm:dev", False, "warning"),
+    ("vllm/vllm-openai:v0.20.0", False, "warning"),  # a known release before 0.21 without RDMA (unchanged)
+    ("vllm/vllm-openai:v0.21.0", False, "error"),    # a known release that refuses it (unchanged)
+])
+def test_expandable_segments_on_an_unknown_version(tmp_path, capsys, image, rdma, severity):
+    env = [{"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}]
+    docs = [workload(f"q-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", NIXL], image=image,
+                                                    env=env), app="q") for role in ("prefill", "decode")]
+    if not rdma:
+        for d in docs:
+            d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].pop("rdma/ib")
+    _, out = check(tmp_path, capsys, *docs)
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "expandable-segments-with-nixl"}
+    assert found == {severity}
