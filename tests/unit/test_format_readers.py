@@ -241,3 +241,63 @@ def test_expandable_segments_on_an_unknown_version(tmp_path, capsys, image, rdma
     _, out = check(tmp_path, capsys, *docs)
     found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "expandable-segments-with-nixl"}
     assert found == {severity}
+
+
+# --- 3. OME's vLLM runtimes: --middleware is imported by vLLM's server at startup -----------------------------------
+
+OPC = "vllm.entrypoints.openai.middleware.log_opc_header"
+LOG_RESPONSE = "vllm.entrypoints.serve.middleware.log_response.log_response"
+
+
+def _ome_runtime(middleware: list[str], image="docker.io/vllm/vllm-openai:v0.9.0.1", decode_image=None) -> dict:
+    """An OME ClusterServingRuntime in the shape of sgl-project/ome's published vLLM runtimes (engineConfig /
+    decoderConfig runners running the OpenAI server with --middleware), with a NIXL pair."""
+    def runner(img, role):
+        kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": role})
+        return {"runner": {"name": "ome-container", "image": img,
+                           "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                           "args": ["--port=8080", "--model=$(MODEL_PATH)", *(f"--middleware={m}" for m in middleware),
+                                    "--max-log-len=0", "--served-model-name=vllm-model", "--tensor-parallel-size=1",
+                                    "--kv-transfer-config", kv],
+                           "resources": {"limits": {"nvidia.com/gpu": 1}}}}
+    return {"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime", "metadata": {"name": "vllm-llama-pd"},
+            "spec": {"supportedModelFormats": [{"modelFormat": {"name": "safetensors"},
+                                                "modelArchitecture": "LlamaForCausalLM"}],
+                     "engineConfig": runner(image, "kv_producer"),
+                     "decoderConfig": runner(decode_image or image, "kv_consumer")}}
+
+
+@pytest.mark.parametrize(("middleware", "image", "severity"), [
+    ([OPC], "docker.io/vllm/vllm-openai:v0.9.0.1", "error"),          # OME's published runtime: no release ships it
+    ([OPC], "vllm/vllm-openai:v0.20.0", "error"),
+    ([OPC], "vllm/vllm-openai:latest", "error"),                      # unknown release: none read ships it
+    ([LOG_RESPONSE], "vllm/vllm-openai:v0.25.0", "error"),            # vLLM's own module, from 0.29.0 on
+    ([LOG_RESPONSE], "vllm/vllm-openai:v0.30.0", None),
+    ([LOG_RESPONSE], "vllm/vllm-openai:latest", "warning"),           # the release decides
+    (["mycompany.middleware.audit"], "vllm/vllm-openai:v0.20.0", None),  # the user's own package: not judged
+    ([OPC], "ghcr.io/sgl-project/ome/vllm:v0.9.0", None),             # OME's own image: not judged
+    ([], "vllm/vllm-openai:v0.20.0", None),
+    (["vllm.entrypoints.openai.api_server.build_app", OPC], "vllm/vllm-openai:v0.20.0", "error"),  # repeated flag
+])
+def test_ome_runtime_middleware(tmp_path, capsys, middleware, image, severity):
+    code, out = check(tmp_path, capsys, _ome_runtime(middleware, image=image))
+    found = {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "middleware-module-missing"}
+    assert found == ({severity} if severity else set())
+    if severity == "error":
+        assert code == 1
+
+
+def test_the_ome_pair_is_still_judged_beside_its_middleware(tmp_path, capsys):
+    """The runtime's vLLM part is judged as it is: the decode's other vLLM release is refused as before."""
+    _, out = check(tmp_path, capsys, _ome_runtime([OPC], decode_image="docker.io/vllm/vllm-openai:v0.9.2"))
+    assert {"middleware-module-missing", "vllm-version-mismatch"} <= rules(out, "error")
+
+
+def test_the_module_table_covers_the_releases_the_env_table_does():
+    from pathlib import Path
+
+    from pdd_operator.vllm import middleware
+    tables = Path(middleware.__file__).parent
+    modules = json.loads((tables / "entrypoint_modules.json").read_text())
+    assert modules["releases"] == json.loads((tables / "env_vars.json").read_text())["releases"]
+    assert modules["modules"]["vllm.entrypoints.openai.api_server"] == f"0-{len(modules['releases']) - 1}"

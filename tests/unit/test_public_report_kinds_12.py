@@ -155,4 +155,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 67: Dynamo's vLLM worker raises over its connector flags before the engine starts
                     "dynamo-connector-flag",
                     # set 79: an EC connector (E/P/D) the release's ECConnectorFactory does not register
-                    "ec-connector-unregistered"}
+                    "ec-connector-unregistered",
+                    # fixO: a --middleware under vllm.entrypoints the release does not ship (OME's vLLM runtimes)
+                    "middleware-module-missing"}

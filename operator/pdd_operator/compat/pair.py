@@ -24,7 +24,7 @@ from pdd_operator.vllm.args import container_env, container_launches, int_flag, 
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
-from pdd_operator.vllm.flags import loose_unknown, short_options
+from pdd_operator.vllm.flags import flag_values, loose_unknown, short_options
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
@@ -225,6 +225,8 @@ class RoleConfig:
         repeated_entrypoint: the image's entrypoint the container's ``args`` repeat (``args: [vllm, serve, ...]`` with
             no ``command``; :func:`~pdd_operator.vllm.entrypoint.repeated_entrypoint`), judged in the
             ``entrypoint-repeated`` rule; ``None`` for none (and for a PDDeployment's rendered roles).
+        middleware: each ``--middleware`` of the argv (``module.object``), which the server imports at startup
+            (:mod:`pdd_operator.vllm.middleware`; the ``middleware-module-missing`` rule).
         removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
             judged by version in the ``cli-flag-removed`` rule.
         flag_floor: ``(release, flag)``: the oldest release whose parser has every flag given
@@ -344,6 +346,7 @@ class RoleConfig:
     kv_cache_memory_bytes: str | None = None
     cumem_flags: tuple[str, ...] = ()
     removed_flags: tuple[str, ...] = ()
+    middleware: tuple[str, ...] = ()
     repeated_entrypoint: RepeatedEntrypoint | None = None
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
@@ -865,6 +868,7 @@ def role_from_container(
         spans_nodes=spans_nodes(flags),
         cumem_flags=tuple(f for f in ("--enable-cumem-allocator", "--enable-sleep-mode") if flags.get(f) is True),
         removed_flags=removed_flags(flags),
+        middleware=tuple(flag_values(argv, "--middleware")),
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
         choice_values=tuple((f, v) for f, v in flags.items() if f in CHOICE_TABLES and isinstance(v, str)),
