@@ -301,3 +301,58 @@ def test_the_module_table_covers_the_releases_the_env_table_does():
     modules = json.loads((tables / "entrypoint_modules.json").read_text())
     assert modules["releases"] == json.loads((tables / "env_vars.json").read_text())["releases"]
     assert modules["modules"]["vllm.entrypoints.openai.api_server"] == f"0-{len(modules['releases']) - 1}"
+
+
+# --- 4. Dynamo 0.4.x replaces the worker's --kv-transfer-config -------------------------------------------------------
+
+OVERWRITTEN = "dynamo-kv-transfer-config-overwritten"
+
+
+def _dynamo_pair(runtime: str, kv_p: dict, kv_d: dict, env=(), extra=(), model="Qwen/Qwen3-0.6B") -> dict:
+    def worker(sub, flags, kv):
+        main = {"image": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{runtime}", "command": ["python3", "-m", "dynamo.vllm"],
+                "args": ["--model", model, *flags, *extra, "--kv-transfer-config", json.dumps(kv)], "env": list(env)}
+        return {"componentType": "worker", "subComponentType": sub, "replicas": 1,
+                "resources": {"limits": {"gpu": "1"}}, "extraPodSpec": {"mainContainer": main}}
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "d"},
+            "spec": {"services": {"VllmPrefillWorker": worker("prefill", ["--is-prefill-worker"], kv_p),
+                                  "VllmDecodeWorker": worker("decode", [], kv_d)}}}
+
+
+LMC = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+
+
+@pytest.mark.parametrize("runtime", ["0.4.0", "0.4.1"])
+@pytest.mark.parametrize(("kv_p", "kv_d", "gone"), [
+    (LMC, LMC, None),                                                     # no NIXL as written: judged as NIXL
+    ({"kv_connector": "NixlConnector", "kv_role": "kv_producer", "kv_buffer_device": "cpu"},
+     {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}, "kv-buffer-device-mismatch"),
+])
+def test_dynamo_0_4_judges_the_config_dynamo_builds(tmp_path, capsys, runtime, kv_p, kv_d, gone):
+    code, out = check(tmp_path, capsys, _dynamo_pair(runtime, kv_p, kv_d))
+    [result] = out["results"]
+    messages = [f["message"] for f in result["findings"] if f["rule"] == OVERWRITTEN]
+    assert len(messages) == 2 and f"Dynamo {runtime} replaces" in messages[0]
+    assert "dynamo-connector-flag" not in rules(out)       # 0.4.x has no --connector to conflict with
+    assert gone is None or gone not in rules(out)
+    assert code == 0
+
+
+def test_dynamo_0_5_keeps_the_user_config(tmp_path, capsys):
+    """0.5.0 keeps the user's config (create_kv_transfer_config); its --connector default [nixl] conflicts with it."""
+    code, out = check(tmp_path, capsys, _dynamo_pair("0.5.0", LMC, LMC))
+    assert OVERWRITTEN not in rules(out) and code != 0
+
+
+def test_dynamo_0_4_1_with_lmcache_is_said_and_not_judged_as_nixl(tmp_path, capsys):
+    nixl = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    code, out = check(tmp_path, capsys, _dynamo_pair("0.4.1", nixl, nixl, env=[{"name": "ENABLE_LMCACHE", "value": "1"}]))
+    [result] = out["results"]
+    messages = [f["message"] for f in result["findings"] if f["rule"] == OVERWRITTEN]
+    assert len(messages) == 2 and "ENABLE_LMCACHE" in messages[0] and "MultiConnector" in messages[0]
+
+
+def test_dynamo_0_4_refuses_a_connector_flag(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _dynamo_pair("0.4.1", LMC, LMC, extra=("--connector", "nixl")))
+    assert code == 1 and "dynamo-connector-flag" in rules(out, "error")
+    assert any("unrecognized arguments" in f["message"] for r in out["results"] for f in r["findings"])

@@ -157,4 +157,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 79: an EC connector (E/P/D) the release's ECConnectorFactory does not register
                     "ec-connector-unregistered",
                     # fixO: a --middleware under vllm.entrypoints the release does not ship (OME's vLLM runtimes)
-                    "middleware-module-missing"}
+                    "middleware-module-missing",
+                    # fixO: Dynamo 0.4.x replaces the worker's --kv-transfer-config (said where it is given)
+                    "dynamo-kv-transfer-config-overwritten"}

@@ -44,6 +44,7 @@ from pdd_operator.compat.dynamo_engine_defaults import (
     added_kv_events,
     added_kv_events_ports,
     dynamo_release,
+    overwritten_connector,
     pre_1_0_flag,
 )
 from pdd_operator.compat.dynamo_resources import (
@@ -548,6 +549,12 @@ def _engine(
         inner, wrapper = unwrap_connector(added)  # kvbm + nixl: Dynamo's PdConnector around NixlConnector
         config = replace(config, kv_transfer=inner, wrapper=wrapper, kv_transfer_written=added,
                          connector_assumed=assumed)
+    overwritten, note = overwritten_connector(argv, runtime, config.env)
+    if overwritten:  # Dynamo 0.4.x: the worker's own --kv-transfer-config never reaches the engine
+        inner, wrapper = unwrap_connector(overwritten)
+        config = replace(config, kv_transfer=inner, wrapper=wrapper, kv_transfer_written=overwritten)
+    if note:
+        config = replace(config, connector_overwritten=note)
     if "dynamo.vllm" in argv and (legacy := pre_1_0_flag(argv)):
         config = replace(config, dynamo_legacy_flag=legacy)
     if "dynamo.vllm" in argv:  # what Dynamo's worker adds to the engine args itself, per Dynamo release

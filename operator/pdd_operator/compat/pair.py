@@ -249,6 +249,9 @@ class RoleConfig:
         connector_assumed: for a ``dynamo.vllm`` worker that names no connector and whose Dynamo release is not
             known, which default its connector was judged with and why that is an assumption
             (:func:`~pdd_operator.compat.dynamo_engine_defaults.added_connector`), or ``""``.
+        connector_overwritten: for a ``dynamo.vllm`` worker whose Dynamo release replaces its ``--kv-transfer-config``
+            (0.4.x: :func:`~pdd_operator.compat.dynamo_engine_defaults.overwritten_connector`), what it runs with
+            instead, or ``""``; ``kv_transfer`` then holds Dynamo's config.
         dynamo_legacy_flag: the first flag of a ``dynamo.vllm`` worker that only Dynamo releases before 1.4 take and
             that was the only spelling before 1.0 (``--connector``, ``--is-prefill-worker``, ``--is-decode-worker``:
             :data:`~pdd_operator.compat.dynamo_engine_defaults.PRE_1_0_FLAGS`), or ``""``.
@@ -361,6 +364,7 @@ class RoleConfig:
     kv_events_from: str = ""
     connector_note: str = ""
     connector_assumed: str = ""
+    connector_overwritten: str = ""
     dynamo_legacy_flag: str = ""
     setup: str = ""
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
