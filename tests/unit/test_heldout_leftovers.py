@@ -24,7 +24,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                "kv-transfer-config-removed-field", "kv-connector-unregistered", "attention-backend-unsupported",
                "kv-cache-dtype-unknown", "speculative-config-removed-field", "tp-heads-indivisible",
                # set 79: ECConnectorFactory refuses an EC connector the release does not register
-               "ec-connector-unregistered"}
+               "ec-connector-unregistered",
+               # fixO: the OpenAI server imports each --middleware at startup (OME's vLLM runtimes)
+               "middleware-module-missing"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------
