@@ -186,7 +186,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
-    from pdd_operator.compat.manifests import lone_pair, pair_engines, with_model_config, with_vllm_version
+    from pdd_operator.compat.manifests import (
+        ENCODE,
+        encoder_alone,
+        lone_pair,
+        pair_engines,
+        with_model_config,
+        with_vllm_version,
+    )
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import shape_errors, without_nulls
     from pdd_operator.vllm.versions import fmt
@@ -297,6 +304,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             "findings": [f.wire() for f in report.findings],
         })
     skipped += [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
+    for e in engines:  # an E/P/D encode worker: never paired, but what stops it at startup is said
+        if e.role == ENCODE and (alone := evaluate_alone(encoder_alone(e), ENCODE)):
+            results.append({"file": ", ".join(all_docs), "object": e.where, "pairedBy": "",
+                            "vllmVersion": e.config.version and fmt(e.config.version) or "unknown",
+                            "compatible": False, "findings": [f.wire() for f in alone]})
+            reports.append(CompatReport(version=results[-1]["vllmVersion"], findings=alone))
     for u in unpaired:  # an engine with no counterpart: what stops it on its own still stops it
         if u.engine.role in ("prefill", "decode") and (alone := evaluate_alone(lone_pair(u.engine), u.engine.role)):
             results.append({"file": ", ".join(all_docs), "object": u.engine.where, "pairedBy": "",

@@ -71,7 +71,11 @@ def test_the_rule_and_the_templated_path_share_one_condition():
     assert expandable_segments_fault((0, 21, 0), "expandable_segments:True", ["--enable-sleep-mode"], True) is None
     assert expandable_segments_fault((0, 22, 0), "expandable_segments:True", ["--enable-cumem-allocator"], True) is None
     assert expandable_segments_fault((0, 33, 0), "max_split_size_mb:512,expandable_segments:False", [], True) is None
-    assert expandable_segments_fault(None, "expandable_segments:True", [], None)[0] == "error"
+    assert expandable_segments_fault(None, "expandable_segments:True", [], True)[0] == "error"
+    # an unknown version without a known RDMA device: 0.21+ refuse it, older releases only copy slower (the version
+    # decides), so a warning, not an error no release before 0.21 would bear out
+    assert expandable_segments_fault(None, "expandable_segments:True", [], None)[0] == "warning"
+    assert expandable_segments_fault(None, "expandable_segments:True", [], False)[0] == "warning"
     main = {"name": "main", "image": "vllm/vllm-openai:v0.33.0",
             "env": [EXPANDABLE, {"name": "VLLM_ADDITIONAL_ARGS", "value": f"--kv_transfer_config '{NIXL}'"}]}
     assert templated_findings(main, "x")

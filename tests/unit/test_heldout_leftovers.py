@@ -34,7 +34,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # set 88: weights per GPU above what the engine may use of its GPU stop one engine at load
                "weights-exceed-gpu-memory",
                # fixN: vllm-rs serve on a release without the Rust frontend
-               "rust-frontend-unavailable"}
+               "rust-frontend-unavailable",
+               # fixO: the OpenAI server imports each --middleware at startup (OME's vLLM runtimes)
+               "middleware-module-missing"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ RULES_BY_ID = {r.id: r for r in RULES}
 #: with its image tag (set 58), not prefill with decode; and the P2pNcclConnector and MoRIIOConnector pair rules
 #: (``Rule.p2p_nccl``, ``Rule.moriio``): the PDDeployment names NIXL connectors only, so no setting of its (nor its
 #: compat hash) is theirs.
-NOT_PD = {"nixl-backend-fabric-mismatch", "vllm-version-image-mismatch"} | {r.id for r in RULES if r.p2p_nccl or r.moriio}
+NOT_PD = {"nixl-backend-fabric-mismatch", "vllm-version-image-mismatch",
+          "ec-connector-pair-mismatch"} | {r.id for r in RULES if r.p2p_nccl or r.moriio}  # EC: encoder vs prefill
 
 
 def _guards() -> dict[str, str]:

@@ -165,4 +165,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # set 88: weights per GPU above what the engine may use of its GPU's memory
                     "weights-exceed-gpu-memory",
                     # fixN: vllm-rs serve on a release without the Rust frontend
-                    "rust-frontend-unavailable"}
+                    "rust-frontend-unavailable",
+                    # fixO: a --middleware under vllm.entrypoints the release does not ship (OME's vLLM runtimes)
+                    "middleware-module-missing",
+                    # fixO: Dynamo 0.4.x replaces the worker's --kv-transfer-config (said where it is given)
+                    "dynamo-kv-transfer-config-overwritten"}

@@ -33,6 +33,7 @@ Only Dynamo's own vLLM runtime images name the release (``nvcr.io/nvidia/ai-dyna
 
 from __future__ import annotations
 
+import json
 import re
 
 from pdd_operator.compat.dynamo_worker_flags import CONNECTOR_REJECTED_SINCE
@@ -216,6 +217,43 @@ def added_connector(argv: list[str], release: Version | None, image: str) -> tup
         "adds no connector and rejects --connector: a prefill worker without --kv-transfer-config raises "
         "ValueError('--connector is deprecated and the default is no longer nixl ...') at startup and a decode "
         "worker runs without a connector (args.py 1.0.0 l.189-210)")
+
+
+#: The Dynamo releases whose dynamo.vllm replaces the engine's ``kv_transfer_config`` whatever ``--kv-transfer-config``
+#: says: ``overwrite_args`` sets it among its ``defaults`` with ``setattr(config.engine_args, key, value)`` (0.4.0
+#: dynamo/vllm/args.py l.204-245, called from main.py l.49; 0.4.1 l.211-281, main.py l.72). From 0.5.0
+#: ``create_kv_transfer_config`` keeps a user-provided one ("Using user-provided kv_transfer_config from
+#: --kv-transfer-config", 0.5.0 l.279-291; 0.5.1 l.287-299, 0.6.0 l.313-325, and every release read after).
+KV_TRANSFER_OVERWRITTEN: tuple[Version, Version] = ((0, 4, 0), (0, 5, 0))
+#: The release from which ``overwrite_args`` reads ``ENABLE_LMCACHE`` (0.4.1 args.py l.34, 219-243; 0.4.0 has none).
+_LMCACHE_ENV_SINCE: Version = (0, 4, 1)
+
+
+def overwritten_connector(argv: list[str], release: Version | None, env: dict[str, str]) -> tuple[dict, str]:
+    """The KV transfer config a ``dynamo.vllm`` worker of Dynamo ``release`` runs with in place of the
+    ``--kv-transfer-config`` its ``argv`` gives, and a sentence saying so; ``({}, "")`` where the release keeps the
+    user's (any release outside :data:`KV_TRANSFER_OVERWRITTEN`, an unknown one, or no ``--kv-transfer-config``).
+
+    0.4.0 always sets NixlConnector ``kv_both``; 0.4.1 the same unless ``ENABLE_LMCACHE`` is ``1``/``true``/``yes``
+    (``env``: the worker's environment), where a prefill worker gets a MultiConnector of LMCacheConnectorV1 and
+    NixlConnector and any other worker LMCacheConnectorV1 (0.4.1 args.py l.219-248): a pairing these rules do not
+    describe, so there ``({}, note)``: the config stays as written and the note says what Dynamo runs instead. Pure."""
+    given = any(w == "--kv-transfer-config" or w.startswith("--kv-transfer-config=") for w in argv)
+    if (not given or "dynamo.vllm" not in argv or release is None
+            or not KV_TRANSFER_OVERWRITTEN[0] <= release < KV_TRANSFER_OVERWRITTEN[1]):
+        return {}, ""
+    where = ("(overwrite_args in dynamo/vllm/args.py sets kv_transfer_config whatever was given; Dynamo 0.5.0 and "
+             "later keep the user's)")
+    if release >= _LMCACHE_ENV_SINCE and env.get("ENABLE_LMCACHE", "0").lower() in ("1", "true", "yes"):
+        built = ("a MultiConnector of LMCacheConnectorV1 and NixlConnector" if "--is-prefill-worker" in argv
+                 else "LMCacheConnectorV1")
+        return {}, (f"dynamo.vllm of Dynamo {fmt(release)} with ENABLE_LMCACHE set replaces the worker's "
+                    f"--kv-transfer-config with {built} before the engine starts {where}; these rules do not describe "
+                    "Dynamo's LMCache pairing, so the pair was judged with the config as written, not as it runs")
+    config = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    return config, (f"dynamo.vllm of Dynamo {fmt(release)} replaces the worker's --kv-transfer-config with "
+                    f"{json.dumps(config, separators=(',', ':'))} before the engine starts {where}, so the pair was "
+                    "judged with the config Dynamo builds")
 
 
 #: The worker flags only Dynamo's releases before 1.4 take, all of them the only spelling before 1.0: ``--connector``

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from pdd_operator.api.status import Finding
-from pdd_operator.compat.manifests import Engine
+from pdd_operator.compat.manifests import ENCODE, Engine
 from pdd_operator.compat.rules.records import DYNAMO_PREFILL_ROLE_MISSING, DYNAMO_ROLE_SOURCE
 
 _SERVICE = re.compile(r"\bspec\.services\.([^.\s]+)\.")
@@ -52,13 +52,15 @@ def flagless_dynamo_graph(doc: dict, engines: list[Engine]) -> tuple[list[Engine
     """``(engines still to pair, findings)`` for the engines :func:`~pdd_operator.compat.manifests.scan` found in one
     manifest document ``doc``.
 
-    A DynamoGraphDeployment all of whose engines are :func:`_flagless` ``dynamo.vllm`` workers and one of whose
-    services is named as a prefill worker gets the ``dynamo-prefill-role-missing`` warning (naming that service's
-    command) and none of its engines is paired; any other document is returned unchanged with no findings.
+    A DynamoGraphDeployment all of whose engines but its encode workers (:func:`~pdd_operator.compat.manifests.
+    encode_worker`) are :func:`_flagless` ``dynamo.vllm`` workers and one of whose services is named as a prefill
+    worker gets the ``dynamo-prefill-role-missing`` warning (naming that service's command) and none of those engines
+    is paired (the encode workers are returned, to be judged alone); any other document is returned unchanged with no findings.
     """
-    if doc.get("kind") != "DynamoGraphDeployment" or not engines or not all(_flagless(e) for e in engines):
+    pd = [e for e in engines if e.role != ENCODE]  # an E/P/D encode worker has a role of its own, not a P/D one
+    if doc.get("kind") != "DynamoGraphDeployment" or not pd or not all(_flagless(e) for e in pd):
         return engines, []
-    named = [e for e in engines if "prefill" in _words(_service(e) or "") or e.role == "prefill"]
+    named = [e for e in pd if "prefill" in _words(_service(e) or "") or e.role == "prefill"]
     if not named:
         return engines, []
     services = sorted({_service(e) or e.where for e in named})
@@ -75,4 +77,4 @@ def flagless_dynamo_graph(doc: dict, engines: list[Engine]) -> tuple[list[Engine
            "Dynamo releases that replaced the flag), or rename the service if aggregated serving is what you want.")
     finding = Finding(rule=DYNAMO_PREFILL_ROLE_MISSING, severity="warning", fields=fields, message=message, fix=fix,
                       source=DYNAMO_ROLE_SOURCE)
-    return [], [finding]
+    return [e for e in engines if e.role == ENCODE], [finding]

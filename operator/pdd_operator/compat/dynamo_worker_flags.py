@@ -89,6 +89,12 @@ CONNECTOR_REJECTED_SINCE: Version = (1, 0, 0)
 #: 364-375), and the newest that does not (0.7.1 lines 285-294, ``args.connector is not None``): adjacent releases.
 CONNECTOR_NONE_ALLOWED_SINCE: Version = (0, 8, 0)
 CONNECTOR_NONE_REFUSED_UNTIL: Version = (0, 7, 1)
+#: The first release whose worker defines ``--connector`` (0.5.0 args.py l.96-102, default ``["nixl"]``, and the
+#: "Cannot specify both" check l.158-161; the same in 0.5.1 l.97-103, 166-169). 0.4.0 and 0.4.1 define no such flag
+#: (their parser, args.py 0.4.0 l.54-89 / 0.4.1 l.58-96, is the worker's own flags and vLLM's ``add_cli_args``): they
+#: accept ``--kv-transfer-config`` and then replace it (:data:`~pdd_operator.compat.dynamo_engine_defaults.
+#: KV_TRANSFER_OVERWRITTEN`), and argparse refuses a ``--connector`` as an unrecognized argument.
+CONNECTOR_FLAG_SINCE: Version = (0, 5, 0)
 #: ``--disaggregation-mode``'s argparse choices by the first release that takes them (module docstring).
 DISAGGREGATION_MODES: tuple[tuple[Version, frozenset[str]], ...] = (
     ((1, 0, 0), frozenset({"agg", "prefill", "decode"})),
@@ -163,8 +169,14 @@ def connector_refusal(flags: Mapping[str, object], env: Mapping[str, str], relea
     From :data:`CONNECTOR_REJECTED_SINCE` any ``--connector`` with names (or any ``DYN_CONNECTOR``) raises, a bare
     ``--connector`` (an empty list) does not; before it a ``--kv-transfer-config`` beside the connector list (default
     ``[nixl]``) raises, unless that list is empty (a bare ``--connector``) or ``none`` / ``null`` on a release from
-    :data:`CONNECTOR_NONE_ALLOWED_SINCE` (:data:`CONNECTOR_NONE_REFUSED_UNTIL` and before refuse them too)."""
+    :data:`CONNECTOR_NONE_ALLOWED_SINCE` (:data:`CONNECTOR_NONE_REFUSED_UNTIL` and before refuse them too). Before
+    :data:`CONNECTOR_FLAG_SINCE` (0.4.x) there is no ``--connector``: only giving one stops the worker."""
     connector = flags.get("--connector")
+    if release < CONNECTOR_FLAG_SINCE:
+        if connector is None:
+            return None  # no --connector to conflict with: the --kv-transfer-config is accepted (and replaced)
+        return (f"Dynamo {fmt(release)}'s worker defines no --connector (the flag arrived in 0.5.0): argparse stops it "
+                "with 'unrecognized arguments: --connector' before the engine starts")
     if release >= CONNECTOR_REJECTED_SINCE:
         if connector is True:  # nargs="*" with no names: [] (``explicitly_set = bool(connector_list) or env``)
             connector = None

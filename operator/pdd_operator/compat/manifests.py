@@ -44,6 +44,7 @@ from pdd_operator.compat.dynamo_engine_defaults import (
     added_kv_events,
     added_kv_events_ports,
     dynamo_release,
+    overwritten_connector,
     pre_1_0_flag,
 )
 from pdd_operator.compat.dynamo_resources import (
@@ -80,6 +81,8 @@ from pdd_operator.vllm.versions import (
     version_from_image,
 )
 
+#: The role of an E/P/D encode worker (:func:`encode_worker`): an :class:`Engine` of it is never paired.
+ENCODE = "encode"
 _ROLE_WORDS = {"prefill": "prefill", "prefiller": "prefill", "decode": "decode", "decoder": "decode"}
 _ROLE_LABELS = ("llm-d.ai/role", "pdd-operator.dev/role", "app.kubernetes.io/component", "role",
                 "leaderworkerset.sigs.k8s.io/role", "disaggregatedset.x-k8s.io/role")
@@ -91,7 +94,8 @@ class Engine:
 
     Attributes:
         where: ``Kind/name`` of the object and the path to the container, for messages.
-        role: ``prefill``, ``decode``, ``both`` (kv_both with no other hint) or ``None`` (unknown).
+        role: ``prefill``, ``decode``, ``both`` (kv_both with no other hint), :data:`ENCODE` (an E/P/D encode worker,
+            never paired: :func:`encode_worker`; ``role_from`` then names what says so) or ``None`` (unknown).
         config: its settings.
         pod_id: identity of the pod spec it sits in (engines in one pod share a network namespace).
         namespace: the object's namespace (``default`` when not written).
@@ -212,6 +216,47 @@ def _unknown_role_flag(argv: list[str]) -> str | None:
     return None
 
 
+#: ``dynamo.vllm`` flags that make the worker the ENCODE worker of a multimodal encode/prefill/decode (E/P/D) graph:
+#: ``--multimodal-encode-worker`` (ai-dynamo 0.7.0 on; the ``encoder`` component in 0.7.1-0.9.1 args.py, e.g. 0.8.1
+#: lines 294-296; from 1.1.0 a deprecated alias of ``--disaggregation-mode encode``, 1.1.0 backend_args.py lines
+#: 391-404) and ``--vllm-native-encoder-worker`` (0.9.1 args.py lines 352-370: the ``encoder`` component, vLLM's own
+#: encoder writing through an EC connector). ``--disaggregation-mode encode`` (1.1.0 on: ``component = "encode"``,
+#: 1.6.1 args.py lines 253-255) and the variables :data:`_DYNAMO_ENCODE_ENV` say the same.
+_ENCODE_FLAGS = ("--multimodal-encode-worker", "--vllm-native-encoder-worker")
+#: Variables from which ``dynamo.vllm`` 1.1.0 on reads the encode role (backend_args.py ``env_var=``), with the value
+#: that sets it.
+_DYNAMO_ENCODE_ENV = (("DYN_VLLM_DISAGGREGATION_MODE", ("encode",)),
+                      ("DYN_VLLM_MULTIMODAL_ENCODE_WORKER", ("1", "true", "yes", "on")))
+
+
+def encode_worker(argv: list[str], config: RoleConfig) -> str:
+    """How the engine started by ``argv`` (settings ``config``) is the encode worker of an E/P/D deployment, in the
+    user's words (``--multimodal-encode-worker``), or ``""`` for a prefill, decode or aggregated engine.
+
+    An encode worker runs a multimodal model's encoder and hands its outputs to the prefill (Dynamo's own embedding
+    transfer, or vLLM's EC connector); it serves no P/D role and is never paired as a prefill or decode, whatever KV
+    connector it carries (Dynamo's dual-encoder example gives its encoders NixlConnector ``kv_both`` configs). Read:
+    Dynamo's flags and variables (:data:`_ENCODE_FLAGS`, ``--disaggregation-mode encode``, :data:`_DYNAMO_ENCODE_ENV`)
+    on ``dynamo.vllm``, and for any vLLM engine an ``--ec-transfer-config`` whose ``ec_role`` is ``ec_producer``, with
+    or without a KV connector: such an engine runs the encoder only and allocates no KV cache
+    (``get_kv_cache_spec`` returns ``{}`` for an EC producer: gpu_model_runner.py 0.12.0 lines 5323-5324;
+    ``ECTransferConfig.is_encode_only``, vllm/config/ec_transfer.py 0.34.0 lines 100-107), as vLLM's E/P/D examples
+    start their encoder (examples/disaggregated/disaggregated_encoder/disagg_1e1p1d_example.sh 0.34.0). Pure."""
+    _, flags = parse_flags(argv)
+    if argv[:1] == ["dynamo.vllm"]:
+        for flag in _ENCODE_FLAGS:
+            if flags.get(flag) is True or flag in argv:
+                return flag
+        if flags.get("--disaggregation-mode") == "encode":
+            return "--disaggregation-mode encode"
+        for name, values in _DYNAMO_ENCODE_ENV:
+            if str(config.env.get(name, "")).strip().lower() in values:
+                return f"{name}={config.env[name]}"
+    if config.ec_transfer_written.get("ec_role") == "ec_producer":
+        return "--ec-transfer-config with ec_role ec_producer"
+    return ""
+
+
 #: Environment variables from which Dynamo's vLLM worker 1.0.0 and later also reads its role (components/src/dynamo/
 #: vllm/backend_args.py ``env_var=``: ``DYN_VLLM_DISAGGREGATION_MODE``, and the deprecated
 #: ``DYN_VLLM_IS_PREFILL_WORKER`` / ``DYN_VLLM_IS_DECODE_WORKER``, read in the ai-dynamo 1.0.0 wheel; 1.6.1 keeps the
@@ -299,18 +344,50 @@ def platform_pd_launcher(text: str) -> tuple[str, str] | None:
     return None
 
 
+#: Bare names of another engine that a flag takes as its VALUE (a protocol or backend it speaks, not a program it
+#: runs): llm-d's routing sidecar ``-connector=sglang`` / ``--kv-connector sglang`` (llm-d-inference-scheduler
+#: ``pd-sidecar``), a router's ``--backend sglang``, Dynamo's frontend ``--router-mode``/``--engine`` values.
+_ENGINE_VALUE_NAMES = frozenset({"sglang", "trtllm", "tensorrt_llm", "tensorrt-llm", "mocker"})
+#: Words of a command line or script: whitespace and the shell's separators split them, quotes do not count.
+_WORD_SPLIT = re.compile(r"""[\s;&|()`'"]+""")
+#: Short flags after which a program or module follows, not a value: ``python -m``, ``sh -c``, ``bash -lc``/``-ec``.
+_RUNS_NEXT = re.compile(r"^-[a-z]{0,3}[cm]$")
+
+
+def program_words(command: list[str]) -> list[str]:
+    """The words of ``command`` (a container's command and args; a ``sh -c`` script is split into its words) that
+    may name a program or module it runs: every word but a flag's value. A value is what follows ``=`` in a flag
+    (``-connector=sglang``: only ``-connector`` is kept) and a bare engine name (:data:`_ENGINE_VALUE_NAMES`) right
+    after a flag (``--kv-connector sglang``); what follows ``python -m`` or ``sh -c`` is kept (``-m
+    sglang.launch_server``, ``bash -lc "sglang serve ..."``).
+    Pure."""
+    words = [w for x in command for w in _WORD_SPLIT.split(x) if w]
+    out: list[str] = []
+    for before, word in zip([""] + words, words, strict=False):
+        if word.startswith("-") and "=" in word:
+            out.append(word.split("=", 1)[0])
+        elif not (before.startswith("-") and not _RUNS_NEXT.match(before) and "=" not in before
+                  and word.lower() in _ENGINE_VALUE_NAMES):
+            out.append(word)
+    return out
+
+
 def _other_pd_engine(command: list[str], image: str, env_names: list[str],
                      role_label: bool) -> tuple[str, bool, str] | None:
     """``(engine, serves a P/D role, why it is not checked)`` when the container runs another engine than vLLM (or
     a simulator of it), else ``None``.
 
     command: the container's command and args; image: its image; env_names: its environment variables'
-    names; role_label: a role label or type sits on the container's pod or object.
+    names; role_label: a role label or type sits on the container's pod or object. The engine is told by its image
+    or by a program or module its command runs (:func:`program_words`), never by a flag's value: a sidecar beside
+    a vLLM engine whose ``--kv-connector=sglang`` names the protocol it speaks (llm-d's routing sidecar) runs no
+    SGLang, and the pod's vLLM engine is judged.
     """
     text = " ".join(command + env_names)
     name = image.split("@", 1)[0].lower()
+    words = program_words(command)
     for engine, in_command, in_image, pd_marker, why in (*_OTHER_PD_ENGINES, *_PLATFORM_PD_LAUNCHERS):
-        if any(in_command.search(x) for x in command) or any(x in name for x in in_image):
+        if any(in_command.search(x) for x in words) or any(x in name for x in in_image):
             return engine, role_label or bool(pd_marker.search(text)), why
     return None
 
@@ -504,6 +581,12 @@ def _engine(
         inner, wrapper = unwrap_connector(added)  # kvbm + nixl: Dynamo's PdConnector around NixlConnector
         config = replace(config, kv_transfer=inner, wrapper=wrapper, kv_transfer_written=added,
                          connector_assumed=assumed)
+    overwritten, note = overwritten_connector(argv, runtime, config.env)
+    if overwritten:  # Dynamo 0.4.x: the worker's own --kv-transfer-config never reaches the engine
+        inner, wrapper = unwrap_connector(overwritten)
+        config = replace(config, kv_transfer=inner, wrapper=wrapper, kv_transfer_written=overwritten)
+    if note:
+        config = replace(config, connector_overwritten=note)
     if "dynamo.vllm" in argv and (legacy := pre_1_0_flag(argv)):
         config = replace(config, dynamo_legacy_flag=legacy)
     if "dynamo.vllm" in argv:  # what Dynamo's worker adds to the engine args itself, per Dynamo release
@@ -524,6 +607,10 @@ def _engine(
         # Which port: set by the worker itself in some releases, vLLM's default in others (_DYNAMO_SIDE_CHANNEL_PORT).
         config = replace(config, env={**config.env, "VLLM_NIXL_SIDE_CHANNEL_PORT": unknown(_DYNAMO_PORT_NAME)},
                          opaque=config.opaque + (("VLLM_NIXL_SIDE_CHANNEL_PORT", _DYNAMO_SIDE_CHANNEL_PORT),))
+    if encodes := encode_worker(argv, config):  # an E/P/D encoder: no P/D role, never paired
+        return Engine(where=at, role=ENCODE, config=config, pod_id=id(pod_spec), role_from=encodes,
+                      container=re.sub(r"\([^)]*\)$", "", where),
+                      flags_key="args" if container.get("args") else "command")
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
         role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
@@ -1402,7 +1489,8 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     Returns ``(pairs, unpaired)``; each pair comes with the two engines it was built from, and its
     ``paired_by`` says how the two were joined.
     """
-    engines = _complement_roles(engines)
+    encoders = [e for e in engines if e.role == ENCODE]  # E/P/D encode workers: no P/D role, never paired
+    engines = _complement_roles([e for e in engines if e.role != ENCODE])
     prefills = [e for e in engines if e.role == "prefill"]
     decodes = [e for e in engines if e.role == "decode"]
     pairs, either = _either_way_pairs(engines)
@@ -1446,7 +1534,23 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     for d in decodes:
         if id(d) not in used:
             unpaired.append(Unpaired(d, alone(d, "prefill")))
-    return [(_with_neighbours(pair, p, d, engines), p, d) for pair, p, d in pairs], unpaired
+    return [(_with_encoders(_with_neighbours(pair, p, d, engines), p, encoders), p, d) for pair, p, d in pairs], unpaired
+
+
+def _with_encoders(pair: PDPair, p: Engine, encoders: list[Engine]) -> PDPair:
+    """``pair`` with :attr:`PDPair.encoders`: the encode workers (:func:`encode_worker`) of prefill ``p``'s deployment
+    (:func:`_same_deployment`) that serve its model."""
+    mine = tuple((e.where, e.config) for e in encoders if e.config.model == p.config.model and _same_deployment(p, e))
+    return replace(pair, encoders=mine) if mine else pair
+
+
+def encoder_alone(e: Engine) -> PDPair:
+    """The :class:`PDPair` that holds encode worker ``e`` on both sides, each named ``encode``, for the rules that judge
+    one engine by its own argv and image (:func:`pdd_operator.compat.engine.evaluate_alone` with role ``encode``):
+    what stops a vLLM engine at startup (its argument parser, its KV and EC connector lookups) stops an encoder too."""
+    pair = lone_pair(e)
+    return replace(pair, source=e.where, prefill=replace(pair.prefill, role=ENCODE),
+                   decode=replace(pair.decode, role=ENCODE), paired_by="the encode worker alone (not a P/D role)")
 
 
 def lone_pair(e: Engine) -> PDPair:

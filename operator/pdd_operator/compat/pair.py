@@ -24,7 +24,7 @@ from pdd_operator.vllm.args import container_env, container_launches, int_flag, 
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
-from pdd_operator.vllm.flags import loose_unknown, malformed_options, short_options
+from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
 from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
@@ -241,6 +241,8 @@ class RoleConfig:
         repeated_entrypoint: the image's entrypoint the container's ``args`` repeat (``args: [vllm, serve, ...]`` with
             no ``command``; :func:`~pdd_operator.vllm.entrypoint.repeated_entrypoint`), judged in the
             ``entrypoint-repeated`` rule; ``None`` for none (and for a PDDeployment's rendered roles).
+        middleware: each ``--middleware`` of the argv (``module.object``), which the server imports at startup
+            (:mod:`pdd_operator.vllm.middleware`; the ``middleware-module-missing`` rule).
         removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
             judged by version in the ``cli-flag-removed`` rule.
         flag_floor: ``(release, flag)``: the oldest release whose parser has every flag given
@@ -263,6 +265,9 @@ class RoleConfig:
         connector_assumed: for a ``dynamo.vllm`` worker that names no connector and whose Dynamo release is not
             known, which default its connector was judged with and why that is an assumption
             (:func:`~pdd_operator.compat.dynamo_engine_defaults.added_connector`), or ``""``.
+        connector_overwritten: for a ``dynamo.vllm`` worker whose Dynamo release replaces its ``--kv-transfer-config``
+            (0.4.x: :func:`~pdd_operator.compat.dynamo_engine_defaults.overwritten_connector`), what it runs with
+            instead, or ``""``; ``kv_transfer`` then holds Dynamo's config.
         dynamo_legacy_flag: the first flag of a ``dynamo.vllm`` worker that only Dynamo releases before 1.4 take and
             that was the only spelling before 1.0 (``--connector``, ``--is-prefill-worker``, ``--is-decode-worker``:
             :data:`~pdd_operator.compat.dynamo_engine_defaults.PRE_1_0_FLAGS`), or ``""``.
@@ -370,6 +375,7 @@ class RoleConfig:
     extensible_kv_cache: bool | None = None
     num_gpu_blocks_override: str | None = None
     removed_flags: tuple[str, ...] = ()
+    middleware: tuple[str, ...] = ()
     repeated_entrypoint: RepeatedEntrypoint | None = None
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
@@ -384,6 +390,7 @@ class RoleConfig:
     kv_events_from: str = ""
     connector_note: str = ""
     connector_assumed: str = ""
+    connector_overwritten: str = ""
     dynamo_legacy_flag: str = ""
     setup: str = ""
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
@@ -542,6 +549,10 @@ class PDPair:
     #: script's host) and the other decode engines in the decode's, which no pair compares with these two
     #: (:func:`pdd_operator.compat.manifests.pair_engines`; the ``same-role-port-conflict`` rule)
     neighbours: tuple[tuple[str, str, RoleConfig], ...] = ()
+    #: ``(where, config)`` of the encode workers of the pair's deployment and model (E/P/D disaggregation: they hand
+    #: encoder outputs to the prefill and are never paired; :func:`pdd_operator.compat.manifests.encode_worker`), for
+    #: the rules that compare their encoder-cache connector with the prefill's (``ec-connector-pair-mismatch``)
+    encoders: tuple[tuple[str, RoleConfig], ...] = ()
 
     @property
     def roles(self) -> tuple[RoleConfig, RoleConfig]:
@@ -913,6 +924,7 @@ def role_from_container(
         num_gpu_blocks_override=(str(flags["--num-gpu-blocks-override"])
                                  if flags.get("--num-gpu-blocks-override") not in (None, True) else None),
         removed_flags=removed_flags(flags),
+        middleware=tuple(flag_values(argv, "--middleware")),
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
         choice_values=tuple((f, v) for f, v in flags.items() if f in CHOICE_TABLES and isinstance(v, str)),

@@ -101,6 +101,13 @@ def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     return model, flags
 
 
+def flag_values(argv: list[str], name: str) -> list[str]:
+    """Every value given to flag ``name`` (a long name, normalized as :func:`parse_flags` reads it) in ``argv``, in
+    order: an ``append`` flag such as ``--middleware`` takes each occurrence (argparse ``action="append"``, 0.9.0
+    vllm/entrypoints/openai/cli_args.py l.191), where :func:`parse_flags` keeps only the last."""
+    return [value for flag, value in _words(argv) if flag == name and isinstance(value, str)]
+
+
 def _dotted_config(parts: list[tuple[str, str | None]]) -> dict:
     """The JSON object vLLM's ``FlexibleArgumentParser.parse_args`` builds from one flag's dotted arguments
     (vllm/utils/argparse_utils.py 0.14.0 and 0.22.0, vllm/utils/__init__.py 0.10.1.1 and 0.11.0): each

@@ -46,6 +46,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     mamba_align,
     mem_pool,
     memory,
+    middleware,
     mooncake,
     moriio_pair,
     multi_connector,

@@ -73,6 +73,27 @@ def check_dynamo_connector_assumed(pair: PDPair) -> list[Violation]:
             for r in pair.roles if r.connector_assumed]
 
 
+@rule(
+    id="dynamo-kv-transfer-config-overwritten", family="connector", severity="warning",
+    fields=("spec.kvTransfer.connector",),
+    source=("ai-dynamo dynamo/vllm/args.py overwrite_args: kv_transfer_config set among the worker's defaults whatever "
+            "--kv-transfer-config gave (0.4.0 l.204-245, 0.4.1 l.211-281 with ENABLE_LMCACHE); from 0.5.0 "
+            "create_kv_transfer_config keeps the user's (0.5.0 l.279-291); pdd_operator/compat/dynamo_engine_defaults.py "
+            "overwritten_connector, KV_TRANSFER_OVERWRITTEN"),
+    without_connector=True, any_release=True,
+    example="python3 -m dynamo.vllm --is-prefill-worker --kv-transfer-config {...kv_producer...} on vllm-runtime:0.4.1",
+)
+def check_dynamo_kv_transfer_overwritten(pair: PDPair) -> list[Violation]:
+    """A Dynamo vLLM worker runs with the --kv-transfer-config it gives (Dynamo 0.4.x replaces it with its own).
+
+    Where the worker's Dynamo release is 0.4.0 or 0.4.1, every other rule judged the config Dynamo builds (NixlConnector
+    ``kv_both``, or LMCache's with ``ENABLE_LMCACHE`` on 0.4.1) and this warning says the user's was dropped."""
+    return [(f"{r.role}: {r.connector_overwritten}.",
+             f"Drop --kv-transfer-config from the {r.role} worker's args (Dynamo 0.4.x ignores it), or run a Dynamo "
+             "vllm-runtime image of 0.5.0 or later, which uses it.")
+            for r in pair.roles if r.connector_overwritten]
+
+
 _LATER = ("The NIXL rules (handshake, block sizes, side channel, parallelism across roles) are checked once both roles "
           "have a connector.")
 

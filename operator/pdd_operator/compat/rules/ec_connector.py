@@ -62,3 +62,73 @@ def check_ec_connector_registered(pair: PDPair) -> list[Violation]:
                     "module that defines it."),
         ))
     return out
+
+
+#: EC connectors that hand encoder outputs over a directory (``ec_connector_extra_config.shared_storage_path``,
+#: default ``/tmp``): ECSharedStorageConnector (0.11.1-0.12.0 ``shared_storage_connector.py`` line 56) and its 0.13.0
+#: rename ECExampleConnector (0.34.0 ``example_connector.py`` lines 61-63).
+_STORAGE_CONNECTORS = frozenset({"ECSharedStorageConnector", "ECExampleConnector"})
+
+
+def _storage(ec: dict) -> str:
+    extra = ec.get("ec_connector_extra_config")
+    path = extra.get("shared_storage_path") if isinstance(extra, dict) else None
+    return path if isinstance(path, str) and path else "/tmp"
+
+
+@rule(
+    id="ec-connector-pair-mismatch", family="connector", severity="warning",
+    fields=("spec.prefill.extraArgs",),
+    source=("vllm v1/core/sched/scheduler.py (0.34.0 lines 2239-2245; the same test from 0.11.1): the prefill's "
+            "scheduler loads an encoder output only when its own EC connector's has_cache_item finds it and otherwise "
+            "schedules the encoder itself; ECExampleConnector/ECSharedStorageConnector look in their own "
+            "shared_storage_path (example_connector.py 0.34.0 lines 61-63, default /tmp); the connector is the class "
+            "--ec-transfer-config's ec_connector names (ec_connector/factory.py)"),
+    example=('encode: {"ec_connector":"ECExampleConnector","ec_role":"ec_producer"} and prefill: '
+             '{"ec_connector":"ECCPUConnector","ec_role":"ec_consumer"}'),
+)
+def check_ec_connector_pair(pair: PDPair) -> list[Violation]:
+    """The prefill reads encoder outputs through the EC connector its encode workers write them with.
+
+    For each encode worker of the pair's deployment (:attr:`PDPair.encoders`) whose ``--ec-transfer-config`` is
+    written: a prefill with no EC connector, one that is not a consumer (``ec_role`` ``ec_producer``), one that names
+    another connector, or, for the directory connectors, another ``shared_storage_path``, never finds the worker's
+    outputs. vLLM fails nothing: the prefill runs the vision encoder itself for every request, so the encode
+    disaggregation does nothing (a warning). A prefill whose EC settings come from a launcher's own flags (Dynamo's
+    ``--ec-consumer-mode`` / ``--ec-connector-backend``) or an ``ec_connector_module_path`` is not judged.
+    """
+    p = pair.prefill
+    if any(name.startswith("--ec-") for name, _ in p.launcher_flags):
+        return []
+    out: list[Violation] = []
+    mine = p.ec_transfer_written
+    for where, enc in pair.encoders:
+        ec = enc.ec_transfer_written
+        name = ec.get("ec_connector")
+        if not isinstance(name, str) or ec.get("ec_connector_module_path") or mine.get("ec_connector_module_path"):
+            continue
+        theirs = f"the encode worker {where} writes its encoder outputs through {name}"
+        if not mine.get("ec_connector"):
+            why = "the prefill has no --ec-transfer-config, so it never loads them"
+            fix = (f"Give the prefill container --ec-transfer-config '{{\"ec_connector\":\"{name}\","
+                   "\"ec_role\":\"ec_consumer\"}' (with the encoder's extra config).")
+        elif mine.get("ec_role") == "ec_producer":
+            why = "the prefill's --ec-transfer-config has ec_role ec_producer, so it never loads them"
+            fix = "Set \"ec_role\":\"ec_consumer\" in the prefill container's --ec-transfer-config."
+        elif mine["ec_connector"] != name:
+            why = f"the prefill reads through {mine['ec_connector']}, which never sees them"
+            fix = f"Name the same EC connector ({name}) in the prefill's and the encode worker's --ec-transfer-config."
+        elif name in _STORAGE_CONNECTORS and _storage(mine) != _storage(ec):
+            why = (f"into {_storage(ec)}, and the prefill looks in {_storage(mine)} (ec_connector_extra_config."
+                   "shared_storage_path)")
+            fix = ("Give both containers the same shared_storage_path in --ec-transfer-config, on a volume both "
+                   "mount.")
+        else:
+            continue
+        out.append((
+            f"{theirs}, but {why}: vLLM's scheduler loads an encoder output only when its EC connector finds it "
+            "(has_cache_item) and otherwise runs the encoder on the prefill, so every request is encoded again on "
+            "the prefill and the encode worker's work is thrown away (nothing fails).",
+            fix_for(pair, fix, fix),
+        ))
+    return out

@@ -45,15 +45,22 @@ def expandable_segments_fault(version: Version | None, alloc_conf: str | None, c
     - before it: ``error`` over RDMA (the registered pages are remapped: IBV_WC_REM_ACCESS_ERR at the first
       inter-node transfer, vllm#41237), ``warning`` without (UCX copies over TCP or cuda_ipc read the current
       mapping: ai-dynamo/nixl#1754 saw the slow path, data correct);
-    - unknown version: ``error`` (every release from 0.21, April 2026, refuses it; older ones fail over RDMA).
+    - unknown version: ``error`` over RDMA (every release fails: from 0.21 at startup, before it at the first
+      transfer), else ``warning`` saying the version decides (from 0.21 refused at startup; before it a slower copy
+      without RDMA, or not known): an unknown version is refused only where every release is.
     """
     if not expandable_segments(alloc_conf):
         return None
     if any(version is None or version >= CUMEM_FLAGS[f] for f in cumem_flags if f in CUMEM_FLAGS):
         return None
     if version is None:
-        return "error", ("vLLM from 0.21 refuses it at startup (vllm/config/vllm.py _verify_kv_transfer_compat); "
-                         "older releases start and fail at the first RDMA transfer")
+        if rdma:
+            return "error", ("vLLM from 0.21 refuses it at startup (vllm/config/vllm.py _verify_kv_transfer_compat); "
+                             "older releases start and fail at the first RDMA transfer")
+        over = "" if rdma is False else ", while over RDMA they fail at the first transfer"
+        return "warning", ("vLLM from 0.21 refuses it at startup (vllm/config/vllm.py _verify_kv_transfer_compat); "
+                           "older releases start, and without an RDMA device UCX copies through the current mapping "
+                           f"(ai-dynamo/nixl#1754){over}; this engine's vLLM version is unknown, so the version decides")
     if version >= EXPANDABLE_SEGMENTS_REFUSED_SINCE:
         exempt = "--enable-cumem-allocator or --enable-sleep-mode" if version >= CUMEM_ALLOCATOR_FLAG_SINCE else (
             "--enable-sleep-mode (--enable-cumem-allocator arrived in 0.22)")
