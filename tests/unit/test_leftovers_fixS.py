@@ -5,6 +5,10 @@ manifest formats) and negative controls.
    serving, not half of a P/D pair: "nothing to check" (exit 4), the same as a plain vLLM Deployment; an engine whose
    counterpart IS in the files still gets ``kv-connector-missing`` (issue 9 item 2), and one with a connector but no
    counterpart stays "not checked" (set 88 entry router-llama31-native-decode-only-values-v0110).
+2. ``tp-exceeds-kv-heads`` as wide as vLLM's handshake assert ``not (tp_ratio < 0 and is_kv_replicated(remote))``: the
+   engine that validates is decode in pull mode and prefill in push mode, and "replicated" is TP >= KV heads on
+   0.14.0-0.19.1, TP > KV heads from 0.20.0; no release dedupes a replicated prefill in pull mode (0.34.0 still
+   asserts), and a push prefill above the heads passes from 0.26.0 (the decode's handshake is notif-only).
 """
 
 from __future__ import annotations
@@ -97,3 +101,69 @@ def test_a_lone_dynamo_worker_without_a_connector_stays_not_checked(tmp_path, ca
     code, out = check(tmp_path, capsys, doc)
     assert code != 4 and "aggregated" not in out, out
 
+
+# --- 2. tp-exceeds-kv-heads: as wide as the handshake assert, per release and transfer mode ------------------------
+
+PUSH = json.dumps({"kv_connector": "NixlPushConnector", "kv_role": "kv_both"})
+PUSH_034 = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both",
+                       "kv_connector_extra_config": {"transfer_mode": "push"}})
+
+
+def _tp_pair(tmp_path, capsys, p: int, d: int, image: str, kv: str = NIXL,
+             model: str = "meta-llama/Llama-3.1-8B-Instruct") -> tuple[int, dict]:
+    docs = [_deployment(role, ["--tensor-parallel-size", str(tp), "--kv-transfer-config", kv], image=image, model=model)
+            for role, tp in (("prefill", p), ("decode", d))]
+    for doc in docs:
+        doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "8"
+    return check(tmp_path, capsys, *docs)
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.14.0", "vllm/vllm-openai:v0.21.0", "vllm/vllm-openai:v0.28.0",
+                                   "vllm/vllm-openai:v0.34.0"])
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"])
+def test_pull_prefill_tp_above_the_kv_heads_is_refused_on_every_release(tmp_path, capsys, image, model):
+    """8 KV heads, prefill TP 16 > decode TP 8: decode's handshake asserts on the replicated prefill (no dedupe)."""
+    code, out = _tp_pair(tmp_path, capsys, 16, 8, image, model=model)
+    assert code == 1 and "tp-exceeds-kv-heads" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("image", "refused"), [("vllm/vllm-openai:v0.14.0", True), ("vllm/vllm-openai:v0.19.1", True),
+                                                ("vllm/vllm-openai:v0.20.0", False), ("vllm/vllm-openai:v0.28.0", False)])
+def test_pull_prefill_tp_at_the_kv_heads_is_refused_before_0_20_only(tmp_path, capsys, image, refused):
+    """Prefill TP 8 == 8 KV heads > decode TP 4: 0.14.0-0.19.1 count it as replicated (tp // heads >= 1)."""
+    _, out = _tp_pair(tmp_path, capsys, 8, 4, image)
+    assert ("tp-exceeds-kv-heads" in rules(out, "error")) == refused, out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.26.0", "vllm/vllm-openai:v0.28.0", "vllm/vllm-openai:v0.33.0"])
+def test_push_prefill_tp_above_the_kv_heads_is_not_refused_from_0_26(tmp_path, capsys, image):
+    """In push mode the prefill validates the decode, and the decode's handshake is notif-only from 0.26.0."""
+    _, out = _tp_pair(tmp_path, capsys, 16, 8, image, kv=PUSH)
+    assert "tp-exceeds-kv-heads" not in rules(out), out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.24.0", "vllm/vllm-openai:v0.25.0"])
+def test_push_prefill_tp_above_the_kv_heads_is_refused_on_0_24_and_0_25(tmp_path, capsys, image):
+    _, out = _tp_pair(tmp_path, capsys, 16, 8, image, kv=PUSH)
+    assert "tp-exceeds-kv-heads" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("image", "kv"), [("vllm/vllm-openai:v0.24.0", PUSH), ("vllm/vllm-openai:v0.30.0", PUSH),
+                                           ("vllm/vllm-openai:v0.34.0", PUSH_034)])
+def test_push_decode_tp_above_the_kv_heads_is_refused(tmp_path, capsys, image, kv):
+    """Decode TP 16 > prefill TP 8 with 8 KV heads in push mode: the prefill's handshake asserts on its decode."""
+    code, out = _tp_pair(tmp_path, capsys, 8, 16, image, kv=kv)
+    assert code == 1 and "tp-exceeds-kv-heads" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.28.0", "vllm/vllm-openai:v0.34.0"])
+def test_pull_decode_tp_above_the_kv_heads_is_not_this_rule(tmp_path, capsys, image):
+    """Pull mode, decode TP 16 > prefill TP 8: decode validates a prefill that holds no replicated heads."""
+    _, out = _tp_pair(tmp_path, capsys, 8, 16, image)
+    assert "tp-exceeds-kv-heads" not in rules(out), out
+
+
+def test_mla_prefill_tp_above_its_kv_heads_is_not_refused(tmp_path, capsys):
+    """MLA's latent KV is whole on every rank (0.21.0+ exempt it: `if not self.use_mla and not self._has_mamba`)."""
+    _, out = _tp_pair(tmp_path, capsys, 16, 8, "vllm/vllm-openai:v0.28.0", model="deepseek-ai/DeepSeek-V3")
+    assert "tp-exceeds-kv-heads" not in rules(out), out
