@@ -9,6 +9,8 @@ manifest formats) and negative controls.
    engine that validates is decode in pull mode and prefill in push mode, and "replicated" is TP >= KV heads on
    0.14.0-0.19.1, TP > KV heads from 0.20.0; no release dedupes a replicated prefill in pull mode (0.34.0 still
    asserts), and a push prefill above the heads passes from 0.26.0 (the decode's handshake is notif-only).
+3. ``kv-cache-dtype-mismatch`` where a GPU-dependent config hook decides (GLM-5's ``auto`` -> ``fp8_e4m3`` on SM10x
+   from 0.32.0, GLM-5.3-Flash's ``auto`` -> ``fp8`` from 0.33.0): judged by a pinned GPU product, else a warning.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 import yaml
 
 from pdd_operator.cli import main
+from pdd_operator.vllm.dtype import gpu_hooked_kv_cache_dtype
 from tests.unit.test_turn2_variants import check, rules
 
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
@@ -167,3 +170,77 @@ def test_mla_prefill_tp_above_its_kv_heads_is_not_refused(tmp_path, capsys):
     """MLA's latent KV is whole on every rank (0.21.0+ exempt it: `if not self.use_mla and not self._has_mamba`)."""
     _, out = _tp_pair(tmp_path, capsys, 16, 8, "vllm/vllm-openai:v0.28.0", model="deepseek-ai/DeepSeek-V3")
     assert "tp-exceeds-kv-heads" not in rules(out), out
+
+
+# --- 3. kv-cache-dtype-mismatch where a GPU-dependent config hook decides -----------------------------------------
+
+B200 = "NVIDIA-B200"
+H200 = "NVIDIA-H200"
+
+
+def _glm_pair(tmp_path, capsys, p_kv: str | None, d_kv: str | None, p_gpu: str | None, d_gpu: str | None,
+              image: str = "vllm/vllm-openai:v0.34.0", model: str = "zai-org/GLM-5-FP8") -> tuple[int, dict]:
+    docs = []
+    for role, kv, gpu in (("prefill", p_kv, p_gpu), ("decode", d_kv, d_gpu)):
+        args = ["--tensor-parallel-size", "8", "--kv-transfer-config", NIXL, *(["--kv-cache-dtype", kv] if kv else [])]
+        doc = _deployment(role, args, image=image, model=model)
+        container = doc["spec"]["template"]["spec"]["containers"][0]
+        container["resources"]["limits"]["nvidia.com/gpu"] = "8"
+        container["env"] = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+        if gpu:
+            doc["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": gpu}
+        docs.append(doc)
+    return check(tmp_path, capsys, *docs)
+
+
+@pytest.mark.parametrize("model", ["zai-org/GLM-5-FP8", "zai-org/GLM-5.2"])
+def test_auto_against_fp8_e4m3_on_blackwell_is_one_hash(tmp_path, capsys, model):
+    """GLM-5's hook turns auto into fp8_e4m3 on SM10x (0.34.0 config.py l.163-175): both roles hash 'fp8_e4m3'."""
+    _, out = _glm_pair(tmp_path, capsys, None, "fp8_e4m3", B200, B200, model=model)
+    assert "kv-cache-dtype-mismatch" not in rules(out), out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.32.0", "vllm/vllm-openai:v0.34.0"])
+def test_auto_against_fp8_e4m3_on_unpinned_gpus_is_a_warning_that_the_gpu_decides(tmp_path, capsys, image):
+    code, out = _glm_pair(tmp_path, capsys, None, "fp8_e4m3", None, None, image=image)
+    assert code == 0 and "kv-cache-dtype-mismatch" in rules(out, "warning"), out
+
+
+def test_auto_against_fp8_e4m3_on_hopper_is_refused(tmp_path, capsys):
+    code, out = _glm_pair(tmp_path, capsys, None, "fp8_e4m3", H200, H200)
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error"), out
+
+
+def test_auto_on_both_roles_on_different_gpu_families_is_refused(tmp_path, capsys):
+    """Prefill on B200 hashes 'fp8_e4m3', decode on H200 'auto'."""
+    code, out = _glm_pair(tmp_path, capsys, None, None, B200, H200)
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error"), out
+
+
+def test_before_the_hook_auto_against_fp8_e4m3_is_refused_whatever_the_gpu(tmp_path, capsys):
+    """0.31.0's GlmMoeDsa hook has no KV cache rewrite (config.py 0.31.0 l.43-...): 'auto' stays 'auto'."""
+    code, out = _glm_pair(tmp_path, capsys, None, "fp8_e4m3", B200, B200, image="vllm/vllm-openai:v0.31.0")
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error"), out
+
+
+def test_a_model_without_the_hook_is_compared_as_written(tmp_path, capsys):
+    code, out = _glm_pair(tmp_path, capsys, None, "fp8_e4m3", None, None, model="deepseek-ai/DeepSeek-V3")
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error"), out
+
+
+def test_glm5_bfloat16_against_auto_stays_refused_on_unpinned_gpus(tmp_path, capsys):
+    """No GPU makes 'bfloat16' and 'auto' (or 'fp8_e4m3') one string (set 87's decode-kv-bf16 entry, unpinned)."""
+    code, out = _glm_pair(tmp_path, capsys, None, "bfloat16", None, None)
+    assert code == 1 and "kv-cache-dtype-mismatch" in rules(out, "error"), out
+
+
+
+@pytest.mark.parametrize(("arch", "version", "sparse", "expected"), [
+    ("Glm5NextForCausalLM", (0, 33, 0), True, "fp8"), ("Glm5NextForConditionalGeneration", (0, 34, 0), None, "fp8"),
+    ("Glm5NextForCausalLM", (0, 32, 0), True, None), ("Glm5NextForCausalLM", (0, 34, 0), False, None),
+    ("GlmMoeDsaForCausalLM", (0, 32, 0), None, "fp8_e4m3"), ("GlmMoeDsaForCausalLM", (0, 31, 0), None, None),
+    ("DeepseekV32ForCausalLM", (0, 34, 0), True, None)])
+def test_gpu_hooks_per_architecture_and_release(arch, version, sparse, expected):
+    """Glm5NextModelConfig (0.33.0 config.py l.119-136) needs index_topk (sparse MLA); GlmMoeDsa rewrites from 0.32.0."""
+    assert gpu_hooked_kv_cache_dtype("auto", arch, version, sparse) == expected
+    assert gpu_hooked_kv_cache_dtype("fp8", arch, version, sparse) is None  # only auto is rewritten
