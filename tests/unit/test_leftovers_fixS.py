@@ -244,3 +244,46 @@ def test_gpu_hooks_per_architecture_and_release(arch, version, sparse, expected)
     """Glm5NextModelConfig (0.33.0 config.py l.119-136) needs index_topk (sparse MLA); GlmMoeDsa rewrites from 0.32.0."""
     assert gpu_hooked_kv_cache_dtype("auto", arch, version, sparse) == expected
     assert gpu_hooked_kv_cache_dtype("fp8", arch, version, sparse) is None  # only auto is rewritten
+
+
+# --- 4. MooncakeConnector pairs of unequal TP: 0.25.0-0.28.x judged as 0.24.0, a decode past the KV heads refused -----
+
+
+def _mooncake_pair(tmp_path, capsys, p: int, d: int, image: str,
+                   model: str = "meta-llama/Llama-3.1-8B-Instruct") -> tuple[int, dict]:
+    docs = []
+    for role, tp, kv_role in (("prefill", p, "kv_producer"), ("decode", d, "kv_consumer")):
+        kv = json.dumps({"kv_connector": "MooncakeConnector", "kv_role": kv_role})
+        doc = _deployment(role, ["--tensor-parallel-size", str(tp), "--kv-transfer-config", kv], image=image, model=model)
+        doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(tp)
+        docs.append(doc)
+    return check(tmp_path, capsys, *docs)
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.20.0", "vllm/vllm-openai:v0.24.0", "vllm/vllm-openai:v0.25.0",
+                                   "vllm/vllm-openai:v0.28.0"])
+@pytest.mark.parametrize(("p", "d"), [(8, 16), (4, 16)])
+def test_mooncake_decode_past_the_kv_heads_is_refused_before_0_30(tmp_path, capsys, image, p, d):
+    code, out = _mooncake_pair(tmp_path, capsys, p, d, image)
+    assert code == 1 and "mooncake-decode-kv-replicated" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.25.0", "vllm/vllm-openai:v0.28.0"])
+@pytest.mark.parametrize(("p", "d"), [(2, 4), (4, 2), (2, 1), (16, 8)])
+def test_mooncake_unequal_tp_on_0_25_to_0_28_is_judged_ok(tmp_path, capsys, image, p, d):
+    """0.25.0-0.28.x run 0.24.0's TP mapping and length check: ratios within the heads (or a replicated prefill)
+    pass, so the pair is judged ok instead of "not checked"."""
+    code, out = _mooncake_pair(tmp_path, capsys, p, d, image)
+    assert code == 0 and not out["notChecked"], out
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.30.0", "vllm/vllm-openai:v0.34.0"])
+def test_mooncake_decode_past_the_kv_heads_from_0_30_is_not_this_rule(tmp_path, capsys, image):
+    """0.30.0 caps the TP sizes by the KV heads in the length check (and its unequal-TP mapping is not read here)."""
+    _, out = _mooncake_pair(tmp_path, capsys, 8, 16, image)
+    assert "mooncake-decode-kv-replicated" not in rules(out), out
+
+
+def test_mooncake_mla_decode_past_its_heads_is_not_this_rule(tmp_path, capsys):
+    _, out = _mooncake_pair(tmp_path, capsys, 8, 16, "vllm/vllm-openai:v0.24.0", model="deepseek-ai/DeepSeek-V2-Lite")
+    assert "mooncake-decode-kv-replicated" not in rules(out), out
