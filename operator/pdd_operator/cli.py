@@ -303,7 +303,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             "vllmVersion": report.version, "compatible": report.compatible,
             "findings": [f.wire() for f in report.findings],
         })
-    skipped += [{"object": u.engine.where, "reason": u.reason} for u in unpaired]
+    skipped += [{"object": u.engine.where, "reason": u.reason} for u in unpaired if not u.aggregated]
+    aggregated = [{"object": u.engine.where, "reason": u.reason} for u in unpaired if u.aggregated]
     for e in engines:  # an E/P/D encode worker: never paired, but what stops it at startup is said
         if e.role == ENCODE and (alone := evaluate_alone(encoder_alone(e), ENCODE)):
             results.append({"file": ", ".join(all_docs), "object": e.where, "pairedBy": "",
@@ -318,7 +319,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             reports.append(CompatReport(version=results[-1]["vllmVersion"], findings=alone))
     failed = any(not r["compatible"] for r in results)
     if args.output == "json":
-        print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors}, indent=2))
+        print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors,
+                          **({"aggregated": aggregated} if aggregated else {})}, indent=2))
     else:
         for r, report in zip(results, reports, strict=True):
             invalid = any(f.rule == SPEC_INVALID_RULE for f in report.findings)  # the API refuses it: no rule ran
@@ -330,6 +332,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(f"  {f.severity}: {finding_text(f)}")
         for s_ in skipped:
             print(f"not checked: {s_['object']}: because {s_['reason']}")
+        for a in aggregated:
+            print(f"not prefill/decode: {a['object']}: {a['reason']}")
         for err in input_errors:
             print(f"error: {err}", file=sys.stderr)
         if not results and not skipped and not input_errors:

@@ -134,6 +134,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "v0-pynccl-kv-rank", "v0-mooncake-config-path",
                     # set 48: MooncakeConnectorWorker refuses pipeline parallelism (0.16.0-0.23.0)
                     "mooncake-pp-unsupported",
+                    # branch i9-fixS: 0.19.0-0.29.x Mooncake sender's raw TP ratio against a decode past the KV heads
+                    "mooncake-decode-kv-replicated",
                     # set 62: CPUOffloadingSpec refuses a pool size under the other release's key
                     "offloading-cpu-size-key",
                     # set 55: VllmConfig refuses expandable_segments with any KV connector from 0.21.0

@@ -20,7 +20,9 @@ from pdd_operator.cli import main
 SETS = Path(__file__).parent / "data"
 DATA = SETS / "public_reports"
 INDEX = yaml.safe_load((DATA / "index.yaml").read_text())["cases"]
-VERDICTS = {"error", "warning", "ok", "not-checked"}
+#: The verdicts an entry may expect: ``nothing-to-check`` is exit 4 (the files hold no P/D deployment, e.g. one engine
+#: with no KV connector and no counterpart: aggregated serving, which runs).
+VERDICTS = {"error", "warning", "ok", "not-checked", "nothing-to-check"}
 
 
 @dataclass
@@ -71,6 +73,8 @@ def judge(entry: dict, code: int, report: dict) -> Outcome:
         rule = verdict and bool(rules & warnings)
     elif expected == "ok":
         verdict = rule = code == 0 and not errors
+    elif expected == "nothing-to-check":
+        verdict = rule = code == 4 and not errors and not report.get("notChecked")
     else:
         verdict = rule = code == 3 and not errors and bool(report.get("notChecked"))
     return Outcome(entry["id"], verdict, rule, code == 1 and expected != "error",
@@ -108,7 +112,7 @@ def entry_params(index: list[dict], missed: dict[str, str]) -> list:
 
 
 #: Verdicts of a valid deployment (it runs; a warning is still a pass).
-VALID_VERDICTS = ("ok", "warning")
+VALID_VERDICTS = ("ok", "warning", "nothing-to-check")
 
 
 def valid_share(index: list[dict]) -> float:

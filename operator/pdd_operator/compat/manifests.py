@@ -1324,10 +1324,43 @@ def find_engines(doc: dict) -> list[Engine]:
 
 @dataclass(frozen=True)
 class Unpaired:
-    """An engine for which no counterpart was found (reported, not checked)."""
+    """An engine for which no counterpart was found (reported, not checked).
+
+    aggregated: the engine names no KV connector and no engine of the other role serves its model in its namespace
+    (:func:`aggregated_alone`): it serves whole requests on its own, so there is no P/D pair to check, and ``pdd
+    check`` counts it as nothing to check (the same as any plain vLLM Deployment), not as "not checked".
+    """
 
     engine: Engine
     reason: str
+    aggregated: bool = False
+
+
+def aggregated_alone(e: Engine, engines: list[Engine]) -> str | None:
+    """Why an engine without a counterpart is plain aggregated serving, not half of a P/D pair, or ``None``.
+
+    vLLM moves KV between instances only through a KV connector (``--kv-transfer-config``; without it the engine
+    creates none: vllm/v1/core/sched/scheduler.py ``self.connector = None`` unless ``kv_transfer_config is not None``,
+    0.11.0 lines 84-85, 0.34.0 lines 164-173), so an engine naming none, with no engine of the other
+    role for its model in its namespace among the files, computes every prompt itself and answers it: a role word
+    around it (llm-d-modelservice's ``decode`` values with ``prefill.create: false``) does not make it P/D. Not so where
+    the connector may come from elsewhere: a ``--kv-transfer-config`` whose value is not in the files (``opaque``), a
+    Dynamo vLLM worker (its runtime may add NixlConnector itself, :mod:`pdd_operator.compat.dynamo_engine_defaults`),
+    or an engine of unknown role beside it. An engine in a P/D topology (its counterpart is in the files) with no
+    connector stays ``kv-connector-missing``'s error (issue 9 item 2).
+    """
+    c = e.config
+    if e.role not in ("prefill", "decode") or c.connector is not None or c.kv_transfer or c.launcher:
+        return None
+    if any(name in ("--kv-transfer-config", "--kv_transfer_config") for name, _ in c.opaque):
+        return None
+    other = "decode" if e.role == "prefill" else "prefill"
+    if any(o is not e and o.config.model == c.model and o.namespace == e.namespace
+           and (o.role in (other, "both") or o.role is None) for o in engines):
+        return None
+    return (f"it names no KV connector (no --kv-transfer-config) and no {other} engine of model {c.model} is in "
+            f"the files: aggregated serving, not prefill/decode (pass the {other} engine's file too if it runs "
+            "elsewhere: a P/D engine without a KV connector never moves KV)")
 
 
 def _same_deployment(p: Engine, d: Engine) -> str | None:
@@ -1534,6 +1567,8 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     for d in decodes:
         if id(d) not in used:
             unpaired.append(Unpaired(d, alone(d, "prefill")))
+    unpaired = [replace(u, reason=why, aggregated=True) if (why := aggregated_alone(u.engine, engines)) else u
+                for u in unpaired]
     return [(_with_encoders(_with_neighbours(pair, p, d, engines), p, encoders), p, d) for pair, p, d in pairs], unpaired
 
 

@@ -113,8 +113,9 @@ def hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, version
     l.39-41, 0.34.0 l.91-93) and, before 0.18.0, ``auto`` and every ``fp8*`` to ``fp8_ds_mla`` (0.11.0 l.418-421,
     0.17.1 l.595-598); ``MistralLarge4ForCausalLM`` maps ``bfloat16`` to ``auto`` from 0.34.0 (l.151-152). Left out:
     ``GlmMoeDsaForCausalLM`` (``auto`` -> ``fp8_e4m3`` on SM10x only, 0.32.0 l.44-54, 0.34.0 l.163-181) and
-    ``Glm5NextModelConfig`` (the same on SM100, 0.33.0 l.134), whose rewrite depends on the GPU, and Mistral Large
-    4's ``fp8_kv_cache`` default (CUDA ``fp8_ds_mla``, ROCm ``fp8``). Pure; returns ``cache_dtype`` unchanged
+    ``Glm5NextModelConfig`` (the same on SM100, 0.33.0 l.134), whose rewrite depends on the GPU
+    (:func:`gpu_hooked_kv_cache_dtype`), and Mistral Large 4's ``fp8_kv_cache`` default (CUDA ``fp8_ds_mla``, ROCm
+    ``fp8``). Pure; returns ``cache_dtype`` unchanged
     where no hook applies."""
     newest = version is None
     if hf_architecture == "DeepseekV32ForCausalLM" and (newest or version >= DSV32_HOOK_SINCE):
@@ -124,6 +125,38 @@ def hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, version
     if hf_architecture == "MistralLarge4ForCausalLM" and (newest or version >= MISTRAL_LARGE4_HOOK_SINCE):
         return "auto" if cache_dtype == "bfloat16" else cache_dtype
     return cache_dtype
+
+
+#: The config hooks that turn ``auto`` into an FP8 KV cache only on a CUDA GPU of the SM10x family (Blackwell B200/B300,
+#: GB200/GB300: ``current_platform.is_device_capability_family(100)``): architecture -> (first release, the
+#: ``cache_dtype`` it sets, whether the model must be sparse MLA). ``GlmMoeDsaForCausalLM`` (GLM-5, 5.1, 5.2):
+#: ``fp8_e4m3`` from 0.32.0 (vllm/model_executor/models/config.py 0.32.0 l.43-55, 0.33.0 l.89-101, 0.34.0
+#: l.163-175; 0.29.0-0.31.0 have the class without the rewrite); ``Glm5NextForCausalLM`` /
+#: ``Glm5NextForConditionalGeneration`` (GLM-5.3-Flash, ``Glm5NextModelConfig``): ``fp8`` from 0.33.0 where the text
+#: config has ``index_topk`` (0.33.0 l.119-136, 0.34.0 l.184-201; registered 0.33.0 l.1228-1229, 0.34.0 l.1560-1561).
+GPU_HOOKED_AUTO: dict[str, tuple[Version, str, bool]] = {
+    "GlmMoeDsaForCausalLM": ((0, 32, 0), "fp8_e4m3", False),
+    "Glm5NextForCausalLM": ((0, 33, 0), "fp8", True),
+    "Glm5NextForConditionalGeneration": ((0, 33, 0), "fp8", True),
+}
+#: The compute capability major of the GPUs those hooks rewrite on (SM 10.0 and 10.3).
+GPU_HOOK_CAPABILITY = 10
+
+
+def gpu_hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, version: Version | None,
+                              sparse_mla: bool | None) -> str | None:
+    """What a GPU-dependent config hook (:data:`GPU_HOOKED_AUTO`) makes of ``cache_dtype`` on a CUDA GPU of compute
+    capability 10.x, or ``None`` where no such hook applies (another architecture, a release before its hook, a
+    written dtype other than ``auto``, or a Glm5Next model known not to be sparse MLA: ``sparse_mla`` ``False``;
+    ``None`` where unknown). ``cache_dtype`` is the value after :func:`hooked_kv_cache_dtype`; ``version`` ``None``
+    reads the newest code. On other GPUs (and on ROCm: the hooks also require ``current_platform.is_cuda()``) the
+    value stays ``cache_dtype``. Pure."""
+    hook = GPU_HOOKED_AUTO.get(hf_architecture or "")
+    if hook is None or cache_dtype != "auto" or (version is not None and version < hook[0]):
+        return None
+    if hook[2] and sparse_mla is False:
+        return None
+    return hook[1]
 
 
 #: Where :func:`auto_dtype`'s bfloat16 does not hold, for messages.

@@ -28,46 +28,95 @@ def check_tp_divisible(pair: PDPair) -> list[Violation]:
     )]
 
 
+#: vLLM releases whose NIXL handshake counts a remote engine's KV as replicated from TP == KV heads on
+#: (``tp_size // total_num_kv_heads >= 1``: kv_connector/utils.py ``is_kv_replicated``, 0.14.0 line 408, 0.19.1 line
+#: 462); from 0.20.0 only above them (``remote_tp_size > total_num_kv_heads``: 0.20.0 line 598, 0.23.0 lines 549-552,
+#: 0.34.0 lines 572-575).
+_REPLICATED_AT_HEADS = ((0, 14, 0), (0, 20, 0))
+#: From 0.26.0 a push decode's handshake to its prefill is notif-only (``notif_agents_only=True`` in push_worker.py
+#: ``_send_registration_to_p``, 0.26.0 base_worker.py lines 694-695, 0.34.0 lines 1315-1317), so it no longer
+#: validates the prefill's KV layout; 0.24.0-0.25.1 ran the full ``add_remote_agent`` there (0.25.0 push_worker.py
+#: lines 278-283, base_worker.py line 1517).
+_PUSH_DECODE_NOTIF_ONLY_SINCE = (0, 26, 0)
+
+
+def kv_heads_tp_failure(p: int, d: int, heads: int, push: bool, version: tuple[int, ...] | None) -> str | None:
+    """Which NIXL handshake assert a prefill TP ``p`` / decode TP ``d`` pair of a model with ``heads`` KV heads
+    (config.json ``num_key_value_heads``; not MLA, not hybrid SSM) hits, or ``None`` where none does.
+
+    vLLM's ``_validate_remote_agent_handshake`` asserts ``not (tp_ratio < 0 and is_kv_replicated(remote))``: the
+    engine that validates (the local one) has the smaller TP and the remote one holds replicated KV heads (0.14.0
+    v1/nixl_connector.py lines 1692-1693; 0.20.0 v1/nixl/worker.py lines 1406-1411, not for Mamba; 0.21.0-0.23.0
+    worker.py lines 1408-1414 and 0.24.0-0.34.0 nixl/base_worker.py, 0.24.0 lines 1613-1619, 0.28.0 lines 1725-1731,
+    0.34.0 lines 2782-2788, not for MLA nor Mamba). Which engine validates which follows the transfer mode: in pull
+    mode decode validates the prefill it reads (prefill TP > decode TP past the heads fails); in push mode prefill
+    validates the decode it writes (decode TP > prefill TP past the heads fails), and on 0.24.0-0.25.1 the push decode
+    also validates its prefill (:data:`_PUSH_DECODE_NOTIF_ONLY_SINCE`). "Past the heads" is TP >= heads on
+    0.14.0-0.19.1 and TP > heads from 0.20.0 (:data:`_REPLICATED_AT_HEADS`). Before 0.14.0 a prefill TP above the
+    decode's is refused whatever the heads (hetero-tp-p-gt-d-unsupported), so the pull reading holds there too.
+    ``version`` ``None`` (unknown): only what fails on every release (TP > heads) is returned.
+    Returns the text of the failure (which engine's handshake asserts), for the rule's message.
+    """
+    at_heads = version is not None and _REPLICATED_AT_HEADS[0] <= version < _REPLICATED_AT_HEADS[1]
+
+    def past(tp: int) -> bool:
+        return tp > heads or (at_heads and tp == heads)
+    if push:
+        if d > p and past(d):
+            return (f"decode TP {d} > prefill TP {p} with decode TP past the model's {heads} KV heads: in push mode the "
+                    "prefill validates the decode it writes to and asserts that a larger remote TP holds no "
+                    "replicated KV heads (AssertionError at the first request's handshake)")
+        if p > d and past(p) and version is not None and version < _PUSH_DECODE_NOTIF_ONLY_SINCE:
+            return (f"prefill TP {p} > decode TP {d} with prefill TP past the model's {heads} KV heads: vLLM "
+                    f"{fmt(version)}'s push decode still validates its prefill in full at the handshake and asserts "
+                    "that a larger remote TP holds no replicated KV heads (fixed in 0.26.0: notif-only handshake)")
+        return None
+    if p > d and past(p):
+        return (f"prefill TP {p} > decode TP {d} with prefill TP {'at or above' if at_heads else 'above'} the model's "
+                f"{heads} KV heads: prefill replicates KV heads and decode's handshake asserts that a larger remote "
+                "TP holds no replicated heads (AssertionError at the first request)")
+    return None
+
+
 @rule(
     id="tp-exceeds-kv-heads", family="hetero-tp", severity="error",
     fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.model.numKvHeads"),
-    source=("vllm nixl _validate_remote_agent_handshake: assert not (tp_ratio < 0 and is_kv_replicated(remote)) "
-            "('Num kv_heads > tp_size and P TP > D TP case, not supported'). is_kv_replicated is "
-            "tp_size // total_num_kv_heads >= 1 in 0.9.2-0.19.1 (kv_connector/utils.py, 0.19.0 lines 456-462; the "
-            "assert in v1/nixl_connector.py 0.14.0 line 1693, 0.19.0 line 2086) and remote_tp_size > "
-            "total_num_kv_heads from 0.20.0 (0.20.0 utils.py line 598, nixl/worker.py line 1410; 0.26.0 utils.py "
-            "lines 554-557, nixl/base_worker.py line 1695)"),
-    example="prefill TP 8 > decode TP 4 with an 8-KV-head model (Llama-3.3-70B) on vLLM 0.19",
+    source=("vllm nixl _validate_remote_agent_handshake 'assert not (tp_ratio < 0 and is_kv_replicated(remote))': "
+            "0.14.0 v1/nixl_connector.py l.1692-1693, 0.20.0 v1/nixl/worker.py l.1406-1411, 0.34.0 "
+            "v1/nixl/base_worker.py l.2782-2788; is_kv_replicated kv_connector/utils.py (tp // heads >= 1 on "
+            "0.14.0-0.19.1, tp > heads from 0.20.0); the validating engine per transfer mode (push_worker.py)"),
 )
 def check_tp_kv_heads(pair: PDPair) -> list[Violation]:
-    """Prefill TP > decode TP only while vLLM does not count the prefill's KV as replicated: prefill TP < KV heads
-    on vLLM 0.9.2-0.19.1 (a prefill at exactly the KV heads counts as replicated there), prefill TP <= KV heads
-    from 0.20.0. A prefill at the KV heads on an unknown release is a warning (it depends on the release)."""
+    """The larger-TP engine holds no replicated KV heads where the other validates it (pull: prefill, push: decode).
+
+    The validating engine and the bound per release: :func:`kv_heads_tp_failure`."""
     if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is None:
         return []
     p, d = pair.tps
     heads = pair.num_kv_heads
-    if p <= d or p < heads:
+    why = kv_heads_tp_failure(p, d, heads, pair.push, pair.version)
+    if why is None:
+        larger = d if pair.push else p
+        if pair.version is None and larger == heads and larger > (p if pair.push else d):
+            return [(
+                f"{'Decode' if pair.push else 'Prefill'} TP {larger} > {'prefill' if pair.push else 'decode'} TP "
+                f"{p if pair.push else d} with the larger TP equal to the model's {heads} KV heads: vLLM "
+                "0.14.0-0.19.1 count that engine's KV as replicated (tp_size // kv_heads >= 1) and the NIXL handshake "
+                "asserts 'Num kv_heads > tp_size and P TP > D TP case, not supported'; from 0.20.0 only a TP above "
+                "the KV heads counts. The release is not known here, so it decides.",
+                f"Pin a vLLM >= 0.20 engine image on both roles, or use a TP below {heads} on the larger side.",
+                "warning",
+            )]
         return []
-    if p == heads:
-        if pair.version is not None and not _GQA_REPLICATED_AT_HEADS[0] <= pair.version < _GQA_REPLICATED_AT_HEADS[1]:
-            return []  # 0.20.0 on: a prefill at the KV heads holds one head per rank, not replicated
-        known = pair.version is not None
-        return [(
-            f"Prefill TP {p} > decode TP {d} with prefill TP equal to the model's {heads} KV heads: "
-            + (f"vLLM {fmt(pair.version)}" if known else "vLLM 0.9.2-0.19.1")
-            + " counts the prefill's KV as replicated (tp_size // kv_heads >= 1) and its NIXL handshake asserts "
-            "'Num kv_heads > tp_size and P TP > D TP case, not supported'"
-            + (" (AssertionError at the first request)." if known else
-               "; from 0.20.0 only a prefill above the KV heads counts as replicated, and the release is not known."),
-            f"Use prefill TP < {heads} or decode TP >= prefill TP, or a vLLM >= 0.20 engine image on both roles.",
-            "error" if known else "warning",
-        )]
-    return [(
-        f"Prefill TP {p} > decode TP {d} needs prefill TP <= the model's {heads} KV heads; beyond that "
-        "prefill replicates KV heads and decode cannot read them (assert at the first request).",
-        f"Use prefill TP <= {heads}, or decode TP >= prefill TP.",
-    )]
+    bound = heads - 1 if pair.version is not None and _REPLICATED_AT_HEADS[0] <= pair.version < _REPLICATED_AT_HEADS[1] \
+        else heads
+    if d > p:  # push: the prefill asserts on its decode
+        fix = f"Use decode TP <= {bound} (or <= prefill TP), or pull mode (NixlConnector without transfer_mode push)."
+    elif pair.push:
+        fix = f"Use prefill TP <= {bound} or decode TP >= prefill TP, or a vLLM >= 0.26 engine image."
+    else:
+        fix = f"Use prefill TP <= {bound}, or decode TP >= prefill TP."
+    return [(f"{why[0].upper()}{why[1:]}.", fix)]
 
 
 @rule(
@@ -76,12 +125,24 @@ def check_tp_kv_heads(pair: PDPair) -> list[Violation]:
     source="compat-rules.md section 9",
 )
 def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
-    """KV heads are known when prefill TP > decode TP, or decode TP > prefill TP before vLLM 0.24."""
+    """KV heads are known where they decide the pair (tp-exceeds-kv-heads, hetero-tp-kv-replicated).
+
+    That is prefill TP > decode TP in pull mode (and in push mode before vLLM 0.26), decode TP > prefill TP in push
+    mode, and decode TP > prefill TP before vLLM 0.24 (:func:`kv_heads_tp_failure`)."""
     if pair.tps is None or pair.mla or pair.hybrid_ssm or pair.num_kv_heads is not None:
         return []
     if pair.tps[0] == pair.tps[1] or (pair.model.architecture is None and pair.tps[0] < pair.tps[1]):
         return []
     p, d = pair.tps
+    if pair.push and (d > p or (pair.version is not None and pair.version >= _PUSH_DECODE_NOTIF_ONLY_SINCE)):
+        if d < p:
+            return []  # a push decode's handshake to a larger-TP prefill validates nothing of its KV from 0.26.0
+        return [(
+            f"Decode TP {d} > prefill TP {p} in push mode is valid only while decode TP <= the model's KV heads (the "
+            "prefill's handshake asserts that a larger remote TP holds no replicated heads: tp-exceeds-kv-heads); "
+            "the KV heads are not given.",
+            "Set spec.model.numKvHeads (config.json num_key_value_heads) so this can be checked.",
+        )]
     if d > p:
         if d % p or pair.version is None or not _LINEAR_ASSERT_SINCE <= pair.version < _GQA_CHECK_KNOWN_BAD[1]:
             return []

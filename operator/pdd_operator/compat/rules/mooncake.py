@@ -42,16 +42,21 @@ MOONCAKE = "MooncakeConnector"
 MOONCAKE_CHECKS_SINCE = (0, 19, 0)
 #: The first release registering the V1 MooncakeConnector (kv_connector/factory.py 0.13.0 lines 194-196; 0.9.0-0.10.0
 #: register the name for the V0 SimpleConnector, 0.10.1-0.12.0 not at all) and the first whose connector was not read:
-#: a pair of both roles on MooncakeConnector is judged in between (read: 0.13.0, 0.14.0, 0.14.1, 0.16.0-0.20.1, 0.24.0).
-MOONCAKE_JUDGED = ((0, 13, 0), (0, 25, 0))
+#: a pair of both roles on MooncakeConnector is judged in between (read: 0.13.0, 0.14.0, 0.14.1, 0.16.0-0.20.1, 0.24.0;
+#: 0.25.0-0.28.0 have 0.24.0's ``_get_tp_ratio``, ``_validate_asymmetric_region_lengths`` (0.25.0 line 251,
+#: identical text), ``local_replicates_kv_cache`` (kv_connector/utils.py 0.28.0 line 575) and
+#: ``handshake_target_ranks`` (identical text), and build the same per-layer ``kv_block_len`` for non-MLA attention
+#: (0.25.0 lines 1697-1706); 0.29.0 changes ``handshake_target_ranks``' signature and 0.30.0 caps the TP sizes by the
+#: KV heads in the length check, so they are not in this range).
+MOONCAKE_JUDGED = ((0, 13, 0), (0, 29, 0))
 #: The releases after :data:`MOONCAKE_JUDGED` whose connector was read for one shape of pair only, equal TP and no
-#: pipeline parallelism on both roles (read: the 0.25.0-0.34.0 sdists): the sender still validates the registered
+#: pipeline parallelism on both roles (read: the 0.29.0-0.34.0 sdists): the sender still validates the registered
 #: region lengths (``_validate_asymmetric_region_lengths``, 0.25.0 line 251, 0.30.0 line 250, 0.34.0 line 334: equal
 #: lengths at equal TP) and asserts the TP ratio (``_get_tp_ratio``, 0.25.0 line 98, 0.34.0 line 169); 0.30.0 on
 #: aligns the regions by layer (``_align_transfer_regions``, 0.30.0 lines 1256-1268), partial only across different
 #: PP sizes, and adds consumer-side handling of a remote PP size (lines 1428-1442) and, by 0.34.0, changed
 #: hetero-TP mapping, which no rule here describes; so a pair of other TP or PP sizes stays "not checked" there.
-MOONCAKE_JUDGED_SAME_SHAPE = ((0, 25, 0), (0, 34, 1))
+MOONCAKE_JUDGED_SAME_SHAPE = ((0, 29, 0), (0, 34, 1))
 #: 0.16.0 first maps a decode rank to its prefill ranks (``TpKVTopology.get_target_remote_ranks``, kv_connector/utils.py
 #: 0.16.0 lines 457-472, asserting divisibility in ``tp_ratio`` lines 404-416; called by ``send_kv_to_decode`` line 687
 #: and ``receive_kv`` line 1151); 0.13.0-0.14.1 send decode rank i's request to the prefill's port base + i
@@ -331,6 +336,48 @@ def _hetero_heads(pair: PDPair, heads_p: int, heads_d: int) -> list[Violation]:
         "blocks are written at wrong offsets with part of their KV heads: the KV it decodes from is corrupt.",
         "Give the prefill and decode the same --tensor-parallel-size, or use vLLM 0.19.0 or later, whose "
         "MooncakeConnector transfers between TP sizes where one divides the other.",
+    )]
+
+
+#: The releases whose Mooncake sender checks the registered region lengths against the raw TP ratio, with no cap by
+#: the KV heads (``_validate_asymmetric_region_lengths``: the same text in 0.19.0-0.23.0 and again 0.24.0-0.29.0;
+#: 0.30.0 first replaces each TP size by ``min(tp, total_num_kv_heads)``, 0.30.0 line 250).
+MOONCAKE_RAW_RATIO = (MOONCAKE_CHECKS_SINCE, (0, 30, 0))
+
+
+@rule(
+    id="mooncake-decode-kv-replicated", family="hetero-tp", severity="error",
+    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.model.numKvHeads"),
+    source=("vllm v1/mooncake/mooncake_connector.py send_kv_to_decode -> _validate_asymmetric_region_lengths "
+            "('Mooncake source KV region length does not match the consumer TP ratio'; 0.20.0 lines 189-239 and call "
+            "line 1008, 0.24.0 call line 1119, 0.28.0 call line 1243), skipped only where the prefill's cache is "
+            "replicated (local_replicates_kv_cache: MLA or prefill TP > KV heads, kv_connector/utils.py 0.20.0 line "
+            "607, 0.28.0 line 575); vLLM ModelConfig.get_num_kv_heads max(1, heads // tp)"),
+    example="MooncakeConnector prefill TP 8, decode TP 16, Llama-3.1-8B (8 KV heads) on v0.24.0",
+    since=MOONCAKE_RAW_RATIO[0], until=MOONCAKE_RAW_RATIO[1], without_connector=True,
+)
+def check_mooncake_decode_replicated(pair: PDPair) -> list[Violation]:
+    """A MooncakeConnector pair of 0.19-0.29 has no decode TP above both the prefill's and the model's KV heads.
+
+    The prefill's sender compares each registered region's length with the decode's times the TP ratio: a prefill
+    rank holds ``heads // P`` KV heads, a decode rank past the heads holds one (replicated), so ``heads // P`` must
+    equal ``D // P``, which fails for every decode TP ``D`` above the heads. The sender then answers every pull with an
+    error and no KV moves. Judged where the model and --block-size are the same on both roles, the model is not MLA,
+    the prefill's TP is at most the heads (else the check is skipped) and one TP divides the other
+    (``mooncake-tp-indivisible``); KV heads unknown: not judged."""
+    p, d = pair.prefill, pair.decode
+    heads = pair.num_kv_heads
+    if (not _mooncake_pair(pair) or pair.mla or pair.hybrid_ssm or heads is None or not p.tp or not d.tp
+            or d.tp <= p.tp or d.tp % p.tp or p.tp > heads or d.tp <= heads
+            or p.model != d.model or p.block_size != d.block_size):
+        return []
+    return [(
+        f"MooncakeConnector pair with prefill TP {p.tp} ({heads // p.tp} KV heads per rank) and decode TP {d.tp} "
+        f"above the model's {heads} KV heads (1 replicated head per rank): vLLM {fmt(pair.version)}'s Mooncake sender "
+        f"requires the prefill's KV regions to be {d.tp // p.tp}x the decode's (the TP ratio, not capped by the heads: "
+        "_validate_asymmetric_region_lengths) and answers every pull with an error, so no KV moves.",
+        f"Use a decode TP of at most {heads} (the model's KV heads), or vLLM 0.30.0 or later, which caps the ratio by "
+        "the KV heads.",
     )]
 
 

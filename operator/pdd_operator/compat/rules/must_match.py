@@ -18,15 +18,18 @@ from pdd_operator.vllm.attention_backends import (
     backend_kind,
     backend_refusal,
     default_backend_at,
+    pinned_capability,
     pinned_compute_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import (
     BF16_CAVEAT,
     DSV32_HOOK_SINCE,
+    GPU_HOOK_CAPABILITY,
     KV_AUTO_FROM_CHECKPOINT_SINCE,
     auto_dtype,
     dtype_name,
+    gpu_hooked_kv_cache_dtype,
     hooked_kv_cache_dtype,
 )
 from pdd_operator.vllm.expansion import unknown_names
@@ -293,7 +296,10 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
             "MODELS_CONFIG_MAP's verify_and_update_config first: DeepseekV32ForCausalLM bfloat16 -> auto from 0.11.0 "
             "and auto/fp8* -> fp8_ds_mla in 0.11.0-0.17.1, MistralLarge4ForCausalLM bfloat16 -> auto from 0.34.0; "
             "vllm/model_executor/models/config.py 0.11.0 l.418-425, 0.18.0 l.39-41, 0.34.0 l.91-93 and l.151-152: "
-            "pdd_operator.vllm.dtype.hooked_kv_cache_dtype); secondary: seed 000 sections 2 and 6"),
+            "pdd_operator.vllm.dtype.hooked_kv_cache_dtype); GPU-dependent hooks (GlmMoeDsaForCausalLM auto -> "
+            "fp8_e4m3 on CUDA SM10x from 0.32.0, 0.34.0 l.163-175; Glm5Next auto -> fp8 there from 0.33.0, 0.34.0 "
+            "l.184-201) judged by the GPU product a node label pins, else a warning: pdd_operator.vllm.dtype."
+            "gpu_hooked_kv_cache_dtype; secondary: seed 000 sections 2 and 6"),
 )
 def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     """Prefill and decode use the same --kv-cache-dtype.
@@ -308,7 +314,10 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     both roles write the same ``--block-size`` (or neither
     does), or the sizes the engines run with agree: ``--block-size`` where given, else vLLM's default where its code
     pins it (a decode's explicit 16 against a CUDA prefill's unset
-    size on 0.10.x is one block size; :func:`~pdd_operator.compat.rules.block_size.engine_block_sizes`)."""
+    size on 0.10.x is one block size; :func:`~pdd_operator.compat.rules.block_size.engine_block_sizes`).
+    Where a config hook rewrites ``auto`` on some GPUs only (GLM-5 on SM10x: :func:`_gpu_decides`), roles pinned to
+    one compute capability by a GPU product label are judged by what the hook makes of them there; otherwise a
+    difference the hook could close is a warning that the GPU decides."""
     fix = "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair)."
     p, d = _kv_cache_dtype(pair, pair.prefill), _kv_cache_dtype(pair, pair.decode)
     if ({p, d} in ({"auto", "fp8_e4m3"}, {"auto", "nvfp4"}) and pair.checkpoint_dtype is None
@@ -345,7 +354,55 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
                  f"config hook makes them {p!r} and {d!r} on the newest releases but {old_p!r} and {old_d!r} on "
                  f"0.11-0.17 (from 0.18.0 it maps only bfloat16 to auto); the handshake refuses the pair where they "
                  "differ, and the vLLM version is not known here.", fix, "warning")]
+    if hashed(pair) and (gpu := _gpu_decides(pair, p, d, fix)) is not None:
+        return gpu
     return _differ(pair, lambda r: _kv_cache_dtype(pair, r), what, fix, True)
+
+
+def _gpu_kv_cache_dtypes(pair: PDPair, r: RoleConfig, value: str) -> tuple[set[str], int | None]:
+    """The ``cache_dtype`` values role ``r`` may hash once a GPU-dependent config hook ran
+    (:func:`~pdd_operator.vllm.dtype.gpu_hooked_kv_cache_dtype`: GLM-5's ``auto`` -> ``fp8_e4m3`` on SM10x), from
+    ``value`` (:func:`_kv_cache_dtype`), and the compute capability major its GPU product label pins (``None``: not
+    pinned). One value where the hook does not apply, the role runs ROCm, or its GPU is pinned; both where it is not."""
+    family = pair.model.architecture  # a hybrid MLA (GLM-5.3-Flash) does not say whether it has index_topk: unknown
+    hooked = gpu_hooked_kv_cache_dtype(value, pair.hf_architecture, pair.version,
+                                       None if family in (None, "hybrid-ssm") else family == "sparse-mla")
+    cap = pinned_capability(label_values(r.nodes, GPU_PRODUCT_LABEL))
+    if hooked is None or gpu_platform(r.image, r.resources) == "rocm":
+        return {value}, cap
+    if cap is None:
+        return {value, hooked}, cap
+    return ({hooked} if cap == GPU_HOOK_CAPABILITY else {value}), cap
+
+
+def _gpu_decides(pair: PDPair, p: str, d: str, fix: str) -> list[Violation] | None:
+    """The finding where a GPU-dependent config hook decides whether the hashed ``cache_dtype`` strings ``p`` and
+    ``d`` (as :func:`_kv_cache_dtype` reads them) match, or ``None`` where it decides nothing (then the strings are
+    compared as they are).
+
+    Both roles' GPUs pinned to one compute capability (node labels, :func:`_gpu_kv_cache_dtypes`): judged by what
+    the hook makes of them there (equal: no finding; different: the handshake's hash refuses the pair, an error).
+    A role not pinned whose hook could make the strings equal or different: a warning that the GPU decides."""
+    ps, pcap = _gpu_kv_cache_dtypes(pair, pair.prefill, p)
+    ds, dcap = _gpu_kv_cache_dtypes(pair, pair.decode, d)
+    if len(ps) == len(ds) == 1 and ps == {p} and ds == {d}:
+        return None  # no hook moved a value: compared as written
+    if len(ps) == len(ds) == 1:
+        (hp,), (hd,) = ps, ds
+        if hp == hd:
+            return []
+        return [(f"--kv-cache-dtype on the GPUs the roles are pinned to: prefill {hp!r} (compute capability {pcap}.x), "
+                 f"decode {hd!r} (compute capability {dcap}.x): {pair.hf_architecture}'s config hook turns 'auto' into "
+                 f"an FP8 KV cache on SM10x GPUs only (vllm/model_executor/models/config.py), and the NIXL "
+                 "compatibility hash reads the result, so the handshake refuses the pair.",
+                 fix + " Or run both roles on GPUs of one compute capability family.")]
+    if p != d and ps & ds:
+        return [(f"--kv-cache-dtype differs as written: prefill {p!r}, decode {d!r}. {pair.hf_architecture}'s config "
+                 f"hook turns 'auto' into {sorted((ps - {p}) | (ds - {d}))[0]!r} on CUDA GPUs of compute capability 10.x "
+                 "(B200, B300, GB200) and leaves it elsewhere, so the GPU decides whether the hashed strings match; the "
+                 "GPU is not pinned by a node label (nvidia.com/gpu.product) here.",
+                 fix + " Or pin both roles to one GPU product (nodeSelector nvidia.com/gpu.product).", "warning")]
+    return None
 
 
 def _kv_cache_dtype(pair: PDPair, r: RoleConfig, version: Version | None = None, hook: bool = True) -> str:
