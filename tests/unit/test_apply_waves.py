@@ -86,12 +86,13 @@ def test_apply_waves(objs, waves):
 class Apiserver:
     """A threading HTTP server: GET -> 404; PATCH -> the status in ``answers`` by ``<resource>/<name>``
     or object name (default 200 with the object); the first PATCHes wait until ``together`` of them are
-    in flight, and one named in ``hold`` until the request it names has started (each at most 5 s)."""
+    in flight, and one named in ``hold`` until the request it names has started (each at most 30 s: the waits end
+    as soon as the condition holds, and a loaded 2-core machine took more than 5 s to start seven threads)."""
 
     def __init__(self) -> None:
         self.answers: dict[str, int] = {}
         self.together = 1
-        self.wait_s = 5.0  # how long a held PATCH waits for its group at most
+        self.wait_s = 30.0  # how long a held PATCH waits for its group at most
         self.log: list[tuple[str, str]] = []  # ("start"|"end", name)
         self.resources: list[tuple[str, str]] = []  # ("start"|"end", "<resource>/<name>")
         self.hold: dict[str, str] = {}  # "<resource>/<name>" answers once the other has started
@@ -125,7 +126,7 @@ class Apiserver:
                         outer.together = 1  # only the first group is held
                     held = outer.hold.get(f"{resource}/{name}")
                     if held is not None:  # answer only once that other request has started
-                        outer.cond.wait_for(lambda: ("start", held) in outer.resources, timeout=5)
+                        outer.cond.wait_for(lambda: ("start", held) in outer.resources, timeout=outer.wait_s)
                 code = outer.answers.get(f"{resource}/{name}", outer.answers.get(name, 200))
                 body = json.dumps({**sent, "metadata": {**sent.get("metadata", {}), "resourceVersion": "2"}}
                                   if code == 200 else {"kind": "Status", "code": code, "message": f"no {name}"}).encode()
@@ -149,7 +150,7 @@ class Apiserver:
         conf = client.Configuration()
         conf.host = f"http://127.0.0.1:{self.server.server_address[1]}"
         conf.connection_pool_maxsize = 32
-        return Kube(kubeclient.TimeoutApiClient(conf, request_timeout=(5.0, 20.0)))
+        return Kube(kubeclient.TimeoutApiClient(conf, request_timeout=(5.0, 60.0)))
 
     def started(self, name: str) -> int:
         return self.log.index(("start", name))
