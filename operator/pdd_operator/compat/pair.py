@@ -21,7 +21,7 @@ from pdd_operator.vllm import nixl_backends
 from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
-from pdd_operator.vllm.entrypoint import RepeatedEntrypoint
+from pdd_operator.vllm.entrypoint import RepeatedEntrypoint, leading_entry
 from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
@@ -755,6 +755,7 @@ def role_from_container(
                  if opaque_command(x) is None]  # a command held in a variable of unknown value is no engine to read
         launch = found[0] if found else Launch(())
     argv = list(launch.argv)
+    serve = leading_entry(argv) == 2  # ``vllm serve`` (by any path), not ``python -m ...api_server``
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     written = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
@@ -877,8 +878,7 @@ def role_from_container(
         other_ports=tuple(other_ports),
         http_port=http_port,
         run_as_user=run_as_user if isinstance(run_as_user, int) else None,
-        api_servers=api_server_count(bool(argv[:2]) and argv[0].rsplit("/", 1)[-1] == "vllm" and argv[1] == "serve",
-                                     flags, int_flag(flags, "--data-parallel-size", 1), local_data_parallel(flags),
+        api_servers=api_server_count(serve, flags, int_flag(flags, "--data-parallel-size", 1), local_data_parallel(flags),
                                      env),
         sidecar_ports=sidecar_ports(container, pod_spec),
         proxies=pod_proxies(container, pod_spec) + tuple(p for words in launch.proxies if (p := command_proxy(words))),
@@ -904,7 +904,7 @@ def role_from_container(
         pod_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAffinity"),
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
-        dp_lb=lb_modes(flags) if argv[:2] and argv[0].rsplit("/", 1)[-1] == "vllm" and argv[1] == "serve" else ((), ()),
+        dp_lb=lb_modes(flags) if serve else ((), ()),
         launcher_flags=tuple((f, v) for f, v in flags.items() if f in _LAUNCHER_FLAGS) if argv[:1] == ["dynamo.vllm"]
         else (),
         executor=text("--distributed-executor-backend"),
