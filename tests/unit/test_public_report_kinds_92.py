@@ -9,7 +9,8 @@ input passed as "nothing to check" (:mod:`pdd_operator.compat.config_files`):
    (vllm/utils/argparse_utils.py ``load_config_file`` and ``_pull_args_from_config``): its arguments come after
    ``serve`` and the positional model and before the rest of the command line (the command line wins), keys with
    underscores or dashes alike, a mapping as ``str(dict)`` up to 0.14.1 (not JSON: ``engine-args-invalid``) and as
-   JSON from 0.16.0, a list as one ``str(list)`` word up to 0.10.1.1, ``false`` dropped (``--no-<key>`` from 0.28.0).
+   JSON from 0.16.0, a list as one ``str(list)`` word up to 0.10.1.1, ``false`` dropped (``--no-<key>`` from 0.28.0);
+   in a container's ``sh -c`` script the file's arguments go after that command's ``serve`` and model.
 2. A ``--config`` whose file is not among the files (a ConfigMap left out, a file in the image, a script's path) is
    "not checked", with the file named; ``--config=<file>`` is not read by vLLM at all (only the word ``--config``
    is), so such an engine is judged from its command line.
@@ -244,3 +245,37 @@ def test_false_per_release(version, expected):
 @pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "", "a: [\n"])
 def test_a_file_that_is_no_mapping_gives_no_arguments(text):
     assert config_file_args(text, (0, 20, 0)) is None
+
+
+@pytest.mark.parametrize("layout", ["one line", "continued lines", "quoted path"])
+@pytest.mark.parametrize(("decode_dtype", "code_expected"), [("fp8", 1), ("auto", 0)])
+def test_a_config_file_named_in_an_sh_c_script_is_read(tmp_path, capsys, layout, decode_dtype, code_expected):
+    """``sh -c 'vllm serve ... --config <file> ...'`` (a Helm chart's or an entrypoint's script): the mounted file's
+    arguments go after ``serve`` and the model of that command, shell-quoted; the model key of the file yields to the
+    positional one."""
+    files = {"prefill.yaml": _engine_file("Qwen/Qwen2.5-3B-Instruct", "prefill", **{"kv-cache-dtype": "auto"}),
+             "decode.yaml": _engine_file("Qwen/Qwen2.5-3B-Instruct", "decode", **{"kv-cache-dtype": decode_dtype})}
+    docs = [_cm(files)]
+    for role in ("prefill", "decode"):
+        path = f"/etc/engine/{role}.yaml"
+        script = {"one line": f"exec vllm serve Qwen/Qwen2.5-7B-Instruct --config {path} --port 8000",
+                  "continued lines": f"set -e\nexec vllm serve Qwen/Qwen2.5-7B-Instruct \\\n  --config {path} \\\n"
+                                     "  --port 8000\n",
+                  "quoted path": f'vllm serve "Qwen/Qwen2.5-7B-Instruct" --config "{path}"'}[layout]
+        docs.append(_workload(role, "vllm/vllm-openai:v0.22.0", ["/bin/sh", "-c", script], None,
+                              {"mountPath": "/etc/engine"}))
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == code_expected, out
+    assert ("kv-cache-dtype-mismatch" in rules(out, "error")) == (code_expected == 1)
+    assert "model-mismatch" not in rules(out)
+
+
+def test_an_sh_c_script_whose_config_file_is_not_mounted_is_not_checked(tmp_path, capsys):
+    files = {f"{r}.yaml": _engine_file(MODELS[0], r) for r in ("prefill", "decode")}
+    docs = [_cm(files, name="unrelated")]
+    for role in ("prefill", "decode"):
+        docs.append(_workload(role, "vllm/vllm-openai:v0.22.0",
+                              ["bash", "-c", f"vllm serve --config /etc/engine/{role}.yaml"], None,
+                              {"mountPath": "/etc/engine"}))
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and any("/etc/engine/" in n["reason"] for n in out["notChecked"]), out

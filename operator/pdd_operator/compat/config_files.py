@@ -22,7 +22,9 @@ command line) followed by its value, release by release:
 
 Where the file is a key of a ConfigMap among the files checked, mounted into the container from a ``configMap`` volume
 (:func:`~pdd_operator.compat.mounted_scripts.mounted_files`), the container's ``command``/``args`` are rewritten with
-the file's arguments in vLLM's place, so every rule reads the engine as vLLM starts it. A ``--config`` whose file is
+the file's arguments in vLLM's place, so every rule reads the engine as vLLM starts it; in an ``sh``/``bash -c``
+script, the file's arguments are written, shell-quoted, after the ``serve`` (and model) of the command that names
+the file. A ``--config`` whose file is
 not there (a ConfigMap not in the files, a file baked into the image, a host path) keeps the word: such an engine is
 reported as not checked (:func:`unread_config_file`), never judged from its command line alone.
 """
@@ -32,12 +34,14 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shlex
 from typing import Any
 
 import yaml
 
 from pdd_operator.compat.config_refs import ConfigMaps
 from pdd_operator.compat.mounted_scripts import config_map_volumes, mounted_files
+from pdd_operator.vllm.expansion import runs_shell, shell_operands
 from pdd_operator.vllm.flags import is_bool_flag
 from pdd_operator.vllm.versions import Version, resolve_version
 
@@ -170,10 +174,57 @@ def _without_model(added: list[str]) -> list[str]:
     return out
 
 
+#: ``--config <file>`` in a shell script: the word and its operand, plain or quoted as a whole.
+_SCRIPT_OPERAND = re.compile(r"""(?<![\w-])--config\s+(?:'([^'\s]+)'|"([^"\s]+)"|([^\s'";&|)]+))(?=$|[\s;&|)])""")
+#: ``serve`` as a word of a script, then its positional model where one follows (a word not starting with ``-``, not a
+#: line continuation or a shell operator).
+_SCRIPT_SERVE = re.compile(r"""(?<![\w.-])serve(?![\w.-])(?:[ \t]+(?!-|\\|[;&|)])(?:'[^']*'|"[^"]*"|[^\s;&|)]+))?""")
+
+
+def _inline_script(container: dict, files: dict[str, str], version: Version | None) -> bool:
+    """Splice a mounted config file into the ``sh``/``bash -c`` script of ``container`` (its ``command`` + ``args``):
+    each ``--config <file>`` whose file is in ``files`` is removed and the file's arguments, shell-quoted (vLLM reads
+    them as words, unexpanded), put right after the ``serve`` (and model) before it on the same command."""
+    command = [str(x) for x in container.get("command") or []]
+    argv = command + [str(x) for x in container.get("args") or []]
+    if not runs_shell(argv):
+        return False
+    operands = shell_operands(argv)
+    if not operands:
+        return False
+    script = operands[0]
+    changed = False
+    for match in reversed(list(_SCRIPT_OPERAND.finditer(script))):
+        path = next(g for g in match.groups() if g)
+        serves = [s for s in _SCRIPT_SERVE.finditer(script, 0, match.start())
+                  if not re.search(r"[;&|\n]", script[s.end():match.start()].replace("\\\n", " "))]
+        if path not in files or not re.search(r"\.ya?ml$", path) or not serves:
+            continue
+        added = config_file_args(files[path], version)
+        if added is None:
+            continue
+        serve = serves[-1]
+        if serve.group(0).strip() != "serve":
+            added = _without_model(added)  # a positional model follows serve
+        words = " ".join(shlex.quote(a) for a in added)
+        script = script[:serve.end()] + " " + words + script[serve.end():match.start()] + script[match.end():]
+        changed = True
+    if not changed:
+        return False
+    at = argv.index(operands[0], 2)
+    new = [*argv[:at], script, *argv[at + 1:]]
+    container["command"], container["args"] = new[:len(command)], new[len(command):]
+    if not container["args"]:
+        container.pop("args")
+    return True
+
+
 def _inline_container(container: dict, files: dict[str, str]) -> bool:
     command = [str(x) for x in container.get("command") or []]
     args = [str(x) for x in container.get("args") or []]
     words = command + args
+    if runs_shell(words):
+        return _inline_script(container, files, resolve_version(None, str(container.get("image") or ""))[0])
     path = config_file_path(words)
     if path is None or path not in files or not re.search(r"\.ya?ml$", path):
         return False  # vLLM refuses another extension (ValueError); a file not found stays unread
