@@ -183,6 +183,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     in the operator. Findings print as ``[rule-id] message Fix: fix``, as in the webhook and status.
     Exit codes: see :data:`CHECK_EXIT_CODES`.
     """
+    from pdd_operator.compat.config_files import inline_config_files
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
@@ -234,6 +235,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
                     continue
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
+                inlined = inline_config_files(inlined, config_maps)  # vllm serve --config <a ConfigMap's file>
                 inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files
                 found, refused = _scan_foreign(inlined, unreadable)
                 versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})

@@ -37,6 +37,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pdd_operator.api.status import Finding
+from pdd_operator.compat.config_files import unread_config_file
 from pdd_operator.compat.dynamo_devices import resolve_component_devices
 from pdd_operator.compat.dynamo_engine_defaults import (
     added_block_size,
@@ -560,6 +561,9 @@ def _engine(
             return None  # nothing says this engine serves a P/D role (an aggregated server with offloading, say)
         return Unreadable(at, f"its --kv-transfer-config is {opaque}, so its KV transfer settings (connector, "
                           "role, buffer device, backends) are not in these files")
+    unread = unread_config_file(argv)
+    if unread:  # a --config file not among the files: the engine's settings are unknown, whatever its role
+        return Unreadable(at, unread)
     version = version_from_image(image)
     version_text = image_version_text(image) or (fmt(version) if version else None)
     config = role_from_container("?", container, pod_spec, version_text=version_text, pod_meta=pod_meta, launch=launch)

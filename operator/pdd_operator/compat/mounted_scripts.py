@@ -39,7 +39,7 @@ def _walk(node: Any, namespace: str, config_maps: ConfigMaps) -> bool:
     changed = False
     if isinstance(node, dict):
         if isinstance(node.get("containers"), list) and isinstance(node.get("volumes"), list):
-            volumes = _config_map_volumes(node["volumes"], namespace, config_maps)
+            volumes = config_map_volumes(node["volumes"], namespace, config_maps)
             for container in node["containers"]:
                 if isinstance(container, dict) and volumes:
                     changed |= _inline_container(container, volumes)
@@ -51,8 +51,9 @@ def _walk(node: Any, namespace: str, config_maps: ConfigMaps) -> bool:
     return changed
 
 
-def _config_map_volumes(volumes: list, namespace: str, config_maps: ConfigMaps) -> dict[str, dict[str, str]]:
-    """volume name -> {file name under the mount: script text} for ``configMap`` volumes whose ConfigMap is known."""
+def config_map_volumes(volumes: list, namespace: str, config_maps: ConfigMaps) -> dict[str, dict[str, str]]:
+    """volume name -> {file name under the mount: its text} for the ``configMap`` volumes of ``volumes`` (a pod
+    spec's) whose ConfigMap is among ``config_maps`` (in ``namespace``): its keys, or ``items[].path`` -> key."""
     out: dict[str, dict[str, str]] = {}
     for v in volumes:
         source = v.get("configMap") if isinstance(v, dict) else None
@@ -67,8 +68,9 @@ def _config_map_volumes(volumes: list, namespace: str, config_maps: ConfigMaps) 
     return out
 
 
-def _mounted_files(container: dict, volumes: dict[str, dict[str, str]]) -> dict[str, str]:
-    """Absolute path in the container -> script text, for its mounts of ``volumes``."""
+def mounted_files(container: dict, volumes: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Absolute path in ``container`` -> file text, for its mounts of ``volumes`` (:func:`config_map_volumes`):
+    each file under ``mountPath``, or with ``subPath`` that one key's file at ``mountPath`` itself."""
     out: dict[str, str] = {}
     for m in container.get("volumeMounts") or []:
         if not isinstance(m, dict) or str(m.get("name")) not in volumes or not m.get("mountPath"):
@@ -99,7 +101,7 @@ def _runs(text: str, path: str, working_dir: str) -> bool:
 
 
 def _inline_container(container: dict, volumes: dict[str, dict[str, str]]) -> bool:
-    files = _mounted_files(container, volumes)
+    files = mounted_files(container, volumes)
     if not files:
         return False
     words = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]

@@ -54,6 +54,7 @@ import shlex
 import zlib
 from dataclasses import replace
 
+from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import Engine, Unreadable, pd_marked, repeats_unread, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
@@ -234,10 +235,12 @@ def _synthetic_script(found: list[Launch], roles: dict[int, str], last_line: int
 def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]] | None:
     """The P/D engines of the shell or Slurm batch script ``path`` (``text``) and the ones it cannot read, as
     :func:`pdd_operator.compat.manifests.scan` gives them for a manifest, each ``where`` naming ``path (format) line
-    N``; ``None`` for text in another format, one that configures no KV transfer, or one in which no engine start is
+    N``; ``None`` for text in another format, one that configures no KV transfer (and starts no engine with a
+    ``--config`` file, whose settings may hold it: :func:`~pdd_operator.compat.config_files.starts_with_config_file`),
+    or one in which no engine start is
     found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`)."""
     fmt = text_format(text)
-    if fmt not in READ_FORMATS or not pd_marked(text):
+    if fmt not in READ_FORMATS or not (pd_marked(text) or starts_with_config_file(text)):
         return None
     # run as written: no variable of its own set beforehand, and none a kubelet would add (it runs on a host)
     found = launches(text, ContainerEnv(kubernetes=False))

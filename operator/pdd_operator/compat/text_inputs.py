@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import pd_marked, platform_pd_launcher
 
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
@@ -109,7 +110,9 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
     (:func:`_delegated_pd_script`) or that gives its engines roles through the unreleased
     ``VLLM_DISTRIBUTED_KV_ROLE`` (:data:`_FORK_KV_ROLE`), or that runs a platform plugin's own P/D launcher
-    (:func:`~pdd_operator.compat.manifests.platform_pd_launcher`: Qualcomm's ``qaic_disagg``), or
+    (:func:`~pdd_operator.compat.manifests.platform_pd_launcher`: Qualcomm's ``qaic_disagg``), or that starts vLLM
+    with a ``--config`` file (:func:`~pdd_operator.compat.config_files.starts_with_config_file`: the KV transfer
+    settings may all be in it; the script's engines are then read, each one whose file is not here not checked), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
     or nothing to check)."""
     fmt = text_format(text)
@@ -130,7 +133,9 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
                 or (fmt is None and _CONTAINER_RUN.search(text)) else None)
     if launcher and not pd_marked(text):
         return {"object": f"{path} ({fmt or 'shell script'})", "reason": f"it runs {launcher[0]}: {launcher[1]}"}
-    if fmt is None or not pd_marked(text):
+    configured = (fmt in ("Slurm batch script", "shell script")  # its engines' settings may all be in the file
+                  and starts_with_config_file(text))
+    if fmt is None or not (pd_marked(text) or configured):
         return None
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
         return {"object": f"{path} ({fmt})", "reason": (

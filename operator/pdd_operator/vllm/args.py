@@ -83,7 +83,8 @@ def split_command(
 def json_flag(flags: dict[str, str | bool], name: str) -> dict | None:
     """The JSON object given to a flag such as ``--kv-transfer-config``; ``None`` if absent.
 
-    Raises ``ValueError`` naming the flag when the value is not a JSON object.
+    Raises ``ValueError`` naming the flag when the value is not a JSON object (saying so where it is Python's repr of
+    a mapping, as a ``--config`` file's YAML mapping reaches vLLM up to 0.14.1: :mod:`pdd_operator.compat.config_files`).
     """
     raw = flags.get(name)
     if raw is None or isinstance(raw, bool):
@@ -91,7 +92,9 @@ def json_flag(flags: dict[str, str | bool], name: str) -> dict | None:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{name} is not valid JSON: {exc.msg}") from exc
+        repr_of_dict = " (single-quoted: Python's str() of a mapping, which vLLM up to 0.14.1 makes of a YAML mapping " \
+            "in a --config file; write it there as a JSON string)" if str(raw).lstrip().startswith("{'") else ""
+        raise ValueError(f"{name} is not valid JSON: {exc.msg}{repr_of_dict}") from exc
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be a JSON object")
     return value

@@ -68,6 +68,12 @@ _MANY_FLAGS = {
 }
 
 
+def is_bool_flag(name: str) -> bool:
+    """Whether the long option ``name`` (``--enable-prefix-caching``) is one of the boolean flags read here
+    (:data:`_BOOL_FLAGS`: ``--x`` / ``--no-x``, argparse ``BooleanOptionalAction`` in vllm/engine/arg_utils.py)."""
+    return name in _BOOL_FLAGS
+
+
 def parse_flags(argv: list[str]) -> tuple[str | None, dict[str, str | bool]]:
     """Parse a vLLM server argv into ``(model, flags)``.
 
