@@ -47,7 +47,8 @@ CAPABILITY_LABELS: tuple[str, str] = ("nvidia.com/gpu.compute.major", "nvidia.co
 #: g6: L4, g6e: L40S); GCP accelerator-optimized machine types (a2-highgpu/megagpu: A100 40 GB, a2-ultragpu:
 #: A100 80 GB, a3-highgpu/megagpu/edgegpu: H100 80 GB, a3-ultragpu: H200 141 GB, a4-highgpu: B200, g2-standard: L4);
 #: Azure GPU VM sizes (ND A100 v4 ``Standard_ND96asr_v4``: A100 40 GB; ``*_A100_v4``: A100 80 GB; ``*_H100_v5``:
-#: H100 80 GB, the NC H100 v5 sizes H100 NVL 94 GB; ``*_H200_v5``: H200; ``*_T4_v3``: T4; NCv3 ``Standard_NC6s_v3``:
+#: H100 80 GB, the NC H100 v5 sizes H100 NVL 94 GB; ``*_H200_v5``: H200; ND GB200 v6
+#: ``Standard_ND128isr_NDR_GB200_v6``: GB200; ``*_T4_v3``: T4; NCv3 ``Standard_NC6s_v3``:
 #: V100 16 GB; ``Standard_ND40rs_v2``: V100 32 GB). Checked in order; case-insensitive.
 _INSTANCE_GPUS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I), gpu) for p, gpu in (
     (r"^p3dn(\.|$)", "Tesla-V100-SXM2-32GB"),
@@ -72,6 +73,7 @@ _INSTANCE_GPUS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, r
     (r"^Standard_NC\d+\w*_H100_v5$", "NVIDIA-H100-NVL"),
     (r"^Standard_ND\d+\w*_H100_v5$", "NVIDIA-H100-80GB-HBM3"),
     (r"^Standard_ND\d+\w*_H200_v5$", "NVIDIA-H200-141GB"),
+    (r"^Standard_ND\d+\w*_GB200_v6$", "NVIDIA-GB200"),
     (r"^Standard_NC\d+as_T4_v3$", "Tesla-T4"),
     (r"^Standard_NC\d+r?s_v3$", "Tesla-V100-PCIE-16GB"),
     (r"^Standard_ND40rs_v2$", "Tesla-V100-SXM2-32GB"),
