@@ -466,7 +466,8 @@ _DEFAULT_BACKEND_SINCE = (0, 18, 0)
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND where the release reads it and compares backend names "
             "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning; "
             "a backend named on one role only against vLLM's own choice per compute capability (platforms/cuda.py "
-            "_get_backend_priorities, the backends' supports_compute_capability, 0.18.0-0.34.0: TRITON_ATTN on V100)"),
+            "_get_backend_priorities, the backends' supports_compute_capability, 0.18.0-0.34.0: TRITON_ATTN on V100); "
+            "a ROCm backend (ROCM_*) named against a CUDA engine, whose platforms/cuda.py picks none in 0.9.1-0.34.0"),
     needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
@@ -514,7 +515,9 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     backend differs from vLLM's choice on every GPU vLLM runs on (:data:`~pdd_operator.vllm.attention_backends.
     CUDA_CAPABILITIES`: FLASH_ATTN from 8.x, FLASHINFER on 10.x, TRITON_ATTN on V100 and on T4 from 0.24.0); where
     some GPU would pick the named one (TRITON_ATTN on a V100), a warning that says which. Otherwise a warning that the
-    two may differ. A backend the model cannot use at all is left to ``attention-backend-unsupported``."""
+    two may differ. A ROCm backend (:data:`ROCM_BACKEND_PREFIX`) named while the other role runs vLLM's CUDA platform
+    is an error on every release and GPU: CUDA never picks one by itself. A backend the model cannot use at all is
+    left to ``attention-backend-unsupported``."""
     x = named.attention_backend.upper()
     family = pair.model.architecture
     if backend_refusal(x, family):
