@@ -22,7 +22,15 @@ from pdd_operator.vllm.added_flags import added_flags, flags_floor
 from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint, leading_entry
-from pdd_operator.vllm.expansion import READ_ENV, ContainerEnv, opaque_value, unknown, unknown_names
+from pdd_operator.vllm.expansion import (
+    PLACEHOLDER_WHY,
+    READ_ENV,
+    ContainerEnv,
+    opaque_value,
+    placeholder,
+    unknown,
+    unknown_names,
+)
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
 from pdd_operator.vllm.http_socket import api_server_count
@@ -766,6 +774,7 @@ def role_from_container(
     cenv = container_env(container)
     env = _role_env(cenv, launch)
     opaque += tuple((name, _env_why(name, cenv, launch)) for name, value in env.items() if unknown_names(value))
+    opaque += tuple((name, PLACEHOLDER_WHY) for name, value in env.items() if placeholder(value))
     env_from = tuple((name, _env_why(name, cenv, launch)) for name in READ_ENV
                      if name not in env and cenv.may_define(name))
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()

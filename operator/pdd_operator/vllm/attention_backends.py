@@ -22,7 +22,7 @@ not judged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from pdd_operator.vllm.env_vars import read_by, unread
 from pdd_operator.vllm.versions import Version
@@ -130,10 +130,6 @@ _GPU_CAPABILITY = (
     (re.compile(r"(^|-)V100(S)?(-|$)", re.I), (7, 0)),
 )
 
-#: The node label GPU feature discovery sets to the GPU's product name.
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
 def gpu_compute_capability(product: str) -> tuple[int, int] | None:
     """The compute capability ``(major, minor)`` of the GPU named by an ``nvidia.com/gpu.product`` value
     (``Tesla-V100-SXM2-16GB`` -> ``(7, 0)``, ``NVIDIA-H100-80GB-HBM3`` -> ``(9, 0)``), ``None`` if not known."""
@@ -149,20 +145,6 @@ def gpu_capability(product: str) -> int | None:
     return capability[0] if capability else None
 
 
-def pinned_compute_capability(products: Iterable[str] | None) -> tuple[int, int] | None:
-    """The one compute capability ``(major, minor)`` every allowed GPU product shares, ``None`` when the products are
-    not known (``None``), empty, or differ in capability."""
-    found = {gpu_compute_capability(p) for p in products or ()}
-    return found.pop() if len(found) == 1 else None
-
-
-def pinned_capability(products: Iterable[str] | None) -> int | None:
-    """The one compute capability major every allowed GPU product shares, ``None`` when the products are not
-    known (``None``), empty, or differ in capability."""
-    majors = {gpu_capability(p) for p in products or ()}
-    return majors.pop() if len(majors) == 1 else None
-
-
 #: The compute capabilities vLLM's CUDA platform runs on, one per class its default backend choice tells apart:
 #: Volta 7.0 (V100), Turing 7.5 (T4), Ampere / Ada 8.x, Hopper 9.0, Blackwell 10.x, consumer Blackwell 12.x.
 CUDA_CAPABILITIES: tuple[tuple[int, int], ...] = ((7, 0), (7, 5), (8, 0), (9, 0), (10, 0), (12, 0))
@@ -172,9 +154,20 @@ CUDA_CAPABILITIES: tuple[tuple[int, int], ...] = ((7, 0), (7, 5), (8, 0), (9, 0)
 FLASHINFER_SM80_SINCE = (0, 24, 0)
 
 
-def default_backend_at(capability: tuple[int, int], head_size: int | None, version: tuple[int, ...] | None) -> str | None:
+#: KV cache dtypes FlashAttention takes only with FA3 on compute capability 9.x (``flash_attn_supports_fp8``: FA3 and
+#: the 9.0 family; v1/attention/backends/fa_utils.py 0.18.0 and 0.19.0 lines 157-161, flash_attn.py
+#: ``supports_kv_cache_dtype`` 0.18.0 lines 167-172, 0.19.0 lines 165-170, 0.20.0 lines 188-193, 0.24.0 lines 183-193;
+#: ``flash_attn_supports_kv_cache_dtype`` 0.30.0 and 0.34.0 fa_utils.py lines 282-308, which adds FA4 on 10.x, where
+#: FLASHINFER comes first anyway). FlashInfer lists both in ``supported_kv_cache_dtypes`` (flashinfer.py 0.19.0 lines
+#: 320-326, 0.20.0 lines 328-335, 0.34.0 lines 575-584), so on 8.x and 12.x vLLM takes FLASHINFER for them.
+FA3_ONLY_KV_DTYPES = frozenset({"fp8", "fp8_e4m3"})
+
+
+def default_backend_at(capability: tuple[int, int], head_size: int | None, version: tuple[int, ...] | None,
+                       kv_cache_dtype: str | None = None) -> str | None:
     """The backend vLLM ``version`` picks by itself on a GPU of compute ``capability`` for a plain non-MLA model (no
-    sinks, no sliding window, no multimodal prefix) of ``head_size`` with the ``auto`` KV cache dtype: the first valid
+    sinks, no sliding window, no multimodal prefix) of ``head_size`` with ``kv_cache_dtype`` (``None`` or ``auto``:
+    the model's dtype; ``fp8`` / ``fp8_e4m3``: :data:`FA3_ONLY_KV_DTYPES`; any other: ``None``): the first valid
     backend of ``_get_backend_priorities`` (vllm/platforms/cuda.py 0.18.0 lines 83-97, 0.34.0 lines 148-173:
     FLASHINFER first on 10.x, FLASH_ATTN first elsewhere, then TRITON_ATTN, FLEX_ATTENTION), each valid by its
     ``supports_compute_capability`` and head sizes (0.18.0-0.34.0): FLASH_ATTN from 8.0, head sizes multiples of 8 up
@@ -182,10 +175,19 @@ def default_backend_at(capability: tuple[int, int], head_size: int | None, versi
     TRITON_ATTN every capability, head sizes from 32.
 
     ``None`` where not decided here: a head size not a multiple of 8 between 32 and 256 or not known (outside
-    capabilities 8.x-9.x and 12.x, where FLASH_ATTN serves every standard head size), or a 7.5 GPU on a version not
-    known where FLASHINFER would serve the head size."""
+    capabilities 8.x-9.x and 12.x, where FLASH_ATTN serves every standard head size), a 7.5 GPU on a version not
+    known where FLASHINFER would serve the head size, an fp8 KV cache off 9.x for a head size FlashInfer does not
+    serve or on capability 7.x, or another KV cache dtype."""
     major, _ = capability
     standard = head_size is not None and head_size % 8 == 0 and 32 <= head_size <= 256
+    if kv_cache_dtype not in (None, "auto"):
+        if kv_cache_dtype not in FA3_ONLY_KV_DTYPES or not standard:
+            return None
+        if major == 9:
+            return "FLASH_ATTN"
+        if major in (8, 10, 12) and head_size in (64, 128, 256):
+            return "FLASHINFER"  # FLASH_ATTN refuses the dtype off 9.x (before FA4 on 10.x, 0.30.0); FlashInfer takes it
+        return None
     if major in (8, 9, 12) and (head_size is None or standard):
         return "FLASH_ATTN"
     if not standard:

@@ -27,6 +27,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 _UNKNOWN_RE = re.compile(r"<unknown:([A-Za-z_][A-Za-z0-9_]*)>")
+#: A documentation placeholder, the whole value one angle-bracketed phrase starting with a letter that the reader of a
+#: guide replaces (``<cuda_ip>``, ``<prefill_block_size>``, ``<your-gaudi-node-hostname>``, ``<image name to be
+#: updated>``): not this module's ``<unknown:NAME>``, not a tokenizer's special token (:data:`_SPECIAL_TOKENS`,
+#: ``<|im_end|>``).
+_PLACEHOLDER_RE = re.compile(r"<(?!unknown:)[A-Za-z][^<>|]*>")
+#: Special tokens of common tokenizers, spelt as placeholders are: never read as one.
+_SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "<unk>", "<eos>", "<bos>", "<mask>", "<cls>", "<sep>"})
+#: Why a placeholder value is not read (for "not checked" reasons).
+PLACEHOLDER_WHY = "a placeholder (<...>) the source leaves for its reader to fill in"
+
+
+def placeholder(value: object) -> bool:
+    """``value`` is a documentation placeholder (:data:`_PLACEHOLDER_RE`), not a value the engine can run with: the
+    guide it comes from says to replace it, so what it stands for is not in these files. Pure."""
+    text = value.strip() if isinstance(value, str) else ""
+    return bool(_PLACEHOLDER_RE.fullmatch(text)) and text.lower() not in _SPECIAL_TOKENS
 
 
 def unknown(name: str) -> str:
@@ -70,11 +86,14 @@ def opaque_value(raw: str | bool | None, command: list[str]) -> str | None:
     :func:`unknown_names`), or when a shell script computes it with a command substitution (``"$(python3 -c
     ...)"``, ``$(cat /etc/kv.json)``; POSIX Shell Command Language 2.6.3). Outside a shell an unexpanded
     ``$(NAME)`` reaches vLLM literally (the kubelet leaves an undefined reference as written): that is the value
-    vLLM parses, so it is not opaque. This is the one test of opacity for every flag (the rules that need a
-    flag's value name it in ``needs``; ``compat.engine`` leaves them "not checked").
+    vLLM parses, so it is not opaque. A documentation placeholder (:func:`placeholder`, ``<prefill_block_size>``)
+    is opaque too: the guide's reader replaces it before anything runs. This is the one test of opacity for every
+    flag (the rules that need a flag's value name it in ``needs``; ``compat.engine`` leaves them "not checked").
     """
     if not isinstance(raw, str):
         return None
+    if placeholder(raw):
+        return PLACEHOLDER_WHY
     names = unknown_names(raw)
     written = " ".join(command)
     if names and re.search(rf"\$(\{{|\()?{re.escape(names[0])}\b(?!\s)", written):

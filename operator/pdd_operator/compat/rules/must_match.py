@@ -5,21 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pdd_operator.compat.connector_hma import wrapper_hma_off
+from pdd_operator.compat.gpu_product import GPU_PRODUCT_LABELS, pinned_gpu_capability, pinned_gpu_major
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.placement import label_values
+from pdd_operator.compat.placement import HOSTNAME_LABEL, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.block_size import engine_block_sizes
 from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
     BACKEND_ENV,
     CUDA_CAPABILITIES,
-    GPU_PRODUCT_LABEL,
     backend_env_read,
     backend_kind,
     backend_refusal,
     default_backend_at,
-    pinned_capability,
-    pinned_compute_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import (
@@ -367,7 +365,7 @@ def _gpu_kv_cache_dtypes(pair: PDPair, r: RoleConfig, value: str) -> tuple[set[s
     family = pair.model.architecture  # a hybrid MLA (GLM-5.3-Flash) does not say whether it has index_topk: unknown
     hooked = gpu_hooked_kv_cache_dtype(value, pair.hf_architecture, pair.version,
                                        None if family in (None, "hybrid-ssm") else family == "sparse-mla")
-    cap = pinned_capability(label_values(r.nodes, GPU_PRODUCT_LABEL))
+    cap = pinned_gpu_major(r.nodes)
     if hooked is None or gpu_platform(r.image, r.resources) == "rocm":
         return {value}, cap
     if cap is None:
@@ -468,7 +466,8 @@ _DEFAULT_BACKEND_SINCE = (0, 18, 0)
             "VLLM_ATTENTION_BACKEND); VLLM_ATTENTION_BACKEND where the release reads it and compares backend names "
             "(0.9.1-0.14.1: add_remote_agent's assert, then the hash; vllm#23587, set 80); other versions: a warning; "
             "a backend named on one role only against vLLM's own choice per compute capability (platforms/cuda.py "
-            "_get_backend_priorities, the backends' supports_compute_capability, 0.18.0-0.34.0: TRITON_ATTN on V100)"),
+            "_get_backend_priorities, the backends' supports_compute_capability, 0.18.0-0.34.0: TRITON_ATTN on V100); "
+            "a ROCm backend (ROCM_*) named against a CUDA engine, whose platforms/cuda.py picks none in 0.9.1-0.34.0"),
     needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
 )
 def check_attention_backend_match(pair: PDPair) -> list[Violation]:
@@ -516,12 +515,23 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     backend differs from vLLM's choice on every GPU vLLM runs on (:data:`~pdd_operator.vllm.attention_backends.
     CUDA_CAPABILITIES`: FLASH_ATTN from 8.x, FLASHINFER on 10.x, TRITON_ATTN on V100 and on T4 from 0.24.0); where
     some GPU would pick the named one (TRITON_ATTN on a V100), a warning that says which. Otherwise a warning that the
-    two may differ. A backend the model cannot use at all is left to ``attention-backend-unsupported``."""
+    two may differ. A ROCm backend (:data:`ROCM_BACKEND_PREFIX`) named while the other role runs vLLM's CUDA platform
+    is an error on every release and GPU: CUDA never picks one by itself. A backend the model cannot use at all is
+    left to ``attention-backend-unsupported``."""
     x = named.attention_backend.upper()
     family = pair.model.architecture
     if backend_refusal(x, family):
         return []
-    cc = pinned_compute_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
+    if x.startswith(ROCM_BACKEND_PREFIX) and gpu_platform(other.image, other.resources) == "cuda" and hashed(pair):
+        return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} "
+                 "runs vLLM's CUDA platform, whose own choice is never a ROCm backend (vllm/platforms/cuda.py names "
+                 "none in any release 0.9.1-0.34.0; its priority lists hold FLASHINFER, FLASH_ATTN, TRITON_ATTN, "
+                 "FLEX_ATTENTION and TurboQuant). attn_backend_name is a factor of the NIXL compatibility hash, so "
+                 f"the handshake refuses the pair ({x} against a CUDA backend).",
+                 fix_for(pair, "Run both roles on one GPU vendor, or name a backend both platforms have.",
+                         f"Run the {other.role} on the {named.role}'s platform (the same GPU vendor and image), or "
+                         "both on one vendor."))]
+    cc = pinned_gpu_capability(other.nodes)
     head = pair.model.head_size
     unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
     plain = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
@@ -555,13 +565,113 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
         same = "/".join(f"{c[0]}.{c[1]}" for c, v in everywhere.items() if v == x)
         return [(f"{said}, which depends on its GPU: for this model on vLLM {fmt(pair.version)} it is {picks} "
                  f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities). The {other.role}'s pods pin "
-                 f"no GPU product ({GPU_PRODUCT_LABEL}), so the pair works only on compute capability {same}; "
+                 f"no GPU product ({GPU_PRODUCT_LABELS[0]} or another GPU or instance type label), so the pair "
+                 f"works only on compute capability {same}; "
                  "elsewhere the two backends differ and, attn_backend_name being a factor of the NIXL compatibility "
                  "hash, the handshake refuses the pair.", fix, "warning")]
     return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} runs "
              "the backend vLLM picks by itself, which depends on its GPU and model (FLASH_ATTN on compute capability "
              "8.x/9.x, FLASHINFER on 10.x and TRITON_ATTN on V100 for most non-MLA models). The backend is a factor of "
              "the NIXL compatibility hash: if the two differ, the handshake refuses the pair.", fix, "warning")]
+
+
+#: ROCm's own backend names (``AttentionBackendEnum``: ROCM_ATTN, ROCM_AITER_FA, ROCM_AITER_MLA, ...): vLLM's CUDA
+#: platform never picks one by itself (vllm/platforms/cuda.py mentions no ROCm backend in 0.9.1, 0.10.1.1, 0.11.0,
+#: 0.12.0, 0.18.0, 0.26.0 or 0.34.0; platforms/rocm.py ``_get_backend_priorities`` starts with ROCM_ATTN, 0.20.0
+#: lines 357-388).
+ROCM_BACKEND_PREFIX = "ROCM_"
+
+
+def _chosen_backend(pair: PDPair, r: RoleConfig, capability: tuple[int, int]) -> str | None:
+    """The backend vLLM picks by itself for role ``r`` on a GPU of compute ``capability``
+    (:func:`~pdd_operator.vllm.attention_backends.default_backend_at` with the role's KV cache dtype), ``None`` where
+    that is not decided here."""
+    return default_backend_at(capability, pair.model.head_size, pair.version, r.kv_cache_dtype)
+
+
+def _plain_default(pair: PDPair, r: RoleConfig) -> bool:
+    """Role ``r`` runs vLLM's own backend choice and :func:`_chosen_backend` describes it: no backend named
+    (``--attention-backend`` / ``--attention-config`` unset or ``auto``; ``VLLM_ATTENTION_BACKEND`` unset or unread),
+    a non-MLA plain model (dense or MoE, no sliding window, not float32), CUDA, a block size FlashAttention takes."""
+    return ((r.attention_backend is None or r.attention_backend.lower() == "auto")
+            and (BACKEND_ENV not in r.env or backend_env_read(pair.version) is False)
+            and pair.model.architecture in ("dense", "moe") and not pair.model.sliding_window
+            and (r.dtype or "auto").lower() not in ("float32", "float")
+            and (r.block_size is None or r.block_size % 16 == 0)
+            and gpu_platform(r.image, r.resources) == "cuda")
+
+
+@rule(
+    id="attention-backend-gpu-default", family="model-mismatch", severity="error",
+    fields=("spec.placement.gpuProduct", "spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/platforms/cuda.py _get_backend_priorities (non-MLA: FLASHINFER first on compute capability 10.x, "
+            "FLASH_ATTN first elsewhere; 0.18.0 lines 83-97, 0.19.0 lines 51-113, 0.20.0 lines 79-143, 0.34.0 lines "
+            "148-173), FLASH_ATTN's fp8 KV cache only with FA3 on 9.x (fa_utils.py flash_attn_supports_fp8, 0.19.0 "
+            "lines 157-161), and the NIXL compatibility hash's attn_backend_name (nixl_connector.py 0.19.0 lines "
+            "189-250 and 1320-1332; nixl/metadata.py 0.20.0 lines 71-129, worker.py lines 420-430)"),
+    since=_DEFAULT_BACKEND_SINCE,
+    needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND", "--kv-cache-dtype", "--block-size"),
+    example="prefill nodeSelector nvidia.com/gpu.product NVIDIA-B200, decode NVIDIA-H100-80GB-HBM3, no "
+            "--attention-backend, vLLM 0.19.0",
+)
+def check_gpu_default_backends(pair: PDPair) -> list[Violation]:
+    """Prefill and decode that name no attention backend get the same one from vLLM on the GPUs they are pinned to.
+
+    With no backend named, each engine runs the first valid backend of vLLM's priority list for its own GPU
+    (:func:`~pdd_operator.vllm.attention_backends.default_backend_at`): FLASHINFER on compute capability 10.x (B200,
+    GB200), FLASH_ATTN on 8.x and 9.x for the ``auto`` KV cache dtype; with an fp8 KV cache FLASH_ATTN only on 9.x
+    (FA3), FLASHINFER elsewhere. The name is a factor of the NIXL compatibility hash, so two pinned GPUs whose
+    choices differ make the handshake refuse the pair: an error (a warning where the hash is not enforced). Where one
+    role's GPU is pinned (:func:`~pdd_operator.compat.gpu_product.pinned_gpu_capability`: GPU product, GKE
+    accelerator, Karpenter and EKS labels, cloud instance types) and the other's is left to the scheduler (and no
+    required pod affinity per node may hold it beside the pinned role), a warning where some GPU the other may get
+    picks another backend.
+    MLA models, ROCm, a named backend (``attention-backend-mismatch``) and other KV dtypes are not judged here.
+    """
+    if pair.mla or not all(_plain_default(pair, r) for r in pair.roles):
+        return []
+    caps = {r.role: pinned_gpu_capability(r.nodes) for r in pair.roles}
+    if same_node(pair.prefill, pair.decode):  # pod affinity holds one on the other's node: one GPU
+        known = {c for c in caps.values() if c is not None}
+        caps = dict.fromkeys(caps, known.pop() if len(known) == 1 else None)
+    fix = fix_for(pair, "Pin both roles to GPUs of one compute capability family, or name one attention backend "
+                        "valid on both GPUs in both roles' extraArgs.",
+                  "Place both roles on GPUs of one compute capability family (nodeSelector / nodeAffinity), or give "
+                  "both containers the same --attention-backend, one valid on both GPUs (FLASHINFER runs on 7.5-12.1).")
+    p_cap, d_cap = caps["prefill"], caps["decode"]
+    if p_cap is not None and d_cap is not None:
+        p, d = _chosen_backend(pair, pair.prefill, p_cap), _chosen_backend(pair, pair.decode, d_cap)
+        if p is None or d is None or p == d:
+            return []
+        fp8 = sorted({r.kv_cache_dtype for r in pair.roles if r.kv_cache_dtype not in (None, "auto")})
+        message = (f"Neither role names an attention backend, so vLLM {fmt(pair.version)} picks one per GPU: "
+                   f"{p} on the prefill's (compute capability {p_cap[0]}.{p_cap[1]}), {d} on the decode's "
+                   f"({d_cap[0]}.{d_cap[1]}) (vllm/platforms/cuda.py _get_backend_priorities"
+                   + (f"; with --kv-cache-dtype {'/'.join(fp8)} FLASH_ATTN is valid only with FA3 on 9.x" if fp8 else "")
+                   + "). attn_backend_name is a factor of the NIXL compatibility hash")
+        if not hashed(pair):
+            return [(f"{message}. {_no_hash(pair)} The two backends may still lay the KV cache out differently.",
+                     fix, "warning")]
+        return [(f"{message}, so the handshake refuses the pair.", fix)]
+    pinned = [r for r in pair.roles if caps[r.role] is not None]
+    if len(pinned) != 1:
+        return []
+    (held,) = pinned
+    free = pair.decode if held is pair.prefill else pair.prefill
+    if any(t.topology_key == HOSTNAME_LABEL for t in free.pod_affinity):
+        return []  # a required pod affinity per node may hold it beside the pinned role (labels not all known here)
+    mine = _chosen_backend(pair, held, caps[held.role])
+    theirs = {c: _chosen_backend(pair, free, c) for c in CUDA_CAPABILITIES}
+    other = sorted({b for b in theirs.values() if b is not None and b != mine})
+    if mine is None or not other:
+        return []
+    where = ", ".join(f"{b} on {'/'.join(f'{c[0]}.{c[1]}' for c, v in theirs.items() if v == b)}" for b in other)
+    return [(f"Neither role names an attention backend; the {held.role} is pinned to GPUs of compute capability "
+             f"{caps[held.role][0]}.{caps[held.role][1]}, where vLLM {fmt(pair.version)} picks {mine}, but the "
+             f"{free.role}'s GPU is left to the scheduler ({GPU_PRODUCT_LABELS[0]} or another GPU or instance type "
+             f"label pins nothing), and there vLLM picks {where} (vllm/platforms/cuda.py _get_backend_priorities). "
+             "On such a node the two attn_backend_name factors of the NIXL compatibility hash differ and the "
+             "handshake refuses the pair: the GPU the scheduler picks decides.", fix, "warning")]
 
 
 #: Why a ``NixlConnector`` with ``transfer_mode`` push has no known mode on an unknown release.
