@@ -36,7 +36,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixN: vllm-rs serve on a release without the Rust frontend
                "rust-frontend-unavailable",
                # fixO: the OpenAI server imports each --middleware at startup (OME's vLLM runtimes)
-               "middleware-module-missing"}
+               "middleware-module-missing",
+               # set 96: the connector factory imports a kv_connector_module_path; MoRIIO int()s its ports at start
+               "kv-connector-module-missing", "moriio-extra-config-port-invalid"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -171,7 +171,7 @@ def test_removed_keys_are_refused_with_any_connector(tmp_path, capsys, connector
     code, out = check(tmp_path, capsys, *docs)
     assert ("kv-transfer-config-removed-field" in rules(out, "error")) is refused, out
     # P2pNcclConnector is gone from vLLM's factory from 0.24.0 (p2p-nccl-connector-unavailable); an equal-shape
-    # MooncakeConnector pair of 0.25.0-0.34.0 is judged (set 83: rules/mooncake.py MOONCAKE_JUDGED_SAME_SHAPE)
+    # MooncakeConnector pair of 0.25.0-0.34.0 is judged (set 83: rules/mooncake.py MOONCAKE_JUDGED_NO_PP)
     assert code == (1 if refused or connector == "P2pNcclConnector" else 0 if connector == "MooncakeConnector" else 3), out
 
 

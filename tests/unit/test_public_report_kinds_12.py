@@ -142,6 +142,9 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "expandable-segments-with-nixl",
                     # set 84: VllmConfig asks any connector class whether it supports sleep mode (0.33.0)
                     "sleep-mode-unsupported", "extensible-kv-cache-unsupported",
+                    # set 96: a vllm.* connector module the release lacks, MoRIIO's int() of its ports, Mooncake's
+                    # refusal to re-shard NVFP4 KV heads (0.30.0-0.34.0)
+                    "kv-connector-module-missing", "moriio-extra-config-port-invalid", "mooncake-hetero-tp-nvfp4-kv",
                     # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
                     "speculative-config-removed-field",
                     # session 29: args that repeat the image's entrypoint stop the argument parser

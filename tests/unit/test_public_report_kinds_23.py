@@ -65,7 +65,7 @@ def test_mooncake_pair_with_a_role_vllm_does_not_know_is_refused(tmp_path, capsy
                  '{"kv_connector":"MooncakeConnector","kv_role":"kv_consumer"}', "vllm/vllm-openai:v0.32.0",
                  model="Qwen/Qwen3-0.6B")
     code, out = check(tmp_path, capsys, *docs)
-    # an equal-shape Mooncake pair of 0.32.0 is judged (set 83: MOONCAKE_JUDGED_SAME_SHAPE), so nothing is left
+    # an equal-shape Mooncake pair of 0.32.0 is judged (set 83: MOONCAKE_JUDGED_NO_PP), so nothing is left
     # "not checked" beside the refusal
     assert code == 1 and "engine-args-invalid" in rules(out, "error"), out
 

@@ -8,7 +8,7 @@ differ between the roles, with negative controls.
   ``dynamo.vllm`` workers are not warned;
 - ``lora-adapters-differ`` also warns for ``--enable-lora`` on one role only (adapters loaded at run time);
 - a MooncakeConnector pair of 0.25.0-0.34.0 with equal TP and PP 1 on both roles is judged (ok where no rule fails),
-  other shapes there stay "not checked" (:data:`pdd_operator.compat.rules.mooncake.MOONCAKE_JUDGED_SAME_SHAPE`).
+  other shapes there stay "not checked" (:data:`pdd_operator.compat.rules.mooncake.MOONCAKE_JUDGED_NO_PP`).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def test_an_equal_shape_mooncake_pair_of_a_read_release_is_judged(tmp_path, caps
 
 
 @pytest.mark.parametrize(("version", "p_extra", "d_extra"), [
-    ("0.30.0", "-tp 2", ""),                      # hetero TP: 0.25.0 on not read for it
+    # hetero TP on 0.29.0-0.34.0 is judged since set 96 (tests/unit/test_public_report_kinds_96.py)
     ("0.30.0", "-pp 2", "-pp 2"),                 # pipeline parallel: remote PP handling from 0.30.0 not described
     ("0.34.1", "", ""),                           # a release not read
 ])

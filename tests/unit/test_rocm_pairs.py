@@ -26,8 +26,10 @@ def _moriio_pair(image, p_tp=8, d_tp=None, model="deepseek-ai/DeepSeek-V3", p_ar
     for role, tp, args, extra, own_env in (("prefill", p_tp, p_args, p_extra, p_env),
                                            ("decode", d_tp or p_tp, d_args, d_extra, d_env)):
         kv = {"kv_connector": "MoRIIOConnector", "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
-              "kv_connector_extra_config": {"proxy_ip": "10.0.0.1", "handshake_port": "6301",
-                                            "notify_port": "61005", **(extra or {})}}
+              # http_port is read with int(extra_config["http_port"]) in every release, proxy_ping_port so before
+              # 0.28.0 (moriio_common.py 0.14.0 lines 218-219; set 96: moriio-extra-config-port-invalid)
+              "kv_connector_extra_config": {"proxy_ip": "10.0.0.1", "proxy_ping_port": "36367", "http_port": "8000",
+                                            "handshake_port": "6301", "notify_port": "61005", **(extra or {})}}
         c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
              "args": [model, f"--tensor-parallel-size={tp}", *args, "--kv-transfer-config=" + json.dumps(kv)],
              "env": [{"name": k, "value": v} for k, v in (*env, *own_env)],

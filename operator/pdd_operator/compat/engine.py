@@ -175,7 +175,9 @@ def evaluate(
         return _env_from(pair, rules)
     version = pair.version
     rules = _in_scope(pair, rules)
-    foreign = sorted({f"{r.role} {r.wrapper or r.connector}" for r in pair.roles if r.connector and not r.nixl})
+    foreign = sorted({f"{r.role} {r.wrapper or r.connector}"
+                      + (f" loaded from {r.third_party_connector}, not vLLM's class" if r.third_party_connector else "")
+                      for r in pair.roles if r.connector and not r.nixl})
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
         rules = tuple(rule for rule in rules if rule.without_connector)

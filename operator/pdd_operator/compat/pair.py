@@ -36,7 +36,7 @@ from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_option
 from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
-from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, well_typed
+from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, third_party_module, well_typed
 from pdd_operator.vllm.lora import adapter_names
 from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
@@ -443,9 +443,16 @@ class RoleConfig:
         return any(k.startswith("amd.com/") for k in self.resources) or "rocm" in self.image.lower()
 
     @property
+    def third_party_connector(self) -> str | None:
+        """The module outside vLLM that the engine's connector class is loaded from (``kv_connector_module_path``:
+        :func:`~pdd_operator.vllm.kv_transfer_config.third_party_module`), ``None`` where it is vLLM's own class."""
+        return third_party_module(self.kv_transfer)
+
+    @property
     def nixl(self) -> bool:
-        """The engine transfers KV with vLLM's NIXL connector (directly or inside a wrapper)."""
-        return self.connector in NIXL_CONNECTORS
+        """The engine transfers KV with vLLM's NIXL connector (directly or inside a wrapper): a class of that name
+        loaded from a module outside vLLM (:attr:`third_party_connector`) is not."""
+        return self.connector in NIXL_CONNECTORS and not self.third_party_connector
 
     @property
     def push(self) -> bool:

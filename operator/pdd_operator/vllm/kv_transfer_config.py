@@ -132,6 +132,22 @@ def multi_connector_children(config: dict) -> list[dict]:
     return [c for c in children if isinstance(c, dict)] if isinstance(children, list) else []
 
 
+#: The package of vLLM's own modules: a ``kv_connector_module_path`` under it loads vLLM's code.
+VLLM_PACKAGE = "vllm."
+
+
+def third_party_module(config: dict) -> str | None:
+    """The ``kv_connector_module_path`` of a ``--kv-transfer-config`` object (or a MultiConnector child's) where it
+    names a module outside vLLM's own package, else ``None`` (unset, empty, or under ``vllm.``).
+
+    vLLM's connector factory imports such a module and takes the class named ``kv_connector`` from it before looking
+    in its own registry ("External module path takes priority over internal registry": factory.py 0.26.0, 0.31.0 and
+    0.34.0 lines 103-124; 0.20.0 the same branch), so the connector that runs is that package's code whatever its
+    name: a ``MooncakeConnector`` from ``mooncake.mooncake_connector_v1`` is the mooncake wheel's, not vLLM's."""
+    path = config.get("kv_connector_module_path")
+    return path if isinstance(path, str) and path and not path.startswith(VLLM_PACKAGE) else None
+
+
 def well_typed(config: dict) -> dict:
     """``config`` without the keys whose values have a type vLLM refuses (reported by
     :func:`kv_transfer_config_errors`), so that reading the rest never fails."""

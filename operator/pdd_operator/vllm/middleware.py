@@ -13,55 +13,25 @@ adds it). Paths outside ``vllm.entrypoints`` (the user's own package, other ``vl
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from pathlib import Path
-
-from pdd_operator.vllm.versions import Version, parse_version
+from pdd_operator.vllm import shipped_modules
+from pdd_operator.vllm.versions import Version
 
 #: The package whose modules the table lists.
 PACKAGE = "vllm.entrypoints."
-
-
-@cache
-def _table() -> tuple[tuple[Version, ...], dict[str, frozenset[int]]]:
-    """``(releases read, oldest first; {module: indices of the releases that ship it})``."""
-    data = json.loads((Path(__file__).parent / "entrypoint_modules.json").read_text())
-    releases = tuple(parse_version(v) for v in data["releases"])
-    modules: dict[str, frozenset[int]] = {}
-    for name, spans in data["modules"].items():
-        found: set[int] = set()
-        for span in spans.split(","):
-            first, _, last = span.partition("-")
-            found.update(range(int(first), int(last) + 1))
-        modules[name] = frozenset(found)
-    return releases, modules
 
 
 def shipped_in(middleware: str) -> tuple[Version, ...] | None:
     """The releases read whose ``vllm.entrypoints`` holds the module of ``middleware`` (``pkg.module.object``), oldest
     first (empty: none does); ``None`` for a path outside :data:`PACKAGE`, which is not judged."""
     module = middleware.rsplit(".", 1)[0]
-    if not module.startswith(PACKAGE):
-        return None
-    releases, modules = _table()
-    return tuple(releases[i] for i in sorted(modules.get(module, ())))
+    return shipped_modules.releases_shipping(module) if module.startswith(PACKAGE) else None
 
 
 def import_fails(middleware: str, version: Version | None) -> bool | None:
     """Whether vLLM ``version``'s server stops at startup importing ``middleware``: ``True`` where the release (or both
     releases read around it; for ``None``, every release read) lacks its module, ``False`` where it (or both around
     it) ships it, ``None`` where the table cannot say (a path outside :data:`PACKAGE`, a version outside the releases
-    read, releases around it that disagree, or an unknown version where some release ships it)."""
-    shipped = shipped_in(middleware)
-    if shipped is None:
-        return None
-    releases, _ = _table()
-    if version is None:
-        return True if not shipped else None
-    if version < releases[0] or version > releases[-1]:
-        return None
-    around = [version] if version in releases else [max(r for r in releases if r < version),
-                                                     min(r for r in releases if r > version)]
-    hits = {r in shipped for r in around}
-    return None if len(hits) > 1 else not hits.pop()
+    read, releases around it that disagree, or an unknown version where some release ships it;
+    :func:`pdd_operator.vllm.shipped_modules.import_fails`)."""
+    module = middleware.rsplit(".", 1)[0]
+    return shipped_modules.import_fails(module, version) if module.startswith(PACKAGE) else None

@@ -31,6 +31,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.kv_transfer_config import multi_connector_children
+from pdd_operator.vllm.shipped_modules import import_fails, releases_shipping
 from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, Version, fmt, image_repository
 
 #: The release that renamed SharedStorageConnector to ExampleConnector in the factory's registry.
@@ -163,4 +164,52 @@ def _unregistered(pair: PDPair, r: RoleConfig, name: object, kv_transfer: dict) 
                 f"Write \"kv_connector\":\"{other}\" in the {r.role} container's --kv-transfer-config for vLLM "
                 f"{fmt(r.version)}, or use an image of a release that registers {name}."),
     ))
+    return out
+
+
+@rule(
+    id="kv-connector-module-missing", family="connector", severity="error",
+    fields=("spec.kvTransfer.connector", "spec.engine"),
+    source=("vllm distributed/kv_transfer/kv_connector/factory.py KVConnectorFactory._get_connector_class_with_compat: "
+            "importlib.import_module(kv_connector_module_path) before the registry (0.26.0, 0.31.0 and 0.34.0 lines "
+            "106-108), when each engine builds its connector; the modules under vllm/distributed/kv_transfer of the "
+            "0.9.0-0.34.0 sdists (kv_transfer_modules.json: v1/mooncake_connector.py in 0.13.0-0.14.1 only, "
+            "v1/mooncake/mooncake_connector.py from 0.16.0)"),
+    example='{"kv_connector":"MooncakeConnector","kv_connector_module_path":'
+    '"vllm.distributed.kv_transfer.kv_connector.v1.mooncake_connector"} on vllm/vllm-openai:v0.31.0',
+    without_connector=True, one_engine=True,
+)
+def check_connector_module_shipped(pair: PDPair) -> list[Violation]:
+    """An engine's ``kv_connector_module_path`` under ``vllm.distributed.kv_transfer`` (its own or a MultiConnector
+    child's) names a module its vLLM release ships.
+
+    The factory imports that module before it looks at its registry, so a path the release lacks (a connector's module
+    copied from an older guide: vLLM 0.13.0-0.14.1 kept MooncakeConnector in ``v1/mooncake_connector.py``, 0.16.0 on in
+    ``v1/mooncake/mooncake_connector.py``) raises ``ModuleNotFoundError`` and the engine does not start. Judged where
+    :func:`~pdd_operator.vllm.shipped_modules.import_fails` decides it (the releases read, or two around the version
+    that agree; an unknown version only where no release read ships the module); a path elsewhere is another
+    package's code (:func:`~pdd_operator.vllm.kv_transfer_config.third_party_module`), not judged here."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        written = r.kv_transfer_written if isinstance(r.kv_transfer_written, dict) else {}
+        configs = [written or r.kv_transfer, *multi_connector_children(written)]
+        seen: set[str] = set()
+        for kv in configs:
+            path = kv.get("kv_connector_module_path")
+            if not isinstance(path, str) or path in seen or import_fails(path, r.version) is not True:
+                continue
+            seen.add(path)
+            shipped = releases_shipping(path) or ()
+            where = (f"vLLM ships it in {fmt(shipped[0])}-{fmt(shipped[-1])} of the releases read" if shipped
+                     else "no vLLM release from 0.9.0 to 0.34.0 ships it")
+            out.append((
+                f"{r.role}: kv_connector_module_path {path} is not a module of vLLM {fmt(r.version)} ({where}): the "
+                "connector factory imports it before looking in its registry and raises ModuleNotFoundError when the "
+                "engine builds its connector, so the engine does not start.",
+                fix_for(pair, "Drop kv_connector_module_path for a connector vLLM registers, or name the module the "
+                        "release ships.",
+                        f"Remove kv_connector_module_path from the {r.role} container's --kv-transfer-config (vLLM "
+                        f"registers {kv.get('kv_connector')} itself where it ships it), or write the module path of "
+                        f"vLLM {fmt(r.version)}."),
+            ))
     return out

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, SCRIPT_KIND, Violation, rule
+from pdd_operator.vllm.kv_transfer_config import third_party_module
 from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, fmt, image_repository
 
 MOONCAKE = "MooncakeConnector"
@@ -49,14 +50,25 @@ MOONCAKE_CHECKS_SINCE = (0, 19, 0)
 #: (0.25.0 lines 1697-1706); 0.29.0 changes ``handshake_target_ranks``' signature and 0.30.0 caps the TP sizes by the
 #: KV heads in the length check, so they are not in this range).
 MOONCAKE_JUDGED = ((0, 13, 0), (0, 29, 0))
-#: The releases after :data:`MOONCAKE_JUDGED` whose connector was read for one shape of pair only, equal TP and no
-#: pipeline parallelism on both roles (read: the 0.29.0-0.34.0 sdists): the sender still validates the registered
-#: region lengths (``_validate_asymmetric_region_lengths``, 0.25.0 line 251, 0.30.0 line 250, 0.34.0 line 334: equal
-#: lengths at equal TP) and asserts the TP ratio (``_get_tp_ratio``, 0.25.0 line 98, 0.34.0 line 169); 0.30.0 on
-#: aligns the regions by layer (``_align_transfer_regions``, 0.30.0 lines 1256-1268), partial only across different
-#: PP sizes, and adds consumer-side handling of a remote PP size (lines 1428-1442) and, by 0.34.0, changed
-#: hetero-TP mapping, which no rule here describes; so a pair of other TP or PP sizes stays "not checked" there.
-MOONCAKE_JUDGED_SAME_SHAPE = ((0, 29, 0), (0, 34, 1))
+#: The releases after :data:`MOONCAKE_JUDGED` whose connector was read for pairs without pipeline parallelism (read:
+#: the 0.29.0-0.34.0 sdists). Equal TP: the sender still validates the registered region lengths
+#: (``_validate_asymmetric_region_lengths``, 0.30.0 line 250, 0.34.0 line 334: equal lengths at equal TP) and asserts
+#: the TP ratio (``_get_tp_ratio``, 0.34.0 line 169). Unequal TP (set 96): the connector forces the head-major LBHNC
+#: layout on non-MLA models (``get_required_kvcache_layout``, 0.29.0 lines 475-490, 0.31.0 lines 515-530), pairs a
+#: rank with ``TransferTopology.handshake_target_ranks`` (kv_connector/utils.py 0.29.0 line 550, 0.31.0 lines 554-577,
+#: 0.34.0 line 608; asserting divisibility: ``mooncake-tp-indivisible``), checks remote ``kv_block_len`` == local x
+#: the TP ratio (0.29.0 lines 229-280 with the raw ratio: ``mooncake-decode-kv-replicated``; 0.30.0-0.34.0 with both
+#: TP sizes capped at the model's KV heads, 0.31.0 lines 253-309, 0.34.0 lines 334-390) and writes each rank's heads
+#: at their offset (``_compute_sender_transfer_plan``, 0.29.0 lines 176-210, 0.34.0 lines 263-315); 0.30.0 on refuse
+#: re-sharding heads of an NVFP4 KV cache (``_validate_head_resharding_layout``, 0.30.0 line 2142, 0.34.0 line 3259:
+#: ``mooncake-hetero-tp-nvfp4-kv``) or of padded pages (hybrid layouts, not judged here). What is not read: pipeline
+#: parallelism (0.30.0 aligns regions by layer across PP sizes, lines 1256-1268, and handles a remote PP size, lines
+#: 1428-1442), decode/prefill context parallelism with unequal TP (``handshake_target_ranks``' DCP branch) and KV
+#: formats with their own per-token layout (TurboQuant forces LBNHC from 0.34.0): such a pair stays "not checked".
+MOONCAKE_JUDGED_NO_PP = ((0, 29, 0), (0, 34, 1))
+#: The KV element width classes (:func:`pdd_operator.vllm.kv_cache_dtypes.width`) whose per-rank region length is
+#: heads x block x head size x width, so that the head re-sharding of :data:`MOONCAKE_JUDGED_NO_PP` is read for them.
+_PLAIN_WIDTHS = ("16/32-bit", "1-byte")
 #: 0.16.0 first maps a decode rank to its prefill ranks (``TpKVTopology.get_target_remote_ranks``, kv_connector/utils.py
 #: 0.16.0 lines 457-472, asserting divisibility in ``tp_ratio`` lines 404-416; called by ``send_kv_to_decode`` line 687
 #: and ``receive_kv`` line 1151); 0.13.0-0.14.1 send decode rank i's request to the prefill's port base + i
@@ -90,7 +102,11 @@ MOONCAKE_COMPANIONS: tuple[str, ...] = ("MooncakeStoreConnector",)
 def runs_mooncake(r: RoleConfig) -> bool:
     """Engine ``r`` moves its P/D KV with vLLM's MooncakeConnector: as its ``--kv-transfer-config`` connector, or as
     the one ``MooncakeConnector`` child of a ``MultiConnector`` whose other children are :data:`MOONCAKE_COMPANIONS`
-    (a MultiConnector of other connectors, or nested wrappers, is not)."""
+    (a MultiConnector of other connectors, or nested wrappers, is not). A class of that name loaded from a module
+    outside vLLM (``kv_connector_module_path``: :func:`~pdd_operator.vllm.kv_transfer_config.third_party_module`, the
+    mooncake wheel's ``mooncake.mooncake_connector_v1``) is not vLLM's connector."""
+    if r.third_party_connector:
+        return False
     if r.connector == MOONCAKE and not r.wrapper:
         return True
     written = r.kv_transfer_written or r.kv_transfer
@@ -101,6 +117,8 @@ def runs_mooncake(r: RoleConfig) -> bool:
     if not isinstance(children, list) or not all(isinstance(c, dict) for c in children):
         return False
     names = [c.get("kv_connector") for c in children]
+    if any(third_party_module(c) for c in children):
+        return False
     return names.count(MOONCAKE) == 1 and all(n == MOONCAKE or n in MOONCAKE_COMPANIONS for n in names)
 
 
@@ -110,9 +128,10 @@ def _mooncake_pair(pair: PDPair) -> bool:
 
 def judged_mooncake_pair(pair: PDPair) -> bool:
     """Both roles run vLLM's V1 MooncakeConnector (:func:`runs_mooncake`: bare, or beside a Mooncake store in a
-    MultiConnector) on a known release of :data:`MOONCAKE_JUDGED` (or of
-    :data:`MOONCAKE_JUDGED_SAME_SHAPE` with equal TP and PP 1 on both roles), whose connector's refusals these rules
-    describe: such a pair is judged (ok where no rule fails), not "not checked".
+    MultiConnector) on a known release of :data:`MOONCAKE_JUDGED` (or of :data:`MOONCAKE_JUDGED_NO_PP` with PP 1 on
+    both roles, and where the TP sizes differ no context parallelism and a plain KV element format on both:
+    :func:`_later_shape_read`), whose connector's refusals these rules describe: such a pair is judged (ok where no
+    rule fails), not "not checked".
 
     Not a model that needs the hybrid KV cache manager (hybrid SSM / linear-attention layers: the connector's worker
     takes one attention backend for all layers, set 4's Qwen3.5 GDN case) nor a role that asks for that manager
@@ -123,14 +142,26 @@ def judged_mooncake_pair(pair: PDPair) -> bool:
     block lengths these rules do not derive). A script's engines run in the environment its own ``pip
     install`` lines build (read for vLLM's version only), as a NIXL script pair's do."""
     version = pair.version
-    same_shape = pair.prefill.tp == pair.decode.tp and pair.prefill.pp == pair.decode.pp == 1
     return (_mooncake_pair(pair) and version is not None
             and (MOONCAKE_JUDGED[0] <= version < MOONCAKE_JUDGED[1]
-                 or (same_shape and MOONCAKE_JUDGED_SAME_SHAPE[0] <= version < MOONCAKE_JUDGED_SAME_SHAPE[1]))
+                 or (MOONCAKE_JUDGED_NO_PP[0] <= version < MOONCAKE_JUDGED_NO_PP[1] and _later_shape_read(pair)))
             and not pair.hybrid_ssm and not pair.model.needs_hma and not any(r.hma is True for r in pair.roles)
             and all(getattr(pair.prefill, k) == getattr(pair.decode, k) for k in _UNREAD_FACTORS)
             and not any(version < MOONCAKE_IN_IMAGE and r.workload_kind != SCRIPT_KIND
                         and image_repository(r.image) in UPSTREAM_REPOSITORIES for r in pair.roles))
+
+
+def _later_shape_read(pair: PDPair) -> bool:
+    """The pair's shape is one whose transfer was read in :data:`MOONCAKE_JUDGED_NO_PP`'s releases: PP 1 on both
+    roles, and where the TP sizes differ, no decode or prefill context parallelism and a plain KV element format
+    (:data:`_PLAIN_WIDTHS`) on both roles."""
+    p, d = pair.prefill, pair.decode
+    if not p.pp == d.pp == 1:
+        return False
+    if p.tp == d.tp:
+        return True
+    return (all(r.dcp == 1 and r.pcp == 1 for r in pair.roles)
+            and all(_width(pair, r) in _PLAIN_WIDTHS for r in pair.roles))
 
 
 def _heads_per_rank(pair: PDPair, tp: int) -> int | None:
@@ -219,8 +250,9 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
     width writes bytes the decode reads as another dtype and at other offsets, whatever the model, block size or TP;
     an ``auto`` whose resolution is not known is not decided. From 0.19.0 judged where the model and --block-size are
     the same on both roles and the prefill's cache is known not to be replicated (not MLA, its TP at most the model's
-    KV heads): there each region's length is block size x heads per rank x head size x element width, and only the
-    width differs. An ``auto`` on one side whose resolution is not known (a
+    KV heads; from 0.30.0, whose sender caps both TP sizes at the KV heads and checks replicated caches too, whatever the
+    prefill's TP): there each region's length is block size x heads per rank x head size x element width, and only
+    the width differs. An ``auto`` on one side whose resolution is not known (a
     ModelOpt checkpoint's own KV quantization turns it into fp8 from 0.14.0; the model's config.json, given or in the
     known table, says whether it has one) is not decided."""
     p, d = pair.prefill, pair.decode
@@ -230,7 +262,8 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
         return _raw_copy_width(pair)
     if p.model != d.model or p.block_size != d.block_size:
         return []  # other region lengths: what they come to is not read here
-    if pair.mla or pair.num_kv_heads is None or not p.tp or p.tp > pair.num_kv_heads:
+    capped = pair.version is not None and pair.version >= MOONCAKE_RAW_RATIO[1]  # 0.30.0 on: checked when replicated
+    if pair.mla or pair.num_kv_heads is None or not p.tp or (p.tp > pair.num_kv_heads and not capped):
         return [("MooncakeConnector roles with KV caches of different element widths "
                  f"({p.kv_cache_dtype or 'auto'} / {d.kv_cache_dtype or 'auto'}): the Mooncake sender skips its "
                  "region-length check where the prefill's cache is replicated (MLA, or TP above the model's KV heads), "
@@ -378,6 +411,61 @@ def check_mooncake_decode_replicated(pair: PDPair) -> list[Violation]:
         "_validate_asymmetric_region_lengths) and answers every pull with an error, so no KV moves.",
         f"Use a decode TP of at most {heads} (the model's KV heads), or vLLM 0.30.0 or later, which caps the ratio by "
         "the KV heads.",
+    )]
+
+
+#: The releases whose Mooncake sender refuses to re-shard KV heads of an NVFP4 cache (``_validate_head_resharding_layout``:
+#: 0.30.0 line 2142, 0.31.0 line 2212, 0.32.0 line 2730, 0.33.0 line 2935, 0.34.0 line 3259; absent in 0.29.0).
+MOONCAKE_NVFP4_RESHARD_REFUSED = ((0, 30, 0), MOONCAKE_TP_READ_UNTIL)
+
+
+def _nvfp4(kv_cache_dtype: str) -> bool:
+    """``--kv-cache-dtype`` whose layers vLLM quantizes in ``KVQuantMode.NVFP4`` (``get_kv_quant_mode``: a value
+    starting with ``nvfp4`` other than ``nvfp4_ds_mla``; v1/kv_cache_interface.py 0.30.0 lines 84-103, 0.34.0 lines
+    115-135)."""
+    return kv_cache_dtype.startswith("nvfp4") and kv_cache_dtype != "nvfp4_ds_mla"
+
+
+@rule(
+    id="mooncake-hetero-tp-nvfp4-kv", family="hetero-tp", severity="error",
+    fields=("spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize", "spec.kvTransfer"),
+    in_manifest=("args",),
+    source=("vllm kv_connector/v1/mooncake/mooncake_connector.py send_kv_to_decode -> _prepare_transfer_regions -> "
+            "_validate_head_resharding_layout ('Mooncake KV-head re-sharding is not supported for NVFP4 KV cache.', "
+            "0.30.0 lines 2142-2165, 0.34.0 lines 3259-3282), answered as MooncakeXferResponseStatus.ERROR (0.34.0 "
+            "lines 1806-1815); v1/kv_cache_interface.py get_kv_quant_mode"),
+    example="MooncakeConnector prefill TP 2, decode TP 1, --kv-cache-dtype nvfp4 on both, Llama-3.1-8B on v0.31.0",
+    since=MOONCAKE_NVFP4_RESHARD_REFUSED[0], until=MOONCAKE_NVFP4_RESHARD_REFUSED[1], without_connector=True,
+)
+def check_mooncake_nvfp4_reshard(pair: PDPair) -> list[Violation]:
+    """A MooncakeConnector pair of 0.30.0-0.34.0 whose ranks hold different KV heads keeps no NVFP4 KV cache on the
+    prefill.
+
+    Before each transfer the prefill's sender compares the TP sizes capped at the model's KV heads; where they differ
+    (a rank of one side holds other heads than a rank of the other) it refuses to split or gather heads of a layer
+    quantized in NVFP4 (packed values and block scales) and answers every pull with an error: no KV moves. Not for MLA
+    (one latent head, never re-sharded) nor hybrid SSM models (the check skips them). The model's KV heads unknown:
+    "not checked" where the TP sizes differ."""
+    p, d = pair.prefill, pair.decode
+    from pdd_operator.compat.rules.must_match import _kv_cache_dtype
+
+    if (not _mooncake_pair(pair) or pair.mla or pair.hybrid_ssm or not p.tp or not d.tp or p.tp == d.tp
+            or max(p.tp, d.tp) % min(p.tp, d.tp) or not _nvfp4(_kv_cache_dtype(pair, p))):
+        return []
+    heads = pair.num_kv_heads
+    if heads is None:
+        return [(f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp} and an NVFP4 KV cache: vLLM "
+                 f"{fmt(pair.version)}'s Mooncake sender refuses to re-shard NVFP4 KV heads, which happens unless both "
+                 "TP sizes reach the model's KV heads.", "Give the model's config.json (pdd check --model-config).",
+                 NOT_CHECKED)]
+    if min(p.tp, heads) == min(d.tp, heads):
+        return []
+    return [(
+        f"MooncakeConnector pair with prefill TP {p.tp} and decode TP {d.tp} ({heads} KV heads) and the prefill's KV "
+        f"cache in NVFP4 (--kv-cache-dtype {_kv_cache_dtype(pair, p)}): vLLM {fmt(pair.version)}'s Mooncake sender "
+        "refuses to re-shard KV heads of an NVFP4 cache ('Mooncake KV-head re-sharding is not supported for NVFP4 KV "
+        "cache.', _validate_head_resharding_layout) and answers every pull with an error, so no KV moves.",
+        "Give the prefill and decode the same --tensor-parallel-size, or a KV cache dtype other than NVFP4 (fp8).",
     )]
 
 

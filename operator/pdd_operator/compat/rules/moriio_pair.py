@@ -50,12 +50,13 @@ READ_MODE_ENV = "VLLM_MORIIO_CONNECTOR_READ_MODE"
 
 
 def moriio_unjudged(pair: PDPair) -> str | None:
-    """``None`` where both roles name ``MoRIIOConnector`` (no wrapper) on known releases whose ``moriio/`` was read
+    """``None`` where both roles name ``MoRIIOConnector`` (no wrapper, vLLM's own class: no ``kv_connector_module_path``
+    outside vLLM) on known releases whose ``moriio/`` was read
     (0.14.0-0.34.0, :data:`MORIIO_SINCE` .. :data:`MORIIO_READ_THROUGH`): the pair is judged by the rules marked
     ``moriio`` and the engine-alone ones. Else ``""`` for a pair that is not two MoRIIO engines, or why a MoRIIO pair
     stays "not checked" (unknown release, or one outside those read: before 0.14.0 ``kv-connector-unregistered``
     refuses it on its own)."""
-    if any(r.connector != MORIIO or r.wrapper for r in pair.roles):
+    if any(r.connector != MORIIO or r.wrapper or r.third_party_connector for r in pair.roles):
         return ""
     versions = [r.version for r in pair.roles]
     if None in versions:
@@ -69,7 +70,7 @@ def moriio_unjudged(pair: PDPair) -> str | None:
 
 
 def _both(pair: PDPair) -> bool:
-    return all(r.connector == MORIIO and not r.wrapper for r in pair.roles)
+    return all(r.connector == MORIIO and not r.wrapper and not r.third_party_connector for r in pair.roles)
 
 
 @rule(
@@ -266,3 +267,82 @@ def check_moriio_model(pair: PDPair) -> list[Violation]:
     return [(f"MoRIIOConnector engines name different models: prefill {p!r}, decode {d!r}. MoRIIO compares no model "
              "identity: unless both are one checkpoint the decode reads another model's KV.",
              fix_for(pair, "Serve the same model on both roles.", "Serve the same --model on both engines."))]
+
+
+#: ``kv_connector_extra_config`` keys ``MoRIIOConfig.from_vllm_config`` converts with ``int()`` and ``float()``, from
+#: the release that reads them (moriio_common.py: 0.14.0 lines 208-220, 0.23.0 lines 258-294, 0.28.0 lines 306-344,
+#: 0.34.0 lines 355-409).
+_INT_KEYS_SINCE: dict[str, Version] = {
+    "http_port": MORIIO_SINCE, "proxy_ping_port": MORIIO_SINCE, "handshake_port": MORIIO_SINCE,
+    "notify_port": MORIIO_SINCE, "qp_per_transfer": READ_MODE_KEY_SINCE, "post_batch_size": READ_MODE_KEY_SINCE,
+    "num_workers": READ_MODE_KEY_SINCE}
+_FLOAT_KEYS_SINCE: dict[str, Version] = {"transfer_timeout": READ_MODE_KEY_SINCE, "defer_timeout": READ_MODE_KEY_SINCE}
+#: Keys the connector fills with its defaults where missing or empty (``not extra_config[key]``) before reading them.
+_DEFAULTED = ("handshake_port", "notify_port")
+#: The first release that reads ``proxy_ping_port`` with a default (``extra_config.get("proxy_ping_port", 0)``,
+#: moriio_common.py 0.28.0 line 330); before, ``extra_config["proxy_ping_port"]`` (0.14.0 line 218, 0.25.0 line 309).
+PROXY_PING_OPTIONAL_SINCE: Version = (0, 28, 0)
+
+
+def _converts(value: object, kind: type) -> bool:
+    """Python's ``int(value)`` / ``float(value)`` succeeds (what ``MoRIIOConfig`` calls on the value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return False
+    try:
+        kind(value)
+    except ValueError:
+        return False
+    return True
+
+
+@rule(
+    id="moriio-extra-config-port-invalid", family="connector", severity="error",
+    fields=("spec.kvTransfer",),
+    in_manifest=("args",),
+    source=("vllm distributed/kv_transfer/kv_connector/v1/moriio/moriio_common.py MoRIIOConfig.from_vllm_config: "
+            "int(extra_config['http_port']), int(extra_config['proxy_ping_port']) (a .get with default 0 from 0.28.0), "
+            "int() of handshake_port / notify_port (defaults filled by moriio_connector.py 0.14.0 lines 134-137, 0.30.0 "
+            "lines 260-264 only when missing or empty), from 0.23.0 int() of qp_per_transfer, post_batch_size, "
+            "num_workers and float() of transfer_timeout, defer_timeout (0.14.0 lines 208-220, 0.30.0 lines 308-346, "
+            "0.34.0 lines 355-409); called by MoRIIOConnectorWorker.__init__ (0.14.0 line 570, 0.30.0 line 1195, "
+            "0.34.0 line 1805) as the engine starts"),
+    example=('{"kv_connector":"MoRIIOConnector","kv_role":"kv_producer","kv_connector_extra_config":{"proxy_ip":'
+             '"${NODE0_ADDR}","proxy_ping_port":"${PROXY_PING_PORT}","http_port":"${SERVER_PORT}"}} in single quotes'),
+    since=MORIIO_SINCE, until=(0, 34, 1), without_connector=True, one_engine=True,
+)
+def check_moriio_extra_config_numbers(pair: PDPair) -> list[Violation]:
+    """Each MoRIIOConnector engine gives ``http_port`` (and before 0.28.0 ``proxy_ping_port``) in
+    ``kv_connector_extra_config``, and every numeric key it sets converts as vLLM converts it.
+
+    The connector's worker builds its config with ``int()`` / ``float()`` of those values as the engine starts: a key
+    missing raises ``KeyError``, a value that is no number (a shell placeholder such as ``"${SERVER_PORT}"`` that single
+    quotes kept from being expanded, ``"8000.0"`` for an int) raises ``ValueError``, and the engine never serves."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if r.connector != MORIIO or r.wrapper or r.third_party_connector or not isinstance(r.extra, dict):
+            continue
+        version = r.version
+        required = ["http_port"] + (["proxy_ping_port"] if version is not None and version < PROXY_PING_OPTIONAL_SINCE
+                                    else [])
+        missing = [k for k in required if k not in r.extra]
+        bad = [(k, r.extra[k]) for keys, kind in ((_INT_KEYS_SINCE, int), (_FLOAT_KEYS_SINCE, float))
+               for k, since in keys.items()
+               if k in r.extra and (version is None or version >= since)
+               and not (k in _DEFAULTED and not r.extra[k]) and not _converts(r.extra[k], kind)]
+        if not missing and not bad:
+            continue
+        said = "; ".join([*(f"{k} is missing (KeyError)" for k in missing),
+                          *(f"{k} is {v!r}, which {('int' if k in _INT_KEYS_SINCE else 'float')}() refuses (ValueError)"
+                            for k, v in bad)])
+        placeholder = any(isinstance(v, str) and "$" in v for _, v in bad)
+        out.append((
+            f"{r.role}: MoRIIOConnector kv_connector_extra_config: {said}. vLLM {fmt(version)}'s MoRIIOConfig reads "
+            "these numbers as the connector's worker starts, so the engine does not start."
+            + (" A ${...} placeholder inside a single-quoted --kv-transfer-config is not expanded by the shell."
+               if placeholder else ""),
+            fix_for(pair, "Give MoRIIOConnector's numeric kv_connector_extra_config keys as numbers.",
+                    f"Write the numbers themselves in the {r.role} container's --kv-transfer-config (or put the "
+                    "JSON in double quotes with its inner quotes escaped so the shell expands the variables)"
+                    + (f", and add {', '.join(missing)}" if missing else "") + "."),
+        ))
+    return out

@@ -42,11 +42,12 @@ REQUEST_ID_ENV = "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"
 
 
 def p2p_nccl_unjudged(pair: PDPair) -> str | None:
-    """``None`` where both roles name ``P2pNcclConnector`` (no wrapper) on known releases that ship it (0.9.2-0.23.x,
+    """``None`` where both roles name ``P2pNcclConnector`` (no wrapper, vLLM's own class: no
+    ``kv_connector_module_path`` outside vLLM) on known releases that ship it (0.9.2-0.23.x,
     :data:`~pdd_operator.compat.rules.p2p_nccl.P2P_NCCL_SINCE` .. ``P2P_NCCL_UNTIL``): the pair is judged by the
     rules marked ``p2p_nccl`` and the engine-alone ones. Else ``""`` for a pair that is not two P2pNccl engines, or
     why a P2pNccl pair stays "not checked" (unknown or other release)."""
-    if any(r.connector != P2P_NCCL or r.wrapper for r in pair.roles):
+    if any(r.connector != P2P_NCCL or r.wrapper or r.third_party_connector for r in pair.roles):
         return ""
     versions = [r.version for r in pair.roles]
     if None in versions:
@@ -61,7 +62,7 @@ def p2p_nccl_unjudged(pair: PDPair) -> str | None:
 
 
 def _both(pair: PDPair) -> bool:
-    return all(r.connector == P2P_NCCL and not r.wrapper for r in pair.roles)
+    return all(r.connector == P2P_NCCL and not r.wrapper and not r.third_party_connector for r in pair.roles)
 
 
 def _opts_out(r: RoleConfig) -> bool:
