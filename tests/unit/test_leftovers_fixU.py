@@ -17,6 +17,7 @@ import pytest
 from dev.gen_known_model_configs import HERE
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_config import facts_from_config
+from pdd_operator.vllm.model_weights import weight_shape
 from tests.unit.test_leftover_kinds_27 import pair
 from tests.unit.test_turn2_variants import check, rules
 
@@ -71,3 +72,97 @@ def test_known_fp8_moe_checkpoints_give_their_expert_block_shape(model_id, exper
 def test_fp8_moe_block_rule_judges_the_known_checkpoints(tmp_path, capsys, model_id, tp, version, severity):
     _, out = check(tmp_path, capsys, *pair(model_id, version, p_tp=tp, d_tp=tp))
     assert ("fp8-moe-block-tp-indivisible" in rules(out, severity or "error")) == (severity is not None)
+
+
+# --- 2. weights of the MoE families the held-out sets use -------------------------------------------------------
+#
+# Published totals: Qwen3 model cards ("235B in total", "30.5B in total", Qwen3-Coder "480B in total"); Mistral's
+# announcements (Mixtral 8x7B "46.7B total parameters", 8x22B "141B"); OpenAI's gpt-oss model card (Table 1:
+# 116.83B and 20.91B); MiniMax-M2's model card ("230 billion total"); Kimi K2's ("1 trillion total", 1.04T in its
+# report); GLM-4.5's ("355 billion total", GLM-4.5-Air "106 billion"); DeepSeek-V3 671B (without its 14B MTP module).
+# GLM-4.5 is not in the table: its shape as the Hub config.json gives it, repeated as Megatron flags in
+# zyzshishui/slime scripts/models/glm4.5-355B-A32B.sh and glm4.5-106B-A12B.sh (hidden 5120 / 4096, 92 / 46 layers,
+# 96 heads, 8 KV heads of 128, dense FFN 12288 / 10944 for the first 3 / 1 layers, 160 / 128 experts and one shared
+# of 1536 / 1408, vocab 151552, untied).
+
+GLM45 = {"architectures": ["Glm4MoeForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 92,
+         "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
+         "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 1, "first_k_dense_replace": 3,
+         "vocab_size": 151552, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+GLM45_AIR = {**GLM45, "hidden_size": 4096, "num_hidden_layers": 46, "intermediate_size": 10944,
+             "moe_intermediate_size": 1408, "n_routed_experts": 128, "first_k_dense_replace": 1}
+
+
+def _params(config: dict) -> float:
+    """Billions of counted parameters (the config read as unquantized bfloat16, 2 bytes each)."""
+    plain = {k: v for k, v in config.items() if k != "quantization_config"} | {"torch_dtype": "bfloat16"}
+    shape = weight_shape(plain)
+    return (shape.split + shape.replicated + shape.experts) / 2e9
+
+
+@pytest.mark.parametrize(("model", "published"), [
+    ("Qwen/Qwen3-235B-A22B", 235), ("Qwen/Qwen3-30B-A3B", 30.5), ("Qwen/Qwen3-235B-A22B-FP8", 235),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct", 480),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 46.7), ("mistralai/Mixtral-8x22B-v0.1", 141),
+    ("openai/gpt-oss-120b", 116.83), ("openai/gpt-oss-20b", 20.91),
+    ("MiniMaxAI/MiniMax-M2", 230), ("moonshotai/Kimi-K2-Instruct", 1040), ("deepseek-ai/DeepSeek-V3", 671),
+    (GLM45, 355), (GLM45_AIR, 106),
+])
+def test_moe_counts_are_within_a_few_percent_below_the_published_totals(model, published):
+    config = model if isinstance(model, dict) else known_config(model)[0]
+    assert 0.97 * published < _params(config) < 1.01 * published
+
+
+def test_storage_of_the_quantized_moe_checkpoints():
+    # fp8: every linear and expert weight 1 byte, the embeddings in the checkpoint's dtype
+    fp8 = weight_shape(known_config("Qwen/Qwen3-235B-A22B-FP8")[0])
+    bf16 = weight_shape(known_config("Qwen/Qwen3-235B-A22B")[0])
+    assert fp8.experts == pytest.approx(bf16.experts / 2) and 0.5 < fp8.split / bf16.split < 0.6
+    # mxfp4 (gpt-oss): experts half a byte, attention unquantized; the copy names no torch_dtype: vLLM's auto
+    # downcasts the float32 default to 16 bits
+    oss = weight_shape(known_config("openai/gpt-oss-120b")[0])
+    assert 56 < oss.experts / 1e9 < 58 and 4 < oss.split / 1e9 < 5
+    assert weight_shape(known_config("openai/gpt-oss-120b")[0], "float32") is None
+
+
+def test_qwen3_moe_dense_layers_follow_its_sparse_step():
+    config = dict(known_config("Qwen/Qwen3-30B-A3B")[0])
+    every = weight_shape(config)
+    half = weight_shape({**config, "decoder_sparse_step": 2})
+    listed = weight_shape({**config, "mlp_only_layers": [0, 1]})
+    assert half.experts == pytest.approx(every.experts / 2) and half.split > every.split
+    assert listed.experts == pytest.approx(every.experts * 46 / 48)
+    assert weight_shape({**config, "decoder_sparse_step": "2"}) is None
+
+
+@pytest.mark.parametrize("config", [
+    {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 48, "vocab_size": 151936,
+     "num_attention_heads": 32, "moe_intermediate_size": 768, "torch_dtype": "bfloat16"},   # no expert count
+    {**GLM45, "quantization_config": {"quant_method": "awq"}},
+    {**GLM45, "architectures": ["Glm4MoeLiteForCausalLM"]},   # a family not counted
+])
+def test_unknown_moe_shapes_stay_uncounted(config):
+    assert weight_shape(config) is None
+
+
+@pytest.mark.parametrize(("args", "gpus", "refused"), [
+    # Qwen3-235B-A22B in bfloat16: about 470 GB; TP 4 on H100-80GB holds about 110 GiB a GPU
+    (["Qwen/Qwen3-235B-A22B", "--tensor-parallel-size", "4"], 4, True),
+    (["Qwen/Qwen3-235B-A22B", "--tensor-parallel-size", "8"], 8, False),
+    # the FP8 copy at TP 2: about 110 GiB a GPU
+    (["Qwen/Qwen3-235B-A22B-FP8", "--tensor-parallel-size", "2"], 2, True),
+    # Mixtral-8x22B in bfloat16 at TP 2: about 131 GiB a GPU
+    (["mistralai/Mixtral-8x22B-Instruct-v0.1", "--tensor-parallel-size", "2"], 2, True),
+    # gpt-oss-120b fits one H100 (about 57 GiB)
+    (["openai/gpt-oss-120b", "--tensor-parallel-size", "1"], 1, False),
+    # DP 4 without expert parallelism: vLLM still splits each expert over TP x DP (flatten_tp_across_dp), so the
+    # experts of Qwen3-235B-A22B-FP8 take about 55 GiB a GPU, not 220
+    (["Qwen/Qwen3-235B-A22B-FP8", "--tensor-parallel-size", "1", "--data-parallel-size", "4"], 4, False),
+    # the same for DeepSeek-V3 (counted before): TP 2 x DP 8 puts about 46 GiB a GPU, TP 2 alone about 312
+    (["deepseek-ai/DeepSeek-V3", "--tensor-parallel-size", "2", "--data-parallel-size", "8"], 16, False),
+    (["deepseek-ai/DeepSeek-V3", "--tensor-parallel-size", "2"], 2, True),
+])
+def test_weights_rule_judges_the_moe_families(tmp_path, capsys, args, gpus, refused):
+    from tests.unit.test_public_report_kinds_88 import _pair
+    _, out = _pair(tmp_path, capsys, args, gpus=gpus)
+    assert ("weights-exceed-gpu-memory" in rules(out, "error")) == refused, out
