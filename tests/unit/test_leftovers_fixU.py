@@ -20,6 +20,7 @@ from pdd_operator.vllm.model_config import facts_from_config
 from pdd_operator.vllm.model_weights import weight_shape
 from pdd_operator.vllm.versions import wrapped_nixl_version, wrapped_vllm_version
 from tests.unit.test_leftover_kinds_27 import pair
+from tests.unit.test_public_report_kinds_91 import NIXL, _llmisvc, _main
 from tests.unit.test_turn2_variants import check, rules
 
 # --- 1. FP8 weight blocks of the well-known MoE checkpoints -----------------------------------------------------
@@ -195,3 +196,37 @@ def test_a_dynamo_1_5_pair_is_judged_on_vllm_0_28(tmp_path, capsys):
         doc["spec"]["template"]["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0"
     _, out = check(tmp_path, capsys, *docs)
     assert "vllm-version-unknown" not in rules(out)
+
+
+# --- 5. a KServe P/D service whose engines name no KV connector -----------------------------------------------------
+#
+# kserve v0.15.0-v0.20.0 (the newest tag) config/llmisvcconfig/config-llm-{prefill,decode}-template.yaml add no P/D
+# connector (v0.20.0's ${KV_TRANSFER_ARGS} is only an OffloadingConnector from kvCacheOffloading); kserve#6027, after
+# v0.20.0, injects NixlConnector. The cluster's KServe is not in the files: a warning beside "not checked".
+
+
+@pytest.mark.parametrize("api", ["v1alpha1", "v1alpha2"])
+@pytest.mark.parametrize("kind", ["LLMInferenceService", "LLMInferenceServiceConfig"])
+@pytest.mark.parametrize(("prefill_args", "decode_args", "image"), [
+    (None, None, None),
+    ("--max-model-len 8192", None, "ghcr.io/llm-d/llm-d-cuda:v0.8.0"),
+    (None, "--gpu-memory-utilization 0.9", "vllm/vllm-openai:v0.20.0"),
+])
+def test_templated_pair_naming_no_connector_warns(tmp_path, capsys, api, kind, prefill_args, decode_args, image):
+    svc = _llmisvc(_main(prefill_args, image), _main(decode_args, image), api=api, kind=kind)
+    code, out = check(tmp_path, capsys, svc)
+    assert code == 3 and out["notChecked"] and not rules(out, "error")
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert [f["severity"] for f in found] == ["warning"] and "kserve#6027" in found[0]["message"]
+
+
+@pytest.mark.parametrize(("prefill_args", "decode_args", "prefill_extra"), [
+    (NIXL["kv_producer"], NIXL["kv_consumer"], None),                  # both name NixlConnector
+    (None, None, {"kvCacheOffloading": {"cpu": "20Gi"}}),              # the template adds an offloading line there
+    ("--kv_transfer_config '{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'", None, None),
+])
+def test_templated_pairs_with_a_connector_do_not_get_the_warning(tmp_path, capsys, prefill_args, decode_args,
+                                                                 prefill_extra):
+    svc = _llmisvc(_main(prefill_args), _main(decode_args), api="v1alpha2", prefill_extra=prefill_extra)
+    code, out = check(tmp_path, capsys, svc)
+    assert code == 3 and "kv-connector-missing" not in rules(out)
