@@ -230,3 +230,45 @@ def test_templated_pairs_with_a_connector_do_not_get_the_warning(tmp_path, capsy
     svc = _llmisvc(_main(prefill_args), _main(decode_args), api="v1alpha2", prefill_extra=prefill_extra)
     code, out = check(tmp_path, capsys, svc)
     assert code == 3 and "kv-connector-missing" not in rules(out)
+
+
+# --- 6. memlock-insufficient where IPC_LOCK is effective ----------------------------------------------------------
+#
+# Linux drivers/infiniband/core/umem.c ib_umem_get refuses a pin past RLIMIT_MEMLOCK only "&& !capable(CAP_IPC_LOCK)":
+# a root process holding IPC_LOCK (added, or privileged) in the host's user namespace pins past any runtime ceiling.
+
+
+def _memlock_pair(tmp_path, capsys, image, security, host_users=None):
+    from tests.unit.test_public_report_kinds_14 import EFA, _kv, _model
+    from tests.unit.test_public_report_kinds_14 import _pair as pair14
+    kv = _kv(["LIBFABRIC"])
+    docs = pair14(_model(kv), _model(kv), resources=EFA, security=security, image=image)
+    if host_users is not None:
+        for doc in docs:
+            doc["spec"]["template"]["spec"]["hostUsers"] = host_users
+    _, out = check(tmp_path, capsys, *docs)
+    return [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "memlock-insufficient"]
+
+
+@pytest.mark.parametrize(("image", "security", "host_users", "warned"), [
+    ("vllm/vllm-openai:v0.28.0", {"capabilities": {"add": ["IPC_LOCK"]}}, None, None),   # root by default
+    ("vllm/vllm-openai:v0.28.0", {"privileged": True}, None, None),
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0", {"privileged": True, "runAsUser": 0}, None, None),
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0", {"capabilities": {"add": ["IPC_LOCK"]}, "runAsUser": 0}, None,
+     None),
+    # Dynamo's runtime images run as USER dynamo: an added capability is not effective unless root is set
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0", {"capabilities": {"add": ["IPC_LOCK"]}}, None,
+     "memlock ceiling is not checked"),
+    # a pod user namespace: the capability is not held in the initial namespace capable() checks
+    ("vllm/vllm-openai:v0.28.0", {"capabilities": {"add": ["IPC_LOCK"]}, "runAsUser": 0}, False,
+     "memlock ceiling is not checked"),
+    ("vllm/vllm-openai:v0.28.0", {"capabilities": {"add": ["IPC_LOCK"]}, "runAsUser": 1000}, None, "non-root"),
+    ("vllm/vllm-openai:v0.28.0", {"runAsUser": 0}, None, "lacks the IPC_LOCK"),
+])
+def test_memlock_warning_only_where_ipc_lock_may_not_be_effective(tmp_path, capsys, image, security, host_users,
+                                                                   warned):
+    messages = _memlock_pair(tmp_path, capsys, image, security, host_users)
+    if warned is None:
+        assert not messages
+    else:
+        assert messages and all(warned in m for m in messages)
