@@ -15,10 +15,16 @@ from tests.unit.test_turn2_variants import check, container, workload
 KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
 
 
+#: An image whose default user is not known to be root (llm-d's), so an added IPC_LOCK may not be effective and the
+#: script's ulimit decides (on vllm/vllm-openai, root by default, IPC_LOCK alone lets NIXL pin: memory.py
+#: ``_ipc_lock_effective``).
+IMAGE = "ghcr.io/llm-d/llm-d-cuda:v0.9.0"
+
+
 def _pair(prelude, caps=("IPC_LOCK", "SYS_RESOURCE"), non_root=False, shell="bash"):
     script = f"set -e\n{prelude}\nexec vllm serve Qwen/Qwen3-8B --kv-transfer-config '{KV}'\n"
     sc = {"capabilities": {"add": list(caps)}, **({"runAsNonRoot": True, "runAsUser": 1000} if non_root else {})}
-    return [workload(f"m-{role}", role, container([script], image="vllm/vllm-openai:v0.28.0",
+    return [workload(f"m-{role}", role, container([script], image=IMAGE,
                                                   command=[shell, "-lc"], securityContext=sc))
             for role in ("prefill", "decode")]
 
@@ -55,7 +61,7 @@ def test_a_ulimit_that_may_not_work_still_warns_and_says_why(tmp_path, capsys, p
 def test_a_ulimit_after_the_engine_starts_does_not_count(tmp_path, capsys):
     script = f"vllm serve Qwen/Qwen3-8B --kv-transfer-config '{KV}' &\nulimit -l unlimited\nwait\n"
     sc = {"capabilities": {"add": ["IPC_LOCK", "SYS_RESOURCE"]}}
-    docs = [workload(f"m-{role}", role, container([script], image="vllm/vllm-openai:v0.28.0", command=["sh", "-c"],
+    docs = [workload(f"m-{role}", role, container([script], image=IMAGE, command=["sh", "-c"],
                                                   securityContext=sc)) for role in ("prefill", "decode")]
     code, out = check(tmp_path, capsys, *docs)
     assert len(_memlock(out)) == 2, out

@@ -133,6 +133,8 @@ class RoleConfig:
             capability, IPC_LOCK and SYS_RESOURCE included (Kubernetes "Configure a Security Context": "processes
             in privileged containers get almost the same privileges ... as processes outside a container").
         run_as_non_root: the container runs as a non-root user (IPC_LOCK then does not lift memlock).
+        host_users: the pod runs in the host's user namespace (``hostUsers`` not ``false``); in a pod user namespace
+            a capability is not held in the initial namespace, against which the kernel checks CAP_IPC_LOCK.
         extra_args: for a PDDeployment, the role's ``extraArgs`` (appended after the rendered flags).
         dra_claims: names of DRA resource claims the container uses.
         networks: the pod's network attachments (:func:`pod_network_attachments`).
@@ -314,6 +316,7 @@ class RoleConfig:
     env: dict[str, str] = field(default_factory=dict)
     env_from: tuple[tuple[str, str], ...] = ()
     host_network: bool = False
+    host_users: bool = True
     resources: dict[str, str] = field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
     privileged: bool = False
@@ -885,6 +888,7 @@ def role_from_container(
         env=env,
         env_from=env_from,
         host_network=bool(pod_spec.get("hostNetwork")),
+        host_users=pod_spec.get("hostUsers") is not False,
         resources=resources,
         capabilities=tuple((sc.get("capabilities") or {}).get("add") or ()),
         privileged=sc.get("privileged") is True,

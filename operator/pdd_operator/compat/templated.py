@@ -20,7 +20,10 @@ the container names none) and the P/D connector (no template of kserve v0.15.0-v
 NixlConnector or any P/D connector; from v0.20.0 ``${KV_TRANSFER_ARGS}`` renders an OffloadingConnector from the
 role's ``kvCacheOffloading`` and "" where that field is unset, pkg/controller/v1alpha2/llmisvc/config_merge.go
 ``kvTransferConfig`` l.641-648 of v0.20.0). A pair fault in those values alone (:func:`templated_pair_findings`)
-fails the pair whatever the template adds, as it does for an engine line written in full.
+fails the pair whatever the template adds, as it does for an engine line written in full. A pair whose user parts
+name no connector at all runs without one on every released template (kserve#5987); kserve#6027, merged after
+v0.20.0, makes the templates inject NixlConnector, and the cluster's KServe release is not in the files, so that
+pair gets a ``kv-connector-missing`` warning beside its "not checked".
 """
 
 from __future__ import annotations
@@ -94,7 +97,9 @@ def template_engine(container: dict, served: str | None) -> dict | None:
 
 def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
     """The findings of :data:`TEMPLATE_FREE_RULES` for a KServe-templated P/D ``pair`` built from
-    :func:`template_engine` lines (errors first); ``()`` where no role names vLLM's NixlConnector in its user part,
+    :func:`template_engine` lines (errors first); where neither role names a KV connector and neither sets
+    ``kvCacheOffloading``, the ``kv-connector-missing`` warning of :func:`_no_connector_warning` (no released KServe
+    template adds one); ``()`` where no role names vLLM's NixlConnector in its user part,
     where one names another connector, where a role that names none is in ``offloading`` (the roles whose
     ``kvCacheOffloading`` is set: the template then adds an OffloadingConnector line this check does not read), or
     where no such rule finds anything. A role with NixlConnector against one that names no connector and is not
@@ -108,12 +113,53 @@ def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset
     from pdd_operator.compat.engine import evaluate  # engine -> llmd_values -> manifests -> this module
 
     connectors = {r.role: r.connector for r in pair.roles}
+    if all(c is None for c in connectors.values()) and not offloading:
+        return (_no_connector_warning(pair),)
     if "NixlConnector" not in connectors.values() or any(
             c not in (None, "NixlConnector") or (c is None and role in offloading) for role, c in connectors.items()):
         return ()
     rules = tuple(RULES_BY_ID[r] for r in TEMPLATE_FREE_RULES)
     report = evaluate(pair, rules)
     return tuple(f for f in report.findings if f.rule in TEMPLATE_FREE_RULES)
+
+
+#: The kserve/kserve change that makes the P/D templates give each engine a NixlConnector where the user gives no
+#: ``--kv-transfer-config`` (kv_producer on prefill, kv_consumer on decode; user config > OffloadingConnector > NIXL).
+#: Merged after v0.20.0, the newest tag read: no released template up to it names a P/D connector.
+KSERVE_NIXL_TEMPLATES_CHANGE = "kserve#6027"
+
+
+def _no_connector_warning(pair: PDPair) -> Finding:
+    """``kv-connector-missing`` as a warning for a KServe-templated P/D pair whose user parts name no KV connector
+    and set no ``kvCacheOffloading``: KServe's prefill/decode templates of every tag up to v0.20.0 add none
+    (config/llmisvcconfig/config-llm-prefill-template.yaml and config-llm-decode-template.yaml, v0.15.0-v0.20.0:
+    ``${KV_TRANSFER_ARGS}`` renders only an OffloadingConnector from ``kvCacheOffloading``, config_merge.go
+    ``kvTransferConfig`` l.641-682 of v0.20.0; the routing sidecar's ``--kv-connector=nixlv2`` only sends
+    ``kv_transfer_params``, which vLLM without a connector ignores: kserve#5987), so the decode recomputes every
+    prompt while every request succeeds; :data:`KSERVE_NIXL_TEMPLATES_CHANGE` (after v0.20.0) injects NixlConnector
+    on both roles. Which KServe the cluster runs is not in the manifest: a warning, not a refusal."""
+    rule = RULES_BY_ID["kv-connector-missing"]
+    roles = " and ".join(r.role for r in pair.roles)
+    return Finding(
+        rule=rule.id, severity="warning",
+        fields=["spec.prefill.template.containers(main).args", "spec.template.containers(main).args",
+                f"spec.prefill.template.containers(main).env[{ADDITIONAL_ARGS_ENV}]",
+                f"spec.template.containers(main).env[{ADDITIONAL_ARGS_ENV}]"],
+        message=(f"The {roles} engines name no KV connector (no --kv-transfer-config in their args or "
+                 f"{ADDITIONAL_ARGS_ENV}) and KServe's prefill/decode templates of every release up to v0.20.0 add "
+                 "none (only an OffloadingConnector from kvCacheOffloading): the routing sidecar's nixlv2 handoff "
+                 "then finds no connector ('Got kv_transfer_params, but no KVConnector found'), so the decode "
+                 "recomputes every prompt while every request succeeds. KServe builds with "
+                 f"{KSERVE_NIXL_TEMPLATES_CHANGE} inject NixlConnector on both roles; the KServe release the cluster "
+                 "runs is not in these files."),
+        fix=(f"Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}}' to "
+             f"the prefill main container's args (or {ADDITIONAL_ARGS_ENV}) and kv_consumer to the decode's, or run a "
+             f"KServe release with {KSERVE_NIXL_TEMPLATES_CHANGE}."),
+        source=(f"{rule.source}; kserve config/llmisvcconfig/config-llm-prefill-template.yaml and "
+                "config-llm-decode-template.yaml v0.15.0-v0.20.0 (no P/D connector), "
+                "pkg/controller/v1alpha2/llmisvc/config_merge.go kvTransferConfig (v0.20.0 l.641-682); "
+                f"{KSERVE_NIXL_TEMPLATES_CHANGE}"),
+    )
 
 
 def _connector(flags: dict) -> str | None:

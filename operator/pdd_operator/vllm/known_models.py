@@ -43,6 +43,7 @@ KEY_FIELDS = (
     # :mod:`pdd_operator.vllm.fp8_block` splits along the weight blocks)
     "vocab_size", "tie_word_embeddings", "intermediate_size", "moe_intermediate_size", "first_k_dense_replace",
     "n_shared_experts", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "decoder_sparse_step", "mlp_only_layers",
 )
 _NESTED = ("text_config", "llm_config", "language_config")
 #: ``vision_config`` matters only as present (multimodal) and for its dtype; ``quantization_config`` for its KV cache

@@ -7,7 +7,7 @@ from pdd_operator.compat.rules.base import COMPOSE_KIND, Violation, fix_for, rul
 from pdd_operator.compat.rules.network import _has_rdma
 from pdd_operator.vllm.nixl_devices import nixl_device_type
 from pdd_operator.vllm.nixl_devices import nixl_memory_type as device_memory_type
-from pdd_operator.vllm.versions import Version, fmt, is_cpu_image
+from pdd_operator.vllm.versions import Version, fmt, image_repository, is_cpu_image
 
 #: First vLLM release whose ``VllmConfig._verify_kv_transfer_compat`` (vllm/config/vllm.py, called from
 #: ``__post_init__``) refuses to start an engine with any KV connector while ``PYTORCH_CUDA_ALLOC_CONF`` holds
@@ -133,6 +133,28 @@ def _raised_by_script(r) -> bool:
     return r.memlock_ulimit == ("unlimited", "unlimited") and not r.run_as_non_root and _has_cap(r, "SYS_RESOURCE")
 
 
+#: Images whose default user is root (vLLM's docker/Dockerfile: the ``vllm-openai`` target sets no ``USER``; only
+#: ``vllm-openai-nonroot`` switches to ``USER vllm``, 0.28.0 l.1090-1092, 0.34.0 alike; 0.9.0 and 0.20.0 have no
+#: ``USER`` at all). Dynamo's runtime images end with ``USER dynamo`` (a non-root user), so they are not listed.
+ROOT_IMAGE_REPOSITORIES = frozenset({"vllm/vllm-openai"})
+
+
+def _ipc_lock_effective(r) -> bool:
+    """CAP_IPC_LOCK is in the engine's effective set in the host's user namespace, so the RDMA core pins any amount
+    whatever RLIMIT_MEMLOCK the container runtime sets (Linux drivers/infiniband/core/umem.c ``ib_umem_get``: ``if
+    (new_pinned > lock_limit && !capable(CAP_IPC_LOCK))`` fails only without the capability; ``can_do_mlock`` alike).
+
+    That holds for a root process of a container that adds IPC_LOCK or is privileged: runc gives a root process the
+    OCI spec's capabilities as its effective set (containerd's CRI puts the added ones, or all for a privileged
+    container, in the bounding, permitted and effective sets), while a non-root process loses them at execve unless
+    they are ambient. Root is known where ``runAsUser: 0`` is set, or where nothing sets a user and the image's default
+    user is root (:data:`ROOT_IMAGE_REPOSITORIES`). In a pod user namespace (``hostUsers: false``) the capability is
+    not held in the initial namespace, against which ``capable()`` checks."""
+    if not _has_cap(r, "IPC_LOCK") or r.run_as_non_root or not r.host_users:
+        return False
+    return r.run_as_user == 0 or (r.run_as_user is None and image_repository(r.image) in ROOT_IMAGE_REPOSITORIES)
+
+
 def _has_cap(r, name: str) -> bool:
     """The container has capability ``name`` (``IPC_LOCK``): added to it, or every capability of a privileged
     container."""
@@ -162,10 +184,18 @@ def _ulimit_note(r) -> str:
     source=("NIXL memory registration (ibv_reg_mr pins pages against RLIMIT_MEMLOCK unless CAP_IPC_LOCK is "
             "effective, i.e. for root: Linux drivers/infiniband/core/umem.c ib_umem_get); NVIDIA/nvcf#1354; NVIDIA "
             "container toolkit #2037; a script's ulimit -l unlimited raises the hard limit only with "
-            "CAP_SYS_RESOURCE (setrlimit(2))"),
+            "CAP_SYS_RESOURCE (setrlimit(2)); runc gives a root process the added capabilities (all when privileged) "
+            "as effective, a non-root one loses them at execve; vLLM's vllm-openai image runs as root "
+            "(docker/Dockerfile: USER only in vllm-openai-nonroot), Dynamo's runtime images as USER dynamo"),
 )
 def check_memlock(pair: PDPair) -> list[Violation]:
-    """KV memory can be pinned (memlock)."""
+    """KV memory can be pinned (memlock).
+
+    No warning where the engine surely runs with RLIMIT_MEMLOCK unlimited (:func:`_raised_by_script`) or with
+    CAP_IPC_LOCK effective (:func:`_ipc_lock_effective`: root with IPC_LOCK added or privileged, in the host's user
+    namespace), since the kernel then never compares pinned pages with the limit (``ib_umem_get``); a warning where
+    IPC_LOCK is added but the process may not be root (its user not pinned, an image such as Dynamo's runtime with a
+    non-root ``USER``), where it is missing on an RDMA engine, or where a non-root user holds it."""
     out = []
     for r in pair.roles:
         if _raised_by_script(r):
@@ -183,14 +213,19 @@ def check_memlock(pair: PDPair) -> list[Violation]:
                 "the memlock limit." + note,
                 "Add securityContext.capabilities.add: [IPC_LOCK] (no privileged mode needed).",
             ))
-        elif _has_cap(r, "IPC_LOCK") and _has_rdma(r) and pair.preflight in (None, "Disabled"):
-            # IPC_LOCK is there, but the ceiling it lifts comes from the node's container runtime (LimitMEMLOCK),
-            # which no manifest shows: say what was not checked and how to check it. A PDDeployment's preflight
-            # (policy Warn or Fail) measures it in the pod and reports MemlockTooLow in KVTransportReady.
+        elif _has_cap(r, "IPC_LOCK") and _has_rdma(r) and pair.preflight in (None, "Disabled") \
+                and not _ipc_lock_effective(r):
+            # IPC_LOCK is added, but whether it is effective depends on the process's user, which the manifest does
+            # not pin (a root process holds it and pins past any limit: _ipc_lock_effective; the image's user, e.g.
+            # Dynamo's "dynamo", does not), and otherwise the ceiling comes from the node's container runtime
+            # (LimitMEMLOCK), which no manifest shows: say what was not checked and how to check it. A PDDeployment's
+            # preflight (policy Warn or Fail) measures it in the pod and reports MemlockTooLow in KVTransportReady.
             out.append((
-                f"{r.role}: the memlock ceiling is not checked: it comes from the node's container runtime "
-                "(LimitMEMLOCK), not from any manifest, and NVIDIA/nvcf#1354 saw NIXL fail to register memory with "
-                "IPC_LOCK added while that ceiling stayed low." + note,
+                f"{r.role}: the memlock ceiling is not checked: IPC_LOCK lifts it only for a root process (the "
+                "container's user is not set here, and images such as Dynamo's runtime run as a non-root user), and "
+                "otherwise it comes from the node's container runtime (LimitMEMLOCK), not from any manifest; "
+                "NVIDIA/nvcf#1354 saw NIXL fail to register memory with IPC_LOCK added while that ceiling stayed "
+                "low." + note,
                 fix_for(pair, "Enable the preflight (spec.network.preflight.policy Warn or Fail): it measures the "
                         "memlock limit in the pod; or make sure the nodes run containerd with LimitMEMLOCK=infinity.",
                         "Check 'Max locked memory' in /proc/self/limits of a running engine, set "

@@ -68,15 +68,17 @@ def weights_over_budget(r: RoleConfig) -> tuple[float, float, str] | None:
     fraction = _budget_fraction(flags)
     if shape is None or memory is None or fraction is None:
         return None
-    ep = None
-    if dict(r.moe_flags).get("--enable-expert-parallel") is True and shape.experts:
-        ep = r.tp * r.dp * (r.pcp or 1)
-    per_gpu = shape.per_gpu(r.tp, r.pp, ep) / GIB
+    # the routed experts split over the MoE group, TP x DP x PCP, with or without expert parallelism (whole experts
+    # or a slice of each: model_weights.WeightShape)
+    moe_group = r.tp * r.dp * (r.pcp or 1) if shape.experts else None
+    ep = moe_group if dict(r.moe_flags).get("--enable-expert-parallel") is True else None
+    per_gpu = shape.per_gpu(r.tp, r.pp, moe_group) / GIB
     budget = fraction * memory
     if per_gpu <= budget:
         return None
     split = f"TP {r.tp}" + (f" x PP {r.pp}" if r.pp > 1 else "") + (f" with EP {ep}" if ep else "") + (
-        f", DP {r.dp} (each rank a whole copy{' of what EP does not split' if ep else ''})" if r.dp > 1 else "")
+        f", DP {r.dp} (each rank a whole copy of what the {'EP' if ep else 'MoE'} group does not split)"
+        if r.dp > 1 and moe_group else f", DP {r.dp} (each rank a whole copy)" if r.dp > 1 else "")
     return per_gpu, budget, split
 
 
@@ -86,8 +88,10 @@ def weights_over_budget(r: RoleConfig) -> tuple[float, float, str] | None:
     source=("vllm/v1/worker/gpu_worker.py determine_available_memory and vllm/v1/core/kv_cache_utils.py "
             "check_enough_kv_cache_memory ('No available memory for the cache blocks', 0.9.0-0.28.0; 0.11.0 lines "
             "678-699; 0.34.0 vllm/v1/core/kv_cache_planning.py lines 106-108): the weights load before the KV cache "
-            "within gpu_memory_utilization x the GPU's memory; weight shapes as vllm/model_executor/models/llama.py "
-            "and deepseek_v2.py build them (pdd_operator/vllm/model_weights.py)"),
+            "within gpu_memory_utilization x the GPU's memory; weight shapes as vllm/model_executor/models/llama.py, "
+            "deepseek_v2.py, qwen3_moe.py, glm4_moe.py, mixtral.py, gpt_oss.py and minimax_m2.py build them, the "
+            "routed experts over TP x DP x PCP (fused_moe FusedMoEParallelConfig.make; "
+            "pdd_operator/vllm/model_weights.py)"),
     example="deepseek-ai/DeepSeek-V3-0324 (FP8) with TP 1 x DP 8 and expert parallelism on NVIDIA-H100-80GB-HBM3 nodes",
     without_connector=True, any_release=True, one_engine=True,
 )
