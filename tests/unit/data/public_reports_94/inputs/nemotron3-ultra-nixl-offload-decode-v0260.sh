@@ -3,6 +3,7 @@ docker run --rm --gpus all --network host --ipc host \
   --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1 \
   -v /models:/models \
   -e VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.11 \
+  -e VLLM_SSM_CONV_STATE_LAYOUT=DS \
   vllm/vllm-openai:v0.26.0 \
   --model /models/RedHatAI/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8-block \
   --tensor-parallel-size 8 \
@@ -17,6 +18,7 @@ docker run --rm --gpus all --network host --ipc host \
   --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1 \
   -v /models:/models \
   -e VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.14 \
+  -e VLLM_SSM_CONV_STATE_LAYOUT=DS \
   vllm/vllm-openai:v0.26.0 \
   --model /models/RedHatAI/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8-block \
   --tensor-parallel-size 8 \
