@@ -287,12 +287,13 @@ def _malformed(role: str, word: str) -> tuple[str, str]:
     (:func:`~pdd_operator.vllm.flags.malformed_options`). The second part is a sentence to end with where to do it
     ("Write --max-model-len (ASCII hyphens)")."""
     if not word.strip():
-        return (f"{role}: a line of its command ends with a backslash and then blanks; the backslash escapes the "
-                "blank after it, not the newline (bash: only a backslash right before the newline continues a line), "
-                f"so the {role}'s command ends on that line with an extra word {word!r}, which vLLM's argument parser "
-                "takes for a positional argument it has no place for ('unrecognized arguments', exit 2), and the "
-                "options on the following lines run as a command of their own: the engine never starts as written.",
-                "Delete the blanks after the backslash that ends the line")
+        return (f"{role}: its command line holds a word of blanks only ({word!r}), which vLLM's argument parser takes "
+                "for a positional argument it has no place for ('unrecognized arguments', exit 2): the engine never "
+                "starts. In a shell script that word is what a backslash followed by blanks at a line end gives: the "
+                "backslash escapes the blank after it, not the newline (bash: only a backslash right before the "
+                "newline continues a line), so the command also ends on that line and the options on the following "
+                "lines run as a command of their own.",
+                "Delete the blank word (in a script: the blanks after the backslash that ends the line)")
     spelled = option_spelling(word.lstrip("-\u2012\u2013\u2014\u2015\u2212"))
     return (f"{role}: '{word}' is no option vLLM's argument parser can match (it begins with three hyphens or a "
             f"typographic dash), so the parser stops with 'unrecognized arguments' (exit 2) and the {role} engine "
