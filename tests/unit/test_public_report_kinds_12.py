@@ -174,4 +174,7 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # fixO: a --middleware under vllm.entrypoints the release does not ship (OME's vLLM runtimes)
                     "middleware-module-missing",
                     # fixO: Dynamo 0.4.x replaces the worker's --kv-transfer-config (said where it is given)
-                    "dynamo-kv-transfer-config-overwritten"}
+                    "dynamo-kv-transfer-config-overwritten",
+                    # set 94: two listeners in one network namespace, whatever the engines' KV connector (HTTP, KV
+                    # events, MoRIIO's handshake and notify ports; the NIXL side channel of NIXL engines)
+                    "listener-port-conflict", "same-role-port-conflict"}

@@ -82,7 +82,7 @@ def _run_accuracy(tmp_path, capsys, *, decode_tp: str = "1", model_args: str = "
     """The shape of run_accuracy_test.sh: BASE_CMD then FULL_CMD="$BASE_CMD $model_args", eval "$FULL_CMD &"."""
     kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
     script = f"""#!/bin/bash
-get_model_args() {{ echo ""; }}
+get_model_args() {{ case "$1" in *DeepSeek*) echo "--trust-remote-code";; *) echo "";; esac; }}
 KV_CONFIG='{kv}'
 model_args={model_args}
 BASE_CMD="CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=5559 vllm serve Qwen/Qwen3-0.6B --port 8100 \\

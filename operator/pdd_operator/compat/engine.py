@@ -159,11 +159,13 @@ def evaluate(
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
     known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
     (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), and one whose roles both name
-    ``MoRIIOConnector`` on a release whose connector was read (0.14.0-0.34.0) only the rules marked ``Rule.moriio``
-    and the engine-alone ones (:func:`~pdd_operator.compat.rules.moriio_pair.moriio_unjudged`); a MooncakeConnector
+    ``MoRIIOConnector`` on a release whose connector was read (0.14.0-0.34.0), or on an unknown one (probed on every
+    release from 0.14.0 on), only the rules marked ``Rule.moriio`` and the engine-alone ones
+    (:func:`~pdd_operator.compat.rules.moriio_pair.moriio_unjudged`); a MooncakeConnector
     pair of a release its rules were read from (:func:`~pdd_operator.compat.rules.mooncake.judged_mooncake_pair`) and a
     V0 connector pair under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the
-    engine-alone ones; any other connector but NIXL, and a P2pNccl or MoRIIO pair of another or unknown release, is
+    engine-alone ones; any other connector but NIXL, a P2pNccl pair of another or unknown release and a MoRIIO pair of
+    another known release, is
     :func:`_foreign_connector`'s.
     ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """

@@ -40,6 +40,7 @@ from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refu
 from pdd_operator.vllm.lora import adapter_names
 from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
+from pdd_operator.vllm.moriio_ports import moriio_listener_ports
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.rocm_nixl import installs_nixl
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
@@ -855,6 +856,12 @@ def role_from_container(
         tail = endpoint.rsplit(":", 1)[-1]
         if tail.isdigit():
             other_ports.append(int(tail))
+    # MoRIIOConnector's handshake and notify listeners (ZeroMQ, one per worker: pdd_operator.vllm.moriio_ports)
+    dp_rank = int_flag(flags, "--data-parallel-rank", None)
+    dp_ranks = [dp_rank] if dp_rank is not None else range(int_flag(flags, "--data-parallel-size", 1) or 1)
+    other_ports += [p for p in moriio_listener_ports(raw_kv if isinstance(raw_kv, dict) else {},
+                                                     int_flag(flags, "--tensor-parallel-size", 1), dp_ranks)
+                    if p not in other_ports]
     annotations = (pod_meta or {}).get("annotations") or {}
     pod_labels = {str(k): str(v) for k, v in ((pod_meta or {}).get("labels") or {}).items()}
     networks = pod_network_attachments(annotations)

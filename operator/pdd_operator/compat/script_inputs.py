@@ -49,6 +49,7 @@ GPUs of a node: ``#SBATCH --gpus-per-node=N`` or ``--gres=gpu[:type]:N``, else a
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import zlib
@@ -258,7 +259,8 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
         srun = _srun_words(launch.wrapper)
         if srun is not None:
             launch = replace(launch, env=_export(srun, launch.env))
-        node = None if pasted and "ssh" not in launch.wrapper else _node(launch.wrapper, job_nodes)
+        node = (declared_host(launch) if pasted and "ssh" not in launch.wrapper
+                else _node(launch.wrapper, job_nodes))
         # engines of unknown node: one Pod each (they may or may not share a node: never assumed)
         key = (node, _image(launch.wrapper, text, launch.line, launch.inside), i if node is None else -1)
         by_node.setdefault(key, []).append(launch)
@@ -318,11 +320,46 @@ def _pasted_foreground(text: str, found: list[Launch]) -> bool:
     ``&`` anywhere in the script, no ``srun``. ``vllm serve`` runs until it is stopped, so run as written the second
     engine would only start once the first has exited: such a file is the command pair pasted in a bug report
     (vllm-project/vllm#22965: "Launch Prefiller" / "Launch Decoder", one per machine), each command run in its own
-    terminal, on one host or on two. Where each runs is then not known (never assumed shared). A ``docker run -d``
+    terminal, on one host or on two. Where each runs is then not known (never assumed shared), unless the engines
+    advertise one routable address as their own (:func:`declared_host`): then on that host. A ``docker run -d``
     returns once its container is started (Docker's "docker container run" reference, ``--detach``): engines
     started so run side by side on the script's host, as ``&`` would."""
     return (len(found) > 1 and not _BACKGROUND.search(text)
             and all(_srun_words(x.wrapper) is None and not ((d := docker_run(x.wrapper)) and d.detach) for x in found))
+
+
+#: Addresses that name no one host: the wildcard and loopback (every host has its own), as an engine may declare them.
+_NO_HOST = re.compile(r"^(0\.0\.0\.0|::|\[::\]|localhost|127(\.\d+){3}|::1|\*)$")
+
+
+def declared_host(launch: Launch) -> str | None:
+    """The host an engine of a pasted command pair declares it runs on, as ``"host <address>"``: the address it
+    advertises as its own to the other role, MoRIIOConnector's ``kv_connector_extra_config.host_ip``
+    (``resolve_host_ip`` takes it before ``get_ip()``: moriio_common.py 0.24.0 lines 189-198, 0.34.0 the same; the
+    peer dials it from kv_transfer_params) or ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (the side channel binds and advertises
+    it: nixl scheduler/worker, every release with NIXL), from the command's environment or its ``docker run -e``.
+    Two engines that advertise one routable address run on one host (an engine advertising another host's address
+    is never reached), so they share its network namespace. ``None`` where the engine declares none, or only a
+    wildcard, loopback or unknown value (which name no one host)."""
+    found: list[str] = []
+    argv = list(launch.argv)
+    for i, word in enumerate(argv):
+        raw = argv[i + 1] if word == "--kv-transfer-config" and i + 1 < len(argv) else (
+            word.split("=", 1)[1] if word.startswith("--kv-transfer-config=") else None)
+        if raw is None:
+            continue
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            continue
+        extra = config.get("kv_connector_extra_config") if isinstance(config, dict) else None
+        if isinstance(config, dict) and config.get("kv_connector") == "MoRIIOConnector" and isinstance(extra, dict):
+            found.append(str(extra.get("host_ip") or ""))
+    docker = docker_run(launch.wrapper)
+    env = {**(docker.env if docker else {}), **launch.env}
+    found.append(env.get("VLLM_NIXL_SIDE_CHANNEL_HOST", ""))
+    hosts = [h.strip() for h in found if h and h.strip() and not _NO_HOST.match(h.strip()) and not unknown_names(h)]
+    return f"host {hosts[0]}" if hosts else None
 
 
 #: ``ssh HOST`` (after its options) on a line of the script: the host the rest of the line runs on.

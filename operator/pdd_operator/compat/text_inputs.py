@@ -31,6 +31,7 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
     ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm(-rs)?[\s.])"
+                                r"|^\s*(?:sudo\s+)?(?:docker|podman)(?:\s+container)?\s+run\s"
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]",
                                 re.M)),
 )

@@ -58,18 +58,44 @@ def floor_of(pair: PDPair) -> Version | None:
 
 
 def _role_floor(r) -> Version | None:
-    """One role's floor: its known version, or the later of the release line its development build comes after
-    and the oldest release whose parser has every flag it gives (:attr:`RoleConfig.flag_floor`)."""
-    found = [f for f in (r.version or dev_build_floor(r.version_text), r.flag_floor and r.flag_floor[0]) if f]
+    """One role's floor: its known version, or the latest of the release line its development build comes after,
+    the oldest release whose parser has every flag it gives (:attr:`RoleConfig.flag_floor`) and the first release
+    whose connector factory registers its KV connector (:func:`connector_floor`)."""
+    connector = connector_floor(r)
+    found = [f for f in (r.version or dev_build_floor(r.version_text), r.flag_floor and r.flag_floor[0],
+                         connector and connector[0]) if f]
     return max(found) if found else None
 
 
+def connector_floor(r) -> tuple[Version, str] | None:
+    """``(release, name)``: the first vLLM release whose connector factory registers the KV connector the role names
+    (its ``kv_connector``, or the MultiConnector child its transfer runs through), from the registries read
+    (:data:`~pdd_operator.compat.rules.connector_registry.REGISTERED`: ``MooncakeConnector`` 0.13.0,
+    ``MoRIIOConnector`` 0.14.0, ...; factory.py of each release, where an older one raises ``ValueError("Unsupported
+    connector type")`` when the engine builds its connector). ``None`` for a connector every release read registers,
+    one loaded from ``kv_connector_module_path`` (not the factory's registry), or none."""
+    from pdd_operator.compat.rules.connector_registry import REGISTERED
+
+    if not r.connector or r.kv_transfer.get("kv_connector_module_path") \
+            or r.kv_transfer_written.get("kv_connector_module_path"):
+        return None
+    first = REGISTERED.get(r.wrapper or r.connector, (None, None))[0]
+    child = REGISTERED.get(r.connector, (None, None))[0] if r.wrapper else None
+    found = [v for v in (first, child) if v is not None]
+    return (max(found), r.connector if child and child == max(found) else (r.wrapper or r.connector)) if found else None
+
+
 def flag_floor_reason(pair: PDPair, floor: Version | None) -> str | None:
-    """Why ``floor`` bounds the pair when a flag sets it (a role's :attr:`RoleConfig.flag_floor` equal to it):
-    ``"the first that may have --kda-prefill-backend"``; else ``None``."""
+    """Why ``floor`` bounds the pair when a flag or the KV connector sets it (a role's :attr:`RoleConfig.flag_floor`,
+    or :func:`connector_floor`, equal to it): ``"the first that may have --kda-prefill-backend"``, ``"the first whose
+    connector factory registers MoRIIOConnector"``; else ``None``."""
     for r in pair.roles:
         if floor is not None and r.flag_floor and r.flag_floor[0] == floor:
             return f"the first that may have {r.flag_floor[1]}: older releases refuse the flag at startup"
+    for r in pair.roles:
+        if floor is not None and (connector := connector_floor(r)) and connector[0] == floor:
+            return (f"the first whose connector factory registers {connector[1]}: older releases refuse the connector "
+                    "at startup")
     return None
 
 

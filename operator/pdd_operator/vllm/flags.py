@@ -250,13 +250,18 @@ def option_spelling(name: str) -> str:
 def malformed_options(argv: list[str]) -> tuple[str, ...]:
     """The words of ``argv`` (an engine's argv from its entry point on, up to the first shell separator) that
     :data:`_MALFORMED_OPTION` matches, as written (``---max-num-batched-tokens``, ``--max-model-len=4096`` is not
-    one); ``()`` where there are none."""
+    one), and the words of blanks only (``" "``: a backslash that escapes a trailing blank at a line end instead of
+    the newline, :func:`pdd_operator.vllm.script._escaped_trailing_blank`; argparse takes such a word for a positional
+    one vLLM's parser has no place for: ``vllm serve [model_tag]`` takes one, the api_server module none, so
+    'unrecognized arguments', exit 2); ``()`` where there are none."""
     found: list[str] = []
     for tok in argv[_entry_length(argv):]:
         if tok in ("&&", ";", "|", "||"):
             break
         if _MALFORMED_OPTION.match(tok):
             found.append(tok.partition("=")[0])
+        elif tok and not tok.strip():
+            found.append(tok)
     return tuple(found)
 
 

@@ -403,6 +403,9 @@ class _Shell:
         self.repeats = ""
         #: the interactive container the commands read now are typed into (:attr:`Launch.inside`), or ``None``.
         self.inside: tuple[int, str] | None = None
+        #: ``(index in launches, last row)`` of the engine command just read whose line ended with a backslash
+        #: escaping a blank (:func:`_escaped_trailing_blank`): the option lines after it are its (:meth:`command`).
+        self.broken: tuple[int, int] | None = None
 
     def run(self, script: str) -> None:
         if self.depth > 8:
@@ -672,6 +675,32 @@ class _Shell:
         self.exec(node)
         return _RAN
 
+    def function_output(self, name: str, args: list[str]) -> str | None:
+        """What ``$(name args...)`` gives for a function of this script whose body is one ``printf`` or ``echo``
+        command (``kv() { printf '{"kv_connector":...,"kv_role":"%s"}' "$@"; }``, vllm-project/vllm#43509 and
+        #43541's test scripts): its words expanded with ``args`` as ``$1``, ``$2``, ..., printed
+        (:func:`_printf`; ``echo`` joins its words with spaces), trailing newlines removed as command
+        substitution removes them (bash manual, "Command Substitution"). ``None`` for any other body, or a format
+        :func:`_printf` does not read."""
+        body = self.functions[name]
+        statements = [c for c in body.named_children if c.type != "comment"]
+        if len(statements) != 1 or statements[0].type != "command":
+            return None
+        saved, self.positional = self.positional, list(args)
+        try:
+            words = self.command_words(statements[0])
+        finally:
+            self.positional = saved
+        if any(unknown_names(w) for w in words):
+            return None
+        if words[:1] == ["printf"] and len(words) > 1 and words[1] != "-v":
+            printed = _printf(words[1], words[2:])
+        elif words[:1] == ["echo"] and not any(w.startswith("-") for w in words[1:2]):
+            printed = " ".join(words[1:])
+        else:
+            return None
+        return printed.rstrip("\n") if printed is not None else None
+
     def command_words(self, node: tree_sitter.Node) -> list[str]:
         """A simple command's words after expansion (assignments and redirections left out)."""
         words: list[str] = []
@@ -775,6 +804,18 @@ class _Shell:
                 words += [w for sub in child.named_children for w in self.fields(sub)]
             else:
                 words += self.fields(child)
+        if words and (blank := _escaped_trailing_blank(node)) is not None:
+            words.append(blank)
+        broken, self.broken = self.broken, None
+        if broken is not None and words and words[0].startswith("-") and node.start_point[0] == broken[1] + 1:
+            # the options of the lines after a backslash that escaped a blank (_escaped_trailing_blank): bash runs
+            # them as a command of their own, but they are the engine's as the user wrote it, kept with its words
+            # (the blank word among them, which its parser refuses: pdd_operator.vllm.flags.malformed_options)
+            launch = self.launches[broken[0]]
+            self.launches[broken[0]] = replace(launch, argv=launch.argv + tuple(words))
+            if blank is not None:  # this line too ends so: the next option line is the engine's as well
+                self.broken = (broken[0], node.end_point[0])
+            return
         if not words:
             self.values.update(prefix)
             if self.allexport:
@@ -841,6 +882,8 @@ class _Shell:
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
                                         wrapper=tuple(self.outer + words[:start]), repeats=self.repeats,
                                         inside=self.inside, frontend=frontend(words)))
+            if words[-1] and not words[-1].strip():  # its line ended with a backslash before a blank
+                self.broken = (len(self.launches) - 1, node.end_point[0])
             return
         # the proxy's program among its first words, or after a launcher's options (``srun -N1 --overlap ... python3
         # toy_proxy_server.py ...``)
@@ -1136,6 +1179,11 @@ class _Shell:
                 counted = _seq(self.command_words(inner)[1:])
                 if counted is not None:
                     return "\n".join(counted)
+            if inner is not None and inner.type == "command" and words[:1] and words[0] in self.functions:
+                called = self.command_words(inner)
+                printed = self.function_output(called[0], called[1:])
+                if printed is not None:
+                    return printed
             return unknown(words[0] if words and _NAME.match(words[0]) else "command")
         if node.type == "arithmetic_expansion":
             return self.arithmetic(text[3:-2])
@@ -1449,6 +1497,64 @@ def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:
     text = _text(node)
     stripped = text.lstrip(" \t")
     return text[:len(text) - len(stripped)], stripped
+
+
+#: What follows a command's last word on its line when a backslash there escapes a blank instead of the newline
+#: (``--port 8100 \   ``): bash's "Escape Character" rule makes ``\<blank>`` a word of that blank, and the unescaped
+#: newline then ends the command, so the options on the next lines run as a command of their own.
+_ESCAPED_BLANK_AT_EOL = re.compile(rb"[ \t]*\\([ \t])[ \t]*")
+
+
+def _escaped_trailing_blank(node: tree_sitter.Node) -> str | None:
+    """The one-blank word (``" "`` or a tab) bash adds to the command ``node`` when its line goes on, after its last
+    word, with a backslash followed by blanks up to the newline (bash(1), QUOTING: "A non-quoted backslash (\\) is
+    the escape character. It preserves the literal value of the next character that follows, with the exception of
+    <newline>"); tree-sitter-bash reads that backslash as a line continuation and drops the word, so the command's
+    last words are read from the line itself. ``None`` where the line ends otherwise."""
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    text = root.text or b""
+    end = text.find(b"\n", node.end_byte)
+    match = _ESCAPED_BLANK_AT_EOL.fullmatch(text[node.end_byte:end if end >= 0 else len(text)])
+    return match.group(1).decode() if match else None
+
+
+#: A ``printf`` conversion this reader gives a value for: ``%s``, ``%d`` / ``%i`` (of a decimal integer), ``%%``.
+_PRINTF_SPEC = re.compile(r"%(?:%|[sdi])")
+#: ``printf``'s backslash escapes in the format that these scripts use (bash manual, "Bash Builtins", printf).
+_PRINTF_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+
+
+def _printf(form: str, args: list[str]) -> str | None:
+    """What bash's ``printf FORMAT ARGS...`` prints, for formats of ``%s``, ``%d``/``%i`` and ``%%`` conversions
+    and the escapes of :data:`_PRINTF_ESCAPES`: each conversion takes the next argument (an empty string, or 0, when
+    none is left), and the format is used again while arguments remain (bash manual, "Bash Builtins": "The format
+    is reused as necessary to consume all of the arguments"). ``None`` for another conversion or escape, or a
+    ``%d`` argument that is no integer."""
+    if re.search(r"%(?!%|[sdi])", form.replace("%%", "")) or re.search(r"\\(?![nt\\\"'])", form):
+        return None
+    form = re.sub(r"\\(.)", lambda m: _PRINTF_ESCAPES[m.group(1)], form)
+    parts = _PRINTF_SPEC.split(form)
+    specs = _PRINTF_SPEC.findall(form)
+    takes = sum(spec != "%%" for spec in specs)
+    out: list[str] = []
+    rest = list(args)
+    while True:
+        text = parts[0]
+        for spec, after in zip(specs, parts[1:], strict=True):
+            if spec == "%%":
+                text += "%" + after
+                continue
+            value, rest = (rest[0], rest[1:]) if rest else ("", [])
+            if spec != "%s":
+                if not re.fullmatch(r"[+-]?\d*", value):
+                    return None
+                value = str(int(value or "0"))
+            text += value + after
+        out.append(text)
+        if not rest or not takes:
+            return "".join(out)
 
 
 def _text(node: tree_sitter.Node | None) -> str:

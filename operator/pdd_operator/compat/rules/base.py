@@ -68,8 +68,9 @@ class Rule:
             ``without_connector`` ones (``compat.engine._p2p_nccl``): the NIXL rules describe another connector.
         moriio: the rule judges the KV path of a pair whose roles both name vLLM's ``MoRIIOConnector`` (AMD's
             MORI-IO, :mod:`~pdd_operator.compat.rules.moriio_pair`) on a release whose connector was read
-            (0.14.0-0.34.0). Such a pair runs only these rules and the ``without_connector`` ones (``compat.engine``);
-            outside those releases, or with the release unknown, it is "not checked".
+            (0.14.0-0.34.0), or on an unknown release (then probed on every release read from 0.14.0 on,
+            ``compat.unknown_version``). Such a pair runs only these rules and the ``without_connector`` ones
+            (``compat.engine``); on a known release outside those read it is "not checked".
         one_engine: the rule judges each engine by its own argv and image, role by role, with nothing read from the
             other role (the argument parser, ``--kv-transfer-config`` and its connector lookup, the config checks of
             one engine): vLLM raises it while that one engine starts (vllm/engine/arg_utils.py, vllm/config/*.py,

@@ -276,17 +276,28 @@ def check_cli_option_malformed(pair: PDPair) -> list[Violation]:
     for r in pair.roles:
         for word in r.malformed_options:
             message, fixed = _malformed(r.role, word)
-            out.append((message, fix_for(pair, f"Write {fixed} in spec.{r.role}.extraArgs.",
-                                         f"Write {fixed} (ASCII hyphens) in the {r.role}'s command line.")))
+            out.append((message, fix_for(pair, f"{fixed} in spec.{r.role}.extraArgs.", f"{fixed} in the {r.role}'s "
+                                         "command line.")))
     return out
 
 
 def _malformed(role: str, word: str) -> tuple[str, str]:
-    """``(message, the word as it should be written)`` for a malformed option ``word`` of the ``role`` engine."""
+    """``(message, what to write instead)`` for a malformed option ``word`` of the ``role`` engine: a word with three
+    hyphens or a typographic dash, or a word of blanks only, what a backslash before a trailing blank passes
+    (:func:`~pdd_operator.vllm.flags.malformed_options`). The second part is a sentence to end with where to do it
+    ("Write --max-model-len (ASCII hyphens)")."""
+    if not word.strip():
+        return (f"{role}: its command line holds a word of blanks only ({word!r}), which vLLM's argument parser takes "
+                "for a positional argument it has no place for ('unrecognized arguments', exit 2): the engine never "
+                "starts. In a shell script that word is what a backslash followed by blanks at a line end gives: the "
+                "backslash escapes the blank after it, not the newline (bash: only a backslash right before the "
+                "newline continues a line), so the command also ends on that line and the options on the following "
+                "lines run as a command of their own.",
+                "Delete the blank word (in a script: the blanks after the backslash that ends the line)")
     spelled = option_spelling(word.lstrip("-\u2012\u2013\u2014\u2015\u2212"))
     return (f"{role}: '{word}' is no option vLLM's argument parser can match (it begins with three hyphens or a "
             f"typographic dash), so the parser stops with 'unrecognized arguments' (exit 2) and the {role} engine "
-            "never starts.", spelled)
+            "never starts.", f"Write {spelled} (ASCII hyphens)")
 
 
 def malformed_option_findings(role: RoleConfig, where: str) -> tuple[Finding, ...]:
@@ -300,7 +311,7 @@ def malformed_option_findings(role: RoleConfig, where: str) -> tuple[Finding, ..
     for word in role.malformed_options:
         message, fixed = _malformed(role.role, word)
         found.append(Finding(rule=rule_.id, severity="error", fields=[f"{where}.args", f"{where}.command"],
-                             message=message, fix=f"Write {fixed} (ASCII hyphens) in the container's command line.",
+                             message=message, fix=f"{fixed} in the container's command line.",
                              source=rule_.source))
     return tuple(found)
 

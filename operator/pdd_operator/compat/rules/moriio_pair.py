@@ -50,19 +50,29 @@ READ_MODE_ENV = "VLLM_MORIIO_CONNECTOR_READ_MODE"
 
 
 def moriio_unjudged(pair: PDPair) -> str | None:
-    """``None`` where both roles name ``MoRIIOConnector`` (no wrapper, vLLM's own class: no ``kv_connector_module_path``
-    outside vLLM) on known releases whose ``moriio/`` was read
-    (0.14.0-0.34.0, :data:`MORIIO_SINCE` .. :data:`MORIIO_READ_THROUGH`): the pair is judged by the rules marked
-    ``moriio`` and the engine-alone ones. Else ``""`` for a pair that is not two MoRIIO engines, or why a MoRIIO pair
-    stays "not checked" (unknown release, or one outside those read: before 0.14.0 ``kv-connector-unregistered``
-    refuses it on its own)."""
+    """``None`` where both roles name ``MoRIIOConnector`` (no wrapper, vLLM's own class: no
+    ``kv_connector_module_path`` outside vLLM) on known releases whose ``moriio/`` was read
+    (0.14.0-0.34.0, :data:`MORIIO_SINCE` .. :data:`MORIIO_READ_THROUGH`), or run from a host install that pins no
+    release (a shell script's ``vllm serve`` with no image and no ``pip install vllm==X``): the pair is judged by the
+    rules marked ``moriio`` and the engine-alone ones, for an unknown release on every release read from 0.14.0 on
+    (the connector's first, :func:`~pdd_operator.compat.unknown_version.connector_floor`; an error only where every
+    one refuses it, as the NIXL rules judge an unknown release). Else ``""`` for a pair that is not two MoRIIO
+    engines, or why a MoRIIO pair stays "not checked": a known release outside those read (before 0.14.0
+    ``kv-connector-unregistered`` refuses it on its own), or an image whose tag names no release (a nightly, a fork
+    build, a placeholder: it may hold MoRIIO code past 0.34.0 or patched, which these per-release rules do not
+    describe)."""
     if any(r.connector != MORIIO or r.wrapper or r.third_party_connector for r in pair.roles):
         return ""
     versions = [r.version for r in pair.roles]
-    if None in versions:
+    if None in versions and any(r.image for r in pair.roles if r.version is None):
         return ("MoRIIOConnector pairs are judged on a known vLLM release whose connector was read (0.14.0-"
-                f"{fmt(MORIIO_READ_THROUGH)}), and this pair's version is unknown: what the two engines must agree on "
+                f"{fmt(MORIIO_READ_THROUGH)}), and this pair's image names none (a nightly, a fork or a placeholder tag "
+                "may hold MoRIIO code newer than the releases read, or patched): what the two engines must agree on "
                 "changes with the release (heterogeneous TP from 0.25.0, the read-mode setting from 0.23.0)")
+    if None in versions:
+        # a host install that pins no release: judged on every release read from the connector's first on
+        # (compat.unknown_version: the connector floor), an error only where each of them refuses it
+        return None
     if any(not MORIIO_SINCE <= v <= MORIIO_READ_THROUGH for v in versions):
         return (f"MoRIIOConnector pairs are judged on the vLLM releases whose connector was read (0.14.0-"
                 f"{fmt(MORIIO_READ_THROUGH)}), not on {' / '.join(sorted({fmt(v) for v in versions}))}")

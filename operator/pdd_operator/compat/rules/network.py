@@ -531,8 +531,11 @@ def _shared_http_finding(a: RoleConfig, b: RoleConfig, port: int, where: str, sa
             "launcher.py 0.34.0 lines 343-356; pdd_operator.vllm.http_socket); the NIXL side channel and the KV "
             "events publisher are ZeroMQ listeners, which set no SO_REUSEPORT. Linux lets two sockets listen on one "
             "port only when both set SO_REUSEPORT under one effective UID (net/ipv4/inet_connection_sock.c "
-            "inet_csk_bind_conflict), else the second fails with EADDRINUSE"),
-    needs=("--kv-events-config",),
+            "inet_csk_bind_conflict), else the second fails with EADDRINUSE; a MoRIIOConnector worker binds ZeroMQ "
+            "handshake and notify listeners on tcp://*:(port + DP rank + TP rank) (moriio_connector.py 0.25.0 lines "
+            "967-969 and 1211-1213, moriio_engine.py 0.25.0 lines 691-692; pdd_operator.vllm.moriio_ports), whatever "
+            "the release"),
+    needs=("--kv-events-config",), without_connector=True,
 )
 def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
     """Engines sharing a network namespace (containers of one pod, or a script's two engines in one container)
@@ -547,7 +550,8 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
              and same_node(p, d, assume_hostname_is_name=False))
     if not (pair.shared_network or bound):
         return []
-    clash = sorted((set(p.other_ports) & (set(d.other_ports) | _ports(d))) | (_ports(p) & set(d.other_ports)))
+    clash = sorted((set(p.other_ports) & (set(d.other_ports) | _side_channel(d)))
+                   | (_side_channel(p) & set(d.other_ports)))
     if bound:
         clash = [port for port in clash if not (port in p.host_ports and port in d.host_ports)]
     if not clash:
@@ -564,8 +568,15 @@ def check_listeners_across_roles(pair: PDPair) -> list[Violation]:
         return [_shared_http_finding(p, d, http, f"Prefill and decode are {where}", False, fix)]
     return [(
         f"Prefill and decode are {where} and both listen on port {', '.join(map(str, clash))} (vLLM's HTTP --port "
-        "defaults to 8000; KV events and the NIXL side channel are ZeroMQ listeners, which set no SO_REUSEPORT): the "
-        "engine that starts second fails with 'Address already in use'.", fix)]
+        "defaults to 8000; KV events, the NIXL side channel and MoRIIO's handshake and notify ports are ZeroMQ "
+        "listeners, which set no SO_REUSEPORT): the engine that starts second fails with 'Address already in use'.",
+        fix)]
+
+
+def _side_channel(r: RoleConfig) -> set[int]:
+    """The NIXL side-channel ports ``r``'s engine listens on (:func:`_ports`); none for an engine whose transfer runs
+    through another connector (MoRIIO, Mooncake, P2pNccl bind their own listeners: ``RoleConfig.other_ports``)."""
+    return _ports(r) if r.nixl else set()
 
 
 def _bound(r: RoleConfig) -> set[int]:
@@ -591,7 +602,7 @@ def _bound(r: RoleConfig) -> set[int]:
             "lets two processes of one network namespace listen on one port only when both sockets set SO_REUSEPORT "
             "under one effective UID (net/ipv4/inet_connection_sock.c inet_csk_bind_conflict), else EADDRINUSE"),
     example="two prefill engines of one script on one host, both --port 8100",
-    needs=("--kv-events-config",),
+    needs=("--kv-events-config",), without_connector=True,
 )
 def check_same_role_ports(pair: PDPair) -> list[Violation]:
     """Engines of one role that share a network namespace (a script's engines on one host, containers of one pod)

@@ -25,7 +25,7 @@ docker run --rm --network host --ipc host --device /dev/kfd --device /dev/dri --
      --enforce-eager \
      --max_num_seqs 64 \
      --no-enable-prefix-caching \
-     --kv-transfer-config '{"kv_connector":"MoRIIOConnector","kv_role":"kv_producer","kv_connector_extra_config":{"proxy_ip":"10.0.0.10","proxy_ping_port":"36367","http_port":"20005"}}' &
+     --kv-transfer-config '{"kv_connector":"MoRIIOConnector","kv_role":"kv_producer","kv_connector_extra_config":{"proxy_ip":"10.0.0.10","proxy_ping_port":"36367","http_port":"20005"}}'
 
 # decode node (10.0.0.12)
 docker run --rm --network host --ipc host --device /dev/kfd --device /dev/dri --device /dev/infiniband \
@@ -46,5 +46,4 @@ docker run --rm --network host --ipc host --device /dev/kfd --device /dev/dri --
      --cudagraph-capture-sizes 1 256 \
      --trust-remote-code \
      --max_num_seqs 256 \
-     --kv-transfer-config '{"kv_connector":"MoRIIOConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"proxy_ip":"10.0.0.10","proxy_ping_port":"36367","http_port":"40005"}}' &
-wait
+     --kv-transfer-config '{"kv_connector":"MoRIIOConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"proxy_ip":"10.0.0.10","proxy_ping_port":"36367","http_port":"40005"}}'

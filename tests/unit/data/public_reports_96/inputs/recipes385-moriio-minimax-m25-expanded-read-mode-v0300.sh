@@ -15,7 +15,7 @@ docker run --rm --network host --ipc host --device /dev/kfd --device /dev/dri --
     --trust-remote-code \
     --kv-transfer-config '{"kv_connector": "MoRIIOConnector", "kv_role": "kv_producer", "kv_connector_extra_config": {"proxy_ip": "10.0.0.1", "proxy_ping_port": "36367", "http_port": "8000", "read_mode": true}}' \
     --tensor-parallel-size 4 \
-    --block-size 32 &
+    --block-size 32
 
 # decode node (10.0.0.2)
 docker run --rm --network host --ipc host --device /dev/kfd --device /dev/dri --device /dev/infiniband \
@@ -26,6 +26,4 @@ docker run --rm --network host --ipc host --device /dev/kfd --device /dev/dri --
     --trust-remote-code \
     --kv-transfer-config '{"kv_connector": "MoRIIOConnector", "kv_role": "kv_consumer", "kv_connector_extra_config": {"proxy_ip": "10.0.0.1", "proxy_ping_port": "36367", "http_port": "8000", "read_mode": true}}' \
     --tensor-parallel-size 4 \
-    --block-size 32 &
-
-wait
+    --block-size 32
