@@ -261,10 +261,12 @@ def test_rust_frontend_in_a_script_of_an_old_pip_install_is_a_warning(tmp_path, 
 # --- 6. attention-backend-mismatch judges the unnamed role's default per compute capability -------------------------
 
 
-from pdd_operator.vllm.attention_backends import (  # noqa: E402
-    default_backend_at,
-    pinned_compute_capability,
-)
+from pdd_operator.compat.gpu_product import pinned_gpu_capability  # noqa: E402
+from pdd_operator.vllm.attention_backends import default_backend_at  # noqa: E402
+
+
+def pinned_compute_capability(products):
+    return pinned_gpu_capability(((("nvidia.com/gpu.product", "In", tuple(products)),),))
 
 
 @pytest.mark.parametrize(("cc", "head", "version", "expected"), [

@@ -21,8 +21,9 @@ import json
 
 import pytest
 
+from pdd_operator.compat.gpu_product import pinned_gpu_major
 from pdd_operator.compat.placement import label_values
-from pdd_operator.vllm.attention_backends import backend_refusal, gpu_capability, pinned_capability
+from pdd_operator.vllm.attention_backends import backend_refusal, gpu_capability
 from pdd_operator.vllm.removed_flags import removed_flags
 from tests.unit.test_turn2_variants import KV, POD_IP, check, container, pd, rules, workload
 
@@ -127,9 +128,11 @@ def test_gpu_products_map_to_their_compute_capability(product, major):
 
 
 def test_a_pinned_capability_needs_every_allowed_product_to_share_it():
-    assert pinned_capability({"NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"}) == 9
-    assert pinned_capability({"NVIDIA-H100-80GB-HBM3", "NVIDIA-B200"}) is None
-    assert pinned_capability(None) is None and pinned_capability(set()) is None
+    def pinned(*products):
+        return ((("nvidia.com/gpu.product", "In", products),),)
+    assert pinned_gpu_major(pinned("NVIDIA-H100-80GB-HBM3", "NVIDIA-H200")) == 9
+    assert pinned_gpu_major(pinned("NVIDIA-H100-80GB-HBM3", "NVIDIA-B200")) is None
+    assert pinned_gpu_major(None) is None and pinned_gpu_major(((),)) is None
 
 
 def test_label_values_are_known_only_where_every_term_pins_the_label():

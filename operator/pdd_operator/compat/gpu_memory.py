@@ -1,9 +1,10 @@
 """How much memory the GPU a node label names has at most, for judging whether an engine's weights can fit.
 
-Read from the GPU product label values :data:`pdd_operator.compat.rules.early_nixl.GPU_PRODUCT_LABELS` carry: GPU
+Read from the GPU product names :func:`pdd_operator.compat.gpu_product.gpu_products` gives: GPU
 feature discovery's ``nvidia.com/gpu.product`` (``NVIDIA-H100-80GB-HBM3``, ``NVIDIA-A100-SXM4-40GB``,
 ``NVIDIA-H200``), GKE's ``cloud.google.com/gke-accelerator`` (``nvidia-h100-80gb``, ``nvidia-a100-80gb``,
-``nvidia-l4``) and Karpenter's ``karpenter.k8s.aws/instance-gpu-name`` (``h100``, ``l40s``).
+``nvidia-l4``), Karpenter's ``karpenter.k8s.aws/instance-gpu-name`` (``h100``, ``l40s``), and the GPU of an
+instance type named as the product label would (``p5.48xlarge``: ``NVIDIA-H100-80GB-HBM3``).
 
 An upper bound in GiB, so that weights above it are a promise of failure: a size written in the name (``80GB``) is
 taken as that many GiB (the 80 GB H100 reports 79.19 GiB to CUDA: its memory is 80 GiB less what the driver keeps),

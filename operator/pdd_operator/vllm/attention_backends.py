@@ -22,7 +22,7 @@ not judged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from pdd_operator.vllm.env_vars import read_by, unread
 from pdd_operator.vllm.versions import Version
@@ -130,10 +130,6 @@ _GPU_CAPABILITY = (
     (re.compile(r"(^|-)V100(S)?(-|$)", re.I), (7, 0)),
 )
 
-#: The node label GPU feature discovery sets to the GPU's product name.
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
 def gpu_compute_capability(product: str) -> tuple[int, int] | None:
     """The compute capability ``(major, minor)`` of the GPU named by an ``nvidia.com/gpu.product`` value
     (``Tesla-V100-SXM2-16GB`` -> ``(7, 0)``, ``NVIDIA-H100-80GB-HBM3`` -> ``(9, 0)``), ``None`` if not known."""
@@ -147,20 +143,6 @@ def gpu_capability(product: str) -> int | None:
     """The compute capability major of the GPU named by an ``nvidia.com/gpu.product`` value, ``None`` if not known."""
     capability = gpu_compute_capability(product)
     return capability[0] if capability else None
-
-
-def pinned_compute_capability(products: Iterable[str] | None) -> tuple[int, int] | None:
-    """The one compute capability ``(major, minor)`` every allowed GPU product shares, ``None`` when the products are
-    not known (``None``), empty, or differ in capability."""
-    found = {gpu_compute_capability(p) for p in products or ()}
-    return found.pop() if len(found) == 1 else None
-
-
-def pinned_capability(products: Iterable[str] | None) -> int | None:
-    """The one compute capability major every allowed GPU product shares, ``None`` when the products are not
-    known (``None``), empty, or differ in capability."""
-    majors = {gpu_capability(p) for p in products or ()}
-    return majors.pop() if len(majors) == 1 else None
 
 
 #: The compute capabilities vLLM's CUDA platform runs on, one per class its default backend choice tells apart:

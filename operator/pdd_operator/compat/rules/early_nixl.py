@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
+from pdd_operator.compat.gpu_product import gpu_products, pinned_gpu_major
 from pdd_operator.compat.pair import PDPair, RoleConfig
+from pdd_operator.compat.placement import NodeTerm
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.vllm.versions import Version, fmt
 
@@ -38,32 +40,25 @@ def use_v1_zero_fault(version: Version | None, use_v1: str | None) -> str | None
     return (f"VLLM_USE_V1=0 on vLLM {fmt(version)}, which has only the V1 engine: the OpenAI server asserts "
             "envs.VLLM_USE_V1 (entrypoints/openai/api_server.py) and exits before the engine starts")
 
-#: Node labels that name a node's GPU model: NVIDIA GPU feature discovery's ``nvidia.com/gpu.product``
-#: (``Tesla-V100-SXM2-32GB``), GKE's ``cloud.google.com/gke-accelerator`` (``nvidia-tesla-t4``) and Karpenter's
-#: ``karpenter.k8s.aws/instance-gpu-name`` (``v100``).
-GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
 #: Words of a GPU product name that mark a compute capability below 8.0 (Volta V100 7.0, Turing T4 7.5, Pascal
 #: P100/P40/P4 6.x, Kepler K80 3.7, Maxwell M60 5.2; NVIDIA's CUDA GPUs compute capability table).
 PRE_AMPERE_WORDS = frozenset({"V100", "V100S", "T4", "P100", "P40", "P4", "K80", "K40", "M60", "M40"})
 
 
-def gpu_products(role: RoleConfig) -> set[str] | None:
-    """The GPU product names the role's pod may run on: the values of a :data:`GPU_PRODUCT_LABELS` label that every
-    node term pins with ``In``; ``None`` when some term leaves the product open (or the placement is unreadable)."""
-    if not role.nodes:
-        return None
-    out: set[str] = set()
-    for term in role.nodes:
-        values = [set(v) for key, op, v in term if key in GPU_PRODUCT_LABELS and op == "In"]
-        if not values:
-            return None
-        out |= set.intersection(*values)
-    return out or None
-
-
 def pre_ampere(product: str) -> bool:
     """``product`` (a GPU product label value) is a GPU of compute capability below 8.0."""
     return any(word in PRE_AMPERE_WORDS for word in re.split(r"[-_ ]+", product.upper()))
+
+
+def pre_ampere_gpus(nodes: tuple[NodeTerm, ...] | None) -> str | None:
+    """The GPUs a role's placement ``nodes`` pins, named for a message, where every one of them is below compute
+    capability 8.0 (:func:`pre_ampere` products, or a pinned ``nvidia.com/gpu.compute.major`` below 8:
+    :mod:`pdd_operator.compat.gpu_product`); ``None`` where not pinned or some may be newer."""
+    products = gpu_products(nodes)
+    if products and all(pre_ampere(p) for p in products):
+        return ", ".join(sorted(products))
+    major = pinned_gpu_major(nodes)
+    return f"compute capability {major}.x" if major is not None and major < 8 else None
 
 
 @rule(
@@ -92,12 +87,11 @@ def check_nixl_needs_v1(pair: PDPair) -> list[Violation]:
                             "Remove VLLM_USE_V1=0 from the engine's environment (0.11.0 runs only the V1 engine).")
                            )
             continue
-        products = gpu_products(r)
-        old = sorted(p for p in products or () if pre_ampere(p))
+        old = pre_ampere_gpus(r.nodes)
         if use_v1 == "0":
             why = "VLLM_USE_V1=0 selects the V0 engine"
-        elif products and len(old) == len(products):
-            why = (f"its GPUs ({', '.join(old)}) are below compute capability 8.0, so EngineArgs._is_v1_supported_oracle "
+        elif old:
+            why = (f"its GPUs ({old}) are below compute capability 8.0, so EngineArgs._is_v1_supported_oracle "
                    "falls back to the V0 engine (with VLLM_USE_V1=1 it raises NotImplementedError instead)")
         else:
             continue
@@ -145,7 +139,7 @@ def check_decode_blocks(pair: PDPair) -> list[Violation]:
         return []
     if d.gpu_memory_utilization >= p.gpu_memory_utilization:
         return []
-    products = (gpu_products(p), gpu_products(d))
+    products = (gpu_products(p.nodes), gpu_products(d.nodes))
     same_gpu = pair.shared_network or (products[0] is not None and len(products[0]) == 1 and products[0] == products[1])
     certain = same_gpu and _memory_twin(p, d)
     message = (f"decode --gpu-memory-utilization {d.gpu_memory_utilization} < prefill's {p.gpu_memory_utilization}: "

@@ -5,21 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pdd_operator.compat.connector_hma import wrapper_hma_off
+from pdd_operator.compat.gpu_product import GPU_PRODUCT_LABELS, pinned_gpu_capability, pinned_gpu_major
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.block_size import engine_block_sizes
 from pdd_operator.compat.spec_factors import hashed_factor_differences
 from pdd_operator.vllm.attention_backends import (
     BACKEND_ENV,
     CUDA_CAPABILITIES,
-    GPU_PRODUCT_LABEL,
     backend_env_read,
     backend_kind,
     backend_refusal,
     default_backend_at,
-    pinned_capability,
-    pinned_compute_capability,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.dtype import (
@@ -367,7 +364,7 @@ def _gpu_kv_cache_dtypes(pair: PDPair, r: RoleConfig, value: str) -> tuple[set[s
     family = pair.model.architecture  # a hybrid MLA (GLM-5.3-Flash) does not say whether it has index_topk: unknown
     hooked = gpu_hooked_kv_cache_dtype(value, pair.hf_architecture, pair.version,
                                        None if family in (None, "hybrid-ssm") else family == "sparse-mla")
-    cap = pinned_capability(label_values(r.nodes, GPU_PRODUCT_LABEL))
+    cap = pinned_gpu_major(r.nodes)
     if hooked is None or gpu_platform(r.image, r.resources) == "rocm":
         return {value}, cap
     if cap is None:
@@ -521,7 +518,7 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     family = pair.model.architecture
     if backend_refusal(x, family):
         return []
-    cc = pinned_compute_capability(label_values(other.nodes, GPU_PRODUCT_LABEL))
+    cc = pinned_gpu_capability(other.nodes)
     head = pair.model.head_size
     unread = {name for name, _ in other.opaque} & {"--block-size", "--kv-cache-dtype"}
     plain = (family in ("dense", "moe") and not pair.model.sliding_window and backend_kind(x) is not None and not unread
@@ -555,7 +552,8 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
         same = "/".join(f"{c[0]}.{c[1]}" for c, v in everywhere.items() if v == x)
         return [(f"{said}, which depends on its GPU: for this model on vLLM {fmt(pair.version)} it is {picks} "
                  f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities). The {other.role}'s pods pin "
-                 f"no GPU product ({GPU_PRODUCT_LABEL}), so the pair works only on compute capability {same}; "
+                 f"no GPU product ({GPU_PRODUCT_LABELS[0]} or another GPU or instance type label), so the pair "
+                 f"works only on compute capability {same}; "
                  "elsewhere the two backends differ and, attn_backend_name being a factor of the NIXL compatibility "
                  "hash, the handshake refuses the pair.", fix, "warning")]
     return [(f"--attention-backend {named.attention_backend} is set on the {named.role} only; the {other.role} runs "

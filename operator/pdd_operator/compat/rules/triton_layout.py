@@ -24,11 +24,11 @@ where vLLM still reads it: 0.9.0-0.14.1, :func:`pdd_operator.vllm.attention_back
 
 from __future__ import annotations
 
+from pdd_operator.compat.gpu_product import pinned_gpu_major
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.placement import label_values
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.compat.rules.kv_layout import default_layout
-from pdd_operator.vllm.attention_backends import GPU_PRODUCT_LABEL, pinned_capability, selected_backend
+from pdd_operator.vllm.attention_backends import selected_backend
 from pdd_operator.vllm.versions import Version, fmt
 
 #: The first release whose TRITON_ATTN lays its cache out as ``get_kv_cache_layout()`` says (0.20.0 sdist).
@@ -101,7 +101,7 @@ def _flashinfer(pair: PDPair, r: RoleConfig) -> str | None:
     named = _named_backend(pair, r)
     if named is not None:
         return "VLLM_ATTENTION_BACKEND=FLASHINFER" if named.removesuffix("_VLLM_V1") == "FLASHINFER" else None
-    cap = pinned_capability(label_values(r.nodes, GPU_PRODUCT_LABEL))
+    cap = pinned_gpu_major(r.nodes)
     if cap == 10 and pair.at_least(FLASHINFER_BLACKWELL_DEFAULT_SINCE):
         return "FlashInfer, vLLM's default on its Blackwell (10.x) GPUs"
     return None

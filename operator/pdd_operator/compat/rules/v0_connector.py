@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
-from pdd_operator.compat.rules.early_nixl import gpu_products, pre_ampere
+from pdd_operator.compat.rules.early_nixl import pre_ampere_gpus
 from pdd_operator.vllm.kv_transfer_config import multi_connector_children
 from pdd_operator.vllm.v1_oracle import V0_FALLBACK_FLAGS
 from pdd_operator.vllm.versions import Version, fmt
@@ -48,9 +48,8 @@ def _v0_fallback(pair: PDPair, r: RoleConfig, version: Version) -> str | None:
     """What in the manifest may make vLLM ``version``'s unset-VLLM_USE_V1 oracle fall back to the V0 engine, or
     ``None``. Pipeline parallelism falls back only with an executor outside :data:`PP_V1_BACKENDS` (0.9.1-0.10.0) or
     :data:`PP_V1_BACKENDS_0_9_0` (0.9.0); an unknown PP size may."""
-    products = gpu_products(r)
-    if products and all(pre_ampere(p) for p in products):
-        return f"its GPUs ({', '.join(sorted(products))}) are below compute capability 8.0"
+    if old := pre_ampere_gpus(r.nodes):
+        return f"its GPUs ({old}) are below compute capability 8.0"
     flags = sorted({*r.v0_fallback_flags, *(a.split("=", 1)[0] for a in r.extra_args if a.split("=", 1)[0] in V0_FALLBACK_FLAGS)})
     if r.kv_cache_dtype not in (None, "auto") and "--kv-cache-dtype" not in flags:
         flags.append("--kv-cache-dtype")

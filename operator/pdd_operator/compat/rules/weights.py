@@ -10,9 +10,10 @@ torch.OutOfMemoryError while the layers are created (held-out set 88: vllm-proje
 Either way the engine never starts, on every release.
 
 Judged only where everything is known: a well-known checkpoint whose config.json fields count its weights
-(:mod:`pdd_operator.vllm.model_weights`, a lower bound), a GPU product pinned by node labels with an upper bound of
-its memory (:mod:`pdd_operator.compat.gpu_memory`), the parallel sizes, and no flag that moves or shrinks the
-weights (``--quantization``, ``--cpu-offload-gb``, another ``--load-format``, the offloading flags). The budget is
+(:mod:`pdd_operator.vllm.model_weights`, a lower bound), a GPU product pinned by node labels (GPU product or instance
+type: :mod:`pdd_operator.compat.gpu_product`) with an upper bound of its memory (:mod:`pdd_operator.compat.gpu_memory`),
+the parallel sizes, and no flag that moves or shrinks the weights (``--quantization``, ``--cpu-offload-gb``, another
+``--load-format``, the offloading flags). The budget is
 ``--gpu-memory-utilization`` x that memory, or the whole memory where the flag is absent (0.34.0's extensible KV cache
 takes 1.0 by default, vllm/config/cache.py ``resolved_gpu_memory_utilization``) or ``--kv-cache-memory-bytes`` sizes
 the KV cache instead.
@@ -21,9 +22,9 @@ the KV cache instead.
 from __future__ import annotations
 
 from pdd_operator.compat.gpu_memory import max_memory_gib
+from pdd_operator.compat.gpu_product import gpu_products
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, rule
-from pdd_operator.compat.rules.early_nixl import gpu_products
 from pdd_operator.vllm.known_models import known_config
 from pdd_operator.vllm.model_weights import weight_shape
 
@@ -63,7 +64,7 @@ def weights_over_budget(r: RoleConfig) -> tuple[float, float, str] | None:
         return None
     known = known_config(r.model)
     shape = weight_shape(known[0], r.dtype) if known else None
-    memory = max_memory_gib(gpu_products(r))
+    memory = max_memory_gib(gpu_products(r.nodes))
     fraction = _budget_fraction(flags)
     if shape is None or memory is None or fraction is None:
         return None
@@ -99,7 +100,7 @@ def check_weights_fit(pair: PDPair) -> list[Violation]:
         if found is None:
             continue
         per_gpu, budget, split = found
-        products = ", ".join(sorted(gpu_products(r) or ()))
+        products = ", ".join(sorted(gpu_products(r.nodes) or ()))
         out.append((
             f"{r.role}: {r.model} split {split} puts at least {per_gpu:.1f} GiB of weights on each GPU, more than the "
             f"{budget:.1f} GiB the engine may use of a {products} GPU: vLLM loads the weights before the KV cache, so "
