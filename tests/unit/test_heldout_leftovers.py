@@ -36,7 +36,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixN: vllm-rs serve on a release without the Rust frontend
                "rust-frontend-unavailable",
                # fixO: the OpenAI server imports each --middleware at startup (OME's vLLM runtimes)
-               "middleware-module-missing"}
+               "middleware-module-missing",
+               # fixT: --attention-backend beside another backend setting stops create_engine_config
+               "attention-backend-set-twice"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------
