@@ -38,7 +38,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixO: the OpenAI server imports each --middleware at startup (OME's vLLM runtimes)
                "middleware-module-missing",
                # set 96: the connector factory imports a kv_connector_module_path; MoRIIO int()s its ports at start
-               "kv-connector-module-missing", "moriio-extra-config-port-invalid"}
+               "kv-connector-module-missing", "moriio-extra-config-port-invalid",
+               # fixT: --attention-backend beside another backend setting stops create_engine_config
+               "attention-backend-set-twice"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -110,6 +110,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "max-num-batched-tokens-below-max-model-len", "max-num-batched-tokens-unverified",
                     # set 20: flags vLLM removed and an attention backend the model cannot use stop the engine itself
                     "cli-flag-removed", "attention-backend-unsupported",
+                    # fixT: --attention-backend beside attention_config.backend (--attention-config, the env 0.13-0.14)
+                    "attention-backend-set-twice",
                     # set 28: NIXL on one role and a connector without NIXL on the other (no KV moves)
                     "kv-connector-mixed",
                     # session 26: KVTransferConfig refuses kv_rank & co. from 0.32.0 whatever the connector

@@ -92,7 +92,7 @@ def test_a_push_child_of_a_multiconnector_with_sleep_mode_is_an_error(tmp_path, 
 
 @pytest.mark.parametrize(("value", "expected"), [
     ("tcp,self", ["tcp", "self"]),
-    ("TCP, sm ,self", ["tcp", "sm", "self"]),
+    ("TCP, sm ,self", None),     # fixT: UCX matches names exactly (strcmp), so these name nothing: ucx-name-unrecognised
     ("tcp:aux,shm,cma", ["tcp", "shm", "cma"]),
     ("tcp,cuda_copy", None),
     ("tcp,cuda_ipc,cuda_copy,shm,cma,self", None),

@@ -149,7 +149,9 @@ def test_no_rdma_transport(value, expected):
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("eth0", ["eth0"]), ("eth0, lo", ["eth0", "lo"]), ("mlx5_0:1", None), ("all", None), (None, None),
+    ("eth0", ["eth0"]), ("eth0,lo", ["eth0", "lo"]),
+    ("eth0, lo", None),  # fixT: UCX does not trim (strtok_r), so " lo" names no device: ucx-name-unrecognised
+    ("mlx5_0:1", None), ("all", None), (None, None),
 ])
 def test_ethernet_only_devices(value, expected):
     assert ethernet_only_devices(value) == expected

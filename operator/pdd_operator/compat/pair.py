@@ -107,6 +107,7 @@ class RoleConfig:
         block_size: ``--block-size`` in tokens.
         kv_cache_dtype, dtype: raw strings of ``--kv-cache-dtype`` and ``--dtype``.
         attention_backend: ``--attention-backend`` (or ``backend`` of ``--attention-config``), if given.
+        attention_backend_flag: ``--attention-backend`` itself is given (not only ``--attention-config``'s backend).
         kv_transfer: the ``--kv-transfer-config`` object (``{}`` if absent).
         speculative: the ``--speculative-config`` object or ``None``.
         hma: ``--no-disable-hybrid-kv-cache-manager`` given (True), ``--disable-...`` (False), neither (None); also
@@ -308,6 +309,7 @@ class RoleConfig:
     block_size: int | None = None
     kv_cache_dtype: str | None = None
     attention_backend: str | None = None
+    attention_backend_flag: bool = False
     kv_transfer: dict = field(default_factory=dict)
     speculative: dict | None = None
     hma: bool | None = None
@@ -885,6 +887,7 @@ def role_from_container(
         block_size=int_flag(flags, "--block-size", None),
         kv_cache_dtype=text("--kv-cache-dtype"),
         attention_backend=attention_backend if isinstance(attention_backend, str) else None,
+        attention_backend_flag=known.get("--attention-backend") not in (None, False),
         kv_transfer=kv_transfer,
         speculative=speculative,
         hma=None if disable_hma is None else not disable_hma,

@@ -33,6 +33,12 @@ beforehand: ``${V:-d}`` is its own default ``d`` (vLLM's accuracy test: ``PREFIL
 while a bare ``$V`` it reads but never sets (``$MODEL``, a ``$1`` of the script, a value from ``scontrol``, a loop over
 ``$(seq ...)``) is unknown (the author expects it set), and the rules that need it say "not checked".
 
+A launcher whose own arguments choose what it starts (``bash launch.sh configC1 prefill``, a ``case "$1"`` of
+functions: :func:`pdd_operator.vllm.script.argument_alternatives`) is read per alternative: each is a deployment of its
+own (its Pods named after the functions that start them, never paired with another alternative's), the roles it
+starts by separate invocations each on a host not known, and every finding names the alternative ("run as
+configC1_prefill / configC1_decode, chosen by its arguments").
+
 An engine's environment: the variables the script exports and its inline ``NAME=value`` prefixes (from the shell
 reader), then ``srun --export=``: ``NONE`` drops them all, ``NAME=value`` entries are set (an entry
 with no ``=`` that is no variable name, as ``1`` in ``CUDA_VISIBLE_DEVICES=0,1,X=2``, continues the previous value,
@@ -61,7 +67,17 @@ from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
-from pdd_operator.vllm.script import Launch, _http_port, docker_run, launches
+from pdd_operator.vllm.script import (
+    MAX_ARGUMENT_PATHS,
+    Alternative,
+    Launch,
+    _function_of,
+    _http_port,
+    argument_alternatives,
+    arguments_truncated,
+    docker_run,
+    launches,
+)
 from pdd_operator.vllm.versions import RAY_LLM_REQUIREMENT, RELEASE_NUMBER, ray_llm_vllm
 
 #: The formats whose vllm serve lines are read (:func:`pdd_operator.compat.text_inputs.text_format`).
@@ -244,15 +260,57 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     if fmt not in READ_FORMATS or not (pd_marked(text) or starts_with_config_file(text)):
         return None
     # run as written: no variable of its own set beforehand, and none a kubelet would add (it runs on a host)
-    found = launches(text, ContainerEnv(kubernetes=False))
+    env = ContainerEnv(kubernetes=False)
+    alternatives = argument_alternatives(text, env)
+    if alternatives is not None:
+        return _alternatives(path, text, fmt, alternatives, arguments_truncated(text, env))
+    found = launches(text, env)
     if not found:
         return None
+    return _engines(path, text, fmt, found)
+
+
+def _alternatives(path: str, text: str, fmt: str, alternatives: list[Alternative],
+                  truncated: bool) -> tuple[list[Engine], list[Unreadable]]:
+    """The engines of a launcher script whose arguments choose what it starts
+    (:func:`~pdd_operator.vllm.script.argument_alternatives`): each alternative read as its own deployment (engines of
+    two alternatives never pair, share a host or ports), named by the functions that start it; the engines of an
+    alternative each invocation starts on its own (``launch.sh cfg prefill``, ``launch.sh cfg decode``) on hosts not
+    known (never assumed shared). ``truncated``: more ways through the script's choices than were read, said as "not
+    checked"."""
+    engines: list[Engine] = []
+    unreadable: list[Unreadable] = []
+    pods: list[dict] = []  # every alternative's synthetic Pods kept until all are read (their id() is the engine's doc)
+    for k, alt in enumerate(alternatives):
+        chosen = " / ".join(alt.functions) if alt.functions else f"the engines at line {alt.launches[0].line}"
+        label = (f"{fmt}, run as {chosen}" + (" (one invocation each)" if alt.invocations > 1 else "")
+                 + ", chosen by its arguments")
+        # each invocation on a host not known; only the engines one invocation starts side by side share its host
+        separate = alt.invocations > 1 or len(alt.launches) == 1
+        got, cannot = _engines(path, text, fmt, list(alt.launches), separate=separate, label=label,
+                               alternative=k, pods=pods)
+        engines += got
+        unreadable += cannot
+    if truncated:
+        unreadable.append(Unreadable(f"{path} ({fmt})", (
+            f"it chooses the engines it starts by its own arguments ($1, $2, ...) and has more than "
+            f"{MAX_ARGUMENT_PATHS} ways through those choices; the engines of the first were read, the others not")))
+    return engines, unreadable
+
+
+def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: bool = False, label: str | None = None,
+             alternative: int | None = None, pods: list[dict] | None = None) -> tuple[list[Engine], list[Unreadable]]:
+    """The engines ``found`` in the script ``path`` (``text``, of format ``fmt``) as :func:`script_engines` reads
+    them. ``separate``: each engine is started by its own run of the script, on a host not known (an alternative
+    of :func:`_alternatives`); ``label`` replaces the format in each engine's ``where``; ``alternative``: the
+    alternative's index, which gives its synthetic Pods their own names and owner (alternatives never pair); ``pods``:
+    where the synthetic Pods are kept (a caller reading several groups keeps them all alive)."""
     found = _headless_ports(found)
     nodes = _SBATCH_NODES.search(text)
     job_nodes = int(nodes.group(1)) if nodes and (nodes.group(2) is None or nodes.group(2) == nodes.group(1)) else None
     if fmt == "shell script" and not any(_srun_words(x.wrapper) is not None for x in found):
         job_nodes = 1
-    pasted = _pasted_foreground(text, found)
+    pasted = separate or _pasted_foreground(text, found)
     gpus = _SBATCH_GPUS.search(text)
     by_node: dict[tuple[str | None, str, int], list[Launch]] = {}
     for i, launch in enumerate(found):
@@ -270,11 +328,13 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     pin = _nixl_pin(text)
     engines: list[Engine] = []
     unreadable: list[Unreadable] = []
-    where = f"{path} ({fmt})"
+    where = f"{path} ({label or fmt})"
+    owner = path if alternative is None else f"{path} ({label})"
+    suffix = "" if alternative is None else f"-a{alternative}"
     hint = script_platform_hint(text)
     # every synthetic Pod is kept until all are read: an engine's pod_id is its pod spec's id(), which a freed spec
     # would hand to the next node's, reading the engines of two nodes as containers of one pod
-    pods: list[dict] = []
+    pods = [] if pods is None else pods
     for n, ((node, image, _), group) in enumerate(by_node.items()):
         own = {p: r for p, r in roles.items() if any(_http_port(x.argv) == p for x in group)}
         spec: dict = {"hostNetwork": True, "containers": [{
@@ -290,9 +350,14 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
             spec["containers"][0]["resources"] = {"limits": {script_gpu_resource(text): count}}
         # named by the path's checksum, not the path: words in it (a ``decode`` directory) must not name a role, and
         # two scripts checked together must not pair by name
+        # an alternative's Pod is named after the function that starts it (the script's own name for the role:
+        # configC1_prefill), so that its role and its partner (the same name but the role word) are read from it
+        function = _function_of(text, group[0].line) if alternative is not None else None
+        name = (f"script-{zlib.crc32(path.encode()):08x}-{function}" + (f"-{n}" if n else "") if function
+                else f"script-{zlib.crc32(path.encode()):08x}{suffix}-{n}")
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"script-{zlib.crc32(path.encode()):08x}-{n}",
-            "ownerReferences": [{"kind": "Script", "name": path}]}, "spec": spec}
+            "name": name,
+            "ownerReferences": [{"kind": "Script", "name": owner}]}, "spec": spec}
         pods.append(pod)
         got, cannot = scan(pod)
         on = "the host it runs on" if node == "batch-host" else node

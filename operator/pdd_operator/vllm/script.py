@@ -31,7 +31,11 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   another command's status) leaves each possible branch: the script is run once per way through them (at most
   :data:`MAX_PATHS`) and a flag the ways give different values becomes ``<unknown:NAME>`` (NAME: the condition's
   variable, else :data:`BRANCH`), so rules reading it say "not checked"; where the ways start different numbers of
-  engines, the first way's engines are read. ``case`` fall-through (``;&``, ``;;&``) is read as ``;;``;
+  engines, the first way's engines are read. ``case`` fall-through (``;&``, ``;;&``) is read as ``;;``. A launcher
+  whose own arguments (``$1``, ``$2``) choose which engines start is read per choice by
+  :func:`argument_alternatives`;
+* ``$(cat <<WORD ... WORD)`` is the here-document's text (expanded unless WORD is quoted), so a
+  ``--kv-transfer-config "$(cat <<JSON ...)"`` is read; a comment line inside an array's ``( ... )`` is no element;
 * ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too,
   and so is ``ssh [options] HOST "..."`` (its command words joined, as ssh(1) hands them to the remote shell, with none
   of this shell's exported variables; the launch's ``wrapper`` ends with ``ssh ... HOST``);
@@ -249,13 +253,13 @@ BRANCH = "branch"
 _RAN = "ran"
 
 
-def _paths(script: str, env: ContainerEnv, positional: Sequence[str]) -> list[_Shell]:
+def _paths(script: str, env: ContainerEnv, positional: Sequence[str], limit: int = MAX_PATHS) -> list[_Shell]:
     """The symbolic runs of ``script``: one per way through its undecided branches (``if``/``elif``/``else``,
     ``case`` items, ``&&``/``||`` after a test), depth first, the first taking the first possible branch at every
-    undecided point; at most :data:`MAX_PATHS` runs (the rest are not read)."""
+    undecided point; at most ``limit`` runs (:data:`MAX_PATHS`; the rest are not read)."""
     out: list[_Shell] = []
     pending: list[list[int]] = [[]]
-    while pending and len(out) < MAX_PATHS:
+    while pending and len(out) < limit:
         forced = pending.pop()
         shell = _Shell(env, forced)
         shell.positional = list(positional)
@@ -265,6 +269,143 @@ def _paths(script: str, env: ContainerEnv, positional: Sequence[str]) -> list[_S
         for j in range(len(made) - 1, len(forced) - 1, -1):
             pending += [made[:j] + [alt] for alt in range(shell.decisions[j][1] - 1, 0, -1)]
     return out
+
+
+#: The name the script's own arguments ``$1`` ... ``$9`` are given where :func:`argument_alternatives` reads them
+#: as not known (``<unknown:ARG1>``).
+ARGUMENT = "ARG"
+#: At most this many runs of a launcher read per argument (:func:`argument_alternatives`): a dispatch ``case`` of a
+#: dozen items under a usage test doubles :data:`MAX_PATHS`' ways.
+MAX_ARGUMENT_PATHS = 96
+#: A read of the script's own arguments: ``$1``-``$9``, ``${1...}``, ``$@``, ``$*``, ``$#``.
+_POSITIONAL_READ = re.compile(r"\$(?:\{[#!]?)?[1-9@*#]")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The engines one invocation (or set of invocations) of a launcher script starts, where which engines it starts
+    depends on the script's own arguments (:func:`argument_alternatives`).
+
+    Attributes:
+        launches: the engines, by line (deduplicated: ways that start the same engine once).
+        invocations: how many of the script's runs (one per argument choice) start them: 1 where one invocation starts
+            them all (side by side on its host), more where each is its own invocation (``launch.sh cfg prefill``,
+            ``launch.sh cfg decode``), whose hosts are not known.
+        functions: the names of the shell functions the engines are started in (the script's names for the
+            alternative, ``configC1_prefill``), in order; empty where they start outside functions.
+    """
+
+    launches: tuple[Launch, ...]
+    invocations: int
+    functions: tuple[str, ...] = ()
+
+
+def _kv_launch(launch: Launch) -> bool:
+    """``launch`` configures KV transfer on its command line (``--kv-transfer-config``, a ``kv_connector`` word)."""
+    return any(w.startswith("--kv-transfer-config") or "kv_connector" in w for w in launch.argv)
+
+
+_KV_ROLE_WORD = re.compile(r"[\"']?kv_role[\"']?\s*:\s*[\"']?(kv_producer|kv_consumer)")
+_ROLE_WORD = re.compile(r"prefill|decode", re.I)
+
+
+def _run_role(found: Sequence[Launch], names: Sequence[str | None]) -> str | None:
+    """The one P/D role the engines ``found`` of one run serve: ``kv_producer`` / ``kv_consumer`` in their KV
+    transfer config, else ``prefill`` / ``decode`` in the names of the functions that start them (``names``, as
+    ``found``); ``None`` where they serve none or both."""
+    roles = set()
+    for launch, name in zip(found, names, strict=True):
+        kv = _KV_ROLE_WORD.search(" ".join(launch.argv))
+        words = {w.lower() for w in _ROLE_WORD.findall(name or "")}
+        if kv:
+            roles.add("prefill" if kv.group(1) == "kv_producer" else "decode")
+        elif len(words) == 1:
+            roles.add(words.pop())
+        else:
+            return None
+    return roles.pop() if len(roles) == 1 else None
+
+
+def _function_of(script: str, line: int) -> str | None:
+    """The name of the shell function whose definition encloses ``line`` of ``script`` (1-based), or ``None``."""
+    root = _parser().parse(script.encode()).root_node
+    found = None
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.start_point[0] + 1 <= line <= node.end_point[0] + 1:
+            if node.type == "function_definition" and (name := node.child_by_field_name("name")) is not None:
+                found = _text(name)  # the innermost one wins: children are visited after their parent
+            stack += node.named_children
+    return found
+
+
+def argument_alternatives(script: str, env: ContainerEnv | None = None) -> list[Alternative] | None:
+    """The engines a launcher script starts per invocation, where which engines it starts is chosen by the script's
+    own arguments (``bash launch.sh configC1 prefill``: a ``case "$1"`` / ``if [ "$2" = ... ]`` dispatch to
+    functions), ``None`` where it is not such a launcher (it reads no argument, or every choice of its arguments
+    starts the same engine lines: :func:`launches` reads it as one run).
+
+    The script is run with ``$1`` ... ``$9`` not known (``<unknown:ARG1>``: :data:`ARGUMENT`), once per way through
+    the branches they decide (at most :data:`MAX_ARGUMENT_PATHS` runs); runs that start the same engines are one.
+    The **role argument** is the argument whose choices alone split the runs into the P/D roles of one deployment:
+    leaving the choices that read it aside, the runs that agree on every other choice each start the engines of one
+    role (``kv_producer`` / ``kv_consumer``, else ``prefill`` / ``decode`` in the name of the function that starts
+    them), a different one per run, all configuring KV transfer. Those runs are one alternative, each role started
+    by its own invocation (``configC1 prefill`` and ``configC1 decode``, which the user runs side by side); every
+    other run is an alternative of its own (``configA``, a monolithic server). Where no argument splits so, each run
+    is its own alternative. An ``exit`` does not end a run here (a usage test doubles the ways; their engines are the
+    same). Returns the alternatives in the script's order (by first engine line), cut where
+    :data:`MAX_ARGUMENT_PATHS` runs were read (:func:`arguments_truncated` says so)."""
+    if not _POSITIONAL_READ.search(script):
+        return None
+    runs = _paths(script, env or ContainerEnv(), [unknown(f"{ARGUMENT}{i}") for i in range(1, 10)],
+                  limit=MAX_ARGUMENT_PATHS)
+    if len({tuple(x.line for x in shell.launches) for shell in runs if shell.launches}) < 2:
+        return None
+
+    def ident(x: Launch) -> tuple:
+        return x.line, x.argv, tuple(sorted(x.env.items())), x.wrapper
+
+    functions: dict[int, str | None] = {}
+    started: dict[tuple, _Shell] = {}  # one run per set of engines
+    for shell in runs:
+        if shell.launches:
+            started.setdefault(tuple(ident(x) for x in shell.launches), shell)
+            for x in shell.launches:
+                functions.setdefault(x.line, _function_of(script, x.line))
+    roles = {key: _run_role(shell.launches, [functions[x.line] for x in shell.launches])
+             if all(_kv_launch(x) for x in shell.launches) else None for key, shell in started.items()}
+
+    def grouped(role_argument: str) -> dict[tuple, list[tuple]]:
+        groups: dict[tuple, list[tuple]] = {}
+        for key, shell in started.items():
+            kept = tuple(c for (c, _), names in zip(shell.decisions, shell.decision_names, strict=True)
+                         if role_argument not in names)
+            groups.setdefault(kept if roles[key] else (key,), []).append(key)
+        return groups
+
+    def splits(groups: dict[tuple, list[tuple]]) -> bool:
+        multi = [g for g in groups.values() if len(g) > 1]
+        return bool(multi) and all(len({roles[k] for k in g}) == len(g) for g in multi)
+
+    read = dict.fromkeys(n for shell in started.values() for names in shell.decision_names for n in names
+                         if n.startswith(ARGUMENT))
+    candidates = [g for n in read if splits(g := grouped(n))]
+    groups = max(candidates, key=lambda g: sum(len(m) > 1 for m in g.values())) if candidates else {
+        (key,): [key] for key in started}
+    out = []
+    for members in groups.values():
+        engines = sorted({ident(x): x for key in members for x in started[key].launches}.values(), key=lambda x: x.line)
+        names = tuple(dict.fromkeys(n for x in engines if (n := functions[x.line])))
+        out.append(Alternative(tuple(engines), len(members), names))
+    return sorted(out, key=lambda a: a.launches[0].line)
+
+
+def arguments_truncated(script: str, env: ContainerEnv | None = None) -> bool:
+    """:func:`argument_alternatives` read :data:`MAX_ARGUMENT_PATHS` runs of ``script`` and more ways remain."""
+    return len(_paths(script, env or ContainerEnv(), [unknown(f"{ARGUMENT}{i}") for i in range(1, 10)],
+                      limit=MAX_ARGUMENT_PATHS + 1)) > MAX_ARGUMENT_PATHS
 
 
 def _merged(runs: list[list[Launch]], name: str) -> list[Launch]:
@@ -376,6 +517,8 @@ class _Shell:
         self.forced = list(forced)
         #: ``(branch taken, branches possible)`` at each undecided point met, in order.
         self.decisions: list[tuple[int, int]] = []
+        #: the names of the variables of unknown value each undecided point's condition read, as :attr:`decisions`.
+        self.decision_names: list[tuple[str, ...]] = []
         #: names of the variables of unknown value the undecided conditions read, in order.
         self.undecided: list[str] = []
         self.values: dict[str, str] = dict(env.values)
@@ -548,6 +691,7 @@ class _Shell:
         k = len(self.decisions)
         choice = self.forced[k] if k < len(self.forced) else 0
         self.decisions.append((choice, possible))
+        self.decision_names.append(tuple(names))
         self.undecided += [n for n in names if n not in self.undecided]
         return choice
 
@@ -1043,7 +1187,7 @@ class _Shell:
         if "A" in options:
             self.set_array(name, None)
         elif value is not None and value.type == "array":
-            words = value.named_children
+            words = [w for w in value.named_children if w.type != "comment"]  # a comment line inside (...)
             if any(re.match(r"^\[[^]]*\]\+?=", _text(w)) for w in words):
                 self.set_array(name, None)  # explicit indices inside (...): not followed
             else:
@@ -1184,6 +1328,8 @@ class _Shell:
                 printed = self.function_output(called[0], called[1:])
                 if printed is not None:
                     return printed
+            if inner is not None and (here := self.cat_heredoc(inner)) is not None:
+                return here.rstrip("\n")  # command substitution drops trailing newlines (POSIX 2.6.3)
             return unknown(words[0] if words and _NAME.match(words[0]) else "command")
         if node.type == "arithmetic_expansion":
             return self.arithmetic(text[3:-2])
@@ -1208,6 +1354,41 @@ class _Shell:
         rest = [c for c in node.named_children if c.type not in ("variable_name", "special_variable_name")]
         word = _joined([t for c in rest for t in self.segments(c, quoted=True)]) if op else None
         return self.variable(name, op, word)
+
+    def cat_heredoc(self, node: tree_sitter.Node) -> str | None:
+        """The output of ``cat <<WORD ... WORD`` (a ``cat`` with no operands reading one here-document, as in
+        ``--kv-transfer-config "$(cat <<JSON ... JSON)"``): the here-document's lines, with parameter expansion,
+        command substitution and arithmetic expansion applied where WORD is not quoted and taken literally where it
+        is (POSIX 2.7.4 "Here-Document"); ``<<-`` strips the lines' leading tabs. ``None`` for any other command."""
+        if node.type != "redirected_statement":
+            return None
+        body = node.child_by_field_name("body")
+        redirects = [c for c in node.named_children if c.type == "heredoc_redirect"]
+        if (body is None or body.type != "command" or len(redirects) != 1
+                or [_text(c) for c in body.named_children] != ["cat"]
+                or any(c.type != "heredoc_redirect" for c in node.named_children if c != body)):
+            return None
+        redirect = redirects[0]
+        start = next((c for c in redirect.named_children if c.type == "heredoc_start"), None)
+        content = next((c for c in redirect.named_children if c.type == "heredoc_body"), None)
+        if start is None:
+            return None
+        if content is None:
+            return ""
+        src, base = content.text or b"", content.start_byte
+        if re.search(r"['\"\\]", _text(start)):
+            text = src.decode(errors="replace")
+        else:
+            pieces, pos = [], base
+            for child in content.named_children:
+                if child.type in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
+                    pieces += [src[pos - base:child.start_byte - base].decode(errors="replace"), self.expansion(child)]
+                    pos = child.end_byte
+            pieces.append(src[pos - base:].decode(errors="replace"))
+            text = "".join(pieces)
+        if _text(redirect).startswith("<<-"):
+            text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
+        return text
 
     def variable(self, name: str, op: str | None, word: str | None) -> str:
         if name in ("@", "*"):

@@ -19,8 +19,14 @@ vllm-project/aibrix's v0.5.0 vLLM RDMA manifest pins UCX 1.19.0):
   alias as auxiliary (``ud_mlx5``, ``ud_verbs``: ``ucp_fill_aux_tls``, lines 1715-1739), which stays as auxiliary
   unless it is denied with its ``:aux`` too (or by ``ib``, whose members list both from 1.19).
 
-Matching is exact in UCX (``strcmp``); this reader lower-cases and trims each name, so ``TCP`` counts as ``tcp`` here
-although UCX would match nothing with it.
+Names are matched exactly, as UCX matches them: ``ucs_config_sscanf_array`` splits the value with ``strtok_r(...,
+",")`` (empty names dropped, nothing trimmed: parser.c v1.20.0 lines 825-855), ``all`` is recognised by ``strcmp``
+(line 961; v1.18.0 and v1.19.0 line 961 too), and ``ucp_str_array_search`` compares each listed name with a transport
+or alias name by ``strcmp`` (ucp_context.c v1.20.0 lines 937-960; v1.18.0 line 879, v1.19.0 line 925), as it does
+the device names of ``UCX_NET_DEVICES`` (``ucp_is_resource_in_device_list``, v1.20.0 lines 1000-1027). So ``TCP``,
+``RC`` or `` cuda_copy`` name nothing UCX has: it warns that they are "not available" (``ucp_report_unavailable``,
+lines 1326-1355) and leaves them out. Such a name, one that differs from a UCX name only in case or blanks, is
+:attr:`UcxTls.unrecognised` (certainly matching nothing), not a match and not :attr:`UcxTls.unknown`.
 """
 
 from __future__ import annotations
@@ -79,14 +85,18 @@ class UcxTls:
 
     Attributes:
         mode: ``"all"`` (unset, empty or ``all``: every transport), ``"allow"`` or ``"deny"`` (a leading ``^``).
-        names: the names listed, lower-cased, ``:aux`` and a leading ``\\`` kept (empty for ``all``).
-        unknown: listed names that are neither a transport nor an alias known here (the verdicts then say
-            ``None``), or the whole value where UCX refuses to parse it (``all`` followed by other names).
+        names: the names listed as written, ``:aux`` and a leading ``\\`` kept (empty for ``all``).
+        unknown: listed names that are neither a transport nor an alias known here in any case (the verdicts then
+            say ``None``), or the whole value where UCX refuses to parse it (``all`` followed by other names).
+        unrecognised: listed names that differ from a transport or alias name (or ``all``) only in case or surrounding
+            blanks (``TCP``, ``RC``, `` cuda_copy``): UCX matches names exactly, so they name nothing and are left out
+            (module docstring); the verdicts read them as matching nothing.
     """
 
     mode: str
     names: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
+    unrecognised: tuple[str, ...] = ()
 
     def state(self, transport: str) -> str:
         """``"primary"``, ``"aux"`` (connection set-up only) or ``"off"`` for the UCT ``transport``
@@ -127,18 +137,43 @@ class UcxTls:
         return sorted(t for t in transports if self.state(t) == "primary")
 
 
+def _known(name: str) -> bool:
+    """``name`` (one listed entry) is a transport or alias of UCX as written: ``[\\]NAME[:aux]``."""
+    base, _, suffix = name.partition(":")
+    return base.lstrip("\\") in KNOWN_TRANSPORTS | ALIASES.keys() and suffix in ("", "aux")
+
+
 def parse(value: str | None) -> UcxTls:
-    """``UCX_TLS`` (its raw value; ``None``: unset) as UCX parses it (:class:`UcxTls`). Pure."""
-    text = (value or "").strip().lower()
+    """``UCX_TLS`` (its raw value; ``None``: unset) as UCX parses it (:class:`UcxTls`): split at ``,`` with empty names
+    dropped and nothing trimmed or case-folded (module docstring). Pure."""
+    text = value or ""
     deny = text.startswith("^")
-    names = tuple(n.strip() for n in (text[1:] if deny else text).split(",") if n.strip())
+    names = tuple(n for n in (text[1:] if deny else text).split(",") if n)
     if not names:
         return UcxTls("all")
     if names[0] == "all":
         return UcxTls("all") if len(names) == 1 else UcxTls("allow", names, (text,))
-    unknown = tuple(n for n in names if n.partition(":")[0].lstrip("\\") not in KNOWN_TRANSPORTS | ALIASES.keys()
-                    or n.partition(":")[2] not in ("", "aux"))
-    return UcxTls("deny" if deny else "allow", names, unknown)
+    unrecognised = tuple(n for n in names if not _known(n) and (_known(n.strip().lower()) or n.strip().lower() == "all"))
+    unknown = tuple(n for n in names if not _known(n) and n not in unrecognised)
+    return UcxTls("deny" if deny else "allow", names, unknown, unrecognised)
+
+
+#: Prefixes of the RDMA device names the Linux kernel gives (``ibv_devices``: ``mlx5_0``, ``mlx4_0``, ``efa_0``,
+#: ``bnxt_re0``, ``irdma0``, ``rxe0``, ``qedr0``, ``hfi1_0``, ``erdma_0``, ``ionic_0``): lower-case, as UCX names them.
+RDMA_DEVICE_PREFIXES = ("mlx5_", "mlx4_", "efa", "bnxt_re", "irdma", "rxe", "qedr", "hfi1_", "erdma", "ionic")
+
+
+def unrecognised_devices(value: str | None) -> tuple[str, ...]:
+    """The names of ``UCX_NET_DEVICES`` (its raw value) that UCX will match with no device: any name with blanks around
+    it (`` mlx5_0:1``, `` lo``), and ``all`` or an RDMA device (:data:`RDMA_DEVICE_PREFIXES`, ``mlx5_0:1``) written in
+    another case (``ALL``, ``MLX5_0:1``); UCX compares device names and ``all`` by ``strcmp`` (module docstring). An
+    interface name in capitals (``Eth0``) may be the interface's own. Pure."""
+    out = []
+    for name in (n for n in (value or "").split(",") if n):
+        folded = name.strip().lower()
+        if name != name.strip() or (name != folded and (folded == "all" or folded.startswith(RDMA_DEVICE_PREFIXES))):
+            out.append(name)  # no device name has blanks; RDMA device names and all are lower-case
+    return tuple(out)
 
 
 def allows_rdma(value: str | None, transports: frozenset[str] = RDMA_TRANSPORTS) -> bool | None:

@@ -11,7 +11,12 @@ from pdd_operator.compat.dynamo_worker_flags import flag_refusals
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.added_flags import ADDED_FLAGS
-from pdd_operator.vllm.attention_backends import EXPLICIT_BACKEND_VALIDATED_SINCE, backend_refusal
+from pdd_operator.vllm.attention_backends import (
+    BACKEND_ENV,
+    EXPLICIT_BACKEND_VALIDATED_SINCE,
+    backend_env_read,
+    backend_refusal,
+)
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from pdd_operator.vllm.entrypoint import SERVE
@@ -429,6 +434,65 @@ def check_added_flags(pair: PDPair) -> list[Violation]:
                             f"{fmt(added.present_in)}; whether {fmt(r.version)} has it was not read. If not, its "
                             "argument parser stops with 'unrecognized arguments' and the server never starts.",
                             fix, "warning"))
+    return out
+
+
+#: The first release with ``--attention-backend`` (``EngineArgs.attention_backend``, engine/arg_utils.py 0.13.0 line
+#: 546; 0.12.0 has no such flag), and with ``create_engine_config``'s check that it and ``attention_config.backend`` are
+#: not both set: ``raise ValueError("attention_backend and attention_config.backend are mutually exclusive")``
+#: (arg_utils.py 0.13.0 lines 1646-1651, 0.14.0 and 0.14.1 lines 1692-1697, 0.16.0 lines 1725-1730, 0.17.0 lines
+#: 1806-1811, 0.18.0 lines 1839-1844, 0.20.0 lines 1993-1996, 0.24.0 lines 2186-2188, 0.28.0 lines 2376-2378, 0.34.0
+#: lines 2767-2769). ``attention_config.backend`` is ``--attention-config``'s ``backend`` and, on 0.13.0-0.14.1,
+#: :data:`~pdd_operator.vllm.attention_backends.BACKEND_ENV`, which ``AttentionConfig.__post_init__`` copies into it
+#: whenever the variable is set (config/attention.py 0.13.0 and 0.14.1 lines 73-93: ``envs.is_set``), so the flag
+#: beside the variable stops the engine there; 0.16.0 on no longer read the variable (0.15.x was not read).
+BACKEND_FLAG_EXCLUSIVE_SINCE = (0, 13, 0)
+
+
+@rule(
+    id="attention-backend-set-twice", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs", "spec.engine.env"),
+    source=("vllm/engine/arg_utils.py create_engine_config: ValueError('attention_backend and attention_config.backend "
+            "are mutually exclusive') (0.13.0 lines 1646-1651, 0.14.1 lines 1692-1697, 0.18.0 lines 1839-1844, 0.34.0 "
+            "lines 2767-2769); vllm/config/attention.py AttentionConfig.__post_init__ copies VLLM_ATTENTION_BACKEND "
+            "into backend on 0.13.0-0.14.1 (lines 73-93); the variable is read by no file from 0.16.0"),
+    needs=("--attention-backend", "--attention-config", "VLLM_ATTENTION_BACKEND"),
+    without_connector=True, one_engine=True,
+    example="--attention-backend FLASH_ATTN with VLLM_ATTENTION_BACKEND=FLASHINFER in the env on v0.14.1",
+)
+def check_attention_backend_set_twice(pair: PDPair) -> list[Violation]:
+    """``--attention-backend`` is not given beside another backend setting: ``--attention-config``'s ``backend``
+    (every release with the flag), or ``VLLM_ATTENTION_BACKEND`` where vLLM copies it into the same field (0.13.0-0.14.1;
+    a warning on 0.15.x and unknown releases, whose reading of it is not known): vLLM refuses the two together."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        version = r.version or pair.version
+        if not r.attention_backend_flag or (version is not None and version < BACKEND_FLAG_EXCLUSIVE_SINCE):
+            continue
+        stops = (f"vLLM refuses the two together ('attention_backend and attention_config.backend are mutually "
+                 f"exclusive', create_engine_config), so the {r.role} engine never starts")
+        if "backend" in r.attention_config_keys:
+            out.append((f"{r.role}: --attention-backend and --attention-config's backend are both given: {stops}.",
+                        fix_for(pair, f"Keep one of the two in spec.{r.role}.extraArgs.",
+                                f"Keep one of --attention-backend and --attention-config's backend in the {r.role} "
+                                "container's arguments.")))
+            continue
+        value = str(r.env.get(BACKEND_ENV) or "")
+        if not value:
+            continue
+        read = backend_env_read(version)
+        if read is False:
+            continue  # the variable is ignored there (other rules say so where it matters)
+        fix = fix_for(pair, f"Remove {BACKEND_ENV} from the engine's env (--attention-backend names the backend).",
+                      f"Remove {BACKEND_ENV} from the {r.role} container's env (--attention-backend names the backend).")
+        message = (f"{r.role}: --attention-backend is given and {BACKEND_ENV}={value} is set: vLLM 0.13.0-0.14.1 copy the "
+                   f"variable into attention_config.backend (AttentionConfig.__post_init__), and {stops}")
+        if read and version is not None:
+            out.append((message + ".", fix))
+        else:
+            where = f"vLLM {fmt(version)}" if version else "this engine's vLLM (version unknown)"
+            out.append((message + f"; from 0.16.0 the variable is ignored, and whether {where} still reads it was not "
+                        "read, so this is a warning.", fix, "warning"))
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, rule
 from pdd_operator.compat.rules.heads import indivisible
+from pdd_operator.vllm.kv_replication import KV_REPLICATED_AT_HEADS, kv_replicated, replicated_at_heads
 from pdd_operator.vllm.versions import fmt
 
 
@@ -28,11 +29,22 @@ def check_tp_divisible(pair: PDPair) -> list[Violation]:
     )]
 
 
-#: vLLM releases whose NIXL handshake counts a remote engine's KV as replicated from TP == KV heads on
-#: (``tp_size // total_num_kv_heads >= 1``: kv_connector/utils.py ``is_kv_replicated``, 0.14.0 line 408, 0.19.1 line
-#: 462); from 0.20.0 only above them (``remote_tp_size > total_num_kv_heads``: 0.20.0 line 598, 0.23.0 lines 549-552,
-#: 0.34.0 lines 572-575).
-_REPLICATED_AT_HEADS = ((0, 14, 0), (0, 20, 0))
+#: The first release that maps a prefill TP above the decode's (vLLM PR #27274) and asserts instead that such a
+#: larger-TP remote holds no replicated KV heads (``assert not (tp_ratio < 0 and is_kv_replicated(remote))``:
+#: v1/nixl_connector.py 0.14.0 and 0.14.1 line 1693, 0.16.0 line 1750, 0.17.x line 1768, 0.18.x line 2034, 0.19.x
+#: line 2086; 0.20.0 v1/nixl/worker.py lines 1406-1411). 0.9.2-0.13.0 refuse any prefill TP above the decode's
+#: (``assert tp_ratio > 0, "Decode TP cannot be smaller than prefill TP"``: 0.9.2 line 743, 0.11.0 line 968, 0.13.0
+#: line 1577; hetero-tp-p-gt-d-unsupported), so there TP == heads decides nothing of this assert.
+REPLICATED_REMOTE_ASSERT_SINCE = (0, 14, 0)
+
+
+def _remote_assert_at_heads(version: tuple[int, ...] | None) -> bool:
+    """The larger-TP-remote assert of vLLM ``version`` fires at TP == KV heads: the assert exists
+    (:data:`REPLICATED_REMOTE_ASSERT_SINCE`) and counts that TP as replicated
+    (:func:`~pdd_operator.vllm.kv_replication.replicated_at_heads`: 0.9.2-0.19.1, so 0.14.0-0.19.1 here)."""
+    return replicated_at_heads(version) and version is not None and version >= REPLICATED_REMOTE_ASSERT_SINCE
+
+
 #: From 0.26.0 a push decode's handshake to its prefill is notif-only (``notif_agents_only=True`` in push_worker.py
 #: ``_send_registration_to_p``, 0.26.0 base_worker.py lines 694-695, 0.34.0 lines 1315-1317), so it no longer
 #: validates the prefill's KV layout; 0.24.0-0.25.1 ran the full ``add_remote_agent`` there (0.25.0 push_worker.py
@@ -52,12 +64,12 @@ def kv_heads_tp_failure(p: int, d: int, heads: int, push: bool, version: tuple[i
     mode decode validates the prefill it reads (prefill TP > decode TP past the heads fails); in push mode prefill
     validates the decode it writes (decode TP > prefill TP past the heads fails), and on 0.24.0-0.25.1 the push decode
     also validates its prefill (:data:`_PUSH_DECODE_NOTIF_ONLY_SINCE`). "Past the heads" is TP >= heads on
-    0.14.0-0.19.1 and TP > heads from 0.20.0 (:data:`_REPLICATED_AT_HEADS`). Before 0.14.0 a prefill TP above the
+    0.14.0-0.19.1 and TP > heads from 0.20.0 (:func:`_remote_assert_at_heads`). Before 0.14.0 a prefill TP above the
     decode's is refused whatever the heads (hetero-tp-p-gt-d-unsupported), so the pull reading holds there too.
     ``version`` ``None`` (unknown): only what fails on every release (TP > heads) is returned.
     Returns the text of the failure (which engine's handshake asserts), for the rule's message.
     """
-    at_heads = version is not None and _REPLICATED_AT_HEADS[0] <= version < _REPLICATED_AT_HEADS[1]
+    at_heads = _remote_assert_at_heads(version)
 
     def past(tp: int) -> bool:
         return tp > heads or (at_heads and tp == heads)
@@ -108,8 +120,7 @@ def check_tp_kv_heads(pair: PDPair) -> list[Violation]:
                 "warning",
             )]
         return []
-    bound = heads - 1 if pair.version is not None and _REPLICATED_AT_HEADS[0] <= pair.version < _REPLICATED_AT_HEADS[1] \
-        else heads
+    bound = heads - 1 if _remote_assert_at_heads(pair.version) else heads
     if d > p:  # push: the prefill asserts on its decode
         fix = f"Use decode TP <= {bound} (or <= prefill TP), or pull mode (NixlConnector without transfer_mode push)."
     elif pair.push:
@@ -167,7 +178,7 @@ def check_tp_kv_heads_unknown(pair: PDPair) -> list[Violation]:
     source=("vllm v1/nixl_connector.py _validate_remote_agent_handshake: assert tp_ratio > 0, 'Decode TP cannot be "
             "smaller than prefill TP' (read in the 0.11.0, 0.11.1, 0.12.0 and 0.13.0 wheels); 0.14.0 maps P TP > D TP "
             "(tp_ratio < 0 branches, vLLM PR #27274)"),
-    until=(0, 14, 0),
+    until=REPLICATED_REMOTE_ASSERT_SINCE,
 )
 def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
     """Prefill TP > decode TP needs a vLLM that supports it."""
@@ -188,9 +199,8 @@ def check_p_gt_d_version(pair: PDPair) -> list[Violation]:
 _GQA_CHECK_KNOWN_BAD = ((0, 20, 0), (0, 24, 0))
 #: 0.9.2-0.19.1 (v1/nixl_connector.py, read in the 0.9.2, 0.10.0 and 0.14.0-0.19.1 wheels and the 0.10.1.1, 0.11.0,
 #: 0.11.1, 0.12.0 and 0.13.0 sdists): the same linear assert, but a prefill whose TP reaches the KV heads counts as
-#: replicated (``tp_size // total_num_kv_heads >= 1``, vllm#19691) and only block counts are compared, which pass; a
-#: prefill below the KV heads asserts.
-_GQA_REPLICATED_AT_HEADS = ((0, 9, 2), (0, 20, 0))
+#: replicated (:mod:`pdd_operator.vllm.kv_replication`) and only block counts are compared, which pass; a prefill below the KV
+#: heads asserts.
 #: 0.9.1's add_remote_agent (read in the wheel) asserts ``block_len == self.block_len * tp_ratio`` with no replicated
 #: case at all (vllm#19691 added it in 0.9.2): every decode past the KV heads asserts. 0.9.0 has no block-length
 #: assert (read in its wheel): a warning there.
@@ -222,9 +232,8 @@ def check_tp_kv_replicated(pair: PDPair) -> list[Violation]:
     if max(1, heads // p) * p == max(1, heads // d) * d:
         return []  # equal TP, P > D (other rules), or no capping: per-rank heads scale with the TP ratio
     certain = pair.version >= _LINEAR_ASSERT_SINCE
-    replicated_case = pair.version >= _GQA_REPLICATED_AT_HEADS[0]
-    at_heads = _GQA_REPLICATED_AT_HEADS[0] <= pair.version < _GQA_REPLICATED_AT_HEADS[1]
-    if certain and replicated_case and (p > heads or (at_heads and p == heads)):
+    replicated_case = pair.version >= KV_REPLICATED_AT_HEADS[0]
+    if certain and replicated_case and kv_replicated(p, heads, pair.version):
         return []  # vLLM counts the prefill as replicated: it compares block lengths as equal, which they are
     return [(
         f"Decode TP {d} > prefill TP {p} with {heads} KV heads: decode holds {max(1, heads // d)} KV head(s) per rank "

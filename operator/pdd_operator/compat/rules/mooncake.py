@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, SCRIPT_KIND, Violation, rule
+from pdd_operator.vllm.kv_replication import kv_replicated
 from pdd_operator.vllm.kv_transfer_config import third_party_module
 from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, fmt, image_repository
 
@@ -263,11 +264,12 @@ def check_mooncake_region_lengths(pair: PDPair) -> list[Violation]:
     if p.model != d.model or p.block_size != d.block_size:
         return []  # other region lengths: what they come to is not read here
     capped = pair.version is not None and pair.version >= MOONCAKE_RAW_RATIO[1]  # 0.30.0 on: checked when replicated
-    if pair.mla or pair.num_kv_heads is None or not p.tp or (p.tp > pair.num_kv_heads and not capped):
+    if (pair.mla or pair.num_kv_heads is None or not p.tp
+            or (kv_replicated(p.tp, pair.num_kv_heads, pair.version) is not False and not capped)):
         return [("MooncakeConnector roles with KV caches of different element widths "
                  f"({p.kv_cache_dtype or 'auto'} / {d.kv_cache_dtype or 'auto'}): the Mooncake sender skips its "
-                 "region-length check where the prefill's cache is replicated (MLA, or TP above the model's KV heads), "
-                 "which the model's config.json decides.",
+                 "region-length check where the prefill's cache is replicated (MLA, or TP above the model's KV heads; "
+                 "at them too on 0.19.x), which the model's config.json decides.",
                  "Give the model's config.json (pdd check --model-config).", NOT_CHECKED)]
     if _auto_unknown(pair):
         return [_AUTO_UNKNOWN]
@@ -385,7 +387,8 @@ MOONCAKE_RAW_RATIO = (MOONCAKE_CHECKS_SINCE, (0, 30, 0))
             "('Mooncake source KV region length does not match the consumer TP ratio'; 0.20.0 lines 189-239 and call "
             "line 1008, 0.24.0 call line 1119, 0.28.0 call line 1243), skipped only where the prefill's cache is "
             "replicated (local_replicates_kv_cache: MLA or prefill TP > KV heads, kv_connector/utils.py 0.20.0 line "
-            "607, 0.28.0 line 575); vLLM ModelConfig.get_num_kv_heads max(1, heads // tp)"),
+            "607, 0.28.0 line 575; 0.19.x _producer_cache_is_replicated, mooncake_connector.py line 1559: MLA or "
+            "prefill TP >= KV heads, utils.py line 462); vLLM ModelConfig.get_num_kv_heads max(1, heads // tp)"),
     example="MooncakeConnector prefill TP 8, decode TP 16, Llama-3.1-8B (8 KV heads) on v0.24.0",
     since=MOONCAKE_RAW_RATIO[0], until=MOONCAKE_RAW_RATIO[1], without_connector=True,
 )
@@ -396,12 +399,13 @@ def check_mooncake_decode_replicated(pair: PDPair) -> list[Violation]:
     rank holds ``heads // P`` KV heads, a decode rank past the heads holds one (replicated), so ``heads // P`` must
     equal ``D // P``, which fails for every decode TP ``D`` above the heads. The sender then answers every pull with an
     error and no KV moves. Judged where the model and --block-size are the same on both roles, the model is not MLA,
-    the prefill's TP is at most the heads (else the check is skipped) and one TP divides the other
+    the prefill's cache is not replicated (TP below the heads, or at them from 0.20.0: 0.19.x counts TP == heads as
+    replicated, :func:`~pdd_operator.vllm.kv_replication.kv_replicated`, and skips the check) and one TP divides the other
     (``mooncake-tp-indivisible``); KV heads unknown: not judged."""
     p, d = pair.prefill, pair.decode
     heads = pair.num_kv_heads
     if (not _mooncake_pair(pair) or pair.mla or pair.hybrid_ssm or heads is None or not p.tp or not d.tp
-            or d.tp <= p.tp or d.tp % p.tp or p.tp > heads or d.tp <= heads
+            or d.tp <= p.tp or d.tp % p.tp or kv_replicated(p.tp, heads, pair.version) is not False or d.tp <= heads
             or p.model != d.model or p.block_size != d.block_size):
         return []
     return [(

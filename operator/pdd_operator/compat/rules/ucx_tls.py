@@ -8,16 +8,21 @@ from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.network import verbs_rdma
 from pdd_operator.vllm.expansion import unknown_names
-from pdd_operator.vllm.ucx_tls import GPU_TRANSPORTS, RDMA_TRANSPORTS, VERBS_TRANSPORTS, parse
+from pdd_operator.vllm.ucx_tls import (
+    GPU_TRANSPORTS,
+    RDMA_TRANSPORTS,
+    VERBS_TRANSPORTS,
+    parse,
+    unrecognised_devices,
+)
 
 
 def _listed(value: str) -> list[str]:
-    """The names a ``UCX_TLS`` value lists as written (trimmed, lower-cased, ``:aux`` dropped) for the messages: an
-    allow list's names, ``["all but ..."]`` for a deny list."""
-    text = value.strip().lower()
-    if text.startswith("^"):
-        return [f"all but {text[1:]}"]
-    return [t.strip().split(":", 1)[0] for t in text.split(",") if t.strip()]
+    """The names a ``UCX_TLS`` value lists as written (``:aux`` dropped) for the messages: an allow list's names,
+    ``["all but ..."]`` for a deny list."""
+    if value.startswith("^"):
+        return [f"all but {value[1:]}"]
+    return [t.split(":", 1)[0] for t in value.split(",") if t]
 
 
 def host_only_transports(ucx_tls: str | None) -> list[str] | None:
@@ -32,8 +37,8 @@ def host_only_transports(ucx_tls: str | None) -> list[str] | None:
     if unknown_names(ucx_tls):
         return None
     tls = parse(ucx_tls)
-    if tls.mode == "all" or tls.allowed(GPU_TRANSPORTS | RDMA_TRANSPORTS) != []:
-        return None
+    if tls.mode == "all" or tls.unrecognised or tls.allowed(GPU_TRANSPORTS | RDMA_TRANSPORTS) != []:
+        return None  # a name UCX does not recognise: ucx-name-unrecognised says so
     return _listed(ucx_tls or "")
 
 
@@ -85,8 +90,8 @@ def no_rdma_transport(ucx_tls: str | None) -> list[str] | None:
     if unknown_names(ucx_tls):
         return None
     tls = parse(ucx_tls)
-    if tls.mode == "all" or tls.allowed(VERBS_TRANSPORTS) != []:
-        return None
+    if tls.mode == "all" or tls.unrecognised or tls.allowed(VERBS_TRANSPORTS) != []:
+        return None  # a name UCX does not recognise: ucx-name-unrecognised says so
     return _listed(ucx_tls or "")
 
 
@@ -96,10 +101,10 @@ def ethernet_only_devices(ucx_net_devices: str | None) -> list[str] | None:
     by its name alone (docs/source/faq.md, "Which network devices does UCX use?": ``UCX_NET_DEVICES=eth2`` uses eth2
     for the TCP sockets transport, ``mlx5_2:1`` the RDMA device): a list of interfaces only leaves UCX no RDMA device.
     Unset, ``all`` or a value not all in the manifest gives ``None``. Pure."""
-    value = (ucx_net_devices or "").strip()
-    if not value or value.lower() == "all" or unknown_names(ucx_net_devices):
-        return None
-    names = [d.strip() for d in value.split(",") if d.strip()]
+    value = ucx_net_devices or ""
+    if not value or value == "all" or unknown_names(ucx_net_devices) or unrecognised_devices(value):
+        return None  # UCX compares names exactly (strcmp): a mis-cased one is ucx-name-unrecognised's
+    names = [d for d in value.split(",") if d]
     if not names or any(":" in d for d in names):
         return None
     return names
@@ -177,4 +182,45 @@ def check_ucx_net_devices_rdma(pair: PDPair) -> list[Violation]:
                     f"Set UCX_NET_DEVICES on the {r.role} container to the GPU-local RDMA devices (e.g. mlx5_0:1), or "
                     "remove it."),
         ))
+    return out
+
+
+@rule(
+    id="ucx-name-unrecognised", family="kv-transport", severity="warning",
+    fields=("spec.network.ucx.transports", "spec.network.ucx.netDevices", "spec.prefill.env", "spec.decode.env",
+            "spec.engine.env"),
+    source=("openucx/ucx src/ucs/config/parser.c ucs_config_sscanf_array (strtok_r at ',', nothing trimmed) and "
+            "ucs_config_sscanf_allow_list (strcmp with 'all'), src/ucp/core/ucp_context.c ucp_str_array_search "
+            "(strcmp of each listed transport, alias or device name; v1.20.0 lines 937-960, v1.19.0 line 925, v1.18.0 "
+            "line 879) and ucp_report_unavailable ('... not available, please use one or more of'); NIXL's UCX backend "
+            "reads the process's UCX_* environment, vLLM passes it untouched"),
+    example="UCX_TLS=RC,CUDA_COPY on a NixlConnector engine",
+)
+def check_ucx_names(pair: PDPair) -> list[Violation]:
+    """The names of UCX_TLS and UCX_NET_DEVICES are UCX's own, as UCX spells them (lower-case, no blanks): UCX matches
+    them exactly, so ``RC``, ``TCP``, ``ALL`` or ``MLX5_0:1`` name nothing and are left out."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if not r.nixl or "UCX" not in r.backends:
+            continue
+        for var in ("UCX_TLS", "UCX_NET_DEVICES"):
+            value = r.env.get(var)
+            if value is None or unknown_names(value):
+                continue
+            bad = parse(value).unrecognised if var == "UCX_TLS" else unrecognised_devices(value)
+            if not bad:
+                continue
+            shown = ", ".join(repr(n) for n in bad)
+            what = "transport and alias names (rc, cuda_copy, tcp, all)" if var == "UCX_TLS" else \
+                "device names (mlx5_0:1) and all"
+            out.append((
+                f"{r.role}: {var}={value} lists {shown}, which UCX does not recognise: it compares {what} exactly "
+                "(strcmp), nothing trimmed or case-folded, so it warns that they are not available and leaves them "
+                "out; NIXL's UCX backend then runs without them (with an allow list of nothing else UCX knows, without "
+                "any transport or device to move the KV).",
+                fix_for(pair, f"Write the names as UCX spells them in the {var} setting (lower-case, no blanks: "
+                              f"{', '.join(repr(n.strip().lower()) for n in bad)}).",
+                        f"Write the names as UCX spells them in {var} on the {r.role} container (lower-case, no "
+                        f"blanks: {', '.join(repr(n.strip().lower()) for n in bad)})."),
+            ))
     return out
