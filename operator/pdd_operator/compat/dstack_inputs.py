@@ -68,6 +68,8 @@ DSTACK_TERMS: tuple[tuple[str, str], ...] = (
     ("container's arguments", "replica group's commands"),
     ("container's image", "replica group's image"),
     ("but its pod requests", "but its replica group asks for"),
+    ("are engines of one container", "are engines the commands of one replica start on one instance"),
+    ("start in one container", "start on one instance"),
 )
 
 
