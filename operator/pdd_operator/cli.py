@@ -424,20 +424,24 @@ def _read_compose(all_docs: dict[str, list[dict]], engines: list, unreadable: li
 
 def _read_launcher_configs(all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> None:
     """Add the P/D engines of the launcher configurations of ``all_docs`` (path -> documents) whose engine commands
-    are read (dstack run configurations, :func:`~pdd_operator.compat.dstack_inputs.dstack_engines`) to ``engines``
+    are read (dstack run configurations, :func:`~pdd_operator.compat.dstack_inputs.dstack_engines`; single-node
+    SkyPilot tasks, :func:`~pdd_operator.compat.skypilot_inputs.skypilot_engines`) to ``engines``
     and those it cannot read to ``unreadable``, and take the documents read out of ``all_docs``; a configuration
     holding no P/D engine stays, for today's answer."""
     from pdd_operator.compat.dstack_inputs import dstack_engines
-    from pdd_operator.compat.manifests import is_dstack_configuration
+    from pdd_operator.compat.manifests import is_dstack_configuration, is_skypilot_task
+    from pdd_operator.compat.skypilot_inputs import skypilot_engines
 
-    for path, docs in all_docs.items():
-        mine = [d for d in docs if is_dstack_configuration(d)]
-        got = dstack_engines(path, mine) if mine else None
-        if got is None:
-            continue
-        engines.extend(got[0])
-        unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
-        all_docs[path] = [d for d in docs if not any(d is c for c in mine)]
+    readers = ((is_dstack_configuration, dstack_engines), (is_skypilot_task, skypilot_engines))
+    for path in list(all_docs):
+        for recognise, read in readers:
+            mine = [d for d in all_docs[path] if isinstance(d, dict) and not d.get("kind") and recognise(d)]
+            got = read(path, mine) if mine else None
+            if got is None:
+                continue
+            engines.extend(got[0])
+            unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
+            all_docs[path] = [d for d in all_docs[path] if not any(d is c for c in mine)]
 
 
 def _beside(path: str):

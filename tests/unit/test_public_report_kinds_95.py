@@ -10,6 +10,9 @@ controls.
    ``vllm.entrypoints.launchers.grpc_server``) was not taken for a vLLM engine: it parses ``AsyncEngineArgs`` as
    ``vllm serve`` does (0.18.0 grpc_server.py l.140-161, 0.34.0 launchers/grpc_server.py l.289-310), in a dstack
    group, a shell script or a Kubernetes container alike.
+3. SkyPilot tasks on one node are read through their ``setup`` + ``run`` scripts (``envs`` exported first, inside the
+   ``resources.image_id`` container), as shell scripts are; tasks on several nodes stay "not checked" (each node's
+   ``SKYPILOT_NODE_RANK`` is not in the files).
 """
 
 from __future__ import annotations
@@ -240,3 +243,59 @@ def test_the_grpc_server_in_a_shell_script_is_read(tmp_path, capsys):
     code = main(["check", str(script), "-o", "json", "--vllm-version", "0.18.0"])
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and "block-size-direction" in rules(out, "error"), out
+
+
+# --- 3. SkyPilot tasks on one node --------------------------------------------------------------------------------
+
+
+def _sky(d_extra: str = "", image: str | None = "docker:vllm/vllm-openai:v0.18.0", setup: str | None = None,
+         nodes: int | None = None, d_side: int = 5601) -> dict:
+    line = ("CUDA_VISIBLE_DEVICES={gpu} VLLM_NIXL_SIDE_CHANNEL_PORT={side} vllm serve $MODEL --port {port} "
+            "--kv-transfer-config '{kv}' {extra} &")
+    task = {"resources": {"accelerators": "H100:2", **({"image_id": image} if image else {})},
+            "envs": {"MODEL": "Qwen/Qwen3-8B", "HF_TOKEN": ""},
+            "run": "\n".join([line.format(gpu=0, side=5600, port=8100, kv=NIXL % "kv_producer", extra=""),
+                              line.format(gpu=1, side=d_side, port=8200, kv=NIXL % "kv_consumer", extra=d_extra),
+                              "python toy_proxy_server.py --prefiller-port 8100 --decoder-port 8200"])}
+    if setup is not None:
+        task["setup"] = setup
+    if nodes is not None:
+        task["num_nodes"] = nodes
+    return task
+
+
+@pytest.mark.parametrize(("d_extra", "d_side", "rule"), [
+    ("", 5601, None),
+    ("--block-size 8", 5601, "block-size-direction"),
+    ("--kv-cache-dtype fp8", 5601, "kv-cache-dtype-mismatch"),
+    ("", 5600, "side-channel-port-conflict"),
+])
+def test_a_single_node_skypilot_task_is_read_through_its_run_script(tmp_path, capsys, d_extra, d_side, rule):
+    code, out = _check(tmp_path, capsys, _sky(d_extra, d_side=d_side), name="task.sky.yaml")
+    assert rules(out, "error") == ({rule} if rule else set()) and code == (1 if rule else 0), out
+    assert out["results"][0]["vllmVersion"] == "0.18.0", out  # the image_id container's release
+    assert "(SkyPilot task setup+run)" in out["results"][0]["object"], out
+
+
+@pytest.mark.parametrize(("image", "setup", "version"), [
+    (None, "pip install vllm==0.20.0", "0.20.0"),                                  # setup installs the release
+    ("docker:vllm/vllm-openai:v0.18.0", "pip install vllm==0.19.1", "0.19.1"),    # which replaces the image's
+    ("docker:vllm/vllm-openai:v0.22.0", None, "0.22.0"),
+])
+def test_the_release_comes_from_setup_pins_then_the_image(tmp_path, capsys, image, setup, version):
+    code, out = _check(tmp_path, capsys, _sky(image=image, setup=setup), name="task.sky.yaml")
+    assert code == 0 and out["results"][0]["vllmVersion"] == version, out
+
+
+def test_a_task_on_several_nodes_stays_not_checked_as_a_skypilot_task(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _sky(nodes=2), name="task.sky.yaml")
+    assert code == 3 and not rules(out) and out["notChecked"][0]["object"] == "SkyPilot task", out
+
+
+def test_skypilot_sglang_workers_without_a_disaggregation_mode_are_nothing_to_check(capsys):
+    # set 95's SkyPilot Dynamo example: aggregated SGLang workers (no --disaggregation-mode), no vLLM engine
+    from tests.unit.test_public_reports import SETS
+
+    path = SETS / "public_reports_95" / "inputs" / "skypilot-dynamo-sglang-nixl-multinode.sky.yaml"
+    assert main(["check", str(path), "-o", "json"]) == 4
+    capsys.readouterr()

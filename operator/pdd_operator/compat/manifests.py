@@ -1151,13 +1151,18 @@ _SKYPILOT_KEYS = {"resources", "setup", "run", "envs", "num_nodes", "service", "
                   "secrets", "config"}
 
 
+def is_skypilot_task(doc: dict) -> bool:
+    """A SkyPilot task YAML: a ``run`` or ``setup`` script and only SkyPilot's top-level keys (:data:`_SKYPILOT_KEYS`)."""
+    return ("run" in doc or "setup" in doc) and set(doc) <= _SKYPILOT_KEYS
+
+
 def _kindless_launcher(doc: dict) -> str | None:
     """The name of a launcher format whose document has no ``kind``: a SkyPilot task (``run``/``setup`` scripts), a
     Nomad job in JSON (``nomad job run -json``: a top-level ``Job``) or a dstack run configuration whose commands
     hold no engine :mod:`~pdd_operator.compat.dstack_inputs` reads, else ``None``."""
     if is_dstack_configuration(doc):
         return "dstack run configuration"
-    if ("run" in doc or "setup" in doc) and set(doc) <= _SKYPILOT_KEYS:
+    if is_skypilot_task(doc):
         return "SkyPilot task"
     if set(doc) == {"Job"} and isinstance(doc["Job"], dict):
         return "Nomad job (JSON)"
