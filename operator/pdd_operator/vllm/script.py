@@ -74,7 +74,7 @@ MAX_ITERATIONS = 64
 
 #: Modules whose ``python -m`` starts a vLLM engine. vLLM's gRPC server (``vllm.entrypoints.grpc_server``, which
 #: SMG's gRPC workers run) parses its argv with ``FlexibleArgumentParser``, ``--host``/``--port`` of its own and
-#: ``AsyncEngineArgs.add_cli_args`` (0.16.0 grpc_server.py l.493-521, 0.18.0 l.140-161, 0.25.0 l.168-189), then builds
+#: ``AsyncEngineArgs.add_cli_args`` (from 0.14.0: grpc_server.py l.518-520; 0.18.0 l.140-161, 0.25.0 l.168-189), then builds
 #: the engine from ``AsyncEngineArgs.from_cli_args`` as ``vllm serve`` does; from 0.30.0 it re-exports
 #: ``vllm.entrypoints.launchers.grpc_server`` (0.30.0 and 0.34.0 grpc_server.py l.5-18), which keeps that parser.
 ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm",
