@@ -140,7 +140,9 @@ def test_a_group_on_dstacks_python_image_has_no_known_release_and_the_image_of_t
 
 
 @pytest.mark.parametrize(("gpu", "tp", "refused"), [("H200:2", 2, False), ("H200", 2, True), ("2", 2, False),
-                                                    ({"name": "H100", "count": 4}, 4, False), ("80GB:1", 2, True)])
+                                                    ({"name": "H100", "count": 4}, 4, False), ("80GB:1", 2, True),
+                                                    ("H200:1..2", 2, False), ("24GB..80GB", 2, True),
+                                                    ("MI300X:8", 8, False), ("amd:MI300X:1", 2, True)])
 def test_a_groups_gpus_are_its_resources_gpu(tmp_path, capsys, gpu, tp, refused):
     model = "Qwen/Qwen3-8B"
     p = _group("kv_producer", SMG_18, f"--tensor-parallel-size {tp}", gpu=gpu)

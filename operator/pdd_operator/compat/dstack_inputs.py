@@ -21,7 +21,8 @@ How a group maps (dstack ``src/dstack/_internal/core/models/configurations.py`` 
   ``NAME`` (or an empty map value) takes its value from the environment of the user running ``dstack apply``, not in
   these files: written as a reference to a ConfigMap not in the files, so the rules that need it say "not checked".
 * ``resources.gpu``: ``H200`` or ``48GB`` is one GPU, ``H200:8`` / ``MI300X:8`` / ``2`` that many, a map's
-  ``count``; a range (``1..2``) is not known -> ``nvidia.com/gpu`` with the count when known.
+  ``count``; a range of counts (``1..2``) is not known -> ``nvidia.com/gpu`` with the count when known
+  (``amd.com/gpu`` for an AMD vendor or Instinct name).
 * ``privileged`` (group or configuration) -> ``securityContext.privileged``.
 * Hosts: each replica of a service is a job of its own, placed on a whole instance with host networking or on
   instance blocks with bridge networking (dstack ``server/background/pipeline_tasks/jobs_submitted.py``
@@ -38,6 +39,7 @@ from typing import Any
 
 from pdd_operator.compat.manifests import Engine, Unreadable, is_dstack_configuration, scan
 from pdd_operator.compat.rules.base import GPU_COUNT_FIELD
+from pdd_operator.vllm.block_size import CUDA_RESOURCES, ROCM_RESOURCES
 
 #: The kind of workload (:attr:`~pdd_operator.compat.pair.RoleConfig.workload_kind`) of an engine read from a dstack
 #: replica group.
@@ -101,6 +103,11 @@ def dstack_fields(fields: list[str], containers: tuple[tuple[str, str], ...]) ->
     return out
 
 
+#: An AMD GPU in a ``resources.gpu`` spec: the vendor (``amd:MI300X:8``, ``vendor: amd``) or an Instinct name (dstack
+#: resources ``GPUSpec``: vendor, name, memory, count).
+_AMD = re.compile(r"\bamd\b|\bMI\d{3}", re.I)
+
+
 #: A GPU count after the last ``:`` of a ``resources.gpu`` string (``H200:8``, ``24GB..80GB:2``), or the whole string.
 _COUNT = re.compile(r"^\d+$")
 
@@ -118,9 +125,9 @@ def _gpus(resources: Any) -> int | None:
     last = str(gpu).rsplit(":", 1)[-1].strip()
     if _COUNT.match(last):
         return int(last) or None
-    if ".." in last and ":" not in str(gpu):  # a bare range of counts (``1..2``)
+    if re.fullmatch(r"\d*\.\.\d*", last):  # a range of counts (``1..2``, ``H100:2..``): not known
         return None
-    return 1  # a name or a memory size: one GPU
+    return 1  # a name or a memory size (``H200``, ``24GB..80GB``): one GPU
 
 
 def _env(doc: dict) -> list[dict]:
@@ -156,9 +163,11 @@ def _pod(doc: dict, index: int, group: dict, owner: str) -> dict:
     env = _env(doc)
     if env:
         container["env"] = env
-    gpus = _gpus(group.get("resources") if "resources" in group else doc.get("resources"))
+    resources = group.get("resources") if "resources" in group else doc.get("resources")
+    gpus = _gpus(resources)
     if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+        vendor = ROCM_RESOURCES[0] if _AMD.search(repr(resources)) else CUDA_RESOURCES[0]
+        container["resources"] = {"limits": {vendor: gpus}}
     if group.get("privileged", doc.get("privileged")) is True:
         container["securityContext"] = {"privileged": True}
     return {"apiVersion": "v1", "kind": "Pod",
