@@ -13,6 +13,9 @@ controls.
 3. SkyPilot tasks on one node are read through their ``setup`` + ``run`` scripts (``envs`` exported first, inside the
    ``resources.image_id`` container), as shell scripts are; tasks on several nodes stay "not checked" (each node's
    ``SKYPILOT_NODE_RANK`` is not in the files).
+4. Infrastructure-as-code files that configure a P/D pair in a form these rules do not read (Terraform HCL, Ansible
+   playbooks and task files) were "nothing to check" (exit 4): they are "not checked", named by their format, with
+   what to check instead.
 """
 
 from __future__ import annotations
@@ -299,5 +302,100 @@ def test_skypilot_sglang_workers_without_a_disaggregation_mode_are_nothing_to_ch
     from tests.unit.test_public_reports import SETS
 
     path = SETS / "public_reports_95" / "inputs" / "skypilot-dynamo-sglang-nixl-multinode.sky.yaml"
+    assert main(["check", str(path), "-o", "json"]) == 4
+    capsys.readouterr()
+
+
+# --- 4. Terraform and Ansible: not checked, by name -----------------------------------------------------------------
+
+KV_HCL = 'jsonencode({ kv_connector = "NixlConnector", kv_role = "%s" })'
+TERRAFORM = {
+    "kubernetes_deployment": '''resource "kubernetes_deployment" "%(role)s" {
+  metadata { name = "vllm-%(role)s" }
+  spec {
+    template {
+      spec {
+        container {
+          name  = "vllm"
+          image = "vllm/vllm-openai:v0.18.0"
+          args  = ["Qwen/Qwen3-8B", "--kv-transfer-config", %(kv)s]
+        }
+      }
+    }
+  }
+}
+''',
+    "kubernetes_manifest": '''resource "kubernetes_manifest" "%(role)s" {
+  manifest = {
+    apiVersion = "apps/v1"
+    kind       = "Deployment"
+    metadata   = { name = "vllm-%(role)s", namespace = "default" }
+    spec = { template = { spec = { containers = [{ name = "vllm", image = "vllm/vllm-openai:v0.18.0",
+      args = ["Qwen/Qwen3-8B", "--kv-transfer-config", %(kv)s] }] } } }
+  }
+}
+''',
+    "helm_release": '''module "llm_d" {
+  source = "./modules/llm-d"
+}
+resource "helm_release" "%(role)s" {
+  name       = "ms-pd"
+  chart      = "llm-d-modelservice"
+  values     = [yamlencode({ decode = { extraArgs = ["--kv-transfer-config", %(kv)s] } })]
+}
+''',
+}
+
+
+@pytest.mark.parametrize("resource", sorted(TERRAFORM))
+def test_terraform_that_configures_a_pd_pair_is_not_checked_by_name(tmp_path, capsys, resource):
+    text = "".join(TERRAFORM[resource] % {"role": r, "kv": KV_HCL % f"kv_{r}"} for r in ("producer", "consumer"))
+    path = tmp_path / "main.tf"
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and out["notChecked"][0]["object"].endswith("(Terraform configuration (HCL))"), out
+    assert "terraform" in out["notChecked"][0]["reason"].lower() or "Terraform" in out["notChecked"][0]["reason"]
+
+
+ANSIBLE = {
+    "playbook": '''- name: Start the vLLM P/D pair
+  hosts: gpu_nodes
+  become: true
+  tasks:
+    - name: prefill
+      ansible.builtin.shell: >
+        nohup vllm serve Qwen/Qwen3-8B --port 8100
+        --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}' &
+      when: inventory_hostname in groups['prefill']
+''',
+    "task file": '''- name: decode container
+  community.docker.docker_container:
+    name: vllm-decode
+    image: "vllm/vllm-openai:{{ vllm_version }}"
+    command: "Qwen/Qwen3-8B --kv-transfer-config '{\\"kv_connector\\":\\"NixlConnector\\",\\"kv_role\\":\\"kv_consumer\\"}'"
+''',
+    "k8s task": '''- name: apply the decode Deployment
+  kubernetes.core.k8s:
+    state: present
+    definition: "{{ lookup('template', 'decode.yaml.j2') | from_yaml }}"
+  vars:
+    kv_transfer_config: '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+''',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ANSIBLE))
+def test_ansible_that_configures_a_pd_pair_is_not_checked_by_name(tmp_path, capsys, kind):
+    path = tmp_path / "site.yml"
+    path.write_text(ANSIBLE[kind])
+    code = main(["check", str(path), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and out["notChecked"][0]["object"].endswith("(Ansible playbook or task file)"), out
+
+
+def test_ansible_or_terraform_without_a_kv_transfer_setting_stays_nothing_to_check_or_unread(tmp_path, capsys):
+    path = tmp_path / "site.yml"
+    path.write_text("- hosts: all\n  tasks:\n    - ansible.builtin.shell: vllm serve Qwen/Qwen3-8B\n")
     assert main(["check", str(path), "-o", "json"]) == 4
     capsys.readouterr()
