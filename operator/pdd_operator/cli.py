@@ -224,6 +224,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             if not _read_script(path, engines, unreadable):
                 unreadable.append(text_record)
     _read_compose(all_docs, engines, unreadable)
+    _read_launcher_configs(all_docs, engines, unreadable)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     for path, docs in all_docs.items():
@@ -421,6 +422,28 @@ def _read_compose(all_docs: dict[str, list[dict]], engines: list, unreadable: li
         engines.extend(got[0])
         unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
         all_docs[path] = [d for d in docs if not any(d is c for c in compose)]
+
+
+def _read_launcher_configs(all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> None:
+    """Add the P/D engines of the launcher configurations of ``all_docs`` (path -> documents) whose engine commands
+    are read (dstack run configurations, :func:`~pdd_operator.compat.dstack_inputs.dstack_engines`; single-node
+    SkyPilot tasks, :func:`~pdd_operator.compat.skypilot_inputs.skypilot_engines`) to ``engines``
+    and those it cannot read to ``unreadable``, and take the documents read out of ``all_docs``; a configuration
+    holding no P/D engine stays, for today's answer."""
+    from pdd_operator.compat.dstack_inputs import dstack_engines
+    from pdd_operator.compat.manifests import is_dstack_configuration, is_skypilot_task
+    from pdd_operator.compat.skypilot_inputs import skypilot_engines
+
+    readers = ((is_dstack_configuration, dstack_engines), (is_skypilot_task, skypilot_engines))
+    for path in list(all_docs):
+        for recognise, read in readers:
+            mine = [d for d in all_docs[path] if isinstance(d, dict) and not d.get("kind") and recognise(d)]
+            got = read(path, mine) if mine else None
+            if got is None:
+                continue
+            engines.extend(got[0])
+            unreadable.extend({"object": u.where, "reason": u.reason} for u in got[1])
+            all_docs[path] = [d for d in all_docs[path] if not any(d is c for c in mine)]
 
 
 def _beside(path: str):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.api.status import Finding
+from pdd_operator.compat.dstack_inputs import DSTACK_KIND, dstack_fields, in_dstack_terms
 from pdd_operator.compat.llmd_values import LLMD_VALUES_KIND, in_values_terms, values_fields
 from pdd_operator.compat.pair import PDPair, from_pddeployment
 from pdd_operator.compat.ray_serve import RAY_SERVE_KIND, in_ray_terms, ray_fields
@@ -99,6 +100,8 @@ def _in_terms(pair: PDPair, fix: str) -> str:
         return in_values_terms(fix, pair.containers)  # llm-d-modelservice values: their keys, not the rendered containers
     if all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return in_compose_terms(fix)  # Compose services: their keys, not the synthetic pods
+    if all(r.workload_kind == DSTACK_KIND for r in pair.roles):
+        return in_dstack_terms(fix)  # dstack replica groups: their commands, not the synthetic pods
     if all(r.workload_kind == MODELPLANE_KIND for r in pair.roles):
         return in_modelplane_terms(fix)  # Modelplane members: their device requests, not the composed pods
     if all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
@@ -121,6 +124,8 @@ def _fields(pair: PDPair, fields: tuple[str, ...], in_manifest: tuple[str, ...] 
         return values_fields(fields, out, pair.containers)  # llm-d-modelservice values keys
     if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return compose_fields(out, pair.containers)  # the Compose services' keys
+    if not pair.managed and pair.roles and all(r.workload_kind == DSTACK_KIND for r in pair.roles):
+        return dstack_fields(out, pair.containers)  # the dstack replica groups' keys
     if not pair.managed and pair.roles and all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
         return ray_fields(out, pair.containers)  # the LLMConfigs' keys
     return out
@@ -133,6 +138,8 @@ def _script_message(pair: PDPair, message: str) -> str:
         return in_script_terms(message)
     if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return in_compose_terms(message)
+    if not pair.managed and pair.roles and all(r.workload_kind == DSTACK_KIND for r in pair.roles):
+        return in_dstack_terms(message)
     if not pair.managed and pair.roles and all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
         return in_ray_terms(message)
     return message

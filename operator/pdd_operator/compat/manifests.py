@@ -1121,16 +1121,52 @@ def is_compose_file(doc: dict) -> bool:
             and all(str(k) in _COMPOSE_KEYS or str(k).startswith("x-") for k in doc))
 
 
+#: The ``type`` values of dstack run configurations whose replicas run ``commands`` (dstack configurations.py:
+#: ``ServiceConfiguration``, ``TaskConfiguration``, ``DevEnvironmentConfiguration``).
+DSTACK_TYPES = ("service", "task", "dev-environment")
+
+#: The top-level keys of a dstack run configuration beyond ``type`` (configurations.py at 511c318, the fields of
+#: the configuration classes and their base classes); a document with keys outside them is not taken for one.
+_DSTACK_KEYS = {
+    "type", "name", "image", "user", "privileged", "entrypoint", "working_dir", "registry_auth", "python", "nvcc",
+    "single_branch", "env", "shell", "resources", "priority", "volumes", "docker", "repos", "files", "setup",
+    "commands", "port", "gateway", "model", "https", "auth", "replicas", "scaling", "rate_limits", "probes",
+    "router", "strip_prefix", "nodes", "ports", "ide", "version", "init", "inactivity_duration", "backends",
+    "regions", "availability_zones", "instance_types", "reservation", "spot_policy", "retry", "max_duration",
+    "stop_duration", "max_price", "creation_policy", "idle_duration", "utilization_policy", "startup_order",
+    "stop_criteria", "schedule", "fleets", "tags", "placement", "instances", "blocks",
+}
+
+def is_dstack_configuration(doc: dict) -> bool:
+    """A dstack run configuration: ``type`` one of :data:`DSTACK_TYPES`, no ``kind``/``apiVersion``, only dstack's
+    keys (:data:`_DSTACK_KEYS`), and ``commands`` at the top or in a replica group."""
+    if doc.get("type") not in DSTACK_TYPES or "kind" in doc or "apiVersion" in doc:
+        return False
+    if not set(map(str, doc)) <= _DSTACK_KEYS:
+        return False
+    groups = doc.get("replicas")
+    return bool(doc.get("commands")) or isinstance(groups, list) and any(
+        isinstance(g, dict) and g.get("commands") for g in groups)
+
+
 #: Top-level keys of a SkyPilot task YAML (skypilot docs, "YAML configuration": ``resources``, ``setup``, ``run``,
 #: ``envs``, ``num_nodes``, ``service``, ``file_mounts``, ``workdir``); a task has ``run`` or ``setup``.
 _SKYPILOT_KEYS = {"resources", "setup", "run", "envs", "num_nodes", "service", "file_mounts", "workdir", "name",
                   "secrets", "config"}
 
 
+def is_skypilot_task(doc: dict) -> bool:
+    """A SkyPilot task YAML: a ``run`` or ``setup`` script and only SkyPilot's top-level keys (:data:`_SKYPILOT_KEYS`)."""
+    return ("run" in doc or "setup" in doc) and set(doc) <= _SKYPILOT_KEYS
+
+
 def _kindless_launcher(doc: dict) -> str | None:
-    """The name of a launcher format whose document has no ``kind``: a SkyPilot task (``run``/``setup`` scripts) or a
-    Nomad job in JSON (``nomad job run -json``: a top-level ``Job``), else ``None``."""
-    if ("run" in doc or "setup" in doc) and set(doc) <= _SKYPILOT_KEYS:
+    """The name of a launcher format whose document has no ``kind``: a SkyPilot task (``run``/``setup`` scripts), a
+    Nomad job in JSON (``nomad job run -json``: a top-level ``Job``) or a dstack run configuration whose commands
+    hold no engine :mod:`~pdd_operator.compat.dstack_inputs` reads, else ``None``."""
+    if is_dstack_configuration(doc):
+        return "dstack run configuration"
+    if is_skypilot_task(doc):
         return "SkyPilot task"
     if set(doc) == {"Job"} and isinstance(doc["Job"], dict):
         return "Nomad job (JSON)"

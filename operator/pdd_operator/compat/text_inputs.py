@@ -21,7 +21,10 @@ from pdd_operator.compat.manifests import pd_marked, platform_pd_launcher
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
 #: systemd.unit(5)/systemd.service(5) (``[Service]`` section, ``ExecStart=``), Nomad job specification (HCL
-#: ``job "<name>" {``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``, or with
+#: ``job "<name>" {``), the Terraform language (HCL blocks ``resource "<type>" "<name>" {``, ``data``, ``module``,
+#: ``provider``: kubernetes_deployment, kubernetes_manifest, helm_release resources), Ansible (a playbook's plays, list
+#: items with ``hosts:``; a role's task file, items keyed by a module's fully qualified name such as
+#: ``ansible.builtin.shell:``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``, or with
 #: inline ``NAME=value`` assignments before it, as the ``vllm serve`` pairs pasted in bug reports are: ``VLLM_USE_V1=1
 #: CUDA_VISIBLE_DEVICES=0 vllm serve ...``, vllm-project/vllm#22965; a wrapper may stand between, ``viztracer -o f vllm``;
 #: vLLM's Rust frontend ``vllm-rs serve``, :data:`pdd_operator.vllm.script.RUST_FRONTEND`).
@@ -30,6 +33,11 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
+    ("Terraform configuration (HCL)", re.compile(r'^\s*(?:resource|data|module|provider)\s+"[\w.-]+"(?:\s+"[\w.-]+")?\s*\{',
+                                                 re.M)),
+    ("Ansible playbook or task file", re.compile(r"^-\s+(?:\w+:[^\n]*\n\s+)*?hosts:\s*\S|^\s*(?:-\s+)?(?:ansible\.builtin|"
+                                                 r"ansible\.legacy|community\.docker|kubernetes\.core|containers\.podman)"
+                                                 r"\.\w+:", re.M)),
     ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm(-rs)?[\s.])"
                                 r"|^\s*(?:sudo\s+)?(?:docker|podman)(?:\s+container)?\s+run\s"
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]",
@@ -143,6 +151,18 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
             "it is a Helm chart template, not a manifest: it configures prefill/decode KV transfer, but its values "
             "and much of its text are filled in when the chart is rendered; render it (helm template) and check the "
             "rendered manifests")}
+    if fmt == "Terraform configuration (HCL)":
+        return {"object": f"{path} ({fmt})", "reason": (
+            "it is Terraform configuration: the engines' containers are written in HCL (kubernetes_deployment, "
+            "kubernetes_manifest or helm_release resources) with expressions, variables and values files that "
+            "Terraform evaluates at plan time, which these rules do not read; check the manifests it applies "
+            "(kubectl get -o yaml after apply, or helm template with the release's values) to have them checked")}
+    if fmt == "Ansible playbook or task file":
+        return {"object": f"{path} ({fmt})", "reason": (
+            "it is Ansible: the engine commands are in its tasks (shell, command, template or container modules), "
+            "run on the hosts its inventory groups, hosts and when conditions choose, with Jinja variables filled in "
+            "when it runs, which these rules do not read; write out each host's vllm serve command (as a shell "
+            "script, or as the commands of Kubernetes containers) to have them checked")}
     if fmt == "Python launcher":
         return {"object": f"{path} ({fmt})", "reason": (
             "it is a Python program that starts the prefill and decode engines: their command lines (model, ports, "

@@ -76,8 +76,13 @@ from pdd_operator.vllm.flags import _entry_length, parse_flags
 #: Loop iterations run in one script, all loops together (a bound on the work one manifest can cause).
 MAX_ITERATIONS = 64
 
-#: Modules whose ``python -m`` starts a vLLM engine.
-ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm")
+#: Modules whose ``python -m`` starts a vLLM engine. vLLM's gRPC server (``vllm.entrypoints.grpc_server``, which
+#: SMG's gRPC workers run) parses its argv with ``FlexibleArgumentParser``, ``--host``/``--port`` of its own and
+#: ``AsyncEngineArgs.add_cli_args`` (from 0.14.0: grpc_server.py l.518-520; 0.18.0 l.140-161, 0.25.0 l.168-189), then builds
+#: the engine from ``AsyncEngineArgs.from_cli_args`` as ``vllm serve`` does; from 0.30.0 it re-exports
+#: ``vllm.entrypoints.launchers.grpc_server`` (0.30.0 and 0.34.0 grpc_server.py l.5-18), which keeps that parser.
+ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "dynamo.vllm",
+                 "vllm.entrypoints.grpc_server", "vllm.entrypoints.launchers.grpc_server")
 
 #: vLLM's Rust frontend, ``vllm-rs serve MODEL [frontend flags] -- [engine flags]`` (the ``vllm-rs`` binary of
 #: rust/src/cmd, in the 0.27.0-0.34.0 sdists): it serves the OpenAI API itself and starts the Python engine core of
