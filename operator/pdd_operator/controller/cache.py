@@ -37,7 +37,9 @@ for that, so a restart never acts on half a picture.
 **Own writes.** A watch delivers the answer to the operator's own apply or status patch some
 milliseconds later; a reconcile that starts in between would see the old object and apply again.
 :meth:`ClusterCache.remember` keeps the apiserver's answer until the watch delivers that
-``resourceVersion`` (or a later one): reads return whichever is newer. resourceVersions are compared
+``resourceVersion`` (or a later one): reads return whichever is newer, taking both under one hold of
+the lock (the watch handlers index an event before they drop the write it delivers, so two holds
+could miss both: :meth:`ClusterCache._read`). resourceVersions are compared
 as integers, which they are on etcd-backed apiservers; one that is not an integer never overrides
 the index (Kubernetes calls them opaque, so the watch then simply wins). The same overlay keeps a
 ConfigMap read directly because the index did not have it yet (newly referenced), and its absence
@@ -527,16 +529,29 @@ class ClusterCache:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def _first(self, index: str, key: tuple) -> dict | None:
-        packed = self._packed(index, key)
-        return packed.unpack() if packed is not None else None
-
-    def _packed(self, index: str, key: tuple) -> Packed | None:
+    def _read(self, index: str, index_key: tuple, key: tuple) -> tuple[Packed | None, Packed | dict | None]:
+        """``(the index's first value under index_key, the overlay's entry of key)``, read under one hold
+        of the lock. Read apart, a watch event could land between the two: the handlers index the event
+        (:meth:`observe`) and only then drop the own write it delivers (:meth:`settle`), so a read of
+        the index before and of the overlay after found neither, and a child just applied read as
+        missing (a new object's first status said ``ChildMissing``)."""
         with self._lock:
-            items = self._indexes[index].get(key)
-        return items[0] if items else None
+            items = self._indexes[index].get(index_key)
+            return (items[0] if items else None), self._overlay.get(key)
 
-    def _newest(self, kind: str, key: tuple, indexed: dict | None) -> dict | None:
+    @staticmethod
+    def _newer(indexed: Packed | None, mine: Packed | dict | None) -> dict | None:
+        """The newer of an indexed copy and an overlay entry read together (:meth:`_read`), unpacked;
+        ``None`` for neither, or for an absence marker newer than the index."""
+        if mine is not None:
+            have, seen = _version(mine), _version(indexed) if indexed is not None else None
+            if indexed is None or not (have is None or seen is None or seen >= have):
+                return None if _absent(mine) else mine.unpack()
+        return indexed.unpack() if indexed is not None else None
+
+    def _newest(self, key: tuple, indexed: dict | None) -> dict | None:
+        """``indexed`` (an unpacked copy read before) or the overlay's entry of ``key`` if that is newer:
+        for pods, which the overlay never holds (no own write of a pod; see :meth:`_read`)."""
         with self._lock:
             mine = self._overlay.get(key)
         if mine is None:
@@ -548,7 +563,7 @@ class ClusterCache:
 
     def pdd(self, namespace: str, name: str) -> dict | None:
         """The PDDeployment, or ``None``."""
-        return self._newest(KIND, (KIND, namespace, name), self._first(PDD_INDEX, (namespace, name)))
+        return self._newer(*self._read(PDD_INDEX, (namespace, name), (KIND, namespace, name)))
 
     def pdd_names_by_instance(self, namespace: str, instance: str) -> list[str]:
         """Names of the PDDeployments whose instance label value is ``instance``."""
@@ -557,7 +572,8 @@ class ClusterCache:
 
     def child(self, kind: str, namespace: str, name: str) -> dict | None:
         """A managed child of ``kind``, or ``None``."""
-        return self._newest(kind, (kind, namespace, name), self._first(CHILD_INDEX, (kind, namespace, name)))
+        key = (kind, namespace, name)
+        return self._newer(*self._read(CHILD_INDEX, key, key))
 
     def child_version(self, kind: str, namespace: str, name: str) -> str | None:
         """The resourceVersion of the copy :meth:`child` would return (``None``: no such child, or one
@@ -583,7 +599,7 @@ class ClusterCache:
         pods = [packed.unpack() for packed in store]
         return [p for p in pods
                 if selector_matches({"matchLabels": selector}, (p.get("metadata") or {}).get("labels") or {})
-                and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
+                and self._newest(("Pod", namespace, p["metadata"].get("name")), p) is not None]
 
     def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:
         """Drop what the cache holds of ``kind`` (``PDDeployment``, a child kind, ``Pod`` or
@@ -651,13 +667,10 @@ class ClusterCache:
     def config_map(self, namespace: str, name: str) -> tuple[bool, dict | None]:
         """``(known, ConfigMap)``: known is False when neither the index nor the overlay can say
         (a ConfigMap referenced since its last watch event): read it directly and :meth:`remember` it."""
-        key = ("ConfigMap", namespace, name)
-        indexed = self._first(CONFIG_MAP_INDEX, (namespace, name))
-        with self._lock:
-            known = indexed is not None or key in self._overlay
-        if not known:
+        indexed, mine = self._read(CONFIG_MAP_INDEX, (namespace, name), ("ConfigMap", namespace, name))
+        if indexed is None and mine is None:
             return False, None
-        return True, self._newest("ConfigMap", key, indexed)
+        return True, self._newer(indexed, mine)
 
     def has_config_maps(self) -> bool:
         """Whether any ConfigMap is cached, indexed or read directly (the resync then checks them
