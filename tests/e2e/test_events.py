@@ -52,11 +52,11 @@ def has_events(cluster, namespace: str, expected: dict[str, int]) -> Counter:
 def test_each_transition_is_one_event_and_a_resync_posts_none(cluster, operator, namespace):
     apply(cluster, namespace)
     at(cluster, namespace, 1, "Ready", "True")
-    has_events(cluster, namespace, {"Created": 1, "RolledOut": 1})
+    has_events(cluster, namespace, {"RolledOut": 1})
 
     apply(cluster, namespace, prefill={"replicas": 3})
     at(cluster, namespace, 2, "Ready", "True")
-    has_events(cluster, namespace, {"Created": 1, "RolledOut": 2, "Scaled": 1})
+    has_events(cluster, namespace, {"RolledOut": 2, "Scaled": 1})
     assert ("Normal", "Scaled", "Scaled prefill from 2 to 3 replicas.") in events(cluster, namespace)
 
     # Degraded: no node has the GPU product asked for, so the new pods stay Pending; then back. (Not a
@@ -64,23 +64,23 @@ def test_each_transition_is_one_event_and_a_resync_posts_none(cluster, operator,
     # hetero-tp-kv-replicated before any pod is made.)
     apply(cluster, namespace, prefill={"replicas": 3}, placement={"gpuProduct": "NVIDIA-B200"})
     at(cluster, namespace, 3, "Degraded", "True", "Unschedulable")
-    has_events(cluster, namespace, {"Created": 1, "RolledOut": 2, "Scaled": 1, "Unschedulable": 1})
+    has_events(cluster, namespace, {"RolledOut": 2, "Scaled": 1, "Unschedulable": 1})
     apply(cluster, namespace, prefill={"replicas": 3})
     at(cluster, namespace, 4, "Ready", "True")
-    has_events(cluster, namespace, {"Created": 1, "RolledOut": 3, "Scaled": 1, "Unschedulable": 1, "Recovered": 1})
+    has_events(cluster, namespace, {"RolledOut": 3, "Scaled": 1, "Unschedulable": 1, "Recovered": 1})
 
     # Refused (an architecture vLLM's NixlConnector P/D cannot serve; only the operator's rules know), then fixed.
     apply(cluster, namespace, prefill={"replicas": 3},
           model={"name": "openai/whisper-large-v3", "hfArchitecture": "WhisperForConditionalGeneration"})
     st = at(cluster, namespace, 5, "Compatible", "False", "Incompatible")
-    has_events(cluster, namespace, {"Created": 1, "RolledOut": 3, "Scaled": 1, "Unschedulable": 1, "Recovered": 1,
+    has_events(cluster, namespace, {"RolledOut": 3, "Scaled": 1, "Unschedulable": 1, "Recovered": 1,
                                     "Incompatible": 1})
     (refused,) = [e for e in events(cluster, namespace) if e[1] == "Incompatible"]
     assert refused[0] == "Warning" and refused[2].startswith("Generation 5 refused: [")
     assert condition(st, "Compatible")["message"] in refused[2]
     apply(cluster, namespace, prefill={"replicas": 3})
     at(cluster, namespace, 6, "Ready", "True")
-    final = {"Created": 1, "RolledOut": 4, "Scaled": 1, "Unschedulable": 1, "Recovered": 2, "Incompatible": 1}
+    final = {"RolledOut": 4, "Scaled": 1, "Unschedulable": 1, "Recovered": 2, "Incompatible": 1}
     has_events(cluster, namespace, final)
 
     # Resyncs (every 2 s here) and reconciles with nothing to change post nothing.

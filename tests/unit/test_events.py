@@ -44,9 +44,9 @@ def kinds(events: list[Event]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("previous, new, expected", [
-    # creation: the first status names the children; Ready when the pods are
-    ({}, NEW, [("Normal", "Created")]),
-    ({}, READY, [("Normal", "Created"), ("Normal", "RolledOut")]),
+    # creation: the first status names the children and no Event repeats it; RolledOut when the pods are Ready
+    ({}, NEW, []),
+    ({}, READY, [("Normal", "RolledOut")]),
     (NEW, step(NEW), [("Normal", "RolledOut")]),
     # a resync or a no-op reconcile: nothing transitions
     (READY, step(READY), []),
@@ -101,8 +101,8 @@ def test_messages_say_what_happened():
     recovered, rolled = transitions(REFUSED, step(REFUSED, generation=3, applied=3))
     assert recovered.message.startswith("No longer degraded (was IncompatibleSpec: Generation 2 breaks")
     assert rolled.message.startswith("Generation 3 is rolled out: prefill: 1/1 ready")
-    (created,) = transitions({}, NEW)
-    assert created.message == "Created the child objects for generation 1."
+    assert transitions({}, NEW) == []  # the first apply: the status says it (appliedGeneration, Reconciling)
+    assert NEW["appliedGeneration"] == 1 and {c["type"]: c["status"] for c in NEW["conditions"]}["Reconciling"] == "True"
 
 
 def test_kv_transport_transitions():
@@ -117,8 +117,7 @@ def test_kv_transport_transitions():
 
 
 def test_a_status_of_an_older_release_is_no_error():
-    assert kinds(transitions({"conditions": [{"type": "Ready"}], "prefill": {}}, READY)) == [
-        ("Normal", "Created"), ("Normal", "RolledOut")]
+    assert kinds(transitions({"conditions": [{"type": "Ready"}], "prefill": {}}, READY)) == [("Normal", "RolledOut")]
 
 
 def test_filter_drops_a_repeat_within_the_window_and_allows_it_after():

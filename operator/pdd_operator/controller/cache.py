@@ -19,9 +19,11 @@ which key:
   only the referenced ones are kept in memory).
 
 Objects are kept without ``metadata.managedFields`` (a third of a Deployment's size, never read), pods
-only with what status reads of them (:func:`pod_view`), and each as compact JSON bytes
-(:class:`Packed`): a parsed JSON object takes five to ten times its text's size in Python, and a read
-(a few per reconcile) decodes one object in tens of microseconds. Every read returns a fresh dict.
+only with what status reads of them (:func:`pod_view`), and each as compact JSON bytes compressed
+against the first object of its kind (:class:`Packed`): a parsed JSON object takes five to ten times its
+text's size in Python, and the children of a thousand PDDeployments differ in little but their names,
+so a 5 KB Deployment keeps about 200 bytes; a read (a few per reconcile) decodes one object in tens of
+microseconds. Every read returns a fresh dict.
 
 **Why not kopf's own indexes** (``@kopf.index``): kopf holds every handler until all indexes are
 filled, which is what a cache needs, but it does so with one toggle per indexed object that every
@@ -35,7 +37,9 @@ for that, so a restart never acts on half a picture.
 **Own writes.** A watch delivers the answer to the operator's own apply or status patch some
 milliseconds later; a reconcile that starts in between would see the old object and apply again.
 :meth:`ClusterCache.remember` keeps the apiserver's answer until the watch delivers that
-``resourceVersion`` (or a later one): reads return whichever is newer. resourceVersions are compared
+``resourceVersion`` (or a later one): reads return whichever is newer, taking both under one hold of
+the lock (the watch handlers index an event before they drop the write it delivers, so two holds
+could miss both: :meth:`ClusterCache._read`). resourceVersions are compared
 as integers, which they are on etcd-backed apiservers; one that is not an integer never overrides
 the index (Kubernetes calls them opaque, so the watch then simply wins). The same overlay keeps a
 ConfigMap read directly because the index did not have it yet (newly referenced), and its absence
@@ -56,6 +60,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -116,27 +121,77 @@ def status_only(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
 
 class Packed(NamedTuple):
     """What an index keeps of one object: its resourceVersion, its owner's name or instance label
-    (``None`` when it has none) and the object as compact JSON without its resourceVersion, so two
-    versions of an object that differ in nothing the cache keeps have equal ``blob`` s
-    (:meth:`ClusterCache.observe` tells a resourceVersion-only update that way)."""
+    (``None`` when it has none) and the object as compact JSON without its resourceVersion, compressed
+    (``blob``: zlib, with ``zdict``, its kind's preset dictionary: :func:`dictionary`), so two versions of
+    an object that differ in nothing the cache keeps have equal ``blob`` s (:meth:`ClusterCache.observe`
+    tells a resourceVersion-only update that way: the compression is deterministic)."""
 
     version: str | None
     owner: str | None
     blob: bytes
+    zdict: bytes = b""
+
+    def text(self) -> bytes:
+        """The object's JSON as packed (without its resourceVersion)."""
+        return zlib.decompressobj(_WBITS, zdict=self.zdict).decompress(self.blob)
 
     def unpack(self) -> dict:
         """The object with its resourceVersion (a new dict on every call)."""
-        body = json.loads(self.blob) if self.blob[:1] == _STDLIB_MARK else orjson.loads(self.blob)
+        text = self.text()
+        body = json.loads(text) if text[:1] == _STDLIB_MARK else orjson.loads(text)
         if self.version is not None:
             body.setdefault("metadata", {})["resourceVersion"] = self.version
         return body
 
 
+#: zlib's window (2 ** 13 = 8 KiB: a Deployment's JSON is about 5 KiB) and memory level: 64 KiB of
+#: compressor state, copied for each object (:func:`_compress`), where zlib's defaults take 256 KiB.
+_WBITS, _MEM_LEVEL = 13, 6
+#: The longest preset dictionary that zlib uses with that window.
+_WINDOW = 2**_WBITS
+#: Per kind, the preset dictionary its objects are compressed with (:func:`dictionary`) and a compressor
+#: primed with it, never used itself: each object is compressed by a copy of it.
+_DICTIONARIES: dict[str, tuple[bytes, Any]] = {}
+
+
+def dictionary(kind: str, text: bytes) -> bytes:
+    """The preset dictionary of ``kind``: the packed JSON of the first object of that kind packed in this
+    process (its last 8 KiB, zlib's window here), ``text`` when this is the first. Never changes once set
+    (a blob is read back with the dictionary it was written with), so the same object always compresses
+    to the same blob.
+
+    Why: the operator's children of one kind are one renderer's output and differ in names, labels and a
+    few values; against another object of the kind, zlib keeps a 5 KB Deployment in about 200 bytes and
+    a PDDeployment with its status in about 100, where on its own it would keep 2 KB (bench/README.md,
+    2026-12-07, 06:00). A dictionary that is a poor match (another shape of spec) costs nothing but ratio."""
+    return _primed(kind, text)[0]
+
+
+def _primed(kind: str, text: bytes) -> tuple[bytes, Any]:
+    found = _DICTIONARIES.get(kind)
+    if found is None:
+        zdict = bytes(memoryview(text)[-_WINDOW:])  # a bytes object of its own size, not orjson's buffer
+        found = _DICTIONARIES.setdefault(kind, (zdict, zlib.compressobj(1, zlib.DEFLATED, _WBITS, _MEM_LEVEL,
+                                                                         zdict=zdict)))
+    return found
+
+
+def _compress(text: bytes, primed: Any) -> bytes:
+    """``text`` compressed with zlib at level 1 by a copy of ``primed`` (a compressor given its kind's
+    dictionary: copying it costs half of priming a new one). Deterministic: the same text and dictionary
+    give the same bytes. About 30 us for a 5 KB Deployment, 10-15 us to read back."""
+    compressor = primed.copy()
+    return compressor.compress(text) + compressor.flush()
+
+
 def pack(obj: Mapping[str, Any], owner: str | None = None) -> Packed:
-    """:class:`Packed` of ``obj`` without ``managedFields`` (:func:`strip`)."""
+    """:class:`Packed` of ``obj`` without ``managedFields`` (:func:`strip`), compressed against its kind's
+    :func:`dictionary`."""
     body = strip(obj)
     version = body["metadata"].pop("resourceVersion", None)
-    return Packed(version, owner, _dumps(body))
+    text = _dumps(body)
+    zdict, primed = _primed(str(body.get("kind") or ""), text)
+    return Packed(version, owner, _compress(text, primed), zdict)
 
 
 #: First byte of a blob the standard library wrote (JSON allows leading whitespace): :meth:`Packed.unpack`
@@ -150,10 +205,10 @@ def _dumps(body: Mapping[str, Any]) -> bytes:
     bits, a lone surrogate), the standard library's behind :data:`_STDLIB_MARK`, so that it reads back
     unchanged (orjson would read such an integer as a float). One object always packs the same way."""
     try:
-        # Copied into a bytes object of its own size: orjson's output keeps the capacity of its growing
-        # buffer, about twice the JSON (tracemalloc: 8.2 against 3.8 MB for 1,000 Deployments; the N=1,000
-        # bench's RSS went from 146 to 199 MB without the copy, bench/README.md). The copy costs ~5 us.
-        return bytes(memoryview(orjson.dumps(body)))
+        # orjson's output keeps the capacity of its growing buffer, about twice the JSON (the N=1,000
+        # bench's RSS went from 146 to 199 MB when it was kept, bench/README.md); only its compressed
+        # copy is kept (:func:`pack`), and the dictionary is a slice of it: a bytes object of its own size.
+        return orjson.dumps(body)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return _STDLIB_MARK + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(
             "utf-8", "surrogatepass")
@@ -253,45 +308,68 @@ class Index:
     replace its old ones (as kopf's indexes do). Not thread-safe: :class:`ClusterCache` locks."""
 
     def __init__(self) -> None:
-        self._stores: dict[Any, dict[tuple, Any]] = {}
-        self._keys_of: dict[tuple, set] = {}
+        # key -> {object key: value}; a key that one object has (a child, a PDDeployment: almost all)
+        # holds the pair (object key, value) instead: 56 bytes where a one-entry dict takes 232.
+        self._stores: dict[Any, dict[tuple, Any] | tuple[tuple, Any]] = {}
+        # A tuple per object (almost always of one key): 48 bytes where a set takes 216.
+        self._keys_of: dict[tuple, tuple] = {}
+
+    def _store(self, key: Any) -> Mapping[tuple, Any]:
+        """``{object key: value}`` under ``key`` (a new dict for a pair; do not change it)."""
+        store = self._stores.get(key)
+        if store is None:
+            return {}
+        return store if isinstance(store, dict) else {store[0]: store[1]}
 
     def replace(self, obj_key: tuple, results: Mapping[Any, Any]) -> bool:
         """Set ``obj_key``'s values to ``results`` (key -> value), dropping its other keys. Returns
         whether anything changed: keys, or a value other than by its :class:`Packed` version alone."""
-        old_keys = self._keys_of.get(obj_key, set())
+        old_keys = set(self._keys_of.get(obj_key, ()))
         changed = old_keys != set(results)
         for key in old_keys - set(results):
             self._drop(key, obj_key)
         for key, value in results.items():
-            store = self._stores.setdefault(key, {})
+            store = self._stores.get(key)
+            if store is None or (not isinstance(store, dict) and store[0] == obj_key):
+                changed = changed or not _same_content(None if store is None else store[1], value)
+                self._stores[key] = (obj_key, value)
+                continue
+            if not isinstance(store, dict):
+                store = self._stores[key] = {store[0]: store[1]}
             changed = changed or not _same_content(store.get(obj_key), value)
             store[obj_key] = value
         if results:
-            self._keys_of[obj_key] = set(results)
+            self._keys_of[obj_key] = tuple(results)
         else:
             self._keys_of.pop(obj_key, None)
         return changed
 
     def discard(self, obj_key: tuple) -> None:
         """Forget every value of ``obj_key``."""
-        for key in self._keys_of.pop(obj_key, set()):
+        for key in self._keys_of.pop(obj_key, ()):
             self._drop(key, obj_key)
 
     def _drop(self, key: Any, obj_key: tuple) -> None:
         store = self._stores.get(key)
-        if store is not None:
-            store.pop(obj_key, None)
-            if not store:
+        if store is None:
+            return
+        if not isinstance(store, dict):
+            if store[0] == obj_key:
                 del self._stores[key]
+            return
+        store.pop(obj_key, None)
+        if len(store) == 1:
+            self._stores[key] = next(iter(store.items()))
+        elif not store:
+            del self._stores[key]
 
     def get(self, key: Any) -> list:
         """The values under ``key`` (a new list)."""
-        return list(self._stores.get(key, {}).values())
+        return list(self._store(key).values())
 
     def value(self, key: Any, obj_key: tuple) -> Any:
         """The value ``obj_key`` has under ``key``, or ``None``."""
-        return self._stores.get(key, {}).get(obj_key)
+        return self._store(key).get(obj_key)
 
     def keys(self) -> list:
         """Every key (a new list)."""
@@ -333,24 +411,29 @@ class ClusterCache:
         a deletion and every other change."""
         meta = body.get("metadata") or {}
         obj_key = (kind, meta.get("namespace"), meta.get("name"))
+        if kind == KIND:
+            updates = {PDD_INDEX: index_pdd, INSTANCE_INDEX: index_instance}
+        elif kind == "Pod":
+            updates = {POD_INDEX: index_pod}
+        elif kind == "ConfigMap":
+            updates = {CONFIG_MAP_INDEX: self.index_config_map}
+        elif kind in _CHILD_KINDS:
+            updates = {CHILD_INDEX: index_child}
+        else:
+            raise ValueError(f"unsupported kind {kind}")
+        # Packed before the lock (JSON and compression: tens of microseconds a Deployment, which the
+        # reconciles' reads would wait for); a ConfigMap's value depends on the references, read under it.
+        results = {} if deleted or kind == "ConfigMap" else {name: function(body) for name, function in updates.items()}
         with self._lock:
             if kind == KIND:
                 self.note_references(body, deleted)
-                updates = {PDD_INDEX: index_pdd, INSTANCE_INDEX: index_instance}
-            elif kind == "Pod":
-                updates = {POD_INDEX: index_pod}
-            elif kind == "ConfigMap":
-                updates = {CONFIG_MAP_INDEX: self.index_config_map}
-            elif kind in _CHILD_KINDS:
-                updates = {CHILD_INDEX: index_child}
-            else:
-                raise ValueError(f"unsupported kind {kind}")
             changed = deleted
             for name, function in updates.items():
                 if deleted:
                     self._indexes[name].discard(obj_key)
                 else:
-                    changed = self._indexes[name].replace(obj_key, function(body)) or changed
+                    value = results[name] if name in results else function(body)
+                    changed = self._indexes[name].replace(obj_key, value) or changed
             if self._expected is not None and not self.ready.is_set():
                 self._expected.get(kind, set()).discard(obj_key[1:])
                 self._check_ready()
@@ -446,16 +529,29 @@ class ClusterCache:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def _first(self, index: str, key: tuple) -> dict | None:
-        packed = self._packed(index, key)
-        return packed.unpack() if packed is not None else None
-
-    def _packed(self, index: str, key: tuple) -> Packed | None:
+    def _read(self, index: str, index_key: tuple, key: tuple) -> tuple[Packed | None, Packed | dict | None]:
+        """``(the index's first value under index_key, the overlay's entry of key)``, read under one hold
+        of the lock. Read apart, a watch event could land between the two: the handlers index the event
+        (:meth:`observe`) and only then drop the own write it delivers (:meth:`settle`), so a read of
+        the index before and of the overlay after found neither, and a child just applied read as
+        missing (a new object's first status said ``ChildMissing``)."""
         with self._lock:
-            items = self._indexes[index].get(key)
-        return items[0] if items else None
+            items = self._indexes[index].get(index_key)
+            return (items[0] if items else None), self._overlay.get(key)
 
-    def _newest(self, kind: str, key: tuple, indexed: dict | None) -> dict | None:
+    @staticmethod
+    def _newer(indexed: Packed | None, mine: Packed | dict | None) -> dict | None:
+        """The newer of an indexed copy and an overlay entry read together (:meth:`_read`), unpacked;
+        ``None`` for neither, or for an absence marker newer than the index."""
+        if mine is not None:
+            have, seen = _version(mine), _version(indexed) if indexed is not None else None
+            if indexed is None or not (have is None or seen is None or seen >= have):
+                return None if _absent(mine) else mine.unpack()
+        return indexed.unpack() if indexed is not None else None
+
+    def _newest(self, key: tuple, indexed: dict | None) -> dict | None:
+        """``indexed`` (an unpacked copy read before) or the overlay's entry of ``key`` if that is newer:
+        for pods, which the overlay never holds (no own write of a pod; see :meth:`_read`)."""
         with self._lock:
             mine = self._overlay.get(key)
         if mine is None:
@@ -467,7 +563,7 @@ class ClusterCache:
 
     def pdd(self, namespace: str, name: str) -> dict | None:
         """The PDDeployment, or ``None``."""
-        return self._newest(KIND, (KIND, namespace, name), self._first(PDD_INDEX, (namespace, name)))
+        return self._newer(*self._read(PDD_INDEX, (namespace, name), (KIND, namespace, name)))
 
     def pdd_names_by_instance(self, namespace: str, instance: str) -> list[str]:
         """Names of the PDDeployments whose instance label value is ``instance``."""
@@ -476,7 +572,8 @@ class ClusterCache:
 
     def child(self, kind: str, namespace: str, name: str) -> dict | None:
         """A managed child of ``kind``, or ``None``."""
-        return self._newest(kind, (kind, namespace, name), self._first(CHILD_INDEX, (kind, namespace, name)))
+        key = (kind, namespace, name)
+        return self._newer(*self._read(CHILD_INDEX, key, key))
 
     def child_version(self, kind: str, namespace: str, name: str) -> str | None:
         """The resourceVersion of the copy :meth:`child` would return (``None``: no such child, or one
@@ -502,7 +599,7 @@ class ClusterCache:
         pods = [packed.unpack() for packed in store]
         return [p for p in pods
                 if selector_matches({"matchLabels": selector}, (p.get("metadata") or {}).get("labels") or {})
-                and self._newest("Pod", ("Pod", namespace, p["metadata"].get("name")), p) is not None]
+                and self._newest(("Pod", namespace, p["metadata"].get("name")), p) is not None]
 
     def prune(self, kind: str, listed: Mapping[tuple[str, str], str], list_version: int | None) -> set[tuple[str, str]]:
         """Drop what the cache holds of ``kind`` (``PDDeployment``, a child kind, ``Pod`` or
@@ -543,7 +640,7 @@ class ClusterCache:
         if kind in (KIND, "ConfigMap"):
             return obj_key[1:]
         if kind == "Pod":
-            keys = self._indexes[POD_INDEX]._keys_of.get(obj_key) or set()
+            keys = self._indexes[POD_INDEX]._keys_of.get(obj_key) or ()
             return next(iter(keys), None)
         return obj_key
 
@@ -570,13 +667,10 @@ class ClusterCache:
     def config_map(self, namespace: str, name: str) -> tuple[bool, dict | None]:
         """``(known, ConfigMap)``: known is False when neither the index nor the overlay can say
         (a ConfigMap referenced since its last watch event): read it directly and :meth:`remember` it."""
-        key = ("ConfigMap", namespace, name)
-        indexed = self._first(CONFIG_MAP_INDEX, (namespace, name))
-        with self._lock:
-            known = indexed is not None or key in self._overlay
-        if not known:
+        indexed, mine = self._read(CONFIG_MAP_INDEX, (namespace, name), ("ConfigMap", namespace, name))
+        if indexed is None and mine is None:
             return False, None
-        return True, self._newest("ConfigMap", key, indexed)
+        return True, self._newer(indexed, mine)
 
     def has_config_maps(self) -> bool:
         """Whether any ConfigMap is cached, indexed or read directly (the resync then checks them

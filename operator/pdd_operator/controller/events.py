@@ -12,7 +12,6 @@ The transitions and their reasons (CamelCase, as the Kubernetes API conventions 
 =============================  =======  ===================================================================
 transition                     type     reason
 =============================  =======  ===================================================================
-children first applied         Normal   ``Created``
 spec refused                   Warning  ``Incompatible`` / ``InvalidSpec`` (the ``Compatible`` reason), once
                                         per refused generation
 a role's replicas changed      Normal   ``Scaled``
@@ -33,6 +32,15 @@ new generation is rolled out
 :data:`REFILL_SECONDS` (client-go's defaults in ``k8s.io/client-go/tools/record/events_cache.go``:
 a 10-minute aggregation window, and ``EventSourceObjectSpamFilter`` with burst 25, qps 1/300), so an
 object that flaps between two states gets its first few transitions recorded, not one Event per flap.
+
+**No Event where the status says it all.** Events are best-effort, supplemental history; each is a
+request the apiserver must store. A new object's children being applied for the first time is not
+posted (until 2026-12-07 it was, as ``Created``): its status says so in the same write
+(``appliedGeneration``, ``Reconciling=True`` from that moment: its ``lastTransitionTime``), it happens
+once in an object's life, so there is no history to keep, and a burst of 1,000 creates spent one
+request in nine on it beside the nine child applies (bench/README.md, 2026-12-07, 06:00). What
+``kubectl describe`` shows in Events is what the status alone cannot: each rollout, scaling,
+refusal, degradation and recovery, one after another.
 """
 
 from __future__ import annotations
@@ -89,8 +97,6 @@ def transitions(previous: dict, new: dict) -> list[Event]:
                             f"Generation {generation} refused: {compatible.get('message', '')}"))
 
     applied, was_applied = new.get("appliedGeneration"), previous.get("appliedGeneration")
-    if applied is not None and was_applied is None:
-        events.append(Event("Normal", "Created", f"Created the child objects for generation {applied}."))
 
     scaled = [f"{role} from {old} to {now}" for role in ROLES
               if (old := _replicas(previous, role)) is not None and (now := _replicas(new, role)) is not None

@@ -145,7 +145,7 @@ def rules(options: Options) -> list[Rule]:
         Rule("rbac.authorization.k8s.io", ("roles", "rolebindings"), ("get", "list", "watch", "create", "patch"),
              "watched", "the router's Role and RoleBinding (server-side apply); informers watch them as children"),
         Rule("", ("events",), ("create",), "watched",
-             "an Event on the PDDeployment for each status transition (Created, Scaled, RolledOut, Incompatible, "
+             "an Event on the PDDeployment for each status transition (Scaled, RolledOut, Incompatible, "
              "InvalidSpec, a Degraded reason such as ApplyFailed, Recovered; controller/events.py) and a failed "
              "reconcile (ReconcileError); repeats are dropped in the operator, so no patch"),
     ]

@@ -526,7 +526,9 @@ def reconcile(kube: Kube, namespace: str, name: str, waiters: Executor | None = 
             post_events(kube, obj, transitions(previous, status))
             log.info(
                 "status of %s/%s: %s", namespace, name,
-                ", ".join(f"{c['type']}={c['status']}" for c in status["conditions"]),
+                ", ".join(f"{c['type']}={c['status']}" + (f" ({c['reason']})" if c["type"] == "Degraded"
+                                                         and c["status"] == "True" else "")
+                          for c in status["conditions"]),
             )
         CHILD_APPLIES.inc(applied)
         STATUS_WRITES.inc(int(written))
