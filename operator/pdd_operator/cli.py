@@ -218,6 +218,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             if text_record is not None:  # a script or unit file that configures P/D: not checked, not unreadable
                 unreadable.append(text_record)
                 continue
+            if isinstance(exc.__cause__, yaml.YAMLError) and _runs_without_pd(path):  # aggregated engines only
+                all_docs[path] = []
+                continue
             input_errors.append(str(exc) if isinstance(exc, InputError) else f"{path}: {exc.strerror}")
             continue
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
@@ -388,6 +391,21 @@ def _text_input(path: str) -> dict | None:
         return unreadable_text(path, Path(path).read_text(errors="replace"))
     except OSError:
         return None
+
+
+def _runs_without_pd(path: str) -> bool:
+    """The file ``path`` is a shell or Slurm script, a systemd unit or a Nomad job
+    (:func:`~pdd_operator.compat.text_inputs.run_format`) that is no valid YAML; called where
+    :func:`_text_input` found no P/D KV transfer in it, so it holds nothing to check (exit 4), as the same script
+    whose text happens to parse as a YAML string does. ``False`` for stdin and a file that cannot be read."""
+    from pdd_operator.compat.text_inputs import run_format
+
+    if path == "-":
+        return False
+    try:
+        return run_format(Path(path).read_text(errors="replace")) is not None
+    except OSError:
+        return False
 
 
 def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:

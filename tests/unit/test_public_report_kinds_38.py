@@ -112,9 +112,11 @@ def test_a_one_line_launch_that_parses_as_a_yaml_string_is_not_checked(tmp_path,
     assert code == 3 and "shell script" in out["notChecked"][0]["object"], out
 
 
-def test_a_script_without_a_kv_connector_stays_an_input_error(tmp_path, capsys):
+def test_a_script_without_a_kv_connector_is_nothing_to_check(tmp_path, capsys):
+    # Not "not checked" (it configures no P/D), and since set 97 no input error either: a shell script that is no
+    # valid YAML holds nothing to check, as the same script whose text parses as a YAML string (cli._runs_without_pd).
     code, out = _check_text(tmp_path, capsys, 'echo "serving: now"\nvllm serve Qwen/Qwen3-8B --port 8000\n', "plain.sh")
-    assert code == 2 and out["inputErrors"] and not out["notChecked"], out
+    assert code == 4 and not out["inputErrors"] and not out["notChecked"], out
 
 
 def test_a_broken_manifest_naming_a_kv_connector_stays_an_input_error(tmp_path, capsys):

@@ -82,6 +82,24 @@ def text_format(text: str) -> str | None:
     return fmt
 
 
+#: The formats of :data:`_FORMATS` that a shell, service manager or scheduler runs (not a chart template, whose text
+#: becomes YAML once rendered, nor Python, whose command lines are built when it runs).
+_RUN_FORMATS = ("Slurm batch script", "shell script", "systemd unit", "Nomad job (HCL)")
+
+
+def run_format(text: str) -> str | None:
+    """The format of ``text`` when it is a script, unit or job file that a shell, service manager or scheduler runs
+    (one of :data:`_RUN_FORMATS`, by :func:`text_format`), else ``None``.
+
+    Such a file is no YAML document, though its text may happen to parse as one (a plain ``vllm serve`` line is a YAML
+    string; a multi-line quoted JSON argument, ``--speculative_config '{\\n "model": ...}'`` as ai-dynamo/dynamo's
+    examples/backends/vllm/launch/agg_spec_decoding.sh at f8b33ac writes it, is not): where it configures no
+    prefill/decode KV transfer (:func:`unreadable_text` gives no record) it holds nothing to check either way, never
+    an unreadable input. Pure."""
+    fmt = text_format(text)
+    return fmt if fmt in _RUN_FORMATS else None
+
+
 #: A container engine's run command at the start of a line (``docker run``, ``sudo podman run``): a file of such
 #: commands is a shell script even without a shebang, as vendors' guides give their P/D launch (Qualcomm vllm-qaic
 #: docs/docs/user_guide/features/disaggregated_serving.md: ``docker pull`` then ``docker run ... <image> --model ...``).
