@@ -171,10 +171,12 @@ def test_a_compose_file_of_dynamo_workers_is_a_pd_pair(tmp_path, capsys):
 
 
 def test_the_role_flags_alone_are_no_marker_without_dynamo_vllm(tmp_path, capsys):
-    # an SGLang script's --disaggregation-mode is not Dynamo's vLLM worker: still nothing of vLLM to check
+    # an SGLang script's --disaggregation-mode is not Dynamo's vLLM worker: no vLLM engine is read from it; since
+    # set 99 the SGLang P/D pair is named "not checked" (exit 3), as SGLang containers in manifests are
     path = tmp_path / "sglang.sh"
     path.write_text("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill &\n"
                     "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode &\nwait\n")
     from pdd_operator.cli import main
-    assert main(["check", str(path), "-o", "json"]) == 4
-    capsys.readouterr()
+    assert main(["check", str(path), "-o", "json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert not out["results"] and "SGLang" in out["notChecked"][0]["reason"], out

@@ -5,8 +5,9 @@ controls.
    architecture's ``MODELS_CONFIG_MAP`` entry from ``VllmConfig.__post_init__`` (vllm/config/vllm.py 0.34.0 l.1483,
    l.2816-2845), before the NIXL compatibility hash reads ``cache_config.cache_dtype`` (nixl/metadata.py 0.34.0
    l.201). ``DeepseekV32ForCausalLM`` rewrites ``bfloat16`` to ``auto`` (vllm/model_executor/models/config.py 0.18.0
-   l.39-41, 0.34.0 l.91-93), and before 0.18.0 also ``auto`` and every ``fp8*`` to ``fp8_ds_mla`` (0.11.0 l.418-425,
-   0.16.0 l.555-562, 0.17.1 l.595-602); ``MistralLarge4ForCausalLM`` rewrites ``bfloat16`` to ``auto`` from 0.34.0
+   l.39-41, 0.34.0 l.91-93), and before 0.18.0 also every ``fp8*`` to ``fp8_ds_mla`` (0.11.0 l.418-425, 0.16.0
+   l.555-562, 0.17.1 l.595-602), ``auto`` too in 0.11.0 only (0.11.1 l.478-479 tests ``startswith("fp8")`` alone:
+   corrected by set 99); ``MistralLarge4ForCausalLM`` rewrites ``bfloat16`` to ``auto`` from 0.34.0
    (l.151-152). Other architectures keep the written string (GLM-5's ``GlmMoeDsaForCausalLM`` hook only touches
    ``auto`` on SM10x), so their ``bfloat16`` against ``auto`` is refused.
 
@@ -50,9 +51,11 @@ def _kv_dtype_findings(out):
     ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.34.0", (), ("--kv-cache-dtype", "bfloat16")),
     ("deepseek-ai/DeepSeek-V3.2-Exp", "vllm/vllm-openai:v0.24.0", ("--kv-cache-dtype", "bfloat16"), ()),
     ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.18.0", ("--kv-cache-dtype", "auto"), ("--kv-cache-dtype", "bfloat16")),
-    # before 0.18.0 the hook makes auto and every fp8 spelling fp8_ds_mla
-    ("deepseek-ai/DeepSeek-V3.2-Exp", "vllm/vllm-openai:v0.16.0", (), ("--kv-cache-dtype", "fp8")),
+    # before 0.18.0 the hook makes every fp8 spelling fp8_ds_mla; 0.11.0 turns auto into it too (set 99)
+    ("deepseek-ai/DeepSeek-V3.2-Exp", "vllm/vllm-openai:v0.11.0", (), ("--kv-cache-dtype", "fp8")),
     ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.13.0", ("--kv-cache-dtype", "fp8_e4m3"), ("--kv-cache-dtype", "fp8")),
+    # from 0.11.1 auto stays auto and bfloat16 becomes auto (0.16.0 l.557-561)
+    ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.16.0", (), ("--kv-cache-dtype", "bfloat16")),
 ])
 def test_dsv32_config_hook_makes_the_written_dtypes_one(tmp_path, capsys, model, image, p_kv, d_kv):
     code, out = check(tmp_path, capsys, *_pair(model, image, p_kv, d_kv))
@@ -61,8 +64,9 @@ def test_dsv32_config_hook_makes_the_written_dtypes_one(tmp_path, capsys, model,
 
 
 @pytest.mark.parametrize(("model", "image", "p_kv", "d_kv", "said"), [
-    # 0.11-0.17: unset is fp8_ds_mla, bfloat16 is auto
-    ("deepseek-ai/DeepSeek-V3.2", "vllm/vllm-openai:v0.16.0", (), ("--kv-cache-dtype", "bfloat16"), "'fp8_ds_mla'"),
+    # 0.11.0: unset is fp8_ds_mla, bfloat16 is auto; 0.11.1-0.17.1: unset stays auto, fp8 is fp8_ds_mla (set 99)
+    ("deepseek-ai/DeepSeek-V3.2-Exp", "vllm/vllm-openai:v0.11.0", (), ("--kv-cache-dtype", "bfloat16"), "'fp8_ds_mla'"),
+    ("deepseek-ai/DeepSeek-V3.2-Exp", "vllm/vllm-openai:v0.16.0", (), ("--kv-cache-dtype", "fp8"), "'fp8_ds_mla'"),
     ("deepseek-ai/DeepSeek-V3.2-Exp", "vllm/vllm-openai:v0.34.0", (), ("--kv-cache-dtype", "fp8"), "'fp8'"),
     # no hook maps bfloat16 for these architectures
     ("zai-org/GLM-5-FP8", "vllm/vllm-openai:v0.34.0", (), ("--kv-cache-dtype", "bfloat16"), "'bfloat16'"),

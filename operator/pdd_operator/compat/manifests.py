@@ -345,6 +345,20 @@ def platform_pd_launcher(text: str) -> tuple[str, str] | None:
     return None
 
 
+def other_pd_engine_script(text: str) -> tuple[str, str] | None:
+    """``(engine, why it is not checked)`` when ``text`` (a shell or Slurm batch script) starts another engine's
+    disaggregated servers (:data:`_OTHER_PD_ENGINES`: a program or module of that engine in a command, never a flag's
+    value, :func:`program_words`, and its P/D marker, e.g. SGLang's ``python3 -m sglang.launch_server
+    --disaggregation-mode prefill``, sgl-project/sglang#18389), else ``None``. Comment lines are left out. Pure."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    words = program_words(lines)
+    body = "\n".join(lines)
+    for engine, in_command, _in_image, pd_marker, why in _OTHER_PD_ENGINES:
+        if any(in_command.search(w) for w in words) and pd_marker.search(body):
+            return engine, why
+    return None
+
+
 #: Bare names of another engine that a flag takes as its VALUE (a protocol or backend it speaks, not a program it
 #: runs): llm-d's routing sidecar ``-connector=sglang`` / ``--kv-connector sglang`` (llm-d-inference-scheduler
 #: ``pd-sidecar``), a router's ``--backend sglang``, Dynamo's frontend ``--router-mode``/``--engine`` values.

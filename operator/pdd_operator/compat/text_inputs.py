@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.config_files import starts_with_config_file
-from pdd_operator.compat.manifests import pd_marked, platform_pd_launcher
+from pdd_operator.compat.manifests import other_pd_engine_script, pd_marked, platform_pd_launcher
 
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
@@ -27,7 +27,9 @@ from pdd_operator.compat.manifests import pd_marked, platform_pd_launcher
 #: ``ansible.builtin.shell:``), POSIX sh (``#!`` interpreter line, ``export``, a command line starting with ``vllm``, or with
 #: inline ``NAME=value`` assignments before it, as the ``vllm serve`` pairs pasted in bug reports are: ``VLLM_USE_V1=1
 #: CUDA_VISIBLE_DEVICES=0 vllm serve ...``, vllm-project/vllm#22965; a wrapper may stand between, ``viztracer -o f vllm``;
-#: vLLM's Rust frontend ``vllm-rs serve``, :data:`pdd_operator.vllm.script.RUST_FRONTEND`).
+#: vLLM's Rust frontend ``vllm-rs serve``, :data:`pdd_operator.vllm.script.RUST_FRONTEND`; another engine's server
+#: command line, ``python3 -m sglang.launch_server`` / ``sglang serve`` / ``trtllm-serve``, as bug reports paste an
+#: SGLang P/D pair, sgl-project/sglang#18389).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
@@ -40,7 +42,9 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                                  r"\.\w+:", re.M)),
     ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm(-rs)?[\s.])"
                                 r"|^\s*(?:sudo\s+)?(?:docker|podman)(?:\s+container)?\s+run\s"
-                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]",
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?(?:python3?\s+-m\s+sglang\.launch_server|sglang\s+serve"
+                                r"|trtllm-serve)\s",
                                 re.M)),
 )
 
@@ -137,7 +141,9 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
     (:func:`_delegated_pd_script`) or that gives its engines roles through the unreleased
     ``VLLM_DISTRIBUTED_KV_ROLE`` (:data:`_FORK_KV_ROLE`), or that runs a platform plugin's own P/D launcher
-    (:func:`~pdd_operator.compat.manifests.platform_pd_launcher`: Qualcomm's ``qaic_disagg``), or that starts vLLM
+    (:func:`~pdd_operator.compat.manifests.platform_pd_launcher`: Qualcomm's ``qaic_disagg``), or that starts another
+    engine's disaggregated servers (:func:`~pdd_operator.compat.manifests.other_pd_engine_script`: SGLang, TensorRT-LLM),
+    or that starts vLLM
     with a ``--config`` file (:func:`~pdd_operator.compat.config_files.starts_with_config_file`: the KV transfer
     settings may all be in it; the script's engines are then read, each one whose file is not here not checked), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
@@ -160,6 +166,11 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
                 or (fmt is None and _CONTAINER_RUN.search(text)) else None)
     if launcher and not pd_marked(text):
         return {"object": f"{path} ({fmt or 'shell script'})", "reason": f"it runs {launcher[0]}: {launcher[1]}"}
+    other = other_pd_engine_script(text) if fmt in ("Slurm batch script", "shell script") else None
+    if other and not pd_marked(text):
+        return {"object": f"{path} ({fmt})", "reason": (
+            f"its prefill and decode servers are {other[0]}'s, not vLLM's: {other[1]}; no vLLM engine is in this "
+            "file to check")}
     configured = (fmt in ("Slurm batch script", "shell script")  # its engines' settings may all be in the file
                   and starts_with_config_file(text))
     if fmt is None or not (pd_marked(text) or configured):

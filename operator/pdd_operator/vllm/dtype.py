@@ -89,10 +89,14 @@ def auto_dtype(checkpoint: str | None, version: Version | None) -> str | None:
     return "bfloat16"
 
 
-#: The first release whose ``DeepseekV32ForCausalLM`` config hook no longer turns ``auto`` and ``fp8*`` into
-#: ``fp8_ds_mla`` (vllm/model_executor/models/config.py: 0.11.0 l.418-425 .. 0.17.1 l.595-602 rewrite them; 0.18.0
-#: l.39-41 keeps only bfloat16 -> auto).
-DSV32_AUTO_KEPT_SINCE: Version = (0, 18, 0)
+#: The first release whose ``DeepseekV32ForCausalLM`` config hook no longer turns ``fp8*`` into ``fp8_ds_mla``
+#: (vllm/model_executor/models/config.py: 0.11.0 l.419-421, 0.11.1 l.478-479, 0.16.0 l.557-558, 0.17.1 l.597-598
+#: rewrite them; 0.18.0 l.39-41 keeps only bfloat16 -> auto).
+DSV32_FP8_KEPT_SINCE: Version = (0, 18, 0)
+#: The first release whose ``DeepseekV32ForCausalLM`` hook leaves ``auto`` as it is: 0.11.0 turns ``auto`` into
+#: ``fp8_ds_mla`` too (l.419-421: ``cache_dtype == "auto" or cache_dtype.startswith("fp8")``), 0.11.1 tests only
+#: ``startswith("fp8")`` (l.478-479; so do 0.11.2 l.478, 0.12.0 l.485, 0.13.0 l.485, 0.14.1 l.522, 0.16.0 l.557).
+DSV32_AUTO_KEPT_SINCE: Version = (0, 11, 1)
 #: The first release with the ``DeepseekV32ForCausalLM`` hook (DeepSeek-V3.2-Exp support, 0.11.0).
 DSV32_HOOK_SINCE: Version = (0, 11, 0)
 #: The first release whose ``MistralLarge4ForCausalLM`` hook maps ``bfloat16`` to ``auto`` (0.34.0 l.151-152).
@@ -110,8 +114,9 @@ def hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, version
     (``None``: unknown, nothing is rewritten); ``version``: the engine's release (``None``: unknown, read as the newest
     code). Only rewrites that do not depend on the GPU are applied: ``DeepseekV32ForCausalLM`` (DeepSeek-V3.2,
     V3.2-Exp, V3.2-Speciale) maps ``bfloat16`` to ``auto`` from 0.11.0 (0.11.0 l.423-425, 0.16.0 l.560-562, 0.18.0
-    l.39-41, 0.34.0 l.91-93) and, before 0.18.0, ``auto`` and every ``fp8*`` to ``fp8_ds_mla`` (0.11.0 l.418-421,
-    0.17.1 l.595-598); ``MistralLarge4ForCausalLM`` maps ``bfloat16`` to ``auto`` from 0.34.0 (l.151-152). Left out:
+    l.39-41, 0.34.0 l.91-93), every ``fp8*`` to ``fp8_ds_mla`` before 0.18.0 (0.11.0 l.418-421, 0.16.0 l.557-558,
+    0.17.1 l.597-598: :data:`DSV32_FP8_KEPT_SINCE`) and ``auto`` too in 0.11.0 only (:data:`DSV32_AUTO_KEPT_SINCE`);
+    ``MistralLarge4ForCausalLM`` maps ``bfloat16`` to ``auto`` from 0.34.0 (l.151-152). Left out:
     ``GlmMoeDsaForCausalLM`` (``auto`` -> ``fp8_e4m3`` on SM10x only, 0.32.0 l.44-54, 0.34.0 l.163-181) and
     ``Glm5NextModelConfig`` (the same on SM100, 0.33.0 l.134), whose rewrite depends on the GPU
     (:func:`gpu_hooked_kv_cache_dtype`), and Mistral Large 4's ``fp8_kv_cache`` default (CUDA ``fp8_ds_mla``, ROCm
@@ -119,7 +124,9 @@ def hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, version
     where no hook applies."""
     newest = version is None
     if hf_architecture == "DeepseekV32ForCausalLM" and (newest or version >= DSV32_HOOK_SINCE):
-        if not newest and version < DSV32_AUTO_KEPT_SINCE and (cache_dtype == "auto" or cache_dtype.startswith("fp8")):
+        if not newest and version < DSV32_FP8_KEPT_SINCE and cache_dtype.startswith("fp8"):
+            return "fp8_ds_mla"
+        if not newest and version < DSV32_AUTO_KEPT_SINCE and cache_dtype == "auto":
             return "fp8_ds_mla"
         return "auto" if cache_dtype == "bfloat16" else cache_dtype
     if hf_architecture == "MistralLarge4ForCausalLM" and (newest or version >= MISTRAL_LARGE4_HOOK_SINCE):

@@ -292,7 +292,8 @@ def check_dtype_match(pair: PDPair) -> list[Violation]:
             "features/nixl_connector_compatibility.md 'What must match' and 'Quantized KV cache' (l.98 in 0.20.0, "
             "l.126 in 0.31.0-0.33.0); the string as the model's config hook leaves it (VllmConfig.__post_init__ runs "
             "MODELS_CONFIG_MAP's verify_and_update_config first: DeepseekV32ForCausalLM bfloat16 -> auto from 0.11.0 "
-            "and auto/fp8* -> fp8_ds_mla in 0.11.0-0.17.1, MistralLarge4ForCausalLM bfloat16 -> auto from 0.34.0; "
+            "and fp8* -> fp8_ds_mla in 0.11.0-0.17.1 (auto too in 0.11.0 only, 0.11.1 l.478-479), "
+            "MistralLarge4ForCausalLM bfloat16 -> auto from 0.34.0; "
             "vllm/model_executor/models/config.py 0.11.0 l.418-425, 0.18.0 l.39-41, 0.34.0 l.91-93 and l.151-152: "
             "pdd_operator.vllm.dtype.hooked_kv_cache_dtype); GPU-dependent hooks (GlmMoeDsaForCausalLM auto -> "
             "fp8_e4m3 on CUDA SM10x from 0.32.0, 0.34.0 l.163-175; Glm5Next auto -> fp8 there from 0.33.0, 0.34.0 "
@@ -315,7 +316,10 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     size on 0.10.x is one block size; :func:`~pdd_operator.compat.rules.block_size.engine_block_sizes`).
     Where a config hook rewrites ``auto`` on some GPUs only (GLM-5 on SM10x: :func:`_gpu_decides`), roles pinned to
     one compute capability by a GPU product label are judged by what the hook makes of them there; otherwise a
-    difference the hook could close is a warning that the GPU decides."""
+    difference the hook could close is a warning that the GPU decides. Where the checkpoint's architecture is not
+    known but its name reads as sparse MLA (a local path such as ``/models/DeepSeek-V3.2-NVFP4``), a difference
+    DeepSeek-V3.2's hook would fold (two ``fp8*`` spellings before 0.18.0, ``bfloat16`` against ``auto``) is a
+    warning: :func:`_hook_may_close`."""
     fix = "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair)."
     p, d = _kv_cache_dtype(pair, pair.prefill), _kv_cache_dtype(pair, pair.decode)
     if ({p, d} in ({"auto", "fp8_e4m3"}, {"auto", "nvfp4"}) and pair.checkpoint_dtype is None
@@ -342,6 +346,13 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
                  f"block length (add_remote_agent), {_kv_width(d)} against the prefill's {_kv_width(p)} elements at "
                  "one block size, so every read takes another block's bytes in another dtype and the decode computes "
                  "on corrupted KV.", fix)]
+    if p != d and (closed := _hook_may_close(pair)) is not None:
+        return [(f"--kv-cache-dtype differs as written: prefill {p!r}, decode {d!r}. The model is a sparse-MLA "
+                 f"checkpoint by its name ({pair.model.source}), but its config.json architecture is not known here: "
+                 f"if it is {DSV32_ARCHITECTURE}, vLLM's config hook makes both {closed!r} before the handshake "
+                 "hashes them and the pair runs; for another architecture (GLM-5's GlmMoeDsaForCausalLM keeps fp8 "
+                 "spellings apart) the handshake refuses it.",
+                 fix + " Or give the model's config.json (pdd check --model-config) to have the hook read.", "warning")]
     hooked = any(_kv_cache_dtype(pair, r) != _kv_cache_dtype(pair, r, hook=False) for r in pair.roles)
     what = (f"--kv-cache-dtype (as {pair.hf_architecture}'s config hook leaves it, which the handshake hashes)"
             if hooked else "--kv-cache-dtype (hashed as the raw string)")
@@ -350,7 +361,8 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
         raw_p, raw_d = (_kv_cache_dtype(pair, r, hook=False) for r in pair.roles)
         return [(f"--kv-cache-dtype differs as written: prefill {raw_p!r}, decode {raw_d!r}. {pair.hf_architecture}'s "
                  f"config hook makes them {p!r} and {d!r} on the newest releases but {old_p!r} and {old_d!r} on "
-                 f"0.11-0.17 (from 0.18.0 it maps only bfloat16 to auto); the handshake refuses the pair where they "
+                 f"0.11-0.17 (fp8* -> fp8_ds_mla until 0.17, auto too in 0.11.0; from 0.18.0 it maps only bfloat16 to "
+                 "auto); the handshake refuses the pair where they "
                  "differ, and the vLLM version is not known here.", fix, "warning")]
     if hashed(pair) and (gpu := _gpu_decides(pair, p, d, fix)) is not None:
         return gpu
@@ -401,6 +413,24 @@ def _gpu_decides(pair: PDPair, p: str, d: str, fix: str) -> list[Violation] | No
                  "GPU is not pinned by a node label (nvidia.com/gpu.product) here.",
                  fix + " Or pin both roles to one GPU product (nodeSelector nvidia.com/gpu.product).", "warning")]
     return None
+
+
+#: The architecture whose config hook folds the fp8 spellings into one (and bfloat16 into auto): DeepSeek-V3.2's.
+DSV32_ARCHITECTURE = "DeepseekV32ForCausalLM"
+
+
+def _hook_may_close(pair: PDPair) -> str | None:
+    """The one ``cache_dtype`` DeepSeek-V3.2's config hook (:func:`~pdd_operator.vllm.dtype.hooked_kv_cache_dtype`)
+    would make of both roles' written values on the pair's release, where the checkpoint's config.json architecture
+    is not known but its name reads as sparse MLA (a local path such as ``/models/DeepSeek-V3.2-NVFP4``:
+    :attr:`PDPair.model`), so the hook may run; ``None`` where the architecture is known, the name is not sparse
+    MLA, or the hook leaves them apart (vllm/model_executor/models/config.py 0.16.0 l.543-562: ``fp8*`` ->
+    ``fp8_ds_mla``, ``bfloat16`` -> ``auto``)."""
+    if pair.hf_architecture is not None or pair.model.architecture != "sparse-mla":
+        return None
+    p, d = (hooked_kv_cache_dtype(_kv_cache_dtype(pair, r, hook=False), DSV32_ARCHITECTURE, pair.version)
+            for r in pair.roles)
+    return p if p == d else None
 
 
 def _kv_cache_dtype(pair: PDPair, r: RoleConfig, version: Version | None = None, hook: bool = True) -> str:
