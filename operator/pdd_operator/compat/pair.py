@@ -23,11 +23,10 @@ from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint, leading_entry
 from pdd_operator.vllm.expansion import (
-    PLACEHOLDER_WHY,
     READ_ENV,
     ContainerEnv,
     opaque_value,
-    placeholder,
+    placeholder_why,
     unknown,
     unknown_names,
 )
@@ -787,7 +786,7 @@ def role_from_container(
     known = {name: value for name, value in flags.items() if name not in dict(opaque)}
     env = _role_env(cenv, launch)
     opaque += tuple((name, _env_why(name, cenv, launch)) for name, value in env.items() if unknown_names(value))
-    opaque += tuple((name, PLACEHOLDER_WHY) for name, value in env.items() if placeholder(value))
+    opaque += tuple((name, why) for name, value in env.items() if (why := placeholder_why(value)))
     env_from = tuple((name, _env_why(name, cenv, launch)) for name in READ_ENV
                      if name not in env and cenv.may_define(name))
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()

@@ -38,11 +38,28 @@ _SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "<unk>", "<eos>", "<bos>", "<mask>"
 PLACEHOLDER_WHY = "a placeholder (<...>) the source leaves for its reader to fill in"
 
 
-def placeholder(value: object) -> bool:
-    """``value`` is a documentation placeholder (:data:`_PLACEHOLDER_RE`), not a value the engine can run with: the
-    guide it comes from says to replace it, so what it stands for is not in these files. Pure."""
+#: A Helm (Go text/template) action left unrendered in a value (``{{ .Values.decode.blockSize }}``, ``{{- include
+#: "x" . }}``; Go text/template "Actions": delimited by ``{{`` and ``}}``): Helm replaces it when it renders the
+#: chart, so the value the engine gets is not in these files. No JSON value holds ``{{`` (an object's key is a string).
+_TEMPLATE_ACTION_RE = re.compile(r"\{\{[^{}]*\}\}")
+#: Why a value holding an unrendered template action is not read.
+TEMPLATE_WHY = ("an unrendered Helm template action ({{ ... }}): render the chart (helm template) and give its "
+                "output to pdd check")
+
+
+def placeholder_why(value: object) -> str | None:
+    """Why ``value`` is not a value the engine can run with but one its source leaves to be filled in, or ``None``:
+    a documentation placeholder (:data:`_PLACEHOLDER_RE`, the guide says to replace it: :data:`PLACEHOLDER_WHY`) or
+    an unrendered Helm template action anywhere in it (:data:`_TEMPLATE_ACTION_RE`: :data:`TEMPLATE_WHY`). Pure."""
     text = value.strip() if isinstance(value, str) else ""
-    return bool(_PLACEHOLDER_RE.fullmatch(text)) and text.lower() not in _SPECIAL_TOKENS
+    if _PLACEHOLDER_RE.fullmatch(text) and text.lower() not in _SPECIAL_TOKENS:
+        return PLACEHOLDER_WHY
+    return TEMPLATE_WHY if _TEMPLATE_ACTION_RE.search(text) else None
+
+
+def placeholder(value: object) -> bool:
+    """``value`` is left to be filled in (:func:`placeholder_why`): what it stands for is not in these files."""
+    return placeholder_why(value) is not None
 
 
 def unknown(name: str) -> str:
@@ -94,8 +111,8 @@ def opaque_value(raw: str | bool | None, command: list[str], env: ContainerEnv |
     """
     if not isinstance(raw, str):
         return None
-    if placeholder(raw):
-        return PLACEHOLDER_WHY
+    if (why := placeholder_why(raw)) is not None:
+        return why
     names = unknown_names(raw)
     written = " ".join(command)
     if names and re.search(rf"\$(\{{|\()?{re.escape(names[0])}\b(?!\s)", written):
