@@ -102,8 +102,9 @@ def test_a_kubelet_reference_to_a_secret_is_opaque():
     env = [{"name": "SPEC", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
     c = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV, "--speculative-config", "$(SPEC)"], env=env)
     role = role_from_container("decode", c, {}, version_text="0.28.0")
-    assert dict(role.opaque) == {"--speculative-config": "the value of $SPEC, which is not in these files",
-                                 "SPEC": "set from a valueFrom source whose value is not in these files"}
+    named = "(Secret 's' key 'k' (valueFrom): give it to pdd check)"  # the source named (fixW)
+    assert dict(role.opaque) == {"--speculative-config": f"the value of $SPEC, which is not in these files {named}",
+                                 "SPEC": f"set from a valueFrom source whose value is not in these files {named}"}
     assert role.errors == () and role.speculative is None
 
 

@@ -63,13 +63,14 @@ from typing import Any
 
 from pdd_operator.compat.manifests import Engine, Unreadable, is_compose_file, pd_marked, scan
 from pdd_operator.compat.rules.base import COMPOSE_KIND
+from pdd_operator.vllm.expansion import COMPOSE_OUTSIDE
 
 #: The resource name a service's ``/dev/infiniband`` device becomes (an RDMA device, as the shared-device plugin's).
 RDMA_RESOURCE = "rdma/compose-infiniband"
 
 #: The ConfigMap whose keys stand for the variables a Compose file interpolates from outside it (an ``.env`` file,
 #: the shell): not among the files, so every value read from it is unknown.
-_OUTSIDE = "compose-env-not-in-files"
+_OUTSIDE = COMPOSE_OUTSIDE
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _BRACED = re.compile(r"\$\{(" + _NAME + r")(?:(:?[-?+])((?:[^{}]|\{[^{}]*\})*))?\}")
@@ -195,7 +196,8 @@ def _env(service: dict, unknown: set[str], values: Mapping[str, str] | None = No
         written = interpolate(value, names, values)
         if names:  # its value is read from outside the files
             unknown |= names
-            env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": _OUTSIDE, "key": name}}})
+            key = min(names)  # the interpolated variable, for messages (expansion.value_from_source)
+            env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": _OUTSIDE, "key": key}}})
         else:
             env.append({"name": name, "value": written.replace("$$", "$").replace("$", "$$")})
     files = service.get("env_file")

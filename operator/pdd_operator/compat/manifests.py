@@ -429,10 +429,11 @@ def _platform_plugin(container: dict, image: str) -> str | None:
     return None
 
 
-def _opaque_kv_transfer_config(argv: list[str], command: list[str]) -> str | None:
+def _opaque_kv_transfer_config(argv: list[str], command: list[str], container: dict | None = None) -> str | None:
     """Why the engine's ``--kv-transfer-config`` is not in the manifest (:func:`~pdd_operator.vllm.expansion.
     opaque_value`), or ``None``. Every other rule reads that value, so such an engine is not checked at all."""
-    return opaque_value(parse_flags(argv)[1].get("--kv-transfer-config"), command)
+    env = container_env(container) if container is not None else None
+    return opaque_value(parse_flags(argv)[1].get("--kv-transfer-config"), command, env)
 
 
 def _engines(
@@ -569,7 +570,7 @@ def _engine(
     image = str(container.get("image") or "")
     argv = list(launch.argv)
     command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
-    opaque = _opaque_kv_transfer_config(argv, command)
+    opaque = _opaque_kv_transfer_config(argv, command, container)
     if opaque:
         if _classify(argv, None, context, labels_role)[0] not in ("prefill", "decode"):
             return None  # nothing says this engine serves a P/D role (an aggregated server with offloading, say)

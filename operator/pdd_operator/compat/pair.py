@@ -23,11 +23,10 @@ from pdd_operator.vllm.architectures import ModelTraits
 from pdd_operator.vllm.args import container_env, container_launches, int_flag, json_flag, parse_flags
 from pdd_operator.vllm.entrypoint import RepeatedEntrypoint, leading_entry
 from pdd_operator.vllm.expansion import (
-    PLACEHOLDER_WHY,
     READ_ENV,
     ContainerEnv,
     opaque_value,
-    placeholder,
+    placeholder_why,
     unknown,
     unknown_names,
 )
@@ -780,14 +779,14 @@ def role_from_container(
     model, flags = parse_flags(argv) if argv else (None, {})
     errors = []
     written = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
-    opaque = tuple((name, why) for name, value in flags.items() if (why := opaque_value(value, written)))
-    if "--model" not in flags and (why := opaque_value(model, written)):
+    cenv = container_env(container)
+    opaque = tuple((name, why) for name, value in flags.items() if (why := opaque_value(value, written, cenv)))
+    if "--model" not in flags and (why := opaque_value(model, written, cenv)):
         opaque += (("--model", why),)
     known = {name: value for name, value in flags.items() if name not in dict(opaque)}
-    cenv = container_env(container)
     env = _role_env(cenv, launch)
     opaque += tuple((name, _env_why(name, cenv, launch)) for name, value in env.items() if unknown_names(value))
-    opaque += tuple((name, PLACEHOLDER_WHY) for name, value in env.items() if placeholder(value))
+    opaque += tuple((name, why) for name, value in env.items() if (why := placeholder_why(value)))
     env_from = tuple((name, _env_why(name, cenv, launch)) for name in READ_ENV
                      if name not in env and cenv.may_define(name))
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()
@@ -986,7 +985,7 @@ def _env_why(name: str, cenv: ContainerEnv, launch: Launch) -> str:
     if name in launch.env:
         return "set from a variable whose value is not in these files"
     if name in cenv.opaque:
-        return "set from a valueFrom source whose value is not in these files"
+        return f"set from a valueFrom source whose value is not in these files ({cenv.source(name)})"
     return (f"possibly set by the container's envFrom {cenv.may_define(name)}, which is not in these files and may "
             "set any variable")
 

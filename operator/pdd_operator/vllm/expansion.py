@@ -38,11 +38,28 @@ _SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "<unk>", "<eos>", "<bos>", "<mask>"
 PLACEHOLDER_WHY = "a placeholder (<...>) the source leaves for its reader to fill in"
 
 
-def placeholder(value: object) -> bool:
-    """``value`` is a documentation placeholder (:data:`_PLACEHOLDER_RE`), not a value the engine can run with: the
-    guide it comes from says to replace it, so what it stands for is not in these files. Pure."""
+#: A Helm (Go text/template) action left unrendered in a value (``{{ .Values.decode.blockSize }}``, ``{{- include
+#: "x" . }}``; Go text/template "Actions": delimited by ``{{`` and ``}}``): Helm replaces it when it renders the
+#: chart, so the value the engine gets is not in these files. No JSON value holds ``{{`` (an object's key is a string).
+_TEMPLATE_ACTION_RE = re.compile(r"\{\{[^{}]*\}\}")
+#: Why a value holding an unrendered template action is not read.
+TEMPLATE_WHY = ("an unrendered Helm template action ({{ ... }}): render the chart (helm template) and give its "
+                "output to pdd check")
+
+
+def placeholder_why(value: object) -> str | None:
+    """Why ``value`` is not a value the engine can run with but one its source leaves to be filled in, or ``None``:
+    a documentation placeholder (:data:`_PLACEHOLDER_RE`, the guide says to replace it: :data:`PLACEHOLDER_WHY`) or
+    an unrendered Helm template action anywhere in it (:data:`_TEMPLATE_ACTION_RE`: :data:`TEMPLATE_WHY`). Pure."""
     text = value.strip() if isinstance(value, str) else ""
-    return bool(_PLACEHOLDER_RE.fullmatch(text)) and text.lower() not in _SPECIAL_TOKENS
+    if _PLACEHOLDER_RE.fullmatch(text) and text.lower() not in _SPECIAL_TOKENS:
+        return PLACEHOLDER_WHY
+    return TEMPLATE_WHY if _TEMPLATE_ACTION_RE.search(text) else None
+
+
+def placeholder(value: object) -> bool:
+    """``value`` is left to be filled in (:func:`placeholder_why`): what it stands for is not in these files."""
+    return placeholder_why(value) is not None
 
 
 def unknown(name: str) -> str:
@@ -77,7 +94,7 @@ def runs_shell(command: list[str]) -> bool:
     return len(command) >= 2 and command[0].rsplit("/", 1)[-1] in ("sh", "bash") and command[1].startswith("-")
 
 
-def opaque_value(raw: str | bool | None, command: list[str]) -> str | None:
+def opaque_value(raw: str | bool | None, command: list[str], env: ContainerEnv | None = None) -> str | None:
     """Why a flag's value is not in the manifest, or ``None`` when it is written there (or absent).
 
     raw: the flag's value in the engine's argv, after the kubelet's and the shell's expansion (a bool or ``None``
@@ -89,15 +106,18 @@ def opaque_value(raw: str | bool | None, command: list[str]) -> str | None:
     vLLM parses, so it is not opaque. A documentation placeholder (:func:`placeholder`, ``<prefill_block_size>``)
     is opaque too: the guide's reader replaces it before anything runs. This is the one test of opacity for every
     flag (the rules that need a flag's value name it in ``needs``; ``compat.engine`` leaves them "not checked").
+    ``env``: the container's environment, whose :meth:`ContainerEnv.source` names where such a variable comes from
+    (the ConfigMap, Secret or ``envFrom`` the input does not hold), so the user knows what to give ``pdd check``.
     """
     if not isinstance(raw, str):
         return None
-    if placeholder(raw):
-        return PLACEHOLDER_WHY
+    if (why := placeholder_why(raw)) is not None:
+        return why
     names = unknown_names(raw)
     written = " ".join(command)
     if names and re.search(rf"\$(\{{|\()?{re.escape(names[0])}\b(?!\s)", written):
-        return f"the value of ${names[0]}, which is not in these files"
+        where = env.source(names[0]) if env is not None else None
+        return f"the value of ${names[0]}, which is not in these files" + (f" ({where})" if where else "")
     if names or (runs_shell(command) and _COMMAND_SUBSTITUTION.search(raw)):
         return "computed by a command when the container starts (a shell command substitution)"
     return None
@@ -221,6 +241,30 @@ def env_from_sources(env_from: Iterable[dict] | None) -> tuple[tuple[str, str], 
     return tuple(out)
 
 
+#: The ConfigMap name :mod:`pdd_operator.compat.compose_inputs` gives the variables a Compose file interpolates from
+#: outside it (the project's ``.env`` file, the shell): it stands for no ConfigMap of the user's, so messages name the
+#: interpolation instead (:func:`value_from_source`).
+COMPOSE_OUTSIDE = "compose-env-not-in-files"
+
+
+def value_from_source(value_from: object) -> str:
+    """The source an env entry's ``valueFrom`` names, as the user wrote it, for messages: ``ConfigMap 'x' key
+    'k'``, ``Secret 'x' key 'k'``, ``fieldRef <path>``, ``resourceFieldRef <resource>`` (k8s.io/api core/v1
+    ``EnvVarSource``); ``a valueFrom source`` for anything else."""
+    v = value_from if isinstance(value_from, dict) else {}
+    for key, what in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+        ref = v.get(key)
+        if isinstance(ref, dict) and ref.get("name") == COMPOSE_OUTSIDE:
+            return f"${{{ref.get('key')}}}, which the Compose file interpolates from its .env file or the shell"
+        if isinstance(ref, dict):
+            return f"{what} '{ref.get('name')}' key '{ref.get('key')}'"
+    if isinstance(v.get("fieldRef"), dict):
+        return f"fieldRef {v['fieldRef'].get('fieldPath')}"
+    if isinstance(v.get("resourceFieldRef"), dict):
+        return f"resourceFieldRef {v['resourceFieldRef'].get('resource')}"
+    return "a valueFrom source"
+
+
 @dataclass(frozen=True)
 class ContainerEnv:
     """What a container's environment tells about its variables.
@@ -228,6 +272,9 @@ class ContainerEnv:
     Attributes:
         values: literal values (after the kubelet's ``$(VAR)`` expansion, in order) and downward-API IP sentinels.
         opaque: names set through ``valueFrom`` whose value is not in the manifest.
+        refs: ``name -> where`` for each name of :attr:`opaque`: the ``valueFrom`` source as the user wrote it
+            (``ConfigMap 'vllm-env' key 'ucx'``, ``Secret 's' key 'k'``, ``fieldRef spec.nodeName``,
+            ``resourceFieldRef limits.cpu``; k8s.io/api core/v1 ``EnvVarSource``), for messages that name it.
         sources: the ``envFrom`` entries whose variables are not in these files, as ``(what, prefix)``
             (``("ConfigMap nixl-env", "")``): any name starting with ``prefix`` may be set there, to a value not in
             the manifest (:meth:`may_define`). A ConfigMap that is among the files checked was written in as ``env``
@@ -245,6 +292,7 @@ class ContainerEnv:
     sources: tuple[tuple[str, str], ...] = ()
     image: dict[str, str | None] = field(default_factory=dict)
     kubernetes: bool = True
+    refs: dict[str, str] = field(default_factory=dict)
 
     @property
     def open(self) -> bool:
@@ -265,6 +313,7 @@ class ContainerEnv:
         downward-API ``fieldRef`` (``None``: unknown)."""
         values: dict[str, str] = {}
         opaque: set[str] = set()
+        refs: dict[str, str] = {}
         is_open = env_from_sources(env_from)
         for var in env or []:
             name = var.get("name") if isinstance(var, dict) else None
@@ -284,7 +333,21 @@ class ContainerEnv:
             else:
                 values.pop(name, None)
                 opaque.add(name)
-        return cls(values, frozenset(opaque), is_open)
+                refs[name] = value_from_source(var.get("valueFrom"))
+        return cls(values, frozenset(opaque), is_open, refs={n: w for n, w in refs.items() if n in opaque})
+
+    def source(self, name: str) -> str | None:
+        """Where variable ``name``, whose value is not in these files, comes from, as one phrase for messages that
+        ask for it (``ConfigMap 'x' key 'k' (valueFrom): give it to pdd check``, ``ConfigMap x (envFrom) ...``), or
+        ``None`` when this environment does not say (a variable of the script, the image's ``ENV``). The one
+        wording of an unresolved Kubernetes indirection (issue 9, fixW)."""
+        if name in self.values:
+            return None
+        if name in self.opaque:
+            ref = self.refs.get(name, "a valueFrom source")
+            return f"{ref}{'' if ref.startswith('$') else ' (valueFrom)'}: give it to pdd check"
+        what = self.may_define(name)
+        return f"possibly {what} (envFrom): give it to pdd check" if what else None
 
     def kube(self, name: str) -> str | None:
         """A variable's value for the kubelet's ``$(VAR)``: literal, :func:`unknown`, or ``None`` (not defined)."""

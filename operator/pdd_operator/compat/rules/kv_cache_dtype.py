@@ -17,7 +17,7 @@ from pdd_operator.vllm.versions import fmt, rules_version
             "'Invalid kv_cache_dtype' unless a platform plugin registers the value (KV_CACHE_DTYPES); read per "
             "release 0.9.0-0.34.0 (pdd_operator.vllm.kv_cache_dtypes: turboquant_* and nvfp4 from 0.20.0, "
             "nvfp4_4over6 0.28.0, nvfp4_ds_mla 0.30.0, ultraquant_4bit 0.32.0, octave_* 0.33.0)"),
-    without_connector=True, one_engine=True,
+    without_connector=True, one_engine=True, needs=("--kv-cache-dtype",),
     example="--kv-cache-dtype turboquant_k8v4 on vllm/vllm-openai:v0.19.1 (added in 0.20.0)",
 )
 def check_kv_cache_dtype_value(pair: PDPair) -> list[Violation]:

@@ -50,6 +50,7 @@ def _kv_in_gpu_memory(r: RoleConfig) -> bool:
 
 @rule(
     id="ucx-tls-no-cuda-transport", family="kv-transport", severity="warning",
+    needs=("UCX_TLS",),
     fields=("spec.network.ucx.transports", "spec.prefill.env", "spec.decode.env", "spec.engine.env"),
     source=("NIXL UCX backend (kv_connector_extra_config.backends, vLLM default ['UCX']) registers the GPU KV cache "
             "(kv_buffer_device cuda) and moves it with the transports UCX_TLS allows; tcp, sm/shm, cma, self move host "
@@ -124,6 +125,7 @@ _WHY_WARNING = ("That is a failure of no vLLM code (vLLM passes UCX_* to UCX unt
 
 @rule(
     id="ucx-tls-no-rdma-transport", family="kv-transport", severity="warning",
+    needs=("UCX_TLS",),
     fields=("spec.network.ucx.transports", "spec.network.rdma.resourceName", "spec.prefill.env", "spec.decode.env",
             "spec.engine.env"),
     source=("UCX docs/source/faq.md ('Which transports does UCX use?': UCX_TLS restricts the transports, '^' makes a "
@@ -187,6 +189,7 @@ def check_ucx_net_devices_rdma(pair: PDPair) -> list[Violation]:
 
 @rule(
     id="ucx-name-unrecognised", family="kv-transport", severity="warning",
+    needs=("UCX_TLS",),
     fields=("spec.network.ucx.transports", "spec.network.ucx.netDevices", "spec.prefill.env", "spec.decode.env",
             "spec.engine.env"),
     source=("openucx/ucx src/ucs/config/parser.c ucs_config_sscanf_array (strtok_r at ',', nothing trimmed) and "
