@@ -142,10 +142,15 @@ def gpu_platform(image: str, resources: Mapping[str, str]) -> str | None:
 
 #: What in a shell or Slurm script shows a host with NVIDIA GPUs: ``nvidia-smi`` reads NVML, the library vLLM's
 #: ``cuda_platform_plugin`` counts devices with (vllm/platforms/__init__.py: ``pynvml.nvmlDeviceGetCount() > 0`` selects
-#: CUDA; 0.11.0, 0.20.0, 0.32.0 sdists), and ``pip install vllm`` installs PyPI's wheels, which are CUDA builds.
+#: CUDA; 0.11.0, 0.20.0, 0.32.0 sdists), ``pip install vllm`` installs PyPI's wheels, which are CUDA builds, and
+#: Apptainer's (Singularity's) ``--nv``, which binds the host's NVIDIA driver libraries and GPU devices into the
+#: container (its ``--rocm`` does so for AMD's); the option may sit lines below ``apptainer exec`` in a bash array
+#: the script splices in (``APPTAINER_BASE=(apptainer exec --nv ...)``).
 #: ``CUDA_VISIBLE_DEVICES`` is no such sign: ROCm honours it too (platforms/rocm.py compares it with
 #: ``HIP_VISIBLE_DEVICES``).
-_CUDA_HOST = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])|\bpip3?\s+install\b[^\n]*?(?<![\w-])vllm(?![\w-])")
+_CUDA_HOST = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])|\bpip3?\s+install\b[^\n]*?(?<![\w-])vllm(?![\w-])|"
+                        r"(?<![\w-])(?:apptainer|singularity)\s+(?:exec|run|shell|instance\s+start)\b[^#;&|]{0,300}?"
+                        r"(?<![\w-])--nv(?![\w-])")
 #: What shows another platform: ROCm (``rocm_platform_plugin`` counts amdsmi's processor handles: AMD's tools, ROCm's
 #: own device variables, a ROCm path, index or image) or a build for another target (``VLLM_TARGET_DEVICE``, a
 #: ``+cpu`` wheel). Any of them leaves the platform unknown.
@@ -224,8 +229,11 @@ def script_platform_hint(text: str) -> str:
     found = _CUDA_HOST.search(text)
     if not found:
         return ""
-    return ("the script runs nvidia-smi (NVML, which vLLM's CUDA platform detection reads)" if "nvidia-smi" in
-            found.group(0) else "the script installs vLLM from PyPI (CUDA wheels)")
+    if "nvidia-smi" in found.group(0):
+        return "the script runs nvidia-smi (NVML, which vLLM's CUDA platform detection reads)"
+    if found.group(0).rstrip().endswith("--nv"):
+        return "the script runs its engines under Apptainer with --nv (the host's NVIDIA driver and GPUs)"
+    return "the script installs vLLM from PyPI (CUDA wheels)"
 
 
 def vllm_platform(image: str, resources: Mapping[str, str]) -> str | None:
