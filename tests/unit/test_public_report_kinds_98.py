@@ -116,6 +116,15 @@ def test_engines_with_own_devices_or_room_or_no_gpu_host_are_not_refused(tmp_pat
     assert "engines-share-gpu" not in _errors(out), out
 
 
+def test_docker_containers_get_their_own_devices_and_are_not_judged_so(tmp_path, capsys):
+    text = "nvidia-smi\n" + "".join(
+        f"docker run --rm --gpus '\"device={i}\"' --network host vllm/vllm-openai:v0.20.1 vllm serve Qwen/Qwen3-8B "
+        f"--port {8100 + 100 * i} --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{r}\"}}' &\n"
+        for i, r in enumerate(("kv_producer", "kv_consumer"))) + "wait\n"
+    code, out = check_script(tmp_path, capsys, text)
+    assert out["results"] and "engines-share-gpu" not in _errors(out), out
+
+
 def test_apptainer_nv_shows_an_nvidia_host():
     text = "APPTAINER_BASE=(\n    apptainer exec\n    --nv\n    --bind /a:/a\n    img.sif\n)\n"
     assert "Apptainer" in script_platform_hint(text)

@@ -205,6 +205,13 @@ def script_accelerator_resource(text: str) -> str | None:
     return found.pop()
 
 
+def script_shows_other_accelerator(text: str) -> bool:
+    """The shell or Slurm script ``text`` shows (outside comment lines) the host of an accelerator other than a GPU
+    (:data:`_ACCELERATOR_HOSTS`: Gaudi, Ascend, Neuron, TPU), whether or not it also shows an NVIDIA one. Pure."""
+    live = _uncommented(text)
+    return any(sign.search(live) for sign, _ in _ACCELERATOR_HOSTS)
+
+
 def script_gpu_resource(text: str) -> str:
     """The device-plugin resource a shell or Slurm script's GPU request (``--gres=gpu:N``, ``--gpus-per-node``, a
     ``CUDA_VISIBLE_DEVICES`` count) stands for: the accelerator's where the script shows the host of one other than a

@@ -8,7 +8,6 @@ import re
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import GPU_COUNT_FIELD, NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
-from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.versions import fmt, is_cpu_image
 
@@ -295,6 +294,13 @@ def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] 
     return tuple(r.host_devices[int(x)] for x in devices)
 
 
+#: Variables that hand an engine some of its host's devices (CUDA, ROCm, and the other accelerators' runtimes):
+#: an engine that sets one is not taken to open the host's first GPU.
+DEVICE_VISIBILITY_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                         "ASCEND_RT_VISIBLE_DEVICES", "HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES",
+                         "TPU_VISIBLE_CHIPS", "NEURON_RT_VISIBLE_CORES", "ZE_AFFINITY_MASK")
+
+
 def _first_device(r: RoleConfig) -> tuple[str, ...] | None:
     """The device rank 0 of role ``r`` opens, as a one-id tuple: the first entry of a literal ``CUDA_VISIBLE_DEVICES``
     (``HIP_VISIBLE_DEVICES`` on ROCm where it is unset), ``0`` where neither is set; ``None`` for a value not read
@@ -312,14 +318,12 @@ def _first_device(r: RoleConfig) -> tuple[str, ...] | None:
 
 
 def _first_visible_gpu(r: RoleConfig) -> bool:
-    """Role ``r`` runs on a GPU (its image or resources name vLLM's CUDA or ROCm platform, or its script shows an
-    NVIDIA host: :attr:`RoleConfig.platform_hint`) and names none of its devices: no ``CUDA_VISIBLE_DEVICES``,
-    ``HIP_VISIBLE_DEVICES`` or ``ROCR_VISIBLE_DEVICES`` and no GPU count, so its first rank opens the first device the
-    host makes visible. Pure."""
-    if r.gpus is not None or any(v in r.env for v in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                                                      "ROCR_VISIBLE_DEVICES")):
-        return False
-    return bool(r.platform_hint) or gpu_platform(r.image, r.resources) is not None
+    """Role ``r`` is started by a script on its host's GPUs as they are (:attr:`RoleConfig.host_gpus`: directly or
+    under Apptainer, on a host the script shows NVIDIA GPUs and no other accelerator of) and names none of its
+    devices (no variable of :data:`DEVICE_VISIBILITY_ENV`, no GPU count), so its first rank
+    opens the first device the host makes visible. A docker/podman container gets its own devices (``--gpus``) and
+    is not judged so. Pure."""
+    return r.host_gpus and r.gpus is None and not any(v in r.env for v in DEVICE_VISIBILITY_ENV)
 
 
 @rule(
