@@ -409,6 +409,10 @@ class RoleConfig:
     #: why a script's engine likely runs vLLM's CUDA platform where its image and resources do not say
     #: (:func:`pdd_operator.vllm.block_size.script_platform_hint`), else ""
     platform_hint: str = ""
+    #: a script starts the engine on its host's GPUs as they are: directly or under Apptainer/Singularity (not in a
+    #: docker/podman container, which gets its own devices, nor by srun or ssh), on a host the script shows GPUs of
+    #: (:attr:`platform_hint`) (:func:`pdd_operator.compat.script_inputs.host_launch`)
+    host_gpus: bool = False
     #: the program that starts the engine where it is not ``vllm`` / ``python -m``, as written (``vllm-rs`` or a path
     #: to it: vLLM's Rust frontend, :data:`pdd_operator.vllm.script.RUST_FRONTEND`), else ``None``
     frontend: str | None = None

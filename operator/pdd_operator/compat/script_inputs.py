@@ -65,7 +65,7 @@ from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import Engine, Unreadable, pd_marked, repeats_unread, scan
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
-from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint
+from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint, script_shows_other_accelerator
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import (
     MAX_ARGUMENT_PATHS,
@@ -110,6 +110,18 @@ def _option(words: list[str], short: str, long: str) -> str | None:
         elif short and word.startswith(short) and len(word) > len(short) and not word.startswith("--"):
             out = word[len(short):]
     return out
+
+
+#: Words of a wrapper that run the engine elsewhere than on the script's host as it is: a container runtime (which
+#: hands the container its own devices), a remote shell, a scheduler step (which sets the step's devices).
+_NOT_ON_HOST = frozenset({"docker", "podman", "nerdctl", "ssh", "srun", "kubectl", "enroot", "mpirun", "torchrun"})
+
+
+def host_launch(wrapper: tuple[str, ...]) -> bool:
+    """The engine runs on the script's host with the host's devices as they are: its wrapper words hold none of
+    :data:`_NOT_ON_HOST` (a bare launch, ``env``, ``nohup``, ``numactl``, or Apptainer/Singularity, which bind the
+    host's GPUs with ``--nv`` and pass the shell's environment through). Pure."""
+    return not any(w.rsplit("/", 1)[-1] in _NOT_ON_HOST for w in wrapper)
 
 
 def _srun_words(wrapper: tuple[str, ...]) -> list[str] | None:
@@ -332,6 +344,7 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
     owner = path if alternative is None else f"{path} ({label})"
     suffix = "" if alternative is None else f"-a{alternative}"
     hint = script_platform_hint(text)
+    gpu_host = bool(hint) and not script_shows_other_accelerator(text)
     # every synthetic Pod is kept until all are read: an engine's pod_id is its pod spec's id(), which a freed spec
     # would hand to the next node's, reading the engines of two nodes as containers of one pod
     pods = [] if pods is None else pods
@@ -360,6 +373,7 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
             "ownerReferences": [{"kind": "Script", "name": owner}]}, "spec": spec}
         pods.append(pod)
         got, cannot = scan(pod)
+        on_host = not separate and all(host_launch(x.wrapper) for x in group)
         on = "the host it runs on" if node == "batch-host" else node
         host = f"{where} on {on}" if node else f"{where} line {group[0].line}"  # one container per node
         group_of = {}
@@ -368,7 +382,8 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
             group_of = {"pod_group": 1 + len(workers), "ray_cluster": True,
                         "group_worker_gpus": workers[0] if len(set(workers)) == 1 else None}
         engines += [replace(e, where=_where(e.where, where, group), container=host,
-                            config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint, **group_of))
+                            config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint,
+                                           host_gpus=gpu_host and on_host, **group_of))
                     for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
     counted = {x.line: x for x in found if x.repeats}  # the synthetic script holds one pass: its count is said here

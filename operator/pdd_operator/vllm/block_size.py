@@ -142,10 +142,15 @@ def gpu_platform(image: str, resources: Mapping[str, str]) -> str | None:
 
 #: What in a shell or Slurm script shows a host with NVIDIA GPUs: ``nvidia-smi`` reads NVML, the library vLLM's
 #: ``cuda_platform_plugin`` counts devices with (vllm/platforms/__init__.py: ``pynvml.nvmlDeviceGetCount() > 0`` selects
-#: CUDA; 0.11.0, 0.20.0, 0.32.0 sdists), and ``pip install vllm`` installs PyPI's wheels, which are CUDA builds.
+#: CUDA; 0.11.0, 0.20.0, 0.32.0 sdists), ``pip install vllm`` installs PyPI's wheels, which are CUDA builds, and
+#: Apptainer's (Singularity's) ``--nv``, which binds the host's NVIDIA driver libraries and GPU devices into the
+#: container (its ``--rocm`` does so for AMD's); the option may sit lines below ``apptainer exec`` in a bash array
+#: the script splices in (``APPTAINER_BASE=(apptainer exec --nv ...)``).
 #: ``CUDA_VISIBLE_DEVICES`` is no such sign: ROCm honours it too (platforms/rocm.py compares it with
 #: ``HIP_VISIBLE_DEVICES``).
-_CUDA_HOST = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])|\bpip3?\s+install\b[^\n]*?(?<![\w-])vllm(?![\w-])")
+_CUDA_HOST = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])|\bpip3?\s+install\b[^\n]*?(?<![\w-])vllm(?![\w-])|"
+                        r"(?<![\w-])(?:apptainer|singularity)\s+(?:exec|run|shell|instance\s+start)\b[^#;&|]{0,300}?"
+                        r"(?<![\w-])--nv(?![\w-])")
 #: What shows another platform: ROCm (``rocm_platform_plugin`` counts amdsmi's processor handles: AMD's tools, ROCm's
 #: own device variables, a ROCm path, index or image) or a build for another target (``VLLM_TARGET_DEVICE``, a
 #: ``+cpu`` wheel). Any of them leaves the platform unknown.
@@ -200,6 +205,13 @@ def script_accelerator_resource(text: str) -> str | None:
     return found.pop()
 
 
+def script_shows_other_accelerator(text: str) -> bool:
+    """The shell or Slurm script ``text`` shows (outside comment lines) the host of an accelerator other than a GPU
+    (:data:`_ACCELERATOR_HOSTS`: Gaudi, Ascend, Neuron, TPU), whether or not it also shows an NVIDIA one. Pure."""
+    live = _uncommented(text)
+    return any(sign.search(live) for sign, _ in _ACCELERATOR_HOSTS)
+
+
 def script_gpu_resource(text: str) -> str:
     """The device-plugin resource a shell or Slurm script's GPU request (``--gres=gpu:N``, ``--gpus-per-node``, a
     ``CUDA_VISIBLE_DEVICES`` count) stands for: the accelerator's where the script shows the host of one other than a
@@ -224,8 +236,11 @@ def script_platform_hint(text: str) -> str:
     found = _CUDA_HOST.search(text)
     if not found:
         return ""
-    return ("the script runs nvidia-smi (NVML, which vLLM's CUDA platform detection reads)" if "nvidia-smi" in
-            found.group(0) else "the script installs vLLM from PyPI (CUDA wheels)")
+    if "nvidia-smi" in found.group(0):
+        return "the script runs nvidia-smi (NVML, which vLLM's CUDA platform detection reads)"
+    if found.group(0).rstrip().endswith("--nv"):
+        return "the script runs its engines under Apptainer with --nv (the host's NVIDIA driver and GPUs)"
+    return "the script installs vLLM from PyPI (CUDA wheels)"
 
 
 def vllm_platform(image: str, resources: Mapping[str, str]) -> str | None:

@@ -1028,6 +1028,7 @@ class _Shell:
                     if name:
                         env.pop(name, None)
             env.update(prefix)
+            env.update(apptainer_env(words[:start]))
             self.launches.append(Launch(tuple(entry), env, self.outer_line or node.start_point[0] + 1,
                                         wrapper=tuple(self.outer + words[:start]), repeats=self.repeats,
                                         inside=self.inside, frontend=frontend(words)))
@@ -1536,6 +1537,31 @@ def _ssh_command(words: list[str]) -> tuple[int, str] | None:
     if i + 1 >= len(words):
         return None
     return i + 1, " ".join(words[i + 1:])
+
+
+#: Apptainer's (Singularity's) programs: ``apptainer exec|run ... --env NAME=VALUE ... IMAGE CMD``.
+_APPTAINER = ("apptainer", "singularity")
+#: One ``NAME=VALUE`` of an Apptainer ``--env`` list (a comma starts the next one only before ``NAME=``).
+_ENV_ITEM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*?)(?=,[A-Za-z_][A-Za-z0-9_]*=|$)")
+
+
+def apptainer_env(words: Sequence[str]) -> dict[str, str]:
+    """The variables an Apptainer or Singularity command among ``words`` (the words before the engine's entry point)
+    sets in its container with ``--env NAME=VALUE`` / ``--env=NAME=VALUE`` (a comma-separated list allowed:
+    ``--env A=1,B=2``); Apptainer passes the calling shell's environment through as well (unless ``--cleanenv``), and
+    an ``--env`` value overrides it (Apptainer's "Environment and Metadata" docs, ``--env``). Empty where no such
+    command is among ``words``. Pure."""
+    at = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in _APPTAINER), None)
+    if at is None:
+        return {}
+    out: dict[str, str] = {}
+    rest = list(words[at + 1:])
+    for i, w in enumerate(rest):
+        value = rest[i + 1] if w == "--env" and i + 1 < len(rest) else w[len("--env="):] if w.startswith("--env=") \
+            else None
+        if value:
+            out.update(m.groups() for m in _ENV_ITEM.finditer(value))
+    return out
 
 
 #: ``docker run`` / ``podman run`` options that take a value (Docker 27 ``docker run --help``, Podman 5

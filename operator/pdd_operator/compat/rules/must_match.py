@@ -36,6 +36,7 @@ from pdd_operator.vllm.kv_cache_dtypes import width as kv_cache_width
 from pdd_operator.vllm.model_config import KVGeometry, kv_geometry
 from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.nixl_handshake_wire import unreadable_reply
+from pdd_operator.vllm.quantization_floor import min_capability
 from pdd_operator.vllm.transfer_mode import TRANSFER_MODE_OPTION_SINCE, invalid_option
 from pdd_operator.vllm.versions import Version, fmt
 
@@ -542,8 +543,9 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
     FlashAttention takes, CUDA, and a release whose flag and hash were read. Where the other role's pods pin GPUs of one
     compute capability (``nvidia.com/gpu.product``: V100 7.0, T4 7.5, A100 8.0, H100 9.0, B200 10.0, ...), vLLM's
     choice for that GPU decides: an error where it differs. Where no GPU is pinned, an error only where the named
-    backend differs from vLLM's choice on every GPU vLLM runs on (:data:`~pdd_operator.vllm.attention_backends.
-    CUDA_CAPABILITIES`: FLASH_ATTN from 8.x, FLASHINFER on 10.x, TRITON_ATTN on V100 and on T4 from 0.24.0); where
+    backend differs from vLLM's choice on every GPU vLLM runs the model on (:data:`~pdd_operator.vllm.attention_backends.
+    CUDA_CAPABILITIES`: FLASH_ATTN from 8.x, FLASHINFER on 10.x, TRITON_ATTN on V100 and on T4 from 0.24.0; from
+    7.5 only for FP8 weights, which no V100 loads: :func:`~pdd_operator.vllm.quantization_floor.min_capability`); where
     some GPU would pick the named one (TRITON_ATTN on a V100), a warning that says which. Otherwise a warning that the
     two may differ. A ROCm backend (:data:`ROCM_BACKEND_PREFIX`) named while the other role runs vLLM's CUDA platform
     is an error on every release and GPU: CUDA never picks one by itself. A backend the model cannot use at all is
@@ -582,15 +584,21 @@ def _one_sided_backend(pair: PDPair, named: RoleConfig, other: RoleConfig) -> li
         return [(f"{said} for that GPU (compute capability {cc[0]}.{cc[1]}: {chosen} for this model, "
                  f"vllm/platforms/cuda.py _get_backend_priorities). attn_backend_name is a factor of the NIXL "
                  f"compatibility hash, so the handshake refuses the pair ({x} against {chosen}).", fix)]
-    everywhere = ({c: default_backend_at(c, head, pair.version) for c in CUDA_CAPABILITIES}
+    floor = min_capability(other.model or pair.prefill.model, dict(other.weight_flags or ()).get(
+        "--quantization", dict(other.weight_flags or ()).get("-q")))
+    runs_on = tuple(c for c in CUDA_CAPABILITIES if floor is None or c >= floor)
+    everywhere = ({c: default_backend_at(c, head, pair.version) for c in runs_on}
                   if plain and cc is None and head is not None else {})
+    whichever = ("whichever NVIDIA GPU it gets" if floor is None else
+                 f"whichever NVIDIA GPU it gets (FP8 weights load only from compute capability {floor[0]}.{floor[1]}: "
+                 "vllm/config/vllm.py refuses a quantization method below its get_min_capability)")
     if everywhere and None not in everywhere.values():
         picks = ", ".join(f"{b} on {'/'.join(f'{c[0]}.{c[1]}' for c, v in everywhere.items() if v == b)}"
                           for b in dict.fromkeys(everywhere.values()))
         if x not in everywhere.values():
             return [(f"{said}, which on vLLM {fmt(pair.version)} for this model (head size {head}) is {picks} "
-                     f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities), never {x}, whichever "
-                     "NVIDIA GPU it gets. attn_backend_name is a factor of the NIXL compatibility hash, so the "
+                     f"(compute capability; vllm/platforms/cuda.py _get_backend_priorities), never {x}, {whichever}. "
+                     "attn_backend_name is a factor of the NIXL compatibility hash, so the "
                      "handshake refuses the pair.", fix)]
         same = "/".join(f"{c[0]}.{c[1]}" for c, v in everywhere.items() if v == x)
         return [(f"{said}, which depends on its GPU: for this model on vLLM {fmt(pair.version)} it is {picks} "

@@ -294,6 +294,38 @@ def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] 
     return tuple(r.host_devices[int(x)] for x in devices)
 
 
+#: Variables that hand an engine some of its host's devices (CUDA, ROCm, and the other accelerators' runtimes):
+#: an engine that sets one is not taken to open the host's first GPU.
+DEVICE_VISIBILITY_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                         "ASCEND_RT_VISIBLE_DEVICES", "HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES",
+                         "TPU_VISIBLE_CHIPS", "NEURON_RT_VISIBLE_CORES", "ZE_AFFINITY_MASK")
+
+
+def _first_device(r: RoleConfig) -> tuple[str, ...] | None:
+    """The device rank 0 of role ``r`` opens, as a one-id tuple: the first entry of a literal ``CUDA_VISIBLE_DEVICES``
+    (``HIP_VISIBLE_DEVICES`` on ROCm where it is unset), ``0`` where neither is set; ``None`` for a value not read
+    here. Whatever the engine's parallel sizes, vLLM's rank 0 takes ``cuda:0`` of what it sees (gpu_worker.py
+    init_device)."""
+    raw = r.env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None and r.on_rocm:
+        raw = r.env.get("HIP_VISIBLE_DEVICES")
+    if raw is None:
+        return ("0",)
+    if _not_literal(raw):
+        return None
+    ids = visible_ids(raw)
+    return tuple(ids[:1]) or None
+
+
+def _first_visible_gpu(r: RoleConfig) -> bool:
+    """Role ``r`` is started by a script on its host's GPUs as they are (:attr:`RoleConfig.host_gpus`: directly or
+    under Apptainer, on a host the script shows NVIDIA GPUs and no other accelerator of) and names none of its
+    devices (no variable of :data:`DEVICE_VISIBILITY_ENV`, no GPU count), so its first rank
+    opens the first device the host makes visible. A docker/podman container gets its own devices (``--gpus``) and
+    is not judged so. Pure."""
+    return r.host_gpus and r.gpus is None and not any(v in r.env for v in DEVICE_VISIBILITY_ENV)
+
+
 @rule(
     id="engines-share-gpu", family="parallelism", severity="error",
     fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
@@ -323,14 +355,28 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     cache with ``--kv-cache-memory-bytes`` the sum proves nothing: started first, that engine holds its weights,
     activations and that KV size rather than its utilization share, so whether the other's startup check passes rests
     on the model and the device's memory (a warning; an error needs both start orders to fail, as they do when
-    neither engine fixes its KV size)."""
+    neither engine fixes its KV size).
+
+    A script (or container) whose two engines name no devices at all (no ``CUDA_VISIBLE_DEVICES`` or
+    ``HIP_VISIBLE_DEVICES`` on either, no GPU count) on a host that shows GPUs (:func:`_first_visible_gpu`) is judged
+    too: each engine's rank 0 takes ``cuda:0`` of the devices the host makes visible (gpu_worker.py init_device,
+    ``torch.device(f"cuda:{local_rank}")``), so the two share that device whatever their parallel sizes. Likewise,
+    where the parallel sizes are not read (a ``$TP_SIZE`` set at run time), the first device each engine's
+    ``CUDA_VISIBLE_DEVICES`` lists is compared (:func:`_first_device`)."""
     p, d = pair.roles
     one_host = bool(p.gpu_host) and p.gpu_host == d.gpu_host  # separate containers handed one host's GPUs
     if not pair.one_container and not one_host:
         return []
-    if (not p.gpus and not one_host) or p.gpu_memory_utilization is None or d.gpu_memory_utilization is None:
+    if p.gpu_memory_utilization is None or d.gpu_memory_utilization is None:
         return []
-    pdev, ddev = _devices(p), _devices(d)
+    if pair.one_container and _first_visible_gpu(p) and _first_visible_gpu(d):
+        pdev = ddev = ("0",)  # rank 0 of each engine on cuda:0 of the same visible devices, whatever the TP
+    elif not p.gpus and not one_host:
+        return []
+    else:
+        pdev, ddev = _devices(p), _devices(d)
+        if pair.one_container:  # parallel sizes not read: rank 0 still opens the first visible device
+            pdev, ddev = pdev or _first_device(p), ddev or _first_device(d)
     if one_host and not pair.one_container:
         pdev, ddev = _on_host(p, pdev), _on_host(d, ddev)
     shared = sorted(set(pdev or ()) & set(ddev or ()))

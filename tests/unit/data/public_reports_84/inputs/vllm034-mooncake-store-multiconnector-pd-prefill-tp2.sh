@@ -20,7 +20,7 @@ vllm serve meta-llama/Llama-3.1-8B-Instruct \
                 {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_both"}
             ]
         }
-    }' &
+    }'
 
 # Decoder node
 MOONCAKE_CONFIG_PATH=mooncake_config.json \
@@ -36,5 +36,4 @@ vllm serve meta-llama/Llama-3.1-8B-Instruct \
                 {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_consumer"}
             ]
         }
-    }' &
-wait
+    }'
