@@ -1,0 +1,64 @@
+"""Leftovers of issue 9 (fixV): each test names the vLLM source it follows.
+
+1. DeepSeek V4 checkpoints carry an FP8 ``weight_block_size`` for their linear layers, but vLLM's
+   ``DeepseekV4FP8Config.get_quant_method`` loads the routed experts as MXFP4 (or NVFP4) unless ``expert_dtype`` is
+   ``fp8`` (models/deepseek_v4.py 0.20.0 l.120-158: always MXFP4; 0.20.1 l.193-204, 0.21.0 l.197-212;
+   models/deepseek_v4/quant_config.py 0.22.0 l.132-160, 0.34.0 l.209-230; models/deepseek_v41/quant_config.py
+   0.34.0 l.164-191, expert_dtype read from quantization_config by transformers_utils/configs/deepseek_v41.py
+   l.49-50). The MXFP4 method pads the per-rank intermediate size (quantization/mxfp4.py 0.20.0 l.495-503) and has no
+   block-divisibility error, so ``fp8-moe-block-tp-indivisible`` judges only FP8 experts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.test_turn2_variants import check, container, workload
+
+KV_P = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})
+KV_D = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"})
+
+
+def _v4_config(model_type="deepseek_v4", size=1536, expert_dtype=None, quant_extra=None):
+    """A DeepSeek-V4-like config.json whose expert intermediate size does not split along 128-blocks at TP 8."""
+    quant = {"quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "e4m3", **(quant_extra or {})}
+    config = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": model_type, "hidden_size": 4096,
+              "num_attention_heads": 64, "num_key_value_heads": 1, "num_hidden_layers": 43, "n_routed_experts": 256,
+              "moe_intermediate_size": size, "torch_dtype": "bfloat16", "quantization_config": quant}
+    if expert_dtype is not None:
+        config["expert_dtype"] = expert_dtype
+    return config
+
+
+def _block_findings(tmp_path, capsys, config, image):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    docs = [workload(f"v4-{role}", role, container(["/models/dsv4", "--tensor-parallel-size", "8",
+                                                    "--kv-transfer-config", kv], image=image, gpus=8), app="v4")
+            for role, kv in (("prefill", KV_P), ("decode", KV_D))]
+    _, out = check(tmp_path, capsys, *docs, extra=("--model-config", str(path)))
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "fp8-moe-block-tp-indivisible"]
+
+
+@pytest.mark.parametrize(("config", "image"), [
+    (_v4_config(expert_dtype="fp4"), "vllm/vllm-openai:v0.28.0"),            # V4-Flash: MXFP4 experts
+    (_v4_config(), "vllm/vllm-openai:v0.24.0"),                              # no expert_dtype: fp4 by default
+    (_v4_config(size=1296, expert_dtype="fp4"), "vllm/vllm-openai:v0.34.0"),  # 162 rows: not refinable if FP8
+    (_v4_config(expert_dtype="fp8"), "vllm/vllm-openai:v0.20.0"),            # 0.20.0: every expert MXFP4
+    (_v4_config("deepseek_v41_text", quant_extra={"expert_dtype": "fp4"}), "vllm/vllm-openai:v0.28.0"),
+    (_v4_config(expert_dtype="fp4", quant_extra={"moe_quant_algo": "NVFP4"}), "vllm/vllm-openai:v0.28.0"),
+])
+def test_fp4_experts_of_a_deepseek_v4_checkpoint_are_not_judged_as_fp8_blocks(tmp_path, capsys, config, image):
+    assert not _block_findings(tmp_path, capsys, config, image)
+
+
+@pytest.mark.parametrize(("config", "image"), [
+    (_v4_config(expert_dtype="fp8"), "vllm/vllm-openai:v0.28.0"),            # V4-Flash-Base: FP8 block experts
+    (_v4_config(expert_dtype="fp8"), "vllm/vllm-openai:v0.20.1"),
+    (_v4_config("deepseek_v41", size=1296, quant_extra={"expert_dtype": "fp8"}), "vllm/vllm-openai:v0.34.0"),
+])
+def test_fp8_experts_of_a_deepseek_v4_checkpoint_are_still_judged(tmp_path, capsys, config, image):
+    found = _block_findings(tmp_path, capsys, config, image)
+    assert found and {f["severity"] for f in found} == {"error"}, found
