@@ -62,3 +62,53 @@ def test_fp4_experts_of_a_deepseek_v4_checkpoint_are_not_judged_as_fp8_blocks(tm
 def test_fp8_experts_of_a_deepseek_v4_checkpoint_are_still_judged(tmp_path, capsys, config, image):
     found = _block_findings(tmp_path, capsys, config, image)
     assert found and {f["severity"] for f in found} == {"error"}, found
+
+
+# 2. An empty word is a positional argument to vLLM's parser, as a word of blanks is: FlexibleArgumentParser.parse_args
+#    rewrites only words starting with -- or -O (vllm/utils.py 0.9.1 l.1440-1531, vllm/utils/__init__.py 0.11.0
+#    l.1848-1981, vllm/utils/argparse_utils.py 0.34.0 l.313-502) and argparse's _parse_optional returns None for an
+#    empty word, so `vllm serve <model> ""` ends with 'unrecognized arguments' (exit 2).
+
+def _cli_findings(tmp_path, capsys, *docs):
+    code, out = check(tmp_path, capsys, *docs)
+    return code, [f for r in out["results"] for f in r["findings"] if f["rule"] == "cli-option-malformed"]
+
+
+def _pair_with_decode(d_container):
+    p = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P], image=d_container["image"])
+    return [workload("m-prefill", "prefill", p, app="m"), workload("m-decode", "decode", d_container, app="m")]
+
+
+KVQ = "'" + KV_D + "'"
+
+
+@pytest.mark.parametrize(("d_container", "said"), [
+    (container(["Qwen/Qwen3-8B", "", "--kv-transfer-config", KV_D]), "an empty word"),
+    (container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_D, ""], image="vllm/vllm-openai:v0.9.0"), "an empty word"),
+    (container(["--model", "Qwen/Qwen3-8B", "--kv-transfer-config", KV_D, ""], image="vllm/vllm-openai:v0.34.0",
+               command=["python3", "-m", "vllm.entrypoints.openai.api_server"]), "an empty word"),
+    (container([f'EXTRA=""; vllm serve Qwen/Qwen3-8B "$EXTRA" --kv-transfer-config {KVQ}'], command=["bash", "-c"]),
+     "an empty word"),
+    (container(["Qwen/Qwen3-8B", "\t", "--kv-transfer-config", KV_D]), "a word of blanks only"),
+])
+def test_an_empty_word_is_refused_like_a_blank_one(tmp_path, capsys, d_container, said):
+    code, found = _cli_findings(tmp_path, capsys, *_pair_with_decode(d_container))
+    assert code == 1 and len(found) == 1 and said in found[0]["message"], found
+    assert found[0]["severity"] == "error"
+
+
+def test_an_empty_extra_arg_of_a_pddeployment_is_refused(tmp_path, capsys):
+    spec = {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "m"},
+            "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"image": "vllm/vllm-openai:v0.24.0"},
+                     "prefill": {"tensorParallelSize": 1}, "decode": {"tensorParallelSize": 1, "extraArgs": [""]}}}
+    code, found = _cli_findings(tmp_path, capsys, spec)
+    assert code == 1 and found and "spec.decode.extraArgs" in found[0]["fix"], found
+
+
+@pytest.mark.parametrize("script", [
+    f'vllm serve Qwen/Qwen3-8B "$NOT_KNOWN" --kv-transfer-config {KVQ}',   # may hold anything: not judged
+    f'EXTRA=""; vllm serve Qwen/Qwen3-8B $EXTRA --kv-transfer-config {KVQ}',  # unquoted: bash drops the word
+])
+def test_controls_words_that_are_not_known_to_be_empty(tmp_path, capsys, script):
+    _, found = _cli_findings(tmp_path, capsys, *_pair_with_decode(container([script], command=["bash", "-c"])))
+    assert not found, found
