@@ -112,3 +112,53 @@ def test_an_empty_extra_arg_of_a_pddeployment_is_refused(tmp_path, capsys):
 def test_controls_words_that_are_not_known_to_be_empty(tmp_path, capsys, script):
     _, found = _cli_findings(tmp_path, capsys, *_pair_with_decode(container([script], command=["bash", "-c"])))
     assert not found, found
+
+
+# 3. MoRIIOConnector workers bind handshake_port / notify_port + dp_rank + tp_rank (get_port_offset without its
+#    tp_size: moriio_common.py 0.14.0 l.170-171 and l.205-221, 0.34.0 l.236-248 and l.352-398): two workers of one pod
+#    meet on a port where DP ranks x TP ranks overlap, pipeline stages repeat the TP ranks, or the two bases are close.
+
+def _moriio(role, extra=None):
+    return json.dumps({"kv_connector": "MoRIIOConnector", "kv_role": role,
+                       "kv_connector_extra_config": {"proxy_ip": "10.0.0.1", "proxy_ping_port": "36367",
+                                                     "http_port": "8000", **(extra or {})}})
+
+
+def _moriio_pair(image, d_args, d_extra=None, gpus=4):
+    p = container(["Qwen/Qwen3-8B", "--kv-transfer-config", _moriio("kv_producer")], image=image)
+    d = container(["Qwen/Qwen3-8B", *d_args, "--kv-transfer-config", _moriio("kv_consumer", d_extra)], image=image,
+                  gpus=gpus)
+    return [workload("m-prefill", "prefill", p, app="m"), workload("m-decode", "decode", d, app="m")]
+
+
+def _collisions(tmp_path, capsys, *docs):
+    code, out = check(tmp_path, capsys, *docs)
+    return code, [f for r in out["results"] for f in r["findings"] if f["rule"] == "moriio-listener-port-collision"]
+
+
+@pytest.mark.parametrize(("image", "d_args", "d_extra", "port"), [
+    ("vllm/vllm-openai-rocm:v0.14.0", ("--data-parallel-size", "2", "--tensor-parallel-size", "2"), None, "6302"),
+    ("vllm/vllm-openai-rocm:v0.34.0", ("-dp", "2", "-tp", "2"), {"handshake_port": "7000"}, "7001"),
+    ("vllm/vllm-openai-rocm:v0.28.0", ("--data-parallel-size", "4", "--data-parallel-size-local", "2",
+                                       "--data-parallel-start-rank", "2", "--tensor-parallel-size", "2"), None, "6302"),
+    ("vllm/vllm-openai-rocm:v0.24.0", ("--pipeline-parallel-size", "2",), None, "6301"),
+    ("vllm/vllm-openai-rocm:v0.20.0", ("--tensor-parallel-size", "4"), {"handshake_port": 9000, "notify_port": 9002},
+     "9002"),
+])
+def test_two_workers_of_one_pod_binding_one_moriio_port_are_refused(tmp_path, capsys, image, d_args, d_extra, port):
+    code, found = _collisions(tmp_path, capsys, *_moriio_pair(image, d_args, d_extra))
+    assert code == 1 and len(found) == 1 and found[0]["severity"] == "error", found
+    assert found[0]["message"].startswith("decode:") and f"port {port} twice" in found[0]["message"]
+
+
+@pytest.mark.parametrize(("image", "d_args", "d_extra"), [
+    ("vllm/vllm-openai-rocm:v0.34.0", ("--tensor-parallel-size", "8"), None),         # one DP rank: 6301..6308
+    ("vllm/vllm-openai-rocm:v0.34.0", ("--data-parallel-size", "8"), None),           # TP 1: 6301..6308
+    ("vllm/vllm-openai-rocm:v0.28.0", ("--data-parallel-size", "2", "--data-parallel-rank", "1",
+                                       "--tensor-parallel-size", "4"), None),       # one DP rank in this pod
+    ("vllm/vllm-openai-rocm:v0.24.0", ("--tensor-parallel-size", "$(TP)"), None),     # not a literal: not judged
+    ("vllm/vllm-openai-rocm:v0.20.0", ("--tensor-parallel-size", "2"), {"handshake_port": 9000, "notify_port": 9002}),
+])
+def test_controls_moriio_ports_that_stay_apart(tmp_path, capsys, image, d_args, d_extra):
+    _, found = _collisions(tmp_path, capsys, *_moriio_pair(image, d_args, d_extra))
+    assert not found, found
