@@ -162,3 +162,68 @@ def test_two_workers_of_one_pod_binding_one_moriio_port_are_refused(tmp_path, ca
 def test_controls_moriio_ports_that_stay_apart(tmp_path, capsys, image, d_args, d_extra):
     _, found = _collisions(tmp_path, capsys, *_moriio_pair(image, d_args, d_extra))
     assert not found, found
+
+
+# 4. MooncakeConnector's kv_lease_duration (mooncake_connector.py 0.34.0 l.703-712, l.1271-1290, l.1718-1731,
+#    l.2947-2968, l.3009-3011): a value float() refuses or <= 0 stops the engine; a lease on one role only is a warning
+#    (a pull fails only where a request waits longer than the prefill holds its blocks).
+
+def _mooncake(role, lease=None):
+    extra = {} if lease is None else {"kv_lease_duration": lease}
+    return json.dumps({"kv_connector": "MooncakeConnector", "kv_role": role, "kv_connector_extra_config": extra})
+
+
+def _mooncake_pair(image, p_lease=None, d_lease=None):
+    return [workload(f"mc-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", _mooncake(kv, lease)],
+                                                  image=image), app="mc")
+            for role, kv, lease in (("prefill", "kv_producer", p_lease), ("decode", "kv_consumer", d_lease))]
+
+
+def _lease_findings(tmp_path, capsys, docs):
+    code, out = check(tmp_path, capsys, *docs)
+    return code, [f for r in out["results"] for f in r["findings"] if f["rule"].startswith("mooncake-kv-lease")]
+
+
+@pytest.mark.parametrize(("p_lease", "d_lease", "said"), [
+    (None, 30, "not set on the prefill"),
+    (None, "45.5", "not set on the prefill"),
+    (60, None, "not set on the decode"),
+    (5, 120, "lapses between renewals"),
+])
+def test_a_one_sided_kv_lease_is_a_warning(tmp_path, capsys, p_lease, d_lease, said):
+    code, found = _lease_findings(tmp_path, capsys, _mooncake_pair("vllm/vllm-openai:v0.34.0", p_lease, d_lease))
+    assert [(f["rule"], f["severity"]) for f in found] == [("mooncake-kv-lease-one-sided", "warning")], found
+    assert said in found[0]["message"]
+
+
+@pytest.mark.parametrize(("image", "p_lease", "d_lease"), [
+    ("vllm/vllm-openai:v0.34.0", 30, "30"),        # the same seconds
+    ("vllm/vllm-openai:v0.34.0", 60, 90),          # the prefill's renewal (40 s) outlasts the period (15 s)
+    ("vllm/vllm-openai:v0.34.0", None, None),
+    ("vllm/vllm-openai:v0.33.0", None, 30),        # not read before 0.34.0
+])
+def test_controls_kv_leases_that_hold(tmp_path, capsys, image, p_lease, d_lease):
+    _, found = _lease_findings(tmp_path, capsys, _mooncake_pair(image, p_lease, d_lease))
+    assert not found, found
+
+
+@pytest.mark.parametrize(("image", "lease", "severity"), [
+    ("vllm/vllm-openai:v0.34.0", 0, "error"),
+    ("vllm/vllm-openai:v0.34.0", "30s", "error"),
+    ("vllm/vllm-openai:v0.34.0", -5, "error"),
+    ("vllm/vllm-openai:v0.34.0", "-1", "error"),
+])
+def test_a_kv_lease_vllm_refuses_stops_the_engine(tmp_path, capsys, image, lease, severity):
+    _, found = _lease_findings(tmp_path, capsys, _mooncake_pair(image, lease, lease))
+    assert {(f["rule"], f["severity"]) for f in found} == {("mooncake-kv-lease-invalid", severity)}, found
+    assert {f["message"].split(":")[0] for f in found} == {"prefill", "decode"}
+
+
+def test_an_invalid_kv_lease_on_an_unknown_release_is_named_where_the_pair_is_not_checked(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_mooncake_pair("vllm/vllm-openai:latest", "-1", "-1"))
+    assert any("mooncake-kv-lease-invalid (vLLM 0.34.0" in n["reason"] for n in out["notChecked"]), out
+
+
+def test_an_older_release_ignores_an_invalid_kv_lease(tmp_path, capsys):
+    _, found = _lease_findings(tmp_path, capsys, _mooncake_pair("vllm/vllm-openai:v0.30.0", 0, 0))
+    assert not found, found

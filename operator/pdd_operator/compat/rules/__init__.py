@@ -48,6 +48,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     memory,
     middleware,
     mooncake,
+    mooncake_lease,
     moriio_pair,
     multi_connector,
     must_match,
