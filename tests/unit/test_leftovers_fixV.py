@@ -227,3 +227,33 @@ def test_an_invalid_kv_lease_on_an_unknown_release_is_named_where_the_pair_is_no
 def test_an_older_release_ignores_an_invalid_kv_lease(tmp_path, capsys):
     _, found = _lease_findings(tmp_path, capsys, _mooncake_pair("vllm/vllm-openai:v0.30.0", 0, 0))
     assert not found, found
+
+
+# 6. kv-connector-missing beside a --kv-transfer-config that is no JSON object: vLLM's parser refuses the value
+#    (vllm/engine/arg_utils.py 0.14.1 l.279-286 TypeAdapter(KVTransferConfig).validate_json; 0.9.0 l.163-192
+#    KVTransferConfig(**json.loads(x))), so the finding names the parse error and how to write the JSON.
+
+@pytest.mark.parametrize(("value", "image", "said"), [
+    ("{kv_connector: NixlConnector, kv_role: kv_consumer}", "vllm/vllm-openai:v0.24.0", "is not valid JSON"),
+    ("{'kv_connector': 'NixlConnector', 'kv_role': 'kv_consumer'}", "vllm/vllm-openai:v0.14.1", "single-quoted"),
+    ('["NixlConnector"]', "vllm/vllm-openai:v0.11.0", "must be a JSON object"),
+    ('{"kv_connector":"NixlConnector",', "vllm/vllm-openai:v0.34.0", "is not valid JSON"),
+])
+def test_an_unreadable_kv_transfer_config_is_said_to_be_unreadable(tmp_path, capsys, value, image, said):
+    p = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P], image=image)
+    d = container(["Qwen/Qwen3-8B", "--kv-transfer-config", value], image=image)
+    code, out = check(tmp_path, capsys, workload("m-prefill", "prefill", p, app="m"),
+                      workload("m-decode", "decode", d, app="m"))
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert code == 1 and len(found) == 1, out
+    assert "cannot be read" in found[0]["message"] and said in found[0]["message"], found
+    assert "Add --kv-transfer-config" not in found[0]["fix"] and "double-quoted" in found[0]["fix"], found
+
+
+def test_control_an_engine_without_kv_transfer_config_is_told_to_add_one(tmp_path, capsys):
+    p = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P])
+    d = container(["Qwen/Qwen3-8B"])
+    _, out = check(tmp_path, capsys, workload("m-prefill", "prefill", p, app="m"),
+                   workload("m-decode", "decode", d, app="m"))
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
+    assert len(found) == 1 and found[0]["fix"].startswith("Add --kv-transfer-config"), found
