@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from tests.unit.test_turn2_variants import check, container, workload
+from tests.unit.test_turn2_variants import check, container, rules, workload
 
 KV_P = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})
 KV_D = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"})
@@ -257,3 +257,46 @@ def test_control_an_engine_without_kv_transfer_config_is_told_to_add_one(tmp_pat
                    workload("m-decode", "decode", d, app="m"))
     found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-missing"]
     assert len(found) == 1 and found[0]["fix"].startswith("Add --kv-transfer-config"), found
+
+
+# 5. A --config file's YAML mapping reaches vLLM as str(dict) up to 0.14.1 (refused by the flag's JSON parser) and as
+#    JSON from 0.16.0 (vllm/utils/argparse_utils.py 0.14.1 l.489, 0.16.0 l.505, 0.34.0 l.668); where the release is
+#    unknown or 0.15.x (not read) the engine is read as JSON and warned that the release decides.
+
+def _config_file_pair(image, nested, command=("vllm", "serve")):
+    from tests.unit.test_public_report_kinds_92 import MODELS, _engine_file, _pair
+    files = {f"{r}.yaml": _engine_file(MODELS[0], r, nested=nested) for r in ("prefill", "decode")}
+    return _pair(files, image, command=command)
+
+
+def _mapping_findings(out):
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "config-file-mapping-release-dependent"]
+
+
+@pytest.mark.parametrize(("image", "command"), [
+    ("vllm/vllm-openai:v0.15.1", ("vllm", "serve")),
+    ("vllm/vllm-openai:v0.15.0", None),                         # the image's entry point, args only
+    ("registry.example.com/team/vllm:custom", ("vllm", "serve")),
+    ("vllm/vllm-openai:v0.15.1", ("bash", "-c")),               # a script
+])
+def test_a_config_file_mapping_on_an_undecided_release_is_a_warning(tmp_path, capsys, image, command):
+    docs = _config_file_pair(image, nested=True, command=command)
+    if command == ("bash", "-c"):
+        for doc in docs[1:]:
+            c = doc["spec"]["template"]["spec"]["containers"][0]
+            c["command"], c["args"] = ["bash", "-c"], [" ".join(["vllm", "serve", *c["command"][2:]])]
+    code, out = check(tmp_path, capsys, *docs)
+    found = _mapping_findings(out)
+    assert {f["message"].split(":")[0] for f in found} == {"prefill", "decode"}, out
+    assert {f["severity"] for f in found} == {"warning"} and "--kv-transfer-config" in found[0]["message"]
+    assert "engine-args-invalid" not in rules(out, "error")
+
+
+@pytest.mark.parametrize(("image", "nested"), [
+    ("vllm/vllm-openai:v0.14.1", True),    # decided: str(dict), refused by engine-args-invalid
+    ("vllm/vllm-openai:v0.16.0", True),    # decided: JSON
+    ("vllm/vllm-openai:v0.15.1", False),   # a JSON string in the file: every release passes it on
+])
+def test_controls_config_files_whose_release_decides_nothing_open(tmp_path, capsys, image, nested):
+    _, out = check(tmp_path, capsys, *_config_file_pair(image, nested))
+    assert not _mapping_findings(out), out

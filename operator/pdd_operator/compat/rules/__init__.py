@@ -17,6 +17,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     backend_connector,
     block_size,
     buffer_device,
+    config_file,
     connector,
     connector_mix,
     connector_registry,
