@@ -40,7 +40,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # set 96: the connector factory imports a kv_connector_module_path; MoRIIO int()s its ports at start
                "kv-connector-module-missing", "moriio-extra-config-port-invalid",
                # fixT: --attention-backend beside another backend setting stops create_engine_config
-               "attention-backend-set-twice"}
+               "attention-backend-set-twice",
+               # fixV: MoRIIO ports bound twice in one pod, a kv_lease_duration vLLM refuses, a --config mapping
+               "moriio-listener-port-collision", "mooncake-kv-lease-invalid", "config-file-mapping-release-dependent"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

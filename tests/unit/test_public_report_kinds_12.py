@@ -146,7 +146,9 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "sleep-mode-unsupported", "extensible-kv-cache-unsupported",
                     # set 96: a vllm.* connector module the release lacks, MoRIIO's int() of its ports, Mooncake's
                     # refusal to re-shard NVFP4 KV heads (0.30.0-0.34.0)
-                    "kv-connector-module-missing", "moriio-extra-config-port-invalid", "mooncake-hetero-tp-nvfp4-kv",
+                    "kv-connector-module-missing", "moriio-extra-config-port-invalid", "moriio-listener-port-collision",
+                    "mooncake-kv-lease-invalid", "mooncake-kv-lease-one-sided", "config-file-mapping-release-dependent",
+                    "mooncake-hetero-tp-nvfp4-kv",
                     # session 29: SpeculativeConfig refuses keys 0.34.0 dropped whatever the connector
                     "speculative-config-removed-field",
                     # session 29: args that repeat the image's entrypoint stop the argument parser

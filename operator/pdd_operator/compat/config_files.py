@@ -17,7 +17,8 @@ command line) followed by its value, release by release:
   no JSON-typed flag accepts (``--kv-transfer-config`` goes through ``TypeAdapter(KVTransferConfig).validate_json``,
   vllm/engine/arg_utils.py 0.14.1 l.280-284: "cannot be converted", exit 2; vllm-project/vllm#33196); from 0.16.0
   ``json.dumps(value)`` (argparse_utils.py 0.16.0 l.505, 0.34.0 l.668). 0.15.x was not read: a mapping is read there,
-  and on an engine of unknown release, as JSON (the newer behaviour, so no error is promised where none was read);
+  and on an engine of unknown release, as JSON (the newer behaviour, so no error is promised where none was read),
+  and the engine gets the warning ``config-file-mapping-release-dependent`` (:func:`undecided_mappings`);
 - anything else: ``str(value)``.
 
 Where the file is a key of a ConfigMap among the files checked, mounted into the container from a ``configMap`` volume
@@ -53,6 +54,12 @@ LIST_ITEMS_FROM: Version = (0, 10, 2)
 DICT_REPR_UNTIL: Version = (0, 14, 1)
 #: First release whose ``load_config_file`` writes ``--no-<key>`` for ``false`` (0.28.0; 0.27.1 drops it).
 NO_FLAG_FROM: Version = (0, 28, 0)
+#: First release read whose ``load_config_file`` writes a mapping as ``json.dumps`` (argparse_utils.py 0.16.0 l.505).
+DICT_JSON_FROM: Version = (0, 16, 0)
+#: The key under which :func:`inline_config_files` leaves, on a container it rewrote, the flags whose value was a YAML
+#: mapping in the file where the release does not tell how vLLM passes it (unknown, or 0.15.x: not read); read into
+#: ``RoleConfig.config_file_mappings`` (rule ``config-file-mapping-release-dependent``).
+MAPPINGS_KEY = "x-pdd-config-file-mappings"
 #: A line of a shell script that starts vLLM with ``--config <file>``.
 _SCRIPT_CONFIG = re.compile(r"\bvllm\b[^\n]*\s--config\s+\S")
 
@@ -113,6 +120,25 @@ def config_file_args(text: str, version: Version | None) -> list[str] | None:
         else:
             out += [flag, str(value)]
     return out
+
+
+def undecided_mappings(text: str, version: Version | None) -> list[str]:
+    """The flags (``--<key>``) whose value in the YAML ``text`` is a mapping, where release ``version`` does not tell
+    whether vLLM passes it as ``str(dict)`` (up to 0.14.1) or as JSON (from 0.16.0): ``version`` ``None`` or 0.15.x;
+    ``[]`` otherwise or for a text that is no YAML mapping."""
+    if version is not None and not DICT_REPR_UNTIL < version < DICT_JSON_FROM:
+        return []
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    return [f"--{k}" for k, v in config.items() if isinstance(v, dict)] if isinstance(config, dict) else []
+
+
+def _note_mappings(container: dict, text: str, version: Version | None) -> None:
+    """Record on ``container`` (:data:`MAPPINGS_KEY`) the flags of :func:`undecided_mappings`, if any."""
+    if found := undecided_mappings(text, version):
+        container[MAPPINGS_KEY] = sorted({*container.get(MAPPINGS_KEY, ()), *found})
 
 
 def inline_config_files(doc: dict, config_maps: ConfigMaps) -> dict:
@@ -203,6 +229,7 @@ def _inline_script(container: dict, files: dict[str, str], version: Version | No
         added = config_file_args(files[path], version)
         if added is None:
             continue
+        _note_mappings(container, files[path], version)
         serve = serves[-1]
         if serve.group(0).strip() != "serve":
             added = _without_model(added)  # a positional model follows serve
@@ -232,6 +259,7 @@ def _inline_container(container: dict, files: dict[str, str]) -> bool:
     added = config_file_args(files[path], version)
     if added is None:
         return False
+    _note_mappings(container, files[path], version)
     (at, positional), i = _insertion(words, len(command)), words.index(CONFIG)
     if positional:
         added = _without_model(added)

@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
+from pdd_operator.compat.config_files import MAPPINGS_KEY
 from pdd_operator.compat.data_parallel import first_local_rank, lb_modes, local_data_parallel, spans_nodes
 from pdd_operator.compat.dynamo_worker_flags import WORKER_FLAGS
 from pdd_operator.compat.pd_proxy import Proxy, command_proxy, pod_proxies
@@ -203,6 +204,8 @@ class RoleConfig:
             ``--kv-transfer-config`` is given, judged by Dynamo release in ``cli-flag-removed``, ``cli-flag-not-yet`` and
             ``dynamo-connector-flag``; ``()`` for any other engine.
         executor: ``--distributed-executor-backend`` (``ray``, ``mp``, ...), if given.
+        config_file_mappings: the flags a ``vllm serve --config`` file gives as YAML mappings where the release does
+            not tell whether vLLM passes them as Python's repr or as JSON (unknown, 0.15.x).
         dp_local: the DP ranks (engine cores) the engine starts in this pod
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
         dp_first: the global DP rank of the first of those engine cores
@@ -357,6 +360,9 @@ class RoleConfig:
     launcher_flags: tuple[tuple[str, str | bool], ...] = ()
     executor: str | None = None
     dp_local: int | None = None
+    #: flags a ``--config`` file gives as a YAML mapping where the release does not tell how vLLM passes one
+    #: (:func:`~pdd_operator.compat.config_files.undecided_mappings`).
+    config_file_mappings: tuple[str, ...] = ()
     dp_first: int | None = 0
     pcp: int | None = 1
     dcp: int | None = 1
@@ -942,6 +948,7 @@ def role_from_container(
         else (),
         executor=text("--distributed-executor-backend"),
         dp_local=local_data_parallel(flags),
+        config_file_mappings=tuple(str(f) for f in container.get(MAPPINGS_KEY) or ()),
         dp_first=first_local_rank(flags),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),

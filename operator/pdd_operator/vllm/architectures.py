@@ -40,6 +40,9 @@ class ModelTraits:
     #: a block-quantized FP8 checkpoint's ``(expert intermediate size, hidden size, block_n, block_k)`` from config.json,
     #: where known (:func:`pdd_operator.vllm.fp8_block.moe_block_refusal`).
     fp8_moe_shape: tuple[int, int, int, int] | None = None
+    #: the first release whose routed experts of that checkpoint are FP8 (DeepSeek V4 ``expert_dtype: fp8``); ``None``:
+    #: every release.
+    fp8_moe_since: tuple[int, ...] | None = None
     #: a hybrid SSM model whose full-attention layers are MLA (Kimi Linear's KDA + MLA; :data:`HYBRID_MLA_MODEL_TYPES`):
     #: its attention page per token is one latent, replicated on every TP rank, so it never shrinks with TP.
     mla_attention: bool = False

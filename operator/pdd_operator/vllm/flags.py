@@ -251,16 +251,21 @@ def malformed_options(argv: list[str]) -> tuple[str, ...]:
     """The words of ``argv`` (an engine's argv from its entry point on, up to the first shell separator) that
     :data:`_MALFORMED_OPTION` matches, as written (``---max-num-batched-tokens``, ``--max-model-len=4096`` is not
     one), and the words of blanks only (``" "``: a backslash that escapes a trailing blank at a line end instead of
-    the newline, :func:`pdd_operator.vllm.script._escaped_trailing_blank`; argparse takes such a word for a positional
-    one vLLM's parser has no place for: ``vllm serve [model_tag]`` takes one, the api_server module none, so
-    'unrecognized arguments', exit 2); ``()`` where there are none."""
+    the newline, :func:`pdd_operator.vllm.script._escaped_trailing_blank`) and empty words (``""``: a quoted empty
+    expansion, an empty ``args`` item). vLLM's ``FlexibleArgumentParser.parse_args`` passes such words on unchanged
+    (it rewrites only words starting with ``--`` or ``-O``: vllm/utils.py 0.9.1 l.1440-1531, vllm/utils/__init__.py
+    0.11.0 l.1848-1981, vllm/utils/argparse_utils.py 0.14.0 and 0.34.0 l.313-502; from 0.9.0 ``vllm serve --model m``
+    is moved to ``vllm serve m`` first), and argparse's ``_parse_optional`` takes an empty word (``if not
+    arg_string``) and a word not starting with ``-`` for a positional, which vLLM has no place for: ``vllm serve
+    [model_tag]`` takes one, the api_server module none, so 'unrecognized arguments', exit 2. ``()`` where there are
+    none."""
     found: list[str] = []
     for tok in argv[_entry_length(argv):]:
         if tok in ("&&", ";", "|", "||"):
             break
         if _MALFORMED_OPTION.match(tok):
             found.append(tok.partition("=")[0])
-        elif tok and not tok.strip():
+        elif not tok.strip():
             found.append(tok)
     return tuple(found)
 

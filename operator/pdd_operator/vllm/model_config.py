@@ -20,9 +20,11 @@ from pdd_operator.vllm.architectures import (
     traits,
 )
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
+from pdd_operator.vllm.fp8_block import fp8_expert_since
 from pdd_operator.vllm.known_models import derived_config, known_config
 from pdd_operator.vllm.registry_architectures import registry_family, registry_since
 from pdd_operator.vllm.sliding_window import has_sliding_window
+from pdd_operator.vllm.versions import Version
 
 #: Largest config.json accepted, in bytes (UTF-8): 1 MiB, the most a ConfigMap can hold (Kubernetes
 #: "ConfigMaps": "The data stored in a ConfigMap cannot exceed 1 MiB"). Real config.json files are
@@ -93,6 +95,9 @@ class ModelFacts:
     num_experts: int | None = None
     #: a block-quantized FP8 checkpoint's expert shape (:func:`_fp8_moe_shape`), else ``None``.
     fp8_moe_shape: tuple[int, int, int, int] | None = None
+    #: the first release whose routed experts of that checkpoint are FP8 (DeepSeek V4 ``expert_dtype: fp8``:
+    #: :func:`~pdd_operator.vllm.fp8_block.fp8_expert_since`); ``None``: every release.
+    fp8_moe_since: Version | None = None
     #: a hybrid SSM model whose attention is MLA (:data:`~pdd_operator.vllm.architectures.HYBRID_MLA_MODEL_TYPES`,
     #: or ``kv_lora_rank`` beside the SSM layers).
     mla_attention: bool = False
@@ -131,10 +136,14 @@ def _head_size(text: dict) -> int | None:
 def _fp8_moe_shape(config: dict, text: dict) -> tuple[int, int, int, int] | None:
     """``(expert intermediate size, hidden size, block_n, block_k)`` of a checkpoint with experts whose
     ``quantization_config`` is ``quant_method`` ``fp8`` with a ``weight_block_size`` (DeepSeek-V3, Qwen3-MoE-FP8,
-    MiniMax-M2, GLM-4.x-FP8), else ``None``. The expert size is ``moe_intermediate_size`` where the config names one
+    MiniMax-M2, GLM-4.x-FP8), else ``None``; ``None`` too where vLLM's routed experts of the checkpoint are not FP8
+    (DeepSeek V4 with ``expert_dtype`` fp4 or none: MXFP4, :func:`~pdd_operator.vllm.fp8_block.fp8_expert_since`).
+    The expert size is ``moe_intermediate_size`` where the config names one
     (DeepSeek, Qwen-MoE, GLM-MoE), else ``intermediate_size`` (Mixtral, MiniMax-M2: their experts take it). Pure."""
     quant = config.get("quantization_config") or text.get("quantization_config")
     if not isinstance(quant, dict) or str(quant.get("quant_method", "")).lower() != "fp8" or not _num_experts(text):
+        return None
+    if fp8_expert_since(config, text) is False:
         return None
     block = quant.get("weight_block_size")
     size = _int_field(text, "moe_intermediate_size") or _int_field(text, "intermediate_size")
@@ -204,6 +213,7 @@ def facts_from_config(config: dict) -> ModelFacts:
         attention_chunk_size=_int_field(text, "attention_chunk_size"),
         num_experts=_num_experts(text),
         fp8_moe_shape=_fp8_moe_shape(config, text),
+        fp8_moe_since=since if isinstance(since := fp8_expert_since(config, text), tuple) else None,
         mla_attention=arch == Architecture.HYBRID_SSM and (
             bool(text.get("kv_lora_rank")) or hf_arch in HYBRID_MLA_ARCHITECTURES
             or any(isinstance(p, dict) and p.get("model_type") in HYBRID_MLA_MODEL_TYPES
@@ -320,7 +330,7 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
     if facts is not None:
         model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
                                attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts,
-                               fp8_moe_shape=facts.fp8_moe_shape,
+                               fp8_moe_shape=facts.fp8_moe_shape, fp8_moe_since=facts.fp8_moe_since,
                                mla_attention=model_traits.mla_attention or (
                                    facts.mla_attention and model_traits.architecture == Architecture.HYBRID_SSM))
     return ResolvedModel(

@@ -66,3 +66,44 @@ def moriio_listener_ports(kv_transfer: dict, tp: int | None, dp_ranks: Iterable[
         for base in bases:
             ports.update(base + dp + rank for dp in dp_ranks for rank in range(tp or 1))  # type: ignore[operator]
     return tuple(sorted(ports))
+
+
+def moriio_bind_collision(kv_transfer: dict, tp: int, pp: int, dp_local: int) -> tuple[int, str, str] | None:
+    """The first port two workers of one MoRIIOConnector engine bind in one pod (one network namespace), as
+    ``(port, first binder, second binder)``, else ``None``.
+
+    Each worker binds ``handshake_port + dp_rank + tp_rank`` and ``notify_port + dp_rank + tp_rank`` (see the module
+    docstring: ``get_port_offset`` is called without its ``tp_size``), where ``dp_rank`` is the engine core's
+    data-parallel rank (global up to 0.27.x, moriio_common.py 0.14.0 l.207; folded to the pod-local rank from 0.28.0 by
+    ``fold_local_rank``, 0.28.0 l.194-203, 0.34.0 l.240-248 and l.352-354: both shift every worker of the pod alike,
+    so the collisions are the same) and ``tp_rank`` the rank within its TP group, which each pipeline stage has anew.
+    So two local DP ranks at TP >= 2 (DP 0 x TP 1 and DP 1 x TP 0), two pipeline stages, or handshake and notify
+    bases closer than the offsets reach give one port twice. ZeroMQ's ``bind`` of a ROUTER socket without
+    SO_REUSEPORT then raises ``Address already in use``: for the handshake listener inside its thread, before
+    ``ready_event.set()``, so the worker waits on ``ready_event.wait()`` (no timeout) for ever (moriio_connector.py
+    0.14.0 l.902-908 and l.1155-1172, 0.34.0 l.2217-2223 and l.2826-2841).
+
+    kv_transfer: the ``--kv-transfer-config`` object; tp, pp: the engine's TP and PP sizes; dp_local: the DP ranks
+    (engine cores) it starts in this pod. ``None`` too where :func:`moriio_listener_ports` reads no MoRIIO ports."""
+    configs = [kv_transfer, *multi_connector_children(kv_transfer)]
+    for config in configs:
+        if config.get("kv_connector") != MORIIO or third_party_module(config):
+            continue
+        extra = config.get("kv_connector_extra_config")
+        extra = extra if isinstance(extra, dict) else {}
+        bases = (("handshake", _port(extra.get("handshake_port"), DEFAULT_HANDSHAKE_PORT)),
+                 ("notify", _port(extra.get("notify_port"), DEFAULT_NOTIFY_PORT)))
+        if any(base is None for _, base in bases):
+            return None
+        seen: dict[int, str] = {}
+        for dp in range(dp_local):
+            for stage in range(pp):
+                for rank in range(tp):
+                    for name, base in bases:
+                        port = base + dp + rank  # type: ignore[operator]
+                        who = (f"the {name} listener of local DP rank {dp}"
+                               + (f", pipeline stage {stage}" if pp > 1 else "") + f", TP rank {rank}")
+                        if port in seen:
+                            return port, seen[port], who
+                        seen[port] = who
+    return None

@@ -29,10 +29,15 @@ def check_connector_present(pair: PDPair) -> list[Violation]:
     A Dynamo vLLM worker (``launcher`` ``dynamo.vllm``) reaches this rule without a connector only on a runtime that
     no longer adds NixlConnector itself (Dynamo >= 1.0.0,
     :data:`~pdd_operator.compat.dynamo_worker_flags.CONNECTOR_REJECTED_SINCE`): :func:`_dynamo_worker_without_connector`
-    says what that worker does."""
+    says what that worker does. An engine whose ``--kv-transfer-config`` is given but is no JSON object has no
+    connector here only because the value cannot be read: vLLM's parser refuses it (exit 2), so the finding says that
+    and how to write it (:func:`unparsable_kv_transfer_config`), not "add a connector"."""
     out = []
     for r in pair.roles:
         if r.connector is None:
+            if (unread := unparsable_kv_transfer_config(r.errors)) is not None:
+                out.append(_unparsable(pair, r, unread))
+                continue
             if r.launcher == "dynamo.vllm":
                 out.append(_dynamo_worker_without_connector(r.role))
                 continue
@@ -122,6 +127,27 @@ def _dynamo_worker_without_connector(role: str) -> Violation:
                 "starts with no KV connector: it never pulls KV from the prefill workers and recomputes every prompt.")
     return (f"{said} {_LATER}",
             f"Add --kv-transfer-config '{_DYNAMO_KV}' to the {role} worker's args (Dynamo's own example value).")
+
+
+def unparsable_kv_transfer_config(errors: tuple[str, ...] | list[str]) -> str | None:
+    """The error of an engine's ``RoleConfig.errors`` saying its ``--kv-transfer-config`` is no JSON object
+    (:func:`~pdd_operator.vllm.args.json_flag`: "is not valid JSON: ...", "must be a JSON object"), else ``None``.
+    vLLM's parser reads the flag with ``TypeAdapter(KVTransferConfig).validate_json`` (``parse_dataclass``,
+    vllm/engine/arg_utils.py 0.14.1 l.279-286), before that with ``KVTransferConfig(**json.loads(x))`` (0.9.0
+    l.163-192), either of which refuses such a value as the arguments are parsed: the engine never starts."""
+    return next((e for e in errors if e.startswith("--kv-transfer-config ")
+                 and (" is not valid JSON" in e or e.endswith(" must be a JSON object"))), None)
+
+
+def _unparsable(pair: PDPair, r, error: str) -> tuple[str, str]:
+    """The ``kv-connector-missing`` finding of engine ``r`` whose ``--kv-transfer-config`` cannot be read (``error``)."""
+    example = f'{{"kv_connector":"NixlConnector","kv_role":"{"kv_producer" if r.role == "prefill" else "kv_consumer"}"}}'
+    return (f"{r.role}: its --kv-transfer-config is given but cannot be read ({error}), so no connector is known here; "
+            "vLLM's argument parser refuses the value as well (it reads the flag as JSON) and the engine never starts.",
+            fix_for(pair, "Give spec.kvTransfer as the PDDeployment schema asks (the operator writes the JSON).",
+                    f"Write the {r.role} container{_named(r)}'s --kv-transfer-config value as one JSON object with "
+                    f"double-quoted keys and strings, e.g. '{example}' (single quotes around it in a shell; in a YAML "
+                    "args list, the JSON as one item)."))
 
 
 def _named(r) -> str:

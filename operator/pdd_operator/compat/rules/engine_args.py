@@ -267,7 +267,9 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
             "before argparse's parse_args (vllm/utils.py 0.9.1 l.1440-1531, vllm/utils/__init__.py 0.11.0 "
             "l.1848-1981, vllm/utils/argparse_utils.py 0.34.0 l.313-502); argparse takes a '-' word no option string "
             "begins with for an unknown optional and any other word for a positional: 'unrecognized arguments', exit "
-            "2. No vLLM option begins with '---' or a non-ASCII dash; a platform plugin keeps vLLM's parser "
+            "2; an empty or blank word is passed on unchanged and argparse's _parse_optional takes it for a "
+            "positional one no entry point has room for. No vLLM option begins with '---' or a non-ASCII dash; a "
+            "platform plugin keeps vLLM's parser "
             "(vllm-ascend examples/disaggregated_prefill_v1/run_server.sh at fcea657: ---max-num-batched-tokens)"),
     without_connector=True, one_engine=True, any_release=True,
     example="---max-num-batched-tokens 256 (or \u2014max-model-len pasted from rendered docs) in a vllm serve command",
@@ -275,7 +277,8 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
 def check_cli_option_malformed(pair: PDPair) -> list[Violation]:
     """No word is written as an option vLLM's parser can match to none on any release: three or more hyphens
     (``---max-num-batched-tokens``) or a typographic dash in place of ``--`` (:func:`~pdd_operator.vllm.flags.
-    malformed_options`). The engine stops while its arguments are parsed, whatever its platform (plugins such as
+    malformed_options`), or a word that is empty or blanks only (argparse takes it for a positional argument no entry
+    point has room for). The engine stops while its arguments are parsed, whatever its platform (plugins such as
     vllm-ascend keep vLLM's parser) or KV connector, so this is judged on every pair, unknown releases included."""
     out: list[Violation] = []
     for r in pair.roles:
@@ -291,6 +294,12 @@ def _malformed(role: str, word: str) -> tuple[str, str]:
     hyphens or a typographic dash, or a word of blanks only, what a backslash before a trailing blank passes
     (:func:`~pdd_operator.vllm.flags.malformed_options`). The second part is a sentence to end with where to do it
     ("Write --max-model-len (ASCII hyphens)")."""
+    if not word:
+        return (f"{role}: its command line holds an empty word (''), which vLLM's argument parser passes to argparse "
+                "unchanged; argparse takes it for a positional argument vLLM has no place for ('unrecognized "
+                "arguments', exit 2): the engine never starts.",
+                "Delete the empty word (an empty args item, or a quoted expansion such as \"$EXTRA\" of an empty "
+                "variable: leave it unquoted or drop it)")
     if not word.strip():
         return (f"{role}: its command line holds a word of blanks only ({word!r}), which vLLM's argument parser takes "
                 "for a positional argument it has no place for ('unrecognized arguments', exit 2): the engine never "

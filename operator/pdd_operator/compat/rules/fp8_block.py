@@ -30,7 +30,9 @@ def moe_tp_size(r: RoleConfig) -> int | None:
             "only where refine_fp8_moe_block_shape finds no block of at least 32 (fused_moe/oracle/fp8.py 0.29.0 "
             "l.286-303, 0.34.0 l.298-327; quantization/fp8.py 0.29.0 l.566-584); the MoE TP group "
             "(fused_moe/config.py 0.28.0 FusedMoEParallelConfig.make l.1208-1252: TP x DP x PCP, 1 with expert "
-            "parallel); pdd_operator.vllm.fp8_block"),
+            "parallel); DeepSeek V4's routed experts are MXFP4 unless expert_dtype is fp8 (models/deepseek_v4.py "
+            "0.20.0 l.120-158, 0.21.0 l.197-212; models/deepseek_v4/quant_config.py 0.22.0 l.132-160, 0.34.0 "
+            "l.209-230); pdd_operator.vllm.fp8_block"),
     without_connector=True, one_engine=True,
     example="MiniMaxAI/MiniMax-M2 (FP8 blocks [128, 128], intermediate_size 1536) at --tensor-parallel-size 8 on vLLM "
             "0.28.0: 192 rows a rank",
@@ -41,9 +43,11 @@ def check_fp8_moe_block(pair: PDPair) -> list[Violation]:
 
     Judged where the model's config.json is known (given, or a well-known checkpoint's: ``quantization_config`` fp8
     with ``weight_block_size``, the expert intermediate size and hidden size) and the engine's TP, DP, PCP and expert
-    parallel flag are literals. Up to 0.28.x the expert shard must be a multiple of ``block_n`` (and of ``block_k``
-    at TP > 1); from 0.29.0 vLLM refines the blocks down to a common divisor of at least 32. Where the release is
-    unknown and only the older rule refuses, a warning."""
+    parallel flag are literals. DeepSeek V4 checkpoints (``expert_dtype`` fp4 or none) keep FP8 blocks for their
+    linear layers only: vLLM loads their routed experts as MXFP4 (padded per rank, no block check), so they are not
+    judged here; with ``expert_dtype: fp8`` they are, from 0.20.1. Up to 0.28.x the expert shard must be a multiple
+    of ``block_n`` (and of ``block_k`` at TP > 1); from 0.29.0 vLLM refines the blocks down to a common divisor of at
+    least 32. Where the release is unknown and only the older rule refuses, a warning."""
     shape = pair.model.fp8_moe_shape
     if shape is None:
         return []
@@ -53,6 +57,8 @@ def check_fp8_moe_block(pair: PDPair) -> list[Violation]:
         if moe_tp is None or moe_tp == 1:
             continue
         version = r.version
+        if version is not None and pair.model.fp8_moe_since is not None and version < pair.model.fp8_moe_since:
+            continue  # that release's experts of this checkpoint are not FP8 (DeepSeek V4 on 0.20.0: MXFP4)
         why = moe_block_refusal(shape, moe_tp, version or NEWEST_KNOWN)
         old_why = moe_block_refusal(shape, moe_tp, version or OLDEST_KNOWN)
         fix = (f"On the {r.role} engine, use a TP (x DP) size that splits the experts along whole FP8 blocks, or "

@@ -13,7 +13,8 @@ another connector (``Rule.moriio``, ``compat.engine``).
 Read and left without a rule: the handshake and notify ports (``kv_connector_extra_config`` ``handshake_port`` /
 ``notify_port``, defaults filled by moriio_connector.py 0.28.0 lines 254-257: each engine binds its own and the proxy
 forwards them, so two values need not match), ``proxy_ip`` / ``proxy_ping_port`` (the toy proxy's registration),
-hybrid SSM models before 0.31.0 (moriio_connector.py reads no Mamba state before 0.31.0) and data parallelism.
+hybrid SSM models before 0.31.0 (moriio_connector.py reads no Mamba state before 0.31.0) and data parallelism
+across pods. Within one pod the workers' own listener ports must differ (``moriio-listener-port-collision``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.block_size import one_block_size
+from pdd_operator.vllm.moriio_ports import moriio_bind_collision
 from pdd_operator.vllm.versions import Version, fmt
 
 MORIIO = "MoRIIOConnector"
@@ -355,4 +357,55 @@ def check_moriio_extra_config_numbers(pair: PDPair) -> list[Violation]:
                     "JSON in double quotes with its inner quotes escaped so the shell expands the variables)"
                     + (f", and add {', '.join(missing)}" if missing else "") + "."),
         ))
+    return out
+
+
+@rule(
+    id="moriio-listener-port-collision", family="connector", severity="error",
+    fields=("spec.kvTransfer", "spec.prefill.tensorParallelSize", "spec.decode.tensorParallelSize"),
+    in_manifest=("args",),
+    source=("vllm distributed/kv_transfer/kv_connector/v1/moriio: each worker binds handshake_port + "
+            "get_port_offset(dp_rank, tp_rank) and notify_port + the same offset, get_port_offset called without "
+            "tp_size so the offset is dp_rank + tp_rank (moriio_common.py 0.14.0 l.170-171 and l.205-221, 0.28.0 "
+            "l.190-203 and l.306-308 with the DP rank folded to the pod-local one, 0.34.0 l.236-248 and l.352-398; "
+            "moriio_connector.py 0.14.0 l.673-675, 0.34.0 l.1949-1951); the handshake listener binds tcp://*:<port> "
+            "in a thread before ready_event.set() and the worker waits on ready_event.wait() without a timeout "
+            "(moriio_connector.py 0.14.0 l.902-908 and l.1155-1172, 0.34.0 l.2217-2223 and l.2826-2841); "
+            "pdd_operator.vllm.moriio_ports"),
+    example="vllm serve m --data-parallel-size 2 --tensor-parallel-size 2 --kv-transfer-config "
+            "'{\"kv_connector\":\"MoRIIOConnector\",...}': DP 0 x TP 1 and DP 1 x TP 0 both bind 6302",
+    since=MORIIO_SINCE, until=(0, 34, 1), without_connector=True, one_engine=True,
+)
+def check_moriio_listener_port_collision(pair: PDPair) -> list[Violation]:
+    """No two workers of one MoRIIOConnector engine bind the same handshake or notify port in its pod.
+
+    Judged where the engine's TP and PP sizes and its DP ranks in this pod are literals
+    (:func:`~pdd_operator.vllm.moriio_ports.moriio_bind_collision`): every worker of those ranks shares the pod's
+    network namespace, so the offsets ``dp_rank + tp_rank`` that vLLM adds to both bases must not meet. Where they do,
+    the second bind fails with 'Address already in use' inside the handshake listener's thread and that worker waits
+    for its listener for ever: the engine never serves."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        if r.connector != MORIIO or r.wrapper or r.third_party_connector:
+            continue
+        sizes = (r.tp, r.pp, r.dp_local)
+        if any(not isinstance(s, int) or s < 1 for s in sizes):
+            continue
+        hit = moriio_bind_collision(r.kv_transfer, r.tp, r.pp, r.dp_local)  # type: ignore[arg-type]
+        if hit is None:
+            continue
+        port, first, second = hit
+        ways = [w for w, applies in (
+            ("run one data-parallel rank per pod (--data-parallel-rank, external load balancing) or TP 1 with several",
+             r.dp_local > 1 and r.tp > 1),
+            ("run the pipeline stages in pods of their own (--nnodes with one stage a pod)", r.pp > 1),
+            (f"set handshake_port and notify_port in kv_connector_extra_config more than {r.dp_local + r.tp - 1} "
+             "apart", "handshake" in first and "notify" in second or "notify" in first and "handshake" in second),
+        ) if applies] or ["run fewer workers in one pod"]
+        out.append((
+            f"{r.role}: MoRIIOConnector workers bind port {port} twice in one pod ({first}; {second}): vLLM "
+            f"{fmt(r.version) + ' ' if r.version else ''}offsets both listener ports by DP rank + TP rank (not DP rank "
+            "x TP size + TP rank), so the second ZeroMQ bind fails with 'Address already in use' in the handshake "
+            "listener's thread and that worker waits for it for ever: the engine never serves.",
+            f"In the {r.role} engine, {'; or '.join(ways)}."))
     return out
