@@ -32,16 +32,14 @@ reported as not checked (:func:`unread_config_file`), never judged from its comm
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shlex
-from typing import Any
 
 import yaml
 
 from pdd_operator.compat.config_refs import ConfigMaps
-from pdd_operator.compat.mounted_scripts import config_map_volumes, mounted_files
+from pdd_operator.compat.mounted_scripts import mounted_files, rewrite_mounting_containers
 from pdd_operator.vllm.expansion import runs_shell, shell_operands
 from pdd_operator.vllm.flags import is_bool_flag
 from pdd_operator.vllm.versions import Version, resolve_version
@@ -146,28 +144,8 @@ def inline_config_files(doc: dict, config_maps: ConfigMaps) -> dict:
     a key of a ConfigMap of ``config_maps`` mounted into it, rewritten with the file's arguments where vLLM puts them
     (after ``serve`` and its positional model, or after the entry point, before the rest of the command line) and the
     two ``--config`` words removed. Returns a deep copy where anything changed, else ``doc``."""
-    if not config_maps:
-        return doc
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    namespace = str(meta.get("namespace") or "default")
-    out = copy.deepcopy(doc)
-    return out if _walk(out, namespace, config_maps) else doc
-
-
-def _walk(node: Any, namespace: str, config_maps: ConfigMaps) -> bool:
-    changed = False
-    if isinstance(node, dict):
-        if isinstance(node.get("containers"), list) and isinstance(node.get("volumes"), list):
-            volumes = config_map_volumes(node["volumes"], namespace, config_maps)
-            for container in node["containers"]:
-                if isinstance(container, dict) and volumes:
-                    changed |= _inline_container(container, mounted_files(container, volumes))
-        for value in node.values():
-            changed |= _walk(value, namespace, config_maps)
-    elif isinstance(node, list):
-        for item in node:
-            changed |= _walk(item, namespace, config_maps)
-    return changed
+    return rewrite_mounting_containers(
+        doc, config_maps, lambda container, volumes: _inline_container(container, mounted_files(container, volumes)))
 
 
 def _insertion(words: list[str], first_arg: int) -> tuple[int, bool]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pdd_operator.compat.config_refs import ConfigMaps
@@ -27,27 +28,39 @@ def inline_mounted_scripts(doc: dict, config_maps: ConfigMaps) -> dict:
     """``doc`` (not changed) with each container that runs a script mounted from a ConfigMap of ``config_maps``
     (``(namespace, name) -> data``, :func:`~pdd_operator.compat.config_refs.config_maps_of`) rewritten to
     ``command: [/bin/bash, -c, <script>]`` without ``args``. Returns a deep copy where anything changed, else ``doc``."""
+    return rewrite_mounting_containers(doc, config_maps, _inline_container)
+
+
+def rewrite_mounting_containers(doc: dict, config_maps: ConfigMaps,
+                                rewrite: Callable[[dict, dict[str, dict[str, str]]], bool]) -> dict:
+    """``doc`` (not changed) with ``rewrite(container, volumes)`` applied to every container of every pod spec in it
+    (any depth: a Deployment's template, an LWS's leader and worker templates, a Dynamo graph's services) whose
+    ``volumes`` mount a ConfigMap of ``config_maps``; ``volumes`` is :func:`config_map_volumes` of that pod spec.
+    ``rewrite`` changes the container in place and says whether it did. Returns a deep copy where anything changed,
+    else ``doc``. The one walk behind the mounted scripts here and the ``--config`` files of
+    :mod:`pdd_operator.compat.config_files`."""
     if not config_maps:
         return doc
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     namespace = str(meta.get("namespace") or "default")
     out = copy.deepcopy(doc)
-    return out if _walk(out, namespace, config_maps) else doc
+    return out if _walk(out, namespace, config_maps, rewrite) else doc
 
 
-def _walk(node: Any, namespace: str, config_maps: ConfigMaps) -> bool:
+def _walk(node: Any, namespace: str, config_maps: ConfigMaps,
+          rewrite: Callable[[dict, dict[str, dict[str, str]]], bool]) -> bool:
     changed = False
     if isinstance(node, dict):
         if isinstance(node.get("containers"), list) and isinstance(node.get("volumes"), list):
             volumes = config_map_volumes(node["volumes"], namespace, config_maps)
             for container in node["containers"]:
                 if isinstance(container, dict) and volumes:
-                    changed |= _inline_container(container, volumes)
+                    changed |= rewrite(container, volumes)
         for value in node.values():
-            changed |= _walk(value, namespace, config_maps)
+            changed |= _walk(value, namespace, config_maps, rewrite)
     elif isinstance(node, list):
         for item in node:
-            changed |= _walk(item, namespace, config_maps)
+            changed |= _walk(item, namespace, config_maps, rewrite)
     return changed
 
 
