@@ -187,6 +187,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
+    from pdd_operator.compat.image_builds import builds_of, with_image_builds
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -207,7 +208,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     unreadable: list[dict] = []
     skipped: list[dict] = []
     all_docs: dict[str, list[dict]] = {}
-    for path in args.files:
+    paths, folder_errors = _input_paths(args.files)
+    input_errors += folder_errors
+    build_files, paths = _image_build_files(paths)
+    builds = builds_of(build_files)
+    for path in paths:
         try:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
@@ -234,6 +239,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for doc in docs:
             if doc.get("kind") != KIND:
                 doc = without_nulls(doc)  # a null field is an absent one to the apiserver
+                doc = with_image_builds(doc, builds, _read_text)  # the user's image, from its Dockerfile here
                 problems = shape_errors(doc)
                 if problems:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
@@ -377,6 +383,66 @@ def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool, emp
     if unchecked:
         return 3
     return 4 if empty else 0
+
+
+#: File name suffixes read from a folder given to ``pdd check`` (besides Dockerfiles and Makefiles, by name): manifests
+#: and values (YAML, JSON) and launch scripts (shell, Slurm). Other files of a repository (sources, docs, env files,
+#: which Compose reads where its file names them) are not inputs of their own.
+_FOLDER_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".bash", ".sbatch", ".slurm")
+
+
+def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
+    """The files ``pdd check`` reads for the paths ``given``, and input errors: a folder stands for the files under it
+    (sorted, hidden ones and those in hidden folders left out) that are manifests, scripts
+    (:data:`_FOLDER_SUFFIXES`), Dockerfiles or Makefiles
+    (:func:`~pdd_operator.compat.image_builds.is_dockerfile`, :func:`~pdd_operator.compat.image_builds.is_makefile`),
+    as a user's repository keeps them apart; a folder holding none of them is an input error."""
+    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile
+
+    paths: list[str] = []
+    errors: list[str] = []
+    for path in given:
+        if path == "-" or not Path(path).is_dir():
+            paths.append(path)
+            continue
+        root = Path(path)
+        found = [str(p) for p in sorted(root.rglob("*")) if p.is_file()
+                 and not any(part.startswith(".") for part in p.relative_to(root).parts)
+                 and (p.suffix in _FOLDER_SUFFIXES or is_dockerfile(p.name) or is_makefile(p.name))]
+        if not found:
+            errors.append(f"{path}: a folder holding no manifest, script, Dockerfile or Makefile")
+        paths += found
+    return paths, errors
+
+
+def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``(path -> text of the Dockerfiles and Makefiles among paths, the paths still to read as inputs)``: a Dockerfile
+    and a script it copies into its image are part of an image, not a deployment; a Makefile is read as a launcher
+    only where it holds a prefill/decode engine (:func:`~pdd_operator.compat.manifests.pd_marked`), else only for
+    the images it builds (:func:`~pdd_operator.compat.image_builds.builds_of`)."""
+    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile, parse_dockerfile
+    from pdd_operator.compat.manifests import pd_marked
+
+    files: dict[str, str] = {}
+    rest: list[str] = []
+    for path in paths:
+        if path != "-" and (is_dockerfile(path) or is_makefile(path)) and (text := _read_text(path)) is not None:
+            files[path] = text
+            if is_makefile(path) and pd_marked(text):
+                rest.append(path)
+            continue
+        rest.append(path)
+    copied = {str(Path(p).parent / src) for p, text in files.items() if is_dockerfile(p)
+              for src in parse_dockerfile(p, text).copies.values()}
+    return files, [p for p in rest if p not in copied]
+
+
+def _read_text(path: str) -> str | None:
+    """The text of the file ``path``, ``None`` where it is not a readable file."""
+    try:
+        return Path(path).read_text(errors="replace") if Path(path).is_file() else None
+    except OSError:
+        return None
 
 
 def _text_input(path: str) -> dict | None:
