@@ -13,6 +13,17 @@ files users build around vLLM's image) taught, with negative controls.
    container sets no command. Which tag a Dockerfile builds: a Compose ``build`` section, or a Makefile's
    ``docker build -t <tag> -f <file>`` line. An entrypoint script the image copies in from the repository is read as
    ``/bin/bash -c <script>``, so flags it builds from environment variables are seen.
+
+3. ``$(nvidia-smi -L | wc -l)`` (or ``--list-gpus``) in a container's script is the GPUs the container is handed: its
+   ``nvidia.com/gpu`` limit (a Compose service's ``device_ids``), as entrypoint scripts size ``--tensor-parallel-size``
+   (substratusai/vllm-docker, hommayushi3/vllm-huggingface). It was "computed by a command", leaving TP rules unchecked.
+   Without a GPU limit it stays unknown.
+
+4. A container of a user's own image (no ``command``, no ``args``) whose environment carries a KV transfer config
+   (``EXTRA_ARGS='--kv-transfer-config ...'``) is "not checked" naming the image whose entrypoint is not read, not
+   "nothing to check": an entrypoint script may pass it to vLLM. Even an image named ``vllm`` in the user's registry
+   (``ghcr.io/<user>/vllm``) runs its own entrypoint; vLLM's own images (Docker Hub ``vllm/``) run ``vllm serve``,
+   which reads no such variable.
 """
 
 from __future__ import annotations
@@ -235,3 +246,66 @@ def test_makefile_builds_expand_variables_and_find_the_context():
     got = makefile_builds(text)
     assert got["1234.dkr.ecr.us-west-2.amazonaws.com/pd:x"] == ("docker/Dockerfile.pd", ".", {"V": "1"})
     assert got["other:y"][0] == "ctx/Dockerfile"
+
+
+# 3. the GPU count of a container ---------------------------------------------------------------------------------
+
+GPU_DEPLOY = """apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: m-{role}}}
+spec:
+  selector: {{matchLabels: {{app: m, role: {role}}}}}
+  template:
+    metadata: {{labels: {{app: m, role: {role}}}}}
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:{version}
+        command: [/bin/bash, -c]
+        args:
+        - |
+          NUM_GPU=$(nvidia-smi -L | wc -l)
+          exec vllm serve {model} --tensor-parallel-size $NUM_GPU --kv-transfer-config '{kv}'
+        env: [{{name: VLLM_NIXL_SIDE_CHANNEL_HOST, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}]
+{limit}"""
+
+
+def _gpu_script_pair(tmp_path, prefill_gpus, decode_gpus, version="v0.13.0", model="meta-llama/Llama-3.1-8B-Instruct"):
+    def dep(role, gpus):
+        limit = f"        resources: {{limits: {{nvidia.com/gpu: '{gpus}'}}}}\n" if gpus else ""
+        return GPU_DEPLOY.format(role=role, version=version, model=model, kv=KV, limit=limit)
+    path = tmp_path / "pd.yaml"
+    path.write_text(dep("prefill", prefill_gpus) + "---\n" + dep("decode", decode_gpus))
+    return path
+
+
+@pytest.mark.parametrize(("gpus", "code_wanted", "rule"), [
+    (("2", "2"), 0, None),
+    (("4", "2"), 1, "hetero-tp-p-gt-d-unsupported"),  # prefill TP 4 > decode TP 2 before 0.14.0
+])
+def test_the_gpu_count_command_is_the_gpu_limit(tmp_path, capsys, gpus, code_wanted, rule):
+    code, report = _run(capsys, _gpu_script_pair(tmp_path, *gpus))
+    assert code == code_wanted, report
+    assert rule is None or rule in _errors(report), report
+
+
+def test_without_a_gpu_limit_the_gpu_count_stays_unknown(tmp_path, capsys):
+    code, report = _run(capsys, _gpu_script_pair(tmp_path, None, None))
+    assert code == 3 and "tensor-parallel-size" in json.dumps(report["notChecked"]), report
+
+
+# 4. a KV transfer config carried in the environment of a user's image -------------------------------------------
+
+@pytest.mark.parametrize(("image", "code_wanted"), [("ghcr.io/someone/vllm:v0.20.0", 3),
+                                                    ("registry.example.com/llm/serving:1.4", 3),
+                                                    ("vllm/vllm-openai:v0.20.0", 4)])
+def test_a_kv_config_in_the_env_of_a_users_image_is_not_checked(tmp_path, capsys, image, code_wanted):
+    docs = [DEPLOY.format(role=r, image=image, command="",
+                          env=f"        - {{name: EXTRA_ARGS, value: '--kv-transfer-config {KV}'}}\n")
+            for r in ("prefill", "decode")]
+    path = tmp_path / "pd.yaml"
+    path.write_text("---\n".join(docs))
+    code, report = _run(capsys, path)
+    assert code == code_wanted, report
+    if code_wanted == 3:
+        assert all("EXTRA_ARGS" in n["reason"] and image in n["reason"] for n in report["notChecked"]), report
