@@ -833,7 +833,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check", help="check PDDeployments against the compatibility rules",
         epilog="exit codes: " + "; ".join(f"{code}: {what}" for code, what in CHECK_EXIT_CODES.items()))
-    check.add_argument("files", nargs="+", help="YAML files (multi-document), launch scripts, Compose files, Dockerfiles and Makefiles, folders (a repository: the manifests, scripts, Dockerfiles and Makefiles under it), or - for stdin")
+    check.add_argument("files", nargs="+", help=(
+        "YAML files (multi-document), launch scripts, Compose files, Dockerfiles and Makefiles, folders (a "
+        "repository: the manifests, scripts, Dockerfiles and Makefiles under it), or - for stdin"))
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")
     check.add_argument("--model-config", metavar="FILE",
                        help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")
