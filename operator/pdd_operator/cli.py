@@ -187,7 +187,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
-    from pdd_operator.compat.image_builds import builds_of, with_image_builds
+    from pdd_operator.compat.image_builds import builds_of, makefile_recipes, with_image_builds
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -213,6 +213,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     build_files, paths = _image_build_files(paths)
     builds = builds_of(build_files)
     for path in paths:
+        if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
+            if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
+                unreadable.append({"object": f"{path} (Makefile)", "reason": (
+                    "it is a Makefile whose recipes configure prefill/decode KV transfer, but no engine start was "
+                    "found in them (targets calling other targets, variables set outside it): run the commands it "
+                    "runs as a script, or give the manifests it applies")})
+            all_docs[path] = []
+            continue
         try:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
@@ -474,13 +482,13 @@ def _runs_without_pd(path: str) -> bool:
         return False
 
 
-def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:
-    """Add the P/D engines of the shell or Slurm batch script ``path`` to ``engines`` and those it cannot read to
-    ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`); ``False`` when it starts none that
-    can be found (the file is then named "not checked" as a whole)."""
+def _read_script(path: str, engines: list, unreadable: list[dict], text: str | None = None) -> bool:
+    """Add the P/D engines of the shell or Slurm batch script ``path`` (its ``text``, else the file's) to ``engines``
+    and those it cannot read to ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`);
+    ``False`` when it starts none that can be found (the file is then named "not checked" as a whole)."""
     from pdd_operator.compat.script_inputs import script_engines
 
-    got = script_engines(path, Path(path).read_text(errors="replace"))
+    got = script_engines(path, Path(path).read_text(errors="replace") if text is None else text)
     if got is None or not any(got):
         return False
     engines.extend(got[0])

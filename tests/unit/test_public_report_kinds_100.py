@@ -24,6 +24,11 @@ files users build around vLLM's image) taught, with negative controls.
    "nothing to check": an entrypoint script may pass it to vLLM. Even an image named ``vllm`` in the user's registry
    (``ghcr.io/<user>/vllm``) runs its own entrypoint; vLLM's own images (Docker Hub ``vllm/``) run ``vllm serve``,
    which reads no such variable.
+
+5. A Makefile whose recipes run the engines (``docker run ... $(IMAGE) ... --kv-transfer-config $(KV)``) is read as
+   the shell script its recipes make: make's simple variables expanded, ``$$`` as ``$``, ``@``/``-`` prefixes dropped
+   (GNU make manual, "Recipe Syntax"); it was "not checked" as a shell script whose ``$(VAR)`` were unknown. One
+   whose engines are not found there (a ``$(MAKE)`` into another folder) stays "not checked".
 """
 
 from __future__ import annotations
@@ -309,3 +314,38 @@ def test_a_kv_config_in_the_env_of_a_users_image_is_not_checked(tmp_path, capsys
     assert code == code_wanted, report
     if code_wanted == 3:
         assert all("EXTRA_ARGS" in n["reason"] and image in n["reason"] for n in report["notChecked"]), report
+
+
+# 5. a Makefile's recipes that run the engines ---------------------------------------------------------------------
+
+MAKEFILE_PD = """IMAGE := vllm/vllm-openai:v0.20.0
+DECODE_IMAGE := {decode_image}
+MODEL ?= Qwen/Qwen3-8B
+KV := '{kv}'
+
+run-prefill:
+\tdocker run -d --name p --network host --gpus '"device=0"' \\
+\t\t-e VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \\
+\t\t$(IMAGE) $(MODEL) --port 8100 --kv-transfer-config $(KV)
+
+run-decode:
+\t@docker run -d --name d --network host --gpus '"device=1"' \\
+\t\t-e VLLM_NIXL_SIDE_CHANNEL_PORT=5601 \\
+\t\t$(DECODE_IMAGE) $(MODEL) --port 8200 --kv-transfer-config $(KV)
+"""
+
+
+@pytest.mark.parametrize(("decode_image", "code_wanted"), [("$(IMAGE)", 0), ("vllm/vllm-openai:v0.21.0", 1)])
+def test_a_makefile_that_runs_the_engines_is_read_as_its_recipes(tmp_path, capsys, decode_image, code_wanted):
+    path = tmp_path / "Makefile"
+    path.write_text(MAKEFILE_PD.format(decode_image=decode_image, kv=KV))
+    code, report = _run(capsys, path)
+    assert code == code_wanted, report
+    assert code_wanted == 0 or "vllm-version-mismatch" in _errors(report), report
+
+
+def test_a_makefile_whose_pd_engines_are_not_found_is_not_checked(tmp_path, capsys):
+    path = tmp_path / "Makefile"
+    path.write_text(f"KV := '{KV}'\npd:\n\t$(MAKE) -C deploy apply KV_CONFIG=$(KV)\n")
+    code, report = _run(capsys, path)
+    assert code == 3 and report["notChecked"], report

@@ -416,3 +416,25 @@ def compose_build_of(service: dict, compose_dir: str, read: Reader) -> ImageBuil
     if text is None:
         return None
     return parse_dockerfile(path, text, args)
+
+
+def makefile_recipes(text: str) -> str:
+    """The recipe lines of the Makefile ``text`` as one shell script, in order: each tab-led line (continuations
+    joined), its ``@``/``-``/``+`` prefix dropped, ``$(VAR)`` and ``${VAR}`` expanded from the Makefile's simple
+    variables (:func:`_make_values`) and make's ``$$`` turned into the shell's ``$`` (GNU make manual, "Recipe Syntax",
+    "Using Variables in Recipes"). Which targets run is not followed: every recipe is read, as a launcher script whose
+    engines the P/D readers pair (:func:`~pdd_operator.compat.script_inputs.script_engines`)."""
+    values = _make_values(text)
+    lines: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        if not buf and not raw.startswith("\t"):
+            continue
+        line = raw.strip()
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        line = (buf + line).lstrip("@-+ ")
+        buf = ""
+        lines.append(_make_expand(line, values).replace("$$", "$"))
+    return "\n".join(lines) + "\n"
