@@ -349,3 +349,12 @@ def test_a_makefile_whose_pd_engines_are_not_found_is_not_checked(tmp_path, caps
     path.write_text(f"KV := '{KV}'\npd:\n\t$(MAKE) -C deploy apply KV_CONFIG=$(KV)\n")
     code, report = _run(capsys, path)
     assert code == 3 and report["notChecked"], report
+
+
+def test_file_names_that_are_dockerfiles_and_makefiles():
+    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile
+
+    assert all(is_dockerfile(n) for n in ("Dockerfile", "a/Dockerfile.decode", "prefill.Dockerfile", "Containerfile"))
+    assert not any(is_dockerfile(n) for n in ("Dockerfile.yaml", "dockerfile-notes.md", "compose.yaml"))
+    assert all(is_makefile(n) for n in ("Makefile", "makefile", "GNUmakefile", "build/pd.mk"))
+    assert not is_makefile("Makefile.yaml")

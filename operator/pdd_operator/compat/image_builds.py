@@ -43,8 +43,9 @@ _MAKEFILE_NAME = re.compile(r"^(?:GNUmakefile|[Mm]akefile)$|\.mk$")
 
 def is_dockerfile(path: str) -> bool:
     """Whether the file ``path`` is a Dockerfile by its name (``Dockerfile``, ``Dockerfile.decode``,
-    ``prefill.Dockerfile``, ``Containerfile``)."""
-    return bool(_DOCKERFILE_NAME.search(PurePosixPath(path).name))
+    ``prefill.Dockerfile``, ``Containerfile``); a manifest named after one (``Dockerfile.yaml``) is not."""
+    name = PurePosixPath(path).name
+    return bool(_DOCKERFILE_NAME.search(name)) and PurePosixPath(name).suffix not in (".yaml", ".yml", ".json")
 
 
 def is_makefile(path: str) -> bool:
