@@ -12,7 +12,8 @@ files users build around vLLM's image) taught, with negative controls.
    container's env (Compose ``environment`` and ``env_file`` win), and its ``ENTRYPOINT``/``CMD`` run where the
    container sets no command. Which tag a Dockerfile builds: a Compose ``build`` section, or a Makefile's
    ``docker build -t <tag> -f <file>`` line. An entrypoint script the image copies in from the repository is read as
-   ``/bin/bash -c <script>``, so flags it builds from environment variables are seen.
+   ``/bin/bash -c <script>``, so flags it builds from environment variables are seen (in a Compose service too,
+   where the image's words are kept from Compose's ``$VAR`` interpolation).
 
 3. ``$(nvidia-smi -L | wc -l)`` (or ``--list-gpus``) in a container's script is the GPUs the container is handed: its
    ``nvidia.com/gpu`` limit (a Compose service's ``device_ids``), as entrypoint scripts size ``--tensor-parallel-size``
@@ -358,3 +359,22 @@ def test_file_names_that_are_dockerfiles_and_makefiles():
     assert not any(is_dockerfile(n) for n in ("Dockerfile.yaml", "dockerfile-notes.md", "compose.yaml"))
     assert all(is_makefile(n) for n in ("Makefile", "makefile", "GNUmakefile", "build/pd.mk"))
     assert not is_makefile("Makefile.yaml")
+
+
+@pytest.mark.parametrize(("decode_dtype", "code_wanted"), [("", 0), ("      KV_CACHE_DTYPE: fp8\n", 1)])
+def test_a_compose_service_runs_the_entrypoint_script_of_its_build(tmp_path, capsys, decode_dtype, code_wanted):
+    # the script's ${VAR:-default} belong to the container's shell, not to Compose's interpolation
+    (tmp_path / "entrypoint.sh").write_text(ENTRY)
+    (tmp_path / "Dockerfile").write_text("FROM vllm/vllm-openai:v0.20.0\nCOPY entrypoint.sh /usr/local/bin/\n"
+                                         'ENTRYPOINT ["entrypoint.sh"]\n')
+    services = "".join(
+        f"  {role}:\n    build: .\n    network_mode: host\n    environment:\n"
+        f"      KV_TRANSFER_CONFIG: '{KV}'\n      VLLM_NIXL_SIDE_CHANNEL_HOST: 127.0.0.1\n"
+        f"      VLLM_NIXL_SIDE_CHANNEL_PORT: '{port}'\n{extra}"
+        f"    deploy: {{resources: {{reservations: {{devices: [{{driver: nvidia, device_ids: ['{gpu}'], "
+        f"capabilities: [gpu]}}]}}}}}}\n"
+        for role, port, gpu, extra in (("prefill", 5600, 0, ""), ("decode", 5601, 1, decode_dtype)))
+    (tmp_path / "compose.yaml").write_text("services:\n" + services)
+    code, report = _run(capsys, tmp_path)
+    assert code == code_wanted, report
+    assert code_wanted == 0 or "kv-cache-dtype-mismatch" in _errors(report), report

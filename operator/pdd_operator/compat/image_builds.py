@@ -385,13 +385,19 @@ def service_from_build(service: dict, build: ImageBuild, read: Reader) -> dict:
         if script is not None:
             command = out.pop("command", None)
             args = command if isinstance(command, list) else shlex.split(command) if isinstance(command, str) else \
-                (build.cmd or [])
-            out["entrypoint"] = ["/bin/bash", "-c", script, "entrypoint", *[str(a) for a in args]]
+                [_literal(w) for w in build.cmd or []]
+            out["entrypoint"] = ["/bin/bash", "-c", _literal(script), "entrypoint", *[str(a) for a in args]]
         else:
-            out["entrypoint"] = build.entrypoint
+            out["entrypoint"] = [_literal(w) for w in build.entrypoint]
             if "command" not in out and build.cmd is not None:
-                out["command"] = build.cmd
+                out["command"] = [_literal(w) for w in build.cmd]
     return out
+
+
+def _literal(word: str) -> str:
+    """``word`` from the image, escaped for a Compose file: Compose interpolates ``$VAR`` in what the file says and
+    turns ``$$`` into ``$``, never in what the image holds."""
+    return word.replace("$", "$$")
 
 
 def compose_build_of(service: dict, compose_dir: str, read: Reader) -> ImageBuild | None:
