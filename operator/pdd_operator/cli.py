@@ -187,6 +187,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
+    from pdd_operator.compat.image_builds import builds_of, makefile_recipes, with_image_builds
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -207,7 +208,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     unreadable: list[dict] = []
     skipped: list[dict] = []
     all_docs: dict[str, list[dict]] = {}
-    for path in args.files:
+    paths, folder_errors = _input_paths(args.files)
+    input_errors += folder_errors
+    build_files, paths = _image_build_files(paths)
+    builds = builds_of(build_files)
+    for path in paths:
+        if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
+            if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
+                unreadable.append({"object": f"{path} (Makefile)", "reason": (
+                    "it is a Makefile whose recipes configure prefill/decode KV transfer, but no engine start was "
+                    "found in them (targets calling other targets, variables set outside it): run the commands it "
+                    "runs as a script, or give the manifests it applies")})
+            all_docs[path] = []
+            continue
         try:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
@@ -234,6 +247,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for doc in docs:
             if doc.get("kind") != KIND:
                 doc = without_nulls(doc)  # a null field is an absent one to the apiserver
+                doc = with_image_builds(doc, builds, _read_text)  # the user's image, from its Dockerfile here
                 problems = shape_errors(doc)
                 if problems:
                     input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
@@ -379,6 +393,66 @@ def _check_exit_code(input_errors: list[str], failed: bool, unchecked: bool, emp
     return 4 if empty else 0
 
 
+#: File name suffixes read from a folder given to ``pdd check`` (besides Dockerfiles and Makefiles, by name): manifests
+#: and values (YAML, JSON) and launch scripts (shell, Slurm). Other files of a repository (sources, docs, env files,
+#: which Compose reads where its file names them) are not inputs of their own.
+_FOLDER_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".bash", ".sbatch", ".slurm")
+
+
+def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
+    """The files ``pdd check`` reads for the paths ``given``, and input errors: a folder stands for the files under it
+    (sorted, hidden ones and those in hidden folders left out) that are manifests, scripts
+    (:data:`_FOLDER_SUFFIXES`), Dockerfiles or Makefiles
+    (:func:`~pdd_operator.compat.image_builds.is_dockerfile`, :func:`~pdd_operator.compat.image_builds.is_makefile`),
+    as a user's repository keeps them apart; a folder holding none of them is an input error."""
+    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile
+
+    paths: list[str] = []
+    errors: list[str] = []
+    for path in given:
+        if path == "-" or not Path(path).is_dir():
+            paths.append(path)
+            continue
+        root = Path(path)
+        found = [str(p) for p in sorted(root.rglob("*")) if p.is_file()
+                 and not any(part.startswith(".") for part in p.relative_to(root).parts)
+                 and (p.suffix in _FOLDER_SUFFIXES or is_dockerfile(p.name) or is_makefile(p.name))]
+        if not found:
+            errors.append(f"{path}: a folder holding no manifest, script, Dockerfile or Makefile")
+        paths += found
+    return paths, errors
+
+
+def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``(path -> text of the Dockerfiles and Makefiles among paths, the paths still to read as inputs)``: a Dockerfile
+    and a script it copies into its image are part of an image, not a deployment; a Makefile is read as a launcher
+    only where it holds a prefill/decode engine (:func:`~pdd_operator.compat.manifests.pd_marked`), else only for
+    the images it builds (:func:`~pdd_operator.compat.image_builds.builds_of`)."""
+    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile, parse_dockerfile
+    from pdd_operator.compat.manifests import pd_marked
+
+    files: dict[str, str] = {}
+    rest: list[str] = []
+    for path in paths:
+        if path != "-" and (is_dockerfile(path) or is_makefile(path)) and (text := _read_text(path)) is not None:
+            files[path] = text
+            if is_makefile(path) and pd_marked(text):
+                rest.append(path)
+            continue
+        rest.append(path)
+    copied = {str(Path(p).parent / src) for p, text in files.items() if is_dockerfile(p)
+              for src in parse_dockerfile(p, text).copies.values()}
+    return files, [p for p in rest if p not in copied]
+
+
+def _read_text(path: str) -> str | None:
+    """The text of the file ``path``, ``None`` where it is not a readable file."""
+    try:
+        return Path(path).read_text(errors="replace") if Path(path).is_file() else None
+    except OSError:
+        return None
+
+
 def _text_input(path: str) -> dict | None:
     """The "not checked" record of the file ``path`` when it is no manifest but configures P/D KV transfer (a Slurm or
     shell script, a systemd unit, a Nomad job: :func:`~pdd_operator.compat.text_inputs.unreadable_text`), else
@@ -408,13 +482,13 @@ def _runs_without_pd(path: str) -> bool:
         return False
 
 
-def _read_script(path: str, engines: list, unreadable: list[dict]) -> bool:
-    """Add the P/D engines of the shell or Slurm batch script ``path`` to ``engines`` and those it cannot read to
-    ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`); ``False`` when it starts none that
-    can be found (the file is then named "not checked" as a whole)."""
+def _read_script(path: str, engines: list, unreadable: list[dict], text: str | None = None) -> bool:
+    """Add the P/D engines of the shell or Slurm batch script ``path`` (its ``text``, else the file's) to ``engines``
+    and those it cannot read to ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`);
+    ``False`` when it starts none that can be found (the file is then named "not checked" as a whole)."""
     from pdd_operator.compat.script_inputs import script_engines
 
-    got = script_engines(path, Path(path).read_text(errors="replace"))
+    got = script_engines(path, Path(path).read_text(errors="replace") if text is None else text)
     if got is None or not any(got):
         return False
     engines.extend(got[0])
@@ -767,7 +841,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check", help="check PDDeployments against the compatibility rules",
         epilog="exit codes: " + "; ".join(f"{code}: {what}" for code, what in CHECK_EXIT_CODES.items()))
-    check.add_argument("files", nargs="+", help="YAML files (multi-document), or - for stdin")
+    check.add_argument("files", nargs="+", help=(
+        "YAML files (multi-document), launch scripts, Compose files, Dockerfiles and Makefiles, folders (a "
+        "repository: the manifests, scripts, Dockerfiles and Makefiles under it), or - for stdin"))
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")
     check.add_argument("--model-config", metavar="FILE",
                        help="the model's config.json (else a ConfigMap in the files named by spec.model.configMapRef)")

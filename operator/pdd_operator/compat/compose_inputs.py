@@ -61,6 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from pdd_operator.compat.image_builds import IMAGE_ENV_KEY, compose_build_of, service_from_build
 from pdd_operator.compat.manifests import Engine, Unreadable, is_compose_file, pd_marked, scan
 from pdd_operator.compat.rules.base import COMPOSE_KIND
 from pdd_operator.vllm.expansion import COMPOSE_OUTSIDE
@@ -212,6 +213,10 @@ def _env(service: dict, unknown: set[str], values: Mapping[str, str] | None = No
             continue
         defined = {e["name"] for e in env}
         env += [{"name": k, "value": v.replace("$", "$$")} for k, v in parse_env_file(text).items() if k not in defined]
+    image_env = service.get(IMAGE_ENV_KEY)  # the built image's ENV: below environment and env_file
+    if isinstance(image_env, dict):
+        defined = {e["name"] for e in env}
+        env += [{"name": str(k), "value": str(v).replace("$", "$$")} for k, v in image_env.items() if k not in defined]
     return env, env_from
 
 
@@ -515,6 +520,8 @@ def compose_engines(path: str, docs: list[dict], first_host: int = 0,
         for name in services:
             service = _extended(name, services, read=read)
             where = f"{path} (Compose) services.{name}"
+            if isinstance(service, dict) and read is not None and (built := compose_build_of(service, ".", read)):
+                service = service_from_build(service, built, read)  # the image its Dockerfile here builds
             if isinstance(service, str):
                 # A service built on a file not given may hold any engine of this P/D project: named, not guessed.
                 if pd_marked(repr(services[name])) or "not in these files" in service:

@@ -75,6 +75,7 @@ from pdd_operator.vllm.versions import (
     dev_build,
     dev_build_note,
     fmt,
+    image_repository,
     image_version_text,
     is_vllm_image,
     rules_version,
@@ -496,10 +497,26 @@ def _args_for_unknown_entrypoint(container: dict, image: str, labels_role: tuple
     carry a P/D engine's settings (a KV transfer config; or a bare ``serve`` in a container whose labels name a P/D
     role) and start no engine of their own (``serve``, a model, flags, ``-c`` and a script) cannot be read: ``serve M ...`` runs
     ``vllm serve M ...`` under an ENTRYPOINT of ``vllm`` and fails under one of ``vllm serve``
-    (:mod:`pdd_operator.vllm.entrypoint`). ``None`` for a container with a command, a vLLM image, or args without
-    such settings."""
+    (:mod:`pdd_operator.vllm.entrypoint`). The same holds for a container without ``command`` or such ``args``
+    whose environment carries a KV transfer config (``EXTRA_ARGS='--kv-transfer-config {...}'``): an image's
+    entrypoint script turns such a variable into flags (substratusai/vllm-docker's ``entrypoint.sh`` appends
+    ``$EXTRA_ARGS``), which is read only where the Dockerfile that builds the image is given
+    (:mod:`pdd_operator.compat.image_builds`). ``None`` for a container with a command, a vLLM image, or args and
+    environment without such settings."""
     args = [str(x) for x in container.get("args") or []]
-    if container.get("command") or not args or is_vllm_image(image):
+    if container.get("command"):
+        return None
+    carried = [str(e.get("name")) for e in container.get("env") or []
+               if isinstance(e, dict) and _ENGINE_KV_FLAG.search(str(e.get("value") or ""))]
+    if carried and not args and not image_repository(image).startswith("vllm/"):
+        # a user's own image (even one named vllm) whose entrypoint script may read the variable; vLLM's own
+        # images (Docker Hub's vllm organisation) run vllm serve, which reads no such variable
+        return (f"{UNKNOWN_ENTRYPOINT}{image or 'its image'} is unknown (not read here). The container has no command, "
+                f"and its variable {carried[0]} carries a KV transfer config (--kv-transfer-config) that the image's "
+                "ENTRYPOINT (an entrypoint script) may pass to vLLM; which engine starts, and with which flags, cannot "
+                "be read. Give pdd check the Dockerfile that builds the image, with the Makefile or Compose file that "
+                "names its tag, or write the command (command: [vllm, serve]) in the container")
+    if is_vllm_image(image) or not args:
         return None
     if not _ENGINE_KV_FLAG.search(" ".join(args)) and not (labels_role is not None and args[0] == "serve"):
         return None

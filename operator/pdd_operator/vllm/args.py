@@ -114,9 +114,24 @@ def int_flag(flags: dict[str, str | bool], name: str, default: int | None) -> in
 def container_env(container: dict) -> ContainerEnv:
     """A container's environment (``env`` and ``envFrom``), its values expanded as the kubelet does;
     downward-API pod/host IPs become the :data:`POD_IP` / :data:`HOST_IP` sentinels; the image's own ``ENV`` as
-    known (:func:`~pdd_operator.vllm.image_env.image_env`)."""
+    known (:func:`~pdd_operator.vllm.image_env.image_env`); the GPUs it is handed (``nvidia.com/gpu``)."""
     env = ContainerEnv.of(container.get("env"), container.get("envFrom"), _field_sentinel)
-    return replace(env, image=image_env(str(container.get("image") or "")))
+    return replace(env, image=image_env(str(container.get("image") or "")), gpus=_gpu_limit(container))
+
+
+def _gpu_limit(container: dict) -> int | None:
+    """The container's ``nvidia.com/gpu`` limit (or request, which must equal it for extended resources), ``None``
+    where it sets none or not as a whole number."""
+    res = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+    for key in ("limits", "requests"):
+        part = res.get(key) if isinstance(res.get(key), dict) else {}
+        raw = part.get("nvidia.com/gpu")
+        if raw is not None:
+            try:
+                return int(str(raw))
+            except ValueError:
+                return None
+    return None
 
 
 def container_launches(container: dict, *, image_runs_vllm: bool) -> list[Launch]:

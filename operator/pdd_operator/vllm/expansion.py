@@ -89,6 +89,13 @@ def shell_operands(command: list[str]) -> list[str]:
     return rest[1:] if rest[:1] == ["--"] else rest
 
 
+#: The command substitution that counts a container's GPUs, as entrypoint scripts size the tensor parallelism:
+#: ``$(nvidia-smi -L | wc -l)``, ``$(nvidia-smi --list-gpus | wc -l)`` (substratusai/vllm-docker entrypoint.sh,
+#: hommayushi3/vllm-huggingface endpoints-entrypoint.sh). ``nvidia-smi -L`` prints one line per GPU the container sees,
+#: which the NVIDIA device plugin (``NVIDIA_VISIBLE_DEVICES``) limits to the GPUs it was handed.
+GPU_COUNT_COMMAND = re.compile(r"^\$\(\s*nvidia-smi\s+(?:-L|--list-gpus)(?:\s+2>\s*/dev/null)?\s*\|\s*wc\s+-l\s*\)$")
+
+
 def runs_shell(command: list[str]) -> bool:
     """Whether ``command`` (a container's command and args as written) runs a ``sh``/``bash -c`` script."""
     return len(command) >= 2 and command[0].rsplit("/", 1)[-1] in ("sh", "bash") and command[1].startswith("-")
@@ -285,6 +292,8 @@ class ContainerEnv:
             (:data:`_INJECTED`: the kubelet's service variables, LeaderWorkerSet's); ``False`` for a script run on a
             host (:mod:`pdd_operator.compat.script_inputs`), where no kubelet or LWS sets ``PREFILL_NIXL_SIDE_PORT``
             and a ``${PREFILL_NIXL_SIDE_PORT:-5577}`` default is what the shell expands.
+        gpus: the GPUs the container is handed (its ``nvidia.com/gpu`` limit; a Compose service's ``device_ids``),
+            ``None`` where not known: what ``$(nvidia-smi -L | wc -l)`` prints inside it (:data:`GPU_COUNT_COMMAND`).
     """
 
     values: dict[str, str] = field(default_factory=dict)
@@ -293,6 +302,7 @@ class ContainerEnv:
     image: dict[str, str | None] = field(default_factory=dict)
     kubernetes: bool = True
     refs: dict[str, str] = field(default_factory=dict)
+    gpus: int | None = None
 
     @property
     def open(self) -> bool:

@@ -70,7 +70,7 @@ import tree_sitter
 import tree_sitter_bash
 
 from pdd_operator.vllm.entrypoint import SERVE, image_entrypoint
-from pdd_operator.vllm.expansion import _UNKNOWN_RE, ContainerEnv, unknown, unknown_names
+from pdd_operator.vllm.expansion import _UNKNOWN_RE, GPU_COUNT_COMMAND, ContainerEnv, unknown, unknown_names
 from pdd_operator.vllm.flags import _entry_length, parse_flags
 
 #: Loop iterations run in one script, all loops together (a bound on the work one manifest can cause).
@@ -1336,6 +1336,8 @@ class _Shell:
                     return printed
             if inner is not None and (here := self.cat_heredoc(inner)) is not None:
                 return here.rstrip("\n")  # command substitution drops trailing newlines (POSIX 2.6.3)
+            if self.env.gpus is not None and GPU_COUNT_COMMAND.match(text):
+                return str(self.env.gpus)  # the GPUs the container was handed
             return unknown(words[0] if words and _NAME.match(words[0]) else "command")
         if node.type == "arithmetic_expansion":
             return self.arithmetic(text[3:-2])
