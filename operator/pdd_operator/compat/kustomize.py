@@ -72,7 +72,7 @@ def _kindless(doc: dict) -> bool:
 
 def is_kustomization(doc: dict) -> bool:
     """True for a kustomize ``Kustomization``/``Component`` document: with its ``kustomize.config.k8s.io`` apiVersion
-    and kind, or without either (:func:`_kindless`)."""
+    and kind, or without the apiVersion (:func:`_kindless`)."""
     group = str(doc.get("apiVersion") or "").rpartition("/")[0]
     return (group == _KUSTOMIZE_GROUP and doc.get("kind") in _KINDS) or _kindless(doc)
 
