@@ -175,8 +175,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     (:mod:`~pdd_operator.compat.script_inputs`), and so are the services of Docker Compose files that run vLLM
     (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of every file one topology);
     a file that is no manifest but configures P/D in a way not read (a
-    systemd unit, a Nomad job, a script whose engines cannot be found) and a Kustomize overlay whose patches do are
-    reported as not checked, with the reason.
+    systemd unit, a Nomad job, a script whose engines cannot be found) is reported as not checked, with the reason,
+    and so is a kustomization whose build the files do not show (:mod:`~pdd_operator.compat.kustomize`: the reason
+    names ``kubectl kustomize <folder> | pdd check -``).
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
@@ -243,6 +244,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     _read_launcher_configs(all_docs, engines, unreadable)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
+    given = frozenset(Path(p).resolve() for p in all_docs if p != "-")
     for path, docs in all_docs.items():
         for doc in docs:
             if doc.get("kind") != KIND:
@@ -255,7 +257,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
                 inlined = inline_config_files(inlined, config_maps)  # vllm serve --config <a ConfigMap's file>
                 inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files
-                found, refused = _scan_foreign(inlined, unreadable)
+                found, refused = _scan_foreign(inlined, unreadable, path, given)
                 versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})
                 found, judged = flagless_dynamo_graph(inlined, found)
                 if judged:  # a Dynamo graph with no prefill worker: the warning is its verdict, nothing to pair
@@ -562,15 +564,18 @@ def _origin(doc: dict) -> str:
     return f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
 
 
-def _scan_foreign(doc: dict, unreadable: list[dict]) -> tuple[list, list]:
+def _scan_foreign(doc: dict, unreadable: list[dict], path: str = "-",
+                  given: frozenset[Path] = frozenset()) -> tuple[list, list]:
     """``(the P/D engines of a non-PDDeployment document, those of its unreadable engines that vLLM refuses all the
     same)``; every engine it cannot read goes to ``unreadable`` ("not checked"), the refused ones too (their
-    :attr:`~pdd_operator.compat.manifests.Unreadable.findings` say what is refused, the rest stays unchecked)."""
+    :attr:`~pdd_operator.compat.manifests.Unreadable.findings` say what is refused, the rest stays unchecked).
+    ``path``: the file the document is from; ``given``: every file of the check, resolved (a kustomization whose
+    build they all show is not reported, :func:`~pdd_operator.compat.kustomize.kustomize_overlay`)."""
     from pdd_operator.compat.kustomize import kustomize_overlay
     from pdd_operator.compat.manifests import scan
 
-    overlay = kustomize_overlay(doc)
-    if overlay is not None:  # its engines are in the bases it patches, not in these files
+    overlay = kustomize_overlay(doc, path, given)
+    if overlay is not None:  # its engines are in what it builds from, not in these files
         unreadable.append({"object": overlay.where, "reason": overlay.reason})
         return [], []
     engines, cannot = scan(doc)

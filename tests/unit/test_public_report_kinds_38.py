@@ -171,19 +171,28 @@ def test_a_kustomize_overlay_whose_patches_configure_pd_is_not_checked(tmp_path,
     assert code == 3 and [s["object"] for s in out["notChecked"]] == [f"{kind} (kustomize.config.k8s.io)"], out
 
 
-def test_a_kustomization_without_pd_configuration_is_still_nothing_to_check(tmp_path, capsys):
+def test_a_kustomization_without_pd_text_is_not_checked_unless_what_it_builds_is_given(tmp_path, capsys):
+    """Set 102 changed this control: a kustomization's bases are what it deploys, so one that names a base not among
+    the files is "not checked" (run kubectl kustomize), not "nothing to check"; given with the files it builds from
+    (and changing none of them) it adds nothing and those files are checked as they are."""
     path = tmp_path / "kustomization.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                                     "resources": ["../base"], "namespace": "llm-d"}))
-    assert main(["check", str(path), "-o", "json"]) == 4
+    assert main(["check", str(path), "-o", "json"]) == 3
+    assert "kubectl kustomize" in json.loads(capsys.readouterr().out)["notChecked"][0]["reason"]
+    path.write_text(yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                                    "resources": ["web.yaml"], "namespace": "llm-d"}))
+    (tmp_path / "web.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Service",
+                                                       "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}))
+    assert main(["check", str(path), str(tmp_path / "web.yaml"), "-o", "json"]) == 4
     capsys.readouterr()
 
 
 @pytest.mark.parametrize("doc", [
     {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"note": KV}},
-    {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["../base"]},
-    {"apiVersion": "example.com/v1", "kind": "Kustomization", "spec": {"note": KV}}])
-def test_only_kustomize_documents_naming_a_kv_connector_are_overlays(doc):
+    {"apiVersion": "example.com/v1", "kind": "Kustomization", "spec": {"note": KV}},
+    {"resources": {"limits": {"nvidia.com/gpu": 1}}, "image": {"tag": "v0.10.0"}}])
+def test_documents_of_other_groups_and_helm_values_are_no_kustomizations(doc):
     assert kustomize_overlay(doc) is None
 
 

@@ -5,7 +5,8 @@ own formats, with negative controls.
   base's Deployment with a patch file named by path and renames it ``prefill``) holds no KV connector in its own text:
   the connector is in the patch file and the base, neither in the files given. It patches bases and names one P/D
   role, so it is "not checked" (exit 3, run kustomize build), not "nothing to check" (exit 4). A kustomization that
-  patches nothing, or names no role, or both roles, stays as it was;
+  patches nothing, or names no role, or both roles, is a plain kustomization (set 102: not checked, its bases
+  are not in the files);
 - a user's Dynamo SDK ``dynamo serve`` config without the examples' ``ServiceArgs`` (a ``VllmWorker``/``PrefillWorker``
   section, or Dynamo's own ``DynamoNixlConnector``, registered in no vLLM release) is "not checked" as a Dynamo serve
   config, with the reason that says what to do, not described as Helm values.
@@ -82,9 +83,13 @@ NOT_ROLE_OVERLAYS = {
 
 
 @pytest.mark.parametrize("name", NOT_ROLE_OVERLAYS)
-def test_other_kustomizations_without_pd_configuration_stay_nothing_to_check(tmp_path, capsys, name):
+def test_other_kustomizations_are_not_checked_naming_the_build(tmp_path, capsys, name):
+    """Set 102 changed this control from "nothing to check": their bases are not among the files, so what they deploy
+    is unseen. They are not described as one role's overlay, and the reason names the command to run."""
     code, out = _check(tmp_path, capsys, NOT_ROLE_OVERLAYS[name])
-    assert code == 4 and not out.get("notChecked") and not out.get("inputErrors"), out
+    assert code == 3 and not out.get("inputErrors"), out
+    [entry] = out["notChecked"]
+    assert "overlay of the" not in entry["reason"] and f"kubectl kustomize {tmp_path} | pdd check -" in entry["reason"]
 
 
 def test_a_role_overlay_with_the_connector_inline_keeps_its_reason(tmp_path, capsys):
