@@ -7,6 +7,8 @@ started from Python, with negative controls.
   (entrypoints/llm.py ``LLM.__init__`` builds ``EngineArgs(model=..., **kwargs)``, the fields the CLI sets), with the
   ``os.environ`` it sets before each engine and the release its PEP 723 block or ``%pip install`` pins: the rules
   judge the pair; a value it computes when it runs keeps it "not checked", naming the line;
+- an engine built in-process (``LLM(...)``) starts no API server, so it has no HTTP port to share
+  (:data:`~pdd_operator.vllm.script.IN_PROCESS_ENGINE`);
 - a notebook is read as its code cells, never as a Helm values document;
 - a shell script that only runs the prefill and decode Python files (``python3 prefill_example.py``, vLLM 0.10.0's
   offline disaggregated-prefill run.sh, no ``#!`` line) is "not checked" (engines in files not here), not an input
@@ -84,6 +86,8 @@ def test_a_literal_kv_dtype_difference_is_found_and_the_control_passes(tmp_path,
     assert all(version in r["vllmVersion"] for r in report["results"]), report
     code, report = _check(tmp_path, capsys, "pd.py", _offline(version, model, ctor=ctor, ktc=ktc))
     assert code == 0 and not _rules(report), report
+    # engines built in-process start no API server: no HTTP port 8000 for the two to share
+    assert "listener-port-conflict" not in _rules(report, "warning"), report
 
 
 @pytest.mark.parametrize("version", ["0.11.0", "0.20.0"])
@@ -105,6 +109,7 @@ def test_the_pep723_pin_gives_the_release(tmp_path, capsys):
 
 
 def test_a_literal_vllm_serve_list_is_read(tmp_path, capsys):
+    """A ``vllm serve`` list is a server: two on one host on the default --port share it (unlike ``LLM(...)``)."""
     text = ('import json\nimport subprocess\n\n'
             'KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})\n\n\n'
             'def start(cmd, env):\n    return subprocess.Popen(cmd, env=env)\n\n\n'
@@ -116,6 +121,9 @@ def test_a_literal_vllm_serve_list_is_read(tmp_path, capsys):
     assert read.script.count("vllm serve Qwen/Qwen3-8B") == 2
     code, report = _check(tmp_path, capsys, "launch.py", "import os\n" + text)
     assert code == 1 and _rules(report) & {"engines-share-gpu", "side-channel-port-conflict"}, report
+    code, report = _check(tmp_path, capsys, "launch.py", "import os\n" + text.replace('"--port", "8100", ', "")
+                          .replace('"--port", "8200", ', ""))
+    assert "listener-port-conflict" in _rules(report) | _rules(report, "warning"), report
 
 
 # --- what the file computes when it runs stays not checked, named ------------------------------------------------

@@ -36,6 +36,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from pdd_operator.vllm.script import IN_PROCESS_ENGINE
+
 #: The constructors whose keywords are ``EngineArgs`` fields (``LLM`` passes its keywords on to ``EngineArgs``).
 ENGINE_CALLS = ("LLM", "EngineArgs", "AsyncEngineArgs")
 #: The constructors whose keywords make the dict a ``--*-config`` JSON flag parses into (vllm/config/*.py).
@@ -281,10 +283,12 @@ def _argv_words(node: ast.List, scopes: _Scopes) -> list[str] | None:
 
 def python_launch_script(code: str) -> PythonLaunches:
     """The engines the Python source ``code`` starts, read from its literal engine constructor keywords
-    (:data:`ENGINE_CALLS` with a ``kv_transfer_config``) and literal ``vllm serve`` argument lists, as a shell script
-    of ``ENV=... vllm serve ... &`` lines (all started together, as the processes a launcher starts run side by
-    side), each on its call's line, with the file's vLLM pin (:func:`python_vllm_pin`) as a ``pip install vllm==X``
-    line; see :class:`PythonLaunches`. Source that does not parse gives no script and its syntax error. Pure."""
+    (:data:`ENGINE_CALLS` with a ``kv_transfer_config``, written after the
+    :data:`~pdd_operator.vllm.script.IN_PROCESS_ENGINE` word: they serve no HTTP) and literal ``vllm serve`` argument
+    lists, as a shell script of ``ENV=... vllm serve ... &`` lines (all started together, as the processes a
+    launcher starts run side by side), each on its call's line, with the file's vLLM pin (:func:`python_vllm_pin`)
+    as a ``pip install vllm==X`` line; see :class:`PythonLaunches`. Source that does not parse gives no script
+    and its syntax error. Pure."""
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
@@ -310,7 +314,8 @@ def python_launch_script(code: str) -> PythonLaunches:
         env, env_unread = _environment(call if isinstance(call, ast.Call) else node, scopes)
         unread += env_unread
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        lines[node.lineno] = (prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in words) + " &"
+        wrapper = [IN_PROCESS_ENGINE] if isinstance(node, ast.Call) else []  # built in-process: no API server
+        lines[node.lineno] = (prefix + " " if prefix else "") + " ".join(shlex.quote(w) for w in [*wrapper, *words]) + " &"
     if not lines:
         return PythonLaunches(None, tuple(unread))
     pin = python_vllm_pin(code)

@@ -69,6 +69,7 @@ from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint, script_shows_other_accelerator
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import (
+    IN_PROCESS_ENGINE,
     MAX_ARGUMENT_PATHS,
     Alternative,
     Launch,
@@ -235,11 +236,14 @@ def _nixl_pin(text: str) -> tuple[int, str] | None:
 
 def _line(launch: Launch) -> str:
     """The engine's command as one literal shell line: its environment as ``NAME=value`` prefixes, then its argv (from
-    the program that starts it: ``vllm-rs serve ...`` for a Rust frontend launch, ``Launch.frontend``)."""
+    the program that starts it: ``vllm-rs serve ...`` for a Rust frontend launch, ``Launch.frontend``; the
+    :data:`~pdd_operator.vllm.script.IN_PROCESS_ENGINE` word of an engine a Python program builds)."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.env.items() if _NAME.fullmatch(k))
     argv = list(launch.argv)
     if launch.frontend and argv[:2] == ["vllm", "serve"]:  # started by vllm-rs: the same program again
         argv[0] = launch.frontend
+    if launch.wrapper[:1] == (IN_PROCESS_ENGINE,):  # built in a Python process: kept, it serves no HTTP
+        argv.insert(0, IN_PROCESS_ENGINE)
     return (env + " " if env else "") + " ".join(shlex.quote(w) for w in argv) + " &"
 
 
