@@ -162,6 +162,20 @@ def test_a_notebooks_code_cells_are_read(tmp_path, capsys, version, model):
     assert "#%pip install" in (notebook_code(_notebook(cells)) or "")
 
 
+def test_a_notebooks_cells_set_the_environment_in_order(tmp_path, capsys):
+    """Module code runs in order: each cell's CUDA_VISIBLE_DEVICES is the one its engine starts with."""
+    engine = ('os.environ["CUDA_VISIBLE_DEVICES"] = "{gpu}"\nos.environ["VLLM_NIXL_SIDE_CHANNEL_PORT"] = "{port}"\n'
+              'llm_{name} = LLM(model="Qwen/Qwen3-8B", kv_transfer_config=KVTransferConfig('
+              'kv_connector="NixlConnector", kv_role="kv_both"))')
+    cells = ["%pip install vllm==0.20.0", "import os\nfrom vllm import LLM\nfrom vllm.config import KVTransferConfig",
+             engine.format(gpu=0, port=5600, name="p"), engine.format(gpu=1, port=5601, name="d")]
+    code, report = _check(tmp_path, capsys, "pd.ipynb", _notebook(cells))
+    assert code == 0 and not _rules(report), report
+    cells[3] = cells[3].replace('"1"', '"0"')
+    code, report = _check(tmp_path, capsys, "pd.ipynb", _notebook(cells))
+    assert code == 1 and "engines-share-gpu" in _rules(report), report
+
+
 def test_a_notebook_built_at_run_time_is_not_checked_as_a_notebook(tmp_path, capsys):
     cells = ['import subprocess, json\nHOST = json.load(open("env.json"))["host"]\n'
              'kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})\n'

@@ -206,13 +206,16 @@ def _environ_key(target: ast.AST) -> ast.AST | None:
 
 
 def _environment(call: ast.Call, scopes: _Scopes) -> tuple[dict[str, str], list[str]]:
-    """The variables the file sets in ``os.environ`` before ``call`` runs: at module level, and in each function
-    around the call on an earlier line; and the engine variables (:data:`_ENGINE_ENV`) set to values not literal."""
+    """The variables the file sets in ``os.environ`` before ``call`` runs: at module level (on an earlier line where
+    the call is module code too, as a notebook's cells run in order), and in each function around the call on an
+    earlier line; and the engine variables (:data:`_ENGINE_ENV`) set to values not literal."""
     env: dict[str, str] = {}
     unread: list[str] = []
-    for scope in reversed(scopes.chain(call)):
+    chain = scopes.chain(call)
+    for scope in reversed(chain):
         for stmt in scopes.own(scope):
-            if scope is not scopes.tree and stmt.lineno >= call.lineno:
+            # a function runs after the whole module (the example's main()); module code runs in order (a notebook)
+            if stmt.lineno >= call.lineno and (scope is not scopes.tree or len(chain) == 1):
                 continue
             pairs: list[tuple[ast.AST, ast.AST]] = []
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and (key := _environ_key(stmt.targets[0])):
