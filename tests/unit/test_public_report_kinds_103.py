@@ -160,6 +160,8 @@ def test_a_notebooks_code_cells_are_read(tmp_path, capsys, version, model):
     assert code == 1 and "kv-cache-dtype-mismatch" in _rules(report), report
     assert all(version in r["vllmVersion"] and "Jupyter notebook" in r["object"] for r in report["results"]), report
     assert "#%pip install" in (notebook_code(_notebook(cells)) or "")
+    code, report = _check(tmp_path, capsys, "pd.ipynb", _notebook(["%%bash\nnvidia-smi -L\nls -la", *cells]))
+    assert code == 1 and "kv-cache-dtype-mismatch" in _rules(report), report  # a cell magic's cell is no Python
 
 
 def test_a_notebooks_cells_set_the_environment_in_order(tmp_path, capsys):

@@ -76,7 +76,8 @@ class PythonLaunches:
 def notebook_code(text: str) -> str | None:
     """The Python source of a Jupyter notebook (nbformat 4: a JSON object with ``cells`` and ``nbformat``): its code
     cells' ``source`` joined in order, IPython's ``!cmd`` and ``%magic`` lines kept as comments (``#!pip install
-    ...``); ``None`` for text that is no notebook. Pure."""
+    ...``), a cell magic's cell (``%%bash``, not Python) wholly commented out; ``None`` for text that is no
+    notebook. Pure."""
     if not text.lstrip().startswith("{") or '"cells"' not in text or '"nbformat"' not in text:
         return None
     try:
@@ -91,6 +92,9 @@ def notebook_code(text: str) -> str | None:
             continue
         source = cell.get("source")
         source = "".join(source) if isinstance(source, list) else str(source or "")
+        if source.lstrip().startswith("%%"):  # a cell magic (%%bash, %%writefile): the cell is not Python
+            cells.append("\n".join("#" + line for line in source.splitlines()))
+            continue
         cells.append("\n".join(_MAGIC.sub(r"\1#\2", line) for line in source.splitlines()))
     return "\n\n".join(cells) + "\n"
 
