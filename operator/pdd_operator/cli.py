@@ -222,6 +222,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                     "runs as a script, or give the manifests it applies")})
             all_docs[path] = []
             continue
+        if _is_notebook(path):  # JSON that YAML would take for a values file: its code cells are the input
+            all_docs[path] = []
+            if (text_record := _text_input(path)) is not None and not _read_script(path, engines, unreadable):
+                unreadable.append(text_record)
+            continue
         try:
             all_docs[path] = _load_docs(path)
         except (InputError, OSError) as exc:
@@ -467,6 +472,20 @@ def _text_input(path: str) -> dict | None:
         return unreadable_text(path, Path(path).read_text(errors="replace"))
     except OSError:
         return None
+
+
+def _is_notebook(path: str) -> bool:
+    """The file ``path`` is a Jupyter notebook (:func:`~pdd_operator.compat.text_inputs.text_format`), whose
+    engines are in its code cells (:mod:`~pdd_operator.compat.python_inputs`), not in its JSON as a document.
+    ``False`` for stdin and a file that cannot be read."""
+    from pdd_operator.compat.text_inputs import text_format
+
+    if path == "-":
+        return False
+    try:
+        return text_format(Path(path).read_text(errors="replace")) == "Jupyter notebook"
+    except OSError:
+        return False
 
 
 def _runs_without_pd(path: str) -> bool:

@@ -44,7 +44,7 @@ from pdd_operator.vllm.moriio_ports import moriio_listener_ports
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.rocm_nixl import installs_nixl
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
-from pdd_operator.vllm.script import Launch, memlock_ulimit, opaque_command
+from pdd_operator.vllm.script import IN_PROCESS_ENGINE, Launch, memlock_ulimit, opaque_command
 from pdd_operator.vllm.transfer_mode import transfer_mode
 from pdd_operator.vllm.v1_oracle import v0_fallback_flags
 from pdd_operator.vllm.versions import (
@@ -853,8 +853,9 @@ def role_from_container(
     http_port = None
     # ``--uds PATH`` (0.10.1+) serves HTTP on a Unix socket instead of --port (api_server.py setup_server, 0.10.1.1
     # ``if args.uds: sock = create_server_unix_socket(args.uds)``; 0.34.0 launchers/launcher.py): no TCP port
+    # nor an engine a Python program builds in its own process (vllm.LLM: no API server, IN_PROCESS_ENGINE)
     if port is not None and argv[:1] != ["dynamo.vllm"] and flags.get("--headless") is not True \
-            and "--uds" not in flags:
+            and "--uds" not in flags and launch.wrapper[:1] != (IN_PROCESS_ENGINE,):
         other_ports.append(port)
         http_port = port
     try:

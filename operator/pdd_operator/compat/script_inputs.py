@@ -63,11 +63,13 @@ from dataclasses import replace
 
 from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import Engine, Unreadable, pd_marked, repeats_unread, scan
+from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint, script_shows_other_accelerator
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import (
+    IN_PROCESS_ENGINE,
     MAX_ARGUMENT_PATHS,
     Alternative,
     Launch,
@@ -234,11 +236,14 @@ def _nixl_pin(text: str) -> tuple[int, str] | None:
 
 def _line(launch: Launch) -> str:
     """The engine's command as one literal shell line: its environment as ``NAME=value`` prefixes, then its argv (from
-    the program that starts it: ``vllm-rs serve ...`` for a Rust frontend launch, ``Launch.frontend``)."""
+    the program that starts it: ``vllm-rs serve ...`` for a Rust frontend launch, ``Launch.frontend``; the
+    :data:`~pdd_operator.vllm.script.IN_PROCESS_ENGINE` word of an engine a Python program builds)."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.env.items() if _NAME.fullmatch(k))
     argv = list(launch.argv)
     if launch.frontend and argv[:2] == ["vllm", "serve"]:  # started by vllm-rs: the same program again
         argv[0] = launch.frontend
+    if launch.wrapper[:1] == (IN_PROCESS_ENGINE,):  # built in a Python process: kept, it serves no HTTP
+        argv.insert(0, IN_PROCESS_ENGINE)
     return (env + " " if env else "") + " ".join(shlex.quote(w) for w in argv) + " &"
 
 
@@ -269,6 +274,8 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     or one in which no engine start is
     found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`)."""
     fmt = text_format(text)
+    if fmt in ("Python launcher", "Jupyter notebook"):
+        return _python_engines(path, text, fmt)
     if fmt not in READ_FORMATS or not (pd_marked(text) or starts_with_config_file(text)):
         return None
     # run as written: no variable of its own set beforehand, and none a kubelet would add (it runs on a host)
@@ -280,6 +287,21 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     if not found:
         return None
     return _engines(path, text, fmt, found)
+
+
+def _python_engines(path: str, text: str, fmt: str) -> tuple[list[Engine], list[Unreadable]] | None:
+    """The P/D engines of the Python launcher or notebook ``path`` whose settings are all literal
+    (:func:`~pdd_operator.compat.python_inputs.python_launch_script`: its engine constructors and ``vllm serve``
+    argument lists as the shell lines they stand for, read as a script run on one host), each ``where`` naming
+    ``path (fmt) line N`` of the Python source (a notebook's code cells joined); ``None`` where it starts none that
+    can be read, or one of them is not literal (the file stays "not checked", with the reason:
+    :func:`pdd_operator.compat.text_inputs.unreadable_text`)."""
+    code = notebook_code(text) if fmt == "Jupyter notebook" else text
+    read = python_launch_script(code or "")
+    if read.script is None or read.unread or not pd_marked(read.script):
+        return None
+    found = launches(read.script, ContainerEnv(kubernetes=False))
+    return _engines(path, read.script, "shell script", found, label=fmt) if found else None
 
 
 def _alternatives(path: str, text: str, fmt: str, alternatives: list[Alternative],

@@ -17,6 +17,7 @@ import re
 
 from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import other_pd_engine_script, pd_marked, platform_pd_launcher
+from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
@@ -29,7 +30,9 @@ from pdd_operator.compat.manifests import other_pd_engine_script, pd_marked, pla
 #: CUDA_VISIBLE_DEVICES=0 vllm serve ...``, vllm-project/vllm#22965; a wrapper may stand between, ``viztracer -o f vllm``;
 #: vLLM's Rust frontend ``vllm-rs serve``, :data:`pdd_operator.vllm.script.RUST_FRONTEND`; another engine's server
 #: command line, ``python3 -m sglang.launch_server`` / ``sglang serve`` / ``trtllm-serve``, as bug reports paste an
-#: SGLang P/D pair, sgl-project/sglang#18389).
+#: SGLang P/D pair, sgl-project/sglang#18389; a Python file run with inline ``NAME=value`` assignments,
+#: ``VLLM_ENABLE_V1_MULTIPROCESSING=0 CUDA_VISIBLE_DEVICES=0 python3 "$SCRIPT_DIR/prefill_example.py"`` as vLLM
+#: 0.10.0's examples/offline_inference/disaggregated-prefill-v1/run.sh does, with no ``#!`` line).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
@@ -42,6 +45,7 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                                  r"\.\w+:", re.M)),
     ("shell script", re.compile(r"\A#!.*\b(ba|z|da|k)?sh\b|^\s*(export\s+\w+=|srun\s|(\S*/)?(python3?\s+-m\s+)?vllm(-rs)?[\s.])"
                                 r"|^\s*(?:sudo\s+)?(?:docker|podman)(?:\s+container)?\s+run\s"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S*/)?python3?\s+[\"']?\S+\.py\b"
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]"
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?(?:python3?\s+-m\s+sglang\.launch_server|sglang\s+serve"
                                 r"|trtllm-serve)\s",
@@ -75,9 +79,12 @@ def _is_python(text: str) -> bool:
 
 
 def text_format(text: str) -> str | None:
-    """The name of the non-manifest format ``text`` is written in (one of :data:`_FORMATS`, or "Python launcher" for
+    """The name of the non-manifest format ``text`` is written in ("Jupyter notebook" for a notebook's JSON,
+    :func:`~pdd_operator.compat.python_inputs.notebook_code`; one of :data:`_FORMATS`, or "Python launcher" for
     Python source that no earlier format claims: :func:`_is_python`), or ``None`` for text in none of them, and for a
     manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no chart template."""
+    if notebook_code(text) is not None:
+        return "Jupyter notebook"
     fmt = next((name for name, pattern in _FORMATS if pattern.search(text)), None)
     if fmt in (None, "shell script") and _is_python(text):
         fmt = "Python launcher"
@@ -110,9 +117,12 @@ def run_format(text: str) -> str | None:
 _CONTAINER_RUN = re.compile(r"^\s*(?:sudo\s+)?(?:docker|podman)\s+run\s", re.M)
 
 #: A command that runs another script file: ``bash di.sh``, ``sh -x run.sh``, ``srun ... bash di.sh``, ``./di.sh``,
-#: ``source env.sh`` / ``. env.sh`` (bash(1)); group 1 is the script's path.
-_RUNS_SCRIPT = re.compile(r"(?:^|[\s;&|(])(?:(?:ba|z|da|k)?sh\s+(?:-\w+\s+)*|source\s+|\.\s+|(?=\./))"
-                          r"((?:\./)?[\w./${}-]+\.(?:sh|bash|slurm|sbatch))\b", re.M)
+#: ``source env.sh`` / ``. env.sh`` (bash(1)), ``python3 "$SCRIPT_DIR/prefill_example.py"`` (vLLM's offline
+#: disaggregated-prefill runner, examples/offline_inference/disaggregated-prefill-v1/run.sh 0.10.0, whose engines
+#: are the LLM(...) of the two Python files it runs); group 1 is the script's path.
+_RUNS_SCRIPT = re.compile(r"(?:^|[\s;&|(])(?:(?:ba|z|da|k)?sh\s+(?:-\w+\s+)*|source\s+|\.\s+|(?=\./)"
+                          r"|(?:\S*/)?python3?(?:\.\d+)?\s+(?:-[A-Za-z]+\s+)*[\"']?)"
+                          r"((?:\./)?[\w./${}-]+\.(?:sh|bash|slurm|sbatch|py))\b", re.M)
 #: Words that say a script is about a prefill/decode split (vllm-project/vllm#34975's di.slurm: ``PREFILL_NODE``,
 #: ``DECODE_NODE``, "Node 0 = prefill + proxy, Node 1 = decode").
 _PD_WORDS = (re.compile(r"prefill", re.I), re.compile(r"decode", re.I))
@@ -133,6 +143,26 @@ def _delegated_pd_script(text: str) -> str | None:
 #: / ``consumer`` with ``MASTER_ADDR``, no ``--kv-transfer-config``). No released vLLM reads it: none of the sources
 #: of 0.9.0-0.34.0 names it; released vLLM configures the transfer with ``--kv-transfer-config``.
 _FORK_KV_ROLE = re.compile(r"^(?!\s*#)[^\n]*\bVLLM_DISTRIBUTED_KV_ROLE=[\"']?(producer|consumer|both)\b", re.M)
+
+
+def _python_reason(fmt: str, text: str) -> str:
+    """Why the Python launcher or notebook ``text`` (of format ``fmt``) is not checked: the engine constructors and
+    argument lists it holds whose values are not literal (:func:`~pdd_operator.compat.python_inputs.
+    python_launch_script`), or, where it holds none, that its command lines are built when it runs."""
+    code = notebook_code(text) if fmt == "Jupyter notebook" else text
+    what = ("a Jupyter notebook whose code cells start" if fmt == "Jupyter notebook"
+            else "a Python program that starts")
+    unread = python_launch_script(code or "").unread
+    if unread:
+        return (f"it is {what} the prefill and decode engines, and not every setting of theirs is literal in it "
+                f"({'; '.join(unread[:3])}): these rules read Python without running it; write the values in "
+                "(or write out the vllm serve commands it runs, as a shell script) to have them checked")
+    return (f"it is {what} the prefill and decode engines, but their command lines (model, ports, devices, "
+            "--kv-transfer-config) are built when it runs, from f-strings, values read from files and function "
+            "arguments; these rules read Python without running it (only literal LLM(...), EngineArgs(...) and "
+            "AsyncEngineArgs(...) keywords and literal [\"vllm\", \"serve\", ...] lists); write out the vllm serve "
+            "commands it builds (as a shell script, or as the commands of Kubernetes containers, one per engine, with "
+            "their environment) to have them checked")
 
 
 def unreadable_text(path: str, text: str) -> dict[str, str] | None:
@@ -192,13 +222,8 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
             "run on the hosts its inventory groups, hosts and when conditions choose, with Jinja variables filled in "
             "when it runs, which these rules do not read; write out each host's vllm serve command (as a shell "
             "script, or as the commands of Kubernetes containers) to have them checked")}
-    if fmt == "Python launcher":
-        return {"object": f"{path} ({fmt})", "reason": (
-            "it is a Python program that starts the prefill and decode engines: their command lines (model, ports, "
-            "devices, --kv-transfer-config) are built when it runs, from lists, f-strings and function arguments, "
-            "and these rules do not run Python; write out the vllm serve commands it builds (as a shell script, or "
-            "as the commands of Kubernetes containers, one per engine, with their environment) to have them "
-            "checked")}
+    if fmt in ("Python launcher", "Jupyter notebook"):
+        return {"object": f"{path} ({fmt})", "reason": _python_reason(fmt, text)}
     return {"object": f"{path} ({fmt})", "reason": (
         f"it is a {fmt}, not a Kubernetes manifest: it configures prefill/decode KV transfer in commands that a shell, "
         "service manager or scheduler runs (their environment, variables and vLLM version are set where it runs), which "

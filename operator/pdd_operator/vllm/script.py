@@ -90,6 +90,11 @@ ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.mai
 #: (``--max-model-len``, the data-parallel sizes) appended (``ManagedEngineArgs.into_config``, 0.34.0
 #: rust/src/managed-engine/src/cli.rs lines 12-126).
 RUST_FRONTEND = "vllm-rs"
+#: The word :mod:`pdd_operator.compat.python_inputs` writes before the ``vllm serve`` line of an engine that a Python
+#: program builds in its own process (``LLM(...)``, ``EngineArgs``/``AsyncEngineArgs`` for ``LLMEngine`` or
+#: ``AsyncLLMEngine``): the line's wrapper, no program. Such an engine starts no API server (entrypoints/llm.py
+#: ``LLM.__init__`` builds an ``LLMEngine`` only, 0.9.0-0.34.0), so it listens on no HTTP ``--port``.
+IN_PROCESS_ENGINE = "vllm.LLM"
 
 
 @dataclass(frozen=True)
