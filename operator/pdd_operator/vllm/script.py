@@ -21,7 +21,10 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   :mod:`pdd_operator.vllm.image_env`): ``${GPU_D:-2}`` is ``2`` (set 22's E/P/D script hid two engines on one GPU
   behind such defaults). A ``V`` that what these files do not show may set expands to ``<unknown:V>`` in each of
   these forms, as ``$V`` does, and rules say "not checked". A bare ``$V`` of an unset ``V`` stays unknown too (the
-  script's author expects it set somewhere);
+  script's author expects it set somewhere), and so does an empty default (``${V:-}``, ``${V-}``, ``${V:=}``): it
+  states no value, it is ``$V`` spelled to survive ``set -u``, and the image's ``ENV``, the pod's env, a sourced file
+  or the caller may set ``V``, so ``"${V:-}"`` is no empty word vLLM's parser would refuse (``cli-option-malformed``)
+  but ``V``'s unknown value; an empty ``V`` the script or the container's env sets is read as empty;
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once;
 * conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
@@ -1413,6 +1416,9 @@ class _Shell:
                 return word or "" if (value != "" or op == "+") else ""
             return value
         if self.env.unset(name):  # certainly not set (ContainerEnv.unset): the shell applies the default
+            if op in (":-", "-", ":=", "=") and not word:
+                # an empty default (``${X:-}``, the ``set -u``-safe spelling of ``$X``) states no value: read as $X
+                return unknown(name)
             if op in (":=", "="):
                 self.values[name] = word or ""
             return word or "" if op in (":-", "-", ":=", "=") else "" if op in (":+", "+") else unknown(name)

@@ -1,0 +1,76 @@
+"""The leftovers of session 36's closing note that helper fixX took (each a kind, with variants that fail without it).
+
+1. An empty default (``${X:-}``, ``${X-}``, ``${X:=}``) of a variable the input does not set is ``$X`` written to
+   survive ``set -u``: the container's image, the pod's env, a sourced file or the caller may set X, so the word is
+   X's unknown value, not an empty word vLLM's parser would refuse (pdd_operator.vllm.script._Shell.variable).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.test_turn2_variants import check, container, workload
+
+KV_P = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})
+KV_D = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"})
+KVQ = "'" + KV_D + "'"
+
+
+def _pair_with_decode(d_container):
+    p = container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P], image=d_container["image"])
+    return [workload("m-prefill", "prefill", p, app="m"), workload("m-decode", "decode", d_container, app="m")]
+
+
+def _script(script, **kw):
+    return _pair_with_decode(container([script], command=["bash", "-c"], **kw))
+
+
+def _malformed(out):
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "cli-option-malformed"]
+
+
+def _not_checked(out):
+    return " ".join(n["reason"] for n in out.get("notChecked", []))
+
+
+@pytest.mark.parametrize("word", ['"${EXTRA_ARGS:-}"', '"${EXTRA_ARGS-}"', '"${EXTRA_ARGS:=}"', '${EXTRA_ARGS:-}',
+                                  '"${EXTRA_ARGS:-""}"'])
+def test_an_empty_default_of_a_variable_the_input_does_not_set_is_not_an_empty_word(tmp_path, capsys, word):
+    code, out = check(tmp_path, capsys, *_script(f"vllm serve Qwen/Qwen3-8B {word} --kv-transfer-config {KVQ}"))
+    assert not _malformed(out) and code == 3, (code, out)
+    assert "EXTRA_ARGS" in _not_checked(out), out
+
+
+@pytest.mark.parametrize(("script", "env"), [
+    (f'EXTRA_ARGS=; vllm serve Qwen/Qwen3-8B "${{EXTRA_ARGS:-}}" --kv-transfer-config {KVQ}', ()),  # the script sets it
+    (f'vllm serve Qwen/Qwen3-8B "${{EXTRA_ARGS:-}}" --kv-transfer-config {KVQ}',
+     ({"name": "EXTRA_ARGS", "value": ""},)),                                                   # the container's env does
+])
+def test_controls_an_empty_word_the_input_does_make_is_still_refused(tmp_path, capsys, script, env):
+    code, out = check(tmp_path, capsys, *_script(script, env=env))
+    found = _malformed(out)
+    assert code == 1 and len(found) == 1 and found[0]["severity"] == "error", out
+
+
+def test_control_a_non_empty_default_is_still_read(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_script(
+        f"vllm serve Qwen/Qwen3-8B --block-size ${{BS:-16}} --kv-transfer-config {KVQ}"))
+    assert code == 0 and "BS" not in _not_checked(out), out
+
+
+# 1b. A flag's unknown value holds back only the rules that run on the pair's release: extensible-kv-cache-unsupported
+#     (from 0.34.0, vllm/config/vllm.py 0.34.0 l.3180-3270) is not "not checked" on 0.22.1 for an unknown
+#     --kv-cache-memory-bytes (held-out set 8's llm-d DeepSeek-V4 guide: --kv-cache-memory-bytes=${KV_CACHE_MEMORY_BYTES-}).
+
+@pytest.mark.parametrize(("image", "held"), [("vllm/vllm-openai:v0.22.1", False), ("vllm/vllm-openai:v0.34.0", True)])
+def test_an_unknown_value_holds_back_only_rules_of_the_release(tmp_path, capsys, image, held):
+    code, out = check(tmp_path, capsys, *_pair_with_decode(container(
+        ['vllm serve Qwen/Qwen3-8B --kv-cache-memory-bytes="$KVB" --enable-extensible-kv-cache '
+         f'--kv-transfer-config {KVQ}' if held else
+         f'vllm serve Qwen/Qwen3-8B --kv-cache-memory-bytes="$KVB" --kv-transfer-config {KVQ}'],
+        image=image, command=["bash", "-c"])))
+    said = _not_checked(out)
+    assert ("extensible-kv-cache-unsupported" in said and "KVB" in said) == held, out
+    assert code == (3 if held else 0), out
