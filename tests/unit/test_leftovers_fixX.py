@@ -74,3 +74,54 @@ def test_an_unknown_value_holds_back_only_rules_of_the_release(tmp_path, capsys,
     said = _not_checked(out)
     assert ("extensible-kv-cache-unsupported" in said and "KVB" in said) == held, out
     assert code == (3 if held else 0), out
+
+
+# 2. vLLM's gRPC server parses --host, --port and AsyncEngineArgs only (grpc_server.py main: 0.18.0 l.140-161,
+#    launchers/grpc_server.py 0.34.0 l.289-310): the HTTP front end's flags are 'unrecognized arguments' there.
+
+GRPC = ["python3", "-m", "vllm.entrypoints.grpc_server"]
+
+
+def _grpc_pair(image, extra=(), module=GRPC):
+    def one(role, kv):
+        return workload(f"g-{role}", role, container(["--model", "Qwen/Qwen3-8B", "--port", "50051",
+                                                      "--kv-transfer-config", kv, *extra], image=image,
+                                                     command=module), app="g")
+    return [one("prefill", KV_P), one("decode", KV_D)]
+
+
+def _grpc_findings(out):
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "grpc-server-flag-unrecognised"]
+
+
+@pytest.mark.parametrize(("image", "extra", "module", "severity"), [
+    ("vllm/vllm-openai:v0.18.0", ("--tool-call-parser", "hermes", "--enable-auto-tool-choice"), GRPC, "error"),
+    ("vllm/vllm-openai:v0.25.0", ("--api-key", "k"), GRPC, "error"),
+    ("vllm/vllm-openai:v0.34.0", ("--api-server-count", "2"),
+     ["python3", "-m", "vllm.entrypoints.launchers.grpc_server"], "error"),
+    ("vllm/vllm-openai:v0.18.0", ("--disable-frontend-multiprocessing",), GRPC, "error"),
+    ("my-registry/vllm-grpc:stable", ("--uvicorn-log-level", "info"), GRPC, "warning"),
+])
+def test_an_http_front_end_flag_on_the_grpc_server_is_refused(tmp_path, capsys, image, extra, module, severity):
+    code, out = check(tmp_path, capsys, *_grpc_pair(image, extra, module))
+    found = _grpc_findings(out)
+    assert found and {f["severity"] for f in found} == {severity}, out
+    assert extra[0] in found[0]["message"], found
+
+
+@pytest.mark.parametrize(("image", "extra"), [
+    ("vllm/vllm-openai:v0.25.0", ("--max-model-len", "4096", "--host", "0.0.0.0")),  # the engine's and its own
+    ("vllm/vllm-openai:v0.34.0", ("--log-config-file", "/etc/log.json")),  # an engine flag from 0.31.0
+    ("vllm/vllm-openai:v0.34.0", ("--config", "/etc/vllm.yaml")),  # FlexibleArgumentParser reads --config itself
+])
+def test_controls_flags_the_grpc_parser_defines_are_not_refused(tmp_path, capsys, image, extra):
+    _, out = check(tmp_path, capsys, *_grpc_pair(image, extra))
+    assert not _grpc_findings(out), out
+
+
+def test_control_the_http_server_takes_its_own_flags(tmp_path, capsys):
+    docs = [workload(f"h-{role}", role, container(["Qwen/Qwen3-8B", "--api-key", "k", "--kv-transfer-config", kv],
+                                                  image="vllm/vllm-openai:v0.25.0"), app="h")
+            for role, kv in (("prefill", KV_P), ("decode", KV_D))]
+    _, out = check(tmp_path, capsys, *docs)
+    assert not _grpc_findings(out), out
