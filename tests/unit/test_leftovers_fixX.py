@@ -125,3 +125,32 @@ def test_control_the_http_server_takes_its_own_flags(tmp_path, capsys):
             for role, kv in (("prefill", KV_P), ("decode", KV_D))]
     _, out = check(tmp_path, capsys, *docs)
     assert not _grpc_findings(out), out
+
+
+# 3. An image whose tag names no release: the vllm-version-unknown warning says where the release would come from
+#    (a template value, a variable, a digest, a moving tag, another tag scheme) and the fix how to give it.
+
+@pytest.mark.parametrize(("image", "said"), [
+    ("vllm/vllm-openai:${VLLM_TAG}", "takes its tag from $VLLM_TAG"),
+    ("vllm/vllm-openai:{{ .Values.vllm.tag }}", "takes its tag from the template value .Values.vllm.tag"),
+    ("${IMAGE}", "takes its name from $IMAGE"),
+    ("vllm/vllm-openai@sha256:" + "a" * 64, "pinned by digest"),
+    ("vllm/vllm-openai:latest", "the moving tag latest"),
+    ("registry.example.com/team/inference:prod-7", "tag prod-7 names no vLLM release"),
+])
+def test_an_unknown_release_names_where_it_would_come_from(tmp_path, capsys, image, said):
+    docs = [workload(f"t-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", kv], image=image), app="t")
+            for role, kv in (("prefill", KV_P), ("decode", KV_D))]
+    _, out = check(tmp_path, capsys, *docs)
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-version-unknown"]
+    assert found and said in found[0]["message"], found
+    assert "--vllm-version" in found[0]["fix"], found
+
+
+def test_a_pddeployment_image_names_where_its_release_would_come_from(tmp_path, capsys):
+    spec = {"apiVersion": "pdd-operator.dev/v1alpha1", "kind": "PDDeployment", "metadata": {"name": "m"},
+            "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"image": "vllm/vllm-openai:${VLLM_TAG}"},
+                     "prefill": {"tensorParallelSize": 1}, "decode": {"tensorParallelSize": 1}}}
+    _, out = check(tmp_path, capsys, spec)
+    found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-version-unknown"]
+    assert found and "takes its tag from $VLLM_TAG" in found[0]["message"], found

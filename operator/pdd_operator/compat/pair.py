@@ -56,6 +56,7 @@ from pdd_operator.vllm.versions import (
     is_vllm_image,
     resolve_version,
     rules_version,
+    tag_uncertainty,
     unknown_tag_note,
 )
 
@@ -1091,7 +1092,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         notes = (dev_build_note(version_text) + (" (spec.engine.vllmVersion)" if spec.engine.vllm_version
                                                  else " (spec.engine.image tag)"),)
     else:
-        why = unknown_tag_note(spec.engine.image)  # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS)
+        # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS), else where the release would come from
+        why = unknown_tag_note(spec.engine.image) or tag_uncertainty(spec.engine.image)
         notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",) + ((why,) if why else ())
     return PDPair(
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",
