@@ -35,8 +35,8 @@ def _not_checked(out):
     return " ".join(n["reason"] for n in out.get("notChecked", []))
 
 
-@pytest.mark.parametrize("word", ['"${EXTRA_ARGS:-}"', '"${EXTRA_ARGS-}"', '"${EXTRA_ARGS:=}"', '${EXTRA_ARGS:-}',
-                                  '"${EXTRA_ARGS:-""}"'])
+@pytest.mark.parametrize("word", ['"${EXTRA_ARGS:-}"', '"${EXTRA_ARGS-}"', '"${EXTRA_ARGS:=}"', '"${EXTRA_ARGS:-""}"',
+                                  '"${EXTRA_ARGS:-}${MORE:-}"'])
 def test_an_empty_default_of_a_variable_the_input_does_not_set_is_not_an_empty_word(tmp_path, capsys, word):
     code, out = check(tmp_path, capsys, *_script(f"vllm serve Qwen/Qwen3-8B {word} --kv-transfer-config {KVQ}"))
     assert not _malformed(out) and code == 3, (code, out)
@@ -52,6 +52,21 @@ def test_controls_an_empty_word_the_input_does_make_is_still_refused(tmp_path, c
     code, out = check(tmp_path, capsys, *_script(script, env=env))
     found = _malformed(out)
     assert code == 1 and len(found) == 1 and found[0]["severity"] == "error", out
+
+
+def test_control_an_unquoted_empty_default_makes_no_word(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_script(f"vllm serve Qwen/Qwen3-8B ${{EXTRA_ARGS:-}} --kv-transfer-config {KVQ}"))
+    assert code == 0 and not _malformed(out), out
+
+
+@pytest.mark.parametrize("script", [  # a condition or an assignment keeps the default (set 22's E/P/D scripts)
+    f'if [[ -z "${{AFFINITY:-}}" ]]; then GPU=0; else GPU=1; fi; '
+    f'CUDA_VISIBLE_DEVICES=$GPU vllm serve Qwen/Qwen3-8B --kv-transfer-config {KVQ}',
+    f'M=${{MORE:-}}; vllm serve Qwen/Qwen3-8B --kv-transfer-config {KVQ} $M',
+])
+def test_control_a_condition_or_assignment_keeps_the_empty_default(tmp_path, capsys, script):
+    code, out = check(tmp_path, capsys, *_script(script))
+    assert code == 0 and not _not_checked(out), out
 
 
 def test_control_a_non_empty_default_is_still_read(tmp_path, capsys):
@@ -154,3 +169,47 @@ def test_a_pddeployment_image_names_where_its_release_would_come_from(tmp_path, 
     _, out = check(tmp_path, capsys, spec)
     found = [f for r in out["results"] for f in r["findings"] if f["rule"] == "vllm-version-unknown"]
     assert found and "takes its tag from $VLLM_TAG" in found[0]["message"], found
+
+
+# 4. A kv_connector no vLLM release read registers (factory.py _get_connector_class_with_compat: 'Unsupported
+#    connector type'), on an unknown release: a warning naming it (a patched build may register it).
+
+def _named_pair(image, name, module_path=None):
+    def kv(role):
+        config = {"kv_connector": name, "kv_role": role}
+        if module_path:
+            config["kv_connector_module_path"] = module_path
+        return json.dumps(config)
+    return [workload(f"c-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", kv(f"kv_{r}")],
+                                                  image=image), app="c")
+            for role, r in (("prefill", "producer"), ("decode", "consumer"))]
+
+
+def _unregistered(out):
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "kv-connector-unregistered"]
+
+
+@pytest.mark.parametrize("name", ["DynamoNixlConnector", "TorchDistributedConnector", "MadeUpConnector"])
+def test_a_connector_no_release_registers_is_warned_on_an_unknown_release(tmp_path, capsys, name):
+    code, out = check(tmp_path, capsys, *_named_pair("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.1.0", name))
+    # a pair of a connector these rules do not describe: its warning is what decides the "not checked" (engine.py
+    # _foreign_connector), never a refusal
+    said = _not_checked(out)
+    assert code == 3 and not _unregistered(out), out
+    assert f"kv-connector-unregistered: prefill: kv_connector {name} is registered by no vLLM release" in said, said
+
+
+@pytest.mark.parametrize(("image", "name", "path"), [
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.1.0", "NixlConnector", None),  # vLLM registers it
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.1.0", "PyNcclConnector", None),  # 0.9.0-0.10.0's V0 factory does
+    ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.1.0", "DynamoNixlConnector", "dynamo.connectors.nixl"),  # loaded by path
+])
+def test_controls_a_connector_some_release_registers_or_loads_is_not_warned(tmp_path, capsys, image, name, path):
+    _, out = check(tmp_path, capsys, *_named_pair(image, name, path))
+    assert not _unregistered(out) and "kv-connector-unregistered" not in _not_checked(out), out
+
+
+def test_control_a_known_release_still_refuses_it(tmp_path, capsys):
+    _, out = check(tmp_path, capsys, *_named_pair("vllm/vllm-openai:v0.20.0", "DynamoNixlConnector"))
+    found = _unregistered(out)
+    assert found and {f["severity"] for f in found} == {"error"}, out
