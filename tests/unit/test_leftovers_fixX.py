@@ -213,3 +213,64 @@ def test_control_a_known_release_still_refuses_it(tmp_path, capsys):
     _, out = check(tmp_path, capsys, *_named_pair("vllm/vllm-openai:v0.20.0", "DynamoNixlConnector"))
     found = _unregistered(out)
     assert found and {f["severity"] for f in found} == {"error"}, out
+
+
+# 5. --kv-cache-dtype auto on a ModelOpt checkpoint (resolve_kv_cache_dtype_string, vllm/utils/torch_utils.py 0.14.0
+#    l.240-300, 0.34.0 l.463-535): the quant_method in any case, or producer.name modelopt with a ModelOpt quant_algo
+#    (an hf_quant_config.json: model_arch_config_convertor.py _normalize_quantization_config sets quant_method), the
+#    KV algorithm in any case; fp8 -> fp8_e4m3 from 0.14.0, nvfp4 -> nvfp4 from 0.20.0 only. The NIXL hash compares
+#    the resolved strings (nixl/metadata.py compute_nixl_compatibility_hash "cache_dtype").
+
+def _modelopt_config(tmp_path, quant):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_key_value_heads": 8,
+                                "torch_dtype": "bfloat16", "quantization_config": quant}))
+    return ["--model-config", str(path)]
+
+
+MODELOPT_LOWER = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "fp8"}
+MODELOPT_UPPER = {"quant_method": "ModelOpt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}
+HF_QUANT_CONFIG = {"producer": {"name": "modelopt", "version": "0.29.0"},
+                   "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+NVFP4 = {"producer": {"name": "modelopt", "version": "0.29.0"},
+         "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}}
+
+
+def _dtype_pair(image, p_kv, d_kv):
+    p = ["Qwen/Qwen3-8B", "--kv-transfer-config", KV_P] + (["--kv-cache-dtype", p_kv] if p_kv else [])
+    d = ["Qwen/Qwen3-8B", "--kv-transfer-config", KV_D] + (["--kv-cache-dtype", d_kv] if d_kv else [])
+    return [workload("k-prefill", "prefill", container(p, image=image), app="k"),
+            workload("k-decode", "decode", container(d, image=image), app="k")]
+
+
+def _kv_mismatch(tmp_path, capsys, quant, image, p_kv, d_kv):
+    _, out = check(tmp_path, capsys, *_dtype_pair(image, p_kv, d_kv), extra=_modelopt_config(tmp_path, quant))
+    return {f["severity"] for r in out["results"] for f in r["findings"] if f["rule"] == "kv-cache-dtype-mismatch"}
+
+
+@pytest.mark.parametrize("quant", [MODELOPT_LOWER, MODELOPT_UPPER, HF_QUANT_CONFIG])
+@pytest.mark.parametrize(("p_kv", "d_kv", "refused"), [
+    (None, "fp8_e4m3", False),   # auto resolves to fp8_e4m3: the same string
+    ("auto", "fp8_e4m3", False),
+    (None, "fp8", True),         # fp8 hashes apart from fp8_e4m3
+    (None, "bfloat16", True),
+])
+def test_auto_on_a_modelopt_checkpoint_resolves_whatever_its_spelling(tmp_path, capsys, quant, p_kv, d_kv, refused):
+    found = _kv_mismatch(tmp_path, capsys, quant, "vllm/vllm-openai:v0.25.0", p_kv, d_kv)
+    assert (found == {"error"}) if refused else not found, found
+
+
+NVFP4_METHOD = {"quant_method": "modelopt_fp4", "quant_algo": "NVFP4", "kv_cache_quant_algo": "nvfp4"}
+
+
+@pytest.mark.parametrize("quant", [NVFP4, NVFP4_METHOD])
+@pytest.mark.parametrize(("image", "refused"), [("vllm/vllm-openai:v0.19.1", True), ("vllm/vllm-openai:v0.20.0", False)])
+def test_an_nvfp4_kv_checkpoint_resolves_auto_from_the_release_whose_map_has_it(tmp_path, capsys, quant, image,
+                                                                                refused):
+    found = _kv_mismatch(tmp_path, capsys, quant, image, None, "nvfp4")
+    assert (found == {"error"}) if refused else not found, found
+
+
+def test_control_a_checkpoint_of_another_producer_keeps_auto(tmp_path, capsys):
+    quant = {"producer": {"name": "llm-compressor"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    assert _kv_mismatch(tmp_path, capsys, quant, "vllm/vllm-openai:v0.25.0", None, "fp8_e4m3") == {"error"}
