@@ -274,3 +274,47 @@ def test_an_nvfp4_kv_checkpoint_resolves_auto_from_the_release_whose_map_has_it(
 def test_control_a_checkpoint_of_another_producer_keeps_auto(tmp_path, capsys):
     quant = {"producer": {"name": "llm-compressor"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
     assert _kv_mismatch(tmp_path, capsys, quant, "vllm/vllm-openai:v0.25.0", None, "fp8_e4m3") == {"error"}
+
+
+# 6. MoRIIO READ mode, 0.33.0 on: the decode's release goes to notify_port + global DP rank x prefill TP + TP rank
+#    (moriio_connector.py 0.34.0 l.4037-4045), the prefill rank listens on notify_port + pod-local DP rank + TP rank
+#    (moriio_common.py 0.34.0 l.354-357): apart only where the prefill's DP ranks span pods -> a warning (blocks held
+#    for the 3600 s read abort timeout); in one pod they agree (or the listeners collide first).
+
+def _moriio_kv(role, read=True):
+    return json.dumps({"kv_connector": "MoRIIOConnector", "kv_role": role,
+                       "kv_connector_extra_config": {"proxy_ip": "10.0.0.1", "proxy_ping_port": "36367",
+                                                     "http_port": "8000", "read_mode": "true" if read else "false"}})
+
+
+def _moriio_read_pair(image, p_args, read=True):
+    p = container(["Qwen/Qwen3-8B", *p_args, "--kv-transfer-config", _moriio_kv("kv_producer", read)], image=image,
+                  gpus=8)
+    d = container(["Qwen/Qwen3-8B", "--kv-transfer-config", _moriio_kv("kv_consumer", read)], image=image)
+    return [workload("r-prefill", "prefill", p, app="r"), workload("r-decode", "decode", d, app="r")]
+
+
+def _release(out):
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "moriio-read-release-port-offset"]
+
+
+@pytest.mark.parametrize(("image", "p_args"), [
+    ("vllm/vllm-openai-rocm:v0.34.0", ("--data-parallel-size", "4", "--data-parallel-size-local", "2")),
+    ("vllm/vllm-openai-rocm:v0.33.0", ("--data-parallel-size", "2", "--data-parallel-rank", "1")),
+    ("vllm/vllm-openai-rocm:v0.34.0", ("--data-parallel-size", "4", "--data-parallel-size-local", "1",
+                                       "--tensor-parallel-size", "2")),
+])
+def test_a_read_release_to_a_prefill_whose_dp_ranks_span_pods_is_warned(tmp_path, capsys, image, p_args):
+    _, out = check(tmp_path, capsys, *_moriio_read_pair(image, p_args))
+    found = _release(out)
+    assert found and {f["severity"] for f in found} == {"warning"} and "3600 s" in found[0]["message"], out
+
+
+@pytest.mark.parametrize(("image", "p_args", "read"), [
+    ("vllm/vllm-openai-rocm:v0.34.0", ("--data-parallel-size", "4"), True),               # all DP ranks in one pod
+    ("vllm/vllm-openai-rocm:v0.34.0", ("--data-parallel-size", "4", "--data-parallel-size-local", "2"), False),
+    ("vllm/vllm-openai-rocm:v0.32.0", ("--data-parallel-size", "4", "--data-parallel-size-local", "2"), True),
+])
+def test_controls_read_releases_that_reach_their_listener(tmp_path, capsys, image, p_args, read):
+    _, out = check(tmp_path, capsys, *_moriio_read_pair(image, p_args, read))
+    assert not _release(out), out
