@@ -75,22 +75,6 @@ def test_control_a_non_empty_default_is_still_read(tmp_path, capsys):
     assert code == 0 and "BS" not in _not_checked(out), out
 
 
-# 1b. A flag's unknown value holds back only the rules that run on the pair's release: extensible-kv-cache-unsupported
-#     (from 0.34.0, vllm/config/vllm.py 0.34.0 l.3180-3270) is not "not checked" on 0.22.1 for an unknown
-#     --kv-cache-memory-bytes (held-out set 8's llm-d DeepSeek-V4 guide: --kv-cache-memory-bytes=${KV_CACHE_MEMORY_BYTES-}).
-
-@pytest.mark.parametrize(("image", "held"), [("vllm/vllm-openai:v0.22.1", False), ("vllm/vllm-openai:v0.34.0", True)])
-def test_an_unknown_value_holds_back_only_rules_of_the_release(tmp_path, capsys, image, held):
-    code, out = check(tmp_path, capsys, *_pair_with_decode(container(
-        ['vllm serve Qwen/Qwen3-8B --kv-cache-memory-bytes="$KVB" --enable-extensible-kv-cache '
-         f'--kv-transfer-config {KVQ}' if held else
-         f'vllm serve Qwen/Qwen3-8B --kv-cache-memory-bytes="$KVB" --kv-transfer-config {KVQ}'],
-        image=image, command=["bash", "-c"])))
-    said = _not_checked(out)
-    assert ("extensible-kv-cache-unsupported" in said and "KVB" in said) == held, out
-    assert code == (3 if held else 0), out
-
-
 # 2. vLLM's gRPC server parses --host, --port and AsyncEngineArgs only (grpc_server.py main: 0.18.0 l.140-161,
 #    launchers/grpc_server.py 0.34.0 l.289-310): the HTTP front end's flags are 'unrecognized arguments' there.
 

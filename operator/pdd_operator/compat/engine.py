@@ -502,15 +502,12 @@ def _either_way(first: CompatReport, second: CompatReport, pair: PDPair) -> Comp
 
 def _runnable(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[tuple[Rule, ...], str]:
     """``(rules to run, why the others are not checked)``: a rule that needs a flag's value (``Rule.needs``) is not
-    run where a role's value of that flag is not in the manifest (``RoleConfig.opaque``); ``""`` when all run. A rule
-    bounded to releases (``Rule.since``/``until``) that the pair's known release is outside of runs on no value, so
-    an unknown value holds it back from nothing (``--kv-cache-memory-bytes=${X-}`` on 0.22.1 and a rule from 0.34.0)."""
+    run where a role's value of that flag is not in the manifest (``RoleConfig.opaque``); ``""`` when all run."""
     opaque = {(r.role, flag): why for r in pair.roles for flag, why in r.opaque if not _same_unknown(pair, flag)}
     for r in pair.roles:  # a variable where flags stand may set any flag (RoleConfig.loose)
         opaque.update({(r.role, f): r.loose for rule in rules for f in rule.needs
                        if r.loose and f.startswith("-") and (r.role, f) not in opaque})
-    held = [rule for rule in rules if rule.check and (pair.version is None or rule.applies_to(pair.version))
-            and any((r.role, f) in opaque for r in pair.roles for f in rule.needs)]
+    held = [rule for rule in rules if rule.check and any((r.role, f) in opaque for r in pair.roles for f in rule.needs)]
     if not held:
         return rules, ""
     flags = "; ".join(f"{role}'s {flag} is {why}" for (role, flag), why in opaque.items()
