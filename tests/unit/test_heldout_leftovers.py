@@ -42,7 +42,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixT: --attention-backend beside another backend setting stops create_engine_config
                "attention-backend-set-twice",
                # fixV: MoRIIO ports bound twice in one pod, a kv_lease_duration vLLM refuses, a --config mapping
-               "moriio-listener-port-collision", "mooncake-kv-lease-invalid", "config-file-mapping-release-dependent"}
+               "moriio-listener-port-collision", "mooncake-kv-lease-invalid", "config-file-mapping-release-dependent",
+               # fixX: vLLM's gRPC server parses no HTTP front-end flag
+               "grpc-server-flag-unrecognised"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ from pdd_operator.vllm.versions import (
     image_version_text,
     is_vllm_image,
     rules_version,
+    tag_uncertainty,
     unknown_tag_note,
     version_from_image,
 )
@@ -1461,7 +1462,11 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
         if text and dev_build(text):
             notes.append(dev_build_note(text) + f" ({e.config.role if e.config.role != '?' else e.role} image tag)")
     if (p.config.version is None or d.config.version is None) and not notes:
-        notes.append("the vLLM version cannot be read from the engine image tags")
+        # where each unknown release would come from: a template value or variable, a digest, a moving tag
+        sources = list(dict.fromkeys(f"{e.config.role if e.config.role != '?' else e.role}'s {why}" for e in (p, d)
+                                     if e.config.version is None and (why := tag_uncertainty(e.config.image))))
+        notes.append("the vLLM version cannot be read from the engine image tags"
+                     + (f" ({'; '.join(sources)})" if sources else ""))
         # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS): say which, and why it names no vLLM
         notes += sorted({n for e in (p, d) if e.config.version is None and (n := unknown_tag_note(e.config.image))})
     read = sorted({c[1] for e in (p, d) if (c := custom_tag_version(e.config.image))})

@@ -33,6 +33,7 @@ from pdd_operator.vllm.expansion import (
 )
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
+from pdd_operator.vllm.grpc_server import GRPC_SERVER_MODULES
 from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
@@ -55,6 +56,7 @@ from pdd_operator.vllm.versions import (
     is_vllm_image,
     resolve_version,
     rules_version,
+    tag_uncertainty,
     unknown_tag_note,
 )
 
@@ -356,6 +358,9 @@ class RoleConfig:
     namespace: str | None = None
     container: str | None = None
     launcher: str = ""
+    #: for an engine run by vLLM's gRPC server module (:data:`~pdd_operator.vllm.grpc_server.GRPC_SERVER_MODULES`,
+    #: its own argument parser), the long flags its argv gives, as parsed; ``()`` for any other entry point.
+    grpc_flags: tuple[str, ...] = ()
     dp_lb: tuple[tuple[str, ...], tuple[str, ...]] | None = ((), ())
     launcher_flags: tuple[tuple[str, str | bool], ...] = ()
     executor: str | None = None
@@ -944,6 +949,8 @@ def role_from_container(
         pod_affinity=pod_affinity_terms(pod_spec, pod_labels, "podAffinity"),
         container=container.get("name"),
         launcher="dynamo.vllm" if argv[:1] == ["dynamo.vllm"] else "",
+        grpc_flags=tuple(f for f in flags if f.startswith("--")) if argv[:1] and argv[0] in GRPC_SERVER_MODULES
+        else (),
         dp_lb=lb_modes(flags) if serve else ((), ()),
         launcher_flags=tuple((f, v) for f, v in flags.items() if f in _LAUNCHER_FLAGS) if argv[:1] == ["dynamo.vllm"]
         else (),
@@ -1086,7 +1093,8 @@ def from_pddeployment(spec, name: str = "", namespace: str = "default", model_co
         notes = (dev_build_note(version_text) + (" (spec.engine.vllmVersion)" if spec.engine.vllm_version
                                                  else " (spec.engine.image tag)"),)
     else:
-        why = unknown_tag_note(spec.engine.image)  # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS)
+        # a launcher's or vendor's own release tag (Ray, NGC, RHAIIS), else where the release would come from
+        why = unknown_tag_note(spec.engine.image) or tag_uncertainty(spec.engine.image)
         notes = (f"the vLLM version cannot be determined from image {spec.engine.image!r}",) + ((why,) if why else ())
     return PDPair(
         source=f"PDDeployment {namespace}/{name}" if name else "PDDeployment",

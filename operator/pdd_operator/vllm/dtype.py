@@ -170,14 +170,45 @@ def gpu_hooked_kv_cache_dtype(cache_dtype: str, hf_architecture: str | None, ver
 BF16_CAVEAT = "on GPUs without bfloat16 (compute capability below 8.0: V100, T4) it resolves to float16 instead"
 
 
+#: ``MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP``'s values (vllm/utils/torch_utils.py) -> the first release read whose map
+#: has it: ``fp8`` -> ``fp8_e4m3`` in 0.14.0 (l.57-61) to 0.34.0 (l.90-93); ``nvfp4`` -> ``nvfp4`` from 0.20.0 (absent
+#: from the 0.14.0-0.19.1 maps, where ``get_kv_cache_quant_algo_string`` logs "Unknown kv_cache_quant_algo" and
+#: returns ``auto``).
+MODELOPT_KV_MAPPED_SINCE: dict[str, Version] = {"fp8_e4m3": KV_AUTO_FROM_CHECKPOINT_SINCE, "nvfp4": (0, 20, 0)}
+#: ModelOpt ``quant_algo`` values (upper-cased) for which ``_normalize_quantization_config`` sets ``quant_method`` on a
+#: config whose ``producer.name`` is ``modelopt`` (an ``hf_quant_config.json`` of ModelOpt 0.29 and older, which vLLM
+#: reads as ``quantization_config``: transformers_utils/config.py 0.34.0 l.996-1008): ``modelopt`` /
+#: ``modelopt_fp4`` / ``modelopt_mixed`` (transformers_utils/model_arch_config_convertor.py 0.14.0 l.140-170, 0.34.0
+#: l.241-282, read in every release 0.14.0-0.34.0; it then lower-cases every ``quant_method``, in place, before
+#: ``resolve_kv_cache_dtype_string`` reads it).
+_MODELOPT_QUANT_ALGOS = frozenset({"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "MIXED_PRECISION"})
+
+
+def auto_kv_cache_dtype(checkpoint: str | None, version: Version | None) -> str | None:
+    """What ``--kv-cache-dtype auto`` becomes on release ``version`` for a checkpoint whose
+    :func:`checkpoint_kv_cache_dtype` is ``checkpoint``: that value where the release's map has it
+    (:data:`MODELOPT_KV_MAPPED_SINCE`), else ``None`` (``auto`` stays ``"auto"``; also for an unknown version)."""
+    since = MODELOPT_KV_MAPPED_SINCE.get(checkpoint or "")
+    return checkpoint if since is not None and version is not None and version >= since else None
+
+
 def checkpoint_kv_cache_dtype(config: dict | None) -> str | None:
-    """What ``--kv-cache-dtype auto`` becomes (from :data:`KV_AUTO_FROM_CHECKPOINT_SINCE`) for a ModelOpt checkpoint
-    whose ``quantization_config`` names its KV cache quantization, else ``None`` (``auto`` stays ``"auto"``).
-    ``MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP``: ``fp8`` -> ``fp8_e4m3`` (so ``auto`` and an explicit ``fp8`` still hash
-    apart), ``nvfp4`` -> ``nvfp4`` (0.34's map; 0.14's has fp8 only); a dict scheme of 8-bit static floats is fp8, of
-    4-bit floats nvfp4."""
+    """What ``--kv-cache-dtype auto`` becomes (from :data:`KV_AUTO_FROM_CHECKPOINT_SINCE`; per release:
+    :func:`auto_kv_cache_dtype`) for a ModelOpt checkpoint whose ``quantization_config`` names its KV cache
+    quantization, else ``None`` (``auto`` stays ``"auto"``). As ``get_kv_cache_quant_algo_string`` reads it
+    (vllm/utils/torch_utils.py 0.14.0 l.240-290, 0.34.0 l.463-515): a ``quant_method`` starting with ``modelopt`` in
+    any case, or a ``producer.name`` of ``modelopt`` with a ModelOpt ``quant_algo`` (:data:`_MODELOPT_QUANT_ALGOS`);
+    the algorithm in any case (``FP8``, ``fp8``); ``MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP``: ``fp8`` -> ``fp8_e4m3`` (so
+    ``auto`` and an explicit ``fp8`` still hash apart, an explicit ``fp8_e4m3`` does not), ``nvfp4`` -> ``nvfp4``; a
+    dict scheme of 8-bit static floats is fp8, of 4-bit floats nvfp4."""
     quant = (config or {}).get("quantization_config")
-    if not isinstance(quant, dict) or not str(quant.get("quant_method", "")).startswith("modelopt"):
+    if not isinstance(quant, dict):
+        return None
+    inner_cfg = quant.get("quantization")
+    producer = quant.get("producer")
+    by_producer = (isinstance(producer, dict) and producer.get("name") == "modelopt" and isinstance(inner_cfg, dict)
+                   and str(inner_cfg.get("quant_algo")).upper() in _MODELOPT_QUANT_ALGOS)
+    if not str(quant.get("quant_method") or "").lower().startswith("modelopt") and not by_producer:
         return None
     inner = quant.get("quantization") if isinstance(quant.get("quantization"), dict) else quant
     algo = (inner.get("kv_cache_scheme") or quant.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo")

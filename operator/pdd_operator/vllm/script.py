@@ -21,7 +21,11 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   :mod:`pdd_operator.vllm.image_env`): ``${GPU_D:-2}`` is ``2`` (set 22's E/P/D script hid two engines on one GPU
   behind such defaults). A ``V`` that what these files do not show may set expands to ``<unknown:V>`` in each of
   these forms, as ``$V`` does, and rules say "not checked". A bare ``$V`` of an unset ``V`` stays unknown too (the
-  script's author expects it set somewhere);
+  script's author expects it set somewhere), and so does a command's argument that only an empty default of such a
+  ``V`` makes empty (``"${V:-}"``, ``"${V-}"``, ``"${V:=}"``: ``$V`` spelled to survive ``set -u``, which the image's
+  ``ENV``, the pod's env, a sourced file or the caller may set), so it is no empty word vLLM's parser would refuse
+  (``cli-option-malformed``) but ``V``'s unknown value (:meth:`_Shell.argument_fields`); an empty ``V`` the script or
+  the container's env sets is an empty word;
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once;
 * conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
@@ -552,6 +556,8 @@ class _Shell:
         #: the line of the outermost ``eval`` or ``sh -c`` whose text is being read: its engines start there.
         self.outer_line: int | None = None
         self._unknown_read: list[str] = []
+        #: the variables taken as unset whose empty default (``${X:-}``) was expanded, in order (:meth:`argument_fields`).
+        self.assumed_empty: list[str] = []
         #: why the loop whose body is being read runs an unknown number of times (:attr:`Launch.repeats`), or ``""``.
         self.repeats = ""
         #: the interactive container the commands read now are typed into (:attr:`Launch.inside`), or ``None``.
@@ -957,7 +963,7 @@ class _Shell:
             elif child.type == "command_name":
                 words += [w for sub in child.named_children for w in self.fields(sub)]
             else:
-                words += self.fields(child)
+                words += self.argument_fields(child)
         if words and (blank := _escaped_trailing_blank(node)) is not None:
             words.append(blank)
         broken, self.broken = self.broken, None
@@ -1256,6 +1262,19 @@ class _Shell:
         value = node.child_by_field_name("value")
         return (_text(name) if name is not None else "", _joined(self.segments(value)) if value is not None else "")
 
+    def argument_fields(self, node: tree_sitter.Node) -> list[str]:
+        """The fields of one argument of a command (:meth:`fields`), where an empty field that only an empty default
+        of a variable taken as unset made (``"${X:-}"``, ``"${X-}"``, ``"${X:=}"``: ``ContainerEnv.unset``) is
+        :func:`~pdd_operator.vllm.expansion.unknown` of that variable. Such a default states no value: it is ``$X``
+        spelled to survive ``set -u``, and the image's ``ENV``, the pod's env, a sourced file or the caller may set
+        ``X``, so the word is no empty argument vLLM's parser would certainly refuse (``cli-option-malformed``); an
+        ``X`` the script or the container's env sets to empty stays an empty word, and conditions and assignments
+        keep the default (the module docstring)."""
+        start = len(self.assumed_empty)
+        out = self.fields(node)
+        names = self.assumed_empty[start:]
+        return [unknown(names[0]) if not f and names else f for f in out]
+
     def fields(self, node: tree_sitter.Node) -> list[str]:
         """The fields one argument expands to (unquoted expansions split on blanks, POSIX 2.6.5)."""
         out: list[str] = []
@@ -1420,6 +1439,8 @@ class _Shell:
                 return word or "" if (value != "" or op == "+") else ""
             return value
         if self.env.unset(name):  # certainly not set (ContainerEnv.unset): the shell applies the default
+            if op in (":-", "-", ":=", "=") and not word:
+                self.assumed_empty.append(name)  # an empty default applied on the unset assumption (fields_of)
             if op in (":=", "="):
                 self.values[name] = word or ""
             return word or "" if op in (":-", "-", ":=", "=") else "" if op in (":+", "+") else unknown(name)

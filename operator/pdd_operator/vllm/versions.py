@@ -357,6 +357,35 @@ def unknown_tag_note(image: str) -> str | None:
     return None
 
 
+#: A template placeholder in an image reference: Helm/Go templates (``{{ .Values.tag }}``), shell or Compose variables
+#: (``${TAG}``, ``${TAG:-latest}``, ``$TAG``), Jinja/Ansible (``{{ vllm_tag }}``).
+_TEMPLATE_PART = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}|\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def tag_uncertainty(image: str) -> str | None:
+    """Why ``image`` (a container's image as written) names no vLLM release, naming where the release would come from,
+    as a clause (``"vllm/vllm-openai:${TAG} takes its tag from $TAG, which these files do not set"``); ``None`` where
+    its tag names one (:func:`version_from_image`) or :func:`unknown_tag_note` explains it (a launcher's or vendor's
+    own release). The cases: a template placeholder (a Helm value ``.Values.tag``, a variable ``$TAG``; not rendered
+    here), a digest (``@sha256:...``: content, no release), a moving or absent tag (``latest``, ``nightly``: the
+    registry decides at pull time), any other tag of an image whose tag scheme is not vLLM's (a user's own build)."""
+    if not image or version_from_image(image) is not None or unknown_tag_note(image) is not None:
+        return None
+    if found := _TEMPLATE_PART.search(image):
+        helm, braced, bare = found.groups()
+        source = f"the template value {helm}" if helm is not None else f"${braced or bare}"
+        part = "tag" if ":" in image[:found.start()].rsplit("/", 1)[-1] else "name"
+        return f"{image} takes its {part} from {source}, which is not rendered here (these files do not set it)"
+    if "@" in image:
+        return f"{image} is pinned by digest, which names no release"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    if not tag or tag.split("-")[0] in ("latest", "nightly", "main", "stable"):
+        return (f"{image} has {'the moving tag ' + tag if tag else 'no tag (latest)'}, whose release the registry "
+                "decides when the pod pulls it")
+    return f"{image}'s tag {tag} names no vLLM release (an image whose tags are not vLLM's)"
+
+
 #: ``ray[llm]==X`` (extras in any order, e.g. ``ray[serve,llm]``) in a ``pip install`` / ``uv pip install`` word or a
 #: runtime_env requirement: Ray release X with its LLM stack.
 RAY_LLM_REQUIREMENT = re.compile(r"\bray\[[a-z,\s]*\bllm\b[a-z,\s]*\]\s*==\s*v?(\d+\.\d+\.\d+)\b", re.I)

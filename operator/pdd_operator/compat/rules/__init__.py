@@ -33,6 +33,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     expert_parallel,
     extensible_kv_cache,
     fp8_block,
+    grpc_server,
     heads,
     hetero_tp,
     hma,

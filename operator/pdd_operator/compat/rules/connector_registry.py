@@ -22,7 +22,10 @@ were read: a name none of them registers (the V0 connectors ``LMCacheConnector``
 0.13.0, ``MooncakeStoreConnector`` from 0.21.0, ...) before its first release, but for the names 0.9.0-0.10.0 register
 for V0 classes (``MooncakeConnector``, ``MooncakeStoreConnector``: the 0.10.0 wheel's factory.py lines 91-108, the V0
 ``SimpleConnector`` and ``mooncake_store_connector``), which are registered up to 0.10.0 (``kv-connector-v0-only``
-judges them on the V1 engine there). Not judged past :data:`NEWEST_READ`
+judges them on the V1 engine there). On an unknown release a name no release read registers (0.10.1-0.34.0, nor
+0.9.0-0.10.0's V0 names: ``DynamoNixlConnector``, which only Dynamo's patched 0.7/0.8 fork registered, vllm#16677) is
+a warning naming it: the factory raises for it on every release read, and a patched build may register it. Not judged
+past :data:`NEWEST_READ`
 (a later release may register the name) nor where the engine loads it from ``kv_connector_module_path``.
 """
 
@@ -101,7 +104,9 @@ def _registered(name: str, version: Version) -> bool:
 def check_connector_registered(pair: PDPair) -> list[Violation]:
     """An engine of an upstream vLLM image names a kv_connector its release registers (or a module path), in each
     child of a MultiConnector too (each child's class is looked up in the same registry as the engine starts:
-    :func:`~pdd_operator.vllm.kv_transfer_config.multi_connector_children`)."""
+    :func:`~pdd_operator.vllm.kv_transfer_config.multi_connector_children`). On an unknown release a name that no
+    release read registers (``DynamoNixlConnector``) is a warning naming it: the factory of every release read raises
+    for it, and a patched build may register it."""
     out: list[Violation] = []
     for r in pair.roles:
         written = r.kv_transfer_written
@@ -126,11 +131,25 @@ def _unregistered(pair: PDPair, r: RoleConfig, name: object, kv_transfer: dict) 
                     f"Write \"kv_connector\":\"{right}\" in the {r.role} container's --kv-transfer-config."),
         ))
         return out
+    # imported here as connector_mix does: the rules' registration order
+    from pdd_operator.compat.rules.v0_connector import V0_ONLY
+
+    if (isinstance(name, str) and not kv_transfer.get("kv_connector_module_path") and r.version is None
+            and name not in UPSTREAM_NAMES and name not in V0_ONLY):
+        out.append((
+            f"{r.role}: kv_connector {name} is registered by no vLLM release read (0.10.1-{fmt(NEWEST_READ)}, and no "
+            "V0 connector of 0.9.0-0.10.0): on those KVConnectorFactory raises 'Unsupported connector type: "
+            f"{name}' when the engine builds its connector and the engine does not start. This engine's vLLM "
+            "version is unknown: a patched build may register it (Dynamo's 0.7/0.8 fork had DynamoNixlConnector).",
+            fix_for(pair, "Name a connector vLLM registers (NixlConnector), or give the engine's vLLM release.",
+                    f"Write a connector vLLM registers (NixlConnector for NIXL) in the {r.role} container's "
+                    "--kv-transfer-config, set kv_connector_module_path to the module that defines "
+                    f"{name}, or give pdd check the image's vLLM release (--vllm-version) to have it judged."),
+            "warning"))
+        return out
     if (not isinstance(name, str) or kv_transfer.get("kv_connector_module_path") or r.version is None
             or r.version < READ_FROM or image_repository(r.image) not in UPSTREAM_REPOSITORIES):
         return out
-    # imported here as connector_mix does: the rules' registration order
-    from pdd_operator.compat.rules.v0_connector import V0_ONLY
 
     if name in V0_ONLY and r.version < V1_REGISTRY_SINCE:
         return out  # 0.9.0-0.10.0 register it for a V0 class (factory.py 0.10.0 lines 91-108): kv-connector-v0-only's

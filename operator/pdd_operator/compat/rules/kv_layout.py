@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.attention_backends import selected_backend
@@ -180,6 +182,16 @@ def _forced_token_major(pair: PDPair) -> list[Violation]:
     handshake refuses head splitting unless :func:`_head_split_exempt`; ``[]`` where no dtype forces it."""
     forced = [r for r in pair.roles if forced_layout(r.kv_cache_dtype, r.version or pair.version)]
     exempt = _head_split_exempt(pair)
+    opening = pair.prefill if pair.push else pair.decode
+    permute = bool(opening.kv_transfer.get("enable_permute_local_kv")) and not pair.mla and len(forced) == 2
+    host_buffer = False
+    if permute:
+        # the handshake turns the permutation on only for a remote LBHNC cache received into a local LBNHC one
+        # (nixl/base_worker.py 0.34.0 l.864 and l.2857-2870): two LBNHC caches never do, so the guard still runs;
+        # with a host buffer (kv_buffer_device cpu) the opener's buffer is LBHNC instead (l.1371-1380): not judged
+        host_buffer = opening.buffer_device == "cpu"
+        exempt = _head_split_exempt(replace(pair, **{opening.role: replace(opening, kv_transfer={
+            k: v for k, v in opening.kv_transfer.items() if k != "enable_permute_local_kv"})}))
     if not forced or exempt or pair.tps is None:
         return []
     r = forced[0]
@@ -191,6 +203,14 @@ def _forced_token_major(pair: PDPair) -> list[Violation]:
                "heads'.")
     fix = ("Use the same tensor parallel size on both roles with a TurboQuant KV cache, or another --kv-cache-dtype "
            "(fp8) with heterogeneous TP.")
+    if permute and not host_buffer:
+        message += (" enable_permute_local_kv does not help: the handshake permutes only a remote LBHNC cache into a "
+                    "local LBNHC one, and both TurboQuant caches are LBNHC (nixl/base_worker.py 0.34.0 "
+                    "add_remote_agent).")
+    if host_buffer:
+        return [(message + " With enable_permute_local_kv and a host buffer (kv_buffer_device cpu) the "
+                 f"{opening.role}'s host copy is LBHNC instead, which these rules do not follow, so this is a warning.",
+                 fix, "warning")]
     if exempt is None:
         return [(message + " The model's KV heads are not known (a TP above them replicates the cache and is not "
                  "split), so this is a warning.", fix, "warning")]

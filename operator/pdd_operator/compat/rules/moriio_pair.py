@@ -409,3 +409,54 @@ def check_moriio_listener_port_collision(pair: PDPair) -> list[Violation]:
             "listener's thread and that worker waits for it for ever: the engine never serves.",
             f"In the {r.role} engine, {'; or '.join(ways)}."))
     return out
+
+
+#: The first release read whose READ-mode decode sends the prefill a "release" for the blocks it read
+#: (``_send_read_release``: moriio_connector.py 0.33.0 lines 3980-3984 and 4107-4118, 0.34.0 lines 4037-4045 and
+#: 4167-4178; absent from 0.32.0), to ``remote_notify_port + get_port_offset(remote_dp_rank, tp_rank,
+#: remote_tp_size)``: the prefill's global DP rank (``remote_dp_rank=self._global_dp_rank``, 0.34.0 line 1696) times
+#: its TP size.
+READ_RELEASE_SINCE: Version = (0, 33, 0)
+#: How long a prefill keeps a READ request's blocks when no release comes (``MoRIIOConstants.
+#: VLLM_MORI_READ_ABORT_REQUEST_TIMEOUT``, seconds: moriio_common.py 0.34.0 line 432; moriio_connector.py 0.34.0
+#: lines 1671-1675).
+READ_ABORT_TIMEOUT_S = 3600
+
+
+@rule(
+    id="moriio-read-release-port-offset", family="moriio-kv-path", severity="warning",
+    fields=("spec.prefill.extraArgs", "spec.kvTransfer.extraConfig"),
+    source=("vllm kv_connector/v1/moriio: the prefill's notify listener binds notify_port + get_port_offset("
+            "fold_local_rank(dp_rank, data_parallel_size_local), tp_rank) = local DP rank + TP rank (moriio_common.py "
+            "0.33.0 and 0.34.0 lines 354-357 and 236-237); the READ-mode decode's release goes to remote_notify_port "
+            "+ global DP rank x remote TP size + TP rank on the request's remote_host (moriio_connector.py 0.33.0 "
+            "lines 3980-3984, 0.34.0 lines 4037-4045); an unreleased READ request's blocks are held for "
+            "VLLM_MORI_READ_ABORT_REQUEST_TIMEOUT, 3600 s (moriio_common.py 0.34.0 line 432)"),
+    example="MoRIIOConnector read_mode true, prefill --data-parallel-size 4 --data-parallel-size-local 2 on v0.34.0",
+    since=READ_RELEASE_SINCE, moriio=True,
+)
+def check_moriio_read_release_port(pair: PDPair) -> list[Violation]:
+    """In MoRIIO's READ mode (0.33.0 on) the decode tells the prefill rank that computed a request to free its blocks
+    on a port it computes from that rank's global DP rank times the prefill's TP size, while the rank listens on its
+    pod-local DP rank plus its TP rank. The two agree where all the prefill's DP ranks run in one pod (where they
+    would differ there, TP > 1 and DP > 1, the ranks' own ports collide first: ``moriio-listener-port-collision``).
+    Where the prefill's DP ranks span pods (``--data-parallel-size-local`` below ``--data-parallel-size``, or one rank
+    per pod with ``--data-parallel-rank``), the releases of requests served outside the first pod go to a port no
+    rank of that pod binds: the transfers complete, but those blocks stay held for 3600 s and the prefill's KV cache
+    fills. A warning: requests are served, slowly once the cache is full."""
+    if not _both(pair) or read_mode(pair.prefill) is not True or read_mode(pair.decode) is not True:
+        return []
+    p = pair.prefill
+    if not p.dp or p.dp <= 1 or p.dp_local is None or p.dp_local >= p.dp:
+        return []
+    tp = p.tp or 1
+    return [(f"MoRIIOConnector READ mode on vLLM {fmt(pair.version)}: the prefill runs {p.dp} DP ranks, {p.dp_local} "
+             f"per pod. Each rank listens for the decode's release on notify_port + its pod-local DP rank + its TP "
+             f"rank, but the decode sends the release to notify_port + global DP rank x {tp} (the prefill's TP size) "
+             "+ TP rank on that pod: for the ranks outside the first pod no listener is there, so the blocks those "
+             f"ranks lent stay held until the {READ_ABORT_TIMEOUT_S} s read abort timeout and the prefill's KV cache "
+             "fills with them.",
+             fix_for(pair, "Run the prefill's DP ranks in one pod, or MoRIIO in WRITE mode (read_mode false).",
+                     "Run all of the prefill's DP ranks in one pod (--data-parallel-size-local equal to "
+                     "--data-parallel-size), or use MoRIIO's WRITE mode (\"read_mode\": \"false\" in both engines' "
+                     "kv_connector_extra_config)."))]

@@ -24,8 +24,9 @@ from pdd_operator.vllm.dtype import (
     BF16_CAVEAT,
     DSV32_HOOK_SINCE,
     GPU_HOOK_CAPABILITY,
-    KV_AUTO_FROM_CHECKPOINT_SINCE,
+    MODELOPT_KV_MAPPED_SINCE,
     auto_dtype,
+    auto_kv_cache_dtype,
     dtype_name,
     gpu_hooked_kv_cache_dtype,
     hooked_kv_cache_dtype,
@@ -323,10 +324,11 @@ def check_kv_cache_dtype_match(pair: PDPair) -> list[Violation]:
     warning: :func:`_hook_may_close`."""
     fix = "Use the identical --kv-cache-dtype string on both roles (auto and bfloat16 do not pair)."
     p, d = _kv_cache_dtype(pair, pair.prefill), _kv_cache_dtype(pair, pair.decode)
-    if ({p, d} in ({"auto", "fp8_e4m3"}, {"auto", "nvfp4"}) and pair.checkpoint_dtype is None
-            and (pair.version is None or pair.version >= KV_AUTO_FROM_CHECKPOINT_SINCE)):
-        other = d if p == "auto" else p
-        return [(f"--kv-cache-dtype differs as written: prefill {p!r}, decode {d!r}. From vLLM 0.14 auto becomes "
+    other = d if p == "auto" else p
+    if ("auto" in (p, d) and other in MODELOPT_KV_MAPPED_SINCE and pair.checkpoint_dtype is None
+            and (pair.version is None or pair.version >= MODELOPT_KV_MAPPED_SINCE[other])):
+        return [(f"--kv-cache-dtype differs as written: prefill {p!r}, decode {d!r}. From vLLM "
+                 f"{fmt(MODELOPT_KV_MAPPED_SINCE[other])} auto becomes "
                  f"{other} for a ModelOpt checkpoint whose config.json names that KV cache quantization "
                  "(resolve_kv_cache_dtype_string), and stays 'auto' (refused at the handshake) for any other; the "
                  "checkpoint's config.json is not known here.",
@@ -442,9 +444,8 @@ def _kv_cache_dtype(pair: PDPair, r: RoleConfig, version: Version | None = None,
     DeepSeek-V3.2's ``bfloat16`` -> ``auto``), on ``version`` (default: the pair's, :attr:`PDPair.version`)."""
     version = version or pair.version
     raw = r.kv_cache_dtype or "auto"
-    if raw == "auto" and pair.checkpoint_kv_cache_dtype and version is not None \
-            and version >= KV_AUTO_FROM_CHECKPOINT_SINCE:
-        raw = pair.checkpoint_kv_cache_dtype
+    if raw == "auto" and (resolved := auto_kv_cache_dtype(pair.checkpoint_kv_cache_dtype, version)):
+        raw = resolved
     return hooked_kv_cache_dtype(raw, pair.hf_architecture, version) if hook else raw
 
 
