@@ -685,7 +685,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     nothing (``none``: cert-manager injects ``caBundle``). The first sync happens before the operator
     starts, so a missing configuration or permission stops it there.
 
-    ``PDD_TRACEMALLOC=<frames>`` traces its memory by package (:mod:`pdd_operator.controller.memory`).
+    ``PDD_TRACEMALLOC=<frames>`` traces its memory by package (:mod:`pdd_operator.controller.memory`);
+    ``PDD_PROFILE=<path>`` samples its CPU by function (:mod:`pdd_operator.controller.profiling`).
     """
     import tempfile
 
@@ -753,6 +754,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pdd_operator.controller import memory
 
     memory.start_from_env()  # after the imports: tracing them takes minutes, and they are the fixed floor
+    from pdd_operator.controller import profiling
+
+    profiling.start_from_env()
     try:
         kopf.run(
             clusterwide=not options.watch_namespaces, namespaces=list(options.watch_namespaces), standalone=True,

@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pdd_operator.api.constants import LABEL_INSTANCE
 from pdd_operator.api.names import label_value
+from pdd_operator.controller import cache as caching
 from pdd_operator.controller import handlers
 from pdd_operator.controller.cache import ClusterCache
 from pdd_operator.controller.workqueue import Priority, WorkQueue
@@ -303,3 +304,37 @@ def test_a_new_pddeployment_is_served_before_status_work_and_status_work_before_
                                             **ix.kwargs()))
     assert queue.waiting() == [(("ns", "new"), Priority.WRITE), (("ns", "a"), Priority.STATUS),
                                (("ns", "old-1"), Priority.RESYNC), (("ns", "old-2"), Priority.RESYNC)]
+
+
+def test_events_that_change_nothing_kept_or_echo_an_own_write_decode_no_cached_copy(wired, monkeypatch):
+    """Two watch events in three of a new object change nothing the cache keeps (a pod starts, a status no
+    reconcile reads) or are the echo of the operator's own apply or status patch: they are indexed, queue
+    nothing and decode no cached copy (zlib and JSON: more than the rest of their handling). An event that
+    changed something is still compared with the copy it replaced (decoded once)."""
+    cache, ix, queue = wired
+    cache.expect({})
+    ix.put(obj("PDDeployment", "a", 1, spec={"x": 1}))
+    child(ix, pod(3, conditions=[SCHEDULED]))
+    engine = {**OWNER, "labels": {"pdd-operator.dev/role": "decode"}}
+    child(ix, obj("Deployment", "a-decode", 10, meta=engine, spec={"replicas": 1}, status={"replicas": 1}))
+    queue.clear()
+    decoded: list[str] = []
+    text = caching.Packed.text
+    monkeypatch.setattr(caching.Packed, "text", lambda self: decoded.append(self.owner) or text(self))
+
+    child(ix, pod(4, "Running", [SCHEDULED, READY]))  # started and ready: its view is the same
+    child(ix, obj("Deployment", "a-decode", 11, meta={**engine, "managedFields": [{"manager": "y"}]},
+                  spec={"replicas": 1}, status={"replicas": 1}))  # another manager's no-op apply
+    mine = obj("Deployment", "a-decode", 12, meta=engine, spec={"replicas": 2}, status={"replicas": 1})
+    cache.remember("Deployment", mine)
+    child(ix, mine)  # the echo of the operator's own apply
+    status = obj("PDDeployment", "a", 2, spec={"x": 1}, status={"observedGeneration": 1})
+    cache.remember("PDDeployment", status)
+    asyncio.run(handlers.pddeployment_event(type="MODIFIED", body=status, name="a", namespace="ns",
+                                            meta=status["metadata"]))  # the echo of its status patch
+    assert decoded == []
+    assert queued(queue) == []
+
+    child(ix, obj("Deployment", "a-decode", 13, meta=engine, spec={"replicas": 2}, status={"replicas": 2}))
+    assert len(decoded) == 1  # a status the reconcile reads changed: compared with the copy it replaced
+    assert queued(queue) == [("ns", "a")]

@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -409,6 +409,33 @@ class ClusterCache:
         but its resourceVersion and of fields the cache does not keep (``managedFields``, of a pod
         everything :func:`pod_view` leaves out), which no reconcile can see; True for a new object,
         a deletion and every other change."""
+        return self._observe(kind, body, deleted, None)
+
+    def observe_change(self, kind: str, body: Mapping[str, Any]) -> tuple[bool, Callable[[], dict | None]]:
+        """:meth:`observe` of an added or updated ``body`` of ``kind`` (a PDDeployment, a child or a pod),
+        and what a read would have returned just before it, decoded only when asked for: ``(changed,
+        before)``. ``before()`` is :meth:`pdd` or :meth:`child` (the newer of the indexed copy and an
+        own write) or, for a pod, :meth:`last_known` (its :func:`pod_view`), as of the moment the event
+        was indexed (under the same hold of the lock), or ``None``.
+
+        Why: the watch handlers compare an event with the copy it replaces to decide what work it asks
+        for, but two events in three of a new object change nothing the cache keeps (a pod started,
+        a Deployment's status the reconcile does not read) or are the echo of the operator's own
+        write; they need no comparison, and decoding the cached copy (zlib and JSON) cost more than
+        the rest of their handling."""
+        held: list = []
+        changed = self._observe(kind, body, False, held)
+        indexed, mine = held or (None, None)
+
+        def before() -> dict | None:
+            if kind == "Pod":
+                return indexed.unpack() if isinstance(indexed, Packed) else None
+            return self._newer(indexed if isinstance(indexed, Packed) else None, mine)
+        return changed, before
+
+    def _observe(self, kind: str, body: Mapping[str, Any], deleted: bool, held: list | None) -> bool:
+        """:meth:`observe`; with ``held``, appends the indexed value the event replaces and the overlay's
+        entry of the object, read under the same hold of the lock (:meth:`observe_change`)."""
         meta = body.get("metadata") or {}
         obj_key = (kind, meta.get("namespace"), meta.get("name"))
         if kind == KIND:
@@ -425,6 +452,9 @@ class ClusterCache:
         # reconciles' reads would wait for); a ConfigMap's value depends on the references, read under it.
         results = {} if deleted or kind == "ConfigMap" else {name: function(body) for name, function in updates.items()}
         with self._lock:
+            if held is not None:
+                index = {KIND: PDD_INDEX, "Pod": POD_INDEX, "ConfigMap": CONFIG_MAP_INDEX}.get(kind, CHILD_INDEX)
+                held += [self._indexes[index].value(self._key_for(kind, obj_key), obj_key), self._overlay.get(obj_key)]
             if kind == KIND:
                 self.note_references(body, deleted)
             changed = deleted

@@ -585,14 +585,16 @@ async def pddeployment_event(type: str | None, body: kopf.Body, name: str, names
     change of nothing but the status: :func:`~pdd_operator.controller.triage.pdd_work`; the operator is
     the status's only writer, and a status written by someone else is recomputed at the next reconcile
     or resync)."""
-    cached = CACHE.pdd(namespace, name) if type != "DELETED" else None
-    CACHE.observe(KIND, body, deleted=type == "DELETED")
-    version = None if type == "DELETED" else meta.get("resourceVersion")
+    if type == "DELETED":
+        CACHE.observe(KIND, body, deleted=True)
+        HEALTH.watched((namespace, name), None, time.monotonic())
+        CACHE.settle(KIND, namespace, name, None)
+        return  # children go with it through garbage collection (ownerReferences)
+    _, cached = CACHE.observe_change(KIND, body)
+    version = meta.get("resourceVersion")
     HEALTH.watched((namespace, name), version, time.monotonic())
     own = CACHE.settle(KIND, namespace, name, version)
-    if type == "DELETED":
-        return  # children go with it through garbage collection (ownerReferences)
-    work = None if own else pdd_work(cached, body)
+    work = None if own else pdd_work(cached(), body)  # the copy it replaced is decoded only here
     WATCH_EVENTS.labels(KIND, "own" if own else _outcome(work)).inc()
     if work is not None:
         enqueue(namespace, name, work)
@@ -630,19 +632,27 @@ def child_event(type_: str, body: dict) -> None:
     meta = body.get("metadata") or {}
     namespace, name = meta.get("namespace"), meta.get("name")
     deleted = type_ == "DELETED"
-    if deleted and "labels" not in meta and "ownerReferences" not in meta:
-        meta = (CACHE.last_known(kind, namespace, name) or {}).get("metadata") or meta
-    labels = meta.get("labels") or {}
-    if kind == "Pod":
-        work = pod_work(CACHE.last_known(kind, namespace, name), None if deleted else caching.pod_view(body))
+    if deleted:
+        if "labels" not in meta and "ownerReferences" not in meta:
+            meta = (CACHE.last_known(kind, namespace, name) or {}).get("metadata") or meta
+        if kind == "Pod":
+            work = pod_work(CACHE.last_known(kind, namespace, name), None)
+        else:
+            work = child_work(kind, CACHE.child(kind, namespace, name), None)
+        CACHE.observe(kind, body, deleted=True)
+        CACHE.settle(kind, namespace, name, None)
     else:
-        work = child_work(kind, CACHE.child(kind, namespace, name), None if deleted else body)
-    changed = CACHE.observe(kind, body, deleted=deleted)
-    if CACHE.settle(kind, namespace, name, None if deleted else meta.get("resourceVersion")):
-        WATCH_EVENTS.labels(kind, "own").inc()
-        return
-    if not changed:
+        # Indexed first; the copy it replaced is decoded and compared only for an event that changed what
+        # the cache keeps and is not the echo of the operator's own write (most events are either).
+        changed, cached = CACHE.observe_change(kind, body)
+        if CACHE.settle(kind, namespace, name, meta.get("resourceVersion")):
+            WATCH_EVENTS.labels(kind, "own").inc()
+            return
         work = None
+        if changed:
+            work = (pod_work(cached(), caching.pod_view(body)) if kind == "Pod"
+                    else child_work(kind, cached(), body))
+    labels = meta.get("labels") or {}
     WATCH_EVENTS.labels(kind, _outcome(work)).inc()
     if work is None:
         return
