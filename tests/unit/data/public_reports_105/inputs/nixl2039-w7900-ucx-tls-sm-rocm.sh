@@ -5,6 +5,8 @@
 # With the transport set suggested in ai-dynamo/nixl#2039 (UCX_TLS=sm,rocm,tcp,self and the RMA pipeline on): rocm_copy
 # plus host fragments over CMA instead of TCP software emulation.
 # Launch lines filled: the issue gives the setup and the transfer path, not its commands.
+# The Mamba (Gated DeltaNet) conv state moves over NIXL only in vLLM's DS layout (startup assert otherwise).
+export VLLM_SSM_CONV_STATE_LAYOUT=DS
 export UCX_TLS=sm,rocm,tcp,self
 export UCX_RMA_PPLN_ENABLE=y
 MODEL=Qwen/Qwen3.6-27B

@@ -4,6 +4,8 @@
 # UCX 1.22 with rocm_copy/rocm_ipc), Qwen3.6-27B BF16 prefill/decode disaggregation over NixlConnector, 64K context.
 # One change: the decode's --max-model-len raised to 524288 for a 512K context.
 # Launch lines filled: the issue gives the setup and the transfer path, not its commands.
+# The Mamba (Gated DeltaNet) conv state moves over NIXL only in vLLM's DS layout (startup assert otherwise).
+export VLLM_SSM_CONV_STATE_LAYOUT=DS
 
 MODEL=Qwen/Qwen3.6-27B
 

@@ -4,6 +4,8 @@
 # UCX 1.22 with rocm_copy/rocm_ipc), Qwen3.6-27B BF16 prefill/decode disaggregation over NixlConnector, 64K context.
 # One change: both roles on GPUs 0-3, the decode at vLLM's default --gpu-memory-utilization (the prefill keeps 0.45).
 # Launch lines filled: the issue gives the setup and the transfer path, not its commands.
+# The Mamba (Gated DeltaNet) conv state moves over NIXL only in vLLM's DS layout (startup assert otherwise).
+export VLLM_SSM_CONV_STATE_LAYOUT=DS
 
 MODEL=Qwen/Qwen3.6-27B
 
