@@ -14,6 +14,8 @@ one host) taught, with negative controls.
    names no device inside it, and the engine fails at startup (0.28.0 v1/worker/gpu_worker.py lines 369-373). The
    docker run reader did not read ``--gpus``; Compose's ``device_ids`` were read but not compared with
    ``CUDA_VISIBLE_DEVICES`` (one definition now: the visible list ends at its first ordinal past the handed GPUs).
+   Two containers each handed one GPU and both using ``CUDA_VISIBLE_DEVICES=0`` were read as sharing GPU 0 (a false
+   refusal): their devices are now compared as the host GPUs they were handed.
 
 3. ``HIP_VISIBLE_DEVICES`` in a script on a ROCm host. vLLM's ROCm platform copies it into ``CUDA_VISIBLE_DEVICES``
    (vllm/platforms/rocm.py 0.23.0 lines 114-134), but the script reader counted the host's GPUs from
@@ -180,6 +182,17 @@ def _docker(p_gpus: str, d_gpus: str, d_cvd: str = "1") -> str:
 def test_a_docker_container_given_fewer_gpus_than_its_ordinal(tmp_path, capsys, d_gpus, d_cvd, refused):
     code, out = _run(tmp_path, capsys, _docker("'\"device=0,1\"'", d_gpus, d_cvd))
     assert ("parallelism-gpu-count" in rules(out, "error")) == refused, out
+
+
+@pytest.mark.parametrize(("p_gpus", "d_gpus", "shared"), [
+    ("'\"device=0\"'", "'\"device=1\"'", False),   # device 0 of each container: host GPUs 0 and 1
+    ("'\"device=0\"'", "'\"device=0\"'", True),
+    ("'\"device=1,0\"'", "'\"device=1\"'", True),  # the prefill's device 0 is host GPU 1
+    ("all", "'\"device=0\"'", True),                # --gpus all: device 0 is host GPU 0
+])
+def test_docker_containers_each_handed_a_gpu_are_compared_on_the_host(tmp_path, capsys, p_gpus, d_gpus, shared):
+    code, out = _run(tmp_path, capsys, _docker(p_gpus, d_gpus, d_cvd="0"))
+    assert ("engines-share-gpu" in rules(out, "error")) == shared, out
 
 
 def test_a_compose_service_given_one_gpu_keeps_the_host_ordinal(tmp_path, capsys):

@@ -314,6 +314,17 @@ def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] 
     return tuple(r.host_devices[int(x)] for x in devices)
 
 
+def _handed_ids(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``devices`` (container device ids, :func:`_devices`) as the host ordinals its container is handed
+    (:attr:`RoleConfig.host_devices`: a ``docker run --gpus device=...`` of a script), as they are where it is handed
+    no list (``--gpus all``: the host's GPUs in host order); ``None`` when one is past the GPUs handed or a UUID."""
+    if devices is None or r.host_devices is None:
+        return devices
+    if not all(x.isdigit() and int(x) < len(r.host_devices) for x in devices):
+        return None
+    return tuple(r.host_devices[int(x)] for x in devices)
+
+
 #: Variables that hand an engine some of its host's devices (CUDA, ROCm, and the other accelerators' runtimes):
 #: an engine that sets one is not taken to open the host's first GPU.
 DEVICE_VISIBILITY_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
@@ -370,7 +381,8 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     whole budget, so at a sum of 1 it always finds less than it requests). Engines in
     different containers get their own devices from the device plugin and are not judged here, but for containers
     handed GPUs of one host by their host ordinals (Compose services on one host: ``gpus: all``, ``device_ids``;
-    :attr:`RoleConfig.gpu_host`), which are judged alike; an unknown
+    :attr:`RoleConfig.gpu_host`; a script's ``docker run --gpus device=...``, :func:`_handed_ids`), which are judged
+    alike; an unknown
     ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either. Where either engine fixes its KV
     cache with ``--kv-cache-memory-bytes`` the sum proves nothing: started first, that engine holds its weights,
     activations and that KV size rather than its utilization share, so whether the other's startup check passes rests
@@ -399,6 +411,8 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
             pdev, ddev = pdev or _first_device(p), ddev or _first_device(d)
     if one_host and not pair.one_container:
         pdev, ddev = _on_host(p, pdev), _on_host(d, ddev)
+    elif p.host_devices is not None or d.host_devices is not None:  # a script's docker runs, each handed its GPUs
+        pdev, ddev = _handed_ids(p, pdev), _handed_ids(d, ddev)
     shared = sorted(set(pdev or ()) & set(ddev or ()))
     total = round(p.gpu_memory_utilization + d.gpu_memory_utilization, 3)
     if pdev is None or ddev is None or not shared or total < 1.0:
