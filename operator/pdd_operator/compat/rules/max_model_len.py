@@ -19,10 +19,10 @@ _ALLOW = ("1", "true")
 
 def _allowed(r: RoleConfig) -> bool | None:
     """Whether the engine's environment sets ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` on; ``None`` where its value is not in
-    these files."""
+    these files (an unknown value, or an ``envFrom`` source not given that may set it)."""
     raw = r.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
-    if raw is None:
-        return False
+    if raw is None:  # an envFrom source not in these files may set it (RoleConfig.env_from)
+        return None if any(name == "VLLM_ALLOW_LONG_MAX_MODEL_LEN" for name, _ in r.env_from) else False
     if unknown_names(raw) or "$" in raw:
         return None
     return raw.strip().lower() in _ALLOW
