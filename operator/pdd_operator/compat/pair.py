@@ -39,6 +39,7 @@ from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
 from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, third_party_module, well_typed
 from pdd_operator.vllm.lora import adapter_names
+from pdd_operator.vllm.max_model_len import CONFIG_OVERRIDE_FLAGS
 from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.moriio_ports import moriio_listener_ports
@@ -348,6 +349,8 @@ class RoleConfig:
     attention_config_keys: tuple[str, ...] = ()
     pass_config_keys: tuple[str, ...] = ()
     scheduler: SchedulerBudget = field(default_factory=SchedulerBudget)
+    #: the flags given that change the model's config.json as vLLM reads it (:data:`CONFIG_OVERRIDE_FLAGS`).
+    config_overrides: tuple[str, ...] = ()
     revision: str | None = None
     pod_labels: dict[str, str] = field(default_factory=dict)
     nodes: tuple[NodeTerm, ...] | None = ((),)
@@ -940,6 +943,7 @@ def role_from_container(
         attention_config_keys=tuple(str(k) for k in attention_config) if isinstance(attention_config, dict) else (),
         pass_config_keys=tuple(str(k) for k in pass_config) if isinstance(pass_config, dict) else (),
         scheduler=SchedulerBudget.from_flags(flags),
+        config_overrides=tuple(f for f in CONFIG_OVERRIDE_FLAGS if f in flags),
         revision=text("--revision"),
         pod_labels=pod_labels,
         nodes=node_terms(pod_spec),

@@ -66,7 +66,12 @@ from pdd_operator.compat.manifests import Engine, Unreadable, pd_marked, repeats
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.text_inputs import text_format
-from pdd_operator.vllm.block_size import script_gpu_resource, script_platform_hint, script_shows_other_accelerator
+from pdd_operator.vllm.block_size import (
+    ROCM_RESOURCES,
+    script_gpu_resource,
+    script_platform_hint,
+    script_shows_other_accelerator,
+)
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import (
     IN_PROCESS_ENGINE,
@@ -377,7 +382,7 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
             "command": ["bash", "-c", _synthetic_script(group, own, last, None if _container_image(group) else pin)]}]}
         if node is not None:
             spec["nodeName"] = node
-        count = int(gpus.group(1)) if gpus else _least_gpus(group)
+        count = int(gpus.group(1)) if gpus else _least_gpus(group, script_gpu_resource(text) in ROCM_RESOURCES)
         cluster = clusters.get(node) if node is not None else None
         if count is None and cluster is not None:
             count = cluster[0]
@@ -405,7 +410,8 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
                         "group_worker_gpus": workers[0] if len(set(workers)) == 1 else None}
         engines += [replace(e, where=_where(e.where, where, group), container=host,
                             config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint,
-                                           host_gpus=gpu_host and on_host, **group_of))
+                                           host_gpus=gpu_host and on_host, **group_of,
+                                           **_handed(e.where, group)))
                     for e in got]
         unreadable += [replace(u, where=_where(u.where, where, group)) for u in cannot]
     counted = {x.line: x for x in found if x.repeats}  # the synthetic script holds one pass: its count is said here
@@ -535,13 +541,28 @@ def _headless_ports(found: list[Launch]) -> list[Launch]:
     return out
 
 
-def _least_gpus(group: list[Launch]) -> int | None:
+def _least_gpus(group: list[Launch], rocm: bool = False) -> int | None:
     """The fewest GPUs the node of ``group`` holds where every engine names its devices by ordinal in a literal
-    ``CUDA_VISIBLE_DEVICES`` (the highest ordinal + 1: CUDA finds no device past the node's), else ``None``."""
-    ids = [x.env.get("CUDA_VISIBLE_DEVICES") for x in group]
+    ``CUDA_VISIBLE_DEVICES`` (the highest ordinal + 1: CUDA finds no device past the node's), else ``None``. On a
+    ROCm host (``rocm``: the script's GPUs are AMD's, :func:`~pdd_operator.vllm.block_size.script_gpu_resource`) an
+    engine without ``CUDA_VISIBLE_DEVICES`` names them in ``HIP_VISIBLE_DEVICES``, which vLLM's ROCm platform copies
+    into ``CUDA_VISIBLE_DEVICES`` at import (vllm/platforms/rocm.py: module level in 0.11.0,
+    ``_sync_hip_cuda_env_vars`` at lines 114-134 in 0.23.0)."""
+    ids = [x.env.get("CUDA_VISIBLE_DEVICES", x.env.get("HIP_VISIBLE_DEVICES") if rocm else None) for x in group]
     if not ids or any(v is None or not re.fullmatch(r"\d+(,\d+)*", v) for v in ids):
         return None
     return max(int(i) for v in ids if v for i in v.split(",")) + 1
+
+
+def _handed(old: str, group: list[Launch]) -> dict:
+    """``{"host_devices": ...}`` for the engine at ``old`` (its synthetic Pod's ``where``, naming its line) where its
+    launch is a ``docker run`` whose ``--gpus`` hands the container host GPUs by ordinal
+    (:attr:`~pdd_operator.vllm.script.DockerRun.gpu_devices`): inside the container those are devices 0, 1, ... in
+    that order, whatever their host ordinals; ``{}`` otherwise."""
+    match = re.search(r" line (\d+)(?: #\d+)?$", old)
+    launch = next((x for x in group if match and x.line == int(match.group(1))), group[0] if len(group) == 1 else None)
+    docker = docker_run(launch.wrapper) if launch is not None else None
+    return {"host_devices": docker.gpu_devices} if docker is not None and docker.gpu_devices else {}
 
 
 def _where(old: str, where: str, group: list[Launch]) -> str:

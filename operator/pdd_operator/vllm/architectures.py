@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from pdd_operator.api.spec import Architecture, SSMKind
+from pdd_operator.vllm.max_model_len import ContextLimit
 from pdd_operator.vllm.registry_architectures import registry_family, registry_since, registry_sliding
 from pdd_operator.vllm.sliding_window import window_depends
 
@@ -56,6 +57,9 @@ class ModelTraits:
     #: no MLA latent, no SSM layers, not encoder-decoder; :func:`~pdd_operator.vllm.model_config.facts_from_config`
     #: tests those before it calls a model multimodal). ``False`` where only the name or a declared family tells it.
     plain_language_model: bool = False
+    #: the longest ``--max-model-len`` vLLM accepts for the model, from a config.json that was read (its own or the
+    #: table's; :class:`~pdd_operator.vllm.max_model_len.ContextLimit`), ``None`` where none was.
+    context_limit: ContextLimit | None = None
 
     @property
     def kv_family(self) -> Architecture | None:

@@ -25,6 +25,10 @@ from functools import cache
 from pathlib import Path
 
 from pdd_operator.vllm.hf_cache import snapshot
+from pdd_operator.vllm.max_model_len import LENGTH_KEYS
+
+#: The config.json fields vLLM derives a model's context length from (:mod:`pdd_operator.vllm.max_model_len`).
+CONTEXT_FIELDS = (*LENGTH_KEYS, "rope_scaling", "rope_parameters")
 
 _TABLE = Path(__file__).with_name("known_model_configs.json")
 
@@ -44,6 +48,8 @@ KEY_FIELDS = (
     "vocab_size", "tie_word_embeddings", "intermediate_size", "moe_intermediate_size", "first_k_dense_replace",
     "n_shared_experts", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "decoder_sparse_step", "mlp_only_layers",
+    # the context length vLLM derives (:mod:`pdd_operator.vllm.max_model_len`): its length keys and RoPE scaling
+    *CONTEXT_FIELDS,
 )
 _NESTED = ("text_config", "llm_config", "language_config")
 #: ``vision_config`` matters only as present (multimodal) and for its dtype; ``quantization_config`` for its KV cache
@@ -51,8 +57,8 @@ _NESTED = ("text_config", "llm_config", "language_config")
 #: (:func:`pdd_operator.vllm.fp8_block.moe_block_refusal`).
 _VISION_FIELDS = ("model_type", "torch_dtype", "dtype")
 _QUANT_FIELDS = ("quant_method", "kv_cache_scheme", "kv_cache_quant_algo", "weight_block_size")
-#: Fields an ``also`` id does not inherit from its snapshot.
-NOT_INHERITED = ("max_position_embeddings",)
+#: Fields an ``also`` id does not inherit from its snapshot: its context length (an instruct release changes it).
+NOT_INHERITED = CONTEXT_FIELDS
 
 
 def key_fields(config: dict) -> dict:

@@ -22,6 +22,7 @@ from pdd_operator.vllm.architectures import (
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
 from pdd_operator.vllm.fp8_block import fp8_expert_since
 from pdd_operator.vllm.known_models import derived_config, known_config
+from pdd_operator.vllm.max_model_len import ContextLimit, context_limit
 from pdd_operator.vllm.registry_architectures import registry_family, registry_since
 from pdd_operator.vllm.sliding_window import has_sliding_window
 from pdd_operator.vllm.versions import Version
@@ -101,6 +102,8 @@ class ModelFacts:
     #: a hybrid SSM model whose attention is MLA (:data:`~pdd_operator.vllm.architectures.HYBRID_MLA_MODEL_TYPES`,
     #: or ``kv_lora_rank`` beside the SSM layers).
     mla_attention: bool = False
+    #: the longest ``--max-model-len`` vLLM accepts for the model (:func:`~pdd_operator.vllm.max_model_len.context_limit`).
+    context_limit: ContextLimit | None = None
 
 
 #: The config.json keys vLLM reads a model's expert count from (0.11.0 config/model.py
@@ -218,6 +221,7 @@ def facts_from_config(config: dict) -> ModelFacts:
             bool(text.get("kv_lora_rank")) or hf_arch in HYBRID_MLA_ARCHITECTURES
             or any(isinstance(p, dict) and p.get("model_type") in HYBRID_MLA_MODEL_TYPES
                    for p in (config, config.get("text_config")))),
+        context_limit=context_limit(text, str(text.get("model_type") or config.get("model_type") or "")),
     )
 
 
@@ -331,6 +335,8 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
         model_traits = replace(model_traits, num_heads=facts.num_attention_heads,
                                attention_chunk_size=facts.attention_chunk_size, num_experts=facts.num_experts,
                                fp8_moe_shape=facts.fp8_moe_shape, fp8_moe_since=facts.fp8_moe_since,
+                               context_limit=facts.context_limit if facts.context_limit is None or label ==
+                               "config.json" or _names_dtype(model_config) else replace(facts.context_limit, whole=False),
                                mla_attention=model_traits.mla_attention or (
                                    facts.mla_attention and model_traits.architecture == Architecture.HYBRID_SSM))
     return ResolvedModel(

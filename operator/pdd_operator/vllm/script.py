@@ -1632,6 +1632,9 @@ class DockerRun:
             is started, as a command run with ``&`` would, and the container runs on.
         interactive: ``-i`` / ``--interactive`` (alone or among switches, ``-it``): the container's standard input is
             the terminal's.
+        gpu_devices: the host GPUs ``--gpus`` hands the container by ordinal (``--gpus '"device=0,1"'``, ``--gpus
+            device=1``), in the order the container sees them; ``None`` for ``--gpus all``, a count (Docker's pick is
+            not in the script) or no ``--gpus`` (Docker's "docker container run" reference, "Access an NVIDIA GPU").
     """
 
     image_at: int
@@ -1643,6 +1646,7 @@ class DockerRun:
     host_network: bool
     detach: bool = False
     interactive: bool = False
+    gpu_devices: tuple[str, ...] | None = None
 
     @property
     def shell(self) -> bool:
@@ -1724,10 +1728,27 @@ def docker_run(words: Sequence[str], shell_value: Callable[[str], str | None] = 
                 env[key] = unknown(key)
     entry = next((value for name, value in reversed(options) if name == "--entrypoint"), None)
     network = next((value for name, value in reversed(options) if name in ("--network", "--net")), None)
+    gpus = next((value for name, value in reversed(options) if name == "--gpus"), None)
     return DockerRun(base + i, rest[i], tuple(([entry] if entry else []) + rest[i + 1:]), entry is not None, env,
                      any(name == "--env-file" for name, _ in options), network == "host",
                      any(name == "--detach" or re.fullmatch(r"-[ditP]*d[ditP]*", name) for name, _ in options),
-                     any(name == "--interactive" or re.fullmatch(r"-[ditP]*i[ditP]*", name) for name, _ in options))
+                     any(name == "--interactive" or re.fullmatch(r"-[ditP]*i[ditP]*", name) for name, _ in options),
+                     gpu_devices(gpus))
+
+
+#: ``--gpus``'s device request naming host GPUs by ordinal: ``device=0,2`` (quoted as ``'"device=0,2"'`` so that
+#: Docker's CSV reading keeps the comma inside one field), possibly beside ``capabilities=...``.
+_GPU_DEVICES = re.compile(r'(?:^|,)"?device=([\d,]+)"?(?:,|$)')
+
+
+def gpu_devices(value: str | None) -> tuple[str, ...] | None:
+    """The host GPU ordinals a ``docker run --gpus`` value hands the container, in order (``'"device=1,0"'`` gives
+    ``("1", "0")``); ``None`` for ``all``, a count, UUIDs, or no value."""
+    match = _GPU_DEVICES.search((value or "").strip().strip("'"))
+    if match is None:
+        return None
+    ids = tuple(x for x in match.group(1).split(",") if x)
+    return ids or None
 
 
 def _blank_led(node: tree_sitter.Node) -> tuple[str, str]:

@@ -46,6 +46,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     kv_layout,
     kv_role,
     mamba_align,
+    max_model_len,
     mem_pool,
     memory,
     middleware,

@@ -3,6 +3,7 @@ the NIXL connector supports (prefill context parallelism)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
@@ -148,11 +149,19 @@ def visible_ids(raw: str) -> list[str]:
 def _visible_count(r: RoleConfig) -> int | None:
     """How many devices at most the engine's ``CUDA_VISIBLE_DEVICES`` shows it (:func:`visible_ids`), where the value is
     written out (``None`` when unset or not in these files; ``0`` for ``all`` or an empty value); vLLM's CUDA and ROCm
-    platforms both take ``CUDA_VISIBLE_DEVICES`` (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py)."""
+    platforms both take ``CUDA_VISIBLE_DEVICES`` (``device_control_env_var``, vllm/platforms/cuda.py and rocm.py).
+    Where the container is handed some of its host's GPUs (:attr:`RoleConfig.host_devices`: Compose ``device_ids``,
+    ``docker run --gpus device=...``), it sees them as devices 0 to n-1, so the list ends at its first ordinal past
+    them, as CUDA ends it at the first entry that names no device: ``CUDA_VISIBLE_DEVICES=1`` in a container handed
+    one GPU shows none (vllm/v1/worker/gpu_worker.py 0.28.0 lines 369-373 then assert ``local_rank <
+    device_count``)."""
     raw = r.env.get("CUDA_VISIBLE_DEVICES")
     if raw is None or _not_literal(raw) or any(r.env.get(n) is not None for n in _ROCM_VISIBLE):
         return None
-    return len(visible_ids(raw))
+    ids = visible_ids(raw)
+    if r.host_devices is not None and all(x.isdigit() for x in ids):
+        ids = list(itertools.takewhile(lambda x: int(x) < len(r.host_devices), ids))
+    return len(ids)
 
 
 #: ROCm's own device lists, which PyTorch on ROCm reads before ``CUDA_VISIBLE_DEVICES`` (torch/cuda/__init__.py
@@ -203,6 +212,17 @@ def _hidden_devices(r: RoleConfig, need: int, shown: int) -> Violation:
     each local DP rank takes the next TP x PP of them), so rank ``shown`` finds no device ('invalid device
     ordinal') and the engine fails at startup, whatever the pod requests."""
     value = r.env.get("CUDA_VISIBLE_DEVICES")
+    if r.host_devices is not None:
+        handed = len(r.host_devices)
+        return (
+            f"{r.role}: the container is handed {handed} GPU(s) of its host (host GPU {', '.join(r.host_devices)}), "
+            f"which it sees as device(s) 0{f' to {handed - 1}' if handed > 1 else ''}, so CUDA_VISIBLE_DEVICES={value} "
+            f"shows its {need} rank(s) (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) at most {shown} "
+            f"device(s): an ordinal past the container's devices ends CUDA's list, so rank {shown} finds none and the "
+            "engine fails at startup (vllm/v1/worker/gpu_worker.py init_device: local_rank < device_count).",
+            f"Number the {r.role} container's CUDA_VISIBLE_DEVICES from 0 (the GPUs it is handed, in order), or "
+            "drop it and let the container's GPUs be the engine's.",
+        )
     return (
         f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) but "
         f"CUDA_VISIBLE_DEVICES={value} shows it at most {shown} device(s): vLLM binds rank i to cuda:i of the visible "
@@ -294,6 +314,17 @@ def _on_host(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] 
     return tuple(r.host_devices[int(x)] for x in devices)
 
 
+def _handed_ids(r: RoleConfig, devices: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``devices`` (container device ids, :func:`_devices`) as the host ordinals its container is handed
+    (:attr:`RoleConfig.host_devices`: a ``docker run --gpus device=...`` of a script), as they are where it is handed
+    no list (``--gpus all``: the host's GPUs in host order); ``None`` when one is past the GPUs handed or a UUID."""
+    if devices is None or r.host_devices is None:
+        return devices
+    if not all(x.isdigit() and int(x) < len(r.host_devices) for x in devices):
+        return None
+    return tuple(r.host_devices[int(x)] for x in devices)
+
+
 #: Variables that hand an engine some of its host's devices (CUDA, ROCm, and the other accelerators' runtimes):
 #: an engine that sets one is not taken to open the host's first GPU.
 DEVICE_VISIBILITY_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
@@ -350,7 +381,8 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
     whole budget, so at a sum of 1 it always finds less than it requests). Engines in
     different containers get their own devices from the device plugin and are not judged here, but for containers
     handed GPUs of one host by their host ordinals (Compose services on one host: ``gpus: all``, ``device_ids``;
-    :attr:`RoleConfig.gpu_host`), which are judged alike; an unknown
+    :attr:`RoleConfig.gpu_host`; a script's ``docker run --gpus device=...``, :func:`_handed_ids`), which are judged
+    alike; an unknown
     ``CUDA_VISIBLE_DEVICES`` (``$(cmd)``, an unset variable) is not judged either. Where either engine fixes its KV
     cache with ``--kv-cache-memory-bytes`` the sum proves nothing: started first, that engine holds its weights,
     activations and that KV size rather than its utilization share, so whether the other's startup check passes rests
@@ -379,6 +411,8 @@ def check_engines_share_gpu(pair: PDPair) -> list[Violation]:
             pdev, ddev = pdev or _first_device(p), ddev or _first_device(d)
     if one_host and not pair.one_container:
         pdev, ddev = _on_host(p, pdev), _on_host(d, ddev)
+    elif p.host_devices is not None or d.host_devices is not None:  # a script's docker runs, each handed its GPUs
+        pdev, ddev = _handed_ids(p, pdev), _handed_ids(d, ddev)
     shared = sorted(set(pdev or ()) & set(ddev or ()))
     total = round(p.gpu_memory_utilization + d.gpu_memory_utilization, 3)
     if pdev is None or ddev is None or not shared or total < 1.0:
