@@ -1,0 +1,56 @@
+"""Variants of what the hundred-and-fourth public-report set (tests/unit/data/public_reports_104: models the checker
+does not know) taught, with negative controls.
+
+1. A ``--speculative-config`` that names a draft model but no ``num_speculative_tokens`` is not a refusal: vLLM takes
+   the count from the draft's config.json (``n_predict``: "Default to max value defined in draft model config",
+   config.py 0.9.0 l.2568, config/speculative.py 0.20.0 l.655-661, v1/worker/gpu/spec_decode/speculator_config.py
+   0.34.0 l.275-282) and fails only where that config has none, which the files do not show: a warning
+   (1CatAI/1Cat-vLLM#555, a DFlash draft in a local directory, got past that check to the NIXL worker). Without a
+   draft model the count is still required.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.test_turn2_variants import check, container, rules, workload
+
+KV_P = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})
+KV_D = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"})
+
+
+def _pair(image, model, p_args=(), d_args=(), env=(), p_gpus=1, d_gpus=1):
+    return [workload("m-prefill", "prefill", container([model, *p_args, "--kv-transfer-config", KV_P], image=image,
+                                                       env=list(env), gpus=p_gpus)),
+            workload("m-decode", "decode", container([model, *d_args, "--kv-transfer-config", KV_D], image=image,
+                                                     env=list(env), gpus=d_gpus))]
+
+
+# --- 1. the speculative token count behind the draft model's config.json ------------------------------------------
+
+
+@pytest.mark.parametrize(("image", "spec"), [
+    ("vllm/vllm-openai:v0.28.0", {"method": "dflash", "model": "/data/models/Qwen3-8B-DFlash"}),
+    ("vllm/vllm-openai:v0.20.0", {"method": "eagle3", "model": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"}),
+    ("vllm/vllm-openai:v0.34.0", {"method": "draft_model", "model": "Qwen/Qwen3-0.6B"}),
+])
+def test_a_named_draft_without_a_token_count_is_a_warning(tmp_path, capsys, image, spec):
+    args = ["--speculative-config", json.dumps(spec)]
+    code, out = check(tmp_path, capsys, *_pair(image, "Qwen/Qwen3-8B", args, args))
+    assert code == 0, out
+    assert "speculative-incomplete" in rules(out, "warning") and "speculative-incomplete" not in rules(out, "error"), out
+
+
+def test_no_draft_model_and_no_token_count_is_still_refused(tmp_path, capsys):
+    args = ["--speculative-config", json.dumps({"method": "eagle3"})]
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.28.0", "Qwen/Qwen3-8B", args, args))
+    assert code == 1 and "speculative-incomplete" in rules(out, "error"), out
+
+
+def test_a_named_draft_with_its_token_count_has_no_finding(tmp_path, capsys):
+    args = ["--speculative-config", json.dumps({"method": "dflash", "model": "/data/models/Qwen3-8B-DFlash",
+                                                "num_speculative_tokens": 15})]
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.28.0", "Qwen/Qwen3-8B", args, args))
+    assert code == 0 and "speculative-incomplete" not in rules(out), out
