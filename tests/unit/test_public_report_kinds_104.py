@@ -7,6 +7,12 @@ does not know) taught, with negative controls.
    0.34.0 l.275-282) and fails only where that config has none, which the files do not show: a warning
    (1CatAI/1Cat-vLLM#555, a DFlash draft in a local directory, got past that check to the NIXL worker). Without a
    draft model the count is still required.
+
+2. A Qwen version the checker does not know is not read as a dense Qwen. The catch-all name pattern took any
+   ``qwen`` (even the ``Qwen/`` organisation) for a dense model, so a local Qwen3.8-27B checkpoint, whose NIXL worker
+   fails the Mamba conv-layout assert (1Cat-vLLM#555: it has linear-attention layers), passed as dense with no word.
+   Only Qwen, Qwen1.5, Qwen2, Qwen2.5, Qwen3 and QwQ names read as dense (and Qwen2/3 ``-A..B`` names as MoE); another
+   version is architecture-unknown, a warning that names how to give the config.json.
 """
 
 from __future__ import annotations
@@ -54,3 +60,27 @@ def test_a_named_draft_with_its_token_count_has_no_finding(tmp_path, capsys):
                                                 "num_speculative_tokens": 15})]
     code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.28.0", "Qwen/Qwen3-8B", args, args))
     assert code == 0 and "speculative-incomplete" not in rules(out), out
+
+
+# --- 2. a Qwen version the tables do not know -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["/data/models/RadixArk_Qwen3.8-27B-NVFP4-BF16-LMHead", "Qwen/Qwen3.8-35B-A3B",
+                                   "/models/qwen4-14b-instruct"])
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.25.1", "vllm/vllm-openai:v0.34.0"])
+def test_an_unknown_qwen_version_is_architecture_unknown(tmp_path, capsys, model, image):
+    code, out = check(tmp_path, capsys, *_pair(image, model, ["--tensor-parallel-size", "2"],
+                                               ["--tensor-parallel-size", "2"], p_gpus=2, d_gpus=2))
+    assert code == 0 and "architecture-unknown" in rules(out, "warning"), out
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "/models/qwen3-8b-sft", "Qwen/Qwen2.5-7B-Instruct", "Qwen/QwQ-32B"])
+def test_known_dense_qwen_names_stay_dense(tmp_path, capsys, model):
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.25.1", model))
+    assert code == 0 and "architecture-unknown" not in rules(out), out
+
+
+def test_a_known_hybrid_qwen_name_is_still_judged_as_hybrid(tmp_path, capsys):
+    # Qwen3.6 without the DS layout on 0.25.1: both NIXL workers assert at startup (nixl/base_worker.py 0.25.1 l.302).
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.25.1", "/data/models/Qwen3.6-35B-A3B-NVFP4"))
+    assert code == 1 and "ssm-conv-layout-ds" in rules(out, "error"), out
