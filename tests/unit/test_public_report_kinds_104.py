@@ -13,6 +13,16 @@ does not know) taught, with negative controls.
    fails the Mamba conv-layout assert (1Cat-vLLM#555: it has linear-attention layers), passed as dense with no word.
    Only Qwen, Qwen1.5, Qwen2, Qwen2.5, Qwen3 and QwQ names read as dense (and Qwen2/3 ``-A..B`` names as MoE); another
    version is architecture-unknown, a warning that names how to give the config.json.
+
+3. A re-release or precision sibling of a known checkpoint reads as that checkpoint. Only trailing quantization
+   tokens were stripped, so Qwen/Qwen3-30B-A3B-Thinking-2507-FP8 (the 2507 Thinking re-release of Qwen3-30B-A3B, in
+   Qwen's FP8 recipe) and nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8 (beside its known -BF16 and -NVFP4 siblings) were
+   unknown: the FP8 experts' 768 rows split over TP 4 (192, not a multiple of block_n 128: quantization/fp8.py
+   0.20.0 l.620-633) passed in silence (set 99's one miss), and a hybrid's n_groups was "not known". Now a
+   re-release token (instruct, thinking, chat, it, a four-digit date) is stripped too: the same organisation's known
+   copy with the same quantization tail is taken whole (its weight blocks), else the base without its quantization; a
+   precision token (BF16) names a sibling of the same organisation. A base checkpoint the table does not hold, another
+   size, or a fine-tune whose name only contains the base stay unknown.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import json
 
 import pytest
 
+from pdd_operator.vllm.known_models import derived_config
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 KV_P = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})
@@ -84,3 +95,59 @@ def test_a_known_hybrid_qwen_name_is_still_judged_as_hybrid(tmp_path, capsys):
     # Qwen3.6 without the DS layout on 0.25.1: both NIXL workers assert at startup (nixl/base_worker.py 0.25.1 l.302).
     code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.25.1", "/data/models/Qwen3.6-35B-A3B-NVFP4"))
     assert code == 1 and "ssm-conv-layout-ds" in rules(out, "error"), out
+
+
+# --- 3. re-releases and precision siblings of known checkpoints ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "read_as", "blocks"), [
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", "Qwen/Qwen3-30B-A3B-FP8", [128, 128]),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8", [128, 128]),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None),
+    ("unsloth/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None),
+    # another organisation's FP8 (per-channel "dynamic") copy: the base, never Qwen's block recipe
+    ("RedHatAI/Qwen3-30B-A3B-Thinking-2507-FP8-dynamic", "Qwen/Qwen3-30B-A3B", None),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None),
+])
+def test_a_re_release_or_sibling_reads_as_the_known_checkpoint(name, read_as, blocks):
+    config, found, _ = derived_config(name)
+    assert found == read_as
+    assert (config.get("quantization_config") or {}).get("weight_block_size") == blocks
+    assert "max_position_embeddings" not in config  # re-releases change the context length
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-8B-Base-FP8", "Qwen/Qwen3-31B-A3B-Thinking-2507-FP8",
+                                  "acme/MyQwen3-30B-A3B-Thinking-2507-FP8", "/models/Qwen3-30B-A3B-Thinking-2507-FP8",
+                                  "acme/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"])
+def test_names_without_a_known_re_release_base_stay_unknown(name):
+    assert derived_config(name) is None
+
+
+@pytest.mark.parametrize(("model", "tp", "image"), [
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", 4, "vllm/vllm-openai:v0.20.0"),   # 768 / 4 = 192
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", 4, "vllm/vllm-openai:v0.28.0"),
+    ("Qwen/Qwen3-235B-A22B-Thinking-2507-FP8", 8, "vllm/vllm-openai:v0.24.0"),  # 1536 / 8 = 192
+])
+def test_a_re_releases_fp8_experts_split_off_the_blocks_are_refused(tmp_path, capsys, model, tp, image):
+    code, out = check(tmp_path, capsys, *_pair(image, model, ["--tensor-parallel-size", str(tp)],
+                                               ["--tensor-parallel-size", str(tp)], p_gpus=tp, d_gpus=tp))
+    assert code == 1 and "fp8-moe-block-tp-indivisible" in rules(out, "error"), out
+    assert "model-read-as-base" in rules(out, "warning"), out
+
+
+@pytest.mark.parametrize(("model", "tp"), [("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", 2),
+                                           ("Qwen/Qwen3-235B-A22B-Thinking-2507-FP8", 4)])
+def test_a_re_releases_fp8_experts_on_whole_blocks_run(tmp_path, capsys, model, tp):
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.20.0", model, ["--tensor-parallel-size", str(tp)],
+                                               ["--tensor-parallel-size", str(tp)], p_gpus=tp, d_gpus=tp))
+    assert code == 0 and "fp8-moe-block-tp-indivisible" not in rules(out), out
+
+
+def test_a_precision_siblings_mamba_groups_are_known(tmp_path, capsys):
+    # Nemotron-3-Nano FP8 prefill TP 1 / decode TP 2 on 0.20.0 with the DS layout: n_groups 8 from the BF16 sibling.
+    hybrid = ["--no-disable-hybrid-kv-cache-manager", "--no-enable-prefix-caching", "--no-async-scheduling"]
+    code, out = check(tmp_path, capsys, *_pair("vllm/vllm-openai:v0.20.0", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8",
+                                               hybrid, [*hybrid, "--tensor-parallel-size", "2"], d_gpus=2,
+                                               env=[{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]))
+    assert code == 0 and "mamba2-n-groups-unknown" not in rules(out), out
+    assert "model-read-as-base" in rules(out, "warning"), out

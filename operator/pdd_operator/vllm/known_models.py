@@ -102,6 +102,15 @@ def known_config(model_name: str | None) -> tuple[dict, str] | None:
 _DERIVED_TOKEN = re.compile(
     r"[-_.](?:fp8|fp4|nvfp4|mxfp4|nvfp4a16|fp8a16|awq|gptq|int4|int8|w4a16|w8a8|w8a16|w4a4|w4a8|w4afp8|bnb|4bit|"
     r"8bit|dynamic|static|kv|block|quantized|g128|marlin|unsloth)$", re.I)
+#: A trailing token that marks a re-release of one checkpoint shape under a longer name: an instruct, thinking or chat
+#: tune or a dated refresh (Qwen/Qwen3-30B-A3B-Thinking-2507, Qwen/Qwen3-235B-A22B-Instruct-2507, Qwen/Qwen3-4B-
+#: Instruct-2507: the Qwen3MoeForCausalLM / Qwen3ForCausalLM of Qwen3-30B-A3B, -235B-A22B, -4B with the same layers,
+#: heads, KV heads and experts, a longer ``max_position_embeddings``). ``base`` is not one: a base checkpoint the table
+#: does not hold is another publication, not a re-release of a tuned one.
+_RELEASE_TOKEN = re.compile(r"[-_.](?:instruct|thinking|chat|it|\d{4})$", re.I)
+#: A trailing precision token of an unquantized publication (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 beside its
+#: -FP8 and -NVFP4 copies): the siblings of one organisation share the BF16 publication's geometry.
+_PRECISION_TOKEN = re.compile(r"[-_.](?:bf16|fp16|fp32|f16)$", re.I)
 #: Fields of the base a derived copy does not inherit: its dtype (GPTQ/AWQ copies are float16 where the base is
 #: bfloat16), its own quantization (the copy's is not the base's) and, as for ``also`` ids, the context length.
 _NOT_DERIVED = ("torch_dtype", "dtype", "quantization_config", *NOT_INHERITED)
@@ -114,6 +123,38 @@ def _stem(repo: str) -> tuple[str, bool]:
     while (m := _DERIVED_TOKEN.search(stem)) and m.start() > 0:
         stem, stripped = stem[:m.start()], True
     return stem, stripped
+
+
+def _strip(stem: str, token: re.Pattern[str]) -> str:
+    """``stem`` with every trailing ``token`` match removed (never down to nothing). Pure."""
+    while (m := token.search(stem)) and m.start() > 0:
+        stem = stem[:m.start()]
+    return stem
+
+
+def _sibling(org: str, stem: str, tail: str) -> tuple[str, bool] | None:
+    """The known id a re-release or precision sibling of ``org/stem + tail`` reads as, and whether it takes that id's
+    own quantization: ``(key, whole)``, else ``None``. ``stem``: the name less its quantization ``tail`` (lower case).
+
+    A re-release (:data:`_RELEASE_TOKEN`: ``-Thinking-2507``) of a known checkpoint: first the same organisation's
+    known copy with the same quantization tail (Qwen/Qwen3-30B-A3B-Thinking-2507-FP8 -> Qwen/Qwen3-30B-A3B-FP8: one
+    organisation's FP8 recipe, its weight blocks taken whole), then the base itself (any organisation, without its
+    quantization). A precision sibling (:data:`_PRECISION_TOKEN`): the same organisation's known publication whose
+    name differs only in that token or a quantization tail (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8 ->
+    nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16), without its quantization. Pure."""
+    models = _models()
+    released = _strip(stem, _RELEASE_TOKEN)
+    if released != stem:
+        if tail and (key := f"{org}/{released}{tail}") in models:
+            return key, True
+        found = sorted(k for k in models if k.partition("/")[2] == released)
+        if found:
+            same_org = [k for k in found if k.partition("/")[0] == org]
+            return (same_org or found)[0], False
+    plain = _strip(_strip(released, _PRECISION_TOKEN), _DERIVED_TOKEN)
+    siblings = sorted(k for k in models if k.partition("/")[0] == org and k != f"{org}/{stem}{tail}"
+                      and _strip(_stem(k.partition("/")[2])[0], _PRECISION_TOKEN) == plain)
+    return (siblings[0], False) if siblings else None
 
 
 def _without(config: dict, keys: tuple[str, ...]) -> dict:
@@ -142,6 +183,10 @@ def derived_config(model_name: str | None) -> tuple[dict, str, bool] | None:
     if not stem or "/" in repo:
         return None
     found = {k: v for k, v in _models().items() if k.partition("/")[2] == stem}
+    if not found and (sibling := _sibling(org.lower(), stem, repo.lower()[len(stem):])) is not None:
+        key, whole = sibling
+        entry = _models()[key]
+        return _without(entry["config"], NOT_INHERITED if whole else _NOT_DERIVED), entry["id"], stripped
     if not found:
         return None
     same_org = [k for k in found if k.partition("/")[0] == org.lower()]
