@@ -23,6 +23,13 @@ does not know) taught, with negative controls.
    copy with the same quantization tail is taken whole (its weight blocks), else the base without its quantization; a
    precision token (BF16) names a sibling of the same organisation. A base checkpoint the table does not hold, another
    size, or a fine-tune whose name only contains the base stay unknown.
+
+4. A hybrid SSM model over a KV connector that is not SupportsHMA fails at startup. hybrid-hma-disabled judged NIXL
+   and its wrappers only, so Qwen3.6-35B-A3B over P2pNcclConnector on 0.23.0 (vllm#44831 without the PR) passed:
+   vLLM turns the hybrid KV cache manager off for a connector without SupportsHMA (config/vllm.py 0.23.0
+   l.1479-1501) and the Mamba and attention specs cannot be unified (v1/core/kv_cache_utils.py 0.23.0 l.1421-1428).
+   hybrid-connector-without-hma judges each engine on its own from vLLM's connector classes per release
+   (compat/connector_hma.py CONNECTOR_HMA: P2pNccl never, MooncakeConnector from 0.20.0, MoRIIO from 0.30.0).
 """
 
 from __future__ import annotations
@@ -151,3 +158,46 @@ def test_a_precision_siblings_mamba_groups_are_known(tmp_path, capsys):
                                                env=[{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"}]))
     assert code == 0 and "mamba2-n-groups-unknown" not in rules(out), out
     assert "model-read-as-base" in rules(out, "warning"), out
+
+
+# --- 4. a hybrid model over a connector without SupportsHMA -------------------------------------------------------
+
+
+def _kv(connector, role, **extra):
+    return json.dumps({"kv_connector": connector, "kv_role": role, **extra})
+
+
+def _connector_pair(image, model, connector, extra=None):
+    extra = extra or {}
+    return [workload("h-prefill", "prefill", container([model, "--kv-transfer-config",
+                                                        _kv(connector, "kv_producer", **extra.get("p", {}))],
+                                                       image=image)),
+            workload("h-decode", "decode", container([model, "--kv-transfer-config",
+                                                      _kv(connector, "kv_consumer", **extra.get("d", {}))],
+                                                     image=image))]
+
+
+_P2P = {"p": {"kv_port": "21001", "kv_connector_extra_config": {"http_port": "8000", "proxy_ip": "10.0.0.1",
+                                                                  "proxy_port": "30001"}},
+        "d": {"kv_port": "22001", "kv_connector_extra_config": {"http_port": "8000", "proxy_ip": "10.0.0.1",
+                                                                  "proxy_port": "30001"}}}
+
+
+@pytest.mark.parametrize(("image", "model", "connector", "extra"), [
+    ("vllm/vllm-openai:v0.23.0", "/data/models/Qwen3.6-35B-A3B-NVFP4", "P2pNcclConnector", _P2P),
+    ("vllm/vllm-openai:v0.20.0", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "P2pNcclConnector", _P2P),
+    ("vllm/vllm-openai:v0.19.1", "Qwen/Qwen3.5-27B", "MooncakeConnector", None),
+    ("vllm/vllm-openai:v0.18.0", "ibm-granite/granite-4.0-h-small", "MooncakeConnector", None),
+])
+def test_a_hybrid_model_over_a_connector_without_hma_is_refused(tmp_path, capsys, image, model, connector, extra):
+    code, out = check(tmp_path, capsys, *_connector_pair(image, model, connector, extra))
+    assert code == 1 and "hybrid-connector-without-hma" in rules(out, "error"), out
+
+
+@pytest.mark.parametrize(("image", "model", "connector", "extra"), [
+    ("vllm/vllm-openai:v0.20.0", "Qwen/Qwen3.5-27B", "MooncakeConnector", None),   # SupportsHMA from 0.20.0
+    ("vllm/vllm-openai:v0.23.0", "Qwen/Qwen3-8B", "P2pNcclConnector", _P2P),     # no SSM layers
+])
+def test_a_connector_with_hma_or_a_plain_model_is_not_refused_for_it(tmp_path, capsys, image, model, connector, extra):
+    code, out = check(tmp_path, capsys, *_connector_pair(image, model, connector, extra))
+    assert "hybrid-connector-without-hma" not in rules(out), out

@@ -181,4 +181,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "dynamo-kv-transfer-config-overwritten",
                     # set 94: two listeners in one network namespace, whatever the engines' KV connector (HTTP, KV
                     # events, MoRIIO's handshake and notify ports; the NIXL side channel of NIXL engines)
-                    "listener-port-conflict", "same-role-port-conflict"}
+                    "listener-port-conflict", "same-role-port-conflict",
+                    # set 104: a hybrid SSM model over a connector that is not SupportsHMA fails at startup
+                    "hybrid-connector-without-hma"}
