@@ -886,8 +886,8 @@ def check_speculative_complete(pair: PDPair) -> list[Violation]:
                         "Set spec.speculative.draftModel."))
         if spec.get("num_speculative_tokens") is None and spec.get("model"):
             out.append((
-                f"{r.role}: --speculative-config gives no num_speculative_tokens; vLLM takes it from the draft model "
-                f"{spec['model']!r}'s config.json (n_predict) and fails at startup only if that config has none, "
+                f"{r.role}: --speculative-config gives no num_speculative_tokens; vLLM takes it from the config.json "
+                f"of the draft model {spec['model']!r} (n_predict) and fails at startup only if that config has none, "
                 "which the files do not show.",
                 fix_for(pair, f"Set spec.{r.role}.numSpeculativeTokens to the count the draft was trained for.",
                         f"Set num_speculative_tokens in the {r.role}'s --speculative-config to the count the draft "
