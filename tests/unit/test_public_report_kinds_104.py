@@ -112,6 +112,7 @@ def test_a_known_hybrid_qwen_name_is_still_judged_as_hybrid(tmp_path, capsys):
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8", [128, 128]),
     ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None),
     ("unsloth/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None),
+    ("moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct", None),  # one token at a time
     # another organisation's FP8 (per-channel "dynamic") copy: the base, never Qwen's block recipe
     ("RedHatAI/Qwen3-30B-A3B-Thinking-2507-FP8-dynamic", "Qwen/Qwen3-30B-A3B", None),
     ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None),

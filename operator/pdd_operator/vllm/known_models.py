@@ -136,15 +136,17 @@ def _sibling(org: str, stem: str, tail: str) -> tuple[str, bool] | None:
     """The known id a re-release or precision sibling of ``org/stem + tail`` reads as, and whether it takes that id's
     own quantization: ``(key, whole)``, else ``None``. ``stem``: the name less its quantization ``tail`` (lower case).
 
-    A re-release (:data:`_RELEASE_TOKEN`: ``-Thinking-2507``) of a known checkpoint: first the same organisation's
+    A re-release (:data:`_RELEASE_TOKEN`: ``-Thinking-2507``, stripped one token at a time, the longest known name
+    first) of a known checkpoint: first the same organisation's
     known copy with the same quantization tail (Qwen/Qwen3-30B-A3B-Thinking-2507-FP8 -> Qwen/Qwen3-30B-A3B-FP8: one
     organisation's FP8 recipe, its weight blocks taken whole), then the base itself (any organisation, without its
     quantization). A precision sibling (:data:`_PRECISION_TOKEN`): the same organisation's known publication whose
     name differs only in that token or a quantization tail (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8 ->
     nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16), without its quantization. Pure."""
     models = _models()
-    released = _strip(stem, _RELEASE_TOKEN)
-    if released != stem:
+    released = stem
+    while (m := _RELEASE_TOKEN.search(released)) and m.start() > 0:
+        released = released[:m.start()]  # one token at a time: Kimi-K2-Instruct-0905 -> Kimi-K2-Instruct
         if tail and (key := f"{org}/{released}{tail}") in models:
             return key, True
         found = sorted(k for k in models if k.partition("/")[2] == released)
