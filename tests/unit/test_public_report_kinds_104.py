@@ -21,8 +21,10 @@ does not know) taught, with negative controls.
    0.20.0 l.620-633) passed in silence (set 99's one miss), and a hybrid's n_groups was "not known". Now a
    re-release token (instruct, thinking, chat, it, a four-digit date) is stripped too: the same organisation's known
    copy with the same quantization tail is taken whole (its weight blocks), else the base without its quantization; a
-   precision token (BF16) names a sibling of the same organisation. A base checkpoint the table does not hold, another
-   size, or a fine-tune whose name only contains the base stay unknown.
+   precision token (BF16) names a sibling of the same organisation. The organisation's own re-releases with the
+   sibling's own quantization read as known ids (as the table's ``also`` ids do); a quantized copy of another
+   quantization and another organisation's copy read as the base with the model-read-as-base warning. A base
+   checkpoint the table does not hold, another size, or a fine-tune whose name only contains the base stay unknown.
 
 4. A hybrid SSM model over a KV connector that is not SupportsHMA fails at startup. hybrid-hma-disabled judged NIXL
    and its wrappers only, so Qwen3.6-35B-A3B over P2pNcclConnector on 0.23.0 (vllm#44831 without the PR) passed:
@@ -38,7 +40,7 @@ import json
 
 import pytest
 
-from pdd_operator.vllm.known_models import derived_config
+from pdd_operator.vllm.known_models import derived_config, known_config
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 KV_P = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})
@@ -107,19 +109,26 @@ def test_a_known_hybrid_qwen_name_is_still_judged_as_hybrid(tmp_path, capsys):
 # --- 3. re-releases and precision siblings of known checkpoints ------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "read_as", "blocks"), [
-    ("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", "Qwen/Qwen3-30B-A3B-FP8", [128, 128]),
-    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8", [128, 128]),
-    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None),
-    ("unsloth/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None),
-    ("moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct", None),  # one token at a time
-    # another organisation's FP8 (per-channel "dynamic") copy: the base, never Qwen's block recipe
-    ("RedHatAI/Qwen3-30B-A3B-Thinking-2507-FP8-dynamic", "Qwen/Qwen3-30B-A3B", None),
-    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None),
+@pytest.mark.parametrize(("name", "read_as", "blocks", "own"), [
+    # the organisation's own re-releases and siblings read as known ids (as the table's ``also`` ids are)
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", "Qwen/Qwen3-30B-A3B-FP8", [128, 128], True),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8", [128, 128], True),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None, True),
+    ("moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct", None, True),  # one token at a time
+    # a quantized copy of an unquantized sibling and another organisation's copies read as the base, said by
+    # model-read-as-base (their own KV cache quantization is not known), never with Qwen's block recipe
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None, False),
+    ("unsloth/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B", None, False),
+    ("RedHatAI/Qwen3-30B-A3B-Thinking-2507-FP8-dynamic", "Qwen/Qwen3-30B-A3B", None, False),
 ])
-def test_a_re_release_or_sibling_reads_as_the_known_checkpoint(name, read_as, blocks):
-    config, found, _ = derived_config(name)
-    assert found == read_as
+def test_a_re_release_or_sibling_reads_as_the_known_checkpoint(name, read_as, blocks, own):
+    if own:
+        config, source = known_config(name)
+        assert f"read as {read_as}," in source and derived_config(name) is None
+    else:
+        assert known_config(name) is None
+        config, found, _ = derived_config(name)
+        assert found == read_as
     assert (config.get("quantization_config") or {}).get("weight_block_size") == blocks
     assert "max_position_embeddings" not in config  # re-releases change the context length
 
@@ -128,7 +137,7 @@ def test_a_re_release_or_sibling_reads_as_the_known_checkpoint(name, read_as, bl
                                   "acme/MyQwen3-30B-A3B-Thinking-2507-FP8", "/models/Qwen3-30B-A3B-Thinking-2507-FP8",
                                   "acme/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"])
 def test_names_without_a_known_re_release_base_stay_unknown(name):
-    assert derived_config(name) is None
+    assert derived_config(name) is None and known_config(name) is None
 
 
 @pytest.mark.parametrize(("model", "tp", "image"), [
@@ -140,7 +149,6 @@ def test_a_re_releases_fp8_experts_split_off_the_blocks_are_refused(tmp_path, ca
     code, out = check(tmp_path, capsys, *_pair(image, model, ["--tensor-parallel-size", str(tp)],
                                                ["--tensor-parallel-size", str(tp)], p_gpus=tp, d_gpus=tp))
     assert code == 1 and "fp8-moe-block-tp-indivisible" in rules(out, "error"), out
-    assert "model-read-as-base" in rules(out, "warning"), out
 
 
 @pytest.mark.parametrize(("model", "tp"), [("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", 2),

@@ -86,10 +86,33 @@ def known_config(model_name: str | None) -> tuple[dict, str] | None:
     the public copy its fields were read from."""
     name = (model_name or "").strip()
     cached = snapshot(name)
-    entry = _models().get((cached.repo_id if cached else name).lower())
+    repo_id = cached.repo_id if cached else name
+    entry = _models().get(repo_id.lower())
     if entry is None:
-        return None
+        return _same_org_sibling(repo_id)
     return dict(entry["config"]), entry["source"]
+
+
+def _same_org_sibling(repo_id: str) -> tuple[dict, str] | None:
+    """``(config fields, source)`` for an id the table does not hold that its own organisation published as a
+    re-release or precision sibling of an id it holds (:func:`_sibling`), read as the ``also`` ids of the table are:
+    the sibling's fields less the context length, where the quantization is the sibling's own (the same tail, or
+    none on either); else ``None``: a path, no organisation, another organisation's copy, or a quantized copy of an
+    unquantized or otherwise quantized sibling (its own KV cache quantization is not known: :func:`derived_config`,
+    said by model-read-as-base). Pure."""
+    org, _, repo = repo_id.partition("/")
+    if not org or not repo or "/" in repo or repo_id.startswith(("/", "./", "../", "~")):
+        return None
+    stem, _ = _stem(repo)
+    tail = repo.lower()[len(stem):]
+    found = _sibling(org.lower(), stem, tail, same_org=True) if stem else None
+    if found is None or (tail and not found[1]):
+        return None  # a quantized copy of another quantization (or of none): derived_config, model-read-as-base
+    key, whole = found
+    entry = _models()[key]
+    return (_without(entry["config"], NOT_INHERITED if whole else _NOT_DERIVED),
+            f"{entry['source']}; {repo_id} read as {entry['id']}, its organisation's "
+            f"{'re-release' if whole else 're-release or precision sibling'} of that checkpoint")
 
 
 #: A trailing name token that marks a quantized or re-packaged copy of a checkpoint (RedHatAI/...-FP8-dynamic,
@@ -132,7 +155,7 @@ def _strip(stem: str, token: re.Pattern[str]) -> str:
     return stem
 
 
-def _sibling(org: str, stem: str, tail: str) -> tuple[str, bool] | None:
+def _sibling(org: str, stem: str, tail: str, same_org: bool = False) -> tuple[str, bool] | None:
     """The known id a re-release or precision sibling of ``org/stem + tail`` reads as, and whether it takes that id's
     own quantization: ``(key, whole)``, else ``None``. ``stem``: the name less its quantization ``tail`` (lower case).
 
@@ -142,17 +165,19 @@ def _sibling(org: str, stem: str, tail: str) -> tuple[str, bool] | None:
     organisation's FP8 recipe, its weight blocks taken whole), then the base itself (any organisation, without its
     quantization). A precision sibling (:data:`_PRECISION_TOKEN`): the same organisation's known publication whose
     name differs only in that token or a quantization tail (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8 ->
-    nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16), without its quantization. Pure."""
+    nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16), without its quantization. ``same_org``: only the organisation's own
+    ids (:func:`known_config` reads those as known; another organisation's copy is :func:`derived_config`'s). Pure."""
     models = _models()
     released = stem
     while (m := _RELEASE_TOKEN.search(released)) and m.start() > 0:
         released = released[:m.start()]  # one token at a time: Kimi-K2-Instruct-0905 -> Kimi-K2-Instruct
         if tail and (key := f"{org}/{released}{tail}") in models:
             return key, True
-        found = sorted(k for k in models if k.partition("/")[2] == released)
+        found = sorted(k for k in models if k.partition("/")[2] == released
+                       and (k.partition("/")[0] == org or not same_org))
         if found:
-            same_org = [k for k in found if k.partition("/")[0] == org]
-            return (same_org or found)[0], False
+            ours = [k for k in found if k.partition("/")[0] == org]
+            return (ours or found)[0], False
     plain = _strip(_strip(released, _PRECISION_TOKEN), _DERIVED_TOKEN)
     siblings = sorted(k for k in models if k.partition("/")[0] == org and k != f"{org}/{stem}{tail}"
                       and _strip(_stem(k.partition("/")[2])[0], _PRECISION_TOKEN) == plain)
