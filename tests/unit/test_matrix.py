@@ -66,7 +66,10 @@ def test_footnote_a_speculative_settings_must_match_on_both_roles():
     report = evaluate(_spec("dense", "spec-decode"))
     assert report.compatible
     missing = make_spec(speculative={"method": "eagle3", "draftModel": "org/draft"}, decode={"numSpeculativeTokens": 3})
-    assert "speculative-incomplete" in {f.rule for f in evaluate(missing).errors}
+    # The prefill's count comes from the draft's config.json (n_predict) where it has one: not a refusal (set 104).
+    report = evaluate(missing)
+    assert "speculative-incomplete" in {f.rule for f in report.warnings}
+    assert "speculative-incomplete" not in {f.rule for f in report.errors}
 
 
 def test_footnote_b_cross_layer_layout_is_rendered():

@@ -185,4 +185,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # events, MoRIIO's handshake and notify ports; the NIXL side channel of NIXL engines)
                     "listener-port-conflict", "same-role-port-conflict",
                     # fixX: vLLM's gRPC server parses none of the HTTP front end's flags
-                    "grpc-server-flag-unrecognised"}
+                    "grpc-server-flag-unrecognised",
+                    # set 104: a hybrid SSM model over a connector that is not SupportsHMA fails at startup
+                    "hybrid-connector-without-hma"}

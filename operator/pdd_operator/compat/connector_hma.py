@@ -34,6 +34,33 @@ MULTI_CHILDREN_WITHOUT_HMA = ("LMCacheConnectorV1", "ExampleConnector", "FlexKVC
 MULTI_READ: tuple[Version, Version] = ((0, 22, 0), (0, 35, 0))
 
 
+#: vLLM's own top-level KV connectors (not NIXL, not a wrapper) by the releases read without ``SupportsHMA`` on the
+#: class: ``(first release read, last release line without it)``, and the first release whose class subclasses it
+#: (``None``: none read up to 0.34.0). Read as ``class <Name>(KVConnectorBase_V1[, SupportsHMA])`` in the
+#: kv_connector/v1 sources of the 0.17.1, 0.18.0, 0.19.1, 0.20.0, 0.21.0-0.24.0, 0.26.0, 0.28.0, 0.29.0, 0.30.0,
+#: 0.32.0 and 0.34.0 sdists. P2pNcclConnector ships 0.9.2-0.23.x (its v1/p2p package and factory registration are gone
+#: from 0.24.0) and never subclasses it; MooncakeConnector does from 0.20.0, MoRIIOConnector from 0.30.0 (not in the
+#: 0.29.0 sdist); LMCacheConnectorV1 and ExampleConnector are not SupportsHMA in any release read.
+CONNECTOR_HMA: dict[str, tuple[Version, Version, Version | None]] = {
+    "P2pNcclConnector": ((0, 9, 2), (0, 23, 99), None),
+    "MooncakeConnector": ((0, 13, 0), (0, 19, 99), (0, 20, 0)),
+    "MoRIIOConnector": ((0, 14, 0), (0, 29, 99), (0, 30, 0)),
+    "LMCacheConnectorV1": ((0, 9, 0), (0, 34, 99), None),
+    "ExampleConnector": ((0, 13, 0), (0, 34, 99), None),
+}
+
+
+def connector_without_hma(r: RoleConfig) -> str | None:
+    """The role's own vLLM connector (top level, not NIXL, not inside a wrapper, not loaded from outside vLLM) where
+    its release is one read without ``SupportsHMA`` on that class (:data:`CONNECTOR_HMA`), else ``None``: another
+    connector, a release outside the ones read, or an unknown release. Pure."""
+    name = r.connector or ""
+    if r.wrapper or r.third_party_connector or name not in CONNECTOR_HMA or r.version is None:
+        return None
+    first, last, _ = CONNECTOR_HMA[name]
+    return name if first <= r.version <= last else None
+
+
 def multi_children_without_hma(r: RoleConfig) -> list[str]:
     """The children of the role's vLLM ``MultiConnector`` that are not ``SupportsHMA`` in its release (names from
     :data:`MULTI_CHILDREN_WITHOUT_HMA`, in the wrapper's order); empty for another connector, a release outside

@@ -220,12 +220,18 @@ MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] 
     (re.compile(r"glm-4\.7-flash", re.I), A.MLA, None),
     (re.compile(r"deepseek-(v2|v3|r1)", re.I), A.MLA, None),
     (re.compile(r"kimi-k2", re.I), A.MLA, None),
-    (re.compile(r"mixtral|qwen\d?(\.\d)?-.*a\d+b|gpt-oss|glm-4\.[5-7]|minimax-m2|llama-?4", re.I), A.MOE, None),
+    # Qwen MoE names of the releases whose layout is known (Qwen2-57B-A14B, Qwen3-30B-A3B, Qwen3-Coder-480B-A35B);
+    # Qwen3.5 / 3.6 are hybrid (above) and a later version (Qwen3.8, vllm 1Cat-vLLM#555: its checkpoint fails the NIXL
+    # Mamba conv-layout assert) is not guessed from an older one's layout.
+    (re.compile(r"mixtral|qwen(1\.5|2|3)-.*a\d+b|gpt-oss|glm-4\.[5-7]|minimax-m2|llama-?4", re.I), A.MOE, None),
     (re.compile(r"llava|-vl-|vision", re.I), A.MULTIMODAL, None),
     (re.compile(r"(^|/)(t5|flan-t5|bart|whisper)", re.I), A.ENCODER_DECODER, None),
     (re.compile(r"(^|/)(opt-\d|distilgpt2|gpt2|gpt-j|gpt-neox|pythia|bloom|starcoder2?|santacoder|falcon-?(\d|40b|7b|180b|rw)"
                 r"|phi-?[1-4])", re.I), A.DENSE, None),
-    (re.compile(r"llama|mistral|gemma|qwen|phi-", re.I), A.DENSE, None),
+    # Dense Qwen: Qwen, Qwen1.5, Qwen2, Qwen2.5, Qwen3 and QwQ (Qwen2ForCausalLM / Qwen3ForCausalLM); a version the
+    # table does not know (Qwen3.7, Qwen3.8, Qwen4) stays unknown: Qwen3.5 turned hybrid (Gated DeltaNet) under the
+    # same name stem.
+    (re.compile(r"llama|mistral|gemma|qwen(1\.5|2(\.5)?|3)?(?![./\d])|qwq|phi-", re.I), A.DENSE, None),
 ]
 
 #: config.json ``model_type`` -> family, for a config whose ``architectures`` entry is not in

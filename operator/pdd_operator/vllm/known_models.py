@@ -92,10 +92,33 @@ def known_config(model_name: str | None) -> tuple[dict, str] | None:
     the public copy its fields were read from."""
     name = (model_name or "").strip()
     cached = snapshot(name)
-    entry = _models().get((cached.repo_id if cached else name).lower())
+    repo_id = cached.repo_id if cached else name
+    entry = _models().get(repo_id.lower())
     if entry is None:
-        return None
+        return _same_org_sibling(repo_id)
     return dict(entry["config"]), entry["source"]
+
+
+def _same_org_sibling(repo_id: str) -> tuple[dict, str] | None:
+    """``(config fields, source)`` for an id the table does not hold that its own organisation published as a
+    re-release or precision sibling of an id it holds (:func:`_sibling`), read as the ``also`` ids of the table are:
+    the sibling's fields less the context length, where the quantization is the sibling's own (the same tail, or
+    none on either); else ``None``: a path, no organisation, another organisation's copy, or a quantized copy of an
+    unquantized or otherwise quantized sibling (its own KV cache quantization is not known: :func:`derived_config`,
+    said by model-read-as-base). Pure."""
+    org, _, repo = repo_id.partition("/")
+    if not org or not repo or "/" in repo or repo_id.startswith(("/", "./", "../", "~")):
+        return None
+    stem, _ = _stem(repo)
+    tail = repo.lower()[len(stem):]
+    found = _sibling(org.lower(), stem, tail, same_org=True) if stem else None
+    if found is None or (tail and not found[1]):
+        return None  # a quantized copy of another quantization (or of none): derived_config, model-read-as-base
+    key, whole = found
+    entry = _models()[key]
+    return (_without(entry["config"], NOT_INHERITED if whole else _NOT_DERIVED),
+            f"{entry['source']}; {repo_id} read as {entry['id']}, its organisation's "
+            f"{'re-release' if whole else 're-release or precision sibling'} of that checkpoint")
 
 
 #: A trailing name token that marks a quantized or re-packaged copy of a checkpoint (RedHatAI/...-FP8-dynamic,
@@ -108,6 +131,15 @@ def known_config(model_name: str | None) -> tuple[dict, str] | None:
 _DERIVED_TOKEN = re.compile(
     r"[-_.](?:fp8|fp4|nvfp4|mxfp4|nvfp4a16|fp8a16|awq|gptq|int4|int8|w4a16|w8a8|w8a16|w4a4|w4a8|w4afp8|bnb|4bit|"
     r"8bit|dynamic|static|kv|block|quantized|g128|marlin|unsloth)$", re.I)
+#: A trailing token that marks a re-release of one checkpoint shape under a longer name: an instruct, thinking or chat
+#: tune or a dated refresh (Qwen/Qwen3-30B-A3B-Thinking-2507, Qwen/Qwen3-235B-A22B-Instruct-2507, Qwen/Qwen3-4B-
+#: Instruct-2507: the Qwen3MoeForCausalLM / Qwen3ForCausalLM of Qwen3-30B-A3B, -235B-A22B, -4B with the same layers,
+#: heads, KV heads and experts, a longer ``max_position_embeddings``). ``base`` is not one: a base checkpoint the table
+#: does not hold is another publication, not a re-release of a tuned one.
+_RELEASE_TOKEN = re.compile(r"[-_.](?:instruct|thinking|chat|it|\d{4})$", re.I)
+#: A trailing precision token of an unquantized publication (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 beside its
+#: -FP8 and -NVFP4 copies): the siblings of one organisation share the BF16 publication's geometry.
+_PRECISION_TOKEN = re.compile(r"[-_.](?:bf16|fp16|fp32|f16)$", re.I)
 #: Fields of the base a derived copy does not inherit: its dtype (GPTQ/AWQ copies are float16 where the base is
 #: bfloat16), its own quantization (the copy's is not the base's) and, as for ``also`` ids, the context length.
 _NOT_DERIVED = ("torch_dtype", "dtype", "quantization_config", *NOT_INHERITED)
@@ -120,6 +152,42 @@ def _stem(repo: str) -> tuple[str, bool]:
     while (m := _DERIVED_TOKEN.search(stem)) and m.start() > 0:
         stem, stripped = stem[:m.start()], True
     return stem, stripped
+
+
+def _strip(stem: str, token: re.Pattern[str]) -> str:
+    """``stem`` with every trailing ``token`` match removed (never down to nothing). Pure."""
+    while (m := token.search(stem)) and m.start() > 0:
+        stem = stem[:m.start()]
+    return stem
+
+
+def _sibling(org: str, stem: str, tail: str, same_org: bool = False) -> tuple[str, bool] | None:
+    """The known id a re-release or precision sibling of ``org/stem + tail`` reads as, and whether it takes that id's
+    own quantization: ``(key, whole)``, else ``None``. ``stem``: the name less its quantization ``tail`` (lower case).
+
+    A re-release (:data:`_RELEASE_TOKEN`: ``-Thinking-2507``, stripped one token at a time, the longest known name
+    first) of a known checkpoint: first the same organisation's
+    known copy with the same quantization tail (Qwen/Qwen3-30B-A3B-Thinking-2507-FP8 -> Qwen/Qwen3-30B-A3B-FP8: one
+    organisation's FP8 recipe, its weight blocks taken whole), then the base itself (any organisation, without its
+    quantization). A precision sibling (:data:`_PRECISION_TOKEN`): the same organisation's known publication whose
+    name differs only in that token or a quantization tail (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8 ->
+    nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16), without its quantization. ``same_org``: only the organisation's own
+    ids (:func:`known_config` reads those as known; another organisation's copy is :func:`derived_config`'s). Pure."""
+    models = _models()
+    released = stem
+    while (m := _RELEASE_TOKEN.search(released)) and m.start() > 0:
+        released = released[:m.start()]  # one token at a time: Kimi-K2-Instruct-0905 -> Kimi-K2-Instruct
+        if tail and (key := f"{org}/{released}{tail}") in models:
+            return key, True
+        found = sorted(k for k in models if k.partition("/")[2] == released
+                       and (k.partition("/")[0] == org or not same_org))
+        if found:
+            ours = [k for k in found if k.partition("/")[0] == org]
+            return (ours or found)[0], False
+    plain = _strip(_strip(released, _PRECISION_TOKEN), _DERIVED_TOKEN)
+    siblings = sorted(k for k in models if k.partition("/")[0] == org and k != f"{org}/{stem}{tail}"
+                      and _strip(_stem(k.partition("/")[2])[0], _PRECISION_TOKEN) == plain)
+    return (siblings[0], False) if siblings else None
 
 
 def _without(config: dict, keys: tuple[str, ...]) -> dict:
@@ -148,6 +216,10 @@ def derived_config(model_name: str | None) -> tuple[dict, str, bool] | None:
     if not stem or "/" in repo:
         return None
     found = {k: v for k, v in _models().items() if k.partition("/")[2] == stem}
+    if not found and (sibling := _sibling(org.lower(), stem, repo.lower()[len(stem):])) is not None:
+        key, whole = sibling
+        entry = _models()[key]
+        return _without(entry["config"], NOT_INHERITED if whole else _NOT_DERIVED), entry["id"], stripped
     if not found:
         return None
     same_org = [k for k in found if k.partition("/")[0] == org.lower()]

@@ -88,7 +88,8 @@ def check_model_read_as_base(pair: PDPair) -> list[Violation]:
     if base is None:
         return []
     heads = f"{pair.num_kv_heads} KV heads, " if pair.num_kv_heads is not None else ""
-    kind = "a quantized copy" if pair.model_quantized else "a copy published under another organisation"
+    kind = ("a quantized copy" if pair.model_quantized
+            else "a re-release (instruct, thinking, dated) or a copy published under another organisation")
     message = (f"Model {pair.prefill.model!r} is not in the table of known checkpoints; it is read as {base} ({kind} "
                f"named after it): the rules use {base}'s {heads}layers, head size and architecture, which "
                "quantization and re-publishing keep.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pdd_operator.compat.connector_hma import wrapper_hma_off
+from pdd_operator.compat.connector_hma import CONNECTOR_HMA, connector_without_hma, wrapper_hma_off
 from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
@@ -225,6 +225,57 @@ def check_hybrid_hma_disabled(pair: PDPair) -> list[Violation]:
                 "'assert self._is_hma_required'): the engine fails at startup.",
                 "Take the connector that does not support HMA out of the wrapper's connectors (the model needs HMA).",
             ))
+    return out
+
+
+#: Checkpoints of a hybrid SSM family without attention layers: every layer holds Mamba state, one KV cache spec
+#: type, which the unified KV cache manager holds without HMA.
+_SSM_ONLY = ("MambaForCausalLM", "Mamba2ForCausalLM")
+#: The first release whose KV cache setup refuses a hybrid model with the hybrid KV cache manager off: ValueError
+#: "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type"
+#: (v1/core/kv_cache_utils.py 0.11.0 l.1146, 0.14.0 l.1203, 0.18.0 l.1214, 0.20.0 l.1403, 0.23.0 l.1426).
+_UNIFY_RAISES_SINCE: Version = (0, 11, 0)
+
+
+@rule(
+    id="hybrid-connector-without-hma", family="hybrid-ssm", severity="error", since=_UNIFY_RAISES_SINCE,
+    fields=("spec.model.architecture", "spec.model.configMapRef"),
+    source=("vllm/config/vllm.py VllmConfig.__post_init__: with a --kv-transfer-config and no HMA flag the hybrid KV "
+            "cache manager is turned off (every connector before 0.22.0; from 0.22.0 where "
+            "KVConnectorFactory.supports_hma_config is false: 0.23.0 l.1479-1501, 'hybrid SSM models (e.g. Jamba, "
+            "Bamba) require HMA and will fail at startup without it'), and a Mamba + attention model then fails in "
+            "v1/core/kv_cache_utils.py ('Hybrid KV cache manager is disabled but failed to convert the KV cache specs "
+            "to one unified type': 0.11.0 l.1146, 0.18.0 l.1214, 0.23.0 l.1421-1428); with "
+            "--no-disable-hybrid-kv-cache-manager the factory refuses the connector instead (hma-explicit-forced-off); "
+            "which connector classes are SupportsHMA per release: pdd_operator.compat.connector_hma.CONNECTOR_HMA"),
+    example="Qwen3.6-35B-A3B (Gated DeltaNet + attention) over P2pNcclConnector on vLLM 0.23.0",
+    without_connector=True,
+)
+def check_hybrid_connector_without_hma(pair: PDPair) -> list[Violation]:
+    """A hybrid SSM model's engine uses a KV connector that keeps the hybrid KV cache manager (HMA): vLLM's own
+    P2pNcclConnector, LMCacheConnectorV1, ExampleConnector, MooncakeConnector before 0.20.0 and MoRIIOConnector before
+    0.30.0 are not ``SupportsHMA`` (:data:`~pdd_operator.compat.connector_hma.CONNECTOR_HMA`), so vLLM turns HMA off
+    for them and the model's Mamba and attention KV cache specs cannot be unified: the engine fails at startup, on
+    either role and whatever the peer runs. NIXL and wrapper connectors are judged by hybrid-ssm-unsupported,
+    hybrid-hma-required and hybrid-hma-disabled; a checkpoint with Mamba layers only is not refused."""
+    if not pair.hybrid_ssm or pair.hf_architecture in _SSM_ONLY:
+        return []
+    out: list[Violation] = []
+    for r in pair.roles:
+        if r.hma is True or (name := connector_without_hma(r)) is None:
+            continue
+        later = CONNECTOR_HMA[name][2]
+        since = f" (it is SupportsHMA from {fmt(later)})" if later else ""
+        out.append((
+            f"{r.role}: model {r.model!r} has Mamba or linear-attention layers beside attention, which need vLLM's "
+            f"hybrid KV cache manager; {name} does not subclass SupportsHMA in vLLM {fmt(r.version)}{since}, so vLLM "
+            "turns the manager off for it and fails at startup: 'Hybrid KV cache manager is disabled but failed to "
+            "convert the KV cache specs to one unified type'.",
+            fix_for(pair, "Use NixlConnector (SupportsHMA from vLLM 0.18.0) for this model, or a model without SSM "
+                          "layers.",
+                    f"Use NixlConnector (SupportsHMA from vLLM 0.18.0) in the {r.role}'s --kv-transfer-config for "
+                    "this model, or serve a model without SSM layers over this connector."),
+        ))
     return out
 
 

@@ -862,13 +862,22 @@ def check_hybrid_spec_tokens(pair: PDPair) -> list[Violation]:
     source=("vllm/config/speculative.py SpeculativeConfig.__post_init__: with num_speculative_tokens and no model, "
             "mtp and dspark take the target model (dspark since 0.25.0: 'DeepSeek DSpark can ship the weights inside "
             "the target checkpoint'), ngram/suffix need none, and every other method raises 'num_speculative_tokens "
-            "was provided but without speculative model' (0.25.0-0.33.0)"),
+            "was provided but without speculative model' (0.25.0-0.33.0); without num_speculative_tokens a named "
+            "draft model's config.json n_predict supplies it ('Default to max value defined in draft model config': "
+            "config.py 0.9.0 l.2568, config/speculative.py 0.11.0 l.387, 0.20.0 l.655-661, 0.31.0 l.1485; "
+            "v1/worker/gpu/spec_decode/speculator_config.py 0.34.0 l.275-282), else 'num_speculative_tokens must be "
+            "provided with speculative model unless the draft model config contains an n_predict parameter' "
+            "(config/speculative.py 0.20.0 l.870-875, 0.34.0 l.1653-1658)"),
     needs=("--speculative-config",),
     without_connector=True,
 )
 def check_speculative_complete(pair: PDPair) -> list[Violation]:
-    """Speculative decoding names its draft model (unless the method takes the target's) and token count."""
-    out = []
+    """Speculative decoding names its draft model (unless the method takes the target's) and token count.
+
+    Without ``num_speculative_tokens`` vLLM takes the count from a named draft model's config.json (``n_predict``,
+    0.9.0-0.34.0) and fails only where that config has none: with a draft ``model`` in the config the missing count
+    is a warning (the draft's config.json is not in the files), not a refusal."""
+    out: list[Violation] = []
     for r in pair.roles:
         spec = r.speculative
         if not spec:
@@ -876,7 +885,17 @@ def check_speculative_complete(pair: PDPair) -> list[Violation]:
         if spec.get("method") in ("eagle", "eagle3", "draft_model", "dflash") and not spec.get("model"):
             out.append((f"{r.role}: speculative method {spec.get('method')} needs a draft model.",
                         "Set spec.speculative.draftModel."))
-        if spec.get("num_speculative_tokens") is None:
+        if spec.get("num_speculative_tokens") is None and spec.get("model"):
+            out.append((
+                f"{r.role}: --speculative-config gives no num_speculative_tokens; vLLM takes it from the config.json "
+                f"of the draft model {spec['model']!r} (n_predict) and fails at startup only if that config has none, "
+                "which the files do not show.",
+                fix_for(pair, f"Set spec.{r.role}.numSpeculativeTokens to the count the draft was trained for.",
+                        f"Set num_speculative_tokens in the {r.role}'s --speculative-config to the count the draft "
+                        "was trained for."),
+                "warning",
+            ))
+        elif spec.get("num_speculative_tokens") is None:
             out.append((f"{r.role}: speculative decoding without num_speculative_tokens.",
                         f"Set spec.{r.role}.numSpeculativeTokens."))
     return out

@@ -1,0 +1,35 @@
+#!/bin/bash
+# vllm-project/vllm issue #37638 ("[Tracking Issue]: Mamba Heterogeneous TP for NIXL P/D Disaggregation"):
+# prefill TP 1 / decode TP 2 ("1p2d"), validated with lm_eval gsm8k on Nemotron-Nano-30B-A3B-FP8 after the 3-read
+# conv-state transfer with the DS layout (#37635) merged. The recipe with one change, the model: Qwen's FP8 re-publication of Qwen3-30B-A3B-Thinking-2507 (an MoE without SSM layers), TP 2 on both roles.
+pip install vllm==0.20.0
+export VLLM_SSM_CONV_STATE_LAYOUT=DS
+export VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1
+MODEL="Qwen/Qwen3-30B-A3B-Thinking-2507-FP8"
+
+CUDA_VISIBLE_DEVICES=0,1 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \
+vllm serve "$MODEL" --port 8100 \
+  --tensor-parallel-size 2 \
+  --trust-remote-code \
+  --max-model-len 8192 \
+  --gpu-memory-utilization 0.8 \
+  --no-enable-prefix-caching \
+  --no-disable-hybrid-kv-cache-manager \
+  --no-async-scheduling \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}' > prefill.log 2>&1 &
+
+CUDA_VISIBLE_DEVICES=2,3 VLLM_NIXL_SIDE_CHANNEL_PORT=5610 \
+vllm serve "$MODEL" --port 8200 \
+  --tensor-parallel-size 2 \
+  --trust-remote-code \
+  --max-model-len 8192 \
+  --gpu-memory-utilization 0.8 \
+  --no-enable-prefix-caching \
+  --no-disable-hybrid-kv-cache-manager \
+  --no-async-scheduling \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' > decode.log 2>&1 &
+
+python3 tests/v1/kv_connector/nixl_integration/toy_proxy_server.py --port 8192 \
+  --prefiller-hosts localhost --prefiller-ports 8100 \
+  --decoder-hosts localhost --decoder-ports 8200 &
+wait

@@ -1,0 +1,36 @@
+#!/bin/bash
+# vllm-project/vllm PR #36687 ("[PD][Nixl] Add support for hybrid SSM-FA models", merged 2026-03): its test
+# recipe, "usual P/D command" for both engines and "usual toy_proxy_server.py command", run as one prefill and one
+# decode on one host. vLLM 0.18.0; the user's own supervised fine-tune of the model (same architecture) from a local directory, decode at tensor parallel 2.
+# The fine-tune's config.json is given beside the script (nemotron-nano-30b-a3b-sft.config.json: the base's
+# NemotronHForCausalLM config, which supervised fine-tuning keeps).
+pip install vllm==0.18.0
+MODEL="/models/nemotron-nano-30b-a3b-sft"
+
+# prefill
+CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \
+vllm serve "$MODEL" \
+  --port 8100 \
+  --trust-remote-code \
+  --block-size 64 \
+  --no-enable-prefix-caching \
+  --no-disable-hybrid-kv-cache-manager \
+  --mamba-ssm-cache-dtype float16 \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' &
+
+# decode
+CUDA_VISIBLE_DEVICES=1,2 VLLM_NIXL_SIDE_CHANNEL_PORT=5601 \
+vllm serve "$MODEL" \
+  --port 8200 \
+  --trust-remote-code \
+  --tensor-parallel-size 2 \
+  --block-size 64 \
+  --no-enable-prefix-caching \
+  --no-disable-hybrid-kv-cache-manager \
+  --mamba-ssm-cache-dtype float16 \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' &
+
+python3 tests/v1/kv_connector/nixl_integration/toy_proxy_server.py --port 8000 \
+  --prefiller-hosts localhost --prefiller-ports 8100 \
+  --decoder-hosts localhost --decoder-ports 8200 &
+wait
