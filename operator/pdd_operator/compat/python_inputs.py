@@ -36,6 +36,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from pdd_operator.vllm.args import engine_arg_words
 from pdd_operator.vllm.script import IN_PROCESS_ENGINE
 
 #: The constructors whose keywords are ``EngineArgs`` fields (``LLM`` passes its keywords on to ``EngineArgs``).
@@ -246,22 +247,6 @@ def _environment(call: ast.Call, scopes: _Scopes) -> tuple[dict[str, str], list[
     return env, unread
 
 
-def _flag_words(key: str, value) -> list[str]:
-    """The ``vllm serve`` words of the ``EngineArgs`` field ``key`` set to ``value`` (see the module docstring)."""
-    flag = "--" + key.replace("_", "-")
-    if value is None:
-        return []
-    if value is True:
-        return [flag]
-    if value is False:
-        return ["--no-" + key.replace("_", "-")]
-    if isinstance(value, dict):
-        return [flag, json.dumps(value)]
-    if isinstance(value, list):
-        return [flag, *(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)]
-    return [flag, str(value)]
-
-
 def _engine_words(call: ast.Call, scopes: _Scopes) -> list[str]:
     """``vllm serve MODEL --flag value ...`` for an engine constructor call; raises :class:`NotLiteral`."""
     if any(k.arg is None for k in call.keywords):
@@ -275,7 +260,7 @@ def _engine_words(call: ast.Call, scopes: _Scopes) -> list[str]:
         raise NotLiteral(call, "no model")
     words = ["vllm", "serve", str(_value(kwargs.pop("model"), scopes))]
     for key, node in kwargs.items():
-        words += _flag_words(key, _value(node, scopes))
+        words += engine_arg_words(key, _value(node, scopes))
     return words
 
 

@@ -48,13 +48,13 @@ unknown release.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from typing import Any
 
 import yaml
 
+from pdd_operator.vllm.args import engine_arg_words
 from pdd_operator.vllm.versions import RAY_LLM_REQUIREMENT, ray_llm_vllm
 
 #: The args of a Ray Serve LLM P/D application that hold its prefill and decode LLMConfigs (``PDServingArgs``).
@@ -111,24 +111,6 @@ RAY_SERVE_KIND = "Ray Serve LLMConfig"
 #: ``disable_log_requests`` into ``enable_log_requests`` and sets it false by default, vllm_models.py
 #: ``get_initialization_kwargs``; the first builder's Ray passed it to the vLLM of its time, whose parser still had it).
 _RAY_HANDLED = frozenset({"disable_log_requests", "enable_log_requests"})
-
-
-def _flag_words(key: str, value: Any) -> list[str]:
-    """The ``vllm serve`` words of one ``engine_kwargs`` entry: ``--key-with-dashes value``; ``True`` the bare flag,
-    ``False`` its ``--no-`` form (vLLM's boolean engine flags are ``BooleanOptionalAction``s), a mapping as JSON (the
-    form vLLM's parser takes for its config objects), a list as its items; ``None`` nothing (vLLM's default)."""
-    flag = "--" + key.replace("_", "-")
-    if value is None:
-        return []
-    if value is True:
-        return [flag]
-    if value is False:
-        return ["--no-" + key.replace("_", "-")]
-    if isinstance(value, dict):
-        return [flag, json.dumps(value)]
-    if isinstance(value, list):
-        return [flag, *(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)]
-    return [flag, str(value)]
 
 
 def _replicas(config: dict) -> int | None:
@@ -207,7 +189,7 @@ def _role_container(config: Any, import_path: str, image: str) -> dict | str:
     argv = ["vllm", "serve", model]
     for key, value in kwargs.items():
         if key not in _RAY_HANDLED:
-            argv += _flag_words(str(key), value)
+            argv += engine_arg_words(str(key), value)
     if "distributed_executor_backend" not in kwargs:
         argv += ["--distributed-executor-backend", "ray"]  # Ray's default on GPUs (the only backend it allows there)
     if isinstance(loading.get("model_id"), str):

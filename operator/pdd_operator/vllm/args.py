@@ -80,6 +80,26 @@ def split_command(
     return list(found[0].argv) if found else []
 
 
+def engine_arg_words(key: str, value) -> list[str]:
+    """The ``vllm serve`` words of one ``EngineArgs`` field set in Python (``LLM(**kwargs)``, ``AsyncEngineArgs``,
+    Ray Serve's ``engine_kwargs``): ``--key-with-dashes value``; ``True`` the bare flag, ``False`` its ``--no-`` form
+    (vLLM's boolean engine flags are ``BooleanOptionalAction``s, vllm/engine/arg_utils.py), a mapping as JSON (the
+    form vLLM's parser takes for its config objects), a list as its items (mappings among them as JSON); ``None``
+    nothing (vLLM's default). ``key`` is the field name with underscores; never raises."""
+    flag = "--" + key.replace("_", "-")
+    if value is None:
+        return []
+    if value is True:
+        return [flag]
+    if value is False:
+        return ["--no-" + key.replace("_", "-")]
+    if isinstance(value, dict):
+        return [flag, json.dumps(value)]
+    if isinstance(value, list):
+        return [flag, *(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)]
+    return [flag, str(value)]
+
+
 def json_flag(flags: dict[str, str | bool], name: str) -> dict | None:
     """The JSON object given to a flag such as ``--kv-transfer-config``; ``None`` if absent.
 
