@@ -4,8 +4,8 @@ Manifests from the field (Deployments, StatefulSets, LeaderWorkerSets, Dynamo gr
 services) reach :mod:`pdd_operator.compat.manifests` unvalidated. The apiserver would refuse a
 container whose ``args`` is one string, an ``env`` value that is a number, or ``labels`` that are a
 list (their Go types are ``[]string``, ``string`` and ``map[string]string``), so such a document is
-not a deployment anyone runs: :func:`shape_errors` names each such field and what it must be, and
-the document is reported as unreadable input instead of being guessed at.
+not a deployment anyone runs: :func:`shape_problems` names each such field and what it must be, and
+nothing is guessed at.
 
 Only the fields the reader uses are checked, with the types of the Kubernetes API (core/v1
 ``Container``, ``EnvVar``, ``PodSpec``, meta/v1 ``ObjectMeta``; Dynamo's ``extraPodSpec.mainContainer``
