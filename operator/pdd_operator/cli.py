@@ -198,7 +198,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with_vllm_version,
     )
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
-    from pdd_operator.compat.shapes import shape_errors, without_nulls
+    from pdd_operator.compat.shapes import field_type_finding, quoted_scalars, shape_problems, without_nulls
     from pdd_operator.vllm.versions import fmt
 
     forced_config = _read_model_config(args.model_config) if args.model_config else None
@@ -255,10 +255,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             if doc.get("kind") != KIND:
                 doc = without_nulls(doc)  # a null field is an absent one to the apiserver
                 doc = with_image_builds(doc, builds, _read_text)  # the user's image, from its Dockerfile here
-                problems = shape_errors(doc)
-                if problems:
-                    input_errors.extend(f"{path}: {_origin(doc)}: {p}" for p in problems)
-                    continue
+                if problems := shape_problems(doc):  # the apiserver refuses it: manifest-field-type-invalid
+                    typed = field_type_finding(_origin(doc), problems)
+                    reports.append(CompatReport(version="unknown", findings=[typed]))
+                    results.append({"file": path, "object": _origin(doc), "vllmVersion": "unknown",
+                                    "compatible": False, "findings": [typed.wire()]})
+                    if (quoted := quoted_scalars(doc, problems)) is None:  # a list or mapping wrong: nothing to read
+                        skipped.append({"object": _origin(doc), "reason": (
+                            "fields the checker reads have a type the Kubernetes API refuses "
+                            f"({', '.join(p.where for p in problems)}; see manifest-field-type-invalid), so its "
+                            "engines are not read")})
+                        continue
+                    doc = quoted  # booleans and numbers where strings are wanted: judged as quoting makes them
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
                 inlined = inline_config_files(inlined, config_maps)  # vllm serve --config <a ConfigMap's file>
                 inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files

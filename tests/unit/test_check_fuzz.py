@@ -160,16 +160,24 @@ def test_check_answers_whatever_the_engine_flags_hold(skeleton, kv, flags):
     assert code in CHECK_EXIT_CODES
 
 
-def test_wrongly_typed_fields_are_input_errors_naming_the_field(tmp_path, capsys):
+def test_wrongly_typed_fields_are_error_findings_of_their_object_naming_the_field(tmp_path, capsys):
+    """A field the apiserver refuses for its type is the object's manifest-field-type-invalid error, never an input
+    error; a string where a list is wanted leaves that object not checked."""
     docs = _skeletons()[0]
     docs[0]["spec"]["template"]["spec"]["containers"][0]["args"] = "Qwen/Qwen3-8B --tensor-parallel-size 1"
     docs[1]["metadata"]["labels"] = ["app=qwen"]
     path = tmp_path / "pd.yaml"
     path.write_text(yaml.safe_dump_all(docs))
-    assert main(["check", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "Deployment/qwen-prefill: spec.template.spec.containers[0].args: must be a list, not a string" in err
-    assert "Deployment/qwen-decode: metadata.labels: must be a mapping, not a list" in err
+    assert main(["check", str(path), "-o", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["inputErrors"] == []
+    found = {r["object"]: [f for f in r["findings"] if f["rule"] == "manifest-field-type-invalid"]
+             for r in out["results"]}
+    assert "spec.template.spec.containers[0].args is a string where the Kubernetes PodSpec wants a list" in (
+        found["Deployment/qwen-prefill"][0]["message"])
+    assert "metadata.labels is a list where the Kubernetes ObjectMeta wants a mapping" in (
+        found["Deployment/qwen-decode"][0]["message"])
+    assert {s["object"] for s in out["notChecked"]} >= {"Deployment/qwen-prefill", "Deployment/qwen-decode"}
 
 
 def test_kv_transfer_config_vllm_refuses_is_an_engine_args_error(tmp_path, capsys):

@@ -65,6 +65,21 @@ DYNAMO_PREFILL_ROLE_MISSING = record(
     reported_by="compat/dynamo_roles.py flagless_dynamo_graph (pdd check)",
 )
 
+#: Where ``manifest-field-type-invalid`` comes from.
+FIELD_TYPE_SOURCE = ("Kubernetes core/v1 Container, EnvVar, PodSpec and meta/v1 ObjectMeta (k8s.io/api: args []string, "
+                     "EnvVar.Value string, NodeSelector, Labels and Annotations map[string]string); the apiserver's "
+                     "JSON decoder refuses another type ('cannot unmarshal bool into Go struct field ... of type string')")
+MANIFEST_FIELD_TYPE_INVALID = record(
+    id="manifest-field-type-invalid", family="kubernetes-objects", severity="error",
+    summary=("Each field of a Kubernetes object that the checker reads has the type of the Kubernetes API: strings "
+             "in labels, annotations, nodeSelector, env values and args items (quoted where YAML would read a "
+             "boolean or a number), lists for args and env, mappings for labels; else the apiserver refuses the "
+             "object. A boolean or number where a string is wanted is judged as if quoted; any other is not checked."),
+    fields=("metadata.labels", "metadata.annotations", "nodeSelector", "env", "args", "command"),
+    source=FIELD_TYPE_SOURCE,
+    reported_by="compat/shapes.py field_type_finding (pdd check)",
+)
+
 #: What the apiserver would refuse in the rendered children (render/admission.py), reported by the
 #: webhook, ``pdd check`` and the operator's status.
 for _id, _summary in ADMISSION_RULES.items():
