@@ -5,6 +5,10 @@ Set 107: DeepSeek-V4 over NIXL with the hybrid KV cache manager on vLLM 0.20.0-0
 engine core's process (the ``uni`` executor of world size 1) shares it and NixlConnector's worker finds no kernel
 block size the sparse MLA backend (256 only) takes: ``ValueError("No common block size for 4")``
 (``nixl-hma-block-size-no-kernel``, :mod:`pdd_operator.vllm.kernel_block`). 0.30.0 sizes the NIXL block as the lcm.
+
+Set 108: ``ghcr.io/llm-d/llm-d:v0.2.0``, llm-d's image repository before ``llm-d-cuda``, ships vLLM 0.10.0 (llm-d's
+v0.3.0 release notes: "Diff: v0.10.0 -> v0.11.0"; llm-d/llm-d#355), a row of ``wrapped_vllm_versions.json``; its
+0.0.x tags built a fork's commit and stay unknown.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 import pytest
 
 from pdd_operator.vllm.kernel_block import hma_nixl_kernel_refusal
+from pdd_operator.vllm.versions import version_from_image
 from tests.unit.test_turn2_variants import POD_IP, check, workload
 
 RULE = "nixl-hma-block-size-no-kernel"
@@ -87,3 +92,31 @@ def test_unknown_release_is_not_an_error(tmp_path, capsys):
     _, out = check(tmp_path, capsys, *_docs(image="registry.example.com/team/vllm:latest"))
     assert "error" not in _found(out), out
     assert any(RULE in n["reason"] for n in out["notChecked"]), out   # named as not checked, never silent
+
+
+# --- set 108: llm-d's legacy image repository -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("ghcr.io/llm-d/llm-d:v0.2.0", (0, 10, 0)),
+    ("ghcr.io/llm-d/llm-d:0.0.10", None),       # neuralmagic/vllm pd-launch-branch at a commit: no release
+    ("ghcr.io/llm-d/llm-d:0.0.8", None),
+    ("ghcr.io/llm-d/llm-d:v0.3.0", None),       # v0.3.0 is published as llm-d-cuda, not here
+    ("ghcr.io/llm-d/llm-d-cuda:v0.3.0", (0, 11, 0)),
+])
+def test_llm_d_legacy_repository(image, expected):
+    assert version_from_image(image) == expected
+
+
+def test_llm_d_v020_prefill_tp_over_decode_tp_is_judged(tmp_path, capsys):
+    docs = []
+    for role, tp in (("prefill", 8), ("decode", 4)):
+        c = {"name": "vllm", "image": "ghcr.io/llm-d/llm-d:v0.2.0", "command": ["vllm", "serve"],
+             "args": ["meta-llama/Llama-3.3-70B-Instruct", "--tensor-parallel-size", str(tp),
+                      "--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})],
+             "env": [POD_IP], "resources": {"limits": {"nvidia.com/gpu": str(tp)}}}
+        docs.append(workload(f"l-{role}", role, c, app="l"))
+    code, out = check(tmp_path, capsys, *docs)
+    found = {f["rule"]: f["severity"] for r in out["results"] for f in r["findings"]}
+    assert out["results"][0]["vllmVersion"] == "0.10.0", out
+    assert code != 0 and found.get("hetero-tp-p-gt-d-unsupported") == "error", found
