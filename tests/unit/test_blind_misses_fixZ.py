@@ -120,3 +120,12 @@ def test_llm_d_v020_prefill_tp_over_decode_tp_is_judged(tmp_path, capsys):
     found = {f["rule"]: f["severity"] for r in out["results"] for f in r["findings"]}
     assert out["results"][0]["vllmVersion"] == "0.10.0", out
     assert code != 0 and found.get("hetero-tp-p-gt-d-unsupported") == "error", found
+
+
+def test_a_parallel_size_not_in_the_files_is_a_warning_not_held_back(tmp_path, capsys):
+    docs = _docs(extra=("--data-parallel-size", "$(DP)"))
+    for d in docs:
+        d["spec"]["template"]["spec"]["containers"][0]["env"].append(
+            {"name": "DP", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "dp"}}})
+    _, out = check(tmp_path, capsys, *docs)
+    assert _found(out) == ["warning", "warning"], out

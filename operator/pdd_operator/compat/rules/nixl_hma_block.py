@@ -10,6 +10,10 @@ from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.kernel_block import HMA_MIN_BLOCK_FIXED_IN, HMA_MIN_BLOCK_SINCE, hma_nixl_kernel_refusal
 from pdd_operator.vllm.versions import fmt
 
+#: ``--distributed-executor-backend`` values whose workers run outside the engine core's process
+#: (config/parallel.py 0.26.0 l.35 ``DistributedExecutorBackend``).
+_OWN_PROCESS_EXECUTORS = frozenset({"mp", "ray"})
+
 
 @rule(
     id="nixl-hma-block-size-no-kernel", family="block-size-mismatch", severity="error",
@@ -23,8 +27,8 @@ from pdd_operator.vllm.versions import fmt
             "the lcm of the groups' sizes (nixl/base_worker.py l.431-441); vllm-project/vllm#50714"),
     since=HMA_MIN_BLOCK_SINCE, until=HMA_MIN_BLOCK_FIXED_IN,
     example="deepseek-ai/DeepSeek-V4-Flash, TP 1, NixlConnector, hybrid KV cache manager on, vLLM 0.26.0",
-    needs=("--model", "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
-           "--distributed-executor-backend", "--disable-hybrid-kv-cache-manager"),
+    # the parallel sizes and executor are read as None / "<unknown:...>" where not in the files: a warning, never held
+    needs=("--model", "--disable-hybrid-kv-cache-manager"),
 )
 def check_nixl_hma_block_size(pair: PDPair) -> list[Violation]:
     """Each NIXL engine of a model whose smallest hybrid KV cache group has a block size no CUDA kernel of its
@@ -50,8 +54,9 @@ def check_nixl_hma_block_size(pair: PDPair) -> list[Violation]:
             continue
         smallest, kernel = refused
         platform = gpu_platform(r.image, r.resources)
-        if platform not in (None, "cuda") or r.executor not in (None, "uni"):
-            continue
+        if platform not in (None, "cuda") or r.executor in _OWN_PROCESS_EXECUTORS:
+            continue  # ROCm's backends not read; workers in their own processes keep the configured block size
+        executor_unknown = r.executor not in (None, "uni")  # a value not in the files (or one vLLM refuses)
         sizes = (r.tp, r.pp, r.dp)
         if any(n is not None and n > 1 for n in sizes):
             continue  # mp or ray workers: their config keeps the block size the backends take
@@ -67,7 +72,8 @@ def check_nixl_hma_block_size(pair: PDPair) -> list[Violation]:
                       "NIXL worker sizes its blocks as a multiple of every group's.")
         unsure = [why for why, bad in (
             (f"the GPUs are taken as NVIDIA's{f' ({r.platform_hint})' if r.platform_hint else ''}", platform is None),
-            ("the parallel sizes are not known", None in sizes)) if bad]
+            ("the parallel sizes are not known", None in sizes),
+            ("the executor backend is not known", executor_unknown)) if bad]
         if unsure:
             out.append((f"{message} Not certain: {'; '.join(unsure)}.", fix, "warning"))
         else:
