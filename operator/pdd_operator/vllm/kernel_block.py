@@ -117,8 +117,8 @@ HMA_MIN_BLOCK_FIXED_IN: Version = (0, 30, 0)
 #: manager, and the kernel block sizes its CUDA attention backend takes, in 0.20.0-0.29.0. DeepSeek-V4: every
 #: checkpoint interleaves compress-ratio-4 and -128 layers (config.json ``compress_ratios``; models/deepseek_v4/
 #: attention.py 0.26.0 l.188, 313); the ratio-4 compressor state's group has 4-token blocks, the ratio-128 one 8
-#: (model_executor/layers/deepseek_compressor.py 0.20.0 l.155-158, 0.20.1 l.154-157; models/deepseek_v4/compressor.py 0.22.0 l.151,
-#: 0.26.0 l.159-165, 0.27.0 l.185, 0.29.0 l.163); the sparse MLA backends take 256-token kernel blocks only
+#: (model_executor/layers/deepseek_compressor.py 0.20.0 l.155-158, 0.20.1 l.154-157; models/deepseek_v4/compressor.py
+#: 0.22.0 l.151, 0.26.0 l.159-165, 0.27.0 l.185, 0.29.0 l.163); the sparse MLA backends take 256-token kernel blocks only
 #: (v1/attention/backends/mla/flashmla_sparse.py 0.20.0 l.152-153; models/deepseek_v4/nvidia/flashmla.py 0.22.0 l.82;
 #: models/deepseek_v4/sparse_mla.py 0.24.0 l.56, 0.26.0 l.53-54, 0.29.0 l.55; nvidia/flashinfer_sparse.py 0.26.0
 #: l.81, 0.29.0 l.110). ``select_common_block_size`` (v1/worker/utils.py) then finds no size: ``ValueError("No
