@@ -47,7 +47,8 @@ def test_every_table_row_parses_and_names_its_own_public_source():
     # Dynamo's release-artifacts page begins at v0.6.0; the releases before it are mapped by their own ai-dynamo
     # wheel's vllm pin and the pull request that moved the container with it (set 101).
     pages = {"ai-dynamo/vllm-runtime": ("release-artifacts", "ai-dynamo wheel on PyPI, METADATA"),
-             "llm-d/llm-d-cuda": ("llm-d/llm-d GitHub releases",), "rayproject/ray-llm": ("ray-project/ray GitHub",),
+             "llm-d/llm-d-cuda": ("llm-d/llm-d GitHub releases",),
+             "llm-d/llm-d": ("llm-d/llm-d GitHub releases",), "rayproject/ray-llm": ("ray-project/ray GitHub",),
              "nvidia/vllm": ("vllm-release-notes/rel-",)}
     assert set(table["repositories"]) == set(pages)
     for name, repo in table["repositories"].items():

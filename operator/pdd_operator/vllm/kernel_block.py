@@ -100,3 +100,43 @@ def runs_logical_block(backend: str | None, version: Version | None, head_size: 
         return version < min(FA4_PAGE_HEAD_SIZES.values())
     paged_since = FA4_PAGE_HEAD_SIZES.get(head_size)
     return paged_since is None or version < paged_since
+
+
+#: The releases whose NIXL worker takes its block size from ``cache_config.block_size`` after the engine core has set it
+#: to the smallest KV cache group's block size under the hybrid KV cache manager (first: the first release serving
+#: DeepSeek-V4, 0.20.0; the engine core's ``block_size = min(g.kv_cache_spec.block_size ...)``: v1/engine/core.py
+#: 0.20.0 l.276, 0.24.0 l.309, 0.26.0 l.311-314, 0.27.0 l.319, 0.28.0 l.322, 0.29.0 l.336; the worker's
+#: ``self.block_size = vllm_config.cache_config.block_size`` then ``_sync_block_size_with_kernel()`` in ``__init__``:
+#: nixl/worker.py 0.20.0 l.306, 331, nixl/base_worker.py 0.24.0 l.456, 484, 0.26.0 l.494, 522, 0.27.0 l.506, 534,
+#: 0.28.0 l.512, 540, 0.29.0 l.589, 620). 0.30.0 sizes the worker's block as the least common multiple of the
+#: transfer groups' block sizes instead (nixl/base_worker.py l.431-441), which the backends take.
+HMA_MIN_BLOCK_SINCE: Version = (0, 20, 0)
+HMA_MIN_BLOCK_FIXED_IN: Version = (0, 30, 0)
+
+#: Per Hugging Face architecture: the block size in tokens of its smallest KV cache group under the hybrid KV cache
+#: manager, and the kernel block sizes its CUDA attention backend takes, in 0.20.0-0.29.0. DeepSeek-V4: every
+#: checkpoint interleaves compress-ratio-4 and -128 layers (config.json ``compress_ratios``; models/deepseek_v4/
+#: attention.py 0.26.0 l.188, 313); the ratio-4 compressor state's group has 4-token blocks, the ratio-128 one 8
+#: (model_executor/layers/deepseek_compressor.py 0.20.0 l.155-158, 0.20.1 l.154-157; models/deepseek_v4/compressor.py
+#: 0.22.0 l.151, 0.26.0 l.159-165, 0.27.0 l.185, 0.29.0 l.163); the sparse MLA backends take 256-token kernel blocks only
+#: (v1/attention/backends/mla/flashmla_sparse.py 0.20.0 l.152-153; models/deepseek_v4/nvidia/flashmla.py 0.22.0 l.82;
+#: models/deepseek_v4/sparse_mla.py 0.24.0 l.56, 0.26.0 l.53-54, 0.29.0 l.55; nvidia/flashinfer_sparse.py 0.26.0
+#: l.81, 0.29.0 l.110). ``select_common_block_size`` (v1/worker/utils.py) then finds no size: ``ValueError("No
+#: common block size for 4")`` (0.20.0 l.326, 0.26.0 l.282-348, 0.27.0 l.332, 0.28.0 l.367, 0.29.0 l.376).
+HMA_SMALLEST_GROUP: dict[str, tuple[int, tuple[int, ...]]] = {
+    "DeepseekV4ForCausalLM": (4, (256,)),
+}
+
+
+def hma_nixl_kernel_refusal(architecture: str | None, version: Version | None) -> tuple[int, tuple[int, ...]] | None:
+    """Where vLLM's NIXL worker finds no kernel block size for the smallest KV cache group's block size of a model
+    served with the hybrid KV cache manager on CUDA: ``(smallest group block size, the backend's kernel block sizes)``
+    in tokens, for ``architecture`` (config.json ``architectures[0]``) on ``version`` within
+    [:data:`HMA_MIN_BLOCK_SINCE`, :data:`HMA_MIN_BLOCK_FIXED_IN`); ``None`` for another architecture or release, or
+    where the smallest size is one of those sizes' multiples (no refusal). Source: :data:`HMA_SMALLEST_GROUP`.
+    """
+    sizes = HMA_SMALLEST_GROUP.get(architecture or "")
+    if sizes is None or version is None or not HMA_MIN_BLOCK_SINCE <= version < HMA_MIN_BLOCK_FIXED_IN:
+        return None
+    smallest, kernel = sizes
+    return None if any(smallest % k == 0 for k in kernel) else sizes

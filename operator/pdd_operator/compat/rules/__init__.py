@@ -57,6 +57,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     must_match,
     network,
     nixl_backend,
+    nixl_hma_block,
     nvfp4_kv,
     offloading,
     p2p_nccl,
