@@ -211,11 +211,13 @@ def test_a_layout_mismatch_without_the_gaudi_conversion_is_refused(tmp_path, cap
 @pytest.mark.parametrize("path,value", [(("env",), [{"name": "X", "value": 7}]), (("env",), [3]), (("modelURI",), 7),
                                         (("workers", 0, "image"), ["a"]), (("workers", 0, "config"), [1]),
                                         (("workers", 1, "resources"), {"limits": [1]}), (("workers",), [5])])
-def test_a_malformed_modelbooster_backend_is_an_input_error_not_a_traceback(tmp_path, capsys, path, value):
+def test_a_malformed_modelbooster_backend_is_a_field_type_finding_not_a_traceback(tmp_path, capsys, path, value):
+    """A field the apiserver refuses for its type is an error finding naming it (fixY), never a traceback."""
     doc = _modelbooster(env=[POD_IP])
     node = doc["spec"]["backend"]
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
     code, out = check(tmp_path, capsys, doc)
-    assert code == 2 and any("spec.backend" in e for e in out["inputErrors"]), out
+    assert code == 1 and "manifest-field-type-invalid" in rules(out, "error") and not out["inputErrors"], out
+    assert "spec.backend" in json.dumps(out["results"]), out
