@@ -197,6 +197,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with_model_config,
         with_vllm_version,
     )
+    from pdd_operator.compat.kserve_merge import merge_base_refs
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import field_type_finding, quoted_scalars, shape_problems, without_nulls
     from pdd_operator.vllm.versions import fmt
@@ -247,6 +248,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 unreadable.append(text_record)
     _read_compose(all_docs, engines, unreadable)
     _read_launcher_configs(all_docs, engines, unreadable)
+    all_docs = merge_base_refs(all_docs)  # a KServe service over the LLMInferenceServiceConfigs it names
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     given = frozenset(Path(p).resolve() for p in all_docs if p != "-")
