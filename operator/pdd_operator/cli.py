@@ -189,6 +189,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.image_builds import builds_of, makefile_recipes, with_image_builds
+    from pdd_operator.compat.kserve_merge import merge_base_refs
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -197,7 +198,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         with_model_config,
         with_vllm_version,
     )
-    from pdd_operator.compat.kserve_merge import merge_base_refs
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
     from pdd_operator.compat.shapes import field_type_finding, quoted_scalars, shape_problems, without_nulls
     from pdd_operator.vllm.versions import fmt

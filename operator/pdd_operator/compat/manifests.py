@@ -56,13 +56,13 @@ from pdd_operator.compat.dynamo_resources import (
     service_resources,
     with_service_resources,
 )
+from pdd_operator.compat.kserve_merge import well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.rules.engine_args import malformed_option_findings
-from pdd_operator.compat.kserve_merge import well_known_configs
 from pdd_operator.compat.templated import (
     own_line_without_connector,
     template_engine,
@@ -1079,8 +1079,8 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
                     "the container has no command, and KServe's template replaces the image's entrypoint), which are "
                     "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
                     "templates set no --kv-transfer-config at all); give the container an explicit command, or the "
-                    "configs' files, to have it checked", refused, fmt(version_from_image(str(c.get("image") or ""))) if refused else
-                    "unknown"))
+                    "configs' files, to have it checked", refused,
+                    fmt(version_from_image(str(c.get("image") or ""))) if refused else "unknown"))
     if ("prefill", "template") in mains and ("template",) in mains:
         (p, at), (d, _) = mains[("prefill", "template")], mains[("template",)]
         found = _templated_pair(spec, origin, p, d)
