@@ -40,6 +40,7 @@ from pdd_operator.compat.rules.records import DYNAMO_PREFILL_ROLE_MISSING, DYNAM
 #: The KV transfer config Dynamo's vLLM worker asks a prefill worker for in its own error text (args.py).
 _DYNAMO_KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 _SERVICE = re.compile(r"\bspec\.services\.([^.\s]+)\.")
+_COMPONENT = re.compile(r"\bspec\.components\.(\d+)\.")
 
 
 def _words(name: str) -> set[str]:
@@ -48,10 +49,18 @@ def _words(name: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
 
 
-def _service(engine: Engine) -> str | None:
-    """The DynamoGraphDeployment service (``spec.services.<name>``) an engine runs in, or ``None``."""
+def _service(engine: Engine, doc: dict | None = None) -> str | None:
+    """The DynamoGraphDeployment service an engine runs in: ``spec.services.<name>`` (v1alpha1), or the ``name`` of
+    ``spec.components[<i>]`` (v1beta1) of the graph ``doc``; ``None`` where neither names one."""
     match = _SERVICE.search(engine.where)
-    return match.group(1) if match else None
+    if match:
+        return match.group(1)
+    match = _COMPONENT.search(engine.where)
+    components = ((doc or {}).get("spec") or {}).get("components") if match else None
+    if isinstance(components, list) and int(match.group(1)) < len(components):
+        name = components[int(match.group(1))].get("name") if isinstance(components[int(match.group(1))], dict) else None
+        return str(name) if name else None
+    return None
 
 
 def _flagless(engine: Engine) -> bool:
@@ -88,10 +97,10 @@ def flagless_dynamo_graph(doc: dict, engines: list[Engine]) -> tuple[list[Engine
     pd = [e for e in engines if e.role != ENCODE]  # an E/P/D encode worker has a role of its own, not a P/D one
     if doc.get("kind") != "DynamoGraphDeployment" or not pd or not _no_prefill_worker(pd):
         return engines, []
-    named = [e for e in pd if _flagless(e) and ("prefill" in _words(_service(e) or "") or e.role == "prefill")]
+    named = [e for e in pd if _flagless(e) and ("prefill" in _words(_service(e, doc) or "") or e.role == "prefill")]
     if not named:
         return engines, []
-    services = sorted({_service(e) or e.where for e in named})
+    services = sorted({_service(e, doc) or e.where for e in named})
     fields = list(dict.fromkeys(f"{e.container}.{e.flags_key}" for e in named))
     typed = any(e.role_from in ("type", "label") for e in named)
     message = (
