@@ -10,7 +10,7 @@ negative controls.
   aggregated, no KV moves and vLLM refuses nothing. The checker paired it by its type and refused the graph through
   ``kv-connector-missing`` (a 1.x worker outside prefill mode starts without a connector): a false refusal. Now such a
   graph gets the ``dynamo-prefill-role-missing`` warning (:mod:`pdd_operator.compat.dynamo_roles`), with a fix in the
-  release's own spelling.
+  release's own spelling. A graph whose workers are all typed and none flagged stays as before (set 32).
 - The workers of a graph judged by that warning are no longer dropped: what stops one of them on its own
   (:func:`~pdd_operator.compat.engine.evaluate_alone`) is still an error, in the typed graphs and in the all-flagless
   ones of set 32 alike.
@@ -147,3 +147,12 @@ def test_a_graph_with_no_worker_typed_or_named_prefill_is_not_warned(tmp_path, c
                                image, 2)])
     code, out = check(tmp_path, capsys, doc)
     assert code == 4 and RULE not in rules(out)
+
+
+def test_a_graph_typed_throughout_with_no_role_flag_is_left_as_before(tmp_path, capsys):
+    # no worker takes its role from a flag: the types are left to Dynamo's operator and the workers paired by them
+    image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.1"
+    prefill = _service(["--model", "Qwen/Qwen3-0.6B"], image, "prefill")
+    decode = _service(["--model", "Qwen/Qwen3-0.6B"], image, "decode")
+    code, out = check(tmp_path, capsys, _v1alpha1(prefill, decode, image))
+    assert RULE not in rules(out) and " + " in out["results"][0]["object"]

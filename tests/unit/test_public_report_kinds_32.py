@@ -86,13 +86,11 @@ def test_an_aggregated_graph_whose_names_promise_no_prefill_is_not_warned(tmp_pa
     assert RULE not in rules(out)
 
 
-def test_a_sub_component_type_is_no_role_flag_and_an_unknown_mode_is_left_to_the_other_readers(tmp_path, capsys):
-    # Since set 112 (ai-dynamo/dynamo#13238) a subComponentType alone is warned too: Dynamo's operator writes no role
-    # flag from it (deploy/operator/internal/dynamo/backend_vllm.go), so the typed worker still registers as backend.
+def test_a_sub_component_type_or_an_unknown_mode_is_left_to_the_other_readers(tmp_path, capsys):
     image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.1"
     typed = _pd_graph("Qwen/Qwen2.5-1.5B-Instruct", image, "VllmPrefillWorker", "VllmDecodeWorker", p_sub="prefill")
     code, out = check(tmp_path, capsys, typed)
-    assert code == 0 and rules(out) == {RULE}
+    assert RULE not in rules(out)
     unknown = _pd_graph("Qwen/Qwen2.5-1.5B-Instruct", image, "VllmPrefillWorker", "VllmDecodeWorker",
                         p_extra="--disaggregation-mode $MODE")
     code, out = check(tmp_path, capsys, unknown)

@@ -12,8 +12,9 @@ prefill worker, the disaggregation it names never happens (:data:`~pdd_operator.
 DYNAMO_PREFILL_ROLE_MISSING`, a warning: nothing vLLM refuses). Such a graph is judged by that warning alone and its
 workers are not paired (a pair would run the NIXL rules over engines that never transfer KV).
 
-The same holds where the other workers do carry role flags but the one meant as the prefill worker carries none,
-whatever its ``subComponentType`` (v1alpha1), ``type`` (v1beta1) or role label says: Dynamo's operator writes no role
+The same holds where the graph's other workers do carry role flags (it gives its workers their roles itself) but
+the one meant as the prefill worker carries none, whatever its ``subComponentType`` (v1alpha1), ``type`` (v1beta1) or
+role label says: Dynamo's operator writes no role
 flag into a vLLM worker (ai-dynamo/dynamo deploy/operator/internal/dynamo/backend_vllm.go ``VLLMBackend.
 UpdateContainer`` adds multinode, GMS and elastic-EP launch flags and ``VLLM_CACHE_ROOT``, never
 ``--disaggregation-mode``), and a DynamoGraphDeploymentRequest's generated ``VllmPrefillWorker`` without the flag ran
@@ -22,9 +23,9 @@ found a prefill worker). Such a worker serves aggregated beside the decode worke
 175-184; a decode-mode worker that gets a request with no prefill result generates it locally, handlers.py), so no
 KV moves and vLLM refuses nothing: the same warning, the same verdict.
 
-Left as they were: graphs where some worker is a prefill by a role flag, a role variable or ``kv_role``, a worker
-whose role flag is not in the files, and graphs whose service names and types name no prefill worker (an aggregated
-graph).
+Left as they were: graphs where some worker is a prefill by a role flag, a role variable or ``kv_role``, graphs
+whose workers are all typed and none flagged (the types left to Dynamo's operator), a worker whose role flag is not
+in the files, and graphs whose service names and types name no prefill worker (an aggregated graph).
 """
 
 from __future__ import annotations
@@ -63,24 +64,32 @@ def _service(engine: Engine, doc: dict | None = None) -> str | None:
     return None
 
 
-def _flagless(engine: Engine) -> bool:
+def _flagless(engine: Engine, typed: bool = False) -> bool:
     """A ``dynamo.vllm`` worker whose role nothing Dynamo's worker reads gives, and no role flag whose value is
     unknown: its role comes at most from a name (or is the decode role every such worker takes:
-    :func:`~pdd_operator.compat.manifests.dynamo_default_role`), or from a role label or a ``subComponentType`` /
-    v1beta1 ``type`` while it has no role flag and no role variable
-    (:attr:`~pdd_operator.compat.manifests.Engine.dynamo_roleless`); never from ``kv_role``."""
+    :func:`~pdd_operator.compat.manifests.dynamo_default_role`), or, where ``typed`` (the graph's other workers take
+    their roles from flags: :func:`_flagged`), from a role label or a ``subComponentType`` / v1beta1 ``type`` while
+    it has no role flag and no role variable (:attr:`~pdd_operator.compat.manifests.Engine.dynamo_roleless`); never
+    from ``kv_role``."""
     if engine.config.launcher != "dynamo.vllm" or engine.role_unknown:
         return False
-    return engine.role_from in ("", "name", "dynamo") or (engine.role_from in ("type", "label")
+    return engine.role_from in ("", "name", "dynamo") or (typed and engine.role_from in ("type", "label")
                                                             and engine.dynamo_roleless)
 
 
-def _no_prefill_worker(pd: list[Engine]) -> bool:
+def _flagged(pd: list[Engine]) -> bool:
+    """Whether some ``dynamo.vllm`` worker among ``pd`` takes its role from a role flag or role variable: the graph
+    gives its workers their roles itself and leaves none to Dynamo's operator (where every worker is typed and none
+    flagged, the types are left to the operator, as before)."""
+    return any(e.config.launcher == "dynamo.vllm" and not e.dynamo_roleless for e in pd)
+
+
+def _no_prefill_worker(pd: list[Engine], typed: bool) -> bool:
     """Whether none of a graph's P/D engines ``pd`` runs as Dynamo's prefill component: every one is a
     ``dynamo.vllm`` worker with no role flag whose value is unknown, and every one that a role (a name, label or
-    type) calls the prefill is :func:`_flagless`."""
+    type) calls the prefill is :func:`_flagless` (``typed`` as there)."""
     return all(e.config.launcher == "dynamo.vllm" and not e.role_unknown for e in pd) \
-        and all(_flagless(e) for e in pd if e.role == "prefill")
+        and all(_flagless(e, typed) for e in pd if e.role == "prefill")
 
 
 def flagless_dynamo_graph(doc: dict, engines: list[Engine]) -> tuple[list[Engine], list[Finding]]:
@@ -95,24 +104,26 @@ def flagless_dynamo_graph(doc: dict, engines: list[Engine]) -> tuple[list[Engine
     with no findings.
     """
     pd = [e for e in engines if e.role != ENCODE]  # an E/P/D encode worker has a role of its own, not a P/D one
-    if doc.get("kind") != "DynamoGraphDeployment" or not pd or not _no_prefill_worker(pd):
+    typed = _flagged(pd)
+    if doc.get("kind") != "DynamoGraphDeployment" or not pd or not _no_prefill_worker(pd, typed):
         return engines, []
-    named = [e for e in pd if _flagless(e) and ("prefill" in _words(_service(e, doc) or "") or e.role == "prefill")]
+    named = [e for e in pd if _flagless(e, typed)
+             and ("prefill" in _words(_service(e, doc) or "") or e.role == "prefill")]
     if not named:
         return engines, []
     services = sorted({_service(e, doc) or e.where for e in named})
     fields = list(dict.fromkeys(f"{e.container}.{e.flags_key}" for e in named))
-    typed = any(e.role_from in ("type", "label") for e in named)
+    by_type = any(e.role_from in ("type", "label") for e in named)
     message = (
-        f"service {', '.join(services)} is {'typed' if typed else 'named'} as a prefill worker, but no worker of the "
+        f"service {', '.join(services)} is {'typed' if by_type else 'named'} as a prefill worker, but no worker of the "
         "graph passes --is-prefill-worker (or --disaggregation-mode prefill): Dynamo's vLLM worker takes its role from "
         "those flags alone and registers every other worker as the decode/aggregated 'backend' component "
         "(components/src/dynamo/vllm/args.py), "
         + ("and Dynamo's operator writes no role flag from a subComponentType, type or label "
-           "(deploy/operator/internal/dynamo/backend_vllm.go), " if typed else "")
+           "(deploy/operator/internal/dynamo/backend_vllm.go), " if by_type else "")
         + "so this graph has no prefill worker. Every request is prefilled and decoded on one worker and no KV is "
         "transferred between workers: the prefill/decode disaggregation the "
-        f"{'types' if typed else 'names'} promise never happens (nothing fails, the workers serve aggregated)."
+        f"{'types' if by_type else 'names'} promise never happens (nothing fails, the workers serve aggregated)."
     )
     fix = (f"Add {_prefill_flags(named)} to the args of {', '.join(services)}, or rename the service if aggregated "
            "serving is what you want.")
