@@ -274,12 +274,16 @@ def cmd_check(args: argparse.Namespace) -> int:
                 inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files
                 found, refused = _scan_foreign(inlined, unreadable, path, given)
                 versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})
-                found, judged = flagless_dynamo_graph(inlined, found)
-                if judged:  # a Dynamo graph with no prefill worker: the warning is its verdict, nothing to pair
+                kept, judged = flagless_dynamo_graph(inlined, found)
+                if judged:  # a Dynamo graph with no prefill worker: the warning is its verdict, nothing to pair,
+                    # but what stops one of its workers on its own still stops it
+                    dropped = [e for e in found if e.role in ("prefill", "decode") and all(e is not k for k in kept)]
+                    judged = judged + [f for e in dropped for f in evaluate_alone(lone_pair(e), e.role)]
                     report = CompatReport(version=", ".join(versions) or "unknown", findings=judged)
                     reports.append(report)
                     results.append({"file": path, "object": _origin(doc), "vllmVersion": report.version,
                                     "compatible": report.compatible, "findings": [f.wire() for f in judged]})
+                found = kept
                 engines.extend(found)
                 for u in refused:  # not checked, yet refused by vLLM for what the manifest does show
                     report = CompatReport(version=u.version, findings=list(u.findings))

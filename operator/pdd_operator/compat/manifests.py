@@ -119,6 +119,9 @@ class Engine:
         role_unknown: why the engine's role cannot be told although something around it names one (a flag that
             decides it has a value not in these files: :func:`_unknown_role_flag`); ``""`` otherwise. Such an engine
             is never paired: its role is ``None``.
+        dynamo_roleless: a ``dynamo.vllm`` worker that nothing Dynamo's worker reads gives a role
+            (:func:`dynamo_default_role`: no role flag, no role variable), whatever a name, label or
+            ``subComponentType`` / v1beta1 ``type`` says: Dynamo registers it as the decode/aggregated ``backend``.
     """
 
     where: str
@@ -134,6 +137,7 @@ class Engine:
     container: str = ""
     flags_key: str = "args"
     role_unknown: str = ""
+    dynamo_roleless: bool = False
 
 
 @dataclass(frozen=True)
@@ -657,10 +661,11 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
         role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
-    if (role not in ("prefill", "decode") or role_from in ("name", "label")) \
-            and dynamo_default_role(argv, config, container):
+    roleless = dynamo_default_role(argv, config, container)
+    if (role not in ("prefill", "decode") or role_from in ("name", "label")) and roleless:
         # no role flag: the worker registers as the decode/aggregated backend, whatever its labels or names say (a
-        # DynamoGraphDeployment's subComponentType, role_from "type", is left to Dynamo's operator)
+        # DynamoGraphDeployment's subComponentType, role_from "type", keeps its role for pairing; a graph whose
+        # only prefill workers are such roleless ones is judged by compat/dynamo_roles.py instead)
         role, role_from = "decode", "dynamo"
     role_unknown = "" if role_from in ("kv_role", "flag") else _unknown_role_flag(argv) or ""
     if role_unknown:  # a label, name or type must not stand in for a flag whose value nobody here can read
@@ -680,7 +685,8 @@ def _engine(
                           findings=malformed_option_findings(replace(config, role=role or "engine"), where))
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
-                  flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)
+                  flags_key="args" if container.get("args") else "command", role_unknown=role_unknown,
+                  dynamo_roleless=roleless)
 
 
 def _kv_transfer_config_unparsed(config: RoleConfig) -> bool:
