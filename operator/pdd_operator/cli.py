@@ -189,6 +189,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.image_builds import builds_of, makefile_recipes, with_image_builds
+    from pdd_operator.compat.kserve_base_refs import with_base_refs
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -245,6 +246,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
             if not _read_script(path, engines, unreadable):
                 unreadable.append(text_record)
+    all_docs, folded = with_base_refs(all_docs)  # KServe services with the LLMInferenceServiceConfigs they name
+    unreadable += folded
     _read_compose(all_docs, engines, unreadable)
     _read_launcher_configs(all_docs, engines, unreadable)
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
