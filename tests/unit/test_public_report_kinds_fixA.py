@@ -23,7 +23,7 @@ import yaml
 from pdd_operator.cli import main
 from pdd_operator.compat.image_builds import ImageBuild, build_for, script_builds
 from pdd_operator.compat.kserve_base_refs import merged_service, strategic_merge, substitute
-from tests.unit.test_turn2_variants import check, rules
+from tests.unit.test_turn2_variants import check, rules, workload
 
 KV = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
@@ -327,3 +327,37 @@ def test_a_gitops_object_whose_source_folder_is_given_adds_nothing(tmp_path, cap
     (tmp_path / "clusters" / "app.yaml").write_text(yaml.safe_dump(doc))
     code, out = _check_folder(capsys, tmp_path)
     assert code == 0 and out["results"] and not out["notChecked"]
+
+
+# --- SharedStorageConnector pairs (set 103) ---------------------------------------------------------------------------
+
+
+def _storage_pair(version="v0.10.1.1", p_extra=(), d_extra=(), connector="SharedStorageConnector", env=()):
+    docs = []
+    for role, kv_role, extra in (("prefill", "kv_producer", p_extra), ("decode", "kv_consumer", d_extra)):
+        kv = {"kv_connector": connector, "kv_role": kv_role,
+              "kv_connector_extra_config": {"shared_storage_path": "/shared/kv"}}
+        c = {"name": "vllm", "image": f"vllm/vllm-openai:{version}", "command": ["vllm", "serve"],
+             "args": ["meta-llama/Llama-3.1-8B-Instruct", "--kv-transfer-config", json.dumps(kv), *extra],
+             "env": list(env), "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        docs.append(workload(f"llama-{role}", role, c, app="llama"))
+    return docs
+
+
+@pytest.mark.parametrize("version", ["v0.9.0", "v0.10.0", "v0.10.1.1"])
+def test_a_shared_storage_pair_of_a_read_release_is_judged(tmp_path, capsys, version):
+    code, out = check(tmp_path, capsys, *_storage_pair(version))
+    assert out["results"] and not out["notChecked"] and not rules(out, "error")
+    assert code == 0
+
+
+@pytest.mark.parametrize(("kw", "why"), [
+    ({"d_extra": ["--kv-cache-dtype", "fp8"]}, "the injected tensor's element type differs"),
+    ({"d_extra": ["--tensor-parallel-size", "2"]}, "the per-rank heads differ"),
+    ({"version": "v0.26.0", "connector": "ExampleConnector"}, "the renamed connector, not read here"),
+    ({"version": "v0.9.0", "env": [{"name": "VLLM_USE_V1", "value": "0"}]}, "the V0 engine"),
+])
+def test_a_shared_storage_pair_outside_what_was_read_stays_not_checked(tmp_path, capsys, kw, why):
+    code, out = check(tmp_path, capsys, *_storage_pair(**kw))
+    assert code in (1, 3) and (out["notChecked"] or rules(out, "error")), why
+    assert not (code == 0 and out["results"]), why
