@@ -23,8 +23,8 @@ import yaml
 
 from pdd_operator.cli import main
 from pdd_operator.controller.webhook import review
-from pdd_operator.vllm.foreign_flags import FOREIGN_FLAGS, foreign_flags
 from pdd_operator.vllm.flags import parse_flags
+from pdd_operator.vllm.foreign_flags import FOREIGN_FLAGS, foreign_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 SET = ROOT / "tests" / "unit" / "data" / "public_reports_109" / "inputs"

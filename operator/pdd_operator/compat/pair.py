@@ -33,6 +33,7 @@ from pdd_operator.vllm.expansion import (
 )
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
+from pdd_operator.vllm.foreign_flags import foreign_flags
 from pdd_operator.vllm.grpc_server import GRPC_SERVER_MODULES
 from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
@@ -43,7 +44,6 @@ from pdd_operator.vllm.max_model_len import CONFIG_OVERRIDE_FLAGS
 from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.moriio_ports import moriio_listener_ports
-from pdd_operator.vllm.foreign_flags import foreign_flags
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.rocm_nixl import installs_nixl
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
