@@ -34,7 +34,7 @@ class ForeignFlag:
 
     Attributes:
         owner: whose flag it is (the framework and, where it helps, the release line that had it).
-        instead: the vLLM setting (or the operator's field) that does the same job, or what to do instead.
+        instead: a clause for the fix: vLLM's nearest setting, or that vLLM has none.
     """
 
     owner: str
@@ -48,42 +48,53 @@ _TRTLLM = "TensorRT-LLM's trtllm-serve"
 
 #: Long flag name (dashes, as :func:`pdd_operator.vllm.flags.parse_flags` normalises it) -> whose flag it is.
 FOREIGN_FLAGS: dict[str, ForeignFlag] = {
-    "--max-local-prefill-length": ForeignFlag(_DYNAMO_SDK, "remove it: the router decides which requests go to "
-                                              "prefill (conditional disaggregation is not a vLLM setting)"),
-    "--max-prefill-queue-size": ForeignFlag(_DYNAMO_SDK, "remove it (Dynamo's prefill queue, not vLLM's)"),
-    "--remote-prefill": ForeignFlag(_DYNAMO_SDK, "remove it: --kv-transfer-config makes the engine a P/D role"),
-    "--conditional-disagg": ForeignFlag(_DYNAMO_SDK, "remove it (a Dynamo router setting)"),
-    "--is-prefill-worker": ForeignFlag(_DYNAMO, "remove it: vllm serve takes its role from --kv-transfer-config"),
-    "--is-decode-worker": ForeignFlag(_DYNAMO, "remove it: vllm serve takes its role from --kv-transfer-config"),
-    "--disaggregation-mode": ForeignFlag(f"{_DYNAMO} and {_SGLANG}",
-                                         "remove it: vllm serve takes its role from --kv-transfer-config"),
-    "--migration-limit": ForeignFlag(_DYNAMO, "remove it (request migration is Dynamo's)"),
-    "--router-mode": ForeignFlag("Dynamo's frontend", "remove it (a router setting, not an engine's)"),
-    "--dyn-tool-call-parser": ForeignFlag(_DYNAMO, "--tool-call-parser"),
-    "--dyn-reasoning-parser": ForeignFlag(_DYNAMO, "--reasoning-parser"),
-    "--custom-jinja-template": ForeignFlag(_DYNAMO, "--chat-template"),
-    "--tp-size": ForeignFlag(f"{_SGLANG} and {_TRTLLM}", "--tensor-parallel-size"),
-    "--dp-size": ForeignFlag(_SGLANG, "--data-parallel-size"),
-    "--ep-size": ForeignFlag(f"{_SGLANG} and {_TRTLLM}", "--enable-expert-parallel"),
-    "--mem-fraction-static": ForeignFlag(_SGLANG, "--gpu-memory-utilization"),
-    "--disaggregation-transfer-backend": ForeignFlag(_SGLANG, "--kv-transfer-config"),
-    "--disaggregation-bootstrap-port": ForeignFlag(_SGLANG, "VLLM_NIXL_SIDE_CHANNEL_PORT"),
-    "--disaggregation-ib-device": ForeignFlag(_SGLANG, "UCX_NET_DEVICES"),
-    "--chunked-prefill-size": ForeignFlag(_SGLANG, "--max-num-batched-tokens"),
-    "--context-length": ForeignFlag(_SGLANG, "--max-model-len"),
-    "--enable-dp-attention": ForeignFlag(_SGLANG, "--data-parallel-size with --enable-expert-parallel"),
-    "--moe-a2a-backend": ForeignFlag(_SGLANG, "--all2all-backend"),
-    "--dist-init-addr": ForeignFlag(_SGLANG, "--data-parallel-address"),
-    "--max-running-requests": ForeignFlag(_SGLANG, "--max-num-seqs"),
-    "--cuda-graph-max-bs": ForeignFlag(_SGLANG, "the CUDA graph capture sizes of --compilation-config"),
-    "--schedule-policy": ForeignFlag(_SGLANG, "--scheduling-policy"),
-    "--max-total-tokens": ForeignFlag(_SGLANG, "--kv-cache-memory-bytes or --num-gpu-blocks-override"),
-    "--max-batch-size": ForeignFlag(_TRTLLM, "--max-num-seqs"),
-    "--max-num-tokens": ForeignFlag(_TRTLLM, "--max-num-batched-tokens"),
-    "--kv-cache-free-gpu-memory-fraction": ForeignFlag(_TRTLLM, "--gpu-memory-utilization"),
-    "--extra-llm-api-options": ForeignFlag(_TRTLLM, "the vLLM flags themselves"),
-    "--connector": ForeignFlag(f"{_DYNAMO} (deprecated from ai-dynamo 1.0) and llm-d's routing sidecar",
-                               "--kv-transfer-config"),
+    "--max-local-prefill-length": ForeignFlag(
+        _DYNAMO_SDK,
+        "vLLM has no such setting: the router decides which requests go to prefill"),
+    "--max-prefill-queue-size": ForeignFlag(_DYNAMO_SDK, "vLLM has no such setting: the prefill queue was Dynamo's"),
+    "--remote-prefill": ForeignFlag(
+        _DYNAMO_SDK,
+        "vLLM has no such setting: --kv-transfer-config makes the engine a P/D role"),
+    "--conditional-disagg": ForeignFlag(
+        _DYNAMO_SDK,
+        "vLLM has no such setting: conditional disaggregation is the router's"),
+    "--is-prefill-worker": ForeignFlag(
+        _DYNAMO,
+        "vLLM has no such setting: vllm serve takes its role from --kv-transfer-config"),
+    "--is-decode-worker": ForeignFlag(
+        _DYNAMO,
+        "vLLM has no such setting: vllm serve takes its role from --kv-transfer-config"),
+    "--disaggregation-mode": ForeignFlag(
+        f"{_DYNAMO} and {_SGLANG}",
+        "vLLM has no such setting: vllm serve takes its role from --kv-transfer-config"),
+    "--migration-limit": ForeignFlag(_DYNAMO, "vLLM has no such setting: request migration is Dynamo's"),
+    "--router-mode": ForeignFlag("Dynamo's frontend", "vLLM has no such setting: it is a router's, not an engine's"),
+    "--dyn-tool-call-parser": ForeignFlag(_DYNAMO, "vLLM's own is --tool-call-parser"),
+    "--dyn-reasoning-parser": ForeignFlag(_DYNAMO, "vLLM's own is --reasoning-parser"),
+    "--custom-jinja-template": ForeignFlag(_DYNAMO, "vLLM's own is --chat-template"),
+    "--tp-size": ForeignFlag(f"{_SGLANG} and {_TRTLLM}", "vLLM's own is --tensor-parallel-size"),
+    "--dp-size": ForeignFlag(_SGLANG, "vLLM's own is --data-parallel-size"),
+    "--ep-size": ForeignFlag(f"{_SGLANG} and {_TRTLLM}", "vLLM's own is --enable-expert-parallel"),
+    "--mem-fraction-static": ForeignFlag(_SGLANG, "vLLM's own is --gpu-memory-utilization"),
+    "--disaggregation-transfer-backend": ForeignFlag(_SGLANG, "vLLM's own is --kv-transfer-config"),
+    "--disaggregation-bootstrap-port": ForeignFlag(_SGLANG, "vLLM's own is VLLM_NIXL_SIDE_CHANNEL_PORT"),
+    "--disaggregation-ib-device": ForeignFlag(_SGLANG, "vLLM's own is UCX_NET_DEVICES"),
+    "--chunked-prefill-size": ForeignFlag(_SGLANG, "vLLM's own is --max-num-batched-tokens"),
+    "--context-length": ForeignFlag(_SGLANG, "vLLM's own is --max-model-len"),
+    "--enable-dp-attention": ForeignFlag(_SGLANG, "vLLM's own is --data-parallel-size with --enable-expert-parallel"),
+    "--moe-a2a-backend": ForeignFlag(_SGLANG, "vLLM's own is --all2all-backend"),
+    "--dist-init-addr": ForeignFlag(_SGLANG, "vLLM's own is --data-parallel-address"),
+    "--max-running-requests": ForeignFlag(_SGLANG, "vLLM's own is --max-num-seqs"),
+    "--cuda-graph-max-bs": ForeignFlag(_SGLANG, "vLLM's own is the CUDA graph capture sizes of --compilation-config"),
+    "--schedule-policy": ForeignFlag(_SGLANG, "vLLM's own is --scheduling-policy"),
+    "--max-total-tokens": ForeignFlag(_SGLANG, "vLLM's own is --kv-cache-memory-bytes or --num-gpu-blocks-override"),
+    "--max-batch-size": ForeignFlag(_TRTLLM, "vLLM's own is --max-num-seqs"),
+    "--max-num-tokens": ForeignFlag(_TRTLLM, "vLLM's own is --max-num-batched-tokens"),
+    "--kv-cache-free-gpu-memory-fraction": ForeignFlag(_TRTLLM, "vLLM's own is --gpu-memory-utilization"),
+    "--extra-llm-api-options": ForeignFlag(_TRTLLM, "vLLM takes its own flags instead"),
+    "--connector": ForeignFlag(
+        f"{_DYNAMO} (deprecated from ai-dynamo 1.0) and llm-d's routing sidecar",
+        "vLLM's own is --kv-transfer-config"),
 }
 
 

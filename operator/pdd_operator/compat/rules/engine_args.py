@@ -287,8 +287,8 @@ def check_foreign_flags(pair: PDPair) -> list[Violation]:
             out.append((f"{r.role}: {flag} is a flag of {foreign.owner}, not of vLLM: {where} defines no such option, "
                         f"so its argument parser stops with 'unrecognized arguments: {flag}' and the {r.role} server "
                         "never starts.",
-                        fix_for(pair, f"Remove {flag} from spec.{r.role}.extraArgs (vLLM: {foreign.instead}).",
-                                f"Remove {flag} from the {r.role} container's arguments (vLLM: {foreign.instead}).")))
+                        fix_for(pair, f"Remove {flag} from spec.{r.role}.extraArgs; {foreign.instead}.",
+                                f"Remove {flag} from the {r.role} container's arguments; {foreign.instead}.")))
     return out
 
 
