@@ -508,7 +508,7 @@ def pod_dp_ranks(members: list[tuple[RoleConfig, dict]]) -> list[int | None]:
 
     keys = [key(config, flags) for config, flags in members]
     out: list[int | None] = []
-    for (config, _), k in zip(members, keys, strict=True):
+    for k in keys:
         peers = [c for (c, _), other in zip(members, keys, strict=True) if k is not None and other == k]
         out.append(sum(c.dp_local or 0 for c in peers) if len(peers) > 1 else None)
     return out
