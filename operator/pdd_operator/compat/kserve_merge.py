@@ -22,6 +22,9 @@ import copy
 import re
 from typing import Any
 
+from pdd_operator.compat.templated import TEMPLATE_MODEL_PATH
+from pdd_operator.vllm.known_models import derived_config, known_config
+
 #: The KServe kinds merged here.
 SERVICE_KIND = "LLMInferenceService"
 CONFIG_KIND = "LLMInferenceServiceConfig"
@@ -190,3 +193,34 @@ def well_known_configs(spec: dict, role: str) -> list[str]:
         names = ["kserve-config-llm-template" if variant == "-template" else "kserve-config-llm" + variant]
     refs = spec.get("baseRefs") if isinstance(spec.get("baseRefs"), list) else []
     return names + [str(r["name"]) for r in refs if isinstance(r, dict) and r.get("name") and r["name"] not in names]
+
+
+#: ``hf://owner/model[:revision]``, as KServe's storage initializer reads it (python/storage/kserve_storage/
+#: kserve_storage.py ``_download_hf``, v0.17.0 l.538-548: exactly two path parts, a ``:revision`` on the model).
+_HF_URI = re.compile(r"^hf://([^/\s:]+/[^/\s:]+)(?::[^/\s]+)?/?$")
+
+
+def model_source(spec: dict) -> tuple[str | None, str]:
+    """The Hugging Face id whose checkpoint an LLMInferenceService ``spec`` (merged over its configs) puts in
+    ``/mnt/models`` (:data:`~pdd_operator.compat.templated.TEMPLATE_MODEL_PATH`: KServe's storage initializer, or a
+    ``pvc://`` volume, mounts there: kserve v0.16.0 pkg/constants/constants.go ``DefaultModelLocalMountPath`` l.411,
+    pkg/controller/v1alpha1/llmisvc/workload_storage.go l.126, l.246-249), and a note saying how it was read (or
+    why none could be). ``spec.model.uri`` ``hf://owner/model[:revision]`` gives ``owner/model``; any other uri
+    (``pvc://``, ``oci://``, ``s3://``, ...) names no model, and then ``spec.model.name`` (the name KServe's
+    templates serve it as, ``--served-model-name``) is taken where it is a checkpoint the table knows
+    (:func:`~pdd_operator.vllm.known_models.known_config`, :func:`~pdd_operator.vllm.known_models.derived_config`).
+    ``(None, "")`` where ``spec.model`` gives no uri."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    uri = str(model.get("uri") or "").strip()
+    if not uri:
+        return None, ""
+    if (m := _HF_URI.match(uri)) is not None:
+        return m.group(1), (f"KServe's storage initializer puts spec.model.uri {uri} in {TEMPLATE_MODEL_PATH}: read as "
+                            f"{m.group(1)}")
+    name = str(model.get("name") or "").strip()
+    scheme = uri.split("://", 1)[0] + "://" if "://" in uri else uri
+    if name and "{{" not in name and (known_config(name) is not None or derived_config(name) is not None):
+        return name, (f"{TEMPLATE_MODEL_PATH} holds spec.model.uri {uri}, a {scheme} uri that names no model; read as "
+                      f"spec.model.name {name}, the known checkpoint KServe serves it as")
+    return None, (f"{TEMPLATE_MODEL_PATH} holds spec.model.uri {uri}, a {scheme} uri that names no model"
+                  + (f", and spec.model.name {name} is no checkpoint this checker knows" if name else ""))
