@@ -138,3 +138,117 @@ def test_a_service_without_prefill_and_without_connector_stays_aggregated(tmp_pa
                                     "template": {"containers": [_own("vllm/vllm-openai:v0.11.0", 8000, [], False)]}}})
     _, out = _check(tmp_path, capsys, text, "agg.yaml")
     assert not out.get("notChecked") and not out["results"], out
+
+
+# --- 2. which user parts KServe's well-known templates read, by release ---------------------------------------------
+
+ADDITIONAL = "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
+
+
+def _controller(tag: str, registry: str = "") -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "llmisvc-controller-manager", "namespace": "kserve"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "manager", "image": f"{registry}kserve/llmisvc-controller:{tag}"}]}}}}
+
+
+def _templated(additional: str = ADDITIONAL, args: list[str] | None = None, side: bool = False,
+               api: str = "v1alpha2") -> dict:
+    """A P/D service whose two main containers are left to KServe's single-node templates, the connector in their
+    ``VLLM_ADDITIONAL_ARGS`` (or ``args``), no side-channel host (a refusal wherever the connector is read)."""
+    def main() -> dict:
+        env = [{"name": "VLLM_ADDITIONAL_ARGS", "value": additional}] if additional else []
+        return {"name": "main", "env": env + ([POD_IP] if side else []), **({"args": args} if args else {})}
+    return {"apiVersion": f"serving.kserve.io/{api}", "kind": "LLMInferenceService",
+            "metadata": {"name": "tpl", "namespace": "llm"},
+            "spec": {"model": {"uri": "hf://Qwen/Qwen3-8B", "name": "qwen"},
+                     "prefill": {"template": {"containers": [main()]}}, "template": {"containers": [main()]}}}
+
+
+@pytest.mark.parametrize(("release", "data_parallel", "reads"), [
+    (None, False, (True, True)),
+    ((0, 16, 0), False, (False, True)),
+    ((0, 16, 0), True, (True, False)),
+    ((0, 17, 1), False, (False, True)),
+    ((0, 17, 0), True, (True, True)),
+    ((0, 18, 0), False, (True, True)),
+    ((0, 20, 0), True, (True, True)),
+])
+def test_the_user_parts_each_release_reads(release, data_parallel, reads):
+    from pdd_operator.compat.templated import template_reads
+
+    assert template_reads(release, data_parallel) == reads
+
+
+@pytest.mark.parametrize(("docs", "release"), [
+    ([_controller("v0.17.0")], (0, 17, 0)),
+    ([_controller("v0.18.1", "quay.io/")], (0, 18, 1)),
+    ([{"kind": "ConfigMap", "metadata": {"name": "x", "labels": {"helm.sh/chart": "kserve-llmisvc-resources-v0.16.0"}}}],
+     (0, 16, 0)),
+    ([{"kind": "LLMInferenceServiceConfig", "metadata": {"name": "kserve-config-llm-template",
+                                                         "labels": {"app.kubernetes.io/version": "v0.20.0"}}}],
+     (0, 20, 0)),
+    ([{"kind": "LLMInferenceServiceConfig", "metadata": {"name": "my-config",  # a user's own config: no release
+                                                         "labels": {"app.kubernetes.io/version": "v3"}}}], None),
+    ([_controller("v0.17.0"), _controller("v0.18.0")], None),  # two releases: none is known
+    ([_controller("latest")], None),
+    ([_templated()], None),
+])
+def test_the_kserve_release_the_files_show(docs, release):
+    from pdd_operator.compat.kserve_merge import kserve_release
+
+    assert kserve_release(docs) == release
+
+
+@pytest.mark.parametrize("tag", ["v0.16.0", "v0.17.0", "v0.17.1"])
+def test_additional_args_the_release_never_reads_configure_no_connector(tmp_path, capsys, tag):
+    text = yaml.safe_dump_all([_templated(), _controller(tag)], sort_keys=False)
+    code, out = _check(tmp_path, capsys, text, "tpl.yaml")
+    assert "side-channel-host-not-routable" not in _rules(out), out  # no connector is read: no NIXL handshake
+    message = _messages(out, "kv-connector-missing")
+    assert f"KServe {tag[1:]}'s templates" in message and "never read VLLM_ADDITIONAL_ARGS" in message, out
+    assert not _errors(out) and code == 3, out
+
+
+@pytest.mark.parametrize("tag", ["v0.18.0", "v0.19.0", "v0.20.0"])
+def test_additional_args_a_later_release_reads_are_judged(tmp_path, capsys, tag):
+    text = yaml.safe_dump_all([_templated(), _controller(tag)], sort_keys=False)
+    code, out = _check(tmp_path, capsys, text, "tpl.yaml")
+    assert code == 1 and "side-channel-host-not-routable" in _errors(out), out
+    reasons = " ".join(u["reason"] for u in out["notChecked"])
+    assert f"KServe {tag[1:]}'s template appends VLLM_ADDITIONAL_ARGS and args" in reasons, out
+
+
+@pytest.mark.parametrize("tag", ["v0.16.0", "v0.17.0", "v0.20.0"])
+def test_a_connector_in_args_is_read_on_every_release(tmp_path, capsys, tag):
+    args = ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}']
+    text = yaml.safe_dump_all([_templated("", args), _controller(tag)], sort_keys=False)
+    code, out = _check(tmp_path, capsys, text, "tpl.yaml")
+    assert code == 1 and "side-channel-host-not-routable" in _errors(out), out
+
+
+def test_an_unknown_release_is_read_as_the_newest_templates_and_says_so(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, yaml.safe_dump(_templated(), sort_keys=False), "tpl.yaml")
+    assert code == 1 and "side-channel-host-not-routable" in _errors(out), out
+    reasons = " ".join(u["reason"] for u in out["notChecked"])
+    assert "read as KServe v0.18.0 and later run it" in reasons and "the KServe release is not in these files" in reasons
+
+
+def test_a_startup_refusal_from_additional_args_follows_the_release():
+    from pdd_operator.compat.templated import template_reads, templated_findings
+
+    main = {"name": "main", "image": "vllm/vllm-openai:v0.33.0",
+            "env": [{"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"},
+                    {"name": "VLLM_ADDITIONAL_ARGS", "value": ADDITIONAL}]}
+    assert templated_findings(main, "x", template_reads((0, 18, 0), False))
+    assert templated_findings(main, "x", template_reads((0, 17, 0), False)) == ()  # the connector is never read
+    assert templated_findings(main, "x", template_reads((0, 17, 0), True))  # -worker-data-parallel reads it
+
+
+def test_v0_16_data_parallel_args_replace_the_templates_script():
+    from pdd_operator.compat.templated import template_engine, template_reads
+
+    main = {"name": "main", "args": ["--max-model-len", "4096"]}
+    assert template_engine(main, "m", template_reads((0, 16, 0), True)) is None
+    assert template_engine(main, "m", template_reads((0, 17, 0), True))["command"][-2:] == ["--max-model-len", "4096"]
+    assert template_engine(main, "m", template_reads((0, 17, 0), False))["command"][-2:] == ["--max-model-len", "4096"]

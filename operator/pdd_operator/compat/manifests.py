@@ -56,7 +56,7 @@ from pdd_operator.compat.dynamo_resources import (
     service_resources,
     with_service_resources,
 )
-from pdd_operator.compat.kserve_merge import model_source, well_known_configs
+from pdd_operator.compat.kserve_merge import model_source, release_of, template_variant, well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
@@ -64,13 +64,16 @@ from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.rules.engine_args import malformed_option_findings
 from pdd_operator.compat.templated import (
+    ADDITIONAL_ARGS_ENV,
     TEMPLATE_MODEL_PATH,
+    Reads,
     own_line_without_connector,
     template_engine,
+    template_reads,
     templated_findings,
     templated_pair_findings,
 )
-from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
+from pdd_operator.vllm.args import POD_IP, container_env, container_launches, env_values, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, shell_operands, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
@@ -78,6 +81,7 @@ from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
+    Version,
     custom_tag_version,
     dev_build,
     dev_build_note,
@@ -1038,7 +1042,7 @@ def _modelbooster_pods(spec: dict) -> list[dict] | None:
 _KSERVE_TEMPLATES = (("prefill", "template"), ("prefill", "worker"), ("template",), ("worker",))
 
 
-def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unreadable]]:
+def _kserve_templated(spec: dict, origin: str, release: Version | None = None) -> tuple[frozenset[int], list[Unreadable]]:
     """The ``main`` containers whose command KServe supplies (their ``id``, for the walk to skip), and those of a
     P/D service as Unreadable.
 
@@ -1051,11 +1055,14 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     service is P/D (``spec.prefill`` set, or KV transfer named in its args or env); otherwise it is left out
     silently, as an aggregated server is. What vLLM refuses in such a container for its image, env and user args
     alone (:func:`~pdd_operator.compat.templated.templated_findings`) rides on its Unreadable as ``findings``.
+    ``release``: the KServe release the files name (:func:`~pdd_operator.compat.kserve_merge.kserve_release`), whose
+    templates decide which user parts are read (:func:`~pdd_operator.compat.templated.template_reads`); ``None``
+    reads them as KServe v0.18.0 and later do.
     """
     pd = isinstance(spec.get("prefill"), dict)
     skip: set[int] = set()
     unreadable: list[Unreadable] = []
-    mains: dict[tuple[str, ...], tuple[dict, int]] = {}  # P/D main containers: keys -> (container, its Unreadable)
+    mains: dict[tuple[str, ...], tuple[dict, int, Reads]] = {}  # P/D mains: keys -> (container, Unreadable, reads)
     for keys in _KSERVE_TEMPLATES:
         parent: Any = spec
         for key in keys:
@@ -1070,21 +1077,32 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
             if pd or _PD_MARKER.search(repr([c.get("args"), c.get("env")])):
                 role = "prefill" if keys[0] == "prefill" else ("decode" if pd else "P/D")
                 where = f"{origin} spec.{'.'.join(keys)}.containers(main)"
-                refused = templated_findings(c, where)
+                part = spec["prefill"] if keys[0] == "prefill" else spec
+                reads = template_reads(release, template_variant(part) == "-worker-data-parallel")
+                refused = templated_findings(c, where, reads)
                 if pd:
-                    mains[keys] = (c, len(unreadable))
+                    mains[keys] = (c, len(unreadable), reads)
                 configs = ", ".join(well_known_configs(spec, role))
+                if release is None:
+                    taken = (f"read as KServe v0.18.0 and later run it: {ADDITIONAL_ARGS_ENV} and args appended; "
+                             f"v0.16/v0.17's single-node templates never read {ADDITIONAL_ARGS_ENV}, and the KServe "
+                             "release is not in these files")
+                else:
+                    parts = [n for n, r in zip((ADDITIONAL_ARGS_ENV, "args"), reads, strict=True) if r]
+                    taken = (f"KServe {fmt(release)}'s template appends {' and '.join(parts)} to vllm serve /mnt/models"
+                             + ("" if reads[0] else f" and never reads {ADDITIONAL_ARGS_ENV}")
+                             + ("" if reads[1] else "; the container's own args replace its script"))
                 unreadable.append(Unreadable(
                     where,
                     f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates ({configs}: "
                     "the container has no command, and KServe's template replaces the image's entrypoint), which are "
                     "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
                     "templates set no --kv-transfer-config at all); give the container an explicit command, or the "
-                    "configs' files, to have it checked", refused,
+                    f"configs' files, to have it checked ({taken})", refused,
                     fmt(version_from_image(str(c.get("image") or ""))) if refused else "unknown"))
     if ("prefill", "template") in mains and ("template",) in mains:
-        (p, at), (d, _) = mains[("prefill", "template")], mains[("template",)]
-        found = _templated_pair(spec, origin, p, d)
+        (p, at, p_reads), (d, _, d_reads) = mains[("prefill", "template")], mains[("template",)]
+        found = _templated_pair(spec, origin, (p, p_reads), (d, d_reads), release)
         if found:
             u = unreadable[at]
             version = fmt(version_from_image(str(p.get("image") or "")))
@@ -1093,15 +1111,17 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     return frozenset(skip), unreadable
 
 
-def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tuple[Finding, ...]:
-    """What a KServe P/D service's two templated ``main`` engines (``spec.prefill.template`` and ``spec.template``)
-    fail on from their user part alone (:func:`~pdd_operator.compat.templated.templated_pair_findings`), each read
-    as KServe's template runs it (:func:`~pdd_operator.compat.templated.template_engine`); ``()`` for none."""
+def _templated_pair(spec: dict, origin: str, prefill: tuple[dict, Reads], decode: tuple[dict, Reads],
+                    release: Version | None = None) -> tuple[Finding, ...]:
+    """What a KServe P/D service's two templated ``main`` engines (``spec.prefill.template`` and ``spec.template``,
+    each with the user parts its template reads) fail on from their user part alone
+    (:func:`~pdd_operator.compat.templated.templated_pair_findings`), each read as KServe ``release``'s template runs
+    it (:func:`~pdd_operator.compat.templated.template_engine`); ``()`` for none."""
     model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
     served = str(model["name"]) if model.get("name") else None
     engines = []
-    for role, c, keys in (("prefill", prefill, "spec.prefill.template"), ("decode", decode, "spec.template")):
-        run = template_engine(c, served)
+    for role, (c, reads), keys in (("prefill", prefill, "spec.prefill.template"), ("decode", decode, "spec.template")):
+        run = template_engine(c, served, reads)
         if run is None:
             return ()
         image = str(c.get("image") or "")
@@ -1114,8 +1134,10 @@ def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tup
                               container=f"{origin} {keys}", flags_key="env"))
     offloading = frozenset(role for role, part in (("prefill", spec.get("prefill")), ("decode", spec))
                            if isinstance(part, dict) and part.get("kvCacheOffloading"))
+    unread = any(not reads[0] and env_values(c.get("env")).get(ADDITIONAL_ARGS_ENV) for c, reads in (prefill, decode))
     return templated_pair_findings(_pair(*engines, "KServe spec.prefill and spec.template (the user's part of "
-                                                    "the templates' vllm serve lines)"), offloading)
+                                                    "the templates' vllm serve lines)"), offloading,
+                                   fmt(release) if unread and release else "")
 
 
 def _with_model_source(config: RoleConfig, spec: dict) -> RoleConfig:
@@ -1392,7 +1414,7 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
     skip: frozenset[int] = frozenset()
     if doc.get("kind") in _KSERVE_LLM_KINDS:
-        skip, templated = _kserve_templated(spec, origin)
+        skip, templated = _kserve_templated(spec, origin, release_of(doc))
         found.extend(templated)
     if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
