@@ -195,7 +195,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         makefile_recipes,
         with_image_builds,
     )
-    from pdd_operator.compat.kserve_merge import merge_base_refs
+    from pdd_operator.compat.kserve_merge import merge_base_refs, with_kserve_release
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -262,7 +262,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                      "or write the container's command")
     _read_compose(all_docs, engines, unreadable)
     _read_launcher_configs(all_docs, engines, unreadable)
-    all_docs = merge_base_refs(all_docs)  # a KServe service over the LLMInferenceServiceConfigs it names
+    all_docs = merge_base_refs(with_kserve_release(all_docs))  # a KServe service over the configs it names
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     given = frozenset(Path(p).resolve() for p in all_docs if p != "-")

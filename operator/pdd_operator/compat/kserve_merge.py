@@ -22,6 +22,10 @@ import copy
 import re
 from typing import Any
 
+from pdd_operator.compat.templated import TEMPLATE_MODEL_PATH
+from pdd_operator.vllm.known_models import derived_config, known_config
+from pdd_operator.vllm.versions import Version, fmt, parse_version
+
 #: The KServe kinds merged here.
 SERVICE_KIND = "LLMInferenceService"
 CONFIG_KIND = "LLMInferenceServiceConfig"
@@ -160,7 +164,7 @@ def merge_base_refs(all_docs: dict[str, list]) -> dict[str, list]:
     return {path: [replaced.get(id(d), d) for d in ds if id(d) not in used] for path, ds in all_docs.items()}
 
 
-def _parallel(part: dict) -> str:
+def template_variant(part: dict) -> str:
     """``-worker-data-parallel``, ``-worker-pipeline-parallel`` or ``-template``: the well-known config variant KServe
     picks for one workload part (``spec`` or ``spec.prefill``) of a service (v0.16.0 config_merge.go l.121-158: a
     ``worker`` with ``parallelism.data`` or ``dataLocal`` > 0, then ``pipeline`` > 0; types_func.go IsDataParallel,
@@ -182,11 +186,99 @@ def well_known_configs(spec: dict, role: str) -> list[str]:
     l.121-158), then the ``baseRefs`` still named (those not merged from the files, :func:`merged_service`)."""
     prefill = spec.get("prefill")
     if role == "prefill" and isinstance(prefill, dict):
-        names = ["kserve-config-llm-prefill" + _parallel(prefill)]
+        names = ["kserve-config-llm-prefill" + template_variant(prefill)]
     elif isinstance(prefill, dict):
-        names = ["kserve-config-llm-decode" + _parallel(spec)]
+        names = ["kserve-config-llm-decode" + template_variant(spec)]
     else:
-        variant = _parallel(spec)
+        variant = template_variant(spec)
         names = ["kserve-config-llm-template" if variant == "-template" else "kserve-config-llm" + variant]
     refs = spec.get("baseRefs") if isinstance(spec.get("baseRefs"), list) else []
     return names + [str(r["name"]) for r in refs if isinstance(r, dict) and r.get("name") and r["name"] not in names]
+
+
+#: ``hf://owner/model[:revision]``, as KServe's storage initializer reads it (python/storage/kserve_storage/
+#: kserve_storage.py ``_download_hf``, v0.17.0 l.538-548: exactly two path parts, a ``:revision`` on the model).
+_HF_URI = re.compile(r"^hf://([^/\s:]+/[^/\s:]+)(?::[^/\s]+)?/?$")
+
+
+def model_source(spec: dict) -> tuple[str | None, str]:
+    """The Hugging Face id whose checkpoint an LLMInferenceService ``spec`` (merged over its configs) puts in
+    ``/mnt/models`` (:data:`~pdd_operator.compat.templated.TEMPLATE_MODEL_PATH`: KServe's storage initializer, or a
+    ``pvc://`` volume, mounts there: kserve v0.16.0 pkg/constants/constants.go ``DefaultModelLocalMountPath`` l.411,
+    pkg/controller/v1alpha1/llmisvc/workload_storage.go l.126, l.246-249), and a note saying how it was read (or
+    why none could be). ``spec.model.uri`` ``hf://owner/model[:revision]`` gives ``owner/model``; any other uri
+    (``pvc://``, ``oci://``, ``s3://``, ...) names no model, and then ``spec.model.name`` (the name KServe's
+    templates serve it as, ``--served-model-name``) is taken where it is a checkpoint the table knows
+    (:func:`~pdd_operator.vllm.known_models.known_config`, :func:`~pdd_operator.vllm.known_models.derived_config`).
+    ``(None, "")`` where ``spec.model`` gives no uri."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    uri = str(model.get("uri") or "").strip()
+    if not uri:
+        return None, ""
+    if (m := _HF_URI.match(uri)) is not None:
+        return m.group(1), (f"KServe's storage initializer puts spec.model.uri {uri} in {TEMPLATE_MODEL_PATH}: read as "
+                            f"{m.group(1)}")
+    name = str(model.get("name") or "").strip()
+    scheme = uri.split("://", 1)[0] + "://" if "://" in uri else uri
+    if name and "{{" not in name and (known_config(name) is not None or derived_config(name) is not None):
+        return name, (f"{TEMPLATE_MODEL_PATH} holds spec.model.uri {uri}, a {scheme} uri that names no model; read as "
+                      f"spec.model.name {name}, the known checkpoint KServe serves it as")
+    return None, (f"{TEMPLATE_MODEL_PATH} holds spec.model.uri {uri}, a {scheme} uri that names no model"
+                  + (f", and spec.model.name {name} is no checkpoint this checker knows" if name else ""))
+
+
+#: The key :func:`with_kserve_release` adds to each LLMInferenceService(Config) document: the KServe release the files
+#: show (``"0.17.0"``), read back by :func:`release_of`. Not a Kubernetes field: the checker's own note on the document.
+RELEASE_KEY = "x-pdd-kserve-release"
+
+#: The image of KServe's LLMInferenceService controller (config/llmisvc/manager.yaml, the release manifests'
+#: ``kserve/llmisvc-controller:vX.Y.Z``; charts/kserve-llmisvc-resources values ``kserve.llmisvc.controller.image``).
+_CONTROLLER_IMAGE = re.compile(r"(?:^|/)llmisvc-controller:v?(\d+\.\d+\.\d+)(?:$|[^\d.])")
+#: The Helm chart label of KServe's charts (``helm.sh/chart: kserve-llmisvc-resources-v0.17.0``).
+_CHART_LABEL = re.compile(r"^kserve(?:-[a-z]+)*-v?(\d+\.\d+\.\d+)$")
+
+
+def _images(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["image"]] if isinstance(node.get("image"), str) else []
+        return own + [i for v in node.values() for i in _images(v)]
+    if isinstance(node, list):
+        return [i for v in node for i in _images(v)]
+    return []
+
+
+def kserve_release(docs: list[dict]) -> Version | None:
+    """The KServe release the documents ``docs`` show, or ``None`` where none or several do: the tag of the
+    llmisvc controller's image in any document (``kserve/llmisvc-controller:v0.17.0``), the ``helm.sh/chart`` label
+    of a KServe chart (``kserve-llmisvc-resources-v0.17.0``), or the ``app.kubernetes.io/version`` label of one of
+    KServe's well-known LLMInferenceServiceConfigs (``kserve-config-llm-*``, as a cluster dump holds them)."""
+    found: set[Version] = set()
+    for doc in docs:
+        for image in _images(doc):
+            if (m := _CONTROLLER_IMAGE.search(image)) and (v := parse_version(m.group(1))):
+                found.add(v)
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        if (m := _CHART_LABEL.match(str(labels.get("helm.sh/chart") or ""))) and (v := parse_version(m.group(1))):
+            found.add(v)
+        if (doc.get("kind") == CONFIG_KIND and str(meta.get("name") or "").startswith("kserve-config-llm")
+                and (v := parse_version(str(labels.get("app.kubernetes.io/version") or "")))):
+            found.add(v)
+    return found.pop() if len(found) == 1 else None
+
+
+def with_kserve_release(all_docs: dict[str, list]) -> dict[str, list]:
+    """``all_docs`` (file -> documents) with the KServe release of :func:`kserve_release` noted under
+    :data:`RELEASE_KEY` on every LLMInferenceService and LLMInferenceServiceConfig (new documents); unchanged where
+    the files show no single release."""
+    release = kserve_release([d for ds in all_docs.values() for d in ds if isinstance(d, dict)])
+    if release is None:
+        return all_docs
+    note = lambda d: {**d, RELEASE_KEY: fmt(release)} if isinstance(d, dict) and d.get("kind") in (  # noqa: E731
+        SERVICE_KIND, CONFIG_KIND) else d
+    return {path: [note(d) for d in ds] for path, ds in all_docs.items()}
+
+
+def release_of(doc: dict) -> Version | None:
+    """The KServe release :func:`with_kserve_release` noted on ``doc``, or ``None``."""
+    return parse_version(str(doc.get(RELEASE_KEY) or ""))

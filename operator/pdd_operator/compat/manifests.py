@@ -56,7 +56,7 @@ from pdd_operator.compat.dynamo_resources import (
     service_resources,
     with_service_resources,
 )
-from pdd_operator.compat.kserve_merge import well_known_configs
+from pdd_operator.compat.kserve_merge import model_source, release_of, template_variant, well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
@@ -64,12 +64,16 @@ from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.rules.engine_args import malformed_option_findings
 from pdd_operator.compat.templated import (
+    ADDITIONAL_ARGS_ENV,
+    TEMPLATE_MODEL_PATH,
+    Reads,
     own_line_without_connector,
     template_engine,
+    template_reads,
     templated_findings,
     templated_pair_findings,
 )
-from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
+from pdd_operator.vllm.args import POD_IP, container_env, container_launches, env_values, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, shell_operands, unknown, unknown_names
 from pdd_operator.vllm.known_bad import nixl_version
@@ -77,6 +81,7 @@ from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.script import Launch, opaque_command
 from pdd_operator.vllm.versions import (
+    Version,
     custom_tag_version,
     dev_build,
     dev_build_note,
@@ -1074,7 +1079,7 @@ def _modelbooster_pods(spec: dict) -> list[dict] | None:
 _KSERVE_TEMPLATES = (("prefill", "template"), ("prefill", "worker"), ("template",), ("worker",))
 
 
-def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unreadable]]:
+def _kserve_templated(spec: dict, origin: str, release: Version | None = None) -> tuple[frozenset[int], list[Unreadable]]:
     """The ``main`` containers whose command KServe supplies (their ``id``, for the walk to skip), and those of a
     P/D service as Unreadable.
 
@@ -1087,11 +1092,14 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     service is P/D (``spec.prefill`` set, or KV transfer named in its args or env); otherwise it is left out
     silently, as an aggregated server is. What vLLM refuses in such a container for its image, env and user args
     alone (:func:`~pdd_operator.compat.templated.templated_findings`) rides on its Unreadable as ``findings``.
+    ``release``: the KServe release the files name (:func:`~pdd_operator.compat.kserve_merge.kserve_release`), whose
+    templates decide which user parts are read (:func:`~pdd_operator.compat.templated.template_reads`); ``None``
+    reads them as KServe v0.18.0 and later do.
     """
     pd = isinstance(spec.get("prefill"), dict)
     skip: set[int] = set()
     unreadable: list[Unreadable] = []
-    mains: dict[tuple[str, ...], tuple[dict, int]] = {}  # P/D main containers: keys -> (container, its Unreadable)
+    mains: dict[tuple[str, ...], tuple[dict, int, Reads]] = {}  # P/D mains: keys -> (container, Unreadable, reads)
     for keys in _KSERVE_TEMPLATES:
         parent: Any = spec
         for key in keys:
@@ -1106,21 +1114,32 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
             if pd or _PD_MARKER.search(repr([c.get("args"), c.get("env")])):
                 role = "prefill" if keys[0] == "prefill" else ("decode" if pd else "P/D")
                 where = f"{origin} spec.{'.'.join(keys)}.containers(main)"
-                refused = templated_findings(c, where)
+                part = spec["prefill"] if keys[0] == "prefill" else spec
+                reads = template_reads(release, template_variant(part) == "-worker-data-parallel")
+                refused = templated_findings(c, where, reads)
                 if pd:
-                    mains[keys] = (c, len(unreadable))
+                    mains[keys] = (c, len(unreadable), reads)
                 configs = ", ".join(well_known_configs(spec, role))
+                if release is None:
+                    taken = (f"read as KServe v0.18.0 and later run it: {ADDITIONAL_ARGS_ENV} and args appended; "
+                             f"v0.16/v0.17's single-node templates never read {ADDITIONAL_ARGS_ENV}, and the KServe "
+                             "release is not in these files")
+                else:
+                    parts = [n for n, r in zip((ADDITIONAL_ARGS_ENV, "args"), reads, strict=True) if r]
+                    taken = (f"KServe {fmt(release)}'s template appends {' and '.join(parts)} to vllm serve /mnt/models"
+                             + ("" if reads[0] else f" and never reads {ADDITIONAL_ARGS_ENV}")
+                             + ("" if reads[1] else "; the container's own args replace its script"))
                 unreadable.append(Unreadable(
                     where,
                     f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates ({configs}: "
                     "the container has no command, and KServe's template replaces the image's entrypoint), which are "
                     "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
                     "templates set no --kv-transfer-config at all); give the container an explicit command, or the "
-                    "configs' files, to have it checked", refused,
+                    f"configs' files, to have it checked ({taken})", refused,
                     fmt(version_from_image(str(c.get("image") or ""))) if refused else "unknown"))
     if ("prefill", "template") in mains and ("template",) in mains:
-        (p, at), (d, _) = mains[("prefill", "template")], mains[("template",)]
-        found = _templated_pair(spec, origin, p, d)
+        (p, at, p_reads), (d, _, d_reads) = mains[("prefill", "template")], mains[("template",)]
+        found = _templated_pair(spec, origin, (p, p_reads), (d, d_reads), release)
         if found:
             u = unreadable[at]
             version = fmt(version_from_image(str(p.get("image") or "")))
@@ -1129,15 +1148,17 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
     return frozenset(skip), unreadable
 
 
-def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tuple[Finding, ...]:
-    """What a KServe P/D service's two templated ``main`` engines (``spec.prefill.template`` and ``spec.template``)
-    fail on from their user part alone (:func:`~pdd_operator.compat.templated.templated_pair_findings`), each read
-    as KServe's template runs it (:func:`~pdd_operator.compat.templated.template_engine`); ``()`` for none."""
+def _templated_pair(spec: dict, origin: str, prefill: tuple[dict, Reads], decode: tuple[dict, Reads],
+                    release: Version | None = None) -> tuple[Finding, ...]:
+    """What a KServe P/D service's two templated ``main`` engines (``spec.prefill.template`` and ``spec.template``,
+    each with the user parts its template reads) fail on from their user part alone
+    (:func:`~pdd_operator.compat.templated.templated_pair_findings`), each read as KServe ``release``'s template runs
+    it (:func:`~pdd_operator.compat.templated.template_engine`); ``()`` for none."""
     model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
     served = str(model["name"]) if model.get("name") else None
     engines = []
-    for role, c, keys in (("prefill", prefill, "spec.prefill.template"), ("decode", decode, "spec.template")):
-        run = template_engine(c, served)
+    for role, (c, reads), keys in (("prefill", prefill, "spec.prefill.template"), ("decode", decode, "spec.template")):
+        run = template_engine(c, served, reads)
         if run is None:
             return ()
         image = str(c.get("image") or "")
@@ -1145,12 +1166,26 @@ def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tup
         text = image_version_text(image) or (fmt(version) if version else None)
         at = f"{origin} {keys}.containers(main)"
         config = replace(role_from_container(role, run, {}, version_text=text), workload_kind=origin.split("/", 1)[0])
+        config = _with_model_source(config, spec)
         engines.append(Engine(where=at, role=role, config=config, pod_id=id(c), role_from="type",
                               container=f"{origin} {keys}", flags_key="env"))
     offloading = frozenset(role for role, part in (("prefill", spec.get("prefill")), ("decode", spec))
                            if isinstance(part, dict) and part.get("kvCacheOffloading"))
+    unread = any(not reads[0] and env_values(c.get("env")).get(ADDITIONAL_ARGS_ENV) for c, reads in (prefill, decode))
     return templated_pair_findings(_pair(*engines, "KServe spec.prefill and spec.template (the user's part of "
-                                                    "the templates' vllm serve lines)"), offloading)
+                                                    "the templates' vllm serve lines)"), offloading,
+                                   fmt(release) if unread and release else "")
+
+
+def _with_model_source(config: RoleConfig, spec: dict) -> RoleConfig:
+    """``config`` of an engine of a KServe LLMInferenceService(Config) ``spec`` with the model KServe puts in the
+    ``/mnt/models`` it serves (:func:`~pdd_operator.compat.kserve_merge.model_source`: ``spec.model.uri``
+    ``hf://owner/model``, or a known ``spec.model.name`` beside a ``pvc://`` / ``oci://`` uri, with a note saying
+    which, or that none is named); unchanged where the engine serves another model."""
+    if (config.model or "").rstrip("/") != TEMPLATE_MODEL_PATH:
+        return config
+    source, note = model_source(spec)
+    return replace(config, model_source=source, model_source_note=note) if note else config
 
 
 def _certainly_connectorless(e: Engine) -> bool:
@@ -1416,7 +1451,7 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
     skip: frozenset[int] = frozenset()
     if doc.get("kind") in _KSERVE_LLM_KINDS:
-        skip, templated = _kserve_templated(spec, origin)
+        skip, templated = _kserve_templated(spec, origin, release_of(doc))
         found.extend(templated)
     if doc.get("kind") in _KSERVE_LLM_KINDS and isinstance(spec.get("prefill"), dict):
         # KServe P/D: spec.prefill is the prefill side and the rest of spec (template, worker) the decode
@@ -1441,6 +1476,8 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(_modelbooster_pods(spec), ["spec", "backend", "workers"], ctx, None, found, origin, None)
     else:
         _walk(doc, [], [str(doc.get("kind", ""))], None, found, origin, None, skip=skip)
+    if doc.get("kind") in _KSERVE_LLM_KINDS:
+        found = [replace(e, config=_with_model_source(e.config, spec)) if isinstance(e, Engine) else e for e in found]
     unreadable = [u for u in found if isinstance(u, Unreadable)]
     out = [e for e in found if isinstance(e, Engine)]
     # A container of args for an unknown entrypoint says less than the readers of values files and controller inputs.
@@ -1494,10 +1531,14 @@ def aggregated_alone(e: Engine, engines: list[Engine]) -> str | None:
     the connector may come from elsewhere: a ``--kv-transfer-config`` whose value is not in the files (``opaque``), a
     Dynamo vLLM worker (its runtime may add NixlConnector itself, :mod:`pdd_operator.compat.dynamo_engine_defaults`),
     or an engine of unknown role beside it. An engine in a P/D topology (its counterpart is in the files) with no
-    connector stays ``kv-connector-missing``'s error (issue 9 item 2).
+    connector stays ``kv-connector-missing``'s error (issue 9 item 2). Nor is an engine whose object's structure makes
+    it one role of a P/D service (:func:`kserve_pd_role`: KServe creates the other role's pods whatever the files show
+    of them): its counterpart is there even where its line is not in the files.
     """
     c = e.config
     if e.role not in ("prefill", "decode") or c.connector is not None or c.kv_transfer or c.launcher:
+        return None
+    if kserve_pd_role(e):
         return None
     if any(name in ("--kv-transfer-config", "--kv_transfer_config") for name, _ in c.opaque):
         return None
@@ -1508,6 +1549,16 @@ def aggregated_alone(e: Engine, engines: list[Engine]) -> str | None:
     return (f"it names no KV connector (no --kv-transfer-config) and no {other} engine of model {c.model} is in "
             f"the files: aggregated serving, not prefill/decode (pass the {other} engine's file too if it runs "
             "elsewhere: a P/D engine without a KV connector never moves KV)")
+
+
+def kserve_pd_role(e: Engine) -> bool:
+    """``e`` is the ``prefill`` or ``decode`` engine of a KServe LLMInferenceService (or LLMInferenceServiceConfig)
+    whose ``spec.prefill`` is set, its role told by the object's structure (:func:`scan`): KServe then creates both
+    roles' workloads, the prefill from ``spec.prefill`` and the decode from the rest of ``spec`` (kserve v0.16.0
+    pkg/controller/v1alpha1/llmisvc/workload_single_node.go reconcileSingleNodePrefill l.146-151, and the P/D
+    well-known configs, config_merge.go l.121), so the engine is one half of a P/D pair, never aggregated serving, even where the
+    other role's line is KServe's well-known template and not in the files."""
+    return e.role in ("prefill", "decode") and e.role_from == "type" and e.config.workload_kind in _KSERVE_LLM_KINDS
 
 
 def _same_deployment(p: Engine, d: Engine) -> str | None:
@@ -1547,12 +1598,14 @@ def _pair(p: Engine, d: Engine, how: str, either_way: bool = False) -> PDPair:
     if read:  # a custom image's tag: say which words named the release (versions.custom_tag_version)
         how = f"{how}; vLLM {', '.join(read)}"
     served = p.config.served_model_name if p.config.served_model_name == d.config.served_model_name else None
-    if alias := served_as_known(p.config.model, served):
+    source = p.config.model_source if p.config.model_source == d.config.model_source else None
+    alias = None if source else served_as_known(p.config.model, served)
+    if alias:
         notes.append(f"the model is the local path {p.config.model}; its config.json is read as that of {alias}, the "
                      "known checkpoint both engines serve it as (--served-model-name)")
     declared = p.config.declared_architecture if p.config.declared_architecture == d.config.declared_architecture \
         else None
-    named = resolve_model(SimpleNamespace(name=alias or p.config.model or "", architecture=None, ssm_kind=None,
+    named = resolve_model(SimpleNamespace(name=source or alias or p.config.model or "", architecture=None, ssm_kind=None,
                                           hf_architecture=declared, num_kv_heads=None, mamba_n_groups=None))
     return PDPair(
         source=f"{p.where} + {d.where}",
@@ -1690,6 +1743,11 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
         if maybe:
             return (f"not checked: its {wanted} engine may be {maybe[0].where}, whose role cannot be told "
                     f"({maybe[0].role_unknown}), so the pair was not checked")
+        if kserve_pd_role(e):  # KServe creates the other role from spec.prefill / spec: its line is not here
+            part = "spec.prefill" if wanted == "prefill" else "spec.template"
+            return (f"it is the {e.role} engine of a KServe prefill/decode service (spec.prefill set), "
+                    f"whose {wanted} engine's line is not in these files ({part}'s main container takes KServe's "
+                    f"well-known {wanted} template, or is not given), so the pair was not checked")
         dynamo = (": it runs Dynamo's vLLM worker with no --is-prefill-worker / --disaggregation-mode prefill, so it "
                   "is the decode (or aggregated) worker, and its prefill workers are not in these files"
                   if e.role_from == "dynamo" and wanted == "prefill" else "")

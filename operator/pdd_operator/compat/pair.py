@@ -463,6 +463,13 @@ class RoleConfig:
     #: path under it) named in its ``volumeMounts``, as llm-d's GPUDirect values and NVIDIA's network-operator samples
     #: hand a privileged pod the HCAs without a device plugin; ``""`` where none is mounted
     rdma_mount: str = ""
+    #: the Hugging Face id the object around the engine says its local model path holds, where the engine serves a
+    #: path an initializer fills (a KServe LLMInferenceService's ``spec.model.uri`` ``hf://org/name`` for the
+    #: ``/mnt/models`` of its storage initializer: :func:`pdd_operator.compat.kserve_merge.model_source`), else ``None``
+    model_source: str | None = None
+    #: how :attr:`model_source` was read, or why the object names no model for the path (a ``pvc://`` or ``oci://``
+    #: uri), for the pair's notes; ``""`` where nothing around the engine speaks of its model
+    model_source_note: str = ""
 
     @property
     def served_model_name(self) -> str | None:

@@ -4,19 +4,35 @@ from that alone.
 A KServe ``LLMInferenceService`` ``main`` container without ``command`` runs the command of KServe's
 LLMInferenceServiceConfig templates, which are not in the user's files (:func:`~pdd_operator.compat.manifests.
 _kserve_templated` reports such an engine "not checked"). Three things of it are still the user's own: the
-container's image, its env, and the part of the engine line KServe appends from the user. KServe's templates
-(kserve/kserve config/llmisvcconfig/config-llm-template.yaml, config-llm-prefill-template.yaml: ``exec vllm serve
-/mnt/models --served-model-name ... --port 8000 ${ACCESS_LOG_ARGS} ${SHUTDOWN_TIMEOUT_ARGS} ${KV_TRANSFER_ARGS} ...
-${VLLM_ADDITIONAL_ARGS} $@``) append the container's ``VLLM_ADDITIONAL_ARGS`` env and its ``args`` to
-``vllm serve`` and add none of the flags judged here. A startup refusal that depends only on those three is
-therefore a promise whatever else the template adds; everything else stays "not checked".
+container's image, its env, and the part of the engine line KServe takes from the user, which depends on the KServe
+release (kserve/kserve config/llmisvcconfig, every tag with LLMInferenceService: v0.16.0 to v0.20.0; v0.15 has none):
+
+- v0.18.0 and later, every template: ``/bin/bash -c "... eval \"[exec] vllm serve /mnt/models --served-model-name ...
+  --port 8000 ... ${VLLM_ADDITIONAL_ARGS} $@\"" --``: the container's ``VLLM_ADDITIONAL_ARGS`` env and its ``args``
+  are appended (config-llm-prefill-template.yaml v0.18.0 l.139-146, v0.20.0 l.167-179).
+- v0.17.0-v0.17.1: the single-node templates (config-llm-template.yaml, -prefill-template, -decode-template) run
+  ``command: [vllm, serve, /mnt/models, --served-model-name, ..., --port, "8000"]`` with no ``args``: the container's
+  ``args`` follow, ``VLLM_ADDITIONAL_ARGS`` is never read; the data-parallel templates (-worker-data-parallel) append
+  both, as v0.18.0 does.
+- v0.16.0: the single-node templates run ``command: [vllm, serve, /mnt/models]`` with ``args: [--served-model-name,
+  ..., --port, ..., --disable-log-requests]``, which the container's own ``args`` replace (strategic merge); no
+  ``VLLM_ADDITIONAL_ARGS``. The data-parallel templates put their bash script in ``args`` (``command: [/bin/bash,
+  -c]``), which appends ``${VLLM_ADDITIONAL_ARGS}`` and no ``$@``: a container's own ``args`` replace the script.
+
+:func:`template_reads` says which parts a release reads; where the files name the release
+(:func:`~pdd_operator.compat.kserve_merge.kserve_release`: the llmisvc controller's image tag, a KServe chart label)
+the engine is read as that release's template runs it, and where they do not, as every release from v0.18.0 does (the
+newest templates; on v0.16/v0.17 a ``VLLM_ADDITIONAL_ARGS`` the single-node templates never read is then taken as
+read, which the engine's "not checked" says). None of these templates adds the flags judged here. A startup refusal
+that depends only on those three is therefore a promise whatever else the template adds; everything else stays "not
+checked".
 
 The same holds between the two roles of a P/D service for what the template never sets (:data:`TEMPLATE_FREE_RULES`):
 the side-channel host (the templates' env is ``HOME``, ``VLLM_LOGGING_LEVEL`` and ``HF_HUB_CACHE``, and KServe's
 llmisvc controller injects no NIXL variable), the KV cache dtype and the block size (no template passes
 ``--kv-cache-dtype`` or ``--block-size``; ``${KV_TRANSFER_ARGS}`` is an offloading ``--kv-transfer-config`` added
 only where the user gives none), the image (the container's own field: the template's image applies only where
-the container names none) and the P/D connector (no template of kserve v0.15.0-v0.20.0 or the current tree names
+the container names none) and the P/D connector (no template of kserve v0.16.0-v0.20.0 or the current tree names
 NixlConnector or any P/D connector; from v0.20.0 ``${KV_TRANSFER_ARGS}`` renders an OffloadingConnector from the
 role's ``kvCacheOffloading`` and "" where that field is unset, pkg/controller/v1alpha2/llmisvc/config_merge.go
 ``kvTransferConfig`` l.641-648 of v0.20.0). A pair fault in those values alone (:func:`templated_pair_findings`)
@@ -49,53 +65,86 @@ from pdd_operator.vllm.versions import Version, fmt, version_from_image
 if TYPE_CHECKING:
     from pdd_operator.compat.pair import PDPair
 
-#: The env variable whose value KServe's templates append to ``vllm serve`` (the templates above).
+#: The env variable whose value KServe's templates append to ``vllm serve`` (the templates above, by release).
 ADDITIONAL_ARGS_ENV = "VLLM_ADDITIONAL_ARGS"
 
+#: The first KServe release whose single-node well-known templates (config-llm-template.yaml, -prefill-template,
+#: -decode-template) append ``${VLLM_ADDITIONAL_ARGS}`` (v0.18.0 config-llm-template.yaml l.138-146; v0.16.0 and
+#: v0.17.x run ``vllm serve /mnt/models`` with fixed flags and never read it).
+ADDITIONAL_ARGS_SINCE: Version = (0, 18, 0)
+#: The first KServe release whose data-parallel templates take the container's ``args`` (``$@`` after ``--``,
+#: v0.17.0 config-llm-worker-data-parallel.yaml l.138-160); v0.16.0's keep their script in ``args``, which the
+#: container's own ``args`` replace.
+DATA_PARALLEL_ARGS_SINCE: Version = (0, 17, 0)
 
-def user_engine_args(container: dict) -> list[str]:
+#: What :func:`template_reads` answers: (``VLLM_ADDITIONAL_ARGS`` appended, the container's ``args`` appended).
+Reads = tuple[bool, bool]
+#: Both parts read: every template from :data:`ADDITIONAL_ARGS_SINCE`, and the reading where the release is unknown.
+READ_BOTH: Reads = (True, True)
+
+
+def template_reads(release: Version | None, data_parallel: bool) -> Reads:
+    """Which user parts KServe ``release``'s well-known template (a ``-worker-data-parallel`` one where
+    ``data_parallel``) puts on its ``vllm serve`` line (the module docstring): :data:`READ_BOTH` from
+    :data:`ADDITIONAL_ARGS_SINCE` and where ``release`` is ``None``; the ``args`` only in v0.16.0-v0.17.x's single-node
+    templates; ``VLLM_ADDITIONAL_ARGS`` only in v0.16.0's data-parallel ones (whose script a container's own ``args``
+    replace: :func:`template_engine` then reads nothing)."""
+    if release is None or release >= ADDITIONAL_ARGS_SINCE:
+        return READ_BOTH
+    if not data_parallel:
+        return (False, True)
+    return READ_BOTH if release >= DATA_PARALLEL_ARGS_SINCE else (True, False)
+
+
+def user_engine_args(container: dict, reads: Reads = READ_BOTH) -> list[str]:
     """The part of a KServe-templated engine's ``vllm serve`` line the container itself gives: its
     ``VLLM_ADDITIONAL_ARGS`` env value (split as bash splits an unquoted expansion inside ``eval``, i.e. with
-    shell quoting) followed by its ``args``. ``[]`` when neither is set; a value that does not split (an
-    unbalanced quote) gives ``[]`` for that part."""
+    shell quoting) followed by its ``args``, each where ``reads`` (:func:`template_reads`) says the template takes
+    it. ``[]`` when neither is set; a value that does not split (an unbalanced quote) gives ``[]`` for that part."""
     env = env_values(container.get("env"))
     try:
-        extra = shlex.split(env.get(ADDITIONAL_ARGS_ENV, ""))
+        extra = shlex.split(env.get(ADDITIONAL_ARGS_ENV, "")) if reads[0] else []
     except ValueError:
         extra = []
-    return [*extra, *(str(a) for a in container.get("args") or [])]
+    return [*extra, *(str(a) for a in container.get("args") or [] if reads[1])]
 
 
 #: The model path KServe's templates serve (``vllm serve /mnt/models``; the storage initializer or modelcar puts the
-#: checkpoint there), every release of kserve config/llmisvcconfig read (v0.15 to the current tree).
+#: checkpoint there), every release of kserve config/llmisvcconfig read
+#: (v0.16.0, the first with LLMInferenceService, to the current tree).
 TEMPLATE_MODEL_PATH = "/mnt/models"
 
 #: The pair rules a KServe-templated P/D service is judged on from its user part alone: they read only the
 #: side-channel host env, ``--kv-cache-dtype``, ``--block-size``, the KV connector and the image's vLLM release,
 #: none of which KServe's templates (config-llm-template.yaml, config-llm-prefill-template.yaml, the
-#: -worker-data-parallel ones: kserve v0.15-current, red-hat-data-services rhoai-3.4 to rhoai-3.6) set, while the
-#: user's ``VLLM_ADDITIONAL_ARGS`` come last on the template's ``vllm serve`` line. ``vllm-version-mismatch`` reads
-#: the versions of images both containers name (an image left to the template is an unknown release, which that
-#: rule never judges); ``kv-connector-missing`` a role whose user part names no connector while the other's names
-#: NixlConnector (:func:`templated_pair_findings` says when).
+#: -worker-data-parallel ones: kserve v0.16.0-current, red-hat-data-services rhoai-3.4 to rhoai-3.6) set, while the
+#: user's part (``VLLM_ADDITIONAL_ARGS`` and ``args`` as :func:`template_reads` says) comes last on the line.
+#: ``vllm-version-mismatch`` reads the versions of images both containers name (an image left to the template is an
+#: unknown release, which that rule never judges); ``kv-connector-missing`` a role whose user part names no connector
+#: while the other's names NixlConnector (:func:`templated_pair_findings` says when).
 TEMPLATE_FREE_RULES = ("side-channel-host-not-routable", "kv-cache-dtype-mismatch", "block-size-direction",
                        "vllm-version-mismatch", "kv-connector-missing")
 
 
-def template_engine(container: dict, served: str | None) -> dict | None:
+def template_engine(container: dict, served: str | None, reads: Reads = READ_BOTH) -> dict | None:
     """The container as KServe's template runs it, for reading the user's part: ``command`` becomes ``vllm serve
-    /mnt/models [--served-model-name SERVED] <VLLM_ADDITIONAL_ARGS> <args>`` (:func:`user_engine_args`), the rest
-    of the container (image, env, envFrom, resources) as written. ``served``: the service's ``spec.model.name``,
-    which the templates pass as ``--served-model-name``. ``None`` where the user part cannot be read: a
-    ``VLLM_ADDITIONAL_ARGS`` from a Secret, ConfigMap or ``envFrom`` not in the files."""
-    if unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):
+    /mnt/models [--served-model-name SERVED] <VLLM_ADDITIONAL_ARGS> <args>`` (:func:`user_engine_args`, the parts
+    ``reads`` names: :func:`template_reads`), the rest of the container (image, env, envFrom, resources) as written.
+    ``served``: the service's ``spec.model.name``, which the templates pass as ``--served-model-name``. ``None``
+    where the user part cannot be read: a ``VLLM_ADDITIONAL_ARGS`` the template reads from a Secret, ConfigMap or
+    ``envFrom`` not in the files, or ``args`` that replace the template's script (v0.16.0's data-parallel
+    templates)."""
+    if reads[0] and unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):
+        return None
+    if not reads[1] and container.get("args"):
         return None
     served_flags = ["--served-model-name", served] if served else []
-    line = ["vllm", "serve", TEMPLATE_MODEL_PATH, *served_flags, *user_engine_args(container)]
+    line = ["vllm", "serve", TEMPLATE_MODEL_PATH, *served_flags, *user_engine_args(container, reads)]
     return {**container, "command": line, "args": []}
 
 
-def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
+def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset(),
+                            unread: str = "") -> tuple[Finding, ...]:
     """The findings of :data:`TEMPLATE_FREE_RULES` for a KServe-templated P/D ``pair`` built from
     :func:`template_engine` lines (errors first); where neither role names a KV connector and neither sets
     ``kvCacheOffloading``, the ``kv-connector-missing`` warning of :func:`_no_connector_warning` (no released KServe
@@ -104,7 +153,8 @@ def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset
     ``kvCacheOffloading`` is set: the template then adds an OffloadingConnector line this check does not read), or
     where no such rule finds anything. A role with NixlConnector against one that names no connector and is not
     in ``offloading`` runs with no KV connector whatever KServe's template adds (the module docstring): the decode
-    recomputes every prompt (``kv-connector-missing``). Each rule
+    recomputes every prompt (``kv-connector-missing``). ``unread``: the KServe release whose templates never read
+    a ``VLLM_ADDITIONAL_ARGS`` the roles set (``"v0.17.0"``), for the warning's message, else ``""``. Each rule
     is the one definition the engine evaluation runs (:func:`~pdd_operator.compat.engine.evaluate`), an unknown
     version judged as it judges one: an error only where every release fails the pair (a prefill without a
     side-channel host, fp8 KV against bf16), a warning where some releases do (a prefill ``--block-size 32`` against
@@ -114,7 +164,7 @@ def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset
 
     connectors = {r.role: r.connector for r in pair.roles}
     if all(c is None for c in connectors.values()) and not offloading:
-        return (_no_connector_warning(pair),)
+        return (_no_connector_warning(pair, unread),)
     if "NixlConnector" not in connectors.values() or any(
             c not in (None, "NixlConnector") or (c is None and role in offloading) for role, c in connectors.items()):
         return ()
@@ -129,34 +179,41 @@ def templated_pair_findings(pair: PDPair, offloading: frozenset[str] = frozenset
 KSERVE_NIXL_TEMPLATES_CHANGE = "kserve#6027"
 
 
-def _no_connector_warning(pair: PDPair) -> Finding:
+def _no_connector_warning(pair: PDPair, unread: str = "") -> Finding:
     """``kv-connector-missing`` as a warning for a KServe-templated P/D pair whose user parts name no KV connector
     and set no ``kvCacheOffloading``: KServe's prefill/decode templates of every tag up to v0.20.0 add none
-    (config/llmisvcconfig/config-llm-prefill-template.yaml and config-llm-decode-template.yaml, v0.15.0-v0.20.0:
+    (config/llmisvcconfig/config-llm-prefill-template.yaml and config-llm-decode-template.yaml, v0.16.0-v0.20.0:
     ``${KV_TRANSFER_ARGS}`` renders only an OffloadingConnector from ``kvCacheOffloading``, config_merge.go
     ``kvTransferConfig`` l.641-682 of v0.20.0; the routing sidecar's ``--kv-connector=nixlv2`` only sends
     ``kv_transfer_params``, which vLLM without a connector ignores: kserve#5987), so the decode recomputes every
     prompt while every request succeeds; :data:`KSERVE_NIXL_TEMPLATES_CHANGE` (after v0.20.0) injects NixlConnector
-    on both roles. Which KServe the cluster runs is not in the manifest: a warning, not a refusal."""
+    on both roles. Which KServe the cluster runs is not in the manifest: a warning, not a refusal. ``unread``: the
+    KServe release the files name where its templates never read the roles' ``VLLM_ADDITIONAL_ARGS`` (v0.16.0,
+    v0.17.x: :func:`template_reads`), which the message then says."""
     rule = RULES_BY_ID["kv-connector-missing"]
     roles = " and ".join(r.role for r in pair.roles)
+    names = (f"no KV connector KServe {unread}'s templates read (they run vllm serve /mnt/models with fixed flags and "
+             f"the container's args, and never read {ADDITIONAL_ARGS_ENV}, which therefore configures nothing)"
+             if unread else f"no KV connector (no --kv-transfer-config in their args or {ADDITIONAL_ARGS_ENV})")
     return Finding(
         rule=rule.id, severity="warning",
         fields=["spec.prefill.template.containers(main).args", "spec.template.containers(main).args",
                 f"spec.prefill.template.containers(main).env[{ADDITIONAL_ARGS_ENV}]",
                 f"spec.template.containers(main).env[{ADDITIONAL_ARGS_ENV}]"],
-        message=(f"The {roles} engines name no KV connector (no --kv-transfer-config in their args or "
-                 f"{ADDITIONAL_ARGS_ENV}) and KServe's prefill/decode templates of every release up to v0.20.0 add "
+        message=(f"The {roles} engines name {names} and KServe's prefill/decode templates of every release up to v0.20.0 add "
                  "none (only an OffloadingConnector from kvCacheOffloading): the routing sidecar's nixlv2 handoff "
                  "then finds no connector ('Got kv_transfer_params, but no KVConnector found'), so the decode "
                  "recomputes every prompt while every request succeeds. KServe builds with "
-                 f"{KSERVE_NIXL_TEMPLATES_CHANGE} inject NixlConnector on both roles; the KServe release the cluster "
-                 "runs is not in these files."),
-        fix=(f"Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}}' to "
-             f"the prefill main container's args (or {ADDITIONAL_ARGS_ENV}) and kv_consumer to the decode's, or run a "
-             f"KServe release with {KSERVE_NIXL_TEMPLATES_CHANGE}."),
+                 f"{KSERVE_NIXL_TEMPLATES_CHANGE} inject NixlConnector on both roles; "
+                 + (f"KServe {unread} predates it." if unread else
+                    "the KServe release the cluster runs is not in these files.")),
+        fix=("Add --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}' to "
+             "the prefill main container's args"
+             + (f" (KServe {unread} ignores {ADDITIONAL_ARGS_ENV})" if unread else f" (or {ADDITIONAL_ARGS_ENV})")
+             + f" and kv_consumer to the decode's, or run a KServe release with {KSERVE_NIXL_TEMPLATES_CHANGE}."),
         source=(f"{rule.source}; kserve config/llmisvcconfig/config-llm-prefill-template.yaml and "
-                "config-llm-decode-template.yaml v0.15.0-v0.20.0 (no P/D connector), "
+                "config-llm-decode-template.yaml v0.16.0-v0.20.0 (no P/D connector; VLLM_ADDITIONAL_ARGS read from "
+                "v0.18.0), "
                 "pkg/controller/v1alpha2/llmisvc/config_merge.go kvTransferConfig (v0.20.0 l.641-682); "
                 f"{KSERVE_NIXL_TEMPLATES_CHANGE}"),
     )
@@ -175,9 +232,10 @@ def _connector(flags: dict) -> str | None:
     return connector if isinstance(connector, str) and connector else None
 
 
-def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
+def templated_findings(container: dict, where: str, reads: Reads = READ_BOTH) -> tuple[Finding, ...]:
     """The startup refusals of a KServe-templated engine container (``where``: its place, for the finding's
-    fields) that its image, env and user args alone prove; ``()`` for none.
+    fields) that its image, env and user args alone prove (the user parts ``reads`` names, :func:`template_reads`);
+    ``()`` for none.
 
     ``nixl-needs-v1-engine``: the env sets ``VLLM_USE_V1=0`` and the image's release is 0.11.0, whose OpenAI server
     asserts the variable whatever the template adds (:func:`_use_v1_findings`).
@@ -192,7 +250,7 @@ def templated_findings(container: dict, where: str) -> tuple[Finding, ...]:
     cumem flag.
     """
     version = version_from_image(str(container.get("image") or ""))
-    return (*_use_v1_findings(container, where, version), *_expandable_findings(container, where, version))
+    return (*_use_v1_findings(container, where, version), *_expandable_findings(container, where, version, reads))
 
 
 def _use_v1_findings(container: dict, where: str, version: Version | None) -> tuple[Finding, ...]:
@@ -215,13 +273,16 @@ def _use_v1_findings(container: dict, where: str, version: Version | None) -> tu
     ),)
 
 
-def _expandable_findings(container: dict, where: str, version: Version | None) -> tuple[Finding, ...]:
+def _expandable_findings(container: dict, where: str, version: Version | None,
+                         reads: Reads = READ_BOTH) -> tuple[Finding, ...]:
     """``expandable-segments-with-nixl`` as :func:`templated_findings` describes it; ``()`` for none."""
     if version is None or version < EXPANDABLE_SEGMENTS_REFUSED_SINCE:
         return ()
-    if unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):
+    if reads[0] and unknown_names(container_env(container).kube(ADDITIONAL_ARGS_ENV)):
         return ()  # its flags come from a Secret, ConfigMap or envFrom not in the files: a cumem flag may be there
-    _, flags = parse_flags(["vllm", "serve", "/mnt/models", *user_engine_args(container)])
+    if not reads[1] and container.get("args"):
+        return ()  # the args replace the template's script (v0.16.0 data-parallel): the line is not read
+    _, flags = parse_flags(["vllm", "serve", "/mnt/models", *user_engine_args(container, reads)])
     connector = _connector(flags)
     cumem = [f for f in CUMEM_FLAGS if flags.get(f) is True]
     alloc_conf = env_values(container.get("env")).get("PYTORCH_CUDA_ALLOC_CONF")
@@ -239,8 +300,8 @@ def _expandable_findings(container: dict, where: str, version: Version | None) -
         fix="Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or add "
             f"{'--enable-cumem-allocator' if version >= CUMEM_ALLOCATOR_FLAG_SINCE else '--enable-sleep-mode'} to "
             f"{ADDITIONAL_ARGS_ENV}.",
-        source=(f"{rule.source}; KServe config/llmisvcconfig templates append {ADDITIONAL_ARGS_ENV} and the "
-                "container's args to vllm serve"),
+        source=(f"{rule.source}; KServe config/llmisvcconfig templates append {ADDITIONAL_ARGS_ENV} (v0.18.0 and "
+                "later, and the -worker-data-parallel ones) and the container's args to vllm serve"),
     ),)
 
 

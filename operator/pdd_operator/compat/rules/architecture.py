@@ -64,9 +64,12 @@ def check_architecture_known(pair: PDPair) -> list[Violation]:
             f"Give {hidden[0]} a literal value in the container's env, or pass --model-config with the model's "
             "config.json.",
         )]
+    source = pair.prefill.model_source_note if pair.prefill.model_source_note == pair.decode.model_source_note else ""
     return [(
-        f"The architecture of model {pair.prefill.model!r} is not known, so the architecture rules (heterogeneous "
-        "TP, block size, pipeline parallel, hybrid SSM) were not all evaluated.",
+        f"The architecture of model {pair.prefill.model!r} is not known"
+        + (f" ({source})" if source else "")  # the orchestrator's model field, or why it names no model
+        + ", so the architecture rules (heterogeneous TP, block size, pipeline parallel, hybrid SSM) were not all "
+        "evaluated.",
         "Set spec.model.architecture (and ssmKind for hybrid SSM models) or spec.model.hfArchitecture.",
     )]
 
