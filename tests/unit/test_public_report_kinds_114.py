@@ -7,11 +7,17 @@ a launcher mounted from a ConfigMap of the same file that ends in ``os.execv(sys
 container commands" and not checked: silent on an MTP mismatch, four ranks on two GPUs and a decode without a
 connector. A mounted Python launcher that hands its own arguments to one fixed command is now read as that command
 (:func:`pdd_operator.compat.mounted_scripts.python_launcher_target`); any other launcher is left as written.
+
+The same recipe's aggregated graph (one ``dynamo.vllm`` worker with no role flag and no ``--kv-transfer-config``, no
+prefill worker anywhere in the graph) was "not checked: its prefill workers are not in these files", although a graph
+holds all its workers: Dynamo registers such a worker as the backend component, which serves every request whole. It
+is now aggregated serving, nothing to check (:func:`pdd_operator.compat.manifests.aggregated_alone`).
 """
 
 from __future__ import annotations
 
 from pdd_operator.compat.mounted_scripts import python_launcher_target
+from tests.unit.test_public_report_kinds_32 import _graph, _worker
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -91,3 +97,47 @@ def test_a_launcher_that_is_not_unambiguous_or_not_in_the_files_is_not_followed(
         assert code == 4 and not rules(out, "error")
     code, out = check(tmp_path, capsys, *_launched(EXECVP_VLLM_SERVE, ["--kv-transfer-config", KV_P], bad, with_cm=False))
     assert code == 4 and not rules(out, "error")
+
+
+# --- an aggregated Dynamo graph ------------------------------------------------------------------------------------
+
+
+def _v1beta1(args: list[str], image: str) -> dict:
+    worker = {"name": "Worker", "type": "worker", "replicas": 1,
+              "podTemplate": {"spec": {"containers": [{"name": "main", "image": image,
+                                                       "command": ["python3", "-m", "dynamo.vllm"], "args": args,
+                                                       "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}
+    frontend = {"name": "Frontend", "type": "frontend", "replicas": 1,
+                "podTemplate": {"spec": {"containers": [{"name": "main", "image": image,
+                                                         "command": ["python3", "-m", "dynamo.frontend"]}]}}}
+    return {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment", "metadata": {"name": "agg"},
+            "spec": {"backendFramework": "vllm", "components": [frontend, worker]}}
+
+
+def test_a_graph_whose_only_worker_has_no_role_and_no_connector_is_aggregated(tmp_path, capsys):
+    dev = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-dev.1"  # a pre-release tag: the Dynamo release is not known
+    for doc in (_graph({"VllmWorker": _worker("--model Qwen/Qwen3-8B --tensor-parallel-size 2", dev, gpus=2)}, dev),
+                _v1beta1(["--model=deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "--tensor-parallel-size=2"], dev)):
+        code, out = check(tmp_path, capsys, doc)
+        assert code == 4 and not out["notChecked"] and not out["results"], out
+        assert "backend component" in out["aggregated"][0]["reason"]
+    # a 1.x release adds no connector: such a worker was never a P/D engine, and still is none
+    known = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0"
+    code, out = check(tmp_path, capsys, _v1beta1(["--model=Qwen/Qwen3-8B"], known))
+    assert code == 4 and not out["notChecked"]
+
+
+def test_a_graph_with_a_prefill_worker_or_an_explicit_connector_is_not_called_aggregated(tmp_path, capsys):
+    dev = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-dev.1"
+    kv = "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
+    pd = _graph({"VllmPrefillWorker": _worker(f"--model Qwen/Qwen3-8B --disaggregation-mode prefill {kv}", dev),
+                 "VllmDecodeWorker": _worker(f"--model Qwen/Qwen3-8B --disaggregation-mode decode {kv}", dev)}, dev)
+    code, out = check(tmp_path, capsys, pd)
+    assert code == 0 and " + " in out["results"][0]["object"] and not out.get("aggregated")
+    lone = _graph({"VllmWorker": _worker(f"--model Qwen/Qwen3-8B {kv}", dev)}, dev)
+    code, out = check(tmp_path, capsys, lone)  # a connector of its own: its prefill workers may be another graph's
+    assert code == 3 and not out.get("aggregated")
+    plain = workload("q-decode", "decode", container(["-m", "dynamo.vllm", "--model", "Qwen/Qwen3-8B"], image=dev,
+                                                     command=["python3"]))
+    code, out = check(tmp_path, capsys, plain)  # not a graph: its prefill workers may run elsewhere
+    assert code == 3 and not out.get("aggregated")
