@@ -1534,9 +1534,19 @@ def aggregated_alone(e: Engine, engines: list[Engine]) -> str | None:
     connector stays ``kv-connector-missing``'s error (issue 9 item 2). Nor is an engine whose object's structure makes
     it one role of a P/D service (:func:`kserve_pd_role`: KServe creates the other role's pods whatever the files show
     of them): its counterpart is there even where its line is not in the files.
+
+    A Dynamo vLLM worker of a DynamoGraphDeployment with no role of its own (:func:`dynamo_default_role`: Dynamo
+    registers it as the ``backend`` component) and no ``--kv-transfer-config`` (none, or only the NixlConnector its
+    runtime is assumed to add where the Dynamo release is not known) is aggregated too where no prefill worker
+    of its model is in the files: the graph is one object and holds all its workers (Dynamo's Motif-3 aggregated
+    recipe, set 114), and a backend worker that finds no ``prefill`` component prefills and decodes every request
+    itself, whether or not its runtime adds a NixlConnector (:mod:`pdd_operator.compat.dynamo_roles`).
     """
     c = e.config
-    if e.role not in ("prefill", "decode") or c.connector is not None or c.kv_transfer or c.launcher:
+    # a graph's backend worker with no connector, or only the one its runtime is assumed to add (release not known)
+    graph_backend = (e.role_from == "dynamo" and c.launcher == "dynamo.vllm" and (not c.kv_transfer or c.connector_assumed)
+                     and c.workload_kind == "DynamoGraphDeployment")
+    if e.role not in ("prefill", "decode") or not graph_backend and (c.connector is not None or c.kv_transfer or c.launcher):
         return None
     if kserve_pd_role(e):
         return None
@@ -1546,6 +1556,10 @@ def aggregated_alone(e: Engine, engines: list[Engine]) -> str | None:
     if any(o is not e and o.config.model == c.model and o.namespace == e.namespace
            and (o.role in (other, "both") or o.role is None) for o in engines):
         return None
+    if graph_backend:
+        return (f"it runs Dynamo's vLLM worker with no prefill role and no --kv-transfer-config, and its graph holds no "
+                f"prefill worker of model {c.model}: Dynamo registers it as the backend component, which prefills and "
+                "decodes every request itself (aggregated serving, not prefill/decode)")
     return (f"it names no KV connector (no --kv-transfer-config) and no {other} engine of model {c.model} is in "
             f"the files: aggregated serving, not prefill/decode (pass the {other} engine's file too if it runs "
             "elsewhere: a P/D engine without a KV connector never moves KV)")

@@ -12,10 +12,21 @@ Only an unambiguous start is followed: the command line runs exactly one mounted
 operand of ``bash``/``sh``/``exec``/``source``), by its absolute path, or as ``./name`` after a ``cd`` to its directory
 or with ``workingDir`` set to it; a mounted file that is only named (a config file) is not a start. Anything else
 keeps the container as written (its engine, if any, stays unseen).
+
+A mounted *Python* launcher is followed where it hands its own arguments on to one fixed command: Dynamo's Motif-3
+recipe (ai-dynamo/dynamo recipes/motif-3/vllm/disagg-b200-chat) starts each worker as ``python3
+/motif-runtime/launch_motif_disagg.py <engine args>`` from a ConfigMap whose script ends in ``os.execv(sys.executable,
+[sys.executable, "-m", "dynamo.vllm", *sys.argv[1:]])``. ``os.execv`` replaces the process with that argument list
+(Python's ``os`` module: the new program gets ``args`` as its argv), and ``sys.argv[1:]`` are the words after the
+script's path on the interpreter's command line (``sys.argv[0]`` is the script), so the container runs ``python3 -m
+dynamo.vllm <engine args>``: it is read as that command (:func:`python_launcher_target`). What the launcher does
+before (the recipe patches two NIXL source files of the image's vLLM) is not read, as a shell script's other commands
+are not; a launcher with no such call, or more than one, is not followed.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 from collections.abc import Callable
@@ -113,11 +124,82 @@ def _runs(text: str, path: str, working_dir: str) -> bool:
     return bool(relative and in_dir)
 
 
+#: An interpreter that runs a Python file given as its first word: ``python``, ``python3``, ``python3.12`` (by path too).
+_PYTHON = re.compile(r"(?:^|/)python(?:3(?:\.\d+)?)?$")
+#: The calls that run an argument list as a process: ``module.function`` -> the position of the list. ``os.exec*``
+#: replace the launcher with it; ``subprocess`` runs it as the launcher's child, which stays the container's engine.
+_RUN_CALLS: dict[tuple[str, str], int] = {
+    ("os", "execv"): 1, ("os", "execvp"): 1, ("os", "execve"): 1, ("os", "execvpe"): 1,
+    ("subprocess", "run"): 0, ("subprocess", "call"): 0, ("subprocess", "check_call"): 0, ("subprocess", "Popen"): 0,
+}
+
+
+def python_launcher_target(source: str) -> list[str] | None:
+    """The fixed words of the one command the Python launcher ``source`` runs with its own arguments appended: the
+    list literal of an ``os.exec*`` / ``subprocess`` call (:data:`_RUN_CALLS`) made of string literals and
+    ``sys.executable`` (read as ``python3``), ending in ``*sys.argv[1:]`` -- ``["python3", "-m", "dynamo.vllm"]`` for
+    ``os.execv(sys.executable, [sys.executable, "-m", "dynamo.vllm", *sys.argv[1:]])``. ``None`` where the file does
+    not parse, has no such call or more than one (which runs is then not known)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)):
+            continue
+        position = _RUN_CALLS.get((node.func.value.id, node.func.attr))
+        if position is not None and len(node.args) > position and (words := _own_args_list(node.args[position])):
+            found.append(words)
+    return found[0] if len(found) == 1 else None
+
+
+def _is_name(node: ast.AST, module: str, attribute: str) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == attribute and isinstance(node.value, ast.Name)
+            and node.value.id == module)
+
+
+def _own_args_list(node: ast.AST) -> list[str] | None:
+    """The literal words before a final ``*sys.argv[1:]`` of the list ``node``, or ``None``."""
+    if not isinstance(node, ast.List) or len(node.elts) < 2:
+        return None
+    *head, last = node.elts
+    tail = last.value if isinstance(last, ast.Starred) else None
+    if not (isinstance(tail, ast.Subscript) and _is_name(tail.value, "sys", "argv") and isinstance(tail.slice, ast.Slice)
+            and isinstance(tail.slice.lower, ast.Constant) and tail.slice.lower.value == 1
+            and tail.slice.upper is None and tail.slice.step is None):
+        return None
+    words = []
+    for e in head:
+        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+            words.append(e.value)
+        elif _is_name(e, "sys", "executable"):
+            words.append("python3")
+        else:
+            return None
+    return words
+
+
+def _python_launch(words: list[str], files: dict[str, str], working_dir: str) -> list[str] | None:
+    """The command a container whose ``words`` are ``python3 <mounted .py> <args>`` runs (:func:`python_launcher_target`
+    and the args), or ``None``."""
+    if len(words) < 2 or not _PYTHON.search(words[0]):
+        return None
+    path = words[1] if words[1].startswith("/") or not working_dir else f"{working_dir.rstrip('/')}/{words[1]}"
+    target = python_launcher_target(files[path]) if path in files else None
+    return None if target is None else [*target, *words[2:]]
+
+
 def _inline_container(container: dict, volumes: dict[str, dict[str, str]]) -> bool:
     files = mounted_files(container, volumes)
     if not files:
         return False
     words = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+    if (launched := _python_launch(words, files, str(container.get("workingDir") or ""))) is not None:
+        container["command"] = launched
+        container.pop("args", None)
+        return True
     text = " ".join(words)
     started = [path for path in files if _runs(text, path, str(container.get("workingDir") or ""))]
     if len(started) != 1:
