@@ -23,6 +23,7 @@ from pdd_operator.vllm.entrypoint import SERVE
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.flags import option_spelling
+from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
 from pdd_operator.vllm.versions import dev_build_floor, fmt
@@ -124,6 +125,36 @@ def _choice_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return out
 
 
+def _parser_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The findings for ``role``'s tool-call and reasoning parser names that its release's OpenAI server does not
+    register (:func:`~pdd_operator.vllm.parser_names.parser_refusal`; :attr:`RoleConfig.parser_names` holds only the
+    names the server checks): an error where the releases read settle it, a warning where the release was not read
+    and those around it disagree or it is newer than the newest read; ``[]`` for an unknown version (the release
+    probe judges each release) or a release before the oldest read (0.18.0)."""
+    out: list[Violation] = []
+    if role.version is None:
+        return out
+    for flag, name in role.parser_names:
+        found = parser_refusal(flag, name, role.version)
+        if found is None:
+            continue
+        kind = "tool call" if flag == "--tool-call-parser" else "reasoning"
+        plugin = PARSER_FLAGS[flag][1]
+        fix = fix_for(pair, f"Give {flag} a name vLLM {fmt(role.version)} registers in spec.{role.role}.extraArgs, or "
+                            f"use a vLLM release that has {name}.",
+                      f"Give the {role.role} container's {flag} a name its vLLM release registers, use an image of a "
+                      f"release that has {name!r}, or load the parser with {plugin}.")
+        stops = (f"vllm serve's validate_api_server_args raises KeyError('invalid {kind} parser: {name}') before it "
+                 f"serves and the {role.role} server never starts")
+        if found.verdict == "error":
+            out.append((f"{role.role}: vLLM {fmt(role.version)} registers no {kind} parser named {name!r} ({found.why}):"
+                        f" {stops}.", fix))
+        else:
+            out.append((f"{role.role}: {flag} {name} ({found.why}); vLLM {fmt(role.version)} was not read and may not "
+                        f"register it: where it does not, {stops}.", fix, "warning"))
+    return out
+
+
 def _dp_lb_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     """The finding for a ``vllm serve`` command line that selects more than one data-parallel load-balancing mode
     (:func:`~pdd_operator.compat.data_parallel.lb_mode_conflict`): an error on a release read that refuses it, a
@@ -197,7 +228,13 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
             "--compilation-config pass_config keys against its PassConfig (0.10.1.1-0.34.0 likewise, forbidden from "
             "0.13.0): pdd_operator/vllm/config_fields.py; values of "
             "Literal-typed flags against the release's argparse choices (vllm/engine/arg_utils.py literal_to_kwargs; "
-            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; vllm serve's "
+            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; --tool-call-parser (with "
+            "--enable-auto-tool-choice) and --reasoning-parser against ToolParserManager/ReasoningParserManager."
+            "list_registered() of the release (vllm serve's validate_api_server_args raises KeyError('invalid tool call "
+            "parser' / 'invalid reasoning parser') before it serves: entrypoints/openai/api_server.py 0.18.0 l.495-510, "
+            "0.26.0 l.597-612, 0.28.0 l.577-592, entrypoints/launchers/launcher.py 0.29.0 l.229-245, "
+            "entrypoints/common/cli_args.py 0.34.0 l.624-642; names of the sdists 0.18.0-0.34.0): "
+            "pdd_operator/vllm/parser_names.py; vllm serve's "
             "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
             "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py; "
             "Dynamo's vLLM worker: --disaggregation-mode choices per release (agg/prefill/decode from ai-dynamo 1.0.0, "
@@ -219,6 +256,7 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
     for r in pair.roles:
         out.extend(_config_field_violations(pair, r))
         out.extend(_choice_violations(pair, r))
+        out.extend(_parser_violations(pair, r))
         out.extend(_dp_lb_violations(pair, r))
     return out
 
