@@ -15,17 +15,20 @@ from pdd_operator.vllm.attention_backends import (
     BACKEND_ENV,
     EXPLICIT_BACKEND_VALIDATED_SINCE,
     backend_env_read,
+    backend_name_refusal,
     backend_refusal,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from pdd_operator.vllm.entrypoint import SERVE
+from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.flags import option_spelling
 from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
+from pdd_operator.vllm.speculative_methods import method_refusal
 from pdd_operator.vllm.versions import dev_build_floor, fmt
 
 #: Flags the operator renders from the spec -> the field that sets them (a ``{role}`` in it is the role whose
@@ -155,6 +158,53 @@ def _parser_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return out
 
 
+def _speculative_method_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The finding for ``role``'s ``--speculative-config`` ``method`` that its release's ``SpeculativeConfig`` does
+    not accept (:func:`~pdd_operator.vllm.speculative_methods.method_refusal`): an error where the releases read settle
+    it, a warning where they do not (a release not read between two that disagree, a name a 0.34.0+ plugin may
+    register); ``[]`` for no method, an unknown version or a release before 0.18.0."""
+    method = role.speculative.get("method") if isinstance(role.speculative, dict) else None
+    if not isinstance(method, str) or role.version is None:
+        return []
+    found = method_refusal(method, role.version)
+    if found is None:
+        return []
+    fix = fix_for(pair, f"Use a speculative method vLLM {fmt(role.version)} has in spec.speculative, or a release that "
+                        f"has {method!r}.",
+                  f"Give the {role.role} container's --speculative-config a method its vLLM release has, or use an "
+                  f"image of a release that has {method!r}.")
+    stops = ("SpeculativeConfig refuses it (pydantic validation / 'Unknown speculative method') while the engine "
+             f"config is built, and the {role.role} engine never starts")
+    if found.verdict == "error":
+        return [(f"{role.role}: vLLM {fmt(role.version)} has no speculative method {method!r} ({found.why}): {stops}.",
+                 fix)]
+    return [(f"{role.role}: --speculative-config method {method!r} ({found.why}); vLLM {fmt(role.version)} may not "
+             f"accept it: where it does not, {stops}.", fix, "warning")]
+
+
+def _backend_name_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The finding for ``role``'s attention backend (``--attention-backend`` or ``--attention-config``'s ``backend``)
+    that its release's ``AttentionBackendEnum`` lacks (:func:`~pdd_operator.vllm.attention_backends.
+    backend_name_refusal`): an error where the releases read settle it, a warning where they do not; ``[]`` for none,
+    a templated value, an unknown version or a release before 0.18.0."""
+    name = role.attention_backend
+    if not name or role.version is None or unknown_names(name):
+        return []
+    found = backend_name_refusal(name, role.version)
+    if found is None:
+        return []
+    fix = fix_for(pair, f"Name an attention backend vLLM {fmt(role.version)} has, or drop it (vLLM picks one).",
+                  f"Give the {role.role} container's --attention-backend a backend its vLLM release has, or drop it "
+                  "(vLLM picks one).")
+    stops = (f"AttentionBackendEnum[{name.upper()!r}] raises ValueError('Unknown attention backend') while the engine "
+             f"config is built, and the {role.role} engine never starts")
+    if found.verdict == "error":
+        return [(f"{role.role}: vLLM {fmt(role.version)} has no attention backend {name!r} ({found.why}): {stops}.",
+                 fix)]
+    return [(f"{role.role}: attention backend {name!r} ({found.why}); vLLM {fmt(role.version)} was not read and may "
+             f"not have it: where it does not, {stops}.", fix, "warning")]
+
+
 def _dp_lb_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     """The finding for a ``vllm serve`` command line that selects more than one data-parallel load-balancing mode
     (:func:`~pdd_operator.compat.data_parallel.lb_mode_conflict`): an error on a release read that refuses it, a
@@ -234,7 +284,12 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
             "parser' / 'invalid reasoning parser') before it serves: entrypoints/openai/api_server.py 0.18.0 l.495-510, "
             "0.26.0 l.597-612, 0.28.0 l.577-592, entrypoints/launchers/launcher.py 0.29.0 l.229-245, "
             "entrypoints/common/cli_args.py 0.34.0 l.624-642; names of the sdists 0.18.0-0.34.0): "
-            "pdd_operator/vllm/parser_names.py; vllm serve's "
+            "pdd_operator/vllm/parser_names.py; --speculative-config method against the release's SpeculativeMethod "
+            "(vllm/config/speculative.py: pydantic Literal, 0.26.0 l.66-94; 0.34.0 _validate_method l.1623-1634; "
+            "sdists 0.18.0-0.34.0): pdd_operator/vllm/speculative_methods.py; --attention-backend / --attention-config "
+            "backend against the release's AttentionBackendEnum members (ValueError('Unknown attention backend'): "
+            "vllm/config/attention.py validate_backend_before 0.26.0 l.116-126, v1/attention/backends/registry.py "
+            "l.18-31; sdists 0.18.0-0.34.0): pdd_operator/vllm/attention_backends.py; vllm serve's "
             "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
             "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py; "
             "Dynamo's vLLM worker: --disaggregation-mode choices per release (agg/prefill/decode from ai-dynamo 1.0.0, "
@@ -257,6 +312,8 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
         out.extend(_config_field_violations(pair, r))
         out.extend(_choice_violations(pair, r))
         out.extend(_parser_violations(pair, r))
+        out.extend(_speculative_method_violations(pair, r))
+        out.extend(_backend_name_violations(pair, r))
         out.extend(_dp_lb_violations(pair, r))
     return out
 
