@@ -262,3 +262,21 @@ def test_each_name_spans_its_releases_without_a_gap(table):
     for name, found in raw[key].items():
         idx = [releases.index(v) for v in found]
         assert idx == list(range(idx[0], idx[-1] + 1)), name
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--reasoning-parser", "step5"], "releases from 0.33.0 list it"),            # registered from 0.33.0
+    (_spec("kimi_k3_mtp"), "releases from 0.27.0 list it"),
+    (["--attention-backend", "TURBOQUANT"], "releases from 0.20.0 list it"),
+])
+def test_a_name_only_some_releases_have_is_a_warning_on_an_unknown_version(tmp_path, capsys, args, said):
+    code, out = _pair(tmp_path, capsys, QWEN, args, "latest", gpus=1)
+    assert "engine-args-invalid" not in rules(out, "error"), out
+    assert any(said in f["message"] and "version is unknown" in f["message"]
+               for f in _findings(out, "engine-args-invalid", "warning")), out
+
+
+def test_names_every_release_has_say_nothing_on_an_unknown_version(tmp_path, capsys):
+    code, out = _pair(tmp_path, capsys, QWEN, [*TOOLS, "hermes", "--reasoning-parser", "qwen3", *_spec("ngram"),
+                                               "--attention-backend", "FLASH_ATTN"], "latest", gpus=1)
+    assert "engine-args-invalid" not in rules(out), out

@@ -16,19 +16,20 @@ from pdd_operator.vllm.attention_backends import (
     EXPLICIT_BACKEND_VALIDATED_SINCE,
     backend_env_read,
     backend_name_refusal,
+    backend_name_table,
     backend_refusal,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from pdd_operator.vllm.entrypoint import SERVE
 from pdd_operator.vllm.expansion import unknown_names
-from pdd_operator.vllm.flag_choices import CHOICE_TABLES
+from pdd_operator.vllm.flag_choices import CHOICE_TABLES, ChoiceTable
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.flags import option_spelling
-from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal
+from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal, parser_table
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
-from pdd_operator.vllm.speculative_methods import method_refusal
+from pdd_operator.vllm.speculative_methods import method_refusal, method_table
 from pdd_operator.vllm.versions import dev_build_floor, fmt
 
 #: Flags the operator renders from the spec -> the field that sets them (a ``{role}`` in it is the role whose
@@ -128,21 +129,36 @@ def _choice_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return out
 
 
+def _unread_release_refusal(role: RoleConfig, table: ChoiceTable, value: str) -> str | None:
+    """For an engine whose vLLM version is unknown: which releases read list ``value`` in ``table``, in words, where
+    some release read that it may run (from its development build's line on, :func:`~pdd_operator.vllm.versions.
+    dev_build_floor`) lacks it; ``None`` where every one of them lists it."""
+    found = choice_refusal(table, value, None, dev_build_floor(role.version_text))
+    return found.why if found is not None else None
+
+
 def _parser_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     """The findings for ``role``'s tool-call and reasoning parser names that its release's OpenAI server does not
     register (:func:`~pdd_operator.vllm.parser_names.parser_refusal`; :attr:`RoleConfig.parser_names` holds only the
     names the server checks): an error where the releases read settle it, a warning where the release was not read
-    and those around it disagree or it is newer than the newest read; ``[]`` for an unknown version (the release
-    probe judges each release) or a release before the oldest read (0.18.0)."""
+    and those around it disagree or it is newer than the newest read, or where the version is unknown and some
+    release read (from its development build's line on) lacks the name (:func:`_unread_release_refusal`); ``[]`` for
+    a release before the oldest read (0.18.0)."""
     out: list[Violation] = []
-    if role.version is None:
-        return out
     for flag, name in role.parser_names:
+        kind = "tool call" if flag == "--tool-call-parser" else "reasoning"
+        plugin = PARSER_FLAGS[flag][1]
+        if role.version is None:
+            if why := _unread_release_refusal(role, parser_table(flag), name):
+                out.append((f"{role.role}: {flag} {name}: {why}, and this engine's vLLM version is unknown; on a "
+                            f"release that does not register it vllm serve's validate_api_server_args raises "
+                            f"KeyError('invalid {kind} parser: {name}') before it serves.",
+                            f"Give the {role.role} engine's vLLM release (its image tag) to have it judged, or use a "
+                            f"parser name every release you may run registers.", "warning"))
+            continue
         found = parser_refusal(flag, name, role.version)
         if found is None:
             continue
-        kind = "tool call" if flag == "--tool-call-parser" else "reasoning"
-        plugin = PARSER_FLAGS[flag][1]
         fix = fix_for(pair, f"Give {flag} a name vLLM {fmt(role.version)} registers in spec.{role.role}.extraArgs, or "
                             f"use a vLLM release that has {name}.",
                       f"Give the {role.role} container's {flag} a name its vLLM release registers, use an image of a "
@@ -162,10 +178,17 @@ def _speculative_method_violations(pair: PDPair, role: RoleConfig) -> list[Viola
     """The finding for ``role``'s ``--speculative-config`` ``method`` that its release's ``SpeculativeConfig`` does
     not accept (:func:`~pdd_operator.vllm.speculative_methods.method_refusal`): an error where the releases read settle
     it, a warning where they do not (a release not read between two that disagree, a name a 0.34.0+ plugin may
-    register); ``[]`` for no method, an unknown version or a release before 0.18.0."""
+    register), or where the version is unknown and some release read lacks it; ``[]`` for no method or a release before
+    0.18.0."""
     method = role.speculative.get("method") if isinstance(role.speculative, dict) else None
-    if not isinstance(method, str) or role.version is None:
+    if not isinstance(method, str):
         return []
+    if role.version is None:
+        why = _unread_release_refusal(role, method_table(), method)
+        return [(f"{role.role}: --speculative-config method {method!r}: {why}, and this engine's vLLM version is "
+                 "unknown; on a release without it SpeculativeConfig refuses it while the engine config is built.",
+                 f"Give the {role.role} engine's vLLM release (its image tag) to have it judged.", "warning")] \
+            if why else []
     found = method_refusal(method, role.version)
     if found is None:
         return []
@@ -185,11 +208,18 @@ def _speculative_method_violations(pair: PDPair, role: RoleConfig) -> list[Viola
 def _backend_name_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     """The finding for ``role``'s attention backend (``--attention-backend`` or ``--attention-config``'s ``backend``)
     that its release's ``AttentionBackendEnum`` lacks (:func:`~pdd_operator.vllm.attention_backends.
-    backend_name_refusal`): an error where the releases read settle it, a warning where they do not; ``[]`` for none,
-    a templated value, an unknown version or a release before 0.18.0."""
+    backend_name_refusal`): an error where the releases read settle it, a warning where they do not or where the
+    version is unknown and some release read lacks it; ``[]`` for none, a templated value or a release before
+    0.18.0."""
     name = role.attention_backend
-    if not name or role.version is None or unknown_names(name):
+    if not name or unknown_names(name) or name.lower() == "auto":
         return []
+    if role.version is None:
+        why = _unread_release_refusal(role, backend_name_table(), name.upper())
+        return [(f"{role.role}: attention backend {name!r}: {why}, and this engine's vLLM version is unknown; on a "
+                 "release without it AttentionBackendEnum raises ValueError('Unknown attention backend') while the "
+                 "engine config is built.", f"Give the {role.role} engine's vLLM release (its image tag) to have it "
+                 "judged.", "warning")] if why else []
     found = backend_name_refusal(name, role.version)
     if found is None:
         return []
