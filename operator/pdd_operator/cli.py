@@ -188,7 +188,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
-    from pdd_operator.compat.image_builds import builds_of, makefile_recipes, with_image_builds
+    from pdd_operator.compat.image_builds import (
+        builds_of,
+        commandless_images,
+        lone_dockerfile,
+        makefile_recipes,
+        with_image_builds,
+    )
+    from pdd_operator.compat.kserve_merge import merge_base_refs
     from pdd_operator.compat.manifests import (
         ENCODE,
         encoder_alone,
@@ -211,8 +218,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     all_docs: dict[str, list[dict]] = {}
     paths, folder_errors = _input_paths(args.files)
     input_errors += folder_errors
-    build_files, paths = _image_build_files(paths)
-    builds = builds_of(build_files)
+    build_files, paths, link_files = _image_build_files(paths)
+    builds = builds_of({**link_files, **build_files})
     for path in paths:
         if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
             if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
@@ -245,8 +252,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not all_docs[path] and (text_record := _text_input(path)) is not None:  # a script that parsed as a string
             if not _read_script(path, engines, unreadable):
                 unreadable.append(text_record)
+    notes: list[str] = []
+    images = [i for docs in all_docs.values() for d in docs if d.get("kind") != KIND for i in commandless_images(d)]
+    if (lone := lone_dockerfile(build_files, builds, images)) is not None:  # the one Dockerfile, its tag unnamed
+        builds = {**builds, lone[0]: lone[1]}
+        notes.append(f"{lone[0]} is read as built from {lone[1].path}, the only Dockerfile in the files (nothing "
+                     "in them names the tag it builds: no Makefile, Compose build, script, README, Skaffold, Tilt, "
+                     "DevSpace or GitHub Actions build of it); if the image is built elsewhere, give its Dockerfile "
+                     "or write the container's command")
     _read_compose(all_docs, engines, unreadable)
     _read_launcher_configs(all_docs, engines, unreadable)
+    all_docs = merge_base_refs(all_docs)  # a KServe service over the LLMInferenceServiceConfigs it names
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
     given = frozenset(Path(p).resolve() for p in all_docs if p != "-")
@@ -272,12 +288,16 @@ def cmd_check(args: argparse.Namespace) -> int:
                 inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files
                 found, refused = _scan_foreign(inlined, unreadable, path, given)
                 versions = sorted({fmt(e.config.version) for e in found if e.config.version is not None})
-                found, judged = flagless_dynamo_graph(inlined, found)
-                if judged:  # a Dynamo graph with no prefill worker: the warning is its verdict, nothing to pair
+                kept, judged = flagless_dynamo_graph(inlined, found)
+                if judged:  # a Dynamo graph with no prefill worker: the warning is its verdict, nothing to pair,
+                    # but what stops one of its workers on its own still stops it
+                    dropped = [e for e in found if e.role in ("prefill", "decode") and all(e is not k for k in kept)]
+                    judged = judged + [f for e in dropped for f in evaluate_alone(lone_pair(e), e.role)]
                     report = CompatReport(version=", ".join(versions) or "unknown", findings=judged)
                     reports.append(report)
                     results.append({"file": path, "object": _origin(doc), "vllmVersion": report.version,
                                     "compatible": report.compatible, "findings": [f.wire() for f in judged]})
+                found = kept
                 engines.extend(found)
                 for u in refused:  # not checked, yet refused by vLLM for what the manifest does show
                     report = CompatReport(version=u.version, findings=list(u.findings))
@@ -355,7 +375,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = any(not r["compatible"] for r in results)
     if args.output == "json":
         print(json.dumps({"results": results, "notChecked": skipped, "inputErrors": input_errors,
-                          **({"aggregated": aggregated} if aggregated else {})}, indent=2))
+                          **({"aggregated": aggregated} if aggregated else {}), **({"notes": notes} if notes else {})},
+                         indent=2))
     else:
         for r, report in zip(results, reports, strict=True):
             invalid = any(f.rule == SPEC_INVALID_RULE for f in report.findings)  # the API refuses it: no rule ran
@@ -369,6 +390,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"not checked: {s_['object']}: because {s_['reason']}")
         for a in aggregated:
             print(f"not prefill/decode: {a['object']}: {a['reason']}")
+        for note in notes:
+            print(f"note: {note}")
         for err in input_errors:
             print(f"error: {err}", file=sys.stderr)
         if not results and not skipped and not input_errors:
@@ -419,8 +442,12 @@ def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
     (sorted, hidden ones and those in hidden folders left out) that are manifests, scripts
     (:data:`_FOLDER_SUFFIXES`), Dockerfiles or Makefiles
     (:func:`~pdd_operator.compat.image_builds.is_dockerfile`, :func:`~pdd_operator.compat.image_builds.is_makefile`),
-    as a user's repository keeps them apart; a folder holding none of them is an input error."""
-    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile
+    files that tie image tags to Dockerfiles (:func:`~pdd_operator.compat.image_builds.is_build_link_file`: READMEs,
+    Tiltfiles, Skaffold and DevSpace configs, and the GitHub Actions workflows under ``.github/workflows``), and the
+    Python launchers and notebooks that name vLLM (:data:`_PYTHON_SUFFIXES`, read by
+    :mod:`~pdd_operator.compat.python_inputs`; other Python sources of a repository are no inputs), as a user's
+    repository keeps them apart; a folder holding none of them is an input error."""
+    from pdd_operator.compat.image_builds import is_build_link_file, is_dockerfile, is_makefile
 
     paths: list[str] = []
     errors: list[str] = []
@@ -429,24 +456,42 @@ def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
             paths.append(path)
             continue
         root = Path(path)
-        found = [str(p) for p in sorted(root.rglob("*")) if p.is_file()
-                 and not any(part.startswith(".") for part in p.relative_to(root).parts)
-                 and (p.suffix in _FOLDER_SUFFIXES or is_dockerfile(p.name) or is_makefile(p.name))]
-        if not found:
+        found = []
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root)
+            if not p.is_file():
+                continue
+            if any(part.startswith(".") for part in rel.parts) and not (
+                    rel.parts[:2] == (".github", "workflows") and is_build_link_file(rel.as_posix())):
+                continue
+            if (p.suffix in _FOLDER_SUFFIXES or is_dockerfile(p.name) or is_makefile(p.name)
+                    or is_build_link_file(rel.as_posix())
+                    or p.suffix in _PYTHON_SUFFIXES and "vllm" in (_read_text(str(p)) or "").lower()):
+                found.append(str(p))
+        if all(is_build_link_file(Path(f).relative_to(root).as_posix()) and Path(f).suffix not in (".yaml", ".yml")
+               for f in found):  # READMEs, a Tiltfile, workflows alone: nothing of a deployment
             errors.append(f"{path}: a folder holding no manifest, script, Dockerfile or Makefile")
         paths += found
     return paths, errors
 
 
-def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str]]:
-    """``(path -> text of the Dockerfiles and Makefiles among paths, the paths still to read as inputs)``: a Dockerfile
-    and a script it copies into its image are part of an image, not a deployment; a Makefile is read as a launcher
-    only where it holds a prefill/decode engine (:func:`~pdd_operator.compat.manifests.pd_marked`), else only for
-    the images it builds (:func:`~pdd_operator.compat.image_builds.builds_of`)."""
-    from pdd_operator.compat.image_builds import is_dockerfile, is_makefile, parse_dockerfile
+#: Python launchers and Jupyter notebooks, read from a folder where their text names vLLM.
+_PYTHON_SUFFIXES = (".py", ".ipynb")
+
+
+def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """``(path -> text of the Dockerfiles, Makefiles and link-only files among paths, the paths still to read as
+    inputs, path -> text of the inputs that may also tie tags to Dockerfiles)``: a Dockerfile and a script it copies
+    into its image are part of an image, not a deployment; a Makefile is read as a launcher only where it holds a
+    prefill/decode engine (:func:`~pdd_operator.compat.manifests.pd_marked`), else only for the images it builds
+    (:func:`~pdd_operator.compat.image_builds.builds_of`); a README, Tiltfile or GitHub Actions workflow only ties
+    tags to Dockerfiles (:func:`~pdd_operator.compat.image_builds.is_build_link_file`), and a shell script, Skaffold
+    or DevSpace config is read both ways."""
+    from pdd_operator.compat.image_builds import is_build_link_file, is_dockerfile, is_makefile, parse_dockerfile
     from pdd_operator.compat.manifests import pd_marked
 
     files: dict[str, str] = {}
+    links: dict[str, str] = {}
     rest: list[str] = []
     for path in paths:
         if path != "-" and (is_dockerfile(path) or is_makefile(path)) and (text := _read_text(path)) is not None:
@@ -454,10 +499,21 @@ def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str]]:
             if is_makefile(path) and pd_marked(text):
                 rest.append(path)
             continue
+        name = Path(path).name
+        if path != "-" and is_build_link_file(path) and (name.endswith((".yml", ".yaml")) and ".github" not in
+                                                          Path(path).parts):
+            if (text := _read_text(path)) is not None:
+                links[path] = text  # a Skaffold or DevSpace config: its images, and its documents as inputs
+        elif path != "-" and is_build_link_file(path):
+            if (text := _read_text(path)) is not None:
+                files[path] = text
+            continue
+        elif path != "-" and Path(path).suffix in (".sh", ".bash") and (text := _read_text(path)) is not None:
+            links[path] = text
         rest.append(path)
     copied = {str(Path(p).parent / src) for p, text in files.items() if is_dockerfile(p)
               for src in parse_dockerfile(p, text).copies.values()}
-    return files, [p for p in rest if p not in copied]
+    return files, [p for p in rest if p not in copied], links
 
 
 def _read_text(path: str) -> str | None:
@@ -597,11 +653,14 @@ def _scan_foreign(doc: dict, unreadable: list[dict], path: str = "-",
     same)``; every engine it cannot read goes to ``unreadable`` ("not checked"), the refused ones too (their
     :attr:`~pdd_operator.compat.manifests.Unreadable.findings` say what is refused, the rest stays unchecked).
     ``path``: the file the document is from; ``given``: every file of the check, resolved (a kustomization whose
-    build they all show is not reported, :func:`~pdd_operator.compat.kustomize.kustomize_overlay`)."""
+    build they all show is not reported, :func:`~pdd_operator.compat.kustomize.kustomize_overlay`; nor a Flux
+    Kustomization or Argo CD Application whose source they hold, :func:`~pdd_operator.compat.gitops_sources.
+    gitops_unrendered`)."""
+    from pdd_operator.compat.gitops_sources import gitops_unrendered
     from pdd_operator.compat.kustomize import kustomize_overlay
     from pdd_operator.compat.manifests import scan
 
-    overlay = kustomize_overlay(doc, path, given)
+    overlay = kustomize_overlay(doc, path, given) or gitops_unrendered(doc, given)
     if overlay is not None:  # its engines are in what it builds from, not in these files
         unreadable.append({"object": overlay.where, "reason": overlay.reason})
         return [], []

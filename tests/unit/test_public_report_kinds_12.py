@@ -189,4 +189,6 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     # fixX: vLLM's gRPC server parses none of the HTTP front end's flags
                     "grpc-server-flag-unrecognised",
                     # set 104: a hybrid SSM model over a connector that is not SupportsHMA fails at startup
-                    "hybrid-connector-without-hma"}
+                    "hybrid-connector-without-hma",
+                    # set 109: another framework's flag stops vLLM's argument parser, connector or not
+                    "cli-flag-unknown"}

@@ -36,6 +36,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNKNOWN,
     VERSION_UNVERIFIED,
 )
+from pdd_operator.compat.rules.shared_storage import judged_shared_storage_pair
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
 from pdd_operator.compat.rules.v0_pair import judged_v0_pair
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
@@ -170,7 +171,9 @@ def evaluate(
     release from 0.14.0 on), only the rules marked ``Rule.moriio`` and the engine-alone ones
     (:func:`~pdd_operator.compat.rules.moriio_pair.moriio_unjudged`); a MooncakeConnector
     pair of a release its rules were read from (:func:`~pdd_operator.compat.rules.mooncake.judged_mooncake_pair`) and a
-    V0 connector pair under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) only the
+    V0 connector pair under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) and a
+    SharedStorageConnector pair of a release whose connector was read
+    (:func:`~pdd_operator.compat.rules.shared_storage.judged_shared_storage_pair`) only the
     engine-alone ones; any other connector but NIXL, a P2pNccl pair of another or unknown release and a MoRIIO pair of
     another known release, is
     :func:`_foreign_connector`'s.
@@ -190,10 +193,11 @@ def evaluate(
     if foreign and any(r.nixl for r in pair.roles):
         # NIXL on one role and another connector on the other: no KV moves (kv-connector-mixed, an engine-alone rule).
         rules = tuple(rule for rule in rules if rule.without_connector)
-    elif foreign and (judged_mooncake_pair(pair) or judged_v0_pair(pair)):
+    elif foreign and (judged_mooncake_pair(pair) or judged_v0_pair(pair) or judged_shared_storage_pair(pair)):
         # vLLM's MooncakeConnector on both roles of a release whose connector was read, or a V0 connector pair
-        # (PyNccl, MooncakeStore) under the V0 engine of 0.9.0-0.10.0: the engine-alone rules (the mooncake-* and v0-*
-        # ones among them) judge it; no NIXL rule describes its transfer.
+        # (PyNccl, MooncakeStore) under the V0 engine of 0.9.0-0.10.0, or a SharedStorageConnector pair of 0.9.0-0.10.1.x
+        # with the same KV tensors: the engine-alone rules (the mooncake-* and v0-* ones among them) judge it; no NIXL
+        # rule describes its transfer.
         rules = tuple(rule for rule in rules if rule.without_connector)
     elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
         # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.

@@ -29,10 +29,14 @@ import copy
 import json
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
+
+import yaml
+
+from pdd_operator.vllm.versions import image_repository, version_from_image, wrapped_vllm_version
 
 #: File names that are Dockerfiles (Dockerfile reference: the default name ``Dockerfile``; ``docker build -f`` takes any,
 #: and ``Dockerfile.<variant>``, ``<variant>.Dockerfile`` and Podman's ``Containerfile`` are the common ones).
@@ -220,15 +224,21 @@ def makefile_builds(text: str) -> dict[str, tuple[str, str, dict[str, str]]]:
     ``podman build``, ``docker buildx build``) line of the Makefile ``text``; paths relative to the Makefile's
     directory, the Dockerfile ``<context>/Dockerfile`` where ``-f`` is not given."""
     values = _make_values(text)
-    out: dict[str, tuple[str, str, dict[str, str]]] = {}
     joined = re.sub(r"\\\n", " ", text)
-    for line in joined.splitlines():
-        line = _make_expand(line.strip().lstrip("@-"), values)
-        m = re.search(r"\b(?:docker|podman)(?:\s+buildx)?\s+build\s+(.*)", line)
+    return _build_lines(_make_expand(line.strip().lstrip("@-"), values) for line in joined.splitlines())
+
+
+def _build_lines(lines: Iterable[str]) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Image tag -> (Dockerfile path, context, ``--build-arg`` values) of each ``docker build`` / ``docker buildx
+    build`` / ``podman build`` / ``nerdctl build`` command among ``lines`` (variables already expanded); a tag that
+    still holds a ``$`` (a variable not read) is left out."""
+    out: dict[str, tuple[str, str, dict[str, str]]] = {}
+    for line in lines:
+        m = re.search(r"\b(?:docker|podman|nerdctl)(?:\s+buildx)?\s+build\s+(.*)", line)
         if not m:
             continue
         try:
-            words = shlex.split(m.group(1).split("&&")[0].split(";")[0])
+            words = shlex.split(m.group(1).split("&&")[0].split(";")[0].split(" | ")[0], comments=True)
         except ValueError:
             continue
         tags: list[str] = []
@@ -262,7 +272,132 @@ def makefile_builds(text: str) -> dict[str, tuple[str, str, dict[str, str]]]:
                 i += 1
         path = dockerfile or str(PurePosixPath(context, "Dockerfile"))
         for tag in tags:
-            out[tag] = (path, context, build_args)
+            if "$" not in tag and tag:
+                out[tag] = (path, context, build_args)
+    return out
+
+
+def _shell_values(text: str) -> dict[str, str]:
+    """The plain assignments of a shell script or README (``NAME=value``, ``export NAME=value``; quotes dropped)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\S*)\s*(?:#.*)?$", line)
+        if m:
+            values[m.group(1)] = m.group(2).strip("\"'")
+    return values
+
+
+def _shell_expand(text: str, values: Mapping[str, str]) -> str:
+    """``$NAME``, ``${NAME}`` and ``${NAME:-default}`` from ``values``, the default where unset; others kept."""
+    def one(m: re.Match) -> str:
+        name = m.group(1) or m.group(3)
+        if name in values:
+            return values[name]
+        return m.group(2) if m.group(2) is not None else m.group(0)
+    return re.sub(r"\$\{(\w+)(?::?-([^}]*))?\}|\$(\w+)", one, text)
+
+
+def script_builds(text: str) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Image tag -> (Dockerfile, context, build args) of each ``docker build -t <tag> ... <context>`` line of a shell
+    script or a README's commands (``$ `` prompts and Markdown code fences allowed; the script's plain assignments
+    expanded); paths relative to the file's directory, where such a command is run from."""
+    values = _shell_values(text)
+    joined = re.sub(r"\\\n", " ", text)
+    return _build_lines(_shell_expand(re.sub(r"^\s*[$>]\s+", "", line), values) for line in joined.splitlines())
+
+
+def tilt_builds(text: str) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Image name -> (Dockerfile, context, build args) of each ``docker_build('<name>', '<context>',
+    dockerfile='...', build_args={...})`` of a Tiltfile (Tilt API reference: ``docker_build(ref, context,
+    build_args={}, dockerfile='Dockerfile', ...)``; the Dockerfile relative to the Tiltfile, default
+    ``<context>/Dockerfile``). Tilt replaces the image wherever a manifest names ``ref`` (any tag)."""
+    out: dict[str, tuple[str, str, dict[str, str]]] = {}
+    for m in re.finditer(r"\bdocker_build\s*\((.*?)\)\s*(?:\n|$)", text, re.S):
+        body = m.group(1)
+        strings = re.findall(r"^\s*['\"]([^'\"]+)['\"]\s*,\s*['\"]([^'\"]+)['\"]", body)
+        if not strings:
+            continue
+        ref, context = strings[0]
+        dockerfile = re.search(r"\bdockerfile\s*=\s*['\"]([^'\"]+)['\"]", body)
+        args = re.search(r"\bbuild_args\s*=\s*\{([^}]*)\}", body)
+        build_args = dict(re.findall(r"['\"](\w+)['\"]\s*:\s*['\"]([^'\"]*)['\"]", args.group(1))) if args else {}
+        out[ref] = (dockerfile.group(1) if dockerfile else str(PurePosixPath(context, "Dockerfile")), context,
+                    build_args)
+    return out
+
+
+def _args_map(raw: Any) -> dict[str, str]:
+    return ({str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else
+            dict(str(a).partition("=")[::2] for a in raw) if isinstance(raw, list) else {})
+
+
+def skaffold_builds(doc: dict) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Image name -> (Dockerfile, context, build args) of a Skaffold config's ``build.artifacts`` (``apiVersion:
+    skaffold/v*``; each artifact's ``image``, ``context`` default ``.``, ``docker.dockerfile`` default
+    ``Dockerfile`` relative to the context, ``docker.buildArgs``). Skaffold tags the image and rewrites every
+    manifest that names it, whatever tag the manifest writes."""
+    if not str(doc.get("apiVersion") or "").startswith("skaffold/"):
+        return {}
+    out: dict[str, tuple[str, str, dict[str, str]]] = {}
+    profiles = [p for p in doc.get("profiles") or [] if isinstance(p, dict)]
+    for part in [doc, *profiles]:
+        build = part.get("build") if isinstance(part.get("build"), dict) else {}
+        for a in build.get("artifacts") or []:
+            if not isinstance(a, dict) or not a.get("image"):
+                continue
+            context = str(a.get("context") or ".")
+            docker = a.get("docker") if isinstance(a.get("docker"), dict) else {}
+            path = str(PurePosixPath(context, str(docker.get("dockerfile") or "Dockerfile")))
+            out.setdefault(str(a["image"]), (path, context, _args_map(docker.get("buildArgs"))))
+    return out
+
+
+def devspace_builds(doc: dict) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Image name -> (Dockerfile, context, build args) of a DevSpace config's ``images`` (``version: v1beta*`` /
+    ``v2beta*``; each image's ``image``, ``dockerfile`` default ``./Dockerfile``, ``context`` default ``./``,
+    ``buildArgs``; paths relative to devspace.yaml). DevSpace replaces the image in the deployments it runs."""
+    if not re.match(r"v[12]beta", str(doc.get("version") or "")) or not isinstance(doc.get("images"), dict):
+        return {}
+    out: dict[str, tuple[str, str, dict[str, str]]] = {}
+    for spec in doc["images"].values():
+        if isinstance(spec, dict) and spec.get("image"):
+            out[str(spec["image"])] = (str(spec.get("dockerfile") or "./Dockerfile"), str(spec.get("context") or "."),
+                                       _args_map(spec.get("buildArgs") or spec.get("build_args")))
+    return out
+
+
+def workflow_builds(doc: dict) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Image tag -> (Dockerfile, context, build args) of each ``docker/build-push-action`` step of a GitHub Actions
+    workflow (``with``: ``tags`` one per line or comma-separated, ``file`` default ``<context>/Dockerfile``,
+    ``context`` default the checkout, ``build-args`` ``K=V`` lines); ``${{ env.X }}`` filled from the workflow's,
+    job's and step's ``env``, a tag with another expression left out. Paths relative to the repository root."""
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, dict):
+        return {}
+    out: dict[str, tuple[str, str, dict[str, str]]] = {}
+    top = doc.get("env") if isinstance(doc.get("env"), dict) else {}
+    for job in jobs.values():
+        if not isinstance(job, dict):
+            continue
+        job_env = {**top, **(job.get("env") if isinstance(job.get("env"), dict) else {})}
+        for step in job.get("steps") or []:
+            if not (isinstance(step, dict) and str(step.get("uses") or "").startswith("docker/build-push-action")):
+                continue
+            env = {**job_env, **(step.get("env") if isinstance(step.get("env"), dict) else {})}
+            w = step.get("with") if isinstance(step.get("with"), dict) else {}
+
+            def fill(value: Any, env: dict = env) -> str:
+                return re.sub(r"\$\{\{\s*env\.(\w+)\s*\}\}",
+                              lambda m: str(env[m.group(1)]) if m.group(1) in env else m.group(0), str(value or ""))
+
+            context = fill(w.get("context")) or "."
+            path = fill(w.get("file")) or str(PurePosixPath(context, "Dockerfile"))
+            args = dict(line.strip().partition("=")[::2] for line in fill(w.get("build-args")).splitlines()
+                        if "=" in line)
+            for tag in re.split(r"[,\n]", fill(w.get("tags"))):
+                tag = tag.strip()
+                if tag and "${{" not in tag:
+                    out[tag] = (path, context, args)
     return out
 
 
@@ -321,19 +456,116 @@ def container_from_build(container: dict, build: ImageBuild, read: Reader) -> di
     return out
 
 
+#: File names that may tie an image tag to a Dockerfile without building or running anything themselves (READMEs and
+#: docs with ``docker build`` commands, Tiltfiles, Skaffold and DevSpace configs, GitHub Actions workflows).
+_LINK_NAME = re.compile(r"^(?:README[\w.-]*|[\w.-]+\.md|Tiltfile|skaffold[\w.-]*\.ya?ml|devspace[\w.-]*\.ya?ml)$", re.I)
+
+
+def is_build_link_file(path: str) -> bool:
+    """Whether the file ``path`` (relative to the folder given) may only tie image tags to Dockerfiles
+    (:func:`build_links`): a README or Markdown file, a Tiltfile, a Skaffold or DevSpace config, or a GitHub Actions
+    workflow (``.github/workflows/*.yml``)."""
+    parts = PurePosixPath(path).parts
+    return bool(_LINK_NAME.match(parts[-1] if parts else "")) or (
+        len(parts) >= 3 and parts[-3:-1] == (".github", "workflows") and PurePosixPath(path).suffix in (".yml", ".yaml"))
+
+
+def build_links(path: str, text: str) -> tuple[dict[str, tuple[str, str, dict[str, str]]], str]:
+    """``(image tag or name -> (Dockerfile, context, build args), the folder those paths are relative to)`` that the
+    file ``path`` (text ``text``) ties to Dockerfiles: a Makefile's (:func:`makefile_builds`), a shell script's or
+    README's ``docker build`` lines (:func:`script_builds`), a Tiltfile's ``docker_build`` (:func:`tilt_builds`), a
+    Skaffold or DevSpace config's images (:func:`skaffold_builds`, :func:`devspace_builds`) or a GitHub Actions
+    workflow's ``docker/build-push-action`` steps (:func:`workflow_builds`, relative to the repository root above
+    ``.github``). ``{}`` for any other file."""
+    p = PurePosixPath(path)
+    folder = str(p.parent)
+    if is_makefile(path):
+        return makefile_builds(text), folder
+    if p.name == "Tiltfile":
+        return tilt_builds(text), folder
+    if p.suffix in (".yml", ".yaml", ".json"):
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+        except yaml.YAMLError:
+            return {}, folder
+        out: dict[str, tuple[str, str, dict[str, str]]] = {}
+        workflow = p.parts[-3:-1] == (".github", "workflows")
+        for d in docs:
+            out.update(workflow_builds(d) if workflow else {**skaffold_builds(d), **devspace_builds(d)})
+        return out, str(p.parent.parent.parent) if workflow else folder
+    if "build" in text and re.search(r"\b(?:docker|podman|nerdctl)(?:\s+buildx)?\s+build\b", text):
+        return script_builds(text), folder
+    return {}, folder
+
+
 def builds_of(files: Mapping[str, str]) -> dict[str, ImageBuild]:
-    """Image tag -> :class:`ImageBuild` for every tag that the Makefiles among ``files`` (path -> text) build from a
-    Dockerfile among them."""
+    """Image tag (or a tagless image name, which Skaffold, Tilt and DevSpace replace whatever the tag) ->
+    :class:`ImageBuild` for every image that a file among ``files`` (path -> text) builds from a Dockerfile among
+    them (:func:`build_links`). A Makefile's or Compose file's own link wins over a README's or script's."""
     out: dict[str, ImageBuild] = {}
-    for path, text in files.items():
-        if not is_makefile(path):
+    ordered = sorted(files.items(), key=lambda kv: 0 if is_makefile(kv[0]) else 1, reverse=True)
+    for path, text in ordered:
+        if is_dockerfile(path):
             continue
-        folder = PurePosixPath(path).parent
-        for tag, (dockerfile, _, build_args) in makefile_builds(text).items():
+        links, folder = build_links(path, text)
+        for tag, (dockerfile, _, build_args) in links.items():
             target = str(PurePosixPath(folder, dockerfile))
             body = files.get(target)
             if body is not None:
                 out[tag] = parse_dockerfile(target, body, build_args)
+    return out
+
+
+def _without_tag(image: str) -> str:
+    """``image`` without its ``:tag`` and ``@digest`` (the registry's port kept)."""
+    image = image.split("@", 1)[0]
+    head, _, last = image.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
+def build_for(image: str, builds: Mapping[str, ImageBuild]) -> ImageBuild | None:
+    """The :class:`ImageBuild` of ``image``: its tag among ``builds``, else its name where a tagless name is
+    (Skaffold, Tilt and DevSpace tag the image themselves and replace it in every manifest naming it)."""
+    if image in builds:
+        return builds[image]
+    name = _without_tag(image)
+    return builds.get(name) if name != image and ":" not in name.rpartition("/")[2] else None
+
+
+def lone_dockerfile(files: Mapping[str, str], builds: Mapping[str, ImageBuild],
+                    images: Iterable[str]) -> tuple[str, ImageBuild] | None:
+    """``(image, build)`` where nothing among ``files`` names the tag the one Dockerfile among them builds:
+    ``images`` (those of the containers that start no command of their own, so their image's ENTRYPOINT and ENV
+    decide what runs) hold exactly one image that no link builds and that is no published image (vLLM's Docker Hub
+    images, the wrapped images of ``wrapped_vllm_versions.json``), the files hold exactly one Dockerfile, no link
+    names it, and its final stage is built on a vLLM image. The user's own image is then the one they build from
+    that Dockerfile; the caller says so beside the verdict. ``None`` otherwise."""
+    dockerfiles = [p for p in files if is_dockerfile(p)]
+    if len(dockerfiles) != 1 or any(b.path == dockerfiles[0] for b in builds.values()):
+        return None
+    own = {i for i in images if i and build_for(i, builds) is None and not image_repository(i).startswith("vllm/")
+           and wrapped_vllm_version(i) is None}
+    if len(own) != 1:
+        return None
+    build = parse_dockerfile(dockerfiles[0], files[dockerfiles[0]])
+    if not build.base or version_from_image(build.base) is None:
+        return None
+    return own.pop(), build
+
+
+def commandless_images(doc: Any) -> list[str]:
+    """The ``image`` of every container (and init container) in ``doc`` that sets no ``command``."""
+    out: list[str] = []
+    if isinstance(doc, dict):
+        for key in ("containers", "initContainers"):
+            items = doc.get(key)
+            if isinstance(items, list):
+                out += [str(c.get("image") or "") for c in items if isinstance(c, dict) and not c.get("command")]
+        for value in doc.values():
+            out += commandless_images(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            out += commandless_images(value)
     return out
 
 
@@ -352,8 +584,9 @@ def with_image_builds(doc: dict, builds: Mapping[str, ImageBuild], read: Reader)
                 items = node.get(key)
                 if isinstance(items, list):
                     for i, c in enumerate(items):
-                        if isinstance(c, dict) and str(c.get("image") or "") in builds:
-                            items[i] = container_from_build(c, builds[str(c["image"])], read)
+                        build = build_for(str(c.get("image") or ""), builds) if isinstance(c, dict) else None
+                        if build is not None:
+                            items[i] = container_from_build(c, build, read)
                             changed = True
             for value in node.values():
                 walk(value)

@@ -56,13 +56,19 @@ from pdd_operator.compat.dynamo_resources import (
     service_resources,
     with_service_resources,
 )
+from pdd_operator.compat.kserve_merge import well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
 from pdd_operator.compat.rules.engine_args import malformed_option_findings
-from pdd_operator.compat.templated import template_engine, templated_findings, templated_pair_findings
+from pdd_operator.compat.templated import (
+    own_line_without_connector,
+    template_engine,
+    templated_findings,
+    templated_pair_findings,
+)
 from pdd_operator.vllm.args import POD_IP, container_env, container_launches, parse_flags
 from pdd_operator.vllm.entrypoint import entrypoint_unread, leading_entry, leading_serve, repeated_entrypoint
 from pdd_operator.vllm.expansion import opaque_value, runs_shell, shell_operands, unknown, unknown_names
@@ -113,6 +119,9 @@ class Engine:
         role_unknown: why the engine's role cannot be told although something around it names one (a flag that
             decides it has a value not in these files: :func:`_unknown_role_flag`); ``""`` otherwise. Such an engine
             is never paired: its role is ``None``.
+        dynamo_roleless: a ``dynamo.vllm`` worker that nothing Dynamo's worker reads gives a role
+            (:func:`dynamo_default_role`: no role flag, no role variable), whatever a name, label or
+            ``subComponentType`` / v1beta1 ``type`` says: Dynamo registers it as the decode/aggregated ``backend``.
     """
 
     where: str
@@ -128,6 +137,7 @@ class Engine:
     container: str = ""
     flags_key: str = "args"
     role_unknown: str = ""
+    dynamo_roleless: bool = False
 
 
 @dataclass(frozen=True)
@@ -651,10 +661,11 @@ def _engine(
     role, role_from = _classify(argv, config.kv_transfer.get("kv_role"), context, labels_role)
     if role not in ("prefill", "decode") and launch.proxy_role and config.kv_transfer:
         role, role_from = launch.proxy_role, "proxy"  # the script's P/D proxy names this engine's port
-    if (role not in ("prefill", "decode") or role_from in ("name", "label")) \
-            and dynamo_default_role(argv, config, container):
+    roleless = dynamo_default_role(argv, config, container)
+    if (role not in ("prefill", "decode") or role_from in ("name", "label")) and roleless:
         # no role flag: the worker registers as the decode/aggregated backend, whatever its labels or names say (a
-        # DynamoGraphDeployment's subComponentType, role_from "type", is left to Dynamo's operator)
+        # DynamoGraphDeployment's subComponentType, role_from "type", keeps its role for pairing; a graph whose
+        # only prefill workers are such roleless ones is judged by compat/dynamo_roles.py instead)
         role, role_from = "decode", "dynamo"
     role_unknown = "" if role_from in ("kv_role", "flag") else _unknown_role_flag(argv) or ""
     if role_unknown:  # a label, name or type must not stand in for a flag whose value nobody here can read
@@ -674,7 +685,8 @@ def _engine(
                           findings=malformed_option_findings(replace(config, role=role or "engine"), where))
     return Engine(where=at, role=role, config=config, pod_id=id(pod_spec), role_from=role_from,
                   container=re.sub(r"\([^)]*\)$", "", where),
-                  flags_key="args" if container.get("args") else "command", role_unknown=role_unknown)
+                  flags_key="args" if container.get("args") else "command", role_unknown=role_unknown,
+                  dynamo_roleless=roleless)
 
 
 def _kv_transfer_config_unparsed(config: RoleConfig) -> bool:
@@ -1066,14 +1078,15 @@ def _kserve_templated(spec: dict, origin: str) -> tuple[frozenset[int], list[Unr
                 refused = templated_findings(c, where)
                 if pd:
                     mains[keys] = (c, len(unreadable))
+                configs = ", ".join(well_known_configs(spec, role))
                 unreadable.append(Unreadable(
                     where,
-                    f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates (the "
-                    "container has no command, and KServe's template replaces the image's entrypoint), which are "
+                    f"the {role} engine's command comes from KServe's LLMInferenceServiceConfig templates ({configs}: "
+                    "the container has no command, and KServe's template replaces the image's entrypoint), which are "
                     "not in these files, so its KV connector and flags cannot be read (before kserve#6027 the "
-                    "templates set no --kv-transfer-config at all); give the container an explicit command to "
-                    "have it checked", refused, fmt(version_from_image(str(c.get("image") or ""))) if refused else
-                    "unknown"))
+                    "templates set no --kv-transfer-config at all); give the container an explicit command, or the "
+                    "configs' files, to have it checked", refused,
+                    fmt(version_from_image(str(c.get("image") or ""))) if refused else "unknown"))
     if ("prefill", "template") in mains and ("template",) in mains:
         (p, at), (d, _) = mains[("prefill", "template")], mains[("template",)]
         found = _templated_pair(spec, origin, p, d)
@@ -1107,6 +1120,35 @@ def _templated_pair(spec: dict, origin: str, prefill: dict, decode: dict) -> tup
                            if isinstance(part, dict) and part.get("kvCacheOffloading"))
     return templated_pair_findings(_pair(*engines, "KServe spec.prefill and spec.template (the user's part of "
                                                     "the templates' vllm serve lines)"), offloading)
+
+
+def _certainly_connectorless(e: Engine) -> bool:
+    """The engine's own line names no KV connector and nothing of it may hold one (no ``--kv-transfer-config``,
+    readable or not, and no launcher that builds one), as :func:`aggregated_alone` reads it."""
+    c = e.config
+    return (c.connector is None and not c.kv_transfer and not c.launcher
+            and not any(name in ("--kv-transfer-config", "--kv_transfer_config") for name, _ in c.opaque))
+
+
+def _own_lines_without_connector(found: list, origin: str) -> list:
+    """``found`` (the engines and unreadable engines of one KServe P/D service) with a ``kv-connector-missing`` error
+    (:func:`~pdd_operator.compat.templated.own_line_without_connector`) on the templated role's Unreadable where the
+    other role's engines run their own lines without a KV connector: no template reaches them, so the pair moves no
+    KV whatever the template gives the templated role. Unchanged where no role is templated (both lines are then
+    judged as a pair) or the explicit role's engines name, or may name, a connector."""
+    templated = {("prefill" if " spec.prefill." in u.where else "decode"): i for i, u in enumerate(found)
+                 if isinstance(u, Unreadable) and u.where.startswith(f"{origin} spec.")
+                 and u.where.endswith(".containers(main)")}
+    engines = [e for e in found if isinstance(e, Engine) and e.role in ("prefill", "decode")]
+    for role, at in templated.items():
+        other = [e for e in engines if e.role != role]
+        if other and len(templated) == 1 and all(_certainly_connectorless(e) for e in other):
+            u = found[at]
+            finding = own_line_without_connector(other[0].role, other[0].where, role)
+            found[at] = replace(u, findings=(*u.findings, finding),
+                                version=u.version if u.findings else fmt(other[0].config.version)
+                                if other[0].config.version else "unknown")
+    return found
 
 
 def _is_ray_serve_config(doc: dict) -> bool:
@@ -1352,6 +1394,7 @@ def scan(doc: dict) -> tuple[list[Engine], list[Unreadable]]:
         _walk(spec["prefill"], ["spec", "prefill"], ctx, ("prefill", "type"), found, origin, None, skip=skip)
         rest = {k: v for k, v in spec.items() if k != "prefill"}
         _walk(rest, ["spec"], ctx, ("decode", "type"), found, origin, None, skip=skip)
+        found = _own_lines_without_connector(found, origin)
     elif (ome := _ome_pd_parts(doc)) is not None:
         ctx = [str(doc.get("kind", "")), str(meta.get("name", ""))]
         for key, role in zip(ome, ("prefill", "decode"), strict=True):

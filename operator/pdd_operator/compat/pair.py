@@ -33,6 +33,7 @@ from pdd_operator.vllm.expansion import (
 )
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
 from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
+from pdd_operator.vllm.foreign_flags import foreign_flags
 from pdd_operator.vllm.grpc_server import GRPC_SERVER_MODULES
 from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
@@ -263,6 +264,9 @@ class RoleConfig:
             (:mod:`pdd_operator.vllm.middleware`; the ``middleware-module-missing`` rule).
         removed_flags: flags of the argv that vLLM removed (:func:`~pdd_operator.vllm.removed_flags.removed_flags`),
             judged by version in the ``cli-flag-removed`` rule.
+        foreign_flags: flags of the argv that belong to another serving framework and that no vLLM parser read defines
+            (:func:`~pdd_operator.vllm.foreign_flags.foreign_flags`), for vLLM's own entry points only (``()`` for a
+            ``dynamo.vllm`` worker or a gRPC server, whose parsers differ); the ``cli-flag-unknown`` rule.
         flag_floor: ``(release, flag)``: the oldest release whose parser has every flag given
             (:func:`~pdd_operator.vllm.added_flags.flags_floor`), ``None`` when no listed flag is given.
         added_flags: the flags and short options of the argv that vLLM added in a known release
@@ -412,6 +416,7 @@ class RoleConfig:
     extensible_kv_cache: bool | None = None
     num_gpu_blocks_override: str | None = None
     removed_flags: tuple[str, ...] = ()
+    foreign_flags: tuple[str, ...] = ()
     middleware: tuple[str, ...] = ()
     repeated_entrypoint: RepeatedEntrypoint | None = None
     flag_floor: tuple[tuple[int, int, int], str] | None = None
@@ -989,6 +994,8 @@ def role_from_container(
         num_gpu_blocks_override=(str(flags["--num-gpu-blocks-override"])
                                  if flags.get("--num-gpu-blocks-override") not in (None, True) else None),
         removed_flags=removed_flags(flags),
+        foreign_flags=(foreign_flags(flags) if argv[:1] != ["dynamo.vllm"] and not (argv[:1] and argv[0] in GRPC_SERVER_MODULES)
+                       else ()),
         middleware=tuple(flag_values(argv, "--middleware")),
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,

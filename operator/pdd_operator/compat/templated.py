@@ -242,3 +242,29 @@ def _expandable_findings(container: dict, where: str, version: Version | None) -
         source=(f"{rule.source}; KServe config/llmisvcconfig templates append {ADDITIONAL_ARGS_ENV} and the "
                 "container's args to vllm serve"),
     ),)
+
+
+def own_line_without_connector(role: str, where: str, templated_role: str) -> Finding:
+    """``kv-connector-missing`` as an error for the ``role`` engine of a KServe P/D service (``spec.prefill`` set)
+    whose ``main`` container (at ``where``) runs a command of its own that names no KV connector, while the
+    ``templated_role`` engine's line is left to KServe's well-known template. A container's own ``command`` replaces
+    the template's in KServe's strategic merge (:mod:`~pdd_operator.compat.kserve_merge`), so no template of any
+    KServe release, :data:`KSERVE_NIXL_TEMPLATES_CHANGE` included (it edits the template's script), gives this
+    engine a connector: vLLM creates none (``kv_transfer_config`` None: v1/core/sched/scheduler.py
+    ``self.connector = None``, 0.11.0 l.84-85) and ignores the routing sidecar's ``kv_transfer_params`` ('Got
+    kv_transfer_params, but no KVConnector found'), so no KV moves between the roles whatever the other one runs."""
+    rule = RULES_BY_ID["kv-connector-missing"]
+    return Finding(
+        rule=rule.id, severity="error", fields=[f"{where}.command", f"{where}.args"],
+        message=(f"The {role} engine runs its own command ({where}), which names no KV connector "
+                 "(no --kv-transfer-config): KServe keeps a container's own command over its templates, so no "
+                 f"KServe release gives it one, and the {templated_role} engine (KServe's template) cannot move KV "
+                 f"to or from it: the {role} side of this prefill/decode service never transfers KV ('Got "
+                 "kv_transfer_params, but no KVConnector found')."),
+        fix=(f"Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}}' to the "
+             f"{role} engine's args (and the same connector to the {templated_role} engine's {ADDITIONAL_ARGS_ENV} "
+             "or an explicit command)."),
+        source=(f"{rule.source}; kserve pkg/controller/v1alpha1/llmisvc/config_merge.go (v0.16.0 mergeSpecs "
+                "l.315-352: strategic merge, a container's command replaced whole); "
+                f"{KSERVE_NIXL_TEMPLATES_CHANGE} changes only the templates' scripts"),
+    )

@@ -42,9 +42,11 @@ PLACEHOLDER_WHY = "a placeholder (<...>) the source leaves for its reader to fil
 #: "x" . }}``; Go text/template "Actions": delimited by ``{{`` and ``}}``): Helm replaces it when it renders the
 #: chart, so the value the engine gets is not in these files. No JSON value holds ``{{`` (an object's key is a string).
 _TEMPLATE_ACTION_RE = re.compile(r"\{\{[^{}]*\}\}")
-#: Why a value holding an unrendered template action is not read.
-TEMPLATE_WHY = ("an unrendered Helm template action ({{ ... }}): render the chart (helm template) and give its "
-                "output to pdd check")
+#: Why a value holding an unrendered template action is not read (Helm charts; KServe's LLMInferenceServiceConfig
+#: templates use the same Go text/template syntax, compat/kserve_merge.py fills what the files give).
+TEMPLATE_WHY = ("an unrendered Helm template action or KServe config variable ({{ ... }}): render the chart (helm "
+                "template) and give its output to pdd check, or, in an LLMInferenceServiceConfig, write the value "
+                "KServe's controller fills in (a field of its global configuration or of an object not in the files)")
 
 
 def placeholder_why(value: object) -> str | None:

@@ -52,6 +52,13 @@ REMOVED_FLAGS: dict[str, RemovedFlag] = {
         "'unrecognized arguments: --task' on vLLM 0.13.0 (gpustack#3991); no parser of 0.18.0, 0.24.0 or 0.32.0 "
         "defines it (0.32.0's FlexibleArgumentParser.error adds a hint to use --runner / --convert instead)",
     ),
+    "--worker-use-ray": RemovedFlag(
+        (0, 7, 0),
+        "--distributed-executor-backend ray",
+        "vllm/engine/arg_utils.py of the 0.6.2 sdist defines it (lines 329-332: 'Deprecated, use "
+        "--distributed-executor-backend=ray.'); no file of the 0.7.0 or 0.10.1.1 sdists names it (0.6.3-0.6.6 not "
+        "read: nothing is said for them); substratusai/vllm-docker's entrypoint.sh still passes it",
+    ),
 }
 
 

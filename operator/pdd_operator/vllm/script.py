@@ -885,6 +885,21 @@ class _Shell:
             return None
         return text
 
+    def emptiness_operand(self, node: tree_sitter.Node) -> str | None:
+        """The operand of a ``-z``/``-n`` test: as :meth:`operand`, except that, where the image's ``ENV`` is read
+        (:attr:`~pdd_operator.vllm.expansion.ContainerEnv.image`: a listed image, or the base of a Dockerfile among
+        the files, whose own ``ENV`` is then the container's), a variable certainly not set when the shell starts
+        (:meth:`~pdd_operator.vllm.expansion.ContainerEnv.unset`: no ``env``, ``valueFrom``, unread ``envFrom``,
+        platform or image ``ENV`` sets it) expands to nothing, as bash expands an unset name (noted in
+        :attr:`assumed_empty`, as a default applied on that assumption is). Where the image's ``ENV`` is not read it
+        may set the name, and the operand stays unknown."""
+        text = _joined(self.segments(node))
+        names = unknown_names(text)
+        if names and self.env.image and all(self.env.unset(n) for n in names):
+            self.assumed_empty += [n for n in names if n not in self.assumed_empty]
+            return _UNKNOWN_RE.sub("", text)
+        return self.operand(node)
+
     def test_expression(self, node: tree_sitter.Node, *, double: bool) -> bool | None:
         """A ``[ ]`` (``double`` False) or ``[[ ]]`` expression as tree-sitter-bash parses it (bash manual,
         "Bash Conditional Expressions"; POSIX ``test``)."""
@@ -898,7 +913,8 @@ class _Shell:
             if op == "!":
                 inner = self.test_expression(arg, double=double) if arg is not None else None
                 return None if inner is None else not inner
-            text = self.operand(arg) if arg is not None else ""
+            text = self.emptiness_operand(arg) if arg is not None and op in ("-z", "-n") else \
+                self.operand(arg) if arg is not None else ""
             if text is None:
                 return None
             return {"-z": text == "", "-n": text != ""}.get(op)  # file tests and others: not known here

@@ -26,6 +26,7 @@ from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES, ChoiceTable
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.flags import option_spelling
+from pdd_operator.vllm.foreign_flags import FOREIGN_FLAGS
 from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal, parser_table
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
@@ -382,6 +383,37 @@ def check_removed_flags(pair: PDPair) -> list[Violation]:
                 out.append((f"{r.role}: vLLM {fmt(r.version)} has no {flag} flag (removed; refused from "
                             f"{fmt(removal.refused_since)}): its argument parser stops with 'unrecognized arguments: "
                             f"{flag}' and the {r.role} server never starts.", fix))
+    return out
+
+
+@rule(
+    id="cli-flag-unknown", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args -> argparse ('unrecognized arguments', "
+            "exit 2; vllm/entrypoints/cli/main.py 0.9.0 and 0.34.0 line 110); the flags of Dynamo, SGLang and "
+            "TensorRT-LLM read absent from every vLLM parser of 0.9.0, 0.10.1.1, 0.18.0, 0.26.0, 0.27.0, 0.30.0 and "
+            "0.34.0 (pdd_operator/vllm/foreign_flags.py FOREIGN_FLAGS)"),
+    without_connector=True, one_engine=True,
+    example="--max-local-prefill-length 1500 in a PDDeployment's spec.decode.extraArgs; --mem-fraction-static 0.8 on "
+            "vllm serve",
+)
+def check_foreign_flags(pair: PDPair) -> list[Violation]:
+    """No vLLM engine passes a flag of another serving framework that vLLM's parser never defined.
+
+    A Dynamo graph's, SGLang's or TensorRT-LLM's setting copied onto ``vllm serve`` (or its ``api_server`` module, or
+    a PDDeployment's ``extraArgs``) is refused by argparse before the engine starts, on every release read
+    (:data:`~pdd_operator.vllm.foreign_flags.FOREIGN_FLAGS`); a ``dynamo.vllm`` worker's own flags are judged by
+    ``cli-flag-removed`` and ``engine-args-invalid`` on its Dynamo release instead."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        for flag in r.foreign_flags:
+            foreign = FOREIGN_FLAGS[flag]
+            where = f"vLLM {fmt(r.version)}" if r.version else "vLLM (every release from 0.9.0 to 0.34.0 read)"
+            out.append((f"{r.role}: {flag} is a flag of {foreign.owner}, not of vLLM: {where} defines no such option, "
+                        f"so its argument parser stops with 'unrecognized arguments: {flag}' and the {r.role} server "
+                        "never starts.",
+                        fix_for(pair, f"Remove {flag} from spec.{r.role}.extraArgs; {foreign.instead}.",
+                                f"Remove {flag} from the {r.role} container's arguments; {foreign.instead}.")))
     return out
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from typing import Literal
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, pinned_node, same_node
@@ -12,9 +14,42 @@ from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.http_socket import ALWAYS_RELEASES, GATED_SINCE_TEXT, http_reuse_port
 from pdd_operator.vllm.versions import dev_build_floor
 
-_UNROUTABLE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1", ""}
-#: Bind-all addresses: a listener bound there is reachable at the pod IP (only the advertised host is wrong).
-_WILDCARD = {"0.0.0.0", "::"}
+#: The everyday spellings of the loopback and wildcard hosts, which a message names without explaining them.
+_BARE = {"0.0.0.0", "::", "localhost", "127.0.0.1", "::1"}
+
+
+def host_kind(host: str | None) -> Literal["loopback", "wildcard", "empty"] | None:
+    """What a ``VLLM_NIXL_SIDE_CHANNEL_HOST`` value (``None``: unset) names as vLLM binds and advertises it:
+    ``"loopback"`` (unset, vLLM's default ``localhost``; ``localhost``; any 127.0.0.0/8 or ``::1`` address),
+    ``"wildcard"`` (``0.0.0.0``, ``::`` or another spelling of the unspecified address: the listener binds every
+    interface), ``"empty"`` (set to the empty string: ``tcp://:<port>`` has no host, which vLLM's split_zmq_path
+    refuses), else ``None`` (a name or a specific address, judged by nobody here).
+
+    An IPv6 address in brackets is read as the address: vLLM's ``make_zmq_path`` brackets only a bare valid IPv6
+    address and keeps any other host as written (``tcp://[::]:5600``), and ``split_zmq_path`` / ``make_zmq_socket``
+    read the host of that path with ``urlparse(...).hostname``, which drops the brackets, and turn IPv6 on for it
+    (0.10.0 vllm/utils/__init__.py lines 2747-2783 and 2829-2833; 0.23.0 vllm/utils/network_utils.py), so ``[::]``
+    binds the IPv6 wildcard and the peer dials it back as such. An IPv4-mapped IPv6 address (``::ffff:127.0.0.1``) is
+    read as the IPv4 address it maps. Pure."""
+    if host is None:
+        return "loopback"
+    text = host.strip()
+    if not text:
+        return "empty"
+    if text.lower() == "localhost":
+        return "loopback"
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_unspecified:
+        return "wildcard"
+    return "loopback" if address.is_loopback else None
+
 
 
 def _behind_aibrix_gateway(pair: PDPair) -> bool:
@@ -186,6 +221,9 @@ def check_rdma_present(pair: PDPair) -> list[Violation]:
     "second engine's listener thread cannot bind ('Address already in use') and the engine waits for it without a "
     "timeout (ready_event.wait() in set_xfer_handshake_metadata, 0.14.0 nixl_connector.py, 0.32.0 "
     "nixl/base_scheduler.py), on two the loopback host is wrong: an error. "
+    "Every spelling of the loopback or wildcard address counts as it (host_kind): an IPv6 one in brackets too, "
+    "since make_zmq_path keeps '[::]' as written and split_zmq_path reads its host as '::' (0.10.0 "
+    "vllm/utils/__init__.py lines 2747-2783). "
     "A host left as an unexpanded $(VAR) or "
     "${VAR} fails on either role: every engine binds its listener on it and waits for it (ready_event.wait(): 0.9.1 "
     "v1/nixl_connector.py, 0.11.1 nixl_connector.py, 0.32.0 nixl/base_scheduler.py), and ZeroMQ refuses the address",
@@ -211,11 +249,11 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             continue  # in pull mode only the prefill's listener is dialed: the decode's host is never used
         if host == POD_IP or (host == HOST_IP and r.host_network):
             continue
-        loopback = host is None or host == "localhost" or host.startswith("127.") or host == "::1"
+        kind = host_kind(host)
         # A wildcard host advertised in one namespace: the decode dials 0.0.0.0 (or ::), which Linux connects to
         # the local host (a destination of INADDR_ANY / in6addr_any is this host), where the listener bound every
         # interface: it works as loopback does.
-        if (loopback or host in _WILDCARD) and one_namespace:
+        if kind in ("loopback", "wildcard") and one_namespace:
             if assumed:
                 out.append((
                     f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST is {host or 'unset'}, which reaches the peer only in one "
@@ -227,14 +265,14 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             continue
         if host is None:
             what = "is unset (vLLM's default localhost)"
-        elif host in _UNROUTABLE or host.startswith("127."):
-            what = f"is {host!r}"
+        elif kind is not None:
+            what = f"is {host!r}" + (f" (the {kind} address)" if kind != "empty" and host.strip() not in _BARE else "")
         elif host == HOST_IP:
             what = "is the node IP but the pod does not use the host network"
         else:
             continue  # a literal address: may be right (static setups); not judged
         fix = "Set it from the downward API: valueFrom.fieldRef.fieldPath status.podIP (status.hostIP with hostNetwork)."
-        if host in _WILDCARD and _behind_aibrix_gateway(pair):
+        if kind == "wildcard" and _behind_aibrix_gateway(pair):
             out.append((
                 f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST {what}: the listener binds every interface, but the prefill "
                 "advertises this host as remote_host. The AIBrix gateway in front of a StormService replaces it with "
@@ -354,7 +392,7 @@ def _bind_addresses_differ(p: RoleConfig, d: RoleConfig) -> bool:
     or one host with both addresses. False where either host is unset (vLLM's localhost), loopback, a wildcard, the
     same text, or a placeholder (pod or node IP, an unexpanded variable): those can be one address."""
     hosts = [r.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") for r in (p, d)]
-    specific = [h for h in hosts if h and h not in _UNROUTABLE and not h.startswith("127.") and h not in (POD_IP, HOST_IP)
+    specific = [h for h in hosts if h and host_kind(h) is None and h not in (POD_IP, HOST_IP)
                 and not _UNEXPANDED.search(h)]
     return len(specific) == 2 and specific[0] != specific[1]
 

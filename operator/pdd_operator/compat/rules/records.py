@@ -56,10 +56,13 @@ ENV_FROM_UNSEEN = record(
 #: Where ``dynamo-prefill-role-missing`` comes from.
 DYNAMO_ROLE_SOURCE = ("ai-dynamo/dynamo components/src/dynamo/vllm/args.py: the worker registers as the 'prefill' "
                       "component only with --is-prefill-worker / --disaggregation-mode prefill, else as 'backend' "
-                      "(decode/aggregated; the older base_parse_args layout's default endpoint dyn://<ns>.backend.generate)")
+                      "(decode/aggregated; the older base_parse_args layout's default endpoint dyn://<ns>.backend.generate;"
+                      " 1.4.0 wheel args.py lines 175-184); deploy/operator/internal/dynamo/backend_vllm.go "
+                      "VLLMBackend.UpdateContainer writes no role flag from a subComponentType or type; "
+                      "ai-dynamo/dynamo#13238 (a DGDR's typed VllmPrefillWorker without the flag ran as backend)")
 DYNAMO_PREFILL_ROLE_MISSING = record(
     id="dynamo-prefill-role-missing", family="connector", severity="warning",
-    summary=("A DynamoGraphDeployment that names a prefill worker runs one: some dynamo.vllm worker passes "
+    summary=("A DynamoGraphDeployment that names or types a prefill worker runs one: some dynamo.vllm worker passes "
              "--is-prefill-worker (or --disaggregation-mode prefill); without, every worker serves aggregated."),
     fields=("spec.prefill.extraArgs",), source=DYNAMO_ROLE_SOURCE,
     reported_by="compat/dynamo_roles.py flagless_dynamo_graph (pdd check)",
