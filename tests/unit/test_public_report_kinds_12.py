@@ -173,6 +173,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "ec-connector-unregistered",
                     # set 86: an option written with three hyphens or a typographic dash stops the parser
                     "cli-option-malformed",
+                    # set 110: ParallelConfig refuses a DP rank at or past --data-parallel-size, connector or not
+                    "data-parallel-rank-out-of-range",
                     # set 87: a block-quantized FP8 checkpoint's experts at a TP that does not split its blocks
                     "fp8-moe-block-tp-indivisible",
                     # set 88: weights per GPU above what the engine may use of its GPU's memory

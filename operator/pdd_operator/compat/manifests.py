@@ -472,6 +472,7 @@ def _engines(
     if not found and (unknown_entry := _args_for_unknown_entrypoint(container, image, labels_role)):
         return [Unreadable(where, unknown_entry)]
     out = []
+    members: list[tuple[int, dict]] = []  # (index in ``out``, flags) of each engine read, for :func:`pod_dp_ranks`
     for i, launch in enumerate(found):
         at = f"{where} line {launch.line}" if len(found) > 1 else where
         if len(found) > 1 and sum(x.line == launch.line for x in found) > 1:
@@ -487,9 +488,39 @@ def _engines(
         engine = _engine(container, pod_spec, where, at, launch, context, labels_role, pod_meta, pod_group, replicas,
                          multinode, every_pod=every_pod)
         if engine:
+            if isinstance(engine, Engine):
+                members.append((len(out), parse_flags(list(launch.argv))[1]))
             out.append(engine)
             if launch.repeats:
                 out.append(repeats_unread(at, launch))
+    counts = pod_dp_ranks([(out[k].config, flags) for k, flags in members])
+    for (k, _), count in zip(members, counts, strict=True):
+        if count is not None:
+            out[k] = replace(out[k], config=replace(out[k].config, pod_dp_ranks=count))
+    return out
+
+
+def pod_dp_ranks(members: list[tuple[RoleConfig, dict]]) -> list[int | None]:
+    """For the engines one container starts (each its settings and its parsed flags, in launch order), the DP ranks
+    of each engine's data-parallel group that the container starts, where it starts more than one engine of that
+    group, else ``None``.
+
+    A script that runs one ``vllm serve`` per GPU, each with its own ``--data-parallel-rank`` (external load
+    balancing: one engine core each), starts all of them in one pod; they are one data-parallel group where they
+    name the same ``--data-parallel-size`` (> 1), model, ``--data-parallel-address`` and ``--data-parallel-rpc-port``
+    (vLLM joins every rank of a group at that address, v1/engine/utils.py launch_core_engines, config/parallel.py
+    stateless_init_dp_group). The pod then starts the sum of their :attr:`RoleConfig.dp_local`; ``None`` where any
+    of them is not known. Returns one entry per member."""
+    def key(config: RoleConfig, flags: dict) -> tuple | None:
+        if config.dp is None or config.dp <= 1 or config.dp_local is None:
+            return None
+        return (config.dp, config.model, flags.get("--data-parallel-address"), flags.get("--data-parallel-rpc-port"))
+
+    keys = [key(config, flags) for config, flags in members]
+    out: list[int | None] = []
+    for k in keys:
+        peers = [c for (c, _), other in zip(members, keys, strict=True) if k is not None and other == k]
+        out.append(sum(c.dp_local or 0 for c in peers) if len(peers) > 1 else None)
     return out
 
 

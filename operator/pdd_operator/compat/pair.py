@@ -215,6 +215,14 @@ class RoleConfig:
             (:func:`~pdd_operator.compat.data_parallel.local_data_parallel`), ``None`` when not known.
         dp_first: the global DP rank of the first of those engine cores
             (:func:`~pdd_operator.compat.data_parallel.first_local_rank`), ``None`` when not known.
+        dp_address: ``--data-parallel-address`` as the engine receives it (``<unknown:LWS_LEADER_ADDRESS>`` where
+            it is a value not in the files), ``None`` where not given: every rank naming one address joins one
+            data-parallel group there, whichever pod it runs in.
+        pod_dp_ranks: the DP ranks of this engine's data-parallel group that every launch of its container starts in
+            one pod, where the container's script starts several engines of one group (a ``vllm serve`` per GPU, each
+            with its own ``--data-parallel-rank``: :func:`~pdd_operator.compat.manifests.pod_dp_ranks`), the sum of
+            their ``dp_local``; ``None`` where the container starts this engine's ranks alone (then ``dp_local``
+            counts them).
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
         dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
         mamba_cache_mode: ``--mamba-cache-mode`` as written (``none``, ``all``, ``align``; ``None``: not given).
@@ -386,6 +394,8 @@ class RoleConfig:
     #: (:func:`~pdd_operator.compat.config_files.undecided_mappings`).
     config_file_mappings: tuple[str, ...] = ()
     dp_first: int | None = 0
+    dp_address: str | None = None
+    pod_dp_ranks: int | None = None
     pcp: int | None = 1
     dcp: int | None = 1
     mamba_cache_mode: str | None = None
@@ -980,6 +990,7 @@ def role_from_container(
         dp_local=local_data_parallel(flags),
         config_file_mappings=tuple(str(f) for f in container.get(MAPPINGS_KEY) or ()),
         dp_first=first_local_rank(flags),
+        dp_address=text("--data-parallel-address"),
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),
         mamba_cache_mode=text("--mamba-cache-mode"),

@@ -27,6 +27,14 @@ CUMEM_FLAGS: dict[str, Version] = {"--enable-sleep-mode": CUMEM_POOL_STABLE_SINC
                                    "--enable-cumem-allocator": CUMEM_ALLOCATOR_FLAG_SINCE}
 
 
+#: First vLLM release whose pinned PyTorch reads ``PYTORCH_ALLOC_CONF``, the accelerator-agnostic allocator variable,
+#: before ``PYTORCH_CUDA_ALLOC_CONF`` (PyTorch 2.9.0, which vLLM 0.11.1 moved to; torch's precedence as vLLM 0.34.0
+#: writes it down in vllm/device_allocator/alloc_conf.py ``ALLOC_CONF_ENV_VARS``: "the accelerator-agnostic variable
+#: wins, then the CUDA one"). vLLM's own startup refusal never reads it: ``_verify_kv_transfer_compat`` checks only
+#: ``PYTORCH_CUDA_ALLOC_CONF`` (config/vllm.py 0.23.0 lines 827-829, 0.26.0 lines 916-918, 0.34.0 lines 1242-1244).
+GENERAL_ALLOC_CONF_SINCE: Version = (0, 11, 1)
+
+
 def expandable_segments(alloc_conf: str | None) -> bool:
     """``PYTORCH_CUDA_ALLOC_CONF`` (its raw value, ``None``: unset) turns on PyTorch's expandable segments."""
     return "expandable_segments:true" in (alloc_conf or "").replace(" ", "").lower()
@@ -100,21 +108,62 @@ def check_expandable_segments(pair: PDPair) -> list[Violation]:
             continue
         if not nixl_pair and (r.version is None or r.version < EXPANDABLE_SEGMENTS_REFUSED_SINCE):
             continue
-        fault = expandable_segments_fault(r.version, r.env.get("PYTORCH_CUDA_ALLOC_CONF"), r.cumem_flags,
-                                          _has_rdma(r))
+        variable, fault = allocator_conf_fault(r.version, r.env, r.cumem_flags, _has_rdma(r), nixl=nixl_pair)
         if fault is None:
             continue
         severity, why = fault
         held = ("memory NIXL registered for RDMA can be remapped later" if r.nixl else
                 f"vLLM refuses it with any KV connector, {r.wrapper or r.connector} included")
         out.append((
-            f"{r.role}: PYTORCH_CUDA_ALLOC_CONF enables expandable_segments; {held}: {why}.",
-            "Remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or start the engine with "
+            f"{r.role}: {variable} enables expandable_segments; {held}: {why}.",
+            f"Remove expandable_segments:True from {variable}, or start the engine with "
             "--enable-cumem-allocator (vLLM 0.22+) or --enable-sleep-mode, which keep the KV cache out of "
             "expandable segments.",
             severity,
         ))
     return out
+
+
+def allocator_conf_fault(version: Version | None, env: dict[str, str], cumem_flags, rdma: bool | None, *,
+                         nixl: bool = True) -> tuple[str, tuple[str, str] | None]:
+    """Which allocator variable of an engine's ``env`` turns expandable segments on, and how vLLM ``version``
+    (``None``: unknown) fails with it, as ``(variable, (severity, why))``; ``(variable, None)`` where it does not.
+
+    ``PYTORCH_CUDA_ALLOC_CONF`` is judged by :func:`expandable_segments_fault` (vLLM's startup refusal reads it). Where
+    that finds nothing, ``PYTORCH_ALLOC_CONF`` (the variable PyTorch reads first from 2.9, vLLM
+    :data:`GENERAL_ALLOC_CONF_SINCE`) may still put the KV cache in expandable segments: vLLM does not refuse it,
+    the engine starts and NIXL's registrations go stale once PyTorch remaps the pages (``error`` over RDMA,
+    ``warning`` without: the same transfer fault as before 0.21). Only a NIXL pair's transfer (``nixl``) is judged
+    so. Not on releases whose PyTorch ignores the variable; with an unknown version only a ``warning`` (older
+    releases ignore it). The cumem allocator's pool exempts either variable (:data:`CUMEM_FLAGS`)."""
+    cuda_conf = env.get("PYTORCH_CUDA_ALLOC_CONF")
+    general = env.get("PYTORCH_ALLOC_CONF")
+    refusal = expandable_segments_fault(version, cuda_conf, cumem_flags, rdma)
+    if general and (version is None or version >= GENERAL_ALLOC_CONF_SINCE):
+        if refusal is not None and (version is None or version >= EXPANDABLE_SEGMENTS_REFUSED_SINCE):
+            return "PYTORCH_CUDA_ALLOC_CONF", refusal  # refused at startup, whatever PyTorch then reads
+        refusal = None  # PyTorch reads PYTORCH_ALLOC_CONF instead of PYTORCH_CUDA_ALLOC_CONF
+    if refusal is not None:
+        return "PYTORCH_CUDA_ALLOC_CONF", refusal
+    if not nixl or not expandable_segments(general):
+        return "PYTORCH_ALLOC_CONF", None
+    if version is not None and version < GENERAL_ALLOC_CONF_SINCE:
+        return "PYTORCH_ALLOC_CONF", None  # PyTorch before 2.9 reads only PYTORCH_CUDA_ALLOC_CONF
+    if any(version is None or version >= CUMEM_FLAGS[f] for f in cumem_flags if f in CUMEM_FLAGS):
+        return "PYTORCH_ALLOC_CONF", None
+    unread = ("vLLM's startup check reads only PYTORCH_CUDA_ALLOC_CONF (vllm/config/vllm.py "
+              "_verify_kv_transfer_compat), so the engine starts, while PyTorch reads PYTORCH_ALLOC_CONF first "
+              "(vllm/device_allocator/alloc_conf.py ALLOC_CONF_ENV_VARS) and puts the KV cache in expandable segments")
+    if version is None:
+        return "PYTORCH_ALLOC_CONF", ("warning", (
+            f"from vLLM {fmt(GENERAL_ALLOC_CONF_SINCE)} (PyTorch 2.9) {unread}, and transfers over RDMA fail once "
+            "PyTorch remaps registered pages (IBV_WC_REM_ACCESS_ERR, vllm#41237); older releases ignore the "
+            "variable, and this engine's vLLM version is unknown, so the version decides"))
+    why = (f"on vLLM {fmt(version)} {unread}; transfers fail once PyTorch remaps registered pages "
+           "(IBV_WC_REM_ACCESS_ERR at the first inter-node transfer, vllm#41237)")
+    return "PYTORCH_ALLOC_CONF", (("error", why) if rdma else (
+        "warning", why + "; without an RDMA device UCX copies through the current mapping, so it may only slow the "
+        "transfer (ai-dynamo/nixl#1754)"))
 
 
 def _raised_by_script(r) -> bool:

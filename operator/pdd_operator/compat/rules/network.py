@@ -10,7 +10,7 @@ from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.placement import HOSTNAME_ASSUMPTION, hostname_assumed, may_share_node, pinned_node, same_node
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.args import HOST_IP, POD_IP
-from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.expansion import unknown, unknown_names
 from pdd_operator.vllm.http_socket import ALWAYS_RELEASES, GATED_SINCE_TEXT, http_reuse_port
 from pdd_operator.vllm.versions import dev_build_floor
 
@@ -245,6 +245,9 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
         if host and _UNEXPANDED.search(host):  # every engine binds its own listener, so either role fails
             out.append(_unexpanded_host(r.role, host))
             continue
+        if host == unknown(LWS_LEADER) and _listens_in_every_pod(r):  # either role: the other pods cannot bind
+            out.append(_leader_host(r))
+            continue
         if r.role == "decode" and not _decode_is_dialed(pair):
             continue  # in pull mode only the prefill's listener is dialed: the decode's host is never used
         if host == POD_IP or (host == HOST_IP and r.host_network):
@@ -312,6 +315,39 @@ def check_side_channel_host(pair: PDPair) -> list[Violation]:
             fix, *(("warning",) if lowered else ()),
         ))
     return out
+
+
+#: The variable LeaderWorkerSet's webhook sets to the group leader pod's DNS name (``<lws>-<group>.<subdomain>.
+#: <namespace>``: kubernetes-sigs/lws pkg/utils/pod/pod_utils.go ``AddLWSVariables``), the same in every pod of a group.
+LWS_LEADER = "LWS_LEADER_ADDRESS"
+
+
+def _listens_in_every_pod(r: RoleConfig) -> bool:
+    """Every pod of the engine's LeaderWorkerSet group (:attr:`RoleConfig.group_uniform`, more than one pod) runs
+    engine cores of its own, each with its own NIXL handshake listener: data-parallel ranks local to the pod
+    (``--data-parallel-size`` > 1 and a known count of them here: ``dp_local``, or the script's launches of the group,
+    :attr:`RoleConfig.pod_dp_ranks`). The listener runs in the engine core's scheduler from 0.11.1 (nixl/
+    base_scheduler.py 0.26.0 lines 275-308) and in its rank-0 worker before, in the pod the DP rank runs in. A TP x PP
+    instance spread over the pods (``--nnodes``) runs one engine core, on the leader: not this case."""
+    local = r.pod_dp_ranks if r.pod_dp_ranks is not None else r.dp_local
+    return (r.group_uniform and r.pod_group > 1 and r.dp is not None and r.dp > 1
+            and local is not None and local >= 1)
+
+
+def _leader_host(r: RoleConfig) -> Violation:
+    """The finding for a side-channel host set to the LeaderWorkerSet leader's address in a group whose every pod
+    runs its own engine cores (:func:`_listens_in_every_pod`): each binds its listener on that host and advertises it
+    (nixl/base_scheduler.py 0.26.0 lines 64 and 275-308, pull_scheduler.py line 275 ``remote_host``)."""
+    return (
+        f"{r.role}: VLLM_NIXL_SIDE_CHANNEL_HOST is $({LWS_LEADER}), the group leader's address, in every one of the "
+        f"{r.pod_group} pods of its LeaderWorkerSet group, and each pod runs data-parallel engine cores of its own, "
+        "each binding its NIXL handshake listener on that host and advertising it to the peer: on the pods other than "
+        "the leader the address is not theirs, so the listener cannot bind ('Cannot assign requested address') and "
+        "the engine core waits for it without a timeout (ready_event.wait(), nixl/base_scheduler.py), while the "
+        "peer dials the leader for their ranks, where none of them listens.",
+        f"Set VLLM_NIXL_SIDE_CHANNEL_HOST in the {r.role} container from the downward API: valueFrom.fieldRef."
+        "fieldPath status.podIP (each pod its own IP).",
+    )
 
 
 def _side_channel_clash(pair: PDPair) -> list[int]:

@@ -159,9 +159,22 @@ def _visible_count(r: RoleConfig) -> int | None:
     if raw is None or _not_literal(raw) or any(r.env.get(n) is not None for n in _ROCM_VISIBLE):
         return None
     ids = visible_ids(raw)
-    if r.host_devices is not None and all(x.isdigit() for x in ids):
-        ids = list(itertools.takewhile(lambda x: int(x) < len(r.host_devices), ids))
+    handed = len(r.host_devices) if r.host_devices is not None else _plugin_devices(r)
+    if handed is not None and all(x.isdigit() for x in ids):
+        ids = list(itertools.takewhile(lambda x: int(x) < handed, ids))
     return len(ids)
+
+
+def _plugin_devices(r: RoleConfig) -> int | None:
+    """The GPUs a device plugin hands the pod's container (a literal ``nvidia.com/gpu``-style count), which the
+    container sees as devices 0 to n-1: the NVIDIA runtime injects only the allocated devices, so an ordinal of
+    ``CUDA_VISIBLE_DEVICES`` at or past n names none and ends CUDA's list there (as for a container handed some of its
+    host's GPUs, :func:`_visible_count`). ``None`` where the container may see more than its count: a privileged
+    container (the runtime then mounts every device of the node), one whose own ``NVIDIA_VISIBLE_DEVICES`` the
+    runtime may honour (:func:`_runtime_devices`), one on the host's GPUs by ordinal (Compose), or no literal count."""
+    if r.privileged or r.gpu_host or "NVIDIA_VISIBLE_DEVICES" in r.env:
+        return None
+    return r.gpus
 
 
 #: ROCm's own device lists, which PyTorch on ROCm reads before ``CUDA_VISIBLE_DEVICES`` (torch/cuda/__init__.py
@@ -223,6 +236,18 @@ def _hidden_devices(r: RoleConfig, need: int, shown: int) -> Violation:
             f"Number the {r.role} container's CUDA_VISIBLE_DEVICES from 0 (the GPUs it is handed, in order), or "
             "drop it and let the container's GPUs be the engine's.",
         )
+    plugin = _plugin_devices(r)
+    if plugin is not None and shown < len(visible_ids(value or "")):
+        return (
+            f"{r.role}: the pod requests {plugin} GPU(s), which its container sees as device(s) "
+            f"0{f' to {plugin - 1}' if plugin > 1 else ''}, so CUDA_VISIBLE_DEVICES={value} shows the engine's {need} "
+            f"rank(s) (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) at most {shown} device(s): an ordinal "
+            "past the container's devices ends CUDA's list, so rank "
+            f"{shown} finds none and the engine fails at startup (vllm/v1/worker/gpu_worker.py init_device: "
+            "local_rank < device_count).",
+            f"Request as many GPUs in the {r.role} pod as the highest ordinal its CUDA_VISIBLE_DEVICES lists (plus "
+            "one), or number CUDA_VISIBLE_DEVICES from 0 within the pod's GPUs.",
+        )
     return (
         f"{r.role}: the engine runs {need} ranks (TP {r.tp} x PP {r.pp} x DP-local {r.dp_local or r.dp}) but "
         f"CUDA_VISIBLE_DEVICES={value} shows it at most {shown} device(s): vLLM binds rank i to cuda:i of the visible "
@@ -259,22 +284,68 @@ def _group_gpu_count(r: RoleConfig) -> list[Violation]:
 
 def _group_dp_ranks(r: RoleConfig) -> list[Violation]:
     """A pod group whose every pod runs this engine's command (:attr:`RoleConfig.group_uniform`, a LeaderWorkerSet
-    with one template) starts at most ``pod_group`` x ``dp_local`` DP ranks; a larger ``--data-parallel-size``
-    leaves ranks that never start. Not judged with Ray (it places the ranks) or where a count is not known."""
-    if not r.group_uniform or r.pod_group <= 1 or r.dp is None or r.dp_local is None:
+    with one template) starts at most ``pod_group`` x the DP ranks one pod starts (:attr:`RoleConfig.pod_dp_ranks`
+    where the container's script starts several engines of the group, one per GPU, else ``dp_local``); a larger
+    ``--data-parallel-size`` leaves ranks that never start. Not judged with Ray (it places the ranks) or where a count
+    is not known."""
+    per_pod = r.pod_dp_ranks if r.pod_dp_ranks is not None else r.dp_local
+    if not r.group_uniform or r.pod_group <= 1 or r.dp is None or per_pod is None:
         return []
-    if r.executor == "ray" or r.ray_cluster or r.dp <= r.dp_local * r.pod_group:
+    if r.executor == "ray" or r.ray_cluster or r.dp <= per_pod * r.pod_group:
         return []
-    started = r.dp_local * r.pod_group
+    started = per_pod * r.pod_group
+    how = (f"{per_pod} DP rank(s) (its script's launches of this data-parallel group)" if r.pod_dp_ranks is not None
+           else f"{per_pod} DP rank(s) (--data-parallel-size-local, or one per pod with an external-LB rank)")
     return [(
         f"{r.role}: --data-parallel-size {r.dp}, but each of the {r.pod_group} pods of its group starts "
-        f"{r.dp_local} DP rank(s) (--data-parallel-size-local, or one per pod with an external-LB rank), {started} "
+        f"{how}, {started} "
         f"in all: ranks {started} to {r.dp - 1} never start, and every DP rank joins a data-parallel group of "
         "--data-parallel-size ranks at startup (vllm/v1/engine/core.py DPEngineCoreProc, "
         "ParallelConfig.stateless_init_dp_group), which waits for them, so the engine never serves.",
         f"Set --data-parallel-size to {started} (pods x --data-parallel-size-local), or raise the group size or "
         "--data-parallel-size-local (with the GPUs for it).",
     )]
+
+
+#: First release read whose ``ParallelConfig.__post_init__`` refuses a ``data_parallel_rank`` outside ``[0,
+#: data_parallel_size)`` (vllm/config/parallel.py 0.10.1.1 lines 256-259, 0.23.0 lines 820-824, 0.26.0 lines 858-862,
+#: 0.28.0 line 889, 0.30.0 line 932, 0.34.0 line 1113; earlier releases not read).
+DP_RANK_RANGE_SINCE = (0, 10, 1)
+
+
+@rule(
+    id="data-parallel-rank-out-of-range", family="parallelism", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"),
+    source=("vllm/config/parallel.py ParallelConfig.__post_init__: ValueError 'data_parallel_rank (R) must be in the "
+            "range [0, N)' (0.10.1.1 lines 256-259, 0.23.0 lines 820-824, 0.26.0 lines 858-862, 0.34.0 line 1113); "
+            "an external-LB rank is --data-parallel-rank, a hybrid/headless pod's first rank --data-parallel-start-rank "
+            "(vllm/engine/arg_utils.py 0.26.0 lines 2005-2060); LeaderWorkerSet runs the template on every pod of a "
+            "group (kubernetes-sigs/lws pod_webhook.go, LWS_WORKER_INDEX per pod)"),
+    since=DP_RANK_RANGE_SINCE,
+    without_connector=True,
+)
+def check_dp_rank_range(pair: PDPair) -> list[Violation]:
+    """A pod group starts no more data-parallel ranks of one group than its ``--data-parallel-size``."""
+    out = []
+    for r in pair.roles:
+        per_pod = r.pod_dp_ranks if r.pod_dp_ranks is not None else r.dp_local
+        if not r.group_uniform or r.pod_group <= 1 or r.dp is None or per_pod is None or r.dp_address is None:
+            continue
+        if r.executor == "ray" or r.ray_cluster or not r.dp_lb or not r.dp_lb[1]:
+            continue  # Ray places the ranks; without a rank flag every pod is rank 0 of a group of its own size
+        started = per_pod * r.pod_group
+        if started <= r.dp:
+            continue
+        out.append((
+            f"{r.role}: each of the {r.pod_group} pods of its LeaderWorkerSet group starts {per_pod} rank(s) of one "
+            f"data-parallel group (one --data-parallel-address for all, {' / '.join(r.dp_lb[1])} per pod), "
+            f"{started} in all, but --data-parallel-size is {r.dp}: vLLM refuses a rank at or past it at startup "
+            f"(ParallelConfig: 'data_parallel_rank ({r.dp}) must be in the range [0, {r.dp})'), and pods that repeat "
+            "rank numbers put two engines on one rank, so those engines never serve.",
+            f"Set --data-parallel-size to {started} (pods x ranks per pod), or lower the LeaderWorkerSet size or the "
+            "ranks each pod starts.",
+        ))
+    return out
 
 
 def _visibility(r: RoleConfig) -> str:
