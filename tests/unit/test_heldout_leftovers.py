@@ -44,7 +44,11 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixV: MoRIIO ports bound twice in one pod, a kv_lease_duration vLLM refuses, a --config mapping
                "moriio-listener-port-collision", "mooncake-kv-lease-invalid", "config-file-mapping-release-dependent",
                # fixX: vLLM's gRPC server parses no HTTP front-end flag
-               "grpc-server-flag-unrecognised"}
+               "grpc-server-flag-unrecognised",
+               # fixB: the model's architecture against the release's model registry
+               "architecture-not-in-release",
+               # set 109: a flag no vLLM release's parser has (Dynamo's, SGLang's, TensorRT-LLM's)
+               "cli-flag-unknown"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

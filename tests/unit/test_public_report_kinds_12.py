@@ -157,6 +157,8 @@ def test_the_rules_run_without_a_connector_are_engine_rules():
                     "kv-cache-dtype-unknown",
                     # set 58: a PDDeployment's vllmVersion against its image tag (the spec alone decides it)
                     "vllm-version-image-mismatch",
+                    # fixB: an architecture the release's model registry lacks (--model-impl vllm) stops vLLM's config
+                    "architecture-not-in-release",
                     # set 105: a --max-model-len past the model's derived context stops vLLM's config
                     "max-model-len-exceeds-model",
                     # leftovers 31: a VLLM_KV_CACHE_LAYOUT the KV cache dtype's backend refuses (TurboQuant, 0.34.0)

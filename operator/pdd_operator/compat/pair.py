@@ -44,6 +44,7 @@ from pdd_operator.vllm.max_model_len import CONFIG_OVERRIDE_FLAGS
 from pdd_operator.vllm.mm_inputs import disabled_modalities
 from pdd_operator.vllm.model_config import resolve_model
 from pdd_operator.vllm.moriio_ports import moriio_listener_ports
+from pdd_operator.vllm.parser_names import PARSER_FLAGS
 from pdd_operator.vllm.removed_flags import removed_flags
 from pdd_operator.vllm.rocm_nixl import installs_nixl
 from pdd_operator.vllm.scheduler_budget import SchedulerBudget
@@ -280,6 +281,15 @@ class RoleConfig:
             (:func:`~pdd_operator.vllm.added_flags.added_flags`), judged by version in the ``cli-flag-not-yet`` rule.
         choice_values: ``(flag, value)`` for each flag of the argv whose values vLLM's parser takes as ``choices``
             (:data:`~pdd_operator.vllm.flag_choices.CHOICE_TABLES`), judged by version in ``engine-args-invalid``.
+        parser_names: ``(flag, name)`` for the parser names the OpenAI server checks against its release's registry
+            before it serves (:mod:`pdd_operator.vllm.parser_names`): ``--tool-call-parser`` with
+            ``--enable-auto-tool-choice``, ``--reasoning-parser``; only for ``vllm serve`` / the api_server module
+            (not ``--headless``) and not where the kind's plugin flag (``--tool-parser-plugin``) may register more
+            names; judged by version in ``engine-args-invalid``.
+        model_impl: ``--model-impl`` as written (``auto``, ``vllm``, ``transformers``, ``terratorch``), ``None`` unset
+            (``auto``); with ``arch_overrides``, the flags that change which class serves an architecture
+            (``--model-class-overrides``, ``--hf-overrides`` naming ``architectures``), judged in
+            ``architecture-not-in-release``.
         lora_adapters: the LoRA adapter names ``--lora-modules`` serves (:func:`~pdd_operator.vllm.lora.adapter_names`),
             ``None`` where they cannot be read; judged in :mod:`pdd_operator.compat.rules.request_path`.
         lora_enabled: ``--enable-lora`` is given (vLLM's ``LoRAConfig`` is then built and adapters can be loaded at
@@ -422,6 +432,9 @@ class RoleConfig:
     flag_floor: tuple[tuple[int, int, int], str] | None = None
     added_flags: tuple[str, ...] = ()
     choice_values: tuple[tuple[str, str], ...] = ()
+    parser_names: tuple[tuple[str, str], ...] = ()
+    model_impl: str | None = None
+    arch_overrides: tuple[str, ...] = ()
     aux_outputs: tuple[str, ...] = ()
     v0_fallback_flags: tuple[str, ...] = ()
     moe_flags: tuple[tuple[str, str | bool], ...] = ()
@@ -1005,6 +1018,11 @@ def role_from_container(
         flag_floor=flags_floor(dict.fromkeys(added := added_flags(flags, short_options(argv)))),
         added_flags=added,
         choice_values=tuple((f, v) for f, v in flags.items() if f in CHOICE_TABLES and isinstance(v, str)),
+        parser_names=_parser_names(flags) if leading_entry(argv) in (2, 3) and flags.get("--headless") is not True
+        else (),
+        model_impl=text("--model-impl"),
+        arch_overrides=tuple(f for f, v in flags.items() if f.startswith("--model-class-overrides")
+                             or (f.startswith("--hf-overrides") and "architectures" in f"{f} {v}")),
         aux_outputs=tuple(f for f in ("--enable-return-routed-experts",) if flags.get(f) is True),
         v0_fallback_flags=v0_fallback_flags(flags),
         moe_flags=tuple((f, v) for f, v in flags.items() if f in _MOE_FLAGS or f.startswith("--eplb-config.")),
@@ -1015,6 +1033,19 @@ def role_from_container(
         kv_events="--kv-events-config" in flags,
         connector_note=connector_note,
     )
+
+
+def _parser_names(flags: dict) -> tuple[tuple[str, str], ...]:
+    """The parser names of :attr:`RoleConfig.parser_names` from an OpenAI server's parsed ``flags``."""
+    out = []
+    for flag, (_, plugin, _) in PARSER_FLAGS.items():
+        value = flags.get(flag)
+        if not isinstance(value, str) or not value or flags.get(plugin) not in (None, False, ""):
+            continue
+        if flag == "--tool-call-parser" and flags.get("--enable-auto-tool-choice") is not True:
+            continue  # validate_api_server_args checks the name only with --enable-auto-tool-choice
+        out.append((flag, value))
+    return tuple(out)
 
 
 def _role_env(cenv: ContainerEnv, launch: Launch) -> dict[str, str]:

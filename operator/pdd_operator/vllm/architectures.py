@@ -93,7 +93,8 @@ A, S = Architecture, SSMKind
 #: Kimi K3's text model is ``kimi_linear``. ``glm5_next`` (GLM-5.3-Flash, KDA + MLA) is in the same list from 0.30.0
 #: (l.324 of 0.30.0, l.327 of 0.32.0, l.307 of 0.34.0; models/registry.py 0.32.0 l.121 and l.423).
 HYBRID_MLA_MODEL_TYPES = frozenset({"kimi_linear", "glm5_next", "glm5_next_text"})
-HYBRID_MLA_ARCHITECTURES = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGeneration", "Glm5NextForCausalLM",
+HYBRID_MLA_ARCHITECTURES = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGeneration",
+                                      "KimiK31ForConditionalGeneration", "Glm5NextForCausalLM",
                                       "Glm5NextForConditionalGeneration"})
 
 HF_ARCHITECTURES: dict[str, tuple[Architecture, SSMKind | None]] = {
@@ -201,7 +202,22 @@ MODEL_NAME_ARCHITECTURES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"glm-?5(\.[0-2])?(?![.\d])(?!-flash)", re.I), "GlmMoeDsaForCausalLM"),
     # MiMo-V2-Flash: MoE with sliding-window and global attention layers (mimo_v2.py, sliding_window_size).
     (re.compile(r"mimo-v2-flash", re.I), "MiMoV2FlashForCausalLM"),
+    # Kimi-K3 and K3.1 (moonshotai): KDA + MLA hybrid MoE, multimodal. vLLM names the class of each in its registry
+    # (KimiK3ForConditionalGeneration from 0.27.0, KimiK31ForConditionalGeneration from 0.34.0: vllm/models/kimi_k3,
+    # registry.py _MULTIMODAL_MODELS) and picks Kimi-K3's tokenizer mode by that name (vllm/config/model.py 0.27.0
+    # lines 653-654). Its drafts (Kimi-K3-DSpark, -MTP) are other models and are not matched.
+    (re.compile(r"kimi-k3\.1(?![\d])(?!-(dspark|mtp|eagle))", re.I), "KimiK31ForConditionalGeneration"),
+    (re.compile(r"kimi-k3(?![.\d])(?!-(dspark|mtp|eagle))", re.I), "KimiK3ForConditionalGeneration"),
 ]
+
+
+def architecture_name(hf_architecture: str | None, model_name: str | None) -> str | None:
+    """The config.json ``architectures[0]`` name of a model: ``hf_architecture`` where given, else the one
+    :data:`MODEL_NAME_ARCHITECTURES` gives for the model id or path (``/models/Kimi-K3`` ->
+    ``KimiK3ForConditionalGeneration``), else ``None``."""
+    if hf_architecture:
+        return hf_architecture
+    return next((hf for pattern, hf in MODEL_NAME_ARCHITECTURES if pattern.search(model_name or "")), None)
 
 #: Patterns over Hugging Face model ids for well-known families, tried when no architecture is given.
 MODEL_NAME_PATTERNS: list[tuple[re.Pattern[str], Architecture, SSMKind | None]] = [
@@ -275,9 +291,7 @@ def traits(
     explicit_kind = SSMKind(ssm_kind) if ssm_kind else None
     derived: tuple[Architecture, SSMKind | None] | None = None
     source = "unknown"
-    if not hf_architecture:
-        hf_architecture = next((hf for pattern, hf in MODEL_NAME_ARCHITECTURES if pattern.search(model_name or "")),
-                               None)
+    hf_architecture = architecture_name(hf_architecture, model_name)
     if hf_architecture and hf_architecture in HF_ARCHITECTURES:
         derived, source = HF_ARCHITECTURES[hf_architecture], f"hfArchitecture {hf_architecture}"
     elif registry_family(hf_architecture) is not None:

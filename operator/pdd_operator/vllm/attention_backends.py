@@ -21,11 +21,15 @@ not judged.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 
 from pdd_operator.vllm.env_vars import read_by, unread
-from pdd_operator.vllm.versions import Version
+from pdd_operator.vllm.flag_choices import ChoiceRefusal, ChoiceTable, refusal
+from pdd_operator.vllm.versions import Version, parse_version
 
 #: Backends for MLA models without a sparse indexer (``is_mla()`` true, ``is_sparse()`` false).
 MLA_DENSE_BACKENDS = frozenset({
@@ -202,3 +206,33 @@ def default_backend_at(capability: tuple[int, int], head_size: int | None, versi
     if major == 7:
         return "TRITON_ATTN"
     return None
+
+
+_NAMES_TABLE = Path(__file__).with_name("attention_backend_names.json")
+
+
+@cache
+def backend_name_table() -> ChoiceTable:
+    """The ``AttentionBackendEnum`` member names of the releases read (0.18.0-0.34.0, ``attention_backend_names.json``
+    from ``dev/gen_vllm_attention_backends.py``) as a :class:`~pdd_operator.vllm.flag_choices.ChoiceTable`: each name
+    from the first to the last release read that has it (``TREE_ATTN`` ends with 0.20.2, ``TURBOQUANT`` arrives in
+    0.20.0, ``KIMI_K3_KV_BALANCED_MLA`` in 0.34.0; no name leaves a gap, a unit test checks it)."""
+    data = json.loads(_NAMES_TABLE.read_text())
+    return ChoiceTable(flag="--attention-backend", literal="AttentionBackendEnum",
+                       read=tuple(parse_version(v) for v in data["releases"]),  # type: ignore[misc]
+                       values={n: (parse_version(f[0]), parse_version(f[-1]))  # type: ignore[misc]
+                               for n, f in data["backend"].items()})
+
+
+def backend_name_refusal(name: str, version: Version) -> ChoiceRefusal | None:
+    """Whether vLLM ``version`` has no attention backend ``name`` (``--attention-backend`` or ``--attention-config``'s
+    ``backend``). vLLM looks it up as ``AttentionBackendEnum[name.upper()]`` (``auto`` is no backend:
+    vllm/config/attention.py ``validate_backend_before``, 0.18.0 l.65-75, 0.26.0 l.116-126, 0.34.0 l.280-290; the flag
+    goes through it in ``EngineArgs.create_engine_config``, vllm/engine/arg_utils.py 0.26.0 l.2250-2259), whose
+    metaclass raises ``ValueError("Unknown attention backend: ...")`` for a missing member
+    (vllm/v1/attention/backends/registry.py 0.26.0 l.18-31) while the engine config is built. ``None`` where the
+    release has it or nothing read bounds it (before 0.18.0); else a refusal whose verdict is ``"error"`` or
+    ``"warning"`` (:func:`~pdd_operator.vllm.flag_choices.refusal`). Pure."""
+    if name.lower() == "auto":
+        return None
+    return refusal(backend_name_table(), name.upper(), version)

@@ -50,6 +50,7 @@ from pdd_operator.compat.rules import (  # noqa: F401  (each module registers it
     mem_pool,
     memory,
     middleware,
+    model_registry,
     mooncake,
     mooncake_lease,
     moriio_pair,

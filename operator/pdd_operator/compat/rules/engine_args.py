@@ -15,17 +15,22 @@ from pdd_operator.vllm.attention_backends import (
     BACKEND_ENV,
     EXPLICIT_BACKEND_VALIDATED_SINCE,
     backend_env_read,
+    backend_name_refusal,
+    backend_name_table,
     backend_refusal,
 )
 from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from pdd_operator.vllm.entrypoint import SERVE
-from pdd_operator.vllm.flag_choices import CHOICE_TABLES
+from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.flag_choices import CHOICE_TABLES, ChoiceTable
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.flags import option_spelling
 from pdd_operator.vllm.foreign_flags import FOREIGN_FLAGS
+from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal, parser_table
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
+from pdd_operator.vllm.speculative_methods import method_refusal, method_table
 from pdd_operator.vllm.versions import dev_build_floor, fmt
 
 #: Flags the operator renders from the spec -> the field that sets them (a ``{role}`` in it is the role whose
@@ -125,6 +130,112 @@ def _choice_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     return out
 
 
+def _unread_release_refusal(role: RoleConfig, table: ChoiceTable, value: str) -> str | None:
+    """For an engine whose vLLM version is unknown: which releases read list ``value`` in ``table``, in words, where
+    some release read that it may run (from its development build's line on, :func:`~pdd_operator.vllm.versions.
+    dev_build_floor`) lacks it; ``None`` where every one of them lists it."""
+    found = choice_refusal(table, value, None, dev_build_floor(role.version_text))
+    return found.why if found is not None else None
+
+
+def _parser_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The findings for ``role``'s tool-call and reasoning parser names that its release's OpenAI server does not
+    register (:func:`~pdd_operator.vllm.parser_names.parser_refusal`; :attr:`RoleConfig.parser_names` holds only the
+    names the server checks): an error where the releases read settle it, a warning where the release was not read
+    and those around it disagree or it is newer than the newest read, or where the version is unknown and some
+    release read (from its development build's line on) lacks the name (:func:`_unread_release_refusal`); ``[]`` for
+    a release before the oldest read (0.18.0)."""
+    out: list[Violation] = []
+    for flag, name in role.parser_names:
+        kind = "tool call" if flag == "--tool-call-parser" else "reasoning"
+        plugin = PARSER_FLAGS[flag][1]
+        if role.version is None:
+            if why := _unread_release_refusal(role, parser_table(flag), name):
+                out.append((f"{role.role}: {flag} {name}: {why}, and this engine's vLLM version is unknown; on a "
+                            f"release that does not register it vllm serve's validate_api_server_args raises "
+                            f"KeyError('invalid {kind} parser: {name}') before it serves.",
+                            f"Give the {role.role} engine's vLLM release (its image tag) to have it judged, or use a "
+                            f"parser name every release you may run registers.", "warning"))
+            continue
+        found = parser_refusal(flag, name, role.version)
+        if found is None:
+            continue
+        fix = fix_for(pair, f"Give {flag} a name vLLM {fmt(role.version)} registers in spec.{role.role}.extraArgs, or "
+                            f"use a vLLM release that has {name}.",
+                      f"Give the {role.role} container's {flag} a name its vLLM release registers, use an image of a "
+                      f"release that has {name!r}, or load the parser with {plugin}.")
+        stops = (f"vllm serve's validate_api_server_args raises KeyError('invalid {kind} parser: {name}') before it "
+                 f"serves and the {role.role} server never starts")
+        if found.verdict == "error":
+            out.append((f"{role.role}: vLLM {fmt(role.version)} registers no {kind} parser named {name!r} ({found.why}):"
+                        f" {stops}.", fix))
+        else:
+            out.append((f"{role.role}: {flag} {name} ({found.why}); vLLM {fmt(role.version)} was not read and may not "
+                        f"register it: where it does not, {stops}.", fix, "warning"))
+    return out
+
+
+def _speculative_method_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The finding for ``role``'s ``--speculative-config`` ``method`` that its release's ``SpeculativeConfig`` does
+    not accept (:func:`~pdd_operator.vllm.speculative_methods.method_refusal`): an error where the releases read settle
+    it, a warning where they do not (a release not read between two that disagree, a name a 0.34.0+ plugin may
+    register), or where the version is unknown and some release read lacks it; ``[]`` for no method or a release before
+    0.18.0."""
+    method = role.speculative.get("method") if isinstance(role.speculative, dict) else None
+    if not isinstance(method, str):
+        return []
+    if role.version is None:
+        why = _unread_release_refusal(role, method_table(), method)
+        return [(f"{role.role}: --speculative-config method {method!r}: {why}, and this engine's vLLM version is "
+                 "unknown; on a release without it SpeculativeConfig refuses it while the engine config is built.",
+                 f"Give the {role.role} engine's vLLM release (its image tag) to have it judged.", "warning")] \
+            if why else []
+    found = method_refusal(method, role.version)
+    if found is None:
+        return []
+    fix = fix_for(pair, f"Use a speculative method vLLM {fmt(role.version)} has in spec.speculative, or a release that "
+                        f"has {method!r}.",
+                  f"Give the {role.role} container's --speculative-config a method its vLLM release has, or use an "
+                  f"image of a release that has {method!r}.")
+    stops = ("SpeculativeConfig refuses it (pydantic validation / 'Unknown speculative method') while the engine "
+             f"config is built, and the {role.role} engine never starts")
+    if found.verdict == "error":
+        return [(f"{role.role}: vLLM {fmt(role.version)} has no speculative method {method!r} ({found.why}): {stops}.",
+                 fix)]
+    return [(f"{role.role}: --speculative-config method {method!r} ({found.why}); vLLM {fmt(role.version)} may not "
+             f"accept it: where it does not, {stops}.", fix, "warning")]
+
+
+def _backend_name_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
+    """The finding for ``role``'s attention backend (``--attention-backend`` or ``--attention-config``'s ``backend``)
+    that its release's ``AttentionBackendEnum`` lacks (:func:`~pdd_operator.vllm.attention_backends.
+    backend_name_refusal`): an error where the releases read settle it, a warning where they do not or where the
+    version is unknown and some release read lacks it; ``[]`` for none, a templated value or a release before
+    0.18.0."""
+    name = role.attention_backend
+    if not name or unknown_names(name) or name.lower() == "auto":
+        return []
+    if role.version is None:
+        why = _unread_release_refusal(role, backend_name_table(), name.upper())
+        return [(f"{role.role}: attention backend {name!r}: {why}, and this engine's vLLM version is unknown; on a "
+                 "release without it AttentionBackendEnum raises ValueError('Unknown attention backend') while the "
+                 "engine config is built.", f"Give the {role.role} engine's vLLM release (its image tag) to have it "
+                 "judged.", "warning")] if why else []
+    found = backend_name_refusal(name, role.version)
+    if found is None:
+        return []
+    fix = fix_for(pair, f"Name an attention backend vLLM {fmt(role.version)} has, or drop it (vLLM picks one).",
+                  f"Give the {role.role} container's --attention-backend a backend its vLLM release has, or drop it "
+                  "(vLLM picks one).")
+    stops = (f"AttentionBackendEnum[{name.upper()!r}] raises ValueError('Unknown attention backend') while the engine "
+             f"config is built, and the {role.role} engine never starts")
+    if found.verdict == "error":
+        return [(f"{role.role}: vLLM {fmt(role.version)} has no attention backend {name!r} ({found.why}): {stops}.",
+                 fix)]
+    return [(f"{role.role}: attention backend {name!r} ({found.why}); vLLM {fmt(role.version)} was not read and may "
+             f"not have it: where it does not, {stops}.", fix, "warning")]
+
+
 def _dp_lb_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     """The finding for a ``vllm serve`` command line that selects more than one data-parallel load-balancing mode
     (:func:`~pdd_operator.compat.data_parallel.lb_mode_conflict`): an error on a release read that refuses it, a
@@ -198,7 +309,18 @@ def _worker_flag_violations(pair: PDPair, kind: str) -> list[Violation]:
             "--compilation-config pass_config keys against its PassConfig (0.10.1.1-0.34.0 likewise, forbidden from "
             "0.13.0): pdd_operator/vllm/config_fields.py; values of "
             "Literal-typed flags against the release's argparse choices (vllm/engine/arg_utils.py literal_to_kwargs; "
-            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; vllm serve's "
+            "--prefix-caching-hash-algo read 0.9.0-0.34.0): pdd_operator/vllm/flag_choices.py; --tool-call-parser (with "
+            "--enable-auto-tool-choice) and --reasoning-parser against ToolParserManager/ReasoningParserManager."
+            "list_registered() of the release (vllm serve's validate_api_server_args raises KeyError('invalid tool call "
+            "parser' / 'invalid reasoning parser') before it serves: entrypoints/openai/api_server.py 0.18.0 l.495-510, "
+            "0.26.0 l.597-612, 0.28.0 l.577-592, entrypoints/launchers/launcher.py 0.29.0 l.229-245, "
+            "entrypoints/common/cli_args.py 0.34.0 l.624-642; names of the sdists 0.18.0-0.34.0): "
+            "pdd_operator/vllm/parser_names.py; --speculative-config method against the release's SpeculativeMethod "
+            "(vllm/config/speculative.py: pydantic Literal, 0.26.0 l.66-94; 0.34.0 _validate_method l.1623-1634; "
+            "sdists 0.18.0-0.34.0): pdd_operator/vllm/speculative_methods.py; --attention-backend / --attention-config "
+            "backend against the release's AttentionBackendEnum members (ValueError('Unknown attention backend'): "
+            "vllm/config/attention.py validate_backend_before 0.26.0 l.116-126, v1/attention/backends/registry.py "
+            "l.18-31; sdists 0.18.0-0.34.0): pdd_operator/vllm/attention_backends.py; vllm serve's "
             "data-parallel load-balancing modes, one at most (vllm/entrypoints/cli/serve.py from 0.16.0: external "
             "with hybrid; from 0.22.0 also --data-parallel-multi-port-external-lb): pdd_operator/compat/data_parallel.py; "
             "Dynamo's vLLM worker: --disaggregation-mode choices per release (agg/prefill/decode from ai-dynamo 1.0.0, "
@@ -220,6 +342,9 @@ def check_engine_args(pair: PDPair) -> list[Violation]:
     for r in pair.roles:
         out.extend(_config_field_violations(pair, r))
         out.extend(_choice_violations(pair, r))
+        out.extend(_parser_violations(pair, r))
+        out.extend(_speculative_method_violations(pair, r))
+        out.extend(_backend_name_violations(pair, r))
         out.extend(_dp_lb_violations(pair, r))
     return out
 
