@@ -1587,6 +1587,53 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
     return pairs, taken
 
 
+#: vLLM's single-engine KV offloading connectors: they move an engine's KV blocks between its own GPU cache and its
+#: own CPU memory (or further tiers of its own) and never hand KV to another engine: no remote engine id, host, port
+#: or side channel in kv_connector/v1/offloading_connector.py with offloading/ and in simple_cpu_offload_connector.py
+#: (0.23.0 and 0.34.0 sdists; factory.py 0.34.0 lines 236-240 and 268-272 register them).
+OFFLOAD_ONLY_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector"})
+#: LMCache's vLLM connectors: one engine's KV cache on CPU, disk or a remote store (a Mooncake store, Redis, an LMCache
+#: server) unless LMCache's own P/D mode is on, which LMCache reads from its config file or its ``LMCACHE_*``
+#: variables (lmcache/v1/config.py ``_CONFIG_DEFINITIONS``: ``enable_pd`` default False, ``pd_role``; the older
+#: ``enable_nixl`` / ``nixl_role`` transfer channel likewise).
+LMCACHE_CONNECTORS = frozenset({"LMCacheConnectorV1", "LMCacheMPConnector"})
+#: What can switch LMCache's P/D mode on for an engine: a config file (not read here) or the variables themselves.
+_LMCACHE_PD_SOURCES = ("LMCACHE_CONFIG_FILE", "LMCACHE_ENABLE_PD", "LMCACHE_PD_ROLE", "LMCACHE_ENABLE_NIXL",
+                       "LMCACHE_NIXL_ROLE")
+#: A key of ``kv_connector_extra_config`` that can carry LMCache's P/D settings or its config file.
+_LMCACHE_PD_KEY = re.compile(r"pd|nixl|config_file", re.I)
+
+
+def single_engine_cache(e: Engine) -> str | None:
+    """Why ``e`` is a lone engine's KV cache and not one side of a prefill/decode pair, or ``None``.
+
+    Such an engine runs ``kv_role`` ``kv_both`` (as written) with a connector that only caches or offloads its own
+    KV: one of :data:`OFFLOAD_ONLY_CONNECTORS`, or one of :data:`LMCACHE_CONNECTORS` with nothing that can turn
+    LMCache's P/D mode on (no variable of ``_LMCACHE_PD_SOURCES`` in its environment, no P/D, NIXL or config-file key
+    in ``kv_connector_extra_config``), or a MultiConnector whose children all are. A lone ``kv_both`` NixlConnector,
+    MooncakeConnector or P2pNcclConnector engine is half of a pair whose other half is elsewhere: ``None``."""
+    written = e.config.kv_transfer_written or e.config.kv_transfer
+    if written.get("kv_role") != "kv_both":
+        return None
+
+    def cache(kv: dict) -> bool:
+        name = kv.get("kv_connector")
+        extra = kv.get("kv_connector_extra_config") if isinstance(kv.get("kv_connector_extra_config"), dict) else {}
+        if name == "MultiConnector":
+            children = extra.get("connectors")
+            return (isinstance(children, list) and bool(children)
+                    and all(isinstance(c, dict) and cache(c) for c in children))
+        if name in OFFLOAD_ONLY_CONNECTORS:
+            return True
+        return (name in LMCACHE_CONNECTORS and not any(k in e.config.env for k in _LMCACHE_PD_SOURCES)
+                and not any(_LMCACHE_PD_KEY.search(str(k)) for k in extra))
+
+    if not cache(written):
+        return None
+    return (f"{written.get('kv_connector')} with kv_role kv_both caches or offloads this engine's own KV and hands "
+            "none to another engine")
+
+
 #: The side a ``kv_both`` engine takes opposite engines whose ``kv_role`` fixes theirs.
 _OPPOSITE = {"decode": "prefill", "prefill": "decode"}
 
@@ -1649,7 +1696,8 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     pairs, either = _either_way_pairs(engines)
     unpaired = [Unpaired(e, f"not checked: cannot tell prefill from decode because {e.role_unknown}" if e.role_unknown
                          else "its role (prefill or decode) cannot be told from kv_role, flags, labels or names")
-                for e in engines if e.role not in ("prefill", "decode") and id(e) not in either]
+                for e in engines if e.role not in ("prefill", "decode") and id(e) not in either
+                and not (e.role == "both" and single_engine_cache(e))]  # a lone engine's cache: no P/D side
     unknown = [e for e in engines if e.role_unknown]
 
     def alone(e: Engine, wanted: str) -> str:
