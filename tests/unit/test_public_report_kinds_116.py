@@ -11,6 +11,14 @@ A lone ``kv_both`` engine of a transfer connector (NixlConnector, MooncakeConnec
 child) stays not checked: its other side may be in other files. An LMCache engine whose config file is not in the
 files, or whose environment sets LMCache's P/D mode, stays not checked too (the set's own entry: its
 ``LMCACHE_CONFIG_FILE`` is not among the inputs, so it stays in ``missed``).
+
+An engine of DAS's vLLM build for Hygon HCUs (OpenDAS/vllm with vllm-plugin-das) is not checked
+(:data:`pdd_operator.compat.manifests.DAS_PLUGIN`): its environment sets a ``VLLM_HCU_*`` variable, which no upstream
+release reads, or its image is DAS's (``harbor.sourcefind.cn:5443/dcu/...``). Its Mooncake transfer, KV layout and
+flags are the build's own: the cookbook runs a pipeline-parallel MooncakeConnector prefill that upstream 0.16-0.23
+refuses and passes ``--enable-custom-sp``. Set 116's HCU entries were right blind only because their versions were not
+read; written with ``pip install vllm==0.18.1`` the PP16 layout was refused (``mooncake-pp-unsupported``), a false
+refusal.
 """
 
 from __future__ import annotations
@@ -119,3 +127,55 @@ def test_only_the_lone_transfer_engine_of_two_deployments_is_not_checked(tmp_pat
     code, out = check(tmp_path, capsys, _lone_deployment(OFFLOAD, "vllm/vllm-openai:v0.23.0"),
                       _lone_deployment(KV, "vllm/vllm-openai:v0.23.0", "llama", "meta-llama/Llama-3.1-8B-Instruct"))
     assert code == 3 and len(out["notChecked"]) == 1 and "llama" in out["notChecked"][0]["object"], out
+
+
+HCU_PP = """export VLLM_HCU_USE_FLASHMLA=1
+export LMSLIM_USE_GLOBAL_MOE_CACHE=1
+vllm serve /models/glm-w4a8 --trust-remote-code -pp {pp} --port 9348 \\
+    --kv-transfer-config '{{"kv_connector":"MooncakeConnector","kv_role":"kv_producer"}}' &
+vllm serve /models/glm-w4a8 --trust-remote-code -tp 8 --port 9349 \\
+    --kv-transfer-config '{{"kv_connector":"MooncakeConnector","kv_role":"kv_consumer"}}' &"""
+
+
+@pytest.mark.parametrize("version", ["0.18.1", "0.21.0"])
+@pytest.mark.parametrize("pp", [2, 16])
+def test_a_das_build_engine_is_not_checked_but_not_refused(tmp_path, capsys, version, pp):
+    code, out = _script(tmp_path, capsys, HCU_PP.format(pp=pp), version)
+    assert code == 3 and not rules(out, "error") and "vllm-plugin-das" in out["notChecked"][0]["reason"], out
+
+
+def test_the_same_layout_on_upstream_vllm_is_refused(tmp_path, capsys):
+    upstream = "\n".join(x for x in HCU_PP.format(pp=2).splitlines() if "VLLM_HCU_" not in x)
+    code, out = _script(tmp_path, capsys, upstream.replace("/models/glm-w4a8", "Qwen/Qwen3-8B")
+                        .replace("-tp 8", "-tp 1"), "0.18.1")
+    assert code == 1 and "mooncake-pp-unsupported" in rules(out, "error"), out
+
+
+def _mooncake_pair(image: str, env=(), decode_tp: str = "2") -> list[dict]:
+    docs = []
+    for role, tp in (("prefill", "1"), ("decode", decode_tp)):
+        labels = {"app": "qwen", "llm-d.ai/role": role}
+        kv = json.dumps({"kv_connector": "MooncakeConnector", "kv_role": f"kv_{'producer' if role == 'prefill' else 'consumer'}"})
+        c = {"name": "vllm", "image": image, "command": ["vllm", "serve"], "env": list(env),
+             "args": ["Qwen/Qwen3-8B", "--tensor-parallel-size", tp, "--kv-transfer-config", kv],
+             "resources": {"limits": {"nvidia.com/gpu": tp}}}
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                     "metadata": {"name": f"qwen-{role}", "labels": labels},
+                     "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                              "template": {"metadata": {"labels": labels}, "spec": {"containers": [c]}}}})
+    return docs
+
+
+@pytest.mark.parametrize(("image", "env"), [
+    ("harbor.sourcefind.cn:5443/dcu/admin/base/vllm:0.18.1-ubuntu22.04-dtk26.04-py3.10", ()),
+    ("vllm/vllm-openai:v0.18.1", ({"name": "VLLM_HCU_USE_CUSTOM_FLASH_ATTN", "value": "1"},)),
+])
+def test_a_das_build_deployment_is_not_checked(tmp_path, capsys, image, env):
+    code, out = check(tmp_path, capsys, *_mooncake_pair(image, env))
+    assert code == 3 and not rules(out, "error") and "vllm-plugin-das" in json.dumps(out["notChecked"]), out
+
+
+def test_an_upstream_deployment_of_the_same_pair_is_judged(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, *_mooncake_pair("vllm/vllm-openai:v0.18.1",
+                                                        ({"name": "VLLM_HOST_IP", "value": "10.0.0.1"},)))
+    assert code == 1 and "mooncake-hetero-tp-unsupported" in rules(out, "error"), out

@@ -419,14 +419,31 @@ def _other_pd_engine(command: list[str], image: str, env_names: list[str],
     return None
 
 
+#: DAS's vLLM build for Hygon HCUs/DCUs (OpenDAS/vllm with vllm-plugin-das), as messages name it.
+DAS_PLUGIN = "vllm-plugin-das (Hygon HCU/DCU, DAS's vLLM build)"
+
+
 #: vLLM platform plugins whose own worker lays out and registers the KV cache (the shapes, layouts and NIXL memory
 #: types these rules read in upstream vLLM's CUDA/ROCm source): the plugin, what in the image's name says it, and
 #: the device-plugin resource prefixes that do (vllm-project/vllm-neuron#26: the Neuron worker needed its own
-#: get_kv_cache_shape and KV staging for NixlConnector; vllm-project/vllm-ascend#1984: NIXL between Ascend NPUs).
+#: get_kv_cache_shape and KV staging for NixlConnector; vllm-project/vllm-ascend#1984: NIXL between Ascend NPUs;
+#: HYGON-AI/vllm-plugin-das PR 7: Mooncake between Hygon HCUs; its images are harbor.sourcefind.cn:5443/dcu/...).
 _PLATFORM_PLUGINS = (
     ("vllm-neuron (AWS Trainium/Inferentia)", ("neuronx", "vllm-neuron"), ("aws.amazon.com/neuron",)),
     ("vllm-ascend (Huawei Ascend NPU)", ("vllm-ascend",), ("huawei.com/ascend",)),
+    (DAS_PLUGIN, ("sourcefind.cn/", "sourcefind.cn:", "/dcu/"), ("hygon.com/",)),
 )
+#: Variables only DAS's vLLM build for Hygon HCUs and its vllm-plugin-das read (``VLLM_HCU_USE_FLASHMLA``,
+#: ``VLLM_HCU_ALL2ALL_BACKEND``, ... in HYGON-AI/inference-cookbook-das docs/frameworks/mooncake.md; no upstream
+#: release read, 0.12.0, 0.18.1, 0.23.0, 0.34.0, names one): an engine whose environment sets one runs that build, whose
+#: Mooncake transfer and KV layout are the plugin's (HYGON-AI/vllm-plugin-das PR 7: HCU Mooncake block-first transfer,
+#: region registration and asymmetric-TP head slices), and whose parser takes flags upstream's has not.
+_DAS_ENV_PREFIX = "VLLM_HCU_"
+
+
+def _das_build(env: dict) -> str | None:
+    """:data:`DAS_PLUGIN` where the engine's environment (``env``: name -> value) sets a ``VLLM_HCU_*`` variable."""
+    return DAS_PLUGIN if any(str(k).startswith(_DAS_ENV_PREFIX) for k in env) else None
 
 
 def _platform_plugin(container: dict, image: str) -> str | None:
@@ -678,7 +695,7 @@ def _engine(
             and not leading_entry(args := [str(x) for x in container.get("args") or []])
             and not leading_serve(args)):
         return Unreadable(at, _entrypoint_unread_reason(image, args))
-    plugin = _platform_plugin(container, image)
+    plugin = _platform_plugin(container, image) or _das_build(config.env)
     if plugin:  # vLLM's parser still reads its command line: what it refuses on every release is said all the same
         return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
                           "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe",
