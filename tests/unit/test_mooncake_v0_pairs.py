@@ -253,6 +253,10 @@ def test_a_third_engine_or_another_connector_leaves_different_models_unpaired(tm
     assert "model-mismatch" not in _errors(out) and code == 3, out
     text = _kv_both_script("0.20.0", "Qwen/Qwen3-8B", "Qwen/Qwen3-4B").replace("NixlConnector", "LMCacheConnectorV1")
     code, out = _check(tmp_path, capsys, text)
+    # two LMCache kv_both engines with no LMCache P/D source are each a lone engine's cache, no P/D side (set 116:
+    # compat.manifests.single_engine_cache): nothing to check, and still never a model-mismatch pair
+    assert "model-mismatch" not in _errors(out) and code == 4 and not out["notChecked"], out
+    code, out = _check(tmp_path, capsys, text.replace("vllm serve", "LMCACHE_CONFIG_FILE=/etc/lmcache.yaml vllm serve"))
     assert "model-mismatch" not in _errors(out) and code == 3, out
 
 

@@ -424,14 +424,31 @@ def _other_pd_engine(command: list[str], image: str, env_names: list[str],
     return None
 
 
+#: DAS's vLLM build for Hygon HCUs/DCUs (OpenDAS/vllm with vllm-plugin-das), as messages name it.
+DAS_PLUGIN = "vllm-plugin-das (Hygon HCU/DCU, DAS's vLLM build)"
+
+
 #: vLLM platform plugins whose own worker lays out and registers the KV cache (the shapes, layouts and NIXL memory
 #: types these rules read in upstream vLLM's CUDA/ROCm source): the plugin, what in the image's name says it, and
 #: the device-plugin resource prefixes that do (vllm-project/vllm-neuron#26: the Neuron worker needed its own
-#: get_kv_cache_shape and KV staging for NixlConnector; vllm-project/vllm-ascend#1984: NIXL between Ascend NPUs).
+#: get_kv_cache_shape and KV staging for NixlConnector; vllm-project/vllm-ascend#1984: NIXL between Ascend NPUs;
+#: HYGON-AI/vllm-plugin-das PR 7: Mooncake between Hygon HCUs; its images are harbor.sourcefind.cn:5443/dcu/...).
 _PLATFORM_PLUGINS = (
     ("vllm-neuron (AWS Trainium/Inferentia)", ("neuronx", "vllm-neuron"), ("aws.amazon.com/neuron",)),
     ("vllm-ascend (Huawei Ascend NPU)", ("vllm-ascend",), ("huawei.com/ascend",)),
+    (DAS_PLUGIN, ("sourcefind.cn/", "sourcefind.cn:", "/dcu/"), ("hygon.com/",)),
 )
+#: Variables only DAS's vLLM build for Hygon HCUs and its vllm-plugin-das read (``VLLM_HCU_USE_FLASHMLA``,
+#: ``VLLM_HCU_ALL2ALL_BACKEND``, ... in HYGON-AI/inference-cookbook-das docs/frameworks/mooncake.md; no upstream
+#: release read, 0.12.0, 0.18.1, 0.23.0, 0.34.0, names one): an engine whose environment sets one runs that build, whose
+#: Mooncake transfer and KV layout are the plugin's (HYGON-AI/vllm-plugin-das PR 7: HCU Mooncake block-first transfer,
+#: region registration and asymmetric-TP head slices), and whose parser takes flags upstream's has not.
+_DAS_ENV_PREFIX = "VLLM_HCU_"
+
+
+def _das_build(env: dict) -> str | None:
+    """:data:`DAS_PLUGIN` where the engine's environment (``env``: name -> value) sets a ``VLLM_HCU_*`` variable."""
+    return DAS_PLUGIN if any(str(k).startswith(_DAS_ENV_PREFIX) for k in env) else None
 
 
 def _platform_plugin(container: dict, image: str) -> str | None:
@@ -714,7 +731,7 @@ def _engine(
             and not leading_entry(args := [str(x) for x in container.get("args") or []])
             and not leading_serve(args)):
         return Unreadable(at, _entrypoint_unread_reason(image, args))
-    plugin = _platform_plugin(container, image)
+    plugin = _platform_plugin(container, image) or _das_build(config.env)
     if plugin:  # vLLM's parser still reads its command line: what it refuses on every release is said all the same
         return Unreadable(at, f"a {plugin} engine: its platform plugin, not upstream vLLM's worker, lays out and "
                           "registers the KV cache, which these rules (read in vLLM's CUDA/ROCm source) describe",
@@ -1685,6 +1702,53 @@ def _either_way_pairs(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine,
     return pairs, taken
 
 
+#: vLLM's single-engine KV offloading connectors: they move an engine's KV blocks between its own GPU cache and its
+#: own CPU memory (or further tiers of its own) and never hand KV to another engine: no remote engine id, host, port
+#: or side channel in kv_connector/v1/offloading_connector.py with offloading/ and in simple_cpu_offload_connector.py
+#: (0.23.0 and 0.34.0 sdists; factory.py 0.34.0 lines 236-240 and 268-272 register them).
+OFFLOAD_ONLY_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector"})
+#: LMCache's vLLM connectors: one engine's KV cache on CPU, disk or a remote store (a Mooncake store, Redis, an LMCache
+#: server) unless LMCache's own P/D mode is on, which LMCache reads from its config file or its ``LMCACHE_*``
+#: variables (lmcache/v1/config.py ``_CONFIG_DEFINITIONS``: ``enable_pd`` default False, ``pd_role``; the older
+#: ``enable_nixl`` / ``nixl_role`` transfer channel likewise).
+LMCACHE_CONNECTORS = frozenset({"LMCacheConnectorV1", "LMCacheMPConnector"})
+#: What can switch LMCache's P/D mode on for an engine: a config file (not read here) or the variables themselves.
+_LMCACHE_PD_SOURCES = ("LMCACHE_CONFIG_FILE", "LMCACHE_ENABLE_PD", "LMCACHE_PD_ROLE", "LMCACHE_ENABLE_NIXL",
+                       "LMCACHE_NIXL_ROLE")
+#: A key of ``kv_connector_extra_config`` that can carry LMCache's P/D settings or its config file.
+_LMCACHE_PD_KEY = re.compile(r"pd|nixl|config_file", re.I)
+
+
+def single_engine_cache(e: Engine) -> str | None:
+    """Why ``e`` is a lone engine's KV cache and not one side of a prefill/decode pair, or ``None``.
+
+    Such an engine runs ``kv_role`` ``kv_both`` (as written) with a connector that only caches or offloads its own
+    KV: one of :data:`OFFLOAD_ONLY_CONNECTORS`, or one of :data:`LMCACHE_CONNECTORS` with nothing that can turn
+    LMCache's P/D mode on (no variable of ``_LMCACHE_PD_SOURCES`` in its environment, no P/D, NIXL or config-file key
+    in ``kv_connector_extra_config``), or a MultiConnector whose children all are. A lone ``kv_both`` NixlConnector,
+    MooncakeConnector or P2pNcclConnector engine is half of a pair whose other half is elsewhere: ``None``."""
+    written = e.config.kv_transfer_written or e.config.kv_transfer
+    if written.get("kv_role") != "kv_both":
+        return None
+
+    def cache(kv: dict) -> bool:
+        name = kv.get("kv_connector")
+        extra = kv.get("kv_connector_extra_config") if isinstance(kv.get("kv_connector_extra_config"), dict) else {}
+        if name == "MultiConnector":
+            children = extra.get("connectors")
+            return (isinstance(children, list) and bool(children)
+                    and all(isinstance(c, dict) and cache(c) for c in children))
+        if name in OFFLOAD_ONLY_CONNECTORS:
+            return True
+        return (name in LMCACHE_CONNECTORS and not any(k in e.config.env for k in _LMCACHE_PD_SOURCES)
+                and not any(_LMCACHE_PD_KEY.search(str(k)) for k in extra))
+
+    if not cache(written):
+        return None
+    return (f"{written.get('kv_connector')} with kv_role kv_both caches or offloads this engine's own KV and hands "
+            "none to another engine")
+
+
 #: The side a ``kv_both`` engine takes opposite engines whose ``kv_role`` fixes theirs.
 _OPPOSITE = {"decode": "prefill", "prefill": "decode"}
 
@@ -1747,7 +1811,8 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     pairs, either = _either_way_pairs(engines)
     unpaired = [Unpaired(e, f"not checked: cannot tell prefill from decode because {e.role_unknown}" if e.role_unknown
                          else "its role (prefill or decode) cannot be told from kv_role, flags, labels or names")
-                for e in engines if e.role not in ("prefill", "decode") and id(e) not in either]
+                for e in engines if e.role not in ("prefill", "decode") and id(e) not in either
+                and not (e.role == "both" and single_engine_cache(e))]  # a lone engine's cache: no P/D side
     unknown = [e for e in engines if e.role_unknown]
 
     def alone(e: Engine, wanted: str) -> str:
