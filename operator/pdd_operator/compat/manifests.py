@@ -1393,13 +1393,52 @@ def _controller_input(doc: dict) -> Unreadable | None:
             f"engines from it, so they cannot be read here{connectorless_note(doc, marked)}; check the pods it "
             "creates (kubectl get pod -o yaml)"))
     roles = declared_pd_roles(doc)
-    if roles is None:
+    if roles is None or idle_workload(doc):
         return None
     return Unreadable(where, (
         f"it declares prefill and decode roles ({roles}), but none of them holds a vLLM engine command or KV transfer "
         "settings: its controller or its images build the engines (a preset, an image's own entrypoint), so neither "
         "their vLLM arguments nor their version is in this file; check the pods it creates (kubectl get pod -o yaml), "
         "or give their vllm serve commands as container commands"))
+
+
+#: The whole script of a container that only idles (after a ``sh``/``bash -c`` wrapper, :func:`runs_shell`):
+#: ``sleep N``/``sleep infinity``, ``tail -f /dev/null``, or a ``while true; do sleep N; done`` loop, optionally
+#: ``exec``-ed. Such a container starts no process but the idle one, so no engine.
+_IDLE_SCRIPT = re.compile(
+    r"(?:exec\s+)?(?:sleep\s+(?:\d+[smhd]?|inf(?:inity)?)|tail\s+-f\s+/dev/null"
+    r"|while\s+(?:true|:)\s*;?\s*do\s+sleep\s+\S+\s*;?\s*done)\s*;?", re.IGNORECASE)
+
+
+def _pod_containers(node: Any) -> list[dict]:
+    """Every entry of a ``containers`` list anywhere in ``node`` (pod templates of any controller's shape);
+    ``initContainers`` are not among them: they end before a pod serves."""
+    if isinstance(node, list):
+        return [c for item in node for c in _pod_containers(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [c for c in node.get("containers") or [] if isinstance(c, dict)] if isinstance(node.get("containers"), list) else []
+    return own + [c for k, v in node.items() if k != "containers" for c in _pod_containers(v)]
+
+
+def idle_container(container: dict) -> bool:
+    """Whether a container's own ``command`` (with its ``args``) only idles (:data:`_IDLE_SCRIPT`). A container with
+    no ``command`` runs its image's entrypoint, which may start an engine: never idle."""
+    command = container.get("command")
+    if not isinstance(command, list) or not command:
+        return False
+    argv = [str(a) for a in [*command, *(container.get("args") or [])]]
+    words = shell_operands(argv)[:1] if runs_shell(argv) else [" ".join(argv)]
+    return bool(words) and _IDLE_SCRIPT.fullmatch(words[0].strip()) is not None
+
+
+def idle_workload(doc: dict) -> bool:
+    """Whether every container of ``doc``'s pod templates only idles (:func:`idle_container`), so that the
+    document, whatever roles it names (:func:`declared_pd_roles`), starts no engine: a scheduling sample whose
+    prefill/decode roles run ``busybox`` ``sleep 3600`` (aibrix samples/disaggregation/vllm/volcano-gang-pd.yaml in
+    zhangjyr/aibrix) deploys no P/D pair, which is nothing to check, not a P/D deployment left unchecked."""
+    containers = _pod_containers(doc)
+    return bool(containers) and all(idle_container(c) for c in containers)
 
 
 #: Keys by which an entry of a list is a workload role (pods the controller makes), not a routing or scheduling
