@@ -93,6 +93,12 @@ class CompatReport:
         return not self.errors
 
 
+def _docker(pair: PDPair) -> bool:
+    """Whether every engine of ``pair`` is one a script starts in a ``docker run`` container
+    (:attr:`~pdd_operator.compat.pair.RoleConfig.script_docker`)."""
+    return bool(pair.roles) and all(r.script_docker for r in pair.roles)
+
+
 def _in_terms(pair: PDPair, fix: str) -> str:
     if pair.managed:
         return fix
@@ -107,7 +113,7 @@ def _in_terms(pair: PDPair, fix: str) -> str:
         return in_modelplane_terms(fix)  # Modelplane members: their device requests, not the composed pods
     if all(r.workload_kind == RAY_SERVE_KIND for r in pair.roles):
         return in_ray_terms(fix)  # Ray Serve LLMConfigs: their engine_kwargs, not the synthetic containers
-    return in_script_terms(fix) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
+    return in_script_terms(fix, _docker(pair)) if all(r.workload_kind == SCRIPT_KIND for r in pair.roles) else fix
 
 
 def _sentence(text: str) -> str:
@@ -120,7 +126,7 @@ def _fields(pair: PDPair, fields: tuple[str, ...], in_manifest: tuple[str, ...] 
     keys (:func:`values_fields`) for engines rendered from llm-d-modelservice values."""
     out = manifest_fields(fields, pair.containers, in_manifest)
     if not pair.managed and pair.roles and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
-        return script_fields(out, pair.containers)
+        return script_fields(out, pair.containers, _docker(pair))
     if not pair.managed and pair.roles and all(r.workload_kind == LLMD_VALUES_KIND for r in pair.roles):
         return values_fields(fields, out, pair.containers)  # llm-d-modelservice values keys
     if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
@@ -136,7 +142,7 @@ def _script_message(pair: PDPair, message: str) -> str:
     """``message`` in a script's terms (its hosts and lines, :func:`in_script_terms`) for engines a shell or Slurm
     script starts, else as written."""
     if not pair.managed and pair.roles and all(r.workload_kind == SCRIPT_KIND for r in pair.roles):
-        return in_script_terms(message)
+        return in_script_terms(message, _docker(pair))
     if not pair.managed and pair.roles and all(r.workload_kind == COMPOSE_KIND for r in pair.roles):
         return in_compose_terms(message)
     if not pair.managed and pair.roles and all(r.workload_kind == DSTACK_KIND for r in pair.roles):

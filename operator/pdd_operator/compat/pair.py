@@ -455,6 +455,9 @@ class RoleConfig:
     #: docker/podman container, which gets its own devices, nor by srun or ssh), on a host the script shows GPUs of
     #: (:attr:`platform_hint`) (:func:`pdd_operator.compat.script_inputs.host_launch`)
     host_gpus: bool = False
+    #: a script starts the engine in a ``docker run`` / ``podman run`` container (its image is the one that line names,
+    #: :func:`pdd_operator.vllm.script.docker_run`), so fixes name that image, not a Slurm ``srun --container-image``
+    script_docker: bool = False
     #: the program that starts the engine where it is not ``vllm`` / ``python -m``, as written (``vllm-rs`` or a path
     #: to it: vLLM's Rust frontend, :data:`pdd_operator.vllm.script.RUST_FRONTEND`), else ``None``
     frontend: str | None = None

@@ -410,6 +410,7 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
                         "group_worker_gpus": workers[0] if len(set(workers)) == 1 else None}
         engines += [replace(e, where=_where(e.where, where, group), container=host,
                             config=replace(e.config, workload_kind=SCRIPT_KIND, platform_hint=hint,
+                                           script_docker=any(docker_run(x.wrapper) for x in group),
                                            host_gpus=gpu_host and on_host, **group_of,
                                            **_handed(e.where, group)))
                     for e in got]

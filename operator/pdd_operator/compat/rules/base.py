@@ -250,11 +250,25 @@ SCRIPT_MESSAGE_TERMS: tuple[tuple[str, str], ...] = (
 )
 
 
-def in_script_terms(text: str) -> str:
+#: :data:`SCRIPT_TERMS` / :data:`SCRIPT_FIELDS` wording of a Slurm job's image -> the words of a script whose engines
+#: run in ``docker run`` containers (:attr:`~pdd_operator.compat.pair.RoleConfig.script_docker`): their image is the
+#: one each ``docker run`` line names, longest first.
+DOCKER_SCRIPT_TERMS: tuple[tuple[str, str], ...] = (
+    ("an srun --container-image tag that names it", "the docker run image tag that names it"),
+    ("its srun --container-image", "the image its docker run line names"),
+    ("srun --container-image", "the docker run image"),
+)
+
+
+def in_script_terms(text: str, docker: bool = False) -> str:
     """``text`` (a fix in a hand-written manifest's terms, :func:`in_manifest_terms`) in the terms of a shell or
-    Slurm batch script (:data:`SCRIPT_TERMS`)."""
+    Slurm batch script (:data:`SCRIPT_TERMS`); ``docker``: the script's engines run in ``docker run`` containers, so
+    their image is named as that line gives it (:data:`DOCKER_SCRIPT_TERMS`), not as a Slurm ``srun`` option."""
     for manifest, script in SCRIPT_TERMS + SCRIPT_MESSAGE_TERMS:
         text = text.replace(manifest, script)
+    if docker:
+        for slurm, line in DOCKER_SCRIPT_TERMS:
+            text = text.replace(slurm, line)
     return text
 
 
@@ -266,12 +280,12 @@ SCRIPT_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def script_fields(fields: list[str], containers: tuple[tuple[str, str], ...]) -> list[str]:
+def script_fields(fields: list[str], containers: tuple[tuple[str, str], ...], docker: bool = False) -> list[str]:
     """``fields`` (paths of a manifest, :func:`manifest_fields`) for engines a shell or Slurm script starts, whose
     "container" is ``<file> (<format>) on <host>`` or ``... line N`` (:mod:`pdd_operator.compat.script_inputs`):
     ``<where>: VLLM_NIXL_SIDE_CHANNEL_PORT`` for ``<where>.env[VLLM_NIXL_SIDE_CHANNEL_PORT]``, ``<where>: the vLLM
     install (...)`` for ``<where>.image``, ``<where>: vllm serve flags`` for its command, ``<where>: hostNetwork``
-    for a pod field. Order kept, duplicates dropped."""
+    for a pod field; ``docker``: as :func:`in_script_terms`. Order kept, duplicates dropped."""
     out: list[str] = []
     for field in fields:
         where = next((c for c, _ in containers if field.startswith(c + ".")), None)
@@ -281,6 +295,8 @@ def script_fields(fields: list[str], containers: tuple[tuple[str, str], ...]) ->
         rest = field[len(where) + 1:]
         name = re.fullmatch(r"env\[(.+)\]", rest)
         text = name.group(1) if name else dict(SCRIPT_FIELDS).get(rest)
+        if text is not None and docker:
+            text = in_script_terms(text, docker=True)
         if text is None:
             text = "vllm serve flags" if rest in {k for _, k in containers} else rest
         if f"{where}: {text}" not in out:
