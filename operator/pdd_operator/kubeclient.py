@@ -101,7 +101,7 @@ def request_url(host: str, path: str, path_params: Mapping[str, str] | None = No
     client's ``safe_chars_for_path_param``, empty by default: a ``/`` in a name is quoted too), then the
     query, each value quoted (``quote``'s default, ``/`` kept), booleans as ``true``/``false``. Pure."""
     for key, value in (path_params or {}).items():
-        path = path.replace("{%s}" % key, quote(str(value), safe=safe))
+        path = path.replace("{" + key + "}", quote(str(value), safe=safe))
     if not query:
         return host + path
     return host + path + "?" + "&".join(f"{k}={quote(str(v).lower() if isinstance(v, bool) else str(v))}"
