@@ -301,6 +301,13 @@ class Kube:
     def _cached(self) -> ClusterCache | None:
         return self.cache if self.cache is not None and self.cache.ready.is_set() else None
 
+    def epoch(self, namespace: str, name: str) -> tuple | None:
+        """The change epoch of a PDDeployment's cached inputs
+        (:meth:`~pdd_operator.controller.cache.ClusterCache.epoch`), ``None`` without a ready cache (reads
+        then go to the apiserver, and no epoch says what they would return)."""
+        cache = self._cached()
+        return None if cache is None else cache.epoch(namespace, name)
+
     # --- reads -------------------------------------------------------------------------------
 
     def get_pdd(self, namespace: str, name: str) -> dict | None:
