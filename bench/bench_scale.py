@@ -301,12 +301,15 @@ def counters(metrics: dict[str, float], name: str, labels: tuple[str, ...]) -> d
 
 #: The operator's counters in :func:`request_table`: (metric, its labels).
 COUNTERS = (("pdd_api_requests_total", ("verb", "resource")), ("pdd_reconcile_total", ("outcome",)),
+            ("pdd_workqueue_priority_wait_seconds_count", ("priority",)),
             ("pdd_watch_events_total", ("kind", "outcome")))
 
 
 def request_table(before: dict[str, float], after: dict[str, float], objects: int) -> str:
     """Per new object between two snapshots of the operator's metrics: requests it sent by verb and
-    resource, reconciles by outcome, watch events by kind and outcome (one line each, totals in brackets)."""
+    resource, reconciles by outcome and by the priority they were served at (``..._count``: ``write``, ``status``,
+    ``resync``, the last the periodic resync's rounds of every object present), watch events by kind and outcome
+    (one line each, totals in brackets), and the operator process's CPU."""
     lines = []
     for name, labels in COUNTERS:
         b, a = counters(before, name, labels), counters(after, name, labels)
@@ -838,10 +841,13 @@ def main() -> int:
             cpus["steady creates"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid))
             loads["steady creates"] = load()
             wait_quiet(op, 10, 900)
-            shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
+            now = op.metrics() or {}
+            tables["steady creates"] = request_table(mark, now, STEADY)
+            shares["steady creates"], mark = operator_share(mark, now), now
             log(f"steady creates: p50 {pct(steady_lat, 50):.2f}s p99 {pct(steady_lat, 99):.2f}s; {loads['steady creates']}")
             print(cpus["steady creates"], flush=True)
             print(shares["steady creates"], flush=True)
+            print(tables["steady creates"], flush=True)
 
         if "change" in PHASES:  # 4. spec change -> child updated
             change_lat, change_applies = [], op.sums()["writes"]
