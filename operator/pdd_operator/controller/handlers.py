@@ -18,7 +18,11 @@
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
   thread that another object waits for. Each key is queued at the priority its event asks for
   (:mod:`~pdd_operator.controller.triage`: children to write before a status to update, the resync's
-  round last), and an event that cannot change what a reconcile writes queues nothing. A reconcile that
+  round last), and an event that cannot change what a reconcile writes queues nothing. Status work is
+  queued after a short window (:data:`STATUS_COALESCE_SECONDS`), so the status events of one change of
+  the cluster are one reconcile; and a reconcile whose object's cached inputs did not change since one
+  that had nothing to do returns at once (:class:`~pdd_operator.controller.reconcile.QuietMemo`: most of
+  the resync's round). A reconcile that
   fails transiently (:func:`_reconcile_logged`)
   is retried with the queue's per-object exponential backoff. The watch event of the operator's own
   write (the resourceVersion it just got back) queues nothing. Worker threads start once every
