@@ -166,7 +166,9 @@ class FakeApiserver(Kube):
 
     def _server_side_apply(self, kind, namespace, name, body):
         self.sent.append(("apply", kind, name))
-        self.cache.remember(kind, self._next(kind, json.loads(body)))
+        answer = self._next(kind, json.loads(body))
+        self.cache.remember(kind, answer)
+        return answer["metadata"]["resourceVersion"]
 
     def patch_status(self, namespace, name, status, resource_version):
         self.sent.append(("status", KIND, name))
