@@ -305,6 +305,11 @@ COUNTERS = (("pdd_api_requests_total", ("verb", "resource")), ("pdd_reconcile_to
             ("pdd_watch_events_total", ("kind", "outcome")))
 
 
+#: Counters without labels in :func:`request_table` (an operator before 2026-12-07 evening has neither).
+SINGLE_COUNTERS = (("pdd_reconcile_skips_total", "reconciles of unchanged inputs that read nothing, in the outcomes above"),
+                   ("pdd_workqueue_status_coalesced_total", "status adds queued after the status window"))
+
+
 def request_table(before: dict[str, float], after: dict[str, float], objects: int) -> str:
     """Per new object between two snapshots of the operator's metrics: requests it sent by verb and
     resource, reconciles by outcome and by the priority they were served at (``..._count``: ``write``, ``status``,
@@ -318,6 +323,10 @@ def request_table(before: dict[str, float], after: dict[str, float], objects: in
         total = sum(v for _, v in rows)
         lines.append(f"    {name}: {total / objects:.2f} per object [{total:.0f}]: "
                      + ", ".join(f"{'/'.join(k)} {v / objects:.2f} [{v:.0f}]" for k, v in rows))
+    for name, what in SINGLE_COUNTERS:
+        if name in after:
+            value = after[name] - before.get(name, 0.0)
+            lines.append(f"    {name}: {value / objects:.2f} per object [{value:.0f}] ({what})")
     cpu = after.get("process_cpu_seconds_total", 0.0) - before.get("process_cpu_seconds_total", 0.0)
     lines.append(f"    the operator process's CPU (kopf and the reconciles): {cpu / objects * 1000:.0f} ms per object "
                  f"[{cpu:.1f} s]")
