@@ -849,6 +849,10 @@ def main() -> int:
             steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
             cpus["steady creates"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid))
             loads["steady creates"] = load()
+            # Counted to the same end as the burst: every new object Ready (its last status write and Event
+            # done), then quiet. "Quiet" alone ends sooner for an operator whose queue empties sooner, before
+            # the controller manager has the pods running, and leaves that work out of the count.
+            wait_ready(custom, steady_names, 2400)
             wait_quiet(op, 10, 900)
             now = op.metrics() or {}
             tables["steady creates"] = request_table(mark, now, STEADY)
