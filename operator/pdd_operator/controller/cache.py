@@ -56,8 +56,9 @@ turning what went missing into deletions; the periodic resync's list of them pru
 a child, a pod's view, its ConfigMap; an own write remembered or caught up with, a deletion, a prune) bumps
 that PDDeployment's epoch, found through the object's owner (a child's controller ownerReference, a pod's
 instance label, a ConfigMap's references); a change whose owner cannot be told bumps its namespace's epoch,
-which every PDDeployment there sees. :meth:`ClusterCache.epoch` is the pair: two reconciles that began at
-the same epoch read the same objects (:class:`~pdd_operator.controller.reconcile.QuietMemo`).
+which every PDDeployment there sees. :meth:`ClusterCache.epoch` gives both (and the cache's serial number):
+two reconciles that began at the same epoch read the same objects
+(:class:`~pdd_operator.controller.reconcile.QuietMemo`).
 
 Thread safety: the store is filled from kopf's event loop and the informers' threads and read by the
 reconcile threads, under one lock held only for dictionary operations.
