@@ -301,12 +301,20 @@ def counters(metrics: dict[str, float], name: str, labels: tuple[str, ...]) -> d
 
 #: The operator's counters in :func:`request_table`: (metric, its labels).
 COUNTERS = (("pdd_api_requests_total", ("verb", "resource")), ("pdd_reconcile_total", ("outcome",)),
+            ("pdd_workqueue_priority_wait_seconds_count", ("priority",)),
             ("pdd_watch_events_total", ("kind", "outcome")))
+
+
+#: Counters without labels in :func:`request_table` (an operator before 2026-12-07 evening has neither).
+SINGLE_COUNTERS = (("pdd_reconcile_skips_total", "reconciles of unchanged inputs that read nothing, in the outcomes above"),
+                   ("pdd_workqueue_status_coalesced_total", "status adds queued after the status window"))
 
 
 def request_table(before: dict[str, float], after: dict[str, float], objects: int) -> str:
     """Per new object between two snapshots of the operator's metrics: requests it sent by verb and
-    resource, reconciles by outcome, watch events by kind and outcome (one line each, totals in brackets)."""
+    resource, reconciles by outcome and by the priority they were served at (``..._count``: ``write``, ``status``,
+    ``resync``, the last the periodic resync's rounds of every object present), watch events by kind and outcome
+    (one line each, totals in brackets), and the operator process's CPU."""
     lines = []
     for name, labels in COUNTERS:
         b, a = counters(before, name, labels), counters(after, name, labels)
@@ -315,6 +323,10 @@ def request_table(before: dict[str, float], after: dict[str, float], objects: in
         total = sum(v for _, v in rows)
         lines.append(f"    {name}: {total / objects:.2f} per object [{total:.0f}]: "
                      + ", ".join(f"{'/'.join(k)} {v / objects:.2f} [{v:.0f}]" for k, v in rows))
+    for name, what in SINGLE_COUNTERS:
+        if name in after:
+            value = after[name] - before.get(name, 0.0)
+            lines.append(f"    {name}: {value / objects:.2f} per object [{value:.0f}] ({what})")
     cpu = after.get("process_cpu_seconds_total", 0.0) - before.get("process_cpu_seconds_total", 0.0)
     lines.append(f"    the operator process's CPU (kopf and the reconciles): {cpu / objects * 1000:.0f} ms per object "
                  f"[{cpu:.1f} s]")
@@ -837,11 +849,18 @@ def main() -> int:
             steady_lat = [steady_done[n] - steady_sent[n] for n in steady_names]
             cpus["steady creates"] = cpu_table(cpu_before, cpu_snapshot(env, op.proc.pid))
             loads["steady creates"] = load()
+            # Counted to the same end as the burst: every new object Ready (its last status write and Event
+            # done), then quiet. "Quiet" alone ends sooner for an operator whose queue empties sooner, before
+            # the controller manager has the pods running, and leaves that work out of the count.
+            wait_ready(custom, steady_names, 2400)
             wait_quiet(op, 10, 900)
-            shares["steady creates"], mark = operator_share(mark, now := op.metrics() or {}), now
+            now = op.metrics() or {}
+            tables["steady creates"] = request_table(mark, now, STEADY)
+            shares["steady creates"], mark = operator_share(mark, now), now
             log(f"steady creates: p50 {pct(steady_lat, 50):.2f}s p99 {pct(steady_lat, 99):.2f}s; {loads['steady creates']}")
             print(cpus["steady creates"], flush=True)
             print(shares["steady creates"], flush=True)
+            print(tables["steady creates"], flush=True)
 
         if "change" in PHASES:  # 4. spec change -> child updated
             change_lat, change_applies = [], op.sums()["writes"]

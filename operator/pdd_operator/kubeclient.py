@@ -22,12 +22,16 @@ retried as urllib3 does by default (3 times, at once).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import orjson
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTResponse
 from urllib3.util.retry import Retry
 
 #: Seconds to wait for a TCP connection (and TLS handshake) to the apiserver.
@@ -90,6 +94,54 @@ def watch_timeout(server_seconds: int = WATCH_SERVER_SECONDS) -> dict:
             "_request_timeout": (CONNECT_SECONDS, server_seconds + WATCH_MARGIN_SECONDS)}
 
 
+def request_url(host: str, path: str, path_params: Mapping[str, str] | None = None,
+                query: Sequence[tuple[str, str]] = (), safe: str = "") -> str:
+    """The URL of a request as the kubernetes client builds it (``ApiClient.param_serialize``): ``host`` +
+    ``path`` with each ``{name}`` of ``path_params`` replaced by its value quoted with ``safe`` kept (the
+    client's ``safe_chars_for_path_param``, empty by default: a ``/`` in a name is quoted too), then the
+    query, each value quoted (``quote``'s default, ``/`` kept), booleans as ``true``/``false``. Pure."""
+    for key, value in (path_params or {}).items():
+        path = path.replace("{" + key + "}", quote(str(value), safe=safe))
+    if not query:
+        return host + path
+    return host + path + "?" + "&".join(f"{k}={quote(str(v).lower() if isinstance(v, bool) else str(v))}"
+                                        for k, v in query)
+
+
+def request_body(body: Any) -> bytes | None:
+    """A request's body as sent: bytes as they are, ``None`` for none, anything else as compact JSON by
+    orjson (the standard library's for what orjson refuses: a lone surrogate in a string, an integer wider
+    than 64 bits, a key that is not a string), as the kubernetes client would send it. Pure."""
+    if body is None or isinstance(body, bytes):
+        return body
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(body).encode()
+
+
+def _auth_headers(api_client: client.ApiClient) -> dict[str, str] | None:
+    """The headers the client's ``BearerToken`` auth setting adds (its refresh hook runs, as for every
+    request of the generated client), ``{}`` without one, ``None`` for an auth setting this module does
+    not send itself (one in a query or a cookie: :func:`request` then goes the client's own way)."""
+    setting = api_client.configuration.auth_settings().get("BearerToken")
+    if not setting or setting.get("value") is None:
+        return {}
+    if setting.get("in") != "header":
+        return None
+    return {setting["key"]: setting["value"]}
+
+
+def _timeout(value: Any) -> urllib3.Timeout | None:
+    """urllib3's timeout of a ``_request_timeout`` (a number: total; ``(connect, read)``), as the client
+    makes it."""
+    if isinstance(value, int | float) and value:
+        return urllib3.Timeout(total=value)
+    if isinstance(value, tuple) and len(value) == 2:
+        return urllib3.Timeout(connect=value[0], read=value[1])
+    return None
+
+
 def request(api_client: client.ApiClient, method: str, path: str, *, path_params: dict[str, str] | None = None,
             query: Sequence[tuple[str, str]] = (), body: Any = None, content_type: str | None = None,
             accept: str = "application/json") -> Any:
@@ -107,12 +159,48 @@ def request(api_client: client.ApiClient, method: str, path: str, *, path_params
     ``AppsV1Api``, ...): importing one builds the pydantic model of every kind it can return, 28 MB of
     RSS for ``AppsV1Api``, ``CoreV1Api`` and ``RbacAuthorizationV1Api`` together (kubernetes 37;
     bench/README.md), for answers the operator reads as dicts anyway.
+
+    **The request path** (2026-12-07): the request goes straight to the client's urllib3 pool manager
+    (``api_client.rest_client.pool_manager``: the same connections, TLS settings, proxy and retries), with
+    the URL (:func:`request_url`), the body (:func:`request_body`: orjson) and the bearer token
+    (:func:`_auth_headers`, the refresh hook run) made here. The generated client's own path
+    (``ApiClient.param_serialize``, ``RESTClientObject.request``) walked every body dict to "sanitize" it,
+    serialized it with the standard library, matched the content type with regular expressions and copied
+    the headers: about a third of the operator's CPU in its requests (bench/README.md, 2026-12-07,
+    "Where the operator's CPU goes"). A client configured in a way this path does not reproduce (client-go
+    style read retries, an auth setting outside the headers, a cookie) goes the client's own way.
     """
     headers = {"Accept": accept, **({"Content-Type": content_type} if content_type else {})}
+    rest_client = getattr(api_client, "rest_client", None)
+    configuration = api_client.configuration
+    auth = None if getattr(configuration, "client_go_retries", False) or getattr(api_client, "cookie", None) \
+        else _auth_headers(api_client)
+    if auth is None or rest_client is None or not hasattr(rest_client, "pool_manager"):
+        return _request_generated(api_client, method, path, path_params, query, body, headers)
+    url = request_url(configuration.host, path, path_params, query, configuration.safe_chars_for_path_param)
+    sent = {**headers, **api_client.default_headers, **auth}  # the client's order: its defaults win
+    if body is not None and "Content-Type" not in sent:
+        sent["Content-Type"] = "application/json"
+    try:
+        raw = rest_client.pool_manager.request(
+            method, url, body=request_body(body), headers=sent,
+            timeout=_timeout(getattr(api_client, "request_timeout", None)))
+    except urllib3.exceptions.SSLError as exc:  # as the client reports it
+        raise ApiException(status=0, reason=f"{type(exc).__name__}\n{exc}") from exc
+    return _answer(RESTResponse(raw))
+
+
+def _request_generated(api_client: client.ApiClient, method: str, path: str, path_params: dict[str, str] | None,
+                       query: Sequence[tuple[str, str]], body: Any, headers: dict[str, str]) -> Any:
+    """:func:`request` through the generated client's own request path."""
     method, url, headers, data, post = api_client.param_serialize(
-        method=method, resource_path=path, path_params=path_params, query_params=list(query), header_params=headers, body=body,
-        auth_settings=["BearerToken"])
-    response = api_client.call_api(method, url, header_params=headers, body=data, post_params=post)
+        method=method, resource_path=path, path_params=path_params, query_params=list(query), header_params=headers,
+        body=body, auth_settings=["BearerToken"])
+    return _answer(api_client.call_api(method, url, header_params=headers, body=data, post_params=post))
+
+
+def _answer(response: RESTResponse) -> Any:
+    """The parsed JSON of an answer (``None`` for an empty one); ``ApiException`` for a non-2xx answer."""
     response.read()
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(http_resp=response, body=response.data.decode("utf-8", "replace"),

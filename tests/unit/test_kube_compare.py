@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 import urllib3
 import yaml
 from kubernetes import client
@@ -236,3 +238,33 @@ def test_a_child_an_earlier_operator_applied_is_in_place_with_its_legacy_hash():
         **old["metadata"]["annotations"], "pdd-operator.dev/applied-hash": "0123456789abcdef"}}}
     cache.observe("Deployment", {**forged, "metadata": {**forged["metadata"], "resourceVersion": "4"}})
     assert kube.apply_needed(desired)[0] is True  # neither hash: applied again
+
+
+@pytest.mark.parametrize(("answer_version", "edited_after", "compared"), [
+    ("20", False, False),  # in place at the answer's version: the next reconcile neither decodes nor compares it
+    ("20", True, True),  # someone changed it after the apply (a new version): compared again
+    (None, False, True),  # no version came back with the answer (not JSON): compared as before
+])
+def test_a_child_just_applied_is_in_place_at_its_answers_version(monkeypatch, answer_version, edited_after, compared):
+    doc = yaml.safe_load((ROOT / "examples" / "cpu-tiny-pd.yaml").read_text())["spec"]
+    desired = next(c for c in render_children(Owner("p", "ns", "uid-p", 1), PDDeploymentSpec.model_validate(doc))
+                   if c["metadata"]["name"] == "p-decode")
+    cache = ClusterCache()
+    cache.expect({})
+    kube = Kube(client.ApiClient(client.Configuration()), cache=cache)
+
+    def answer(kind, namespace, name, body):  # the apiserver's answer: what was applied, at a new version
+        obj = json.loads(body)
+        obj["metadata"]["resourceVersion"] = "20"
+        cache.remember(kind, obj)  # (the watch would bring it in all cases)
+        return answer_version
+    monkeypatch.setattr(kube, "_server_side_apply", answer)
+    assert kube.apply(desired) is True
+    if edited_after:
+        cache.observe("Deployment", _live({**desired, "spec": {**desired["spec"], "replicas": 4}}, 21))
+    decoded = []
+    real_child = cache.child
+    monkeypatch.setattr(cache, "child", lambda *key: decoded.append(key) or real_child(*key))
+    needed, _ = kube.apply_needed(desired)
+    assert needed is edited_after
+    assert bool(decoded) is compared

@@ -52,12 +52,21 @@ that is older than the list: a referenced ConfigMap deleted while the watch was 
 missing, and the PDDeployments that reference it are reconciled. kopf relists PDDeployments without
 turning what went missing into deletions; the periodic resync's list of them prunes those.
 
+**Change epochs.** Every change of what a read of a PDDeployment's inputs would return (the object itself,
+a child, a pod's view, its ConfigMap; an own write remembered or caught up with, a deletion, a prune) bumps
+that PDDeployment's epoch, found through the object's owner (a child's controller ownerReference, a pod's
+instance label, a ConfigMap's references); a change whose owner cannot be told bumps its namespace's epoch,
+which every PDDeployment there sees. :meth:`ClusterCache.epoch` gives both (and the cache's serial number):
+two reconciles that began at the same epoch read the same objects
+(:class:`~pdd_operator.controller.reconcile.QuietMemo`).
+
 Thread safety: the store is filled from kopf's event loop and the informers' threads and read by the
 reconcile threads, under one lock held only for dictionary operations.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import zlib
@@ -380,6 +389,9 @@ class Index:
         return list(self._keys_of)
 
 
+#: Serial numbers of the caches made in this process (:meth:`ClusterCache.epoch`).
+_CACHES = itertools.count()
+
 #: Which indexes an object of each kind goes into (ConfigMaps: :meth:`ClusterCache.index_config_map`).
 _CHILD_KINDS = ("Deployment", "Service", "ServiceAccount", "Role", "RoleBinding")
 
@@ -399,6 +411,9 @@ class ClusterCache:
         self._lock = threading.RLock()
         self._references: dict[tuple[str, str], set[str]] = {}  # (ns, ConfigMap) -> PDDeployment names
         self._referenced_by: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, PDDeployment) -> (ns, ConfigMap)
+        self._epochs: dict[tuple[str, str], int] = {}  # (ns, PDDeployment) -> changes of its inputs
+        self._serial = next(_CACHES)  # epochs of two caches never compare equal
+        self._namespace_epochs: dict[str, int] = {}  # ns -> changes whose owner could not be told
 
     # --- filling ----------------------------------------------------------------------------
 
@@ -458,12 +473,20 @@ class ClusterCache:
             if kind == KIND:
                 self.note_references(body, deleted)
             changed = deleted
+            index_name = {KIND: PDD_INDEX, "Pod": POD_INDEX, "ConfigMap": CONFIG_MAP_INDEX}.get(kind, CHILD_INDEX)
+            old = self._indexes[index_name].value(self._key_for(kind, obj_key), obj_key)
             for name, function in updates.items():
                 if deleted:
                     self._indexes[name].discard(obj_key)
                 else:
                     value = results[name] if name in results else function(body)
                     changed = self._indexes[name].replace(obj_key, value) or changed
+            mine = self._overlay.get(obj_key)
+            if changed and not (not deleted and isinstance(mine, Packed) and mine.version is not None
+                                and mine.version == meta.get("resourceVersion")):
+                # (The echo of an own write: reads returned that version from the overlay already.)
+                new = results.get(index_name) if results else None
+                self._bump(kind, obj_key, [old, *(new or {}).values()])
             if self._expected is not None and not self.ready.is_set():
                 self._expected.get(kind, set()).discard(obj_key[1:])
                 self._check_ready()
@@ -524,13 +547,17 @@ class ClusterCache:
         meta = obj.get("metadata") or {}
         if resource_version(obj) is None:
             return
+        packed = pack(obj, owner_of(obj) if kind in _CHILD_KINDS else None)
+        key = (kind, meta.get("namespace"), meta.get("name"))
         with self._lock:
-            self._overlay[(kind, meta.get("namespace"), meta.get("name"))] = pack(obj)
+            self._overlay[key] = packed
+            self._bump(kind, key, [packed])
 
     def remember_absent(self, kind: str, namespace: str, name: str) -> None:
         """Keep that a direct read found no such object, until the watch delivers one."""
         with self._lock:
             self._overlay[(kind, namespace, name)] = ABSENT
+            self._bump(kind, (kind, namespace, name), [])
 
     def settle(self, kind: str, namespace: str, name: str, version: str | None) -> bool:
         """The watch delivered ``(kind, namespace, name)`` at ``version`` (``None``: deleted).
@@ -545,17 +572,56 @@ class ClusterCache:
                 return False
             if version is None:
                 del self._overlay[key]
+                self._bump(kind, key, [mine])
                 return False
             have = _version(mine)
             try:
                 seen = int(version)
             except (TypeError, ValueError):
                 del self._overlay[key]
+                self._bump(kind, key, [mine])
                 return False
             if have is not None and seen >= have:
                 del self._overlay[key]
+                if seen != have:  # reads now return the indexed copy, another version than the own write
+                    self._bump(kind, key, [mine])
                 return seen == have
             return False
+
+    def _bump(self, kind: str, obj_key: tuple, entries: list) -> None:
+        """Under the lock: what reads of ``obj_key`` (``(kind, namespace, name)``) return changed; bump the
+        epoch of every PDDeployment whose inputs it is (``entries``: its old and new :class:`Packed`, which
+        name a child's and a pod's owner), or of its namespace when one of them names none."""
+        namespace, name = obj_key[1], obj_key[2]
+        if kind == KIND:
+            owners = {name}
+        elif kind == "ConfigMap":
+            owners = set(self._references.get((namespace, name), ()))
+        else:
+            owners = set()
+            for entry in entries:
+                owner = entry.owner if isinstance(entry, Packed) else None
+                if owner is None:
+                    if entry is not None:  # an object with no owner we can tell: its namespace
+                        owners = None
+                        break
+                    continue
+                owners.update(self._indexes[INSTANCE_INDEX].get((namespace, owner)) if kind == "Pod" else [owner])
+            if owners is not None and not owners and any(e is not None for e in entries):
+                owners = None  # a pod whose PDDeployment is not cached (yet)
+            if owners is None or not entries:
+                self._namespace_epochs[namespace] = self._namespace_epochs.get(namespace, 0) + 1
+                return
+        for owner in owners:
+            self._epochs[(namespace, owner)] = self._epochs.get((namespace, owner), 0) + 1
+
+    def epoch(self, namespace: str, name: str) -> tuple[int, int, int]:
+        """The change epoch of PDDeployment ``namespace/name``'s inputs (see the module docstring):
+        ``(this cache's serial number in the process, its namespace's, its own)``. Equal epochs: every read
+        of its inputs returns what it returned then. Epochs only grow: a PDDeployment deleted and created
+        again under its name goes on from its last one (a number is kept per name ever seen)."""
+        with self._lock:
+            return self._serial, self._namespace_epochs.get(namespace, 0), self._epochs.get((namespace, name), 0)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -641,6 +707,7 @@ class ClusterCache:
             return set()
         index = {KIND: PDD_INDEX, "Pod": POD_INDEX, "ConfigMap": CONFIG_MAP_INDEX}.get(kind, CHILD_INDEX)
         owners: set[tuple[str, str]] = set()
+        pruned: list[tuple[str, str]] = []
         with self._lock:
             for obj_key in self._indexes[index].objects():
                 if obj_key[0] != kind or obj_key[1:] in listed:
@@ -650,6 +717,7 @@ class ClusterCache:
                 if version is None or version >= list_version:
                     continue
                 owners.update(self._owners(kind, obj_key[1:], packed))
+                pruned.append(obj_key[1:])
                 for name in INDEX_NAMES:
                     self._indexes[name].discard(obj_key)
             # The overlay too: a ConfigMap read directly (newly referenced) stays there until a watch
@@ -663,6 +731,11 @@ class ClusterCache:
                 del self._overlay[key]
                 owner = owner_of(entry.unpack()) if isinstance(entry, Packed) and kind in _CHILD_KINDS else None
                 owners.update(self._owners(kind, key[1:], entry._replace(owner=owner)))
+                if kind == KIND:
+                    pruned.append(key[1:])
+            # Reads of these owners' inputs changed, and of a pruned PDDeployment itself.
+            for key in owners | set(pruned if kind == KIND else ()):
+                self._epochs[key] = self._epochs.get(key, 0) + 1
         return owners
 
     def _key_for(self, kind: str, obj_key: tuple) -> tuple:

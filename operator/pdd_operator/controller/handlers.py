@@ -18,7 +18,11 @@
   becomes one reconcile, one object is never reconciled twice at once, and a busy object never holds a
   thread that another object waits for. Each key is queued at the priority its event asks for
   (:mod:`~pdd_operator.controller.triage`: children to write before a status to update, the resync's
-  round last), and an event that cannot change what a reconcile writes queues nothing. A reconcile that
+  round last), and an event that cannot change what a reconcile writes queues nothing. Status work is
+  queued after a short window (:data:`STATUS_COALESCE_SECONDS`), so the status events of one change of
+  the cluster are one reconcile; and a reconcile whose object's cached inputs did not change since one
+  that had nothing to do returns at once (:class:`~pdd_operator.controller.reconcile.QuietMemo`: most of
+  the resync's round). A reconcile that
   fails transiently (:func:`_reconcile_logged`)
   is retried with the queue's per-object exponential backoff. The watch event of the operator's own
   write (the resourceVersion it just got back) queues nothing. Worker threads start once every
@@ -57,7 +61,7 @@ from pdd_operator import kubeclient
 from pdd_operator.api.constants import GROUP, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, PLURAL, VERSION
 from pdd_operator.controller import cache as caching
 from pdd_operator.controller import informer as informer_module
-from pdd_operator.controller import memory
+from pdd_operator.controller import memory, workqueue
 from pdd_operator.controller.cache import ClusterCache
 from pdd_operator.controller.health import CappedBackoff, WatchHealth, informer_problem, liveness_failure
 from pdd_operator.controller.informer import Informer, Resource, Transport
@@ -104,6 +108,10 @@ WORKERS = int(os.environ.get("PDD_WORKERS", "16"))
 #: that work (:class:`~pdd_operator.controller.workqueue.WorkQueue`'s ``promote_after``: the bound that
 #: keeps status work from starving while creates keep coming).
 STATUS_PROMOTE_SECONDS = float(os.environ.get("PDD_STATUS_PROMOTE_SECONDS", "10"))
+#: Seconds over which status-only work of one PDDeployment is coalesced (the queue's ``status_delay``;
+#: ``PDD_STATUS_COALESCE_SECONDS``, 0: at once): the Deployment controller's status updates of an object's
+#: Deployments come within a fraction of a second of each other, and each asked for a full reconcile.
+STATUS_COALESCE_SECONDS = float(os.environ.get("PDD_STATUS_COALESCE_SECONDS", str(workqueue.STATUS_DELAY_SECONDS)))
 #: Objects per page of kopf's initial list of PDDeployments (``settings.watching.chunk_size``:
 #: ``limit``/``continue``) and of the informers' lists; 0: kopf's one list of everything (the
 #: informers then use :data:`~pdd_operator.controller.informer.PAGE`). A restart's memory peak is
@@ -229,7 +237,7 @@ def _queue() -> WorkQueue:
         _state["queue"] = WorkQueue(
             lambda key, queued_at: _reconcile_logged(*key, queued_at=queued_at, waiters=waiting_pool()),
             workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS, promote_after=STATUS_PROMOTE_SECONDS,
-            max_deferred=DEFERRED)
+            max_deferred=DEFERRED, status_delay=STATUS_COALESCE_SECONDS)
     return _state["queue"]
 
 

@@ -301,6 +301,13 @@ class Kube:
     def _cached(self) -> ClusterCache | None:
         return self.cache if self.cache is not None and self.cache.ready.is_set() else None
 
+    def epoch(self, namespace: str, name: str) -> tuple | None:
+        """The change epoch of a PDDeployment's cached inputs
+        (:meth:`~pdd_operator.controller.cache.ClusterCache.epoch`), ``None`` without a ready cache (reads
+        then go to the apiserver, and no epoch says what they would return)."""
+        cache = self._cached()
+        return None if cache is None else cache.epoch(namespace, name)
+
     # --- reads -------------------------------------------------------------------------------
 
     def get_pdd(self, namespace: str, name: str) -> dict | None:
@@ -485,13 +492,18 @@ class Kube:
                 and not (_same_controller(live, desired) and foreign_drift(kind, live, desired)):
             version = (live.get("metadata") or {}).get("resourceVersion")
             if cache is not None and version:
-                with self._in_place_lock:
-                    self._in_place[key] = (version, digest)
-                    self._in_place.move_to_end(key)
-                    while len(self._in_place) > IN_PLACE_MEMO_SIZE:
-                        self._in_place.popitem(last=False)
+                self._found_in_place(key, version, digest)
             return False, live
         return True, live
+
+    def _found_in_place(self, key: tuple[str, str, str], version: str, digest: str) -> None:
+        """Remember that child ``key`` at resourceVersion ``version`` holds the desired object of hash
+        ``digest`` (:meth:`apply_needed`'s memo)."""
+        with self._in_place_lock:
+            self._in_place[key] = (version, digest)
+            self._in_place.move_to_end(key)
+            while len(self._in_place) > IN_PLACE_MEMO_SIZE:
+                self._in_place.popitem(last=False)
 
     def all_in_place(self, namespace: str, children: tuple[tuple[str, str, str], ...]) -> bool:
         """True when every ``(kind, name, applied hash)`` of ``children`` (in ``namespace``) was found
@@ -541,7 +553,11 @@ class Kube:
             self._wrote()
             log.info("removed %d item(s) of %s %s/%s %s that the operator does not render: %s", len(extra), kind,
                      meta["namespace"], meta["name"], ".".join(exclusive), extra)
-        self._server_side_apply(kind, meta["namespace"], meta["name"], apply_body(body))
+        version = self._server_side_apply(kind, meta["namespace"], meta["name"], apply_body(body))
+        if self.cache is not None and version:
+            # The answer to a forced apply holds every field applied (server-side apply's promise): in place
+            # at its resourceVersion, so the next reconcile does not compare the child it just applied.
+            self._found_in_place((kind, meta["namespace"], meta["name"]), version, digest or applied_hash(desired))
         self._wrote()
         log.info("applied %s %s/%s", kind, meta["namespace"], meta["name"])
 
@@ -578,8 +594,9 @@ class Kube:
         self._wrote()
         return True
 
-    def _server_side_apply(self, kind: str, namespace: str, name: str, body: bytes) -> None:
-        """PATCH ``body`` (serialized by :func:`apply_body`) as a forced server-side apply.
+    def _server_side_apply(self, kind: str, namespace: str, name: str, body: bytes) -> str | None:
+        """PATCH ``body`` (serialized by :func:`apply_body`) as a forced server-side apply; returns the
+        resourceVersion of the answer (``None`` when it has none or is not JSON).
 
         The body goes as the bytes :func:`apply_body` wrote (Python's JSON encoder would escape an
         emoji as surrogates the apiserver's YAML decoder refuses). Raises ``ApiException`` for a non-2xx answer. The answer (the
@@ -596,8 +613,12 @@ class Kube:
             log.debug("the answer to the apply of %s %s/%s is not JSON", kind, namespace, name)
         finally:
             API_REQUEST_DURATION.labels("apply").observe(time.monotonic() - started)
-        if self.cache is not None and isinstance(answer, dict):
+        if not isinstance(answer, dict):
+            return None
+        if self.cache is not None:
             self.cache.remember(kind, answer)
+        version = (answer.get("metadata") or {}).get("resourceVersion")
+        return version if isinstance(version, str) else None
 
     def patch_status(self, namespace: str, name: str, status: dict, resource_version: str | None) -> None:
         """Replace the PDDeployment's status (merge patch of the status subresource).

@@ -39,6 +39,14 @@ WATCH_EVENTS = Counter(
     ["kind", "outcome"],
 )
 QUEUE_ADDS = Counter("pdd_workqueue_adds_total", "Keys added to the reconcile queue (before coalescing).")
+RECONCILE_SKIPS = Counter(
+    "pdd_reconcile_skips_total",
+    "Reconciles that began at the change epoch of their object's cached inputs at which the last one had nothing "
+    "to do, and so read and did nothing (controller/reconcile.py QuietMemo); also counted in pdd_reconcile_total.")
+QUEUE_COALESCED = Counter(
+    "pdd_workqueue_status_coalesced_total",
+    "Status-only adds of a key that did not wait, queued after the status window (PDD_STATUS_COALESCE_SECONDS) "
+    "instead of at once, so the status events of one change become one reconcile (controller/workqueue.py).")
 QUEUE_DEPTH = Gauge("pdd_workqueue_depth", "PDDeployments waiting in the reconcile queue.")
 QUEUE_WORKER_SECONDS = Counter(
     "pdd_workqueue_worker_seconds_total",

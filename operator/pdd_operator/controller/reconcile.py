@@ -28,7 +28,7 @@ from pdd_operator.api.status import Finding
 from pdd_operator.compat.engine import CompatReport, evaluate, model_config_from_configmap, model_config_unavailable
 from pdd_operator.controller.events import Event, EventFilter, transitions
 from pdd_operator.controller.kube import Kube, api_error_text, applied_hash
-from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILES, STATUS_WRITES
+from pdd_operator.controller.metrics import CHILD_APPLIES, RECONCILE_SKIPS, RECONCILES, STATUS_WRITES
 from pdd_operator.controller.plan import apply_dependencies, apply_waves, last_good_spec, plan_children
 from pdd_operator.controller.recorder import EventRecorder
 from pdd_operator.controller.render_memo import RenderMemo
@@ -385,6 +385,60 @@ class StatusPacer:
 PACER = StatusPacer()
 
 
+class QuietMemo:
+    """The PDDeployments whose last reconcile had nothing to do, with the change epoch of their inputs it
+    began at (:meth:`~pdd_operator.controller.cache.ClusterCache.epoch`) and whether their spec was
+    compatible: a reconcile that begins at the same epoch reads the same objects and would do the same
+    nothing, so it is skipped (:func:`reconcile`). Most reconciles are such: the periodic resync's rounds,
+    and status work whose events changed nothing the status shows.
+
+    Why that is sound: a reconcile is a function of what it reads from the caches (the PDDeployment with
+    its status, its children, its pods' views, its ConfigMap) and of memos that depend only on those; the
+    time enters a status only as the ``lastTransitionTime`` of a condition that changes, and nothing
+    changed; a status update held back by :data:`PACER` and a read that went to the apiserver and failed
+    are never recorded (:meth:`record` is called only for a reconcile that sent nothing, wrote nothing,
+    held nothing and read nothing but the caches). Missed watch events are what the resync is for, and a
+    reconcile from caches that missed them reads the same as the one before.
+
+    At most ``size`` objects, the least recently recorded dropped first; thread-safe.
+    """
+
+    def __init__(self, size: int = 65_536) -> None:
+        if size < 1:
+            raise ValueError(f"a memo needs room for at least one entry, got {size}")
+        self.size = size
+        self._quiet: dict[tuple[str, str], tuple[tuple, bool]] = {}
+        self._lock = threading.Lock()
+
+    def quiet(self, key: tuple[str, str], epoch: tuple) -> bool | None:
+        """Whether ``key``'s spec was compatible, if its last reconcile did nothing at ``epoch``; ``None``
+        when a reconcile must run (never recorded, or the epoch moved)."""
+        with self._lock:
+            entry = self._quiet.get(key)
+        return entry[1] if entry is not None and entry[0] == epoch else None
+
+    def record(self, key: tuple[str, str], epoch: tuple, compatible: bool) -> None:
+        """``key``'s reconcile that began at ``epoch`` did nothing."""
+        with self._lock:
+            self._quiet.pop(key, None)
+            self._quiet[key] = (epoch, compatible)
+            while len(self._quiet) > self.size:
+                del self._quiet[next(iter(self._quiet))]
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """A reconcile of ``key`` runs: what it does is not known yet."""
+        with self._lock:
+            self._quiet.pop(key, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._quiet)
+
+
+#: The operator's :class:`QuietMemo`.
+QUIET = QuietMemo()
+
+
 #: Keeps a flapping PDDeployment from flooding its namespace with Events (one per operator process).
 EVENTS = EventFilter()
 
@@ -436,10 +490,21 @@ def reconcile(kube: Kube, namespace: str, name: str, waiters: Executor | None = 
     (:class:`~pdd_operator.controller.workqueue.WorkQueue`: a deferred key). The future raises
     what the reconcile would have raised.
 
+    A reconcile that begins at the change epoch of its inputs at which the last one had nothing to do
+    (:class:`QuietMemo`) reads nothing and returns at once (counted as ``unchanged`` or ``incompatible``
+    as that one was, and in ``pdd_reconcile_skips_total``).
+
     Callers run at most one reconcile of an object at a time (the operator's
     :class:`~pdd_operator.controller.workqueue.WorkQueue` guarantees it, a deferred one included): two
     at once could both apply and both write status from the same read.
     """
+    quiet_key = (namespace, name)
+    epoch = kube.epoch(namespace, name)  # before any read: a change meanwhile moves it
+    if epoch is not None and (compatible := QUIET.quiet(quiet_key, epoch)) is not None:
+        RECONCILES.labels("unchanged" if compatible else "incompatible").inc()
+        RECONCILE_SKIPS.inc()
+        return Outcome(compatible=compatible)
+    QUIET.forget(quiet_key)
     obj = kube.get_pdd(namespace, name)
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         RECONCILES.labels("gone").inc()
@@ -555,6 +620,8 @@ def reconcile(kube: Kube, namespace: str, name: str, waiters: Executor | None = 
     # Nothing to apply: the status is folded here, and only its patch, if one is due, waits off the worker.
     status = observe(0, [])
     held = hold(status)
+    if status == previous and held is None and epoch is not None and not read_errors:
+        QUIET.record(quiet_key, epoch, report.compatible)  # nothing to do: the same epoch needs no reconcile
     if waiters is None or status == previous or held is not None:
         return write(0, None, status, held)
     return waiters.submit(write, 0, None, status, held)

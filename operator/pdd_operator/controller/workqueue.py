@@ -48,6 +48,15 @@ flight, and on what they hold in memory, is ``workers + max_deferred``). Worker-
 ``process`` are counted in ``pdd_workqueue_worker_seconds_total`` (divided by a window's seconds and
 the workers: the workers' occupancy), the keys deferred now in ``pdd_workqueue_deferred``.
 
+**Status work is coalesced over a short window** (``status_delay`` seconds, 0: off): a ``STATUS`` add of a
+key that does not wait already is queued when the window has passed (as :meth:`WorkQueue.add_after`), so
+the status events that one change of the cluster sets off (the Deployment controller's status updates of
+the prefill, decode and router Deployments, a child's echo that came before its apply's answer) become
+one reconcile instead of one each. A ``WRITE`` or ``RESYNC`` add meanwhile queues the key at once (at the
+higher priority); a ``STATUS`` add of a key that waits already raises its priority as before. The cost is
+at most ``status_delay`` seconds more before a status update is written; children are never delayed.
+client-go's ``AddAfter`` with a fixed delay is the same tool (controller-runtime's ``RequeueAfter``).
+
 Each key is handed to the worker with the time it was queued (its first add since a worker last took
 it), so the caller can measure from the event to what the work did; the wait itself is observed in
 ``pdd_workqueue_wait_seconds`` (all keys) and ``pdd_workqueue_priority_wait_seconds`` (by the
@@ -69,6 +78,7 @@ from enum import IntEnum
 
 from pdd_operator.controller.metrics import (
     QUEUE_ADDS,
+    QUEUE_COALESCED,
     QUEUE_DEFERRED,
     QUEUE_DEPTH,
     QUEUE_PRIORITY_WAIT,
@@ -87,6 +97,9 @@ RETRY_BASE_SECONDS = 0.005
 RETRY_CAP_SECONDS = 30.0
 #: Seconds a ``STATUS`` key waits before it is served with the ``WRITE`` keys (the fairness bound).
 PROMOTE_AFTER_SECONDS = 10.0
+#: The operator's window over which ``STATUS`` adds of a key are coalesced (``status_delay``; the queue's
+#: own default is 0: off).
+STATUS_DELAY_SECONDS = 1.0
 
 
 class Priority(IntEnum):
@@ -131,13 +144,15 @@ class WorkQueue:
     periodic resync). ``promote_after``: seconds a ``STATUS`` key waits before it joins the ``WRITE``
     keys (module docstring). ``clock`` is monotonic seconds (tests pass a fake one). Raises
     ``ValueError`` for ``workers < 1``, a negative ``promote_after`` or a backoff :func:`retry_delay`
-    refuses, or a negative ``max_deferred``.
+    refuses, or a negative ``max_deferred`` or ``status_delay``. ``status_delay``: seconds over which
+    ``STATUS`` adds of a key are coalesced (module docstring; 0: queued at once).
     """
 
     def __init__(self, process: Callable[[Hashable, float], bool | None | Future], workers: int = 8,
                  name: str = "reconcile", retry_base: float = RETRY_BASE_SECONDS,
                  retry_cap: float = RETRY_CAP_SECONDS, clock: Callable[[], float] = time.monotonic,
-                 promote_after: float = PROMOTE_AFTER_SECONDS, max_deferred: int = 0) -> None:
+                 promote_after: float = PROMOTE_AFTER_SECONDS, max_deferred: int = 0,
+                 status_delay: float = 0.0) -> None:
         if workers < 1:
             raise ValueError(f"a work queue needs at least one worker, got {workers}")
         if max_deferred < 0:
@@ -146,6 +161,9 @@ class WorkQueue:
         self._deferred: set[Hashable] = set()  # keys whose process returned a future not yet done
         if promote_after < 0:
             raise ValueError(f"promote_after must be >= 0 seconds, got {promote_after}")
+        if status_delay < 0:
+            raise ValueError(f"status_delay must be >= 0 seconds, got {status_delay}")
+        self._status_delay = status_delay
         retry_delay(1, retry_base, retry_cap)  # refuses a bad backoff now, not at the first failure
         self._retry_base, self._retry_cap, self._clock = retry_base, retry_cap, clock
         self._promote_after = promote_after
@@ -174,9 +192,16 @@ class WorkQueue:
         """Queue ``key`` at ``priority`` unless it already waits (then its priority is raised to
         ``priority`` if that is higher); a key being processed runs once more afterwards, at the
         highest priority it was added with meanwhile; a key waiting out a retry backoff is queued now
-        (its failure count is kept, its priority is the higher of the failed run's and ``priority``)."""
+        (its failure count is kept, its priority is the higher of the failed run's and ``priority``).
+        With ``status_delay``, a ``STATUS`` add of a key that does not wait (and is not to run again)
+        already is queued once the window has passed instead (:meth:`add_after`; an earlier timer,
+        a backoff's included, is kept)."""
         with self._cond:
             QUEUE_ADDS.inc()
+            if self._status_delay and priority == Priority.STATUS and key not in self._dirty:
+                self._timer(key, self._status_delay, Priority.STATUS)
+                QUEUE_COALESCED.inc()
+                return
             if self._retry_at.pop(key, None) is not None:
                 priority = max(priority, self._timer_priority.pop(key, Priority.RESYNC))
             self._enqueue(key, self._clock(), Priority(priority))
@@ -187,13 +212,19 @@ class WorkQueue:
         :meth:`add` meanwhile queues it at once and cancels the timer. Its failure count is left as
         it is. Timers share the retry backoff's (:meth:`retry_due`)."""
         with self._cond:
-            if self._stopping or (key in self._dirty and key not in self._processing):
+            if key in self._dirty and key not in self._processing:
                 return
-            at = self._clock() + max(0.0, delay)
-            if key not in self._retry_at or at < self._retry_at[key]:
-                self._retry_at[key] = at
-            self._timer_priority[key] = max(Priority(priority), self._timer_priority.get(key, Priority.RESYNC))
-            self._cond.notify()
+            self._timer(key, delay, priority)
+
+    def _timer(self, key: Hashable, delay: float, priority: Priority) -> None:
+        # Under self._cond: queue ``key`` at ``priority`` in ``delay`` seconds unless an earlier timer is set.
+        if self._stopping:
+            return
+        at = self._clock() + max(0.0, delay)
+        if key not in self._retry_at or at < self._retry_at[key]:
+            self._retry_at[key] = at
+        self._timer_priority[key] = max(Priority(priority), self._timer_priority.get(key, Priority.RESYNC))
+        self._cond.notify()
 
     def _enqueue(self, key: Hashable, now: float, priority: Priority) -> None:
         # Under self._cond.
