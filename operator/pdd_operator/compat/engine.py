@@ -36,9 +36,9 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNKNOWN,
     VERSION_UNVERIFIED,
 )
-from pdd_operator.compat.rules.shared_storage import judged_shared_storage_pair
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
 from pdd_operator.compat.rules.v0_pair import judged_v0_pair
+from pdd_operator.compat.shared_storage import judged_shared_storage_pair
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
@@ -179,7 +179,7 @@ def evaluate(
     pair of a release its rules were read from (:func:`~pdd_operator.compat.rules.mooncake.judged_mooncake_pair`) and a
     V0 connector pair under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) and a
     SharedStorageConnector pair of a release whose connector was read
-    (:func:`~pdd_operator.compat.rules.shared_storage.judged_shared_storage_pair`) only the
+    (:func:`~pdd_operator.compat.shared_storage.judged_shared_storage_pair`) only the
     engine-alone ones; any other connector but NIXL, a P2pNccl pair of another or unknown release and a MoRIIO pair of
     another known release, is
     :func:`_foreign_connector`'s.

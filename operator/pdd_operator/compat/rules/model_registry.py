@@ -50,7 +50,8 @@ def check_architecture_in_release(pair: PDPair) -> list[Violation]:
 
     An error where the release was read, lacks the name and the engine runs ``--model-impl vllm`` (vLLM then raises
     at startup); a warning where it runs ``auto`` (the Transformers backend may take the model) or where the
-    releases read do not settle the release (before 0.18.0, a patch release not read between two that lack the name,
+    releases read do not settle the release (before 0.18.0 for a name 0.18.0 lacks or that the known model table says
+    came later, a patch release not read between two that lack the name,
     one after 0.34.0 for a name 0.34.0 lacks). Nothing for ``--model-impl transformers``/``terratorch``, for an
     engine with ``--model-class-overrides`` or ``--hf-overrides`` naming ``architectures``, for an unknown version
     (the model's first release already bounds it: :attr:`~pdd_operator.vllm.architectures.ModelTraits.served_since`)
@@ -86,6 +87,9 @@ def _missing(pair: PDPair, r: RoleConfig, name: str) -> Violation | None:
                   + ", or serve a model this release supports.")
     history = f"{name} is in the registries of {where}" + (f"; vLLM lists it as supported until {gone}" if gone else "")
     if holds is None:
+        served = pair.model.served_since
+        if version[:3] < read[0] and registry_holds(name, read[0]) and (served is None or served <= version[:3]):
+            return None  # older than every release read, whose first has it: nothing read says the older one lacks it
         if not (version[:3] < read[0] or version[:3] > read[-1]):
             before = max(v for v in read if v < version[:3])
             after = min(v for v in read if v > version[:3])
