@@ -1,0 +1,46 @@
+#!/bin/bash
+#SBATCH --job-name=gym-swebench_pro
+#SBATCH --account=acct
+#SBATCH --chdir=/jobs/swebench_pro
+#SBATCH --partition=batch
+#SBATCH --nodes=10
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=4
+#
+# NVIDIA-NeMo/Gym tests/unit_tests/fixtures/pd_swebench_pro_server_per_node.sh (at 216e8ba): the sbatch script
+# Gym's Slurm launcher renders for a P/D policy, one vllm serve per node (4 prefill nodes, 6 decode nodes, TP 4
+# each), Pyxis/Enroot containers (srun --container-image), NIXL side channel host from $(hostname) on every node,
+# vllm-router in front.
+# Filled: the image pinned to vllm/vllm-openai:v0.34.0 (Pyxis pulls the Docker Hub tag), /ckpt as meta-llama/Llama-3.3-70B-Instruct. One change: UCX_NET_DEVICES=mlx5_0:1 (the node's InfiniBand HCA) passed to both roles' srun.
+# The otel collector, the health-wait loops and the gym eval driver are left out.
+
+# Resolve the head node IP for multi-node vLLM services (spanning nodes via Ray).
+nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+nodes_array=($nodes)
+head_node_hostname=${nodes_array[0]}
+head_node_ip=$(getent hosts "$head_node_hostname" | awk '{print $1}')
+export HEAD_NODE_IP="$head_node_ip"
+export RAY_HEAD_NODE_IP="$head_node_ip:6379"
+echo "Head node IP address: $HEAD_NODE_IP"
+gym_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+export GYM_POOL_PREFILL_NODES="$(IFS=,; echo "${gym_nodes[*]:0:4}")"
+export GYM_POOL_DECODE_NODES="$(IFS=,; echo "${gym_nodes[*]:4:6}")"
+
+# service: policy-prefill
+env UCX_NET_DEVICES=mlx5_0:1 srun --overlap --nodelist="${GYM_POOL_PREFILL_NODES}" --nodes=4 --ntasks=4 --no-container-mount-home --container-image=vllm/vllm-openai:v0.34.0 --output=logs/policy-prefill-$SLURM_JOB_ID.log bash -c 'export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5600
+exec vllm serve meta-llama/Llama-3.3-70B-Instruct --port 8001 --tensor-parallel-size 4 --served-model-name super35 --max-model-len 131072 --kv-transfer-config '"'"'{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'"'"'' &
+POLICY_PREFILL_PID=$!
+
+# service: policy-decode
+env UCX_NET_DEVICES=mlx5_0:1 UCX_TLS=rc,cuda_copy srun --overlap --nodelist="${GYM_POOL_DECODE_NODES}" --nodes=6 --ntasks=6 --no-container-mount-home --container-image=vllm/vllm-openai:v0.34.0 --output=logs/policy-decode-$SLURM_JOB_ID.log bash -c 'export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5601
+export NCCL_DEBUG=WARN
+exec vllm serve meta-llama/Llama-3.3-70B-Instruct --port 8002 --tensor-parallel-size 4 --served-model-name super35 --kv-transfer-config '"'"'{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'"'"'' &
+POLICY_DECODE_PID=$!
+
+# service: policy
+srun --overlap --nodelist="${gym_nodes[0]}" --nodes=1 --ntasks=1 --no-container-mount-home --container-image=vllm/vllm-openai:v0.34.0 --output=logs/policy-$SLURM_JOB_ID.log vllm-router --prefill-policy cache_aware --decode-policy cache_aware --vllm-pd-disaggregation --prefill "http://${gym_nodes[0]}:8001" --prefill "http://${gym_nodes[1]}:8001" --prefill "http://${gym_nodes[2]}:8001" --prefill "http://${gym_nodes[3]}:8001" --decode "http://${gym_nodes[4]}:8002" --decode "http://${gym_nodes[5]}:8002" --decode "http://${gym_nodes[6]}:8002" --decode "http://${gym_nodes[7]}:8002" --decode "http://${gym_nodes[8]}:8002" --decode "http://${gym_nodes[9]}:8002" --host 0.0.0.0 --port 8000 --intra-node-data-parallel-size 1 --request-timeout-secs 86400 --log-level error &
+POLICY_PID=$!
+
+wait $POLICY_PID
