@@ -40,9 +40,11 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   :func:`argument_alternatives`;
 * ``$(cat <<WORD ... WORD)`` is the here-document's text (expanded unless WORD is quoted), so a
   ``--kv-transfer-config "$(cat <<JSON ...)"`` is read; a comment line inside an array's ``( ... )`` is no element;
-* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too,
-  and so is ``ssh [options] HOST "..."`` (its command words joined, as ssh(1) hands them to the remote shell, with none
-  of this shell's exported variables; the launch's ``wrapper`` ends with ``ssh ... HOST``);
+* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set, and ``$(f args)`` is what the body prints
+  (:meth:`_Shell.function_output`: ``local``, ``printf``/``echo``, known tests; else unknown); ``sh -c "..."``
+  inside the script is read too, and so is ``ssh [options] HOST "..."`` (its command words joined, as ssh(1) hands
+  them to the remote shell, with none of this shell's exported variables; the launch's ``wrapper`` ends with
+  ``ssh ... HOST``);
   ``eval ARGS`` reads its joined arguments as shell input in this shell (2.14), so a command built in a variable and
   run by ``eval "$CMD"`` (or ``exec $CMD``, a split unquoted expansion) is read from the variable's value;
 * indexed arrays, as bash's manual ("Arrays") describes them: ``A=(w1 w2)``, ``A+=(w3)``, ``A[N]=w``, ``declare -a``
@@ -884,23 +886,22 @@ class _Shell:
                             return step
                     return True
             return True
-        if kind == "list" and len(node.children) == 3 and node.children[1].type in ("&&", "||"):
-            status = self.known_status([node.children[0]])
-            if status is None:
-                return None
-            return self.printed(node.children[2], out) if status == (node.children[1].type == "&&") else True
+        if kind == "list":
+            status = self.list_status(node, out)
+            return None if status is None else status != "return"
+        if kind in ("redirected_statement", "command") and (here := self.cat_heredoc(node)) is not None:
+            out.append(here)
+            return True
         if kind == "redirected_statement":
             body = node.child_by_field_name("body")
-            redirects = [_text(c).replace(" ", "") for c in node.named_children if c is not body]
+            redirects = [_text(c).replace(" ", "") for c in node.named_children
+                         if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect")]
             if body is None or not all(r.startswith("2>") or r in (">&2", "1>&2") for r in redirects):
                 return None
             step = self.printed(body, [] if redirects and redirects[-1] in (">&2", "1>&2") else out)
             return step
         if kind != "command":
             return None
-        if (here := self.cat_heredoc(node)) is not None:
-            out.append(here)
-            return True
         words = self.command_words(node)
         if not words or any(c.type == "variable_assignment" for c in node.named_children):
             return None
@@ -946,6 +947,21 @@ class _Shell:
             out.append(" ".join(rest) + ("" if "n" in options else "\n"))
             return True
         return None
+
+    def list_status(self, node: tree_sitter.Node, out: list[str]) -> bool | str | None:
+        """Run ``a && b`` / ``a || b`` (and a part of one) in a function's body for :meth:`printed`: its status,
+        ``"return"`` after ``return``, ``None`` where it cannot be followed. A test's status must be known
+        (:meth:`known_status`); a command :meth:`printed` runs (``echo``, ``printf``) succeeds."""
+        if node.type == "list" and len(node.children) == 3 and node.children[1].type in ("&&", "||"):
+            left, op, right = node.children
+            status = self.list_status(left, out)
+            if status is None or status == "return" or status != (op.type == "&&"):
+                return status
+            return self.list_status(right, out)
+        if (status := self.known_status([node])) is not None:
+            return status
+        step = self.printed(node, out)
+        return None if step is None else True if step else "return"
 
     def known_status(self, nodes: list[tree_sitter.Node]) -> bool | None:
         """The status of a function's condition (:meth:`printed`) made of tests only (``[ ]``, ``[[ ]]``, ``test``,
