@@ -40,9 +40,11 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   :func:`argument_alternatives`;
 * ``$(cat <<WORD ... WORD)`` is the here-document's text (expanded unless WORD is quoted), so a
   ``--kv-transfer-config "$(cat <<JSON ...)"`` is read; a comment line inside an array's ``( ... )`` is no element;
-* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set; ``sh -c "..."`` inside the script is read too,
-  and so is ``ssh [options] HOST "..."`` (its command words joined, as ssh(1) hands them to the remote shell, with none
-  of this shell's exported variables; the launch's ``wrapper`` ends with ``ssh ... HOST``);
+* ``f() { ...; }`` then ``f args`` runs the body with ``$1...`` set, and ``$(f args)`` is what the body prints
+  (:meth:`_Shell.function_output`: ``local``, ``printf``/``echo``, known tests; else unknown); ``sh -c "..."``
+  inside the script is read too, and so is ``ssh [options] HOST "..."`` (its command words joined, as ssh(1) hands
+  them to the remote shell, with none of this shell's exported variables; the launch's ``wrapper`` ends with
+  ``ssh ... HOST``);
   ``eval ARGS`` reads its joined arguments as shell input in this shell (2.14), so a command built in a variable and
   run by ``eval "$CMD"`` (or ``exec $CMD``, a split unquoted expansion) is read from the variable's value;
 * indexed arrays, as bash's manual ("Arrays") describes them: ``A=(w1 w2)``, ``A+=(w3)``, ``A[N]=w``, ``declare -a``
@@ -551,6 +553,8 @@ class _Shell:
         self.arrays: dict[str, list[str] | None] = {}
         self.iterations = 0
         self.depth = 0
+        #: how deep :meth:`function_output` calls are nested now.
+        self.calls = 0
         #: the words before ``sh -c`` of the command whose script is being read (``srun -w n1 bash -c "..."``).
         self.outer: list[str] = []
         #: the line of the outermost ``eval`` or ``sh -c`` whose text is being read: its engines start there.
@@ -731,21 +735,8 @@ class _Shell:
     def if_statement(self, node: tree_sitter.Node) -> None:
         """``if``/``elif``/``else``: each condition is run (:meth:`status`) up to the first that is true, then
         the branch the shell takes (:meth:`take`)."""
-        clauses: list[tuple[list[tree_sitter.Node], list[tree_sitter.Node]]] = []
-        otherwise: list[tree_sitter.Node] | None = None
-        for clause in [node, *[c for c in node.named_children if c.type in ("elif_clause", "else_clause")]]:
-            if clause.type == "else_clause":
-                otherwise = [c for c in clause.named_children if c.type != "comment"]
-                continue
-            cond: list[tree_sitter.Node] = []
-            body: list[tree_sitter.Node] = []
-            seen_then = False
-            for child in clause.children:
-                if child.type == "then":
-                    seen_then = True
-                elif child.is_named and child.type not in ("comment", "elif_clause", "else_clause"):
-                    (body if seen_then else cond).append(child)
-            clauses.append((cond, body))
+        clauses = [c for c in self.if_clauses(node) if c[0]]
+        otherwise = next((body for cond, body in self.if_clauses(node) if not cond), None)
         branches: list[tuple[bool | None, list[tuple[tree_sitter.Node, ...]]]] = []
         names: list[str] = []
         for cond, body in clauses:
@@ -836,30 +827,182 @@ class _Shell:
         return _RAN
 
     def function_output(self, name: str, args: list[str]) -> str | None:
-        """What ``$(name args...)`` gives for a function of this script whose body is one ``printf`` or ``echo``
-        command (``kv() { printf '{"kv_connector":...,"kv_role":"%s"}' "$@"; }``, vllm-project/vllm#43509 and
-        #43541's test scripts): its words expanded with ``args`` as ``$1``, ``$2``, ..., printed
-        (:func:`_printf`; ``echo`` joins its words with spaces), trailing newlines removed as command
-        substitution removes them (bash manual, "Command Substitution"). ``None`` for any other body, or a format
-        :func:`_printf` does not read."""
-        body = self.functions[name]
-        statements = [c for c in body.named_children if c.type != "comment"]
-        if len(statements) != 1 or statements[0].type != "command":
+        """What ``$(name args...)`` prints for a function of this script (``kv() { printf '{"kv_connector":...,
+        "kv_role":"%s"}' "$@"; }``, vllm-project/vllm#43509 and #43541's test scripts; ``make_kv_config() { local
+        role=$1; printf '...' "${role}" ...; }``, vllm-project/router's ROCm P/D lanes), run as the shell runs it
+        in the subshell of a command substitution (bash manual, "Command Substitution", "Shell Functions"): ``args``
+        as ``$1``, ``$2``, ... (``$@``, ``$#``, ``shift``), ``local``/``declare``/``typeset`` and plain
+        assignments (gone after the call, as the subshell's are), ``printf`` (:func:`_printf`; ``-v NAME``
+        assigns), ``echo`` (``-n``; ``-e`` only without backslashes), ``cat <<WORD`` (:meth:`cat_heredoc`), ``:``
+        / ``true``, ``return``, ``if``/``elif``/``else`` and ``&&``/``||`` whose tests are known, output redirected
+        to stderr, and calls of other such functions; the printed text with trailing newlines removed. ``None``
+        (the output unknown, never guessed) where the body does anything else, a test is unknown, or a word printed
+        holds an unknown value."""
+        if self.calls >= 8:
             return None
-        saved, self.positional = self.positional, list(args)
+        saved = (dict(self.values), set(self.exported), {k: (list(v) if v is not None else None)
+                                                         for k, v in self.arrays.items()},
+                 self.positional, len(self.decisions), len(self.decision_names), len(self.undecided))
+        self.positional = list(args)
+        self.calls += 1
+        out: list[str] = []
         try:
-            words = self.command_words(statements[0])
+            done = self.printed(self.functions[name], out)
         finally:
-            self.positional = saved
+            self.calls -= 1
+            self.values, self.exported, self.arrays, self.positional = saved[:4]
+            del self.decisions[saved[4]:], self.decision_names[saved[5]:], self.undecided[saved[6]:]
+        return "".join(out).rstrip("\n") if done is not None else None
+
+    def printed(self, node: tree_sitter.Node, out: list[str]) -> bool | None:
+        """Run ``node`` of a function's body for :meth:`function_output`, appending what it prints to ``out``:
+        ``True`` to go on, ``False`` after ``return``, ``None`` where the run cannot be followed."""
+        kind = node.type
+        if kind == "comment":
+            return True
+        if kind in ("compound_statement", "subshell"):
+            for child in node.named_children:
+                step = self.printed(child, out)
+                if step is not True:
+                    return step
+            return True
+        if kind == "variable_assignment":
+            self.assign(node)
+            return True
+        if kind == "declaration_command":
+            if (_text(node.child(0)) if node.child_count else "") not in ("local", "declare", "typeset"):
+                return None
+            self.declare(node)
+            return True
+        if kind == "if_statement":
+            for cond, body in self.if_clauses(node):
+                status = self.known_status(cond) if cond else True  # no condition: the else
+                if status is None:
+                    return None
+                if status:
+                    for child in body:
+                        step = self.printed(child, out)
+                        if step is not True:
+                            return step
+                    return True
+            return True
+        if kind == "list":
+            status = self.list_status(node, out)
+            return None if status is None else status != "return"
+        if kind in ("redirected_statement", "command") and (here := self.cat_heredoc(node)) is not None:
+            out.append(here)
+            return True
+        if kind == "redirected_statement":
+            body = node.child_by_field_name("body")
+            redirects = [_text(c).replace(" ", "") for c in node.named_children
+                         if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect")]
+            if body is None or not all(r.startswith("2>") or r in (">&2", "1>&2") for r in redirects):
+                return None
+            step = self.printed(body, [] if redirects and redirects[-1] in (">&2", "1>&2") else out)
+            return step
+        if kind != "command":
+            return None
+        words = self.command_words(node)
+        if not words or any(c.type == "variable_assignment" for c in node.named_children):
+            return None
+        if words[0] in (":", "true"):
+            return True
+        if words[0] == "return" and len(words) <= 2:
+            return False
+        if words[0] == "shift" and len(words) <= 2:
+            count = words[1] if len(words) == 2 else "1"
+            if not count.isdigit() or int(count) > len(self.positional):
+                return None
+            self.positional = self.positional[int(count):]
+            return True
         if any(unknown_names(w) for w in words):
             return None
-        if words[:1] == ["printf"] and len(words) > 1 and words[1] != "-v":
-            printed = _printf(words[1], words[2:])
-        elif words[:1] == ["echo"] and not any(w.startswith("-") for w in words[1:2]):
-            printed = " ".join(words[1:])
-        else:
+        if words[0] in self.functions:
+            text = self.function_output(words[0], words[1:])
+            if text is None:
+                return None
+            out.append(text + "\n")  # its trailing newlines are removed only by the substitution around it
+            return True
+        if words[0] == "printf":
+            if words[1:2] == ["-v"] and len(words) > 3 and _NAME.match(words[2]):
+                value = _printf(words[3], words[4:])
+                if value is None:
+                    return None
+                self.values[words[2]] = value
+                return True
+            if len(words) < 2 or words[1].startswith("-"):
+                return None
+            value = _printf(words[1], words[2:])
+            if value is None:
+                return None
+            out.append(value)
+            return True
+        if words[0] == "echo":
+            rest = words[1:]
+            options = ""
+            while rest and re.fullmatch(r"-[neE]+", rest[0]):
+                options += rest.pop(0)[1:]
+            if "e" in options and any("\\" in w for w in rest):
+                return None
+            out.append(" ".join(rest) + ("" if "n" in options else "\n"))
+            return True
+        return None
+
+    def list_status(self, node: tree_sitter.Node, out: list[str]) -> bool | str | None:
+        """Run ``a && b`` / ``a || b`` (and a part of one) in a function's body for :meth:`printed`: its status,
+        ``"return"`` after ``return``, ``None`` where it cannot be followed. A test's status must be known
+        (:meth:`known_status`); a command :meth:`printed` runs (``echo``, ``printf``) succeeds."""
+        if node.type == "list" and len(node.children) == 3 and node.children[1].type in ("&&", "||"):
+            left, op, right = node.children
+            status = self.list_status(left, out)
+            if status is None or status == "return" or status != (op.type == "&&"):
+                return status
+            return self.list_status(right, out)
+        if (status := self.known_status([node])) is not None:
+            return status
+        step = self.printed(node, out)
+        return None if step is None else True if step else "return"
+
+    def known_status(self, nodes: list[tree_sitter.Node]) -> bool | None:
+        """The status of a function's condition (:meth:`printed`) made of tests only (``[ ]``, ``[[ ]]``, ``test``,
+        ``(( ))``, ``true``/``false``, ``!``, ``&&``/``||`` of these), ``None`` when it is anything else or not
+        known."""
+        def tests_only(node: tree_sitter.Node) -> bool:
+            if node.type in ("negated_command", "list"):
+                return all(tests_only(c) for c in node.named_children if c.type != "comment")
+            if node.type == "test_command" or (node.type == "compound_statement" and _text(node).startswith("((")):
+                return True
+            if node.type == "command":
+                name = node.child_by_field_name("name")
+                return _text(name) in ("test", "[", "true", "false", ":")
+            return False
+
+        if not nodes or not all(tests_only(n) for n in nodes):
             return None
-        return printed.rstrip("\n") if printed is not None else None
+        before = len(self.decisions)
+        status = self.condition(nodes, [])
+        if len(self.decisions) > before:  # a test of unknown status inside ``&&``/``||``
+            return None
+        return status
+
+    def if_clauses(self, node: tree_sitter.Node) -> list[tuple[list[tree_sitter.Node], list[tree_sitter.Node]]]:
+        """An ``if`` statement's ``(condition, body)`` pairs in order, an ``else`` as an empty condition that
+        :meth:`known_status` does not read (it is taken as true by :meth:`if_statement`)."""
+        clauses: list[tuple[list[tree_sitter.Node], list[tree_sitter.Node]]] = []
+        for clause in [node, *[c for c in node.named_children if c.type in ("elif_clause", "else_clause")]]:
+            if clause.type == "else_clause":
+                clauses.append(([], [c for c in clause.named_children if c.type != "comment"]))
+                continue
+            cond: list[tree_sitter.Node] = []
+            body: list[tree_sitter.Node] = []
+            seen_then = False
+            for child in clause.children:
+                if child.type == "then":
+                    seen_then = True
+                elif child.is_named and child.type not in ("comment", "elif_clause", "else_clause"):
+                    (body if seen_then else cond).append(child)
+            clauses.append((cond, body))
+        return clauses
 
     def command_words(self, node: tree_sitter.Node) -> list[str]:
         """A simple command's words after expansion (assignments and redirections left out)."""
@@ -1441,6 +1584,8 @@ class _Shell:
     def variable(self, name: str, op: str | None, word: str | None) -> str:
         if name in ("@", "*"):
             return " ".join(self.positional)
+        if name == "#" and self.calls:  # inside a function read by function_output: its arguments are all known
+            return str(len(self.positional))
         if name.isdigit():
             index = int(name) - 1
             value = self.positional[index] if 0 <= index < len(self.positional) else ""
