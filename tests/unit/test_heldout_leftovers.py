@@ -48,7 +48,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixB: the model's architecture against the release's model registry
                "architecture-not-in-release",
                # set 109: a flag no vLLM release's parser has (Dynamo's, SGLang's, TensorRT-LLM's)
-               "cli-flag-unknown"}
+               "cli-flag-unknown",
+               # set 123: ModelConfig refuses a --max-model-len above the model's derived length on its own
+               "max-model-len-exceeds-model"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

@@ -894,7 +894,7 @@ def _walk(node: Any, path: list[str], context: list[str], labels_role: tuple[str
             # a Kthena ModelServing role (spec.template.roles[]: name, entryTemplate, workerTemplate;
             # volcano-sh/kthena pkg/apis/workload/v1alpha1 model_serving_types.go): its name is the role
             role_from_labels = (_role_hint(node["name"]), "type")
-        if _rbg_role(node, context):
+        if _rbg_role(node, context) or _batch_role(node, path, context):
             role_from_labels = (_role_hint(node["name"]), "type")
         clique_role = _grove_clique_role(node, context)
         if clique_role:
@@ -980,6 +980,27 @@ def ome_architecture(doc: dict) -> str | None:
         return None
     archs = {f.get("modelArchitecture") for f in formats if isinstance(f, dict)}
     return archs.pop() if len(archs) == 1 and isinstance(next(iter(archs)), str) else None
+
+
+#: Batch workloads whose spec lists named groups of pods, by kind: a JobSet's ``spec.replicatedJobs[]``
+#: (kubernetes-sigs/jobset api/jobset/v1alpha2 jobset_types.go ReplicatedJob: ``name``, ``replicas``, ``template`` a
+#: JobTemplateSpec; the name is part of each child Job's and pod's name) and a Volcano Job's ``spec.tasks[]``
+#: (volcano-sh/apis pkg/apis/batch/v1alpha1 job.go TaskSpec: ``name``, ``replicas``, ``template`` a PodTemplateSpec).
+_BATCH_ROLE_LISTS = {"JobSet": "replicatedJobs", "Job": "tasks"}
+
+
+def _batch_role(node: dict, path: list[str], context: list[str]) -> bool:
+    """``node`` is an entry of a batch workload's list of pod groups (:data:`_BATCH_ROLE_LISTS`: a JobSet's
+    replicatedJob, a Volcano Job's task) whose ``name`` is a P/D role (``prefill``, ``decode``, ...) and which holds a
+    ``template``. Such a workload starts its prefill and decode engines as its own named groups (tpu-inference's
+    Kueue-admitted 1P1D benchmark JobSet: replicatedJobs ``prefill``, ``decode`` and ``benchmark``, the client reaching
+    each engine by the group's DNS name ``<jobset>-decode-0-0``), so the name stands for the role the way a
+    RoleBasedGroup role's does (:func:`_rbg_role`): an engine there without a connector is still that role's engine
+    (a decode without one is refused), not an aggregated server beside the pair. A plain ``batch/v1`` Job has no
+    ``spec.tasks``; an Argo DAG task's ``template`` is a template's name, not a dict."""
+    return (bool(context) and len(path) >= 2 and _BATCH_ROLE_LISTS.get(context[0]) == path[-2]
+            and isinstance(node.get("name"), str) and _role_hint(node["name"]) is not None
+            and isinstance(node.get("template"), dict))
 
 
 #: The keys of a RoleBasedGroup role (sgl-project/rbg ``workloads.x-k8s.io`` RoleSpec) that hold its pods: v1alpha2's

@@ -21,10 +21,16 @@ from pdd_operator.vllm.versions import fmt, fmt_line
             "request are ignored ('Got kv_transfer_params, but no KVConnector found'), so decode recomputes every "
             "prompt (kserve#5987, dynamo#11467); Dynamo >= 1.0 dynamo.vllm (components/src/dynamo/vllm/args.py) refuses "
             "to start a prefill worker without --kv-transfer-config"),
-    without_connector=True,
+    without_connector=True, any_release=True,
 )
 def check_connector_present(pair: PDPair) -> list[Violation]:
     """Every engine of a prefill/decode topology has a KV connector.
+
+    Judged on any release (``Rule.any_release``) and beside any connector on the other role, a platform plugin's
+    included (TPUConnector from tpu_inference): an engine built without ``--kv-transfer-config`` has no connector on
+    every release (vLLM creates one only from a KVTransferConfig: vllm/distributed/kv_transfer/kv_transfer_state.py
+    ``ensure_kv_transfer_initialized``, 0.12.0 lines 51-64, 0.23.0 lines 65-78, 0.34.0 lines 73-83: nothing without a
+    kv_transfer_config), so it neither sends nor reads KV whatever its counterpart's connector would do.
 
     A Dynamo vLLM worker (``launcher`` ``dynamo.vllm``) reaches this rule without a connector only on a runtime that
     no longer adds NixlConnector itself (Dynamo >= 1.0.0,

@@ -4,6 +4,12 @@ vLLM refuses, at config time and on every release from 0.9.0 to 0.34.0, a ``--ma
 derives from the model's config.json (:mod:`pdd_operator.vllm.max_model_len`), unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``
 is set. A user who copies one role's launch line and raises its context for long chats on one role only starts a
 prefill or a decode that never serves.
+
+The check is one engine's own (``Rule.one_engine``: ModelConfig is built from that engine's argv and model config
+alone) and holds on every release (``Rule.any_release``: the derivation of :mod:`pdd_operator.vllm.max_model_len` is
+the same from 0.9.0 to 0.34.0, and 0.6.2 refused a longer length the same way: vllm/config.py
+``_get_and_verify_max_len`` lines 1661-1785), so it also judges an engine whose pair the KV rules do not describe (a platform
+plugin's connector, an unknown image) and an engine with no counterpart in the files.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ def _allowed(r: RoleConfig) -> bool | None:
             "lines 1763-1915, 0.23.0 lines 2112-2250, 0.28.0 lines 2328-2466): ValueError 'User-specified max_model_len "
             "(N) is greater than the derived max_model_len' unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set; the derived "
             "length from the config's length keys and RoPE scaling (transformers_utils/model_arch_config_convertor.py "
-            "0.28.0 lines 388-420)"),
-    without_connector=True,
+            "0.28.0 lines 388-420); called from VllmConfig.__post_init__ through ModelConfig's own construction, before "
+            "any platform, worker or connector code (the same on a platform plugin: tpu_inference's TPU platform, "
+            "vllm/platforms/tpu.py 0.23.0 lines 9-15)"),
+    without_connector=True, one_engine=True, any_release=True,
     example="--max-model-len 65536 for Qwen/Qwen3-0.6B (max_position_embeddings 40960) on the decode",
 )
 def check_max_model_len(pair: PDPair) -> list[Violation]:
