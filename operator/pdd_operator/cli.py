@@ -655,12 +655,13 @@ def _scan_foreign(doc: dict, unreadable: list[dict], path: str = "-",
     ``path``: the file the document is from; ``given``: every file of the check, resolved (a kustomization whose
     build they all show is not reported, :func:`~pdd_operator.compat.kustomize.kustomize_overlay`; nor a Flux
     Kustomization or Argo CD Application whose source they hold, :func:`~pdd_operator.compat.gitops_sources.
-    gitops_unrendered`)."""
-    from pdd_operator.compat.gitops_sources import gitops_unrendered
+    gitops_unrendered`); a Helmfile is never read as pods (:func:`~pdd_operator.compat.gitops_sources.
+    helmfile_unrendered`)."""
+    from pdd_operator.compat.gitops_sources import gitops_unrendered, helmfile_unrendered
     from pdd_operator.compat.kustomize import kustomize_overlay
     from pdd_operator.compat.manifests import scan
 
-    overlay = kustomize_overlay(doc, path, given) or gitops_unrendered(doc, given)
+    overlay = kustomize_overlay(doc, path, given) or gitops_unrendered(doc, given) or helmfile_unrendered(doc)
     if overlay is not None:  # its engines are in what it builds from, not in these files
         unreadable.append({"object": overlay.where, "reason": overlay.reason})
         return [], []

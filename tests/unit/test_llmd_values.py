@@ -193,6 +193,7 @@ def test_values_without_a_kv_connector_are_nothing_to_check(tmp_path, capsys):
     values = _values()
     for role in ("prefill", "decode"):
         values[role]["containers"][0]["args"] = ["--block-size", "128"]
+    values["prefill"]["create"] = False  # one serving role: an aggregated service (both roles: set 124's kind)
     code, out = _check(tmp_path, capsys, values)
     assert code == 4 and not out["results"] and not out["notChecked"], out
 

@@ -209,7 +209,10 @@ def test_pd_helm_values_are_not_checked(tmp_path, capsys, values):
     assert "helm template" in out["notChecked"][0]["reason"]
 
 
-@pytest.mark.parametrize("values", [_modelservice_values(kv=False), _production_stack_values(kv_role=False),
+# llm-d values creating both roles without a connector are kv-connector-missing's since set 124
+# (test_public_report_kinds_124.py): the aggregated case is the one with prefill.create false
+@pytest.mark.parametrize("values", [{**_modelservice_values(kv=False), "prefill": {"create": False}},
+                                    _production_stack_values(kv_role=False),
                                     {"replicaCount": 2, "image": {"repository": "vllm/vllm-openai", "tag": "v0.20.2"}}],
                          ids=["llm-d-no-connector", "production-stack-no-role", "plain"])
 def test_values_without_kv_transfer_are_nothing_to_check(tmp_path, capsys, values):

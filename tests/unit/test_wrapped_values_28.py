@@ -169,6 +169,7 @@ def test_an_aggregated_model_service_in_a_wrapper_has_nothing_to_check(tmp_path,
     for role in ("prefill", "decode"):
         values[role]["containers"][0]["args"] = ["--block-size", "128"]
     values["routing"]["proxy"].pop("connector")
+    values["prefill"]["create"] = False  # one serving role (both roles without a connector: set 124's kind)
     code, out = _check(tmp_path, capsys, _flux(values))
     assert not out["results"] and not out["notChecked"] and not _errors(out), out
 

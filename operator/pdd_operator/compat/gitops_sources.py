@@ -17,6 +17,15 @@ read as inputs of their own and the object adds nothing to check. Otherwise what
 in the files: the object is "not checked", naming the command that renders it, never passed in silence
 (:func:`gitops_unrendered`). An Argo CD Application of the llm-d-modelservice chart whose values it carries is read by
 :mod:`~pdd_operator.compat.llmd_wrappers` instead.
+
+A Helmfile (helmfile.yaml: ``releases``, each a chart with ``values`` given inline, by file or as templates, ``set``
+entries and ``secrets``, beside ``repositories``, ``environments``, ``helmDefaults``) is the same kind of object
+outside a cluster: ``helmfile sync`` / ``apply`` renders each release's chart with its merged values and installs it,
+``helmfile template`` prints what it would install. Its releases' containers are the chart's values, not pods, and
+the chart's templates complete their commands (llm-d-modelservice adds ``--port``, ``--tensor-parallel-size``,
+``--served-model-name`` to ``vllm serve``), so it is "not checked", naming ``helmfile template``
+(:func:`helmfile_unrendered`), rather than its values read as whole pods (set 124: aiconfigurator's llm-d values as a
+release's inline values were paired and passed without the chart's rendering).
 """
 
 from __future__ import annotations
@@ -92,3 +101,31 @@ def gitops_unrendered(doc: dict, given: frozenset[Path] = frozenset()) -> Unread
             f"argocd app manifests {name} | pdd check - (or the command above | pdd check -, or give pdd check the "
             "checkout's folder)"))
     return None
+
+
+def _helmfile_releases(doc: dict) -> list[dict] | None:
+    """The releases of a Helmfile document (no ``apiVersion``/``kind``, a non-empty ``releases`` list whose items are
+    all mappings naming a ``chart``: helmfile's ``ReleaseSpec``, pkg/state/state.go), or ``None`` for any other
+    document."""
+    releases = doc.get("releases")
+    if doc.get("apiVersion") or doc.get("kind") or not isinstance(releases, list) or not releases:
+        return None
+    if not all(isinstance(r, dict) and isinstance(r.get("chart"), str) for r in releases):
+        return None
+    return releases
+
+
+def helmfile_unrendered(doc: dict) -> Unreadable | None:
+    """The "not checked" record of a Helmfile document (:func:`_helmfile_releases`), naming its releases and charts
+    and the command that renders them (``helmfile template``); ``None`` for any other document."""
+    releases = _helmfile_releases(doc)
+    if releases is None:
+        return None
+    named = ", ".join(f"{r.get('name') or '<unnamed>'} ({r['chart']})" for r in releases[:4])
+    more = f" and {len(releases) - 4} more" if len(releases) > 4 else ""
+    return Unreadable(f"Helmfile releases {named}{more}", (
+        "it is a Helmfile: helmfile renders each release's chart with its merged values (inline, values files, "
+        "templates, set entries, environments) when it syncs, and the chart's templates complete the engines' "
+        "commands, so the containers in its values are not the pods that run and any prefill/decode engines among "
+        "them are not checked; render it and check the output: helmfile template | pdd check - (or helm template "
+        "<chart> -f <the release's values>)"))

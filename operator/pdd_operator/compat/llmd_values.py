@@ -292,6 +292,22 @@ def render(values: dict, name: str = "llm-d-modelservice") -> tuple[list[tuple[s
     return out, cannot
 
 
+def creates_both_roles(values: dict) -> bool:
+    """The chart renders pods of both roles from ``values``: ``prefill`` and ``decode`` each with a ``containers``
+    list, neither with ``create: false`` nor ``replicas: 0`` (templates/prefill-deployment.yaml,
+    decode-deployment.yaml render a role unless ``create`` is false). Such values are a P/D topology whether or not
+    any container names a KV connector: the decode pods' routing proxy sends each request to a prefill pod first, with
+    ``kv_transfer_params``, and an engine without a connector recomputes the prompt (vLLM 0.23.0 v1/engine/core.py
+    lines 364-370), so a pair of connector-less roles is ``kv-connector-missing``'s, not aggregated serving.
+    aiconfigurator's generated llm-d values write both roles and no connector at all (its
+    vllm/llm-d-values.yaml.j2 at 110ad77b; set 124)."""
+    def created(role: str) -> bool:
+        spec = _dict(values.get(role))
+        return (isinstance(spec.get("containers"), list) and bool(spec["containers"])
+                and spec.get("create") is not False and str(spec.get("replicas")).strip() != "0")
+    return created("prefill") and created("decode")
+
+
 def llmd_scan(values: dict, where: str = "llm-d-modelservice values", prefix: str = ""):
     """``(engines, unreadable)`` of an llm-d-modelservice values file, as :func:`~pdd_operator.compat.manifests.scan`
     returns them: the engines of the Deployments :func:`render` builds, each named by its values key
@@ -300,8 +316,8 @@ def llmd_scan(values: dict, where: str = "llm-d-modelservice values", prefix: st
     (``HelmRelease/pd``, ``spec.values.``: :mod:`~pdd_operator.compat.llmd_wrappers`)."""
     from pdd_operator.compat.manifests import _PD_MARKER, UNKNOWN_ENTRYPOINT, Unreadable, scan
 
-    if not _PD_MARKER.search(repr(values)):
-        return [], []  # no KV connector or role anywhere: an aggregated model service, nothing to check
+    if not _PD_MARKER.search(repr(values)) and not creates_both_roles(values):
+        return [], []  # no KV connector or role anywhere, one role: an aggregated model service, nothing to check
     rendered, cannot = render(values)
     engines, unreadable = [], [Unreadable(f"{where} {prefix}{key}", f"not checked, because {why}") for key, why in cannot]
     for role, doc, indexes in rendered:

@@ -19,6 +19,16 @@ from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import other_pd_engine_script, pd_marked, platform_pd_launcher
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 
+#: A Jinja2 statement or comment tag (Jinja's template designer documentation: ``{% set %}``, ``{% if %}``, ``{% for %}``,
+#: ``{% macro %}``, ``{% include %}`` ... with the optional ``-`` whitespace control, and ``{# ... #}`` comments), which
+#: no Go template (Helm) and no YAML has: the generator templates that write P/D deployments from a context at run time
+#: (ai-dynamo/aiconfigurator src/aiconfigurator/generator/config/backend_templates/vllm/llm-d-values.yaml.j2,
+#: llm-d-kcustomization.yaml.j2, k8s_deploy.yaml.j2 at 110ad77b, 6fcd12ee, 1089dfa8; Ansible's ``template`` module
+#: sources). Set 124. Only a tag that starts a line counts: a chat template passed inline (``--chat-template '{% for
+#: message in messages %}...'``) leaves a script a script.
+_JINJA = re.compile(r"^\s*(?:\{%-?\s*(?:set|if|elif|else|endif|for|endfor|macro|endmacro|call|block|extends|include|import"
+                    r"|from|with|filter|raw)\b|\{#)", re.M)
+
 #: (format, how to recognise it in the file's text), first match wins. Sources: Helm's chart template guide (``{{
 #: .Values.x }}``, ``{{- include ... }}`` actions), Slurm sbatch(1) (``#SBATCH`` lines),
 #: systemd.unit(5)/systemd.service(5) (``[Service]`` section, ``ExecStart=``), Nomad job specification (HCL
@@ -35,6 +45,7 @@ from pdd_operator.compat.python_inputs import notebook_code, python_launch_scrip
 #: 0.10.0's examples/offline_inference/disaggregated-prefill-v1/run.sh does, with no ``#!`` line).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
+    ("Jinja template", _JINJA),
     ("Slurm batch script", re.compile(r"^#SBATCH\s", re.M)),
     ("systemd unit", re.compile(r"^\[(Service|Unit)\]\s*$[\s\S]*^ExecStart\s*=", re.M)),
     ("Nomad job (HCL)", re.compile(r"^\s*job\s+\"[^\"]+\"\s*\{", re.M)),
@@ -53,8 +64,11 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+#: The formats whose text becomes YAML once rendered: a file in one of them that does not parse is no broken manifest.
+_TEMPLATE_FORMATS = ("Helm chart template", "Jinja template")
+
 #: A Kubernetes manifest's first keys at the start of a line: text with both that is not valid YAML is a broken
-#: manifest (its YAML error is the useful answer), unless it is a chart template.
+#: manifest (its YAML error is the useful answer), unless it is a template (:data:`_TEMPLATE_FORMATS`).
 _MANIFEST = (re.compile(r"^apiVersion:\s*\S", re.M), re.compile(r"^kind:\s*\S", re.M))
 
 
@@ -82,13 +96,13 @@ def text_format(text: str) -> str | None:
     """The name of the non-manifest format ``text`` is written in ("Jupyter notebook" for a notebook's JSON,
     :func:`~pdd_operator.compat.python_inputs.notebook_code`; one of :data:`_FORMATS`, or "Python launcher" for
     Python source that no earlier format claims: :func:`_is_python`), or ``None`` for text in none of them, and for a
-    manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no chart template."""
+    manifest that does not parse (``apiVersion:`` and ``kind:`` lines) that is no template (:data:`_TEMPLATE_FORMATS`)."""
     if notebook_code(text) is not None:
         return "Jupyter notebook"
     fmt = next((name for name, pattern in _FORMATS if pattern.search(text)), None)
     if fmt in (None, "shell script") and _is_python(text):
         fmt = "Python launcher"
-    if fmt != "Helm chart template" and all(p.search(text) for p in _MANIFEST):
+    if fmt not in _TEMPLATE_FORMATS and all(p.search(text) for p in _MANIFEST):
         return None
     return fmt
 
@@ -203,8 +217,17 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
             "file to check")}
     configured = (fmt in ("Slurm batch script", "shell script")  # its engines' settings may all be in the file
                   and starts_with_config_file(text))
-    if fmt is None or not (pd_marked(text) or configured):
+    # a Jinja template's connector and roles may all come from its context: naming both roles is enough
+    roles = fmt == "Jinja template" and all(p.search(text) for p in _PD_WORDS)
+    if fmt is None or not (pd_marked(text) or configured or roles):
         return None
+    if fmt == "Jinja template":
+        return {"object": f"{path} ({fmt})", "reason": (
+            "it is a Jinja2 template (a generator's or Ansible's source), not a manifest: it writes prefill and decode "
+            "engines, but their model, image, parallelism, arguments and KV transfer configuration are filled in from "
+            "the context it is rendered with ({% set %}/{% if %}/{% for %} statements and {{ ... }} expressions), "
+            "which these rules do not have; render it (the generator's output, or ansible's template result) and "
+            "check the rendered files")}
     if fmt == "Helm chart template":  # Go template actions (helm.sh/docs chart_template_guide): YAML once rendered
         return {"object": f"{path} ({fmt})", "reason": (
             "it is a Helm chart template, not a manifest: it configures prefill/decode KV transfer, but its values "
