@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pdd_operator.api.spec import SSMKind
 from pdd_operator.compat.connector_hma import CONNECTOR_HMA, connector_without_hma, wrapper_hma_off
 from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
-from pdd_operator.vllm.architectures import architecture_name
 from pdd_operator.vllm.cpu_conv_layout import NIXL_DS_SINCE, cpu_conv_layout
 from pdd_operator.vllm.dtype import auto_dtype, dtype_name
 from pdd_operator.vllm.kernel_block import runs_logical_block
@@ -469,21 +467,16 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
 #: The first release whose NIXL transfer of Mamba states was read for :func:`check_mamba_state_dtypes` (the 0.22.0,
 #: 0.23.0, 0.29.0, 0.30.0 and 0.34.0 wheels); before it a difference is a warning.
 MAMBA_STATE_READ_SINCE: Version = (0, 22, 0)
-#: config.json architectures whose vLLM config hook replaces an ``auto`` SSM state dtype by the checkpoint's
-#: ``mamba_ssm_cache_dtype``, else float32 (model_executor/models/config.py NemotronHForCausalLMConfig /
-#: NemotronHNanoVLV2Config ``update_mamba_ssm_cache_dtype``: 0.22.0 l.397-415, 0.30.0 l.660-693, 0.34.0 l.1143-1180).
-SSM_DTYPE_HOOK_ARCHITECTURES = ("NemotronHForCausalLM", "NemotronH_Nano_VL_V2")
-
-
 def _state_dtype(pair: PDPair, r: RoleConfig, state: str) -> tuple[str | None, str]:
     """``(dtype, as written)`` of ``r``'s ``conv`` or ``ssm`` Mamba state as vLLM resolves it; the dtype is ``None``
-    where it rests on what is not known here (the model's dtype, a NemotronH checkpoint's own SSM dtype).
+    where it rests on what is not known here.
 
     vLLM's ``MambaStateDtypeCalculator._mamba_state_dtype`` (model_executor/layers/mamba/mamba_utils.py, 0.22.0
     l.84-97, 0.30.0 l.97-110, used by the Mamba1, Mamba2 and Gated DeltaNet models): the conv state takes
-    ``--mamba-cache-dtype`` (``auto``: the model's dtype), the temporal state ``--mamba-ssm-cache-dtype`` (``auto``: the
-    conv state's dtype), after a NemotronH config hook replaced an ``auto`` SSM dtype
-    (:data:`SSM_DTYPE_HOOK_ARCHITECTURES`)."""
+    ``--mamba-cache-dtype`` (``auto``: the model's dtype; no model hook changes it), the temporal state
+    ``--mamba-ssm-cache-dtype``. An ``auto`` SSM dtype is left unresolved: model hooks replace it from the checkpoint
+    (model_executor/models/config.py, 0.22.0-0.34.0: NemotronH's ``mamba_ssm_cache_dtype``, else float32; Qwen3.5's
+    ``mamba_ssm_dtype``), else it follows the conv state."""
     conv_written = (r.mamba_cache_dtype or "auto").lower()
     model_dtype = dtype_name(r.dtype)
     if model_dtype == "auto":
@@ -492,18 +485,7 @@ def _state_dtype(pair: PDPair, r: RoleConfig, state: str) -> tuple[str | None, s
     if state == "conv":
         return conv, conv_written
     ssm_written = (r.mamba_ssm_cache_dtype or "auto").lower()
-    if ssm_written != "auto":
-        return ssm_written, ssm_written
-    if _ssm_dtype_hooked(pair):
-        return None, ssm_written  # the checkpoint's config.json mamba_ssm_cache_dtype, else float32
-    return conv, ssm_written
-
-
-def _ssm_dtype_hooked(pair: PDPair) -> bool:
-    """Whether a NemotronH config hook may replace an ``auto`` SSM state dtype (:data:`SSM_DTYPE_HOOK_ARCHITECTURES`):
-    the architecture is one of them, or it is not known and the model is a Mamba2 hybrid."""
-    arch = architecture_name(pair.hf_architecture, pair.prefill.model)
-    return arch in SSM_DTYPE_HOOK_ARCHITECTURES or (arch is None and pair.model.ssm_kind == SSMKind.MAMBA2)
+    return (None if ssm_written == "auto" else ssm_written), ssm_written
 
 
 _STATE_FLAGS = {"conv": "--mamba-cache-dtype", "ssm": "--mamba-ssm-cache-dtype"}
@@ -531,8 +513,9 @@ def check_mamba_state_dtypes(pair: PDPair) -> list[Violation]:
     vLLM compares neither dtype: the decode reads each transferred request's states with its own sizes at the
     prefill's offsets, so a state of another dtype (float16 against float32, or bfloat16 against float16 at one size)
     arrives as garbage and the Mamba layers decode from it while the request succeeds. Both dtypes are resolved as
-    vLLM resolves them (:func:`_state_dtype`); where that rests on what is not known here (the model's dtype, a
-    NemotronH checkpoint's own SSM dtype) a difference as written is a warning. Judged for the Mamba1, Mamba2 and
+    vLLM resolves them (:func:`_state_dtype`); where that rests on what is not known here (the model's dtype, what a
+    model hook makes of an ``auto`` SSM dtype) a difference as written is a warning, and so is an SSM difference on
+    vLLM's CPU images (their platform may reset the SSM dtype). Judged for the Mamba1, Mamba2 and
     Gated DeltaNet kinds, whose models take both flags; a hybrid model of unknown kind is not checked (a linear
     attention model's state takes only ``--mamba-cache-dtype``)."""
     if not pair.hybrid_ssm:
@@ -558,6 +541,11 @@ def check_mamba_state_dtypes(pair: PDPair) -> list[Violation]:
         if p is not None and d is not None:
             if p == d:
                 continue
+            if state == "ssm" and any(is_cpu_image(r.image) for r in pair.roles):
+                out.append((f"The {name} state dtype differs ({said}) on vLLM's CPU image, whose platform may reset "
+                            "an SSM dtype to float32 for its accelerated GDN backend (platforms/cpu.py): where it "
+                            "stays, the decode reads the prefill's Mamba states as garbage.", fix, "warning"))
+                continue
             if pair.version is not None and pair.version < MAMBA_STATE_READ_SINCE:
                 out.append((f"The {name} state dtype differs ({said}: {p} against {d}); how vLLM "
                             f"{fmt(pair.version)} moves Mamba states over NIXL was not read here (from 0.22.0 the "
@@ -568,8 +556,8 @@ def check_mamba_state_dtypes(pair: PDPair) -> list[Violation]:
                         "prefill's offsets, so the states arrive as garbage and the output is wrong while requests "
                         "return 200.", fix))
             continue
-        unknown = ("the checkpoint's mamba_ssm_cache_dtype (a NemotronH model's auto takes it, else float32)"
-                   if state == "ssm" and _ssm_dtype_hooked(pair) else "the model's dtype")
+        unknown = ("the model's checkpoint (NemotronH takes its mamba_ssm_cache_dtype, else float32; Qwen3.5 its "
+                   "mamba_ssm_dtype; other models the conv state's dtype)" if state == "ssm" else "the model's dtype")
         out.append((f"The {name} state dtype is written differently ({said}) and what auto resolves to rests on "
                     f"{unknown}, which is not known here: where they differ, the decode reads the prefill's Mamba "
                     "states as garbage (vLLM neither hashes nor checks them).", fix, "warning"))
