@@ -467,6 +467,8 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
 #: The first release whose NIXL transfer of Mamba states was read for :func:`check_mamba_state_dtypes` (the 0.22.0,
 #: 0.23.0, 0.29.0, 0.30.0 and 0.34.0 wheels); before it a difference is a warning.
 MAMBA_STATE_READ_SINCE: Version = (0, 22, 0)
+
+
 def _state_dtype(pair: PDPair, r: RoleConfig, state: str) -> tuple[str | None, str]:
     """``(dtype, as written)`` of ``r``'s ``conv`` or ``ssm`` Mamba state as vLLM resolves it; the dtype is ``None``
     where it rests on what is not known here.
@@ -502,8 +504,8 @@ _STATE_FLAGS = {"conv": "--mamba-cache-dtype", "ssm": "--mamba-ssm-cache-dtype"}
             "worker.py l.1519 'TODO: For mamba models, validate FA and mamba block_lens separately', 0.30.0 "
             "base_worker.py l.2345-2360) and compute_nixl_compatibility_hash hashes neither dtype (nixl/metadata.py "
             "0.22.0-0.34.0); the dtypes from model_executor/layers/mamba/mamba_utils.py _mamba_state_dtype and the "
-            "NemotronH hook (model_executor/models/config.py update_mamba_ssm_cache_dtype); read in the 0.22.0, 0.23.0, "
-            "0.29.0, 0.30.0 and 0.34.0 wheels; not read before 0.22.0 (a warning there)"),
+            "NemotronH and Qwen3.5 hooks that fill an auto SSM dtype (model_executor/models/config.py); read in the "
+            "0.22.0, 0.23.0, 0.29.0, 0.30.0 and 0.34.0 wheels; not read before 0.22.0 (a warning there)"),
     since=(0, 18, 0),
     needs=("--mamba-cache-dtype", "--mamba-ssm-cache-dtype"),
 )
