@@ -226,6 +226,10 @@ class RoleConfig:
         pcp: ``--prefill-context-parallel-size`` (``-pcp``; ``None``: not a literal integer).
         dcp: ``--decode-context-parallel-size`` (``-dcp``; ``None``: not a literal integer).
         mamba_cache_mode: ``--mamba-cache-mode`` as written (``none``, ``all``, ``align``; ``None``: not given).
+        mamba_cache_dtype, mamba_ssm_cache_dtype: ``--mamba-cache-dtype`` (the conv state's dtype) and
+            ``--mamba-ssm-cache-dtype`` (the temporal/SSM state's) as written (``auto``, ``float32``, ``float16``,
+            ``bfloat16``; ``None``: not given, vLLM's ``auto``), judged in
+            :func:`~pdd_operator.compat.rules.hybrid_ssm.check_mamba_state_dtypes`.
         memlock_ulimit: ``(soft, hard)`` memlock limits the container's script sets with ``ulimit -l`` before
             this engine (:func:`~pdd_operator.vllm.script.memlock_ulimit`), or ``None``.
         spans_nodes: the arguments place ranks of this engine on other nodes
@@ -399,6 +403,8 @@ class RoleConfig:
     pcp: int | None = 1
     dcp: int | None = 1
     mamba_cache_mode: str | None = None
+    mamba_cache_dtype: str | None = None
+    mamba_ssm_cache_dtype: str | None = None
     memlock_ulimit: tuple[str | None, str | None] | None = None
     spans_nodes: bool = False
     pod_group: int = 1
@@ -1004,6 +1010,8 @@ def role_from_container(
         pcp=int_flag(flags, "--prefill-context-parallel-size", 1),
         dcp=int_flag(flags, "--decode-context-parallel-size", 1),
         mamba_cache_mode=text("--mamba-cache-mode"),
+        mamba_cache_dtype=text("--mamba-cache-dtype"),
+        mamba_ssm_cache_dtype=text("--mamba-ssm-cache-dtype"),
         memlock_ulimit=memlock_ulimit(written, launch.line),
         ray_cluster=bool(_RAY_CLUSTER.search(command_text)),
         gpu_memory_utilization=_fraction(flags.get("--gpu-memory-utilization", "0.9")),

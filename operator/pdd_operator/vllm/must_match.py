@@ -34,6 +34,7 @@ from typing import Any
 
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.vllm.architectures import traits
+from pdd_operator.vllm.flags import parse_flags
 
 #: vLLM's NIXL compatibility hash: ``vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py``
 #: ``compute_nixl_compatibility_hash`` (``v1/nixl_connector.py`` before 0.20), checked in
@@ -99,6 +100,22 @@ def _hma_extra_args(spec: PDDeploymentSpec) -> list[str | None] | None:
     """The last HMA flag in each role's extraArgs; ``None`` when neither role has one (hash unchanged)."""
     flags = [next((a for a in reversed(spec.role(r).extra_args) if a in _HMA_FLAGS), None) for r in ("prefill", "decode")]
     return flags if any(flags) else None
+
+
+#: The flags that set a hybrid SSM model's state dtypes: the conv state (``--mamba-cache-dtype``) and the temporal
+#: (SSM) state (``--mamba-ssm-cache-dtype``); vllm/config/cache.py ``CacheConfig.mamba_cache_dtype`` /
+#: ``mamba_ssm_cache_dtype``.
+MAMBA_DTYPE_FLAGS = ("--mamba-cache-dtype", "--mamba-ssm-cache-dtype")
+
+
+def _mamba_state_dtypes(spec: PDDeploymentSpec) -> dict | None:
+    """The Mamba state dtype flags (:data:`MAMBA_DTYPE_FLAGS`) each role's extraArgs give, ``{role: {flag: value}}``;
+    ``None`` when neither role gives one."""
+    out = {}
+    for r in ("prefill", "decode"):
+        _, flags = parse_flags(["serve", *spec.role(r).extra_args])
+        out[r] = {f: v for f in MAMBA_DTYPE_FLAGS if isinstance(v := flags.get(f), str)}
+    return out if any(out.values()) else None
 
 
 def _speculative(spec: PDDeploymentSpec) -> dict | None:
@@ -178,6 +195,14 @@ MUST_MATCH: tuple[MustMatch, ...] = (
         "NIXL agents load the named backend plugins and register memory of kv_buffer_device; both sides' "
         "descriptors must be of the same backend and memory type (nixl_agent.make_prepped_xfer)",
         "nixl worker (backends from kv_connector_extra_config), 0.9+"),
+    MustMatch(
+        "mamba_state_dtypes", ("spec.prefill.extraArgs", "spec.decode.extraArgs"), _mamba_state_dtypes,
+        "not compared by vLLM (no hash factor, and the handshake skips the block-length check of models with Mamba "
+        "layers): the decode reads each transferred request's conv and SSM states with its own state sizes at the "
+        "prefill's offsets, so states of another dtype arrive as garbage while the request returns 200",
+        "nixl worker _build_mamba_remote descriptors and _validate_remote_agent_handshake (0.22.0-0.34.0, "
+        "nixl/worker.py then nixl/base_worker.py); model_executor/layers/mamba/mamba_utils.py _mamba_state_dtype",
+        rule="mamba-state-dtype-mismatch"),
     MustMatch(
         "speculative_config", ("spec.speculative", "spec.prefill.numSpeculativeTokens",
                                "spec.decode.numSpeculativeTokens"),

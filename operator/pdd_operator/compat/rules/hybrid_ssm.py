@@ -1,13 +1,15 @@
-"""Hybrid SSM (Mamba) models: HMA, conv-state layout, SSM kinds and heterogeneous TP per vLLM version."""
+"""Hybrid SSM (Mamba) models: HMA, conv-state layout, SSM kinds, heterogeneous TP and the state dtypes per vLLM version."""
 
 from __future__ import annotations
 
 from pdd_operator.compat.connector_hma import CONNECTOR_HMA, connector_without_hma, wrapper_hma_off
 from pdd_operator.compat.dynamo_engine_defaults import prefix_caching_default
-from pdd_operator.compat.pair import PDPair
+from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.cpu_conv_layout import NIXL_DS_SINCE, cpu_conv_layout
+from pdd_operator.vllm.dtype import auto_dtype, dtype_name
 from pdd_operator.vllm.kernel_block import runs_logical_block
+from pdd_operator.vllm.must_match import fields_of
 from pdd_operator.vllm.versions import HYBRID_NIXL_PREFIX_CACHING_SINCE, Version, fmt, is_cpu_image
 
 _V020 = (0, 20, 0)
@@ -460,3 +462,105 @@ def check_hybrid_ssm_prefix_caching(pair: PDPair) -> list[Violation]:
         f"decode: {how} with a hybrid SSM model on vLLM {fmt(pair.version)}: when a request whose "
         "KV arrives over NIXL also hits decode's local prefix cache, decode asserts ('SSM can only have one local "
         "block') and the engine dies (startup is fine; the first long shared prefix kills it).", fix)]
+
+
+#: The first release whose NIXL transfer of Mamba states was read for :func:`check_mamba_state_dtypes` (the 0.22.0,
+#: 0.23.0, 0.29.0, 0.30.0 and 0.34.0 wheels); before it a difference is a warning.
+MAMBA_STATE_READ_SINCE: Version = (0, 22, 0)
+
+
+def _state_dtype(pair: PDPair, r: RoleConfig, state: str) -> tuple[str | None, str]:
+    """``(dtype, as written)`` of ``r``'s ``conv`` or ``ssm`` Mamba state as vLLM resolves it; the dtype is ``None``
+    where it rests on what is not known here.
+
+    vLLM's ``MambaStateDtypeCalculator._mamba_state_dtype`` (model_executor/layers/mamba/mamba_utils.py, 0.22.0
+    l.84-97, 0.30.0 l.97-110, used by the Mamba1, Mamba2 and Gated DeltaNet models): the conv state takes
+    ``--mamba-cache-dtype`` (``auto``: the model's dtype; no model hook changes it), the temporal state
+    ``--mamba-ssm-cache-dtype``. An ``auto`` SSM dtype is left unresolved: model hooks replace it from the checkpoint
+    (model_executor/models/config.py, 0.22.0-0.34.0: NemotronH's ``mamba_ssm_cache_dtype``, else float32; Qwen3.5's
+    ``mamba_ssm_dtype``), else it follows the conv state."""
+    conv_written = (r.mamba_cache_dtype or "auto").lower()
+    model_dtype = dtype_name(r.dtype)
+    if model_dtype == "auto":
+        model_dtype = auto_dtype(pair.checkpoint_dtype, r.version or pair.version)
+    conv = conv_written if conv_written != "auto" else model_dtype
+    if state == "conv":
+        return conv, conv_written
+    ssm_written = (r.mamba_ssm_cache_dtype or "auto").lower()
+    return (None if ssm_written == "auto" else ssm_written), ssm_written
+
+
+_STATE_FLAGS = {"conv": "--mamba-cache-dtype", "ssm": "--mamba-ssm-cache-dtype"}
+
+
+@rule(
+    id="mamba-state-dtype-mismatch", family="hybrid-ssm", severity="error",
+    fields=fields_of("mamba_state_dtypes"),
+    source=("vllm nixl worker: the decode builds its reads of the prefill's Mamba states from its own sizes "
+            "(_build_mamba_remote descriptors: conv slices from its own decomposition, "
+            "ssm_conv_transfer_utils.remote_conv_offsets, and ssm_read_size its own when the TPs are equal; 0.22.0 and "
+            "0.23.0 nixl/worker.py l.1063-1097, 0.29.0 nixl/base_worker.py l.1460-1495, 0.30.0 l.1734-1768, 0.34.0 "
+            "l.2136-2170) while _validate_remote_agent_handshake skips the block-length check of Mamba models (0.22.0 "
+            "worker.py l.1519 'TODO: For mamba models, validate FA and mamba block_lens separately', 0.30.0 "
+            "base_worker.py l.2345-2360) and compute_nixl_compatibility_hash hashes neither dtype (nixl/metadata.py "
+            "0.22.0-0.34.0); the dtypes from model_executor/layers/mamba/mamba_utils.py _mamba_state_dtype and the "
+            "NemotronH and Qwen3.5 hooks that fill an auto SSM dtype (model_executor/models/config.py); read in the "
+            "0.22.0, 0.23.0, 0.29.0, 0.30.0 and 0.34.0 wheels; not read before 0.22.0 (a warning there)"),
+    since=(0, 18, 0),
+    needs=("--mamba-cache-dtype", "--mamba-ssm-cache-dtype"),
+)
+def check_mamba_state_dtypes(pair: PDPair) -> list[Violation]:
+    """Prefill and decode of a hybrid SSM model keep their Mamba conv and SSM states in the same dtypes.
+
+    vLLM compares neither dtype: the decode reads each transferred request's states with its own sizes at the
+    prefill's offsets, so a state of another dtype (float16 against float32, or bfloat16 against float16 at one size)
+    arrives as garbage and the Mamba layers decode from it while the request succeeds. Both dtypes are resolved as
+    vLLM resolves them (:func:`_state_dtype`); where that rests on what is not known here (the model's dtype, what a
+    model hook makes of an ``auto`` SSM dtype) a difference as written is a warning, and so is an SSM difference on
+    vLLM's CPU images (their platform may reset the SSM dtype). Judged for the Mamba1, Mamba2 and
+    Gated DeltaNet kinds, whose models take both flags; a hybrid model of unknown kind is not checked (a linear
+    attention model's state takes only ``--mamba-cache-dtype``)."""
+    if not pair.hybrid_ssm:
+        return []
+    written = {s: (_state_dtype(pair, pair.prefill, s)[1], _state_dtype(pair, pair.decode, s)[1]) for s in _STATE_FLAGS}
+    if all(p == d for p, d in written.values()):
+        return []
+    fix = fix_for(pair, "Give --mamba-cache-dtype and --mamba-ssm-cache-dtype the same values in "
+                        "spec.prefill.extraArgs and spec.decode.extraArgs (or leave them out of both).",
+                  "Give both engines the same --mamba-cache-dtype and --mamba-ssm-cache-dtype (or neither).")
+    if pair.model.ssm_kind is None:
+        shown = "; ".join(f"{_STATE_FLAGS[s]} prefill {p}, decode {d}" for s, (p, d) in written.items() if p != d)
+        return [(f"The Mamba state dtypes differ ({shown}) on a hybrid model of unknown SSM kind: a Mamba or Gated "
+                 "DeltaNet model's decode then reads the prefill's states as garbage, a linear-attention model reads "
+                 "only --mamba-cache-dtype.", fix, NOT_CHECKED)]
+    out = []
+    for state, (wp, wd) in written.items():
+        if wp == wd:
+            continue
+        (p, _), (d, _) = _state_dtype(pair, pair.prefill, state), _state_dtype(pair, pair.decode, state)
+        name = "conv" if state == "conv" else "temporal (SSM)"
+        said = f"{_STATE_FLAGS[state]} prefill {wp}, decode {wd}"
+        if p is not None and d is not None:
+            if p == d:
+                continue
+            if state == "ssm" and any(is_cpu_image(r.image) for r in pair.roles):
+                out.append((f"The {name} state dtype differs ({said}) on vLLM's CPU image, whose platform may reset "
+                            "an SSM dtype to float32 for its accelerated GDN backend (platforms/cpu.py): where it "
+                            "stays, the decode reads the prefill's Mamba states as garbage.", fix, "warning"))
+                continue
+            if pair.version is not None and pair.version < MAMBA_STATE_READ_SINCE:
+                out.append((f"The {name} state dtype differs ({said}: {p} against {d}); how vLLM "
+                            f"{fmt(pair.version)} moves Mamba states over NIXL was not read here (from 0.22.0 the "
+                            "decode reads them with its own sizes, unchecked: garbage states).", fix, "warning"))
+                continue
+            out.append((f"The {name} state dtype differs ({said}: {p} against {d}). vLLM neither hashes nor checks "
+                        "it: the decode reads every transferred request's Mamba states with its own sizes at the "
+                        "prefill's offsets, so the states arrive as garbage and the output is wrong while requests "
+                        "return 200.", fix))
+            continue
+        unknown = ("the model's checkpoint (NemotronH takes its mamba_ssm_cache_dtype, else float32; Qwen3.5 its "
+                   "mamba_ssm_dtype; other models the conv state's dtype)" if state == "ssm" else "the model's dtype")
+        out.append((f"The {name} state dtype is written differently ({said}) and what auto resolves to rests on "
+                    f"{unknown}, which is not known here: where they differ, the decode reads the prefill's Mamba "
+                    "states as garbage (vLLM neither hashes nor checks them).", fix, "warning"))
+    return out
