@@ -79,7 +79,7 @@ from pdd_operator.vllm.expansion import opaque_value, runs_shell, shell_operands
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.model_config import resolve_model
-from pdd_operator.vllm.script import Launch, opaque_command
+from pdd_operator.vllm.script import Launch, opaque_command, simple_commands
 from pdd_operator.vllm.versions import (
     Version,
     custom_tag_version,
@@ -1442,15 +1442,30 @@ def _pod_containers(node: Any) -> list[dict]:
     return own + [c for k, v in node.items() if k != "containers" for c in _pod_containers(v)]
 
 
+#: Commands that only print something about the pod (POSIX ``echo``, ``printf``, ``hostname``, ``date``, ``uname``,
+#: ``id``, ``pwd``, ``whoami``) or do nothing (``true``, ``:``): a placeholder script runs them before it idles
+#: (ai-dynamo/grove's user-guide PodCliques: ``echo 'Prefill Worker on node:' && hostname && sleep infinity``). None
+#: of them runs another program (``env``, ``exec``, ``nohup`` and ``timeout`` do, so they are not here).
+_REPORT_ONLY = frozenset({"echo", "printf", "hostname", "date", "uname", "id", "pwd", "whoami", "true", ":"})
+
+
 def idle_container(container: dict) -> bool:
-    """Whether a container's own ``command`` (with its ``args``) only idles (:data:`_IDLE_SCRIPT`). A container with
-    no ``command`` runs its image's entrypoint, which may start an engine: never idle."""
+    """Whether a container's own ``command`` (with its ``args``) only idles (:data:`_IDLE_SCRIPT`), or is a shell
+    script of simple commands (:func:`~pdd_operator.vllm.script.simple_commands`) that only print or idle
+    (:data:`_REPORT_ONLY`) and ends idling. A container with no ``command`` runs its image's entrypoint, which may
+    start an engine: never idle."""
     command = container.get("command")
     if not isinstance(command, list) or not command:
         return False
     argv = [str(a) for a in [*command, *(container.get("args") or [])]]
     words = shell_operands(argv)[:1] if runs_shell(argv) else [" ".join(argv)]
-    return bool(words) and _IDLE_SCRIPT.fullmatch(words[0].strip()) is not None
+    if not words:
+        return False
+    if _IDLE_SCRIPT.fullmatch(words[0].strip()) is not None:
+        return True
+    steps = simple_commands(words[0]) if runs_shell(argv) else None
+    return bool(steps) and _IDLE_SCRIPT.fullmatch(" ".join(steps[-1])) is not None and all(
+        step[0] in _REPORT_ONLY or _IDLE_SCRIPT.fullmatch(" ".join(step)) is not None for step in steps[:-1])
 
 
 def idle_workload(doc: dict) -> bool:
@@ -1466,11 +1481,23 @@ def idle_workload(doc: dict) -> bool:
 #: profile that happens to be named ``prefill``/``decode`` (llm-d's EndpointPickerConfig ``schedulingProfiles``):
 #: KAITO MultiRoleInference ``roles[]`` (``replicas``, ``instanceType``), kthena ModelServing ``roles[]``
 #: (``replicas``, ``entryTemplate``, ``workerTemplate``), AIBrix StormService ``roles[]`` (``replicas``, ``template``),
-#: kthena ModelBooster ``workers[]`` (``replicas``, ``pods``, ``image``).
+#: kthena ModelBooster ``workers[]`` (``replicas``, ``pods``, ``image``), NVIDIA Grove PodCliqueSet
+#: ``spec.template.cliques[]`` (``name`` beside a ``spec`` of ``roleName``, ``replicas`` and ``podSpec``: the entry's
+#: ``spec`` is read with it, :func:`_role_entry`).
 _WORKLOAD_ROLE_KEYS = frozenset({"replicas", "template", "entryTemplate", "workerTemplate", "workerReplicas",
-                                 "instanceType", "resources", "image", "containers", "pods", "podGroupSize"})
+                                 "instanceType", "resources", "image", "containers", "pods", "podGroupSize",
+                                 "podSpec"})
 #: Keys that name a workload role's phase.
 _ROLE_NAME_KEYS = ("name", "type", "role", "roleName")
+
+
+def _role_entry(item: dict) -> dict:
+    """A list entry with the keys of its ``spec`` beside its own where that ``spec`` holds a pod template
+    (``podSpec``): a Grove PodClique template, ``{name, spec: {roleName, replicas, podSpec}}`` (ai-dynamo/grove
+    operator/api/core/v1alpha1 PodCliqueTemplateSpec), whose role is named by ``name`` or ``spec.roleName``. Other
+    entries as they are. Pure."""
+    spec = item.get("spec")
+    return {**spec, **item} if isinstance(spec, dict) and "podSpec" in spec else item
 
 
 def declared_pd_roles(doc: Any, path: str = "") -> str | None:
@@ -1486,7 +1513,8 @@ def declared_pd_roles(doc: Any, path: str = "") -> str | None:
                      if (found := declared_pd_roles(v, f"{path}.{k}" if path else str(k))) is not None), None)
     if not isinstance(doc, list):
         return None
-    hints = {_role_hint(str(item.get(key))) for item in doc if isinstance(item, dict) and _WORKLOAD_ROLE_KEYS & set(item)
+    entries = [_role_entry(item) for item in doc if isinstance(item, dict)]
+    hints = {_role_hint(str(item.get(key))) for item in entries if _WORKLOAD_ROLE_KEYS & set(item)
              for key in _ROLE_NAME_KEYS if isinstance(item.get(key), str)}
     if {"prefill", "decode"} <= hints:
         return path or "the document"

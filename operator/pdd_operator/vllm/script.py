@@ -207,6 +207,55 @@ def launches(script: str, env: ContainerEnv | None = None, positional: Sequence[
     return dp_group_roles([replace(x, proxy_role=roles.get(_http_port(x.argv))) for x in merged])
 
 
+#: Node types of a word that the shell gives as written or from a variable (no command runs to make it): a bare word,
+#: a quoted string, a number, a parameter expansion, and their concatenation.
+_PLAIN_WORDS = frozenset({"word", "raw_string", "string", "string_content", "number", "concatenation",
+                          "simple_expansion", "expansion", "variable_name", "special_variable_name", '"', "'", "$", "${",
+                          "}"})
+
+
+def simple_commands(script: str) -> list[list[str]] | None:
+    """The simple commands of a shell script that is only a list of them (joined by newlines, ``;``, ``&&`` or
+    ``||``; POSIX Shell Command Language 2.9.3 "Lists"), in order, each as its words with their quotes removed; ``None``
+    where the script holds anything else a command could hide in: a pipeline, a compound command (loop, ``if``,
+    subshell, group), a function, a redirection, a ``NAME=value`` prefix or assignment, a command or process
+    substitution, or a parse error. A word from a parameter expansion (``echo $HOSTNAME``) is kept as written.
+
+    Used to tell a placeholder container (``echo 'Prefill Worker on node:' && hostname && sleep infinity``, the
+    PodCliques of ai-dynamo/grove's user-guide samples) from one that may start an engine."""
+    root = _parser().parse(script.encode()).root_node
+    if root.has_error:
+        return None
+    out: list[list[str]] = []
+
+    def walk(node: tree_sitter.Node) -> bool:
+        for child in node.named_children:
+            if child.type == "comment":
+                continue
+            if child.type == "list":
+                if not walk(child):
+                    return False
+            elif child.type == "command":
+                words = []
+                for part in child.named_children:
+                    if part.type == "command_name" and len(part.named_children) == 1:
+                        part = part.named_children[0]
+                    stack = [part]
+                    while stack:
+                        n = stack.pop()
+                        if n.type not in _PLAIN_WORDS:
+                            return False
+                        stack.extend(n.children)
+                    text = _text(part)
+                    words.append(text[1:-1] if part.type in ("raw_string", "string") else _unescape(text))
+                out.append(words)
+            else:
+                return False
+        return True
+
+    return out if walk(root) and out else None
+
+
 def _word_value(argv: Sequence[str], flag: str) -> str | None:
     """The value ``argv`` gives ``flag`` (``--flag V`` or ``--flag=V``; the last one wins, as argparse reads it), or
     ``None`` when it is not given."""
