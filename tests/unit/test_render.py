@@ -266,3 +266,17 @@ def test_decode_fails_a_request_whose_kv_load_failed_so_the_router_reruns_it_thr
     prefill = json.loads(_flag(vllm_args(spec, "prefill"), "--kv-transfer-config"))
     assert decode.get("kv_load_failure_policy") == want
     assert "kv_load_failure_policy" not in prefill  # prefill loads nothing
+
+
+def test_compat_hash_survives_an_operator_upgrade_that_adds_a_must_match_entry():
+    # Hashes an operator of bbeb7efa (before mamba_state_dtypes existed) rendered: an upgrade must not change the
+    # pod template label of a spec that does not use a newer entry, or every running pair would roll.
+    assert compat_hash(make_spec()) == "d0f2e5465b"
+    assert compat_hash(make_spec(kvCache={"dtype": "fp8"})) == "cca1b69be2"
+    # A newer entry enters the hash where the spec sets it.
+    assert compat_hash(make_spec(prefill={"extraArgs": ["--mamba-ssm-cache-dtype", "float32"]})) != "d0f2e5465b"
+
+
+def test_entries_hashed_when_unset_are_must_match_entries():
+    from pdd_operator.vllm.must_match import HASHED_WHEN_UNSET, MUST_MATCH
+    assert HASHED_WHEN_UNSET < {e.name for e in MUST_MATCH}

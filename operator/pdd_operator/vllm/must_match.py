@@ -238,12 +238,25 @@ def values(spec: PDDeploymentSpec) -> dict[str, Any]:
     return {e.name: e.read(spec) for e in MUST_MATCH}
 
 
+#: The :data:`MUST_MATCH` entries the compat hash carries even when unset (``None``): those it held when the
+#: hash's text was fixed. An entry added later enters the hash only where a spec sets it, so an operator upgrade
+#: that adds an entry leaves the hash, the pod template label and so the running pods of every spec that does
+#: not use the new setting as they are (no rolling restart of every deployment on upgrade). Never add a name here.
+HASHED_WHEN_UNSET = frozenset({
+    "vllm_version", "model", "model_revision", "dtype", "model_architecture", "cache_dtype", "kv_cache_layout",
+    "ssm_conv_state_layout", "attn_backend_name", "transfer_mode", "is_hma_enabled", "nixl_backends",
+    "speculative_config",
+})
+
+
 def compat_hash(spec: PDDeploymentSpec) -> str:
     """Hash of every :data:`MUST_MATCH` setting of ``spec``: 10 hex characters (sha256 of sorted JSON).
 
-    Pods with equal hashes may exchange KV; a setting outside :data:`MUST_MATCH` never changes it.
+    Pods with equal hashes may exchange KV; a setting outside :data:`MUST_MATCH` never changes it, and an entry
+    outside :data:`HASHED_WHEN_UNSET` changes it only where the spec sets it.
     """
-    text = json.dumps(values(spec), sort_keys=True, separators=(",", ":"), default=str)
+    text = json.dumps({k: v for k, v in values(spec).items() if v is not None or k in HASHED_WHEN_UNSET},
+                      sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
