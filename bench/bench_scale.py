@@ -15,9 +15,10 @@ Phases, in one run:
    ``PDD_BENCH_STEADY`` more sets at 20 per second with those N present, each set's 9 applies sent at
    once: what the apiserver alone answers at the steady creates' rate (the 0.5 s goal below is
    absolute; this says how much of it the machine leaves). Then that namespace is deleted.
-2. **burst**: once the apiserver has served no write for 5 s (:func:`wait_settled`: the controller manager
-   done with the baseline namespace's deletion), N PDDeployments created at once (same client threads) with the operator running;
-   time until every one has all 9 children (a watch of the 5 child kinds), against the baseline.
+2. **burst**: once the apiserver has served no write or GET for 5 s (:func:`wait_settled`: the controller
+   manager done with the baseline namespace's deletion), N PDDeployments created at once (same client threads)
+   with the operator running; time until every one has all 9 children (a watch of the 5 child kinds), against
+   the baseline.
 3. **steady creates**: ``PDD_BENCH_STEADY`` more at 20 per second with the N present and settled (every
    one Ready, the operator quiet): per object, create -> all children present.
 4. **spec change**: ``PDD_BENCH_CHANGES`` objects, one at a time: ``spec.decode.replicas`` 1 -> 2,
