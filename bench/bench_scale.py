@@ -15,8 +15,10 @@ Phases, in one run:
    ``PDD_BENCH_STEADY`` more sets at 20 per second with those N present, each set's 9 applies sent at
    once: what the apiserver alone answers at the steady creates' rate (the 0.5 s goal below is
    absolute; this says how much of it the machine leaves). Then that namespace is deleted.
-2. **burst**: N PDDeployments created at once (same client threads) with the operator running;
-   time until every one has all 9 children (a watch of the 5 child kinds), against the baseline.
+2. **burst**: once the apiserver has served no write or GET for 5 s (:func:`wait_settled`: the controller
+   manager done with the baseline namespace's deletion), N PDDeployments created at once (same client threads)
+   with the operator running; time until every one has all 9 children (a watch of the 5 child kinds), against
+   the baseline.
 3. **steady creates**: ``PDD_BENCH_STEADY`` more at 20 per second with the N present and settled (every
    one Ready, the operator quiet): per object, create -> all children present.
 4. **spec change**: ``PDD_BENCH_CHANGES`` objects, one at a time: ``spec.decode.replicas`` 1 -> 2,
@@ -370,6 +372,41 @@ def apiserver_table(before: dict[tuple[str, str], float], after: dict[tuple[str,
     served = f"; the apiserver's own time per apply {1000 * seconds / applies:.0f} ms" if applies else ""
     return (f"    apiserver_request_total (all clients, watches not counted): {total / objects:.2f} per object "
             f"[{total:.0f}]: " + ", ".join(f"{v_} {r} {n / objects:.2f}" for (v_, r), n in rows[:top]) + served)
+
+
+#: Verbs of the apiserver's requests that :func:`wait_settled` counts as work (writes, and single GETs: the garbage
+#: collector's live look-ups of the objects it processes), and the resources it leaves out (the components' and kwok's
+#: heartbeats and leader elections, which never stop; the bench's own GET of /metrics has no resource).
+SETTLE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY", "GET")
+SETTLE_IGNORED = ("leases", "nodes")
+
+
+def settle_writes(served: dict[tuple[str, str], float]) -> float:
+    """The requests in an :func:`apiserver_requests` snapshot that :func:`wait_settled` watches: every client's
+    :data:`SETTLE_VERBS` but on :data:`SETTLE_IGNORED` resources and of no resource (/metrics, discovery)."""
+    return sum(v for (verb, resource), v in served.items()
+               if verb in SETTLE_VERBS and resource and not resource.startswith(("<", "/", *SETTLE_IGNORED)))
+
+
+def wait_settled(api_client: client.ApiClient, quiet: float = 5.0, timeout: float = 120.0) -> tuple[float, float]:
+    """Until the apiserver has served no write or GET (:func:`settle_writes`) for ``quiet`` seconds: the controller
+    manager done with what the phase before left it. Deleting the baseline namespace leaves its endpoint controller
+    a queue of Services to clean up, one DELETE of an Endpoints already gone each, and its garbage collector one
+    live GET of each dependent it processes, which otherwise land in the burst's window (at N=300, 2026-12-07: 890
+    DELETEs answered 404 and about 7 GETs of deployments, services and endpointslices per object, none of them the
+    operator's); returns (seconds waited, requests served meanwhile). Gives up after ``timeout`` seconds (the
+    burst then runs anyway)."""
+    start = time.monotonic()
+    first = last = settle_writes(apiserver_requests(api_client))
+    since = start
+    while time.monotonic() - start < timeout:
+        time.sleep(1)
+        now = settle_writes(apiserver_requests(api_client))
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return time.monotonic() - start, last - first
 
 
 def load() -> str:
@@ -795,7 +832,9 @@ def main() -> int:
                 f"{loads['steady baseline']}")
         baseline_watch.stopping = True
         run("delete", "namespace", BASELINE_NS, "--wait=true", "--timeout=900s")
-        log("baseline namespace deleted")
+        waited, leftover = wait_settled(api_client)
+        log(f"baseline namespace deleted; the apiserver settled {waited:.0f}s later ({leftover:.0f} writes and GETs "
+            "meanwhile)")
 
         # 2. burst with the operator
         op.start()

@@ -53,3 +53,32 @@ def test_the_baseline_applies_the_operators_bodies_under_another_owner(bench):
         assert ref["controller"] and ref["blockOwnerDeletion"] and ref["uid"] == bench.BASELINE_OWNER["uid"]
     sizes = [sum(len(apply_body(c)) for c in children) for children in (base, mine)]
     assert abs(sizes[0] - sizes[1]) <= 0.01 * sizes[1], sizes
+
+
+# --- the burst starts once the apiserver settled (bench_scale.wait_settled) -------------------------------
+
+@pytest.mark.parametrize(("served", "counted"), [
+    ({("DELETE", "endpoints"): 890.0}, 890.0),  # the endpoint controller's clean-up of the baseline
+    ({("GET", "deployments"): 7.0, ("GET", "services"): 3.0}, 10.0),  # the garbage collector's look-ups
+    ({("APPLY", "deployments"): 4.0, ("PATCH", "pods/status"): 2.0, ("POST", "events"): 1.0}, 7.0),
+    ({("PUT", "leases"): 50.0, ("GET", "leases"): 50.0, ("PATCH", "nodes/status"): 9.0}, 0.0),  # heartbeats
+    ({("GET", ""): 3.0, ("GET", "/openapi/v3"): 1.0, ("GET", "/apis"): 2.0}, 0.0),  # /metrics, discovery
+    ({("LIST", "pods"): 5.0, ("WATCH", "pods"): 5.0}, 0.0),  # informers' lists and watches
+    ({("APPLY", "<seconds>"): 12.5, ("APPLY", "<count>"): 40.0}, 0.0),  # apiserver_requests' apply timing
+])
+def test_settle_counts_the_requests_of_leftover_work_only(bench, served, counted):
+    assert bench.settle_writes(served) == counted
+
+
+@pytest.mark.parametrize(("totals", "waited_polls", "served"), [
+    ([0, 0, 0, 0, 0, 0, 0], 5, 0),  # quiet from the start: 5 polls of 1 s
+    ([0, 10, 20, 20, 20, 20, 20, 20, 20], 7, 20),  # busy for 2 s, then 5 quiet
+    ([0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120], 10, 100),  # never quiet: gives up at the timeout
+])
+def test_wait_settled_waits_for_quiet_seconds_or_gives_up(bench, monkeypatch, totals, waited_polls, served):
+    clock = {"now": 0.0}
+    snapshots = iter(totals)
+    monkeypatch.setattr(bench, "apiserver_requests", lambda _client: {("DELETE", "endpoints"): float(next(snapshots))})
+    monkeypatch.setattr(bench.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(bench.time, "sleep", lambda s: clock.__setitem__("now", clock["now"] + s))
+    assert bench.wait_settled(object(), quiet=5.0, timeout=10.0) == (float(waited_polls), float(served))

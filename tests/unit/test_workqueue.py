@@ -9,7 +9,7 @@ from concurrent.futures import Future
 import pytest
 from prometheus_client import REGISTRY
 
-from pdd_operator.controller.workqueue import Priority, WorkQueue, retry_delay
+from pdd_operator.controller.workqueue import Priority, WorkQueue, lowest_takeable, retry_delay
 
 
 def wait_until(predicate, timeout=10.0):
@@ -528,3 +528,58 @@ def test_a_key_is_never_run_twice_at_once_across_deferred_runs_and_its_worker_se
 def test_max_deferred_must_not_be_negative():
     with pytest.raises(ValueError):
         WorkQueue(lambda key, _queued_at: None, max_deferred=-1)
+
+
+# --- places for write work only (write_reserve) ------------------------------------------------------------
+
+@pytest.mark.parametrize(("deferred", "max_deferred", "write_reserve", "lowest"), [
+    (0, 0, 0, Priority.RESYNC),  # no bound on deferred runs: anything, always
+    (50, 0, 0, Priority.RESYNC),
+    (0, 32, 8, Priority.RESYNC),
+    (23, 32, 8, Priority.RESYNC),
+    (24, 32, 8, Priority.WRITE),  # the last 8 places: write work only
+    (31, 32, 8, Priority.WRITE),
+    (32, 32, 8, None),  # full: nothing
+    (40, 32, 8, None),
+    (31, 32, 0, Priority.RESYNC),  # no reserve: as before
+    (32, 32, 0, None),
+    (0, 2, 2, Priority.WRITE),  # everything reserved: status work runs only once promoted to write work
+])
+def test_lowest_takeable(deferred, max_deferred, write_reserve, lowest):
+    assert lowest_takeable(deferred, max_deferred, write_reserve) == lowest
+
+
+@pytest.mark.parametrize(("deferred", "max_deferred", "write_reserve"), [(-1, 4, 1), (0, -1, 0), (0, 4, -1), (0, 4, 5)])
+def test_lowest_takeable_refuses_what_is_not_a_bound(deferred, max_deferred, write_reserve):
+    with pytest.raises(ValueError):
+        lowest_takeable(deferred, max_deferred, write_reserve)
+    if deferred == 0 and max_deferred >= 0 and write_reserve >= 0:
+        with pytest.raises(ValueError):
+            WorkQueue(lambda key, _queued_at: None, max_deferred=max_deferred, write_reserve=write_reserve)
+
+
+def test_status_work_waiting_for_the_apiserver_leaves_places_for_write_work():
+    # 2 places, 1 for write work only: the first status run defers and takes the shared place; a second status key
+    # waits, a write key added after it is taken at once into the reserved one; once a run ends the status key runs.
+    process = _Deferring({"s1", "s2", "w"})
+    q = WorkQueue(process, workers=1, max_deferred=2, write_reserve=1)
+    q.start()
+    try:
+        q.add("s1", Priority.STATUS)
+        wait_until(lambda: q.deferred() == 1)
+        q.add("s2", Priority.STATUS)
+        time.sleep(0.05)
+        assert process.runs == ["s1"] and q.waiting() == [("s2", Priority.STATUS)]
+        q.add("w", Priority.WRITE)
+        wait_until(lambda: q.deferred() == 2)
+        assert process.runs == ["s1", "w"] and q.waiting() == [("s2", Priority.STATUS)]
+        _finish(process, "w", None)  # the reserved place is free again: still not for status work
+        wait_until(lambda: q.deferred() == 1)
+        time.sleep(0.05)
+        assert process.runs == ["s1", "w"]
+        _finish(process, "s1", None)
+        wait_until(lambda: process.runs == ["s1", "w", "s2"])
+        _finish(process, "s2", None)
+        wait_until(q.idle)
+    finally:
+        q.stop()

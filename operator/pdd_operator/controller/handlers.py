@@ -112,6 +112,10 @@ STATUS_PROMOTE_SECONDS = float(os.environ.get("PDD_STATUS_PROMOTE_SECONDS", "10"
 #: ``PDD_STATUS_COALESCE_SECONDS``, 0: at once): the Deployment controller's status updates of an object's
 #: Deployments come within a fraction of a second of each other, and each asked for a full reconcile.
 STATUS_COALESCE_SECONDS = float(os.environ.get("PDD_STATUS_COALESCE_SECONDS", str(workqueue.STATUS_DELAY_SECONDS)))
+#: Of the reconciles that may wait for the apiserver off the workers (``reconcile.DEFERRED``), how many only work
+#: that writes children may take (``PDD_WRITE_RESERVE``; the queue's ``write_reserve``): status patches waiting
+#: for a slow apiserver never hold every place while a new object's children wait. A quarter by default.
+WRITE_RESERVE = int(os.environ.get("PDD_WRITE_RESERVE", str(max(DEFERRED, 0) // 4)))
 #: Objects per page of kopf's initial list of PDDeployments (``settings.watching.chunk_size``:
 #: ``limit``/``continue``) and of the informers' lists; 0: kopf's one list of everything (the
 #: informers then use :data:`~pdd_operator.controller.informer.PAGE`). A restart's memory peak is
@@ -237,7 +241,7 @@ def _queue() -> WorkQueue:
         _state["queue"] = WorkQueue(
             lambda key, queued_at: _reconcile_logged(*key, queued_at=queued_at, waiters=waiting_pool()),
             workers=WORKERS, retry_cap=BACKOFF_CAP_SECONDS, promote_after=STATUS_PROMOTE_SECONDS,
-            max_deferred=DEFERRED, status_delay=STATUS_COALESCE_SECONDS)
+            max_deferred=DEFERRED, status_delay=STATUS_COALESCE_SECONDS, write_reserve=WRITE_RESERVE)
     return _state["queue"]
 
 

@@ -398,7 +398,11 @@ class QuietMemo:
     changed; a status update held back by :data:`PACER` and a read that went to the apiserver and failed
     are never recorded (:meth:`record` is called only for a reconcile that sent nothing, wrote nothing,
     held nothing and read nothing but the caches). Missed watch events are what the resync is for, and a
-    reconcile from caches that missed them reads the same as the one before.
+    reconcile from caches that missed them reads the same as the one before. That no status field depends on
+    the clock is tested in ``tests/unit/test_quiet_memo_clock.py``: for each state of the fixtures (Ready,
+    rolling out, past a progress deadline, Degraded for each reason, incompatible, invalid) a quiet reconcile
+    run again a day later, every clock moved, writes nothing; a status that needs the time (an age, a deadline
+    counted here) must come with a change of the epoch or a requeue, never a skip.
 
     At most ``size`` objects, the least recently recorded dropped first; thread-safe.
     """

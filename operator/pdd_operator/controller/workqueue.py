@@ -44,7 +44,11 @@ for the next key at once, while the key stays in progress until the future is do
 again meanwhile (an add marks it dirty and it runs once more after, as above), and the future's result
 is taken as ``process``'s return value (True: retry), an exception as one ``process`` raised. At most
 ``max_deferred`` keys wait so; while that many do, workers take no key (the bound on reconciles in
-flight, and on what they hold in memory, is ``workers + max_deferred``). Worker-seconds spent in
+flight, and on what they hold in memory, is ``workers + max_deferred``). The last ``write_reserve`` of those
+places are **for write work only** (:func:`lowest_takeable`): a ``STATUS`` or ``RESYNC`` key is taken only while
+fewer than ``max_deferred - write_reserve`` keys are deferred, so status patches waiting for a slow apiserver
+never hold every place while a new object's children wait in the queue (a status-only reconcile with a patch
+to send is deferred too; measured in bench/README.md, 2026-12-07 evening). Worker-seconds spent in
 ``process`` are counted in ``pdd_workqueue_worker_seconds_total`` (divided by a window's seconds and
 the workers: the workers' occupancy), the keys deferred now in ``pdd_workqueue_deferred``.
 
@@ -117,6 +121,27 @@ class Priority(IntEnum):
     WRITE = 1
 
 
+def lowest_takeable(deferred: int, max_deferred: int, write_reserve: int) -> Priority | None:
+    """The lowest :class:`Priority` a worker may take now, with ``deferred`` keys deferred (their runs going on
+    off the workers) of at most ``max_deferred`` (0: no bound), the last ``write_reserve`` places kept for
+    ``WRITE`` work: ``RESYNC`` (anything) below ``max_deferred - write_reserve``, ``WRITE`` from there up to
+    ``max_deferred``, ``None`` (nothing) at ``max_deferred`` or more.
+
+    Raises ``ValueError`` for a negative argument or a ``write_reserve`` above ``max_deferred`` (but with
+    ``max_deferred`` 0, where there is nothing to reserve).
+    """
+    if deferred < 0 or max_deferred < 0 or write_reserve < 0:
+        raise ValueError(f"deferred, max_deferred and write_reserve must be >= 0, got {deferred}, {max_deferred}, "
+                         f"{write_reserve}")
+    if not max_deferred:
+        return Priority.RESYNC
+    if write_reserve > max_deferred:
+        raise ValueError(f"write_reserve {write_reserve} is more than max_deferred {max_deferred}")
+    if deferred < max_deferred - write_reserve:
+        return Priority.RESYNC
+    return Priority.WRITE if deferred < max_deferred else None
+
+
 def retry_delay(failures: int, base: float = RETRY_BASE_SECONDS, cap: float = RETRY_CAP_SECONDS) -> float:
     """Seconds a key waits before its retry after ``failures`` failures in a row (>= 1):
     ``base x 2**(failures-1)``, at most ``cap`` (client-go ``ItemExponentialFailureRateLimiter.When``).
@@ -145,19 +170,23 @@ class WorkQueue:
     keys (module docstring). ``clock`` is monotonic seconds (tests pass a fake one). Raises
     ``ValueError`` for ``workers < 1``, a negative ``promote_after`` or a backoff :func:`retry_delay`
     refuses, or a negative ``max_deferred`` or ``status_delay``. ``status_delay``: seconds over which
-    ``STATUS`` adds of a key are coalesced (module docstring; 0: queued at once).
+    ``STATUS`` adds of a key are coalesced (module docstring; 0: queued at once). ``write_reserve``: of the
+    ``max_deferred`` places, how many only ``WRITE`` work may take (:func:`lowest_takeable`; ``ValueError`` when
+    more than ``max_deferred``, unless that is 0).
     """
 
     def __init__(self, process: Callable[[Hashable, float], bool | None | Future], workers: int = 8,
                  name: str = "reconcile", retry_base: float = RETRY_BASE_SECONDS,
                  retry_cap: float = RETRY_CAP_SECONDS, clock: Callable[[], float] = time.monotonic,
                  promote_after: float = PROMOTE_AFTER_SECONDS, max_deferred: int = 0,
-                 status_delay: float = 0.0) -> None:
+                 status_delay: float = 0.0, write_reserve: int = 0) -> None:
         if workers < 1:
             raise ValueError(f"a work queue needs at least one worker, got {workers}")
         if max_deferred < 0:
             raise ValueError(f"max_deferred must be >= 0, got {max_deferred}")
         self._max_deferred = max_deferred
+        lowest_takeable(0, max_deferred, write_reserve)  # refuses a bad reserve now
+        self._write_reserve = write_reserve
         self._deferred: set[Hashable] = set()  # keys whose process returned a future not yet done
         if promote_after < 0:
             raise ValueError(f"promote_after must be >= 0 seconds, got {promote_after}")
@@ -345,9 +374,9 @@ class WorkQueue:
             self._push(key, Priority.WRITE, entered)
             QUEUE_PROMOTIONS.inc()
 
-    def _pop(self) -> tuple[Hashable, Priority] | None:
-        # Under self._cond: the next live entry, highest priority first.
-        for priority in sorted(Priority, reverse=True):
+    def _pop(self, lowest: Priority = Priority.RESYNC) -> tuple[Hashable, Priority] | None:
+        # Under self._cond: the next live entry of ``lowest`` or above, highest priority first.
+        for priority in sorted((p for p in Priority if p >= lowest), reverse=True):
             level = self._levels[priority]
             while level:
                 key, seq, _ = level.popleft()
@@ -363,9 +392,10 @@ class WorkQueue:
                     return None
                 now = self._clock()
                 self._requeue_due(now)
-                if self._entry and (not self._max_deferred or len(self._deferred) < self._max_deferred):
+                lowest = lowest_takeable(len(self._deferred), self._max_deferred, self._write_reserve)
+                if self._entry and lowest is not None:
                     self._promote(now)
-                    taken = self._pop()
+                    taken = self._pop(lowest)
                     if taken is not None:
                         break
                 # Sleep until the next backoff ends (an add or a new backoff wakes us sooner).
