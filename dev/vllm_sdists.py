@@ -21,8 +21,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Where :func:`fetch` keeps one ``<release>/vllm/`` tree (and its ``PKG-INFO``) per release.
 CACHE = Path(os.environ.get("PDD_VLLM_SDISTS", Path.home() / ".cache/pdd-operator/vllm-sdists"))
@@ -92,6 +95,11 @@ def release_dirs(args: Iterable[str], default: Iterable[str] = RELEASES) -> list
     if len(args) == 1 and not (Path(args[0]) / "__init__.py").exists():
         return releases_under(Path(args[0]))
     return sorted(((version_of(Path(d).resolve()), Path(d).resolve()) for d in args), key=lambda r: key(r[0]))
+
+
+def walk(args: Iterable[str], read: Callable[[Path], T]) -> dict[str, T]:
+    """``{release: read(its vllm dir)}`` over the releases of ``args`` (:func:`release_dirs`), in their order."""
+    return {version: read(vllm_dir) for version, vllm_dir in release_dirs(args)}
 
 
 def read_member(vllm_dir: Path, member: str, errors: str = "strict") -> str:
