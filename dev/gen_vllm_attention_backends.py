@@ -16,11 +16,10 @@ names are the class-level assignments of ``AttentionBackendEnum`` in that file, 
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
 
-from dev.vllm_sdists import holding, read_member, walk
+from dev.vllm_sdists import holding, read_member, walk, write_table
 
 
 def read(vllm_dir: Path) -> set[str]:
@@ -36,10 +35,8 @@ def read(vllm_dir: Path) -> set[str]:
 def main(argv: list[str]) -> None:
     out, per = Path(argv[0]), walk(argv[1:], read)
     releases = list(per)
-    out.write_text(json.dumps({
-        "source": "AttentionBackendEnum of vllm/v1/attention/backends/registry.py in each release's sdist (PyPI); "
-                  "dev/gen_vllm_attention_backends.py",
-        "releases": releases, "backend": holding(per, releases)}, indent=1) + "\n")
+    write_table(out, "AttentionBackendEnum of vllm/v1/attention/backends/registry.py in each release's sdist (PyPI); "
+                     "dev/gen_vllm_attention_backends.py", releases, backend=holding(per, releases))
 
 
 if __name__ == "__main__":

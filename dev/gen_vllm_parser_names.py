@@ -18,11 +18,10 @@ of ``_TOOL_PARSERS_TO_REGISTER`` (vllm/tool_parsers/__init__.py) and ``_REASONIN
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
 
-from dev.vllm_sdists import holding, walk
+from dev.vllm_sdists import holding, walk, write_table
 
 _DICTS = {"_TOOL_PARSERS_TO_REGISTER": "tool", "_REASONING_PARSERS_TO_REGISTER": "reasoning"}
 _MANAGERS = {"ToolParserManager": "tool", "ReasoningParserManager": "reasoning"}
@@ -60,11 +59,8 @@ def read(vllm_dir: Path) -> dict[str, set[str]]:
 def main(argv: list[str]) -> None:
     out, per = Path(argv[0]), walk(argv[1:], read)
     releases = list(per)
-    table = {kind: holding({v: per[v][kind] for v in releases}, releases) for kind in ("tool", "reasoning")}
-    out.write_text(json.dumps({
-        "source": "vllm/tool_parsers and vllm/reasoning of each release's sdist (PyPI); dev/gen_vllm_parser_names.py",
-        "releases": releases, "tool": table["tool"], "reasoning": table["reasoning"]}, indent=1, sort_keys=False)
-        + "\n")
+    write_table(out, "vllm/tool_parsers and vllm/reasoning of each release's sdist (PyPI); dev/gen_vllm_parser_names.py",
+                releases, **{kind: holding({v: per[v][kind] for v in releases}, releases) for kind in ("tool", "reasoning")})
 
 
 if __name__ == "__main__":

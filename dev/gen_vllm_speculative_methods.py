@@ -17,11 +17,10 @@ speculator_config.py, which nothing in-tree calls). The values are read statical
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
 
-from dev.vllm_sdists import holding, read_member, walk
+from dev.vllm_sdists import holding, read_member, walk, write_table
 
 
 def read(vllm_dir: Path) -> tuple[set[str], bool]:
@@ -51,11 +50,9 @@ def read(vllm_dir: Path) -> tuple[set[str], bool]:
 def main(argv: list[str]) -> None:
     out, per = Path(argv[0]), walk(argv[1:], read)
     releases = list(per)
-    out.write_text(json.dumps({
-        "source": "SpeculativeMethod of vllm/config/speculative.py in each release's sdist (PyPI); "
-                  "dev/gen_vllm_speculative_methods.py",
-        "releases": releases, "admits_str": [v for v in releases if per[v][1]],
-        "method": holding({v: per[v][0] for v in releases}, releases)}, indent=1) + "\n")
+    write_table(out, "SpeculativeMethod of vllm/config/speculative.py in each release's sdist (PyPI); "
+                     "dev/gen_vllm_speculative_methods.py", releases, admits_str=[v for v in releases if per[v][1]],
+                method=holding({v: per[v][0] for v in releases}, releases))
 
 
 if __name__ == "__main__":

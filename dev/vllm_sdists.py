@@ -15,6 +15,7 @@ folder, which :func:`fetch` points at a temp dir of its own (``TMPDIR``) and mov
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -113,6 +114,12 @@ def holding(per: dict[str, Iterable[str]], releases: Iterable[str]) -> dict[str,
     releases = list(releases)
     sets = {v: set(per[v]) for v in releases}
     return {n: [v for v in releases if n in sets[v]] for n in sorted(set().union(*sets.values()))}
+
+
+def write_table(out: Path, source: str, releases: list[str], **tables: object) -> None:
+    """Write ``{"source", "releases", **tables}`` to ``out`` as the per-release name tables keep it (indented by one,
+    fields in this order)."""
+    out.write_text(json.dumps({"source": source, "releases": releases, **tables}, indent=1) + "\n")
 
 
 def index_ranges(indices: list[int]) -> str:
