@@ -2,7 +2,8 @@
 vLLM release.
 
 Usage: ``python -m dev.gen_vllm_attention_backends operator/pdd_operator/vllm/attention_backend_names.json
-<release>=<vllm dir>...`` (unpacked sdists, as for ``dev/gen_vllm_parser_names.py``; 0.18.0-0.34.0 read).
+[<release>=<vllm dir>...]`` (the releases as for :func:`dev.vllm_sdists.release_dirs`; none: the sdists 0.18.0-0.34.0,
+downloaded to its cache).
 
 ``--attention-backend`` and ``--attention-config``'s ``backend`` are looked up as ``AttentionBackendEnum[value.upper()]``
 (vllm/config/attention.py ``validate_backend_before``: 0.18.0 l.65-75, 0.26.0 l.116-126, 0.34.0 l.280-290; and
@@ -15,14 +16,15 @@ names are the class-level assignments of ``AttentionBackendEnum`` in that file, 
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
+
+from dev.vllm_sdists import holding, read_member, walk, write_table
 
 
 def read(vllm_dir: Path) -> set[str]:
     """The member names of ``AttentionBackendEnum`` in the release at ``vllm_dir``."""
-    tree = ast.parse((vllm_dir / "v1/attention/backends/registry.py").read_text())
+    tree = ast.parse(read_member(vllm_dir, "v1/attention/backends/registry.py"))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "AttentionBackendEnum":
             return {a.targets[0].id for a in node.body
@@ -31,14 +33,10 @@ def read(vllm_dir: Path) -> set[str]:
 
 
 def main(argv: list[str]) -> None:
-    out, pairs = Path(argv[0]), [a.split("=", 1) for a in argv[1:]]
-    releases = [v for v, _ in pairs]
-    per = {v: read(Path(d)) for v, d in pairs}
-    names = sorted(set().union(*per.values()))
-    out.write_text(json.dumps({
-        "source": "AttentionBackendEnum of vllm/v1/attention/backends/registry.py in each release's sdist (PyPI); "
-                  "dev/gen_vllm_attention_backends.py",
-        "releases": releases, "backend": {n: [v for v in releases if n in per[v]] for n in names}}, indent=1) + "\n")
+    out, per = Path(argv[0]), walk(argv[1:], read)
+    releases = list(per)
+    write_table(out, "AttentionBackendEnum of vllm/v1/attention/backends/registry.py in each release's sdist (PyPI); "
+                     "dev/gen_vllm_attention_backends.py", releases, backend=holding(per, releases))
 
 
 if __name__ == "__main__":

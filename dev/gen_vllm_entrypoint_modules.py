@@ -2,7 +2,8 @@
 ``vllm.entrypoints`` and under ``vllm.distributed.kv_transfer`` each vLLM release ships.
 
 Usage: ``python -m dev.gen_vllm_entrypoint_modules <folder of unpacked sdists> [out.json] [package]``, where the folder
-holds one ``<version>/vllm/`` tree per release (``/work/vllm-src/0.9.0`` ... ``0.34.0`` here, the sdists from PyPI) and
+holds one ``<version>/vllm/`` tree per release (``/work/vllm-src/0.9.0`` ... ``0.34.0`` here, the sdists from PyPI;
+:data:`dev.vllm_sdists.CACHE` is such a folder) and
 ``package`` is the folder under ``vllm/`` to list (``entrypoints``, the default, or ``distributed/kv_transfer``, whose
 table goes to kv_transfer_modules.json by default).
 
@@ -18,11 +19,10 @@ l.106-108) when each engine builds its connector. Deterministic: the same trees 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
-from dev.gen_vllm_env_vars import _key, _ranges
+from dev.vllm_sdists import index_ranges, releases_under
 
 DEFAULT_OUT = Path(__file__).parent.parent / "operator/pdd_operator/vllm/entrypoint_modules.json"
 #: package folder under ``vllm/`` -> the table written when no output file is given.
@@ -42,16 +42,15 @@ def modules_in(tree: Path, package: str = "entrypoints") -> set[str]:
 def build(root: Path, package: str = "entrypoints") -> dict:
     """``{"releases": [...], "modules": {name: "i-j,k-l"}}`` over the releases under ``root`` (folders ``X.Y.Z`` or
     ``X.Y.Z.W`` holding ``vllm/<package>``, 0.9.0 on), oldest first."""
-    releases = sorted((p.name for p in root.iterdir()
-                       if re.fullmatch(r"\d+(\.\d+){2,3}", p.name) and (p / "vllm" / package).is_dir()
-                       and _key(p.name) >= (0, 9, 0)), key=_key)
+    dirs = [(v, tree) for v, tree in releases_under(root, package, since=(0, 9, 0)) if (tree / package).is_dir()]
+    releases = [v for v, _ in dirs]
     seen: dict[str, list[int]] = {}
-    for i, version in enumerate(releases):
-        for name in modules_in(root / version / "vllm", package):
+    for i, (_, tree) in enumerate(dirs):
+        for name in modules_in(tree, package):
             seen.setdefault(name, []).append(i)
     return {"source": f"the .py files under vllm/{package}/ of each release's sdist (PyPI); "
                       "dev/gen_vllm_entrypoint_modules.py",
-            "releases": releases, "modules": {n: _ranges(seen[n]) for n in sorted(seen)}}
+            "releases": releases, "modules": {n: index_ranges(seen[n]) for n in sorted(seen)}}
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,8 @@
 """Generate operator/pdd_operator/vllm/env_vars.json: the ``VLLM_*`` names each vLLM release's source mentions.
 
 Usage: ``python -m dev.gen_vllm_env_vars <folder of unpacked sdists> [out.json]``, where the folder holds one
-``<version>/vllm/`` tree per release (the sdists from PyPI, unpacked: ``/work/vllm-src/0.9.0`` ... ``0.34.0`` here).
+``<version>/vllm/`` tree per release (the sdists from PyPI, unpacked: ``/work/vllm-src/0.9.0`` ... ``0.34.0`` here;
+:data:`dev.vllm_sdists.CACHE` is such a folder, :func:`dev.vllm_sdists.fetch` fills it).
 
 For each release, every word ``VLLM_<A-Z0-9_>`` in a ``.py`` file of its ``vllm/`` package: the keys of
 ``vllm/envs.py``'s ``environment_variables`` (what ``envs.<NAME>`` reads, and from 0.17.0 what ``validate_environ``
@@ -19,12 +20,10 @@ import re
 import sys
 from pathlib import Path
 
+from dev.vllm_sdists import index_ranges, read_member, releases_under
+
 _WORD = re.compile(r"\bVLLM_[A-Z0-9_]*[A-Z0-9]\b")
 DEFAULT_OUT = Path(__file__).parent.parent / "operator/pdd_operator/vllm/env_vars.json"
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("."))
 
 
 def names_in(tree: Path) -> set[str]:
@@ -48,49 +47,34 @@ def refusals_in(tree: Path) -> dict[str, str | None]:
     ``vllm/platforms/interface.py`` from 0.31.0). Both raise in ``validate_environ``, which
     ``EngineArgs.create_engine_config`` calls on every engine (0.34.0 vllm/engine/arg_utils.py l.2294)."""
     out: dict[str, str | None] = {}
-    envs = tree / "envs.py"
-    for node in ast.walk(ast.parse(envs.read_text(errors="replace"))):
+    for node in ast.walk(ast.parse(read_member(tree, "envs.py", errors="replace"))):
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
         if isinstance(target, ast.Name) and target.id == "removed_environment_variables" and node.value is not None:
             out.update(dict.fromkeys(ast.literal_eval(node.value)))
-    for path in (envs, tree / "platforms" / "interface.py"):
-        if path.is_file():
-            out.update(_MUST_EQUAL.findall(path.read_text(errors="replace")))
+    for member in ("envs.py", "platforms/interface.py"):
+        if (tree / member).is_file():
+            out.update(_MUST_EQUAL.findall(read_member(tree, member, errors="replace")))
     return out
-
-
-def _ranges(indices: list[int]) -> str:
-    """``[0, 1, 2, 5, 6]`` -> ``"0-2,5-6"`` (indices into the release list)."""
-    parts: list[str] = []
-    start = prev = indices[0]
-    for i in indices[1:] + [None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        parts.append(f"{start}-{prev}")
-        if i is not None:
-            start = prev = i
-    return ",".join(parts)
 
 
 def build(root: Path) -> dict:
     """The table: ``{"releases": [...], "names": {NAME: "i-j,k-l"}, "refused": [{"name", "allowed", "releases"}]}``
     (:func:`refusals_in`) over the releases under ``root`` (folders
     named ``X.Y.Z`` or ``X.Y.Z.W`` holding ``vllm/envs.py``), oldest first."""
-    releases = sorted((p.name for p in root.iterdir()
-                       if re.fullmatch(r"\d+(\.\d+){2,3}", p.name) and (p / "vllm" / "envs.py").is_file()), key=_key)
+    dirs = releases_under(root, "envs.py")
+    releases = [v for v, _ in dirs]
     seen: dict[str, list[int]] = {}
     refused: dict[tuple[str, str | None], list[int]] = {}
-    for i, version in enumerate(releases):
-        for name in names_in(root / version / "vllm"):
+    for i, (_, tree) in enumerate(dirs):
+        for name in names_in(tree):
             seen.setdefault(name, []).append(i)
-        for name, allowed in refusals_in(root / version / "vllm").items():
+        for name, allowed in refusals_in(tree).items():
             refused.setdefault((name, allowed), []).append(i)
     return {"source": "VLLM_* words in the .py files of each release's vllm/ package (sdists from PyPI); "
                       "dev/gen_vllm_env_vars.py",
-            "releases": releases, "names": {n: _ranges(seen[n]) for n in sorted(seen)},
-            "refused": [{"name": n, "allowed": a, "releases": _ranges(refused[n, a])}
+            "releases": releases, "names": {n: index_ranges(seen[n]) for n in sorted(seen)},
+            "refused": [{"name": n, "allowed": a, "releases": index_ranges(refused[n, a])}
                         for n, a in sorted(refused, key=lambda k: (k[0], k[1] or ""))]}
 
 

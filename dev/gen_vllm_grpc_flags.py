@@ -1,15 +1,15 @@
 """Read, per vLLM sdist with a gRPC server, the HTTP front end's own flags that the gRPC server's parser does not define.
 
 Prints the entries of pdd_operator.vllm.grpc_server.GRPC_REFUSED (flag -> first and last release read refusing it).
-Usage: python dev/gen_vllm_grpc_flags.py [DIR of unpacked sdists, default /work/vllm-src].
+Usage: python -m dev.gen_vllm_grpc_flags [DIR of unpacked sdists: ``<release>/vllm/`` trees, default the download
+cache :data:`dev.vllm_sdists.CACHE`].
 """
 import ast
-import os
 import sys
+from pathlib import Path
 
-ROOT = sys.argv[1] if len(sys.argv) > 1 else "/work/vllm-src"
+from dev.vllm_sdists import CACHE, read_member, releases_under
 
-def ver(v): return tuple(int(x) for x in v.split(".")[:3])
 
 def literals_in_add_argument(tree, within=None):
     out = set()
@@ -20,8 +20,9 @@ def literals_in_add_argument(tree, within=None):
                     out.add(a.value)
     return out
 
-def frontend(path):
-    tree = ast.parse(open(path).read())
+
+def frontend(text):
+    tree = ast.parse(text)
     flags = set()
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name.endswith("FrontendArgs"):
@@ -33,30 +34,38 @@ def frontend(path):
             flags |= literals_in_add_argument(node)
     return flags
 
-res = {}
-for v in sorted(os.listdir(ROOT), key=ver):
-    base = f"{ROOT}/{v}/vllm/entrypoints"
-    grpc = [p for p in (f"{base}/launchers/grpc_server.py", f"{base}/grpc_server.py") if os.path.exists(p)]
+
+def refused(vllm_dir: Path) -> list[str] | None:
+    """The front end's flags the gRPC server's parser of the release at ``vllm_dir`` lacks; ``None``: no gRPC server."""
+    grpc = [m for m in ("entrypoints/launchers/grpc_server.py", "entrypoints/grpc_server.py") if (vllm_dir / m).exists()]
     if not grpc:
-        continue
-    gtree = ast.parse(open(grpc[0]).read())
+        return None
+    gtree = ast.parse(read_member(vllm_dir, grpc[0]))
     main = next(n for n in gtree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
     own = literals_in_add_argument(main)
-    engine = literals_in_add_argument(ast.parse(open(f"{ROOT}/{v}/vllm/engine/arg_utils.py").read()))
-    cli = next(p for p in (f"{base}/common/cli_args.py", f"{base}/launchers/cli_args.py", f"{base}/openai/cli_args.py")
-               if os.path.exists(p) and "def make_arg_parser" in open(p).read())
-    fr = frontend(cli)
+    engine = literals_in_add_argument(ast.parse(read_member(vllm_dir, "engine/arg_utils.py")))
+    cli = next(m for m in ("entrypoints/common/cli_args.py", "entrypoints/launchers/cli_args.py",
+                           "entrypoints/openai/cli_args.py")
+               if (vllm_dir / m).exists() and "def make_arg_parser" in read_member(vllm_dir, m))
+    fr = frontend(read_member(vllm_dir, cli))
     parsed = engine | own
     # a flag the gRPC parser also defines, or a prefix of one of its flags (argparse abbreviations), is accepted
-    res[v] = sorted(f for f in fr if f.startswith("--") and not any(g.startswith(f) for g in parsed))
+    return sorted(f for f in fr if f.startswith("--") and not any(g.startswith(f) for g in parsed))
 
-releases = list(res)
-spans: dict = {}
-for v, refused in res.items():
-    for f in refused:
-        spans.setdefault(f, []).append(v)
-for f in sorted(spans):
-    first, last = spans[f][0], spans[f][-1]
-    assert spans[f] == releases[releases.index(first):releases.index(last) + 1], f  # one unbroken span
-    tup = lambda x: "(" + ", ".join(x.split(".")[:3]) + ")"  # noqa: E731
-    print(f'    "{f}": ({tup(first)}, {"None" if last == releases[-1] else tup(last)}),')
+
+def main(root: Path) -> None:
+    res = {v: found for v, tree in releases_under(root) if (found := refused(tree)) is not None}
+    releases = list(res)
+    spans: dict = {}
+    for v, flags in res.items():
+        for f in flags:
+            spans.setdefault(f, []).append(v)
+    for f in sorted(spans):
+        first, last = spans[f][0], spans[f][-1]
+        assert spans[f] == releases[releases.index(first):releases.index(last) + 1], f  # one unbroken span
+        tup = lambda x: "(" + ", ".join(x.split(".")[:3]) + ")"  # noqa: E731
+        print(f'    "{f}": ({tup(first)}, {"None" if last == releases[-1] else tup(last)}),')
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else CACHE)

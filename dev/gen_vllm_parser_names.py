@@ -1,9 +1,9 @@
 """Generate operator/pdd_operator/vllm/parser_names.json: the tool-call and reasoning parser names each vLLM release
 registers.
 
-Usage: ``python -m dev.gen_vllm_parser_names operator/pdd_operator/vllm/parser_names.json <release>=<vllm dir>...``
-(each dir is the ``vllm/`` folder of an unpacked sdist: ``pip download vllm==X --no-deps --no-binary :all:
---no-build-isolation --no-clean`` keeps it under its pip-download temp dir; 0.18.0-0.34.0 were read).
+Usage: ``python -m dev.gen_vllm_parser_names operator/pdd_operator/vllm/parser_names.json [<release>=<vllm dir>...]``
+(the releases as for :func:`dev.vllm_sdists.release_dirs`: each dir is the ``vllm/`` folder of an unpacked sdist;
+none: the sdists 0.18.0-0.34.0, downloaded to its cache).
 
 ``vllm serve`` checks ``--tool-call-parser`` (with ``--enable-auto-tool-choice``) and ``--reasoning-parser`` against
 ``ToolParserManager.list_registered()`` / ``ReasoningParserManager.list_registered()`` before it serves
@@ -18,9 +18,10 @@ of ``_TOOL_PARSERS_TO_REGISTER`` (vllm/tool_parsers/__init__.py) and ``_REASONIN
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
+
+from dev.vllm_sdists import holding, walk, write_table
 
 _DICTS = {"_TOOL_PARSERS_TO_REGISTER": "tool", "_REASONING_PARSERS_TO_REGISTER": "reasoning"}
 _MANAGERS = {"ToolParserManager": "tool", "ReasoningParserManager": "reasoning"}
@@ -56,17 +57,10 @@ def read(vllm_dir: Path) -> dict[str, set[str]]:
 
 
 def main(argv: list[str]) -> None:
-    out, pairs = Path(argv[0]), [a.split("=", 1) for a in argv[1:]]
-    releases = [v for v, _ in pairs]
-    per = {v: read(Path(d)) for v, d in pairs}
-    table: dict[str, dict[str, list[str]]] = {}
-    for kind in ("tool", "reasoning"):
-        names = sorted(set().union(*(per[v][kind] for v in releases)))
-        table[kind] = {n: [v for v in releases if n in per[v][kind]] for n in names}
-    out.write_text(json.dumps({
-        "source": "vllm/tool_parsers and vllm/reasoning of each release's sdist (PyPI); dev/gen_vllm_parser_names.py",
-        "releases": releases, "tool": table["tool"], "reasoning": table["reasoning"]}, indent=1, sort_keys=False)
-        + "\n")
+    out, per = Path(argv[0]), walk(argv[1:], read)
+    releases = list(per)
+    write_table(out, "vllm/tool_parsers and vllm/reasoning of each release's sdist (PyPI); dev/gen_vllm_parser_names.py",
+                releases, **{kind: holding({v: per[v][kind] for v in releases}, releases) for kind in ("tool", "reasoning")})
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 vLLM release accepts.
 
 Usage: ``python -m dev.gen_vllm_speculative_methods operator/pdd_operator/vllm/speculative_methods.json
-<release>=<vllm dir>...`` (unpacked sdists, as for ``dev/gen_vllm_parser_names.py``; 0.18.0-0.34.0 read).
+[<release>=<vllm dir>...]`` (the releases as for :func:`dev.vllm_sdists.release_dirs`; none: the sdists 0.18.0-0.34.0,
+downloaded to its cache).
 
 ``SpeculativeConfig.method`` is typed ``SpeculativeMethod | None`` (vllm/config/speculative.py: 0.18.0 line 76, 0.26.0
 line 94, 0.33.0 line 419), a pydantic Literal, so another value fails the config's validation when
@@ -16,14 +17,15 @@ speculator_config.py, which nothing in-tree calls). The values are read statical
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
+
+from dev.vllm_sdists import holding, read_member, walk, write_table
 
 
 def read(vllm_dir: Path) -> tuple[set[str], bool]:
     """``(values of SpeculativeMethod, whether the hint also admits str)`` of the release at ``vllm_dir``."""
-    tree = ast.parse((vllm_dir / "config/speculative.py").read_text())
+    tree = ast.parse(read_member(vllm_dir, "config/speculative.py"))
     aliases = {n.targets[0].id: n.value for n in tree.body
                if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
 
@@ -46,15 +48,11 @@ def read(vllm_dir: Path) -> tuple[set[str], bool]:
 
 
 def main(argv: list[str]) -> None:
-    out, pairs = Path(argv[0]), [a.split("=", 1) for a in argv[1:]]
-    releases = [v for v, _ in pairs]
-    per = {v: read(Path(d)) for v, d in pairs}
-    names = sorted(set().union(*(per[v][0] for v in releases)))
-    out.write_text(json.dumps({
-        "source": "SpeculativeMethod of vllm/config/speculative.py in each release's sdist (PyPI); "
-                  "dev/gen_vllm_speculative_methods.py",
-        "releases": releases, "admits_str": [v for v in releases if per[v][1]],
-        "method": {n: [v for v in releases if n in per[v][0]] for n in names}}, indent=1) + "\n")
+    out, per = Path(argv[0]), walk(argv[1:], read)
+    releases = list(per)
+    write_table(out, "SpeculativeMethod of vllm/config/speculative.py in each release's sdist (PyPI); "
+                     "dev/gen_vllm_speculative_methods.py", releases, admits_str=[v for v in releases if per[v][1]],
+                method=holding({v: per[v][0] for v in releases}, releases))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 1. Architectures vLLM serves that the checker did not know (``architecture-unknown`` on MiMo-V2-Flash, GLM-5.3-Flash):
    vLLM's own model registry (vllm/model_executor/models/registry.py, 0.18.0-0.34.0) and the model files are read by
-   ``dev/gen_vllm_architectures.py`` into :mod:`pdd_operator.vllm.registry_architectures` (evidence per architecture:
+   ``dev/gen_vllm_model_registry.py`` into :mod:`pdd_operator.vllm.model_registry` (evidence per architecture:
    its interfaces, ``IsHybrid`` etc., and markers of MLA, cross-attention, sliding-window and SSM layers), classified by
    a pure function; model ids of the newest families map to their ``architectures`` name. An architecture added to the
    registry after 0.18.0 also bounds an unknown version from below: older engines refuse the model at startup
@@ -18,12 +18,12 @@ import pytest
 
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.architectures import HF_ARCHITECTURES, traits
-from pdd_operator.vllm.registry_architectures import (
+from pdd_operator.vllm.model_registry import (
     _entries,
     classify,
     registry_family,
     registry_since,
-    registry_versions,
+    releases_read,
 )
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
@@ -38,8 +38,8 @@ def test_the_table_holds_every_architecture_of_the_newest_registry_read():
     """The generated table against a snapshot of 0.34.0's registry keys (text generation + multimodal)."""
     snapshot = Path(__file__).parent / "data/vllm_registry_0.34.0.txt"
     names = {line.strip() for line in snapshot.read_text().splitlines() if line.strip() and not line.startswith("#")}
-    current = {name for name, entry in _entries().items() if entry["until"] is None}
-    assert registry_versions()[-1] == "0.34.0"
+    current = {name for name, entry in _entries().items() if entry.get("evidence", {}).get("read_from") == "0.34.0"}
+    assert releases_read()[-1] == (0, 34, 0)
     assert current == names
 
 

@@ -2,7 +2,7 @@
 taught: names vLLM checks against the release that runs it, with negative controls.
 
 1. ``architecture-not-in-release``: the architecture is not in the release's model registry (``_VLLM_MODELS``,
-   vllm/registry_names.json from the sdists 0.18.0-0.34.0). With ``--model-impl vllm`` ``inspect_model_cls`` raises
+   vllm/model_registry.json from the sdists 0.18.0-0.34.0). With ``--model-impl vllm`` ``inspect_model_cls`` raises
    (registry.py ``_raise_for_unsupported``): an error. With ``auto`` (the default) the Transformers backend may take
    the model: a warning. ``--model-impl transformers``, ``--model-class-overrides`` and releases read that hold the
    name: nothing. A release not read between two that disagree: nothing; before 0.18.0: a warning.
@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from pdd_operator.vllm.attention_backends import backend_name_table
+from pdd_operator.vllm.model_registry import known_name, registry_holds, releases_read
 from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_table
-from pdd_operator.vllm.registry_names import known_name, registry_holds, releases_read
 from pdd_operator.vllm.speculative_methods import method_table
 from tests.unit.test_turn2_variants import check, container, rules, workload
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pdd_operator.api.spec import Architecture, SSMKind
 from pdd_operator.vllm.max_model_len import ContextLimit
-from pdd_operator.vllm.registry_architectures import registry_family, registry_since, registry_sliding
+from pdd_operator.vllm.model_registry import registry_family, registry_since, registry_sliding
 from pdd_operator.vllm.sliding_window import window_depends
 
 
@@ -192,7 +192,7 @@ SLIDING_WINDOW_ARCHITECTURES = {
 _SLIDING_NAMES = re.compile(r"gemma-?[23]|gpt-oss|llama-?4|command-a|command-r7b|deepseek-v4", re.I)
 
 #: Hugging Face model ids -> their config.json ``architectures[0]``, for families the registry table
-#: (:mod:`pdd_operator.vllm.registry_architectures`) classifies, tried when no architecture is given.
+#: (:mod:`pdd_operator.vllm.model_registry`) classifies, tried when no architecture is given.
 MODEL_NAME_ARCHITECTURES: list[tuple[re.Pattern[str], str]] = [
     # Kimi Linear (moonshotai/Kimi-Linear-48B-A3B-*): KDA linear attention + MLA (HYBRID_MLA_ARCHITECTURES).
     (re.compile(r"kimi-linear", re.I), "KimiLinearForCausalLM"),
@@ -280,7 +280,7 @@ def traits(
 
     Precedence: the explicit ``architecture``/``ssmKind`` fields, then ``hfArchitecture`` through
     :data:`HF_ARCHITECTURES`, then through vLLM's own model registry
-    (:mod:`pdd_operator.vllm.registry_architectures`), then the model id through :data:`MODEL_NAME_ARCHITECTURES`
+    (:mod:`pdd_operator.vllm.model_registry`), then the model id through :data:`MODEL_NAME_ARCHITECTURES`
     (to an ``architectures`` name, looked up as above) and :data:`MODEL_NAME_PATTERNS`. An explicit field
     always wins; a missing SSM kind is filled in from the tables when they agree on the family. The window:
     ``sliding_window`` for architectures (or, without one, names) windowed by their code, ``window_depends`` for

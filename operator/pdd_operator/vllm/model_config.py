@@ -23,7 +23,7 @@ from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dty
 from pdd_operator.vllm.fp8_block import fp8_expert_since
 from pdd_operator.vllm.known_models import derived_config, known_config
 from pdd_operator.vllm.max_model_len import ContextLimit, context_limit
-from pdd_operator.vllm.registry_architectures import registry_family, registry_since
+from pdd_operator.vllm.model_registry import registry_family, registry_since
 from pdd_operator.vllm.sliding_window import has_sliding_window
 from pdd_operator.vllm.versions import Version
 

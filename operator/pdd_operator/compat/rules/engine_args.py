@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pdd_operator.api.status import Finding
 from pdd_operator.compat.data_parallel import LB_MODE_FLAGS, lb_mode_conflict
@@ -23,7 +24,7 @@ from pdd_operator.vllm.block_size import gpu_platform
 from pdd_operator.vllm.config_fields import ATTENTION_CONFIG, PASS_CONFIG, refusals
 from pdd_operator.vllm.entrypoint import SERVE
 from pdd_operator.vllm.expansion import unknown_names
-from pdd_operator.vllm.flag_choices import CHOICE_TABLES, ChoiceTable
+from pdd_operator.vllm.flag_choices import CHOICE_TABLES, ChoiceRefusal, ChoiceTable
 from pdd_operator.vllm.flag_choices import refusal as choice_refusal
 from pdd_operator.vllm.flags import option_spelling
 from pdd_operator.vllm.foreign_flags import FOREIGN_FLAGS
@@ -31,7 +32,7 @@ from pdd_operator.vllm.parser_names import PARSER_FLAGS, parser_refusal, parser_
 from pdd_operator.vllm.removed_flags import REMOVED_FLAGS
 from pdd_operator.vllm.scheduler_budget import SEQS_REFUSED_SINCE
 from pdd_operator.vllm.speculative_methods import method_refusal, method_table
-from pdd_operator.vllm.versions import dev_build_floor, fmt
+from pdd_operator.vllm.versions import Version, dev_build_floor, fmt
 
 #: Flags the operator renders from the spec -> the field that sets them (a ``{role}`` in it is the role whose
 #: extraArgs carry the flag: the fix names the field to change, ``spec.decode.tensorParallelSize``).
@@ -138,6 +139,32 @@ def _unread_release_refusal(role: RoleConfig, table: ChoiceTable, value: str) ->
     return found.why if found is not None else None
 
 
+def _listed_value_violations(pair: PDPair, role: RoleConfig, value: str, *, label: str, table: ChoiceTable,
+                              refusal: Callable[[Version], ChoiceRefusal | None], lacks: str, may_not: str,
+                              stops: str, without: str, unknown_stops: str, fixes: tuple[str, str],
+                              judge_fix: str = "") -> list[Violation]:
+    """The finding for one value vLLM checks against a list its release defines (parser names, speculative methods,
+    attention backend names: ``table`` lists ``value`` per release read, ``refusal`` judges a known version).
+
+    A known version: ``refusal(version)``'s error ("vLLM X {lacks} (...): {stops}.") or warning ("{label} (...); vLLM X
+    {may_not}: where it does not, {stops}."), with ``fixes`` (Kubernetes, Docker; :func:`fix_for`). An unknown one: a
+    warning where some release read it may run lacks the value (:func:`_unread_release_refusal`), saying that on a
+    release {without} {unknown_stops}. ``[]`` when nothing is found."""
+    if role.version is None:
+        why = _unread_release_refusal(role, table, value)
+        return [(f"{role.role}: {label}: {why}, and this engine's vLLM version is unknown; on a release {without} "
+                 f"{unknown_stops}.", f"Give the {role.role} engine's vLLM release (its image tag) to have it "
+                 f"judged{judge_fix}.", "warning")] if why else []
+    found = refusal(role.version)
+    if found is None:
+        return []
+    fix = fix_for(pair, *fixes)
+    if found.verdict == "error":
+        return [(f"{role.role}: vLLM {fmt(role.version)} {lacks} ({found.why}): {stops}.", fix)]
+    return [(f"{role.role}: {label} ({found.why}); vLLM {fmt(role.version)} {may_not}: where it does not, {stops}.",
+             fix, "warning")]
+
+
 def _parser_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     """The findings for ``role``'s tool-call and reasoning parser names that its release's OpenAI server does not
     register (:func:`~pdd_operator.vllm.parser_names.parser_refusal`; :attr:`RoleConfig.parser_names` holds only the
@@ -148,30 +175,17 @@ def _parser_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     out: list[Violation] = []
     for flag, name in role.parser_names:
         kind = "tool call" if flag == "--tool-call-parser" else "reasoning"
-        plugin = PARSER_FLAGS[flag][1]
-        if role.version is None:
-            if why := _unread_release_refusal(role, parser_table(flag), name):
-                out.append((f"{role.role}: {flag} {name}: {why}, and this engine's vLLM version is unknown; on a "
-                            f"release that does not register it vllm serve's validate_api_server_args raises "
-                            f"KeyError('invalid {kind} parser: {name}') before it serves.",
-                            f"Give the {role.role} engine's vLLM release (its image tag) to have it judged, or use a "
-                            f"parser name every release you may run registers.", "warning"))
-            continue
-        found = parser_refusal(flag, name, role.version)
-        if found is None:
-            continue
-        fix = fix_for(pair, f"Give {flag} a name vLLM {fmt(role.version)} registers in spec.{role.role}.extraArgs, or "
-                            f"use a vLLM release that has {name}.",
-                      f"Give the {role.role} container's {flag} a name its vLLM release registers, use an image of a "
-                      f"release that has {name!r}, or load the parser with {plugin}.")
-        stops = (f"vllm serve's validate_api_server_args raises KeyError('invalid {kind} parser: {name}') before it "
-                 f"serves and the {role.role} server never starts")
-        if found.verdict == "error":
-            out.append((f"{role.role}: vLLM {fmt(role.version)} registers no {kind} parser named {name!r} ({found.why}):"
-                        f" {stops}.", fix))
-        else:
-            out.append((f"{role.role}: {flag} {name} ({found.why}); vLLM {fmt(role.version)} was not read and may not "
-                        f"register it: where it does not, {stops}.", fix, "warning"))
+        raises = f"vllm serve's validate_api_server_args raises KeyError('invalid {kind} parser: {name}') before it serves"
+        out += _listed_value_violations(
+            pair, role, name, label=f"{flag} {name}", table=parser_table(flag),
+            refusal=lambda version, flag=flag, name=name: parser_refusal(flag, name, version),
+            lacks=f"registers no {kind} parser named {name!r}", may_not="was not read and may not register it",
+            stops=f"{raises} and the {role.role} server never starts", without="that does not register it",
+            unknown_stops=raises, judge_fix=", or use a parser name every release you may run registers",
+            fixes=(f"Give {flag} a name vLLM {fmt(role.version)} registers in spec.{role.role}.extraArgs, or "
+                   f"use a vLLM release that has {name}.",
+                   f"Give the {role.role} container's {flag} a name its vLLM release registers, use an image of a "
+                   f"release that has {name!r}, or load the parser with {PARSER_FLAGS[flag][1]}."))
     return out
 
 
@@ -184,26 +198,17 @@ def _speculative_method_violations(pair: PDPair, role: RoleConfig) -> list[Viola
     method = role.speculative.get("method") if isinstance(role.speculative, dict) else None
     if not isinstance(method, str):
         return []
-    if role.version is None:
-        why = _unread_release_refusal(role, method_table(), method)
-        return [(f"{role.role}: --speculative-config method {method!r}: {why}, and this engine's vLLM version is "
-                 "unknown; on a release without it SpeculativeConfig refuses it while the engine config is built.",
-                 f"Give the {role.role} engine's vLLM release (its image tag) to have it judged.", "warning")] \
-            if why else []
-    found = method_refusal(method, role.version)
-    if found is None:
-        return []
-    fix = fix_for(pair, f"Use a speculative method vLLM {fmt(role.version)} has in spec.speculative, or a release that "
-                        f"has {method!r}.",
-                  f"Give the {role.role} container's --speculative-config a method its vLLM release has, or use an "
-                  f"image of a release that has {method!r}.")
-    stops = ("SpeculativeConfig refuses it (pydantic validation / 'Unknown speculative method') while the engine "
-             f"config is built, and the {role.role} engine never starts")
-    if found.verdict == "error":
-        return [(f"{role.role}: vLLM {fmt(role.version)} has no speculative method {method!r} ({found.why}): {stops}.",
-                 fix)]
-    return [(f"{role.role}: --speculative-config method {method!r} ({found.why}); vLLM {fmt(role.version)} may not "
-             f"accept it: where it does not, {stops}.", fix, "warning")]
+    return _listed_value_violations(
+        pair, role, method, label=f"--speculative-config method {method!r}", table=method_table(),
+        refusal=lambda version: method_refusal(method, version),
+        lacks=f"has no speculative method {method!r}", may_not="may not accept it",
+        stops="SpeculativeConfig refuses it (pydantic validation / 'Unknown speculative method') while the engine "
+              f"config is built, and the {role.role} engine never starts",
+        without="without it", unknown_stops="SpeculativeConfig refuses it while the engine config is built",
+        fixes=(f"Use a speculative method vLLM {fmt(role.version)} has in spec.speculative, or a release that "
+               f"has {method!r}.",
+               f"Give the {role.role} container's --speculative-config a method its vLLM release has, or use an "
+               f"image of a release that has {method!r}."))
 
 
 def _backend_name_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
@@ -215,25 +220,18 @@ def _backend_name_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:
     name = role.attention_backend
     if not name or unknown_names(name) or name.lower() == "auto":
         return []
-    if role.version is None:
-        why = _unread_release_refusal(role, backend_name_table(), name.upper())
-        return [(f"{role.role}: attention backend {name!r}: {why}, and this engine's vLLM version is unknown; on a "
-                 "release without it AttentionBackendEnum raises ValueError('Unknown attention backend') while the "
-                 "engine config is built.", f"Give the {role.role} engine's vLLM release (its image tag) to have it "
-                 "judged.", "warning")] if why else []
-    found = backend_name_refusal(name, role.version)
-    if found is None:
-        return []
-    fix = fix_for(pair, f"Name an attention backend vLLM {fmt(role.version)} has, or drop it (vLLM picks one).",
-                  f"Give the {role.role} container's --attention-backend a backend its vLLM release has, or drop it "
-                  "(vLLM picks one).")
-    stops = (f"AttentionBackendEnum[{name.upper()!r}] raises ValueError('Unknown attention backend') while the engine "
-             f"config is built, and the {role.role} engine never starts")
-    if found.verdict == "error":
-        return [(f"{role.role}: vLLM {fmt(role.version)} has no attention backend {name!r} ({found.why}): {stops}.",
-                 fix)]
-    return [(f"{role.role}: attention backend {name!r} ({found.why}); vLLM {fmt(role.version)} was not read and may "
-             f"not have it: where it does not, {stops}.", fix, "warning")]
+    return _listed_value_violations(
+        pair, role, name.upper(), label=f"attention backend {name!r}", table=backend_name_table(),
+        refusal=lambda version: backend_name_refusal(name, version),
+        lacks=f"has no attention backend {name!r}", may_not="was not read and may not have it",
+        stops=f"AttentionBackendEnum[{name.upper()!r}] raises ValueError('Unknown attention backend') while the engine "
+              f"config is built, and the {role.role} engine never starts",
+        without="without it",
+        unknown_stops="AttentionBackendEnum raises ValueError('Unknown attention backend') while the engine config is "
+                      "built",
+        fixes=(f"Name an attention backend vLLM {fmt(role.version)} has, or drop it (vLLM picks one).",
+               f"Give the {role.role} container's --attention-backend a backend its vLLM release has, or drop it "
+               "(vLLM picks one)."))
 
 
 def _dp_lb_violations(pair: PDPair, role: RoleConfig) -> list[Violation]:

@@ -8,7 +8,7 @@ supported in vLLM until v..." for a dropped one), so the engine never starts; wi
 default) vLLM first tries its Transformers backend (``_try_resolve_transformers``, lines 1122-1188: the class from the
 installed ``transformers`` or from config.json's ``auto_map`` remote code, if ``is_backend_compatible()``), which the
 manifest does not show, so that is a warning; with ``--model-impl transformers`` the registry is not asked. The
-registries read are in :mod:`pdd_operator.vllm.registry_names`; the architecture comes from
+registries read are in :mod:`pdd_operator.vllm.model_registry`; the architecture comes from
 ``spec.model.hfArchitecture``, the config.json given, or the model name
 (:func:`~pdd_operator.vllm.architectures.architecture_name`).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.architectures import architecture_name
-from pdd_operator.vllm.registry_names import (
+from pdd_operator.vllm.model_registry import (
     first_release_holding,
     known_name,
     previously_supported,
@@ -40,7 +40,7 @@ _RAISES = ("_raise_for_unsupported raises ValueError('Model architectures [...] 
             "for a name it lacks; 'auto' (default) first tries the Transformers backend (_try_resolve_transformers "
             "l.1122-1188: transformers' class or config.json auto_map remote code, is_backend_compatible()); "
             "_normalize_arch swaps task suffixes (vllm/config/model.py _SUFFIX_TO_DEFAULTS l.1952-1969). "
-            "_VLLM_MODELS of the sdists 0.18.0-0.34.0: pdd_operator/vllm/registry_names.json "
+            "_VLLM_MODELS of the sdists 0.18.0-0.34.0: pdd_operator/vllm/model_registry.json "
             "(KimiK3ForConditionalGeneration from 0.27.0, KimiK31ForConditionalGeneration from 0.34.0)"),
     example="vllm serve moonshotai/Kimi-K3 --model-impl vllm on vllm==0.26.0",
     without_connector=True, one_engine=True,
