@@ -9,7 +9,7 @@ prefill or a decode that never serves.
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import Violation, fix_for, rule
+from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
 from pdd_operator.vllm.expansion import unknown_names
 
 #: vLLM's reading of ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` (vllm/envs.py 0.28.0 lines 1087-1094: the stripped, lower-cased
@@ -47,10 +47,11 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
     no flag rewrites the config vLLM reads (:data:`~pdd_operator.vllm.max_model_len.CONFIG_OVERRIDE_FLAGS`) and
     ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is not set; where that variable's value is not in the files, or the table's copy
     of config.json may have been trimmed (it names no dtype: :attr:`~pdd_operator.vllm.max_model_len.ContextLimit.whole`),
-    a warning."""
+    a warning. Where the table's copy lacks the field the length comes from
+    (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`), "not checked" (:func:`_not_checked`)."""
     limit = pair.model.context_limit
     if limit is None:
-        return []
+        return _not_checked(pair)
     out: list[Violation] = []
     for r in pair.roles:
         asked = r.scheduler.max_model_len
@@ -76,4 +77,32 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
                                         "that may have been trimmed of a key allowing more: ", 1), fix, "warning"))
         else:
             out.append((message, fix))
+    return out
+
+
+def _not_checked(pair: PDPair) -> list[Violation]:
+    """"Not checked" for each engine with a literal ``--max-model-len`` (and no flag rewriting the config vLLM reads,
+    nor ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` on) whose model was read from the table of public checkpoints' copy of its
+    config.json, where that copy lacks the field vLLM derives the length from
+    (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`: an instruct release or a quantized copy
+    takes its base's geometry but not its context length, and no public copy of its own gave one). vLLM reads the
+    checkpoint's own file, which has a length: the value may be refused or not, so the rule says which field it
+    lacked instead of passing. Never an error: the field is missing here, not in the checkpoint."""
+    missing = pair.model.context_missing
+    if not missing:
+        return []
+    out: list[Violation] = []
+    for r in pair.roles:
+        asked = r.scheduler.max_model_len
+        if asked is None or r.config_overrides or _allowed(r):
+            continue
+        out.append((f"{r.role}: --max-model-len {asked} is not checked against the model's context length: the "
+                    f"public copy of its config.json in the table of known checkpoints has no {missing}, from which vLLM derives the "
+                    "longest length it accepts ('User-specified max_model_len ... is greater than the derived "
+                    "max_model_len' past it).",
+                    fix_for(pair, "Set spec.model.configMapRef to the model's config.json to check spec.model.maxModelLen "
+                            "against it.",
+                            "Pass the model's config.json (pdd check --model-config) to check --max-model-len "
+                            "against it."),
+                    NOT_CHECKED))
     return out
