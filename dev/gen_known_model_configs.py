@@ -4,11 +4,12 @@ Usage: ``python -m dev.gen_known_model_configs [operator/pdd_operator/vllm/known
 
 Inputs: ``dev/model_configs/sources.json`` (one entry per snapshot: the Hugging Face ``id``, the public ``repo``,
 ``path`` and ``commit`` it was copied from, ``block`` where the file holds several configs, ``trimmed`` where large
-lists were cut, ``also`` for ids of the same checkpoint shape) and ``dev/model_configs/snapshots/<org>--<name>.json``.
+lists were cut, ``also`` for ids of the same checkpoint shape, which take its fields less the context length,
+``same`` for ids of the very same checkpoint, a repository the Hub renamed (with ``same_why``), which take them all) and ``dev/model_configs/snapshots/<org>--<name>.json``.
 The snapshots were taken from ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps
 for its performance model, current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit),
 citsjtu2020/LLM-Prof's ``sglang/Model_Config.md`` and Retruth/deontic's model READMEs (configs printed by
-transformers). Each entry keeps :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same
+transformers) and kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks). Each entry keeps :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same
 inputs give the same bytes, so the unit test can compare.
 """
 
@@ -46,6 +47,9 @@ def build(sources: list[dict], snapshots: Path) -> dict:
         fields = key_fields(config)
         put(entry["id"], fields, f"config.json of {entry['id']}: {_source(entry)}")
         inherited = {k: v for k, v in fields.items() if k not in NOT_INHERITED}
+        for other in entry.get("same", ()):
+            put(other, fields, f"config.json of {entry['id']}, the same checkpoint as {other} (the Hub repository "
+                f"renamed: {entry['same_why']}): {_source(entry)}")
         for other in entry.get("also", ()):
             put(other, inherited, f"config.json of {entry['id']}, the same checkpoint shape as {other}: {_source(entry)}")
     return {"models": dict(sorted(models.items()))}
