@@ -63,7 +63,7 @@ class ModelTraits:
     #: where a table copy of the model's config.json was read (:mod:`~pdd_operator.vllm.known_models`) but no
     #: :attr:`context_limit` could be derived from it, the field it lacks (``max_position_embeddings``: no length key
     #: at all, dropped from an ``also`` id, a sibling or a quantized copy; ``rope_scaling``: a RoPE entry not read
-    #: here), else ``""``. The max-model-len rule then says "not checked" instead of passing.
+    #: here), else ``""``. The max-model-len rule then warns that it did not check the length instead of passing.
     context_missing: str = ""
 
     @property

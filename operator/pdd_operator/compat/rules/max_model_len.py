@@ -9,7 +9,7 @@ prefill or a decode that never serves.
 from __future__ import annotations
 
 from pdd_operator.compat.pair import PDPair, RoleConfig
-from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, fix_for, rule
+from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.vllm.expansion import unknown_names
 
 #: vLLM's reading of ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` (vllm/envs.py 0.28.0 lines 1087-1094: the stripped, lower-cased
@@ -48,7 +48,8 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
     ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is not set; where that variable's value is not in the files, or the table's copy
     of config.json may have been trimmed (it names no dtype: :attr:`~pdd_operator.vllm.max_model_len.ContextLimit.whole`),
     a warning. Where the table's copy lacks the field the length comes from
-    (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`), "not checked" (:func:`_not_checked`)."""
+    (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`), a warning that says the length was not
+    checked and which field is missing (:func:`_not_checked`)."""
     limit = pair.model.context_limit
     if limit is None:
         return _not_checked(pair)
@@ -81,13 +82,15 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
 
 
 def _not_checked(pair: PDPair) -> list[Violation]:
-    """"Not checked" for each engine with a literal ``--max-model-len`` (and no flag rewriting the config vLLM reads,
+    """A warning that the length was not checked, for each engine with a literal ``--max-model-len`` (and no flag rewriting the config vLLM reads,
     nor ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` on) whose model was read from the table of public checkpoints' copy of its
     config.json, where that copy lacks the field vLLM derives the length from
     (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`: an instruct release or a quantized copy
     takes its base's geometry but not its context length, and no public copy of its own gave one). vLLM reads the
     checkpoint's own file, which has a length: the value may be refused or not, so the rule says which field it
-    lacked instead of passing. Never an error: the field is missing here, not in the checkpoint."""
+    lacked instead of passing. Never an error (the field is missing here, not in the checkpoint), and a warning
+    rather than "not checked": the rest of the pair is judged, and a deployment that sets a length its model allows
+    is not held back by the table's gap."""
     missing = pair.model.context_missing
     if not missing:
         return []
@@ -104,5 +107,5 @@ def _not_checked(pair: PDPair) -> list[Violation]:
                             "against it.",
                             "Pass the model's config.json (pdd check --model-config) to check --max-model-len "
                             "against it."),
-                    NOT_CHECKED))
+                    "warning"))
     return out
