@@ -5,12 +5,14 @@ Usage: ``python -m dev.gen_known_model_configs [operator/pdd_operator/vllm/known
 Inputs: ``dev/model_configs/sources.json`` (one entry per snapshot: the Hugging Face ``id``, the public ``repo``,
 ``path`` and ``commit`` it was copied from, ``block`` where the file holds several configs, ``trimmed`` where large
 lists were cut, ``also`` for ids of the same checkpoint shape, which take its fields less the context length,
-``same`` for ids of the very same checkpoint, a repository the Hub renamed (with ``same_why``), which take them all) and ``dev/model_configs/snapshots/<org>--<name>.json``.
-The snapshots were taken from ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps
-for its performance model, current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit),
-citsjtu2020/LLM-Prof's ``sglang/Model_Config.md`` and Retruth/deontic's model READMEs (configs printed by
-transformers) and kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks). Each entry keeps :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same
-inputs give the same bytes, so the unit test can compare.
+``same`` for ids of the very same checkpoint, a repository the Hub renamed (why in ``same_why``), which take them
+all) and ``dev/model_configs/snapshots/<org>--<name>.json``. The snapshots were taken from ai-dynamo/aiconfigurator's
+``model_configs`` (Hugging Face config.json files it keeps for its performance model, current tree and deleted
+Qwen2.5 / Llama-2 / Mixtral files at their last commit), citsjtu2020/LLM-Prof's ``sglang/Model_Config.md``,
+Retruth/deontic's model READMEs (configs printed by transformers) and kevinstephano/thunder_model_blocks' model
+configs (config.json files copied into its benchmarks). Each entry keeps
+:data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same inputs give the same bytes, so the
+unit test can compare.
 """
 
 from __future__ import annotations

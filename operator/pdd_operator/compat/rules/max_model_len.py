@@ -82,9 +82,9 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
 
 
 def _not_checked(pair: PDPair) -> list[Violation]:
-    """A warning that the length was not checked, for each engine with a literal ``--max-model-len`` (and no flag rewriting the config vLLM reads,
-    nor ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` on) whose model was read from the table of public checkpoints' copy of its
-    config.json, where that copy lacks the field vLLM derives the length from
+    """A warning that the length was not checked, for each engine with a literal ``--max-model-len`` (and no flag
+    rewriting the config vLLM reads, nor ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` on) whose model was read from the table of
+    public checkpoints' copy of its config.json, where that copy lacks the field vLLM derives the length from
     (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`: an instruct release or a quantized copy
     takes its base's geometry but not its context length, and no public copy of its own gave one). vLLM reads the
     checkpoint's own file, which has a length: the value may be refused or not, so the rule says which field it
@@ -100,8 +100,8 @@ def _not_checked(pair: PDPair) -> list[Violation]:
         if asked is None or r.config_overrides or _allowed(r):
             continue
         out.append((f"{r.role}: --max-model-len {asked} is not checked against the model's context length: the "
-                    f"public copy of its config.json in the table of known checkpoints has no {missing}, from which vLLM derives the "
-                    "longest length it accepts ('User-specified max_model_len ... is greater than the derived "
+                    f"public copy of its config.json in the table of known checkpoints has no {missing}, from which "
+                    "vLLM derives the longest length it accepts ('User-specified max_model_len ... is greater than the derived "
                     "max_model_len' past it).",
                     fix_for(pair, "Set spec.model.configMapRef to the model's config.json to check spec.model.maxModelLen "
                             "against it.",
