@@ -12,7 +12,9 @@ Two kinds of fix, each with variants here:
 
 1. data: ids of the very same checkpoint (meta-llama's renamed Llama-3.1 repositories) take all of its copy's fields
    (dev/model_configs/sources.json ``same``), and ids with a public copy of their own config.json take it
-   (google/gemma-2-9b-it, meta-llama/Llama-3.2-1B-Instruct): a too long ``--max-model-len`` is the rule's error;
+   (google/gemma-2-9b-it, meta-llama/Llama-3.2-1B-Instruct), or a copy saved from that very checkpoint shows its
+   length (``context_for``: nvidia's FP8 copy of Llama-3.1-70B-Instruct): a too long ``--max-model-len`` is the
+   rule's error;
 2. visibility: for an id whose table copy still lacks the field (an instruct release listed beside its base, a
    quantized copy read as its base) max-model-len-exceeds-model warns that the length was not checked, naming the
    missing field: never silence, never an error, and not "not checked" for the whole pair (its other rules decide).
@@ -65,6 +67,7 @@ def _warned(out: dict) -> str:
     ("meta-llama/Llama-3.1-8B", 262144, 131072),
     ("meta-llama/Llama-3.1-70B", 262144, 131072),
     ("meta-llama/Llama-3.1-405B", 262144, 131072),
+    ("meta-llama/Llama-3.1-70B-Instruct", 262144, 131072),  # length from an FP8 copy saved from this checkpoint
     ("google/gemma-2-9b-it", 16384, 8192),                   # its own config.json: no RoPE scaling
     ("meta-llama/Llama-3.2-1B-Instruct", 262144, 131072),
 ])
@@ -100,7 +103,7 @@ def test_a_deployment_of_a_known_id_past_its_context(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("model", "asked"), [
-    ("meta-llama/Llama-3.1-70B-Instruct", 262144),         # listed beside Meta-Llama-3.1-70B: no copy of its own
+    ("meta-llama/Llama-3.1-405B-Instruct", 262144),        # listed beside Meta-Llama-3.1-405B: no copy of its own
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", 65536),        # beside Mixtral-8x7B-v0.1
     ("google/gemma-2-27b-it", 16384),                        # beside gemma-2-27b
     ("Qwen/Qwen2.5-7B-Instruct", 65536),                     # beside Qwen2.5-7B, whose 131072 it does not share
@@ -122,9 +125,9 @@ def test_the_base_of_such_an_id_still_decides(tmp_path, capsys):
 
 
 def test_nothing_to_say_without_a_length_the_long_env_or_an_override(tmp_path, capsys):
-    model = "meta-llama/Llama-3.1-70B-Instruct"
-    for flags, env in (("", ""), ("--max-model-len 262144", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
-                       ("--max-model-len 262144 --hf-overrides '{\"max_position_embeddings\": 262144}'", "")):
+    model = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+    for flags, env in (("", ""), ("--max-model-len 65536", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+                       ("--max-model-len 65536 --hf-overrides '{\"max_position_embeddings\": 65536}'", "")):
         code, out = _run(tmp_path, capsys, _script(model, flags, d_env=env))
         assert MML not in rules(out) and MML not in _not_checked(out), (flags, env, out)
 
