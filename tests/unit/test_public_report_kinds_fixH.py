@@ -107,7 +107,6 @@ def test_a_deployment_of_a_known_id_past_its_context(tmp_path, capsys):
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", 65536),        # beside Mixtral-8x7B-v0.1
     ("google/gemma-2-27b-it", 16384),                        # beside gemma-2-27b
     ("Qwen/Qwen2.5-7B-Instruct", 65536),                     # beside Qwen2.5-7B, whose 131072 it does not share
-    ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", 262144),  # a quantized copy read as its base, less the length
 ])
 @pytest.mark.parametrize("version", ["0.11.0", "0.28.0"])
 def test_a_known_id_without_its_context_warns_it_was_not_checked(tmp_path, capsys, model, asked, version):
@@ -116,6 +115,17 @@ def test_a_known_id_without_its_context_warns_it_was_not_checked(tmp_path, capsy
     said = _warned(out)
     assert "not checked" in said and "has no max_position_embeddings" in said and f"--max-model-len {asked}" in said, out
     assert code == 0, out
+
+
+def test_a_copy_read_as_its_base_says_so_in_its_one_warning(tmp_path, capsys):
+    # RedHatAI's FP8 copy is read as meta-llama/Llama-3.3-70B-Instruct less its context length: model-read-as-base
+    # (already a warning for every such copy) names the length that was not checked; no second finding
+    code, out = _run(tmp_path, capsys, _script("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "--max-model-len 262144"))
+    said = [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == "model-read-as-base"]
+    assert code == 0 and MML not in rules(out) and MML not in _not_checked(out), out
+    assert len(said) == 1 and "--max-model-len 262144 was not checked" in said[0], out
+    code, out = _run(tmp_path, capsys, _script("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", ""))
+    assert "was not checked" not in json.dumps(out), out
 
 
 def test_the_base_of_such_an_id_still_decides(tmp_path, capsys):

@@ -90,9 +90,11 @@ def _not_checked(pair: PDPair) -> list[Violation]:
     checkpoint's own file, which has a length: the value may be refused or not, so the rule says which field it
     lacked instead of passing. Never an error (the field is missing here, not in the checkpoint), and a warning
     rather than "not checked": the rest of the pair is judged, and a deployment that sets a length its model allows
-    is not held back by the table's gap."""
+    is not held back by the table's gap. A quantized or re-published copy read as its base (``pair.model_read_as``)
+    is left to model-read-as-base, which already warns that the base's fields were used and names the length too
+    (:func:`~pdd_operator.compat.rules.architecture.check_model_read_as_base`)."""
     missing = pair.model.context_missing
-    if not missing:
+    if not missing or pair.model_read_as is not None:  # a copy read as its base: model-read-as-base says it
         return []
     out: list[Violation] = []
     for r in pair.roles:
