@@ -86,8 +86,9 @@ def check_architecture_known(pair: PDPair) -> list[Violation]:
     example="model: RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (read as meta-llama/Llama-3.3-70B-Instruct)",
 )
 def check_model_read_as_base(pair: PDPair) -> list[Violation]:
-    """A quantized or re-published copy of a known checkpoint is judged with its base's KV heads and architecture; a
-    ``--max-model-len`` is then not checked (the base's context length is not the copy's), which the warning says."""
+    """A quantized or re-published copy of a known checkpoint is judged with its base's KV heads and architecture.
+
+    A ``--max-model-len`` is then not checked (the base's context length is not the copy's), which the warning says."""
     base = pair.model_read_as
     if base is None:
         return []
