@@ -4,12 +4,16 @@ Usage: ``python -m dev.gen_known_model_configs [operator/pdd_operator/vllm/known
 
 Inputs: ``dev/model_configs/sources.json`` (one entry per snapshot: the Hugging Face ``id``, the public ``repo``,
 ``path`` and ``commit`` it was copied from, ``block`` where the file holds several configs, ``trimmed`` where large
-lists were cut, ``also`` for ids of the same checkpoint shape) and ``dev/model_configs/snapshots/<org>--<name>.json``.
-The snapshots were taken from ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps
-for its performance model, current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit),
-citsjtu2020/LLM-Prof's ``sglang/Model_Config.md`` and Retruth/deontic's model READMEs (configs printed by
-transformers). Each entry keeps :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same
-inputs give the same bytes, so the unit test can compare.
+lists were cut, ``also`` for ids of the same checkpoint shape, which take its fields less the context length,
+``same`` for ids of the very same checkpoint, a repository the Hub renamed (why in ``same_why``), which take them
+all, ``context_for`` for ids whose context length fields the snapshot shows, a copy saved from that very checkpoint
+(why in ``context_why``)) and ``dev/model_configs/snapshots/<org>--<name>.json``. The snapshots were taken from
+ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps for its performance model,
+current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit), citsjtu2020/LLM-Prof's
+``sglang/Model_Config.md``, Retruth/deontic's model READMEs (configs printed by transformers) and
+kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks). Each entry keeps
+:data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same inputs give the same bytes, so the
+unit test can compare.
 """
 
 from __future__ import annotations
@@ -46,8 +50,20 @@ def build(sources: list[dict], snapshots: Path) -> dict:
         fields = key_fields(config)
         put(entry["id"], fields, f"config.json of {entry['id']}: {_source(entry)}")
         inherited = {k: v for k, v in fields.items() if k not in NOT_INHERITED}
+        for other in entry.get("same", ()):
+            put(other, fields, f"config.json of {entry['id']}, the same checkpoint as {other} (the Hub repository "
+                f"renamed: {entry['same_why']}): {_source(entry)}")
         for other in entry.get("also", ()):
             put(other, inherited, f"config.json of {entry['id']}, the same checkpoint shape as {other}: {_source(entry)}")
+    for entry in sources:  # once every id is in (one listed under another snapshot's also, say)
+        for other in entry.get("context_for", ()):
+            target = models.get(other.lower())
+            if target is None or any(k in target["config"] for k in NOT_INHERITED):
+                raise ValueError(f"{other}: not in the table, or it has a context length already")
+            fields = key_fields(json.loads((snapshots / entry["snapshot"]).read_text()))
+            target["config"] = {**target["config"], **{k: v for k, v in fields.items() if k in NOT_INHERITED}}
+            target["source"] += (f"; its context length from the config.json of {entry['id']}, "
+                                 f"{entry['context_why']}: {_source(entry)}")
     return {"models": dict(sorted(models.items()))}
 
 

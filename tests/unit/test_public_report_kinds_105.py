@@ -93,9 +93,11 @@ def test_context_limit_follows_vllms_derivation():
     ("deepseek-ai/DeepSeek-R1", "--max-model-len 163840", False),
     ("meta-llama/Meta-Llama-3.1-8B", "--max-model-len 262144", True),   # llama3 RoPE: 131072 unscaled
     ("meta-llama/Meta-Llama-3.1-8B", "--max-model-len 131072", False),
-    ("meta-llama/Llama-3.1-8B", "--max-model-len 262144", False),   # listed beside it (also): no context
-    # an instruct release listed beside its base takes no context from it: not judged
-    ("meta-llama/Llama-3.1-8B-Instruct", "--max-model-len 262144", False),
+    # the same checkpoints under meta-llama's renamed ids (sources.json "same", fix H): judged
+    ("meta-llama/Llama-3.1-8B", "--max-model-len 262144", True),
+    ("meta-llama/Llama-3.1-8B-Instruct", "--max-model-len 262144", True),
+    # an instruct release listed beside its base takes no context from it: not judged (a warning, fix H)
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "--max-model-len 65536", False),
     # a flag that rewrites the config vLLM reads: not judged
     ("Qwen/Qwen3-0.6B", "--max-model-len 131072 --hf-overrides '{\"max_position_embeddings\": 131072}'", False),
 ])

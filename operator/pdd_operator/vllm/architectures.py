@@ -60,6 +60,11 @@ class ModelTraits:
     #: the longest ``--max-model-len`` vLLM accepts for the model, from a config.json that was read (its own or the
     #: table's; :class:`~pdd_operator.vllm.max_model_len.ContextLimit`), ``None`` where none was.
     context_limit: ContextLimit | None = None
+    #: where a table copy of the model's config.json was read (:mod:`~pdd_operator.vllm.known_models`) but no
+    #: :attr:`context_limit` could be derived from it, the field it lacks (``max_position_embeddings``: no length key
+    #: at all, dropped from an ``also`` id, a sibling or a quantized copy; ``rope_scaling``: a RoPE entry not read
+    #: here), else ``""``. The max-model-len rule then warns that it did not check the length instead of passing.
+    context_missing: str = ""
 
     @property
     def kv_family(self) -> Architecture | None:

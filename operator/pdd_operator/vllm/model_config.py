@@ -22,7 +22,7 @@ from pdd_operator.vllm.architectures import (
 from pdd_operator.vllm.dtype import checkpoint_dtype_of, checkpoint_kv_cache_dtype, config_dtype
 from pdd_operator.vllm.fp8_block import fp8_expert_since
 from pdd_operator.vllm.known_models import derived_config, known_config
-from pdd_operator.vllm.max_model_len import ContextLimit, context_limit
+from pdd_operator.vllm.max_model_len import LENGTH_KEYS, ContextLimit, context_limit
 from pdd_operator.vllm.model_registry import registry_family, registry_since
 from pdd_operator.vllm.sliding_window import has_sliding_window
 from pdd_operator.vllm.versions import Version
@@ -280,6 +280,16 @@ def _names_dtype(config: dict | None) -> bool:
     return any(isinstance(p, dict) and ("torch_dtype" in p or "dtype" in p) for p in parts)
 
 
+def _context_missing(config: dict) -> str:
+    """The config.json field a table copy ``config`` lacks for its context length (its text config's length keys,
+    :data:`~pdd_operator.vllm.max_model_len.LENGTH_KEYS`, else its RoPE scaling, which
+    :func:`~pdd_operator.vllm.max_model_len.context_limit` could not read). Pure."""
+    text = _text_config(config)
+    if not any(k in text for k in LENGTH_KEYS):
+        return "max_position_embeddings"
+    return "rope_parameters" if "rope_parameters" in text else "rope_scaling"
+
+
 @dataclass(frozen=True)
 class ResolvedModel:
     """The model as the operator and the rules see it: family, SSM kind, KV heads, Mamba2 n_groups, and from its
@@ -337,6 +347,8 @@ def resolve_model(model, model_config: dict | None = None) -> ResolvedModel:
                                fp8_moe_shape=facts.fp8_moe_shape, fp8_moe_since=facts.fp8_moe_since,
                                context_limit=facts.context_limit if facts.context_limit is None or label ==
                                "config.json" or _names_dtype(model_config) else replace(facts.context_limit, whole=False),
+                               context_missing="" if facts.context_limit is not None or label == "config.json"
+                               else _context_missing(model_config),
                                mla_attention=model_traits.mla_attention or (
                                    facts.mla_attention and model_traits.architecture == Architecture.HYBRID_SSM))
     return ResolvedModel(

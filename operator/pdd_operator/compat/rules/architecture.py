@@ -86,7 +86,9 @@ def check_architecture_known(pair: PDPair) -> list[Violation]:
     example="model: RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (read as meta-llama/Llama-3.3-70B-Instruct)",
 )
 def check_model_read_as_base(pair: PDPair) -> list[Violation]:
-    """A quantized or re-published copy of a known checkpoint is judged with its base's KV heads and architecture."""
+    """A quantized or re-published copy of a known checkpoint is judged with its base's KV heads and architecture.
+
+    A ``--max-model-len`` is then not checked (the base's context length is not the copy's), which the warning says."""
     base = pair.model_read_as
     if base is None:
         return []
@@ -103,6 +105,10 @@ def check_model_read_as_base(pair: PDPair) -> list[Violation]:
                     f"{fmt(KV_AUTO_FROM_CHECKPOINT_SINCE)} --kv-cache-dtype auto becomes the checkpoint's KV cache "
                     "quantization (a ModelOpt config.json with kv_cache_quant_algo FP8 makes it fp8_e4m3), so a role "
                     "left at auto may hold an fp8 KV cache.")
+    asked = sorted({r.scheduler.max_model_len for r in pair.roles if r.scheduler.max_model_len is not None})
+    if asked and pair.model.context_missing:  # the base's context length is not the copy's (known_models._NOT_DERIVED)
+        message += (f" Its context length is not taken from the base ({pair.model.context_missing} not read), so "
+                    f"--max-model-len {', '.join(map(str, asked))} was not checked against it.")
     return [(message, "Give the checkpoint's own config.json (pdd check --model-config) to judge it by its own "
                       "fields, or set the KV heads and architecture explicitly.")]
 

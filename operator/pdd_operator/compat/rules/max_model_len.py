@@ -55,10 +55,12 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
     no flag rewrites the config vLLM reads (:data:`~pdd_operator.vllm.max_model_len.CONFIG_OVERRIDE_FLAGS`) and
     ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is not set; where that variable's value is not in the files, or the table's copy
     of config.json may have been trimmed (it names no dtype: :attr:`~pdd_operator.vllm.max_model_len.ContextLimit.whole`),
-    a warning."""
+    a warning. Where the table's copy lacks the field the length comes from
+    (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`), a warning that says the length was not
+    checked and which field is missing (:func:`_not_checked`)."""
     limit = pair.model.context_limit
     if limit is None:
-        return []
+        return _not_checked(pair)
     out: list[Violation] = []
     for r in pair.roles:
         asked = r.scheduler.max_model_len
@@ -84,4 +86,36 @@ def check_max_model_len(pair: PDPair) -> list[Violation]:
                                         "that may have been trimmed of a key allowing more: ", 1), fix, "warning"))
         else:
             out.append((message, fix))
+    return out
+
+
+def _not_checked(pair: PDPair) -> list[Violation]:
+    """A warning that the length was not checked, for each engine with a literal ``--max-model-len`` (and no flag
+    rewriting the config vLLM reads, nor ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` on) whose model was read from the table of
+    public checkpoints' copy of its config.json, where that copy lacks the field vLLM derives the length from
+    (:attr:`~pdd_operator.vllm.architectures.ModelTraits.context_missing`: an instruct release or a quantized copy
+    takes its base's geometry but not its context length, and no public copy of its own gave one). vLLM reads the
+    checkpoint's own file, which has a length: the value may be refused or not, so the rule says which field it
+    lacked instead of passing. Never an error (the field is missing here, not in the checkpoint), and a warning
+    rather than "not checked": the rest of the pair is judged, and a deployment that sets a length its model allows
+    is not held back by the table's gap. A quantized or re-published copy read as its base (``pair.model_read_as``)
+    is left to model-read-as-base, which already warns that the base's fields were used and names the length too
+    (:func:`~pdd_operator.compat.rules.architecture.check_model_read_as_base`)."""
+    missing = pair.model.context_missing
+    if not missing or pair.model_read_as is not None:  # a copy read as its base: model-read-as-base says it
+        return []
+    out: list[Violation] = []
+    for r in pair.roles:
+        asked = r.scheduler.max_model_len
+        if asked is None or r.config_overrides or _allowed(r):
+            continue
+        out.append((f"{r.role}: --max-model-len {asked} is not checked against the model's context length: the "
+                    f"public copy of its config.json in the table of known checkpoints has no {missing}, from which "
+                    "vLLM derives the longest length it accepts ('User-specified max_model_len ... is greater than the derived "
+                    "max_model_len' past it).",
+                    fix_for(pair, "Set spec.model.configMapRef to the model's config.json to check spec.model.maxModelLen "
+                            "against it.",
+                            "Pass the model's config.json (pdd check --model-config) to check --max-model-len "
+                            "against it."),
+                    "warning"))
     return out
