@@ -551,6 +551,8 @@ class _Shell:
         self.proxies: list[tuple[str, ...]] = []
         #: indexed arrays: their elements, ``None`` where they are not known (see the module docstring).
         self.arrays: dict[str, list[str] | None] = {}
+        #: the arrays of an enclosing shell, certainly unset in the child shell read now (:meth:`child_shell`).
+        self.absent: set[str] = set()
         self.iterations = 0
         self.depth = 0
         #: how deep :meth:`function_output` calls are nested now.
@@ -1222,14 +1224,14 @@ class _Shell:
             saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
             saved_exported, self.exported = self.exported, set()
             saved_inside, self.inside = self.inside, None  # another host: not inside this host's container
-            self.reread(text)
+            self.child_shell(text)
             self.outer, self.outer_line, self.exported, self.inside = saved_outer, saved_line, saved_exported, saved_inside
             return
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
                 saved_outer, self.outer = self.outer, self.outer + words[:i]
                 saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
-                self.reread(words[i + 2])
+                self.child_shell(words[i + 2])
                 self.outer, self.outer_line = saved_outer, saved_line
                 return
 
@@ -1311,6 +1313,25 @@ class _Shell:
             for launch in self.launches[start:]]
         self.values.update({k: back(v) for k, v in self.values.items() if before.get(k) != v})
 
+    def child_shell(self, text: str) -> None:
+        """Run ``text`` as the script of another shell process this one starts (``bash -c '...'``, what ``srun`` or
+        ``ssh`` runs): it gets this shell's environment, never its arrays (bash's manual, "Arrays": array variables
+        may not be exported), so an array of this shell read there (``${nodes[0]}``, ``${nodes[@]}``) is certainly
+        unset and expands to nothing (:attr:`absent`), unless the text sets it itself. The text is read as
+        :meth:`reread` reads it; this shell's arrays are back afterwards."""
+        hidden = {name: (elements, self.values.get(name)) for name, elements in self.arrays.items()}
+        saved_absent = self.absent
+        self.absent = saved_absent | set(hidden)
+        for name in hidden:
+            del self.arrays[name]
+            self.values.pop(name, None)
+        self.reread(text)
+        self.absent = saved_absent
+        for name, (elements, value) in hidden.items():
+            self.arrays[name] = elements
+            if value is not None:
+                self.values[name] = value
+
     def filled_arrays(self, words: list[str]) -> None:
         """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are
         not known (``mapfile`` without a name fills ``MAPFILE``). Options are read as bash's builtins do
@@ -1368,8 +1389,13 @@ class _Shell:
                 self.set_array(name, None)  # explicit indices inside (...): not followed
             else:
                 old = self.arrays.get(name, [self.values[name]] if name in self.values else []) if append else []
-                new = [f for w in words for f in self.fields(w)]
-                self.set_array(name, None if old is None else [*old, *new])
+                parts = [(w, self.fields(w)) for w in words]
+                new = [f for _, got in parts for f in got]
+                # an unquoted word of unknown value (``($(scontrol show hostnames ...))``) splits into fields whose
+                # number is not known: so are the array's elements
+                split = any(w.type not in ("string", "raw_string") and any(unknown_names(f) for f in got)
+                            for w, got in parts)
+                self.set_array(name, None if old is None or split else [*old, *new])
         else:
             text = _joined(self.segments(value)) if value is not None else ""
             if name in self.arrays or "a" in options:  # a scalar assigned to an array sets its element 0
@@ -1400,7 +1426,8 @@ class _Shell:
         index_text = _text(index_node)
         prefix = _text(node.child(1)) if node.child_count > 1 and node.child(1).type in ("#", "!") else ""
         rest = [c for c in node.children[node.children.index(subscript) + 1:] if c.type != "}"]
-        elements = self.arrays.get(name, [self.values[name]] if name in self.values else None)
+        elements = self.arrays.get(name, [self.values[name]] if name in self.values else
+                                   [] if name in self.absent else None)
         if elements is None or rest:
             return unknown(name)
         if index_text in ("@", "*"):

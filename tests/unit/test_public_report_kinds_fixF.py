@@ -1,0 +1,128 @@
+"""Variants of what sets 114 and 120 taught (issue 9, fixF), with negative controls.
+
+Service-link-shaped defaults (set 114, Dynamo's disagg_flexkv.sh): ``${DYN_VLLM_KV_EVENT_PORT:-20081}`` in a pod's
+script was never taken at its default, because a Service named ``dyn-vllm-kv-event`` would make the kubelet set
+``DYN_VLLM_KV_EVENT_PORT=tcp://<ip>:<port>``. The files checked are now read as the whole deployment
+(:mod:`pdd_operator.compat.service_links`): for a plain workload's pods the default is what the shell expands unless
+a Service among the files produces that name (then unknown), ``enableServiceLinks: false`` makes it the default
+always, and an ``envFrom`` source that may set it keeps it unknown.
+
+A batch shell's array read inside a single-quoted ``bash -c '...'`` (set 120, NeMo Gym's data-parallel Slurm fixture):
+the inner shell is another process, which gets exported scalar variables only (bash exports no arrays), so
+``--data-parallel-address ${gym_nodes[0]}`` is left without its value and argparse exits 2 ("expected one
+argument"): ``cli-option-missing-value``.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from pdd_operator.compat.service_links import service_link_names
+from pdd_operator.vllm.expansion import ContainerEnv
+from pdd_operator.vllm.flags import missing_values
+from pdd_operator.vllm.script import launches
+from tests.unit.test_turn2_variants import check, container, rules, workload
+
+DATA = Path(__file__).parent / "data"
+FLEXKV = DATA / "public_reports_114" / "inputs" / "dynamo-launch-disagg-flexkv-qwen3-06b-v150.yaml"
+KVP = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+KVD = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+
+
+def _service(name, ports=({"port": 80},), namespace=None, **spec):
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {"ports": list(ports), **spec}}
+
+
+def _flexkv(**pod):
+    doc = yaml.safe_load(FLEXKV.read_text())
+    doc["spec"]["template"]["spec"].update(pod)
+    return doc
+
+
+def _unchecked(out) -> str:
+    return " ".join(s["reason"] for s in out.get("skipped", []) + out.get("notChecked", []))
+
+
+# --- service-link-shaped defaults ------------------------------------------------------------------------------
+
+
+def test_flexkv_kv_event_port_default_is_taken_without_such_a_service(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _flexkv())
+    assert code == 0, out
+    assert "DYN_VLLM_KV_EVENT_PORT" not in str(out)
+
+
+def test_flexkv_with_a_service_of_that_name_keeps_the_port_unknown(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _flexkv(), _service("dyn-vllm-kv-event"))
+    assert code == 3 and "DYN_VLLM_KV_EVENT_PORT" in str(out)
+
+
+def test_flexkv_service_in_another_namespace_does_not_count(tmp_path, capsys):
+    code, _ = check(tmp_path, capsys, _flexkv(), _service("dyn-vllm-kv-event", namespace="other"))
+    assert code == 0
+
+
+def test_flexkv_headless_service_of_that_name_gives_no_variables(tmp_path, capsys):
+    code, _ = check(tmp_path, capsys, _flexkv(), _service("dyn-vllm-kv-event", clusterIP="None"))
+    assert code == 0
+
+
+def test_flexkv_service_links_off_takes_the_default_even_with_the_service(tmp_path, capsys):
+    code, _ = check(tmp_path, capsys, _flexkv(enableServiceLinks=False), _service("dyn-vllm-kv-event"))
+    assert code == 0
+
+
+def test_flexkv_env_from_a_config_map_not_in_the_files_keeps_it_unknown(tmp_path, capsys):
+    doc = _flexkv()
+    doc["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "dynamo-env"}}]
+    code, out = check(tmp_path, capsys, doc)
+    assert code == 3 and "DYN_VLLM_KV_EVENT_PORT" in str(out)
+
+
+def _one_pod_pair(kind="Deployment", **pod):
+    script = ("P=${PREFILL_NIXL_PORT:-5600}\nD=${DECODE_NIXL_PORT:-5600}\n"
+              f"CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=$P vllm serve Qwen/Qwen3-8B --port 8100 "
+              f"--kv-transfer-config '{KVP}' &\n"
+              f"CUDA_VISIBLE_DEVICES=1 VLLM_NIXL_SIDE_CHANNEL_PORT=$D vllm serve Qwen/Qwen3-8B --port 8200 "
+              f"--kv-transfer-config '{KVD}' &\nwait\n")
+    c = container([script], command=["bash", "-c"], gpus=2)
+    return workload("qwen-pd", "pd", c, kind=kind, labels_key="example.com/tier", pod=pod or None)
+
+
+def test_one_pod_side_channel_defaults_that_collide_are_an_error(tmp_path, capsys):
+    """Both defaults are 5600 in one network namespace: the second engine's side channel cannot bind."""
+    for kind in ("Deployment", "StatefulSet"):
+        code, out = check(tmp_path, capsys, _one_pod_pair(kind), _service("model-api"))
+        assert code == 1 and "side-channel-port-conflict" in rules(out, "error"), kind
+
+
+def test_one_pod_side_channel_default_behind_a_service_of_that_name_is_not_judged(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _one_pod_pair(), _service("decode-nixl"))
+    assert code != 1 and "side-channel-port-conflict" not in rules(out, "error")
+
+
+def test_one_pod_side_channel_defaults_with_service_links_off(tmp_path, capsys):
+    code, out = check(tmp_path, capsys, _one_pod_pair(enableServiceLinks=False), _service("decode-nixl"))
+    assert code == 1 and "side-channel-port-conflict" in rules(out, "error")
+
+
+def test_service_link_names_follow_the_kubelet():
+    names = service_link_names(_service("dyn-vllm-kv-event", ports=[{"port": 20081, "name": "zmq-pub"},
+                                                                     {"port": 53, "protocol": "UDP"}]))
+    assert {"DYN_VLLM_KV_EVENT_SERVICE_HOST", "DYN_VLLM_KV_EVENT_SERVICE_PORT", "DYN_VLLM_KV_EVENT_PORT",
+            "DYN_VLLM_KV_EVENT_SERVICE_PORT_ZMQ_PUB", "DYN_VLLM_KV_EVENT_PORT_20081_TCP",
+            "DYN_VLLM_KV_EVENT_PORT_53_UDP_ADDR"} <= names
+    assert service_link_names(_service("x", type="ExternalName")) == frozenset()
+
+
+def test_unknown_services_keep_every_service_name_possible():
+    """Without the files' Services (a Dynamo graph's pods, whose operator adds Services) nothing changes."""
+    assert not ContainerEnv().unset("DYN_VLLM_KV_EVENT_PORT")
+    assert ContainerEnv(service_links=frozenset()).unset("DYN_VLLM_KV_EVENT_PORT")
+    assert not ContainerEnv(service_links=frozenset()).unset("KUBERNETES_SERVICE_PORT")
+    assert not ContainerEnv(service_links=frozenset()).unset("LWS_LEADER_ADDRESS")
+    assert not ContainerEnv(service_links=frozenset({"DYN_VLLM_KV_EVENT_PORT"})).unset("DYN_VLLM_KV_EVENT_PORT")
