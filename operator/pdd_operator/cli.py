@@ -186,7 +186,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     from pdd_operator.compat.config_files import inline_config_files
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
-    from pdd_operator.compat.service_links import service_links_of, with_service_links
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
     from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.image_builds import (
@@ -206,6 +205,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with_vllm_version,
     )
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
+    from pdd_operator.compat.service_links import service_links_of, with_service_links
     from pdd_operator.compat.shapes import field_type_finding, quoted_scalars, shape_problems, without_nulls
     from pdd_operator.vllm.versions import fmt
 

@@ -15,11 +15,12 @@ argument"): ``cli-option-missing-value``.
 
 from __future__ import annotations
 
-import copy
+import json
 from pathlib import Path
 
 import yaml
 
+from pdd_operator.cli import main
 from pdd_operator.compat.service_links import service_link_names
 from pdd_operator.vllm.expansion import ContainerEnv
 from pdd_operator.vllm.flags import missing_values
@@ -41,10 +42,6 @@ def _flexkv(**pod):
     doc = yaml.safe_load(FLEXKV.read_text())
     doc["spec"]["template"]["spec"].update(pod)
     return doc
-
-
-def _unchecked(out) -> str:
-    return " ".join(s["reason"] for s in out.get("skipped", []) + out.get("notChecked", []))
 
 
 # --- service-link-shaped defaults ------------------------------------------------------------------------------
@@ -126,3 +123,91 @@ def test_unknown_services_keep_every_service_name_possible():
     assert not ContainerEnv(service_links=frozenset()).unset("KUBERNETES_SERVICE_PORT")
     assert not ContainerEnv(service_links=frozenset()).unset("LWS_LEADER_ADDRESS")
     assert not ContainerEnv(service_links=frozenset({"DYN_VLLM_KV_EVENT_PORT"})).unset("DYN_VLLM_KV_EVENT_PORT")
+
+
+# --- an outer shell's array inside srun/ssh bash -c; options left without their value -----------------------------
+
+SRUN = ("srun --nodelist={node} --nodes=1 {srun_opts}--container-image=vllm/vllm-openai:v0.34.0 bash -c "
+        "{q}export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)\nexec vllm serve Qwen/Qwen3-8B --port {port} "
+        "--data-parallel-size 1 {dpa} {addr} --data-parallel-rpc-port {rpc} --kv-transfer-config {kv}{q} &\n")
+SBATCH = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=1\nnodes=(node-a node-b)\n{pre}\n"
+
+
+def _sbatch(tmp_path, capsys, *, quote="'", pre="", srun_opts="", dpa="--data-parallel-address",
+            p_addr="${nodes[0]}", d_addr="${nodes[1]}"):
+    if quote == "'":
+        kvp, kvd = "'\"'\"'" + KVP + "'\"'\"'", "'\"'\"'" + KVD + "'\"'\"'"
+    else:
+        kvp, kvd = "'" + KVP.replace('"', '\\"') + "'", "'" + KVD.replace('"', '\\"') + "'"
+    path = tmp_path / "job.sbatch"
+    common = {"q": quote, "srun_opts": srun_opts, "dpa": dpa}
+    path.write_text(SBATCH.format(pre=pre)
+                    + SRUN.format(node="node-a", port=8001, addr=p_addr, rpc=13345, kv=kvp, **common)
+                    + SRUN.format(node="node-b", port=8002, addr=d_addr, rpc=13346, kv=kvd, **common) + "wait\n")
+    code = main(["check", str(path), "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_batch_array_inside_single_quoted_srun_bash_c_leaves_the_address_empty(tmp_path, capsys):
+    code, out = _sbatch(tmp_path, capsys)
+    assert code == 1 and "cli-option-missing-value" in rules(out, "error")
+
+
+def test_short_option_and_srun_export_all_do_not_carry_arrays(tmp_path, capsys):
+    code, out = _sbatch(tmp_path, capsys, dpa="-dpa", srun_opts="--export=ALL ")
+    assert code == 1 and "cli-option-missing-value" in rules(out, "error")
+
+
+def test_double_quoted_bash_c_expands_the_array_in_the_batch_shell(tmp_path, capsys):
+    code, out = _sbatch(tmp_path, capsys, quote='"')
+    assert out["results"] and "cli-option-missing-value" not in rules(out), out
+
+
+def test_exported_scalar_crosses_into_the_srun_shell(tmp_path, capsys):
+    code, out = _sbatch(tmp_path, capsys, pre='export P_HEAD="${nodes[0]}"\nexport D_HEAD="${nodes[1]}"',
+                        p_addr="$P_HEAD", d_addr="$D_HEAD")
+    assert out["results"] and "cli-option-missing-value" not in rules(out), out
+
+
+def test_array_the_inner_shell_sets_itself_is_its_own():
+    found = launches("nodes=(a b)\nbash -c 'heads=(h0 h1); vllm serve m --data-parallel-address ${heads[1]} "
+                     "--data-parallel-rpc-port 1'", ContainerEnv(kubernetes=False))
+    assert list(found[0].argv[3:5]) == ["--data-parallel-address", "h1"]
+
+
+def test_ssh_remote_shell_gets_no_arrays_either():
+    found = launches("nodes=(a b)\nssh b 'vllm serve m --data-parallel-address ${nodes[0]} --data-parallel-rpc-port 1'",
+                     ContainerEnv(kubernetes=False))
+    assert missing_values(list(found[0].argv)) == ("--data-parallel-address",)
+    outer = launches("nodes=(a b)\nvllm serve m --data-parallel-address ${nodes[0]} --data-parallel-rpc-port 1",
+                     ContainerEnv(kubernetes=False))
+    assert missing_values(list(outer[0].argv)) == ()
+
+
+def test_an_array_from_a_command_has_unknown_elements():
+    """``($(scontrol show hostnames ...))`` splits into a number of words not known: ``${a[4]}`` is not empty."""
+    found = launches('a=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))\nexport H="${a[4]}"\n'
+                     "bash -c 'vllm serve m --data-parallel-address $H --data-parallel-rpc-port 1'",
+                     ContainerEnv(kubernetes=False))
+    assert missing_values(list(found[0].argv)) == ()
+
+
+def test_missing_values_reads_argparse_words():
+    assert missing_values(["vllm", "serve", "m", "--data-parallel-address"]) == ("--data-parallel-address",)
+    assert missing_values(["vllm", "serve", "m", "-dpp", "--port", "1"]) == ("-dpp",)
+    assert missing_values(["vllm", "serve", "m", "--data-parallel-address=", "--port", "1"]) == ()
+    assert missing_values(["vllm", "serve", "m", "--data-parallel-address", "10.0.0.1", "--port", "1"]) == ()
+    assert missing_values(["vllm", "serve", "m", "--data-parallel-address", "<unknown:H>", "--port", "1"]) == ()
+    assert missing_values(["vllm", "serve", "m", "--data-parallel-size", "--", "2"]) == ()
+    assert missing_values(["vllm", "serve", "m", "--max-model-len", "--port", "1"]) == ()  # not in the table
+
+
+def test_missing_value_in_a_kubernetes_container_is_an_error(tmp_path, capsys):
+    docs = [workload(f"q-{role}", role, container(["Qwen/Qwen3-8B", "--kv-transfer-config", kv,
+                                                    "--data-parallel-size", "1", "--data-parallel-address",
+                                                    *(["10.0.0.1"] if role == "prefill" else []),
+                                                    "--data-parallel-rpc-port", "13345"]))
+            for role, kv in (("prefill", KVP), ("decode", KVD))]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 1 and "cli-option-missing-value" in rules(out, "error")
+    assert "decode: --data-parallel-address" in str(out) and "prefill: --data-parallel-address" not in str(out)
