@@ -211,3 +211,90 @@ def test_missing_value_in_a_kubernetes_container_is_an_error(tmp_path, capsys):
     code, out = check(tmp_path, capsys, *docs)
     assert code == 1 and "cli-option-missing-value" in rules(out, "error")
     assert "decode: --data-parallel-address" in str(out) and "prefill: --data-parallel-address" not in str(out)
+
+
+# --- srun node pools: where each role runs --------------------------------------------------------------------------
+
+POOL_SRUN = ("srun {opts} --container-image=vllm/vllm-openai:v0.34.0 bash -c '{host}export VLLM_NIXL_SIDE_CHANNEL_PORT="
+             "{side}\nexec vllm serve Qwen/Qwen3-8B "
+             "--port {port} --kv-transfer-config '\"'\"'{kv}'\"'\"'' &\n")
+HOST = "export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)\n"
+
+
+def _pools(tmp_path, capsys, p_opts, d_opts, *, prefill_host=False, pre=""):
+    """A Slurm job of four nodes whose prefill and decode srun steps take ``p_opts`` / ``d_opts``; the prefill
+    advertises vLLM's default side-channel host (localhost) unless ``prefill_host``."""
+    path = tmp_path / "pools.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gpus-per-node=1\n" + pre + "\n"
+                    + POOL_SRUN.format(opts=p_opts, host=HOST if prefill_host else "", side=5600, port=8001, kv=KVP)
+                    + POOL_SRUN.format(opts=d_opts, host=HOST, side=5601, port=8002, kv=KVD) + "wait\n")
+    code = main(["check", str(path), "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+NODES = 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))\n'
+
+
+def _refused(out) -> bool:
+    return "side-channel-host-not-routable" in rules(out, "error")
+
+
+def _warned(out) -> bool:
+    return "side-channel-host-not-routable" in rules(out, "warning")
+
+
+def test_disjoint_literal_nodelists_make_a_loopback_host_an_error(tmp_path, capsys):
+    code, out = _pools(tmp_path, capsys, "--nodelist=node-a,node-b -N 2", "--nodelist=node-c,node-d -N 2")
+    assert code == 1 and _refused(out)
+
+
+def test_disjoint_slices_of_the_job_nodes_make_a_loopback_host_an_error(tmp_path, capsys):
+    pre = NODES + 'export P_NODES="$(IFS=,; echo "${nodes[*]:0:2}")"\nexport D_NODES="$(IFS=,; echo "${nodes[*]:2:2}")"'
+    code, out = _pools(tmp_path, capsys, '--nodelist="${P_NODES}" --nodes=2', '--nodelist="${D_NODES}" --nodes=2',
+                       pre=pre)
+    assert code == 1 and _refused(out)
+
+
+def test_slices_written_on_the_srun_line_and_single_elements(tmp_path, capsys):
+    code, out = _pools(tmp_path, capsys, '-w "${nodes[@]:0:1}"', '-w "${nodes[@]:1:3}"', pre=NODES)
+    assert code == 1 and _refused(out)
+    code, out = _pools(tmp_path, capsys, '--nodelist=${nodes[0]}', '--nodelist=${nodes[3]}', pre=NODES)
+    assert code == 1 and _refused(out)
+
+
+def test_relative_steps_on_disjoint_nodes(tmp_path, capsys):
+    code, out = _pools(tmp_path, capsys, "--relative=0 -N 2", "--relative=2 -N 2")
+    assert code == 1 and _refused(out)
+
+
+def test_exclude_keeps_the_decode_off_the_prefill_node(tmp_path, capsys):
+    code, out = _pools(tmp_path, capsys, "-w node-a", "--exclude=node-a -N 3")
+    assert code == 1 and _refused(out)
+
+
+def test_overlapping_pools_stay_a_warning(tmp_path, capsys):
+    for p, d, pre in (("--nodelist=node-a,node-b", "--nodelist=node-b,node-c", ""),
+                      ('--nodelist="${nodes[*]:0:3}"', '--nodelist="${nodes[*]:2:2}"', NODES),
+                      ("--relative=0 -N 3", "--relative=2 -N 2", "")):
+        code, out = _pools(tmp_path, capsys, p, d, pre=pre)
+        assert code != 1 and not _refused(out) and _warned(out), (p, d)
+
+
+def test_unknown_pools_stay_a_warning(tmp_path, capsys):
+    for p, d, pre in (('--nodelist="$PREFILL_NODES"', '--nodelist="$DECODE_NODES"', ""),
+                      ('--nodelist="${nodes[*]:$K:2}"', '--nodelist="${nodes[*]:2:2}"', NODES),
+                      ("--nodelist=node[1-2]", "--nodelist=node[3-4]", "")):
+        code, out = _pools(tmp_path, capsys, p, d, pre=pre)
+        assert code != 1 and not _refused(out) and _warned(out), (p, d)
+
+
+def test_disjoint_pools_with_a_routable_host_are_fine(tmp_path, capsys):
+    code, out = _pools(tmp_path, capsys, "--nodelist=node-a,node-b", "--nodelist=node-c,node-d", prefill_host=True)
+    assert code == 0 and "side-channel-host-not-routable" not in rules(out), out
+
+
+def test_the_job_nodes_array_does_not_cross_into_the_srun_shell_either(tmp_path, capsys):
+    """The array of scontrol's node names is a batch-shell array like any other: empty inside ``bash -c '...'``."""
+    found = launches(NODES + "srun -N1 bash -c 'vllm serve m --data-parallel-address ${nodes[0]} "
+                     "--data-parallel-rpc-port 1'", ContainerEnv(kubernetes=False))
+    assert missing_values(list(found[0].argv)) == ("--data-parallel-address",)

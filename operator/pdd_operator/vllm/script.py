@@ -514,6 +514,17 @@ def _http_port(argv: Sequence[str]) -> int:
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The one word of an array assignment that fills it with the job's node names in order (``($(scontrol show hostnames
+#: "$SLURM_JOB_NODELIST"))``: scontrol(1) ``show hostnames`` prints one name per line of the hostlist it is given).
+_JOB_HOSTNAMES = re.compile(r"""\$\(\s*scontrol\s+show\s+hostnames?\s+["']?\$\{?SLURM_(?:JOB_)?NODELIST\}?["']?\s*\)""")
+#: The value standing for nodes O to O+L-1 of the job (``<unknown:SLURM_JOB_NODES_O_L>``, :func:`job_nodes_token`): an
+#: unknown value to every rule (the names are not in the files), which tells where ``srun --nodelist`` runs a step.
+JOB_NODES = re.compile(r"<unknown:SLURM_JOB_NODES_(\d+)_(\d+)>")
+
+
+def job_nodes_token(start: int, count: int) -> str:
+    """The :data:`JOB_NODES` value of ``count`` nodes of the job from its node ``start`` (0: the first)."""
+    return unknown(f"SLURM_JOB_NODES_{start}_{count}")
 #: A segment that ends one field and starts the next (``"${A[@]}"`` between elements); a space when joined.
 _FIELD_BREAK = "\x00"
 _ASSIGN_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -553,6 +564,9 @@ class _Shell:
         self.arrays: dict[str, list[str] | None] = {}
         #: the arrays of an enclosing shell, certainly unset in the child shell read now (:meth:`child_shell`).
         self.absent: set[str] = set()
+        #: the arrays filled with the job's node names (``A=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))``),
+        #: whose elements and slices expand to :data:`JOB_NODES` tokens (:meth:`array_expansion`).
+        self.node_lists: set[str] = set()
         self.iterations = 0
         self.depth = 0
         #: how deep :meth:`function_output` calls are nested now.
@@ -1320,8 +1334,8 @@ class _Shell:
         unset and expands to nothing (:attr:`absent`), unless the text sets it itself. The text is read as
         :meth:`reread` reads it; this shell's arrays are back afterwards."""
         hidden = {name: (elements, self.values.get(name)) for name, elements in self.arrays.items()}
-        saved_absent = self.absent
-        self.absent = saved_absent | set(hidden)
+        saved_absent, saved_lists = self.absent, set(self.node_lists)
+        self.absent, self.node_lists = saved_absent | set(hidden), set()
         for name in hidden:
             del self.arrays[name]
             self.values.pop(name, None)
@@ -1331,6 +1345,7 @@ class _Shell:
             self.arrays[name] = elements
             if value is not None:
                 self.values[name] = value
+        self.node_lists = saved_lists
 
     def filled_arrays(self, words: list[str]) -> None:
         """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are
@@ -1358,6 +1373,7 @@ class _Shell:
     def set_array(self, name: str, elements: list[str] | None) -> None:
         """Make ``name`` an indexed array (``None``: elements not known); ``$name`` is its element 0."""
         self.arrays[name] = elements
+        self.node_lists.discard(name)
         self.values[name] = unknown(name) if elements is None else elements[0] if elements else ""
 
     def assign(self, node: tree_sitter.Node, options: str = "") -> str:
@@ -1396,6 +1412,8 @@ class _Shell:
                 split = any(w.type not in ("string", "raw_string") and any(unknown_names(f) for f in got)
                             for w, got in parts)
                 self.set_array(name, None if old is None or split else [*old, *new])
+                if not append and len(words) == 1 and _JOB_HOSTNAMES.fullmatch(_text(words[0])):
+                    self.node_lists.add(name)  # the job's nodes, in order (:data:`JOB_NODES`)
         else:
             text = _joined(self.segments(value)) if value is not None else ""
             if name in self.arrays or "a" in options:  # a scalar assigned to an array sets its element 0
@@ -1428,6 +1446,8 @@ class _Shell:
         rest = [c for c in node.children[node.children.index(subscript) + 1:] if c.type != "}"]
         elements = self.arrays.get(name, [self.values[name]] if name in self.values else
                                    [] if name in self.absent else None)
+        if name in self.node_lists and prefix == "":
+            return self.job_nodes(node, subscript, index_node, index_text)
         if elements is None or rest:
             return unknown(name)
         if index_text in ("@", "*"):
@@ -1440,6 +1460,26 @@ class _Shell:
             return unknown(name)
         element = elements[index] if -len(elements) <= index < len(elements) else ""
         return str(len(element)) if prefix == "#" else element
+
+    def job_nodes(self, node: tree_sitter.Node, subscript: tree_sitter.Node, index_node: tree_sitter.Node | None,
+                  index_text: str) -> tuple[list[str], bool] | str:
+        """An element or slice of an array of the job's nodes (:attr:`node_lists`): ``${A[N]}`` is the token of node
+        N, ``${A[@]:O:L}`` / ``${A[*]:O:L}`` (bash's manual, "Shell Parameter Expansion": L elements from index O)
+        the token of nodes O to O+L-1 (:func:`job_nodes_token`), with O and L known non-negative integers; anything
+        else is the array's unknown value. Node names stay unknown to every rule; only where an engine runs reads
+        these tokens (:func:`pdd_operator.compat.script_inputs` ``srun --nodelist``)."""
+        name = _text(subscript.child_by_field_name("name"))
+        if index_text not in ("@", "*"):
+            rest = _text(node)[subscript.end_byte - node.start_byte:]
+            index = self.index(index_node)
+            return job_nodes_token(index, 1) if rest == "}" and index is not None and index >= 0 else unknown(name)
+        match = re.fullmatch(r":([^:}]*):([^:}]*)\}", _text(node)[subscript.end_byte - node.start_byte:])
+        if match is None:
+            return unknown(name)
+        start, count = (self.arithmetic(part.strip()) for part in match.groups())
+        if not (start.isdigit() and count.isdigit()) or int(count) == 0:
+            return unknown(name)
+        return [job_nodes_token(int(start), int(count))], index_text == "@"
 
     # words ------------------------------------------------------------------------------------------------
 
@@ -1546,6 +1586,8 @@ class _Shell:
                     return printed
             if inner is not None and (here := self.cat_heredoc(inner)) is not None:
                 return here.rstrip("\n")  # command substitution drops trailing newlines (POSIX 2.6.3)
+            if (echoed := self.echoed_nodes(node)) is not None:
+                return echoed
             if self.env.gpus is not None and GPU_COUNT_COMMAND.match(text):
                 return str(self.env.gpus)  # the GPUs the container was handed
             return unknown(words[0] if words and _NAME.match(words[0]) else "command")
@@ -1572,6 +1614,21 @@ class _Shell:
         rest = [c for c in node.named_children if c.type not in ("variable_name", "special_variable_name")]
         word = _joined([t for c in rest for t in self.segments(c, quoted=True)]) if op else None
         return self.variable(name, op, word)
+
+    def echoed_nodes(self, node: tree_sitter.Node) -> str | None:
+        """The output of ``$(IFS=,; echo "${A[*]:0:4}")`` (assignments, then one ``echo`` of one word) where that word
+        is a :data:`JOB_NODES` token: the token, however ``IFS`` joins the names it stands for; ``None`` otherwise.
+        The assignments are the substitution's subshell's (bash's manual, "Command Substitution"): undone after."""
+        children = [c for c in node.named_children if c.type != "comment"]
+        if not children or children[-1].type != "command" or any(
+                c.type != "variable_assignment" for c in children[:-1]):
+            return None
+        saved = dict(self.values)
+        for c in children[:-1]:
+            self.assign(c)
+        words = self.command_words(children[-1])
+        self.values = saved
+        return words[1] if len(words) == 2 and words[0] == "echo" and JOB_NODES.fullmatch(words[1]) else None
 
     def cat_heredoc(self, node: tree_sitter.Node) -> str | None:
         """The output of ``cat <<WORD ... WORD`` (a ``cat`` with no operands reading one here-document, as in
