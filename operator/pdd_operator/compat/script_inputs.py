@@ -19,6 +19,10 @@ Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1)
 
 * ``srun -w NODE`` / ``--nodelist=NODE`` (one node): that node; ``srun -r N`` / ``--relative=N``: the job's node N;
   ``ssh HOST cmd``: HOST;
+* ``srun --nodelist=a,b`` (literal names, or a slice of the array ``scontrol show hostnames "$SLURM_JOB_NODELIST"``
+  fills: ``${nodes[*]:0:4}``, also through ``$(IFS=,; echo ...)``), ``--relative=N --nodes=K``, ``--exclude=a``: one
+  of those nodes (not those excluded), written as the Pod's required node affinity (:func:`_pool_affinity`), so
+  steps on disjoint node sets never share a node and overlapping ones may;
 * ``srun`` without them in a job of one node (``#SBATCH -N 1`` / ``--nodes=1``): the job's node; a command without
   ``srun`` runs where the script runs (the batch host, the job's first node);
 * otherwise (a node from ``scontrol show hostnames``, a job of several nodes) the node is not known: the Pod has no

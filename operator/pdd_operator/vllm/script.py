@@ -17,7 +17,9 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   default (``${V:-d}``, ``${V-d}``, ``${V:=d}``) or alternative (``${V:+a}``) is applied as the shell applies it
   where the manifest or the script sets ``V`` (``V=; ... ${V:-d}`` is ``d``), and where ``V`` is certainly unset
   (:meth:`~pdd_operator.vllm.expansion.ContainerEnv.unset`: no ``env`` entry, no ``valueFrom``/unread ``envFrom``
-  source that may set it, not the platform's, not in the image's ``ENV`` as known,
+  source that may set it, not the platform's (the kubelet's service variables: only names a Service among the files
+  produces, where :mod:`pdd_operator.compat.service_links` tells which, else any ``<SVC>_PORT``-shaped name), not in
+  the image's ``ENV`` as known,
   :mod:`pdd_operator.vllm.image_env`): ``${GPU_D:-2}`` is ``2`` (set 22's E/P/D script hid two engines on one GPU
   behind such defaults). A ``V`` that what these files do not show may set expands to ``<unknown:V>`` in each of
   these forms, as ``$V`` does, and rules say "not checked". A bare ``$V`` of an unset ``V`` stays unknown too (the
@@ -51,7 +53,11 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   / ``local -a`` / ``readonly -a``; ``"${A[@]}"`` gives one field per element (zero fields for an empty array),
   ``"${A[*]}"`` one field of the elements joined by a space, unquoted both are split; ``${A[N]}`` (an integer or
   arithmetic index, negative from the end), ``$A`` (element 0), ``${#A[@]}`` (the count), ``${!A[@]}`` (the
-  indices). Arrays are not exported to an engine's environment (bash exports no arrays). What the reader cannot
+  indices). Arrays are not exported to an engine's environment (bash exports no arrays), nor to the shell of an
+  ``sh -c '...'`` or ``ssh HOST '...'`` this script starts, where they expand to nothing (:meth:`_Shell.child_shell`);
+  an array filled by an unquoted word of unknown value (``($(cmd))``) has elements not known, except that the job's
+  node names (``($(scontrol show hostnames "$SLURM_JOB_NODELIST"))``) give each element and ``${A[*]:O:L}`` slice a
+  :data:`JOB_NODES` token, unknown to every rule but where ``srun --nodelist`` runs. What the reader cannot
   follow, an associative array (``declare -A``), an element assigned past the end or by ``[i]=`` inside ``(...)``,
   an array filled by ``read -a`` / ``mapfile`` / ``readarray``, slices and defaults on arrays (``${A[@]:1}``),
   expands to :func:`~pdd_operator.vllm.expansion.unknown` of the array's name.
