@@ -298,3 +298,14 @@ def test_the_job_nodes_array_does_not_cross_into_the_srun_shell_either(tmp_path,
     found = launches(NODES + "srun -N1 bash -c 'vllm serve m --data-parallel-address ${nodes[0]} "
                      "--data-parallel-rpc-port 1'", ContainerEnv(kubernetes=False))
     assert missing_values(list(found[0].argv)) == ("--data-parallel-address",)
+
+
+def test_a_script_argument_is_not_an_empty_value():
+    """``$5`` of a template its caller runs with arguments (vllm-ascend's external DP templates) is not known, so the
+    option before it is not left without its value; inside a function, ``$N`` is the call's own argument."""
+    found = launches("vllm serve m --data-parallel-address $5 --data-parallel-rpc-port $6",
+                     ContainerEnv(kubernetes=False))
+    assert missing_values(list(found[0].argv)) == () and "<unknown:ARG5>" in found[0].argv
+    found = launches("f() { vllm serve m --data-parallel-address $2 --data-parallel-rpc-port 1; }\nf a",
+                     ContainerEnv(kubernetes=False))
+    assert missing_values(list(found[0].argv)) == ("--data-parallel-address",)

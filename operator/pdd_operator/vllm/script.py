@@ -296,6 +296,8 @@ def _paths(script: str, env: ContainerEnv, positional: Sequence[str], limit: int
 #: The name the script's own arguments ``$1`` ... ``$9`` are given where :func:`argument_alternatives` reads them
 #: as not known (``<unknown:ARG1>``).
 ARGUMENT = "ARG"
+#: The name :meth:`_Shell.variable` gives an argument of the script itself (``$5``) that its caller may pass.
+_SCRIPT_ARGUMENT = re.compile(ARGUMENT + r"[0-9]+")
 #: At most this many runs of a launcher read per argument (:func:`argument_alternatives`): a dispatch ``case`` of a
 #: dozen items under a usage test doubles :data:`MAX_PATHS`' ways.
 MAX_ARGUMENT_PATHS = 96
@@ -577,6 +579,8 @@ class _Shell:
         self.depth = 0
         #: how deep :meth:`function_output` calls are nested now.
         self.calls = 0
+        #: how deep calls of the script's functions (``f args``) are nested now: ``$1`` there is the call's argument.
+        self.frames = 0
         #: the words before ``sh -c`` of the command whose script is being read (``srun -w n1 bash -c "..."``).
         self.outer: list[str] = []
         #: the line of the outermost ``eval`` or ``sh -c`` whose text is being read: its engines start there.
@@ -1171,7 +1175,9 @@ class _Shell:
             saved_values, saved_exported = dict(self.values), set(self.exported)
             self.values.update(prefix)
             self.exported |= set(prefix)
+            self.frames += 1
             self.exec(self.functions[words[0]])
+            self.frames -= 1
             self.positional = saved
             self.exported -= set(prefix) - saved_exported
             for name in prefix:  # prefix assignments last for the call only
@@ -1411,12 +1417,11 @@ class _Shell:
                 self.set_array(name, None)  # explicit indices inside (...): not followed
             else:
                 old = self.arrays.get(name, [self.values[name]] if name in self.values else []) if append else []
-                parts = [(w, self.fields(w)) for w in words]
-                new = [f for _, got in parts for f in got]
-                # an unquoted word of unknown value (``($(scontrol show hostnames ...))``) splits into fields whose
-                # number is not known: so are the array's elements
-                split = any(w.type not in ("string", "raw_string") and any(unknown_names(f) for f in got)
-                            for w, got in parts)
+                parts = [self.fields_split_unknown(w) for w in words]
+                new = [f for got, _ in parts for f in got]
+                # an unquoted expansion of unknown value (``($(scontrol show hostnames ...))``) splits into fields
+                # whose number is not known: so are the array's elements
+                split = any(unsure for _, unsure in parts)
                 self.set_array(name, None if old is None or split else [*old, *new])
                 if not append and len(words) == 1 and _JOB_HOSTNAMES.fullmatch(_text(words[0])):
                     self.node_lists.add(name)  # the job's nodes, in order (:data:`JOB_NODES`)
@@ -1505,29 +1510,19 @@ class _Shell:
         start = len(self.assumed_empty)
         out = self.fields(node)
         names = self.assumed_empty[start:]
+        if not out and (argument := next((n for n in names if _SCRIPT_ARGUMENT.fullmatch(n)), None)):
+            return [unknown(argument)]  # an unquoted $N of the script's own arguments: not known, not no word
         return [unknown(names[0]) if not f and names else f for f in out]
 
     def fields(self, node: tree_sitter.Node) -> list[str]:
         """The fields one argument expands to (unquoted expansions split on blanks, POSIX 2.6.5)."""
-        out: list[str] = []
-        current: str | None = None
-        for text, splittable in self.segments(node):
-            if text == _FIELD_BREAK:
-                out.append(current or "")
-                current = ""
-                continue
-            if not splittable:
-                current = (current or "") + text
-                continue
-            for j, piece in enumerate(re.split(r"[ \t\n]+", text)):
-                if j > 0 and current is not None:
-                    out.append(current)
-                    current = None
-                if piece:
-                    current = (current or "") + piece
-        if current is not None:
-            out.append(current)
-        return out
+        return _split_fields(self.segments(node))
+
+    def fields_split_unknown(self, node: tree_sitter.Node) -> tuple[list[str], bool]:
+        """:meth:`fields`, and whether an unquoted expansion of unknown value stands in the argument (so that how
+        many fields it gives is not known: ``$(scontrol show hostnames ...)``, not ``--x="$UNKNOWN"``)."""
+        segments = self.segments(node)
+        return _split_fields(segments), any(splittable and unknown_names(text) for text, splittable in segments)
 
     def segments(self, node: tree_sitter.Node, quoted: bool = False) -> list[tuple[str, bool]]:
         """``node`` as ``(text, splittable)`` pieces: splittable ones are unquoted expansion results."""
@@ -1679,6 +1674,9 @@ class _Shell:
         if name.isdigit():
             index = int(name) - 1
             value = self.positional[index] if 0 <= index < len(self.positional) else ""
+            if index >= len(self.positional) and op is None and not self.frames and not self.calls:
+                # an argument of the script itself, which its caller may give (argument_fields: not an empty word)
+                self.assumed_empty.append(f"{ARGUMENT}{name}")
             return word if op in (":-", "-", ":=", "=") and value == "" else value
         if name in self.values:
             value = self.values[name]
@@ -1772,6 +1770,30 @@ def _compare(a: str, op: str, b: str, *, pattern: bool) -> bool | None:
         except re.error:
             return None
     return None
+
+
+def _split_fields(segments: list[tuple[str, bool]]) -> list[str]:
+    """The fields of an argument's ``(text, splittable)`` segments (:meth:`_Shell.segments`): splittable text, an
+    unquoted expansion's, is split on blanks (POSIX 2.6.5); :data:`_FIELD_BREAK` ends a field."""
+    out: list[str] = []
+    current: str | None = None
+    for text, splittable in segments:
+        if text == _FIELD_BREAK:
+            out.append(current or "")
+            current = ""
+            continue
+        if not splittable:
+            current = (current or "") + text
+            continue
+        for j, piece in enumerate(re.split(r"[ \t\n]+", text)):
+            if j > 0 and current is not None:
+                out.append(current)
+                current = None
+            if piece:
+                current = (current or "") + piece
+    if current is not None:
+        out.append(current)
+    return out
 
 
 def _literal(text: str) -> str:
