@@ -48,7 +48,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # fixB: the model's architecture against the release's model registry
                "architecture-not-in-release",
                # set 109: a flag no vLLM release's parser has (Dynamo's, SGLang's, TensorRT-LLM's)
-               "cli-flag-unknown"}
+               "cli-flag-unknown",
+               # fixF: an option that takes one value given none (an array of the batch shell in srun's bash -c)
+               "cli-option-missing-value"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------
