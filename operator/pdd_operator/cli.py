@@ -205,6 +205,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with_vllm_version,
     )
     from pdd_operator.compat.mounted_scripts import inline_mounted_scripts
+    from pdd_operator.compat.service_links import service_links_of, with_service_links
     from pdd_operator.compat.shapes import field_type_finding, quoted_scalars, shape_problems, without_nulls
     from pdd_operator.vllm.versions import fmt
 
@@ -265,6 +266,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     all_docs = merge_base_refs(with_kserve_release(all_docs))  # a KServe service over the configs it names
     config_maps = config_maps_of([d for docs in all_docs.values() for d in docs])
     secrets = secrets_of([d for docs in all_docs.values() for d in docs])
+    links = service_links_of([d for docs in all_docs.values() for d in docs])  # the kubelet's service variables
     given = frozenset(Path(p).resolve() for p in all_docs if p != "-")
     for path, docs in all_docs.items():
         for doc in docs:
@@ -283,6 +285,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                             "engines are not read")})
                         continue
                     doc = quoted  # booleans and numbers where strings are wanted: judged as quoting makes them
+                doc = with_service_links(doc, links)  # which of them its pods get, where the files tell
                 inlined = inline_mounted_scripts(inline_config_map_refs(doc, config_maps, secrets), config_maps)
                 inlined = inline_config_files(inlined, config_maps)  # vllm serve --config <a ConfigMap's file>
                 inlined = with_values_from(inlined, config_maps, secrets)  # a Flux HelmRelease's values in the files

@@ -50,7 +50,9 @@ _ONE_ENGINE = {"engine-args-invalid", "cli-flag-removed", "cli-flag-not-yet", "e
                # set 109: a flag no vLLM release's parser has (Dynamo's, SGLang's, TensorRT-LLM's)
                "cli-flag-unknown",
                # set 123: ModelConfig refuses a --max-model-len above the model's derived length on its own
-               "max-model-len-exceeds-model"}
+               "max-model-len-exceeds-model",
+               # fixF: an option that takes one value given none (an array of the batch shell in srun's bash -c)
+               "cli-option-missing-value"}
 
 
 # --- 1. Rule.one_engine ------------------------------------------------------------------------------------------

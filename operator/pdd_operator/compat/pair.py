@@ -32,7 +32,7 @@ from pdd_operator.vllm.expansion import (
     unknown_names,
 )
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
-from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, short_options
+from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, missing_values, short_options
 from pdd_operator.vllm.foreign_flags import foreign_flags
 from pdd_operator.vllm.grpc_server import GRPC_SERVER_MODULES
 from pdd_operator.vllm.http_socket import api_server_count
@@ -163,6 +163,9 @@ class RoleConfig:
         malformed_options: the words written as options that vLLM's parser can match to none on any release
             (``---max-num-batched-tokens``; :func:`~pdd_operator.vllm.flags.malformed_options`), reported by the
             ``cli-option-malformed`` rule.
+        missing_values: the options that take one argument written without it (``--data-parallel-address
+            --data-parallel-rpc-port 13345``; :func:`~pdd_operator.vllm.flags.missing_values`), reported by the
+            ``cli-option-missing-value`` rule.
         loose: why any flag of the engine may be other than the manifest shows, or ``""``: its command line holds a
             variable not in these files where flags stand (:func:`~pdd_operator.vllm.flags.loose_unknown`,
             ``$EXTRA_ARGS``); every flag a rule needs is then read as :attr:`opaque` (``compat.engine._runnable``).
@@ -366,6 +369,7 @@ class RoleConfig:
     proxies: tuple[Proxy, ...] = ()
     errors: tuple[str, ...] = ()
     malformed_options: tuple[str, ...] = ()
+    missing_values: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
     wrapper: str | None = None
@@ -976,6 +980,7 @@ def role_from_container(
         proxies=pod_proxies(container, pod_spec) + tuple(p for words in launch.proxies if (p := command_proxy(words))),
         errors=tuple(errors),
         malformed_options=malformed_options(argv),
+        missing_values=missing_values(argv),
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"
                if (loose := loose_unknown(argv)) else ""),

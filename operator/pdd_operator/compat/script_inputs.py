@@ -19,6 +19,10 @@ Where each engine runs (Slurm ``srun``/``sbatch`` options, sbatch(1) and srun(1)
 
 * ``srun -w NODE`` / ``--nodelist=NODE`` (one node): that node; ``srun -r N`` / ``--relative=N``: the job's node N;
   ``ssh HOST cmd``: HOST;
+* ``srun --nodelist=a,b`` (literal names, or a slice of the array ``scontrol show hostnames "$SLURM_JOB_NODELIST"``
+  fills: ``${nodes[*]:0:4}``, also through ``$(IFS=,; echo ...)``), ``--relative=N --nodes=K``, ``--exclude=a``: one
+  of those nodes (not those excluded), written as the Pod's required node affinity (:func:`_pool_affinity`), so
+  steps on disjoint node sets never share a node and overlapping ones may;
 * ``srun`` without them in a job of one node (``#SBATCH -N 1`` / ``--nodes=1``): the job's node; a command without
   ``srun`` runs where the script runs (the batch host, the job's first node);
 * otherwise (a node from ``scontrol show hostnames``, a job of several nodes) the node is not known: the Pod has no
@@ -75,6 +79,7 @@ from pdd_operator.vllm.block_size import (
 from pdd_operator.vllm.expansion import ContainerEnv, unknown_names
 from pdd_operator.vllm.script import (
     IN_PROCESS_ENGINE,
+    JOB_NODES,
     MAX_ARGUMENT_PATHS,
     Alternative,
     Launch,
@@ -148,13 +153,67 @@ def _node(wrapper: tuple[str, ...], job_nodes: int | None) -> str | None:
     srun = _srun_words(wrapper)
     if srun is None:
         return "batch-host"
+    pool = _pool(srun)
+    if pool is not None:
+        return pool[0] if len(pool) == 1 else None
+    if _option(srun, "-w", "--nodelist") is not None:
+        return None
+    return "batch-host" if job_nodes == 1 else None
+
+
+def _job_node(index: int) -> str:
+    """The name the engines' Pods give node ``index`` of the job's allocation: its first node is where the batch
+    script runs (``batch-host``), the others ``job-node-N`` (``srun --relative=N``, ``scontrol show hostnames``'
+    N-th name: both count the allocation in one order)."""
+    return "batch-host" if index == 0 else f"job-node-{index}"
+
+
+def _pool(srun: list[str]) -> tuple[str, ...] | None:
+    """The nodes one ``srun`` step may run its tasks on (the words after ``srun``), where its options name them:
+    ``-w``/``--nodelist`` as a comma-separated list of literal names, or as nodes of the job's allocation read from
+    ``scontrol show hostnames`` (an element or a slice of that array: :data:`~pdd_operator.vllm.script.JOB_NODES`),
+    or ``-r``/``--relative=N`` with ``-N``/``--nodes=K`` (K nodes from the allocation's node N; srun(1): the step
+    starts relative to node N of the allocation). ``None`` where they are not known (a hostlist range ``n[1-4]``,
+    a file, a value not in the files)."""
     listed = _option(srun, "-w", "--nodelist")
     if listed is not None:
-        return None if unknown_names(listed) or "," in listed or "[" in listed else listed
+        if (token := JOB_NODES.fullmatch(listed)) is not None:
+            start, count = int(token.group(1)), int(token.group(2))
+            return tuple(_job_node(i) for i in range(start, start + count))
+        names = tuple(n for n in listed.split(",") if n)
+        if not names or unknown_names(listed) or any(c in listed for c in "[]/ "):
+            return None
+        return names
     relative = _option(srun, "-r", "--relative")
-    if relative is not None and relative.isdigit():
-        return "batch-host" if relative == "0" else f"job-node-{relative}"
-    return "batch-host" if job_nodes == 1 else None
+    if relative is None or not relative.isdigit():
+        return None
+    count = _option(srun, "-N", "--nodes") or "1"
+    return tuple(_job_node(i) for i in range(int(relative), int(relative) + int(count))) if count.isdigit() else None
+
+
+def _excluded(srun: list[str]) -> tuple[str, ...]:
+    """The literal node names ``srun -x``/``--exclude`` keeps the step off (``()`` where none, or not literal)."""
+    listed = _option(srun, "-x", "--exclude")
+    if listed is None or unknown_names(listed) or any(c in listed for c in "[]/ "):
+        return ()
+    return tuple(n for n in listed.split(",") if n)
+
+
+def _pool_affinity(srun: list[str] | None) -> dict | None:
+    """The required node affinity of the Pod of an engine whose ``srun`` step runs on one of several nodes
+    (:func:`_pool`: one ORed ``matchFields`` ``metadata.name In [node]`` term per node) or off the nodes it excludes
+    (:func:`_excluded`: ``NotIn`` each, in every term), so that placement reads two steps on disjoint node sets as
+    never on one node (:func:`pdd_operator.compat.placement.nodes_disjoint`); ``None`` where the step names
+    neither."""
+    if srun is None:
+        return None
+    pool, excluded = _pool(srun), _excluded(srun)
+    if (pool is None or len(pool) < 2) and not excluded:
+        return None
+    off = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in excluded]
+    terms = ([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}, *off]} for n in pool]
+             if pool is not None and len(pool) > 1 else [{"matchFields": off}])
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
 def _export(srun: list[str], env: dict[str, str]) -> dict[str, str]:
@@ -382,6 +441,8 @@ def _engines(path: str, text: str, fmt: str, found: list[Launch], *, separate: b
             "command": ["bash", "-c", _synthetic_script(group, own, last, None if _container_image(group) else pin)]}]}
         if node is not None:
             spec["nodeName"] = node
+        elif (affinity := _pool_affinity(_srun_words(group[0].wrapper))) is not None and not pasted:
+            spec["affinity"] = affinity  # one of several nodes srun names (an engine per Pod: never one host)
         count = int(gpus.group(1)) if gpus else _least_gpus(group, script_gpu_resource(text) in ROCM_RESOURCES)
         cluster = clusters.get(node) if node is not None else None
         if count is None and cluster is not None:

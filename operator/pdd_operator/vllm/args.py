@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from pdd_operator.vllm.entrypoint import SERVE, leading_entry, leading_serve
-from pdd_operator.vllm.expansion import ContainerEnv, kube_expand, kube_expand_script, runs_shell, shell_operands
+from pdd_operator.vllm.expansion import (
+    SERVICE_LINKS_KEY,
+    ContainerEnv,
+    kube_expand,
+    kube_expand_script,
+    runs_shell,
+    shell_operands,
+)
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.image_env import image_env
 from pdd_operator.vllm.script import Launch, entry_point, frontend
@@ -134,9 +141,12 @@ def int_flag(flags: dict[str, str | bool], name: str, default: int | None) -> in
 def container_env(container: dict) -> ContainerEnv:
     """A container's environment (``env`` and ``envFrom``), its values expanded as the kubelet does;
     downward-API pod/host IPs become the :data:`POD_IP` / :data:`HOST_IP` sentinels; the image's own ``ENV`` as
-    known (:func:`~pdd_operator.vllm.image_env.image_env`); the GPUs it is handed (``nvidia.com/gpu``)."""
+    known (:func:`~pdd_operator.vllm.image_env.image_env`); the GPUs it is handed (``nvidia.com/gpu``); the kubelet's
+    service variables it gets where :func:`pdd_operator.compat.service_links.with_service_links` marked them."""
     env = ContainerEnv.of(container.get("env"), container.get("envFrom"), _field_sentinel)
-    return replace(env, image=image_env(str(container.get("image") or "")), gpus=_gpu_limit(container))
+    links = container.get(SERVICE_LINKS_KEY)
+    return replace(env, image=image_env(str(container.get("image") or "")), gpus=_gpu_limit(container),
+                   service_links=frozenset(map(str, links)) if isinstance(links, list) else None)
 
 
 def _gpu_limit(container: dict) -> int | None:

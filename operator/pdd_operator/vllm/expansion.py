@@ -194,6 +194,16 @@ def kube_expand_script(text: str, env: ContainerEnv) -> str:
 #: ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX`` (LWS docs, "Environment variables"; injected into every pod of a group).
 _INJECTED = re.compile(r"^(LWS_[A-Z_]+|[A-Z0-9_]+_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?"
                        r"|[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$")
+#: The part of :data:`_INJECTED` that LeaderWorkerSet's pod webhook adds (the rest is the kubelet's service variables).
+_LWS_INJECTED = re.compile(r"^LWS_[A-Z_]+$")
+#: The prefix of the variables of the ``kubernetes`` Service of the ``default`` namespace, which the kubelet adds to
+#: every container whether or not ``enableServiceLinks`` is on (pkg/kubelet/kubelet_pods.go ``getServiceEnvVarMap``:
+#: the master services are always included, the pod namespace's only with service links on).
+_MASTER_SERVICE_PREFIX = "KUBERNETES_"
+#: The key under which :func:`pdd_operator.compat.service_links.with_service_links` leaves on a container (of a pod
+#: template whose Services are all among the files checked) the names of the kubelet's service variables it gets:
+#: read into :attr:`ContainerEnv.service_links` by :func:`pdd_operator.vllm.args.container_env`.
+SERVICE_LINKS_KEY = "x-pdd-service-links"
 
 
 
@@ -297,6 +307,11 @@ class ContainerEnv:
             and a ``${PREFILL_NIXL_SIDE_PORT:-5577}`` default is what the shell expands.
         gpus: the GPUs the container is handed (its ``nvidia.com/gpu`` limit; a Compose service's ``device_ids``),
             ``None`` where not known: what ``$(nvidia-smi -L | wc -l)`` prints inside it (:data:`GPU_COUNT_COMMAND`).
+        service_links: the names of the kubelet's service variables the container gets, where the files checked are
+            read as the whole deployment (:mod:`pdd_operator.compat.service_links`: those of the Services among them
+            in the pod's namespace, none with ``enableServiceLinks: false``; the ``kubernetes`` Service's
+            ``KUBERNETES_*`` always); ``None`` where that is not known, so that any name of the service-variable form
+            (:data:`_INJECTED`) may be set by the platform.
     """
 
     values: dict[str, str] = field(default_factory=dict)
@@ -306,6 +321,17 @@ class ContainerEnv:
     kubernetes: bool = True
     refs: dict[str, str] = field(default_factory=dict)
     gpus: int | None = None
+    service_links: frozenset[str] | None = None
+
+    def injected(self, name: str) -> bool:
+        """Whether the platform may add ``name`` to the container's environment beyond its manifest: LeaderWorkerSet's
+        variables, and the kubelet's service variables (:data:`_INJECTED`) unless :attr:`service_links` says which
+        ones it adds (the ``kubernetes`` Service's always). ``False`` for a script run on a host."""
+        if not self.kubernetes or not _INJECTED.match(name):
+            return False
+        if self.service_links is None or _LWS_INJECTED.match(name) or name.startswith(_MASTER_SERVICE_PREFIX):
+            return True
+        return name in self.service_links
 
     @property
     def open(self) -> bool:
@@ -366,7 +392,7 @@ class ContainerEnv:
         """A variable's value for the kubelet's ``$(VAR)``: literal, :func:`unknown`, or ``None`` (not defined)."""
         if name in self.values:
             return self.values[name]
-        if name in self.opaque or self.may_define(name) or (self.kubernetes and _INJECTED.match(name)):
+        if name in self.opaque or self.may_define(name) or self.injected(name):
             return unknown(name)
         return None
 
@@ -400,7 +426,8 @@ class ContainerEnv:
         """Whether ``name`` is certainly not set when the container's shell starts, so that a default
         (``${NAME:-d}``, ``${NAME:=d}``) is what the shell expands (POSIX Shell Command Language 2.6.2): the manifest's
         ``env`` does not set it, no ``valueFrom`` or unread ``envFrom`` source may (:meth:`may_define`), the platform
-        does not add it (the kubelet's service variables, LWS's), and the image's ``ENV`` does not set it as far as
-        known (:attr:`image`; an image whose ``ENV`` is not read is taken not to set a name its script defaults)."""
+        does not add it (the kubelet's service variables, LWS's: :meth:`injected`), and the image's ``ENV`` does not
+        set it as far as known (:attr:`image`; an image whose ``ENV`` is not read is taken not to set a name its
+        script defaults)."""
         return (name not in self.values and name not in self.opaque and not self.may_define(name)
-                and not (self.kubernetes and _INJECTED.match(name)) and name not in self.image)
+                and not self.injected(name) and name not in self.image)

@@ -288,3 +288,34 @@ def loose_unknown(argv: list[str]) -> str | None:
             return names[0]
     return None
 
+
+
+#: Options that take exactly one argument (argparse's default ``nargs=None``, no ``action``) on every release read: the
+#: data-parallel group's, each added with ``type=str`` / ``type=int`` and no ``nargs`` (``--data-parallel-address``
+#: ``-dpa``: vllm/engine/arg_utils.py 0.23.0 l.1024, 0.30.0 l.1151, 0.34.0 l.1280, beside ``-dpp``, ``-dpl``, ``-dp``
+#: and ``-dpr``).
+_ONE_VALUE = frozenset({"--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-size",
+                        "--data-parallel-size-local", "--data-parallel-start-rank"})
+
+
+def missing_values(argv: list[str]) -> tuple[str, ...]:
+    """The options of :data:`_ONE_VALUE` in ``argv`` (an engine's argv from its entry point on, up to the first shell
+    separator) written without their argument, as written (``-dpa`` or ``--data-parallel-address``): the next word
+    starts with ``--`` (and is not ``--`` alone nor holds a blank) or there is none. argparse's ``_parse_optional``
+    reads such a word as an option string, known or not (Python's argparse: a ``-`` prefixed word without a blank
+    that is no negative number is an optional), so the option gets zero of its one argument: ``error: argument
+    --data-parallel-address/-dpa: expected one argument``, exit 2, before any engine starts. vLLM's
+    ``FlexibleArgumentParser.parse_args`` hands the words on to argparse (vllm/utils/argparse_utils.py 0.34.0 l.156
+    and l.313-502). ``()`` where there are none."""
+    tokens = argv[_entry_length(argv):]
+    found: list[str] = []
+    for i, tok in enumerate(tokens):
+        if tok in ("&&", ";", "|", "||"):
+            break
+        if "=" in tok or _ALIASES.get(tok, tok) not in _ONE_VALUE:
+            continue
+        after = tokens[i + 1] if i + 1 < len(tokens) else None
+        if after is None or after in ("&&", ";", "|", "||") or (
+                after.startswith("--") and after != "--" and " " not in after):
+            found.append(tok)
+    return tuple(found)

@@ -17,7 +17,9 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   default (``${V:-d}``, ``${V-d}``, ``${V:=d}``) or alternative (``${V:+a}``) is applied as the shell applies it
   where the manifest or the script sets ``V`` (``V=; ... ${V:-d}`` is ``d``), and where ``V`` is certainly unset
   (:meth:`~pdd_operator.vllm.expansion.ContainerEnv.unset`: no ``env`` entry, no ``valueFrom``/unread ``envFrom``
-  source that may set it, not the platform's, not in the image's ``ENV`` as known,
+  source that may set it, not the platform's (the kubelet's service variables: only names a Service among the files
+  produces, where :mod:`pdd_operator.compat.service_links` tells which, else any ``<SVC>_PORT``-shaped name), not in
+  the image's ``ENV`` as known,
   :mod:`pdd_operator.vllm.image_env`): ``${GPU_D:-2}`` is ``2`` (set 22's E/P/D script hid two engines on one GPU
   behind such defaults). A ``V`` that what these files do not show may set expands to ``<unknown:V>`` in each of
   these forms, as ``$V`` does, and rules say "not checked". A bare ``$V`` of an unset ``V`` stays unknown too (the
@@ -51,7 +53,11 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   / ``local -a`` / ``readonly -a``; ``"${A[@]}"`` gives one field per element (zero fields for an empty array),
   ``"${A[*]}"`` one field of the elements joined by a space, unquoted both are split; ``${A[N]}`` (an integer or
   arithmetic index, negative from the end), ``$A`` (element 0), ``${#A[@]}`` (the count), ``${!A[@]}`` (the
-  indices). Arrays are not exported to an engine's environment (bash exports no arrays). What the reader cannot
+  indices). Arrays are not exported to an engine's environment (bash exports no arrays), nor to the shell of an
+  ``sh -c '...'`` or ``ssh HOST '...'`` this script starts, where they expand to nothing (:meth:`_Shell.child_shell`);
+  an array filled by an unquoted word of unknown value (``($(cmd))``) has elements not known, except that the job's
+  node names (``($(scontrol show hostnames "$SLURM_JOB_NODELIST"))``) give each element and ``${A[*]:O:L}`` slice a
+  :data:`JOB_NODES` token, unknown to every rule but where ``srun --nodelist`` runs. What the reader cannot
   follow, an associative array (``declare -A``), an element assigned past the end or by ``[i]=`` inside ``(...)``,
   an array filled by ``read -a`` / ``mapfile`` / ``readarray``, slices and defaults on arrays (``${A[@]:1}``),
   expands to :func:`~pdd_operator.vllm.expansion.unknown` of the array's name.
@@ -339,6 +345,8 @@ def _paths(script: str, env: ContainerEnv, positional: Sequence[str], limit: int
 #: The name the script's own arguments ``$1`` ... ``$9`` are given where :func:`argument_alternatives` reads them
 #: as not known (``<unknown:ARG1>``).
 ARGUMENT = "ARG"
+#: The name :meth:`_Shell.variable` gives an argument of the script itself (``$5``) that its caller may pass.
+_SCRIPT_ARGUMENT = re.compile(ARGUMENT + r"[0-9]+")
 #: At most this many runs of a launcher read per argument (:func:`argument_alternatives`): a dispatch ``case`` of a
 #: dozen items under a usage test doubles :data:`MAX_PATHS`' ways.
 MAX_ARGUMENT_PATHS = 96
@@ -563,6 +571,17 @@ def _http_port(argv: Sequence[str]) -> int:
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The one word of an array assignment that fills it with the job's node names in order (``($(scontrol show hostnames
+#: "$SLURM_JOB_NODELIST"))``: scontrol(1) ``show hostnames`` prints one name per line of the hostlist it is given).
+_JOB_HOSTNAMES = re.compile(r"""\$\(\s*scontrol\s+show\s+hostnames?\s+["']?\$\{?SLURM_(?:JOB_)?NODELIST\}?["']?\s*\)""")
+#: The value standing for nodes O to O+L-1 of the job (``<unknown:SLURM_JOB_NODES_O_L>``, :func:`job_nodes_token`): an
+#: unknown value to every rule (the names are not in the files), which tells where ``srun --nodelist`` runs a step.
+JOB_NODES = re.compile(r"<unknown:SLURM_JOB_NODES_(\d+)_(\d+)>")
+
+
+def job_nodes_token(start: int, count: int) -> str:
+    """The :data:`JOB_NODES` value of ``count`` nodes of the job from its node ``start`` (0: the first)."""
+    return unknown(f"SLURM_JOB_NODES_{start}_{count}")
 #: A segment that ends one field and starts the next (``"${A[@]}"`` between elements); a space when joined.
 _FIELD_BREAK = "\x00"
 _ASSIGN_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -600,10 +619,17 @@ class _Shell:
         self.proxies: list[tuple[str, ...]] = []
         #: indexed arrays: their elements, ``None`` where they are not known (see the module docstring).
         self.arrays: dict[str, list[str] | None] = {}
+        #: the arrays of an enclosing shell, certainly unset in the child shell read now (:meth:`child_shell`).
+        self.absent: set[str] = set()
+        #: the arrays filled with the job's node names (``A=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))``),
+        #: whose elements and slices expand to :data:`JOB_NODES` tokens (:meth:`array_expansion`).
+        self.node_lists: set[str] = set()
         self.iterations = 0
         self.depth = 0
         #: how deep :meth:`function_output` calls are nested now.
         self.calls = 0
+        #: how deep calls of the script's functions (``f args``) are nested now: ``$1`` there is the call's argument.
+        self.frames = 0
         #: the words before ``sh -c`` of the command whose script is being read (``srun -w n1 bash -c "..."``).
         self.outer: list[str] = []
         #: the line of the outermost ``eval`` or ``sh -c`` whose text is being read: its engines start there.
@@ -1198,7 +1224,9 @@ class _Shell:
             saved_values, saved_exported = dict(self.values), set(self.exported)
             self.values.update(prefix)
             self.exported |= set(prefix)
+            self.frames += 1
             self.exec(self.functions[words[0]])
+            self.frames -= 1
             self.positional = saved
             self.exported -= set(prefix) - saved_exported
             for name in prefix:  # prefix assignments last for the call only
@@ -1271,14 +1299,14 @@ class _Shell:
             saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
             saved_exported, self.exported = self.exported, set()
             saved_inside, self.inside = self.inside, None  # another host: not inside this host's container
-            self.reread(text)
+            self.child_shell(text)
             self.outer, self.outer_line, self.exported, self.inside = saved_outer, saved_line, saved_exported, saved_inside
             return
         for i, word in enumerate(words[:-1]):
             if word.rsplit("/", 1)[-1] in ("sh", "bash") and words[i + 1] in ("-c", "-lc", "-ec") and i + 2 < len(words):
                 saved_outer, self.outer = self.outer, self.outer + words[:i]
                 saved_line, self.outer_line = self.outer_line, self.outer_line or node.start_point[0] + 1
-                self.reread(words[i + 2])
+                self.child_shell(words[i + 2])
                 self.outer, self.outer_line = saved_outer, saved_line
                 return
 
@@ -1360,6 +1388,26 @@ class _Shell:
             for launch in self.launches[start:]]
         self.values.update({k: back(v) for k, v in self.values.items() if before.get(k) != v})
 
+    def child_shell(self, text: str) -> None:
+        """Run ``text`` as the script of another shell process this one starts (``bash -c '...'``, what ``srun`` or
+        ``ssh`` runs): it gets this shell's environment, never its arrays (bash's manual, "Arrays": array variables
+        may not be exported), so an array of this shell read there (``${nodes[0]}``, ``${nodes[@]}``) is certainly
+        unset and expands to nothing (:attr:`absent`), unless the text sets it itself. The text is read as
+        :meth:`reread` reads it; this shell's arrays are back afterwards."""
+        hidden = {name: (elements, self.values.get(name)) for name, elements in self.arrays.items()}
+        saved_absent, saved_lists = self.absent, set(self.node_lists)
+        self.absent, self.node_lists = saved_absent | set(hidden), set()
+        for name in hidden:
+            del self.arrays[name]
+            self.values.pop(name, None)
+        self.reread(text)
+        self.absent = saved_absent
+        for name, (elements, value) in hidden.items():
+            self.arrays[name] = elements
+            if value is not None:
+                self.values[name] = value
+        self.node_lists = saved_lists
+
     def filled_arrays(self, words: list[str]) -> None:
         """``read -a NAME`` / ``mapfile NAME`` / ``readarray NAME`` fill an array from input: its elements are
         not known (``mapfile`` without a name fills ``MAPFILE``). Options are read as bash's builtins do
@@ -1386,6 +1434,7 @@ class _Shell:
     def set_array(self, name: str, elements: list[str] | None) -> None:
         """Make ``name`` an indexed array (``None``: elements not known); ``$name`` is its element 0."""
         self.arrays[name] = elements
+        self.node_lists.discard(name)
         self.values[name] = unknown(name) if elements is None else elements[0] if elements else ""
 
     def assign(self, node: tree_sitter.Node, options: str = "") -> str:
@@ -1417,8 +1466,14 @@ class _Shell:
                 self.set_array(name, None)  # explicit indices inside (...): not followed
             else:
                 old = self.arrays.get(name, [self.values[name]] if name in self.values else []) if append else []
-                new = [f for w in words for f in self.fields(w)]
-                self.set_array(name, None if old is None else [*old, *new])
+                parts = [self.fields_split_unknown(w) for w in words]
+                new = [f for got, _ in parts for f in got]
+                # an unquoted expansion of unknown value (``($(scontrol show hostnames ...))``) splits into fields
+                # whose number is not known: so are the array's elements
+                split = any(unsure for _, unsure in parts)
+                self.set_array(name, None if old is None or split else [*old, *new])
+                if not append and len(words) == 1 and _JOB_HOSTNAMES.fullmatch(_text(words[0])):
+                    self.node_lists.add(name)  # the job's nodes, in order (:data:`JOB_NODES`)
         else:
             text = _joined(self.segments(value)) if value is not None else ""
             if name in self.arrays or "a" in options:  # a scalar assigned to an array sets its element 0
@@ -1449,7 +1504,10 @@ class _Shell:
         index_text = _text(index_node)
         prefix = _text(node.child(1)) if node.child_count > 1 and node.child(1).type in ("#", "!") else ""
         rest = [c for c in node.children[node.children.index(subscript) + 1:] if c.type != "}"]
-        elements = self.arrays.get(name, [self.values[name]] if name in self.values else None)
+        elements = self.arrays.get(name, [self.values[name]] if name in self.values else
+                                   [] if name in self.absent else None)
+        if name in self.node_lists and prefix == "":
+            return self.job_nodes(node, subscript, index_node, index_text)
         if elements is None or rest:
             return unknown(name)
         if index_text in ("@", "*"):
@@ -1462,6 +1520,26 @@ class _Shell:
             return unknown(name)
         element = elements[index] if -len(elements) <= index < len(elements) else ""
         return str(len(element)) if prefix == "#" else element
+
+    def job_nodes(self, node: tree_sitter.Node, subscript: tree_sitter.Node, index_node: tree_sitter.Node | None,
+                  index_text: str) -> tuple[list[str], bool] | str:
+        """An element or slice of an array of the job's nodes (:attr:`node_lists`): ``${A[N]}`` is the token of node
+        N, ``${A[@]:O:L}`` / ``${A[*]:O:L}`` (bash's manual, "Shell Parameter Expansion": L elements from index O)
+        the token of nodes O to O+L-1 (:func:`job_nodes_token`), with O and L known non-negative integers; anything
+        else is the array's unknown value. Node names stay unknown to every rule; only where an engine runs reads
+        these tokens (:func:`pdd_operator.compat.script_inputs` ``srun --nodelist``)."""
+        name = _text(subscript.child_by_field_name("name"))
+        if index_text not in ("@", "*"):
+            rest = _text(node)[subscript.end_byte - node.start_byte:]
+            index = self.index(index_node)
+            return job_nodes_token(index, 1) if rest == "}" and index is not None and index >= 0 else unknown(name)
+        match = re.fullmatch(r":([^:}]*):([^:}]*)\}", _text(node)[subscript.end_byte - node.start_byte:])
+        if match is None:
+            return unknown(name)
+        start, count = (self.arithmetic(part.strip()) for part in match.groups())
+        if not (start.isdigit() and count.isdigit()) or int(count) == 0:
+            return unknown(name)
+        return [job_nodes_token(int(start), int(count))], index_text == "@"
 
     # words ------------------------------------------------------------------------------------------------
 
@@ -1481,29 +1559,19 @@ class _Shell:
         start = len(self.assumed_empty)
         out = self.fields(node)
         names = self.assumed_empty[start:]
+        if not out and (argument := next((n for n in names if _SCRIPT_ARGUMENT.fullmatch(n)), None)):
+            return [unknown(argument)]  # an unquoted $N of the script's own arguments: not known, not no word
         return [unknown(names[0]) if not f and names else f for f in out]
 
     def fields(self, node: tree_sitter.Node) -> list[str]:
         """The fields one argument expands to (unquoted expansions split on blanks, POSIX 2.6.5)."""
-        out: list[str] = []
-        current: str | None = None
-        for text, splittable in self.segments(node):
-            if text == _FIELD_BREAK:
-                out.append(current or "")
-                current = ""
-                continue
-            if not splittable:
-                current = (current or "") + text
-                continue
-            for j, piece in enumerate(re.split(r"[ \t\n]+", text)):
-                if j > 0 and current is not None:
-                    out.append(current)
-                    current = None
-                if piece:
-                    current = (current or "") + piece
-        if current is not None:
-            out.append(current)
-        return out
+        return _split_fields(self.segments(node))
+
+    def fields_split_unknown(self, node: tree_sitter.Node) -> tuple[list[str], bool]:
+        """:meth:`fields`, and whether an unquoted expansion of unknown value stands in the argument (so that how
+        many fields it gives is not known: ``$(scontrol show hostnames ...)``, not ``--x="$UNKNOWN"``)."""
+        segments = self.segments(node)
+        return _split_fields(segments), any(splittable and unknown_names(text) for text, splittable in segments)
 
     def segments(self, node: tree_sitter.Node, quoted: bool = False) -> list[tuple[str, bool]]:
         """``node`` as ``(text, splittable)`` pieces: splittable ones are unquoted expansion results."""
@@ -1568,6 +1636,8 @@ class _Shell:
                     return printed
             if inner is not None and (here := self.cat_heredoc(inner)) is not None:
                 return here.rstrip("\n")  # command substitution drops trailing newlines (POSIX 2.6.3)
+            if (echoed := self.echoed_nodes(node)) is not None:
+                return echoed
             if self.env.gpus is not None and GPU_COUNT_COMMAND.match(text):
                 return str(self.env.gpus)  # the GPUs the container was handed
             return unknown(words[0] if words and _NAME.match(words[0]) else "command")
@@ -1594,6 +1664,21 @@ class _Shell:
         rest = [c for c in node.named_children if c.type not in ("variable_name", "special_variable_name")]
         word = _joined([t for c in rest for t in self.segments(c, quoted=True)]) if op else None
         return self.variable(name, op, word)
+
+    def echoed_nodes(self, node: tree_sitter.Node) -> str | None:
+        """The output of ``$(IFS=,; echo "${A[*]:0:4}")`` (assignments, then one ``echo`` of one word) where that word
+        is a :data:`JOB_NODES` token: the token, however ``IFS`` joins the names it stands for; ``None`` otherwise.
+        The assignments are the substitution's subshell's (bash's manual, "Command Substitution"): undone after."""
+        children = [c for c in node.named_children if c.type != "comment"]
+        if not children or children[-1].type != "command" or any(
+                c.type != "variable_assignment" for c in children[:-1]):
+            return None
+        saved = dict(self.values)
+        for c in children[:-1]:
+            self.assign(c)
+        words = self.command_words(children[-1])
+        self.values = saved
+        return words[1] if len(words) == 2 and words[0] == "echo" and JOB_NODES.fullmatch(words[1]) else None
 
     def cat_heredoc(self, node: tree_sitter.Node) -> str | None:
         """The output of ``cat <<WORD ... WORD`` (a ``cat`` with no operands reading one here-document, as in
@@ -1638,6 +1723,9 @@ class _Shell:
         if name.isdigit():
             index = int(name) - 1
             value = self.positional[index] if 0 <= index < len(self.positional) else ""
+            if index >= len(self.positional) and op is None and not self.frames and not self.calls:
+                # an argument of the script itself, which its caller may give (argument_fields: not an empty word)
+                self.assumed_empty.append(f"{ARGUMENT}{name}")
             return word if op in (":-", "-", ":=", "=") and value == "" else value
         if name in self.values:
             value = self.values[name]
@@ -1731,6 +1819,30 @@ def _compare(a: str, op: str, b: str, *, pattern: bool) -> bool | None:
         except re.error:
             return None
     return None
+
+
+def _split_fields(segments: list[tuple[str, bool]]) -> list[str]:
+    """The fields of an argument's ``(text, splittable)`` segments (:meth:`_Shell.segments`): splittable text, an
+    unquoted expansion's, is split on blanks (POSIX 2.6.5); :data:`_FIELD_BREAK` ends a field."""
+    out: list[str] = []
+    current: str | None = None
+    for text, splittable in segments:
+        if text == _FIELD_BREAK:
+            out.append(current or "")
+            current = ""
+            continue
+        if not splittable:
+            current = (current or "") + text
+            continue
+        for j, piece in enumerate(re.split(r"[ \t\n]+", text)):
+            if j > 0 and current is not None:
+                out.append(current)
+                current = None
+            if piece:
+                current = (current or "") + piece
+    if current is not None:
+        out.append(current)
+    return out
 
 
 def _literal(text: str) -> str:

@@ -444,6 +444,38 @@ def check_cli_option_malformed(pair: PDPair) -> list[Violation]:
     return out
 
 
+@rule(
+    id="cli-option-missing-value", family="engine-args", severity="error",
+    fields=("spec.prefill.extraArgs", "spec.decode.extraArgs"), in_manifest=("args", "command"),
+    source=("the data-parallel options take one argument (vllm/engine/arg_utils.py add_cli_args: --data-parallel-address "
+            "-dpa type=str, no nargs, 0.23.0 l.1024, 0.30.0 l.1151, 0.34.0 l.1280; -dpp, -dp, -dpl, -dpr alike); "
+            "FlexibleArgumentParser.parse_args hands the words to argparse (vllm/utils/argparse_utils.py 0.34.0 "
+            "l.156, l.313-502), whose _parse_optional reads a following '--' word as an option string, so the option "
+            "gets no argument: 'expected one argument', exit 2"),
+    without_connector=True, one_engine=True, any_release=True,
+    example="--data-parallel-address ${gym_nodes[0]} inside srun bash -c '...', where the batch shell's array does not "
+            "exist: --data-parallel-address --data-parallel-rpc-port 13345",
+)
+def check_cli_option_missing_value(pair: PDPair) -> list[Violation]:
+    """No option that takes one argument is left without it (:func:`~pdd_operator.vllm.flags.missing_values`): the
+    next word is another option, or there is none, as when the word that should hold the value expanded to nothing
+    (a batch shell's array read in the ``bash -c`` that ``srun`` runs, where no array crosses). argparse stops with
+    'expected one argument' (exit 2) on every release, whatever the connector, so every rank of that role fails to
+    start."""
+    out: list[Violation] = []
+    for r in pair.roles:
+        for word in r.missing_values:
+            out.append((f"{r.role}: {word} is followed by another option or by nothing, so it gets no "
+                        f"value: vLLM's argument parser stops with 'argument {word}: expected one argument' (exit 2) "
+                        f"and the {r.role} engine never starts. A value that expands to nothing does this: an unset "
+                        "variable, or a bash array of an outer shell read inside 'bash -c' (srun, ssh), where no array "
+                        "is exported.",
+                        fix_for(pair, f"Give {word} its value in spec.{r.role}.extraArgs.",
+                                f"Give {word} its value on the {r.role}'s command line (export a scalar variable "
+                                "before srun, or expand it in the outer shell).")))
+    return out
+
+
 def _malformed(role: str, word: str) -> tuple[str, str]:
     """``(message, what to write instead)`` for a malformed option ``word`` of the ``role`` engine: a word with three
     hyphens or a typographic dash, or a word of blanks only, what a backslash before a trailing blank passes
