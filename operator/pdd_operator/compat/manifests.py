@@ -58,7 +58,7 @@ from pdd_operator.compat.dynamo_resources import (
 )
 from pdd_operator.compat.kserve_merge import model_source, release_of, template_variant, well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
-from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
+from pdd_operator.compat.pair import PDPair, RoleConfig, partly_read_kv_transfer, role_from_container, unwrap_connector
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
@@ -465,9 +465,16 @@ def _platform_plugin(container: dict, image: str) -> str | None:
 
 def _opaque_kv_transfer_config(argv: list[str], command: list[str], container: dict | None = None) -> str | None:
     """Why the engine's ``--kv-transfer-config`` is not in the manifest (:func:`~pdd_operator.vllm.expansion.
-    opaque_value`), or ``None``. Every other rule reads that value, so such an engine is not checked at all."""
+    opaque_value`), or ``None``. Every other rule reads that value, so such an engine is not checked at all. ``None``
+    too where only some values inside its JSON are unknown and its connector, module path, role and extra config
+    object are written (:func:`~pdd_operator.compat.pair.partly_read_kv_transfer`): the engine is read, and only the
+    rules that read an unknown value are "not checked" for it (``compat.rules.base.run_check``)."""
     env = container_env(container) if container is not None else None
-    return opaque_value(parse_flags(argv)[1].get("--kv-transfer-config"), command, env)
+    flags = parse_flags(argv)[1]
+    why = opaque_value(flags.get("--kv-transfer-config"), command, env)
+    if why and partly_read_kv_transfer(flags, (("--kv-transfer-config", why),), command, env) is not None:
+        return None
+    return why
 
 
 def _engines(

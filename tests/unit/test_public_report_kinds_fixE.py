@@ -1,0 +1,225 @@
+"""Variants of what sets 119 and 116 (tests/unit/data/public_reports_119, _116) taught about LMCache in P/D.
+
+1. **One unknown value inside ``--kv-transfer-config`` set the whole engine aside.** LMCache's k8s xP1D example writes
+   ``"lmcache_rpc_port": "producer-${POD_ID}"`` (``POD_ID=$(hostname | awk ...)``) inside ``kv_connector_extra_config``;
+   the checker read the whole flag as "computed by a command" and did not judge the engine at all, though its
+   connector and role are written. vLLM builds the connector and the engine's side from ``kv_connector``,
+   ``kv_connector_module_path`` and ``kv_role`` alone, so now the engine is read and only the values that are not in
+   the files are unknown (:func:`pdd_operator.vllm.kv_transfer_config.read_partly`): a rule that reads one is "not
+   checked" for it (:func:`pdd_operator.compat.rules.base.run_check`), every other rule judges the pair. An unknown
+   connector, module path, role or extra config object still leaves the engine unknown.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pdd_operator.cli import main
+from pdd_operator.vllm.kv_transfer_config import (
+    PartlyKnown,
+    UnknownField,
+    read_partly,
+    reading_fields,
+    unknown_fields,
+)
+
+
+def _check(tmp_path, capsys, text: str, name: str = "run.sh") -> tuple[int, dict]:
+    path = tmp_path / name
+    path.write_text(text)
+    code = main(["check", str(path), "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _rules(out: dict, severity: str | None = None) -> set[str]:
+    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
+
+
+def _reasons(out: dict) -> str:
+    return " ".join(s["reason"] for s in out["notChecked"])
+
+
+def _why(text: str) -> str | None:
+    return "unknown" if "<unknown:" in text else None
+
+
+# --- the reader ----------------------------------------------------------------------------------------------------
+
+def test_an_unknown_value_in_the_extra_config_leaves_the_rest_known():
+    raw = ('{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_producer","kv_connector_extra_config":'
+           '{"discard_partial_chunks": false, "lmcache_rpc_port": "producer-<unknown:hostname>"}}')
+    config, fields = read_partly(raw, _why)
+    assert fields == (("kv_connector_extra_config.lmcache_rpc_port", "unknown"),)
+    assert config["kv_role"] == "kv_producer" and config["kv_connector"] == "LMCacheConnectorV1"
+    extra = config["kv_connector_extra_config"]
+    assert isinstance(extra, PartlyKnown) and extra.get("discard_partial_chunks") is False
+    with reading_fields():
+        assert extra.get("discard_partial_chunks") is False and "lmcache_rpc_port" in extra
+        with pytest.raises(UnknownField) as raised:
+            extra.get("lmcache_rpc_port")
+    assert raised.value.field == "kv_connector_extra_config.lmcache_rpc_port"
+    assert extra.get("lmcache_rpc_port") == "producer-<unknown:hostname>"  # outside a rule: the expanded text
+
+
+def test_a_bare_unknown_number_is_read_as_an_unknown_value():
+    config, fields = read_partly('{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_port": <unknown:PORT>}', _why)
+    assert [path for path, _ in fields] == ["kv_port"] and config["kv_connector"] == "NixlConnector"
+
+
+def test_an_unknown_value_inside_one_child_of_a_multiconnector():
+    raw = json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_producer", "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_producer"},
+                       {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
+                        "kv_connector_extra_config": {"lmcache.mp.port": "<unknown:LMC_PORT>"}}]}})
+    config, fields = read_partly(raw, _why)
+    assert [p for p, _ in fields] == ["kv_connector_extra_config.connectors[1].kv_connector_extra_config.lmcache.mp.port"]
+    assert unknown_fields(config) == list(fields)
+
+
+@pytest.mark.parametrize("raw", [
+    '{"kv_connector":"NixlConnector","kv_role":"<unknown:ROLE>"}',
+    '{"kv_connector":"kv_<unknown:X>","kv_role":"kv_both"}',
+    '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":"<unknown:M>"}',
+    '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_extra_config":<unknown:EXTRA>}',
+    '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":<unknown:C>}}',
+    '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":'
+    '[{"kv_connector":"NixlConnector","kv_role":"kv_<unknown:R>"}]}}',
+    '<unknown:KV_CONFIG>',
+    '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',  # nothing unknown: not a partial read
+])
+def test_what_decides_the_connector_or_the_side_unknown_leaves_the_config_unknown(raw):
+    assert read_partly(raw, _why) is None
+
+
+# --- whole files ---------------------------------------------------------------------------------------------------
+
+def _nixl_script(p_extra: str, d_extra: str = '{}', p_dtype: str = "auto", d_dtype: str = "auto",
+                 setup: str = "HOSTID=$(hostname | cut -d- -f2)\n", version: str = "0.26.0",
+                 d_port: str = "5601") -> str:
+    def kv(role: str, extra: str) -> str:
+        body = json.dumps({"kv_connector": "NixlConnector", "kv_role": role, "kv_connector_extra_config": "@"})
+        return body.replace('"@"', extra).replace('"', '\\"')
+    return (f"pip install vllm=={version}\n{setup}"
+            f'CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3-8B --port 8100 --kv-cache-dtype {p_dtype} '
+            f'--kv-transfer-config "{kv("kv_producer", p_extra)}" &\n'
+            f"CUDA_VISIBLE_DEVICES=1 VLLM_NIXL_SIDE_CHANNEL_PORT={d_port} vllm serve Qwen/Qwen3-8B --port 8200 "
+            f'--kv-cache-dtype {d_dtype} --kv-transfer-config "{kv("kv_consumer", d_extra)}" &\nwait\n')
+
+
+@pytest.mark.parametrize(("d_dtype", "code"), [("auto", 0), ("fp8", 1)])
+def test_nixl_pair_with_an_unknown_kv_ip_is_judged(tmp_path, capsys, d_dtype, code):
+    # kv_ip in the extra config from a command: no NIXL rule reads it, so the pair is judged as a whole
+    text = _nixl_script('{"kv_ip": "10.0.0.${HOSTID}"}', d_dtype=d_dtype)
+    got, out = _check(tmp_path, capsys, text)
+    assert got == code and not out["notChecked"], out
+    assert ("kv-cache-dtype-mismatch" in _rules(out, "error")) == (code == 1)
+
+
+def test_nixl_pair_with_an_unknown_kv_port_from_a_variable_on_0_18(tmp_path, capsys):
+    text = _nixl_script('{"kv_port": ${KV_PORT}}', d_dtype="fp8", setup="KV_PORT=$(cat /etc/kv_port)\n",
+                        version="0.18.1")
+    got, out = _check(tmp_path, capsys, text)
+    assert got == 1 and "kv-cache-dtype-mismatch" in _rules(out, "error"), out
+
+
+def test_unknown_nixl_backends_hold_back_only_the_rules_that_read_them(tmp_path, capsys):
+    text = _nixl_script('{"backends": ["${BK}"]}', d_dtype="fp8", setup="BK=$(cat /etc/backend)\n")
+    got, out = _check(tmp_path, capsys, text)
+    assert got == 1 and "kv-cache-dtype-mismatch" in _rules(out, "error"), out  # still judged
+    reasons = _reasons(out)
+    assert "prefill's --kv-transfer-config kv_connector_extra_config.backends" in reasons, reasons
+    assert "computed by a command" in reasons
+    got, out = _check(tmp_path, capsys, text.replace("--kv-cache-dtype fp8", "--kv-cache-dtype auto"))
+    assert got == 3 and not _rules(out, "error") and "kv_connector_extra_config.backends" in _reasons(out), out
+
+
+def test_an_unknown_role_stays_unknown(tmp_path, capsys):
+    text = _nixl_script('{"kv_ip": "10.0.0.1"}', d_dtype="fp8", setup="R=$(cat /etc/role)\n").replace(
+        "kv_producer", "kv_${R}")
+    got, out = _check(tmp_path, capsys, text)
+    assert got == 3 and not out["results"], out
+
+
+def _multi(role: str, nixl_role: str, lmc_port: str) -> str:
+    body = json.dumps({"kv_connector": "MultiConnector", "kv_role": role, "kv_connector_extra_config": {"connectors": [
+        {"kv_connector": "NixlConnector", "kv_role": nixl_role},
+        {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
+         "kv_connector_extra_config": {"lmcache.mp.host": "tcp://localhost", "lmcache.mp.port": "@"}}]}})
+    return body.replace('"@"', lmc_port).replace('"', '\\"')
+
+
+@pytest.mark.parametrize(("d_side", "code", "rule"), [("5600", 1, "side-channel-port-conflict"), ("5558", 0, None)])
+def test_multiconnector_with_an_unknown_value_in_one_child_is_judged(tmp_path, capsys, d_side, code, rule):
+    # LMCache's MP guide on one node, each LMCache port from a variable read at start: the NIXL child is judged
+    text = ("pip install vllm==0.26.0\nP_LMC=$(cat /etc/lmc-p)\nD_LMC=$(cat /etc/lmc-d)\n"
+            "CUDA_VISIBLE_DEVICES=6 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve "
+            f'meta-llama/Llama-3.1-8B-Instruct --port 8001 --kv-transfer-config "{_multi("kv_producer", "kv_producer", "${P_LMC}")}" &\n'
+            f"CUDA_VISIBLE_DEVICES=7 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_PORT={d_side} vllm serve "
+            f'meta-llama/Llama-3.1-8B-Instruct --port 8002 --kv-transfer-config "{_multi("kv_consumer", "kv_consumer", "${D_LMC}")}" &\n'
+            "wait\n")
+    got, out = _check(tmp_path, capsys, text)
+    assert got == code, out
+    assert (rule in _rules(out, "error")) if rule else not _rules(out, "error"), out
+    assert "computed by a command" not in _reasons(out)
+
+
+def _statefulsets(connector: str, p_extra: str, d_extra: str, p_dtype: str, d_dtype: str) -> str:
+    def sts(name: str, role: str, port: int, extra: str, dtype: str) -> str:
+        kv = json.dumps({"kv_connector": connector, "kv_role": role, "kv_connector_extra_config": "@"}).replace(
+            '"@"', extra).replace('"', '\\"')
+        return f"""apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: vllm-{name}
+spec:
+  serviceName: vllm-{name}-svc
+  replicas: 1
+  selector:
+    matchLabels:
+      app: vllm-{name}
+  template:
+    metadata:
+      labels:
+        app: vllm-{name}
+    spec:
+      containers:
+      - name: container
+        image: vllm/vllm-openai:v0.26.0
+        env:
+        - name: VLLM_NIXL_SIDE_CHANNEL_HOST
+          valueFrom:
+            fieldRef:
+              fieldPath: status.podIP
+        command: ["/bin/bash", "-c"]
+        args:
+        - |
+          POD_ID=$(hostname | awk -F'-' '{{print $NF}}')
+          vllm serve Qwen/Qwen2.5-0.5B --port {port} --kv-cache-dtype {dtype} \\
+            --kv-transfer-config "{kv}"
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+"""
+    return (sts("prefiller", "kv_producer", 8100, p_extra, p_dtype) + "---\n"
+            + sts("decoder", "kv_consumer", 8200, d_extra, d_dtype))
+
+
+def test_set_119_statefulsets_are_read_with_the_pod_id_in_the_extra_config(tmp_path, capsys):
+    text = _statefulsets("LMCacheConnectorV1", '{"lmcache_rpc_port": "producer-${POD_ID}"}',
+                         '{"lmcache_rpc_port": "consumer0"}', "auto", "auto")
+    got, out = _check(tmp_path, capsys, text, "xp1d.yaml")
+    reasons = _reasons(out)
+    # both engines read and paired; LMCache's channel is not NIXL's: the pair is not checked for that, not set aside
+    assert got == 3 and "computed by a command" not in reasons and "no prefill engine" not in reasons, out
+    assert "LMCacheConnectorV1" in reasons
+
+
+@pytest.mark.parametrize(("d_dtype", "code"), [("auto", 0), ("fp8", 1)])
+def test_statefulsets_of_nixl_with_the_pod_id_in_the_extra_config_are_judged(tmp_path, capsys, d_dtype, code):
+    text = _statefulsets("NixlConnector", '{"engine_tag": "p-${POD_ID}"}', '{"engine_tag": "d-${POD_ID}"}',
+                         "auto", d_dtype)
+    got, out = _check(tmp_path, capsys, text, "xp1d.yaml")
+    assert got == code and not out["notChecked"], out
+    assert ("kv-cache-dtype-mismatch" in _rules(out, "error")) == (code == 1)
