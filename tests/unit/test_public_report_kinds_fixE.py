@@ -8,6 +8,11 @@
    the files are unknown (:func:`pdd_operator.vllm.kv_transfer_config.read_partly`): a rule that reads one is "not
    checked" for it (:func:`pdd_operator.compat.rules.base.run_check`), every other rule judges the pair. An unknown
    connector, module path, role or extra config object still leaves the engine unknown.
+3. **A lone ``kv_both`` LMCache engine with ``LMCACHE_CONFIG_FILE`` was "not checked"** (set 119's LMCache#1088 and
+   #2306 commands, set 116's Hygon LMCache-over-Mooncake engine): its config file may turn LMCache's P/D mode on, but
+   with no other engine in the input there is no pair whatever the file holds: nothing to check, with a note
+   (:func:`pdd_operator.compat.manifests.lone_lmcache_engine`). Two such engines stay "not checked" (which side each
+   plays is in their files: commit d2de55a2).
 """
 
 from __future__ import annotations
@@ -223,3 +228,58 @@ def test_statefulsets_of_nixl_with_the_pod_id_in_the_extra_config_are_judged(tmp
     got, out = _check(tmp_path, capsys, text, "xp1d.yaml")
     assert got == code and not out["notChecked"], out
     assert ("kv-cache-dtype-mismatch" in _rules(out, "error")) == (code == 1)
+
+
+# --- 3. a lone kv_both LMCache engine whose P/D mode its config file may turn on -----------------------------------
+
+def _lmcache_line(env: str = "LMCACHE_CONFIG_FILE=/etc/lmcache/cpu.yaml", connector: str = "LMCacheConnectorV1",
+                  role: str = "kv_both", model: str = "Qwen/Qwen3-8B", port: int = 8000) -> str:
+    return (f"{env} vllm serve {model} --port {port} --kv-transfer-config "
+            f"'{{\"kv_connector\":\"{connector}\",\"kv_role\":\"{role}\"}}'\n")
+
+
+@pytest.mark.parametrize(("pin", "env"), [
+    ("pip install vllm==0.9.1 lmcache==0.3.1.post1\n", "LMCACHE_CONFIG_FILE=/etc/lmcache/cpu.yaml"),
+    ("pip install vllm==0.26.0\n", "LMCACHE_CONFIG_FILE=blend.yaml"),
+    ("", "LMCACHE_ENABLE_PD=True LMCACHE_PD_ROLE=sender"),
+])
+def test_a_lone_lmcache_kv_both_engine_is_nothing_to_check_with_a_note(tmp_path, capsys, pin, env):
+    code, out = _check(tmp_path, capsys, "#!/bin/bash\n" + pin + _lmcache_line(env))
+    assert code == 4 and not out["notChecked"] and not out["results"], out
+    notes = [a["reason"] for a in out["aggregated"]]
+    assert len(notes) == 1 and env.split("=", 1)[0] in notes[0] and "no other vLLM engine" in notes[0], notes
+
+
+def test_a_lone_lmcache_mp_engine_in_a_multiconnector_is_nothing_to_check(tmp_path, capsys):
+    kv = json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
+                        "kv_connector_extra_config": {"lmcache.mp.port": 6555, "pd_role": "sender"}},
+                       {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}]}})
+    code, out = _check(tmp_path, capsys, f"pip install vllm==0.26.0\nvllm serve Qwen/Qwen3-8B --kv-transfer-config '{kv}'\n")
+    assert code == 4 and out["aggregated"] and "kv_connector_extra_config" in out["aggregated"][0]["reason"], out
+
+
+def test_a_lone_lmcache_deployment_with_a_config_file_is_nothing_to_check(tmp_path, capsys):
+    kv = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
+    doc = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "qwen-lmcache"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "q"}}, "template": {
+            "metadata": {"labels": {"app": "q"}}, "spec": {"containers": [{
+                "name": "vllm", "image": "vllm/vllm-openai:v0.23.0", "command": ["vllm", "serve"],
+                "args": ["Qwen/Qwen3-8B", "--kv-transfer-config", kv],
+                "env": [{"name": "LMCACHE_CONFIG_FILE", "value": "/config/lmcache.yaml"}],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    code, out = _check(tmp_path, capsys, json.dumps(doc), "lmcache.yaml")
+    assert code == 4 and out["aggregated"] and not out["notChecked"], out
+
+
+@pytest.mark.parametrize("text", [
+    # two such engines: which side each plays is in their config files (commit d2de55a2 keeps them not checked)
+    _lmcache_line() + _lmcache_line(model="Qwen/Qwen3-4B", port=8001),
+    _lmcache_line() + _lmcache_line(port=8001),
+    # a lone kv_producer is a prefill whose decode is elsewhere, a lone NIXL kv_both half of a pair elsewhere
+    _lmcache_line(role="kv_producer"),
+    _lmcache_line(env="VLLM_NIXL_SIDE_CHANNEL_PORT=5600", connector="NixlConnector"),
+])
+def test_with_a_peer_engine_or_another_role_or_connector_it_stays_not_checked(tmp_path, capsys, text):
+    code, out = _check(tmp_path, capsys, "pip install vllm==0.23.0\n" + text)
+    assert code == 3 and out["notChecked"] and not out.get("aggregated"), out
