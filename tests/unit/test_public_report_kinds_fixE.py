@@ -8,6 +8,13 @@
    the files are unknown (:func:`pdd_operator.vllm.kv_transfer_config.read_partly`): a rule that reads one is "not
    checked" for it (:func:`pdd_operator.compat.rules.base.run_check`), every other rule judges the pair. An unknown
    connector, module path, role or extra config object still leaves the engine unknown.
+2. **MultiConnector [NixlConnector, LMCacheMPConnector] before 0.25.0** (set 119's LMCache MP guide on 0.23.0): the
+   ``multi-connector-params-producers`` warning put every release on the lmcache package. vLLM's own class decides it
+   per release (:func:`pdd_operator.compat.rules.multi_connector.params_producer_class`): it returns ``None`` on
+   0.12.0-0.19.x (nothing fails), ``{}`` on 0.20.0-0.21.x (every prefill request raises "Only one connector can
+   produce KV transfer params": an error), and 0.22.0-0.24.x bind the lmcache package's class where it imports
+   (a warning; an error with ``LMCACHE_USE_UPSTREAM_MP`` set). A child's external ``kv_connector_module_path``
+   always depends on that package. The decode's NIXL child returns no params, so only the prefill is judged.
 3. **A lone ``kv_both`` LMCache engine with ``LMCACHE_CONFIG_FILE`` was "not checked"** (set 119's LMCache#1088 and
    #2306 commands, set 116's Hygon LMCache-over-Mooncake engine): its config file may turn LMCache's P/D mode on, but
    with no other engine in the input there is no pair whatever the file holds: nothing to check, with a note
@@ -283,3 +290,66 @@ def test_a_lone_lmcache_deployment_with_a_config_file_is_nothing_to_check(tmp_pa
 def test_with_a_peer_engine_or_another_role_or_connector_it_stays_not_checked(tmp_path, capsys, text):
     code, out = _check(tmp_path, capsys, "pip install vllm==0.23.0\n" + text)
     assert code == 3 and out["notChecked"] and not out.get("aggregated"), out
+
+
+# --- 2. MultiConnector [NixlConnector, LMCacheMPConnector] per release ---------------------------------------------
+
+MP_CHILD = {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
+            "kv_connector_extra_config": {"lmcache.mp.host": "tcp://localhost", "lmcache.mp.port": 6555}}
+
+
+def _mp_guide(version: str, env: str = "", child: dict | None = None, lmcache_first: bool = False) -> str:
+    """LMCache's MP P/D guide on one node (set 119), on ``version``; ``env`` on the prefill's line."""
+    def kv(role: str) -> str:
+        children = [{"kv_connector": "NixlConnector", "kv_role": role}, child or MP_CHILD]
+        return json.dumps({"kv_connector": "MultiConnector", "kv_role": role, "kv_connector_extra_config": {
+            "connectors": children[::-1] if lmcache_first else children}})
+    return (f"pip install vllm=={version}\n"
+            f"CUDA_VISIBLE_DEVICES=6 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 {env} "
+            f"vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8001 --kv-transfer-config '{kv('kv_producer')}' &\n"
+            "CUDA_VISIBLE_DEVICES=7 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_PORT=5558 "
+            f"vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8002 --kv-transfer-config '{kv('kv_consumer')}' &\nwait\n")
+
+
+def _params(out: dict) -> list[dict]:
+    return [f for r in out["results"] for f in r["findings"] if f["rule"] == "multi-connector-params-producers"]
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.20.2", "0.21.0"])
+@pytest.mark.parametrize("lmcache_first", [False, True])
+def test_vllms_own_class_returning_an_empty_dict_fails_the_prefill(tmp_path, capsys, version, lmcache_first):
+    code, out = _check(tmp_path, capsys, _mp_guide(version, lmcache_first=lmcache_first))
+    found = _params(out)
+    assert code == 1 and [f["severity"] for f in found] == ["error"], out
+    assert found[0]["message"].startswith("prefill:") and "every prefill/decode request" in found[0]["message"]
+
+
+@pytest.mark.parametrize("version", ["0.22.0", "0.23.0", "0.24.0"])
+def test_the_package_class_preferred_from_0_22_is_a_warning_unless_the_builtin_is_forced(tmp_path, capsys, version):
+    code, out = _check(tmp_path, capsys, _mp_guide(version))
+    assert code == 0 and [f["severity"] for f in _params(out)] == ["warning"], out
+    assert "lmcache package's class" in _params(out)[0]["message"]
+    code, out = _check(tmp_path, capsys, _mp_guide(version, env="LMCACHE_USE_UPSTREAM_MP=1"))
+    assert code == 1 and [f["severity"] for f in _params(out)] == ["error"], out
+    assert "LMCACHE_USE_UPSTREAM_MP is set" in _params(out)[0]["message"]
+
+
+@pytest.mark.parametrize("version", ["0.12.0", "0.14.0", "0.18.1", "0.19.1"])
+def test_vllms_own_class_returning_none_fails_nothing(tmp_path, capsys, version):
+    code, out = _check(tmp_path, capsys, _mp_guide(version))
+    assert not _params(out) and code in (0, 1), out
+    assert "multi-connector-params-producers" not in _rules(out)
+
+
+@pytest.mark.parametrize("version", ["0.18.1", "0.21.0"])
+def test_an_external_module_path_depends_on_that_package(tmp_path, capsys, version):
+    child = {**MP_CHILD, "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector"}
+    code, out = _check(tmp_path, capsys, _mp_guide(version, child=child))
+    found = _params(out)
+    assert [f["severity"] for f in found] == ["warning"] and "lmcache.integration.vllm" in found[0]["message"], out
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.26.0", "0.34.0"])
+def test_from_0_25_the_params_are_merged(tmp_path, capsys, version):
+    _, out = _check(tmp_path, capsys, _mp_guide(version, env="LMCACHE_USE_UPSTREAM_MP=1"))
+    assert not _params(out), out
