@@ -177,8 +177,10 @@ def test_multiconnector_with_an_unknown_value_in_one_child_is_judged(tmp_path, c
     assert "computed by a command" not in _reasons(out)
 
 
-def _statefulsets(connector: str, p_extra: str, d_extra: str, p_dtype: str, d_dtype: str) -> str:
+def _statefulsets(connector: str, p_extra: str, d_extra: str, p_dtype: str, d_dtype: str,
+                  image: str = "vllm/vllm-openai:v0.26.0", p_flags: str = "", gpus: int = 1) -> str:
     def sts(name: str, role: str, port: int, extra: str, dtype: str) -> str:
+        flags = p_flags if role == "kv_producer" else ""
         kv = json.dumps({"kv_connector": connector, "kv_role": role, "kv_connector_extra_config": "@"}).replace(
             '"@"', extra).replace('"', '\\"')
         return f"""apiVersion: apps/v1
@@ -198,7 +200,7 @@ spec:
     spec:
       containers:
       - name: container
-        image: vllm/vllm-openai:v0.26.0
+        image: {image}
         env:
         - name: VLLM_NIXL_SIDE_CHANNEL_HOST
           valueFrom:
@@ -208,11 +210,11 @@ spec:
         args:
         - |
           POD_ID=$(hostname | awk -F'-' '{{print $NF}}')
-          vllm serve Qwen/Qwen2.5-0.5B --port {port} --kv-cache-dtype {dtype} \\
+          vllm serve Qwen/Qwen2.5-0.5B --port {port} --kv-cache-dtype {dtype} {flags} \\
             --kv-transfer-config "{kv}"
         resources:
           limits:
-            nvidia.com/gpu: "1"
+            nvidia.com/gpu: "{gpus}"
 """
     return (sts("prefiller", "kv_producer", 8100, p_extra, p_dtype) + "---\n"
             + sts("decoder", "kv_consumer", 8200, d_extra, d_dtype))
@@ -353,3 +355,15 @@ def test_an_external_module_path_depends_on_that_package(tmp_path, capsys, versi
 def test_from_0_25_the_params_are_merged(tmp_path, capsys, version):
     _, out = _check(tmp_path, capsys, _mp_guide(version, env="LMCACHE_USE_UPSTREAM_MP=1"))
     assert not _params(out), out
+
+
+@pytest.mark.parametrize(("connector", "image"), [("LMCacheConnectorV1", "lmcache/vllm-openai:latest-nightly"),
+                                                  ("MooncakeConnector", "vllm/vllm-openai:latest")])
+@pytest.mark.parametrize(("gpus", "code"), [(1, 1), (2, 3)])
+def test_gpu_count_is_judged_on_a_read_engine_of_another_connector_and_an_unknown_release(
+        tmp_path, capsys, connector, image, gpus, code):
+    # set 119's xP1D prefiller with TP 2: once the engine is read, one device per rank holds on every release
+    text = _statefulsets(connector, '{"lmcache_rpc_port": "producer-${POD_ID}"}', '{"lmcache_rpc_port": "c0"}',
+                         "auto", "auto", image=image, p_flags="--tensor-parallel-size 2", gpus=gpus)
+    got, out = _check(tmp_path, capsys, text, "xp1d.yaml")
+    assert got == code and ("parallelism-gpu-count" in _rules(out, "error")) == (code == 1), out
