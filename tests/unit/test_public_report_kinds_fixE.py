@@ -165,11 +165,12 @@ def _multi(role: str, nixl_role: str, lmc_port: str) -> str:
 @pytest.mark.parametrize(("d_side", "code", "rule"), [("5600", 1, "side-channel-port-conflict"), ("5558", 0, None)])
 def test_multiconnector_with_an_unknown_value_in_one_child_is_judged(tmp_path, capsys, d_side, code, rule):
     # LMCache's MP guide on one node, each LMCache port from a variable read at start: the NIXL child is judged
+    p_kv, d_kv = _multi("kv_producer", "kv_producer", "${P_LMC}"), _multi("kv_consumer", "kv_consumer", "${D_LMC}")
     text = ("pip install vllm==0.26.0\nP_LMC=$(cat /etc/lmc-p)\nD_LMC=$(cat /etc/lmc-d)\n"
             "CUDA_VISIBLE_DEVICES=6 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve "
-            f'meta-llama/Llama-3.1-8B-Instruct --port 8001 --kv-transfer-config "{_multi("kv_producer", "kv_producer", "${P_LMC}")}" &\n'
+            f'meta-llama/Llama-3.1-8B-Instruct --port 8001 --kv-transfer-config "{p_kv}" &\n'
             f"CUDA_VISIBLE_DEVICES=7 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_PORT={d_side} vllm serve "
-            f'meta-llama/Llama-3.1-8B-Instruct --port 8002 --kv-transfer-config "{_multi("kv_consumer", "kv_consumer", "${D_LMC}")}" &\n'
+            f'meta-llama/Llama-3.1-8B-Instruct --port 8002 --kv-transfer-config "{d_kv}" &\n'
             "wait\n")
     got, out = _check(tmp_path, capsys, text)
     assert got == code, out
