@@ -368,3 +368,24 @@ def test_gpu_count_is_judged_on_a_read_engine_of_another_connector_and_an_unknow
                          "auto", "auto", image=image, p_flags="--tensor-parallel-size 2", gpus=gpus)
     got, out = _check(tmp_path, capsys, text, "xp1d.yaml")
     assert got == code and ("parallelism-gpu-count" in _rules(out, "error")) == (code == 1), out
+
+
+def test_p2p_nccl_pair_with_an_unknown_kv_port_is_not_checked_for_that_rule_only(tmp_path, capsys):
+    def kv(role: str, http: int, port: str) -> str:
+        body = {"kv_connector": "P2pNcclConnector", "kv_role": role, "kv_buffer_size": "1e9",
+                "kv_connector_extra_config": {"proxy_ip": "127.0.0.1", "proxy_port": "30001", "http_port": str(http)}}
+        if port:
+            body["kv_port"] = port
+        return json.dumps(body).replace('"', '\\"')
+
+    def script(port: str) -> str:
+        p_kv, d_kv = kv("kv_producer", 20001, port), kv("kv_consumer", 20002, port)
+        return ("pip install vllm==0.12.0\nPORT=$(shuf -i 20000-30000 -n 1)\n"
+                f'CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3-8B --port 20001 --kv-transfer-config "{p_kv}" &\n'
+                f'CUDA_VISIBLE_DEVICES=1 vllm serve Qwen/Qwen3-8B --port 20002 --kv-transfer-config "{d_kv}" &\n'
+                "wait\n")
+    code, out = _check(tmp_path, capsys, script("${PORT}"))
+    assert code == 3 and not _rules(out, "error"), out
+    assert "p2p-nccl-kv-port-conflict reads prefill's --kv-transfer-config kv_port" in _reasons(out), out
+    code, out = _check(tmp_path, capsys, script(""))  # no kv_port on either: both bind the default, on one host
+    assert code == 1 and "p2p-nccl-kv-port-conflict" in _rules(out, "error"), out
