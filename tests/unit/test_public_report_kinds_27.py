@@ -80,12 +80,14 @@ def _multi(role, *children):
         "connectors": [{"kv_connector": c, "kv_role": role if c == "NixlConnector" else "kv_both"} for c in children]}})
 
 
-def test_lmcache_mp_before_nixl_on_the_prefill_only_warns_for_the_prefill(tmp_path, capsys):
+def test_lmcache_mp_before_nixl_on_the_prefill_only_fails_the_prefill(tmp_path, capsys):
+    # 0.20.2 runs vLLM's own LMCacheMPConnector, which returns {} for every request with kv_transfer_params
+    # (lmcache_mp_connector.py line 935): an error since fixE (tests/unit/test_public_report_kinds_fixE.py)
     docs = _pair("meta-llama/Llama-3.1-70B-Instruct", "vllm/vllm-openai:v0.20.2",
                  _multi("kv_producer", "LMCacheMPConnector", "NixlConnector"), _kv("kv_consumer"),
                  gpus=4, args=("--tensor-parallel-size", "4"))
     code, out = check(tmp_path, capsys, *docs)
-    assert code == 0 and MULTI in rules(out, "warning")
+    assert code == 1 and MULTI in rules(out, "error")
     messages = [f["message"] for r in out["results"] for f in r["findings"] if f["rule"] == MULTI]
     assert len(messages) == 1 and messages[0].startswith("prefill:")
 

@@ -58,7 +58,7 @@ from pdd_operator.compat.dynamo_resources import (
 )
 from pdd_operator.compat.kserve_merge import model_source, release_of, template_variant, well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
-from pdd_operator.compat.pair import PDPair, RoleConfig, role_from_container, unwrap_connector
+from pdd_operator.compat.pair import PDPair, RoleConfig, partly_read_kv_transfer, role_from_container, unwrap_connector
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
@@ -465,9 +465,16 @@ def _platform_plugin(container: dict, image: str) -> str | None:
 
 def _opaque_kv_transfer_config(argv: list[str], command: list[str], container: dict | None = None) -> str | None:
     """Why the engine's ``--kv-transfer-config`` is not in the manifest (:func:`~pdd_operator.vllm.expansion.
-    opaque_value`), or ``None``. Every other rule reads that value, so such an engine is not checked at all."""
+    opaque_value`), or ``None``. Every other rule reads that value, so such an engine is not checked at all. ``None``
+    too where only some values inside its JSON are unknown and its connector, module path, role and extra config
+    object are written (:func:`~pdd_operator.compat.pair.partly_read_kv_transfer`): the engine is read, and only the
+    rules that read an unknown value are "not checked" for it (``compat.rules.base.run_check``)."""
     env = container_env(container) if container is not None else None
-    return opaque_value(parse_flags(argv)[1].get("--kv-transfer-config"), command, env)
+    flags = parse_flags(argv)[1]
+    why = opaque_value(flags.get("--kv-transfer-config"), command, env)
+    if why and partly_read_kv_transfer(flags, (("--kv-transfer-config", why),), command, env) is not None:
+        return None
+    return why
 
 
 def _engines(
@@ -1816,25 +1823,49 @@ def single_engine_cache(e: Engine) -> str | None:
     in ``kv_connector_extra_config``), or a MultiConnector whose children all are. A lone ``kv_both`` NixlConnector,
     MooncakeConnector or P2pNcclConnector engine is half of a pair whose other half is elsewhere: ``None``."""
     written = e.config.kv_transfer_written or e.config.kv_transfer
-    if written.get("kv_role") != "kv_both":
-        return None
-
-    def cache(kv: dict) -> bool:
-        name = kv.get("kv_connector")
-        extra = kv.get("kv_connector_extra_config") if isinstance(kv.get("kv_connector_extra_config"), dict) else {}
-        if name == "MultiConnector":
-            children = extra.get("connectors")
-            return (isinstance(children, list) and bool(children)
-                    and all(isinstance(c, dict) and cache(c) for c in children))
-        if name in OFFLOAD_ONLY_CONNECTORS:
-            return True
-        return (name in LMCACHE_CONNECTORS and not any(k in e.config.env for k in _LMCACHE_PD_SOURCES)
-                and not any(_LMCACHE_PD_KEY.search(str(k)) for k in extra))
-
-    if not cache(written):
+    if written.get("kv_role") != "kv_both" or not _cache_connector(written, e.config.env):
         return None
     return (f"{written.get('kv_connector')} with kv_role kv_both caches or offloads this engine's own KV and hands "
             "none to another engine")
+
+
+def _cache_connector(kv: dict, env: dict | None) -> bool:
+    """``kv`` (a ``--kv-transfer-config`` object) names a connector that only caches or offloads its engine's own KV
+    (:func:`single_engine_cache`): an offloading one, a MultiConnector of such, or an LMCache one whose P/D mode
+    nothing can turn on. ``env``: the engine's environment, read for LMCache's P/D sources; ``None`` leaves those
+    (and the P/D keys of the extra config) out: the connector is an LMCache one whatever they turn on."""
+    name = kv.get("kv_connector")
+    extra = kv.get("kv_connector_extra_config") if isinstance(kv.get("kv_connector_extra_config"), dict) else {}
+    if name == "MultiConnector":
+        children = extra.get("connectors")
+        return (isinstance(children, list) and bool(children)
+                and all(isinstance(c, dict) and _cache_connector(c, env) for c in children))
+    if name in OFFLOAD_ONLY_CONNECTORS:
+        return True
+    return name in LMCACHE_CONNECTORS and (env is None or (not any(k in env for k in _LMCACHE_PD_SOURCES)
+                                                           and not any(_LMCACHE_PD_KEY.search(str(k)) for k in extra)))
+
+
+def lone_lmcache_engine(e: Engine, engines: list[Engine]) -> str | None:
+    """Why ``e`` is no side of a prefill/decode pair in these files although LMCache's P/D mode may be on in it, or
+    ``None``: a ``kv_both`` engine of an LMCache connector (or a MultiConnector of LMCache and offloading ones) that
+    something can switch to LMCache's P/D mode (its ``LMCACHE_CONFIG_FILE``, not in the files, ``LMCACHE_*`` P/D
+    variables or extra-config keys: :func:`single_engine_cache` says ``None`` for it), with no other engine at all among
+    ``engines`` (all the files' engines, encoders left out) but engines that cache only their own KV. LMCache's P/D
+    channel moves KV only between two engines (lmcache/v1/config.py ``enable_pd`` with ``pd_role`` sender /
+    receiver): with no second engine in the input no pair exists, whatever the file holds, so there is nothing to
+    check (with this note). Where a second engine is there, which side each plays depends on their config files,
+    which are not read: that pair stays "not checked" (commit d2de55a2)."""
+    written = e.config.kv_transfer_written or e.config.kv_transfer
+    if e.role != "both" or written.get("kv_role") != "kv_both" or not _cache_connector(written, None):
+        return None
+    if any(o is not e and not (o.role == "both" and single_engine_cache(o)) for o in engines):
+        return None
+    source = next((k for k in _LMCACHE_PD_SOURCES if k in e.config.env), "its kv_connector_extra_config")
+    return (f"a lone {written.get('kv_connector')} engine with kv_role kv_both: {source} may turn LMCache's P/D mode "
+            "on (its settings are not in these files), but no other vLLM engine is in the files to hand KV to or take "
+            "it from, so no prefill/decode pair is here (give pdd check the peer engine's file too if it runs "
+            "elsewhere)")
 
 
 #: The side a ``kv_both`` engine takes opposite engines whose ``kv_role`` fixes theirs.
@@ -1897,7 +1928,8 @@ def pair_engines(engines: list[Engine]) -> tuple[list[tuple[PDPair, Engine, Engi
     prefills = [e for e in engines if e.role == "prefill"]
     decodes = [e for e in engines if e.role == "decode"]
     pairs, either = _either_way_pairs(engines)
-    unpaired = [Unpaired(e, f"not checked: cannot tell prefill from decode because {e.role_unknown}" if e.role_unknown
+    unpaired = [Unpaired(e, lone, aggregated=True) if (lone := lone_lmcache_engine(e, engines)) else
+                Unpaired(e, f"not checked: cannot tell prefill from decode because {e.role_unknown}" if e.role_unknown
                          else "its role (prefill or decode) cannot be told from kv_role, flags, labels or names")
                 for e in engines if e.role not in ("prefill", "decode") and id(e) not in either
                 and not (e.role == "both" and single_engine_cache(e))]  # a lone engine's cache: no P/D side

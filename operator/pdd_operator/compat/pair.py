@@ -38,7 +38,14 @@ from pdd_operator.vllm.grpc_server import GRPC_SERVER_MODULES
 from pdd_operator.vllm.http_socket import api_server_count
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.kv_offloading import offloading_connector, repeated_connectors
-from pdd_operator.vllm.kv_transfer_config import kv_transfer_config_errors, refused_fields, third_party_module, well_typed
+from pdd_operator.vllm.kv_transfer_config import (
+    kv_transfer_config_errors,
+    partly_known,
+    read_partly,
+    refused_fields,
+    third_party_module,
+    well_typed,
+)
 from pdd_operator.vllm.lora import adapter_names
 from pdd_operator.vllm.max_model_len import CONFIG_OVERRIDE_FLAGS
 from pdd_operator.vllm.mm_inputs import disabled_modalities
@@ -824,6 +831,21 @@ def rdma_mount(container: dict, pod_spec: dict) -> str:
                  if isinstance(m, dict) and str(m.get("name")) in infiniband), "")
 
 
+def partly_read_kv_transfer(
+    flags: dict, opaque: tuple[tuple[str, str], ...], written: list[str], cenv: ContainerEnv | None,
+) -> tuple[dict, tuple[tuple[str, str], ...]] | None:
+    """An engine's ``--kv-transfer-config`` read as far as it is known, where it is opaque (in ``opaque``,
+    :func:`~pdd_operator.vllm.expansion.opaque_value`) only because some of its values are not in the files:
+    :func:`~pdd_operator.vllm.kv_transfer_config.read_partly`'s ``(config, unknown fields)``, each value's opacity
+    judged as the flag's is (``written``: the container's command and args; ``cenv``: its environment). ``None``
+    where the flag is known, absent, or unknown as a whole (not JSON, or its connector, module path, role or extra
+    config object is unknown: the engine's KV transfer settings are then not in the files)."""
+    raw = flags.get("--kv-transfer-config")
+    if "--kv-transfer-config" not in dict(opaque) or not isinstance(raw, str):
+        return None
+    return read_partly(raw, lambda text: opaque_value(text, written, cenv))
+
+
 def role_from_container(
     role: str, container: dict, pod_spec: dict | None, *, version_text: str | None, pod_meta: dict | None = None,
     launch: Launch | None = None,
@@ -849,6 +871,10 @@ def role_from_container(
     opaque = tuple((name, why) for name, value in flags.items() if (why := opaque_value(value, written, cenv)))
     if "--model" not in flags and (why := opaque_value(model, written, cenv)):
         opaque += (("--model", why),)
+    partly = partly_read_kv_transfer(flags, opaque, written, cenv)
+    if partly is not None:  # only some values of its JSON are unknown: the rest is read (kv_transfer_config.read_partly)
+        opaque = tuple(o for o in opaque if o[0] != "--kv-transfer-config") + tuple(
+            (f"--kv-transfer-config {path}", why) for path, why in partly[1])
     known = {name: value for name, value in flags.items() if name not in dict(opaque)}
     env = _role_env(cenv, launch)
     opaque += tuple((name, _env_why(name, cenv, launch)) for name, value in env.items() if unknown_names(value))
@@ -858,10 +884,12 @@ def role_from_container(
     kv_transfer, speculative, wrapper, removed = {}, None, None, ()
     raw_kv: object = {}
     try:
-        raw_kv = json_flag(known, "--kv-transfer-config") or {}
+        raw_kv = partly[0] if partly is not None else json_flag(known, "--kv-transfer-config") or {}
         errors.extend(kv_transfer_config_errors(raw_kv, role_required="dynamo.vllm" not in argv))
         removed = refused_fields(raw_kv) if isinstance(raw_kv, dict) else ()
         kv_transfer, wrapper = unwrap_connector(well_typed(raw_kv))
+        if partly is not None:  # the copies unwrap_connector made name the unknown values again
+            kv_transfer = partly_known(kv_transfer, lambda text: opaque_value(text, written, cenv))
     except ValueError as exc:
         errors.append(str(exc))
     connector_note = ""
@@ -986,7 +1014,8 @@ def role_from_container(
                if (loose := loose_unknown(argv)) else ""),
         setup=script_setup(container, pod_spec, launch),
         wrapper=wrapper,
-        kv_transfer_written=well_typed(raw_kv) if isinstance(raw_kv, dict) else {},
+        kv_transfer_written=(partly_known(well_typed(raw_kv), lambda text: opaque_value(text, written, cenv))
+                             if isinstance(raw_kv, dict) else {}),
         ec_transfer_written=raw_ec,
         kv_transfer_removed=removed,
         attention_config_keys=tuple(str(k) for k in attention_config) if isinstance(attention_config, dict) else (),

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.vllm.expansion import unknown_names
+from pdd_operator.vllm.kv_transfer_config import UnknownField, reading_fields, unknown_fields
 from pdd_operator.vllm.versions import Version, fmt
 
 #: One violation: ``(message, fix)``, or ``(message, fix, "warning")`` where an error rule is not certain for
@@ -139,9 +140,22 @@ def run_check(r: Rule, pair: PDPair) -> list[Violation]:
     read, which may well be the one that works; its error becomes "not checked" with the same message. Rules name
     the values they read in ``Rule.needs`` first (they are then not run at all); this catches a reader that
     compares raw strings without doing so. Warnings are kept as they are.
+
+    The rule runs with :func:`~pdd_operator.vllm.kv_transfer_config.reading_fields` on: where it reads a value of a
+    role's ``--kv-transfer-config`` that is not in the files (a :class:`~pdd_operator.vllm.kv_transfer_config.
+    PartlyKnown` field: ``"kv_port": "$PORT"`` of unknown value, the rest written), it is :data:`NOT_CHECKED` for
+    that field, naming it, and every other rule still judges the pair.
     """
     out: list[Violation] = []
-    for message, fix, *severity in r.check(pair) if r.check else []:
+    try:
+        with reading_fields():
+            found = list(r.check(pair)) if r.check else []
+    except UnknownField as exc:
+        owner = next((f"{x.role}'s " for x in pair.roles
+                      if any(path == exc.field for path, _ in unknown_fields(x.kv_transfer_written))), "")
+        return [(f"{r.id} reads {owner}--kv-transfer-config {exc.field}, which is {exc.why}.",
+                 f"Write {exc.field} in --kv-transfer-config as a literal value to have {r.id} checked.", NOT_CHECKED)]
+    for message, fix, *severity in found:
         if (severity or [r.severity]) == ["error"] and unknown_names(message):
             out.append((f"{message} (It compares a value that is not in these files: "
                         f"${unknown_names(message)[0]}.)", fix, NOT_CHECKED))

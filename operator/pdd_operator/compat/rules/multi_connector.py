@@ -6,17 +6,46 @@ from __future__ import annotations
 from pdd_operator.compat.dynamo_engine_defaults import dynamo_release
 from pdd_operator.compat.pair import PDPair
 from pdd_operator.compat.rules.base import NOT_CHECKED, Violation, rule
+from pdd_operator.vllm.kv_transfer_config import multi_connector_children, third_party_module
 from pdd_operator.vllm.versions import Version, fmt
 
 #: Connectors that may return ``kv_transfer_params`` from ``request_finished`` next to NIXL's. Before
 #: :data:`PARAMS_MERGED_SINCE` vLLM's ``MultiConnector`` (kv_connector/v1/multi_connector.py
-#: ``request_finished`` / ``_aggregate_request_finished``: 0.9.0-0.24.0 sdists, e.g. 0.24.0 line 498) raises
-#: ``RuntimeError("Only one connector can produce KV transfer params")`` when a second child returns params that
-#: are not ``None``, and NixlConnector returns them for every request P finishes. LMCacheMPConnector returned an
-#: empty dict (not ``None``) until LMCache/LMCache#3866 and returns per-request cache statistics where LMCache
-#: reports them after it (the maintainers want them in ``kv_transfer_params``), so whether a pair fails depends on
-#: the LMCache build inside the image, which a manifest does not show.
+#: ``_aggregate_request_finished``: 0.19.1 and 0.20.2 line 455, 0.21.0 line 465, 0.22.0 line 474, 0.23.0 lines
+#: 480-500, 0.24.0 line 498) raises ``RuntimeError("Only one connector can produce KV transfer params")`` when a second
+#: child returns params that are not ``None``, and NixlConnector returns them for every request the prefill finishes
+#: for a remote decode (0.23.0 nixl/scheduler.py lines 599-668: the dict at line 664; ``None`` for a decode's
+#: ``do_remote_prefill`` request, lines 609-623, unless bidirectional transfer is on). Which ``LMCacheMPConnector``
+#: runs, by release (factory.py registers ``vllm...v1.lmcache_mp_connector.LMCacheMPConnector`` in every one from
+#: 0.12.0: 0.18.1 lines 170-174, 0.23.0 lines 176-181):
+#:
+#: - 0.12.0-0.19.1 (:data:`OWN_CLASS_EMPTY_PARAMS_SINCE` excluded): vLLM's own class, whose ``request_finished``
+#:   returns ``True, None`` (lmcache_mp_connector.py 0.12.0 and 0.13.0 line 751, 0.14.x and 0.16.0 line 769, 0.17.x
+#:   line 781, 0.18.x and 0.19.x lines 852-876): no second producer, nothing fails;
+#: - 0.20.0-0.21.0: vLLM's own class, which returns ``{}`` (not ``None``) for every request that carries
+#:   ``kv_transfer_params`` (0.20.0, 0.20.1, 0.20.2 and 0.21.0 line 935, returned at line 957): every P/D request the prefill
+#:   finishes raises, whatever LMCache package is installed;
+#: - 0.22.0-0.24.x (:data:`PACKAGE_CLASS_PREFERRED_SINCE`): the module binds ``LMCacheMPConnector`` to the lmcache
+#:   package's class where ``lmcache.integration.vllm.lmcache_mp_connector`` imports, to vLLM's builtin one (the
+#:   ``{}`` above: 0.23.0 lines 464 and 936) only where it does not or ``LMCACHE_USE_UPSTREAM_MP`` is set
+#:   (``_resolve_lmcache_mp_connector``, 0.22.0, 0.22.1, 0.23.0 and 0.24.0 lines 1194-1226): whether the prefill fails depends
+#:   on the LMCache package in the image (its class returned an empty dict until LMCache/LMCache#3866 and returns
+#:   cache statistics after it), which a manifest does not show, unless that variable forces the builtin class.
+#:
+#: A child with a ``kv_connector_module_path`` outside vLLM loads that package's class on every release (factory.py
+#: "External module path takes priority"): it depends on that package.
 PARAMS_PRODUCERS: tuple[str, ...] = ("LMCacheMPConnector",)
+#: The first release whose own ``LMCacheMPConnector.request_finished`` returns ``{}`` for a request with
+#: ``kv_transfer_params`` (0.19.1 returns ``None``; 0.20.1 line 935 ``{}``).
+OWN_CLASS_EMPTY_PARAMS_SINCE: Version = (0, 20, 0)
+#: The first release whose ``lmcache_mp_connector`` module prefers the lmcache package's class (0.22.0 lines 1194-1226;
+#: 0.21.0 has no such resolver).
+PACKAGE_CLASS_PREFERRED_SINCE: Version = (0, 22, 0)
+#: The first release that registers ``LMCacheMPConnector`` among the releases read (0.12.0 factory.py lines 164-168).
+LMCACHE_MP_READ_SINCE: Version = (0, 12, 0)
+#: The variable that makes 0.22.0-0.24.x bind vLLM's builtin class (``os.environ.get("LMCACHE_USE_UPSTREAM_MP")``:
+#: any non-empty value).
+FORCE_BUILTIN_ENV = "LMCACHE_USE_UPSTREAM_MP"
 #: The first release whose ``MultiConnector._aggregate_request_finished`` merges the children's
 #: ``kv_transfer_params`` (vllm-project/vllm#46777) and raises only for a key two children both return ("Key clash
 #: in kv_transfer_params from multiple connectors": 0.25.0 line 498 ... 0.33.0 line 577, 0.34.0 line 610).
@@ -39,24 +68,48 @@ def wrapped_children(wrapper: str | None) -> list[str]:
     return [c.strip() for c in wrapper[wrapper.index("[") + 1:-1].split(",") if c.strip()]
 
 
+def params_producer_class(version: Version | None, module_path: str | None, env: dict) -> str:
+    """Which ``LMCacheMPConnector.request_finished`` a MultiConnector child runs and what it returns for a request
+    with ``kv_transfer_params`` (see :data:`PARAMS_PRODUCERS`): ``"none"`` (vLLM's own class returns ``None``),
+    ``"empty"`` (vLLM's own class returns ``{}``), ``"package"`` (the lmcache package's class, or one from
+    ``module_path``: not known here) or ``"unknown"`` (the release is unknown or not read). ``version``: the engine's
+    vLLM release; ``module_path``: the child's ``kv_connector_module_path`` outside vLLM, if any; ``env``: the engine's
+    environment. Pure."""
+    if module_path:
+        return "package"
+    if version is None or version < LMCACHE_MP_READ_SINCE:
+        return "unknown"
+    if version < OWN_CLASS_EMPTY_PARAMS_SINCE:
+        return "none"
+    if version < PACKAGE_CLASS_PREFERRED_SINCE or str(env.get(FORCE_BUILTIN_ENV) or ""):
+        return "empty"
+    return "package"
+
+
 @rule(
-    id="multi-connector-params-producers", family="multi-connector", severity="warning",
+    id="multi-connector-params-producers", family="multi-connector", severity="error",
     fields=("spec.prefill.kvTransfer", "spec.decode.kvTransfer"),
-    source=("vllm kv_connector/v1/multi_connector.py MultiConnector.request_finished (0.9.0-0.24.0; 0.24.0 line "
-            "498): RuntimeError 'Only one connector can produce KV transfer params'; LMCache/LMCache#3866 "
-            "(LMCacheMPConnector returned {} next to NixlConnector, every P/D request failed; after the fix it still "
-            "returns cache statistics). From 0.25.0 (vllm-project/vllm#46777; 0.25.0-0.34.0 sdists) the children's "
-            "params are merged and only a key clash raises, which LMCacheMPConnector's keys never make"),
+    source=("vllm kv_connector/v1/multi_connector.py MultiConnector._aggregate_request_finished (0.9.0-0.24.0; 0.23.0 "
+            "lines 480-500, 0.24.0 line 498): RuntimeError 'Only one connector can produce KV transfer params'; "
+            "v1/lmcache_mp_connector.py request_finished: None up to 0.19.1 (0.18.1 lines 852-876), {} for a request "
+            "with kv_transfer_params from 0.20.0 (0.20.1 and 0.21.0 line 935, 0.23.0 line 936); 0.22.0-0.24.0 lines "
+            "1194-1226 prefer the lmcache package's class (LMCache/LMCache#3866) unless LMCACHE_USE_UPSTREAM_MP is set; "
+            "nixl/scheduler.py request_finished returns the prefill's params (0.23.0 lines 599-668). From 0.25.0 "
+            "(vllm-project/vllm#46777; 0.25.0-0.34.0 sdists) the children's params are merged and only a key clash "
+            "raises, which LMCacheMPConnector's keys never make"),
     until=PARAMS_MERGED_SINCE,
-    example="MultiConnector[NixlConnector, LMCacheMPConnector] on the prefill (vLLM 0.20.2)",
+    example="MultiConnector[NixlConnector, LMCacheMPConnector] on the prefill (vLLM 0.21.0)",
 )
 def check_multi_connector_params(pair: PDPair) -> list[Violation]:
-    """No second connector that may produce kv_transfer_params next to NIXL inside a MultiConnector (vLLM releases
-    before :data:`PARAMS_MERGED_SINCE`, which merge the children's params instead of refusing a second producer).
+    """No second connector that returns kv_transfer_params next to NIXL inside a prefill's MultiConnector (vLLM
+    releases before :data:`PARAMS_MERGED_SINCE`, which merge the children's params instead of refusing a second
+    producer).
 
-    Each role on its own, on its own release (a warning: whether the child returns params depends on its own
-    release); a role whose release merges the params gets nothing, one whose release is unknown the warning with
-    that said.
+    Each role on its own, on its own release (:func:`params_producer_class`): an error where vLLM's own
+    LMCacheMPConnector returns ``{}`` (0.20.0-0.21.x; 0.22.0-0.24.x with ``LMCACHE_USE_UPSTREAM_MP`` set), a warning
+    where the class is the lmcache package's or the release is unknown, nothing where vLLM's own class returns
+    ``None`` (0.12.0-0.19.x). A decode's NIXL child returns no params (unless bidirectional or push transfer is on),
+    so only the prefill side is judged.
     """
     out: list[Violation] = []
     for r in pair.roles:
@@ -64,17 +117,40 @@ def check_multi_connector_params(pair: PDPair) -> list[Violation]:
         version = r.version or pair.version
         if not r.nixl or not others or (version is not None and version >= PARAMS_MERGED_SINCE):
             continue
+        if r.role == "decode" and not r.push and not r.extra.get("bidirectional_kv_xfer"):
+            continue  # the decode's NixlConnector returns None for its do_remote_prefill requests
+        child = next((c for c in multi_connector_children(r.kv_transfer_written) if c.get("kv_connector") in others), {})
+        module = third_party_module(child)
+        found = params_producer_class(version, module, r.env)
+        if found == "none":
+            continue
         where = (f"vLLM {fmt(version)}'s MultiConnector" if version is not None else
                  f"the MultiConnector of a vLLM release before {fmt(PARAMS_MERGED_SINCE)} (this one's is not known; "
                  "later ones merge the children's params)")
+        fix = (f"Use a vLLM release from {fmt(PARAMS_MERGED_SINCE)} on (it merges both connectors' params), or move the "
+               f"KV offload out of the {r.role}'s MultiConnector.")
+        if found == "empty":
+            why = (f"{FORCE_BUILTIN_ENV} is set, so vLLM {fmt(version)} binds its builtin class"
+                   if version is not None and version >= PACKAGE_CLASS_PREFERRED_SINCE else
+                   f"vLLM {fmt(version)} runs its own class")
+            out.append((
+                f"{r.role}: {r.wrapper} wraps {others[0]} next to the NIXL connector; {why}, whose request_finished "
+                "returns an empty dict (not None) for every request that carries kv_transfer_params, while the NIXL "
+                f"connector returns the prefill's handshake params: {where} raises \"Only one connector can produce KV "
+                "transfer params\" for every prefill/decode request.", fix))
+            continue
+        which = (f"the class of {module}" if module else
+                 "the lmcache package's class where the image's LMCache ships lmcache.integration.vllm."
+                 f"lmcache_mp_connector (vLLM {fmt(version)} prefers it; its builtin one returns an empty dict)"
+                 if found == "package" else f"{others[0]}")
         out.append((
-            f"{r.role}: {r.wrapper} wraps {others[0]} next to the NIXL connector; when it also returns "
-            "kv_transfer_params for a finished request (LMCacheMPConnector returned an empty dict before "
+            f"{r.role}: {r.wrapper} wraps {others[0]} next to the NIXL connector; it runs {which}, and when that also "
+            "returns kv_transfer_params for a finished request (LMCacheMPConnector returned an empty dict before "
             f"LMCache#3866 and returns cache statistics after it), {where} raises \"Only one connector "
             "can produce KV transfer params\" and the request fails.",
-            f"Use an LMCache release whose {others[0]} returns None for kv_transfer_params in P/D setups, a vLLM "
-            f"release from {fmt(PARAMS_MERGED_SINCE)} on (it merges both connectors' params), or move the KV "
-            f"offload out of the {r.role}'s MultiConnector.",
+            f"Use an LMCache release whose {others[0]} returns None for kv_transfer_params in P/D setups, or " + fix[0].lower()
+            + fix[1:],
+            "warning",
         ))
     return out
 

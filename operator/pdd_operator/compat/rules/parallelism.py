@@ -28,8 +28,10 @@ def _ranks(r: RoleConfig) -> int | None:
             "spec.decode.tensorParallelSize"),
     source=("vllm v1 engine: one GPU per rank, TP x PP per engine core and one engine core per local DP rank "
             "(vllm/v1/engine/utils.py launch_core_engines; NIXL gives each DP rank its own engine id and "
-            "side-channel port, vllm#18903)"),
-    without_connector=True,
+            "side-channel port, vllm#18903); every release: a rank runs on a device of its own (config/parallel.py: 0.10.1.1 "
+            "lines 300-320 hand more ranks than GPUs to Ray, whose placement group finds no GPU for them, or raise "
+            "without Ray; 0.26.0 lines 883-904 'World size ... is larger than the number of available GPUs')"),
+    without_connector=True, any_release=True,
     needs=("--data-parallel-size-local", "--distributed-executor-backend"),
 )
 def check_gpu_count(pair: PDPair) -> list[Violation]:
