@@ -46,6 +46,24 @@ _MANAGED_FLAGS = {
     "--trust-remote-code": "spec.model.trustRemoteCode", "--speculative-config": "spec.speculative",
     "--port": "spec.port",
 }
+#: Managed flags that only set the engine's own configuration, which the rules judge from the rendered argv (the
+#: last value wins in argparse, and the pair is read back from the rendered pods: ``from_pddeployment``) -> what of
+#: :class:`RoleConfig` must then be equal between the roles, or ``None`` where the roles may differ (block sizes are
+#: judged by the block-size rules, memory and context per engine). The operator uses none of them outside the engine,
+#: so an override is a warning unless it leaves prefill and decode with different values of a must-match setting
+#: (a NIXL compatibility hash factor: nixl/metadata.py compute_nixl_compatibility_hash, cache_dtype and dtype in
+#: 0.20.2 lines 71-128, 0.28.0 lines 126-180; the EAGLE method and draft model from 0.28.0 lines 83-123). The other
+#: managed flags (TP/PP: the pod's GPU request; --port: probes, Service, router; --kv-transfer-config: the
+#: connector's identity and ports; --model, --served-model-name: what the router asks for) are wired into objects
+#: the operator renders from the spec, and stay errors.
+_ENGINE_ONLY_FLAGS: dict[str, Callable[[RoleConfig], object] | None] = {
+    "--kv-cache-dtype": lambda r: r.kv_cache_dtype or "auto",
+    "--dtype": lambda r: r.dtype or "auto",
+    "--revision": lambda r: r.revision,
+    "--speculative-config": lambda r: (r.speculative or {}).get("method") and (
+        (r.speculative or {}).get("method"), (r.speculative or {}).get("model")),
+    "--block-size": None, "--gpu-memory-utilization": None, "--max-model-len": None, "--trust-remote-code": None,
+}
 #: HMA flags: allowed in extraArgs when both roles give the same one (vLLM hashes is_hma_enabled from 0.18,
 #: and the compat hash reads these flags from extraArgs, so a rollout never pairs old and new values);
 #: a hybrid SSM model with HMA disabled is refused by ``hybrid-hma-disabled`` on the rendered argv.
@@ -740,7 +758,12 @@ def check_attention_backend_fits_model(pair: PDPair) -> list[Violation]:
     without_connector=True,
 )
 def check_extra_args(pair: PDPair) -> list[Violation]:
-    """extraArgs do not set flags the operator renders (draft-free speculation and HMA on both roles may)."""
+    """extraArgs do not set flags the operator renders (draft-free speculation and HMA on both roles may).
+
+    Flags wired into what the operator renders besides the engine (TP/PP, port, KV transfer config, model names) are
+    errors; flags that only configure the engine (:data:`_ENGINE_ONLY_FLAGS`) are warnings unless the override leaves
+    prefill and decode with different values of a must-match setting (set 127: a recipe's ``--kv-cache-dtype fp8``
+    copied into both roles, or ``--max-model-len`` on the prefill, runs; vLLM keeps the last value)."""
     if not pair.managed:
         return []
     out = []
@@ -756,6 +779,8 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
                 ))
             elif flag == "--speculative-config" and _speculative_method(r.extra_args) in DRAFT_FREE_METHODS:
                 continue  # draft-free methods are not compared between the roles
+            elif flag in _ENGINE_ONLY_FLAGS:
+                out.append(_engine_only_override(pair, r, flag))
             elif flag in _MANAGED_FLAGS:
                 out.append((
                     f"spec.{r.role}.extraArgs sets {flag}, which the operator renders from the spec; a second value "
@@ -764,6 +789,22 @@ def check_extra_args(pair: PDPair) -> list[Violation]:
                     "instead.",
                 ))
     return out
+
+
+def _engine_only_override(pair: PDPair, role: RoleConfig, flag: str) -> Violation:
+    """The finding for ``flag`` of :data:`_ENGINE_ONLY_FLAGS` in ``role``'s extraArgs: an error when prefill and
+    decode then run different values of a setting that must match (each role's effective value, read from its
+    rendered argv), else a warning that the flag overrides the spec's field on that role."""
+    field_ = _MANAGED_FLAGS[flag].format(role=role.role)
+    fix = f"Remove {flag} from spec.{role.role}.extraArgs and set {field_} instead."
+    value = _ENGINE_ONLY_FLAGS[flag]
+    if value is not None and value(pair.prefill) != value(pair.decode):
+        return (f"spec.{role.role}.extraArgs sets {flag}, which the operator renders from the spec; the last value "
+                f"wins, so prefill ({value(pair.prefill)}) and decode ({value(pair.decode)}) differ in a setting "
+                "that must match between them.", fix)
+    return (f"spec.{role.role}.extraArgs sets {flag}, which the operator renders from {field_}; vLLM keeps the last "
+            "value, so it overrides the spec on this role (judged here with the value the engine keeps; nothing that "
+            "must match between prefill and decode differs).", fix, "warning")
 
 
 #: First release that keeps an explicit ``--no-enable-chunked-prefill`` (``EngineArgs._set_default_args`` sets
