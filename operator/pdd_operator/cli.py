@@ -177,7 +177,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     a file that is no manifest but configures P/D in a way not read (a
     systemd unit, a Nomad job, a script whose engines cannot be found) is reported as not checked, with the reason,
     and so is a kustomization whose build the files do not show (:mod:`~pdd_operator.compat.kustomize`: the reason
-    names ``kubectl kustomize <folder> | pdd check -``).
+    names ``kubectl kustomize <folder> | pdd check -``), and a Helm chart folder (:mod:`~pdd_operator.compat.helm_charts`:
+    the reason names ``helm template <release> <chart> [-f <values file>] | pdd check -``).
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
