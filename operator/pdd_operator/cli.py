@@ -177,7 +177,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     a file that is no manifest but configures P/D in a way not read (a
     systemd unit, a Nomad job, a script whose engines cannot be found) is reported as not checked, with the reason,
     and so is a kustomization whose build the files do not show (:mod:`~pdd_operator.compat.kustomize`: the reason
-    names ``kubectl kustomize <folder> | pdd check -``).
+    names ``kubectl kustomize <folder> | pdd check -``), and a Helm chart folder (:mod:`~pdd_operator.compat.helm_charts`:
+    the reason names ``helm template <release> <chart> [-f <values file>] | pdd check -``).
     A file or object that cannot be read is reported and the others are still checked; a
     ``--model-config`` file that is not a usable config.json stops the check (exit 2). A ConfigMap
     of the files whose config.json is unusable gives the ``model-config-unavailable`` warning, as
@@ -187,6 +188,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pdd_operator.compat.config_files import inline_config_files
     from pdd_operator.compat.config_refs import config_maps_of, inline_config_map_refs, secrets_of
     from pdd_operator.compat.dynamo_roles import flagless_dynamo_graph
+    from pdd_operator.compat.helm_charts import CHART_FILE, chart_record, is_chart_metadata, is_json_schema
     from pdd_operator.compat.helm_release import with_values_from
     from pdd_operator.compat.image_builds import (
         builds_of,
@@ -230,6 +232,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                     "runs as a script, or give the manifests it applies")})
             all_docs[path] = []
             continue
+        if path != "-" and Path(path).name == CHART_FILE and is_chart_metadata(_read_text(path) or ""):
+            all_docs[path] = []  # a Helm chart: not checked until rendered, naming the render command
+            unreadable.append(chart_record(path))
+            continue
         if _is_notebook(path):  # JSON that YAML would take for a values file: its code cells are the input
             all_docs[path] = []
             if (text_record := _text_input(path)) is not None and not _read_script(path, engines, unreadable):
@@ -270,6 +276,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     given = frozenset(Path(p).resolve() for p in all_docs if p != "-")
     for path, docs in all_docs.items():
         for doc in docs:
+            if is_json_schema(doc):  # a chart's values.schema.json: it describes values, deploys nothing
+                continue
             if doc.get("kind") != KIND:
                 doc = without_nulls(doc)  # a null field is an absent one to the apiserver
                 doc = with_image_builds(doc, builds, _read_text)  # the user's image, from its Dockerfile here
@@ -449,7 +457,10 @@ def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
     Tiltfiles, Skaffold and DevSpace configs, and the GitHub Actions workflows under ``.github/workflows``), and the
     Python launchers and notebooks that name vLLM (:data:`_PYTHON_SUFFIXES`, read by
     :mod:`~pdd_operator.compat.python_inputs`; other Python sources of a repository are no inputs), as a user's
-    repository keeps them apart; a folder holding none of them is an input error."""
+    repository keeps them apart; a folder holding none of them is an input error. A Helm chart in the folder
+    (:func:`~pdd_operator.compat.helm_charts.chart_roots`) stands for itself by its ``Chart.yaml`` alone: its
+    templates, values and subcharts are what helm renders, not inputs."""
+    from pdd_operator.compat.helm_charts import chart_roots, in_chart
     from pdd_operator.compat.image_builds import is_build_link_file, is_dockerfile, is_makefile
 
     paths: list[str] = []
@@ -471,6 +482,8 @@ def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
                     or is_build_link_file(rel.as_posix())
                     or p.suffix in _PYTHON_SUFFIXES and "vllm" in (_read_text(str(p)) or "").lower()):
                 found.append(str(p))
+        charts = chart_roots([Path(f) for f in found], _read_text)  # a chart's files are helm's, not inputs
+        found = [f for f in found if not in_chart(Path(f), charts)]
         if all(is_build_link_file(Path(f).relative_to(root).as_posix()) and Path(f).suffix not in (".yaml", ".yml")
                for f in found):  # READMEs, a Tiltfile, workflows alone: nothing of a deployment
             errors.append(f"{path}: a folder holding no manifest, script, Dockerfile or Makefile")
