@@ -11,8 +11,9 @@ Four kinds the set found:
   the engine (``attention-backend-unsupported``, :mod:`pdd_operator.vllm.attention_backends`).
 - A backend named on one role only: the other runs vLLM's own choice for its GPU (FLASH_ATTN on compute capability
   8.x/9.x, FLASHINFER on 10.x), which the handshake hashes too (``attention-backend-mismatch``).
-- P/D roles whose containers run a simulator of vLLM's API (Dynamo's mocker, llm-d's inference-sim) are not checked,
-  with the reason, instead of "nothing to check".
+- P/D roles whose containers run a simulator of vLLM's API (Dynamo's mocker, llm-d's inference-sim) start no vLLM
+  engine: nothing to check (exit 4), as roles that only sleep (set 20 first said "not checked"; sets 126 and 128,
+  blind, expected nothing to check, and the lead settled it so: no vLLM pair and no KV transfer exists).
 """
 
 from __future__ import annotations
@@ -221,17 +222,25 @@ def _model_serving(image, args=None):
 
 @pytest.mark.parametrize("image", ["ghcr.io/faust-benchou/dynamo-mocker-vllm:latest",
                                    "ghcr.io/llm-d/llm-d-inference-sim:v0.5.0"])
-def test_p_d_roles_that_run_a_simulator_are_not_checked(tmp_path, capsys, image):
+def test_p_d_roles_that_run_a_simulator_are_nothing_to_check(tmp_path, capsys, image):
     code, out = check(tmp_path, capsys, _model_serving(image))
-    assert code == 3 and out["notChecked"] and "simulator" in json.dumps(out["notChecked"]), out
+    assert code == 4 and not out["notChecked"] and not out["results"], out
 
 
-def test_a_simulator_deployment_pair_with_role_labels_is_not_checked(tmp_path, capsys):
+def test_a_simulator_beside_a_vllm_engine_leaves_the_engine_unpaired(tmp_path, capsys):
+    docs = [workload("sim-prefill", "prefill", {"name": "sim", "image": "ghcr.io/llm-d/llm-d-inference-sim:v0.5.0",
+                                                "args": ["--model", "Qwen/Qwen3-8B", "--port", "8000"]}),
+            workload("vllm-decode", "decode", container(["Qwen/Qwen3-8B", "--kv-transfer-config", KV]))]
+    code, out = check(tmp_path, capsys, *docs)
+    assert code == 3 and out["notChecked"], out
+
+
+def test_a_simulator_deployment_pair_with_role_labels_is_nothing_to_check(tmp_path, capsys):
     docs = [workload(f"sim-{role}", role, {"name": "sim", "image": "ghcr.io/llm-d/llm-d-inference-sim:v0.5.0",
                                           "args": ["--model", "Qwen/Qwen3-8B", "--port", "8000"]})
             for role in ("prefill", "decode")]
     code, out = check(tmp_path, capsys, *docs)
-    assert code == 3 and out["notChecked"], out
+    assert code == 4 and not out["notChecked"], out
 
 
 def test_a_model_serving_of_vllm_engines_is_still_checked(tmp_path, capsys):

@@ -59,6 +59,7 @@ from pdd_operator.compat.dynamo_resources import (
 from pdd_operator.compat.kserve_merge import model_source, release_of, template_variant, well_known_configs
 from pdd_operator.compat.modelplane import resolve_modelplane_plumbing
 from pdd_operator.compat.pair import PDPair, RoleConfig, partly_read_kv_transfer, role_from_container, unwrap_connector
+from pdd_operator.compat.pd_proxy import routing_sidecar_image
 from pdd_operator.compat.ray_serve import connectorless_note, pd_applications, ray_serve_scan
 from pdd_operator.compat.role_templates import resolve_role_templates
 from pdd_operator.compat.rules.base import SCRIPT_KIND
@@ -315,6 +316,10 @@ _DYNAMO_SIDE_CHANNEL_PORT = ("Dynamo's vLLM worker reserves it in etcd and expor
                              "Dynamo release is not known here")
 
 
+#: The name of the simulators of vLLM's API among :data:`_OTHER_PD_ENGINES`: a container running one starts no engine
+#: at all (no vLLM, no KV transfer), so a deployment whose roles run only simulators deploys no P/D pair: nothing to
+#: check, as for roles that only sleep (:func:`idle_workload`), not a P/D deployment left unchecked.
+SIMULATOR = "vLLM API simulator"
 #: Other engines' disaggregated servers, which these rules (vLLM's NixlConnector) do not describe: the name,
 #: what in the command or what in the image's name says the engine, what says the container serves a P/D role
 #: besides a role label (SGLang's ``--disaggregation-mode``; TensorRT-LLM's context/generation servers are
@@ -328,7 +333,7 @@ _OTHER_PD_ENGINES = (
     ("TensorRT-LLM", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\b|\bdynamo\.trtllm\b"), ("tensorrt",),
      re.compile(r"\bdisaggregated\b|TRTLLM_USE_(NIXL|UCX|MPI)_KVCACHE|cache_transceiver"),
      "these rules describe vLLM's NixlConnector, not TensorRT-LLM's disaggregation"),
-    ("vLLM API simulator", re.compile(r"\bdynamo\.mocker\b|\bllm-d-inference-sim\b"),
+    (SIMULATOR, re.compile(r"\bdynamo\.mocker\b|\bllm-d-inference-sim\b"),
      ("dynamo-mocker", "llm-d-inference-sim"), re.compile(r"--disaggregation-mode|\b(prefill|decode)\b"),
      "a simulator answers vLLM's API without running vLLM or moving KV, so there is no vLLM pair to check"),
 )
@@ -491,7 +496,7 @@ def _engines(
     other = _other_pd_engine(command, image, env_names, labels_role is not None)
     if other:
         engine, serves_pd, why = other
-        if serves_pd:
+        if serves_pd and engine != SIMULATOR:  # a simulator runs no engine: nothing of it to check
             return [Unreadable(where, f"a {engine} prefill/decode engine: {why}")]
         return []
     flags_as_script = _flags_as_script(command)
@@ -1476,12 +1481,23 @@ def idle_container(container: dict) -> bool:
 
 
 def idle_workload(doc: dict) -> bool:
-    """Whether every container of ``doc``'s pod templates only idles (:func:`idle_container`), so that the
+    """Whether every container of ``doc``'s pod templates only idles (:func:`idle_container`), runs a simulator of
+    vLLM's API (:func:`simulator_container`) or is a routing sidecar in front of one
+    (:func:`~pdd_operator.compat.pd_proxy.routing_sidecar_image`), so that the
     document, whatever roles it names (:func:`declared_pd_roles`), starts no engine: a scheduling sample whose
     prefill/decode roles run ``busybox`` ``sleep 3600`` (aibrix samples/disaggregation/vllm/volcano-gang-pd.yaml in
     zhangjyr/aibrix) deploys no P/D pair, which is nothing to check, not a P/D deployment left unchecked."""
     containers = _pod_containers(doc)
-    return bool(containers) and all(idle_container(c) for c in containers)
+    idle = [idle_container(c) or simulator_container(c) for c in containers]
+    return any(idle) and all(i or routing_sidecar_image(c) for i, c in zip(idle, containers, strict=True))
+
+
+def simulator_container(container: dict) -> bool:
+    """Whether ``container`` runs a simulator of vLLM's API (:data:`SIMULATOR`: Dynamo's mocker, llm-d's
+    inference-sim), by its image or the program its command runs: it answers vLLM's HTTP API without an engine."""
+    command = [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+    other = _other_pd_engine(command, str(container.get("image") or ""), [], False)
+    return other is not None and other[0] == SIMULATOR
 
 
 #: Keys by which an entry of a list is a workload role (pods the controller makes), not a routing or scheduling

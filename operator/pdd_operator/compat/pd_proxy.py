@@ -99,6 +99,12 @@ def _sidecar_default(image: str) -> str | None:
     return "nixl" if (int(match.group(2)), int(match.group(3))) < (0, 3) else "nixlv2"
 
 
+def routing_sidecar_image(container: dict) -> bool:
+    """Whether ``container``'s image is llm-d's routing sidecar (``routing-sidecar``/``pd-sidecar``): a proxy in front
+    of the pod's engine that starts no engine itself, whatever its protocol."""
+    return isinstance(container, dict) and bool(_SIDECAR_IMAGE.search(str(container.get("image") or "")))
+
+
 def sidecar_proxy(container: dict) -> Proxy | None:
     """``container`` as an llm-d routing sidecar (its image names ``routing-sidecar``/``pd-sidecar``, or its
     arguments give ``-vllm-port``) with a protocol read (:data:`SIDECAR_CONNECTORS`), else ``None``."""

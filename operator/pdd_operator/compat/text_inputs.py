@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.config_files import starts_with_config_file
-from pdd_operator.compat.manifests import other_pd_engine_script, pd_marked, platform_pd_launcher
+from pdd_operator.compat.manifests import SIMULATOR, other_pd_engine_script, pd_marked, platform_pd_launcher
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 
 #: A Jinja2 statement or comment tag (Jinja's template designer documentation: ``{% set %}``, ``{% if %}``, ``{% for %}``,
@@ -211,7 +211,7 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     if launcher and not pd_marked(text):
         return {"object": f"{path} ({fmt or 'shell script'})", "reason": f"it runs {launcher[0]}: {launcher[1]}"}
     other = other_pd_engine_script(text) if fmt in ("Slurm batch script", "shell script") else None
-    if other and not pd_marked(text):
+    if other and other[0] != SIMULATOR and not pd_marked(text):  # a simulator's script starts no engine
         return {"object": f"{path} ({fmt})", "reason": (
             f"its prefill and decode servers are {other[0]}'s, not vLLM's: {other[1]}; no vLLM engine is in this "
             "file to check")}
