@@ -478,7 +478,7 @@ class Kube:
         if cache is not None:
             # A resourceVersion names one content of the object: the same live version and the same
             # desired object give the same answer, so the comparison is not made again.
-            version = cache.child_version(*key)
+            version = cache.child_content_version(*key)
             with self._in_place_lock:
                 hit = version is not None and self._in_place.get(key) == (version, digest)
                 if hit:
@@ -492,7 +492,8 @@ class Kube:
                 and not (_same_controller(live, desired) and foreign_drift(kind, live, desired)):
             version = (live.get("metadata") or {}).get("resourceVersion")
             if cache is not None and version:
-                self._found_in_place(key, version, digest)
+                # Remembered at the content version: a status update of the child keeps the answer.
+                self._found_in_place(key, cache.content_stamp(*key, version) or version, digest)
             return False, live
         return True, live
 
@@ -513,7 +514,7 @@ class Kube:
         cache = self._cached()
         if cache is None:
             return False
-        versions = [cache.child_version(kind, namespace, name) for kind, name, _ in children]
+        versions = [cache.child_content_version(kind, namespace, name) for kind, name, _ in children]
         with self._in_place_lock:
             for (kind, name, digest), version in zip(children, versions, strict=True):
                 key = (kind, namespace, name)
