@@ -455,7 +455,10 @@ class Kube:
         GET without a cache). ``digest``: :func:`applied_hash` of ``desired`` if the caller has it
         (computed here otherwise). Raises ``ValueError`` for a kind the operator does not apply. The live
         object is ``None`` also when the answer came from the memo of comparisons: with a cache, a child
-        found in place is remembered by its resourceVersion and :func:`applied_hash` of ``desired``
+        found in place is remembered by its content version
+        (:meth:`~pdd_operator.controller.cache.ClusterCache.child_content_version`: its resourceVersion
+        but for updates of nothing besides its status, which this comparison never reads) and
+        :func:`applied_hash` of ``desired``
         (at most :data:`IN_PLACE_MEMO_SIZE` children), and the next call with both unchanged answers
         ``(False, None)`` without decoding or comparing the child (a no-op reconcile's largest cost).
 
@@ -508,7 +511,7 @@ class Kube:
 
     def all_in_place(self, namespace: str, children: tuple[tuple[str, str, str], ...]) -> bool:
         """True when every ``(kind, name, applied hash)`` of ``children`` (in ``namespace``) was found
-        in place by :meth:`apply_needed` with that hash at the resourceVersion the cache holds now: an
+        in place by :meth:`apply_needed` with that hash at the content version the cache holds now: an
         apply of them would send nothing. ``False`` without a ready cache, or for any child not
         remembered so (never compared, edited, deleted, dropped from the memo)."""
         cache = self._cached()
