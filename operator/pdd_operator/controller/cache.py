@@ -66,6 +66,7 @@ reconcile threads, under one lock held only for dictionary operations.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import threading
@@ -126,6 +127,27 @@ def status_only(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
         return body
 
     return rest(old) == rest(new)
+
+
+def content_fingerprint(body: Mapping[str, Any]) -> bytes | None:
+    """A 16-byte digest of ``body`` without its ``status``, resourceVersion and ``managedFields``: equal
+    for two versions of a child that differ only there (the controller manager's status updates of a
+    Deployment), different (but for a BLAKE2b collision) for any other change, and different when the
+    apiserver wrote the same content in another key order (only a lost memo hit). ``None`` for what
+    orjson refuses (an integer wider than 64 bits): such a child counts as changed on every update.
+
+    Why: whether a child must be applied again (:meth:`~pdd_operator.controller.kube.Kube.apply_needed`)
+    reads nothing of it besides these parts, so a comparison found true stays true across a status
+    update (:meth:`ClusterCache.child_content_version`), and a new object's 3-4 Deployment status
+    updates no longer each render and compare its 9 children."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    rest = {k: v for k, v in body.items() if k not in ("status", "metadata")}
+    rest["metadata"] = meta
+    try:
+        text = orjson.dumps(rest)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None
+    return hashlib.blake2b(text, digest_size=16).digest()
 
 
 class Packed(NamedTuple):
@@ -412,6 +434,9 @@ class ClusterCache:
         self._references: dict[tuple[str, str], set[str]] = {}  # (ns, ConfigMap) -> PDDeployment names
         self._referenced_by: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, PDDeployment) -> (ns, ConfigMap)
         self._epochs: dict[tuple[str, str], int] = {}  # (ns, PDDeployment) -> changes of its inputs
+        # (kind, ns, name) of a child -> (content_fingerprint, the resourceVersion at which it last changed,
+        # the resourceVersion it was recorded at): child_content_version
+        self._content: dict[tuple[str, str, str], tuple[bytes | None, str | None, str | None]] = {}
         self._serial = next(_CACHES)  # epochs of two caches never compare equal
         self._namespace_epochs: dict[str, int] = {}  # ns -> changes whose owner could not be told
 
@@ -466,7 +491,11 @@ class ClusterCache:
         # Packed before the lock (JSON and compression: tens of microseconds a Deployment, which the
         # reconciles' reads would wait for); a ConfigMap's value depends on the references, read under it.
         results = {} if deleted or kind == "ConfigMap" else {name: function(body) for name, function in updates.items()}
+        child = kind in _CHILD_KINDS
+        fingerprint = content_fingerprint(body) if child and not deleted else None
         with self._lock:
+            if child:
+                self._note_content(obj_key, fingerprint, deleted, meta.get("resourceVersion"))
             if held is not None:
                 index = {KIND: PDD_INDEX, "Pod": POD_INDEX, "ConfigMap": CONFIG_MAP_INDEX}.get(kind, CHILD_INDEX)
                 held += [self._indexes[index].value(self._key_for(kind, obj_key), obj_key), self._overlay.get(obj_key)]
@@ -670,6 +699,33 @@ class ClusterCache:
         """A managed child of ``kind``, or ``None``."""
         key = (kind, namespace, name)
         return self._newer(*self._read(CHILD_INDEX, key, key))
+
+    def _note_content(self, key: tuple, fingerprint: bytes | None, deleted: bool, version: str | None) -> None:
+        """Record a child's event for :meth:`child_content_version` (under the lock)."""
+        if deleted:
+            self._content.pop(key, None)
+            return
+        prev = self._content.get(key)
+        same = prev is not None and fingerprint is not None and prev[0] == fingerprint
+        self._content[key] = (fingerprint, prev[1] if same else version, version)
+
+    def content_stamp(self, kind: str, namespace: str, name: str, version: str | None) -> str | None:
+        """The content version (:meth:`child_content_version`) of the child's copy at resourceVersion
+        ``version``: the resourceVersion at which the child last changed other than in its status, when
+        the watch delivered ``version`` and the cache recorded it, else ``version`` itself (never an older
+        stamp than the content compared)."""
+        with self._lock:
+            record = self._content.get((kind, namespace, name))
+        return record[1] if record is not None and version is not None and record[2] == version else version
+
+    def child_content_version(self, kind: str, namespace: str, name: str) -> str | None:
+        """Like :meth:`child_version`, but a version of the indexed copy stands for the resourceVersion at
+        which the child last changed in anything but its ``status``, resourceVersion and
+        ``managedFields`` (:func:`content_fingerprint`); an own write newer than the indexed copy is its
+        own resourceVersion. ``None``: no such child. Two equal answers mean the same content apart from
+        the status, which :meth:`~pdd_operator.controller.kube.Kube.apply_needed` never reads."""
+        version = self.child_version(kind, namespace, name)
+        return self.content_stamp(kind, namespace, name, version)
 
     def child_version(self, kind: str, namespace: str, name: str) -> str | None:
         """The resourceVersion of the copy :meth:`child` would return (``None``: no such child, or one

@@ -455,7 +455,10 @@ class Kube:
         GET without a cache). ``digest``: :func:`applied_hash` of ``desired`` if the caller has it
         (computed here otherwise). Raises ``ValueError`` for a kind the operator does not apply. The live
         object is ``None`` also when the answer came from the memo of comparisons: with a cache, a child
-        found in place is remembered by its resourceVersion and :func:`applied_hash` of ``desired``
+        found in place is remembered by its content version
+        (:meth:`~pdd_operator.controller.cache.ClusterCache.child_content_version`: its resourceVersion
+        but for updates of nothing besides its status, which this comparison never reads) and
+        :func:`applied_hash` of ``desired``
         (at most :data:`IN_PLACE_MEMO_SIZE` children), and the next call with both unchanged answers
         ``(False, None)`` without decoding or comparing the child (a no-op reconcile's largest cost).
 
@@ -478,7 +481,7 @@ class Kube:
         if cache is not None:
             # A resourceVersion names one content of the object: the same live version and the same
             # desired object give the same answer, so the comparison is not made again.
-            version = cache.child_version(*key)
+            version = cache.child_content_version(*key)
             with self._in_place_lock:
                 hit = version is not None and self._in_place.get(key) == (version, digest)
                 if hit:
@@ -492,7 +495,8 @@ class Kube:
                 and not (_same_controller(live, desired) and foreign_drift(kind, live, desired)):
             version = (live.get("metadata") or {}).get("resourceVersion")
             if cache is not None and version:
-                self._found_in_place(key, version, digest)
+                # Remembered at the content version: a status update of the child keeps the answer.
+                self._found_in_place(key, cache.content_stamp(*key, version) or version, digest)
             return False, live
         return True, live
 
@@ -507,13 +511,13 @@ class Kube:
 
     def all_in_place(self, namespace: str, children: tuple[tuple[str, str, str], ...]) -> bool:
         """True when every ``(kind, name, applied hash)`` of ``children`` (in ``namespace``) was found
-        in place by :meth:`apply_needed` with that hash at the resourceVersion the cache holds now: an
+        in place by :meth:`apply_needed` with that hash at the content version the cache holds now: an
         apply of them would send nothing. ``False`` without a ready cache, or for any child not
         remembered so (never compared, edited, deleted, dropped from the memo)."""
         cache = self._cached()
         if cache is None:
             return False
-        versions = [cache.child_version(kind, namespace, name) for kind, name, _ in children]
+        versions = [cache.child_content_version(kind, namespace, name) for kind, name, _ in children]
         with self._in_place_lock:
             for (kind, name, digest), version in zip(children, versions, strict=True):
                 key = (kind, namespace, name)

@@ -9,7 +9,8 @@ generation: the apiserver raises ``metadata.generation`` on every spec change, s
 one object has one spec), the revision slot and the model's config.json, which make the memo key.
 What the memo keeps per key is small: each child's kind, name and applied hash
 (:func:`~pdd_operator.controller.kube.applied_hash`), about 1.5 KiB for 9 children. When each of
-them was last found in place at the resourceVersion the cache holds now
+them was last found in place at the content version the cache holds now (its resourceVersion but
+for status-only updates: a new object's Deployment status updates do not render it again)
 (:meth:`~pdd_operator.controller.kube.Kube.all_in_place`), the render would only lead to an apply
 that sends nothing, so it is skipped; any other answer (a child edited, deleted, never compared, an
 unknown key) renders as before.
