@@ -1727,6 +1727,8 @@ class _Shell:
                 # an argument of the script itself, which its caller may give (argument_fields: not an empty word)
                 self.assumed_empty.append(f"{ARGUMENT}{name}")
             return word if op in (":-", "-", ":=", "=") and value == "" else value
+        if op in (":?", "?"):
+            return self.guarded(name, op)
         if name in self.values:
             value = self.values[name]
             if op in (":-", ":=") and value == "":
@@ -1750,6 +1752,27 @@ class _Shell:
         # Set by what these files do not show (valueFrom, envFrom, the platform, the image's ENV): ${X:-d} is X's
         # value or d, ${X:+a} is a or empty, and neither is known, as $X is not (module docstring).
         return value
+
+    def guarded(self, name: str, op: str) -> str:
+        """``${NAME:?msg}`` / ``${NAME?msg}`` (in a ``:`` command or anywhere): bash writes msg and exits where
+        ``NAME`` is unset, or, with the colon, empty (POSIX 2.6.2 "Indicate Error if Null or Unset"; bash manual,
+        "Shell Parameter Expansion"; a non-interactive shell exits), so past this point ``NAME`` is set, and with
+        the colon not empty. A known value that passes is kept; one that would stop the script (empty for ``:?``,
+        certainly unset for either) is not what any run that goes on holds, so ``NAME`` becomes
+        :func:`~pdd_operator.vllm.expansion.unknown` of itself for the rest of the script: no empty word vLLM's
+        parser would refuse (``cli-option-malformed``), its value not known. A set, empty ``NAME`` passes ``?``
+        and stays an empty word (argparse takes it for a positional argument, ``cli-option-malformed``'s source)."""
+        if name in self.values:
+            value = self.values[name]
+        elif self.env.unset(name):
+            value = None
+        else:  # set by what these files do not show (kept unknown) or by the image's known ENV
+            value = self.env.shell_value(name)
+            if unknown_names(value) or value != "" or op == "?":
+                return value
+        if value is None or (op == ":?" and value == ""):
+            self.values[name] = unknown(name)
+        return self.values[name]
 
     def arithmetic(self, expr: str) -> str:
         """``$(( EXPR ))`` on known integers: ``+ - * / %``, comparisons, ``&& || !`` (bash manual, "Shell

@@ -1,0 +1,48 @@
+"""Set 129's kinds that helper fixI took (each with variants that fail without the fix).
+
+1. ``${V:?msg}`` (in a ``:`` command or anywhere) makes bash exit where ``V`` is unset or empty (bash manual, "Shell
+   Parameter Expansion"; POSIX 2.6.2 "Indicate Error if Null or Unset"), so after it ``V`` is set and non-empty, its
+   value unknown: a later ``"$V"`` is no empty word vLLM's parser would refuse (``cli-option-malformed``). ``${V?msg}``
+   exits only where ``V`` is unset: a ``V`` set to empty stays an empty word (set 129's spark dispatch.sh).
+"""
+
+from __future__ import annotations
+
+from tests.unit.test_leftovers_fixX import KVQ, _malformed, _script
+from tests.unit.test_turn2_variants import check
+
+import pytest
+
+
+@pytest.mark.parametrize("script", [
+    # set 129's dispatch.sh: an empty default, a guard, the value on the command line
+    f'A="${{PD_A:-}}"; : "${{A:?A is required}}"; vllm serve Qwen/Qwen3-8B --served-model-name "$A" '
+    f'--kv-transfer-config {KVQ}',
+    f'A=; : "${{A:?}}"; vllm serve Qwen/Qwen3-8B --served-model-name "$A" --kv-transfer-config {KVQ}',
+    # the guard inline, in the engine's own command or an earlier one
+    f'A=; vllm serve Qwen/Qwen3-8B --served-model-name "${{A:?}}" --kv-transfer-config {KVQ}',
+    f'A="${{PD_A:-}}"; echo "addr=${{A:?no addr}}"; vllm serve Qwen/Qwen3-8B --served-model-name "$A" '
+    f'--kv-transfer-config {KVQ}',
+    # in an array the command is built in (dispatch.sh's DECODE_CMD)
+    f'A="${{PD_A:-}}"; : "${{A:?}}"; CMD=(vllm serve Qwen/Qwen3-8B --served-model-name "$A" '
+    f'--kv-transfer-config {KVQ}); exec "${{CMD[@]}}"',
+])
+def test_a_variable_after_a_colon_question_guard_is_no_empty_word(tmp_path, capsys, script):
+    code, out = check(tmp_path, capsys, *_script(script))
+    assert not _malformed(out) and code != 1, (code, out)
+
+
+@pytest.mark.parametrize("script", [
+    # no guard: the empty word reaches vLLM (a real failure)
+    f'A="${{PD_A:-}}"; vllm serve Qwen/Qwen3-8B --served-model-name "$A" --kv-transfer-config {KVQ}',
+    f'A=; vllm serve Qwen/Qwen3-8B --served-model-name "$A" --kv-transfer-config {KVQ}',
+    # ${A?} passes a set, empty A: argparse still gets the empty word
+    f'A=; : "${{A?}}"; vllm serve Qwen/Qwen3-8B --served-model-name "$A" --kv-transfer-config {KVQ}',
+    f'A="${{PD_A:-}}"; vllm serve Qwen/Qwen3-8B --served-model-name "${{A?unset}}" --kv-transfer-config {KVQ}',
+    # a guard of another variable guards nothing here
+    f'A=; B=x; : "${{B:?}}"; vllm serve Qwen/Qwen3-8B --served-model-name "$A" --kv-transfer-config {KVQ}',
+])
+def test_controls_an_unguarded_or_question_only_empty_word_is_still_refused(tmp_path, capsys, script):
+    code, out = check(tmp_path, capsys, *_script(script))
+    found = _malformed(out)
+    assert code == 1 and len(found) == 1 and found[0]["severity"] == "error", (code, out)
