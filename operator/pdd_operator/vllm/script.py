@@ -27,7 +27,9 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   ``V`` makes empty (``"${V:-}"``, ``"${V-}"``, ``"${V:=}"``: ``$V`` spelled to survive ``set -u``, which the image's
   ``ENV``, the pod's env, a sourced file or the caller may set), so it is no empty word vLLM's parser would refuse
   (``cli-option-malformed``) but ``V``'s unknown value (:meth:`_Shell.argument_fields`); an empty ``V`` the script or
-  the container's env sets is an empty word;
+  the container's env sets is an empty word. ``${V:?msg}`` (in a ``:`` command or anywhere) exits the script where
+  ``V`` is unset or empty, ``${V?msg}`` where it is unset: past it ``V`` is set (and with the colon not empty), its
+  value unknown where it was not known to pass (:meth:`_Shell.guarded`);
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once;
 * conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
