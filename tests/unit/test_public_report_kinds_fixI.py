@@ -3,15 +3,16 @@
 1. ``${V:?msg}`` (in a ``:`` command or anywhere) makes bash exit where ``V`` is unset or empty (bash manual, "Shell
    Parameter Expansion"; POSIX 2.6.2 "Indicate Error if Null or Unset"), so after it ``V`` is set and non-empty, its
    value unknown: a later ``"$V"`` is no empty word vLLM's parser would refuse (``cli-option-malformed``). ``${V?msg}``
-   exits only where ``V`` is unset: a ``V`` set to empty stays an empty word (set 129's spark dispatch.sh).
+   exits only where ``V`` is unset: a ``V`` set to empty stays an empty word (set 129's spark dispatch.sh). The finding
+   names the word the empty one follows ("right after '--master-addr'"), since an empty word has no text of its own.
 """
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.test_leftovers_fixX import KVQ, _malformed, _script
 from tests.unit.test_turn2_variants import check
-
-import pytest
 
 
 @pytest.mark.parametrize("script", [
@@ -46,3 +47,14 @@ def test_controls_an_unguarded_or_question_only_empty_word_is_still_refused(tmp_
     code, out = check(tmp_path, capsys, *_script(script))
     found = _malformed(out)
     assert code == 1 and len(found) == 1 and found[0]["severity"] == "error", (code, out)
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    (f'A=; vllm serve Qwen/Qwen3-8B --served-model-name "$A" --kv-transfer-config {KVQ}',
+     "right after '--served-model-name'"),
+    (f'A=; vllm serve Qwen/Qwen3-8B --enforce-eager "$A" --kv-transfer-config {KVQ}', "right after '--enforce-eager'"),
+])
+def test_the_empty_word_finding_names_the_word_it_follows(tmp_path, capsys, script, said):
+    code, out = check(tmp_path, capsys, *_script(script))
+    found = _malformed(out)
+    assert code == 1 and len(found) == 1 and said in found[0]["message"], (code, out)
