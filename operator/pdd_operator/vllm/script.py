@@ -314,6 +314,21 @@ def opaque_command(launch: Launch) -> str | None:
     return names[0] if names else None
 
 
+#: What Python (or shell) code given with ``-c`` would need to start or reach an engine: vLLM's entry points or
+#: ``serve``, its ``LLM`` classes, another framework's worker, or a way to run another program or module.
+_SERVER_CODE = re.compile(r"entrypoints|serve|api_server|\bLLM|AsyncLLM|LLMEngine|dynamo|sglang|subprocess|"
+                          r"os\.(?:system|exec|spawn|popen)|runpy|\bexec\b|__import__|importlib|<unknown:", re.I)
+
+
+def _inline_code_no_server(run: Sequence[str]) -> bool:
+    """Whether ``run`` (a command whose program is a value not in these files: ``"$PY" -c "import fastapi"``) is that
+    program given ``-c`` and one known piece of code and nothing else, where the code names nothing that starts an
+    engine (:data:`_SERVER_CODE`): a Python interpreter (``python -c``) or a shell (``sh -c``) runs only that code, so
+    the command is a preflight check (set 129's ``"$PY" -c 'from nixl._api import nixl_agent'``), no engine whose
+    program is unknown (:func:`opaque_command`)."""
+    return len(run) == 3 and run[1] == "-c" and not _SERVER_CODE.search(run[2])
+
+
 #: At most this many runs of one script, one per way through its undecided conditions (:func:`_paths`).
 MAX_PATHS = 32
 
@@ -1257,7 +1272,7 @@ class _Shell:
             return
         entry = entry_point(words)
         run = words[1:] if words[0] in ("exec", "nohup") else words
-        if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
+        if not entry and run and _UNKNOWN_RE.fullmatch(run[0]) and not _inline_code_no_server(run):
             # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
             # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
             self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1,
