@@ -32,7 +32,14 @@ from pdd_operator.vllm.expansion import (
     unknown_names,
 )
 from pdd_operator.vllm.flag_choices import CHOICE_TABLES
-from pdd_operator.vllm.flags import flag_values, loose_unknown, malformed_options, missing_values, short_options
+from pdd_operator.vllm.flags import (
+    flag_values,
+    loose_unknown,
+    malformed_option_places,
+    malformed_options,
+    missing_values,
+    short_options,
+)
 from pdd_operator.vllm.foreign_flags import foreign_flags
 from pdd_operator.vllm.grpc_server import GRPC_SERVER_MODULES
 from pdd_operator.vllm.http_socket import api_server_count
@@ -170,6 +177,8 @@ class RoleConfig:
         malformed_options: the words written as options that vLLM's parser can match to none on any release
             (``---max-num-batched-tokens``; :func:`~pdd_operator.vllm.flags.malformed_options`), reported by the
             ``cli-option-malformed`` rule.
+        malformed_places: the word right before each of ``malformed_options``, in its order
+            (:func:`~pdd_operator.vllm.flags.malformed_option_places`), so that the finding names an empty word's place.
         missing_values: the options that take one argument written without it (``--data-parallel-address
             --data-parallel-rpc-port 13345``; :func:`~pdd_operator.vllm.flags.missing_values`), reported by the
             ``cli-option-missing-value`` rule.
@@ -376,6 +385,7 @@ class RoleConfig:
     proxies: tuple[Proxy, ...] = ()
     errors: tuple[str, ...] = ()
     malformed_options: tuple[str, ...] = ()
+    malformed_places: tuple[str, ...] = ()
     missing_values: tuple[str, ...] = ()
     opaque: tuple[tuple[str, str], ...] = ()
     loose: str = ""
@@ -1008,6 +1018,7 @@ def role_from_container(
         proxies=pod_proxies(container, pod_spec) + tuple(p for words in launch.proxies if (p := command_proxy(words))),
         errors=tuple(errors),
         malformed_options=malformed_options(argv),
+        malformed_places=malformed_option_places(argv),
         missing_values=missing_values(argv),
         opaque=opaque,
         loose=(f"possibly set by ${loose}, which is not in these files and stands where flags do on its command line"

@@ -259,15 +259,26 @@ def malformed_options(argv: list[str]) -> tuple[str, ...]:
     arg_string``) and a word not starting with ``-`` for a positional, which vLLM has no place for: ``vllm serve
     [model_tag]`` takes one, the api_server module none, so 'unrecognized arguments', exit 2. ``()`` where there are
     none."""
-    found: list[str] = []
-    for tok in argv[_entry_length(argv):]:
+    return tuple(tok.partition("=")[0] if tok.strip() else tok for _, tok in _malformed_words(argv))
+
+
+def malformed_option_places(argv: list[str]) -> tuple[str, ...]:
+    """For each word :func:`malformed_options` gives, in its order, the word of ``argv`` right before it (``--master-addr``
+    for the empty word of ``--master-addr "$ADDR"`` with ``ADDR`` empty; the entry point's last word where it comes
+    first), so that a finding can say which word it means: an empty or blank word has no text of its own."""
+    return tuple(argv[i - 1] if i > 0 else "" for i, _ in _malformed_words(argv))
+
+
+def _malformed_words(argv: list[str]) -> list[tuple[int, str]]:
+    """``(index in argv, word)`` of each word :func:`malformed_options` reports."""
+    found: list[tuple[int, str]] = []
+    for i in range(_entry_length(argv), len(argv)):
+        tok = argv[i]
         if tok in ("&&", ";", "|", "||"):
             break
-        if _MALFORMED_OPTION.match(tok):
-            found.append(tok.partition("=")[0])
-        elif not tok.strip():
-            found.append(tok)
-    return tuple(found)
+        if _MALFORMED_OPTION.match(tok) or not tok.strip():
+            found.append((i, tok))
+    return found
 
 
 def loose_unknown(argv: list[str]) -> str | None:

@@ -27,7 +27,9 @@ symbolically, following the POSIX Shell Command Language (Issue 7, section 2) an
   ``V`` makes empty (``"${V:-}"``, ``"${V-}"``, ``"${V:=}"``: ``$V`` spelled to survive ``set -u``, which the image's
   ``ENV``, the pod's env, a sourced file or the caller may set), so it is no empty word vLLM's parser would refuse
   (``cli-option-malformed``) but ``V``'s unknown value (:meth:`_Shell.argument_fields`); an empty ``V`` the script or
-  the container's env sets is an empty word;
+  the container's env sets is an empty word. ``${V:?msg}`` (in a ``:`` command or anywhere) exits the script where
+  ``V`` is unset or empty, ``${V?msg}`` where it is unset: past it ``V`` is set (and with the colon not empty), its
+  value unknown where it was not known to pass (:meth:`_Shell.guarded`);
 * ``for v in a b c; do ...; done`` runs its body once per word (at most :data:`MAX_ITERATIONS` times in all); a
   ``while``/``until``/C-style ``for`` body is read once;
 * conditions (2.9.4.4 ``if``/``elif``/``else``, 2.9.4.3 ``case`` with glob patterns, 2.9.3 ``&&``/``||`` after a
@@ -310,6 +312,21 @@ def opaque_command(launch: Launch) -> str | None:
     ``exec $CMD``, ``eval "$CMD"``), for such a :class:`Launch`; ``None`` for an engine whose program is known."""
     names = unknown_names(launch.argv[0]) if launch.argv and _UNKNOWN_RE.fullmatch(launch.argv[0]) else []
     return names[0] if names else None
+
+
+#: What Python (or shell) code given with ``-c`` would need to start or reach an engine: vLLM's entry points or
+#: ``serve``, its ``LLM`` classes, another framework's worker, or a way to run another program or module.
+_SERVER_CODE = re.compile(r"entrypoints|serve|api_server|\bLLM|AsyncLLM|LLMEngine|dynamo|sglang|subprocess|"
+                          r"os\.(?:system|exec|spawn|popen)|runpy|\bexec\b|__import__|importlib|<unknown:", re.I)
+
+
+def _inline_code_no_server(run: Sequence[str]) -> bool:
+    """Whether ``run`` (a command whose program is a value not in these files: ``"$PY" -c "import fastapi"``) is that
+    program given ``-c`` and one known piece of code and nothing else, where the code names nothing that starts an
+    engine (:data:`_SERVER_CODE`): a Python interpreter (``python -c``) or a shell (``sh -c``) runs only that code, so
+    the command is a preflight check (set 129's ``"$PY" -c 'from nixl._api import nixl_agent'``), no engine whose
+    program is unknown (:func:`opaque_command`)."""
+    return len(run) == 3 and run[1] == "-c" and not _SERVER_CODE.search(run[2])
 
 
 #: At most this many runs of one script, one per way through its undecided conditions (:func:`_paths`).
@@ -1255,7 +1272,7 @@ class _Shell:
             return
         entry = entry_point(words)
         run = words[1:] if words[0] in ("exec", "nohup") else words
-        if not entry and run and _UNKNOWN_RE.fullmatch(run[0]):
+        if not entry and run and _UNKNOWN_RE.fullmatch(run[0]) and not _inline_code_no_server(run):
             # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
             # a launch whose argv starts with that unknown (:func:`opaque_command`), so readers say "not checked"
             self.launches.append(Launch(tuple(run), {}, self.outer_line or node.start_point[0] + 1,
@@ -1727,6 +1744,8 @@ class _Shell:
                 # an argument of the script itself, which its caller may give (argument_fields: not an empty word)
                 self.assumed_empty.append(f"{ARGUMENT}{name}")
             return word if op in (":-", "-", ":=", "=") and value == "" else value
+        if op in (":?", "?"):
+            return self.guarded(name, op)
         if name in self.values:
             value = self.values[name]
             if op in (":-", ":=") and value == "":
@@ -1750,6 +1769,27 @@ class _Shell:
         # Set by what these files do not show (valueFrom, envFrom, the platform, the image's ENV): ${X:-d} is X's
         # value or d, ${X:+a} is a or empty, and neither is known, as $X is not (module docstring).
         return value
+
+    def guarded(self, name: str, op: str) -> str:
+        """``${NAME:?msg}`` / ``${NAME?msg}`` (in a ``:`` command or anywhere): bash writes msg and exits where
+        ``NAME`` is unset, or, with the colon, empty (POSIX 2.6.2 "Indicate Error if Null or Unset"; bash manual,
+        "Shell Parameter Expansion"; a non-interactive shell exits), so past this point ``NAME`` is set, and with
+        the colon not empty. A known value that passes is kept; one that would stop the script (empty for ``:?``,
+        certainly unset for either) is not what any run that goes on holds, so ``NAME`` becomes
+        :func:`~pdd_operator.vllm.expansion.unknown` of itself for the rest of the script: no empty word vLLM's
+        parser would refuse (``cli-option-malformed``), its value not known. A set, empty ``NAME`` passes ``?``
+        and stays an empty word (argparse takes it for a positional argument, ``cli-option-malformed``'s source)."""
+        if name in self.values:
+            value = self.values[name]
+        elif self.env.unset(name):
+            value = None
+        else:  # set by what these files do not show (kept unknown) or by the image's known ENV
+            value = self.env.shell_value(name)
+            if unknown_names(value) or value != "" or op == "?":
+                return value
+        if value is None or (op == ":?" and value == ""):
+            self.values[name] = unknown(name)
+        return self.values[name]
 
     def arithmetic(self, expr: str) -> str:
         """``$(( EXPR ))`` on known integers: ``+ - * / %``, comparisons, ``&& || !`` (bash manual, "Shell

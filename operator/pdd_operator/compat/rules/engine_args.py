@@ -455,8 +455,8 @@ def check_cli_option_malformed(pair: PDPair) -> list[Violation]:
     vllm-ascend keep vLLM's parser) or KV connector, so this is judged on every pair, unknown releases included."""
     out: list[Violation] = []
     for r in pair.roles:
-        for word in r.malformed_options:
-            message, fixed = _malformed(r.role, word)
+        for word, after in zip(r.malformed_options, r.malformed_places or ("",) * len(r.malformed_options), strict=True):
+            message, fixed = _malformed(r.role, word, after)
             out.append((message, fix_for(pair, f"{fixed} in spec.{r.role}.extraArgs.", f"{fixed} in the {r.role}'s "
                                          "command line.")))
     return out
@@ -494,14 +494,17 @@ def check_cli_option_missing_value(pair: PDPair) -> list[Violation]:
     return out
 
 
-def _malformed(role: str, word: str) -> tuple[str, str]:
+def _malformed(role: str, word: str, after: str = "") -> tuple[str, str]:
     """``(message, what to write instead)`` for a malformed option ``word`` of the ``role`` engine: a word with three
     hyphens or a typographic dash, or a word of blanks only, what a backslash before a trailing blank passes
-    (:func:`~pdd_operator.vllm.flags.malformed_options`). The second part is a sentence to end with where to do it
-    ("Write --max-model-len (ASCII hyphens)")."""
+    (:func:`~pdd_operator.vllm.flags.malformed_options`). ``after``: the word right before it on the command line
+    (:func:`~pdd_operator.vllm.flags.malformed_option_places`), named for an empty word, which has no text of its own
+    ("right after '--master-addr'"). The second part is a sentence to end with where to do it ("Write --max-model-len
+    (ASCII hyphens)")."""
     if not word:
-        return (f"{role}: its command line holds an empty word (''), which vLLM's argument parser passes to argparse "
-                "unchanged; argparse takes it for a positional argument vLLM has no place for ('unrecognized "
+        place = f" right after {after!r}" if after.strip() and not unknown_names(after) else ""
+        return (f"{role}: its command line holds an empty word (''){place}, which vLLM's argument parser passes to "
+                "argparse unchanged; argparse takes it for a positional argument vLLM has no place for ('unrecognized "
                 "arguments', exit 2): the engine never starts.",
                 "Delete the empty word (an empty args item, or a quoted expansion such as \"$EXTRA\" of an empty "
                 "variable: leave it unquoted or drop it)")
@@ -527,8 +530,9 @@ def malformed_option_findings(role: RoleConfig, where: str) -> tuple[Finding, ..
 
     rule_ = RULES_BY_ID["cli-option-malformed"]
     found = []
-    for word in role.malformed_options:
-        message, fixed = _malformed(role.role, word)
+    for word, after in zip(role.malformed_options, role.malformed_places or ("",) * len(role.malformed_options),
+                             strict=True):
+        message, fixed = _malformed(role.role, word, after)
         found.append(Finding(rule=rule_.id, severity="error", fields=[f"{where}.args", f"{where}.command"],
                              message=message, fix=f"{fixed} in the container's command line.",
                              source=rule_.source))
