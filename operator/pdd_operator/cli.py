@@ -540,6 +540,17 @@ def _read_text(path: str) -> str | None:
         return None
 
 
+def _script_text(path: str) -> str:
+    """The text of the file ``path`` as a script: a pasted terminal session that is in no format of its own
+    (:func:`~pdd_operator.compat.text_inputs.text_format`) gives its commands, its output lines left empty
+    (:func:`~pdd_operator.compat.text_inputs.transcript_commands`); any other file its text. Raises ``OSError``."""
+    from pdd_operator.compat.text_inputs import text_format, transcript_commands
+
+    text = Path(path).read_text(errors="replace")
+    commands = transcript_commands(text) if text_format(text) is None else None
+    return text if commands is None else commands
+
+
 def _text_input(path: str) -> dict | None:
     """The "not checked" record of the file ``path`` when it is no manifest but configures P/D KV transfer (a Slurm or
     shell script, a systemd unit, a Nomad job: :func:`~pdd_operator.compat.text_inputs.unreadable_text`), else
@@ -549,7 +560,7 @@ def _text_input(path: str) -> dict | None:
     if path == "-":
         return None
     try:
-        return unreadable_text(path, Path(path).read_text(errors="replace"))
+        return unreadable_text(path, _script_text(path))
     except OSError:
         return None
 
@@ -578,7 +589,7 @@ def _runs_without_pd(path: str) -> bool:
     if path == "-":
         return False
     try:
-        return run_format(Path(path).read_text(errors="replace")) is not None
+        return run_format(_script_text(path)) is not None
     except OSError:
         return False
 
@@ -589,7 +600,7 @@ def _read_script(path: str, engines: list, unreadable: list[dict], text: str | N
     ``False`` when it starts none that can be found (the file is then named "not checked" as a whole)."""
     from pdd_operator.compat.script_inputs import script_engines
 
-    got = script_engines(path, Path(path).read_text(errors="replace") if text is None else text)
+    got = script_engines(path, _script_text(path) if text is None else text)
     if got is None or not any(got):
         return False
     engines.extend(got[0])

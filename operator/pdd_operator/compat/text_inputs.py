@@ -42,7 +42,10 @@ _JINJA = re.compile(r"^\s*(?:\{%-?\s*(?:set|if|elif|else|endif|for|endfor|macro|
 #: command line, ``python3 -m sglang.launch_server`` / ``sglang serve`` / ``trtllm-serve``, as bug reports paste an
 #: SGLang P/D pair, sgl-project/sglang#18389; a Python file run with inline ``NAME=value`` assignments,
 #: ``VLLM_ENABLE_V1_MULTIPROCESSING=0 CUDA_VISIBLE_DEVICES=0 python3 "$SCRIPT_DIR/prefill_example.py"`` as vLLM
-#: 0.10.0's examples/offline_inference/disaggregated-prefill-v1/run.sh does, with no ``#!`` line).
+#: 0.10.0's examples/offline_inference/disaggregated-prefill-v1/run.sh does, with no ``#!`` line; a Python module run
+#: with options, ``python3 -m disaggregated.prefill_worker --model ...``, or any command continued with a trailing
+#: backslash onto an ``--option`` line, as the commands users paste into issues are, with notes such as ``GPU 0:``
+#: between them that no YAML reads: triton-inference-server/triton_distributed#195, set 130).
 _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Helm chart template", re.compile(r"\{\{-?\s*(\.Values|\.Release|\.Chart|include\s|toYaml\s|range\s)")),
     ("Jinja template", _JINJA),
@@ -59,9 +62,41 @@ _FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S*/)?python3?\s+[\"']?\S+\.py\b"
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)+(?:\S+\s+)*?(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?[\s.]"
                                 r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?(?:python3?\s+-m\s+sglang\.launch_server|sglang\s+serve"
-                                r"|trtllm-serve)\s",
+                                r"|trtllm-serve)\s"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?python3?(?:\.\d+)?\s+-m\s+[\w.]+\s+(?:--?[\w-]|\\$)"
+                                r"|^\s*(?:[A-Za-z_]\w*=\S*\s+)*[\w./][\w./-]*(?:[ \t]+[^\s:]\S*)*[ \t]+\\\n\s*--[\w-]",
                                 re.M)),
 )
+
+
+#: A shell prompt that starts a line of a pasted terminal session (``$ cmd``, ``(venv) $ cmd``, ``user@host:~$ cmd``,
+#: ``root@host:/w# cmd``; bash(1) PROMPTING, the default PS1 ``\u@\h:\w\$``): group 1 is the command. No shell script
+#: starts a line with ``$`` and a blank, and no YAML key does.
+_PROMPT = re.compile(r"^\s*(?:\([\w.-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::\S*)?\s*[$#]|\$)\s+(\S.*)$")
+#: The continuation prompt (bash's PS2, ``> ``) of a command continued onto the next line.
+_PS2 = re.compile(r"^\s*>\s?")
+
+
+def transcript_commands(text: str) -> str | None:
+    """The commands of ``text`` when it is a pasted terminal session (some line starts with a shell prompt,
+    :data:`_PROMPT`), as a shell script: each prompted line without its prompt, the lines it continues onto with a
+    trailing backslash (without a ``> `` continuation prompt), and every other line (the commands' output:
+    ``nvidia-smi`` tables, ``GPU 0: NVIDIA H100 ...``, logs) left empty, so that line N of the script is line N of
+    the file. ``None`` for text with no prompted line (a script, a manifest). Pure."""
+    lines = text.splitlines()
+    out: list[str] = []
+    prompted = False
+    continued = False
+    for line in lines:
+        if continued:
+            out.append(_PS2.sub("", line, count=1))
+        elif (m := _PROMPT.match(line)) is not None:
+            prompted = True
+            out.append(m.group(1))
+        else:
+            out.append("")
+        continued = out[-1].rstrip().endswith("\\") and out[-1].strip() != ""
+    return "\n".join(out) + "\n" if prompted else None
 
 
 #: The formats whose text becomes YAML once rendered: a file in one of them that does not parse is no broken manifest.
@@ -159,6 +194,25 @@ def _delegated_pd_script(text: str) -> str | None:
 _FORK_KV_ROLE = re.compile(r"^(?!\s*#)[^\n]*\bVLLM_DISTRIBUTED_KV_ROLE=[\"']?(producer|consumer|both)\b", re.M)
 
 
+#: A Python module run as a program (``python3 -m disaggregated.prefill_worker``, python(1) ``-m``): group 1 is the
+#: module. Launchers of their own (triton-inference-server/triton_distributed's disaggregated.prefill_worker /
+#: decode_worker, issue #195) pass vLLM engine flags to code that is not in the file; vLLM's, SGLang's, TensorRT-LLM's
+#: and Dynamo's own modules are read (or named) elsewhere (:data:`_OWN_MODULES`).
+_PY_MODULE = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?python3?(?:\.\d+)?\s+(?:-[A-Za-z]+\s+)*-m\s+([\w.]+)", re.M)
+_OWN_MODULES = re.compile(r"(?:vllm|sglang|tensorrt_llm|dynamo|pip|venv|uv)(?:\.|$)")
+#: A vLLM server started in a command line (``vllm serve``, ``python -m vllm.entrypoints...``).
+_VLLM_START = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?(?:python3?(?:\.\d+)?\s+-m\s+)?vllm(?:-rs)?(?:\s+serve\b|\.)", re.M)
+
+
+def _module_launcher(text: str) -> str | None:
+    """The first Python module of its own that the script ``text`` runs (:data:`_PY_MODULE`, not one of
+    :data:`_OWN_MODULES`) where no vLLM server is started in it (:data:`_VLLM_START`), else ``None``."""
+    lines = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    if _VLLM_START.search(lines):
+        return None
+    return next((m.group(1) for m in _PY_MODULE.finditer(lines) if not _OWN_MODULES.match(m.group(1))), None)
+
+
 def _python_reason(fmt: str, text: str) -> str:
     """Why the Python launcher or notebook ``text`` (of format ``fmt``) is not checked: the engine constructors and
     argument lists it holds whose values are not literal (:func:`~pdd_operator.compat.python_inputs.
@@ -215,6 +269,13 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
         return {"object": f"{path} ({fmt})", "reason": (
             f"its prefill and decode servers are {other[0]}'s, not vLLM's: {other[1]}; no vLLM engine is in this "
             "file to check")}
+    module = _module_launcher(text) if fmt in ("Slurm batch script", "shell script") and pd_marked(text) else None
+    if module:
+        return {"object": f"{path} ({fmt})", "reason": (
+            f"its prefill and decode engines are started by python -m {module}, a launcher of its own that takes the "
+            "engine flags (--kv-transfer-config ...) and builds the vLLM engines in its code, which is not in these "
+            "files, nor is the vLLM build it runs (a fork's patch may define its own fields); give the vllm serve "
+            "commands, or the Kubernetes containers, that it amounts to, with the vLLM release, to have them checked")}
     configured = (fmt in ("Slurm batch script", "shell script")  # its engines' settings may all be in the file
                   and starts_with_config_file(text))
     # a Jinja template's connector and roles may all come from its context: naming both roles is enough
