@@ -449,6 +449,8 @@ def _pdd_field_mentions(path: Path, capsys) -> list[str]:
 def test_findings_on_other_formats_never_name_pddeployment_fields(capsys):
     inputs = sorted([*_DATA.glob("public_reports*/inputs/**/*.yaml"),
                      *(shared_file("cases/turn2/cases.yaml").parent / "inputs").glob("**/*.yaml")])
+    # a Helm chart folder is one input (its templates are Go templates, not YAML): it is checked as a whole elsewhere
+    inputs = [p for p in inputs if not any((d / "Chart.yaml").is_file() for d in p.parents[:4])]
     foreign = [p for p in inputs
                if not any(isinstance(d, dict) and d.get("kind") == "PDDeployment" for d in yaml.safe_load_all(p.read_text()))]
     assert len(foreign) > 300

@@ -309,3 +309,11 @@ def test_a_script_argument_is_not_an_empty_value():
     found = launches("f() { vllm serve m --data-parallel-address $2 --data-parallel-rpc-port 1; }\nf a",
                      ContainerEnv(kubernetes=False))
     assert missing_values(list(found[0].argv)) == ("--data-parallel-address",)
+
+
+def test_service_links_leave_a_document_of_any_kind_value_as_it_is():
+    # the API may carry any JSON under kind (the check fuzz found a list): never a TypeError
+    from pdd_operator.compat.service_links import with_service_links
+    for kind in (["Deployment"], {"a": 1}, None, 3):
+        doc = {"kind": kind, "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+        assert with_service_links(doc, {"default": frozenset({"A_PORT"})}) is doc

@@ -80,7 +80,7 @@ def with_service_links(doc: dict, links: dict[str, frozenset[str] | None]) -> di
     init container of each pod spec in it, where ``doc`` is of :data:`PLAIN_WORKLOADS` and the Services of its
     namespace are known (``links``, :func:`service_links_of`): their variable names, or none where the pod spec sets
     ``enableServiceLinks: false``. Returns a deep copy where anything was set, else ``doc``."""
-    if doc.get("kind") not in PLAIN_WORKLOADS:
+    if not isinstance(doc.get("kind"), str) or doc["kind"] not in PLAIN_WORKLOADS:  # any kind the API may carry
         return doc
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     known = links.get(str(meta.get("namespace") or "default"), frozenset())
