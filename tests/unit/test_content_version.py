@@ -122,3 +122,14 @@ def test_children_in_place_stay_in_place_across_a_status_update_only(edit, appli
     apply_all(kube, rendered or render_children(OWNER, SPEC))
     assert sent == applied
     assert reads == applied  # nothing but the changed child decoded and compared again
+
+
+def test_a_child_pruned_after_a_relist_leaves_no_content_stamp_behind():
+    # deleted while the watch was down (no delete event), then created again with the same content: the new
+    # copy's version, never the stamp of the pruned one (the in-place memo would skip comparing it)
+    cache = ClusterCache()
+    cache.observe("Deployment", DEPLOYMENT)
+    cache.prune("Deployment", {}, 20)
+    assert cache.child_content_version("Deployment", "ns", "d") is None
+    cache.observe("Deployment", DEPLOYMENT | {"metadata": {**DEPLOYMENT["metadata"], "resourceVersion": "30"}})
+    assert cache.child_content_version("Deployment", "ns", "d") == "30"

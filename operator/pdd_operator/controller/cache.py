@@ -774,6 +774,7 @@ class ClusterCache:
                     continue
                 owners.update(self._owners(kind, obj_key[1:], packed))
                 pruned.append(obj_key[1:])
+                self._content.pop(obj_key, None)  # gone without a delete event: its content stamp too
                 for name in INDEX_NAMES:
                     self._indexes[name].discard(obj_key)
             # The overlay too: a ConfigMap read directly (newly referenced) stays there until a watch
