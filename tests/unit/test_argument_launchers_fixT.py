@@ -11,18 +11,15 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.expansion import ContainerEnv
 from pdd_operator.vllm.script import argument_alternatives, launches
+from tests.unit.cli_check import check_text
 
 NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
 
 def run(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "launch.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "launch.sh")
 
 
 def errors(out: dict) -> set[str]:

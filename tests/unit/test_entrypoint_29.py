@@ -15,9 +15,9 @@ import json
 import pytest
 import yaml
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.args import split_command
 from pdd_operator.vllm.entrypoint import API_SERVER, SERVE, image_entrypoint, leading_entry, repeated_entrypoint
+from tests.unit.cli_check import check_text
 from tests.unit.test_public_report_kinds_14 import POD_IP, _deployment, _messages
 from tests.unit.test_turn2_variants import check, rules
 
@@ -139,10 +139,7 @@ def _compose(service: dict) -> dict:
 
 
 def _compose_check(tmp_path, capsys, doc: dict) -> tuple[int, dict]:
-    path = tmp_path / "compose.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump(doc), "compose.yaml")
 
 
 def test_a_compose_command_repeating_vllm_serve_is_an_error(tmp_path, capsys):

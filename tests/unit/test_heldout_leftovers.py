@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat import engine
 from pdd_operator.compat.manifests import lone_pair, scan
 from pdd_operator.compat.rules import CHECKS
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 #: The rules that judged a lone engine before the attribute (compat/engine.py's former ONE_ENGINE_RULES).
@@ -93,10 +93,7 @@ def test_evaluate_alone_selects_by_the_attribute():
 
 
 def _check_script(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh")
 
 
 def _findings(out, severity=None) -> set[str]:

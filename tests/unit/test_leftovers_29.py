@@ -20,10 +20,10 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
 from pdd_operator.vllm.block_size import script_gpu_resource
 from pdd_operator.vllm.script import launches
+from tests.unit.cli_check import check_text
 from tests.unit.test_public_report_kinds_14 import _messages, _pair
 from tests.unit.test_turn2_variants import check, rules
 
@@ -99,10 +99,7 @@ wait
 
 
 def _check_script(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pd.sbatch"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", "--vllm-version", "0.33.0"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sbatch", "--vllm-version", "0.33.0")
 
 
 @pytest.mark.parametrize("signs", ["export HIP_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "export ROCR_VISIBLE_DEVICES=0,1",
@@ -171,10 +168,7 @@ wait
 
 
 def _check_sh(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh")
 
 
 @pytest.mark.parametrize(("prefill", "between", "prefix"), [

@@ -18,6 +18,7 @@ import yaml
 
 from pdd_operator.cli import main
 from pdd_operator.compat.llmd_values import is_llmd_values, render
+from tests.unit.cli_check import check_text
 
 KV = '{"kv_connector":"NixlConnector", "kv_role":"kv_both"}'
 HOST = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
@@ -40,10 +41,7 @@ def _values(image: str = "vllm/vllm-openai:v0.11.0", prefill_tp: int = 1, decode
 
 
 def _check(tmp_path, capsys, values: dict, name: str = "values.yaml") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(values))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump(values), name)
 
 
 def _findings(out: dict, severity: str = "error") -> dict[str, dict]:

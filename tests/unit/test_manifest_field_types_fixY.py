@@ -11,12 +11,10 @@ YAML text, so the scalars are what YAML 1.1 reads unquoted. A Compose file is no
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.shapes import as_quoted, quoted_scalars, shape_problems
+from tests.unit.cli_check import check_text
 
 RULE = "manifest-field-type-invalid"
 KV = """'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
@@ -48,10 +46,7 @@ spec:
 
 
 def _check(tmp_path, capsys, text: str, name: str = "pd.yaml") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 def _rules(out: dict) -> dict[str, set[str]]:

@@ -20,6 +20,7 @@ import pytest
 
 from pdd_operator.vllm.expansion import ContainerEnv, unknown
 from pdd_operator.vllm.script import launches
+from tests.unit.cli_check import rules as _rules
 
 from .test_script_inputs import KV_BOTH, KV_D, KV_P, _errors
 from .test_script_inputs import _check as _check_script
@@ -260,10 +261,6 @@ def _multi(version: str, extra: list[str], kv: str = MULTI):
     from tests.unit.test_turn2_variants import pd
     return pd("m", ["--kv-transfer-config", kv, *extra], ["--kv-transfer-config", kv, *extra],
               model="Qwen/Qwen3-8B", image=f"vllm/vllm-openai:v{version}")
-
-
-def _rules(out: dict, severity: str | None = None) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
 
 
 @pytest.mark.parametrize("version", ["0.13.0", "0.16.0", "0.18.0", "0.19.1", "0.20.0"])

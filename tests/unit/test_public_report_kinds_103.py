@@ -21,15 +21,12 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script, python_vllm_pin
+from tests.unit.cli_check import check_text
 
 
 def _check(tmp_path, capsys, name: str, text: str) -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 def _rules(report: dict, severity: str = "error") -> set[str]:

@@ -27,7 +27,7 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import KV, check, rules
 
 OFFLOAD = '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"num_cpu_blocks":4096}}'
@@ -43,10 +43,7 @@ MULTI_NIXL = json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both",
 
 
 def _script(tmp_path, capsys, body: str, version: str) -> tuple[int, dict]:
-    path = tmp_path / "serve.sh"
-    path.write_text(f"pip install vllm=={version}\n{body}\n")
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, f"pip install vllm=={version}\n{body}\n", "serve.sh")
 
 
 def _serve(model: str, kv: str, env: str = "", port: int = 8000, gpus: str = "0") -> str:

@@ -12,10 +12,9 @@ connectors, versions, shapes): P/D setups as people run them outside Kubernetes.
 
 from __future__ import annotations
 
-import json
-
 from pdd_operator.cli import main
 from pdd_operator.compat.text_inputs import text_format, unreadable_text
+from tests.unit.cli_check import check_text
 
 KV_BOTH = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -23,10 +22,7 @@ KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
 
 
 def _check(tmp_path, capsys, text: str, name: str = "pair.sh", *extra: str) -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name, *extra)
 
 
 def _rules(out: dict, severity: str) -> set[str]:

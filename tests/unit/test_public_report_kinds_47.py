@@ -16,21 +16,16 @@ versions, launchers, orchestrators): P/D deployments as tutorials and guides pub
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.known_models import served_as_known
 from pdd_operator.vllm.versions import wrapped_vllm_version
+from tests.unit.cli_check import check_text
 
 
 def _check(tmp_path, capsys, text: str, name: str = "pair.sh", *extra: str) -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name, *extra)
 
 
 def _rules(out: dict, severity: str) -> set[str]:

@@ -20,17 +20,14 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.block_size import script_accelerator_resource, script_gpu_resource
 from pdd_operator.vllm.gaudi import hetero_saved_block_size
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 
 def _script(tmp_path, capsys, text: str, *extra: str) -> tuple[int, dict]:
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh", *extra)
 
 
 def _kv(buffer: str, **more) -> str:

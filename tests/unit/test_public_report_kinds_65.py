@@ -18,10 +18,10 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.data_parallel import lb_mode_conflict
 from pdd_operator.vllm.expansion import ContainerEnv
 from pdd_operator.vllm.script import docker_run
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
@@ -38,10 +38,7 @@ def _pair(image, p_extra=(), d_extra=(), model="deepseek-ai/DeepSeek-V2-Lite", c
 
 
 def _script(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh")
 
 
 def _messages(out: dict, rule: str) -> list[str]:

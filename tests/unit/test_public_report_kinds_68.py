@@ -17,23 +17,18 @@ controls: launch commands pasted into question threads.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.script import DockerRun, image_engine
+from tests.unit.cli_check import check_text
 
 PYNCCL = '{{"kv_connector":"PyNcclConnector","kv_role":"{role}","kv_rank":{rank},"kv_parallel_size":2}}'
 NIXL = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 def _check(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh")
 
 
 def _rules(out: dict) -> dict[str, set[str]]:

@@ -17,6 +17,7 @@ import pytest
 
 from pdd_operator.vllm.rocm_nixl import rocm_image_nixl_missing
 from pdd_operator.vllm.script import docker_run
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -145,13 +146,7 @@ def _srun_script(p_image, d_image, side_channel=True, nodes=("n0", "n1", "n2"), 
 
 
 def _check_script(tmp_path, capsys, text):
-    import json
-
-    from pdd_operator.cli import main
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh")
 
 
 def test_docker_run_after_srun_options_is_read():

@@ -14,9 +14,7 @@ controls.
 
 from __future__ import annotations
 
-import json
-
-from pdd_operator.cli import main
+from tests.unit.cli_check import check_text
 from tests.unit.test_compose_inputs import _check as compose_check
 from tests.unit.test_compose_inputs import _gpu_pair
 from tests.unit.test_turn2_variants import check, rules
@@ -35,10 +33,7 @@ def _script(tmp_path, capsys, version: str, model: str, prefill_extra: str = "",
         lines.append(f"CUDA_VISIBLE_DEVICES={gpu} VLLM_NIXL_SIDE_CHANNEL_PORT={side} vllm serve {model} --port {port} "
                      f"{extra} --kv-transfer-config '{KV.replace('kv_both', _ROLES[role])}' &")
     lines.append("wait")
-    path = tmp_path / "pd.sh"
-    path.write_text("\n".join(lines) + "\n")
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, "\n".join(lines) + "\n", "pd.sh")
 
 
 def _finding(out: dict) -> dict:

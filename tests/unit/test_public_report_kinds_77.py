@@ -20,8 +20,8 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.script_inputs import ray_clusters
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -31,10 +31,7 @@ SSH_KV_P, SSH_KV_D = (kv.replace('"', '\\"') for kv in (KV_P, KV_D))
 
 
 def _script(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "run.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "run.sh")
 
 
 # --- a host script's Ray cluster over several hosts ----------------------------------------------------------

@@ -16,8 +16,8 @@ import json
 import pytest
 import yaml
 
-from pdd_operator.cli import main
 from pdd_operator.compat.llmd_values import render
+from tests.unit.cli_check import check_text
 
 HOST = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
@@ -56,10 +56,7 @@ def _values(accelerator: dict | None, model: str = "Qwen/Qwen3-0.6B", image: str
 
 
 def _check(tmp_path, capsys, values: dict) -> tuple[int, dict]:
-    path = tmp_path / "values.yaml"
-    path.write_text(yaml.safe_dump(values))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump(values), "values.yaml")
 
 
 def _resources(values: dict) -> dict[str, set[str]]:

@@ -18,8 +18,8 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.ec_connectors import ec_names, ec_registered
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 KV = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
@@ -116,10 +116,7 @@ def _script(tmp_path, capsys, version: str, model: str, prefill_extra: str = "",
         lines.append(f"CUDA_VISIBLE_DEVICES={devices} VLLM_NIXL_SIDE_CHANNEL_PORT={side} vllm serve {model} "
                      f"--port {port} --tensor-parallel-size {tp} {extra} --kv-transfer-config '{kv}' &")
     lines.append("wait")
-    path = tmp_path / "pd.sh"
-    path.write_text("\n".join(lines) + "\n")
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, "\n".join(lines) + "\n", "pd.sh")
 
 
 def test_an_epd_script_on_a_release_without_the_cpu_connector(tmp_path, capsys):

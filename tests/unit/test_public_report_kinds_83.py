@@ -13,22 +13,17 @@ differ between the roles, with negative controls.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.script import entry_point
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 def _script(tmp_path, capsys, text: str, *extra: str) -> tuple[int, dict]:
-    path = tmp_path / "pair.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pair.sh", *extra)
 
 
 def _serve(gpu: int, port: int, side: int, args: str, model: str = "Qwen/Qwen3-0.6B", rust: bool = False,

@@ -22,7 +22,7 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 SLEEP = "sleep-mode-unsupported"
@@ -50,10 +50,7 @@ def _findings(out, rule):
 
 
 def _script(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pair.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pair.sh")
 
 
 # --- sleep-mode-unsupported beyond NIXL ---------------------------------------------------------------------

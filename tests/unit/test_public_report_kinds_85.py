@@ -10,19 +10,14 @@ launched outside Kubernetes, in the launcher's own format, with negative control
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.text_inputs import text_format
+from tests.unit.cli_check import check_text
 
 
 def _check(tmp_path, capsys, name: str, text: str) -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 def _findings(report: dict) -> list[dict]:
@@ -114,6 +109,7 @@ decode = serve("kv_consumer", 1, 8200)
 SHEBANG_LAUNCHER = '''#!/usr/bin/env python3
 """Start a MooncakeConnector prefill and decode."""
 import os
+from tests.unit.cli_check import check_text
 os.system("vllm serve Qwen/Qwen3-8B --port 8010 --kv-transfer-config "
           "'{\\"kv_connector\\":\\"MooncakeConnector\\",\\"kv_role\\":\\"kv_producer\\"}' &")
 os.system("vllm serve Qwen/Qwen3-8B --port 8020 --kv-transfer-config "

@@ -19,8 +19,8 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.flags import malformed_options, option_spelling
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, container, rules, workload
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -28,10 +28,7 @@ XPU_KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_device"
 
 
 def _script(tmp_path, capsys, text: str, *extra: str) -> tuple[int, dict]:
-    path = tmp_path / "pair.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pair.sh", *extra)
 
 
 def _pair(p_args, d_args, image="vllm/vllm-openai:v0.20.0", model="Qwen/Qwen3-8B", **kw):

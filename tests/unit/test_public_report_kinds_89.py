@@ -14,21 +14,16 @@ own formats, with negative controls.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
-from pdd_operator.cli import main
+from tests.unit.cli_check import check_text
 
 _GROUP = "kustomize.config.k8s.io"
 
 
 def _check(tmp_path, capsys, doc: dict) -> tuple[int, dict]:
-    path = tmp_path / "kustomization.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump(doc), "kustomization.yaml")
 
 
 RENAME_PREFILL = """- op: replace

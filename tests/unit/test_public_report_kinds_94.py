@@ -28,7 +28,6 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.pair import RoleConfig
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.compat.unknown_version import connector_floor
@@ -36,17 +35,8 @@ from pdd_operator.vllm.expansion import ContainerEnv
 from pdd_operator.vllm.flags import malformed_options
 from pdd_operator.vllm.moriio_ports import moriio_listener_ports
 from pdd_operator.vllm.script import _printf, launches
-
-
-def _check(tmp_path, capsys, text: str, name: str = "run.sh") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def _rules(out: dict, severity: str | None = None) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
+from tests.unit.cli_check import check_text as _check
+from tests.unit.cli_check import rules as _rules
 
 
 def _moriio(role: str, http: int, handshake: int | None = 7301, notify: int | None = 7501, host: str = "10.1.2.3",

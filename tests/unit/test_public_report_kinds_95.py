@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from pdd_operator.cli import main
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import POD_IP, check, rules, workload
 
 NIXL = '{"kv_connector":"NixlConnector","kv_role":"%s"}'
@@ -51,10 +52,7 @@ def _service(prefill: dict, decode: dict, model: str = "zai-org/GLM-4.5-Air-FP8"
 
 
 def _check(tmp_path, capsys, *docs, name: str = "pd.dstack.yml") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump_all(list(docs), sort_keys=False), name)
 
 
 def _fields(out: dict) -> list[str]:

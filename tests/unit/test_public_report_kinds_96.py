@@ -17,18 +17,15 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.kv_transfer_config import third_party_module
 from pdd_operator.vllm.shipped_modules import import_fails
 from pdd_operator.vllm.versions import parse_version
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 
 def _script(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "pair.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pair.sh")
 
 
 def _kv(connector: str, role: str, **more) -> str:

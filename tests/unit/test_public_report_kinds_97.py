@@ -14,12 +14,10 @@ controls: speculative decoding in P/D pairs, and the launchers that carry it.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.text_inputs import run_format
+from tests.unit.cli_check import check_text
 
 SPEC = '''--speculative_config '{
         "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
@@ -29,10 +27,7 @@ SPEC = '''--speculative_config '{
 
 
 def _check(tmp_path, capsys, text: str, name: str) -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 # --- files that configure no P/D: nothing to check, never an input error ---------------------------------------------

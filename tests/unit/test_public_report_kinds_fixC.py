@@ -18,14 +18,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.unit.cli_check import rules as _rules
+
 from .test_script_inputs import _check, _errors
 
 NIXL = '--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 POD_IP = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-
-
-def _rules(out: dict, severity: str | None = None) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
 
 
 def _messages(out: dict, rule: str) -> str:

@@ -14,20 +14,14 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.expansion import unknown_names
 from pdd_operator.vllm.script import launches
+from tests.unit.cli_check import check_text
+from tests.unit.cli_check import rules as _rules
 
 
 def _check(tmp_path, capsys, text: str, *extra: str) -> tuple[int, dict]:
-    path = tmp_path / "run.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def _rules(out: dict, severity: str | None = None) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
+    return check_text(tmp_path, capsys, text, "run.sh", *extra)
 
 
 def _kv(launch) -> str:

@@ -28,7 +28,6 @@ import json
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.vllm.kv_transfer_config import (
     PartlyKnown,
     UnknownField,
@@ -36,17 +35,8 @@ from pdd_operator.vllm.kv_transfer_config import (
     reading_fields,
     unknown_fields,
 )
-
-
-def _check(tmp_path, capsys, text: str, name: str = "run.sh") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def _rules(out: dict, severity: str | None = None) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
+from tests.unit.cli_check import check_text as _check
+from tests.unit.cli_check import rules as _rules
 
 
 def _reasons(out: dict) -> str:

@@ -28,6 +28,7 @@ import pytest
 
 from pdd_operator.cli import main
 from pdd_operator.vllm.known_models import known_config
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 MML = "max-model-len-exceeds-model"
@@ -44,10 +45,7 @@ def _script(model: str, d_flags: str, d_env: str = "", version: str = "0.28.0") 
 
 
 def _run(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "launch.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "launch.sh")
 
 
 def _not_checked(out: dict) -> str:

@@ -21,6 +21,7 @@ from pdd_operator.cli import main
 from pdd_operator.compat.shapes import shape_errors, without_nulls
 from pdd_operator.vllm.expansion import ContainerEnv
 from pdd_operator.vllm.script import launches
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, pd, rules
 
 
@@ -96,10 +97,7 @@ FULL_CMD="$BASE_CMD $model_args"
 eval "$FULL_CMD &"
 wait
 """
-    path = tmp_path / "run_accuracy_test.sh"
-    path.write_text(script)
-    code = main(["check", str(path), "-o", "json", "--vllm-version", "0.11.0"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, script, "run_accuracy_test.sh", "--vllm-version", "0.11.0")
 
 
 def test_run_accuracy_test_shape_is_checked(tmp_path, capsys):

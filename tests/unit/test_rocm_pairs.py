@@ -17,6 +17,7 @@ import pytest
 
 from pdd_operator.vllm.known_bad import nixl_version
 from pdd_operator.vllm.rocm_nixl import ROCM_IMAGE_NIXL_BUILDS, rocm_image_nixl_version
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, rules, workload
 
 
@@ -166,11 +167,7 @@ def _ci_script(**swap):
 
 
 def _check_script(tmp_path, capsys, text):
-    from pdd_operator.cli import main
-    path = tmp_path / "pd.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "pd.sh")
 
 
 def test_the_ci_job_is_judged_and_its_variants_refused(tmp_path, capsys):

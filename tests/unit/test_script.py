@@ -9,11 +9,11 @@ import json
 import pytest
 import yaml
 
-from pdd_operator.cli import main
 from pdd_operator.compat.manifests import pair_engines, scan
 from pdd_operator.vllm.args import container_launches, parse_flags
 from pdd_operator.vllm.expansion import ContainerEnv, unknown, unknown_names
 from pdd_operator.vllm.script import MAX_ITERATIONS, launches
+from tests.unit.cli_check import check_text
 
 PRODUCER = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 CONSUMER = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
@@ -214,10 +214,7 @@ def _two_engine_pod(image="vllm/vllm-openai:v0.28.0", model="Qwen/Qwen3-8B", dec
 
 
 def _check(tmp_path, capsys, doc):
-    path = tmp_path / "pd.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump(doc), "pd.yaml")
 
 
 def test_two_engines_of_one_script_become_one_pair_of_one_object():

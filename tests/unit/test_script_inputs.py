@@ -28,17 +28,11 @@ import pytest
 from pdd_operator.cli import main
 from pdd_operator.compat.script_inputs import _export, _least_gpus, _node, script_engines
 from pdd_operator.vllm.script import Launch, launches
+from tests.unit.cli_check import check_text as _check
 
 KV_BOTH = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 KV_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KV_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
-
-
-def _check(tmp_path, capsys, text: str, name: str = "run.sh") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def _errors(out: dict) -> set[str]:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
-from pdd_operator.cli import main
+from tests.unit.cli_check import check_docs, rules
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 POD_IP = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
@@ -35,14 +34,7 @@ def pd(name, p_args, d_args, model="Qwen/Qwen3-8B", **kw):
 
 
 def check(tmp_path, capsys, *docs, extra=()) -> tuple[int, dict]:
-    path = tmp_path / "in.yaml"
-    path.write_text(yaml.safe_dump_all(list(docs)))
-    code = main(["check", str(path), "-o", "json", *extra])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def rules(out, severity=None) -> set[str]:
-    return {f["rule"] for r in out["results"] for f in r["findings"] if severity in (None, f["severity"])}
+    return check_docs(tmp_path, capsys, *docs, extra=tuple(extra))
 
 
 # --- pairing: only roles of one deployment ------------------------------------------------------------

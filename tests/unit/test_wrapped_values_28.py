@@ -10,13 +10,12 @@ and an Argo CD Application (argoproj.io/v1alpha1: ``spec.source.helm.valuesObjec
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
-from pdd_operator.cli import main
 from pdd_operator.compat.llmd_wrappers import wrapped_llmd_values
+from tests.unit.cli_check import check_text
 from tests.unit.test_llmd_values import _values
 
 REPO = "https://llm-d-incubation.github.io/llm-d-modelservice/"
@@ -55,10 +54,7 @@ def _argo(source: dict | None = None, sources: list | None = None) -> dict:
 
 
 def _check(tmp_path, capsys, *docs: dict) -> tuple[int, dict]:
-    path = tmp_path / "release.yaml"
-    path.write_text(yaml.safe_dump_all(docs))
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, yaml.safe_dump_all(docs), "release.yaml")
 
 
 def _errors(out: dict) -> dict[str, dict]:
@@ -186,10 +182,7 @@ def _mooncake(tmp_path, capsys, *edits: tuple[str, str], name: str = "pair.yaml"
     for old, new in edits:
         assert old in text, old
         text = text.replace(old, new)
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 DECODE_TP = "--tensor-parallel-size=4"
