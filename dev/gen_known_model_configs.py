@@ -8,7 +8,8 @@ lists were cut, ``also`` for ids of the same checkpoint shape, which take its fi
 ``same`` for ids of the very same checkpoint, a repository the Hub renamed (why in ``same_why``), which take them
 all, ``context_for`` for ids whose context length fields the snapshot shows, a copy saved from that very checkpoint
 (why in ``context_why``), ``context_only`` where the snapshot is a public copy of an ``also`` id's own config.json,
-which gives that id its context length and nothing else (its shape, checked against the copy, stays its base's)) and ``dev/model_configs/snapshots/<org>--<name>.json``. The snapshots were taken from
+which gives that id its context length and nothing else (its shape, checked against the copy, stays its base's)) and
+``dev/model_configs/snapshots/<org>--<name>.json``. The snapshots were taken from
 ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps for its performance model,
 current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit), citsjtu2020/LLM-Prof's
 ``sglang/Model_Config.md``, Retruth/deontic's model READMEs (configs printed by transformers) and
