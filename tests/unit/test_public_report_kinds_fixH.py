@@ -104,7 +104,7 @@ def test_a_deployment_of_a_known_id_past_its_context(tmp_path, capsys):
     ("meta-llama/Llama-3.1-405B-Instruct", 262144),        # listed beside Meta-Llama-3.1-405B: no copy of its own
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", 65536),        # beside Mixtral-8x7B-v0.1
     ("google/gemma-2-27b-it", 16384),                        # beside gemma-2-27b
-    ("Qwen/Qwen2.5-7B-Instruct", 65536),                     # beside Qwen2.5-7B, whose 131072 it does not share
+    ("Qwen/Qwen2.5-72B-Instruct", 65536),                    # beside Qwen2.5-72B, whose 131072 it does not share
 ])
 @pytest.mark.parametrize("version", ["0.11.0", "0.28.0"])
 def test_a_known_id_without_its_context_warns_it_was_not_checked(tmp_path, capsys, model, asked, version):

@@ -14,7 +14,9 @@ a fine-tune, a private model) stays unknown and the rules that need its facts sa
 
 An id listed under a snapshot's ``also`` (an instruct or dated re-release of the same checkpoint shape, e.g.
 Qwen/Qwen2.5-3B-Instruct beside Qwen/Qwen2.5-3B) takes the snapshot's fields but ``max_position_embeddings``, which
-such releases change (Qwen2.5-7B: 131072, its instruct model 32768).
+such releases change (Qwen2.5-7B: 131072, its instruct model 32768). Where a public copy of the ``also`` id's own
+config.json is found, the id takes its context length from that copy (``context_only`` in sources.json; the copy's
+shape is checked against the snapshot's); else it has none, and the rules that need it say it was not checked.
 """
 
 from __future__ import annotations
