@@ -1078,8 +1078,10 @@ def _group(*label_sets: dict | None) -> tuple[tuple[str, str], ...]:
 _KSERVE_LLM_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
 
 
-#: What marks a document as configuring P/D KV transfer (a KV connector or role), in any key or value.
-_PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|kv_connector|\bkv_?role\b", re.I)
+#: What marks a document as configuring P/D KV transfer (a KV connector or role), in any key or value. A folder of a
+#: path (``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``, the proxy a node may run alone, as
+#: kvcache-ai/Mooncake's mooncake-wheel README starts it) is vLLM's source tree, not a setting.
+_PD_MARKER = re.compile(r"kv[-_]?transfer[-_]?config|(?<!/)kv_connector(?!/)|\bkv_?role\b", re.I)
 #: Dynamo's vLLM worker's own P/D role flags, as :func:`_classify` reads them, written as words of a command line
 #: or as items of a YAML list (``'--disaggregation-mode', 'prefill'`` in a document's repr).
 _DYNAMO_ROLE_FLAG = re.compile(r"--is-(?:prefill|decode)-worker\b|--disaggregation-mode['\",=\s]+(?:prefill|decode)\b")

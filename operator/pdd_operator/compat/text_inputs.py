@@ -18,6 +18,7 @@ import re
 from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import SIMULATOR, other_pd_engine_script, pd_marked, platform_pd_launcher
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
+from pdd_operator.vllm.script import looks_like_proxy
 
 #: A Jinja2 statement or comment tag (Jinja's template designer documentation: ``{% set %}``, ``{% if %}``, ``{% for %}``,
 #: ``{% macro %}``, ``{% include %}`` ... with the optional ``-`` whitespace control, and ``{# ... #}`` comments), which
@@ -179,9 +180,15 @@ _PD_WORDS = (re.compile(r"prefill", re.I), re.compile(r"decode", re.I))
 
 def _delegated_pd_script(text: str) -> str | None:
     """The script file that ``text`` (a Slurm batch or shell script configuring no KV transfer itself) runs to start
-    its prefill and decode engines, or ``None`` when it runs none or names no prefill and decode."""
+    its prefill and decode engines, or ``None`` when it runs none or names no prefill and decode.
+
+    A P/D proxy it runs (:func:`~pdd_operator.vllm.script.looks_like_proxy`: ``python3 dp_proxy_demo.py --prefill
+    host:8100 --decode host:8801``, the request router of jikunshang/vllm's pd_distributed/start_dp_proxy.sh at
+    99a6441, which only forwards requests to servers started elsewhere) starts no engine: it is passed over, and a
+    script that runs nothing else starts none (nothing to check, as a client-only file)."""
     lines = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    found = _RUNS_SCRIPT.search(lines)
+    found = next((m for m in _RUNS_SCRIPT.finditer(lines) if not looks_like_proxy([m.group(1).rsplit("/", 1)[-1]])),
+                 None)
     return found.group(1) if found and all(p.search(text) for p in _PD_WORDS) else None
 
 
