@@ -172,8 +172,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
-    (:mod:`~pdd_operator.compat.script_inputs`), and so are the services of Docker Compose files that run vLLM
-    (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of every file one topology);
+    (:mod:`~pdd_operator.compat.script_inputs`), and so are the commands of a Markdown file given itself (an issue's
+    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), and so are the services of Docker
+    Compose files that run vLLM (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of
+    every file one topology);
     a file that is no manifest but configures P/D in a way not read (a
     systemd unit, a Nomad job, a script whose engines cannot be found) is reported as not checked, with the reason,
     and so is a kustomization whose build the files do not show (:mod:`~pdd_operator.compat.kustomize`: the reason
@@ -221,9 +223,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     all_docs: dict[str, list[dict]] = {}
     paths, folder_errors = _input_paths(args.files)
     input_errors += folder_errors
-    build_files, paths, link_files = _image_build_files(paths)
+    build_files, paths, link_files = _image_build_files(paths, frozenset(args.files))
     builds = builds_of({**link_files, **build_files})
     for path in paths:
+        if _is_markdown(path):  # a README or issue text given as a file: its commands, read as a script
+            all_docs[path] = []
+            if (text_record := _text_input(path)) is not None and not _read_script(path, engines, unreadable):
+                unreadable.append(text_record)
+            continue
         if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
             if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
                 unreadable.append({"object": f"{path} (Makefile)", "reason": (
@@ -495,14 +502,16 @@ def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
 _PYTHON_SUFFIXES = (".py", ".ipynb")
 
 
-def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str], dict[str, str]]:
+def _image_build_files(paths: list[str], named: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str],
+                                                                                      dict[str, str]]:
     """``(path -> text of the Dockerfiles, Makefiles and link-only files among paths, the paths still to read as
     inputs, path -> text of the inputs that may also tie tags to Dockerfiles)``: a Dockerfile and a script it copies
     into its image are part of an image, not a deployment; a Makefile is read as a launcher only where it holds a
     prefill/decode engine (:func:`~pdd_operator.compat.manifests.pd_marked`), else only for the images it builds
     (:func:`~pdd_operator.compat.image_builds.builds_of`); a README, Tiltfile or GitHub Actions workflow only ties
-    tags to Dockerfiles (:func:`~pdd_operator.compat.image_builds.is_build_link_file`), and a shell script, Skaffold
-    or DevSpace config is read both ways."""
+    tags to Dockerfiles (:func:`~pdd_operator.compat.image_builds.is_build_link_file`), but a Markdown file among
+    the ``named`` paths (given itself, not found in a folder: an issue's or README's commands checked on purpose) is
+    read as an input too, and a shell script, Skaffold or DevSpace config is read both ways."""
     from pdd_operator.compat.image_builds import is_build_link_file, is_dockerfile, is_makefile, parse_dockerfile
     from pdd_operator.compat.manifests import pd_marked
 
@@ -523,7 +532,8 @@ def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str], dic
         elif path != "-" and is_build_link_file(path):
             if (text := _read_text(path)) is not None:
                 files[path] = text
-            continue
+            if not (path in named and _is_markdown(path)):  # a Markdown file named itself is read as an input too
+                continue
         elif path != "-" and Path(path).suffix in (".sh", ".bash") and (text := _read_text(path)) is not None:
             links[path] = text
         rest.append(path)
@@ -541,12 +551,15 @@ def _read_text(path: str) -> str | None:
 
 
 def _script_text(path: str) -> str:
-    """The text of the file ``path`` as a script: a pasted terminal session that is in no format of its own
+    """The text of the file ``path`` as a script (of a Markdown file, :func:`_is_markdown`, its commands:
+    :func:`~pdd_operator.compat.text_inputs.markdown_commands`): a pasted terminal session that is in no format of its own
     (:func:`~pdd_operator.compat.text_inputs.text_format`) gives its commands, its output lines left empty
     (:func:`~pdd_operator.compat.text_inputs.transcript_commands`); any other file its text. Raises ``OSError``."""
-    from pdd_operator.compat.text_inputs import text_format, transcript_commands
+    from pdd_operator.compat.text_inputs import markdown_commands, text_format, transcript_commands
 
     text = Path(path).read_text(errors="replace")
+    if _is_markdown(path):  # a README or an issue's text: its shell code blocks and the vLLM commands in its prose
+        text = markdown_commands(text) or ""
     commands = transcript_commands(text) if text_format(text) is None else None
     return text if commands is None else commands
 
@@ -577,6 +590,15 @@ def _is_notebook(path: str) -> bool:
         return text_format(Path(path).read_text(errors="replace")) == "Jupyter notebook"
     except OSError:
         return False
+
+
+def _is_markdown(path: str) -> bool:
+    """The file ``path`` is Markdown (:data:`~pdd_operator.compat.text_inputs.MARKDOWN_SUFFIXES`): a README, an issue
+    or pull request body, a guide, whose launch commands are in its code blocks and prose, not in a document of its
+    own. ``False`` for stdin."""
+    from pdd_operator.compat.text_inputs import MARKDOWN_SUFFIXES
+
+    return path != "-" and Path(path).suffix.lower() in MARKDOWN_SUFFIXES
 
 
 def _runs_without_pd(path: str) -> bool:

@@ -100,6 +100,64 @@ def transcript_commands(text: str) -> str | None:
     return "\n".join(out) + "\n" if prompted else None
 
 
+#: A Markdown code fence (CommonMark 0.31.2, section 4.5 "Fenced code blocks": at most three spaces of indentation, a
+#: run of at least three backticks or tildes, then an optional info string whose first word names the language);
+#: group 1 is the run, group 2 the language.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)")
+#: Block quote markers that start a line (CommonMark 0.31.2, section 5.1 "Block quotes": ``>`` and an optional
+#: space, nested quotes repeating them), as a reply that quotes an earlier comment's commands writes them
+#: (vllm-project/vllm-ascend#2210, set 132).
+_QUOTE = re.compile(r"^ {0,3}(?:> ?)+")
+#: The info strings of the fenced blocks that hold shell commands: none (a bare fence, as most issues paste
+#: commands), and the shell and terminal languages of GitHub's Linguist (``bash``, ``sh``, ``shell``, ``zsh``,
+#: ``console``, ``shell-session``); a YAML, JSON, Python or diff block is no command.
+_SHELL_FENCES = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession", "sh-session"})
+#: A vLLM server command that starts a line of Markdown prose outside any code block (``vllm serve``, ``python3 -m
+#: vllm.entrypoints.openai.api_server``, after inline ``NAME=value`` assignments), as a comment that pastes its
+#: commands as plain paragraphs writes them (vllm-project/vllm-ascend#2210, set 132).
+_PROSE_COMMAND = re.compile(r"^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?"
+                            r"(?:\s+serve\b|\.entrypoints\.)")
+#: The file name suffixes of Markdown (the CommonMark spec's and GitHub's ``.md`` and ``.markdown``).
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def markdown_commands(text: str) -> str | None:
+    """The shell commands of the Markdown ``text`` (a README, an issue or pull request body, a guide) as one shell
+    script: the lines of its fenced code blocks with no info string or a shell one (:data:`_SHELL_FENCES`) and the
+    vLLM server commands written as prose outside any block (:data:`_PROSE_COMMAND`, with the lines a backslash or an
+    open single quote continues them onto), block quote markers removed first (:data:`_QUOTE`), and every other
+    line (prose, fences, YAML or Python blocks) left empty, so that line N of the script is line N of the file.
+    ``None`` where no such block holds a line. An unclosed block runs to the end of the text, or of the block quote
+    it opened in (CommonMark 0.31.2, sections 4.5 and 5.1), as a copy cut inside a command is. Pure."""
+    out: list[str] = []
+    fence: str | None = None
+    shell = prose = quoted = in_quote = False
+    found = False
+    for raw in text.splitlines():
+        line = _QUOTE.sub("", raw, count=1)
+        if fence is not None and in_quote and line == raw:  # the block quote ended, and the code block in it
+            fence = None
+        m = _FENCE.match(line)
+        if fence is None and m is not None:
+            fence, shell, in_quote = m.group(1), m.group(2).lower() in _SHELL_FENCES, line != raw
+            out.append("")
+        elif fence is not None and m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                and not m.group(2):
+            fence = None
+            out.append("")
+        elif fence is not None and shell:
+            out.append(line)
+            found = found or bool(line.strip())
+        elif fence is None and (prose or _PROSE_COMMAND.match(line)):
+            out.append(line)
+            found = True
+            quoted ^= line.count("'") % 2 == 1  # a --kv-transfer-config '{...}' JSON written over several lines
+            prose = quoted or line.rstrip().endswith("\\")
+        else:
+            out.append("")
+    return "\n".join(out) + "\n" if found else None
+
+
 #: The formats whose text becomes YAML once rendered: a file in one of them that does not parse is no broken manifest.
 _TEMPLATE_FORMATS = ("Helm chart template", "Jinja template")
 
