@@ -149,7 +149,8 @@ def starts_no_engine(code: str) -> bool:
             return False
         if isinstance(node, (ast.List, ast.Tuple)):
             words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if any(w.rsplit("/", 1)[-1] in ("vllm", "vllm-rs") and nxt == "serve" for w, nxt in zip(words, words[1:], strict=False)):
+            pairs = zip(words, words[1:], strict=False)
+            if any(w.rsplit("/", 1)[-1] in ("vllm", "vllm-rs") and nxt == "serve" for w, nxt in pairs):
                 return False
     return True
 
