@@ -603,17 +603,21 @@ def _is_markdown(path: str) -> bool:
 
 def _runs_without_pd(path: str) -> bool:
     """The file ``path`` is a shell or Slurm script, a systemd unit or a Nomad job
-    (:func:`~pdd_operator.compat.text_inputs.run_format`) that is no valid YAML; called where
-    :func:`_text_input` found no P/D KV transfer in it, so it holds nothing to check (exit 4), as the same script
-    whose text happens to parse as a YAML string does. ``False`` for stdin and a file that cannot be read."""
-    from pdd_operator.compat.text_inputs import run_format
+    (:func:`~pdd_operator.compat.text_inputs.run_format`) that is no valid YAML, or a Python program that can start
+    no vLLM engine (:func:`~pdd_operator.compat.python_inputs.starts_no_engine`: a disaggregation proxy forwarding
+    requests to servers started elsewhere); called where :func:`_text_input` found no P/D KV transfer in it, so it
+    holds nothing to check (exit 4), as the same script whose text happens to parse as a YAML string does. ``False``
+    for stdin and a file that cannot be read."""
+    from pdd_operator.compat.python_inputs import starts_no_engine
+    from pdd_operator.compat.text_inputs import run_format, text_format
 
     if path == "-":
         return False
     try:
-        return run_format(_script_text(path)) is not None
+        text = _script_text(path)
     except OSError:
         return False
+    return run_format(text) is not None or (text_format(text) == "Python launcher" and starts_no_engine(text))
 
 
 def _read_script(path: str, engines: list, unreadable: list[dict], text: str | None = None) -> bool:
