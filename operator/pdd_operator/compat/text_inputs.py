@@ -99,6 +99,48 @@ def transcript_commands(text: str) -> str | None:
     return "\n".join(out) + "\n" if prompted else None
 
 
+#: A Markdown fenced code block's opening or closing fence (CommonMark 0.31 4.5: three or more backticks or tildes,
+#: indented up to three spaces) and its info string's first word (the language).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")
+#: The languages of a fenced block that holds commands a shell runs (none given counts too).
+_SHELL_LANGUAGES = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shell-session", "text"})
+#: A line that is one inline code span alone, or a list item's (``8. `compoundai serve disaggregated.client:Client```):
+#: the steps READMEs number one command each. Group 1 is the code.
+_INLINE_STEP = re.compile(r"^\s*(?:(?:\d+[.)]|[-*+])\s+)?`([^`]+)`\s*$")
+
+
+def markdown_commands(text: str) -> str | None:
+    """The commands of the Markdown document ``text`` as a shell script whose line N is the file's line N: the lines of
+    its fenced code blocks in a shell language or none (:data:`_SHELL_LANGUAGES`; a pasted terminal session's
+    prompts taken off, :func:`transcript_commands`) and the inline code spans that make up a line or a list item alone
+    (:data:`_INLINE_STEP`); every other line (prose, YAML or Python blocks) left empty. ``None`` where it holds none.
+    Pure."""
+    out: list[str] = []
+    fence: tuple[str, bool] | None = None  # (the opening fence, whether its block is shell)
+    found = False
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = (m.group(1), m.group(2).lower() in _SHELL_LANGUAGES)
+            out.append("")
+        elif fence is not None and m and m.group(1)[0] == fence[0][0] and len(m.group(1)) >= len(fence[0]) \
+                and not m.group(2):
+            fence = None
+            out.append("")
+        elif fence is not None:
+            out.append(line if fence[1] else "")
+            found = found or (fence[1] and bool(line.strip()))
+        elif (step := _INLINE_STEP.match(line)) is not None:
+            out.append(step.group(1))
+            found = True
+        else:
+            out.append("")
+    if not found:
+        return None
+    script = "\n".join(out) + "\n"
+    return transcript_commands(script) or script
+
+
 #: The formats whose text becomes YAML once rendered: a file in one of them that does not parse is no broken manifest.
 _TEMPLATE_FORMATS = ("Helm chart template", "Jinja template")
 
