@@ -355,13 +355,17 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
     whose release is unknown or older than :data:`OLDEST_KNOWN`: a build that carries its own connector in the engine
     (vllm#16677's V0 ``DynamoNixlConnector`` branch on 0.8, whose usage passes no ``kv_role``) is not a release these
     rules were read from, so its parser is not known to refuse what a release's refuses; there only the rules that
-    hold on every release (``Rule.any_release``: two engines' memory on one GPU) are judged.
+    hold on every release (``Rule.any_release``: two engines' memory on one GPU) are judged, and on an older release
+    those whose own range was read back to it (``Rule.since`` before :data:`OLDEST_KNOWN`: ``v0-pynccl-kv-rank`` from
+    0.7.0).
     """
     version = pair.version
     alone = tuple(rule for rule in rules if rule.without_connector)
     if version is None or version < OLDEST_KNOWN:
-        # a release these rules were not read from: only what holds on every release (Rule.any_release)
-        alone = tuple(rule for rule in alone if rule.any_release)
+        # a release these rules were not read from: only what holds on every release (Rule.any_release), and what a
+        # rule's own sources were read for before OLDEST_KNOWN
+        alone = tuple(rule for rule in alone if rule.any_release or version is not None and rule.since is not None
+                      and rule.since < OLDEST_KNOWN)
     runnable, _ = _runnable(pair, alone)
     found = [
         finding for rule in runnable
