@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.config_files import starts_with_config_file
-from pdd_operator.compat.manifests import SIMULATOR, other_pd_engine_script, pd_marked, platform_pd_launcher
+from pdd_operator.compat.manifests import (
+    SIMULATOR,
+    other_pd_engine_script,
+    pd_marked,
+    pd_signal,
+    platform_pd_launcher,
+)
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 
 #: A Jinja2 statement or comment tag (Jinja's template designer documentation: ``{% set %}``, ``{% if %}``, ``{% for %}``,
@@ -275,7 +281,7 @@ def _python_reason(fmt: str, text: str) -> str:
             "their environment) to have them checked")
 
 
-def unreadable_text(path: str, text: str) -> dict[str, str] | None:
+def unreadable_text(path: str, text: str, commands: bool = False) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
@@ -287,8 +293,19 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     with a ``--config`` file (:func:`~pdd_operator.compat.config_files.starts_with_config_file`: the KV transfer
     settings may all be in it; the script's engines are then read, each one whose file is not here not checked), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
-    or nothing to check)."""
+    or nothing to check). ``commands``: ``text`` is known to be shell commands (a README's, :func:`markdown_commands`),
+    a shell script where no other format is recognised in it. Any P/D signal (:func:`~pdd_operator.compat.manifests.
+    pd_signal`) of a script none of the readers above reads makes it "not checked", naming the signal."""
     fmt = text_format(text)
+    fmt = "shell script" if commands and fmt is None else fmt
+    signal = (pd_signal(text) if fmt in ("Slurm batch script", "shell script") and not pd_marked(text)
+              and not platform_pd_launcher(text) and not other_pd_engine_script(text) else None)
+    if signal is not None:  # a P/D deployment whose engines its own programs start: never "nothing to check"
+        return {"object": f"{path} ({fmt})", "reason": (
+            f"it starts a prefill/decode deployment ({signal}), but no vLLM engine command is in it: the programs it "
+            "runs build the engines, and their vLLM arguments, KV connector and vLLM build are in those programs' "
+            "code or configuration, not in these files; give the vllm serve commands (or the Kubernetes containers) "
+            "they amount to, with the vLLM release, to have them checked")}
     if fmt in ("Slurm batch script", "shell script") and not pd_marked(text):
         inner = _delegated_pd_script(text)
         if inner:
