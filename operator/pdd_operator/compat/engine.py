@@ -326,9 +326,14 @@ def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
     version = pair.version
     names = " / ".join(sorted({r.connector or "" for r in pair.roles}))
     if version is not None:
-        return "" if version >= OLDEST_KNOWN else (
-            f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
-            f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code")
+        if version >= OLDEST_KNOWN:
+            return ""
+        # the rules read back to it (Rule.since before OLDEST_KNOWN) were judged and found nothing
+        older = [r.id for r in rules if r.without_connector and r.since is not None and r.since < OLDEST_KNOWN
+                 and r.applies_to(version)]
+        return (f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
+                f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code"
+                + (f" (only {', '.join(older)} was read back to it, and finds no error here)" if older else ""))
     alone = tuple(rule for rule in rules if rule.without_connector)
     grid = probe_versions(alone)
     refusing = [p for p in probe(pair, alone, grid, bounded_only=False) if p.refuses and p.refuses != tuple(grid)]
