@@ -6,7 +6,7 @@ no deployment at all (exit 4, nothing to check).
 - A launcher of its own run with vLLM's engine options (``python3 prefill_worker.py --model M ... --kv-transfer-config
   '{...}'``, triton-inference-server/triton_distributed's workers, which hand them to ``AsyncEngineArgs``) is read as
   the in-process vLLM engine with those options (:func:`pdd_operator.vllm.script.launcher_engine`), the release from
-  the file's ``pip install vllm==X``; options the launcher adds itself stay unread.
+  the file's ``pip install vllm==X`` (or a container's image); options the launcher adds itself stay unread.
 - ``v0-pynccl-kv-rank`` judges 0.7.0-0.8.x too (PyNcclPipe's rank-0-listens group is the same code there).
 - Whatever shows a P/D deployment whose engines cannot be read (programs named for prefill and decode, a served
   Dynamo SDK disaggregated graph, a chart preset naming NIXL) is "not checked", naming it
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from pdd_operator.cli import main
 from pdd_operator.compat.manifests import pd_signal
@@ -210,3 +211,21 @@ def test_pd_signal_phrases():
     assert pd_signal("# python prefill.py\n# python decode.py\n") is None  # comments are not read
     assert pd_signal("baseConfigMapRefName: basic-sim-preset\n") is None
     assert pd_signal("python prefill.py\n") is None  # one role only
+
+
+def _pod(role: str, rank: int, image: str = "vllm/vllm-openai:v0.9.0") -> dict:
+    kv = _kv("kv_producer" if role == "prefill" else "kv_consumer", rank)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": role, "labels": {"role": role}}, "spec": {
+        "containers": [{"name": "w", "image": image, "env": [{"name": "VLLM_USE_V1", "value": "0"}],
+                        "command": ["python3", f"{role}_worker.py", "--model", "Qwen/Qwen3-8B", "--max-model-len",
+                                    "4096", "--enforce-eager", "--worker-id", role, "--kv-transfer-config", kv],
+                        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+
+
+@pytest.mark.parametrize("ranks,code,rules", [((0, 1), 0, set()), ((0, 0), 1, {"v0-pynccl-kv-rank"})])
+def test_launcher_as_a_container_command(tmp_path, capsys, ranks, code, rules):
+    """A container whose command is such a launcher (before: nothing to check, exit 4) is read as the engine."""
+    text = yaml.safe_dump_all([_pod("prefill", ranks[0]), _pod("decode", ranks[1])])
+    got, out = _check(tmp_path, capsys, text, "pods.yaml")
+    assert got == code and _errors(out) == rules, out
+    assert out["results"] and out["results"][0]["vllmVersion"] == "0.9.0", out
