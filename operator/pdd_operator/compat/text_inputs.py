@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.config_files import starts_with_config_file
-from pdd_operator.compat.manifests import SIMULATOR, other_pd_engine_script, pd_marked, platform_pd_launcher
+from pdd_operator.compat.manifests import (
+    SIMULATOR,
+    other_pd_engine_script,
+    pd_marked,
+    pd_signal,
+    platform_pd_launcher,
+)
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 from pdd_operator.vllm.script import looks_like_proxy
 
@@ -100,62 +106,84 @@ def transcript_commands(text: str) -> str | None:
     return "\n".join(out) + "\n" if prompted else None
 
 
-#: A Markdown code fence (CommonMark 0.31.2, section 4.5 "Fenced code blocks": at most three spaces of indentation, a
-#: run of at least three backticks or tildes, then an optional info string whose first word names the language);
-#: group 1 is the run, group 2 the language.
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)")
+#: A Markdown code fence (CommonMark 0.31.2, section 4.5 "Fenced code blocks": a run of at least three backticks or
+#: tildes, then an optional info string whose first word names the language); group 1 is its indentation, group 2 the
+#: run, group 3 the language. Any indentation is taken, not only the three spaces of a top-level fence: a fence inside
+#: a list item or a MkDocs content tab (``=== "Docker"``) is indented by its container (CommonMark section 5.2; set
+#: 133's loxilb guides), and a four-space indented block that happens to hold a fence line is rare in a README.
+_FENCE = re.compile(r"^( *)(`{3,}|~{3,})[ \t]*([^`\s]*)")
 #: Block quote markers that start a line (CommonMark 0.31.2, section 5.1 "Block quotes": ``>`` and an optional
 #: space, nested quotes repeating them), as a reply that quotes an earlier comment's commands writes them
 #: (vllm-project/vllm-ascend#2210, set 132).
 _QUOTE = re.compile(r"^ {0,3}(?:> ?)+")
 #: The info strings of the fenced blocks that hold shell commands: none (a bare fence, as most issues paste
-#: commands), and the shell and terminal languages of GitHub's Linguist (``bash``, ``sh``, ``shell``, ``zsh``,
-#: ``console``, ``shell-session``); a YAML, JSON, Python or diff block is no command.
-_SHELL_FENCES = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession", "sh-session"})
+#: commands), ``text`` (as many READMEs mark a command to copy), and the shell and terminal languages of GitHub's
+#: Linguist (``bash``, ``sh``, ``shell``, ``zsh``, ``console``, ``shell-session``); a YAML, JSON, Python or diff block
+#: is no command.
+_SHELL_FENCES = frozenset({"", "text", "bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession",
+                           "sh-session"})
 #: A vLLM server command that starts a line of Markdown prose outside any code block (``vllm serve``, ``python3 -m
 #: vllm.entrypoints.openai.api_server``, after inline ``NAME=value`` assignments), as a comment that pastes its
 #: commands as plain paragraphs writes them (vllm-project/vllm-ascend#2210, set 132).
 _PROSE_COMMAND = re.compile(r"^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?(?:python3?\s+-m\s+)?vllm(?:-rs)?"
                             r"(?:\s+serve\b|\.entrypoints\.)")
+#: A line that is one inline code span alone, or a list item's (``8. `compoundai serve disaggregated.client:Client```):
+#: the steps READMEs number one command each (triton_distributed's README-NOVA-INIT.md, set 130). Group 1 is the code.
+_INLINE_STEP = re.compile(r"^\s*(?:(?:\d+[.)]|[-*+])\s+)?`([^`]+)`\s*$")
 #: The file name suffixes of Markdown (the CommonMark spec's and GitHub's ``.md`` and ``.markdown``).
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
 def markdown_commands(text: str) -> str | None:
     """The shell commands of the Markdown ``text`` (a README, an issue or pull request body, a guide) as one shell
-    script: the lines of its fenced code blocks with no info string or a shell one (:data:`_SHELL_FENCES`) and the
-    vLLM server commands written as prose outside any block (:data:`_PROSE_COMMAND`, with the lines a backslash or an
-    open single quote continues them onto), block quote markers removed first (:data:`_QUOTE`), and every other
-    line (prose, fences, YAML or Python blocks) left empty, so that line N of the script is line N of the file.
-    ``None`` where no such block holds a line. An unclosed block runs to the end of the text, or of the block quote
-    it opened in (CommonMark 0.31.2, sections 4.5 and 5.1), as a copy cut inside a command is. Pure."""
+    script whose line N is the file's line N: the lines of its fenced code blocks with no info string or a shell one
+    (:data:`_SHELL_FENCES`, the fence's indentation taken off each line, and a block that is a pasted terminal session
+    reduced to its commands by :func:`transcript_commands`), the inline code spans that make up a line or a list item
+    alone (:data:`_INLINE_STEP`), and the vLLM server commands written as prose outside any block
+    (:data:`_PROSE_COMMAND`, with the lines a backslash or an open single quote continues them onto); block quote
+    markers are removed first (:data:`_QUOTE`), and every other line (prose, fences, YAML or Python blocks) is left
+    empty. ``None`` where no such line holds a command. An unclosed block runs to the end of the text, or of the block
+    quote it opened in (CommonMark 0.31.2, sections 4.5 and 5.1), as a copy cut inside a command is. Pure."""
     out: list[str] = []
+    block: list[str] = []  # the lines of the open shell block
     fence: str | None = None
+    indent = 0
     shell = prose = quoted = in_quote = False
-    found = False
+
+    def close() -> None:
+        if block:
+            session = transcript_commands("\n".join(block) + "\n")
+            out.extend(session.splitlines() if session is not None else block)
+            block.clear()
+
     for raw in text.splitlines():
         line = _QUOTE.sub("", raw, count=1)
         if fence is not None and in_quote and line == raw:  # the block quote ended, and the code block in it
             fence = None
+            close()
         m = _FENCE.match(line)
         if fence is None and m is not None:
-            fence, shell, in_quote = m.group(1), m.group(2).lower() in _SHELL_FENCES, line != raw
+            indent, fence, shell, in_quote = len(m.group(1)), m.group(2), m.group(3).lower() in _SHELL_FENCES, line != raw
             out.append("")
-        elif fence is not None and m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
-                and not m.group(2):
+        elif fence is not None and m is not None and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) \
+                and not m.group(3):
             fence = None
+            close()
             out.append("")
         elif fence is not None and shell:
+            block.append(line[min(indent, len(line) - len(line.lstrip(" "))):])
+        elif fence is not None:
+            out.append("")
+        elif prose or _PROSE_COMMAND.match(line):
             out.append(line)
-            found = found or bool(line.strip())
-        elif fence is None and (prose or _PROSE_COMMAND.match(line)):
-            out.append(line)
-            found = True
             quoted ^= line.count("'") % 2 == 1  # a --kv-transfer-config '{...}' JSON written over several lines
             prose = quoted or line.rstrip().endswith("\\")
+        elif (step := _INLINE_STEP.match(line)) is not None:
+            out.append(step.group(1))
         else:
             out.append("")
-    return "\n".join(out) + "\n" if found else None
+    close()
+    return "\n".join(out) + "\n" if any(line.strip() for line in out) else None
 
 
 #: The formats whose text becomes YAML once rendered: a file in one of them that does not parse is no broken manifest.
@@ -298,7 +326,7 @@ def _python_reason(fmt: str, text: str) -> str:
             "their environment) to have them checked")
 
 
-def unreadable_text(path: str, text: str) -> dict[str, str] | None:
+def unreadable_text(path: str, text: str, commands: bool = False) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
@@ -310,8 +338,19 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     with a ``--config`` file (:func:`~pdd_operator.compat.config_files.starts_with_config_file`: the KV transfer
     settings may all be in it; the script's engines are then read, each one whose file is not here not checked), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
-    or nothing to check)."""
+    or nothing to check). ``commands``: ``text`` is known to be shell commands (a README's, :func:`markdown_commands`),
+    a shell script where no other format is recognised in it. Any P/D signal (:func:`~pdd_operator.compat.manifests.
+    pd_signal`) of a script none of the readers above reads makes it "not checked", naming the signal."""
     fmt = text_format(text)
+    fmt = "shell script" if commands and fmt is None else fmt
+    signal = (pd_signal(text) if fmt in ("Slurm batch script", "shell script") and not pd_marked(text)
+              and not platform_pd_launcher(text) and not other_pd_engine_script(text) else None)
+    if signal is not None:  # a P/D deployment whose engines its own programs start: never "nothing to check"
+        return {"object": f"{path} ({fmt})", "reason": (
+            f"it starts a prefill/decode deployment ({signal}), but no vLLM engine command is in it: the programs it "
+            "runs build the engines, and their vLLM arguments, KV connector and vLLM build are in those programs' "
+            "code or configuration, not in these files; give the vllm serve commands (or the Kubernetes containers) "
+            "they amount to, with the vLLM release, to have them checked")}
     if fmt in ("Slurm batch script", "shell script") and not pd_marked(text):
         inner = _delegated_pd_script(text)
         if inner:
