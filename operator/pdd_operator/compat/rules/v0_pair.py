@@ -33,7 +33,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.v0_connector import V0_NAMES_RELEASES
-from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, Version, image_repository
+from pdd_operator.vllm.versions import OLDEST_KNOWN, UPSTREAM_REPOSITORIES, Version, image_repository
 
 #: The V0 connectors whose pair :func:`judged_v0_pair` judges (read in 0.9.0, 0.9.1, 0.9.2, 0.10.0).
 V0_JUDGED = ("PyNcclConnector", "MooncakeStoreConnector", "MooncakeConnector")
@@ -74,6 +74,37 @@ def _pynccl_v0_engine(r: RoleConfig) -> bool:
     return use_v1 == "0" or (version < V1_DEFAULT_SINCE and use_v1 in ("", "false", "False"))
 
 
+#: The V0 connectors whose pair :func:`judged_old_v0_pair` judges on releases before :data:`OLDEST_KNOWN`, with the
+#: releases whose code was read for them: ``PyNcclConnector`` and ``MooncakeConnector`` (the V0 ``SimpleConnector``:
+#: kv_connector/factory.py 0.7.0 lines 40-48, 0.8.0 lines 42-50, 0.8.5 lines 79-87; 0.6.5's factory.py lines 12-19
+#: names the same two, its pipes were not read) and ``MooncakeStoreConnector`` (registered from 0.8.5, factory.py
+#: lines 94-97; 0.8.0's factory.py lacks it). ``LMCacheConnector`` (0.8.0 lines 52-55) was not read.
+OLD_V0_CONNECTORS: dict[str, tuple[Version, Version]] = {
+    "PyNcclConnector": (PYNCCL_RANK_RELEASES[0], OLDEST_KNOWN),
+    "MooncakeConnector": (PYNCCL_RANK_RELEASES[0], OLDEST_KNOWN),
+    "MooncakeStoreConnector": ((0, 8, 5), OLDEST_KNOWN),
+}
+
+
+def _old_v0_connector(r: RoleConfig) -> bool:
+    """The role names a connector of :data:`OLD_V0_CONNECTORS` on a release before :data:`OLDEST_KNOWN` read for it,
+    under that release's V0 engine (:func:`_pynccl_v0_engine`), with no wrapper."""
+    bounds = OLD_V0_CONNECTORS.get(r.connector or "")
+    return (bounds is not None and r.version is not None and bounds[0] <= r.version < bounds[1] and not r.wrapper
+            and _pynccl_v0_engine(r))
+
+
+def judged_old_v0_pair(pair: PDPair) -> bool:
+    """Both roles run the V0 engine of a release before :data:`OLDEST_KNOWN` with the same connector of
+    :data:`OLD_V0_CONNECTORS` read for that release (0.7.x: unless ``VLLM_USE_V1=1``; 0.8.x: ``VLLM_USE_V1=0``), the
+    same model, --dtype, --block-size and TP. Such a pair is judged by the engine-alone rules read back to its release
+    (``Rule.since`` before :data:`OLDEST_KNOWN`, or ``Rule.any_release``): ok where none fails, the others named in a
+    warning (compat/engine.py ``_read_back``)."""
+    names = {r.connector for r in pair.roles}
+    return (len(names) == 1 and all(_old_v0_connector(r) for r in pair.roles)
+            and all(getattr(pair.prefill, k) == getattr(pair.decode, k) for k in _SAME))
+
+
 def _kv_rank(r: RoleConfig) -> object:
     return r.kv_transfer_written.get("kv_rank") if isinstance(r.kv_transfer_written, dict) else None
 
@@ -112,8 +143,10 @@ def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
     id="v0-mooncake-config-path", family="connector", severity="error",
     fields=("spec.kvTransfer.connector", "spec.engine.env"),
     source=("vllm distributed/kv_transfer/kv_connector/mooncake_store_connector.py (0.9.0 lines 40-47), "
-            "simple_connector.py (0.9.0 lines 48-57); the same in 0.9.1, 0.9.2, 0.10.0"),
-    since=V0_NAMES_RELEASES[0], until=V0_NAMES_RELEASES[1], without_connector=True,
+            "simple_connector.py (0.9.0 lines 48-57); the same in 0.9.1, 0.9.2, 0.10.0; before them simple_connector.py "
+            "0.7.0 lines 47-55, 0.8.0 lines 48-56 and 0.8.5 lines 49-57, mooncake_store_connector.py 0.8.5 lines 40-47 (ValueError "
+            "without MOONCAKE_CONFIG_PATH)"),
+    since=PYNCCL_RANK_RELEASES[0], until=V0_NAMES_RELEASES[1], without_connector=True,
     example='--kv-transfer-config {"kv_connector":"MooncakeStoreConnector",...} with VLLM_USE_V1=0 and no '
     "MOONCAKE_CONFIG_PATH",
 )
@@ -124,7 +157,8 @@ def check_v0_mooncake_config_path(pair: PDPair) -> list[Violation]:
     Dockerfile of theirs sets it), a warning on other images, whose Dockerfile may set it."""
     out: list[Violation] = []
     for r in pair.roles:
-        if r.connector not in _MOONCAKE_V0 or r.wrapper or not _v0_engine(r) or "MOONCAKE_CONFIG_PATH" in r.env:
+        v0 = _v0_engine(r) or _old_v0_connector(r)  # 0.9.0-0.10.0, or a release before them read for the connector
+        if r.connector not in _MOONCAKE_V0 or r.wrapper or not v0 or "MOONCAKE_CONFIG_PATH" in r.env:
             continue
         own_image = bool(r.image) and image_repository(r.image) not in UPSTREAM_REPOSITORIES
         message = (f"{r.role}: {r.connector} on the V0 engine reads MOONCAKE_CONFIG_PATH, which the environment lacks: "
