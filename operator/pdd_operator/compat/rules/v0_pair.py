@@ -22,7 +22,13 @@ model, --dtype, --block-size and TP, is judged (:func:`judged_v0_pair`) by the e
   the default (envs.py 0.7.0 lines 476-477, ``VLLM_USE_V1`` "0"): only ``VLLM_USE_V1=1`` leaves it. From 0.8.0 V1
   is the default and whether a ``--kv-transfer-config`` falls back to V0 depends on the release
   (``_is_v1_supported_oracle``: 0.8.0's arg_utils.py lines 1560-1564 falls back, 0.8.5's no longer tests it), so
-  there, as on 0.9.0-0.10.0, only ``VLLM_USE_V1=0`` is read as the V0 engine.
+  there, as on 0.9.0-0.10.0, only ``VLLM_USE_V1=0`` is read as the V0 engine. Two different ranks fail too where a
+  rank of ``0 .. kv_parallel_size-1`` is held by neither engine (``kv_rank`` 2 of 2, ``kv_parallel_size`` 3 for a
+  pair): ``StatelessProcessGroup.barrier`` waits for every rank of the world (:func:`_missing_ranks`).
+- Before 0.9.0 (fix M): a pair of :data:`OLD_V0_CONNECTORS` under a 0.7.0-0.8.x V0 engine is judged
+  (:func:`judged_old_v0_pair`) by the engine-alone rules read back to its release only: these two (their sources
+  cite 0.7.0, 0.8.0 and 0.8.5) and those that hold on every release (``Rule.any_release``: heads, max-model-len,
+  GPUs); the rest (the flag tables, the connector registry, ...) are named in ``vllm-version-unverified``.
 - ``v0-mooncake-config-path``: ``MooncakeStoreConnector`` (mooncake_store_connector.py 0.9.0 lines 40-47) and the
   ``MooncakeConnector`` ``SimpleConnector`` (simple_connector.py 0.9.0 lines 48-57) raise ``ValueError`` where
   ``MOONCAKE_CONFIG_PATH`` is not in the engine's environment.
@@ -116,16 +122,21 @@ def _kv_rank(r: RoleConfig) -> object:
             "distributed/utils.py StatelessProcessGroup.create launch_server = rank == 0 (0.9.0 lines 372-402); "
             "the same in 0.9.1, 0.9.2, 0.10.0; before them pynccl_pipe.py 0.7.0 lines 61-68 over utils.py "
             "is_master=(rank == 0) lines 216-220, 0.8.0 and 0.8.5 lines 63-71 over utils.py line 242; V0 the "
-            "default engine on 0.7.x (envs.py 0.7.0 lines 476-477)"),
+            "default engine on 0.7.x (envs.py 0.7.0 lines 476-477); every rank of kv_parallel_size awaited by "
+            "StatelessProcessGroup.barrier (utils.py 0.7.0 lines 185-191, 0.8.0 lines 206-212, 0.8.5 lines 213-216, "
+            "0.9.0 lines 232-300)"),
     since=PYNCCL_RANK_RELEASES[0], until=PYNCCL_RANK_RELEASES[1], without_connector=True,
     example='both engines --kv-transfer-config {"kv_connector":"PyNcclConnector","kv_rank":0,...} with VLLM_USE_V1=0',
 )
 def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
-    """Two V0-engine PyNcclConnector roles hold different ``kv_rank`` values (one of them 0, which listens)."""
+    """Two V0-engine PyNcclConnector roles hold different ``kv_rank`` values (one of them 0, which listens), and
+    together every rank of each role's group (:func:`_missing_ranks`)."""
     if not all(r.connector == "PyNcclConnector" and _pynccl_v0_engine(r) for r in pair.roles):
         return []
     ranks = [_kv_rank(r) for r in pair.roles]
-    if ranks[0] != ranks[1] or (ranks[0] is not None and not isinstance(ranks[0], int)):
+    if ranks[0] != ranks[1]:
+        return _missing_ranks(pair, ranks)
+    if ranks[0] is not None and not isinstance(ranks[0], int):
         return []
     what = (f"both set kv_rank {ranks[0]}" if ranks[0] is not None else "neither sets kv_rank")
     why = ("both bind the group's store at kv_ip:kv_port as its rank 0 (the second fails)" if ranks[0] == 0 else
@@ -137,6 +148,35 @@ def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
                 'Set "kv_rank":0 in the prefill\'s --kv-transfer-config and "kv_rank":1 in the decode\'s, both with '
                 '"kv_parallel_size":2 and the prefill host\'s "kv_ip".'),
     )]
+
+
+def _kv_parallel_size(r: RoleConfig) -> object:
+    return r.kv_transfer_written.get("kv_parallel_size", 1) if isinstance(r.kv_transfer_written, dict) else None
+
+
+def _missing_ranks(pair: PDPair, ranks: list[object]) -> list[Violation]:
+    """Two different integer ``kv_rank`` values whose group (``kv_parallel_size`` ``N`` >= 2, each role's own) lacks a
+    rank of ``0 .. N-1``: ``StatelessProcessGroup.barrier`` waits for every rank of the world (distributed/utils.py
+    0.7.0 lines 185-191 and 0.8.0 lines 206-212, ``broadcast_obj(None, src=i)`` for each ``i < world_size``; 0.8.5
+    lines 213-216; 0.9.0 lines 232-300, ``RuntimeError`` "Barrier timed out"), so the role waits for a rank no engine
+    holds (``kv_rank`` 2 with ``kv_parallel_size`` 2, or ``kv_parallel_size`` 3 for one producer and one consumer).
+    ``kv_parallel_size`` 1 (the default) or a value not an integer is not judged."""
+    sizes = [_kv_parallel_size(r) for r in pair.roles]
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (*ranks, *sizes)):
+        return []
+    out: list[Violation] = []
+    for r, size in zip(pair.roles, sizes, strict=True):
+        missing = sorted(set(range(size)) - set(ranks)) if size >= 2 else []  # type: ignore[call-overload]
+        if missing:
+            out.append((
+                f"{r.role}: its PyNcclConnector group has kv_parallel_size {size}, but the two engines hold kv_rank "
+                f"{ranks[0]} and {ranks[1]}: StatelessProcessGroup's barrier waits for rank "
+                f"{', '.join(map(str, missing))}, which no engine joins as; the {r.role} engine never starts (V0 engine).",
+                fix_for(pair, "Set kv_rank 0 on the producer and 1 on the consumer, kv_parallel_size 2.",
+                        'Set "kv_rank":0 in the prefill\'s --kv-transfer-config and "kv_rank":1 in the decode\'s, both '
+                        'with "kv_parallel_size":2.'),
+            ))
+    return out
 
 
 @rule(
