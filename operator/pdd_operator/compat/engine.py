@@ -182,8 +182,8 @@ def evaluate(
     (:func:`~pdd_operator.compat.shared_storage.judged_shared_storage_pair`) only the
     engine-alone ones, and a V0 connector pair of a release before :data:`OLDEST_KNOWN` whose connector was read
     (:func:`~pdd_operator.compat.rules.v0_pair.judged_old_v0_pair`: 0.7.0-0.8.x) only those read back to its release
-    (:func:`_read_back`; the others named in the ``vllm-version-unverified`` warning); any other connector but NIXL, a P2pNccl pair of another or unknown release and a MoRIIO pair of
-    another known release, is
+    (:func:`_read_back`; the others named in the ``vllm-version-unverified`` warning); any other connector but NIXL,
+    a P2pNccl pair of another or unknown release and a MoRIIO pair of another known release, is
     :func:`_foreign_connector`'s.
     ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """
@@ -335,7 +335,8 @@ def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
     """Why a pair of a connector other than NIXL stays "not checked" where its vLLM release is not one these rules were
     read from (``""`` where it is, or where nothing more than :data:`NOT_DESCRIBED` can be said).
 
-    A release older than :data:`OLDEST_KNOWN` (vLLM 0.7.3's V0 ``SimpleConnector``): its connector code was not read.
+    A release older than :data:`OLDEST_KNOWN` whose connector code was not read (LMCacheConnector, 0.6.x, a pair the
+    older V0 reading does not judge: :func:`~pdd_operator.compat.rules.v0_pair.judged_old_v0_pair`).
     An unknown release: each engine-alone rule (``Rule.without_connector``) that refuses the pair on some of the
     releases read, with those releases (:func:`~pdd_operator.compat.unknown_version.probe` on every release line read:
     ``kv-connector-v0-only`` for a V0 connector on 0.9.0-0.10.0's V1 engine, ``kv-connector-unregistered`` for a name

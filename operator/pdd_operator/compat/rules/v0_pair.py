@@ -129,8 +129,9 @@ def _kv_rank(r: RoleConfig) -> object:
     example='both engines --kv-transfer-config {"kv_connector":"PyNcclConnector","kv_rank":0,...} with VLLM_USE_V1=0',
 )
 def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
-    """Two V0-engine PyNcclConnector roles hold different ``kv_rank`` values (one of them 0, which listens), and
-    together every rank of each role's group (:func:`_missing_ranks`)."""
+    """Two V0-engine PyNcclConnector roles hold different ``kv_rank`` values, one 0 (which listens), all the group's.
+
+    Every rank of each role's group must be held by one of the engines (:func:`_missing_ranks`)."""
     if not all(r.connector == "PyNcclConnector" and _pynccl_v0_engine(r) for r in pair.roles):
         return []
     ranks = [_kv_rank(r) for r in pair.roles]
@@ -183,9 +184,9 @@ def _missing_ranks(pair: PDPair, ranks: list[object]) -> list[Violation]:
     id="v0-mooncake-config-path", family="connector", severity="error",
     fields=("spec.kvTransfer.connector", "spec.engine.env"),
     source=("vllm distributed/kv_transfer/kv_connector/mooncake_store_connector.py (0.9.0 lines 40-47), "
-            "simple_connector.py (0.9.0 lines 48-57); the same in 0.9.1, 0.9.2, 0.10.0; before them simple_connector.py "
-            "0.7.0 lines 47-55, 0.8.0 lines 48-56 and 0.8.5 lines 49-57, mooncake_store_connector.py 0.8.5 lines 40-47 (ValueError "
-            "without MOONCAKE_CONFIG_PATH)"),
+            "simple_connector.py (0.9.0 lines 48-57); the same in 0.9.1, 0.9.2, 0.10.0; before them "
+            "simple_connector.py 0.7.0 lines 47-55, 0.8.0 lines 48-56 and 0.8.5 lines 49-57, "
+            "mooncake_store_connector.py 0.8.5 lines 40-47 (ValueError without MOONCAKE_CONFIG_PATH)"),
     since=PYNCCL_RANK_RELEASES[0], until=V0_NAMES_RELEASES[1], without_connector=True,
     example='--kv-transfer-config {"kv_connector":"MooncakeStoreConnector",...} with VLLM_USE_V1=0 and no '
     "MOONCAKE_CONFIG_PATH",
