@@ -31,11 +31,11 @@ def _kv(connector: str, role: str, rank: int | None, size: int | None = 2) -> st
 
 def _script(pin: str, connector: str = "PyNcclConnector", ranks: tuple = (0, 1), sizes: tuple = (2, 2),
             env: str = "", tps: tuple[int, int] = (1, 1), roles: tuple[str, str] = ("kv_producer", "kv_consumer"),
-            model: str = MODEL) -> str:
+            model: str = MODEL, length: str = "--max-model-len 4096") -> str:
     lines = ["#!/bin/bash", f"pip install vllm=={pin}"]
     for gpu, port, role, rank, size, tp in zip((0, 1), (8100, 8200), roles, ranks, sizes, tps, strict=True):
         gpus = ",".join(str(gpu * 4 + i) for i in range(tp))
-        lines.append(f"{env}CUDA_VISIBLE_DEVICES={gpus} vllm serve {model} --port {port} --max-model-len 4096 "
+        lines.append(f"{env}CUDA_VISIBLE_DEVICES={gpus} vllm serve {model} --port {port} {length} "
                      f"--tensor-parallel-size {tp} --kv-transfer-config '{_kv(connector, role, rank, size)}' &")
     return "\n".join(lines) + "\nwait\n"
 
@@ -98,10 +98,27 @@ def test_mooncake_pairs_of_older_releases(tmp_path, capsys, pin, connector, env,
     ("0.7.3", {"env": "VLLM_USE_V1=1 "}),                  # the V1 engine of 0.7.x
     ("0.6.4.post1", {}),                                   # 0.6.x's connector code not read
     ("0.8.0", {"connector": "LMCacheConnector"}),          # LMCacheConnector not read
+    # chunked prefill may be on (V0 default above 32768, arg_utils.py 0.7.0 lines 1083-1106), which SimpleConnector
+    # does not follow: the model's own length (131072) without --max-model-len, a long one, or the flag itself
+    ("0.7.3", {"length": ""}),
+    ("0.7.0", {"length": "--max-model-len 35000"}),
+    ("0.8.5", {"env": "VLLM_USE_V1=0 ", "length": "--max-model-len 4096 --enable-chunked-prefill"}),
 ])
 def test_old_pairs_not_read_stay_not_checked(tmp_path, capsys, pin, kw):
     code, out = check_text(tmp_path, capsys, _script(pin, **kw))
     assert code == 3 and not rules(out, "error"), out
+
+
+@pytest.mark.parametrize("length", ["--enable-chunked-prefill=False", "--no-enable-chunked-prefill --max-model-len 65536",
+                                    "--max-model-len 32768"])
+def test_chunked_prefill_off_is_judged(tmp_path, capsys, length):
+    code, out = check_text(tmp_path, capsys, _script("0.7.3", length=length))
+    assert code == 0 and not rules(out, "error"), out
+
+
+def test_chunked_prefill_names_itself_in_the_reason(tmp_path, capsys):
+    code, out = check_text(tmp_path, capsys, _script("0.7.3", length=""))
+    assert code == 3 and "chunked prefill may be on" in json.dumps(out["notChecked"]), out
 
 
 def test_model_rules_that_hold_on_every_release_judge_an_older_pair(tmp_path, capsys):
@@ -114,7 +131,7 @@ def _deployment(image: str, ranks: tuple, env: dict | None = None) -> list[dict]
     docs = []
     for (role, kv_role), rank in zip((("prefill", "kv_producer"), ("decode", "kv_consumer")), ranks, strict=True):
         c = {"name": "vllm", "image": image, "command": ["vllm", "serve"],
-             "args": [MODEL, "--kv-transfer-config", _kv("PyNcclConnector", kv_role, rank)],
+             "args": [MODEL, "--max-model-len", "8192", "--kv-transfer-config", _kv("PyNcclConnector", kv_role, rank)],
              "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
              "resources": {"limits": {"nvidia.com/gpu": "1"}}}
         docs.append(workload(f"m-{role}", role, c, app="m"))

@@ -37,7 +37,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNVERIFIED,
 )
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
-from pdd_operator.compat.rules.v0_pair import judged_old_v0_pair, judged_v0_pair
+from pdd_operator.compat.rules.v0_pair import judged_old_v0_pair, judged_v0_pair, old_v0_chunked
 from pdd_operator.compat.shared_storage import judged_shared_storage_pair
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
@@ -354,7 +354,8 @@ def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
                  and r.applies_to(version)]
         return (f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
                 f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code"
-                + (f" (only {', '.join(older)} was read back to it, and finds no error here)" if older else ""))
+                + (f" (only {', '.join(older)} was read back to it, and finds no error here)" if older else "")
+                + old_v0_chunked(pair))
     alone = tuple(rule for rule in rules if rule.without_connector)
     grid = probe_versions(alone)
     refusing = [p for p in probe(pair, alone, grid, bounded_only=False) if p.refuses and p.refuses != tuple(grid)]

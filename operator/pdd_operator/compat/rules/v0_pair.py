@@ -100,15 +100,43 @@ def _old_v0_connector(r: RoleConfig) -> bool:
             and _pynccl_v0_engine(r))
 
 
-def judged_old_v0_pair(pair: PDPair) -> bool:
-    """Both roles run the V0 engine of a release before :data:`OLDEST_KNOWN` with the same connector of
-    :data:`OLD_V0_CONNECTORS` read for that release (0.7.x: unless ``VLLM_USE_V1=1``; 0.8.x: ``VLLM_USE_V1=0``), the
-    same model, --dtype, --block-size and TP. Such a pair is judged by the engine-alone rules read back to its release
-    (``Rule.since`` before :data:`OLDEST_KNOWN`, or ``Rule.any_release``): ok where none fails, the others named in a
-    warning (compat/engine.py ``_read_back``)."""
+#: The context length above which the V0 engine turns chunked prefill on by default (``use_long_context``:
+#: arg_utils.py 0.7.0 lines 1083-1106, 0.8.5 ``_set_default_args_v0`` lines 1503-1524).
+_LONG_CONTEXT = 32768
+
+
+def _whole_prompts(r: RoleConfig) -> bool:
+    """The role's V0 engine runs without chunked prefill: ``--enable-chunked-prefill`` false, or not given with a
+    ``--max-model-len`` of at most :data:`_LONG_CONTEXT`. ``SimpleConnector`` "assumes that all requests are prefill"
+    (simple_connector.py 0.7.3 lines 173 and 226, 0.8.5 line 234): a chunked prompt is sent or awaited as a whole, which
+    no rule here follows (set 68's pynccl-llama2-tp4-pp2-v073 entry), so such a pair is not judged."""
+    chunked, length = r.scheduler.chunked_prefill, r.scheduler.max_model_len
+    return chunked is False or (chunked is None and length is not None and length <= _LONG_CONTEXT)
+
+
+def _old_v0_shape(pair: PDPair) -> bool:
     names = {r.connector for r in pair.roles}
     return (len(names) == 1 and all(_old_v0_connector(r) for r in pair.roles)
             and all(getattr(pair.prefill, k) == getattr(pair.decode, k) for k in _SAME))
+
+
+def judged_old_v0_pair(pair: PDPair) -> bool:
+    """Both roles run the V0 engine of a release before :data:`OLDEST_KNOWN` with the same connector of
+    :data:`OLD_V0_CONNECTORS` read for that release (0.7.x: unless ``VLLM_USE_V1=1``; 0.8.x: ``VLLM_USE_V1=0``), the
+    same model, --dtype, --block-size and TP, and without chunked prefill (:func:`_whole_prompts`). Such a pair is judged
+    by the engine-alone rules read back to its release (``Rule.since`` before :data:`OLDEST_KNOWN`, or
+    ``Rule.any_release``): ok where none fails, the others named in a warning (compat/engine.py ``_read_back``)."""
+    return _old_v0_shape(pair) and all(_whole_prompts(r) for r in pair.roles)
+
+
+def old_v0_chunked(pair: PDPair) -> str:
+    """Why a V0 pair :func:`judged_old_v0_pair` would judge but for chunked prefill is not judged, else ``""``."""
+    if not _old_v0_shape(pair) or all(_whole_prompts(r) for r in pair.roles):
+        return ""
+    return (f" (its V0 {pair.prefill.connector} pair was read, but chunked prefill may be on: the V0 engine turns it on "
+            f"by default above --max-model-len {_LONG_CONTEXT} or an unknown one, and SimpleConnector assumes every "
+            "request is a whole prefill; set --enable-chunked-prefill=False or --max-model-len to at most "
+            f"{_LONG_CONTEXT} for a verdict)")
 
 
 def _kv_rank(r: RoleConfig) -> object:
