@@ -187,9 +187,18 @@ def test_an_unknown_release_names_what_the_releases_read_refuse(tmp_path, capsys
 
 
 def test_a_release_older_than_the_rules_says_so(tmp_path, capsys):
-    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.7.3"))
+    # LMCacheConnector's V0 code on 0.8.0 was not read (fix M judges PyNccl / Mooncake pairs of 0.7.0-0.8.x only)
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.8.0", "LMCacheConnector"))
     assert code == 3 and not rules(out, "error"), out
-    assert "vLLM 0.7.3 is older than every release these rules were read from" in _not_checked(out), out
+    assert "vLLM 0.8.0 is older than every release these rules were read from" in _not_checked(out), out
+
+
+def test_a_read_v0_pair_of_an_older_release_is_judged(tmp_path, capsys):
+    """Fix M: the same PyNccl pair on v0.7.3 (the V0 engine its default, chunked prefill off at --max-model-len 8192)
+    is judged by the rules read back to it: ok, the rules not read for 0.7.3 named in the warning."""
+    code, out = check(tmp_path, capsys, *_v0_pair("vllm/vllm-openai:v0.7.3", extra=("--max-model-len", "8192")))
+    assert code == 0 and not rules(out, "error"), out
+    assert "cli-flag-unknown" in json.dumps(out["results"]), out
 
 
 def test_a_connector_no_release_refuses_keeps_the_plain_reason(tmp_path, capsys):

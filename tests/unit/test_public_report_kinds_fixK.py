@@ -87,14 +87,14 @@ def test_launcher_engine_reads_engine_options_only():
 
 @pytest.mark.parametrize("pin", ["vllm==0.7.0", "vllm==0.7.3", "vllm==0.8.5"])
 def test_readme_launchers_read_as_engines_of_the_pinned_release(tmp_path, capsys, pin):
-    """As published (ranks 0/1): the two workers are read as a pair of the pinned release; a release older than the
-    rules read is not checked (exit 3), never nothing to check (exit 4)."""
+    """As published (ranks 0/1): the two workers are read as a pair of the pinned release, never nothing to check
+    (exit 4); since fix M the V0 PyNccl pair of a release before 0.9.0 is judged by the rules read back to it (ok,
+    exit 0, the others named in vllm-version-unverified)."""
     env = "VLLM_USE_V1=0 " if pin == "vllm==0.8.5" else ""
     code, out = _check(tmp_path, capsys, _readme(pin, env=env))
-    assert code == 3, out
+    assert code == 0, out
     assert not _errors(out), out
-    assert f"vLLM {pin.split('==')[1]} is older than every release" in _reasons(out), out
-    assert "README.md" in out["notChecked"][0]["object"] and "line" in out["notChecked"][0]["object"], out
+    assert out["results"] and "README.md" in out["results"][0]["object"] and "line" in out["results"][0]["object"], out
 
 
 @pytest.mark.parametrize("pin,ranks,env", [

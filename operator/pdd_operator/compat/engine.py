@@ -37,7 +37,7 @@ from pdd_operator.compat.rules.records import (
     VERSION_UNVERIFIED,
 )
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
-from pdd_operator.compat.rules.v0_pair import judged_v0_pair
+from pdd_operator.compat.rules.v0_pair import judged_old_v0_pair, judged_v0_pair, old_v0_chunked
 from pdd_operator.compat.shared_storage import judged_shared_storage_pair
 from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
@@ -180,8 +180,10 @@ def evaluate(
     V0 connector pair under the V0 engine (:func:`~pdd_operator.compat.rules.v0_pair.judged_v0_pair`) and a
     SharedStorageConnector pair of a release whose connector was read
     (:func:`~pdd_operator.compat.shared_storage.judged_shared_storage_pair`) only the
-    engine-alone ones; any other connector but NIXL, a P2pNccl pair of another or unknown release and a MoRIIO pair of
-    another known release, is
+    engine-alone ones, and a V0 connector pair of a release before :data:`OLDEST_KNOWN` whose connector was read
+    (:func:`~pdd_operator.compat.rules.v0_pair.judged_old_v0_pair`: 0.7.0-0.8.x) only those read back to its release
+    (:func:`_read_back`; the others named in the ``vllm-version-unverified`` warning); any other connector but NIXL,
+    a P2pNccl pair of another or unknown release and a MoRIIO pair of another known release, is
     :func:`_foreign_connector`'s.
     ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """
@@ -193,6 +195,7 @@ def evaluate(
         return _env_from(pair, rules)
     version = pair.version
     rules = _in_scope(pair, rules)
+    unread: tuple[str, ...] | None = None  # the rules not read back to a release before OLDEST_KNOWN (_read_back)
     foreign = sorted({f"{r.role} {r.wrapper or r.connector}"
                       + (f" loaded from {r.third_party_connector}, not vLLM's class" if r.third_party_connector else "")
                       for r in pair.roles if r.connector and not r.nixl})
@@ -205,6 +208,9 @@ def evaluate(
         # with the same KV tensors: the engine-alone rules (the mooncake-* and v0-* ones among them) judge it; no NIXL
         # rule describes its transfer.
         rules = tuple(rule for rule in rules if rule.without_connector)
+    elif foreign and version is not None and judged_old_v0_pair(pair):
+        # A V0 connector pair of 0.7.0-0.8.x whose connector was read: the engine-alone rules read back to the release.
+        rules, unread = _read_back(tuple(rule for rule in rules if rule.without_connector), version)
     elif foreign and (outside := p2p_nccl_unjudged(pair)) is None:
         # Both roles P2pNcclConnector on a release these rules were read from: its own rules and the engine-alone ones.
         rules = tuple(rule for rule in rules if rule.without_connector or rule.p2p_nccl)
@@ -237,11 +243,25 @@ def evaluate(
         findings += found
     candidate = next((c for r in pair.roles if (c := release_candidate(r.version_text))), None)
     if version is not None and (version not in KNOWN_RELEASES or candidate):
-        findings.append(_unverified(pair, version, candidate))
+        findings.append(_unverified(pair, version, candidate, unread))
     findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
     unchecked = " ".join(x for x in (opaque, *undecided, unchecked, _unknown_window(pair, rules, findings)) if x)
     return CompatReport(version=fmt(version), findings=findings, not_evaluated=skipped, unchecked=unchecked,
                         opaque=opaque)
+
+
+def _read_back(rules: tuple[Rule, ...], version: Version) -> tuple[tuple[Rule, ...], tuple[str, ...]]:
+    """``(judged, unread)`` for ``version``, a release before :data:`OLDEST_KNOWN`: ``judged`` the ``rules`` that hold
+    there (``Rule.any_release``, or ``Rule.since`` before :data:`OLDEST_KNOWN` and ``version`` in their bounds);
+    ``unread`` the ids of the others that would otherwise run on it (unbounded, or bounded from :data:`OLDEST_KNOWN`
+    because the reading began there: the flag tables ``cli-flag-unknown`` / ``cli-flag-removed``, the connector
+    registry, ``engine-args-invalid`` ...), never refusing on a release they were not read for. Rules bounded from a
+    later release describe code that came later and are neither."""
+    judged = tuple(r for r in rules if r.any_release or (r.since is not None and r.since < OLDEST_KNOWN
+                                                          and r.applies_to(version)))
+    unread = tuple(r.id for r in rules if r not in judged and r.check is not None
+                   and (r.since is None or r.since == OLDEST_KNOWN) and (r.until is None or r.until > OLDEST_KNOWN))
+    return judged, unread
 
 
 def _in_scope(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
@@ -315,7 +335,8 @@ def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
     """Why a pair of a connector other than NIXL stays "not checked" where its vLLM release is not one these rules were
     read from (``""`` where it is, or where nothing more than :data:`NOT_DESCRIBED` can be said).
 
-    A release older than :data:`OLDEST_KNOWN` (vLLM 0.7.3's V0 ``SimpleConnector``): its connector code was not read.
+    A release older than :data:`OLDEST_KNOWN` whose connector code was not read (LMCacheConnector, 0.6.x, a pair the
+    older V0 reading does not judge: :func:`~pdd_operator.compat.rules.v0_pair.judged_old_v0_pair`).
     An unknown release: each engine-alone rule (``Rule.without_connector``) that refuses the pair on some of the
     releases read, with those releases (:func:`~pdd_operator.compat.unknown_version.probe` on every release line read:
     ``kv-connector-v0-only`` for a V0 connector on 0.9.0-0.10.0's V1 engine, ``kv-connector-unregistered`` for a name
@@ -333,7 +354,8 @@ def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
                  and r.applies_to(version)]
         return (f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
                 f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code"
-                + (f" (only {', '.join(older)} was read back to it, and finds no error here)" if older else ""))
+                + (f" (only {', '.join(older)} was read back to it, and finds no error here)" if older else "")
+                + old_v0_chunked(pair))
     alone = tuple(rule for rule in rules if rule.without_connector)
     grid = probe_versions(alone)
     refusing = [p for p in probe(pair, alone, grid, bounded_only=False) if p.refuses and p.refuses != tuple(grid)]
@@ -449,7 +471,8 @@ def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:
     return replace(base, findings=base.findings + [warning])
 
 
-def _unverified(pair: PDPair, version: Version, candidate: str | None = None) -> Finding:
+def _unverified(pair: PDPair, version: Version, candidate: str | None = None,
+                unread: tuple[str, ...] | None = None) -> Finding:
     """The ``vllm-version-unverified`` warning for a ``version`` that is not a release the rules were built from
     (:data:`~pdd_operator.vllm.versions.KNOWN_RELEASES`): a release after 0.34.0 (0.35.0), a patch release no table
     knows (0.34.1), or one older than 0.9.0. The rules ran for ``version`` itself, so every
@@ -474,6 +497,11 @@ def _unverified(pair: PDPair, version: Version, candidate: str | None = None) ->
         how = (f"it was judged with the newest rules, those of {fmt(NEWEST_RELEASE)}; vLLM's NIXL code after "
                f"{fmt(NEWEST_RELEASE)} may refuse what they pass or pass what they refuse (docs/vllm-source-audit.md "
                "lists what each release read changed)")
+    elif unread is not None:
+        how = ("its V0 KV connector pair was judged only by the rules read back to it (the connector's own, the model "
+               "and GPU ones that hold on every release); "
+               + (f"these were not read for it and were not run: {', '.join(unread)}" if unread else "no other rule "
+                  "applies"))
     elif before is not None:
         how = f"it was judged as the releases around it (the nearest before is {fmt(before)})"
     else:

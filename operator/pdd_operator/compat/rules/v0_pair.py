@@ -22,7 +22,13 @@ model, --dtype, --block-size and TP, is judged (:func:`judged_v0_pair`) by the e
   the default (envs.py 0.7.0 lines 476-477, ``VLLM_USE_V1`` "0"): only ``VLLM_USE_V1=1`` leaves it. From 0.8.0 V1
   is the default and whether a ``--kv-transfer-config`` falls back to V0 depends on the release
   (``_is_v1_supported_oracle``: 0.8.0's arg_utils.py lines 1560-1564 falls back, 0.8.5's no longer tests it), so
-  there, as on 0.9.0-0.10.0, only ``VLLM_USE_V1=0`` is read as the V0 engine.
+  there, as on 0.9.0-0.10.0, only ``VLLM_USE_V1=0`` is read as the V0 engine. Two different ranks fail too where a
+  rank of ``0 .. kv_parallel_size-1`` is held by neither engine (``kv_rank`` 2 of 2, ``kv_parallel_size`` 3 for a
+  pair): ``StatelessProcessGroup.barrier`` waits for every rank of the world (:func:`_missing_ranks`).
+- Before 0.9.0 (fix M): a pair of :data:`OLD_V0_CONNECTORS` under a 0.7.0-0.8.x V0 engine is judged
+  (:func:`judged_old_v0_pair`) by the engine-alone rules read back to its release only: these two (their sources
+  cite 0.7.0, 0.8.0 and 0.8.5) and those that hold on every release (``Rule.any_release``: heads, max-model-len,
+  GPUs); the rest (the flag tables, the connector registry, ...) are named in ``vllm-version-unverified``.
 - ``v0-mooncake-config-path``: ``MooncakeStoreConnector`` (mooncake_store_connector.py 0.9.0 lines 40-47) and the
   ``MooncakeConnector`` ``SimpleConnector`` (simple_connector.py 0.9.0 lines 48-57) raise ``ValueError`` where
   ``MOONCAKE_CONFIG_PATH`` is not in the engine's environment.
@@ -33,7 +39,7 @@ from __future__ import annotations
 from pdd_operator.compat.pair import PDPair, RoleConfig
 from pdd_operator.compat.rules.base import Violation, fix_for, rule
 from pdd_operator.compat.rules.v0_connector import V0_NAMES_RELEASES
-from pdd_operator.vllm.versions import UPSTREAM_REPOSITORIES, Version, image_repository
+from pdd_operator.vllm.versions import OLDEST_KNOWN, UPSTREAM_REPOSITORIES, Version, image_repository
 
 #: The V0 connectors whose pair :func:`judged_v0_pair` judges (read in 0.9.0, 0.9.1, 0.9.2, 0.10.0).
 V0_JUDGED = ("PyNcclConnector", "MooncakeStoreConnector", "MooncakeConnector")
@@ -74,6 +80,65 @@ def _pynccl_v0_engine(r: RoleConfig) -> bool:
     return use_v1 == "0" or (version < V1_DEFAULT_SINCE and use_v1 in ("", "false", "False"))
 
 
+#: The V0 connectors whose pair :func:`judged_old_v0_pair` judges on releases before :data:`OLDEST_KNOWN`, with the
+#: releases whose code was read for them: ``PyNcclConnector`` and ``MooncakeConnector`` (the V0 ``SimpleConnector``:
+#: kv_connector/factory.py 0.7.0 lines 40-48, 0.8.0 lines 42-50, 0.8.5 lines 79-87; 0.6.5's factory.py lines 12-19
+#: names the same two, its pipes were not read) and ``MooncakeStoreConnector`` (registered from 0.8.5, factory.py
+#: lines 94-97; 0.8.0's factory.py lacks it). ``LMCacheConnector`` (0.8.0 lines 52-55) was not read.
+OLD_V0_CONNECTORS: dict[str, tuple[Version, Version]] = {
+    "PyNcclConnector": (PYNCCL_RANK_RELEASES[0], OLDEST_KNOWN),
+    "MooncakeConnector": (PYNCCL_RANK_RELEASES[0], OLDEST_KNOWN),
+    "MooncakeStoreConnector": ((0, 8, 5), OLDEST_KNOWN),
+}
+
+
+def _old_v0_connector(r: RoleConfig) -> bool:
+    """The role names a connector of :data:`OLD_V0_CONNECTORS` on a release before :data:`OLDEST_KNOWN` read for it,
+    under that release's V0 engine (:func:`_pynccl_v0_engine`), with no wrapper."""
+    bounds = OLD_V0_CONNECTORS.get(r.connector or "")
+    return (bounds is not None and r.version is not None and bounds[0] <= r.version < bounds[1] and not r.wrapper
+            and _pynccl_v0_engine(r))
+
+
+#: The context length above which the V0 engine turns chunked prefill on by default (``use_long_context``:
+#: arg_utils.py 0.7.0 lines 1083-1106, 0.8.5 ``_set_default_args_v0`` lines 1503-1524).
+_LONG_CONTEXT = 32768
+
+
+def _whole_prompts(r: RoleConfig) -> bool:
+    """The role's V0 engine runs without chunked prefill: ``--enable-chunked-prefill`` false, or not given with a
+    ``--max-model-len`` of at most :data:`_LONG_CONTEXT`. ``SimpleConnector`` "assumes that all requests are prefill"
+    (simple_connector.py 0.7.3 lines 173 and 226, 0.8.5 line 234): a chunked prompt is sent or awaited as a whole, which
+    no rule here follows (set 68's pynccl-llama2-tp4-pp2-v073 entry), so such a pair is not judged."""
+    chunked, length = r.scheduler.chunked_prefill, r.scheduler.max_model_len
+    return chunked is False or (chunked is None and length is not None and length <= _LONG_CONTEXT)
+
+
+def _old_v0_shape(pair: PDPair) -> bool:
+    names = {r.connector for r in pair.roles}
+    return (len(names) == 1 and all(_old_v0_connector(r) for r in pair.roles)
+            and all(getattr(pair.prefill, k) == getattr(pair.decode, k) for k in _SAME))
+
+
+def judged_old_v0_pair(pair: PDPair) -> bool:
+    """Both roles run the V0 engine of a release before :data:`OLDEST_KNOWN` with the same connector of
+    :data:`OLD_V0_CONNECTORS` read for that release (0.7.x: unless ``VLLM_USE_V1=1``; 0.8.x: ``VLLM_USE_V1=0``), the
+    same model, --dtype, --block-size and TP, and without chunked prefill (:func:`_whole_prompts`). Such a pair is judged
+    by the engine-alone rules read back to its release (``Rule.since`` before :data:`OLDEST_KNOWN`, or
+    ``Rule.any_release``): ok where none fails, the others named in a warning (compat/engine.py ``_read_back``)."""
+    return _old_v0_shape(pair) and all(_whole_prompts(r) for r in pair.roles)
+
+
+def old_v0_chunked(pair: PDPair) -> str:
+    """Why a V0 pair :func:`judged_old_v0_pair` would judge but for chunked prefill is not judged, else ``""``."""
+    if not _old_v0_shape(pair) or all(_whole_prompts(r) for r in pair.roles):
+        return ""
+    return (f" (its V0 {pair.prefill.connector} pair was read, but chunked prefill may be on: the V0 engine turns it on "
+            f"by default above --max-model-len {_LONG_CONTEXT} or an unknown one, and SimpleConnector assumes every "
+            "request is a whole prefill; set --enable-chunked-prefill=False or --max-model-len to at most "
+            f"{_LONG_CONTEXT} for a verdict)")
+
+
 def _kv_rank(r: RoleConfig) -> object:
     return r.kv_transfer_written.get("kv_rank") if isinstance(r.kv_transfer_written, dict) else None
 
@@ -85,16 +150,22 @@ def _kv_rank(r: RoleConfig) -> object:
             "distributed/utils.py StatelessProcessGroup.create launch_server = rank == 0 (0.9.0 lines 372-402); "
             "the same in 0.9.1, 0.9.2, 0.10.0; before them pynccl_pipe.py 0.7.0 lines 61-68 over utils.py "
             "is_master=(rank == 0) lines 216-220, 0.8.0 and 0.8.5 lines 63-71 over utils.py line 242; V0 the "
-            "default engine on 0.7.x (envs.py 0.7.0 lines 476-477)"),
+            "default engine on 0.7.x (envs.py 0.7.0 lines 476-477); every rank of kv_parallel_size awaited by "
+            "StatelessProcessGroup.barrier (utils.py 0.7.0 lines 185-191, 0.8.0 lines 206-212, 0.8.5 lines 213-216, "
+            "0.9.0 lines 232-300)"),
     since=PYNCCL_RANK_RELEASES[0], until=PYNCCL_RANK_RELEASES[1], without_connector=True,
     example='both engines --kv-transfer-config {"kv_connector":"PyNcclConnector","kv_rank":0,...} with VLLM_USE_V1=0',
 )
 def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
-    """Two V0-engine PyNcclConnector roles hold different ``kv_rank`` values (one of them 0, which listens)."""
+    """Two V0-engine PyNcclConnector roles hold different ``kv_rank`` values, one 0 (which listens), all the group's.
+
+    Every rank of each role's group must be held by one of the engines (:func:`_missing_ranks`)."""
     if not all(r.connector == "PyNcclConnector" and _pynccl_v0_engine(r) for r in pair.roles):
         return []
     ranks = [_kv_rank(r) for r in pair.roles]
-    if ranks[0] != ranks[1] or (ranks[0] is not None and not isinstance(ranks[0], int)):
+    if ranks[0] != ranks[1]:
+        return _missing_ranks(pair, ranks)
+    if ranks[0] is not None and not isinstance(ranks[0], int):
         return []
     what = (f"both set kv_rank {ranks[0]}" if ranks[0] is not None else "neither sets kv_rank")
     why = ("both bind the group's store at kv_ip:kv_port as its rank 0 (the second fails)" if ranks[0] == 0 else
@@ -108,12 +179,43 @@ def check_v0_pynccl_kv_rank(pair: PDPair) -> list[Violation]:
     )]
 
 
+def _kv_parallel_size(r: RoleConfig) -> object:
+    return r.kv_transfer_written.get("kv_parallel_size", 1) if isinstance(r.kv_transfer_written, dict) else None
+
+
+def _missing_ranks(pair: PDPair, ranks: list[object]) -> list[Violation]:
+    """Two different integer ``kv_rank`` values whose group (``kv_parallel_size`` ``N`` >= 2, each role's own) lacks a
+    rank of ``0 .. N-1``: ``StatelessProcessGroup.barrier`` waits for every rank of the world (distributed/utils.py
+    0.7.0 lines 185-191 and 0.8.0 lines 206-212, ``broadcast_obj(None, src=i)`` for each ``i < world_size``; 0.8.5
+    lines 213-216; 0.9.0 lines 232-300, ``RuntimeError`` "Barrier timed out"), so the role waits for a rank no engine
+    holds (``kv_rank`` 2 with ``kv_parallel_size`` 2, or ``kv_parallel_size`` 3 for one producer and one consumer).
+    ``kv_parallel_size`` 1 (the default) or a value not an integer is not judged."""
+    sizes = [_kv_parallel_size(r) for r in pair.roles]
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (*ranks, *sizes)):
+        return []
+    out: list[Violation] = []
+    for r, size in zip(pair.roles, sizes, strict=True):
+        missing = sorted(set(range(size)) - set(ranks)) if size >= 2 else []  # type: ignore[call-overload]
+        if missing:
+            out.append((
+                f"{r.role}: its PyNcclConnector group has kv_parallel_size {size}, but the two engines hold kv_rank "
+                f"{ranks[0]} and {ranks[1]}: StatelessProcessGroup's barrier waits for rank "
+                f"{', '.join(map(str, missing))}, which no engine joins as; the {r.role} engine never starts (V0 engine).",
+                fix_for(pair, "Set kv_rank 0 on the producer and 1 on the consumer, kv_parallel_size 2.",
+                        'Set "kv_rank":0 in the prefill\'s --kv-transfer-config and "kv_rank":1 in the decode\'s, both '
+                        'with "kv_parallel_size":2.'),
+            ))
+    return out
+
+
 @rule(
     id="v0-mooncake-config-path", family="connector", severity="error",
     fields=("spec.kvTransfer.connector", "spec.engine.env"),
     source=("vllm distributed/kv_transfer/kv_connector/mooncake_store_connector.py (0.9.0 lines 40-47), "
-            "simple_connector.py (0.9.0 lines 48-57); the same in 0.9.1, 0.9.2, 0.10.0"),
-    since=V0_NAMES_RELEASES[0], until=V0_NAMES_RELEASES[1], without_connector=True,
+            "simple_connector.py (0.9.0 lines 48-57); the same in 0.9.1, 0.9.2, 0.10.0; before them "
+            "simple_connector.py 0.7.0 lines 47-55, 0.8.0 lines 48-56 and 0.8.5 lines 49-57, "
+            "mooncake_store_connector.py 0.8.5 lines 40-47 (ValueError without MOONCAKE_CONFIG_PATH)"),
+    since=PYNCCL_RANK_RELEASES[0], until=V0_NAMES_RELEASES[1], without_connector=True,
     example='--kv-transfer-config {"kv_connector":"MooncakeStoreConnector",...} with VLLM_USE_V1=0 and no '
     "MOONCAKE_CONFIG_PATH",
 )
@@ -124,7 +226,8 @@ def check_v0_mooncake_config_path(pair: PDPair) -> list[Violation]:
     Dockerfile of theirs sets it), a warning on other images, whose Dockerfile may set it."""
     out: list[Violation] = []
     for r in pair.roles:
-        if r.connector not in _MOONCAKE_V0 or r.wrapper or not _v0_engine(r) or "MOONCAKE_CONFIG_PATH" in r.env:
+        v0 = _v0_engine(r) or _old_v0_connector(r)  # 0.9.0-0.10.0, or a release before them read for the connector
+        if r.connector not in _MOONCAKE_V0 or r.wrapper or not v0 or "MOONCAKE_CONFIG_PATH" in r.env:
             continue
         own_image = bool(r.image) and image_repository(r.image) not in UPSTREAM_REPOSITORIES
         message = (f"{r.role}: {r.connector} on the V0 engine reads MOONCAKE_CONFIG_PATH, which the environment lacks: "
