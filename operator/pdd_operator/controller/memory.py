@@ -22,15 +22,15 @@ Since 2026-12-07 (issue 11, RSS at 1,000 PDDeployments) the settings are :data:`
   arena's heap kept its own fragments of a burst, which ``malloc_trim`` returns only where whole pages
   are free;
 - **large blocks always from mmap** (``MALLOC_MMAP_THRESHOLD_=131072``, glibc's default threshold, but
-  fixed): by default glibc raises the threshold to the size of each mmapped block freed (up to 32 MiB),
-  so after the first list page or large response (hundreds of KiB to MiBs) every later one is carved
-  from the heap, and the small objects the caches keep meanwhile land between them: their pages stay
-  resident after the block is freed. Fixed, a block of 128 KiB or more is mapped and unmapped on its
-  own and never fragments the heap. Setting it also fixes the trim threshold (``man 3 mallopt``); the
-  heap is trimmed by :func:`release` anyway.
+  fixed): by default glibc raises the threshold to the size of each mmapped block freed (up to 32 MiB;
+  ``man 3 mallopt``), so after the first large block (a list page, a large answer) the later ones are
+  carved from the heap, and small objects that the caches keep, made meanwhile, can land between them
+  and keep their pages resident after the block is freed. Fixed, a block of 128 KiB or more is mapped and
+  unmapped on its own. Setting it also stops the dynamic trim threshold; the heap is trimmed by
+  :func:`release` anyway. (The mechanism is glibc's documented one; what was measured is the RSS.)
 
 Measured with ``bench/bench_memory.py`` and ``bench/bench_scale.py`` at 1,000 PDDeployments
-(bench/README.md, 2026-12-07, 23:00).
+(bench/README.md, issue 11, 2026-12-07, 22:50).
 
 With ``PDD_TRACEMALLOC=<frames>`` in its environment, ``pdd run`` starts :mod:`tracemalloc` once its
 modules are imported (the imports are a fixed floor, and tracing them takes minutes), keeping
