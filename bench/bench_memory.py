@@ -58,12 +58,18 @@ VARIANTS = {
     "pages": ("... + lists in pages of 200", {"PDD_LIST_CHUNK": "200", "PDD_WORKER_IDLE_SECONDS": "5"}),
     "idle": ("... + workers idle 0.5 s", {"PDD_LIST_CHUNK": "0", "PDD_WORKER_IDLE_SECONDS": "0.5"}),
     "pages-idle": ("... + both", {"PDD_LIST_CHUNK": "200", "PDD_WORKER_IDLE_SECONDS": "0.5"}),
-    "arenas-2": ("... + glibc malloc arenas at most 2 (MALLOC_ARENA_MAX; the chart's since 2026-12-06)",
-                 {"MALLOC_ARENA_MAX": "2"}),
+    "arenas-2": ("... + glibc malloc arenas at most 2 (MALLOC_ARENA_MAX; the chart's 2026-12-06 to 12-07)",
+                 {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": None}),
     "arenas-glibc": ("glibc's own arena limit (8 per core; before 2026-12-06)",
-                     {"MALLOC_ARENA_MAX": str(8 * (os.cpu_count() or 1))}),
+                     {"MALLOC_ARENA_MAX": str(8 * (os.cpu_count() or 1)), "MALLOC_MMAP_THRESHOLD_": None}),
     "idle-arenas-2": ("... + workers idle 0.5 s, at most 2 arenas",
-                      {"PDD_WORKER_IDLE_SECONDS": "0.5", "MALLOC_ARENA_MAX": "2"}),
+                      {"PDD_WORKER_IDLE_SECONDS": "0.5", "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": None}),
+    # memory.ALLOCATOR_ENV's two settings of 2026-12-07 (the operator's defaults since), one at a time
+    "arenas-1": ("one glibc malloc arena (MALLOC_ARENA_MAX=1), glibc's mmap threshold",
+                 {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": None}),
+    "mmap-128k": ("2 arenas, glibc's mmap threshold fixed at 128 KiB (MALLOC_MMAP_THRESHOLD_; its default rises "
+                  "with each large block freed, up to 32 MiB, and later large blocks then stay in the heap)",
+                  {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}),
     "operator": ("the operator's defaults", {}),
     "traced": ("traced (PDD_TRACEMALLOC=3)", {"PDD_TRACEMALLOC": "3"}),
 }

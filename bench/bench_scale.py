@@ -78,6 +78,7 @@ from pdd_operator.api.constants import LABEL_MANAGED_BY
 from pdd_operator.api.spec import PDDeploymentSpec
 from pdd_operator.controller.handlers import WORKERS as OPERATOR_WORKERS
 from pdd_operator.controller.kube import Kube, apply_body, with_applied_hash
+from pdd_operator.controller.memory import ALLOCATOR_ENV
 from pdd_operator.controller.reconcile import APPLY_THREADS as OPERATOR_APPLY_THREADS
 from pdd_operator.render.workloads import Owner, render_children
 
@@ -169,15 +170,17 @@ class Operator:
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.env, self.log_path, self.port, self.proc = env, log_path, free_port(), None
 
-    def start(self, extra_env: dict[str, str] | None = None) -> float:
+    def start(self, extra_env: dict[str, str | None] | None = None) -> float:
+        """Start ``pdd run`` with the chart's allocator settings and ``extra_env`` (a None value: unset)."""
         started = time.monotonic()
+        env = {**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS),
+               **ALLOCATOR_ENV,  # as the chart runs it
+               **({"PYTHONPATH": OPERATOR_SRC} if OPERATOR_SRC else {}),
+               **(extra_env or {})}
         self.proc = subprocess.Popen(
             [str(ROOT / ".venv" / "bin" / "pdd"), "run", "--metrics-port", str(self.port), "--metrics-address",
              "127.0.0.1"], cwd=ROOT, stdout=self.log_path.open("a"), stderr=subprocess.STDOUT,
-            env={**self.env, "PDD_RESYNC_SECONDS": str(RESYNC), "PDD_WORKERS": str(WORKERS),
-                 "PYTHONMALLOC": "malloc", "MALLOC_ARENA_MAX": "2",
-                 **({"PYTHONPATH": OPERATOR_SRC} if OPERATOR_SRC else {}),
-                 **(extra_env or {})})  # as the chart runs it
+            env={k: v for k, v in env.items() if v is not None})
         wait(lambda: self.metrics() is not None, 120, "operator metrics endpoint")
         return started
 

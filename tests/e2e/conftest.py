@@ -29,6 +29,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from pdd_operator.controller.memory import ALLOCATOR_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = ROOT / "dev" / "cluster" / "cluster.sh"
 
@@ -121,7 +123,8 @@ class OperatorProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = {**self.cluster.env, "PDD_RESYNC_SECONDS": str(self.resync_seconds)}
+        # the C allocator's settings the chart and the image start it with (controller/memory.py)
+        env = {**self.cluster.env, **ALLOCATOR_ENV, "PDD_RESYNC_SECONDS": str(self.resync_seconds)}
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pdd_operator.cli", "run", "--metrics-port", str(self.port),

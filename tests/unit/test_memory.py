@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +56,34 @@ def test_release_hands_a_fragmented_heap_back_to_the_os(monkeypatch):
 
     monkeypatch.setattr(memory, "TRIM", False)
     assert memory.release() is None
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def chart_env(text: str) -> dict[str, str]:
+    """The literal ``- name: X`` / ``value: Y`` pairs of a Deployment template's ``env``."""
+    return dict(re.findall(r"- name: (\w+)\n\s+value: \"?([^\"\n]*)\"?", text))
+
+
+def dockerfile_env(text: str) -> dict[str, str]:
+    """The ``KEY=value`` pairs of a Dockerfile's ``ENV`` lines."""
+    return dict(pair.split("=", 1) for line in text.splitlines() if line.startswith("ENV ")
+                for pair in line.split()[1:])
+
+
+@pytest.mark.parametrize("where, read", [
+    ("charts/pdd-operator/templates/deployment.yaml", chart_env),
+    ("images/operator/Dockerfile", dockerfile_env),
+])
+def test_the_operator_is_started_with_the_allocator_settings(where, read):
+    """The chart, the image and the benches (``bench_scale.Operator``: ``ALLOCATOR_ENV`` itself) start
+    ``pdd run`` with the same C allocator settings: the RSS measured is the RSS deployed."""
+    found = read((ROOT / where).read_text())
+    assert {k: found.get(k) for k in memory.ALLOCATOR_ENV} == memory.ALLOCATOR_ENV
+
+
+def test_the_readers_of_the_settings_read_them():
+    assert chart_env('- name: A\n  value: "2"\n- name: B\n  valueFrom: {}\n- name: C\n  value: x\n') == {
+        "A": "2", "C": "x"}
+    assert dockerfile_env("FROM x\nENV A=1 B=two\nRUN y\n") == {"A": "1", "B": "two"}

@@ -11,10 +11,26 @@ page of the heap to the kernel, not only its top (glibc >= 2.8, ``man 3 malloc_t
 Python's small objects only with ``PYTHONMALLOC=malloc`` (the chart sets it): Python's own allocator
 (pymalloc) keeps them in 1 MiB arenas that go back only when entirely empty, which after a peak
 they rarely are (300 PDDeployments: 6 MB released with pymalloc, 70 MB with malloc).
-The chart (and the operator image) also caps glibc at 2 malloc arenas (``MALLOC_ARENA_MAX=2``): by
+The chart (and the operator image) also capped glibc at 2 malloc arenas (``MALLOC_ARENA_MAX=2``): by
 default every thread that allocates may get an arena of its own, up to 8 per core, and each keeps
 fragments of a restart's peak that ``malloc_trim`` cannot return (a restart with 1,100 PDDeployments:
 RSS 143-150 MB against 168-170 MB with glibc's default, the restart 2-6 s slower; bench/README.md).
+Since 2026-12-07 (issue 11, RSS at 1,000 PDDeployments) the settings are :data:`ALLOCATOR_ENV`:
+
+- **one arena** (``MALLOC_ARENA_MAX=1``): every thread allocates from the main heap. The threads that
+  allocate at once are few (Python holds the GIL; zlib, TLS and socket reads release it), and a second
+  arena's heap kept its own fragments of a burst, which ``malloc_trim`` returns only where whole pages
+  are free;
+- **large blocks always from mmap** (``MALLOC_MMAP_THRESHOLD_=131072``, glibc's default threshold, but
+  fixed): by default glibc raises the threshold to the size of each mmapped block freed (up to 32 MiB;
+  ``man 3 mallopt``), so after the first large block (a list page, a large answer) the later ones are
+  carved from the heap, and small objects that the caches keep, made meanwhile, can land between them
+  and keep their pages resident after the block is freed. Fixed, a block of 128 KiB or more is mapped and
+  unmapped on its own. Setting it also stops the dynamic trim threshold; the heap is trimmed by
+  :func:`release` anyway. (The mechanism is glibc's documented one; what was measured is the RSS.)
+
+Measured with ``bench/bench_memory.py`` and ``bench/bench_scale.py`` at 1,000 PDDeployments
+(bench/README.md, issue 11, 2026-12-07, 22:50).
 
 With ``PDD_TRACEMALLOC=<frames>`` in its environment, ``pdd run`` starts :mod:`tracemalloc` once its
 modules are imported (the imports are a fixed floor, and tracing them takes minutes), keeping
@@ -46,6 +62,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+#: The C allocator's settings ``pdd run`` is started with, in its environment (glibc reads them when the
+#: process starts): the chart's Deployment, the operator image and the benches set exactly these
+#: (``tests/unit/test_memory.py`` holds them to it). See the module docstring for each.
+ALLOCATOR_ENV = {"PYTHONMALLOC": "malloc", "MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 #: ``PDD_MALLOC_TRIM=0`` turns :func:`release` off (to measure what it saves; bench/bench_memory.py).
 TRIM = os.environ.get("PDD_MALLOC_TRIM", "1") != "0"
