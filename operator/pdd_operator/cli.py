@@ -221,9 +221,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     all_docs: dict[str, list[dict]] = {}
     paths, folder_errors = _input_paths(args.files)
     input_errors += folder_errors
-    build_files, paths, link_files = _image_build_files(paths)
+    build_files, paths, link_files = _image_build_files(paths, frozenset(args.files))
     builds = builds_of({**link_files, **build_files})
     for path in paths:
+        if _is_markdown(path):  # a README named by itself: its commands (code blocks, one-command steps)
+            all_docs[path] = []
+            _markdown_input(path, engines, unreadable)
+            continue
         if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
             if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
                 unreadable.append({"object": f"{path} (Makefile)", "reason": (
@@ -495,14 +499,16 @@ def _input_paths(given: list[str]) -> tuple[list[str], list[str]]:
 _PYTHON_SUFFIXES = (".py", ".ipynb")
 
 
-def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str], dict[str, str]]:
+def _image_build_files(paths: list[str], named: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str],
+                                                                                       dict[str, str]]:
     """``(path -> text of the Dockerfiles, Makefiles and link-only files among paths, the paths still to read as
     inputs, path -> text of the inputs that may also tie tags to Dockerfiles)``: a Dockerfile and a script it copies
     into its image are part of an image, not a deployment; a Makefile is read as a launcher only where it holds a
     prefill/decode engine (:func:`~pdd_operator.compat.manifests.pd_marked`), else only for the images it builds
     (:func:`~pdd_operator.compat.image_builds.builds_of`); a README, Tiltfile or GitHub Actions workflow only ties
     tags to Dockerfiles (:func:`~pdd_operator.compat.image_builds.is_build_link_file`), and a shell script, Skaffold
-    or DevSpace config is read both ways."""
+    or DevSpace config is read both ways. A Markdown file ``named`` by itself (not found in a folder) is read both
+    ways too: its commands are an input (:func:`_markdown_input`)."""
     from pdd_operator.compat.image_builds import is_build_link_file, is_dockerfile, is_makefile, parse_dockerfile
     from pdd_operator.compat.manifests import pd_marked
 
@@ -523,7 +529,8 @@ def _image_build_files(paths: list[str]) -> tuple[dict[str, str], list[str], dic
         elif path != "-" and is_build_link_file(path):
             if (text := _read_text(path)) is not None:
                 files[path] = text
-            continue
+            if not (path in named and _is_markdown(path)):
+                continue
         elif path != "-" and Path(path).suffix in (".sh", ".bash") and (text := _read_text(path)) is not None:
             links[path] = text
         rest.append(path)
@@ -563,6 +570,32 @@ def _text_input(path: str) -> dict | None:
         return unreadable_text(path, _script_text(path))
     except OSError:
         return None
+
+
+#: File name suffixes of Markdown documents.
+_MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def _is_markdown(path: str) -> bool:
+    """The file ``path`` is a Markdown document (by its suffix); ``False`` for stdin."""
+    return path != "-" and Path(path).suffix.lower() in _MARKDOWN_SUFFIXES
+
+
+def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
+    """Read the Markdown file ``path`` (a README that launches a deployment step by step) as the shell script of its
+    commands (:func:`~pdd_operator.compat.text_inputs.markdown_commands`): its engines added to ``engines``, or, where
+    it configures or starts a prefill/decode deployment whose engines cannot be read, its "not checked" record
+    (:func:`~pdd_operator.compat.text_inputs.unreadable_text`) added to ``unreadable``. A document that only mentions
+    P/D (prose, no command) adds nothing: nothing to check."""
+    from pdd_operator.compat.text_inputs import markdown_commands, unreadable_text
+
+    text = _read_text(path)
+    script = markdown_commands(text) if text is not None else None
+    if script is None:
+        return
+    record = unreadable_text(path, script, commands=True)
+    if record is not None and not _read_script(path, engines, unreadable, script):
+        unreadable.append(record)
 
 
 def _is_notebook(path: str) -> bool:

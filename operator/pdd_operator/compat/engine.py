@@ -326,9 +326,14 @@ def _release_decides(pair: PDPair, rules: tuple[Rule, ...]) -> str:
     version = pair.version
     names = " / ".join(sorted({r.connector or "" for r in pair.roles}))
     if version is not None:
-        return "" if version >= OLDEST_KNOWN else (
-            f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
-            f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code")
+        if version >= OLDEST_KNOWN:
+            return ""
+        # the rules read back to it (Rule.since before OLDEST_KNOWN) were judged and found nothing
+        older = [r.id for r in rules if r.without_connector and r.since is not None and r.since < OLDEST_KNOWN
+                 and r.applies_to(version)]
+        return (f"vLLM {fmt(version)} is older than every release these rules were read from ({fmt(OLDEST_KNOWN)} to "
+                f"{fmt(NEWEST_RELEASE)}): no rule here was written from its {names} code"
+                + (f" (only {', '.join(older)} was read back to it, and finds no error here)" if older else ""))
     alone = tuple(rule for rule in rules if rule.without_connector)
     grid = probe_versions(alone)
     refusing = [p for p in probe(pair, alone, grid, bounded_only=False) if p.refuses and p.refuses != tuple(grid)]
@@ -355,13 +360,17 @@ def _foreign_connector(pair: PDPair, rules: tuple[Rule, ...], why: str) -> Compa
     whose release is unknown or older than :data:`OLDEST_KNOWN`: a build that carries its own connector in the engine
     (vllm#16677's V0 ``DynamoNixlConnector`` branch on 0.8, whose usage passes no ``kv_role``) is not a release these
     rules were read from, so its parser is not known to refuse what a release's refuses; there only the rules that
-    hold on every release (``Rule.any_release``: two engines' memory on one GPU) are judged.
+    hold on every release (``Rule.any_release``: two engines' memory on one GPU) are judged, and on an older release
+    those whose own range was read back to it (``Rule.since`` before :data:`OLDEST_KNOWN`: ``v0-pynccl-kv-rank`` from
+    0.7.0).
     """
     version = pair.version
     alone = tuple(rule for rule in rules if rule.without_connector)
     if version is None or version < OLDEST_KNOWN:
-        # a release these rules were not read from: only what holds on every release (Rule.any_release)
-        alone = tuple(rule for rule in alone if rule.any_release)
+        # a release these rules were not read from: only what holds on every release (Rule.any_release), and what a
+        # rule's own sources were read for before OLDEST_KNOWN
+        alone = tuple(rule for rule in alone if rule.any_release or version is not None and rule.since is not None
+                      and rule.since < OLDEST_KNOWN)
     runnable, _ = _runnable(pair, alone)
     found = [
         finding for rule in runnable

@@ -1097,6 +1097,55 @@ def pd_marked(text: str) -> bool:
     return bool(_PD_MARKER.search(text) or ("dynamo.vllm" in text and _DYNAMO_ROLE_FLAG.search(text)))
 
 
+#: A chart preset named in values (llm-d-deployer's ``sampleApplication.baseConfigMapRefName``): group 1 the name.
+_PRESET_REF = re.compile(r"""\bbaseConfigMapRefName['"]?\s*[:=]\s*['"]?([\w.-]+)""")
+#: The words of a preset's name that say its engines transfer KV between prefill and decode (llm-d-deployer's
+#: basic-gpu-with-nixl-preset, basic-gpu-with-nixl-and-redis-lookup-preset; a simulator preset, basic-sim-preset,
+#: names none).
+_PD_PRESET_WORDS = frozenset({"nixl", "lmcache", "mooncake", "disagg", "disaggregated", "pd"})
+#: A Dynamo SDK graph served by its CLI (``dynamo serve graphs.disagg:Frontend``; ``compoundai serve
+#: disaggregated.client:Client``, the SDK's name in triton-inference-server/triton_distributed's README-NOVA-INIT.md at
+#: f4dfcbfc): group 1 the graph, whose module names disaggregation.
+_GRAPH_SERVE = re.compile(r"(?:^|[\s;&|(])(?:compoundai|dynamo)\s+serve\s+([\w.]*disagg[\w.]*:\w+)", re.M | re.I)
+#: A program a command line runs (``python prefill.py``, ``python3 -m pkg.decode_worker``, ``./prefill.sh``, ``bash
+#: decode.sh``): group 1 its path or module.
+_PROGRAM_RUN = re.compile(r"(?:^|[\s;&|(])(?:(?:\S*/)?python3?(?:\.\d+)?\s+(?:-[A-Za-z]+\s+)*(?:-m\s+)?|(?:ba)?sh\s+|(?=\./))"
+                          r"([\w./-]+?(?:\.py|\.sh)?)(?=\s|$)", re.M)
+
+
+def pd_preset(text: str) -> str | None:
+    """The chart preset ``text`` (values, or their repr) names whose name names a KV transfer
+    (:data:`_PD_PRESET_WORDS`), else ``None``. Pure."""
+    return next((m.group(1) for m in _PRESET_REF.finditer(text)
+                 if _PD_PRESET_WORDS & set(re.split(r"[-_.]", m.group(1).lower()))), None)
+
+
+def pd_signal(text: str) -> str | None:
+    """What in ``text`` (a script, a README's commands, the repr of a document) shows a prefill/decode deployment, as
+    a phrase to name it, or ``None``: a KV connector or ``kv_role`` (:func:`pd_marked`), a chart preset whose name
+    names a KV transfer (:data:`_PD_PRESET_WORDS`: ``basic-gpu-with-nixl-preset``), a Dynamo SDK graph of
+    disaggregation served (:data:`_GRAPH_SERVE`), or commands that run a program named for prefill and another
+    named for decode (``python prefill.py`` and ``python decode.py``, ``prefill_worker.py`` / ``decode_worker.py``).
+    Comment lines are not read. Pure.
+
+    Such an input is a P/D deployment whether or not its engines can be read: where none can, it is "not checked"
+    (naming this), never "nothing to check"."""
+    lines = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    if pd_marked(lines):
+        found = _PD_MARKER.search(lines) or _DYNAMO_ROLE_FLAG.search(lines)
+        return f"it names {found.group(0) if found else 'a KV connector'}"
+    if (preset := pd_preset(lines)) is not None:
+        return f"its preset {preset} names a KV transfer"
+    if (graph := _GRAPH_SERVE.search(lines)) is not None:
+        return f"it serves the disaggregated graph {graph.group(1)}"
+    programs = [m.group(1) for m in _PROGRAM_RUN.finditer(lines)]
+    prefill = next((p for p in programs if "prefill" in p.rsplit("/", 1)[-1].lower()), None)
+    decode = next((p for p in programs if "decode" in p.rsplit("/", 1)[-1].lower()), None)
+    if prefill and decode:
+        return f"it runs {prefill} and {decode}"
+    return None
+
+
 def _modelbooster_pods(spec: dict) -> list[dict] | None:
     """A Kthena ModelBooster ``vLLMDisaggregated`` backend's prefill/decode workers as the pod specs its controller
     makes, or ``None`` for another backend. Source: volcano-sh/kthena pkg/model-booster-controller/convert
@@ -1377,8 +1426,18 @@ def _values_file(doc: dict) -> Unreadable | None:
     that do are read there, before this). None of them holds the engines as they start; the reason
     says what to check instead, in the file's own terms."""
     marked = pd_marked(repr(doc))
-    if doc.get("kind") or not (marked or pd_applications(doc)):
+    if doc.get("kind"):
         return None
+    applications = pd_applications(doc)
+    preset = None if marked or applications else pd_preset(repr(doc))  # a preset of its chart, by name
+    if not (marked or applications or preset):
+        return None
+    if preset:
+        return Unreadable("Helm values (a document with no kind)", (
+            f"it deploys prefill and decode engines from a chart preset ({preset}, whose name names a KV transfer): "
+            "the preset ConfigMap of the chart "
+            "holds their image, vLLM command, arguments and KV connector, none of which is in these values; render "
+            "the chart with them (helm template) and check the rendered manifests"))
     if _is_ray_serve_config(doc):
         return Unreadable("Ray Serve config (applications with import_path)", (
             "it configures prefill/decode KV transfer in Ray Serve LLMConfigs: Ray Serve LLM builds the vLLM engines "

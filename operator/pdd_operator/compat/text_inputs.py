@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 
 from pdd_operator.compat.config_files import starts_with_config_file
-from pdd_operator.compat.manifests import SIMULATOR, other_pd_engine_script, pd_marked, platform_pd_launcher
+from pdd_operator.compat.manifests import (
+    SIMULATOR,
+    other_pd_engine_script,
+    pd_marked,
+    pd_signal,
+    platform_pd_launcher,
+)
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
 from pdd_operator.vllm.script import looks_like_proxy
 
@@ -98,6 +104,48 @@ def transcript_commands(text: str) -> str | None:
             out.append("")
         continued = out[-1].rstrip().endswith("\\") and out[-1].strip() != ""
     return "\n".join(out) + "\n" if prompted else None
+
+
+#: A Markdown fenced code block's opening or closing fence (CommonMark 0.31 4.5: three or more backticks or tildes,
+#: indented up to three spaces) and its info string's first word (the language).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")
+#: The languages of a fenced block that holds commands a shell runs (none given counts too).
+_SHELL_LANGUAGES = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shell-session", "text"})
+#: A line that is one inline code span alone, or a list item's (``8. `compoundai serve disaggregated.client:Client```):
+#: the steps READMEs number one command each. Group 1 is the code.
+_INLINE_STEP = re.compile(r"^\s*(?:(?:\d+[.)]|[-*+])\s+)?`([^`]+)`\s*$")
+
+
+def markdown_commands(text: str) -> str | None:
+    """The commands of the Markdown document ``text`` as a shell script whose line N is the file's line N: the lines of
+    its fenced code blocks in a shell language or none (:data:`_SHELL_LANGUAGES`; a pasted terminal session's
+    prompts taken off, :func:`transcript_commands`) and the inline code spans that make up a line or a list item alone
+    (:data:`_INLINE_STEP`); every other line (prose, YAML or Python blocks) left empty. ``None`` where it holds none.
+    Pure."""
+    out: list[str] = []
+    fence: tuple[str, bool] | None = None  # (the opening fence, whether its block is shell)
+    found = False
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = (m.group(1), m.group(2).lower() in _SHELL_LANGUAGES)
+            out.append("")
+        elif fence is not None and m and m.group(1)[0] == fence[0][0] and len(m.group(1)) >= len(fence[0]) \
+                and not m.group(2):
+            fence = None
+            out.append("")
+        elif fence is not None:
+            out.append(line if fence[1] else "")
+            found = found or (fence[1] and bool(line.strip()))
+        elif (step := _INLINE_STEP.match(line)) is not None:
+            out.append(step.group(1))
+            found = True
+        else:
+            out.append("")
+    if not found:
+        return None
+    script = "\n".join(out) + "\n"
+    return transcript_commands(script) or script
 
 
 #: The formats whose text becomes YAML once rendered: a file in one of them that does not parse is no broken manifest.
@@ -240,7 +288,7 @@ def _python_reason(fmt: str, text: str) -> str:
             "their environment) to have them checked")
 
 
-def unreadable_text(path: str, text: str) -> dict[str, str] | None:
+def unreadable_text(path: str, text: str, commands: bool = False) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
@@ -252,8 +300,19 @@ def unreadable_text(path: str, text: str) -> dict[str, str] | None:
     with a ``--config`` file (:func:`~pdd_operator.compat.config_files.starts_with_config_file`: the KV transfer
     settings may all be in it; the script's engines are then read, each one whose file is not here not checked), or
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
-    or nothing to check)."""
+    or nothing to check). ``commands``: ``text`` is known to be shell commands (a README's, :func:`markdown_commands`),
+    a shell script where no other format is recognised in it. Any P/D signal (:func:`~pdd_operator.compat.manifests.
+    pd_signal`) of a script none of the readers above reads makes it "not checked", naming the signal."""
     fmt = text_format(text)
+    fmt = "shell script" if commands and fmt is None else fmt
+    signal = (pd_signal(text) if fmt in ("Slurm batch script", "shell script") and not pd_marked(text)
+              and not platform_pd_launcher(text) and not other_pd_engine_script(text) else None)
+    if signal is not None:  # a P/D deployment whose engines its own programs start: never "nothing to check"
+        return {"object": f"{path} ({fmt})", "reason": (
+            f"it starts a prefill/decode deployment ({signal}), but no vLLM engine command is in it: the programs it "
+            "runs build the engines, and their vLLM arguments, KV connector and vLLM build are in those programs' "
+            "code or configuration, not in these files; give the vllm serve commands (or the Kubernetes containers) "
+            "they amount to, with the vLLM release, to have them checked")}
     if fmt in ("Slurm batch script", "shell script") and not pd_marked(text):
         inner = _delegated_pd_script(text)
         if inner:

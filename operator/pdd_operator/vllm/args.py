@@ -24,7 +24,7 @@ from pdd_operator.vllm.expansion import (
 )
 from pdd_operator.vllm.flags import parse_flags as parse_flags  # re-exported: the flags are read through this module
 from pdd_operator.vllm.image_env import image_env
-from pdd_operator.vllm.script import Launch, entry_point, frontend
+from pdd_operator.vllm.script import IN_PROCESS_ENGINE, Launch, entry_point, frontend, launcher_engine
 from pdd_operator.vllm.script import launches as script_launches
 
 #: Sentinel values of ``VLLM_NIXL_SIDE_CHANNEL_HOST`` set from the downward API.
@@ -75,6 +75,8 @@ def command_launches(
         except ValueError:
             argv += extra.split()
     entry = entry_point(argv)
+    if not entry and (own := launcher_engine(argv)) is not None:  # a program of its own given vLLM's engine options
+        return [Launch(tuple(own[1]), wrapper=(IN_PROCESS_ENGINE, *argv[:own[0]]))]
     return [Launch(tuple(entry), frontend=frontend(argv))] if entry else []
 
 

@@ -185,6 +185,65 @@ def entry_point(words: Sequence[str]) -> list[str]:
     return []
 
 
+#: Long options of vLLM's engine (``EngineArgs.add_cli_args``) that every release from 0.7.0 on defines: those written
+#: in vllm/engine/arg_utils.py of the 0.7.0 and 0.9.0 sdists that are also ``EngineArgs`` fields (or options) of the
+#: 0.34.0 sdist. A launcher of its own whose options are mostly these, ``--kv-transfer-config`` among them, hands them
+#: to vLLM's parser (:func:`launcher_engine`).
+ENGINE_FLAGS = frozenset({
+    "--allowed-local-media-path", "--block-size", "--code-revision", "--collect-detailed-traces", "--compilation-config",
+    "--config-format", "--cpu-offload-gb", "--disable-custom-all-reduce", "--disable-log-stats",
+    "--disable-sliding-window", "--distributed-executor-backend", "--download-dir", "--dtype", "--enable-chunked-prefill",
+    "--enable-lora", "--enforce-eager", "--fully-sharded-loras", "--gpu-memory-utilization", "--hf-overrides",
+    "--ignore-patterns", "--kv-cache-dtype", "--kv-transfer-config", "--limit-mm-per-prompt", "--load-format",
+    "--lora-dtype", "--max-cpu-loras", "--max-logprobs", "--max-lora-rank", "--max-loras", "--max-model-len",
+    "--max-num-batched-tokens", "--max-num-seqs", "--max-parallel-loading-workers", "--mm-processor-kwargs", "--model",
+    "--model-loader-extra-config", "--num-gpu-blocks-override", "--otlp-traces-endpoint", "--pipeline-parallel-size",
+    "--quantization", "--ray-workers-use-nsight", "--revision", "--scheduling-policy", "--seed",
+    "--skip-tokenizer-init", "--tensor-parallel-size", "--tokenizer", "--tokenizer-mode", "--tokenizer-revision",
+    "--trust-remote-code", "--worker-cls"})
+#: The Python interpreter as a program word (``python``, ``python3``, ``python3.12``, ``/usr/bin/python3``).
+_PYTHON = re.compile(r"^(?:\S*/)?python3?(?:\.\d+)?$")
+
+
+def launcher_engine(words: Sequence[str]) -> tuple[int, list[str]] | None:
+    """``(index of the python word, the vllm serve argv)`` for a command that runs a Python program of its own with
+    vLLM engine options, ``python3 prefill_worker.py --model M --max-model-len 100 --kv-transfer-config '{...}'``
+    (triton-inference-server/triton_distributed's examples/python_rs/llm/vllm_disaggregated_prefill workers at
+    6ea0e774 hand them to ``AsyncEngineArgs.add_cli_args`` / ``from_cli_args`` and build ``AsyncLLMEngine``: set 130),
+    else ``None``. It counts as such where its options include ``--kv-transfer-config`` and at least two other
+    :data:`ENGINE_FLAGS`, and those are at least half of its long options. The argv is ``vllm serve [MODEL]`` with
+    the :data:`ENGINE_FLAGS` options and their values as written (``--model`` as the positional model); options the
+    program adds itself are left out (not known: never judged as vLLM's). Pure."""
+    at = next((i for i, w in enumerate(words[:-1]) if _PYTHON.match(w)), None)
+    if at is None:
+        return None
+    j = at + 1
+    while j < len(words) and words[j].startswith("-") and words[j] != "-m":  # interpreter options: -u, -O, -X dev
+        j += 1
+    if j >= len(words) or not words[j].endswith(".py"):
+        return None
+    groups: list[list[str]] = []
+    for w in words[j + 1:]:
+        if w.startswith("--"):
+            groups.append([w])
+        elif groups:
+            groups[-1].append(w)
+    names = [g[0].split("=", 1)[0].replace("_", "-") for g in groups]
+    known = [g for g, n in zip(groups, names, strict=True) if n in ENGINE_FLAGS]
+    if "--kv-transfer-config" not in names or len(known) < 3 or 2 * len(known) < len(groups):
+        return None
+    argv = list(SERVE)
+    for g in known:
+        name = g[0].split("=", 1)[0].replace("_", "-")
+        if name == "--model" and len(g) > 1:
+            argv[2:2] = [g[1]]
+        elif name == "--model" and "=" in g[0]:
+            argv[2:2] = [g[0].split("=", 1)[1]]
+        else:
+            argv += g
+    return at, argv
+
+
 @lru_cache(maxsize=1)
 def _parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
@@ -1271,6 +1330,13 @@ class _Shell:
                                             repeats=self.repeats, frontend=frontend(docker.command)))
             return
         entry = entry_point(words)
+        if not entry and (own := launcher_engine(words)) is not None:
+            # a Python program of its own that builds the engine from vLLM's options, in its process (no API server)
+            self.launches.append(Launch(tuple(own[1]), {**self.environment(), **prefix},
+                                        self.outer_line or node.start_point[0] + 1,
+                                        wrapper=(IN_PROCESS_ENGINE, *self.outer, *words[:own[0]]), repeats=self.repeats,
+                                        inside=self.inside))
+            return
         run = words[1:] if words[0] in ("exec", "nohup") else words
         if not entry and run and _UNKNOWN_RE.fullmatch(run[0]) and not _inline_code_no_server(run):
             # the command itself is a value not in these files (``$VLLM_CMD``, ``exec $CMD``, ``eval "$CMD"``): kept as
