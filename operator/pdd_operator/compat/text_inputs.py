@@ -116,18 +116,95 @@ _SHELL_LANGUAGES = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shel
 _INLINE_STEP = re.compile(r"^\s*(?:(?:\d+[.)]|[-*+])\s+)?`([^`]+)`\s*$")
 
 
+#: A line of a Markdown indented code block (CommonMark 0.31 4.4: four or more spaces, or a tab, before it); group 1
+#: is the line less that indentation.
+_INDENTED = re.compile(r"^(?: {4}|\t)(.*)$")
+#: An ATX heading line (CommonMark 4.2), after which an indented code block may start without a blank line.
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+#: A package install line (``pip install vllm==0.12.0``, ``uv pip install ...``): a command a shell runs, whose pin
+#: names the release the page's engines run.
+_PIP_INSTALL = re.compile(r"^\s*(?:uv\s+)?pip3?\s+install\s", re.M)
+#: An ATX heading's level (group 1, its ``#`` run) and title (group 2).
+_ATX_TITLE = re.compile(r"^ {0,3}(#{1,6})(?:\s+(.*?))?\s*$")
+
+
+def _indented_shell_blocks(lines: list[str]) -> dict[int, str]:
+    """The lines of the indented code blocks of the Markdown document ``lines`` (CommonMark 0.31 4.4; outside fenced
+    blocks; a block starts after a blank line, a heading or the document's start, since an indented line cannot
+    interrupt a paragraph, and runs on through blank lines while indented lines follow) whose text is shell commands
+    (:func:`text_format` "shell script", or a ``pip install`` line: :data:`_PIP_INSTALL`): index -> the line less
+    its indentation. Documentation pages
+    converted to Markdown (docs.vllm.ai pages scraped to text, set 134) hold their scripts so, with no fence and no
+    info string. List items' nested lines and Python or YAML blocks are not shell and stay out. Pure."""
+    blocks: list[list[int]] = []
+    fence: str | None = None
+    current: list[int] = []
+    previous = ""
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2):
+                fence = None
+        elif current and (_INDENTED.match(line) or not line.strip()):
+            current.append(i)
+        elif _INDENTED.match(line) and line.strip() and (not previous.strip() or _ATX_HEADING.match(previous)):
+            current = [i]
+            blocks.append(current)
+        else:
+            current = []
+            if m:
+                fence = m.group(1)
+        previous = line
+    out: dict[int, str] = {}
+    for block in blocks:
+        while block and not lines[block[-1]].strip():
+            block.pop()
+        body = {i: (m.group(1) if (m := _INDENTED.match(lines[i])) else "") for i in block}
+        text = "\n".join(body.values()) + "\n"
+        if text_format(text) == "shell script" or _PIP_INSTALL.search(text):
+            out.update(body)
+    return out
+
+
+def markdown_sections(text: str) -> list[tuple[str, ...]]:
+    """For each line of the Markdown document ``text`` (index 0 for line 1), the titles of the ATX headings
+    (CommonMark 0.31 4.2) it falls under, outermost first: a heading of level L ends every section of level L or
+    deeper. Lines of fenced code blocks open no section. Pure."""
+    out: list[tuple[str, ...]] = []
+    path: list[tuple[int, str]] = []
+    fence: str | None = None
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2):
+                fence = None
+        elif m:
+            fence = m.group(1)
+        elif (h := _ATX_TITLE.match(line)) is not None:
+            level = len(h.group(1))
+            path = [p for p in path if p[0] < level] + [(level, (h.group(2) or "").strip())]
+        out.append(tuple(title for _, title in path))
+    return out
+
+
 def markdown_commands(text: str) -> str | None:
     """The commands of the Markdown document ``text`` as a shell script whose line N is the file's line N: the lines of
     its fenced code blocks in a shell language or none (:data:`_SHELL_LANGUAGES`; a pasted terminal session's
-    prompts taken off, :func:`transcript_commands`) and the inline code spans that make up a line or a list item alone
+    prompts taken off, :func:`transcript_commands`), of its indented code blocks that hold shell commands
+    (:func:`_indented_shell_blocks`) and the inline code spans that make up a line or a list item alone
     (:data:`_INLINE_STEP`); every other line (prose, YAML or Python blocks) left empty. ``None`` where it holds none.
     Pure."""
     out: list[str] = []
     fence: tuple[str, bool] | None = None  # (the opening fence, whether its block is shell)
     found = False
-    for line in text.splitlines():
+    lines = text.splitlines()
+    indented = _indented_shell_blocks(lines)
+    for i, line in enumerate(lines):
         m = _FENCE.match(line)
-        if fence is None and m:
+        if fence is None and i in indented:
+            out.append(indented[i])
+            found = found or bool(indented[i].strip())
+        elif fence is None and m:
             fence = (m.group(1), m.group(2).lower() in _SHELL_LANGUAGES)
             out.append("")
         elif fence is not None and m and m.group(1)[0] == fence[0][0] and len(m.group(1)) >= len(fence[0]) \
