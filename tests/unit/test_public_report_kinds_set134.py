@@ -162,3 +162,13 @@ def test_a_readable_engine_whose_role_cannot_be_told_stays_not_checked(tmp_path,
               "vllm serve Qwen/Qwen3-8B --port 8200 --kv-transfer-config '{\"kv_connector\":\"NixlConnector\"}' &\n")
     code, out = _check(tmp_path, capsys, script, "run.sh")
     assert code != 1 and not rules(out, "error")
+
+
+def test_a_template_filling_its_json_from_arguments_is_not_refused(tmp_path, capsys):
+    """vllm-ascend's run_dp_template.sh fills its --kv-transfer-config from its arguments ($3): read with none given,
+    the value is no JSON, but the script's other flags come from the same arguments, so nothing is promised."""
+    script = ("#!/bin/bash\nvllm serve Qwen/Qwen3-8B --port $2 --tensor-parallel-size $(echo $1) \\\n"
+              "  --kv-transfer-config '{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"kv_consumer\","
+              "\"kv_connector_extra_config\":{\"decode\":{\"tp_size\":'\"$3\"'}}}'\n")
+    code, out = _check(tmp_path, capsys, script, "run_dp_template.sh")
+    assert code != 1 and not rules(out, "error")

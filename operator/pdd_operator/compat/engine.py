@@ -420,8 +420,10 @@ def unreadable_connector_alone(pair: PDPair, rules: tuple[Rule, ...] = CHECKS) -
     flag as JSON before anything else (vllm/engine/arg_utils.py 0.12.0 l.276-282: ``TypeAdapter.validate_json``, a
     ValidationError raised as ``argparse.ArgumentTypeError``; ``json.loads`` from 0.9.0), so the engine stops at
     startup whatever role the value was meant to give it and on every release. Returns ``[]`` for an engine whose
-    value can be read; the finding names the engine, not a role."""
-    if unparsable_kv_transfer_config(pair.prefill.errors) is None:
+    value can be read, and for one some of whose values are not in the files (``RoleConfig.opaque``: a template
+    whose arguments or command substitutions fill its flags, which may fill this JSON too, as vllm-ascend's
+    run_dp_template.sh fills ``"dp_size": '"$3"'``); the finding names the engine, not a role."""
+    if unparsable_kv_transfer_config(pair.prefill.errors) is None or pair.prefill.opaque:
         return []
     own = tuple(replace(rule, one_engine=True) for rule in rules if rule.id == "kv-connector-missing")
     return [f.model_copy(update={"message": "the engine (whose role cannot be told)" + f.message[len("prefill"):],
