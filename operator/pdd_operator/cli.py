@@ -178,8 +178,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     LeaderWorkerSets, KServe LLMInferenceServices, Dynamo DynamoGraphDeployments, ...) are searched
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
-    (:mod:`~pdd_operator.compat.script_inputs`), and so are the services of Docker Compose files that run vLLM
-    (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of every file one topology);
+    (:mod:`~pdd_operator.compat.script_inputs`), and so are the commands of a Markdown file given itself (an issue's
+    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), and so are the services of Docker
+    Compose files that run vLLM (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of
+    every file one topology);
     a file that is no manifest but configures P/D in a way not read (a
     systemd unit, a Nomad job, a script whose engines cannot be found) is reported as not checked, with the reason,
     and so is a kustomization whose build the files do not show (:mod:`~pdd_operator.compat.kustomize`: the reason
@@ -507,7 +509,7 @@ _PYTHON_SUFFIXES = (".py", ".ipynb")
 
 
 def _image_build_files(paths: list[str], named: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str],
-                                                                                       dict[str, str]]:
+                                                                                      dict[str, str]]:
     """``(path -> text of the Dockerfiles, Makefiles and link-only files among paths, the paths still to read as
     inputs, path -> text of the inputs that may also tie tags to Dockerfiles)``: a Dockerfile and a script it copies
     into its image are part of an image, not a deployment; a Makefile is read as a launcher only where it holds a
@@ -536,7 +538,7 @@ def _image_build_files(paths: list[str], named: frozenset[str] = frozenset()) ->
         elif path != "-" and is_build_link_file(path):
             if (text := _read_text(path)) is not None:
                 files[path] = text
-            if not (path in named and _is_markdown(path)):
+            if not (path in named and _is_markdown(path)):  # a Markdown file named itself is read as an input too
                 continue
         elif path != "-" and Path(path).suffix in (".sh", ".bash") and (text := _read_text(path)) is not None:
             links[path] = text
@@ -555,12 +557,15 @@ def _read_text(path: str) -> str | None:
 
 
 def _script_text(path: str) -> str:
-    """The text of the file ``path`` as a script: a pasted terminal session that is in no format of its own
+    """The text of the file ``path`` as a script (of a Markdown file, :func:`_is_markdown`, its commands:
+    :func:`~pdd_operator.compat.text_inputs.markdown_commands`): a pasted terminal session that is in no format of its own
     (:func:`~pdd_operator.compat.text_inputs.text_format`) gives its commands, its output lines left empty
     (:func:`~pdd_operator.compat.text_inputs.transcript_commands`); any other file its text. Raises ``OSError``."""
-    from pdd_operator.compat.text_inputs import text_format, transcript_commands
+    from pdd_operator.compat.text_inputs import markdown_commands, text_format, transcript_commands
 
     text = Path(path).read_text(errors="replace")
+    if _is_markdown(path):  # a README or an issue's text: its shell code blocks and the vLLM commands in its prose
+        text = markdown_commands(text) or ""
     commands = transcript_commands(text) if text_format(text) is None else None
     return text if commands is None else commands
 
@@ -580,14 +585,6 @@ def _text_input(path: str) -> dict | None:
 
 
 #: File name suffixes of Markdown documents.
-_MARKDOWN_SUFFIXES = (".md", ".markdown")
-
-
-def _is_markdown(path: str) -> bool:
-    """The file ``path`` is a Markdown document (by its suffix); ``False`` for stdin."""
-    return path != "-" and Path(path).suffix.lower() in _MARKDOWN_SUFFIXES
-
-
 def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     """Read the Markdown file ``path`` (a README that launches a deployment step by step) as the shell script of its
     commands (:func:`~pdd_operator.compat.text_inputs.markdown_commands`): its engines added to ``engines``, or, where
@@ -619,19 +616,32 @@ def _is_notebook(path: str) -> bool:
         return False
 
 
+def _is_markdown(path: str) -> bool:
+    """The file ``path`` is Markdown (:data:`~pdd_operator.compat.text_inputs.MARKDOWN_SUFFIXES`): a README, an issue
+    or pull request body, a guide, whose launch commands are in its code blocks and prose, not in a document of its
+    own. ``False`` for stdin."""
+    from pdd_operator.compat.text_inputs import MARKDOWN_SUFFIXES
+
+    return path != "-" and Path(path).suffix.lower() in MARKDOWN_SUFFIXES
+
+
 def _runs_without_pd(path: str) -> bool:
     """The file ``path`` is a shell or Slurm script, a systemd unit or a Nomad job
-    (:func:`~pdd_operator.compat.text_inputs.run_format`) that is no valid YAML; called where
-    :func:`_text_input` found no P/D KV transfer in it, so it holds nothing to check (exit 4), as the same script
-    whose text happens to parse as a YAML string does. ``False`` for stdin and a file that cannot be read."""
-    from pdd_operator.compat.text_inputs import run_format
+    (:func:`~pdd_operator.compat.text_inputs.run_format`) that is no valid YAML, or a Python program that can start
+    no vLLM engine (:func:`~pdd_operator.compat.python_inputs.starts_no_engine`: a disaggregation proxy forwarding
+    requests to servers started elsewhere); called where :func:`_text_input` found no P/D KV transfer in it, so it
+    holds nothing to check (exit 4), as the same script whose text happens to parse as a YAML string does. ``False``
+    for stdin and a file that cannot be read."""
+    from pdd_operator.compat.python_inputs import starts_no_engine
+    from pdd_operator.compat.text_inputs import run_format, text_format
 
     if path == "-":
         return False
     try:
-        return run_format(_script_text(path)) is not None
+        text = _script_text(path)
     except OSError:
         return False
+    return run_format(text) is not None or (text_format(text) == "Python launcher" and starts_no_engine(text))
 
 
 def _read_script(path: str, engines: list, unreadable: list[dict], text: str | None = None,

@@ -86,8 +86,9 @@ def test_a_python_block_is_not_read(tmp_path, capsys):
 def test_list_items_and_lazy_lines_are_not_code():
     """A list item's nested lines and a paragraph's indented continuation are no indented code block."""
     text = ("-   `VLLM_NIXL_SIDE_CHANNEL_PORT`: the handshake port\n\n    -   Default: 5600\n\n"
-            "Start the engine with\n    vllm serve Qwen/Qwen3-0.6B --kv-transfer-config '{}'\n")
+            "Export the port with\n    export VLLM_NIXL_SIDE_CHANNEL_PORT=5600\n")
     assert markdown_commands(text) is None
+    assert markdown_commands(text.replace("with\n", "with:\n\n")) is not None  # after a blank line: a block
 
 
 def test_fenced_blocks_still_read_beside_indented_ones():

@@ -118,6 +118,43 @@ def _name(func: ast.AST) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
+#: What in Python source may start a vLLM engine besides :data:`ENGINE_CALLS`: the engine classes themselves and their
+#: ``from_engine_args`` / ``from_vllm_config`` builders (vllm/engine/async_llm_engine.py, vllm/v1/engine/async_llm.py of
+#: 0.9.0-0.34.0), and the OpenAI server's ``run_server`` (vllm/entrypoints/openai/api_server.py).
+_ENGINE_STARTERS = frozenset({*ENGINE_CALLS, "LLMEngine", "AsyncLLMEngine", "AsyncLLM", "from_engine_args",
+                              "from_vllm_config", "run_server"})
+#: A string that runs vLLM's server as a command: ``vllm serve`` (vllm-rs too), ``-m vllm.entrypoints...``.
+_VLLM_COMMAND = re.compile(r"\bvllm(?:-rs)?\s+serve\b|\bvllm\.entrypoints\b")
+
+
+def starts_no_engine(code: str) -> bool:
+    """The Python source ``code`` can start no vLLM engine: it parses, imports no ``vllm`` module, calls none of
+    :data:`_ENGINE_STARTERS` and holds no string or argument list that runs vLLM's server (:data:`_VLLM_COMMAND`,
+    ``["vllm", "serve", ...]``), as a disaggregation proxy that only forwards HTTP requests to a prefill and a decode
+    server started elsewhere (chaojun-zhang/vllm pd_distributed/proxy_server_v2.py at c0405be8, a Quart app; vLLM's
+    tests/v1/kv_connector/nixl_integration/toy_proxy_server.py, a FastAPI one). ``False`` for source that does not
+    parse, and wherever a vLLM engine may be started (even one built from values read at run time). Pure."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "vllm" for a in node.names):
+            return False
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "vllm":
+            return False
+        if isinstance(node, ast.Call) and _name(node.func) in _ENGINE_STARTERS:
+            return False
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _VLLM_COMMAND.search(node.value):
+            return False
+        if isinstance(node, (ast.List, ast.Tuple)):
+            words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            pairs = zip(words, words[1:], strict=False)
+            if any(w.rsplit("/", 1)[-1] in ("vllm", "vllm-rs") and nxt == "serve" for w, nxt in pairs):
+                return False
+    return True
+
+
 class _Scopes:
     """The simple assignments (``name = value``) of the module and of each function, to look literal names up."""
 
