@@ -18,7 +18,13 @@ from pydantic import ValidationError
 from pdd_operator.api.constants import API_VERSION, GROUP, KIND
 from pdd_operator.api.messages import SPEC_INVALID_RULE, finding_text, invalid_spec_findings
 from pdd_operator.api.spec import PDDeploymentSpec
-from pdd_operator.compat.engine import CompatReport, evaluate, evaluate_alone, model_config_from_configmap
+from pdd_operator.compat.engine import (
+    CompatReport,
+    evaluate,
+    evaluate_alone,
+    model_config_from_configmap,
+    unreadable_connector_alone,
+)
 from pdd_operator.controller.rbac import WEBHOOK_CONFIGURATION_MODES
 from pdd_operator.render.admission import admission_findings_of
 from pdd_operator.render.workloads import Owner, render_children
@@ -384,7 +390,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                             "compatible": False, "findings": [f.wire() for f in alone]})
             reports.append(CompatReport(version=results[-1]["vllmVersion"], findings=alone))
     for u in unpaired:  # an engine with no counterpart: what stops it on its own still stops it
-        if u.engine.role in ("prefill", "decode") and (alone := evaluate_alone(lone_pair(u.engine), u.engine.role)):
+        if (alone := evaluate_alone(lone_pair(u.engine), u.engine.role) if u.engine.role in ("prefill", "decode")
+                else unreadable_connector_alone(lone_pair(u.engine)) if not u.aggregated else []):
             results.append({"file": ", ".join(all_docs), "object": u.engine.where, "pairedBy": "",
                             "vllmVersion": u.engine.config.version and fmt(u.engine.config.version) or "unknown",
                             "compatible": False, "findings": [f.wire() for f in alone]})
@@ -584,14 +591,14 @@ def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     it configures or starts a prefill/decode deployment whose engines cannot be read, its "not checked" record
     (:func:`~pdd_operator.compat.text_inputs.unreadable_text`) added to ``unreadable``. A document that only mentions
     P/D (prose, no command) adds nothing: nothing to check."""
-    from pdd_operator.compat.text_inputs import markdown_commands, unreadable_text
+    from pdd_operator.compat.text_inputs import markdown_commands, markdown_sections, unreadable_text
 
     text = _read_text(path)
     script = markdown_commands(text) if text is not None else None
     if script is None:
         return
     record = unreadable_text(path, script, commands=True)
-    if record is not None and not _read_script(path, engines, unreadable, script):
+    if record is not None and not _read_script(path, engines, unreadable, script, markdown_sections(text or "")):
         unreadable.append(record)
 
 
@@ -637,13 +644,15 @@ def _runs_without_pd(path: str) -> bool:
     return run_format(text) is not None or (text_format(text) == "Python launcher" and starts_no_engine(text))
 
 
-def _read_script(path: str, engines: list, unreadable: list[dict], text: str | None = None) -> bool:
+def _read_script(path: str, engines: list, unreadable: list[dict], text: str | None = None,
+                 sections: list[tuple[str, ...]] | None = None) -> bool:
     """Add the P/D engines of the shell or Slurm batch script ``path`` (its ``text``, else the file's) to ``engines``
-    and those it cannot read to ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`);
-    ``False`` when it starts none that can be found (the file is then named "not checked" as a whole)."""
+    and those it cannot read to ``unreadable`` (:func:`~pdd_operator.compat.script_inputs.script_engines`, with the
+    ``sections`` of a Markdown document whose commands ``text`` is); ``False`` when it starts none that can be found
+    (the file is then named "not checked" as a whole)."""
     from pdd_operator.compat.script_inputs import script_engines
 
-    got = script_engines(path, _script_text(path) if text is None else text)
+    got = script_engines(path, _script_text(path) if text is None else text, sections)
     if got is None or not any(got):
         return False
     engines.extend(got[0])

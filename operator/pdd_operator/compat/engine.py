@@ -25,6 +25,7 @@ from pdd_operator.compat.rules.base import (
     run_check,
     script_fields,
 )
+from pdd_operator.compat.rules.connector import unparsable_kv_transfer_config
 from pdd_operator.compat.rules.mooncake import judged_mooncake_pair
 from pdd_operator.compat.rules.moriio_pair import MORIIO, moriio_unjudged
 from pdd_operator.compat.rules.multi_connector import NOT_DESCRIBED
@@ -432,6 +433,24 @@ def evaluate_alone(pair: PDPair, role: str, rules: tuple[Rule, ...] = CHECKS) ->
             continue
         kept.append(f)
     return kept
+
+
+def unreadable_connector_alone(pair: PDPair, rules: tuple[Rule, ...] = CHECKS) -> list[Finding]:
+    """The ``kv-connector-missing`` error of an engine whose role cannot be told because its ``--kv-transfer-config``
+    cannot be read (no JSON object: :func:`~pdd_operator.compat.rules.connector.unparsable_kv_transfer_config`):
+    ``pair`` holds the engine on both sides (:func:`pdd_operator.compat.manifests.lone_pair`). vLLM's parser reads the
+    flag as JSON before anything else (vllm/engine/arg_utils.py 0.12.0 l.276-282: ``TypeAdapter.validate_json``, a
+    ValidationError raised as ``argparse.ArgumentTypeError``; ``json.loads`` from 0.9.0), so the engine stops at
+    startup whatever role the value was meant to give it and on every release. Returns ``[]`` for an engine whose
+    value can be read, and for one some of whose values are not in the files (``RoleConfig.opaque``: a template
+    whose arguments or command substitutions fill its flags, which may fill this JSON too, as vllm-ascend's
+    run_dp_template.sh fills ``"dp_size": '"$3"'``); the finding names the engine, not a role."""
+    if unparsable_kv_transfer_config(pair.prefill.errors) is None or pair.prefill.opaque:
+        return []
+    own = tuple(replace(rule, one_engine=True) for rule in rules if rule.id == "kv-connector-missing")
+    return [f.model_copy(update={"message": "the engine (whose role cannot be told)" + f.message[len("prefill"):],
+                                 "fix": f.fix.replace("the prefill container", "the container")})
+            if f.message.startswith("prefill:") else f for f in evaluate_alone(pair, "prefill", own)]
 
 
 def _env_from(pair: PDPair, rules: tuple[Rule, ...]) -> CompatReport:

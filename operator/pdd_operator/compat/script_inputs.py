@@ -330,13 +330,17 @@ def _synthetic_script(found: list[Launch], roles: dict[int, str], last_line: int
     return "\n".join(lines)
 
 
-def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]] | None:
+def script_engines(path: str, text: str, sections: list[tuple[str, ...]] | None = None,
+                   ) -> tuple[list[Engine], list[Unreadable]] | None:
     """The P/D engines of the shell or Slurm batch script ``path`` (``text``) and the ones it cannot read, as
     :func:`pdd_operator.compat.manifests.scan` gives them for a manifest, each ``where`` naming ``path (format) line
     N``; ``None`` for text in another format, one that configures no KV transfer (and starts no engine with a
     ``--config`` file, whose settings may hold it: :func:`~pdd_operator.compat.config_files.starts_with_config_file`),
     or one in which no engine start is
-    found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`)."""
+    found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`). ``sections``: where
+    ``text`` is a Markdown document's commands, the headings each of its lines falls under
+    (:func:`~pdd_operator.compat.text_inputs.markdown_sections`): sections that each start a deployment of their own
+    are read as alternatives (:func:`section_alternatives`)."""
     fmt = text_format(text)
     if fmt in ("Python launcher", "Jupyter notebook"):
         return _python_engines(path, text, fmt)
@@ -350,7 +354,40 @@ def script_engines(path: str, text: str) -> tuple[list[Engine], list[Unreadable]
     found = launches(text, env)
     if not found:
         return None
+    by_section = section_alternatives(found, sections) if sections is not None else None
+    if by_section is not None:
+        return _alternatives(path, text, fmt, by_section, False, how="a section of the document")
     return _engines(path, text, fmt, found)
+
+
+def section_alternatives(found: list[Launch], sections: list[tuple[str, ...]]) -> list[Alternative] | None:
+    """The engines ``found`` in a Markdown document's commands grouped by the sections that each hold a deployment of
+    their own, or ``None`` where the document holds one. ``sections``: the headings each line of the document falls
+    under (:func:`~pdd_operator.compat.text_inputs.markdown_sections`). Documentation shows alternatives side by side
+    (a same-host 1P1D pair, then a multi-machine 2P2D setup; "Run 1P3D" then "Run 3P1D"), each with its prefill and
+    its decode under sub-headings of their own: the engines are split at the deepest heading level at which every
+    section that starts engines starts at least two, of which not all are KV producers nor all KV consumers
+    (``kv_role``), and more than one section does. Pure."""
+    def complete(group: list[Launch]) -> bool:
+        roles = {m.group(1) for x in group if (m := _KV_ROLE_IN.search(" ".join(x.argv)))}
+        return len(group) >= 2 and roles not in ({"kv_producer"}, {"kv_consumer"})
+
+    best: list[list[Launch]] | None = None
+    for depth in range(1, 7):
+        groups: dict[tuple[str, ...], list[Launch]] = {}
+        for launch in found:
+            heading = sections[launch.line - 1] if 0 < launch.line <= len(sections) else ()
+            groups.setdefault(heading[:depth], []).append(launch)
+        if not all(complete(g) for g in groups.values()):
+            break
+        best = list(groups.values())
+    if best is None or len(best) < 2:
+        return None
+    return [Alternative(launches=tuple(g), invocations=1) for g in best]
+
+
+#: A ``kv_role`` producer or consumer value in an engine's words (``--kv-transfer-config`` JSON).
+_KV_ROLE_IN = re.compile(r"[\"']?kv_role[\"']?\s*:\s*[\"']?(kv_producer|kv_consumer)")
 
 
 def _python_engines(path: str, text: str, fmt: str) -> tuple[list[Engine], list[Unreadable]] | None:
@@ -369,20 +406,20 @@ def _python_engines(path: str, text: str, fmt: str) -> tuple[list[Engine], list[
 
 
 def _alternatives(path: str, text: str, fmt: str, alternatives: list[Alternative],
-                  truncated: bool) -> tuple[list[Engine], list[Unreadable]]:
+                  truncated: bool, how: str = "chosen by its arguments") -> tuple[list[Engine], list[Unreadable]]:
     """The engines of a launcher script whose arguments choose what it starts
     (:func:`~pdd_operator.vllm.script.argument_alternatives`): each alternative read as its own deployment (engines of
     two alternatives never pair, share a host or ports), named by the functions that start it; the engines of an
     alternative each invocation starts on its own (``launch.sh cfg prefill``, ``launch.sh cfg decode``) on hosts not
     known (never assumed shared). ``truncated``: more ways through the script's choices than were read, said as "not
-    checked"."""
+    checked". ``how``: what chooses among them, said in each engine's ``where``."""
     engines: list[Engine] = []
     unreadable: list[Unreadable] = []
     pods: list[dict] = []  # every alternative's synthetic Pods kept until all are read (their id() is the engine's doc)
     for k, alt in enumerate(alternatives):
         chosen = " / ".join(alt.functions) if alt.functions else f"the engines at line {alt.launches[0].line}"
         label = (f"{fmt}, run as {chosen}" + (" (one invocation each)" if alt.invocations > 1 else "")
-                 + ", chosen by its arguments")
+                 + f", {how}")
         # each invocation on a host not known; only the engines one invocation starts side by side share its host
         separate = alt.invocations > 1 or len(alt.launches) == 1
         got, cannot = _engines(path, text, fmt, list(alt.launches), separate=separate, label=label,
