@@ -590,7 +590,7 @@ def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     script = markdown_commands(text) if text is not None else None
     if script is None:
         return
-    record = unreadable_text(path, script, commands=True)
+    record = unreadable_text(path, script, commands=True, document=text)
     if record is not None and not _read_script(path, engines, unreadable, script):
         unreadable.append(record)
 
