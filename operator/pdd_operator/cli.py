@@ -229,6 +229,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if _is_markdown(path):  # a README named by itself: its commands (code blocks, one-command steps)
             all_docs[path] = []
             _markdown_input(path, engines, unreadable)
+            _diff_input(path, all_docs, engines, unreadable)  # and its diff blocks' post-images
+            continue
+        if _is_diff(path) and _diff_input(path, all_docs, engines, unreadable):  # a patch: its post-images
             continue
         if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
             if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
@@ -593,6 +596,73 @@ def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     record = unreadable_text(path, script, commands=True, document=text)
     if record is not None and not _read_script(path, engines, unreadable, script):
         unreadable.append(record)
+
+
+def _is_diff(path: str) -> bool:
+    """The file ``path`` is a diff or patch by its name (:data:`~pdd_operator.compat.diff_inputs.DIFF_SUFFIXES`).
+    ``False`` for stdin."""
+    from pdd_operator.compat.diff_inputs import DIFF_SUFFIXES
+
+    return path != "-" and Path(path).suffix.lower() in DIFF_SUFFIXES
+
+
+#: The file name suffixes a patched file is read as manifests by (YAML, or JSON, which YAML reads).
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> bool:
+    """Read the hunks of the diff ``path`` (a ``.diff`` / ``.patch`` file, or the diff blocks of a Markdown file:
+    :mod:`~pdd_operator.compat.diff_inputs`) as the files they patch would be read, the post-image of each (its
+    context and ``+`` lines). A new file's post-image is whole: a YAML or JSON manifest's documents go to
+    ``all_docs`` (under ``<path>:<file>``), any other file is read as a script (its engines to ``engines``, a
+    Markdown file's commands, :func:`~pdd_operator.compat.text_inputs.markdown_commands`), or named "not checked" as
+    :func:`~pdd_operator.compat.text_inputs.unreadable_text` names a script. A hunk of an existing file is a part of
+    it, so its document cannot be read whole: where its post-image shows a prefill/decode deployment
+    (:func:`~pdd_operator.compat.manifests.pd_signal`) it is "not checked", naming the diff's file and hunk; a hunk
+    showing none (documentation, code) adds nothing. ``False`` where ``path`` holds no hunk (it is read as any
+    other file); ``True`` otherwise."""
+    from pdd_operator.compat.diff_inputs import diff_hunks, markdown_diff_hunks
+    from pdd_operator.compat.manifests import pd_signal
+    from pdd_operator.compat.text_inputs import markdown_commands, unreadable_text
+
+    text = _read_text(path)
+    if text is None:
+        return False
+    hunks = markdown_diff_hunks(text) if _is_markdown(path) else diff_hunks(text)
+    if not hunks:
+        return False
+    all_docs.setdefault(path, [])
+    for hunk in hunks:
+        name = hunk.file or "a file it does not name"
+        where = f"{path}:{hunk.file}" if hunk.file else path
+        markdown = Path(hunk.file).suffix.lower() in (".md", ".markdown")
+        post = (markdown_commands(hunk.text) or "") if markdown else hunk.text
+        if hunk.whole and Path(hunk.file).suffix.lower() in _MANIFEST_SUFFIXES:
+            try:
+                all_docs[where] = [d for d in yaml.safe_load_all(post) if isinstance(d, dict)]
+                continue
+            except yaml.YAMLError:
+                pass  # a broken new manifest: named below where it shows P/D
+        elif hunk.whole:
+            record = unreadable_text(where, post, commands=markdown, document=hunk.text)
+            if not _read_script(where, engines, unreadable, post) and record is not None:
+                unreadable.append(record)
+            continue
+        signal = pd_signal(post)
+        if signal is None:
+            continue
+        if hunk.whole:  # a new manifest that does not parse
+            unreadable.append({"object": f"{path} (a diff of {name}, hunk {hunk.header} on line {hunk.at})",
+                               "reason": (f"it creates {name}, a prefill/decode deployment ({signal}), but its text "
+                                          "after the change is not valid YAML; fix it and check the file itself")})
+            continue
+        last = hunk.start + len(hunk.lines) - 1
+        unreadable.append({"object": f"{path} (a diff of {name}, hunk {hunk.header} on line {hunk.at})", "reason": (
+            f"it patches a prefill/decode deployment ({signal}), but the hunk holds only lines {hunk.start}-{last} of "
+            f"{name} after the change, not the whole file: the rest of its document (the other engine, the image and "
+            "vLLM release, settings above or below the hunk) is not in these files; apply the patch and check "
+            f"{name} itself to have it checked")})
+    return True
 
 
 def _is_notebook(path: str) -> bool:
