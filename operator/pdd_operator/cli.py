@@ -173,7 +173,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
     (:mod:`~pdd_operator.compat.script_inputs`), and so are the commands of a Markdown file given itself (an issue's
-    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), and so are the services of Docker
+    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), the post-images of a diff or patch's
+    hunks (a ``.diff`` / ``.patch`` file, a Markdown diff block: :func:`_diff_input`), and so are the services of Docker
     Compose files that run vLLM (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of
     every file one topology);
     a file that is no manifest but configures P/D in a way not read (a
