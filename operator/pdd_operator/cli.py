@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -609,6 +610,11 @@ def _is_diff(path: str) -> bool:
 
 #: The file name suffixes a patched file is read as manifests by (YAML, or JSON, which YAML reads).
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: The file name suffixes of programs' source code: a hunk of such a file (vLLM's own kv_transfer code, a connector's)
+#: names KV connectors and roles without deploying anything, unless it starts an engine (:data:`_LAUNCH`).
+_SOURCE_SUFFIXES = (".py", ".go", ".rs", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".ts", ".js", ".java")
+#: A vLLM engine started in a program's text: ``vllm serve``, a ``vllm.entrypoints`` module, an ``LLM(...)``.
+_LAUNCH = re.compile(r"\bvllm[\"',\s]+serve\b|vllm\.entrypoints|\bLLM\(")
 
 
 def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> bool:
@@ -650,8 +656,8 @@ def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unrea
                 unreadable.append(record)
             continue
         signal = pd_signal(post)
-        if signal is None:
-            continue
+        if signal is None or (Path(hunk.file).suffix.lower() in _SOURCE_SUFFIXES and not _LAUNCH.search(post)):
+            continue  # no P/D, or a change to a program's code (vLLM's own, a connector's) that starts no engine
         if hunk.whole:  # a new manifest that does not parse
             unreadable.append({"object": f"{path} (a diff of {name}, hunk {hunk.header} on line {hunk.at})",
                                "reason": (f"it creates {name}, a prefill/decode deployment ({signal}), but its text "

@@ -210,3 +210,11 @@ def test_docker_run_without_pd_or_without_vllm_stays_nothing_to_check(tmp_path, 
     code, out = check_text(tmp_path, capsys, _guide("Disaggregated prefill: the metadata store", "redis:7", ""),
                            "guide.md")
     assert code == 4, out
+
+
+def test_hunk_of_vllm_source_code_is_nothing_to_check(tmp_path, capsys):
+    text = _hunk("vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py", 200,
+                 ["    def __init__(self, vllm_config):"], ["        role = vllm_config.kv_transfer_config.kv_role"],
+                 ["        role = vllm_config.kv_transfer_config.kv_role  # kv_producer or kv_consumer"])
+    code, out = check_text(tmp_path, capsys, text, "nixl.patch")
+    assert code == 4, out
