@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -179,7 +180,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
     (:mod:`~pdd_operator.compat.script_inputs`), and so are the commands of a Markdown file given itself (an issue's
-    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), and so are the services of Docker
+    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), the post-images of a diff or patch's
+    hunks (a ``.diff`` / ``.patch`` file, a Markdown diff block: :func:`_diff_input`), and so are the services of Docker
     Compose files that run vLLM (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of
     every file one topology);
     a file that is no manifest but configures P/D in a way not read (a
@@ -235,6 +237,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if _is_markdown(path):  # a README named by itself: its commands (code blocks, one-command steps)
             all_docs[path] = []
             _markdown_input(path, engines, unreadable)
+            _diff_input(path, all_docs, engines, unreadable)  # and its diff blocks' post-images
+            continue
+        if _is_diff(path) and _diff_input(path, all_docs, engines, unreadable):  # a patch: its post-images
             continue
         if path in build_files:  # a Makefile that runs P/D engines: its recipes, read as a launcher script
             if not _read_script(path, engines, unreadable, makefile_recipes(build_files[path])):
@@ -597,9 +602,81 @@ def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     script = markdown_commands(text) if text is not None else None
     if script is None:
         return
-    record = unreadable_text(path, script, commands=True)
+    record = unreadable_text(path, script, commands=True, document=text)
     if record is not None and not _read_script(path, engines, unreadable, script, markdown_sections(text or "")):
         unreadable.append(record)
+
+
+def _is_diff(path: str) -> bool:
+    """The file ``path`` is a diff or patch by its name (:data:`~pdd_operator.compat.diff_inputs.DIFF_SUFFIXES`).
+    ``False`` for stdin."""
+    from pdd_operator.compat.diff_inputs import DIFF_SUFFIXES
+
+    return path != "-" and Path(path).suffix.lower() in DIFF_SUFFIXES
+
+
+#: The file name suffixes a patched file is read as manifests by (YAML, or JSON, which YAML reads).
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: The file name suffixes of programs' source code: a hunk of such a file (vLLM's own kv_transfer code, a connector's)
+#: names KV connectors and roles without deploying anything, unless it starts an engine (:data:`_LAUNCH`).
+_SOURCE_SUFFIXES = (".py", ".go", ".rs", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".ts", ".js", ".java")
+#: A vLLM engine started in a program's text: ``vllm serve``, a ``vllm.entrypoints`` module, an ``LLM(...)``.
+_LAUNCH = re.compile(r"\bvllm[\"',\s]+serve\b|vllm\.entrypoints|\bLLM\(")
+
+
+def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unreadable: list[dict]) -> bool:
+    """Read the hunks of the diff ``path`` (a ``.diff`` / ``.patch`` file, or the diff blocks of a Markdown file:
+    :mod:`~pdd_operator.compat.diff_inputs`) as the files they patch would be read, the post-image of each (its
+    context and ``+`` lines). A new file's post-image is whole: a YAML or JSON manifest's documents go to
+    ``all_docs`` (under ``<path>:<file>``), any other file is read as a script (its engines to ``engines``, a
+    Markdown file's commands, :func:`~pdd_operator.compat.text_inputs.markdown_commands`), or named "not checked" as
+    :func:`~pdd_operator.compat.text_inputs.unreadable_text` names a script. A hunk of an existing file is a part of
+    it, so its document cannot be read whole: where its post-image shows a prefill/decode deployment
+    (:func:`~pdd_operator.compat.manifests.pd_signal`) it is "not checked", naming the diff's file and hunk; a hunk
+    showing none (documentation, code) adds nothing. ``False`` where ``path`` holds no hunk (it is read as any
+    other file); ``True`` otherwise."""
+    from pdd_operator.compat.diff_inputs import diff_hunks, markdown_diff_hunks
+    from pdd_operator.compat.manifests import pd_signal
+    from pdd_operator.compat.text_inputs import markdown_commands, unreadable_text
+
+    text = _read_text(path)
+    if text is None:
+        return False
+    hunks = markdown_diff_hunks(text) if _is_markdown(path) else diff_hunks(text)
+    if not hunks:
+        return False
+    all_docs.setdefault(path, [])
+    for hunk in hunks:
+        name = hunk.file or "a file it does not name"
+        where = f"{path}:{hunk.file}" if hunk.file else path
+        markdown = Path(hunk.file).suffix.lower() in (".md", ".markdown")
+        post = (markdown_commands(hunk.text) or "") if markdown else hunk.text
+        if hunk.whole and Path(hunk.file).suffix.lower() in _MANIFEST_SUFFIXES:
+            try:
+                all_docs[where] = [d for d in yaml.safe_load_all(post) if isinstance(d, dict)]
+                continue
+            except yaml.YAMLError:
+                pass  # a broken new manifest: named below where it shows P/D
+        elif hunk.whole:
+            record = unreadable_text(where, post, commands=markdown, document=hunk.text)
+            if not _read_script(where, engines, unreadable, post) and record is not None:
+                unreadable.append(record)
+            continue
+        signal = pd_signal(post)
+        if signal is None or (Path(hunk.file).suffix.lower() in _SOURCE_SUFFIXES and not _LAUNCH.search(post)):
+            continue  # no P/D, or a change to a program's code (vLLM's own, a connector's) that starts no engine
+        if hunk.whole:  # a new manifest that does not parse
+            unreadable.append({"object": f"{path} (a diff of {name}, hunk {hunk.header} on line {hunk.at})",
+                               "reason": (f"it creates {name}, a prefill/decode deployment ({signal}), but its text "
+                                          "after the change is not valid YAML; fix it and check the file itself")})
+            continue
+        last = hunk.start + len(hunk.lines) - 1
+        unreadable.append({"object": f"{path} (a diff of {name}, hunk {hunk.header} on line {hunk.at})", "reason": (
+            f"it patches a prefill/decode deployment ({signal}), but the hunk holds only lines {hunk.start}-{last} of "
+            f"{name} after the change, not the whole file: the rest of its document (the other engine, the image and "
+            "vLLM release, settings above or below the hunk) is not in these files; apply the patch and check "
+            f"{name} itself to have it checked")})
+    return True
 
 
 def _is_notebook(path: str) -> bool:

@@ -14,6 +14,7 @@ what to do to have it checked. A shell or Slurm batch script whose engines can b
 from __future__ import annotations
 
 import re
+import shlex
 
 from pdd_operator.compat.config_files import starts_with_config_file
 from pdd_operator.compat.manifests import (
@@ -24,7 +25,7 @@ from pdd_operator.compat.manifests import (
     platform_pd_launcher,
 )
 from pdd_operator.compat.python_inputs import notebook_code, python_launch_script
-from pdd_operator.vllm.script import looks_like_proxy
+from pdd_operator.vllm.script import docker_run, entry_point, image_engine, looks_like_proxy
 
 #: A Jinja2 statement or comment tag (Jinja's template designer documentation: ``{% set %}``, ``{% if %}``, ``{% for %}``,
 #: ``{% macro %}``, ``{% include %}`` ... with the optional ``-`` whitespace control, and ``{# ... #}`` comments), which
@@ -402,7 +403,63 @@ def _python_reason(fmt: str, text: str) -> str:
             "their environment) to have them checked")
 
 
-def unreadable_text(path: str, text: str, commands: bool = False) -> dict[str, str] | None:
+#: Words of a guide or script that say it deploys prefill and decode apart (vllm-ascend#857's "How to use
+#: disaggregated_prefill" and its "PD separation", a container named ``disaggregeted_prefill``; "1P1D", "xPyD",
+#: "P/D disaggregation", "disaggregated serving"): group 0 names what was seen.
+_PD_SHOWN = re.compile(r"disaggreg\w*[\s_-]*(?:prefill|serving|inference)|\bP/?D[\s_-]*(?:separation|disaggreg\w*)"
+                       r"|prefill[\s/_-]*(?:and[\s_-]*)?decode[\s_-]*(?:disaggreg\w*|separation|split)|\b\d+P\d+D\b"
+                       r"|\bxPyD\b", re.I)
+#: A shell assignment of a value (``IMAGE=quay.io/ascend/vllm-ascend:main``, after ``export``): groups name, value.
+_ASSIGNED = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=[\"']?([^\s\"']+)", re.M)
+
+
+def engineless_containers(script: str) -> list[str]:
+    """The ``docker run`` / ``podman run`` commands of the shell ``script`` that start a container of a vLLM image
+    (its name holds ``vllm``, after the script's own assignments: ``export IMAGE=...vllm-ascend:main``) but no
+    vLLM engine in it, each as a phrase naming what was seen: a container whose command is a shell or ``sleep``
+    (the engines typed into it by hand later, vllm-ascend#857's guide), or one whose text stops before its image
+    (:func:`~pdd_operator.vllm.script.docker_run` finds none) while the script names a vLLM image. A run whose
+    command (:func:`~pdd_operator.vllm.script.entry_point`) or image ENTRYPOINT
+    (:func:`~pdd_operator.vllm.script.image_engine`) starts an engine is not listed: the script reader reads it.
+    Comment lines are left out. Pure."""
+    lines = [line for line in script.splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    values = dict(_ASSIGNED.findall(joined))
+    images = [v for v in values.values() if "vllm" in v.lower() and ("/" in v or ":" in v)]
+    found = []
+    for line in joined.splitlines():
+        if not _CONTAINER_RUN.match(line):
+            continue
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            words = line.split()
+        words = [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), m.group(0)), w) for w in words]
+        docker = docker_run(words)
+        name = next((w.split("=", 1)[1] if "=" in w else words[i + 1] for i, w in enumerate(words[:-1])
+                     if w.split("=", 1)[0] == "--name"), "")
+        named = f" named {name}" if name else ""
+        if docker is None:
+            if images:
+                found.append(f"a docker run{named} of {images[0]} whose command the text stops before (its image "
+                             "and command are not in it)")
+            continue
+        if "vllm" not in docker.image.lower() or entry_point(docker.command) or image_engine(docker):
+            continue
+        command = " ".join(docker.command) or "the image's own"
+        found.append(f"a docker run{named} of {docker.image} whose command ({command}) starts no vLLM engine")
+    return found
+
+
+def pd_shown(text: str) -> str | None:
+    """The words of ``text`` (a guide with its prose, a script with its comments) that say it deploys prefill and
+    decode apart (:data:`_PD_SHOWN`), else ``None``. Pure."""
+    m = _PD_SHOWN.search(text)
+    return m.group(0) if m else None
+
+
+def unreadable_text(path: str, text: str, commands: bool = False,
+                    document: str | None = None) -> dict[str, str] | None:
     """A "not checked" record (``{"object": ..., "reason": ...}``, as ``pdd check`` lists them) for the file ``path``
     whose ``text`` is no YAML mapping but configures prefill/decode KV transfer (a KV connector or ``kv_role``), or
     is a Slurm batch or shell script that runs another script to start its prefill and decode engines
@@ -416,7 +473,9 @@ def unreadable_text(path: str, text: str, commands: bool = False) -> dict[str, s
     ``None`` for a file that names none or is in none of the formats of :func:`text_format` (it stays an input error,
     or nothing to check). ``commands``: ``text`` is known to be shell commands (a README's, :func:`markdown_commands`),
     a shell script where no other format is recognised in it. Any P/D signal (:func:`~pdd_operator.compat.manifests.
-    pd_signal`) of a script none of the readers above reads makes it "not checked", naming the signal."""
+    pd_signal`) of a script none of the readers above reads makes it "not checked", naming the signal, and so does a
+    container of a vLLM image that starts no engine (:func:`engineless_containers`) where the ``document`` (the
+    Markdown the commands are from, else ``text``) says it deploys prefill and decode apart (:func:`pd_shown`)."""
     fmt = text_format(text)
     fmt = "shell script" if commands and fmt is None else fmt
     signal = (pd_signal(text) if fmt in ("Slurm batch script", "shell script") and not pd_marked(text)
@@ -427,6 +486,15 @@ def unreadable_text(path: str, text: str, commands: bool = False) -> dict[str, s
             "runs build the engines, and their vLLM arguments, KV connector and vLLM build are in those programs' "
             "code or configuration, not in these files; give the vllm serve commands (or the Kubernetes containers) "
             "they amount to, with the vLLM release, to have them checked")}
+    containers = (engineless_containers(text) if fmt in ("Slurm batch script", "shell script") and not pd_marked(text)
+                  else [])
+    shown = pd_shown(document if document is not None else text) if containers else None
+    if shown is not None:  # the engines are started by hand inside the container: a P/D deployment not in the file
+        return {"object": f"{path} ({fmt})", "reason": (
+            f"it shows a prefill/decode deployment (\"{shown}\") started from {containers[0]}: the engines are "
+            "started later inside the container, by commands these files do not hold, so their vLLM arguments, KV "
+            "connector and release are not here; give the vllm serve commands run in it (or the Kubernetes "
+            "containers), with the vLLM release, to have them checked")}
     if fmt in ("Slurm batch script", "shell script") and not pd_marked(text):
         inner = _delegated_pd_script(text)
         if inner:
