@@ -22,6 +22,7 @@ import pytest
 from pdd_operator.compat.text_inputs import text_format
 from pdd_operator.vllm.script import DockerRun, image_engine
 from tests.unit.cli_check import check_text
+from tests.unit.cli_check import rules_by_severity as _rules
 
 PYNCCL = '{{"kv_connector":"PyNcclConnector","kv_role":"{role}","kv_rank":{rank},"kv_parallel_size":2}}'
 NIXL = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
@@ -29,14 +30,6 @@ NIXL = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 def _check(tmp_path, capsys, text: str) -> tuple[int, dict]:
     return check_text(tmp_path, capsys, text, "pd.sh")
-
-
-def _rules(out: dict) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for r in out.get("results", []):
-        for f in r["findings"]:
-            found.setdefault(f["severity"], set()).add(f["rule"])
-    return found
 
 
 LLAMA = ("--model", "meta-llama/Llama-3.1-8B-Instruct")

@@ -109,7 +109,6 @@ decode = serve("kv_consumer", 1, 8200)
 SHEBANG_LAUNCHER = '''#!/usr/bin/env python3
 """Start a MooncakeConnector prefill and decode."""
 import os
-from tests.unit.cli_check import check_text
 os.system("vllm serve Qwen/Qwen3-8B --port 8010 --kv-transfer-config "
           "'{\\"kv_connector\\":\\"MooncakeConnector\\",\\"kv_role\\":\\"kv_producer\\"}' &")
 os.system("vllm serve Qwen/Qwen3-8B --port 8020 --kv-transfer-config "

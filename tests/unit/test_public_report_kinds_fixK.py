@@ -25,6 +25,7 @@ from pdd_operator.cli import main
 from pdd_operator.compat.manifests import pd_signal
 from pdd_operator.compat.text_inputs import markdown_commands
 from pdd_operator.vllm.script import launcher_engine
+from tests.unit.cli_check import check_text
 
 MODEL = "deepseek-ai/DeepSeek-R1-Distill-Llama-8B"
 
@@ -54,10 +55,7 @@ def _readme(pin: str = "vllm==0.7.0", ranks: tuple = (0, 1), env: str = "", mode
 
 
 def _check(tmp_path, capsys, text: str, name: str = "README.md") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 def _errors(out: dict) -> set[str]:

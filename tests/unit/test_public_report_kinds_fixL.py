@@ -25,8 +25,8 @@ import json
 import pytest
 
 from dev.gen_known_model_configs import HERE, build
-from pdd_operator.cli import main
 from pdd_operator.vllm.known_models import known_config
+from tests.unit.cli_check import check_text
 from tests.unit.test_turn2_variants import check, container, rules, workload
 
 MML = "max-model-len-exceeds-model"
@@ -44,10 +44,7 @@ def _script(model: str, d_flags: str, version: str = "0.11.0") -> str:
 
 
 def _run(tmp_path, capsys, text: str) -> tuple[int, dict]:
-    path = tmp_path / "launch.sh"
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, "launch.sh")
 
 
 def _messages(out: dict, rule: str) -> str:

@@ -12,16 +12,11 @@ engines' launcher stays not checked, naming that launcher.
 
 from __future__ import annotations
 
-import json
-
-from pdd_operator.cli import main
+from tests.unit.cli_check import check_text
 
 
 def _check(tmp_path, capsys, text: str, name: str = "start.sh") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 def _not_checked(out: dict) -> str:

@@ -10,13 +10,12 @@ connector stays "not checked"."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from pdd_operator.cli import main
 from pdd_operator.compat.python_inputs import starts_no_engine
+from tests.unit.cli_check import check_text
 
 SET = Path(__file__).parent / "data" / "public_reports_133" / "inputs"
 
@@ -137,10 +136,7 @@ run(sys.argv[2])
 
 
 def _check(tmp_path: Path, capsys, text: str, name: str = "proxy.py") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 @pytest.mark.parametrize("name", ["proxy.py", "disagg_proxy_server.py", "router"])

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 
-from pdd_operator.cli import main
 from pdd_operator.compat.text_inputs import markdown_commands, markdown_sections
+from tests.unit.cli_check import check_text
 
 from .cli_check import rules
 
@@ -44,10 +44,7 @@ def _page(pin: str = "vllm==0.20.2", prefill_extra: str = "", decode_extra: str 
 
 
 def _check(tmp_path, capsys, text: str, name: str = "page.md") -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["check", str(path), "-o", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return check_text(tmp_path, capsys, text, name)
 
 
 def test_indented_blocks_of_a_page_are_its_commands():
