@@ -40,7 +40,14 @@ from pdd_operator.compat.rules.records import (
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
 from pdd_operator.compat.rules.v0_pair import judged_old_v0_pair, judged_v0_pair, old_v0_chunked
 from pdd_operator.compat.shared_storage import judged_shared_storage_pair
-from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
+from pdd_operator.compat.unknown_version import (
+    connector_until,
+    flag_floor_reason,
+    floor_of,
+    probe,
+    probe_versions,
+    spans,
+)
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
     KNOWN_RELEASES,
@@ -618,12 +625,28 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     refuse the pair on some releases make it unchecked, and rules that warn on some releases only are named
     as not evaluated; a rule that warns on every release is reported as a warning; a rule that reports
     nothing on any release does not apply and passes.
+
+    A pair of a connector that a release dropped (P2pNcclConnector, registered 0.9.2-0.23.x:
+    :func:`~pdd_operator.compat.unknown_version.connector_until`) is probed only on the releases that ship it: on
+    the later ones the engine refuses the connector at startup, loudly, which the warning says. Where such a pair is
+    judged by its connector's rules (a P2pNccl host install that pins no release:
+    :func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), a rule of that connector (``Rule.connector``)
+    that refuses it on some of those releases only is a warning naming them, not "not checked": the pair is run on
+    some release of that window, and the warning says which fail.
     """
     floor = floor_of(pair)
-    grid = probe_versions(rules, floor)
+    dropped = connector_until(pair)
+    grid = probe_versions(rules, floor, dropped and dropped[0])
     probed = probe(pair, rules, grid)
+    judged = p2p_nccl_unjudged(pair) is None
     refusing = [p for p in probed if p.refuses]
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
+    if judged and not certain:
+        # this connector's own rules, refusing on some of its releases only: warnings naming them (below)
+        partial = [p for p in refusing if p.rule.connector == P2P_NCCL]
+        refusing = [p for p in refusing if p not in partial]
+    else:
+        partial = []
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
     served = pair.model.served_since
     by_flag = flag_floor_reason(pair, floor)
@@ -642,7 +665,12 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
         if not (p.refuses or p.warns):
             continue
         everywhere = set(p.refuses or p.warns) == set(grid)
-        if certain and p.refuses or everywhere:
+        if p in partial:
+            where = spans(p.refuses, [*grid, dropped[0]] if dropped else grid)
+            findings += [_finding(pair, p.rule, f"On vLLM {where} (the vLLM version is unknown; the "
+                                  f"other releases that ship {P2P_NCCL} pass this rule): {_sentence(m)}",
+                                  _in_terms(pair, f), "warning") for m, f, s in p.violations if s == "error"]
+        elif certain and p.refuses or everywhere:
             where = scope if everywhere else f"vLLM {spans(p.refuses, grid)}"
             findings += [_finding(pair, p.rule, f"On {where} (the vLLM version is unknown): {_sentence(m)}",
                                   _in_terms(pair, f), s) for m, f, s in p.violations]
@@ -650,6 +678,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
             skipped.append(p.rule.id)
     what = _sentence("; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles")
     parts = [what + "."]
+    if dropped:
+        parts.append(f"It was judged on the releases that register {dropped[1]} (before {fmt(dropped[0])}): from "
+                     f"{fmt(dropped[0])} on vLLM's connector factory no longer has it and the engine refuses it at "
+                     "startup ('Unsupported connector type').")
     if floor is not None and floor[:2] >= NEWEST_RELEASE[:2]:
         parts.append(f"The rules were written from vLLM's NIXL code up to {fmt(NEWEST_RELEASE)}; this build may hold "
                      f"newer code and was judged with the newest rules (those of {fmt(NEWEST_RELEASE)}; "

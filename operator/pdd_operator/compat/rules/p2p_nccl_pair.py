@@ -50,11 +50,16 @@ def p2p_nccl_unjudged(pair: PDPair) -> str | None:
     if any(r.connector != P2P_NCCL or r.wrapper or r.third_party_connector for r in pair.roles):
         return ""
     versions = [r.version for r in pair.roles]
-    if None in versions:
+    if None in versions and any(r.image for r in pair.roles if r.version is None):
         return ("P2pNcclConnector pairs are judged on a known vLLM release that ships it (0.9.2-0.23.x), and this "
-                "pair's version is unknown: from 0.14.0 each engine randomizes the request id the connector keys its "
+                "pair's image names none (a nightly, a fork or a placeholder tag may hold another P2pNccl code, or "
+                "none: 0.24.0 dropped it): from 0.14.0 each engine randomizes the request id the connector keys its "
                 f"tensors by (p2p-nccl-request-id-randomized, {REQUEST_ID_ENV} from 0.17.0), so the verdict depends on "
                 "the release")
+    if None in versions:
+        # a host install that pins no release: judged on every release that ships the connector (compat.unknown_version:
+        # the connector floor, 0.9.2), an error only where each of them refuses it
+        return None
     if any(not P2P_NCCL_SINCE <= v < P2P_NCCL_UNTIL for v in versions):
         return (f"P2pNcclConnector pairs are judged on the vLLM releases that ship it (0.9.2-0.23.x), not on "
                 f"{' / '.join(sorted({fmt(v) for v in versions}))}")
