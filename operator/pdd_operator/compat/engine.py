@@ -631,8 +631,9 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     the later ones the engine refuses the connector at startup, loudly, which the warning says. Where such a pair is
     judged by its connector's rules (a P2pNccl host install that pins no release:
     :func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), a rule of that connector (``Rule.connector``)
-    that refuses it on some of those releases only is a warning naming them, not "not checked": the pair is run on
-    some release of that window, and the warning says which fail.
+    that refuses it on some of those releases only is a warning naming them, not "not checked" (nor an error beside
+    a rule that refuses every release): the pair is run on some release of that window, and the warning says which
+    fail.
     """
     floor = floor_of(pair)
     dropped = connector_until(pair)
@@ -641,19 +642,22 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     judged = p2p_nccl_unjudged(pair) is None
     refusing = [p for p in probed if p.refuses]
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
-    if judged and not certain:
-        # this connector's own rules, refusing on some of its releases only: warnings naming them (below)
-        partial = [p for p in refusing if p.rule.connector == P2P_NCCL]
-        refusing = [p for p in refusing if p not in partial]
+    # this connector's own rules refusing on some of its releases only: warnings naming them (below), unless the
+    # pair fails on every release only with them counted (then errors, as any rule's)
+    partial = [p for p in refusing if judged and p.rule.connector == P2P_NCCL and set(p.refuses) != set(grid)]
+    rest = [p for p in refusing if p not in partial]
+    if not certain or all(any(v in p.refuses for p in rest) for v in grid):
+        refusing = rest
     else:
         partial = []
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
     served = pair.model.served_since
     by_flag = flag_floor_reason(pair, floor)
-    scope = (f"every release from {fmt(floor)} on (the first whose model registry has this model's architecture: "
+    on = f" before {fmt(dropped[0])}" if dropped else " on"  # the releases that ship the pair's connector
+    scope = (f"every release from {fmt(floor)}{on} (the first whose model registry has this model's architecture: "
              "older releases refuse the model at startup)" if floor and floor == served
-             else f"every release from {fmt(floor)} on ({by_flag})" if by_flag
-             else f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
+             else f"every release from {fmt(floor)}{on} ({by_flag})" if by_flag
+             else f"every release from {fmt(floor)}{on} (taken as the line this development build comes after)" if floor
              else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []
     skipped: list[str] = []
