@@ -179,7 +179,7 @@ def evaluate(
     nothing until both roles have a connector. A rule bounded to versions (``since``/``until``) runs only when
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
-    known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
+    known release that ships it (0.9.2-0.23.x), or on a host install that pins none (probed on 0.9.2-0.23.x), runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
     (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), and one whose roles both name
     ``MoRIIOConnector`` on a release whose connector was read (0.14.0-0.34.0), or on an unknown one (probed on every
     release from 0.14.0 on), only the rules marked ``Rule.moriio`` and the engine-alone ones
@@ -191,7 +191,7 @@ def evaluate(
     engine-alone ones, and a V0 connector pair of a release before :data:`OLDEST_KNOWN` whose connector was read
     (:func:`~pdd_operator.compat.rules.v0_pair.judged_old_v0_pair`: 0.7.0-0.8.x) only those read back to its release
     (:func:`_read_back`; the others named in the ``vllm-version-unverified`` warning); any other connector but NIXL,
-    a P2pNccl pair of another or unknown release and a MoRIIO pair of another known release, is
+    a P2pNccl pair of another release or of an image naming none and a MoRIIO pair of another known release, is
     :func:`_foreign_connector`'s.
     ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """

@@ -44,9 +44,15 @@ REQUEST_ID_ENV = "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"
 def p2p_nccl_unjudged(pair: PDPair) -> str | None:
     """``None`` where both roles name ``P2pNcclConnector`` (no wrapper, vLLM's own class: no
     ``kv_connector_module_path`` outside vLLM) on known releases that ship it (0.9.2-0.23.x,
-    :data:`~pdd_operator.compat.rules.p2p_nccl.P2P_NCCL_SINCE` .. ``P2P_NCCL_UNTIL``): the pair is judged by the
-    rules marked ``p2p_nccl`` and the engine-alone ones. Else ``""`` for a pair that is not two P2pNccl engines, or
-    why a P2pNccl pair stays "not checked" (unknown or other release)."""
+    :data:`~pdd_operator.compat.rules.p2p_nccl.P2P_NCCL_SINCE` .. ``P2P_NCCL_UNTIL``), or run from a host install
+    that pins no release (a shell script's ``vllm serve`` with no image and no ``pip install vllm==X``): the pair is
+    judged by the rules marked ``p2p_nccl`` and the engine-alone ones, for an unknown release on every release that
+    ships the connector (:func:`~pdd_operator.compat.unknown_version.connector_floor` ..
+    :func:`~pdd_operator.compat.unknown_version.connector_until`: from 0.24.0 the factory refuses it at startup), an
+    error only where every one refuses it and a ``p2p_nccl`` rule refusing some of them a warning naming them
+    (``compat.engine._unknown_version``). Else ``""`` for a pair that is not two P2pNccl engines, or why a P2pNccl
+    pair stays "not checked": another known release, or an image whose tag names no release (a nightly, a fork
+    build, a placeholder: it may hold other P2pNccl code, or none)."""
     if any(r.connector != P2P_NCCL or r.wrapper or r.third_party_connector for r in pair.roles):
         return ""
     versions = [r.version for r in pair.roles]
