@@ -179,7 +179,8 @@ def evaluate(
     nothing until both roles have a connector. A rule bounded to versions (``since``/``until``) runs only when
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
-    known release that ships it (0.9.2-0.23.x), or on a host install that pins none (probed on 0.9.2-0.23.x), runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
+    known release that ships it (0.9.2-0.23.x), or on a host install that pins none (probed on 0.9.2-0.23.x), runs
+    only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
     (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), and one whose roles both name
     ``MoRIIOConnector`` on a release whose connector was read (0.14.0-0.34.0), or on an unknown one (probed on every
     release from 0.14.0 on), only the rules marked ``Rule.moriio`` and the engine-alone ones
