@@ -292,10 +292,12 @@ def test_prefill_both_is_ok(tmp_path, capsys):
 # --- outside the releases read: not checked with the reason ----------------------------------------------------------
 
 
-def test_unknown_release_stays_not_checked(tmp_path, capsys):
-    script = _doc_script("0.13.0").replace("pip install vllm==0.13.0\n", "")
-    code, out = _check(tmp_path, capsys, script)
-    assert code == 3 and "version is unknown" in json.dumps(out) and "0.14.0" in json.dumps(out), out
+def test_unknown_release_of_an_image_stays_not_checked(tmp_path, capsys):
+    """An image whose tag names no release (a host install that pins none is judged on 0.9.2-0.23.x instead:
+    test_public_report_kinds_fixO)."""
+    text = _deployments("0.13.0").replace("vllm/vllm-openai:v0.13.0", "vllm/vllm-openai:latest")
+    code, out = _check(tmp_path, capsys, text, "pair.yaml")
+    assert code == 3 and "image names none" in json.dumps(out) and "0.14.0" in json.dumps(out), out
 
 
 def test_release_without_the_connector_is_refused_not_judged(tmp_path, capsys):

@@ -40,7 +40,14 @@ from pdd_operator.compat.rules.records import (
 from pdd_operator.compat.rules.sliding_window_flag import without_disabled_window
 from pdd_operator.compat.rules.v0_pair import judged_old_v0_pair, judged_v0_pair, old_v0_chunked
 from pdd_operator.compat.shared_storage import judged_shared_storage_pair
-from pdd_operator.compat.unknown_version import flag_floor_reason, floor_of, probe, probe_versions, spans
+from pdd_operator.compat.unknown_version import (
+    connector_until,
+    flag_floor_reason,
+    floor_of,
+    probe,
+    probe_versions,
+    spans,
+)
 from pdd_operator.vllm.model_config import ModelConfigError, parse_config_json
 from pdd_operator.vllm.versions import (
     KNOWN_RELEASES,
@@ -172,7 +179,8 @@ def evaluate(
     nothing until both roles have a connector. A rule bounded to versions (``since``/``until``) runs only when
     the version is known and inside its bounds; with an unknown version :func:`_unknown_version` judges such
     rules on every release instead of passing them silently. A pair whose roles both name ``P2pNcclConnector`` on a
-    known release that ships it (0.9.2-0.23.x) runs only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
+    known release that ships it (0.9.2-0.23.x), or on a host install that pins none (probed on 0.9.2-0.23.x), runs
+    only the rules marked ``Rule.p2p_nccl`` and the engine-alone ones
     (:func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), and one whose roles both name
     ``MoRIIOConnector`` on a release whose connector was read (0.14.0-0.34.0), or on an unknown one (probed on every
     release from 0.14.0 on), only the rules marked ``Rule.moriio`` and the engine-alone ones
@@ -184,7 +192,7 @@ def evaluate(
     engine-alone ones, and a V0 connector pair of a release before :data:`OLDEST_KNOWN` whose connector was read
     (:func:`~pdd_operator.compat.rules.v0_pair.judged_old_v0_pair`: 0.7.0-0.8.x) only those read back to its release
     (:func:`_read_back`; the others named in the ``vllm-version-unverified`` warning); any other connector but NIXL,
-    a P2pNccl pair of another or unknown release and a MoRIIO pair of another known release, is
+    a P2pNccl pair of another release or of an image naming none and a MoRIIO pair of another known release, is
     :func:`_foreign_connector`'s.
     ``model_config`` is the model's parsed config.json, if known. Never raises for a schema-valid spec.
     """
@@ -618,19 +626,39 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
     refuse the pair on some releases make it unchecked, and rules that warn on some releases only are named
     as not evaluated; a rule that warns on every release is reported as a warning; a rule that reports
     nothing on any release does not apply and passes.
+
+    A pair of a connector that a release dropped (P2pNcclConnector, registered 0.9.2-0.23.x:
+    :func:`~pdd_operator.compat.unknown_version.connector_until`) is probed only on the releases that ship it: on
+    the later ones the engine refuses the connector at startup, loudly, which the warning says. Where such a pair is
+    judged by its connector's rules (a P2pNccl host install that pins no release:
+    :func:`~pdd_operator.compat.rules.p2p_nccl_pair.p2p_nccl_unjudged`), a rule of that connector (``Rule.connector``)
+    that refuses it on some of those releases only is a warning naming them, not "not checked" (nor an error beside
+    a rule that refuses every release): the pair is run on some release of that window, and the warning says which
+    fail.
     """
     floor = floor_of(pair)
-    grid = probe_versions(rules, floor)
+    dropped = connector_until(pair)
+    grid = probe_versions(rules, floor, dropped and dropped[0])
     probed = probe(pair, rules, grid)
+    judged = p2p_nccl_unjudged(pair) is None
     refusing = [p for p in probed if p.refuses]
     certain = bool(grid) and all(any(v in p.refuses for p in refusing) for v in grid)
+    # this connector's own rules refusing on some of its releases only: warnings naming them (below), unless the
+    # pair fails on every release only with them counted (then errors, as any rule's)
+    partial = [p for p in refusing if judged and p.rule.connector == P2P_NCCL and set(p.refuses) != set(grid)]
+    rest = [p for p in refusing if p not in partial]
+    if not certain or all(any(v in p.refuses for p in rest) for v in grid):
+        refusing = rest
+    else:
+        partial = []
     lowest = fmt(grid[0]) if grid else fmt(OLDEST_KNOWN)
     served = pair.model.served_since
     by_flag = flag_floor_reason(pair, floor)
-    scope = (f"every release from {fmt(floor)} on (the first whose model registry has this model's architecture: "
+    on = f" before {fmt(dropped[0])}" if dropped else " on"  # the releases that ship the pair's connector
+    scope = (f"every release from {fmt(floor)}{on} (the first whose model registry has this model's architecture: "
              "older releases refuse the model at startup)" if floor and floor == served
-             else f"every release from {fmt(floor)} on ({by_flag})" if by_flag
-             else f"every release from {fmt(floor)} on (taken as the line this development build comes after)" if floor
+             else f"every release from {fmt(floor)}{on} ({by_flag})" if by_flag
+             else f"every release from {fmt(floor)}{on} (taken as the line this development build comes after)" if floor
              else f"every release from {lowest} to {fmt(NEWEST_RELEASE)}")
     findings: list[Finding] = []
     skipped: list[str] = []
@@ -642,7 +670,12 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
         if not (p.refuses or p.warns):
             continue
         everywhere = set(p.refuses or p.warns) == set(grid)
-        if certain and p.refuses or everywhere:
+        if p in partial:
+            where = spans(p.refuses, [*grid, dropped[0]] if dropped else grid)
+            findings += [_finding(pair, p.rule, f"On vLLM {where} (the vLLM version is unknown; the "
+                                  f"other releases that ship {P2P_NCCL} pass this rule): {_sentence(m)}",
+                                  _in_terms(pair, f), "warning") for m, f, s in p.violations if s == "error"]
+        elif certain and p.refuses or everywhere:
             where = scope if everywhere else f"vLLM {spans(p.refuses, grid)}"
             findings += [_finding(pair, p.rule, f"On {where} (the vLLM version is unknown): {_sentence(m)}",
                                   _in_terms(pair, f), s) for m, f, s in p.violations]
@@ -650,6 +683,10 @@ def _unknown_version(pair: PDPair, rules: tuple[Rule, ...]) -> tuple[list[Findin
             skipped.append(p.rule.id)
     what = _sentence("; ".join(pair.notes) if pair.notes else "the vLLM version is not known for both roles")
     parts = [what + "."]
+    if dropped:
+        parts.append(f"It was judged on the releases that register {dropped[1]} (before {fmt(dropped[0])}): from "
+                     f"{fmt(dropped[0])} on vLLM's connector factory no longer has it and the engine refuses it at "
+                     "startup ('Unsupported connector type').")
     if floor is not None and floor[:2] >= NEWEST_RELEASE[:2]:
         parts.append(f"The rules were written from vLLM's NIXL code up to {fmt(NEWEST_RELEASE)}; this build may hold "
                      f"newer code and was judged with the newest rules (those of {fmt(NEWEST_RELEASE)}; "

@@ -26,13 +26,15 @@ from pdd_operator.compat.rules.base import NOT_CHECKED, run_check
 from pdd_operator.vllm.versions import NEWEST_KNOWN, OLDEST_KNOWN, Version, dev_build_floor, fmt
 
 
-def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> list[Version]:
+def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None,
+                   until: Version | None = None) -> list[Version]:
     """The releases :func:`probe` tries, ascending: ``0.M.0`` for every release line from :data:`OLDEST_KNOWN`
     to :data:`NEWEST_KNOWN`, each rule's ``since`` and ``until`` and the release before each ``until``
-    (``0.27.0`` -> ``0.26.99``, ``0.11.1`` -> ``0.11.0``), all inside the known range and ``>= floor``
-    (a floor past :data:`NEWEST_KNOWN` gives just that release: newer code is judged as the newest known).
-    Every rule's window, and every version threshold the checks compare with (release lines), then holds
-    at least one probe."""
+    (``0.27.0`` -> ``0.26.99``, ``0.11.1`` -> ``0.11.0``), all inside the known range, ``>= floor``
+    (a floor past :data:`NEWEST_KNOWN` gives just that release: newer code is judged as the newest known) and
+    ``< until`` where given (the first release whose factory no longer registers the pair's connector:
+    :func:`connector_until`). Every rule's window, and every version threshold the checks compare with (release
+    lines), then holds at least one probe."""
     points: set[Version] = {(0, minor, 0) for minor in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1)}
     points.add(NEWEST_KNOWN)
     for r in rules:
@@ -43,7 +45,7 @@ def probe_versions(rules: tuple[Rule, ...], floor: Version | None = None) -> lis
             a, b, c = r.until
             points.add((a, b, c - 1) if c else (a, b - 1, 99))
     low = min(max(OLDEST_KNOWN, floor or OLDEST_KNOWN), NEWEST_KNOWN)  # a build after the newest known line: judged as it
-    return sorted(v for v in points if low <= v <= NEWEST_KNOWN)
+    return sorted(v for v in points if low <= v <= NEWEST_KNOWN and (until is None or v < until))
 
 
 def floor_of(pair: PDPair) -> Version | None:
@@ -74,15 +76,41 @@ def connector_floor(r) -> tuple[Version, str] | None:
     ``MoRIIOConnector`` 0.14.0, ...; factory.py of each release, where an older one raises ``ValueError("Unsupported
     connector type")`` when the engine builds its connector). ``None`` for a connector every release read registers,
     one loaded from ``kv_connector_module_path`` (not the factory's registry), or none."""
-    from pdd_operator.compat.rules.connector_registry import REGISTERED
-
     if not r.connector or r.kv_transfer.get("kv_connector_module_path") \
             or r.kv_transfer_written.get("kv_connector_module_path"):
         return None
-    first = REGISTERED.get(r.wrapper or r.connector, (None, None))[0]
-    child = REGISTERED.get(r.connector, (None, None))[0] if r.wrapper else None
+    first = _shipped(r.wrapper or r.connector)[0]
+    child = _shipped(r.connector)[0] if r.wrapper else None
     found = [v for v in (first, child) if v is not None]
     return (max(found), r.connector if child and child == max(found) else (r.wrapper or r.connector)) if found else None
+
+
+def _shipped(name: str) -> tuple[Version | None, Version | None]:
+    """``(first, gone)``: the first release whose connector factory registers connector ``name`` and the first that
+    no longer does (``None`` where every release read does): the factory's registry
+    (:data:`~pdd_operator.compat.rules.connector_registry.REGISTERED`), and ``P2pNcclConnector`` 0.9.2 up to 0.24.0
+    (:data:`~pdd_operator.compat.rules.p2p_nccl.P2P_NCCL_SINCE` .. ``P2P_NCCL_UNTIL``: factory.py of the 0.9.2 and
+    0.23.0 sdists register it, 0.9.1's and 0.24.0's do not)."""
+    from pdd_operator.compat.rules.connector_registry import REGISTERED
+    from pdd_operator.compat.rules.p2p_nccl import P2P_NCCL_SINCE, P2P_NCCL_UNTIL
+
+    if name == "P2pNcclConnector":
+        return P2P_NCCL_SINCE, P2P_NCCL_UNTIL
+    return REGISTERED.get(name, (None, None))
+
+
+def connector_until(pair: PDPair) -> tuple[Version, str] | None:
+    """``(release, name)``: the first vLLM release whose connector factory no longer registers a KV connector a role
+    of ``pair`` names through vLLM's own registry (no ``kv_connector_module_path``): ``(0.24.0, "P2pNcclConnector")``
+    (:func:`_shipped`); on that release and later the engine refuses the connector when it builds it ("Unsupported
+    connector type"), so an unknown release is probed only before it. ``None`` where no role's connector was
+    dropped (``SharedStorageConnector``, renamed ``ExampleConnector`` in 0.13.0, is ``kv-connector-unregistered``'s to
+    judge on each release)."""
+    gone = [(until, r.connector) for r in pair.roles
+            if r.connector and not r.wrapper and not r.kv_transfer.get("kv_connector_module_path")
+            and not r.kv_transfer_written.get("kv_connector_module_path")
+            and (until := _shipped(r.connector)[1]) is not None and r.connector != "SharedStorageConnector"]
+    return min(gone) if gone else None
 
 
 def flag_floor_reason(pair: PDPair, floor: Version | None) -> str | None:

@@ -44,17 +44,28 @@ REQUEST_ID_ENV = "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"
 def p2p_nccl_unjudged(pair: PDPair) -> str | None:
     """``None`` where both roles name ``P2pNcclConnector`` (no wrapper, vLLM's own class: no
     ``kv_connector_module_path`` outside vLLM) on known releases that ship it (0.9.2-0.23.x,
-    :data:`~pdd_operator.compat.rules.p2p_nccl.P2P_NCCL_SINCE` .. ``P2P_NCCL_UNTIL``): the pair is judged by the
-    rules marked ``p2p_nccl`` and the engine-alone ones. Else ``""`` for a pair that is not two P2pNccl engines, or
-    why a P2pNccl pair stays "not checked" (unknown or other release)."""
+    :data:`~pdd_operator.compat.rules.p2p_nccl.P2P_NCCL_SINCE` .. ``P2P_NCCL_UNTIL``), or run from a host install
+    that pins no release (a shell script's ``vllm serve`` with no image and no ``pip install vllm==X``): the pair is
+    judged by the rules marked ``p2p_nccl`` and the engine-alone ones, for an unknown release on every release that
+    ships the connector (:func:`~pdd_operator.compat.unknown_version.connector_floor` ..
+    :func:`~pdd_operator.compat.unknown_version.connector_until`: from 0.24.0 the factory refuses it at startup), an
+    error only where every one refuses it and a ``p2p_nccl`` rule refusing some of them a warning naming them
+    (``compat.engine._unknown_version``). Else ``""`` for a pair that is not two P2pNccl engines, or why a P2pNccl
+    pair stays "not checked": another known release, or an image whose tag names no release (a nightly, a fork
+    build, a placeholder: it may hold other P2pNccl code, or none)."""
     if any(r.connector != P2P_NCCL or r.wrapper or r.third_party_connector for r in pair.roles):
         return ""
     versions = [r.version for r in pair.roles]
-    if None in versions:
+    if None in versions and any(r.image for r in pair.roles if r.version is None):
         return ("P2pNcclConnector pairs are judged on a known vLLM release that ships it (0.9.2-0.23.x), and this "
-                "pair's version is unknown: from 0.14.0 each engine randomizes the request id the connector keys its "
+                "pair's image names none (a nightly, a fork or a placeholder tag may hold another P2pNccl code, or "
+                "none: 0.24.0 dropped it): from 0.14.0 each engine randomizes the request id the connector keys its "
                 f"tensors by (p2p-nccl-request-id-randomized, {REQUEST_ID_ENV} from 0.17.0), so the verdict depends on "
                 "the release")
+    if None in versions:
+        # a host install that pins no release: judged on every release that ships the connector (compat.unknown_version:
+        # the connector floor, 0.9.2), an error only where each of them refuses it
+        return None
     if any(not P2P_NCCL_SINCE <= v < P2P_NCCL_UNTIL for v in versions):
         return (f"P2pNcclConnector pairs are judged on the vLLM releases that ship it (0.9.2-0.23.x), not on "
                 f"{' / '.join(sorted({fmt(v) for v in versions}))}")
