@@ -180,7 +180,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for vLLM engines with a KV connector, paired prefill to decode, and checked with the same rules.
     The vllm serve lines of a shell or Slurm batch script are read as engines too
     (:mod:`~pdd_operator.compat.script_inputs`), and so are the commands of a Markdown file given itself (an issue's
-    text, a README: :func:`~pdd_operator.compat.text_inputs.markdown_commands`), the post-images of a diff or patch's
+    text, a README: :func:`~pdd_operator.compat.markdown_inputs.markdown_commands`), the post-images of a diff or patch's
     hunks (a ``.diff`` / ``.patch`` file, a Markdown diff block: :func:`_diff_input`), and so are the services of Docker
     Compose files that run vLLM (:mod:`~pdd_operator.compat.compose_inputs`: one document per host, the documents of
     every file one topology);
@@ -563,10 +563,11 @@ def _read_text(path: str) -> str | None:
 
 def _script_text(path: str) -> str:
     """The text of the file ``path`` as a script (of a Markdown file, :func:`_is_markdown`, its commands:
-    :func:`~pdd_operator.compat.text_inputs.markdown_commands`): a pasted terminal session that is in no format of its own
+    :func:`~pdd_operator.compat.markdown_inputs.markdown_commands`): a pasted terminal session that is in no format of its own
     (:func:`~pdd_operator.compat.text_inputs.text_format`) gives its commands, its output lines left empty
     (:func:`~pdd_operator.compat.text_inputs.transcript_commands`); any other file its text. Raises ``OSError``."""
-    from pdd_operator.compat.text_inputs import markdown_commands, text_format, transcript_commands
+    from pdd_operator.compat.markdown_inputs import markdown_commands
+    from pdd_operator.compat.text_inputs import text_format, transcript_commands
 
     text = Path(path).read_text(errors="replace")
     if _is_markdown(path):  # a README or an issue's text: its shell code blocks and the vLLM commands in its prose
@@ -592,11 +593,12 @@ def _text_input(path: str) -> dict | None:
 #: File name suffixes of Markdown documents.
 def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     """Read the Markdown file ``path`` (a README that launches a deployment step by step) as the shell script of its
-    commands (:func:`~pdd_operator.compat.text_inputs.markdown_commands`): its engines added to ``engines``, or, where
+    commands (:func:`~pdd_operator.compat.markdown_inputs.markdown_commands`): its engines added to ``engines``, or, where
     it configures or starts a prefill/decode deployment whose engines cannot be read, its "not checked" record
     (:func:`~pdd_operator.compat.text_inputs.unreadable_text`) added to ``unreadable``. A document that only mentions
     P/D (prose, no command) adds nothing: nothing to check."""
-    from pdd_operator.compat.text_inputs import markdown_commands, markdown_sections, unreadable_text
+    from pdd_operator.compat.markdown_inputs import markdown_commands, markdown_sections
+    from pdd_operator.compat.text_inputs import unreadable_text
 
     text = _read_text(path)
     script = markdown_commands(text) if text is not None else None
@@ -629,7 +631,7 @@ def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unrea
     :mod:`~pdd_operator.compat.diff_inputs`) as the files they patch would be read, the post-image of each (its
     context and ``+`` lines). A new file's post-image is whole: a YAML or JSON manifest's documents go to
     ``all_docs`` (under ``<path>:<file>``), any other file is read as a script (its engines to ``engines``, a
-    Markdown file's commands, :func:`~pdd_operator.compat.text_inputs.markdown_commands`), or named "not checked" as
+    Markdown file's commands, :func:`~pdd_operator.compat.markdown_inputs.markdown_commands`), or named "not checked" as
     :func:`~pdd_operator.compat.text_inputs.unreadable_text` names a script. A hunk of an existing file is a part of
     it, so its document cannot be read whole: where its post-image shows a prefill/decode deployment
     (:func:`~pdd_operator.compat.manifests.pd_signal`) it is "not checked", naming the diff's file and hunk; a hunk
@@ -637,7 +639,8 @@ def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unrea
     other file); ``True`` otherwise."""
     from pdd_operator.compat.diff_inputs import diff_hunks, markdown_diff_hunks
     from pdd_operator.compat.manifests import pd_signal
-    from pdd_operator.compat.text_inputs import markdown_commands, unreadable_text
+    from pdd_operator.compat.markdown_inputs import markdown_commands
+    from pdd_operator.compat.text_inputs import unreadable_text
 
     text = _read_text(path)
     if text is None:
@@ -694,10 +697,10 @@ def _is_notebook(path: str) -> bool:
 
 
 def _is_markdown(path: str) -> bool:
-    """The file ``path`` is Markdown (:data:`~pdd_operator.compat.text_inputs.MARKDOWN_SUFFIXES`): a README, an issue
+    """The file ``path`` is Markdown (:data:`~pdd_operator.compat.markdown_inputs.MARKDOWN_SUFFIXES`): a README, an issue
     or pull request body, a guide, whose launch commands are in its code blocks and prose, not in a document of its
     own. ``False`` for stdin."""
-    from pdd_operator.compat.text_inputs import MARKDOWN_SUFFIXES
+    from pdd_operator.compat.markdown_inputs import MARKDOWN_SUFFIXES
 
     return path != "-" and Path(path).suffix.lower() in MARKDOWN_SUFFIXES
 

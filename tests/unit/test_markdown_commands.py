@@ -1,10 +1,10 @@
-"""The one Markdown reader (:func:`pdd_operator.compat.text_inputs.markdown_commands`), where set 132's and fix K's
+"""The one Markdown reader (:func:`pdd_operator.compat.markdown_inputs.markdown_commands`), where set 132's and fix K's
 readers met: fences at any indentation (list items, MkDocs content tabs), a pasted terminal session reduced to its
 commands block by block, inline one-command steps, prose vllm commands, block quotes; line numbers kept."""
 
 from __future__ import annotations
 
-from pdd_operator.compat.text_inputs import markdown_commands
+from pdd_operator.compat.markdown_inputs import markdown_commands
 
 
 def _lines(text: str) -> list[str]:

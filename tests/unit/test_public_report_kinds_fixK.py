@@ -2,7 +2,7 @@
 no deployment at all (exit 4, nothing to check).
 
 - A README named by itself was only searched for ``docker build`` lines: its commands (shell code blocks, one-command
-  steps) are read now, as a script (:func:`pdd_operator.compat.text_inputs.markdown_commands`).
+  steps) are read now, as a script (:func:`pdd_operator.compat.markdown_inputs.markdown_commands`).
 - A launcher of its own run with vLLM's engine options (``python3 prefill_worker.py --model M ... --kv-transfer-config
   '{...}'``, triton-inference-server/triton_distributed's workers, which hand them to ``AsyncEngineArgs``) is read as
   the in-process vLLM engine with those options (:func:`pdd_operator.vllm.script.launcher_engine`), the release from
@@ -23,7 +23,7 @@ import yaml
 
 from pdd_operator.cli import main
 from pdd_operator.compat.manifests import pd_signal
-from pdd_operator.compat.text_inputs import markdown_commands
+from pdd_operator.compat.markdown_inputs import markdown_commands
 from pdd_operator.vllm.script import launcher_engine
 from tests.unit.cli_check import check_text
 

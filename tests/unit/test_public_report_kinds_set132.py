@@ -16,7 +16,7 @@ import json
 import pytest
 
 from pdd_operator.cli import main
-from pdd_operator.compat.text_inputs import markdown_commands
+from pdd_operator.compat.markdown_inputs import markdown_commands
 
 PIN = "pip install vllm=={version}"
 PREFILL = ("CUDA_VISIBLE_DEVICES=0 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve Qwen/Qwen3-0.6B --port 8100{extra} "

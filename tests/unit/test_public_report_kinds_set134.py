@@ -1,7 +1,7 @@
 """The kinds of held-out set 134 (issue 9, an unbiased sample, fourth draw): documentation pages scraped to Markdown.
 
 - A Markdown document's indented code blocks (CommonMark 0.31 4.4: four spaces, no fence, no info string) that hold
-  shell commands are read as its commands too (:func:`pdd_operator.compat.text_inputs.markdown_commands`), as its
+  shell commands are read as its commands too (:func:`pdd_operator.compat.markdown_inputs.markdown_commands`), as its
   fenced ones are: docs.vllm.ai pages converted to Markdown hold their scripts so. List items' nested lines, lazy
   paragraph continuations and Python blocks are not shell and stay unread.
 - A document's sections that each start a deployment of their own (a same-host pair, then a multi-machine setup;
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from pdd_operator.compat.text_inputs import markdown_commands, markdown_sections
+from pdd_operator.compat.markdown_inputs import markdown_commands, markdown_sections
 from tests.unit.cli_check import check_text
 
 from .cli_check import rules

@@ -339,7 +339,7 @@ def script_engines(path: str, text: str, sections: list[tuple[str, ...]] | None 
     or one in which no engine start is
     found (it stays "not checked", :func:`pdd_operator.compat.text_inputs.unreadable_text`). ``sections``: where
     ``text`` is a Markdown document's commands, the headings each of its lines falls under
-    (:func:`~pdd_operator.compat.text_inputs.markdown_sections`): sections that each start a deployment of their own
+    (:func:`~pdd_operator.compat.markdown_inputs.markdown_sections`): sections that each start a deployment of their own
     are read as alternatives (:func:`section_alternatives`)."""
     fmt = text_format(text)
     if fmt in ("Python launcher", "Jupyter notebook"):
@@ -363,7 +363,7 @@ def script_engines(path: str, text: str, sections: list[tuple[str, ...]] | None 
 def section_alternatives(found: list[Launch], sections: list[tuple[str, ...]]) -> list[Alternative] | None:
     """The engines ``found`` in a Markdown document's commands grouped by the sections that each hold a deployment of
     their own, or ``None`` where the document holds one. ``sections``: the headings each line of the document falls
-    under (:func:`~pdd_operator.compat.text_inputs.markdown_sections`). Documentation shows alternatives side by side
+    under (:func:`~pdd_operator.compat.markdown_inputs.markdown_sections`). Documentation shows alternatives side by side
     (a same-host 1P1D pair, then a multi-machine 2P2D setup; "Run 1P3D" then "Run 3P1D"), each with its prefill and
     its decode under sub-headings of their own: the engines are split at the deepest heading level at which every
     section that starts engines starts at least two, of which not all are KV producers nor all KV consumers
