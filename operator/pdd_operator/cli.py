@@ -590,7 +590,6 @@ def _text_input(path: str) -> dict | None:
         return None
 
 
-#: File name suffixes of Markdown documents.
 def _markdown_input(path: str, engines: list, unreadable: list[dict]) -> None:
     """Read the Markdown file ``path`` (a README that launches a deployment step by step) as the shell script of its
     commands (:func:`~pdd_operator.compat.markdown_inputs.markdown_commands`): its engines added to ``engines``, or, where
@@ -639,7 +638,7 @@ def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unrea
     other file); ``True`` otherwise."""
     from pdd_operator.compat.diff_inputs import diff_hunks, markdown_diff_hunks
     from pdd_operator.compat.manifests import pd_signal
-    from pdd_operator.compat.markdown_inputs import markdown_commands
+    from pdd_operator.compat.markdown_inputs import MARKDOWN_SUFFIXES, markdown_commands
     from pdd_operator.compat.text_inputs import unreadable_text
 
     text = _read_text(path)
@@ -652,7 +651,7 @@ def _diff_input(path: str, all_docs: dict[str, list[dict]], engines: list, unrea
     for hunk in hunks:
         name = hunk.file or "a file it does not name"
         where = f"{path}:{hunk.file}" if hunk.file else path
-        markdown = Path(hunk.file).suffix.lower() in (".md", ".markdown")
+        markdown = Path(hunk.file).suffix.lower() in MARKDOWN_SUFFIXES
         post = (markdown_commands(hunk.text) or "") if markdown else hunk.text
         if hunk.whole and Path(hunk.file).suffix.lower() in _MANIFEST_SUFFIXES:
             try:
